@@ -1,0 +1,1 @@
+//! Shared helpers for benchmarks and the load generator.

@@ -1,0 +1,1 @@
+//! Callbacks: HMAC-SHA256 signing and verification, destination precedence and address policy, the retry schedule.

@@ -1,0 +1,262 @@
+//! The error catalogue: every error the API answers with, its HTTP status and stable code.
+//!
+//! One enum ([`ErrorCode`]) holds the codes of the spec's Errors table and those that
+//! `decisions.md` adds; [`ApiError`] carries a code with a human-readable message and the
+//! optional extras of the error body. Adapters convert an [`ApiError`] to the wire exactly once.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::ids::PaymentId;
+
+/// A stable error code and the HTTP status that goes with it.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// `400 bad_request`: unknown field in the create body, invalid body or fields.
+    BadRequest,
+    /// `400 invalid_geo_code`: `geo_code` of the banks query is not two Latin letters.
+    InvalidGeoCode,
+    /// `401 token_invalid`: token truncated, revoked, unknown, of the other environment, or the
+    /// project is not active.
+    TokenInvalid,
+    /// `401 signature_invalid`: the request signature or digest does not verify.
+    SignatureInvalid,
+    /// `403 ip_not_allowed`: the source address is not in the project's allow-list.
+    IpNotAllowed,
+    /// `403 insufficient_scope`: a valid token without the scope the endpoint needs.
+    InsufficientScope,
+    /// `404 payment_not_found`: unknown or malformed payment id, or a payment of another project.
+    PaymentNotFound,
+    /// `404 not_found`: no such route or resource (operator API objects).
+    NotFound,
+    /// `409 payment_idempotency_conflict`: same `merchant_payment_id` with a different request.
+    PaymentIdempotencyConflict,
+    /// `409 request_replayed`: the nonce was already used.
+    RequestReplayed,
+    /// `409 invalid_transition`: the operation is not allowed in the payment's current status.
+    InvalidTransition,
+    /// `413 body_too_large`: the request body exceeds the limit.
+    BodyTooLarge,
+    /// `422 payment_not_covered`: method, currency or amount outside the project's contract.
+    PaymentNotCovered,
+    /// `422 payment_rate_unavailable`: no exchange rate for the currency.
+    PaymentRateUnavailable,
+    /// `422 payment_not_routable`: the payment cannot be accepted now (paused merchant or
+    /// project, no suitable requisites).
+    PaymentNotRoutable,
+    /// `422 bank_not_found`: unknown bank name, or ambiguous across countries.
+    BankNotFound,
+    /// `429 rate_limited`: the project's request rate limit is exceeded.
+    RateLimited,
+    /// `500 internal_error`: an unexpected failure inside the service.
+    Internal,
+    /// `503 service_unavailable`: overloaded or the store is unavailable.
+    ServiceUnavailable,
+}
+
+impl ErrorCode {
+    /// Every code, for documentation and agreement tests.
+    pub const ALL: [ErrorCode; 19] = [
+        ErrorCode::BadRequest,
+        ErrorCode::InvalidGeoCode,
+        ErrorCode::TokenInvalid,
+        ErrorCode::SignatureInvalid,
+        ErrorCode::IpNotAllowed,
+        ErrorCode::InsufficientScope,
+        ErrorCode::PaymentNotFound,
+        ErrorCode::NotFound,
+        ErrorCode::PaymentIdempotencyConflict,
+        ErrorCode::RequestReplayed,
+        ErrorCode::InvalidTransition,
+        ErrorCode::BodyTooLarge,
+        ErrorCode::PaymentNotCovered,
+        ErrorCode::PaymentRateUnavailable,
+        ErrorCode::PaymentNotRoutable,
+        ErrorCode::BankNotFound,
+        ErrorCode::RateLimited,
+        ErrorCode::Internal,
+        ErrorCode::ServiceUnavailable,
+    ];
+
+    /// The stable code string of the error body.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::InvalidGeoCode => "invalid_geo_code",
+            ErrorCode::TokenInvalid => "token_invalid",
+            ErrorCode::SignatureInvalid => "signature_invalid",
+            ErrorCode::IpNotAllowed => "ip_not_allowed",
+            ErrorCode::InsufficientScope => "insufficient_scope",
+            ErrorCode::PaymentNotFound => "payment_not_found",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::PaymentIdempotencyConflict => "payment_idempotency_conflict",
+            ErrorCode::RequestReplayed => "request_replayed",
+            ErrorCode::InvalidTransition => "invalid_transition",
+            ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::PaymentNotCovered => "payment_not_covered",
+            ErrorCode::PaymentRateUnavailable => "payment_rate_unavailable",
+            ErrorCode::PaymentNotRoutable => "payment_not_routable",
+            ErrorCode::BankNotFound => "bank_not_found",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Internal => "internal_error",
+            ErrorCode::ServiceUnavailable => "service_unavailable",
+        }
+    }
+
+    /// The HTTP status code that carries this error.
+    pub const fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest | ErrorCode::InvalidGeoCode => 400,
+            ErrorCode::TokenInvalid | ErrorCode::SignatureInvalid => 401,
+            ErrorCode::IpNotAllowed | ErrorCode::InsufficientScope => 403,
+            ErrorCode::PaymentNotFound | ErrorCode::NotFound => 404,
+            ErrorCode::PaymentIdempotencyConflict
+            | ErrorCode::RequestReplayed
+            | ErrorCode::InvalidTransition => 409,
+            ErrorCode::BodyTooLarge => 413,
+            ErrorCode::PaymentNotCovered
+            | ErrorCode::PaymentRateUnavailable
+            | ErrorCode::PaymentNotRoutable
+            | ErrorCode::BankNotFound => 422,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::Internal => 500,
+            ErrorCode::ServiceUnavailable => 503,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error answered by the API: a code, a message for people, and the optional extras of the
+/// error body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What went wrong, for people; never contains a secret.
+    pub message: String,
+    /// The saved payment, on a `422` whose payment was stored in `error`.
+    pub payment_id: Option<PaymentId>,
+    /// Sandbox only: the signature base the server verified against (debugging aid).
+    pub signature_base: Option<String>,
+    /// Seconds after which a retry makes sense (`429`, `503`).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// An error with a code and a message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            payment_id: None,
+            signature_base: None,
+            retry_after: None,
+        }
+    }
+
+    /// `400 bad_request` with a message.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadRequest, message)
+    }
+
+    /// `500 internal_error`; the message is logged, not shown to clients in detail.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    /// Attaches the saved payment's id (a `422` whose payment was stored).
+    pub fn with_payment_id(mut self, id: PaymentId) -> Self {
+        self.payment_id = Some(id);
+        self
+    }
+
+    /// Attaches a `Retry-After` value in seconds.
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// The HTTP status of this error.
+    pub fn http_status(&self) -> u16 {
+        self.code.http_status()
+    }
+
+    /// The JSON error body of `decisions.md`:
+    /// `{"code", "message", "request_id"}` plus `payment_id` and `signature_base` when present.
+    pub fn body<'a>(&'a self, request_id: &'a str) -> ErrorBody<'a> {
+        ErrorBody {
+            code: self.code.as_str(),
+            message: &self.message,
+            request_id,
+            payment_id: self.payment_id,
+            signature_base: self.signature_base.as_deref(),
+        }
+    }
+}
+
+/// The error response body, borrowed from an [`ApiError`].
+#[derive(Debug, Serialize)]
+pub struct ErrorBody<'a> {
+    /// Stable code.
+    pub code: &'static str,
+    /// Human-readable message.
+    pub message: &'a str,
+    /// The request id (echoed `X-Request-ID` or generated).
+    pub request_id: &'a str,
+    /// The saved payment on a `422`, when one was saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment_id: Option<PaymentId>,
+    /// Sandbox only: the exact signature base the server verified against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature_base: Option<&'a str>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_statuses_match_the_spec() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
+        }
+        assert_eq!(ErrorCode::BadRequest.http_status(), 400);
+        assert_eq!(ErrorCode::InvalidGeoCode.http_status(), 400);
+        assert_eq!(ErrorCode::TokenInvalid.http_status(), 401);
+        assert_eq!(ErrorCode::SignatureInvalid.http_status(), 401);
+        assert_eq!(ErrorCode::IpNotAllowed.http_status(), 403);
+        assert_eq!(ErrorCode::PaymentIdempotencyConflict.http_status(), 409);
+        assert_eq!(ErrorCode::RequestReplayed.http_status(), 409);
+        assert_eq!(ErrorCode::PaymentNotCovered.http_status(), 422);
+        assert_eq!(ErrorCode::BankNotFound.http_status(), 422);
+        assert_eq!(ErrorCode::BodyTooLarge.http_status(), 413);
+        assert_eq!(ErrorCode::RateLimited.http_status(), 429);
+        assert_eq!(ErrorCode::ServiceUnavailable.http_status(), 503);
+    }
+
+    #[test]
+    fn body_carries_payment_id_only_when_saved() {
+        let e = ApiError::new(ErrorCode::PaymentNotRoutable, "no route");
+        let json = serde_json::to_string(&e.body("r1")).unwrap();
+        assert_eq!(
+            json,
+            r#"{"code":"payment_not_routable","message":"no route","request_id":"r1"}"#
+        );
+        let id = PaymentId::from_uuid(uuid::Uuid::nil());
+        let e = e.with_payment_id(id);
+        let json = serde_json::to_string(&e.body("r1")).unwrap();
+        assert_eq!(
+            json,
+            r#"{"code":"payment_not_routable","message":"no route","request_id":"r1","payment_id":"00000000-0000-0000-0000-000000000000"}"#
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! HTTP adapter for payments-core: merchant API, operator API, callback dispatcher.

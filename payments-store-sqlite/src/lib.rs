@@ -1,0 +1,1 @@
+//! SQLite store for payments-core (see the crate README).
