@@ -1,0 +1,182 @@
+//! Callback events: the body built once when an event is queued, and the outbox record that
+//! carries it through delivery.
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::amount::decimal_number;
+use crate::callback::url::CallbackUrl;
+use crate::clock::Timestamp;
+use crate::ids::{EventId, PaymentId, ProjectId};
+use crate::payment::{Payment, PaymentStatus};
+
+/// Whether an event is delivered with retries or once.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Sent because the payment closed or changed: up to 3 attempts.
+    Automatic,
+    /// A manual resend by support: exactly one attempt.
+    ManualResend,
+}
+
+impl EventKind {
+    /// The stored name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Automatic => "automatic",
+            EventKind::ManualResend => "manual_resend",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<EventKind> {
+        match s {
+            "automatic" => Some(EventKind::Automatic),
+            "manual_resend" => Some(EventKind::ManualResend),
+            _ => None,
+        }
+    }
+}
+
+/// An event the state machine asks to send: its id, kind and frozen body bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallbackEvent {
+    /// Fresh for every event; identical in all retries.
+    pub event_id: EventId,
+    /// The payment it is about.
+    pub payment_id: PaymentId,
+    /// The payment's project.
+    pub project_id: ProjectId,
+    /// The status the body carries.
+    pub status: PaymentStatus,
+    /// Automatic or manual resend.
+    pub kind: EventKind,
+    /// The JSON body, byte-for-byte what every attempt sends.
+    pub body: Vec<u8>,
+    /// When the event was queued.
+    pub created_at: Timestamp,
+}
+
+impl CallbackEvent {
+    /// Builds the event for `payment` in its current status; the body is serialised here, once.
+    pub fn new(payment: &Payment, event_id: EventId, kind: EventKind, now: Timestamp) -> Self {
+        let body = serde_json::to_vec(&CallbackBody { payment, event_id })
+            .expect("serialising to a Vec cannot fail: every field is plain data");
+        CallbackEvent {
+            event_id,
+            payment_id: payment.id,
+            project_id: payment.project_id,
+            status: payment.status,
+            kind,
+            body,
+            created_at: now,
+        }
+    }
+}
+
+/// The callback body of the spec's Events section. No requisites, USDT amounts, error code or
+/// cancellation reason.
+struct CallbackBody<'a> {
+    payment: &'a Payment,
+    event_id: EventId,
+}
+
+impl Serialize for CallbackBody<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.payment;
+        let info = p.merchant_information();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("id", &p.id)?;
+        m.serialize_entry("event_id", &self.event_id)?;
+        m.serialize_entry("status", p.status.as_str())?;
+        m.serialize_entry("amount", &p.amount)?;
+        m.serialize_entry("initial_amount", &p.initial_amount)?;
+        m.serialize_entry("currency", &p.currency)?;
+        m.serialize_entry("payment_method", p.payment_method.as_str())?;
+        m.serialize_entry("bank_code", &p.bank_code)?;
+        m.serialize_entry("is_intrabank", &p.is_intrabank)?;
+        m.serialize_entry("merchant_payment_id", p.merchant_payment_id.as_str())?;
+        m.serialize_entry("rate", &info.map(|i| decimal_number(&i.rate)))?;
+        m.serialize_entry("course", &info.map(|i| decimal_number(&i.course)))?;
+        m.serialize_entry("is_test", &p.is_test())?;
+        m.serialize_entry("project_id", &p.project_id)?;
+        m.end()
+    }
+}
+
+/// Where an outbox event stands.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// Waiting for its next attempt at `next_attempt_at`.
+    Pending,
+    /// A `2xx` was received.
+    Delivered,
+    /// Every attempt failed; delivery stopped.
+    Failed,
+}
+
+impl DeliveryState {
+    /// The stored name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<DeliveryState> {
+        match s {
+            "pending" => Some(DeliveryState::Pending),
+            "delivered" => Some(DeliveryState::Delivered),
+            "failed" => Some(DeliveryState::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// A queued event with its destination and delivery progress: one outbox row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEvent {
+    /// The event and its frozen body.
+    pub event: CallbackEvent,
+    /// The destination chosen when the event was queued.
+    pub destination: CallbackUrl,
+    /// Pending, delivered or failed.
+    pub state: DeliveryState,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Attempts allowed (3 automatic, 1 manual).
+    pub max_attempts: u32,
+    /// When the next attempt is due (pending events only).
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+/// The result of one delivery attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryAttempt {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// When the attempt started.
+    pub started_at: Timestamp,
+    /// How long it took, in milliseconds.
+    pub duration_ms: u64,
+    /// The response status, if a response arrived.
+    pub http_status: Option<u16>,
+    /// The failure, if any (`timeout`, `connect: ...`, `redirect not followed`, ...).
+    pub error: Option<String>,
+    /// `true` for a `2xx`.
+    pub success: bool,
+}
+
+/// An event with every attempt made to deliver it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// The outbox row.
+    pub outbox: OutboxEvent,
+    /// Attempts in order.
+    pub attempts: Vec<DeliveryAttempt>,
+}

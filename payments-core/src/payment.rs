@@ -1,0 +1,404 @@
+//! The Payment resource: its fields, statuses and the JSON the API writes.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::amount::Amount;
+use crate::bank::CountryCode;
+use crate::callback::url::CallbackUrl;
+use crate::clock::Timestamp;
+use crate::ids::{PaymentId, ProjectId};
+use crate::settlement::{Pricing, Settlement};
+
+/// A payment's status.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PaymentStatus {
+    /// Accepted; requisites not issued yet.
+    Created,
+    /// Requisites issued; waiting for the transfer.
+    Processing,
+    /// The transfer was confirmed.
+    Completed,
+    /// Canceled: lifetime ran out, canceled, or not confirmed.
+    Canceled,
+    /// No requisites were issued (`error_code` says why).
+    Error,
+    /// A closed payment under re-check.
+    Appeal,
+}
+
+impl PaymentStatus {
+    /// Every status.
+    pub const ALL: [PaymentStatus; 6] = [
+        PaymentStatus::Created,
+        PaymentStatus::Processing,
+        PaymentStatus::Completed,
+        PaymentStatus::Canceled,
+        PaymentStatus::Error,
+        PaymentStatus::Appeal,
+    ];
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PaymentStatus::Created => "created",
+            PaymentStatus::Processing => "processing",
+            PaymentStatus::Completed => "completed",
+            PaymentStatus::Canceled => "canceled",
+            PaymentStatus::Error => "error",
+            PaymentStatus::Appeal => "appeal",
+        }
+    }
+
+    /// `completed`, `canceled` or `error`: final except for a re-check or support decision.
+    pub const fn is_closed(self) -> bool {
+        matches!(
+            self,
+            PaymentStatus::Completed | PaymentStatus::Canceled | PaymentStatus::Error
+        )
+    }
+}
+
+impl FromStr for PaymentStatus {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PaymentStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownValue(s.to_string()))
+    }
+}
+
+impl fmt::Display for PaymentStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not one of an enumeration's wire names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown value {0:?}")]
+pub struct UnknownValue(pub String);
+
+/// Whether a payment is a regular one or a project test payment.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flow {
+    /// A regular payment.
+    RuntimeLive,
+    /// A payment of a project in test mode (sandbox).
+    ProjectTest,
+}
+
+impl Flow {
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Flow::RuntimeLive => "runtime_live",
+            Flow::ProjectTest => "project_test",
+        }
+    }
+}
+
+impl FromStr for Flow {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "runtime_live" => Ok(Flow::RuntimeLive),
+            "project_test" => Ok(Flow::ProjectTest),
+            _ => Err(UnknownValue(s.to_string())),
+        }
+    }
+}
+
+/// How the payer transfers the money.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PaymentMethod {
+    /// Transfer by phone number (the requisite is a phone number).
+    Sbp,
+    /// Transfer by card number (the requisite is a card number).
+    CardTransfer,
+}
+
+impl PaymentMethod {
+    /// Every method.
+    pub const ALL: [PaymentMethod; 2] = [PaymentMethod::Sbp, PaymentMethod::CardTransfer];
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PaymentMethod::Sbp => "sbp",
+            PaymentMethod::CardTransfer => "card_transfer",
+        }
+    }
+}
+
+impl FromStr for PaymentMethod {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sbp" => Ok(PaymentMethod::Sbp),
+            "card_transfer" => Ok(PaymentMethod::CardTransfer),
+            _ => Err(UnknownValue(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for PaymentMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A currency code: three upper-case ASCII letters (ISO 4217 form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Currency([u8; 3]);
+
+impl Currency {
+    /// The default currency.
+    pub const RUB: Currency = Currency(*b"RUB");
+
+    /// Parses exactly three upper-case ASCII letters.
+    pub fn parse(s: &str) -> Option<Currency> {
+        match s.as_bytes() {
+            [a, b, c] if [a, b, c].iter().all(|x| x.is_ascii_uppercase()) => {
+                Some(Currency([*a, *b, *c]))
+            }
+            _ => None,
+        }
+    }
+
+    /// The code.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("constructed only from ASCII letters")
+    }
+}
+
+impl fmt::Display for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Currency {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The merchant's order id: 1-64 characters from `A-Za-z0-9._:-`; the idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MerchantPaymentId(String);
+
+impl MerchantPaymentId {
+    /// Longest accepted id.
+    pub const MAX_LEN: usize = 64;
+
+    /// Parses an id; `None` if empty, longer than 64 or with another character.
+    pub fn parse(s: &str) -> Option<MerchantPaymentId> {
+        let ok = !s.is_empty()
+            && s.len() <= Self::MAX_LEN
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        ok.then(|| MerchantPaymentId(s.to_string()))
+    }
+
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for MerchantPaymentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a payment ended in `error`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PaymentErrorCode {
+    /// The provider has no requisites for this payment.
+    ProviderNoRequisites,
+    /// The provider's answer is unknown (timeout, crash during the call).
+    ProviderResultAmbiguous,
+}
+
+impl PaymentErrorCode {
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PaymentErrorCode::ProviderNoRequisites => "provider_no_requisites",
+            PaymentErrorCode::ProviderResultAmbiguous => "provider_result_ambiguous",
+        }
+    }
+}
+
+impl FromStr for PaymentErrorCode {
+    type Err = UnknownValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "provider_no_requisites" => Ok(PaymentErrorCode::ProviderNoRequisites),
+            "provider_result_ambiguous" => Ok(PaymentErrorCode::ProviderResultAmbiguous),
+            _ => Err(UnknownValue(s.to_string())),
+        }
+    }
+}
+
+/// The `error_code` and `error_comment` of a payment in `error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentFailure {
+    /// Why no requisites were issued.
+    pub code: PaymentErrorCode,
+    /// A human-readable explanation.
+    pub comment: String,
+}
+
+/// Transfer requisites issued for one payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requisites {
+    /// Recipient phone number (`sbp`) or card number (`card_transfer`, digits only).
+    pub requisite: String,
+    /// Recipient name as the payer's bank shows it.
+    pub holder_name: String,
+    /// The requisite's bank: a catalog name if recognised, else the provider's name.
+    pub bank: Option<String>,
+    /// QR code link, when the requisites have one.
+    pub qrcode_link: Option<String>,
+    /// Open-bank-app link, when the requisites have one.
+    pub deeplink_url: Option<String>,
+}
+
+/// A payment, as stored and as the state machine sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    /// Payment id.
+    pub id: PaymentId,
+    /// The project that created it.
+    pub project_id: ProjectId,
+    /// The merchant's order id.
+    pub merchant_payment_id: MerchantPaymentId,
+    /// Regular or project test payment.
+    pub flow: Flow,
+    /// Current status.
+    pub status: PaymentStatus,
+    /// Amount to pay; may change after a re-check.
+    pub amount: Amount,
+    /// Amount from the request; never changes.
+    pub initial_amount: Amount,
+    /// Currency.
+    pub currency: Currency,
+    /// Country of the payer's bank lookup.
+    pub geo_code: CountryCode,
+    /// Payment method.
+    pub payment_method: PaymentMethod,
+    /// Transfer within the payer's bank.
+    pub is_intrabank: bool,
+    /// Payer's bank (resolved catalog name), or `None` for any bank.
+    pub bank_code: Option<String>,
+    /// Per-payment callback URL.
+    pub callback_url: Option<CallbackUrl>,
+    /// Requisites, once issued.
+    pub requisites: Option<Requisites>,
+    /// Course and fee fixed when requisites were issued.
+    pub pricing: Option<Pricing>,
+    /// Why no requisites were issued, for a payment that went to `error`.
+    pub failure: Option<PaymentFailure>,
+    /// While in `appeal`: the status the re-check started from.
+    pub appeal_from: Option<PaymentStatus>,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Time of the last change.
+    pub updated_at: Timestamp,
+    /// `created_at` + the project's lifetime: an unpaid payment is canceled then.
+    pub expires_at: Timestamp,
+    /// Incremented by every change; stores use it for optimistic concurrency.
+    pub version: u64,
+    /// The normalised create request, compared for idempotency.
+    pub fingerprint: String,
+}
+
+/// How long a payment may stay in `created` before it is taken as a crashed provider call.
+pub const STUCK_CREATE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Payment {
+    /// `true` for a project test payment.
+    pub fn is_test(&self) -> bool {
+        self.flow == Flow::ProjectTest
+    }
+
+    /// The settlement at the current amount; `None` until requisites are issued.
+    pub fn merchant_information(&self) -> Option<Settlement> {
+        self.pricing
+            .as_ref()
+            .map(|p| Settlement::compute(&self.amount, p))
+    }
+
+    /// When the lifecycle sweeper must look at this payment next: the lifetime's end for a
+    /// `processing` payment, the stuck-create deadline for a `created` one, never otherwise.
+    pub fn due_at(&self) -> Option<Timestamp> {
+        match self.status {
+            PaymentStatus::Processing => Some(self.expires_at),
+            PaymentStatus::Created => Some(self.created_at + STUCK_CREATE_AFTER),
+            _ => None,
+        }
+    }
+
+    /// The Payment resource as the API writes it.
+    pub fn view(&self) -> PaymentView<'_> {
+        PaymentView(self)
+    }
+}
+
+/// The Payment resource's JSON: every always-present field (null when empty), `qrcode_link` and
+/// `deeplink_url` only when the requisites have them, `error_code` and `error_comment` only in
+/// `error`. Numbers are written from decimals.
+#[derive(Debug, Clone, Copy)]
+pub struct PaymentView<'a>(&'a Payment);
+
+impl Serialize for PaymentView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.0;
+        let req = p.requisites.as_ref();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("id", &p.id)?;
+        m.serialize_entry("merchant_payment_id", p.merchant_payment_id.as_str())?;
+        m.serialize_entry("flow", p.flow.as_str())?;
+        m.serialize_entry("status", p.status.as_str())?;
+        m.serialize_entry("amount", &p.amount)?;
+        m.serialize_entry("initial_amount", &p.initial_amount)?;
+        m.serialize_entry("currency", &p.currency)?;
+        m.serialize_entry("geo_code", p.geo_code.as_str())?;
+        m.serialize_entry("payment_method", p.payment_method.as_str())?;
+        m.serialize_entry("is_intrabank", &p.is_intrabank)?;
+        m.serialize_entry("bank_code", &p.bank_code)?;
+        m.serialize_entry("requisite_bank", &req.and_then(|r| r.bank.as_deref()))?;
+        m.serialize_entry("callback_url", &p.callback_url.as_ref().map(|u| u.as_str()))?;
+        m.serialize_entry("is_test", &p.is_test())?;
+        m.serialize_entry("merchant_information", &p.merchant_information())?;
+        m.serialize_entry("requisite", &req.map(|r| r.requisite.as_str()))?;
+        m.serialize_entry("holder_name", &req.map(|r| r.holder_name.as_str()))?;
+        if let Some(link) = req.and_then(|r| r.qrcode_link.as_deref()) {
+            m.serialize_entry("qrcode_link", link)?;
+        }
+        if let Some(link) = req.and_then(|r| r.deeplink_url.as_deref()) {
+            m.serialize_entry("deeplink_url", link)?;
+        }
+        if p.status == PaymentStatus::Error {
+            if let Some(f) = &p.failure {
+                m.serialize_entry("error_code", f.code.as_str())?;
+                m.serialize_entry("error_comment", &f.comment)?;
+            }
+        }
+        m.serialize_entry("created_at", &p.created_at)?;
+        m.serialize_entry("updated_at", &p.updated_at)?;
+        m.serialize_entry("expires_at", &p.expires_at)?;
+        m.end()
+    }
+}

@@ -1,0 +1,207 @@
+//! Merchants, projects and their settings, contracts and credentials as the core sees them.
+
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+
+use crate::amount::Amount;
+use crate::auth::Scope;
+use crate::callback::url::CallbackUrl;
+use crate::clock::Timestamp;
+use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
+use crate::payment::{Currency, PaymentMethod};
+use crate::settlement::FeePercent;
+use crate::{ApiError, ErrorCode};
+
+/// The default payment lifetime: 15 minutes from creation.
+pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(15 * 60);
+
+/// A merchant: owns projects; may be paused; may have a common callback URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merchant {
+    /// Merchant id.
+    pub id: MerchantId,
+    /// Display name.
+    pub name: String,
+    /// A paused merchant's payments are `422 payment_not_routable`.
+    pub paused: bool,
+    /// The merchant's common callback URL (third in precedence).
+    pub callback_url: Option<CallbackUrl>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Per-method terms of a contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodTerms {
+    /// The method.
+    pub method: PaymentMethod,
+    /// Smallest accepted amount, inclusive.
+    pub min_amount: Option<Decimal>,
+    /// Largest accepted amount, inclusive.
+    pub max_amount: Option<Decimal>,
+    /// Project fee for this method.
+    pub fee_percent: FeePercent,
+}
+
+/// What a project may accept: methods with limits and fee, and currencies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contract {
+    /// Accepted currencies.
+    pub currencies: Vec<Currency>,
+    /// Accepted methods and their terms.
+    pub methods: Vec<MethodTerms>,
+}
+
+impl Contract {
+    /// Checks a payment against the contract; the fee percent of its method on success, else
+    /// `422 payment_not_covered` naming what is outside.
+    pub fn cover(
+        &self,
+        method: PaymentMethod,
+        currency: Currency,
+        amount: &Amount,
+    ) -> Result<FeePercent, ApiError> {
+        let not_covered = |m: String| ApiError::new(ErrorCode::PaymentNotCovered, m);
+        let terms = self
+            .methods
+            .iter()
+            .find(|t| t.method == method)
+            .ok_or_else(|| {
+                not_covered(format!(
+                    "payment_method {method} is not in the project's contract"
+                ))
+            })?;
+        if !self.currencies.contains(&currency) {
+            return Err(not_covered(format!(
+                "currency {currency} is not in the project's contract"
+            )));
+        }
+        let a = amount.as_decimal();
+        if let Some(min) = terms.min_amount {
+            if a < min {
+                return Err(not_covered(format!(
+                    "amount {a} is below the contract's minimum {min} for {method}"
+                )));
+            }
+        }
+        if let Some(max) = terms.max_amount {
+            if a > max {
+                return Err(not_covered(format!(
+                    "amount {a} is above the contract's maximum {max} for {method}"
+                )));
+            }
+        }
+        Ok(terms.fee_percent)
+    }
+}
+
+/// A per-project request rate limit (token bucket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Sustained requests per second.
+    pub per_second: u32,
+    /// Bucket size.
+    pub burst: u32,
+}
+
+impl Default for RateLimit {
+    /// 50 requests/s, burst 100 (decisions.md).
+    fn default() -> Self {
+        RateLimit {
+            per_second: 50,
+            burst: 100,
+        }
+    }
+}
+
+/// A merchant's project: a shop with its own credentials, settings and contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    /// Project id.
+    pub id: ProjectId,
+    /// The owning merchant.
+    pub merchant_id: MerchantId,
+    /// Display name.
+    pub name: String,
+    /// An inactive project's tokens are `401 token_invalid`.
+    pub active: bool,
+    /// Test mode (sandbox only): payments get `is_test: true`, `flow: project_test`.
+    pub test_mode: bool,
+    /// Payment lifetime.
+    pub lifetime: Duration,
+    /// What the project may accept.
+    pub contract: Contract,
+    /// The project callback URL (second in precedence).
+    pub callback_url: Option<CallbackUrl>,
+    /// IP allow-list rules (addresses or CIDR networks); empty means no check.
+    pub ip_allow_list: Vec<String>,
+    /// Whether GET endpoints require a signature.
+    pub signature_required: bool,
+    /// Request rate limit.
+    pub rate_limit: RateLimit,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// An issued project token, as stored: only its hash and display prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// Token id.
+    pub id: TokenId,
+    /// The project it belongs to.
+    pub project_id: ProjectId,
+    /// SHA-256 of the whole token.
+    pub hash: [u8; 32],
+    /// The leading part shown for identification (`nl_test_` + 6 characters).
+    pub prefix: String,
+    /// Granted scopes.
+    pub scopes: Vec<Scope>,
+    /// Issue time.
+    pub created_at: Timestamp,
+    /// Revocation time; a revoked token fails at once.
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// A registered Ed25519 public key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// `ed25519-` + RFC 7638 thumbprint.
+    pub keyid: KeyId,
+    /// The project it belongs to.
+    pub project_id: ProjectId,
+    /// The raw 32-byte public key.
+    pub public_key: [u8; 32],
+    /// Registration time.
+    pub created_at: Timestamp,
+    /// Revocation time; a revoked key stops verifying at once.
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// A stored callback secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRecord {
+    /// The whole secret string (`whsec_...`).
+    pub secret: String,
+    /// When it was issued (or auto-created).
+    pub created_at: Timestamp,
+    /// `false` for a secret the service created at first delivery and revealed to nobody.
+    pub revealed: bool,
+}
+
+/// An operator action, for the audit trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// When.
+    pub at: Timestamp,
+    /// Who (operator name or `system`).
+    pub actor: String,
+    /// What (e.g. `payment.confirm`, `token.revoke`).
+    pub action: String,
+    /// The object acted on (an id).
+    pub target: String,
+    /// State before, as JSON text.
+    pub before: Option<String>,
+    /// State after, as JSON text.
+    pub after: Option<String>,
+}

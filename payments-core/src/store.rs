@@ -1,0 +1,217 @@
+//! The storage port: what the service needs from a database. Adapters implement these traits;
+//! uniqueness, atomic state-change-plus-outbox writes and optimistic concurrency are the store's
+//! duty, so races are resolved by the database.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::event::{DeliveryAttempt, EventRecord, OutboxEvent};
+use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use crate::project::{AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord};
+use crate::{ApiError, ErrorCode};
+
+/// A store failure.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot serve now (busy, overloaded, disk, closed): `503`.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Optimistic concurrency: the payment changed since it was read.
+    #[error("the payment was changed concurrently")]
+    Conflict,
+    /// A unique key already exists (e.g. a key id registered twice).
+    #[error("already exists: {0}")]
+    Duplicate(String),
+    /// The referenced object does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Stored data could not be read back (a bug or a damaged database).
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(_) => ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the service is temporarily unavailable",
+            )
+            .with_retry_after(1),
+            StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+/// The answer of [`PaymentStore::insert_payment`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// The payment was stored.
+    Inserted,
+    /// A payment with the same (project, merchant_payment_id) exists; here it is.
+    Existing(Payment),
+}
+
+/// A payment change to commit atomically: the new payment version, the callback event it
+/// produces, and the audit record of the operator action that caused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentChange {
+    /// The payment after the change.
+    pub payment: Payment,
+    /// The version the change was computed from; a different stored version is
+    /// [`StoreError::Conflict`]. Equal to `payment.version` when only an event is added.
+    pub expected_version: u64,
+    /// The outbox event to insert in the same transaction.
+    pub event: Option<OutboxEvent>,
+    /// The audit record to insert in the same transaction.
+    pub audit: Option<AuditRecord>,
+}
+
+/// Payments.
+#[async_trait]
+pub trait PaymentStore: Send + Sync {
+    /// Stores a new payment unless (project, merchant_payment_id) is taken, atomically.
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError>;
+    /// A payment by id.
+    async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError>;
+    /// A payment by its project and merchant payment id.
+    async fn payment_by_merchant_id(
+        &self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Result<Option<Payment>, StoreError>;
+    /// Commits a change (payment version + event + audit) in one transaction.
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError>;
+    /// Payments whose [`Payment::due_at`] is at or before `now`, earliest first, through an
+    /// index (cost follows the number due, not the number stored).
+    async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError>;
+    /// The number of payments in each status (for metrics).
+    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError>;
+}
+
+/// One-time request nonces.
+#[async_trait]
+pub trait NonceStore: Send + Sync {
+    /// Records `nonce` for `project` until `expires_at`; `false` if it is already recorded and
+    /// not expired (a replay). Exactly one of many concurrent calls with one nonce gets `true`.
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Deletes nonces expired at `now`; returns how many.
+    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError>;
+}
+
+/// The callback outbox.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Claims up to `limit` pending events due at `now`, earliest first, and leases them: their
+    /// `next_attempt_at` moves to `now + lease`, so another dispatcher (or a restart after a
+    /// crash mid-attempt) picks them up only after the lease ends.
+    async fn claim_due_events(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxEvent>, StoreError>;
+    /// Records an attempt and the event's next step in one transaction:
+    /// `next_attempt_at = Some(t)` keeps it pending, `None` ends it as delivered (on success)
+    /// or failed.
+    async fn record_attempt(
+        &self,
+        event_id: EventId,
+        attempt: &DeliveryAttempt,
+        next_attempt_at: Option<Timestamp>,
+    ) -> Result<(), StoreError>;
+    /// Every event of a payment with its attempts, oldest first.
+    async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError>;
+    /// The number of pending events.
+    async fn pending_events(&self) -> Result<u64, StoreError>;
+}
+
+/// Merchants, projects and their credentials.
+#[async_trait]
+pub trait DirectoryStore: Send + Sync {
+    /// Inserts or replaces a merchant.
+    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError>;
+    /// A merchant by id.
+    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError>;
+    /// Every merchant.
+    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError>;
+    /// Inserts or replaces a project.
+    async fn put_project(&self, project: &Project) -> Result<(), StoreError>;
+    /// A project by id.
+    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError>;
+    /// Every project.
+    async fn projects(&self) -> Result<Vec<Project>, StoreError>;
+    /// Stores an issued token.
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError>;
+    /// A token by the SHA-256 of the presented token, revoked or not.
+    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError>;
+    /// A project's tokens.
+    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError>;
+    /// Revokes a token; `false` if there is no such token of that project.
+    async fn revoke_token(
+        &self,
+        project: ProjectId,
+        id: TokenId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// Registers a key; [`StoreError::Duplicate`] if the project already has that key id.
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError>;
+    /// A project's key by id, revoked or not.
+    async fn key(&self, project: ProjectId, keyid: &KeyId)
+        -> Result<Option<KeyRecord>, StoreError>;
+    /// A project's keys.
+    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError>;
+    /// Revokes a key; `false` if there is no such key of that project.
+    async fn revoke_key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError>;
+    /// A project's callback secrets, newest first (at most two).
+    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError>;
+    /// Adds a secret and keeps only the two newest, atomically.
+    async fn add_callback_secret(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<(), StoreError>;
+    /// Adds `secret` only if the project has none; returns the project's secrets after.
+    async fn add_callback_secret_if_none(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<Vec<SecretRecord>, StoreError>;
+    /// A named setting (e.g. the operator token hash).
+    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError>;
+    /// Sets a named setting.
+    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
+}
+
+/// The audit trail.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// Appends a record.
+    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
+    /// The newest `limit` records, newest first.
+    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
+}
+
+/// Everything the service needs from storage.
+pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + AuditStore {
+    /// A cheap check that the store answers (for `/readyz`).
+    fn is_ready(&self) -> bool {
+        true
+    }
+}
