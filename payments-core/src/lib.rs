@@ -27,4 +27,6 @@ pub mod project;
 pub mod provider;
 pub mod settlement;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod transition;

@@ -1,0 +1,145 @@
+//! A manual clock whose timers fire when time is advanced, and a deterministic random source.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::clock::{Clock, Sleep, Timestamp};
+use crate::random::RandomSource;
+
+/// A clock that stands still until [`ManualClock::advance`] or [`ManualClock::set`] moves it.
+/// Sleeping futures complete when the clock reaches their deadline.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    inner: Arc<Mutex<ClockState>>,
+}
+
+#[derive(Debug)]
+struct ClockState {
+    now: Timestamp,
+    next_id: u64,
+    sleepers: BTreeMap<u64, (Timestamp, Option<Waker>)>,
+}
+
+impl ManualClock {
+    /// A clock at `start`.
+    pub fn new(start: Timestamp) -> Self {
+        ManualClock {
+            inner: Arc::new(Mutex::new(ClockState {
+                now: start,
+                next_id: 0,
+                sleepers: BTreeMap::new(),
+            })),
+        }
+    }
+
+    /// Moves time forward by `d`, waking timers that became due.
+    pub fn advance(&self, d: Duration) {
+        let mut st = self
+            .inner
+            .lock()
+            .expect("clock lock is never held across a panic");
+        st.now = st.now + d;
+        Self::wake_due(&mut st);
+    }
+
+    /// Sets the time (it may move backwards, as a real clock can be corrected).
+    pub fn set(&self, t: Timestamp) {
+        let mut st = self
+            .inner
+            .lock()
+            .expect("clock lock is never held across a panic");
+        st.now = t;
+        Self::wake_due(&mut st);
+    }
+
+    /// The earliest pending timer deadline, if any.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        let st = self
+            .inner
+            .lock()
+            .expect("clock lock is never held across a panic");
+        st.sleepers.values().map(|(t, _)| *t).min()
+    }
+
+    fn wake_due(st: &mut ClockState) {
+        let now = st.now;
+        for (deadline, waker) in st.sleepers.values_mut() {
+            if *deadline <= now {
+                if let Some(w) = waker.take() {
+                    w.wake();
+                }
+            }
+        }
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        self.inner
+            .lock()
+            .expect("clock lock is never held across a panic")
+            .now
+    }
+
+    fn sleep(&self, duration: Duration) -> Sleep {
+        let inner = self.inner.clone();
+        let (id, deadline) = {
+            let mut st = inner
+                .lock()
+                .expect("clock lock is never held across a panic");
+            let id = st.next_id;
+            st.next_id += 1;
+            let deadline = st.now + duration;
+            st.sleepers.insert(id, (deadline, None));
+            (id, deadline)
+        };
+        Box::pin(std::future::poll_fn(move |cx| {
+            let mut st = inner
+                .lock()
+                .expect("clock lock is never held across a panic");
+            if st.now >= deadline {
+                st.sleepers.remove(&id);
+                std::task::Poll::Ready(())
+            } else {
+                st.sleepers.insert(id, (deadline, Some(cx.waker().clone())));
+                std::task::Poll::Pending
+            }
+        }))
+    }
+}
+
+/// A deterministic random source: SHA-256 in counter mode over a seed. For tests and
+/// simulations only; never for production secrets.
+#[derive(Debug)]
+pub struct SeededRandom {
+    seed: u64,
+    counter: AtomicU64,
+}
+
+impl SeededRandom {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Self {
+        SeededRandom {
+            seed,
+            counter: AtomicU64::new(0),
+        }
+    }
+}
+
+impl RandomSource for SeededRandom {
+    fn fill(&self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(32) {
+            let n = self.counter.fetch_add(1, Ordering::Relaxed);
+            let mut h = Sha256::new();
+            h.update(self.seed.to_le_bytes());
+            h.update(n.to_le_bytes());
+            let block = h.finalize();
+            chunk.copy_from_slice(&block[..chunk.len()]);
+        }
+    }
+}

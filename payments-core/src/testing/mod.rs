@@ -1,0 +1,8 @@
+//! Test support for embedders (feature `testing`): an in-memory store, a manual clock, a seeded
+//! random source, proptest strategies and the store contract suite every adapter runs.
+
+pub mod clock;
+pub mod memory;
+
+pub use clock::{ManualClock, SeededRandom};
+pub use memory::MemoryStore;
