@@ -25,6 +25,7 @@ pub mod event;
 pub mod payment;
 pub mod project;
 pub mod provider;
+pub mod request;
 pub mod settlement;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
