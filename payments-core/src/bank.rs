@@ -209,8 +209,9 @@ impl BankCatalog {
     pub fn from_json(json: &str) -> Result<Self, CatalogError> {
         let raw: Vec<RawBank> = serde_json::from_str(json)?;
         let mut banks = Vec::with_capacity(raw.len());
-        // (country, folded name) -> (file position, name), to report both sides of a duplicate.
-        let mut seen: HashMap<(CountryCode, String), (usize, usize)> = HashMap::new();
+        // (country, folded name) -> file position; every accepted entry is pushed, so a file
+        // position is also the entry's position in `banks` until the sort below.
+        let mut seen: HashMap<(CountryCode, String), usize> = HashMap::new();
         for (index, entry) in raw.into_iter().enumerate() {
             let country = match entry.country.as_bytes() {
                 [a, b] if a.is_ascii_uppercase() && b.is_ascii_uppercase() => CountryCode([*a, *b]),
@@ -231,8 +232,8 @@ impl BankCatalog {
                 });
             }
             let key = (country, fold(&entry.name));
-            if let Some(&(first_index, first_pos)) = seen.get(&key) {
-                let first: &Bank = &banks[first_pos];
+            if let Some(&first_index) = seen.get(&key) {
+                let first: &Bank = &banks[first_index];
                 return Err(CatalogError::Duplicate {
                     index,
                     name: entry.name,
@@ -241,7 +242,7 @@ impl BankCatalog {
                     country,
                 });
             }
-            seen.insert(key, (index, banks.len()));
+            seen.insert(key, index);
             banks.push(Bank {
                 name: entry.name,
                 country,
