@@ -1,9 +1,27 @@
 //! The bank catalog and bank-code resolution.
+//!
+//! [`BankCatalog`] holds the public catalog of `GET /api/v1/banks` (shipped as
+//! `data/banks.json` and embedded at build time), lists it, resolves a create request's
+//! `bank_code` by the spec's "Bank code resolution" rules, and recognises the bank a requisite
+//! provider names. Names are compared after [`fold`]ing case, so `сбербанк` finds `Сбербанк`.
 
+use std::collections::HashMap;
 use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::{ApiError, ErrorCode};
+
+/// The catalog file, embedded so that the core reads no file at run time.
+const EMBEDDED_JSON: &str = include_str!("../data/banks.json");
+
+/// How many characters of a client's value an error message repeats.
+const ECHO_LIMIT: usize = 64;
 
 /// A two-letter country code (`geo_code`, a bank's `country`): two ASCII letters, stored in
 /// upper case. Parsing accepts either case.
+///
+/// Serializes as the upper-case string (`"RU"`); deserializes by [`CountryCode::parse`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CountryCode([u8; 2]);
 
@@ -31,5 +49,745 @@ impl CountryCode {
 impl fmt::Display for CountryCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CountryCode {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for CountryCode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        CountryCode::parse(&raw).ok_or_else(|| {
+            serde::de::Error::invalid_value(
+                serde::de::Unexpected::Str(&raw),
+                &"two Latin letters (a country code)",
+            )
+        })
+    }
+}
+
+/// Parses the `geo_code` query parameter of `GET /api/v1/banks`.
+///
+/// The value must be exactly two Latin letters; lower case is accepted and upper-cased
+/// (`ru` keeps RU), surrounding whitespace is not trimmed. Anything else (`R`, `RUS`, `1A`,
+/// the empty string, `Ру`) is `400 invalid_geo_code`. A well-formed code of a country the
+/// catalog does not cover is not an error: its listing is empty.
+pub fn parse_geo_query(raw: &str) -> Result<CountryCode, ApiError> {
+    CountryCode::parse(raw).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidGeoCode,
+            format!("geo_code must be two Latin letters, got {}", echo(raw)),
+        )
+    })
+}
+
+/// One catalog entry: an institution of one country, by the name its customers know.
+///
+/// Serializes as the Bank item of `GET /api/v1/banks`: `{"name": "...", "country": "RU"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Bank {
+    name: String,
+    country: CountryCode,
+}
+
+impl Bank {
+    /// The catalog name: the exact value accepted in `bank_code` and written to `bank_code` and
+    /// `requisite_bank` of a payment. Non-empty, without surrounding whitespace.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The institution's country.
+    pub fn country(&self) -> CountryCode {
+        self.country
+    }
+}
+
+/// Why a catalog file was rejected by [`BankCatalog::from_json`]. `index` is the entry's
+/// position (from 0) in the file's array.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The file is not a JSON array of `{"name", "country"}` objects of strings.
+    #[error("bank catalog is not a JSON array of {{\"name\", \"country\"}} objects: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A `country` that is not exactly two upper-case ASCII letters.
+    #[error("bank catalog entry {index}: country {country:?} is not two upper-case ASCII letters")]
+    InvalidCountry {
+        /// Position of the entry.
+        index: usize,
+        /// The value found.
+        country: String,
+    },
+    /// A `name` that is empty or only whitespace.
+    #[error("bank catalog entry {index}: name is empty")]
+    EmptyName {
+        /// Position of the entry.
+        index: usize,
+    },
+    /// A `name` with leading or trailing whitespace (requests are trimmed, so it could never be
+    /// named exactly).
+    #[error("bank catalog entry {index}: name {name:?} has surrounding whitespace")]
+    UntrimmedName {
+        /// Position of the entry.
+        index: usize,
+        /// The value found.
+        name: String,
+    },
+    /// Two entries of one country whose names are equal after case folding.
+    #[error(
+        "bank catalog entry {index}: {name:?} duplicates entry {first_index} {first_name:?} \
+         in {country} (names are compared ignoring case)"
+    )]
+    Duplicate {
+        /// Position of the later entry.
+        index: usize,
+        /// The later entry's name.
+        name: String,
+        /// Position of the earlier entry.
+        first_index: usize,
+        /// The earlier entry's name.
+        first_name: String,
+        /// Their country.
+        country: CountryCode,
+    },
+}
+
+/// An entry of the catalog file, before validation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBank {
+    name: String,
+    country: String,
+}
+
+/// The bank catalog: the list behind `GET /api/v1/banks` and the index behind `bank_code`
+/// resolution.
+///
+/// Entries are kept in listing order: by country code (ASCII), then by [`fold`]ed name
+/// (code-point order). Names of one country never fold alike (the catalog rejects that), so the
+/// order is total and does not depend on the file's order.
+///
+/// Build it once ([`BankCatalog::embedded`]) and share it; lookups do not allocate beyond
+/// folding the requested name.
+#[derive(Debug, Clone)]
+pub struct BankCatalog {
+    /// In listing order.
+    banks: Vec<Bank>,
+    /// Folded name -> positions in `banks`, ascending, hence ordered by country.
+    by_name: HashMap<String, Vec<usize>>,
+}
+
+/// What a name lookup found.
+enum Lookup<'a> {
+    /// The entry to use.
+    Found(&'a Bank),
+    /// No entry of any country has the name.
+    Unknown,
+    /// Several countries have the name and none is the one asked for (positions in `banks`).
+    Ambiguous(&'a [usize]),
+}
+
+impl BankCatalog {
+    /// The catalog shipped with the crate (`data/banks.json`, see `data/README.md`).
+    pub fn embedded() -> BankCatalog {
+        BankCatalog::from_json(EMBEDDED_JSON).expect(
+            "data/banks.json is a valid catalog: the test embedded_catalog_is_valid_and_complete \
+             parses it",
+        )
+    }
+
+    /// Parses and validates a catalog file: a JSON array of `{"name": "...", "country": "XX"}`.
+    ///
+    /// Rejects a country that is not exactly two upper-case ASCII letters, a name that is empty
+    /// or has surrounding whitespace, and two names of one country that are equal after
+    /// [`fold`]ing case. The same name in different countries is allowed.
+    pub fn from_json(json: &str) -> Result<Self, CatalogError> {
+        let raw: Vec<RawBank> = serde_json::from_str(json)?;
+        let mut banks = Vec::with_capacity(raw.len());
+        // (country, folded name) -> file position; every accepted entry is pushed, so a file
+        // position is also the entry's position in `banks` until the sort below.
+        let mut seen: HashMap<(CountryCode, String), usize> = HashMap::new();
+        for (index, entry) in raw.into_iter().enumerate() {
+            let country = match entry.country.as_bytes() {
+                [a, b] if a.is_ascii_uppercase() && b.is_ascii_uppercase() => CountryCode([*a, *b]),
+                _ => {
+                    return Err(CatalogError::InvalidCountry {
+                        index,
+                        country: entry.country,
+                    })
+                }
+            };
+            if entry.name.trim().is_empty() {
+                return Err(CatalogError::EmptyName { index });
+            }
+            if entry.name.trim() != entry.name {
+                return Err(CatalogError::UntrimmedName {
+                    index,
+                    name: entry.name,
+                });
+            }
+            let key = (country, fold(&entry.name));
+            if let Some(&first_index) = seen.get(&key) {
+                let first: &Bank = &banks[first_index];
+                return Err(CatalogError::Duplicate {
+                    index,
+                    name: entry.name,
+                    first_index,
+                    first_name: first.name.clone(),
+                    country,
+                });
+            }
+            seen.insert(key, index);
+            banks.push(Bank {
+                name: entry.name,
+                country,
+            });
+        }
+
+        let mut keyed: Vec<(String, Bank)> =
+            banks.into_iter().map(|b| (fold(&b.name), b)).collect();
+        keyed.sort_by(|(fa, a), (fb, b)| (a.country, fa).cmp(&(b.country, fb)));
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut banks = Vec::with_capacity(keyed.len());
+        for (position, (folded, bank)) in keyed.into_iter().enumerate() {
+            by_name.entry(folded).or_default().push(position);
+            banks.push(bank);
+        }
+        Ok(BankCatalog { banks, by_name })
+    }
+
+    /// Resolves a create request's `bank_code` by the spec's "Bank code resolution" rules.
+    ///
+    /// Surrounding whitespace is trimmed and case is ignored ([`fold`]). The entry of the
+    /// `geo_code` country wins; otherwise a name that only one country has is accepted
+    /// (cross-border). An unknown name, or a name of several countries none of which is
+    /// `geo_code`, is `422 bank_not_found`, and the message says which of the two it was.
+    ///
+    /// An empty or whitespace-only `bank_code` means "any bank": the caller treats it as absent
+    /// and does not call this; if it does, the answer is `bank_not_found`.
+    pub fn resolve(&self, bank_code: &str, geo_code: CountryCode) -> Result<&Bank, ApiError> {
+        let name = bank_code.trim();
+        if name.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::BankNotFound,
+                "bank_code is empty; omit it to accept any bank",
+            ));
+        }
+        match self.lookup(name, geo_code) {
+            Lookup::Found(bank) => Ok(bank),
+            Lookup::Unknown => Err(ApiError::new(
+                ErrorCode::BankNotFound,
+                format!(
+                    "bank_code {} is not a bank of the catalog (see GET /api/v1/banks)",
+                    echo(name)
+                ),
+            )),
+            Lookup::Ambiguous(positions) => {
+                let countries: Vec<&str> = positions
+                    .iter()
+                    .map(|&p| self.banks[p].country.as_str())
+                    .collect();
+                Err(ApiError::new(
+                    ErrorCode::BankNotFound,
+                    format!(
+                        "bank_code {} is ambiguous: present in {}; none is geo_code {geo_code}",
+                        echo(name),
+                        countries.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Recognises the bank a requisite provider names: the catalog entry, if the name (trimmed,
+    /// case ignored) is that of an entry of `country`, or of exactly one entry anywhere.
+    ///
+    /// `None` means "not recognised": the payment's `requisite_bank` then carries the
+    /// provider's own name. A name of several other countries is not recognised, since the
+    /// country would be a guess.
+    pub fn recognise(&self, provider_name: &str, country: CountryCode) -> Option<&Bank> {
+        match self.lookup(provider_name.trim(), country) {
+            Lookup::Found(bank) => Some(bank),
+            Lookup::Unknown | Lookup::Ambiguous(_) => None,
+        }
+    }
+
+    /// The catalog in listing order (country code, then folded name), all of it or one
+    /// country's entries. A country without entries gives an empty list.
+    pub fn list(&self, geo_code: Option<CountryCode>) -> Vec<&Bank> {
+        match geo_code {
+            None => self.banks.iter().collect(),
+            Some(country) => {
+                // `banks` is sorted by country, so one country's entries are one run.
+                let start = self.banks.partition_point(|b| b.country < country);
+                let end = self.banks.partition_point(|b| b.country <= country);
+                self.banks[start..end].iter().collect()
+            }
+        }
+    }
+
+    /// The countries that have at least one entry, in ASCII order.
+    pub fn countries(&self) -> Vec<CountryCode> {
+        let mut countries: Vec<CountryCode> = self.banks.iter().map(|b| b.country).collect();
+        countries.dedup();
+        countries
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.banks.len()
+    }
+
+    /// Whether the catalog has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.banks.is_empty()
+    }
+
+    fn lookup(&self, name: &str, country: CountryCode) -> Lookup<'_> {
+        let Some(positions) = self.by_name.get(&fold(name)) else {
+            return Lookup::Unknown;
+        };
+        if let Some(&p) = positions
+            .iter()
+            .find(|&&p| self.banks[p].country == country)
+        {
+            return Lookup::Found(&self.banks[p]);
+        }
+        match positions.as_slice() {
+            [only] => Lookup::Found(&self.banks[*only]),
+            several => Lookup::Ambiguous(several),
+        }
+    }
+}
+
+/// The case folding under which bank names are compared: Unicode lower case
+/// ([`str::to_lowercase`], so Cyrillic, Greek and Latin with diacritics fold correctly), with
+/// the Turkish I folded to plain `i`: dotless `ı` becomes `i`, and the combining dot that `İ`
+/// lower-cases to is dropped. Without that, `IS BANKASI`, `iş bankası` and `İş Bankası` would
+/// be three different names.
+pub fn fold(name: &str) -> String {
+    let mut folded = String::with_capacity(name.len());
+    for c in name.chars().flat_map(char::to_lowercase) {
+        match c {
+            'ı' => folded.push('i'),
+            '\u{307}' if folded.ends_with('i') => {}
+            c => folded.push(c),
+        }
+    }
+    folded
+}
+
+/// A client's value quoted for an error message, cut to [`ECHO_LIMIT`] characters.
+fn echo(value: &str) -> String {
+    let mut chars = value.chars();
+    let head: String = chars.by_ref().take(ECHO_LIMIT).collect();
+    if chars.next().is_some() {
+        format!("{head:?}...")
+    } else {
+        format!("{head:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashSet};
+
+    use super::*;
+
+    /// The 35 countries the spec's Bank section names.
+    const SPEC_COUNTRIES: [&str; 35] = [
+        "RU", "AZ", "AR", "AM", "BD", "BY", "BO", "VE", "VN", "DE", "GE", "EG", "IN", "ID", "JO",
+        "KZ", "KH", "KG", "CN", "KW", "MY", "MX", "MD", "MN", "AE", "PK", "PE", "PL", "SA", "TJ",
+        "TH", "TR", "UZ", "KR", "JP",
+    ];
+
+    fn cc(s: &str) -> CountryCode {
+        CountryCode::parse(s).expect("test country codes are two letters")
+    }
+
+    fn catalog() -> BankCatalog {
+        BankCatalog::embedded()
+    }
+
+    fn resolved(bank_code: &str, geo: &str) -> (String, String) {
+        let c = catalog();
+        let bank = c
+            .resolve(bank_code, cc(geo))
+            .unwrap_or_else(|e| panic!("{bank_code:?} from {geo}: {e}"));
+        (bank.name().to_owned(), bank.country().to_string())
+    }
+
+    fn not_found(bank_code: &str, geo: &str) -> String {
+        let err = catalog()
+            .resolve(bank_code, cc(geo))
+            .expect_err("the name must not resolve");
+        assert_eq!(err.code, ErrorCode::BankNotFound);
+        assert_eq!(err.http_status(), 422);
+        assert_eq!(err.payment_id, None);
+        err.message
+    }
+
+    #[test]
+    fn embedded_catalog_is_valid_and_complete() {
+        let raw: Vec<serde_json::Value> =
+            serde_json::from_str(EMBEDDED_JSON).expect("banks.json is JSON");
+        let c = BankCatalog::from_json(EMBEDDED_JSON).expect("banks.json is a valid catalog");
+        assert_eq!(c.len(), raw.len());
+
+        let mut pairs = HashSet::new();
+        let mut per_country: BTreeMap<String, usize> = BTreeMap::new();
+        for entry in &raw {
+            let name = entry["name"].as_str().expect("name is a string");
+            let country = entry["country"].as_str().expect("country is a string");
+            assert!(
+                country.len() == 2 && country.bytes().all(|b| b.is_ascii_uppercase()),
+                "{country:?}"
+            );
+            assert!(!name.trim().is_empty());
+            assert!(pairs.insert((country, name)), "duplicate {country} {name}");
+            *per_country.entry(country.to_owned()).or_default() += 1;
+        }
+
+        let expected: BTreeMap<String, usize> = SPEC_COUNTRIES
+            .iter()
+            .map(|&c| (c.to_owned(), per_country.get(c).copied().unwrap_or(0)))
+            .collect();
+        assert_eq!(per_country, expected, "exactly the spec's 35 countries");
+        for (country, n) in &per_country {
+            let minimum = if country == "RU" { 40 } else { 8 };
+            assert!(*n >= minimum, "{country} has {n} entries, wants {minimum}");
+        }
+        assert_eq!(c.countries().len(), 35);
+    }
+
+    #[test]
+    fn same_country_match_ignores_case() {
+        assert_eq!(
+            resolved("halyk bank", "KZ"),
+            ("Halyk Bank".into(), "KZ".into())
+        );
+        assert_eq!(resolved("Т-БАНК", "RU"), ("Т-Банк".into(), "RU".into()));
+        assert_eq!(resolved("mbank", "PL"), ("mBank".into(), "PL".into()));
+        assert_eq!(resolved("MBANK", "KG"), ("MBank".into(), "KG".into()));
+    }
+
+    #[test]
+    fn cyrillic_names_fold_case() {
+        assert_eq!(resolved("сбербанк", "RU"), ("Сбербанк".into(), "RU".into()));
+        assert_eq!(resolved("СБЕРБАНК", "RU"), ("Сбербанк".into(), "RU".into()));
+        assert_eq!(
+            resolved("ozon банк", "RU"),
+            ("Ozon Банк".into(), "RU".into())
+        );
+        assert_eq!(
+            resolved("хаан БАНК", "MN"),
+            ("Хаан банк".into(), "MN".into())
+        );
+    }
+
+    #[test]
+    fn turkish_i_folds_both_ways() {
+        assert_eq!(
+            resolved("İŞ BANKASI", "TR"),
+            ("İş Bankası".into(), "TR".into())
+        );
+        assert_eq!(
+            resolved("iş bankası", "TR"),
+            ("İş Bankası".into(), "TR".into())
+        );
+        assert_eq!(
+            resolved("VAKIFBANK", "TR"),
+            ("VakıfBank".into(), "TR".into())
+        );
+        assert_eq!(fold("Yapı Kredi"), fold("YAPI KREDI"));
+    }
+
+    #[test]
+    fn unique_name_resolves_cross_border() {
+        assert_eq!(
+            resolved("Kaspi Bank", "RU"),
+            ("Kaspi Bank".into(), "KZ".into())
+        );
+        assert_eq!(
+            resolved("kaspi bank", "DE"),
+            ("Kaspi Bank".into(), "KZ".into())
+        );
+        assert_eq!(resolved("Сбербанк", "KZ"), ("Сбербанк".into(), "RU".into()));
+    }
+
+    #[test]
+    fn name_of_several_countries_is_resolved_by_geo_code() {
+        assert_eq!(
+            resolved("Halyk Bank", "KG"),
+            ("Halyk Bank".into(), "KG".into())
+        );
+        assert_eq!(
+            resolved("Halyk Bank", "TJ"),
+            ("Halyk Bank".into(), "TJ".into())
+        );
+        assert_eq!(
+            resolved("альфа-банк", "BY"),
+            ("Альфа-Банк".into(), "BY".into())
+        );
+        assert_eq!(
+            resolved("Альфа-Банк", "RU"),
+            ("Альфа-Банк".into(), "RU".into())
+        );
+    }
+
+    #[test]
+    fn name_of_several_other_countries_is_ambiguous() {
+        assert_eq!(
+            not_found("Halyk Bank", "RU"),
+            "bank_code \"Halyk Bank\" is ambiguous: present in KG, KZ, TJ; none is geo_code RU"
+        );
+        assert_eq!(
+            not_found("альфа-банк", "KZ"),
+            "bank_code \"альфа-банк\" is ambiguous: present in BY, RU; none is geo_code KZ"
+        );
+        assert_eq!(
+            not_found("MBANK", "RU"),
+            "bank_code \"MBANK\" is ambiguous: present in KG, PL; none is geo_code RU"
+        );
+    }
+
+    #[test]
+    fn unknown_name_is_not_found() {
+        assert_eq!(
+            not_found("Bank of Atlantis", "RU"),
+            "bank_code \"Bank of Atlantis\" is not a bank of the catalog (see GET /api/v1/banks)"
+        );
+        // A BIC is not a bank_code.
+        assert!(not_found("SABRRUMM", "RU").contains("is not a bank of the catalog"));
+        // Folding does not make prefixes match, nor a Latin look-alike of a Cyrillic letter
+        // (Latin "T" in "T-Банк"; the catalog's name begins with Cyrillic "Т").
+        assert!(not_found("T-Банк", "RU").contains("is not a bank of the catalog"));
+        assert!(not_found("Сбер", "RU").contains("is not a bank of the catalog"));
+    }
+
+    #[test]
+    fn surrounding_whitespace_is_trimmed() {
+        assert_eq!(
+            resolved("  Сбербанк\t", "RU"),
+            ("Сбербанк".into(), "RU".into())
+        );
+        assert_eq!(
+            resolved("\n kaspi bank ", "RU"),
+            ("Kaspi Bank".into(), "KZ".into())
+        );
+        assert!(not_found("   ", "RU").contains("empty"));
+    }
+
+    #[test]
+    fn long_unknown_names_are_cut_in_the_message() {
+        let long = "Ы".repeat(500);
+        let message = not_found(&long, "RU");
+        assert!(message.starts_with(&format!("bank_code \"{}\"...", "Ы".repeat(64))));
+    }
+
+    #[test]
+    fn recognise_prefers_the_country_then_a_unique_name() {
+        let c = catalog();
+        let bank = c.recognise("HALYK BANK ", cc("TJ")).expect("recognised");
+        assert_eq!((bank.name(), bank.country()), ("Halyk Bank", cc("TJ")));
+        let bank = c.recognise("т-банк", cc("RU")).expect("recognised");
+        assert_eq!((bank.name(), bank.country()), ("Т-Банк", CountryCode::RU));
+        let bank = c
+            .recognise("Kaspi Bank", CountryCode::RU)
+            .expect("recognised");
+        assert_eq!((bank.name(), bank.country()), ("Kaspi Bank", cc("KZ")));
+        assert_eq!(c.recognise("Halyk Bank", CountryCode::RU), None);
+        assert_eq!(c.recognise("Sandbox Test Bank", CountryCode::RU), None);
+        assert_eq!(c.recognise("", CountryCode::RU), None);
+    }
+
+    #[test]
+    fn listing_is_ordered_by_country_then_folded_name() {
+        let c = catalog();
+        let all = c.list(None);
+        assert_eq!(all.len(), c.len());
+        for pair in all.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert!(
+                (a.country(), fold(a.name())) < (b.country(), fold(b.name())),
+                "{a:?} before {b:?}"
+            );
+        }
+        assert_eq!(all[0].country(), cc("AE"));
+        assert_eq!(all[all.len() - 1].country(), cc("VN"));
+    }
+
+    #[test]
+    fn listing_order_does_not_depend_on_file_order() {
+        let json = r#"[
+            {"name": "zeta", "country": "RU"},
+            {"name": "Beta", "country": "KZ"},
+            {"name": "alpha", "country": "RU"},
+            {"name": "Альфа", "country": "RU"},
+            {"name": "Beta", "country": "AM"},
+            {"name": "Gamma", "country": "RU"}
+        ]"#;
+        let c = BankCatalog::from_json(json).expect("valid");
+        let listed: Vec<(String, &str)> = c
+            .list(None)
+            .iter()
+            .map(|b| (b.country().to_string(), b.name()))
+            .collect();
+        let expected = [
+            ("AM", "Beta"),
+            ("KZ", "Beta"),
+            ("RU", "alpha"),
+            ("RU", "Gamma"),
+            ("RU", "zeta"),
+            ("RU", "Альфа"),
+        ];
+        let expected: Vec<(String, &str)> =
+            expected.iter().map(|&(c, n)| (c.to_owned(), n)).collect();
+        assert_eq!(listed, expected);
+        assert_eq!(c.countries(), vec![cc("AM"), cc("KZ"), cc("RU")]);
+    }
+
+    #[test]
+    fn geo_filter_keeps_one_country() {
+        let c = catalog();
+        let kz = c.list(Some(cc("KZ")));
+        assert_eq!(kz.len(), 15);
+        assert!(kz.iter().all(|b| b.country() == cc("KZ")));
+        assert!(kz.iter().any(|b| b.name() == "Kaspi Bank"));
+        let kz_from_all: Vec<&Bank> = c
+            .list(None)
+            .into_iter()
+            .filter(|b| b.country() == cc("KZ"))
+            .collect();
+        assert_eq!(kz, kz_from_all);
+        assert!(c.list(Some(cc("US"))).is_empty());
+        assert!(c.list(Some(cc("AA"))).is_empty());
+        assert!(c.list(Some(cc("ZZ"))).is_empty());
+    }
+
+    #[test]
+    fn bank_serializes_as_the_spec_item() {
+        let c = catalog();
+        let bank = c.resolve("Сбербанк", CountryCode::RU).expect("in catalog");
+        assert_eq!(
+            serde_json::to_string(bank).expect("serializable"),
+            r#"{"name":"Сбербанк","country":"RU"}"#
+        );
+    }
+
+    #[test]
+    fn geo_query_accepts_two_latin_letters_in_either_case() {
+        assert_eq!(parse_geo_query("RU").expect("valid"), CountryCode::RU);
+        assert_eq!(parse_geo_query("kz").expect("valid"), cc("KZ"));
+        assert_eq!(parse_geo_query("Tj").expect("valid").as_str(), "TJ");
+        assert_eq!(parse_geo_query("US").expect("valid").as_str(), "US");
+    }
+
+    #[test]
+    fn geo_query_rejects_anything_else() {
+        for raw in ["R", "RUS", "1A", "", "Ру", " RU", "R U", "R-"] {
+            let err = parse_geo_query(raw).expect_err(raw);
+            assert_eq!(err.code, ErrorCode::InvalidGeoCode, "{raw:?}");
+            assert_eq!(err.http_status(), 400);
+        }
+        assert_eq!(
+            parse_geo_query("RUS").expect_err("three letters").message,
+            "geo_code must be two Latin letters, got \"RUS\""
+        );
+    }
+
+    #[test]
+    fn country_code_serde_round_trips_upper_case() {
+        assert_eq!(
+            serde_json::to_string(&CountryCode::RU).expect("serializable"),
+            "\"RU\""
+        );
+        let parsed: CountryCode = serde_json::from_str("\"kz\"").expect("two letters");
+        assert_eq!(parsed, cc("KZ"));
+        assert!(serde_json::from_str::<CountryCode>("\"KAZ\"").is_err());
+        assert!(serde_json::from_str::<CountryCode>("\"Ру\"").is_err());
+    }
+
+    #[test]
+    fn catalog_rejects_bad_country_codes() {
+        for country in ["ru", "Ru", "RUS", "R", "", "1A", "Ру"] {
+            let json = format!(r#"[{{"name": "Сбербанк", "country": "{country}"}}]"#);
+            match BankCatalog::from_json(&json) {
+                Err(CatalogError::InvalidCountry {
+                    index: 0,
+                    country: found,
+                }) => {
+                    assert_eq!(found, country)
+                }
+                other => panic!("{country:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn catalog_rejects_empty_and_untrimmed_names() {
+        let json = r#"[{"name": "A", "country": "RU"}, {"name": "  ", "country": "RU"}]"#;
+        assert!(matches!(
+            BankCatalog::from_json(json),
+            Err(CatalogError::EmptyName { index: 1 })
+        ));
+        let json = r#"[{"name": " Сбербанк", "country": "RU"}]"#;
+        assert!(matches!(
+            BankCatalog::from_json(json),
+            Err(CatalogError::UntrimmedName { index: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn catalog_rejects_names_of_one_country_that_fold_alike() {
+        let json = r#"[
+            {"name": "Сбербанк", "country": "RU"},
+            {"name": "Kaspi Bank", "country": "KZ"},
+            {"name": "СБЕРБАНК", "country": "RU"}
+        ]"#;
+        match BankCatalog::from_json(json) {
+            Err(CatalogError::Duplicate {
+                index,
+                name,
+                first_index,
+                first_name,
+                country,
+            }) => {
+                assert_eq!((index, first_index), (2, 0));
+                assert_eq!(
+                    (name.as_str(), first_name.as_str()),
+                    ("СБЕРБАНК", "Сбербанк")
+                );
+                assert_eq!(country, CountryCode::RU);
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same name in two countries is fine.
+        let json = r#"[{"name": "HSBC", "country": "MX"}, {"name": "hsbc", "country": "IN"}]"#;
+        assert_eq!(BankCatalog::from_json(json).expect("valid").len(), 2);
+    }
+
+    #[test]
+    fn catalog_rejects_malformed_json_and_unknown_fields() {
+        assert!(matches!(
+            BankCatalog::from_json(r#"{"name": "A", "country": "RU"}"#),
+            Err(CatalogError::Json(_))
+        ));
+        assert!(matches!(
+            BankCatalog::from_json(r#"[{"name": "A", "country": "RU", "bic": "X"}]"#),
+            Err(CatalogError::Json(_))
+        ));
+        assert!(matches!(
+            BankCatalog::from_json(r#"[{"name": "A"}]"#),
+            Err(CatalogError::Json(_))
+        ));
+        assert!(BankCatalog::from_json("[]")
+            .expect("empty is valid")
+            .is_empty());
     }
 }
