@@ -1,0 +1,236 @@
+//! `POST /api/v1/payments`: from a verified body to a stored payment with requisites.
+
+use futures_util::future::{select, Either};
+
+use super::PaymentService;
+use crate::clock::Timestamp;
+use crate::ids::PaymentId;
+use crate::payment::{Flow, Payment, PaymentErrorCode, PaymentStatus, Requisites};
+use crate::project::{Merchant, Project};
+use crate::provider::{ProviderOutcome, RequisiteRequest};
+use crate::request::CreatePayment;
+use crate::settlement::{Course, Pricing};
+use crate::store::{InsertOutcome, StoreError};
+use crate::transition::{self, Trigger};
+use crate::{ApiError, ErrorCode};
+
+/// Whether a create made a new payment or found the existing one.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateStatus {
+    /// A new payment: `201 Created`.
+    Created,
+    /// The same request again: `200 OK` with the existing payment.
+    Existing,
+}
+
+/// The answer to a create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOutcome {
+    /// New or existing.
+    pub status: CreateStatus,
+    /// The payment.
+    pub payment: Payment,
+}
+
+impl PaymentService {
+    /// Creates a payment from a body whose request already passed authentication, signature
+    /// and nonce checks. The order of checks after that: body validation, idempotency, then
+    /// business rules (bank, contract, rate, provider). Everything before the insert takes
+    /// nothing; after it, the `merchant_payment_id` is taken.
+    pub async fn create_payment(
+        &self,
+        project: &Project,
+        merchant: &Merchant,
+        body: &[u8],
+    ) -> Result<CreateOutcome, ApiError> {
+        let req = CreatePayment::parse(body, self.config.callback_policy)?;
+        let catalog = &self.ports.catalog;
+        let resolved = req
+            .bank_code
+            .as_deref()
+            .map(|b| catalog.resolve(b, req.geo_code));
+        let fingerprint =
+            req.fingerprint(resolved.as_ref().and_then(|r| r.as_ref().ok()).map(|b| b.name()));
+
+        let store = &self.ports.store;
+        if let Some(existing) = store
+            .payment_by_merchant_id(project.id, &req.merchant_payment_id)
+            .await?
+        {
+            return self.repeat(existing, &fingerprint).await;
+        }
+
+        if merchant.paused {
+            return Err(ApiError::new(ErrorCode::PaymentNotRoutable, "the merchant is paused"));
+        }
+        let bank_code = match resolved {
+            None => None,
+            Some(Ok(bank)) => Some(bank.name().to_string()),
+            Some(Err(e)) => return Err(e),
+        };
+        let fee_percent = project
+            .contract
+            .cover(req.payment_method, req.currency, &req.amount)?;
+        let no_rate = || {
+            ApiError::new(
+                ErrorCode::PaymentRateUnavailable,
+                format!("no exchange rate for {}", req.currency),
+            )
+        };
+        let course = self.ports.rates.course(req.currency).await.ok_or_else(no_rate)?;
+        let course = Course::new(course).map_err(|_| no_rate())?;
+        let pricing = Pricing {
+            course,
+            fee_percent,
+        };
+
+        let now = self.ports.clock.now();
+        let payment = Payment {
+            id: PaymentId::generate(self.ports.rng.as_ref()),
+            project_id: project.id,
+            merchant_payment_id: req.merchant_payment_id.clone(),
+            flow: if project.test_mode {
+                Flow::ProjectTest
+            } else {
+                Flow::RuntimeLive
+            },
+            status: PaymentStatus::Created,
+            amount: req.amount,
+            initial_amount: req.amount,
+            currency: req.currency,
+            geo_code: req.geo_code,
+            payment_method: req.payment_method,
+            is_intrabank: req.is_intrabank,
+            bank_code,
+            callback_url: req.callback_url.clone(),
+            requisites: None,
+            pricing: None,
+            failure: None,
+            appeal_from: None,
+            created_at: now,
+            updated_at: now,
+            expires_at: now + project.lifetime,
+            version: 1,
+            fingerprint: fingerprint.clone(),
+        };
+        match store.insert_payment(&payment).await? {
+            InsertOutcome::Inserted => {}
+            // A concurrent identical (or conflicting) request won the unique index.
+            InsertOutcome::Existing(existing) => return self.repeat(existing, &fingerprint).await,
+        }
+
+        let outcome = self.call_provider(&payment).await;
+        let (trigger, not_routable) = match outcome {
+            ProviderOutcome::Issued(r) => {
+                let bank = r.bank_name.map(|name| {
+                    catalog
+                        .recognise(&name, payment.geo_code)
+                        .map(|b| b.name().to_string())
+                        .unwrap_or(name)
+                });
+                let requisites = Requisites {
+                    requisite: r.requisite,
+                    holder_name: r.holder_name,
+                    bank,
+                    qrcode_link: r.qrcode_link,
+                    deeplink_url: r.deeplink_url,
+                };
+                (Trigger::RequisitesIssued { requisites, pricing }, None)
+            }
+            ProviderOutcome::NoRequisites(comment) => (
+                Trigger::RequisitesRefused {
+                    code: PaymentErrorCode::ProviderNoRequisites,
+                    comment,
+                },
+                None,
+            ),
+            ProviderOutcome::NotRoutable(comment) => (
+                Trigger::RequisitesRefused {
+                    code: PaymentErrorCode::ProviderNoRequisites,
+                    comment: comment.clone(),
+                },
+                Some(comment),
+            ),
+            ProviderOutcome::Ambiguous(comment) => (
+                Trigger::RequisitesRefused {
+                    code: PaymentErrorCode::ProviderResultAmbiguous,
+                    comment,
+                },
+                None,
+            ),
+        };
+        let now = self.ports.clock.now();
+        let t = transition::apply(&payment, trigger, now, self.ports.rng.as_ref())?;
+        let stored = match self.commit(&payment, &t, None).await {
+            Ok(_) => t.payment,
+            // The stuck-create sweeper got there first (only after 60 s): report what is stored.
+            Err(StoreError::Conflict) => store
+                .payment(payment.id)
+                .await?
+                .ok_or_else(|| ApiError::internal("payment vanished after a conflict"))?,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(comment) = not_routable {
+            return Err(ApiError::new(ErrorCode::PaymentNotRoutable, comment)
+                .with_payment_id(stored.id));
+        }
+        Ok(CreateOutcome {
+            status: CreateStatus::Created,
+            payment: stored,
+        })
+    }
+
+    /// The provider call within its budget; no answer in time is ambiguous.
+    async fn call_provider(&self, payment: &Payment) -> ProviderOutcome {
+        let request = RequisiteRequest {
+            payment_id: payment.id,
+            amount: payment.amount,
+            currency: payment.currency,
+            payment_method: payment.payment_method,
+            geo_code: payment.geo_code,
+            bank_code: payment.bank_code.clone(),
+            is_intrabank: payment.is_intrabank,
+            is_test: payment.is_test(),
+        };
+        let call = self.ports.provider.issue(&request);
+        let budget = self.ports.clock.sleep(self.config.provider_budget);
+        match select(call, budget).await {
+            Either::Left((outcome, _)) => outcome,
+            Either::Right(((), _)) => ProviderOutcome::Ambiguous(format!(
+                "the requisite provider did not answer within {} s",
+                self.config.provider_budget.as_secs()
+            )),
+        }
+    }
+
+    /// A repeat of an accepted `merchant_payment_id`: the same request gets the existing
+    /// payment (waiting, bounded, while the first request's provider call runs); a different
+    /// one is `409 payment_idempotency_conflict`.
+    async fn repeat(&self, existing: Payment, fingerprint: &str) -> Result<CreateOutcome, ApiError> {
+        if existing.fingerprint != fingerprint {
+            return Err(ApiError::new(
+                ErrorCode::PaymentIdempotencyConflict,
+                format!(
+                    "merchant_payment_id {} was already used with a different request",
+                    existing.merchant_payment_id
+                ),
+            ));
+        }
+        let mut payment = existing;
+        let deadline: Timestamp = self.ports.clock.now() + self.config.duplicate_wait;
+        while payment.status == PaymentStatus::Created && self.ports.clock.now() < deadline {
+            self.ports.clock.sleep(self.config.duplicate_poll).await;
+            payment = self
+                .ports
+                .store
+                .payment(payment.id)
+                .await?
+                .ok_or_else(|| ApiError::internal("payment vanished while waiting"))?;
+        }
+        Ok(CreateOutcome {
+            status: CreateStatus::Existing,
+            payment,
+        })
+    }
+}

@@ -1,0 +1,228 @@
+//! The service: orchestration of parsing, bank resolution, contract, rates, the requisite
+//! provider, the state machine and the store. It decides; adapters carry out.
+
+mod create;
+mod operate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bank::BankCatalog;
+use crate::callback::address::AddressPolicy;
+use crate::clock::Clock;
+use crate::event::{DeliveryState, EventKind, OutboxEvent};
+use crate::ids::PaymentId;
+use crate::payment::Payment;
+use crate::project::{AuditRecord, Merchant, Project};
+use crate::provider::{RateSource, RequisiteProvider};
+use crate::random::RandomSource;
+use crate::store::{PaymentChange, Store, StoreError};
+use crate::transition::{self, Transition, Trigger};
+use crate::{ApiError, ErrorCode};
+
+pub use create::{CreateOutcome, CreateStatus};
+pub use operate::{Actor, OperationResult, SweepReport};
+
+/// Settings of the service.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Which callback URLs are acceptable (development may allow `http://` and loopback).
+    pub callback_policy: AddressPolicy,
+    /// The requisite provider's time budget (15 s): no answer in time is
+    /// `provider_result_ambiguous`.
+    pub provider_budget: Duration,
+    /// How long a duplicate create waits for the first one's provider call.
+    pub duplicate_wait: Duration,
+    /// How often a waiting duplicate re-reads the payment.
+    pub duplicate_poll: Duration,
+    /// Attempts of an automatic callback (1 + the number of retry delays).
+    pub automatic_attempts: u32,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            callback_policy: AddressPolicy::default(),
+            provider_budget: Duration::from_secs(15),
+            duplicate_wait: Duration::from_secs(16),
+            duplicate_poll: Duration::from_millis(20),
+            automatic_attempts: 3,
+        }
+    }
+}
+
+/// The ports the service runs on.
+#[derive(Clone)]
+pub struct Ports {
+    /// Storage.
+    pub store: Arc<dyn Store>,
+    /// Requisite provider.
+    pub provider: Arc<dyn RequisiteProvider>,
+    /// Exchange rates.
+    pub rates: Arc<dyn RateSource>,
+    /// Time and timers.
+    pub clock: Arc<dyn Clock>,
+    /// Randomness.
+    pub rng: Arc<dyn RandomSource>,
+    /// The bank catalog.
+    pub catalog: Arc<BankCatalog>,
+}
+
+impl std::fmt::Debug for Ports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ports").finish_non_exhaustive()
+    }
+}
+
+/// The payment service.
+#[derive(Debug, Clone)]
+pub struct PaymentService {
+    ports: Ports,
+    config: ServiceConfig,
+}
+
+impl PaymentService {
+    /// A service over `ports`.
+    pub fn new(ports: Ports, config: ServiceConfig) -> Self {
+        PaymentService { ports, config }
+    }
+
+    /// The ports.
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.ports.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.config
+    }
+
+    /// The bank catalog.
+    pub fn catalog(&self) -> &BankCatalog {
+        &self.ports.catalog
+    }
+
+    /// A payment of `project` by its id as given in a path: unknown, malformed and other
+    /// projects' ids are all `404 payment_not_found`.
+    pub async fn payment_of_project(
+        &self,
+        project: &Project,
+        id: &str,
+    ) -> Result<Payment, ApiError> {
+        let not_found = || ApiError::new(ErrorCode::PaymentNotFound, "payment not found");
+        let id: PaymentId = id.parse().map_err(|_| not_found())?;
+        match self.ports.store.payment(id).await? {
+            Some(p) if p.project_id == project.id => Ok(p),
+            _ => Err(not_found()),
+        }
+    }
+
+    /// Commits a transition: the new payment version, its callback event (when a destination
+    /// exists at any level) and the audit record, in one store transaction.
+    async fn commit(
+        &self,
+        before: &Payment,
+        t: &Transition,
+        audit: Option<AuditRecord>,
+    ) -> Result<Option<OutboxEvent>, StoreError> {
+        let outbox = match &t.event {
+            Some(ev) => {
+                let (project, merchant) = self.owner_of(&t.payment).await?;
+                self.outbox_for(ev, &t.payment, &project, &merchant)
+            }
+            None => None,
+        };
+        self.ports
+            .store
+            .commit_change(&PaymentChange {
+                payment: t.payment.clone(),
+                expected_version: before.version,
+                event: outbox.clone(),
+                audit,
+            })
+            .await?;
+        Ok(outbox)
+    }
+
+    async fn owner_of(&self, p: &Payment) -> Result<(Project, Merchant), StoreError> {
+        let project = self
+            .ports
+            .store
+            .project(p.project_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("payment {} has no project", p.id)))?;
+        let merchant = self
+            .ports
+            .store
+            .merchant(project.merchant_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt(format!("project {} has no merchant", project.id)))?;
+        Ok((project, merchant))
+    }
+
+    /// The outbox row for an event: destination by precedence payment -> project -> merchant;
+    /// no URL at any level means no event.
+    fn outbox_for(
+        &self,
+        ev: &crate::event::CallbackEvent,
+        payment: &Payment,
+        project: &Project,
+        merchant: &Merchant,
+    ) -> Option<OutboxEvent> {
+        let destination = payment
+            .callback_url
+            .as_ref()
+            .or(project.callback_url.as_ref())
+            .or(merchant.callback_url.as_ref())?
+            .clone();
+        let max_attempts = match ev.kind {
+            EventKind::ManualResend => 1,
+            _ => self.config.automatic_attempts,
+        };
+        Some(OutboxEvent {
+            event: ev.clone(),
+            destination,
+            state: DeliveryState::Pending,
+            attempts: 0,
+            max_attempts,
+            next_attempt_at: Some(ev.created_at),
+        })
+    }
+
+    /// Applies a trigger with the state machine and commits it, re-reading and retrying when
+    /// another writer changed the payment in between (optimistic concurrency).
+    async fn apply(
+        &self,
+        id: PaymentId,
+        make: impl Fn(&Payment) -> Result<Trigger, ApiError>,
+        audit: impl Fn(&Payment, &Payment) -> Option<AuditRecord>,
+    ) -> Result<(Payment, Option<OutboxEvent>), ApiError> {
+        for _ in 0..8 {
+            let before = self
+                .ports
+                .store
+                .payment(id)
+                .await?
+                .ok_or_else(|| ApiError::new(ErrorCode::PaymentNotFound, "payment not found"))?;
+            let trigger = make(&before)?;
+            let now = self.ports.clock.now();
+            let t = transition::apply(&before, trigger, now, self.ports.rng.as_ref())?;
+            let record = audit(&before, &t.payment);
+            match self.commit(&before, &t, record).await {
+                Ok(outbox) => return Ok((t.payment, outbox)),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::new(
+            ErrorCode::ServiceUnavailable,
+            "the payment is changing too often; try again",
+        )
+        .with_retry_after(1))
+    }
+}
