@@ -25,6 +25,7 @@ use serde::{Serialize, Serializer};
 use url::{Host, Url};
 
 use super::address::{check_ip, AddressPolicy, ForbiddenAddress};
+use crate::ApiError;
 
 /// The maximum length of a callback URL, in characters.
 pub const MAX_URL_LENGTH: usize = 2048;
@@ -78,6 +79,13 @@ pub enum CallbackUrlError {
     /// An IP-literal host in a refused range.
     #[error("callback_url host {0}")]
     ForbiddenAddress(ForbiddenAddress),
+}
+
+impl From<CallbackUrlError> for ApiError {
+    /// Every refused callback URL is a `400 bad_request` carrying the error's message.
+    fn from(e: CallbackUrlError) -> ApiError {
+        ApiError::bad_request(e.to_string())
+    }
 }
 
 /// The host of a [`CallbackUrl`].
@@ -313,6 +321,12 @@ mod tests {
                 "169.254.169.254",
             ),
             ("https://127.1/", RangeKind::Loopback, "127.0.0.1"),
+            ("https://%31%32%37.0.0.1/", RangeKind::Loopback, "127.0.0.1"),
+            (
+                "https://[0:0:0:0:0:ffff:a9fe:a9fe]/",
+                RangeKind::LinkLocal,
+                "::ffff:169.254.169.254",
+            ),
         ];
         for &(url, kind, address) in table {
             let e = refused(url, STRICT);
@@ -486,6 +500,8 @@ mod tests {
         let url = CallbackUrl::parse("http://localhost/cb", LOCAL).expect("allowed locally");
         assert_eq!(url.port_or_default(), 80);
         assert!(CallbackUrl::parse("http://[::1]:8080/", LOCAL).is_ok());
+        // The setting allows http:// to public hosts too; it never opens other local ranges.
+        assert!(CallbackUrl::parse("http://merchant.example.com/cb", LOCAL).is_ok());
 
         assert_eq!(
             range_of(&refused("http://10.0.0.1/", LOCAL)),
@@ -537,6 +553,15 @@ mod tests {
         assert_eq!(
             refused("https://2130706433/", STRICT).to_string(),
             "callback_url host 127.0.0.1 is a loopback address (127.0.0.0/8)"
+        );
+        let api = ApiError::from(refused("ftp://example.com/", STRICT));
+        assert_eq!(
+            (api.http_status(), api.code.as_str(), api.message.as_str()),
+            (
+                400,
+                "bad_request",
+                "callback_url must use https (got ftp://)"
+            )
         );
     }
 

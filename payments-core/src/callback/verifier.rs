@@ -86,8 +86,8 @@ impl CallbackVerifier {
     ///
     /// The timestamp is compared in whole seconds: `|timestamp - now.unix_secs()| <= tolerance`
     /// passes. Signature values are comma separated, with optional spaces around each; values
-    /// of schemes other than `v1` are skipped; a `v1` value that is not 64 hex digits matches
-    /// nothing.
+    /// of schemes other than `v1` are skipped; a `v1` value that is not 64 hex digits (either
+    /// case) matches nothing.
     pub fn verify(
         &self,
         timestamp_header: &str,
