@@ -5,7 +5,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use crate::amount::decimal_number;
-use crate::callback::url::CallbackUrl;
+use crate::callback::destination::CallbackUrl;
 use crate::clock::Timestamp;
 use crate::ids::{EventId, PaymentId, ProjectId};
 use crate::payment::{Payment, PaymentStatus};

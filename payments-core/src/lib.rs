@@ -3,7 +3,7 @@
 //! signatures, tokens, nonces, IP allow-lists) and signed callbacks.
 //!
 //! This crate performs no I/O. Time, randomness, storage, requisite providers and exchange rates
-//! come in through the traits of [`ports`]; the adapters (`payments-store-sqlite`,
+//! come in through the traits of [`clock`], [`random`], [`store`] and [`provider`]; the adapters (`payments-store-sqlite`,
 //! `payments-http`) carry out what the core decides.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -8,7 +8,7 @@ use serde::{Serialize, Serializer};
 
 use crate::amount::Amount;
 use crate::bank::CountryCode;
-use crate::callback::url::CallbackUrl;
+use crate::callback::destination::CallbackUrl;
 use crate::clock::Timestamp;
 use crate::ids::{PaymentId, ProjectId};
 use crate::settlement::{Pricing, Settlement};

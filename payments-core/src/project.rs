@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 
 use crate::amount::Amount;
 use crate::auth::Scope;
-use crate::callback::url::CallbackUrl;
+use crate::callback::destination::CallbackUrl;
 use crate::clock::Timestamp;
 use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use crate::payment::{Currency, PaymentMethod};

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::amount::Amount;
 use crate::bank::CountryCode;
 use crate::callback::address::AddressPolicy;
-use crate::callback::url::CallbackUrl;
+use crate::callback::destination::CallbackUrl;
 use crate::payment::{Currency, MerchantPaymentId, PaymentMethod};
 use crate::ApiError;
 
@@ -148,8 +148,7 @@ impl CreatePayment {
         let callback_url = match callback {
             None => None,
             Some(v) => Some(
-                CallbackUrl::parse(string("callback_url", &v)?, policy)
-                    .map_err(|e| bad("callback_url", e))?,
+                CallbackUrl::parse(string("callback_url", &v)?, policy).map_err(ApiError::from)?,
             ),
         };
         Ok(CreatePayment {
@@ -257,7 +256,7 @@ mod tests {
         assert!(msg(&format!(
             "{{{base},\"callback_url\":\"http://example.com/cb\"}}"
         ))
-        .starts_with("callback_url:"));
+        .starts_with("callback_url must use https"));
         assert!(msg("[1,2]").starts_with("body must be a JSON object"));
         assert!(msg("{").starts_with("body must be a JSON object"));
         assert!(msg("").starts_with("body must be a JSON object"));
