@@ -26,6 +26,7 @@ pub mod payment;
 pub mod project;
 pub mod provider;
 pub mod request;
+pub mod service;
 pub mod settlement;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]

@@ -50,8 +50,12 @@ impl PaymentService {
             .bank_code
             .as_deref()
             .map(|b| catalog.resolve(b, req.geo_code));
-        let fingerprint =
-            req.fingerprint(resolved.as_ref().and_then(|r| r.as_ref().ok()).map(|b| b.name()));
+        let fingerprint = req.fingerprint(
+            resolved
+                .as_ref()
+                .and_then(|r| r.as_ref().ok())
+                .map(|b| b.name()),
+        );
 
         let store = &self.ports.store;
         if let Some(existing) = store
@@ -62,7 +66,10 @@ impl PaymentService {
         }
 
         if merchant.paused {
-            return Err(ApiError::new(ErrorCode::PaymentNotRoutable, "the merchant is paused"));
+            return Err(ApiError::new(
+                ErrorCode::PaymentNotRoutable,
+                "the merchant is paused",
+            ));
         }
         let bank_code = match resolved {
             None => None,
@@ -78,7 +85,12 @@ impl PaymentService {
                 format!("no exchange rate for {}", req.currency),
             )
         };
-        let course = self.ports.rates.course(req.currency).await.ok_or_else(no_rate)?;
+        let course = self
+            .ports
+            .rates
+            .course(req.currency)
+            .await
+            .ok_or_else(no_rate)?;
         let course = Course::new(course).map_err(|_| no_rate())?;
         let pricing = Pricing {
             course,
@@ -136,7 +148,13 @@ impl PaymentService {
                     qrcode_link: r.qrcode_link,
                     deeplink_url: r.deeplink_url,
                 };
-                (Trigger::RequisitesIssued { requisites, pricing }, None)
+                (
+                    Trigger::RequisitesIssued {
+                        requisites,
+                        pricing,
+                    },
+                    None,
+                )
             }
             ProviderOutcome::NoRequisites(comment) => (
                 Trigger::RequisitesRefused {
@@ -172,8 +190,9 @@ impl PaymentService {
             Err(e) => return Err(e.into()),
         };
         if let Some(comment) = not_routable {
-            return Err(ApiError::new(ErrorCode::PaymentNotRoutable, comment)
-                .with_payment_id(stored.id));
+            return Err(
+                ApiError::new(ErrorCode::PaymentNotRoutable, comment).with_payment_id(stored.id)
+            );
         }
         Ok(CreateOutcome {
             status: CreateStatus::Created,
@@ -195,19 +214,24 @@ impl PaymentService {
         };
         let call = self.ports.provider.issue(&request);
         let budget = self.ports.clock.sleep(self.config.provider_budget);
-        match select(call, budget).await {
+        let outcome = match select(call, budget).await {
             Either::Left((outcome, _)) => outcome,
             Either::Right(((), _)) => ProviderOutcome::Ambiguous(format!(
                 "the requisite provider did not answer within {} s",
                 self.config.provider_budget.as_secs()
             )),
-        }
+        };
+        outcome
     }
 
     /// A repeat of an accepted `merchant_payment_id`: the same request gets the existing
     /// payment (waiting, bounded, while the first request's provider call runs); a different
     /// one is `409 payment_idempotency_conflict`.
-    async fn repeat(&self, existing: Payment, fingerprint: &str) -> Result<CreateOutcome, ApiError> {
+    async fn repeat(
+        &self,
+        existing: Payment,
+        fingerprint: &str,
+    ) -> Result<CreateOutcome, ApiError> {
         if existing.fingerprint != fingerprint {
             return Err(ApiError::new(
                 ErrorCode::PaymentIdempotencyConflict,

@@ -161,7 +161,9 @@ impl PaymentService {
             .store
             .merchant(project.merchant_id)
             .await?
-            .ok_or_else(|| StoreError::Corrupt(format!("project {} has no merchant", project.id)))?;
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!("project {} has no merchant", project.id))
+            })?;
         Ok((project, merchant))
     }
 
@@ -203,12 +205,10 @@ impl PaymentService {
         audit: impl Fn(&Payment, &Payment) -> Option<AuditRecord>,
     ) -> Result<(Payment, Option<OutboxEvent>), ApiError> {
         for _ in 0..8 {
-            let before = self
-                .ports
-                .store
-                .payment(id)
-                .await?
-                .ok_or_else(|| ApiError::new(ErrorCode::PaymentNotFound, "payment not found"))?;
+            let before =
+                self.ports.store.payment(id).await?.ok_or_else(|| {
+                    ApiError::new(ErrorCode::PaymentNotFound, "payment not found")
+                })?;
             let trigger = make(&before)?;
             let now = self.ports.clock.now();
             let t = transition::apply(&before, trigger, now, self.ports.rng.as_ref())?;

@@ -1,0 +1,173 @@
+//! Payment operations (operator actions, sandbox test helpers) and the lifecycle sweep
+//! (expiry, stuck creates). Every one goes through the one transition function.
+
+use super::PaymentService;
+use crate::amount::Amount;
+use crate::event::OutboxEvent;
+use crate::ids::PaymentId;
+use crate::payment::{Payment, PaymentErrorCode, PaymentStatus};
+use crate::project::{AuditRecord, Project};
+use crate::store::StoreError;
+use crate::transition::{self, Trigger};
+use crate::{ApiError, ErrorCode};
+
+/// Who performs an operation, for the audit trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor(pub String);
+
+impl Actor {
+    /// The service itself (expiry, recovery).
+    pub fn system() -> Actor {
+        Actor("system".to_string())
+    }
+}
+
+/// The result of an operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationResult {
+    /// The payment after the operation.
+    pub payment: Payment,
+    /// The callback event queued, if any.
+    pub event: Option<OutboxEvent>,
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// `processing` payments canceled at the end of their lifetime.
+    pub expired: usize,
+    /// `created` payments moved to `error` (`provider_result_ambiguous`).
+    pub recovered: usize,
+}
+
+fn payment_json(p: &Payment) -> Option<String> {
+    serde_json::to_string(&p.view()).ok()
+}
+
+impl PaymentService {
+    /// Applies an operator action (confirm, cancel, re-check, resolve, resend) to a payment.
+    /// An illegal one is `409 invalid_transition` naming the current status.
+    pub async fn operate(
+        &self,
+        id: PaymentId,
+        trigger: Trigger,
+        actor: &Actor,
+    ) -> Result<OperationResult, ApiError> {
+        let action = format!("payment.{}", trigger.name());
+        let (payment, event) = self
+            .apply(
+                id,
+                |_| Ok(trigger.clone()),
+                |before, after| {
+                    Some(AuditRecord {
+                        at: after.updated_at.max(before.updated_at),
+                        actor: actor.0.clone(),
+                        action: action.clone(),
+                        target: id.to_string(),
+                        before: payment_json(before),
+                        after: payment_json(after),
+                    })
+                },
+            )
+            .await?;
+        Ok(OperationResult { payment, event })
+    }
+
+    /// Sandbox test helper: completes a test payment of `project` that is `processing`
+    /// (optionally with another amount). Anything else is `409 invalid_transition`.
+    pub async fn test_complete(
+        &self,
+        project: &Project,
+        id: &str,
+        amount: Option<Amount>,
+        actor: &Actor,
+    ) -> Result<Payment, ApiError> {
+        self.test_action(project, id, Trigger::Confirm { amount }, actor)
+            .await
+    }
+
+    /// Sandbox test helper: cancels a test payment of `project` that is `processing`.
+    pub async fn test_cancel(
+        &self,
+        project: &Project,
+        id: &str,
+        actor: &Actor,
+    ) -> Result<Payment, ApiError> {
+        self.test_action(project, id, Trigger::Cancel, actor).await
+    }
+
+    async fn test_action(
+        &self,
+        project: &Project,
+        id: &str,
+        trigger: Trigger,
+        actor: &Actor,
+    ) -> Result<Payment, ApiError> {
+        let payment = self.payment_of_project(project, id).await?;
+        let name = trigger.name();
+        let check = |p: &Payment| {
+            if !p.is_test() {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidTransition,
+                    format!("cannot {name} payment {}: it is not a test payment", p.id),
+                ));
+            }
+            if p.status != PaymentStatus::Processing {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidTransition,
+                    format!(
+                        "cannot {name} a payment in status {}: test helpers act only on processing test payments",
+                        p.status
+                    ),
+                ));
+            }
+            Ok(trigger.clone())
+        };
+        check(&payment)?;
+        let (payment, _) = self
+            .apply(payment.id, check, |before, after| {
+                Some(AuditRecord {
+                    at: after.updated_at,
+                    actor: actor.0.clone(),
+                    action: format!("test_payment.{name}"),
+                    target: before.id.to_string(),
+                    before: payment_json(before),
+                    after: payment_json(after),
+                })
+            })
+            .await?;
+        Ok(payment)
+    }
+
+    /// One pass of the lifecycle sweeper: cancels `processing` payments whose lifetime ran out
+    /// (with their callback) and moves payments stuck in `created` for 60 s to `error` with
+    /// `provider_result_ambiguous` (no callback). Looks at most `limit` due payments, found
+    /// through the store's due-time index.
+    pub async fn sweep(&self, limit: usize) -> Result<SweepReport, ApiError> {
+        let now = self.ports.clock.now();
+        let due = self.ports.store.due_payments(now, limit).await?;
+        let mut report = SweepReport::default();
+        for p in due {
+            let trigger = match p.status {
+                PaymentStatus::Processing => Trigger::Expire,
+                PaymentStatus::Created => Trigger::RequisitesRefused {
+                    code: PaymentErrorCode::ProviderResultAmbiguous,
+                    comment: "no requisite provider result was recorded within 60 s".to_string(),
+                },
+                _ => continue,
+            };
+            let t = match transition::apply(&p, trigger, now, self.ports.rng.as_ref()) {
+                Ok(t) => t,
+                Err(_) => continue,
+            };
+            match self.commit(&p, &t, None).await {
+                Ok(_) if p.status == PaymentStatus::Processing => report.expired += 1,
+                Ok(_) => report.recovered += 1,
+                // Someone else changed it first (a confirmation racing the expiry): theirs wins.
+                Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(report)
+    }
+}
