@@ -14,9 +14,10 @@ impl CountryCode {
     /// Parses two ASCII letters in either case; anything else is `None`.
     pub fn parse(s: &str) -> Option<Self> {
         match s.as_bytes() {
-            [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => {
-                Some(CountryCode([a.to_ascii_uppercase(), b.to_ascii_uppercase()]))
-            }
+            [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => Some(CountryCode([
+                a.to_ascii_uppercase(),
+                b.to_ascii_uppercase(),
+            ])),
             _ => None,
         }
     }

@@ -42,7 +42,8 @@ impl Timestamp {
         let fmt = time::macros::format_description!(
             "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
         );
-        dt.format(&fmt).expect("the format has no component that can fail")
+        dt.format(&fmt)
+            .expect("the format has no component that can fail")
     }
 
     /// Parses an RFC 3339 timestamp with any offset.
@@ -124,7 +125,10 @@ mod tests {
 
     #[test]
     fn formats_utc_with_millis() {
-        assert_eq!(Timestamp::from_unix_millis(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            Timestamp::from_unix_millis(0).to_rfc3339(),
+            "1970-01-01T00:00:00.000Z"
+        );
         // 2026-09-29T00:00:00Z, the v1 release date of the spec.
         let t = Timestamp::from_unix_secs(1_790_640_000);
         assert_eq!(t.to_rfc3339(), "2026-09-29T00:00:00.000Z");
