@@ -1,0 +1,303 @@
+//! The project IP allow-list and the client address behind trusted proxies.
+
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use ipnet::IpNet;
+
+use crate::{ApiError, ErrorCode};
+
+/// Why an allow-list rule was not accepted.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowListError {
+    /// Neither an IP address nor a CIDR network.
+    #[error(
+        "\"{0}\" is not an IP address or a CIDR network (such as 203.0.113.0/24 or 2001:db8::/32)"
+    )]
+    Invalid(String),
+    /// A network written with host bits set (`10.1.2.3/8`): ambiguous, so refused.
+    #[error("\"{rule}\" has host bits set; did you mean {network}?")]
+    HostBitsSet {
+        /// The rule as given.
+        rule: String,
+        /// The network it most likely means.
+        network: IpNet,
+    },
+}
+
+/// A project's IP allow-list: single addresses and CIDR networks, IPv4 and IPv6. An empty list
+/// allows every address.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IpAllowList {
+    networks: Vec<IpNet>,
+}
+
+impl IpAllowList {
+    /// Parses rules such as `203.0.113.7`, `198.51.100.0/24`, `2001:db8::/32`. Whitespace around
+    /// a rule is ignored; an IPv4-mapped IPv6 address is stored as the IPv4 address.
+    pub fn parse<'a>(rules: impl IntoIterator<Item = &'a str>) -> Result<Self, AllowListError> {
+        let networks = rules
+            .into_iter()
+            .map(parse_rule)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(IpAllowList { networks })
+    }
+
+    /// The rules, as networks (a single address is a /32 or /128).
+    pub fn networks(&self) -> &[IpNet] {
+        &self.networks
+    }
+
+    /// Whether the list has no rules (and so allows every address).
+    pub fn is_empty(&self) -> bool {
+        self.networks.is_empty()
+    }
+
+    /// Whether `ip` may call: always when the list is empty; an IPv4-mapped IPv6 address is
+    /// matched as the IPv4 address.
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.networks.is_empty() || self.networks.iter().any(|n| n.contains(&ip))
+    }
+
+    /// [`IpAllowList::allows`] as the API answer: `403 ip_not_allowed` when not allowed.
+    pub fn check(&self, ip: IpAddr) -> Result<(), ApiError> {
+        if self.allows(ip) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                ErrorCode::IpNotAllowed,
+                format!(
+                    "source address {} is not in the project's IP allow-list",
+                    ip.to_canonical()
+                ),
+            ))
+        }
+    }
+}
+
+fn parse_rule(rule: &str) -> Result<IpNet, AllowListError> {
+    let trimmed = rule.trim();
+    if trimmed.contains('/') {
+        let net = IpNet::from_str(trimmed).map_err(|_| AllowListError::Invalid(rule.to_owned()))?;
+        if net.trunc() != net {
+            return Err(AllowListError::HostBitsSet {
+                rule: trimmed.to_owned(),
+                network: net.trunc(),
+            });
+        }
+        Ok(net)
+    } else {
+        let ip = IpAddr::from_str(trimmed).map_err(|_| AllowListError::Invalid(rule.to_owned()))?;
+        Ok(IpNet::from(ip.to_canonical()))
+    }
+}
+
+/// The client address for the allow-list.
+///
+/// If the TCP `peer` is not in `trusted_proxies`, it is the client and `X-Forwarded-For` is
+/// ignored (anyone can send that header). Otherwise the `X-Forwarded-For` entries (all header
+/// lines, in wire order, each a comma-separated list) are walked from the right: the first entry
+/// that is not a trusted proxy is the client. If every entry is a trusted proxy, the left-most
+/// one is used. If an entry does not parse as an IP address, the walk stops and the last trusted
+/// hop seen (the peer, if none) is used: what lies left of a malformed entry was not written by
+/// a proxy we trust, and the trusted hop is then the best address we know for sure; an
+/// allow-list will normally not contain a proxy, so such a request is refused rather than
+/// attributed to a client address that may be forged.
+pub fn client_ip(peer: IpAddr, x_forwarded_for: &[&str], trusted_proxies: &[IpNet]) -> IpAddr {
+    let is_trusted = |ip: &IpAddr| trusted_proxies.iter().any(|n| n.contains(ip));
+    let mut candidate = peer.to_canonical();
+    if !is_trusted(&candidate) {
+        return candidate;
+    }
+    let entries = x_forwarded_for
+        .iter()
+        .flat_map(|line| line.split(','))
+        .collect::<Vec<_>>();
+    for entry in entries.iter().rev() {
+        let Some(ip) = parse_forwarded_entry(entry) else {
+            return candidate;
+        };
+        candidate = ip;
+        if !is_trusted(&candidate) {
+            return candidate;
+        }
+    }
+    candidate
+}
+
+/// An `X-Forwarded-For` entry: an IP address, IPv6 optionally in brackets. Empty entries and
+/// anything else (`unknown`, ports, obfuscated identifiers) do not parse.
+fn parse_forwarded_entry(entry: &str) -> Option<IpAddr> {
+    let entry = entry.trim();
+    let entry = entry
+        .strip_prefix('[')
+        .and_then(|e| e.strip_suffix(']'))
+        .unwrap_or(entry);
+    IpAddr::from_str(entry).ok().map(|ip| ip.to_canonical())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn nets(s: &[&str]) -> Vec<IpNet> {
+        s.iter().map(|n| n.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn empty_list_allows_all() {
+        let list = IpAllowList::parse([]).unwrap();
+        assert!(list.is_empty());
+        assert!(list.allows(ip("192.0.2.1")));
+        assert!(list.allows(ip("2001:db8::1")));
+        assert_eq!(list.check(ip("192.0.2.1")), Ok(()));
+    }
+
+    #[test]
+    fn single_addresses_and_networks() {
+        let list =
+            IpAllowList::parse([" 203.0.113.7 ", "198.51.100.0/24", "2001:db8:1::/48", "::1"])
+                .unwrap();
+        assert_eq!(
+            list.networks(),
+            nets(&[
+                "203.0.113.7/32",
+                "198.51.100.0/24",
+                "2001:db8:1::/48",
+                "::1/128"
+            ])
+        );
+        assert!(list.allows(ip("203.0.113.7")));
+        assert!(!list.allows(ip("203.0.113.8")));
+        assert!(list.allows(ip("198.51.100.0")));
+        assert!(list.allows(ip("198.51.100.255")));
+        assert!(!list.allows(ip("198.51.101.0")));
+        assert!(list.allows(ip("2001:db8:1:ffff::5")));
+        assert!(!list.allows(ip("2001:db8:2::5")));
+        assert!(list.allows(ip("::1")));
+        assert!(!list.allows(ip("127.0.0.1")));
+        let err = list.check(ip("192.0.2.9")).unwrap_err();
+        assert_eq!(err.code, ErrorCode::IpNotAllowed);
+        assert_eq!(
+            err.message,
+            "source address 192.0.2.9 is not in the project's IP allow-list"
+        );
+    }
+
+    #[test]
+    fn ipv4_mapped_peers_match_ipv4_rules() {
+        let list = IpAllowList::parse(["198.51.100.0/24", "::ffff:203.0.113.7"]).unwrap();
+        assert_eq!(
+            list.networks(),
+            nets(&["198.51.100.0/24", "203.0.113.7/32"])
+        );
+        assert!(list.allows(ip("::ffff:198.51.100.20")));
+        assert!(list.allows(ip("203.0.113.7")));
+        assert!(list.allows(ip("::ffff:203.0.113.7")));
+        assert!(!list.allows(ip("::ffff:198.51.101.20")));
+    }
+
+    #[test]
+    fn bad_rules_are_named() {
+        assert_eq!(
+            IpAllowList::parse(["10.0.0.1", "not-an-ip"]),
+            Err(AllowListError::Invalid("not-an-ip".to_owned()))
+        );
+        assert_eq!(
+            IpAllowList::parse(["10.0.0.0/33"]),
+            Err(AllowListError::Invalid("10.0.0.0/33".to_owned()))
+        );
+        assert_eq!(
+            IpAllowList::parse(["300.1.1.1"]),
+            Err(AllowListError::Invalid("300.1.1.1".to_owned()))
+        );
+        let err = IpAllowList::parse(["10.1.2.3/8"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "\"10.1.2.3/8\" has host bits set; did you mean 10.0.0.0/8?"
+        );
+    }
+
+    #[test]
+    fn untrusted_peer_ignores_forwarded_for() {
+        let trusted = nets(&["10.0.0.0/8"]);
+        assert_eq!(
+            client_ip(ip("192.0.2.1"), &["203.0.113.9"], &trusted),
+            ip("192.0.2.1")
+        );
+        assert_eq!(
+            client_ip(ip("192.0.2.1"), &["203.0.113.9"], &[]),
+            ip("192.0.2.1")
+        );
+        assert_eq!(
+            client_ip(ip("::ffff:192.0.2.1"), &[], &trusted),
+            ip("192.0.2.1"),
+            "mapped peers are reported as IPv4"
+        );
+    }
+
+    #[test]
+    fn trusted_proxy_chain_yields_rightmost_untrusted() {
+        let trusted = nets(&["10.0.0.0/8", "2001:db8:ffff::/48"]);
+        // client spoofed "1.1.1.1", real client 203.0.113.9, then two trusted proxies.
+        let xff = ["1.1.1.1, 203.0.113.9", "10.0.0.5"];
+        assert_eq!(client_ip(ip("10.0.0.1"), &xff, &trusted), ip("203.0.113.9"));
+        assert_eq!(
+            client_ip(
+                ip("2001:db8:ffff::1"),
+                &["2001:db8::42, 2001:db8:ffff::2"],
+                &trusted
+            ),
+            ip("2001:db8::42")
+        );
+        assert_eq!(
+            client_ip(ip("::ffff:10.0.0.1"), &["[2001:db8::7]"], &trusted),
+            ip("2001:db8::7")
+        );
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &["::ffff:203.0.113.9"], &trusted),
+            ip("203.0.113.9")
+        );
+    }
+
+    #[test]
+    fn all_trusted_or_missing_header() {
+        let trusted = nets(&["10.0.0.0/8"]);
+        assert_eq!(client_ip(ip("10.0.0.1"), &[], &trusted), ip("10.0.0.1"));
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &["10.0.0.3, 10.0.0.2"], &trusted),
+            ip("10.0.0.3")
+        );
+    }
+
+    #[test]
+    fn malformed_entry_stops_at_last_trusted_hop() {
+        let trusted = nets(&["10.0.0.0/8"]);
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &["unknown"], &trusted),
+            ip("10.0.0.1")
+        );
+        assert_eq!(
+            client_ip(
+                ip("10.0.0.1"),
+                &["203.0.113.9, garbage, 10.0.0.7"],
+                &trusted
+            ),
+            ip("10.0.0.7")
+        );
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &["203.0.113.9:443"], &trusted),
+            ip("10.0.0.1")
+        );
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &["203.0.113.9,"], &trusted),
+            ip("10.0.0.1")
+        );
+    }
+}
