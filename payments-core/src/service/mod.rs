@@ -1,8 +1,10 @@
 //! The service: orchestration of parsing, bank resolution, contract, rates, the requisite
 //! provider, the state machine and the store. It decides; adapters carry out.
 
+mod auth;
 mod create;
 mod operate;
+mod provision;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +22,13 @@ use crate::store::{PaymentChange, Store, StoreError};
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
+pub use auth::{AuthConfig, AuthContext, AuthRequest};
 pub use create::{CreateOutcome, CreateStatus};
 pub use operate::{Actor, OperationResult, SweepReport};
+pub use provision::{
+    contract_from_json, project_json, project_value, secrets_from_records, NewToken, ProjectPatch,
+    MAX_LIFETIME,
+};
 
 /// Settings of the service.
 #[derive(Debug, Clone)]
@@ -79,12 +86,22 @@ impl std::fmt::Debug for Ports {
 pub struct PaymentService {
     ports: Ports,
     config: ServiceConfig,
+    auth: AuthConfig,
 }
 
 impl PaymentService {
     /// A service over `ports`.
-    pub fn new(ports: Ports, config: ServiceConfig) -> Self {
-        PaymentService { ports, config }
+    pub fn new(ports: Ports, config: ServiceConfig, auth: AuthConfig) -> Self {
+        PaymentService {
+            ports,
+            config,
+            auth,
+        }
+    }
+
+    /// The authentication settings.
+    pub fn auth_config(&self) -> &AuthConfig {
+        &self.auth
     }
 
     /// The ports.

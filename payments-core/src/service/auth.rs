@@ -1,0 +1,175 @@
+//! Request authentication over the store, in the order of decisions.md: token (and scope), IP
+//! allow-list, rate limit, signature and digest, nonce. Everything here happens before the body
+//! is interpreted, so a rejection takes no `merchant_payment_id`.
+
+use std::net::IpAddr;
+
+use ed25519_dalek::VerifyingKey;
+use ipnet::IpNet;
+
+use super::PaymentService;
+use crate::auth::nonce::nonce_expires_at;
+use crate::auth::token::parse_bearer;
+use crate::auth::{
+    client_ip, Endpoint, Environment, HttpRequestParts, IpAllowList, PreparedSignature,
+    SignaturePolicy, TokenHash,
+};
+use crate::project::{Merchant, Project, TokenRecord};
+use crate::{ApiError, ErrorCode};
+
+/// Authentication settings of a deployment.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    /// Sandbox or production: decides the token prefix accepted.
+    pub environment: Environment,
+    /// Proxies whose `X-Forwarded-For` is trusted.
+    pub trusted_proxies: Vec<IpNet>,
+    /// The signature policy (decisions.md's strict one).
+    pub policy: SignaturePolicy,
+    /// Return the server's signature base in `401 signature_invalid` (sandbox only).
+    pub signature_debug: bool,
+}
+
+impl AuthConfig {
+    /// The settings for an environment: the strict policy, and the signature debugging aid
+    /// only in the sandbox.
+    pub fn for_environment(environment: Environment) -> Self {
+        AuthConfig {
+            environment,
+            trusted_proxies: Vec::new(),
+            policy: SignaturePolicy::strict(),
+            signature_debug: environment == Environment::Sandbox,
+        }
+    }
+}
+
+/// A request to authenticate.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthRequest<'a> {
+    /// The endpoint called (decides the scope and whether a signature is required).
+    pub endpoint: Endpoint,
+    /// The request as received.
+    pub parts: HttpRequestParts<'a>,
+    /// The TCP peer address.
+    pub peer: IpAddr,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthContext {
+    /// The token used.
+    pub token: TokenRecord,
+    /// Its project.
+    pub project: Project,
+    /// The project's merchant.
+    pub merchant: Merchant,
+    /// The client address the allow-list saw.
+    pub client_ip: IpAddr,
+    /// Whether a signature was verified (and its nonce recorded).
+    pub signed: bool,
+}
+
+impl PaymentService {
+    /// Authenticates a request. `rate_limit` is called with the project between the allow-list
+    /// and the signature check (decisions.md's order); it returns `429` when the project is over
+    /// its limit.
+    pub async fn authenticate(
+        &self,
+        req: &AuthRequest<'_>,
+        rate_limit: impl FnOnce(&Project) -> Result<(), ApiError>,
+    ) -> Result<AuthContext, ApiError> {
+        let cfg = &self.auth;
+        let store = &self.ports.store;
+        let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
+
+        // 1. Token, project, merchant, scope.
+        let header = req
+            .parts
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+            .map(|(_, v)| *v)
+            .ok_or_else(|| token_invalid("missing Authorization: Bearer token"))?;
+        let hash = parse_bearer(header, cfg.environment)?;
+        let token = store
+            .token_by_hash(hash.as_bytes())
+            .await?
+            .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(&hash))
+            .ok_or_else(|| token_invalid("unknown token"))?;
+        if token.revoked_at.is_some() {
+            return Err(token_invalid("the token was revoked"));
+        }
+        let project = store
+            .project(token.project_id)
+            .await?
+            .filter(|p| p.active)
+            .ok_or_else(|| token_invalid("the project is not active"))?;
+        let merchant = store
+            .merchant(project.merchant_id)
+            .await?
+            .ok_or_else(|| token_invalid("the project is not active"))?;
+        req.endpoint.check_scope(&token.scopes)?;
+
+        // 2. IP allow-list, on the client address (X-Forwarded-For only from trusted proxies).
+        let xff: Vec<&str> = req
+            .parts
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
+            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .collect();
+        let client = client_ip(req.peer, &xff, &cfg.trusted_proxies);
+        if !project.ip_allow_list.is_empty() {
+            let list = IpAllowList::parse(project.ip_allow_list.iter().map(String::as_str))
+                .map_err(|e| ApiError::internal(format!("stored allow-list is invalid: {e}")))?;
+            list.check(client)?;
+        }
+
+        // 3. Rate limit.
+        rate_limit(&project)?;
+
+        // 4. Signature and digest, then 5. the nonce.
+        let needs_signature = match req.endpoint {
+            Endpoint::CreatePayment | Endpoint::TestHelper => true,
+            _ => project.signature_required,
+        };
+        if needs_signature {
+            let now = self.ports.clock.now();
+            let debug = |e: crate::auth::SignatureError| {
+                let mut api = ApiError::from(e);
+                if !cfg.signature_debug {
+                    api.signature_base = None;
+                }
+                api
+            };
+            let prepared =
+                PreparedSignature::prepare(&req.parts, &cfg.policy, now).map_err(debug)?;
+            let key = store
+                .key(project.id, prepared.keyid())
+                .await?
+                .filter(|k| k.revoked_at.is_none())
+                .and_then(|k| VerifyingKey::from_bytes(&k.public_key).ok())
+                .ok_or_else(|| debug(prepared.unknown_keyid()))?;
+            let verified = prepared.verify(&key).map_err(debug)?;
+            let nonce = verified.nonce.ok_or_else(|| {
+                ApiError::new(ErrorCode::SignatureInvalid, "missing X-Request-Nonce")
+            })?;
+            let fresh = store
+                .use_nonce(project.id, nonce.as_str(), now, nonce_expires_at(now))
+                .await?;
+            if !fresh {
+                return Err(ApiError::new(
+                    ErrorCode::RequestReplayed,
+                    "this X-Request-Nonce was already used; sign every request with a new nonce",
+                ));
+            }
+        }
+        Ok(AuthContext {
+            token,
+            project,
+            merchant,
+            client_ip: client,
+            signed: needs_signature,
+        })
+    }
+}

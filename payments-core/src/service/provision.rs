@@ -1,0 +1,590 @@
+//! Provisioning: merchants, projects, tokens, keys and callback secrets (the cabinet's
+//! functions), each with an audit record.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use ed25519_dalek::VerifyingKey;
+use rust_decimal::Decimal;
+
+use super::{Actor, PaymentService};
+use crate::auth::keys::{keyid, parse_public_key};
+use crate::auth::token::IssuedToken;
+use crate::auth::{Environment, IpAllowList, Scope};
+use crate::callback::destination::CallbackUrl;
+use crate::callback::signing::{CallbackSecret, CallbackSecrets};
+use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
+use crate::payment::{Currency, PaymentMethod};
+use crate::project::{
+    AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, Project, RateLimit, SecretRecord,
+    TokenRecord, DEFAULT_LIFETIME,
+};
+use crate::settlement::FeePercent;
+use crate::{ApiError, ErrorCode};
+
+/// Longest accepted payment lifetime (7 days).
+pub const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Contract {
+    /// The contract a new project gets unless told otherwise: both methods, RUB, amounts
+    /// 10 to 1,000,000, fee 11 %.
+    pub fn standard() -> Contract {
+        let terms = |method| MethodTerms {
+            method,
+            min_amount: Some(Decimal::from(10)),
+            max_amount: Some(Decimal::from(1_000_000)),
+            fee_percent: FeePercent::new(Decimal::from(11)).expect("11 is a valid fee percent"),
+        };
+        Contract {
+            currencies: vec![Currency::RUB],
+            methods: PaymentMethod::ALL.into_iter().map(terms).collect(),
+        }
+    }
+}
+
+/// Changes to a project's settings; `None` leaves a setting as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProjectPatch {
+    /// New name.
+    pub name: Option<String>,
+    /// Activate or deactivate.
+    pub active: Option<bool>,
+    /// Test mode on or off (sandbox only).
+    pub test_mode: Option<bool>,
+    /// Payment lifetime.
+    pub lifetime: Option<Duration>,
+    /// The whole contract.
+    pub contract: Option<Contract>,
+    /// Callback URL: `Some(None)` clears it.
+    pub callback_url: Option<Option<String>>,
+    /// IP allow-list rules (replaces the list).
+    pub ip_allow_list: Option<Vec<String>>,
+    /// Signature requirement for GET endpoints.
+    pub signature_required: Option<bool>,
+    /// Rate limit.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// An issued token: the record stored and the secret, shown once.
+#[derive(Debug)]
+pub struct NewToken {
+    /// What is stored.
+    pub record: TokenRecord,
+    /// The token itself; never stored, never shown again.
+    pub token: String,
+}
+
+fn audit(
+    actor: &Actor,
+    action: &str,
+    target: String,
+    before: Option<String>,
+    after: Option<String>,
+    at: crate::Timestamp,
+) -> AuditRecord {
+    AuditRecord {
+        at,
+        actor: actor.0.clone(),
+        action: action.to_string(),
+        target,
+        before,
+        after,
+    }
+}
+
+fn not_found(what: &str) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("{what} not found"))
+}
+
+fn parse_url(url: Option<String>, svc: &PaymentService) -> Result<Option<CallbackUrl>, ApiError> {
+    url.filter(|u| !u.trim().is_empty())
+        .map(|u| CallbackUrl::parse(u.trim(), svc.config.callback_policy).map_err(ApiError::from))
+        .transpose()
+}
+
+impl PaymentService {
+    /// Creates a merchant.
+    pub async fn create_merchant(
+        &self,
+        name: &str,
+        callback_url: Option<String>,
+        actor: &Actor,
+    ) -> Result<Merchant, ApiError> {
+        let name = checked_name(name)?;
+        let merchant = Merchant {
+            id: MerchantId::generate(self.ports.rng.as_ref()),
+            name,
+            paused: false,
+            callback_url: parse_url(callback_url, self)?,
+            created_at: self.ports.clock.now(),
+        };
+        self.ports.store.put_merchant(&merchant).await?;
+        self.audit(audit(
+            actor,
+            "merchant.create",
+            merchant.id.to_string(),
+            None,
+            Some(merchant_json(&merchant)),
+            merchant.created_at,
+        ))
+        .await?;
+        Ok(merchant)
+    }
+
+    /// Pauses or resumes a merchant and/or sets its common callback URL.
+    pub async fn update_merchant(
+        &self,
+        id: MerchantId,
+        paused: Option<bool>,
+        callback_url: Option<Option<String>>,
+        actor: &Actor,
+    ) -> Result<Merchant, ApiError> {
+        let store = &self.ports.store;
+        let before = store
+            .merchant(id)
+            .await?
+            .ok_or_else(|| not_found("merchant"))?;
+        let mut m = before.clone();
+        if let Some(p) = paused {
+            m.paused = p;
+        }
+        if let Some(url) = callback_url {
+            m.callback_url = parse_url(url, self)?;
+        }
+        store.put_merchant(&m).await?;
+        self.audit(audit(
+            actor,
+            "merchant.update",
+            id.to_string(),
+            Some(merchant_json(&before)),
+            Some(merchant_json(&m)),
+            self.ports.clock.now(),
+        ))
+        .await?;
+        Ok(m)
+    }
+
+    /// Creates a project of a merchant with the standard contract and default settings, then
+    /// applies `patch`.
+    pub async fn create_project(
+        &self,
+        merchant: MerchantId,
+        name: &str,
+        patch: ProjectPatch,
+        actor: &Actor,
+    ) -> Result<Project, ApiError> {
+        self.ports
+            .store
+            .merchant(merchant)
+            .await?
+            .ok_or_else(|| not_found("merchant"))?;
+        let project = Project {
+            id: ProjectId::generate(self.ports.rng.as_ref()),
+            merchant_id: merchant,
+            name: checked_name(name)?,
+            active: true,
+            test_mode: false,
+            lifetime: DEFAULT_LIFETIME,
+            contract: Contract::standard(),
+            callback_url: None,
+            ip_allow_list: Vec::new(),
+            signature_required: false,
+            rate_limit: RateLimit::default(),
+            created_at: self.ports.clock.now(),
+        };
+        let project = self.patched(project, patch)?;
+        self.ports.store.put_project(&project).await?;
+        self.audit(audit(
+            actor,
+            "project.create",
+            project.id.to_string(),
+            None,
+            Some(project_json(&project)),
+            project.created_at,
+        ))
+        .await?;
+        Ok(project)
+    }
+
+    /// Changes a project's settings; they take effect with the next request.
+    pub async fn update_project(
+        &self,
+        id: ProjectId,
+        patch: ProjectPatch,
+        actor: &Actor,
+    ) -> Result<Project, ApiError> {
+        let before = self
+            .ports
+            .store
+            .project(id)
+            .await?
+            .ok_or_else(|| not_found("project"))?;
+        let after = self.patched(before.clone(), patch)?;
+        self.ports.store.put_project(&after).await?;
+        self.audit(audit(
+            actor,
+            "project.update",
+            id.to_string(),
+            Some(project_json(&before)),
+            Some(project_json(&after)),
+            self.ports.clock.now(),
+        ))
+        .await?;
+        Ok(after)
+    }
+
+    fn patched(&self, mut p: Project, patch: ProjectPatch) -> Result<Project, ApiError> {
+        let bad = |m: String| ApiError::bad_request(m);
+        if let Some(name) = patch.name {
+            p.name = checked_name(&name)?;
+        }
+        if let Some(a) = patch.active {
+            p.active = a;
+        }
+        if let Some(t) = patch.test_mode {
+            if t && self.auth.environment != Environment::Sandbox {
+                return Err(bad("test mode exists only in the sandbox".into()));
+            }
+            p.test_mode = t;
+        }
+        if let Some(l) = patch.lifetime {
+            if l < Duration::from_secs(60) || l > MAX_LIFETIME {
+                return Err(bad("lifetime must be between 60 seconds and 7 days".into()));
+            }
+            p.lifetime = l;
+        }
+        if let Some(c) = patch.contract {
+            if c.methods.is_empty() || c.currencies.is_empty() {
+                return Err(bad(
+                    "contract needs at least one method and one currency".into()
+                ));
+            }
+            for t in &c.methods {
+                if let (Some(min), Some(max)) = (t.min_amount, t.max_amount) {
+                    if min > max {
+                        return Err(bad(format!(
+                            "contract: min_amount above max_amount for {}",
+                            t.method
+                        )));
+                    }
+                }
+            }
+            p.contract = c;
+        }
+        if let Some(url) = patch.callback_url {
+            p.callback_url = parse_url(url, self)?;
+        }
+        if let Some(rules) = patch.ip_allow_list {
+            IpAllowList::parse(rules.iter().map(String::as_str))
+                .map_err(|e| bad(format!("ip_allow_list: {e}")))?;
+            p.ip_allow_list = rules;
+        }
+        if let Some(s) = patch.signature_required {
+            p.signature_required = s;
+        }
+        if let Some(r) = patch.rate_limit {
+            if r.per_second == 0 || r.burst == 0 {
+                return Err(bad(
+                    "rate_limit: per_second and burst must be positive".into()
+                ));
+            }
+            p.rate_limit = r;
+        }
+        Ok(p)
+    }
+
+    /// Issues a token with `scopes`; the token is in the answer once and never again.
+    pub async fn issue_token(
+        &self,
+        project: ProjectId,
+        scopes: Vec<Scope>,
+        actor: &Actor,
+    ) -> Result<NewToken, ApiError> {
+        self.ports
+            .store
+            .project(project)
+            .await?
+            .ok_or_else(|| not_found("project"))?;
+        if scopes.is_empty() {
+            return Err(ApiError::bad_request("a token needs at least one scope"));
+        }
+        let issued = IssuedToken::generate(self.auth.environment, self.ports.rng.as_ref());
+        let record = TokenRecord {
+            id: TokenId::generate(self.ports.rng.as_ref()),
+            project_id: project,
+            hash: *issued.hash.as_bytes(),
+            prefix: issued.token_prefix.clone(),
+            scopes,
+            created_at: self.ports.clock.now(),
+            revoked_at: None,
+        };
+        self.ports.store.insert_token(&record).await?;
+        let scopes: Vec<&str> = record.scopes.iter().map(|s| s.as_str()).collect();
+        self.audit(audit(actor, "token.issue", record.id.to_string(), None, Some(serde_json::json!({"project_id": project, "prefix": record.prefix, "scopes": scopes}).to_string()), record.created_at)).await?;
+        Ok(NewToken {
+            record,
+            token: issued.secret().to_string(),
+        })
+    }
+
+    /// Revokes a token: the next request with it fails.
+    pub async fn revoke_token(
+        &self,
+        project: ProjectId,
+        id: TokenId,
+        actor: &Actor,
+    ) -> Result<(), ApiError> {
+        let now = self.ports.clock.now();
+        if !self.ports.store.revoke_token(project, id, now).await? {
+            return Err(not_found("token"));
+        }
+        self.audit(audit(
+            actor,
+            "token.revoke",
+            id.to_string(),
+            None,
+            None,
+            now,
+        ))
+        .await
+    }
+
+    /// Registers a public key (PEM SPKI or raw base64); answers its record with the keyid.
+    pub async fn register_key(
+        &self,
+        project: ProjectId,
+        input: &str,
+        actor: &Actor,
+    ) -> Result<KeyRecord, ApiError> {
+        self.ports
+            .store
+            .project(project)
+            .await?
+            .ok_or_else(|| not_found("project"))?;
+        let key: VerifyingKey = parse_public_key(input)
+            .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
+        let record = KeyRecord {
+            keyid: keyid(&key),
+            project_id: project,
+            public_key: key.to_bytes(),
+            created_at: self.ports.clock.now(),
+            revoked_at: None,
+        };
+        self.ports
+            .store
+            .insert_key(&record)
+            .await
+            .map_err(|e| match e {
+                crate::store::StoreError::Duplicate(_) => {
+                    ApiError::bad_request(format!("key {} is already registered", record.keyid))
+                }
+                other => other.into(),
+            })?;
+        self.audit(audit(
+            actor,
+            "key.register",
+            record.keyid.to_string(),
+            None,
+            Some(serde_json::json!({"project_id": project}).to_string()),
+            record.created_at,
+        ))
+        .await?;
+        Ok(record)
+    }
+
+    /// Revokes a key: it stops verifying with the next request.
+    pub async fn revoke_key(
+        &self,
+        project: ProjectId,
+        id: &KeyId,
+        actor: &Actor,
+    ) -> Result<(), ApiError> {
+        let now = self.ports.clock.now();
+        if !self.ports.store.revoke_key(project, id, now).await? {
+            return Err(not_found("key"));
+        }
+        self.audit(audit(actor, "key.revoke", id.to_string(), None, None, now))
+            .await
+    }
+
+    /// Issues a new callback secret (shown once). The previous one keeps signing for 24 h; at
+    /// most two are valid.
+    pub async fn rotate_callback_secret(
+        &self,
+        project: ProjectId,
+        actor: &Actor,
+    ) -> Result<String, ApiError> {
+        self.ports
+            .store
+            .project(project)
+            .await?
+            .ok_or_else(|| not_found("project"))?;
+        let secret = CallbackSecret::generate(self.ports.rng.as_ref());
+        let now = self.ports.clock.now();
+        let record = SecretRecord {
+            secret: secret.expose().to_string(),
+            created_at: now,
+            revealed: true,
+        };
+        self.ports
+            .store
+            .add_callback_secret(project, &record)
+            .await?;
+        self.audit(audit(
+            actor,
+            "callback_secret.rotate",
+            project.to_string(),
+            None,
+            None,
+            now,
+        ))
+        .await?;
+        Ok(record.secret)
+    }
+
+    /// The secrets that sign a delivery now. If the project has none, one is created and
+    /// revealed to nobody (the merchant must issue a new one to verify callbacks).
+    pub async fn signing_secrets(&self, project: ProjectId) -> Result<CallbackSecrets, ApiError> {
+        let store = &self.ports.store;
+        let mut records = store.callback_secrets(project).await?;
+        if records.is_empty() {
+            let secret = CallbackSecret::generate(self.ports.rng.as_ref());
+            let record = SecretRecord {
+                secret: secret.expose().to_string(),
+                created_at: self.ports.clock.now(),
+                revealed: false,
+            };
+            records = store.add_callback_secret_if_none(project, &record).await?;
+        }
+        secrets_from_records(&records)
+    }
+
+    async fn audit(&self, record: AuditRecord) -> Result<(), ApiError> {
+        self.ports
+            .store
+            .append_audit(&record)
+            .await
+            .map_err(ApiError::from)
+    }
+}
+
+/// Rebuilds the rotation state from stored records (newest first).
+pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets, ApiError> {
+    let parse = |r: &SecretRecord| {
+        CallbackSecret::parse(&r.secret)
+            .map_err(|e| ApiError::internal(format!("stored callback secret is invalid: {e}")))
+    };
+    let (newest, older) = records
+        .split_first()
+        .ok_or_else(|| ApiError::internal("no callback secret"))?;
+    let ring = match older.first() {
+        Some(prev) => {
+            let mut ring = CallbackSecrets::new(parse(prev)?, prev.created_at);
+            ring.rotate(parse(newest)?, newest.created_at);
+            ring
+        }
+        None => CallbackSecrets::new(parse(newest)?, newest.created_at),
+    };
+    Ok(ring)
+}
+
+fn checked_name(name: &str) -> Result<String, ApiError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 {
+        return Err(ApiError::bad_request("name must be 1 to 200 characters"));
+    }
+    Ok(name.to_string())
+}
+
+fn merchant_json(m: &Merchant) -> String {
+    serde_json::json!({
+        "id": m.id, "name": m.name, "paused": m.paused,
+        "callback_url": m.callback_url.as_ref().map(|u| u.as_str()),
+    })
+    .to_string()
+}
+
+/// A project's settings as JSON (for audit records and the operator API).
+pub fn project_json(p: &Project) -> String {
+    project_value(p).to_string()
+}
+
+/// A project's settings as a JSON value.
+pub fn project_value(p: &Project) -> serde_json::Value {
+    let methods: Vec<serde_json::Value> = p
+        .contract
+        .methods
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "method": t.method.as_str(),
+                "min_amount": t.min_amount.map(|d| d.to_string()),
+                "max_amount": t.max_amount.map(|d| d.to_string()),
+                "fee_percent": t.fee_percent.display().to_string(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "id": p.id, "merchant_id": p.merchant_id, "name": p.name, "active": p.active,
+        "test_mode": p.test_mode, "lifetime_seconds": p.lifetime.as_secs(),
+        "contract": {
+            "currencies": p.contract.currencies.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "methods": methods,
+        },
+        "callback_url": p.callback_url.as_ref().map(|u| u.as_str()),
+        "ip_allow_list": p.ip_allow_list,
+        "signature_required": p.signature_required,
+        "rate_limit": {"per_second": p.rate_limit.per_second, "burst": p.rate_limit.burst},
+        "created_at": p.created_at,
+    })
+}
+
+/// Parses a contract from the operator API's JSON form:
+/// `{"currencies": ["RUB"], "methods": [{"method": "sbp", "min_amount": "10", "max_amount": "100000", "fee_percent": "11"}]}`.
+pub fn contract_from_json(v: &serde_json::Value) -> Result<Contract, ApiError> {
+    let bad = |m: &str| ApiError::bad_request(format!("contract: {m}"));
+    let dec = |v: &serde_json::Value, field: &str| -> Result<Option<Decimal>, ApiError> {
+        match v {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::String(s) => Decimal::from_str(s)
+                .map(Some)
+                .map_err(|_| bad(&format!("{field} must be a decimal"))),
+            serde_json::Value::Number(n) => Decimal::from_str(&n.to_string())
+                .map(Some)
+                .map_err(|_| bad(&format!("{field} must be a decimal"))),
+            _ => Err(bad(&format!("{field} must be a decimal"))),
+        }
+    };
+    let currencies = v["currencies"]
+        .as_array()
+        .ok_or_else(|| bad("currencies must be an array"))?
+        .iter()
+        .map(|c| {
+            c.as_str()
+                .and_then(Currency::parse)
+                .ok_or_else(|| bad("currency must be three upper-case letters"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let methods = v["methods"]
+        .as_array()
+        .ok_or_else(|| bad("methods must be an array"))?
+        .iter()
+        .map(|m| {
+            let method: PaymentMethod = m["method"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("method must be sbp or card_transfer"))?;
+            let fee = dec(&m["fee_percent"], "fee_percent")?.unwrap_or(Decimal::ZERO);
+            Ok(MethodTerms {
+                method,
+                min_amount: dec(&m["min_amount"], "min_amount")?,
+                max_amount: dec(&m["max_amount"], "max_amount")?,
+                fee_percent: FeePercent::new(fee).map_err(|e| bad(&e.to_string()))?,
+            })
+        })
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    Ok(Contract {
+        currencies,
+        methods,
+    })
+}
