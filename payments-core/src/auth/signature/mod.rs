@@ -301,9 +301,6 @@ pub enum SignatureFailure {
     /// The `nonce` signature parameter differs from `X-Request-Nonce`.
     #[error("nonce parameter does not match X-Request-Nonce")]
     NonceMismatch,
-    /// No `Content-Digest` header.
-    #[error("missing Content-Digest header")]
-    MissingContentDigest,
     /// The `Content-Digest` is malformed, lacks `sha-256`, or does not match the body.
     #[error(transparent)]
     ContentDigest(DigestError),
@@ -675,7 +672,7 @@ fn check_policy(
         let digest = structured_field(parts, "content-digest", |e| {
             SignatureFailure::ContentDigest(DigestError::Malformed(e))
         })?
-        .ok_or(SignatureFailure::MissingContentDigest)?;
+        .ok_or_else(|| SignatureFailure::MissingHeader("content-digest".to_owned()))?;
         verify_content_digest(&digest, parts.body).map_err(SignatureFailure::ContentDigest)?;
     }
     Ok(nonce)
