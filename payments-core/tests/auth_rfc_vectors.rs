@@ -435,7 +435,7 @@ fn signer_output_has_the_documented_shape() {
         body: &tampered.body,
     };
     let err = PreparedSignature::prepare(&parts, &SignaturePolicy::default(), now).unwrap_err();
-    let api: payments_core::ApiError = err.into();
+    let api = err.into_api_error(payments_core::auth::Environment::Sandbox);
     assert_eq!(api.code, ErrorCode::SignatureInvalid);
     assert_eq!(api.http_status(), 401);
     assert_eq!(api.message, "content-digest does not match body");

@@ -30,6 +30,7 @@ use ed25519_dalek::VerifyingKey;
 use self::base::{parse_components, serialize_signature_params, signature_base, Component};
 use crate::auth::digest::{verify_content_digest, DigestError};
 use crate::auth::nonce::{Nonce, NonceError};
+use crate::auth::token::Environment;
 use crate::{ApiError, ErrorCode, KeyId, Timestamp};
 
 pub use self::signer::{sign_request, SigParam, SignError, SignOptions, SignedHeaders};
@@ -332,13 +333,23 @@ impl From<SignatureFailure> for SignatureError {
     }
 }
 
-impl From<SignatureError> for ApiError {
-    /// `401 signature_invalid` with the reason as message. The signature base is attached;
-    /// the adapter must drop it outside the sandbox.
-    fn from(e: SignatureError) -> Self {
-        let mut api = ApiError::new(ErrorCode::SignatureInvalid, e.failure.to_string());
-        api.signature_base = e.signature_base;
+impl SignatureError {
+    /// `401 signature_invalid` with the reason as message, plus the signature base in the
+    /// sandbox only (`decisions.md`: a debugging aid, never in production).
+    pub fn into_api_error(self, env: Environment) -> ApiError {
+        let mut api = ApiError::new(ErrorCode::SignatureInvalid, self.failure.to_string());
+        if env == Environment::Sandbox {
+            api.signature_base = self.signature_base;
+        }
         api
+    }
+}
+
+impl From<SignatureError> for ApiError {
+    /// `401 signature_invalid` with the reason as message and without the signature base
+    /// (the safe default); use [`SignatureError::into_api_error`] to include it in the sandbox.
+    fn from(e: SignatureError) -> Self {
+        e.into_api_error(Environment::Production)
     }
 }
 
