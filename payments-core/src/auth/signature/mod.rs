@@ -557,17 +557,17 @@ impl PreparedSignature {
         };
 
         let params = Params::parse(&covered.params).map_err(with_base)?;
-        let checked = check_policy(parts, policy, now, &components, &params).map_err(with_base)?;
+        let nonce = check_policy(parts, policy, now, &components, &params).map_err(with_base)?;
         let keyid = params
             .keyid
             .map(KeyId::new)
-            .ok_or_else(|| with_base(SignatureFailure::MissingKeyid))?;
+            .expect("check_policy rejects a signature without keyid");
         Ok(PreparedSignature {
             label: label.to_owned(),
             keyid,
             created: params.created,
             expires: params.expires,
-            nonce: checked,
+            nonce,
             covered: components.into_iter().map(|c| c.name).collect(),
             base,
             signature,

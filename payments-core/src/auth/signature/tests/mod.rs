@@ -37,6 +37,14 @@ impl Req {
         policy: &SignaturePolicy,
         now: i64,
     ) -> Result<PreparedSignature, SignatureError> {
+        self.prepare_at(policy, Timestamp::from_unix_secs(now))
+    }
+
+    pub(super) fn prepare_at(
+        &self,
+        policy: &SignaturePolicy,
+        now: Timestamp,
+    ) -> Result<PreparedSignature, SignatureError> {
         let headers: Vec<(&str, &[u8])> = self
             .headers
             .iter()
@@ -50,7 +58,7 @@ impl Req {
             headers: &headers,
             body: &self.body,
         };
-        PreparedSignature::prepare(&parts, policy, Timestamp::from_unix_secs(now))
+        PreparedSignature::prepare(&parts, policy, now)
     }
 
     /// The failure under the strict policy at `now`, with prepare and verify.

@@ -81,7 +81,7 @@ fn alg_must_be_ed25519() {
 
 #[test]
 fn time_window_edges() {
-    let ok = |created: i64, expires: i64, now: i64| {
+    let rejected = |created: i64, expires: i64, now: i64| {
         let r = signed_with("/api/v1/payments", |o| {
             o.created = created;
             o.expires = expires;
@@ -99,27 +99,36 @@ fn time_window_edges() {
     };
     // created up to 60 s in the future.
     assert_eq!(accepted(T + 60, T + 360, T), Ok(()));
-    assert_eq!(ok(T + 61, T + 361, T), SignatureFailure::CreatedInFuture);
-    assert_eq!(ok(T + 61, T + 361, T).to_string(), "created in the future");
+    assert_eq!(
+        rejected(T + 61, T + 361, T),
+        SignatureFailure::CreatedInFuture
+    );
+    assert_eq!(
+        rejected(T + 61, T + 361, T).to_string(),
+        "created in the future"
+    );
     // expires strictly after created, at most 300 s.
-    assert_eq!(ok(T, T, T), SignatureFailure::ExpiresNotAfterCreated);
-    assert_eq!(ok(T, T - 1, T).to_string(), "expires must be after created");
+    assert_eq!(rejected(T, T, T), SignatureFailure::ExpiresNotAfterCreated);
+    assert_eq!(
+        rejected(T, T - 1, T).to_string(),
+        "expires must be after created"
+    );
     assert_eq!(accepted(T, T + 1, T), Ok(()));
     assert_eq!(accepted(T, T + 300, T), Ok(()));
-    assert_eq!(ok(T, T + 301, T), SignatureFailure::ValidityTooLong);
+    assert_eq!(rejected(T, T + 301, T), SignatureFailure::ValidityTooLong);
     assert_eq!(
-        ok(T, T + 301, T).to_string(),
+        rejected(T, T + 301, T).to_string(),
         "expires is more than 300 s after created"
     );
     // now <= expires + 60 s.
     assert_eq!(accepted(T, T + 10, T + 70), Ok(()));
-    assert_eq!(ok(T, T + 10, T + 71), SignatureFailure::Expired);
-    assert_eq!(ok(T, T + 10, T + 71).to_string(), "signature expired");
+    assert_eq!(rejected(T, T + 10, T + 71), SignatureFailure::Expired);
+    assert_eq!(rejected(T, T + 10, T + 71).to_string(), "signature expired");
     // now - created <= 300 s.
     assert_eq!(accepted(T, T + 300, T + 300), Ok(()));
-    assert_eq!(ok(T, T + 300, T + 301), SignatureFailure::TooOld);
+    assert_eq!(rejected(T, T + 300, T + 301), SignatureFailure::TooOld);
     assert_eq!(
-        ok(T, T + 300, T + 301).to_string(),
+        rejected(T, T + 300, T + 301).to_string(),
         "signature too old: created more than 300 s ago"
     );
 }
@@ -131,27 +140,9 @@ fn millisecond_precision_of_now() {
         o.expires = T + 10;
     });
     let at = |ms: i64| {
-        r.prepare(&SignaturePolicy::strict(), 0).ok();
-        let headers: Vec<(&str, &[u8])> = r
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_slice()))
-            .collect();
-        let parts = HttpRequestParts {
-            method: "POST",
-            scheme: "https",
-            authority: "api.example.com",
-            path_and_query: &r.target,
-            headers: &headers,
-            body: &r.body,
-        };
-        PreparedSignature::prepare(
-            &parts,
-            &SignaturePolicy::strict(),
-            Timestamp::from_unix_millis(ms),
-        )
-        .map(|_| ())
-        .map_err(|e| e.failure)
+        r.prepare_at(&SignaturePolicy::strict(), Timestamp::from_unix_millis(ms))
+            .map(|_| ())
+            .map_err(|e| e.failure)
     };
     assert_eq!(at((T + 70) * 1000), Ok(()));
     assert_eq!(at((T + 70) * 1000 + 1), Err(SignatureFailure::Expired));
