@@ -139,11 +139,17 @@ pub fn generate_signing_key(rng: &dyn RandomSource) -> SigningKey {
     SigningKey::from_bytes(&seed)
 }
 
-/// The private key as PEM `PRIVATE KEY` (PKCS#8 v1, RFC 8410), LF line endings.
+/// The private key as PEM `PRIVATE KEY`, PKCS#8 v1 without the optional public key (the form
+/// of RFC 8410 section 10.3, read by every tool), LF line endings.
 ///
 /// <https://www.rfc-editor.org/rfc/rfc8410#section-7>
 pub fn signing_key_to_pem(key: &SigningKey) -> String {
-    key.to_pkcs8_pem(LineEnding::LF)
+    let keypair = ed25519_dalek::pkcs8::KeypairBytes {
+        secret_key: key.to_bytes(),
+        public_key: None,
+    };
+    keypair
+        .to_pkcs8_pem(LineEnding::LF)
         .expect("encoding a 32-byte Ed25519 seed as PKCS#8 cannot fail")
         .to_string()
 }
@@ -175,4 +181,106 @@ pub fn parse_signing_key_pem(input: &str) -> Result<SigningKey, KeyError> {
         | ed25519_dalek::pkcs8::Error::ParametersMalformed => KeyError::MalformedDer(e.to_string()),
         other => KeyError::NotEd25519(other.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RFC_PUBLIC_PEM: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAJrQLj5P/89iXES9+vFgrIy29clF9CC/oPPsw3c5D0bs=\n-----END PUBLIC KEY-----\n";
+    const RFC_PRIVATE_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mWG9qfSnF\n-----END PRIVATE KEY-----\n";
+
+    fn b64(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    #[test]
+    fn raw_key_with_or_without_padding_and_whitespace() {
+        let pem = parse_public_key(RFC_PUBLIC_PEM).unwrap();
+        let raw = "  JrQLj5P/89iXES9+vFgrIy29clF9CC/oPPsw3c5D0bs=\n";
+        assert_eq!(parse_public_key(raw).unwrap(), pem);
+        assert_eq!(
+            parse_public_key(raw.trim().trim_end_matches('=')).unwrap(),
+            pem
+        );
+        assert_eq!(
+            parse_public_key(&format!("\n\n{RFC_PUBLIC_PEM}\n")).unwrap(),
+            pem
+        );
+        assert_eq!(keyid(&pem), keyid(&parse_public_key(raw).unwrap()));
+    }
+
+    #[test]
+    fn bad_inputs_have_their_own_errors() {
+        assert_eq!(
+            parse_public_key(RFC_PRIVATE_PEM),
+            Err(KeyError::PrivateKeyGiven)
+        );
+        assert_eq!(
+            parse_public_key("-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n"),
+            Err(KeyError::UnexpectedPemLabel("CERTIFICATE".to_owned()))
+        );
+        assert!(matches!(
+            parse_public_key("-----BEGIN PUBLIC KEY-----\nMCowBQ\n-----END PRIVATE KEY-----\n"),
+            Err(KeyError::MalformedPem(_))
+        ));
+        assert!(matches!(
+            parse_public_key("-----BEGIN PUBLIC KEY-----\nMAA=\n-----END PUBLIC KEY-----\n"),
+            Err(KeyError::MalformedDer(_))
+        ));
+        // An X25519 SPKI (OID 1.3.101.110) of RFC 8410 section 10.1.
+        let x25519 = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VuAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+        assert_eq!(
+            parse_public_key(x25519),
+            Err(KeyError::NotEd25519("1.3.101.110".to_owned()))
+        );
+        assert_eq!(
+            parse_public_key("not a key!"),
+            Err(KeyError::NotPemOrBase64)
+        );
+        assert_eq!(
+            parse_public_key(&b64(&[1; 31])),
+            Err(KeyError::WrongLength(31))
+        );
+        assert_eq!(
+            parse_public_key(&b64(&[1; 33])),
+            Err(KeyError::WrongLength(33))
+        );
+        assert_eq!(
+            parse_public_key(&b64(&[1; 64])),
+            Err(KeyError::WrongLength(64))
+        );
+        // y = 2 is not the y-coordinate of a point on edwards25519.
+        let mut not_a_point = [0u8; 32];
+        not_a_point[0] = 2;
+        assert_eq!(
+            parse_public_key(&b64(&not_a_point)),
+            Err(KeyError::InvalidPoint)
+        );
+        // The identity (y = 1) is a small-order point.
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        assert_eq!(parse_public_key(&b64(&identity)), Err(KeyError::WeakKey));
+        assert_eq!(
+            KeyError::PrivateKeyGiven.to_string(),
+            "this is a private key; register the PEM \"PUBLIC KEY\" (or the raw 32-byte public key in base64), and keep the private key secret"
+        );
+    }
+
+    #[test]
+    fn private_key_import_errors() {
+        assert_eq!(
+            parse_signing_key_pem(RFC_PUBLIC_PEM).unwrap_err(),
+            KeyError::UnexpectedPemLabel("PUBLIC KEY".to_owned())
+        );
+        assert!(matches!(
+            parse_signing_key_pem("garbage"),
+            Err(KeyError::MalformedPem(_))
+        ));
+        let key = parse_signing_key_pem(RFC_PRIVATE_PEM).unwrap();
+        assert_eq!(
+            keyid(&key.verifying_key()).as_str(),
+            "ed25519-poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U"
+        );
+    }
 }

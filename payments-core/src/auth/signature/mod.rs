@@ -30,6 +30,7 @@ use ed25519_dalek::VerifyingKey;
 use self::base::{parse_components, serialize_signature_params, signature_base, Component};
 use crate::auth::digest::{verify_content_digest, DigestError};
 use crate::auth::nonce::{Nonce, NonceError};
+use crate::auth::token::Environment;
 use crate::{ApiError, ErrorCode, KeyId, Timestamp};
 
 pub use self::signer::{sign_request, SigParam, SignError, SignOptions, SignedHeaders};
@@ -301,9 +302,6 @@ pub enum SignatureFailure {
     /// The `nonce` signature parameter differs from `X-Request-Nonce`.
     #[error("nonce parameter does not match X-Request-Nonce")]
     NonceMismatch,
-    /// No `Content-Digest` header.
-    #[error("missing Content-Digest header")]
-    MissingContentDigest,
     /// The `Content-Digest` is malformed, lacks `sha-256`, or does not match the body.
     #[error(transparent)]
     ContentDigest(DigestError),
@@ -335,13 +333,23 @@ impl From<SignatureFailure> for SignatureError {
     }
 }
 
-impl From<SignatureError> for ApiError {
-    /// `401 signature_invalid` with the reason as message. The signature base is attached;
-    /// the adapter must drop it outside the sandbox.
-    fn from(e: SignatureError) -> Self {
-        let mut api = ApiError::new(ErrorCode::SignatureInvalid, e.failure.to_string());
-        api.signature_base = e.signature_base;
+impl SignatureError {
+    /// `401 signature_invalid` with the reason as message, plus the signature base in the
+    /// sandbox only (`decisions.md`: a debugging aid, never in production).
+    pub fn into_api_error(self, env: Environment) -> ApiError {
+        let mut api = ApiError::new(ErrorCode::SignatureInvalid, self.failure.to_string());
+        if env == Environment::Sandbox {
+            api.signature_base = self.signature_base;
+        }
         api
+    }
+}
+
+impl From<SignatureError> for ApiError {
+    /// `401 signature_invalid` with the reason as message and without the signature base
+    /// (the safe default); use [`SignatureError::into_api_error`] to include it in the sandbox.
+    fn from(e: SignatureError) -> Self {
+        e.into_api_error(Environment::Production)
     }
 }
 
@@ -549,17 +557,17 @@ impl PreparedSignature {
         };
 
         let params = Params::parse(&covered.params).map_err(with_base)?;
-        let checked = check_policy(parts, policy, now, &components, &params).map_err(with_base)?;
+        let nonce = check_policy(parts, policy, now, &components, &params).map_err(with_base)?;
         let keyid = params
             .keyid
             .map(KeyId::new)
-            .ok_or_else(|| with_base(SignatureFailure::MissingKeyid))?;
+            .expect("check_policy rejects a signature without keyid");
         Ok(PreparedSignature {
             label: label.to_owned(),
             keyid,
             created: params.created,
             expires: params.expires,
-            nonce: checked,
+            nonce,
             covered: components.into_iter().map(|c| c.name).collect(),
             base,
             signature,
@@ -675,7 +683,7 @@ fn check_policy(
         let digest = structured_field(parts, "content-digest", |e| {
             SignatureFailure::ContentDigest(DigestError::Malformed(e))
         })?
-        .ok_or(SignatureFailure::MissingContentDigest)?;
+        .ok_or_else(|| SignatureFailure::MissingHeader("content-digest".to_owned()))?;
         verify_content_digest(&digest, parts.body).map_err(SignatureFailure::ContentDigest)?;
     }
     Ok(nonce)
