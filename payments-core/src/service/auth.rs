@@ -136,11 +136,11 @@ impl PaymentService {
         if needs_signature {
             let now = self.ports.clock.now();
             let debug = |e: crate::auth::SignatureError| {
-                let mut api = ApiError::from(e);
-                if !cfg.signature_debug {
-                    api.signature_base = None;
+                if cfg.signature_debug {
+                    e.into_api_error(Environment::Sandbox)
+                } else {
+                    ApiError::from(e)
                 }
-                api
             };
             let prepared =
                 PreparedSignature::prepare(&req.parts, &cfg.policy, now).map_err(debug)?;
