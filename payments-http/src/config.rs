@@ -156,7 +156,9 @@ impl PartialSettings {
     pub fn from_env(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
         let mut p = PartialSettings::default();
         for (k, v) in vars {
-            let Some(name) = k.strip_prefix("PAYMENTS_") else { continue };
+            let Some(name) = k.strip_prefix("PAYMENTS_") else {
+                continue;
+            };
             let ctx = |e: ConfigError| err(format!("{k}: {}", e.0));
             match name {
                 "ENVIRONMENT" => p.environment = Some(v),
@@ -169,26 +171,42 @@ impl PartialSettings {
                 "SYNCHRONOUS" => p.synchronous = Some(v),
                 "TRUSTED_PROXIES" => {
                     p.trusted_proxies = Some(
-                        v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(String::from)
+                            .collect(),
                     )
                 }
                 "ALLOW_LOCAL_CALLBACKS" => p.allow_local_callbacks = Some(truthy(&v).map_err(ctx)?),
                 "CALLBACK_RETRY_DELAYS" => p.callback_retry_delays = Some(v),
                 "CALLBACK_CA_FILE" => p.callback_ca_file = Some(v.into()),
                 "CALLBACK_CONCURRENCY" => {
-                    p.callback_concurrency = Some(v.parse().map_err(|_| err(format!("{k}: expected a number")))?)
+                    p.callback_concurrency = Some(
+                        v.parse()
+                            .map_err(|_| err(format!("{k}: expected a number")))?,
+                    )
                 }
                 "CALLBACK_PER_HOST" => {
-                    p.callback_per_host = Some(v.parse().map_err(|_| err(format!("{k}: expected a number")))?)
+                    p.callback_per_host = Some(
+                        v.parse()
+                            .map_err(|_| err(format!("{k}: expected a number")))?,
+                    )
                 }
                 "LOG_FORMAT" => p.log_format = Some(v),
                 "LOG" | "LOG_LEVEL" => p.log_level = Some(v),
                 "BANK_CATALOG" => p.bank_catalog = Some(v.into()),
                 "SWEEP_INTERVAL_MS" => {
-                    p.sweep_interval_ms = Some(v.parse().map_err(|_| err(format!("{k}: expected milliseconds")))?)
+                    p.sweep_interval_ms = Some(
+                        v.parse()
+                            .map_err(|_| err(format!("{k}: expected milliseconds")))?,
+                    )
                 }
                 "SHUTDOWN_GRACE_SECONDS" => {
-                    p.shutdown_grace_seconds = Some(v.parse().map_err(|_| err(format!("{k}: expected seconds")))?)
+                    p.shutdown_grace_seconds = Some(
+                        v.parse()
+                            .map_err(|_| err(format!("{k}: expected seconds")))?,
+                    )
                 }
                 // Other PAYMENTS_* variables (e.g. PAYMENTS_CONFIG) are not settings.
                 _ => {}
@@ -203,27 +221,57 @@ impl PartialSettings {
             ($($f:ident),*) => { PartialSettings { $($f: over.$f.or(self.$f)),* } };
         }
         pick!(
-            environment, data_dir, listen, operator_listen, public_url, tls_cert, tls_key,
-            synchronous, trusted_proxies, allow_local_callbacks, callback_retry_delays,
-            callback_ca_file, callback_concurrency, callback_per_host, log_format, log_level,
-            bank_catalog, rates, sweep_interval_ms, shutdown_grace_seconds
+            environment,
+            data_dir,
+            listen,
+            operator_listen,
+            public_url,
+            tls_cert,
+            tls_key,
+            synchronous,
+            trusted_proxies,
+            allow_local_callbacks,
+            callback_retry_delays,
+            callback_ca_file,
+            callback_concurrency,
+            callback_per_host,
+            log_format,
+            log_level,
+            bank_catalog,
+            rates,
+            sweep_interval_ms,
+            shutdown_grace_seconds
         )
     }
 
     /// Applies defaults and checks every value.
     pub fn finish(self) -> Result<Settings, ConfigError> {
-        let addr = |v: Option<String>, default: &str, name: &str| -> Result<SocketAddr, ConfigError> {
-            let v = v.unwrap_or_else(|| default.to_string());
-            v.parse().map_err(|_| err(format!("{name}: {v:?} is not an address like 127.0.0.1:8080")))
-        };
+        let addr =
+            |v: Option<String>, default: &str, name: &str| -> Result<SocketAddr, ConfigError> {
+                let v = v.unwrap_or_else(|| default.to_string());
+                v.parse().map_err(|_| {
+                    err(format!(
+                        "{name}: {v:?} is not an address like 127.0.0.1:8080"
+                    ))
+                })
+            };
         let environment = match self.environment.as_deref() {
             None => Environment::Sandbox,
             Some(e) => Environment::from_str(e).map_err(|e| err(e.to_string()))?,
         };
-        let durability = match self.synchronous.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        let durability = match self
+            .synchronous
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             None | Some("full") => Durability::Full,
             Some("normal") => Durability::Normal,
-            Some(o) => return Err(err(format!("synchronous: expected full or normal, got {o:?}"))),
+            Some(o) => {
+                return Err(err(format!(
+                    "synchronous: expected full or normal, got {o:?}"
+                )))
+            }
         };
         let trusted_proxies = self
             .trusted_proxies
@@ -232,12 +280,17 @@ impl PartialSettings {
             .map(|s| {
                 s.parse::<IpNet>()
                     .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
-                    .map_err(|_| err(format!("trusted_proxies: {s:?} is not an address or CIDR network")))
+                    .map_err(|_| {
+                        err(format!(
+                            "trusted_proxies: {s:?} is not an address or CIDR network"
+                        ))
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let callback_retry_delays = match self.callback_retry_delays {
             None => RetrySchedule::default(),
-            Some(s) => RetrySchedule::parse_delays(&s).map_err(|e| err(format!("callback_retry_delays: {e}")))?,
+            Some(s) => RetrySchedule::parse_delays(&s)
+                .map_err(|e| err(format!("callback_retry_delays: {e}")))?,
         };
         let log_format = match self.log_format.as_deref() {
             None | Some("text") => LogFormat::Text,
@@ -249,7 +302,8 @@ impl PartialSettings {
             Some(m) => m
                 .into_iter()
                 .map(|(k, v)| {
-                    let d = Decimal::from_str(&v).map_err(|_| err(format!("rates.{k}: {v:?} is not a decimal")))?;
+                    let d = Decimal::from_str(&v)
+                        .map_err(|_| err(format!("rates.{k}: {v:?} is not a decimal")))?;
                     Ok((k, d))
                 })
                 .collect::<Result<_, ConfigError>>()?,
@@ -285,7 +339,9 @@ impl PartialSettings {
 impl Settings {
     /// Defaults only (sandbox on 127.0.0.1:8080 with `./data`).
     pub fn defaults() -> Settings {
-        PartialSettings::default().finish().expect("the defaults are valid")
+        PartialSettings::default()
+            .finish()
+            .expect("the defaults are valid")
     }
 
     /// The scheme merchants sign for: from the public URL, else `https` with TLS, else `http`.
@@ -311,7 +367,10 @@ mod tests {
         .unwrap();
         let env = PartialSettings::from_env([
             ("PAYMENTS_LISTEN".to_string(), "127.0.0.1:9100".to_string()),
-            ("PAYMENTS_ALLOW_LOCAL_CALLBACKS".to_string(), "1".to_string()),
+            (
+                "PAYMENTS_ALLOW_LOCAL_CALLBACKS".to_string(),
+                "1".to_string(),
+            ),
             ("HOME".to_string(), "/root".to_string()),
         ])
         .unwrap();
@@ -319,7 +378,11 @@ mod tests {
             data_dir: Some("/tmp/x".into()),
             ..Default::default()
         };
-        let s = file.overridden_by(env).overridden_by(flags).finish().unwrap();
+        let s = file
+            .overridden_by(env)
+            .overridden_by(flags)
+            .finish()
+            .unwrap();
         assert_eq!(s.environment, Environment::Production);
         assert_eq!(s.listen.to_string(), "127.0.0.1:9100");
         assert_eq!(s.data_dir, PathBuf::from("/tmp/x"));
@@ -330,9 +393,19 @@ mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        let e = PartialSettings { synchronous: Some("off".into()), ..Default::default() }.finish().unwrap_err();
+        let e = PartialSettings {
+            synchronous: Some("off".into()),
+            ..Default::default()
+        }
+        .finish()
+        .unwrap_err();
         assert!(e.0.starts_with("synchronous"), "{}", e.0);
-        let e = PartialSettings { listen: Some("nowhere".into()), ..Default::default() }.finish().unwrap_err();
+        let e = PartialSettings {
+            listen: Some("nowhere".into()),
+            ..Default::default()
+        }
+        .finish()
+        .unwrap_err();
         assert!(e.0.starts_with("listen"), "{}", e.0);
         assert!(toml::from_str::<PartialSettings>("lissten = 1").is_err());
         let d = Settings::defaults();

@@ -39,7 +39,14 @@ const HOLDERS: [&str; 8] = [
     "Сергей Николаевич П.",
     "Екатерина Андреевна М.",
 ];
-const BANKS: [&str; 6] = ["Сбербанк", "Т-Банк", "ВТБ", "Альфа-Банк", "Газпромбанк", "Райффайзенбанк"];
+const BANKS: [&str; 6] = [
+    "Сбербанк",
+    "Т-Банк",
+    "ВТБ",
+    "Альфа-Банк",
+    "Газпромбанк",
+    "Райффайзенбанк",
+];
 
 /// The magic-amount sandbox provider.
 pub struct SandboxProvider {
@@ -137,7 +144,9 @@ impl RequisiteProvider for SandboxProvider {
         }
         let n = match self.sequence().await {
             Ok(n) => n,
-            Err(e) => return ProviderOutcome::Ambiguous(format!("sandbox sequence unavailable: {e}")),
+            Err(e) => {
+                return ProviderOutcome::Ambiguous(format!("sandbox sequence unavailable: {e}"))
+            }
         };
         let serial = n % 1_000_000_000;
         let requisite = match request.payment_method {

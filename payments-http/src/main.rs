@@ -1,0 +1,2 @@
+//! `payments-server`: see `payments-server --help`.
+fn main() {}
