@@ -8,3 +8,12 @@ pub mod config;
 pub mod metrics;
 pub mod sandbox;
 pub mod system;
+pub mod app;
+pub mod error;
+pub mod merchant;
+pub mod operator;
+pub mod ratelimit;
+pub mod state;
+
+pub use app::{app, operator_app};
+pub use state::AppState;

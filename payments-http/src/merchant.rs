@@ -1,0 +1,283 @@
+//! The merchant API: `POST /api/v1/payments`, `GET /api/v1/payments/{id}`,
+//! `GET /api/v1/project`, `GET /api/v1/banks`, the sandbox test helpers, `/healthz`, `/readyz`.
+
+use std::net::SocketAddr;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use payments_core::amount::Amount;
+use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
+use payments_core::bank::parse_geo_query;
+use payments_core::service::{Actor, AuthContext, AuthRequest, CreateStatus};
+use payments_core::{ApiError, ErrorCode};
+use serde::Deserialize;
+
+use crate::error::{HttpError, RequestId};
+use crate::state::AppState;
+
+/// Largest accepted request body (16 KiB); larger is `413 body_too_large`, read no further.
+pub const MAX_BODY: usize = 16 * 1024;
+
+/// The merchant API routes.
+pub fn routes(environment: Environment) -> Router<AppState> {
+    let r = Router::new()
+        .route("/api/v1/payments", post(create_payment))
+        .route("/api/v1/payments/{id}", get(get_payment))
+        .route("/api/v1/project", get(get_project))
+        .route("/api/v1/banks", get(list_banks))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
+    if environment == Environment::Sandbox {
+        r.route("/api/v1/test/payments/{id}/complete", post(test_complete))
+            .route("/api/v1/test/payments/{id}/cancel", post(test_cancel))
+    } else {
+        r
+    }
+}
+
+/// Reads the body up to [`MAX_BODY`]: a larger declared length is refused before reading, and
+/// a stream that grows past the limit is cut off.
+async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::BodyTooLarge,
+            format!("request body exceeds {MAX_BODY} bytes"),
+        )
+    };
+    if let Some(len) = declared.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+        if len > MAX_BODY as u64 {
+            return Err(too_large());
+        }
+    }
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())
+}
+
+/// Runs authentication for `endpoint` over the raw request.
+async fn authenticate(
+    st: &AppState,
+    endpoint: Endpoint,
+    parts: &axum::http::request::Parts,
+    body: &[u8],
+    peer: SocketAddr,
+) -> Result<AuthContext, ApiError> {
+    let headers: Vec<(&str, &[u8])> = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
+        .collect();
+    let authority = parts
+        .headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+        .unwrap_or("");
+    let request = AuthRequest {
+        endpoint,
+        parts: HttpRequestParts {
+            method: parts.method.as_str(),
+            scheme: &st.public_scheme,
+            authority,
+            path_and_query: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            headers: &headers,
+            body,
+        },
+        peer: peer.ip(),
+    };
+    st.service
+        .authenticate(&request, |project| st.limiters.check(project))
+        .await
+}
+
+/// A permit from the in-flight limit, or `503` when the server is saturated.
+fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    st.in_flight.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(ErrorCode::ServiceUnavailable, "the service is overloaded; retry shortly")
+            .with_retry_after(1)
+    })
+}
+
+fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    let body = serde_json::to_vec(value).expect("response values are plain data");
+    (status, [("content-type", "application/json")], body).into_response()
+}
+
+#[tracing::instrument(name = "create_payment", skip_all, fields(request_id = %rid.0, project_id))]
+async fn create_payment(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    let err = |e: ApiError| HttpError::new(e, &rid);
+    let _permit = admit(&st).map_err(err)?;
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::CreatePayment, &parts, &body, peer).await.map_err(err)?;
+    tracing::Span::current().record("project_id", tracing::field::display(ctx.project.id));
+    let outcome = st
+        .service
+        .create_payment(&ctx.project, &ctx.merchant, &body)
+        .await
+        .map_err(err)?;
+    let status = match outcome.status {
+        CreateStatus::Created => StatusCode::CREATED,
+        _ => StatusCode::OK,
+    };
+    tracing::info!(payment_id = %outcome.payment.id, status = outcome.payment.status.as_str(), created = status == StatusCode::CREATED, "payment create answered");
+    Ok(json_response(status, &outcome.payment.view()))
+}
+
+#[tracing::instrument(name = "get_payment", skip_all, fields(request_id = %rid.0))]
+async fn get_payment(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    let err = |e: ApiError| HttpError::new(e, &rid);
+    let _permit = admit(&st).map_err(err)?;
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::GetPayment, &parts, &body, peer).await.map_err(err)?;
+    let payment = st.service.payment_of_project(&ctx.project, &id).await.map_err(err)?;
+    Ok(json_response(StatusCode::OK, &payment.view()))
+}
+
+#[tracing::instrument(name = "get_project", skip_all, fields(request_id = %rid.0))]
+async fn get_project(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    let err = |e: ApiError| HttpError::new(e, &rid);
+    let _permit = admit(&st).map_err(err)?;
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::GetProject, &parts, &body, peer).await.map_err(err)?;
+    let scopes: Vec<&str> = ctx.token.scopes.iter().map(|s| s.as_str()).collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({
+            "project_id": ctx.project.id,
+            "project_name": ctx.project.name,
+            "merchant_id": ctx.merchant.id,
+            "merchant_name": ctx.merchant.name,
+            "token_prefix": ctx.token.prefix,
+            "scopes": scopes,
+        }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct BanksQuery {
+    geo_code: Option<String>,
+}
+
+async fn list_banks(
+    State(st): State<AppState>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    Query(q): Query<BanksQuery>,
+) -> Result<Response, HttpError> {
+    let geo = q
+        .geo_code
+        .map(|g| parse_geo_query(&g))
+        .transpose()
+        .map_err(|e| HttpError::new(e, &rid))?;
+    let banks = st.service.catalog().list(geo);
+    let mut resp = json_response(StatusCode::OK, &serde_json::json!({ "banks": banks }));
+    resp.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("public, max-age=300"));
+    Ok(resp)
+}
+
+async fn test_complete(
+    st: State<AppState>,
+    peer: ConnectInfo<SocketAddr>,
+    rid: axum::Extension<RequestId>,
+    id: Path<String>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    test_helper(st, peer, rid, id, req, true).await
+}
+
+async fn test_cancel(
+    st: State<AppState>,
+    peer: ConnectInfo<SocketAddr>,
+    rid: axum::Extension<RequestId>,
+    id: Path<String>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    test_helper(st, peer, rid, id, req, false).await
+}
+
+/// The body of the complete helper: `{}` or `{"amount": ...}` (empty body allowed).
+fn helper_amount(body: &[u8], complete: bool) -> Result<Option<Amount>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("body must be a JSON object: {e}")))?;
+    let mut amount = None;
+    for (k, val) in v {
+        match k.as_str() {
+            "amount" if complete => {
+                amount = Some(
+                    Amount::from_json(&val).map_err(|e| ApiError::bad_request(format!("amount: {e}")))?,
+                )
+            }
+            other => return Err(ApiError::bad_request(format!("{other}: unknown field"))),
+        }
+    }
+    Ok(amount)
+}
+
+#[tracing::instrument(name = "test_helper", skip_all, fields(request_id = %rid.0, complete))]
+async fn test_helper(
+    State(st): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    Path(id): Path<String>,
+    req: Request,
+    complete: bool,
+) -> Result<Response, HttpError> {
+    let err = |e: ApiError| HttpError::new(e, &rid);
+    let _permit = admit(&st).map_err(err)?;
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::TestHelper, &parts, &body, peer).await.map_err(err)?;
+    let amount = helper_amount(&body, complete).map_err(err)?;
+    let actor = Actor(format!("project:{} token:{}", ctx.project.id, ctx.token.prefix));
+    let payment = if complete {
+        st.service.test_complete(&ctx.project, &id, amount, &actor).await
+    } else {
+        st.service.test_cancel(&ctx.project, &id, &actor).await
+    }
+    .map_err(err)?;
+    st.outbox_notify.notify_one();
+    Ok(json_response(StatusCode::OK, &payment.view()))
+}
+
+async fn healthz() -> impl IntoResponse {
+    (StatusCode::OK, [("content-type", "application/json")], r#"{"status":"ok"}"#)
+}
+
+async fn readyz(State(st): State<AppState>) -> Response {
+    let store = st.service.store();
+    let ready = store.is_ready() && store.setting("readyz.probe").await.is_ok();
+    if ready {
+        (StatusCode::OK, [("content-type", "application/json")], r#"{"status":"ready"}"#).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("content-type", "application/json"), ("retry-after", "1")],
+            r#"{"status":"store unavailable"}"#,
+        )
+            .into_response()
+    }
+}

@@ -1,0 +1,44 @@
+//! Per-project request rate limits: one token bucket (governor's GCRA) per project, rebuilt
+//! when the project's limit setting changes.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+
+use governor::clock::{Clock as _, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use payments_core::project::{Project, RateLimit};
+use payments_core::{ApiError, ErrorCode, ProjectId};
+
+/// The limiters of all projects seen.
+#[derive(Debug, Default)]
+pub struct ProjectLimiters {
+    buckets: Mutex<HashMap<ProjectId, (RateLimit, Arc<DefaultDirectRateLimiter>)>>,
+}
+
+impl ProjectLimiters {
+    /// Takes one request from the project's bucket: `429 rate_limited` with `Retry-After` when
+    /// it is empty.
+    pub fn check(&self, project: &Project) -> Result<(), ApiError> {
+        let limiter = {
+            let mut buckets = self.buckets.lock().expect("limiter lock is never held across a panic");
+            let entry = buckets.entry(project.id).or_insert_with(|| (project.rate_limit, limiter(project.rate_limit)));
+            if entry.0 != project.rate_limit {
+                *entry = (project.rate_limit, limiter(project.rate_limit));
+            }
+            entry.1.clone()
+        };
+        limiter.check().map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            ApiError::new(ErrorCode::RateLimited, "the project's request rate limit is exceeded")
+                .with_retry_after(secs.max(1))
+        })
+    }
+}
+
+fn limiter(limit: RateLimit) -> Arc<DefaultDirectRateLimiter> {
+    let per_second = NonZeroU32::new(limit.per_second).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
+    Arc::new(RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)))
+}
