@@ -1,1 +1,163 @@
-//! SQLite store for payments-core (see the crate README).
+//! The embedded SQLite store: implements the `payments-core` store traits on one database file.
+//!
+//! One writer thread owns the read-write connection and commits the writes of many concurrent
+//! requests in one transaction (group commit, each request in its own savepoint); reads run on a
+//! small pool of read-only connections, which in WAL mode never wait for the writer. Uniqueness
+//! (merchant payment id, nonce), optimistic concurrency and the atomic state change plus outbox
+//! row are decided by the database.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use payments_core::store::StoreError;
+use rusqlite::{Connection, OpenFlags};
+
+mod codec;
+mod directory;
+mod error;
+mod outbox;
+mod payments;
+mod readers;
+mod schema;
+mod store;
+mod writer;
+
+pub use error::OpenError;
+pub use schema::SCHEMA_VERSION;
+
+use readers::Readers;
+use writer::Writer;
+
+/// How hard SQLite works to make a commit durable (`PRAGMA synchronous`).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Every commit is on disk before it is acknowledged (`FULL`), also after a power loss.
+    #[default]
+    Full,
+    /// WAL commits are not synced one by one (`NORMAL`): the database stays consistent, but
+    /// the last commits before a power loss or OS crash may be lost. A process crash loses
+    /// nothing. Faster; only for deployments that accept that.
+    Normal,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Options of [`SqliteStore::open`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// Durability of commits; [`Synchronous::Full`] by default.
+    pub synchronous: Synchronous,
+    /// How long a connection waits for a lock held by another process before the operation
+    /// fails as unavailable. 5 s by default.
+    pub busy_timeout: Duration,
+    /// Read-only connections in the reader pool (at least 1). 4 by default.
+    pub readers: usize,
+    /// Most write requests committed in one transaction. 256 by default.
+    pub max_batch: usize,
+    /// Write requests that may wait for the writer before callers wait to enqueue. 4096 by
+    /// default.
+    pub queue_capacity: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(5),
+            readers: 4,
+            max_batch: 256,
+            queue_capacity: 4096,
+        }
+    }
+}
+
+/// The SQLite store. Dropping it (or [`SqliteStore::close`]) commits the queued writes and
+/// stops the writer thread.
+#[derive(Debug)]
+pub struct SqliteStore {
+    writer: Writer,
+    readers: Arc<Readers>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`, enables WAL, applies the embedded
+    /// migrations in one transaction and starts the writer thread. A database written by a
+    /// newer build is refused with [`OpenError::NewerSchema`]. Blocking: call it at startup or
+    /// from a blocking thread.
+    pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
+        let path = path.as_ref();
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(options.busy_timeout)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(OpenError::NoWal(mode));
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {};",
+            options.synchronous.pragma()
+        ))?;
+        conn.set_prepared_statement_cache_capacity(64);
+        schema::migrate(&mut conn)?;
+
+        let mut readers = Vec::with_capacity(options.readers.max(1));
+        for _ in 0..options.readers.max(1) {
+            let reader = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            reader.busy_timeout(options.busy_timeout)?;
+            reader.set_prepared_statement_cache_capacity(64);
+            readers.push(reader);
+        }
+        let writer = Writer::start(conn, options.max_batch, options.queue_capacity)?;
+        Ok(SqliteStore {
+            writer,
+            readers: Arc::new(Readers::new(readers)),
+        })
+    }
+
+    /// Stops accepting writes, commits the writes already queued and stops the writer thread;
+    /// later writes are [`StoreError::Unavailable`], reads keep working. Blocks until the
+    /// writer has finished. Idempotent; also done on drop.
+    pub fn close(&self) {
+        self.writer.close();
+    }
+
+    /// Runs `write` on the writer thread inside the next group-commit transaction.
+    async fn write<R, F>(&self, write: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.writer.write(write).await
+    }
+
+    /// Runs `read` on a pooled read-only connection on tokio's blocking threads.
+    async fn read<R, F>(&self, read: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || readers.with(read))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("the read did not finish: {e}")))?
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.writer.close();
+    }
+}

@@ -2,6 +2,7 @@
 //! random source, proptest strategies and the store contract suite every adapter runs.
 
 pub mod clock;
+pub mod contract;
 pub mod memory;
 
 pub use clock::{ManualClock, SeededRandom};

@@ -1,0 +1,58 @@
+//! Errors: opening the store, and the mapping of SQLite failures to [`StoreError`].
+
+use payments_core::store::StoreError;
+use rusqlite::ErrorCode;
+
+/// Why [`SqliteStore::open`](crate::SqliteStore::open) failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The database was written by a newer build; this build will not touch it.
+    #[error(
+        "the database has schema version {found}, newer than the version {supported} this \
+         build supports; run a newer build or restore a backup made by this one"
+    )]
+    NewerSchema {
+        /// The version recorded in the database.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
+    /// The WAL journal mode could not be enabled (e.g. an in-memory database).
+    #[error("cannot enable the WAL journal mode: SQLite answered {0:?}")]
+    NoWal(String),
+    /// SQLite refused to open or migrate the database.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The writer thread could not be started.
+    #[error("cannot start the writer thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// Maps a database failure: damaged data is `Corrupt`, everything else (busy, locked, I/O, full
+/// disk, out of memory) is `Unavailable`.
+pub(crate) fn db(e: rusqlite::Error) -> StoreError {
+    use rusqlite::Error as E;
+    match &e {
+        E::SqliteFailure(f, _)
+            if matches!(f.code, ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) =>
+        {
+            StoreError::Corrupt(e.to_string())
+        }
+        E::FromSqlConversionFailure(..)
+        | E::IntegralValueOutOfRange(..)
+        | E::Utf8Error(..)
+        | E::InvalidColumnType(..) => StoreError::Corrupt(e.to_string()),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// `true` for a UNIQUE / PRIMARY KEY violation.
+pub(crate) fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
+}
+
+/// A stored value that does not decode.
+pub(crate) fn corrupt(what: &str, value: impl std::fmt::Debug) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {value:?}"))
+}

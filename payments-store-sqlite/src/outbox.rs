@@ -1,0 +1,222 @@
+//! The callback outbox as SQL: events with their frozen bodies, leases and attempts.
+
+use std::time::Duration;
+
+use payments_core::event::{
+    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, OutboxEvent,
+};
+use payments_core::ids::{EventId, PaymentId};
+use payments_core::store::StoreError;
+use payments_core::Timestamp;
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+
+use crate::codec::{self, opt_ts, text, ts, Cols};
+use crate::error::{db, is_unique_violation};
+
+const COLUMNS: &str = "seq, event_id, payment_id, project_id, status, kind, body, created_at, \
+    destination, state, attempts, max_attempts, next_attempt_at";
+
+/// Inserts an outbox row; a reused event id is `Duplicate`.
+pub(crate) fn insert(conn: &Connection, e: &OutboxEvent) -> Result<(), StoreError> {
+    let ev = &e.event;
+    let values = [
+        text(ev.event_id.to_string()),
+        text(ev.payment_id.to_string()),
+        text(ev.project_id.to_string()),
+        text(ev.status.as_str()),
+        text(ev.kind.as_str()),
+        Value::Blob(ev.body.clone()),
+        ts(ev.created_at),
+        text(e.destination.as_str()),
+        text(e.state.as_str()),
+        Value::Integer(i64::from(e.attempts)),
+        Value::Integer(i64::from(e.max_attempts)),
+        opt_ts(e.next_attempt_at),
+    ];
+    let result = conn
+        .prepare_cached(
+            "INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body, \
+             created_at, destination, state, attempts, max_attempts, next_attempt_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )
+        .map_err(db)?
+        .execute(params_from_iter(values.iter()));
+    match result {
+        Ok(_) => Ok(()),
+        Err(err) if is_unique_violation(&err) => {
+            Err(StoreError::Duplicate(format!("event {}", ev.event_id)))
+        }
+        Err(err) => Err(db(err)),
+    }
+}
+
+fn event_from_row(row: &Row<'_>) -> Result<OutboxEvent, StoreError> {
+    let c = Cols(row);
+    Ok(OutboxEvent {
+        event: CallbackEvent {
+            event_id: c.parsed("event_id")?,
+            payment_id: c.parsed("payment_id")?,
+            project_id: c.parsed("project_id")?,
+            status: c.parsed("status")?,
+            kind: c.with("kind", EventKind::parse)?,
+            body: c.blob("body")?,
+            created_at: c.ts("created_at")?,
+        },
+        destination: codec::parse_url(&c.text("destination")?)?,
+        state: c.with("state", DeliveryState::parse)?,
+        attempts: c.num("attempts")?,
+        max_attempts: c.num("max_attempts")?,
+        next_attempt_at: c.opt_ts("next_attempt_at")?,
+    })
+}
+
+/// Claims due pending events, earliest first, and moves them to `now + lease`.
+pub(crate) fn claim_due(
+    conn: &Connection,
+    now: Timestamp,
+    limit: usize,
+    lease: Duration,
+) -> Result<Vec<OutboxEvent>, StoreError> {
+    let mut claimed = Vec::new();
+    let mut seqs = Vec::new();
+    {
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM outbox_events \
+                 WHERE state = 'pending' AND next_attempt_at <= ?1 \
+                 ORDER BY next_attempt_at, seq LIMIT ?2"
+            ))
+            .map_err(db)?;
+        let mut rows = stmt
+            .query(params![now.unix_millis(), codec::limit(limit)])
+            .map_err(db)?;
+        while let Some(row) = rows.next().map_err(db)? {
+            seqs.push(row.get::<_, i64>("seq").map_err(db)?);
+            claimed.push(event_from_row(row)?);
+        }
+    }
+    let until = (now + lease).unix_millis();
+    let mut lease_stmt = conn
+        .prepare_cached("UPDATE outbox_events SET next_attempt_at = ?1 WHERE seq = ?2")
+        .map_err(db)?;
+    for seq in seqs {
+        lease_stmt.execute(params![until, seq]).map_err(db)?;
+    }
+    Ok(claimed)
+}
+
+/// Records an attempt and the event's next step.
+pub(crate) fn record_attempt(
+    conn: &Connection,
+    event_id: EventId,
+    a: &DeliveryAttempt,
+    next_attempt_at: Option<Timestamp>,
+) -> Result<(), StoreError> {
+    let id = event_id.to_string();
+    let state = match (a.success, next_attempt_at) {
+        (true, _) => DeliveryState::Delivered,
+        (false, Some(_)) => DeliveryState::Pending,
+        (false, None) => DeliveryState::Failed,
+    };
+    let next = if state == DeliveryState::Pending {
+        next_attempt_at
+    } else {
+        None
+    };
+    let updated = conn
+        .prepare_cached(
+            "UPDATE outbox_events SET attempts = max(attempts, ?1), state = ?2, \
+             next_attempt_at = ?3 WHERE event_id = ?4",
+        )
+        .map_err(db)?
+        .execute(params![
+            i64::from(a.attempt),
+            state.as_str(),
+            next.map(Timestamp::unix_millis),
+            id
+        ])
+        .map_err(db)?;
+    if updated == 0 {
+        return Err(StoreError::NotFound(format!("event {event_id}")));
+    }
+    conn.prepare_cached(
+        "INSERT INTO delivery_attempts (event_id, attempt, started_at, duration_ms, \
+         http_status, error, success) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .map_err(db)?
+    .execute(params![
+        id,
+        i64::from(a.attempt),
+        a.started_at.unix_millis(),
+        codec::uint(a.duration_ms, "duration_ms")?,
+        a.http_status.map(i64::from),
+        a.error,
+        a.success
+    ])
+    .map_err(db)?;
+    Ok(())
+}
+
+/// A payment's events in queueing order, each with its attempts in order.
+pub(crate) fn for_payment(
+    conn: &Connection,
+    payment: PaymentId,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let pid = payment.to_string();
+    let mut records: Vec<EventRecord> = Vec::new();
+    {
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM outbox_events WHERE payment_id = ?1 ORDER BY seq"
+            ))
+            .map_err(db)?;
+        let mut rows = stmt.query([&pid]).map_err(db)?;
+        while let Some(row) = rows.next().map_err(db)? {
+            records.push(EventRecord {
+                outbox: event_from_row(row)?,
+                attempts: Vec::new(),
+            });
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT a.event_id, a.attempt, a.started_at, a.duration_ms, a.http_status, \
+             a.error, a.success FROM delivery_attempts a \
+             JOIN outbox_events e ON e.event_id = a.event_id \
+             WHERE e.payment_id = ?1 ORDER BY a.seq",
+        )
+        .map_err(db)?;
+    let mut rows = stmt.query([&pid]).map_err(db)?;
+    while let Some(row) = rows.next().map_err(db)? {
+        let c = Cols(row);
+        let event_id: EventId = c.parsed("event_id")?;
+        let attempt = DeliveryAttempt {
+            attempt: c.num("attempt")?,
+            started_at: c.ts("started_at")?,
+            duration_ms: c.num("duration_ms")?,
+            http_status: c
+                .opt_int("http_status")?
+                .map(|n| u16::try_from(n).map_err(|_| crate::error::corrupt("http_status", n)))
+                .transpose()?,
+            error: c.opt_text("error")?,
+            success: c.flag("success")?,
+        };
+        let record = records
+            .iter_mut()
+            .find(|r| r.outbox.event.event_id == event_id)
+            .ok_or_else(|| crate::error::corrupt("attempt of an unknown event", event_id))?;
+        record.attempts.push(attempt);
+    }
+    Ok(records)
+}
+
+/// The number of pending events (through the partial index).
+pub(crate) fn pending(conn: &Connection) -> Result<u64, StoreError> {
+    conn.prepare_cached("SELECT count(*) FROM outbox_events WHERE state = 'pending'")
+        .map_err(db)?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .optional()
+        .map_err(db)
+        .map(|n| n.unwrap_or(0) as u64)
+}

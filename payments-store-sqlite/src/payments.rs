@@ -1,0 +1,305 @@
+//! Payments and nonces as SQL.
+
+use std::sync::LazyLock;
+
+use payments_core::bank::CountryCode;
+use payments_core::ids::{PaymentId, ProjectId};
+use payments_core::payment::{
+    Currency, MerchantPaymentId, Payment, PaymentErrorCode, PaymentFailure, PaymentStatus,
+    Requisites,
+};
+use payments_core::settlement::{Course, FeePercent, Pricing};
+use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
+use payments_core::Timestamp;
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+
+use crate::codec::{self, flag, opt_text, opt_ts, text, ts, Cols};
+use crate::error::{corrupt, db, is_unique_violation};
+use crate::{directory, outbox};
+
+/// Every payment column, in the order of [`payment_values`].
+const COLUMNS: &str = "id, project_id, merchant_payment_id, flow, status, amount, \
+    initial_amount, currency, geo_code, payment_method, is_intrabank, bank_code, callback_url, \
+    requisite, holder_name, requisite_bank, qrcode_link, deeplink_url, course, fee_percent, \
+    error_code, error_comment, appeal_from, created_at, updated_at, expires_at, version, \
+    fingerprint, due_at";
+
+/// The number of columns in [`COLUMNS`].
+const NCOLS: usize = 29;
+
+fn payment_values(p: &Payment) -> Result<[Value; NCOLS], StoreError> {
+    let req = p.requisites.as_ref();
+    let pricing = p.pricing.as_ref();
+    let failure = p.failure.as_ref();
+    Ok([
+        text(p.id.to_string()),
+        text(p.project_id.to_string()),
+        text(p.merchant_payment_id.as_str()),
+        text(p.flow.as_str()),
+        text(p.status.as_str()),
+        // Decimal text keeps the scale as received (`100.50`).
+        text(p.amount.to_string()),
+        text(p.initial_amount.to_string()),
+        text(p.currency.as_str()),
+        text(p.geo_code.as_str()),
+        text(p.payment_method.as_str()),
+        flag(p.is_intrabank),
+        opt_text(p.bank_code.as_deref()),
+        opt_text(p.callback_url.as_ref().map(|u| u.as_str())),
+        opt_text(req.map(|r| r.requisite.as_str())),
+        opt_text(req.map(|r| r.holder_name.as_str())),
+        opt_text(req.and_then(|r| r.bank.as_deref())),
+        opt_text(req.and_then(|r| r.qrcode_link.as_deref())),
+        opt_text(req.and_then(|r| r.deeplink_url.as_deref())),
+        opt_text(
+            pricing
+                .map(|x| x.course.as_decimal().to_string())
+                .as_deref(),
+        ),
+        opt_text(
+            pricing
+                .map(|x| x.fee_percent.as_decimal().to_string())
+                .as_deref(),
+        ),
+        opt_text(failure.map(|f| f.code.as_str())),
+        opt_text(failure.map(|f| f.comment.as_str())),
+        opt_text(p.appeal_from.map(|s| s.as_str())),
+        ts(p.created_at),
+        ts(p.updated_at),
+        ts(p.expires_at),
+        Value::Integer(codec::uint(p.version, "version")?),
+        text(p.fingerprint.as_str()),
+        opt_ts(p.due_at()),
+    ])
+}
+
+fn payment_from_row(row: &Row<'_>) -> Result<Payment, StoreError> {
+    let c = Cols(row);
+    let requisites = match c.opt_text("requisite")? {
+        None => None,
+        Some(requisite) => Some(Requisites {
+            requisite,
+            holder_name: c
+                .opt_text("holder_name")?
+                .ok_or_else(|| corrupt("holder_name", "missing"))?,
+            bank: c.opt_text("requisite_bank")?,
+            qrcode_link: c.opt_text("qrcode_link")?,
+            deeplink_url: c.opt_text("deeplink_url")?,
+        }),
+    };
+    let pricing = match (c.opt_text("course")?, c.opt_text("fee_percent")?) {
+        (None, None) => None,
+        (Some(_), Some(_)) => Some(Pricing {
+            course: Course::new(c.decimal("course")?).map_err(|e| corrupt("course", e))?,
+            fee_percent: FeePercent::new(c.decimal("fee_percent")?)
+                .map_err(|e| corrupt("fee_percent", e))?,
+        }),
+        other => return Err(corrupt("pricing", other)),
+    };
+    let failure = match c.opt_parsed::<PaymentErrorCode>("error_code")? {
+        None => None,
+        Some(code) => Some(PaymentFailure {
+            code,
+            comment: c
+                .opt_text("error_comment")?
+                .ok_or_else(|| corrupt("error_comment", "missing"))?,
+        }),
+    };
+    Ok(Payment {
+        id: c.parsed("id")?,
+        project_id: c.parsed("project_id")?,
+        merchant_payment_id: c.with("merchant_payment_id", MerchantPaymentId::parse)?,
+        flow: c.parsed("flow")?,
+        status: c.parsed("status")?,
+        amount: c.amount("amount")?,
+        initial_amount: c.amount("initial_amount")?,
+        currency: c.with("currency", Currency::parse)?,
+        geo_code: c.with("geo_code", CountryCode::parse)?,
+        payment_method: c.parsed("payment_method")?,
+        is_intrabank: c.flag("is_intrabank")?,
+        bank_code: c.opt_text("bank_code")?,
+        callback_url: c.opt_url("callback_url")?,
+        requisites,
+        pricing,
+        failure,
+        appeal_from: c.opt_parsed("appeal_from")?,
+        created_at: c.ts("created_at")?,
+        updated_at: c.ts("updated_at")?,
+        expires_at: c.ts("expires_at")?,
+        version: c.num("version")?,
+        fingerprint: c.text("fingerprint")?,
+    })
+}
+
+fn query_payments(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Payment>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db)?;
+    let mut rows = stmt.query(params).map_err(db)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(db)? {
+        out.push(payment_from_row(row)?);
+    }
+    Ok(out)
+}
+
+/// Inserts unless (project, merchant payment id) is taken; the unique index decides.
+pub(crate) fn insert(conn: &Connection, p: &Payment) -> Result<InsertOutcome, StoreError> {
+    let values = payment_values(p)?;
+    let mut stmt = conn.prepare_cached(&INSERT_SQL).map_err(db)?;
+    match stmt.execute(params_from_iter(values.iter())) {
+        Ok(1) => Ok(InsertOutcome::Inserted),
+        Ok(_) => by_merchant_id(conn, p.project_id, &p.merchant_payment_id)?
+            .map(InsertOutcome::Existing)
+            .ok_or_else(|| StoreError::Corrupt("the conflicting payment vanished".into())),
+        // The id itself is taken (the payment id is the table's primary key).
+        Err(e) if is_unique_violation(&e) => {
+            Err(StoreError::Duplicate(format!("payment {}", p.id)))
+        }
+        Err(e) => Err(db(e)),
+    }
+}
+
+static INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
+    let placeholders = (1..=NCOLS).map(|i| format!("?{i}")).collect::<Vec<_>>();
+    format!(
+        "INSERT INTO payments ({COLUMNS}) VALUES ({}) \
+         ON CONFLICT (project_id, merchant_payment_id) DO NOTHING",
+        placeholders.join(", ")
+    )
+});
+
+/// Updates every column but the id, only at the expected version (`?30`).
+static UPDATE_SQL: LazyLock<String> = LazyLock::new(|| {
+    let sets = COLUMNS
+        .split(", ")
+        .enumerate()
+        .skip(1)
+        .map(|(i, col)| format!("{col} = ?{}", i + 1))
+        .collect::<Vec<_>>();
+    format!(
+        "UPDATE payments SET {} WHERE id = ?1 AND version = ?{}",
+        sets.join(", "),
+        NCOLS + 1
+    )
+});
+
+/// A payment by id.
+pub(crate) fn by_id(conn: &Connection, id: PaymentId) -> Result<Option<Payment>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM payments WHERE id = ?1");
+    Ok(query_payments(conn, &sql, [id.to_string()])?.pop())
+}
+
+/// A payment by (project, merchant payment id).
+pub(crate) fn by_merchant_id(
+    conn: &Connection,
+    project: ProjectId,
+    mpid: &MerchantPaymentId,
+) -> Result<Option<Payment>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM payments WHERE project_id = ?1 AND merchant_payment_id = ?2"
+    );
+    Ok(query_payments(conn, &sql, [project.to_string(), mpid.as_str().to_string()])?.pop())
+}
+
+/// The version check, payment update, outbox row and audit row of one change. Runs inside the
+/// writer's savepoint: any error rolls all of it back.
+pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result<(), StoreError> {
+    let values = payment_values(&change.payment)?;
+    let expected = Value::Integer(codec::uint(change.expected_version, "version")?);
+    let updated = conn
+        .prepare_cached(&UPDATE_SQL)
+        .map_err(db)?
+        .execute(params_from_iter(values.iter().chain([&expected])))
+        .map_err(db)?;
+    if updated == 0 {
+        let exists = conn
+            .prepare_cached("SELECT 1 FROM payments WHERE id = ?1")
+            .map_err(db)?
+            .query_row([change.payment.id.to_string()], |_| Ok(()))
+            .optional()
+            .map_err(db)?
+            .is_some();
+        return Err(if exists {
+            StoreError::Conflict
+        } else {
+            StoreError::NotFound(format!("payment {}", change.payment.id))
+        });
+    }
+    if let Some(event) = &change.event {
+        outbox::insert(conn, event)?;
+    }
+    if let Some(audit) = &change.audit {
+        directory::append_audit(conn, audit)?;
+    }
+    Ok(())
+}
+
+/// Due payments, earliest first, through the partial `due_at` index.
+pub(crate) fn due(
+    conn: &Connection,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<Payment>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM payments WHERE due_at IS NOT NULL AND due_at <= ?1 \
+         ORDER BY due_at, id LIMIT ?2"
+    );
+    query_payments(conn, &sql, params![now.unix_millis(), codec::limit(limit)])
+}
+
+/// Payments per status, in [`PaymentStatus::ALL`] order, zero counts left out.
+pub(crate) fn count_by_status(conn: &Connection) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT status, count(*) AS n FROM payments GROUP BY status")
+        .map_err(db)?;
+    let mut rows = stmt.query([]).map_err(db)?;
+    let mut counts = Vec::new();
+    while let Some(row) = rows.next().map_err(db)? {
+        let c = Cols(row);
+        counts.push((c.parsed::<PaymentStatus>("status")?, c.num::<u64>("n")?));
+    }
+    Ok(PaymentStatus::ALL
+        .into_iter()
+        .filter_map(|s| counts.iter().find(|(st, _)| *st == s).copied())
+        .collect())
+}
+
+/// Records a nonce unless a live one exists; the primary key decides between racing uses.
+pub(crate) fn use_nonce(
+    conn: &Connection,
+    project: ProjectId,
+    nonce: &str,
+    now: Timestamp,
+    expires_at: Timestamp,
+) -> Result<bool, StoreError> {
+    // An expired record is taken over in place; a live one makes the statement change nothing.
+    let changed = conn
+        .prepare_cached(
+            "INSERT INTO nonces (project_id, nonce, expires_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at \
+             WHERE nonces.expires_at <= ?4",
+        )
+        .map_err(db)?
+        .execute(params![
+            project.to_string(),
+            nonce,
+            expires_at.unix_millis(),
+            now.unix_millis()
+        ])
+        .map_err(db)?;
+    Ok(changed == 1)
+}
+
+/// Deletes expired nonces through the expiry index.
+pub(crate) fn purge_nonces(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
+    let n = conn
+        .prepare_cached("DELETE FROM nonces WHERE expires_at <= ?1")
+        .map_err(db)?
+        .execute([now.unix_millis()])
+        .map_err(db)?;
+    Ok(n as u64)
+}

@@ -1,0 +1,35 @@
+//! Versioned schema migrations, embedded in the binary and applied on open.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::OpenError;
+
+/// Migration `i` brings the schema from version `i` to `i + 1`. Append only: a released
+/// migration never changes.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Brings the database to [`SCHEMA_VERSION`] in one transaction; refuses a newer database.
+/// The version is `PRAGMA user_version`.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(OpenError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let start = usize::try_from(found).expect("a u32 fits usize on supported targets");
+    for sql in &MIGRATIONS[start..] {
+        tx.execute_batch(sql)?;
+    }
+    if found != SCHEMA_VERSION {
+        // PRAGMA takes no bound parameters; the value is our own constant.
+        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+    }
+    tx.commit()?;
+    Ok(())
+}

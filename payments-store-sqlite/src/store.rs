@@ -1,0 +1,241 @@
+//! The store traits on [`SqliteStore`]: writes go to the writer thread, reads to the pool.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use payments_core::event::{DeliveryAttempt, EventRecord, OutboxEvent};
+use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use payments_core::project::{
+    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
+};
+use payments_core::store::{
+    AuditStore, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
+    PaymentStore, Store, StoreError,
+};
+use payments_core::Timestamp;
+
+use crate::{directory, outbox, payments, SqliteStore};
+
+#[async_trait]
+impl PaymentStore for SqliteStore {
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        let p = payment.clone();
+        self.write(move |c| payments::insert(c, &p)).await
+    }
+
+    async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
+        self.read(move |c| payments::by_id(c, id)).await
+    }
+
+    async fn payment_by_merchant_id(
+        &self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        let mpid = merchant_payment_id.clone();
+        self.read(move |c| payments::by_merchant_id(c, project, &mpid))
+            .await
+    }
+
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        let change = change.clone();
+        self.write(move |c| payments::commit_change(c, &change))
+            .await
+    }
+
+    async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
+        self.read(move |c| payments::due(c, now, limit)).await
+    }
+
+    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
+        self.read(payments::count_by_status).await
+    }
+}
+
+#[async_trait]
+impl NonceStore for SqliteStore {
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let nonce = nonce.to_string();
+        self.write(move |c| payments::use_nonce(c, project, &nonce, now, expires_at))
+            .await
+    }
+
+    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(move |c| payments::purge_nonces(c, now)).await
+    }
+}
+
+#[async_trait]
+impl OutboxStore for SqliteStore {
+    async fn claim_due_events(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        self.write(move |c| outbox::claim_due(c, now, limit, lease))
+            .await
+    }
+
+    async fn record_attempt(
+        &self,
+        event_id: EventId,
+        attempt: &DeliveryAttempt,
+        next_attempt_at: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
+        let attempt = attempt.clone();
+        self.write(move |c| outbox::record_attempt(c, event_id, &attempt, next_attempt_at))
+            .await
+    }
+
+    async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError> {
+        self.read(move |c| outbox::for_payment(c, payment)).await
+    }
+
+    async fn pending_events(&self) -> Result<u64, StoreError> {
+        self.read(outbox::pending).await
+    }
+}
+
+#[async_trait]
+impl DirectoryStore for SqliteStore {
+    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+        let m = merchant.clone();
+        self.write(move |c| directory::put_merchant(c, &m)).await
+    }
+
+    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+        self.read(move |c| directory::merchant(c, id)).await
+    }
+
+    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
+        self.read(directory::merchants).await
+    }
+
+    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+        let p = project.clone();
+        self.write(move |c| directory::put_project(c, &p)).await
+    }
+
+    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
+        self.read(move |c| directory::project(c, id)).await
+    }
+
+    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        self.read(directory::projects).await
+    }
+
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
+        let t = token.clone();
+        self.write(move |c| directory::insert_token(c, &t)).await
+    }
+
+    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
+        let hash = *hash;
+        self.read(move |c| directory::token_by_hash(c, &hash)).await
+    }
+
+    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
+        self.read(move |c| directory::tokens(c, project)).await
+    }
+
+    async fn revoke_token(
+        &self,
+        project: ProjectId,
+        id: TokenId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.write(move |c| directory::revoke_token(c, project, id, at))
+            .await
+    }
+
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
+        let k = key.clone();
+        self.write(move |c| directory::insert_key(c, &k)).await
+    }
+
+    async fn key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        let keyid = keyid.clone();
+        self.read(move |c| directory::key(c, project, &keyid)).await
+    }
+
+    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
+        self.read(move |c| directory::keys(c, project)).await
+    }
+
+    async fn revoke_key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let keyid = keyid.clone();
+        self.write(move |c| directory::revoke_key(c, project, &keyid, at))
+            .await
+    }
+
+    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
+        self.read(move |c| directory::secrets(c, project)).await
+    }
+
+    async fn add_callback_secret(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<(), StoreError> {
+        let s = secret.clone();
+        self.write(move |c| directory::add_secret(c, project, &s))
+            .await
+    }
+
+    async fn add_callback_secret_if_none(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<Vec<SecretRecord>, StoreError> {
+        let s = secret.clone();
+        self.write(move |c| directory::add_secret_if_none(c, project, &s))
+            .await
+    }
+
+    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let name = name.to_string();
+        self.read(move |c| directory::setting(c, &name)).await
+    }
+
+    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let (name, value) = (name.to_string(), value.to_string());
+        self.write(move |c| directory::put_setting(c, &name, &value))
+            .await
+    }
+}
+
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        let r = record.clone();
+        self.write(move |c| directory::append_audit(c, &r)).await
+    }
+
+    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.read(move |c| directory::audit_records(c, limit)).await
+    }
+}
+
+impl Store for SqliteStore {
+    /// Ready while the writer thread runs and accepts writes.
+    fn is_ready(&self) -> bool {
+        self.writer.is_alive()
+    }
+}

@@ -1,0 +1,199 @@
+//! The single writer: one thread owns the read-write connection, takes write requests from a
+//! channel and commits every request queued at that moment in one transaction (group commit).
+//! Each request runs in its own SAVEPOINT, so a failing request is rolled back alone.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use payments_core::store::StoreError;
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::db;
+
+/// A queued write: run inside the batch's transaction, answered after the COMMIT.
+trait Pending: Send {
+    /// Runs the write; `true` to keep its savepoint, `false` to roll it back.
+    fn run(&mut self, conn: &Connection) -> bool;
+    /// Answers the caller once the batch's fate is known.
+    fn answer(self: Box<Self>, committed: &Result<(), StoreError>);
+}
+
+struct Job<R, F> {
+    work: Option<F>,
+    outcome: Option<Result<R, StoreError>>,
+    reply: oneshot::Sender<Result<R, StoreError>>,
+}
+
+impl<R, F> Pending for Job<R, F>
+where
+    R: Send,
+    F: FnOnce(&Connection) -> Result<R, StoreError> + Send,
+{
+    fn run(&mut self, conn: &Connection) -> bool {
+        let work = self.work.take().expect("the writer runs each job once");
+        let outcome = work(conn);
+        let keep = outcome.is_ok();
+        self.outcome = Some(outcome);
+        keep
+    }
+
+    fn answer(self: Box<Self>, committed: &Result<(), StoreError>) {
+        let result = match (self.outcome, committed) {
+            // The request's own failure was rolled back; it stands whatever the batch did.
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(r)), Ok(())) => Ok(r),
+            (_, Err(e)) => Err(e.clone()),
+            (None, Ok(())) => Err(StoreError::Unavailable(
+                "the write failed inside the writer".into(),
+            )),
+        };
+        // The caller may have gone away (its future was dropped); the write stands anyway.
+        let _ = self.reply.send(result);
+    }
+}
+
+type Queue = mpsc::Sender<Box<dyn Pending>>;
+
+/// The handle to the writer thread.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    queue: RwLock<Option<Queue>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    alive: Arc<AtomicBool>,
+}
+
+/// Marks the writer dead when its thread ends, also by a panic.
+struct AliveGuard(Arc<AtomicBool>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Writer {
+    /// Starts the writer thread on `conn`.
+    pub(crate) fn start(
+        conn: Connection,
+        max_batch: usize,
+        queue_capacity: usize,
+    ) -> std::io::Result<Writer> {
+        let (tx, rx) = mpsc::channel(queue_capacity.max(1));
+        let alive = Arc::new(AtomicBool::new(true));
+        let guard = AliveGuard(Arc::clone(&alive));
+        let thread = std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || {
+                let _guard = guard;
+                run(conn, rx, max_batch.max(1));
+            })?;
+        Ok(Writer {
+            queue: RwLock::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            alive,
+        })
+    }
+
+    /// Whether the writer thread is running and accepting writes.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+            && self
+                .queue
+                .read()
+                .map(|q| q.as_ref().is_some_and(|q| !q.is_closed()))
+                .unwrap_or(false)
+    }
+
+    /// Queues `work` and waits for the commit of its batch. Never blocks the calling thread.
+    pub(crate) async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let closed = || StoreError::Unavailable("the store is closed".into());
+        let queue = self
+            .queue
+            .read()
+            .expect("the queue lock is never held across a panic")
+            .clone()
+            .ok_or_else(closed)?;
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            work: Some(work),
+            outcome: None,
+            reply,
+        };
+        queue.send(Box::new(job)).await.map_err(|_| closed())?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the writer stopped before answering".into()))?
+    }
+
+    /// Stops accepting writes, lets the writer commit everything already queued, and waits for
+    /// its thread to end. Blocks the calling thread for that long.
+    pub(crate) fn close(&self) {
+        // Dropping the last sender ends the writer's loop once the queue is drained (senders
+        // cloned by writes in flight finish their send first).
+        drop(
+            self.queue
+                .write()
+                .expect("the queue lock is never held across a panic")
+                .take(),
+        );
+        let thread = self
+            .thread
+            .lock()
+            .expect("the thread lock is never held across a panic")
+            .take();
+        if let Some(thread) = thread {
+            // A panic in the writer already answered its callers with Unavailable.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: usize) {
+    let mut batch: Vec<Box<dyn Pending>> = Vec::with_capacity(max_batch);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let committed = commit_batch(&conn, &mut batch);
+        if committed.is_err() && !conn.is_autocommit() {
+            // Best effort: the connection must not stay inside a failed transaction.
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for job in batch.drain(..) {
+            job.answer(&committed);
+        }
+    }
+}
+
+fn commit_batch(conn: &Connection, batch: &mut [Box<dyn Pending>]) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
+    for job in batch.iter_mut() {
+        conn.execute_batch("SAVEPOINT request").map_err(db)?;
+        let keep = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
+        if conn.is_autocommit() {
+            // SQLite rolled the whole transaction back itself (full disk, I/O error): the
+            // requests before this one are lost too.
+            return Err(StoreError::Unavailable(
+                "the transaction was rolled back by SQLite".into(),
+            ));
+        }
+        if keep {
+            conn.execute_batch("RELEASE request").map_err(db)?;
+        } else {
+            conn.execute_batch("ROLLBACK TO request; RELEASE request")
+                .map_err(db)?;
+        }
+    }
+    conn.execute_batch("COMMIT").map_err(db)
+}

@@ -1,0 +1,24 @@
+//! The core's store contract suite against SQLite: the same suite the memory store passes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use payments_core::testing::contract;
+use payments_store_sqlite::{SqliteOptions, SqliteStore};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_meets_the_store_contract() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let n = AtomicUsize::new(0);
+    // A fresh database file for every check.
+    contract::run_all(|| {
+        let file = dir
+            .path()
+            .join(format!("check-{}.db", n.fetch_add(1, Ordering::Relaxed)));
+        SqliteStore::open(file, SqliteOptions::default()).expect("open a fresh database")
+    })
+    .await;
+    assert_eq!(
+        n.load(Ordering::Relaxed),
+        contract::checks::<SqliteStore>().len()
+    );
+}

@@ -1,0 +1,268 @@
+//! SQLite-specific behaviour beyond the contract suite: races decided by the database under a
+//! multi-threaded runtime, group commit isolation, migrations, reopening and closing.
+
+use std::sync::Arc;
+
+use payments_core::payment::PaymentStatus;
+use payments_core::store::{
+    AuditStore, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
+    PaymentStore, Store, StoreError,
+};
+use payments_core::testing::contract::{
+    changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,
+    sample_payment, T0,
+};
+use payments_store_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous, SCHEMA_VERSION};
+use tempfile::TempDir;
+
+fn fresh() -> (TempDir, Arc<SqliteStore>) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = SqliteStore::open(dir.path().join("store.db"), SqliteOptions::default())
+        .expect("open a fresh database");
+    (dir, Arc::new(store))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_racing_inserts_store_one_payment() {
+    let (_dir, store) = fresh();
+    let tasks: Vec<_> = (0..64u128)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let p = sample_payment(payment_id(i), project_id(1), "the-same-order");
+                (p.id, store.insert_payment(&p).await)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut existing = Vec::new();
+    for task in tasks {
+        let (id, outcome) = task.await.expect("the task finishes");
+        match outcome.expect("insert_payment") {
+            InsertOutcome::Inserted => winners.push(id),
+            InsertOutcome::Existing(p) => existing.push(p.id),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one insert wins");
+    assert_eq!(existing.len(), 63);
+    assert!(existing.iter().all(|id| *id == winners[0]));
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![(PaymentStatus::Created, 1)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_racing_nonce_uses_accept_one() {
+    let (_dir, store) = fresh();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                store
+                    .use_nonce(
+                        project_id(1),
+                        "nonce-1",
+                        T0,
+                        T0 + std::time::Duration::from_secs(300),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let mut accepted = 0;
+    for task in tasks {
+        if task.await.expect("the task finishes").expect("use_nonce") {
+            accepted += 1;
+        }
+    }
+    assert_eq!(accepted, 1);
+}
+
+/// Failing requests (conflicts, duplicates) committed in the same batches as good ones roll
+/// back alone: every good write lands, no failed one leaves a trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_request_does_not_abort_its_batch() {
+    let (_dir, store) = fresh();
+    let base = sample_payment(payment_id(0), project_id(1), "contended");
+    store.insert_payment(&base).await.expect("insert");
+    let v2 = changed(&base, PaymentStatus::Processing, T0);
+    store
+        .commit_change(&PaymentChange {
+            payment: v2.clone(),
+            expected_version: 1,
+            event: None,
+            audit: None,
+        })
+        .await
+        .expect("commit");
+
+    let tasks: Vec<_> = (1..=48u128)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            let base = base.clone();
+            tokio::spawn(async move {
+                if i % 2 == 0 {
+                    // Stale: computed from version 1.
+                    let stale = changed(&base, PaymentStatus::Error, T0);
+                    let r = store
+                        .commit_change(&PaymentChange {
+                            event: Some(sample_event(&stale, event_id(i), T0)),
+                            audit: Some(sample_audit(T0, "stale", "x")),
+                            payment: stale,
+                            expected_version: 1,
+                        })
+                        .await;
+                    assert_eq!(r, Err(StoreError::Conflict));
+                } else {
+                    let p = sample_payment(payment_id(i), project_id(1), &format!("o{i}"));
+                    assert_eq!(store.insert_payment(&p).await, Ok(InsertOutcome::Inserted));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("every task's assertions hold");
+    }
+    for i in (1..=48u128).filter(|i| i % 2 == 1) {
+        assert!(store.payment(payment_id(i)).await.expect("read").is_some());
+    }
+    assert_eq!(store.payment(base.id).await.expect("read"), Some(v2));
+    assert!(store
+        .events_for_payment(base.id)
+        .await
+        .expect("events")
+        .is_empty());
+    assert!(store.audit_records(100).await.expect("audit").is_empty());
+}
+
+fn user_version(path: &std::path::Path) -> u32 {
+    let conn = rusqlite::Connection::open(path).expect("open");
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("user_version")
+}
+
+#[test]
+fn a_fresh_database_gets_the_current_schema_version() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("fresh.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    drop(store);
+    assert_eq!(SCHEMA_VERSION, 1);
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("journal_mode");
+    assert_eq!(mode, "wal");
+    // Opening again applies nothing and keeps the version.
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("reopen"));
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+}
+
+#[test]
+fn a_database_from_a_newer_build_is_refused() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("newer.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 6))
+        .expect("set user_version");
+    drop(conn);
+
+    let err = SqliteStore::open(&path, SqliteOptions::default()).expect_err("refused");
+    assert!(
+        matches!(err, OpenError::NewerSchema { found, supported } if found == SCHEMA_VERSION + 6 && supported == SCHEMA_VERSION),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("schema version 7"), "{message}");
+    assert!(
+        message.contains("version 1 this build supports"),
+        "{message}"
+    );
+    // The refused database was not touched.
+    assert_eq!(user_version(&path), SCHEMA_VERSION + 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_survives_a_reopen() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("reopen.db");
+    let p = full_payment(payment_id(1), project_id(1), "kept");
+    let next = changed(&p, PaymentStatus::Completed, T0);
+    let event = sample_event(&next, event_id(1), T0);
+    {
+        let options = SqliteOptions {
+            synchronous: Synchronous::Normal,
+            readers: 1,
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open(&path, options).expect("open");
+        store.insert_payment(&p).await.expect("insert");
+        store
+            .commit_change(&PaymentChange {
+                payment: next.clone(),
+                expected_version: p.version,
+                event: Some(event.clone()),
+                audit: None,
+            })
+            .await
+            .expect("commit");
+        store.put_setting("k", "v").await.expect("setting");
+        assert!(store
+            .use_nonce(
+                project_id(1),
+                "n",
+                T0,
+                T0 + std::time::Duration::from_secs(1)
+            )
+            .await
+            .expect("nonce"));
+    }
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("reopen");
+    assert_eq!(store.payment(p.id).await.expect("read"), Some(next));
+    let events = store.events_for_payment(p.id).await.expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].outbox, event);
+    assert_eq!(store.setting("k").await.expect("setting"), Some("v".into()));
+    assert!(!store
+        .use_nonce(project_id(1), "n", T0, T0)
+        .await
+        .expect("nonce"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_commits_queued_writes_then_refuses_writes() {
+    let (_dir, store) = fresh();
+    assert!(store.is_ready());
+    let writes: Vec<_> = (0..32u128)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let p = sample_payment(payment_id(i), project_id(1), &format!("o{i}"));
+                store.insert_payment(&p).await
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for w in writes {
+        results.push(w.await.expect("the task finishes"));
+    }
+    let closer = Arc::clone(&store);
+    tokio::task::spawn_blocking(move || closer.close())
+        .await
+        .expect("close");
+    assert!(!store.is_ready());
+    assert!(results.iter().all(|r| r == &Ok(InsertOutcome::Inserted)));
+    let late = sample_payment(payment_id(99), project_id(1), "late");
+    assert!(matches!(
+        store.insert_payment(&late).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    // Reads keep working on the pool.
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![(PaymentStatus::Created, 32)]
+    );
+}
