@@ -55,7 +55,11 @@ async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Respon
         None => "unmatched",
     };
     let method: &'static str = intern(req.method().as_str());
-    let rid = req.extensions().get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
+    let rid = req
+        .extensions()
+        .get::<RequestId>()
+        .map(|r| r.0.clone())
+        .unwrap_or_default();
     let resp = next.run(req).await;
     let latency = start.elapsed();
     let status = resp.status().as_u16();
@@ -77,7 +81,10 @@ fn intern(s: &str) -> &'static str {
     use std::collections::HashSet;
     use std::sync::{Mutex, OnceLock};
     static SET: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut set = SET.get_or_init(Default::default).lock().expect("intern lock is never held across a panic");
+    let mut set = SET
+        .get_or_init(Default::default)
+        .lock()
+        .expect("intern lock is never held across a panic");
     if let Some(v) = set.get(s) {
         return v;
     }

@@ -47,8 +47,8 @@ impl HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.error.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
             tracing::error!(code = self.error.code.as_str(), message = %self.error.message, request_id = %self.request_id, "request failed");
         }

@@ -4,16 +4,16 @@
 //! are the core's.
 #![forbid(unsafe_code)]
 
-pub mod config;
-pub mod metrics;
-pub mod sandbox;
-pub mod system;
 pub mod app;
+pub mod config;
 pub mod error;
 pub mod merchant;
+pub mod metrics;
 pub mod operator;
 pub mod ratelimit;
+pub mod sandbox;
 pub mod state;
+pub mod system;
 
 pub use app::{app, operator_app};
 pub use state::AppState;

@@ -48,12 +48,17 @@ async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Bytes, 
             format!("request body exceeds {MAX_BODY} bytes"),
         )
     };
-    if let Some(len) = declared.and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(len) = declared
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
         if len > MAX_BODY as u64 {
             return Err(too_large());
         }
     }
-    axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| too_large())
+    axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| too_large())
 }
 
 /// Runs authentication for `endpoint` over the raw request.
@@ -95,8 +100,11 @@ async fn authenticate(
 /// A permit from the in-flight limit, or `503` when the server is saturated.
 fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
     st.in_flight.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(ErrorCode::ServiceUnavailable, "the service is overloaded; retry shortly")
-            .with_retry_after(1)
+        ApiError::new(
+            ErrorCode::ServiceUnavailable,
+            "the service is overloaded; retry shortly",
+        )
+        .with_retry_after(1)
     })
 }
 
@@ -115,8 +123,12 @@ async fn create_payment(
     let err = |e: ApiError| HttpError::new(e, &rid);
     let _permit = admit(&st).map_err(err)?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::CreatePayment, &parts, &body, peer).await.map_err(err)?;
+    let body = read_body(body, parts.headers.get("content-length"))
+        .await
+        .map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::CreatePayment, &parts, &body, peer)
+        .await
+        .map_err(err)?;
     tracing::Span::current().record("project_id", tracing::field::display(ctx.project.id));
     let outcome = st
         .service
@@ -142,9 +154,17 @@ async fn get_payment(
     let err = |e: ApiError| HttpError::new(e, &rid);
     let _permit = admit(&st).map_err(err)?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::GetPayment, &parts, &body, peer).await.map_err(err)?;
-    let payment = st.service.payment_of_project(&ctx.project, &id).await.map_err(err)?;
+    let body = read_body(body, parts.headers.get("content-length"))
+        .await
+        .map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::GetPayment, &parts, &body, peer)
+        .await
+        .map_err(err)?;
+    let payment = st
+        .service
+        .payment_of_project(&ctx.project, &id)
+        .await
+        .map_err(err)?;
     Ok(json_response(StatusCode::OK, &payment.view()))
 }
 
@@ -158,8 +178,12 @@ async fn get_project(
     let err = |e: ApiError| HttpError::new(e, &rid);
     let _permit = admit(&st).map_err(err)?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::GetProject, &parts, &body, peer).await.map_err(err)?;
+    let body = read_body(body, parts.headers.get("content-length"))
+        .await
+        .map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::GetProject, &parts, &body, peer)
+        .await
+        .map_err(err)?;
     let scopes: Vec<&str> = ctx.token.scopes.iter().map(|s| s.as_str()).collect();
     Ok(json_response(
         StatusCode::OK,
@@ -191,8 +215,10 @@ async fn list_banks(
         .map_err(|e| HttpError::new(e, &rid))?;
     let banks = st.service.catalog().list(geo);
     let mut resp = json_response(StatusCode::OK, &serde_json::json!({ "banks": banks }));
-    resp.headers_mut()
-        .insert("cache-control", HeaderValue::from_static("public, max-age=300"));
+    resp.headers_mut().insert(
+        "cache-control",
+        HeaderValue::from_static("public, max-age=300"),
+    );
     Ok(resp)
 }
 
@@ -228,7 +254,8 @@ fn helper_amount(body: &[u8], complete: bool) -> Result<Option<Amount>, ApiError
         match k.as_str() {
             "amount" if complete => {
                 amount = Some(
-                    Amount::from_json(&val).map_err(|e| ApiError::bad_request(format!("amount: {e}")))?,
+                    Amount::from_json(&val)
+                        .map_err(|e| ApiError::bad_request(format!("amount: {e}")))?,
                 )
             }
             other => return Err(ApiError::bad_request(format!("{other}: unknown field"))),
@@ -249,12 +276,21 @@ async fn test_helper(
     let err = |e: ApiError| HttpError::new(e, &rid);
     let _permit = admit(&st).map_err(err)?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length")).await.map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::TestHelper, &parts, &body, peer).await.map_err(err)?;
+    let body = read_body(body, parts.headers.get("content-length"))
+        .await
+        .map_err(err)?;
+    let ctx = authenticate(&st, Endpoint::TestHelper, &parts, &body, peer)
+        .await
+        .map_err(err)?;
     let amount = helper_amount(&body, complete).map_err(err)?;
-    let actor = Actor(format!("project:{} token:{}", ctx.project.id, ctx.token.prefix));
+    let actor = Actor(format!(
+        "project:{} token:{}",
+        ctx.project.id, ctx.token.prefix
+    ));
     let payment = if complete {
-        st.service.test_complete(&ctx.project, &id, amount, &actor).await
+        st.service
+            .test_complete(&ctx.project, &id, amount, &actor)
+            .await
     } else {
         st.service.test_cancel(&ctx.project, &id, &actor).await
     }
@@ -264,14 +300,23 @@ async fn test_helper(
 }
 
 async fn healthz() -> impl IntoResponse {
-    (StatusCode::OK, [("content-type", "application/json")], r#"{"status":"ok"}"#)
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        r#"{"status":"ok"}"#,
+    )
 }
 
 async fn readyz(State(st): State<AppState>) -> Response {
     let store = st.service.store();
     let ready = store.is_ready() && store.setting("readyz.probe").await.is_ok();
     if ready {
-        (StatusCode::OK, [("content-type", "application/json")], r#"{"status":"ready"}"#).into_response()
+        (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            r#"{"status":"ready"}"#,
+        )
+            .into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -58,12 +58,19 @@ pub use sha2_hex::token_sha256_hex as operator_token_hash;
 struct OperatorIdentity(String);
 
 async fn require_operator(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    let rid = req.extensions().get::<RequestId>().cloned().unwrap_or(RequestId(String::new()));
+    let rid = req
+        .extensions()
+        .get::<RequestId>()
+        .cloned()
+        .unwrap_or(RequestId(String::new()));
     let presented = req
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim);
     let expected = match st.service.store().setting(OPERATOR_TOKEN_SETTING).await {
         Ok(v) => v,
@@ -150,7 +157,12 @@ async fn payment(
         .payment(id)
         .await
         .map_err(|e| err(e.into()))?
-        .ok_or_else(|| err(ApiError::new(ErrorCode::PaymentNotFound, "payment not found")))?;
+        .ok_or_else(|| {
+            err(ApiError::new(
+                ErrorCode::PaymentNotFound,
+                "payment not found",
+            ))
+        })?;
     Ok(Json(p.view()).into_response())
 }
 

@@ -21,8 +21,13 @@ impl ProjectLimiters {
     /// it is empty.
     pub fn check(&self, project: &Project) -> Result<(), ApiError> {
         let limiter = {
-            let mut buckets = self.buckets.lock().expect("limiter lock is never held across a panic");
-            let entry = buckets.entry(project.id).or_insert_with(|| (project.rate_limit, limiter(project.rate_limit)));
+            let mut buckets = self
+                .buckets
+                .lock()
+                .expect("limiter lock is never held across a panic");
+            let entry = buckets
+                .entry(project.id)
+                .or_insert_with(|| (project.rate_limit, limiter(project.rate_limit)));
             if entry.0 != project.rate_limit {
                 *entry = (project.rate_limit, limiter(project.rate_limit));
             }
@@ -31,8 +36,11 @@ impl ProjectLimiters {
         limiter.check().map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            ApiError::new(ErrorCode::RateLimited, "the project's request rate limit is exceeded")
-                .with_retry_after(secs.max(1))
+            ApiError::new(
+                ErrorCode::RateLimited,
+                "the project's request rate limit is exceeded",
+            )
+            .with_retry_after(secs.max(1))
         })
     }
 }
@@ -40,5 +48,7 @@ impl ProjectLimiters {
 fn limiter(limit: RateLimit) -> Arc<DefaultDirectRateLimiter> {
     let per_second = NonZeroU32::new(limit.per_second).unwrap_or(NonZeroU32::MIN);
     let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
-    Arc::new(RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)))
+    Arc::new(RateLimiter::direct(
+        Quota::per_second(per_second).allow_burst(burst),
+    ))
 }

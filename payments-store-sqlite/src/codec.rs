@@ -6,7 +6,7 @@ use std::str::FromStr;
 use payments_core::amount::Amount;
 use payments_core::auth::Scope;
 use payments_core::callback::address::AddressPolicy;
-use payments_core::callback::url::CallbackUrl;
+use payments_core::callback::destination::CallbackUrl;
 use payments_core::clock::Timestamp;
 use payments_core::store::StoreError;
 use rusqlite::types::Value;
@@ -15,35 +15,14 @@ use rust_decimal::Decimal;
 
 use crate::error::{corrupt, db};
 
-/// The wire name of a scope. The one place scopes meet their names: switch to
-/// `Scope::as_str` when the auth branch lands.
-pub(crate) fn scope_name(scope: Scope) -> Result<&'static str, StoreError> {
-    match scope {
-        Scope::PaymentsCreate => Ok("payments:create"),
-        Scope::PaymentsRead => Ok("payments:read"),
-        Scope::PaymentsTest => Ok("payments:test"),
-        other => Err(StoreError::Corrupt(format!(
-            "scope {other:?} has no stored name"
-        ))),
-    }
-}
-
-/// The scope of a wire name (see [`scope_name`]).
+/// The scope of a stored name.
 pub(crate) fn parse_scope(name: &str) -> Result<Scope, StoreError> {
-    match name {
-        "payments:create" => Ok(Scope::PaymentsCreate),
-        "payments:read" => Ok(Scope::PaymentsRead),
-        "payments:test" => Ok(Scope::PaymentsTest),
-        other => Err(corrupt("scope", other)),
-    }
+    name.parse().map_err(|_| corrupt("scope", name))
 }
 
 /// Scopes as space-separated wire names.
 pub(crate) fn scopes_text(scopes: &[Scope]) -> Result<String, StoreError> {
-    let names = scopes
-        .iter()
-        .map(|s| scope_name(*s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let names = scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>();
     Ok(names.join(" "))
 }
 

@@ -19,7 +19,7 @@ use crate::amount::Amount;
 use crate::auth::Scope;
 use crate::bank::CountryCode;
 use crate::callback::address::AddressPolicy;
-use crate::callback::url::CallbackUrl;
+use crate::callback::destination::CallbackUrl;
 use crate::clock::Timestamp;
 use crate::event::{
     CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, OutboxEvent,
