@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod memory;
+pub mod strategies;
 
 pub use clock::{ManualClock, SeededRandom};
 pub use memory::MemoryStore;
