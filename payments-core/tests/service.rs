@@ -239,7 +239,10 @@ fn contract_violations_are_not_covered_and_take_nothing() {
         let out = create(&body(mpid, a)).unwrap();
         assert_eq!(out.status, CreateStatus::Created);
     }
-    assert_eq!(create(&body("c1", "500")).unwrap().status, CreateStatus::Created);
+    assert_eq!(
+        create(&body("c1", "500")).unwrap().status,
+        CreateStatus::Created
+    );
 }
 
 #[test]
@@ -251,13 +254,18 @@ fn no_rate_is_rate_unavailable_and_takes_nothing() {
     assert_eq!(e.code, ErrorCode::PaymentRateUnavailable);
     assert_eq!(e.payment_id, None);
     assert!(s.by_mpid("r1").is_none());
-    s.h.rates
-        .set(payments_core::payment::Currency::parse("USD").unwrap(), "0.95");
+    s.h.rates.set(
+        payments_core::payment::Currency::parse("USD").unwrap(),
+        "0.95",
+    );
     let p = s.created(
         r#"{"merchant_payment_id":"r1","amount":"500","payment_method":"sbp","currency":"USD"}"#,
     );
     // 500 / 0.95 = 526.3157... USDT, truncated.
-    assert_eq!(p.merchant_information().unwrap().amount_usdt, dec("526.3157"));
+    assert_eq!(
+        p.merchant_information().unwrap().amount_usdt,
+        dec("526.3157")
+    );
 }
 
 #[test]
@@ -334,7 +342,9 @@ fn a_provider_that_never_answers_ends_ambiguous_after_exactly_15_s() {
         .create_payment(&s.project, &s.merchant, b.as_bytes()));
     assert!(poll(fut.as_mut()).is_pending());
     // The payment is taken while the provider is asked.
-    let pending = s.by_mpid("slow").expect("inserted before the provider call");
+    let pending = s
+        .by_mpid("slow")
+        .expect("inserted before the provider call");
     assert_eq!(pending.status, PaymentStatus::Created);
     s.h.advance(Duration::from_millis(14_999));
     assert!(poll(fut.as_mut()).is_pending(), "the budget is 15 s");
@@ -357,10 +367,9 @@ fn a_provider_that_never_answers_ends_ambiguous_after_exactly_15_s() {
 fn a_provider_that_never_answers_with_the_clock_driven_from_another_task() {
     let s = setup();
     let b = body("slow2", "100.16");
-    let create = s
-        .h
-        .service
-        .create_payment(&s.project, &s.merchant, b.as_bytes());
+    let create =
+        s.h.service
+            .create_payment(&s.project, &s.merchant, b.as_bytes());
     let clock = s.h.clock.clone();
     // Advances the clock by 1 s whenever the create is waiting on a timer.
     let driver = async move {
@@ -419,7 +428,10 @@ fn test_mode_payments_are_test_payments_without_automatic_callbacks() {
     .unwrap();
     assert_eq!(done.status, PaymentStatus::Completed);
     assert_eq!(done.amount, amount("99.5"));
-    assert!(s.events(p.id).is_empty(), "no automatic callback for a test payment");
+    assert!(
+        s.events(p.id).is_empty(),
+        "no automatic callback for a test payment"
+    );
     // Only processing test payments.
     for e in [
         block_on(s.h.service.test_complete(&s.project, &id, None, &actor)).unwrap_err(),
@@ -433,7 +445,11 @@ fn test_mode_payments_are_test_payments_without_automatic_callbacks() {
     assert_eq!(audit[0].actor, "tester");
 
     let q = s.created(&body("t2", "100"));
-    let canceled = block_on(s.h.service.test_cancel(&s.project, &q.id.to_string(), &actor)).unwrap();
+    let canceled = block_on(
+        s.h.service
+            .test_cancel(&s.project, &q.id.to_string(), &actor),
+    )
+    .unwrap();
     assert_eq!(canceled.status, PaymentStatus::Canceled);
     // An operator's confirmation of a test payment: no automatic callback either.
     let later = s.operate(q.id, Trigger::Confirm { amount: None }).unwrap();
@@ -672,7 +688,12 @@ fn operator_operations_go_through_the_state_machine_with_audit_records() {
     }
     for (i, a) in audit.iter().enumerate() {
         // Each action at the time it was taken: 30 s apart, from 30 s after creation.
-        assert_eq!(a.at, ts(T_CREATED + 30_000 * (i as i64 + 1)), "{}", a.action);
+        assert_eq!(
+            a.at,
+            ts(T_CREATED + 30_000 * (i as i64 + 1)),
+            "{}",
+            a.action
+        );
     }
     assert_eq!(audit[5].at, resend_at);
 }

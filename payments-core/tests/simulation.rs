@@ -25,7 +25,7 @@ use payments_core::service::{Actor, CreateOutcome, CreateStatus};
 use payments_core::settlement::Course;
 use payments_core::store::{OutboxStore, PaymentStore};
 use payments_core::transition::{RecheckOutcome, Trigger};
-use payments_core::{ApiError, Clock, EventId, ErrorCode, PaymentId, Timestamp};
+use payments_core::{ApiError, Clock, ErrorCode, EventId, PaymentId, Timestamp};
 
 use PaymentStatus::*;
 
@@ -58,8 +58,8 @@ impl Dice {
         self.below(100) < percent
     }
 
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
     }
 }
 
@@ -215,7 +215,7 @@ impl World {
             30..=49 => "100.15", // provider: not routable
             50..=59 => "100.14", // provider: ambiguous answer
             60..=64 => "100.16", // provider: never answers
-            _ => *self.dice.pick(&AMOUNTS[..]),
+            _ => self.dice.pick(&AMOUNTS),
         };
         let card = self.dice.chance(40);
         let payment_url = self.dice.chance(25);
@@ -240,8 +240,7 @@ impl World {
             .iter()
             .find(|m| m.id == p.merchant_id)
             .unwrap();
-        let has_destination =
-            payment_url || p.callback_url.is_some() || m.callback_url.is_some();
+        let has_destination = payment_url || p.callback_url.is_some() || m.callback_url.is_some();
         let started = self.now();
 
         let result = if amount_text == "100.16" {
@@ -264,7 +263,9 @@ impl World {
         let (payment, status) = match (amount_text, result) {
             ("100.15", Err(e)) => {
                 assert_eq!(e.code, ErrorCode::PaymentNotRoutable, "{ctx}");
-                let id = e.payment_id.unwrap_or_else(|| panic!("{ctx}: no payment_id"));
+                let id = e
+                    .payment_id
+                    .unwrap_or_else(|| panic!("{ctx}: no payment_id"));
                 (self.stored(id), Error)
             }
             (_, Ok(out)) => {
@@ -320,7 +321,7 @@ impl World {
             if d.chance(30) {
                 Some(l.amount)
             } else {
-                Some(amount(*d.pick(&AMOUNTS[..])))
+                Some(amount(d.pick(&AMOUNTS)))
             }
         };
         let op = match self.dice.below(10) {
@@ -405,8 +406,9 @@ impl World {
             assert_eq!(out.status, CreateStatus::Existing, "{ctx}");
             assert_eq!(out.payment, self.stored(id), "{ctx}");
         } else {
-            let other =
-                format!(r#"{{"merchant_payment_id":"{mpid}","amount":"1.5","payment_method":"sbp"}}"#);
+            let other = format!(
+                r#"{{"merchant_payment_id":"{mpid}","amount":"1.5","payment_method":"sbp"}}"#
+            );
             let e = self.create_raw(project, &other).unwrap_err();
             assert_eq!(e.code, ErrorCode::PaymentIdempotencyConflict, "{ctx}");
         }
@@ -423,9 +425,10 @@ impl World {
             .min();
         match (self.dice.below(3), next_deadline) {
             (0, Some(d)) if d > self.now() => self.h.clock.set(d),
-            (1, Some(d)) if d > self.now() + Duration::from_millis(1) => {
-                self.h.clock.set(Timestamp::from_unix_millis(d.unix_millis() - 1))
-            }
+            (1, Some(d)) if d > self.now() + Duration::from_millis(1) => self
+                .h
+                .clock
+                .set(Timestamp::from_unix_millis(d.unix_millis() - 1)),
             _ => self
                 .h
                 .clock
@@ -441,7 +444,8 @@ impl World {
                 l.status = Canceled;
                 l.updated_at = now;
                 if !l.is_test && l.has_destination {
-                    l.events.push((Canceled, l.amount, EventKind::Automatic, now));
+                    l.events
+                        .push((Canceled, l.amount, EventKind::Automatic, now));
                 }
                 if now == l.expires_at {
                     self.exact_expiries += 1;
@@ -466,13 +470,19 @@ impl World {
         let p = self.stored(l.id);
         assert_eq!(p.status, l.status, "{ctx}: payment {}", l.id);
         assert_eq!(p.amount, l.amount, "{ctx}");
-        assert_eq!(p.initial_amount, l.initial, "{ctx}: initial_amount never changes");
+        assert_eq!(
+            p.initial_amount, l.initial,
+            "{ctx}: initial_amount never changes"
+        );
         assert_eq!(p.appeal_from, l.appeal_from, "{ctx}");
         assert_eq!(p.updated_at, l.updated_at, "{ctx}");
         assert_eq!(p.created_at, l.created_at, "{ctx}");
         assert_eq!(p.requisites.is_some(), l.has_requisites, "{ctx}");
         if p.status == Error {
-            assert!(p.requisites.is_none(), "{ctx}: error only before requisites");
+            assert!(
+                p.requisites.is_none(),
+                "{ctx}: error only before requisites"
+            );
         }
         match (&p.pricing, l.course) {
             (None, None) => assert!(p.merchant_information().is_none(), "{ctx}"),
@@ -514,7 +524,11 @@ impl World {
             assert_eq!(body["event_id"], ev.event_id.to_string(), "{ctx}");
             assert_eq!(body["status"], ev.status.as_str(), "{ctx}");
             assert_eq!(body["is_test"], l.is_test, "{ctx}");
-            assert_eq!(body["initial_amount"].to_string(), l.initial.to_string(), "{ctx}");
+            assert_eq!(
+                body["initial_amount"].to_string(),
+                l.initial.to_string(),
+                "{ctx}"
+            );
             assert!(ev.status != Appeal, "{ctx}: no callback in appeal");
             if l.is_test {
                 assert_eq!(ev.kind, EventKind::ManualResend, "{ctx}: test payments");
@@ -524,7 +538,11 @@ impl World {
             }
             assert_eq!(
                 r.outbox.max_attempts,
-                if ev.kind == EventKind::ManualResend { 1 } else { 3 },
+                if ev.kind == EventKind::ManualResend {
+                    1
+                } else {
+                    3
+                },
                 "{ctx}"
             );
             let amount = Amount::parse(&body["amount"].to_string()).unwrap();
@@ -539,7 +557,10 @@ impl World {
         while created < LIVES_PER_SEED || !active.is_empty() {
             self.step += 1;
             let roll = self.dice.below(100);
-            if (roll < 25 || active.is_empty()) && created < LIVES_PER_SEED && active.len() < IN_FLIGHT {
+            if (roll < 25 || active.is_empty())
+                && created < LIVES_PER_SEED
+                && active.len() < IN_FLIGHT
+            {
                 self.create(created);
                 active.push(self.lives.len() - 1);
                 created += 1;
@@ -561,9 +582,10 @@ impl World {
                 self.advance_and_sweep();
             } else if roll == 98 {
                 self.restarts += 1;
-                self.h.restart(self.seed.wrapping_mul(1_000).wrapping_add(self.restarts));
+                self.h
+                    .restart(self.seed.wrapping_mul(1_000).wrapping_add(self.restarts));
             } else {
-                self.course = common::dec(*self.dice.pick(&COURSES[..]));
+                self.course = common::dec(self.dice.pick(&COURSES));
                 self.h.rates.set(Currency::RUB, &self.course.to_string());
             }
             if self.step > 200_000 {

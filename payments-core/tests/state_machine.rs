@@ -197,7 +197,12 @@ fn processing_expires_exactly_at_expires_at_and_not_one_ms_before() {
     assert_eq!(t.payment.updated_at, deadline);
     assert_callback(&t, "canceled", "3400");
     // Later than the deadline is fine too (the first sweep after it).
-    let t = step(&p, Trigger::Expire, deadline + Duration::from_secs(3), &rng());
+    let t = step(
+        &p,
+        Trigger::Expire,
+        deadline + Duration::from_secs(3),
+        &rng(),
+    );
     assert_eq!(t.payment.status, Canceled);
 }
 
@@ -413,8 +418,20 @@ fn every_illegal_trigger_is_a_409_invalid_transition_naming_the_status() {
                 resolve(),
                 Trigger::ResendCallback,
             ],
-            Completed => vec![issued(), refused(), confirm(None), Trigger::Expire, resolve()],
-            Canceled => vec![issued(), refused(), Trigger::Cancel, Trigger::Expire, resolve()],
+            Completed => vec![
+                issued(),
+                refused(),
+                confirm(None),
+                Trigger::Expire,
+                resolve(),
+            ],
+            Canceled => vec![
+                issued(),
+                refused(),
+                Trigger::Cancel,
+                Trigger::Expire,
+                resolve(),
+            ],
             Error => vec![
                 issued(),
                 refused(),
@@ -485,8 +502,15 @@ fn test_payments_get_no_automatic_callback_but_a_manual_resend() {
         &r,
     );
     assert!(resolved.event.is_none());
-    let resend = step(&resolved.payment, Trigger::ResendCallback, at(&p, 65_000), &r);
-    let ev = resend.event.expect("support can resend a test payment's callback");
+    let resend = step(
+        &resolved.payment,
+        Trigger::ResendCallback,
+        at(&p, 65_000),
+        &r,
+    );
+    let ev = resend
+        .event
+        .expect("support can resend a test payment's callback");
     assert_eq!(ev.kind, EventKind::ManualResend);
     assert_eq!(body(&ev)["is_test"], true);
 }
@@ -599,10 +623,19 @@ fn check_body(ev: &CallbackEvent, p: &Payment) -> Result<(), TestCaseError> {
     prop_assert_eq!(&b["event_id"], &Value::from(ev.event_id.to_string()));
     prop_assert_eq!(&b["status"], &Value::from(p.status.as_str()));
     prop_assert_eq!(b["amount"].to_string(), p.amount.to_string());
-    prop_assert_eq!(b["initial_amount"].to_string(), p.initial_amount.to_string());
+    prop_assert_eq!(
+        b["initial_amount"].to_string(),
+        p.initial_amount.to_string()
+    );
     prop_assert_eq!(&b["currency"], &Value::from("RUB"));
-    prop_assert_eq!(&b["payment_method"], &Value::from(p.payment_method.as_str()));
-    prop_assert_eq!(&b["bank_code"], &serde_json::to_value(&p.bank_code).unwrap());
+    prop_assert_eq!(
+        &b["payment_method"],
+        &Value::from(p.payment_method.as_str())
+    );
+    prop_assert_eq!(
+        &b["bank_code"],
+        &serde_json::to_value(&p.bank_code).unwrap()
+    );
     prop_assert_eq!(&b["is_intrabank"], &Value::from(p.is_intrabank));
     prop_assert_eq!(
         &b["merchant_payment_id"],

@@ -60,9 +60,8 @@ pub fn amount() -> impl Strategy<Value = Amount> {
 
 /// A valid `merchant_payment_id`: 1-64 characters from `A-Za-z0-9._:-`.
 pub fn merchant_payment_id() -> impl Strategy<Value = MerchantPaymentId> {
-    "[A-Za-z0-9._:-]{1,64}".prop_map(|s| {
-        MerchantPaymentId::parse(&s).expect("the regex generates only valid ids")
-    })
+    "[A-Za-z0-9._:-]{1,64}"
+        .prop_map(|s| MerchantPaymentId::parse(&s).expect("the regex generates only valid ids"))
 }
 
 /// An amount as a create request may carry it: a JSON number with the exact text, or a string.
@@ -154,7 +153,10 @@ pub fn pricing() -> impl Strategy<Value = Pricing> {
             Just(Decimal::new(92_876_543_219, 9)),
             (1i64..=1_000_000_000_000, 0u32..=8).prop_map(|(m, s)| Decimal::new(m, s)),
         ],
-        prop_oneof![Just(Decimal::new(11, 0)), (0i64..10_000).prop_map(|f| Decimal::new(f, 2))],
+        prop_oneof![
+            Just(Decimal::new(11, 0)),
+            (0i64..10_000).prop_map(|f| Decimal::new(f, 2))
+        ],
     )
         .prop_map(|(course, fee)| Pricing {
             course: Course::new(course).expect("the course is positive and at most 10^12"),

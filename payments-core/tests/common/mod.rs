@@ -136,7 +136,9 @@ impl RequisiteProvider for TestProvider {
     async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match request.amount.micros() % 1_000_000 {
-            130_000 => return ProviderOutcome::NoRequisites("no requisites for this amount".into()),
+            130_000 => {
+                return ProviderOutcome::NoRequisites("no requisites for this amount".into())
+            }
             140_000 => return ProviderOutcome::Ambiguous("the provider lost the request".into()),
             150_000 => return ProviderOutcome::NotRoutable("no route for this amount".into()),
             160_000 => std::future::pending::<()>().await,
