@@ -59,8 +59,14 @@ impl PaymentService {
                 id,
                 |_| Ok(trigger.clone()),
                 |before, after| {
+                    // A resend changes nothing, so the payment carries no time of it.
+                    let at = if after.version == before.version {
+                        self.ports.clock.now()
+                    } else {
+                        after.updated_at
+                    };
                     Some(AuditRecord {
-                        at: after.updated_at.max(before.updated_at),
+                        at,
                         actor: actor.0.clone(),
                         action: action.clone(),
                         target: id.to_string(),

@@ -4,6 +4,7 @@
 pub mod clock;
 pub mod contract;
 pub mod memory;
+pub mod strategies;
 
 pub use clock::{ManualClock, SeededRandom};
 pub use memory::MemoryStore;

@@ -1,0 +1,317 @@
+//! Shared support of the integration tests: a hand-written fixture payment, a deterministic
+//! requisite provider, a settable rate source, and a service harness over the in-memory store.
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use payments_core::amount::Amount;
+use payments_core::bank::{BankCatalog, CountryCode};
+use payments_core::callback::address::AddressPolicy;
+use payments_core::callback::destination::CallbackUrl;
+use payments_core::payment::{
+    Currency, Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus, Requisites,
+};
+use payments_core::project::{Contract, Merchant, MethodTerms, Project, RateLimit};
+use payments_core::provider::{
+    IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
+};
+use payments_core::request::CreatePayment;
+use payments_core::service::{PaymentService, Ports, ServiceConfig};
+use payments_core::settlement::{Course, FeePercent, Pricing};
+use payments_core::store::{DirectoryStore, Store};
+use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
+use payments_core::{MerchantId, PaymentId, ProjectId, Timestamp};
+
+/// 2026-10-01T12:00:00.000Z.
+pub const T_CREATED: i64 = 1_790_856_000_000;
+
+pub fn ts(millis: i64) -> Timestamp {
+    Timestamp::from_unix_millis(millis)
+}
+
+pub fn amount(s: &str) -> Amount {
+    Amount::parse(s).expect("test amounts are valid")
+}
+
+pub fn dec(s: &str) -> Decimal {
+    Decimal::from_str(s).expect("test decimals are valid")
+}
+
+pub fn url(s: &str) -> CallbackUrl {
+    CallbackUrl::parse(s, AddressPolicy::default()).expect("test URLs are valid")
+}
+
+pub fn payment_id(n: u128) -> PaymentId {
+    PaymentId::from_uuid(Uuid::from_u128(n))
+}
+
+pub fn project_id(n: u128) -> ProjectId {
+    ProjectId::from_uuid(Uuid::from_u128(n))
+}
+
+pub fn merchant_id(n: u128) -> MerchantId {
+    MerchantId::from_uuid(Uuid::from_u128(n))
+}
+
+/// Course 100, fee 11 %: the spec's worked example.
+pub fn pricing_100_11() -> Pricing {
+    Pricing {
+        course: Course::new(dec("100")).unwrap(),
+        fee_percent: FeePercent::new(dec("11")).unwrap(),
+    }
+}
+
+/// Requisites with a QR code link and no deeplink.
+pub fn requisites() -> Requisites {
+    Requisites {
+        requisite: "79001234567".into(),
+        holder_name: "IVAN I.".into(),
+        bank: Some("Сбербанк".into()),
+        qrcode_link: Some("https://qr.example.com/q/1".into()),
+        deeplink_url: None,
+    }
+}
+
+/// The fixture payment, status `created`: id `5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f`, project
+/// `0e1d2c3b-4a59-4687-9a1b-2c3d4e5f6a7b`, `order-1001`, 3400 RUB by `sbp`, created
+/// 2026-10-01T12:00:00Z with a 15-minute lifetime, live.
+pub fn fixture() -> Payment {
+    let mpid = MerchantPaymentId::parse("order-1001").unwrap();
+    let request = CreatePayment {
+        merchant_payment_id: mpid.clone(),
+        amount: amount("3400"),
+        payment_method: PaymentMethod::Sbp,
+        currency: Currency::RUB,
+        geo_code: CountryCode::RU,
+        bank_code: None,
+        is_intrabank: false,
+        callback_url: None,
+    };
+    Payment {
+        id: "5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f".parse().unwrap(),
+        project_id: "0e1d2c3b-4a59-4687-9a1b-2c3d4e5f6a7b".parse().unwrap(),
+        merchant_payment_id: mpid,
+        flow: Flow::RuntimeLive,
+        status: PaymentStatus::Created,
+        amount: amount("3400"),
+        initial_amount: amount("3400"),
+        currency: Currency::RUB,
+        geo_code: CountryCode::RU,
+        payment_method: PaymentMethod::Sbp,
+        is_intrabank: false,
+        bank_code: None,
+        callback_url: None,
+        requisites: None,
+        pricing: None,
+        failure: None,
+        appeal_from: None,
+        created_at: ts(T_CREATED),
+        updated_at: ts(T_CREATED),
+        expires_at: ts(T_CREATED + 15 * 60 * 1000),
+        version: 1,
+        fingerprint: request.fingerprint(None),
+    }
+}
+
+/// A deterministic requisite provider. The amount's fraction picks the outcome, like the
+/// sandbox provider's magic amounts: `.13` no requisites, `.14` ambiguous, `.15` not routable,
+/// `.16` never answers; anything else gets fresh requisites (never reused).
+#[derive(Debug, Default)]
+pub struct TestProvider {
+    pub calls: AtomicUsize,
+    next: AtomicU64,
+}
+
+#[async_trait]
+impl RequisiteProvider for TestProvider {
+    async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match request.amount.micros() % 1_000_000 {
+            130_000 => {
+                return ProviderOutcome::NoRequisites("no requisites for this amount".into())
+            }
+            140_000 => return ProviderOutcome::Ambiguous("the provider lost the request".into()),
+            150_000 => return ProviderOutcome::NotRoutable("no route for this amount".into()),
+            160_000 => std::future::pending::<()>().await,
+            _ => {}
+        }
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let (requisite, qrcode_link, deeplink_url) = match request.payment_method {
+            PaymentMethod::Sbp => (
+                format!("79{n:09}"),
+                Some(format!("https://qr.example.com/{}", request.payment_id)),
+                None,
+            ),
+            _ => (
+                format!("2200{n:012}"),
+                None,
+                Some(format!("https://bank.example.com/open/{n}")),
+            ),
+        };
+        ProviderOutcome::Issued(IssuedRequisites {
+            requisite,
+            holder_name: "TEST HOLDER".into(),
+            bank_name: Some("сбербанк".into()),
+            qrcode_link,
+            deeplink_url,
+        })
+    }
+}
+
+/// Fixed courses per currency, changeable between requests.
+#[derive(Debug, Default)]
+pub struct TestRates {
+    pub courses: Mutex<HashMap<Currency, Decimal>>,
+}
+
+impl TestRates {
+    pub fn with(currency: Currency, course: &str) -> TestRates {
+        let rates = TestRates::default();
+        rates.set(currency, course);
+        rates
+    }
+
+    pub fn set(&self, currency: Currency, course: &str) {
+        self.courses.lock().unwrap().insert(currency, dec(course));
+    }
+}
+
+#[async_trait]
+impl RateSource for TestRates {
+    async fn course(&self, currency: Currency) -> Option<Decimal> {
+        self.courses.lock().unwrap().get(&currency).copied()
+    }
+}
+
+/// sbp (10 to 1 000 000, fee 11 %) and card_transfer (100 to 500 000, fee 2.5 %), in RUB and USD.
+pub fn contract() -> Contract {
+    Contract {
+        currencies: vec![Currency::RUB, Currency::parse("USD").unwrap()],
+        methods: vec![
+            MethodTerms {
+                method: PaymentMethod::Sbp,
+                min_amount: Some(dec("10")),
+                max_amount: Some(dec("1000000")),
+                fee_percent: FeePercent::new(dec("11")).unwrap(),
+            },
+            MethodTerms {
+                method: PaymentMethod::CardTransfer,
+                min_amount: Some(dec("100")),
+                max_amount: Some(dec("500000")),
+                fee_percent: FeePercent::new(dec("2.5")).unwrap(),
+            },
+        ],
+    }
+}
+
+pub fn merchant(n: u128, callback: Option<&str>) -> Merchant {
+    Merchant {
+        id: merchant_id(n),
+        name: format!("merchant {n}"),
+        paused: false,
+        callback_url: callback.map(url),
+        created_at: ts(T_CREATED - 86_400_000),
+    }
+}
+
+pub fn project(n: u128, merchant: &Merchant, test_mode: bool, callback: Option<&str>) -> Project {
+    Project {
+        id: project_id(n),
+        merchant_id: merchant.id,
+        name: format!("project {n}"),
+        active: true,
+        test_mode,
+        lifetime: Duration::from_secs(15 * 60),
+        contract: contract(),
+        callback_url: callback.map(url),
+        ip_allow_list: Vec::new(),
+        signature_required: false,
+        rate_limit: RateLimit::default(),
+        created_at: ts(T_CREATED - 86_400_000),
+    }
+}
+
+/// The service over a memory store, a manual clock at [`T_CREATED`], a seeded random source,
+/// [`TestProvider`], [`TestRates`] (RUB at 100) and the embedded bank catalog.
+pub struct Harness {
+    pub store: Arc<MemoryStore>,
+    pub clock: ManualClock,
+    pub provider: Arc<TestProvider>,
+    pub rates: Arc<TestRates>,
+    pub catalog: Arc<BankCatalog>,
+    pub service: PaymentService,
+}
+
+impl Harness {
+    pub fn new(seed: u64) -> Harness {
+        let store = Arc::new(MemoryStore::new());
+        let clock = ManualClock::new(ts(T_CREATED));
+        let provider = Arc::new(TestProvider::default());
+        let rates = Arc::new(TestRates::with(Currency::RUB, "100"));
+        let catalog = Arc::new(BankCatalog::embedded());
+        let service = Self::build(&store, &clock, &provider, &rates, &catalog, seed);
+        Harness {
+            store,
+            clock,
+            provider,
+            rates,
+            catalog,
+            service,
+        }
+    }
+
+    fn build(
+        store: &Arc<MemoryStore>,
+        clock: &ManualClock,
+        provider: &Arc<TestProvider>,
+        rates: &Arc<TestRates>,
+        catalog: &Arc<BankCatalog>,
+        seed: u64,
+    ) -> PaymentService {
+        let store: Arc<dyn Store> = store.clone();
+        PaymentService::new(
+            Ports {
+                store,
+                provider: provider.clone(),
+                rates: rates.clone(),
+                clock: Arc::new(clock.clone()),
+                rng: Arc::new(SeededRandom::new(seed)),
+                catalog: catalog.clone(),
+            },
+            ServiceConfig::default(),
+        )
+    }
+
+    /// Drops the service and builds a new one over the same store, clock and ports ("restart").
+    pub fn restart(&mut self, seed: u64) {
+        self.service = Self::build(
+            &self.store,
+            &self.clock,
+            &self.provider,
+            &self.rates,
+            &self.catalog,
+            seed,
+        );
+    }
+
+    /// Stores a merchant and a project.
+    pub fn add(&self, merchant: &Merchant, project: &Project) {
+        futures_executor::block_on(async {
+            self.store.put_merchant(merchant).await.unwrap();
+            self.store.put_project(project).await.unwrap();
+        });
+    }
+
+    pub fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+}
