@@ -14,6 +14,7 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 use payments_core::amount::Amount;
+use payments_core::auth::Environment;
 use payments_core::bank::{BankCatalog, CountryCode};
 use payments_core::callback::address::AddressPolicy;
 use payments_core::callback::destination::CallbackUrl;
@@ -25,7 +26,7 @@ use payments_core::provider::{
     IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
 };
 use payments_core::request::CreatePayment;
-use payments_core::service::{PaymentService, Ports, ServiceConfig};
+use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::settlement::{Course, FeePercent, Pricing};
 use payments_core::store::{DirectoryStore, Store};
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
@@ -288,6 +289,7 @@ impl Harness {
                 catalog: catalog.clone(),
             },
             ServiceConfig::default(),
+            AuthConfig::for_environment(Environment::Sandbox),
         )
     }
 
