@@ -744,7 +744,14 @@ impl Drop for ChildGuard {
 async fn the_built_binary_as_a_new_user_runs_it() {
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_payments-server"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--operator-listen", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--operator-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(dir.path())
         .env_remove("PAYMENTS_ENVIRONMENT")
         .stderr(std::process::Stdio::piped())
@@ -766,7 +773,10 @@ async fn the_built_binary_as_a_new_user_runs_it() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
     assert!(creds.token.starts_with("nl_test_"));
     assert!(creds.keyid.starts_with("ed25519-"));
@@ -790,10 +800,17 @@ async fn the_built_binary_as_a_new_user_runs_it() {
     assert_eq!(read.json["status"], "processing");
     // SIGTERM: graceful shutdown, exit status 0, and the secrets never reached the log.
     let pid = guard.0.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let out = std::mem::replace(&mut guard.0, std::process::Command::new("true").spawn().unwrap())
-        .wait_with_output()
-        .unwrap();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = std::mem::replace(
+        &mut guard.0,
+        std::process::Command::new("true").spawn().unwrap(),
+    )
+    .wait_with_output()
+    .unwrap();
     assert!(out.status.success(), "exit {:?}", out.status);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("sandbox-credentials.json"), "{log}");
@@ -824,9 +841,13 @@ async fn tls_on_the_merchant_listener() {
         .resolve("localhost", format!("127.0.0.1:{port}").parse().unwrap())
         .build()
         .unwrap();
-    let client = MerchantClient::new(&format!("https://localhost:{port}"), &s.creds.token, &s.creds.private_key_pem)
-        .unwrap()
-        .with_http_client(http);
+    let client = MerchantClient::new(
+        &format!("https://localhost:{port}"),
+        &s.creds.token,
+        &s.creds.private_key_pem,
+    )
+    .unwrap()
+    .with_http_client(http);
     let r = client.create_payment(&body("tls-1", "100")).await.unwrap();
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
     s.stop().await;

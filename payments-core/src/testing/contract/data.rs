@@ -1,0 +1,238 @@
+//! Sample data of the suite. Ids are fixed numbers so orderings are predictable.
+
+use super::*;
+
+/// A project id from a small number.
+pub fn project_id(n: u128) -> ProjectId {
+    ProjectId::from_uuid(Uuid::from_u128(0x1000_0000 + n))
+}
+
+/// A payment id from a small number.
+pub fn payment_id(n: u128) -> PaymentId {
+    PaymentId::from_uuid(Uuid::from_u128(0x2000_0000 + n))
+}
+
+/// An event id from a small number.
+pub fn event_id(n: u128) -> EventId {
+    EventId::from_uuid(Uuid::from_u128(0x3000_0000 + n))
+}
+
+pub(super) fn merchant_id(n: u128) -> MerchantId {
+    MerchantId::from_uuid(Uuid::from_u128(0x4000_0000 + n))
+}
+
+pub(super) fn token_id(n: u128) -> TokenId {
+    TokenId::from_uuid(Uuid::from_u128(0x5000_0000 + n))
+}
+
+pub(super) fn url(s: &str) -> CallbackUrl {
+    CallbackUrl::parse(s, AddressPolicy { allow_local: true })
+        .expect("the suite's URLs are valid https URLs")
+}
+
+pub(super) fn amount(s: &str) -> Amount {
+    Amount::parse(s).expect("the suite's amounts are valid")
+}
+
+pub(super) fn dec(s: &str) -> Decimal {
+    Decimal::from_str(s).expect("the suite's decimals are valid")
+}
+
+pub(super) fn ms(n: i64) -> Duration {
+    Duration::from_millis(u64::try_from(n).expect("the suite's offsets are positive"))
+}
+
+/// A `created` payment of `project` with no optional field set.
+pub fn sample_payment(id: PaymentId, project: ProjectId, merchant_payment_id: &str) -> Payment {
+    Payment {
+        id,
+        project_id: project,
+        merchant_payment_id: MerchantPaymentId::parse(merchant_payment_id)
+            .expect("the suite's merchant payment ids are valid"),
+        flow: Flow::RuntimeLive,
+        status: PaymentStatus::Created,
+        amount: amount("1500.50"),
+        initial_amount: amount("1500.50"),
+        currency: Currency::RUB,
+        geo_code: CountryCode::RU,
+        payment_method: PaymentMethod::Sbp,
+        is_intrabank: false,
+        bank_code: None,
+        callback_url: None,
+        requisites: None,
+        pricing: None,
+        failure: None,
+        appeal_from: None,
+        created_at: T0,
+        updated_at: T0,
+        expires_at: T0 + Duration::from_secs(15 * 60),
+        version: 1,
+        fingerprint: format!("fingerprint-{merchant_payment_id}"),
+    }
+}
+
+/// A payment with every optional field set and non-default values everywhere.
+pub fn full_payment(id: PaymentId, project: ProjectId, merchant_payment_id: &str) -> Payment {
+    let mut p = sample_payment(id, project, merchant_payment_id);
+    p.flow = Flow::ProjectTest;
+    p.status = PaymentStatus::Appeal;
+    p.amount = amount("0.000001");
+    p.initial_amount = amount("999999999999999999.100000");
+    p.currency = Currency::parse("USD").expect("USD is three upper-case letters");
+    p.geo_code = CountryCode::parse("kz").expect("kz is two letters");
+    p.payment_method = PaymentMethod::CardTransfer;
+    p.is_intrabank = true;
+    p.bank_code = Some("Сбербанк".to_string());
+    p.callback_url = Some(url("https://merchant.example/callbacks?order=1&x=%20y"));
+    p.requisites = Some(Requisites {
+        requisite: "2200123456789010".to_string(),
+        holder_name: "Иван И.".to_string(),
+        bank: Some("Т-Банк".to_string()),
+        qrcode_link: Some("https://qr.example/abc".to_string()),
+        deeplink_url: Some("bank://pay?x=1".to_string()),
+    });
+    p.pricing = Some(Pricing {
+        course: Course::new(dec("92.87654321")).expect("a valid course"),
+        fee_percent: FeePercent::new(dec("2.5")).expect("a valid fee"),
+    });
+    p.failure = Some(PaymentFailure {
+        code: PaymentErrorCode::ProviderResultAmbiguous,
+        comment: "provider timed out; \"quoted\" and 'single'".to_string(),
+    });
+    p.appeal_from = Some(PaymentStatus::Canceled);
+    p.created_at = Timestamp::from_unix_millis(1_790_812_800_123);
+    p.updated_at = Timestamp::from_unix_millis(1_790_812_900_456);
+    p.expires_at = Timestamp::from_unix_millis(1_790_813_700_789);
+    p.version = 42;
+    p.fingerprint = "{\"amount\":\"0.000001\",\"n\":[1,2]}".to_string();
+    p
+}
+
+/// The payment after one more change to `status` at `at`.
+pub fn changed(p: &Payment, status: PaymentStatus, at: Timestamp) -> Payment {
+    let mut next = p.clone();
+    next.status = status;
+    next.updated_at = at;
+    next.version += 1;
+    next
+}
+
+/// A pending automatic outbox event for `p` in its current status, due at `due`.
+pub fn sample_event(p: &Payment, id: EventId, due: Timestamp) -> OutboxEvent {
+    OutboxEvent {
+        event: CallbackEvent::new(p, id, EventKind::Automatic, p.updated_at),
+        destination: url("https://merchant.example/cb"),
+        state: DeliveryState::Pending,
+        attempts: 0,
+        max_attempts: 3,
+        next_attempt_at: Some(due),
+    }
+}
+
+/// An audit record.
+pub fn sample_audit(at: Timestamp, action: &str, target: &str) -> AuditRecord {
+    AuditRecord {
+        at,
+        actor: "operator-1".to_string(),
+        action: action.to_string(),
+        target: target.to_string(),
+        before: Some("{\"status\":\"processing\"}".to_string()),
+        after: None,
+    }
+}
+
+pub(super) fn sample_merchant(n: u128, name: &str) -> Merchant {
+    Merchant {
+        id: merchant_id(n),
+        name: name.to_string(),
+        paused: false,
+        callback_url: None,
+        created_at: T0,
+    }
+}
+
+pub(super) fn sample_project(n: u128, merchant: MerchantId) -> Project {
+    Project {
+        id: project_id(n),
+        merchant_id: merchant,
+        name: format!("project {n}"),
+        active: true,
+        test_mode: false,
+        lifetime: Duration::from_secs(15 * 60),
+        contract: Contract {
+            currencies: vec![Currency::RUB],
+            methods: vec![MethodTerms {
+                method: PaymentMethod::Sbp,
+                min_amount: None,
+                max_amount: None,
+                fee_percent: FeePercent::new(Decimal::ZERO).expect("zero is a valid fee"),
+            }],
+        },
+        callback_url: None,
+        ip_allow_list: Vec::new(),
+        signature_required: false,
+        rate_limit: RateLimit::default(),
+        created_at: T0,
+    }
+}
+
+pub(super) fn token(n: u128, project: ProjectId, scopes: Vec<Scope>) -> TokenRecord {
+    let mut hash = [0u8; 32];
+    hash[0] = u8::try_from(n).expect("the suite's token numbers are small");
+    hash[31] = 0xff;
+    TokenRecord {
+        id: token_id(n),
+        project_id: project,
+        hash,
+        prefix: format!("nl_test_{n:06}"),
+        scopes,
+        created_at: T0 + ms(i64::try_from(n).expect("small")),
+        revoked_at: None,
+    }
+}
+
+pub(super) fn key(project: ProjectId, keyid: &str, byte: u8) -> KeyRecord {
+    KeyRecord {
+        keyid: KeyId::new(keyid),
+        project_id: project,
+        public_key: [byte; 32],
+        created_at: T0,
+        revoked_at: None,
+    }
+}
+
+pub(super) fn secret(n: i64, revealed: bool) -> SecretRecord {
+    SecretRecord {
+        secret: format!("whsec_{n:032}"),
+        created_at: T0 + ms(n),
+        revealed,
+    }
+}
+
+pub(super) fn attempt(
+    n: u32,
+    success: bool,
+    status: Option<u16>,
+    error: Option<&str>,
+) -> DeliveryAttempt {
+    DeliveryAttempt {
+        attempt: n,
+        started_at: T0 + ms(i64::from(n) * 1000),
+        duration_ms: u64::from(n) * 10 + 7,
+        http_status: status,
+        error: error.map(str::to_string),
+        success,
+    }
+}
+
+pub(super) async fn inserted<S: Store>(store: &S, p: &Payment) {
+    let outcome = store.insert_payment(p).await.expect("insert_payment");
+    assert_eq!(outcome, InsertOutcome::Inserted, "payment {} is new", p.id);
+}
+
+pub(super) async fn events<S: Store>(store: &S, p: PaymentId) -> Vec<EventRecord> {
+    store
+        .events_for_payment(p)
+        .await
+        .expect("events_for_payment")
+}

@@ -1,0 +1,332 @@
+//! Checks of merchants, projects, credentials, settings and the audit trail.
+
+use super::*;
+
+/// Merchants and projects round-trip every field, are replaced by a second put and listed in
+/// id order; a project of an unknown merchant is `NotFound`.
+pub async fn merchants_and_projects<S: Store>(store: &S) {
+    let m2 = sample_merchant(2, "Second");
+    let mut m1 = sample_merchant(1, "First");
+    store.put_merchant(&m2).await.expect("put_merchant");
+    store.put_merchant(&m1).await.expect("put_merchant");
+    assert_eq!(
+        store.merchant(m1.id).await.expect("merchant"),
+        Some(m1.clone())
+    );
+    m1.paused = true;
+    m1.name = "First, renamed".to_string();
+    m1.callback_url = Some(url("https://first.example/hook"));
+    store.put_merchant(&m1).await.expect("put_merchant");
+    assert_eq!(
+        store.merchants().await.expect("merchants"),
+        vec![m1.clone(), m2.clone()]
+    );
+    assert_eq!(
+        store.merchant(merchant_id(9)).await.expect("merchant"),
+        None
+    );
+
+    let orphan = sample_project(1, merchant_id(9));
+    assert!(
+        matches!(
+            store.put_project(&orphan).await,
+            Err(StoreError::NotFound(_))
+        ),
+        "a project needs its merchant"
+    );
+    assert_eq!(store.project(orphan.id).await.expect("project"), None);
+
+    let mut full = sample_project(2, m1.id);
+    full.active = false;
+    full.test_mode = true;
+    full.lifetime = Duration::new(3_600, 123_000_000);
+    full.contract = Contract {
+        currencies: vec![Currency::RUB, Currency::parse("KZT").expect("valid")],
+        methods: vec![
+            MethodTerms {
+                method: PaymentMethod::CardTransfer,
+                min_amount: Some(dec("100.50")),
+                max_amount: Some(dec("300000")),
+                fee_percent: FeePercent::new(dec("3.75")).expect("valid"),
+            },
+            MethodTerms {
+                method: PaymentMethod::Sbp,
+                min_amount: None,
+                max_amount: Some(dec("0.000001")),
+                fee_percent: FeePercent::new(dec("0")).expect("valid"),
+            },
+        ],
+    };
+    full.callback_url = Some(url("https://shop.example/payments/callback"));
+    full.ip_allow_list = vec!["203.0.113.7".to_string(), "2001:db8::/32".to_string()];
+    full.signature_required = true;
+    full.rate_limit = RateLimit {
+        per_second: 7,
+        burst: 9,
+    };
+    full.created_at = T0 + ms(77);
+    let bare = sample_project(1, m2.id);
+    store.put_project(&full).await.expect("put_project");
+    store.put_project(&bare).await.expect("put_project");
+    let stored = store.project(full.id).await.expect("project");
+    assert_eq!(stored.as_ref(), Some(&full));
+    let terms = &stored.expect("stored").contract.methods[0];
+    assert_eq!(
+        terms.min_amount.map(|d| d.to_string()),
+        Some("100.50".into())
+    );
+    assert_eq!(
+        store.projects().await.expect("projects"),
+        vec![bare.clone(), full.clone()]
+    );
+
+    let mut renamed = full.clone();
+    renamed.name = "renamed".to_string();
+    renamed.contract.methods.truncate(1);
+    renamed.ip_allow_list.clear();
+    renamed.callback_url = None;
+    store.put_project(&renamed).await.expect("put_project");
+    assert_eq!(
+        store.project(full.id).await.expect("project"),
+        Some(renamed)
+    );
+    assert_eq!(store.projects().await.expect("projects").len(), 2);
+}
+
+/// Tokens are found by hash (revoked or not), listed per project, unique by hash and id;
+/// revocation keeps the first revocation time and is scoped to the project.
+pub async fn tokens<S: Store>(store: &S) {
+    let (a, b) = (project_id(1), project_id(2));
+    let t1 = token(1, a, vec![Scope::PaymentsCreate, Scope::PaymentsRead]);
+    let t2 = token(2, a, vec![Scope::PaymentsTest]);
+    let t3 = token(3, b, Vec::new());
+    for t in [&t1, &t2, &t3] {
+        store.insert_token(t).await.expect("insert_token");
+    }
+    assert_eq!(
+        store.token_by_hash(&t2.hash).await.expect("token"),
+        Some(t2.clone())
+    );
+    assert_eq!(store.token_by_hash(&[7; 32]).await.expect("token"), None);
+    assert_eq!(
+        store.tokens(a).await.expect("tokens"),
+        vec![t1.clone(), t2.clone()]
+    );
+    assert_eq!(store.tokens(b).await.expect("tokens"), vec![t3.clone()]);
+
+    let same_hash = TokenRecord {
+        id: token_id(9),
+        ..t1.clone()
+    };
+    assert!(matches!(
+        store.insert_token(&same_hash).await,
+        Err(StoreError::Duplicate(_))
+    ));
+    let same_id = TokenRecord {
+        hash: [9; 32],
+        ..t1.clone()
+    };
+    assert!(matches!(
+        store.insert_token(&same_id).await,
+        Err(StoreError::Duplicate(_))
+    ));
+
+    assert!(!store
+        .revoke_token(b, t1.id, T0)
+        .await
+        .expect("revoke_token"));
+    assert!(!store
+        .revoke_token(a, token_id(9), T0)
+        .await
+        .expect("revoke_token"));
+    let at = T0 + ms(5_000);
+    assert!(store
+        .revoke_token(a, t1.id, at)
+        .await
+        .expect("revoke_token"));
+    assert!(store
+        .revoke_token(a, t1.id, at + ms(1))
+        .await
+        .expect("revoke_token"));
+    let revoked = store
+        .token_by_hash(&t1.hash)
+        .await
+        .expect("token")
+        .expect("revoked tokens are still found");
+    assert_eq!(
+        revoked.revoked_at,
+        Some(at),
+        "the first revocation time stays"
+    );
+    assert_eq!(
+        store.tokens(a).await.expect("tokens"),
+        vec![revoked, t2.clone()]
+    );
+}
+
+/// Keys are unique per (project, keyid), found revoked or not, listed per project.
+pub async fn keys<S: Store>(store: &S) {
+    let (a, b) = (project_id(1), project_id(2));
+    let k1 = key(a, "ed25519-AAAA", 1);
+    let k2 = key(a, "ed25519-BBBB", 2);
+    let k1b = key(b, "ed25519-AAAA", 3);
+    for k in [&k1, &k2, &k1b] {
+        store.insert_key(k).await.expect("insert_key");
+    }
+    assert!(matches!(
+        store.insert_key(&key(a, "ed25519-AAAA", 4)).await,
+        Err(StoreError::Duplicate(_))
+    ));
+    assert_eq!(
+        store.key(a, &k1.keyid).await.expect("key"),
+        Some(k1.clone())
+    );
+    assert_eq!(
+        store.key(b, &k1.keyid).await.expect("key"),
+        Some(k1b.clone())
+    );
+    assert_eq!(
+        store
+            .key(a, &KeyId::new("ed25519-CCCC"))
+            .await
+            .expect("key"),
+        None
+    );
+    assert_eq!(
+        store.keys(a).await.expect("keys"),
+        vec![k1.clone(), k2.clone()]
+    );
+
+    let at = T0 + ms(1);
+    assert!(!store
+        .revoke_key(b, &k2.keyid, at)
+        .await
+        .expect("revoke_key"));
+    assert!(store
+        .revoke_key(a, &k1.keyid, at)
+        .await
+        .expect("revoke_key"));
+    assert!(store
+        .revoke_key(a, &k1.keyid, at + ms(1))
+        .await
+        .expect("revoke_key"));
+    let revoked = store.key(a, &k1.keyid).await.expect("key").expect("found");
+    assert_eq!(revoked.revoked_at, Some(at));
+    assert_eq!(revoked.public_key, [1; 32]);
+    assert_eq!(
+        store.key(b, &k1.keyid).await.expect("key"),
+        Some(k1b),
+        "revocation is per project"
+    );
+}
+
+/// Secrets are kept two at most, newest first; `add_if_none` adds only to an empty project.
+pub async fn callback_secrets<S: Store>(store: &S) {
+    let (a, b) = (project_id(1), project_id(2));
+    assert!(store.callback_secrets(a).await.expect("secrets").is_empty());
+    let (s1, s2, s3) = (secret(1, false), secret(2, true), secret(3, true));
+    store.add_callback_secret(a, &s1).await.expect("add");
+    assert_eq!(
+        store.callback_secrets(a).await.expect("secrets"),
+        vec![s1.clone()]
+    );
+    store.add_callback_secret(a, &s2).await.expect("add");
+    store.add_callback_secret(a, &s3).await.expect("add");
+    assert_eq!(
+        store.callback_secrets(a).await.expect("secrets"),
+        vec![s3.clone(), s2.clone()]
+    );
+
+    let auto = secret(4, false);
+    assert_eq!(
+        store
+            .add_callback_secret_if_none(a, &auto)
+            .await
+            .expect("add_if_none"),
+        vec![s3.clone(), s2.clone()],
+        "a project with secrets keeps them"
+    );
+    assert_eq!(
+        store
+            .add_callback_secret_if_none(b, &auto)
+            .await
+            .expect("add_if_none"),
+        vec![auto.clone()]
+    );
+    assert_eq!(
+        store
+            .add_callback_secret_if_none(b, &s1)
+            .await
+            .expect("add_if_none"),
+        vec![auto.clone()]
+    );
+    assert_eq!(
+        store.callback_secrets(b).await.expect("secrets"),
+        vec![auto]
+    );
+    assert_eq!(
+        store.callback_secrets(a).await.expect("secrets"),
+        vec![s3, s2]
+    );
+}
+
+/// Settings are absent until set and overwritten by a second set.
+pub async fn settings<S: Store>(store: &S) {
+    assert_eq!(
+        store.setting("operator_token").await.expect("setting"),
+        None
+    );
+    store
+        .put_setting("operator_token", "abc")
+        .await
+        .expect("put_setting");
+    store.put_setting("other", "").await.expect("put_setting");
+    store
+        .put_setting("operator_token", "def ü")
+        .await
+        .expect("put_setting");
+    assert_eq!(
+        store.setting("operator_token").await.expect("setting"),
+        Some("def ü".to_string())
+    );
+    assert_eq!(
+        store.setting("other").await.expect("setting"),
+        Some(String::new())
+    );
+}
+
+/// The audit trail lists the newest `limit` records newest first, including those written by
+/// `commit_change`.
+pub async fn audit<S: Store>(store: &S) {
+    assert!(store.audit_records(10).await.expect("audit").is_empty());
+    let r1 = sample_audit(T0, "token.issue", "t1");
+    let mut r2 = sample_audit(T0, "token.revoke", "t1");
+    r2.before = None;
+    r2.after = Some("{}".to_string());
+    r2.actor = "system".to_string();
+    store.append_audit(&r1).await.expect("append");
+    store.append_audit(&r2).await.expect("append");
+    let p = sample_payment(payment_id(1), project_id(1), "o1");
+    inserted(store, &p).await;
+    let r3 = sample_audit(T0 + ms(1), "payment.cancel", &p.id.to_string());
+    store
+        .commit_change(&PaymentChange {
+            payment: changed(&p, PaymentStatus::Processing, T0),
+            expected_version: 1,
+            event: None,
+            audit: Some(r3.clone()),
+        })
+        .await
+        .expect("commit_change");
+    let r4 = sample_audit(T0, "key.register", "k");
+    store.append_audit(&r4).await.expect("append");
+    assert_eq!(
+        store.audit_records(3).await.expect("audit"),
+        vec![r4.clone(), r3.clone(), r2.clone()]
+    );
+    assert_eq!(
+        store.audit_records(100).await.expect("audit"),
+        vec![r4, r3, r2, r1]
+    );
+    assert!(store.audit_records(0).await.expect("audit").is_empty());
+}

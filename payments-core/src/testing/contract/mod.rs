@@ -1,0 +1,108 @@
+//! The store contract suite: the documented semantics of every [`Store`] method, as async
+//! checks any adapter runs against itself. [`MemoryStore`](super::MemoryStore) is the reference;
+//! `payments-store-sqlite` runs the same suite.
+//!
+//! Each check takes a fresh, empty store and panics (with a message) on a violation. The checks
+//! are executor-agnostic: they only await the store, so `futures_executor::block_on` drives the
+//! memory store and a tokio runtime drives adapters that need one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use crate::amount::Amount;
+use crate::auth::Scope;
+use crate::bank::CountryCode;
+use crate::callback::address::AddressPolicy;
+use crate::callback::destination::CallbackUrl;
+use crate::clock::Timestamp;
+use crate::event::{
+    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, OutboxEvent,
+};
+use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::payment::{
+    Currency, Flow, MerchantPaymentId, Payment, PaymentErrorCode, PaymentFailure, PaymentMethod,
+    PaymentStatus, Requisites,
+};
+use crate::project::{
+    AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, Project, RateLimit, SecretRecord,
+    TokenRecord,
+};
+use crate::settlement::{Course, FeePercent, Pricing};
+use crate::store::{InsertOutcome, PaymentChange, Store, StoreError};
+
+/// 2026-10-01T00:00:00Z: the fixed "now" of the suite.
+pub const T0: Timestamp = Timestamp::from_unix_millis(1_790_812_800_000);
+
+/// A boxed check future borrowing the store.
+pub type CheckFuture<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// A named check of the suite.
+pub type Check<S> = (&'static str, for<'a> fn(&'a S) -> CheckFuture<'a>);
+
+/// Every check of the suite with its name, in a stable order.
+pub fn checks<S: Store>() -> Vec<Check<S>> {
+    vec![
+        ("insert_and_duplicate", |s| {
+            Box::pin(insert_and_duplicate(s))
+        }),
+        ("payment_round_trip", |s| Box::pin(payment_round_trip(s))),
+        ("concurrent_inserts", |s| Box::pin(concurrent_inserts(s))),
+        ("commit_change", |s| Box::pin(commit_change(s))),
+        ("conflict_writes_nothing", |s| {
+            Box::pin(conflict_writes_nothing(s))
+        }),
+        ("due_payments", |s| Box::pin(due_payments(s))),
+        ("count_by_status", |s| Box::pin(count_by_status(s))),
+        ("nonces", |s| Box::pin(nonces(s))),
+        ("concurrent_nonces", |s| Box::pin(concurrent_nonces(s))),
+        ("outbox_claim_and_lease", |s| {
+            Box::pin(outbox_claim_and_lease(s))
+        }),
+        ("outbox_attempts", |s| Box::pin(outbox_attempts(s))),
+        ("merchants_and_projects", |s| {
+            Box::pin(merchants_and_projects(s))
+        }),
+        ("tokens", |s| Box::pin(tokens(s))),
+        ("keys", |s| Box::pin(keys(s))),
+        ("callback_secrets", |s| Box::pin(callback_secrets(s))),
+        ("settings", |s| Box::pin(settings(s))),
+        ("audit", |s| Box::pin(audit(s))),
+    ]
+}
+
+/// Runs every check, each against a fresh store from `make`.
+pub async fn run_all<S: Store>(make: impl Fn() -> S) {
+    for (name, check) in checks::<S>() {
+        let store = make();
+        // A failing check panics; the name printed first says which one.
+        println!("store contract: {name}");
+        check(&store).await;
+    }
+}
+
+mod data;
+mod directory;
+mod outbox;
+mod payments;
+
+pub use data::*;
+pub use directory::*;
+pub use outbox::*;
+pub use payments::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::MemoryStore;
+
+    #[test]
+    fn the_memory_store_meets_the_contract() {
+        futures_executor::block_on(run_all(MemoryStore::new));
+    }
+}

@@ -1,0 +1,456 @@
+//! Checks of payments and nonces.
+
+use super::*;
+
+/// Insert, then the same (project, merchant_payment_id) again: `Existing` with the stored
+/// payment, nothing overwritten; the same merchant id in another project is a new payment; a
+/// reused payment id is `Duplicate`.
+pub async fn insert_and_duplicate<S: Store>(store: &S) {
+    let (a, b) = (project_id(1), project_id(2));
+    let p = sample_payment(payment_id(1), a, "order-1");
+    inserted(store, &p).await;
+
+    let mut again = sample_payment(payment_id(2), a, "order-1");
+    again.amount = amount("7");
+    again.fingerprint = "another request".to_string();
+    match store.insert_payment(&again).await.expect("insert_payment") {
+        InsertOutcome::Existing(stored) => assert_eq!(stored, p, "Existing carries the stored one"),
+        other => panic!("a taken merchant payment id must be Existing, got {other:?}"),
+    }
+    assert_eq!(store.payment(payment_id(2)).await.expect("payment"), None);
+    assert_eq!(store.payment(p.id).await.expect("payment"), Some(p.clone()));
+
+    let other_project = sample_payment(payment_id(3), b, "order-1");
+    inserted(store, &other_project).await;
+    let mpid = MerchantPaymentId::parse("order-1").expect("valid");
+    assert_eq!(
+        store
+            .payment_by_merchant_id(a, &mpid)
+            .await
+            .expect("lookup"),
+        Some(p.clone())
+    );
+    assert_eq!(
+        store
+            .payment_by_merchant_id(b, &mpid)
+            .await
+            .expect("lookup"),
+        Some(other_project)
+    );
+    let unknown = MerchantPaymentId::parse("order-2").expect("valid");
+    assert_eq!(
+        store
+            .payment_by_merchant_id(a, &unknown)
+            .await
+            .expect("lookup"),
+        None
+    );
+
+    let same_id = sample_payment(p.id, a, "order-3");
+    assert!(
+        matches!(
+            store.insert_payment(&same_id).await,
+            Err(StoreError::Duplicate(_))
+        ),
+        "a reused payment id is Duplicate"
+    );
+    assert_eq!(store.payment(p.id).await.expect("payment"), Some(p));
+}
+
+/// Every field of a payment comes back exactly, including decimal scale and optional parts.
+pub async fn payment_round_trip<S: Store>(store: &S) {
+    let full = full_payment(payment_id(1), project_id(1), "full:order_1.x-y");
+    let bare = sample_payment(payment_id(2), project_id(1), "bare");
+    inserted(store, &full).await;
+    inserted(store, &bare).await;
+    for p in [&full, &bare] {
+        let by_id = store.payment(p.id).await.expect("payment").expect("stored");
+        assert_eq!(&by_id, p);
+        // Amount equality is by value; the stored text must keep the scale too.
+        assert_eq!(by_id.amount.to_string(), p.amount.to_string());
+        assert_eq!(
+            by_id.initial_amount.to_string(),
+            p.initial_amount.to_string()
+        );
+        let by_mpid = store
+            .payment_by_merchant_id(p.project_id, &p.merchant_payment_id)
+            .await
+            .expect("lookup")
+            .expect("stored");
+        assert_eq!(&by_mpid, p);
+    }
+    let stored = store
+        .payment(full.id)
+        .await
+        .expect("payment")
+        .expect("stored");
+    assert_eq!(
+        stored.initial_amount.to_string(),
+        "999999999999999999.100000"
+    );
+    assert_eq!(
+        stored.pricing.map(|p| p.course.as_decimal().to_string()),
+        Some("92.87654321".to_string())
+    );
+
+    // A change round-trips every field as well.
+    let mut next = changed(&full, PaymentStatus::Completed, full.updated_at + ms(5));
+    next.amount = amount("100.50");
+    next.appeal_from = None;
+    next.requisites = Some(Requisites {
+        requisite: "+79001234567".to_string(),
+        holder_name: "A".to_string(),
+        bank: None,
+        qrcode_link: None,
+        deeplink_url: None,
+    });
+    store
+        .commit_change(&PaymentChange {
+            payment: next.clone(),
+            expected_version: full.version,
+            event: None,
+            audit: None,
+        })
+        .await
+        .expect("commit_change");
+    let stored = store
+        .payment(full.id)
+        .await
+        .expect("payment")
+        .expect("stored");
+    assert_eq!(stored, next);
+    assert_eq!(stored.amount.to_string(), "100.50");
+}
+
+/// Many concurrent inserts of one (project, merchant_payment_id): exactly one `Inserted`, every
+/// other call `Existing` with the winner.
+pub async fn concurrent_inserts<S: Store>(store: &S) {
+    let candidates: Vec<Payment> = (0..16)
+        .map(|i| sample_payment(payment_id(100 + i), project_id(1), "race"))
+        .collect();
+    let outcomes = join_all(candidates.iter().map(|p| store.insert_payment(p))).await;
+    let mut winner = None;
+    for (p, outcome) in candidates.iter().zip(&outcomes) {
+        if outcome == &Ok(InsertOutcome::Inserted) {
+            assert!(winner.is_none(), "two inserts won");
+            winner = Some(p.clone());
+        }
+    }
+    let winner = winner.expect("one insert wins");
+    for outcome in outcomes {
+        match outcome.expect("insert_payment") {
+            InsertOutcome::Inserted => {}
+            InsertOutcome::Existing(p) => assert_eq!(p, winner),
+        }
+    }
+}
+
+/// A change commits the new version with its event and audit record; an event-only change
+/// (expected version = the payment's version) adds just the event; unknown payments are
+/// `NotFound`.
+pub async fn commit_change<S: Store>(store: &S) {
+    let p = sample_payment(payment_id(1), project_id(1), "order-1");
+    inserted(store, &p).await;
+    let mut v2 = changed(&p, PaymentStatus::Processing, T0 + ms(100));
+    v2.requisites = full_payment(p.id, p.project_id, "x").requisites;
+    v2.pricing = full_payment(p.id, p.project_id, "x").pricing;
+    let ev = sample_event(&v2, event_id(1), T0 + ms(100));
+    let audit = sample_audit(T0 + ms(100), "payment.issue", &p.id.to_string());
+    store
+        .commit_change(&PaymentChange {
+            payment: v2.clone(),
+            expected_version: 1,
+            event: Some(ev.clone()),
+            audit: Some(audit.clone()),
+        })
+        .await
+        .expect("commit_change");
+    assert_eq!(
+        store.payment(p.id).await.expect("payment"),
+        Some(v2.clone())
+    );
+    let recorded = events(store, p.id).await;
+    assert_eq!(
+        recorded,
+        vec![EventRecord {
+            outbox: ev.clone(),
+            attempts: Vec::new()
+        }]
+    );
+    assert_eq!(recorded[0].outbox.event.body, ev.event.body, "body frozen");
+    assert_eq!(store.audit_records(10).await.expect("audit"), vec![audit]);
+    assert_eq!(store.pending_events().await.expect("pending"), 1);
+
+    // Event only: the payment stays at version 2.
+    let resend = OutboxEvent {
+        event: CallbackEvent::new(&v2, event_id(2), EventKind::ManualResend, T0 + ms(200)),
+        max_attempts: 1,
+        ..sample_event(&v2, event_id(2), T0 + ms(200))
+    };
+    store
+        .commit_change(&PaymentChange {
+            payment: v2.clone(),
+            expected_version: 2,
+            event: Some(resend.clone()),
+            audit: None,
+        })
+        .await
+        .expect("event-only change");
+    assert_eq!(
+        store.payment(p.id).await.expect("payment"),
+        Some(v2.clone())
+    );
+    let recorded: Vec<OutboxEvent> = events(store, p.id)
+        .await
+        .into_iter()
+        .map(|e| e.outbox)
+        .collect();
+    assert_eq!(recorded, vec![ev, resend]);
+    assert_eq!(store.audit_records(10).await.expect("audit").len(), 1);
+
+    let ghost = sample_payment(payment_id(9), project_id(1), "ghost");
+    let err = store
+        .commit_change(&PaymentChange {
+            payment: changed(&ghost, PaymentStatus::Processing, T0),
+            expected_version: 1,
+            event: None,
+            audit: None,
+        })
+        .await;
+    assert!(
+        matches!(err, Err(StoreError::NotFound(_))),
+        "unknown payment: {err:?}"
+    );
+    assert_eq!(store.payment(ghost.id).await.expect("payment"), None);
+}
+
+/// A stale version is `Conflict` and writes nothing: no payment change, no event, no audit. A
+/// duplicate event id is `Duplicate` and writes nothing either.
+pub async fn conflict_writes_nothing<S: Store>(store: &S) {
+    let p = sample_payment(payment_id(1), project_id(1), "order-1");
+    inserted(store, &p).await;
+    let v2 = changed(&p, PaymentStatus::Processing, T0 + ms(1));
+    store
+        .commit_change(&PaymentChange {
+            payment: v2.clone(),
+            expected_version: 1,
+            event: Some(sample_event(&v2, event_id(1), T0)),
+            audit: None,
+        })
+        .await
+        .expect("first change");
+
+    // A second writer computed its change from version 1 too.
+    let stale = changed(&p, PaymentStatus::Error, T0 + ms(2));
+    let err = store
+        .commit_change(&PaymentChange {
+            payment: stale.clone(),
+            expected_version: 1,
+            event: Some(sample_event(&stale, event_id(2), T0)),
+            audit: Some(sample_audit(T0, "payment.fail", "x")),
+        })
+        .await;
+    assert_eq!(err, Err(StoreError::Conflict));
+    assert_eq!(
+        store.payment(p.id).await.expect("payment"),
+        Some(v2.clone())
+    );
+    assert_eq!(
+        events(store, p.id).await.len(),
+        1,
+        "no event from a conflict"
+    );
+    assert!(store.audit_records(10).await.expect("audit").is_empty());
+    assert_eq!(store.pending_events().await.expect("pending"), 1);
+
+    // Reusing an event id fails the whole change.
+    let v3 = changed(&v2, PaymentStatus::Completed, T0 + ms(3));
+    let err = store
+        .commit_change(&PaymentChange {
+            payment: v3.clone(),
+            expected_version: 2,
+            event: Some(sample_event(&v3, event_id(1), T0)),
+            audit: Some(sample_audit(T0, "payment.confirm", "x")),
+        })
+        .await;
+    assert!(
+        matches!(err, Err(StoreError::Duplicate(_))),
+        "duplicate event id: {err:?}"
+    );
+    assert_eq!(store.payment(p.id).await.expect("payment"), Some(v2));
+    assert_eq!(events(store, p.id).await.len(), 1);
+    assert!(store.audit_records(10).await.expect("audit").is_empty());
+}
+
+/// Only `created` and `processing` payments are due, at their [`Payment::due_at`], earliest
+/// first, at most `limit`; a change that closes a payment makes it no longer due.
+pub async fn due_payments<S: Store>(store: &S) {
+    let project = project_id(1);
+    let at = |n: u128, status: PaymentStatus, created: i64, expires: i64| {
+        let mut p = sample_payment(payment_id(n), project, &format!("o{n}"));
+        p.status = status;
+        p.created_at = T0 + ms(created);
+        p.updated_at = p.created_at;
+        p.expires_at = T0 + ms(expires);
+        p
+    };
+    // due_at: created -> created_at + 60 s; processing -> expires_at.
+    let payments = vec![
+        at(1, PaymentStatus::Processing, 0, 30_000), // due T0+30s
+        at(2, PaymentStatus::Created, 0, 900_000),   // due T0+60s
+        at(3, PaymentStatus::Processing, 0, 10_000), // due T0+10s
+        at(4, PaymentStatus::Completed, 0, 1),       // never
+        at(5, PaymentStatus::Canceled, 0, 1),        // never
+        at(6, PaymentStatus::Error, 0, 1),           // never
+        at(7, PaymentStatus::Appeal, 0, 1),          // never
+        at(8, PaymentStatus::Processing, 0, 500_000), // due later
+        at(9, PaymentStatus::Processing, 0, 10_000), // ties with 3, larger id
+    ];
+    for p in &payments {
+        inserted(store, p).await;
+    }
+    let ids = |v: Vec<Payment>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    let now = T0 + ms(60_000);
+    assert_eq!(
+        ids(store.due_payments(now, 100).await.expect("due")),
+        vec![payment_id(3), payment_id(9), payment_id(1), payment_id(2)]
+    );
+    assert_eq!(
+        ids(store.due_payments(now, 2).await.expect("due")),
+        vec![payment_id(3), payment_id(9)]
+    );
+    assert_eq!(
+        ids(store.due_payments(T0 + ms(9_999), 100).await.expect("due")),
+        Vec::<PaymentId>::new()
+    );
+    assert_eq!(
+        ids(store.due_payments(T0 + ms(10_000), 100).await.expect("due")),
+        vec![payment_id(3), payment_id(9)],
+        "due at exactly due_at"
+    );
+    let returned = store.due_payments(now, 100).await.expect("due");
+    assert_eq!(returned[0], payments[2], "whole payments are returned");
+
+    // Closing payment 3 takes it off the schedule; payment 2 moving to processing moves its
+    // due time to its expires_at.
+    let p3 = changed(&payments[2], PaymentStatus::Canceled, T0 + ms(10_001));
+    let p2 = changed(&payments[1], PaymentStatus::Processing, T0 + ms(1));
+    for (p, v) in [(p3, 1), (p2, 1)] {
+        store
+            .commit_change(&PaymentChange {
+                payment: p,
+                expected_version: v,
+                event: None,
+                audit: None,
+            })
+            .await
+            .expect("commit_change");
+    }
+    assert_eq!(
+        ids(store.due_payments(now, 100).await.expect("due")),
+        vec![payment_id(9), payment_id(1)]
+    );
+    assert_eq!(
+        ids(store
+            .due_payments(T0 + ms(900_000), 100)
+            .await
+            .expect("due")),
+        vec![payment_id(9), payment_id(1), payment_id(8), payment_id(2)]
+    );
+}
+
+/// Counts per status, in [`PaymentStatus::ALL`] order, statuses with no payment left out.
+pub async fn count_by_status<S: Store>(store: &S) {
+    assert_eq!(store.count_by_status().await.expect("count"), Vec::new());
+    let statuses = [
+        PaymentStatus::Completed,
+        PaymentStatus::Created,
+        PaymentStatus::Completed,
+        PaymentStatus::Appeal,
+        PaymentStatus::Completed,
+    ];
+    for (i, status) in statuses.into_iter().enumerate() {
+        let n = u128::try_from(i).expect("small");
+        let mut p = sample_payment(payment_id(n), project_id(1), &format!("o{i}"));
+        p.status = status;
+        inserted(store, &p).await;
+    }
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![
+            (PaymentStatus::Created, 1),
+            (PaymentStatus::Completed, 3),
+            (PaymentStatus::Appeal, 1),
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nonces.
+
+/// A nonce is accepted once per project until it expires; at `expires_at` it is free again;
+/// purging removes exactly the expired ones.
+pub async fn nonces<S: Store>(store: &S) {
+    let (a, b) = (project_id(1), project_id(2));
+    let exp = T0 + ms(300_000);
+    assert!(store.use_nonce(a, "n-1", T0, exp).await.expect("use"));
+    assert!(!store.use_nonce(a, "n-1", T0, exp).await.expect("use"));
+    assert!(
+        !store
+            .use_nonce(a, "n-1", exp - ms(1), exp + ms(9))
+            .await
+            .expect("use"),
+        "a replay just before expiry"
+    );
+    assert!(
+        store.use_nonce(b, "n-1", T0, exp).await.expect("use"),
+        "nonces are per project"
+    );
+    assert!(store
+        .use_nonce(a, "n-2", T0, T0 + ms(10))
+        .await
+        .expect("use"));
+    assert!(
+        store
+            .use_nonce(a, "n-1", exp, exp + ms(1000))
+            .await
+            .expect("use"),
+        "free again at its expiry"
+    );
+    assert!(
+        !store
+            .use_nonce(a, "n-1", exp, exp + ms(1000))
+            .await
+            .expect("use"),
+        "the re-use recorded the new expiry"
+    );
+
+    // Now: a/n-1 until exp+1000, b/n-1 until exp, a/n-2 until T0+10.
+    assert_eq!(store.purge_nonces(T0 + ms(9)).await.expect("purge"), 0);
+    assert_eq!(store.purge_nonces(exp).await.expect("purge"), 2);
+    assert_eq!(store.purge_nonces(exp).await.expect("purge"), 0);
+    assert!(
+        !store
+            .use_nonce(a, "n-1", exp, exp + ms(5))
+            .await
+            .expect("use"),
+        "a live nonce survives the purge"
+    );
+    assert!(store
+        .use_nonce(b, "n-1", exp, exp + ms(5))
+        .await
+        .expect("use"));
+}
+
+/// Many concurrent uses of one nonce: exactly one `true`.
+pub async fn concurrent_nonces<S: Store>(store: &S) {
+    let results =
+        join_all((0..16).map(|_| store.use_nonce(project_id(1), "same", T0, T0 + ms(60_000))))
+            .await;
+    let accepted = results
+        .into_iter()
+        .map(|r| r.expect("use_nonce"))
+        .filter(|ok| *ok)
+        .count();
+    assert_eq!(accepted, 1);
+}
