@@ -5,6 +5,8 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod dispatcher;
 pub mod metrics;
+pub mod resolver;
 pub mod sandbox;
 pub mod system;
