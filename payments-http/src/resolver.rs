@@ -83,7 +83,7 @@ impl HostLookup for StaticLookup {
 
 /// Why the resolver refused a name: one of its addresses is in a refused range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{host} resolves to {forbidden}")]
+#[error("{forbidden}, resolved from {host}")]
 pub struct ForbiddenDestination {
     /// The name that was resolved.
     pub host: String,
@@ -224,7 +224,7 @@ mod tests {
                 assert_eq!(f.forbidden.address(), ip("10.1.2.3"));
                 assert_eq!(
                     f.to_string(),
-                    "mixed.test resolves to 10.1.2.3 is a private address (10.0.0.0/8)"
+                    "10.1.2.3 is a private address (10.0.0.0/8), resolved from mixed.test"
                 );
             }
             other => panic!("expected a refusal, got {other:?}"),
