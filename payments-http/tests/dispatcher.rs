@@ -3,7 +3,7 @@
 //! channel; the schedule runs on a manual clock and is shortened through configuration.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +31,7 @@ use payments_http::resolver::StaticLookup;
 use payments_http::sandbox::{FixedRates, SandboxProvider};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{mpsc, oneshot};
 use tokio_rustls::TlsAcceptor;
 
@@ -133,9 +133,16 @@ impl Receiver {
 
 /// An HTTPS receiver on 127.0.0.1:0 answering the n-th request with `replies(n)`.
 async fn receiver(pki: &Pki, replies: impl Fn(usize) -> Reply + Send + Sync + 'static) -> Receiver {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .await
+    // A small send buffer (inherited by accepted connections) keeps what the kernel absorbs
+    // small, so the bytes a streaming receiver manages to write reflect what the client read.
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket
+        .set_send_buffer_size(16 * 1024)
+        .expect("SO_SNDBUF can be set");
+    socket
+        .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         .expect("bind 127.0.0.1:0");
+    let listener = socket.listen(64).expect("listen");
     let port = listener.local_addr().expect("bound").port();
     let (tx, got) = mpsc::unbounded_channel();
     let (streamed_tx, streamed) = oneshot::channel();
@@ -680,9 +687,10 @@ async fn a_huge_answer_is_a_success_after_reading_at_most_4_kib() {
         failed,
         "the client closed the connection before the body ended"
     );
+    // The client read 4 KiB; the rest is what the two kernels' socket buffers absorbed.
     assert!(
-        written < TEN_MB / 2,
-        "only {written} bytes could be written"
+        written < TEN_MB / 10,
+        "{written} bytes were written before the client went away"
     );
 }
 
