@@ -105,6 +105,25 @@ impl DispatcherConfig {
     }
 }
 
+impl DispatcherConfig {
+    /// Refuses settings the dispatcher cannot work with: no concurrency at all, or a lease
+    /// that does not outlast an attempt.
+    pub fn validate(&self) -> Result<(), DispatcherError> {
+        if self.concurrency == 0 || self.per_host == 0 {
+            return Err(DispatcherError::Config(
+                "concurrency and per_host must be at least 1".into(),
+            ));
+        }
+        if self.lease <= self.attempt_timeout {
+            return Err(DispatcherError::Config(format!(
+                "the lease ({:?}) must be longer than the attempt timeout ({:?})",
+                self.lease, self.attempt_timeout
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// The certificates of a PEM file, for [`DispatcherConfig::extra_roots`].
 pub fn read_pem_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, DispatcherError> {
     let ca_error = |reason: String| DispatcherError::CaFile {
@@ -183,17 +202,7 @@ impl Dispatcher {
         config: DispatcherConfig,
         metrics: Arc<Metrics>,
     ) -> Result<Dispatcher, DispatcherError> {
-        if config.concurrency == 0 || config.per_host == 0 {
-            return Err(DispatcherError::Config(
-                "concurrency and per_host must be at least 1".into(),
-            ));
-        }
-        if config.lease <= config.attempt_timeout {
-            return Err(DispatcherError::Config(format!(
-                "the lease ({:?}) must be longer than the attempt timeout ({:?})",
-                config.lease, config.attempt_timeout
-            )));
-        }
+        config.validate()?;
         let client = callback_client(&ClientSettings {
             policy: config.address_policy,
             lookup: config.lookup.clone(),
@@ -365,8 +374,27 @@ impl Inner {
         };
         let semaphore = self.host_semaphore(&host);
         let mut stopping = self.stopping.subscribe();
+        // An attempt starts only while its lease still covers a whole attempt; otherwise the
+        // event could be claimed again while this one runs. Giving up leaves it to the next
+        // claim after the lease.
+        let wait_limit = self
+            .config
+            .lease
+            .saturating_sub(self.config.attempt_timeout);
         let permit = tokio::select! {
-            permit = semaphore.clone().acquire_owned() => Some(permit),
+            permit = tokio::time::timeout(wait_limit, semaphore.clone().acquire_owned()) => {
+                match permit {
+                    Ok(permit) => Some(permit),
+                    Err(_) => {
+                        tracing::warn!(
+                            event_id = %event.event.event_id,
+                            %host,
+                            "callback: the host stayed busy for the whole lease; retried later"
+                        );
+                        None
+                    }
+                }
+            }
             // Shutting down before the attempt started: the lease brings it back later.
             _ = stopping.wait_for(|stop| *stop) => None,
         };
@@ -551,5 +579,58 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         e.to_string()
     } else {
         parts.join(": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_spec_values() {
+        let c = DispatcherConfig::default();
+        assert_eq!(c.attempt_timeout, Duration::from_secs(10));
+        assert_eq!(c.read_limit, 4096);
+        assert_eq!(c.retry.to_string(), "30,60");
+        assert_eq!(c.address_policy, AddressPolicy::STRICT);
+        assert!(c.extra_roots.is_empty());
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn refuses_settings_it_cannot_work_with() {
+        let zero = DispatcherConfig {
+            per_host: 0,
+            ..DispatcherConfig::default()
+        };
+        assert!(matches!(zero.validate(), Err(DispatcherError::Config(_))));
+        let short_lease = DispatcherConfig {
+            lease: Duration::from_secs(10),
+            ..DispatcherConfig::default()
+        };
+        assert_eq!(
+            short_lease.validate().map_err(|e| e.to_string()),
+            Err(
+                "callback dispatcher: the lease (10s) must be longer than the attempt timeout \
+                 (10s)"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn reads_extra_roots_from_pem() {
+        let key = rcgen::KeyPair::generate().expect("key generation works");
+        let cert = rcgen::CertificateParams::new(vec!["ca.test".to_string()])
+            .expect("valid name")
+            .self_signed(&key)
+            .expect("self-signs");
+        let pem = format!("{}\n{}", cert.pem(), cert.pem());
+        let roots = pem_roots(pem.as_bytes()).expect("two certificates");
+        assert_eq!(roots, vec![cert.der().clone(), cert.der().clone()]);
+        assert!(pem_roots(b"not a certificate").is_err());
+        assert!(pem_roots(key.serialize_pem().as_bytes()).is_err());
+        let missing = read_pem_roots(Path::new("/nonexistent/ca.pem"));
+        assert!(matches!(missing, Err(DispatcherError::CaFile { .. })));
     }
 }

@@ -1052,3 +1052,53 @@ async fn run_wakes_on_notify_and_stops_on_shutdown() {
         DeliveryState::Delivered
     );
 }
+
+#[tokio::test]
+async fn a_closed_port_is_a_connect_failure() {
+    let pki = pki();
+    let w = world().await;
+    let port = {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind 127.0.0.1:0");
+        l.local_addr().expect("bound").port()
+    };
+    let (payment, _) = w
+        .event(
+            &format!("https://{HOST}:{port}/cb"),
+            EventKind::Automatic,
+            3,
+        )
+        .await;
+    let d = w.dispatcher(local_config(&pki));
+    assert_eq!(d.deliver_due_once().await, 1);
+    let a = w.record(payment).await.attempts.remove(0);
+    let error = a.error.unwrap_or_default();
+    assert!(error.starts_with("connect: "), "{error}");
+    assert_eq!(a.http_status, None);
+}
+
+#[tokio::test]
+async fn deliveries_to_one_host_are_bounded() {
+    let pki = pki();
+    let delay = Duration::from_millis(300);
+    for (per_host, at_least, below) in [(2, 2 * delay, None), (4, delay, Some(2 * delay))] {
+        let w = world().await;
+        let mut rx = receiver(&pki, move |_| Reply::Delay(delay)).await;
+        for _ in 0..4 {
+            w.event(&rx.url(HOST), EventKind::Automatic, 3).await;
+        }
+        let d = w.dispatcher(DispatcherConfig {
+            per_host,
+            ..local_config(&pki)
+        });
+        let started = std::time::Instant::now();
+        assert_eq!(d.deliver_due_once().await, 4);
+        let took = started.elapsed();
+        assert_eq!(rx.drain().len(), 4);
+        assert!(took >= at_least, "per_host {per_host}: {took:?}");
+        if let Some(below) = below {
+            assert!(took < below, "per_host {per_host}: {took:?}");
+        }
+    }
+}
