@@ -1102,3 +1102,57 @@ async fn deliveries_to_one_host_are_bounded() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_receiver_certificate_is_verified() {
+    let pki = pki();
+    let w = world().await;
+    let mut rx = receiver(&pki, |_| Reply::Status(200)).await;
+    let (untrusted, _) = w.event(&rx.url(HOST), EventKind::Automatic, 3).await;
+    let (wrong_name, _) = w
+        .event(&rx.url("third.test"), EventKind::Automatic, 3)
+        .await;
+    let localhost = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let lookup = Arc::new(
+        StaticLookup::new()
+            .with(HOST, [localhost])
+            .with("third.test", [localhost]),
+    );
+    // Without the test CA only the public roots are trusted.
+    let public_roots_only = w.dispatcher(DispatcherConfig {
+        extra_roots: Vec::new(),
+        lookup: lookup.clone(),
+        ..local_config(&pki)
+    });
+    assert_eq!(public_roots_only.deliver_due_once().await, 2);
+    // With the test CA, a name the certificate does not carry still fails.
+    let with_ca = w.dispatcher(DispatcherConfig {
+        lookup,
+        ..local_config(&pki)
+    });
+    assert_eq!(with_ca.deliver_due_once().await, 2);
+
+    let errors = |rec: EventRecord| -> Vec<String> {
+        rec.attempts
+            .into_iter()
+            .map(|a| a.error.unwrap_or_else(|| "success".into()))
+            .collect()
+    };
+    let untrusted = errors(w.record(untrusted).await);
+    assert!(untrusted[0].contains("UnknownIssuer"), "{untrusted:?}");
+    assert_eq!(untrusted[1], "success");
+    let wrong_name = errors(w.record(wrong_name).await);
+    assert!(
+        wrong_name.iter().all(|e| e.starts_with("connect: ")),
+        "{wrong_name:?}"
+    );
+    assert!(
+        wrong_name[1].contains("not valid for name"),
+        "{wrong_name:?}"
+    );
+    assert_eq!(
+        rx.drain().len(),
+        1,
+        "only the verified connection sent the callback"
+    );
+}
