@@ -619,6 +619,36 @@ mod tests {
     }
 
     #[test]
+    fn takes_its_part_of_the_server_settings() {
+        let key = rcgen::KeyPair::generate().expect("key generation works");
+        let cert = rcgen::CertificateParams::new(vec!["ca.test".to_string()])
+            .expect("valid name")
+            .self_signed(&key)
+            .expect("self-signs");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, cert.pem()).expect("written");
+        let settings = Settings {
+            allow_local_callbacks: true,
+            callback_retry_delays: RetrySchedule::parse_delays("1,2").expect("valid"),
+            callback_ca_file: Some(ca_file),
+            callback_concurrency: 8,
+            callback_per_host: 2,
+            ..Settings::defaults()
+        };
+        let c = DispatcherConfig::from_settings(&settings).expect("usable settings");
+        assert_eq!(c.address_policy, AddressPolicy::LOCAL_DEVELOPMENT);
+        assert_eq!(c.retry.to_string(), "1,2");
+        assert_eq!((c.concurrency, c.per_host), (8, 2));
+        assert_eq!(c.extra_roots, vec![cert.der().clone()]);
+        assert_eq!(c.attempt_timeout, ATTEMPT_TIMEOUT);
+
+        let d = DispatcherConfig::from_settings(&Settings::defaults()).expect("defaults");
+        assert_eq!(d.address_policy, AddressPolicy::STRICT);
+        assert!(d.extra_roots.is_empty());
+    }
+
+    #[test]
     fn reads_extra_roots_from_pem() {
         let key = rcgen::KeyPair::generate().expect("key generation works");
         let cert = rcgen::CertificateParams::new(vec!["ca.test".to_string()])
