@@ -6,11 +6,13 @@
 
 pub mod app;
 pub mod config;
+pub mod dispatcher;
 pub mod error;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;
 pub mod ratelimit;
+pub mod resolver;
 pub mod sandbox;
 pub mod state;
 pub mod system;

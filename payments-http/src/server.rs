@@ -18,6 +18,7 @@ use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::sync::watch;
 
 use crate::config::{Durability, Settings};
+use crate::dispatcher::{Dispatcher, DispatcherConfig};
 use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::state::AppState;
 use crate::system::{OsRandom, SystemClock};
@@ -40,6 +41,7 @@ pub struct Application {
     merchant: TcpListener,
     operator: TcpListener,
     tls: Option<RustlsConfig>,
+    dispatcher: DispatcherConfig,
     credentials: Option<PathBuf>,
 }
 
@@ -121,7 +123,10 @@ impl Application {
             ),
             _ => None,
         };
+        let dispatcher = DispatcherConfig::from_settings(&settings)
+            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?;
         let mut app = Application {
+            dispatcher,
             settings,
             state,
             store,
@@ -197,8 +202,12 @@ impl Application {
             merchant,
             operator,
             tls,
+            dispatcher,
             ..
         } = self;
+        let dispatcher = Dispatcher::new(state.service.clone(), dispatcher, state.metrics.clone())
+            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?
+            .with_notifier(state.outbox_notify.clone());
         let merchant_handle = Handle::new();
         let operator_handle = Handle::new();
         let merchant_app =
@@ -229,11 +238,10 @@ impl Application {
             state.outbox_notify.clone(),
             stop_rx.clone(),
         ));
-        let dispatcher = tokio::spawn(crate::sweeper::run_dispatcher(
-            state.clone(),
-            settings.clone(),
-            stop_rx,
-        ));
+        let mut dispatcher_stop = stop_rx;
+        let dispatcher = tokio::spawn(dispatcher.run(async move {
+            let _ = dispatcher_stop.wait_for(|stop| *stop).await;
+        }));
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");

@@ -7,9 +7,6 @@ use std::time::{Duration, Instant};
 use payments_core::service::PaymentService;
 use tokio::sync::{watch, Notify};
 
-use crate::config::Settings;
-use crate::state::AppState;
-
 /// Payments handled per sweep step.
 pub const SWEEP_BATCH: usize = 500;
 /// How often used nonces past their retention are deleted.
@@ -60,9 +57,4 @@ pub async fn run(
             _ = stop.changed() => return,
         }
     }
-}
-
-/// Runs the callback dispatcher until `stop` turns true.
-pub async fn run_dispatcher(state: AppState, settings: Settings, stop: watch::Receiver<bool>) {
-    let _ = (&state, &settings, &stop);
 }

@@ -1,0 +1,672 @@
+//! The callback dispatcher: the loop that carries the core's outbox to merchants' receivers.
+//!
+//! Events are claimed from the store with a lease (a crash mid-attempt leaves the event to be
+//! retried once the lease ends: at-least-once delivery), delivered on their own tasks under a
+//! global and a per-host concurrency bound, and every attempt is recorded together with the
+//! time of the next one, so the retry schedule survives restarts. The core decides what is
+//! sent ([`payments_core::event`]), how it is signed ([`CallbackSecrets::sign_attempt`]) and
+//! when it is retried ([`RetrySchedule`]); this module does the I/O.
+//!
+//! One attempt (spec "Events", "Request" and "Delivery and retries"): a fresh timestamp and
+//! signature over the frozen body bytes, a `POST` to the stored destination through the
+//! address-checking client of [`crate::resolver`], one deadline over connect, headers and body,
+//! at most [`RESPONSE_READ_LIMIT`] bytes of the response read, redirects never followed, any
+//! `2xx` a success.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use payments_core::callback::{
+    check_ip, AddressPolicy, CallbackHost, CallbackSecrets, CallbackUrl, CallbackUrlError,
+    RetrySchedule, ATTEMPT_TIMEOUT, EVENT_ID_HEADER, RESPONSE_READ_LIMIT, SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+};
+use payments_core::event::{DeliveryAttempt, EventKind, OutboxEvent};
+use payments_core::service::PaymentService;
+use payments_core::store::Store;
+use payments_core::{Clock, Timestamp};
+use rustls::pki_types::CertificateDer;
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::resolver::{
+    callback_client, ClientBuildError, ClientSettings, HostLookup, ResolveError, SystemLookup,
+};
+
+/// Settings of the dispatcher.
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    /// Delays between the attempts of an automatic event (`PAYMENTS_CALLBACK_RETRY_DELAYS`).
+    pub retry: RetrySchedule,
+    /// Attempts in flight at once, in all.
+    pub concurrency: usize,
+    /// Attempts in flight at once to one destination host.
+    pub per_host: usize,
+    /// The one deadline of an attempt: connect, TLS, request, response headers and body read.
+    pub attempt_timeout: Duration,
+    /// The most response body bytes read.
+    pub read_limit: usize,
+    /// How often the store is asked for due events when nobody signals a new one.
+    pub poll_interval: Duration,
+    /// How long a claimed event stays invisible to other claims; must exceed
+    /// `attempt_timeout`, as an attempt still running when it ends may be made twice.
+    pub lease: Duration,
+    /// Which destinations are allowed (development: loopback and `http://` too).
+    pub address_policy: AddressPolicy,
+    /// CA certificates trusted besides the public web roots (`callback_ca_file`).
+    pub extra_roots: Vec<CertificateDer<'static>>,
+    /// How destination names are looked up before their addresses are checked.
+    pub lookup: Arc<dyn HostLookup>,
+}
+
+impl Default for DispatcherConfig {
+    /// The spec's values: attempts at once, after 30 s and 60 s more, 10 s each, 4 KiB read;
+    /// public destinations only.
+    fn default() -> Self {
+        DispatcherConfig {
+            retry: RetrySchedule::default(),
+            concurrency: 256,
+            per_host: 64,
+            attempt_timeout: ATTEMPT_TIMEOUT,
+            read_limit: RESPONSE_READ_LIMIT,
+            poll_interval: Duration::from_secs(1),
+            lease: Duration::from_secs(60),
+            address_policy: AddressPolicy::STRICT,
+            extra_roots: Vec::new(),
+            lookup: Arc::new(SystemLookup),
+        }
+    }
+}
+
+impl DispatcherConfig {
+    /// The dispatcher's part of the server settings; reads `callback_ca_file` if one is set.
+    pub fn from_settings(settings: &Settings) -> Result<DispatcherConfig, DispatcherError> {
+        let extra_roots = match &settings.callback_ca_file {
+            Some(path) => read_pem_roots(path)?,
+            None => Vec::new(),
+        };
+        Ok(DispatcherConfig {
+            retry: settings.callback_retry_delays.clone(),
+            concurrency: settings.callback_concurrency,
+            per_host: settings.callback_per_host,
+            address_policy: AddressPolicy {
+                allow_local: settings.allow_local_callbacks,
+            },
+            extra_roots,
+            ..DispatcherConfig::default()
+        })
+    }
+}
+
+impl DispatcherConfig {
+    /// Refuses settings the dispatcher cannot work with: no concurrency at all, or a lease
+    /// that does not outlast an attempt.
+    pub fn validate(&self) -> Result<(), DispatcherError> {
+        if self.concurrency == 0 || self.per_host == 0 {
+            return Err(DispatcherError::Config(
+                "concurrency and per_host must be at least 1".into(),
+            ));
+        }
+        if self.lease <= self.attempt_timeout {
+            return Err(DispatcherError::Config(format!(
+                "the lease ({:?}) must be longer than the attempt timeout ({:?})",
+                self.lease, self.attempt_timeout
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The certificates of a PEM file, for [`DispatcherConfig::extra_roots`].
+pub fn read_pem_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, DispatcherError> {
+    let ca_error = |reason: String| DispatcherError::CaFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
+    pem_roots(&pem).map_err(|e| ca_error(e.to_string()))
+}
+
+/// The certificates in PEM text; at least one is required.
+pub fn pem_roots(pem: &[u8]) -> io::Result<Vec<CertificateDer<'static>>> {
+    let roots = rustls_pemfile::certs(&mut &pem[..]).collect::<Result<Vec<_>, _>>()?;
+    if roots.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "no CERTIFICATE block found",
+        ));
+    }
+    Ok(roots)
+}
+
+/// Why a dispatcher could not be built.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum DispatcherError {
+    /// A setting is out of range.
+    #[error("callback dispatcher: {0}")]
+    Config(String),
+    /// The extra CA file could not be used.
+    #[error("callback_ca_file {path}: {reason}")]
+    CaFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] ClientBuildError),
+}
+
+/// The callback dispatcher. Build it once; [`Dispatcher::run`] it as a background task, or step
+/// it with [`Dispatcher::deliver_due_once`].
+pub struct Dispatcher {
+    inner: Arc<Inner>,
+    notify: Arc<Notify>,
+}
+
+struct Inner {
+    service: PaymentService,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    client: reqwest::Client,
+    config: DispatcherConfig,
+    metrics: Arc<Metrics>,
+    global: Arc<Semaphore>,
+    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    stopping: watch::Sender<bool>,
+}
+
+impl fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher over the service's store and clock; secrets come from
+    /// [`PaymentService::signing_secrets`] (which creates an unrevealed one at the first
+    /// delivery of a project without any).
+    pub fn new(
+        service: PaymentService,
+        config: DispatcherConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Dispatcher, DispatcherError> {
+        config.validate()?;
+        let client = callback_client(&ClientSettings {
+            policy: config.address_policy,
+            lookup: config.lookup.clone(),
+            extra_roots: config.extra_roots.clone(),
+            connect_timeout: config.attempt_timeout,
+        })?;
+        let ports = service.ports();
+        let (store, clock) = (ports.store.clone(), ports.clock.clone());
+        let (stopping, _) = watch::channel(false);
+        Ok(Dispatcher {
+            inner: Arc::new(Inner {
+                global: Arc::new(Semaphore::new(config.concurrency)),
+                service,
+                store,
+                clock,
+                client,
+                config,
+                metrics,
+                hosts: Mutex::new(HashMap::new()),
+                stopping,
+            }),
+            notify: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Uses `notify` as the wake-up call (shared with the API layer's state).
+    pub fn with_notifier(mut self, notify: Arc<Notify>) -> Self {
+        self.notify = notify;
+        self
+    }
+
+    /// The dispatcher's wake-up call: the API layer calls `notify_one()` after committing an
+    /// event, so it is attempted at once instead of at the next poll.
+    pub fn notifier(&self) -> Arc<Notify> {
+        self.notify.clone()
+    }
+
+    /// Delivers until `shutdown` completes. Then it claims nothing more, lets the attempts in
+    /// flight finish (each is bounded by the attempt timeout) and returns; claimed events that
+    /// had not started stay leased and are attempted after the lease by the next run.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let inner = &self.inner;
+        let mut tasks = JoinSet::new();
+        loop {
+            let free = inner.global.available_permits();
+            // With every slot taken, or a full batch claimed, more may be due: look again as
+            // soon as a slot frees.
+            let mut saturated = free == 0;
+            if free > 0 {
+                match inner.claim_and_spawn(free, &mut tasks).await {
+                    Ok(claimed) => saturated = claimed == free,
+                    Err(e) => tracing::warn!(error = %e, "callback outbox: claim failed"),
+                }
+            }
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = self.notify.notified() => {}
+                () = tokio::time::sleep(inner.config.poll_interval) => {}
+                Some(done) = tasks.join_next(), if saturated && !tasks.is_empty() => {
+                    log_task_end(done);
+                }
+            }
+            while let Some(done) = tasks.try_join_next() {
+                log_task_end(done);
+            }
+        }
+        inner.stopping.send_replace(true);
+        while let Some(done) = tasks.join_next().await {
+            log_task_end(done);
+        }
+    }
+
+    /// Claims the events due now (at most `concurrency`), attempts each once, waits for all
+    /// and returns how many were claimed. A deterministic step for tests and tools.
+    pub async fn deliver_due_once(&self) -> usize {
+        let mut tasks = JoinSet::new();
+        let claimed = match self
+            .inner
+            .claim_and_spawn(self.inner.config.concurrency, &mut tasks)
+            .await
+        {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "callback outbox: claim failed");
+                0
+            }
+        };
+        while let Some(done) = tasks.join_next().await {
+            log_task_end(done);
+        }
+        claimed
+    }
+}
+
+fn log_task_end(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        // The event stays leased and is attempted again once the lease ends.
+        tracing::error!(error = %e, "callback delivery task ended abnormally");
+    }
+}
+
+/// What one exchange with the receiver came to.
+#[derive(Debug, Default)]
+struct Outcome {
+    http_status: Option<u16>,
+    error: Option<String>,
+}
+
+impl Outcome {
+    fn failed(error: String) -> Outcome {
+        Outcome {
+            http_status: None,
+            error: Some(error),
+        }
+    }
+}
+
+impl Inner {
+    /// Claims up to `limit` due events and spawns one delivery task each; returns how many.
+    async fn claim_and_spawn(
+        self: &Arc<Self>,
+        limit: usize,
+        tasks: &mut JoinSet<()>,
+    ) -> Result<usize, payments_core::store::StoreError> {
+        let now = self.clock.now();
+        let events = self
+            .store
+            .claim_due_events(now, limit, self.config.lease)
+            .await?;
+        let claimed = events.len();
+        for event in events {
+            let permit = self
+                .global
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the global semaphore is never closed");
+            let inner = self.clone();
+            tasks.spawn(async move { inner.deliver(event, permit).await });
+        }
+        Ok(claimed)
+    }
+
+    /// The concurrency bound of one destination host, shared by its deliveries in flight.
+    fn host_semaphore(&self, host: &str) -> Arc<Semaphore> {
+        let mut hosts = self
+            .hosts
+            .lock()
+            .expect("the host table lock is never held across a panic");
+        hosts
+            .entry(host.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.config.per_host)))
+            .clone()
+    }
+
+    /// Forgets a host's bound once no delivery holds it, so the table does not grow forever.
+    fn release_host(&self, host: &str, semaphore: Arc<Semaphore>) {
+        let mut hosts = self
+            .hosts
+            .lock()
+            .expect("the host table lock is never held across a panic");
+        // Clones are only taken under this lock: two references are the table's and ours.
+        if Arc::strong_count(&semaphore) == 2 {
+            hosts.remove(host);
+        }
+    }
+
+    /// One attempt of a claimed event, within the host's bound, and its record.
+    async fn deliver(self: Arc<Self>, event: OutboxEvent, _global: OwnedSemaphorePermit) {
+        let host = match event.destination.host() {
+            CallbackHost::Domain(name) => name.to_owned(),
+            CallbackHost::Ip(ip) => ip.to_string(),
+            _ => event.destination.as_str().to_owned(),
+        };
+        let semaphore = self.host_semaphore(&host);
+        let mut stopping = self.stopping.subscribe();
+        // An attempt starts only while its lease still covers a whole attempt; otherwise the
+        // event could be claimed again while this one runs. Giving up leaves it to the next
+        // claim after the lease.
+        let wait_limit = self
+            .config
+            .lease
+            .saturating_sub(self.config.attempt_timeout);
+        let permit = tokio::select! {
+            permit = tokio::time::timeout(wait_limit, semaphore.clone().acquire_owned()) => {
+                match permit {
+                    Ok(permit) => Some(permit),
+                    Err(_) => {
+                        tracing::warn!(
+                            event_id = %event.event.event_id,
+                            %host,
+                            "callback: the host stayed busy for the whole lease; retried later"
+                        );
+                        None
+                    }
+                }
+            }
+            // Shutting down before the attempt started: the lease brings it back later.
+            _ = stopping.wait_for(|stop| *stop) => None,
+        };
+        if let Some(permit) = permit {
+            let _host_permit = permit.expect("host semaphores are never closed");
+            self.attempt_and_record(&event).await;
+        }
+        self.release_host(&host, semaphore);
+    }
+
+    async fn attempt_and_record(&self, event: &OutboxEvent) {
+        let event_id = event.event.event_id;
+        let number = event.attempts.saturating_add(1);
+        let secrets = match self.service.signing_secrets(event.event.project_id).await {
+            Ok(secrets) => secrets,
+            Err(e) => {
+                // Nothing was sent: not an attempt. The lease brings the event back later.
+                tracing::error!(%event_id, error = %e.message, "callback: no signing secret");
+                return;
+            }
+        };
+        let started_at = self.clock.now();
+        let began = Instant::now();
+        let outcome = self.attempt(event, &secrets, started_at).await;
+        let duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let success = outcome.error.is_none();
+        let next_attempt_at = self.next_attempt_at(event, number, started_at, success);
+        let attempt = DeliveryAttempt {
+            attempt: number,
+            started_at,
+            duration_ms,
+            http_status: outcome.http_status,
+            error: outcome.error,
+            success,
+        };
+        self.metrics
+            .observe_delivery(if success { "success" } else { "failure" });
+        tracing::info!(
+            %event_id,
+            attempt = number,
+            status = ?attempt.http_status,
+            error = attempt.error.as_deref().unwrap_or(""),
+            duration_ms,
+            next = ?next_attempt_at.map(|t| t.to_rfc3339()),
+            "callback attempt"
+        );
+        if let Err(e) = self
+            .store
+            .record_attempt(event_id, &attempt, next_attempt_at)
+            .await
+        {
+            // The lease brings the event back and it is attempted again: at least once.
+            tracing::error!(%event_id, error = %e, "callback attempt could not be recorded");
+        }
+    }
+
+    /// When the next attempt is due; `None` ends the event (delivered on success, else failed).
+    fn next_attempt_at(
+        &self,
+        event: &OutboxEvent,
+        attempts_made: u32,
+        last_started: Timestamp,
+        success: bool,
+    ) -> Option<Timestamp> {
+        if success || event.event.kind == EventKind::ManualResend {
+            return None;
+        }
+        if attempts_made >= event.max_attempts {
+            return None;
+        }
+        self.config
+            .retry
+            .next_attempt_at(attempts_made, last_started)
+    }
+
+    /// Sends one attempt and judges the answer.
+    async fn attempt(
+        &self,
+        event: &OutboxEvent,
+        secrets: &CallbackSecrets,
+        now: Timestamp,
+    ) -> Outcome {
+        let policy = self.config.address_policy;
+        // A URL stored under the development setting is refused once the setting is off.
+        let url = match CallbackUrl::parse(event.destination.as_str(), policy) {
+            Ok(url) => url,
+            Err(CallbackUrlError::ForbiddenAddress(f)) => {
+                return Outcome::failed(format!("forbidden address: {f}"))
+            }
+            Err(e) => return Outcome::failed(format!("destination refused: {e}")),
+        };
+        // The connector does not resolve IP literals, so they are checked here.
+        if let CallbackHost::Ip(ip) = url.host() {
+            if let Err(f) = check_ip(ip.to_canonical(), policy) {
+                return Outcome::failed(format!("forbidden address: {f}"));
+            }
+        }
+        let body = &event.event.body;
+        let signature = secrets.sign_attempt(now, body);
+        let request = self
+            .client
+            .post(url.as_str())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(EVENT_ID_HEADER, event.event.event_id.to_string())
+            .header(TIMESTAMP_HEADER, signature.timestamp.to_string())
+            .header(SIGNATURE_HEADER, signature.signature)
+            .body(body.clone());
+        let mut http_status = None;
+        let result = tokio::time::timeout(
+            self.config.attempt_timeout,
+            exchange(request, self.config.read_limit, &mut http_status),
+        )
+        .await;
+        let error = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(_) => Some(format!("timeout after {:?}", self.config.attempt_timeout)),
+        };
+        Outcome { http_status, error }
+    }
+}
+
+/// Sends the request, notes the status and reads at most `read_limit` bytes of the body; the
+/// rest is never read (dropping the response closes the connection).
+async fn exchange(
+    request: reqwest::RequestBuilder,
+    read_limit: usize,
+    http_status: &mut Option<u16>,
+) -> Result<(), String> {
+    let mut response = request.send().await.map_err(describe_send_error)?;
+    let status = response.status();
+    *http_status = Some(status.as_u16());
+    let mut read = 0usize;
+    while read < read_limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => read = read.saturating_add(chunk.len()),
+            Ok(None) => break,
+            Err(e) => return Err(format!("reading the response: {}", error_chain(&e))),
+        }
+    }
+    drop(response);
+    if status.is_success() {
+        Ok(())
+    } else if status.is_redirection() {
+        Err(format!("redirect ({}) not followed", status.as_u16()))
+    } else {
+        Err(format!("http status {}", status.as_u16()))
+    }
+}
+
+/// The recorded text of a request that got no response.
+fn describe_send_error(e: reqwest::Error) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(err) = source {
+        if let Some(ResolveError::Forbidden(f)) = err.downcast_ref::<ResolveError>() {
+            return format!("forbidden address: {f}");
+        }
+        source = err.source();
+    }
+    if e.is_timeout() {
+        format!("timeout: {}", error_chain(&e))
+    } else if e.is_connect() {
+        format!("connect: {}", error_chain(&e))
+    } else {
+        format!("request: {}", error_chain(&e))
+    }
+}
+
+/// The causes of `e`, innermost last, without the outer "error sending request" line (which
+/// repeats the URL); repeated messages are dropped.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = e.source();
+    while let Some(err) = source {
+        let text = err.to_string();
+        if !parts.iter().any(|p| p == &text) {
+            parts.push(text);
+        }
+        source = err.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_spec_values() {
+        let c = DispatcherConfig::default();
+        assert_eq!(c.attempt_timeout, Duration::from_secs(10));
+        assert_eq!(c.read_limit, 4096);
+        assert_eq!(c.retry.to_string(), "30,60");
+        assert_eq!(c.address_policy, AddressPolicy::STRICT);
+        assert!(c.extra_roots.is_empty());
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn refuses_settings_it_cannot_work_with() {
+        let zero = DispatcherConfig {
+            per_host: 0,
+            ..DispatcherConfig::default()
+        };
+        assert!(matches!(zero.validate(), Err(DispatcherError::Config(_))));
+        let short_lease = DispatcherConfig {
+            lease: Duration::from_secs(10),
+            ..DispatcherConfig::default()
+        };
+        assert_eq!(
+            short_lease.validate().map_err(|e| e.to_string()),
+            Err(
+                "callback dispatcher: the lease (10s) must be longer than the attempt timeout \
+                 (10s)"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn takes_its_part_of_the_server_settings() {
+        let key = rcgen::KeyPair::generate().expect("key generation works");
+        let cert = rcgen::CertificateParams::new(vec!["ca.test".to_string()])
+            .expect("valid name")
+            .self_signed(&key)
+            .expect("self-signs");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, cert.pem()).expect("written");
+        let settings = Settings {
+            allow_local_callbacks: true,
+            callback_retry_delays: RetrySchedule::parse_delays("1,2").expect("valid"),
+            callback_ca_file: Some(ca_file),
+            callback_concurrency: 8,
+            callback_per_host: 2,
+            ..Settings::defaults()
+        };
+        let c = DispatcherConfig::from_settings(&settings).expect("usable settings");
+        assert_eq!(c.address_policy, AddressPolicy::LOCAL_DEVELOPMENT);
+        assert_eq!(c.retry.to_string(), "1,2");
+        assert_eq!((c.concurrency, c.per_host), (8, 2));
+        assert_eq!(c.extra_roots, vec![cert.der().clone()]);
+        assert_eq!(c.attempt_timeout, ATTEMPT_TIMEOUT);
+
+        let d = DispatcherConfig::from_settings(&Settings::defaults()).expect("defaults");
+        assert_eq!(d.address_policy, AddressPolicy::STRICT);
+        assert!(d.extra_roots.is_empty());
+    }
+
+    #[test]
+    fn reads_extra_roots_from_pem() {
+        let key = rcgen::KeyPair::generate().expect("key generation works");
+        let cert = rcgen::CertificateParams::new(vec!["ca.test".to_string()])
+            .expect("valid name")
+            .self_signed(&key)
+            .expect("self-signs");
+        let pem = format!("{}\n{}", cert.pem(), cert.pem());
+        let roots = pem_roots(pem.as_bytes()).expect("two certificates");
+        assert_eq!(roots, vec![cert.der().clone(), cert.der().clone()]);
+        assert!(pem_roots(b"not a certificate").is_err());
+        assert!(pem_roots(key.serialize_pem().as_bytes()).is_err());
+        let missing = read_pem_roots(Path::new("/nonexistent/ca.pem"));
+        assert!(matches!(missing, Err(DispatcherError::CaFile { .. })));
+    }
+}
