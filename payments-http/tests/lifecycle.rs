@@ -1,0 +1,452 @@
+//! Payment lifecycles end to end over real sockets: operator decisions and re-checks ending in
+//! verified callbacks, sandbox test payments and their helper endpoints.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use payments_core::callback::{CallbackSecret, CallbackVerifier};
+use payments_core::service::{Actor, ProjectPatch};
+use payments_core::{ProjectId, Timestamp};
+use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
+use payments_http::client::MerchantClient;
+use payments_http::config::PartialSettings;
+use payments_http::server::Application;
+use payments_http::AppState;
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+struct Received {
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// A plain-HTTP receiver on 127.0.0.1:0 (allowed by the development setting) that answers 200
+/// and forwards what it got.
+async fn receiver() -> (String, mpsc::UnboundedReceiver<Received>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/cb",
+        post(move |headers: HeaderMap, body: Bytes| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(Received { headers, body });
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/cb"), rx)
+}
+
+struct Server {
+    state: AppState,
+    creds: SandboxCredentials,
+    client: MerchantClient,
+    operator: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    async fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = PartialSettings {
+            data_dir: Some(dir.path().to_path_buf()),
+            listen: Some("127.0.0.1:0".into()),
+            operator_listen: Some("127.0.0.1:0".into()),
+            allow_local_callbacks: Some(true),
+            callback_retry_delays: Some("1,1".into()),
+            sweep_interval_ms: Some(50),
+            ..PartialSettings::default()
+        }
+        .finish()
+        .unwrap();
+        let app = Application::build(settings).await.unwrap();
+        let state = app.state().clone();
+        let creds: SandboxCredentials = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE)).unwrap(),
+        )
+        .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            app.run_until_stopped(async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Server {
+            state,
+            client: MerchantClient::from_credentials(&creds).unwrap(),
+            creds,
+            operator: reqwest::Client::new(),
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    fn project(&self) -> ProjectId {
+        self.creds.project_id.parse().unwrap()
+    }
+
+    async fn op(&self, path: &str, body: serde_json::Value) -> (StatusCode, serde_json::Value) {
+        let r = self
+            .operator
+            .post(format!(
+                "{}/operator/v1/payments/{path}",
+                self.creds.operator_url
+            ))
+            .bearer_auth(&self.creds.operator_token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status(), r.json().await.unwrap())
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap();
+    }
+}
+
+/// Waits for the next callback and checks it the way a merchant's receiver would.
+async fn next_verified(
+    rx: &mut mpsc::UnboundedReceiver<Received>,
+    secret: &str,
+) -> serde_json::Value {
+    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("a callback arrives")
+        .unwrap();
+    let verifier = CallbackVerifier::new(vec![CallbackSecret::parse(secret).unwrap()]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let h = |n: &str| got.headers.get(n).unwrap().to_str().unwrap().to_string();
+    verifier
+        .verify(
+            &h("x-callback-timestamp"),
+            &h("x-callback-signature"),
+            &got.body,
+            Timestamp::from_unix_millis(now),
+        )
+        .expect("the callback verifies with the project's secret");
+    let body: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    assert_eq!(h("x-callback-event-id"), body["event_id"].as_str().unwrap());
+    assert_eq!(h("content-type"), "application/json");
+    body
+}
+
+async fn nothing_more(rx: &mut mpsc::UnboundedReceiver<Received>) {
+    assert!(
+        tokio::time::timeout(Duration::from_millis(700), rx.recv())
+            .await
+            .is_err(),
+        "no further callback"
+    );
+}
+
+#[tokio::test]
+async fn recheck_path_ends_in_verified_callbacks() {
+    let s = Server::start().await;
+    let (url, mut rx) = receiver().await;
+    let created = s
+        .client
+        .create_payment(&json!({"merchant_payment_id": "rc-1", "amount": "3400", "payment_method": "sbp", "callback_url": url}))
+        .await
+        .unwrap();
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    let id = created.json["id"].as_str().unwrap().to_string();
+    nothing_more(&mut rx).await;
+
+    // processing -> completed: callback.
+    let (st, _) = s.op(&format!("{id}/confirm"), json!({})).await;
+    assert_eq!(st, StatusCode::OK);
+    let first = next_verified(&mut rx, &s.creds.callback_secret).await;
+    assert_eq!(
+        (
+            first["status"].as_str(),
+            first["amount"].to_string().as_str()
+        ),
+        (Some("completed"), "3400")
+    );
+    assert_eq!(first["rate"].to_string(), "11.00");
+    assert_eq!(first["course"].to_string(), "100.00");
+    assert_eq!(first["is_test"], false);
+
+    // completed -> completed with a new amount: callback with the new amount, settlement recomputed.
+    let (st, body) = s
+        .op(&format!("{id}/confirm"), json!({"amount": "3000"}))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["payment"]["merchant_information"]["amount_usdt"],
+        "30.0000"
+    );
+    assert_eq!(body["payment"]["initial_amount"].to_string(), "3400");
+    let second = next_verified(&mut rx, &s.creds.callback_secret).await;
+    assert_eq!(second["amount"].to_string(), "3000");
+    assert_eq!(second["initial_amount"].to_string(), "3400");
+    assert_ne!(second["event_id"], first["event_id"]);
+
+    // completed -> appeal: no callback while in appeal.
+    let (st, body) = s.op(&format!("{id}/recheck"), json!({})).await;
+    assert_eq!(
+        (st, body["payment"]["status"].as_str()),
+        (StatusCode::OK, Some("appeal"))
+    );
+    nothing_more(&mut rx).await;
+    // Illegal while in appeal: 409 invalid_transition naming the status.
+    let (st, body) = s.op(&format!("{id}/cancel"), json!({})).await;
+    assert_eq!(
+        (st, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invalid_transition"))
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("appeal"),
+        "{body}"
+    );
+
+    // appeal -> canceled: callback with the result.
+    let (st, _) = s
+        .op(
+            &format!("{id}/recheck/resolve"),
+            json!({"status": "canceled"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let third = next_verified(&mut rx, &s.creds.callback_secret).await;
+    assert_eq!(third["status"], "canceled");
+
+    // canceled -> completed (paid after all): callback.
+    let (st, _) = s.op(&format!("{id}/confirm"), json!({})).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(
+        next_verified(&mut rx, &s.creds.callback_secret).await["status"],
+        "completed"
+    );
+
+    // Manual resend: the same status, a new event_id, one attempt.
+    let (st, body) = s.op(&format!("{id}/callbacks/resend"), json!({})).await;
+    assert_eq!(st, StatusCode::OK);
+    let resent = next_verified(&mut rx, &s.creds.callback_secret).await;
+    assert_eq!(resent["status"], "completed");
+    assert_eq!(resent["event_id"], body["event_id"]);
+
+    // The event log has all five with their attempts (the last one is recorded right after
+    // the receiver answered, so give it a moment).
+    let mut events = serde_json::Value::Null;
+    for _ in 0..40 {
+        events = s
+            .operator
+            .get(format!(
+                "{}/operator/v1/payments/{id}/events",
+                s.creds.operator_url
+            ))
+            .bearer_auth(&s.creds.operator_token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["state"] == "delivered")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let list = events["events"].as_array().unwrap();
+    assert_eq!(list.len(), 5);
+    assert!(list
+        .iter()
+        .all(|e| e["state"] == "delivered" && e["attempts"].as_array().unwrap().len() == 1));
+    assert_eq!(list[4]["kind"], "manual_resend");
+    assert_eq!(list[4]["max_attempts"], 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn expiry_sends_the_canceled_callback() {
+    let s = Server::start().await;
+    let (url, mut rx) = receiver().await;
+    s.state
+        .service
+        .update_project(
+            s.project(),
+            ProjectPatch {
+                callback_url: Some(Some(url)),
+                ..Default::default()
+            },
+            &Actor("t".into()),
+        )
+        .await
+        .unwrap();
+    let mut p = s
+        .state
+        .service
+        .store()
+        .project(s.project())
+        .await
+        .unwrap()
+        .unwrap();
+    p.lifetime = Duration::from_millis(500);
+    s.state.service.store().put_project(&p).await.unwrap();
+    let created = s.client.create_payment(&json!({"merchant_payment_id": "exp-1", "amount": "100", "payment_method": "card_transfer"})).await.unwrap();
+    let cb = next_verified(&mut rx, &s.creds.callback_secret).await;
+    assert_eq!(cb["status"], "canceled");
+    assert_eq!(cb["id"], created.json["id"]);
+    assert_eq!(cb["payment_method"], "card_transfer");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn test_payments_and_their_helpers() {
+    let s = Server::start().await;
+    let (url, mut rx) = receiver().await;
+    s.state
+        .service
+        .update_project(
+            s.project(),
+            ProjectPatch {
+                test_mode: Some(true),
+                callback_url: Some(Some(url)),
+                ..Default::default()
+            },
+            &Actor("t".into()),
+        )
+        .await
+        .unwrap();
+    let a = s
+        .client
+        .create_payment(
+            &json!({"merchant_payment_id": "t-1", "amount": "100", "payment_method": "sbp"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (a.json["is_test"].as_bool(), a.json["flow"].as_str()),
+        (Some(true), Some("project_test"))
+    );
+    let id = a.json["id"].as_str().unwrap().to_string();
+    // The "paid" button: completed, and no automatic callback.
+    let r = s
+        .client
+        .post(
+            &format!("/api/v1/test/payments/{id}/complete"),
+            br#"{"amount": "90"}"#,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(
+        (
+            r.json["status"].as_str(),
+            r.json["amount"].to_string().as_str()
+        ),
+        (Some("completed"), "90")
+    );
+    nothing_more(&mut rx).await;
+    // Only processing test payments: a second press is 409.
+    let r = s
+        .client
+        .post(&format!("/api/v1/test/payments/{id}/cancel"), b"")
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, Some("invalid_transition"))
+    );
+    // The "canceled" button on another one.
+    let b = s
+        .client
+        .create_payment(
+            &json!({"merchant_payment_id": "t-2", "amount": "100", "payment_method": "sbp"}),
+        )
+        .await
+        .unwrap();
+    let r = s
+        .client
+        .post(
+            &format!(
+                "/api/v1/test/payments/{}/cancel",
+                b.json["id"].as_str().unwrap()
+            ),
+            b"",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.json["status"], "canceled");
+    nothing_more(&mut rx).await;
+    // Support resends the closed test payment's callback: a real signed request, is_test true.
+    let (st, _) = s.op(&format!("{id}/callbacks/resend"), json!({})).await;
+    assert_eq!(st, StatusCode::OK);
+    let cb = next_verified(&mut rx, &s.creds.callback_secret).await;
+    assert_eq!(
+        (cb["status"].as_str(), cb["is_test"].as_bool()),
+        (Some("completed"), Some(true))
+    );
+    // Helpers refuse live payments and need the payments:test scope.
+    s.state
+        .service
+        .update_project(
+            s.project(),
+            ProjectPatch {
+                test_mode: Some(false),
+                ..Default::default()
+            },
+            &Actor("t".into()),
+        )
+        .await
+        .unwrap();
+    let live = s
+        .client
+        .create_payment(
+            &json!({"merchant_payment_id": "live-1", "amount": "100", "payment_method": "sbp"}),
+        )
+        .await
+        .unwrap();
+    let r = s
+        .client
+        .post(
+            &format!(
+                "/api/v1/test/payments/{}/complete",
+                live.json["id"].as_str().unwrap()
+            ),
+            b"",
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.code(), Some("invalid_transition"));
+    let create_only = s
+        .state
+        .service
+        .issue_token(
+            s.project(),
+            vec![payments_core::auth::Scope::PaymentsCreate],
+            &Actor("t".into()),
+        )
+        .await
+        .unwrap();
+    let r = s
+        .client
+        .with_token(&create_only.token)
+        .post(&format!("/api/v1/test/payments/{id}/cancel"), b"")
+        .await
+        .unwrap();
+    assert_eq!(r.code(), Some("insufficient_scope"));
+    s.stop().await;
+}
