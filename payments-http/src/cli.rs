@@ -251,7 +251,12 @@ pub enum KeyCommand {
         /// Project id.
         project: String,
         /// A PEM public key file.
-        #[arg(long, value_name = "PEM", required_unless_present = "base64", conflicts_with = "base64")]
+        #[arg(
+            long,
+            value_name = "PEM",
+            required_unless_present = "base64",
+            conflicts_with = "base64"
+        )]
         file: Option<PathBuf>,
         /// The 32-byte raw public key in base64.
         #[arg(long, value_name = "RAW")]
@@ -479,9 +484,9 @@ async fn merchant(
                 table(&["ID", "NAME", "PAUSED", "CALLBACK_URL"], rows),
             ))
         }
-        MerchantCommand::Show { id } => {
-            Ok(Output::object(view::merchant(&lookup::merchant(svc, &id).await?)))
-        }
+        MerchantCommand::Show { id } => Ok(Output::object(view::merchant(
+            &lookup::merchant(svc, &id).await?,
+        ))),
         MerchantCommand::Pause { id } => update(id, Some(true), None).await,
         MerchantCommand::Resume { id } => update(id, Some(false), None).await,
         MerchantCommand::SetCallbackUrl { id, url, clear } => {
@@ -564,9 +569,9 @@ async fn project(
             let p = svc.create_project(merchant, &name, patch, actor).await?;
             Ok(Output::object(project_value(&p)))
         }
-        ProjectCommand::Show { id } => {
-            Ok(Output::object(project_value(&lookup::project(svc, &id).await?)))
-        }
+        ProjectCommand::Show { id } => Ok(Output::object(project_value(
+            &lookup::project(svc, &id).await?,
+        ))),
         ProjectCommand::List { merchant } => {
             let list = lookup::projects(svc, merchant.as_deref()).await?;
             let rows = list
@@ -755,7 +760,10 @@ async fn payment(
         PaymentCommand::Events { id } => {
             let pid = lookup::payment_id(&id)?;
             svc.store().payment(pid).await?.ok_or_else(|| {
-                ApiError::new(payments_core::ErrorCode::PaymentNotFound, "payment not found")
+                ApiError::new(
+                    payments_core::ErrorCode::PaymentNotFound,
+                    "payment not found",
+                )
             })?;
             let records = svc.store().events_for_payment(pid).await?;
             let list: Vec<Value> = records.iter().map(event_json).collect();
@@ -772,7 +780,10 @@ async fn payment(
         PaymentCommand::Show { id } => {
             let pid = lookup::payment_id(&id)?;
             let p = svc.store().payment(pid).await?.ok_or_else(|| {
-                ApiError::new(payments_core::ErrorCode::PaymentNotFound, "payment not found")
+                ApiError::new(
+                    payments_core::ErrorCode::PaymentNotFound,
+                    "payment not found",
+                )
             })?;
             return Ok(Output::object(json!(p.view())));
         }
