@@ -528,6 +528,11 @@ async fn callback_secret_rotation_shows_the_secret_once_and_keeps_two() {
     let second = app.op("POST", &path, Some(json!({}))).await;
     let s2 = second.body["callback_secret"].as_str().unwrap().to_string();
     assert_ne!(s1, s2);
+    let audit = app.op("GET", "/operator/v1/audit?limit=1", None).await;
+    let record = &audit.body["records"][0];
+    assert_eq!(record["action"], "callback_secret.rotate");
+    assert_eq!(record["before"], json!({"stored_secrets": 2}));
+    assert!(!audit.text.contains(&s2), "the audit trail shows a secret");
 
     // Behind the API: the newest and the one before sign; the bootstrap secret is gone.
     let pid = project.parse().unwrap();
@@ -717,6 +722,9 @@ async fn audit_records_every_operator_action_newest_first() {
     assert!(records
         .iter()
         .all(|r| r["actor"] == format!("operator:{op_prefix}").as_str()));
+    assert_eq!(records[0]["target"], p.token_id.as_str());
+    assert_eq!(records[0]["before"]["revoked_at"], Value::Null);
+    assert!(records[0]["after"]["revoked_at"].is_string());
     assert_eq!(records[3]["target"], p.project_id.as_str());
     assert_eq!(records[3]["after"]["name"], "Shop site");
     let bad = app.op("GET", "/operator/v1/audit?limit=0", None).await;
