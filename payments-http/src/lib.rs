@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod dispatcher;
 pub mod error;

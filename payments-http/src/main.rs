@@ -2,14 +2,17 @@
 //!
 //! `payments-server serve` runs the merchant API, the operator API, the callback dispatcher and
 //! the lifecycle sweeper. Settings: a TOML file (`--config`), `PAYMENTS_*` environment
-//! variables, then flags, each overriding the one before.
+//! variables, then flags, each overriding the one before. The other commands (merchant,
+//! project, token, key, callback-secret, payment, audit) act on the data dir's database
+//! directly; see [`payments_http::cli`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use payments_http::config::{PartialSettings, Settings};
-use payments_http::server::{shutdown_signal, Application};
+use payments_http::cli::{settings, CommonArgs, OperatorCommand};
+use payments_http::config::PartialSettings;
+use payments_http::server::{open_service, shutdown_signal, Application};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,20 +31,8 @@ enum Command {
     Serve(ServeArgs),
     /// Issue a new operator API token (the previous one stops working); printed once.
     OperatorToken(CommonArgs),
-}
-
-/// Settings every command shares.
-#[derive(Debug, Args)]
-struct CommonArgs {
-    /// TOML settings file.
-    #[arg(long, env = "PAYMENTS_CONFIG")]
-    config: Option<PathBuf>,
-    /// Data directory (database, sandbox credentials). Default ./data.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// sandbox (default) or production.
-    #[arg(long)]
-    environment: Option<String>,
+    #[command(flatten)]
+    Operator(OperatorCommand),
 }
 
 #[derive(Debug, Args)]
@@ -66,23 +57,6 @@ struct ServeArgs {
     /// text or json.
     #[arg(long)]
     log_format: Option<String>,
-}
-
-fn settings(common: &CommonArgs, flags: PartialSettings) -> Result<Settings, String> {
-    let file = match &common.config {
-        Some(p) => PartialSettings::from_file(p).map_err(|e| e.0)?,
-        None => PartialSettings::default(),
-    };
-    let env = PartialSettings::from_env(std::env::vars()).map_err(|e| e.0)?;
-    let flags = PartialSettings {
-        data_dir: common.data_dir.clone(),
-        environment: common.environment.clone(),
-        ..flags
-    };
-    file.overridden_by(env)
-        .overridden_by(flags)
-        .finish()
-        .map_err(|e| e.0)
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
@@ -114,21 +88,12 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 async fn operator_token(common: CommonArgs) -> Result<(), String> {
-    let settings = settings(
-        &common,
-        PartialSettings {
-            // The command does not serve: port 0 keeps it from clashing with a running server.
-            listen: Some("127.0.0.1:0".into()),
-            operator_listen: Some("127.0.0.1:0".into()),
-            ..PartialSettings::default()
-        },
-    )?;
+    let settings = settings(&common, PartialSettings::default())?;
     payments_http::telemetry::init(settings.log_format, "warn");
-    let app = Application::build(settings).await.map_err(|e| e.0)?;
-    let token = payments_http::bootstrap::issue_operator_token(&app.state().service)
-        .await
-        .map_err(|e| e.message)?;
-    println!("{token}");
+    let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
+    let token = payments_http::bootstrap::issue_operator_token(&opened.service).await;
+    opened.store.close();
+    println!("{}", token.map_err(|e| e.message)?);
     Ok(())
 }
 
@@ -138,6 +103,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::OperatorToken(common) => operator_token(common).await,
+        Command::Operator(command) => payments_http::cli::run(command).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

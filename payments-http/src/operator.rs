@@ -1,20 +1,29 @@
 //! The operator API (`/operator/v1/...`, `Authorization: Bearer <operator_token>`) and
-//! `/metrics`, served on the operator listener (loopback by default).
+//! `/metrics`, served on the operator listener (loopback by default): payment operations here,
+//! the cabinet's provisioning functions in [`provision`].
 
-use axum::extract::{Path, Request, State};
+pub mod body;
+pub mod lookup;
+pub mod provision;
+pub mod view;
+
+use std::future::Future;
+
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use payments_core::amount::Amount;
 use payments_core::event::EventRecord;
 use payments_core::service::Actor;
-use payments_core::transition::{RecheckOutcome, Trigger};
-use payments_core::{ApiError, ErrorCode, PaymentId};
+use payments_core::transition::Trigger;
+use payments_core::{ApiError, ErrorCode};
 use sha2_hex::token_sha256_hex;
 use subtle_eq::ct_eq_str;
 
+use self::body::Body;
 use crate::error::{HttpError, RequestId};
 use crate::state::AppState;
 
@@ -31,6 +40,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/operator/v1/payments/{id}/recheck/resolve", post(resolve))
         .route("/operator/v1/payments/{id}/callbacks/resend", post(resend))
         .route("/operator/v1/payments/{id}/events", get(events))
+        .merge(provision::routes())
         .route_layer(middleware::from_fn_with_state(state, require_operator));
     Router::new().merge(api).route("/metrics", get(metrics))
 }
@@ -90,145 +100,125 @@ async fn require_operator(State(st): State<AppState>, mut req: Request, next: Ne
     }
 }
 
-fn parse_id(id: &str) -> Result<PaymentId, ApiError> {
-    id.parse()
-        .map_err(|_| ApiError::new(ErrorCode::PaymentNotFound, "payment not found"))
+/// An authenticated operator request: its id (for error bodies) and the actor (for the audit
+/// trail).
+#[derive(Debug, Clone)]
+pub(crate) struct Op {
+    rid: RequestId,
+    actor: Actor,
 }
 
-/// An optional JSON body (empty allowed).
-fn body_json(body: &[u8]) -> Result<serde_json::Value, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(serde_json::json!({}));
+impl Op {
+    /// Runs a handler body, answering its error with this request's id.
+    async fn answer(&self, f: impl Future<Output = Result<Response, ApiError>>) -> OpResult {
+        f.await.map_err(|e| HttpError::new(e, &self.rid))
     }
-    let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("body must be JSON: {e}")))?;
-    if !v.is_object() {
-        return Err(ApiError::bad_request("body must be a JSON object"));
-    }
-    Ok(v)
 }
 
-fn optional_amount(v: &serde_json::Value) -> Result<Option<Amount>, ApiError> {
-    match v.get("amount") {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(a) => Amount::from_json(a)
-            .map(Some)
-            .map_err(|e| ApiError::bad_request(format!("amount: {e}"))),
+impl<S: Send + Sync> FromRequestParts<S> for Op {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let rid = parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or(RequestId(String::new()));
+        match parts.extensions.get::<OperatorIdentity>() {
+            Some(who) => Ok(Op {
+                actor: Actor(who.0.clone()),
+                rid,
+            }),
+            // Only reachable if a route were mounted outside `require_operator`.
+            None => Err(HttpError::new(
+                ApiError::new(ErrorCode::TokenInvalid, "missing or invalid operator token"),
+                &rid,
+            )),
+        }
     }
 }
 
 type OpResult = Result<Response, HttpError>;
 
-async fn operate(
-    st: &AppState,
-    rid: &RequestId,
-    who: &OperatorIdentity,
-    id: &str,
-    trigger: Result<Trigger, ApiError>,
-) -> OpResult {
-    let err = |e: ApiError| HttpError::new(e, rid);
-    let id = parse_id(id).map_err(err)?;
-    let trigger = trigger.map_err(err)?;
-    let result = st
-        .service
-        .operate(id, trigger, &Actor(who.0.clone()))
-        .await
-        .map_err(err)?;
-    if result.event.is_some() {
-        st.outbox_notify.notify_one();
-    }
-    Ok(Json(serde_json::json!({
-        "payment": result.payment.view(),
-        "event_id": result.event.as_ref().map(|e| e.event.event_id),
-    }))
-    .into_response())
+async fn operate(st: &AppState, op: &Op, id: &str, trigger: Result<Trigger, ApiError>) -> OpResult {
+    op.answer(async {
+        let id = lookup::payment_id(id)?;
+        let result = st.service.operate(id, trigger?, &op.actor).await?;
+        if result.event.is_some() {
+            st.outbox_notify.notify_one();
+        }
+        Ok(Json(view::operation(&result)).into_response())
+    })
+    .await
 }
 
-async fn payment(
-    State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    Path(id): Path<String>,
-) -> OpResult {
-    let err = |e: ApiError| HttpError::new(e, &rid);
-    let id = parse_id(&id).map_err(err)?;
-    let p = st
-        .service
-        .store()
-        .payment(id)
-        .await
-        .map_err(|e| err(e.into()))?
-        .ok_or_else(|| {
-            err(ApiError::new(
-                ErrorCode::PaymentNotFound,
-                "payment not found",
-            ))
-        })?;
-    Ok(Json(p.view()).into_response())
+async fn payment(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
+    op.answer(async {
+        let id = lookup::payment_id(&id)?;
+        let p = st
+            .service
+            .store()
+            .payment(id)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::PaymentNotFound, "payment not found"))?;
+        Ok(Json(p.view()).into_response())
+    })
+    .await
 }
 
 async fn confirm(
     State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    axum::Extension(who): axum::Extension<OperatorIdentity>,
+    op: Op,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> OpResult {
-    let trigger = body_json(&body)
-        .and_then(|v| optional_amount(&v))
+    let trigger = Body::parse(&body, &["amount"])
+        .and_then(|b| b.amount("amount"))
         .map(|amount| Trigger::Confirm { amount });
-    operate(&st, &rid, &who, &id, trigger).await
+    operate(&st, &op, &id, trigger).await
 }
 
 async fn cancel(
     State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    axum::Extension(who): axum::Extension<OperatorIdentity>,
+    op: Op,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> OpResult {
-    operate(&st, &rid, &who, &id, Ok(Trigger::Cancel)).await
+    let trigger = Body::parse(&body, &[]).map(|_| Trigger::Cancel);
+    operate(&st, &op, &id, trigger).await
 }
 
 async fn recheck(
     State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    axum::Extension(who): axum::Extension<OperatorIdentity>,
+    op: Op,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> OpResult {
-    operate(&st, &rid, &who, &id, Ok(Trigger::StartRecheck)).await
+    let trigger = Body::parse(&body, &[]).map(|_| Trigger::StartRecheck);
+    operate(&st, &op, &id, trigger).await
 }
 
 async fn resolve(
     State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    axum::Extension(who): axum::Extension<OperatorIdentity>,
+    op: Op,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> OpResult {
-    let trigger = body_json(&body).and_then(|v| {
-        let outcome = match v.get("status").and_then(|s| s.as_str()) {
-            Some("completed") => RecheckOutcome::Completed {
-                amount: optional_amount(&v)?,
-            },
-            Some("canceled") => RecheckOutcome::Canceled,
-            Some("unchanged") => RecheckOutcome::Unchanged,
-            _ => {
-                return Err(ApiError::bad_request(
-                    "status must be \"completed\", \"canceled\" or \"unchanged\"",
-                ))
-            }
-        };
-        Ok(Trigger::ResolveRecheck(outcome))
+    let trigger = Body::parse(&body, &["status", "amount"]).and_then(|b| {
+        let status = b.required_string("status")?;
+        body::resolve_trigger(&status, b.amount("amount")?)
     });
-    operate(&st, &rid, &who, &id, trigger).await
+    operate(&st, &op, &id, trigger).await
 }
 
 async fn resend(
     State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    axum::Extension(who): axum::Extension<OperatorIdentity>,
+    op: Op,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> OpResult {
-    operate(&st, &rid, &who, &id, Ok(Trigger::ResendCallback)).await
+    let trigger = Body::parse(&body, &[]).map(|_| Trigger::ResendCallback);
+    operate(&st, &op, &id, trigger).await
 }
 
 /// An event with its attempts as JSON.
@@ -263,21 +253,19 @@ pub fn event_json(r: &EventRecord) -> serde_json::Value {
     })
 }
 
-async fn events(
-    State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    Path(id): Path<String>,
-) -> OpResult {
-    let err = |e: ApiError| HttpError::new(e, &rid);
-    let id = parse_id(&id).map_err(err)?;
-    let records = st
-        .service
-        .store()
-        .events_for_payment(id)
-        .await
-        .map_err(|e| err(e.into()))?;
-    let list: Vec<serde_json::Value> = records.iter().map(event_json).collect();
-    Ok(Json(serde_json::json!({ "events": list })).into_response())
+async fn events(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
+    op.answer(async {
+        let id = lookup::payment_id(&id)?;
+        st.service
+            .store()
+            .payment(id)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::PaymentNotFound, "payment not found"))?;
+        let records = st.service.store().events_for_payment(id).await?;
+        let list: Vec<serde_json::Value> = records.iter().map(event_json).collect();
+        Ok(Json(serde_json::json!({ "events": list })).into_response())
+    })
+    .await
 }
 
 async fn metrics(State(st): State<AppState>) -> Response {

@@ -49,34 +49,6 @@ impl Application {
     /// Opens the store, builds the service, bootstraps an empty sandbox and binds the
     /// listeners.
     pub async fn build(settings: Settings) -> Result<Application, StartError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
-            start_err(format!(
-                "cannot create {}: {e}",
-                settings.data_dir.display()
-            ))
-        })?;
-        let options = SqliteOptions {
-            synchronous: match settings.durability {
-                Durability::Full => Synchronous::Full,
-                Durability::Normal => Synchronous::Normal,
-            },
-            ..SqliteOptions::default()
-        };
-        let db = settings.data_dir.join("payments.db");
-        let store = Arc::new(
-            SqliteStore::open(&db, options)
-                .map_err(|e| start_err(format!("{}: {e}", db.display())))?,
-        );
-        let catalog = match &settings.bank_catalog {
-            None => BankCatalog::embedded(),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?;
-                BankCatalog::from_json(&text)
-                    .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?
-            }
-        };
         if settings.environment == Environment::Production {
             tracing::warn!("production mode uses the bundled sandbox requisite provider: embed payments-core with a real RequisiteProvider to issue real requisites");
         }
@@ -86,25 +58,7 @@ impl Application {
         if settings.callback_retry_delays != payments_core::callback::RetrySchedule::default() {
             tracing::warn!(delays = %settings.callback_retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
         }
-        let dyn_store: Arc<dyn Store> = store.clone();
-        let ports = Ports {
-            store: dyn_store.clone(),
-            provider: Arc::new(SandboxProvider::new(dyn_store)),
-            rates: Arc::new(FixedRates(settings.rates.clone())),
-            clock: Arc::new(SystemClock),
-            rng: Arc::new(OsRandom),
-            catalog: Arc::new(catalog),
-        };
-        let config = ServiceConfig {
-            callback_policy: AddressPolicy {
-                allow_local: settings.allow_local_callbacks,
-            },
-            automatic_attempts: settings.callback_retry_delays.max_attempts(),
-            ..ServiceConfig::default()
-        };
-        let mut auth = AuthConfig::for_environment(settings.environment);
-        auth.trusted_proxies = settings.trusted_proxies.clone();
-        let service = PaymentService::new(ports, config, auth);
+        let OpenedService { service, store } = open_service(&settings, true).await?;
         let state = AppState::new(service, settings.environment, settings.public_scheme());
 
         let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
@@ -255,6 +209,100 @@ impl Application {
         store.close();
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// The service over the data dir's SQLite store, without listeners or background tasks: what
+/// [`Application::build`] serves and what the operator CLI commands act on.
+#[derive(Debug)]
+pub struct OpenedService {
+    /// The service.
+    pub service: PaymentService,
+    /// The store under it (close it when done).
+    pub store: Arc<SqliteStore>,
+}
+
+/// The setting recording which environment a data dir belongs to.
+pub const ENVIRONMENT_SETTING: &str = "server.environment";
+
+/// Opens the data dir's store and builds the service over it. `create` allows a new data dir
+/// and database; without it a missing database is an error (an operator command with a
+/// mistyped `--data-dir` must not create an empty database elsewhere).
+///
+/// The environment is recorded in the store at first open; a later open with the other
+/// environment is refused, because tokens it issued would carry the other prefix and fail.
+pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedService, StartError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let db = settings.data_dir.join("payments.db");
+    if create {
+        std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
+            start_err(format!(
+                "cannot create {}: {e}",
+                settings.data_dir.display()
+            ))
+        })?;
+    } else if !db.exists() {
+        return Err(start_err(format!(
+            "no database at {} (is --data-dir right? `payments-server serve` creates it)",
+            db.display()
+        )));
+    }
+    let options = SqliteOptions {
+        synchronous: match settings.durability {
+            Durability::Full => Synchronous::Full,
+            Durability::Normal => Synchronous::Normal,
+        },
+        ..SqliteOptions::default()
+    };
+    let store = Arc::new(
+        SqliteStore::open(&db, options).map_err(|e| start_err(format!("{}: {e}", db.display())))?,
+    );
+    let catalog = match &settings.bank_catalog {
+        None => BankCatalog::embedded(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?;
+            BankCatalog::from_json(&text)
+                .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?
+        }
+    };
+    let dyn_store: Arc<dyn Store> = store.clone();
+    check_environment(dyn_store.as_ref(), settings.environment).await?;
+    let ports = Ports {
+        store: dyn_store.clone(),
+        provider: Arc::new(SandboxProvider::new(dyn_store)),
+        rates: Arc::new(FixedRates(settings.rates.clone())),
+        clock: Arc::new(SystemClock),
+        rng: Arc::new(OsRandom),
+        catalog: Arc::new(catalog),
+    };
+    let config = ServiceConfig {
+        callback_policy: AddressPolicy {
+            allow_local: settings.allow_local_callbacks,
+        },
+        automatic_attempts: settings.callback_retry_delays.max_attempts(),
+        ..ServiceConfig::default()
+    };
+    let mut auth = AuthConfig::for_environment(settings.environment);
+    auth.trusted_proxies = settings.trusted_proxies.clone();
+    let service = PaymentService::new(ports, config, auth);
+    Ok(OpenedService { service, store })
+}
+
+async fn check_environment(store: &dyn Store, env: Environment) -> Result<(), StartError> {
+    let recorded = store
+        .setting(ENVIRONMENT_SETTING)
+        .await
+        .map_err(start_err)?;
+    match recorded {
+        None => store
+            .put_setting(ENVIRONMENT_SETTING, &env.to_string())
+            .await
+            .map_err(start_err),
+        Some(r) if r == env.to_string() => Ok(()),
+        Some(r) => Err(start_err(format!(
+            "this data dir belongs to the {r} environment, not {env} (pass --environment {r})"
+        ))),
     }
 }
 

@@ -335,6 +335,18 @@ impl PaymentService {
         actor: &Actor,
     ) -> Result<(), ApiError> {
         let now = self.ports.clock.now();
+        let state = |revoked_at: Option<crate::Timestamp>| {
+            Some(serde_json::json!({"project_id": project, "revoked_at": revoked_at}).to_string())
+        };
+        let before = self
+            .ports
+            .store
+            .tokens(project)
+            .await?
+            .into_iter()
+            .find(|t| t.id == id)
+            .ok_or_else(|| not_found("token"))?
+            .revoked_at;
         if !self.ports.store.revoke_token(project, id, now).await? {
             return Err(not_found("token"));
         }
@@ -342,8 +354,8 @@ impl PaymentService {
             actor,
             "token.revoke",
             id.to_string(),
-            None,
-            None,
+            state(before),
+            state(before.or(Some(now))),
             now,
         ))
         .await
@@ -400,11 +412,28 @@ impl PaymentService {
         actor: &Actor,
     ) -> Result<(), ApiError> {
         let now = self.ports.clock.now();
+        let state = |revoked_at: Option<crate::Timestamp>| {
+            Some(serde_json::json!({"project_id": project, "revoked_at": revoked_at}).to_string())
+        };
+        let before = self
+            .ports
+            .store
+            .key(project, id)
+            .await?
+            .ok_or_else(|| not_found("key"))?
+            .revoked_at;
         if !self.ports.store.revoke_key(project, id, now).await? {
             return Err(not_found("key"));
         }
-        self.audit(audit(actor, "key.revoke", id.to_string(), None, None, now))
-            .await
+        self.audit(audit(
+            actor,
+            "key.revoke",
+            id.to_string(),
+            state(before),
+            state(before.or(Some(now))),
+            now,
+        ))
+        .await
     }
 
     /// Issues a new callback secret (shown once). The previous one keeps signing for 24 h; at
@@ -426,16 +455,19 @@ impl PaymentService {
             created_at: now,
             revealed: true,
         };
+        // The trail records how many secrets are stored (at most two), never the secrets.
+        let held = self.ports.store.callback_secrets(project).await?.len();
         self.ports
             .store
             .add_callback_secret(project, &record)
             .await?;
+        let state = |n: usize| Some(serde_json::json!({ "stored_secrets": n }).to_string());
         self.audit(audit(
             actor,
             "callback_secret.rotate",
             project.to_string(),
-            None,
-            None,
+            state(held),
+            state((held + 1).min(2)),
             now,
         ))
         .await?;

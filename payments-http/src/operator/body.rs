@@ -1,0 +1,217 @@
+//! Operator inputs: request bodies read strictly (an unknown member is `400 bad_request` naming
+//! it) and the settings both the operator API and the CLI parse (contract, rate limit, scopes,
+//! amounts, re-check outcome).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use payments_core::amount::Amount;
+use payments_core::auth::Scope;
+use payments_core::project::{Contract, RateLimit};
+use payments_core::service::{contract_from_json, ProjectPatch};
+use payments_core::transition::{RecheckOutcome, Trigger};
+use payments_core::ApiError;
+use serde_json::{Map, Value};
+
+/// A JSON object body whose members were checked against the allowed names.
+#[derive(Debug)]
+pub struct Body(Map<String, Value>);
+
+fn bad(field: &str, why: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(format!("{field}: {why}"))
+}
+
+/// Refuses members of `object` not in `allowed`, naming the first one (`context` prefixes it,
+/// e.g. `contract.`).
+fn only(object: &Map<String, Value>, allowed: &[&str], context: &str) -> Result<(), ApiError> {
+    match object.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(bad(&format!("{context}{k}"), "unknown field")),
+        None => Ok(()),
+    }
+}
+
+impl Body {
+    /// Reads `bytes` as a JSON object (an empty body is `{}`) with members from `allowed` only.
+    pub fn parse(bytes: &[u8], allowed: &[&str]) -> Result<Body, ApiError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Body(Map::new()));
+        }
+        let v: Value = serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("body must be JSON: {e}")))?;
+        let Value::Object(map) = v else {
+            return Err(ApiError::bad_request("body must be a JSON object"));
+        };
+        only(&map, allowed, "")?;
+        Ok(Body(map))
+    }
+
+    /// A member, `null` counting as absent.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name).filter(|v| !v.is_null())
+    }
+
+    /// Whether the member is present (also as `null`).
+    pub fn has(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    /// An optional string.
+    pub fn string(&self, name: &str) -> Result<Option<String>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| bad(name, "must be a string"))
+            })
+            .transpose()
+    }
+
+    /// A required string.
+    pub fn required_string(&self, name: &str) -> Result<String, ApiError> {
+        self.string(name)?.ok_or_else(|| bad(name, "is required"))
+    }
+
+    /// A string that `null` clears: absent is `None`, `null` is `Some(None)`.
+    pub fn nullable_string(&self, name: &str) -> Result<Option<Option<String>>, ApiError> {
+        if !self.has(name) {
+            return Ok(None);
+        }
+        Ok(Some(self.string(name)?))
+    }
+
+    /// An optional boolean.
+    pub fn bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                v.as_bool()
+                    .ok_or_else(|| bad(name, "must be true or false"))
+            })
+            .transpose()
+    }
+
+    /// An optional non-negative integer.
+    pub fn u64(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                v.as_u64()
+                    .ok_or_else(|| bad(name, "must be a non-negative integer"))
+            })
+            .transpose()
+    }
+
+    /// An optional array of strings.
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                v.as_array()
+                    .and_then(|a| {
+                        a.iter()
+                            .map(|s| s.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .ok_or_else(|| bad(name, "must be an array of strings"))
+            })
+            .transpose()
+    }
+
+    /// An optional amount (JSON number or string).
+    pub fn amount(&self, name: &str) -> Result<Option<Amount>, ApiError> {
+        self.get(name)
+            .map(|v| Amount::from_json(v).map_err(|e| bad(name, e)))
+            .transpose()
+    }
+}
+
+/// The project settings of a create or patch body: `name`, `active`, `test_mode`,
+/// `lifetime_seconds`, `contract`, `callback_url` (`null` clears), `ip_allow_list`,
+/// `signature_required`, `rate_limit`.
+pub fn project_patch(body: &Body) -> Result<ProjectPatch, ApiError> {
+    Ok(ProjectPatch {
+        name: body.string("name")?,
+        active: body.bool("active")?,
+        test_mode: body.bool("test_mode")?,
+        lifetime: body.u64("lifetime_seconds")?.map(Duration::from_secs),
+        contract: body.get("contract").map(contract).transpose()?,
+        callback_url: body.nullable_string("callback_url")?,
+        ip_allow_list: if body.has("ip_allow_list") {
+            // `null` clears like `[]`.
+            Some(body.strings("ip_allow_list")?.unwrap_or_default())
+        } else {
+            None
+        },
+        signature_required: body.bool("signature_required")?,
+        rate_limit: body.get("rate_limit").map(rate_limit).transpose()?,
+    })
+}
+
+/// A contract in the operator form
+/// `{"currencies": ["RUB"], "methods": [{"method", "min_amount", "max_amount", "fee_percent"}]}`,
+/// with unknown members refused and `fee_percent` required (a forgotten fee must not mean 0 %).
+pub fn contract(v: &Value) -> Result<Contract, ApiError> {
+    let object = v
+        .as_object()
+        .ok_or_else(|| bad("contract", "must be an object"))?;
+    only(object, &["currencies", "methods"], "contract.")?;
+    if let Some(methods) = object.get("methods").and_then(Value::as_array) {
+        for (i, m) in methods.iter().enumerate() {
+            let at = format!("contract.methods[{i}]");
+            let m = m.as_object().ok_or_else(|| bad(&at, "must be an object"))?;
+            only(
+                m,
+                &["method", "min_amount", "max_amount", "fee_percent"],
+                &format!("{at}."),
+            )?;
+            if m.get("fee_percent").is_none_or(Value::is_null) {
+                return Err(bad(&format!("{at}.fee_percent"), "is required"));
+            }
+        }
+    }
+    contract_from_json(v)
+}
+
+/// A rate limit `{"per_second": N, "burst": M}`.
+pub fn rate_limit(v: &Value) -> Result<RateLimit, ApiError> {
+    let object = v
+        .as_object()
+        .ok_or_else(|| bad("rate_limit", "must be an object"))?;
+    only(object, &["per_second", "burst"], "rate_limit.")?;
+    let field = |name: &str| -> Result<u32, ApiError> {
+        object
+            .get(name)
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| bad(&format!("rate_limit.{name}"), "must be a positive integer"))
+    };
+    Ok(RateLimit {
+        per_second: field("per_second")?,
+        burst: field("burst")?,
+    })
+}
+
+/// Scopes by name (`payments:create`, `payments:read`, `payments:test`).
+pub fn scopes<S: AsRef<str>>(names: &[S]) -> Result<Vec<Scope>, ApiError> {
+    names
+        .iter()
+        .map(|s| Scope::from_str(s.as_ref().trim()).map_err(|e| bad("scopes", e)))
+        .collect()
+}
+
+/// The re-check result trigger: `completed` (optionally with an amount), `canceled` or
+/// `unchanged`.
+pub fn resolve_trigger(status: &str, amount: Option<Amount>) -> Result<Trigger, ApiError> {
+    let outcome = match status {
+        "completed" => RecheckOutcome::Completed { amount },
+        "canceled" | "unchanged" if amount.is_some() => {
+            return Err(bad("amount", "only with status completed"))
+        }
+        "canceled" => RecheckOutcome::Canceled,
+        "unchanged" => RecheckOutcome::Unchanged,
+        _ => {
+            return Err(bad(
+                "status",
+                "must be \"completed\", \"canceled\" or \"unchanged\"",
+            ))
+        }
+    };
+    Ok(Trigger::ResolveRecheck(outcome))
+}

@@ -1,0 +1,359 @@
+//! The cabinet's functions on the operator API: merchants, projects, tokens, keys, callback
+//! secrets and the audit trail. Each handler reads its input strictly and calls the core's
+//! provisioning function, which checks the values and writes the audit record.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use payments_core::service::project_value;
+use payments_core::ApiError;
+use serde_json::{json, Value};
+
+use super::body::{self, Body};
+use super::{lookup, view, Op, OpResult};
+use crate::state::AppState;
+
+/// Audit records answered when `limit` is not given.
+pub const DEFAULT_AUDIT_LIMIT: usize = 50;
+
+/// The provisioning routes (mounted behind the operator-token check).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/operator/v1/merchants",
+            post(create_merchant).get(list_merchants),
+        )
+        .route(
+            "/operator/v1/merchants/{id}",
+            get(show_merchant).patch(update_merchant),
+        )
+        .route(
+            "/operator/v1/projects",
+            post(create_project).get(list_projects),
+        )
+        .route(
+            "/operator/v1/projects/{id}",
+            get(show_project).patch(update_project),
+        )
+        .route(
+            "/operator/v1/projects/{id}/tokens",
+            post(issue_token).get(list_tokens),
+        )
+        .route(
+            "/operator/v1/projects/{id}/tokens/{token_id}",
+            delete(revoke_token),
+        )
+        .route(
+            "/operator/v1/projects/{id}/keys",
+            post(register_key).get(list_keys),
+        )
+        .route(
+            "/operator/v1/projects/{id}/keys/{keyid}",
+            delete(revoke_key),
+        )
+        .route(
+            "/operator/v1/projects/{id}/callback-secret",
+            post(rotate_callback_secret),
+        )
+        .route("/operator/v1/audit", get(audit))
+}
+
+fn ok(v: Value) -> Response {
+    Json(v).into_response()
+}
+
+fn created(v: Value) -> Response {
+    (StatusCode::CREATED, Json(v)).into_response()
+}
+
+/// Refuses query parameters other than `allowed`.
+fn query_only(q: &HashMap<String, String>, allowed: &[&str]) -> Result<(), ApiError> {
+    match q.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::bad_request(format!(
+            "{k}: unknown query parameter"
+        ))),
+        None => Ok(()),
+    }
+}
+
+async fn create_merchant(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {
+    op.answer(async {
+        let b = Body::parse(&body, &["name", "callback_url"])?;
+        let m = st
+            .service
+            .create_merchant(
+                &b.required_string("name")?,
+                b.string("callback_url")?,
+                &op.actor,
+            )
+            .await?;
+        Ok(created(view::merchant(&m)))
+    })
+    .await
+}
+
+async fn list_merchants(State(st): State<AppState>, op: Op) -> OpResult {
+    op.answer(async {
+        let list: Vec<Value> = lookup::merchants(&st.service)
+            .await?
+            .iter()
+            .map(view::merchant)
+            .collect();
+        Ok(ok(json!({ "merchants": list })))
+    })
+    .await
+}
+
+async fn show_merchant(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
+    op.answer(async {
+        Ok(ok(view::merchant(
+            &lookup::merchant(&st.service, &id).await?,
+        )))
+    })
+    .await
+}
+
+async fn update_merchant(
+    State(st): State<AppState>,
+    op: Op,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> OpResult {
+    op.answer(async {
+        let b = Body::parse(&body, &["paused", "callback_url"])?;
+        let id = lookup::merchant(&st.service, &id).await?.id;
+        let m = st
+            .service
+            .update_merchant(
+                id,
+                b.bool("paused")?,
+                b.nullable_string("callback_url")?,
+                &op.actor,
+            )
+            .await?;
+        Ok(ok(view::merchant(&m)))
+    })
+    .await
+}
+
+/// Settings a new project may carry.
+const PROJECT_CREATE_FIELDS: [&str; 10] = [
+    "merchant_id",
+    "name",
+    "test_mode",
+    "lifetime_seconds",
+    "contract",
+    "callback_url",
+    "ip_allow_list",
+    "signature_required",
+    "rate_limit",
+    "active",
+];
+
+/// Settings a project patch may carry.
+const PROJECT_PATCH_FIELDS: [&str; 9] = [
+    "name",
+    "active",
+    "test_mode",
+    "lifetime_seconds",
+    "contract",
+    "callback_url",
+    "ip_allow_list",
+    "signature_required",
+    "rate_limit",
+];
+
+async fn create_project(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {
+    op.answer(async {
+        let b = Body::parse(&body, &PROJECT_CREATE_FIELDS)?;
+        let merchant_id = b.required_string("merchant_id")?;
+        let name = b.required_string("name")?;
+        let patch = body::project_patch(&b)?;
+        let merchant = lookup::merchant(&st.service, &merchant_id).await?;
+        let p = st
+            .service
+            .create_project(merchant.id, &name, patch, &op.actor)
+            .await?;
+        Ok(created(project_value(&p)))
+    })
+    .await
+}
+
+async fn list_projects(
+    State(st): State<AppState>,
+    op: Op,
+    Query(q): Query<HashMap<String, String>>,
+) -> OpResult {
+    op.answer(async {
+        query_only(&q, &["merchant_id"])?;
+        let list: Vec<Value> =
+            lookup::projects(&st.service, q.get("merchant_id").map(String::as_str))
+                .await?
+                .iter()
+                .map(project_value)
+                .collect();
+        Ok(ok(json!({ "projects": list })))
+    })
+    .await
+}
+
+async fn show_project(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
+    op.answer(async { Ok(ok(project_value(&lookup::project(&st.service, &id).await?))) })
+        .await
+}
+
+async fn update_project(
+    State(st): State<AppState>,
+    op: Op,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> OpResult {
+    op.answer(async {
+        let b = Body::parse(&body, &PROJECT_PATCH_FIELDS)?;
+        let patch = body::project_patch(&b)?;
+        let id = lookup::project(&st.service, &id).await?.id;
+        let p = st.service.update_project(id, patch, &op.actor).await?;
+        Ok(ok(project_value(&p)))
+    })
+    .await
+}
+
+async fn issue_token(
+    State(st): State<AppState>,
+    op: Op,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> OpResult {
+    op.answer(async {
+        let b = Body::parse(&body, &["scopes"])?;
+        let names = b
+            .strings("scopes")?
+            .ok_or_else(|| ApiError::bad_request("scopes: is required"))?;
+        let scopes = body::scopes(&names)?;
+        let id = lookup::project(&st.service, &id).await?.id;
+        let issued = st.service.issue_token(id, scopes, &op.actor).await?;
+        Ok(created(view::issued_token(&issued)))
+    })
+    .await
+}
+
+async fn list_tokens(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
+    op.answer(async {
+        let list: Vec<Value> = lookup::tokens(&st.service, &id)
+            .await?
+            .iter()
+            .map(view::token)
+            .collect();
+        Ok(ok(json!({ "tokens": list })))
+    })
+    .await
+}
+
+async fn revoke_token(
+    State(st): State<AppState>,
+    op: Op,
+    Path((id, token_id)): Path<(String, String)>,
+) -> OpResult {
+    op.answer(async {
+        let project = lookup::project(&st.service, &id).await?.id;
+        let token = lookup::token_id(&token_id)?;
+        st.service.revoke_token(project, token, &op.actor).await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+async fn register_key(
+    State(st): State<AppState>,
+    op: Op,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> OpResult {
+    op.answer(async {
+        let b = Body::parse(&body, &["public_key"])?;
+        let public_key = b.required_string("public_key")?;
+        let id = lookup::project(&st.service, &id).await?.id;
+        let record = st.service.register_key(id, &public_key, &op.actor).await?;
+        Ok(created(view::key(&record)))
+    })
+    .await
+}
+
+async fn list_keys(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
+    op.answer(async {
+        let list: Vec<Value> = lookup::keys(&st.service, &id)
+            .await?
+            .iter()
+            .map(view::key)
+            .collect();
+        Ok(ok(json!({ "keys": list })))
+    })
+    .await
+}
+
+async fn revoke_key(
+    State(st): State<AppState>,
+    op: Op,
+    Path((id, keyid)): Path<(String, String)>,
+) -> OpResult {
+    op.answer(async {
+        let project = lookup::project(&st.service, &id).await?.id;
+        st.service
+            .revoke_key(project, &lookup::key_id(&keyid), &op.actor)
+            .await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })
+    .await
+}
+
+async fn rotate_callback_secret(
+    State(st): State<AppState>,
+    op: Op,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> OpResult {
+    op.answer(async {
+        Body::parse(&body, &[])?;
+        let id = lookup::project(&st.service, &id).await?.id;
+        let secret = st.service.rotate_callback_secret(id, &op.actor).await?;
+        Ok(created(
+            json!({ "project_id": id, "callback_secret": secret }),
+        ))
+    })
+    .await
+}
+
+async fn audit(
+    State(st): State<AppState>,
+    op: Op,
+    Query(q): Query<HashMap<String, String>>,
+) -> OpResult {
+    op.answer(async {
+        query_only(&q, &["limit"])?;
+        let limit = match q.get("limit") {
+            None => DEFAULT_AUDIT_LIMIT,
+            Some(l) => l
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=lookup::MAX_AUDIT).contains(n))
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "limit: must be a number from 1 to {}",
+                        lookup::MAX_AUDIT
+                    ))
+                })?,
+        };
+        let list: Vec<Value> = lookup::audit(&st.service, limit)
+            .await?
+            .iter()
+            .map(view::audit)
+            .collect();
+        Ok(ok(json!({ "records": list })))
+    })
+    .await
+}
