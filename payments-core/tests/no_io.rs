@@ -8,13 +8,29 @@ use std::process::Command;
 fn no_io_crates_among_normal_dependencies() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["tree", "-p", "payments-core", "-e", "normal", "--prefix", "none", "--offline"])
+        .args([
+            "tree",
+            "-p",
+            "payments-core",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo tree runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let tree = String::from_utf8_lossy(&out.stdout);
-    assert!(tree.contains("ed25519-dalek"), "the tree lists the real dependencies:\n{tree}");
+    assert!(
+        tree.contains("ed25519-dalek"),
+        "the tree lists the real dependencies:\n{tree}"
+    );
     for banned in ["tokio ", "hyper ", "axum ", "reqwest ", "rusqlite ", "mio "] {
         assert!(
             !tree.lines().any(|l| l.starts_with(banned)),
@@ -29,7 +45,10 @@ fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
         if path.is_dir() {
             sources(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push((path.display().to_string(), std::fs::read_to_string(&path).unwrap()));
+            out.push((
+                path.display().to_string(),
+                std::fs::read_to_string(&path).unwrap(),
+            ));
         }
     }
 }
@@ -37,10 +56,21 @@ fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
 #[test]
 fn no_system_clock_or_os_randomness_in_the_library() {
     let mut files = Vec::new();
-    sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    sources(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
     assert!(files.len() > 20);
     for (path, text) in files {
-        for banned in ["SystemTime::now", "Instant::now", "OsRng", "thread_rng", "getrandom", "std::fs::", "std::net::TcpStream"] {
+        for banned in [
+            "SystemTime::now",
+            "Instant::now",
+            "OsRng",
+            "thread_rng",
+            "getrandom",
+            "std::fs::",
+            "std::net::TcpStream",
+        ] {
             assert!(!text.contains(banned), "{path} uses {banned}");
         }
     }

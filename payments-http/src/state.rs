@@ -29,8 +29,6 @@ pub struct AppState {
     pub outbox_notify: Arc<Notify>,
     /// Bounds concurrent merchant requests (overload -> `503`).
     pub in_flight: Arc<Semaphore>,
-    /// The operator token's SHA-256 (hex), if one was issued.
-    pub operator_token_sha256: Arc<tokio::sync::RwLock<Option<String>>>,
 }
 
 impl AppState {
@@ -44,7 +42,6 @@ impl AppState {
             metrics: Arc::default(),
             outbox_notify: Arc::default(),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
-            operator_token_sha256: Arc::default(),
         }
     }
 }
