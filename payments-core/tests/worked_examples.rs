@@ -6,9 +6,7 @@
 use payments_core::auth::keys::{keyid, parse_public_key, parse_signing_key_pem};
 use payments_core::auth::signature::{sign_request, SignOptions};
 use payments_core::auth::{HttpRequestParts, Nonce, PreparedSignature, SignaturePolicy};
-use payments_core::callback::{
-    sign_payload, signature_header, CallbackSecret, CallbackVerifier,
-};
+use payments_core::callback::{sign_payload, signature_header, CallbackSecret, CallbackVerifier};
 use payments_core::{RandomSource, Timestamp};
 
 const PRIVATE_PEM: &str = include_str!("vectors/rfc9421-test-key-ed25519.pem");
@@ -23,8 +21,7 @@ impl RandomSource for NoRandom {
 }
 
 const CREATED: i64 = 1_790_856_000; // 2026-10-01T12:00:00Z
-const BODY: &str =
-    r#"{"merchant_payment_id":"order-1001","amount":"3400","payment_method":"sbp"}"#;
+const BODY: &str = r#"{"merchant_payment_id":"order-1001","amount":"3400","payment_method":"sbp"}"#;
 const REQUEST_ID: &str = "6f1c0a47-3a0e-4d7e-9a55-2b8e0f6d9c11";
 const NONCE: &str = "kQ7vN2xR9pL4sT8wZ1yB3c";
 

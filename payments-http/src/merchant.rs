@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -243,8 +244,15 @@ struct BanksQuery {
 async fn list_banks(
     State(st): State<AppState>,
     axum::Extension(rid): axum::Extension<RequestId>,
-    Query(q): Query<BanksQuery>,
+    query: Result<Query<BanksQuery>, QueryRejection>,
 ) -> Result<Response, HttpError> {
+    // axum's own rejection is plain text; every error of the API has the JSON error body.
+    let Query(q) = query.map_err(|e| {
+        HttpError::new(
+            ApiError::bad_request(format!("query string: {}", e.body_text())),
+            &rid,
+        )
+    })?;
     let geo = q
         .geo_code
         .map(|g| parse_geo_query(&g))
