@@ -248,7 +248,8 @@ fn schemas_reject_real_mistakes() {
         validation_errors(&spec, &payment_schema, &extra).is_empty(),
         "unknown fields are allowed"
     );
-    let mistakes: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut Value)>;
+    let mistakes: Vec<(&str, Mutation)> = vec![
         (
             "amount as a string",
             Box::new(|p| p["amount"] = json!("3400")),
