@@ -39,6 +39,17 @@ pub enum AmountError {
 
 impl Amount {
     /// Parses `digits[.digits]`: at most 18 integer digits, 1 to 6 decimals after a dot, > 0.
+    ///
+    /// ```
+    /// use payments_core::amount::{Amount, AmountError};
+    ///
+    /// let a = Amount::parse("100.50").unwrap();
+    /// assert_eq!(a.to_string(), "100.50"); // the scale is kept as received
+    /// assert_eq!(a, Amount::parse("100.5").unwrap()); // equality is by value
+    /// assert_eq!(Amount::parse("1e3"), Err(AmountError::Syntax));
+    /// assert_eq!(Amount::parse("0.0000001"), Err(AmountError::TooManyDecimals));
+    /// assert_eq!(Amount::parse("0"), Err(AmountError::NotPositive));
+    /// ```
     pub fn parse(s: &str) -> Result<Amount, AmountError> {
         let (int, frac) = match s.split_once('.') {
             Some((int, frac)) => (int, Some(frac)),

@@ -139,6 +139,27 @@ pub struct Settlement {
 
 impl Settlement {
     /// Settles `amount` at `pricing`.
+    ///
+    /// The spec's worked example: amount 3400 at course 100 and rate 11.
+    ///
+    /// ```
+    /// use payments_core::amount::Amount;
+    /// use payments_core::settlement::{Course, FeePercent, Pricing, Settlement};
+    /// use rust_decimal::Decimal;
+    ///
+    /// let pricing = Pricing {
+    ///     course: Course::new(Decimal::from(100)).unwrap(),
+    ///     fee_percent: FeePercent::new(Decimal::from(11)).unwrap(),
+    /// };
+    /// let s = Settlement::compute(&Amount::parse("3400").unwrap(), &pricing);
+    /// assert_eq!(s.amount_usdt.to_string(), "34.0000");
+    /// assert_eq!(s.fee.to_string(), "374.0000");
+    /// assert_eq!(s.amount_usdt_rate.to_string(), "30.2600");
+    /// assert_eq!(
+    ///     serde_json::to_string(&s).unwrap(),
+    ///     r#"{"course":100.00,"rate":11.00,"amount_usdt":"34.0000","amount_rate":"3026.0000","amount_usdt_rate":"30.2600"}"#
+    /// );
+    /// ```
     pub fn compute(amount: &Amount, pricing: &Pricing) -> Settlement {
         // amount in 10^-6 (<= 10^24), course in 10^-8 (1..=10^20), fee in 10^-2 (< 10^4):
         // every product below stays under 10^31, far inside i128.

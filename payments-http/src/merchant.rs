@@ -4,10 +4,11 @@
 use std::net::SocketAddr;
 
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use payments_core::amount::Amount;
 use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
@@ -22,21 +23,58 @@ use crate::state::AppState;
 /// Largest accepted request body (16 KiB); larger is `413 body_too_large`, read no further.
 pub const MAX_BODY: usize = 16 * 1024;
 
-/// The merchant API routes.
-pub fn routes(environment: Environment) -> Router<AppState> {
-    let r = Router::new()
-        .route("/api/v1/payments", post(create_payment))
-        .route("/api/v1/payments/{id}", get(get_payment))
-        .route("/api/v1/project", get(get_project))
-        .route("/api/v1/banks", get(list_banks))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz));
+/// Every route of the merchant API as `(method, path template)`, in every environment.
+///
+/// [`routes`] is built from this list (and [`SANDBOX_ROUTES`]), so the list cannot drift from
+/// the router; `docs/openapi.yaml` is checked against it by `tests/openapi.rs`.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/api/v1/payments"),
+    ("GET", "/api/v1/payments/{id}"),
+    ("GET", "/api/v1/project"),
+    ("GET", "/api/v1/banks"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+];
+
+/// The routes served only in the sandbox: the test helpers.
+pub const SANDBOX_ROUTES: &[(&str, &str)] = &[
+    ("POST", "/api/v1/test/payments/{id}/complete"),
+    ("POST", "/api/v1/test/payments/{id}/cancel"),
+];
+
+/// The `(method, path template)` pairs the merchant router serves in `environment`.
+pub fn route_list(environment: Environment) -> Vec<(&'static str, &'static str)> {
+    let mut list = ROUTES.to_vec();
     if environment == Environment::Sandbox {
-        r.route("/api/v1/test/payments/{id}/complete", post(test_complete))
-            .route("/api/v1/test/payments/{id}/cancel", post(test_cancel))
-    } else {
-        r
+        list.extend_from_slice(SANDBOX_ROUTES);
     }
+    list
+}
+
+/// The handler of one listed route; `None` for a pair that has no handler.
+fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
+    Some(match (method, path) {
+        ("POST", "/api/v1/payments") => post(create_payment),
+        ("GET", "/api/v1/payments/{id}") => get(get_payment),
+        ("GET", "/api/v1/project") => get(get_project),
+        ("GET", "/api/v1/banks") => get(list_banks),
+        ("GET", "/healthz") => get(healthz),
+        ("GET", "/readyz") => get(readyz),
+        ("POST", "/api/v1/test/payments/{id}/complete") => post(test_complete),
+        ("POST", "/api/v1/test/payments/{id}/cancel") => post(test_cancel),
+        _ => return None,
+    })
+}
+
+/// The merchant API routes: exactly [`route_list`] for `environment`.
+pub fn routes(environment: Environment) -> Router<AppState> {
+    route_list(environment)
+        .into_iter()
+        .fold(Router::new(), |router, (method, path)| {
+            let handler = handler(method, path)
+                .expect("every entry of ROUTES and SANDBOX_ROUTES has a handler (unit-tested)");
+            router.route(path, handler)
+        })
 }
 
 /// Reads the body up to [`MAX_BODY`]: a larger declared length is refused before reading, and
@@ -206,8 +244,15 @@ struct BanksQuery {
 async fn list_banks(
     State(st): State<AppState>,
     axum::Extension(rid): axum::Extension<RequestId>,
-    Query(q): Query<BanksQuery>,
+    query: Result<Query<BanksQuery>, QueryRejection>,
 ) -> Result<Response, HttpError> {
+    // axum's own rejection is plain text; every error of the API has the JSON error body.
+    let Query(q) = query.map_err(|e| {
+        HttpError::new(
+            ApiError::bad_request(format!("query string: {}", e.body_text())),
+            &rid,
+        )
+    })?;
     let geo = q
         .geo_code
         .map(|g| parse_geo_query(&g))
@@ -324,5 +369,29 @@ async fn readyz(State(st): State<AppState>) -> Response {
             r#"{"status":"store unavailable"}"#,
         )
             .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_route_has_a_handler_and_builds() {
+        for (method, path) in route_list(Environment::Sandbox) {
+            assert!(handler(method, path).is_some(), "{method} {path}");
+        }
+        let _ = routes(Environment::Sandbox);
+        let _ = routes(Environment::Production);
+    }
+
+    #[test]
+    fn test_helpers_exist_only_in_the_sandbox() {
+        let production = route_list(Environment::Production);
+        assert_eq!(production, ROUTES.to_vec());
+        for r in SANDBOX_ROUTES {
+            assert!(!production.contains(r));
+            assert!(route_list(Environment::Sandbox).contains(r));
+        }
     }
 }

@@ -88,6 +88,22 @@ impl CallbackVerifier {
     /// passes. Signature values are comma separated, with optional spaces around each; values
     /// of schemes other than `v1` are skipped; a `v1` value that is not 64 hex digits (either
     /// case) matches nothing.
+    ///
+    /// ```
+    /// use payments_core::callback::{signature_header, CallbackSecret, CallbackVerifier};
+    /// use payments_core::Timestamp;
+    ///
+    /// let secret = CallbackSecret::parse("whsec_c2FuZGJveC1leGFtcGxlLXNlY3JldC1kby1ub3QtdXNl").unwrap();
+    /// let body = br#"{"id":"...","event_id":"...","status":"completed"}"#;
+    /// let header = signature_header(&[&secret], 1_790_857_000, body);
+    /// let verifier = CallbackVerifier::new(vec![secret]);
+    /// let now = Timestamp::from_unix_secs(1_790_857_030);
+    /// assert!(verifier.verify("1790857000", &header, body, now).is_ok());
+    /// // A changed body, a stale timestamp or a foreign signature are refused.
+    /// assert!(verifier.verify("1790857000", &header, b"{}", now).is_err());
+    /// assert!(verifier.verify("1790856000", &header, body, now).is_err());
+    /// assert!(verifier.verify("1790857000", &format!("v1={}", "0".repeat(64)), body, now).is_err());
+    /// ```
     pub fn verify(
         &self,
         timestamp_header: &str,

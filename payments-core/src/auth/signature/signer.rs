@@ -133,6 +133,45 @@ pub enum SignError {
 /// Signs `parts` (whose headers must not yet contain `Content-Digest`, `X-Request-Nonce`,
 /// `Signature-Input` or `Signature`) with `key`. `rng` is used only when no nonce is given.
 ///
+/// A round trip through the server's verifier:
+///
+/// ```
+/// use ed25519_dalek::SigningKey;
+/// use payments_core::auth::signature::{sign_request, SignOptions};
+/// use payments_core::auth::{keyid, HttpRequestParts, PreparedSignature, SignaturePolicy};
+/// use payments_core::{RandomSource, Timestamp};
+///
+/// struct Fixed;
+/// impl RandomSource for Fixed {
+///     fn fill(&self, buf: &mut [u8]) { buf.fill(7) }
+/// }
+///
+/// let key = SigningKey::from_bytes(&[1u8; 32]);
+/// let body = br#"{"merchant_payment_id":"o-1","amount":"100","payment_method":"sbp"}"#;
+/// let headers: Vec<(&str, &[u8])> = vec![("X-Request-ID", b"req-1")];
+/// let parts = HttpRequestParts {
+///     method: "POST",
+///     scheme: "https",
+///     authority: "api.example.com",
+///     path_and_query: "/api/v1/payments",
+///     headers: &headers,
+///     body,
+/// };
+/// let created = 1_790_856_000;
+/// let options = SignOptions::new(keyid(&key.verifying_key()), created, created + 300);
+/// let signed = sign_request(&parts, &key, &options, &Fixed).unwrap();
+///
+/// let mut received = headers.clone();
+/// for (name, value) in signed.headers() {
+///     received.push((name, value.as_bytes()));
+/// }
+/// let parts = HttpRequestParts { headers: &received, ..parts };
+/// let now = Timestamp::from_unix_secs(created + 5);
+/// let prepared = PreparedSignature::prepare(&parts, &SignaturePolicy::strict(), now).unwrap();
+/// assert_eq!(prepared.signature_base(), signed.signature_base);
+/// assert!(prepared.verify(&key.verifying_key()).is_ok());
+/// ```
+///
 /// <https://www.rfc-editor.org/rfc/rfc9421#section-3.1>
 pub fn sign_request(
     parts: &HttpRequestParts<'_>,
