@@ -64,7 +64,10 @@ fn run(args: &Args) -> Result<(), String> {
         .and_then(|mut f| f.write_all(public_key_to_pem(&public).as_bytes()))
         .map_err(|e| format!("cannot write {}: {e}", public_path.display()))?;
 
-    println!("private key: {} (mode 0600, keep it secret)", private_path.display());
+    println!(
+        "private key: {} (mode 0600, keep it secret)",
+        private_path.display()
+    );
     println!("public key:  {}", public_path.display());
     println!("keyid:       {}", keyid(&public));
     println!("raw public key (base64): {}", public_key_to_base64(&public));

@@ -240,7 +240,9 @@ async fn poll(client: &MerchantClient, id: &str, limit: Duration) -> Result<(), 
                         return Ok(());
                     }
                     "canceled" | "error" => {
-                        println!("closed without payment; a new attempt needs a new merchant_payment_id");
+                        println!(
+                            "closed without payment; a new attempt needs a new merchant_payment_id"
+                        );
                         return Ok(());
                     }
                     // processing, created, appeal: keep waiting.

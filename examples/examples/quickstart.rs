@@ -12,9 +12,10 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let path = std::env::args_os()
-        .nth(1)
-        .map_or_else(|| PathBuf::from("./data/sandbox-credentials.json"), PathBuf::from);
+    let path = std::env::args_os().nth(1).map_or_else(
+        || PathBuf::from("./data/sandbox-credentials.json"),
+        PathBuf::from,
+    );
     let creds = match payments_examples::load_credentials(&path) {
         Ok(c) => c,
         Err(e) => {
@@ -22,7 +23,11 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("Sandbox at {} (credentials {}).", creds.base_url, path.display());
+    println!(
+        "Sandbox at {} (credentials {}).",
+        creds.base_url,
+        path.display()
+    );
     match payments_examples::quickstart(&creds).await {
         Ok(report) => {
             println!("{report}");

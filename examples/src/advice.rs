@@ -327,11 +327,7 @@ mod tests {
         );
         let busy = resp(503, json!({"code": "service_unavailable"}), Some("9999"));
         assert_eq!(retry_after(&busy), Some(MAX_RETRY_AFTER));
-        let date = resp(
-            503,
-            json!({}),
-            Some("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
+        let date = resp(503, json!({}), Some("Wed, 21 Oct 2015 07:28:00 GMT"));
         assert_eq!(retry_after(&date), None);
     }
 

@@ -25,5 +25,6 @@ pub fn load_credentials(path: &Path) -> Result<SandboxCredentials, String> {
             path.display()
         )
     })?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a credentials file: {e}", path.display()))
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a credentials file: {e}", path.display()))
 }

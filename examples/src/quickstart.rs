@@ -60,8 +60,8 @@ impl fmt::Display for QuickstartReport {
 
 /// Runs the quickstart against the sandbox described by `creds`.
 pub async fn quickstart(creds: &SandboxCredentials) -> Result<QuickstartReport, String> {
-    let client = MerchantClient::from_credentials(creds)
-        .map_err(|e| format!("credentials: {e}"))?;
+    let client =
+        MerchantClient::from_credentials(creds).map_err(|e| format!("credentials: {e}"))?;
     let merchant_payment_id = format!("quickstart-{}", unix_millis());
 
     // 1. Create (signed), as card_transfer so the card grouping shows.
@@ -108,7 +108,9 @@ pub async fn quickstart(creds: &SandboxCredentials) -> Result<QuickstartReport, 
     }
     let final_status = exact(&read.json["status"]);
     if final_status != "completed" {
-        return Err(format!("get: expected status completed, got {final_status}"));
+        return Err(format!(
+            "get: expected status completed, got {final_status}"
+        ));
     }
 
     // 5. The settlement credited to the project.

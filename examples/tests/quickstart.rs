@@ -40,7 +40,9 @@ impl TestServer {
         }
         .finish()
         .expect("valid settings");
-        let app = Application::build(settings).await.expect("the server starts");
+        let app = Application::build(settings)
+            .await
+            .expect("the server starts");
         let text = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
             .expect("the sandbox wrote its credentials");
         let creds: SandboxCredentials = serde_json::from_str(&text).expect("credentials JSON");
@@ -84,7 +86,9 @@ impl TestServer {
 #[tokio::test]
 async fn the_quickstart_completes_a_payment() {
     let server = TestServer::start().await;
-    let report = quickstart(&server.creds).await.expect("the quickstart succeeds");
+    let report = quickstart(&server.creds)
+        .await
+        .expect("the quickstart succeeds");
     assert_eq!(report.final_status, "completed");
     assert_eq!(report.amount, "3400");
     assert!(report.merchant_payment_id.starts_with("quickstart-"));
@@ -126,7 +130,9 @@ async fn the_quickstart_fails_on_an_unexpected_answer() {
     let server = TestServer::start().await;
     let mut wrong = server.creds.clone();
     wrong.operator_token = "op_wrong".into();
-    let err = quickstart(&wrong).await.expect_err("a wrong operator token fails");
+    let err = quickstart(&wrong)
+        .await
+        .expect_err("a wrong operator token fails");
     assert!(err.starts_with("confirm: 401 token_invalid"), "{err}");
 
     let mut wrong = server.creds.clone();
