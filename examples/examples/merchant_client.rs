@@ -14,12 +14,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use payments_examples::advice::{backoff, describe, jitter, next_step, retry_after, NextStep};
+use payments_examples::advice::{describe, jitter, retry_after};
 use payments_examples::cli::ApiArgs;
+use payments_examples::create::{create_with_retries, RetryPolicy};
 use payments_examples::display::{exact, payer_instructions, settlement};
-use payments_http::client::{ClientError, MerchantClient};
+use payments_http::client::MerchantClient;
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The least client timeout for a create: requisites are picked during the request, which
 /// usually takes up to 15 s.
@@ -95,7 +96,11 @@ async fn run(args: &Args) -> Result<(), String> {
         body["callback_url"] = json!(url);
     }
 
-    let payment = create(&client, &body, args.max_attempts).await?;
+    let policy = RetryPolicy {
+        max_attempts: args.max_attempts,
+        ..RetryPolicy::default()
+    };
+    let payment = create_with_retries(&client, &body, &policy, |line| println!("{line}")).await?;
     let id = exact(&payment["id"]);
     println!(
         "payment {id} for order {merchant_payment_id}: {}",
@@ -114,103 +119,6 @@ async fn run(args: &Args) -> Result<(), String> {
         None => println!("(nothing to show the payer yet)"),
     }
     poll(&client, &id, Duration::from_secs(args.poll_minutes * 60)).await
-}
-
-/// Sends the create until it is accepted, or a step says stop. Every send is signed anew by
-/// `create_payment` (fresh nonce, `X-Request-ID` and signature) over the same body, so a
-/// repeat after a timeout returns the payment the first send created (`200`), never a second.
-async fn create(client: &MerchantClient, body: &Value, max_attempts: u32) -> Result<Value, String> {
-    let base = Duration::from_secs(1);
-    let cap = Duration::from_secs(30);
-    for attempt in 1..=max_attempts {
-        let last = attempt == max_attempts;
-        let resp = match client.create_payment(body).await {
-            Ok(resp) => resp,
-            Err(ClientError::Http(e)) if !last => {
-                // Timeout, refused or dropped connection: the create may or may not have
-                // happened; the same merchant_payment_id makes the repeat safe.
-                let kind = if e.is_timeout() {
-                    "timed out"
-                } else if e.is_connect() {
-                    "could not connect"
-                } else {
-                    "connection failed"
-                };
-                let wait = backoff(attempt, base, cap);
-                println!("attempt {attempt}: {kind} ({e}); retrying in {wait:.1?}");
-                tokio::time::sleep(wait).await;
-                continue;
-            }
-            Err(e) => return Err(format!("create: {e}")),
-        };
-        match next_step(&resp) {
-            NextStep::Accepted { created } => {
-                if !created {
-                    println!("(the payment already existed: an earlier attempt had created it)");
-                }
-                return Ok(resp.json);
-            }
-            NextStep::FixRequest(why) => {
-                return Err(format!(
-                    "the request is invalid, nothing was created; fix it and send again: {why}"
-                ))
-            }
-            NextStep::FixCredentials(why) => {
-                return Err(format!("check the token and project settings: {why}"))
-            }
-            NextStep::FixSignature {
-                reason,
-                signature_base,
-            } => {
-                let mut msg = format!(
-                    "signature rejected: {reason}\ncheck the private key, the keyid and this machine's clock"
-                );
-                if let Some(base) = signature_base {
-                    msg.push_str("\nthe server verified this signature base (sandbox only):\n");
-                    msg.push_str(&base);
-                }
-                return Err(msg);
-            }
-            NextStep::Resign => {
-                // The same signed bytes arrived twice; sign again and send at once.
-                println!("attempt {attempt}: nonce already used; signing again");
-                continue;
-            }
-            NextStep::NewMerchantPaymentId { code, payment_id } => {
-                return Err(match payment_id {
-                    Some(p) => format!(
-                        "{code}: payment {p} was saved in error and holds this merchant_payment_id; a new attempt needs a new id"
-                    ),
-                    None => format!(
-                        "{code}: this merchant_payment_id belongs to a different request; use a new id for a new payment"
-                    ),
-                })
-            }
-            NextStep::NotAccepted { code, hint } => {
-                return Err(format!(
-                    "{code}: nothing was created and the id is still free; {hint}"
-                ))
-            }
-            NextStep::NotFound(why) => {
-                return Err(format!("not found (is the base URL right?): {why}"))
-            }
-            NextStep::RetryLater { code, after } if !last => {
-                let wait = after.unwrap_or_else(|| backoff(attempt, base, cap))
-                    + jitter(Duration::from_millis(500));
-                println!("attempt {attempt}: {code}; retrying in {wait:.1?}");
-                tokio::time::sleep(wait).await;
-            }
-            NextStep::RetryLater { code, .. } => {
-                return Err(format!(
-                    "{code} after {max_attempts} attempts; send the same request later"
-                ))
-            }
-            NextStep::Unexpected(why) => return Err(format!("unexpected answer: {why}")),
-        }
-    }
-    Err(format!(
-        "no answer after {max_attempts} attempts; the same merchant_payment_id is safe to send again later"
-    ))
 }
 
 /// Reads the payment every 5-10 s (with jitter; the project shares one rate limit) until it

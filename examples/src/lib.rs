@@ -1,7 +1,8 @@
 //! Shared code of the runnable examples: what a merchant does with each API answer
-//! ([`advice`]), how a payer is shown the requisite ([`display`]), the quickstart's steps
-//! ([`quickstart`]) and the callback receiver ([`receiver`]). The binaries in `examples/` are
-//! thin command-line wrappers, so the tests run the same code as the binaries.
+//! ([`advice`]), how a create is repeated safely ([`create`]), how a payer is shown the
+//! requisite ([`display`]), the quickstart's steps ([`quickstart`]) and the callback receiver
+//! ([`receiver`]). The binaries in `examples/` are thin command-line wrappers, so the tests
+//! run the same code as the binaries.
 #![forbid(unsafe_code)]
 
 use std::path::Path;
@@ -10,6 +11,7 @@ use payments_http::bootstrap::SandboxCredentials;
 
 pub mod advice;
 pub mod cli;
+pub mod create;
 pub mod display;
 pub mod quickstart;
 pub mod receiver;

@@ -3,14 +3,15 @@
 //! library code as their binaries.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use payments_core::callback::{
     signature_header, CallbackSecret, CallbackVerifier, EVENT_ID_HEADER, SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
 };
 use payments_core::random::uuid_v4;
+use payments_examples::create::{create_with_retries, RetryPolicy};
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{quickstart, receiver_router, Receiver, ReceiverDb};
 use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
@@ -313,6 +314,113 @@ async fn the_receiver_verifies_deduplicates_and_applies_the_api_state() {
     assert_eq!(order.last_event_id, second.event_id);
     assert_eq!(order.applied_events, 2);
     assert_eq!(db.processed_events().expect("db"), 2);
+
+    serving.abort();
+    server.stop().await;
+}
+
+/// What the stalling proxy saw: each request's nonce and the upstream's status.
+type Seen = Arc<Mutex<Vec<(String, u16)>>>;
+
+/// Forwards to the server; holds the first answer back for 3 s, past the client's timeout,
+/// as a slow network would after the server had already created the payment.
+async fn stalling_proxy(
+    axum::extract::State((upstream, seen)): axum::extract::State<(String, Seen)>,
+    req: axum::extract::Request,
+) -> (StatusCode, Vec<u8>) {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .expect("a small body");
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut forward = reqwest::Client::new().request(parts.method, format!("{upstream}{path}"));
+    for (name, value) in &parts.headers {
+        if name != "host" && name != "content-length" {
+            forward = forward.header(name, value);
+        }
+    }
+    let resp = forward.body(body).send().await.expect("the server answers");
+    let status = resp.status();
+    let bytes = resp.bytes().await.expect("a body").to_vec();
+    let nonce = parts
+        .headers
+        .get("x-request-nonce")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let first = {
+        let mut seen = seen.lock().expect("not poisoned");
+        seen.push((nonce, status.as_u16()));
+        seen.len() == 1
+    };
+    if first {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    (status, bytes)
+}
+
+#[tokio::test]
+async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_payment() {
+    let server = TestServer::start().await;
+    let seen: Seen = Arc::default();
+    let proxy = axum::Router::new()
+        .fallback(stalling_proxy)
+        .with_state((server.creds.base_url.clone(), seen.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let proxy_url = format!("http://{}", listener.local_addr().expect("addr"));
+    let serving = tokio::spawn(async move {
+        axum::serve(listener, proxy).await.expect("serves");
+    });
+
+    // A 1 s timeout stands in for the example's 15 s or more, so the test stays short.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .expect("client");
+    let client = MerchantClient::new(
+        &proxy_url,
+        &server.creds.token,
+        &server.creds.private_key_pem,
+    )
+    .expect("client")
+    .with_http_client(http);
+    let policy = RetryPolicy {
+        max_attempts: 4,
+        base: Duration::from_millis(50),
+        cap: Duration::from_millis(200),
+    };
+    let body =
+        json!({"merchant_payment_id": "order-slow-1", "amount": "700", "payment_method": "sbp"});
+    let log = Mutex::new(Vec::<String>::new());
+    let payment = create_with_retries(&client, &body, &policy, |line| {
+        log.lock().expect("not poisoned").push(line.to_owned());
+    })
+    .await
+    .expect("the create succeeds on the repeat");
+    assert_eq!(payment["merchant_payment_id"], "order-slow-1");
+    assert_eq!(payment["status"], "processing");
+
+    // The first send created the payment (201, answer lost); the repeat, with a fresh nonce,
+    // got the same payment back (200).
+    let seen = seen.lock().expect("not poisoned").clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!((seen[0].1, seen[1].1), (201, 200));
+    assert_ne!(seen[0].0, seen[1].0);
+    assert!(seen[0].0.len() >= 16);
+    let log = log.into_inner().expect("not poisoned");
+    assert!(log[0].starts_with("attempt 1: timed out"), "{log:?}");
+    assert!(log.iter().any(|l| l.contains("already existed")), "{log:?}");
+
+    // One payment: the server answers the same request directly with that payment.
+    let direct = MerchantClient::from_credentials(&server.creds)
+        .expect("client")
+        .create_payment(&body)
+        .await
+        .expect("create");
+    assert_eq!(direct.status, StatusCode::OK);
+    assert_eq!(direct.json["id"], payment["id"]);
 
     serving.abort();
     server.stop().await;
