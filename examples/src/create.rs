@@ -74,7 +74,7 @@ pub async fn create_with_retries(
         match next_step(&resp) {
             NextStep::Accepted { created } => {
                 if !created {
-                    log(&format!("(the payment already existed: an earlier attempt had created it)"));
+                    log("(the payment already existed: an earlier attempt had created it)");
                 }
                 return Ok(resp.json);
             }
