@@ -1,0 +1,76 @@
+//! Generates an Ed25519 key pair for request signing, with the OS random generator:
+//! `<dir>/private.pem` (PKCS#8, mode 0600; keep it on the merchant's server) and
+//! `<dir>/public.pem` (SPKI; register it in the cabinet). Prints the keyid and the raw public
+//! key in base64, the two forms the cabinet accepts besides the PEM file.
+//!
+//! ```sh
+//! cargo run -p payments-examples --example keygen -- ./keys
+//! ```
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use payments_core::auth::keys::{
+    generate_signing_key, keyid, public_key_to_base64, public_key_to_pem, signing_key_to_pem,
+};
+use payments_http::bootstrap::write_private;
+use payments_http::system::OsRandom;
+
+/// Generates an Ed25519 signing key pair.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The directory to write private.pem and public.pem into (created if missing). Existing
+    /// files are never overwritten.
+    dir: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("keygen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let private_path = args.dir.join("private.pem");
+    let public_path = args.dir.join("public.pem");
+    // Check both before writing either, so a refusal leaves nothing half-written.
+    for path in [&private_path, &public_path] {
+        if path.exists() {
+            return Err(format!(
+                "{} exists; refusing to overwrite a key (choose another directory)",
+                path.display()
+            ));
+        }
+    }
+    std::fs::create_dir_all(&args.dir)
+        .map_err(|e| format!("cannot create {}: {e}", args.dir.display()))?;
+
+    let key = generate_signing_key(&OsRandom);
+    let public = key.verifying_key();
+    // create_new: a file appearing between the check and now is still not overwritten.
+    write_private(&private_path, signing_key_to_pem(&key).as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", private_path.display()))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&public_path)
+        .and_then(|mut f| f.write_all(public_key_to_pem(&public).as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", public_path.display()))?;
+
+    println!(
+        "private key: {} (mode 0600, keep it secret)",
+        private_path.display()
+    );
+    println!("public key:  {}", public_path.display());
+    println!("keyid:       {}", keyid(&public));
+    println!("raw public key (base64): {}", public_key_to_base64(&public));
+    println!("Register public.pem (or the raw key) in the cabinet; sign with private.pem.");
+    Ok(())
+}

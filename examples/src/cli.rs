@@ -1,0 +1,57 @@
+//! Command-line arguments shared by the examples that call the merchant API.
+
+use std::path::PathBuf;
+
+use payments_http::bootstrap::SandboxCredentials;
+use payments_http::client::MerchantClient;
+
+/// Where the API is and how to authenticate: explicit flags win over the credentials file.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiArgs {
+    /// The sandbox credentials file written by the server's first start.
+    #[arg(
+        long,
+        env = "PAYMENTS_CREDENTIALS",
+        default_value = "./data/sandbox-credentials.json"
+    )]
+    pub credentials: PathBuf,
+    /// The merchant API's base URL (default: `base_url` of the credentials file).
+    #[arg(long, env = "PAYMENTS_BASE_URL")]
+    pub base_url: Option<String>,
+    /// The project token (default: `token` of the credentials file).
+    #[arg(long, env = "PAYMENTS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// A PKCS#8 PEM file with the Ed25519 private key (default: `private_key_pem` of the
+    /// credentials file).
+    #[arg(long, env = "PAYMENTS_PRIVATE_KEY")]
+    pub private_key: Option<PathBuf>,
+}
+
+impl ApiArgs {
+    /// A signing client from the flags and the credentials file.
+    pub fn client(&self) -> Result<MerchantClient, String> {
+        let file = if self.base_url.is_some() && self.token.is_some() && self.private_key.is_some()
+        {
+            None
+        } else {
+            Some(crate::load_credentials(&self.credentials)?)
+        };
+        let from_file = |pick: fn(&SandboxCredentials) -> &String| {
+            file.as_ref().map(|c| pick(c).clone()).unwrap_or_default()
+        };
+        let base_url = self
+            .base_url
+            .clone()
+            .unwrap_or_else(|| from_file(|c| &c.base_url));
+        let token = self
+            .token
+            .clone()
+            .unwrap_or_else(|| from_file(|c| &c.token));
+        let pem = match &self.private_key {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            None => from_file(|c| &c.private_key_pem),
+        };
+        MerchantClient::new(&base_url, &token, &pem).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,372 @@
+//! A merchant's callback receiver, following the spec's receiver rules (section "Events"):
+//!
+//! 1. verify `X-Callback-Signature` over the raw body with [`CallbackVerifier`] (any of the
+//!    configured secrets, for rotation; timestamp within 300 s); on failure answer `401` and
+//!    change nothing;
+//! 2. deduplicate `event_id` in SQLite (kept at least a day, older ones purged): a repeated
+//!    `event_id` is answered `200` and not processed again;
+//! 3. on a new event, read the payment with a signed `GET /api/v1/payments/{id}` (the source
+//!    of truth: events may arrive out of order) and store its status and amount as the order's
+//!    state, in the same transaction that records the `event_id`.
+//!
+//! If the `GET` fails, nothing is recorded and the answer is `503`, so the service retries.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use payments_core::callback::{
+    CallbackVerifier, EVENT_ID_HEADER, EVENT_ID_RETENTION, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+};
+use payments_core::{Clock, Timestamp};
+use payments_http::client::MerchantClient;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value};
+
+use crate::display::exact;
+
+/// The path callbacks are posted to.
+pub const CALLBACK_PATH: &str = "/callbacks";
+
+/// The receiver's SQLite database: processed `event_id`s and the orders' payment state.
+#[derive(Debug, Clone)]
+pub struct ReceiverDb {
+    conn: Arc<Mutex<Connection>>,
+}
+
+/// An order's payment state as the receiver stored it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderState {
+    /// The payment id.
+    pub payment_id: String,
+    /// The merchant's order id.
+    pub merchant_payment_id: String,
+    /// The status read from the API.
+    pub status: String,
+    /// The amount read from the API, exact text.
+    pub amount: String,
+    /// The currency.
+    pub currency: String,
+    /// The event that caused the last update.
+    pub last_event_id: String,
+    /// How many events were applied to this order.
+    pub applied_events: i64,
+}
+
+impl ReceiverDb {
+    /// Opens (creating if needed) the database file.
+    pub fn open(path: &Path) -> Result<ReceiverDb, String> {
+        let conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::init(conn)
+    }
+
+    /// An in-memory database (tests).
+    pub fn in_memory() -> Result<ReceiverDb, String> {
+        Self::init(Connection::open_in_memory().map_err(|e| e.to_string())?)
+    }
+
+    fn init(conn: Connection) -> Result<ReceiverDb, String> {
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA busy_timeout = 5000;
+             CREATE TABLE IF NOT EXISTS processed_events (
+                 event_id    TEXT PRIMARY KEY,
+                 received_at INTEGER NOT NULL -- Unix milliseconds
+             );
+             CREATE INDEX IF NOT EXISTS processed_events_received_at
+                 ON processed_events (received_at);
+             CREATE TABLE IF NOT EXISTS orders (
+                 payment_id          TEXT PRIMARY KEY,
+                 merchant_payment_id TEXT NOT NULL,
+                 status              TEXT NOT NULL,
+                 amount              TEXT NOT NULL,
+                 currency            TEXT NOT NULL,
+                 last_event_id       TEXT NOT NULL,
+                 applied_events      INTEGER NOT NULL,
+                 updated_at          INTEGER NOT NULL
+             );",
+        )
+        .map_err(|e| format!("receiver schema: {e}"))?;
+        Ok(ReceiverDb {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> Result<T, String> {
+        // A panic while holding the lock leaves SQLite consistent (transactions roll back on
+        // drop), so a poisoned lock is still usable.
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut conn).map_err(|e| e.to_string())
+    }
+
+    /// Whether `event_id` was processed (and not yet purged).
+    pub fn is_processed(&self, event_id: &str) -> Result<bool, String> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT 1 FROM processed_events WHERE event_id = ?1",
+                [event_id],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+        })
+    }
+
+    /// Records `event_id` and applies `order` in one transaction; `false` (and nothing changed)
+    /// when the event was recorded meanwhile by a concurrent delivery. Purges event ids older
+    /// than [`EVENT_ID_RETENTION`].
+    pub fn record_and_apply(
+        &self,
+        event_id: &str,
+        now: Timestamp,
+        order: &OrderUpdate,
+    ) -> Result<bool, String> {
+        let now_ms = now.unix_millis();
+        let horizon = (now - EVENT_ID_RETENTION).unix_millis();
+        self.with(|c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                "DELETE FROM processed_events WHERE received_at < ?1",
+                [horizon],
+            )?;
+            let inserted = tx.execute(
+                "INSERT INTO processed_events (event_id, received_at) VALUES (?1, ?2)
+                 ON CONFLICT (event_id) DO NOTHING",
+                params![event_id, now_ms],
+            )?;
+            if inserted == 0 {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO orders (payment_id, merchant_payment_id, status, amount, currency,
+                                     last_event_id, applied_events, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7)
+                 ON CONFLICT (payment_id) DO UPDATE SET
+                     status = excluded.status,
+                     amount = excluded.amount,
+                     currency = excluded.currency,
+                     last_event_id = excluded.last_event_id,
+                     applied_events = orders.applied_events + 1,
+                     updated_at = excluded.updated_at",
+                params![
+                    order.payment_id,
+                    order.merchant_payment_id,
+                    order.status,
+                    order.amount,
+                    order.currency,
+                    event_id,
+                    now_ms
+                ],
+            )?;
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+
+    /// The stored state of one order.
+    pub fn order(&self, payment_id: &str) -> Result<Option<OrderState>, String> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT payment_id, merchant_payment_id, status, amount, currency, last_event_id,
+                        applied_events
+                 FROM orders WHERE payment_id = ?1",
+                [payment_id],
+                |r| {
+                    Ok(OrderState {
+                        payment_id: r.get(0)?,
+                        merchant_payment_id: r.get(1)?,
+                        status: r.get(2)?,
+                        amount: r.get(3)?,
+                        currency: r.get(4)?,
+                        last_event_id: r.get(5)?,
+                        applied_events: r.get(6)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    /// How many event ids are remembered.
+    pub fn processed_events(&self) -> Result<i64, String> {
+        self.with(|c| c.query_row("SELECT count(*) FROM processed_events", [], |r| r.get(0)))
+    }
+}
+
+/// What a new event changes on an order: the payment as read from the API.
+#[derive(Debug, Clone)]
+pub struct OrderUpdate {
+    /// The payment id.
+    pub payment_id: String,
+    /// The merchant's order id.
+    pub merchant_payment_id: String,
+    /// The payment's status.
+    pub status: String,
+    /// The payment's amount (fulfil the order by this, not by `initial_amount`).
+    pub amount: String,
+    /// The currency.
+    pub currency: String,
+}
+
+/// The receiver: verifier, database, API client and clock.
+pub struct Receiver {
+    verifier: CallbackVerifier,
+    db: ReceiverDb,
+    client: MerchantClient,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver")
+            .field("verifier", &self.verifier)
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Receiver {
+    /// A receiver; `client` reads payments back, `clock` checks callback timestamps.
+    pub fn new(
+        verifier: CallbackVerifier,
+        db: ReceiverDb,
+        client: MerchantClient,
+        clock: Arc<dyn Clock>,
+    ) -> Receiver {
+        Receiver {
+            verifier,
+            db,
+            client,
+            clock,
+        }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &ReceiverDb {
+        &self.db
+    }
+}
+
+/// The receiver's routes: `POST /callbacks`.
+pub fn receiver_router(receiver: Arc<Receiver>) -> Router {
+    Router::new()
+        .route(CALLBACK_PATH, post(callback))
+        .with_state(receiver)
+}
+
+fn answer(status: StatusCode, outcome: &str, detail: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"outcome": outcome, "detail": detail.into()})),
+    )
+        .into_response()
+}
+
+async fn callback(State(r): State<Arc<Receiver>>, headers: HeaderMap, body: Bytes) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    // 1. Authenticity, over the raw bytes, before any parsing.
+    if let Err(e) = r.verifier.verify(
+        header(TIMESTAMP_HEADER),
+        header(SIGNATURE_HEADER),
+        &body,
+        r.clock.now(),
+    ) {
+        tracing::warn!(error = %e, "callback rejected");
+        return answer(StatusCode::UNAUTHORIZED, "rejected", e.to_string());
+    }
+    let event: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return answer(StatusCode::BAD_REQUEST, "malformed", e.to_string()),
+    };
+    let (Some(event_id), Some(payment_id)) = (
+        event.get("event_id").and_then(Value::as_str),
+        event.get("id").and_then(Value::as_str),
+    ) else {
+        return answer(StatusCode::BAD_REQUEST, "malformed", "no event_id or id");
+    };
+    // The body is what the signature covers; the header must agree with it.
+    let header_id = header(EVENT_ID_HEADER);
+    if !header_id.is_empty() && header_id != event_id {
+        return answer(
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            "X-Callback-Event-Id differs from the body's event_id",
+        );
+    }
+
+    // 2. Deduplication.
+    let db = r.db.clone();
+    let id = event_id.to_owned();
+    match blocking(move || db.is_processed(&id)).await {
+        Ok(true) => return answer(StatusCode::OK, "duplicate", event_id),
+        Ok(false) => {}
+        Err(e) => return answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e),
+    }
+
+    // 3. The payment as the API has it now.
+    let update = match read_payment(&r.client, payment_id).await {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::warn!(payment_id, error = %e, "cannot read the payment; the service will retry");
+            return answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e);
+        }
+    };
+    let told = event.get("status").map(exact).unwrap_or_default();
+    if told != update.status {
+        tracing::info!(payment_id, callback = %told, api = %update.status, "the callback's status is older than the payment's; applying the API's");
+    }
+    let db = r.db.clone();
+    let id = event_id.to_owned();
+    let now = r.clock.now();
+    let applied = update.clone();
+    match blocking(move || db.record_and_apply(&id, now, &applied)).await {
+        Ok(true) => {
+            tracing::info!(payment_id, event_id, status = %update.status, amount = %update.amount, "order updated");
+            answer(StatusCode::OK, "applied", update.status)
+        }
+        Ok(false) => answer(StatusCode::OK, "duplicate", event_id),
+        Err(e) => answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e),
+    }
+}
+
+async fn read_payment(client: &MerchantClient, payment_id: &str) -> Result<OrderUpdate, String> {
+    let resp = client
+        .get_payment(payment_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.status != StatusCode::OK {
+        return Err(crate::advice::describe(&resp));
+    }
+    let p = &resp.json;
+    if p.get("id").and_then(Value::as_str) != Some(payment_id) {
+        return Err("the API returned another payment".to_owned());
+    }
+    Ok(OrderUpdate {
+        payment_id: payment_id.to_owned(),
+        merchant_payment_id: exact(&p["merchant_payment_id"]),
+        status: exact(&p["status"]),
+        amount: exact(&p["amount"]),
+        currency: exact(&p["currency"]),
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("database task: {e}"))?
+}

@@ -1,0 +1,427 @@
+//! The examples against a real server: `payments-server`'s `Application` on 127.0.0.1:0 with a
+//! fresh data dir per test, and the quickstart and the callback receiver running the same
+//! library code as their binaries.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use payments_core::callback::{
+    signature_header, CallbackSecret, CallbackVerifier, EVENT_ID_HEADER, SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+};
+use payments_core::random::uuid_v4;
+use payments_examples::create::{create_with_retries, RetryPolicy};
+use payments_examples::receiver::CALLBACK_PATH;
+use payments_examples::{quickstart, receiver_router, Receiver, ReceiverDb};
+use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
+use payments_http::client::MerchantClient;
+use payments_http::config::PartialSettings;
+use payments_http::server::Application;
+use payments_http::system::{OsRandom, SystemClock};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+struct TestServer {
+    creds: SandboxCredentials,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    async fn start() -> TestServer {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let settings = PartialSettings {
+            data_dir: Some(dir.path().to_path_buf()),
+            listen: Some("127.0.0.1:0".into()),
+            operator_listen: Some("127.0.0.1:0".into()),
+            sweep_interval_ms: Some(50),
+            ..PartialSettings::default()
+        }
+        .finish()
+        .expect("valid settings");
+        let app = Application::build(settings)
+            .await
+            .expect("the server starts");
+        let text = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
+            .expect("the sandbox wrote its credentials");
+        let creds: SandboxCredentials = serde_json::from_str(&text).expect("credentials JSON");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            app.run_until_stopped(async {
+                let _ = rx.await;
+            })
+            .await
+            .expect("the server stops cleanly");
+        });
+        TestServer {
+            creds,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    /// `POST {operator_url}/operator/v1/payments/{id}/{action}`.
+    async fn operate(&self, id: &str, action: &str) -> Value {
+        let resp = reqwest::Client::new()
+            .post(format!(
+                "{}/operator/v1/payments/{id}/{action}",
+                self.creds.operator_url
+            ))
+            .bearer_auth(&self.creds.operator_token)
+            .send()
+            .await
+            .expect("the operator API answers");
+        assert_eq!(resp.status(), StatusCode::OK, "{action}");
+        resp.json().await.expect("JSON")
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().expect("started").send(());
+        self.task.take().expect("started").await.expect("joined");
+    }
+}
+
+#[tokio::test]
+async fn the_quickstart_completes_a_payment() {
+    let server = TestServer::start().await;
+    let report = quickstart(&server.creds)
+        .await
+        .expect("the quickstart succeeds");
+    assert_eq!(report.final_status, "completed");
+    assert_eq!(report.amount, "3400");
+    assert!(report.merchant_payment_id.starts_with("quickstart-"));
+    // The spec's worked example: 3400 at course 100 and fee 11 % -> 34 and 30.26 USDT.
+    let mi = &report.payment["merchant_information"];
+    assert_eq!(mi["amount_usdt"], "34.0000");
+    assert_eq!(mi["amount_usdt_rate"], "30.2600");
+    assert!(report.settlement.starts_with("30.2600 USDT credited"));
+    // The card is shown in groups of four, and its digits for copying.
+    let card = report.payment["requisite"].as_str().expect("a card number");
+    let card_line = report
+        .payer_instructions
+        .lines()
+        .find(|l| l.starts_with("to card"))
+        .expect("a card line");
+    let grouped: Vec<&str> = card_line
+        .trim_start_matches("to card")
+        .split("(copy")
+        .next()
+        .expect("the grouped number")
+        .split_whitespace()
+        .collect();
+    assert_eq!(grouped.concat(), card);
+    assert!(grouped[..grouped.len() - 1].iter().all(|g| g.len() == 4));
+    assert!(card_line.ends_with(&format!("(copy: {card})")));
+    assert!(report
+        .payer_instructions
+        .starts_with("Pay exactly 3400 RUB"));
+
+    // The merchant API agrees.
+    let client = MerchantClient::from_credentials(&server.creds).expect("client");
+    let read = client.get_payment(&report.payment_id).await.expect("GET");
+    assert_eq!(read.json["status"], "completed");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_quickstart_fails_on_an_unexpected_answer() {
+    let server = TestServer::start().await;
+    let mut wrong = server.creds.clone();
+    wrong.operator_token = "op_wrong".into();
+    let err = quickstart(&wrong)
+        .await
+        .expect_err("a wrong operator token fails");
+    assert!(err.starts_with("confirm: 401 token_invalid"), "{err}");
+
+    let mut wrong = server.creds.clone();
+    wrong.token = format!("{}x", server.creds.token);
+    let err = quickstart(&wrong).await.expect_err("a wrong token fails");
+    assert!(err.starts_with("create: FixCredentials"), "{err}");
+    server.stop().await;
+}
+
+fn now_secs() -> i64 {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_secs();
+    i64::try_from(secs).expect("seconds fit i64")
+}
+
+/// A callback as the service sends it.
+struct Callback {
+    event_id: String,
+    body: Vec<u8>,
+}
+
+impl Callback {
+    fn new(payment: &Value, status: &str) -> Callback {
+        let event_id = uuid_v4(&OsRandom).to_string();
+        let body = json!({
+            "id": payment["id"],
+            "event_id": event_id,
+            "status": status,
+            "amount": payment["amount"],
+            "initial_amount": payment["initial_amount"],
+            "currency": payment["currency"],
+            "payment_method": payment["payment_method"],
+            "bank_code": payment["bank_code"],
+            "is_intrabank": payment["is_intrabank"],
+            "merchant_payment_id": payment["merchant_payment_id"],
+            "rate": payment["merchant_information"]["rate"],
+            "course": payment["merchant_information"]["course"],
+            "is_test": payment["is_test"],
+            "project_id": "00000000-0000-4000-8000-000000000000",
+        });
+        Callback {
+            event_id,
+            body: serde_json::to_vec(&body).expect("JSON"),
+        }
+    }
+
+    /// Posts it, signed by `secrets` at `timestamp`; the answer's status and `outcome`.
+    async fn post(
+        &self,
+        url: &str,
+        secrets: &[&CallbackSecret],
+        timestamp: i64,
+    ) -> (StatusCode, String) {
+        let resp = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header(EVENT_ID_HEADER, &self.event_id)
+            .header(TIMESTAMP_HEADER, timestamp.to_string())
+            .header(
+                SIGNATURE_HEADER,
+                signature_header(secrets, timestamp, &self.body),
+            )
+            .body(self.body.clone())
+            .send()
+            .await
+            .expect("the receiver answers");
+        let status = resp.status();
+        let json: Value = resp.json().await.expect("JSON answer");
+        (status, json["outcome"].as_str().unwrap_or("").to_owned())
+    }
+}
+
+#[tokio::test]
+async fn the_receiver_verifies_deduplicates_and_applies_the_api_state() {
+    let server = TestServer::start().await;
+    let creds = &server.creds;
+    let client = MerchantClient::from_credentials(creds).expect("client");
+    let created = client
+        .create_payment(&json!({"merchant_payment_id": "order-cb-1", "amount": "1500.50", "payment_method": "sbp"}))
+        .await
+        .expect("create");
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    let id = created.json["id"].as_str().expect("id").to_owned();
+    server.operate(&id, "confirm").await;
+
+    // The project's secret and an older one still accepted during a rotation.
+    let secret = CallbackSecret::parse(&creds.callback_secret).expect("a whsec_ secret");
+    let previous = CallbackSecret::generate(&OsRandom);
+    let db = ReceiverDb::in_memory().expect("db");
+    let receiver = Receiver::new(
+        CallbackVerifier::new(vec![previous.clone(), secret.clone()]),
+        db.clone(),
+        client.clone(),
+        Arc::new(SystemClock),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    let serving = tokio::spawn(async move {
+        axum::serve(listener, receiver_router(Arc::new(receiver)))
+            .await
+            .expect("serves");
+    });
+    let url = format!("http://{addr}{CALLBACK_PATH}");
+
+    // A correctly signed callback: applied with the GET's status and amount.
+    let first = Callback::new(&created.json, "completed");
+    assert_eq!(
+        first.post(&url, &[&secret], now_secs()).await,
+        (StatusCode::OK, "applied".to_owned())
+    );
+    let order = db.order(&id).expect("db").expect("the order is stored");
+    assert_eq!(order.status, "completed");
+    assert_eq!(order.amount, "1500.50");
+    assert_eq!(order.merchant_payment_id, "order-cb-1");
+    assert_eq!(order.last_event_id, first.event_id);
+    assert_eq!(order.applied_events, 1);
+    assert_eq!(db.processed_events().expect("db"), 1);
+
+    // The payment changes on the server (a re-check starts: `appeal`, no callback).
+    server.operate(&id, "recheck").await;
+
+    // The same event again (a retry: new timestamp, new signature, same body): 2xx, and not
+    // processed again, or the order would now say `appeal`.
+    assert_eq!(
+        first.post(&url, &[&secret], now_secs() + 1).await,
+        (StatusCode::OK, "duplicate".to_owned())
+    );
+    let unchanged = db.order(&id).expect("db").expect("order");
+    assert_eq!(unchanged, order);
+
+    // A bad signature: 401 and nothing changed.
+    let forged = Callback::new(&created.json, "canceled");
+    let stranger = CallbackSecret::generate(&OsRandom);
+    assert_eq!(
+        forged.post(&url, &[&stranger], now_secs()).await,
+        (StatusCode::UNAUTHORIZED, "rejected".to_owned())
+    );
+    // A good signature over other bytes (body changed after signing): 401 as well.
+    let mut tampered = Callback::new(&created.json, "completed");
+    let signed_ts = now_secs();
+    let good_sig = signature_header(&[&secret], signed_ts, &tampered.body);
+    tampered.body = String::from_utf8(tampered.body)
+        .expect("utf8")
+        .replace("1500.50", "15000.50")
+        .into_bytes();
+    let resp = reqwest::Client::new()
+        .post(&url)
+        .header(TIMESTAMP_HEADER, signed_ts.to_string())
+        .header(SIGNATURE_HEADER, good_sig)
+        .body(tampered.body.clone())
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+
+    // A correct signature with a stale timestamp (301 s old): 401, nothing changed.
+    let stale = Callback::new(&created.json, "completed");
+    assert_eq!(
+        stale.post(&url, &[&secret], now_secs() - 301).await,
+        (StatusCode::UNAUTHORIZED, "rejected".to_owned())
+    );
+    assert_eq!(db.order(&id).expect("db").expect("order"), order);
+    assert_eq!(db.processed_events().expect("db"), 1);
+
+    // A new event, signed with the previous secret (rotation), whose body says `completed`
+    // while the payment is in `appeal`: the API's state wins.
+    let second = Callback::new(&created.json, "completed");
+    assert_eq!(
+        second.post(&url, &[&previous], now_secs()).await,
+        (StatusCode::OK, "applied".to_owned())
+    );
+    let order = db.order(&id).expect("db").expect("order");
+    assert_eq!(order.status, "appeal");
+    assert_eq!(order.last_event_id, second.event_id);
+    assert_eq!(order.applied_events, 2);
+    assert_eq!(db.processed_events().expect("db"), 2);
+
+    serving.abort();
+    server.stop().await;
+}
+
+/// What the stalling proxy saw: each request's nonce and the upstream's status.
+type Seen = Arc<Mutex<Vec<(String, u16)>>>;
+
+/// Forwards to the server; holds the first answer back for 3 s, past the client's timeout,
+/// as a slow network would after the server had already created the payment.
+async fn stalling_proxy(
+    axum::extract::State((upstream, seen)): axum::extract::State<(String, Seen)>,
+    req: axum::extract::Request,
+) -> (StatusCode, Vec<u8>) {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .expect("a small body");
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut forward = reqwest::Client::new().request(parts.method, format!("{upstream}{path}"));
+    for (name, value) in &parts.headers {
+        if name != "host" && name != "content-length" {
+            forward = forward.header(name, value);
+        }
+    }
+    let resp = forward.body(body).send().await.expect("the server answers");
+    let status = resp.status();
+    let bytes = resp.bytes().await.expect("a body").to_vec();
+    let nonce = parts
+        .headers
+        .get("x-request-nonce")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let first = {
+        let mut seen = seen.lock().expect("not poisoned");
+        seen.push((nonce, status.as_u16()));
+        seen.len() == 1
+    };
+    if first {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    (status, bytes)
+}
+
+#[tokio::test]
+async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_payment() {
+    let server = TestServer::start().await;
+    let seen: Seen = Arc::default();
+    let proxy = axum::Router::new()
+        .fallback(stalling_proxy)
+        .with_state((server.creds.base_url.clone(), seen.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let proxy_url = format!("http://{}", listener.local_addr().expect("addr"));
+    let serving = tokio::spawn(async move {
+        axum::serve(listener, proxy).await.expect("serves");
+    });
+
+    // A 1 s timeout stands in for the example's 15 s or more, so the test stays short.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .expect("client");
+    let client = MerchantClient::new(
+        &proxy_url,
+        &server.creds.token,
+        &server.creds.private_key_pem,
+    )
+    .expect("client")
+    .with_http_client(http);
+    let policy = RetryPolicy {
+        max_attempts: 4,
+        base: Duration::from_millis(50),
+        cap: Duration::from_millis(200),
+    };
+    let body =
+        json!({"merchant_payment_id": "order-slow-1", "amount": "700", "payment_method": "sbp"});
+    let log = Mutex::new(Vec::<String>::new());
+    let payment = create_with_retries(&client, &body, &policy, |line| {
+        log.lock().expect("not poisoned").push(line.to_owned());
+    })
+    .await
+    .expect("the create succeeds on the repeat");
+    assert_eq!(payment["merchant_payment_id"], "order-slow-1");
+    assert_eq!(payment["status"], "processing");
+
+    // The first send created the payment (201, answer lost); the repeat, with a fresh nonce,
+    // got the same payment back (200).
+    let seen = seen.lock().expect("not poisoned").clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!((seen[0].1, seen[1].1), (201, 200));
+    assert_ne!(seen[0].0, seen[1].0);
+    assert!(seen[0].0.len() >= 16);
+    let log = log.into_inner().expect("not poisoned");
+    assert!(log[0].starts_with("attempt 1: timed out"), "{log:?}");
+    assert!(log.iter().any(|l| l.contains("already existed")), "{log:?}");
+
+    // One payment: the server answers the same request directly with that payment.
+    let direct = MerchantClient::from_credentials(&server.creds)
+        .expect("client")
+        .create_payment(&body)
+        .await
+        .expect("create");
+    assert_eq!(direct.status, StatusCode::OK);
+    assert_eq!(direct.json["id"], payment["id"]);
+
+    serving.abort();
+    server.stop().await;
+}
