@@ -61,8 +61,8 @@ pub struct PreparedRequest {
     pub body: Vec<u8>,
 }
 
-/// A signing API client for one project.
-#[derive(Debug, Clone)]
+/// A signing API client for one project. Its `Debug` output never shows the token or key.
+#[derive(Clone)]
 pub struct MerchantClient {
     http: reqwest::Client,
     base_url: String,
@@ -83,6 +83,19 @@ pub enum ClientError {
     /// Transport failure (connect, timeout, ...).
     #[error("http: {0}")]
     Http(#[from] reqwest::Error),
+}
+
+impl std::fmt::Debug for MerchantClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MerchantClient")
+            .field("base_url", &self.base_url)
+            .field(
+                "token",
+                &payments_core::auth::token::token_prefix(&self.token),
+            )
+            .field("keyid", &self.keyid)
+            .finish_non_exhaustive()
+    }
 }
 
 fn now_secs() -> i64 {
