@@ -126,6 +126,8 @@ pub struct Project {
     pub name: String,
     /// An inactive project's tokens are `401 token_invalid`.
     pub active: bool,
+    /// A paused project authenticates but its new payments are `422 payment_not_routable`.
+    pub paused: bool,
     /// Test mode (sandbox only): payments get `is_test: true`, `flow: project_test`.
     pub test_mode: bool,
     /// Payment lifetime.

@@ -173,6 +173,9 @@ pub struct ProjectSettings {
     /// Require signatures on GET endpoints.
     #[arg(long, value_name = "on|off")]
     signature_required: Option<OnOff>,
+    /// Pause the project (new payments are 422 payment_not_routable) or resume it.
+    #[arg(long, value_name = "on|off")]
+    paused: Option<OnOff>,
     /// Rate limit: requests per second, optionally /burst (default burst: twice the rate).
     #[arg(long, value_name = "PER_SEC[/BURST]")]
     rate_limit: Option<String>,
@@ -533,6 +536,7 @@ fn project_patch(s: ProjectSettings) -> Result<ProjectPatch, ApiError> {
         callback_url,
         ip_allow_list,
         signature_required: s.signature_required.map(OnOff::bool),
+        paused: s.paused.map(OnOff::bool),
         rate_limit: s.rate_limit.as_deref().map(parse_rate_limit).transpose()?,
         ..ProjectPatch::default()
     })

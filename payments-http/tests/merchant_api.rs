@@ -285,6 +285,25 @@ async fn invalid_bodies_and_business_rules() {
         c.create_payment(&body("a8", "100")).await.unwrap().status,
         StatusCode::CREATED
     );
+    // A paused project authenticates but routes nothing; resumed, the same id is accepted.
+    s.patch(ProjectPatch {
+        paused: Some(true),
+        ..Default::default()
+    })
+    .await;
+    let r = c.create_payment(&body("a9", "100")).await.unwrap();
+    assert_eq!(r.code(), Some("payment_not_routable"));
+    assert_eq!(r.json["message"], "the project is paused");
+    assert_eq!(c.project().await.unwrap().status, StatusCode::OK);
+    s.patch(ProjectPatch {
+        paused: Some(false),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(
+        c.create_payment(&body("a9", "100")).await.unwrap().status,
+        StatusCode::CREATED
+    );
     s.stop().await;
 }
 

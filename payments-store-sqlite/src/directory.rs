@@ -164,6 +164,7 @@ fn project_from_row(row: &Row<'_>) -> Result<Project, StoreError> {
         ip_allow_list: serde_json::from_str(&ip_allow_list)
             .map_err(|_| corrupt("ip_allow_list", ip_allow_list))?,
         signature_required: c.flag("signature_required")?,
+        paused: c.flag("paused")?,
         rate_limit: RateLimit {
             per_second: c.num("rate_per_second")?,
             burst: c.num("rate_burst")?,
@@ -180,8 +181,8 @@ pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreErr
     conn.prepare_cached(
         "INSERT INTO projects (id, merchant_id, name, active, test_mode, lifetime_secs, \
          lifetime_nanos, contract, callback_url, ip_allow_list, signature_required, \
-         rate_per_second, rate_burst, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
+         rate_per_second, rate_burst, created_at, paused) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
          ON CONFLICT (id) DO UPDATE SET merchant_id = excluded.merchant_id, \
          name = excluded.name, active = excluded.active, test_mode = excluded.test_mode, \
          lifetime_secs = excluded.lifetime_secs, lifetime_nanos = excluded.lifetime_nanos, \
@@ -189,7 +190,7 @@ pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreErr
          ip_allow_list = excluded.ip_allow_list, \
          signature_required = excluded.signature_required, \
          rate_per_second = excluded.rate_per_second, rate_burst = excluded.rate_burst, \
-         created_at = excluded.created_at",
+         created_at = excluded.created_at, paused = excluded.paused",
     )
     .map_err(db)?
     .execute(params![
@@ -206,7 +207,8 @@ pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreErr
         p.signature_required,
         p.rate_limit.per_second,
         p.rate_limit.burst,
-        p.created_at.unix_millis()
+        p.created_at.unix_millis(),
+        p.paused
     ])
     .map_err(db)?;
     Ok(())

@@ -6,7 +6,10 @@ use crate::OpenError;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`. Append only: a released
 /// migration never changes.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_initial.sql"),
+    include_str!("migrations/0002_project_paused.sql"),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

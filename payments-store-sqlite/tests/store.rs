@@ -148,7 +148,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let path = dir.path().join("fresh.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
-    assert_eq!(SCHEMA_VERSION, 1);
+    assert_eq!(SCHEMA_VERSION, 2);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -176,9 +176,9 @@ fn a_database_from_a_newer_build_is_refused() {
         "{err:?}"
     );
     let message = err.to_string();
-    assert!(message.contains("schema version 7"), "{message}");
+    assert!(message.contains("schema version 8"), "{message}");
     assert!(
-        message.contains("version 1 this build supports"),
+        message.contains("version 2 this build supports"),
         "{message}"
     );
     // The refused database was not touched.
@@ -264,5 +264,47 @@ async fn close_commits_queued_writes_then_refuses_writes() {
     assert_eq!(
         store.count_by_status().await.expect("count"),
         vec![(PaymentStatus::Created, 32)]
+    );
+}
+
+#[test]
+fn a_version_1_database_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("v1.db");
+    // A database exactly as a v1 build left it, with a project row.
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(include_str!("../src/migrations/0001_initial.sql"))
+        .expect("v1 schema");
+    conn.execute_batch(
+        "PRAGMA user_version = 1;
+         INSERT INTO merchants (id, name, paused, callback_url, created_at)
+           VALUES ('00000000-0000-4000-8000-000000000001', 'm', 0, NULL, 0);
+         INSERT INTO projects (id, merchant_id, name, active, test_mode, lifetime_secs,
+           lifetime_nanos, contract, callback_url, ip_allow_list, signature_required,
+           rate_per_second, rate_burst, created_at)
+           VALUES ('00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000001',
+             'p', 1, 0, 900, 0, '{\"currencies\":[\"RUB\"],\"methods\":[]}', NULL, '[]', 0, 50, 100, 0);",
+    )
+    .expect("v1 rows");
+    drop(conn);
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("upgrade");
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let project = rt
+        .block_on(DirectoryStore::project(
+            &store,
+            "00000000-0000-4000-8000-000000000002"
+                .parse()
+                .expect("uuid"),
+        ))
+        .expect("read")
+        .expect("the v1 project survives the upgrade");
+    assert_eq!(project.name, "p");
+    assert!(
+        !project.paused,
+        "v2 adds paused = false to existing projects"
     );
 }

@@ -71,6 +71,12 @@ impl PaymentService {
                 "the merchant is paused",
             ));
         }
+        if project.paused {
+            return Err(ApiError::new(
+                ErrorCode::PaymentNotRoutable,
+                "the project is paused",
+            ));
+        }
         let bank_code = match resolved {
             None => None,
             Some(Ok(bank)) => Some(bank.name().to_string()),

@@ -61,6 +61,8 @@ pub struct ProjectPatch {
     pub ip_allow_list: Option<Vec<String>>,
     /// Signature requirement for GET endpoints.
     pub signature_required: Option<bool>,
+    /// Pause (new payments `422 payment_not_routable`) or resume.
+    pub paused: Option<bool>,
     /// Rate limit.
     pub rate_limit: Option<RateLimit>,
 }
@@ -189,6 +191,7 @@ impl PaymentService {
             callback_url: None,
             ip_allow_list: Vec::new(),
             signature_required: false,
+            paused: false,
             rate_limit: RateLimit::default(),
             created_at: self.ports.clock.now(),
         };
@@ -278,6 +281,9 @@ impl PaymentService {
             IpAllowList::parse(rules.iter().map(String::as_str))
                 .map_err(|e| bad(format!("ip_allow_list: {e}")))?;
             p.ip_allow_list = rules;
+        }
+        if let Some(paused) = patch.paused {
+            p.paused = paused;
         }
         if let Some(s) = patch.signature_required {
             p.signature_required = s;
@@ -566,6 +572,7 @@ pub fn project_value(p: &Project) -> serde_json::Value {
         "callback_url": p.callback_url.as_ref().map(|u| u.as_str()),
         "ip_allow_list": p.ip_allow_list,
         "signature_required": p.signature_required,
+        "paused": p.paused,
         "rate_limit": {"per_second": p.rate_limit.per_second, "burst": p.rate_limit.burst},
         "created_at": p.created_at,
     })

@@ -236,6 +236,7 @@ pub fn project(n: u128, merchant: &Merchant, test_mode: bool, callback: Option<&
         callback_url: callback.map(url),
         ip_allow_list: Vec::new(),
         signature_required: false,
+        paused: false,
         rate_limit: RateLimit::default(),
         created_at: ts(T_CREATED - 86_400_000),
     }

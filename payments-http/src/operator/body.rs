@@ -124,7 +124,7 @@ impl Body {
 
 /// The project settings of a create or patch body: `name`, `active`, `test_mode`,
 /// `lifetime_seconds`, `contract`, `callback_url` (`null` clears), `ip_allow_list`,
-/// `signature_required`, `rate_limit`.
+/// `signature_required`, `rate_limit`, `paused`.
 pub fn project_patch(body: &Body) -> Result<ProjectPatch, ApiError> {
     Ok(ProjectPatch {
         name: body.string("name")?,
@@ -140,6 +140,7 @@ pub fn project_patch(body: &Body) -> Result<ProjectPatch, ApiError> {
             None
         },
         signature_required: body.bool("signature_required")?,
+        paused: body.bool("paused")?,
         rate_limit: body.get("rate_limit").map(rate_limit).transpose()?,
     })
 }

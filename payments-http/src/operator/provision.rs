@@ -142,7 +142,8 @@ async fn update_merchant(
 }
 
 /// Settings a new project may carry.
-const PROJECT_CREATE_FIELDS: [&str; 10] = [
+const PROJECT_CREATE_FIELDS: [&str; 11] = [
+    "paused",
     "merchant_id",
     "name",
     "test_mode",
@@ -156,7 +157,8 @@ const PROJECT_CREATE_FIELDS: [&str; 10] = [
 ];
 
 /// Settings a project patch may carry.
-const PROJECT_PATCH_FIELDS: [&str; 9] = [
+const PROJECT_PATCH_FIELDS: [&str; 10] = [
+    "paused",
     "name",
     "active",
     "test_mode",

@@ -171,6 +171,7 @@ pub(super) fn sample_project(n: u128, merchant: MerchantId) -> Project {
         callback_url: None,
         ip_allow_list: Vec::new(),
         signature_required: false,
+        paused: false,
         rate_limit: RateLimit::default(),
         created_at: T0,
     }

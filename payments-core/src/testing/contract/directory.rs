@@ -60,6 +60,7 @@ pub async fn merchants_and_projects<S: Store>(store: &S) {
     full.callback_url = Some(url("https://shop.example/payments/callback"));
     full.ip_allow_list = vec!["203.0.113.7".to_string(), "2001:db8::/32".to_string()];
     full.signature_required = true;
+    full.paused = true;
     full.rate_limit = RateLimit {
         per_second: 7,
         burst: 9,
