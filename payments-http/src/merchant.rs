@@ -146,6 +146,22 @@ fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
     })
 }
 
+/// The common front of every authenticated endpoint, in decisions.md's order: a slot in the
+/// in-flight limit (`503` when saturated), the body read up to the limit (`413`), then
+/// authentication (token, allow-list, rate limit, signature, nonce).
+async fn admitted(
+    st: &AppState,
+    endpoint: Endpoint,
+    req: Request,
+    peer: SocketAddr,
+) -> Result<(tokio::sync::OwnedSemaphorePermit, AuthContext, Bytes), ApiError> {
+    let permit = admit(st)?;
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, parts.headers.get("content-length")).await?;
+    let ctx = authenticate(st, endpoint, &parts, &body, peer).await?;
+    Ok((permit, ctx, body))
+}
+
 fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
     let body = serde_json::to_vec(value).expect("response values are plain data");
     (status, [("content-type", "application/json")], body).into_response()
@@ -159,12 +175,7 @@ async fn create_payment(
     req: Request,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let _permit = admit(&st).map_err(err)?;
-    let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length"))
-        .await
-        .map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::CreatePayment, &parts, &body, peer)
+    let (_permit, ctx, body) = admitted(&st, Endpoint::CreatePayment, req, peer)
         .await
         .map_err(err)?;
     tracing::Span::current().record("project_id", tracing::field::display(ctx.project.id));
@@ -190,12 +201,7 @@ async fn get_payment(
     req: Request,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let _permit = admit(&st).map_err(err)?;
-    let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length"))
-        .await
-        .map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::GetPayment, &parts, &body, peer)
+    let (_permit, ctx, _) = admitted(&st, Endpoint::GetPayment, req, peer)
         .await
         .map_err(err)?;
     let payment = st
@@ -214,12 +220,7 @@ async fn get_project(
     req: Request,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let _permit = admit(&st).map_err(err)?;
-    let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length"))
-        .await
-        .map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::GetProject, &parts, &body, peer)
+    let (_permit, ctx, _) = admitted(&st, Endpoint::GetProject, req, peer)
         .await
         .map_err(err)?;
     let scopes: Vec<&str> = ctx.token.scopes.iter().map(|s| s.as_str()).collect();
@@ -319,12 +320,7 @@ async fn test_helper(
     complete: bool,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let _permit = admit(&st).map_err(err)?;
-    let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length"))
-        .await
-        .map_err(err)?;
-    let ctx = authenticate(&st, Endpoint::TestHelper, &parts, &body, peer)
+    let (_permit, ctx, body) = admitted(&st, Endpoint::TestHelper, req, peer)
         .await
         .map_err(err)?;
     let amount = helper_amount(&body, complete).map_err(err)?;
