@@ -188,7 +188,19 @@ async fn create_payment(
         CreateStatus::Created => StatusCode::CREATED,
         _ => StatusCode::OK,
     };
-    tracing::info!(payment_id = %outcome.payment.id, status = outcome.payment.status.as_str(), created = status == StatusCode::CREATED, "payment create answered");
+    let p = &outcome.payment;
+    // Support needs to match a payer's report to a payment; the requisite is masked.
+    let requisite = p
+        .requisites
+        .as_ref()
+        .map(|r| crate::telemetry::mask_requisite(&r.requisite));
+    tracing::info!(
+        payment_id = %p.id,
+        status = p.status.as_str(),
+        created = status == StatusCode::CREATED,
+        requisite = requisite.as_deref().unwrap_or("-"),
+        "payment create answered"
+    );
     Ok(json_response(status, &outcome.payment.view()))
 }
 
