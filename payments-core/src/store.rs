@@ -139,6 +139,19 @@ pub trait OutboxStore: Send + Sync {
     async fn pending_events(&self) -> Result<u64, StoreError>;
 }
 
+/// What [`DirectoryStore::auth_lookup`] found; each part `None` when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthLookup {
+    /// The token with the presented hash.
+    pub token: Option<TokenRecord>,
+    /// The token's project.
+    pub project: Option<Project>,
+    /// The project's merchant.
+    pub merchant: Option<Merchant>,
+    /// The project's key with the requested id.
+    pub key: Option<KeyRecord>,
+}
+
 /// Merchants, projects and their credentials.
 #[async_trait]
 pub trait DirectoryStore: Send + Sync {
@@ -174,6 +187,36 @@ pub trait DirectoryStore: Send + Sync {
         -> Result<Option<KeyRecord>, StoreError>;
     /// A project's keys.
     async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError>;
+    /// Everything authentication reads, in one round trip where the store can: the token with
+    /// this hash (revoked or not), its project, the project's merchant and, when `keyid` is
+    /// given, the project's key with that id (revoked or not). Read from the stored state at
+    /// the time of the call, never from a cache, so a revocation counts for the next request.
+    /// The default asks [`Self::token_by_hash`], [`Self::project`], [`Self::merchant`] and
+    /// [`Self::key`] in turn.
+    async fn auth_lookup(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+    ) -> Result<AuthLookup, StoreError> {
+        let Some(token) = self.token_by_hash(hash).await? else {
+            return Ok(AuthLookup::default());
+        };
+        let project = self.project(token.project_id).await?;
+        let merchant = match &project {
+            Some(p) => self.merchant(p.merchant_id).await?,
+            None => None,
+        };
+        let key = match keyid {
+            Some(k) => self.key(token.project_id, k).await?,
+            None => None,
+        };
+        Ok(AuthLookup {
+            token: Some(token),
+            project,
+            merchant,
+            key,
+        })
+    }
     /// Revokes a key; `false` if there is no such key of that project.
     async fn revoke_key(
         &self,

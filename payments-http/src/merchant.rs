@@ -79,7 +79,7 @@ pub fn routes(environment: Environment) -> Router<AppState> {
 
 /// Reads the body up to [`MAX_BODY`]: a larger declared length is refused before reading, and
 /// a stream that grows past the limit is cut off.
-async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Bytes, ApiError> {
+pub async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             ErrorCode::BodyTooLarge,
@@ -99,8 +99,9 @@ async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Bytes, 
         .map_err(|_| too_large())
 }
 
-/// Runs authentication for `endpoint` over the raw request.
-async fn authenticate(
+/// Runs authentication for `endpoint` over the raw request (also used by the verify-only
+/// reference server of the benchmarks, so both measure the same path).
+pub async fn authenticate(
     st: &AppState,
     endpoint: Endpoint,
     parts: &axum::http::request::Parts,
@@ -136,7 +137,7 @@ async fn authenticate(
 }
 
 /// A permit from the in-flight limit, or `503` when the server is saturated.
-fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+pub fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
     st.in_flight.clone().try_acquire_owned().map_err(|_| {
         ApiError::new(
             ErrorCode::ServiceUnavailable,

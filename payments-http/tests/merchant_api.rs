@@ -839,7 +839,10 @@ async fn the_built_binary_as_a_new_user_runs_it() {
     assert!(!log.contains("PRIVATE KEY"));
     let requisite = created.json["requisite"].as_str().unwrap();
     assert!(!log.contains(requisite), "the requisite is masked in logs");
-    assert!(log.contains(&payments_http::telemetry::mask_requisite(requisite)), "{log}");
+    assert!(
+        log.contains(&payments_http::telemetry::mask_requisite(requisite)),
+        "{log}"
+    );
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use payments_core::project::{
     TokenRecord,
 };
 use payments_core::settlement::FeePercent;
-use payments_core::store::StoreError;
+use payments_core::store::{AuthLookup, StoreError};
 use payments_core::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use rust_decimal::Decimal;
@@ -350,6 +350,38 @@ pub(crate) fn insert_key(conn: &Connection, k: &KeyRecord) -> Result<(), StoreEr
         Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate(format!("key {}", k.keyid))),
         Err(e) => Err(db(e)),
     }
+}
+
+/// The reads of one authentication in one read transaction.
+pub(crate) fn auth_lookup(
+    conn: &Connection,
+    hash: &[u8; 32],
+    keyid: Option<&KeyId>,
+) -> Result<AuthLookup, StoreError> {
+    // A read-only connection: the transaction only pins one snapshot for the four reads.
+    conn.execute_batch("BEGIN").map_err(db)?;
+    let lookup = (|| {
+        let Some(token) = token_by_hash(conn, hash)? else {
+            return Ok(AuthLookup::default());
+        };
+        let project = project(conn, token.project_id)?;
+        let merchant = match &project {
+            Some(p) => merchant(conn, p.merchant_id)?,
+            None => None,
+        };
+        let key = match keyid {
+            Some(k) => key(conn, token.project_id, k)?,
+            None => None,
+        };
+        Ok(AuthLookup {
+            token: Some(token),
+            project,
+            merchant,
+            key,
+        })
+    })();
+    conn.execute_batch("COMMIT").map_err(db)?;
+    lookup
 }
 
 pub(crate) fn key(

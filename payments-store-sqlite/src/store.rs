@@ -10,7 +10,7 @@ use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AuditStore, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
+    AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
     PaymentStore, Store, StoreError,
 };
 use payments_core::Timestamp;
@@ -172,6 +172,19 @@ impl DirectoryStore for SqliteStore {
 
     async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
         self.read(move |c| directory::keys(c, project)).await
+    }
+
+    /// One trip to the reader pool instead of four, the reads in one read transaction (one
+    /// snapshot of the database).
+    async fn auth_lookup(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+    ) -> Result<AuthLookup, StoreError> {
+        let hash = *hash;
+        let keyid = keyid.cloned();
+        self.read(move |c| directory::auth_lookup(c, &hash, keyid.as_ref()))
+            .await
     }
 
     async fn revoke_key(

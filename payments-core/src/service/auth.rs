@@ -91,22 +91,36 @@ impl PaymentService {
             .map(|(_, v)| *v)
             .ok_or_else(|| token_invalid("missing Authorization: Bearer token"))?;
         let hash = parse_bearer(header, cfg.environment)?;
-        let token = store
-            .token_by_hash(hash.as_bytes())
-            .await?
+        // The signature is parsed (pure work, no I/O) before the store is asked, so that the
+        // key is read in the same round trip as the token; its errors are reported in their
+        // place in the order below, after the token, allow-list and rate-limit checks.
+        let now = self.ports.clock.now();
+        let always_signed = matches!(req.endpoint, Endpoint::CreatePayment | Endpoint::TestHelper);
+        let has_signature = req
+            .parts
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
+        let prepared = (always_signed || has_signature)
+            .then(|| PreparedSignature::prepare(&req.parts, &cfg.policy, now));
+        let keyid = prepared
+            .as_ref()
+            .and_then(|p| p.as_ref().ok())
+            .map(PreparedSignature::keyid);
+        let found = store.auth_lookup(hash.as_bytes(), keyid).await?;
+        let token = found
+            .token
             .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(&hash))
             .ok_or_else(|| token_invalid("unknown token"))?;
         if token.revoked_at.is_some() {
             return Err(token_invalid("the token was revoked"));
         }
-        let project = store
-            .project(token.project_id)
-            .await?
+        let project = found
+            .project
             .filter(|p| p.active)
             .ok_or_else(|| token_invalid("the project is not active"))?;
-        let merchant = store
-            .merchant(project.merchant_id)
-            .await?
+        let merchant = found
+            .merchant
             .ok_or_else(|| token_invalid("the project is not active"))?;
         req.endpoint.check_scope(&token.scopes)?;
 
@@ -134,7 +148,6 @@ impl PaymentService {
             _ => project.signature_required,
         };
         if needs_signature {
-            let now = self.ports.clock.now();
             let debug = |e: crate::auth::SignatureError| {
                 if cfg.signature_debug {
                     e.into_api_error(Environment::Sandbox)
@@ -142,11 +155,14 @@ impl PaymentService {
                     ApiError::from(e)
                 }
             };
-            let prepared =
-                PreparedSignature::prepare(&req.parts, &cfg.policy, now).map_err(debug)?;
-            let key = store
-                .key(project.id, prepared.keyid())
-                .await?
+            let prepared = match prepared {
+                Some(p) => p,
+                // A GET of a project that requires signatures, sent without Signature-Input.
+                None => PreparedSignature::prepare(&req.parts, &cfg.policy, now),
+            }
+            .map_err(debug)?;
+            let key = found
+                .key
                 .filter(|k| k.revoked_at.is_none())
                 .and_then(|k| VerifyingKey::from_bytes(&k.public_key).ok())
                 .ok_or_else(|| debug(prepared.unknown_keyid()))?;
