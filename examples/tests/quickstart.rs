@@ -14,80 +14,31 @@ use payments_core::random::uuid_v4;
 use payments_examples::create::{create_with_retries, RetryPolicy};
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{quickstart, receiver_router, Receiver, ReceiverDb};
-use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
 use payments_http::client::MerchantClient;
-use payments_http::config::PartialSettings;
-use payments_http::server::Application;
 use payments_http::system::{OsRandom, SystemClock};
+use payments_http::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-struct TestServer {
-    creds: SandboxCredentials,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl TestServer {
-    async fn start() -> TestServer {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let settings = PartialSettings {
-            data_dir: Some(dir.path().to_path_buf()),
-            listen: Some("127.0.0.1:0".into()),
-            operator_listen: Some("127.0.0.1:0".into()),
-            sweep_interval_ms: Some(50),
-            ..PartialSettings::default()
-        }
-        .finish()
-        .expect("valid settings");
-        let app = Application::build(settings)
-            .await
-            .expect("the server starts");
-        let text = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
-            .expect("the sandbox wrote its credentials");
-        let creds: SandboxCredentials = serde_json::from_str(&text).expect("credentials JSON");
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            app.run_until_stopped(async {
-                let _ = rx.await;
-            })
-            .await
-            .expect("the server stops cleanly");
-        });
-        TestServer {
-            creds,
-            stop: Some(tx),
-            task: Some(task),
-            _dir: dir,
-        }
-    }
-
-    /// `POST {operator_url}/operator/v1/payments/{id}/{action}`.
-    async fn operate(&self, id: &str, action: &str) -> Value {
-        let resp = reqwest::Client::new()
-            .post(format!(
-                "{}/operator/v1/payments/{id}/{action}",
-                self.creds.operator_url
-            ))
-            .bearer_auth(&self.creds.operator_token)
-            .send()
-            .await
-            .expect("the operator API answers");
-        assert_eq!(resp.status(), StatusCode::OK, "{action}");
-        resp.json().await.expect("JSON")
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().expect("started").send(());
-        self.task.take().expect("started").await.expect("joined");
-    }
+/// `POST {operator_url}/operator/v1/payments/{id}/{action}`.
+async fn operate(server: &TestServer, id: &str, action: &str) -> Value {
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/payments/{id}/{action}",
+            server.operator_url
+        ))
+        .bearer_auth(&server.operator_token)
+        .send()
+        .await
+        .expect("the operator API answers");
+    assert_eq!(resp.status(), StatusCode::OK, "{action}");
+    resp.json().await.expect("JSON")
 }
 
 #[tokio::test]
 async fn the_quickstart_completes_a_payment() {
-    let server = TestServer::start().await;
-    let report = quickstart(&server.creds)
+    let server = TestServer::sandbox().await;
+    let report = quickstart(server.creds())
         .await
         .expect("the quickstart succeeds");
     assert_eq!(report.final_status, "completed");
@@ -120,7 +71,7 @@ async fn the_quickstart_completes_a_payment() {
         .starts_with("Pay exactly 3400 RUB"));
 
     // The merchant API agrees.
-    let client = MerchantClient::from_credentials(&server.creds).expect("client");
+    let client = MerchantClient::from_credentials(server.creds()).expect("client");
     let read = client.get_payment(&report.payment_id).await.expect("GET");
     assert_eq!(read.json["status"], "completed");
     server.stop().await;
@@ -128,16 +79,16 @@ async fn the_quickstart_completes_a_payment() {
 
 #[tokio::test]
 async fn the_quickstart_fails_on_an_unexpected_answer() {
-    let server = TestServer::start().await;
-    let mut wrong = server.creds.clone();
+    let server = TestServer::sandbox().await;
+    let mut wrong = server.creds().clone();
     wrong.operator_token = "op_wrong".into();
     let err = quickstart(&wrong)
         .await
         .expect_err("a wrong operator token fails");
     assert!(err.starts_with("confirm: 401 token_invalid"), "{err}");
 
-    let mut wrong = server.creds.clone();
-    wrong.token = format!("{}x", server.creds.token);
+    let mut wrong = server.creds().clone();
+    wrong.token = format!("{}x", server.creds().token);
     let err = quickstart(&wrong).await.expect_err("a wrong token fails");
     assert!(err.starts_with("create: FixCredentials"), "{err}");
     server.stop().await;
@@ -210,8 +161,8 @@ impl Callback {
 
 #[tokio::test]
 async fn the_receiver_verifies_deduplicates_and_applies_the_api_state() {
-    let server = TestServer::start().await;
-    let creds = &server.creds;
+    let server = TestServer::sandbox().await;
+    let creds = &server.creds();
     let client = MerchantClient::from_credentials(creds).expect("client");
     let created = client
         .create_payment(&json!({"merchant_payment_id": "order-cb-1", "amount": "1500.50", "payment_method": "sbp"}))
@@ -219,7 +170,7 @@ async fn the_receiver_verifies_deduplicates_and_applies_the_api_state() {
         .expect("create");
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
     let id = created.json["id"].as_str().expect("id").to_owned();
-    server.operate(&id, "confirm").await;
+    operate(&server, &id, "confirm").await;
 
     // The project's secret and an older one still accepted during a rotation.
     let secret = CallbackSecret::parse(&creds.callback_secret).expect("a whsec_ secret");
@@ -257,7 +208,7 @@ async fn the_receiver_verifies_deduplicates_and_applies_the_api_state() {
     assert_eq!(db.processed_events().expect("db"), 1);
 
     // The payment changes on the server (a re-check starts: `appeal`, no callback).
-    server.operate(&id, "recheck").await;
+    operate(&server, &id, "recheck").await;
 
     // The same event again (a retry: new timestamp, new signature, same body): 2xx, and not
     // processed again, or the order would now say `appeal`.
@@ -361,11 +312,11 @@ async fn stalling_proxy(
 
 #[tokio::test]
 async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_payment() {
-    let server = TestServer::start().await;
+    let server = TestServer::sandbox().await;
     let seen: Seen = Arc::default();
     let proxy = axum::Router::new()
         .fallback(stalling_proxy)
-        .with_state((server.creds.base_url.clone(), seen.clone()));
+        .with_state((server.creds().base_url.clone(), seen.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -381,8 +332,8 @@ async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_paym
         .expect("client");
     let client = MerchantClient::new(
         &proxy_url,
-        &server.creds.token,
-        &server.creds.private_key_pem,
+        &server.creds().token,
+        &server.creds().private_key_pem,
     )
     .expect("client")
     .with_http_client(http);
@@ -414,7 +365,7 @@ async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_paym
     assert!(log.iter().any(|l| l.contains("already existed")), "{log:?}");
 
     // One payment: the server answers the same request directly with that payment.
-    let direct = MerchantClient::from_credentials(&server.creds)
+    let direct = MerchantClient::from_credentials(server.creds())
         .expect("client")
         .create_payment(&body)
         .await

@@ -25,3 +25,5 @@ pub mod client;
 pub mod server;
 pub mod sweeper;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -8,12 +8,9 @@ use axum::http::HeaderMap;
 use axum::routing::post;
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::service::{Actor, ProjectPatch};
-use payments_core::{ProjectId, Timestamp};
-use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
-use payments_http::client::MerchantClient;
+use payments_core::Timestamp;
 use payments_http::config::PartialSettings;
-use payments_http::server::Application;
-use payments_http::AppState;
+use payments_http::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -43,78 +40,29 @@ async fn receiver() -> (String, mpsc::UnboundedReceiver<Received>) {
     (format!("http://{addr}/cb"), rx)
 }
 
-struct Server {
-    state: AppState,
-    creds: SandboxCredentials,
-    client: MerchantClient,
-    operator: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+async fn start() -> TestServer {
+    TestServer::start(PartialSettings {
+        allow_local_callbacks: Some(true),
+        callback_retry_delays: Some("1,1".into()),
+        ..PartialSettings::default()
+    })
+    .await
 }
 
-impl Server {
-    async fn start() -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let settings = PartialSettings {
-            data_dir: Some(dir.path().to_path_buf()),
-            listen: Some("127.0.0.1:0".into()),
-            operator_listen: Some("127.0.0.1:0".into()),
-            allow_local_callbacks: Some(true),
-            callback_retry_delays: Some("1,1".into()),
-            sweep_interval_ms: Some(50),
-            ..PartialSettings::default()
-        }
-        .finish()
+/// `POST {operator}/operator/v1/payments/{path}` with the operator token.
+async fn op(
+    s: &TestServer,
+    path: &str,
+    body: serde_json::Value,
+) -> (StatusCode, serde_json::Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/operator/v1/payments/{path}", s.operator_url))
+        .bearer_auth(&s.operator_token)
+        .json(&body)
+        .send()
+        .await
         .unwrap();
-        let app = Application::build(settings).await.unwrap();
-        let state = app.state().clone();
-        let creds: SandboxCredentials = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE)).unwrap(),
-        )
-        .unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            app.run_until_stopped(async {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-        });
-        Server {
-            state,
-            client: MerchantClient::from_credentials(&creds).unwrap(),
-            creds,
-            operator: reqwest::Client::new(),
-            stop: Some(tx),
-            task: Some(task),
-            _dir: dir,
-        }
-    }
-
-    fn project(&self) -> ProjectId {
-        self.creds.project_id.parse().unwrap()
-    }
-
-    async fn op(&self, path: &str, body: serde_json::Value) -> (StatusCode, serde_json::Value) {
-        let r = self
-            .operator
-            .post(format!(
-                "{}/operator/v1/payments/{path}",
-                self.creds.operator_url
-            ))
-            .bearer_auth(&self.creds.operator_token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        (r.status(), r.json().await.unwrap())
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap();
-    }
+    (r.status(), r.json().await.unwrap())
 }
 
 /// Waits for the next callback and checks it the way a merchant's receiver would.
@@ -157,10 +105,10 @@ async fn nothing_more(rx: &mut mpsc::UnboundedReceiver<Received>) {
 
 #[tokio::test]
 async fn recheck_path_ends_in_verified_callbacks() {
-    let s = Server::start().await;
+    let s = start().await;
     let (url, mut rx) = receiver().await;
     let created = s
-        .client
+        .client()
         .create_payment(&json!({"merchant_payment_id": "rc-1", "amount": "3400", "payment_method": "sbp", "callback_url": url}))
         .await
         .unwrap();
@@ -169,9 +117,9 @@ async fn recheck_path_ends_in_verified_callbacks() {
     nothing_more(&mut rx).await;
 
     // processing -> completed: callback.
-    let (st, _) = s.op(&format!("{id}/confirm"), json!({})).await;
+    let (st, _) = op(&s, &format!("{id}/confirm"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
-    let first = next_verified(&mut rx, &s.creds.callback_secret).await;
+    let first = next_verified(&mut rx, &s.creds().callback_secret).await;
     assert_eq!(
         (
             first["status"].as_str(),
@@ -184,29 +132,27 @@ async fn recheck_path_ends_in_verified_callbacks() {
     assert_eq!(first["is_test"], false);
 
     // completed -> completed with a new amount: callback with the new amount, settlement recomputed.
-    let (st, body) = s
-        .op(&format!("{id}/confirm"), json!({"amount": "3000"}))
-        .await;
+    let (st, body) = op(&s, &format!("{id}/confirm"), json!({"amount": "3000"})).await;
     assert_eq!(st, StatusCode::OK, "{body}");
     assert_eq!(
         body["payment"]["merchant_information"]["amount_usdt"],
         "30.0000"
     );
     assert_eq!(body["payment"]["initial_amount"].to_string(), "3400");
-    let second = next_verified(&mut rx, &s.creds.callback_secret).await;
+    let second = next_verified(&mut rx, &s.creds().callback_secret).await;
     assert_eq!(second["amount"].to_string(), "3000");
     assert_eq!(second["initial_amount"].to_string(), "3400");
     assert_ne!(second["event_id"], first["event_id"]);
 
     // completed -> appeal: no callback while in appeal.
-    let (st, body) = s.op(&format!("{id}/recheck"), json!({})).await;
+    let (st, body) = op(&s, &format!("{id}/recheck"), json!({})).await;
     assert_eq!(
         (st, body["payment"]["status"].as_str()),
         (StatusCode::OK, Some("appeal"))
     );
     nothing_more(&mut rx).await;
     // Illegal while in appeal: 409 invalid_transition naming the status.
-    let (st, body) = s.op(&format!("{id}/cancel"), json!({})).await;
+    let (st, body) = op(&s, &format!("{id}/cancel"), json!({})).await;
     assert_eq!(
         (st, body["code"].as_str()),
         (StatusCode::CONFLICT, Some("invalid_transition"))
@@ -217,28 +163,28 @@ async fn recheck_path_ends_in_verified_callbacks() {
     );
 
     // appeal -> canceled: callback with the result.
-    let (st, _) = s
-        .op(
-            &format!("{id}/recheck/resolve"),
-            json!({"status": "canceled"}),
-        )
-        .await;
+    let (st, _) = op(
+        &s,
+        &format!("{id}/recheck/resolve"),
+        json!({"status": "canceled"}),
+    )
+    .await;
     assert_eq!(st, StatusCode::OK);
-    let third = next_verified(&mut rx, &s.creds.callback_secret).await;
+    let third = next_verified(&mut rx, &s.creds().callback_secret).await;
     assert_eq!(third["status"], "canceled");
 
     // canceled -> completed (paid after all): callback.
-    let (st, _) = s.op(&format!("{id}/confirm"), json!({})).await;
+    let (st, _) = op(&s, &format!("{id}/confirm"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(
-        next_verified(&mut rx, &s.creds.callback_secret).await["status"],
+        next_verified(&mut rx, &s.creds().callback_secret).await["status"],
         "completed"
     );
 
     // Manual resend: the same status, a new event_id, one attempt.
-    let (st, body) = s.op(&format!("{id}/callbacks/resend"), json!({})).await;
+    let (st, body) = op(&s, &format!("{id}/callbacks/resend"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
-    let resent = next_verified(&mut rx, &s.creds.callback_secret).await;
+    let resent = next_verified(&mut rx, &s.creds().callback_secret).await;
     assert_eq!(resent["status"], "completed");
     assert_eq!(resent["event_id"], body["event_id"]);
 
@@ -246,13 +192,12 @@ async fn recheck_path_ends_in_verified_callbacks() {
     // the receiver answered, so give it a moment).
     let mut events = serde_json::Value::Null;
     for _ in 0..40 {
-        events = s
-            .operator
+        events = reqwest::Client::new()
             .get(format!(
                 "{}/operator/v1/payments/{id}/events",
-                s.creds.operator_url
+                s.creds().operator_url
             ))
-            .bearer_auth(&s.creds.operator_token)
+            .bearer_auth(&s.operator_token)
             .send()
             .await
             .unwrap()
@@ -281,7 +226,7 @@ async fn recheck_path_ends_in_verified_callbacks() {
 
 #[tokio::test]
 async fn expiry_sends_the_canceled_callback() {
-    let s = Server::start().await;
+    let s = start().await;
     let (url, mut rx) = receiver().await;
     s.state
         .service
@@ -305,8 +250,8 @@ async fn expiry_sends_the_canceled_callback() {
         .unwrap();
     p.lifetime = Duration::from_millis(500);
     s.state.service.store().put_project(&p).await.unwrap();
-    let created = s.client.create_payment(&json!({"merchant_payment_id": "exp-1", "amount": "100", "payment_method": "card_transfer"})).await.unwrap();
-    let cb = next_verified(&mut rx, &s.creds.callback_secret).await;
+    let created = s.client().create_payment(&json!({"merchant_payment_id": "exp-1", "amount": "100", "payment_method": "card_transfer"})).await.unwrap();
+    let cb = next_verified(&mut rx, &s.creds().callback_secret).await;
     assert_eq!(cb["status"], "canceled");
     assert_eq!(cb["id"], created.json["id"]);
     assert_eq!(cb["payment_method"], "card_transfer");
@@ -315,7 +260,7 @@ async fn expiry_sends_the_canceled_callback() {
 
 #[tokio::test]
 async fn test_payments_and_their_helpers() {
-    let s = Server::start().await;
+    let s = start().await;
     let (url, mut rx) = receiver().await;
     s.state
         .service
@@ -331,7 +276,7 @@ async fn test_payments_and_their_helpers() {
         .await
         .unwrap();
     let a = s
-        .client
+        .client()
         .create_payment(
             &json!({"merchant_payment_id": "t-1", "amount": "100", "payment_method": "sbp"}),
         )
@@ -344,7 +289,7 @@ async fn test_payments_and_their_helpers() {
     let id = a.json["id"].as_str().unwrap().to_string();
     // The "paid" button: completed, and no automatic callback.
     let r = s
-        .client
+        .client()
         .post(
             &format!("/api/v1/test/payments/{id}/complete"),
             br#"{"amount": "90"}"#,
@@ -362,7 +307,7 @@ async fn test_payments_and_their_helpers() {
     nothing_more(&mut rx).await;
     // Only processing test payments: a second press is 409.
     let r = s
-        .client
+        .client()
         .post(&format!("/api/v1/test/payments/{id}/cancel"), b"")
         .await
         .unwrap();
@@ -372,14 +317,14 @@ async fn test_payments_and_their_helpers() {
     );
     // The "canceled" button on another one.
     let b = s
-        .client
+        .client()
         .create_payment(
             &json!({"merchant_payment_id": "t-2", "amount": "100", "payment_method": "sbp"}),
         )
         .await
         .unwrap();
     let r = s
-        .client
+        .client()
         .post(
             &format!(
                 "/api/v1/test/payments/{}/cancel",
@@ -392,9 +337,9 @@ async fn test_payments_and_their_helpers() {
     assert_eq!(r.json["status"], "canceled");
     nothing_more(&mut rx).await;
     // Support resends the closed test payment's callback: a real signed request, is_test true.
-    let (st, _) = s.op(&format!("{id}/callbacks/resend"), json!({})).await;
+    let (st, _) = op(&s, &format!("{id}/callbacks/resend"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
-    let cb = next_verified(&mut rx, &s.creds.callback_secret).await;
+    let cb = next_verified(&mut rx, &s.creds().callback_secret).await;
     assert_eq!(
         (cb["status"].as_str(), cb["is_test"].as_bool()),
         (Some("completed"), Some(true))
@@ -413,14 +358,14 @@ async fn test_payments_and_their_helpers() {
         .await
         .unwrap();
     let live = s
-        .client
+        .client()
         .create_payment(
             &json!({"merchant_payment_id": "live-1", "amount": "100", "payment_method": "sbp"}),
         )
         .await
         .unwrap();
     let r = s
-        .client
+        .client()
         .post(
             &format!(
                 "/api/v1/test/payments/{}/complete",
@@ -442,7 +387,7 @@ async fn test_payments_and_their_helpers() {
         .await
         .unwrap();
     let r = s
-        .client
+        .client()
         .with_token(&create_only.token)
         .post(&format!("/api/v1/test/payments/{id}/cancel"), b"")
         .await

@@ -7,78 +7,13 @@ use payments_core::auth::keys::generate_signing_key;
 use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
 use payments_core::service::{Actor, ProjectPatch};
-use payments_core::ProjectId;
 use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
 use payments_http::client::{MerchantClient, SignSpec};
 use payments_http::config::PartialSettings;
-use payments_http::server::Application;
 use payments_http::system::OsRandom;
-use payments_http::AppState;
+use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-
-struct TestServer {
-    state: AppState,
-    creds: SandboxCredentials,
-    client: MerchantClient,
-    project: ProjectId,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl TestServer {
-    async fn start() -> TestServer {
-        Self::start_with(PartialSettings::default()).await
-    }
-
-    async fn start_with(extra: PartialSettings) -> TestServer {
-        let dir = tempfile::tempdir().unwrap();
-        let base = PartialSettings {
-            data_dir: Some(dir.path().to_path_buf()),
-            listen: Some("127.0.0.1:0".into()),
-            operator_listen: Some("127.0.0.1:0".into()),
-            sweep_interval_ms: Some(50),
-            ..PartialSettings::default()
-        };
-        let settings = base.overridden_by(extra).finish().unwrap();
-        let app = Application::build(settings).await.unwrap();
-        let state = app.state().clone();
-        let text = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE)).unwrap();
-        let creds: SandboxCredentials = serde_json::from_str(&text).unwrap();
-        let client = MerchantClient::from_credentials(&creds).unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            app.run_until_stopped(async {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-        });
-        TestServer {
-            state,
-            project: creds.project_id.parse().unwrap(),
-            creds,
-            client,
-            stop: Some(tx),
-            task: Some(task),
-            _dir: dir,
-        }
-    }
-
-    async fn patch(&self, patch: ProjectPatch) {
-        self.state
-            .service
-            .update_project(self.project, patch, &Actor("test".into()))
-            .await
-            .unwrap();
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap();
-    }
-}
 
 fn body(mpid: &str, amount: &str) -> serde_json::Value {
     json!({"merchant_payment_id": mpid, "amount": amount, "payment_method": "sbp"})
@@ -86,8 +21,8 @@ fn body(mpid: &str, amount: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn sandbox_test_cases_of_the_spec() {
-    let s = TestServer::start().await;
-    let c = &s.client;
+    let s = TestServer::sandbox().await;
+    let c = &s.client();
     // Same request twice -> 201 then 200 with the same payment.
     let first = c.create_payment(&body("order-1", "3400")).await.unwrap();
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.json);
@@ -159,21 +94,21 @@ async fn sandbox_test_cases_of_the_spec() {
 
 #[tokio::test]
 async fn unpaid_past_lifetime_is_canceled_by_the_sweeper() {
-    let s = TestServer::start().await;
+    let s = TestServer::sandbox().await;
     // The operator API refuses lifetimes under a minute; the store takes any, which lets the
     // test run in a second.
     let mut p = s
         .state
         .service
         .store()
-        .project(s.project)
+        .project(s.project())
         .await
         .unwrap()
         .unwrap();
     p.lifetime = Duration::from_millis(300);
     s.state.service.store().put_project(&p).await.unwrap();
     let r = s
-        .client
+        .client()
         .create_payment(&body("exp-1", "100"))
         .await
         .unwrap();
@@ -182,7 +117,7 @@ async fn unpaid_past_lifetime_is_canceled_by_the_sweeper() {
     let mut status = String::new();
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        status = s.client.get_payment(&id).await.unwrap().json["status"]
+        status = s.client().get_payment(&id).await.unwrap().json["status"]
             .as_str()
             .unwrap()
             .to_string();
@@ -196,8 +131,8 @@ async fn unpaid_past_lifetime_is_canceled_by_the_sweeper() {
 
 #[tokio::test]
 async fn invalid_bodies_and_business_rules() {
-    let s = TestServer::start().await;
-    let c = &s.client;
+    let s = TestServer::sandbox().await;
+    let c = &s.client();
     let cases: Vec<(serde_json::Value, StatusCode, &str, &str)> = vec![
         (
             json!({"merchant_payment_id": "a1", "amount": "1", "payment_method": "sbp", "deadline": 5}),
@@ -247,7 +182,7 @@ async fn invalid_bodies_and_business_rules() {
     contract
         .currencies
         .push(payments_core::payment::Currency::parse("USD").unwrap());
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         contract: Some(contract),
         ..Default::default()
     })
@@ -263,7 +198,7 @@ async fn invalid_bodies_and_business_rules() {
         .state
         .service
         .store()
-        .project(s.project)
+        .project(s.project())
         .await
         .unwrap()
         .unwrap()
@@ -286,7 +221,7 @@ async fn invalid_bodies_and_business_rules() {
         StatusCode::CREATED
     );
     // A paused project authenticates but routes nothing; resumed, the same id is accepted.
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         paused: Some(true),
         ..Default::default()
     })
@@ -295,7 +230,7 @@ async fn invalid_bodies_and_business_rules() {
     assert_eq!(r.code(), Some("payment_not_routable"));
     assert_eq!(r.json["message"], "the project is paused");
     assert_eq!(c.project().await.unwrap().status, StatusCode::OK);
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         paused: Some(false),
         ..Default::default()
     })
@@ -309,8 +244,8 @@ async fn invalid_bodies_and_business_rules() {
 
 #[tokio::test]
 async fn magic_amounts() {
-    let s = TestServer::start().await;
-    let c = &s.client;
+    let s = TestServer::sandbox().await;
+    let c = &s.client();
     let r = c.create_payment(&body("m13", "100.13")).await.unwrap();
     assert_eq!(r.status, StatusCode::CREATED);
     assert_eq!(r.json["status"], "error");
@@ -346,8 +281,8 @@ async fn magic_amounts() {
 
 #[tokio::test]
 async fn token_and_signature_rejections_take_nothing() {
-    let s = TestServer::start().await;
-    let c = &s.client;
+    let s = TestServer::sandbox().await;
+    let c = &s.client();
     let b = serde_json::to_vec(&body("auth-1", "100")).unwrap();
     // Token of the other environment.
     let live = c.with_token("nl_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
@@ -358,7 +293,7 @@ async fn token_and_signature_rejections_take_nothing() {
     );
     // Truncated token.
     let r = c
-        .with_token(&s.creds.token[..20])
+        .with_token(&s.creds().token[..20])
         .create_payment(&body("auth-1", "100"))
         .await
         .unwrap();
@@ -368,7 +303,7 @@ async fn token_and_signature_rejections_take_nothing() {
     let read_only = s
         .state
         .service
-        .issue_token(s.project, vec![Scope::PaymentsRead], &actor)
+        .issue_token(s.project(), vec![Scope::PaymentsRead], &actor)
         .await
         .unwrap();
     let r = c
@@ -384,7 +319,7 @@ async fn token_and_signature_rejections_take_nothing() {
     let extra = s
         .state
         .service
-        .issue_token(s.project, vec![Scope::PaymentsCreate], &actor)
+        .issue_token(s.project(), vec![Scope::PaymentsCreate], &actor)
         .await
         .unwrap();
     assert_eq!(
@@ -397,7 +332,7 @@ async fn token_and_signature_rejections_take_nothing() {
     );
     s.state
         .service
-        .revoke_token(s.project, extra.record.id, &actor)
+        .revoke_token(s.project(), extra.record.id, &actor)
         .await
         .unwrap();
     let r = c
@@ -502,8 +437,8 @@ async fn token_and_signature_rejections_take_nothing() {
 
 #[tokio::test]
 async fn size_rate_and_address_limits() {
-    let s = TestServer::start().await;
-    let c = &s.client;
+    let s = TestServer::sandbox().await;
+    let c = &s.client();
     // 17 KiB body -> 413 body_too_large; the id stays free.
     let mut big = body("lim-1", "100");
     big["callback_url"] = json!(format!("https://example.com/{}", "x".repeat(17 * 1024)));
@@ -513,7 +448,7 @@ async fn size_rate_and_address_limits() {
         (StatusCode::PAYLOAD_TOO_LARGE, Some("body_too_large"))
     );
     // IP allow-list: 127.0.0.1 is not in 10.0.0.0/8.
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         ip_allow_list: Some(vec!["10.0.0.0/8".into()]),
         ..Default::default()
     })
@@ -535,13 +470,13 @@ async fn size_rate_and_address_limits() {
     req.headers
         .push(("X-Forwarded-For".into(), "10.1.2.3".into()));
     assert_eq!(c.send(&req).await.unwrap().code(), Some("ip_not_allowed"));
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         ip_allow_list: Some(vec!["127.0.0.1".into(), "::1".into()]),
         ..Default::default()
     })
     .await;
     // Rate limit: 1/s with a burst of 2 -> the third request at once is 429 with Retry-After.
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         rate_limit: Some(RateLimit {
             per_second: 1,
             burst: 2,
@@ -593,17 +528,17 @@ async fn size_rate_and_address_limits() {
 
 #[tokio::test]
 async fn forwarded_for_is_used_only_from_trusted_proxies() {
-    let s = TestServer::start_with(PartialSettings {
+    let s = TestServer::start(PartialSettings {
         trusted_proxies: Some(vec!["127.0.0.0/8".into()]),
         ..Default::default()
     })
     .await;
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         ip_allow_list: Some(vec!["203.0.113.7".into()]),
         ..Default::default()
     })
     .await;
-    let c = &s.client;
+    let c = &s.client();
     let mut req = c
         .prepare(
             Method::POST,
@@ -632,15 +567,15 @@ async fn forwarded_for_is_used_only_from_trusted_proxies() {
 
 #[tokio::test]
 async fn reads_project_banks_and_request_ids() {
-    let s = TestServer::start().await;
-    let c = &s.client;
+    let s = TestServer::sandbox().await;
+    let c = &s.client();
     // GET /api/v1/project.
     let r = c.project().await.unwrap();
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(r.json["project_id"], s.creds.project_id.as_str());
+    assert_eq!(r.json["project_id"], s.creds().project_id.as_str());
     assert_eq!(
         r.json["token_prefix"].as_str().unwrap(),
-        &s.creds.token[..14]
+        &s.creds().token[..14]
     );
     assert_eq!(
         r.json["scopes"],
@@ -659,7 +594,7 @@ async fn reads_project_banks_and_request_ids() {
     let path = format!("/api/v1/payments/{}", created.json["id"].as_str().unwrap());
     let unsigned = c.prepare(Method::GET, &path, b"", None).unwrap();
     assert_eq!(c.send(&unsigned).await.unwrap().status, StatusCode::OK);
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         signature_required: Some(true),
         ..Default::default()
     })
@@ -679,7 +614,7 @@ async fn reads_project_banks_and_request_ids() {
     // Banks: public, cached, filtered, validated.
     let http = reqwest::Client::new();
     let r = http
-        .get(format!("{}/api/v1/banks?geo_code=kz", s.creds.base_url))
+        .get(format!("{}/api/v1/banks?geo_code=kz", s.creds().base_url))
         .header("X-Request-ID", "req-42")
         .send()
         .await
@@ -692,7 +627,7 @@ async fn reads_project_banks_and_request_ids() {
     assert!(list.len() >= 8);
     assert!(list.iter().all(|b| b["country"] == "KZ"));
     let r = http
-        .get(format!("{}/api/v1/banks?geo_code=KAZ", s.creds.base_url))
+        .get(format!("{}/api/v1/banks?geo_code=KAZ", s.creds().base_url))
         .send()
         .await
         .unwrap();
@@ -704,7 +639,7 @@ async fn reads_project_banks_and_request_ids() {
     assert_eq!(generated.len(), 36);
     // Health.
     assert_eq!(
-        http.get(format!("{}/healthz", s.creds.base_url))
+        http.get(format!("{}/healthz", s.creds().base_url))
             .send()
             .await
             .unwrap()
@@ -712,7 +647,7 @@ async fn reads_project_banks_and_request_ids() {
         StatusCode::OK
     );
     assert_eq!(
-        http.get(format!("{}/readyz", s.creds.base_url))
+        http.get(format!("{}/readyz", s.creds().base_url))
             .send()
             .await
             .unwrap()
@@ -724,10 +659,10 @@ async fn reads_project_banks_and_request_ids() {
 
 #[tokio::test]
 async fn concurrent_identical_creates_make_one_payment() {
-    let s = TestServer::start().await;
+    let s = TestServer::sandbox().await;
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let c = s.client.clone();
+        let c = s.client().clone();
         tasks.push(tokio::spawn(async move {
             c.create_payment(&body("race-1", "250")).await.unwrap()
         }));
@@ -853,14 +788,14 @@ async fn tls_on_the_merchant_listener() {
     let key_path = dir.path().join("key.pem");
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
     std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
-    let s = TestServer::start_with(PartialSettings {
+    let s = TestServer::start(PartialSettings {
         tls_cert: Some(cert_path),
         tls_key: Some(key_path),
         ..Default::default()
     })
     .await;
-    assert!(s.creds.base_url.starts_with("https://127.0.0.1:"));
-    let port = s.creds.base_url.rsplit(':').next().unwrap().to_string();
+    assert!(s.creds().base_url.starts_with("https://127.0.0.1:"));
+    let port = s.creds().base_url.rsplit(':').next().unwrap().to_string();
     let http = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
         .resolve("localhost", format!("127.0.0.1:{port}").parse().unwrap())
@@ -868,8 +803,8 @@ async fn tls_on_the_merchant_listener() {
         .unwrap();
     let client = MerchantClient::new(
         &format!("https://localhost:{port}"),
-        &s.creds.token,
-        &s.creds.private_key_pem,
+        &s.creds().token,
+        &s.creds().private_key_pem,
     )
     .unwrap()
     .with_http_client(http);

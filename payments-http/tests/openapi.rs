@@ -15,13 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use payments_core::auth::{Environment, Scope};
 use payments_core::project::RateLimit;
 use payments_core::service::{Actor, ProjectPatch};
-use payments_core::{ErrorCode, ProjectId};
-use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
-use payments_http::client::{ApiResponse, MerchantClient, SignSpec};
-use payments_http::config::PartialSettings;
+use payments_core::ErrorCode;
+use payments_http::client::{ApiResponse, SignSpec};
 use payments_http::merchant;
-use payments_http::server::Application;
-use payments_http::AppState;
+use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -409,67 +406,17 @@ fn check(
     seen.insert((method.to_string(), path.to_string(), status));
 }
 
-struct Server {
-    state: AppState,
-    creds: SandboxCredentials,
-    client: MerchantClient,
-    project: ProjectId,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
+async fn start() -> TestServer {
+    TestServer::sandbox().await
 }
 
-async fn start() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = PartialSettings {
-        data_dir: Some(dir.path().to_path_buf()),
-        listen: Some("127.0.0.1:0".into()),
-        operator_listen: Some("127.0.0.1:0".into()),
-        ..PartialSettings::default()
-    }
-    .finish()
-    .unwrap();
-    let app = Application::build(settings).await.unwrap();
-    let state = app.state().clone();
-    let text = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE)).unwrap();
-    let creds: SandboxCredentials = serde_json::from_str(&text).unwrap();
-    let client = MerchantClient::from_credentials(&creds).unwrap();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        app.run_until_stopped(async {
-            let _ = rx.await;
-        })
-        .await
+/// An unsigned GET with a plain client.
+async fn plain_get(s: &TestServer, path_and_query: &str) -> ApiResponse {
+    let client = s.client();
+    let req = client
+        .prepare(Method::GET, path_and_query, b"", None)
         .unwrap();
-    });
-    Server {
-        state,
-        project: creds.project_id.parse().unwrap(),
-        creds,
-        client,
-        stop,
-        task,
-        _dir: dir,
-    }
-}
-
-impl Server {
-    async fn patch(&self, patch: ProjectPatch) {
-        self.state
-            .service
-            .update_project(self.project, patch, &Actor("openapi test".into()))
-            .await
-            .unwrap();
-    }
-
-    /// An unsigned GET with a plain client.
-    async fn plain_get(&self, path_and_query: &str) -> ApiResponse {
-        let req = self
-            .client
-            .prepare(Method::GET, path_and_query, b"", None)
-            .unwrap();
-        self.client.send(&req).await.unwrap()
-    }
+    client.send(&req).await.unwrap()
 }
 
 fn create_body(mpid: &str, amount: &str) -> Value {
@@ -480,7 +427,7 @@ fn create_body(mpid: &str, amount: &str) -> Value {
 async fn real_responses_validate_against_the_file() {
     let spec = spec();
     let s = start().await;
-    let c = &s.client;
+    let c = &s.client();
     let mut seen = BTreeSet::new();
     let create = "/api/v1/payments";
     let get = "/api/v1/payments/{id}";
@@ -555,7 +502,7 @@ async fn real_responses_validate_against_the_file() {
     assert_eq!(r.code(), Some("bad_request"));
     check(&spec, &mut seen, create, "POST", &r);
     let r = c
-        .with_token(&s.creds.token[..20])
+        .with_token(&s.creds().token[..20])
         .create_payment(&create_body("oa-401", "100"))
         .await
         .unwrap();
@@ -573,7 +520,7 @@ async fn real_responses_validate_against_the_file() {
     let read_only = s
         .state
         .service
-        .issue_token(s.project, vec![Scope::PaymentsRead], &Actor("t".into()))
+        .issue_token(s.project(), vec![Scope::PaymentsRead], &Actor("t".into()))
         .await
         .unwrap();
     let r = c
@@ -624,16 +571,16 @@ async fn real_responses_validate_against_the_file() {
         "?geo_code=KAZ",
         "?geo_code=RU&geo_code=KZ",
     ] {
-        let r = s.plain_get(&format!("/api/v1/banks{q}")).await;
+        let r = plain_get(&s, &format!("/api/v1/banks{q}")).await;
         check(&spec, &mut seen, "/api/v1/banks", "GET", &r);
     }
     for path in ["/healthz", "/readyz"] {
-        let r = s.plain_get(path).await;
+        let r = plain_get(&s, path).await;
         assert_eq!(r.status, StatusCode::OK);
         check(&spec, &mut seen, path, "GET", &r);
     }
     // A path the file does not list: 404 not_found with the error body.
-    let r = s.plain_get("/api/v1/nowhere").await;
+    let r = plain_get(&s, "/api/v1/nowhere").await;
     assert_eq!(r.code(), Some("not_found"));
     assert!(validation_errors(
         &spec,
@@ -656,7 +603,7 @@ async fn real_responses_validate_against_the_file() {
         .unwrap();
     assert_eq!(r.code(), Some("payment_not_found"));
     check(&spec, &mut seen, cancel, "POST", &r);
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         test_mode: Some(true),
         ..Default::default()
     })
@@ -692,7 +639,7 @@ async fn real_responses_validate_against_the_file() {
     check(&spec, &mut seen, get, "GET", &r);
 
     // 403 ip_not_allowed, then 429 with Retry-After.
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         ip_allow_list: Some(vec!["10.0.0.0/8".into()]),
         ..Default::default()
     })
@@ -700,7 +647,7 @@ async fn real_responses_validate_against_the_file() {
     let r = c.project().await.unwrap();
     assert_eq!(r.code(), Some("ip_not_allowed"));
     check(&spec, &mut seen, "/api/v1/project", "GET", &r);
-    s.patch(ProjectPatch {
+    s.patch_project(ProjectPatch {
         ip_allow_list: Some(Vec::new()),
         rate_limit: Some(RateLimit {
             per_second: 1,
@@ -720,8 +667,7 @@ async fn real_responses_validate_against_the_file() {
     let r = limited.expect("a burst of 1 is exceeded by the second request");
     check(&spec, &mut seen, get, "GET", &r);
 
-    let _ = s.stop.send(());
-    s.task.await.unwrap();
+    s.stop().await;
 
     // The statuses this test must have exercised (a guard against silently skipping cases).
     for (method, path, status) in [

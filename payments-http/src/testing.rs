@@ -1,0 +1,126 @@
+//! A real server for tests (feature `testing`): the whole `Application` on 127.0.0.1:0 over a
+//! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
+//! own tests.
+
+use payments_core::service::{Actor, ProjectPatch};
+use payments_core::ProjectId;
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+
+use crate::bootstrap::{issue_operator_token, SandboxCredentials, CREDENTIALS_FILE};
+use crate::client::MerchantClient;
+use crate::config::PartialSettings;
+use crate::server::Application;
+use crate::AppState;
+
+/// A running server.
+#[derive(Debug)]
+pub struct TestServer {
+    /// The server's state (its service), for looking behind the API.
+    pub state: AppState,
+    /// `http://127.0.0.1:<port>` of the merchant API.
+    pub merchant_url: String,
+    /// `http://127.0.0.1:<port>` of the operator API.
+    pub operator_url: String,
+    /// The operator token.
+    pub operator_token: String,
+    /// The sandbox credentials (`None` in production, which never bootstraps).
+    pub credentials: Option<SandboxCredentials>,
+    /// The data dir, deleted on drop.
+    pub dir: TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// A bootstrapped sandbox with the defaults and a 50 ms sweep interval.
+    pub async fn sandbox() -> TestServer {
+        TestServer::start(PartialSettings::default()).await
+    }
+
+    /// A server whose settings are the test defaults overridden by `extra` (e.g.
+    /// `environment: Some("production".into())`). `TEST_LOG=1` prints the server's log.
+    pub async fn start(extra: PartialSettings) -> TestServer {
+        if std::env::var_os("TEST_LOG").is_some() {
+            crate::telemetry::init(Default::default(), "info");
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let settings = PartialSettings {
+            data_dir: Some(dir.path().to_path_buf()),
+            listen: Some("127.0.0.1:0".into()),
+            operator_listen: Some("127.0.0.1:0".into()),
+            sweep_interval_ms: Some(50),
+            ..PartialSettings::default()
+        }
+        .overridden_by(extra)
+        .finish()
+        .expect("valid test settings");
+        let app = Application::build(settings)
+            .await
+            .expect("the server starts");
+        let state = app.state().clone();
+        let merchant_url = app.base_url();
+        let operator_url = app.operator_url();
+        let credentials = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
+            .ok()
+            .map(|t| serde_json::from_str::<SandboxCredentials>(&t).expect("credentials JSON"));
+        let operator_token = match &credentials {
+            Some(c) => c.operator_token.clone(),
+            None => issue_operator_token(&state.service)
+                .await
+                .expect("an operator token"),
+        };
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            app.run_until_stopped(async {
+                let _ = rx.await;
+            })
+            .await
+            .expect("the server stops cleanly");
+        });
+        TestServer {
+            state,
+            merchant_url,
+            operator_url,
+            operator_token,
+            credentials,
+            dir,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// The sandbox credentials.
+    pub fn creds(&self) -> &SandboxCredentials {
+        self.credentials.as_ref().expect("a sandbox server")
+    }
+
+    /// A signing client for the sandbox's demo project.
+    pub fn client(&self) -> MerchantClient {
+        MerchantClient::from_credentials(self.creds()).expect("the bootstrapped key parses")
+    }
+
+    /// The demo project's id.
+    pub fn project(&self) -> ProjectId {
+        self.creds().project_id.parse().expect("a UUID")
+    }
+
+    /// Changes the demo project's settings through the core.
+    pub async fn patch_project(&self, patch: ProjectPatch) {
+        self.state
+            .service
+            .update_project(self.project(), patch, &Actor("test".into()))
+            .await
+            .expect("the patch applies");
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("the server task ends");
+        }
+    }
+}
