@@ -105,10 +105,16 @@ fn now_secs() -> i64 {
 }
 
 impl MerchantClient {
-    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`) with a token and a private key.
+    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`) with a token and a private key
+    /// in PKCS#8 PEM.
     pub fn new(base_url: &str, token: &str, private_key_pem: &str) -> Result<Self, ClientError> {
         let key =
             parse_signing_key_pem(private_key_pem).map_err(|e| ClientError::Key(e.to_string()))?;
+        Self::from_key(base_url, token, key)
+    }
+
+    /// A client with a token and an Ed25519 signing key.
+    pub fn from_key(base_url: &str, token: &str, key: SigningKey) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))
             .build()?;

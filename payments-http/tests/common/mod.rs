@@ -3,26 +3,19 @@
 
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
-use std::path::Path;
-
 use ed25519_dalek::SigningKey;
 use payments_core::auth::keys::{keyid, parse_signing_key_pem};
-use payments_core::auth::signature::{sign_request, HttpRequestParts, SignOptions};
 use payments_core::KeyId;
-use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
+use payments_http::bootstrap::SandboxCredentials;
+use payments_http::client::{MerchantClient, SignSpec};
 use payments_http::config::PartialSettings;
-use payments_http::server::Application;
 use payments_http::system::OsRandom;
+use payments_http::testing::TestServer;
 use payments_http::AppState;
 use serde_json::Value;
-use tempfile::TempDir;
-use tokio::sync::oneshot;
 
 /// A running server and what a test needs to talk to it.
 pub struct TestApp {
-    /// The data dir (deleted on drop).
-    pub dir: TempDir,
     /// `http://127.0.0.1:<port>` of the merchant API.
     pub merchant_url: String,
     /// `http://127.0.0.1:<port>` of the operator API.
@@ -35,8 +28,8 @@ pub struct TestApp {
     pub state: AppState,
     /// HTTP client.
     pub client: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<()>>,
+    /// The running server; its data dir goes when it is dropped.
+    server: Option<TestServer>,
 }
 
 /// An answer: status and JSON body (`Null` when empty or not JSON).
@@ -66,19 +59,6 @@ impl Answer {
     }
 }
 
-fn settings(dir: &Path, environment: &str) -> payments_http::config::Settings {
-    PartialSettings {
-        data_dir: Some(dir.to_path_buf()),
-        environment: Some(environment.into()),
-        listen: Some("127.0.0.1:0".into()),
-        operator_listen: Some("127.0.0.1:0".into()),
-        synchronous: Some("normal".into()),
-        ..PartialSettings::default()
-    }
-    .finish()
-    .expect("test settings are valid")
-}
-
 impl TestApp {
     /// A bootstrapped sandbox.
     pub async fn sandbox() -> TestApp {
@@ -91,45 +71,19 @@ impl TestApp {
     }
 
     async fn start(environment: &str) -> TestApp {
-        if std::env::var_os("TEST_LOG").is_some() {
-            payments_http::telemetry::init(Default::default(), "info");
-        }
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let app = Application::build(settings(dir.path(), environment))
-            .await
-            .expect("the server starts");
-        let merchant_url = format!("http://{}", app.merchant_addr());
-        let operator_url = format!("http://{}", app.operator_addr());
-        let state = app.state().clone();
-        let (credentials, operator_token) = if environment == "sandbox" {
-            let text = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
-                .expect("the sandbox wrote its credentials");
-            let creds: SandboxCredentials = serde_json::from_str(&text).expect("credentials JSON");
-            let op = creds.operator_token.clone();
-            (Some(creds), op)
-        } else {
-            let op = payments_http::bootstrap::issue_operator_token(&state.service)
-                .await
-                .expect("an operator token");
-            (None, op)
-        };
-        let (tx, rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            app.run_until_stopped(async {
-                let _ = rx.await;
-            })
-            .await
-            .expect("the server runs");
-        });
+        let server = TestServer::start(PartialSettings {
+            environment: Some(environment.into()),
+            synchronous: Some("normal".into()),
+            ..PartialSettings::default()
+        })
+        .await;
         TestApp {
-            dir,
-            merchant_url,
-            operator_url,
-            operator_token,
-            credentials,
-            state,
+            merchant_url: server.merchant_url.clone(),
+            operator_url: server.operator_url.clone(),
+            operator_token: server.operator_token.clone(),
+            credentials: server.credentials.clone(),
+            state: server.state.clone(),
             client: reqwest::Client::new(),
-            stop: Some(tx),
             server: Some(server),
         }
     }
@@ -212,17 +166,6 @@ impl TestApp {
     }
 }
 
-impl Drop for TestApp {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.server.take() {
-            h.abort();
-        }
-    }
-}
-
 /// A signing key with its keyid.
 #[derive(Debug, Clone)]
 pub struct Signer {
@@ -246,7 +189,8 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", payments_core::random::uuid_v4(&OsRandom))
 }
 
-/// A merchant API request to `base` (signed when `key` is given).
+/// A merchant API request to `base` (signed when `key` is given), built and signed by the
+/// crate's `MerchantClient`.
 pub async fn merchant_request(
     client: &reqwest::Client,
     base: &str,
@@ -256,54 +200,24 @@ pub async fn merchant_request(
     key: Option<&Signer>,
     body: &[u8],
 ) -> Answer {
-    let addr: SocketAddr = base
-        .trim_start_matches("http://")
-        .parse()
-        .expect("base is http://ip:port");
-    let authority = addr.to_string();
-    let mut headers: Vec<(String, String)> = vec![
-        ("Authorization".into(), format!("Bearer {token}")),
-        ("Content-Type".into(), "application/json".into()),
-        ("X-Request-ID".into(), unique("test")),
-    ];
-    if let Some(signer) = key {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("the clock is after 1970")
-            .as_secs() as i64;
-        let borrowed: Vec<(&str, &[u8])> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_bytes()))
-            .collect();
-        let parts = HttpRequestParts {
-            method,
-            scheme: "http",
-            authority: &authority,
-            path_and_query: path,
-            headers: &borrowed,
-            body,
-        };
-        let options = SignOptions::new(signer.keyid.clone(), now, now + 60);
-        let signed =
-            sign_request(&parts, &signer.key, &options, &OsRandom).expect("the request signs");
-        let extra: Vec<(String, String)> = signed
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect();
-        headers.extend(extra);
-    }
+    let signing_key = key.map_or_else(
+        || payments_core::auth::keys::generate_signing_key(&OsRandom),
+        |s| s.key.clone(),
+    );
+    let merchant = MerchantClient::from_key(base, token, signing_key)
+        .expect("a client")
+        .with_http_client(client.clone());
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
-    let mut req = client.request(method, format!("{base}{path}"));
-    for (n, v) in &headers {
-        req = req.header(n, v);
+    let sign = SignSpec::default();
+    let req = merchant
+        .prepare(method, path, body, key.map(|_| &sign))
+        .expect("the request signs");
+    let resp = merchant.send(&req).await.expect("the merchant API answers");
+    Answer {
+        status: resp.status.as_u16(),
+        text: String::from_utf8_lossy(&resp.body).into_owned(),
+        body: resp.json,
     }
-    let resp = req
-        .body(body.to_vec())
-        .send()
-        .await
-        .expect("the merchant API answers");
-    Answer::read(resp).await
 }
 
 /// A signed create of `amount` by `sbp` with a fresh merchant payment id.
