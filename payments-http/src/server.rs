@@ -280,7 +280,7 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
         callback_policy: AddressPolicy {
             allow_local: settings.allow_local_callbacks,
         },
-        automatic_attempts: settings.callback_retry_delays.max_attempts(),
+        retry: settings.callback_retry_delays.clone(),
         ..ServiceConfig::default()
     };
     let mut auth = AuthConfig::for_environment(settings.environment);

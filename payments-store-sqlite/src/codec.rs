@@ -21,9 +21,12 @@ pub(crate) fn parse_scope(name: &str) -> Result<Scope, StoreError> {
 }
 
 /// Scopes as space-separated wire names.
-pub(crate) fn scopes_text(scopes: &[Scope]) -> Result<String, StoreError> {
-    let names = scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>();
-    Ok(names.join(" "))
+pub(crate) fn scopes_text(scopes: &[Scope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Scopes from [`scopes_text`].

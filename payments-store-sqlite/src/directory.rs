@@ -261,7 +261,7 @@ pub(crate) fn insert_token(conn: &Connection, t: &TokenRecord) -> Result<(), Sto
             t.project_id.to_string(),
             &t.hash[..],
             t.prefix,
-            codec::scopes_text(&t.scopes)?,
+            codec::scopes_text(&t.scopes),
             t.created_at.unix_millis(),
             t.revoked_at.map(Timestamp::unix_millis)
         ]);

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::bank::BankCatalog;
 use crate::callback::address::AddressPolicy;
+use crate::callback::RetrySchedule;
 use crate::clock::Clock;
 use crate::event::{DeliveryState, EventKind, OutboxEvent};
 use crate::ids::PaymentId;
@@ -42,8 +43,9 @@ pub struct ServiceConfig {
     pub duplicate_wait: Duration,
     /// How often a waiting duplicate re-reads the payment.
     pub duplicate_poll: Duration,
-    /// Attempts of an automatic callback (1 + the number of retry delays).
-    pub automatic_attempts: u32,
+    /// The callback retry schedule: an automatic event gets its `max_attempts()`, a manual
+    /// resend one attempt. The dispatcher uses the same schedule for the delays.
+    pub retry: RetrySchedule,
 }
 
 impl Default for ServiceConfig {
@@ -53,7 +55,7 @@ impl Default for ServiceConfig {
             provider_budget: Duration::from_secs(15),
             duplicate_wait: Duration::from_secs(16),
             duplicate_poll: Duration::from_millis(20),
-            automatic_attempts: 3,
+            retry: RetrySchedule::default(),
         }
     }
 }
@@ -201,7 +203,7 @@ impl PaymentService {
             .clone();
         let max_attempts = match ev.kind {
             EventKind::ManualResend => 1,
-            _ => self.config.automatic_attempts,
+            _ => self.config.retry.max_attempts(),
         };
         Some(OutboxEvent {
             event: ev.clone(),
