@@ -253,10 +253,83 @@ pub trait AuditStore: Send + Sync {
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
+/// A request nonce to record (see [`NonceStore::use_nonce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NonceUse<'a> {
+    /// The project whose nonce it is.
+    pub project: ProjectId,
+    /// The nonce as sent.
+    pub nonce: &'a str,
+    /// The time of the request.
+    pub now: Timestamp,
+    /// Until when it is kept.
+    pub expires_at: Timestamp,
+}
+
+/// What [`Store::admit_create`] did.
+// The payment is returned by value once per create; boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdmitOutcome {
+    /// The nonce was already used: nothing was written.
+    Replayed,
+    /// The merchant payment id is taken; here is its payment (the nonce is recorded).
+    Existing(Payment),
+    /// The candidate payment was stored (with the nonce).
+    Inserted,
+    /// The merchant payment id is free and there was no candidate: only the nonce is recorded.
+    Free,
+}
+
 /// Everything the service needs from storage.
+#[async_trait]
 pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + AuditStore {
     /// A cheap check that the store answers (for `/readyz`).
     fn is_ready(&self) -> bool {
         true
+    }
+
+    /// The write of a create request, in its order: record the request's `nonce` (a replay
+    /// writes nothing and answers [`AdmitOutcome::Replayed`]); then, if `(project,
+    /// merchant_payment_id)` is taken, [`AdmitOutcome::Existing`]; else store `candidate`
+    /// ([`AdmitOutcome::Inserted`]) or, without one (the request broke a business rule),
+    /// [`AdmitOutcome::Free`]. `candidate` carries `project` and `merchant_payment_id`. A store
+    /// error leaves nothing of it written where the store can make it atomic.
+    ///
+    /// The default calls [`NonceStore::use_nonce`], [`PaymentStore::insert_payment`] and
+    /// [`PaymentStore::payment_by_merchant_id`]; a store with transactions overrides it to make
+    /// the whole of it one write (the SQLite store: one group-commit job instead of a nonce
+    /// write, a read and an insert).
+    async fn admit_create(
+        &self,
+        nonce: Option<NonceUse<'_>>,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+        candidate: Option<&Payment>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        if let Some(n) = nonce {
+            if !self
+                .use_nonce(n.project, n.nonce, n.now, n.expires_at)
+                .await?
+            {
+                return Ok(AdmitOutcome::Replayed);
+            }
+        }
+        match candidate {
+            Some(p) => Ok(match self.insert_payment(p).await? {
+                InsertOutcome::Inserted => AdmitOutcome::Inserted,
+                InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
+            }),
+            None => Ok(
+                match self
+                    .payment_by_merchant_id(project, merchant_payment_id)
+                    .await?
+                {
+                    Some(existing) => AdmitOutcome::Existing(existing),
+                    None => AdmitOutcome::Free,
+                },
+            ),
+        }
     }
 }

@@ -13,7 +13,7 @@ use axum::Router;
 use payments_core::amount::Amount;
 use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
 use payments_core::bank::parse_geo_query;
-use payments_core::service::{Actor, AuthContext, AuthRequest, CreateStatus};
+use payments_core::service::{Actor, AuthContext, AuthRequest, CreateStatus, PendingNonce};
 use payments_core::{ApiError, ErrorCode};
 use serde::Deserialize;
 
@@ -99,8 +99,9 @@ pub async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Byt
         .map_err(|_| too_large())
 }
 
-/// Runs authentication for `endpoint` over the raw request (also used by the verify-only
-/// reference server of the benchmarks, so both measure the same path).
+/// Runs authentication for `endpoint` over the raw request, recording the nonce of a signed
+/// request (also used by the verify-only reference server of the benchmarks, so both measure
+/// the same path).
 pub async fn authenticate(
     st: &AppState,
     endpoint: Endpoint,
@@ -108,6 +109,21 @@ pub async fn authenticate(
     body: &[u8],
     peer: SocketAddr,
 ) -> Result<AuthContext, ApiError> {
+    let (ctx, nonce) = authenticate_deferring_nonce(st, endpoint, parts, body, peer).await?;
+    if let Some(nonce) = nonce {
+        st.service.record_nonce(&nonce).await?;
+    }
+    Ok(ctx)
+}
+
+/// [`authenticate`] leaving the nonce to the caller (a create records it with the payment).
+async fn authenticate_deferring_nonce(
+    st: &AppState,
+    endpoint: Endpoint,
+    parts: &axum::http::request::Parts,
+    body: &[u8],
+    peer: SocketAddr,
+) -> Result<(AuthContext, Option<PendingNonce>), ApiError> {
     let headers: Vec<(&str, &[u8])> = parts
         .headers
         .iter()
@@ -132,7 +148,7 @@ pub async fn authenticate(
         peer: peer.ip(),
     };
     st.service
-        .authenticate(&request, |project| st.limiters.check(project))
+        .authenticate_deferring_nonce(&request, |project| st.limiters.check(project))
         .await
 }
 
@@ -156,11 +172,33 @@ async fn admitted(
     req: Request,
     peer: SocketAddr,
 ) -> Result<(tokio::sync::OwnedSemaphorePermit, AuthContext, Bytes), ApiError> {
+    let (permit, ctx, body, nonce) = admitted_deferring_nonce(st, endpoint, req, peer).await?;
+    if let Some(nonce) = nonce {
+        st.service.record_nonce(&nonce).await?;
+    }
+    Ok((permit, ctx, body))
+}
+
+/// [`admitted`] leaving the nonce to the caller.
+async fn admitted_deferring_nonce(
+    st: &AppState,
+    endpoint: Endpoint,
+    req: Request,
+    peer: SocketAddr,
+) -> Result<
+    (
+        tokio::sync::OwnedSemaphorePermit,
+        AuthContext,
+        Bytes,
+        Option<PendingNonce>,
+    ),
+    ApiError,
+> {
     let permit = admit(st)?;
     let (parts, body) = req.into_parts();
     let body = read_body(body, parts.headers.get("content-length")).await?;
-    let ctx = authenticate(st, endpoint, &parts, &body, peer).await?;
-    Ok((permit, ctx, body))
+    let (ctx, nonce) = authenticate_deferring_nonce(st, endpoint, &parts, &body, peer).await?;
+    Ok((permit, ctx, body, nonce))
 }
 
 fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
@@ -176,13 +214,15 @@ async fn create_payment(
     req: Request,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let (_permit, ctx, body) = admitted(&st, Endpoint::CreatePayment, req, peer)
-        .await
-        .map_err(err)?;
+    // The nonce is recorded in the same store write as the payment.
+    let (_permit, ctx, body, nonce) =
+        admitted_deferring_nonce(&st, Endpoint::CreatePayment, req, peer)
+            .await
+            .map_err(err)?;
     tracing::Span::current().record("project_id", tracing::field::display(ctx.project.id));
     let outcome = st
         .service
-        .create_payment(&ctx.project, &ctx.merchant, &body)
+        .create_payment_with_nonce(&ctx.project, &ctx.merchant, &body, nonce)
         .await
         .map_err(err)?;
     let status = match outcome.status {

@@ -92,6 +92,69 @@ async fn sandbox_test_cases_of_the_spec() {
     s.stop().await;
 }
 
+/// The create path records the nonce in the same store write as the payment; every answer
+/// after the signature check must still have used it, so the same signed request again is
+/// `409 request_replayed` whatever the first answer was, and takes nothing.
+#[tokio::test]
+async fn every_create_answer_uses_the_nonce() {
+    let s = TestServer::sandbox().await;
+    let c = s.client();
+    assert_eq!(
+        c.create_payment(&body("taken", "100"))
+            .await
+            .unwrap()
+            .status,
+        StatusCode::CREATED
+    );
+    let cases = [
+        // (body, first answer's status, its code)
+        (
+            json!({"merchant_payment_id": "n1", "amount": "-5", "payment_method": "sbp"}),
+            StatusCode::BAD_REQUEST,
+            Some("bad_request"),
+        ),
+        (
+            json!({"merchant_payment_id": "n2", "amount": "100", "payment_method": "sbp", "bank_code": "No Such Bank"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("bank_not_found"),
+        ),
+        (body("taken", "100"), StatusCode::OK, None),
+        (
+            body("taken", "101"),
+            StatusCode::CONFLICT,
+            Some("payment_idempotency_conflict"),
+        ),
+        (body("n3", "100"), StatusCode::CREATED, None),
+    ];
+    for (b, status, code) in cases {
+        let req = c
+            .prepare(
+                Method::POST,
+                "/api/v1/payments",
+                &serde_json::to_vec(&b).unwrap(),
+                Some(&SignSpec::default()),
+            )
+            .unwrap();
+        let first = c.send(&req).await.unwrap();
+        assert_eq!(first.status, status, "{b}: {:?}", first.json);
+        if let Some(code) = code {
+            assert_eq!(first.code(), Some(code));
+        }
+        let replay = c.send(&req).await.unwrap();
+        assert_eq!(replay.status, StatusCode::CONFLICT, "{b}");
+        assert_eq!(replay.code(), Some("request_replayed"), "{b}");
+    }
+    // The refused requests took no merchant_payment_id.
+    for mpid in ["n1", "n2"] {
+        assert_eq!(
+            c.create_payment(&body(mpid, "100")).await.unwrap().status,
+            StatusCode::CREATED,
+            "{mpid}"
+        );
+    }
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn unpaid_past_lifetime_is_canceled_by_the_sweeper() {
     let s = TestServer::sandbox().await;

@@ -10,8 +10,8 @@ use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
-    PaymentStore, Store, StoreError,
+    AdmitOutcome, AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, NonceUse,
+    OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
 };
 use payments_core::Timestamp;
 
@@ -246,9 +246,53 @@ impl AuditStore for SqliteStore {
     }
 }
 
+#[async_trait]
 impl Store for SqliteStore {
     /// Ready while the writer thread runs and accepts writes.
     fn is_ready(&self) -> bool {
         self.writer.is_alive()
+    }
+
+    /// One writer job (one savepoint of a group commit): the nonce, then the insert whose
+    /// unique index answers idempotency, so a create costs no read and one write here.
+    async fn admit_create(
+        &self,
+        nonce: Option<NonceUse<'_>>,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+        candidate: Option<&Payment>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let mpid = merchant_payment_id.clone();
+        if nonce.is_none() && candidate.is_none() {
+            // Nothing to write: a read.
+            return self
+                .read(move |c| {
+                    Ok(match payments::by_merchant_id(c, project, &mpid)? {
+                        Some(existing) => AdmitOutcome::Existing(existing),
+                        None => AdmitOutcome::Free,
+                    })
+                })
+                .await;
+        }
+        let nonce = nonce.map(|n| (n.project, n.nonce.to_string(), n.now, n.expires_at));
+        let candidate = candidate.cloned();
+        self.write(move |c| {
+            if let Some((project, nonce, now, expires_at)) = &nonce {
+                if !payments::use_nonce(c, *project, nonce, *now, *expires_at)? {
+                    return Ok(AdmitOutcome::Replayed);
+                }
+            }
+            Ok(match &candidate {
+                Some(p) => match payments::insert(c, p)? {
+                    InsertOutcome::Inserted => AdmitOutcome::Inserted,
+                    InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
+                },
+                None => match payments::by_merchant_id(c, project, &mpid)? {
+                    Some(existing) => AdmitOutcome::Existing(existing),
+                    None => AdmitOutcome::Free,
+                },
+            })
+        })
+        .await
     }
 }

@@ -179,7 +179,10 @@ fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: us
 fn commit_batch(conn: &Connection, batch: &mut [Box<dyn Pending>]) -> Result<(), StoreError> {
     conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
     for job in batch.iter_mut() {
-        conn.execute_batch("SAVEPOINT request").map_err(db)?;
+        // Prepared once, like the requests' own statements (not parsed per request).
+        conn.prepare_cached("SAVEPOINT request")
+            .and_then(|mut s| s.execute([]))
+            .map_err(db)?;
         let keep = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
         if conn.is_autocommit() {
             // SQLite rolled the whole transaction back itself (full disk, I/O error): the
@@ -189,7 +192,9 @@ fn commit_batch(conn: &Connection, batch: &mut [Box<dyn Pending>]) -> Result<(),
             ));
         }
         if keep {
-            conn.execute_batch("RELEASE request").map_err(db)?;
+            conn.prepare_cached("RELEASE request")
+                .and_then(|mut s| s.execute([]))
+                .map_err(db)?;
         } else {
             conn.execute_batch("ROLLBACK TO request; RELEASE request")
                 .map_err(db)?;

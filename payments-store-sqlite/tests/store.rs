@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use payments_core::payment::PaymentStatus;
 use payments_core::store::{
-    AuditStore, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
-    PaymentStore, Store, StoreError,
+    AdmitOutcome, AuditStore, DirectoryStore, InsertOutcome, NonceStore, NonceUse, OutboxStore,
+    PaymentChange, PaymentStore, Store, StoreError,
 };
 use payments_core::testing::contract::{
     changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,
@@ -134,6 +134,94 @@ async fn a_failing_request_does_not_abort_its_batch() {
         .expect("events")
         .is_empty());
     assert!(store.audit_records(100).await.expect("audit").is_empty());
+}
+
+/// `admit_create` is one write: when the insert fails (here a reused payment id), the nonce
+/// recorded before it in the same job is rolled back too, so the client may send the request
+/// again after the `503`/`500`; and 64 racing creates of one merchant payment id with 64
+/// nonces store one payment and keep every nonce.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admit_create_is_one_atomic_write() {
+    let (_dir, store) = fresh();
+    let a = project_id(1);
+    let nonce = |n: &'static str| NonceUse {
+        project: a,
+        nonce: n,
+        now: T0,
+        expires_at: T0 + std::time::Duration::from_secs(300),
+    };
+    let first = sample_payment(payment_id(1), a, "order-1");
+    let mpid = first.merchant_payment_id.clone();
+    assert_eq!(
+        store
+            .admit_create(Some(nonce("n-1")), a, &mpid, Some(&first))
+            .await
+            .unwrap(),
+        AdmitOutcome::Inserted
+    );
+    let reused_id = sample_payment(first.id, a, "order-2");
+    let failed = store
+        .admit_create(
+            Some(nonce("n-2")),
+            a,
+            &reused_id.merchant_payment_id,
+            Some(&reused_id),
+        )
+        .await;
+    assert!(
+        matches!(failed, Err(StoreError::Duplicate(_))),
+        "{failed:?}"
+    );
+    assert!(
+        store
+            .use_nonce(a, "n-2", T0, T0 + std::time::Duration::from_secs(1))
+            .await
+            .unwrap(),
+        "the failed write's nonce was rolled back with it"
+    );
+
+    let tasks: Vec<_> = (0..64u128)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let p = sample_payment(payment_id(100 + i), a, "raced");
+                let n = format!("race-{i}");
+                let use_ = NonceUse {
+                    project: a,
+                    nonce: &n,
+                    now: T0,
+                    expires_at: T0 + std::time::Duration::from_secs(300),
+                };
+                store
+                    .admit_create(Some(use_), a, &p.merchant_payment_id, Some(&p))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut inserted = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            AdmitOutcome::Inserted => inserted += 1,
+            AdmitOutcome::Existing(p) => assert_eq!(p.merchant_payment_id.as_str(), "raced"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(inserted, 1);
+    for i in 0..64 {
+        assert!(
+            !store
+                .use_nonce(
+                    a,
+                    &format!("race-{i}"),
+                    T0,
+                    T0 + std::time::Duration::from_secs(1)
+                )
+                .await
+                .unwrap(),
+            "nonce race-{i} was kept"
+        );
+    }
 }
 
 fn user_version(path: &std::path::Path) -> u32 {

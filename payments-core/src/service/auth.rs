@@ -14,7 +14,10 @@ use crate::auth::{
     client_ip, Endpoint, Environment, HttpRequestParts, IpAllowList, PreparedSignature,
     SignaturePolicy, TokenHash,
 };
+use crate::clock::Timestamp;
+use crate::ids::ProjectId;
 use crate::project::{Merchant, Project, TokenRecord};
+use crate::store::NonceUse;
 use crate::{ApiError, ErrorCode};
 
 /// Authentication settings of a deployment.
@@ -69,15 +72,81 @@ pub struct AuthContext {
     pub signed: bool,
 }
 
+/// The nonce of a verified request, not yet recorded: the request is authenticated only once
+/// it is, by [`PaymentService::record_nonce`] or in the same write as the payment by
+/// [`PaymentService::create_payment_with_nonce`].
+#[must_use = "an unrecorded nonce lets the request be replayed"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingNonce {
+    project: ProjectId,
+    nonce: String,
+    now: Timestamp,
+}
+
+impl PendingNonce {
+    /// The nonce as sent.
+    pub fn as_str(&self) -> &str {
+        &self.nonce
+    }
+
+    pub(crate) fn to_use(&self) -> NonceUse<'_> {
+        NonceUse {
+            project: self.project,
+            nonce: &self.nonce,
+            now: self.now,
+            expires_at: nonce_expires_at(self.now),
+        }
+    }
+}
+
+/// The answer to a replayed nonce.
+pub(crate) fn replayed() -> ApiError {
+    ApiError::new(
+        ErrorCode::RequestReplayed,
+        "this X-Request-Nonce was already used; sign every request with a new nonce",
+    )
+}
+
 impl PaymentService {
-    /// Authenticates a request. `rate_limit` is called with the project between the allow-list
-    /// and the signature check (decisions.md's order); it returns `429` when the project is over
-    /// its limit.
+    /// Authenticates a request, recording its nonce. `rate_limit` is called with the project
+    /// between the allow-list and the signature check (decisions.md's order); it returns `429`
+    /// when the project is over its limit.
     pub async fn authenticate(
         &self,
         req: &AuthRequest<'_>,
         rate_limit: impl FnOnce(&Project) -> Result<(), ApiError>,
     ) -> Result<AuthContext, ApiError> {
+        let (ctx, nonce) = self.authenticate_deferring_nonce(req, rate_limit).await?;
+        if let Some(nonce) = nonce {
+            self.record_nonce(&nonce).await?;
+        }
+        Ok(ctx)
+    }
+
+    /// Records a verified request's nonce: `401 request_replayed` if it was used already.
+    pub async fn record_nonce(&self, nonce: &PendingNonce) -> Result<(), ApiError> {
+        let n = nonce.to_use();
+        if self
+            .ports
+            .store
+            .use_nonce(n.project, n.nonce, n.now, n.expires_at)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(replayed())
+        }
+    }
+
+    /// [`authenticate`](Self::authenticate) up to the signature, leaving the nonce of a signed
+    /// request to the caller, who must record it before acting on the request: a create passes
+    /// it to [`create_payment_with_nonce`](Self::create_payment_with_nonce), which records it
+    /// in the same store write as the payment.
+    pub async fn authenticate_deferring_nonce(
+        &self,
+        req: &AuthRequest<'_>,
+        rate_limit: impl FnOnce(&Project) -> Result<(), ApiError>,
+    ) -> Result<(AuthContext, Option<PendingNonce>), ApiError> {
         let cfg = &self.auth;
         let store = &self.ports.store;
         let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
@@ -147,6 +216,7 @@ impl PaymentService {
             Endpoint::CreatePayment | Endpoint::TestHelper => true,
             _ => project.signature_required,
         };
+        let mut pending = None;
         if needs_signature {
             let debug = |e: crate::auth::SignatureError| {
                 if cfg.signature_debug {
@@ -170,22 +240,21 @@ impl PaymentService {
             let nonce = verified.nonce.ok_or_else(|| {
                 ApiError::new(ErrorCode::SignatureInvalid, "missing X-Request-Nonce")
             })?;
-            let fresh = store
-                .use_nonce(project.id, nonce.as_str(), now, nonce_expires_at(now))
-                .await?;
-            if !fresh {
-                return Err(ApiError::new(
-                    ErrorCode::RequestReplayed,
-                    "this X-Request-Nonce was already used; sign every request with a new nonce",
-                ));
-            }
+            pending = Some(PendingNonce {
+                project: project.id,
+                nonce: nonce.as_str().to_string(),
+                now,
+            });
         }
-        Ok(AuthContext {
-            token,
-            project,
-            merchant,
-            client_ip: client,
-            signed: needs_signature,
-        })
+        Ok((
+            AuthContext {
+                token,
+                project,
+                merchant,
+                client_ip: client,
+                signed: needs_signature,
+            },
+            pending,
+        ))
     }
 }

@@ -2,7 +2,9 @@
 
 use futures_util::future::{select, Either};
 
+use super::auth::{replayed, PendingNonce};
 use super::PaymentService;
+use crate::bank::Bank;
 use crate::clock::Timestamp;
 use crate::ids::PaymentId;
 use crate::payment::{Flow, Payment, PaymentErrorCode, PaymentStatus, Requisites};
@@ -10,7 +12,7 @@ use crate::project::{Merchant, Project};
 use crate::provider::{ProviderOutcome, RequisiteRequest};
 use crate::request::CreatePayment;
 use crate::settlement::{Course, Pricing};
-use crate::store::{InsertOutcome, StoreError};
+use crate::store::{AdmitOutcome, StoreError};
 use crate::transition::{self, Trigger};
 use crate::{ApiError, ErrorCode};
 
@@ -44,7 +46,32 @@ impl PaymentService {
         merchant: &Merchant,
         body: &[u8],
     ) -> Result<CreateOutcome, ApiError> {
-        let req = CreatePayment::parse(body, self.config.callback_policy)?;
+        self.create_payment_with_nonce(project, merchant, body, None)
+            .await
+    }
+
+    /// [`create_payment`](Self::create_payment) for a request authenticated by
+    /// [`authenticate_deferring_nonce`](Self::authenticate_deferring_nonce): the nonce is
+    /// recorded in the same store write as the payment ([`Store::admit_create`]), still before
+    /// anything else counts, so a replay is `401 request_replayed` whatever its body.
+    ///
+    /// [`Store::admit_create`]: crate::store::Store::admit_create
+    pub async fn create_payment_with_nonce(
+        &self,
+        project: &Project,
+        merchant: &Merchant,
+        body: &[u8],
+        nonce: Option<PendingNonce>,
+    ) -> Result<CreateOutcome, ApiError> {
+        let req = match CreatePayment::parse(body, self.config.callback_policy) {
+            Ok(req) => req,
+            Err(e) => {
+                if let Some(nonce) = &nonce {
+                    self.record_nonce(nonce).await?;
+                }
+                return Err(e);
+            }
+        };
         let catalog = &self.ports.catalog;
         let resolved = req
             .bank_code
@@ -57,86 +84,35 @@ impl PaymentService {
                 .map(|b| b.name()),
         );
 
-        let store = &self.ports.store;
-        if let Some(existing) = store
-            .payment_by_merchant_id(project.id, &req.merchant_payment_id)
-            .await?
-        {
-            return self.repeat(existing, &fingerprint).await;
-        }
-
-        if merchant.paused {
-            return Err(ApiError::new(
-                ErrorCode::PaymentNotRoutable,
-                "the merchant is paused",
-            ));
-        }
-        if project.paused {
-            return Err(ApiError::new(
-                ErrorCode::PaymentNotRoutable,
-                "the project is paused",
-            ));
-        }
-        let bank_code = match resolved {
-            None => None,
-            Some(Ok(bank)) => Some(bank.name().to_string()),
-            Some(Err(e)) => return Err(e),
-        };
-        let fee_percent = project
-            .contract
-            .cover(req.payment_method, req.currency, &req.amount)?;
-        let no_rate = || {
-            ApiError::new(
-                ErrorCode::PaymentRateUnavailable,
-                format!("no exchange rate for {}", req.currency),
-            )
-        };
-        let course = self
+        // The business rules are evaluated now but count only if the id is free: a repeat of
+        // an accepted request gets its payment even if the rules changed since.
+        let candidate = self
+            .candidate(project, merchant, &req, resolved, &fingerprint)
+            .await;
+        let admitted = self
             .ports
-            .rates
-            .course(req.currency)
-            .await
-            .ok_or_else(no_rate)?;
-        let course = Course::new(course).map_err(|_| no_rate())?;
-        let pricing = Pricing {
-            course,
-            fee_percent,
+            .store
+            .admit_create(
+                nonce.as_ref().map(PendingNonce::to_use),
+                project.id,
+                &req.merchant_payment_id,
+                candidate.as_ref().ok().map(|(p, _)| p),
+            )
+            .await?;
+        let (payment, pricing) = match (admitted, candidate) {
+            (AdmitOutcome::Replayed, _) => return Err(replayed()),
+            // An earlier request, or a concurrent one that won the unique index.
+            (AdmitOutcome::Existing(existing), _) => {
+                return self.repeat(existing, &fingerprint).await
+            }
+            (AdmitOutcome::Inserted, Ok(candidate)) => candidate,
+            (AdmitOutcome::Free, Err(e)) => return Err(e),
+            (outcome, _) => {
+                return Err(ApiError::internal(format!(
+                    "the store answered {outcome:?} to a create"
+                )))
+            }
         };
-
-        let now = self.ports.clock.now();
-        let payment = Payment {
-            id: PaymentId::generate(self.ports.rng.as_ref()),
-            project_id: project.id,
-            merchant_payment_id: req.merchant_payment_id.clone(),
-            flow: if project.test_mode {
-                Flow::ProjectTest
-            } else {
-                Flow::RuntimeLive
-            },
-            status: PaymentStatus::Created,
-            amount: req.amount,
-            initial_amount: req.amount,
-            currency: req.currency,
-            geo_code: req.geo_code,
-            payment_method: req.payment_method,
-            is_intrabank: req.is_intrabank,
-            bank_code,
-            callback_url: req.callback_url.clone(),
-            requisites: None,
-            pricing: None,
-            failure: None,
-            appeal_from: None,
-            created_at: now,
-            updated_at: now,
-            expires_at: now + project.lifetime,
-            version: 1,
-            fingerprint: fingerprint.clone(),
-        };
-        match store.insert_payment(&payment).await? {
-            InsertOutcome::Inserted => {}
-            // A concurrent identical (or conflicting) request won the unique index.
-            InsertOutcome::Existing(existing) => return self.repeat(existing, &fingerprint).await,
-        }
 
         let outcome = self.call_provider(&payment).await;
         let (trigger, not_routable) = match outcome {
@@ -189,7 +165,9 @@ impl PaymentService {
         let stored = match self.commit(&payment, &t, None).await {
             Ok(_) => t.payment,
             // The stuck-create sweeper got there first (only after 60 s): report what is stored.
-            Err(StoreError::Conflict) => store
+            Err(StoreError::Conflict) => self
+                .ports
+                .store
                 .payment(payment.id)
                 .await?
                 .ok_or_else(|| ApiError::internal("payment vanished after a conflict"))?,
@@ -204,6 +182,86 @@ impl PaymentService {
             status: CreateStatus::Created,
             payment: stored,
         })
+    }
+
+    /// The payment a create would store, or the business rule it breaks (paused merchant or
+    /// project, bank, contract, rate).
+    async fn candidate(
+        &self,
+        project: &Project,
+        merchant: &Merchant,
+        req: &CreatePayment,
+        resolved: Option<Result<&Bank, ApiError>>,
+        fingerprint: &str,
+    ) -> Result<(Payment, Pricing), ApiError> {
+        if merchant.paused {
+            return Err(ApiError::new(
+                ErrorCode::PaymentNotRoutable,
+                "the merchant is paused",
+            ));
+        }
+        if project.paused {
+            return Err(ApiError::new(
+                ErrorCode::PaymentNotRoutable,
+                "the project is paused",
+            ));
+        }
+        let bank_code = match resolved {
+            None => None,
+            Some(Ok(bank)) => Some(bank.name().to_string()),
+            Some(Err(e)) => return Err(e),
+        };
+        let fee_percent = project
+            .contract
+            .cover(req.payment_method, req.currency, &req.amount)?;
+        let no_rate = || {
+            ApiError::new(
+                ErrorCode::PaymentRateUnavailable,
+                format!("no exchange rate for {}", req.currency),
+            )
+        };
+        let course = self
+            .ports
+            .rates
+            .course(req.currency)
+            .await
+            .ok_or_else(no_rate)?;
+        let course = Course::new(course).map_err(|_| no_rate())?;
+        let pricing = Pricing {
+            course,
+            fee_percent,
+        };
+
+        let now = self.ports.clock.now();
+        let payment = Payment {
+            id: PaymentId::generate_ordered(now, self.ports.rng.as_ref()),
+            project_id: project.id,
+            merchant_payment_id: req.merchant_payment_id.clone(),
+            flow: if project.test_mode {
+                Flow::ProjectTest
+            } else {
+                Flow::RuntimeLive
+            },
+            status: PaymentStatus::Created,
+            amount: req.amount,
+            initial_amount: req.amount,
+            currency: req.currency,
+            geo_code: req.geo_code,
+            payment_method: req.payment_method,
+            is_intrabank: req.is_intrabank,
+            bank_code,
+            callback_url: req.callback_url.clone(),
+            requisites: None,
+            pricing: None,
+            failure: None,
+            appeal_from: None,
+            created_at: now,
+            updated_at: now,
+            expires_at: now + project.lifetime,
+            version: 1,
+            fingerprint: fingerprint.to_string(),
+        };
+        Ok((payment, pricing))
     }
 
     /// The provider call within its budget; no answer in time is ambiguous.

@@ -23,7 +23,7 @@ use crate::store::{PaymentChange, Store, StoreError};
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
-pub use auth::{AuthConfig, AuthContext, AuthRequest};
+pub use auth::{AuthConfig, AuthContext, AuthRequest, PendingNonce};
 pub use create::{CreateOutcome, CreateStatus};
 pub use operate::{Actor, OperationResult, SweepReport};
 pub use provision::{

@@ -34,7 +34,7 @@ use crate::project::{
     TokenRecord,
 };
 use crate::settlement::{Course, FeePercent, Pricing};
-use crate::store::{InsertOutcome, PaymentChange, Store, StoreError};
+use crate::store::{AdmitOutcome, InsertOutcome, NonceUse, PaymentChange, Store, StoreError};
 
 /// 2026-10-01T00:00:00Z: the fixed "now" of the suite.
 pub const T0: Timestamp = Timestamp::from_unix_millis(1_790_812_800_000);
@@ -60,6 +60,7 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("due_payments", |s| Box::pin(due_payments(s))),
         ("count_by_status", |s| Box::pin(count_by_status(s))),
         ("nonces", |s| Box::pin(nonces(s))),
+        ("admit_create", |s| Box::pin(admit_create(s))),
         ("concurrent_nonces", |s| Box::pin(concurrent_nonces(s))),
         ("outbox_claim_and_lease", |s| {
             Box::pin(outbox_claim_and_lease(s))

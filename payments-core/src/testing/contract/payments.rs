@@ -454,3 +454,104 @@ pub async fn concurrent_nonces<S: Store>(store: &S) {
         .count();
     assert_eq!(accepted, 1);
 }
+
+/// `admit_create`: a replayed nonce writes nothing; a taken merchant payment id answers the
+/// stored payment and keeps the nonce; a candidate is stored with its nonce; without a
+/// candidate only the nonce is recorded; without a nonce nothing is recorded.
+pub async fn admit_create<S: Store>(store: &S) {
+    let a = project_id(1);
+    let use_of = |nonce: &'static str| NonceUse {
+        project: a,
+        nonce,
+        now: T0,
+        expires_at: T0 + ms(60_000),
+    };
+    let mpid = |s: &str| MerchantPaymentId::parse(s).expect("valid");
+    let p1 = sample_payment(payment_id(1), a, "order-1");
+    async fn admit_in<S: Store>(
+        store: &S,
+        nonce: Option<NonceUse<'_>>,
+        id: &str,
+        candidate: Option<&Payment>,
+    ) -> AdmitOutcome {
+        let id = MerchantPaymentId::parse(id).expect("valid");
+        store
+            .admit_create(nonce, project_id(1), &id, candidate)
+            .await
+            .expect("admit_create")
+    }
+
+    assert_eq!(
+        admit_in(store, Some(use_of("n-1")), "order-1", Some(&p1)).await,
+        AdmitOutcome::Inserted
+    );
+    assert_eq!(
+        store.payment(p1.id).await.expect("payment"),
+        Some(p1.clone())
+    );
+    assert!(
+        !store
+            .use_nonce(a, "n-1", T0, T0 + ms(1))
+            .await
+            .expect("use"),
+        "the nonce was recorded with the payment"
+    );
+
+    // The same nonce again: nothing written, even for a new merchant payment id.
+    let p2 = sample_payment(payment_id(2), a, "order-2");
+    assert_eq!(
+        admit_in(store, Some(use_of("n-1")), "order-2", Some(&p2)).await,
+        AdmitOutcome::Replayed
+    );
+    assert_eq!(store.payment(p2.id).await.expect("payment"), None);
+
+    // A taken merchant payment id: the stored payment, the candidate not stored, the nonce kept.
+    let mut again = sample_payment(payment_id(3), a, "order-1");
+    again.fingerprint = "another request".to_string();
+    assert_eq!(
+        admit_in(store, Some(use_of("n-2")), "order-1", Some(&again)).await,
+        AdmitOutcome::Existing(p1.clone())
+    );
+    assert_eq!(store.payment(again.id).await.expect("payment"), None);
+    assert!(!store
+        .use_nonce(a, "n-2", T0, T0 + ms(1))
+        .await
+        .expect("use"));
+    // Taken, without a candidate (the repeat broke a rule that changed since): still Existing.
+    assert_eq!(
+        admit_in(store, Some(use_of("n-3")), "order-1", None).await,
+        AdmitOutcome::Existing(p1.clone())
+    );
+
+    // Free, without a candidate: only the nonce.
+    assert_eq!(
+        admit_in(store, Some(use_of("n-4")), "order-9", None).await,
+        AdmitOutcome::Free
+    );
+    assert_eq!(
+        store
+            .payment_by_merchant_id(a, &mpid("order-9"))
+            .await
+            .expect("lookup"),
+        None
+    );
+    assert!(!store
+        .use_nonce(a, "n-4", T0, T0 + ms(1))
+        .await
+        .expect("use"));
+
+    // No nonce (an unsigned create path): a plain insert or lookup.
+    assert_eq!(
+        admit_in(store, None, "order-1", None).await,
+        AdmitOutcome::Existing(p1)
+    );
+    assert_eq!(
+        admit_in(store, None, "order-9", None).await,
+        AdmitOutcome::Free
+    );
+    assert_eq!(
+        admit_in(store, None, "order-2", Some(&p2)).await,
+        AdmitOutcome::Inserted
+    );
+    assert_eq!(store.payment(p2.id).await.expect("payment"), Some(p2));
+}
