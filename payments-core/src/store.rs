@@ -290,6 +290,23 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
         true
     }
 
+    /// [`DirectoryStore::auth_lookup`] and the payment `id` in one round trip (for an
+    /// authenticated read of a payment; one snapshot where the store can). The default makes the
+    /// two calls.
+    async fn auth_lookup_with_payment(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+        id: PaymentId,
+    ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
+        let found = self.auth_lookup(hash, keyid).await?;
+        let payment = match found.token {
+            Some(_) => self.payment(id).await?,
+            None => None,
+        };
+        Ok((found, payment))
+    }
+
     /// The write of a create request, in its order: record the request's `nonce` (a replay
     /// writes nothing and answers [`AdmitOutcome::Replayed`]); then, if `(project,
     /// merchant_payment_id)` is taken, [`AdmitOutcome::Existing`]; else store `candidate`

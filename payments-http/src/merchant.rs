@@ -13,8 +13,9 @@ use axum::Router;
 use payments_core::amount::Amount;
 use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
 use payments_core::bank::parse_geo_query;
+use payments_core::service::payment_not_found;
 use payments_core::service::{Actor, AuthContext, AuthRequest, CreateStatus, PendingNonce};
-use payments_core::{ApiError, ErrorCode};
+use payments_core::{ApiError, ErrorCode, PaymentId};
 use serde::Deserialize;
 
 use crate::error::{HttpError, RequestId};
@@ -109,20 +110,22 @@ pub async fn authenticate(
     body: &[u8],
     peer: SocketAddr,
 ) -> Result<AuthContext, ApiError> {
-    let (ctx, nonce) = authenticate_deferring_nonce(st, endpoint, parts, body, peer).await?;
+    let (ctx, nonce) = authenticate_deferring_nonce(st, endpoint, parts, body, peer, None).await?;
     if let Some(nonce) = nonce {
         st.service.record_nonce(&nonce).await?;
     }
     Ok(ctx)
 }
 
-/// [`authenticate`] leaving the nonce to the caller (a create records it with the payment).
+/// [`authenticate`] leaving the nonce to the caller (a create records it with the payment),
+/// reading `payment` with the credentials (see [`AuthRequest::payment`]).
 async fn authenticate_deferring_nonce(
     st: &AppState,
     endpoint: Endpoint,
     parts: &axum::http::request::Parts,
     body: &[u8],
     peer: SocketAddr,
+    payment: Option<PaymentId>,
 ) -> Result<(AuthContext, Option<PendingNonce>), ApiError> {
     let headers: Vec<(&str, &[u8])> = parts
         .headers
@@ -146,6 +149,7 @@ async fn authenticate_deferring_nonce(
             body,
         },
         peer: peer.ip(),
+        payment,
     };
     st.service
         .authenticate_deferring_nonce(&request, |project| st.limiters.check(project))
@@ -165,14 +169,17 @@ pub fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiErro
 
 /// The common front of every authenticated endpoint, in decisions.md's order: a slot in the
 /// in-flight limit (`503` when saturated), the body read up to the limit (`413`), then
-/// authentication (token, allow-list, rate limit, signature, nonce).
+/// authentication (token, allow-list, rate limit, signature, nonce), reading `payment` with
+/// the credentials.
 async fn admitted(
     st: &AppState,
     endpoint: Endpoint,
     req: Request,
     peer: SocketAddr,
+    payment: Option<PaymentId>,
 ) -> Result<(tokio::sync::OwnedSemaphorePermit, AuthContext, Bytes), ApiError> {
-    let (permit, ctx, body, nonce) = admitted_deferring_nonce(st, endpoint, req, peer).await?;
+    let (permit, ctx, body, nonce) =
+        admitted_deferring_nonce(st, endpoint, req, peer, payment).await?;
     if let Some(nonce) = nonce {
         st.service.record_nonce(&nonce).await?;
     }
@@ -185,6 +192,7 @@ async fn admitted_deferring_nonce(
     endpoint: Endpoint,
     req: Request,
     peer: SocketAddr,
+    payment: Option<PaymentId>,
 ) -> Result<
     (
         tokio::sync::OwnedSemaphorePermit,
@@ -197,7 +205,8 @@ async fn admitted_deferring_nonce(
     let permit = admit(st)?;
     let (parts, body) = req.into_parts();
     let body = read_body(body, parts.headers.get("content-length")).await?;
-    let (ctx, nonce) = authenticate_deferring_nonce(st, endpoint, &parts, &body, peer).await?;
+    let (ctx, nonce) =
+        authenticate_deferring_nonce(st, endpoint, &parts, &body, peer, payment).await?;
     Ok((permit, ctx, body, nonce))
 }
 
@@ -216,7 +225,7 @@ async fn create_payment(
     let err = |e: ApiError| HttpError::new(e, &rid);
     // The nonce is recorded in the same store write as the payment.
     let (_permit, ctx, body, nonce) =
-        admitted_deferring_nonce(&st, Endpoint::CreatePayment, req, peer)
+        admitted_deferring_nonce(&st, Endpoint::CreatePayment, req, peer, None)
             .await
             .map_err(err)?;
     tracing::Span::current().record("project_id", tracing::field::display(ctx.project.id));
@@ -254,14 +263,12 @@ async fn get_payment(
     req: Request,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let (_permit, ctx, _) = admitted(&st, Endpoint::GetPayment, req, peer)
+    // The payment is read with the credentials (one store round trip); an id that does not
+    // parse is, like an unknown one, 404 after every authentication check.
+    let (_permit, ctx, _) = admitted(&st, Endpoint::GetPayment, req, peer, id.parse().ok())
         .await
         .map_err(err)?;
-    let payment = st
-        .service
-        .payment_of_project(&ctx.project, &id)
-        .await
-        .map_err(err)?;
+    let payment = ctx.payment.ok_or_else(|| err(payment_not_found()))?;
     Ok(json_response(StatusCode::OK, &payment.view()))
 }
 
@@ -273,7 +280,7 @@ async fn get_project(
     req: Request,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let (_permit, ctx, _) = admitted(&st, Endpoint::GetProject, req, peer)
+    let (_permit, ctx, _) = admitted(&st, Endpoint::GetProject, req, peer, None)
         .await
         .map_err(err)?;
     let scopes: Vec<&str> = ctx.token.scopes.iter().map(|s| s.as_str()).collect();
@@ -373,7 +380,7 @@ async fn test_helper(
     complete: bool,
 ) -> Result<Response, HttpError> {
     let err = |e: ApiError| HttpError::new(e, &rid);
-    let (_permit, ctx, body) = admitted(&st, Endpoint::TestHelper, req, peer)
+    let (_permit, ctx, body) = admitted(&st, Endpoint::TestHelper, req, peer, None)
         .await
         .map_err(err)?;
     let amount = helper_amount(&body, complete).map_err(err)?;

@@ -905,3 +905,31 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
     assert_eq!(refused.status, 401);
     assert_eq!(refused.code(), "token_invalid");
 }
+
+/// A project reads only its own payments: another project's payment id is `404
+/// payment_not_found`, exactly like an unknown one (the payment is read in the same store round
+/// trip as the credentials, so the owner check is the only thing between them).
+#[tokio::test]
+async fn a_project_cannot_read_another_projects_payment() {
+    let app = TestApp::sandbox().await;
+    let (demo_token, demo_key) = app.demo();
+    let created = app.create_payment(&demo_token, &demo_key, "500").await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let path = format!("/api/v1/payments/{}", created.body["id"].as_str().unwrap());
+    let own = app.merchant("GET", &path, &demo_token, None, b"").await;
+    assert_eq!(own.status, 200, "{}", own.text);
+    assert_eq!(own.body["id"], created.body["id"]);
+
+    let other = provision(&app).await;
+    for key in [None, Some(&other.signer)] {
+        let foreign = app.merchant("GET", &path, &other.token, key, b"").await;
+        assert_eq!(foreign.status, 404, "{}", foreign.text);
+        assert_eq!(foreign.code(), "payment_not_found");
+        assert!(!foreign.text.contains(created.body["id"].as_str().unwrap()));
+    }
+    // An unknown token learns nothing either: 401 before any payment is considered.
+    let unknown = app
+        .merchant("GET", &path, "sk_sandbox_unknown", None, b"")
+        .await;
+    assert_eq!(unknown.status, 401, "{}", unknown.text);
+}

@@ -9,7 +9,7 @@ use payments_core::callback::address::AddressPolicy;
 use payments_core::callback::destination::CallbackUrl;
 use payments_core::clock::Timestamp;
 use payments_core::store::StoreError;
-use rusqlite::types::Value;
+use rusqlite::types::{FromSql, Value};
 use rusqlite::Row;
 use rust_decimal::Decimal;
 
@@ -77,28 +77,54 @@ pub(crate) fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Typed column access with decoding errors as [`StoreError::Corrupt`].
-pub(crate) struct Cols<'a, 'r>(pub(crate) &'a Row<'r>);
+/// Typed column access by name with decoding errors as [`StoreError::Corrupt`].
+///
+/// By default a name is looked up in the statement (rusqlite compares it with every column
+/// name, case-insensitively, on every access); [`Cols::ordered`] takes the query's column list
+/// so that a name becomes its position with a plain comparison (payments have 29 columns and
+/// are read on every request).
+pub(crate) struct Cols<'a, 'r> {
+    row: &'a Row<'r>,
+    names: &'static [&'static str],
+}
 
-impl Cols<'_, '_> {
+impl<'a, 'r> Cols<'a, 'r> {
+    /// Access by name through the statement.
+    pub(crate) fn new(row: &'a Row<'r>) -> Self {
+        Cols { row, names: &[] }
+    }
+
+    /// Access to a row of a query that selected exactly `names`, in that order.
+    pub(crate) fn ordered(row: &'a Row<'r>, names: &'static [&'static str]) -> Self {
+        Cols { row, names }
+    }
+
+    fn get<T: FromSql>(&self, name: &str) -> Result<T, StoreError> {
+        match self.names.iter().position(|n| *n == name) {
+            Some(i) => self.row.get(i),
+            None => self.row.get(name),
+        }
+        .map_err(db)
+    }
+
     pub(crate) fn text(&self, name: &str) -> Result<String, StoreError> {
-        self.0.get(name).map_err(db)
+        self.get(name)
     }
 
     pub(crate) fn opt_text(&self, name: &str) -> Result<Option<String>, StoreError> {
-        self.0.get(name).map_err(db)
+        self.get(name)
     }
 
     pub(crate) fn int(&self, name: &str) -> Result<i64, StoreError> {
-        self.0.get(name).map_err(db)
+        self.get(name)
     }
 
     pub(crate) fn opt_int(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        self.0.get(name).map_err(db)
+        self.get(name)
     }
 
     pub(crate) fn blob(&self, name: &str) -> Result<Vec<u8>, StoreError> {
-        self.0.get(name).map_err(db)
+        self.get(name)
     }
 
     pub(crate) fn flag(&self, name: &str) -> Result<bool, StoreError> {

@@ -37,7 +37,7 @@ fn query<T>(
 // --- merchants -------------------------------------------------------------------------------
 
 fn merchant_from_row(row: &Row<'_>) -> Result<Merchant, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     Ok(Merchant {
         id: c.parsed("id")?,
         name: c.text("name")?,
@@ -150,7 +150,7 @@ fn parse_contract(s: &str) -> Result<Contract, StoreError> {
 }
 
 fn project_from_row(row: &Row<'_>) -> Result<Project, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     let ip_allow_list = c.text("ip_allow_list")?;
     Ok(Project {
         id: c.parsed("id")?,
@@ -236,7 +236,7 @@ pub(crate) fn projects(conn: &Connection) -> Result<Vec<Project>, StoreError> {
 // --- tokens and keys -------------------------------------------------------------------------
 
 fn token_from_row(row: &Row<'_>) -> Result<TokenRecord, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     Ok(TokenRecord {
         id: c.parsed("id")?,
         project_id: c.parsed("project_id")?,
@@ -320,7 +320,7 @@ pub(crate) fn revoke_token(
 }
 
 fn key_from_row(row: &Row<'_>) -> Result<KeyRecord, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     Ok(KeyRecord {
         keyid: KeyId::new(c.text("keyid")?),
         project_id: c.parsed("project_id")?,
@@ -353,35 +353,46 @@ pub(crate) fn insert_key(conn: &Connection, k: &KeyRecord) -> Result<(), StoreEr
 }
 
 /// The reads of one authentication in one read transaction.
+/// Runs `reads` in one read transaction: on a read-only connection it only pins one snapshot
+/// of the database for all of them.
+pub(crate) fn snapshot<R>(
+    conn: &Connection,
+    reads: impl FnOnce() -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    conn.prepare_cached("BEGIN")
+        .and_then(|mut s| s.execute([]))
+        .map_err(db)?;
+    let result = reads();
+    conn.prepare_cached("COMMIT")
+        .and_then(|mut s| s.execute([]))
+        .map_err(db)?;
+    result
+}
+
+/// The token, its project and merchant, and the key: call inside [`snapshot`].
 pub(crate) fn auth_lookup(
     conn: &Connection,
     hash: &[u8; 32],
     keyid: Option<&KeyId>,
 ) -> Result<AuthLookup, StoreError> {
-    // A read-only connection: the transaction only pins one snapshot for the four reads.
-    conn.execute_batch("BEGIN").map_err(db)?;
-    let lookup = (|| {
-        let Some(token) = token_by_hash(conn, hash)? else {
-            return Ok(AuthLookup::default());
-        };
-        let project = project(conn, token.project_id)?;
-        let merchant = match &project {
-            Some(p) => merchant(conn, p.merchant_id)?,
-            None => None,
-        };
-        let key = match keyid {
-            Some(k) => key(conn, token.project_id, k)?,
-            None => None,
-        };
-        Ok(AuthLookup {
-            token: Some(token),
-            project,
-            merchant,
-            key,
-        })
-    })();
-    conn.execute_batch("COMMIT").map_err(db)?;
-    lookup
+    let Some(token) = token_by_hash(conn, hash)? else {
+        return Ok(AuthLookup::default());
+    };
+    let project = project(conn, token.project_id)?;
+    let merchant = match &project {
+        Some(p) => merchant(conn, p.merchant_id)?,
+        None => None,
+    };
+    let key = match keyid {
+        Some(k) => key(conn, token.project_id, k)?,
+        None => None,
+    };
+    Ok(AuthLookup {
+        token: Some(token),
+        project,
+        merchant,
+        key,
+    })
 }
 
 pub(crate) fn key(
@@ -431,7 +442,7 @@ pub(crate) fn revoke_key(
 // --- callback secrets ------------------------------------------------------------------------
 
 fn secret_from_row(row: &Row<'_>) -> Result<SecretRecord, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     Ok(SecretRecord {
         secret: c.text("secret")?,
         created_at: c.ts("created_at")?,
@@ -544,7 +555,7 @@ pub(crate) fn audit_records(
         "SELECT * FROM audit ORDER BY seq DESC LIMIT ?1",
         [codec::limit(limit)],
         |row| {
-            let c = Cols(row);
+            let c = Cols::new(row);
             Ok(AuditRecord {
                 at: c.ts("at")?,
                 actor: c.text("actor")?,

@@ -103,8 +103,10 @@ impl SqliteStore {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(OpenError::NoWal(mode));
         }
+        // The savepoint of each request in a batch keeps a sub-journal; in memory it costs no
+        // temporary file writes (it only lives until the batch commits).
         conn.execute_batch(&format!(
-            "PRAGMA synchronous = {};",
+            "PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY;",
             options.synchronous.pragma()
         ))?;
         conn.set_prepared_statement_cache_capacity(64);

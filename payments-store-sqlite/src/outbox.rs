@@ -52,7 +52,7 @@ pub(crate) fn insert(conn: &Connection, e: &OutboxEvent) -> Result<(), StoreErro
 }
 
 fn event_from_row(row: &Row<'_>) -> Result<OutboxEvent, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     Ok(OutboxEvent {
         event: CallbackEvent {
             event_id: c.parsed("event_id")?,
@@ -189,7 +189,7 @@ pub(crate) fn for_payment(
         .map_err(db)?;
     let mut rows = stmt.query([&pid]).map_err(db)?;
     while let Some(row) = rows.next().map_err(db)? {
-        let c = Cols(row);
+        let c = Cols::new(row);
         let event_id: EventId = c.parsed("event_id")?;
         let attempt = DeliveryAttempt {
             attempt: c.num("attempt")?,

@@ -28,6 +28,12 @@ const COLUMNS: &str = "id, project_id, merchant_payment_id, flow, status, amount
 /// The number of columns in [`COLUMNS`].
 const NCOLS: usize = 29;
 
+/// [`COLUMNS`] one by one: every payment query selects exactly these, in this order.
+static COLUMN_NAMES: LazyLock<[&'static str; NCOLS]> = LazyLock::new(|| {
+    let names: Vec<&'static str> = COLUMNS.split(", ").collect();
+    names.try_into().expect("NCOLS counts COLUMNS")
+});
+
 fn payment_values(p: &Payment) -> Result<[Value; NCOLS], StoreError> {
     let req = p.requisites.as_ref();
     let pricing = p.pricing.as_ref();
@@ -75,7 +81,7 @@ fn payment_values(p: &Payment) -> Result<[Value; NCOLS], StoreError> {
 }
 
 fn payment_from_row(row: &Row<'_>) -> Result<Payment, StoreError> {
-    let c = Cols(row);
+    let c = Cols::ordered(row, &*COLUMN_NAMES);
     let requisites = match c.opt_text("requisite")? {
         None => None,
         Some(requisite) => Some(Requisites {
@@ -259,7 +265,7 @@ pub(crate) fn count_by_status(conn: &Connection) -> Result<Vec<(PaymentStatus, u
     let mut rows = stmt.query([]).map_err(db)?;
     let mut counts = Vec::new();
     while let Some(row) = rows.next().map_err(db)? {
-        let c = Cols(row);
+        let c = Cols::new(row);
         counts.push((c.parsed::<PaymentStatus>("status")?, c.num::<u64>("n")?));
     }
     Ok(PaymentStatus::ALL

@@ -183,8 +183,10 @@ impl DirectoryStore for SqliteStore {
     ) -> Result<AuthLookup, StoreError> {
         let hash = *hash;
         let keyid = keyid.cloned();
-        self.read(move |c| directory::auth_lookup(c, &hash, keyid.as_ref()))
-            .await
+        self.read(move |c| {
+            directory::snapshot(c, || directory::auth_lookup(c, &hash, keyid.as_ref()))
+        })
+        .await
     }
 
     async fn revoke_key(
@@ -251,6 +253,28 @@ impl Store for SqliteStore {
     /// Ready while the writer thread runs and accepts writes.
     fn is_ready(&self) -> bool {
         self.writer.is_alive()
+    }
+
+    /// One trip to the reader pool and one snapshot for the credentials and the payment.
+    async fn auth_lookup_with_payment(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+        id: PaymentId,
+    ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
+        let hash = *hash;
+        let keyid = keyid.cloned();
+        self.read(move |c| {
+            directory::snapshot(c, || {
+                let found = directory::auth_lookup(c, &hash, keyid.as_ref())?;
+                let payment = match found.token {
+                    Some(_) => payments::by_id(c, id)?,
+                    None => None,
+                };
+                Ok((found, payment))
+            })
+        })
+        .await
     }
 
     /// One writer job (one savepoint of a group commit): the nonce, then the insert whose

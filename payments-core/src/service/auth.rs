@@ -15,7 +15,8 @@ use crate::auth::{
     SignaturePolicy, TokenHash,
 };
 use crate::clock::Timestamp;
-use crate::ids::ProjectId;
+use crate::ids::{PaymentId, ProjectId};
+use crate::payment::Payment;
 use crate::project::{Merchant, Project, TokenRecord};
 use crate::store::NonceUse;
 use crate::{ApiError, ErrorCode};
@@ -55,6 +56,10 @@ pub struct AuthRequest<'a> {
     pub parts: HttpRequestParts<'a>,
     /// The TCP peer address.
     pub peer: IpAddr,
+    /// The payment the request reads (`GET /api/v1/payments/{id}`), if any: read in the same
+    /// store round trip as the credentials, and handed back in [`AuthContext::payment`] only
+    /// if it belongs to the caller's project.
+    pub payment: Option<PaymentId>,
 }
 
 /// An authenticated caller.
@@ -70,6 +75,9 @@ pub struct AuthContext {
     pub client_ip: IpAddr,
     /// Whether a signature was verified (and its nonce recorded).
     pub signed: bool,
+    /// The payment named by [`AuthRequest::payment`], when it exists and belongs to the
+    /// project; `None` otherwise (answer `404 payment_not_found`).
+    pub payment: Option<Payment>,
 }
 
 /// The nonce of a verified request, not yet recorded: the request is authenticated only once
@@ -176,7 +184,14 @@ impl PaymentService {
             .as_ref()
             .and_then(|p| p.as_ref().ok())
             .map(PreparedSignature::keyid);
-        let found = store.auth_lookup(hash.as_bytes(), keyid).await?;
+        let (found, payment) = match req.payment {
+            Some(id) => {
+                store
+                    .auth_lookup_with_payment(hash.as_bytes(), keyid, id)
+                    .await?
+            }
+            None => (store.auth_lookup(hash.as_bytes(), keyid).await?, None),
+        };
         let token = found
             .token
             .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(&hash))
@@ -249,10 +264,11 @@ impl PaymentService {
         Ok((
             AuthContext {
                 token,
-                project,
                 merchant,
                 client_ip: client,
                 signed: needs_signature,
+                payment: payment.filter(|p| p.project_id == project.id),
+                project,
             },
             pending,
         ))

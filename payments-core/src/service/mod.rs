@@ -91,6 +91,12 @@ pub struct PaymentService {
     auth: AuthConfig,
 }
 
+/// `404 payment_not_found`: no such payment in the caller's project (also for an id that
+/// does not parse and another project's payment, which the caller must not learn exists).
+pub fn payment_not_found() -> ApiError {
+    ApiError::new(ErrorCode::PaymentNotFound, "payment not found")
+}
+
 impl PaymentService {
     /// A service over `ports`.
     pub fn new(ports: Ports, config: ServiceConfig, auth: AuthConfig) -> Self {
@@ -133,11 +139,10 @@ impl PaymentService {
         project: &Project,
         id: &str,
     ) -> Result<Payment, ApiError> {
-        let not_found = || ApiError::new(ErrorCode::PaymentNotFound, "payment not found");
-        let id: PaymentId = id.parse().map_err(|_| not_found())?;
+        let id: PaymentId = id.parse().map_err(|_| payment_not_found())?;
         match self.ports.store.payment(id).await? {
             Some(p) if p.project_id == project.id => Ok(p),
-            _ => Err(not_found()),
+            _ => Err(payment_not_found()),
         }
     }
 

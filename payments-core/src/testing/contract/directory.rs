@@ -165,6 +165,70 @@ pub async fn tokens<S: Store>(store: &S) {
     );
 }
 
+/// `auth_lookup` finds a token's project, merchant and the named key of that project (revoked
+/// records too: the caller decides); an unknown token finds nothing. `auth_lookup_with_payment`
+/// adds the payment by id, whatever its project (the caller checks the owner).
+pub async fn auth_lookups<S: Store>(store: &S) {
+    let m = sample_merchant(1, "First");
+    let (p, other) = (sample_project(1, m.id), sample_project(2, m.id));
+    store.put_merchant(&m).await.expect("put_merchant");
+    store.put_project(&p).await.expect("put_project");
+    store.put_project(&other).await.expect("put_project");
+    let t = token(1, p.id, vec![Scope::PaymentsRead]);
+    store.insert_token(&t).await.expect("insert_token");
+    let k = key(p.id, "ed25519-k1", 1);
+    store.insert_key(&k).await.expect("insert_key");
+    store
+        .insert_key(&key(other.id, "ed25519-k2", 2))
+        .await
+        .expect("insert_key");
+    let pay = sample_payment(payment_id(1), other.id, "order-1");
+    store.insert_payment(&pay).await.expect("insert_payment");
+
+    let keyid = KeyId::new;
+    let found = store
+        .auth_lookup(&t.hash, Some(&keyid("ed25519-k1")))
+        .await
+        .expect("auth_lookup");
+    assert_eq!(found.token, Some(t.clone()));
+    assert_eq!(found.project, Some(p.clone()));
+    assert_eq!(found.merchant, Some(m.clone()));
+    assert_eq!(found.key, Some(k));
+    let other_key = store
+        .auth_lookup(&t.hash, Some(&keyid("ed25519-k2")))
+        .await
+        .expect("auth_lookup");
+    assert_eq!(other_key.key, None, "only the token's project's keys");
+    assert_eq!(
+        store
+            .auth_lookup(&[7; 32], None)
+            .await
+            .expect("auth_lookup"),
+        AuthLookup::default()
+    );
+
+    let (found, payment) = store
+        .auth_lookup_with_payment(&t.hash, None, pay.id)
+        .await
+        .expect("auth_lookup_with_payment");
+    assert_eq!((found.project, found.key), (Some(p), None));
+    assert_eq!(payment, Some(pay.clone()));
+    let (_, none) = store
+        .auth_lookup_with_payment(&t.hash, None, payment_id(2))
+        .await
+        .expect("auth_lookup_with_payment");
+    assert_eq!(none, None);
+    let (nothing, unread) = store
+        .auth_lookup_with_payment(&[7; 32], None, pay.id)
+        .await
+        .expect("auth_lookup_with_payment");
+    assert_eq!(
+        (nothing, unread),
+        (AuthLookup::default(), None),
+        "an unknown token reads nothing"
+    );
+}
+
 /// Keys are unique per (project, keyid), found revoked or not, listed per project.
 pub async fn keys<S: Store>(store: &S) {
     let (a, b) = (project_id(1), project_id(2));

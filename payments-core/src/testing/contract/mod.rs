@@ -34,7 +34,9 @@ use crate::project::{
     TokenRecord,
 };
 use crate::settlement::{Course, FeePercent, Pricing};
-use crate::store::{AdmitOutcome, InsertOutcome, NonceUse, PaymentChange, Store, StoreError};
+use crate::store::{
+    AdmitOutcome, AuthLookup, InsertOutcome, NonceUse, PaymentChange, Store, StoreError,
+};
 
 /// 2026-10-01T00:00:00Z: the fixed "now" of the suite.
 pub const T0: Timestamp = Timestamp::from_unix_millis(1_790_812_800_000);
@@ -71,6 +73,7 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         }),
         ("tokens", |s| Box::pin(tokens(s))),
         ("keys", |s| Box::pin(keys(s))),
+        ("auth_lookups", |s| Box::pin(auth_lookups(s))),
         ("callback_secrets", |s| Box::pin(callback_secrets(s))),
         ("settings", |s| Box::pin(settings(s))),
         ("audit", |s| Box::pin(audit(s))),
