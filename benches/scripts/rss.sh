@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Server memory during a sustained closed-loop create run: starts payments-server on a fresh
+# data directory, drives signed creates back to back for DURATION seconds (64 connections) and
+# samples VmRSS / VmHWM from /proc/<pid>/status every INTERVAL seconds. Prints one line per
+# sample: elapsed_s rss_kb hwm_kb payments_created.
+#
+#   benches/scripts/rss.sh [DURATION=300] [INTERVAL=10]
+set -euo pipefail
+DURATION=${1:-300}
+INTERVAL=${2:-10}
+T=${T:-target/release}
+DIR=${PERF_DIR:-/tmp/perf}/rss
+rm -rf "$DIR" && mkdir -p "$DIR"
+PAYMENTS_SYNCHRONOUS=full "$T/payments-server" serve --data-dir "$DIR" \
+  --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 2>"$DIR/server.log" &
+SERVER=$!
+trap 'kill $SERVER ${LOAD:-} 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [ -f "$DIR/sandbox-credentials.json" ] && break; sleep 0.1; done
+sleep 0.5
+"$T/bench_setup" --data-dir "$DIR" rate-limit >/dev/null
+mem() { awk '/^VmRSS/{r=$2} /^VmHWM/{h=$2} END{print r, h}' "/proc/$SERVER/status"; }
+echo "# idle: $(mem)"
+(
+  end=$((SECONDS + DURATION))
+  while [ $SECONDS -lt $end ]; do
+    "$T/loadgen" --credentials "$DIR/sandbox-credentials.json" --mode create \
+      --connections 64 --requests 30000 --warmup 0 | grep RESULT >>"$DIR/loadgen.log"
+  done
+) &
+LOAD=$!
+start=$SECONDS
+while kill -0 $LOAD 2>/dev/null; do
+  sleep "$INTERVAL"
+  created=$(grep -o '"ok":[0-9]*' "$DIR/loadgen.log" 2>/dev/null | awk -F: '{s+=$2} END{print s+0}')
+  echo "$((SECONDS - start)) $(mem) ${created:-0}"
+done
+wait $LOAD || true
+echo "# after the load: $(mem)"
