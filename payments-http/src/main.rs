@@ -59,7 +59,7 @@ struct ServeArgs {
     log_format: Option<String>,
     /// Send callbacks (default on). With off the callback dispatcher does not run: closed
     /// payments' events are still stored in the outbox and are sent once a server with
-    /// dispatch on runs over the same data dir. Also on/off, true/false, yes/no, 1/0.
+    /// dispatch on runs over the same data dir. Accepts on/off, true/false, yes/no, 1/0.
     #[arg(long, value_name = "on|off", value_parser = flag_bool)]
     callback_dispatch: Option<bool>,
 }

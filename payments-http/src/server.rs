@@ -59,6 +59,9 @@ impl Application {
         if settings.callback_retry_delays != payments_core::callback::RetrySchedule::default() {
             tracing::warn!(delays = %settings.callback_retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
         }
+        if !settings.callback_dispatch {
+            tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
+        }
         let OpenedService { service, store } = open_service(&settings, true).await?;
         let state = AppState::new(service, settings.environment, settings.public_scheme());
 

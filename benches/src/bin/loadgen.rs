@@ -112,8 +112,9 @@ struct Args {
     /// `callbacks`: give up waiting for deliveries after this many seconds.
     #[arg(long, default_value_t = 120)]
     callback_timeout: u64,
-    /// `callbacks`: all (create, confirm, receive), queue (create and confirm only) or
-    /// deliver (receive only); see the module documentation.
+    /// `callbacks`: all (create, confirm, receive), queue (create and confirm only; the
+    /// server runs with --callback-dispatch off) or deliver (receive only; start it before the
+    /// server that runs with dispatch on).
     #[arg(long, value_enum, default_value = "all")]
     phase: Phase,
     /// `callbacks`: the receiver's listen address, e.g. 127.0.0.1:28099 (`all`: default
