@@ -67,6 +67,12 @@ pub struct Settings {
     pub callback_concurrency: usize,
     /// Deliveries in flight at once to one host.
     pub callback_per_host: usize,
+    /// Whether this server runs the callback dispatcher (default `true`). When `false`, closed
+    /// payments still commit their callback events to the outbox in the same transaction as
+    /// always; they are only not sent until a server with dispatch on runs over the same data
+    /// dir. For holding callbacks during maintenance and for measuring delivery alone
+    /// (queue first, deliver later).
+    pub callback_dispatch: bool,
     /// Log format.
     pub log_format: LogFormat,
     /// Log filter (`info`, `payments_http=debug`, ...).
@@ -113,6 +119,8 @@ pub struct PartialSettings {
     pub callback_concurrency: Option<usize>,
     /// See [`Settings::callback_per_host`].
     pub callback_per_host: Option<usize>,
+    /// See [`Settings::callback_dispatch`].
+    pub callback_dispatch: Option<bool>,
     /// `text` or `json`.
     pub log_format: Option<String>,
     /// See [`Settings::log_level`].
@@ -136,7 +144,9 @@ fn err(m: impl Into<String>) -> ConfigError {
     ConfigError(m.into())
 }
 
-fn truthy(v: &str) -> Result<bool, ConfigError> {
+/// A boolean in the forms the environment variables accept: `1`/`true`/`yes`/`on` and
+/// `0`/`false`/`no`/`off` (any case), and the empty string as `false`.
+pub fn parse_bool(v: &str) -> Result<bool, ConfigError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
@@ -178,7 +188,9 @@ impl PartialSettings {
                             .collect(),
                     )
                 }
-                "ALLOW_LOCAL_CALLBACKS" => p.allow_local_callbacks = Some(truthy(&v).map_err(ctx)?),
+                "ALLOW_LOCAL_CALLBACKS" => {
+                    p.allow_local_callbacks = Some(parse_bool(&v).map_err(ctx)?)
+                }
                 "CALLBACK_RETRY_DELAYS" => p.callback_retry_delays = Some(v),
                 "CALLBACK_CA_FILE" => p.callback_ca_file = Some(v.into()),
                 "CALLBACK_CONCURRENCY" => {
@@ -187,6 +199,7 @@ impl PartialSettings {
                             .map_err(|_| err(format!("{k}: expected a number")))?,
                     )
                 }
+                "CALLBACK_DISPATCH" => p.callback_dispatch = Some(parse_bool(&v).map_err(ctx)?),
                 "CALLBACK_PER_HOST" => {
                     p.callback_per_host = Some(
                         v.parse()
@@ -235,6 +248,7 @@ impl PartialSettings {
             callback_ca_file,
             callback_concurrency,
             callback_per_host,
+            callback_dispatch,
             log_format,
             log_level,
             bank_catalog,
@@ -326,6 +340,7 @@ impl PartialSettings {
             callback_ca_file: self.callback_ca_file,
             callback_concurrency: self.callback_concurrency.unwrap_or(256).max(1),
             callback_per_host: self.callback_per_host.unwrap_or(64).max(1),
+            callback_dispatch: self.callback_dispatch.unwrap_or(true),
             log_format,
             log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
             bank_catalog: self.bank_catalog,
@@ -413,5 +428,51 @@ mod tests {
         assert_eq!(d.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(d.data_dir, PathBuf::from("./data"));
         assert!(!d.allow_local_callbacks);
+    }
+
+    #[test]
+    fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
+        assert!(Settings::defaults().callback_dispatch);
+        let env = |v: &str| {
+            PartialSettings::from_env([("PAYMENTS_CALLBACK_DISPATCH".to_string(), v.to_string())])
+        };
+        for off in ["0", "false", "no", "off", "OFF", " False ", ""] {
+            let p = env(off).unwrap();
+            assert_eq!(p.callback_dispatch, Some(false), "{off:?}");
+            assert!(!p.finish().unwrap().callback_dispatch);
+        }
+        for on in ["1", "true", "yes", "on", "TRUE"] {
+            assert_eq!(env(on).unwrap().callback_dispatch, Some(true), "{on:?}");
+        }
+        let e = env("later").unwrap_err();
+        assert!(e.0.starts_with("PAYMENTS_CALLBACK_DISPATCH"), "{}", e.0);
+
+        let file: PartialSettings = toml::from_str("callback_dispatch = false\n").unwrap();
+        assert_eq!(file.callback_dispatch, Some(false));
+        assert!(toml::from_str::<PartialSettings>("callback_dispatch = \"off\"").is_err());
+        // The file says off, the environment on, a flag off again: the last layer wins.
+        let s = file
+            .clone()
+            .overridden_by(env("on").unwrap())
+            .finish()
+            .unwrap();
+        assert!(s.callback_dispatch);
+        let flags = PartialSettings {
+            callback_dispatch: Some(false),
+            ..Default::default()
+        };
+        let s = file
+            .overridden_by(env("on").unwrap())
+            .overridden_by(flags)
+            .finish()
+            .unwrap();
+        assert!(!s.callback_dispatch);
+        // A layer that does not mention it leaves the lower one's value.
+        let s = env("0")
+            .unwrap()
+            .overridden_by(PartialSettings::default())
+            .finish()
+            .unwrap();
+        assert!(!s.callback_dispatch);
     }
 }

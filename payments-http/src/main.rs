@@ -57,6 +57,20 @@ struct ServeArgs {
     /// text or json.
     #[arg(long)]
     log_format: Option<String>,
+    /// Send callbacks (default on). With off the callback dispatcher does not run: closed
+    /// payments' events are still stored in the outbox and are sent once a server with
+    /// dispatch on runs over the same data dir. Accepts on/off, true/false, yes/no, 1/0.
+    #[arg(long, value_name = "on|off", value_parser = flag_bool)]
+    callback_dispatch: Option<bool>,
+}
+
+/// A boolean flag value in the forms `PAYMENTS_*` booleans take; an empty value is refused
+/// here (on the command line it is more likely an unset shell variable than a choice).
+fn flag_bool(v: &str) -> Result<bool, String> {
+    if v.trim().is_empty() {
+        return Err("expected on or off".into());
+    }
+    payments_http::config::parse_bool(v).map_err(|e| e.0)
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
@@ -67,6 +81,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         tls_key: args.tls_key,
         public_url: args.public_url,
         log_format: args.log_format,
+        callback_dispatch: args.callback_dispatch,
         ..PartialSettings::default()
     };
     let settings = settings(&args.common, flags)?;

@@ -1,5 +1,6 @@
 //! The running server: builds the service over SQLite, binds both listeners (port 0 works),
-//! runs the APIs, the callback dispatcher and the lifecycle sweeper, and shuts down gracefully.
+//! runs the APIs, the callback dispatcher (unless `callback_dispatch` is off) and the lifecycle
+//! sweeper, and shuts down gracefully.
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
@@ -57,6 +58,9 @@ impl Application {
         }
         if settings.callback_retry_delays != payments_core::callback::RetrySchedule::default() {
             tracing::warn!(delays = %settings.callback_retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
+        }
+        if !settings.callback_dispatch {
+            tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
         }
         let OpenedService { service, store } = open_service(&settings, true).await?;
         let state = AppState::new(service, settings.environment, settings.public_scheme());
@@ -192,10 +196,14 @@ impl Application {
             state.outbox_notify.clone(),
             stop_rx.clone(),
         ));
-        let mut dispatcher_stop = stop_rx;
-        let dispatcher = tokio::spawn(dispatcher.run(async move {
-            let _ = dispatcher_stop.wait_for(|stop| *stop).await;
-        }));
+        // With dispatch off the dispatcher is built (so its settings are still checked) but
+        // never run: events stay pending in the outbox for a later server.
+        let dispatcher = settings.callback_dispatch.then(|| {
+            let mut dispatcher_stop = stop_rx;
+            tokio::spawn(dispatcher.run(async move {
+                let _ = dispatcher_stop.wait_for(|stop| *stop).await;
+            }))
+        });
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -205,7 +213,9 @@ impl Application {
         let _ = operator_task.await;
         let _ = stop_tx.send(true);
         let _ = sweeper.await;
-        let _ = dispatcher.await;
+        if let Some(dispatcher) = dispatcher {
+            let _ = dispatcher.await;
+        }
         store.close();
         tracing::info!("stopped");
         Ok(())

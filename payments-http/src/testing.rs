@@ -41,10 +41,23 @@ impl TestServer {
     /// A server whose settings are the test defaults overridden by `extra` (e.g.
     /// `environment: Some("production".into())`). `TEST_LOG=1` prints the server's log.
     pub async fn start(extra: PartialSettings) -> TestServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        TestServer::start_in(dir, extra).await
+    }
+
+    /// Stops this server gracefully and starts another over the same data dir (same database
+    /// and credentials file, so no new bootstrap) with the test defaults overridden by `extra`;
+    /// the settings of this run are not carried over. The new server listens on new ports;
+    /// [`TestServer::credentials`] carries its URLs.
+    pub async fn restart(mut self, extra: PartialSettings) -> TestServer {
+        self.shut_down().await;
+        TestServer::start_in(self.dir, extra).await
+    }
+
+    async fn start_in(dir: TempDir, extra: PartialSettings) -> TestServer {
         if std::env::var_os("TEST_LOG").is_some() {
             crate::telemetry::init(Default::default(), "info");
         }
-        let dir = tempfile::tempdir().expect("a temporary directory");
         let settings = PartialSettings {
             data_dir: Some(dir.path().to_path_buf()),
             listen: Some("127.0.0.1:0".into()),
@@ -63,7 +76,13 @@ impl TestServer {
         let operator_url = app.operator_url();
         let credentials = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
             .ok()
-            .map(|t| serde_json::from_str::<SandboxCredentials>(&t).expect("credentials JSON"));
+            .map(|t| serde_json::from_str::<SandboxCredentials>(&t).expect("credentials JSON"))
+            // The file keeps the URLs of the server that bootstrapped the data dir.
+            .map(|c| SandboxCredentials {
+                base_url: merchant_url.clone(),
+                operator_url: operator_url.clone(),
+                ..c
+            });
         let operator_token = match &credentials {
             Some(c) => c.operator_token.clone(),
             None => issue_operator_token(&state.service)
@@ -116,6 +135,10 @@ impl TestServer {
 
     /// Stops the server gracefully and waits for it.
     pub async fn stop(mut self) {
+        self.shut_down().await;
+    }
+
+    async fn shut_down(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }

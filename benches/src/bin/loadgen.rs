@@ -13,8 +13,25 @@
 //! first) and `callbacks` (a local receiver verifying every callback; creates payments with
 //! the receiver as their callback URL, confirms them through the operator API and counts
 //! verified deliveries per second; the server needs `PAYMENTS_ALLOW_LOCAL_CALLBACKS=1`).
+//!
+//! `callbacks` has three phases (`--phase`):
+//!
+//! - `all` (default): create, confirm and receive in one run. Deliveries per second are counted
+//!   from the first confirm to the last verified delivery, so they cannot exceed the confirm
+//!   rate.
+//! - `queue`: create and confirm `--requests` payments whose callback URL is
+//!   `http://<--receiver>/callback`, with nothing listening there; prints the confirm rate
+//!   and the server's `payments_outbox_pending`. Run the server with callback dispatch off
+//!   (`--callback-dispatch off`), so the events wait in its outbox.
+//! - `deliver`: listen on `--receiver` and wait for `--requests` verified deliveries (up to
+//!   `--callback-timeout` seconds from the receiver's start). Stop the queue phase's server,
+//!   start this phase, then start the server again over the same data dir with dispatch on
+//!   (in that order: a delivery attempted before the receiver listens fails and waits for its
+//!   retry). Reports verified deliveries per second from the first delivery received to the
+//!   last (delivery alone), and also from the receiver's start (which includes the server's
+//!   start). Exits non-zero if not all arrived in time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -22,14 +39,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, Parser, ValueEnum};
 use hdrhistogram::Histogram;
 use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use payments_benches::{histogram, record, socket_addr_of, Connection, Latency, StatusCounts};
 use payments_core::callback::{
-    CallbackSecret, CallbackVerifier, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+    CallbackSecret, CallbackVerifier, EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
 use payments_core::Timestamp;
 use payments_http::bootstrap::SandboxCredentials;
@@ -46,6 +63,18 @@ enum Mode {
     Get,
     /// Verified callback deliveries per second to a local receiver.
     Callbacks,
+}
+
+/// The part of a `callbacks` run to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Phase {
+    /// Create, confirm and receive in one run (deliveries/s from the first confirm).
+    All,
+    /// Create and confirm only, with no receiver: the events wait in the server's outbox
+    /// (run the server with callback dispatch off).
+    Queue,
+    /// Receive only, on `--receiver`: the queued events, once a server with dispatch on runs.
+    Deliver,
 }
 
 #[derive(Debug, Parser)]
@@ -83,6 +112,16 @@ struct Args {
     /// `callbacks`: give up waiting for deliveries after this many seconds.
     #[arg(long, default_value_t = 120)]
     callback_timeout: u64,
+    /// `callbacks`: all (create, confirm, receive), queue (create and confirm only; the
+    /// server runs with --callback-dispatch off) or deliver (receive only; start it before the
+    /// server that runs with dispatch on).
+    #[arg(long, value_enum, default_value = "all")]
+    phase: Phase,
+    /// `callbacks`: the receiver's listen address, e.g. 127.0.0.1:28099 (`all`: default
+    /// 127.0.0.1:0). `queue` puts it in the callback URLs without listening; `deliver` listens
+    /// on it. Required by both.
+    #[arg(long, required_if_eq_any([("phase", "queue"), ("phase", "deliver")]))]
+    receiver: Option<SocketAddr>,
     /// A label copied into the RESULT line.
     #[arg(long, default_value = "")]
     label: String,
@@ -375,18 +414,22 @@ async fn create_payments(
 struct Received {
     verified: AtomicU64,
     rejected: AtomicU64,
+    /// Verified requests whose event id had already been verified (at-least-once delivery).
+    duplicates: AtomicU64,
+    events: Mutex<HashSet<String>>,
     first: OnceLock<Instant>,
     last: Mutex<Option<Instant>>,
 }
 
-async fn receiver(secret: &str) -> (SocketAddr, Arc<Received>) {
+/// A receiver on `bind` verifying every callback with the credentials' secret.
+async fn receiver(secret: &str, bind: SocketAddr) -> (SocketAddr, Arc<Received>) {
     let verifier = Arc::new(CallbackVerifier::new(vec![
         CallbackSecret::parse(secret).expect("the credentials' callback secret parses")
     ]));
     let received = Arc::new(Received::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let listener = tokio::net::TcpListener::bind(bind)
         .await
-        .expect("a local port");
+        .unwrap_or_else(|e| panic!("cannot listen on {bind}: {e}"));
     let addr = listener.local_addr().expect("a bound address");
     let r = Arc::clone(&received);
     let app = axum::Router::new().route(
@@ -410,6 +453,10 @@ async fn receiver(secret: &str) -> (SocketAddr, Arc<Received>) {
                         let t = Instant::now();
                         let _ = r.first.set(t);
                         *r.last.lock().expect("a lock") = Some(t);
+                        let new = r.events.lock().expect("a lock").insert(h(EVENT_ID_HEADER));
+                        if !new {
+                            r.duplicates.fetch_add(1, Ordering::Relaxed);
+                        }
                         r.verified.fetch_add(1, Ordering::Relaxed);
                         axum::http::StatusCode::OK
                     }
@@ -427,27 +474,13 @@ async fn receiver(secret: &str) -> (SocketAddr, Arc<Received>) {
     (addr, received)
 }
 
-async fn callbacks(
+/// Confirms every payment through the operator API; returns the run, when the first confirm
+/// was sent and the wall time in seconds.
+async fn confirm_all(
     args: &Args,
     creds: &SandboxCredentials,
-    client: &MerchantClient,
-    authority: &str,
-    target: SocketAddr,
-    run_id: &str,
-) {
-    let (addr, received) = receiver(&creds.callback_secret).await;
-    let url = format!("http://{addr}/callback");
-    let n = args.requests;
-    let (created, ids) =
-        create_payments(args, client, authority, target, run_id, n, Some(&url)).await;
-    println!(
-        "created {} payments with callback_url {url} ({:?})",
-        ids.len(),
-        created.statuses
-    );
-    let before = received.verified.load(Ordering::Relaxed);
-
-    // Confirm every payment through the operator API.
+    ids: &[String],
+) -> (Run, Instant, f64) {
     let operator = socket_addr_of(&creds.operator_url).expect("operator_url is http://IP:PORT");
     let op_authority = payments_benches::authority_of(&creds.operator_url).to_string();
     let reqs: Vec<Ready> = ids
@@ -462,10 +495,59 @@ async fn callbacks(
                 .expect("a valid request")
         })
         .collect();
-    let expected = before + reqs.len() as u64;
     let confirm_start = Instant::now();
     let confirmed = drive(operator, reqs, 0, args.connections, None, false).await;
-    let confirm_secs = confirm_start.elapsed().as_secs_f64();
+    let secs = confirm_start.elapsed().as_secs_f64();
+    (confirmed, confirm_start, secs)
+}
+
+/// `payments_outbox_pending` from the operator listener's `/metrics`, if it answers.
+async fn outbox_pending(operator_url: &str) -> Option<u64> {
+    let mut c = Connection::open(socket_addr_of(operator_url).ok()?)
+        .await
+        .ok()?;
+    let req = Request::get("/metrics")
+        .header("host", payments_benches::authority_of(operator_url))
+        .body(Full::new(Bytes::new()))
+        .ok()?;
+    let (status, body) = c.send(req).await.ok()?;
+    if !status.is_success() {
+        return None;
+    }
+    std::str::from_utf8(&body)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("payments_outbox_pending "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `--phase all`: create, confirm and receive; deliveries/s from the first confirm.
+async fn callbacks(
+    args: &Args,
+    creds: &SandboxCredentials,
+    client: &MerchantClient,
+    authority: &str,
+    target: SocketAddr,
+    run_id: &str,
+) {
+    let bind = args
+        .receiver
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let (addr, received) = receiver(&creds.callback_secret, bind).await;
+    let url = format!("http://{addr}/callback");
+    let n = args.requests;
+    let (created, ids) =
+        create_payments(args, client, authority, target, run_id, n, Some(&url)).await;
+    println!(
+        "created {} payments with callback_url {url} ({:?})",
+        ids.len(),
+        created.statuses
+    );
+    let before = received.verified.load(Ordering::Relaxed);
+    let expected = before + ids.len() as u64;
+    let (confirmed, confirm_start, confirm_secs) = confirm_all(args, creds, &ids).await;
     let deadline = Instant::now() + Duration::from_secs(args.callback_timeout);
     while received.verified.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -502,9 +584,148 @@ async fn callbacks(
     );
 }
 
+/// `--phase queue`: create and confirm with callback URLs to `receiver`, nothing listening.
+async fn callbacks_queue(
+    args: &Args,
+    creds: &SandboxCredentials,
+    client: &MerchantClient,
+    authority: &str,
+    target: SocketAddr,
+    run_id: &str,
+    receiver: SocketAddr,
+) {
+    let url = format!("http://{receiver}/callback");
+    let pending_before = outbox_pending(&creds.operator_url).await;
+    let (created, ids) = create_payments(
+        args,
+        client,
+        authority,
+        target,
+        run_id,
+        args.requests,
+        Some(&url),
+    )
+    .await;
+    println!(
+        "created {} payments with callback_url {url} ({:?})",
+        ids.len(),
+        created.statuses
+    );
+    let (confirmed, _, confirm_secs) = confirm_all(args, creds, &ids).await;
+    let confirm_rate = confirmed.measured as f64 / confirm_secs.max(f64::EPSILON);
+    let pending = outbox_pending(&creds.operator_url).await;
+    println!(
+        "confirmed {} in {confirm_secs:.2} s ({confirm_rate:.0}/s, {:?}); outbox pending: {} (before: {})",
+        confirmed.measured,
+        confirmed.statuses,
+        pending.map_or("unknown".into(), |p| p.to_string()),
+        pending_before.map_or("unknown".into(), |p| p.to_string()),
+    );
+    report(
+        args,
+        "callbacks",
+        &confirmed,
+        json!({
+            "phase": "queue",
+            "receiver": receiver.to_string(),
+            "created": ids.len(),
+            "create_statuses": created.statuses.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
+            "confirm_s": confirm_secs,
+            "confirm_per_s": confirm_rate,
+            "outbox_pending_before": pending_before,
+            "outbox_pending": pending,
+        }),
+    );
+}
+
+/// `--phase deliver`: listen on `bind` and count verified deliveries of queued events;
+/// deliveries/s from the first delivery received to the last, and from the receiver's start.
+/// Returns whether all `--requests` arrived in time.
+async fn callbacks_deliver(args: &Args, creds: &SandboxCredentials, bind: SocketAddr) -> bool {
+    let (addr, received) = receiver(&creds.callback_secret, bind).await;
+    let started = Instant::now();
+    let expected = args.requests as u64;
+    println!(
+        "receiver listening on http://{addr}/callback: waiting up to {} s for {expected} verified deliveries (start the server with callback dispatch on now)",
+        args.callback_timeout
+    );
+    let deadline = started + Duration::from_secs(args.callback_timeout);
+    while received.verified.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let verified = received.verified.load(Ordering::Relaxed);
+    let rejected = received.rejected.load(Ordering::Relaxed);
+    let duplicates = received.duplicates.load(Ordering::Relaxed);
+    let complete = verified >= expected;
+    let first = received.first.get().copied();
+    let last = *received.last.lock().expect("a lock");
+    let secs = |from: Option<Instant>, to: Option<Instant>| match (from, to) {
+        (Some(f), Some(t)) => Some(t.saturating_duration_since(f).as_secs_f64()),
+        _ => None,
+    };
+    let first_to_last = secs(first, last);
+    let start_to_last = secs(Some(started), last);
+    let start_to_first = secs(Some(started), first);
+    let per_s = |window: Option<f64>| window.map(|w| verified as f64 / w.max(f64::EPSILON));
+    let rate = per_s(first_to_last);
+    let rate_from_start = per_s(start_to_last);
+    // The last attempts are recorded just after their answers.
+    let mut pending = None;
+    for _ in 0..20 {
+        pending = outbox_pending(&creds.operator_url).await;
+        if pending.is_none_or(|p| p == 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let f = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+    if !complete {
+        println!(
+            "timed out after {} s: {verified} of {expected} verified deliveries",
+            args.callback_timeout
+        );
+    }
+    println!(
+        "callbacks (deliver): {verified} verified ({rejected} rejected, {duplicates} duplicates) in {} s from the first delivery = {} verified deliveries/s; {} s from the receiver's start = {}/s (first delivery {} s after the start); outbox pending after: {}",
+        f(first_to_last, 2),
+        f(rate, 0),
+        f(start_to_last, 2),
+        f(rate_from_start, 0),
+        f(start_to_first, 2),
+        pending.map_or("unknown".into(), |p| p.to_string()),
+    );
+    let result = json!({
+        "mode": "callbacks",
+        "phase": "deliver",
+        "label": args.label,
+        "receiver": addr.to_string(),
+        "expected": expected,
+        "complete": complete,
+        "verified": verified,
+        "rejected": rejected,
+        "duplicates": duplicates,
+        "first_to_last_s": first_to_last,
+        "deliveries_per_s": rate,
+        "start_to_first_s": start_to_first,
+        "start_to_last_s": start_to_last,
+        "deliveries_per_s_from_receiver_start": rate_from_start,
+        "outbox_pending_after": pending,
+    });
+    println!("RESULT {result}");
+    complete
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    if args.phase != Phase::All && args.mode != Mode::Callbacks {
+        Args::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--phase queue|deliver needs --mode callbacks",
+            )
+            .exit();
+    }
     let creds: SandboxCredentials = serde_json::from_slice(
         &std::fs::read(&args.credentials).expect("the credentials file is readable"),
     )
@@ -576,6 +797,19 @@ async fn main() {
             .await;
             report(&args, "get", &run, json!({ "signed": args.sign_get }));
         }
-        Mode::Callbacks => callbacks(&args, &creds, &client, &authority, target, &run_id).await,
+        Mode::Callbacks => match (args.phase, args.receiver) {
+            (Phase::Queue, Some(receiver)) => {
+                callbacks_queue(
+                    &args, &creds, &client, &authority, target, &run_id, receiver,
+                )
+                .await
+            }
+            (Phase::Deliver, Some(receiver)) => {
+                if !callbacks_deliver(&args, &creds, receiver).await {
+                    std::process::exit(1);
+                }
+            }
+            _ => callbacks(&args, &creds, &client, &authority, target, &run_id).await,
+        },
     }
 }
