@@ -1,6 +1,7 @@
-//! The store writes of one create (nonce, idempotent insert, change to `processing`) through
-//! the SQLite store at 1 and 16 concurrent callers, beside a raw rusqlite autocommit insert loop
-//! (WAL, `synchronous=FULL`) as the reference for what one fsync'd commit costs here.
+//! The store writes of one create (nonce + idempotent insert in one write, then the change to
+//! `processing`) through the SQLite store at 1 and 16 concurrent callers, beside a raw rusqlite
+//! autocommit insert loop (WAL, `synchronous=FULL`) as the reference for what one fsync'd
+//! commit costs here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -8,25 +9,31 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use payments_core::payment::PaymentStatus;
-use payments_core::store::{NonceStore, PaymentChange, PaymentStore};
+use payments_core::store::{AdmitOutcome, NonceUse, PaymentChange, PaymentStore, Store};
 use payments_core::testing::contract::{changed, payment_id, project_id, sample_payment, T0};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 
-/// The writes one create makes.
+/// The writes one create makes: the nonce, idempotency check and insert in one write
+/// (`admit_create`), then the change to `processing`.
 async fn create(store: &SqliteStore, n: u64) {
     let n128 = u128::from(n);
-    let fresh = store
-        .use_nonce(
-            project_id(1),
-            &format!("nonce-{n}"),
-            T0,
-            T0 + Duration::from_secs(300),
+    let p = sample_payment(payment_id(n128), project_id(1), &format!("order-{n}"));
+    let nonce = format!("nonce-{n}");
+    let admitted = store
+        .admit_create(
+            Some(NonceUse {
+                project: project_id(1),
+                nonce: &nonce,
+                now: T0,
+                expires_at: T0 + Duration::from_secs(300),
+            }),
+            p.project_id,
+            &p.merchant_payment_id,
+            Some(&p),
         )
         .await
-        .expect("use_nonce");
-    assert!(fresh, "every nonce is new");
-    let p = sample_payment(payment_id(n128), project_id(1), &format!("order-{n}"));
-    store.insert_payment(&p).await.expect("insert_payment");
+        .expect("admit_create");
+    assert_eq!(admitted, AdmitOutcome::Inserted, "every create is new");
     store
         .commit_change(&PaymentChange {
             payment: changed(&p, PaymentStatus::Processing, T0),
