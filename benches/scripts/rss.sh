@@ -2,7 +2,7 @@
 # Server memory during a sustained closed-loop create run: starts payments-server on a fresh
 # data directory, drives signed creates back to back for DURATION seconds (64 connections) and
 # samples VmRSS / VmHWM from /proc/<pid>/status every INTERVAL seconds. Prints one line per
-# sample: elapsed_s rss_kb hwm_kb payments_created.
+# sample: elapsed_s rss_kb hwm_kb payments_created anon_kb file_kb threads.
 #
 #   benches/scripts/rss.sh [DURATION=300] [INTERVAL=10]
 set -euo pipefail
@@ -19,6 +19,7 @@ for _ in $(seq 100); do [ -f "$DIR/sandbox-credentials.json" ] && break; sleep 0
 sleep 0.5
 "$T/bench_setup" --data-dir "$DIR" rate-limit >/dev/null
 mem() { awk '/^VmRSS/{r=$2} /^VmHWM/{h=$2} END{print r, h}' "/proc/$SERVER/status"; }
+more() { awk '/^RssAnon/{a=$2} /^RssFile/{f=$2} /^Threads/{t=$2} END{print a, f, t}' "/proc/$SERVER/status"; }
 echo "# idle: $(mem)"
 (
   end=$((SECONDS + DURATION))
@@ -32,7 +33,7 @@ start=$SECONDS
 while kill -0 $LOAD 2>/dev/null; do
   sleep "$INTERVAL"
   created=$(grep -o '"ok":[0-9]*' "$DIR/loadgen.log" 2>/dev/null | awk -F: '{s+=$2} END{print s+0}')
-  echo "$((SECONDS - start)) $(mem) ${created:-0}"
+  echo "$((SECONDS - start)) $(mem) ${created:-0} $(more)"
 done
 wait $LOAD || true
 echo "# after the load: $(mem)"

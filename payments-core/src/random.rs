@@ -32,19 +32,21 @@ pub fn bytes<const N: usize>(rng: &dyn RandomSource) -> [u8; N] {
     bytes
 }
 
+/// A "generator" filling every buffer with one byte value, for unit tests that pin outputs.
+#[cfg(test)]
+pub(crate) struct Fixed(pub(crate) u8);
+
+#[cfg(test)]
+impl RandomSource for Fixed {
+    fn fill(&self, buf: &mut [u8]) {
+        buf.fill(self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Timestamp;
-
-    /// Fills with one byte value.
-    struct Fixed(u8);
-
-    impl RandomSource for Fixed {
-        fn fill(&self, buf: &mut [u8]) {
-            buf.fill(self.0);
-        }
-    }
 
     #[test]
     fn v7_carries_the_millisecond_and_sorts_by_it() {

@@ -87,7 +87,10 @@ pub trait PaymentStore: Send + Sync {
         project: ProjectId,
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError>;
-    /// Commits a change (payment version + event + audit) in one transaction.
+    /// Commits a change (payment version + event + audit) in one transaction. The fields fixed
+    /// at creation (project, merchant payment id, flow, initial amount, currency, geo code,
+    /// method, intrabank flag, bank code, callback URL, creation time, fingerprint) never
+    /// change; a store may refuse a change that alters them as [`StoreError::Conflict`].
     async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError>;
     /// Payments whose [`Payment::due_at`] is at or before `now`, earliest first, through an
     /// index (cost follows the number due, not the number stored).

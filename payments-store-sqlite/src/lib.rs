@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use payments_core::store::StoreError;
 use rusqlite::{Connection, OpenFlags};
+use tokio::sync::Semaphore;
 
 mod codec;
 mod directory;
@@ -88,6 +89,8 @@ impl Default for SqliteOptions {
 pub struct SqliteStore {
     writer: Writer,
     readers: Arc<Readers>,
+    /// One permit per reader connection.
+    read_permits: Arc<Semaphore>,
 }
 
 impl SqliteStore {
@@ -103,10 +106,10 @@ impl SqliteStore {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(OpenError::NoWal(mode));
         }
-        // The savepoint of each request in a batch keeps a sub-journal; in memory it costs no
-        // temporary file writes (it only lives until the batch commits).
+        // temp_store stays the default: a savepoint's sub-journal lives in memory up to 64 KiB
+        // and spills to a temporary file beyond (in memory, one large job held hundreds of MB).
         conn.execute_batch(&format!(
-            "PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY;",
+            "PRAGMA synchronous = {};",
             options.synchronous.pragma()
         ))?;
         conn.set_prepared_statement_cache_capacity(64);
@@ -125,6 +128,7 @@ impl SqliteStore {
         let writer = Writer::start(conn, options.max_batch, options.queue_capacity)?;
         Ok(SqliteStore {
             writer,
+            read_permits: Arc::new(Semaphore::new(readers.len())),
             readers: Arc::new(Readers::new(readers)),
         })
     }
@@ -145,16 +149,26 @@ impl SqliteStore {
         self.writer.write(write).await
     }
 
-    /// Runs `read` on a pooled read-only connection on tokio's blocking threads.
+    /// Runs `read` on a pooled read-only connection on tokio's blocking threads. A read first
+    /// waits (asynchronously) for one of the pool's connections to be free, so a blocking
+    /// thread is taken only when it can run at once: without that, many concurrent reads
+    /// parked one blocking thread each on the pool (tens of threads for 4 connections).
     async fn read<R, F>(&self, read: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let readers = Arc::clone(&self.readers);
-        tokio::task::spawn_blocking(move || readers.with(read))
+        let permit = Arc::clone(&self.read_permits)
+            .acquire_owned()
             .await
-            .map_err(|e| StoreError::Unavailable(format!("the read did not finish: {e}")))?
+            .map_err(|_| StoreError::Unavailable("the store is closed".into()))?;
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            readers.with(read)
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("the read did not finish: {e}")))?
     }
 }
 

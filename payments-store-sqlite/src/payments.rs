@@ -178,21 +178,43 @@ static INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Updates every column but the id, only at the expected version (`?30`).
+/// Columns no transition or operation changes after the insert. The update does not SET them,
+/// so SQLite leaves the `(project_id, merchant_payment_id)` unique index alone, and it matches
+/// them with `IS` instead, so a change to one of them is refused (no row matches) rather than
+/// dropped silently.
+const IMMUTABLE: [&str; 12] = [
+    "project_id",
+    "merchant_payment_id",
+    "flow",
+    "initial_amount",
+    "currency",
+    "geo_code",
+    "payment_method",
+    "is_intrabank",
+    "bank_code",
+    "callback_url",
+    "created_at",
+    "fingerprint",
+];
+
+/// Updates the mutable columns, only at the expected version (`?30`) and only if the immutable
+/// ones are unchanged. Parameters are [`payment_values`], then the expected version.
 static UPDATE_SQL: LazyLock<String> = LazyLock::new(|| {
-    let sets = COLUMNS
-        .split(", ")
-        .enumerate()
-        .skip(1)
-        .map(|(i, col)| format!("{col} = ?{}", i + 1))
-        .collect::<Vec<_>>();
+    let (mut sets, mut same) = (Vec::new(), Vec::new());
+    for (i, col) in COLUMN_NAMES.iter().enumerate().skip(1) {
+        if IMMUTABLE.contains(col) {
+            same.push(format!(" AND {col} IS ?{}", i + 1));
+        } else {
+            sets.push(format!("{col} = ?{}", i + 1));
+        }
+    }
     format!(
-        "UPDATE payments SET {} WHERE id = ?1 AND version = ?{}",
+        "UPDATE payments SET {} WHERE id = ?1 AND version = ?{}{}",
         sets.join(", "),
-        NCOLS + 1
+        NCOLS + 1,
+        same.concat()
     )
 });
-
 /// A payment by id.
 pub(crate) fn by_id(conn: &Connection, id: PaymentId) -> Result<Option<Payment>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM payments WHERE id = ?1");
@@ -300,12 +322,23 @@ pub(crate) fn use_nonce(
     Ok(changed == 1)
 }
 
-/// Deletes expired nonces through the expiry index.
-pub(crate) fn purge_nonces(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
+/// Deletes up to `limit` expired nonces (oldest first) through the expiry index; returns how
+/// many. The store calls it in chunks, each its own writer job, so that a purge of hundreds of
+/// thousands of nonces neither holds the writer (and every create behind it) for seconds nor
+/// journals all of those pages inside one savepoint.
+pub(crate) fn purge_nonces(
+    conn: &Connection,
+    now: Timestamp,
+    limit: usize,
+) -> Result<u64, StoreError> {
     let n = conn
-        .prepare_cached("DELETE FROM nonces WHERE expires_at <= ?1")
+        .prepare_cached(
+            "DELETE FROM nonces WHERE (project_id, nonce) IN \
+             (SELECT project_id, nonce FROM nonces WHERE expires_at <= ?1 \
+              ORDER BY expires_at LIMIT ?2)",
+        )
         .map_err(db)?
-        .execute([now.unix_millis()])
+        .execute(params![now.unix_millis(), codec::limit(limit)])
         .map_err(db)?;
     Ok(n as u64)
 }

@@ -53,6 +53,9 @@ impl PaymentStore for SqliteStore {
     }
 }
 
+/// Expired nonces deleted per writer job.
+const NONCE_PURGE_CHUNK: usize = 5_000;
+
 #[async_trait]
 impl NonceStore for SqliteStore {
     async fn use_nonce(
@@ -67,8 +70,19 @@ impl NonceStore for SqliteStore {
             .await
     }
 
+    /// In chunks of [`NONCE_PURGE_CHUNK`], one writer job each: creates queued meanwhile are
+    /// committed between the chunks.
     async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
-        self.write(move |c| payments::purge_nonces(c, now)).await
+        let mut total = 0;
+        loop {
+            let n = self
+                .write(move |c| payments::purge_nonces(c, now, NONCE_PURGE_CHUNK))
+                .await?;
+            total += n;
+            if n < NONCE_PURGE_CHUNK as u64 {
+                return Ok(total);
+            }
+        }
     }
 }
 

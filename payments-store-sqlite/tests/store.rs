@@ -396,3 +396,73 @@ fn a_version_1_database_is_upgraded_in_place() {
         "v2 adds paused = false to existing projects"
     );
 }
+
+/// The change to a payment updates only what transitions change; a change that alters a field
+/// fixed at creation is refused as a conflict and writes nothing (not silently half-applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_to_a_field_fixed_at_creation_is_refused() {
+    let (_dir, store) = fresh();
+    let p = full_payment(payment_id(1), project_id(1), "fixed");
+    store.insert_payment(&p).await.expect("insert");
+    let mut next = changed(&p, PaymentStatus::Completed, T0);
+    next.fingerprint = "another request".to_string();
+    let refused = store
+        .commit_change(&PaymentChange {
+            payment: next.clone(),
+            expected_version: p.version,
+            event: None,
+            audit: None,
+        })
+        .await;
+    assert_eq!(refused, Err(StoreError::Conflict));
+    assert_eq!(store.payment(p.id).await.expect("read"), Some(p.clone()));
+
+    next.fingerprint = p.fingerprint.clone();
+    next.amount = payments_core::amount::Amount::parse("1.5").expect("an amount");
+    store
+        .commit_change(&PaymentChange {
+            payment: next.clone(),
+            expected_version: p.version,
+            event: None,
+            audit: None,
+        })
+        .await
+        .expect("a change of mutable fields");
+    assert_eq!(store.payment(p.id).await.expect("read"), Some(next));
+}
+
+/// A purge larger than one chunk (5,000 per writer job) deletes every expired nonce and keeps
+/// the live ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_nonce_purge_runs_in_chunks_and_misses_nothing() {
+    let (_dir, store) = fresh();
+    let a = project_id(1);
+    let short = T0 + std::time::Duration::from_secs(1);
+    let long = T0 + std::time::Duration::from_secs(600);
+    let names: Vec<String> = (0..12_345).map(|i| format!("old-{i}")).collect();
+    for chunk in names.chunks(1_000) {
+        let uses = chunk.iter().map(|n| store.use_nonce(a, n, T0, short));
+        for fresh in futures_util::future::join_all(uses).await {
+            assert!(fresh.expect("use_nonce"));
+        }
+    }
+    for i in 0..10 {
+        assert!(store
+            .use_nonce(a, &format!("live-{i}"), T0, long)
+            .await
+            .expect("use_nonce"));
+    }
+    assert_eq!(store.purge_nonces(short).await.expect("purge"), 12_345);
+    assert_eq!(store.purge_nonces(short).await.expect("purge"), 0);
+    assert!(
+        store.use_nonce(a, "old-0", short, long).await.expect("use"),
+        "a purged nonce is free again"
+    );
+    assert!(
+        !store
+            .use_nonce(a, "live-3", short, long)
+            .await
+            .expect("use"),
+        "live nonces stay"
+    );
+}

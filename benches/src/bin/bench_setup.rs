@@ -3,9 +3,9 @@
 //! - `rate-limit`: raises the demo project's request rate limit (50/s by default) so the load
 //!   generator measures the server, not the limiter. Written through the store, like the
 //!   operator's own change would be.
-//! - `seed`: copies one existing payment row `--count` times with fresh ids straight in SQL
-//!   (closed payments, plus `--due` payments already due for the sweeper), to measure the
-//!   server with millions of payments stored.
+//! - `seed`: copies one existing payment row `--count` times with fresh ids (version 7, from a
+//!   month ago) straight in SQL (closed payments, plus `--due` payments already due for the
+//!   sweeper), to measure the server with millions of payments stored.
 //! - `sweep-cost`: times the sweeper's query (`due_payments`, a page of 100) against the store.
 
 use std::path::PathBuf;
@@ -68,6 +68,8 @@ fn seed(db: &std::path::Path, count: u64, due: u64) -> rusqlite::Result<()> {
         |r| r.get(0),
     )?;
     let tag = format!("{:x}", now().unix_millis());
+    let tag_bytes = (now().unix_millis() as u16).to_le_bytes();
+    let history_start = u64::try_from(now().unix_millis()).unwrap_or(0) - 30 * 86_400_000;
     let started = Instant::now();
     let batch = 100_000u64;
     let mut done = 0u64;
@@ -83,11 +85,15 @@ fn seed(db: &std::path::Path, count: u64, due: u64) -> rusqlite::Result<()> {
             )?;
             let end = (done + batch).min(count + due);
             for n in done..end {
-                let id = uuid::Builder::from_random_bytes(
-                    (u128::from(n) ^ (u128::from(now().unix_millis() as u64) << 64)).to_le_bytes(),
-                )
-                .into_uuid()
-                .to_string();
+                // Version 7 ids like the server's, from a month ago onwards (one per 0.5 ms),
+                // so the stored keys lie before the new ones as in a real history.
+                let created = history_start + n / 2;
+                let mut random = [0u8; 10];
+                random[..8].copy_from_slice(&n.to_le_bytes());
+                random[8..].copy_from_slice(&tag_bytes);
+                let id = uuid::Builder::from_unix_timestamp_millis(created, &random)
+                    .into_uuid()
+                    .to_string();
                 let mpid = format!("seed-{tag}-{n}");
                 // The first `due` rows are processing and overdue; the rest are closed.
                 let (status, due_at) = if n < due {

@@ -280,13 +280,7 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Fixed(u8);
-    impl RandomSource for Fixed {
-        fn fill(&self, buf: &mut [u8]) {
-            buf.fill(self.0);
-        }
-    }
+    use crate::random::Fixed;
 
     #[test]
     fn generated_tokens_carry_the_environment_prefix() {
