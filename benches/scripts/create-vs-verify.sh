@@ -7,6 +7,10 @@
 # Needs `cargo build --release -p payments-http -p payments-benches --bins` first. Ports
 # 18080/18081/18090; data under ${PERF_DIR:-/tmp/perf}.
 set -euo pipefail
+if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then
+  echo "something already answers on 127.0.0.1:18080 (a server left running?)" >&2
+  exit 1
+fi
 SYNC=${1:-full}
 REPS=${2:-3}
 CONNS=${3:-"16 64 256"}

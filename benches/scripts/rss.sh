@@ -6,6 +6,10 @@
 #
 #   benches/scripts/rss.sh [DURATION=300] [INTERVAL=10]
 set -euo pipefail
+if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then
+  echo "something already answers on 127.0.0.1:18080 (a server left running?)" >&2
+  exit 1
+fi
 DURATION=${1:-300}
 INTERVAL=${2:-10}
 T=${T:-target/release}

@@ -7,6 +7,10 @@
 # `bench_setup seed` copies rows in SQL (1,000 due for the sweeper + COUNT closed ones in the
 # big one). The create runs alternate between the two directories. Ports 18080/18081.
 set -euo pipefail
+if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then
+  echo "something already answers on 127.0.0.1:18080 (a server left running?)" >&2
+  exit 1
+fi
 COUNT=${1:-5000000}
 REPS=${2:-3}
 T=${T:-target/release}

@@ -7,6 +7,10 @@
 # Needs `cargo build --release -p payments-http -p payments-benches --bins` first. Ports
 # 18080/18081 (server) and 18099 (callback receiver); data under ${PERF_DIR:-/tmp/perf}.
 set -euo pipefail
+if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then
+  echo "something already answers on 127.0.0.1:18080 (a server left running?)" >&2
+  exit 1
+fi
 REPS=${1:-3}
 RATES=${2:-"2000 3000 4000 5000"}
 T=${T:-target/release}

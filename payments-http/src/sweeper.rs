@@ -23,6 +23,11 @@ pub async fn run(
     let mut last_purge = Instant::now();
     loop {
         loop {
+            // Checked between batches too: after a mass expiry (millions of payments due at
+            // once) the batches can go on for many minutes, and shutdown must not wait for them.
+            if *stop.borrow() {
+                return;
+            }
             match service.sweep(SWEEP_BATCH).await {
                 Ok(report) => {
                     if report.expired > 0 {

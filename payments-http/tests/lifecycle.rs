@@ -395,3 +395,50 @@ async fn test_payments_and_their_helpers() {
     assert_eq!(r.code(), Some("insufficient_scope"));
     s.stop().await;
 }
+
+/// Shutdown does not wait for a mass expiry: with thousands of payments due at once the sweeper
+/// works in batches of 500 and checks the stop signal between them (it used to sweep until
+/// nothing was due, which after a long load run kept a stopped server busy for many minutes).
+#[tokio::test]
+async fn the_sweeper_stops_between_batches() {
+    use payments_core::payment::PaymentStatus;
+    use payments_core::testing::contract::{payment_id, sample_payment};
+    use payments_http::sweeper::{self, SWEEP_BATCH};
+
+    // The server's own sweeper runs once at start and then sleeps for an hour.
+    let s = TestServer::start(PartialSettings {
+        sweep_interval_ms: Some(3_600_000),
+        ..PartialSettings::default()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let store = s.state.service.store();
+    let now = s.state.service.ports().clock.now();
+    let due = 3 * SWEEP_BATCH;
+    for i in 0..due {
+        let mut p = sample_payment(payment_id(i as u128 + 1), s.project(), &format!("due-{i}"));
+        p.status = PaymentStatus::Processing;
+        p.created_at = now - Duration::from_secs(7200);
+        p.updated_at = p.created_at;
+        p.expires_at = now - Duration::from_secs(60);
+        store.insert_payment(&p).await.unwrap();
+    }
+    assert_eq!(store.due_payments(now, due + 1).await.unwrap().len(), due);
+
+    let (_stop_tx, stopped) = tokio::sync::watch::channel(true);
+    let run = sweeper::run(
+        s.state.service.clone(),
+        Duration::from_secs(3600),
+        Default::default(),
+        stopped,
+    );
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the sweeper returns at once when told to stop");
+    assert_eq!(
+        store.due_payments(now, due + 1).await.unwrap().len(),
+        due,
+        "nothing was swept after the stop"
+    );
+    s.stop().await;
+}
