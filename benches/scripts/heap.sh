@@ -11,21 +11,12 @@
 # `cargo build --release -p payments-http -p payments-benches --bins`. Ports 18080/18081; data
 # under ${PERF_DIR:-/tmp/perf}/heap. Calls into malloc only while no request is in flight.
 set -euo pipefail
-if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then
-  echo "something already answers on 127.0.0.1:18080 (a server left running?)" >&2
-  exit 1
-fi
+. "$(dirname "$0")/common.sh"
+require_free_port
 BURSTS=${1:-"180 300 300"}
-T=${T:-target/release}
 DIR=${PERF_DIR:-/tmp/perf}/heap
-rm -rf "$DIR" && mkdir -p "$DIR"
-PAYMENTS_SYNCHRONOUS=full "$T/payments-server" serve --data-dir "$DIR" \
-  --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 2>"$DIR/server.log" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 100); do [ -f "$DIR/sandbox-credentials.json" ] && break; sleep 0.1; done
-sleep 0.5
-"$T/bench_setup" --data-dir "$DIR" rate-limit >/dev/null
+trap 'kill ${SERVER:-} 2>/dev/null || true' EXIT
+start_bench_server "$DIR"
 rss() { awk '/^VmRSS/{r=$2} /^RssAnon/{a=$2} /^Threads/{t=$2} END{print "rss_kb", r, "anon_kb", a, "threads", t}' "/proc/$SERVER/status"; }
 # malloc_stats() writes to the server's stderr; the totals are the last block it wrote.
 malloc_totals() {

@@ -8,21 +8,12 @@
 # Needs `perf` and `cargo build --release -p payments-http -p payments-benches --bins`. Ports
 # 18080/18081; data and perf.data under ${PERF_DIR:-/tmp/perf}/prof.
 set -euo pipefail
-if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then
-  echo "something already answers on 127.0.0.1:18080 (a server left running?)" >&2
-  exit 1
-fi
+. "$(dirname "$0")/common.sh"
+require_free_port
 LINES=${1:-60}
-T=${T:-target/release}
 DIR=${PERF_DIR:-/tmp/perf}/prof
-rm -rf "$DIR" && mkdir -p "$DIR"
-PAYMENTS_SYNCHRONOUS=full "$T/payments-server" serve --data-dir "$DIR" \
-  --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 2>"$DIR/server.log" &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 100); do [ -f "$DIR/sandbox-credentials.json" ] && break; sleep 0.1; done
-sleep 0.5
-"$T/bench_setup" --data-dir "$DIR" rate-limit >/dev/null
+trap 'kill ${SERVER:-} 2>/dev/null || true' EXIT
+start_bench_server "$DIR"
 "$T/loadgen" --credentials "$DIR/sandbox-credentials.json" --mode create --connections 64 \
   --requests 80000 --warmup 2000 --label profile >"$DIR/loadgen.out" &
 LG=$!

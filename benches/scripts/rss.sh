@@ -6,22 +6,13 @@
 #
 #   benches/scripts/rss.sh [DURATION=300] [INTERVAL=10]
 set -euo pipefail
-if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then
-  echo "something already answers on 127.0.0.1:18080 (a server left running?)" >&2
-  exit 1
-fi
+. "$(dirname "$0")/common.sh"
+require_free_port
 DURATION=${1:-300}
 INTERVAL=${2:-10}
-T=${T:-target/release}
 DIR=${PERF_DIR:-/tmp/perf}/rss
-rm -rf "$DIR" && mkdir -p "$DIR"
-PAYMENTS_SYNCHRONOUS=full "$T/payments-server" serve --data-dir "$DIR" \
-  --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 2>"$DIR/server.log" &
-SERVER=$!
-trap 'kill $SERVER ${LOAD:-} 2>/dev/null || true' EXIT
-for _ in $(seq 100); do [ -f "$DIR/sandbox-credentials.json" ] && break; sleep 0.1; done
-sleep 0.5
-"$T/bench_setup" --data-dir "$DIR" rate-limit >/dev/null
+trap 'kill ${SERVER:-} ${LOAD:-} 2>/dev/null || true' EXIT
+start_bench_server "$DIR"
 mem() { awk '/^VmRSS/{r=$2} /^VmHWM/{h=$2} END{print r, h}' "/proc/$SERVER/status"; }
 more() { awk '/^RssAnon/{a=$2} /^RssFile/{f=$2} /^Threads/{t=$2} END{print a, f, t}' "/proc/$SERVER/status"; }
 echo "# idle: $(mem)"
