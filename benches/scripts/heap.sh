@@ -18,9 +18,16 @@ DIR=${PERF_DIR:-/tmp/perf}/heap
 trap 'kill ${SERVER:-} 2>/dev/null || true' EXIT
 start_bench_server "$DIR"
 rss() { awk '/^VmRSS/{r=$2} /^RssAnon/{a=$2} /^Threads/{t=$2} END{print "rss_kb", r, "anon_kb", a, "threads", t}' "/proc/$SERVER/status"; }
-# malloc_stats() writes to the server's stderr; the totals are the last block it wrote.
+# malloc_stats() writes to the server's stderr; the totals are the block it just wrote. When
+# gdb could not attach, no new block appears and nothing older is reported in its place.
 malloc_totals() {
+  local before
+  before=$(grep -c '^Total (incl. mmap)' "$DIR/server.log" || true)
   timeout 60 gdb -p "$SERVER" -batch -ex 'call (void)malloc_stats()' >/dev/null 2>&1 || true
+  if [ "$(grep -c '^Total (incl. mmap)' "$DIR/server.log" || true)" -le "$before" ]; then
+    echo "unavailable (gdb could not call malloc_stats; ptrace permission?)"
+    return
+  fi
   grep -A2 '^Total (incl. mmap)' "$DIR/server.log" | tail -2 |
     awk 'NR == 1 {printf "system_kb %d ", $NF / 1024} NR == 2 {printf "in_use_kb %d\n", $NF / 1024}'
 }
