@@ -14,11 +14,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
+use payments_client::MerchantClient;
 use payments_examples::advice::{describe, jitter, retry_after};
 use payments_examples::cli::ApiArgs;
 use payments_examples::create::{create_with_retries, RetryPolicy};
 use payments_examples::display::{exact, payer_instructions, settlement};
-use payments_http::client::MerchantClient;
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use payments_client::ApiResponse;
 use payments_core::RandomSource;
-use payments_http::client::ApiResponse;
 use payments_http::system::OsRandom;
 
 /// The longest `Retry-After` honoured; a longer one is treated as "try much later".

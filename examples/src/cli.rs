@@ -2,8 +2,7 @@
 
 use std::path::PathBuf;
 
-use payments_http::bootstrap::SandboxCredentials;
-use payments_http::client::MerchantClient;
+use payments_client::{MerchantClient, SandboxCredentials};
 
 /// Where the API is and how to authenticate: explicit flags win over the credentials file.
 #[derive(Debug, Clone, clap::Args)]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use payments_http::client::{ClientError, MerchantClient};
+use payments_client::{ClientError, MerchantClient};
 use serde_json::Value;
 
 use crate::advice::{backoff, jitter, next_step, NextStep};

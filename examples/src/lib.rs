@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use payments_http::bootstrap::SandboxCredentials;
+use payments_client::{CredentialsError, SandboxCredentials};
 
 pub mod advice;
 pub mod cli;
@@ -21,12 +21,10 @@ pub use receiver::{receiver_router, Receiver, ReceiverDb};
 
 /// Reads a sandbox credentials file (`<data-dir>/sandbox-credentials.json`).
 pub fn load_credentials(path: &Path) -> Result<SandboxCredentials, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "cannot read {}: {e} (start the sandbox first: cargo run -p payments-http --bin payments-server -- serve)",
-            path.display()
-        )
-    })?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a credentials file: {e}", path.display()))
+    SandboxCredentials::from_file(path).map_err(|e| match e {
+        CredentialsError::Read { .. } => format!(
+            "{e} (start the sandbox first: cargo run -p payments-http --bin payments-server -- serve)"
+        ),
+        e => e.to_string(),
+    })
 }

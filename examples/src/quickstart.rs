@@ -6,8 +6,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use payments_http::bootstrap::SandboxCredentials;
-use payments_http::client::{ApiResponse, MerchantClient};
+use payments_client::{ApiResponse, MerchantClient, SandboxCredentials};
 use serde_json::{json, Value};
 
 use crate::advice::{describe, next_step, NextStep};

@@ -20,11 +20,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use payments_client::MerchantClient;
 use payments_core::callback::{
     CallbackVerifier, EVENT_ID_HEADER, EVENT_ID_RETENTION, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
 use payments_core::{Clock, Timestamp};
-use payments_http::client::MerchantClient;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use payments_client::MerchantClient;
 use payments_core::callback::{
     signature_header, CallbackSecret, CallbackVerifier, EVENT_ID_HEADER, SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -14,7 +15,6 @@ use payments_core::random::uuid_v4;
 use payments_examples::create::{create_with_retries, RetryPolicy};
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{quickstart, receiver_router, Receiver, ReceiverDb};
-use payments_http::client::MerchantClient;
 use payments_http::system::{OsRandom, SystemClock};
 use payments_http::testing::TestServer;
 use reqwest::StatusCode;

@@ -7,39 +7,18 @@ use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use payments_client::SandboxCredentials;
 use payments_core::auth::keys::{
     generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
 };
 use payments_core::auth::Scope;
 use payments_core::service::{Actor, PaymentService, ProjectPatch};
 use payments_core::ApiError;
-use serde::{Deserialize, Serialize};
 
 use crate::operator::{operator_token_hash, OPERATOR_TOKEN_SETTING};
 
 /// The credentials file's name inside the data dir.
 pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
-
-/// The contents of `sandbox-credentials.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SandboxCredentials {
-    /// The merchant API's base URL.
-    pub base_url: String,
-    /// The operator API's base URL.
-    pub operator_url: String,
-    /// The demo project's id.
-    pub project_id: String,
-    /// A project token with every scope.
-    pub token: String,
-    /// The registered key's id.
-    pub keyid: String,
-    /// The Ed25519 private key (PKCS#8 PEM) matching the registered public key.
-    pub private_key_pem: String,
-    /// The project's callback secret.
-    pub callback_secret: String,
-    /// The operator API token.
-    pub operator_token: String,
-}
 
 /// Issues a new operator token: stores its hash, returns the token (shown once).
 pub async fn issue_operator_token(service: &PaymentService) -> Result<String, ApiError> {

@@ -21,7 +21,6 @@ pub mod system;
 pub use app::{app, operator_app};
 pub use state::AppState;
 pub mod bootstrap;
-pub mod client;
 pub mod server;
 pub mod sweeper;
 pub mod telemetry;

@@ -2,13 +2,13 @@
 //! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
 //! own tests.
 
+use payments_client::{MerchantClient, SandboxCredentials};
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::ProjectId;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
-use crate::bootstrap::{issue_operator_token, SandboxCredentials, CREDENTIALS_FILE};
-use crate::client::MerchantClient;
+use crate::bootstrap::{issue_operator_token, CREDENTIALS_FILE};
 use crate::config::PartialSettings;
 use crate::server::Application;
 use crate::AppState;

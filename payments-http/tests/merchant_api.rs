@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
+use payments_client::{MerchantClient, SandboxCredentials, SignSpec};
 use payments_core::auth::keys::generate_signing_key;
 use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
 use payments_core::service::{Actor, ProjectPatch};
-use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
-use payments_http::client::{MerchantClient, SignSpec};
+use payments_http::bootstrap::CREDENTIALS_FILE;
 use payments_http::config::PartialSettings;
 use payments_http::system::OsRandom;
 use payments_http::testing::TestServer;

@@ -12,11 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use payments_client::{ApiResponse, SignSpec};
 use payments_core::auth::{Environment, Scope};
 use payments_core::project::RateLimit;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::ErrorCode;
-use payments_http::client::{ApiResponse, SignSpec};
 use payments_http::merchant;
 use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};

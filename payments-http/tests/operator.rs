@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use payments_client::SandboxCredentials;
 use payments_core::auth::keys::public_key_to_pem;
-use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
+use payments_http::bootstrap::CREDENTIALS_FILE;
 use serde_json::{json, Value};
 
 use common::{create_payment, Signer, TestApp};

@@ -45,12 +45,11 @@ use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use payments_benches::{histogram, record, socket_addr_of, Connection, Latency, StatusCounts};
+use payments_client::{MerchantClient, SandboxCredentials, SignSpec};
 use payments_core::callback::{
     CallbackSecret, CallbackVerifier, EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
 use payments_core::Timestamp;
-use payments_http::bootstrap::SandboxCredentials;
-use payments_http::client::{MerchantClient, SignSpec};
 use serde_json::json;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

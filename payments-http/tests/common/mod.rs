@@ -4,10 +4,9 @@
 #![allow(dead_code)]
 
 use ed25519_dalek::SigningKey;
+use payments_client::{MerchantClient, SandboxCredentials, SignSpec};
 use payments_core::auth::keys::{keyid, parse_signing_key_pem};
 use payments_core::KeyId;
-use payments_http::bootstrap::SandboxCredentials;
-use payments_http::client::{MerchantClient, SignSpec};
 use payments_http::config::PartialSettings;
 use payments_http::system::OsRandom;
 use payments_http::testing::TestServer;

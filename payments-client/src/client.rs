@@ -1,6 +1,5 @@
-//! A merchant-side client for the API, for Rust merchants, the examples, the tests and the load
-//! generator: it signs every request with the core's RFC 9421 signer (fresh nonce, digest,
-//! `X-Request-ID`) and sends it with `reqwest`.
+//! The signing client: every request signed with the core's RFC 9421 signer (fresh nonce,
+//! digest, `X-Request-ID`) and sent with `reqwest`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -12,8 +11,8 @@ use payments_core::random::uuid_v4;
 use payments_core::KeyId;
 use reqwest::{Method, StatusCode};
 
-use crate::bootstrap::SandboxCredentials;
-use crate::system::OsRandom;
+use crate::credentials::SandboxCredentials;
+use crate::random::OsRandom;
 
 /// A response as received.
 #[derive(Debug, Clone)]

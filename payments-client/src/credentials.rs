@@ -1,0 +1,148 @@
+//! The sandbox credentials file, `<data-dir>/sandbox-credentials.json`, written by the server's
+//! first start of a sandbox and read by merchants, the examples and the tests.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The contents of `sandbox-credentials.json`. Its `Debug` output never shows the token (only
+/// its displayable prefix), the private key, the callback secret or the operator token.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct SandboxCredentials {
+    /// The merchant API's base URL.
+    pub base_url: String,
+    /// The operator API's base URL.
+    pub operator_url: String,
+    /// The demo project's id.
+    pub project_id: String,
+    /// A project token with every scope.
+    pub token: String,
+    /// The registered key's id.
+    pub keyid: String,
+    /// The Ed25519 private key (PKCS#8 PEM) matching the registered public key.
+    pub private_key_pem: String,
+    /// The project's callback secret.
+    pub callback_secret: String,
+    /// The operator API token.
+    pub operator_token: String,
+}
+
+impl fmt::Debug for SandboxCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const REDACTED: &str = "<redacted>";
+        f.debug_struct("SandboxCredentials")
+            .field("base_url", &self.base_url)
+            .field("operator_url", &self.operator_url)
+            .field("project_id", &self.project_id)
+            .field(
+                "token",
+                &payments_core::auth::token::token_prefix(&self.token),
+            )
+            .field("keyid", &self.keyid)
+            .field("private_key_pem", &REDACTED)
+            .field("callback_secret", &REDACTED)
+            .field("operator_token", &REDACTED)
+            .finish()
+    }
+}
+
+/// Why a credentials file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a credentials file.
+    #[error("{} is not a credentials file: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl SandboxCredentials {
+    /// Reads a credentials file (`<data-dir>/sandbox-credentials.json`).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, CredentialsError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| CredentialsError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creds() -> SandboxCredentials {
+        SandboxCredentials {
+            base_url: "http://127.0.0.1:8080".into(),
+            operator_url: "http://127.0.0.1:8081".into(),
+            project_id: "prj_1".into(),
+            token: "nl_test_abcdefTOKEN-SECRET-PART".into(),
+            keyid: "ed25519-KEYID".into(),
+            private_key_pem: "-----BEGIN PRIVATE KEY-----PEM-SECRET".into(),
+            callback_secret: "whsec_CALLBACK-SECRET".into(),
+            operator_token: "op_OPERATOR-SECRET".into(),
+        }
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let shown = format!("{:?}", creds());
+        for secret in [
+            "TOKEN-SECRET-PART",
+            "PEM-SECRET",
+            "CALLBACK-SECRET",
+            "OPERATOR-SECRET",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        for public in [
+            "http://127.0.0.1:8080",
+            "prj_1",
+            "ed25519-KEYID",
+            "nl_test_abcdef",
+        ] {
+            assert!(shown.contains(public), "{public} missing from {shown}");
+        }
+    }
+
+    #[test]
+    fn from_file_reads_and_reports() {
+        let dir = std::env::temp_dir().join(format!(
+            "payments-client-creds-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("sandbox-credentials.json");
+        std::fs::write(&file, serde_json::to_vec(&creds()).unwrap()).unwrap();
+        let read = SandboxCredentials::from_file(&file).unwrap();
+        assert_eq!(read.token, creds().token);
+        assert_eq!(read.private_key_pem, creds().private_key_pem);
+
+        std::fs::write(&file, b"{}").unwrap();
+        let err = SandboxCredentials::from_file(&file).unwrap_err();
+        assert!(matches!(err, CredentialsError::Parse { .. }), "{err}");
+        std::fs::remove_file(&file).unwrap();
+        let err = SandboxCredentials::from_file(&file).unwrap_err();
+        assert!(matches!(err, CredentialsError::Read { .. }), "{err}");
+        std::fs::remove_dir(&dir).unwrap();
+    }
+}
