@@ -9,7 +9,7 @@ use payments_core::auth::signature::{sign_request, SignOptions};
 use payments_core::auth::HttpRequestParts;
 use payments_core::random::uuid_v4;
 use payments_core::KeyId;
-use reqwest::{Method, StatusCode};
+use reqwest::{Method, StatusCode, Url};
 
 use crate::credentials::SandboxCredentials;
 use crate::random::OsRandom;
@@ -52,7 +52,9 @@ pub struct SignSpec {
 pub struct PreparedRequest {
     /// Method.
     pub method: Method,
-    /// Path and query.
+    /// The request target as sent and signed (`@path`, `@query`): the base URL's path prefix,
+    /// if any, followed by the path and query given to [`MerchantClient::prepare`], e.g.
+    /// `/pay/api/v1/payments` for the base URL `http://host:8080/pay`.
     pub path_and_query: String,
     /// Headers to send, in order.
     pub headers: Vec<(String, String)>,
@@ -61,10 +63,21 @@ pub struct PreparedRequest {
 }
 
 /// A signing API client for one project. Its `Debug` output never shows the token or key.
+///
+/// The base URL may carry a path prefix (`http://host:8080/pay`, a server mounted behind a
+/// reverse proxy): requests go to the prefix followed by the API path, and the signature
+/// covers that full path, which is the one the server sees.
 #[derive(Clone)]
 pub struct MerchantClient {
     http: reqwest::Client,
+    /// The base URL as given, without trailing `/`.
     base_url: String,
+    /// `scheme://authority` of the base URL.
+    origin: String,
+    scheme: String,
+    authority: String,
+    /// The base URL's path without trailing `/` (empty for none), as `reqwest` sends it.
+    path_prefix: String,
     token: String,
     key: SigningKey,
     keyid: KeyId,
@@ -73,6 +86,14 @@ pub struct MerchantClient {
 /// Why a client could not be built or a request not sent.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The base URL is not an `http` or `https` URL with a host and no query or fragment.
+    #[error("base URL {url:?}: {reason}")]
+    BaseUrl {
+        /// The base URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The private key is not a PKCS#8 Ed25519 PEM.
     #[error("private key: {0}")]
     Key(String),
@@ -103,9 +124,56 @@ fn now_secs() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// The parts of a base URL the client needs.
+struct BaseUrl {
+    origin: String,
+    scheme: String,
+    authority: String,
+    path_prefix: String,
+}
+
+impl BaseUrl {
+    fn parse(base_url: &str) -> Result<BaseUrl, ClientError> {
+        let invalid = |reason: &str| ClientError::BaseUrl {
+            url: base_url.to_string(),
+            reason: reason.to_string(),
+        };
+        let url = Url::parse(base_url).map_err(|e| invalid(&e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid("the scheme is not http or https"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            // The token authenticates; say so without repeating a password.
+            let mut shown = url.clone();
+            let _ = shown.set_password(None);
+            let _ = shown.set_username("");
+            return Err(ClientError::BaseUrl {
+                url: shown.to_string(),
+                reason: "a base URL has no user info (the token authenticates)".to_string(),
+            });
+        }
+        let host = url.host_str().ok_or_else(|| invalid("no host"))?;
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(invalid("a base URL has no query or fragment"));
+        }
+        // The host as `reqwest` sends it in `Host` (the scheme's default port left out).
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_string(),
+        };
+        Ok(BaseUrl {
+            origin: format!("{}://{authority}", url.scheme()),
+            scheme: url.scheme().to_string(),
+            authority,
+            // `Url` normalises the path (percent-encoding, dot segments) as it is sent.
+            path_prefix: url.path().trim_end_matches('/').to_string(),
+        })
+    }
+}
+
 impl MerchantClient {
-    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`) with a token and a private key
-    /// in PKCS#8 PEM.
+    /// A client for `base_url` (e.g. `http://127.0.0.1:8080`, or `https://host/pay` with a
+    /// path prefix) with a token and a private key in PKCS#8 PEM.
     pub fn new(base_url: &str, token: &str, private_key_pem: &str) -> Result<Self, ClientError> {
         let key =
             parse_signing_key_pem(private_key_pem).map_err(|e| ClientError::Key(e.to_string()))?;
@@ -114,12 +182,22 @@ impl MerchantClient {
 
     /// A client with a token and an Ed25519 signing key.
     pub fn from_key(base_url: &str, token: &str, key: SigningKey) -> Result<Self, ClientError> {
+        let BaseUrl {
+            origin,
+            scheme,
+            authority,
+            path_prefix,
+        } = BaseUrl::parse(base_url)?;
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))
             .build()?;
         Ok(MerchantClient {
             http,
             base_url: base_url.trim_end_matches('/').to_string(),
+            origin,
+            scheme,
+            authority,
+            path_prefix,
             token: token.to_string(),
             keyid: keyid(&key.verifying_key()),
             key,
@@ -166,7 +244,9 @@ impl MerchantClient {
         &self.base_url
     }
 
-    /// Builds a signed request (`sign = false` leaves the signature headers out).
+    /// Builds a request to `path_and_query` (an API path in origin form, e.g.
+    /// `/api/v1/payments?x=1`, appended to the base URL's path prefix), signed with `sign`
+    /// (`None` leaves the signature headers out). The signature covers the full target sent.
     pub fn prepare(
         &self,
         method: Method,
@@ -174,15 +254,7 @@ impl MerchantClient {
         body: &[u8],
         sign: Option<&SignSpec>,
     ) -> Result<PreparedRequest, ClientError> {
-        let authority = self
-            .base_url
-            .split_once("://")
-            .map_or(self.base_url.as_str(), |(_, rest)| rest)
-            .split('/')
-            .next()
-            .unwrap_or("")
-            .to_string();
-        let scheme = self.base_url.split_once("://").map_or("http", |(s, _)| s);
+        let target = format!("{}{path_and_query}", self.path_prefix);
         let mut headers = vec![
             (
                 "Authorization".to_string(),
@@ -210,9 +282,9 @@ impl MerchantClient {
                 .collect();
             let parts = HttpRequestParts {
                 method: method.as_str(),
-                scheme,
-                authority: &authority,
-                path_and_query,
+                scheme: &self.scheme,
+                authority: &self.authority,
+                path_and_query: &target,
                 headers: &raw,
                 body,
             };
@@ -224,16 +296,20 @@ impl MerchantClient {
         }
         Ok(PreparedRequest {
             method,
-            path_and_query: path_and_query.to_string(),
+            path_and_query: target,
             headers,
             body: body.to_vec(),
         })
     }
 
+    /// The URL a prepared request is sent to.
+    fn url_of(&self, req: &PreparedRequest) -> String {
+        format!("{}{}", self.origin, req.path_and_query)
+    }
+
     /// Sends a prepared request.
     pub async fn send(&self, req: &PreparedRequest) -> Result<ApiResponse, ClientError> {
-        let url = format!("{}{}", self.base_url, req.path_and_query);
-        let mut builder = self.http.request(req.method.clone(), url);
+        let mut builder = self.http.request(req.method.clone(), self.url_of(req));
         for (n, v) in &req.headers {
             builder = builder.header(n, v);
         }
@@ -292,5 +368,141 @@ impl MerchantClient {
     pub async fn post(&self, path: &str, body: &[u8]) -> Result<ApiResponse, ClientError> {
         let req = self.prepare(Method::POST, path, body, Some(&SignSpec::default()))?;
         self.send(&req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use payments_core::auth::{HttpRequestParts, PreparedSignature, SignaturePolicy};
+    use payments_core::Timestamp;
+
+    use super::*;
+
+    const CREATED: i64 = 1_790_856_000;
+    const BODY: &[u8] = br#"{"merchant_payment_id":"o-1","amount":"100","payment_method":"sbp"}"#;
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&[7u8; 32])
+    }
+
+    fn client(base_url: &str) -> MerchantClient {
+        MerchantClient::from_key(base_url, "nl_test_abcdefSECRET", key()).unwrap()
+    }
+
+    fn spec() -> SignSpec {
+        SignSpec {
+            created: Some(CREATED),
+            ..SignSpec::default()
+        }
+    }
+
+    /// Verifies `req` as the server does, as if it arrived with request target `target`.
+    fn verify_as_received(
+        req: &PreparedRequest,
+        target: &str,
+    ) -> (String, Result<(), payments_core::auth::SignatureError>) {
+        let headers: Vec<(&str, &[u8])> = req
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect();
+        let parts = HttpRequestParts {
+            method: req.method.as_str(),
+            scheme: "http",
+            authority: "127.0.0.1:1",
+            path_and_query: target,
+            headers: &headers,
+            body: &req.body,
+        };
+        let now = Timestamp::from_unix_secs(CREATED + 5);
+        let prepared = PreparedSignature::prepare(&parts, &SignaturePolicy::strict(), now)
+            .expect("the signature parses and meets the policy");
+        let base = prepared.signature_base().to_string();
+        (base, prepared.verify(&key().verifying_key()).map(|_| ()))
+    }
+
+    #[test]
+    fn a_path_prefix_is_sent_and_signed() {
+        for base_url in ["http://127.0.0.1:1/pay", "http://127.0.0.1:1/pay/"] {
+            let c = client(base_url);
+            let req = c
+                .prepare(Method::POST, "/api/v1/payments", BODY, Some(&spec()))
+                .unwrap();
+            assert_eq!(req.path_and_query, "/pay/api/v1/payments", "{base_url}");
+            assert_eq!(
+                c.url_of(&req),
+                "http://127.0.0.1:1/pay/api/v1/payments",
+                "{base_url}"
+            );
+
+            let (base, verified) = verify_as_received(&req, "/pay/api/v1/payments");
+            assert!(
+                base.lines().any(|l| l == "\"@path\": /pay/api/v1/payments"),
+                "{base}"
+            );
+            assert!(verified.is_ok(), "{base_url}: {verified:?}\n{base}");
+
+            // The signature does not hold for the path without the prefix.
+            let (_, unprefixed) = verify_as_received(&req, "/api/v1/payments");
+            assert!(unprefixed.is_err(), "{base_url}");
+        }
+    }
+
+    #[test]
+    fn a_prefixed_query_is_signed_as_sent() {
+        let c = client("http://127.0.0.1:1/pay");
+        let req = c
+            .prepare(Method::GET, "/api/v1/payments/p-1?x=1", b"", Some(&spec()))
+            .unwrap();
+        assert_eq!(req.path_and_query, "/pay/api/v1/payments/p-1?x=1");
+        let (base, verified) = verify_as_received(&req, "/pay/api/v1/payments/p-1?x=1");
+        assert!(
+            base.lines()
+                .any(|l| l == "\"@path\": /pay/api/v1/payments/p-1"),
+            "{base}"
+        );
+        assert!(base.lines().any(|l| l == "\"@query\": ?x=1"), "{base}");
+        assert!(verified.is_ok(), "{verified:?}");
+    }
+
+    #[test]
+    fn a_plain_base_url_signs_the_api_path() {
+        for base_url in ["http://127.0.0.1:1", "http://127.0.0.1:1/"] {
+            let c = client(base_url);
+            let req = c
+                .prepare(Method::POST, "/api/v1/payments", BODY, Some(&spec()))
+                .unwrap();
+            assert_eq!(req.path_and_query, "/api/v1/payments", "{base_url}");
+            assert_eq!(c.url_of(&req), "http://127.0.0.1:1/api/v1/payments");
+            let (base, verified) = verify_as_received(&req, "/api/v1/payments");
+            assert!(
+                base.lines().any(|l| l == "\"@path\": /api/v1/payments"),
+                "{base}"
+            );
+            assert!(verified.is_ok(), "{base_url}: {verified:?}");
+        }
+    }
+
+    #[test]
+    fn unusable_base_urls_are_refused() {
+        for bad in [
+            "127.0.0.1:8080",
+            "ftp://127.0.0.1/pay",
+            "http://127.0.0.1:1/pay?x=1",
+            "http://127.0.0.1:1/pay#f",
+            "http://user:hunter2@127.0.0.1:1",
+        ] {
+            let err = MerchantClient::from_key(bad, "nl_test_abcdef", key()).unwrap_err();
+            assert!(matches!(err, ClientError::BaseUrl { .. }), "{bad}: {err}");
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+        }
+    }
+
+    #[test]
+    fn debug_shows_neither_token_nor_key() {
+        let shown = format!("{:?}", client("http://127.0.0.1:1/pay"));
+        assert!(!shown.contains("SECRET"), "{shown}");
+        assert!(shown.contains("nl_test_abcdef"), "{shown}");
+        assert!(shown.contains("/pay"), "{shown}");
     }
 }

@@ -10,6 +10,10 @@
 //! [`SandboxCredentials`] is the file a sandbox writes on its first start,
 //! `<data-dir>/sandbox-credentials.json`: base URLs, project id, token, key, callback secret.
 //!
+//! The base URL may carry a path prefix (`https://host/pay` for a server behind a reverse
+//! proxy); requests go to the prefix followed by the API path, and the signature covers that
+//! full path.
+//!
 //! ```no_run
 //! use payments_client::{MerchantClient, SandboxCredentials};
 //! use serde_json::json;
