@@ -8,7 +8,9 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::auth::SignatureError;
 use crate::ids::PaymentId;
+use crate::store::StoreError;
 
 /// A stable error code and the HTTP status that goes with it.
 #[non_exhaustive]
@@ -37,8 +39,14 @@ pub enum ErrorCode {
     RequestReplayed,
     /// `409 invalid_transition`: the operation is not allowed in the payment's current status.
     InvalidTransition,
+    /// `405 method_not_allowed`: the path exists, but not with this method.
+    MethodNotAllowed,
     /// `413 body_too_large`: the request body exceeds the limit.
     BodyTooLarge,
+    /// `414 uri_too_long`: the request target exceeds the limit.
+    UriTooLong,
+    /// `431 headers_too_large`: the request headers exceed the limit (count or size).
+    HeadersTooLarge,
     /// `422 payment_not_covered`: method, currency or amount outside the project's contract.
     PaymentNotCovered,
     /// `422 payment_rate_unavailable`: no exchange rate for the currency.
@@ -58,7 +66,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and agreement tests.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidGeoCode,
         ErrorCode::TokenInvalid,
@@ -70,7 +78,10 @@ impl ErrorCode {
         ErrorCode::PaymentIdempotencyConflict,
         ErrorCode::RequestReplayed,
         ErrorCode::InvalidTransition,
+        ErrorCode::MethodNotAllowed,
         ErrorCode::BodyTooLarge,
+        ErrorCode::UriTooLong,
+        ErrorCode::HeadersTooLarge,
         ErrorCode::PaymentNotCovered,
         ErrorCode::PaymentRateUnavailable,
         ErrorCode::PaymentNotRoutable,
@@ -94,7 +105,10 @@ impl ErrorCode {
             ErrorCode::PaymentIdempotencyConflict => "payment_idempotency_conflict",
             ErrorCode::RequestReplayed => "request_replayed",
             ErrorCode::InvalidTransition => "invalid_transition",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::PaymentNotCovered => "payment_not_covered",
             ErrorCode::PaymentRateUnavailable => "payment_rate_unavailable",
             ErrorCode::PaymentNotRoutable => "payment_not_routable",
@@ -115,7 +129,10 @@ impl ErrorCode {
             ErrorCode::PaymentIdempotencyConflict
             | ErrorCode::RequestReplayed
             | ErrorCode::InvalidTransition => 409,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTooLarge => 413,
+            ErrorCode::UriTooLong => 414,
+            ErrorCode::HeadersTooLarge => 431,
             ErrorCode::PaymentNotCovered
             | ErrorCode::PaymentRateUnavailable
             | ErrorCode::PaymentNotRoutable
@@ -148,6 +165,28 @@ pub struct ApiError {
     pub signature_base: Option<String>,
     /// Seconds after which a retry makes sense (`429`, `503`).
     pub retry_after: Option<u64>,
+    /// The typed failure behind this answer, when it came from a narrower error: kept for
+    /// logs and for embedders that branch on it; never part of the wire body.
+    pub cause: Option<Box<ErrorCause>>,
+}
+
+/// The narrower error an [`ApiError`] was made from.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorCause {
+    /// A signature or digest that did not verify, with its exact reason.
+    Signature(SignatureError),
+    /// A store failure (unavailable, corrupt, conflict ...).
+    Store(StoreError),
+}
+
+impl fmt::Display for ErrorCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorCause::Signature(e) => write!(f, "signature: {e}"),
+            ErrorCause::Store(e) => write!(f, "store: {e}"),
+        }
+    }
 }
 
 impl ApiError {
@@ -159,7 +198,14 @@ impl ApiError {
             payment_id: None,
             signature_base: None,
             retry_after: None,
+            cause: None,
         }
+    }
+
+    /// Keeps the typed failure this answer was made from (see [`ApiError::cause`]).
+    pub fn with_cause(mut self, cause: ErrorCause) -> Self {
+        self.cause = Some(Box::new(cause));
+        self
     }
 
     /// `400 bad_request` with a message.
@@ -239,6 +285,9 @@ mod tests {
         assert_eq!(ErrorCode::PaymentNotCovered.http_status(), 422);
         assert_eq!(ErrorCode::BankNotFound.http_status(), 422);
         assert_eq!(ErrorCode::BodyTooLarge.http_status(), 413);
+        assert_eq!(ErrorCode::MethodNotAllowed.http_status(), 405);
+        assert_eq!(ErrorCode::UriTooLong.http_status(), 414);
+        assert_eq!(ErrorCode::HeadersTooLarge.http_status(), 431);
         assert_eq!(ErrorCode::RateLimited.http_status(), 429);
         assert_eq!(ErrorCode::ServiceUnavailable.http_status(), 503);
     }

@@ -36,15 +36,16 @@ pub enum StoreError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        match e {
+        let api = match &e {
             StoreError::Unavailable(_) => ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "the service is temporarily unavailable",
             )
             .with_retry_after(1),
-            StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
+            StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m.clone()),
             other => ApiError::internal(other.to_string()),
-        }
+        };
+        api.with_cause(crate::error::ErrorCause::Store(e))
     }
 }
 

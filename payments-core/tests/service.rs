@@ -20,7 +20,7 @@ use payments_core::payment::{Flow, Payment, PaymentErrorCode, PaymentStatus};
 use payments_core::project::{Merchant, Project};
 use payments_core::request::CreatePayment;
 use payments_core::service::{Actor, CreateOutcome, CreateStatus};
-use payments_core::store::{AuditStore, OutboxStore, PaymentStore};
+use payments_core::store::{AuditStore, DirectoryStore, OutboxStore, PaymentStore};
 use payments_core::testing::strategies;
 use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::{ApiError, Clock, ErrorCode, PaymentId};
@@ -52,11 +52,7 @@ fn setup_with(test_mode: bool, merchant_url: Option<&str>, project_url: Option<&
 
 impl Setup {
     fn create(&self, body: &str) -> Result<CreateOutcome, ApiError> {
-        block_on(
-            self.h
-                .service
-                .create_payment(&self.project, &self.merchant, body.as_bytes()),
-        )
+        block_on(self.h.create(self.project.id, body.as_bytes()))
     }
 
     fn created(&self, body: &str) -> Payment {
@@ -198,17 +194,8 @@ fn contract_violations_are_not_covered_and_take_nothing() {
         .contract
         .methods
         .retain(|t| t.method == payments_core::payment::PaymentMethod::Sbp);
-    block_on(payments_core::store::DirectoryStore::put_project(
-        s.h.store.as_ref(),
-        &sbp_only,
-    ))
-    .unwrap();
-    let create = |b: &str| {
-        block_on(
-            s.h.service
-                .create_payment(&sbp_only, &s.merchant, b.as_bytes()),
-        )
-    };
+    block_on(DirectoryStore::put_project(s.h.store.as_ref(), &sbp_only)).unwrap();
+    let create = |b: &str| block_on(s.h.create(sbp_only.id, b.as_bytes()));
     for (b, needle) in [
         (
             r#"{"merchant_payment_id":"c1","amount":"500","payment_method":"card_transfer"}"#,
@@ -272,6 +259,7 @@ fn no_rate_is_rate_unavailable_and_takes_nothing() {
 fn a_paused_merchant_is_not_routable_and_takes_nothing() {
     let mut s = setup();
     s.merchant.paused = true;
+    block_on(s.h.store.put_merchant(&s.merchant)).unwrap();
     let e = code(s.create(&body("p1", "100")));
     assert_eq!(e.code, ErrorCode::PaymentNotRoutable);
     assert_eq!(e.payment_id, None);
@@ -336,10 +324,7 @@ fn poll<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
 fn a_provider_that_never_answers_ends_ambiguous_after_exactly_15_s() {
     let s = setup();
     let b = body("slow", "100.16");
-    let mut fut = pin!(s
-        .h
-        .service
-        .create_payment(&s.project, &s.merchant, b.as_bytes()));
+    let mut fut = pin!(s.h.create(s.project.id, b.as_bytes()));
     assert!(poll(fut.as_mut()).is_pending());
     // The payment is taken while the provider is asked.
     let pending = s
@@ -367,9 +352,7 @@ fn a_provider_that_never_answers_ends_ambiguous_after_exactly_15_s() {
 fn a_provider_that_never_answers_with_the_clock_driven_from_another_task() {
     let s = setup();
     let b = body("slow2", "100.16");
-    let create =
-        s.h.service
-            .create_payment(&s.project, &s.merchant, b.as_bytes());
+    let create = s.h.create(s.project.id, b.as_bytes());
     let clock = s.h.clock.clone();
     // Advances the clock by 1 s whenever the create is waiting on a timer.
     let driver = async move {
@@ -421,11 +404,7 @@ fn test_mode_payments_are_test_payments_without_automatic_callbacks() {
 
     let actor = Actor("tester".into());
     let id = p.id.to_string();
-    let done = block_on(
-        s.h.service
-            .test_complete(&s.project, &id, Some(amount("99.5")), &actor),
-    )
-    .unwrap();
+    let done = block_on(s.h.test_complete(s.project.id, &id, Some(amount("99.5")))).unwrap();
     assert_eq!(done.status, PaymentStatus::Completed);
     assert_eq!(done.amount, amount("99.5"));
     assert!(
@@ -434,22 +413,25 @@ fn test_mode_payments_are_test_payments_without_automatic_callbacks() {
     );
     // Only processing test payments.
     for e in [
-        block_on(s.h.service.test_complete(&s.project, &id, None, &actor)).unwrap_err(),
-        block_on(s.h.service.test_cancel(&s.project, &id, &actor)).unwrap_err(),
+        block_on(s.h.test_complete(s.project.id, &id, None)).unwrap_err(),
+        block_on(s.h.test_cancel(s.project.id, &id)).unwrap_err(),
     ] {
         assert_eq!(e.code, ErrorCode::InvalidTransition);
         assert!(e.message.contains("completed"), "{}", e.message);
     }
     let audit = block_on(s.h.store.audit_records(10)).unwrap();
     assert_eq!(audit[0].action, "test_payment.confirm");
-    assert_eq!(audit[0].actor, "tester");
+    // The actor is the calling project and its token's prefix, decided by the core.
+    assert!(
+        audit[0]
+            .actor
+            .starts_with(&format!("project:{} token:", s.project.id)),
+        "{}",
+        audit[0].actor
+    );
 
     let q = s.created(&body("t2", "100"));
-    let canceled = block_on(
-        s.h.service
-            .test_cancel(&s.project, &q.id.to_string(), &actor),
-    )
-    .unwrap();
+    let canceled = block_on(s.h.test_cancel(s.project.id, &q.id.to_string())).unwrap();
     assert_eq!(canceled.status, PaymentStatus::Canceled);
     // An operator's confirmation of a test payment: no automatic callback either.
     let later = s.operate(q.id, Trigger::Confirm { amount: None }).unwrap();
@@ -473,20 +455,12 @@ fn test_mode_payments_are_test_payments_without_automatic_callbacks() {
 fn test_helpers_refuse_live_payments_and_other_projects() {
     let s = setup();
     let p = s.created(&body("l1", "100"));
-    let actor = Actor("tester".into());
-    let e = block_on(
-        s.h.service
-            .test_complete(&s.project, &p.id.to_string(), None, &actor),
-    )
-    .unwrap_err();
+    let e = block_on(s.h.test_complete(s.project.id, &p.id.to_string(), None)).unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidTransition);
     assert_eq!(s.stored(p.id).status, PaymentStatus::Processing);
     let other = project(2, &s.merchant, true, None);
-    let e = block_on(
-        s.h.service
-            .test_complete(&other, &p.id.to_string(), None, &actor),
-    )
-    .unwrap_err();
+    s.h.add(&s.merchant, &other);
+    let e = block_on(s.h.test_complete(other.id, &p.id.to_string(), None)).unwrap_err();
     assert_eq!(e.code, ErrorCode::PaymentNotFound);
 }
 

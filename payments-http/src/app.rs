@@ -1,21 +1,27 @@
 //! Router assembly: the merchant API ([`app`]) and the operator API ([`operator_app`]), each
-//! with the request-id and metrics middleware.
+//! with the error-answer and metrics middleware.
+//!
+//! Both routers can be served as they are or mounted under a prefix
+//! (`Router::new().nest("/pay", app(state))`): signatures are verified against the path the
+//! client sent, prefix included. Serve them with
+//! `into_make_service_with_connect_info::<SocketAddr>()` so that IP allow-lists see the
+//! client address; under a plain `axum::serve(listener, router)` the address is unknown, and
+//! projects with an allow-list are refused (`403 ip_not_allowed`) rather than let through.
 
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Router;
 use payments_core::{ApiError, ErrorCode};
 
-use crate::error::{HttpError, RequestId, REQUEST_ID};
+use crate::error::{HttpError, RequestId};
 use crate::state::AppState;
 
 /// The merchant API as a router, for `payments-server` or for another service to mount.
 pub fn app(state: AppState) -> Router {
-    let env = state.environment;
+    let env = state.service.auth_config().environment;
     with_middleware(crate::merchant::routes(env), state)
 }
 
@@ -28,23 +34,12 @@ fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), observe))
-        .layer(middleware::from_fn(request_id))
+        .layer(middleware::from_fn(crate::error::answer_errors))
         .with_state(state)
 }
 
-async fn not_found(axum::Extension(rid): axum::Extension<RequestId>) -> Response {
-    HttpError::new(ApiError::new(ErrorCode::NotFound, "no such endpoint"), &rid).into_response()
-}
-
-/// Takes or makes the request id, makes it available to handlers, echoes it on the response.
-async fn request_id(mut req: Request, next: Next) -> Response {
-    let rid = RequestId::from_headers(req.headers());
-    req.extensions_mut().insert(rid.clone());
-    let mut resp = next.run(req).await;
-    if let Ok(v) = HeaderValue::from_str(&rid.0) {
-        resp.headers_mut().insert(REQUEST_ID, v);
-    }
-    resp
+async fn not_found() -> HttpError {
+    ApiError::new(ErrorCode::NotFound, "no such endpoint").into()
 }
 
 /// Request metrics and the access log line at debug (no headers, no bodies: no secrets).

@@ -5,8 +5,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use payments_client::SandboxCredentials;
 use payments_core::auth::keys::{
     generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
@@ -15,22 +13,8 @@ use payments_core::auth::Scope;
 use payments_core::service::{Actor, PaymentService, ProjectPatch};
 use payments_core::ApiError;
 
-use crate::operator::{operator_token_hash, OPERATOR_TOKEN_SETTING};
-
 /// The credentials file's name inside the data dir.
 pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
-
-/// Issues a new operator token: stores its hash, returns the token (shown once).
-pub async fn issue_operator_token(service: &PaymentService) -> Result<String, ApiError> {
-    let mut bytes = [0u8; 32];
-    service.ports().rng.fill(&mut bytes);
-    let token = format!("op_{}", URL_SAFE_NO_PAD.encode(bytes));
-    service
-        .store()
-        .put_setting(OPERATOR_TOKEN_SETTING, &operator_token_hash(&token))
-        .await?;
-    Ok(token)
-}
 
 /// Bootstraps an empty sandbox; `None` when the store already has merchants or the file exists.
 pub async fn bootstrap_sandbox(
@@ -59,7 +43,7 @@ pub async fn bootstrap_sandbox(
         .await?;
     debug_assert_eq!(record.keyid, keyid(&key.verifying_key()));
     let callback_secret = service.rotate_callback_secret(project.id, &actor).await?;
-    let operator_token = issue_operator_token(service).await?;
+    let operator_token = service.issue_operator_token().await?;
     let creds = SandboxCredentials {
         base_url: base_url.to_string(),
         operator_url: operator_url.to_string(),

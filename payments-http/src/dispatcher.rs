@@ -5,7 +5,23 @@
 //! global and a per-host concurrency bound, and every attempt is recorded together with the
 //! time of the next one, so the retry schedule survives restarts. The core decides what is
 //! sent ([`payments_core::event`]), how it is signed ([`CallbackSecrets::sign_attempt`]) and
-//! when it is retried ([`RetrySchedule`]); this module does the I/O.
+//! when it is retried ([`PaymentService::next_attempt_at`] over the service's
+//! [`RetrySchedule`](payments_core::callback::RetrySchedule)); this module does the I/O.
+//!
+//! # Invariants
+//! - An event is attempted only while this dispatcher holds its lease, and an attempt starts
+//!   only if the rest of the lease covers a whole attempt ([`DispatcherConfig::lease`] >
+//!   [`DispatcherConfig::attempt_timeout`], checked by [`DispatcherConfig::validate`]); so two
+//!   dispatchers (or two runs) never attempt one event at the same time.
+//! - Every attempt that sent a request is recorded with the time of the next one in one store
+//!   call ([`PaymentService::record_attempt`]); an attempt that could not be recorded is
+//!   repeated after the lease (at least once, never lost).
+//! - Nothing is attempted without a signing secret; a failure to get one is not an attempt.
+//! - The destination is checked again at every attempt against the service's current
+//!   callback policy, and the address connected to is the address checked (the resolver).
+//! - At most [`DispatcherConfig::concurrency`] attempts are in flight, at most
+//!   [`DispatcherConfig::per_host`] to one host; the host table holds only hosts in use.
+//! - Shutdown claims nothing more and waits only for attempts already started.
 //!
 //! One attempt (spec "Events", "Request" and "Delivery and retries"): a fresh timestamp and
 //! signature over the frozen body bytes, a `POST` to the stored destination through the
@@ -22,11 +38,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use payments_core::callback::{
-    check_ip, AddressPolicy, CallbackHost, CallbackSecrets, CallbackUrl, CallbackUrlError,
-    RetrySchedule, ATTEMPT_TIMEOUT, EVENT_ID_HEADER, RESPONSE_READ_LIMIT, SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
+    check_ip, CallbackHost, CallbackSecrets, CallbackUrl, CallbackUrlError, ATTEMPT_TIMEOUT,
+    EVENT_ID_HEADER, RESPONSE_READ_LIMIT, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
-use payments_core::event::{DeliveryAttempt, EventKind, OutboxEvent};
+use payments_core::event::{DeliveryAttempt, OutboxEvent};
 use payments_core::service::PaymentService;
 use payments_core::store::Store;
 use payments_core::{Clock, Timestamp};
@@ -40,11 +55,14 @@ use crate::resolver::{
     callback_client, ClientBuildError, ClientSettings, HostLookup, ResolveError, SystemLookup,
 };
 
-/// Settings of the dispatcher.
+/// Settings of the dispatcher's I/O. What is sent, to which destinations, and when it is
+/// retried are the service's settings ([`ServiceConfig::callback_policy`] and
+/// [`ServiceConfig::retry`]), given once there.
+///
+/// [`ServiceConfig::callback_policy`]: payments_core::service::ServiceConfig::callback_policy
+/// [`ServiceConfig::retry`]: payments_core::service::ServiceConfig::retry
 #[derive(Debug, Clone)]
 pub struct DispatcherConfig {
-    /// Delays between the attempts of an automatic event (`PAYMENTS_CALLBACK_RETRY_DELAYS`).
-    pub retry: RetrySchedule,
     /// Attempts in flight at once, in all.
     pub concurrency: usize,
     /// Attempts in flight at once to one destination host.
@@ -58,8 +76,6 @@ pub struct DispatcherConfig {
     /// How long a claimed event stays invisible to other claims; must exceed
     /// `attempt_timeout`, as an attempt still running when it ends may be made twice.
     pub lease: Duration,
-    /// Which destinations are allowed (development: loopback and `http://` too).
-    pub address_policy: AddressPolicy,
     /// CA certificates trusted besides the public web roots (`callback_ca_file`).
     pub extra_roots: Vec<CertificateDer<'static>>,
     /// How destination names are looked up before their addresses are checked.
@@ -71,14 +87,12 @@ impl Default for DispatcherConfig {
     /// public destinations only.
     fn default() -> Self {
         DispatcherConfig {
-            retry: RetrySchedule::default(),
             concurrency: 256,
             per_host: 64,
             attempt_timeout: ATTEMPT_TIMEOUT,
             read_limit: RESPONSE_READ_LIMIT,
             poll_interval: Duration::from_secs(1),
             lease: Duration::from_secs(60),
-            address_policy: AddressPolicy::STRICT,
             extra_roots: Vec::new(),
             lookup: Arc::new(SystemLookup),
         }
@@ -93,12 +107,8 @@ impl DispatcherConfig {
             None => Vec::new(),
         };
         Ok(DispatcherConfig {
-            retry: settings.callback_retry_delays.clone(),
             concurrency: settings.callback_concurrency,
             per_host: settings.callback_per_host,
-            address_policy: AddressPolicy {
-                allow_local: settings.allow_local_callbacks,
-            },
             extra_roots,
             ..DispatcherConfig::default()
         })
@@ -204,7 +214,7 @@ impl Dispatcher {
     ) -> Result<Dispatcher, DispatcherError> {
         config.validate()?;
         let client = callback_client(&ClientSettings {
-            policy: config.address_policy,
+            policy: service.config().callback_policy,
             lookup: config.lookup.clone(),
             extra_roots: config.extra_roots.clone(),
             connect_timeout: config.attempt_timeout,
@@ -226,6 +236,19 @@ impl Dispatcher {
             }),
             notify: Arc::new(Notify::new()),
         })
+    }
+
+    /// The dispatcher of a server's state: over its service, woken whenever the service
+    /// commits an event (see [`AppState::new`](crate::AppState::new)), counting into its
+    /// metrics.
+    pub fn for_state(
+        state: &crate::AppState,
+        config: DispatcherConfig,
+    ) -> Result<Dispatcher, DispatcherError> {
+        Ok(
+            Dispatcher::new(state.service.clone(), config, state.metrics.clone())?
+                .with_notifier(state.outbox_notify.clone()),
+        )
     }
 
     /// Uses `notify` as the wake-up call (shared with the API layer's state).
@@ -427,7 +450,6 @@ impl Inner {
         let outcome = self.attempt(event, &secrets, started_at).await;
         let duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
         let success = outcome.error.is_none();
-        let next_attempt_at = self.next_attempt_at(event, number, started_at, success);
         let attempt = DeliveryAttempt {
             attempt: number,
             started_at,
@@ -438,6 +460,7 @@ impl Inner {
         };
         self.metrics
             .observe_delivery(if success { "success" } else { "failure" });
+        let next_attempt_at = self.service.next_attempt_at(event, &attempt);
         tracing::info!(
             %event_id,
             attempt = number,
@@ -447,33 +470,10 @@ impl Inner {
             next = ?next_attempt_at.map(|t| t.to_rfc3339()),
             "callback attempt"
         );
-        if let Err(e) = self
-            .store
-            .record_attempt(event_id, &attempt, next_attempt_at)
-            .await
-        {
+        if let Err(e) = self.service.record_attempt(event, &attempt).await {
             // The lease brings the event back and it is attempted again: at least once.
             tracing::error!(%event_id, error = %e, "callback attempt could not be recorded");
         }
-    }
-
-    /// When the next attempt is due; `None` ends the event (delivered on success, else failed).
-    fn next_attempt_at(
-        &self,
-        event: &OutboxEvent,
-        attempts_made: u32,
-        last_started: Timestamp,
-        success: bool,
-    ) -> Option<Timestamp> {
-        if success || event.event.kind == EventKind::ManualResend {
-            return None;
-        }
-        if attempts_made >= event.max_attempts {
-            return None;
-        }
-        self.config
-            .retry
-            .next_attempt_at(attempts_made, last_started)
     }
 
     /// Sends one attempt and judges the answer.
@@ -483,7 +483,7 @@ impl Inner {
         secrets: &CallbackSecrets,
         now: Timestamp,
     ) -> Outcome {
-        let policy = self.config.address_policy;
+        let policy = self.service.config().callback_policy;
         // A URL stored under the development setting is refused once the setting is off.
         let url = match CallbackUrl::parse(event.destination.as_str(), policy) {
             Ok(url) => url,
@@ -597,8 +597,6 @@ mod tests {
         let c = DispatcherConfig::default();
         assert_eq!(c.attempt_timeout, Duration::from_secs(10));
         assert_eq!(c.read_limit, 4096);
-        assert_eq!(c.retry.to_string(), "30,60");
-        assert_eq!(c.address_policy, AddressPolicy::STRICT);
         assert!(c.extra_roots.is_empty());
         assert!(c.validate().is_ok());
     }
@@ -636,21 +634,17 @@ mod tests {
         std::fs::write(&ca_file, cert.pem()).expect("written");
         let settings = Settings {
             allow_local_callbacks: true,
-            callback_retry_delays: RetrySchedule::parse_delays("1,2").expect("valid"),
             callback_ca_file: Some(ca_file),
             callback_concurrency: 8,
             callback_per_host: 2,
             ..Settings::defaults()
         };
         let c = DispatcherConfig::from_settings(&settings).expect("usable settings");
-        assert_eq!(c.address_policy, AddressPolicy::LOCAL_DEVELOPMENT);
-        assert_eq!(c.retry.to_string(), "1,2");
         assert_eq!((c.concurrency, c.per_host), (8, 2));
         assert_eq!(c.extra_roots, vec![cert.der().clone()]);
         assert_eq!(c.attempt_timeout, ATTEMPT_TIMEOUT);
 
         let d = DispatcherConfig::from_settings(&Settings::defaults()).expect("defaults");
-        assert_eq!(d.address_policy, AddressPolicy::STRICT);
         assert!(d.extra_roots.is_empty());
     }
 

@@ -1,11 +1,28 @@
-//! The single conversion from a core [`ApiError`] to an HTTP response, and the request id.
+//! Errors reach the wire once: handlers return `Result<_, HttpError>` and use `?` on any
+//! [`ApiError`]; [`HttpError`] only carries the error in a response extension, and the
+//! [`answer_errors`] middleware writes every error body, with the request id, in one place.
+//! Answers the framework makes on its own (an unknown route, a method the route does not
+//! take, a rejected extractor) get the same JSON body there, and so do the request-line and
+//! header limits checked before routing.
 
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use payments_core::ApiError;
+use payments_core::{ApiError, ErrorCode};
 
 /// The request id header, echoed on every response.
 pub const REQUEST_ID: &str = "x-request-id";
+
+/// The longest request target (path and query) served: longer is `414 uri_too_long`.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// The most header bytes (names and values) served: more is `431 headers_too_large`.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// The most header fields served: more is `431 headers_too_large`.
+pub const MAX_HEADER_COUNT: usize = 64;
 
 /// The request id of a request: the client's `X-Request-ID` if it is 1-128 visible ASCII
 /// characters, else a new UUID.
@@ -26,45 +43,166 @@ impl RequestId {
     }
 }
 
-/// An error answered to a request.
-#[derive(Debug)]
-pub struct HttpError {
-    /// The error.
-    pub error: ApiError,
-    /// The request it answers.
-    pub request_id: String,
-}
+/// An error answer. Build it from an [`ApiError`] with `?` or `From`; its body is written by
+/// [`answer_errors`], which knows the request id.
+#[derive(Debug, Clone)]
+pub struct HttpError(pub ApiError);
 
-impl HttpError {
-    /// Pairs an error with its request id.
-    pub fn new(error: impl Into<ApiError>, request_id: &RequestId) -> Self {
-        HttpError {
-            error: error.into(),
-            request_id: request_id.0.clone(),
-        }
+impl From<ApiError> for HttpError {
+    fn from(e: ApiError) -> Self {
+        HttpError(e)
     }
 }
+
+impl From<payments_core::store::StoreError> for HttpError {
+    fn from(e: payments_core::store::StoreError) -> Self {
+        HttpError(e.into())
+    }
+}
+
+/// The error a response answers, waiting in its extensions for [`answer_errors`].
+#[derive(Debug, Clone)]
+struct PendingError(Arc<ApiError>);
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.error.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if status.is_server_error() {
-            tracing::error!(code = self.error.code.as_str(), message = %self.error.message, request_id = %self.request_id, "request failed");
-        }
-        let mut error = self.error;
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
-            // Details are in the log; the client gets the request id to quote.
-            error.message = "internal error; quote the request_id to support".to_string();
-        }
-        let body = serde_json::to_vec(&error.body(&self.request_id))
-            .expect("the error body is plain strings");
-        let mut resp = (status, body).into_response();
-        let h = resp.headers_mut();
-        h.insert("content-type", HeaderValue::from_static("application/json"));
-        if let Some(secs) = error.retry_after {
-            h.insert("retry-after", HeaderValue::from(secs));
-        }
+        let status =
+            StatusCode::from_u16(self.0.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = status.into_response();
+        resp.extensions_mut().insert(PendingError(Arc::new(self.0)));
         resp
     }
+}
+
+/// The middleware every router of this crate runs first: takes or makes the request id,
+/// refuses request targets and header sections over the limits, and writes the JSON error
+/// body (with the request id and `X-Request-ID`) of every error answer.
+pub async fn answer_errors(mut req: Request, next: Next) -> Response {
+    let rid = RequestId::from_headers(req.headers());
+    let mut resp = match over_limits(&req) {
+        Some(e) => render(&e, &rid),
+        None => {
+            req.extensions_mut().insert(rid.clone());
+            let resp = next.run(req).await;
+            finish(resp, &rid).await
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&rid.0) {
+        resp.headers_mut().insert(REQUEST_ID, v);
+    }
+    resp
+}
+
+fn over_limits(req: &Request) -> Option<ApiError> {
+    let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if target > MAX_URI_BYTES {
+        return Some(ApiError::new(
+            ErrorCode::UriTooLong,
+            format!("the request target exceeds {MAX_URI_BYTES} bytes"),
+        ));
+    }
+    let headers = req.headers();
+    let bytes: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len())
+        .sum();
+    if headers.len() > MAX_HEADER_COUNT || bytes > MAX_HEADER_BYTES {
+        return Some(ApiError::new(
+            ErrorCode::HeadersTooLarge,
+            format!(
+                "the request headers exceed {MAX_HEADER_COUNT} fields or {MAX_HEADER_BYTES} bytes"
+            ),
+        ));
+    }
+    None
+}
+
+/// Writes the body of an error answer: ours from its extension; one the framework made (plain
+/// text or empty) from its status. Other answers pass unchanged.
+async fn finish(resp: Response, rid: &RequestId) -> Response {
+    if let Some(PendingError(e)) = resp.extensions().get::<PendingError>().cloned() {
+        let mut answer = render(&e, rid);
+        // Headers a handler set on its error answer (e.g. `Allow`) stay.
+        for (name, value) in resp.headers() {
+            answer
+                .headers_mut()
+                .entry(name)
+                .or_insert_with(|| value.clone());
+        }
+        return answer;
+    }
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    // The framework's own text is short (a rejection reason); read at most 1 KiB of it.
+    let text = axum::body::to_bytes(body, 1024).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let (code, default) = match status.as_u16() {
+        404 => (ErrorCode::NotFound, "no such endpoint"),
+        405 => (
+            ErrorCode::MethodNotAllowed,
+            "this endpoint does not take this method",
+        ),
+        413 => (ErrorCode::BodyTooLarge, "request body too large"),
+        414 => (ErrorCode::UriTooLong, "request target too long"),
+        431 => (ErrorCode::HeadersTooLarge, "request headers too large"),
+        503 => (ErrorCode::ServiceUnavailable, "service unavailable"),
+        s if s >= 500 => (ErrorCode::Internal, "internal error"),
+        _ => (ErrorCode::BadRequest, "bad request"),
+    };
+    let message = if text.is_empty() || code != ErrorCode::BadRequest {
+        default.to_string()
+    } else {
+        text
+    };
+    let mut answer = render(&ApiError::new(code, message), rid);
+    for (name, value) in &parts.headers {
+        if name != "content-type" && name != "content-length" {
+            answer
+                .headers_mut()
+                .entry(name)
+                .or_insert_with(|| value.clone());
+        }
+    }
+    answer
+}
+
+/// The one conversion of an [`ApiError`] to an HTTP answer: status, JSON body with the
+/// request id, `Retry-After` when given. A `500` shows the client only the request id to
+/// quote; its details (and the typed cause) go to the log.
+pub fn render(error: &ApiError, rid: &RequestId) -> Response {
+    let status =
+        StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status.is_server_error() {
+        let cause = error.cause.as_ref().map(|c| c.to_string());
+        tracing::error!(
+            code = error.code.as_str(),
+            message = %error.message,
+            cause = cause.as_deref().unwrap_or("-"),
+            request_id = %rid.0,
+            "request failed"
+        );
+    }
+    let masked;
+    let error = if status == StatusCode::INTERNAL_SERVER_ERROR {
+        masked = ApiError::internal("internal error; quote the request_id to support");
+        &masked
+    } else {
+        error
+    };
+    let body = serde_json::to_vec(&error.body(&rid.0)).expect("the error body is plain strings");
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    if let Some(secs) = error.retry_after {
+        h.insert("retry-after", HeaderValue::from(secs));
+    }
+    resp
 }

@@ -106,7 +106,7 @@ async fn operator_token(common: CommonArgs) -> Result<(), String> {
     let settings = settings(&common, PartialSettings::default())?;
     payments_http::telemetry::init(settings.log_format, "warn");
     let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
-    let token = payments_http::bootstrap::issue_operator_token(&opened.service).await;
+    let token = opened.service.issue_operator_token().await;
     opened.store.close();
     println!("{}", token.map_err(|e| e.message)?);
     Ok(())

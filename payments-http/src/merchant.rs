@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, OriginalUri, Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
@@ -14,7 +14,7 @@ use payments_core::amount::Amount;
 use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
 use payments_core::bank::parse_geo_query;
 use payments_core::service::payment_not_found;
-use payments_core::service::{Actor, AuthContext, AuthRequest, CreateStatus, PendingNonce};
+use payments_core::service::{AuthRequest, Authenticated, CreateStatus};
 use payments_core::{ApiError, ErrorCode, PaymentId};
 use serde::Deserialize;
 
@@ -100,33 +100,20 @@ pub async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Byt
         .map_err(|_| too_large())
 }
 
-/// Runs authentication for `endpoint` over the raw request, recording the nonce of a signed
-/// request (also used by the verify-only reference server of the benchmarks, so both measure
-/// the same path).
+/// Authenticates the raw request for `endpoint` (see [`PaymentService::authenticate`]),
+/// reading `payment` with the credentials (see [`AuthRequest::payment`]). The signature is
+/// verified against the path the client sent: under a prefix (`Router::nest`) that is the
+/// original URI, prefix included. The client address comes from `ConnectInfo` when the router
+/// is served with it; otherwise it is unknown (see [`crate::app`]).
+///
+/// [`PaymentService::authenticate`]: payments_core::service::PaymentService::authenticate
 pub async fn authenticate(
     st: &AppState,
     endpoint: Endpoint,
     parts: &axum::http::request::Parts,
     body: &[u8],
-    peer: SocketAddr,
-) -> Result<AuthContext, ApiError> {
-    let (ctx, nonce) = authenticate_deferring_nonce(st, endpoint, parts, body, peer, None).await?;
-    if let Some(nonce) = nonce {
-        st.service.record_nonce(&nonce).await?;
-    }
-    Ok(ctx)
-}
-
-/// [`authenticate`] leaving the nonce to the caller (a create records it with the payment),
-/// reading `payment` with the credentials (see [`AuthRequest::payment`]).
-async fn authenticate_deferring_nonce(
-    st: &AppState,
-    endpoint: Endpoint,
-    parts: &axum::http::request::Parts,
-    body: &[u8],
-    peer: SocketAddr,
     payment: Option<PaymentId>,
-) -> Result<(AuthContext, Option<PendingNonce>), ApiError> {
+) -> Result<Authenticated, ApiError> {
     let headers: Vec<(&str, &[u8])> = parts
         .headers
         .iter()
@@ -138,21 +125,29 @@ async fn authenticate_deferring_nonce(
         .and_then(|h| h.to_str().ok())
         .or_else(|| parts.uri.authority().map(|a| a.as_str()))
         .unwrap_or("");
+    let uri = parts
+        .extensions
+        .get::<OriginalUri>()
+        .map_or(&parts.uri, |o| &o.0);
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
     let request = AuthRequest {
         endpoint,
         parts: HttpRequestParts {
             method: parts.method.as_str(),
             scheme: &st.public_scheme,
             authority,
-            path_and_query: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            path_and_query: uri.path_and_query().map_or("/", |pq| pq.as_str()),
             headers: &headers,
             body,
         },
-        peer: peer.ip(),
+        peer,
         payment,
     };
     st.service
-        .authenticate_deferring_nonce(&request, |project| st.limiters.check(project))
+        .authenticate(&request, |project| st.limiters.check(project))
         .await
 }
 
@@ -167,47 +162,29 @@ pub fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiErro
     })
 }
 
-/// The common front of every authenticated endpoint, in decisions.md's order: a slot in the
-/// in-flight limit (`503` when saturated), the body read up to the limit (`413`), then
-/// authentication (token, allow-list, rate limit, signature, nonce), reading `payment` with
-/// the credentials.
+/// An authenticated merchant request, in decisions.md's order: a slot in the in-flight limit
+/// (`503` when saturated), the body read up to the limit (`413`), then authentication.
+struct Admitted {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    auth: Authenticated,
+    body: Bytes,
+}
+
 async fn admitted(
     st: &AppState,
     endpoint: Endpoint,
     req: Request,
-    peer: SocketAddr,
     payment: Option<PaymentId>,
-) -> Result<(tokio::sync::OwnedSemaphorePermit, AuthContext, Bytes), ApiError> {
-    let (permit, ctx, body, nonce) =
-        admitted_deferring_nonce(st, endpoint, req, peer, payment).await?;
-    if let Some(nonce) = nonce {
-        st.service.record_nonce(&nonce).await?;
-    }
-    Ok((permit, ctx, body))
-}
-
-/// [`admitted`] leaving the nonce to the caller.
-async fn admitted_deferring_nonce(
-    st: &AppState,
-    endpoint: Endpoint,
-    req: Request,
-    peer: SocketAddr,
-    payment: Option<PaymentId>,
-) -> Result<
-    (
-        tokio::sync::OwnedSemaphorePermit,
-        AuthContext,
-        Bytes,
-        Option<PendingNonce>,
-    ),
-    ApiError,
-> {
+) -> Result<Admitted, ApiError> {
     let permit = admit(st)?;
     let (parts, body) = req.into_parts();
     let body = read_body(body, parts.headers.get("content-length")).await?;
-    let (ctx, nonce) =
-        authenticate_deferring_nonce(st, endpoint, &parts, &body, peer, payment).await?;
-    Ok((permit, ctx, body, nonce))
+    let auth = authenticate(st, endpoint, &parts, &body, payment).await?;
+    Ok(Admitted {
+        _permit: permit,
+        auth,
+        body,
+    })
 }
 
 fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
@@ -218,22 +195,13 @@ fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response 
 #[tracing::instrument(name = "create_payment", skip_all, fields(request_id = %rid.0, project_id))]
 async fn create_payment(
     State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     axum::Extension(rid): axum::Extension<RequestId>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    let err = |e: ApiError| HttpError::new(e, &rid);
-    // The nonce is recorded in the same store write as the payment.
-    let (_permit, ctx, body, nonce) =
-        admitted_deferring_nonce(&st, Endpoint::CreatePayment, req, peer, None)
-            .await
-            .map_err(err)?;
-    tracing::Span::current().record("project_id", tracing::field::display(ctx.project.id));
-    let outcome = st
-        .service
-        .create_payment_with_nonce(&ctx.project, &ctx.merchant, &body, nonce)
-        .await
-        .map_err(err)?;
+    let a = admitted(&st, Endpoint::CreatePayment, req, None).await?;
+    let project = a.auth.context().project.id;
+    tracing::Span::current().record("project_id", tracing::field::display(project));
+    let outcome = st.service.create_payment(a.auth, &a.body).await?;
     let status = match outcome.status {
         CreateStatus::Created => StatusCode::CREATED,
         _ => StatusCode::OK,
@@ -257,32 +225,26 @@ async fn create_payment(
 #[tracing::instrument(name = "get_payment", skip_all, fields(request_id = %rid.0))]
 async fn get_payment(
     State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     axum::Extension(rid): axum::Extension<RequestId>,
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    let err = |e: ApiError| HttpError::new(e, &rid);
     // The payment is read with the credentials (one store round trip); an id that does not
     // parse is, like an unknown one, 404 after every authentication check.
-    let (_permit, ctx, _) = admitted(&st, Endpoint::GetPayment, req, peer, id.parse().ok())
-        .await
-        .map_err(err)?;
-    let payment = ctx.payment.ok_or_else(|| err(payment_not_found()))?;
+    let a = admitted(&st, Endpoint::GetPayment, req, id.parse().ok()).await?;
+    let ctx = st.service.accept(a.auth).await?;
+    let payment = ctx.payment.ok_or_else(payment_not_found)?;
     Ok(json_response(StatusCode::OK, &payment.view()))
 }
 
 #[tracing::instrument(name = "get_project", skip_all, fields(request_id = %rid.0))]
 async fn get_project(
     State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     axum::Extension(rid): axum::Extension<RequestId>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    let err = |e: ApiError| HttpError::new(e, &rid);
-    let (_permit, ctx, _) = admitted(&st, Endpoint::GetProject, req, peer, None)
-        .await
-        .map_err(err)?;
+    let a = admitted(&st, Endpoint::GetProject, req, None).await?;
+    let ctx = st.service.accept(a.auth).await?;
     let scopes: Vec<&str> = ctx.token.scopes.iter().map(|s| s.as_str()).collect();
     Ok(json_response(
         StatusCode::OK,
@@ -304,21 +266,11 @@ struct BanksQuery {
 
 async fn list_banks(
     State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
     query: Result<Query<BanksQuery>, QueryRejection>,
 ) -> Result<Response, HttpError> {
-    // axum's own rejection is plain text; every error of the API has the JSON error body.
-    let Query(q) = query.map_err(|e| {
-        HttpError::new(
-            ApiError::bad_request(format!("query string: {}", e.body_text())),
-            &rid,
-        )
-    })?;
-    let geo = q
-        .geo_code
-        .map(|g| parse_geo_query(&g))
-        .transpose()
-        .map_err(|e| HttpError::new(e, &rid))?;
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("query string: {}", e.body_text())))?;
+    let geo = q.geo_code.map(|g| parse_geo_query(&g)).transpose()?;
     let banks = st.service.catalog().list(geo);
     let mut resp = json_response(StatusCode::OK, &serde_json::json!({ "banks": banks }));
     resp.headers_mut().insert(
@@ -330,22 +282,20 @@ async fn list_banks(
 
 async fn test_complete(
     st: State<AppState>,
-    peer: ConnectInfo<SocketAddr>,
     rid: axum::Extension<RequestId>,
     id: Path<String>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    test_helper(st, peer, rid, id, req, true).await
+    test_helper(st, rid, id, req, true).await
 }
 
 async fn test_cancel(
     st: State<AppState>,
-    peer: ConnectInfo<SocketAddr>,
     rid: axum::Extension<RequestId>,
     id: Path<String>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    test_helper(st, peer, rid, id, req, false).await
+    test_helper(st, rid, id, req, false).await
 }
 
 /// The body of the complete helper: `{}` or `{"amount": ...}` (empty body allowed).
@@ -373,30 +323,21 @@ fn helper_amount(body: &[u8], complete: bool) -> Result<Option<Amount>, ApiError
 #[tracing::instrument(name = "test_helper", skip_all, fields(request_id = %rid.0, complete))]
 async fn test_helper(
     State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     axum::Extension(rid): axum::Extension<RequestId>,
     Path(id): Path<String>,
     req: Request,
     complete: bool,
 ) -> Result<Response, HttpError> {
-    let err = |e: ApiError| HttpError::new(e, &rid);
-    let (_permit, ctx, body) = admitted(&st, Endpoint::TestHelper, req, peer, None)
-        .await
-        .map_err(err)?;
-    let amount = helper_amount(&body, complete).map_err(err)?;
-    let actor = Actor(format!(
-        "project:{} token:{}",
-        ctx.project.id, ctx.token.prefix
-    ));
-    let payment = if complete {
-        st.service
-            .test_complete(&ctx.project, &id, amount, &actor)
-            .await
-    } else {
-        st.service.test_cancel(&ctx.project, &id, &actor).await
-    }
-    .map_err(err)?;
-    st.outbox_notify.notify_one();
+    let a = admitted(&st, Endpoint::TestHelper, req, None).await?;
+    let payment = match helper_amount(&a.body, complete) {
+        Ok(amount) if complete => st.service.test_complete(a.auth, &id, amount).await?,
+        Ok(_) => st.service.test_cancel(a.auth, &id).await?,
+        Err(e) => {
+            // A bad body still spends the nonce: the request was signed and verified.
+            st.service.accept(a.auth).await?;
+            return Err(e.into());
+        }
+    };
     Ok(json_response(StatusCode::OK, &payment.view()))
 }
 

@@ -20,15 +20,10 @@ use payments_core::event::EventRecord;
 use payments_core::service::Actor;
 use payments_core::transition::Trigger;
 use payments_core::{ApiError, ErrorCode};
-use sha2_hex::token_sha256_hex;
-use subtle_eq::ct_eq_str;
 
 use self::body::Body;
-use crate::error::{HttpError, RequestId};
+use crate::error::HttpError;
 use crate::state::AppState;
-
-/// The setting holding the operator token's SHA-256 (hex).
-pub const OPERATOR_TOKEN_SETTING: &str = "operator.token_sha256";
 
 /// The operator routes.
 pub fn routes(state: AppState) -> Router<AppState> {
@@ -45,74 +40,35 @@ pub fn routes(state: AppState) -> Router<AppState> {
     Router::new().merge(api).route("/metrics", get(metrics))
 }
 
-mod sha2_hex {
-    /// Hex SHA-256 of an operator token.
-    pub fn token_sha256_hex(token: &str) -> String {
-        use sha2::Digest;
-        hex::encode(sha2::Sha256::digest(token.as_bytes()))
-    }
-}
-
-mod subtle_eq {
-    /// Constant-time string equality.
-    pub fn ct_eq_str(a: &str, b: &str) -> bool {
-        use subtle::ConstantTimeEq;
-        a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
-    }
-}
-
-pub use sha2_hex::token_sha256_hex as operator_token_hash;
-
 /// Who is calling: the operator token holder.
 #[derive(Debug, Clone)]
-struct OperatorIdentity(String);
+struct OperatorIdentity(Actor);
 
-async fn require_operator(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    let rid = req
-        .extensions()
-        .get::<RequestId>()
-        .cloned()
-        .unwrap_or(RequestId(String::new()));
-    let presented = req
+/// Lets a request through when the core accepts its operator token.
+async fn require_operator(
+    State(st): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, HttpError> {
+    let authorization = req
         .headers()
         .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let expected = match st.service.store().setting(OPERATOR_TOKEN_SETTING).await {
-        Ok(v) => v,
-        Err(e) => return HttpError::new(e, &rid).into_response(),
-    };
-    match (presented, expected) {
-        (Some(token), Some(hash)) if ct_eq_str(&token_sha256_hex(token), &hash) => {
-            // One operator token exists at a time; no part of it goes into the audit trail.
-            let who = "operator".to_string();
-            req.extensions_mut().insert(OperatorIdentity(who));
-            next.run(req).await
-        }
-        _ => HttpError::new(
-            ApiError::new(ErrorCode::TokenInvalid, "missing or invalid operator token"),
-            &rid,
-        )
-        .into_response(),
-    }
+        .and_then(|v| v.to_str().ok());
+    let actor = st.service.check_operator_token(authorization).await?;
+    req.extensions_mut().insert(OperatorIdentity(actor));
+    Ok(next.run(req).await)
 }
 
-/// An authenticated operator request: its id (for error bodies) and the actor (for the audit
-/// trail).
+/// An authenticated operator request: the actor for the audit trail.
 #[derive(Debug, Clone)]
 pub(crate) struct Op {
-    rid: RequestId,
     actor: Actor,
 }
 
 impl Op {
-    /// Runs a handler body, answering its error with this request's id.
+    /// Runs a handler body; its error is answered by the error middleware.
     async fn answer(&self, f: impl Future<Output = Result<Response, ApiError>>) -> OpResult {
-        f.await.map_err(|e| HttpError::new(e, &self.rid))
+        Ok(f.await?)
     }
 }
 
@@ -120,21 +76,16 @@ impl<S: Send + Sync> FromRequestParts<S> for Op {
     type Rejection = HttpError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let rid = parts
-            .extensions
-            .get::<RequestId>()
-            .cloned()
-            .unwrap_or(RequestId(String::new()));
         match parts.extensions.get::<OperatorIdentity>() {
             Some(who) => Ok(Op {
-                actor: Actor(who.0.clone()),
-                rid,
+                actor: who.0.clone(),
             }),
             // Only reachable if a route were mounted outside `require_operator`.
-            None => Err(HttpError::new(
-                ApiError::new(ErrorCode::TokenInvalid, "missing or invalid operator token"),
-                &rid,
-            )),
+            None => Err(ApiError::new(
+                ErrorCode::TokenInvalid,
+                "missing or invalid operator token",
+            )
+            .into()),
         }
     }
 }
@@ -145,9 +96,6 @@ async fn operate(st: &AppState, op: &Op, id: &str, trigger: Result<Trigger, ApiE
     op.answer(async {
         let id = lookup::payment_id(id)?;
         let result = st.service.operate(id, trigger?, &op.actor).await?;
-        if result.event.is_some() {
-            st.outbox_notify.notify_one();
-        }
         Ok(Json(view::operation(&result)).into_response())
     })
     .await

@@ -13,13 +13,16 @@ use axum_server::Handle;
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
 use payments_core::callback::AddressPolicy;
+use payments_core::provider::{RateSource, RequisiteProvider};
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::store::Store;
+use payments_core::{Clock, RandomSource};
 use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::sync::watch;
 
 use crate::config::{Durability, Settings};
 use crate::dispatcher::{Dispatcher, DispatcherConfig};
+use crate::resolver::HostLookup;
 use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::state::AppState;
 use crate::system::{OsRandom, SystemClock};
@@ -33,12 +36,36 @@ fn start_err(m: impl std::fmt::Display) -> StartError {
     StartError(m.to_string())
 }
 
-/// A built, bound server, not yet serving.
+/// A built, bound server, not yet serving: both listeners, the callback dispatcher, the
+/// lifecycle sweeper, TLS, graceful shutdown and (in the sandbox) the first-start bootstrap.
+///
+/// [`Application::build`] runs it over the bundled ports (SQLite in the data dir, the
+/// sandbox requisite provider, the fixed rates of the settings); [`Application::builder`]
+/// takes any of them from the caller:
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use payments_core::provider::{RequisiteProvider, RateSource};
+/// # async fn run(
+/// #     provider: Arc<dyn RequisiteProvider>,
+/// #     rates: Arc<dyn RateSource>,
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// use payments_http::config::Settings;
+/// use payments_http::server::{shutdown_signal, Application};
+///
+/// let app = Application::builder(Settings::defaults())
+///     .provider(provider)
+///     .rates(rates)
+///     .build()
+///     .await?;
+/// app.run_until_stopped(shutdown_signal()).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct Application {
     settings: Settings,
     state: AppState,
-    store: Arc<SqliteStore>,
+    owned_store: Option<Arc<SqliteStore>>,
     merchant: TcpListener,
     operator: TcpListener,
     tls: Option<RustlsConfig>,
@@ -46,12 +73,104 @@ pub struct Application {
     credentials: Option<PathBuf>,
 }
 
-impl Application {
-    /// Opens the store, builds the service, bootstraps an empty sandbox and binds the
-    /// listeners.
-    pub async fn build(settings: Settings) -> Result<Application, StartError> {
+/// The ports of an [`Application`] that the caller gives; each one left out is the bundled
+/// default. Made by [`Application::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ApplicationBuilder {
+    settings: Settings,
+    store: Option<Arc<dyn Store>>,
+    provider: Option<Arc<dyn RequisiteProvider>>,
+    rates: Option<Arc<dyn RateSource>>,
+    clock: Option<Arc<dyn Clock>>,
+    rng: Option<Arc<dyn RandomSource>>,
+    callback_lookup: Option<Arc<dyn HostLookup>>,
+}
+
+impl std::fmt::Debug for ApplicationBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApplicationBuilder")
+            .field("settings", &self.settings)
+            .field("store", &self.store.is_some())
+            .field("provider", &self.provider.is_some())
+            .field("rates", &self.rates.is_some())
+            .field("clock", &self.clock.is_some())
+            .field("rng", &self.rng.is_some())
+            .field("callback_lookup", &self.callback_lookup.is_some())
+            .finish()
+    }
+}
+
+impl ApplicationBuilder {
+    /// The store (default: SQLite in the settings' data dir, closed at shutdown). A store
+    /// given here is the caller's to close.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The requisite provider (default: the sandbox provider, which issues fake requisites
+    /// and is refused in production).
+    pub fn provider(mut self, provider: Arc<dyn RequisiteProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The exchange-rate source (default: the settings' fixed rates, refused in production).
+    pub fn rates(mut self, rates: Arc<dyn RateSource>) -> Self {
+        self.rates = Some(rates);
+        self
+    }
+
+    /// The clock (default: the system clock with tokio timers).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The random source (default: the operating system's CSPRNG).
+    pub fn rng(mut self, rng: Arc<dyn RandomSource>) -> Self {
+        self.rng = Some(rng);
+        self
+    }
+
+    /// How the callback client looks up destination names before checking their addresses
+    /// (default: the system resolver).
+    pub fn callback_lookup(mut self, lookup: Arc<dyn HostLookup>) -> Self {
+        self.callback_lookup = Some(lookup);
+        self
+    }
+
+    /// Opens the store (unless given), builds the service, bootstraps an empty sandbox and
+    /// binds the listeners. In production the bundled sandbox provider and fixed rates are
+    /// refused: a production server issues real requisites at real rates or does not start.
+    pub async fn build(self) -> Result<Application, StartError> {
+        let ApplicationBuilder {
+            settings,
+            store,
+            provider,
+            rates,
+            clock,
+            rng,
+            callback_lookup,
+        } = self;
         if settings.environment == Environment::Production {
-            tracing::warn!("production mode uses the bundled sandbox requisite provider: embed payments-core with a real RequisiteProvider to issue real requisites");
+            let missing: Vec<&str> = [
+                provider.is_none().then_some("a requisite provider"),
+                rates.is_none().then_some("an exchange-rate source"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !missing.is_empty() {
+                return Err(start_err(format!(
+                    "environment = production needs {} of its own: the bundled sandbox provider \
+                     issues fake requisites and the fixed rates are not market rates. Set \
+                     environment to sandbox (--environment sandbox, PAYMENTS_ENVIRONMENT=sandbox) \
+                     to try the service, or embed it with real ports \
+                     (Application::builder(settings).provider(..).rates(..))",
+                    missing.join(" and ")
+                )));
+            }
         }
         if settings.allow_local_callbacks {
             tracing::warn!("PAYMENTS_ALLOW_LOCAL_CALLBACKS is on: http:// and loopback callback URLs are accepted (development only)");
@@ -62,8 +181,25 @@ impl Application {
         if !settings.callback_dispatch {
             tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
         }
-        let OpenedService { service, store } = open_service(&settings, true).await?;
-        let state = AppState::new(service, settings.environment, settings.public_scheme());
+        let (store, owned_store): (Arc<dyn Store>, _) = match store {
+            Some(store) => (store, None),
+            None => {
+                let sqlite = open_store(&settings, true)?;
+                (sqlite.clone(), Some(sqlite))
+            }
+        };
+        let service = service_over(
+            &settings,
+            PortChoices {
+                store,
+                provider,
+                rates,
+                clock,
+                rng,
+            },
+        )
+        .await?;
+        let state = AppState::new(service, settings.public_scheme());
 
         let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
             let l = TcpListener::bind(addr)
@@ -81,13 +217,16 @@ impl Application {
             ),
             _ => None,
         };
-        let dispatcher = DispatcherConfig::from_settings(&settings)
+        let mut dispatcher = DispatcherConfig::from_settings(&settings)
             .map_err(|e| start_err(format!("callback dispatcher: {e}")))?;
+        if let Some(lookup) = callback_lookup {
+            dispatcher.lookup = lookup;
+        }
         let mut app = Application {
             dispatcher,
             settings,
             state,
-            store,
+            owned_store,
             merchant,
             operator,
             tls,
@@ -104,6 +243,26 @@ impl Application {
             .map_err(|e| start_err(format!("sandbox bootstrap: {}", e.message)))?;
         }
         Ok(app)
+    }
+}
+
+impl Application {
+    /// Builds the server over the bundled ports (see [`ApplicationBuilder::build`]).
+    pub async fn build(settings: Settings) -> Result<Application, StartError> {
+        Application::builder(settings).build().await
+    }
+
+    /// A builder taking the ports from the caller; unset ones are the bundled defaults.
+    pub fn builder(settings: Settings) -> ApplicationBuilder {
+        ApplicationBuilder {
+            settings,
+            store: None,
+            provider: None,
+            rates: None,
+            clock: None,
+            rng: None,
+            callback_lookup: None,
+        }
     }
 
     /// The merchant listener's address.
@@ -156,16 +315,15 @@ impl Application {
         let Application {
             settings,
             state,
-            store,
+            owned_store,
             merchant,
             operator,
             tls,
             dispatcher,
             ..
         } = self;
-        let dispatcher = Dispatcher::new(state.service.clone(), dispatcher, state.metrics.clone())
-            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?
-            .with_notifier(state.outbox_notify.clone());
+        let dispatcher = Dispatcher::for_state(&state, dispatcher)
+            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?;
         let merchant_handle = Handle::new();
         let operator_handle = Handle::new();
         let merchant_app =
@@ -193,7 +351,6 @@ impl Application {
         let sweeper = tokio::spawn(crate::sweeper::run(
             state.service.clone(),
             settings.sweep_interval,
-            state.outbox_notify.clone(),
             stop_rx.clone(),
         ));
         // With dispatch off the dispatcher is built (so its settings are still checked) but
@@ -216,7 +373,9 @@ impl Application {
         if let Some(dispatcher) = dispatcher {
             let _ = dispatcher.await;
         }
-        store.close();
+        if let Some(store) = owned_store {
+            store.close();
+        }
         tracing::info!("stopped");
         Ok(())
     }
@@ -235,13 +394,29 @@ pub struct OpenedService {
 /// The setting recording which environment a data dir belongs to.
 pub const ENVIRONMENT_SETTING: &str = "server.environment";
 
-/// Opens the data dir's store and builds the service over it. `create` allows a new data dir
-/// and database; without it a missing database is an error (an operator command with a
-/// mistyped `--data-dir` must not create an empty database elsewhere).
-///
-/// The environment is recorded in the store at first open; a later open with the other
-/// environment is refused, because tokens it issued would carry the other prefix and fail.
+/// Opens the data dir's store and builds the service over it with the bundled ports. `create`
+/// allows a new data dir and database; without it a missing database is an error (an
+/// operator command with a mistyped `--data-dir` must not create an empty database
+/// elsewhere).
 pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedService, StartError> {
+    let store = open_store(settings, create)?;
+    let service = service_over(
+        settings,
+        PortChoices {
+            store: store.clone(),
+            provider: None,
+            rates: None,
+            clock: None,
+            rng: None,
+        },
+    )
+    .await?;
+    Ok(OpenedService { service, store })
+}
+
+/// Opens (with `create`, creates) the SQLite store of the settings' data dir, as
+/// [`Application::build`] does when no store is given.
+pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>, StartError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let db = settings.data_dir.join("payments.db");
     if create {
@@ -264,9 +439,29 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
         },
         ..SqliteOptions::default()
     };
-    let store = Arc::new(
-        SqliteStore::open(&db, options).map_err(|e| start_err(format!("{}: {e}", db.display())))?,
-    );
+    Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
+        start_err(format!("{}: {e}", db.display()))
+    })?))
+}
+
+/// The ports a caller chose; `None` is the bundled default.
+struct PortChoices {
+    store: Arc<dyn Store>,
+    provider: Option<Arc<dyn RequisiteProvider>>,
+    rates: Option<Arc<dyn RateSource>>,
+    clock: Option<Arc<dyn Clock>>,
+    rng: Option<Arc<dyn RandomSource>>,
+}
+
+/// The service over `ports` with the settings' service and authentication settings: each
+/// setting (environment, callback policy, retry schedule) is given to the core once, here.
+///
+/// The environment is recorded in the store at first open; a later open with the other
+/// environment is refused, because tokens it issued would carry the other prefix and fail.
+async fn service_over(
+    settings: &Settings,
+    ports: PortChoices,
+) -> Result<PaymentService, StartError> {
     let catalog = match &settings.bank_catalog {
         None => BankCatalog::embedded(),
         Some(path) => {
@@ -276,15 +471,19 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
                 .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?
         }
     };
-    let dyn_store: Arc<dyn Store> = store.clone();
-    check_environment(dyn_store.as_ref(), settings.environment).await?;
+    let store = ports.store;
+    check_environment(store.as_ref(), settings.environment).await?;
     let ports = Ports {
-        store: dyn_store.clone(),
-        provider: Arc::new(SandboxProvider::new(dyn_store)),
-        rates: Arc::new(FixedRates(settings.rates.clone())),
-        clock: Arc::new(SystemClock),
-        rng: Arc::new(OsRandom),
+        provider: ports
+            .provider
+            .unwrap_or_else(|| Arc::new(SandboxProvider::new(store.clone()))),
+        rates: ports
+            .rates
+            .unwrap_or_else(|| Arc::new(FixedRates(settings.rates.clone()))),
+        clock: ports.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+        rng: ports.rng.unwrap_or_else(|| Arc::new(OsRandom)),
         catalog: Arc::new(catalog),
+        store,
     };
     let config = ServiceConfig {
         callback_policy: AddressPolicy {
@@ -295,8 +494,7 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
     };
     let mut auth = AuthConfig::for_environment(settings.environment);
     auth.trusted_proxies = settings.trusted_proxies.clone();
-    let service = PaymentService::new(ports, config, auth);
-    Ok(OpenedService { service, store })
+    Ok(PaymentService::new(ports, config, auth))
 }
 
 async fn check_environment(store: &dyn Store, env: Environment) -> Result<(), StartError> {

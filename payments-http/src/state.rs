@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use payments_core::auth::Environment;
-use payments_core::service::PaymentService;
+use payments_core::service::{OutboxWaker, PaymentService};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::metrics::Metrics;
@@ -12,35 +11,47 @@ use crate::ratelimit::ProjectLimiters;
 /// Requests the merchant API serves at once before answering `503`.
 pub const MAX_IN_FLIGHT: usize = 4096;
 
-/// Everything a handler needs.
+/// Everything a handler needs. The environment and every other decision come from the
+/// service's settings; this holds only what the HTTP layer adds.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// The core service.
+    /// The core service (it wakes [`AppState::outbox_notify`] after committing an event).
     pub service: PaymentService,
-    /// Sandbox or production.
-    pub environment: Environment,
     /// The scheme merchants sign for (`@scheme`, `@target-uri`).
     pub public_scheme: Arc<str>,
     /// Per-project rate limits.
     pub limiters: Arc<ProjectLimiters>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Wakes the callback dispatcher after an event was queued.
+    /// The callback dispatcher's wake-up call, woken by the service whenever a committed
+    /// change queued an event, whoever made the change (API, operator, sweeper, embedder).
     pub outbox_notify: Arc<Notify>,
     /// Bounds concurrent merchant requests (overload -> `503`).
     pub in_flight: Arc<Semaphore>,
 }
 
+/// Wakes a tokio [`Notify`] for the core's [`OutboxWaker`].
+#[derive(Debug)]
+struct NotifyWaker(Arc<Notify>);
+
+impl OutboxWaker for NotifyWaker {
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
 impl AppState {
-    /// State over a service.
-    pub fn new(service: PaymentService, environment: Environment, public_scheme: &str) -> Self {
+    /// State over a service; installs the dispatcher's wake-up call in the service.
+    /// `public_scheme` is `http` or `https`: the scheme the merchants' signatures cover.
+    pub fn new(service: PaymentService, public_scheme: &str) -> Self {
+        let outbox_notify = Arc::new(Notify::new());
+        let service = service.with_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
         AppState {
             service,
-            environment,
             public_scheme: public_scheme.into(),
             limiters: Arc::default(),
             metrics: Arc::default(),
-            outbox_notify: Arc::default(),
+            outbox_notify,
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
         }
     }

@@ -1,11 +1,10 @@
 //! Background tasks: the lifecycle sweeper (expiry, stuck creates, nonce purge) and the
 //! callback dispatcher's loop.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use payments_core::service::PaymentService;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 /// Payments handled per sweep step.
 pub const SWEEP_BATCH: usize = 500;
@@ -13,13 +12,9 @@ pub const SWEEP_BATCH: usize = 500;
 pub const NONCE_PURGE_EVERY: Duration = Duration::from_secs(60);
 
 /// Runs the sweeper every `interval` until `stop` turns true: due payments are found through
-/// the store's index, so a sweep costs what is due, not what is stored.
-pub async fn run(
-    service: PaymentService,
-    interval: Duration,
-    notify: Arc<Notify>,
-    mut stop: watch::Receiver<bool>,
-) {
+/// the store's index, so a sweep costs what is due, not what is stored. The callbacks of
+/// expired payments wake the dispatcher through the service (see `AppState::new`).
+pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::Receiver<bool>) {
     let mut last_purge = Instant::now();
     loop {
         loop {
@@ -30,9 +25,6 @@ pub async fn run(
             }
             match service.sweep(SWEEP_BATCH).await {
                 Ok(report) => {
-                    if report.expired > 0 {
-                        notify.notify_one();
-                    }
                     if report.expired + report.recovered > 0 {
                         tracing::info!(
                             expired = report.expired,
@@ -52,8 +44,7 @@ pub async fn run(
         }
         if last_purge.elapsed() >= NONCE_PURGE_EVERY {
             last_purge = Instant::now();
-            let now = service.ports().clock.now();
-            if let Err(e) = service.store().purge_nonces(now).await {
+            if let Err(e) = service.purge_nonces().await {
                 tracing::warn!(error = %e, "nonce purge failed");
             }
         }

@@ -2,15 +2,19 @@
 //! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
 //! own tests.
 
+use std::sync::Arc;
+
 use payments_client::{MerchantClient, SandboxCredentials};
 use payments_core::service::{Actor, ProjectPatch};
+use payments_core::store::Store;
 use payments_core::ProjectId;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
-use crate::bootstrap::{issue_operator_token, CREDENTIALS_FILE};
+use crate::bootstrap::CREDENTIALS_FILE;
 use crate::config::PartialSettings;
-use crate::server::Application;
+use crate::sandbox::{FixedRates, SandboxProvider};
+use crate::server::{open_store, Application};
 use crate::AppState;
 
 /// A running server.
@@ -68,7 +72,17 @@ impl TestServer {
         .overridden_by(extra)
         .finish()
         .expect("valid test settings");
-        let app = Application::build(settings)
+        // The test server is an embedding that chooses the sandbox provider and the fixed
+        // rates itself, in production too, so that production behaviour (tokens, test
+        // helpers, TLS) can be tested without an upstream.
+        let store = open_store(&settings, true).expect("the test database opens");
+        let dyn_store: Arc<dyn Store> = store.clone();
+        let rates = FixedRates(settings.rates.clone());
+        let app = Application::builder(settings)
+            .store(dyn_store.clone())
+            .provider(Arc::new(SandboxProvider::new(dyn_store)))
+            .rates(Arc::new(rates))
+            .build()
             .await
             .expect("the server starts");
         let state = app.state().clone();
@@ -85,7 +99,9 @@ impl TestServer {
             });
         let operator_token = match &credentials {
             Some(c) => c.operator_token.clone(),
-            None => issue_operator_token(&state.service)
+            None => state
+                .service
+                .issue_operator_token()
                 .await
                 .expect("an operator token"),
         };
@@ -96,6 +112,7 @@ impl TestServer {
             })
             .await
             .expect("the server stops cleanly");
+            store.close();
         });
         TestServer {
             state,

@@ -301,8 +301,10 @@ async fn world() -> World {
             rng: rng.clone(),
             catalog: Arc::new(BankCatalog::embedded()),
         },
+        // Local receivers, and no retry delays (tests that need others say so).
         ServiceConfig {
             callback_policy: AddressPolicy::LOCAL_DEVELOPMENT,
+            retry: RetrySchedule::parse_delays("0,0").expect("valid delays"),
             ..ServiceConfig::default()
         },
         AuthConfig::for_environment(Environment::Sandbox),
@@ -338,8 +340,6 @@ async fn world() -> World {
 fn local_config(pki: &Pki) -> DispatcherConfig {
     let localhost = IpAddr::V4(Ipv4Addr::LOCALHOST);
     DispatcherConfig {
-        retry: RetrySchedule::parse_delays("0,0").expect("valid delays"),
-        address_policy: AddressPolicy::LOCAL_DEVELOPMENT,
         extra_roots: vec![pki.ca.clone()],
         lookup: Arc::new(
             StaticLookup::new()
@@ -355,6 +355,23 @@ impl World {
     fn dispatcher(&self, config: DispatcherConfig) -> Dispatcher {
         Dispatcher::new(self.service.clone(), config, self.metrics.clone())
             .expect("the dispatcher builds")
+    }
+
+    /// A dispatcher over this world's store and clock with other service settings (retry
+    /// schedule, callback policy): the settings a dispatcher follows are the service's.
+    fn dispatcher_with(
+        &self,
+        settings: impl FnOnce(&mut ServiceConfig),
+        config: DispatcherConfig,
+    ) -> Dispatcher {
+        let mut service_config = self.service.config().clone();
+        settings(&mut service_config);
+        let service = PaymentService::new(
+            self.service.ports().clone(),
+            service_config,
+            self.service.auth_config().clone(),
+        );
+        Dispatcher::new(service, config, self.metrics.clone()).expect("the dispatcher builds")
     }
 
     fn now(&self) -> Timestamp {
@@ -507,10 +524,10 @@ async fn failures_are_retried_on_the_configured_schedule_with_new_signatures() {
     let w = world().await;
     let mut rx = receiver(&pki, |n| Reply::Status(if n < 2 { 500 } else { 200 })).await;
     let (payment, event_id) = w.event(&rx.url(HOST), EventKind::Automatic, 3).await;
-    let d = w.dispatcher(DispatcherConfig {
-        retry: RetrySchedule::parse_delays("1,2").expect("valid delays"),
-        ..local_config(&pki)
-    });
+    let d = w.dispatcher_with(
+        |c| c.retry = RetrySchedule::parse_delays("1,2").expect("valid delays"),
+        local_config(&pki),
+    );
 
     assert_eq!(d.deliver_due_once().await, 1);
     let rec = w.record(payment).await;
@@ -705,12 +722,12 @@ async fn a_restart_continues_the_schedule_from_the_store() {
     let w = world().await;
     let mut rx = receiver(&pki, |n| Reply::Status(if n == 0 { 500 } else { 204 })).await;
     let (payment, event_id) = w.event(&rx.url(HOST), EventKind::Automatic, 3).await;
-    let config = || DispatcherConfig {
-        retry: RetrySchedule::parse_delays("30,60").expect("valid delays"),
-        ..local_config(&pki)
+    let spec_delays = |c: &mut ServiceConfig| {
+        c.retry = RetrySchedule::parse_delays("30,60").expect("valid delays")
     };
+    let config = || local_config(&pki);
 
-    let first = w.dispatcher(config());
+    let first = w.dispatcher_with(spec_delays, config());
     assert_eq!(first.deliver_due_once().await, 1);
     drop(first);
     assert_eq!(
@@ -718,7 +735,7 @@ async fn a_restart_continues_the_schedule_from_the_store() {
         Some(Timestamp::from_unix_secs(T0 + 30))
     );
 
-    let second = w.dispatcher(config());
+    let second = w.dispatcher_with(spec_delays, config());
     advance(&w, 29);
     assert_eq!(
         second.deliver_due_once().await,
@@ -825,11 +842,13 @@ async fn forbidden_resolved_addresses_are_refused_at_connect_time() {
                 3,
             )
             .await;
-        let d = w.dispatcher(DispatcherConfig {
-            address_policy: AddressPolicy { allow_local },
-            lookup: Arc::new(names),
-            ..local_config(&pki)
-        });
+        let d = w.dispatcher_with(
+            |c| c.callback_policy = AddressPolicy { allow_local },
+            DispatcherConfig {
+                lookup: Arc::new(names),
+                ..local_config(&pki)
+            },
+        );
         assert_eq!(d.deliver_due_once().await, rows.len() + 1);
 
         for (payment, name, address, says) in events {
@@ -888,10 +907,10 @@ async fn literals_and_local_urls_are_refused_once_the_setting_is_off() {
             3,
         )
         .await;
-    let d = w.dispatcher(DispatcherConfig {
-        address_policy: AddressPolicy::STRICT,
-        ..local_config(&pki)
-    });
+    let d = w.dispatcher_with(
+        |c| c.callback_policy = AddressPolicy::STRICT,
+        local_config(&pki),
+    );
     assert_eq!(d.deliver_due_once().await, 3);
     let error = |rec: EventRecord| rec.attempts[0].error.clone().unwrap_or_default();
     assert_eq!(

@@ -426,12 +426,7 @@ async fn the_sweeper_stops_between_batches() {
     assert_eq!(store.due_payments(now, due + 1).await.unwrap().len(), due);
 
     let (_stop_tx, stopped) = tokio::sync::watch::channel(true);
-    let run = sweeper::run(
-        s.state.service.clone(),
-        Duration::from_secs(3600),
-        Default::default(),
-        stopped,
-    );
+    let run = sweeper::run(s.state.service.clone(), Duration::from_secs(3600), stopped);
     tokio::time::timeout(Duration::from_secs(10), run)
         .await
         .expect("the sweeper returns at once when told to stop");

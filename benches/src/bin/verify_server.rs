@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -37,11 +37,7 @@ struct Args {
     synchronous: String,
 }
 
-async fn create_verify_only(
-    State(st): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request,
-) -> Response {
+async fn create_verify_only(State(st): State<AppState>, req: Request) -> Response {
     let _permit = match admit(&st) {
         Ok(p) => p,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.message).into_response(),
@@ -51,7 +47,12 @@ async fn create_verify_only(
         Ok(b) => b,
         Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, e.message).into_response(),
     };
-    match authenticate(&st, Endpoint::CreatePayment, &parts, &body, peer).await {
+    let verified = match authenticate(&st, Endpoint::CreatePayment, &parts, &body, None).await {
+        // The same nonce write as a create makes, alone.
+        Ok(auth) => st.service.accept(auth).await,
+        Err(e) => Err(e),
+    };
+    match verified {
         Ok(ctx) => (
             StatusCode::CREATED,
             [("content-type", "application/json")],

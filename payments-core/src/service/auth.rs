@@ -54,8 +54,10 @@ pub struct AuthRequest<'a> {
     pub endpoint: Endpoint,
     /// The request as received.
     pub parts: HttpRequestParts<'a>,
-    /// The TCP peer address.
-    pub peer: IpAddr,
+    /// The TCP peer address; `None` when the adapter does not know it (a router served
+    /// without connection info). A project with an IP allow-list then refuses the request
+    /// (`403 ip_not_allowed`): an unknown address is never taken as an allowed one.
+    pub peer: Option<IpAddr>,
     /// The payment the request reads (`GET /api/v1/payments/{id}`), if any: read in the same
     /// store round trip as the credentials, and handed back in [`AuthContext::payment`] only
     /// if it belongs to the caller's project.
@@ -71,8 +73,8 @@ pub struct AuthContext {
     pub project: Project,
     /// The project's merchant.
     pub merchant: Merchant,
-    /// The client address the allow-list saw.
-    pub client_ip: IpAddr,
+    /// The client address the allow-list saw (`None`: unknown, see [`AuthRequest::peer`]).
+    pub client_ip: Option<IpAddr>,
     /// Whether a signature was verified (and its nonce recorded).
     pub signed: bool,
     /// The payment named by [`AuthRequest::payment`], when it exists and belongs to the
@@ -80,23 +82,16 @@ pub struct AuthContext {
     pub payment: Option<Payment>,
 }
 
-/// The nonce of a verified request, not yet recorded: the request is authenticated only once
-/// it is, by [`PaymentService::record_nonce`] or in the same write as the payment by
-/// [`PaymentService::create_payment_with_nonce`].
-#[must_use = "an unrecorded nonce lets the request be replayed"]
+/// The nonce of a verified request, not yet recorded. It never leaves the core: it travels
+/// inside [`Authenticated`] and is recorded by the operation that consumes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingNonce {
+pub(crate) struct PendingNonce {
     project: ProjectId,
     nonce: String,
     now: Timestamp,
 }
 
 impl PendingNonce {
-    /// The nonce as sent.
-    pub fn as_str(&self) -> &str {
-        &self.nonce
-    }
-
     pub(crate) fn to_use(&self) -> NonceUse<'_> {
         NonceUse {
             project: self.project,
@@ -104,6 +99,37 @@ impl PendingNonce {
             now: self.now,
             expires_at: nonce_expires_at(self.now),
         }
+    }
+}
+
+/// A request that passed every authentication check (token, scope, allow-list, rate limit,
+/// signature and digest) but whose one-time nonce is not recorded yet.
+///
+/// Every merchant operation of [`PaymentService`] takes it by value and records the nonce
+/// before it acts ([`PaymentService::create_payment`] in the same store write as the payment),
+/// so an operation cannot run on a request whose nonce was forgotten: the only way to the
+/// caller's [`AuthContext`] by value is [`PaymentService::accept`], which records it.
+#[must_use = "the request is authenticated only once an operation consumes it (its nonce is unrecorded)"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    ctx: AuthContext,
+    nonce: Option<PendingNonce>,
+}
+
+impl Authenticated {
+    /// Who is calling (for logs and for choosing the operation); acting on the request needs
+    /// the value itself.
+    pub fn context(&self) -> &AuthContext {
+        &self.ctx
+    }
+
+    /// The nonce as sent, for a signed request.
+    pub fn nonce(&self) -> Option<&str> {
+        self.nonce.as_ref().map(|n| n.nonce.as_str())
+    }
+
+    pub(crate) fn into_parts(self) -> (AuthContext, Option<PendingNonce>) {
+        (self.ctx, self.nonce)
     }
 }
 
@@ -116,23 +142,19 @@ pub(crate) fn replayed() -> ApiError {
 }
 
 impl PaymentService {
-    /// Authenticates a request, recording its nonce. `rate_limit` is called with the project
-    /// between the allow-list and the signature check (decisions.md's order); it returns `429`
-    /// when the project is over its limit.
-    pub async fn authenticate(
-        &self,
-        req: &AuthRequest<'_>,
-        rate_limit: impl FnOnce(&Project) -> Result<(), ApiError>,
-    ) -> Result<AuthContext, ApiError> {
-        let (ctx, nonce) = self.authenticate_deferring_nonce(req, rate_limit).await?;
+    /// Records the request's nonce (`409 request_replayed` if it was used already) and hands
+    /// over the caller's context: the way to an authenticated caller for operations that read
+    /// (`GET` endpoints) or that the embedder carries out itself.
+    pub async fn accept(&self, auth: Authenticated) -> Result<AuthContext, ApiError> {
+        let (ctx, nonce) = auth.into_parts();
         if let Some(nonce) = nonce {
             self.record_nonce(&nonce).await?;
         }
         Ok(ctx)
     }
 
-    /// Records a verified request's nonce: `401 request_replayed` if it was used already.
-    pub async fn record_nonce(&self, nonce: &PendingNonce) -> Result<(), ApiError> {
+    /// Records a verified request's nonce: `409 request_replayed` if it was used already.
+    pub(crate) async fn record_nonce(&self, nonce: &PendingNonce) -> Result<(), ApiError> {
         let n = nonce.to_use();
         if self
             .ports
@@ -146,15 +168,16 @@ impl PaymentService {
         }
     }
 
-    /// [`authenticate`](Self::authenticate) up to the signature, leaving the nonce of a signed
-    /// request to the caller, who must record it before acting on the request: a create passes
-    /// it to [`create_payment_with_nonce`](Self::create_payment_with_nonce), which records it
-    /// in the same store write as the payment.
-    pub async fn authenticate_deferring_nonce(
+    /// Authenticates a request in the order of the decisions record: token (and scope), IP
+    /// allow-list, then `rate_limit` (called with the project; it answers `429` when the
+    /// project is over its limit), then signature and digest. The nonce of a signed request
+    /// travels in the returned [`Authenticated`] and is recorded by the operation that
+    /// consumes it.
+    pub async fn authenticate(
         &self,
         req: &AuthRequest<'_>,
         rate_limit: impl FnOnce(&Project) -> Result<(), ApiError>,
-    ) -> Result<(AuthContext, Option<PendingNonce>), ApiError> {
+    ) -> Result<Authenticated, ApiError> {
         let cfg = &self.auth;
         let store = &self.ports.store;
         let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
@@ -216,10 +239,18 @@ impl PaymentService {
             .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
             .filter_map(|(_, v)| std::str::from_utf8(v).ok())
             .collect();
-        let client = client_ip(req.peer, &xff, &cfg.trusted_proxies);
+        let client = req
+            .peer
+            .map(|peer| client_ip(peer, &xff, &cfg.trusted_proxies));
         if !project.ip_allow_list.is_empty() {
             let list = IpAllowList::parse(project.ip_allow_list.iter().map(String::as_str))
                 .map_err(|e| ApiError::internal(format!("stored allow-list is invalid: {e}")))?;
+            let client = client.ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::IpNotAllowed,
+                    "the server does not know the client address, and the project has an IP allow-list",
+                )
+            })?;
             list.check(client)?;
         }
 
@@ -261,8 +292,8 @@ impl PaymentService {
                 now,
             });
         }
-        Ok((
-            AuthContext {
+        Ok(Authenticated {
+            ctx: AuthContext {
                 token,
                 merchant,
                 client_ip: client,
@@ -270,7 +301,7 @@ impl PaymentService {
                 payment: payment.filter(|p| p.project_id == project.id),
                 project,
             },
-            pending,
-        ))
+            nonce: pending,
+        })
     }
 }

@@ -2,12 +2,12 @@
 
 use futures_util::future::{select, Either};
 
-use super::auth::{replayed, PendingNonce};
+use super::auth::{replayed, Authenticated, PendingNonce};
 use super::PaymentService;
 use crate::bank::Bank;
 use crate::clock::Timestamp;
 use crate::ids::PaymentId;
-use crate::payment::{Flow, Payment, PaymentErrorCode, PaymentStatus, Requisites};
+use crate::payment::{Currency, Flow, Payment, PaymentErrorCode, PaymentStatus, Requisites};
 use crate::project::{Merchant, Project};
 use crate::provider::{ProviderOutcome, RequisiteRequest};
 use crate::request::CreatePayment;
@@ -36,33 +36,24 @@ pub struct CreateOutcome {
 }
 
 impl PaymentService {
-    /// Creates a payment from a body whose request already passed authentication, signature
-    /// and nonce checks. The order of checks after that: body validation, idempotency, then
-    /// business rules (bank, contract, rate, provider). Everything before the insert takes
-    /// nothing; after it, the `merchant_payment_id` is taken.
-    pub async fn create_payment(
-        &self,
-        project: &Project,
-        merchant: &Merchant,
-        body: &[u8],
-    ) -> Result<CreateOutcome, ApiError> {
-        self.create_payment_with_nonce(project, merchant, body, None)
-            .await
-    }
-
-    /// [`create_payment`](Self::create_payment) for a request authenticated by
-    /// [`authenticate_deferring_nonce`](Self::authenticate_deferring_nonce): the nonce is
-    /// recorded in the same store write as the payment ([`Store::admit_create`]), still before
-    /// anything else counts, so a replay is `401 request_replayed` whatever its body.
+    /// `POST /api/v1/payments`: creates a payment from the body of an authenticated request.
+    ///
+    /// The request's nonce is recorded in the same store write as the payment
+    /// ([`Store::admit_create`]), before anything else counts, so a replay is
+    /// `409 request_replayed` whatever its body. Then, in order: body validation, idempotency
+    /// (the same `merchant_payment_id` answers the existing payment, or `409` for a different
+    /// request), and the business rules (paused merchant or project, bank, contract, rate
+    /// within its budget, the requisite provider within its budget). Everything before the
+    /// insert takes nothing; after it, the `merchant_payment_id` is taken.
     ///
     /// [`Store::admit_create`]: crate::store::Store::admit_create
-    pub async fn create_payment_with_nonce(
+    pub async fn create_payment(
         &self,
-        project: &Project,
-        merchant: &Merchant,
+        auth: Authenticated,
         body: &[u8],
-        nonce: Option<PendingNonce>,
     ) -> Result<CreateOutcome, ApiError> {
+        let (ctx, nonce) = auth.into_parts();
+        let (project, merchant) = (&ctx.project, &ctx.merchant);
         let req = match CreatePayment::parse(body, self.config.callback_policy) {
             Ok(req) => req,
             Err(e) => {
@@ -220,12 +211,7 @@ impl PaymentService {
                 format!("no exchange rate for {}", req.currency),
             )
         };
-        let course = self
-            .ports
-            .rates
-            .course(req.currency)
-            .await
-            .ok_or_else(no_rate)?;
+        let course = self.course(req.currency).await.ok_or_else(no_rate)?;
         let course = Course::new(course).map_err(|_| no_rate())?;
         let pricing = Pricing {
             course,
@@ -262,6 +248,17 @@ impl PaymentService {
             fingerprint: fingerprint.to_string(),
         };
         Ok((payment, pricing))
+    }
+
+    /// The rate source's answer within its budget; no answer in time is no rate
+    /// (`422 payment_rate_unavailable`), so a slow rate API cannot hold creates without limit.
+    async fn course(&self, currency: Currency) -> Option<rust_decimal::Decimal> {
+        let call = self.ports.rates.course(currency);
+        let budget = self.ports.clock.sleep(self.config.rate_budget);
+        match select(call, budget).await {
+            Either::Left((course, _)) => course,
+            Either::Right(((), _)) => None,
+        }
     }
 
     /// The provider call within its budget; no answer in time is ambiguous.

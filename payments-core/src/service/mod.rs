@@ -4,6 +4,7 @@
 mod auth;
 mod create;
 mod operate;
+mod operator;
 mod provision;
 
 use std::sync::Arc;
@@ -11,9 +12,11 @@ use std::time::Duration;
 
 use crate::bank::BankCatalog;
 use crate::callback::address::AddressPolicy;
+use crate::callback::resolve_destination;
 use crate::callback::RetrySchedule;
 use crate::clock::Clock;
-use crate::event::{DeliveryState, EventKind, OutboxEvent};
+use crate::clock::Timestamp;
+use crate::event::{DeliveryAttempt, DeliveryState, EventKind, OutboxEvent};
 use crate::ids::PaymentId;
 use crate::payment::Payment;
 use crate::project::{AuditRecord, Merchant, Project};
@@ -23,9 +26,10 @@ use crate::store::{PaymentChange, Store, StoreError};
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
-pub use auth::{AuthConfig, AuthContext, AuthRequest, PendingNonce};
+pub use auth::{AuthConfig, AuthContext, AuthRequest, Authenticated};
 pub use create::{CreateOutcome, CreateStatus};
 pub use operate::{Actor, OperationResult, SweepReport};
+pub use operator::OPERATOR_TOKEN_SETTING;
 pub use provision::{
     contract_from_json, project_json, project_value, secrets_from_records, NewToken, ProjectPatch,
     MAX_LIFETIME,
@@ -39,6 +43,8 @@ pub struct ServiceConfig {
     /// The requisite provider's time budget (15 s): no answer in time is
     /// `provider_result_ambiguous`.
     pub provider_budget: Duration,
+    /// The rate source's time budget: no answer in time is `422 payment_rate_unavailable`.
+    pub rate_budget: Duration,
     /// How long a duplicate create waits for the first one's provider call.
     pub duplicate_wait: Duration,
     /// How often a waiting duplicate re-reads the payment.
@@ -53,6 +59,7 @@ impl Default for ServiceConfig {
         ServiceConfig {
             callback_policy: AddressPolicy::default(),
             provider_budget: Duration::from_secs(15),
+            rate_budget: Duration::from_secs(3),
             duplicate_wait: Duration::from_secs(16),
             duplicate_poll: Duration::from_millis(20),
             retry: RetrySchedule::default(),
@@ -83,12 +90,30 @@ impl std::fmt::Debug for Ports {
     }
 }
 
+/// Told after a change that queued a callback event has committed, so that a dispatcher
+/// waiting for work delivers it at once instead of at its next poll. The HTTP adapter's
+/// `AppState` installs one that wakes its dispatcher; without one, events wait for the poll.
+pub trait OutboxWaker: Send + Sync {
+    /// An event was committed to the outbox.
+    fn wake(&self);
+}
+
 /// The payment service.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PaymentService {
     ports: Ports,
     config: ServiceConfig,
     auth: AuthConfig,
+    waker: Option<Arc<dyn OutboxWaker>>,
+}
+
+impl std::fmt::Debug for PaymentService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PaymentService")
+            .field("config", &self.config)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `404 payment_not_found`: no such payment in the caller's project (also for an id that
@@ -104,7 +129,16 @@ impl PaymentService {
             ports,
             config,
             auth,
+            waker: None,
         }
+    }
+
+    /// The service telling `waker` about every callback event it commits (see
+    /// [`OutboxWaker`]).
+    #[must_use]
+    pub fn with_outbox_waker(mut self, waker: Arc<dyn OutboxWaker>) -> Self {
+        self.waker = Some(waker);
+        self
     }
 
     /// The authentication settings.
@@ -170,6 +204,11 @@ impl PaymentService {
                 audit,
             })
             .await?;
+        if outbox.is_some() {
+            if let Some(waker) = &self.waker {
+                waker.wake();
+            }
+        }
         Ok(outbox)
     }
 
@@ -200,16 +239,13 @@ impl PaymentService {
         project: &Project,
         merchant: &Merchant,
     ) -> Option<OutboxEvent> {
-        let destination = payment
-            .callback_url
-            .as_ref()
-            .or(project.callback_url.as_ref())
-            .or(merchant.callback_url.as_ref())?
-            .clone();
-        let max_attempts = match ev.kind {
-            EventKind::ManualResend => 1,
-            _ => self.config.retry.max_attempts(),
-        };
+        let destination = resolve_destination(
+            payment.callback_url.as_ref(),
+            project.callback_url.as_ref(),
+            merchant.callback_url.as_ref(),
+        )?
+        .clone();
+        let max_attempts = self.attempts_for(ev.kind);
         Some(OutboxEvent {
             event: ev.clone(),
             destination,
@@ -218,6 +254,48 @@ impl PaymentService {
             max_attempts,
             next_attempt_at: Some(ev.created_at),
         })
+    }
+
+    /// How many attempts an event of `kind` gets: a manual resend one, an automatic event one
+    /// plus one per delay of the retry schedule. Frozen on the event when it is queued.
+    fn attempts_for(&self, kind: EventKind) -> u32 {
+        match kind {
+            EventKind::ManualResend => 1,
+            _ => self.config.retry.max_attempts(),
+        }
+    }
+
+    /// When the attempt after `attempt` is due: `None` ends the event (delivered on success,
+    /// failed once its attempts are used up, and a manual resend after its one attempt
+    /// whatever its row says); otherwise the retry schedule's next delay after the start of
+    /// this attempt.
+    pub fn next_attempt_at(
+        &self,
+        event: &OutboxEvent,
+        attempt: &DeliveryAttempt,
+    ) -> Option<Timestamp> {
+        let allowed = event.max_attempts.min(self.attempts_for(event.event.kind));
+        if attempt.success || attempt.attempt >= allowed {
+            return None;
+        }
+        self.config
+            .retry
+            .next_attempt_at(attempt.attempt, attempt.started_at)
+    }
+
+    /// Records a delivery attempt of `event` with the time of the next one
+    /// ([`next_attempt_at`](Self::next_attempt_at)), and returns that time.
+    pub async fn record_attempt(
+        &self,
+        event: &OutboxEvent,
+        attempt: &DeliveryAttempt,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let next = self.next_attempt_at(event, attempt);
+        self.ports
+            .store
+            .record_attempt(event.event.event_id, attempt, next)
+            .await?;
+        Ok(next)
     }
 
     /// Applies a trigger with the state machine and commits it, re-reading and retrying when

@@ -1,12 +1,12 @@
 //! Payment operations (operator actions, sandbox test helpers) and the lifecycle sweep
 //! (expiry, stuck creates). Every one goes through the one transition function.
 
-use super::PaymentService;
+use super::{Authenticated, PaymentService};
 use crate::amount::Amount;
 use crate::event::OutboxEvent;
 use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentErrorCode, PaymentStatus};
-use crate::project::{AuditRecord, Project};
+use crate::project::AuditRecord;
 use crate::store::StoreError;
 use crate::transition::{self, Trigger};
 use crate::{ApiError, ErrorCode};
@@ -79,37 +79,37 @@ impl PaymentService {
         Ok(OperationResult { payment, event })
     }
 
-    /// Sandbox test helper: completes a test payment of `project` that is `processing`
-    /// (optionally with another amount). Anything else is `409 invalid_transition`.
+    /// Sandbox test helper (`POST /api/v1/test/payments/{id}/complete`): completes a test
+    /// payment of the caller's project that is `processing` (optionally with another amount).
+    /// Anything else is `409 invalid_transition`. Records the request's nonce first.
     pub async fn test_complete(
         &self,
-        project: &Project,
+        auth: Authenticated,
         id: &str,
         amount: Option<Amount>,
-        actor: &Actor,
     ) -> Result<Payment, ApiError> {
-        self.test_action(project, id, Trigger::Confirm { amount }, actor)
+        self.test_action(auth, id, Trigger::Confirm { amount })
             .await
     }
 
-    /// Sandbox test helper: cancels a test payment of `project` that is `processing`.
-    pub async fn test_cancel(
-        &self,
-        project: &Project,
-        id: &str,
-        actor: &Actor,
-    ) -> Result<Payment, ApiError> {
-        self.test_action(project, id, Trigger::Cancel, actor).await
+    /// Sandbox test helper (`POST /api/v1/test/payments/{id}/cancel`): cancels a test payment
+    /// of the caller's project that is `processing`. Records the request's nonce first.
+    pub async fn test_cancel(&self, auth: Authenticated, id: &str) -> Result<Payment, ApiError> {
+        self.test_action(auth, id, Trigger::Cancel).await
     }
 
     async fn test_action(
         &self,
-        project: &Project,
+        auth: Authenticated,
         id: &str,
         trigger: Trigger,
-        actor: &Actor,
     ) -> Result<Payment, ApiError> {
-        let payment = self.payment_of_project(project, id).await?;
+        let ctx = self.accept(auth).await?;
+        let actor = Actor(format!(
+            "project:{} token:{}",
+            ctx.project.id, ctx.token.prefix
+        ));
+        let payment = self.payment_of_project(&ctx.project, id).await?;
         let name = trigger.name();
         let check = |p: &Payment| {
             if !p.is_test() {
@@ -143,6 +143,13 @@ impl PaymentService {
             })
             .await?;
         Ok(payment)
+    }
+
+    /// Deletes the used nonces whose retention ended (a replay of them fails on its expired
+    /// signature anyway); returns how many. The sweeper calls it about once a minute.
+    pub async fn purge_nonces(&self) -> Result<u64, ApiError> {
+        let now = self.ports.clock.now();
+        Ok(self.ports.store.purge_nonces(now).await?)
     }
 
     /// One pass of the lifecycle sweeper: cancels `processing` payments whose lifetime ran out

@@ -98,18 +98,49 @@ impl Clock for ManualClock {
             st.sleepers.insert(id, (deadline, None));
             (id, deadline)
         };
-        Box::pin(std::future::poll_fn(move |cx| {
-            let mut st = inner
-                .lock()
-                .expect("clock lock is never held across a panic");
-            if st.now >= deadline {
-                st.sleepers.remove(&id);
-                std::task::Poll::Ready(())
-            } else {
-                st.sleepers.insert(id, (deadline, Some(cx.waker().clone())));
-                std::task::Poll::Pending
-            }
-        }))
+        Box::pin(ManualSleep {
+            inner,
+            id,
+            deadline,
+        })
+    }
+}
+
+/// A timer of [`ManualClock`]; dropping it before it fires forgets its deadline, so
+/// [`ManualClock::next_deadline`] names only timers someone still waits for.
+struct ManualSleep {
+    inner: Arc<Mutex<ClockState>>,
+    id: u64,
+    deadline: Timestamp,
+}
+
+impl std::future::Future for ManualSleep {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let mut st = self
+            .inner
+            .lock()
+            .expect("clock lock is never held across a panic");
+        if st.now >= self.deadline {
+            st.sleepers.remove(&self.id);
+            std::task::Poll::Ready(())
+        } else {
+            st.sleepers
+                .insert(self.id, (self.deadline, Some(cx.waker().clone())));
+            std::task::Poll::Pending
+        }
+    }
+}
+
+impl Drop for ManualSleep {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.inner.lock() {
+            st.sleepers.remove(&self.id);
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! Test support for embedders (feature `testing`): an in-memory store, a manual clock, a seeded
 //! random source, proptest strategies and the store contract suite every adapter runs.
 
+pub mod caller;
 pub mod clock;
 pub mod contract;
 pub mod memory;
 pub mod strategies;
 
+pub use caller::TestCaller;
 pub use clock::{ManualClock, SeededRandom};
 pub use memory::MemoryStore;

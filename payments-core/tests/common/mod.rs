@@ -26,11 +26,12 @@ use payments_core::provider::{
     IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
 };
 use payments_core::request::CreatePayment;
+use payments_core::service::CreateOutcome;
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::settlement::{Course, FeePercent, Pricing};
 use payments_core::store::{DirectoryStore, Store};
-use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
-use payments_core::{MerchantId, PaymentId, ProjectId, Timestamp};
+use payments_core::testing::{ManualClock, MemoryStore, SeededRandom, TestCaller};
+use payments_core::{ApiError, MerchantId, PaymentId, ProjectId, Timestamp};
 
 /// 2026-10-01T12:00:00.000Z.
 pub const T_CREATED: i64 = 1_790_856_000_000;
@@ -251,6 +252,9 @@ pub struct Harness {
     pub rates: Arc<TestRates>,
     pub catalog: Arc<BankCatalog>,
     pub service: PaymentService,
+    /// Each added project's credentials: every request of these tests is signed and goes
+    /// through `PaymentService::authenticate`, as over HTTP.
+    pub callers: Mutex<HashMap<ProjectId, Arc<TestCaller>>>,
 }
 
 impl Harness {
@@ -268,6 +272,7 @@ impl Harness {
             rates,
             catalog,
             service,
+            callers: Mutex::new(HashMap::new()),
         }
     }
 
@@ -306,12 +311,57 @@ impl Harness {
         );
     }
 
-    /// Stores a merchant and a project.
+    /// Stores a merchant and a project, with a token and a key for the project.
     pub fn add(&self, merchant: &Merchant, project: &Project) {
         futures_executor::block_on(async {
             self.store.put_merchant(merchant).await.unwrap();
             self.store.put_project(project).await.unwrap();
         });
+        let mut callers = self.callers.lock().unwrap();
+        if !callers.contains_key(&project.id) {
+            let seed = callers.len() as u64 + 1;
+            let caller =
+                futures_executor::block_on(TestCaller::provision(&self.service, project.id, seed));
+            callers.insert(project.id, Arc::new(caller));
+        }
+    }
+
+    /// The credentials of a project stored with [`Harness::add`].
+    pub fn caller(&self, project: ProjectId) -> Arc<TestCaller> {
+        self.callers
+            .lock()
+            .unwrap()
+            .get(&project)
+            .cloned()
+            .expect("the project was added with Harness::add")
+    }
+
+    /// A signed create for `project`, authenticated and then created.
+    pub async fn create(&self, project: ProjectId, body: &[u8]) -> Result<CreateOutcome, ApiError> {
+        self.caller(project).create(&self.service, body).await
+    }
+
+    /// The sandbox test helper `complete` for payment `id`, signed by `project`'s caller.
+    pub async fn test_complete(
+        &self,
+        project: ProjectId,
+        id: &str,
+        amount: Option<Amount>,
+    ) -> Result<Payment, ApiError> {
+        let auth = self
+            .caller(project)
+            .test_helper(&self.service, id, "complete")
+            .await?;
+        self.service.test_complete(auth, id, amount).await
+    }
+
+    /// The sandbox test helper `cancel` for payment `id`, signed by `project`'s caller.
+    pub async fn test_cancel(&self, project: ProjectId, id: &str) -> Result<Payment, ApiError> {
+        let auth = self
+            .caller(project)
+            .test_helper(&self.service, id, "cancel")
+            .await?;
+        self.service.test_cancel(auth, id).await
     }
 
     pub fn advance(&self, d: Duration) {

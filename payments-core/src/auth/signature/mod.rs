@@ -339,9 +339,9 @@ impl SignatureError {
     pub fn into_api_error(self, env: Environment) -> ApiError {
         let mut api = ApiError::new(ErrorCode::SignatureInvalid, self.failure.to_string());
         if env == Environment::Sandbox {
-            api.signature_base = self.signature_base;
+            api.signature_base = self.signature_base.clone();
         }
-        api
+        api.with_cause(crate::error::ErrorCause::Signature(self))
     }
 }
 
