@@ -22,7 +22,8 @@ const ECHO_LIMIT: usize = 64;
 /// upper case. Parsing accepts either case.
 ///
 /// Serializes as the upper-case string (`"RU"`); deserializes by [`CountryCode::parse`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// `Debug` shows the letters: `CountryCode(RU)`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CountryCode([u8; 2]);
 
 impl CountryCode {
@@ -43,6 +44,12 @@ impl CountryCode {
     /// The code in upper case.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("constructed only from ASCII letters")
+    }
+}
+
+impl fmt::Debug for CountryCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CountryCode({})", self.as_str())
     }
 }
 
@@ -412,6 +419,20 @@ mod tests {
 
     fn catalog() -> BankCatalog {
         BankCatalog::embedded()
+    }
+
+    #[test]
+    fn country_code_debug_shows_the_letters() {
+        assert_eq!(format!("{:?}", CountryCode::RU), "CountryCode(RU)");
+        assert_eq!(format!("{:?}", cc("kz")), "CountryCode(KZ)");
+        let catalog = catalog();
+        let bank = catalog
+            .resolve("Сбербанк", CountryCode::RU)
+            .expect("in catalog");
+        assert!(
+            format!("{bank:?}").contains("country: CountryCode(RU)"),
+            "{bank:?}"
+        );
     }
 
     fn resolved(bank_code: &str, geo: &str) -> (String, String) {

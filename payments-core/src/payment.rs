@@ -156,7 +156,9 @@ impl fmt::Display for PaymentMethod {
 }
 
 /// A currency code: three upper-case ASCII letters (ISO 4217 form).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// `Debug` shows the letters: `Currency(RUB)`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Currency([u8; 3]);
 
 impl Currency {
@@ -176,6 +178,12 @@ impl Currency {
     /// The code.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("constructed only from ASCII letters")
+    }
+}
+
+impl fmt::Debug for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Currency({})", self.as_str())
     }
 }
 
@@ -400,5 +408,18 @@ impl Serialize for PaymentView<'_> {
         m.serialize_entry("updated_at", &p.updated_at)?;
         m.serialize_entry("expires_at", &p.expires_at)?;
         m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn currency_debug_shows_the_code() {
+        assert_eq!(format!("{:?}", Currency::RUB), "Currency(RUB)");
+        let usd = Currency::parse("USD").expect("three upper-case letters");
+        assert_eq!(format!("{usd:?}"), "Currency(USD)");
+        assert_eq!(format!("{:?}", Some(usd)), "Some(Currency(USD))");
     }
 }

@@ -287,6 +287,68 @@ pub enum AdmitOutcome {
 }
 
 /// Everything the service needs from storage.
+///
+/// The service holds an `Arc<dyn Store>` and relies on the store for uniqueness
+/// (`(project, merchant_payment_id)`, nonces), for writing a payment change together with its
+/// outbox event and audit record in one transaction, and for optimistic concurrency
+/// ([`StoreError::Conflict`] when the stored version is not the expected one).
+///
+/// # Implementing a store
+///
+/// The documented semantics of every method are checked by the store contract suite,
+/// `payments_core::testing::contract` (feature `testing`). An adapter runs it from its own
+/// tests against a fresh store per check: `contract::run_all(|| MyStore::new())`, or, when
+/// making a store awaits (connecting, migrating), `contract::run_all_async(|| async { ... })`.
+/// `payments_core::testing::MemoryStore` is the reference implementation and
+/// `payments-store-sqlite` passes the same suite (`payments-store-sqlite/tests/contract.rs`).
+///
+/// # Example
+///
+/// Code over the port works with any store; with the `testing` feature it runs here against
+/// the in-memory store, which then runs the contract suite.
+///
+/// ```
+/// use payments_core::payment::Payment;
+/// use payments_core::store::{InsertOutcome, Store, StoreError};
+///
+/// /// The payment stored under `payment`'s merchant payment id: `payment` itself when the id
+/// /// was free, else the payment that took it first.
+/// async fn insert_or_existing(store: &dyn Store, payment: &Payment) -> Result<Payment, StoreError> {
+///     Ok(match store.insert_payment(payment).await? {
+///         InsertOutcome::Inserted => payment.clone(),
+///         InsertOutcome::Existing(first) => first,
+///     })
+/// }
+///
+/// #[cfg(feature = "testing")]
+/// futures_executor::block_on(async {
+///     use std::time::Duration;
+///
+///     use payments_core::payment::{Flow, PaymentMethod};
+///     use payments_core::testing::{contract, fixtures, MemoryStore};
+///     use payments_core::Timestamp;
+///
+///     let store = MemoryStore::new();
+///     let at = Timestamp::from_unix_secs(1_790_856_000);
+///     let payment = |n: u128, amount: &str| {
+///         fixtures::payment(
+///             contract::payment_id(n),
+///             contract::project_id(1),
+///             &fixtures::request("order-1001", amount, PaymentMethod::Sbp),
+///             Flow::RuntimeLive,
+///             at,
+///             Duration::from_secs(15 * 60),
+///         )
+///     };
+///     let first = insert_or_existing(&store, &payment(1, "3400")).await.unwrap();
+///     // Another payment with the same merchant payment id gets the first one back.
+///     let again = insert_or_existing(&store, &payment(2, "3400")).await.unwrap();
+///     assert_eq!(again, first);
+///
+///     // Every adapter passes the same suite.
+///     contract::run_all(MemoryStore::new).await
+/// });
+/// ```
 #[async_trait]
 pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + AuditStore {
     /// A cheap check that the store answers (for `/readyz`).

@@ -128,6 +128,101 @@ impl From<TransitionError> for ApiError {
 /// Applies `trigger` to `payment` at `now`. Returns the new payment and, where the spec says so,
 /// a callback event with a fresh `event_id` from `rng`; an illegal trigger is an error, never a
 /// panic. The caller decides the destination (and drops the event if there is none).
+///
+/// `payment` is not changed: the caller stores [`Transition::payment`] and the event together
+/// (one store transaction, [`PaymentChange`](crate::store::PaymentChange)), expecting the
+/// version it read.
+///
+/// # Example
+///
+/// A `processing` payment whose lifetime runs out: expiring it early is refused, at
+/// `expires_at` it is `canceled` with a callback; a test payment gets none; a manual resend
+/// queues an event without changing the payment.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # use payments_core::callback::address::AddressPolicy;
+/// # use payments_core::request::CreatePayment;
+/// # use payments_core::{PaymentId, ProjectId, RandomSource, Timestamp};
+/// # struct Zeros;
+/// # impl RandomSource for Zeros {
+/// #     fn fill(&self, buf: &mut [u8]) { buf.fill(0) }
+/// # }
+/// # let rng = Zeros;
+/// # let body = br#"{"merchant_payment_id":"order-1001","amount":"3400","payment_method":"sbp"}"#;
+/// # let request = CreatePayment::parse(body, AddressPolicy::STRICT)?;
+/// # let created_at = Timestamp::from_unix_secs(1_790_856_000);
+/// # let created = Payment {
+/// #     id: PaymentId::from_uuid(uuid::Uuid::from_u128(1)),
+/// #     project_id: ProjectId::from_uuid(uuid::Uuid::from_u128(2)),
+/// #     merchant_payment_id: request.merchant_payment_id.clone(),
+/// #     flow: Flow::RuntimeLive,
+/// #     status: PaymentStatus::Created,
+/// #     amount: request.amount,
+/// #     initial_amount: request.amount,
+/// #     currency: request.currency,
+/// #     geo_code: request.geo_code,
+/// #     payment_method: request.payment_method,
+/// #     is_intrabank: false,
+/// #     bank_code: None,
+/// #     callback_url: None,
+/// #     requisites: None,
+/// #     pricing: None,
+/// #     failure: None,
+/// #     appeal_from: None,
+/// #     created_at,
+/// #     updated_at: created_at,
+/// #     expires_at: created_at + Duration::from_secs(15 * 60),
+/// #     version: 1,
+/// #     fingerprint: request.fingerprint(None),
+/// # };
+/// use std::time::Duration;
+///
+/// use payments_core::event::EventKind;
+/// use payments_core::payment::{Flow, Payment, PaymentStatus, Requisites};
+/// use payments_core::settlement::{Course, FeePercent, Pricing};
+/// use payments_core::transition::{apply, Trigger};
+/// use rust_decimal::Decimal;
+///
+/// // `created` is a payment just accepted at `created_at` with a 15-minute lifetime.
+/// let issued = Trigger::RequisitesIssued {
+///     requisites: Requisites {
+///         requisite: "+79000000001".into(),
+///         holder_name: "Мария Алексеевна К.".into(),
+///         bank: None,
+///         qrcode_link: None,
+///         deeplink_url: None,
+///     },
+///     pricing: Pricing {
+///         course: Course::new(Decimal::from(100))?,
+///         fee_percent: FeePercent::new(Decimal::from(11))?,
+///     },
+/// };
+/// let processing = apply(&created, issued, created_at + Duration::from_secs(2), &rng)?.payment;
+/// assert_eq!((processing.status, processing.version), (PaymentStatus::Processing, 2));
+///
+/// let early = apply(&processing, Trigger::Expire, processing.expires_at - Duration::from_secs(1), &rng);
+/// assert_eq!(
+///     early.unwrap_err().to_string(),
+///     "cannot expire a payment in status processing: the payment's lifetime has not run out"
+/// );
+///
+/// let expired = apply(&processing, Trigger::Expire, processing.expires_at, &rng)?;
+/// assert_eq!((expired.from, expired.payment.status), (PaymentStatus::Processing, PaymentStatus::Canceled));
+/// assert_eq!(expired.event.as_ref().map(|e| e.kind), Some(EventKind::Automatic));
+///
+/// // A project test payment: the same change, no automatic callback.
+/// let test = Payment { flow: Flow::ProjectTest, ..processing.clone() };
+/// assert!(apply(&test, Trigger::Expire, test.expires_at, &rng)?.event.is_none());
+///
+/// // Support resends the callback of the closed payment: an event, no change.
+/// let resend = apply(&expired.payment, Trigger::ResendCallback, expired.payment.expires_at, &rng)?;
+/// assert!(!resend.changed);
+/// assert_eq!(resend.payment, expired.payment);
+/// assert_eq!(resend.event.map(|e| e.kind), Some(EventKind::ManualResend));
+/// # Ok(())
+/// # }
+/// ```
 pub fn apply(
     payment: &Payment,
     trigger: Trigger,

@@ -1,6 +1,32 @@
 //! The single writer: one thread owns the read-write connection, takes write requests from a
 //! channel and commits every request queued at that moment in one transaction (group commit).
 //! Each request runs in its own SAVEPOINT, so a failing request is rolled back alone.
+//!
+//! # Invariants
+//!
+//! - **One writer.** The store's only read-write connection lives on the `sqlite-writer`
+//!   thread; every write of the store is a job queued to it. Readers use their own read-only
+//!   connections and see committed state only. (Another process on the same file, such as a
+//!   `payments-server` subcommand, writes through its own connection; SQLite's lock and
+//!   `BEGIN IMMEDIATE` serialise the two.)
+//! - **Group commit.** A batch is the first queued job plus whatever else is queued at that
+//!   moment, up to `max_batch`, run in queue order inside one `BEGIN IMMEDIATE ... COMMIT`.
+//!   A job sees the writes of the kept jobs before it in its batch.
+//! - **No answer before the commit.** A caller gets `Ok` only when its job succeeded and the
+//!   batch's `COMMIT` did. If the batch fails (a statement of the batch itself, the `COMMIT`, or
+//!   SQLite rolling the transaction back on its own), nothing of it is written and every job
+//!   that did not fail by itself gets that error; the connection is rolled back out of the
+//!   transaction before the next batch.
+//! - **A failed job leaves nothing.** A job that returns an error or panics is rolled back to
+//!   its savepoint; the other jobs of the batch are unaffected and the writer goes on. Its
+//!   caller gets the job's own error whatever the batch did (after a panic: `Unavailable`, or
+//!   the batch's error if the batch failed too).
+//! - **A dropped caller does not cancel.** Once queued, a job runs and commits even if the
+//!   caller's future was dropped; a cancelled write may have happened.
+//! - **Closing drains.** [`Writer::close`] stops new writes (`the store is closed`) and commits
+//!   everything already queued before the thread ends. If the thread ends otherwise, the
+//!   writer reports itself dead ([`Writer::is_alive`]) and waiting callers get
+//!   [`StoreError::Unavailable`].
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};

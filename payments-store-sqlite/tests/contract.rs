@@ -9,12 +9,19 @@ use payments_store_sqlite::{SqliteOptions, SqliteStore};
 async fn sqlite_meets_the_store_contract() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let n = AtomicUsize::new(0);
-    // A fresh database file for every check.
-    contract::run_all(|| {
+    // A fresh database file for every check. Opening one creates the file and runs the
+    // migrations, blocking work that an async caller hands to the blocking pool: the
+    // suite's async setup.
+    contract::run_all_async(|| {
         let file = dir
             .path()
             .join(format!("check-{}.db", n.fetch_add(1, Ordering::Relaxed)));
-        SqliteStore::open(file, SqliteOptions::default()).expect("open a fresh database")
+        async move {
+            tokio::task::spawn_blocking(move || SqliteStore::open(file, SqliteOptions::default()))
+                .await
+                .expect("opening does not panic")
+                .expect("open a fresh database")
+        }
     })
     .await;
     assert_eq!(

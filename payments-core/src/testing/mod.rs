@@ -1,9 +1,11 @@
 //! Test support for embedders (feature `testing`): an in-memory store, a manual clock, a seeded
-//! random source, proptest strategies and the store contract suite every adapter runs.
+//! random source, payment fixtures, proptest strategies and the store contract suite every
+//! adapter runs.
 
 pub mod caller;
 pub mod clock;
 pub mod contract;
+pub mod fixtures;
 pub mod memory;
 pub mod strategies;
 

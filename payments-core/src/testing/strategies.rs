@@ -27,6 +27,7 @@ use crate::payment::{
 };
 use crate::request::CreatePayment;
 use crate::settlement::{Course, FeePercent, Pricing};
+use crate::testing::fixtures;
 use crate::transition::{RecheckOutcome, Trigger};
 
 /// Amounts that generated payments and triggers share, so that equal amounts (also written
@@ -224,40 +225,23 @@ pub fn created_payment() -> impl Strategy<Value = Payment> {
                         .expect("CALLBACK_URLS are valid public https URLs")
                 });
                 let request = CreatePayment {
-                    merchant_payment_id: merchant_payment_id.clone(),
+                    merchant_payment_id,
                     amount,
                     payment_method,
                     currency: Currency::RUB,
                     geo_code: CountryCode::RU,
                     bank_code: bank.map(str::to_string),
                     is_intrabank,
-                    callback_url: callback_url.clone(),
+                    callback_url,
                 };
-                let created_at = Timestamp::from_unix_millis(created);
-                Payment {
+                fixtures::payment(
                     id,
                     project_id,
-                    merchant_payment_id,
+                    &request,
                     flow,
-                    status: PaymentStatus::Created,
-                    amount,
-                    initial_amount: amount,
-                    currency: Currency::RUB,
-                    geo_code: CountryCode::RU,
-                    payment_method,
-                    is_intrabank,
-                    bank_code: bank.map(str::to_string),
-                    callback_url,
-                    requisites: None,
-                    pricing: None,
-                    failure: None,
-                    appeal_from: None,
-                    created_at,
-                    updated_at: created_at,
-                    expires_at: created_at + Duration::from_millis(lifetime_ms),
-                    version: 1,
-                    fingerprint: request.fingerprint(bank),
-                }
+                    Timestamp::from_unix_millis(created),
+                    Duration::from_millis(lifetime_ms),
+                )
             },
         )
 }

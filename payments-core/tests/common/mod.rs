@@ -1,4 +1,4 @@
-//! Shared support of the integration tests: a hand-written fixture payment, a deterministic
+//! Shared support of the integration tests: the fixture payment, a deterministic
 //! requisite provider, a settable rate source, and a service harness over the in-memory store.
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -15,22 +15,18 @@ use uuid::Uuid;
 
 use payments_core::amount::Amount;
 use payments_core::auth::Environment;
-use payments_core::bank::{BankCatalog, CountryCode};
+use payments_core::bank::BankCatalog;
 use payments_core::callback::address::AddressPolicy;
 use payments_core::callback::destination::CallbackUrl;
-use payments_core::payment::{
-    Currency, Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus, Requisites,
-};
+use payments_core::payment::{Currency, Flow, Payment, PaymentMethod, Requisites};
 use payments_core::project::{Contract, Merchant, MethodTerms, Project, RateLimit};
 use payments_core::provider::{
     IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
 };
-use payments_core::request::CreatePayment;
-use payments_core::service::CreateOutcome;
-use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
+use payments_core::service::{AuthConfig, CreateOutcome, PaymentService, Ports, ServiceConfig};
 use payments_core::settlement::{Course, FeePercent, Pricing};
 use payments_core::store::{DirectoryStore, Store};
-use payments_core::testing::{ManualClock, MemoryStore, SeededRandom, TestCaller};
+use payments_core::testing::{fixtures, ManualClock, MemoryStore, SeededRandom, TestCaller};
 use payments_core::{ApiError, MerchantId, PaymentId, ProjectId, Timestamp};
 
 /// 2026-10-01T12:00:00.000Z.
@@ -87,41 +83,14 @@ pub fn requisites() -> Requisites {
 /// `0e1d2c3b-4a59-4687-9a1b-2c3d4e5f6a7b`, `order-1001`, 3400 RUB by `sbp`, created
 /// 2026-10-01T12:00:00Z with a 15-minute lifetime, live.
 pub fn fixture() -> Payment {
-    let mpid = MerchantPaymentId::parse("order-1001").unwrap();
-    let request = CreatePayment {
-        merchant_payment_id: mpid.clone(),
-        amount: amount("3400"),
-        payment_method: PaymentMethod::Sbp,
-        currency: Currency::RUB,
-        geo_code: CountryCode::RU,
-        bank_code: None,
-        is_intrabank: false,
-        callback_url: None,
-    };
-    Payment {
-        id: "5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f".parse().unwrap(),
-        project_id: "0e1d2c3b-4a59-4687-9a1b-2c3d4e5f6a7b".parse().unwrap(),
-        merchant_payment_id: mpid,
-        flow: Flow::RuntimeLive,
-        status: PaymentStatus::Created,
-        amount: amount("3400"),
-        initial_amount: amount("3400"),
-        currency: Currency::RUB,
-        geo_code: CountryCode::RU,
-        payment_method: PaymentMethod::Sbp,
-        is_intrabank: false,
-        bank_code: None,
-        callback_url: None,
-        requisites: None,
-        pricing: None,
-        failure: None,
-        appeal_from: None,
-        created_at: ts(T_CREATED),
-        updated_at: ts(T_CREATED),
-        expires_at: ts(T_CREATED + 15 * 60 * 1000),
-        version: 1,
-        fingerprint: request.fingerprint(None),
-    }
+    fixtures::payment(
+        "5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f".parse().unwrap(),
+        "0e1d2c3b-4a59-4687-9a1b-2c3d4e5f6a7b".parse().unwrap(),
+        &fixtures::request("order-1001", "3400", PaymentMethod::Sbp),
+        Flow::RuntimeLive,
+        ts(T_CREATED),
+        Duration::from_secs(15 * 60),
+    )
 }
 
 /// A deterministic requisite provider. The amount's fraction picks the outcome, like the

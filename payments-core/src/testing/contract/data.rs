@@ -1,6 +1,7 @@
 //! Sample data of the suite. Ids are fixed numbers so orderings are predictable.
 
 use super::*;
+use crate::testing::fixtures;
 
 /// A project id from a small number.
 pub fn project_id(n: u128) -> ProjectId {
@@ -42,33 +43,18 @@ pub(super) fn ms(n: i64) -> Duration {
     Duration::from_millis(u64::try_from(n).expect("the suite's offsets are positive"))
 }
 
-/// A `created` payment of `project` with no optional field set.
+/// A `created` payment of `project` with no optional field set: 1500.50 RUB by `sbp`, created
+/// at [`T0`] with a 15-minute lifetime.
 pub fn sample_payment(id: PaymentId, project: ProjectId, merchant_payment_id: &str) -> Payment {
-    Payment {
+    let request = fixtures::request(merchant_payment_id, "1500.50", PaymentMethod::Sbp);
+    fixtures::payment(
         id,
-        project_id: project,
-        merchant_payment_id: MerchantPaymentId::parse(merchant_payment_id)
-            .expect("the suite's merchant payment ids are valid"),
-        flow: Flow::RuntimeLive,
-        status: PaymentStatus::Created,
-        amount: amount("1500.50"),
-        initial_amount: amount("1500.50"),
-        currency: Currency::RUB,
-        geo_code: CountryCode::RU,
-        payment_method: PaymentMethod::Sbp,
-        is_intrabank: false,
-        bank_code: None,
-        callback_url: None,
-        requisites: None,
-        pricing: None,
-        failure: None,
-        appeal_from: None,
-        created_at: T0,
-        updated_at: T0,
-        expires_at: T0 + Duration::from_secs(15 * 60),
-        version: 1,
-        fingerprint: format!("fingerprint-{merchant_payment_id}"),
-    }
+        project,
+        &request,
+        Flow::RuntimeLive,
+        T0,
+        Duration::from_secs(15 * 60),
+    )
 }
 
 /// A payment with every optional field set and non-default values everywhere.

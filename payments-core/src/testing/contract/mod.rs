@@ -4,7 +4,9 @@
 //!
 //! Each check takes a fresh, empty store and panics (with a message) on a violation. The checks
 //! are executor-agnostic: they only await the store, so `futures_executor::block_on` drives the
-//! memory store and a tokio runtime drives adapters that need one.
+//! memory store and a tokio runtime drives adapters that need one. [`run_all`] takes a function
+//! that makes a store; [`run_all_async`] one that returns a future of it, for stores whose
+//! setup awaits. [`checks`] lists the checks for adapters that run them one by one.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -81,9 +83,31 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
 }
 
 /// Runs every check, each against a fresh store from `make`.
+///
+/// For a store whose setup awaits (a connection pool, migrations), use [`run_all_async`].
 pub async fn run_all<S: Store>(make: impl Fn() -> S) {
+    run_all_async(|| std::future::ready(make())).await;
+}
+
+/// Runs every check, each against a fresh store that the future from `make` sets up: for
+/// stores that connect, migrate or open files asynchronously (or on a blocking pool).
+///
+/// ```
+/// use payments_core::testing::{contract, MemoryStore};
+///
+/// futures_executor::block_on(contract::run_all_async(|| async {
+///     // A real adapter would connect and migrate here.
+///     MemoryStore::new()
+/// }));
+/// ```
+pub async fn run_all_async<S, F, Fut>(make: F)
+where
+    S: Store,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
     for (name, check) in checks::<S>() {
-        let store = make();
+        let store = make().await;
         // A failing check panics; the name printed first says which one.
         println!("store contract: {name}");
         check(&store).await;

@@ -5,10 +5,11 @@ mod policy;
 
 use ed25519_dalek::SigningKey;
 
+use super::base::{signature_base, Component};
 use super::*;
 use crate::auth::keys::keyid;
 use crate::auth::token::Environment;
-use crate::RandomSource;
+use crate::{ApiError, ErrorCode, KeyId, RandomSource, Timestamp};
 
 pub(super) const T: i64 = 1_790_640_000;
 

@@ -2,6 +2,8 @@
 //! `Content-Digest`.
 
 use super::*;
+use crate::auth::digest::DigestError;
+use crate::auth::nonce::{Nonce, NonceError};
 
 #[test]
 fn parameter_types() {

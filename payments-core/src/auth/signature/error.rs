@@ -1,0 +1,149 @@
+//! Why a signature was refused ([`SignatureFailure`], [`SignatureError`]) and its answer:
+//! every refusal is `401 signature_invalid`.
+
+use crate::auth::digest::DigestError;
+use crate::auth::nonce::NonceError;
+use crate::auth::token::Environment;
+use crate::{ApiError, ErrorCode};
+
+/// Why a signature was refused. Every variant has its own message; all map to
+/// `401 signature_invalid`.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureFailure {
+    /// No `Signature-Input` header (or an empty one).
+    #[error("missing Signature-Input header")]
+    MissingSignatureInput,
+    /// No `Signature` header.
+    #[error("missing Signature header")]
+    MissingSignature,
+    /// `Signature-Input` is not a valid Dictionary of inner lists.
+    #[error("malformed Signature-Input: {0}")]
+    MalformedSignatureInput(String),
+    /// `Signature` is not a valid Dictionary of byte sequences.
+    #[error("malformed Signature: {0}")]
+    MalformedSignature(String),
+    /// A label appears twice in `Signature-Input` or `Signature`.
+    #[error("duplicate signature label \"{0}\"")]
+    DuplicateLabel(String),
+    /// Several signatures and none labelled `sig1`.
+    #[error("several signatures and none labelled \"sig1\"")]
+    AmbiguousLabel,
+    /// The chosen label has no member in `Signature`.
+    #[error("no Signature for label \"{0}\"")]
+    MissingSignatureForLabel(String),
+    /// The signature is not 64 bytes.
+    #[error("Ed25519 signature must be 64 bytes, got {0}")]
+    InvalidSignatureLength(usize),
+    /// A covered component that is not a string, or a malformed field name.
+    #[error("invalid component identifier {0}")]
+    InvalidComponentIdentifier(String),
+    /// A component parameter such as `;sf`, `;key`, `;bs`, `;req`, `;tr` or `;name`.
+    #[error("unsupported parameter \";{parameter}\" on component \"{component}\"")]
+    UnsupportedComponentParameter {
+        /// The component name.
+        component: String,
+        /// The parameter name.
+        parameter: String,
+    },
+    /// A derived component this verifier does not compute (`@query-param`, `@status`, ...).
+    #[error("unsupported derived component \"{0}\"")]
+    UnsupportedDerivedComponent(String),
+    /// The same component is covered twice.
+    #[error("component \"{0}\" is covered twice")]
+    DuplicateComponent(String),
+    /// A covered header field is absent from the request.
+    #[error("covered header \"{0}\" is not in the request")]
+    MissingHeader(String),
+    /// A covered value holds bytes other than visible ASCII, space and tab.
+    #[error("value of \"{0}\" contains characters other than visible ASCII")]
+    InvalidComponentValue(String),
+    /// A signature parameter of the wrong type (`created` not an integer, ...).
+    #[error("signature parameter \"{0}\" has the wrong type")]
+    InvalidParameter(&'static str),
+    /// No `created` parameter.
+    #[error("missing signature parameter \"created\"")]
+    MissingCreated,
+    /// No `expires` parameter.
+    #[error("missing signature parameter \"expires\"")]
+    MissingExpires,
+    /// No `keyid` parameter.
+    #[error("missing signature parameter \"keyid\"")]
+    MissingKeyid,
+    /// `alg` is present and not `ed25519`.
+    #[error("alg must be \"ed25519\"")]
+    UnsupportedAlg(String),
+    /// `created` is more than the skew ahead of the server clock.
+    #[error("created in the future")]
+    CreatedInFuture,
+    /// `expires` is not after `created`.
+    #[error("expires must be after created")]
+    ExpiresNotAfterCreated,
+    /// `expires - created` exceeds the policy's maximum.
+    #[error("expires is more than 300 s after created")]
+    ValidityTooLong,
+    /// `expires` plus skew is in the past.
+    #[error("signature expired")]
+    Expired,
+    /// `created` is older than the policy allows.
+    #[error("signature too old: created more than 300 s ago")]
+    TooOld,
+    /// A component the policy requires is not covered.
+    #[error("missing covered component \"{0}\"")]
+    MissingCoveredComponent(&'static str),
+    /// `X-Request-Nonce` does not have the required form.
+    #[error("{0}")]
+    InvalidNonce(NonceError),
+    /// The `nonce` signature parameter differs from `X-Request-Nonce`.
+    #[error("nonce parameter does not match X-Request-Nonce")]
+    NonceMismatch,
+    /// The `Content-Digest` is malformed, lacks `sha-256`, or does not match the body.
+    #[error(transparent)]
+    ContentDigest(DigestError),
+    /// The key registered under `keyid` is unknown or revoked.
+    #[error("unknown keyid")]
+    UnknownKeyid,
+    /// The Ed25519 signature does not verify over the signature base with the registered key.
+    #[error("signature does not verify")]
+    VerificationFailed,
+}
+
+/// A refused signature: the reason and, once it was built, the signature base (the sandbox
+/// returns it to help merchants compare with what they signed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{failure}")]
+pub struct SignatureError {
+    /// Why.
+    pub failure: SignatureFailure,
+    /// The signature base the server built, when it got that far.
+    pub signature_base: Option<String>,
+}
+
+impl From<SignatureFailure> for SignatureError {
+    fn from(failure: SignatureFailure) -> Self {
+        SignatureError {
+            failure,
+            signature_base: None,
+        }
+    }
+}
+
+impl SignatureError {
+    /// `401 signature_invalid` with the reason as message, plus the signature base in the
+    /// sandbox only (`decisions.md`: a debugging aid, never in production).
+    pub fn into_api_error(self, env: Environment) -> ApiError {
+        let mut api = ApiError::new(ErrorCode::SignatureInvalid, self.failure.to_string());
+        if env == Environment::Sandbox {
+            api.signature_base = self.signature_base.clone();
+        }
+        api.with_cause(crate::error::ErrorCause::Signature(self))
+    }
+}
+
+impl From<SignatureError> for ApiError {
+    /// `401 signature_invalid` with the reason as message and without the signature base
+    /// (the safe default); use [`SignatureError::into_api_error`] to include it in the sandbox.
+    fn from(e: SignatureError) -> Self {
+        e.into_api_error(Environment::Production)
+    }
+}
