@@ -2,6 +2,9 @@
 //! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
 //! own tests.
 
+use std::net::SocketAddr;
+use std::time::Duration;
+
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::ProjectId;
 use tempfile::TempDir;
@@ -9,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::bootstrap::{issue_operator_token, SandboxCredentials, CREDENTIALS_FILE};
 use crate::client::MerchantClient;
-use crate::config::PartialSettings;
+use crate::config::Settings;
 use crate::server::Application;
 use crate::AppState;
 
@@ -35,39 +38,38 @@ pub struct TestServer {
 impl TestServer {
     /// A bootstrapped sandbox with the defaults and a 50 ms sweep interval.
     pub async fn sandbox() -> TestServer {
-        TestServer::start(PartialSettings::default()).await
+        TestServer::start(|_| {}).await
     }
 
-    /// A server whose settings are the test defaults overridden by `extra` (e.g.
-    /// `environment: Some("production".into())`). `TEST_LOG=1` prints the server's log.
-    pub async fn start(extra: PartialSettings) -> TestServer {
+    /// A server whose settings are the test defaults changed by `configure` (e.g.
+    /// `|s| s.environment = Environment::Production`). `TEST_LOG=1` prints the server's log.
+    pub async fn start(configure: impl FnOnce(&mut Settings)) -> TestServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        TestServer::start_in(dir, extra).await
+        TestServer::start_in(dir, configure).await
     }
 
     /// Stops this server gracefully and starts another over the same data dir (same database
-    /// and credentials file, so no new bootstrap) with the test defaults overridden by `extra`;
+    /// and credentials file, so no new bootstrap) with the test defaults changed by `configure`;
     /// the settings of this run are not carried over. The new server listens on new ports;
     /// [`TestServer::credentials`] carries its URLs.
-    pub async fn restart(mut self, extra: PartialSettings) -> TestServer {
+    pub async fn restart(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
         self.shut_down().await;
-        TestServer::start_in(self.dir, extra).await
+        TestServer::start_in(self.dir, configure).await
     }
 
-    async fn start_in(dir: TempDir, extra: PartialSettings) -> TestServer {
+    async fn start_in(dir: TempDir, configure: impl FnOnce(&mut Settings)) -> TestServer {
         if std::env::var_os("TEST_LOG").is_some() {
             crate::telemetry::init(Default::default(), "info");
         }
-        let settings = PartialSettings {
-            data_dir: Some(dir.path().to_path_buf()),
-            listen: Some("127.0.0.1:0".into()),
-            operator_listen: Some("127.0.0.1:0".into()),
-            sweep_interval_ms: Some(50),
-            ..PartialSettings::default()
-        }
-        .overridden_by(extra)
-        .finish()
-        .expect("valid test settings");
+        let mut settings = Settings {
+            data_dir: dir.path().to_path_buf(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            operator_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            sweep_interval: Duration::from_millis(50),
+            ..Settings::default()
+        };
+        configure(&mut settings);
+        let settings = settings.checked().expect("valid test settings");
         let app = Application::build(settings)
             .await
             .expect("the server starts");

@@ -28,7 +28,7 @@ use payments_core::service::{
 use payments_core::store::{DirectoryStore, OutboxStore, PaymentChange, PaymentStore, Store};
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
 use payments_core::{Clock, EventId, PaymentId, ProjectId, Timestamp};
-use payments_http::config::PartialSettings;
+use payments_http::config::Settings;
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::metrics::Metrics;
 use payments_http::resolver::StaticLookup;
@@ -1205,11 +1205,10 @@ async fn plain_receiver() -> Receiver {
 }
 
 /// Test settings with local callbacks allowed and dispatch on or off.
-fn dispatch(on: bool) -> PartialSettings {
-    PartialSettings {
-        allow_local_callbacks: Some(true),
-        callback_dispatch: Some(on),
-        ..PartialSettings::default()
+fn dispatch(on: bool) -> impl FnOnce(&mut Settings) {
+    move |s| {
+        s.allow_local_callbacks = true;
+        s.callback_dispatch = on;
     }
 }
 

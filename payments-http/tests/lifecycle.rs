@@ -6,10 +6,9 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use payments_core::callback::{CallbackSecret, CallbackVerifier};
+use payments_core::callback::{CallbackSecret, CallbackVerifier, RetrySchedule};
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::Timestamp;
-use payments_http::config::PartialSettings;
 use payments_http::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -41,10 +40,9 @@ async fn receiver() -> (String, mpsc::UnboundedReceiver<Received>) {
 }
 
 async fn start() -> TestServer {
-    TestServer::start(PartialSettings {
-        allow_local_callbacks: Some(true),
-        callback_retry_delays: Some("1,1".into()),
-        ..PartialSettings::default()
+    TestServer::start(|s| {
+        s.allow_local_callbacks = true;
+        s.callback_retry_delays = RetrySchedule::parse_delays("1,1").expect("valid delays");
     })
     .await
 }
@@ -406,11 +404,7 @@ async fn the_sweeper_stops_between_batches() {
     use payments_http::sweeper::{self, SWEEP_BATCH};
 
     // The server's own sweeper runs once at start and then sleeps for an hour.
-    let s = TestServer::start(PartialSettings {
-        sweep_interval_ms: Some(3_600_000),
-        ..PartialSettings::default()
-    })
-    .await;
+    let s = TestServer::start(|s| s.sweep_interval = Duration::from_secs(3600)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let store = s.state.service.store();
     let now = s.state.service.ports().clock.now();

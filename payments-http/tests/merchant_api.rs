@@ -9,7 +9,6 @@ use payments_core::project::RateLimit;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_http::bootstrap::{SandboxCredentials, CREDENTIALS_FILE};
 use payments_http::client::{MerchantClient, SignSpec};
-use payments_http::config::PartialSettings;
 use payments_http::system::OsRandom;
 use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
@@ -591,9 +590,8 @@ async fn size_rate_and_address_limits() {
 
 #[tokio::test]
 async fn forwarded_for_is_used_only_from_trusted_proxies() {
-    let s = TestServer::start(PartialSettings {
-        trusted_proxies: Some(vec!["127.0.0.0/8".into()]),
-        ..Default::default()
+    let s = TestServer::start(|s| {
+        s.trusted_proxies = vec!["127.0.0.0/8".parse().expect("a network")];
     })
     .await;
     s.patch_project(ProjectPatch {
@@ -851,10 +849,9 @@ async fn tls_on_the_merchant_listener() {
     let key_path = dir.path().join("key.pem");
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
     std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
-    let s = TestServer::start(PartialSettings {
-        tls_cert: Some(cert_path),
-        tls_key: Some(key_path),
-        ..Default::default()
+    let s = TestServer::start(|s| {
+        s.tls_cert = Some(cert_path);
+        s.tls_key = Some(key_path);
     })
     .await;
     assert!(s.creds().base_url.starts_with("https://127.0.0.1:"));

@@ -18,8 +18,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
+use serde::Serialize;
 
-use crate::config::PartialSettings;
+use crate::config::Settings;
 use crate::server::open_service;
 
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
@@ -27,39 +28,29 @@ pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, Pr
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
 
-/// Settings every command shares.
-#[derive(Debug, Clone, Args)]
+/// Settings every command shares. Serialized, it is the flag layer of these flags (only the
+/// ones given).
+#[derive(Debug, Clone, Args, Serialize)]
 pub struct CommonArgs {
     /// TOML settings file.
     #[arg(long, env = "PAYMENTS_CONFIG", global = true)]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Data directory (database, sandbox credentials). Default ./data.
     #[arg(long, global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
     /// sandbox (default) or production.
     #[arg(long, global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
 }
 
-/// Loads the settings: file, then `PAYMENTS_*` variables, then `common` and `flags`.
-pub fn settings(
-    common: &CommonArgs,
-    flags: PartialSettings,
-) -> Result<crate::config::Settings, String> {
-    let file = match &common.config {
-        Some(p) => PartialSettings::from_file(p).map_err(|e| e.0)?,
-        None => PartialSettings::default(),
-    };
-    let env = PartialSettings::from_env(std::env::vars()).map_err(|e| e.0)?;
-    let flags = PartialSettings {
-        data_dir: common.data_dir.clone(),
-        environment: common.environment.clone(),
-        ..flags
-    };
-    file.overridden_by(env)
-        .overridden_by(flags)
-        .finish()
-        .map_err(|e| e.0)
+/// Loads the settings: the defaults, the `--config` file, `PAYMENTS_*` variables, then `flags`
+/// (`common` itself, or a command's arguments that flatten it and serialize only the flags
+/// given).
+pub fn settings(common: &CommonArgs, flags: impl Serialize) -> Result<Settings, String> {
+    Settings::load(common.config.as_deref(), flags).map_err(|e| e.0)
 }
 
 /// A command group: the shared settings, the output format and the command.
@@ -120,7 +111,7 @@ pub fn cli_actor() -> Actor {
 /// Runs an operator command on the data dir's database and prints its result.
 pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let (common, json) = command.common();
-    let settings = settings(common, PartialSettings::default())?;
+    let settings = settings(common, common)?;
     crate::telemetry::init(settings.log_format, "warn");
     let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
     let result = execute(&opened.service, command, &cli_actor()).await;

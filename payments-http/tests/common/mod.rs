@@ -8,7 +8,7 @@ use payments_core::auth::keys::{keyid, parse_signing_key_pem};
 use payments_core::KeyId;
 use payments_http::bootstrap::SandboxCredentials;
 use payments_http::client::{MerchantClient, SignSpec};
-use payments_http::config::PartialSettings;
+use payments_http::config::Durability;
 use payments_http::system::OsRandom;
 use payments_http::testing::TestServer;
 use payments_http::AppState;
@@ -71,10 +71,10 @@ impl TestApp {
     }
 
     async fn start(environment: &str) -> TestApp {
-        let server = TestServer::start(PartialSettings {
-            environment: Some(environment.into()),
-            synchronous: Some("normal".into()),
-            ..PartialSettings::default()
+        let environment = environment.parse().expect("sandbox or production");
+        let server = TestServer::start(|s| {
+            s.environment = environment;
+            s.durability = Durability::Normal;
         })
         .await;
         TestApp {
