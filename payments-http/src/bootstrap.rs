@@ -12,7 +12,7 @@ use payments_core::auth::keys::{
 };
 use payments_core::auth::Scope;
 use payments_core::service::{Actor, PaymentService, ProjectPatch};
-use payments_core::ApiError;
+use payments_core::{ApiError, SecretString};
 use serde::{Deserialize, Serialize};
 
 use crate::operator::{operator_token_hash, OPERATOR_TOKEN_SETTING};
@@ -20,7 +20,7 @@ use crate::operator::{operator_token_hash, OPERATOR_TOKEN_SETTING};
 /// The credentials file's name inside the data dir.
 pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
 
-/// The contents of `sandbox-credentials.json`.
+/// The contents of `sandbox-credentials.json`; `Debug` shows none of the secrets.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxCredentials {
     /// The merchant API's base URL.
@@ -30,15 +30,15 @@ pub struct SandboxCredentials {
     /// The demo project's id.
     pub project_id: String,
     /// A project token with every scope.
-    pub token: String,
+    pub token: SecretString,
     /// The registered key's id.
     pub keyid: String,
     /// The Ed25519 private key (PKCS#8 PEM) matching the registered public key.
-    pub private_key_pem: String,
+    pub private_key_pem: SecretString,
     /// The project's callback secret.
-    pub callback_secret: String,
+    pub callback_secret: SecretString,
     /// The operator API token.
-    pub operator_token: String,
+    pub operator_token: SecretString,
 }
 
 /// Issues a new operator token: stores its hash, returns the token (shown once).
@@ -87,9 +87,9 @@ pub async fn bootstrap_sandbox(
         project_id: project.id.to_string(),
         token: token.token,
         keyid: record.keyid.to_string(),
-        private_key_pem: signing_key_to_pem(&key),
+        private_key_pem: signing_key_to_pem(&key).into(),
         callback_secret,
-        operator_token,
+        operator_token: operator_token.into(),
     };
     write_private(
         &path,

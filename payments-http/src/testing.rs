@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use payments_core::service::{Actor, ProjectPatch};
-use payments_core::ProjectId;
+use payments_core::{ProjectId, SecretString};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
@@ -26,7 +26,7 @@ pub struct TestServer {
     /// `http://127.0.0.1:<port>` of the operator API.
     pub operator_url: String,
     /// The operator token.
-    pub operator_token: String,
+    pub operator_token: SecretString,
     /// The sandbox credentials (`None` in production, which never bootstraps).
     pub credentials: Option<SandboxCredentials>,
     /// The data dir, deleted on drop.
@@ -89,7 +89,8 @@ impl TestServer {
             Some(c) => c.operator_token.clone(),
             None => issue_operator_token(&state.service)
                 .await
-                .expect("an operator token"),
+                .expect("an operator token")
+                .into(),
         };
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

@@ -91,7 +91,7 @@ pub(super) async fn token(
             let json = view::issued_token(&issued);
             let text = format!(
                 "Token (shown once; store it now, it cannot be shown again):\n  {}\n\n{}",
-                issued.token,
+                issued.token.expose(),
                 fields(&view::token(&issued.record), 0)
             );
             Ok(Output::new(json, text))
@@ -193,8 +193,9 @@ pub(super) async fn callback_secret(
             Ok(Output::new(
                 json!({ "project_id": id, "callback_secret": secret }),
                 format!(
-                    "Callback secret (shown once; store it now):\n  {secret}\n\
-                     The previous secret keeps signing for 24 hours."
+                    "Callback secret (shown once; store it now):\n  {}\n\
+                     The previous secret keeps signing for 24 hours.",
+                    secret.expose()
                 ),
             ))
         }

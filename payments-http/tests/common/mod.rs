@@ -80,7 +80,7 @@ impl TestApp {
         TestApp {
             merchant_url: server.merchant_url.clone(),
             operator_url: server.operator_url.clone(),
-            operator_token: server.operator_token.clone(),
+            operator_token: server.operator_token.expose().clone(),
             credentials: server.credentials.clone(),
             state: server.state.clone(),
             client: reqwest::Client::new(),
@@ -161,8 +161,9 @@ impl TestApp {
     /// The sandbox project's token and key.
     pub fn demo(&self) -> (String, Signer) {
         let c = self.creds();
-        let key = parse_signing_key_pem(&c.private_key_pem).expect("the bootstrap key parses");
-        (c.token.clone(), Signer::new(key))
+        let key =
+            parse_signing_key_pem(c.private_key_pem.expose()).expect("the bootstrap key parses");
+        (c.token.expose().clone(), Signer::new(key))
     }
 }
 
