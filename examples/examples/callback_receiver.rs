@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
+use payments_core::SecretString;
 use payments_examples::cli::ApiArgs;
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{receiver_router, Receiver, ReceiverDb};
@@ -39,7 +40,7 @@ struct Args {
         value_delimiter = ',',
         hide_env_values = true
     )]
-    secrets: Vec<String>,
+    secrets: Vec<SecretString>,
 }
 
 #[tokio::main]
@@ -67,7 +68,7 @@ async fn run(args: Args) -> Result<(), String> {
     };
     let secrets = secrets
         .iter()
-        .map(|s| CallbackSecret::parse(s.trim()).map_err(|e| format!("--secret: {e}")))
+        .map(|s| CallbackSecret::parse(s.expose().trim()).map_err(|e| format!("--secret: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     let receiver = Receiver::new(
         CallbackVerifier::new(secrets),

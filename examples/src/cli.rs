@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use payments_client::{MerchantClient, SandboxCredentials};
+use payments_core::SecretString;
 
 /// Where the API is and how to authenticate: explicit flags win over the credentials file.
 #[derive(Debug, Clone, clap::Args)]
@@ -19,7 +20,7 @@ pub struct ApiArgs {
     pub base_url: Option<String>,
     /// The project token (default: `token` of the credentials file).
     #[arg(long, env = "PAYMENTS_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    pub token: Option<SecretString>,
     /// A PKCS#8 PEM file with the Ed25519 private key (default: `private_key_pem` of the
     /// credentials file).
     #[arg(long, env = "PAYMENTS_PRIVATE_KEY")]
@@ -35,21 +36,23 @@ impl ApiArgs {
         } else {
             Some(crate::load_credentials(&self.credentials)?)
         };
-        let from_file = |pick: fn(&SandboxCredentials) -> &String| {
-            file.as_ref().map(|c| pick(c).clone()).unwrap_or_default()
+        let from_file = |pick: fn(&SandboxCredentials) -> &str| {
+            file.as_ref()
+                .map(|c| pick(c).to_string())
+                .unwrap_or_default()
         };
         let base_url = self
             .base_url
             .clone()
             .unwrap_or_else(|| from_file(|c| &c.base_url));
-        let token = self
-            .token
-            .clone()
-            .unwrap_or_else(|| from_file(|c| &c.token));
+        let token = match &self.token {
+            Some(t) => t.expose().clone(),
+            None => from_file(|c| c.token.expose()),
+        };
         let pem = match &self.private_key {
             Some(path) => std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-            None => from_file(|c| &c.private_key_pem),
+            None => from_file(|c| c.private_key_pem.expose()),
         };
         MerchantClient::new(&base_url, &token, &pem).map_err(|e| e.to_string())
     }

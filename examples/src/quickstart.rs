@@ -151,7 +151,7 @@ async fn confirm(creds: &SandboxCredentials, payment_id: &str) -> Result<Value, 
     );
     let resp = http
         .post(&url)
-        .bearer_auth(&creds.operator_token)
+        .bearer_auth(creds.operator_token.expose())
         .header("content-type", "application/json")
         .body("{}")
         .send()

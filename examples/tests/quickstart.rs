@@ -27,7 +27,7 @@ async fn operate(server: &TestServer, id: &str, action: &str) -> Value {
             "{}/operator/v1/payments/{id}/{action}",
             server.operator_url
         ))
-        .bearer_auth(&server.operator_token)
+        .bearer_auth(server.operator_token.expose())
         .send()
         .await
         .expect("the operator API answers");
@@ -88,7 +88,7 @@ async fn the_quickstart_fails_on_an_unexpected_answer() {
     assert!(err.starts_with("confirm: 401 token_invalid"), "{err}");
 
     let mut wrong = server.creds().clone();
-    wrong.token = format!("{}x", server.creds().token);
+    wrong.token = format!("{}x", server.creds().token.expose()).into();
     let err = quickstart(&wrong).await.expect_err("a wrong token fails");
     assert!(err.starts_with("create: FixCredentials"), "{err}");
     server.stop().await;
@@ -173,7 +173,7 @@ async fn the_receiver_verifies_deduplicates_and_applies_the_api_state() {
     operate(&server, &id, "confirm").await;
 
     // The project's secret and an older one still accepted during a rotation.
-    let secret = CallbackSecret::parse(&creds.callback_secret).expect("a whsec_ secret");
+    let secret = CallbackSecret::parse(creds.callback_secret.expose()).expect("a whsec_ secret");
     let previous = CallbackSecret::generate(&OsRandom);
     let db = ReceiverDb::in_memory().expect("db");
     let receiver = Receiver::new(
@@ -332,8 +332,8 @@ async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_paym
         .expect("client");
     let client = MerchantClient::new(
         &proxy_url,
-        &server.creds().token,
-        &server.creds().private_key_pem,
+        server.creds().token.expose(),
+        server.creds().private_key_pem.expose(),
     )
     .expect("client")
     .with_http_client(http);

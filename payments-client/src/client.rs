@@ -206,7 +206,7 @@ impl MerchantClient {
 
     /// A client from a sandbox credentials file's contents.
     pub fn from_credentials(c: &SandboxCredentials) -> Result<Self, ClientError> {
-        Self::new(&c.base_url, &c.token, &c.private_key_pem)
+        Self::new(&c.base_url, c.token.expose(), c.private_key_pem.expose())
     }
 
     /// The same client over another `reqwest` client (e.g. one trusting a private CA).

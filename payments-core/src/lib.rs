@@ -139,11 +139,13 @@ pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod random;
+pub mod secret;
 
 pub use clock::{Clock, Timestamp};
 pub use error::{ApiError, ErrorCode};
 pub use ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 pub use random::RandomSource;
+pub use secret::{Secret, SecretString};
 pub mod amount;
 pub mod event;
 pub mod payment;

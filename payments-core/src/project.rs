@@ -10,6 +10,7 @@ use crate::callback::destination::CallbackUrl;
 use crate::clock::Timestamp;
 use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use crate::payment::{Currency, PaymentMethod};
+use crate::secret::SecretString;
 use crate::settlement::FeePercent;
 use crate::{ApiError, ErrorCode};
 
@@ -184,7 +185,7 @@ pub struct KeyRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretRecord {
     /// The whole secret string (`whsec_...`).
-    pub secret: String,
+    pub secret: SecretString,
     /// When it was issued (or auto-created).
     pub created_at: Timestamp,
     /// `false` for a secret the service created at first delivery and revealed to nobody.

@@ -50,9 +50,9 @@ pub async fn bootstrap_sandbox(
         project_id: project.id.to_string(),
         token: token.token,
         keyid: record.keyid.to_string(),
-        private_key_pem: signing_key_to_pem(&key),
+        private_key_pem: signing_key_to_pem(&key).into(),
         callback_secret,
-        operator_token,
+        operator_token: operator_token.into(),
     };
     write_private(
         &path,

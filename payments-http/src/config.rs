@@ -1,18 +1,23 @@
-//! Server settings: a TOML file (`--config`), overridden by `PAYMENTS_*` environment variables,
-//! overridden by flags. Every layer is a [`PartialSettings`]; [`PartialSettings::finish`] applies
-//! the defaults.
+//! Server settings: one [`Settings`] struct. Its serde form is the settings file's (the field
+//! names are the TOML keys, unknown keys are refused) and [`Settings::default`] holds every
+//! default. [`Settings::load`] layers it with figment, each layer overriding the one before:
+//! the defaults, a TOML file (`--config`), `PAYMENTS_*` environment variables, then the flags
+//! that were given.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider, Source};
 use ipnet::IpNet;
 use payments_core::auth::Environment;
 use payments_core::callback::RetrySchedule;
 use rust_decimal::Decimal;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,16 +40,21 @@ pub enum Durability {
     Normal,
 }
 
-/// Complete settings.
-#[derive(Debug, Clone)]
+/// Every setting. The serde names are the TOML keys and, upper-cased after `PAYMENTS_`, the
+/// environment variables (docs/operations.md lists them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// `sandbox` (default) or `production`.
+    #[serde(with = "text")]
     pub environment: Environment,
     /// Where the database and the sandbox credentials live (`./data`).
     pub data_dir: PathBuf,
     /// Merchant API listener (`127.0.0.1:8080`).
+    #[serde(with = "text")]
     pub listen: SocketAddr,
     /// Operator API listener (`127.0.0.1:8081`).
+    #[serde(with = "text")]
     pub operator_listen: SocketAddr,
     /// The merchant API's public base URL (scheme and host merchants sign for `@target-uri`);
     /// default `http(s)://<listen>`.
@@ -53,13 +63,17 @@ pub struct Settings {
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for the merchant listener.
     pub tls_key: Option<PathBuf>,
-    /// SQLite durability.
+    /// SQLite durability: key `synchronous`, `full` or `normal`.
+    #[serde(rename = "synchronous", with = "text")]
     pub durability: Durability,
-    /// Proxies whose `X-Forwarded-For` is trusted.
+    /// Proxies whose `X-Forwarded-For` is trusted: CIDR networks or addresses, a list in the
+    /// file, comma-separated in the environment.
+    #[serde(with = "text_list")]
     pub trusted_proxies: Vec<IpNet>,
     /// Development: allow `http://` and loopback callback URLs.
     pub allow_local_callbacks: bool,
-    /// Delays between callback attempts.
+    /// Delays between callback attempts: seconds, comma-separated (`"30,60"`).
+    #[serde(with = "text")]
     pub callback_retry_delays: RetrySchedule,
     /// Extra CA certificates (PEM) the callback client trusts, besides the public roots.
     pub callback_ca_file: Option<PathBuf>,
@@ -73,66 +87,51 @@ pub struct Settings {
     /// dir. For holding callbacks during maintenance and for measuring delivery alone
     /// (queue first, deliver later).
     pub callback_dispatch: bool,
-    /// Log format.
+    /// Log format: `text` or `json`.
+    #[serde(with = "text")]
     pub log_format: LogFormat,
-    /// Log filter (`info`, `payments_http=debug`, ...).
+    /// Log filter (`info`, `payments_http=debug`, ...); also `PAYMENTS_LOG`.
     pub log_level: String,
     /// A bank catalog file replacing the embedded one.
     pub bank_catalog: Option<PathBuf>,
-    /// Fixed exchange rates (currency -> units per 1 USDT).
+    /// Fixed exchange rates (currency -> units per 1 USDT), as decimal strings.
+    #[serde(with = "text_map")]
     pub rates: BTreeMap<String, Decimal>,
-    /// How often the lifecycle sweeper runs.
+    /// How often the lifecycle sweeper runs: key `sweep_interval_ms` (at least 10).
+    #[serde(rename = "sweep_interval_ms", with = "millis")]
     pub sweep_interval: Duration,
-    /// How long shutdown waits for in-flight requests.
+    /// How long shutdown waits for in-flight requests: key `shutdown_grace_seconds`.
+    #[serde(rename = "shutdown_grace_seconds", with = "seconds")]
     pub shutdown_grace: Duration,
 }
 
-/// One layer of settings; `None` leaves the setting to a lower layer or the default.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PartialSettings {
-    /// See [`Settings::environment`].
-    pub environment: Option<String>,
-    /// See [`Settings::data_dir`].
-    pub data_dir: Option<PathBuf>,
-    /// See [`Settings::listen`].
-    pub listen: Option<String>,
-    /// See [`Settings::operator_listen`].
-    pub operator_listen: Option<String>,
-    /// See [`Settings::public_url`].
-    pub public_url: Option<String>,
-    /// See [`Settings::tls_cert`].
-    pub tls_cert: Option<PathBuf>,
-    /// See [`Settings::tls_key`].
-    pub tls_key: Option<PathBuf>,
-    /// `full` or `normal`.
-    pub synchronous: Option<String>,
-    /// CIDR networks or addresses.
-    pub trusted_proxies: Option<Vec<String>>,
-    /// See [`Settings::allow_local_callbacks`].
-    pub allow_local_callbacks: Option<bool>,
-    /// Seconds between attempts, e.g. `"30,60"`.
-    pub callback_retry_delays: Option<String>,
-    /// See [`Settings::callback_ca_file`].
-    pub callback_ca_file: Option<PathBuf>,
-    /// See [`Settings::callback_concurrency`].
-    pub callback_concurrency: Option<usize>,
-    /// See [`Settings::callback_per_host`].
-    pub callback_per_host: Option<usize>,
-    /// See [`Settings::callback_dispatch`].
-    pub callback_dispatch: Option<bool>,
-    /// `text` or `json`.
-    pub log_format: Option<String>,
-    /// See [`Settings::log_level`].
-    pub log_level: Option<String>,
-    /// See [`Settings::bank_catalog`].
-    pub bank_catalog: Option<PathBuf>,
-    /// Currency -> course, as decimal strings.
-    pub rates: Option<BTreeMap<String, String>>,
-    /// Milliseconds.
-    pub sweep_interval_ms: Option<u64>,
-    /// Seconds.
-    pub shutdown_grace_seconds: Option<u64>,
+impl Default for Settings {
+    /// Sandbox on 127.0.0.1:8080 (operator 8081) with `./data`.
+    fn default() -> Settings {
+        Settings {
+            environment: Environment::Sandbox,
+            data_dir: PathBuf::from("./data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            operator_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            public_url: None,
+            tls_cert: None,
+            tls_key: None,
+            durability: Durability::Full,
+            trusted_proxies: Vec::new(),
+            allow_local_callbacks: false,
+            callback_retry_delays: RetrySchedule::default(),
+            callback_ca_file: None,
+            callback_concurrency: 256,
+            callback_per_host: 64,
+            callback_dispatch: true,
+            log_format: LogFormat::Text,
+            log_level: "info".to_string(),
+            bank_catalog: None,
+            rates: crate::sandbox::FixedRates::sandbox_defaults().0,
+            sweep_interval: Duration::from_millis(1000),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
 }
 
 /// A setting that could not be used.
@@ -140,223 +139,62 @@ pub struct PartialSettings {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-fn err(m: impl Into<String>) -> ConfigError {
-    ConfigError(m.into())
-}
-
 /// A boolean in the forms the environment variables accept: `1`/`true`/`yes`/`on` and
 /// `0`/`false`/`no`/`off` (any case), and the empty string as `false`.
 pub fn parse_bool(v: &str) -> Result<bool, ConfigError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
-        other => Err(err(format!("expected a boolean, got {other:?}"))),
-    }
-}
-
-impl PartialSettings {
-    /// Reads a TOML file.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?;
-        toml::from_str(&text).map_err(|e| err(format!("{}: {e}", path.display())))
-    }
-
-    /// Reads `PAYMENTS_*` variables from `vars` (the process environment in production).
-    pub fn from_env(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, ConfigError> {
-        let mut p = PartialSettings::default();
-        for (k, v) in vars {
-            let Some(name) = k.strip_prefix("PAYMENTS_") else {
-                continue;
-            };
-            let ctx = |e: ConfigError| err(format!("{k}: {}", e.0));
-            match name {
-                "ENVIRONMENT" => p.environment = Some(v),
-                "DATA_DIR" => p.data_dir = Some(v.into()),
-                "LISTEN" => p.listen = Some(v),
-                "OPERATOR_LISTEN" => p.operator_listen = Some(v),
-                "PUBLIC_URL" => p.public_url = Some(v),
-                "TLS_CERT" => p.tls_cert = Some(v.into()),
-                "TLS_KEY" => p.tls_key = Some(v.into()),
-                "SYNCHRONOUS" => p.synchronous = Some(v),
-                "TRUSTED_PROXIES" => {
-                    p.trusted_proxies = Some(
-                        v.split(',')
-                            .map(str::trim)
-                            .filter(|s| !s.is_empty())
-                            .map(String::from)
-                            .collect(),
-                    )
-                }
-                "ALLOW_LOCAL_CALLBACKS" => {
-                    p.allow_local_callbacks = Some(parse_bool(&v).map_err(ctx)?)
-                }
-                "CALLBACK_RETRY_DELAYS" => p.callback_retry_delays = Some(v),
-                "CALLBACK_CA_FILE" => p.callback_ca_file = Some(v.into()),
-                "CALLBACK_CONCURRENCY" => {
-                    p.callback_concurrency = Some(
-                        v.parse()
-                            .map_err(|_| err(format!("{k}: expected a number")))?,
-                    )
-                }
-                "CALLBACK_DISPATCH" => p.callback_dispatch = Some(parse_bool(&v).map_err(ctx)?),
-                "CALLBACK_PER_HOST" => {
-                    p.callback_per_host = Some(
-                        v.parse()
-                            .map_err(|_| err(format!("{k}: expected a number")))?,
-                    )
-                }
-                "LOG_FORMAT" => p.log_format = Some(v),
-                "LOG" | "LOG_LEVEL" => p.log_level = Some(v),
-                "BANK_CATALOG" => p.bank_catalog = Some(v.into()),
-                "SWEEP_INTERVAL_MS" => {
-                    p.sweep_interval_ms = Some(
-                        v.parse()
-                            .map_err(|_| err(format!("{k}: expected milliseconds")))?,
-                    )
-                }
-                "SHUTDOWN_GRACE_SECONDS" => {
-                    p.shutdown_grace_seconds = Some(
-                        v.parse()
-                            .map_err(|_| err(format!("{k}: expected seconds")))?,
-                    )
-                }
-                // Other PAYMENTS_* variables (e.g. PAYMENTS_CONFIG) are not settings.
-                _ => {}
-            }
-        }
-        Ok(p)
-    }
-
-    /// `self` with every setting `over` has replaced.
-    pub fn overridden_by(self, over: PartialSettings) -> PartialSettings {
-        macro_rules! pick {
-            ($($f:ident),*) => { PartialSettings { $($f: over.$f.or(self.$f)),* } };
-        }
-        pick!(
-            environment,
-            data_dir,
-            listen,
-            operator_listen,
-            public_url,
-            tls_cert,
-            tls_key,
-            synchronous,
-            trusted_proxies,
-            allow_local_callbacks,
-            callback_retry_delays,
-            callback_ca_file,
-            callback_concurrency,
-            callback_per_host,
-            callback_dispatch,
-            log_format,
-            log_level,
-            bank_catalog,
-            rates,
-            sweep_interval_ms,
-            shutdown_grace_seconds
-        )
-    }
-
-    /// Applies defaults and checks every value.
-    pub fn finish(self) -> Result<Settings, ConfigError> {
-        let addr =
-            |v: Option<String>, default: &str, name: &str| -> Result<SocketAddr, ConfigError> {
-                let v = v.unwrap_or_else(|| default.to_string());
-                v.parse().map_err(|_| {
-                    err(format!(
-                        "{name}: {v:?} is not an address like 127.0.0.1:8080"
-                    ))
-                })
-            };
-        let environment = match self.environment.as_deref() {
-            None => Environment::Sandbox,
-            Some(e) => Environment::from_str(e).map_err(|e| err(e.to_string()))?,
-        };
-        let durability = match self
-            .synchronous
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            None | Some("full") => Durability::Full,
-            Some("normal") => Durability::Normal,
-            Some(o) => {
-                return Err(err(format!(
-                    "synchronous: expected full or normal, got {o:?}"
-                )))
-            }
-        };
-        let trusted_proxies = self
-            .trusted_proxies
-            .unwrap_or_default()
-            .iter()
-            .map(|s| {
-                s.parse::<IpNet>()
-                    .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
-                    .map_err(|_| {
-                        err(format!(
-                            "trusted_proxies: {s:?} is not an address or CIDR network"
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let callback_retry_delays = match self.callback_retry_delays {
-            None => RetrySchedule::default(),
-            Some(s) => RetrySchedule::parse_delays(&s)
-                .map_err(|e| err(format!("callback_retry_delays: {e}")))?,
-        };
-        let log_format = match self.log_format.as_deref() {
-            None | Some("text") => LogFormat::Text,
-            Some("json") => LogFormat::Json,
-            Some(o) => return Err(err(format!("log_format: expected text or json, got {o:?}"))),
-        };
-        let rates = match self.rates {
-            None => crate::sandbox::FixedRates::sandbox_defaults().0,
-            Some(m) => m
-                .into_iter()
-                .map(|(k, v)| {
-                    let d = Decimal::from_str(&v)
-                        .map_err(|_| err(format!("rates.{k}: {v:?} is not a decimal")))?;
-                    Ok((k, d))
-                })
-                .collect::<Result<_, ConfigError>>()?,
-        };
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
-            return Err(err("tls_cert and tls_key must be given together"));
-        }
-        Ok(Settings {
-            environment,
-            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
-            listen: addr(self.listen, "127.0.0.1:8080", "listen")?,
-            operator_listen: addr(self.operator_listen, "127.0.0.1:8081", "operator_listen")?,
-            public_url: self.public_url.map(|u| u.trim_end_matches('/').to_string()),
-            tls_cert: self.tls_cert,
-            tls_key: self.tls_key,
-            durability,
-            trusted_proxies,
-            allow_local_callbacks: self.allow_local_callbacks.unwrap_or(false),
-            callback_retry_delays,
-            callback_ca_file: self.callback_ca_file,
-            callback_concurrency: self.callback_concurrency.unwrap_or(256).max(1),
-            callback_per_host: self.callback_per_host.unwrap_or(64).max(1),
-            callback_dispatch: self.callback_dispatch.unwrap_or(true),
-            log_format,
-            log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
-            bank_catalog: self.bank_catalog,
-            rates,
-            sweep_interval: Duration::from_millis(self.sweep_interval_ms.unwrap_or(1000).max(10)),
-            shutdown_grace: Duration::from_secs(self.shutdown_grace_seconds.unwrap_or(30)),
-        })
+        other => Err(ConfigError(format!("expected a boolean, got {other:?}"))),
     }
 }
 
 impl Settings {
     /// Defaults only (sandbox on 127.0.0.1:8080 with `./data`).
     pub fn defaults() -> Settings {
-        PartialSettings::default()
-            .finish()
-            .expect("the defaults are valid")
+        Settings::default()
+    }
+
+    /// The layers, lowest first: the TOML `file` (if any), the `PAYMENTS_*` environment
+    /// variables ([`EnvLayer`]), then `flags`: a value that serializes to the settings given on
+    /// the command line only (skip the `None`s). A setting no layer gives keeps its default
+    /// (`#[serde(default)]`); the defaults are not a layer of their own so that a `rates` table
+    /// replaces the default table instead of adding to it.
+    pub fn figment(file: Option<&Path>, flags: impl Serialize) -> Figment {
+        let mut layers = Figment::new();
+        if let Some(path) = file {
+            layers = layers.merge(Toml::file_exact(path));
+        }
+        layers
+            .merge(EnvLayer::process())
+            .merge(Serialized::defaults(flags))
+    }
+
+    /// The settings of [`Settings::figment`]: file < `PAYMENTS_*` < `flags`.
+    pub fn load(file: Option<&Path>, flags: impl Serialize) -> Result<Settings, ConfigError> {
+        Settings::from_figment(&Settings::figment(file, flags))
+    }
+
+    /// Extracts and checks the settings of `layers`; an error names the setting (the
+    /// variable for one from the environment) and the file it came from.
+    pub fn from_figment(layers: &Figment) -> Result<Settings, ConfigError> {
+        layers.extract::<Settings>().map_err(describe)?.checked()
+    }
+
+    /// Checks what one value alone cannot show and normalises: `tls_cert` and `tls_key` come
+    /// together, `public_url` loses a trailing `/`, concurrency is at least 1, the sweep
+    /// interval at least 10 ms.
+    pub fn checked(mut self) -> Result<Settings, ConfigError> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(ConfigError(
+                "tls_cert and tls_key must be given together".into(),
+            ));
+        }
+        self.public_url = self.public_url.map(|u| u.trim_end_matches('/').to_string());
+        self.callback_concurrency = self.callback_concurrency.max(1);
+        self.callback_per_host = self.callback_per_host.max(1);
+        self.sweep_interval = self.sweep_interval.max(Duration::from_millis(10));
+        Ok(self)
     }
 
     /// The scheme merchants sign for: from the public URL, else `https` with TLS, else `http`.
@@ -370,109 +208,311 @@ impl Settings {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What [`EnvLayer`] calls itself in figment's metadata.
+const ENV_LAYER: &str = "PAYMENTS_* environment variables";
 
-    #[test]
-    fn layers_override_in_order() {
-        let file: PartialSettings = toml::from_str(
-            "environment = \"production\"\nlisten = \"0.0.0.0:9000\"\ndata_dir = \"/var/lib/p\"\n[rates]\nRUB = \"92.5\"\n",
-        )
-        .unwrap();
-        let env = PartialSettings::from_env([
-            ("PAYMENTS_LISTEN".to_string(), "127.0.0.1:9100".to_string()),
-            (
-                "PAYMENTS_ALLOW_LOCAL_CALLBACKS".to_string(),
-                "1".to_string(),
-            ),
-            ("HOME".to_string(), "/root".to_string()),
-        ])
-        .unwrap();
-        let flags = PartialSettings {
-            data_dir: Some("/tmp/x".into()),
-            ..Default::default()
-        };
-        let s = file
-            .overridden_by(env)
-            .overridden_by(flags)
-            .finish()
-            .unwrap();
-        assert_eq!(s.environment, Environment::Production);
-        assert_eq!(s.listen.to_string(), "127.0.0.1:9100");
-        assert_eq!(s.data_dir, PathBuf::from("/tmp/x"));
-        assert!(s.allow_local_callbacks);
-        assert_eq!(s.rates["RUB"], Decimal::new(925, 1));
-        assert_eq!(s.operator_listen.to_string(), "127.0.0.1:8081");
-    }
+/// The `PAYMENTS_*` environment variables as a figment layer. A variable is read as the type of
+/// the setting it names (the shape of [`Settings::default`]): booleans as [`parse_bool`], numbers,
+/// lists comma-separated, everything else as the string given. `PAYMENTS_LOG` is
+/// `PAYMENTS_LOG_LEVEL`; variables that name no setting (`PAYMENTS_CONFIG`, ...) are skipped.
+#[derive(Clone)]
+pub struct EnvLayer(Env);
 
-    #[test]
-    fn bad_values_are_named() {
-        let e = PartialSettings {
-            synchronous: Some("off".into()),
-            ..Default::default()
-        }
-        .finish()
-        .unwrap_err();
-        assert!(e.0.starts_with("synchronous"), "{}", e.0);
-        let e = PartialSettings {
-            listen: Some("nowhere".into()),
-            ..Default::default()
-        }
-        .finish()
-        .unwrap_err();
-        assert!(e.0.starts_with("listen"), "{}", e.0);
-        assert!(toml::from_str::<PartialSettings>("lissten = 1").is_err());
-        let d = Settings::defaults();
-        assert_eq!(d.environment, Environment::Sandbox);
-        assert_eq!(d.listen.to_string(), "127.0.0.1:8080");
-        assert_eq!(d.data_dir, PathBuf::from("./data"));
-        assert!(!d.allow_local_callbacks);
-    }
-
-    #[test]
-    fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
-        assert!(Settings::defaults().callback_dispatch);
-        let env = |v: &str| {
-            PartialSettings::from_env([("PAYMENTS_CALLBACK_DISPATCH".to_string(), v.to_string())])
-        };
-        for off in ["0", "false", "no", "off", "OFF", " False ", ""] {
-            let p = env(off).unwrap();
-            assert_eq!(p.callback_dispatch, Some(false), "{off:?}");
-            assert!(!p.finish().unwrap().callback_dispatch);
-        }
-        for on in ["1", "true", "yes", "on", "TRUE"] {
-            assert_eq!(env(on).unwrap().callback_dispatch, Some(true), "{on:?}");
-        }
-        let e = env("later").unwrap_err();
-        assert!(e.0.starts_with("PAYMENTS_CALLBACK_DISPATCH"), "{}", e.0);
-
-        let file: PartialSettings = toml::from_str("callback_dispatch = false\n").unwrap();
-        assert_eq!(file.callback_dispatch, Some(false));
-        assert!(toml::from_str::<PartialSettings>("callback_dispatch = \"off\"").is_err());
-        // The file says off, the environment on, a flag off again: the last layer wins.
-        let s = file
-            .clone()
-            .overridden_by(env("on").unwrap())
-            .finish()
-            .unwrap();
-        assert!(s.callback_dispatch);
-        let flags = PartialSettings {
-            callback_dispatch: Some(false),
-            ..Default::default()
-        };
-        let s = file
-            .overridden_by(env("on").unwrap())
-            .overridden_by(flags)
-            .finish()
-            .unwrap();
-        assert!(!s.callback_dispatch);
-        // A layer that does not mention it leaves the lower one's value.
-        let s = env("0")
-            .unwrap()
-            .overridden_by(PartialSettings::default())
-            .finish()
-            .unwrap();
-        assert!(!s.callback_dispatch);
+impl std::fmt::Debug for EnvLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnvLayer(PAYMENTS_*)")
     }
 }
+
+impl EnvLayer {
+    /// The variables of this process.
+    pub fn process() -> EnvLayer {
+        EnvLayer(Env::prefixed("PAYMENTS_").map(|k| {
+            if k == "log" {
+                "log_level".into()
+            } else {
+                k.into()
+            }
+        }))
+    }
+}
+
+impl Provider for EnvLayer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(ENV_LAYER).interpolater(|_: &Profile, keys: &[&str]| {
+            format!("PAYMENTS_{}", keys.join("_").to_ascii_uppercase())
+        })
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let defaults = Serialized::defaults(Settings::default())
+            .data()?
+            .remove(&Profile::Default)
+            .unwrap_or_default();
+        let mut dict = Dict::new();
+        for (key, raw) in self.0.iter() {
+            let key = key.as_str();
+            let Some(default) = defaults.get(key) else {
+                continue;
+            };
+            let var = format!("PAYMENTS_{}", key.to_ascii_uppercase());
+            let value = match default {
+                Value::Bool(..) => {
+                    Value::from(parse_bool(&raw).map_err(|e| format!("{var}: {}", e.0))?)
+                }
+                Value::Num(..) => Value::from(
+                    raw.trim()
+                        .parse::<u64>()
+                        .map_err(|_| format!("{var}: expected a number, got {raw:?}"))?,
+                ),
+                Value::Array(..) => Value::from(
+                    raw.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect::<Vec<_>>(),
+                ),
+                // A table (`rates`) in figment's inline syntax: `{RUB="92.5"}`.
+                Value::Dict(..) => raw.parse().expect("parsing a figment value is infallible"),
+                _ => Value::from(raw),
+            };
+            dict.insert(key.to_string(), value);
+        }
+        Ok(Profile::Default.collect(dict))
+    }
+}
+
+/// figment's errors as one line each, named by setting (or variable) and file.
+fn describe(error: figment::Error) -> ConfigError {
+    let lines: Vec<String> = error
+        .into_iter()
+        .map(|e| {
+            let from_env = e.metadata.as_ref().is_some_and(|m| m.name == ENV_LAYER);
+            let name = match (&e.metadata, &e.profile) {
+                (Some(md), Some(profile)) if from_env && !e.path.is_empty() => {
+                    md.interpolate(profile, &e.path)
+                }
+                _ => e.path.join("."),
+            };
+            let kind = match &e.kind {
+                figment::error::Kind::UnknownField(..) => {
+                    "not a setting (docs/operations.md lists them)".to_string()
+                }
+                kind => kind.to_string().trim_end().to_string(),
+            };
+            let file = match e.metadata.as_ref().and_then(|m| m.source.as_ref()) {
+                Some(Source::File(path)) => Some(path.display().to_string()),
+                _ => None,
+            };
+            match (name.is_empty(), file) {
+                (true, Some(file)) => format!("{file}: {kind}"),
+                (true, None) => kind,
+                (false, Some(file)) => format!("{name}: {kind} (in {file})"),
+                (false, None) => format!("{name}: {kind}"),
+            }
+        })
+        .collect();
+    ConfigError(lines.join("; "))
+}
+
+/// A setting written as one string; `parse` says what is wrong with a bad one.
+trait Text: Sized {
+    fn parse(s: &str) -> Result<Self, String>;
+    fn text(&self) -> String;
+}
+
+impl Text for Environment {
+    fn parse(s: &str) -> Result<Self, String> {
+        Environment::from_str(s).map_err(|e| e.to_string())
+    }
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Text for SocketAddr {
+    fn parse(s: &str) -> Result<Self, String> {
+        s.parse()
+            .map_err(|_| format!("{s:?} is not an address like 127.0.0.1:8080"))
+    }
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Text for Durability {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "full" => Ok(Durability::Full),
+            "normal" => Ok(Durability::Normal),
+            _ => Err(format!("expected full or normal, got {s:?}")),
+        }
+    }
+    fn text(&self) -> String {
+        match self {
+            Durability::Full => "full",
+            Durability::Normal => "normal",
+        }
+        .to_string()
+    }
+}
+
+impl Text for LogFormat {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("expected text or json, got {s:?}")),
+        }
+    }
+    fn text(&self) -> String {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+        .to_string()
+    }
+}
+
+impl Text for RetrySchedule {
+    fn parse(s: &str) -> Result<Self, String> {
+        RetrySchedule::parse_delays(s).map_err(|e| e.to_string())
+    }
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Text for IpNet {
+    fn parse(s: &str) -> Result<Self, String> {
+        s.parse::<IpNet>()
+            .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+            .map_err(|_| format!("{s:?} is not an address or CIDR network"))
+    }
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Text for Decimal {
+    fn parse(s: &str) -> Result<Self, String> {
+        Decimal::from_str(s).map_err(|_| format!("{s:?} is not a decimal"))
+    }
+    fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// A [`Text`] setting.
+mod text {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<T: super::Text, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.text())
+    }
+
+    pub(super) fn deserialize<'de, T: super::Text, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<T, D::Error> {
+        T::parse(&String::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+/// A list of [`Text`] settings: a list, or one comma-separated string.
+mod text_list {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged, expecting = "a list of strings or a comma-separated string")]
+    enum Raw {
+        One(String),
+        Many(Vec<String>),
+    }
+
+    pub(super) fn serialize<T: super::Text, S: Serializer>(
+        v: &[T],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(super::Text::text))
+    }
+
+    pub(super) fn deserialize<'de, T: super::Text, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<T>, D::Error> {
+        let items = match Raw::deserialize(d)? {
+            Raw::One(s) => s
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            Raw::Many(v) => v,
+        };
+        items
+            .iter()
+            .map(|s| T::parse(s.trim()).map_err(D::Error::custom))
+            .collect()
+    }
+}
+
+/// A table of [`Text`] settings.
+mod text_map {
+    use std::collections::BTreeMap;
+
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<T: super::Text, S: Serializer>(
+        v: &BTreeMap<String, T>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(v.iter().map(|(k, v)| (k, v.text())))
+    }
+
+    pub(super) fn deserialize<'de, T: super::Text, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, T>, D::Error> {
+        BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| {
+                let parsed = T::parse(&v).map_err(|e| D::Error::custom(format!("{k}: {e}")))?;
+                Ok((k, parsed))
+            })
+            .collect()
+    }
+}
+
+/// A duration in whole milliseconds.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(v.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+/// A duration in whole seconds.
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(v.as_secs())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests;

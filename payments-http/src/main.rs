@@ -11,8 +11,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use payments_http::cli::{settings, CommonArgs, OperatorCommand};
-use payments_http::config::PartialSettings;
 use payments_http::server::{open_service, shutdown_signal, Application};
+use serde::Serialize;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,32 +35,41 @@ enum Command {
     Operator(OperatorCommand),
 }
 
-#[derive(Debug, Args)]
+/// Serialized, the flag layer of the settings: only the flags given.
+#[derive(Debug, Args, Serialize)]
 struct ServeArgs {
     #[command(flatten)]
+    #[serde(flatten)]
     common: CommonArgs,
     /// Merchant API address. Default 127.0.0.1:8080.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     listen: Option<String>,
     /// Operator API address. Default 127.0.0.1:8081.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     operator_listen: Option<String>,
     /// TLS certificate chain (PEM) for the merchant listener.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for the merchant listener.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     tls_key: Option<PathBuf>,
     /// Public base URL merchants use (its scheme is what they sign for @target-uri).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     public_url: Option<String>,
     /// text or json.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     log_format: Option<String>,
     /// Send callbacks (default on). With off the callback dispatcher does not run: closed
     /// payments' events are still stored in the outbox and are sent once a server with
     /// dispatch on runs over the same data dir. Accepts on/off, true/false, yes/no, 1/0.
     #[arg(long, value_name = "on|off", value_parser = flag_bool)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     callback_dispatch: Option<bool>,
 }
 
@@ -74,17 +83,7 @@ fn flag_bool(v: &str) -> Result<bool, String> {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let flags = PartialSettings {
-        listen: args.listen,
-        operator_listen: args.operator_listen,
-        tls_cert: args.tls_cert,
-        tls_key: args.tls_key,
-        public_url: args.public_url,
-        log_format: args.log_format,
-        callback_dispatch: args.callback_dispatch,
-        ..PartialSettings::default()
-    };
-    let settings = settings(&args.common, flags)?;
+    let settings = settings(&args.common, &args)?;
     payments_http::telemetry::init(settings.log_format, &settings.log_level);
     let environment = settings.environment;
     let app = Application::build(settings).await.map_err(|e| e.0)?;
@@ -103,7 +102,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 async fn operator_token(common: CommonArgs) -> Result<(), String> {
-    let settings = settings(&common, PartialSettings::default())?;
+    let settings = settings(&common, &common)?;
     payments_http::telemetry::init(settings.log_format, "warn");
     let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
     let token = opened.service.issue_operator_token().await;

@@ -229,7 +229,7 @@ async fn metrics(State(st): State<AppState>) -> Response {
     let pending = store.pending_events().await.unwrap_or(0);
     (
         StatusCode::OK,
-        [("content-type", "text/plain; version=0.0.4")],
+        [("content-type", crate::metrics::CONTENT_TYPE)],
         st.metrics.render(&by_status, pending),
     )
         .into_response()

@@ -2,17 +2,19 @@
 //! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
 //! own tests.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use payments_client::{MerchantClient, SandboxCredentials};
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::store::Store;
-use payments_core::ProjectId;
+use payments_core::{ProjectId, SecretString};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
 use crate::bootstrap::CREDENTIALS_FILE;
-use crate::config::PartialSettings;
+use crate::config::Settings;
 use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::server::{open_store, Application};
 use crate::AppState;
@@ -27,7 +29,7 @@ pub struct TestServer {
     /// `http://127.0.0.1:<port>` of the operator API.
     pub operator_url: String,
     /// The operator token.
-    pub operator_token: String,
+    pub operator_token: SecretString,
     /// The sandbox credentials (`None` in production, which never bootstraps).
     pub credentials: Option<SandboxCredentials>,
     /// The data dir, deleted on drop.
@@ -39,39 +41,38 @@ pub struct TestServer {
 impl TestServer {
     /// A bootstrapped sandbox with the defaults and a 50 ms sweep interval.
     pub async fn sandbox() -> TestServer {
-        TestServer::start(PartialSettings::default()).await
+        TestServer::start(|_| {}).await
     }
 
-    /// A server whose settings are the test defaults overridden by `extra` (e.g.
-    /// `environment: Some("production".into())`). `TEST_LOG=1` prints the server's log.
-    pub async fn start(extra: PartialSettings) -> TestServer {
+    /// A server whose settings are the test defaults changed by `configure` (e.g.
+    /// `|s| s.environment = Environment::Production`). `TEST_LOG=1` prints the server's log.
+    pub async fn start(configure: impl FnOnce(&mut Settings)) -> TestServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        TestServer::start_in(dir, extra).await
+        TestServer::start_in(dir, configure).await
     }
 
     /// Stops this server gracefully and starts another over the same data dir (same database
-    /// and credentials file, so no new bootstrap) with the test defaults overridden by `extra`;
+    /// and credentials file, so no new bootstrap) with the test defaults changed by `configure`;
     /// the settings of this run are not carried over. The new server listens on new ports;
     /// [`TestServer::credentials`] carries its URLs.
-    pub async fn restart(mut self, extra: PartialSettings) -> TestServer {
+    pub async fn restart(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
         self.shut_down().await;
-        TestServer::start_in(self.dir, extra).await
+        TestServer::start_in(self.dir, configure).await
     }
 
-    async fn start_in(dir: TempDir, extra: PartialSettings) -> TestServer {
+    async fn start_in(dir: TempDir, configure: impl FnOnce(&mut Settings)) -> TestServer {
         if std::env::var_os("TEST_LOG").is_some() {
             crate::telemetry::init(Default::default(), "info");
         }
-        let settings = PartialSettings {
-            data_dir: Some(dir.path().to_path_buf()),
-            listen: Some("127.0.0.1:0".into()),
-            operator_listen: Some("127.0.0.1:0".into()),
-            sweep_interval_ms: Some(50),
-            ..PartialSettings::default()
-        }
-        .overridden_by(extra)
-        .finish()
-        .expect("valid test settings");
+        let mut settings = Settings {
+            data_dir: dir.path().to_path_buf(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            operator_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            sweep_interval: Duration::from_millis(50),
+            ..Settings::default()
+        };
+        configure(&mut settings);
+        let settings = settings.checked().expect("valid test settings");
         // The test server is an embedding that chooses the sandbox provider and the fixed
         // rates itself, in production too, so that production behaviour (tokens, test
         // helpers, TLS) can be tested without an upstream.
@@ -103,7 +104,8 @@ impl TestServer {
                 .service
                 .issue_operator_token()
                 .await
-                .expect("an operator token"),
+                .expect("an operator token")
+                .into(),
         };
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

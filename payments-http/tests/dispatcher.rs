@@ -28,7 +28,7 @@ use payments_core::service::{
 use payments_core::store::{DirectoryStore, OutboxStore, PaymentChange, PaymentStore, Store};
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
 use payments_core::{Clock, EventId, PaymentId, ProjectId, Timestamp};
-use payments_http::config::PartialSettings;
+use payments_http::config::Settings;
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::metrics::Metrics;
 use payments_http::resolver::StaticLookup;
@@ -330,7 +330,7 @@ async fn world() -> World {
         service,
         metrics: Arc::new(Metrics::default()),
         project,
-        secret: CallbackSecret::parse(&secret).expect("issued secrets are valid"),
+        secret: CallbackSecret::parse(secret.expose()).expect("issued secrets are valid"),
         orders: AtomicUsize::new(0),
     }
 }
@@ -940,7 +940,7 @@ async fn both_secrets_sign_during_the_rotation_overlap_then_only_the_new_one() {
         .rotate_callback_secret(w.project, &Actor("test".into()))
         .await
         .expect("rotated");
-    let new = CallbackSecret::parse(&new).expect("valid");
+    let new = CallbackSecret::parse(new.expose()).expect("valid");
     let d = w.dispatcher(local_config(&pki));
 
     w.event(&rx.url(HOST), EventKind::Automatic, 3).await;
@@ -1008,7 +1008,7 @@ async fn a_project_without_a_secret_gets_an_unrevealed_one_at_first_delivery() {
     assert_eq!(secrets.len(), 1);
     assert!(!secrets[0].revealed);
     let r = rx.drain().remove(0);
-    let created = CallbackSecret::parse(&secrets[0].secret).expect("valid");
+    let created = CallbackSecret::parse(secrets[0].secret.expose()).expect("valid");
     assert_eq!(
         CallbackVerifier::new(vec![created]).verify(
             r.header("x-callback-timestamp"),
@@ -1224,11 +1224,10 @@ async fn plain_receiver() -> Receiver {
 }
 
 /// Test settings with local callbacks allowed and dispatch on or off.
-fn dispatch(on: bool) -> PartialSettings {
-    PartialSettings {
-        allow_local_callbacks: Some(true),
-        callback_dispatch: Some(on),
-        ..PartialSettings::default()
+fn dispatch(on: bool) -> impl FnOnce(&mut Settings) {
+    move |s| {
+        s.allow_local_callbacks = true;
+        s.callback_dispatch = on;
     }
 }
 
@@ -1286,7 +1285,7 @@ async fn with_dispatch_off_the_event_waits_in_the_outbox_until_a_server_with_dis
             "{}/operator/v1/payments/{id}/confirm",
             s.operator_url
         ))
-        .bearer_auth(&s.operator_token)
+        .bearer_auth(s.operator_token.expose())
         .json(&serde_json::json!({}))
         .send()
         .await
@@ -1321,9 +1320,10 @@ async fn with_dispatch_off_the_event_waits_in_the_outbox_until_a_server_with_dis
         .expect("delivered after the restart")
         .expect("the receiver is alive");
     assert_eq!(got.header("x-callback-event-id"), event_id);
-    let verifier = CallbackVerifier::new(vec![
-        CallbackSecret::parse(&s.creds().callback_secret).expect("the secret parses")
-    ]);
+    let verifier = CallbackVerifier::new(vec![CallbackSecret::parse(
+        s.creds().callback_secret.expose(),
+    )
+    .expect("the secret parses")]);
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")

@@ -6,10 +6,9 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use payments_core::callback::{CallbackSecret, CallbackVerifier};
+use payments_core::callback::{CallbackSecret, CallbackVerifier, RetrySchedule};
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::Timestamp;
-use payments_http::config::PartialSettings;
 use payments_http::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -41,10 +40,9 @@ async fn receiver() -> (String, mpsc::UnboundedReceiver<Received>) {
 }
 
 async fn start() -> TestServer {
-    TestServer::start(PartialSettings {
-        allow_local_callbacks: Some(true),
-        callback_retry_delays: Some("1,1".into()),
-        ..PartialSettings::default()
+    TestServer::start(|s| {
+        s.allow_local_callbacks = true;
+        s.callback_retry_delays = RetrySchedule::parse_delays("1,1").expect("valid delays");
     })
     .await
 }
@@ -57,7 +55,7 @@ async fn op(
 ) -> (StatusCode, serde_json::Value) {
     let r = reqwest::Client::new()
         .post(format!("{}/operator/v1/payments/{path}", s.operator_url))
-        .bearer_auth(&s.operator_token)
+        .bearer_auth(s.operator_token.expose())
         .json(&body)
         .send()
         .await
@@ -119,7 +117,7 @@ async fn recheck_path_ends_in_verified_callbacks() {
     // processing -> completed: callback.
     let (st, _) = op(&s, &format!("{id}/confirm"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
-    let first = next_verified(&mut rx, &s.creds().callback_secret).await;
+    let first = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(
         (
             first["status"].as_str(),
@@ -139,7 +137,7 @@ async fn recheck_path_ends_in_verified_callbacks() {
         "30.0000"
     );
     assert_eq!(body["payment"]["initial_amount"].to_string(), "3400");
-    let second = next_verified(&mut rx, &s.creds().callback_secret).await;
+    let second = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(second["amount"].to_string(), "3000");
     assert_eq!(second["initial_amount"].to_string(), "3400");
     assert_ne!(second["event_id"], first["event_id"]);
@@ -170,21 +168,21 @@ async fn recheck_path_ends_in_verified_callbacks() {
     )
     .await;
     assert_eq!(st, StatusCode::OK);
-    let third = next_verified(&mut rx, &s.creds().callback_secret).await;
+    let third = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(third["status"], "canceled");
 
     // canceled -> completed (paid after all): callback.
     let (st, _) = op(&s, &format!("{id}/confirm"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(
-        next_verified(&mut rx, &s.creds().callback_secret).await["status"],
+        next_verified(&mut rx, s.creds().callback_secret.expose()).await["status"],
         "completed"
     );
 
     // Manual resend: the same status, a new event_id, one attempt.
     let (st, body) = op(&s, &format!("{id}/callbacks/resend"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
-    let resent = next_verified(&mut rx, &s.creds().callback_secret).await;
+    let resent = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(resent["status"], "completed");
     assert_eq!(resent["event_id"], body["event_id"]);
 
@@ -197,7 +195,7 @@ async fn recheck_path_ends_in_verified_callbacks() {
                 "{}/operator/v1/payments/{id}/events",
                 s.creds().operator_url
             ))
-            .bearer_auth(&s.operator_token)
+            .bearer_auth(s.operator_token.expose())
             .send()
             .await
             .unwrap()
@@ -251,7 +249,7 @@ async fn expiry_sends_the_canceled_callback() {
     p.lifetime = Duration::from_millis(500);
     s.state.service.store().put_project(&p).await.unwrap();
     let created = s.client().create_payment(&json!({"merchant_payment_id": "exp-1", "amount": "100", "payment_method": "card_transfer"})).await.unwrap();
-    let cb = next_verified(&mut rx, &s.creds().callback_secret).await;
+    let cb = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(cb["status"], "canceled");
     assert_eq!(cb["id"], created.json["id"]);
     assert_eq!(cb["payment_method"], "card_transfer");
@@ -339,7 +337,7 @@ async fn test_payments_and_their_helpers() {
     // Support resends the closed test payment's callback: a real signed request, is_test true.
     let (st, _) = op(&s, &format!("{id}/callbacks/resend"), json!({})).await;
     assert_eq!(st, StatusCode::OK);
-    let cb = next_verified(&mut rx, &s.creds().callback_secret).await;
+    let cb = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(
         (cb["status"].as_str(), cb["is_test"].as_bool()),
         (Some("completed"), Some(true))
@@ -388,7 +386,7 @@ async fn test_payments_and_their_helpers() {
         .unwrap();
     let r = s
         .client()
-        .with_token(&create_only.token)
+        .with_token(create_only.token.expose())
         .post(&format!("/api/v1/test/payments/{id}/cancel"), b"")
         .await
         .unwrap();
@@ -406,11 +404,7 @@ async fn the_sweeper_stops_between_batches() {
     use payments_http::sweeper::{self, SWEEP_BATCH};
 
     // The server's own sweeper runs once at start and then sleeps for an hour.
-    let s = TestServer::start(PartialSettings {
-        sweep_interval_ms: Some(3_600_000),
-        ..PartialSettings::default()
-    })
-    .await;
+    let s = TestServer::start(|s| s.sweep_interval = Duration::from_secs(3600)).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let store = s.state.service.store();
     let now = s.state.service.ports().clock.now();

@@ -9,7 +9,6 @@ use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_http::bootstrap::CREDENTIALS_FILE;
-use payments_http::config::PartialSettings;
 use payments_http::system::OsRandom;
 use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
@@ -17,6 +16,22 @@ use serde_json::json;
 
 fn body(mpid: &str, amount: &str) -> serde_json::Value {
     json!({"merchant_payment_id": mpid, "amount": amount, "payment_method": "sbp"})
+}
+
+#[tokio::test]
+async fn debug_of_the_test_server_shows_no_secret() {
+    let s = TestServer::sandbox().await;
+    let debug = format!("{s:?}");
+    let c = s.creds();
+    for secret in [
+        &s.operator_token,
+        &c.token,
+        &c.callback_secret,
+        &c.private_key_pem,
+    ] {
+        assert!(!debug.contains(secret.expose().as_str()), "{debug}");
+    }
+    s.stop().await;
 }
 
 #[tokio::test]
@@ -356,7 +371,7 @@ async fn token_and_signature_rejections_take_nothing() {
     );
     // Truncated token.
     let r = c
-        .with_token(&s.creds().token[..20])
+        .with_token(&s.creds().token.expose()[..20])
         .create_payment(&body("auth-1", "100"))
         .await
         .unwrap();
@@ -370,7 +385,7 @@ async fn token_and_signature_rejections_take_nothing() {
         .await
         .unwrap();
     let r = c
-        .with_token(&read_only.token)
+        .with_token(read_only.token.expose())
         .create_payment(&body("auth-1", "100"))
         .await
         .unwrap();
@@ -386,7 +401,7 @@ async fn token_and_signature_rejections_take_nothing() {
         .await
         .unwrap();
     assert_eq!(
-        c.with_token(&extra.token)
+        c.with_token(extra.token.expose())
             .create_payment(&body("auth-0", "100"))
             .await
             .unwrap()
@@ -399,7 +414,7 @@ async fn token_and_signature_rejections_take_nothing() {
         .await
         .unwrap();
     let r = c
-        .with_token(&extra.token)
+        .with_token(extra.token.expose())
         .create_payment(&body("auth-1", "100"))
         .await
         .unwrap();
@@ -591,9 +606,8 @@ async fn size_rate_and_address_limits() {
 
 #[tokio::test]
 async fn forwarded_for_is_used_only_from_trusted_proxies() {
-    let s = TestServer::start(PartialSettings {
-        trusted_proxies: Some(vec!["127.0.0.0/8".into()]),
-        ..Default::default()
+    let s = TestServer::start(|s| {
+        s.trusted_proxies = vec!["127.0.0.0/8".parse().expect("a network")];
     })
     .await;
     s.patch_project(ProjectPatch {
@@ -638,7 +652,7 @@ async fn reads_project_banks_and_request_ids() {
     assert_eq!(r.json["project_id"], s.creds().project_id.as_str());
     assert_eq!(
         r.json["token_prefix"].as_str().unwrap(),
-        &s.creds().token[..14]
+        &s.creds().token.expose()[..14]
     );
     assert_eq!(
         r.json["scopes"],
@@ -795,9 +809,20 @@ async fn the_built_binary_as_a_new_user_runs_it() {
             0o600
         );
     }
-    assert!(creds.token.starts_with("nl_test_"));
+    assert!(creds.token.expose().starts_with("nl_test_"));
     assert!(creds.keyid.starts_with("ed25519-"));
-    assert!(creds.callback_secret.starts_with("whsec_"));
+    assert!(creds.callback_secret.expose().starts_with("whsec_"));
+    // The file holds the secrets; `Debug` of what was read from it shows none of them.
+    let debug = format!("{creds:?}");
+    for secret in [
+        &creds.token,
+        &creds.callback_secret,
+        &creds.operator_token,
+        &creds.private_key_pem,
+    ] {
+        assert!(!debug.contains(secret.expose().as_str()), "{debug}");
+    }
+    assert!(!debug.contains("PRIVATE KEY"), "{debug}");
     let client = MerchantClient::from_credentials(&creds).unwrap();
     let mut created = None;
     for _ in 0..100 {
@@ -831,7 +856,11 @@ async fn the_built_binary_as_a_new_user_runs_it() {
     assert!(out.status.success(), "exit {:?}", out.status);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("sandbox-credentials.json"), "{log}");
-    for secret in [&creds.token, &creds.callback_secret, &creds.operator_token] {
+    for secret in [
+        creds.token.expose(),
+        creds.callback_secret.expose(),
+        creds.operator_token.expose(),
+    ] {
         assert!(!log.contains(secret.as_str()), "a secret reached the log");
     }
     assert!(!log.contains("PRIVATE KEY"));
@@ -851,10 +880,9 @@ async fn tls_on_the_merchant_listener() {
     let key_path = dir.path().join("key.pem");
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
     std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
-    let s = TestServer::start(PartialSettings {
-        tls_cert: Some(cert_path),
-        tls_key: Some(key_path),
-        ..Default::default()
+    let s = TestServer::start(|s| {
+        s.tls_cert = Some(cert_path);
+        s.tls_key = Some(key_path);
     })
     .await;
     assert!(s.creds().base_url.starts_with("https://127.0.0.1:"));
@@ -866,8 +894,8 @@ async fn tls_on_the_merchant_listener() {
         .unwrap();
     let client = MerchantClient::new(
         &format!("https://localhost:{port}"),
-        &s.creds().token,
-        &s.creds().private_key_pem,
+        s.creds().token.expose(),
+        s.creds().private_key_pem.expose(),
     )
     .unwrap()
     .with_http_client(http);

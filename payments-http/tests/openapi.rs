@@ -502,7 +502,7 @@ async fn real_responses_validate_against_the_file() {
     assert_eq!(r.code(), Some("bad_request"));
     check(&spec, &mut seen, create, "POST", &r);
     let r = c
-        .with_token(&s.creds().token[..20])
+        .with_token(&s.creds().token.expose()[..20])
         .create_payment(&create_body("oa-401", "100"))
         .await
         .unwrap();
@@ -524,7 +524,7 @@ async fn real_responses_validate_against_the_file() {
         .await
         .unwrap();
     let r = c
-        .with_token(&read_only.token)
+        .with_token(read_only.token.expose())
         .create_payment(&create_body("oa-403", "100"))
         .await
         .unwrap();

@@ -78,7 +78,11 @@ async fn provision(app: &TestApp) -> Provisioned {
 #[tokio::test]
 async fn operator_api_needs_the_operator_token() {
     let app = TestApp::sandbox().await;
-    for token in [None, Some("op_wrong"), Some(app.creds().token.as_str())] {
+    for token in [
+        None,
+        Some("op_wrong"),
+        Some(app.creds().token.expose().as_str()),
+    ] {
         let a = app
             .op_as(token, "GET", "/operator/v1/merchants", None)
             .await;
@@ -525,7 +529,7 @@ async fn callback_secret_rotation_shows_the_secret_once_and_keeps_two() {
     assert_eq!(first.status, 201, "{}", first.text);
     let s1 = first.body["callback_secret"].as_str().unwrap().to_string();
     assert!(s1.starts_with("whsec_"));
-    assert_ne!(s1, app.creds().callback_secret);
+    assert_ne!(&s1, app.creds().callback_secret.expose());
     let second = app.op("POST", &path, Some(json!({}))).await;
     let s2 = second.body["callback_secret"].as_str().unwrap().to_string();
     assert_ne!(s1, s2);

@@ -444,7 +444,7 @@ pub(crate) fn revoke_key(
 fn secret_from_row(row: &Row<'_>) -> Result<SecretRecord, StoreError> {
     let c = Cols::new(row);
     Ok(SecretRecord {
-        secret: c.text("secret")?,
+        secret: c.text("secret")?.into(),
         created_at: c.ts("created_at")?,
         revealed: c.flag("revealed")?,
     })
@@ -478,7 +478,7 @@ pub(crate) fn add_secret(
     .map_err(db)?
     .execute(params![
         pid,
-        s.secret,
+        s.secret.expose(),
         s.created_at.unix_millis(),
         s.revealed
     ])

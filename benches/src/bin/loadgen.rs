@@ -487,7 +487,10 @@ async fn confirm_all(
         .map(|id| {
             Request::post(format!("/operator/v1/payments/{id}/confirm"))
                 .header("host", op_authority.as_str())
-                .header("authorization", format!("Bearer {}", creds.operator_token))
+                .header(
+                    "authorization",
+                    format!("Bearer {}", creds.operator_token.expose()),
+                )
                 .header("content-type", "application/json")
                 .header("content-length", 2)
                 .body(Full::new(Bytes::from_static(b"{}")))
@@ -534,7 +537,7 @@ async fn callbacks(
     let bind = args
         .receiver
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let (addr, received) = receiver(&creds.callback_secret, bind).await;
+    let (addr, received) = receiver(creds.callback_secret.expose(), bind).await;
     let url = format!("http://{addr}/callback");
     let n = args.requests;
     let (created, ids) =
@@ -641,7 +644,7 @@ async fn callbacks_queue(
 /// deliveries/s from the first delivery received to the last, and from the receiver's start.
 /// Returns whether all `--requests` arrived in time.
 async fn callbacks_deliver(args: &Args, creds: &SandboxCredentials, bind: SocketAddr) -> bool {
-    let (addr, received) = receiver(&creds.callback_secret, bind).await;
+    let (addr, received) = receiver(creds.callback_secret.expose(), bind).await;
     let started = Instant::now();
     let expected = args.requests as u64;
     println!(
@@ -730,8 +733,12 @@ async fn main() {
     )
     .expect("the credentials file is sandbox-credentials.json");
     let base_url = args.url.clone().unwrap_or_else(|| creds.base_url.clone());
-    let client = MerchantClient::new(&base_url, &creds.token, &creds.private_key_pem)
-        .expect("the credentials' key parses");
+    let client = MerchantClient::new(
+        &base_url,
+        creds.token.expose(),
+        creds.private_key_pem.expose(),
+    )
+    .expect("the credentials' key parses");
     let authority = payments_benches::authority_of(&base_url).to_string();
     let target = socket_addr_of(&base_url).expect("the target is http://IP:PORT");
     let run_id = format!("{:x}", unix_nanos());

@@ -20,7 +20,7 @@ use crate::project::{
     TokenRecord, DEFAULT_LIFETIME,
 };
 use crate::settlement::FeePercent;
-use crate::{ApiError, ErrorCode};
+use crate::{ApiError, ErrorCode, SecretString};
 
 /// Longest accepted payment lifetime (7 days).
 pub const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -73,7 +73,7 @@ pub struct NewToken {
     /// What is stored.
     pub record: TokenRecord,
     /// The token itself; never stored, never shown again.
-    pub token: String,
+    pub token: SecretString,
 }
 
 fn audit(
@@ -329,7 +329,7 @@ impl PaymentService {
         self.audit(audit(actor, "token.issue", record.id.to_string(), None, Some(serde_json::json!({"project_id": project, "prefix": record.prefix, "scopes": scopes}).to_string()), record.created_at)).await?;
         Ok(NewToken {
             record,
-            token: issued.secret().to_string(),
+            token: SecretString::from(issued.secret()),
         })
     }
 
@@ -448,7 +448,7 @@ impl PaymentService {
         &self,
         project: ProjectId,
         actor: &Actor,
-    ) -> Result<String, ApiError> {
+    ) -> Result<SecretString, ApiError> {
         self.ports
             .store
             .project(project)
@@ -457,7 +457,7 @@ impl PaymentService {
         let secret = CallbackSecret::generate(self.ports.rng.as_ref());
         let now = self.ports.clock.now();
         let record = SecretRecord {
-            secret: secret.expose().to_string(),
+            secret: SecretString::from(secret.expose()),
             created_at: now,
             revealed: true,
         };
@@ -488,7 +488,7 @@ impl PaymentService {
         if records.is_empty() {
             let secret = CallbackSecret::generate(self.ports.rng.as_ref());
             let record = SecretRecord {
-                secret: secret.expose().to_string(),
+                secret: SecretString::from(secret.expose()),
                 created_at: self.ports.clock.now(),
                 revealed: false,
             };
@@ -509,7 +509,7 @@ impl PaymentService {
 /// Rebuilds the rotation state from stored records (newest first).
 pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets, ApiError> {
     let parse = |r: &SecretRecord| {
-        CallbackSecret::parse(&r.secret)
+        CallbackSecret::parse(r.secret.expose())
             .map_err(|e| ApiError::internal(format!("stored callback secret is invalid: {e}")))
     };
     let (newest, older) = records

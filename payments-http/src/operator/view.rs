@@ -35,7 +35,7 @@ pub fn token(t: &TokenRecord) -> Value {
 /// A token at issue: the listed form plus the token, the only time it is shown.
 pub fn issued_token(t: &NewToken) -> Value {
     let mut v = token(&t.record);
-    v["token"] = Value::String(t.token.clone());
+    v["token"] = Value::String(t.token.expose().clone());
     v
 }
 

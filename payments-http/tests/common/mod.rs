@@ -7,7 +7,7 @@ use ed25519_dalek::SigningKey;
 use payments_client::{MerchantClient, SandboxCredentials, SignSpec};
 use payments_core::auth::keys::{keyid, parse_signing_key_pem};
 use payments_core::KeyId;
-use payments_http::config::PartialSettings;
+use payments_http::config::Durability;
 use payments_http::system::OsRandom;
 use payments_http::testing::TestServer;
 use payments_http::AppState;
@@ -70,16 +70,16 @@ impl TestApp {
     }
 
     async fn start(environment: &str) -> TestApp {
-        let server = TestServer::start(PartialSettings {
-            environment: Some(environment.into()),
-            synchronous: Some("normal".into()),
-            ..PartialSettings::default()
+        let environment = environment.parse().expect("sandbox or production");
+        let server = TestServer::start(|s| {
+            s.environment = environment;
+            s.durability = Durability::Normal;
         })
         .await;
         TestApp {
             merchant_url: server.merchant_url.clone(),
             operator_url: server.operator_url.clone(),
-            operator_token: server.operator_token.clone(),
+            operator_token: server.operator_token.expose().clone(),
             credentials: server.credentials.clone(),
             state: server.state.clone(),
             client: reqwest::Client::new(),
@@ -160,8 +160,9 @@ impl TestApp {
     /// The sandbox project's token and key.
     pub fn demo(&self) -> (String, Signer) {
         let c = self.creds();
-        let key = parse_signing_key_pem(&c.private_key_pem).expect("the bootstrap key parses");
-        (c.token.clone(), Signer::new(key))
+        let key =
+            parse_signing_key_pem(c.private_key_pem.expose()).expect("the bootstrap key parses");
+        (c.token.expose().clone(), Signer::new(key))
     }
 }
 

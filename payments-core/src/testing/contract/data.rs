@@ -190,7 +190,7 @@ pub(super) fn key(project: ProjectId, keyid: &str, byte: u8) -> KeyRecord {
 
 pub(super) fn secret(n: i64, revealed: bool) -> SecretRecord {
     SecretRecord {
-        secret: format!("whsec_{n:032}"),
+        secret: format!("whsec_{n:032}").into(),
         created_at: T0 + ms(n),
         revealed,
     }
