@@ -1,7 +1,7 @@
 //! Shared code of the runnable examples: what a merchant does with each API answer
 //! ([`advice`]), how a create is repeated safely ([`create`]), how a payer is shown the
-//! requisite ([`display`]), the quickstart's steps ([`quickstart`]) and the callback receiver
-//! ([`receiver`]). The binaries in `examples/` are thin command-line wrappers, so the tests
+//! requisite ([`display`]), the quickstart's steps ([`quickstart`]), the callback receiver
+//! ([`receiver`]) and an application embedding the service ([`embed`]). The binaries in `examples/` are thin command-line wrappers, so the tests
 //! run the same code as the binaries.
 #![forbid(unsafe_code)]
 
@@ -13,6 +13,7 @@ pub mod advice;
 pub mod cli;
 pub mod create;
 pub mod display;
+pub mod embed;
 pub mod quickstart;
 pub mod receiver;
 

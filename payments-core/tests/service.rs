@@ -349,6 +349,38 @@ fn a_provider_that_never_answers_ends_ambiguous_after_exactly_15_s() {
 }
 
 #[test]
+fn a_rate_source_that_never_answers_is_no_rate_after_exactly_its_budget() {
+    let s = setup();
+    s.h.rates
+        .hang
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let b = body("no-rate", "100");
+    let mut fut = pin!(s.h.create(s.project.id, b.as_bytes()));
+    assert!(poll(fut.as_mut()).is_pending());
+    s.h.advance(Duration::from_millis(2_999));
+    assert!(poll(fut.as_mut()).is_pending(), "the budget is 3 s");
+    s.h.advance(Duration::from_millis(1));
+    let e = match poll(fut.as_mut()) {
+        Poll::Ready(r) => code(r),
+        Poll::Pending => panic!("the 3 s rate budget ran out"),
+    };
+    assert_eq!(e.code, ErrorCode::PaymentRateUnavailable);
+    // A business-rule refusal takes nothing: the id is free and the provider was not asked.
+    assert!(s.by_mpid("no-rate").is_none());
+    assert_eq!(
+        s.h.provider.calls.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    s.h.rates
+        .hang
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        s.created(&body("no-rate", "100")).status,
+        PaymentStatus::Processing
+    );
+}
+
+#[test]
 fn a_provider_that_never_answers_with_the_clock_driven_from_another_task() {
     let s = setup();
     let b = body("slow2", "100.16");

@@ -41,11 +41,12 @@ impl OutboxWaker for NotifyWaker {
 }
 
 impl AppState {
-    /// State over a service; installs the dispatcher's wake-up call in the service.
+    /// State over a service; adds the dispatcher's wake-up call to the service (and so to
+    /// every clone of it, including the caller's).
     /// `public_scheme` is `http` or `https`: the scheme the merchants' signatures cover.
     pub fn new(service: PaymentService, public_scheme: &str) -> Self {
         let outbox_notify = Arc::new(Notify::new());
-        let service = service.with_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
+        service.add_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
         AppState {
             service,
             public_scheme: public_scheme.into(),

@@ -92,7 +92,9 @@ impl std::fmt::Debug for Ports {
 
 /// Told after a change that queued a callback event has committed, so that a dispatcher
 /// waiting for work delivers it at once instead of at its next poll. The HTTP adapter's
-/// `AppState` installs one that wakes its dispatcher; without one, events wait for the poll.
+/// `AppState` adds one that wakes its dispatcher; without one, events wait for the poll.
+/// Wakers are shared by every clone of a service, so a clone taken before the waker was
+/// added wakes the dispatcher too.
 pub trait OutboxWaker: Send + Sync {
     /// An event was committed to the outbox.
     fn wake(&self);
@@ -104,7 +106,7 @@ pub struct PaymentService {
     ports: Ports,
     config: ServiceConfig,
     auth: AuthConfig,
-    waker: Option<Arc<dyn OutboxWaker>>,
+    wakers: Arc<std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>>,
 }
 
 impl std::fmt::Debug for PaymentService {
@@ -129,16 +131,17 @@ impl PaymentService {
             ports,
             config,
             auth,
-            waker: None,
+            wakers: Arc::default(),
         }
     }
 
-    /// The service telling `waker` about every callback event it commits (see
-    /// [`OutboxWaker`]).
-    #[must_use]
-    pub fn with_outbox_waker(mut self, waker: Arc<dyn OutboxWaker>) -> Self {
-        self.waker = Some(waker);
-        self
+    /// Tells `waker` about every callback event this service, and every clone of it, commits
+    /// from now on (see [`OutboxWaker`]).
+    pub fn add_outbox_waker(&self, waker: Arc<dyn OutboxWaker>) {
+        self.wakers
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(waker);
     }
 
     /// The authentication settings.
@@ -205,7 +208,11 @@ impl PaymentService {
             })
             .await?;
         if outbox.is_some() {
-            if let Some(waker) = &self.waker {
+            let wakers = self
+                .wakers
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for waker in wakers.iter() {
                 waker.wake();
             }
         }

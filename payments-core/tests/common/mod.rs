@@ -142,6 +142,8 @@ impl RequisiteProvider for TestProvider {
 #[derive(Debug, Default)]
 pub struct TestRates {
     pub courses: Mutex<HashMap<Currency, Decimal>>,
+    /// When set, the rate source never answers (a rate API that hangs).
+    pub hang: std::sync::atomic::AtomicBool,
 }
 
 impl TestRates {
@@ -159,6 +161,9 @@ impl TestRates {
 #[async_trait]
 impl RateSource for TestRates {
     async fn course(&self, currency: Currency) -> Option<Decimal> {
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         self.courses.lock().unwrap().get(&currency).copied()
     }
 }
