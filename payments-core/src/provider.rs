@@ -1,4 +1,10 @@
-//! The requisite-provider and rate-source ports.
+//! The requisite-provider and rate-source ports: what an embedder implements to connect the
+//! service to its upstream (a bank, a processor, a rate API). The service calls them within
+//! time budgets ([`ServiceConfig::provider_budget`], 15 s; [`ServiceConfig::rate_budget`],
+//! 3 s), so a slow upstream costs a create at most that long.
+//!
+//! [`ServiceConfig::provider_budget`]: crate::service::ServiceConfig::provider_budget
+//! [`ServiceConfig::rate_budget`]: crate::service::ServiceConfig::rate_budget
 
 use async_trait::async_trait;
 use rust_decimal::Decimal;
@@ -58,14 +64,72 @@ pub enum ProviderOutcome {
     Ambiguous(String),
 }
 
-/// Issues transfer requisites. Called at most once per payment, within a 15 s budget.
+/// Issues transfer requisites. Called at most once per payment, within a 15 s budget; no
+/// answer in time makes the payment `error` with `provider_result_ambiguous`.
+///
+/// The answer decides the payment: [`ProviderOutcome::Issued`] makes it `processing` with the
+/// requisite, [`ProviderOutcome::NoRequisites`] and [`ProviderOutcome::Ambiguous`] make it
+/// `error`, [`ProviderOutcome::NotRoutable`] makes it `error` and answers the create with
+/// `422 payment_not_routable`. A provider must never issue one requisite to two payments.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use payments_core::payment::PaymentMethod;
+/// use payments_core::provider::{
+///     IssuedRequisites, ProviderOutcome, RequisiteProvider, RequisiteRequest,
+/// };
+///
+/// /// Phone numbers for `sbp` from the embedder's own pool; no cards.
+/// struct PhonePool;
+///
+/// #[async_trait]
+/// impl RequisiteProvider for PhonePool {
+///     async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome {
+///         if request.payment_method != PaymentMethod::Sbp {
+///             return ProviderOutcome::NotRoutable("cards are not offered".into());
+///         }
+///         // A real provider asks its upstream here, keyed by request.payment_id.
+///         ProviderOutcome::Issued(IssuedRequisites {
+///             requisite: "79001234567".into(),
+///             holder_name: "IVAN I.".into(),
+///             bank_name: Some("Сбербанк".into()),
+///             qrcode_link: None,
+///             deeplink_url: None,
+///         })
+///     }
+/// }
+/// # let _ = PhonePool;
+/// ```
 #[async_trait]
 pub trait RequisiteProvider: Send + Sync {
     /// Asks for requisites.
     async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome;
 }
 
-/// Exchange rates: units of a currency per 1 USDT.
+/// Exchange rates: units of a currency per 1 USDT. Asked once per create, within a 3 s budget;
+/// `None` (or no answer in time) is `422 payment_rate_unavailable` and takes nothing.
+///
+/// ```
+/// use async_trait::async_trait;
+/// use payments_core::payment::Currency;
+/// use payments_core::provider::RateSource;
+/// use rust_decimal::Decimal;
+///
+/// /// RUB at a fixed 95.50 per USDT; nothing else.
+/// struct Fixed;
+///
+/// #[async_trait]
+/// impl RateSource for Fixed {
+///     async fn course(&self, currency: Currency) -> Option<Decimal> {
+///         (currency == Currency::RUB).then(|| Decimal::new(9550, 2))
+///     }
+/// }
+///
+/// let rub = futures_executor::block_on(Fixed.course(Currency::RUB));
+/// assert_eq!(rub, Some(Decimal::new(9550, 2)));
+/// let usd = Currency::parse("USD").unwrap();
+/// assert_eq!(futures_executor::block_on(Fixed.course(usd)), None);
+/// ```
 #[async_trait]
 pub trait RateSource: Send + Sync {
     /// The course for `currency`, or `None` when there is no rate.

@@ -67,7 +67,16 @@ impl Default for ServiceConfig {
     }
 }
 
-/// The ports the service runs on.
+/// The ports the service runs on: everything it needs from outside, each a trait object the
+/// embedder chooses (see [`PaymentService`] for a whole example).
+///
+/// | port | bundled implementations |
+/// |---|---|
+/// | [`Store`] | `payments-store-sqlite`; `testing::MemoryStore` (feature `testing`) |
+/// | [`RequisiteProvider`] | the sandbox provider of `payments-http` (refused in production) |
+/// | [`RateSource`] | fixed rates of `payments-http` (refused in production) |
+/// | [`Clock`] | the system clock of `payments-http`; `testing::ManualClock` |
+/// | [`RandomSource`] | the OS generator of `payments-http`; `testing::SeededRandom` |
 #[derive(Clone)]
 pub struct Ports {
     /// Storage.
@@ -100,7 +109,89 @@ pub trait OutboxWaker: Send + Sync {
     fn wake(&self);
 }
 
-/// The payment service.
+/// The payment service: every operation of the API over the [`Ports`], deciding everything
+/// and doing no I/O of its own. Clones share the ports and the outbox wakers.
+///
+/// A merchant's request goes through [`authenticate`](Self::authenticate), which returns an
+/// [`Authenticated`] value; the operation consumes it ([`create_payment`](Self::create_payment),
+/// [`test_complete`](Self::test_complete), [`accept`](Self::accept) for reads), so the
+/// request's one-time nonce is always recorded. Operator actions go through
+/// [`operate`](Self::operate), the lifecycle through [`sweep`](Self::sweep).
+///
+/// The service over an in-memory store and a manual clock (feature `testing`), one signed
+/// create and the operator's confirmation:
+///
+/// ```
+/// # #[cfg(feature = "testing")]
+/// # futures_executor::block_on(async {
+/// use std::sync::Arc;
+///
+/// use async_trait::async_trait;
+/// use payments_core::auth::Environment;
+/// use payments_core::bank::BankCatalog;
+/// use payments_core::payment::{Currency, PaymentStatus};
+/// use payments_core::provider::*;
+/// use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig};
+/// use payments_core::testing::{ManualClock, MemoryStore, SeededRandom, TestCaller};
+/// use payments_core::transition::Trigger;
+/// use payments_core::Timestamp;
+/// use rust_decimal::Decimal;
+///
+/// struct Pool;
+/// #[async_trait]
+/// impl RequisiteProvider for Pool {
+///     async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+///         ProviderOutcome::Issued(IssuedRequisites {
+///             requisite: "79001234567".into(),
+///             holder_name: "IVAN I.".into(),
+///             bank_name: None,
+///             qrcode_link: None,
+///             deeplink_url: None,
+///         })
+///     }
+/// }
+/// struct Rates;
+/// #[async_trait]
+/// impl RateSource for Rates {
+///     async fn course(&self, _: Currency) -> Option<Decimal> {
+///         Some(Decimal::new(100, 0))
+///     }
+/// }
+///
+/// let service = PaymentService::new(
+///     Ports {
+///         store: Arc::new(MemoryStore::new()),
+///         provider: Arc::new(Pool),
+///         rates: Arc::new(Rates),
+///         clock: Arc::new(ManualClock::new(Timestamp::from_unix_secs(1_790_856_000))),
+///         rng: Arc::new(SeededRandom::new(1)),
+///         catalog: Arc::new(BankCatalog::embedded()),
+///     },
+///     ServiceConfig::default(),
+///     AuthConfig::for_environment(Environment::Sandbox),
+/// );
+/// let actor = Actor("setup".into());
+/// let merchant = service.create_merchant("Shop", None, &actor).await.unwrap();
+/// let project = service
+///     .create_project(merchant.id, "Web", ProjectPatch::default(), &actor)
+///     .await
+///     .unwrap();
+///
+/// // A merchant's signed request, authenticated and consumed by the create.
+/// let caller = TestCaller::provision(&service, project.id, 1).await;
+/// let body = br#"{"merchant_payment_id":"o-1","amount":3400,"payment_method":"sbp"}"#;
+/// let created = caller.create(&service, body).await.unwrap().payment;
+/// assert_eq!(created.status, PaymentStatus::Processing);
+/// assert_eq!(created.requisites.as_ref().unwrap().requisite, "79001234567");
+///
+/// // The transfer arrived: the operator confirms; the callback event is queued with it.
+/// let done = service
+///     .operate(created.id, Trigger::Confirm { amount: None }, &actor)
+///     .await
+///     .unwrap();
+/// assert_eq!(done.payment.status, PaymentStatus::Completed);
+/// # });
+/// ```
 #[derive(Clone)]
 pub struct PaymentService {
     ports: Ports,
