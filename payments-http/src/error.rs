@@ -122,13 +122,7 @@ fn over_limits(req: &Request) -> Option<ApiError> {
 async fn finish(resp: Response, rid: &RequestId) -> Response {
     if let Some(PendingError(e)) = resp.extensions().get::<PendingError>().cloned() {
         let mut answer = render(&e, rid);
-        // Headers a handler set on its error answer (e.g. `Allow`) stay.
-        for (name, value) in resp.headers() {
-            answer
-                .headers_mut()
-                .entry(name)
-                .or_insert_with(|| value.clone());
-        }
+        carry_headers(resp.headers(), &mut answer);
         return answer;
     }
     let status = resp.status();
@@ -162,15 +156,20 @@ async fn finish(resp: Response, rid: &RequestId) -> Response {
         text
     };
     let mut answer = render(&ApiError::new(code, message), rid);
-    for (name, value) in &parts.headers {
+    carry_headers(&parts.headers, &mut answer);
+    answer
+}
+
+/// Headers the original answer set (e.g. `Allow` on a `405`) stay on the rendered one, except
+/// those that describe the body, which is new.
+fn carry_headers(from: &HeaderMap, to: &mut Response) {
+    for (name, value) in from {
         if name != "content-type" && name != "content-length" {
-            answer
-                .headers_mut()
+            to.headers_mut()
                 .entry(name)
                 .or_insert_with(|| value.clone());
         }
     }
-    answer
 }
 
 /// The one conversion of an [`ApiError`] to an HTTP answer: status, JSON body with the
