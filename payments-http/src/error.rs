@@ -3,7 +3,8 @@
 //! [`answer_errors`] middleware writes every error body, with the request id, in one place.
 //! Answers the framework makes on its own (an unknown route, a method the route does not
 //! take, a rejected extractor) get the same JSON body there, and so do the request-line and
-//! header limits checked before routing.
+//! header limits, checked before any handler of the router runs (an embedder's own routes
+//! outside the mounted router are not covered).
 
 use std::sync::Arc;
 
