@@ -41,6 +41,8 @@ pub enum ErrorCode {
     InvalidTransition,
     /// `405 method_not_allowed`: the path exists, but not with this method.
     MethodNotAllowed,
+    /// `408 request_timeout`: the request body did not arrive within the body timeout.
+    RequestTimeout,
     /// `413 body_too_large`: the request body exceeds the limit.
     BodyTooLarge,
     /// `414 uri_too_long`: the request target exceeds the limit.
@@ -66,7 +68,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and agreement tests.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidGeoCode,
         ErrorCode::TokenInvalid,
@@ -79,6 +81,7 @@ impl ErrorCode {
         ErrorCode::RequestReplayed,
         ErrorCode::InvalidTransition,
         ErrorCode::MethodNotAllowed,
+        ErrorCode::RequestTimeout,
         ErrorCode::BodyTooLarge,
         ErrorCode::UriTooLong,
         ErrorCode::HeadersTooLarge,
@@ -106,6 +109,7 @@ impl ErrorCode {
             ErrorCode::RequestReplayed => "request_replayed",
             ErrorCode::InvalidTransition => "invalid_transition",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::UriTooLong => "uri_too_long",
             ErrorCode::HeadersTooLarge => "headers_too_large",
@@ -130,6 +134,7 @@ impl ErrorCode {
             | ErrorCode::RequestReplayed
             | ErrorCode::InvalidTransition => 409,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::UriTooLong => 414,
             ErrorCode::HeadersTooLarge => 431,
@@ -286,6 +291,7 @@ mod tests {
         assert_eq!(ErrorCode::BankNotFound.http_status(), 422);
         assert_eq!(ErrorCode::BodyTooLarge.http_status(), 413);
         assert_eq!(ErrorCode::MethodNotAllowed.http_status(), 405);
+        assert_eq!(ErrorCode::RequestTimeout.http_status(), 408);
         assert_eq!(ErrorCode::UriTooLong.http_status(), 414);
         assert_eq!(ErrorCode::HeadersTooLarge.http_status(), 431);
         assert_eq!(ErrorCode::RateLimited.http_status(), 429);

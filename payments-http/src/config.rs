@@ -103,6 +103,19 @@ pub struct Settings {
     /// How long shutdown waits for in-flight requests: key `shutdown_grace_seconds`.
     #[serde(rename = "shutdown_grace_seconds", with = "seconds")]
     pub shutdown_grace: Duration,
+    /// Connections each listener holds open at once (default 10,000); a connection over the
+    /// cap is answered `503` and closed at once. Keep it below the process's file-descriptor
+    /// limit.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers, and how long a kept-alive
+    /// connection may sit idle before its next request: key `header_timeout_ms` (default
+    /// 10,000). Slow or silent connections are closed after it.
+    #[serde(rename = "header_timeout_ms", with = "millis")]
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body once its headers arrived: key
+    /// `body_timeout_ms` (default 10,000); later is `408 request_timeout`.
+    #[serde(rename = "body_timeout_ms", with = "millis")]
+    pub body_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -130,6 +143,9 @@ impl Default for Settings {
             rates: crate::sandbox::FixedRates::sandbox_defaults().0,
             sweep_interval: Duration::from_millis(1000),
             shutdown_grace: Duration::from_secs(30),
+            max_connections: 10_000,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -194,6 +210,9 @@ impl Settings {
         self.callback_concurrency = self.callback_concurrency.max(1);
         self.callback_per_host = self.callback_per_host.max(1);
         self.sweep_interval = self.sweep_interval.max(Duration::from_millis(10));
+        self.max_connections = self.max_connections.max(1);
+        self.header_timeout = self.header_timeout.max(Duration::from_millis(100));
+        self.body_timeout = self.body_timeout.max(Duration::from_millis(100));
         Ok(self)
     }
 

@@ -179,15 +179,23 @@ fn carry_headers(from: &HeaderMap, to: &mut Response) {
 pub fn render(error: &ApiError, rid: &RequestId) -> Response {
     let status =
         StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if status.is_server_error() {
-        let cause = error.cause.as_ref().map(|c| c.to_string());
-        tracing::error!(
-            code = error.code.as_str(),
-            message = %error.message,
-            cause = cause.as_deref().unwrap_or("-"),
-            request_id = %rid.0,
-            "request failed"
-        );
+    let cause = error.cause.as_ref().map(|c| c.to_string());
+    let cause = cause.as_deref().unwrap_or("-");
+    let (code, message, request_id) = (error.code.as_str(), &error.message, &rid.0);
+    match status.as_u16() {
+        // A defect: always worth a line.
+        500 => tracing::error!(code, %message, cause, %request_id, "request failed"),
+        // The store is unavailable: the operator must know, but not once per request at
+        // ERROR while it lasts.
+        _ if status.is_server_error() && error.cause.is_some() => {
+            tracing::warn!(code, %message, cause, %request_id, "request refused")
+        }
+        // Overload (in-flight slots, connection cap) is counted by the metrics; a log line
+        // per refused request would flood the log exactly when the server is under pressure.
+        _ if status.is_server_error() => {
+            tracing::debug!(code, %message, %request_id, "request refused")
+        }
+        _ => {}
     }
     let masked;
     let error = if status == StatusCode::INTERNAL_SERVER_ERROR {

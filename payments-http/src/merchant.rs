@@ -78,9 +78,14 @@ pub fn routes(environment: Environment) -> Router<AppState> {
         })
 }
 
-/// Reads the body up to [`MAX_BODY`]: a larger declared length is refused before reading, and
-/// a stream that grows past the limit is cut off.
-pub async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Bytes, ApiError> {
+/// Reads the body up to [`MAX_BODY`] within `timeout`: a larger declared length is refused
+/// before reading, a stream that grows past the limit is cut off (`413 body_too_large`), and
+/// a body still incomplete after `timeout` (a slow or lying client) is `408 request_timeout`.
+pub async fn read_body(
+    body: Body,
+    declared: Option<&HeaderValue>,
+    timeout: std::time::Duration,
+) -> Result<Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             ErrorCode::BodyTooLarge,
@@ -95,9 +100,25 @@ pub async fn read_body(body: Body, declared: Option<&HeaderValue>) -> Result<Byt
             return Err(too_large());
         }
     }
-    axum::body::to_bytes(body, MAX_BODY)
-        .await
-        .map_err(|_| too_large())
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let over_limit = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            Err(if over_limit {
+                too_large()
+            } else {
+                ApiError::bad_request("the request body could not be read to its end")
+            })
+        }
+        Err(_) => Err(ApiError::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within {} ms",
+                timeout.as_millis()
+            ),
+        )),
+    }
 }
 
 /// Authenticates the raw request for `endpoint` (see [`PaymentService::authenticate`]),
@@ -162,8 +183,11 @@ pub fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiErro
     })
 }
 
-/// An authenticated merchant request, in decisions.md's order: a slot in the in-flight limit
-/// (`503` when saturated), the body read up to the limit (`413`), then authentication.
+/// An authenticated merchant request, in decisions.md's order: the body read up to the size
+/// limit (`413`) within the body timeout (`408`), a slot in the in-flight limit (`503` when
+/// saturated), then authentication. The slot is taken only once the body is in: a client that
+/// trickles its body holds a connection (bounded by the connection cap and the timeout), never
+/// a slot other clients need.
 struct Admitted {
     _permit: tokio::sync::OwnedSemaphorePermit,
     auth: Authenticated,
@@ -176,9 +200,9 @@ async fn admitted(
     req: Request,
     payment: Option<PaymentId>,
 ) -> Result<Admitted, ApiError> {
-    let permit = admit(st)?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, parts.headers.get("content-length")).await?;
+    let body = read_body(body, parts.headers.get("content-length"), st.body_timeout).await?;
+    let permit = admit(st)?;
     let auth = authenticate(st, endpoint, &parts, &body, payment).await?;
     Ok(Admitted {
         _permit: permit,

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use axum_server::Handle;
 use payments_core::auth::Environment;
@@ -22,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::config::{Durability, Settings};
 use crate::dispatcher::{Dispatcher, DispatcherConfig};
+use crate::listener::{CappedAcceptor, ConnectionLimits};
 use crate::resolver::HostLookup;
 use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::state::AppState;
@@ -199,7 +201,8 @@ impl ApplicationBuilder {
             },
         )
         .await?;
-        let state = AppState::new(service, settings.public_scheme());
+        let mut state = AppState::new(service, settings.public_scheme());
+        state.body_timeout = settings.body_timeout;
 
         let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
             let l = TcpListener::bind(addr)
@@ -330,23 +333,34 @@ impl Application {
             crate::app(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
         let operator_app =
             crate::operator_app(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-        let merchant_task = match tls {
-            Some(cfg) => tokio::spawn(
-                axum_server::from_tcp_rustls(merchant, cfg)
-                    .handle(merchant_handle.clone())
-                    .serve(merchant_app),
-            ),
-            None => tokio::spawn(
-                axum_server::from_tcp(merchant)
-                    .handle(merchant_handle.clone())
-                    .serve(merchant_app),
-            ),
+        let limits = |tls: bool| ConnectionLimits {
+            max_connections: settings.max_connections,
+            header_timeout: settings.header_timeout,
+            tls,
         };
-        let operator_task = tokio::spawn(
-            axum_server::from_tcp(operator)
-                .handle(operator_handle.clone())
-                .serve(operator_app),
-        );
+        let merchant_task = match tls {
+            Some(cfg) => {
+                let limits = limits(true);
+                let mut server = axum_server::from_tcp_rustls(merchant, cfg)
+                    .map(|tls| CappedAcceptor::new(tls, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
+            }
+            None => {
+                let limits = limits(false);
+                let mut server = axum_server::from_tcp(merchant)
+                    .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
+            }
+        };
+        let operator_task = {
+            let limits = limits(false);
+            let mut server = axum_server::from_tcp(operator)
+                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
+        };
         let (stop_tx, stop_rx) = watch::channel(false);
         let sweeper = tokio::spawn(crate::sweeper::run(
             state.service.clone(),

@@ -1,6 +1,7 @@
 //! The state shared by the handlers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use payments_core::service::{OutboxWaker, PaymentService};
 use tokio::sync::{Notify, Semaphore};
@@ -28,6 +29,8 @@ pub struct AppState {
     pub outbox_notify: Arc<Notify>,
     /// Bounds concurrent merchant requests (overload -> `503`).
     pub in_flight: Arc<Semaphore>,
+    /// How long a request body may take to arrive (`408` after it); default 10 s.
+    pub body_timeout: Duration,
 }
 
 /// Wakes a tokio [`Notify`] for the core's [`OutboxWaker`].
@@ -54,6 +57,7 @@ impl AppState {
             metrics: Arc::default(),
             outbox_notify,
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            body_timeout: Duration::from_secs(10),
         }
     }
 }

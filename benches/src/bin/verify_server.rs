@@ -38,14 +38,14 @@ struct Args {
 }
 
 async fn create_verify_only(State(st): State<AppState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match read_body(body, parts.headers.get("content-length"), st.body_timeout).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, e.message).into_response(),
+    };
     let _permit = match admit(&st) {
         Ok(p) => p,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.message).into_response(),
-    };
-    let (parts, body) = req.into_parts();
-    let body = match read_body(body, parts.headers.get("content-length")).await {
-        Ok(b) => b,
-        Err(e) => return (StatusCode::PAYLOAD_TOO_LARGE, e.message).into_response(),
     };
     let verified = match authenticate(&st, Endpoint::CreatePayment, &parts, &body, None).await {
         // The same nonce write as a create makes, alone.

@@ -1,0 +1,216 @@
+//! What a listener allows a connection: a cap on the connections held open at once, a
+//! deadline for a request's headers that also closes idle kept-alive connections, HTTP/1.1
+//! only on plain TCP (HTTP/2 only through TLS, with bounded streams).
+//!
+//! A hostile client can open connections and send nothing, send headers a byte at a time,
+//! or trickle a body. None of it takes anything other clients need: connections over the cap
+//! are answered `503` and closed at once, slow headers and idle connections are closed after
+//! the header timeout, and a body's slow arrival is bounded by the body timeout of the
+//! merchant API (`408`), before the request takes one of the in-flight slots.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum_server::accept::Accept;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// HTTP/2 streams one TLS connection may have open at once.
+pub const MAX_H2_STREAMS: u32 = 32;
+
+/// The answer to a connection over the cap (plain TCP only: on TLS it is simply closed).
+const OVER_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\n\
+retry-after: 1\r\n\
+connection: close\r\n\
+content-length: 94\r\n\r\n\
+{\"code\":\"service_unavailable\",\"message\":\"too many connections; retry shortly\",\"request_id\":\"\"}";
+
+/// The connection settings of one listener.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections held open at once.
+    pub max_connections: usize,
+    /// Deadline for a request's headers, and for the first byte of the next request on an
+    /// idle kept-alive connection.
+    pub header_timeout: Duration,
+    /// Whether the listener speaks TLS (HTTP/2 is offered only then, by ALPN).
+    pub tls: bool,
+}
+
+impl ConnectionLimits {
+    /// Applies the header timeout (hyper closes a connection whose headers, or whose next
+    /// request on keep-alive, do not arrive in time), HTTP/1.1 only without TLS, and a bound
+    /// on HTTP/2 streams and header sizes with it.
+    pub fn configure(&self, builder: &mut Builder<TokioExecutor>) {
+        if !self.tls {
+            let owned = std::mem::replace(builder, Builder::new(TokioExecutor::new()));
+            *builder = owned.http1_only();
+        }
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_timeout)
+            .max_headers(100)
+            .keep_alive(true);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(MAX_H2_STREAMS)
+            .max_header_list_size(32 * 1024)
+            .keep_alive_interval(self.header_timeout)
+            .keep_alive_timeout(self.header_timeout);
+    }
+}
+
+/// An acceptor that holds one slot of a shared connection cap per connection, around the
+/// listener's own acceptor (plain or TLS).
+#[derive(Debug, Clone)]
+pub struct CappedAcceptor<A> {
+    inner: A,
+    slots: Arc<Semaphore>,
+    tls: bool,
+    first_byte: Duration,
+}
+
+impl<A> CappedAcceptor<A> {
+    /// `inner` with at most `limits.max_connections` connections open at once.
+    pub fn new(inner: A, limits: &ConnectionLimits) -> Self {
+        CappedAcceptor {
+            inner,
+            slots: Arc::new(Semaphore::new(limits.max_connections)),
+            tls: limits.tls,
+            first_byte: limits.header_timeout,
+        }
+    }
+
+    /// Connections that could be accepted now.
+    pub fn free_slots(&self) -> usize {
+        self.slots.available_permits()
+    }
+}
+
+type Accepting<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
+
+impl<A, S> Accept<TcpStream, S> for CappedAcceptor<A>
+where
+    A: Accept<TcpStream, S> + Clone + Send + Sync + 'static,
+    A::Future: Send + 'static,
+    A::Stream: Send + 'static,
+    A::Service: Send + 'static,
+    S: Send + 'static,
+{
+    type Stream = Capped<A::Stream>;
+    type Service = A::Service;
+    type Future = Accepting<(Self::Stream, Self::Service)>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            if !self.tls {
+                // Best effort, never waiting: a client that does not read gets a reset.
+                let _ = stream.try_write(OVER_CAP);
+            }
+            tracing::debug!("connection refused: the connection cap is reached");
+            return Box::pin(std::future::ready(Err(io::Error::other(
+                "connection cap reached",
+            ))));
+        };
+        let inner = self.inner.clone();
+        let first_byte = self.first_byte;
+        Box::pin(async move {
+            // The HTTP layer's header deadline starts with the first byte (its protocol
+            // detection waits for one), so a connection that sends nothing is bounded here.
+            let mut probe = [0u8; 1];
+            match tokio::time::timeout(first_byte, stream.peek(&mut probe)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    tracing::debug!("connection closed: no request within the header timeout");
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no request within the header timeout",
+                    ));
+                }
+            }
+            let (stream, service) = inner.accept(stream, service).await?;
+            Ok((
+                Capped {
+                    inner: stream,
+                    _slot: slot,
+                },
+                service,
+            ))
+        })
+    }
+}
+
+/// A connection holding its slot of the cap until it is dropped.
+#[derive(Debug)]
+pub struct Capped<S> {
+    inner: S,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OVER_CAP;
+
+    #[test]
+    fn the_over_cap_answer_declares_its_body_length() {
+        let text = std::str::from_utf8(OVER_CAP).expect("ASCII");
+        let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let json: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(json["code"], "service_unavailable");
+    }
+}
