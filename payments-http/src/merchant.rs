@@ -27,7 +27,7 @@ pub const MAX_BODY: usize = 16 * 1024;
 /// Every route of the merchant API as `(method, path template)`, in every environment.
 ///
 /// [`routes`] is built from this list (and [`SANDBOX_ROUTES`]), so the list cannot drift from
-/// the router; `docs/openapi.yaml` is checked against it by `tests/openapi.rs`.
+/// the router; `docs/openapi.yaml` is checked against it by `tests/openapi/`.
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/payments"),
     ("GET", "/api/v1/payments/{id}"),

@@ -1,0 +1,128 @@
+//! The lifecycle sweep: expiry with its callback and destination, a payment stuck in
+//! `created`, and a restarted service over the same store.
+
+use std::time::Duration;
+
+use futures_executor::block_on;
+use payments_core::event::EventKind;
+use payments_core::payment::{PaymentErrorCode, PaymentStatus};
+use payments_core::service::CreateStatus;
+use payments_core::store::PaymentStore;
+
+use crate::common::{self, ts, url, T_CREATED};
+use crate::support::{body, setup, setup_with, LIFETIME};
+
+#[test]
+fn sweep_expires_exactly_at_the_lifetime_with_a_callback() {
+    let s = setup();
+    s.h.advance(Duration::from_millis(1_234));
+    let p = s.created(&body("e1", "100"));
+    assert_eq!(p.expires_at, ts(T_CREATED + 1_234) + LIFETIME);
+    s.h.advance(LIFETIME - Duration::from_millis(1));
+    assert_eq!(s.sweep().expired, 0);
+    assert_eq!(s.stored(p.id).status, PaymentStatus::Processing);
+    s.h.advance(Duration::from_millis(1));
+    let report = s.sweep();
+    assert_eq!(report.expired, 1);
+    assert_eq!(report.recovered, 0);
+    let after = s.stored(p.id);
+    assert_eq!(after.status, PaymentStatus::Canceled);
+    assert_eq!(after.updated_at, p.expires_at);
+    let events = s.events(p.id);
+    assert_eq!(events.len(), 1);
+    let ev = &events[0].outbox;
+    assert_eq!(ev.event.status, PaymentStatus::Canceled);
+    assert_eq!(ev.event.kind, EventKind::Automatic);
+    assert_eq!(ev.max_attempts, 3);
+    assert_eq!(ev.next_attempt_at, Some(p.expires_at));
+    assert_eq!(ev.destination.as_str(), "https://merchant.example.com/all");
+    // Nothing more to do.
+    s.h.advance(Duration::from_secs(60));
+    assert_eq!(s.sweep().expired, 0);
+    assert_eq!(s.events(p.id).len(), 1);
+}
+
+#[test]
+fn callback_destination_precedence_payment_then_project_then_merchant() {
+    let cases = [
+        (
+            Some("https://merchant.example.com/m"),
+            Some("https://project.example.com/p"),
+            Some("https://pay.example.com/x"),
+            Some("https://pay.example.com/x"),
+        ),
+        (
+            Some("https://merchant.example.com/m"),
+            Some("https://project.example.com/p"),
+            None,
+            Some("https://project.example.com/p"),
+        ),
+        (
+            Some("https://merchant.example.com/m"),
+            None,
+            None,
+            Some("https://merchant.example.com/m"),
+        ),
+        (None, None, None, None),
+    ];
+    for (m, pr, pay, want) in cases {
+        let s = setup_with(false, m, pr);
+        let b = match pay {
+            Some(u) => format!(
+                r#"{{"merchant_payment_id":"d","amount":"100","payment_method":"sbp","callback_url":"{u}"}}"#
+            ),
+            None => body("d", "100"),
+        };
+        let p = s.created(&b);
+        s.h.advance(LIFETIME);
+        assert_eq!(s.sweep().expired, 1);
+        assert_eq!(s.stored(p.id).status, PaymentStatus::Canceled);
+        let events = s.events(p.id);
+        match want {
+            Some(u) => {
+                assert_eq!(events.len(), 1);
+                assert_eq!(events[0].outbox.destination, url(u));
+            }
+            None => assert!(events.is_empty(), "no URL at any level: no event"),
+        }
+    }
+}
+
+#[test]
+fn a_payment_stuck_in_created_becomes_error_after_60_s_without_callback() {
+    let s = setup();
+    // A crash during the provider call leaves the payment in created.
+    let mut stuck = common::fixture();
+    stuck.project_id = s.project.id;
+    stuck.callback_url = Some(url("https://pay.example.com/x"));
+    assert_eq!(
+        block_on(s.h.store.insert_payment(&stuck)).unwrap(),
+        payments_core::store::InsertOutcome::Inserted
+    );
+    s.h.advance(Duration::from_millis(59_999));
+    assert_eq!(s.sweep().recovered, 0);
+    assert_eq!(s.stored(stuck.id).status, PaymentStatus::Created);
+    s.h.advance(Duration::from_millis(1));
+    let report = s.sweep();
+    assert_eq!((report.recovered, report.expired), (1, 0));
+    let p = s.stored(stuck.id);
+    assert_eq!(p.status, PaymentStatus::Error);
+    assert_eq!(
+        p.failure.unwrap().code,
+        PaymentErrorCode::ProviderResultAmbiguous
+    );
+    assert_eq!(p.updated_at, ts(T_CREATED + 60_000));
+    assert!(s.events(stuck.id).is_empty());
+}
+
+#[test]
+fn a_restarted_service_continues_over_the_same_store() {
+    let mut s = setup();
+    let p = s.created(&body("rs", "100"));
+    s.h.restart(99);
+    let again = s.create(&body("rs", "100")).unwrap();
+    assert_eq!(again.status, CreateStatus::Existing);
+    assert_eq!(again.payment.id, p.id);
+    s.h.advance(LIFETIME);
+    assert_eq!(s.sweep().expired, 1);
+}

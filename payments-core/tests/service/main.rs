@@ -1,0 +1,13 @@
+//! The service over the in-memory store, a manual clock, a seeded random source, a
+//! deterministic provider and fixed rates: create (idempotency, business rules, provider
+//! outcomes and budget), sandbox test payments, the lifecycle sweep and operator operations.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod create;
+mod lifecycle;
+mod operator;
+mod provider;
+mod support;
+mod test_mode;

@@ -1,0 +1,8 @@
+//! The merchant API over real sockets: the real server on 127.0.0.1:0 with a fresh SQLite data
+//! dir per test, requests signed by the core's signer.
+
+mod creates;
+mod reads;
+mod refusals;
+mod server;
+mod support;

@@ -1,0 +1,185 @@
+//! The `payments-server` commands: a second project provisioned from scratch while a server
+//! runs over the same data dir.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use payments_client::SandboxCredentials;
+use payments_core::auth::keys::public_key_to_pem;
+use payments_http::bootstrap::CREDENTIALS_FILE;
+use serde_json::{json, Value};
+
+use crate::common::{create_payment, Signer};
+
+/// A `payments-server serve` child process, killed on drop (also when a test panics).
+struct ServerProcess(Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn cli(data_dir: &Path, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_payments-server"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--json")
+        .env_remove("PAYMENTS_CONFIG")
+        .env("USER", "tester")
+        .output()
+        .expect("payments-server runs");
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[tokio::test]
+async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let merchant_port = free_port();
+    let operator_port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_payments-server"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--listen", &format!("127.0.0.1:{merchant_port}")])
+        .args(["--operator-listen", &format!("127.0.0.1:{operator_port}")])
+        .env_remove("PAYMENTS_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let _server = ServerProcess(child);
+    let base = format!("http://127.0.0.1:{merchant_port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = client.get(format!("{base}/readyz")).send().await;
+        if up.is_ok_and(|r| r.status().is_success()) && dir.path().join(CREDENTIALS_FILE).exists() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not come up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let creds: SandboxCredentials =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE)).unwrap())
+            .unwrap();
+
+    let d = dir.path();
+    let merchant = cli(d, &["merchant", "create", "--name", "Second shop"]);
+    let merchant_id = merchant["id"].as_str().unwrap();
+    let project = cli(
+        d,
+        &[
+            "project",
+            "create",
+            "--merchant",
+            merchant_id,
+            "--name",
+            "Second site",
+            "--lifetime",
+            "1200",
+            "--rate-limit",
+            "20/40",
+        ],
+    );
+    let project_id = project["id"].as_str().unwrap();
+    assert_ne!(project_id, creds.project_id);
+    assert_eq!(project["lifetime_seconds"], 1200);
+    assert_eq!(
+        project["rate_limit"],
+        json!({"per_second": 20, "burst": 40})
+    );
+    let token = cli(
+        d,
+        &[
+            "token",
+            "issue",
+            project_id,
+            "--scope",
+            "payments:create,payments:read",
+        ],
+    );
+    let token_value = token["token"].as_str().unwrap();
+    assert!(token_value.starts_with("nl_test_"));
+    let signer = Signer::generate();
+    let pem_path = d.join("second.pub.pem");
+    std::fs::write(&pem_path, public_key_to_pem(&signer.key.verifying_key())).unwrap();
+    let key = cli(
+        d,
+        &[
+            "key",
+            "register",
+            project_id,
+            "--file",
+            pem_path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(key["keyid"], signer.keyid.as_str());
+    let secret = cli(d, &["callback-secret", "rotate", project_id]);
+    assert!(secret["callback_secret"]
+        .as_str()
+        .unwrap()
+        .starts_with("whsec_"));
+
+    // The running server serves the project provisioned beside it.
+    let created = create_payment(&client, &base, token_value, &signer, "777").await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    assert_eq!(created.body["status"], "processing");
+    let payment_id = created.body["id"].as_str().unwrap();
+
+    // Payment operations and listings through the CLI, acting on the server's payment.
+    let confirmed = cli(d, &["payment", "confirm", payment_id, "--amount", "770"]);
+    assert_eq!(confirmed["payment"]["status"], "completed");
+    let again = Command::new(env!("CARGO_BIN_EXE_payments-server"))
+        .args([
+            "payment",
+            "resolve",
+            payment_id,
+            "--status",
+            "unchanged",
+            "--data-dir",
+        ])
+        .arg(d)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("invalid_transition") && stderr.contains("completed"),
+        "{stderr}"
+    );
+    let tokens = cli(d, &["token", "list", project_id]);
+    assert_eq!(tokens["tokens"].as_array().unwrap().len(), 1);
+    assert!(!tokens.to_string().contains(token_value));
+    let audit = cli(d, &["audit", "--limit", "1"]);
+    assert_eq!(audit["records"][0]["action"], "payment.confirm");
+    assert_eq!(audit["records"][0]["actor"], "cli:tester");
+
+    // Revoking through the CLI takes effect in the running server at once.
+    let token_id = token["id"].as_str().unwrap();
+    cli(d, &["token", "revoke", project_id, token_id]);
+    let refused = create_payment(&client, &base, token_value, &signer, "777").await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.code(), "token_invalid");
+}
