@@ -368,6 +368,12 @@ impl PaymentService {
     }
 
     /// Registers a public key (PEM SPKI or raw base64); answers its record with the keyid.
+    ///
+    /// A key active (registered, not revoked) on another project is refused: a signature names
+    /// its key but not the project, and nonces are remembered per project, so a request signed
+    /// for one project could otherwise be replayed against every other project holding the key.
+    /// One key, one project: the `keyid` of a signature then names the only project it can be
+    /// used with.
     pub async fn register_key(
         &self,
         project: ProjectId,
@@ -381,8 +387,16 @@ impl PaymentService {
             .ok_or_else(|| not_found("project"))?;
         let key: VerifyingKey = parse_public_key(input)
             .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
+        let id = keyid(&key);
+        let elsewhere = self.ports.store.active_key_projects(&id).await?;
+        if elsewhere.iter().any(|p| *p != project) {
+            return Err(ApiError::bad_request(format!(
+                "key {id} is active on another project; a key signs for one project only \
+                 (generate a key pair per project)"
+            )));
+        }
         let record = KeyRecord {
-            keyid: keyid(&key),
+            keyid: id,
             project_id: project,
             public_key: key.to_bytes(),
             created_at: self.ports.clock.now(),

@@ -1,0 +1,199 @@
+//! Hostile input at the authentication boundary ("Hostile input", defects 5-8): requests built
+//! by hand (signed with the core's signer), authenticated through
+//! `PaymentService::authenticate` as the HTTP adapter does it.
+
+mod common;
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use ed25519_dalek::SigningKey;
+use futures_executor::block_on;
+
+use common::{merchant, project, Harness};
+use payments_core::auth::signature::{sign_request, SignOptions};
+use payments_core::auth::{keyid, Endpoint, HttpRequestParts, Scope};
+use payments_core::project::{Merchant, Project};
+use payments_core::service::{Actor, AuthRequest, Authenticated, PaymentService};
+use payments_core::store::DirectoryStore;
+use payments_core::testing::SeededRandom;
+use payments_core::{ApiError, ErrorCode, ProjectId};
+
+/// Header lines as sent: names and raw values.
+type Headers = Vec<(String, Vec<u8>)>;
+
+fn lines(pairs: &[(&str, &str)]) -> Headers {
+    pairs
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+        .collect()
+}
+
+/// A request to authenticate.
+struct Req {
+    endpoint: Endpoint,
+    method: &'static str,
+    path: String,
+    headers: Headers,
+    body: Vec<u8>,
+    peer: Option<IpAddr>,
+}
+
+impl Req {
+    /// A create of a valid body from 127.0.0.1, with `Content-Type` and `X-Request-ID`, not
+    /// yet signed and without `Authorization`.
+    fn create() -> Req {
+        Req {
+            endpoint: Endpoint::CreatePayment,
+            method: "POST",
+            path: "/api/v1/payments".into(),
+            headers: lines(&[
+                ("content-type", "application/json"),
+                ("x-request-id", "req-1"),
+            ]),
+            body: br#"{"merchant_payment_id":"order-1","amount":"100","payment_method":"sbp"}"#
+                .to_vec(),
+            peer: Some(IpAddr::from([127, 0, 0, 1])),
+        }
+    }
+
+    /// Adds a header line.
+    fn with(mut self, name: &str, value: &str) -> Req {
+        self.headers
+            .push((name.to_string(), value.as_bytes().to_vec()));
+        self
+    }
+
+    /// Signs the request as it is now with `key` at the service's clock, covering `components`
+    /// (`None`: the required ones), and adds the signature headers.
+    fn signed(mut self, h: &Harness, key: &SigningKey, components: Option<&[&str]>) -> Req {
+        static NONCE_SEED: AtomicU64 = AtomicU64::new(1);
+        let raw: Vec<(&str, &[u8])> = self
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
+        let parts = HttpRequestParts {
+            method: self.method,
+            scheme: "https",
+            authority: "payments.test",
+            path_and_query: &self.path,
+            headers: &raw,
+            body: &self.body,
+        };
+        let created = h.service.ports().clock.now().unix_secs();
+        let mut options = SignOptions::new(keyid(&key.verifying_key()), created, created + 300);
+        options.components = components.map(|c| c.iter().map(|s| s.to_string()).collect());
+        let rng = SeededRandom::new(NONCE_SEED.fetch_add(1, Ordering::SeqCst));
+        let signed = sign_request(&parts, key, &options, &rng).expect("the request signs");
+        let added: Headers = signed
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+            .collect();
+        self.headers.extend(added);
+        self
+    }
+
+    async fn authenticate(&self, service: &PaymentService) -> Result<Authenticated, ApiError> {
+        let raw: Vec<(&str, &[u8])> = self
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
+        let request = AuthRequest {
+            endpoint: self.endpoint,
+            parts: HttpRequestParts {
+                method: self.method,
+                scheme: "https",
+                authority: "payments.test",
+                path_and_query: &self.path,
+                headers: &raw,
+                body: &self.body,
+            },
+            peer: self.peer,
+            payment: None,
+        };
+        service.authenticate(&request, |_| Ok(())).await
+    }
+}
+
+/// A merchant and a project stored, with a token of every scope issued through the service.
+fn provisioned(h: &Harness, n: u128) -> (Merchant, Project, String) {
+    let m = merchant(n, None);
+    let p = project(n, &m, false, None);
+    block_on(async {
+        h.store.put_merchant(&m).await.unwrap();
+        h.store.put_project(&p).await.unwrap();
+    });
+    let token = block_on(h.service.issue_token(p.id, Scope::ALL.to_vec(), &actor()))
+        .expect("a token is issued");
+    (m, p, format!("Bearer {}", token.token.expose()))
+}
+
+fn actor() -> Actor {
+    Actor("operator".into())
+}
+
+fn register(h: &Harness, project: ProjectId, key: &SigningKey) -> Result<(), ApiError> {
+    let public = STANDARD.encode(key.verifying_key().to_bytes());
+    block_on(h.service.register_key(project, &public, &actor())).map(|_| ())
+}
+
+fn refused(r: Result<Authenticated, ApiError>) -> ApiError {
+    match r {
+        Ok(a) => panic!("accepted: {:?}", a.context().project.id),
+        Err(e) => e,
+    }
+}
+
+// --- 5. A signature binds its project ----------------------------------------------------------
+
+#[test]
+fn a_key_active_on_one_project_is_refused_on_another_so_its_requests_cannot_be_replayed_there() {
+    let h = Harness::new(5);
+    let (_, a, token_a) = provisioned(&h, 1);
+    let (_, b, token_b) = provisioned(&h, 2);
+    let key = SigningKey::from_bytes(&[7; 32]);
+    register(&h, a.id, &key).expect("the key is registered on the first project");
+
+    let e = register(&h, b.id, &key).expect_err("the same key on another project is refused");
+    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert!(e.message.contains("active on another project"), "{e}");
+
+    // A request signed for project A, used there once...
+    let signed = Req::create().signed(&h, &key, None);
+    let first = signed.clone_with("authorization", &token_a);
+    let auth = block_on(first.authenticate(&h.service)).expect("project A accepts its request");
+    block_on(h.service.accept(auth)).expect("the nonce is recorded");
+    // ... and replayed with project B's token: B has no such key.
+    let replay = signed.clone_with("authorization", &token_b);
+    let e = refused(block_on(replay.authenticate(&h.service)));
+    assert_eq!(e.code, ErrorCode::SignatureInvalid);
+    assert_eq!(e.message, "unknown keyid");
+
+    // Once revoked on A, the key may move to B.
+    block_on(
+        h.service
+            .revoke_key(a.id, &keyid(&key.verifying_key()), &actor()),
+    )
+    .unwrap();
+    register(&h, b.id, &key).expect("a revoked key is free again");
+}
+
+impl Req {
+    /// A copy with one more header line.
+    fn clone_with(&self, name: &str, value: &str) -> Req {
+        Req {
+            endpoint: self.endpoint,
+            method: self.method,
+            path: self.path.clone(),
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+            peer: self.peer,
+        }
+        .with(name, value)
+    }
+}
