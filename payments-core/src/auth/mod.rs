@@ -8,6 +8,7 @@ pub mod allowlist;
 pub mod digest;
 pub mod keys;
 pub mod nonce;
+mod sf;
 pub mod signature;
 pub mod token;
 

@@ -26,6 +26,15 @@ pub enum SignatureFailure {
     /// A label appears twice in `Signature-Input` or `Signature`.
     #[error("duplicate signature label \"{0}\"")]
     DuplicateLabel(String),
+    /// A parameter named twice in one scope of a `Signature-Input` or `Signature` member
+    /// (`created` twice, ...): the parser would keep the last silently.
+    #[error("duplicate parameter \"{parameter}\" in signature \"{label}\"")]
+    DuplicateParameter {
+        /// The label of the member.
+        label: String,
+        /// The parameter name.
+        parameter: String,
+    },
     /// Several signatures and none labelled `sig1`.
     #[error("several signatures and none labelled \"sig1\"")]
     AmbiguousLabel,
