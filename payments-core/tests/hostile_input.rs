@@ -14,9 +14,9 @@ use futures_executor::block_on;
 
 use common::{merchant, project, Harness};
 use payments_core::auth::signature::{sign_request, SignOptions};
-use payments_core::auth::{keyid, Endpoint, HttpRequestParts, Scope};
+use payments_core::auth::{keyid, Endpoint, Environment, HttpRequestParts, Scope};
 use payments_core::project::{Merchant, Project};
-use payments_core::service::{Actor, AuthRequest, Authenticated, PaymentService};
+use payments_core::service::{Actor, AuthConfig, AuthRequest, Authenticated, PaymentService};
 use payments_core::store::DirectoryStore;
 use payments_core::testing::SeededRandom;
 use payments_core::{ApiError, ErrorCode, ProjectId};
@@ -122,8 +122,18 @@ impl Req {
 
 /// A merchant and a project stored, with a token of every scope issued through the service.
 fn provisioned(h: &Harness, n: u128) -> (Merchant, Project, String) {
+    provisioned_with(h, n, |_| {})
+}
+
+/// [`provisioned`] with the project changed by `edit` before it is stored.
+fn provisioned_with(
+    h: &Harness,
+    n: u128,
+    edit: impl FnOnce(&mut Project),
+) -> (Merchant, Project, String) {
     let m = merchant(n, None);
-    let p = project(n, &m, false, None);
+    let mut p = project(n, &m, false, None);
+    edit(&mut p);
     block_on(async {
         h.store.put_merchant(&m).await.unwrap();
         h.store.put_project(&p).await.unwrap();
@@ -183,7 +193,57 @@ fn a_key_active_on_one_project_is_refused_on_another_so_its_requests_cannot_be_r
     register(&h, b.id, &key).expect("a revoked key is free again");
 }
 
+// --- 7. A malformed X-Forwarded-For entry makes the client unknown ----------------------------
+
+#[test]
+fn a_malformed_forwarded_entry_behind_a_trusted_proxy_is_refused_by_an_allow_list() {
+    let mut auth = AuthConfig::for_environment(Environment::Sandbox);
+    auth.trusted_proxies = vec!["10.0.0.0/8".parse().unwrap()];
+    let h = Harness::with_auth(7, auth);
+    // The allow-list holds the proxy's network (a common mistake) and one client network.
+    let (_, _, token) = provisioned_with(&h, 1, |p| {
+        p.ip_allow_list = vec!["10.0.0.0/8".into(), "203.0.113.0/24".into()];
+    });
+    let get = |xff: Option<&str>| {
+        let mut r = Req::get("/api/v1/project").with("authorization", &token);
+        r.peer = Some(IpAddr::from([10, 0, 0, 1]));
+        if let Some(xff) = xff {
+            r = r.with("x-forwarded-for", xff);
+        }
+        block_on(r.authenticate(&h.service))
+    };
+    let ctx = get(Some("203.0.113.9")).expect("a listed client behind the proxy");
+    assert_eq!(
+        ctx.context().client_ip,
+        Some(IpAddr::from([203, 0, 113, 9]))
+    );
+    assert_eq!(refused(get(Some("6.6.6.6"))).code, ErrorCode::IpNotAllowed);
+    for xff in ["6.6.6.6:1234", "unknown", "", "203.0.113.9, "] {
+        let e = refused(get(Some(xff)));
+        assert_eq!(e.code, ErrorCode::IpNotAllowed, "{xff:?}");
+        assert!(e.message.contains("X-Forwarded-For"), "{xff:?}: {e}");
+    }
+    // Without the header, the request comes from the proxy itself (a health check, say).
+    assert!(get(None).is_ok());
+}
+
 impl Req {
+    /// An unsigned `GET` from 127.0.0.1 with an `X-Request-ID` and no `Authorization`.
+    fn get(path: &str) -> Req {
+        Req {
+            endpoint: if path.starts_with("/api/v1/payments/") {
+                Endpoint::GetPayment
+            } else {
+                Endpoint::GetProject
+            },
+            method: "GET",
+            path: path.into(),
+            headers: lines(&[("x-request-id", "req-1")]),
+            body: Vec::new(),
+            peer: Some(IpAddr::from([127, 0, 0, 1])),
+        }
+    }
+
     /// A copy with one more header line.
     fn clone_with(&self, name: &str, value: &str) -> Req {
         Req {

@@ -94,37 +94,46 @@ fn parse_rule(rule: &str) -> Result<IpNet, AllowListError> {
     }
 }
 
+/// The client address behind trusted proxies is unknown: an `X-Forwarded-For` entry the walk
+/// reached is not an IP address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an X-Forwarded-For entry from a trusted proxy is not an IP address")]
+pub struct UnknownClient;
+
 /// The client address for the allow-list.
 ///
 /// If the TCP `peer` is not in `trusted_proxies`, it is the client and `X-Forwarded-For` is
 /// ignored (anyone can send that header). Otherwise the `X-Forwarded-For` entries (all header
 /// lines, in wire order, each a comma-separated list) are walked from the right: the first entry
-/// that is not a trusted proxy is the client. If every entry is a trusted proxy, the left-most
-/// one is used. If an entry does not parse as an IP address, the walk stops and the last trusted
-/// hop seen (the peer, if none) is used: what lies left of a malformed entry was not written by
-/// a proxy we trust, and the trusted hop is then the best address we know for sure; an
-/// allow-list will normally not contain a proxy, so such a request is refused rather than
-/// attributed to a client address that may be forged.
-pub fn client_ip(peer: IpAddr, x_forwarded_for: &[&str], trusted_proxies: &[IpNet]) -> IpAddr {
+/// that is not a trusted proxy is the client. If every entry is a trusted proxy (or there is no
+/// header), the left-most one (the peer) is used.
+///
+/// If the walk reaches an entry that does not parse as an IP address (`unknown`, an address
+/// with a port, an empty entry, bytes that are not UTF-8 passed in lossily), the client is
+/// unknown: [`UnknownClient`], which an allow-list refuses like an unknown peer. It is not
+/// the last trusted hop: that is a proxy, and an allow-list holding the proxy's network would
+/// then admit anyone who can make the proxy forward a malformed entry.
+pub fn client_ip(
+    peer: IpAddr,
+    x_forwarded_for: &[&str],
+    trusted_proxies: &[IpNet],
+) -> Result<IpAddr, UnknownClient> {
     let is_trusted = |ip: &IpAddr| trusted_proxies.iter().any(|n| n.contains(ip));
     let mut candidate = peer.to_canonical();
     if !is_trusted(&candidate) {
-        return candidate;
+        return Ok(candidate);
     }
     let entries = x_forwarded_for
         .iter()
         .flat_map(|line| line.split(','))
         .collect::<Vec<_>>();
     for entry in entries.iter().rev() {
-        let Some(ip) = parse_forwarded_entry(entry) else {
-            return candidate;
-        };
-        candidate = ip;
+        candidate = parse_forwarded_entry(entry).ok_or(UnknownClient)?;
         if !is_trusted(&candidate) {
-            return candidate;
+            return Ok(candidate);
         }
     }
-    candidate
+    Ok(candidate)
 }
 
 /// An `X-Forwarded-For` entry: an IP address, IPv6 optionally in brackets. Empty entries and
@@ -229,15 +238,15 @@ mod tests {
         let trusted = nets(&["10.0.0.0/8"]);
         assert_eq!(
             client_ip(ip("192.0.2.1"), &["203.0.113.9"], &trusted),
-            ip("192.0.2.1")
+            Ok(ip("192.0.2.1"))
         );
         assert_eq!(
             client_ip(ip("192.0.2.1"), &["203.0.113.9"], &[]),
-            ip("192.0.2.1")
+            Ok(ip("192.0.2.1"))
         );
         assert_eq!(
             client_ip(ip("::ffff:192.0.2.1"), &[], &trusted),
-            ip("192.0.2.1"),
+            Ok(ip("192.0.2.1")),
             "mapped peers are reported as IPv4"
         );
     }
@@ -247,57 +256,69 @@ mod tests {
         let trusted = nets(&["10.0.0.0/8", "2001:db8:ffff::/48"]);
         // client spoofed "1.1.1.1", real client 203.0.113.9, then two trusted proxies.
         let xff = ["1.1.1.1, 203.0.113.9", "10.0.0.5"];
-        assert_eq!(client_ip(ip("10.0.0.1"), &xff, &trusted), ip("203.0.113.9"));
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &xff, &trusted),
+            Ok(ip("203.0.113.9"))
+        );
         assert_eq!(
             client_ip(
                 ip("2001:db8:ffff::1"),
                 &["2001:db8::42, 2001:db8:ffff::2"],
                 &trusted
             ),
-            ip("2001:db8::42")
+            Ok(ip("2001:db8::42"))
         );
         assert_eq!(
             client_ip(ip("::ffff:10.0.0.1"), &["[2001:db8::7]"], &trusted),
-            ip("2001:db8::7")
+            Ok(ip("2001:db8::7"))
         );
         assert_eq!(
             client_ip(ip("10.0.0.1"), &["::ffff:203.0.113.9"], &trusted),
-            ip("203.0.113.9")
+            Ok(ip("203.0.113.9"))
         );
     }
 
     #[test]
     fn all_trusted_or_missing_header() {
         let trusted = nets(&["10.0.0.0/8"]);
-        assert_eq!(client_ip(ip("10.0.0.1"), &[], &trusted), ip("10.0.0.1"));
+        assert_eq!(client_ip(ip("10.0.0.1"), &[], &trusted), Ok(ip("10.0.0.1")));
         assert_eq!(
             client_ip(ip("10.0.0.1"), &["10.0.0.3, 10.0.0.2"], &trusted),
-            ip("10.0.0.3")
+            Ok(ip("10.0.0.3"))
         );
     }
 
     #[test]
-    fn malformed_entry_stops_at_last_trusted_hop() {
+    fn a_malformed_entry_reached_by_the_walk_makes_the_client_unknown() {
         let trusted = nets(&["10.0.0.0/8"]);
-        assert_eq!(
-            client_ip(ip("10.0.0.1"), &["unknown"], &trusted),
-            ip("10.0.0.1")
-        );
+        for xff in [
+            &["unknown"][..],
+            &["6.6.6.6:1234"],
+            &["203.0.113.9:443"],
+            &[""],
+            &["203.0.113.9,"],
+            &["203.0.113.9, garbage, 10.0.0.7"],
+            &["203.0.113.9", "\u{fffd}"],
+        ] {
+            assert_eq!(
+                client_ip(ip("10.0.0.1"), xff, &trusted),
+                Err(UnknownClient),
+                "{xff:?}"
+            );
+        }
+        // Left of the client, nothing is read: a malformed entry there does not matter.
         assert_eq!(
             client_ip(
                 ip("10.0.0.1"),
-                &["203.0.113.9, garbage, 10.0.0.7"],
+                &["garbage, 203.0.113.9, 10.0.0.7"],
                 &trusted
             ),
-            ip("10.0.0.7")
+            Ok(ip("203.0.113.9"))
         );
+        // An untrusted peer is the client whatever it sends.
         assert_eq!(
-            client_ip(ip("10.0.0.1"), &["203.0.113.9:443"], &trusted),
-            ip("10.0.0.1")
-        );
-        assert_eq!(
-            client_ip(ip("10.0.0.1"), &["203.0.113.9,"], &trusted),
-            ip("10.0.0.1")
+            client_ip(ip("192.0.2.1"), &["unknown"], &trusted),
+            Ok(ip("192.0.2.1"))
         );
     }
 }

@@ -56,7 +56,9 @@ pub struct AuthRequest<'a> {
     pub parts: HttpRequestParts<'a>,
     /// The TCP peer address; `None` when the adapter does not know it (a router served
     /// without connection info). A project with an IP allow-list then refuses the request
-    /// (`403 ip_not_allowed`): an unknown address is never taken as an allowed one.
+    /// (`403 ip_not_allowed`): an unknown address is never taken as an allowed one. So does
+    /// a peer that is a trusted proxy whose `X-Forwarded-For` has a malformed entry where the
+    /// client should be ([`client_ip`]).
     pub peer: Option<IpAddr>,
     /// The payment the request reads (`GET /api/v1/payments/{id}`), if any: read in the same
     /// store round trip as the credentials, and handed back in [`AuthContext::payment`] only
@@ -73,7 +75,8 @@ pub struct AuthContext {
     pub project: Project,
     /// The project's merchant.
     pub merchant: Merchant,
-    /// The client address the allow-list saw (`None`: unknown, see [`AuthRequest::peer`]).
+    /// The client address the allow-list saw (`None`: unknown, see [`AuthRequest::peer`] and
+    /// [`client_ip`]).
     pub client_ip: Option<IpAddr>,
     /// Whether a signature was verified (and its nonce recorded).
     pub signed: bool,
@@ -232,23 +235,29 @@ impl PaymentService {
         req.endpoint.check_scope(&token.scopes)?;
 
         // 2. IP allow-list, on the client address (X-Forwarded-For only from trusted proxies).
-        let xff: Vec<&str> = req
+        // A line that is not UTF-8 is kept (lossily) so that it reads as a malformed entry.
+        let xff: Vec<std::borrow::Cow<'_, str>> = req
             .parts
             .headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
-            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .map(|(_, v)| String::from_utf8_lossy(v))
             .collect();
-        let client = req
-            .peer
-            .map(|peer| client_ip(peer, &xff, &cfg.trusted_proxies));
+        let xff: Vec<&str> = xff.iter().map(|l| l.as_ref()).collect();
+        let client = match req.peer {
+            None => Err("the server does not know the client address"),
+            Some(peer) => client_ip(peer, &xff, &cfg.trusted_proxies).map_err(|_| {
+                "an X-Forwarded-For entry from a trusted proxy is not an IP address, so the \
+                 client address is unknown"
+            }),
+        };
         if !project.ip_allow_list.is_empty() {
             let list = IpAllowList::parse(project.ip_allow_list.iter().map(String::as_str))
                 .map_err(|e| ApiError::internal(format!("stored allow-list is invalid: {e}")))?;
-            let client = client.ok_or_else(|| {
+            let client = client.map_err(|why| {
                 ApiError::new(
                     ErrorCode::IpNotAllowed,
-                    "the server does not know the client address, and the project has an IP allow-list",
+                    format!("{why}, and the project has an IP allow-list"),
                 )
             })?;
             list.check(client)?;
@@ -296,7 +305,7 @@ impl PaymentService {
             ctx: AuthContext {
                 token,
                 merchant,
-                client_ip: client,
+                client_ip: client.ok(),
                 signed: needs_signature,
                 payment: payment.filter(|p| p.project_id == project.id),
                 project,
