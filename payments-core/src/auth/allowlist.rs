@@ -35,7 +35,9 @@ pub struct IpAllowList {
 
 impl IpAllowList {
     /// Parses rules such as `203.0.113.7`, `198.51.100.0/24`, `2001:db8::/32`. Whitespace around
-    /// a rule is ignored; an IPv4-mapped IPv6 address is stored as the IPv4 address.
+    /// a rule is ignored; an IPv4-mapped IPv6 address is stored as the IPv4 address, and an
+    /// IPv4-mapped network (`::ffff:127.0.0.0/104`, prefix 96 or longer) as the IPv4 network
+    /// (`127.0.0.0/8`), so that it matches the addresses the single mapped address would.
     pub fn parse<'a>(rules: impl IntoIterator<Item = &'a str>) -> Result<Self, AllowListError> {
         let networks = rules
             .into_iter()
@@ -87,7 +89,7 @@ fn parse_rule(rule: &str) -> Result<IpNet, AllowListError> {
                 network: net.trunc(),
             });
         }
-        Ok(net)
+        Ok(mapped_to_v4(net))
     } else {
         let ip = IpAddr::from_str(trimmed).map_err(|_| AllowListError::Invalid(rule.to_owned()))?;
         Ok(IpNet::from(ip.to_canonical()))
@@ -145,6 +147,21 @@ fn parse_forwarded_entry(entry: &str) -> Option<IpAddr> {
         .and_then(|e| e.strip_suffix(']'))
         .unwrap_or(entry);
     IpAddr::from_str(entry).ok().map(|ip| ip.to_canonical())
+}
+
+/// An IPv4-mapped IPv6 network of prefix 96 or longer as the IPv4 network it maps; any other
+/// network as it is. Clients are matched in their canonical form (a mapped address as IPv4),
+/// so a mapped network left as IPv6 would match nothing.
+fn mapped_to_v4(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .unwrap_or(net),
+            None => net,
+        },
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +227,26 @@ mod tests {
         assert!(list.allows(ip("203.0.113.7")));
         assert!(list.allows(ip("::ffff:203.0.113.7")));
         assert!(!list.allows(ip("::ffff:198.51.101.20")));
+    }
+
+    #[test]
+    fn ipv4_mapped_networks_match_like_their_ipv4_networks() {
+        let list = IpAllowList::parse(["::ffff:127.0.0.0/104", "::FFFF:192.0.2.0/120"]).unwrap();
+        assert_eq!(list.networks(), nets(&["127.0.0.0/8", "192.0.2.0/24"]));
+        for client in [
+            "127.0.0.1",
+            "::ffff:127.0.0.1",
+            "127.255.0.9",
+            "192.0.2.200",
+        ] {
+            assert!(list.allows(ip(client)), "{client}");
+        }
+        assert!(!list.allows(ip("128.0.0.1")));
+        // The whole mapped range is every IPv4 address; a shorter prefix stays IPv6.
+        let all = IpAllowList::parse(["::ffff:0.0.0.0/96"]).unwrap();
+        assert_eq!(all.networks(), nets(&["0.0.0.0/0"]));
+        let v6 = IpAllowList::parse(["::/64"]).unwrap();
+        assert_eq!(v6.networks(), nets(&["::/64"]));
     }
 
     #[test]
