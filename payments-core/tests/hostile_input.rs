@@ -16,7 +16,9 @@ use common::{merchant, project, Harness};
 use payments_core::auth::signature::{sign_request, SignOptions};
 use payments_core::auth::{keyid, Endpoint, Environment, HttpRequestParts, Scope};
 use payments_core::project::{Merchant, Project};
-use payments_core::service::{Actor, AuthConfig, AuthRequest, Authenticated, PaymentService};
+use payments_core::service::{
+    Actor, AuthConfig, AuthRequest, Authenticated, PaymentService, ProjectPatch,
+};
 use payments_core::store::DirectoryStore;
 use payments_core::testing::SeededRandom;
 use payments_core::{ApiError, ErrorCode, ProjectId};
@@ -256,4 +258,38 @@ impl Req {
         }
         .with(name, value)
     }
+}
+
+// --- 8. Consistency ----------------------------------------------------------------------------
+
+fn patch_project(
+    h: &Harness,
+    project: ProjectId,
+    patch: ProjectPatch,
+) -> Result<Project, ApiError> {
+    block_on(h.service.update_project(project, patch, &actor()))
+}
+
+#[test]
+fn an_allow_list_holds_at_most_100_entries() {
+    let h = Harness::new(81);
+    let (_, p, _) = provisioned(&h, 1);
+    let rules = |n: usize| -> Vec<String> { (0..n).map(|i| format!("10.0.{i}.0/24")).collect() };
+    let set = |n| {
+        patch_project(
+            &h,
+            p.id,
+            ProjectPatch {
+                ip_allow_list: Some(rules(n)),
+                ..ProjectPatch::default()
+            },
+        )
+    };
+    assert_eq!(set(100).expect("100 entries").ip_allow_list.len(), 100);
+    let e = set(101).expect_err("101 entries");
+    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert_eq!(
+        e.message,
+        "ip_allow_list: at most 100 entries (got 101); use CIDR networks"
+    );
 }

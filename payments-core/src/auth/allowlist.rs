@@ -34,6 +34,11 @@ pub struct IpAllowList {
 }
 
 impl IpAllowList {
+    /// The most rules a project's list may hold (checked when the list is set): the list is
+    /// read with every request of the project, and a list that needs more entries wants
+    /// wider networks.
+    pub const MAX_RULES: usize = 100;
+
     /// Parses rules such as `203.0.113.7`, `198.51.100.0/24`, `2001:db8::/32`. Whitespace around
     /// a rule is ignored; an IPv4-mapped IPv6 address is stored as the IPv4 address, and an
     /// IPv4-mapped network (`::ffff:127.0.0.0/104`, prefix 96 or longer) as the IPv4 network

@@ -278,6 +278,13 @@ impl PaymentService {
             p.callback_url = parse_url(url, self)?;
         }
         if let Some(rules) = patch.ip_allow_list {
+            if rules.len() > IpAllowList::MAX_RULES {
+                return Err(bad(format!(
+                    "ip_allow_list: at most {} entries (got {}); use CIDR networks",
+                    IpAllowList::MAX_RULES,
+                    rules.len()
+                )));
+            }
             IpAllowList::parse(rules.iter().map(String::as_str))
                 .map_err(|e| bad(format!("ip_allow_list: {e}")))?;
             p.ip_allow_list = rules;
