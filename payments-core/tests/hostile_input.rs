@@ -17,7 +17,7 @@ use payments_core::auth::signature::{sign_request, SignOptions};
 use payments_core::auth::{keyid, Endpoint, Environment, HttpRequestParts, Scope};
 use payments_core::project::{Merchant, Project};
 use payments_core::service::{
-    Actor, AuthConfig, AuthRequest, Authenticated, PaymentService, ProjectPatch,
+    contract_from_json, Actor, AuthConfig, AuthRequest, Authenticated, PaymentService, ProjectPatch,
 };
 use payments_core::store::DirectoryStore;
 use payments_core::testing::SeededRandom;
@@ -292,4 +292,37 @@ fn an_allow_list_holds_at_most_100_entries() {
         e.message,
         "ip_allow_list: at most 100 entries (got 101); use CIDR networks"
     );
+}
+
+#[test]
+fn a_contract_with_a_method_or_currency_twice_is_refused() {
+    let h = Harness::new(82);
+    let (_, p, _) = provisioned(&h, 1);
+    let set = |v: serde_json::Value| {
+        let contract = contract_from_json(&v)?;
+        patch_project(
+            &h,
+            p.id,
+            ProjectPatch {
+                contract: Some(contract),
+                ..ProjectPatch::default()
+            },
+        )
+    };
+    let sbp = serde_json::json!({"method": "sbp", "min_amount": "10", "max_amount": "100", "fee_percent": "11"});
+    let card = serde_json::json!({"method": "card_transfer", "fee_percent": "2"});
+    set(serde_json::json!({"currencies": ["RUB", "USD"], "methods": [sbp, card]}))
+        .expect("a contract without repeats");
+    let e = set(serde_json::json!({"currencies": ["RUB"], "methods": [sbp, card, sbp]}))
+        .expect_err("sbp twice");
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            ErrorCode::BadRequest,
+            "contract: method sbp is listed twice"
+        )
+    );
+    let e = set(serde_json::json!({"currencies": ["RUB", "USD", "RUB"], "methods": [sbp]}))
+        .expect_err("RUB twice");
+    assert_eq!(e.message, "contract: currency RUB is listed twice");
 }

@@ -262,6 +262,20 @@ impl PaymentService {
                     "contract needs at least one method and one currency".into()
                 ));
             }
+            // A method or currency listed twice is ambiguous (whose terms apply?), so refused.
+            for (i, t) in c.methods.iter().enumerate() {
+                if c.methods[..i].iter().any(|o| o.method == t.method) {
+                    return Err(bad(format!(
+                        "contract: method {} is listed twice",
+                        t.method
+                    )));
+                }
+            }
+            for (i, cur) in c.currencies.iter().enumerate() {
+                if c.currencies[..i].contains(cur) {
+                    return Err(bad(format!("contract: currency {cur} is listed twice")));
+                }
+            }
             for t in &c.methods {
                 if let (Some(min), Some(max)) = (t.min_amount, t.max_amount) {
                     if min > max {
