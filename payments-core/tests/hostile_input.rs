@@ -326,3 +326,43 @@ fn a_contract_with_a_method_or_currency_twice_is_refused() {
         .expect_err("RUB twice");
     assert_eq!(e.message, "contract: currency RUB is listed twice");
 }
+
+#[test]
+fn names_with_control_or_bidi_characters_are_refused() {
+    let h = Harness::new(83);
+    let (m, p, _) = provisioned(&h, 1);
+    let rename = |name: &str| {
+        patch_project(
+            &h,
+            p.id,
+            ProjectPatch {
+                name: Some(name.into()),
+                ..ProjectPatch::default()
+            },
+        )
+    };
+    assert_eq!(
+        rename("Shop – Main site").expect("plain text").name,
+        "Shop – Main site"
+    );
+    for (name, found) in [
+        ("Shop\0", "U+0000"),
+        ("Shop\u{1b}[31m", "U+001B"),
+        ("Shop \u{202e}etis", "U+202E"),
+        ("Shop\u{2066}x", "U+2066"),
+        ("a\u{7f}b", "U+007F"),
+        ("a\u{85}b", "U+0085"),
+    ] {
+        let e = rename(name).expect_err(name);
+        assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
+        assert!(e.message.contains(found), "{name:?}: {e}");
+        let e = block_on(h.service.create_merchant(name, None, &actor())).expect_err(name);
+        assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
+        let e = block_on(
+            h.service
+                .create_project(m.id, name, ProjectPatch::default(), &actor()),
+        )
+        .expect_err(name);
+        assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
+    }
+}

@@ -561,12 +561,41 @@ pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets,
     Ok(ring)
 }
 
+/// A merchant or project name: 1 to 200 characters after trimming, none of them a control
+/// character (NUL, ESC, DEL, C1...) or a character that reorders or hides text (bidirectional
+/// controls such as U+202E, line and paragraph separators): names are shown in the operator
+/// API, the CLI, logs and the merchant's `GET /api/v1/project`, where such characters spoof
+/// or break what is shown.
 fn checked_name(name: &str) -> Result<String, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         return Err(ApiError::bad_request("name must be 1 to 200 characters"));
     }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| c.is_control() || is_format_control(c))
+    {
+        return Err(ApiError::bad_request(format!(
+            "name must not contain control or bidirectional formatting characters (found U+{:04X})",
+            u32::from(c)
+        )));
+    }
     Ok(name.to_string())
+}
+
+/// Bidirectional controls (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) and the
+/// line and paragraph separators (U+2028, U+2029).
+fn is_format_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2066}'..='\u{2069}'
+    )
 }
 
 fn merchant_json(m: &Merchant) -> String {
