@@ -366,3 +366,33 @@ fn names_with_control_or_bidi_characters_are_refused() {
         assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
     }
 }
+
+#[test]
+fn single_valued_headers_sent_twice_are_refused_before_the_token() {
+    let h = Harness::new(84);
+    let (_, _, token) = provisioned(&h, 1);
+    let ok = Req::get("/api/v1/project").with("authorization", &token);
+    assert!(block_on(ok.authenticate(&h.service)).is_ok());
+    let cases = [
+        // The first token is valid: it used to be taken, the second ignored.
+        ("Authorization", "Bearer nl_test_other"),
+        ("Host", "evil.example"),
+        ("X-Request-ID", "req-2"),
+        ("Content-Type", "text/plain"),
+        ("X-Request-Nonce", "abcdefghijklmnopqrstuvwxyz"),
+    ];
+    for (name, second) in cases {
+        // `ok` has one Authorization and one X-Request-ID line; add one of the others.
+        let mut r = ok.clone_with("host", "payments.test");
+        if matches!(name, "Content-Type" | "X-Request-Nonce") {
+            r = r.with(name, "first-value");
+        }
+        let r = r.with(&name.to_ascii_lowercase(), second);
+        let e = refused(block_on(r.authenticate(&h.service)));
+        assert_eq!(e.code, ErrorCode::BadRequest, "{name}");
+        assert_eq!(
+            e.message,
+            format!("the {name} header must be sent once (got 2)")
+        );
+    }
+}

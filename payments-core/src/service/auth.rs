@@ -1,5 +1,6 @@
-//! Request authentication over the store, in the order of decisions.md: token (and scope), IP
-//! allow-list, rate limit, signature and digest, nonce. Everything here happens before the body
+//! Request authentication over the store, in the order of decisions.md: the request's form
+//! (single-valued headers sent once), token (and scope), IP allow-list, rate limit, signature
+//! and digest, nonce. Everything here happens before the body
 //! is interpreted, so a rejection takes no `merchant_payment_id`.
 
 use std::net::IpAddr;
@@ -136,6 +137,35 @@ impl Authenticated {
     }
 }
 
+/// The request headers that carry a single value, each allowed once per request (names as
+/// they are written in messages). Two lines of one of them are ambiguous: parts of a chain
+/// (proxy, framework, this service, the signature base, which joins repeated lines) would each
+/// read a different value, e.g. the first `Authorization` for the token and both for a
+/// covered `authorization` component.
+pub const SINGLE_VALUE_HEADERS: [&str; 5] = [
+    "Host",
+    "Authorization",
+    "Content-Type",
+    "X-Request-ID",
+    "X-Request-Nonce",
+];
+
+/// `400 bad_request` when a header of [`SINGLE_VALUE_HEADERS`] is sent more than once.
+pub fn check_single_value_headers(headers: &[(&str, &[u8])]) -> Result<(), ApiError> {
+    for name in SINGLE_VALUE_HEADERS {
+        let lines = headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count();
+        if lines > 1 {
+            return Err(ApiError::bad_request(format!(
+                "the {name} header must be sent once (got {lines})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The answer to a replayed nonce.
 pub(crate) fn replayed() -> ApiError {
     ApiError::new(
@@ -171,7 +201,8 @@ impl PaymentService {
         }
     }
 
-    /// Authenticates a request in the order of the decisions record: token (and scope), IP
+    /// Authenticates a request in the order of the decisions record: headers that carry one
+    /// value sent once ([`check_single_value_headers`], `400`), token (and scope), IP
     /// allow-list, then `rate_limit` (called with the project; it answers `429` when the
     /// project is over its limit), then signature and digest. The nonce of a signed request
     /// travels in the returned [`Authenticated`] and is recorded by the operation that
@@ -184,6 +215,9 @@ impl PaymentService {
         let cfg = &self.auth;
         let store = &self.ports.store;
         let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
+
+        // 0. The form of the request: single-valued headers sent once.
+        check_single_value_headers(req.parts.headers)?;
 
         // 1. Token, project, merchant, scope.
         let header = req
