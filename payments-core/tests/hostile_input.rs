@@ -396,3 +396,30 @@ fn single_valued_headers_sent_twice_are_refused_before_the_token() {
         );
     }
 }
+
+#[test]
+fn the_operator_token_scheme_is_read_in_any_case_like_the_merchant_one() {
+    let h = Harness::new(85);
+    let token = block_on(h.service.issue_operator_token()).expect("an operator token");
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let header = format!("{scheme} {token}");
+        assert!(
+            block_on(h.service.check_operator_token(Some(&header))).is_ok(),
+            "{scheme}"
+        );
+    }
+    for header in [
+        format!("Basic {token}"),
+        format!("Bearer{token}"),
+        token.clone(),
+        "Bearer op_wrong".to_string(),
+    ] {
+        let e = block_on(h.service.check_operator_token(Some(&header))).expect_err(&header);
+        assert_eq!(e.code, ErrorCode::TokenInvalid);
+    }
+    // The merchant side reads any case too.
+    let (_, _, merchant) = provisioned(&h, 1);
+    let upper = merchant.replacen("Bearer", "BEARER", 1);
+    let r = Req::get("/api/v1/project").with("authorization", &upper);
+    assert!(block_on(r.authenticate(&h.service)).is_ok());
+}
