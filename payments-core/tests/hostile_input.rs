@@ -423,3 +423,36 @@ fn the_operator_token_scheme_is_read_in_any_case_like_the_merchant_one() {
     let r = Req::get("/api/v1/project").with("authorization", &upper);
     assert!(block_on(r.authenticate(&h.service)).is_ok());
 }
+
+#[test]
+fn a_signed_request_id_the_server_cannot_echo_is_refused() {
+    let h = Harness::new(86);
+    let (_, p, token) = provisioned(&h, 1);
+    let key = SigningKey::from_bytes(&[8; 32]);
+    register(&h, p.id, &key).unwrap();
+    let create = |id: &str| {
+        Req::create()
+            .replace("x-request-id", id)
+            .signed(&h, &key, None)
+            .with("authorization", &token)
+    };
+    let longest = "r".repeat(128);
+    assert!(block_on(create(&longest).authenticate(&h.service)).is_ok());
+    // (The signer refuses non-ASCII values itself.)
+    for id in ["r".repeat(129), "has space".to_string()] {
+        let e = refused(block_on(create(&id).authenticate(&h.service)));
+        assert_eq!(e.code, ErrorCode::BadRequest, "{id}");
+        assert!(
+            e.message.starts_with("X-Request-ID must be 1 to 128"),
+            "{e}"
+        );
+    }
+}
+
+impl Req {
+    /// Replaces every line of header `name` with one line of `value`.
+    fn replace(mut self, name: &str, value: &str) -> Req {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self.with(name, value)
+    }
+}

@@ -166,6 +166,29 @@ pub fn check_single_value_headers(headers: &[(&str, &[u8])]) -> Result<(), ApiEr
     Ok(())
 }
 
+/// Whether `value` is an `X-Request-ID` the server echoes as sent: 1 to 128 visible ASCII
+/// characters (another one, or none, is replaced by a UUID the server makes).
+pub fn is_echoable_request_id(value: &[u8]) -> bool {
+    (1..=128).contains(&value.len()) && value.iter().all(u8::is_ascii_graphic)
+}
+
+/// `400 bad_request` when a signed request's `X-Request-ID` is present but not
+/// [`is_echoable_request_id`]: it is a covered component, so the server cannot put its own id
+/// in its place, and answering with another id than the one signed would break the link
+/// between the merchant's request and the answer.
+fn check_signed_request_id(headers: &[(&str, &[u8])]) -> Result<(), ApiError> {
+    match headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("x-request-id"))
+    {
+        Some((_, v)) if !is_echoable_request_id(v) => Err(ApiError::bad_request(
+            "X-Request-ID must be 1 to 128 visible ASCII characters (it is signed, so the \
+             server cannot replace it)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The answer to a replayed nonce.
 pub(crate) fn replayed() -> ApiError {
     ApiError::new(
@@ -216,8 +239,18 @@ impl PaymentService {
         let store = &self.ports.store;
         let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
 
-        // 0. The form of the request: single-valued headers sent once.
+        // 0. The form of the request: single-valued headers sent once; the X-Request-ID of a
+        // signed request one the server can echo.
         check_single_value_headers(req.parts.headers)?;
+        let always_signed = matches!(req.endpoint, Endpoint::CreatePayment | Endpoint::TestHelper);
+        let has_signature = req
+            .parts
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
+        if always_signed || has_signature {
+            check_signed_request_id(req.parts.headers)?;
+        }
 
         // 1. Token, project, merchant, scope.
         let header = req
@@ -232,12 +265,6 @@ impl PaymentService {
         // key is read in the same round trip as the token; its errors are reported in their
         // place in the order below, after the token, allow-list and rate-limit checks.
         let now = self.ports.clock.now();
-        let always_signed = matches!(req.endpoint, Endpoint::CreatePayment | Endpoint::TestHelper);
-        let has_signature = req
-            .parts
-            .headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
         let prepared = (always_signed || has_signature)
             .then(|| PreparedSignature::prepare(&req.parts, &cfg.policy, now));
         let keyid = prepared
