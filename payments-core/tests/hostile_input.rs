@@ -456,3 +456,54 @@ impl Req {
         self.with(name, value)
     }
 }
+
+#[test]
+fn the_sandbox_signature_base_never_repeats_the_bearer_token() {
+    let h = Harness::new(87);
+    let (_, p, token) = provisioned(&h, 1);
+    let key = SigningKey::from_bytes(&[9; 32]);
+    register(&h, p.id, &key).unwrap();
+    let components = [
+        "@method",
+        "@path",
+        "content-digest",
+        "x-request-id",
+        "x-request-nonce",
+        "authorization",
+    ];
+    // Signed with the token covered, then the body changed: the digest no longer matches and
+    // the sandbox answers with the base it built.
+    let mut r = Req::create()
+        .with("authorization", &token)
+        .signed(&h, &key, Some(&components));
+    r.body = br#"{"merchant_payment_id":"order-2","amount":"100","payment_method":"sbp"}"#.to_vec();
+    let e = refused(block_on(r.authenticate(&h.service)));
+    assert_eq!(e.code, ErrorCode::SignatureInvalid);
+    let secret = token.trim_start_matches("Bearer ");
+    let base = e
+        .signature_base
+        .as_deref()
+        .expect("the sandbox returns the base");
+    assert!(!base.contains(secret), "{base}");
+    assert!(base.contains("\n\"authorization\": [redacted]\n"), "{base}");
+    let cause = format!("{:?}", e.cause);
+    assert!(
+        !cause.contains(secret),
+        "the cause (for logs) is redacted too"
+    );
+
+    // A verification failure (base complete, signature wrong) is redacted the same way.
+    let mut r = Req::create()
+        .with("authorization", &token)
+        .signed(&h, &key, Some(&components));
+    let other = SigningKey::from_bytes(&[10; 32]);
+    let forged = Req::create()
+        .with("authorization", &token)
+        .signed(&h, &other, Some(&components));
+    r.headers.retain(|(n, _)| n != "Signature");
+    r.headers
+        .extend(forged.headers.into_iter().filter(|(n, _)| n == "Signature"));
+    let e = refused(block_on(r.authenticate(&h.service)));
+    assert_eq!(e.message, "signature does not verify");
+    assert!(!e.signature_base.unwrap().contains(secret));
+}
