@@ -45,6 +45,9 @@ pub enum ErrorCode {
     BodyTooLarge,
     /// `414 uri_too_long`: the request target exceeds the limit.
     UriTooLong,
+    /// `415 unsupported_media_type`: a request body not declared as
+    /// `Content-Type: application/json` (optionally `; charset=utf-8`).
+    UnsupportedMediaType,
     /// `431 headers_too_large`: the request headers exceed the limit (count or size).
     HeadersTooLarge,
     /// `422 payment_not_covered`: method, currency or amount outside the project's contract.
@@ -66,7 +69,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and agreement tests.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidGeoCode,
         ErrorCode::TokenInvalid,
@@ -81,6 +84,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::BodyTooLarge,
         ErrorCode::UriTooLong,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::HeadersTooLarge,
         ErrorCode::PaymentNotCovered,
         ErrorCode::PaymentRateUnavailable,
@@ -108,6 +112,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::PaymentNotCovered => "payment_not_covered",
             ErrorCode::PaymentRateUnavailable => "payment_rate_unavailable",
@@ -132,6 +137,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::UriTooLong => 414,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::HeadersTooLarge => 431,
             ErrorCode::PaymentNotCovered
             | ErrorCode::PaymentRateUnavailable
@@ -287,6 +293,7 @@ mod tests {
         assert_eq!(ErrorCode::BodyTooLarge.http_status(), 413);
         assert_eq!(ErrorCode::MethodNotAllowed.http_status(), 405);
         assert_eq!(ErrorCode::UriTooLong.http_status(), 414);
+        assert_eq!(ErrorCode::UnsupportedMediaType.http_status(), 415);
         assert_eq!(ErrorCode::HeadersTooLarge.http_status(), 431);
         assert_eq!(ErrorCode::RateLimited.http_status(), 429);
         assert_eq!(ErrorCode::ServiceUnavailable.http_status(), 503);

@@ -507,3 +507,50 @@ fn the_sandbox_signature_base_never_repeats_the_bearer_token() {
     assert_eq!(e.message, "signature does not verify");
     assert!(!e.signature_base.unwrap().contains(secret));
 }
+
+#[test]
+fn a_body_must_be_declared_as_json() {
+    let h = Harness::new(88);
+    let (_, p, token) = provisioned(&h, 1);
+    let key = SigningKey::from_bytes(&[11; 32]);
+    register(&h, p.id, &key).unwrap();
+    let create = |content_type: Option<&str>| {
+        let mut r = Req::create();
+        r.headers.retain(|(n, _)| n != "content-type");
+        if let Some(ct) = content_type {
+            r = r.with("content-type", ct);
+        }
+        r.signed(&h, &key, None).with("authorization", &token)
+    };
+    for ct in [
+        "application/json",
+        "Application/JSON",
+        "application/json; charset=utf-8",
+        "application/json;charset=\"UTF-8\"",
+    ] {
+        assert!(
+            block_on(create(Some(ct)).authenticate(&h.service)).is_ok(),
+            "{ct}"
+        );
+    }
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("application/json; charset=latin1"),
+        Some("application/json; boundary=x"),
+        Some("application/jsonp"),
+    ] {
+        let e = refused(block_on(create(ct).authenticate(&h.service)));
+        assert_eq!(e.code, ErrorCode::UnsupportedMediaType, "{ct:?}");
+        assert_eq!(e.http_status(), 415);
+    }
+    // Without a body (a test helper), no Content-Type is needed.
+    let mut helper = Req::create();
+    helper.endpoint = Endpoint::TestHelper;
+    helper.path = "/api/v1/test/payments/x/cancel".into();
+    helper.body.clear();
+    helper.headers.retain(|(n, _)| n != "content-type");
+    let helper = helper.signed(&h, &key, None).with("authorization", &token);
+    assert!(block_on(helper.authenticate(&h.service)).is_ok());
+}

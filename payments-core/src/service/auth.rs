@@ -166,6 +166,52 @@ pub fn check_single_value_headers(headers: &[(&str, &[u8])]) -> Result<(), ApiEr
     Ok(())
 }
 
+/// Whether a `Content-Type` value declares JSON: `application/json` in any case, optionally
+/// with the single parameter `charset=utf-8` (any case, quoted or not), spaces around `;`.
+pub fn is_json_content_type(value: &[u8]) -> bool {
+    let Ok(value) = std::str::from_utf8(value) else {
+        return false;
+    };
+    let mut parts = value.split(';').map(|p| p.trim_matches([' ', '\t']));
+    if !parts
+        .next()
+        .is_some_and(|t| t.eq_ignore_ascii_case("application/json"))
+    {
+        return false;
+    }
+    parts.all(|param| {
+        param.split_once('=').is_some_and(|(name, v)| {
+            name.eq_ignore_ascii_case("charset") && {
+                let v = v
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(v);
+                v.eq_ignore_ascii_case("utf-8")
+            }
+        })
+    })
+}
+
+/// `415 unsupported_media_type` when a request with a body (`has_body`) does not declare it
+/// as JSON ([`is_json_content_type`]); a request without a body needs no `Content-Type`.
+pub fn check_content_type(headers: &[(&str, &[u8])], has_body: bool) -> Result<(), ApiError> {
+    if !has_body {
+        return Ok(());
+    }
+    let declared = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| *v);
+    if declared.is_some_and(is_json_content_type) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "a request body must be sent with Content-Type: application/json",
+        ))
+    }
+}
+
 /// Whether `value` is an `X-Request-ID` the server echoes as sent: 1 to 128 visible ASCII
 /// characters (another one, or none, is replaced by a UUID the server makes).
 pub fn is_echoable_request_id(value: &[u8]) -> bool {
@@ -224,8 +270,10 @@ impl PaymentService {
         }
     }
 
-    /// Authenticates a request in the order of the decisions record: headers that carry one
-    /// value sent once ([`check_single_value_headers`], `400`), token (and scope), IP
+    /// Authenticates a request in the order of the decisions record: the request's form
+    /// (headers that carry one value sent once, [`check_single_value_headers`], `400`; a body
+    /// declared as JSON, [`check_content_type`], `415`; a signed request's `X-Request-ID`,
+    /// `400`), token (and scope), IP
     /// allow-list, then `rate_limit` (called with the project; it answers `429` when the
     /// project is over its limit), then signature and digest. The nonce of a signed request
     /// travels in the returned [`Authenticated`] and is recorded by the operation that
@@ -239,9 +287,10 @@ impl PaymentService {
         let store = &self.ports.store;
         let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
 
-        // 0. The form of the request: single-valued headers sent once; the X-Request-ID of a
-        // signed request one the server can echo.
+        // 0. The form of the request: single-valued headers sent once; a body declared as
+        // JSON; the X-Request-ID of a signed request one the server can echo.
         check_single_value_headers(req.parts.headers)?;
+        check_content_type(req.parts.headers, !req.parts.body.is_empty())?;
         let always_signed = matches!(req.endpoint, Endpoint::CreatePayment | Endpoint::TestHelper);
         let has_signature = req
             .parts

@@ -27,8 +27,8 @@ use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
 pub use auth::{
-    check_single_value_headers, is_echoable_request_id, AuthConfig, AuthContext, AuthRequest,
-    Authenticated, SINGLE_VALUE_HEADERS,
+    check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
+    AuthConfig, AuthContext, AuthRequest, Authenticated, SINGLE_VALUE_HEADERS,
 };
 pub use create::{CreateOutcome, CreateStatus};
 pub use operate::{Actor, OperationResult, SweepReport};
