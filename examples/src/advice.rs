@@ -136,7 +136,7 @@ pub fn next_step(resp: &ApiResponse) -> NextStep {
         (404, "payment_not_found" | "not_found") => NextStep::NotFound(why),
         (409, "payment_idempotency_conflict") => NextStep::NewMerchantPaymentId { code, payment_id },
         (409, "request_replayed") => NextStep::Resign,
-        (413, "body_too_large") => NextStep::FixRequest(why),
+        (413, "body_too_large") | (415, "unsupported_media_type") => NextStep::FixRequest(why),
         // A 422 that saved the payment (in `error`): the id is taken.
         (422, _) if payment_id.is_some() => NextStep::NewMerchantPaymentId { code, payment_id },
         (422, "payment_not_covered") => NextStep::NotAccepted {
@@ -233,6 +233,10 @@ mod tests {
         ));
         assert!(matches!(
             next_step(&err(413, "body_too_large")),
+            NextStep::FixRequest(_)
+        ));
+        assert!(matches!(
+            next_step(&err(415, "unsupported_media_type")),
             NextStep::FixRequest(_)
         ));
         assert!(matches!(

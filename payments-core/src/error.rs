@@ -47,6 +47,9 @@ pub enum ErrorCode {
     BodyTooLarge,
     /// `414 uri_too_long`: the request target exceeds the limit.
     UriTooLong,
+    /// `415 unsupported_media_type`: a request body not declared as
+    /// `Content-Type: application/json` (optionally `; charset=utf-8`).
+    UnsupportedMediaType,
     /// `431 headers_too_large`: the request headers exceed the limit (count or size).
     HeadersTooLarge,
     /// `422 payment_not_covered`: method, currency or amount outside the project's contract.
@@ -68,7 +71,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and agreement tests.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidGeoCode,
         ErrorCode::TokenInvalid,
@@ -84,6 +87,7 @@ impl ErrorCode {
         ErrorCode::RequestTimeout,
         ErrorCode::BodyTooLarge,
         ErrorCode::UriTooLong,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::HeadersTooLarge,
         ErrorCode::PaymentNotCovered,
         ErrorCode::PaymentRateUnavailable,
@@ -112,6 +116,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::PaymentNotCovered => "payment_not_covered",
             ErrorCode::PaymentRateUnavailable => "payment_rate_unavailable",
@@ -137,6 +142,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => 408,
             ErrorCode::BodyTooLarge => 413,
             ErrorCode::UriTooLong => 414,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::HeadersTooLarge => 431,
             ErrorCode::PaymentNotCovered
             | ErrorCode::PaymentRateUnavailable
@@ -293,6 +299,7 @@ mod tests {
         assert_eq!(ErrorCode::MethodNotAllowed.http_status(), 405);
         assert_eq!(ErrorCode::RequestTimeout.http_status(), 408);
         assert_eq!(ErrorCode::UriTooLong.http_status(), 414);
+        assert_eq!(ErrorCode::UnsupportedMediaType.http_status(), 415);
         assert_eq!(ErrorCode::HeadersTooLarge.http_status(), 431);
         assert_eq!(ErrorCode::RateLimited.http_status(), 429);
         assert_eq!(ErrorCode::ServiceUnavailable.http_status(), 503);

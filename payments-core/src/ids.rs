@@ -46,14 +46,35 @@ macro_rules! uuid_id {
         }
 
         impl FromStr for $name {
-            type Err = uuid::Error;
+            type Err = InvalidId;
 
-            /// Parses any form `uuid` accepts (hyphenated, simple, braced, urn).
+            /// Parses the canonical form only, the one the API writes: 36 characters,
+            /// lower-case hexadecimal, hyphenated 8-4-4-4-12. Other spellings of the same
+            /// UUID (upper case, simple, braced, `urn:uuid:`) are refused, so that one id has
+            /// one spelling everywhere (logs, URLs, caches, comparisons by string).
             fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Uuid::parse_str(s).map($name)
+                parse_canonical(s).map($name)
             }
         }
     };
+}
+
+/// An id that is not a UUID in its canonical form (lower-case, hyphenated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not a UUID in canonical form (36 characters, lower-case hexadecimal, hyphenated)")]
+pub struct InvalidId;
+
+/// `s` as a UUID if it is written exactly as [`Uuid::hyphenated`] writes it, lower case.
+fn parse_canonical(s: &str) -> Result<Uuid, InvalidId> {
+    let canonical = s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => matches!(b, b'0'..=b'9' | b'a'..=b'f'),
+        });
+    if !canonical {
+        return Err(InvalidId);
+    }
+    Uuid::parse_str(s).map_err(|_| InvalidId)
 }
 
 uuid_id!(
@@ -97,5 +118,31 @@ impl KeyId {
 impl fmt::Display for KeyId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_canonical_spelling_parses() {
+        let canonical = "5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f";
+        let id: PaymentId = canonical.parse().expect("the canonical form");
+        assert_eq!(id.to_string(), canonical);
+        for other in [
+            "5F0C6A4E-2B1D-4C3A-9E8F-7A6B5C4D3E2F",
+            "5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3E2f",
+            "5f0c6a4e2b1d4c3a9e8f7a6b5c4d3e2f",
+            "{5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f}",
+            "urn:uuid:5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f",
+            " 5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2f",
+            "5f0c6a4e-2b1d-4c3a-9e8f7-a6b5c4d3e2f",
+            "5f0c6a4e-2b1d-4c3a-9e8f-7a6b5c4d3e2g",
+            "",
+        ] {
+            assert_eq!(other.parse::<PaymentId>(), Err(InvalidId), "{other}");
+            assert_eq!(other.parse::<ProjectId>(), Err(InvalidId), "{other}");
+        }
     }
 }

@@ -191,6 +191,21 @@ pub trait DirectoryStore: Send + Sync {
         -> Result<Option<KeyRecord>, StoreError>;
     /// A project's keys.
     async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError>;
+    /// The projects on which a key with this id is registered and not revoked, in any order
+    /// (registration refuses a key active on another project, so normally at most one). The
+    /// default asks [`Self::projects`], then [`Self::key`] of each: one read per project, for a
+    /// rare operator action; a store that can should answer it in one query.
+    async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
+        let mut found = Vec::new();
+        for project in self.projects().await? {
+            if let Some(key) = self.key(project.id, keyid).await? {
+                if key.revoked_at.is_none() {
+                    found.push(project.id);
+                }
+            }
+        }
+        Ok(found)
+    }
     /// Everything authentication reads, in one round trip where the store can: the token with
     /// this hash (revoked or not), its project, the project's merchant and, when `keyid` is
     /// given, the project's key with that id (revoked or not). Read from the stored state at

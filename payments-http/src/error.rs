@@ -35,8 +35,8 @@ impl RequestId {
     pub fn from_headers(headers: &HeaderMap) -> RequestId {
         let given = headers
             .get(REQUEST_ID)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()));
+            .filter(|v| payments_core::service::is_echoable_request_id(v.as_bytes()))
+            .and_then(|v| v.to_str().ok());
         RequestId(match given {
             Some(v) => v.to_string(),
             None => payments_core::random::uuid_v4(&crate::system::OsRandom).to_string(),
@@ -145,6 +145,10 @@ async fn finish(resp: Response, rid: &RequestId) -> Response {
             "this endpoint does not take this method",
         ),
         413 => (ErrorCode::BodyTooLarge, "request body too large"),
+        415 => (
+            ErrorCode::UnsupportedMediaType,
+            "the request body must be application/json",
+        ),
         414 => (ErrorCode::UriTooLong, "request target too long"),
         431 => (ErrorCode::HeadersTooLarge, "request headers too large"),
         503 => (ErrorCode::ServiceUnavailable, "service unavailable"),

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use payments_core::event::EventRecord;
-use payments_core::service::Actor;
+use payments_core::service::{check_content_type, check_single_value_headers, Actor};
 use payments_core::transition::Trigger;
 use payments_core::{ApiError, ErrorCode};
 
@@ -44,12 +44,23 @@ pub fn routes(state: AppState) -> Router<AppState> {
 #[derive(Debug, Clone)]
 struct OperatorIdentity(Actor);
 
-/// Lets a request through when the core accepts its operator token.
+/// Lets a request through when the core accepts its form (the merchant API's rules:
+/// single-valued headers once, a body declared as JSON) and then its operator token.
 async fn require_operator(
     State(st): State<AppState>,
     mut req: Request,
     next: Next,
 ) -> Result<Response, HttpError> {
+    use axum::body::HttpBody as _;
+    let headers: Vec<(&str, &[u8])> = req
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_bytes()))
+        .collect();
+    check_single_value_headers(&headers)?;
+    // A body is announced by Content-Length or Transfer-Encoding (HTTP/1.1) or by a stream
+    // not ended with the headers (HTTP/2): the body itself is read by the handler.
+    check_content_type(&headers, !req.body().is_end_stream())?;
     let authorization = req
         .headers()
         .get("authorization")

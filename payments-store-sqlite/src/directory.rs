@@ -418,6 +418,19 @@ pub(crate) fn keys(conn: &Connection, project: ProjectId) -> Result<Vec<KeyRecor
     )
 }
 
+/// The projects holding an unrevoked key with this id.
+pub(crate) fn active_key_projects(
+    conn: &Connection,
+    keyid: &KeyId,
+) -> Result<Vec<ProjectId>, StoreError> {
+    query(
+        conn,
+        "SELECT project_id FROM signing_keys WHERE keyid = ?1 AND revoked_at IS NULL",
+        [keyid.as_str()],
+        |row| Cols::new(row).parsed("project_id"),
+    )
+}
+
 pub(crate) fn revoke_key(
     conn: &Connection,
     project: ProjectId,

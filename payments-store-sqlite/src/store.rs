@@ -188,6 +188,13 @@ impl DirectoryStore for SqliteStore {
         self.read(move |c| directory::keys(c, project)).await
     }
 
+    /// One query over the keys table instead of one read per project.
+    async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
+        let keyid = keyid.clone();
+        self.read(move |c| directory::active_key_projects(c, &keyid))
+            .await
+    }
+
     /// One trip to the reader pool instead of four, the reads in one read transaction (one
     /// snapshot of the database).
     async fn auth_lookup(

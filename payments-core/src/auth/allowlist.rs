@@ -34,8 +34,15 @@ pub struct IpAllowList {
 }
 
 impl IpAllowList {
+    /// The most rules a project's list may hold (checked when the list is set): the list is
+    /// read with every request of the project, and a list that needs more entries wants
+    /// wider networks.
+    pub const MAX_RULES: usize = 100;
+
     /// Parses rules such as `203.0.113.7`, `198.51.100.0/24`, `2001:db8::/32`. Whitespace around
-    /// a rule is ignored; an IPv4-mapped IPv6 address is stored as the IPv4 address.
+    /// a rule is ignored; an IPv4-mapped IPv6 address is stored as the IPv4 address, and an
+    /// IPv4-mapped network (`::ffff:127.0.0.0/104`, prefix 96 or longer) as the IPv4 network
+    /// (`127.0.0.0/8`), so that it matches the addresses the single mapped address would.
     pub fn parse<'a>(rules: impl IntoIterator<Item = &'a str>) -> Result<Self, AllowListError> {
         let networks = rules
             .into_iter()
@@ -87,44 +94,53 @@ fn parse_rule(rule: &str) -> Result<IpNet, AllowListError> {
                 network: net.trunc(),
             });
         }
-        Ok(net)
+        Ok(mapped_to_v4(net))
     } else {
         let ip = IpAddr::from_str(trimmed).map_err(|_| AllowListError::Invalid(rule.to_owned()))?;
         Ok(IpNet::from(ip.to_canonical()))
     }
 }
 
+/// The client address behind trusted proxies is unknown: an `X-Forwarded-For` entry the walk
+/// reached is not an IP address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an X-Forwarded-For entry from a trusted proxy is not an IP address")]
+pub struct UnknownClient;
+
 /// The client address for the allow-list.
 ///
 /// If the TCP `peer` is not in `trusted_proxies`, it is the client and `X-Forwarded-For` is
 /// ignored (anyone can send that header). Otherwise the `X-Forwarded-For` entries (all header
 /// lines, in wire order, each a comma-separated list) are walked from the right: the first entry
-/// that is not a trusted proxy is the client. If every entry is a trusted proxy, the left-most
-/// one is used. If an entry does not parse as an IP address, the walk stops and the last trusted
-/// hop seen (the peer, if none) is used: what lies left of a malformed entry was not written by
-/// a proxy we trust, and the trusted hop is then the best address we know for sure; an
-/// allow-list will normally not contain a proxy, so such a request is refused rather than
-/// attributed to a client address that may be forged.
-pub fn client_ip(peer: IpAddr, x_forwarded_for: &[&str], trusted_proxies: &[IpNet]) -> IpAddr {
+/// that is not a trusted proxy is the client. If every entry is a trusted proxy (or there is no
+/// header), the left-most one (the peer) is used.
+///
+/// If the walk reaches an entry that does not parse as an IP address (`unknown`, an address
+/// with a port, an empty entry, bytes that are not UTF-8 passed in lossily), the client is
+/// unknown: [`UnknownClient`], which an allow-list refuses like an unknown peer. It is not
+/// the last trusted hop: that is a proxy, and an allow-list holding the proxy's network would
+/// then admit anyone who can make the proxy forward a malformed entry.
+pub fn client_ip(
+    peer: IpAddr,
+    x_forwarded_for: &[&str],
+    trusted_proxies: &[IpNet],
+) -> Result<IpAddr, UnknownClient> {
     let is_trusted = |ip: &IpAddr| trusted_proxies.iter().any(|n| n.contains(ip));
     let mut candidate = peer.to_canonical();
     if !is_trusted(&candidate) {
-        return candidate;
+        return Ok(candidate);
     }
     let entries = x_forwarded_for
         .iter()
         .flat_map(|line| line.split(','))
         .collect::<Vec<_>>();
     for entry in entries.iter().rev() {
-        let Some(ip) = parse_forwarded_entry(entry) else {
-            return candidate;
-        };
-        candidate = ip;
+        candidate = parse_forwarded_entry(entry).ok_or(UnknownClient)?;
         if !is_trusted(&candidate) {
-            return candidate;
+            return Ok(candidate);
         }
     }
-    candidate
+    Ok(candidate)
 }
 
 /// An `X-Forwarded-For` entry: an IP address, IPv6 optionally in brackets. Empty entries and
@@ -136,6 +152,21 @@ fn parse_forwarded_entry(entry: &str) -> Option<IpAddr> {
         .and_then(|e| e.strip_suffix(']'))
         .unwrap_or(entry);
     IpAddr::from_str(entry).ok().map(|ip| ip.to_canonical())
+}
+
+/// An IPv4-mapped IPv6 network of prefix 96 or longer as the IPv4 network it maps; any other
+/// network as it is. Clients are matched in their canonical form (a mapped address as IPv4),
+/// so a mapped network left as IPv6 would match nothing.
+fn mapped_to_v4(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96)
+                .map(IpNet::V4)
+                .unwrap_or(net),
+            None => net,
+        },
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -204,6 +235,26 @@ mod tests {
     }
 
     #[test]
+    fn ipv4_mapped_networks_match_like_their_ipv4_networks() {
+        let list = IpAllowList::parse(["::ffff:127.0.0.0/104", "::FFFF:192.0.2.0/120"]).unwrap();
+        assert_eq!(list.networks(), nets(&["127.0.0.0/8", "192.0.2.0/24"]));
+        for client in [
+            "127.0.0.1",
+            "::ffff:127.0.0.1",
+            "127.255.0.9",
+            "192.0.2.200",
+        ] {
+            assert!(list.allows(ip(client)), "{client}");
+        }
+        assert!(!list.allows(ip("128.0.0.1")));
+        // The whole mapped range is every IPv4 address; a shorter prefix stays IPv6.
+        let all = IpAllowList::parse(["::ffff:0.0.0.0/96"]).unwrap();
+        assert_eq!(all.networks(), nets(&["0.0.0.0/0"]));
+        let v6 = IpAllowList::parse(["::/64"]).unwrap();
+        assert_eq!(v6.networks(), nets(&["::/64"]));
+    }
+
+    #[test]
     fn bad_rules_are_named() {
         assert_eq!(
             IpAllowList::parse(["10.0.0.1", "not-an-ip"]),
@@ -229,15 +280,15 @@ mod tests {
         let trusted = nets(&["10.0.0.0/8"]);
         assert_eq!(
             client_ip(ip("192.0.2.1"), &["203.0.113.9"], &trusted),
-            ip("192.0.2.1")
+            Ok(ip("192.0.2.1"))
         );
         assert_eq!(
             client_ip(ip("192.0.2.1"), &["203.0.113.9"], &[]),
-            ip("192.0.2.1")
+            Ok(ip("192.0.2.1"))
         );
         assert_eq!(
             client_ip(ip("::ffff:192.0.2.1"), &[], &trusted),
-            ip("192.0.2.1"),
+            Ok(ip("192.0.2.1")),
             "mapped peers are reported as IPv4"
         );
     }
@@ -247,57 +298,69 @@ mod tests {
         let trusted = nets(&["10.0.0.0/8", "2001:db8:ffff::/48"]);
         // client spoofed "1.1.1.1", real client 203.0.113.9, then two trusted proxies.
         let xff = ["1.1.1.1, 203.0.113.9", "10.0.0.5"];
-        assert_eq!(client_ip(ip("10.0.0.1"), &xff, &trusted), ip("203.0.113.9"));
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &xff, &trusted),
+            Ok(ip("203.0.113.9"))
+        );
         assert_eq!(
             client_ip(
                 ip("2001:db8:ffff::1"),
                 &["2001:db8::42, 2001:db8:ffff::2"],
                 &trusted
             ),
-            ip("2001:db8::42")
+            Ok(ip("2001:db8::42"))
         );
         assert_eq!(
             client_ip(ip("::ffff:10.0.0.1"), &["[2001:db8::7]"], &trusted),
-            ip("2001:db8::7")
+            Ok(ip("2001:db8::7"))
         );
         assert_eq!(
             client_ip(ip("10.0.0.1"), &["::ffff:203.0.113.9"], &trusted),
-            ip("203.0.113.9")
+            Ok(ip("203.0.113.9"))
         );
     }
 
     #[test]
     fn all_trusted_or_missing_header() {
         let trusted = nets(&["10.0.0.0/8"]);
-        assert_eq!(client_ip(ip("10.0.0.1"), &[], &trusted), ip("10.0.0.1"));
+        assert_eq!(client_ip(ip("10.0.0.1"), &[], &trusted), Ok(ip("10.0.0.1")));
         assert_eq!(
             client_ip(ip("10.0.0.1"), &["10.0.0.3, 10.0.0.2"], &trusted),
-            ip("10.0.0.3")
+            Ok(ip("10.0.0.3"))
         );
     }
 
     #[test]
-    fn malformed_entry_stops_at_last_trusted_hop() {
+    fn a_malformed_entry_reached_by_the_walk_makes_the_client_unknown() {
         let trusted = nets(&["10.0.0.0/8"]);
-        assert_eq!(
-            client_ip(ip("10.0.0.1"), &["unknown"], &trusted),
-            ip("10.0.0.1")
-        );
+        for xff in [
+            &["unknown"][..],
+            &["6.6.6.6:1234"],
+            &["203.0.113.9:443"],
+            &[""],
+            &["203.0.113.9,"],
+            &["203.0.113.9, garbage, 10.0.0.7"],
+            &["203.0.113.9", "\u{fffd}"],
+        ] {
+            assert_eq!(
+                client_ip(ip("10.0.0.1"), xff, &trusted),
+                Err(UnknownClient),
+                "{xff:?}"
+            );
+        }
+        // Left of the client, nothing is read: a malformed entry there does not matter.
         assert_eq!(
             client_ip(
                 ip("10.0.0.1"),
-                &["203.0.113.9, garbage, 10.0.0.7"],
+                &["garbage, 203.0.113.9, 10.0.0.7"],
                 &trusted
             ),
-            ip("10.0.0.7")
+            Ok(ip("203.0.113.9"))
         );
+        // An untrusted peer is the client whatever it sends.
         assert_eq!(
-            client_ip(ip("10.0.0.1"), &["203.0.113.9:443"], &trusted),
-            ip("10.0.0.1")
-        );
-        assert_eq!(
-            client_ip(ip("10.0.0.1"), &["203.0.113.9,"], &trusted),
-            ip("10.0.0.1")
+            client_ip(ip("192.0.2.1"), &["unknown"], &trusted),
+            Ok(ip("192.0.2.1"))
         );
     }
 }

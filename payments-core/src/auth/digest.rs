@@ -15,6 +15,10 @@ pub enum DigestError {
     /// The header is not a valid structured-field Dictionary (RFC 8941 / RFC 9651).
     #[error("malformed Content-Digest: {0}")]
     Malformed(String),
+    /// A member or a parameter is named twice (`sha-256=:...:, sha-256=:...:`): the parser
+    /// would keep the last silently, so the header is refused as ambiguous.
+    #[error("Content-Digest: {0}")]
+    Duplicate(String),
     /// The Dictionary has no `sha-256` member.
     #[error("Content-Digest has no sha-256 member")]
     MissingSha256,
@@ -36,10 +40,16 @@ pub fn content_digest_header(body: &[u8]) -> String {
 /// Checks the `Content-Digest` field value (all header lines joined with `", "`) against `body`.
 ///
 /// Only the `sha-256` member is checked; other algorithms listed beside it are ignored, as
-/// `decisions.md` says. A missing or wrong `sha-256` member is an error.
+/// `decisions.md` says. A missing or wrong `sha-256` member is an error, and so is a member or
+/// a parameter named twice (the header lines are joined, so also across lines).
 ///
 /// <https://www.rfc-editor.org/rfc/rfc9530#section-2>
 pub fn verify_content_digest(field_value: &str, body: &[u8]) -> Result<(), DigestError> {
+    if let Some(duplicate) = super::sf::find_duplicate(field_value)
+        .map_err(|e: sfv::Error| DigestError::Malformed(e.to_string()))?
+    {
+        return Err(DigestError::Duplicate(duplicate.to_string()));
+    }
     let dict: sfv::Dictionary = sfv::Parser::new(field_value)
         .parse()
         .map_err(|e: sfv::Error| DigestError::Malformed(e.to_string()))?;
@@ -85,6 +95,34 @@ mod tests {
         assert_eq!(
             verify_content_digest("sha-512=:AAAA:", b""),
             Err(DigestError::MissingSha256)
+        );
+    }
+
+    #[test]
+    fn duplicate_members_and_parameters_are_refused() {
+        let right = content_digest_header(b"{}");
+        let wrong = content_digest_header(b"[]");
+        assert_eq!(verify_content_digest(&right, b"{}"), Ok(()));
+        // The parser keeps the last member: the right one, after a wrong one.
+        for value in [
+            format!("{wrong}, {right}"),
+            format!("{right}, {right}"),
+            format!("{right}, sha-512=:AAAA:, {right}"),
+            format!("{right};p=1;p=2"),
+        ] {
+            assert!(
+                matches!(
+                    verify_content_digest(&value, b"{}"),
+                    Err(DigestError::Duplicate(_))
+                ),
+                "{value}"
+            );
+        }
+        assert_eq!(
+            verify_content_digest(&format!("{wrong}, {right}"), b"{}")
+                .unwrap_err()
+                .to_string(),
+            "Content-Digest: member \"sha-256\" appears twice"
         );
     }
 }

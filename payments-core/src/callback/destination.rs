@@ -16,7 +16,19 @@
 //! - The length limit applies both to the input and to its normalised form (IDNA and
 //!   percent-encoding can make the normalised form longer), which is what is stored and used.
 //! - IPv4 hosts written in decimal, hexadecimal or octal (`https://2130706433/`,
-//!   `https://0x7f.1/`) are normalised by the WHATWG parser to dotted IPv4 and checked as such.
+//!   `https://0x7f.1/`) are normalised by the WHATWG parser to dotted IPv4 and checked as such;
+//!   one in a refused range is refused as that address, any other is refused as ambiguous
+//!   (below).
+//! - A URL that parsers read differently is refused ([`CallbackUrlError::Ambiguous`],
+//!   [`CallbackUrlError::NotAbsolute`], [`CallbackUrlError::MissingHost`],
+//!   [`CallbackUrlError::Credentials`]), so that the stored URL is the one sent, up to the
+//!   harmless normalisation of every parser (scheme and host case, IDNA, an empty path as `/`,
+//!   the default port dropped, percent-encoding of the path): no `//` right after the scheme
+//!   (`https:example.com`), an empty authority (`https:///cb`, which the WHATWG parser reads
+//!   as host `cb`), a backslash anywhere (read as `/` by the WHATWG parser only), an `@` in
+//!   the authority even with empty credentials (`https://:@example.com/`, whose `:@` the
+//!   WHATWG parser drops), a percent-encoded host, and an IPv4 host not written as four
+//!   decimal numbers.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -79,6 +91,10 @@ pub enum CallbackUrlError {
     /// An IP-literal host in a refused range.
     #[error("callback_url host {0}")]
     ForbiddenAddress(ForbiddenAddress),
+    /// A spelling that URL parsers read differently (a backslash, a percent-encoded host, an
+    /// IPv4 host not written as `a.b.c.d`).
+    #[error("callback_url is read differently by different URL parsers: {0}")]
+    Ambiguous(&'static str),
 }
 
 impl From<CallbackUrlError> for ApiError {
@@ -131,7 +147,23 @@ impl CallbackUrl {
                 })
             }
         }
-        if !url.username().is_empty() || url.password().is_some() {
+        // The URL as written, before the WHATWG parser's repairs: `//`, a non-empty authority
+        // without `@`, no backslash.
+        if s.contains('\\') {
+            return Err(CallbackUrlError::Ambiguous("a backslash"));
+        }
+        let after_scheme = s.split_once(':').map_or("", |(_, rest)| rest);
+        let Some(after_slashes) = after_scheme.strip_prefix("//") else {
+            return Err(CallbackUrlError::NotAbsolute);
+        };
+        let authority = after_slashes
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or_default();
+        if authority.is_empty() {
+            return Err(CallbackUrlError::MissingHost);
+        }
+        if authority.contains('@') || !url.username().is_empty() || url.password().is_some() {
             return Err(CallbackUrlError::Credentials);
         }
         if url.fragment().is_some() {
@@ -160,6 +192,21 @@ impl CallbackUrl {
             }
             Some(Host::Ipv6(v6)) => {
                 check_ip(IpAddr::V6(v6), policy).map_err(CallbackUrlError::ForbiddenAddress)?
+            }
+        }
+        // After the address check, so that a refused address is named as such whatever its
+        // spelling.
+        if authority.contains('%') {
+            return Err(CallbackUrlError::Ambiguous("a percent-encoded host"));
+        }
+        if let Some(Host::Ipv4(v4)) = url.host() {
+            let written = authority
+                .rsplit_once(':')
+                .map_or(authority, |(host, _port)| host);
+            if written != v4.to_string() {
+                return Err(CallbackUrlError::Ambiguous(
+                    "an IPv4 host must be written as four decimal numbers (a.b.c.d)",
+                ));
             }
         }
         let length = url.as_str().chars().count();
@@ -355,6 +402,44 @@ mod tests {
             ),
             ("https://user@example.com/", CallbackUrlError::Credentials),
             ("https://:pw@example.com/", CallbackUrlError::Credentials),
+            // Empty credentials, which the WHATWG parser drops ("stored without the :@").
+            ("https://:@example.com/", CallbackUrlError::Credentials),
+            ("https://@example.com/", CallbackUrlError::Credentials),
+            // No authority: the WHATWG parser would take the path as the host.
+            ("https:///cb", CallbackUrlError::MissingHost),
+            ("https:////example.com/", CallbackUrlError::MissingHost),
+            ("https:example.com/cb", CallbackUrlError::NotAbsolute),
+            ("https:/example.com/cb", CallbackUrlError::NotAbsolute),
+            (
+                "https:\\\\example.com\\cb",
+                CallbackUrlError::Ambiguous("a backslash"),
+            ),
+            (
+                "https://example.com\\@evil.example/",
+                CallbackUrlError::Ambiguous("a backslash"),
+            ),
+            (
+                "https://ex%61mple.com/",
+                CallbackUrlError::Ambiguous("a percent-encoded host"),
+            ),
+            (
+                "https://134744072/",
+                CallbackUrlError::Ambiguous(
+                    "an IPv4 host must be written as four decimal numbers (a.b.c.d)",
+                ),
+            ),
+            (
+                "https://8.8.8.8./",
+                CallbackUrlError::Ambiguous(
+                    "an IPv4 host must be written as four decimal numbers (a.b.c.d)",
+                ),
+            ),
+            (
+                "https://0x8.8.8.8:8443/",
+                CallbackUrlError::Ambiguous(
+                    "an IPv4 host must be written as four decimal numbers (a.b.c.d)",
+                ),
+            ),
             (
                 "http://example.com/",
                 CallbackUrlError::SchemeNotAllowed {

@@ -1,5 +1,6 @@
-//! Request authentication over the store, in the order of decisions.md: token (and scope), IP
-//! allow-list, rate limit, signature and digest, nonce. Everything here happens before the body
+//! Request authentication over the store, in the order of decisions.md: the request's form
+//! (single-valued headers sent once), token (and scope), IP allow-list, rate limit, signature
+//! and digest, nonce. Everything here happens before the body
 //! is interpreted, so a rejection takes no `merchant_payment_id`.
 
 use std::net::IpAddr;
@@ -56,7 +57,9 @@ pub struct AuthRequest<'a> {
     pub parts: HttpRequestParts<'a>,
     /// The TCP peer address; `None` when the adapter does not know it (a router served
     /// without connection info). A project with an IP allow-list then refuses the request
-    /// (`403 ip_not_allowed`): an unknown address is never taken as an allowed one.
+    /// (`403 ip_not_allowed`): an unknown address is never taken as an allowed one. So does
+    /// a peer that is a trusted proxy whose `X-Forwarded-For` has a malformed entry where the
+    /// client should be ([`client_ip`]).
     pub peer: Option<IpAddr>,
     /// The payment the request reads (`GET /api/v1/payments/{id}`), if any: read in the same
     /// store round trip as the credentials, and handed back in [`AuthContext::payment`] only
@@ -73,7 +76,8 @@ pub struct AuthContext {
     pub project: Project,
     /// The project's merchant.
     pub merchant: Merchant,
-    /// The client address the allow-list saw (`None`: unknown, see [`AuthRequest::peer`]).
+    /// The client address the allow-list saw (`None`: unknown, see [`AuthRequest::peer`] and
+    /// [`client_ip`]).
     pub client_ip: Option<IpAddr>,
     /// Whether a signature was verified (and its nonce recorded).
     pub signed: bool,
@@ -133,6 +137,104 @@ impl Authenticated {
     }
 }
 
+/// The request headers that carry a single value, each allowed once per request (names as
+/// they are written in messages). Two lines of one of them are ambiguous: parts of a chain
+/// (proxy, framework, this service, the signature base, which joins repeated lines) would each
+/// read a different value, e.g. the first `Authorization` for the token and both for a
+/// covered `authorization` component.
+pub const SINGLE_VALUE_HEADERS: [&str; 5] = [
+    "Host",
+    "Authorization",
+    "Content-Type",
+    "X-Request-ID",
+    "X-Request-Nonce",
+];
+
+/// `400 bad_request` when a header of [`SINGLE_VALUE_HEADERS`] is sent more than once.
+pub fn check_single_value_headers(headers: &[(&str, &[u8])]) -> Result<(), ApiError> {
+    for name in SINGLE_VALUE_HEADERS {
+        let lines = headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count();
+        if lines > 1 {
+            return Err(ApiError::bad_request(format!(
+                "the {name} header must be sent once (got {lines})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a `Content-Type` value declares JSON: `application/json` in any case, optionally
+/// with the single parameter `charset=utf-8` (any case, quoted or not), spaces around `;`.
+pub fn is_json_content_type(value: &[u8]) -> bool {
+    let Ok(value) = std::str::from_utf8(value) else {
+        return false;
+    };
+    let mut parts = value.split(';').map(|p| p.trim_matches([' ', '\t']));
+    if !parts
+        .next()
+        .is_some_and(|t| t.eq_ignore_ascii_case("application/json"))
+    {
+        return false;
+    }
+    parts.all(|param| {
+        param.split_once('=').is_some_and(|(name, v)| {
+            name.eq_ignore_ascii_case("charset") && {
+                let v = v
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(v);
+                v.eq_ignore_ascii_case("utf-8")
+            }
+        })
+    })
+}
+
+/// `415 unsupported_media_type` when a request with a body (`has_body`) does not declare it
+/// as JSON ([`is_json_content_type`]); a request without a body needs no `Content-Type`.
+pub fn check_content_type(headers: &[(&str, &[u8])], has_body: bool) -> Result<(), ApiError> {
+    if !has_body {
+        return Ok(());
+    }
+    let declared = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| *v);
+    if declared.is_some_and(is_json_content_type) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "a request body must be sent with Content-Type: application/json",
+        ))
+    }
+}
+
+/// Whether `value` is an `X-Request-ID` the server echoes as sent: 1 to 128 visible ASCII
+/// characters (another one, or none, is replaced by a UUID the server makes).
+pub fn is_echoable_request_id(value: &[u8]) -> bool {
+    (1..=128).contains(&value.len()) && value.iter().all(u8::is_ascii_graphic)
+}
+
+/// `400 bad_request` when a signed request's `X-Request-ID` is present but not
+/// [`is_echoable_request_id`]: it is a covered component, so the server cannot put its own id
+/// in its place, and answering with another id than the one signed would break the link
+/// between the merchant's request and the answer.
+fn check_signed_request_id(headers: &[(&str, &[u8])]) -> Result<(), ApiError> {
+    match headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("x-request-id"))
+    {
+        Some((_, v)) if !is_echoable_request_id(v) => Err(ApiError::bad_request(
+            "X-Request-ID must be 1 to 128 visible ASCII characters (it is signed, so the \
+             server cannot replace it)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The answer to a replayed nonce.
 pub(crate) fn replayed() -> ApiError {
     ApiError::new(
@@ -168,7 +270,10 @@ impl PaymentService {
         }
     }
 
-    /// Authenticates a request in the order of the decisions record: token (and scope), IP
+    /// Authenticates a request in the order of the decisions record: the request's form
+    /// (headers that carry one value sent once, [`check_single_value_headers`], `400`; a body
+    /// declared as JSON, [`check_content_type`], `415`; a signed request's `X-Request-ID`,
+    /// `400`), token (and scope), IP
     /// allow-list, then `rate_limit` (called with the project; it answers `429` when the
     /// project is over its limit), then signature and digest. The nonce of a signed request
     /// travels in the returned [`Authenticated`] and is recorded by the operation that
@@ -181,6 +286,20 @@ impl PaymentService {
         let cfg = &self.auth;
         let store = &self.ports.store;
         let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
+
+        // 0. The form of the request: single-valued headers sent once; a body declared as
+        // JSON; the X-Request-ID of a signed request one the server can echo.
+        check_single_value_headers(req.parts.headers)?;
+        check_content_type(req.parts.headers, !req.parts.body.is_empty())?;
+        let always_signed = matches!(req.endpoint, Endpoint::CreatePayment | Endpoint::TestHelper);
+        let has_signature = req
+            .parts
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
+        if always_signed || has_signature {
+            check_signed_request_id(req.parts.headers)?;
+        }
 
         // 1. Token, project, merchant, scope.
         let header = req
@@ -195,12 +314,6 @@ impl PaymentService {
         // key is read in the same round trip as the token; its errors are reported in their
         // place in the order below, after the token, allow-list and rate-limit checks.
         let now = self.ports.clock.now();
-        let always_signed = matches!(req.endpoint, Endpoint::CreatePayment | Endpoint::TestHelper);
-        let has_signature = req
-            .parts
-            .headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
         let prepared = (always_signed || has_signature)
             .then(|| PreparedSignature::prepare(&req.parts, &cfg.policy, now));
         let keyid = prepared
@@ -232,23 +345,29 @@ impl PaymentService {
         req.endpoint.check_scope(&token.scopes)?;
 
         // 2. IP allow-list, on the client address (X-Forwarded-For only from trusted proxies).
-        let xff: Vec<&str> = req
+        // A line that is not UTF-8 is kept (lossily) so that it reads as a malformed entry.
+        let xff: Vec<std::borrow::Cow<'_, str>> = req
             .parts
             .headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
-            .filter_map(|(_, v)| std::str::from_utf8(v).ok())
+            .map(|(_, v)| String::from_utf8_lossy(v))
             .collect();
-        let client = req
-            .peer
-            .map(|peer| client_ip(peer, &xff, &cfg.trusted_proxies));
+        let xff: Vec<&str> = xff.iter().map(|l| l.as_ref()).collect();
+        let client = match req.peer {
+            None => Err("the server does not know the client address"),
+            Some(peer) => client_ip(peer, &xff, &cfg.trusted_proxies).map_err(|_| {
+                "an X-Forwarded-For entry from a trusted proxy is not an IP address, so the \
+                 client address is unknown"
+            }),
+        };
         if !project.ip_allow_list.is_empty() {
             let list = IpAllowList::parse(project.ip_allow_list.iter().map(String::as_str))
                 .map_err(|e| ApiError::internal(format!("stored allow-list is invalid: {e}")))?;
-            let client = client.ok_or_else(|| {
+            let client = client.map_err(|why| {
                 ApiError::new(
                     ErrorCode::IpNotAllowed,
-                    "the server does not know the client address, and the project has an IP allow-list",
+                    format!("{why}, and the project has an IP allow-list"),
                 )
             })?;
             list.check(client)?;
@@ -296,7 +415,7 @@ impl PaymentService {
             ctx: AuthContext {
                 token,
                 merchant,
-                client_ip: client,
+                client_ip: client.ok(),
                 signed: needs_signature,
                 payment: payment.filter(|p| p.project_id == project.id),
                 project,

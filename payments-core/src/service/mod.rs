@@ -26,7 +26,10 @@ use crate::store::{PaymentChange, Store, StoreError};
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
-pub use auth::{AuthConfig, AuthContext, AuthRequest, Authenticated};
+pub use auth::{
+    check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
+    AuthConfig, AuthContext, AuthRequest, Authenticated, SINGLE_VALUE_HEADERS,
+};
 pub use create::{CreateOutcome, CreateStatus};
 pub use operate::{Actor, OperationResult, SweepReport};
 pub use operator::OPERATOR_TOKEN_SETTING;

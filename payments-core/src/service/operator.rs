@@ -35,8 +35,9 @@ impl PaymentService {
         Ok(token)
     }
 
-    /// Checks the value of an operator request's `Authorization` header (`Bearer <token>`)
-    /// against the stored hash, in constant time. The answer is the actor for the audit trail
+    /// Checks the value of an operator request's `Authorization` header (`Bearer <token>`, the
+    /// scheme in any case as RFC 9110 says and as the merchant API reads it) against the
+    /// stored hash, in constant time. The answer is the actor for the audit trail
     /// (no part of the token goes there); a missing, malformed or wrong token, or no token
     /// issued at all, is `401 token_invalid`.
     pub async fn check_operator_token(
@@ -44,11 +45,9 @@ impl PaymentService {
         authorization: Option<&str>,
     ) -> Result<Actor, ApiError> {
         let presented = authorization
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim_matches(' '))
             .ok_or_else(invalid)?;
         let expected = self
             .ports

@@ -262,6 +262,20 @@ impl PaymentService {
                     "contract needs at least one method and one currency".into()
                 ));
             }
+            // A method or currency listed twice is ambiguous (whose terms apply?), so refused.
+            for (i, t) in c.methods.iter().enumerate() {
+                if c.methods[..i].iter().any(|o| o.method == t.method) {
+                    return Err(bad(format!(
+                        "contract: method {} is listed twice",
+                        t.method
+                    )));
+                }
+            }
+            for (i, cur) in c.currencies.iter().enumerate() {
+                if c.currencies[..i].contains(cur) {
+                    return Err(bad(format!("contract: currency {cur} is listed twice")));
+                }
+            }
             for t in &c.methods {
                 if let (Some(min), Some(max)) = (t.min_amount, t.max_amount) {
                     if min > max {
@@ -278,6 +292,13 @@ impl PaymentService {
             p.callback_url = parse_url(url, self)?;
         }
         if let Some(rules) = patch.ip_allow_list {
+            if rules.len() > IpAllowList::MAX_RULES {
+                return Err(bad(format!(
+                    "ip_allow_list: at most {} entries (got {}); use CIDR networks",
+                    IpAllowList::MAX_RULES,
+                    rules.len()
+                )));
+            }
             IpAllowList::parse(rules.iter().map(String::as_str))
                 .map_err(|e| bad(format!("ip_allow_list: {e}")))?;
             p.ip_allow_list = rules;
@@ -368,6 +389,12 @@ impl PaymentService {
     }
 
     /// Registers a public key (PEM SPKI or raw base64); answers its record with the keyid.
+    ///
+    /// A key active (registered, not revoked) on another project is refused: a signature names
+    /// its key but not the project, and nonces are remembered per project, so a request signed
+    /// for one project could otherwise be replayed against every other project holding the key.
+    /// One key, one project: the `keyid` of a signature then names the only project it can be
+    /// used with.
     pub async fn register_key(
         &self,
         project: ProjectId,
@@ -381,8 +408,16 @@ impl PaymentService {
             .ok_or_else(|| not_found("project"))?;
         let key: VerifyingKey = parse_public_key(input)
             .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
+        let id = keyid(&key);
+        let elsewhere = self.ports.store.active_key_projects(&id).await?;
+        if elsewhere.iter().any(|p| *p != project) {
+            return Err(ApiError::bad_request(format!(
+                "key {id} is active on another project; a key signs for one project only \
+                 (generate a key pair per project)"
+            )));
+        }
         let record = KeyRecord {
-            keyid: keyid(&key),
+            keyid: id,
             project_id: project,
             public_key: key.to_bytes(),
             created_at: self.ports.clock.now(),
@@ -526,12 +561,41 @@ pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets,
     Ok(ring)
 }
 
+/// A merchant or project name: 1 to 200 characters after trimming, none of them a control
+/// character (NUL, ESC, DEL, C1...) or a character that reorders or hides text (bidirectional
+/// controls such as U+202E, line and paragraph separators): names are shown in the operator
+/// API, the CLI, logs and the merchant's `GET /api/v1/project`, where such characters spoof
+/// or break what is shown.
 fn checked_name(name: &str) -> Result<String, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         return Err(ApiError::bad_request("name must be 1 to 200 characters"));
     }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| c.is_control() || is_format_control(c))
+    {
+        return Err(ApiError::bad_request(format!(
+            "name must not contain control or bidirectional formatting characters (found U+{:04X})",
+            u32::from(c)
+        )));
+    }
     Ok(name.to_string())
+}
+
+/// Bidirectional controls (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) and the
+/// line and paragraph separators (U+2028, U+2029).
+fn is_format_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2066}'..='\u{2069}'
+    )
 }
 
 fn merchant_json(m: &Merchant) -> String {

@@ -89,10 +89,13 @@ impl TestCaller {
         body: &[u8],
     ) -> Result<Authenticated, ApiError> {
         let bearer = format!("Bearer {}", self.token);
-        let base: Vec<(&str, &[u8])> = vec![
+        let mut base: Vec<(&str, &[u8])> = vec![
             ("authorization", bearer.as_bytes()),
             ("x-request-id", b"test-request"),
         ];
+        if !body.is_empty() {
+            base.push(("content-type", b"application/json"));
+        }
         let parts = HttpRequestParts {
             method,
             scheme: "https",

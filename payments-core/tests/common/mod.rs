@@ -226,6 +226,8 @@ pub struct Harness {
     pub rates: Arc<TestRates>,
     pub catalog: Arc<BankCatalog>,
     pub service: PaymentService,
+    /// The authentication settings the service was built with.
+    pub auth: AuthConfig,
     /// Each added project's credentials: every request of these tests is signed and goes
     /// through `PaymentService::authenticate`, as over HTTP.
     pub callers: Mutex<HashMap<ProjectId, Arc<TestCaller>>>,
@@ -233,12 +235,17 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(seed: u64) -> Harness {
+        Self::with_auth(seed, AuthConfig::for_environment(Environment::Sandbox))
+    }
+
+    /// [`Harness::new`] with other authentication settings (trusted proxies, ...).
+    pub fn with_auth(seed: u64, auth: AuthConfig) -> Harness {
         let store = Arc::new(MemoryStore::new());
         let clock = ManualClock::new(ts(T_CREATED));
         let provider = Arc::new(TestProvider::default());
         let rates = Arc::new(TestRates::with(Currency::RUB, "100"));
         let catalog = Arc::new(BankCatalog::embedded());
-        let service = Self::build(&store, &clock, &provider, &rates, &catalog, seed);
+        let service = Self::build(&store, &clock, &provider, &rates, &catalog, &auth, seed);
         Harness {
             store,
             clock,
@@ -246,6 +253,7 @@ impl Harness {
             rates,
             catalog,
             service,
+            auth,
             callers: Mutex::new(HashMap::new()),
         }
     }
@@ -256,6 +264,7 @@ impl Harness {
         provider: &Arc<TestProvider>,
         rates: &Arc<TestRates>,
         catalog: &Arc<BankCatalog>,
+        auth: &AuthConfig,
         seed: u64,
     ) -> PaymentService {
         let store: Arc<dyn Store> = store.clone();
@@ -269,7 +278,7 @@ impl Harness {
                 catalog: catalog.clone(),
             },
             ServiceConfig::default(),
-            AuthConfig::for_environment(Environment::Sandbox),
+            auth.clone(),
         )
     }
 
@@ -281,6 +290,7 @@ impl Harness {
             &self.provider,
             &self.rates,
             &self.catalog,
+            &self.auth,
             seed,
         );
     }

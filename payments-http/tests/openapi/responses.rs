@@ -240,6 +240,23 @@ async fn real_responses_validate_against_the_file() {
     let r = c.create_payment(&big).await.unwrap();
     assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
     check(&spec, &mut seen, create, "POST", &r);
+    // 415: a signed body declared as something else than JSON.
+    let mut plain = c
+        .prepare(
+            Method::POST,
+            create,
+            &serde_json::to_vec(&create_body("oa-415", "100")).unwrap(),
+            Some(&SignSpec::default()),
+        )
+        .unwrap();
+    for (name, value) in &mut plain.headers {
+        if name.eq_ignore_ascii_case("content-type") {
+            *value = "text/plain".into();
+        }
+    }
+    let r = c.send(&plain).await.unwrap();
+    assert_eq!(r.code(), Some("unsupported_media_type"));
+    check(&spec, &mut seen, create, "POST", &r);
 
     // GET errors: 404 unknown and malformed.
     for bad in ["00000000-0000-4000-8000-000000000000", "not-a-uuid"] {
@@ -365,6 +382,7 @@ async fn real_responses_validate_against_the_file() {
         ("POST", create, 403),
         ("POST", create, 409),
         ("POST", create, 413),
+        ("POST", create, 415),
         ("POST", create, 422),
         ("GET", get, 200),
         ("GET", get, 404),

@@ -78,3 +78,57 @@ async fn audit_records_every_operator_action_newest_first() {
     let unknown = app.op("GET", "/operator/v1/audit?since=1", None).await;
     assert_eq!(unknown.status, 400);
 }
+
+#[tokio::test]
+async fn operator_requests_have_the_merchant_api_form() {
+    let app = TestApp::sandbox().await;
+    let url = format!("{}/operator/v1/merchants", app.operator_url);
+    let post = |content_type: Option<&str>, authorization: &[String]| {
+        let mut req = app.client.post(&url).body(r#"{"name": "Form"}"#);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        for a in authorization {
+            req = req.header("authorization", a);
+        }
+        async move {
+            let resp = req.send().await.expect("the operator API answers");
+            let status = resp.status().as_u16();
+            let body: Value = resp.json().await.unwrap_or(Value::Null);
+            (status, body["code"].as_str().unwrap_or("").to_string())
+        }
+    };
+    let bearer = format!("Bearer {}", app.operator_token);
+    let one = [bearer.clone()];
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("application/json; charset=latin1"),
+    ] {
+        assert_eq!(
+            post(ct, &one).await,
+            (415, "unsupported_media_type".into()),
+            "{ct:?}"
+        );
+    }
+    assert_eq!(
+        post(
+            Some("application/json"),
+            &[bearer.clone(), "Bearer op_other".into()]
+        )
+        .await,
+        (400, "bad_request".into()),
+        "two Authorization headers"
+    );
+    // The scheme in any case, a JSON body with its charset.
+    let upper = [format!("BEARER {}", app.operator_token)];
+    assert_eq!(
+        post(Some("Application/JSON; charset=UTF-8"), &upper)
+            .await
+            .0,
+        201
+    );
+    // A request without a body needs no Content-Type.
+    let list = app.op("GET", "/operator/v1/merchants", None).await;
+    assert_eq!(list.status, 200);
+}

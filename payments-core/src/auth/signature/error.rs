@@ -26,6 +26,15 @@ pub enum SignatureFailure {
     /// A label appears twice in `Signature-Input` or `Signature`.
     #[error("duplicate signature label \"{0}\"")]
     DuplicateLabel(String),
+    /// A parameter named twice in one scope of a `Signature-Input` or `Signature` member
+    /// (`created` twice, ...): the parser would keep the last silently.
+    #[error("duplicate parameter \"{parameter}\" in signature \"{label}\"")]
+    DuplicateParameter {
+        /// The label of the member.
+        label: String,
+        /// The parameter name.
+        parameter: String,
+    },
     /// Several signatures and none labelled `sig1`.
     #[error("several signatures and none labelled \"sig1\"")]
     AmbiguousLabel,
@@ -128,10 +137,34 @@ impl From<SignatureFailure> for SignatureError {
     }
 }
 
+/// Covered components whose values are credentials: never repeated in an answer or a log.
+const CREDENTIAL_COMPONENTS: [&str; 2] = ["authorization", "proxy-authorization"];
+
+/// The signature base with the value of every credential component (a covered
+/// `authorization`, whose value is the bearer token) replaced by `[redacted]`.
+pub(crate) fn redact_signature_base(base: &str) -> String {
+    base.split('\n')
+        .map(|line| {
+            CREDENTIAL_COMPONENTS
+                .iter()
+                .find(|name| {
+                    line.strip_prefix('"')
+                        .and_then(|l| l.strip_prefix(**name))
+                        .is_some_and(|l| l.starts_with("\":"))
+                })
+                .map_or_else(|| line.to_owned(), |name| format!("\"{name}\": [redacted]"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl SignatureError {
     /// `401 signature_invalid` with the reason as message, plus the signature base in the
-    /// sandbox only (`decisions.md`: a debugging aid, never in production).
-    pub fn into_api_error(self, env: Environment) -> ApiError {
+    /// sandbox only (`decisions.md`: a debugging aid, never in production). The value of a
+    /// covered `authorization` component (the bearer token) is redacted from the base, here
+    /// and in the error kept as the cause (which logs may print).
+    pub fn into_api_error(mut self, env: Environment) -> ApiError {
+        self.signature_base = self.signature_base.as_deref().map(redact_signature_base);
         let mut api = ApiError::new(ErrorCode::SignatureInvalid, self.failure.to_string());
         if env == Environment::Sandbox {
             api.signature_base = self.signature_base.clone();

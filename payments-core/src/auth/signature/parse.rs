@@ -2,6 +2,7 @@
 //! the signature parameters the service interprets.
 
 use super::{HttpRequestParts, SignatureFailure};
+use crate::auth::sf::Duplicate;
 
 /// Signature parameters of RFC 9421 section 2.3 that the service interprets.
 #[derive(Default)]
@@ -46,39 +47,22 @@ impl Params {
     }
 }
 
-/// Counts Dictionary member names to find duplicates, which `sfv::Dictionary` would merge
+/// Parses a Dictionary header, refusing duplicate member names (labels) and duplicate
+/// parameter names in one scope (`created` twice, ...), which `sfv::Dictionary` would merge
 /// silently (RFC 9651 keeps the last).
-struct LabelCollector(Vec<String>);
-
-impl<'de> sfv::visitor::DictionaryVisitor<'de> for LabelCollector {
-    type Out = Vec<String>;
-    type Error = std::convert::Infallible;
-
-    fn entry(
-        &mut self,
-        key: &'de sfv::KeyRef,
-    ) -> Result<impl sfv::visitor::EntryVisitor<'de>, Self::Error> {
-        self.0.push(key.as_str().to_owned());
-        Ok(sfv::visitor::Ignored)
-    }
-
-    fn finish(self) -> Result<Self::Out, Self::Error> {
-        Ok(self.0)
-    }
-}
-
-/// Parses a Dictionary header, refusing duplicate member names.
 pub(super) fn parse_dictionary(
     value: &str,
     malformed: fn(String) -> SignatureFailure,
 ) -> Result<sfv::Dictionary, SignatureFailure> {
-    let labels = sfv::Parser::new(value)
-        .parse_dictionary_with_visitor(LabelCollector(Vec::new()))
-        .map_err(|e| malformed(e.to_string()))?;
-    for (i, label) in labels.iter().enumerate() {
-        if labels[..i].contains(label) {
-            return Err(SignatureFailure::DuplicateLabel(label.clone()));
+    match crate::auth::sf::find_duplicate(value).map_err(|e| malformed(e.to_string()))? {
+        Some(Duplicate::Member(label)) => return Err(SignatureFailure::DuplicateLabel(label)),
+        Some(Duplicate::Parameter { member, parameter }) => {
+            return Err(SignatureFailure::DuplicateParameter {
+                label: member,
+                parameter,
+            })
         }
+        None => {}
     }
     sfv::Parser::new(value)
         .parse()

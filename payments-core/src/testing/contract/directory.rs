@@ -229,6 +229,59 @@ pub async fn auth_lookups<S: Store>(store: &S) {
     );
 }
 
+/// `active_key_projects` names every project holding an unrevoked key with the id, and no
+/// project whose key with it is revoked.
+pub async fn key_owners<S: Store>(store: &S) {
+    let m = sample_merchant(1, "First");
+    let (a, b, c) = (
+        sample_project(1, m.id),
+        sample_project(2, m.id),
+        sample_project(3, m.id),
+    );
+    store.put_merchant(&m).await.expect("put_merchant");
+    for p in [&a, &b, &c] {
+        store.put_project(p).await.expect("put_project");
+    }
+    let shared = KeyId::new("ed25519-SHARED");
+    for (p, byte) in [(&a, 1), (&b, 2)] {
+        store
+            .insert_key(&key(p.id, shared.as_str(), byte))
+            .await
+            .expect("insert_key");
+    }
+    store
+        .insert_key(&key(c.id, "ed25519-OTHER", 3))
+        .await
+        .expect("insert_key");
+    let mut owners = store
+        .active_key_projects(&shared)
+        .await
+        .expect("active_key_projects");
+    owners.sort();
+    let mut expected = vec![a.id, b.id];
+    expected.sort();
+    assert_eq!(owners, expected);
+    store
+        .revoke_key(a.id, &shared, T0)
+        .await
+        .expect("revoke_key");
+    assert_eq!(
+        store
+            .active_key_projects(&shared)
+            .await
+            .expect("active_key_projects"),
+        vec![b.id],
+        "a revoked key is no longer active"
+    );
+    assert_eq!(
+        store
+            .active_key_projects(&KeyId::new("ed25519-NONE"))
+            .await
+            .expect("active_key_projects"),
+        Vec::<ProjectId>::new()
+    );
+}
+
 /// Keys are unique per (project, keyid), found revoked or not, listed per project.
 pub async fn keys<S: Store>(store: &S) {
     let (a, b) = (project_id(1), project_id(2));

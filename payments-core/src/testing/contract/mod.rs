@@ -75,6 +75,7 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         }),
         ("tokens", |s| Box::pin(tokens(s))),
         ("keys", |s| Box::pin(keys(s))),
+        ("key_owners", |s| Box::pin(key_owners(s))),
         ("auth_lookups", |s| Box::pin(auth_lookups(s))),
         ("callback_secrets", |s| Box::pin(callback_secrets(s))),
         ("settings", |s| Box::pin(settings(s))),

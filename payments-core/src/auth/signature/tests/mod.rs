@@ -282,6 +282,35 @@ fn duplicate_labels_are_rejected_in_either_header() {
 }
 
 #[test]
+fn duplicate_parameters_are_rejected() {
+    // sfv would keep the last `keyid`: a signature could name one key to a check that reads
+    // the first and another to the verifier.
+    let mut r = signed();
+    let input = r.get("Signature-Input");
+    r.set("Signature-Input", &format!("{input};keyid=\"other\""));
+    let f = r.failure();
+    assert_eq!(
+        f,
+        SignatureFailure::DuplicateParameter {
+            label: "sig1".to_owned(),
+            parameter: "keyid".to_owned()
+        }
+    );
+    assert_eq!(
+        f.to_string(),
+        "duplicate parameter \"keyid\" in signature \"sig1\""
+    );
+
+    let mut r = signed();
+    let sig = r.get("Signature");
+    r.set("Signature", &format!("{sig};a=1;a=2"));
+    assert!(matches!(
+        r.failure(),
+        SignatureFailure::DuplicateParameter { .. }
+    ));
+}
+
+#[test]
 fn label_choice() {
     // sig1 is chosen among several; another label alone is used.
     let mut r = signed();
