@@ -163,7 +163,7 @@ impl Settings {
     pub fn figment(file: Option<&Path>, flags: impl Serialize) -> Figment {
         let mut layers = Figment::new();
         if let Some(path) = file {
-            layers = layers.merge(Toml::file_exact(path));
+            layers = layers.merge(TomlFile(path.to_path_buf()));
         }
         layers
             .merge(EnvLayer::process())
@@ -205,6 +205,31 @@ impl Settings {
             None if self.tls_cert.is_some() => "https",
             None => "http",
         }
+    }
+}
+
+/// The settings file as a figment layer: `Toml::file_exact`, read with the
+/// [`crate::files::CONFIG`] limit (1 MiB) instead of whole.
+struct TomlFile(PathBuf);
+
+impl Provider for TomlFile {
+    fn metadata(&self) -> Metadata {
+        Metadata::from("TOML file", self.0.as_path())
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        use crate::files::FileError;
+        let text = crate::files::read_limited_string(&self.0, crate::files::CONFIG).map_err(
+            |e| match e {
+                // The file is named by the metadata already.
+                FileError::Read { source, .. } => source.to_string(),
+                FileError::TooLarge { limit, .. } => {
+                    format!("larger than {limit}, the limit for {}", limit.what)
+                }
+                FileError::NotText { .. } => "not UTF-8 text".to_string(),
+            },
+        )?;
+        Toml::string(&text).data()
     }
 }
 

@@ -69,6 +69,7 @@ pub mod cli;
 pub mod config;
 pub mod dispatcher;
 pub mod error;
+pub mod files;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;

@@ -210,11 +210,17 @@ impl ApplicationBuilder {
         let merchant = bind(settings.listen)?;
         let operator = bind(settings.operator_listen)?;
         let tls = match (&settings.tls_cert, &settings.tls_key) {
-            (Some(cert), Some(key)) => Some(
-                RustlsConfig::from_pem_file(cert, key)
-                    .await
-                    .map_err(|e| start_err(format!("TLS certificate or key: {e}")))?,
-            ),
+            (Some(cert), Some(key)) => {
+                let read = |path| {
+                    crate::files::read_limited(path, crate::files::PEM)
+                        .map_err(|e| start_err(format!("TLS: {e}")))
+                };
+                Some(
+                    RustlsConfig::from_pem(read(cert)?, read(key)?)
+                        .await
+                        .map_err(|e| start_err(format!("TLS certificate or key: {e}")))?,
+                )
+            }
             _ => None,
         };
         let mut dispatcher = DispatcherConfig::from_settings(&settings)
@@ -465,8 +471,8 @@ async fn service_over(
     let catalog = match &settings.bank_catalog {
         None => BankCatalog::embedded(),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?;
+            let text = crate::files::read_limited_string(path, crate::files::BANK_CATALOG)
+                .map_err(|e| start_err(format!("bank catalog: {e}")))?;
             BankCatalog::from_json(&text)
                 .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?
         }

@@ -89,9 +89,10 @@ impl TestServer {
         let state = app.state().clone();
         let merchant_url = app.base_url();
         let operator_url = app.operator_url();
-        let credentials = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
-            .ok()
-            .map(|t| serde_json::from_str::<SandboxCredentials>(&t).expect("credentials JSON"))
+        let file = dir.path().join(CREDENTIALS_FILE);
+        let credentials = file
+            .exists()
+            .then(|| SandboxCredentials::from_file(&file).expect("the credentials file reads"))
             // The file keeps the URLs of the server that bootstrapped the data dir.
             .map(|c| SandboxCredentials {
                 base_url: merchant_url.clone(),

@@ -141,9 +141,8 @@ pub(super) async fn key(
             base64,
         } => {
             let input = match (file, base64) {
-                (Some(path), _) => std::fs::read_to_string(&path).map_err(|e| {
-                    ApiError::bad_request(format!("--file {}: {e}", path.display()))
-                })?,
+                (Some(path), _) => crate::files::read_limited_string(&path, crate::files::PEM)
+                    .map_err(|e| ApiError::bad_request(format!("--file: {e}")))?,
                 (None, Some(raw)) => raw,
                 (None, None) => return Err(ApiError::bad_request("give --file or --base64")),
             };
