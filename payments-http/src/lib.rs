@@ -67,6 +67,7 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod data_dir;
 pub mod dispatcher;
 pub mod error;
 pub mod files;

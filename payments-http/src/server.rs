@@ -424,14 +424,9 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
 /// [`Application::build`] does when no store is given.
 pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>, StartError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let db = settings.data_dir.join("payments.db");
+    let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
     if create {
-        std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
-            start_err(format!(
-                "cannot create {}: {e}",
-                settings.data_dir.display()
-            ))
-        })?;
+        crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
     } else if !db.exists() {
         return Err(start_err(format!(
             "no database at {} (is --data-dir right? `payments-server serve` creates it)",
@@ -445,6 +440,7 @@ pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>,
         },
         ..SqliteOptions::default()
     };
+    crate::data_dir::prepare_database(&db).map_err(start_err)?;
     Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
         start_err(format!("{}: {e}", db.display()))
     })?))
