@@ -94,6 +94,13 @@ pub struct Settings {
     pub log_level: String,
     /// A bank catalog file replacing the embedded one.
     pub bank_catalog: Option<PathBuf>,
+    /// The key file sealing callback secrets at rest (default `<data_dir>/secrets.key`;
+    /// created, 0600, when missing). Keep it outside the data dir so that a copy of the
+    /// database alone reveals nothing.
+    pub secrets_key_file: Option<PathBuf>,
+    /// Previous key files: secrets sealed with them still open, until
+    /// `payments-server callback-secret reseal` seals them with the current key.
+    pub secrets_previous_key_files: Vec<PathBuf>,
     /// Fixed exchange rates (currency -> units per 1 USDT), as decimal strings.
     #[serde(with = "text_map")]
     pub rates: BTreeMap<String, Decimal>,
@@ -127,6 +134,8 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             log_level: "info".to_string(),
             bank_catalog: None,
+            secrets_key_file: None,
+            secrets_previous_key_files: Vec::new(),
             rates: crate::sandbox::FixedRates::sandbox_defaults().0,
             sweep_interval: Duration::from_millis(1000),
             shutdown_grace: Duration::from_secs(30),

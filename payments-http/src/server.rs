@@ -475,6 +475,8 @@ async fn service_over(
     };
     let store = ports.store;
     check_environment(store.as_ref(), settings.environment).await?;
+    let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
+    let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref()).map_err(start_err)?;
     let ports = Ports {
         provider: ports
             .provider
@@ -483,7 +485,7 @@ async fn service_over(
             .rates
             .unwrap_or_else(|| Arc::new(FixedRates(settings.rates.clone()))),
         clock: ports.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-        rng: ports.rng.unwrap_or_else(|| Arc::new(OsRandom)),
+        rng,
         catalog: Arc::new(catalog),
         store,
     };
@@ -492,6 +494,7 @@ async fn service_over(
             allow_local: settings.allow_local_callbacks,
         },
         retry: settings.callback_retry_delays.clone(),
+        sealing,
         ..ServiceConfig::default()
     };
     let mut auth = AuthConfig::for_environment(settings.environment);
