@@ -50,8 +50,10 @@ impl ApiArgs {
             None => from_file(|c| c.token.expose()),
         };
         let pem = match &self.private_key {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            Some(path) => {
+                payments_http::files::read_limited_string(path, payments_http::files::PEM)
+                    .map_err(|e| e.to_string())?
+            }
             None => from_file(|c| c.private_key_pem.expose()),
         };
         MerchantClient::new(&base_url, &token, &pem).map_err(|e| e.to_string())

@@ -49,17 +49,23 @@ pub enum CredentialsError {
         #[source]
         source: serde_json::Error,
     },
+    /// The file is larger than [`crate::files::CREDENTIALS`] (64 KiB): not a credentials file.
+    #[error(transparent)]
+    TooLarge(crate::files::FileError),
 }
 
 impl SandboxCredentials {
-    /// Reads a credentials file (`<data-dir>/sandbox-credentials.json`).
+    /// Reads a credentials file (`<data-dir>/sandbox-credentials.json`), at most
+    /// [`crate::files::CREDENTIALS`] (64 KiB) of it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, CredentialsError> {
+        use crate::files::{read_limited, FileError, CREDENTIALS};
+
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| CredentialsError::Read {
-            path: path.to_path_buf(),
-            source,
+        let bytes = read_limited(path, CREDENTIALS).map_err(|e| match e {
+            FileError::Read { path, source } => CredentialsError::Read { path, source },
+            e => CredentialsError::TooLarge(e),
         })?;
-        serde_json::from_str(&text).map_err(|source| CredentialsError::Parse {
+        serde_json::from_slice(&bytes).map_err(|source| CredentialsError::Parse {
             path: path.to_path_buf(),
             source,
         })
@@ -119,6 +125,11 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         let err = SandboxCredentials::from_file(&file).unwrap_err();
         assert!(matches!(err, CredentialsError::Read { .. }), "{err}");
+        std::fs::write(&file, vec![b' '; 64 * 1024 + 1]).unwrap();
+        let err = SandboxCredentials::from_file(&file).unwrap_err();
+        assert!(matches!(err, CredentialsError::TooLarge(..)), "{err}");
+        assert!(err.to_string().contains("64 KiB"), "{err}");
+        std::fs::remove_file(&file).unwrap();
         std::fs::remove_dir(&dir).unwrap();
     }
 }

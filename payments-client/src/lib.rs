@@ -37,6 +37,7 @@
 
 mod client;
 mod credentials;
+pub mod files;
 mod random;
 
 pub use client::{ApiResponse, ClientError, MerchantClient, PreparedRequest, SignSpec};

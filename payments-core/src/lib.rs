@@ -152,6 +152,7 @@ pub mod payment;
 pub mod project;
 pub mod provider;
 pub mod request;
+pub mod sealing;
 pub mod service;
 pub mod settlement;
 pub mod store;

@@ -11,7 +11,7 @@ use crate::event::{DeliveryAttempt, EventRecord, OutboxEvent};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord};
-use crate::{ApiError, ErrorCode};
+use crate::{ApiError, ErrorCode, SecretString};
 
 /// A store failure.
 #[non_exhaustive]
@@ -257,6 +257,15 @@ pub trait DirectoryStore: Send + Sync {
         project: ProjectId,
         secret: &SecretRecord,
     ) -> Result<Vec<SecretRecord>, StoreError>;
+    /// Replaces the stored value of the project's secret whose stored value is `old` with
+    /// `new`, keeping its time and flags (a re-seal under another key); `false` if the
+    /// project has no secret stored as `old` (it was rotated away meanwhile).
+    async fn replace_callback_secret(
+        &self,
+        project: ProjectId,
+        old: &SecretString,
+        new: &SecretString,
+    ) -> Result<bool, StoreError>;
     /// A named setting (e.g. the operator token hash).
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError>;
     /// Sets a named setting.

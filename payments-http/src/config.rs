@@ -94,6 +94,13 @@ pub struct Settings {
     pub log_level: String,
     /// A bank catalog file replacing the embedded one.
     pub bank_catalog: Option<PathBuf>,
+    /// The key file sealing callback secrets at rest (default `<data_dir>/secrets.key`;
+    /// created, 0600, when missing). Keep it outside the data dir so that a copy of the
+    /// database alone reveals nothing.
+    pub secrets_key_file: Option<PathBuf>,
+    /// Previous key files: secrets sealed with them still open, until
+    /// `payments-server callback-secret reseal` seals them with the current key.
+    pub secrets_previous_key_files: Vec<PathBuf>,
     /// Fixed exchange rates (currency -> units per 1 USDT), as decimal strings.
     #[serde(with = "text_map")]
     pub rates: BTreeMap<String, Decimal>,
@@ -140,6 +147,8 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             log_level: "info".to_string(),
             bank_catalog: None,
+            secrets_key_file: None,
+            secrets_previous_key_files: Vec::new(),
             rates: crate::sandbox::FixedRates::sandbox_defaults().0,
             sweep_interval: Duration::from_millis(1000),
             shutdown_grace: Duration::from_secs(30),
@@ -179,7 +188,7 @@ impl Settings {
     pub fn figment(file: Option<&Path>, flags: impl Serialize) -> Figment {
         let mut layers = Figment::new();
         if let Some(path) = file {
-            layers = layers.merge(Toml::file_exact(path));
+            layers = layers.merge(TomlFile(path.to_path_buf()));
         }
         layers
             .merge(EnvLayer::process())
@@ -224,6 +233,31 @@ impl Settings {
             None if self.tls_cert.is_some() => "https",
             None => "http",
         }
+    }
+}
+
+/// The settings file as a figment layer: `Toml::file_exact`, read with the
+/// [`crate::files::CONFIG`] limit (1 MiB) instead of whole.
+struct TomlFile(PathBuf);
+
+impl Provider for TomlFile {
+    fn metadata(&self) -> Metadata {
+        Metadata::from("TOML file", self.0.as_path())
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        use crate::files::FileError;
+        let text = crate::files::read_limited_string(&self.0, crate::files::CONFIG).map_err(
+            |e| match e {
+                // The file is named by the metadata already.
+                FileError::Read { source, .. } => source.to_string(),
+                FileError::TooLarge { limit, .. } => {
+                    format!("larger than {limit}, the limit for {}", limit.what)
+                }
+                FileError::NotText { .. } => "not UTF-8 text".to_string(),
+            },
+        )?;
+        Toml::string(&text).data()
     }
 }
 

@@ -140,7 +140,13 @@ pub fn read_pem_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, Dispa
         path: path.display().to_string(),
         reason,
     };
-    let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
+    let pem = crate::files::read_limited(path, crate::files::CA_BUNDLE).map_err(|e| match e {
+        crate::files::FileError::Read { source, .. } => ca_error(source.to_string()),
+        crate::files::FileError::TooLarge { limit, .. } => {
+            ca_error(format!("larger than {limit}, the limit for {}", limit.what))
+        }
+        e => ca_error(e.to_string()),
+    })?;
     pem_roots(&pem).map_err(|e| ca_error(e.to_string()))
 }
 

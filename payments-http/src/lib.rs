@@ -67,8 +67,10 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod data_dir;
 pub mod dispatcher;
 pub mod error;
+pub mod files;
 pub mod listener;
 pub mod merchant;
 pub mod metrics;

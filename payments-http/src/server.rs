@@ -213,11 +213,17 @@ impl ApplicationBuilder {
         let merchant = bind(settings.listen)?;
         let operator = bind(settings.operator_listen)?;
         let tls = match (&settings.tls_cert, &settings.tls_key) {
-            (Some(cert), Some(key)) => Some(
-                RustlsConfig::from_pem_file(cert, key)
-                    .await
-                    .map_err(|e| start_err(format!("TLS certificate or key: {e}")))?,
-            ),
+            (Some(cert), Some(key)) => {
+                let read = |path| {
+                    crate::files::read_limited(path, crate::files::PEM)
+                        .map_err(|e| start_err(format!("TLS: {e}")))
+                };
+                Some(
+                    RustlsConfig::from_pem(read(cert)?, read(key)?)
+                        .await
+                        .map_err(|e| start_err(format!("TLS certificate or key: {e}")))?,
+                )
+            }
             _ => None,
         };
         let mut dispatcher = DispatcherConfig::from_settings(&settings)
@@ -432,14 +438,9 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
 /// [`Application::build`] does when no store is given.
 pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>, StartError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let db = settings.data_dir.join("payments.db");
+    let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
     if create {
-        std::fs::create_dir_all(&settings.data_dir).map_err(|e| {
-            start_err(format!(
-                "cannot create {}: {e}",
-                settings.data_dir.display()
-            ))
-        })?;
+        crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
     } else if !db.exists() {
         return Err(start_err(format!(
             "no database at {} (is --data-dir right? `payments-server serve` creates it)",
@@ -453,6 +454,7 @@ pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>,
         },
         ..SqliteOptions::default()
     };
+    crate::data_dir::prepare_database(&db).map_err(start_err)?;
     Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
         start_err(format!("{}: {e}", db.display()))
     })?))
@@ -479,14 +481,16 @@ async fn service_over(
     let catalog = match &settings.bank_catalog {
         None => BankCatalog::embedded(),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?;
+            let text = crate::files::read_limited_string(path, crate::files::BANK_CATALOG)
+                .map_err(|e| start_err(format!("bank catalog: {e}")))?;
             BankCatalog::from_json(&text)
                 .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?
         }
     };
     let store = ports.store;
     check_environment(store.as_ref(), settings.environment).await?;
+    let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
+    let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref()).map_err(start_err)?;
     let ports = Ports {
         provider: ports
             .provider
@@ -495,7 +499,7 @@ async fn service_over(
             .rates
             .unwrap_or_else(|| Arc::new(FixedRates(settings.rates.clone()))),
         clock: ports.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-        rng: ports.rng.unwrap_or_else(|| Arc::new(OsRandom)),
+        rng,
         catalog: Arc::new(catalog),
         store,
     };
@@ -504,6 +508,7 @@ async fn service_over(
             allow_local: settings.allow_local_callbacks,
         },
         retry: settings.callback_retry_delays.clone(),
+        sealing,
         ..ServiceConfig::default()
     };
     let mut auth = AuthConfig::for_environment(settings.environment);

@@ -73,6 +73,8 @@ impl TestServer {
         };
         configure(&mut settings);
         let settings = settings.checked().expect("valid test settings");
+        // `configure` may have chosen another data dir than the temporary one.
+        let credentials_file = settings.data_dir.join(CREDENTIALS_FILE);
         // The test server is an embedding that chooses the sandbox provider and the fixed
         // rates itself, in production too, so that production behaviour (tokens, test
         // helpers, TLS) can be tested without an upstream.
@@ -89,9 +91,12 @@ impl TestServer {
         let state = app.state().clone();
         let merchant_url = app.base_url();
         let operator_url = app.operator_url();
-        let credentials = std::fs::read_to_string(dir.path().join(CREDENTIALS_FILE))
-            .ok()
-            .map(|t| serde_json::from_str::<SandboxCredentials>(&t).expect("credentials JSON"))
+        let credentials = credentials_file
+            .exists()
+            .then(|| {
+                SandboxCredentials::from_file(&credentials_file)
+                    .expect("the credentials file reads")
+            })
             // The file keeps the URLs of the server that bootstrapped the data dir.
             .map(|c| SandboxCredentials {
                 base_url: merchant_url.clone(),

@@ -10,7 +10,7 @@ use payments_core::project::{
 };
 use payments_core::settlement::FeePercent;
 use payments_core::store::{AuthLookup, StoreError};
-use payments_core::Timestamp;
+use payments_core::{SecretString, Timestamp};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -516,6 +516,23 @@ pub(crate) fn add_secret_if_none(
         add_secret(conn, project, s)?;
     }
     secrets(conn, project)
+}
+
+/// Replaces the stored value `old` of a project's secret with `new`; `false` if none has it.
+pub(crate) fn replace_secret(
+    conn: &Connection,
+    project: ProjectId,
+    old: &SecretString,
+    new: &SecretString,
+) -> Result<bool, StoreError> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE callback_secrets SET secret = ?3 WHERE project_id = ?1 AND secret = ?2",
+        )
+        .map_err(db)?
+        .execute(params![project.to_string(), old.expose(), new.expose()])
+        .map_err(db)?;
+    Ok(n > 0)
 }
 
 // --- settings and audit ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ use payments_core::store::{
     AdmitOutcome, AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, NonceUse,
     OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
 };
-use payments_core::Timestamp;
+use payments_core::{SecretString, Timestamp};
 
 use crate::{directory, outbox, payments, SqliteStore};
 
@@ -242,6 +242,17 @@ impl DirectoryStore for SqliteStore {
     ) -> Result<Vec<SecretRecord>, StoreError> {
         let s = secret.clone();
         self.write(move |c| directory::add_secret_if_none(c, project, &s))
+            .await
+    }
+
+    async fn replace_callback_secret(
+        &self,
+        project: ProjectId,
+        old: &SecretString,
+        new: &SecretString,
+    ) -> Result<bool, StoreError> {
+        let (old, new) = (old.clone(), new.clone());
+        self.write(move |c| directory::replace_secret(c, project, &old, &new))
             .await
     }
 

@@ -200,6 +200,11 @@ fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: us
             job.answer(&committed);
         }
     }
+    // Closed: move the WAL into the database file and empty it (best effort; a reader in a
+    // transaction makes it partial). SQLite checkpoints when the last connection closes, but
+    // that is a read-only reader here, which cannot; without this the file keeps the old
+    // pages (a re-sealed secret's plaintext, say) until the next start.
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
 fn commit_batch(conn: &Connection, batch: &mut [Box<dyn Pending>]) -> Result<(), StoreError> {

@@ -55,6 +55,9 @@ pub struct ServiceConfig {
     /// The callback retry schedule: an automatic event gets its `max_attempts()`, a manual
     /// resend one attempt. The dispatcher uses the same schedule for the delays.
     pub retry: RetrySchedule,
+    /// The keys that seal callback secrets in the store (default: none, secrets are stored
+    /// as they are; the server configures a key file).
+    pub sealing: crate::sealing::SealingKeys,
 }
 
 impl Default for ServiceConfig {
@@ -66,6 +69,7 @@ impl Default for ServiceConfig {
             duplicate_wait: Duration::from_secs(16),
             duplicate_poll: Duration::from_millis(20),
             retry: RetrySchedule::default(),
+            sealing: crate::sealing::SealingKeys::none(),
         }
     }
 }

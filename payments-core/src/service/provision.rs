@@ -19,6 +19,7 @@ use crate::project::{
     AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, Project, RateLimit, SecretRecord,
     TokenRecord, DEFAULT_LIFETIME,
 };
+use crate::sealing::{ResealReport, SealingKeys};
 use crate::settlement::FeePercent;
 use crate::{ApiError, ErrorCode, SecretString};
 
@@ -492,7 +493,7 @@ impl PaymentService {
         let secret = CallbackSecret::generate(self.ports.rng.as_ref());
         let now = self.ports.clock.now();
         let record = SecretRecord {
-            secret: SecretString::from(secret.expose()),
+            secret: self.seal_secret(project, secret.expose())?,
             created_at: now,
             revealed: true,
         };
@@ -512,7 +513,7 @@ impl PaymentService {
             now,
         ))
         .await?;
-        Ok(record.secret)
+        Ok(SecretString::from(secret.expose()))
     }
 
     /// The secrets that sign a delivery now. If the project has none, one is created and
@@ -523,13 +524,98 @@ impl PaymentService {
         if records.is_empty() {
             let secret = CallbackSecret::generate(self.ports.rng.as_ref());
             let record = SecretRecord {
-                secret: SecretString::from(secret.expose()),
+                secret: self.seal_secret(project, secret.expose())?,
                 created_at: self.ports.clock.now(),
                 revealed: false,
             };
             records = store.add_callback_secret_if_none(project, &record).await?;
         }
+        for record in &mut records {
+            record.secret = self.open_secret(project, &record.secret)?;
+        }
         secrets_from_records(&records)
+    }
+
+    /// Re-seals every stored callback secret that is not sealed under the current key
+    /// (plaintext from before sealing, or a previous key) with the current key: the step of a
+    /// key rotation after which the previous key can be dropped. The secrets' values do not
+    /// change. Refused without a configured key.
+    pub async fn reseal_callback_secrets(&self, actor: &Actor) -> Result<ResealReport, ApiError> {
+        let keys = &self.config.sealing;
+        let key_id = keys
+            .current_id()
+            .ok_or_else(|| ApiError::bad_request("no sealing key is configured"))?
+            .to_string();
+        let store = &self.ports.store;
+        let mut report = ResealReport {
+            key_id,
+            resealed: 0,
+            current: 0,
+        };
+        for project in store.projects().await? {
+            for record in store.callback_secrets(project.id).await? {
+                if !keys.needs_reseal(record.secret.expose()) {
+                    report.current += 1;
+                    continue;
+                }
+                let value = self.open_secret(project.id, &record.secret)?;
+                let sealed = self.seal_secret(project.id, value.expose())?;
+                // `false`: rotated meanwhile, and the new secret was sealed with this key.
+                if store
+                    .replace_callback_secret(project.id, &record.secret, &sealed)
+                    .await?
+                {
+                    report.resealed += 1;
+                }
+            }
+        }
+        let now = self.ports.clock.now();
+        self.audit(audit(
+            actor,
+            "callback_secret.reseal",
+            report.key_id.clone(),
+            None,
+            Some(
+                serde_json::json!({ "resealed": report.resealed, "current": report.current })
+                    .to_string(),
+            ),
+            now,
+        ))
+        .await?;
+        Ok(report)
+    }
+
+    /// A callback secret as the store keeps it: sealed for its project when keys are
+    /// configured, as it is otherwise.
+    fn seal_secret(&self, project: ProjectId, secret: &str) -> Result<SecretString, ApiError> {
+        let keys = &self.config.sealing;
+        if !keys.is_configured() {
+            return Ok(SecretString::from(secret));
+        }
+        keys.seal(secret, &secret_context(project), self.ports.rng.as_ref())
+            .map(SecretString::from)
+            .map_err(|e| ApiError::internal(format!("cannot seal a callback secret: {e}")))
+    }
+
+    /// A stored callback secret's value. A plaintext one (stored before sealing existed)
+    /// is taken as it is, until the next rotation or re-seal seals it.
+    fn open_secret(
+        &self,
+        project: ProjectId,
+        stored: &SecretString,
+    ) -> Result<SecretString, ApiError> {
+        if !SealingKeys::is_sealed(stored.expose()) {
+            return Ok(stored.clone());
+        }
+        self.config
+            .sealing
+            .open(stored.expose(), &secret_context(project))
+            .map(SecretString::from)
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "stored callback secret of project {project} cannot be opened: {e}"
+                ))
+            })
     }
 
     async fn audit(&self, record: AuditRecord) -> Result<(), ApiError> {
@@ -541,7 +627,13 @@ impl PaymentService {
     }
 }
 
-/// Rebuilds the rotation state from stored records (newest first).
+/// What the sealing of a callback secret is bound to: its project, so that a sealed value
+/// copied to another project's row does not open.
+fn secret_context(project: ProjectId) -> String {
+    format!("callback_secret:{project}")
+}
+
+/// Rebuilds the rotation state from records holding the secrets' values (newest first).
 pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets, ApiError> {
     let parse = |r: &SecretRecord| {
         CallbackSecret::parse(r.secret.expose())

@@ -16,6 +16,7 @@ use crate::store::{
     AuditStore, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
     PaymentStore, Store, StoreError,
 };
+use crate::SecretString;
 
 /// Everything in one mutex: each trait call is one atomic step, like a transaction.
 #[derive(Debug, Default)]
@@ -420,6 +421,26 @@ impl DirectoryStore for MemoryStore {
             list.push(secret.clone());
         }
         Ok(list.clone())
+    }
+
+    async fn replace_callback_secret(
+        &self,
+        project: ProjectId,
+        old: &SecretString,
+        new: &SecretString,
+    ) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        let found = st
+            .secrets
+            .get_mut(&project)
+            .and_then(|list| list.iter_mut().find(|s| &s.secret == old));
+        match found {
+            Some(s) => {
+                s.secret = new.clone();
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {

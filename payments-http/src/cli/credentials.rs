@@ -76,6 +76,10 @@ pub enum CallbackSecretCommand {
         /// Project id.
         project: String,
     },
+    /// Re-seal every stored callback secret with the current key file (after adding a new
+    /// `secrets_key_file` with the old one in `secrets_previous_key_files`, or to seal the
+    /// plaintext secrets of a data dir from before sealing). The secrets do not change.
+    Reseal,
 }
 
 pub(super) async fn token(
@@ -141,9 +145,8 @@ pub(super) async fn key(
             base64,
         } => {
             let input = match (file, base64) {
-                (Some(path), _) => std::fs::read_to_string(&path).map_err(|e| {
-                    ApiError::bad_request(format!("--file {}: {e}", path.display()))
-                })?,
+                (Some(path), _) => crate::files::read_limited_string(&path, crate::files::PEM)
+                    .map_err(|e| ApiError::bad_request(format!("--file: {e}")))?,
                 (None, Some(raw)) => raw,
                 (None, None) => return Err(ApiError::bad_request("give --file or --base64")),
             };
@@ -196,6 +199,21 @@ pub(super) async fn callback_secret(
                     "Callback secret (shown once; store it now):\n  {}\n\
                      The previous secret keeps signing for 24 hours.",
                     secret.expose()
+                ),
+            ))
+        }
+        CallbackSecretCommand::Reseal => {
+            let report = svc.reseal_callback_secrets(actor).await?;
+            Ok(Output::new(
+                json!({
+                    "key_id": report.key_id,
+                    "resealed": report.resealed,
+                    "already_current": report.current,
+                }),
+                format!(
+                    "Callback secrets sealed with key {}: {} re-sealed, {} already were.\n\
+                     Previous key files can now be removed from secrets_previous_key_files.",
+                    report.key_id, report.resealed, report.current
                 ),
             ))
         }

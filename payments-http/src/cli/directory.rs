@@ -197,9 +197,10 @@ pub(super) async fn merchant(
 /// The settings flags as a project patch, read with the operator API's parsers.
 fn project_patch(s: ProjectSettings) -> Result<ProjectPatch, ApiError> {
     let contract_text = match (&s.contract_file, s.contract) {
-        (Some(path), _) => Some(std::fs::read_to_string(path).map_err(|e| {
-            ApiError::bad_request(format!("--contract-file {}: {e}", path.display()))
-        })?),
+        (Some(path), _) => Some(
+            crate::files::read_limited_string(path, crate::files::CONTRACT)
+                .map_err(|e| ApiError::bad_request(format!("--contract-file: {e}")))?,
+        ),
         (None, text) => text,
     };
     let contract = contract_text

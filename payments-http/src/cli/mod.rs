@@ -76,7 +76,7 @@ pub enum OperatorCommand {
     Token(Group<TokenCommand>),
     /// Request-signing keys: register, list, revoke.
     Key(Group<KeyCommand>),
-    /// The project callback secret: rotate (shown once).
+    /// Callback secrets: rotate (shown once), reseal (with the current key file).
     CallbackSecret(Group<CallbackSecretCommand>),
     /// Payment operations: confirm, cancel, recheck, resolve, resend, events, show.
     Payment(Group<PaymentCommand>),

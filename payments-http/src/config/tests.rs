@@ -193,6 +193,15 @@ fn bad_values_are_named() {
         let e = load(Some(missing), Flags::default()).unwrap_err();
         assert!(e.0.starts_with("/nonexistent/payments.toml: "), "{}", e.0);
     });
+    // A settings file is read up to 1 MiB, never whole: `--config /dev/zero` is refused at once.
+    #[cfg(unix)]
+    jailed(None, &[], |_| {
+        let e = load(Some(Path::new("/dev/zero")), Flags::default()).unwrap_err();
+        assert_eq!(
+            e.0,
+            "/dev/zero: larger than 1 MiB, the limit for a settings file (TOML)"
+        );
+    });
     let d = Settings::defaults();
     assert_eq!(d.environment, Environment::Sandbox);
     assert_eq!(d.listen.to_string(), "127.0.0.1:8080");

@@ -183,3 +183,44 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
     assert_eq!(refused.status, 401);
     assert_eq!(refused.code(), "token_invalid");
 }
+
+/// `key register --file /dev/zero` reads at most 64 KiB + 1 byte and names the file and the
+/// limit (it used to read until memory ran out: 18.9 GB RSS). The command runs under a 2 GiB
+/// address-space limit so that an unlimited read fails the test quickly instead of taking the
+/// machine's memory.
+#[cfg(unix)]
+#[tokio::test]
+async fn key_register_refuses_an_endless_file_at_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = payments_http::config::Settings {
+        data_dir: dir.path().to_path_buf(),
+        ..Default::default()
+    };
+    payments_http::server::open_store(&settings, true)
+        .expect("a fresh database")
+        .close();
+    let started = Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_payments-server"))
+        .args([
+            "key",
+            "register",
+            "00000000-0000-4000-8000-000000000001",
+            "--file",
+            "/dev/zero",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .env_remove("PAYMENTS_CONFIG")
+        .output()
+        .expect("payments-server runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("/dev/zero is larger than 64 KiB, the limit for a PEM key or certificate"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+}

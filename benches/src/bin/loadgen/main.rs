@@ -138,10 +138,8 @@ async fn main() {
             )
             .exit();
     }
-    let creds: SandboxCredentials = serde_json::from_slice(
-        &std::fs::read(&args.credentials).expect("the credentials file is readable"),
-    )
-    .expect("the credentials file is sandbox-credentials.json");
+    let creds = SandboxCredentials::from_file(&args.credentials)
+        .unwrap_or_else(|e| panic!("the credentials file: {e}"));
     let base_url = args.url.clone().unwrap_or_else(|| creds.base_url.clone());
     let client = MerchantClient::new(
         &base_url,

@@ -1,6 +1,7 @@
 //! Checks of merchants, projects, credentials, settings and the audit trail.
 
 use super::*;
+use crate::SecretString;
 
 /// Merchants and projects round-trip every field, are replaced by a second put and listed in
 /// id order; a project of an unknown merchant is `NotFound`.
@@ -384,7 +385,40 @@ pub async fn callback_secrets<S: Store>(store: &S) {
     );
     assert_eq!(
         store.callback_secrets(a).await.expect("secrets"),
-        vec![s3, s2]
+        vec![s3.clone(), s2.clone()]
+    );
+
+    // A re-seal replaces one stored value in place, keeping its time, flag and order.
+    let resealed = SecretString::from("v1.0badcafe.resealed");
+    assert!(store
+        .replace_callback_secret(a, &s2.secret, &resealed)
+        .await
+        .expect("replace"));
+    let s2b = SecretRecord {
+        secret: resealed.clone(),
+        ..s2.clone()
+    };
+    assert_eq!(
+        store.callback_secrets(a).await.expect("secrets"),
+        vec![s3.clone(), s2b]
+    );
+    assert!(
+        !store
+            .replace_callback_secret(a, &s2.secret, &resealed)
+            .await
+            .expect("replace"),
+        "a value no longer stored is not replaced"
+    );
+    assert!(
+        !store
+            .replace_callback_secret(b, &s3.secret, &resealed)
+            .await
+            .expect("replace"),
+        "replacement is per project"
+    );
+    assert_eq!(
+        store.callback_secrets(b).await.expect("secrets"),
+        vec![secret(4, false)]
     );
 }
 

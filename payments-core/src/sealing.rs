@@ -1,0 +1,384 @@
+//! Encryption at rest for secrets the service must be able to read back: callback secrets sign
+//! every delivery, so they cannot be stored hashed like tokens. The store keeps a *sealed*
+//! string instead, `v1.<keyid>.<base64url(nonce || ciphertext)>`, made with XChaCha20-Poly1305
+//! under a key the store never holds (the server keeps it in a key file beside or outside the
+//! data dir). A copied database without the key reveals nothing.
+//!
+//! [`SealingKeys`] holds one *current* key, which seals, and any number of *previous* keys,
+//! which still open: the key id in each sealed string picks the key, so keys rotate without a
+//! flag day (add the new key as current and the old one as previous, re-seal, drop the old
+//! key). The 24-byte nonce is random (from the [`RandomSource`] port), which XChaCha's nonce
+//! length makes safe for any number of seals under one key. The additional data binds the
+//! format version, the key id and a caller's *context* (the project id for a callback
+//! secret), so a sealed value copied to another project does not open.
+//!
+//! ```
+//! use payments_core::sealing::{SealingKey, SealingKeys};
+//! # struct Counter(std::sync::atomic::AtomicU8);
+//! # impl payments_core::RandomSource for Counter {
+//! #     fn fill(&self, buf: &mut [u8]) {
+//! #         buf.fill(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+//! #     }
+//! # }
+//! # let rng = Counter(Default::default());
+//! let a = SealingKey::from_bytes([1; 32]);
+//! let keys = SealingKeys::new(a.clone(), Vec::new());
+//! let sealed = keys.seal("whsec_secret", "project-1", &rng).unwrap();
+//! assert!(sealed.starts_with(&format!("v1.{}.", a.id())));
+//! assert_eq!(keys.open(&sealed, "project-1").unwrap(), "whsec_secret");
+//! assert!(keys.open(&sealed, "project-2").is_err(), "bound to its context");
+//!
+//! // Rotation: b seals, a still opens until everything is re-sealed.
+//! let b = SealingKey::from_bytes([2; 32]);
+//! let rotated = SealingKeys::new(b.clone(), vec![a]);
+//! assert_eq!(rotated.open(&sealed, "project-1").unwrap(), "whsec_secret");
+//! assert!(rotated.needs_reseal(&sealed));
+//! let resealed = rotated.seal("whsec_secret", "project-1", &rng).unwrap();
+//! assert!(!rotated.needs_reseal(&resealed));
+//! assert!(SealingKeys::new(b, Vec::new()).open(&sealed, "project-1").is_err());
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use sha2::{Digest, Sha256};
+
+use crate::RandomSource;
+
+/// The prefix of every sealed string (format version 1).
+pub const SEALED_PREFIX: &str = "v1.";
+
+/// The length of a key in bytes.
+pub const KEY_LEN: usize = 32;
+
+const NONCE_LEN: usize = 24;
+const TAG_LEN: usize = 16;
+/// Hex characters of a key id (the first 4 bytes of a hash of the key).
+const KEY_ID_LEN: usize = 8;
+
+/// One 32-byte key and its id. `Debug` shows the id only.
+#[derive(Clone)]
+pub struct SealingKey {
+    id: String,
+    cipher: XChaCha20Poly1305,
+}
+
+impl SealingKey {
+    /// The key of these 32 bytes. Its id is derived from the bytes (the first 4 bytes of a
+    /// domain-separated SHA-256, in hex), so the same key file always has the same id and
+    /// the id reveals nothing usable about the key.
+    pub fn from_bytes(bytes: [u8; KEY_LEN]) -> SealingKey {
+        let digest = Sha256::new()
+            .chain_update(b"payments sealing key id\0")
+            .chain_update(bytes)
+            .finalize();
+        SealingKey {
+            id: hex::encode(&digest[..KEY_ID_LEN / 2]),
+            cipher: XChaCha20Poly1305::new(&bytes.into()),
+        }
+    }
+
+    /// A new random key's bytes (what a key file holds).
+    pub fn generate_bytes(rng: &dyn RandomSource) -> [u8; KEY_LEN] {
+        crate::random::bytes(rng)
+    }
+
+    /// The key id written into every string this key seals (8 lowercase hex characters).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl fmt::Debug for SealingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SealingKey")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a value could not be sealed or opened. The messages name key ids, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    /// No current key is configured, so nothing can be sealed.
+    #[error("no sealing key is configured")]
+    NoKey,
+    /// The value is not a `v1.` sealed string.
+    #[error("not a sealed value")]
+    NotSealed,
+    /// The value was sealed with a key that is not configured (a database without its key
+    /// file, or a previous key that was dropped before re-sealing).
+    #[error("sealed with key {0}, which is not configured (is the key file the database's?)")]
+    UnknownKey(String),
+    /// The value does not open under its key: tampered with, truncated, or moved to another
+    /// context.
+    #[error("sealed value does not open under key {0}: altered or not this record's")]
+    Corrupt(String),
+}
+
+/// The keys of a service: one current key (seals) and previous keys (still open). The
+/// default has no key at all: values are stored as given, which suits tests and in-memory
+/// stores; a server over a database configures keys (see `payments-http`).
+#[derive(Clone, Default)]
+pub struct SealingKeys {
+    current: Option<Arc<SealingKey>>,
+    previous: Vec<Arc<SealingKey>>,
+}
+
+impl SealingKeys {
+    /// No keys: [`SealingKeys::seal`] is refused and values are stored in plaintext by the
+    /// service (the behaviour before sealing existed).
+    pub fn none() -> SealingKeys {
+        SealingKeys::default()
+    }
+
+    /// `current` seals and opens; each of `previous` only opens.
+    pub fn new(current: SealingKey, previous: Vec<SealingKey>) -> SealingKeys {
+        SealingKeys {
+            current: Some(Arc::new(current)),
+            previous: previous.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    /// Whether a current key is configured.
+    pub fn is_configured(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// The current key's id.
+    pub fn current_id(&self) -> Option<&str> {
+        self.current.as_deref().map(SealingKey::id)
+    }
+
+    /// Whether `stored` looks like a sealed string (it may still fail to open).
+    pub fn is_sealed(stored: &str) -> bool {
+        stored.starts_with(SEALED_PREFIX)
+    }
+
+    /// Whether `stored` is not sealed under the current key (plaintext, or a previous key),
+    /// i.e. a re-seal would change it. Always `false` without a current key.
+    pub fn needs_reseal(&self, stored: &str) -> bool {
+        match self.current_id() {
+            None => false,
+            Some(id) => !matches!(split(stored), Some((k, _)) if k == id),
+        }
+    }
+
+    /// `plaintext` sealed under the current key for `context`, with a fresh random nonce.
+    pub fn seal(
+        &self,
+        plaintext: &str,
+        context: &str,
+        rng: &dyn RandomSource,
+    ) -> Result<String, SealError> {
+        let key = self.current.as_deref().ok_or(SealError::NoKey)?;
+        let nonce: [u8; NONCE_LEN] = crate::random::bytes(rng);
+        let aad = additional_data(key.id(), context);
+        let ciphertext = key
+            .cipher
+            .encrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: plaintext.as_bytes(),
+                    aad: &aad,
+                },
+            )
+            .expect("XChaCha20-Poly1305 seals any message shorter than 256 GiB");
+        let mut payload = Vec::with_capacity(NONCE_LEN + ciphertext.len());
+        payload.extend_from_slice(&nonce);
+        payload.extend_from_slice(&ciphertext);
+        Ok(format!(
+            "{SEALED_PREFIX}{}.{}",
+            key.id(),
+            URL_SAFE_NO_PAD.encode(payload)
+        ))
+    }
+
+    /// The plaintext of a sealed string made for `context`, under whichever configured key
+    /// its id names. Anything that is not a well-formed sealed string, or that was altered
+    /// in any byte, is an error.
+    pub fn open(&self, stored: &str, context: &str) -> Result<String, SealError> {
+        let (id, payload) = split(stored).ok_or(SealError::NotSealed)?;
+        let key = self
+            .current
+            .iter()
+            .chain(&self.previous)
+            .find(|k| k.id() == id)
+            .ok_or_else(|| SealError::UnknownKey(id.to_string()))?;
+        let corrupt = || SealError::Corrupt(id.to_string());
+        let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| corrupt())?;
+        if payload.len() < NONCE_LEN + TAG_LEN {
+            return Err(corrupt());
+        }
+        let (nonce, ciphertext) = payload.split_at(NONCE_LEN);
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("split at the nonce length");
+        let aad = additional_data(id, context);
+        let plaintext = key
+            .cipher
+            .decrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: &aad,
+                },
+            )
+            .map_err(|_| corrupt())?;
+        String::from_utf8(plaintext).map_err(|_| corrupt())
+    }
+}
+
+impl fmt::Debug for SealingKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SealingKeys")
+            .field("current", &self.current_id())
+            .field(
+                "previous",
+                &self.previous.iter().map(|k| k.id()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// What [`PaymentService::reseal_callback_secrets`](crate::service::PaymentService::reseal_callback_secrets) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResealReport {
+    /// The id of the key everything is now sealed with.
+    pub key_id: String,
+    /// Secrets re-sealed (plaintext or under a previous key before).
+    pub resealed: usize,
+    /// Secrets already sealed with the current key.
+    pub current: usize,
+}
+
+/// `(key id, payload)` of a well-formed `v1.<keyid>.<payload>`.
+fn split(stored: &str) -> Option<(&str, &str)> {
+    let rest = stored.strip_prefix(SEALED_PREFIX)?;
+    let (id, payload) = rest.split_once('.')?;
+    let well_formed_id =
+        id.len() == KEY_ID_LEN && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    well_formed_id.then_some((id, payload))
+}
+
+/// The additional data: the format, the key id and the context, each length-delimited.
+fn additional_data(key_id: &str, context: &str) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(32 + context.len());
+    aad.extend_from_slice(b"payments sealed v1\0");
+    aad.extend_from_slice(key_id.as_bytes());
+    aad.push(0);
+    aad.extend_from_slice(context.as_bytes());
+    aad
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::random::Fixed;
+
+    fn keys(n: u8) -> SealingKeys {
+        SealingKeys::new(SealingKey::from_bytes([n; KEY_LEN]), Vec::new())
+    }
+
+    #[test]
+    fn the_format_names_the_key_and_hides_the_value() {
+        let keys = keys(7);
+        let sealed = keys.seal("whsec_PLAIN", "ctx", &Fixed(3)).unwrap();
+        let id = keys.current_id().unwrap();
+        assert_eq!(id.len(), 8);
+        assert!(sealed.starts_with(&format!("v1.{id}.")), "{sealed}");
+        assert!(!sealed.contains("PLAIN"));
+        // nonce (24) + plaintext (11) + tag (16) = 51 bytes = 68 base64 characters.
+        assert_eq!(sealed.len(), "v1.".len() + 8 + 1 + 68);
+        assert!(!format!("{keys:?}").contains("7, 7"), "{keys:?}");
+        assert_eq!(
+            format!("{keys:?}"),
+            format!("SealingKeys {{ current: Some({id:?}), previous: [] }}")
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        let a = keys(1);
+        assert_eq!(
+            SealingKeys::none().seal("x", "c", &Fixed(0)),
+            Err(SealError::NoKey)
+        );
+        assert_eq!(a.open("whsec_abc", "c"), Err(SealError::NotSealed));
+        assert_eq!(a.open("v1.zz.abc", "c"), Err(SealError::NotSealed));
+        let sealed = a.seal("whsec_abc", "c", &Fixed(0)).unwrap();
+        let other = keys(2);
+        assert_eq!(
+            other.open(&sealed, "c"),
+            Err(SealError::UnknownKey(a.current_id().unwrap().into()))
+        );
+        assert_eq!(
+            SealingKeys::none().open(&sealed, "c").unwrap_err(),
+            SealError::UnknownKey(a.current_id().unwrap().into())
+        );
+        assert!(matches!(a.open(&sealed, "d"), Err(SealError::Corrupt(_))));
+        let truncated = &sealed[..sealed.len() - 4];
+        assert!(matches!(a.open(truncated, "c"), Err(SealError::Corrupt(_))));
+        assert!(!SealingKeys::none().needs_reseal("whsec_abc"));
+        assert!(a.needs_reseal("whsec_abc"));
+        assert!(!a.needs_reseal(&sealed));
+        assert!(other.needs_reseal(&sealed));
+    }
+
+    #[test]
+    fn fresh_nonces_make_each_seal_different() {
+        struct Counter(std::sync::atomic::AtomicU8);
+        impl RandomSource for Counter {
+            fn fill(&self, buf: &mut [u8]) {
+                buf.fill(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            }
+        }
+        let rng = Counter(Default::default());
+        let k = keys(1);
+        let (x, y) = (
+            k.seal("s", "c", &rng).unwrap(),
+            k.seal("s", "c", &rng).unwrap(),
+        );
+        assert_ne!(x, y);
+        assert_eq!(k.open(&x, "c").unwrap(), k.open(&y, "c").unwrap());
+    }
+
+    proptest! {
+        #[test]
+        fn open_inverts_seal(
+            value in ".{0,80}",
+            context in "[a-z0-9-]{0,40}",
+            key in any::<[u8; 32]>(),
+            nonce in any::<u8>(),
+        ) {
+            let keys = SealingKeys::new(SealingKey::from_bytes(key), Vec::new());
+            let sealed = keys.seal(&value, &context, &Fixed(nonce)).unwrap();
+            prop_assert_eq!(keys.open(&sealed, &context).unwrap(), value);
+        }
+
+        /// Changing any one character of a sealed string (to any other printable ASCII
+        /// character) makes it fail to open.
+        #[test]
+        fn tampering_with_any_byte_fails(
+            value in "whsec_[A-Za-z0-9+/]{0,44}",
+            key in any::<[u8; 32]>(),
+            replacement in 0x21u8..0x7f,
+        ) {
+            let keys = SealingKeys::new(SealingKey::from_bytes(key), Vec::new());
+            let sealed = keys.seal(&value, "ctx", &Fixed(9)).unwrap();
+            for i in 0..sealed.len() {
+                let mut bytes = sealed.clone().into_bytes();
+                if bytes[i] == replacement {
+                    continue;
+                }
+                bytes[i] = replacement;
+                let tampered = String::from_utf8(bytes).unwrap();
+                prop_assert!(keys.open(&tampered, "ctx").is_err(), "{} opened", tampered);
+            }
+        }
+    }
+}

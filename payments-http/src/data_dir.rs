@@ -1,0 +1,195 @@
+//! The data dir's files: the directory and the database are owner-only (0700 and 0600; SQLite
+//! gives `-wal` and `-shm` the database's mode), and the key file that seals callback secrets
+//! at rest (`secrets.key`, or the `secrets_key_file` setting).
+//!
+//! A key file holds 32 random bytes in base64 (one line), mode 0600. The server creates the
+//! configured one when it is missing (the first start of a data dir, or of an older data dir
+//! whose secrets are still plaintext); previous key files (`secrets_previous_key_files`) must
+//! exist. docs/operations.md describes rotation and backups.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use payments_core::sealing::{SealingKey, SealingKeys, KEY_LEN};
+use payments_core::RandomSource;
+
+use crate::config::Settings;
+use crate::files::Limit;
+
+/// The database file in the data dir.
+pub const DATABASE_FILE: &str = "payments.db";
+
+/// The default key file in the data dir.
+pub const SECRETS_KEY_FILE: &str = "secrets.key";
+
+/// A key file is one line of base64: 64 KiB is far more than it needs.
+pub const KEY_FILE_LIMIT: Limit = Limit::new(64 * 1024, "a secrets key file");
+
+/// Creates `dir` (and missing parents) owner-only, 0700. An existing directory is left as it
+/// is, with a warning if others may read it (the files inside are owner-only anyway).
+pub fn create_dir(dir: &Path) -> Result<(), String> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if let Ok(meta) = std::fs::metadata(dir) {
+            let mode = meta.permissions().mode() & 0o777;
+            if meta.is_dir() && mode & 0o077 != 0 {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    mode = format!("{mode:o}"),
+                    "the data dir is open to other users (chmod 700 it); its files are owner-only"
+                );
+            }
+        }
+        builder.mode(0o700);
+    }
+    builder
+        .create(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+}
+
+/// Makes `db` owner-only before SQLite opens it: a missing database is created empty with mode
+/// 0600 (SQLite then creates `-wal` and `-shm` with the same mode); an existing database,
+/// `-wal` or `-shm` that others may read is tightened to 0600, with a warning.
+pub fn prepare_database(db: &Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(db)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", db.display())),
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            tighten(Path::new(&name))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = db;
+    Ok(())
+}
+
+/// Sets an existing file that group or others may access to 0600, with a warning.
+#[cfg(unix)]
+fn tighten(file: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Ok(());
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot make {} owner-only: {e}", file.display()))?;
+    tracing::warn!(
+        file = %file.display(),
+        was = format!("{mode:o}"),
+        "was readable by other users: now 0600 (owner only)"
+    );
+    Ok(())
+}
+
+/// The configured key file: `secrets_key_file`, else `<data_dir>/secrets.key`.
+pub fn key_file(settings: &Settings) -> PathBuf {
+    settings
+        .secrets_key_file
+        .clone()
+        .unwrap_or_else(|| settings.data_dir.join(SECRETS_KEY_FILE))
+}
+
+/// The sealing keys of the settings: the key file (created with a key from `rng` when
+/// missing) seals, the previous key files still open.
+pub fn sealing_keys(settings: &Settings, rng: &dyn RandomSource) -> Result<SealingKeys, String> {
+    let path = key_file(settings);
+    let current = if path.exists() {
+        read_key_file(&path)?
+    } else {
+        create_key_file(&path, rng)?
+    };
+    let previous = settings
+        .secrets_previous_key_files
+        .iter()
+        .map(PathBuf::as_path)
+        .map(read_key_file)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SealingKeys::new(current, previous))
+}
+
+/// Reads a key file: one line of base64 holding 32 bytes.
+pub fn read_key_file(path: &Path) -> Result<SealingKey, String> {
+    let what = |m: &dyn std::fmt::Display| format!("secrets key file {}: {m}", path.display());
+    let text = crate::files::read_limited_string(path, KEY_FILE_LIMIT)
+        .map_err(|e| format!("secrets key file: {e}"))?;
+    let bytes = STANDARD
+        .decode(text.trim())
+        .map_err(|_| what(&"not base64"))?;
+    let bytes: [u8; KEY_LEN] = bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| what(&format!("{} bytes, expected {KEY_LEN}", b.len())))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    file = %path.display(),
+                    mode = format!("{mode:o}"),
+                    "the secrets key file is readable by other users (chmod 600 it)"
+                );
+            }
+        }
+    }
+    Ok(SealingKey::from_bytes(bytes))
+}
+
+/// Writes a new key file (mode 0600) unless one appears meanwhile: the key is written to a
+/// temporary file beside it and linked into place, so a concurrent start or command either
+/// creates the file or reads the complete one the other created.
+pub fn create_key_file(path: &Path, rng: &dyn RandomSource) -> Result<SealingKey, String> {
+    let err = |e: std::io::Error| format!("cannot create secrets key file {}: {e}", path.display());
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+    {
+        create_dir(dir)?;
+    }
+    let bytes = SealingKey::generate_bytes(rng);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let written = (|| {
+        let mut f = opts.open(&tmp)?;
+        writeln!(f, "{}", STANDARD.encode(bytes))?;
+        f.sync_all()?;
+        std::fs::hard_link(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    match written {
+        Ok(()) => {
+            tracing::info!(file = %path.display(), "created the key that seals callback secrets at rest: back it up apart from the database");
+            Ok(SealingKey::from_bytes(bytes))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key_file(path),
+        Err(e) => Err(err(e)),
+    }
+}
