@@ -71,27 +71,13 @@ impl RequisiteProvider for OwnCardPool {
     }
 }
 
-/// Appends the Luhn check digit.
+/// Appends the Luhn check digit (the sandbox provider's function: card numbers that pass a
+/// payer's banking app's check).
 fn luhn_complete(digits: &str) -> String {
-    let sum: u32 = digits
-        .bytes()
-        .rev()
-        .enumerate()
-        .map(|(i, b)| {
-            let d = u32::from(b - b'0');
-            if i % 2 == 0 {
-                let d2 = d * 2;
-                if d2 > 9 {
-                    d2 - 9
-                } else {
-                    d2
-                }
-            } else {
-                d
-            }
-        })
-        .sum();
-    format!("{digits}{}", (10 - sum % 10) % 10)
+    format!(
+        "{digits}{}",
+        payments_http::sandbox::luhn_check_digit(digits)
+    )
 }
 
 /// The application's own exchange rates: RUB at 95.5 per USDT. A real one would ask a rate
