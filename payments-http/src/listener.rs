@@ -22,6 +22,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// The most a connection's read buffer grows to (headers beyond it are hyper's own `431`).
+pub const MAX_READ_BUFFER: usize = 64 * 1024;
+
 /// HTTP/2 streams one TLS connection may have open at once.
 pub const MAX_H2_STREAMS: u32 = 32;
 
@@ -59,6 +62,9 @@ impl ConnectionLimits {
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_timeout)
             .max_headers(100)
+            // Bounds a connection's read buffer (hyper's default grows to ~400 KiB): the
+            // 8 KiB target and 16 KiB of headers the API accepts fit with room to spare.
+            .max_buf_size(MAX_READ_BUFFER)
             .keep_alive(true);
         builder
             .http2()
