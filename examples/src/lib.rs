@@ -1,8 +1,9 @@
 //! Shared code of the runnable examples: what a merchant does with each API answer
 //! ([`advice`]), how a create is repeated safely ([`create`]), how a payer is shown the
 //! requisite ([`display`]), the quickstart's steps ([`quickstart`]), the callback receiver
-//! ([`receiver`]) and an application embedding the service ([`embed`]). The binaries in `examples/` are thin command-line wrappers, so the tests
-//! run the same code as the binaries.
+//! ([`receiver`]), an application embedding the service ([`embed`]) and an upstream for the
+//! server's HTTP provider, rates and notifications ([`upstream`]). The binaries in
+//! `examples/` are thin command-line wrappers, so the tests run the same code as the binaries.
 #![forbid(unsafe_code)]
 
 use std::path::Path;
@@ -16,6 +17,7 @@ pub mod display;
 pub mod embed;
 pub mod quickstart;
 pub mod receiver;
+pub mod upstream;
 
 pub use quickstart::{quickstart, QuickstartReport};
 pub use receiver::{receiver_router, Receiver, ReceiverDb};

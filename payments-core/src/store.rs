@@ -397,6 +397,25 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
         Ok((found, payment))
     }
 
+    /// [`PaymentStore::commit_change`] at most once per `key`: a [`NonceUse`] whose project is a
+    /// scope of the caller's choice and whose expiry is how long the key is remembered (a key
+    /// recorded with an expiry at or before `key.now` is free, as for
+    /// [`NonceStore::use_nonce`]).
+    ///
+    /// With a `change`, in one write: if `key` is free, records it and commits the change
+    /// (`Ok(true)`); if it is recorded and live, writes nothing (`Ok(false)`). An error, a
+    /// [`StoreError::Conflict`] included, writes neither the key nor the change, so the caller
+    /// can re-read and try again. Without a change, only tells whether `key` is free and
+    /// records nothing.
+    ///
+    /// The service uses it for the upstream's notification ids: a notification is applied
+    /// together with the record of its id, or not at all.
+    async fn commit_change_once(
+        &self,
+        key: NonceUse<'_>,
+        change: Option<&PaymentChange>,
+    ) -> Result<bool, StoreError>;
+
     /// The write of a create request, in its order: record the request's `nonce` (a replay
     /// writes nothing and answers [`AdmitOutcome::Replayed`]); then, if `(project,
     /// merchant_payment_id)` is taken, [`AdmitOutcome::Existing`]; else store `candidate`

@@ -26,6 +26,15 @@ pub fn operator_app(state: AppState) -> Router {
     with_middleware(crate::operator::routes(state.clone()), state)
 }
 
+/// The provider-notification API as a router, verifying with `verifier` (the upstream's
+/// secrets); bind it to its own listener (`upstream_listen`).
+pub fn upstream_app(
+    state: AppState,
+    verifier: payments_core::callback::CallbackVerifier,
+) -> Router {
+    with_middleware(crate::upstream::notify::routes(verifier), state)
+}
+
 fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(not_found)

@@ -15,7 +15,7 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 use ipnet::IpNet;
 use payments_core::auth::Environment;
-use payments_core::callback::RetrySchedule;
+use payments_core::callback::{CallbackSecret, RetrySchedule};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +38,26 @@ pub enum Durability {
     /// `synchronous=NORMAL`: durable across process crashes; the last commits may be lost on
     /// power loss.
     Normal,
+}
+
+/// Which requisite provider the server runs (`provider`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProviderKind {
+    /// The bundled sandbox provider: fake requisites, refused in production.
+    #[default]
+    Sandbox,
+    /// The upstream's requisite endpoint over HTTPS (`upstream_url`, docs/providers.md).
+    Http,
+}
+
+/// Which exchange-rate source the server runs (`rate_source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RateSourceKind {
+    /// The `[rates]` table: fixed courses, refused in production.
+    #[default]
+    Fixed,
+    /// The upstream's rates endpoint (`upstream_rates_url`), cached and refreshed.
+    Http,
 }
 
 /// Every setting. The serde names are the TOML keys and, upper-cased after `PAYMENTS_`, the
@@ -123,6 +143,57 @@ pub struct Settings {
     /// `body_timeout_ms` (default 10,000); later is `408 request_timeout`.
     #[serde(rename = "body_timeout_ms", with = "millis")]
     pub body_timeout: Duration,
+
+    // Upstream: the HTTP requisite provider, the live rate source and provider notifications
+    // (docs/providers.md is the wire contract).
+    /// Requisite provider: `sandbox` (default; refused in production) or `http`.
+    #[serde(with = "text")]
+    pub provider: ProviderKind,
+    /// Exchange rates: `fixed` (the `[rates]` table, default; refused in production) or `http`.
+    #[serde(with = "text")]
+    pub rate_source: RateSourceKind,
+    /// The upstream's requisite endpoint (`provider = "http"`): `https://...`, or `http://` to a
+    /// loopback address (a sidecar on the same host).
+    pub upstream_url: Option<String>,
+    /// The upstream's rates endpoint (`rate_source = "http"`), same rule.
+    pub upstream_rates_url: Option<String>,
+    /// HMAC secrets shared with the upstream (`whsec_...`, at least 32 characters after the
+    /// prefix): requests to it are signed with each, notifications from it verify with any
+    /// (two during a rotation). A list in the file, comma-separated in the environment.
+    #[serde(with = "text_list")]
+    pub upstream_secrets: Vec<CallbackSecret>,
+    /// Extra CA certificates (PEM) trusted for the upstream, besides the public roots.
+    pub upstream_ca_file: Option<PathBuf>,
+    /// Trust only `upstream_ca_file` for the upstream, not the public web roots.
+    pub upstream_ca_only: bool,
+    /// One upstream request's time limit (connect, send, answer): key `upstream_timeout_ms`
+    /// (default 15,000; the provider budget bounds a create whatever this says).
+    #[serde(rename = "upstream_timeout_ms", with = "millis")]
+    pub upstream_timeout: Duration,
+    /// Connect (TCP and TLS) time limit: key `upstream_connect_timeout_ms` (default 5,000).
+    #[serde(rename = "upstream_connect_timeout_ms", with = "millis")]
+    pub upstream_connect_timeout: Duration,
+    /// Idle connections to the upstream kept open for reuse (default 32).
+    pub upstream_pool_idle: usize,
+    /// How long an idle upstream connection is kept: key `upstream_pool_idle_timeout_ms`
+    /// (default 90,000).
+    #[serde(rename = "upstream_pool_idle_timeout_ms", with = "millis")]
+    pub upstream_pool_idle_timeout: Duration,
+    /// The requisite provider's budget per create: key `provider_budget_ms` (default 15,000,
+    /// the spec's); no answer in time is `provider_result_ambiguous`.
+    #[serde(rename = "provider_budget_ms", with = "millis")]
+    pub provider_budget: Duration,
+    /// How often the live rates are fetched: key `rates_refresh_ms` (default 30,000).
+    #[serde(rename = "rates_refresh_ms", with = "millis")]
+    pub rates_refresh: Duration,
+    /// The staleness limit of the live rates: key `rates_max_age_ms` (default 300,000). Rates
+    /// fetched longer ago are not used: creates answer `422 payment_rate_unavailable`.
+    #[serde(rename = "rates_max_age_ms", with = "millis")]
+    pub rates_max_age: Duration,
+    /// The provider-notification listener (off by default): the upstream's signed reports of
+    /// confirmed and failed transfers, at `POST /upstream/v1/notifications`.
+    #[serde(with = "opt_text")]
+    pub upstream_listen: Option<SocketAddr>,
 }
 
 impl Default for Settings {
@@ -155,6 +226,21 @@ impl Default for Settings {
             max_connections: 10_000,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
+            provider: ProviderKind::Sandbox,
+            rate_source: RateSourceKind::Fixed,
+            upstream_url: None,
+            upstream_rates_url: None,
+            upstream_secrets: Vec::new(),
+            upstream_ca_file: None,
+            upstream_ca_only: false,
+            upstream_timeout: Duration::from_secs(15),
+            upstream_connect_timeout: Duration::from_secs(5),
+            upstream_pool_idle: 32,
+            upstream_pool_idle_timeout: Duration::from_secs(90),
+            provider_budget: Duration::from_secs(15),
+            rates_refresh: Duration::from_secs(30),
+            rates_max_age: Duration::from_secs(300),
+            upstream_listen: None,
         }
     }
 }
@@ -222,7 +308,51 @@ impl Settings {
         self.max_connections = self.max_connections.max(1);
         self.header_timeout = self.header_timeout.max(Duration::from_millis(100));
         self.body_timeout = self.body_timeout.max(Duration::from_millis(100));
+        self.check_upstream()?;
         Ok(self)
+    }
+
+    /// The upstream settings that go together: an `http` provider needs `upstream_url` and
+    /// secrets, `http` rates need `upstream_rates_url`, the notification listener needs
+    /// secrets; the URLs are `https://` (or `http://` to loopback); the CA file is readable
+    /// later, at start.
+    fn check_upstream(&mut self) -> Result<(), ConfigError> {
+        let needs = |what: &str, setting: &str| {
+            ConfigError(format!("{what} needs {setting} (docs/providers.md)"))
+        };
+        if self.provider == ProviderKind::Http {
+            if self.upstream_url.is_none() {
+                return Err(needs("provider = \"http\"", "upstream_url"));
+            }
+            if self.upstream_secrets.is_empty() {
+                return Err(needs("provider = \"http\"", "upstream_secrets"));
+            }
+        }
+        if self.rate_source == RateSourceKind::Http && self.upstream_rates_url.is_none() {
+            return Err(needs("rate_source = \"http\"", "upstream_rates_url"));
+        }
+        if self.upstream_listen.is_some() && self.upstream_secrets.is_empty() {
+            return Err(needs("upstream_listen", "upstream_secrets"));
+        }
+        for (name, url) in [
+            ("upstream_url", &self.upstream_url),
+            ("upstream_rates_url", &self.upstream_rates_url),
+        ] {
+            if let Some(url) = url {
+                check_upstream_url(url).map_err(|e| ConfigError(format!("{name}: {e}")))?;
+            }
+        }
+        if self.upstream_ca_only && self.upstream_ca_file.is_none() {
+            return Err(needs("upstream_ca_only", "upstream_ca_file"));
+        }
+        self.upstream_timeout = self.upstream_timeout.max(Duration::from_millis(100));
+        self.upstream_connect_timeout = self
+            .upstream_connect_timeout
+            .max(Duration::from_millis(100));
+        self.provider_budget = self.provider_budget.max(Duration::from_millis(100));
+        self.rates_refresh = self.rates_refresh.max(Duration::from_millis(100));
+        self.rates_max_age = self.rates_max_age.max(Duration::from_millis(100));
+        Ok(())
     }
 
     /// The scheme merchants sign for: from the public URL, else `https` with TLS, else `http`.
@@ -258,6 +388,26 @@ impl Provider for TomlFile {
             },
         )?;
         Toml::string(&text).data()
+    }
+}
+
+/// An upstream URL: `https://`, or `http://` to a loopback host (`localhost`, 127.0.0.0/8,
+/// `[::1]`): the request and the shared secret's signatures never cross a network in clear.
+pub fn check_upstream_url(url: &str) -> Result<reqwest::Url, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => return Err(format!("{url:?} has no host")),
+    };
+    match parsed.scheme() {
+        "https" => Ok(parsed),
+        "http" if loopback => Ok(parsed),
+        "http" => Err(format!(
+            "{url:?}: http:// only to a loopback address; use https://"
+        )),
+        other => Err(format!("{url:?}: scheme {other} is not http(s)")),
     }
 }
 
@@ -447,6 +597,50 @@ impl Text for IpNet {
     }
 }
 
+impl Text for ProviderKind {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "sandbox" => Ok(ProviderKind::Sandbox),
+            "http" => Ok(ProviderKind::Http),
+            _ => Err(format!("expected sandbox or http, got {s:?}")),
+        }
+    }
+    fn text(&self) -> String {
+        match self {
+            ProviderKind::Sandbox => "sandbox",
+            ProviderKind::Http => "http",
+        }
+        .to_string()
+    }
+}
+
+impl Text for RateSourceKind {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "fixed" => Ok(RateSourceKind::Fixed),
+            "http" => Ok(RateSourceKind::Http),
+            _ => Err(format!("expected fixed or http, got {s:?}")),
+        }
+    }
+    fn text(&self) -> String {
+        match self {
+            RateSourceKind::Fixed => "fixed",
+            RateSourceKind::Http => "http",
+        }
+        .to_string()
+    }
+}
+
+impl Text for CallbackSecret {
+    /// The error never repeats the value (it may be a secret with a typo).
+    fn parse(s: &str) -> Result<Self, String> {
+        CallbackSecret::parse(s).map_err(|e| e.to_string())
+    }
+    fn text(&self) -> String {
+        self.expose().to_string()
+    }
+}
+
 impl Text for Decimal {
     fn parse(s: &str) -> Result<Self, String> {
         Decimal::from_str(s).map_err(|_| format!("{s:?} is not a decimal"))
@@ -469,6 +663,31 @@ mod text {
         d: D,
     ) -> Result<T, D::Error> {
         T::parse(&String::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+/// An optional [`Text`] setting; absent is `None`.
+mod opt_text {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<T: super::Text, S: Serializer>(
+        v: &Option<T>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_some(&v.text()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, T: super::Text, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(s) => T::parse(&s).map(Some).map_err(D::Error::custom),
+        }
     }
 }
 

@@ -80,8 +80,9 @@ pub mod resolver;
 pub mod sandbox;
 pub mod state;
 pub mod system;
+pub mod upstream;
 
-pub use app::{app, operator_app};
+pub use app::{app, operator_app, upstream_app};
 pub use state::AppState;
 pub mod bootstrap;
 pub mod server;

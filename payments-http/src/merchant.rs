@@ -17,6 +17,7 @@ use payments_core::service::payment_not_found;
 use payments_core::service::{AuthRequest, Authenticated, CreateStatus};
 use payments_core::{ApiError, ErrorCode, PaymentId};
 use serde::Deserialize;
+use tracing::Instrument;
 
 use crate::error::{HttpError, RequestId};
 use crate::state::AppState;
@@ -225,7 +226,26 @@ async fn create_payment(
     let a = admitted(&st, Endpoint::CreatePayment, req, None).await?;
     let project = a.auth.context().project.id;
     tracing::Span::current().record("project_id", tracing::field::display(project));
-    let outcome = st.service.create_payment(a.auth, &a.body).await?;
+    // The create runs to its end on a task of its own, even if the client goes away: once
+    // the payment is inserted its provider call must be recorded, or the payment would sit in
+    // `created` (and a retry of the create would wait for it) until the stuck-create sweep,
+    // while the upstream may have issued a requisite for it. The slot goes with the task.
+    let service = st.service.clone();
+    let Admitted {
+        _permit: permit,
+        auth,
+        body,
+    } = a;
+    let create = tokio::spawn(
+        async move {
+            let _permit = permit;
+            service.create_payment(auth, &body).await
+        }
+        .instrument(tracing::Span::current()),
+    );
+    let outcome = create
+        .await
+        .map_err(|e| ApiError::internal(format!("the create task ended abnormally: {e}")))??;
     let status = match outcome.status {
         CreateStatus::Created => StatusCode::CREATED,
         _ => StatusCode::OK,

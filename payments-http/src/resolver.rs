@@ -188,19 +188,32 @@ pub struct ClientBuildError(#[from] reqwest::Error);
 /// its only resolver.
 pub fn callback_client(settings: &ClientSettings) -> Result<reqwest::Client, ClientBuildError> {
     let resolver = CheckedResolver::new(settings.lookup.clone(), settings.policy);
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(true)
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
+    let builder = rustls_client_builder(&settings.extra_roots, true, settings.connect_timeout)?
         .https_only(!settings.policy.allow_local)
         .dns_resolver(Arc::new(resolver))
-        .connect_timeout(settings.connect_timeout)
         .user_agent(concat!("payments-callbacks/", env!("CARGO_PKG_VERSION")));
-    for root in &settings.extra_roots {
+    Ok(builder.build()?)
+}
+
+/// What every outbound client of the server starts from: rustls, the bundled public web roots
+/// (unless `public_roots` is off) plus `extra_roots`, no redirects, no proxy, and a connect
+/// (TCP and TLS) time limit. The callback client adds its address-checking resolver; the
+/// upstream client ([`crate::upstream`]) its pool and request timeouts.
+pub fn rustls_client_builder(
+    extra_roots: &[CertificateDer<'static>],
+    public_roots: bool,
+    connect_timeout: Duration,
+) -> Result<reqwest::ClientBuilder, reqwest::Error> {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(public_roots)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .connect_timeout(connect_timeout);
+    for root in extra_roots {
         builder = builder.add_root_certificate(reqwest::Certificate::from_der(root.as_ref())?);
     }
-    Ok(builder.build()?)
+    Ok(builder)
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The running server: builds the service over SQLite, binds both listeners (port 0 works),
+//! The running server: builds the service over SQLite, binds its listeners (merchant,
+//! operator and, with `upstream_listen`, provider notifications; port 0 works),
 //! runs the APIs, the callback dispatcher (unless `callback_dispatch` is off) and the lifecycle
 //! sweeper, and shuts down gracefully.
 
@@ -13,7 +14,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use axum_server::Handle;
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
-use payments_core::callback::AddressPolicy;
+use payments_core::callback::{AddressPolicy, CallbackVerifier};
 use payments_core::provider::{RateSource, RequisiteProvider};
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::store::Store;
@@ -21,13 +22,14 @@ use payments_core::{Clock, RandomSource};
 use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::sync::watch;
 
-use crate::config::{Durability, Settings};
+use crate::config::{Durability, ProviderKind, RateSourceKind, Settings};
 use crate::dispatcher::{Dispatcher, DispatcherConfig};
 use crate::listener::{CappedAcceptor, ConnectionLimits};
 use crate::resolver::HostLookup;
 use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::state::AppState;
 use crate::system::{OsRandom, SystemClock};
+use crate::upstream::{HttpProvider, HttpRates};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +72,8 @@ pub struct Application {
     owned_store: Option<Arc<SqliteStore>>,
     merchant: TcpListener,
     operator: TcpListener,
+    /// The provider-notification listener and its verifier (`upstream_listen`).
+    upstream: Option<(TcpListener, CallbackVerifier)>,
     tls: Option<RustlsConfig>,
     dispatcher: DispatcherConfig,
     credentials: Option<PathBuf>,
@@ -155,6 +159,26 @@ impl ApplicationBuilder {
             rng,
             callback_lookup,
         } = self;
+        // The settings' upstream ports (`provider = "http"`, `rate_source = "http"`) when the
+        // caller gave none: real ports, so production starts with them.
+        let upstream_clock: Arc<dyn Clock> = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let provider = match (provider, settings.provider) {
+            (Some(p), _) => Some(p),
+            (None, ProviderKind::Http) => Some(Arc::new(
+                HttpProvider::from_settings(&settings, upstream_clock.clone())
+                    .map_err(start_err)?,
+            ) as Arc<dyn RequisiteProvider>),
+            (None, _) => None,
+        };
+        let rates = match (rates, settings.rate_source) {
+            (Some(r), _) => Some(r),
+            (None, RateSourceKind::Http) => Some(Arc::new(
+                HttpRates::start(&settings, upstream_clock.clone())
+                    .await
+                    .map_err(start_err)?,
+            ) as Arc<dyn RateSource>),
+            (None, _) => None,
+        };
         if settings.environment == Environment::Production {
             let missing: Vec<&str> = [
                 provider.is_none().then_some("a requisite provider"),
@@ -166,10 +190,11 @@ impl ApplicationBuilder {
             if !missing.is_empty() {
                 return Err(start_err(format!(
                     "environment = production needs {} of its own: the bundled sandbox provider \
-                     issues fake requisites and the fixed rates are not market rates. Set \
-                     environment to sandbox (--environment sandbox, PAYMENTS_ENVIRONMENT=sandbox) \
-                     to try the service, or embed it with real ports \
-                     (Application::builder(settings).provider(..).rates(..))",
+                     issues fake requisites and the fixed rates are not market rates. Connect the \
+                     upstream (provider = \"http\", rate_source = \"http\"; docs/providers.md), \
+                     set environment to sandbox (--environment sandbox, \
+                     PAYMENTS_ENVIRONMENT=sandbox) to try the service, or embed it with real \
+                     ports (Application::builder(settings).provider(..).rates(..))",
                     missing.join(" and ")
                 )));
             }
@@ -212,6 +237,13 @@ impl ApplicationBuilder {
         };
         let merchant = bind(settings.listen)?;
         let operator = bind(settings.operator_listen)?;
+        let upstream = match settings.upstream_listen {
+            Some(addr) => Some((
+                bind(addr)?,
+                CallbackVerifier::new(settings.upstream_secrets.clone()),
+            )),
+            None => None,
+        };
         let tls = match (&settings.tls_cert, &settings.tls_key) {
             (Some(cert), Some(key)) => {
                 let read = |path| {
@@ -238,6 +270,7 @@ impl ApplicationBuilder {
             owned_store,
             merchant,
             operator,
+            upstream,
             tls,
             credentials: None,
         };
@@ -288,6 +321,20 @@ impl Application {
             .expect("a bound listener has an address")
     }
 
+    /// The provider-notification listener's address, when `upstream_listen` is set.
+    pub fn upstream_addr(&self) -> Option<SocketAddr> {
+        self.upstream
+            .as_ref()
+            .map(|(l, _)| l.local_addr().expect("a bound listener has an address"))
+    }
+
+    /// The provider-notification URL (`.../upstream/v1/notifications`), when
+    /// `upstream_listen` is set.
+    pub fn notifications_url(&self) -> Option<String> {
+        self.upstream_addr()
+            .map(|a| format!("http://{a}{}", crate::upstream::NOTIFICATIONS_PATH))
+    }
+
     /// The merchant API's base URL: the configured public URL, else the listener's.
     pub fn base_url(&self) -> String {
         match &self.settings.public_url {
@@ -327,6 +374,7 @@ impl Application {
             owned_store,
             merchant,
             operator,
+            upstream,
             tls,
             dispatcher,
             ..
@@ -367,6 +415,16 @@ impl Application {
             limits.configure(server.http_builder());
             tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
         };
+        let upstream_handle = Handle::new();
+        let upstream_task = upstream.map(|(listener, verifier)| {
+            let app = crate::upstream_app(state.clone(), verifier)
+                .into_make_service_with_connect_info::<SocketAddr>();
+            let limits = limits(false);
+            let mut server = axum_server::from_tcp(listener)
+                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(upstream_handle.clone()).serve(app))
+        });
         let (stop_tx, stop_rx) = watch::channel(false);
         let sweeper = tokio::spawn(crate::sweeper::run(
             state.service.clone(),
@@ -386,8 +444,12 @@ impl Application {
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         merchant_handle.graceful_shutdown(Some(settings.shutdown_grace));
         operator_handle.graceful_shutdown(Some(settings.shutdown_grace));
+        upstream_handle.graceful_shutdown(Some(settings.shutdown_grace));
         let _ = merchant_task.await;
         let _ = operator_task.await;
+        if let Some(task) = upstream_task {
+            let _ = task.await;
+        }
         let _ = stop_tx.send(true);
         let _ = sweeper.await;
         if let Some(dispatcher) = dispatcher {
@@ -509,6 +571,7 @@ async fn service_over(
         },
         retry: settings.callback_retry_delays.clone(),
         sealing,
+        provider_budget: settings.provider_budget,
         ..ServiceConfig::default()
     };
     let mut auth = AuthConfig::for_environment(settings.environment);

@@ -14,7 +14,7 @@ use tempfile::TempDir;
 use tokio::sync::oneshot;
 
 use crate::bootstrap::CREDENTIALS_FILE;
-use crate::config::Settings;
+use crate::config::{ProviderKind, RateSourceKind, Settings};
 use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::server::{open_store, Application};
 use crate::AppState;
@@ -28,6 +28,8 @@ pub struct TestServer {
     pub merchant_url: String,
     /// `http://127.0.0.1:<port>` of the operator API.
     pub operator_url: String,
+    /// The provider-notification URL, when `upstream_listen` is set.
+    pub notifications_url: Option<String>,
     /// The operator token.
     pub operator_token: SecretString,
     /// The sandbox credentials (`None` in production, which never bootstraps).
@@ -77,20 +79,22 @@ impl TestServer {
         let credentials_file = settings.data_dir.join(CREDENTIALS_FILE);
         // The test server is an embedding that chooses the sandbox provider and the fixed
         // rates itself, in production too, so that production behaviour (tokens, test
-        // helpers, TLS) can be tested without an upstream.
+        // helpers, TLS) can be tested without an upstream; `provider = "http"` and
+        // `rate_source = "http"` get the settings' upstream ports, as `serve` does.
         let store = open_store(&settings, true).expect("the test database opens");
         let dyn_store: Arc<dyn Store> = store.clone();
-        let rates = FixedRates(settings.rates.clone());
-        let app = Application::builder(settings)
-            .store(dyn_store.clone())
-            .provider(Arc::new(SandboxProvider::new(dyn_store)))
-            .rates(Arc::new(rates))
-            .build()
-            .await
-            .expect("the server starts");
+        let mut builder = Application::builder(settings.clone()).store(dyn_store.clone());
+        if settings.provider == ProviderKind::Sandbox {
+            builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
+        }
+        if settings.rate_source == RateSourceKind::Fixed {
+            builder = builder.rates(Arc::new(FixedRates(settings.rates.clone())));
+        }
+        let app = builder.build().await.expect("the server starts");
         let state = app.state().clone();
         let merchant_url = app.base_url();
         let operator_url = app.operator_url();
+        let notifications_url = app.notifications_url();
         let credentials = credentials_file
             .exists()
             .then(|| {
@@ -125,6 +129,7 @@ impl TestServer {
             state,
             merchant_url,
             operator_url,
+            notifications_url,
             operator_token,
             credentials,
             dir,

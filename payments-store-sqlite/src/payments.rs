@@ -322,6 +322,27 @@ pub(crate) fn use_nonce(
     Ok(changed == 1)
 }
 
+/// Whether a nonce is recorded and live at `now`.
+pub(crate) fn nonce_live(
+    conn: &Connection,
+    project: ProjectId,
+    nonce: &str,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT 1 FROM nonces WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?3",
+        )
+        .map_err(db)?
+        .query_row(
+            params![project.to_string(), nonce, now.unix_millis()],
+            |_| Ok(()),
+        )
+        .optional()
+        .map_err(db)?
+        .is_some())
+}
+
 /// Deletes up to `limit` expired nonces (oldest first) through the expiry index; returns how
 /// many. The store calls it in chunks, each its own writer job, so that a purge of hundreds of
 /// thousands of nonces neither holds the writer (and every create behind it) for seconds nor

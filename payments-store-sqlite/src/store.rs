@@ -309,6 +309,30 @@ impl Store for SqliteStore {
         .await
     }
 
+    /// Without a change, a read; with one, one writer job (one savepoint): the key, then the
+    /// change, so a failed change rolls the key back with it.
+    async fn commit_change_once(
+        &self,
+        key: NonceUse<'_>,
+        change: Option<&PaymentChange>,
+    ) -> Result<bool, StoreError> {
+        let (project, nonce, now, expires_at) =
+            (key.project, key.nonce.to_string(), key.now, key.expires_at);
+        let Some(change) = change.cloned() else {
+            return self
+                .read(move |c| Ok(!payments::nonce_live(c, project, &nonce, now)?))
+                .await;
+        };
+        self.write(move |c| {
+            if !payments::use_nonce(c, project, &nonce, now, expires_at)? {
+                return Ok(false);
+            }
+            payments::commit_change(c, &change)?;
+            Ok(true)
+        })
+        .await
+    }
+
     /// One writer job (one savepoint of a group commit): the nonce, then the insert whose
     /// unique index answers idempotency, so a create costs no read and one write here.
     async fn admit_create(

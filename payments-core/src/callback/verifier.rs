@@ -74,6 +74,11 @@ impl CallbackVerifier {
         }
     }
 
+    /// The timestamp tolerance applied.
+    pub fn tolerance(&self) -> Duration {
+        self.tolerance
+    }
+
     /// Replaces the timestamp tolerance.
     #[must_use]
     pub fn with_tolerance(mut self, tolerance: Duration) -> CallbackVerifier {

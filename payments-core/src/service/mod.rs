@@ -3,6 +3,7 @@
 
 mod auth;
 mod create;
+mod notify;
 mod operate;
 mod operator;
 mod provision;
@@ -22,7 +23,7 @@ use crate::payment::Payment;
 use crate::project::{AuditRecord, Merchant, Project};
 use crate::provider::{RateSource, RequisiteProvider};
 use crate::random::RandomSource;
-use crate::store::{PaymentChange, Store, StoreError};
+use crate::store::{NonceUse, PaymentChange, Store, StoreError};
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
@@ -31,6 +32,11 @@ pub use auth::{
     AuthConfig, AuthContext, AuthRequest, Authenticated, SINGLE_VALUE_HEADERS,
 };
 pub use create::{CreateOutcome, CreateStatus};
+pub use notify::{
+    NotificationOutcome, ProviderNotification, SignedNotification, TransferReport,
+    NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION, NOTIFICATION_REASON_MAX_CHARS,
+    UPSTREAM_NONCE_SCOPE,
+};
 pub use operate::{Actor, OperationResult, SweepReport};
 pub use operator::OPERATOR_TOKEN_SETTING;
 pub use provision::{
@@ -289,6 +295,40 @@ impl PaymentService {
         t: &Transition,
         audit: Option<AuditRecord>,
     ) -> Result<Option<OutboxEvent>, StoreError> {
+        let change = self.change_of(before, t, audit).await?;
+        self.ports.store.commit_change(&change).await?;
+        self.woken(change.event)
+    }
+
+    /// [`commit`](Self::commit) once per `key` ([`Store::commit_change_once`]): `None` when the
+    /// key was recorded before and nothing was written.
+    async fn commit_once(
+        &self,
+        key: NonceUse<'_>,
+        before: &Payment,
+        t: &Transition,
+        audit: AuditRecord,
+    ) -> Result<Option<Option<OutboxEvent>>, StoreError> {
+        let change = self.change_of(before, t, Some(audit)).await?;
+        if !self
+            .ports
+            .store
+            .commit_change_once(key, Some(&change))
+            .await?
+        {
+            return Ok(None);
+        }
+        self.woken(change.event).map(Some)
+    }
+
+    /// The store change of a transition: the payment, its outbox row (if a destination exists
+    /// at any level) and the audit record.
+    async fn change_of(
+        &self,
+        before: &Payment,
+        t: &Transition,
+        audit: Option<AuditRecord>,
+    ) -> Result<PaymentChange, StoreError> {
         let outbox = match &t.event {
             Some(ev) => {
                 let (project, merchant) = self.owner_of(&t.payment).await?;
@@ -296,16 +336,17 @@ impl PaymentService {
             }
             None => None,
         };
-        self.ports
-            .store
-            .commit_change(&PaymentChange {
-                payment: t.payment.clone(),
-                expected_version: before.version,
-                event: outbox.clone(),
-                audit,
-            })
-            .await?;
-        if outbox.is_some() {
+        Ok(PaymentChange {
+            payment: t.payment.clone(),
+            expected_version: before.version,
+            event: outbox,
+            audit,
+        })
+    }
+
+    /// After a committed change: wakes the outbox wakers when it queued an event.
+    fn woken(&self, event: Option<OutboxEvent>) -> Result<Option<OutboxEvent>, StoreError> {
+        if event.is_some() {
             let wakers = self
                 .wakers
                 .read()
@@ -314,7 +355,7 @@ impl PaymentService {
                 waker.wake();
             }
         }
-        Ok(outbox)
+        Ok(event)
     }
 
     async fn owner_of(&self, p: &Payment) -> Result<(Project, Merchant), StoreError> {

@@ -13,7 +13,7 @@ use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord};
 use crate::store::{
-    AuditStore, DirectoryStore, InsertOutcome, NonceStore, OutboxStore, PaymentChange,
+    AuditStore, DirectoryStore, InsertOutcome, NonceStore, NonceUse, OutboxStore, PaymentChange,
     PaymentStore, Store, StoreError,
 };
 use crate::SecretString;
@@ -37,6 +37,50 @@ struct State {
     secrets: HashMap<ProjectId, Vec<SecretRecord>>,
     settings: HashMap<String, String>,
     audit: Vec<AuditRecord>,
+}
+
+impl State {
+    /// The checks and writes of one change; nothing is written when a check fails.
+    fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError> {
+        let current = self
+            .payments
+            .get(&change.payment.id)
+            .ok_or_else(|| StoreError::NotFound(format!("payment {}", change.payment.id)))?;
+        if current.version != change.expected_version {
+            return Err(StoreError::Conflict);
+        }
+        if let Some(ev) = &change.event {
+            if self
+                .events
+                .iter()
+                .any(|e| e.outbox.event.event_id == ev.event.event_id)
+            {
+                return Err(StoreError::Duplicate(format!(
+                    "event {}",
+                    ev.event.event_id
+                )));
+            }
+        }
+        self.payments
+            .insert(change.payment.id, change.payment.clone());
+        if let Some(ev) = &change.event {
+            self.events.push(EventRecord {
+                outbox: ev.clone(),
+                attempts: Vec::new(),
+            });
+        }
+        if let Some(a) = &change.audit {
+            self.audit.push(a.clone());
+        }
+        Ok(())
+    }
+
+    /// Whether `nonce` of `project` is recorded and live at `now`.
+    fn nonce_live(&self, project: ProjectId, nonce: &str, now: Timestamp) -> bool {
+        self.nonces
+            .get(&(project, nonce.to_string()))
+            .is_some_and(|exp| *exp > now)
+    }
 }
 
 impl MemoryStore {
@@ -85,38 +129,7 @@ impl PaymentStore for MemoryStore {
     }
 
     async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        let mut st = self.lock();
-        let current = st
-            .payments
-            .get(&change.payment.id)
-            .ok_or_else(|| StoreError::NotFound(format!("payment {}", change.payment.id)))?;
-        if current.version != change.expected_version {
-            return Err(StoreError::Conflict);
-        }
-        if let Some(ev) = &change.event {
-            if st
-                .events
-                .iter()
-                .any(|e| e.outbox.event.event_id == ev.event.event_id)
-            {
-                return Err(StoreError::Duplicate(format!(
-                    "event {}",
-                    ev.event.event_id
-                )));
-            }
-        }
-        st.payments
-            .insert(change.payment.id, change.payment.clone());
-        if let Some(ev) = &change.event {
-            st.events.push(EventRecord {
-                outbox: ev.clone(),
-                attempts: Vec::new(),
-            });
-        }
-        if let Some(a) = &change.audit {
-            st.audit.push(a.clone());
-        }
-        Ok(())
+        self.lock().commit_change(change)
     }
 
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
@@ -157,14 +170,11 @@ impl NonceStore for MemoryStore {
         expires_at: Timestamp,
     ) -> Result<bool, StoreError> {
         let mut st = self.lock();
-        let key = (project, nonce.to_string());
-        match st.nonces.get(&key) {
-            Some(exp) if *exp > now => Ok(false),
-            _ => {
-                st.nonces.insert(key, expires_at);
-                Ok(true)
-            }
+        if st.nonce_live(project, nonce, now) {
+            return Ok(false);
         }
+        st.nonces.insert((project, nonce.to_string()), expires_at);
+        Ok(true)
     }
 
     async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
@@ -474,4 +484,23 @@ impl AuditStore for MemoryStore {
     }
 }
 
-impl Store for MemoryStore {}
+#[async_trait]
+impl Store for MemoryStore {
+    async fn commit_change_once(
+        &self,
+        key: NonceUse<'_>,
+        change: Option<&PaymentChange>,
+    ) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        if st.nonce_live(key.project, key.nonce, key.now) {
+            return Ok(false);
+        }
+        let Some(change) = change else {
+            return Ok(true);
+        };
+        st.commit_change(change)?;
+        st.nonces
+            .insert((key.project, key.nonce.to_string()), key.expires_at);
+        Ok(true)
+    }
+}

@@ -7,6 +7,7 @@ mod common;
 
 mod create;
 mod lifecycle;
+mod notify;
 mod operator;
 mod provider;
 mod support;

@@ -270,3 +270,78 @@ fn the_defaults_round_trip_through_the_file_format() {
         assert_eq!(format!("{s:?}"), format!("{d:?}"));
     });
 }
+
+const UPSTREAM_SECRET: &str = "whsec_dGVzdC11cHN0cmVhbS1zaGFyZWQtc2VjcmV0LTAwMQ==";
+
+#[test]
+fn upstream_settings_from_the_file_and_the_environment() {
+    let d = Settings::defaults();
+    assert_eq!(
+        (d.provider, d.rate_source),
+        (ProviderKind::Sandbox, RateSourceKind::Fixed)
+    );
+    assert_eq!(d.provider_budget, Duration::from_secs(15));
+    assert_eq!(d.upstream_timeout, Duration::from_secs(15));
+    assert_eq!(d.rates_max_age, Duration::from_secs(300));
+    assert!(d.upstream_listen.is_none() && d.upstream_secrets.is_empty());
+
+    let file = format!(
+        "provider = \"http\"\nrate_source = \"http\"\nupstream_url = \"https://bank.example/requisites\"\n\
+         upstream_rates_url = \"http://127.0.0.1:9300/rates\"\nupstream_secrets = [\"{UPSTREAM_SECRET}\"]\n\
+         provider_budget_ms = 5000\nrates_max_age_ms = 60000\n"
+    );
+    jailed(
+        Some(&file),
+        &[("PAYMENTS_UPSTREAM_LISTEN", "127.0.0.1:8082")],
+        |file| {
+            let s = load(file, Flags::default()).unwrap();
+            assert_eq!(
+                (s.provider, s.rate_source),
+                (ProviderKind::Http, RateSourceKind::Http)
+            );
+            assert_eq!(s.upstream_secrets[0].expose(), UPSTREAM_SECRET);
+            assert_eq!(s.upstream_listen, Some("127.0.0.1:8082".parse().unwrap()));
+            assert_eq!(s.provider_budget, Duration::from_secs(5));
+            assert_eq!(s.rates_max_age, Duration::from_secs(60));
+            // The secret never shows in `Debug`.
+            assert!(!format!("{s:?}").contains(UPSTREAM_SECRET));
+        },
+    );
+    let env = [
+        ("PAYMENTS_PROVIDER", "http"),
+        ("PAYMENTS_UPSTREAM_URL", "http://localhost:9300/requisites"),
+        ("PAYMENTS_UPSTREAM_SECRETS", UPSTREAM_SECRET),
+    ];
+    jailed(None, &env, |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(s.provider, ProviderKind::Http);
+        assert_eq!(s.upstream_secrets.len(), 1);
+    });
+}
+
+#[test]
+fn upstream_settings_that_do_not_go_together_are_refused() {
+    let refused = |file: &str, expect: &str| {
+        jailed(Some(file), &[], |f| {
+            let e = load(f, Flags::default()).unwrap_err();
+            assert!(e.0.contains(expect), "{file}: {}", e.0);
+        });
+    };
+    refused("provider = \"http\"\n", "needs upstream_url");
+    refused(
+        "provider = \"http\"\nupstream_url = \"https://bank.example/r\"\n",
+        "needs upstream_secrets",
+    );
+    refused("rate_source = \"http\"\n", "needs upstream_rates_url");
+    refused(
+        "upstream_listen = \"127.0.0.1:8082\"\n",
+        "needs upstream_secrets",
+    );
+    refused("provider = \"bank\"\n", "expected sandbox or http");
+    refused("upstream_secrets = [\"short\"]\n", "whsec_");
+    refused(
+        "upstream_url = \"http://bank.example/requisites\"\n",
+        "http:// only to a loopback address",
+    );
+    refused("upstream_ca_only = true\n", "needs upstream_ca_file");
+}

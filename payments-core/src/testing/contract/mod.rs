@@ -66,6 +66,7 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("nonces", |s| Box::pin(nonces(s))),
         ("admit_create", |s| Box::pin(admit_create(s))),
         ("concurrent_nonces", |s| Box::pin(concurrent_nonces(s))),
+        ("commit_change_once", |s| Box::pin(commit_change_once(s))),
         ("outbox_claim_and_lease", |s| {
             Box::pin(outbox_claim_and_lease(s))
         }),

@@ -442,6 +442,90 @@ pub async fn nonces<S: Store>(store: &S) {
         .expect("use"));
 }
 
+/// [`Store::commit_change_once`]: the key and the change are written together or not at all;
+/// a live key writes nothing; a conflict leaves the key free; without a change the key is only
+/// looked at; keys are per scope and free again at their expiry.
+pub async fn commit_change_once<S: Store>(store: &S) {
+    let scope = project_id(7);
+    let p = sample_payment(payment_id(1), project_id(1), "order-1");
+    inserted(store, &p).await;
+    let key = |nonce, now: Timestamp| NonceUse {
+        project: scope,
+        nonce,
+        now,
+        expires_at: T0 + ms(60_000),
+    };
+    let v2 = changed(&p, PaymentStatus::Processing, T0 + ms(1));
+    let change = |payment: &Payment, expected_version, event: u128, action: &str| PaymentChange {
+        payment: payment.clone(),
+        expected_version,
+        event: Some(sample_event(payment, event_id(event), T0)),
+        audit: Some(sample_audit(T0, action, &p.id.to_string())),
+    };
+    let once = |k, c: Option<PaymentChange>| async move {
+        store
+            .commit_change_once(k, c.as_ref())
+            .await
+            .expect("commit_change_once")
+    };
+
+    assert!(once(key("n-1", T0), None).await, "a free key, looked at");
+    assert!(once(key("n-1", T0), None).await, "looking records nothing");
+    // A conflict writes neither the change nor the key.
+    let stale = changed(&p, PaymentStatus::Error, T0 + ms(1));
+    assert_eq!(
+        store
+            .commit_change_once(key("n-1", T0), Some(&change(&stale, 5, 1, "stale")))
+            .await,
+        Err(StoreError::Conflict)
+    );
+    assert!(once(key("n-1", T0), None).await, "the key stays free");
+    assert_eq!(store.payment(p.id).await.expect("payment"), Some(p.clone()));
+
+    assert!(once(key("n-1", T0), Some(change(&v2, 1, 1, "first"))).await);
+    assert_eq!(
+        store.payment(p.id).await.expect("payment"),
+        Some(v2.clone())
+    );
+    assert_eq!(events(store, p.id).await.len(), 1);
+    assert!(!once(key("n-1", T0), None).await, "the key is recorded");
+
+    // The same key again: nothing is written, even a change that would apply.
+    let v3 = changed(&v2, PaymentStatus::Completed, T0 + ms(2));
+    assert!(!once(key("n-1", T0 + ms(5)), Some(change(&v3, 2, 2, "again"))).await);
+    assert_eq!(
+        store.payment(p.id).await.expect("payment"),
+        Some(v2.clone())
+    );
+    assert_eq!(events(store, p.id).await.len(), 1);
+    assert_eq!(store.audit_records(10).await.expect("audit").len(), 1);
+
+    // Keys are per scope: the same text under another scope is free.
+    let other = NonceUse {
+        project: project_id(8),
+        ..key("n-1", T0)
+    };
+    assert!(once(other, None).await);
+    // And free again at their expiry.
+    assert!(once(key("n-1", T0 + ms(60_000)), None).await);
+    assert!(
+        once(
+            NonceUse {
+                expires_at: T0 + ms(120_000),
+                ..key("n-1", T0 + ms(60_000))
+            },
+            Some(change(&v3, 2, 2, "later"))
+        )
+        .await
+    );
+    assert_eq!(store.payment(p.id).await.expect("payment"), Some(v3));
+    // The key is an ordinary nonce of its scope.
+    assert!(!store
+        .use_nonce(scope, "n-1", T0 + ms(60_000), T0 + ms(70_000))
+        .await
+        .expect("use"));
+}
+
 /// Many concurrent uses of one nonce: exactly one `true`.
 pub async fn concurrent_nonces<S: Store>(store: &S) {
     let results =

@@ -1,0 +1,294 @@
+//! Provider notifications: the upstream reports that the transfer of a payment was confirmed
+//! (optionally with another amount) or failed. They are the operator's confirm and cancel,
+//! decided here and carried out by the same state machine, and they are applied once per
+//! upstream notification id (the id is recorded in the same store write as the change).
+//!
+//! The order of the checks, each answered with nothing changed:
+//!
+//! | check | answer |
+//! |---|---|
+//! | signature and timestamp ([`CallbackVerifier`], 300 s) | `401 signature_invalid` |
+//! | the same signed request (timestamp and body) again | `409 request_replayed` |
+//! | the body | `400 bad_request` |
+//! | the payment | `404 payment_not_found` |
+//! | the notification id was applied before | `200`, `applied: false` |
+//! | the state machine refuses the change | `409 invalid_transition` |
+//! | otherwise | `200`, `applied: true` (the merchant callback is queued with it) |
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{payment_not_found, PaymentService};
+use crate::amount::Amount;
+use crate::callback::CallbackVerifier;
+use crate::event::OutboxEvent;
+use crate::ids::{PaymentId, ProjectId};
+use crate::payment::Payment;
+use crate::project::AuditRecord;
+use crate::store::{NonceUse, StoreError};
+use crate::transition::{self, Trigger};
+use crate::{ApiError, ErrorCode};
+
+/// How long an applied notification id is remembered: a repeat within it answers `200` and
+/// changes nothing. Upstreams stop retrying a notification long before.
+pub const NOTIFICATION_ID_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+/// The longest accepted `notification_id`, in bytes.
+pub const NOTIFICATION_ID_MAX_LEN: usize = 128;
+
+/// The longest accepted `reason`, in characters.
+pub const NOTIFICATION_REASON_MAX_CHARS: usize = 500;
+
+/// The nonce scope of the upstream's signed requests and notification ids: the nil UUID, which
+/// no project has (project ids are random), so these keys never meet a merchant's nonces.
+pub const UPSTREAM_NONCE_SCOPE: ProjectId = ProjectId::from_uuid(Uuid::nil());
+
+/// What the upstream reports about a transfer.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransferReport {
+    /// The money arrived: the payment is confirmed, with `amount` when another amount arrived.
+    Confirmed {
+        /// The amount that arrived, if given.
+        amount: Option<Amount>,
+    },
+    /// The transfer failed or will not come: the payment is canceled.
+    Failed {
+        /// Why, for the log.
+        reason: Option<String>,
+    },
+}
+
+/// A provider notification, parsed from its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderNotification {
+    /// The upstream's id of this notification (1-128 visible ASCII characters); the same id
+    /// is the same notification.
+    pub notification_id: String,
+    /// The payment it is about.
+    pub payment_id: PaymentId,
+    /// What happened.
+    pub report: TransferReport,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    notification_id: String,
+    payment_id: String,
+    status: String,
+    #[serde(default)]
+    amount: Option<serde_json::Value>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::BadRequest, message)
+}
+
+impl ProviderNotification {
+    /// Parses a notification body: `notification_id`, `payment_id`, `status` (`confirmed` or
+    /// `failed`), optional `amount` (with `confirmed`: a JSON number or decimal string) and
+    /// optional `reason`; unknown fields are refused. Anything else is `400 bad_request`.
+    pub fn parse(body: &[u8]) -> Result<ProviderNotification, ApiError> {
+        let wire: Wire =
+            serde_json::from_slice(body).map_err(|e| bad(format!("invalid notification: {e}")))?;
+        let id = wire.notification_id;
+        if id.is_empty()
+            || id.len() > NOTIFICATION_ID_MAX_LEN
+            || !id.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(bad(format!(
+                "notification_id: 1 to {NOTIFICATION_ID_MAX_LEN} visible ASCII characters"
+            )));
+        }
+        let payment_id = wire
+            .payment_id
+            .parse()
+            .map_err(|_| bad("payment_id: not a payment id"))?;
+        if wire
+            .reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > NOTIFICATION_REASON_MAX_CHARS)
+        {
+            return Err(bad(format!(
+                "reason: at most {NOTIFICATION_REASON_MAX_CHARS} characters"
+            )));
+        }
+        let report = match wire.status.as_str() {
+            "confirmed" => TransferReport::Confirmed {
+                amount: match &wire.amount {
+                    None | Some(serde_json::Value::Null) => None,
+                    Some(v) => Some(Amount::from_json(v).map_err(|e| bad(format!("amount: {e}")))?),
+                },
+            },
+            "failed" => {
+                if wire.amount.as_ref().is_some_and(|a| !a.is_null()) {
+                    return Err(bad("amount: only a confirmed transfer has an amount"));
+                }
+                TransferReport::Failed {
+                    reason: wire.reason,
+                }
+            }
+            other => {
+                return Err(bad(format!(
+                    "status: expected confirmed or failed, got {other:?}"
+                )))
+            }
+        };
+        Ok(ProviderNotification {
+            notification_id: id,
+            payment_id,
+            report,
+        })
+    }
+
+    /// The operation it asks for: the operator's confirm or cancel.
+    pub fn trigger(&self) -> Trigger {
+        match &self.report {
+            TransferReport::Confirmed { amount } => Trigger::Confirm { amount: *amount },
+            TransferReport::Failed { .. } => Trigger::Cancel,
+        }
+    }
+}
+
+/// A notification as received: the signature headers' values and the raw body.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedNotification<'a> {
+    /// The `X-Callback-Timestamp` value.
+    pub timestamp: &'a str,
+    /// The `X-Callback-Signature` value.
+    pub signature: &'a str,
+    /// The body bytes as received.
+    pub body: &'a [u8],
+}
+
+/// What a notification did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotificationOutcome {
+    /// The notification.
+    pub notification: ProviderNotification,
+    /// `true`: applied now; `false`: its id was applied before, nothing changed.
+    pub applied: bool,
+    /// The payment after it.
+    pub payment: Payment,
+    /// The merchant callback queued with it, if any.
+    pub event: Option<OutboxEvent>,
+}
+
+impl PaymentService {
+    /// Applies a signed provider notification (see the [module](self) for the checks and
+    /// their answers). `verifier` holds the upstream's secrets; the timestamp tolerance is
+    /// the verifier's (300 s, as for callbacks).
+    pub async fn apply_provider_notification(
+        &self,
+        verifier: &CallbackVerifier,
+        signed: SignedNotification<'_>,
+    ) -> Result<NotificationOutcome, ApiError> {
+        let now = self.ports.clock.now();
+        verifier
+            .verify(signed.timestamp, signed.signature, signed.body, now)
+            .map_err(|e| {
+                ApiError::new(
+                    ErrorCode::SignatureInvalid,
+                    format!("notification signature: {e}"),
+                )
+            })?;
+        // A signed request is accepted while its timestamp is within the tolerance either way
+        // of the clock, so its replay key must outlive twice the tolerance (and some skew).
+        let mut digest = Sha256::new();
+        digest.update(signed.timestamp.trim_matches([' ', '\t']).as_bytes());
+        digest.update(b".");
+        digest.update(signed.body);
+        let replay_key = format!("upstream-request:{}", hex::encode(digest.finalize()));
+        let keep = verifier.tolerance() * 2 + Duration::from_secs(60);
+        if !self
+            .ports
+            .store
+            .use_nonce(UPSTREAM_NONCE_SCOPE, &replay_key, now, now + keep)
+            .await?
+        {
+            return Err(ApiError::new(
+                ErrorCode::RequestReplayed,
+                "this signed notification was received before; sign every attempt anew",
+            ));
+        }
+        let notification = ProviderNotification::parse(signed.body)?;
+        self.apply_notification(notification).await
+    }
+
+    /// Applies a verified, parsed notification once per notification id.
+    async fn apply_notification(
+        &self,
+        notification: ProviderNotification,
+    ) -> Result<NotificationOutcome, ApiError> {
+        let id_key = format!("upstream-notification:{}", notification.notification_id);
+        let actor = format!("upstream notification:{}", notification.notification_id);
+        let trigger = notification.trigger();
+        let action = format!("payment.{}", trigger.name());
+        let repeat = |payment: Payment| NotificationOutcome {
+            notification: notification.clone(),
+            applied: false,
+            payment,
+            event: None,
+        };
+        for _ in 0..8 {
+            let before = self
+                .ports
+                .store
+                .payment(notification.payment_id)
+                .await?
+                .ok_or_else(payment_not_found)?;
+            let now = self.ports.clock.now();
+            let key = NonceUse {
+                project: UPSTREAM_NONCE_SCOPE,
+                nonce: &id_key,
+                now,
+                expires_at: now + NOTIFICATION_ID_RETENTION,
+            };
+            let t = match transition::apply(&before, trigger.clone(), now, self.ports.rng.as_ref())
+            {
+                Ok(t) => t,
+                // A refusal is final unless the id was applied before (then the refusal is
+                // just the applied change seen again).
+                Err(refused) => {
+                    return if self.ports.store.commit_change_once(key, None).await? {
+                        Err(refused.into())
+                    } else {
+                        Ok(repeat(before))
+                    };
+                }
+            };
+            let audit = AuditRecord {
+                at: t.payment.updated_at,
+                actor: actor.clone(),
+                action: action.clone(),
+                target: before.id.to_string(),
+                before: serde_json::to_string(&before.view()).ok(),
+                after: serde_json::to_string(&t.payment.view()).ok(),
+            };
+            match self.commit_once(key, &before, &t, audit).await {
+                Ok(Some(event)) => {
+                    return Ok(NotificationOutcome {
+                        notification,
+                        applied: true,
+                        payment: t.payment,
+                        event,
+                    })
+                }
+                Ok(None) => return Ok(repeat(before)),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::new(
+            ErrorCode::ServiceUnavailable,
+            "the payment is changing too often; try again",
+        )
+        .with_retry_after(1))
+    }
+}

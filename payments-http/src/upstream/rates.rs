@@ -1,0 +1,213 @@
+//! The live rate source (`rate_source = "http"`): the upstream's rates endpoint, fetched with a
+//! signed `GET` at start and every `rates_refresh`, kept in memory, and not used once the last
+//! good answer is older than `rates_max_age`: then every course is "no rate" and creates answer
+//! `422 payment_rate_unavailable` instead of pricing at an old course. A failed or malformed
+//! fetch keeps the previous rates (until they are too old) and is tried again sooner.
+//!
+//! The answer (docs/providers.md, "Rates"): `{"rates": {"RUB": "95.50", "KZT": 480}}`, courses
+//! in units of the currency per 1 USDT, as decimal strings or JSON numbers, all positive.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use payments_core::payment::Currency;
+use payments_core::provider::RateSource;
+use payments_core::Clock;
+use rust_decimal::Decimal;
+use serde::Deserialize;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use super::{read_limited, upstream_client, UpstreamError, UpstreamSigner, MAX_ANSWER_BYTES};
+use crate::config::Settings;
+
+/// The longest pause after a failed fetch, whatever `rates_refresh` says.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRates {
+    rates: BTreeMap<String, serde_json::Value>,
+}
+
+/// The rate source of `rate_source = "http"`. Dropping it stops the background refresh.
+#[derive(Debug)]
+pub struct HttpRates {
+    cache: Arc<Cache>,
+    refresher: AbortHandle,
+}
+
+#[derive(Debug)]
+struct Cache {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    signer: UpstreamSigner,
+    max_age: Duration,
+    /// The last good answer and when it was fetched.
+    rates: RwLock<Option<(Instant, BTreeMap<String, Decimal>)>>,
+}
+
+impl HttpRates {
+    /// Fetches the rates once (a failure is logged: creates answer `422` until a fetch
+    /// succeeds) and starts the background refresh every `rates_refresh`.
+    pub async fn start(
+        settings: &Settings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<HttpRates, UpstreamError> {
+        let url = settings.upstream_rates_url.as_deref().ok_or_else(|| {
+            UpstreamError("rate_source = \"http\" needs upstream_rates_url".into())
+        })?;
+        let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
+        let cache = Arc::new(Cache {
+            client: upstream_client(settings)?,
+            url,
+            signer: UpstreamSigner::new(settings.upstream_secrets.clone(), clock),
+            max_age: settings.rates_max_age,
+            rates: RwLock::new(None),
+        });
+        let first_ok = cache.refresh().await;
+        let refresh = settings.rates_refresh;
+        let refresher = tokio::spawn(run(Arc::downgrade(&cache), refresh, first_ok)).abort_handle();
+        Ok(HttpRates { cache, refresher })
+    }
+
+    /// The courses now in use (empty when none, or too old).
+    pub fn current(&self) -> BTreeMap<String, Decimal> {
+        self.cache.fresh().unwrap_or_default()
+    }
+}
+
+impl Drop for HttpRates {
+    fn drop(&mut self) {
+        self.refresher.abort();
+    }
+}
+
+/// The refresh loop; ends when the rate source is dropped.
+async fn run(cache: Weak<Cache>, every: Duration, mut last_ok: bool) {
+    loop {
+        let pause = if last_ok {
+            every
+        } else {
+            every.min(RETRY_AFTER_FAILURE)
+        };
+        tokio::time::sleep(pause).await;
+        let Some(cache) = cache.upgrade() else { return };
+        last_ok = cache.refresh().await;
+    }
+}
+
+impl Cache {
+    /// One fetch; `true` when it replaced the rates.
+    async fn refresh(&self) -> bool {
+        match self.fetch().await {
+            Ok(rates) => {
+                tracing::debug!(currencies = rates.len(), "live rates refreshed");
+                *self
+                    .rates
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some((Instant::now(), rates));
+                true
+            }
+            Err(e) => {
+                tracing::warn!(url = %self.url, error = %e, "live rates: fetch failed; the previous rates stay in use until they are too old");
+                false
+            }
+        }
+    }
+
+    async fn fetch(&self) -> Result<BTreeMap<String, Decimal>, String> {
+        let request = self.signer.sign(self.client.get(self.url.clone()), b"");
+        let response = request.send().await.map_err(|e| e.to_string())?;
+        if response.status().as_u16() != 200 {
+            return Err(format!("the upstream answered {}", response.status()));
+        }
+        let body = read_limited(response, MAX_ANSWER_BYTES).await?;
+        parse_rates(&body)
+    }
+
+    /// The rates if fetched within the staleness limit.
+    fn fresh(&self) -> Option<BTreeMap<String, Decimal>> {
+        let guard = self
+            .rates
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*guard {
+            Some((at, rates)) if at.elapsed() <= self.max_age => Some(rates.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The courses of a rates answer; one bad course refuses the whole answer.
+fn parse_rates(body: &[u8]) -> Result<BTreeMap<String, Decimal>, String> {
+    let wire: WireRates = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let mut rates = BTreeMap::new();
+    for (currency, value) in wire.rates {
+        Currency::parse(&currency).ok_or_else(|| format!("{currency}: not a currency code"))?;
+        let text = match &value {
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::String(s) => s.clone(),
+            _ => {
+                return Err(format!(
+                    "{currency}: a course is a number or a decimal string"
+                ))
+            }
+        };
+        let course = Decimal::from_str(&text)
+            .map_err(|_| format!("{currency}: {text:?} is not a decimal"))?;
+        if course <= Decimal::ZERO {
+            return Err(format!("{currency}: a course is positive"));
+        }
+        rates.insert(currency, course);
+    }
+    Ok(rates)
+}
+
+#[async_trait]
+impl RateSource for HttpRates {
+    async fn course(&self, currency: Currency) -> Option<Decimal> {
+        let guard = self
+            .cache
+            .rates
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*guard {
+            Some((at, rates)) if at.elapsed() <= self.cache.max_age => {
+                rates.get(currency.as_str()).copied()
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_courses_as_numbers_or_strings() {
+        let rates = parse_rates(br#"{"rates":{"RUB":"95.50","KZT":480}}"#).unwrap();
+        assert_eq!(rates["RUB"], Decimal::new(9550, 2));
+        assert_eq!(rates["KZT"], Decimal::from(480));
+        for bad in [
+            &br#"{"rates":{"RUB":"0"}}"#[..],
+            br#"{"rates":{"RUB":"-1"}}"#,
+            br#"{"rates":{"RUB":"abc"}}"#,
+            br#"{"rates":{"RUB":true}}"#,
+            br#"{"rates":{"rub1":"1"}}"#,
+            br#"{"courses":{}}"#,
+            b"[]",
+        ] {
+            assert!(
+                parse_rates(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}
