@@ -26,6 +26,24 @@ pub struct SandboxCredentials {
     pub callback_secret: SecretString,
     /// The operator API token.
     pub operator_token: SecretString,
+    /// The test-mode project bootstrapped beside the demo project: its payments are test
+    /// payments, which the sandbox test helpers (`POST /api/v1/test/payments/{id}/complete`,
+    /// `.../cancel`) close without operator calls. Absent from files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_project: Option<TestProjectCredentials>,
+}
+
+/// The credentials of the sandbox's test-mode project (the demo merchant's second project).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestProjectCredentials {
+    /// The test project's id.
+    pub project_id: String,
+    /// A token of the test project with every scope (`payments:test` included).
+    pub token: SecretString,
+    /// The test project's registered key id.
+    pub keyid: String,
+    /// The Ed25519 private key (PKCS#8 PEM) matching that key.
+    pub private_key_pem: SecretString,
 }
 
 /// Why a credentials file could not be loaded.
@@ -55,6 +73,23 @@ pub enum CredentialsError {
 }
 
 impl SandboxCredentials {
+    /// These credentials with the test project's id, token and key in place of the demo
+    /// project's (URLs and operator token unchanged; `callback_secret` stays the demo
+    /// project's, the test project has none), for a
+    /// [`crate::MerchantClient`] whose payments the test helpers can close; `None` when the
+    /// file has no test project (written by an older server).
+    pub fn for_test_project(&self) -> Option<SandboxCredentials> {
+        let t = self.test_project.as_ref()?;
+        Some(SandboxCredentials {
+            project_id: t.project_id.clone(),
+            token: t.token.clone(),
+            keyid: t.keyid.clone(),
+            private_key_pem: t.private_key_pem.clone(),
+            test_project: None,
+            ..self.clone()
+        })
+    }
+
     /// Reads a credentials file (`<data-dir>/sandbox-credentials.json`), at most
     /// [`crate::files::CREDENTIALS`] (64 KiB) of it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, CredentialsError> {
@@ -86,7 +121,36 @@ mod tests {
             private_key_pem: "-----BEGIN PRIVATE KEY-----PEM-SECRET".into(),
             callback_secret: "whsec_CALLBACK-SECRET".into(),
             operator_token: "op_OPERATOR-SECRET".into(),
+            test_project: Some(TestProjectCredentials {
+                project_id: "prj_test".into(),
+                token: "nl_test_TEST-PROJECT-TOKEN".into(),
+                keyid: "ed25519-TESTKEY".into(),
+                private_key_pem: "-----BEGIN PRIVATE KEY-----TEST-PEM-SECRET".into(),
+            }),
         }
+    }
+
+    #[test]
+    fn older_files_without_a_test_project_still_read() {
+        let mut v = serde_json::to_value(creds()).unwrap();
+        v.as_object_mut().unwrap().remove("test_project");
+        let old: SandboxCredentials = serde_json::from_value(v).unwrap();
+        assert!(old.test_project.is_none());
+        assert!(old.for_test_project().is_none());
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(json.get("test_project").is_none());
+    }
+
+    #[test]
+    fn for_test_project_swaps_the_project_credentials() {
+        let c = creds();
+        let t = c.for_test_project().unwrap();
+        assert_eq!(t.project_id, "prj_test");
+        assert_eq!(t.token.expose(), "nl_test_TEST-PROJECT-TOKEN");
+        assert_eq!(t.keyid, "ed25519-TESTKEY");
+        assert_eq!(t.base_url, c.base_url);
+        assert_eq!(t.callback_secret, c.callback_secret);
+        assert!(t.test_project.is_none());
     }
 
     #[test]
@@ -97,6 +161,8 @@ mod tests {
             "PEM-SECRET",
             "CALLBACK-SECRET",
             "OPERATOR-SECRET",
+            "TEST-PROJECT-TOKEN",
+            "TEST-PEM-SECRET",
         ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }

@@ -41,7 +41,7 @@ pub mod files;
 mod random;
 
 pub use client::{ApiResponse, ClientError, MerchantClient, PreparedRequest, SignSpec};
-pub use credentials::{CredentialsError, SandboxCredentials};
+pub use credentials::{CredentialsError, SandboxCredentials, TestProjectCredentials};
 /// The `ed25519-dalek` of [`MerchantClient::from_key`] and [`MerchantClient::with_key`].
 pub use ed25519_dalek;
 /// The `reqwest` of this crate's API (`Method`, `StatusCode`, `Client`).

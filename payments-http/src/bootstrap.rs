@@ -1,11 +1,13 @@
 //! First start of a sandbox: a demo merchant and project with a token, a key pair, a callback
-//! secret and an operator token, written to `<data-dir>/sandbox-credentials.json` (mode 0600).
+//! secret and an operator token, and beside the demo project a test-mode project with its own
+//! token and key pair (its payments are test payments, which the sandbox test helpers close
+//! without operator calls), written to `<data-dir>/sandbox-credentials.json` (mode 0600).
 //! Secrets go to that file only, never to the log.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use payments_client::SandboxCredentials;
+use payments_client::{SandboxCredentials, TestProjectCredentials};
 use payments_core::auth::keys::{
     generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
 };
@@ -43,6 +45,7 @@ pub async fn bootstrap_sandbox(
         .await?;
     debug_assert_eq!(record.keyid, keyid(&key.verifying_key()));
     let callback_secret = service.rotate_callback_secret(project.id, &actor).await?;
+    let test_project = bootstrap_test_project(service, merchant.id, &actor).await?;
     let operator_token = service.issue_operator_token().await?;
     let creds = SandboxCredentials {
         base_url: base_url.to_string(),
@@ -53,6 +56,7 @@ pub async fn bootstrap_sandbox(
         private_key_pem: signing_key_to_pem(&key).into(),
         callback_secret,
         operator_token: operator_token.into(),
+        test_project: Some(test_project),
     };
     write_private(
         &path,
@@ -60,6 +64,36 @@ pub async fn bootstrap_sandbox(
     )
     .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", path.display())))?;
     Ok(Some(path))
+}
+
+/// The test-mode project of the demo merchant: a token with every scope and a key pair. No
+/// callback secret: test payments send no callbacks on their own; a manual resend needs one
+/// issued first (`payments-server callback-secret rotate <project>`).
+async fn bootstrap_test_project(
+    service: &PaymentService,
+    merchant: payments_core::MerchantId,
+    actor: &Actor,
+) -> Result<TestProjectCredentials, ApiError> {
+    let patch = ProjectPatch {
+        test_mode: Some(true),
+        ..ProjectPatch::default()
+    };
+    let project = service
+        .create_project(merchant, "Demo test project", patch, actor)
+        .await?;
+    let token = service
+        .issue_token(project.id, Scope::ALL.to_vec(), actor)
+        .await?;
+    let key = generate_signing_key(service.ports().rng.as_ref());
+    let record = service
+        .register_key(project.id, &public_key_to_pem(&key.verifying_key()), actor)
+        .await?;
+    Ok(TestProjectCredentials {
+        project_id: project.id.to_string(),
+        token: token.token,
+        keyid: record.keyid.to_string(),
+        private_key_pem: signing_key_to_pem(&key).into(),
+    })
 }
 
 /// Writes a file readable by its owner only.

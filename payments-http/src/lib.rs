@@ -76,6 +76,7 @@ pub mod merchant;
 pub mod metrics;
 pub mod operator;
 pub mod ratelimit;
+pub mod receiver_check;
 pub mod resolver;
 pub mod sandbox;
 pub mod state;

@@ -4,13 +4,14 @@
 //! the lifecycle sweeper. Settings: a TOML file (`--config`), `PAYMENTS_*` environment
 //! variables, then flags, each overriding the one before. The other commands (merchant,
 //! project, token, key, callback-secret, payment, audit) act on the data dir's database
-//! directly; see [`payments_http::cli`].
+//! directly; see [`payments_http::cli`]. `check-receiver` checks a merchant's callback receiver
+//! ([`payments_http::receiver_check`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use payments_http::cli::{settings, CommonArgs, OperatorCommand};
+use payments_http::cli::{settings, CheckReceiverArgs, CommonArgs, OperatorCommand};
 use payments_http::server::{open_service, shutdown_signal, Application};
 use serde::Serialize;
 
@@ -31,6 +32,10 @@ enum Command {
     Serve(ServeArgs),
     /// Issue a new operator API token (the previous one stops working); printed once.
     OperatorToken(CommonArgs),
+    /// Send a callback receiver a scored series of signed callbacks (valid, replayed, tampered,
+    /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
+    /// large response); exits non-zero if any case fails. See docs/callbacks.md.
+    CheckReceiver(CheckReceiverArgs),
     #[command(flatten)]
     Operator(OperatorCommand),
 }
@@ -118,6 +123,13 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve(args).await,
         Command::OperatorToken(common) => operator_token(common).await,
         Command::Operator(command) => payments_http::cli::run(command).await,
+        Command::CheckReceiver(args) => {
+            match payments_http::cli::check_receiver_command(args).await {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::FAILURE,
+                Err(e) => Err(e),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

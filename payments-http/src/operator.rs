@@ -14,7 +14,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::{Json, Router};
 use payments_core::event::EventRecord;
 use payments_core::service::{check_content_type, check_single_value_headers, Actor};
@@ -25,19 +25,90 @@ use self::body::Body;
 use crate::error::HttpError;
 use crate::state::AppState;
 
-/// The operator routes.
+/// The payment operations of the operator API as `(method, path template)`, behind the
+/// operator token. [`routes`] is built from this list, [`provision::ROUTES`] and
+/// [`PUBLIC_ROUTES`], so [`route_list`] cannot drift from the router;
+/// `docs/operator-openapi.yaml` is checked against it by `tests/openapi/`.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/operator/v1/payments/{id}"),
+    ("POST", "/operator/v1/payments/{id}/confirm"),
+    ("POST", "/operator/v1/payments/{id}/cancel"),
+    ("POST", "/operator/v1/payments/{id}/recheck"),
+    ("POST", "/operator/v1/payments/{id}/recheck/resolve"),
+    ("POST", "/operator/v1/payments/{id}/callbacks/resend"),
+    ("GET", "/operator/v1/payments/{id}/events"),
+];
+
+/// The routes of the operator listener served without the operator token.
+pub const PUBLIC_ROUTES: &[(&str, &str)] = &[("GET", "/metrics")];
+
+/// Every `(method, path template)` the operator router serves: [`ROUTES`],
+/// [`provision::ROUTES`] and [`PUBLIC_ROUTES`]. (The provider notifications have their own
+/// listener and router, [`crate::upstream::notify`].)
+pub fn route_list() -> Vec<(&'static str, &'static str)> {
+    let mut list = ROUTES.to_vec();
+    list.extend_from_slice(provision::ROUTES);
+    list.extend_from_slice(PUBLIC_ROUTES);
+    list
+}
+
+/// The handler of one route of [`ROUTES`] or [`PUBLIC_ROUTES`]; `None` for a pair that has
+/// none.
+fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
+    Some(match (method, path) {
+        ("GET", "/operator/v1/payments/{id}") => get(payment),
+        ("POST", "/operator/v1/payments/{id}/confirm") => post(confirm),
+        ("POST", "/operator/v1/payments/{id}/cancel") => post(cancel),
+        ("POST", "/operator/v1/payments/{id}/recheck") => post(recheck),
+        ("POST", "/operator/v1/payments/{id}/recheck/resolve") => post(resolve),
+        ("POST", "/operator/v1/payments/{id}/callbacks/resend") => post(resend),
+        ("GET", "/operator/v1/payments/{id}/events") => get(events),
+        ("GET", "/metrics") => get(metrics),
+        _ => return None,
+    })
+}
+
+/// Adds `list`'s routes to `router`, each with its handler from `handler`.
+pub(crate) fn add_routes(
+    router: Router<AppState>,
+    list: &[(&'static str, &'static str)],
+    handler: fn(&str, &str) -> Option<MethodRouter<AppState>>,
+) -> Router<AppState> {
+    list.iter().fold(router, |router, &(method, path)| {
+        let h =
+            handler(method, path).expect("every listed operator route has a handler (unit-tested)");
+        router.route(path, h)
+    })
+}
+
+/// The operator routes: exactly [`route_list`]; all but [`PUBLIC_ROUTES`] behind the
+/// operator token.
 pub fn routes(state: AppState) -> Router<AppState> {
-    let api = Router::new()
-        .route("/operator/v1/payments/{id}", get(payment))
-        .route("/operator/v1/payments/{id}/confirm", post(confirm))
-        .route("/operator/v1/payments/{id}/cancel", post(cancel))
-        .route("/operator/v1/payments/{id}/recheck", post(recheck))
-        .route("/operator/v1/payments/{id}/recheck/resolve", post(resolve))
-        .route("/operator/v1/payments/{id}/callbacks/resend", post(resend))
-        .route("/operator/v1/payments/{id}/events", get(events))
+    let api = add_routes(Router::new(), ROUTES, handler)
         .merge(provision::routes())
         .route_layer(middleware::from_fn_with_state(state, require_operator));
-    Router::new().merge(api).route("/metrics", get(metrics))
+    add_routes(Router::new().merge(api), PUBLIC_ROUTES, handler)
+}
+
+#[cfg(test)]
+mod route_tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_route_has_a_handler_once() {
+        let list = route_list();
+        for (method, path) in ROUTES.iter().chain(PUBLIC_ROUTES) {
+            assert!(handler(method, path).is_some(), "{method} {path}");
+        }
+        for (method, path) in provision::ROUTES {
+            assert!(
+                provision::handler(method, path).is_some(),
+                "{method} {path}"
+            );
+        }
+        let unique: std::collections::BTreeSet<_> = list.iter().collect();
+        assert_eq!(unique.len(), list.len(), "a route is listed twice");
+    }
 }
 
 /// Who is calling: the operator token holder.

@@ -431,3 +431,55 @@ async fn the_sweeper_stops_between_batches() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_bootstrapped_test_project_completes_a_payment_without_operator_calls() {
+    let s = TestServer::sandbox().await;
+    // The file on disk carries the test project beside the demo project.
+    let file = s.dir.path().join("sandbox-credentials.json");
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    for member in ["project_id", "token", "keyid", "private_key_pem"] {
+        assert!(
+            on_disk["test_project"][member]
+                .as_str()
+                .is_some_and(|v| !v.is_empty()),
+            "test_project.{member} in {file:?}"
+        );
+    }
+    let creds = s.creds().for_test_project().expect("a test project");
+    assert_ne!(creds.project_id, s.creds().project_id);
+    assert!(creds.token.expose().starts_with("nl_test_"));
+
+    // Only the test project's own credentials: create, then the sandbox's "paid" button.
+    let client = payments_client::MerchantClient::from_credentials(&creds).unwrap();
+    let created = client
+        .create_payment(
+            &json!({"merchant_payment_id": "boot-test-1", "amount": "1500", "payment_method": "sbp"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    assert_eq!(created.json["is_test"].as_bool(), Some(true));
+    assert_eq!(created.json["flow"].as_str(), Some("project_test"));
+    let id = created.json["id"].as_str().unwrap().to_string();
+    let done = client
+        .post(&format!("/api/v1/test/payments/{id}/complete"), b"")
+        .await
+        .unwrap();
+    assert_eq!(done.status, StatusCode::OK, "{}", done.json);
+    assert_eq!(done.json["status"].as_str(), Some("completed"));
+    let read = client.get_payment(&id).await.unwrap();
+    assert_eq!(read.json["status"].as_str(), Some("completed"));
+
+    // The demo project's payments stay live ones: the helpers refuse them.
+    let demo = payments_client::MerchantClient::from_credentials(s.creds()).unwrap();
+    let live = demo
+        .create_payment(
+            &json!({"merchant_payment_id": "boot-live-1", "amount": "1500", "payment_method": "sbp"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(live.json["is_test"].as_bool(), Some(false), "{}", live.json);
+    s.stop().await;
+}

@@ -6,8 +6,10 @@
 //!
 //! The commands are split by concern: `directory` (merchants and projects), `credentials`
 //! (tokens, keys, callback secrets), `payment` (payment operations and the audit trail) and
-//! `output` (the text rendering).
+//! `output` (the text rendering). `check` is `check-receiver`, which sends a merchant's
+//! callback receiver a scored series of callbacks ([`crate::receiver_check`]).
 
+mod check;
 mod credentials;
 mod directory;
 mod output;
@@ -23,6 +25,7 @@ use serde::Serialize;
 use crate::config::Settings;
 use crate::server::open_service;
 
+pub use check::{check_receiver_command, CheckReceiverArgs};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
 pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, ProjectSettings};
 use output::Output;

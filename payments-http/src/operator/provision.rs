@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post, MethodRouter};
 use axum::{Json, Router};
 use payments_core::service::project_value;
 use payments_core::ApiError;
@@ -21,46 +21,53 @@ use crate::state::AppState;
 /// Audit records answered when `limit` is not given.
 pub const DEFAULT_AUDIT_LIMIT: usize = 50;
 
-/// The provisioning routes (mounted behind the operator-token check).
+/// The provisioning routes as `(method, path template)` (mounted behind the operator-token
+/// check); [`routes`] is built from this list.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/operator/v1/merchants"),
+    ("GET", "/operator/v1/merchants"),
+    ("GET", "/operator/v1/merchants/{id}"),
+    ("PATCH", "/operator/v1/merchants/{id}"),
+    ("POST", "/operator/v1/projects"),
+    ("GET", "/operator/v1/projects"),
+    ("GET", "/operator/v1/projects/{id}"),
+    ("PATCH", "/operator/v1/projects/{id}"),
+    ("POST", "/operator/v1/projects/{id}/tokens"),
+    ("GET", "/operator/v1/projects/{id}/tokens"),
+    ("DELETE", "/operator/v1/projects/{id}/tokens/{token_id}"),
+    ("POST", "/operator/v1/projects/{id}/keys"),
+    ("GET", "/operator/v1/projects/{id}/keys"),
+    ("DELETE", "/operator/v1/projects/{id}/keys/{keyid}"),
+    ("POST", "/operator/v1/projects/{id}/callback-secret"),
+    ("GET", "/operator/v1/audit"),
+];
+
+/// The handler of one route of [`ROUTES`]; `None` for a pair that has none.
+pub(crate) fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
+    Some(match (method, path) {
+        ("POST", "/operator/v1/merchants") => post(create_merchant),
+        ("GET", "/operator/v1/merchants") => get(list_merchants),
+        ("GET", "/operator/v1/merchants/{id}") => get(show_merchant),
+        ("PATCH", "/operator/v1/merchants/{id}") => patch(update_merchant),
+        ("POST", "/operator/v1/projects") => post(create_project),
+        ("GET", "/operator/v1/projects") => get(list_projects),
+        ("GET", "/operator/v1/projects/{id}") => get(show_project),
+        ("PATCH", "/operator/v1/projects/{id}") => patch(update_project),
+        ("POST", "/operator/v1/projects/{id}/tokens") => post(issue_token),
+        ("GET", "/operator/v1/projects/{id}/tokens") => get(list_tokens),
+        ("DELETE", "/operator/v1/projects/{id}/tokens/{token_id}") => delete(revoke_token),
+        ("POST", "/operator/v1/projects/{id}/keys") => post(register_key),
+        ("GET", "/operator/v1/projects/{id}/keys") => get(list_keys),
+        ("DELETE", "/operator/v1/projects/{id}/keys/{keyid}") => delete(revoke_key),
+        ("POST", "/operator/v1/projects/{id}/callback-secret") => post(rotate_callback_secret),
+        ("GET", "/operator/v1/audit") => get(audit),
+        _ => return None,
+    })
+}
+
+/// The provisioning routes: exactly [`ROUTES`].
 pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/operator/v1/merchants",
-            post(create_merchant).get(list_merchants),
-        )
-        .route(
-            "/operator/v1/merchants/{id}",
-            get(show_merchant).patch(update_merchant),
-        )
-        .route(
-            "/operator/v1/projects",
-            post(create_project).get(list_projects),
-        )
-        .route(
-            "/operator/v1/projects/{id}",
-            get(show_project).patch(update_project),
-        )
-        .route(
-            "/operator/v1/projects/{id}/tokens",
-            post(issue_token).get(list_tokens),
-        )
-        .route(
-            "/operator/v1/projects/{id}/tokens/{token_id}",
-            delete(revoke_token),
-        )
-        .route(
-            "/operator/v1/projects/{id}/keys",
-            post(register_key).get(list_keys),
-        )
-        .route(
-            "/operator/v1/projects/{id}/keys/{keyid}",
-            delete(revoke_key),
-        )
-        .route(
-            "/operator/v1/projects/{id}/callback-secret",
-            post(rotate_callback_secret),
-        )
-        .route("/operator/v1/audit", get(audit))
+    super::add_routes(Router::new(), ROUTES, handler)
 }
 
 fn ok(v: Value) -> Response {

@@ -11,9 +11,18 @@
 //! 4. Real responses (`responses`) of the real server (127.0.0.1:0, fresh data dir) validate
 //!    against the schema the file gives for their `(path, method, status)`, and carry the
 //!    response headers the file marks as required.
+//! 5. The operator API (`operator`): every route of the operator router
+//!    ([`operator::route_list`], which the router is built from) is an operation of
+//!    `docs/operator-openapi.yaml` and the reverse; the operations without a token are exactly
+//!    [`operator::PUBLIC_ROUTES`]; every reference resolves and every schema compiles; real
+//!    operator answers validate against the file.
+//!
+//! [`operator::route_list`]: payments_http::operator::route_list
+//! [`operator::PUBLIC_ROUTES`]: payments_http::operator::PUBLIC_ROUTES
 
 mod error_codes;
 mod examples;
+mod operator;
 mod responses;
 mod routes;
 mod support;

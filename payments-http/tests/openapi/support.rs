@@ -1,4 +1,4 @@
-//! Reading `docs/openapi.yaml`: the file, local references, schema validators and its
+//! Reading `docs/openapi.yaml` and `docs/operator-openapi.yaml`: the file, local references, schema validators and its
 //! operations.
 
 use std::collections::BTreeMap;
@@ -10,9 +10,18 @@ const METHODS: [&str; 8] = [
 ];
 
 pub(crate) fn spec() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.yaml");
-    let text = std::fs::read_to_string(path).expect("docs/openapi.yaml exists");
-    serde_norway::from_str(&text).expect("docs/openapi.yaml is valid YAML")
+    spec_file("openapi.yaml")
+}
+
+/// `docs/operator-openapi.yaml`.
+pub(crate) fn operator_spec() -> Value {
+    spec_file("operator-openapi.yaml")
+}
+
+fn spec_file(name: &str) -> Value {
+    let path = format!("{}/../docs/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("docs/{name}: {e}"));
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("docs/{name} is not valid YAML: {e}"))
 }
 
 /// Follows a local `$ref` (`#/components/...`) once, if `v` is one.
