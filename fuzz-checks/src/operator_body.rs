@@ -5,7 +5,8 @@
 //!
 //! Properties:
 //! - `Body::parse` accepts exactly a blank body or a JSON object whose members are all allowed
-//!   for the endpoint;
+//!   for the endpoint, without a duplicate member at any depth (members are counted as written
+//!   and after a `serde_json::Value` round trip, which keeps one of each);
 //! - a blank body is read as `{}`;
 //! - an accepted body re-serialised (`serde_json`) is read to the same outcome, value or error;
 //! - what the readers return round-trips: a contract through its operator JSON form (the one
@@ -13,11 +14,14 @@
 //!   amount through its text;
 //! - the outcome is deterministic.
 
+use std::fmt;
+
 use payments_core::amount::Amount;
 use payments_core::auth::keys::parse_public_key;
 use payments_core::project::{Contract, RateLimit};
 use payments_core::ApiError;
 use payments_http::operator::body::{self, Body};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Value};
 
 /// The fields of `POST /operator/v1/projects` (`provision.rs`).
@@ -125,8 +129,9 @@ pub fn check(data: &[u8]) {
     let blank = bytes.iter().all(u8::is_ascii_whitespace);
     let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
     let acceptable = blank
-        || matches!(&parsed, Some(Value::Object(map))
-            if map.keys().all(|k| allowed.contains(&k.as_str())));
+        || matches!(&parsed, Some(value @ Value::Object(map))
+            if map.keys().all(|k| allowed.contains(&k.as_str()))
+                && members(bytes) == members(&serde_json::to_vec(value).expect("serialises")));
     assert_eq!(
         Body::parse(bytes, allowed).is_ok(),
         acceptable,
@@ -143,6 +148,72 @@ pub fn check(data: &[u8]) {
             "re-serialised body read differently: {}",
             String::from_utf8_lossy(&again)
         );
+    }
+}
+
+/// The number of object members in a JSON document as written, duplicates included.
+fn members(json: &[u8]) -> Option<usize> {
+    serde_json::from_slice::<MemberCount>(json)
+        .ok()
+        .map(|c| c.0)
+}
+
+struct MemberCount(usize);
+
+impl<'de> Deserialize<'de> for MemberCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(MemberCountVisitor)
+    }
+}
+
+struct MemberCountVisitor;
+
+impl<'de> Visitor<'de> for MemberCountVisitor {
+    type Value = MemberCount;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<MemberCount, E> {
+        Ok(MemberCount(0))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<MemberCount, E> {
+        Ok(MemberCount(0))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<MemberCount, E> {
+        Ok(MemberCount(0))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<MemberCount, E> {
+        Ok(MemberCount(0))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<MemberCount, E> {
+        Ok(MemberCount(0))
+    }
+
+    fn visit_unit<E>(self) -> Result<MemberCount, E> {
+        Ok(MemberCount(0))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MemberCount, A::Error> {
+        let mut n = 0;
+        while let Some(MemberCount(inner)) = seq.next_element()? {
+            n += inner;
+        }
+        Ok(MemberCount(n))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MemberCount, A::Error> {
+        let mut n = 0;
+        while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            let MemberCount(inner) = map.next_value()?;
+            n += 1 + inner;
+        }
+        Ok(MemberCount(n))
     }
 }
 

@@ -443,6 +443,11 @@ const OPERATOR_BODIES: &[(&str, &str)] = &[
     ("register_key", r#"{"public_key": "bm90IGEga2V5"}"#),
     ("confirm", r#"{"amount": "1500.00"}"#),
     ("confirm", ""),
+    ("confirm", r#"{"amount": "1", "amount": "1000"}"#),
+    (
+        "update_project",
+        r#"{"contract": {"currencies": ["RUB"], "methods": [{"method": "sbp", "fee_percent": "5", "fee_percent": "0"}]}}"#,
+    ),
     ("resolve", r#"{"status": "completed", "amount": 1500.5}"#),
     ("resolve", r#"{"status": "canceled"}"#),
     ("resolve", r#"{"status": "paid"}"#),
