@@ -59,12 +59,14 @@ pub enum KeyError {
 }
 
 /// Parses a registered public key: a PEM `PUBLIC KEY` (SPKI, RFC 8410) or the 32-byte raw key
-/// in standard base64. Surrounding whitespace is ignored.
+/// in standard base64. Surrounding whitespace is ignored, and so is text before a PEM block
+/// (RFC 7468 section 2), as [`parse_signing_key_pem`] ignores it: a private key PEM after a
+/// line of text is refused as a private key, not as something unreadable.
 ///
 /// <https://www.rfc-editor.org/rfc/rfc8410#section-4>
 pub fn parse_public_key(input: &str) -> Result<VerifyingKey, KeyError> {
     let input = input.trim();
-    if input.starts_with("-----BEGIN") {
+    if input.contains("-----BEGIN") {
         let (label, der) =
             pem::decode_vec(input.as_bytes()).map_err(|e| KeyError::MalformedPem(e.to_string()))?;
         return match label {
@@ -265,6 +267,20 @@ mod tests {
             KeyError::PrivateKeyGiven.to_string(),
             "this is a private key; register the PEM \"PUBLIC KEY\" (or the raw 32-byte public key in base64), and keep the private key secret"
         );
+    }
+
+    #[test]
+    fn text_before_a_pem_block_is_ignored() {
+        let pem = parse_public_key(RFC_PUBLIC_PEM).unwrap();
+        assert_eq!(
+            parse_public_key(&format!("Public key:\n{RFC_PUBLIC_PEM}")),
+            Ok(pem)
+        );
+        // Found by the public_key fuzz target: the private key importer reads this, so the
+        // public key parser must recognise it as a private key.
+        let private = format!("*---BEGIN\n\n{RFC_PRIVATE_PEM}");
+        assert!(parse_signing_key_pem(&private).is_ok());
+        assert_eq!(parse_public_key(&private), Err(KeyError::PrivateKeyGiven));
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Operator inputs: request bodies read strictly (an unknown member is `400 bad_request` naming
-//! it) and the settings both the operator API and the CLI parse (contract, rate limit, scopes,
-//! amounts, re-check outcome).
+//! Operator inputs: request bodies read strictly (an unknown or duplicate member is
+//! `400 bad_request` naming it) and the settings both the operator API and the CLI parse
+//! (contract, rate limit, scopes, amounts, re-check outcome).
 
+use std::collections::HashSet;
+use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -11,13 +13,14 @@ use payments_core::project::{Contract, RateLimit};
 use payments_core::service::{contract_from_json, ProjectPatch};
 use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::ApiError;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// A JSON object body whose members were checked against the allowed names.
 #[derive(Debug)]
 pub struct Body(Map<String, Value>);
 
-fn bad(field: &str, why: impl std::fmt::Display) -> ApiError {
+fn bad(field: &str, why: impl fmt::Display) -> ApiError {
     ApiError::bad_request(format!("{field}: {why}"))
 }
 
@@ -41,6 +44,11 @@ impl Body {
         let Value::Object(map) = v else {
             return Err(ApiError::bad_request("body must be a JSON object"));
         };
+        // `Value` keeps the last of duplicate members silently; refuse them, as the create
+        // body does, at any depth (a contract's method twice the same member).
+        if let Ok(FirstDuplicate(Some(path))) = serde_json::from_slice(bytes) {
+            return Err(bad(&path, "duplicate field"));
+        }
         only(&map, allowed, "")?;
         Ok(Body(map))
     }
@@ -119,6 +127,90 @@ impl Body {
         self.get(name)
             .map(|v| Amount::from_json(v).map_err(|e| bad(name, e)))
             .transpose()
+    }
+}
+
+/// The path of the first member that appears twice in one object of a JSON document, e.g.
+/// `contract.methods[0].fee_percent`, if any.
+struct FirstDuplicate(Option<String>);
+
+impl<'de> Deserialize<'de> for FirstDuplicate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FirstDuplicateVisitor)
+    }
+}
+
+struct FirstDuplicateVisitor;
+
+/// `rest` (a member path, possibly empty) under `prefix`.
+fn under(prefix: String, rest: Option<String>) -> String {
+    match rest {
+        None => prefix,
+        Some(rest) if rest.starts_with('[') => prefix + &rest,
+        Some(rest) => format!("{prefix}.{rest}"),
+    }
+}
+
+impl<'de> Visitor<'de> for FirstDuplicateVisitor {
+    type Value = FirstDuplicate;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<FirstDuplicate, E> {
+        Ok(FirstDuplicate(None))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<FirstDuplicate, E> {
+        Ok(FirstDuplicate(None))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<FirstDuplicate, E> {
+        Ok(FirstDuplicate(None))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<FirstDuplicate, E> {
+        Ok(FirstDuplicate(None))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<FirstDuplicate, E> {
+        Ok(FirstDuplicate(None))
+    }
+
+    fn visit_unit<E>(self) -> Result<FirstDuplicate, E> {
+        Ok(FirstDuplicate(None))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FirstDuplicate, A::Error> {
+        let mut found = None;
+        let mut i = 0usize;
+        while let Some(FirstDuplicate(inner)) = seq.next_element()? {
+            if found.is_none() && inner.is_some() {
+                found = Some(under(format!("[{i}]"), inner));
+            }
+            i += 1;
+        }
+        Ok(FirstDuplicate(found))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FirstDuplicate, A::Error> {
+        // With `arbitrary_precision` a number is a map with one private member: never a
+        // duplicate.
+        let mut seen = HashSet::new();
+        let mut found = None;
+        while let Some(key) = map.next_key::<String>()? {
+            let FirstDuplicate(inner) = map.next_value()?;
+            if found.is_none() {
+                if seen.contains(&key) {
+                    found = Some(key.clone());
+                } else if inner.is_some() {
+                    found = Some(under(key.clone(), inner));
+                }
+            }
+            seen.insert(key);
+        }
+        Ok(FirstDuplicate(found))
     }
 }
 
@@ -215,4 +307,44 @@ pub fn resolve_trigger(status: &str, amount: Option<Amount>) -> Result<Trigger, 
         }
     };
     Ok(Trigger::ResolveRecheck(outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(body: &str, allowed: &[&str]) -> String {
+        match Body::parse(body.as_bytes(), allowed) {
+            Ok(b) => panic!("{body} accepted as {b:?}"),
+            Err(e) => e.message,
+        }
+    }
+
+    #[test]
+    fn duplicate_members_are_refused_at_any_depth() {
+        let fields = ["amount", "contract"];
+        assert_eq!(
+            refusal(r#"{"amount": "1", "amount": "1000"}"#, &fields),
+            "amount: duplicate field"
+        );
+        assert_eq!(
+            refusal(
+                r#"{"contract": {"methods": [{"method": "sbp"}, {"fee_percent": 1, "fee_percent": 0}]}}"#,
+                &fields
+            ),
+            "contract.methods[1].fee_percent: duplicate field"
+        );
+        assert_eq!(
+            refusal(r#"{"contract": [[{"a": 1, "a": 1}]]}"#, &fields),
+            "contract[0][0].a: duplicate field"
+        );
+        // Numbers (kept exactly with `arbitrary_precision`), equal values and equal names in
+        // different objects are fine.
+        let ok = r#"{"amount": 1.50, "contract": {"methods": [{"a": 1}, {"a": 1e400}], "x": {"a": null}}}"#;
+        let body = Body::parse(ok.as_bytes(), &fields).expect("no duplicate");
+        assert_eq!(
+            body.get("amount").map(ToString::to_string).as_deref(),
+            Some("1.50")
+        );
+    }
 }
