@@ -21,37 +21,9 @@ use payments_core::auth::keys::parse_public_key;
 use payments_core::project::{Contract, RateLimit};
 use payments_core::ApiError;
 use payments_http::operator::body::{self, Body};
+use payments_http::operator::provision::{PROJECT_CREATE_FIELDS, PROJECT_PATCH_FIELDS};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{json, Value};
-
-/// The fields of `POST /operator/v1/projects` (`provision.rs`).
-const PROJECT_CREATE_FIELDS: [&str; 11] = [
-    "paused",
-    "merchant_id",
-    "name",
-    "test_mode",
-    "lifetime_seconds",
-    "contract",
-    "callback_url",
-    "ip_allow_list",
-    "signature_required",
-    "rate_limit",
-    "active",
-];
-
-/// The fields of `PATCH /operator/v1/projects/{id}` (`provision.rs`).
-const PROJECT_PATCH_FIELDS: [&str; 10] = [
-    "paused",
-    "name",
-    "active",
-    "test_mode",
-    "lifetime_seconds",
-    "contract",
-    "callback_url",
-    "ip_allow_list",
-    "signature_required",
-    "rate_limit",
-];
 
 type Reader = fn(&Body) -> Result<String, ApiError>;
 

@@ -148,8 +148,8 @@ async fn update_merchant(
     .await
 }
 
-/// Settings a new project may carry.
-const PROJECT_CREATE_FIELDS: [&str; 11] = [
+/// Settings a new project may carry (`POST /operator/v1/projects`).
+pub const PROJECT_CREATE_FIELDS: [&str; 11] = [
     "paused",
     "merchant_id",
     "name",
@@ -163,8 +163,8 @@ const PROJECT_CREATE_FIELDS: [&str; 11] = [
     "active",
 ];
 
-/// Settings a project patch may carry.
-const PROJECT_PATCH_FIELDS: [&str; 10] = [
+/// Settings a project patch may carry (`PATCH /operator/v1/projects/{id}`).
+pub const PROJECT_PATCH_FIELDS: [&str; 10] = [
     "paused",
     "name",
     "active",
