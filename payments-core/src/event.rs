@@ -180,3 +180,50 @@ pub struct EventRecord {
     /// Attempts in order.
     pub attempts: Vec<DeliveryAttempt>,
 }
+
+/// Which failed events to list or resend: every condition given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailedEventFilter {
+    /// Only events of this project.
+    pub project: Option<ProjectId>,
+    /// Only events whose destination host is this one (a name compared without regard to
+    /// case, or an IP address as written in the URL).
+    pub host: Option<String>,
+    /// Only events queued at or after this time.
+    pub since: Option<Timestamp>,
+    /// Only events queued before this time.
+    pub until: Option<Timestamp>,
+}
+
+impl FailedEventFilter {
+    /// Whether `event` passes the filter.
+    pub fn matches(&self, event: &OutboxEvent) -> bool {
+        self.project.is_none_or(|p| event.event.project_id == p)
+            && self.since.is_none_or(|t| event.event.created_at >= t)
+            && self.until.is_none_or(|t| event.event.created_at < t)
+            && self
+                .host
+                .as_deref()
+                .is_none_or(|h| destination_host(&event.destination).eq_ignore_ascii_case(h))
+    }
+}
+
+/// The host of a destination as the filters and logs name it: the domain name, or the IP
+/// address without brackets.
+pub fn destination_host(url: &CallbackUrl) -> String {
+    use crate::callback::destination::CallbackHost;
+    match url.host() {
+        CallbackHost::Domain(name) => name.to_ascii_lowercase(),
+        CallbackHost::Ip(ip) => ip.to_string(),
+    }
+}
+
+/// A failed event nobody has resent yet, with its last attempt: what the operator's failed
+/// list shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedEvent {
+    /// The outbox row (state [`DeliveryState::Failed`]).
+    pub outbox: OutboxEvent,
+    /// The last attempt made, if the store has it.
+    pub last_attempt: Option<DeliveryAttempt>,
+}

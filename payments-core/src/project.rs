@@ -166,6 +166,31 @@ pub struct TokenRecord {
     pub revoked_at: Option<Timestamp>,
 }
 
+/// An operator token, as stored: its name, hash and display prefix, never the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorTokenRecord {
+    /// Token id.
+    pub id: TokenId,
+    /// Who or what holds it (`alice`, `prometheus`, `cabinet`): the audit names it.
+    pub name: String,
+    /// SHA-256 of the whole token.
+    pub hash: [u8; 32],
+    /// The leading part shown for identification (`op_` + 6 characters).
+    pub prefix: String,
+    /// Issue time.
+    pub created_at: Timestamp,
+    /// From this time on the token is refused: set by a revocation (now) or a rotation (the
+    /// end of the overlap), or at issue for a token with a limited life; `None`: no end.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl OperatorTokenRecord {
+    /// Whether the token is accepted at `now`.
+    pub fn is_valid_at(&self, now: Timestamp) -> bool {
+        self.expires_at.is_none_or(|end| now < end)
+    }
+}
+
 /// A registered Ed25519 public key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRecord {

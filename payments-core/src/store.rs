@@ -7,10 +7,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::clock::Timestamp;
-use crate::event::{DeliveryAttempt, EventRecord, OutboxEvent};
+use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
-use crate::project::{AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord};
+use crate::project::{
+    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
+};
 use crate::{ApiError, ErrorCode, SecretString};
 
 /// A store failure.
@@ -32,6 +34,76 @@ pub enum StoreError {
     /// Stored data could not be read back (a bug or a damaged database).
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
+}
+
+/// Why a store is unavailable, for logs and metrics: an adapter starts the message of
+/// [`StoreError::Unavailable`] with one of these words and `": "` (`"disk full: ..."`), and
+/// [`StoreError::cause`] reads it back. Anything else is [`UnavailableCause::Other`].
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnavailableCause {
+    /// No space left for the database or its journal.
+    DiskFull,
+    /// Another connection or process holds the lock for longer than the store waits.
+    Locked,
+    /// The storage refused a read or write (I/O error, read-only file system or database).
+    Io,
+    /// The store is closed or its writer stopped.
+    Closed,
+    /// Too much work queued, or a connection could not be had in time.
+    Overloaded,
+    /// Anything else.
+    Other,
+}
+
+impl UnavailableCause {
+    /// Every cause, in a stable order.
+    pub const ALL: [UnavailableCause; 6] = [
+        UnavailableCause::DiskFull,
+        UnavailableCause::Locked,
+        UnavailableCause::Io,
+        UnavailableCause::Closed,
+        UnavailableCause::Overloaded,
+        UnavailableCause::Other,
+    ];
+
+    /// The word an [`StoreError::Unavailable`] message starts with, and the metrics label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            UnavailableCause::DiskFull => "disk full",
+            UnavailableCause::Locked => "locked",
+            UnavailableCause::Io => "io",
+            UnavailableCause::Closed => "closed",
+            UnavailableCause::Overloaded => "overloaded",
+            UnavailableCause::Other => "other",
+        }
+    }
+
+    /// An [`StoreError::Unavailable`] of this cause: the message is `"<cause>: <detail>"`.
+    pub fn error(self, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable(format!("{}: {detail}", self.as_str()))
+    }
+}
+
+impl StoreError {
+    /// The cause, for logs and metrics: an unavailable store's [`UnavailableCause`] (read
+    /// from its message, see there), else `conflict`, `duplicate`, `not found` or `corrupt`.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            StoreError::Unavailable(m) => UnavailableCause::ALL
+                .into_iter()
+                .find(|c| {
+                    m.strip_prefix(c.as_str())
+                        .is_some_and(|rest| rest.starts_with(':'))
+                })
+                .unwrap_or(UnavailableCause::Other)
+                .as_str(),
+            StoreError::Conflict => "conflict",
+            StoreError::Duplicate(_) => "duplicate",
+            StoreError::NotFound(_) => "not found",
+            StoreError::Corrupt(_) => "corrupt",
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {
@@ -96,8 +168,13 @@ pub trait PaymentStore: Send + Sync {
     /// Payments whose [`Payment::due_at`] is at or before `now`, earliest first, through an
     /// index (cost follows the number due, not the number stored).
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError>;
-    /// The number of payments in each status (for metrics).
+    /// The number of payments in each status (for metrics), statuses without payments left
+    /// out. Scraped often: a store keeps the counts as it writes (SQLite: triggers into a
+    /// table of counters) rather than counting the payments per call.
     async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError>;
+    /// The earliest [`Payment::due_at`] of all payments, through the due-time index: how far
+    /// the sweeper is behind (for metrics). `None` when no payment is due ever.
+    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError>;
 }
 
 /// One-time request nonces.
@@ -141,6 +218,27 @@ pub trait OutboxStore: Send + Sync {
     async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError>;
     /// The number of pending events.
     async fn pending_events(&self) -> Result<u64, StoreError>;
+    /// When the oldest pending event was queued (its `created_at`), through an index; `None`
+    /// without pending events. For the metric of the oldest undelivered callback.
+    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError>;
+    /// Failed events that no resend has answered yet ([`Store::commit_resend`]) and that
+    /// match `filter`, in queueing order, at most `limit`, each with its last attempt.
+    async fn failed_events(
+        &self,
+        filter: &FailedEventFilter,
+        limit: usize,
+    ) -> Result<Vec<FailedEvent>, StoreError>;
+    /// The number of failed events no resend has answered yet (cheap: for metrics).
+    async fn failed_event_count(&self) -> Result<u64, StoreError>;
+    /// Retention: deletes at most `limit` finished events (delivered or failed) queued before
+    /// `before`, with their attempts, in one transaction; returns how many events. Pending
+    /// events are never deleted. Callers repeat it in small batches, so that a large purge
+    /// never holds the writer for long.
+    async fn purge_finished_events(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, StoreError>;
 }
 
 /// What [`DirectoryStore::auth_lookup`] found; each part `None` when absent.
@@ -266,6 +364,18 @@ pub trait DirectoryStore: Send + Sync {
         old: &SecretString,
         new: &SecretString,
     ) -> Result<bool, StoreError>;
+    /// Stores an issued operator token; [`StoreError::Duplicate`] if its id or hash exists.
+    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError>;
+    /// An operator token by the SHA-256 of the presented token, expired or not.
+    async fn operator_token_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<OperatorTokenRecord>, StoreError>;
+    /// Every operator token, expired ones included, in issue order.
+    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError>;
+    /// Ends an operator token's validity at `at` (now for a revocation, later for a rotation's
+    /// overlap), unless it already ends earlier; `false` if there is no such token.
+    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError>;
     /// A named setting (e.g. the operator token hash).
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError>;
     /// Sets a named setting.
@@ -279,7 +389,13 @@ pub trait AuditStore: Send + Sync {
     async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
     /// The newest `limit` records, newest first.
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Retention: deletes at most `limit` of the oldest records written before `before`, in
+    /// one transaction; returns how many.
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError>;
 }
+
+/// The setting [`Store::check_writable`] writes by default.
+pub const WRITE_PROBE_SETTING: &str = "store.write_probe";
 
 /// A request nonce to record (see [`NonceStore::use_nonce`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -379,6 +495,22 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
     fn is_ready(&self) -> bool {
         true
     }
+
+    /// Whether the store can write now (for `/readyz`): a real, tiny write, so that a full
+    /// disk, a read-only database or a lock held elsewhere shows. The default writes the
+    /// setting [`WRITE_PROBE_SETTING`].
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        self.put_setting(WRITE_PROBE_SETTING, "ok").await
+    }
+
+    /// A manual resend that answers failed events, in one transaction: if the payment of
+    /// `change` has failed events that no resend has answered yet, commits `change` (its
+    /// event is the resend: a new event of kind manual resend) as
+    /// [`PaymentStore::commit_change`] does, marks those failed events as answered by it and
+    /// returns their ids; otherwise writes nothing and returns an empty list (another
+    /// operator resent them meanwhile). So a failed event is resent by at most one bulk
+    /// resend, however many run at once.
+    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError>;
 
     /// [`DirectoryStore::auth_lookup`] and the payment `id` in one round trip (for an
     /// authenticated read of a payment; one snapshot where the store can). The default makes the

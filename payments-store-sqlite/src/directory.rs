@@ -5,8 +5,8 @@ use std::time::Duration;
 use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use payments_core::payment::Currency;
 use payments_core::project::{
-    AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, Project, RateLimit, SecretRecord,
-    TokenRecord,
+    AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, OperatorTokenRecord, Project,
+    RateLimit, SecretRecord, TokenRecord,
 };
 use payments_core::settlement::FeePercent;
 use payments_core::store::{AuthLookup, StoreError};
@@ -537,6 +537,85 @@ pub(crate) fn replace_secret(
 
 // --- settings and audit ----------------------------------------------------------------------
 
+// --- operator tokens -------------------------------------------------------------------------
+
+fn operator_token_from_row(row: &Row<'_>) -> Result<OperatorTokenRecord, StoreError> {
+    let c = Cols::new(row);
+    Ok(OperatorTokenRecord {
+        id: c.parsed("id")?,
+        name: c.text("name")?,
+        hash: c.bytes32("hash")?,
+        prefix: c.text("prefix")?,
+        created_at: c.ts("created_at")?,
+        expires_at: c.opt_ts("expires_at")?,
+    })
+}
+
+/// Stores an operator token; a taken id or hash is `Duplicate`.
+pub(crate) fn insert_operator_token(
+    conn: &Connection,
+    t: &OperatorTokenRecord,
+) -> Result<(), StoreError> {
+    let result = conn
+        .prepare_cached(
+            "INSERT INTO operator_tokens (id, name, hash, prefix, created_at, expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(db)?
+        .execute(params![
+            t.id.to_string(),
+            t.name,
+            &t.hash[..],
+            t.prefix,
+            t.created_at.unix_millis(),
+            t.expires_at.map(Timestamp::unix_millis)
+        ]);
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate("operator token".into())),
+        Err(e) => Err(db(e)),
+    }
+}
+
+pub(crate) fn operator_token_by_hash(
+    conn: &Connection,
+    hash: &[u8; 32],
+) -> Result<Option<OperatorTokenRecord>, StoreError> {
+    Ok(query(
+        conn,
+        "SELECT * FROM operator_tokens WHERE hash = ?1",
+        [&hash[..]],
+        operator_token_from_row,
+    )?
+    .pop())
+}
+
+pub(crate) fn operator_tokens(conn: &Connection) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+    query(
+        conn,
+        "SELECT * FROM operator_tokens ORDER BY rowid",
+        [],
+        operator_token_from_row,
+    )
+}
+
+/// Ends a token's validity at `at` unless it ends earlier already.
+pub(crate) fn expire_operator_token(
+    conn: &Connection,
+    id: TokenId,
+    at: Timestamp,
+) -> Result<bool, StoreError> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE operator_tokens SET expires_at = min(coalesce(expires_at, ?1), ?1) \
+             WHERE id = ?2",
+        )
+        .map_err(db)?
+        .execute(params![at.unix_millis(), id.to_string()])
+        .map_err(db)?;
+    Ok(n > 0)
+}
+
 pub(crate) fn setting(conn: &Connection, name: &str) -> Result<Option<String>, StoreError> {
     conn.prepare_cached("SELECT value FROM settings WHERE name = ?1")
         .map_err(db)?
@@ -596,4 +675,21 @@ pub(crate) fn audit_records(
             })
         },
     )
+}
+
+/// Deletes at most `limit` of the oldest audit records written before `before`.
+pub(crate) fn purge_audit(
+    conn: &Connection,
+    before: Timestamp,
+    limit: usize,
+) -> Result<u64, StoreError> {
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM audit WHERE seq IN \
+             (SELECT seq FROM audit WHERE at < ?1 ORDER BY at LIMIT ?2)",
+        )
+        .map_err(db)?
+        .execute(params![before.unix_millis(), codec::limit(limit)])
+        .map_err(db)?;
+    Ok(n as u64)
 }

@@ -1,6 +1,6 @@
 //! Errors: opening the store, and the mapping of SQLite failures to [`StoreError`].
 
-use payments_core::store::StoreError;
+use payments_core::store::{StoreError, UnavailableCause};
 use rusqlite::ErrorCode;
 
 /// Why [`SqliteStore::open`](crate::SqliteStore::open) failed.
@@ -30,7 +30,8 @@ pub enum OpenError {
 }
 
 /// Maps a database failure: damaged data is `Corrupt`, everything else (busy, locked, I/O, full
-/// disk, out of memory) is `Unavailable`.
+/// disk, out of memory) is `Unavailable`, its message starting with its
+/// [`UnavailableCause`] (`disk full: ...`, `locked: ...`, `io: ...`).
 pub(crate) fn db(e: rusqlite::Error) -> StoreError {
     use rusqlite::Error as E;
     match &e {
@@ -43,7 +44,19 @@ pub(crate) fn db(e: rusqlite::Error) -> StoreError {
         | E::IntegralValueOutOfRange(..)
         | E::Utf8Error(..)
         | E::InvalidColumnType(..) => StoreError::Corrupt(e.to_string()),
-        _ => StoreError::Unavailable(e.to_string()),
+        E::SqliteFailure(f, _) => {
+            let cause = match f.code {
+                ErrorCode::DiskFull => UnavailableCause::DiskFull,
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => UnavailableCause::Locked,
+                ErrorCode::SystemIoFailure
+                | ErrorCode::ReadOnly
+                | ErrorCode::CannotOpen
+                | ErrorCode::PermissionDenied => UnavailableCause::Io,
+                _ => UnavailableCause::Other,
+            };
+            cause.error(&e)
+        }
+        _ => UnavailableCause::Other.error(&e),
     }
 }
 

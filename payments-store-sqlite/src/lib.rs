@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use payments_core::store::StoreError;
+use payments_core::store::{StoreError, UnavailableCause};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
@@ -161,14 +161,14 @@ impl SqliteStore {
         let permit = Arc::clone(&self.read_permits)
             .acquire_owned()
             .await
-            .map_err(|_| StoreError::Unavailable("the store is closed".into()))?;
+            .map_err(|_| UnavailableCause::Closed.error("the store is closed"))?;
         let readers = Arc::clone(&self.readers);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             readers.with(read)
         })
         .await
-        .map_err(|e| StoreError::Unavailable(format!("the read did not finish: {e}")))?
+        .map_err(|e| UnavailableCause::Other.error(format_args!("the read did not finish: {e}")))?
     }
 }
 

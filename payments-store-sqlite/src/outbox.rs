@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use payments_core::event::{
-    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, OutboxEvent,
+    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, FailedEvent,
+    FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
 use payments_core::store::StoreError;
@@ -158,6 +159,21 @@ pub(crate) fn record_attempt(
     Ok(())
 }
 
+fn attempt_from_row(row: &Row<'_>) -> Result<DeliveryAttempt, StoreError> {
+    let c = Cols::new(row);
+    Ok(DeliveryAttempt {
+        attempt: c.num("attempt")?,
+        started_at: c.ts("started_at")?,
+        duration_ms: c.num("duration_ms")?,
+        http_status: c
+            .opt_int("http_status")?
+            .map(|n| u16::try_from(n).map_err(|_| crate::error::corrupt("http_status", n)))
+            .transpose()?,
+        error: c.opt_text("error")?,
+        success: c.flag("success")?,
+    })
+}
+
 /// A payment's events in queueing order, each with its attempts in order.
 pub(crate) fn for_payment(
     conn: &Connection,
@@ -189,19 +205,8 @@ pub(crate) fn for_payment(
         .map_err(db)?;
     let mut rows = stmt.query([&pid]).map_err(db)?;
     while let Some(row) = rows.next().map_err(db)? {
-        let c = Cols::new(row);
-        let event_id: EventId = c.parsed("event_id")?;
-        let attempt = DeliveryAttempt {
-            attempt: c.num("attempt")?,
-            started_at: c.ts("started_at")?,
-            duration_ms: c.num("duration_ms")?,
-            http_status: c
-                .opt_int("http_status")?
-                .map(|n| u16::try_from(n).map_err(|_| crate::error::corrupt("http_status", n)))
-                .transpose()?,
-            error: c.opt_text("error")?,
-            success: c.flag("success")?,
-        };
+        let event_id: EventId = Cols::new(row).parsed("event_id")?;
+        let attempt = attempt_from_row(row)?;
         let record = records
             .iter_mut()
             .find(|r| r.outbox.event.event_id == event_id)
@@ -219,4 +224,130 @@ pub(crate) fn pending(conn: &Connection) -> Result<u64, StoreError> {
         .optional()
         .map_err(db)
         .map(|n| n.unwrap_or(0) as u64)
+}
+
+/// When the oldest pending event was queued, through the partial `created_at` index.
+pub(crate) fn oldest_pending(conn: &Connection) -> Result<Option<Timestamp>, StoreError> {
+    let millis: Option<i64> = conn
+        .prepare_cached("SELECT min(created_at) FROM outbox_events WHERE state = 'pending'")
+        .map_err(db)?
+        .query_row([], |r| r.get(0))
+        .map_err(db)?;
+    Ok(millis.map(Timestamp::from_unix_millis))
+}
+
+/// The unanswered failed events matching `filter`, in queueing order, through the partial
+/// index of unanswered failures. The host is compared here, on the parsed URL (exact, not a
+/// text prefix); the other conditions in SQL.
+pub(crate) fn failed(
+    conn: &Connection,
+    filter: &FailedEventFilter,
+    limit: usize,
+) -> Result<Vec<FailedEvent>, StoreError> {
+    let mut found = Vec::new();
+    {
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM outbox_events \
+                 WHERE state = 'failed' AND resent_by IS NULL \
+                 AND (?1 IS NULL OR project_id = ?1) \
+                 AND (?2 IS NULL OR created_at >= ?2) AND (?3 IS NULL OR created_at < ?3) \
+                 ORDER BY seq"
+            ))
+            .map_err(db)?;
+        let mut rows = stmt
+            .query(params![
+                filter.project.map(|p| p.to_string()),
+                filter.since.map(Timestamp::unix_millis),
+                filter.until.map(Timestamp::unix_millis),
+            ])
+            .map_err(db)?;
+        while found.len() < limit {
+            let Some(row) = rows.next().map_err(db)? else {
+                break;
+            };
+            let event = event_from_row(row)?;
+            if filter.matches(&event) {
+                found.push(FailedEvent {
+                    outbox: event,
+                    last_attempt: None,
+                });
+            }
+        }
+    }
+    let mut last = conn
+        .prepare_cached(
+            "SELECT attempt, started_at, duration_ms, http_status, error, success \
+             FROM delivery_attempts WHERE event_id = ?1 ORDER BY seq DESC LIMIT 1",
+        )
+        .map_err(db)?;
+    for f in &mut found {
+        let mut rows = last
+            .query([f.outbox.event.event_id.to_string()])
+            .map_err(db)?;
+        if let Some(row) = rows.next().map_err(db)? {
+            f.last_attempt = Some(attempt_from_row(row)?);
+        }
+    }
+    Ok(found)
+}
+
+/// The number of unanswered failed events (through their partial index).
+pub(crate) fn failed_count(conn: &Connection) -> Result<u64, StoreError> {
+    conn.prepare_cached(
+        "SELECT count(*) FROM outbox_events WHERE state = 'failed' AND resent_by IS NULL",
+    )
+    .map_err(db)?
+    .query_row([], |r| r.get::<_, i64>(0))
+    .map_err(db)
+    .map(|n| n.max(0) as u64)
+}
+
+/// Marks the unanswered failed events of `payment` as answered by `resend`; their ids.
+pub(crate) fn mark_resent(
+    conn: &Connection,
+    payment: PaymentId,
+    resend: EventId,
+) -> Result<Vec<EventId>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE outbox_events SET resent_by = ?1 \
+             WHERE payment_id = ?2 AND state = 'failed' AND resent_by IS NULL \
+             RETURNING event_id",
+        )
+        .map_err(db)?;
+    let mut rows = stmt
+        .query([resend.to_string(), payment.to_string()])
+        .map_err(db)?;
+    let mut ids = Vec::new();
+    while let Some(row) = rows.next().map_err(db)? {
+        ids.push(Cols::new(row).parsed("event_id")?);
+    }
+    Ok(ids)
+}
+
+/// Deletes at most `limit` finished events queued before `before` and their attempts: the
+/// oldest first, through the partial index of finished events. Both deletes select the same
+/// events (same query, same transaction, a total order).
+pub(crate) fn purge_finished(
+    conn: &Connection,
+    before: Timestamp,
+    limit: usize,
+) -> Result<u64, StoreError> {
+    const BATCH: &str = "SELECT seq FROM outbox_events \
+        WHERE state <> 'pending' AND created_at < ?1 ORDER BY created_at, seq LIMIT ?2";
+    let args = params![before.unix_millis(), codec::limit(limit)];
+    conn.prepare_cached(&format!(
+        "DELETE FROM delivery_attempts WHERE event_id IN \
+         (SELECT event_id FROM outbox_events WHERE seq IN ({BATCH}))"
+    ))
+    .map_err(db)?
+    .execute(args)
+    .map_err(db)?;
+    let n = conn
+        .prepare_cached(&format!("DELETE FROM outbox_events WHERE seq IN ({BATCH})"))
+        .map_err(db)?
+        .execute(args)
+        .map_err(db)?;
+    Ok(n as u64)
 }

@@ -3,11 +3,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use payments_core::event::{DeliveryAttempt, EventRecord, OutboxEvent};
+use payments_core::event::{
+    DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
+};
 use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
+    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
     AdmitOutcome, AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, NonceUse,
@@ -50,6 +52,10 @@ impl PaymentStore for SqliteStore {
 
     async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
         self.read(payments::count_by_status).await
+    }
+
+    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.read(payments::oldest_due).await
     }
 }
 
@@ -115,6 +121,33 @@ impl OutboxStore for SqliteStore {
 
     async fn pending_events(&self) -> Result<u64, StoreError> {
         self.read(outbox::pending).await
+    }
+
+    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.read(outbox::oldest_pending).await
+    }
+
+    async fn failed_events(
+        &self,
+        filter: &FailedEventFilter,
+        limit: usize,
+    ) -> Result<Vec<FailedEvent>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |c| outbox::failed(c, &filter, limit)).await
+    }
+
+    async fn failed_event_count(&self) -> Result<u64, StoreError> {
+        self.read(outbox::failed_count).await
+    }
+
+    /// One writer job per call: callers purge in small batches.
+    async fn purge_finished_events(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| outbox::purge_finished(c, before, limit))
+            .await
     }
 }
 
@@ -256,6 +289,30 @@ impl DirectoryStore for SqliteStore {
             .await
     }
 
+    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
+        let t = token.clone();
+        self.write(move |c| directory::insert_operator_token(c, &t))
+            .await
+    }
+
+    async fn operator_token_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
+        let hash = *hash;
+        self.read(move |c| directory::operator_token_by_hash(c, &hash))
+            .await
+    }
+
+    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        self.read(directory::operator_tokens).await
+    }
+
+    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
+        self.write(move |c| directory::expire_operator_token(c, id, at))
+            .await
+    }
+
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         let name = name.to_string();
         self.read(move |c| directory::setting(c, &name)).await
@@ -278,6 +335,11 @@ impl AuditStore for SqliteStore {
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         self.read(move |c| directory::audit_records(c, limit)).await
     }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        self.write(move |c| directory::purge_audit(c, before, limit))
+            .await
+    }
 }
 
 #[async_trait]
@@ -285,6 +347,26 @@ impl Store for SqliteStore {
     /// Ready while the writer thread runs and accepts writes.
     fn is_ready(&self) -> bool {
         self.writer.is_alive()
+    }
+
+    /// The payment change and the marks in one writer job (one savepoint): the marks first,
+    /// so a payment without unanswered failures writes nothing.
+    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
+        let change = change.clone();
+        let resend = change
+            .event
+            .as_ref()
+            .ok_or_else(|| StoreError::Corrupt("a resend without its event".into()))?
+            .event
+            .event_id;
+        self.write(move |c| {
+            let answered = outbox::mark_resent(c, change.payment.id, resend)?;
+            if !answered.is_empty() {
+                payments::commit_change(c, &change)?;
+            }
+            Ok(answered)
+        })
+        .await
     }
 
     /// One trip to the reader pool and one snapshot for the credentials and the payment.

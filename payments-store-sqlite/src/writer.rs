@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-use payments_core::store::StoreError;
+use payments_core::store::{StoreError, UnavailableCause};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -139,7 +139,7 @@ impl Writer {
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        let closed = || StoreError::Unavailable("the store is closed".into());
+        let closed = || UnavailableCause::Closed.error("the store is closed");
         let queue = self
             .queue
             .read()
@@ -155,7 +155,7 @@ impl Writer {
         queue.send(Box::new(job)).await.map_err(|_| closed())?;
         answer
             .await
-            .map_err(|_| StoreError::Unavailable("the writer stopped before answering".into()))?
+            .map_err(|_| UnavailableCause::Closed.error("the writer stopped before answering"))?
     }
 
     /// Stops accepting writes, lets the writer commit everything already queued, and waits for
@@ -218,9 +218,7 @@ fn commit_batch(conn: &Connection, batch: &mut [Box<dyn Pending>]) -> Result<(),
         if conn.is_autocommit() {
             // SQLite rolled the whole transaction back itself (full disk, I/O error): the
             // requests before this one are lost too.
-            return Err(StoreError::Unavailable(
-                "the transaction was rolled back by SQLite".into(),
-            ));
+            return Err(UnavailableCause::Io.error("the transaction was rolled back by SQLite"));
         }
         if keep {
             conn.prepare_cached("RELEASE request")

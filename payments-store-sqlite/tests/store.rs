@@ -236,7 +236,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let path = dir.path().join("fresh.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -264,9 +264,9 @@ fn a_database_from_a_newer_build_is_refused() {
         "{err:?}"
     );
     let message = err.to_string();
-    assert!(message.contains("schema version 8"), "{message}");
+    assert!(message.contains("schema version 9"), "{message}");
     assert!(
-        message.contains("version 2 this build supports"),
+        message.contains("version 3 this build supports"),
         "{message}"
     );
     // The refused database was not touched.
@@ -464,5 +464,48 @@ async fn a_large_nonce_purge_runs_in_chunks_and_misses_nothing() {
             .await
             .expect("use"),
         "live nonces stay"
+    );
+}
+
+/// Migration 3 counts the payments a version 2 database already holds, and its triggers keep
+/// counting from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_2_database_gets_its_status_counts() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("v2.db");
+    {
+        let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+        for i in 0..5u128 {
+            let mut p = sample_payment(payment_id(i), project_id(1), &format!("o{i}"));
+            if i < 2 {
+                p.status = PaymentStatus::Completed;
+            }
+            store.insert_payment(&p).await.expect("insert");
+        }
+        store.close();
+    }
+    // Back to version 2: what migration 3 adds is dropped.
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(
+        "DROP TRIGGER payments_count_insert; DROP TRIGGER payments_count_update;
+         DROP TRIGGER payments_count_delete; DROP TABLE payment_status_counts;
+         DROP TABLE operator_tokens; DROP INDEX outbox_events_failed;
+         DROP INDEX outbox_events_pending_age; DROP INDEX outbox_events_finished;
+         DROP INDEX audit_at; ALTER TABLE outbox_events DROP COLUMN resent_by;
+         PRAGMA user_version = 2;",
+    )
+    .expect("back to v2");
+    drop(conn);
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("upgrade");
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![(PaymentStatus::Created, 3), (PaymentStatus::Completed, 2)]
+    );
+    let p = sample_payment(payment_id(9), project_id(1), "o9");
+    store.insert_payment(&p).await.expect("insert");
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![(PaymentStatus::Created, 4), (PaymentStatus::Completed, 2)]
     );
 }

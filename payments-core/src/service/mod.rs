@@ -2,6 +2,7 @@
 //! provider, the state machine and the store. It decides; adapters carry out.
 
 mod auth;
+mod callbacks;
 mod create;
 mod notify;
 mod operate;
@@ -31,6 +32,10 @@ pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
     AuthConfig, AuthContext, AuthRequest, Authenticated, SINGLE_VALUE_HEADERS,
 };
+pub use callbacks::{
+    describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
+    CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
+};
 pub use create::{CreateOutcome, CreateStatus};
 pub use notify::{
     NotificationOutcome, ProviderNotification, SignedNotification, TransferReport,
@@ -38,7 +43,7 @@ pub use notify::{
     UPSTREAM_NONCE_SCOPE,
 };
 pub use operate::{Actor, OperationResult, SweepReport};
-pub use operator::OPERATOR_TOKEN_SETTING;
+pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN_SETTING};
 pub use provision::{
     contract_from_json, project_json, project_value, secrets_from_records, NewToken, ProjectPatch,
     MAX_LIFETIME,
@@ -64,6 +69,9 @@ pub struct ServiceConfig {
     /// The keys that seal callback secrets in the store (default: none, secrets are stored
     /// as they are; the server configures a key file).
     pub sealing: crate::sealing::SealingKeys,
+    /// How long finished callback events and audit records are kept
+    /// ([`PaymentService::purge_expired_records`]).
+    pub retention: Retention,
 }
 
 impl Default for ServiceConfig {
@@ -76,6 +84,7 @@ impl Default for ServiceConfig {
             duplicate_poll: Duration::from_millis(20),
             retry: RetrySchedule::default(),
             sealing: crate::sealing::SealingKeys::none(),
+            retention: Retention::default(),
         }
     }
 }

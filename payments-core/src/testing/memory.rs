@@ -8,10 +8,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::clock::Timestamp;
-use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, OutboxEvent};
+use crate::event::{
+    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
+};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
-use crate::project::{AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord};
+use crate::project::{
+    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
+};
 use crate::store::{
     AuditStore, DirectoryStore, InsertOutcome, NonceStore, NonceUse, OutboxStore, PaymentChange,
     PaymentStore, Store, StoreError,
@@ -37,6 +41,9 @@ struct State {
     secrets: HashMap<ProjectId, Vec<SecretRecord>>,
     settings: HashMap<String, String>,
     audit: Vec<AuditRecord>,
+    /// Failed events answered by a resend: failed event -> the resend.
+    resent: HashMap<EventId, EventId>,
+    operator_tokens: Vec<OperatorTokenRecord>,
 }
 
 impl State {
@@ -73,6 +80,12 @@ impl State {
             self.audit.push(a.clone());
         }
         Ok(())
+    }
+
+    /// Whether `e` is a failed event no resend has answered.
+    fn unanswered_failure(&self, e: &EventRecord) -> bool {
+        e.outbox.state == DeliveryState::Failed
+            && !self.resent.contains_key(&e.outbox.event.event_id)
     }
 
     /// Whether `nonce` of `project` is recorded and live at `now`.
@@ -143,6 +156,15 @@ impl PaymentStore for MemoryStore {
         due.sort_by_key(|p| (p.due_at(), p.id));
         due.truncate(limit);
         Ok(due)
+    }
+
+    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(self
+            .lock()
+            .payments
+            .values()
+            .filter_map(Payment::due_at)
+            .min())
     }
 
     async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
@@ -258,6 +280,67 @@ impl OutboxStore for MemoryStore {
             .iter()
             .filter(|e| e.outbox.state == DeliveryState::Pending)
             .count() as u64)
+    }
+
+    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(self
+            .lock()
+            .events
+            .iter()
+            .filter(|e| e.outbox.state == DeliveryState::Pending)
+            .map(|e| e.outbox.event.created_at)
+            .min())
+    }
+
+    async fn failed_events(
+        &self,
+        filter: &FailedEventFilter,
+        limit: usize,
+    ) -> Result<Vec<FailedEvent>, StoreError> {
+        let st = self.lock();
+        Ok(st
+            .events
+            .iter()
+            .filter(|e| st.unanswered_failure(e) && filter.matches(&e.outbox))
+            .take(limit)
+            .map(|e| FailedEvent {
+                outbox: e.outbox.clone(),
+                last_attempt: e.attempts.last().cloned(),
+            })
+            .collect())
+    }
+
+    async fn failed_event_count(&self) -> Result<u64, StoreError> {
+        let st = self.lock();
+        Ok(st
+            .events
+            .iter()
+            .filter(|e| st.unanswered_failure(e))
+            .count() as u64)
+    }
+
+    async fn purge_finished_events(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let mut purged = 0usize;
+        let mut gone = Vec::new();
+        st.events.retain(|e| {
+            let finished = e.outbox.state != DeliveryState::Pending;
+            if purged < limit && finished && e.outbox.event.created_at < before {
+                purged += 1;
+                gone.push(e.outbox.event.event_id);
+                false
+            } else {
+                true
+            }
+        });
+        for id in gone {
+            st.resent.remove(&id);
+        }
+        Ok(purged as u64)
     }
 }
 
@@ -453,6 +536,46 @@ impl DirectoryStore for MemoryStore {
         }
     }
 
+    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        if st
+            .operator_tokens
+            .iter()
+            .any(|t| t.hash == token.hash || t.id == token.id)
+        {
+            return Err(StoreError::Duplicate("operator token".into()));
+        }
+        st.operator_tokens.push(token.clone());
+        Ok(())
+    }
+
+    async fn operator_token_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .operator_tokens
+            .iter()
+            .find(|t| &t.hash == hash)
+            .cloned())
+    }
+
+    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        Ok(self.lock().operator_tokens.clone())
+    }
+
+    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        match st.operator_tokens.iter_mut().find(|t| t.id == id) {
+            Some(t) => {
+                t.expires_at = Some(t.expires_at.map_or(at, |end| end.min(at)));
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         Ok(self.lock().settings.get(name).cloned())
     }
@@ -482,10 +605,48 @@ impl AuditStore for MemoryStore {
             .cloned()
             .collect())
     }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let mut purged = 0usize;
+        st.audit.retain(|r| {
+            if purged < limit && r.at < before {
+                purged += 1;
+                false
+            } else {
+                true
+            }
+        });
+        Ok(purged as u64)
+    }
 }
 
 #[async_trait]
 impl Store for MemoryStore {
+    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
+        let mut st = self.lock();
+        let resend = change
+            .event
+            .as_ref()
+            .ok_or_else(|| StoreError::Corrupt("a resend without its event".into()))?
+            .event
+            .event_id;
+        let answered: Vec<EventId> = st
+            .events
+            .iter()
+            .filter(|e| e.outbox.event.payment_id == change.payment.id && st.unanswered_failure(e))
+            .map(|e| e.outbox.event.event_id)
+            .collect();
+        if answered.is_empty() {
+            return Ok(answered);
+        }
+        st.commit_change(change)?;
+        for id in &answered {
+            st.resent.insert(*id, resend);
+        }
+        Ok(answered)
+    }
+
     async fn commit_change_once(
         &self,
         key: NonceUse<'_>,

@@ -9,6 +9,7 @@ mod create;
 mod lifecycle;
 mod notify;
 mod operator;
+mod ops;
 mod provider;
 mod support;
 mod test_mode;

@@ -81,6 +81,18 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("callback_secrets", |s| Box::pin(callback_secrets(s))),
         ("settings", |s| Box::pin(settings(s))),
         ("audit", |s| Box::pin(audit(s))),
+        ("status_counts_follow_changes", |s| {
+            Box::pin(status_counts_follow_changes(s))
+        }),
+        ("oldest_due_and_pending", |s| {
+            Box::pin(oldest_due_and_pending(s))
+        }),
+        ("failed_events_and_resend", |s| {
+            Box::pin(failed_events_and_resend(s))
+        }),
+        ("retention_purges", |s| Box::pin(retention_purges(s))),
+        ("operator_tokens", |s| Box::pin(operator_tokens(s))),
+        ("writable", |s| Box::pin(writable(s))),
     ]
 }
 
@@ -118,11 +130,13 @@ where
 
 mod data;
 mod directory;
+mod operations;
 mod outbox;
 mod payments;
 
 pub use data::*;
 pub use directory::*;
+pub use operations::*;
 pub use outbox::*;
 pub use payments::*;
 
