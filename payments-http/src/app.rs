@@ -35,6 +35,21 @@ pub fn upstream_app(
     with_middleware(crate::upstream::notify::routes(verifier), state)
 }
 
+/// `GET /metrics` alone, for a listener of its own (`metrics_listen`); behind
+/// `metrics_token` when one is set.
+pub fn metrics_app(state: AppState) -> Router {
+    let routes = Router::new().route(
+        "/metrics",
+        axum::routing::get(
+            |axum::extract::State(st): axum::extract::State<AppState>,
+             headers: axum::http::HeaderMap| async move {
+                crate::metrics::serve(&st, &headers).await
+            },
+        ),
+    );
+    with_middleware(routes, state)
+}
+
 fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(not_found)

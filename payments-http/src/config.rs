@@ -16,6 +16,7 @@ use figment::{Figment, Metadata, Profile, Provider, Source};
 use ipnet::IpNet;
 use payments_core::auth::Environment;
 use payments_core::callback::{CallbackSecret, RetrySchedule};
+use payments_core::SecretString;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
@@ -194,6 +195,28 @@ pub struct Settings {
     /// confirmed and failed transfers, at `POST /upstream/v1/notifications`.
     #[serde(with = "opt_text")]
     pub upstream_listen: Option<SocketAddr>,
+
+    // Operations (docs/operations.md).
+    /// A listener of its own for `GET /metrics` (off by default: `/metrics` is on the operator
+    /// listener), e.g. for a Prometheus on another network than the operators'.
+    #[serde(with = "opt_text")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// A bearer token `/metrics` requires wherever it is served (none by default). Better from
+    /// the environment (`PAYMENTS_METRICS_TOKEN`) than in the file.
+    pub metrics_token: Option<SecretString>,
+    /// Days finished callback events (delivered or failed, with their attempts) are kept:
+    /// key `retention_events_days` (default 90; 0 keeps them forever).
+    pub retention_events_days: u64,
+    /// Days audit records are kept: key `retention_audit_days` (default 400, the longest;
+    /// 0 keeps them forever).
+    pub retention_audit_days: u64,
+    /// How often the TLS certificate and key files are checked for a change (they are also
+    /// reloaded on SIGHUP): key `tls_watch_interval_ms` (default 10,000, at least 100).
+    #[serde(rename = "tls_watch_interval_ms", with = "millis")]
+    pub tls_watch_interval: Duration,
+    /// Serve the operator listener over TLS too, with `tls_cert` and `tls_key` (default off:
+    /// keep the operator listener on loopback or a private network).
+    pub operator_tls: bool,
 }
 
 impl Default for Settings {
@@ -241,6 +264,12 @@ impl Default for Settings {
             rates_refresh: Duration::from_secs(30),
             rates_max_age: Duration::from_secs(300),
             upstream_listen: None,
+            metrics_listen: None,
+            metrics_token: None,
+            retention_events_days: 90,
+            retention_audit_days: 400,
+            tls_watch_interval: Duration::from_secs(10),
+            operator_tls: false,
         }
     }
 }
@@ -308,8 +337,33 @@ impl Settings {
         self.max_connections = self.max_connections.max(1);
         self.header_timeout = self.header_timeout.max(Duration::from_millis(100));
         self.body_timeout = self.body_timeout.max(Duration::from_millis(100));
+        self.tls_watch_interval = self.tls_watch_interval.max(Duration::from_millis(100));
+        if self.operator_tls && self.tls_cert.is_none() {
+            return Err(ConfigError(
+                "operator_tls needs tls_cert and tls_key".into(),
+            ));
+        }
+        if self
+            .metrics_token
+            .as_ref()
+            .is_some_and(|t| t.expose().trim().len() < 16)
+        {
+            return Err(ConfigError(
+                "metrics_token: at least 16 characters (e.g. openssl rand -hex 24)".into(),
+            ));
+        }
         self.check_upstream()?;
         Ok(self)
+    }
+
+    /// The service's retention periods from `retention_events_days` and
+    /// `retention_audit_days` (0: forever).
+    pub fn retention(&self) -> payments_core::service::Retention {
+        let days = |d: u64| (d > 0).then(|| Duration::from_secs(d.saturating_mul(86_400)));
+        payments_core::service::Retention {
+            events: days(self.retention_events_days),
+            audit: days(self.retention_audit_days),
+        }
     }
 
     /// The upstream settings that go together: an `http` provider needs `upstream_url` and

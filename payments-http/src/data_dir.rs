@@ -193,3 +193,67 @@ pub fn create_key_file(path: &Path, rng: &dyn RandomSource) -> Result<SealingKey
         Err(e) => Err(err(e)),
     }
 }
+
+/// The lock file in the data dir: held by a serving process for its whole life.
+pub const LOCK_FILE: &str = "payments.lock";
+
+/// The lock of a data dir, held while this value lives (the operating system releases it when
+/// the process ends, also by a crash or `kill -9`, so a stale file never blocks a start). Two
+/// servers over one data dir would both run the dispatcher and the sweeper and fight over the
+/// same database; the second refuses to start instead.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl DataDirLock {
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Takes the data dir's lock ([`LOCK_FILE`], created 0600 when missing) and writes this
+/// process's id into it; another holder is an error naming its process id.
+pub fn lock(dir: &Path) -> Result<DataDirLock, String> {
+    use std::io::{Read, Seek};
+    let path = dir.join(LOCK_FILE);
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(&path)
+        .map_err(|e| format!("cannot open the lock file {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let who = if holder.is_empty() {
+                "another process".to_string()
+            } else {
+                format!("another process (pid {holder})")
+            };
+            return Err(format!(
+                "the data dir {} is in use: {who} holds {}; one server per data dir (stop it, \
+                 or give this one another --data-dir)",
+                dir.display(),
+                path.display()
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(format!("cannot lock {}: {e}", path.display()));
+        }
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(DataDirLock { _file: file, path })
+}

@@ -199,7 +199,12 @@ struct Inner {
     global: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     stopping: watch::Sender<bool>,
+    /// The last reading of the dispatch hold: when, and the reason if held.
+    hold: Mutex<Option<(Instant, Option<String>)>>,
 }
+
+/// How long a reading of the dispatch hold is trusted before the store is asked again.
+const HOLD_RECHECK: Duration = Duration::from_secs(1);
 
 impl fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -239,6 +244,7 @@ impl Dispatcher {
                 metrics,
                 hosts: Mutex::new(HashMap::new()),
                 stopping,
+                hold: Mutex::new(None),
             }),
             notify: Arc::new(Notify::new()),
         })
@@ -351,12 +357,57 @@ impl Outcome {
 }
 
 impl Inner {
+    /// Whether dispatch is held ([`PaymentService::callback_hold`]), read at most once per
+    /// [`HOLD_RECHECK`]; a change is logged once. A store that cannot say is taken as not
+    /// held (claims would fail the same way and are logged).
+    async fn held(&self) -> bool {
+        {
+            let last = self
+                .hold
+                .lock()
+                .expect("the hold lock is never held across a panic");
+            if let Some((at, reason)) = last.as_ref() {
+                if at.elapsed() < HOLD_RECHECK {
+                    return reason.is_some();
+                }
+            }
+        }
+        let reason = match self.service.callback_hold().await {
+            Ok(reason) => reason,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "callback dispatch: cannot read the hold");
+                None
+            }
+        };
+        let mut last = self
+            .hold
+            .lock()
+            .expect("the hold lock is never held across a panic");
+        let before = last.as_ref().map(|(_, r)| r.clone());
+        match (&before, &reason) {
+            (Some(Some(_)), Some(_)) | (Some(None) | None, None) => {}
+            (_, Some(why)) => tracing::warn!(
+                reason = why.as_str(),
+                "callback dispatch is held: events are queued, not sent, until \
+                 `payments-server callbacks release` (docs/operations.md)"
+            ),
+            (Some(Some(_)), None) => tracing::info!("callback dispatch released"),
+        }
+        let held = reason.is_some();
+        *last = Some((Instant::now(), reason));
+        held
+    }
+
     /// Claims up to `limit` due events and spawns one delivery task each; returns how many.
+    /// Claims nothing while dispatch is held.
     async fn claim_and_spawn(
         self: &Arc<Self>,
         limit: usize,
         tasks: &mut JoinSet<()>,
     ) -> Result<usize, payments_core::store::StoreError> {
+        if self.held().await {
+            return Ok(0);
+        }
         let now = self.clock.now();
         let events = self
             .store
@@ -466,16 +517,38 @@ impl Inner {
         };
         self.metrics
             .observe_delivery(if success { "success" } else { "failure" });
+        let reason = failure_reason(&attempt);
+        if let Some(reason) = reason {
+            self.metrics.observe_delivery_failure(reason);
+        }
         let next_attempt_at = self.service.next_attempt_at(event, &attempt);
+        let host = payments_core::event::destination_host(&event.destination);
         tracing::info!(
             %event_id,
+            payment_id = %event.event.payment_id,
+            host = host.as_str(),
             attempt = number,
-            status = ?attempt.http_status,
+            http_status = attempt.http_status.map_or(0, u64::from),
+            reason = reason.unwrap_or("delivered"),
             error = attempt.error.as_deref().unwrap_or(""),
             duration_ms,
-            next = ?next_attempt_at.map(|t| t.to_rfc3339()),
+            next_attempt_at = next_attempt_at.map(|t| t.to_rfc3339()).as_deref().unwrap_or("-"),
             "callback attempt"
         );
+        if !success && next_attempt_at.is_none() {
+            // The event is failed: nothing more is sent unless an operator resends it.
+            self.metrics.observe_event_failed();
+            tracing::warn!(
+                %event_id,
+                payment_id = %event.event.payment_id,
+                project_id = %event.event.project_id,
+                host = host.as_str(),
+                attempts = number,
+                http_status = attempt.http_status.map_or(0, u64::from),
+                last_error = attempt.error.as_deref().unwrap_or(""),
+                "callback failed: every attempt used; listed by `payments-server callbacks failed`"
+            );
+        }
         if let Err(e) = self.service.record_attempt(event, &attempt).await {
             // The lease brings the event back and it is attempted again: at least once.
             tracing::error!(%event_id, error = %e, "callback attempt could not be recorded");
@@ -527,6 +600,27 @@ impl Inner {
         };
         Outcome { http_status, error }
     }
+}
+
+/// Why an attempt failed, as a metrics label from a small fixed set; `None` for a success.
+/// Read from the texts this module records ([`Outcome`]).
+pub fn failure_reason(attempt: &DeliveryAttempt) -> Option<&'static str> {
+    if attempt.success {
+        return None;
+    }
+    let error = attempt.error.as_deref().unwrap_or("");
+    Some(match attempt.http_status {
+        Some(s) if (300..400).contains(&s) => "redirect",
+        Some(s) if (400..500).contains(&s) => "http_4xx",
+        Some(s) if s >= 500 => "http_5xx",
+        Some(_) if error.starts_with("timeout") => "timeout",
+        Some(_) => "response",
+        None if error.starts_with("timeout") => "timeout",
+        None if error.starts_with("connect") => "connect",
+        None if error.starts_with("forbidden address") => "forbidden_address",
+        None if error.starts_with("destination refused") => "destination_refused",
+        None => "request",
+    })
 }
 
 /// Sends the request, notes the status and reads at most `read_limit` bytes of the body; the

@@ -6,10 +6,11 @@
 //! header limits, checked before any handler of the router runs (an embedder's own routes
 //! outside the mounted router are not covered).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -75,15 +76,47 @@ impl IntoResponse for HttpError {
     }
 }
 
+/// What a request's access line says beyond what the middleware sees itself: set by the
+/// handlers once they know it (the project of an authenticated or rate-limited merchant
+/// request, the operator token's name). Each is set at most once.
+#[derive(Debug, Default)]
+pub struct AccessNote {
+    project: OnceLock<String>,
+    operator: OnceLock<String>,
+}
+
+impl AccessNote {
+    /// The request's project.
+    pub fn set_project(&self, project: impl std::fmt::Display) {
+        let _ = self.project.set(project.to_string());
+    }
+
+    /// The operator who made the request (`operator:<name>`).
+    pub fn set_operator(&self, actor: &str) {
+        let _ = self.operator.set(actor.to_string());
+    }
+}
+
 /// The middleware every router of this crate runs first: takes or makes the request id,
-/// refuses request targets and header sections over the limits, and writes the JSON error
-/// body (with the request id and `X-Request-ID`) of every error answer.
+/// refuses request targets and header sections over the limits, writes the JSON error body
+/// (with the request id and `X-Request-ID`) of every error answer, and writes the request's
+/// access line (target `payments_http::access`, at info): method, route template, status,
+/// error code, latency, project, operator and request id, for every answer including the
+/// refusals (`401`, `403`, `429`, `503`, `414`, `431`).
 pub async fn answer_errors(mut req: Request, next: Next) -> Response {
+    let start = Instant::now();
     let rid = RequestId::from_headers(req.headers());
-    let mut resp = match over_limits(&req) {
-        Some(e) => render(&e, &rid),
+    let method = crate::metrics::MethodLabel::of(req.method());
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let note = Arc::new(AccessNote::default());
+    let (mut resp, code) = match over_limits(&req) {
+        Some(e) => (render(&e, &rid), Some(e.code.as_str())),
         None => {
             req.extensions_mut().insert(rid.clone());
+            req.extensions_mut().insert(note.clone());
             let resp = next.run(req).await;
             finish(resp, &rid).await
         }
@@ -91,6 +124,18 @@ pub async fn answer_errors(mut req: Request, next: Next) -> Response {
     if let Ok(v) = HeaderValue::from_str(&rid.0) {
         resp.headers_mut().insert(REQUEST_ID, v);
     }
+    tracing::info!(
+        target: "payments_http::access",
+        method = method.as_str(),
+        route = route.as_str(),
+        status = resp.status().as_u16(),
+        code = code.unwrap_or("-"),
+        latency_ms = (start.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
+        project = note.project.get().map_or("-", String::as_str),
+        operator = note.operator.get().map_or("-", String::as_str),
+        request_id = rid.0.as_str(),
+        "request"
+    );
     resp
 }
 
@@ -119,12 +164,12 @@ fn over_limits(req: &Request) -> Option<ApiError> {
 }
 
 /// Writes the body of an error answer: ours from its extension; one the framework made (plain
-/// text or empty) from its status. Other answers pass unchanged.
-async fn finish(resp: Response, rid: &RequestId) -> Response {
+/// text or empty) from its status. Other answers pass unchanged. With the error code, if any.
+async fn finish(resp: Response, rid: &RequestId) -> (Response, Option<&'static str>) {
     if let Some(PendingError(e)) = resp.extensions().get::<PendingError>().cloned() {
         let mut answer = render(&e, rid);
         carry_headers(resp.headers(), &mut answer);
-        return answer;
+        return (answer, Some(e.code.as_str()));
     }
     let status = resp.status();
     let is_json = resp
@@ -132,7 +177,7 @@ async fn finish(resp: Response, rid: &RequestId) -> Response {
         .get("content-type")
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return resp;
+        return (resp, None);
     }
     let (parts, body) = resp.into_parts();
     // The framework's own text is short (a rejection reason); read at most 1 KiB of it.
@@ -162,7 +207,7 @@ async fn finish(resp: Response, rid: &RequestId) -> Response {
     };
     let mut answer = render(&ApiError::new(code, message), rid);
     carry_headers(&parts.headers, &mut answer);
-    answer
+    (answer, Some(code.as_str()))
 }
 
 /// Headers the original answer set (e.g. `Allow` on a `405`) stay on the rendered one, except
@@ -185,19 +230,38 @@ pub fn render(error: &ApiError, rid: &RequestId) -> Response {
         StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let cause = error.cause.as_ref().map(|c| c.to_string());
     let cause = cause.as_deref().unwrap_or("-");
-    let (code, message, request_id) = (error.code.as_str(), &error.message, &rid.0);
+    // The store's cause as a short word (disk full, locked, io, ...), for searching the log.
+    let store_cause = match error.cause.as_deref() {
+        Some(payments_core::error::ErrorCause::Store(e)) => e.cause(),
+        _ => "-",
+    };
+    let (code, message, request_id) = (error.code.as_str(), error.message.as_str(), rid.0.as_str());
     match status.as_u16() {
         // A defect: always worth a line.
-        500 => tracing::error!(code, %message, cause, %request_id, "request failed"),
+        500 => tracing::error!(
+            code,
+            message,
+            cause,
+            store_cause,
+            request_id,
+            "request failed"
+        ),
         // The store is unavailable: the operator must know, but not once per request at
         // ERROR while it lasts.
         _ if status.is_server_error() && error.cause.is_some() => {
-            tracing::warn!(code, %message, cause, %request_id, "request refused")
+            tracing::warn!(
+                code,
+                message,
+                cause,
+                store_cause,
+                request_id,
+                "request refused"
+            )
         }
         // Overload (in-flight slots, connection cap) is counted by the metrics; a log line
         // per refused request would flood the log exactly when the server is under pressure.
         _ if status.is_server_error() => {
-            tracing::debug!(code, %message, %request_id, "request refused")
+            tracing::debug!(code, message, request_id, "request refused")
         }
         _ => {}
     }

@@ -72,6 +72,7 @@ pub mod dispatcher;
 pub mod error;
 pub mod files;
 pub mod listener;
+pub mod measured;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;
@@ -91,3 +92,4 @@ pub mod sweeper;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;

@@ -30,14 +30,40 @@ struct Cli {
 enum Command {
     /// Run the merchant API, the operator API, the callback dispatcher and the sweeper.
     Serve(ServeArgs),
-    /// Issue a new operator API token (the previous one stops working); printed once.
-    OperatorToken(CommonArgs),
+    /// Operator API tokens, named per person or system: issue, list, revoke, rotate. Without a
+    /// subcommand: issue the `default` token (the previous default token stops working).
+    OperatorToken(OperatorTokenArgs),
+    /// Write a consistent copy of the database to FILE while the server runs (SQLite online
+    /// backup, mode 0600, never overwrites). A server started on the restored copy holds
+    /// callbacks until `payments-server callbacks release` (docs/runbooks/restore.md).
+    Backup(BackupArgs),
     /// Send a callback receiver a scored series of signed callbacks (valid, replayed, tampered,
     /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
     /// large response); exits non-zero if any case fails. See docs/callbacks.md.
     CheckReceiver(CheckReceiverArgs),
     #[command(flatten)]
     Operator(OperatorCommand),
+}
+
+/// `operator-token` arguments.
+#[derive(Debug, Args)]
+struct OperatorTokenArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Option<payments_http::cli::OperatorTokenCommand>,
+}
+
+/// `backup` arguments.
+#[derive(Debug, Args)]
+struct BackupArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The backup file to write (must not exist).
+    file: PathBuf,
 }
 
 /// Serialized, the flag layer of the settings: only the flags given.
@@ -90,14 +116,7 @@ fn flag_bool(v: &str) -> Result<bool, String> {
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let settings = settings(&args.common, &args)?;
     payments_http::telemetry::init(settings.log_format, &settings.log_level);
-    let environment = settings.environment;
     let app = Application::build(settings).await.map_err(|e| e.0)?;
-    tracing::info!(
-        environment = %environment,
-        merchant_api = %app.base_url(),
-        operator_api = %app.operator_url(),
-        "payments-server listening"
-    );
     if let Some(path) = app.bootstrapped_credentials() {
         tracing::info!(file = %path.display(), "sandbox bootstrapped: credentials written (token, keys, secrets are in that file only)");
     }
@@ -106,7 +125,27 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| e.0)
 }
 
-async fn operator_token(common: CommonArgs) -> Result<(), String> {
+async fn backup(args: BackupArgs) -> Result<(), String> {
+    let settings = settings(&args.common, &args.common)?;
+    payments_http::telemetry::init(settings.log_format, "warn");
+    let report = payments_http::cli::backup(&settings, &args.file)?;
+    println!(
+        "Backup written: {} ({} bytes, schema version {}, {:.1} s). A server started on it holds \
+         callbacks until `payments-server callbacks release`. Back up the secrets key file \
+         separately (docs/runbooks/restore.md).",
+        report.file.display(),
+        report.bytes,
+        report.schema_version,
+        report.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
+    if let Some(command) = args.command {
+        return payments_http::cli::run_operator_token(&args.common, args.json, command).await;
+    }
+    let common = args.common;
     let settings = settings(&common, &common)?;
     payments_http::telemetry::init(settings.log_format, "warn");
     let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
@@ -121,7 +160,8 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,
-        Command::OperatorToken(common) => operator_token(common).await,
+        Command::OperatorToken(args) => operator_token(args).await,
+        Command::Backup(args) => backup(args).await,
         Command::Operator(command) => payments_http::cli::run(command).await,
         Command::CheckReceiver(args) => {
             match payments_http::cli::check_receiver_command(args).await {

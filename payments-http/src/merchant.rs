@@ -168,9 +168,24 @@ pub async fn authenticate(
         peer,
         payment,
     };
-    st.service
-        .authenticate(&request, |project| st.limiters.check(project))
-        .await
+    let note = parts
+        .extensions
+        .get::<std::sync::Arc<crate::error::AccessNote>>();
+    // The rate limit is asked once the project is known: the access line names it from
+    // there on, also for a 429 or a 401 signature_invalid.
+    let auth = st
+        .service
+        .authenticate(&request, |project| {
+            if let Some(note) = note {
+                note.set_project(project.id);
+            }
+            st.limiters.check(project)
+        })
+        .await?;
+    if let Some(note) = note {
+        note.set_project(auth.context().project.id);
+    }
+    Ok(auth)
 }
 
 /// A permit from the in-flight limit, or `503` when the server is saturated.
@@ -393,24 +408,61 @@ async fn healthz() -> impl IntoResponse {
     )
 }
 
+/// How long a write probe's answer is reused: a load balancer polling `/readyz` many times
+/// a second causes one small write per second, not one per poll.
+const WRITE_PROBE_REUSE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long `/readyz` waits for the write probe: a store whose writes queue longer is not
+/// ready for more.
+const WRITE_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn readyz(State(st): State<AppState>) -> Response {
-    let store = st.service.store();
-    let ready = store.is_ready() && store.setting("readyz.probe").await.is_ok();
-    if ready {
-        (
+    match not_ready(&st).await {
+        None => (
             StatusCode::OK,
             [("content-type", "application/json")],
             r#"{"status":"ready"}"#,
         )
-            .into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [("content-type", "application/json"), ("retry-after", "1")],
-            r#"{"status":"store unavailable"}"#,
-        )
-            .into_response()
+            .into_response(),
+        Some(reason) => {
+            tracing::warn!(reason = reason.as_str(), "not ready");
+            let body = serde_json::json!({ "status": "store unavailable", "reason": reason });
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [("content-type", "application/json"), ("retry-after", "1")],
+                body.to_string(),
+            )
+                .into_response()
+        }
     }
+}
+
+/// Why the server is not ready, or `None`: the store must answer a read and take a real write
+/// ([`Store::check_writable`](payments_core::store::Store::check_writable)) within
+/// [`WRITE_PROBE_TIMEOUT`], so a full disk, a read-only database or a lock held by another
+/// process takes the server out of the balancer's rotation.
+async fn not_ready(st: &AppState) -> Option<String> {
+    let store = st.service.store();
+    if !store.is_ready() {
+        return Some("the store is closed".into());
+    }
+    if let Err(e) = store.setting("readyz.probe").await {
+        return Some(format!("the store cannot read: {e}"));
+    }
+    let mut probe = st.write_probe.lock().await;
+    if let Some((at, ok)) = *probe {
+        if ok && at.elapsed() < WRITE_PROBE_REUSE {
+            return None;
+        }
+    }
+    let answer = match tokio::time::timeout(WRITE_PROBE_TIMEOUT, store.check_writable()).await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("the store cannot write ({}): {e}", e.cause())),
+        Err(_) => Some(format!(
+            "the store did not take a write within {WRITE_PROBE_TIMEOUT:?}"
+        )),
+    };
+    *probe = Some((std::time::Instant::now(), answer.is_none()));
+    answer
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! Prometheus metrics with `prometheus-client`: request counts and latency histograms by route
-//! template, method and status, callback delivery counts, and gauges read from the store at
-//! scrape time (payments by status, outbox depth). Rendered in the text format on the operator
-//! listener's `/metrics`.
+//! template, method and status; callback delivery outcomes and failed events; requisite
+//! provider calls; store operations (latency by kind, errors by cause); build information;
+//! and gauges read from the store at scrape time ([`StoreGauges`]: payments by status, outbox
+//! depth and age, failed events, sweeper lag, database size), each read through an index or a
+//! counter, never a scan. Rendered in the text format on `/metrics` (docs/operations.md lists
+//! every metric and the alerts to set).
 //!
 //! Every label takes values from a bounded set: the route is a template of the router (or
 //! `unmatched`), the method one of the nine standard methods or `other`, the status a status
@@ -24,7 +27,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::error::RequestId;
 use crate::state::AppState;
 
 /// The content type of [`Metrics::render`]'s text (OpenMetrics; Prometheus also reads it as
@@ -133,8 +135,61 @@ struct StatusLabels {
     status: String,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CauseLabels {
+    cause: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct FileLabels {
+    file: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    schema_version: String,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(BUCKETS)
+}
+
+/// Provider latency buckets, seconds: up to the 15 s budget.
+const PROVIDER_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0];
+
+fn provider_histogram() -> Histogram {
+    Histogram::new(PROVIDER_BUCKETS)
+}
+
+/// What the store says at scrape time, each value read cheaply (an index probe or a counter
+/// row); `None` leaves the metric out (the store could not say).
+#[derive(Debug, Clone, Default)]
+pub struct StoreGauges {
+    /// Payments per status (the store's counters).
+    pub payments_by_status: Vec<(String, u64)>,
+    /// Events waiting for delivery.
+    pub outbox_pending: Option<u64>,
+    /// Failed events no resend answered yet.
+    pub outbox_failed: Option<u64>,
+    /// Seconds since the oldest pending event was queued (0 without pending events).
+    pub oldest_pending_age: Option<f64>,
+    /// Seconds the oldest due payment is overdue for the sweeper (0 when none is overdue).
+    pub sweeper_lag: Option<f64>,
+    /// Whether callback dispatch is held.
+    pub dispatch_held: Option<bool>,
+    /// Sizes of the database files (`database`, `wal`), bytes.
+    pub database_bytes: Vec<(&'static str, u64)>,
 }
 
 /// The process's metrics.
@@ -144,6 +199,13 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
     deliveries: Family<OutcomeLabels, Counter>,
+    delivery_failures: Family<ReasonLabels, Counter>,
+    events_failed: Counter,
+    provider_calls: Family<OutcomeLabels, Counter>,
+    provider_latency: Family<OutcomeLabels, Histogram, fn() -> Histogram>,
+    store_latency: Family<KindLabels, Histogram, fn() -> Histogram>,
+    store_errors: Family<CauseLabels, Counter>,
+    build_info: Family<BuildLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -151,6 +213,14 @@ impl Default for Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let deliveries = Family::<OutcomeLabels, Counter>::default();
+        let delivery_failures = Family::<ReasonLabels, Counter>::default();
+        let events_failed = Counter::default();
+        let provider_calls = Family::<OutcomeLabels, Counter>::default();
+        let provider_latency =
+            Family::new_with_constructor(provider_histogram as fn() -> Histogram);
+        let store_latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let store_errors = Family::<CauseLabels, Counter>::default();
+        let build_info = Family::<BuildLabels, Gauge>::default();
         let mut registry = Registry::default();
         // Counters are exposed with `_total` appended: payments_http_requests_total.
         registry.register(
@@ -168,11 +238,56 @@ impl Default for Metrics {
             "Callback delivery attempts by outcome",
             deliveries.clone(),
         );
+        registry.register(
+            "payments_callback_attempt_failures",
+            "Failed callback attempts by reason (timeout, connect, http_4xx, http_5xx, \
+             redirect, forbidden_address, destination_refused, response, request)",
+            delivery_failures.clone(),
+        );
+        registry.register(
+            "payments_callback_events_failed",
+            "Callback events that used every attempt without a 2xx",
+            events_failed.clone(),
+        );
+        registry.register(
+            "payments_provider_requests",
+            "Requisite provider calls by outcome (issued, no_requisites, not_routable, \
+             ambiguous, abandoned: the service's budget ended first)",
+            provider_calls.clone(),
+        );
+        registry.register(
+            "payments_provider_request_duration_seconds",
+            "Requisite provider call latency by outcome",
+            provider_latency.clone(),
+        );
+        registry.register(
+            "payments_store_operation_duration_seconds",
+            "Store call latency by kind (read, write)",
+            store_latency.clone(),
+        );
+        registry.register(
+            "payments_store_errors",
+            "Store errors by cause (disk full, locked, io, closed, overloaded, other, \
+             corrupt, conflict, duplicate, not found)",
+            store_errors.clone(),
+        );
+        registry.register(
+            "payments_build_info",
+            "The running build: version and database schema version (always 1)",
+            build_info.clone(),
+        );
         Metrics {
             registry,
             requests,
             latency,
             deliveries,
+            delivery_failures,
+            events_failed,
+            provider_calls,
+            provider_latency,
+            store_latency,
+            store_errors,
+            build_info,
         }
     }
 }
@@ -204,28 +319,121 @@ impl Metrics {
             .inc();
     }
 
-    /// The text exposition, with the store gauges given by the caller.
-    pub fn render(&self, payments_by_status: &[(String, u64)], outbox_pending: u64) -> String {
+    /// Records that a callback attempt failed, by reason
+    /// ([`crate::dispatcher::failure_reason`]).
+    pub fn observe_delivery_failure(&self, reason: &'static str) {
+        self.delivery_failures
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    /// Records that a callback event used its last attempt without a `2xx`.
+    pub fn observe_event_failed(&self) {
+        self.events_failed.inc();
+    }
+
+    /// Records one requisite provider call by outcome and latency.
+    pub fn observe_provider(&self, outcome: &'static str, latency: Duration) {
+        let labels = OutcomeLabels { outcome };
+        self.provider_calls.get_or_create(&labels).inc();
+        self.provider_latency
+            .get_or_create(&labels)
+            .observe(latency.as_secs_f64());
+    }
+
+    /// Records one store call: its latency by kind (`read`, `write`) and, if it failed, its
+    /// cause ([`StoreError::cause`](payments_core::store::StoreError::cause)).
+    pub fn observe_store(
+        &self,
+        kind: &'static str,
+        latency: Duration,
+        error: Option<&'static str>,
+    ) {
+        self.store_latency
+            .get_or_create(&KindLabels { kind })
+            .observe(latency.as_secs_f64());
+        if let Some(cause) = error {
+            self.store_errors
+                .get_or_create(&CauseLabels { cause })
+                .inc();
+        }
+    }
+
+    /// Sets the build information: this build's version and the database schema version.
+    pub fn set_build_info(&self, version: &'static str, schema_version: Option<u32>) {
+        self.build_info
+            .get_or_create(&BuildLabels {
+                version,
+                schema_version: schema_version.map_or_else(|| "-".into(), |v| v.to_string()),
+            })
+            .set(1);
+    }
+
+    /// The text exposition, with the store gauges read by the caller.
+    pub fn render(&self, store: &StoreGauges) -> String {
         let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let payments = Family::<StatusLabels, Gauge>::default();
-        for (status, n) in payments_by_status {
+        for (status, n) in &store.payments_by_status {
             payments
                 .get_or_create(&StatusLabels {
                     status: status.clone(),
                 })
                 .set(gauge(*n));
         }
-        let pending = Gauge::<i64>::default();
-        pending.set(gauge(outbox_pending));
         // The store gauges are read per scrape: a registry of their own, rendered after the
         // counters, so a status that has no payments left disappears instead of going stale.
         let mut scrape = Registry::default();
         scrape.register("payments_payments", "Payments stored, by status", payments);
-        scrape.register(
+        let mut int = |name: &str, help: &str, v: Option<u64>| {
+            if let Some(v) = v {
+                let g = Gauge::<i64>::default();
+                g.set(gauge(v));
+                scrape.register(name, help, g);
+            }
+        };
+        int(
             "payments_outbox_pending",
             "Callback events waiting for delivery",
-            pending,
+            store.outbox_pending,
         );
+        int(
+            "payments_outbox_failed",
+            "Failed callback events no resend has answered (payments-server callbacks failed)",
+            store.outbox_failed,
+        );
+        int(
+            "payments_callback_dispatch_held",
+            "1 while callback dispatch is held (payments-server callbacks release)",
+            store.dispatch_held.map(u64::from),
+        );
+        let mut float = |name: &str, help: &str, v: Option<f64>| {
+            if let Some(v) = v {
+                let g = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+                g.set(v);
+                scrape.register(name, help, g);
+            }
+        };
+        float(
+            "payments_outbox_oldest_pending_age_seconds",
+            "Age of the oldest callback event waiting for delivery (0 when none waits)",
+            store.oldest_pending_age,
+        );
+        float(
+            "payments_sweeper_lag_seconds",
+            "How long the most overdue payment has been due for the sweeper (0 when none is)",
+            store.sweeper_lag,
+        );
+        if !store.database_bytes.is_empty() {
+            let files = Family::<FileLabels, Gauge>::default();
+            for (file, n) in &store.database_bytes {
+                files.get_or_create(&FileLabels { file }).set(gauge(*n));
+            }
+            scrape.register(
+                "payments_database_size_bytes",
+                "Size of the database files (database, wal)",
+                files,
+            );
+        }
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
             .and_then(|()| encode_registry(&mut out, &scrape))
@@ -235,7 +443,8 @@ impl Metrics {
     }
 }
 
-/// Request metrics and the access log line at debug (no headers, no bodies: no secrets).
+/// Request metrics (no headers, no bodies: no secrets). The access log line is written by
+/// [`crate::error::answer_errors`], which sees every answer, refusals included.
 pub async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let route = match req.extensions().get::<MatchedPath>() {
@@ -243,25 +452,9 @@ pub async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Re
         None => Route::Unmatched,
     };
     let method = MethodLabel::of(req.method());
-    let rid = req
-        .extensions()
-        .get::<RequestId>()
-        .map(|r| r.0.clone())
-        .unwrap_or_default();
     let resp = next.run(req).await;
     let latency = start.elapsed();
     let status = resp.status().as_u16();
-    // At debug: one formatted line and one write to stderr per request cost a few percent of
-    // a create at full load (docs/performance.md); the metrics count every request.
-    tracing::debug!(
-        target: "payments_http::access",
-        method = method.as_str(),
-        route = route.as_str(),
-        status,
-        latency_ms = latency.as_secs_f64() * 1000.0,
-        request_id = %rid,
-        "request"
-    );
     st.metrics.observe_request(route, method, status, latency);
     resp
 }
@@ -278,7 +471,15 @@ mod tests {
         m.observe_request(route(), post, 201, Duration::from_millis(3));
         m.observe_request(route(), post, 201, Duration::from_millis(30));
         m.observe_delivery("success");
-        let text = m.render(&[("processing".into(), 2)], 5);
+        let text = m.render(&StoreGauges {
+            payments_by_status: vec![("processing".into(), 2)],
+            outbox_pending: Some(5),
+            outbox_failed: Some(1),
+            oldest_pending_age: Some(12.5),
+            sweeper_lag: Some(0.0),
+            dispatch_held: Some(false),
+            database_bytes: vec![("database", 4096), ("wal", 0)],
+        });
         assert!(text.contains("payments_http_requests_total{route=\"/api/v1/payments\",method=\"POST\",status=\"201\"} 2"), "{text}");
         let bucket = |le: &str, n: u32| {
             format!("payments_http_request_duration_seconds_bucket{{le=\"{le}\",route=\"/api/v1/payments\",method=\"POST\",status=\"201\"}} {n}")
@@ -289,6 +490,14 @@ mod tests {
         assert!(text.contains("payments_callback_attempts_total{outcome=\"success\"} 1"));
         assert!(text.contains("payments_payments{status=\"processing\"} 2"));
         assert!(text.contains("payments_outbox_pending 5"));
+        assert!(text.contains("payments_outbox_failed 1"));
+        assert!(
+            text.contains("payments_outbox_oldest_pending_age_seconds 12.5"),
+            "{text}"
+        );
+        assert!(text.contains("payments_sweeper_lag_seconds 0.0"), "{text}");
+        assert!(text.contains("payments_callback_dispatch_held 0"));
+        assert!(text.contains("payments_database_size_bytes{file=\"database\"} 4096"));
         assert!(text.ends_with("# EOF\n"));
     }
 
@@ -305,10 +514,92 @@ mod tests {
                 Duration::ZERO,
             );
         }
-        let text = m.render(&[], 0);
+        let text = m.render(&StoreGauges::default());
         assert!(text.contains(
             "payments_http_requests_total{route=\"unmatched\",method=\"other\",status=\"405\"} 4"
         ), "{text}");
         assert_eq!(MethodLabel::of(&Method::DELETE).as_str(), "DELETE");
     }
+}
+
+/// Reads the store gauges, each cheaply and all at once; a value the store cannot give is left
+/// out of the exposition.
+pub async fn store_gauges(st: &AppState) -> StoreGauges {
+    let service = &st.service;
+    let store = service.store();
+    let now = service.ports().clock.now();
+    let (by_status, pending, failed, oldest_pending, oldest_due, hold) = tokio::join!(
+        store.count_by_status(),
+        store.pending_events(),
+        store.failed_event_count(),
+        store.oldest_pending_event(),
+        store.oldest_due_payment(),
+        service.callback_hold(),
+    );
+    let age = |t: Option<payments_core::Timestamp>| {
+        t.map_or(0.0, |t| {
+            if t < now {
+                now.duration_since(t).as_secs_f64()
+            } else {
+                0.0
+            }
+        })
+    };
+    let mut database_bytes = Vec::new();
+    if let Some(db) = &st.database_file {
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        for (file, path) in [("database", db.to_path_buf()), ("wal", wal.into())] {
+            // A missing WAL (after a checkpoint with truncate) is an empty one.
+            let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+            database_bytes.push((file, len));
+        }
+    }
+    StoreGauges {
+        payments_by_status: by_status
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(s, n)| (s.as_str().to_string(), n))
+            .collect(),
+        outbox_pending: pending.ok(),
+        outbox_failed: failed.ok(),
+        oldest_pending_age: oldest_pending.ok().map(age),
+        sweeper_lag: oldest_due.ok().map(age),
+        dispatch_held: hold.ok().map(|h| h.is_some()),
+        database_bytes,
+    }
+}
+
+/// `GET /metrics`: behind `metrics_token` when one is set (`401 token_invalid` otherwise,
+/// compared in constant time), then the exposition.
+pub async fn serve(
+    st: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<Response, crate::error::HttpError> {
+    use axum::response::IntoResponse;
+    use subtle::ConstantTimeEq;
+    if let Some(expected) = &st.metrics_token {
+        let presented = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim_matches(' ').as_bytes())
+            .unwrap_or_default();
+        let want = expected.expose().as_bytes();
+        if !(presented.len() == want.len() && bool::from(presented.ct_eq(want))) {
+            return Err(payments_core::ApiError::new(
+                payments_core::ErrorCode::TokenInvalid,
+                "missing or invalid metrics token",
+            )
+            .into());
+        }
+    }
+    let gauges = store_gauges(st).await;
+    Ok((
+        axum::http::StatusCode::OK,
+        [("content-type", CONTENT_TYPE)],
+        st.metrics.render(&gauges),
+    )
+        .into_response())
 }

@@ -3,6 +3,7 @@
 //! the cabinet's provisioning functions in [`provision`].
 
 pub mod body;
+pub mod callbacks;
 pub mod lookup;
 pub mod provision;
 pub mod view;
@@ -11,7 +12,6 @@ use std::future::Future;
 
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
@@ -48,6 +48,7 @@ pub const PUBLIC_ROUTES: &[(&str, &str)] = &[("GET", "/metrics")];
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
     let mut list = ROUTES.to_vec();
     list.extend_from_slice(provision::ROUTES);
+    list.extend_from_slice(callbacks::ROUTES);
     list.extend_from_slice(PUBLIC_ROUTES);
     list
 }
@@ -86,6 +87,11 @@ pub(crate) fn add_routes(
 pub fn routes(state: AppState) -> Router<AppState> {
     let api = add_routes(Router::new(), ROUTES, handler)
         .merge(provision::routes())
+        .merge(add_routes(
+            Router::new(),
+            callbacks::ROUTES,
+            callbacks::handler,
+        ))
         .route_layer(middleware::from_fn_with_state(state, require_operator));
     add_routes(Router::new().merge(api), PUBLIC_ROUTES, handler)
 }
@@ -103,6 +109,12 @@ mod route_tests {
         for (method, path) in provision::ROUTES {
             assert!(
                 provision::handler(method, path).is_some(),
+                "{method} {path}"
+            );
+        }
+        for (method, path) in callbacks::ROUTES {
+            assert!(
+                callbacks::handler(method, path).is_some(),
                 "{method} {path}"
             );
         }
@@ -137,6 +149,12 @@ async fn require_operator(
         .get("authorization")
         .and_then(|v| v.to_str().ok());
     let actor = st.service.check_operator_token(authorization).await?;
+    if let Some(note) = req
+        .extensions()
+        .get::<std::sync::Arc<crate::error::AccessNote>>()
+    {
+        note.set_operator(&actor.0);
+    }
     req.extensions_mut().insert(OperatorIdentity(actor));
     Ok(next.run(req).await)
 }
@@ -149,7 +167,10 @@ pub(crate) struct Op {
 
 impl Op {
     /// Runs a handler body; its error is answered by the error middleware.
-    async fn answer(&self, f: impl Future<Output = Result<Response, ApiError>>) -> OpResult {
+    pub(crate) async fn answer(
+        &self,
+        f: impl Future<Output = Result<Response, ApiError>>,
+    ) -> OpResult {
         Ok(f.await?)
     }
 }
@@ -172,7 +193,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Op {
     }
 }
 
-type OpResult = Result<Response, HttpError>;
+pub(crate) type OpResult = Result<Response, HttpError>;
 
 async fn operate(st: &AppState, op: &Op, id: &str, trigger: Result<Trigger, ApiError>) -> OpResult {
     op.answer(async {
@@ -299,20 +320,6 @@ async fn events(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> O
     .await
 }
 
-async fn metrics(State(st): State<AppState>) -> Response {
-    let store = st.service.store();
-    let by_status = store
-        .count_by_status()
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(s, n)| (s.as_str().to_string(), n))
-        .collect::<Vec<_>>();
-    let pending = store.pending_events().await.unwrap_or(0);
-    (
-        StatusCode::OK,
-        [("content-type", crate::metrics::CONTENT_TYPE)],
-        st.metrics.render(&by_status, pending),
-    )
-        .into_response()
+async fn metrics(State(st): State<AppState>, headers: axum::http::HeaderMap) -> OpResult {
+    crate::metrics::serve(&st, &headers).await
 }

@@ -77,6 +77,10 @@ pub struct Application {
     tls: Option<RustlsConfig>,
     dispatcher: DispatcherConfig,
     credentials: Option<PathBuf>,
+    /// `GET /metrics` on a listener of its own (`metrics_listen`).
+    metrics: Option<TcpListener>,
+    /// The data dir's lock, held until the server stops.
+    lock: Option<crate::data_dir::DataDirLock>,
 }
 
 /// The ports of an [`Application`] that the caller gives; each one left out is the bundled
@@ -208,6 +212,9 @@ impl ApplicationBuilder {
         if !settings.callback_dispatch {
             tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
         }
+        // One server per data dir: the lock is taken before the database is opened.
+        crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
+        let lock = crate::data_dir::lock(&settings.data_dir).map_err(start_err)?;
         let (store, owned_store): (Arc<dyn Store>, _) = match store {
             Some(store) => (store, None),
             None => {
@@ -215,6 +222,13 @@ impl ApplicationBuilder {
                 (sqlite.clone(), Some(sqlite))
             }
         };
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        metrics.set_build_info(
+            env!("CARGO_PKG_VERSION"),
+            owned_store
+                .is_some()
+                .then_some(payments_store_sqlite::SCHEMA_VERSION),
+        );
         let service = service_over(
             &settings,
             PortChoices {
@@ -224,10 +238,21 @@ impl ApplicationBuilder {
                 clock,
                 rng,
             },
+            Some(metrics.clone()),
         )
         .await?;
         let mut state = AppState::new(service, settings.public_scheme());
         state.body_timeout = settings.body_timeout;
+        state.metrics = metrics;
+        state.metrics_token = settings.metrics_token.clone().map(Arc::new);
+        if owned_store.is_some() {
+            state.database_file = Some(
+                settings
+                    .data_dir
+                    .join(crate::data_dir::DATABASE_FILE)
+                    .into(),
+            );
+        }
 
         let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
             let l = TcpListener::bind(addr)
@@ -237,6 +262,15 @@ impl ApplicationBuilder {
         };
         let merchant = bind(settings.listen)?;
         let operator = bind(settings.operator_listen)?;
+        let metrics = settings.metrics_listen.map(bind).transpose()?;
+        if !settings.operator_listen.ip().is_loopback() && !settings.operator_tls {
+            tracing::warn!(
+                operator_listen = %settings.operator_listen,
+                "the operator listener is bound to a non-loopback address without TLS: operator \
+                 tokens cross the network in clear; set operator_tls (with tls_cert and tls_key), \
+                 or bind it to loopback and reach it through an SSH tunnel or a TLS proxy"
+            );
+        }
         let upstream = match settings.upstream_listen {
             Some(addr) => Some((
                 bind(addr)?,
@@ -273,6 +307,8 @@ impl ApplicationBuilder {
             upstream,
             tls,
             credentials: None,
+            metrics,
+            lock: Some(lock),
         };
         if app.settings.environment == Environment::Sandbox {
             app.credentials = crate::bootstrap::bootstrap_sandbox(
@@ -368,6 +404,7 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
+        self.log_start().await;
         let Application {
             settings,
             state,
@@ -377,6 +414,8 @@ impl Application {
             upstream,
             tls,
             dispatcher,
+            metrics,
+            lock,
             ..
         } = self;
         let dispatcher = Dispatcher::for_state(&state, dispatcher)
@@ -392,7 +431,17 @@ impl Application {
             header_timeout: settings.header_timeout,
             tls,
         };
-        let merchant_task = match tls {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let reloader = tls.clone().map(|cfg| {
+            tokio::spawn(crate::tls::watch(
+                cfg,
+                settings.tls_cert.clone().unwrap_or_default(),
+                settings.tls_key.clone().unwrap_or_default(),
+                settings.tls_watch_interval,
+                stop_rx.clone(),
+            ))
+        });
+        let merchant_task = match tls.clone() {
             Some(cfg) => {
                 let limits = limits(true);
                 let mut server = axum_server::from_tcp_rustls(merchant, cfg)
@@ -408,12 +457,21 @@ impl Application {
                 tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
             }
         };
-        let operator_task = {
-            let limits = limits(false);
-            let mut server = axum_server::from_tcp(operator)
-                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
-            limits.configure(server.http_builder());
-            tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
+        let operator_task = match tls.filter(|_| settings.operator_tls) {
+            Some(cfg) => {
+                let limits = limits(true);
+                let mut server = axum_server::from_tcp_rustls(operator, cfg)
+                    .map(|tls| CappedAcceptor::new(tls, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
+            }
+            None => {
+                let limits = limits(false);
+                let mut server = axum_server::from_tcp(operator)
+                    .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
+            }
         };
         let upstream_handle = Handle::new();
         let upstream_task = upstream.map(|(listener, verifier)| {
@@ -425,7 +483,16 @@ impl Application {
             limits.configure(server.http_builder());
             tokio::spawn(server.handle(upstream_handle.clone()).serve(app))
         });
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let metrics_handle = Handle::new();
+        let metrics_task = metrics.map(|listener| {
+            let app = crate::app::metrics_app(state.clone())
+                .into_make_service_with_connect_info::<SocketAddr>();
+            let limits = limits(false);
+            let mut server = axum_server::from_tcp(listener)
+                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(metrics_handle.clone()).serve(app))
+        });
         let sweeper = tokio::spawn(crate::sweeper::run(
             state.service.clone(),
             settings.sweep_interval,
@@ -442,12 +509,17 @@ impl Application {
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
-        merchant_handle.graceful_shutdown(Some(settings.shutdown_grace));
-        operator_handle.graceful_shutdown(Some(settings.shutdown_grace));
-        upstream_handle.graceful_shutdown(Some(settings.shutdown_grace));
+        for handle in [
+            &merchant_handle,
+            &operator_handle,
+            &upstream_handle,
+            &metrics_handle,
+        ] {
+            handle.graceful_shutdown(Some(settings.shutdown_grace));
+        }
         let _ = merchant_task.await;
         let _ = operator_task.await;
-        if let Some(task) = upstream_task {
+        for task in [upstream_task, metrics_task].into_iter().flatten() {
             let _ = task.await;
         }
         let _ = stop_tx.send(true);
@@ -455,11 +527,66 @@ impl Application {
         if let Some(dispatcher) = dispatcher {
             let _ = dispatcher.await;
         }
+        if let Some(reloader) = reloader {
+            let _ = reloader.await;
+        }
         if let Some(store) = owned_store {
             store.close();
         }
+        // The lock goes last: a server started after this line finds the database closed.
+        drop(lock);
         tracing::info!("stopped");
         Ok(())
+    }
+
+    /// The startup line: version, schema version, environment, data dir, every bound address,
+    /// TLS, and whether callbacks are sent (a hold read from the store is named).
+    async fn log_start(&self) {
+        let s = &self.settings;
+        let hold = self.state.service.callback_hold().await.ok().flatten();
+        let dispatch = match (s.callback_dispatch, &hold) {
+            (false, _) => "off".to_string(),
+            (true, Some(reason)) => format!("held: {reason}"),
+            (true, None) => "on".to_string(),
+        };
+        let schema = self.owned_store.as_ref().map_or_else(
+            || "-".to_string(),
+            |_| payments_store_sqlite::SCHEMA_VERSION.to_string(),
+        );
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            schema_version = schema.as_str(),
+            environment = %s.environment,
+            data_dir = %s.data_dir.display(),
+            merchant_api = self.base_url().as_str(),
+            merchant_listen = %self.merchant_addr(),
+            operator_listen = %self.operator_addr(),
+            upstream_listen = self.upstream_addr().map(|a| a.to_string()).as_deref().unwrap_or("-"),
+            metrics_listen = self
+                .metrics
+                .as_ref()
+                .and_then(|l| l.local_addr().ok())
+                .map(|a| a.to_string())
+                .as_deref()
+                .unwrap_or("-"),
+            tls = self.tls.is_some(),
+            operator_tls = self.tls.is_some() && s.operator_tls,
+            callback_dispatch = dispatch.as_str(),
+            "payments-server started"
+        );
+        if hold.is_some() && s.callback_dispatch {
+            tracing::warn!(
+                "callback dispatch is held (a restored backup starts so): events are queued, \
+                 not sent; `payments-server callbacks release` sends them (docs/runbooks/restore.md)"
+            );
+        }
+    }
+
+    /// The `/metrics` listener's address, when `metrics_listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
+            .as_ref()
+            .map(|l| l.local_addr().expect("a bound listener has an address"))
     }
 }
 
@@ -491,6 +618,7 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
             clock: None,
             rng: None,
         },
+        None,
     )
     .await?;
     Ok(OpenedService { service, store })
@@ -539,6 +667,7 @@ struct PortChoices {
 async fn service_over(
     settings: &Settings,
     ports: PortChoices,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 ) -> Result<PaymentService, StartError> {
     let catalog = match &settings.bank_catalog {
         None => BankCatalog::embedded(),
@@ -553,10 +682,19 @@ async fn service_over(
     check_environment(store.as_ref(), settings.environment).await?;
     let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
     let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref()).map_err(start_err)?;
+    let provider: Arc<dyn RequisiteProvider> = ports
+        .provider
+        .unwrap_or_else(|| Arc::new(SandboxProvider::new(store.clone())));
+    // Measured for /metrics: latency and outcome of every call, the store's errors by cause.
+    let (store, provider): (Arc<dyn Store>, Arc<dyn RequisiteProvider>) = match metrics {
+        Some(m) => (
+            Arc::new(crate::measured::MeasuredStore::new(store, m.clone())),
+            Arc::new(crate::measured::MeasuredProvider::new(provider, m)),
+        ),
+        None => (store, provider),
+    };
     let ports = Ports {
-        provider: ports
-            .provider
-            .unwrap_or_else(|| Arc::new(SandboxProvider::new(store.clone()))),
+        provider,
         rates: ports
             .rates
             .unwrap_or_else(|| Arc::new(FixedRates(settings.rates.clone()))),
@@ -572,6 +710,7 @@ async fn service_over(
         retry: settings.callback_retry_delays.clone(),
         sealing,
         provider_budget: settings.provider_budget,
+        retention: settings.retention(),
         ..ServiceConfig::default()
     };
     let mut auth = AuthConfig::for_environment(settings.environment);

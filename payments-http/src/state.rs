@@ -1,9 +1,11 @@
 //! The state shared by the handlers.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use payments_core::service::{OutboxWaker, PaymentService};
+use payments_core::SecretString;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::metrics::Metrics;
@@ -31,6 +33,14 @@ pub struct AppState {
     pub in_flight: Arc<Semaphore>,
     /// How long a request body may take to arrive (`408` after it); default 10 s.
     pub body_timeout: Duration,
+    /// The token `/metrics` requires (`Authorization: Bearer ...`); `None`: open, as on a
+    /// private listener.
+    pub metrics_token: Option<Arc<SecretString>>,
+    /// The SQLite database file, whose size (and its WAL's) `/metrics` reports; `None` for
+    /// another store.
+    pub database_file: Option<Arc<Path>>,
+    /// The last answer of the store's write probe (`/readyz`) and when it was had.
+    pub(crate) write_probe: Arc<tokio::sync::Mutex<Option<(std::time::Instant, bool)>>>,
 }
 
 /// Wakes a tokio [`Notify`] for the core's [`OutboxWaker`].
@@ -58,6 +68,9 @@ impl AppState {
             outbox_notify,
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             body_timeout: Duration::from_secs(10),
+            metrics_token: None,
+            database_file: None,
+            write_probe: Arc::default(),
         }
     }
 }

@@ -10,12 +10,24 @@ use tokio::sync::watch;
 pub const SWEEP_BATCH: usize = 500;
 /// How often used nonces past their retention are deleted.
 pub const NONCE_PURGE_EVERY: Duration = Duration::from_secs(60);
+/// How often finished callback events and audit records past their retention are deleted.
+pub const RETENTION_EVERY: Duration = Duration::from_secs(600);
+/// Rows of each kind deleted per writer job: small, so a purge of millions never holds the
+/// writer for long (docs/performance.md measures it).
+pub const RETENTION_BATCH: usize = 500;
+/// The pause between two retention batches: the writer commits other requests meanwhile.
+pub const RETENTION_PAUSE: Duration = Duration::from_millis(20);
 
 /// Runs the sweeper every `interval` until `stop` turns true: due payments are found through
 /// the store's index, so a sweep costs what is due, not what is stored. The callbacks of
 /// expired payments wake the dispatcher through the service (see `AppState::new`).
+///
+/// Every [`RETENTION_EVERY`] (and once shortly after the start) it also applies the service's
+/// retention ([`PaymentService::purge_expired_records`]) in batches of [`RETENTION_BATCH`]
+/// rows with [`RETENTION_PAUSE`] between them, until nothing more is due.
 pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::Receiver<bool>) {
     let mut last_purge = Instant::now();
+    let mut last_retention: Option<Instant> = None;
     loop {
         loop {
             // Checked between batches too: after a mass expiry (millions of payments due at
@@ -48,9 +60,52 @@ pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::R
                 tracing::warn!(error = %e, "nonce purge failed");
             }
         }
+        if last_retention.is_none_or(|t| t.elapsed() >= RETENTION_EVERY) {
+            last_retention = Some(Instant::now());
+            if !apply_retention(&service, &mut stop).await {
+                return;
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = stop.changed() => return,
         }
     }
+}
+
+/// Deletes what the retention periods no longer keep, batch by batch; `false` when `stop`
+/// turned true meanwhile.
+async fn apply_retention(service: &PaymentService, stop: &mut watch::Receiver<bool>) -> bool {
+    let (mut events, mut audit) = (0u64, 0u64);
+    loop {
+        if *stop.borrow() {
+            return false;
+        }
+        match service.purge_expired_records(RETENTION_BATCH).await {
+            Ok(r) => {
+                events += r.events;
+                audit += r.audit;
+                let full = RETENTION_BATCH as u64;
+                if r.events < full && r.audit < full {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "retention purge failed");
+                break;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RETENTION_PAUSE) => {}
+            _ = stop.changed() => return false,
+        }
+    }
+    if events + audit > 0 {
+        tracing::info!(
+            events,
+            audit,
+            "retention: finished callback events and audit records deleted"
+        );
+    }
+    true
 }

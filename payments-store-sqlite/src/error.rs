@@ -18,6 +18,17 @@ pub enum OpenError {
         /// The newest version this build knows.
         supported: u32,
     },
+    /// A read-only open found another schema version than this build's, and cannot migrate.
+    #[error(
+        "the database has schema version {found} and this build {supported}; a read-only \
+         open does not migrate"
+    )]
+    SchemaMismatch {
+        /// The version recorded in the database.
+        found: u32,
+        /// This build's version.
+        supported: u32,
+    },
     /// The WAL journal mode could not be enabled (e.g. an in-memory database).
     #[error("cannot enable the WAL journal mode: SQLite answered {0:?}")]
     NoWal(String),

@@ -16,6 +16,7 @@ use payments_core::store::{StoreError, UnavailableCause};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
+mod backup;
 mod codec;
 mod directory;
 mod error;
@@ -26,6 +27,7 @@ mod schema;
 mod store;
 mod writer;
 
+pub use backup::{backup, BackupError, BackupReport};
 pub use error::OpenError;
 pub use schema::SCHEMA_VERSION;
 
@@ -69,6 +71,11 @@ pub struct SqliteOptions {
     /// Write requests that may wait for the writer before callers wait to enqueue. 4096 by
     /// default.
     pub queue_capacity: usize,
+    /// Open the database read-only: nothing is migrated (a schema version other than
+    /// [`SCHEMA_VERSION`] is refused with [`OpenError::SchemaMismatch`]) and every write fails
+    /// as unavailable (cause `io`). For inspecting a database without changing it (a backup,
+    /// a copy). `false` by default.
+    pub read_only: bool,
 }
 
 impl Default for SqliteOptions {
@@ -79,6 +86,7 @@ impl Default for SqliteOptions {
             readers: 4,
             max_batch: 256,
             queue_capacity: 4096,
+            read_only: false,
         }
     }
 }
@@ -100,7 +108,11 @@ impl SqliteStore {
     /// from a blocking thread.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
         let path = path.as_ref();
-        let mut conn = Connection::open(path)?;
+        let mut conn = if options.read_only {
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+        } else {
+            Connection::open(path)?
+        };
         conn.busy_timeout(options.busy_timeout)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
@@ -113,7 +125,11 @@ impl SqliteStore {
             options.synchronous.pragma()
         ))?;
         conn.set_prepared_statement_cache_capacity(64);
-        schema::migrate(&mut conn)?;
+        if options.read_only {
+            schema::check_current(&conn)?;
+        } else {
+            schema::migrate(&mut conn)?;
+        }
 
         let mut readers = Vec::with_capacity(options.readers.max(1));
         for _ in 0..options.readers.max(1) {

@@ -37,3 +37,16 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     tx.commit()?;
     Ok(())
 }
+
+/// Refuses a database whose schema is not [`SCHEMA_VERSION`] (for a read-only open, which
+/// cannot migrate).
+pub(crate) fn check_current(conn: &Connection) -> Result<(), OpenError> {
+    let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found != SCHEMA_VERSION {
+        return Err(OpenError::SchemaMismatch {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}

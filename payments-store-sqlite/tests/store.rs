@@ -509,3 +509,45 @@ async fn a_version_2_database_gets_its_status_counts() {
         vec![(PaymentStatus::Created, 4), (PaymentStatus::Completed, 2)]
     );
 }
+
+/// A read-only open reads and refuses every write as an I/O cause; it migrates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_store_reads_and_refuses_writes() {
+    let (dir, store) = fresh();
+    let p = sample_payment(payment_id(1), project_id(1), "o1");
+    store.insert_payment(&p).await.expect("insert");
+    store.close();
+    let ro = SqliteStore::open(
+        dir.path().join("store.db"),
+        SqliteOptions {
+            read_only: true,
+            ..SqliteOptions::default()
+        },
+    )
+    .expect("open read-only");
+    assert_eq!(ro.payment(p.id).await.expect("read"), Some(p));
+    let err = ro.check_writable().await.expect_err("read-only");
+    assert_eq!(err.cause(), "io", "{err}");
+    let q = sample_payment(payment_id(2), project_id(1), "o2");
+    assert!(matches!(
+        ro.insert_payment(&q).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    drop(ro);
+    let conn = rusqlite::Connection::open(dir.path().join("store.db")).expect("open");
+    conn.execute_batch("PRAGMA user_version = 2")
+        .expect("older");
+    drop(conn);
+    let err = SqliteStore::open(
+        dir.path().join("store.db"),
+        SqliteOptions {
+            read_only: true,
+            ..SqliteOptions::default()
+        },
+    )
+    .expect_err("an older schema is not migrated read-only");
+    assert!(
+        matches!(err, OpenError::SchemaMismatch { found: 2, .. }),
+        "{err:?}"
+    );
+}

@@ -12,6 +12,7 @@
 mod check;
 mod credentials;
 mod directory;
+mod ops;
 mod output;
 mod payment;
 
@@ -28,6 +29,7 @@ use crate::server::open_service;
 pub use check::{check_receiver_command, CheckReceiverArgs};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
 pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, ProjectSettings};
+pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
 
@@ -85,6 +87,8 @@ pub enum OperatorCommand {
     Payment(Group<PaymentCommand>),
     /// The audit trail, newest first.
     Audit(AuditArgs),
+    /// Callbacks as a whole: failed (list), resend-failed (bulk), hold, release, status.
+    Callbacks(Group<CallbacksCommand>),
 }
 
 impl OperatorCommand {
@@ -97,18 +101,39 @@ impl OperatorCommand {
             OperatorCommand::CallbackSecret(g) => (&g.common, g.json),
             OperatorCommand::Payment(g) => (&g.common, g.json),
             OperatorCommand::Audit(a) => (&a.common, a.json),
+            OperatorCommand::Callbacks(g) => (&g.common, g.json),
         }
     }
 }
 
-/// The audit actor of CLI actions: `cli:<unix user>`.
+/// The audit actor of CLI actions: `cli:<unix user>` from `USER` or `LOGNAME`, else
+/// `cli:uid=<n>` (a service manager or `sudo -u` may set neither; the uid still says who).
 pub fn cli_actor() -> Actor {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| "operator".to_string());
-    Actor(format!("cli:{user}"))
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty());
+    Actor(match user {
+        Some(user) => format!("cli:{user}"),
+        None => format!(
+            "cli:uid={}",
+            process_uid().map_or("?".into(), |u| u.to_string())
+        ),
+    })
+}
+
+/// This process's user id: the owner of `/proc/self` (Linux); `None` elsewhere.
+fn process_uid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
 }
 
 /// Runs an operator command on the data dir's database and prints its result.
@@ -120,17 +145,7 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let result = execute(&opened.service, command, &cli_actor()).await;
     opened.store.close();
     let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out.json).expect("JSON values serialise")
-        );
-    } else {
-        print!("{}", out.text);
-        if !out.text.ends_with('\n') {
-            println!();
-        }
-    }
+    print_output(&out, json);
     Ok(())
 }
 
@@ -149,5 +164,64 @@ async fn execute(
         }
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
+        OperatorCommand::Callbacks(g) => ops::callbacks(svc, g.command, actor).await,
     }
+}
+
+/// `operator-token` with a subcommand: named tokens on the data dir's database.
+pub async fn run_operator_token(
+    common: &CommonArgs,
+    json: bool,
+    command: OperatorTokenCommand,
+) -> Result<(), String> {
+    let settings = settings(common, common)?;
+    crate::telemetry::init(settings.log_format, "warn");
+    let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
+    let result = ops::operator_token(&opened.service, command, &cli_actor()).await;
+    opened.store.close();
+    let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
+    print_output(&out, json);
+    Ok(())
+}
+
+fn print_output(out: &Output, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out.json).expect("JSON values serialise")
+        );
+    } else {
+        print!("{}", out.text);
+        if !out.text.ends_with('\n') {
+            println!();
+        }
+    }
+}
+
+/// The reason written into every backup: a server started on a restored copy holds callback
+/// dispatch until an operator releases it, so it does not re-send what the original already
+/// sent to real merchants.
+pub fn backup_hold_reason(at: payments_core::Timestamp) -> String {
+    format!(
+        "restored from a backup taken at {}: check what the original sent since, then run \
+         `payments-server callbacks release`",
+        at.to_rfc3339()
+    )
+}
+
+/// `payments-server backup <file>`: an online copy of the data dir's database (see
+/// [`payments_store_sqlite::backup`]) that holds callback dispatch when restored.
+pub fn backup(
+    settings: &Settings,
+    file: &std::path::Path,
+) -> Result<payments_store_sqlite::BackupReport, String> {
+    use payments_core::Clock as _;
+    let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
+    let reason = backup_hold_reason(crate::system::SystemClock.now());
+    payments_store_sqlite::backup(
+        &db,
+        file,
+        &[(payments_core::service::CALLBACK_HOLD_SETTING, &reason)],
+    )
+    .map_err(|e| e.0)
 }

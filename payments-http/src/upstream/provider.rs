@@ -136,7 +136,7 @@ impl RequisiteProvider for HttpProvider {
                 // The service's budget ended first: the payment is already ambiguous.
                 tracing::warn!(
                     payment_id = %request.payment_id,
-                    outcome = ?late,
+                    outcome = crate::measured::provider_outcome(&late),
                     "requisite provider: an answer after the budget; the payment stays \
                      provider_result_ambiguous (reconcile with the upstream)"
                 );
