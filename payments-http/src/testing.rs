@@ -30,6 +30,8 @@ pub struct TestServer {
     pub operator_url: String,
     /// The provider-notification URL, when `upstream_listen` is set.
     pub notifications_url: Option<String>,
+    /// `http://127.0.0.1:<port>` of the `/metrics` listener, when `metrics_listen` is set.
+    pub metrics_url: Option<String>,
     /// The operator token.
     pub operator_token: SecretString,
     /// The sandbox credentials (`None` in production, which never bootstraps).
@@ -95,6 +97,7 @@ impl TestServer {
         let merchant_url = app.base_url();
         let operator_url = app.operator_url();
         let notifications_url = app.notifications_url();
+        let metrics_url = app.metrics_addr().map(|a| format!("http://{a}"));
         let credentials = credentials_file
             .exists()
             .then(|| {
@@ -130,6 +133,7 @@ impl TestServer {
             merchant_url,
             operator_url,
             notifications_url,
+            metrics_url,
             operator_token,
             credentials,
             dir,
@@ -165,6 +169,13 @@ impl TestServer {
     /// Stops the server gracefully and waits for it.
     pub async fn stop(mut self) {
         self.shut_down().await;
+    }
+
+    /// Stops the server gracefully and hands over its data dir (deleted when the returned
+    /// value is dropped): for tests that start something else over it.
+    pub async fn stop_keeping_dir(mut self) -> TempDir {
+        self.shut_down().await;
+        self.dir
     }
 
     async fn shut_down(&mut self) {

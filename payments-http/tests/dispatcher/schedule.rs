@@ -109,7 +109,7 @@ async fn three_failures_end_the_event_as_failed() {
     assert_eq!(rx.drain().len(), 3);
     assert!(w
         .metrics
-        .render(&[], 0)
+        .render(&payments_http::metrics::StoreGauges::default())
         .contains("payments_callback_attempts_total{outcome=\"failure\"} 3"));
 }
 

@@ -65,7 +65,7 @@ async fn audit_records_every_operator_action_newest_first() {
         ]
     );
     // The actor names the operator role; no part of the operator token is recorded.
-    assert!(records.iter().all(|r| r["actor"] == "operator"));
+    assert!(records.iter().all(|r| r["actor"] == "operator:default"));
     let secret_part: String = app.operator_token.chars().skip(3).take(6).collect();
     assert!(!records.iter().any(|r| r.to_string().contains(&secret_part)));
     assert_eq!(records[0]["target"], p.token_id.as_str());

@@ -1,0 +1,109 @@
+//! The log of a real `payments-server serve` (JSON lines): the startup line, and one access
+//! line per request, refusals included, found by the client's `X-Request-ID`, with plain
+//! values (no `Some(...)`).
+
+use std::io::Read;
+
+use serde_json::Value;
+
+use crate::support::{serve, wait_ready};
+
+#[tokio::test]
+async fn every_request_has_an_access_line_found_by_its_request_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, base, operator) = serve(dir.path(), &["--log-format", "json"]);
+    wait_ready(&base).await;
+    let client = reqwest::Client::new();
+    let answer = client
+        .get(format!(
+            "{base}/api/v1/payments/3f1c2d4e-0000-4000-8000-000000000001"
+        ))
+        .header("x-request-id", "trace-me-401")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 401);
+    let answer = client
+        .get(format!("{base}/no/such/route"))
+        .header("x-request-id", "trace-me-404")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 404);
+    let creds: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("sandbox-credentials.json")).unwrap(),
+    )
+    .unwrap();
+    let answer = client
+        .get(format!("{operator}/operator/v1/audit?limit=1"))
+        .bearer_auth(creds["operator_token"].as_str().unwrap())
+        .header("x-request-id", "trace-me-op")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    // Let the lines reach stderr, then stop the server and read them.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    server.0.kill().unwrap();
+    let mut log = String::new();
+    server
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        !log.contains("Some("),
+        "values, not Option debug forms: {log}"
+    );
+
+    let started = lines
+        .iter()
+        .find(|l| l["message"] == "payments-server started")
+        .unwrap_or_else(|| panic!("a startup line: {log}"));
+    assert_eq!(started["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        started["schema_version"],
+        payments_store_sqlite::SCHEMA_VERSION.to_string()
+    );
+    assert_eq!(started["environment"], "sandbox");
+    assert_eq!(started["data_dir"], dir.path().display().to_string());
+    assert_eq!(
+        format!("http://{}", started["merchant_listen"].as_str().unwrap()),
+        base
+    );
+    assert_eq!(
+        format!("http://{}", started["operator_listen"].as_str().unwrap()),
+        operator
+    );
+    assert_eq!(started["callback_dispatch"], "on");
+
+    let access = |rid: &str| {
+        lines
+            .iter()
+            .find(|l| l["target"] == "payments_http::access" && l["request_id"] == rid)
+            .unwrap_or_else(|| panic!("an access line for {rid}: {log}"))
+            .clone()
+    };
+    let refused = access("trace-me-401");
+    assert_eq!(refused["level"], "INFO");
+    assert_eq!(refused["method"], "GET");
+    assert_eq!(refused["route"], "/api/v1/payments/{id}");
+    assert_eq!(refused["status"], 401);
+    assert_eq!(refused["code"], "token_invalid");
+    assert_eq!(refused["project"], "-");
+    assert!(refused["latency_ms"].as_f64().is_some());
+    let unknown = access("trace-me-404");
+    assert_eq!(unknown["route"], "unmatched");
+    assert_eq!(unknown["code"], "not_found");
+    let op = access("trace-me-op");
+    assert_eq!(op["status"], 200);
+    assert_eq!(op["code"], "-");
+    assert_eq!(op["operator"], "operator:default");
+    assert_eq!(op["route"], "/operator/v1/audit");
+}

@@ -1,0 +1,12 @@
+//! Operations as an on-call engineer meets them: failed callbacks listed, counted and resent in
+//! bulk; one server per data dir; `/readyz` when the store cannot write; backups that restore
+//! with callbacks held; named operator tokens; the access log; `/metrics` behind a token.
+
+mod access_log;
+mod backup;
+mod failed;
+mod lock;
+mod metrics;
+mod readyz;
+mod support;
+mod tokens;
