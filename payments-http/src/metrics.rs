@@ -459,69 +459,6 @@ pub async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Re
     resp
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renders_counters_and_histograms() {
-        let m = Metrics::default();
-        let post = MethodLabel::of(&Method::POST);
-        let route = || Route::Template("/api/v1/payments");
-        m.observe_request(route(), post, 201, Duration::from_millis(3));
-        m.observe_request(route(), post, 201, Duration::from_millis(30));
-        m.observe_delivery("success");
-        let text = m.render(&StoreGauges {
-            payments_by_status: vec![("processing".into(), 2)],
-            outbox_pending: Some(5),
-            outbox_failed: Some(1),
-            oldest_pending_age: Some(12.5),
-            sweeper_lag: Some(0.0),
-            dispatch_held: Some(false),
-            database_bytes: vec![("database", 4096), ("wal", 0)],
-        });
-        assert!(text.contains("payments_http_requests_total{route=\"/api/v1/payments\",method=\"POST\",status=\"201\"} 2"), "{text}");
-        let bucket = |le: &str, n: u32| {
-            format!("payments_http_request_duration_seconds_bucket{{le=\"{le}\",route=\"/api/v1/payments\",method=\"POST\",status=\"201\"}} {n}")
-        };
-        assert!(text.contains(&bucket("0.005", 1)), "{text}");
-        assert!(text.contains(&bucket("0.05", 2)), "{text}");
-        assert!(text.contains(&bucket("+Inf", 2)), "{text}");
-        assert!(text.contains("payments_callback_attempts_total{outcome=\"success\"} 1"));
-        assert!(text.contains("payments_payments{status=\"processing\"} 2"));
-        assert!(text.contains("payments_outbox_pending 5"));
-        assert!(text.contains("payments_outbox_failed 1"));
-        assert!(
-            text.contains("payments_outbox_oldest_pending_age_seconds 12.5"),
-            "{text}"
-        );
-        assert!(text.contains("payments_sweeper_lag_seconds 0.0"), "{text}");
-        assert!(text.contains("payments_callback_dispatch_held 0"));
-        assert!(text.contains("payments_database_size_bytes{file=\"database\"} 4096"));
-        assert!(text.ends_with("# EOF\n"));
-    }
-
-    #[test]
-    fn invented_methods_share_one_label() {
-        let m = Metrics::default();
-        for name in ["FOO", "BAR1", "X-Y", "get"] {
-            let method = Method::from_bytes(name.as_bytes()).unwrap();
-            assert_eq!(MethodLabel::of(&method).as_str(), "other");
-            m.observe_request(
-                Route::Unmatched,
-                MethodLabel::of(&method),
-                405,
-                Duration::ZERO,
-            );
-        }
-        let text = m.render(&StoreGauges::default());
-        assert!(text.contains(
-            "payments_http_requests_total{route=\"unmatched\",method=\"other\",status=\"405\"} 4"
-        ), "{text}");
-        assert_eq!(MethodLabel::of(&Method::DELETE).as_str(), "DELETE");
-    }
-}
-
 /// Reads the store gauges, each cheaply and all at once; a value the store cannot give is left
 /// out of the exposition.
 pub async fn store_gauges(st: &AppState) -> StoreGauges {
@@ -602,4 +539,67 @@ pub async fn serve(
         st.metrics.render(&gauges),
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_histograms() {
+        let m = Metrics::default();
+        let post = MethodLabel::of(&Method::POST);
+        let route = || Route::Template("/api/v1/payments");
+        m.observe_request(route(), post, 201, Duration::from_millis(3));
+        m.observe_request(route(), post, 201, Duration::from_millis(30));
+        m.observe_delivery("success");
+        let text = m.render(&StoreGauges {
+            payments_by_status: vec![("processing".into(), 2)],
+            outbox_pending: Some(5),
+            outbox_failed: Some(1),
+            oldest_pending_age: Some(12.5),
+            sweeper_lag: Some(0.0),
+            dispatch_held: Some(false),
+            database_bytes: vec![("database", 4096), ("wal", 0)],
+        });
+        assert!(text.contains("payments_http_requests_total{route=\"/api/v1/payments\",method=\"POST\",status=\"201\"} 2"), "{text}");
+        let bucket = |le: &str, n: u32| {
+            format!("payments_http_request_duration_seconds_bucket{{le=\"{le}\",route=\"/api/v1/payments\",method=\"POST\",status=\"201\"}} {n}")
+        };
+        assert!(text.contains(&bucket("0.005", 1)), "{text}");
+        assert!(text.contains(&bucket("0.05", 2)), "{text}");
+        assert!(text.contains(&bucket("+Inf", 2)), "{text}");
+        assert!(text.contains("payments_callback_attempts_total{outcome=\"success\"} 1"));
+        assert!(text.contains("payments_payments{status=\"processing\"} 2"));
+        assert!(text.contains("payments_outbox_pending 5"));
+        assert!(text.contains("payments_outbox_failed 1"));
+        assert!(
+            text.contains("payments_outbox_oldest_pending_age_seconds 12.5"),
+            "{text}"
+        );
+        assert!(text.contains("payments_sweeper_lag_seconds 0.0"), "{text}");
+        assert!(text.contains("payments_callback_dispatch_held 0"));
+        assert!(text.contains("payments_database_size_bytes{file=\"database\"} 4096"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn invented_methods_share_one_label() {
+        let m = Metrics::default();
+        for name in ["FOO", "BAR1", "X-Y", "get"] {
+            let method = Method::from_bytes(name.as_bytes()).unwrap();
+            assert_eq!(MethodLabel::of(&method).as_str(), "other");
+            m.observe_request(
+                Route::Unmatched,
+                MethodLabel::of(&method),
+                405,
+                Duration::ZERO,
+            );
+        }
+        let text = m.render(&StoreGauges::default());
+        assert!(text.contains(
+            "payments_http_requests_total{route=\"unmatched\",method=\"other\",status=\"405\"} 4"
+        ), "{text}");
+        assert_eq!(MethodLabel::of(&Method::DELETE).as_str(), "DELETE");
+    }
 }

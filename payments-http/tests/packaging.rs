@@ -87,13 +87,20 @@ fn the_dockerfile_is_multi_stage_non_root_without_a_shell() {
     let text = std::fs::read_to_string(repo().join("packaging/docker/Dockerfile")).unwrap();
     let froms: Vec<&str> = text.lines().filter(|l| l.starts_with("FROM ")).collect();
     assert_eq!(froms.len(), 2, "a build stage and a run stage");
-    assert!(froms[1].contains("distroless"), "no shell at run time: {}", froms[1]);
+    assert!(
+        froms[1].contains("distroless"),
+        "no shell at run time: {}",
+        froms[1]
+    );
     let user = text
         .lines()
         .filter_map(|l| l.strip_prefix("USER "))
-        .last()
+        .next_back()
         .expect("a USER");
-    assert!(!user.starts_with('0') && !user.starts_with("root"), "{user}");
+    assert!(
+        !user.starts_with('0') && !user.starts_with("root"),
+        "{user}"
+    );
     assert!(text.contains("ENTRYPOINT [\"/usr/local/bin/payments-server\"]"));
 }
 

@@ -23,7 +23,10 @@ use payments_http::sweeper::{RETENTION_BATCH, RETENTION_PAUSE};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 
 #[derive(Debug, Parser)]
-#[command(name = "purge_latency", about = "Writer latency during a retention purge")]
+#[command(
+    name = "purge_latency",
+    about = "Writer latency during a retention purge"
+)]
 struct Args {
     /// Finished events to seed (each with one attempt) and purge.
     #[arg(long, default_value_t = 1_000_000)]
@@ -144,7 +147,8 @@ async fn measure(
     }
     let mut all = Histogram::<u64>::new(3).expect("a histogram");
     for t in tasks {
-        all.add(t.await.expect("the writer ends")).expect("same bounds");
+        all.add(t.await.expect("the writer ends"))
+            .expect("same bounds");
     }
     all
 }
