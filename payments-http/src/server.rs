@@ -383,9 +383,14 @@ impl Application {
         }
     }
 
-    /// The operator API's base URL.
+    /// The operator API's base URL (`https` with `operator_tls`).
     pub fn operator_url(&self) -> String {
-        format!("http://{}", self.operator_addr())
+        let scheme = if self.tls.is_some() && self.settings.operator_tls {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.operator_addr())
     }
 
     /// The credentials file written at this start, if the sandbox was bootstrapped now.

@@ -9,4 +9,5 @@ mod lock;
 mod metrics;
 mod readyz;
 mod support;
+mod tls;
 mod tokens;
