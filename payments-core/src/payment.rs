@@ -405,7 +405,10 @@ impl Serialize for PaymentView<'_> {
         m.serialize_entry("callback_url", &p.callback_url.as_ref().map(|u| u.as_str()))?;
         m.serialize_entry("is_test", &p.is_test())?;
         let settlement = p.merchant_information();
-        m.serialize_entry("merchant_information", &settlement.as_ref().map(|s| s.view(f)))?;
+        m.serialize_entry(
+            "merchant_information",
+            &settlement.as_ref().map(|s| s.view(f)),
+        )?;
         m.serialize_entry("requisite", &req.map(|r| r.requisite.as_str()))?;
         m.serialize_entry("holder_name", &req.map(|r| r.holder_name.as_str()))?;
         if let Some(link) = req.and_then(|r| r.qrcode_link.as_deref()) {

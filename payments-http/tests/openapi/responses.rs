@@ -460,8 +460,14 @@ async fn decimal_strings_on_request() {
     assert_eq!(r.json["initial_amount"], json!("1500.50"));
     let info = &r.json["merchant_information"];
     for field in ["course", "rate"] {
-        let text = info[field].as_str().unwrap_or_else(|| panic!("{field}: {info}"));
-        assert_eq!(text.split_once('.').map(|(_, d)| d.len()), Some(2), "{text}");
+        let text = info[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field}: {info}"));
+        assert_eq!(
+            text.split_once('.').map(|(_, d)| d.len()),
+            Some(2),
+            "{text}"
+        );
     }
     assert!(validation_errors(&spec, &strings, &r.json).is_empty());
     assert!(!validation_errors(&spec, &numbers, &r.json).is_empty());
@@ -482,18 +488,25 @@ async fn decimal_strings_on_request() {
     assert!(validation_errors(&spec, &numbers, &r.json).is_empty());
     assert!(!validation_errors(&spec, &strings, &r.json).is_empty());
     let plain = c.get_payment(&id).await.unwrap();
-    assert_eq!(plain.body, r.body, "absent and `number` write the same bytes");
+    assert_eq!(
+        plain.body, r.body,
+        "absent and `number` write the same bytes"
+    );
     // Only the four decimals change type: course and rate keep their text.
     for field in ["course", "rate"] {
         let n = &r.json["merchant_information"][field];
         assert_eq!(
-            with_strings["merchant_information"][field].as_str().unwrap(),
+            with_strings["merchant_information"][field]
+                .as_str()
+                .unwrap(),
             n.to_string()
         );
     }
 
     // The project resource has no decimals; the header is ignored there.
-    let project = c.prepare(Method::GET, "/api/v1/project", b"", None).unwrap();
+    let project = c
+        .prepare(Method::GET, "/api/v1/project", b"", None)
+        .unwrap();
     let r = send_with_decimals(c, &project, "float").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
 
@@ -513,5 +526,11 @@ async fn decimal_strings_on_request() {
     let r = send_with_decimals(c, &complete, "string").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(r.json["amount"], json!("999999.990000"));
-    check(&spec, &mut seen, "/api/v1/test/payments/{id}/complete", "POST", &r);
+    check(
+        &spec,
+        &mut seen,
+        "/api/v1/test/payments/{id}/complete",
+        "POST",
+        &r,
+    );
 }
