@@ -19,7 +19,7 @@ pub mod quickstart;
 pub mod receiver;
 pub mod upstream;
 
-pub use quickstart::{quickstart, QuickstartReport};
+pub use quickstart::{quickstart, quickstart_with_callback, QuickstartReport};
 pub use receiver::{receiver_router, Receiver, ReceiverDb};
 
 /// Reads a sandbox credentials file (`<data-dir>/sandbox-credentials.json`).

@@ -34,6 +34,8 @@ pub struct QuickstartReport {
     pub settlement: String,
     /// The payment as read back, for callers that want more.
     pub payment: Value,
+    /// Where the payment's callback was sent, when one was asked for.
+    pub callback_url: Option<String>,
 }
 
 impl fmt::Display for QuickstartReport {
@@ -53,23 +55,44 @@ impl fmt::Display for QuickstartReport {
             "4. GET /api/v1/payments/{} says: {} ({} {}).",
             self.payment_id, self.final_status, self.amount, self.currency
         )?;
-        write!(f, "5. Settlement: {}.", self.settlement)
+        write!(f, "5. Settlement: {}.", self.settlement)?;
+        if let Some(url) = &self.callback_url {
+            write!(
+                f,
+                "\n6. The `completed` callback was queued for {url}: a receiver there logs it \
+                 (`order updated`) once it verified the signature."
+            )?;
+        }
+        Ok(())
     }
 }
 
 /// Runs the quickstart against the sandbox described by `creds`.
 pub async fn quickstart(creds: &SandboxCredentials) -> Result<QuickstartReport, String> {
+    quickstart_with_callback(creds, None).await
+}
+
+/// [`quickstart`] with the payment's `callback_url` set to `callback_url` (a local receiver
+/// needs the server's development setting `allow_local_callbacks`).
+pub async fn quickstart_with_callback(
+    creds: &SandboxCredentials,
+    callback_url: Option<&str>,
+) -> Result<QuickstartReport, String> {
     let client =
         MerchantClient::from_credentials(creds).map_err(|e| format!("credentials: {e}"))?;
     let merchant_payment_id = format!("quickstart-{}", unix_millis());
 
     // 1. Create (signed), as card_transfer so the card grouping shows.
+    let mut body = json!({
+        "merchant_payment_id": merchant_payment_id,
+        "amount": AMOUNT,
+        "payment_method": "card_transfer",
+    });
+    if let Some(url) = callback_url {
+        body["callback_url"] = url.into();
+    }
     let created = client
-        .create_payment(&json!({
-            "merchant_payment_id": merchant_payment_id,
-            "amount": AMOUNT,
-            "payment_method": "card_transfer",
-        }))
+        .create_payment(&body)
         .await
         .map_err(|e| format!("create: cannot reach {}: {e}", client.base_url()))?;
     expect_created(&created)?;
@@ -123,6 +146,7 @@ pub async fn quickstart(creds: &SandboxCredentials) -> Result<QuickstartReport, 
         currency: exact(&read.json["currency"]),
         settlement,
         payment: read.json,
+        callback_url: callback_url.map(str::to_owned),
     })
 }
 

@@ -376,3 +376,52 @@ async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_paym
     serving.abort();
     server.stop().await;
 }
+
+/// The README's first five minutes: a server allowing local callbacks, the bundled receiver
+/// on a local port, the quickstart with `--callback-url`: the payment completes and the
+/// receiver verifies the callback and records the order as `completed` with the amount.
+#[tokio::test]
+async fn the_first_five_minutes_end_with_a_verified_callback() {
+    let server = TestServer::start(|s| s.allow_local_callbacks = true).await;
+    let creds = server.creds();
+    let secret = CallbackSecret::parse(creds.callback_secret.expose()).expect("whsec_");
+    let db = ReceiverDb::in_memory().expect("db");
+    let receiver = Receiver::new(
+        CallbackVerifier::new(vec![secret]),
+        db.clone(),
+        MerchantClient::from_credentials(creds).expect("client"),
+        Arc::new(SystemClock),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(listener, receiver_router(Arc::new(receiver)))
+            .await
+            .expect("serves");
+    });
+    let url = format!("http://{addr}{CALLBACK_PATH}");
+    let report = payments_examples::quickstart_with_callback(creds, Some(&url))
+        .await
+        .expect("the quickstart succeeds");
+    assert!(report
+        .to_string()
+        .contains(&format!("6. The `completed` callback was queued for {url}")));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let order = loop {
+        if let Some(order) = db.order(&report.payment_id).expect("db") {
+            break order;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no verified callback reached the receiver"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(order.status, "completed");
+    assert_eq!(order.amount, "3400");
+    assert_eq!(order.merchant_payment_id, report.merchant_payment_id);
+    assert_eq!(order.applied_events, 1);
+    server.stop().await;
+}

@@ -128,6 +128,65 @@ impl Serialize for Amount {
     }
 }
 
+/// How decimal numbers of the Payment resource (`amount`, `initial_amount`,
+/// `merchant_information.course` and `.rate`) are written.
+///
+/// The default is a JSON number with exactly the decimal's text (`3400.50`), as API v1
+/// specifies. A client whose JSON parser turns numbers into binary floats (JavaScript's
+/// `JSON.parse`, many others by default) loses digits: `3400.50` becomes `3400.5` and an
+/// 18-digit integer part does not fit a double. Such a client opts in to [`String`], which
+/// writes the same text as a JSON string (`"3400.50"`). The value never changes, only its
+/// JSON type.
+///
+/// [`String`]: DecimalFormat::String
+///
+/// ```
+/// use payments_core::amount::{Amount, DecimalFormat};
+///
+/// let a = Amount::parse("3400.50").unwrap();
+/// assert_eq!(serde_json::to_string(&DecimalFormat::Number.write(&a.as_decimal())).unwrap(), "3400.50");
+/// assert_eq!(serde_json::to_string(&DecimalFormat::String.write(&a.as_decimal())).unwrap(), r#""3400.50""#);
+/// assert_eq!(DecimalFormat::parse("string"), Some(DecimalFormat::String));
+/// assert_eq!(DecimalFormat::parse("float"), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecimalFormat {
+    /// JSON numbers with the exact decimal text (API v1's default).
+    #[default]
+    Number,
+    /// JSON strings with the exact decimal text.
+    String,
+}
+
+impl DecimalFormat {
+    /// Parses the wire name: `number` or `string` (ASCII case-insensitive).
+    pub fn parse(s: &str) -> Option<DecimalFormat> {
+        if s.eq_ignore_ascii_case("number") {
+            Some(DecimalFormat::Number)
+        } else if s.eq_ignore_ascii_case("string") {
+            Some(DecimalFormat::String)
+        } else {
+            None
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecimalFormat::Number => "number",
+            DecimalFormat::String => "string",
+        }
+    }
+
+    /// The decimal as a JSON value of this format, with exactly the decimal's text.
+    pub fn write(self, d: &Decimal) -> serde_json::Value {
+        match self {
+            DecimalFormat::Number => serde_json::Value::Number(decimal_number(d)),
+            DecimalFormat::String => serde_json::Value::String(d.to_string()),
+        }
+    }
+}
+
 /// A JSON number with exactly the decimal's text (`100.00` stays `100.00`).
 pub fn decimal_number(d: &Decimal) -> serde_json::Number {
     d.to_string()

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::amount::Amount;
+use crate::amount::{Amount, DecimalFormat};
 use crate::bank::CountryCode;
 use crate::callback::destination::CallbackUrl;
 use crate::clock::Timestamp;
@@ -358,29 +358,44 @@ impl Payment {
         }
     }
 
-    /// The Payment resource as the API writes it.
+    /// The Payment resource as the API writes it by default (decimals as JSON numbers).
     pub fn view(&self) -> PaymentView<'_> {
-        PaymentView(self)
+        self.view_with(DecimalFormat::Number)
+    }
+
+    /// The Payment resource with its decimals (`amount`, `initial_amount`,
+    /// `merchant_information.course` and `.rate`) in `format`; every other field as
+    /// [`view`](Payment::view) writes it.
+    pub fn view_with(&self, format: DecimalFormat) -> PaymentView<'_> {
+        PaymentView {
+            payment: self,
+            format,
+        }
     }
 }
 
 /// The Payment resource's JSON: every always-present field (null when empty), `qrcode_link` and
 /// `deeplink_url` only when the requisites have them, `error_code` and `error_comment` only in
-/// `error`. Numbers are written from decimals.
+/// `error`. Decimals are written from their exact text, as numbers or strings
+/// ([`DecimalFormat`]).
 #[derive(Debug, Clone, Copy)]
-pub struct PaymentView<'a>(&'a Payment);
+pub struct PaymentView<'a> {
+    payment: &'a Payment,
+    format: DecimalFormat,
+}
 
 impl Serialize for PaymentView<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let p = self.0;
+        let p = self.payment;
+        let f = self.format;
         let req = p.requisites.as_ref();
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("id", &p.id)?;
         m.serialize_entry("merchant_payment_id", p.merchant_payment_id.as_str())?;
         m.serialize_entry("flow", p.flow.as_str())?;
         m.serialize_entry("status", p.status.as_str())?;
-        m.serialize_entry("amount", &p.amount)?;
-        m.serialize_entry("initial_amount", &p.initial_amount)?;
+        m.serialize_entry("amount", &f.write(&p.amount.as_decimal()))?;
+        m.serialize_entry("initial_amount", &f.write(&p.initial_amount.as_decimal()))?;
         m.serialize_entry("currency", &p.currency)?;
         m.serialize_entry("geo_code", p.geo_code.as_str())?;
         m.serialize_entry("payment_method", p.payment_method.as_str())?;
@@ -389,7 +404,11 @@ impl Serialize for PaymentView<'_> {
         m.serialize_entry("requisite_bank", &req.and_then(|r| r.bank.as_deref()))?;
         m.serialize_entry("callback_url", &p.callback_url.as_ref().map(|u| u.as_str()))?;
         m.serialize_entry("is_test", &p.is_test())?;
-        m.serialize_entry("merchant_information", &p.merchant_information())?;
+        let settlement = p.merchant_information();
+        m.serialize_entry(
+            "merchant_information",
+            &settlement.as_ref().map(|s| s.view(f)),
+        )?;
         m.serialize_entry("requisite", &req.map(|r| r.requisite.as_str()))?;
         m.serialize_entry("holder_name", &req.map(|r| r.holder_name.as_str()))?;
         if let Some(link) = req.and_then(|r| r.qrcode_link.as_deref()) {

@@ -17,7 +17,7 @@ use rust_decimal::Decimal;
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 
-use crate::amount::{decimal_number, Amount};
+use crate::amount::{Amount, DecimalFormat};
 
 /// Decimal places a course is fixed with; a rate source's extra digits are truncated.
 pub const COURSE_SCALE: u32 = 8;
@@ -183,16 +183,42 @@ impl Settlement {
     }
 }
 
+impl Settlement {
+    /// `merchant_information` as the API writes it, with `course` and `rate` in `format`.
+    pub fn view(&self, format: DecimalFormat) -> SettlementView<'_> {
+        SettlementView {
+            settlement: self,
+            format,
+        }
+    }
+}
+
 impl Serialize for Settlement {
     /// `course` and `rate` as JSON numbers with exactly 2 decimals; the amounts as decimal
     /// strings with exactly 4 decimals.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.view(DecimalFormat::Number).serialize(s)
+    }
+}
+
+/// `merchant_information`'s JSON: `course` and `rate` with exactly 2 decimals in the chosen
+/// [`DecimalFormat`]; the USDT and payment-currency amounts always as decimal strings with
+/// exactly 4 decimals.
+#[derive(Debug, Clone, Copy)]
+pub struct SettlementView<'a> {
+    settlement: &'a Settlement,
+    format: DecimalFormat,
+}
+
+impl Serialize for SettlementView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.settlement;
         let mut st = s.serialize_struct("merchant_information", 5)?;
-        st.serialize_field("course", &decimal_number(&self.course))?;
-        st.serialize_field("rate", &decimal_number(&self.rate))?;
-        st.serialize_field("amount_usdt", &four(self.amount_usdt))?;
-        st.serialize_field("amount_rate", &four(self.amount_rate))?;
-        st.serialize_field("amount_usdt_rate", &four(self.amount_usdt_rate))?;
+        st.serialize_field("course", &self.format.write(&v.course))?;
+        st.serialize_field("rate", &self.format.write(&v.rate))?;
+        st.serialize_field("amount_usdt", &four(v.amount_usdt))?;
+        st.serialize_field("amount_rate", &four(v.amount_rate))?;
+        st.serialize_field("amount_usdt_rate", &four(v.amount_usdt_rate))?;
         st.end()
     }
 }

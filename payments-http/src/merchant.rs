@@ -10,7 +10,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
-use payments_core::amount::Amount;
+use payments_core::amount::{Amount, DecimalFormat};
 use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
 use payments_core::bank::parse_geo_query;
 use payments_core::service::payment_not_found;
@@ -208,6 +208,38 @@ struct Admitted {
     _permit: tokio::sync::OwnedSemaphorePermit,
     auth: Authenticated,
     body: Bytes,
+    /// How the answer writes its decimals (`X-Decimals`).
+    decimals: DecimalFormat,
+}
+
+/// The request header that opts in to decimals as JSON strings.
+pub const DECIMALS_HEADER: &str = "x-decimals";
+
+/// The `X-Decimals` request header: absent or `number` keeps API v1's JSON numbers; `string`
+/// writes the Payment resource's decimals as JSON strings with the same text, for clients whose
+/// JSON parser cannot keep decimals. Anything else, or the header twice, is `400 bad_request`,
+/// decided before the body is read or a nonce is spent.
+pub fn decimal_format(headers: &axum::http::HeaderMap) -> Result<DecimalFormat, ApiError> {
+    let mut values = headers.get_all(DECIMALS_HEADER).iter();
+    let Some(value) = values.next() else {
+        return Ok(DecimalFormat::Number);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "X-Decimals: the header is sent more than once",
+        ));
+    }
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| DecimalFormat::parse(v.trim()))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::BadRequest,
+                "X-Decimals: expected `number` (the default) or `string`",
+            )
+        })
 }
 
 async fn admitted(
@@ -217,6 +249,11 @@ async fn admitted(
     payment: Option<PaymentId>,
 ) -> Result<Admitted, ApiError> {
     let (parts, body) = req.into_parts();
+    // The project resource has no decimals: the header means nothing there.
+    let decimals = match endpoint {
+        Endpoint::GetProject => DecimalFormat::Number,
+        _ => decimal_format(&parts.headers)?,
+    };
     let body = read_body(body, parts.headers.get("content-length"), st.body_timeout).await?;
     let permit = admit(st)?;
     let auth = authenticate(st, endpoint, &parts, &body, payment).await?;
@@ -224,6 +261,7 @@ async fn admitted(
         _permit: permit,
         auth,
         body,
+        decimals,
     })
 }
 
@@ -250,6 +288,7 @@ async fn create_payment(
         _permit: permit,
         auth,
         body,
+        decimals,
     } = a;
     let create = tokio::spawn(
         async move {
@@ -278,7 +317,7 @@ async fn create_payment(
         requisite = requisite.as_deref().unwrap_or("-"),
         "payment create answered"
     );
-    Ok(json_response(status, &outcome.payment.view()))
+    Ok(json_response(status, &outcome.payment.view_with(decimals)))
 }
 
 #[tracing::instrument(name = "get_payment", skip_all, fields(request_id = %rid.0))]
@@ -291,9 +330,10 @@ async fn get_payment(
     // The payment is read with the credentials (one store round trip); an id that does not
     // parse is, like an unknown one, 404 after every authentication check.
     let a = admitted(&st, Endpoint::GetPayment, req, id.parse().ok()).await?;
+    let decimals = a.decimals;
     let ctx = st.service.accept(a.auth).await?;
     let payment = ctx.payment.ok_or_else(payment_not_found)?;
-    Ok(json_response(StatusCode::OK, &payment.view()))
+    Ok(json_response(StatusCode::OK, &payment.view_with(decimals)))
 }
 
 #[tracing::instrument(name = "get_project", skip_all, fields(request_id = %rid.0))]
@@ -388,6 +428,7 @@ async fn test_helper(
     complete: bool,
 ) -> Result<Response, HttpError> {
     let a = admitted(&st, Endpoint::TestHelper, req, None).await?;
+    let decimals = a.decimals;
     let payment = match helper_amount(&a.body, complete) {
         Ok(amount) if complete => st.service.test_complete(a.auth, &id, amount).await?,
         Ok(_) => st.service.test_cancel(a.auth, &id).await?,
@@ -397,7 +438,7 @@ async fn test_helper(
             return Err(e.into());
         }
     };
-    Ok(json_response(StatusCode::OK, &payment.view()))
+    Ok(json_response(StatusCode::OK, &payment.view_with(decimals)))
 }
 
 async fn healthz() -> impl IntoResponse {

@@ -81,7 +81,8 @@ fn check(
     let text = String::from_utf8_lossy(&resp.body);
     for field in ["\"course\":", "\"rate\":"] {
         for (i, _) in text.match_indices(field) {
-            let rest = &text[i + field.len()..];
+            // With `X-Decimals: string` the same text is quoted.
+            let rest = text[i + field.len()..].trim_start_matches('"');
             let number: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_digit() || *c == '.')
@@ -404,4 +405,132 @@ async fn real_responses_validate_against_the_file() {
             "not exercised: {method} {path} {status}"
         );
     }
+}
+
+/// Sends `req` with `X-Decimals: <value>` added (the header is not a signed component).
+async fn send_with_decimals(
+    c: &payments_client::MerchantClient,
+    req: &payments_client::PreparedRequest,
+    value: &str,
+) -> ApiResponse {
+    let mut req = req.clone();
+    req.headers.push(("X-Decimals".into(), value.into()));
+    c.send(&req).await.unwrap()
+}
+
+/// `X-Decimals: string` writes the same decimal text as JSON strings, on every operation that
+/// answers with a payment, and the answers validate against the file's `PaymentDecimalStrings`;
+/// without it the numbers are unchanged; a bad value is `400 bad_request` and spends nothing.
+#[tokio::test]
+async fn decimal_strings_on_request() {
+    let spec = spec();
+    let s = start().await;
+    let c = &s.client();
+    let mut seen = BTreeSet::new();
+    let signed = |path: &str, body: &Value| {
+        c.prepare(
+            Method::POST,
+            path,
+            &serde_json::to_vec(body).unwrap(),
+            Some(&SignSpec::default()),
+        )
+        .unwrap()
+    };
+    let strings = json!({"$ref": "#/components/schemas/PaymentDecimalStrings"});
+    let numbers = json!({"$ref": "#/components/schemas/Payment"});
+
+    // A bad value: 400, and the same signed request (same nonce) then succeeds.
+    let create = signed("/api/v1/payments", &create_body("ds-1", "1500.50"));
+    for bad in ["float", "", "strings"] {
+        let r = send_with_decimals(c, &create, bad).await;
+        assert_eq!(r.code(), Some("bad_request"), "{bad:?}: {}", r.json);
+        assert!(r.json["message"].as_str().unwrap().contains("X-Decimals"));
+        check(&spec, &mut seen, "/api/v1/payments", "POST", &r);
+    }
+    let mut twice = create.clone();
+    twice.headers.push(("X-Decimals".into(), "string".into()));
+    twice.headers.push(("X-Decimals".into(), "string".into()));
+    let r = c.send(&twice).await.unwrap();
+    assert_eq!(r.code(), Some("bad_request"), "{}", r.json);
+
+    let r = send_with_decimals(c, &create, "String").await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    check(&spec, &mut seen, "/api/v1/payments", "POST", &r);
+    assert_eq!(r.json["amount"], json!("1500.50"));
+    assert_eq!(r.json["initial_amount"], json!("1500.50"));
+    let info = &r.json["merchant_information"];
+    for field in ["course", "rate"] {
+        let text = info[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field}: {info}"));
+        assert_eq!(
+            text.split_once('.').map(|(_, d)| d.len()),
+            Some(2),
+            "{text}"
+        );
+    }
+    assert!(validation_errors(&spec, &strings, &r.json).is_empty());
+    assert!(!validation_errors(&spec, &numbers, &r.json).is_empty());
+    let id = r.json["id"].as_str().unwrap().to_string();
+
+    // GET: strings on request, the default numbers (same text) without the header.
+    let get = c
+        .prepare(Method::GET, &format!("/api/v1/payments/{id}"), b"", None)
+        .unwrap();
+    let r = send_with_decimals(c, &get, "string").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["amount"], json!("1500.50"));
+    check(&spec, &mut seen, "/api/v1/payments/{id}", "GET", &r);
+    let with_strings = r.json.clone();
+    let r = send_with_decimals(c, &get, "number").await;
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    assert!(text.contains(r#""amount":1500.50,"#), "{text}");
+    assert!(validation_errors(&spec, &numbers, &r.json).is_empty());
+    assert!(!validation_errors(&spec, &strings, &r.json).is_empty());
+    let plain = c.get_payment(&id).await.unwrap();
+    assert_eq!(
+        plain.body, r.body,
+        "absent and `number` write the same bytes"
+    );
+    // Only the four decimals change type: course and rate keep their text.
+    for field in ["course", "rate"] {
+        let n = &r.json["merchant_information"][field];
+        assert_eq!(
+            with_strings["merchant_information"][field]
+                .as_str()
+                .unwrap(),
+            n.to_string()
+        );
+    }
+
+    // The project resource has no decimals; the header is ignored there.
+    let project = c
+        .prepare(Method::GET, "/api/v1/project", b"", None)
+        .unwrap();
+    let r = send_with_decimals(c, &project, "float").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+
+    // A test helper answers in strings too.
+    s.patch_project(ProjectPatch {
+        test_mode: Some(true),
+        ..Default::default()
+    })
+    .await;
+    let t = c
+        .create_payment(&create_body("ds-t", "999999.990000"))
+        .await
+        .unwrap();
+    assert_eq!(t.status, StatusCode::CREATED, "{}", t.json);
+    let t = t.json["id"].as_str().unwrap().to_string();
+    let complete = signed(&format!("/api/v1/test/payments/{t}/complete"), &json!({}));
+    let r = send_with_decimals(c, &complete, "string").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["amount"], json!("999999.990000"));
+    check(
+        &spec,
+        &mut seen,
+        "/api/v1/test/payments/{id}/complete",
+        "POST",
+        &r,
+    );
 }

@@ -1,0 +1,3 @@
+module example.com/payments-integration
+
+go 1.19

@@ -1,0 +1,439 @@
+//! The Node.js and Python guides of `docs/integration/` run against a real server: the worked
+//! example signs to the published bytes; `create` creates a payment (201), repeats it (200, the
+//! same payment) and reads it back with the exact amount text; the guide's receiver gets the
+//! payment's callback once it is confirmed, verifies it and keeps the amount exact; and
+//! `check-receiver` scores the guide's receiver on every case.
+//!
+//! The packages come from `.ci/run` (`npm ci`, `pip install -r requirements.txt`). In CI
+//! (`CI=true`) a missing interpreter or package fails the test; locally it is skipped with
+//! the reason printed.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use payments_core::callback::signing::signature_header;
+use payments_core::callback::{AddressPolicy, CallbackSecret};
+use payments_http::receiver_check::{check_receiver, CheckOptions};
+use payments_http::testing::TestServer;
+use serde_json::Value;
+
+fn guides() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/integration")
+}
+
+/// `Ok(())` when `program args` runs and exits 0; otherwise why not.
+fn runs(program: &str, args: &[&str], dir: &Path) -> Result<(), String> {
+    match Command::new(program).args(args).current_dir(dir).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("`{program}` cannot run: {e}")),
+    }
+}
+
+/// `true` when the language can run; in CI a missing piece panics, locally it is reported.
+fn available(language: &str, check: Result<(), String>) -> bool {
+    match check {
+        Ok(()) => true,
+        Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{language} guide cannot run in CI: {why} (.ci/run installs it)")
+        }
+        Err(why) => {
+            eprintln!("SKIPPED the {language} guide: {why}. Run .ci/run, or install the packages as docs/integration/README.md says.");
+            false
+        }
+    }
+}
+
+/// A receiver process whose processed events (stdout JSON lines with `accepted`) arrive on a
+/// channel.
+struct Receiver {
+    child: Child,
+    lines: mpsc::Receiver<Value>,
+    url: String,
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Receiver {
+    /// Starts `command` (`{port}` in an argument is replaced; `PORT` is set too) and waits
+    /// until the port accepts connections.
+    fn start(command: &[&str], dir: &Path, secret: &str) -> Receiver {
+        let port = free_port();
+        let args: Vec<String> = command[1..]
+            .iter()
+            .map(|a| a.replace("{port}", &port.to_string()))
+            .collect();
+        let mut child = Command::new(command[0])
+            .args(&args)
+            .current_dir(dir)
+            .env("CALLBACK_SECRETS", secret)
+            .env("PORT", port.to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if value.get("accepted").is_some() && tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{command:?} does not listen on {port}"
+            );
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{command:?} exited: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Receiver {
+            child,
+            lines,
+            url: format!("http://127.0.0.1:{port}/callbacks"),
+        }
+    }
+
+    /// The next processed event, within `wait`.
+    fn next_event(&self, wait: Duration) -> Option<Value> {
+        self.lines.recv_timeout(wait).ok()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One guide's three programs, each as program and arguments.
+struct Guide<'a> {
+    dir: PathBuf,
+    worked_example: &'a [&'a str],
+    create: &'a [&'a str],
+    receiver: &'a [&'a str],
+}
+
+/// Runs one guide against `server`: worked example, create/repeat/GET, a verified callback,
+/// and every case of the receiver checker.
+async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
+    let dir = &guide.dir;
+    let out = Command::new(guide.worked_example[0])
+        .args(&guide.worked_example[1..])
+        .current_dir(dir)
+        .output()
+        .expect("the worked example runs");
+    assert!(
+        out.status.success(),
+        "{:?}: {}{}",
+        guide.worked_example,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let creds = server.creds();
+    let secret = creds.callback_secret.expose().to_string();
+    let rx = Receiver::start(guide.receiver, dir, &secret);
+
+    let credentials_file = server.dir.path().join("guide-credentials.json");
+    std::fs::write(
+        &credentials_file,
+        serde_json::to_vec(&creds_json(server)).unwrap(),
+    )
+    .unwrap();
+    let mut create = Command::new(guide.create[0]);
+    create
+        .args(&guide.create[1..])
+        .arg("--credentials")
+        .arg(&credentials_file)
+        .args([
+            "--order",
+            order,
+            "--amount",
+            "3400.50",
+            "--callback-url",
+            &rx.url,
+        ])
+        .current_dir(dir);
+    let out = tokio::task::spawn_blocking(move || create.output())
+        .await
+        .unwrap()
+        .expect("create runs");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        guide.create,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("one JSON summary line");
+    assert_eq!(summary["create"], 201, "{summary}");
+    assert_eq!(summary["repeat"], 200, "{summary}");
+    assert_eq!(summary["same_payment"], true, "{summary}");
+    assert_eq!(summary["get"], 200, "{summary}");
+    assert_eq!(summary["status"], "processing", "{summary}");
+    assert_eq!(
+        summary["amount"], "3400.50",
+        "the exact text, not 3400.5: {summary}"
+    );
+    assert_eq!(summary["amount_usdt"], "34.0050", "{summary}");
+    let id = summary["id"].as_str().expect("id").to_string();
+
+    // The payer pays: the operator confirms; the callback reaches the guide's receiver.
+    let confirmed = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/payments/{id}/confirm",
+            server.operator_url
+        ))
+        .bearer_auth(server.operator_token.expose())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(confirmed.status(), 200);
+    let (rx, event) = tokio::task::spawn_blocking(move || {
+        let event = rx.next_event(Duration::from_secs(20));
+        (rx, event)
+    })
+    .await
+    .unwrap();
+    let event = event.expect("the receiver verified and processed the callback");
+    assert_eq!(event["payment"], id.as_str(), "{event}");
+    assert_eq!(event["order"], order, "{event}");
+    assert_eq!(event["status"], "completed", "{event}");
+    assert_eq!(event["amount"], "3400.50", "{event}");
+
+    // Every case of the checker: signature, replay, tampering, timestamps, rotation, slow read.
+    let options = CheckOptions::new(
+        rx.url.clone(),
+        CallbackSecret::parse(&secret).expect("whsec_"),
+        AddressPolicy::LOCAL_DEVELOPMENT,
+    );
+    let report = check_receiver(&options).await.expect("the checker runs");
+    assert!(
+        report.passed(),
+        "{:?}:\n{}",
+        guide.receiver,
+        report.render()
+    );
+}
+
+/// The credentials file as the sandbox writes it, with this server's URLs.
+fn creds_json(server: &TestServer) -> Value {
+    let path = server.dir.path().join("sandbox-credentials.json");
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(path).expect("the credentials file")).unwrap();
+    v["base_url"] = server.merchant_url.clone().into();
+    v["operator_url"] = server.operator_url.clone().into();
+    v
+}
+
+async fn local_callback_server() -> TestServer {
+    TestServer::start(|s| s.allow_local_callbacks = true).await
+}
+
+#[tokio::test]
+async fn the_node_guide_runs_against_a_live_server() {
+    let dir = guides().join("node");
+    let ok = available(
+        "Node.js",
+        runs("node", &["--version"], &dir).and_then(|()| {
+            runs(
+                "node",
+                &[
+                    "-e",
+                    "import('http-message-signatures').then(() => import('lossless-json'))",
+                ],
+                &dir,
+            )
+        }),
+    );
+    if !ok {
+        return;
+    }
+    let server = local_callback_server().await;
+    let guide = Guide {
+        dir,
+        worked_example: &["node", "worked-example.mjs"],
+        create: &["node", "create.mjs"],
+        receiver: &["node", "receiver.mjs"],
+    };
+    run_guide(&server, &guide, "guide-node-1").await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_python_guide_runs_against_a_live_server() {
+    let dir = guides().join("python");
+    let ok = available(
+        "Python",
+        runs(
+            "python3",
+            &["-c", "import http_message_signatures, requests"],
+            &dir,
+        ),
+    );
+    if !ok {
+        return;
+    }
+    let server = local_callback_server().await;
+    let guide = Guide {
+        dir,
+        worked_example: &["python3", "worked_example.py"],
+        create: &["python3", "create.py"],
+        receiver: &["python3", "receiver.py"],
+    };
+    run_guide(&server, &guide, "guide-python-1").await;
+    server.stop().await;
+}
+
+/// docs/callbacks.md's claim: Stripe's library verifies our callbacks when its header is
+/// assembled as `t=<X-Callback-Timestamp>,<X-Callback-Signature>`, a rotation's two `v1=`
+/// values included; and it refuses a tampered body, a wrong secret and a stale timestamp.
+#[test]
+fn stripe_verifies_our_callbacks() {
+    let dir = guides().join("python");
+    if !available(
+        "Python (stripe)",
+        runs("python3", &["-c", "import stripe"], &dir),
+    ) {
+        return;
+    }
+    let current =
+        CallbackSecret::parse("whsec_c2VjcmV0LWN1cnJlbnQtMDEyMzQ1Njc4OWFiY2RlZg==").unwrap();
+    let previous =
+        CallbackSecret::parse("whsec_cHJldmlvdXMtc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=").unwrap();
+    let body = r#"{"id":"0b9d3a52-6f0e-4c1b-8f7d-2a4e5c6b7d8e","event_id":"5d2f7c1e-9a3b-4e6d-8c0f-1b2a3c4d5e6f","status":"completed","amount":3400.50}"#;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let verify = |body: &str, timestamp: i64, signature: String, secret: &CallbackSecret| {
+        let input = serde_json::json!({
+            "body": body, "timestamp": timestamp.to_string(),
+            "signature": signature, "secret": secret.expose(),
+        });
+        let mut child = Command::new("python3")
+            .arg("stripe_compat.py")
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        )
+    };
+    let one = signature_header(&[&current], now, body.as_bytes());
+    let rotation = signature_header(&[&current, &previous], now, body.as_bytes());
+    assert_eq!(
+        verify(body, now, one.clone(), &current),
+        (true, "verified".into())
+    );
+    assert!(
+        verify(body, now, rotation.clone(), &current).0,
+        "{rotation}"
+    );
+    assert!(
+        verify(body, now, rotation, &previous).0,
+        "the old secret during a rotation"
+    );
+    let tampered = body.replace("3400.50", "3400.51");
+    assert!(!verify(&tampered, now, one.clone(), &current).0);
+    assert!(!verify(body, now, one, &previous).0, "another secret");
+    let stale = now - 330;
+    let old = signature_header(&[&current], stale, body.as_bytes());
+    assert!(!verify(body, stale, old, &current).0, "older than 300 s");
+}
+
+/// The Go, PHP and Java guides need toolchains a CI machine does not have (Go 1.19+, PHP 8.1+
+/// with sodium, a JDK 17+ with Jackson under /usr/share/java as Debian's
+/// libjackson2-databind-java installs it). Run them where those exist:
+/// `cargo test -p payments-examples --test integration_guides -- --ignored`.
+async fn run_optional(language: &str, probe: (&str, &[&str]), guide: Guide<'_>, order: &str) {
+    if let Err(why) = runs(probe.0, probe.1, &guide.dir) {
+        panic!("the {language} guide needs its toolchain: {why}");
+    }
+    let server = local_callback_server().await;
+    run_guide(&server, &guide, order).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "needs Go 1.19+; run with --ignored"]
+async fn the_go_guide_runs_against_a_live_server() {
+    let guide = Guide {
+        dir: guides().join("go"),
+        worked_example: &["go", "run", ".", "worked-example"],
+        create: &["go", "run", ".", "create"],
+        // Not `go run`: killing it would leave the program it built running.
+        receiver: &[
+            "sh",
+            "-c",
+            "go build -o \"${TMPDIR:-/tmp}/payments-go-guide\" . && exec \"${TMPDIR:-/tmp}/payments-go-guide\" receiver",
+        ],
+    };
+    run_optional("Go", ("go", &["version"]), guide, "guide-go-1").await;
+}
+
+#[tokio::test]
+#[ignore = "needs PHP 8.1+ with sodium; run with --ignored"]
+async fn the_php_guide_runs_against_a_live_server() {
+    let guide = Guide {
+        dir: guides().join("php"),
+        worked_example: &["php", "payments.php", "worked-example"],
+        create: &["php", "payments.php", "create"],
+        receiver: &["php", "-S", "127.0.0.1:{port}", "receiver.php"],
+    };
+    run_optional(
+        "PHP",
+        ("php", &["-r", "sodium_crypto_sign_keypair();"]),
+        guide,
+        "guide-php-1",
+    )
+    .await;
+}
+
+const JACKSON: &str =
+    "/usr/share/java/jackson-databind.jar:/usr/share/java/jackson-core.jar:/usr/share/java/jackson-annotations.jar";
+
+#[tokio::test]
+#[ignore = "needs a JDK 17+ and Jackson; run with --ignored"]
+async fn the_java_guide_runs_against_a_live_server() {
+    let guide = Guide {
+        dir: guides().join("java"),
+        worked_example: &["java", "-cp", JACKSON, "Payments.java", "worked-example"],
+        create: &["java", "-cp", JACKSON, "Payments.java", "create"],
+        receiver: &["java", "-cp", JACKSON, "Payments.java", "receiver"],
+    };
+    run_optional("Java", ("java", &["-version"]), guide, "guide-java-1").await;
+}
