@@ -12,14 +12,15 @@
 //! - what a client writes in front of the header (to the left of what the trusted proxies
 //!   appended) does not change an untrusted result: a client cannot choose its address;
 //! - one more trusted proxy in front of the server, appending the address it received from,
-//!   does not change the result;
+//!   does not change the result (trusted networks written IPv4-mapped are trusted as IPv4,
+//!   like allow-list rules);
 //! - the answer is deterministic.
 
 use std::net::IpAddr;
 use std::str::FromStr;
 
 use ipnet::IpNet;
-use payments_core::auth::client_ip;
+use payments_core::auth::{canonical_network, client_ip};
 
 pub fn check(data: &[u8]) {
     let [trusted, peer, xff, prefix] = crate::split::<4>(data);
@@ -45,7 +46,7 @@ pub fn check(data: &[u8]) {
     } else {
         xff.split('\n').collect()
     };
-    let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| canonical_network(*n).contains(ip));
 
     let outcome = client_ip(peer, &lines, &trusted);
     assert_eq!(outcome, client_ip(peer, &lines, &trusted), "deterministic");
@@ -98,7 +99,7 @@ fn check_hops(
     outcome: &Result<IpAddr, payments_core::auth::allowlist::UnknownClient>,
     prefix: &str,
 ) {
-    let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| canonical_network(*n).contains(ip));
     if !prefix.is_empty() {
         let mut spoofed: Vec<&str> = prefix.split('\n').collect();
         spoofed.extend(lines);
@@ -111,7 +112,7 @@ fn check_hops(
     let next_hop = trusted
         .iter()
         .flat_map(|n| [n.network(), n.broadcast()])
-        .find(|ip| ip.to_canonical() == *ip && is_trusted(ip));
+        .find(|ip| is_trusted(&ip.to_canonical()));
     if let Some(next_hop) = next_hop {
         let received_from = peer.to_string();
         let mut appended = lines.to_vec();

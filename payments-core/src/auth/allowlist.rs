@@ -94,7 +94,7 @@ fn parse_rule(rule: &str) -> Result<IpNet, AllowListError> {
                 network: net.trunc(),
             });
         }
-        Ok(mapped_to_v4(net))
+        Ok(canonical_network(net))
     } else {
         let ip = IpAddr::from_str(trimmed).map_err(|_| AllowListError::Invalid(rule.to_owned()))?;
         Ok(IpNet::from(ip.to_canonical()))
@@ -125,7 +125,13 @@ pub fn client_ip(
     x_forwarded_for: &[&str],
     trusted_proxies: &[IpNet],
 ) -> Result<IpAddr, UnknownClient> {
-    let is_trusted = |ip: &IpAddr| trusted_proxies.iter().any(|n| n.contains(ip));
+    // A trusted network written IPv4-mapped (`::ffff:10.0.0.0/104`) is the IPv4 network: the
+    // addresses it is compared with are canonical.
+    let is_trusted = |ip: &IpAddr| {
+        trusted_proxies
+            .iter()
+            .any(|n| canonical_network(*n).contains(ip))
+    };
     let mut candidate = peer.to_canonical();
     if !is_trusted(&candidate) {
         return Ok(candidate);
@@ -154,10 +160,11 @@ fn parse_forwarded_entry(entry: &str) -> Option<IpAddr> {
     IpAddr::from_str(entry).ok().map(|ip| ip.to_canonical())
 }
 
-/// An IPv4-mapped IPv6 network of prefix 96 or longer as the IPv4 network it maps; any other
-/// network as it is. Clients are matched in their canonical form (a mapped address as IPv4),
-/// so a mapped network left as IPv6 would match nothing.
-fn mapped_to_v4(net: IpNet) -> IpNet {
+/// An IPv4-mapped IPv6 network of prefix 96 or longer as the IPv4 network it maps
+/// (`::ffff:10.0.0.0/104` -> `10.0.0.0/8`); any other network as it is. Clients are matched in
+/// their canonical form (a mapped address as IPv4), so a mapped network left as IPv6 would
+/// match nothing. Allow-list rules and trusted proxies both go through it.
+pub fn canonical_network(net: IpNet) -> IpNet {
     match net {
         IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
             Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96)
@@ -172,6 +179,26 @@ fn mapped_to_v4(net: IpNet) -> IpNet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trusted_proxy_written_ipv4_mapped_is_trusted() {
+        let client: IpAddr = "203.0.113.9".parse().unwrap();
+        for trusted in ["::ffff:10.0.0.0/104", "::ffff:10.0.0.1/128", "10.0.0.0/8"] {
+            let trusted = [IpNet::from_str(trusted).unwrap()];
+            for peer in ["10.0.0.1", "::ffff:10.0.0.1"] {
+                let peer: IpAddr = peer.parse().unwrap();
+                assert_eq!(
+                    client_ip(peer, &["203.0.113.9"], &trusted),
+                    Ok(client),
+                    "{trusted:?} {peer}"
+                );
+            }
+        }
+        // Not a mapped network: the peer is the client.
+        let v6 = [IpNet::from_str("::/96").unwrap()];
+        let peer: IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(client_ip(peer, &["203.0.113.9"], &v6), Ok(peer));
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -12,7 +12,7 @@ mod sf;
 pub mod signature;
 pub mod token;
 
-pub use allowlist::{client_ip, AllowListError, IpAllowList, UnknownClient};
+pub use allowlist::{canonical_network, client_ip, AllowListError, IpAllowList, UnknownClient};
 pub use digest::{content_digest_header, verify_content_digest, DigestError};
 pub use keys::{keyid, parse_public_key, parse_signing_key_pem, KeyError};
 pub use nonce::{Nonce, NonceError, NONCE_RETENTION};
