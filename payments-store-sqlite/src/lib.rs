@@ -16,6 +16,7 @@ use payments_core::store::StoreError;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
+mod cabinet;
 mod codec;
 mod directory;
 mod error;
