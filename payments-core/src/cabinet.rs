@@ -293,6 +293,12 @@ pub trait CabinetStore: Send + Sync {
 
     /// Stores an invitation, deleting the user's earlier ones.
     async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError>;
+    /// The invitation with this token hash if it is live at `now` (not taken, not expired).
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError>;
     /// Takes (deletes) the invitation with this token hash and answers it if it had not
     /// expired at `now`; exactly one of concurrent calls gets it.
     async fn take_invite(

@@ -411,6 +411,31 @@ pub(crate) fn put_invite(conn: &Connection, i: &InviteRecord) -> Result<(), Stor
     Ok(())
 }
 
+fn invite_from_row(row: &Row<'_>) -> Result<InviteRecord, StoreError> {
+    let c = Cols::new(row);
+    Ok(InviteRecord {
+        token_hash: c.bytes32("token_hash")?,
+        user_id: c.parsed("user_id")?,
+        created_at: c.ts("created_at")?,
+        expires_at: c.ts("expires_at")?,
+    })
+}
+
+pub(crate) fn invite(
+    conn: &Connection,
+    hash: &[u8; 32],
+    now: Timestamp,
+) -> Result<Option<InviteRecord>, StoreError> {
+    Ok(query(
+        conn,
+        "SELECT token_hash, user_id, created_at, expires_at FROM cabinet_invites \
+         WHERE token_hash = ?1 AND expires_at > ?2",
+        params![hash.as_slice(), now.unix_millis()],
+        invite_from_row,
+    )?
+    .pop())
+}
+
 pub(crate) fn take_invite(
     conn: &Connection,
     hash: &[u8; 32],
@@ -421,15 +446,7 @@ pub(crate) fn take_invite(
         "DELETE FROM cabinet_invites WHERE token_hash = ?1 \
          RETURNING token_hash, user_id, created_at, expires_at",
         [hash.as_slice()],
-        |row| {
-            let c = Cols::new(row);
-            Ok(InviteRecord {
-                token_hash: c.bytes32("token_hash")?,
-                user_id: c.parsed("user_id")?,
-                created_at: c.ts("created_at")?,
-                expires_at: c.ts("expires_at")?,
-            })
-        },
+        invite_from_row,
     )?
     .pop();
     Ok(found.filter(|i| i.expires_at > now))

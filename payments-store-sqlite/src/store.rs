@@ -488,6 +488,15 @@ impl CabinetStore for SqliteStore {
         self.write(move |c| cabinet::put_invite(c, &i)).await
     }
 
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let hash = *hash;
+        self.read(move |c| cabinet::invite(c, &hash, now)).await
+    }
+
     async fn take_invite(
         &self,
         hash: &[u8; 32],

@@ -744,6 +744,20 @@ impl CabinetStore for MemoryStore {
         Ok(())
     }
 
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .invites
+            .iter()
+            .find(|i| &i.token_hash == hash && i.expires_at > now)
+            .cloned())
+    }
+
     async fn take_invite(
         &self,
         hash: &[u8; 32],

@@ -514,9 +514,27 @@ pub async fn cabinet_invites<S: Store + CabinetStore>(store: &S) {
         store.put_invite(i).await.expect("put_invite");
     }
     assert_eq!(
+        store.invite(&i1.token_hash, T0).await.expect("invite"),
+        None,
+        "replaced by the user's newer invitation"
+    );
+    assert_eq!(
         store.take_invite(&i1.token_hash, T0).await.expect("take"),
         None,
         "replaced by the user's newer invitation"
+    );
+    assert_eq!(
+        store.invite(&i2.token_hash, T0).await.expect("invite"),
+        Some(i2.clone()),
+        "looking does not take"
+    );
+    assert_eq!(
+        store
+            .invite(&i3.token_hash, T0 + ms(1000))
+            .await
+            .expect("invite"),
+        None,
+        "not live at its expiry"
     );
     assert_eq!(
         store.take_invite(&i2.token_hash, T0).await.expect("take"),
