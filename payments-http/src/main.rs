@@ -28,7 +28,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the merchant API, the operator API, the callback dispatcher and the sweeper.
+    /// Run the merchant API, the operator API, the web cabinet, the callback dispatcher and the
+    /// sweeper.
     Serve(ServeArgs),
     /// Issue a new operator API token (the previous one stops working); printed once.
     OperatorToken(CommonArgs),
@@ -54,6 +55,10 @@ struct ServeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     operator_listen: Option<String>,
+    /// Web cabinet address. Default 127.0.0.1:8082.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cabinet_listen: Option<String>,
     /// TLS certificate chain (PEM) for the merchant listener.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,6 +101,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         environment = %environment,
         merchant_api = %app.base_url(),
         operator_api = %app.operator_url(),
+        cabinet = %app.cabinet_url().unwrap_or_else(|| "off".into()),
         "payments-server listening"
     );
     if let Some(path) = app.bootstrapped_credentials() {

@@ -31,6 +31,8 @@ pub struct AppState {
     pub in_flight: Arc<Semaphore>,
     /// How long a request body may take to arrive (`408` after it); default 10 s.
     pub body_timeout: Duration,
+    /// The web cabinet's URL, for the invitation links the operator API answers.
+    pub cabinet_url: Option<Arc<str>>,
 }
 
 /// Wakes a tokio [`Notify`] for the core's [`OutboxWaker`].
@@ -58,6 +60,7 @@ impl AppState {
             outbox_notify,
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             body_timeout: Duration::from_secs(10),
+            cabinet_url: None,
         }
     }
 }

@@ -14,6 +14,7 @@ mod credentials;
 mod directory;
 mod output;
 mod payment;
+mod users;
 
 use std::path::PathBuf;
 
@@ -30,6 +31,7 @@ pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
 pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, ProjectSettings};
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
+pub use users::{cabinet_url, UserCommand};
 
 /// Settings every command shares. Serialized, it is the flag layer of these flags (only the
 /// ones given).
@@ -85,6 +87,8 @@ pub enum OperatorCommand {
     Payment(Group<PaymentCommand>),
     /// The audit trail, newest first.
     Audit(AuditArgs),
+    /// Web cabinet users: add (prints an invitation link), list, invite, disable, enable.
+    User(Group<UserCommand>),
 }
 
 impl OperatorCommand {
@@ -97,6 +101,7 @@ impl OperatorCommand {
             OperatorCommand::CallbackSecret(g) => (&g.common, g.json),
             OperatorCommand::Payment(g) => (&g.common, g.json),
             OperatorCommand::Audit(a) => (&a.common, a.json),
+            OperatorCommand::User(g) => (&g.common, g.json),
         }
     }
 }
@@ -117,7 +122,13 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log_format, "warn");
     let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
-    let result = execute(&opened.service, command, &cli_actor()).await;
+    let result = execute(
+        &opened.service,
+        command,
+        &cli_actor(),
+        &cabinet_url(&settings),
+    )
+    .await;
     opened.store.close();
     let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
     if json {
@@ -138,6 +149,7 @@ async fn execute(
     svc: &PaymentService,
     command: OperatorCommand,
     actor: &Actor,
+    cabinet_url: &str,
 ) -> Result<Output, ApiError> {
     match command {
         OperatorCommand::Merchant(g) => directory::merchant(svc, g.command, actor).await,
@@ -149,5 +161,6 @@ async fn execute(
         }
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
+        OperatorCommand::User(g) => users::user(svc, g.command, actor, cabinet_url).await,
     }
 }
