@@ -537,12 +537,21 @@ impl Cabinet {
         let email = email.trim().to_lowercase();
         let mut keys = vec![(format!("account:{email}"), self.config.account_limit)];
         keys.extend(self.address_key(client));
+        let user = self.store.user_by_email(&email).await?;
         if let Err(e) = self.check_throttles(&keys).await {
-            self.audit_attempt(&email, None, None, client, "sign_in.password", "throttled")
-                .await?;
+            let merchant = user.as_ref().and_then(|u| u.role.merchant());
+            let user_id = user.as_ref().map(|u| u.id);
+            self.audit_attempt(
+                &email,
+                user_id,
+                merchant,
+                client,
+                "sign_in.password",
+                "throttled",
+            )
+            .await?;
             return Err(e);
         }
-        let user = self.store.user_by_email(&email).await?;
         let stored = user.as_ref().and_then(|u| u.password_hash.as_deref());
         let ok = self.verify(password, stored).await;
         let user = match user {

@@ -168,9 +168,13 @@ pub async fn authenticate(
         peer,
         payment,
     };
-    st.service
+    let auth = st
+        .service
         .authenticate(&request, |project| st.limiters.check(project))
-        .await
+        .await?;
+    st.token_use
+        .note(auth.context().token.id, st.service.ports().clock.now());
+    Ok(auth)
 }
 
 /// A permit from the in-flight limit, or `503` when the server is saturated.

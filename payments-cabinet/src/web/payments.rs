@@ -165,39 +165,116 @@ async fn visible_payment(
     Ok((payment, project))
 }
 
-/// Every field of the payment resource, nested objects flattened (`requisites.holder_name`).
+/// Every field of the payment resource in the resource's order, nested objects flattened
+/// (`merchant_information.rate`).
 fn card_fields(p: &Payment) -> Vec<CardField> {
-    let mut fields = Vec::new();
-    let value = serde_json::to_value(p.view()).unwrap_or_default();
-    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
-        match v {
-            serde_json::Value::Object(map) => {
-                for (k, v) in map {
-                    let name = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(&name, v, out);
-                }
-            }
-            serde_json::Value::Null => out.push((prefix.to_string(), "null".into())),
-            serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
-            other => out.push((prefix.to_string(), other.to_string())),
-        }
-    }
+    let text = serde_json::to_string(&p.view()).unwrap_or_default();
     let mut flat = Vec::new();
-    walk("", &value, &mut flat);
-    for (name, value) in flat {
-        let code = name.ends_with("id") || name.ends_with("_url") || name.ends_with("link");
-        fields.push(CardField { name, value, code });
+    if let Ok(Ordered(members)) = serde_json::from_str::<Ordered>(&text) {
+        flatten("", members, &mut flat);
     }
+    let mut fields: Vec<CardField> = flat
+        .into_iter()
+        .map(|(name, value)| {
+            let code = name.ends_with("id") || name.ends_with("_url") || name.ends_with("link");
+            CardField { name, value, code }
+        })
+        .collect();
     fields.push(CardField {
         name: "version".into(),
         value: p.version.to_string(),
         code: false,
     });
     fields
+}
+
+/// A JSON value with object members kept in document order.
+enum Member {
+    Object(Vec<(String, Member)>),
+    Scalar(String),
+}
+
+/// A JSON object read with its members in document order (serde_json's map sorts them).
+struct Ordered(Vec<(String, Member)>);
+
+impl<'de> serde::Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Member, A::Error> {
+                let mut members = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Member>()? {
+                    members.push((k, v));
+                }
+                // serde_json's arbitrary-precision numbers arrive as a one-member map.
+                if let [(k, Member::Scalar(n))] = members.as_slice() {
+                    if k == "$serde_json::private::Number" {
+                        return Ok(Member::Scalar(n.clone()));
+                    }
+                }
+                Ok(Member::Object(members))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Member, E> {
+                Ok(Member::Scalar(v.to_string()))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Member, E> {
+                Ok(Member::Scalar(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Member, E> {
+                Ok(Member::Scalar(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Member, E> {
+                Ok(Member::Scalar(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Member, E> {
+                Ok(Member::Scalar(v.to_string()))
+            }
+            fn visit_unit<E>(self) -> Result<Member, E> {
+                Ok(Member::Scalar("null".into()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Member, A::Error> {
+                let mut items = Vec::new();
+                while let Some(v) = seq.next_element::<serde_json::Value>()? {
+                    items.push(v.to_string());
+                }
+                Ok(Member::Scalar(format!("[{}]", items.join(", "))))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Member::deserialize(d)? {
+            Member::Object(members) => Ok(Ordered(members)),
+            Member::Scalar(_) => Err(serde::de::Error::custom("not an object")),
+        }
+    }
+}
+
+fn flatten(prefix: &str, members: Vec<(String, Member)>, out: &mut Vec<(String, String)>) {
+    for (k, v) in members {
+        let name = if prefix.is_empty() {
+            k
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            Member::Object(inner) => flatten(&name, inner, out),
+            Member::Scalar(s) => out.push((name, s)),
+        }
+    }
 }
 
 pub(crate) fn event_view(r: &EventRecord) -> EventView {
@@ -609,4 +686,28 @@ pub(crate) async fn deliveries(
         resend: signed.current.is_support(),
         next,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn card_fields_keep_the_resource_order_and_flatten_objects() {
+        let text = r#"{"id":"p1","status":"completed","merchant_information":{"rate":30.26,"course":"100"},"is_test":true,"x":null}"#;
+        let Ordered(members) = serde_json::from_str(text).expect("an object");
+        let mut flat = Vec::new();
+        flatten("", members, &mut flat);
+        assert_eq!(
+            flat,
+            vec![
+                ("id".to_string(), "p1".to_string()),
+                ("status".into(), "completed".into()),
+                ("merchant_information.rate".into(), "30.26".into()),
+                ("merchant_information.course".into(), "100".into()),
+                ("is_test".into(), "true".into()),
+                ("x".into(), "null".into()),
+            ]
+        );
+    }
 }
