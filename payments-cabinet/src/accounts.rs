@@ -462,7 +462,12 @@ impl Cabinet {
         let now = self.now();
         let times = self
             .store
-            .failures_since(key, now.saturating_sub(limit.window), 10_000)
+            // A failure counts for `window` after it: at `failure + window` it no longer does.
+            .failures_since(
+                key,
+                now.saturating_sub(limit.window) + Duration::from_millis(1),
+                10_000,
+            )
             .await?;
         if limit.attempts == 0 || times.len() < limit.attempts {
             return Ok(None);
@@ -645,6 +650,41 @@ impl Cabinet {
             .ok_or_else(|| ApiError::internal(format!("TOTP key of {} is not base32", user.id)))
     }
 
+    /// Re-seals every stored TOTP key that is not sealed under the current sealing key
+    /// (plaintext, or a previous key) with the current key, like
+    /// [`PaymentService::reseal_callback_secrets`] for callback secrets; answers (re-sealed,
+    /// already current). Refused without a configured key.
+    pub async fn reseal_totp_keys(&self) -> Result<(u64, u64), ApiError> {
+        let keys = &self.service.config().sealing;
+        if !keys.is_configured() {
+            return Err(bad_request("no sealing key is configured"));
+        }
+        let (mut resealed, mut current) = (0, 0);
+        for mut user in self.store.users().await? {
+            let Some(stored) = &user.totp_secret else {
+                continue;
+            };
+            if !keys.needs_reseal(stored.expose()) {
+                current += 1;
+                continue;
+            }
+            let key = self
+                .totp_key(&user)?
+                .ok_or_else(|| ApiError::internal("a TOTP key vanished"))?;
+            let sealed = keys
+                .seal(
+                    &secrets::totp_key_base32(&key),
+                    &Self::key_context(user.id),
+                    self.rng(),
+                )
+                .map_err(|e| ApiError::internal(format!("sealing a TOTP key: {e}")))?;
+            user.totp_secret = Some(sealed.into());
+            self.store.update_user(&user).await?;
+            resealed += 1;
+        }
+        Ok((resealed, current))
+    }
+
     /// Enrolment of a half-signed-in user without a confirmed key: the key (made and stored,
     /// sealed, at the first call; the same key until it is confirmed).
     pub async fn enrolment(&self, current: &Current) -> Result<Enrolment, ApiError> {
@@ -790,9 +830,15 @@ impl Cabinet {
         code: &str,
         client: &Client,
     ) -> Result<(NewSession, Vec<String>), SignInError> {
-        let key = self.totp_key(&current.user)?;
+        // The key as stored now: the enrolment page made it after `current` was read.
+        let user = self
+            .store
+            .user(current.user.id)
+            .await?
+            .ok_or(SignInError::SessionEnded)?;
+        let key = self.totp_key(&user)?;
         let codes = secrets::new_recovery_codes(self.rng());
-        let proof = match (&key, current.user.totp_confirmed_at) {
+        let proof = match (&key, user.totp_confirmed_at) {
             (Some(key), None) => secrets::matching_step(key, code, self.now().unix_secs())
                 .map(|step| SessionProof::Enrolment {
                     step,
@@ -1061,17 +1107,13 @@ impl Cabinet {
         &self,
         current: &Current,
         client: &Client,
-        merchant: MerchantId,
-        project: Option<ProjectId>,
-        action: &str,
-        target: &str,
-        detail: Option<String>,
+        change: Change<'_>,
     ) -> Result<(), ApiError> {
-        let mut r = self.record(&current.user, client, action, true);
-        r.merchant_id = Some(merchant);
-        r.project_id = project;
-        r.target = target.to_string();
-        r.detail = detail;
+        let mut r = self.record(&current.user, client, change.action, true);
+        r.merchant_id = Some(change.merchant);
+        r.project_id = change.project;
+        r.target = change.target.to_string();
+        r.detail = change.detail;
         self.audit(r).await
     }
 
@@ -1095,6 +1137,21 @@ impl Cabinet {
             })
             .await?)
     }
+}
+
+/// A change made in the cabinet, for [`Cabinet::audit_change`].
+#[derive(Debug, Clone)]
+pub struct Change<'a> {
+    /// The merchant whose users see the record.
+    pub merchant: MerchantId,
+    /// The project changed, if any.
+    pub project: Option<ProjectId>,
+    /// What (e.g. `token.issue`).
+    pub action: &'a str,
+    /// The object acted on (an id).
+    pub target: &'a str,
+    /// More, as short text (never a secret).
+    pub detail: Option<String>,
 }
 
 /// A refused security change: a rule of the new password, or a refused step.

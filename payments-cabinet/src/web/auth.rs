@@ -227,12 +227,7 @@ pub(crate) async fn enrol(
     client: Client,
     form: FormData,
 ) -> Response {
-    // The key as stored now (the page that showed it made it).
-    let current = match st.cabinet.session(&half.cookie).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return without_cookie(&st, see_other("/sign-in?done=ended")),
-        Err(e) => return PageError::from(e).render(&st),
-    };
+    let current = half.current.clone();
     match st
         .cabinet
         .confirm_enrolment(&current, &half.cookie, form.get("code"), &client)

@@ -21,7 +21,7 @@ use super::views::{
     PaymentRow, Payments,
 };
 use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
-use crate::accounts::{Client, Current};
+use crate::accounts::{Change, Client, Current};
 
 /// Rows per page of the lists.
 pub const PAGE_SIZE: usize = 50;
@@ -432,11 +432,13 @@ async fn run_operation(
                 .audit_change(
                     &signed.current,
                     client,
-                    project.merchant_id,
-                    Some(project.id),
-                    &name,
-                    &payment.id.to_string(),
-                    None,
+                    Change {
+                        merchant: project.merchant_id,
+                        project: Some(project.id),
+                        action: &name,
+                        target: &payment.id.to_string(),
+                        detail: None,
+                    },
                 )
                 .await
                 .map_err(|e| PageError::from(e).render(st))?;

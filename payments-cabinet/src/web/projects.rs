@@ -18,7 +18,7 @@ use super::views::{
     ProjectView, Projects, SecretLine, ShownOnce, TokenRow,
 };
 use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
-use crate::accounts::{Client, Current};
+use crate::accounts::{Change, Client, Current};
 
 /// A project the user may see: a merchant user's own merchant's, any for support. Anything
 /// else, and an id that does not parse, is "not found", whatever exists.
@@ -403,11 +403,13 @@ pub(crate) async fn create_token(
         .audit_change(
             &signed.current,
             &client,
-            merchant.id,
-            Some(project.id),
-            "token.issue",
-            &issued.record.id.to_string(),
-            Some(format!("prefix {}", issued.record.prefix)),
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "token.issue",
+                target: &issued.record.id.to_string(),
+                detail: Some(format!("prefix {}", issued.record.prefix)),
+            },
         )
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -508,11 +510,13 @@ pub(crate) async fn revoke_token(
         .audit_change(
             &signed.current,
             &client,
-            merchant.id,
-            Some(project.id),
-            "token.revoke",
-            &record.id.to_string(),
-            Some(format!("prefix {}", record.prefix)),
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "token.revoke",
+                target: &record.id.to_string(),
+                detail: Some(format!("prefix {}", record.prefix)),
+            },
         )
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -543,11 +547,13 @@ pub(crate) async fn register_key(
                 .audit_change(
                     &signed.current,
                     &client,
-                    merchant.id,
-                    Some(project.id),
-                    "key.register",
-                    record.keyid.as_str(),
-                    None,
+                    Change {
+                        merchant: merchant.id,
+                        project: Some(project.id),
+                        action: "key.register",
+                        target: record.keyid.as_str(),
+                        detail: None,
+                    },
                 )
                 .await
                 .map_err(|e| PageError::from(e).render(&st))?;
@@ -626,11 +632,13 @@ pub(crate) async fn revoke_key(
         .audit_change(
             &signed.current,
             &client,
-            merchant.id,
-            Some(project.id),
-            "key.revoke",
-            key.keyid.as_str(),
-            None,
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "key.revoke",
+                target: key.keyid.as_str(),
+                detail: None,
+            },
         )
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -704,11 +712,13 @@ pub(crate) async fn allow_list(
                 .audit_change(
                     &signed.current,
                     &client,
-                    merchant.id,
-                    Some(project.id),
-                    "project.ip_allow_list",
-                    &project.id.to_string(),
-                    Some(format!("[{before}] -> [{}]", rules.join(", "))),
+                    Change {
+                        merchant: merchant.id,
+                        project: Some(project.id),
+                        action: "project.ip_allow_list",
+                        target: &project.id.to_string(),
+                        detail: Some(format!("[{before}] -> [{}]", rules.join(", "))),
+                    },
                 )
                 .await
                 .map_err(|e| PageError::from(e).render(&st))?;
@@ -754,11 +764,13 @@ pub(crate) async fn callback_url(
                 .audit_change(
                     &signed.current,
                     &client,
-                    merchant.id,
-                    Some(project.id),
-                    "project.callback_url",
-                    &project.id.to_string(),
-                    Some(shown),
+                    Change {
+                        merchant: merchant.id,
+                        project: Some(project.id),
+                        action: "project.callback_url",
+                        target: &project.id.to_string(),
+                        detail: Some(shown),
+                    },
                 )
                 .await
                 .map_err(|e| PageError::from(e).render(&st))?;
@@ -849,11 +861,13 @@ pub(crate) async fn roll_secret(
         .audit_change(
             &signed.current,
             &client,
-            merchant.id,
-            Some(project.id),
-            "callback_secret.rotate",
-            &project.id.to_string(),
-            None,
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "callback_secret.rotate",
+                target: &project.id.to_string(),
+                detail: None,
+            },
         )
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
