@@ -319,6 +319,7 @@ impl Browser {
             .client
             .set_window_size(1280, u32::try_from(height).unwrap_or(900) + 100)
             .await;
+        let _ = self.client.execute("window.scrollTo(0, 0);", vec![]).await;
         let png = self.client.screenshot().await.expect("a screenshot");
         let path = Path::new(&dir).join(format!("{name}.png"));
         std::fs::create_dir_all(Path::new(&dir)).expect("the screenshot directory");

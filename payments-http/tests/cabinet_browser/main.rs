@@ -219,9 +219,12 @@ async fn first_sign_in_enrols_and_codes_are_used_once_and_failures_throttled() {
     c.server.stop().await;
 }
 
+/// The requests a receiver got: headers and body of each.
+type Received = Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>;
+
 /// A callback receiver on 127.0.0.1:0 keeping every request's headers and body.
-async fn receiver() -> (String, Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>>) {
-    let got: Arc<Mutex<Vec<(HeaderMap, Vec<u8>)>>> = Arc::default();
+async fn receiver() -> (String, Received) {
+    let got: Received = Arc::default();
     let keep = got.clone();
     let app = axum::Router::new().route(
         "/callbacks",
