@@ -61,7 +61,7 @@ block() {
   wait_for_quiet
   PAYMENTS_SYNCHRONOUS=full PAYMENTS_ALLOW_LOCAL_CALLBACKS=1 \
     "$t/payments-server" serve --data-dir "$dir" \
-    --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 2>"$dir/server.log" &
+    --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 2>"$dir/server.log" &
   SERVER=$!
   for _ in $(seq 100); do [ -f "$dir/sandbox-credentials.json" ] && break; sleep 0.1; done
   sleep 0.5

@@ -21,7 +21,7 @@ DIR=${PERF_DIR:-/tmp/perf}/suite-$SYNC
 rm -rf "$DIR" && mkdir -p "$DIR"
 PAYMENTS_SYNCHRONOUS=$SYNC PAYMENTS_ALLOW_LOCAL_CALLBACKS=1 \
   "$T/payments-server" serve --data-dir "$DIR" \
-  --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 2>"$DIR/server.log" &
+  --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 2>"$DIR/server.log" &
 SERVER=$!
 trap 'kill $SERVER ${VERIFY:-} 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -f "$DIR/sandbox-credentials.json" ] && break; sleep 0.1; done

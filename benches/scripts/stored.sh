@@ -18,7 +18,7 @@ BASE=${PERF_DIR:-/tmp/perf}
 SERVER=
 start_server() {
   PAYMENTS_SYNCHRONOUS=full "$T/payments-server" serve --data-dir "$1" \
-    --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 2>>"$1/server.log" &
+    --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 2>>"$1/server.log" &
   SERVER=$!
   for _ in $(seq 300); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 }

@@ -21,7 +21,7 @@ start_server() { # data dir, extra flags...
   local dir=$1; shift
   PAYMENTS_SYNCHRONOUS=full PAYMENTS_ALLOW_LOCAL_CALLBACKS=1 \
     "$T/payments-server" serve --data-dir "$dir" \
-    --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 "$@" 2>>"$dir/server.log" &
+    --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 "$@" 2>>"$dir/server.log" &
   SERVER=$!
   for _ in $(seq 100); do
     curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break

@@ -29,7 +29,7 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
     std::fs::write(
         &config,
         format!(
-            "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\noperator_listen = \"127.0.0.1:0\"\n{}",
+            "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\noperator_listen = \"127.0.0.1:0\"\ncabinet_listen = \"127.0.0.1:0\"\n{}",
             dir.path().join("data").display(),
             server_settings(&base, SECRET, "127.0.0.1:0")
         ),

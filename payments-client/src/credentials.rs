@@ -31,6 +31,16 @@ pub struct SandboxCredentials {
     /// `.../cancel`) close without operator calls. Absent from files written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_project: Option<TestProjectCredentials>,
+    /// The web cabinet's URL. This and the two below are absent from files written before
+    /// the cabinet existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cabinet_url: Option<String>,
+    /// The demo merchant's cabinet user (it sets up its two-factor code at first sign-in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cabinet_email: Option<String>,
+    /// That user's password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cabinet_password: Option<SecretString>,
 }
 
 /// The credentials of the sandbox's test-mode project (the demo merchant's second project).
@@ -127,15 +137,26 @@ mod tests {
                 keyid: "ed25519-TESTKEY".into(),
                 private_key_pem: "-----BEGIN PRIVATE KEY-----TEST-PEM-SECRET".into(),
             }),
+            cabinet_url: Some("http://127.0.0.1:8082".into()),
+            cabinet_email: Some("demo@merchant.example".into()),
+            cabinet_password: Some("CABINET-PASSWORD-SECRET".into()),
         }
     }
 
     #[test]
     fn older_files_without_a_test_project_still_read() {
         let mut v = serde_json::to_value(creds()).unwrap();
-        v.as_object_mut().unwrap().remove("test_project");
+        for field in [
+            "test_project",
+            "cabinet_url",
+            "cabinet_email",
+            "cabinet_password",
+        ] {
+            v.as_object_mut().unwrap().remove(field);
+        }
         let old: SandboxCredentials = serde_json::from_value(v).unwrap();
         assert!(old.test_project.is_none());
+        assert!(old.cabinet_url.is_none() && old.cabinet_password.is_none());
         assert!(old.for_test_project().is_none());
         let json = serde_json::to_value(&old).unwrap();
         assert!(json.get("test_project").is_none());
@@ -163,6 +184,7 @@ mod tests {
             "OPERATOR-SECRET",
             "TEST-PROJECT-TOKEN",
             "TEST-PEM-SECRET",
+            "CABINET-PASSWORD-SECRET",
         ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }

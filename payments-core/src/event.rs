@@ -170,6 +170,24 @@ pub struct DeliveryAttempt {
     pub error: Option<String>,
     /// `true` for a `2xx`.
     pub success: bool,
+    /// The start of the response body as text (at most [`RESPONSE_EXCERPT_MAX`] bytes,
+    /// invalid UTF-8 replaced), when a response arrived: what the receiver said, for the
+    /// deliveries page.
+    pub response_excerpt: Option<String>,
+}
+
+/// The most bytes of a receiver's response kept with an attempt.
+pub const RESPONSE_EXCERPT_MAX: usize = 512;
+
+/// `body` cut to at most [`RESPONSE_EXCERPT_MAX`] bytes on a character boundary, invalid UTF-8
+/// replaced.
+pub fn response_excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(RESPONSE_EXCERPT_MAX)]);
+    let mut end = text.len().min(RESPONSE_EXCERPT_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// An event with every attempt made to deliver it.

@@ -1,5 +1,5 @@
-//! Identifiers: UUID newtypes for payments, projects, merchants, events and tokens, and the
-//! signing key id string.
+//! Identifiers: UUID newtypes for payments, projects, merchants, events, tokens and the web
+//! cabinet's users and sessions, and the signing key id string.
 
 use std::fmt;
 use std::str::FromStr;
@@ -96,6 +96,15 @@ uuid_id!(
 uuid_id!(
     /// The id of an issued project token (not the token itself).
     TokenId
+);
+uuid_id!(
+    /// A web cabinet user's id.
+    UserId
+);
+uuid_id!(
+    /// A web cabinet session's id: a public handle (the security page lists and revokes
+    /// sessions by it), never the session cookie, which is stored as its SHA-256 only.
+    SessionId
 );
 
 /// A signing key's id: `ed25519-` followed by the RFC 7638 thumbprint of the public key.

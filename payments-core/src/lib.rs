@@ -143,10 +143,11 @@ pub mod secret;
 
 pub use clock::{Clock, Timestamp};
 pub use error::{ApiError, ErrorCode};
-pub use ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+pub use ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
 pub use random::RandomSource;
 pub use secret::{Secret, SecretString};
 pub mod amount;
+pub mod cabinet;
 pub mod event;
 pub mod payment;
 pub mod project;

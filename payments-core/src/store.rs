@@ -512,6 +512,15 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
     /// resend, however many run at once.
     async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError>;
 
+    /// The web cabinet's part of this store ([`CabinetStore`](crate::cabinet::CabinetStore)),
+    /// when it has one: a store that implements it answers `Some(self)`. The default, `None`,
+    /// leaves the cabinet off (the server says so at start); everything else works.
+    fn cabinet_store(
+        self: std::sync::Arc<Self>,
+    ) -> Option<std::sync::Arc<dyn crate::cabinet::CabinetStore>> {
+        None
+    }
+
     /// [`DirectoryStore::auth_lookup`] and the payment `id` in one round trip (for an
     /// authenticated read of a payment; one snapshot where the store can). The default makes the
     /// two calls.

@@ -1,12 +1,15 @@
 //! First start of a sandbox: a demo merchant and project with a token, a key pair, a callback
-//! secret and an operator token, and beside the demo project a test-mode project with its own
+//! secret and an operator token, beside the demo project a test-mode project with its own
 //! token and key pair (its payments are test payments, which the sandbox test helpers close
-//! without operator calls), written to `<data-dir>/sandbox-credentials.json` (mode 0600).
-//! Secrets go to that file only, never to the log.
+//! without operator calls), and a web cabinet user of the demo merchant with a password (it
+//! sets up its two-factor code at first sign-in), written to
+//! `<data-dir>/sandbox-credentials.json` (mode 0600). Secrets go to that file only, never to
+//! the log.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use payments_cabinet::Cabinet;
 use payments_client::{SandboxCredentials, TestProjectCredentials};
 use payments_core::auth::keys::{
     generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
@@ -18,12 +21,17 @@ use payments_core::ApiError;
 /// The credentials file's name inside the data dir.
 pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
 
+/// The demo merchant's cabinet user.
+pub const DEMO_CABINET_EMAIL: &str = "demo@merchant.example";
+
 /// Bootstraps an empty sandbox; `None` when the store already has merchants or the file exists.
+/// With `cabinet` (the cabinet and its URL), the demo merchant gets a cabinet user.
 pub async fn bootstrap_sandbox(
     service: &PaymentService,
     data_dir: &Path,
     base_url: &str,
     operator_url: &str,
+    cabinet: Option<(&Cabinet, &str)>,
 ) -> Result<Option<PathBuf>, ApiError> {
     let path = data_dir.join(CREDENTIALS_FILE);
     if path.exists() || !service.store().merchants().await?.is_empty() {
@@ -47,6 +55,20 @@ pub async fn bootstrap_sandbox(
     let callback_secret = service.rotate_callback_secret(project.id, &actor).await?;
     let test_project = bootstrap_test_project(service, merchant.id, &actor).await?;
     let operator_token = service.issue_operator_token().await?;
+    let (cabinet_url, cabinet_email, cabinet_password) = match cabinet {
+        Some((cabinet, url)) => {
+            let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
+            cabinet
+                .create_user_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
+                .await?;
+            (
+                Some(url.to_string()),
+                Some(DEMO_CABINET_EMAIL.to_string()),
+                Some(password.into()),
+            )
+        }
+        None => (None, None, None),
+    };
     let creds = SandboxCredentials {
         base_url: base_url.to_string(),
         operator_url: operator_url.to_string(),
@@ -57,6 +79,9 @@ pub async fn bootstrap_sandbox(
         callback_secret,
         operator_token: operator_token.into(),
         test_project: Some(test_project),
+        cabinet_url,
+        cabinet_email,
+        cabinet_password,
     };
     write_private(
         &path,

@@ -77,6 +77,12 @@ pub struct Settings {
     /// Operator API listener (`127.0.0.1:8081`).
     #[serde(with = "text")]
     pub operator_listen: SocketAddr,
+    /// The web cabinet's listener (`127.0.0.1:8082`); TLS like the merchant listener.
+    #[serde(with = "text")]
+    pub cabinet_listen: SocketAddr,
+    /// The cabinet's public URL (scheme and host browsers use, for invitation links and the
+    /// cross-site check behind a proxy); default `http(s)://<cabinet_listen>`.
+    pub cabinet_public_url: Option<String>,
     /// The merchant API's public base URL (scheme and host merchants sign for `@target-uri`);
     /// default `http(s)://<listen>`.
     pub public_url: Option<String>,
@@ -220,13 +226,15 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// Sandbox on 127.0.0.1:8080 (operator 8081) with `./data`.
+    /// Sandbox on 127.0.0.1:8080 (operator 8081, cabinet 8082) with `./data`.
     fn default() -> Settings {
         Settings {
             environment: Environment::Sandbox,
             data_dir: PathBuf::from("./data"),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             operator_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            cabinet_listen: SocketAddr::from(([127, 0, 0, 1], 8082)),
+            cabinet_public_url: None,
             public_url: None,
             tls_cert: None,
             tls_key: None,
@@ -331,6 +339,9 @@ impl Settings {
             ));
         }
         self.public_url = self.public_url.map(|u| u.trim_end_matches('/').to_string());
+        self.cabinet_public_url = self
+            .cabinet_public_url
+            .map(|u| u.trim_end_matches('/').to_string());
         self.callback_concurrency = self.callback_concurrency.max(1);
         self.callback_per_host = self.callback_per_host.max(1);
         self.sweep_interval = self.sweep_interval.max(Duration::from_millis(10));

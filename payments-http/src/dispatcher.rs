@@ -41,7 +41,7 @@ use payments_core::callback::{
     check_ip, CallbackHost, CallbackSecrets, CallbackUrl, CallbackUrlError, ATTEMPT_TIMEOUT,
     EVENT_ID_HEADER, RESPONSE_READ_LIMIT, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
-use payments_core::event::{DeliveryAttempt, OutboxEvent};
+use payments_core::event::{response_excerpt, DeliveryAttempt, OutboxEvent, RESPONSE_EXCERPT_MAX};
 use payments_core::service::PaymentService;
 use payments_core::store::Store;
 use payments_core::{Clock, Timestamp};
@@ -345,6 +345,8 @@ fn log_task_end(done: Result<(), tokio::task::JoinError>) {
 struct Outcome {
     http_status: Option<u16>,
     error: Option<String>,
+    /// The start of the response body, when a response arrived.
+    excerpt: Option<String>,
 }
 
 impl Outcome {
@@ -352,6 +354,7 @@ impl Outcome {
         Outcome {
             http_status: None,
             error: Some(error),
+            excerpt: None,
         }
     }
 }
@@ -514,6 +517,7 @@ impl Inner {
             http_status: outcome.http_status,
             error: outcome.error,
             success,
+            response_excerpt: outcome.excerpt,
         };
         self.metrics
             .observe_delivery(if success { "success" } else { "failure" });
@@ -588,9 +592,15 @@ impl Inner {
             .header(SIGNATURE_HEADER, signature.signature)
             .body(body.clone());
         let mut http_status = None;
+        let mut excerpt = None;
         let result = tokio::time::timeout(
             self.config.attempt_timeout,
-            exchange(request, self.config.read_limit, &mut http_status),
+            exchange(
+                request,
+                self.config.read_limit,
+                &mut http_status,
+                &mut excerpt,
+            ),
         )
         .await;
         let error = match result {
@@ -598,7 +608,11 @@ impl Inner {
             Ok(Err(e)) => Some(e),
             Err(_) => Some(format!("timeout after {:?}", self.config.attempt_timeout)),
         };
-        Outcome { http_status, error }
+        Outcome {
+            http_status,
+            error,
+            excerpt,
+        }
     }
 }
 
@@ -623,24 +637,33 @@ pub fn failure_reason(attempt: &DeliveryAttempt) -> Option<&'static str> {
     })
 }
 
-/// Sends the request, notes the status and reads at most `read_limit` bytes of the body; the
-/// rest is never read (dropping the response closes the connection).
+/// Sends the request, notes the status and reads at most `read_limit` bytes of the body, whose
+/// start is kept as `excerpt`; the rest is never read (dropping the response closes the
+/// connection).
 async fn exchange(
     request: reqwest::RequestBuilder,
     read_limit: usize,
     http_status: &mut Option<u16>,
+    excerpt: &mut Option<String>,
 ) -> Result<(), String> {
     let mut response = request.send().await.map_err(describe_send_error)?;
     let status = response.status();
     *http_status = Some(status.as_u16());
     let mut read = 0usize;
+    let mut start: Vec<u8> = Vec::new();
     while read < read_limit {
         match response.chunk().await {
-            Ok(Some(chunk)) => read = read.saturating_add(chunk.len()),
+            Ok(Some(chunk)) => {
+                read = read.saturating_add(chunk.len());
+                let room = RESPONSE_EXCERPT_MAX.saturating_sub(start.len());
+                start.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                *excerpt = Some(response_excerpt(&start));
+            }
             Ok(None) => break,
             Err(e) => return Err(format!("reading the response: {}", error_chain(&e))),
         }
     }
+    *excerpt = Some(response_excerpt(&start));
     drop(response);
     if status.is_success() {
         Ok(())

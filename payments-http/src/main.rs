@@ -28,7 +28,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the merchant API, the operator API, the callback dispatcher and the sweeper.
+    /// Run the merchant API, the operator API, the web cabinet, the callback dispatcher and the
+    /// sweeper.
     Serve(ServeArgs),
     /// Operator API tokens, named per person or system: issue, list, revoke, rotate. Without a
     /// subcommand: issue the `default` token (the previous default token stops working).
@@ -80,6 +81,10 @@ struct ServeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     operator_listen: Option<String>,
+    /// Web cabinet address. Default 127.0.0.1:8082.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cabinet_listen: Option<String>,
     /// TLS certificate chain (PEM) for the merchant listener.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

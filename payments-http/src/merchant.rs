@@ -185,6 +185,8 @@ pub async fn authenticate(
     if let Some(note) = note {
         note.set_project(auth.context().project.id);
     }
+    st.token_use
+        .note(auth.context().token.id, st.service.ports().clock.now());
     Ok(auth)
 }
 

@@ -6,6 +6,7 @@ pub mod body;
 pub mod callbacks;
 pub mod lookup;
 pub mod provision;
+pub mod users;
 pub mod view;
 
 use std::future::Future;
@@ -43,12 +44,13 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub const PUBLIC_ROUTES: &[(&str, &str)] = &[("GET", "/metrics")];
 
 /// Every `(method, path template)` the operator router serves: [`ROUTES`],
-/// [`provision::ROUTES`] and [`PUBLIC_ROUTES`]. (The provider notifications have their own
+/// [`provision::ROUTES`], [`users::ROUTES`] and [`PUBLIC_ROUTES`]. (The provider notifications have their own
 /// listener and router, [`crate::upstream::notify`].)
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
     let mut list = ROUTES.to_vec();
     list.extend_from_slice(provision::ROUTES);
     list.extend_from_slice(callbacks::ROUTES);
+    list.extend_from_slice(users::ROUTES);
     list.extend_from_slice(PUBLIC_ROUTES);
     list
 }
@@ -92,6 +94,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
             callbacks::ROUTES,
             callbacks::handler,
         ))
+        .merge(users::routes())
         .route_layer(middleware::from_fn_with_state(state, require_operator));
     add_routes(Router::new().merge(api), PUBLIC_ROUTES, handler)
 }
@@ -117,6 +120,9 @@ mod route_tests {
                 callbacks::handler(method, path).is_some(),
                 "{method} {path}"
             );
+        }
+        for (method, path) in users::ROUTES {
+            assert!(users::handler(method, path).is_some(), "{method} {path}");
         }
         let unique: std::collections::BTreeSet<_> = list.iter().collect();
         assert_eq!(unique.len(), list.len(), "a route is listed twice");

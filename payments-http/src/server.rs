@@ -1,7 +1,7 @@
 //! The running server: builds the service over SQLite, binds its listeners (merchant,
-//! operator and, with `upstream_listen`, provider notifications; port 0 works),
-//! runs the APIs, the callback dispatcher (unless `callback_dispatch` is off) and the lifecycle
-//! sweeper, and shuts down gracefully.
+//! operator, the web cabinet and, with `upstream_listen`, provider notifications; port 0
+//! works), runs the APIs, the cabinet, the callback dispatcher (unless `callback_dispatch` is
+//! off) and the lifecycle sweeper, and shuts down gracefully.
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use axum_server::Handle;
+use payments_cabinet::{Cabinet, CabinetConfig, CabinetState};
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
 use payments_core::callback::{AddressPolicy, CallbackVerifier};
@@ -74,6 +75,8 @@ pub struct Application {
     operator: TcpListener,
     /// The provider-notification listener and its verifier (`upstream_listen`).
     upstream: Option<(TcpListener, CallbackVerifier)>,
+    /// The web cabinet's listener and state; `None` when the store keeps no cabinet records.
+    cabinet: Option<(TcpListener, CabinetState)>,
     tls: Option<RustlsConfig>,
     dispatcher: DispatcherConfig,
     credentials: Option<PathBuf>,
@@ -278,6 +281,17 @@ impl ApplicationBuilder {
             )),
             None => None,
         };
+        let cabinet = match Cabinet::new(state.service.clone(), CabinetConfig::default()) {
+            Ok(cabinet) => {
+                let mut cabinet_state = CabinetState::new(cabinet, settings.tls_cert.is_some());
+                cabinet_state.public_origin = settings.cabinet_public_url.clone();
+                Some((bind(settings.cabinet_listen)?, cabinet_state))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the web cabinet is off");
+                None
+            }
+        };
         let tls = match (&settings.tls_cert, &settings.tls_key) {
             (Some(cert), Some(key)) => {
                 let read = |path| {
@@ -305,17 +319,26 @@ impl ApplicationBuilder {
             merchant,
             operator,
             upstream,
+            cabinet,
             tls,
             credentials: None,
             metrics,
             lock: Some(lock),
         };
+        app.state.cabinet_url = app.cabinet_url().map(Arc::from);
         if app.settings.environment == Environment::Sandbox {
+            let cabinet_url = app.cabinet_url();
+            let cabinet = app
+                .cabinet
+                .as_ref()
+                .map(|(_, st)| &st.cabinet)
+                .zip(cabinet_url.as_deref());
             app.credentials = crate::bootstrap::bootstrap_sandbox(
                 &app.state.service,
                 &app.settings.data_dir,
                 &app.base_url(),
                 &app.operator_url(),
+                cabinet,
             )
             .await
             .map_err(|e| start_err(format!("sandbox bootstrap: {}", e.message)))?;
@@ -393,6 +416,31 @@ impl Application {
         format!("{scheme}://{}", self.operator_addr())
     }
 
+    /// The web cabinet listener's address, when the cabinet runs.
+    pub fn cabinet_addr(&self) -> Option<SocketAddr> {
+        self.cabinet
+            .as_ref()
+            .map(|(l, _)| l.local_addr().expect("a bound listener has an address"))
+    }
+
+    /// The web cabinet's URL: the configured public URL, else the listener's (`https` with
+    /// TLS); `None` when the cabinet does not run.
+    pub fn cabinet_url(&self) -> Option<String> {
+        let addr = self.cabinet_addr()?;
+        Some(match &self.settings.cabinet_public_url {
+            Some(u) => u.clone(),
+            None => format!(
+                "{}://{addr}",
+                if self.tls.is_some() { "https" } else { "http" }
+            ),
+        })
+    }
+
+    /// The web cabinet (users, sign-in), when it runs.
+    pub fn cabinet(&self) -> Option<&Cabinet> {
+        self.cabinet.as_ref().map(|(_, st)| &st.cabinet)
+    }
+
     /// The credentials file written at this start, if the sandbox was bootstrapped now.
     pub fn bootstrapped_credentials(&self) -> Option<&PathBuf> {
         self.credentials.as_ref()
@@ -417,6 +465,7 @@ impl Application {
             merchant,
             operator,
             upstream,
+            cabinet,
             tls,
             dispatcher,
             metrics,
@@ -445,6 +494,32 @@ impl Application {
                 settings.tls_watch_interval,
                 stop_rx.clone(),
             ))
+        });
+        let cabinet_handle = Handle::new();
+        let cabinet_task = cabinet.map(|(listener, cabinet_state)| {
+            let purge = tokio::spawn(purge_cabinet(
+                cabinet_state.cabinet.clone(),
+                CABINET_PURGE_INTERVAL,
+            ));
+            let app = payments_cabinet::router(cabinet_state)
+                .into_make_service_with_connect_info::<SocketAddr>();
+            let task = match &tls {
+                Some(cfg) => {
+                    let limits = limits(true);
+                    let mut server = axum_server::from_tcp_rustls(listener, cfg.clone())
+                        .map(|tls| CappedAcceptor::new(tls, &limits));
+                    limits.configure(server.http_builder());
+                    tokio::spawn(server.handle(cabinet_handle.clone()).serve(app))
+                }
+                None => {
+                    let limits = limits(false);
+                    let mut server = axum_server::from_tcp(listener)
+                        .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+                    limits.configure(server.http_builder());
+                    tokio::spawn(server.handle(cabinet_handle.clone()).serve(app))
+                }
+            };
+            (task, purge)
         });
         let merchant_task = match tls.clone() {
             Some(cfg) => {
@@ -519,10 +594,15 @@ impl Application {
             &operator_handle,
             &upstream_handle,
             &metrics_handle,
+            &cabinet_handle,
         ] {
             handle.graceful_shutdown(Some(settings.shutdown_grace));
         }
         let _ = merchant_task.await;
+        if let Some((task, purge)) = cabinet_task {
+            let _ = task.await;
+            purge.abort();
+        }
         let _ = operator_task.await;
         for task in [upstream_task, metrics_task].into_iter().flatten() {
             let _ = task.await;
@@ -567,6 +647,7 @@ impl Application {
             merchant_listen = %self.merchant_addr(),
             operator_listen = %self.operator_addr(),
             upstream_listen = self.upstream_addr().map(|a| a.to_string()).as_deref().unwrap_or("-"),
+            cabinet = self.cabinet_url().as_deref().unwrap_or("off"),
             metrics_listen = self
                 .metrics
                 .as_ref()
@@ -759,6 +840,23 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+/// How often the cabinet's expired sessions and old sign-in failures are deleted.
+pub const CABINET_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Deletes the cabinet's expired sessions and old failures every `interval`, until aborted.
+async fn purge_cabinet(cabinet: Cabinet, interval: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        match cabinet.purge().await {
+            Ok((sessions, failures)) if sessions + failures > 0 => {
+                tracing::debug!(sessions, failures, "cabinet: expired records deleted");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e.message, "cabinet: purge failed"),
+        }
     }
 }
 

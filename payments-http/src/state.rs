@@ -41,6 +41,68 @@ pub struct AppState {
     pub database_file: Option<Arc<Path>>,
     /// The last answer of the store's write probe (`/readyz`) and when it was had.
     pub(crate) write_probe: Arc<tokio::sync::Mutex<Option<(std::time::Instant, bool)>>>,
+    /// The web cabinet's URL, for the invitation links the operator API answers.
+    pub cabinet_url: Option<Arc<str>>,
+    /// When each token was last used (shown in the cabinet's token list).
+    pub token_use: Arc<TokenUse>,
+}
+
+/// Records when project tokens authenticate requests, for the cabinet's "last used": at most
+/// one store write per token per [`TokenUse::RESOLUTION`], made off the request's path. A store
+/// without the cabinet's part records nothing.
+pub struct TokenUse {
+    store: Option<Arc<dyn payments_core::cabinet::CabinetStore>>,
+    written: std::sync::Mutex<
+        std::collections::HashMap<payments_core::TokenId, payments_core::Timestamp>,
+    >,
+}
+
+impl std::fmt::Debug for TokenUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenUse").finish_non_exhaustive()
+    }
+}
+
+impl TokenUse {
+    /// How precise "last used" is: a use within this time of the last recorded one is not
+    /// written again.
+    pub const RESOLUTION: Duration = Duration::from_secs(60);
+
+    fn new(service: &PaymentService) -> TokenUse {
+        TokenUse {
+            store: service.store().clone().cabinet_store(),
+            written: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Notes that `token` authenticated a request at `at`.
+    pub fn note(&self, token: payments_core::TokenId, at: payments_core::Timestamp) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        {
+            let mut written = self
+                .written
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if written
+                .get(&token)
+                .is_some_and(|last| at < *last + Self::RESOLUTION)
+            {
+                return;
+            }
+            if written.len() > 100_000 {
+                written.clear();
+            }
+            written.insert(token, at);
+        }
+        let store = store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.record_token_use(token, at).await {
+                tracing::warn!(error = %e, "token use not recorded");
+            }
+        });
+    }
 }
 
 /// Wakes a tokio [`Notify`] for the core's [`OutboxWaker`].
@@ -61,7 +123,6 @@ impl AppState {
         let outbox_notify = Arc::new(Notify::new());
         service.add_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
         AppState {
-            service,
             public_scheme: public_scheme.into(),
             limiters: Arc::default(),
             metrics: Arc::default(),
@@ -71,6 +132,9 @@ impl AppState {
             metrics_token: None,
             database_file: None,
             write_probe: Arc::default(),
+            cabinet_url: None,
+            token_use: Arc::new(TokenUse::new(&service)),
+            service,
         }
     }
 }

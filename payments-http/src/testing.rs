@@ -6,10 +6,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use payments_cabinet::Cabinet;
 use payments_client::{MerchantClient, SandboxCredentials};
+use payments_core::clock::Sleep;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::store::Store;
-use payments_core::{ProjectId, SecretString};
+use payments_core::{Clock, ProjectId, SecretString, Timestamp};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
@@ -17,6 +19,7 @@ use crate::bootstrap::CREDENTIALS_FILE;
 use crate::config::{ProviderKind, RateSourceKind, Settings};
 use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::server::{open_store, Application};
+use crate::system::SystemClock;
 use crate::AppState;
 
 /// A running server.
@@ -34,6 +37,10 @@ pub struct TestServer {
     pub metrics_url: Option<String>,
     /// The operator token.
     pub operator_token: SecretString,
+    /// `http://127.0.0.1:<port>` of the web cabinet, when it runs.
+    pub cabinet_url: Option<String>,
+    /// The web cabinet (users, sign-in), when it runs.
+    pub cabinet: Option<Cabinet>,
     /// The sandbox credentials (`None` in production, which never bootstraps).
     pub credentials: Option<SandboxCredentials>,
     /// The data dir, deleted on drop.
@@ -52,7 +59,17 @@ impl TestServer {
     /// `|s| s.environment = Environment::Production`). `TEST_LOG=1` prints the server's log.
     pub async fn start(configure: impl FnOnce(&mut Settings)) -> TestServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        TestServer::start_in(dir, configure).await
+        TestServer::start_in(dir, configure, None).await
+    }
+
+    /// [`TestServer::start`] with the service on `clock` (e.g. a [`ShiftedClock`], to move
+    /// past a TOTP time step without sleeping).
+    pub async fn start_with_clock(
+        clock: Arc<dyn Clock>,
+        configure: impl FnOnce(&mut Settings),
+    ) -> TestServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        TestServer::start_in(dir, configure, Some(clock)).await
     }
 
     /// Stops this server gracefully and starts another over the same data dir (same database
@@ -61,10 +78,14 @@ impl TestServer {
     /// [`TestServer::credentials`] carries its URLs.
     pub async fn restart(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
         self.shut_down().await;
-        TestServer::start_in(self.dir, configure).await
+        TestServer::start_in(self.dir, configure, None).await
     }
 
-    async fn start_in(dir: TempDir, configure: impl FnOnce(&mut Settings)) -> TestServer {
+    async fn start_in(
+        dir: TempDir,
+        configure: impl FnOnce(&mut Settings),
+        clock: Option<Arc<dyn Clock>>,
+    ) -> TestServer {
         if std::env::var_os("TEST_LOG").is_some() {
             crate::telemetry::init(Default::default(), "info");
         }
@@ -72,6 +93,7 @@ impl TestServer {
             data_dir: dir.path().to_path_buf(),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             operator_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            cabinet_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             sweep_interval: Duration::from_millis(50),
             ..Settings::default()
         };
@@ -92,12 +114,17 @@ impl TestServer {
         if settings.rate_source == RateSourceKind::Fixed {
             builder = builder.rates(Arc::new(FixedRates(settings.rates.clone())));
         }
+        if let Some(clock) = clock {
+            builder = builder.clock(clock);
+        }
         let app = builder.build().await.expect("the server starts");
         let state = app.state().clone();
         let merchant_url = app.base_url();
         let operator_url = app.operator_url();
         let notifications_url = app.notifications_url();
         let metrics_url = app.metrics_addr().map(|a| format!("http://{a}"));
+        let cabinet_url = app.cabinet_url();
+        let cabinet = app.cabinet().cloned();
         let credentials = credentials_file
             .exists()
             .then(|| {
@@ -108,6 +135,7 @@ impl TestServer {
             .map(|c| SandboxCredentials {
                 base_url: merchant_url.clone(),
                 operator_url: operator_url.clone(),
+                cabinet_url: c.cabinet_url.as_ref().and(cabinet_url.clone()),
                 ..c
             });
         let operator_token = match &credentials {
@@ -135,6 +163,8 @@ impl TestServer {
             notifications_url,
             metrics_url,
             operator_token,
+            cabinet_url,
+            cabinet,
             credentials,
             dir,
             stop: Some(tx),
@@ -185,5 +215,38 @@ impl TestServer {
         if let Some(task) = self.task.take() {
             task.await.expect("the server task ends");
         }
+    }
+}
+
+/// The system clock moved forward by an offset that a test can grow: the server runs on real
+/// time (timers sleep for real), but a test can step past a TOTP time step or a session
+/// timeout at once instead of sleeping.
+#[derive(Debug, Clone, Default)]
+pub struct ShiftedClock {
+    offset_ms: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl ShiftedClock {
+    /// The system clock, not shifted yet.
+    pub fn new() -> ShiftedClock {
+        ShiftedClock::default()
+    }
+
+    /// Moves this clock `d` further ahead of the system clock.
+    pub fn advance(&self, d: Duration) {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        self.offset_ms
+            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> Timestamp {
+        let offset = self.offset_ms.load(std::sync::atomic::Ordering::SeqCst);
+        Timestamp::from_unix_millis(SystemClock.now().unix_millis().saturating_add(offset))
+    }
+
+    fn sleep(&self, duration: Duration) -> Sleep {
+        SystemClock.sleep(duration)
     }
 }

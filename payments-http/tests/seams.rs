@@ -332,6 +332,8 @@ fn production_with_the_sandbox_provider_refuses_to_start() {
             "127.0.0.1:0",
             "--operator-listen",
             "127.0.0.1:0",
+            "--cabinet-listen",
+            "127.0.0.1:0",
         ])
         .env_remove("PAYMENTS_ENVIRONMENT")
         .output()

@@ -17,6 +17,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
 mod backup;
+mod cabinet;
 mod codec;
 mod directory;
 mod error;

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use payments_core::cabinet::EventQuery;
 use payments_core::event::{
     CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, FailedEvent,
     FailedEventFilter, OutboxEvent,
@@ -143,7 +144,7 @@ pub(crate) fn record_attempt(
     }
     conn.prepare_cached(
         "INSERT INTO delivery_attempts (event_id, attempt, started_at, duration_ms, \
-         http_status, error, success) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+         http_status, error, success, response_excerpt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
     .map_err(db)?
     .execute(params![
@@ -153,7 +154,8 @@ pub(crate) fn record_attempt(
         codec::uint(a.duration_ms, "duration_ms")?,
         a.http_status.map(i64::from),
         a.error,
-        a.success
+        a.success,
+        a.response_excerpt
     ])
     .map_err(db)?;
     Ok(())
@@ -171,6 +173,7 @@ fn attempt_from_row(row: &Row<'_>) -> Result<DeliveryAttempt, StoreError> {
             .transpose()?,
         error: c.opt_text("error")?,
         success: c.flag("success")?,
+        response_excerpt: c.opt_text("response_excerpt")?,
     })
 }
 
@@ -180,7 +183,7 @@ pub(crate) fn for_payment(
     payment: PaymentId,
 ) -> Result<Vec<EventRecord>, StoreError> {
     let pid = payment.to_string();
-    let mut records: Vec<EventRecord> = Vec::new();
+    let mut records = Vec::new();
     {
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -195,25 +198,73 @@ pub(crate) fn for_payment(
             });
         }
     }
+    with_attempts(conn, &mut records)?;
+    Ok(records)
+}
+
+/// A page of a project's events, newest first by `(created_at, event_id)`, with their
+/// attempts (through the `(project_id, created_at, event_id)` index).
+pub(crate) fn find(conn: &Connection, q: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+    let mut sql = format!("SELECT {COLUMNS} FROM outbox_events WHERE project_id = ?1");
+    let mut values: Vec<Value> = vec![text(q.project.to_string())];
+    let mut add = |cond: &str, v: Value| {
+        values.push(v);
+        sql.push_str(&cond.replace('?', &format!("?{}", values.len())));
+    };
+    if let Some(state) = q.state {
+        add(" AND state = ?", text(state.as_str()));
+    }
+    if let Some(p) = q.payment {
+        add(" AND payment_id = ?", text(p.to_string()));
+    }
+    if let Some(t) = q.created_from {
+        add(" AND created_at >= ?", ts(t));
+    }
+    if let Some(t) = q.created_to {
+        add(" AND created_at < ?", ts(t));
+    }
+    if let Some((t, id)) = q.before {
+        add(" AND (created_at < ?", ts(t));
+        add(" OR (created_at = ?", ts(t));
+        add(" AND event_id < ?))", text(id.to_string()));
+    }
+    values.push(Value::Integer(codec::limit(q.limit)));
+    sql.push_str(&format!(
+        " ORDER BY created_at DESC, event_id DESC LIMIT ?{}",
+        values.len()
+    ));
+    let mut records = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
+        let mut rows = stmt.query(params_from_iter(values.iter())).map_err(db)?;
+        while let Some(row) = rows.next().map_err(db)? {
+            records.push(EventRecord {
+                outbox: event_from_row(row)?,
+                attempts: Vec::new(),
+            });
+        }
+    }
+    with_attempts(conn, &mut records)?;
+    Ok(records)
+}
+
+/// Fills in each record's attempts, in order.
+fn with_attempts(conn: &Connection, records: &mut [EventRecord]) -> Result<(), StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT a.event_id, a.attempt, a.started_at, a.duration_ms, a.http_status, \
-             a.error, a.success FROM delivery_attempts a \
-             JOIN outbox_events e ON e.event_id = a.event_id \
-             WHERE e.payment_id = ?1 ORDER BY a.seq",
+            "SELECT attempt, started_at, duration_ms, http_status, error, success, \
+             response_excerpt FROM delivery_attempts WHERE event_id = ?1 ORDER BY seq",
         )
         .map_err(db)?;
-    let mut rows = stmt.query([&pid]).map_err(db)?;
-    while let Some(row) = rows.next().map_err(db)? {
-        let event_id: EventId = Cols::new(row).parsed("event_id")?;
-        let attempt = attempt_from_row(row)?;
-        let record = records
-            .iter_mut()
-            .find(|r| r.outbox.event.event_id == event_id)
-            .ok_or_else(|| crate::error::corrupt("attempt of an unknown event", event_id))?;
-        record.attempts.push(attempt);
+    for record in records.iter_mut() {
+        let mut rows = stmt
+            .query([record.outbox.event.event_id.to_string()])
+            .map_err(db)?;
+        while let Some(row) = rows.next().map_err(db)? {
+            record.attempts.push(attempt_from_row(row)?);
+        }
     }
-    Ok(records)
+    Ok(())
 }
 
 /// The number of pending events (through the partial index).
@@ -277,8 +328,8 @@ pub(crate) fn failed(
     }
     let mut last = conn
         .prepare_cached(
-            "SELECT attempt, started_at, duration_ms, http_status, error, success \
-             FROM delivery_attempts WHERE event_id = ?1 ORDER BY seq DESC LIMIT 1",
+            "SELECT attempt, started_at, duration_ms, http_status, error, success, \
+             response_excerpt FROM delivery_attempts WHERE event_id = ?1 ORDER BY seq DESC LIMIT 1",
         )
         .map_err(db)?;
     for f in &mut found {

@@ -3,6 +3,7 @@
 use std::sync::LazyLock;
 
 use payments_core::bank::CountryCode;
+use payments_core::cabinet::PaymentQuery;
 use payments_core::ids::{PaymentId, ProjectId};
 use payments_core::payment::{
     Currency, MerchantPaymentId, Payment, PaymentErrorCode, PaymentFailure, PaymentStatus,
@@ -264,6 +265,40 @@ pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result
         directory::append_audit(conn, audit)?;
     }
     Ok(())
+}
+
+/// A page of a project's payments, newest first by `(created_at, id)`, through the
+/// `(project_id, created_at, id)` index.
+pub(crate) fn find(conn: &Connection, q: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+    let mut sql = format!("SELECT {COLUMNS} FROM payments WHERE project_id = ?1");
+    let mut values: Vec<Value> = vec![text(q.project.to_string())];
+    let mut add = |cond: &str, v: Value| {
+        values.push(v);
+        sql.push_str(&cond.replace('?', &format!("?{}", values.len())));
+    };
+    if let Some(status) = q.status {
+        add(" AND status = ?", text(status.as_str()));
+    }
+    if let Some(t) = q.created_from {
+        add(" AND created_at >= ?", ts(t));
+    }
+    if let Some(t) = q.created_to {
+        add(" AND created_at < ?", ts(t));
+    }
+    if let Some(m) = &q.merchant_payment_id {
+        add(" AND merchant_payment_id = ?", text(m.as_str()));
+    }
+    if let Some((t, id)) = q.before {
+        add(" AND (created_at < ?", ts(t));
+        add(" OR (created_at = ?", ts(t));
+        add(" AND id < ?))", text(id.to_string()));
+    }
+    values.push(Value::Integer(codec::limit(q.limit)));
+    sql.push_str(&format!(
+        " ORDER BY created_at DESC, id DESC LIMIT ?{}",
+        values.len()
+    ));
+    query_payments(conn, &sql, params_from_iter(values.iter()))
 }
 
 /// Due payments, earliest first, through the partial `due_at` index.

@@ -10,6 +10,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_project_paused.sql"),
     include_str!("migrations/0003_operations.sql"),
+    include_str!("migrations/0004_cabinet.sql"),
 ];
 
 /// The schema version this build writes.

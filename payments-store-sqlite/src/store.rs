@@ -3,10 +3,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use payments_core::cabinet::{
+    CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
+    SessionRecord, UserRecord,
+};
 use payments_core::event::{
     DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
-use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use payments_core::ids::{
+    EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
+};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -17,7 +23,7 @@ use payments_core::store::{
 };
 use payments_core::{SecretString, Timestamp};
 
-use crate::{directory, outbox, payments, SqliteStore};
+use crate::{cabinet, directory, outbox, payments, SqliteStore};
 
 #[async_trait]
 impl PaymentStore for SqliteStore {
@@ -369,6 +375,10 @@ impl Store for SqliteStore {
         .await
     }
 
+    fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
+        Some(self)
+    }
+
     /// One trip to the reader pool and one snapshot for the credentials and the payment.
     async fn auth_lookup_with_payment(
         &self,
@@ -456,5 +466,192 @@ impl Store for SqliteStore {
             })
         })
         .await
+    }
+}
+
+#[async_trait]
+impl CabinetStore for SqliteStore {
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let u = user.clone();
+        self.write(move |c| cabinet::insert_user(c, &u)).await
+    }
+
+    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let u = user.clone();
+        self.write(move |c| cabinet::update_user(c, &u)).await
+    }
+
+    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError> {
+        self.read(move |c| cabinet::user(c, id)).await
+    }
+
+    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError> {
+        let email = email.to_string();
+        self.read(move |c| cabinet::user_by_email(c, &email)).await
+    }
+
+    async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
+        self.read(cabinet::users).await
+    }
+
+    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError> {
+        self.read(move |c| cabinet::totp_last_step(c, user)).await
+    }
+
+    async fn replace_recovery_codes(
+        &self,
+        user: UserId,
+        codes: &[[u8; 32]],
+    ) -> Result<(), StoreError> {
+        let codes = codes.to_vec();
+        self.write(move |c| cabinet::replace_recovery_codes(c, user, &codes))
+            .await
+    }
+
+    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {
+        self.read(move |c| cabinet::recovery_codes_left(c, user))
+            .await
+    }
+
+    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        let s = session.clone();
+        self.write(move |c| cabinet::insert_session(c, &s)).await
+    }
+
+    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
+        let hash = *hash;
+        self.read(move |c| cabinet::session_by_token(c, &hash))
+            .await
+    }
+
+    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
+        self.write(move |c| cabinet::touch_session(c, id, at)).await
+    }
+
+    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
+        self.write(move |c| cabinet::delete_session(c, id)).await
+    }
+
+    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError> {
+        self.read(move |c| cabinet::user_sessions(c, user)).await
+    }
+
+    async fn delete_user_sessions(
+        &self,
+        user: UserId,
+        keep: Option<SessionId>,
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| cabinet::delete_user_sessions(c, user, keep))
+            .await
+    }
+
+    async fn purge_sessions(
+        &self,
+        idle_before: Timestamp,
+        signed_in_before: Timestamp,
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| cabinet::purge_sessions(c, idle_before, signed_in_before))
+            .await
+    }
+
+    async fn advance_session(
+        &self,
+        old: &[u8; 32],
+        new: &SessionRecord,
+        proof: &SessionProof,
+    ) -> Result<bool, StoreError> {
+        let (old, new, proof) = (*old, new.clone(), proof.clone());
+        self.write(move |c| cabinet::advance_session(c, &old, &new, &proof))
+            .await
+    }
+
+    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
+        let i = invite.clone();
+        self.write(move |c| cabinet::put_invite(c, &i)).await
+    }
+
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let hash = *hash;
+        self.read(move |c| cabinet::invite(c, &hash, now)).await
+    }
+
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let hash = *hash;
+        self.write(move |c| cabinet::take_invite(c, &hash, now))
+            .await
+    }
+
+    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
+        let key = key.to_string();
+        self.write(move |c| cabinet::record_failure(c, &key, at))
+            .await
+    }
+
+    async fn failures_since(
+        &self,
+        key: &str,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        let key = key.to_string();
+        self.read(move |c| cabinet::failures_since(c, &key, since, limit))
+            .await
+    }
+
+    async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
+        let key = key.to_string();
+        self.write(move |c| cabinet::clear_failures(c, &key)).await
+    }
+
+    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {
+        self.write(move |c| cabinet::purge_failures(c, before))
+            .await
+    }
+
+    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
+        let r = record.clone();
+        self.write(move |c| cabinet::append_audit(c, &r)).await
+    }
+
+    async fn cabinet_audit(
+        &self,
+        merchant: Option<MerchantId>,
+        limit: usize,
+    ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
+        self.read(move |c| cabinet::audit(c, merchant, limit)).await
+    }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        self.write(move |c| cabinet::record_token_use(c, token, at))
+            .await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let tokens = tokens.to_vec();
+        self.read(move |c| cabinet::token_last_used(c, &tokens))
+            .await
+    }
+
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        let q = query.clone();
+        self.read(move |c| payments::find(c, &q)).await
+    }
+
+    /// The events and their attempts in one read transaction (one snapshot).
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let q = query.clone();
+        self.read(move |c| directory::snapshot(c, || outbox::find(c, &q)))
+            .await
     }
 }

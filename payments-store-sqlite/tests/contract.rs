@@ -29,3 +29,26 @@ async fn sqlite_meets_the_store_contract() {
         contract::checks::<SqliteStore>().len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_meets_the_cabinet_store_contract() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let n = AtomicUsize::new(0);
+    contract::run_cabinet_async(|| {
+        let file = dir
+            .path()
+            .join(format!("cabinet-{}.db", n.fetch_add(1, Ordering::Relaxed)));
+        async move {
+            tokio::task::spawn_blocking(move || SqliteStore::open(file, SqliteOptions::default()))
+                .await
+                .expect("opening does not panic")
+                .expect("open a fresh database")
+        }
+    })
+    .await;
+    // One store for the `cabinet_store` check, then one per check.
+    assert_eq!(
+        n.load(Ordering::Relaxed),
+        contract::cabinet_checks::<SqliteStore>().len() + 1
+    );
+}

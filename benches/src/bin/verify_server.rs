@@ -70,6 +70,7 @@ async fn main() {
     settings.data_dir = args.data_dir;
     settings.listen = "127.0.0.1:0".parse().expect("an address");
     settings.operator_listen = "127.0.0.1:0".parse().expect("an address");
+    settings.cabinet_listen = "127.0.0.1:0".parse().expect("an address");
     settings.durability = match args.synchronous.as_str() {
         "normal" => Durability::Normal,
         _ => Durability::Full,

@@ -6,7 +6,7 @@ use crate::amount::Amount;
 use crate::event::OutboxEvent;
 use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentErrorCode, PaymentStatus};
-use crate::project::AuditRecord;
+use crate::project::{AuditRecord, Project};
 use crate::store::StoreError;
 use crate::transition::{self, Trigger};
 use crate::{ApiError, ErrorCode};
@@ -98,6 +98,28 @@ impl PaymentService {
         self.test_action(auth, id, Trigger::Cancel).await
     }
 
+    /// The test helpers' operation for a person instead of a signed request: the web
+    /// cabinet's **Paid** (`Trigger::Confirm`, optionally with another amount) and **Canceled**
+    /// (`Trigger::Cancel`) buttons on a test payment of `project`. The same checks as
+    /// [`test_complete`](Self::test_complete) and [`test_cancel`](Self::test_cancel): only a
+    /// `processing` test payment of that project (any other id is `404 payment_not_found`);
+    /// any other trigger is `409 invalid_transition`.
+    pub async fn test_outcome(
+        &self,
+        project: &Project,
+        id: &str,
+        trigger: Trigger,
+        actor: &Actor,
+    ) -> Result<Payment, ApiError> {
+        if !matches!(trigger, Trigger::Confirm { .. } | Trigger::Cancel) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidTransition,
+                format!("{} is not a test outcome", trigger.name()),
+            ));
+        }
+        self.test_transition(project, id, trigger, actor).await
+    }
+
     async fn test_action(
         &self,
         auth: Authenticated,
@@ -109,7 +131,18 @@ impl PaymentService {
             "project:{} token:{}",
             ctx.project.id, ctx.token.prefix
         ));
-        let payment = self.payment_of_project(&ctx.project, id).await?;
+        self.test_transition(&ctx.project, id, trigger, &actor)
+            .await
+    }
+
+    async fn test_transition(
+        &self,
+        project: &Project,
+        id: &str,
+        trigger: Trigger,
+        actor: &Actor,
+    ) -> Result<Payment, ApiError> {
+        let payment = self.payment_of_project(project, id).await?;
         let name = trigger.name();
         let check = |p: &Payment| {
             if !p.is_test() {

@@ -7,11 +7,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::cabinet::{
+    CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
+    SessionRecord, UserRecord,
+};
 use crate::clock::Timestamp;
 use crate::event::{
     DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
-use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -44,6 +48,20 @@ struct State {
     /// Failed events answered by a resend: failed event -> the resend.
     resent: HashMap<EventId, EventId>,
     operator_tokens: Vec<OperatorTokenRecord>,
+    cabinet: CabinetState,
+}
+
+/// The web cabinet's records.
+#[derive(Debug, Default)]
+struct CabinetState {
+    users: BTreeMap<UserId, UserRecord>,
+    totp_last_step: HashMap<UserId, u64>,
+    recovery_codes: HashMap<UserId, Vec<[u8; 32]>>,
+    sessions: Vec<SessionRecord>,
+    invites: Vec<InviteRecord>,
+    failures: Vec<(String, Timestamp)>,
+    audit: Vec<CabinetAuditRecord>,
+    token_use: HashMap<TokenId, Timestamp>,
 }
 
 impl State {
@@ -647,6 +665,10 @@ impl Store for MemoryStore {
         Ok(answered)
     }
 
+    fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
+        Some(self)
+    }
+
     async fn commit_change_once(
         &self,
         key: NonceUse<'_>,
@@ -663,5 +685,376 @@ impl Store for MemoryStore {
         st.nonces
             .insert((key.project, key.nonce.to_string()), key.expires_at);
         Ok(true)
+    }
+}
+
+#[async_trait]
+impl CabinetStore for MemoryStore {
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let c = &mut st.cabinet;
+        if c.users.contains_key(&user.id) || c.users.values().any(|u| u.email == user.email) {
+            return Err(StoreError::Duplicate(format!("user {}", user.email)));
+        }
+        c.users.insert(user.id, user.clone());
+        Ok(())
+    }
+
+    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let c = &mut st.cabinet;
+        if !c.users.contains_key(&user.id) {
+            return Err(StoreError::NotFound(format!("user {}", user.id)));
+        }
+        if c.users
+            .values()
+            .any(|u| u.email == user.email && u.id != user.id)
+        {
+            return Err(StoreError::Duplicate(format!("user {}", user.email)));
+        }
+        c.users.insert(user.id, user.clone());
+        Ok(())
+    }
+
+    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError> {
+        Ok(self.lock().cabinet.users.get(&id).cloned())
+    }
+
+    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .users
+            .values()
+            .find(|u| u.email == email)
+            .cloned())
+    }
+
+    async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
+        let mut users: Vec<UserRecord> = self.lock().cabinet.users.values().cloned().collect();
+        users.sort_by(|a, b| a.email.cmp(&b.email));
+        Ok(users)
+    }
+
+    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError> {
+        Ok(self.lock().cabinet.totp_last_step.get(&user).copied())
+    }
+
+    async fn replace_recovery_codes(
+        &self,
+        user: UserId,
+        codes: &[[u8; 32]],
+    ) -> Result<(), StoreError> {
+        self.lock()
+            .cabinet
+            .recovery_codes
+            .insert(user, codes.to_vec());
+        Ok(())
+    }
+
+    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .recovery_codes
+            .get(&user)
+            .map_or(0, |c| c.len() as u32))
+    }
+
+    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let c = &mut st.cabinet;
+        if c.sessions
+            .iter()
+            .any(|s| s.id == session.id || s.token_hash == session.token_hash)
+        {
+            return Err(StoreError::Duplicate("session".into()));
+        }
+        c.sessions.push(session.clone());
+        Ok(())
+    }
+
+    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .sessions
+            .iter()
+            .find(|s| &s.token_hash == hash)
+            .cloned())
+    }
+
+    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        match st.cabinet.sessions.iter_mut().find(|s| s.id == id) {
+            Some(s) => {
+                s.last_seen_at = s.last_seen_at.max(at);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        let before = st.cabinet.sessions.len();
+        st.cabinet.sessions.retain(|s| s.id != id);
+        Ok(st.cabinet.sessions.len() != before)
+    }
+
+    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError> {
+        let mut list: Vec<SessionRecord> = self
+            .lock()
+            .cabinet
+            .sessions
+            .iter()
+            .filter(|s| s.user_id == user)
+            .cloned()
+            .collect();
+        list.sort_by_key(|s| (s.created_at, s.id));
+        Ok(list)
+    }
+
+    async fn delete_user_sessions(
+        &self,
+        user: UserId,
+        keep: Option<SessionId>,
+    ) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let before = st.cabinet.sessions.len();
+        st.cabinet
+            .sessions
+            .retain(|s| s.user_id != user || Some(s.id) == keep);
+        Ok((before - st.cabinet.sessions.len()) as u64)
+    }
+
+    async fn purge_sessions(
+        &self,
+        idle_before: Timestamp,
+        signed_in_before: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let before = st.cabinet.sessions.len();
+        st.cabinet
+            .sessions
+            .retain(|s| s.last_seen_at >= idle_before && s.signed_in_at >= signed_in_before);
+        Ok((before - st.cabinet.sessions.len()) as u64)
+    }
+
+    async fn advance_session(
+        &self,
+        old: &[u8; 32],
+        new: &SessionRecord,
+        proof: &SessionProof,
+    ) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        let c = &mut st.cabinet;
+        let Some(index) = c.sessions.iter().position(|s| &s.token_hash == old) else {
+            return Ok(false);
+        };
+        if c.sessions[index].user_id != new.user_id {
+            return Ok(false);
+        }
+        if c.sessions
+            .iter()
+            .any(|s| s.id == new.id || s.token_hash == new.token_hash)
+        {
+            return Err(StoreError::Duplicate("session".into()));
+        }
+        let user = new.user_id;
+        match proof {
+            SessionProof::None => {}
+            SessionProof::TotpStep(step) => {
+                if c.totp_last_step.get(&user).is_some_and(|last| last >= step) {
+                    return Ok(false);
+                }
+                c.totp_last_step.insert(user, *step);
+            }
+            SessionProof::RecoveryCode(hash) => {
+                let codes = c.recovery_codes.entry(user).or_default();
+                let Some(at) = codes.iter().position(|h| h == hash) else {
+                    return Ok(false);
+                };
+                codes.remove(at);
+            }
+            SessionProof::Enrolment {
+                step,
+                recovery_codes,
+                at,
+            } => {
+                let Some(u) = c.users.get_mut(&user) else {
+                    return Ok(false);
+                };
+                if u.totp_confirmed_at.is_some() || u.totp_secret.is_none() {
+                    return Ok(false);
+                }
+                u.totp_confirmed_at = Some(*at);
+                c.totp_last_step.insert(user, *step);
+                c.recovery_codes.insert(user, recovery_codes.clone());
+            }
+        }
+        c.sessions.remove(index);
+        c.sessions.push(new.clone());
+        Ok(true)
+    }
+
+    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        st.cabinet.invites.retain(|i| i.user_id != invite.user_id);
+        st.cabinet.invites.push(invite.clone());
+        Ok(())
+    }
+
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .invites
+            .iter()
+            .find(|i| &i.token_hash == hash && i.expires_at > now)
+            .cloned())
+    }
+
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let mut st = self.lock();
+        let Some(index) = st
+            .cabinet
+            .invites
+            .iter()
+            .position(|i| &i.token_hash == hash)
+        else {
+            return Ok(None);
+        };
+        let invite = st.cabinet.invites.remove(index);
+        Ok((invite.expires_at > now).then_some(invite))
+    }
+
+    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
+        self.lock().cabinet.failures.push((key.to_string(), at));
+        Ok(())
+    }
+
+    async fn failures_since(
+        &self,
+        key: &str,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        let mut times: Vec<Timestamp> = self
+            .lock()
+            .cabinet
+            .failures
+            .iter()
+            .filter(|(k, t)| k == key && *t >= since)
+            .map(|(_, t)| *t)
+            .collect();
+        times.sort();
+        times.truncate(limit);
+        Ok(times)
+    }
+
+    async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
+        self.lock().cabinet.failures.retain(|(k, _)| k != key);
+        Ok(())
+    }
+
+    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let n = st.cabinet.failures.len();
+        st.cabinet.failures.retain(|(_, t)| *t >= before);
+        Ok((n - st.cabinet.failures.len()) as u64)
+    }
+
+    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
+        self.lock().cabinet.audit.push(record.clone());
+        Ok(())
+    }
+
+    async fn cabinet_audit(
+        &self,
+        merchant: Option<MerchantId>,
+        limit: usize,
+    ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .audit
+            .iter()
+            .rev()
+            .filter(|r| merchant.is_none() || r.merchant_id == merchant)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let last = st.cabinet.token_use.entry(token).or_insert(at);
+        *last = (*last).max(at);
+        Ok(())
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let st = self.lock();
+        Ok(tokens
+            .iter()
+            .filter_map(|t| st.cabinet.token_use.get(t).map(|at| (*t, *at)))
+            .collect())
+    }
+
+    async fn find_payments(&self, q: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<Payment> = st
+            .payments
+            .values()
+            .filter(|p| {
+                p.project_id == q.project
+                    && q.status.is_none_or(|s| p.status == s)
+                    && q.created_from.is_none_or(|t| p.created_at >= t)
+                    && q.created_to.is_none_or(|t| p.created_at < t)
+                    && q.merchant_payment_id
+                        .as_ref()
+                        .is_none_or(|m| &p.merchant_payment_id == m)
+                    && q.before.is_none_or(|b| (p.created_at, p.id) < b)
+            })
+            .cloned()
+            .collect();
+        found.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
+        found.truncate(q.limit);
+        Ok(found)
+    }
+
+    async fn find_events(&self, q: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<EventRecord> = st
+            .events
+            .iter()
+            .filter(|r| {
+                let e = &r.outbox.event;
+                e.project_id == q.project
+                    && q.state.is_none_or(|s| r.outbox.state == s)
+                    && q.payment.is_none_or(|p| e.payment_id == p)
+                    && q.created_from.is_none_or(|t| e.created_at >= t)
+                    && q.created_to.is_none_or(|t| e.created_at < t)
+                    && q.before.is_none_or(|b| (e.created_at, e.event_id) < b)
+            })
+            .cloned()
+            .collect();
+        found.sort_by_key(|r| {
+            std::cmp::Reverse((r.outbox.event.created_at, r.outbox.event.event_id))
+        });
+        found.truncate(q.limit);
+        Ok(found)
     }
 }

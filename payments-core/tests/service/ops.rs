@@ -35,6 +35,7 @@ fn fail_three_times(s: &crate::support::Setup, id: payments_core::PaymentId) {
             http_status: Some(503),
             error: Some("http status 503".into()),
             success: false,
+            response_excerpt: None,
         };
         let next = block_on(s.h.service.record_attempt(&event, &attempt)).unwrap();
         assert_eq!(next.is_none(), n == 3, "attempt {n}");

@@ -204,16 +204,24 @@ pub(super) async fn callback_secret(
         }
         CallbackSecretCommand::Reseal => {
             let report = svc.reseal_callback_secrets(actor).await?;
+            // The web cabinet's TOTP keys are sealed with the same key file.
+            let (totp_resealed, totp_current) = match crate::operator::users::cabinet(svc) {
+                Ok(cabinet) => cabinet.reseal_totp_keys().await?,
+                Err(_) => (0, 0),
+            };
             Ok(Output::new(
                 json!({
                     "key_id": report.key_id,
                     "resealed": report.resealed,
                     "already_current": report.current,
+                    "totp_keys_resealed": totp_resealed,
+                    "totp_keys_already_current": totp_current,
                 }),
                 format!(
                     "Callback secrets sealed with key {}: {} re-sealed, {} already were.\n\
+                     Cabinet TOTP keys: {} re-sealed, {} already were.\n\
                      Previous key files can now be removed from secrets_previous_key_files.",
-                    report.key_id, report.resealed, report.current
+                    report.key_id, report.resealed, report.current, totp_resealed, totp_current
                 ),
             ))
         }

@@ -15,6 +15,7 @@ mod directory;
 mod ops;
 mod output;
 mod payment;
+mod users;
 
 use std::path::PathBuf;
 
@@ -32,6 +33,7 @@ pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, Pr
 pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
+pub use users::{cabinet_url, UserCommand};
 
 /// Settings every command shares. Serialized, it is the flag layer of these flags (only the
 /// ones given).
@@ -89,6 +91,8 @@ pub enum OperatorCommand {
     Audit(AuditArgs),
     /// Callbacks as a whole: failed (list), resend-failed (bulk), hold, release, status.
     Callbacks(Group<CallbacksCommand>),
+    /// Web cabinet users: add (prints an invitation link), list, invite, disable, enable.
+    User(Group<UserCommand>),
 }
 
 impl OperatorCommand {
@@ -102,6 +106,7 @@ impl OperatorCommand {
             OperatorCommand::Payment(g) => (&g.common, g.json),
             OperatorCommand::Audit(a) => (&a.common, a.json),
             OperatorCommand::Callbacks(g) => (&g.common, g.json),
+            OperatorCommand::User(g) => (&g.common, g.json),
         }
     }
 }
@@ -142,7 +147,13 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log_format, "warn");
     let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
-    let result = execute(&opened.service, command, &cli_actor()).await;
+    let result = execute(
+        &opened.service,
+        command,
+        &cli_actor(),
+        &cabinet_url(&settings),
+    )
+    .await;
     opened.store.close();
     let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
     print_output(&out, json);
@@ -153,6 +164,7 @@ async fn execute(
     svc: &PaymentService,
     command: OperatorCommand,
     actor: &Actor,
+    cabinet_url: &str,
 ) -> Result<Output, ApiError> {
     match command {
         OperatorCommand::Merchant(g) => directory::merchant(svc, g.command, actor).await,
@@ -165,6 +177,7 @@ async fn execute(
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
         OperatorCommand::Callbacks(g) => ops::callbacks(svc, g.command, actor).await,
+        OperatorCommand::User(g) => users::user(svc, g.command, actor, cabinet_url).await,
     }
 }
 

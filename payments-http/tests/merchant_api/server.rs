@@ -46,6 +46,8 @@ async fn the_built_binary_as_a_new_user_runs_it() {
             "127.0.0.1:0",
             "--operator-listen",
             "127.0.0.1:0",
+            "--cabinet-listen",
+            "127.0.0.1:0",
             "--data-dir",
         ])
         .arg(dir.path())

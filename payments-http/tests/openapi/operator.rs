@@ -218,6 +218,49 @@ async fn real_operator_answers_validate_against_the_file() {
     );
     assert_eq!(s, 201, "{b}");
 
+    let (s, user) = call(
+        Method::POST,
+        "/operator/v1/users".into(),
+        Some(json!({"email": "Spec.User@Shop.example", "role": "merchant", "merchant_id": merchant_id})),
+    )
+    .await;
+    check(&spec, "/operator/v1/users", "POST", s, &user);
+    assert_eq!(s, 201, "{user}");
+    assert_eq!(user["user"]["email"], "spec.user@shop.example");
+    assert!(
+        user["invite_url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(server.cabinet_url.as_deref().expect("a cabinet"))),
+        "{user}"
+    );
+    let user_id = user["user"]["id"].as_str().expect("id").to_owned();
+    let (s, b) = call(
+        Method::POST,
+        "/operator/v1/users".into(),
+        Some(json!({"email": "x@shop.example", "role": "support", "merchant_id": merchant_id})),
+    )
+    .await;
+    check(&spec, "/operator/v1/users", "POST", s, &b);
+    assert_eq!(s, 400, "{b}");
+    let (s, b) = call(Method::GET, "/operator/v1/users".into(), None).await;
+    check(&spec, "/operator/v1/users", "GET", s, &b);
+    let (s, b) = call(
+        Method::POST,
+        format!("/operator/v1/users/{user_id}/invite"),
+        None,
+    )
+    .await;
+    check(&spec, "/operator/v1/users/{id}/invite", "POST", s, &b);
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = call(
+        Method::PATCH,
+        format!("/operator/v1/users/{user_id}"),
+        Some(json!({"disabled": true})),
+    )
+    .await;
+    check(&spec, "/operator/v1/users/{id}", "PATCH", s, &b);
+    assert_eq!(b["disabled"], true, "{b}");
+
     let (s, b) = call(Method::GET, "/operator/v1/audit?limit=5".into(), None).await;
     check(&spec, "/operator/v1/audit", "GET", s, &b);
     assert_eq!(s, 200);

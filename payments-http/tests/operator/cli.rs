@@ -64,6 +64,7 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
         .arg(dir.path())
         .args(["--listen", &format!("127.0.0.1:{merchant_port}")])
         .args(["--operator-listen", &format!("127.0.0.1:{operator_port}")])
+        .args(["--cabinet-listen", "127.0.0.1:0"])
         .env_remove("PAYMENTS_CONFIG")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -86,6 +86,7 @@ async fn serve_in_production_completes_a_payment_with_the_upstream() {
 data_dir = "{data}"
 listen = "{merchant}"
 operator_listen = "{operator}"
+cabinet_listen = "127.0.0.1:0"
 allow_local_callbacks = true
 provider = "http"
 rate_source = "http"
@@ -217,7 +218,8 @@ async fn production_still_refuses_the_sandbox_ports() {
             "--listen",
             "127.0.0.1:0",
         ])
-        .args(["--operator-listen", "127.0.0.1:0", "--data-dir"])
+        .args(["--operator-listen", "127.0.0.1:0"])
+        .args(["--cabinet-listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env_remove("PAYMENTS_ENVIRONMENT")
         .output()

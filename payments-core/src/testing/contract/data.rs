@@ -209,6 +209,7 @@ pub(super) fn attempt(
         http_status: status,
         error: error.map(str::to_string),
         success,
+        response_excerpt: status.map(|s| format!("{{\"answer\": {s}, \"text\": \"ünïcode\"}}")),
     }
 }
 

@@ -7,6 +7,9 @@
 //! memory store and a tokio runtime drives adapters that need one. [`run_all`] takes a function
 //! that makes a store; [`run_all_async`] one that returns a future of it, for stores whose
 //! setup awaits. [`checks`] lists the checks for adapters that run them one by one.
+//!
+//! A store that also implements the web cabinet's [`CabinetStore`](crate::cabinet::CabinetStore)
+//! runs [`run_cabinet`] (or [`run_cabinet_async`]; the checks are [`cabinet_checks`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -128,12 +131,14 @@ where
     }
 }
 
+mod cabinet;
 mod data;
 mod directory;
 mod operations;
 mod outbox;
 mod payments;
 
+pub use cabinet::*;
 pub use data::*;
 pub use directory::*;
 pub use operations::*;
@@ -148,5 +153,10 @@ mod tests {
     #[test]
     fn the_memory_store_meets_the_contract() {
         futures_executor::block_on(run_all(MemoryStore::new));
+    }
+
+    #[test]
+    fn the_memory_store_meets_the_cabinet_contract() {
+        futures_executor::block_on(run_cabinet(MemoryStore::new));
     }
 }

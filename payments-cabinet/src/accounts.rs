@@ -1,0 +1,1220 @@
+//! The cabinet's own rules over the core's ports: users and invitations, sign-in with a password
+//! and a TOTP code (or a recovery code), forced enrolment, throttling, sessions with idle and
+//! absolute timeouts, and the cabinet's audit log. Payments, projects and credentials are the
+//! core's: the web pages call [`PaymentService`] for them.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use payments_core::cabinet::{
+    CabinetAuditRecord, CabinetStore, InviteRecord, Role, SessionProof, SessionRecord,
+    SessionStage, UserRecord,
+};
+use payments_core::ids::{MerchantId, ProjectId, SessionId, UserId};
+use payments_core::project::AuditRecord;
+use payments_core::service::{Actor, PaymentService};
+use payments_core::store::StoreError;
+use payments_core::{ApiError, ErrorCode, SecretString, Timestamp};
+
+use crate::secrets;
+
+/// A throttling limit: at most `attempts` failures within `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Failures allowed in the window.
+    pub attempts: usize,
+    /// The window.
+    pub window: Duration,
+}
+
+/// The cabinet's settings.
+#[derive(Debug, Clone)]
+pub struct CabinetConfig {
+    /// The issuer shown by authenticator apps (`otpauth://` URI).
+    pub issuer: String,
+    /// A signed-in session ends after this long without a request (30 min).
+    pub idle_timeout: Duration,
+    /// A session ends this long after sign-in whatever happens (12 h).
+    pub absolute_timeout: Duration,
+    /// A session that passed the password step has this long for the second factor (10 min).
+    pub second_factor_timeout: Duration,
+    /// How long an invitation link works (72 h).
+    pub invite_ttl: Duration,
+    /// Failed passwords per account (e-mail): 5 per 15 min.
+    pub account_limit: Limit,
+    /// Failed codes (TOTP or recovery) per user: 5 per 15 min.
+    pub code_limit: Limit,
+    /// Failed attempts of any kind per client address: 20 per 15 min.
+    pub address_limit: Limit,
+    /// `last_seen_at` is written at most this often per session (1 min).
+    pub touch_interval: Duration,
+}
+
+impl Default for CabinetConfig {
+    fn default() -> Self {
+        let fifteen = Duration::from_secs(15 * 60);
+        CabinetConfig {
+            issuer: "Payments".to_string(),
+            idle_timeout: Duration::from_secs(30 * 60),
+            absolute_timeout: Duration::from_secs(12 * 3600),
+            second_factor_timeout: Duration::from_secs(10 * 60),
+            invite_ttl: Duration::from_secs(72 * 3600),
+            account_limit: Limit {
+                attempts: 5,
+                window: fifteen,
+            },
+            code_limit: Limit {
+                attempts: 5,
+                window: fifteen,
+            },
+            address_limit: Limit {
+                attempts: 20,
+                window: fifteen,
+            },
+            touch_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Who is asking: the client address and browser, for sessions, throttling and the audit log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Client {
+    /// The client address (through trusted proxies), when known.
+    pub address: Option<IpAddr>,
+    /// The `User-Agent`, shortened.
+    pub user_agent: Option<String>,
+}
+
+impl Client {
+    fn address_text(&self) -> Option<String> {
+        self.address.map(|a| a.to_string())
+    }
+}
+
+/// Why a sign-in step was refused. The message does not say which part was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignInError {
+    /// Wrong e-mail or password (or a disabled account, or one without a password).
+    #[error("The e-mail address or the password is not right.")]
+    BadPassword,
+    /// A wrong, malformed or already used code.
+    #[error("The code is not right, or it was already used. Wait for the next code.")]
+    BadCode,
+    /// A wrong or used recovery code.
+    #[error("The recovery code is not right, or it was already used.")]
+    BadRecoveryCode,
+    /// Too many failures: nothing is checked until `until`.
+    #[error("Too many failed attempts. Try again after {}.", until.to_rfc3339())]
+    Throttled {
+        /// When attempts are checked again.
+        until: Timestamp,
+    },
+    /// The session ended (timeout, sign-out, revoked): sign in again.
+    #[error("The session has ended. Sign in again.")]
+    SessionEnded,
+    /// The store failed.
+    #[error("{0}")]
+    Store(String),
+}
+
+impl From<StoreError> for SignInError {
+    fn from(e: StoreError) -> Self {
+        SignInError::Store(e.to_string())
+    }
+}
+
+impl From<ApiError> for SignInError {
+    fn from(e: ApiError) -> Self {
+        SignInError::Store(e.message)
+    }
+}
+
+/// A session as the web layer holds it: the cookie value (shown to the browser only) and the
+/// record.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// The cookie value.
+    pub cookie: SecretString,
+    /// The stored session.
+    pub record: SessionRecord,
+}
+
+/// A request's signed-in (or half signed-in) user.
+#[derive(Debug, Clone)]
+pub struct Current {
+    /// The session.
+    pub session: SessionRecord,
+    /// Its user.
+    pub user: UserRecord,
+}
+
+impl Current {
+    /// The audit actor of the user's actions through the core: `cabinet:<e-mail>`.
+    pub fn actor(&self) -> Actor {
+        Actor(format!("cabinet:{}", self.user.email))
+    }
+
+    /// Whether the user is support staff.
+    pub fn is_support(&self) -> bool {
+        self.user.role == Role::Support
+    }
+}
+
+/// What to show the user for enrolment.
+#[derive(Debug, Clone)]
+pub struct Enrolment {
+    /// The key as base32 text (typed into an authenticator).
+    pub key_base32: String,
+    /// The `otpauth://` URI.
+    pub uri: String,
+}
+
+/// A new invitation link's token, shown once.
+#[derive(Debug, Clone)]
+pub struct Invite {
+    /// The user.
+    pub user: UserRecord,
+    /// The token of the link (`/invite/<token>`).
+    pub token: SecretString,
+    /// When the link stops working.
+    pub expires_at: Timestamp,
+}
+
+/// The web cabinet over the service and its store.
+#[derive(Clone)]
+pub struct Cabinet {
+    service: PaymentService,
+    store: Arc<dyn CabinetStore>,
+    config: CabinetConfig,
+}
+
+impl std::fmt::Debug for Cabinet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cabinet")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The store behind the service has no cabinet part ([`payments_core::store::Store::cabinet_store`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the store does not keep the web cabinet's records (Store::cabinet_store is None)")]
+pub struct NoCabinetStore;
+
+fn bad_request(m: impl Into<String>) -> ApiError {
+    ApiError::bad_request(m)
+}
+
+/// An e-mail address as stored: trimmed, lower-case; refused unless it looks like
+/// `local@domain` (one `@`, no spaces or control characters, 3 to 254 characters).
+pub fn normalise_email(email: &str) -> Result<String, ApiError> {
+    let e = email.trim().to_lowercase();
+    let ok = (3..=254).contains(&e.len())
+        && e.matches('@').count() == 1
+        && !e.starts_with('@')
+        && !e.ends_with('@')
+        && !e.chars().any(|c| c.is_whitespace() || c.is_control());
+    if ok {
+        Ok(e)
+    } else {
+        Err(bad_request(format!(
+            "email: {:?} is not an e-mail address",
+            email.trim()
+        )))
+    }
+}
+
+impl Cabinet {
+    /// The cabinet over `service`'s store; [`NoCabinetStore`] if that store has no cabinet part.
+    pub fn new(service: PaymentService, config: CabinetConfig) -> Result<Cabinet, NoCabinetStore> {
+        let store = service
+            .store()
+            .clone()
+            .cabinet_store()
+            .ok_or(NoCabinetStore)?;
+        Ok(Cabinet {
+            service,
+            store,
+            config,
+        })
+    }
+
+    /// The payment service.
+    pub fn service(&self) -> &PaymentService {
+        &self.service
+    }
+
+    /// The cabinet's store.
+    pub fn store(&self) -> &Arc<dyn CabinetStore> {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CabinetConfig {
+        &self.config
+    }
+
+    fn now(&self) -> Timestamp {
+        self.service.ports().clock.now()
+    }
+
+    fn rng(&self) -> &dyn payments_core::RandomSource {
+        self.service.ports().rng.as_ref()
+    }
+
+    // --- users ---------------------------------------------------------------------------
+
+    /// Creates a user and its first invitation (the operator API and CLI): a merchant user of
+    /// an existing merchant, or support staff.
+    pub async fn create_user(
+        &self,
+        email: &str,
+        role: Role,
+        actor: &Actor,
+    ) -> Result<Invite, ApiError> {
+        let email = normalise_email(email)?;
+        if let Role::Merchant(m) = role {
+            self.service
+                .store()
+                .merchant(m)
+                .await?
+                .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "merchant not found"))?;
+        }
+        let user = UserRecord {
+            id: UserId::generate(self.rng()),
+            email: email.clone(),
+            role,
+            password_hash: None,
+            totp_secret: None,
+            totp_confirmed_at: None,
+            disabled: false,
+            created_at: self.now(),
+        };
+        self.store.insert_user(&user).await.map_err(|e| match e {
+            StoreError::Duplicate(_) => bad_request(format!("email: {email} already has a user")),
+            other => other.into(),
+        })?;
+        self.core_audit(actor, "user.create", &user, Some(user_json(&user)))
+            .await?;
+        self.audit(CabinetAuditRecord {
+            at: user.created_at,
+            user_id: Some(user.id),
+            email: user.email.clone(),
+            address: None,
+            merchant_id: role.merchant(),
+            project_id: None,
+            action: "user.create".into(),
+            target: user.id.to_string(),
+            success: true,
+            detail: Some(format!("by {}", actor.0)),
+        })
+        .await?;
+        self.issue_invite(user, actor).await
+    }
+
+    /// Creates a merchant user with a password already set (the sandbox bootstrap's demo
+    /// user); it enrols its TOTP key at first sign-in like any other.
+    pub async fn create_user_with_password(
+        &self,
+        email: &str,
+        merchant: MerchantId,
+        password: &str,
+        actor: &Actor,
+    ) -> Result<UserRecord, ApiError> {
+        let invite = self
+            .create_user(email, Role::Merchant(merchant), actor)
+            .await?;
+        self.set_password(invite.token.expose(), password, &Client::default())
+            .await
+    }
+
+    /// A new invitation link for a user (also a password reset: the current password keeps
+    /// working until the link is used). Earlier links stop working.
+    pub async fn invite(&self, user: UserId, actor: &Actor) -> Result<Invite, ApiError> {
+        let user = self
+            .store
+            .user(user)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "user not found"))?;
+        self.issue_invite(user, actor).await
+    }
+
+    async fn issue_invite(&self, user: UserRecord, actor: &Actor) -> Result<Invite, ApiError> {
+        let token = secrets::random_token(self.rng());
+        let now = self.now();
+        let record = InviteRecord {
+            token_hash: secrets::token_hash(&token),
+            user_id: user.id,
+            created_at: now,
+            expires_at: now + self.config.invite_ttl,
+        };
+        self.store.put_invite(&record).await?;
+        self.core_audit(actor, "user.invite", &user, None).await?;
+        Ok(Invite {
+            user,
+            token: token.into(),
+            expires_at: record.expires_at,
+        })
+    }
+
+    /// Sets a user's password through an invitation token (taken once). The user's sessions
+    /// end. The TOTP key is kept: a user who has one signs in with it.
+    pub async fn set_password(
+        &self,
+        invite_token: &str,
+        password: &str,
+        client: &Client,
+    ) -> Result<UserRecord, ApiError> {
+        let now = self.now();
+        let hash = secrets::token_hash(invite_token);
+        // Checked before taking the invitation, so that a bad password does not use it up.
+        let invite_user = self.invite_user(invite_token).await?;
+        secrets::check_new_password(password, &invite_user.email)
+            .map_err(|e| bad_request(format!("password: {e}")))?;
+        let invite = self
+            .store
+            .take_invite(&hash, now)
+            .await?
+            .ok_or_else(invite_gone)?;
+        let mut user = self
+            .store
+            .user(invite.user_id)
+            .await?
+            .ok_or_else(invite_gone)?;
+        user.password_hash = Some(self.hash(password).await);
+        self.store.update_user(&user).await?;
+        self.store.delete_user_sessions(user.id, None).await?;
+        self.audit(self.record(&user, client, "user.set_password", true))
+            .await?;
+        Ok(user)
+    }
+
+    /// The user an invitation token is for, if it is live (the set-password page).
+    pub async fn invite_user(&self, invite_token: &str) -> Result<UserRecord, ApiError> {
+        let invite = self
+            .store
+            .invite(&secrets::token_hash(invite_token), self.now())
+            .await?
+            .ok_or_else(invite_gone)?;
+        self.store
+            .user(invite.user_id)
+            .await?
+            .ok_or_else(invite_gone)
+    }
+
+    /// Every user.
+    pub async fn users(&self) -> Result<Vec<UserRecord>, ApiError> {
+        Ok(self.store.users().await?)
+    }
+
+    /// Disables or enables a user; disabling ends its sessions.
+    pub async fn set_disabled(
+        &self,
+        id: UserId,
+        disabled: bool,
+        actor: &Actor,
+    ) -> Result<UserRecord, ApiError> {
+        let mut user = self
+            .store
+            .user(id)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "user not found"))?;
+        user.disabled = disabled;
+        self.store.update_user(&user).await?;
+        if disabled {
+            self.store.delete_user_sessions(id, None).await?;
+        }
+        let action = if disabled {
+            "user.disable"
+        } else {
+            "user.enable"
+        };
+        self.core_audit(actor, action, &user, Some(user_json(&user)))
+            .await?;
+        Ok(user)
+    }
+
+    async fn hash(&self, password: &str) -> String {
+        let rng = self.service.ports().rng.clone();
+        let password = password.to_string();
+        tokio::task::spawn_blocking(move || secrets::hash_password(&password, rng.as_ref()))
+            .await
+            .expect("hashing does not panic")
+    }
+
+    async fn verify(&self, password: &str, stored: Option<&str>) -> bool {
+        let password = password.to_string();
+        let (stored, real) = match stored {
+            Some(s) => (s.to_string(), true),
+            None => (secrets::decoy_hash().to_string(), false),
+        };
+        let ok = tokio::task::spawn_blocking(move || secrets::verify_password(&password, &stored))
+            .await
+            .expect("verifying does not panic");
+        ok && real
+    }
+
+    // --- throttling ----------------------------------------------------------------------
+
+    /// `Some(until)` when `key` has `limit.attempts` failures within the window.
+    async fn throttled(&self, key: &str, limit: Limit) -> Result<Option<Timestamp>, StoreError> {
+        let now = self.now();
+        let times = self
+            .store
+            // A failure counts for `window` after it: at `failure + window` it no longer does.
+            .failures_since(
+                key,
+                now.saturating_sub(limit.window) + Duration::from_millis(1),
+                10_000,
+            )
+            .await?;
+        if limit.attempts == 0 || times.len() < limit.attempts {
+            return Ok(None);
+        }
+        Ok(Some(times[times.len() - limit.attempts] + limit.window))
+    }
+
+    async fn check_throttles(&self, keys: &[(String, Limit)]) -> Result<(), SignInError> {
+        let mut until: Option<Timestamp> = None;
+        for (key, limit) in keys {
+            if let Some(t) = self.throttled(key, *limit).await? {
+                until = Some(until.map_or(t, |u| u.max(t)));
+            }
+        }
+        match until {
+            Some(until) => Err(SignInError::Throttled { until }),
+            None => Ok(()),
+        }
+    }
+
+    async fn fail(&self, keys: &[(String, Limit)]) -> Result<(), StoreError> {
+        let now = self.now();
+        for (key, _) in keys {
+            self.store.record_failure(key, now).await?;
+        }
+        Ok(())
+    }
+
+    fn address_key(&self, client: &Client) -> Option<(String, Limit)> {
+        client
+            .address
+            .map(|a| (format!("address:{a}"), self.config.address_limit))
+    }
+
+    // --- sign-in -------------------------------------------------------------------------
+
+    fn session_record(
+        &self,
+        user: UserId,
+        stage: SessionStage,
+        signed_in_at: Timestamp,
+        client: &Client,
+    ) -> NewSession {
+        let cookie = secrets::random_token(self.rng());
+        let now = self.now();
+        NewSession {
+            record: SessionRecord {
+                id: SessionId::generate(self.rng()),
+                token_hash: secrets::token_hash(&cookie),
+                user_id: user,
+                stage,
+                created_at: now,
+                signed_in_at,
+                last_seen_at: now,
+                address: client.address_text(),
+                user_agent: client.user_agent.clone(),
+            },
+            cookie: cookie.into(),
+        }
+    }
+
+    /// The password step: a new half session (stage [`SessionStage::Password`]) whose next
+    /// page is the code or, for a user without a confirmed key, enrolment. `old_cookie` (a
+    /// session the browser still had) is ended.
+    pub async fn sign_in(
+        &self,
+        email: &str,
+        password: &str,
+        client: &Client,
+        old_cookie: Option<&str>,
+    ) -> Result<(NewSession, UserRecord), SignInError> {
+        let email = email.trim().to_lowercase();
+        let mut keys = vec![(format!("account:{email}"), self.config.account_limit)];
+        keys.extend(self.address_key(client));
+        let user = self.store.user_by_email(&email).await?;
+        if let Err(e) = self.check_throttles(&keys).await {
+            let merchant = user.as_ref().and_then(|u| u.role.merchant());
+            let user_id = user.as_ref().map(|u| u.id);
+            self.audit_attempt(
+                &email,
+                user_id,
+                merchant,
+                client,
+                "sign_in.password",
+                "throttled",
+            )
+            .await?;
+            return Err(e);
+        }
+        let stored = user.as_ref().and_then(|u| u.password_hash.as_deref());
+        let ok = self.verify(password, stored).await;
+        let user = match user {
+            Some(u) if ok && !u.disabled => u,
+            other => {
+                self.fail(&keys).await?;
+                let merchant = other.as_ref().and_then(|u| u.role.merchant());
+                let user_id = other.as_ref().map(|u| u.id);
+                self.audit_attempt(
+                    &email,
+                    user_id,
+                    merchant,
+                    client,
+                    "sign_in.password",
+                    "refused",
+                )
+                .await?;
+                return Err(SignInError::BadPassword);
+            }
+        };
+        self.store.clear_failures(&keys[0].0).await?;
+        if let Some(old) = old_cookie {
+            if let Some(s) = self
+                .store
+                .session_by_token(&secrets::token_hash(old))
+                .await?
+            {
+                self.store.delete_session(s.id).await?;
+            }
+        }
+        let session = self.session_record(user.id, SessionStage::Password, self.now(), client);
+        self.store.insert_session(&session.record).await?;
+        self.audit(self.record(&user, client, "sign_in.password", true))
+            .await?;
+        Ok((session, user))
+    }
+
+    /// The session of a cookie, if it is live: a signed-in one idle for less than the idle
+    /// timeout and younger than the absolute one, a half one younger than the second-factor
+    /// timeout, of an enabled user. A session past a limit is deleted. Touches
+    /// `last_seen_at` at most once per [`CabinetConfig::touch_interval`].
+    pub async fn session(&self, cookie: &str) -> Result<Option<Current>, ApiError> {
+        let Some(session) = self
+            .store
+            .session_by_token(&secrets::token_hash(cookie))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let expired = match session.stage {
+            SessionStage::Full => {
+                now >= session.last_seen_at + self.config.idle_timeout
+                    || now >= session.signed_in_at + self.config.absolute_timeout
+            }
+            SessionStage::Password => now >= session.created_at + self.config.second_factor_timeout,
+        };
+        let user = self.store.user(session.user_id).await?;
+        let user = match user {
+            Some(u) if !expired && !u.disabled => u,
+            _ => {
+                self.store.delete_session(session.id).await?;
+                return Ok(None);
+            }
+        };
+        let mut session = session;
+        if now >= session.last_seen_at + self.config.touch_interval {
+            self.store.touch_session(session.id, now).await?;
+            session.last_seen_at = now;
+        }
+        Ok(Some(Current { session, user }))
+    }
+
+    fn key_context(user: UserId) -> String {
+        format!("totp:{user}")
+    }
+
+    fn totp_key(&self, user: &UserRecord) -> Result<Option<Vec<u8>>, ApiError> {
+        let Some(stored) = &user.totp_secret else {
+            return Ok(None);
+        };
+        let keys = &self.service.config().sealing;
+        let text = if payments_core::sealing::SealingKeys::is_sealed(stored.expose()) {
+            keys.open(stored.expose(), &Self::key_context(user.id))
+                .map_err(|e| ApiError::internal(format!("TOTP key of {}: {e}", user.id)))?
+        } else {
+            stored.expose().to_string()
+        };
+        secrets::totp_key_from_base32(&text)
+            .map(Some)
+            .ok_or_else(|| ApiError::internal(format!("TOTP key of {} is not base32", user.id)))
+    }
+
+    /// Re-seals every stored TOTP key that is not sealed under the current sealing key
+    /// (plaintext, or a previous key) with the current key, like
+    /// [`PaymentService::reseal_callback_secrets`] for callback secrets; answers (re-sealed,
+    /// already current). Refused without a configured key.
+    pub async fn reseal_totp_keys(&self) -> Result<(u64, u64), ApiError> {
+        let keys = &self.service.config().sealing;
+        if !keys.is_configured() {
+            return Err(bad_request("no sealing key is configured"));
+        }
+        let (mut resealed, mut current) = (0, 0);
+        for mut user in self.store.users().await? {
+            let Some(stored) = &user.totp_secret else {
+                continue;
+            };
+            if !keys.needs_reseal(stored.expose()) {
+                current += 1;
+                continue;
+            }
+            let key = self
+                .totp_key(&user)?
+                .ok_or_else(|| ApiError::internal("a TOTP key vanished"))?;
+            let sealed = keys
+                .seal(
+                    &secrets::totp_key_base32(&key),
+                    &Self::key_context(user.id),
+                    self.rng(),
+                )
+                .map_err(|e| ApiError::internal(format!("sealing a TOTP key: {e}")))?;
+            user.totp_secret = Some(sealed.into());
+            self.store.update_user(&user).await?;
+            resealed += 1;
+        }
+        Ok((resealed, current))
+    }
+
+    /// Enrolment of a half-signed-in user without a confirmed key: the key (made and stored,
+    /// sealed, at the first call; the same key until it is confirmed).
+    pub async fn enrolment(&self, current: &Current) -> Result<Enrolment, ApiError> {
+        if current.user.totp_confirmed_at.is_some() {
+            return Err(bad_request("the two-factor key is already set up"));
+        }
+        let key = match self.totp_key(&current.user)? {
+            Some(k) => k,
+            None => {
+                let key = secrets::new_totp_key(self.rng());
+                let text = secrets::totp_key_base32(&key);
+                let keys = &self.service.config().sealing;
+                let stored = if keys.is_configured() {
+                    keys.seal(&text, &Self::key_context(current.user.id), self.rng())
+                        .map_err(|e| ApiError::internal(format!("sealing a TOTP key: {e}")))?
+                } else {
+                    text
+                };
+                // Re-read so that a concurrent enrolment page keeps the first key.
+                let mut user = self
+                    .store
+                    .user(current.user.id)
+                    .await?
+                    .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "user not found"))?;
+                if user.totp_secret.is_none() {
+                    user.totp_secret = Some(stored.into());
+                    self.store.update_user(&user).await?;
+                }
+                self.totp_key(&user)?
+                    .ok_or_else(|| ApiError::internal("the TOTP key was not stored"))?
+            }
+        };
+        Ok(Enrolment {
+            key_base32: secrets::totp_key_base32(&key),
+            uri: secrets::otpauth_uri(&key, &self.config.issuer, &current.user.email),
+        })
+    }
+
+    fn code_keys(&self, user: UserId, client: &Client) -> Vec<(String, Limit)> {
+        let mut keys = vec![(format!("code:{user}"), self.config.code_limit)];
+        keys.extend(self.address_key(client));
+        keys
+    }
+
+    /// A half session's code step: a TOTP code (`Some(step)`) or a recovery code, checked
+    /// and used by the store together with the new session.
+    async fn second_step(
+        &self,
+        current: &Current,
+        cookie: &str,
+        client: &Client,
+        action: &str,
+        proof: Result<SessionProof, SignInError>,
+    ) -> Result<NewSession, SignInError> {
+        if current.session.stage != SessionStage::Password {
+            return Err(SignInError::SessionEnded);
+        }
+        let keys = self.code_keys(current.user.id, client);
+        if let Err(e) = self.check_throttles(&keys).await {
+            self.audit(
+                self.record(&current.user, client, action, false)
+                    .detail("throttled"),
+            )
+            .await?;
+            return Err(e);
+        }
+        let refused = match &proof {
+            Err(e) => Some(e.clone()),
+            Ok(_) => None,
+        };
+        let new = self.session_record(current.user.id, SessionStage::Full, self.now(), client);
+        let accepted = match proof {
+            Ok(p) => {
+                self.store
+                    .advance_session(&secrets::token_hash(cookie), &new.record, &p)
+                    .await?
+            }
+            Err(_) => false,
+        };
+        if !accepted {
+            self.fail(&keys).await?;
+            self.audit(self.record(&current.user, client, action, false))
+                .await?;
+            return Err(refused.unwrap_or(match action {
+                "sign_in.recovery_code" => SignInError::BadRecoveryCode,
+                _ => SignInError::BadCode,
+            }));
+        }
+        self.store.clear_failures(&keys[0].0).await?;
+        self.audit(self.record(&current.user, client, action, true))
+            .await?;
+        Ok(new)
+    }
+
+    /// The TOTP step of sign-in: the code's time step must be later than the last one used.
+    pub async fn verify_code(
+        &self,
+        current: &Current,
+        cookie: &str,
+        code: &str,
+        client: &Client,
+    ) -> Result<NewSession, SignInError> {
+        let key = self.totp_key(&current.user)?;
+        let proof = match (&key, current.user.totp_confirmed_at) {
+            (Some(key), Some(_)) => secrets::matching_step(key, code, self.now().unix_secs())
+                .map(SessionProof::TotpStep)
+                .ok_or(SignInError::BadCode),
+            _ => Err(SignInError::BadCode),
+        };
+        self.second_step(current, cookie, client, "sign_in.totp", proof)
+            .await
+    }
+
+    /// Sign-in with a recovery code instead of a TOTP code; the code is consumed.
+    pub async fn verify_recovery_code(
+        &self,
+        current: &Current,
+        cookie: &str,
+        code: &str,
+        client: &Client,
+    ) -> Result<NewSession, SignInError> {
+        let proof = if current.user.totp_confirmed_at.is_some() && !code.trim().is_empty() {
+            Ok(SessionProof::RecoveryCode(secrets::recovery_code_hash(
+                code,
+            )))
+        } else {
+            Err(SignInError::BadRecoveryCode)
+        };
+        let new = self
+            .second_step(current, cookie, client, "sign_in.recovery_code", proof)
+            .await?;
+        let left = self.store.recovery_codes_left(current.user.id).await?;
+        tracing::info!(user = %current.user.id, left, "signed in with a recovery code");
+        Ok(new)
+    }
+
+    /// Confirms enrolment with the first code: the key counts from now, and 10 recovery codes
+    /// are issued (returned once, stored hashed).
+    pub async fn confirm_enrolment(
+        &self,
+        current: &Current,
+        cookie: &str,
+        code: &str,
+        client: &Client,
+    ) -> Result<(NewSession, Vec<String>), SignInError> {
+        // The key as stored now: the enrolment page made it after `current` was read.
+        let user = self
+            .store
+            .user(current.user.id)
+            .await?
+            .ok_or(SignInError::SessionEnded)?;
+        let key = self.totp_key(&user)?;
+        let codes = secrets::new_recovery_codes(self.rng());
+        let proof = match (&key, user.totp_confirmed_at) {
+            (Some(key), None) => secrets::matching_step(key, code, self.now().unix_secs())
+                .map(|step| SessionProof::Enrolment {
+                    step,
+                    recovery_codes: codes
+                        .iter()
+                        .map(|c| secrets::recovery_code_hash(c))
+                        .collect(),
+                    at: self.now(),
+                })
+                .ok_or(SignInError::BadCode),
+            _ => Err(SignInError::BadCode),
+        };
+        let new = self
+            .second_step(current, cookie, client, "two_factor.enrol", proof)
+            .await?;
+        Ok((new, codes))
+    }
+
+    /// Signs out: the session is deleted.
+    pub async fn sign_out(&self, current: &Current, client: &Client) -> Result<(), ApiError> {
+        self.store.delete_session(current.session.id).await?;
+        self.audit(self.record(&current.user, client, "sign_out", true))
+            .await
+    }
+
+    /// A fresh TOTP code for a sensitive change by a signed-in user, used like a sign-in code
+    /// (never twice); the session gets a new id. Throttled like sign-in codes.
+    async fn reauthenticate(
+        &self,
+        current: &Current,
+        cookie: &str,
+        code: &str,
+        client: &Client,
+        action: &str,
+    ) -> Result<NewSession, SignInError> {
+        let keys = self.code_keys(current.user.id, client);
+        self.check_throttles(&keys).await?;
+        let key = self.totp_key(&current.user)?;
+        let step = key
+            .as_deref()
+            .and_then(|k| secrets::matching_step(k, code, self.now().unix_secs()));
+        let new = self.session_record(
+            current.user.id,
+            SessionStage::Full,
+            current.session.signed_in_at,
+            client,
+        );
+        let accepted = match step {
+            Some(step) => {
+                self.store
+                    .advance_session(
+                        &secrets::token_hash(cookie),
+                        &new.record,
+                        &SessionProof::TotpStep(step),
+                    )
+                    .await?
+            }
+            None => false,
+        };
+        if !accepted {
+            self.fail(&keys).await?;
+            self.audit(
+                self.record(&current.user, client, action, false)
+                    .detail("wrong code"),
+            )
+            .await?;
+            return Err(SignInError::BadCode);
+        }
+        self.store.clear_failures(&keys[0].0).await?;
+        Ok(new)
+    }
+
+    /// Changes the password: the current password and a fresh TOTP code. The user's other
+    /// sessions end; this one gets a new id.
+    pub async fn change_password(
+        &self,
+        current: &Current,
+        cookie: &str,
+        current_password: &str,
+        code: &str,
+        new_password: &str,
+        client: &Client,
+    ) -> Result<NewSession, ChangeError> {
+        secrets::check_new_password(new_password, &current.user.email)
+            .map_err(|e| ChangeError::Rule(e.to_string()))?;
+        let mut keys = vec![(
+            format!("account:{}", current.user.email),
+            self.config.account_limit,
+        )];
+        keys.extend(self.address_key(client));
+        self.check_throttles(&keys).await?;
+        if !self
+            .verify(current_password, current.user.password_hash.as_deref())
+            .await
+        {
+            self.fail(&keys).await?;
+            self.audit(
+                self.record(&current.user, client, "password.change", false)
+                    .detail("wrong current password"),
+            )
+            .await?;
+            return Err(SignInError::BadPassword.into());
+        }
+        let new = self
+            .reauthenticate(current, cookie, code, client, "password.change")
+            .await?;
+        let mut user = self
+            .store
+            .user(current.user.id)
+            .await
+            .map_err(SignInError::from)?
+            .ok_or(SignInError::SessionEnded)?;
+        user.password_hash = Some(self.hash(new_password).await);
+        self.store
+            .update_user(&user)
+            .await
+            .map_err(SignInError::from)?;
+        self.store
+            .delete_user_sessions(user.id, Some(new.record.id))
+            .await
+            .map_err(SignInError::from)?;
+        self.audit(self.record(&user, client, "password.change", true))
+            .await?;
+        Ok(new)
+    }
+
+    /// New recovery codes (the old ones stop working), after a fresh TOTP code.
+    pub async fn regenerate_recovery_codes(
+        &self,
+        current: &Current,
+        cookie: &str,
+        code: &str,
+        client: &Client,
+    ) -> Result<(NewSession, Vec<String>), SignInError> {
+        let new = self
+            .reauthenticate(current, cookie, code, client, "recovery_codes.regenerate")
+            .await?;
+        let codes = secrets::new_recovery_codes(self.rng());
+        let hashes: Vec<[u8; 32]> = codes
+            .iter()
+            .map(|c| secrets::recovery_code_hash(c))
+            .collect();
+        self.store
+            .replace_recovery_codes(current.user.id, &hashes)
+            .await?;
+        self.audit(self.record(&current.user, client, "recovery_codes.regenerate", true))
+            .await?;
+        Ok((new, codes))
+    }
+
+    /// The user's sessions, oldest first.
+    pub async fn sessions(&self, current: &Current) -> Result<Vec<SessionRecord>, ApiError> {
+        Ok(self.store.user_sessions(current.user.id).await?)
+    }
+
+    /// Ends one of the user's own sessions; `false` if it is not one of theirs.
+    pub async fn revoke_session(
+        &self,
+        current: &Current,
+        id: SessionId,
+        client: &Client,
+    ) -> Result<bool, ApiError> {
+        let own = self
+            .store
+            .user_sessions(current.user.id)
+            .await?
+            .iter()
+            .any(|s| s.id == id);
+        if !own {
+            return Ok(false);
+        }
+        self.store.delete_session(id).await?;
+        self.audit(
+            self.record(&current.user, client, "session.revoke", true)
+                .target(id.to_string()),
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// Recovery codes the user has left.
+    pub async fn recovery_codes_left(&self, current: &Current) -> Result<u32, ApiError> {
+        Ok(self.store.recovery_codes_left(current.user.id).await?)
+    }
+
+    /// Deletes sessions past their timeouts and failures older than the longest throttling
+    /// window; the server runs it on a timer.
+    pub async fn purge(&self) -> Result<(u64, u64), ApiError> {
+        let now = self.now();
+        let sessions = self
+            .store
+            .purge_sessions(
+                now.saturating_sub(self.config.idle_timeout),
+                now.saturating_sub(self.config.absolute_timeout),
+            )
+            .await?;
+        let window = self
+            .config
+            .account_limit
+            .window
+            .max(self.config.code_limit.window)
+            .max(self.config.address_limit.window);
+        let failures = self
+            .store
+            .purge_failures(now.saturating_sub(window))
+            .await?;
+        Ok((sessions, failures))
+    }
+
+    // --- audit ---------------------------------------------------------------------------
+
+    /// A cabinet audit record of `user`'s action from `client`.
+    pub fn record(
+        &self,
+        user: &UserRecord,
+        client: &Client,
+        action: &str,
+        success: bool,
+    ) -> CabinetAuditRecord {
+        CabinetAuditRecord {
+            at: self.now(),
+            user_id: Some(user.id),
+            email: user.email.clone(),
+            address: client.address_text(),
+            merchant_id: user.role.merchant(),
+            project_id: None,
+            action: action.to_string(),
+            target: String::new(),
+            success,
+            detail: None,
+        }
+    }
+
+    async fn audit_attempt(
+        &self,
+        email: &str,
+        user: Option<UserId>,
+        merchant: Option<MerchantId>,
+        client: &Client,
+        action: &str,
+        detail: &str,
+    ) -> Result<(), StoreError> {
+        self.store
+            .append_cabinet_audit(&CabinetAuditRecord {
+                at: self.now(),
+                user_id: user,
+                email: email.to_string(),
+                address: client.address_text(),
+                merchant_id: merchant,
+                project_id: None,
+                action: action.to_string(),
+                target: String::new(),
+                success: false,
+                detail: Some(detail.to_string()),
+            })
+            .await
+    }
+
+    /// Appends a record to the cabinet's audit log.
+    pub async fn audit(&self, record: CabinetAuditRecord) -> Result<(), ApiError> {
+        Ok(self.store.append_cabinet_audit(&record).await?)
+    }
+
+    /// A change to a project made in the cabinet, in the audit log of the project's merchant.
+    pub async fn audit_change(
+        &self,
+        current: &Current,
+        client: &Client,
+        change: Change<'_>,
+    ) -> Result<(), ApiError> {
+        let mut r = self.record(&current.user, client, change.action, true);
+        r.merchant_id = Some(change.merchant);
+        r.project_id = change.project;
+        r.target = change.target.to_string();
+        r.detail = change.detail;
+        self.audit(r).await
+    }
+
+    async fn core_audit(
+        &self,
+        actor: &Actor,
+        action: &str,
+        user: &UserRecord,
+        after: Option<String>,
+    ) -> Result<(), ApiError> {
+        Ok(self
+            .service
+            .store()
+            .append_audit(&AuditRecord {
+                at: self.now(),
+                actor: actor.0.clone(),
+                action: action.to_string(),
+                target: user.id.to_string(),
+                before: None,
+                after,
+            })
+            .await?)
+    }
+}
+
+/// A change made in the cabinet, for [`Cabinet::audit_change`].
+#[derive(Debug, Clone)]
+pub struct Change<'a> {
+    /// The merchant whose users see the record.
+    pub merchant: MerchantId,
+    /// The project changed, if any.
+    pub project: Option<ProjectId>,
+    /// What (e.g. `token.issue`).
+    pub action: &'a str,
+    /// The object acted on (an id).
+    pub target: &'a str,
+    /// More, as short text (never a secret).
+    pub detail: Option<String>,
+}
+
+/// A refused security change: a rule of the new password, or a refused step.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    /// The new password breaks a rule.
+    #[error("{0}")]
+    Rule(String),
+    /// The password, the code or the session was refused.
+    #[error(transparent)]
+    Refused(#[from] SignInError),
+}
+
+impl From<StoreError> for ChangeError {
+    fn from(e: StoreError) -> Self {
+        ChangeError::Refused(e.into())
+    }
+}
+
+impl From<ApiError> for ChangeError {
+    fn from(e: ApiError) -> Self {
+        ChangeError::Refused(e.into())
+    }
+}
+
+trait RecordExt {
+    fn detail(self, d: &str) -> Self;
+    fn target(self, t: String) -> Self;
+}
+
+impl RecordExt for CabinetAuditRecord {
+    fn detail(mut self, d: &str) -> Self {
+        self.detail = Some(d.to_string());
+        self
+    }
+    fn target(mut self, t: String) -> Self {
+        self.target = t;
+        self
+    }
+}
+
+fn invite_gone() -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        "this invitation link is not valid: it was used, replaced or has expired; ask for a new one",
+    )
+}
+
+/// A user as JSON (the operator API's view; no hash, no key).
+pub fn user_json(u: &UserRecord) -> String {
+    user_value(u).to_string()
+}
+
+/// A user as a JSON value.
+pub fn user_value(u: &UserRecord) -> serde_json::Value {
+    serde_json::json!({
+        "id": u.id,
+        "email": u.email,
+        "role": u.role.kind(),
+        "merchant_id": u.role.merchant(),
+        "password_set": u.password_hash.is_some(),
+        "two_factor": u.totp_confirmed_at.is_some(),
+        "disabled": u.disabled,
+        "created_at": u.created_at,
+    })
+}

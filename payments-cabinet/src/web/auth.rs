@@ -1,0 +1,341 @@
+//! Sign-in: password, then a TOTP code (or a recovery code); enrolment at the first sign-in;
+//! sign-out; the invitation's set-password page.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use qrcode::render::svg;
+use qrcode::QrCode;
+
+use super::views::{Code, Enrol, InvitePage, Link, Message, Recovery, RecoveryCodes, SignIn};
+use super::{
+    html, ok, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
+    CabinetState, FormData, Half, PageError, PageResult,
+};
+use crate::accounts::{Client, SignInError};
+
+/// What the sign-in page may say after a redirect.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct Done {
+    #[serde(default)]
+    done: Option<String>,
+}
+
+fn done_notice(done: &Done) -> Option<String> {
+    match done.done.as_deref() {
+        Some("password") => Some("Your password is set. Sign in with it.".into()),
+        Some("signed_out") => Some("You are signed out.".into()),
+        Some("ended") => Some("The session has ended. Sign in again.".into()),
+        _ => None,
+    }
+}
+
+pub(crate) async fn sign_in_page(
+    State(st): State<CabinetState>,
+    Query(done): Query<Done>,
+) -> Response {
+    ok(&SignIn {
+        chrome: st.chrome("Sign in", None).notice(done_notice(&done)),
+        email: String::new(),
+    })
+}
+
+pub(crate) async fn sign_in(
+    State(st): State<CabinetState>,
+    client: Client,
+    headers: HeaderMap,
+    form: FormData,
+) -> Response {
+    let email = form.get("email").trim().to_string();
+    let old = session_cookie(&st, &headers);
+    match st
+        .cabinet
+        .sign_in(&email, form.get("password"), &client, old.as_deref())
+        .await
+    {
+        Ok((session, user)) => {
+            let next = if user.totp_confirmed_at.is_some() {
+                "/sign-in/code"
+            } else {
+                "/sign-in/enrol"
+            };
+            with_cookie(&st, see_other(next), session.cookie.expose())
+        }
+        Err(e) => {
+            let status = status_of(&e);
+            html(
+                status,
+                &SignIn {
+                    chrome: st.chrome("Sign in", None).error("email", e.to_string()),
+                    email,
+                },
+            )
+        }
+    }
+}
+
+fn status_of(e: &SignInError) -> StatusCode {
+    match e {
+        SignInError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
+        SignInError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::UNAUTHORIZED,
+    }
+}
+
+pub(crate) async fn code_page(State(st): State<CabinetState>, half: Half) -> Response {
+    if half.current.user.totp_confirmed_at.is_none() {
+        return see_other("/sign-in/enrol");
+    }
+    ok(&Code {
+        chrome: st.chrome("Two-factor code", Some(&half.current)),
+        email: half.current.user.email,
+    })
+}
+
+/// The answer to a refused second step: the page again with the error, or sign-in when the
+/// session ended.
+fn refused(st: &CabinetState, e: SignInError, page: impl FnOnce(String) -> Response) -> Response {
+    match e {
+        SignInError::SessionEnded => without_cookie(st, see_other("/sign-in?done=ended")),
+        other => {
+            let mut response = page(other.to_string());
+            *response.status_mut() = status_of(&other);
+            response
+        }
+    }
+}
+
+pub(crate) async fn code(
+    State(st): State<CabinetState>,
+    half: Half,
+    client: Client,
+    form: FormData,
+) -> Response {
+    match st
+        .cabinet
+        .verify_code(&half.current, &half.cookie, form.get("code"), &client)
+        .await
+    {
+        Ok(session) => with_cookie(&st, see_other("/projects"), session.cookie.expose()),
+        Err(e) => refused(&st, e, |message| {
+            ok(&Code {
+                chrome: st
+                    .chrome("Two-factor code", Some(&half.current))
+                    .error("code", message),
+                email: half.current.user.email.clone(),
+            })
+        }),
+    }
+}
+
+pub(crate) async fn recovery_page(State(st): State<CabinetState>, half: Half) -> Response {
+    ok(&Recovery {
+        chrome: st.chrome("Sign in with a recovery code", Some(&half.current)),
+        email: half.current.user.email,
+    })
+}
+
+pub(crate) async fn recovery(
+    State(st): State<CabinetState>,
+    half: Half,
+    client: Client,
+    form: FormData,
+) -> Response {
+    match st
+        .cabinet
+        .verify_recovery_code(
+            &half.current,
+            &half.cookie,
+            form.get("recovery_code"),
+            &client,
+        )
+        .await
+    {
+        Ok(session) => with_cookie(
+            &st,
+            see_other("/security?done=recovery_used"),
+            session.cookie.expose(),
+        ),
+        Err(e) => refused(&st, e, |message| {
+            ok(&Recovery {
+                chrome: st
+                    .chrome("Sign in with a recovery code", Some(&half.current))
+                    .error("recovery_code", message),
+                email: half.current.user.email.clone(),
+            })
+        }),
+    }
+}
+
+/// The QR code of `uri` as an SVG element (no XML declaration: it is inlined).
+pub(crate) fn qr_svg(uri: &str) -> String {
+    let code = QrCode::new(uri.as_bytes()).expect("an otpauth URI fits a QR code");
+    let image = code
+        .render::<svg::Color<'_>>()
+        .min_dimensions(200, 200)
+        .quiet_zone(true)
+        .dark_color(svg::Color("#000000"))
+        .light_color(svg::Color("#ffffff"))
+        .build();
+    let start = image.find("<svg").unwrap_or(0);
+    // An accessible name for the image.
+    image[start..].replacen(
+        "<svg",
+        "<svg role=\"img\" aria-label=\"QR code for the authenticator app\"",
+        1,
+    )
+}
+
+/// The key in groups of four characters, as authenticator apps show it.
+fn grouped(key: &str) -> String {
+    key.as_bytes()
+        .chunks(4)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn enrol_view(st: &CabinetState, half: &Half, error: Option<String>) -> PageResult {
+    if half.current.user.totp_confirmed_at.is_some() {
+        return Err(see_other(second_step_path(&half.current)));
+    }
+    let enrolment = st
+        .cabinet
+        .enrolment(&half.current)
+        .await
+        .map_err(|e| PageError::from(e).render(st))?;
+    let mut chrome = st.chrome("Set up two-factor sign-in", Some(&half.current));
+    if let Some(m) = error {
+        chrome = chrome.error("code", m);
+    }
+    Ok(ok(&Enrol {
+        chrome,
+        email: half.current.user.email.clone(),
+        qr_svg: qr_svg(&enrolment.uri),
+        uri: enrolment.uri,
+        key_grouped: grouped(&enrolment.key_base32),
+    }))
+}
+
+pub(crate) async fn enrol_page(State(st): State<CabinetState>, half: Half) -> Response {
+    enrol_view(&st, &half, None).await.unwrap_or_else(|e| e)
+}
+
+pub(crate) async fn enrol(
+    State(st): State<CabinetState>,
+    half: Half,
+    client: Client,
+    form: FormData,
+) -> Response {
+    let current = half.current.clone();
+    match st
+        .cabinet
+        .confirm_enrolment(&current, &half.cookie, form.get("code"), &client)
+        .await
+    {
+        Ok((session, codes)) => {
+            let page = ok(&RecoveryCodes {
+                chrome: st.chrome("Two-factor sign-in is set up", Some(&current)),
+                codes,
+                next: "/projects".into(),
+            });
+            with_cookie(&st, page, session.cookie.expose())
+        }
+        Err(SignInError::SessionEnded) => without_cookie(&st, see_other("/sign-in?done=ended")),
+        Err(e) => {
+            let status = status_of(&e);
+            let half = Half {
+                current,
+                cookie: half.cookie,
+            };
+            match enrol_view(&st, &half, Some(e.to_string())).await {
+                Ok(mut page) => {
+                    *page.status_mut() = status;
+                    page
+                }
+                Err(page) => page,
+            }
+        }
+    }
+}
+
+pub(crate) async fn sign_out(
+    State(st): State<CabinetState>,
+    client: Client,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(cookie) = session_cookie(&st, &headers) {
+        match st.cabinet.session(&cookie).await {
+            Ok(Some(current)) => {
+                if let Err(e) = st.cabinet.sign_out(&current, &client).await {
+                    return PageError::from(e).render(&st);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return PageError::from(e).render(&st),
+        }
+    }
+    without_cookie(&st, see_other("/sign-in?done=signed_out"))
+}
+
+pub(crate) async fn invite_page(
+    State(st): State<CabinetState>,
+    Path(token): Path<String>,
+) -> Response {
+    match st.cabinet.invite_user(&token).await {
+        Ok(user) => ok(&InvitePage {
+            chrome: st.chrome("Set your password", None),
+            email: user.email,
+            token,
+        }),
+        Err(e) => invite_gone(&st, e.message),
+    }
+}
+
+fn invite_gone(st: &CabinetState, message: String) -> Response {
+    html(
+        StatusCode::NOT_FOUND,
+        &Message {
+            chrome: st.chrome("Invitation link not valid", None),
+            text: message,
+            link: Some(Link::new("/sign-in", "Sign in")),
+        },
+    )
+}
+
+pub(crate) async fn invite(
+    State(st): State<CabinetState>,
+    Path(token): Path<String>,
+    client: Client,
+    form: FormData,
+) -> Response {
+    let user = match st.cabinet.invite_user(&token).await {
+        Ok(u) => u,
+        Err(e) => return invite_gone(&st, e.message),
+    };
+    let again = |field: &str, message: String| {
+        html(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &InvitePage {
+                chrome: st.chrome("Set your password", None).error(field, message),
+                email: user.email.clone(),
+                token: token.clone(),
+            },
+        )
+    };
+    let password = form.get("password");
+    if password != form.get("password_again") {
+        return again("password_again", "The two passwords differ.".into());
+    }
+    match st.cabinet.set_password(&token, password, &client).await {
+        Ok(_) => without_cookie(&st, see_other("/sign-in?done=password")),
+        Err(e) if e.code == payments_core::ErrorCode::BadRequest => again(
+            "password",
+            e.message
+                .strip_prefix("password: ")
+                .unwrap_or(&e.message)
+                .to_string(),
+        ),
+        Err(e) => invite_gone(&st, e.message),
+    }
+}

@@ -1,0 +1,921 @@
+//! Projects and API -> project -> External API access: tokens, signing keys, the IP
+//! allow-list, the callback URL and secret, and the settings a merchant may see. Every change
+//! is a call of the core's provisioning operation, recorded in both audit logs.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use payments_core::auth::{IpAllowList, Scope};
+use payments_core::cabinet::Role;
+use payments_core::callback::ROTATION_OVERLAP;
+use payments_core::ids::{KeyId, ProjectId, TokenId};
+use payments_core::project::{Merchant, Project};
+use payments_core::service::ProjectPatch;
+use payments_core::Timestamp;
+
+use super::views::{
+    when, when_text, Access, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
+    ProjectView, Projects, SecretLine, ShownOnce, TokenRow,
+};
+use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
+use crate::accounts::{Change, Client, Current};
+
+/// A project the user may see: a merchant user's own merchant's, any for support. Anything
+/// else, and an id that does not parse, is "not found", whatever exists.
+pub(crate) async fn visible_project(
+    st: &CabinetState,
+    current: &Current,
+    id: &str,
+) -> Result<(Project, Merchant), Response> {
+    let not_found = || PageError::NotFound.render(st);
+    let id: ProjectId = id.parse().map_err(|_| not_found())?;
+    let store = st.cabinet.service().store();
+    let project = store
+        .project(id)
+        .await
+        .map_err(|e| PageError::from(e).render(st))?
+        .ok_or_else(not_found)?;
+    if let Role::Merchant(m) = current.user.role {
+        if m != project.merchant_id {
+            return Err(not_found());
+        }
+    }
+    let merchant = store
+        .merchant(project.merchant_id)
+        .await
+        .map_err(|e| PageError::from(e).render(st))?
+        .ok_or_else(not_found)?;
+    Ok((project, merchant))
+}
+
+fn state_text(p: &Project, m: &Merchant) -> String {
+    let mut parts = Vec::new();
+    parts.push(if p.active {
+        "active"
+    } else {
+        "inactive (tokens refused)"
+    });
+    if p.paused {
+        parts.push("paused (new payments refused)");
+    }
+    if m.paused {
+        parts.push("merchant paused");
+    }
+    parts.join(", ")
+}
+
+fn duration_text(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, m, 0) => format!("{m} min"),
+        (h, 0, 0) => format!("{h} h"),
+        (h, m, 0) => format!("{h} h {m} min"),
+        _ => format!("{s} s"),
+    }
+}
+
+pub(crate) fn project_view(p: &Project, m: &Merchant) -> ProjectView {
+    ProjectView {
+        id: p.id.to_string(),
+        merchant_name: m.name.clone(),
+        test_mode: p.test_mode,
+        state: state_text(p, m),
+        lifetime: duration_text(p.lifetime),
+        signature_required: p.signature_required,
+        rate_limit: format!(
+            "{} requests per second, bursts of {}",
+            p.rate_limit.per_second, p.rate_limit.burst
+        ),
+        contract: p
+            .contract
+            .methods
+            .iter()
+            .map(|t| {
+                let bound = |d: Option<String>| d.unwrap_or_else(|| "-".to_string());
+                format!(
+                    "{}: {} to {} {}, fee {} %",
+                    t.method,
+                    bound(t.min_amount.map(|d| d.to_string())),
+                    bound(t.max_amount.map(|d| d.to_string())),
+                    p.contract
+                        .currencies
+                        .iter()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                    t.fee_percent.display()
+                )
+            })
+            .collect(),
+    }
+}
+
+pub(crate) async fn list(State(st): State<CabinetState>, signed: Signed) -> PageResult {
+    let store = st.cabinet.service().store();
+    let render = |e| PageError::from(e).render(&st);
+    let merchants = match signed.current.user.role {
+        Role::Merchant(m) => store
+            .merchant(m)
+            .await
+            .map_err(render)?
+            .into_iter()
+            .collect(),
+        Role::Support => store.merchants().await.map_err(render)?,
+    };
+    let projects = store.projects().await.map_err(render)?;
+    let groups = merchants
+        .iter()
+        .map(|m| MerchantGroup {
+            merchant_id: m.id.to_string(),
+            merchant_name: m.name.clone(),
+            paused: m.paused,
+            projects: projects
+                .iter()
+                .filter(|p| p.merchant_id == m.id)
+                .map(|p| ProjectRow {
+                    id: p.id.to_string(),
+                    name: p.name.clone(),
+                    test_mode: p.test_mode,
+                    state: state_text(p, m),
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(ok(&Projects {
+        chrome: st
+            .chrome("Projects and API", Some(&signed.current))
+            .section("projects"),
+        groups,
+    }))
+}
+
+/// What a redirect back to the access page may say.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct AccessQuery {
+    #[serde(default)]
+    done: Option<String>,
+    #[serde(default)]
+    key: Option<String>,
+}
+
+/// Values the access page shows besides the stored state (a refused form's input and errors).
+#[derive(Debug, Default)]
+struct Draft {
+    notice: Option<String>,
+    errors: Vec<(String, String)>,
+    key_input: String,
+    allow_list: Option<String>,
+    allow_errors: Vec<LineError>,
+    callback_url: Option<String>,
+    highlight_key: Option<String>,
+}
+
+async fn access_page(
+    st: &CabinetState,
+    current: &Current,
+    project: &Project,
+    merchant: &Merchant,
+    draft: Draft,
+) -> Result<Access, Response> {
+    let service = st.cabinet.service();
+    let store = service.store();
+    let render = |e| PageError::from(e).render(st);
+    let tokens = store.tokens(project.id).await.map_err(render)?;
+    let ids: Vec<TokenId> = tokens.iter().map(|t| t.id).collect();
+    let used = st
+        .cabinet
+        .store()
+        .token_last_used(&ids)
+        .await
+        .map_err(render)?;
+    let mut tokens: Vec<TokenRow> = tokens
+        .iter()
+        .map(|t| {
+            let (created, created_text) = when(t.created_at);
+            TokenRow {
+                id: t.id.to_string(),
+                prefix: t.prefix.clone(),
+                scopes: t
+                    .scopes
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                created,
+                created_text,
+                last_used: used
+                    .iter()
+                    .find(|(id, _)| *id == t.id)
+                    .map_or("never".to_string(), |(_, at)| when_text(*at)),
+                state: match t.revoked_at {
+                    Some(at) => format!("revoked {}", when_text(at)),
+                    None => "active".into(),
+                },
+                active: t.revoked_at.is_none(),
+            }
+        })
+        .collect();
+    tokens.sort_by(|a, b| b.active.cmp(&a.active).then(b.created.cmp(&a.created)));
+    let mut keys: Vec<KeyRow> = store
+        .keys(project.id)
+        .await
+        .map_err(render)?
+        .iter()
+        .map(|k| {
+            let (created, created_text) = when(k.created_at);
+            KeyRow {
+                keyid: k.keyid.to_string(),
+                created,
+                created_text,
+                state: match k.revoked_at {
+                    Some(at) => format!("revoked {}", when_text(at)),
+                    None => "active".into(),
+                },
+                active: k.revoked_at.is_none(),
+                highlight: draft.highlight_key.as_deref() == Some(k.keyid.as_str()),
+            }
+        })
+        .collect();
+    keys.sort_by(|a, b| b.active.cmp(&a.active).then(b.created.cmp(&a.created)));
+    let now = service.ports().clock.now();
+    let secrets = store.callback_secrets(project.id).await.map_err(render)?;
+    let secret_lines = secret_status(&secrets, now);
+    let mut chrome = st
+        .chrome(
+            format!("{}: External API access", project.name),
+            Some(current),
+        )
+        .section("projects")
+        .crumbs(vec![Link::new("/projects", "Projects and API")])
+        .notice(draft.notice);
+    for (field, message) in draft.errors {
+        chrome = chrome.error(&field, message);
+    }
+    for e in &draft.allow_errors {
+        chrome = chrome.error(
+            "ip_allow_list",
+            format!("IP allow-list line {}: {}", e.line, e.message),
+        );
+    }
+    Ok(Access {
+        chrome,
+        tab: "access",
+        project: project_view(project, merchant),
+        tokens,
+        scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
+        keys,
+        key_input: draft.key_input,
+        allow_list: draft
+            .allow_list
+            .unwrap_or_else(|| project.ip_allow_list.join("\n")),
+        allow_errors: draft.allow_errors,
+        callback_url: draft.callback_url.unwrap_or_else(|| {
+            project
+                .callback_url
+                .as_ref()
+                .map(|u| u.as_str().to_string())
+                .unwrap_or_default()
+        }),
+        secrets: secret_lines,
+    })
+}
+
+/// The status of a project's callback secrets (newest first, at most two): when the current
+/// one was issued and until when the previous one still signs.
+fn secret_status(
+    secrets: &[payments_core::project::SecretRecord],
+    now: Timestamp,
+) -> Vec<SecretLine> {
+    let mut lines = Vec::new();
+    if let Some(current) = secrets.first() {
+        let origin = if current.revealed {
+            "issued"
+        } else {
+            "created at the first delivery and shown to nobody (issue a new one to verify callbacks)"
+        };
+        lines.push(SecretLine {
+            label: "Current".into(),
+            text: format!("{origin} {}", when_text(current.created_at)),
+        });
+        if let Some(previous) = secrets.get(1) {
+            let until = current.created_at + ROTATION_OVERLAP;
+            lines.push(SecretLine {
+                label: "Previous".into(),
+                text: if now < until {
+                    format!(
+                        "issued {}, still signs (as a second v1 value) until {}",
+                        when_text(previous.created_at),
+                        when_text(until)
+                    )
+                } else {
+                    format!(
+                        "issued {}, stopped signing {}",
+                        when_text(previous.created_at),
+                        when_text(until)
+                    )
+                },
+            });
+        }
+    }
+    lines
+}
+
+fn access_notice(q: &AccessQuery) -> Option<String> {
+    match q.done.as_deref() {
+        Some("token_revoked") => Some("The token is revoked: requests with it now fail.".into()),
+        Some("key_revoked") => Some("The key is revoked: it no longer verifies.".into()),
+        Some("allow_list") => Some("The IP allow-list is saved.".into()),
+        Some("callback_url") => Some("The callback URL is saved.".into()),
+        _ => None,
+    }
+}
+
+pub(crate) async fn access(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(q): Query<AccessQuery>,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let mut draft = Draft {
+        notice: access_notice(&q),
+        ..Draft::default()
+    };
+    if let Some(k) = &q.key {
+        let registered = st
+            .cabinet
+            .service()
+            .store()
+            .key(project.id, &KeyId::new(k.clone()))
+            .await
+            .map_err(|e| PageError::from(e).render(&st))?;
+        if let Some(k) = registered {
+            draft.notice = Some(format!("Key {} is registered.", k.keyid));
+            draft.highlight_key = Some(k.keyid.to_string());
+        }
+    }
+    let page = access_page(&st, &signed.current, &project, &merchant, draft).await?;
+    Ok(ok(&page))
+}
+
+/// The access page again with a refused form's input and errors (`422`).
+async fn refused(
+    st: &CabinetState,
+    signed: &Signed,
+    project: &Project,
+    merchant: &Merchant,
+    draft: Draft,
+) -> PageResult {
+    let page = access_page(st, &signed.current, project, merchant, draft).await?;
+    Ok(html(StatusCode::UNPROCESSABLE_ENTITY, &page))
+}
+
+fn access_path(project: &Project, query: &str, anchor: &str) -> String {
+    format!("/projects/{}{query}#{anchor}", project.id)
+}
+
+pub(crate) async fn create_token(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path(id): Path<String>,
+    form: FormData,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let scopes: Result<Vec<Scope>, _> = form.all("scopes").iter().map(|s| s.parse()).collect();
+    let scopes = match scopes {
+        Ok(s) if !s.is_empty() => s,
+        _ => {
+            let draft = Draft {
+                errors: vec![("scopes".into(), "Choose at least one scope.".into())],
+                ..Draft::default()
+            };
+            return refused(&st, &signed, &project, &merchant, draft).await;
+        }
+    };
+    let issued = st
+        .cabinet
+        .service()
+        .issue_token(project.id, scopes, &signed.current.actor())
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    st.cabinet
+        .audit_change(
+            &signed.current,
+            &client,
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "token.issue",
+                target: &issued.record.id.to_string(),
+                detail: Some(format!("prefix {}", issued.record.prefix)),
+            },
+        )
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    let scopes: Vec<&str> = issued.record.scopes.iter().map(|s| s.as_str()).collect();
+    Ok(ok(&ShownOnce {
+        chrome: st
+            .chrome(
+                format!("{}: new token", project.name),
+                Some(&signed.current),
+            )
+            .section("projects"),
+        heading: "Your new API token".into(),
+        label: "Token".into(),
+        value: issued.token.expose().to_string(),
+        notes: vec![
+            format!("Scopes: {}.", scopes.join(", ")),
+            "Send it as Authorization: Bearer <token>. The list shows only its prefix from now on."
+                .into(),
+        ],
+        back: access_path(&project, "", "tokens"),
+    }))
+}
+
+fn confirm_page(
+    st: &CabinetState,
+    current: &Current,
+    title: String,
+    paragraphs: Vec<String>,
+    action: String,
+    button: &str,
+    cancel: String,
+) -> Response {
+    ok(&Confirm {
+        chrome: st.chrome(title, Some(current)).section("projects"),
+        paragraphs,
+        action,
+        button: button.to_string(),
+        danger: true,
+        cancel,
+    })
+}
+
+pub(crate) async fn revoke_token_page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path((id, token)): Path<(String, String)>,
+) -> PageResult {
+    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let record = own_token(&st, &project, &token).await?;
+    Ok(confirm_page(
+        &st,
+        &signed.current,
+        format!("Revoke token {}…?", record.prefix),
+        vec![
+            format!(
+                "Requests with the token {}… of project {} will fail with 401 token_invalid from the moment you confirm. This cannot be undone; issue a new token first if something still uses it.",
+                record.prefix, project.name
+            ),
+        ],
+        format!("/projects/{}/tokens/{}/revoke", project.id, record.id),
+        "Revoke the token",
+        access_path(&project, "", "tokens"),
+    ))
+}
+
+async fn own_token(
+    st: &CabinetState,
+    project: &Project,
+    token: &str,
+) -> Result<payments_core::project::TokenRecord, Response> {
+    let not_found = || PageError::NotFound.render(st);
+    let id: TokenId = token.parse().map_err(|_| not_found())?;
+    st.cabinet
+        .service()
+        .store()
+        .tokens(project.id)
+        .await
+        .map_err(|e| PageError::from(e).render(st))?
+        .into_iter()
+        .find(|t| t.id == id)
+        .ok_or_else(not_found)
+}
+
+pub(crate) async fn revoke_token(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path((id, token)): Path<(String, String)>,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let record = own_token(&st, &project, &token).await?;
+    st.cabinet
+        .service()
+        .revoke_token(project.id, record.id, &signed.current.actor())
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    st.cabinet
+        .audit_change(
+            &signed.current,
+            &client,
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "token.revoke",
+                target: &record.id.to_string(),
+                detail: Some(format!("prefix {}", record.prefix)),
+            },
+        )
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    Ok(see_other(&access_path(
+        &project,
+        "?done=token_revoked",
+        "tokens",
+    )))
+}
+
+pub(crate) async fn register_key(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path(id): Path<String>,
+    form: FormData,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let input = form.get("public_key");
+    match st
+        .cabinet
+        .service()
+        .register_key(project.id, input, &signed.current.actor())
+        .await
+    {
+        Ok(record) => {
+            st.cabinet
+                .audit_change(
+                    &signed.current,
+                    &client,
+                    Change {
+                        merchant: merchant.id,
+                        project: Some(project.id),
+                        action: "key.register",
+                        target: record.keyid.as_str(),
+                        detail: None,
+                    },
+                )
+                .await
+                .map_err(|e| PageError::from(e).render(&st))?;
+            Ok(see_other(&access_path(
+                &project,
+                &format!("?key={}", record.keyid),
+                "keys",
+            )))
+        }
+        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
+            let message = e
+                .message
+                .strip_prefix("public_key: ")
+                .unwrap_or(&e.message)
+                .to_string();
+            let draft = Draft {
+                errors: vec![("public_key".into(), format!("Public key: {message}"))],
+                key_input: input.to_string(),
+                ..Draft::default()
+            };
+            refused(&st, &signed, &project, &merchant, draft).await
+        }
+        Err(e) => Err(PageError::from(e).render(&st)),
+    }
+}
+
+async fn own_key(
+    st: &CabinetState,
+    project: &Project,
+    keyid: &str,
+) -> Result<payments_core::project::KeyRecord, Response> {
+    st.cabinet
+        .service()
+        .store()
+        .key(project.id, &KeyId::new(keyid))
+        .await
+        .map_err(|e| PageError::from(e).render(st))?
+        .ok_or_else(|| PageError::NotFound.render(st))
+}
+
+pub(crate) async fn revoke_key_page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path((id, keyid)): Path<(String, String)>,
+) -> PageResult {
+    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let key = own_key(&st, &project, &keyid).await?;
+    Ok(confirm_page(
+        &st,
+        &signed.current,
+        "Revoke signing key?".into(),
+        vec![format!(
+            "Requests signed with {} will fail with 401 signature_invalid from the moment you confirm. This cannot be undone.",
+            key.keyid
+        )],
+        format!("/projects/{}/keys/{}/revoke", project.id, key.keyid),
+        "Revoke the key",
+        access_path(&project, "", "keys"),
+    ))
+}
+
+pub(crate) async fn revoke_key(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path((id, keyid)): Path<(String, String)>,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let key = own_key(&st, &project, &keyid).await?;
+    st.cabinet
+        .service()
+        .revoke_key(project.id, &key.keyid, &signed.current.actor())
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    st.cabinet
+        .audit_change(
+            &signed.current,
+            &client,
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "key.revoke",
+                target: key.keyid.as_str(),
+                detail: None,
+            },
+        )
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    Ok(see_other(&access_path(
+        &project,
+        "?done=key_revoked",
+        "keys",
+    )))
+}
+
+/// The allow-list's lines: blank lines dropped, each other line checked by the core's parser
+/// on its own so that every bad line gets its own error (line numbers as typed).
+fn allow_list_lines(text: &str) -> (Vec<String>, Vec<LineError>) {
+    let mut rules = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let rule = line.trim();
+        if rule.is_empty() {
+            continue;
+        }
+        match IpAllowList::parse([rule]) {
+            Ok(_) => rules.push(rule.to_string()),
+            Err(e) => errors.push(LineError {
+                line: i + 1,
+                message: e.to_string(),
+            }),
+        }
+    }
+    (rules, errors)
+}
+
+pub(crate) async fn allow_list(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path(id): Path<String>,
+    form: FormData,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let text = form.get("ip_allow_list").to_string();
+    let (rules, allow_errors) = allow_list_lines(&text);
+    let refuse = |allow_errors: Vec<LineError>, errors: Vec<(String, String)>| Draft {
+        allow_list: Some(text.clone()),
+        allow_errors,
+        errors,
+        ..Draft::default()
+    };
+    if !allow_errors.is_empty() {
+        return refused(
+            &st,
+            &signed,
+            &project,
+            &merchant,
+            refuse(allow_errors, vec![]),
+        )
+        .await;
+    }
+    let before = project.ip_allow_list.join(", ");
+    let patch = ProjectPatch {
+        ip_allow_list: Some(rules.clone()),
+        ..ProjectPatch::default()
+    };
+    match st
+        .cabinet
+        .service()
+        .update_project(project.id, patch, &signed.current.actor())
+        .await
+    {
+        Ok(_) => {
+            st.cabinet
+                .audit_change(
+                    &signed.current,
+                    &client,
+                    Change {
+                        merchant: merchant.id,
+                        project: Some(project.id),
+                        action: "project.ip_allow_list",
+                        target: &project.id.to_string(),
+                        detail: Some(format!("[{before}] -> [{}]", rules.join(", "))),
+                    },
+                )
+                .await
+                .map_err(|e| PageError::from(e).render(&st))?;
+            Ok(see_other(&access_path(
+                &project,
+                "?done=allow_list",
+                "allow-list",
+            )))
+        }
+        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
+            let draft = refuse(vec![], vec![("ip_allow_list".into(), e.message)]);
+            refused(&st, &signed, &project, &merchant, draft).await
+        }
+        Err(e) => Err(PageError::from(e).render(&st)),
+    }
+}
+
+pub(crate) async fn callback_url(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path(id): Path<String>,
+    form: FormData,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let url = form.get("callback_url").trim().to_string();
+    let patch = ProjectPatch {
+        callback_url: Some((!url.is_empty()).then(|| url.clone())),
+        ..ProjectPatch::default()
+    };
+    match st
+        .cabinet
+        .service()
+        .update_project(project.id, patch, &signed.current.actor())
+        .await
+    {
+        Ok(after) => {
+            let shown = after
+                .callback_url
+                .as_ref()
+                .map_or("none".to_string(), |u| u.as_str().to_string());
+            st.cabinet
+                .audit_change(
+                    &signed.current,
+                    &client,
+                    Change {
+                        merchant: merchant.id,
+                        project: Some(project.id),
+                        action: "project.callback_url",
+                        target: &project.id.to_string(),
+                        detail: Some(shown),
+                    },
+                )
+                .await
+                .map_err(|e| PageError::from(e).render(&st))?;
+            Ok(see_other(&access_path(
+                &project,
+                "?done=callback_url",
+                "callback",
+            )))
+        }
+        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
+            let draft = Draft {
+                errors: vec![(
+                    "callback_url".into(),
+                    format!("Callback URL: {}", e.message),
+                )],
+                callback_url: Some(url),
+                ..Draft::default()
+            };
+            refused(&st, &signed, &project, &merchant, draft).await
+        }
+        Err(e) => Err(PageError::from(e).render(&st)),
+    }
+}
+
+fn overlap_hours() -> u64 {
+    ROTATION_OVERLAP.as_secs() / 3600
+}
+
+pub(crate) async fn roll_secret_page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path(id): Path<String>,
+) -> PageResult {
+    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let held = st
+        .cabinet
+        .service()
+        .store()
+        .callback_secrets(project.id)
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?
+        .len();
+    let hours = overlap_hours();
+    let mut paragraphs = vec![
+        "A new callback secret is shown once, right after it is made.".to_string(),
+        format!(
+            "For {hours} hours after it, callbacks are signed with both the new and the current secret (two v1 values in X-Callback-Signature), so your receiver can switch without losing a callback."
+        ),
+        format!(
+            "At most two secrets are valid at a time: issuing another within those {hours} hours drops the oldest at once."
+        ),
+    ];
+    if held == 2 {
+        paragraphs.push(
+            "This project has two secrets now: the older of them stops signing when you confirm."
+                .into(),
+        );
+    }
+    Ok(ok(&Confirm {
+        chrome: st
+            .chrome(
+                format!("{}: issue a callback secret", project.name),
+                Some(&signed.current),
+            )
+            .section("projects"),
+        paragraphs,
+        action: format!("/projects/{}/callback-secret", project.id),
+        button: "Issue a new secret".into(),
+        danger: false,
+        cancel: access_path(&project, "", "callback"),
+    }))
+}
+
+pub(crate) async fn roll_secret(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path(id): Path<String>,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let secret = st
+        .cabinet
+        .service()
+        .rotate_callback_secret(project.id, &signed.current.actor())
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    st.cabinet
+        .audit_change(
+            &signed.current,
+            &client,
+            Change {
+                merchant: merchant.id,
+                project: Some(project.id),
+                action: "callback_secret.rotate",
+                target: &project.id.to_string(),
+                detail: None,
+            },
+        )
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    let hours = overlap_hours();
+    Ok(ok(&ShownOnce {
+        chrome: st
+            .chrome(format!("{}: new callback secret", project.name), Some(&signed.current))
+            .section("projects"),
+        heading: "Your new callback secret".into(),
+        label: "Callback secret".into(),
+        value: secret.expose().to_string(),
+        notes: vec![
+            format!("Callbacks are signed with this secret from now on, and for {hours} hours also with the previous one."),
+            "Verify X-Callback-Signature with HMAC-SHA256 over the timestamp, a dot and the body (docs/callbacks.md).".into(),
+        ],
+        back: access_path(&project, "", "callback"),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bad_line_of_an_allow_list_is_named() {
+        let (rules, errors) =
+            allow_list_lines("203.0.113.7\n\n  10.0.0.0/8 \nnot-an-ip\n10.0.0.1/8\n2001:db8::/32");
+        assert_eq!(rules, vec!["203.0.113.7", "10.0.0.0/8", "2001:db8::/32"]);
+        let lines: Vec<usize> = errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![4, 5]);
+        assert!(
+            errors[0].message.contains("not-an-ip"),
+            "{}",
+            errors[0].message
+        );
+        assert!(
+            errors[1].message.contains("10.0.0.0/8"),
+            "{}",
+            errors[1].message
+        );
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        use std::time::Duration;
+        assert_eq!(duration_text(Duration::from_secs(900)), "15 min");
+        assert_eq!(duration_text(Duration::from_secs(7200)), "2 h");
+        assert_eq!(duration_text(Duration::from_secs(5400)), "1 h 30 min");
+        assert_eq!(duration_text(Duration::from_secs(61)), "61 s");
+    }
+}

@@ -1,0 +1,220 @@
+//! The security page (password change, recovery codes, sessions) and the audit log.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use payments_core::cabinet::Role;
+use payments_core::ids::SessionId;
+
+use super::views::{when, Audit, AuditRow, RecoveryCodes, Security, SessionRow};
+use super::{
+    html, ok, see_other, with_cookie, without_cookie, CabinetState, FormData, PageError,
+    PageResult, Signed,
+};
+use crate::accounts::{ChangeError, Client, Current, SignInError};
+
+/// Records of the audit log shown.
+pub const AUDIT_PAGE: usize = 200;
+
+/// What a redirect to the security page may say.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct SecurityQuery {
+    #[serde(default)]
+    done: Option<String>,
+}
+
+async fn security_page(
+    st: &CabinetState,
+    current: &Current,
+    notice: Option<String>,
+    errors: Vec<(&str, String)>,
+) -> Result<Security, Response> {
+    let render = |e| PageError::from(e).render(st);
+    let sessions = st.cabinet.sessions(current).await.map_err(render)?;
+    let codes_left = st
+        .cabinet
+        .recovery_codes_left(current)
+        .await
+        .map_err(render)?;
+    let mut chrome = st
+        .chrome("Security", Some(current))
+        .section("security")
+        .notice(notice);
+    for (field, message) in errors {
+        chrome = chrome.error(field, message);
+    }
+    Ok(Security {
+        chrome,
+        email: current.user.email.clone(),
+        codes_left,
+        sessions: sessions
+            .iter()
+            .map(|s| {
+                let (signed_in, signed_in_text) = when(s.signed_in_at);
+                let (last_seen, last_seen_text) = when(s.last_seen_at);
+                SessionRow {
+                    id: s.id.to_string(),
+                    signed_in,
+                    signed_in_text,
+                    last_seen,
+                    last_seen_text,
+                    address: s.address.clone().unwrap_or_else(|| "unknown".into()),
+                    browser: s.user_agent.clone().unwrap_or_else(|| "unknown".into()),
+                    current: s.id == current.session.id,
+                }
+            })
+            .collect(),
+    })
+}
+
+pub(crate) async fn page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Query(q): Query<SecurityQuery>,
+) -> PageResult {
+    let notice = match q.done.as_deref() {
+        Some("password") => Some("Your password is changed; your other sessions have ended.".into()),
+        Some("session_revoked") => Some("That session has ended.".into()),
+        Some("recovery_used") => Some(
+            "You signed in with a recovery code, which is now used up. Make new codes if few are left."
+                .into(),
+        ),
+        _ => None,
+    };
+    let page = security_page(&st, &signed.current, notice, Vec::new()).await?;
+    Ok(ok(&page))
+}
+
+async fn refused(st: &CabinetState, signed: &Signed, e: SignInError, field: &str) -> PageResult {
+    if e == SignInError::SessionEnded {
+        return Ok(without_cookie(st, see_other("/sign-in?done=ended")));
+    }
+    let status = match e {
+        SignInError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
+        SignInError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    let page = security_page(st, &signed.current, None, vec![(field, e.to_string())]).await?;
+    Ok(html(status, &page))
+}
+
+pub(crate) async fn change_password(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    form: FormData,
+) -> PageResult {
+    match st
+        .cabinet
+        .change_password(
+            &signed.current,
+            &signed.cookie,
+            form.get("current_password"),
+            form.get("code"),
+            form.get("new_password"),
+            &client,
+        )
+        .await
+    {
+        Ok(session) => Ok(with_cookie(
+            &st,
+            see_other("/security?done=password"),
+            session.cookie.expose(),
+        )),
+        Err(ChangeError::Rule(m)) => {
+            let page = security_page(&st, &signed.current, None, vec![("new_password", m)]).await?;
+            Ok(html(StatusCode::UNPROCESSABLE_ENTITY, &page))
+        }
+        Err(ChangeError::Refused(e)) => {
+            let field = match e {
+                SignInError::BadPassword => "current_password",
+                _ => "pw-code",
+            };
+            refused(&st, &signed, e, field).await
+        }
+    }
+}
+
+pub(crate) async fn regenerate_codes(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    form: FormData,
+) -> PageResult {
+    match st
+        .cabinet
+        .regenerate_recovery_codes(&signed.current, &signed.cookie, form.get("code"), &client)
+        .await
+    {
+        Ok((session, codes)) => {
+            let page = ok(&RecoveryCodes {
+                chrome: st
+                    .chrome("New recovery codes", Some(&signed.current))
+                    .section("security"),
+                codes,
+                next: "/security".into(),
+            });
+            Ok(with_cookie(&st, page, session.cookie.expose()))
+        }
+        Err(e) => refused(&st, &signed, e, "rc-code").await,
+    }
+}
+
+pub(crate) async fn revoke_session(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path(id): Path<String>,
+) -> PageResult {
+    let Ok(id) = id.parse::<SessionId>() else {
+        return Err(PageError::NotFound.render(&st));
+    };
+    match st
+        .cabinet
+        .revoke_session(&signed.current, id, &client)
+        .await
+    {
+        Ok(true) => Ok(see_other("/security?done=session_revoked")),
+        Ok(false) => Err(PageError::NotFound.render(&st)),
+        Err(e) => Err(PageError::from(e).render(&st)),
+    }
+}
+
+pub(crate) async fn audit(State(st): State<CabinetState>, signed: Signed) -> PageResult {
+    let merchant = signed.current.user.role.merchant();
+    let records = st
+        .cabinet
+        .store()
+        .cabinet_audit(merchant, AUDIT_PAGE)
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    let scope = match signed.current.user.role {
+        Role::Merchant(_) => format!(
+            "Sign-ins and changes made in the cabinet by your merchant's users and by support on your projects; the newest {AUDIT_PAGE}."
+        ),
+        Role::Support => format!("Every merchant's sign-ins and changes; the newest {AUDIT_PAGE}."),
+    };
+    Ok(ok(&Audit {
+        chrome: st
+            .chrome("Audit log", Some(&signed.current))
+            .section("audit"),
+        scope,
+        records: records
+            .iter()
+            .map(|r| {
+                let (at, at_text) = when(r.at);
+                AuditRow {
+                    at,
+                    at_text,
+                    email: r.email.clone(),
+                    address: r.address.clone().unwrap_or_default(),
+                    action: r.action.clone(),
+                    success: r.success,
+                    project: r.project_id.map(|p| p.to_string()),
+                    target: r.target.clone(),
+                    detail: r.detail.clone().unwrap_or_default(),
+                }
+            })
+            .collect(),
+    }))
+}

@@ -1,0 +1,440 @@
+//! The pages' templates (under `templates/`, checked at compile time) and the plain values they
+//! show. Every value is text prepared here; the templates only lay it out (and escape it).
+
+use askama::Template;
+use payments_core::Timestamp;
+
+use crate::accounts::Current;
+
+/// A link.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub(crate) href: String,
+    pub(crate) label: String,
+}
+
+impl Link {
+    pub(crate) fn new(href: impl Into<String>, label: impl Into<String>) -> Link {
+        Link {
+            href: href.into(),
+            label: label.into(),
+        }
+    }
+}
+
+/// An error of a form field: listed in the summary at the top (linking to the field) and
+/// shown beside the field.
+#[derive(Debug, Clone)]
+pub(crate) struct FieldError {
+    pub(crate) field: String,
+    pub(crate) message: String,
+}
+
+/// The signed-in user in the header.
+#[derive(Debug, Clone)]
+pub(crate) struct UserChip {
+    pub(crate) email: String,
+    pub(crate) role: &'static str,
+}
+
+/// What every page shows around its content: the base layout's values (a layout the payer
+/// page can share: title, product, environment badge, notices and errors).
+#[derive(Debug, Clone)]
+pub(crate) struct Chrome {
+    pub(crate) title: String,
+    pub(crate) product: String,
+    pub(crate) sandbox: bool,
+    pub(crate) user: Option<UserChip>,
+    pub(crate) section: &'static str,
+    pub(crate) crumbs: Vec<Link>,
+    pub(crate) notice: Option<String>,
+    pub(crate) errors: Vec<FieldError>,
+}
+
+impl Chrome {
+    pub(crate) fn new(
+        title: String,
+        product: &str,
+        sandbox: bool,
+        current: Option<&Current>,
+    ) -> Chrome {
+        let user = current
+            .filter(|c| c.session.stage == payments_core::cabinet::SessionStage::Full)
+            .map(|c| UserChip {
+                email: c.user.email.clone(),
+                role: if c.is_support() {
+                    "support"
+                } else {
+                    "merchant"
+                },
+            });
+        Chrome {
+            title,
+            product: product.to_string(),
+            sandbox,
+            user,
+            section: "",
+            crumbs: Vec::new(),
+            notice: None,
+            errors: Vec::new(),
+        }
+    }
+
+    /// The error of a field, if any (the templates call it).
+    pub(crate) fn error_for(&self, field: &str) -> Option<&str> {
+        self.errors
+            .iter()
+            .find(|e| e.field == field)
+            .map(|e| e.message.as_str())
+    }
+
+    pub(crate) fn error(mut self, field: &str, message: impl Into<String>) -> Chrome {
+        self.errors.push(FieldError {
+            field: field.to_string(),
+            message: message.into(),
+        });
+        self
+    }
+
+    pub(crate) fn notice(mut self, notice: Option<String>) -> Chrome {
+        self.notice = notice;
+        self
+    }
+
+    pub(crate) fn section(mut self, section: &'static str) -> Chrome {
+        self.section = section;
+        self
+    }
+
+    pub(crate) fn crumbs(mut self, crumbs: Vec<Link>) -> Chrome {
+        self.crumbs = crumbs;
+        self
+    }
+}
+
+/// A time for `<time datetime>` and as text.
+pub(crate) fn when(t: Timestamp) -> (String, String) {
+    let iso = t.to_rfc3339();
+    let text = format!("{} {} UTC", &iso[..10], &iso[11..19]);
+    (iso, text)
+}
+
+/// A time as text only.
+pub(crate) fn when_text(t: Timestamp) -> String {
+    when(t).1
+}
+
+#[derive(Template)]
+#[template(path = "message.html")]
+pub(crate) struct Message {
+    pub(crate) chrome: Chrome,
+    pub(crate) text: String,
+    pub(crate) link: Option<Link>,
+}
+
+#[derive(Template)]
+#[template(path = "confirm.html")]
+pub(crate) struct Confirm {
+    pub(crate) chrome: Chrome,
+    pub(crate) paragraphs: Vec<String>,
+    pub(crate) action: String,
+    pub(crate) button: String,
+    pub(crate) danger: bool,
+    pub(crate) cancel: String,
+}
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+pub(crate) struct SignIn {
+    pub(crate) chrome: Chrome,
+    pub(crate) email: String,
+}
+
+#[derive(Template)]
+#[template(path = "code.html")]
+pub(crate) struct Code {
+    pub(crate) chrome: Chrome,
+    pub(crate) email: String,
+}
+
+#[derive(Template)]
+#[template(path = "recovery.html")]
+pub(crate) struct Recovery {
+    pub(crate) chrome: Chrome,
+    pub(crate) email: String,
+}
+
+#[derive(Template)]
+#[template(path = "enrol.html")]
+pub(crate) struct Enrol {
+    pub(crate) chrome: Chrome,
+    pub(crate) email: String,
+    pub(crate) qr_svg: String,
+    pub(crate) uri: String,
+    pub(crate) key_grouped: String,
+}
+
+#[derive(Template)]
+#[template(path = "recovery_codes.html")]
+pub(crate) struct RecoveryCodes {
+    pub(crate) chrome: Chrome,
+    pub(crate) codes: Vec<String>,
+    pub(crate) next: String,
+}
+
+#[derive(Template)]
+#[template(path = "invite.html")]
+pub(crate) struct InvitePage {
+    pub(crate) chrome: Chrome,
+    pub(crate) email: String,
+    pub(crate) token: String,
+}
+
+/// A project in a list.
+#[derive(Debug, Clone)]
+pub(crate) struct ProjectRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) test_mode: bool,
+    pub(crate) state: String,
+}
+
+/// A merchant's projects.
+#[derive(Debug, Clone)]
+pub(crate) struct MerchantGroup {
+    pub(crate) merchant_id: String,
+    pub(crate) merchant_name: String,
+    pub(crate) paused: bool,
+    pub(crate) projects: Vec<ProjectRow>,
+}
+
+#[derive(Template)]
+#[template(path = "projects.html")]
+pub(crate) struct Projects {
+    pub(crate) chrome: Chrome,
+    pub(crate) groups: Vec<MerchantGroup>,
+}
+
+/// A project's settings as shown.
+#[derive(Debug, Clone)]
+pub(crate) struct ProjectView {
+    pub(crate) id: String,
+    pub(crate) merchant_name: String,
+    pub(crate) test_mode: bool,
+    pub(crate) state: String,
+    pub(crate) lifetime: String,
+    pub(crate) signature_required: bool,
+    pub(crate) rate_limit: String,
+    pub(crate) contract: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct TokenRow {
+    pub(crate) id: String,
+    pub(crate) prefix: String,
+    pub(crate) scopes: String,
+    pub(crate) created: String,
+    pub(crate) created_text: String,
+    pub(crate) last_used: String,
+    pub(crate) state: String,
+    pub(crate) active: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct KeyRow {
+    pub(crate) keyid: String,
+    pub(crate) created: String,
+    pub(crate) created_text: String,
+    pub(crate) state: String,
+    pub(crate) active: bool,
+    pub(crate) highlight: bool,
+}
+
+/// A line of the allow-list that does not parse.
+#[derive(Debug, Clone)]
+pub(crate) struct LineError {
+    pub(crate) line: usize,
+    pub(crate) message: String,
+}
+
+/// A callback secret's status line.
+#[derive(Debug, Clone)]
+pub(crate) struct SecretLine {
+    pub(crate) label: String,
+    pub(crate) text: String,
+}
+
+#[derive(Template)]
+#[template(path = "project.html")]
+pub(crate) struct Access {
+    pub(crate) chrome: Chrome,
+    pub(crate) tab: &'static str,
+    pub(crate) project: ProjectView,
+    pub(crate) tokens: Vec<TokenRow>,
+    pub(crate) scopes: Vec<&'static str>,
+    pub(crate) keys: Vec<KeyRow>,
+    pub(crate) key_input: String,
+    pub(crate) allow_list: String,
+    pub(crate) allow_errors: Vec<LineError>,
+    pub(crate) callback_url: String,
+    pub(crate) secrets: Vec<SecretLine>,
+}
+
+#[derive(Template)]
+#[template(path = "shown_once.html")]
+pub(crate) struct ShownOnce {
+    pub(crate) chrome: Chrome,
+    pub(crate) heading: String,
+    pub(crate) label: String,
+    pub(crate) value: String,
+    pub(crate) notes: Vec<String>,
+    pub(crate) back: String,
+}
+
+/// A choice of a filter.
+#[derive(Debug, Clone)]
+pub(crate) struct Choice {
+    pub(crate) value: &'static str,
+    pub(crate) selected: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PaymentRow {
+    pub(crate) id: String,
+    pub(crate) created: String,
+    pub(crate) created_text: String,
+    pub(crate) merchant_payment_id: String,
+    pub(crate) amount: String,
+    pub(crate) currency: String,
+    pub(crate) method: String,
+    pub(crate) status: String,
+    pub(crate) test: bool,
+}
+
+#[derive(Template)]
+#[template(path = "payments.html")]
+pub(crate) struct Payments {
+    pub(crate) chrome: Chrome,
+    pub(crate) tab: &'static str,
+    pub(crate) project: ProjectView,
+    pub(crate) statuses: Vec<Choice>,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) merchant_payment_id: String,
+    pub(crate) payments: Vec<PaymentRow>,
+    pub(crate) next: Option<String>,
+}
+
+/// A field of the payment card.
+#[derive(Debug, Clone)]
+pub(crate) struct CardField {
+    pub(crate) name: String,
+    pub(crate) value: String,
+    pub(crate) code: bool,
+}
+
+/// The card's payment.
+#[derive(Debug, Clone)]
+pub(crate) struct CardPayment {
+    pub(crate) id: String,
+    pub(crate) status: String,
+    pub(crate) test: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptRow {
+    pub(crate) number: u32,
+    pub(crate) started: String,
+    pub(crate) started_text: String,
+    pub(crate) success: bool,
+    pub(crate) result: String,
+    pub(crate) latency: u64,
+    pub(crate) excerpt: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct EventView {
+    pub(crate) event_id: String,
+    pub(crate) payment_id: String,
+    pub(crate) status: String,
+    pub(crate) kind: String,
+    pub(crate) state: String,
+    pub(crate) destination: String,
+    pub(crate) created: String,
+    pub(crate) created_text: String,
+    pub(crate) attempts_made: u32,
+    pub(crate) max_attempts: u32,
+    pub(crate) next: Option<String>,
+    pub(crate) attempts: Vec<AttemptRow>,
+}
+
+#[derive(Template)]
+#[template(path = "payment.html")]
+pub(crate) struct Card {
+    pub(crate) chrome: Chrome,
+    pub(crate) p: CardPayment,
+    pub(crate) fields: Vec<CardField>,
+    pub(crate) test_buttons: bool,
+    pub(crate) support: bool,
+    pub(crate) events: Vec<EventView>,
+    pub(crate) show_payment: bool,
+    pub(crate) resend: bool,
+}
+
+#[derive(Template)]
+#[template(path = "deliveries.html")]
+pub(crate) struct Deliveries {
+    pub(crate) chrome: Chrome,
+    pub(crate) tab: &'static str,
+    pub(crate) project: ProjectView,
+    pub(crate) states: Vec<Choice>,
+    pub(crate) payment: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) events: Vec<EventView>,
+    pub(crate) show_payment: bool,
+    pub(crate) resend: bool,
+    pub(crate) next: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct SessionRow {
+    pub(crate) id: String,
+    pub(crate) signed_in: String,
+    pub(crate) signed_in_text: String,
+    pub(crate) last_seen: String,
+    pub(crate) last_seen_text: String,
+    pub(crate) address: String,
+    pub(crate) browser: String,
+    pub(crate) current: bool,
+}
+
+#[derive(Template)]
+#[template(path = "security.html")]
+pub(crate) struct Security {
+    pub(crate) chrome: Chrome,
+    pub(crate) email: String,
+    pub(crate) codes_left: u32,
+    pub(crate) sessions: Vec<SessionRow>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct AuditRow {
+    pub(crate) at: String,
+    pub(crate) at_text: String,
+    pub(crate) email: String,
+    pub(crate) address: String,
+    pub(crate) action: String,
+    pub(crate) success: bool,
+    pub(crate) project: Option<String>,
+    pub(crate) target: String,
+    pub(crate) detail: String,
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+pub(crate) struct Audit {
+    pub(crate) chrome: Chrome,
+    pub(crate) scope: String,
+    pub(crate) records: Vec<AuditRow>,
+}

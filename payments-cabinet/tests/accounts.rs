@@ -1,0 +1,410 @@
+//! The cabinet's rules over the core's ports, on the in-memory store and a manual clock: TOTP
+//! steps used once, recovery codes once, throttling windows, session timeouts, password
+//! changes, and TOTP keys sealed at rest (and re-sealed after a key rotation).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use payments_cabinet::accounts::{Cabinet, CabinetConfig, Client, Current, SignInError};
+use payments_cabinet::secrets;
+use payments_core::auth::Environment;
+use payments_core::bank::BankCatalog;
+use payments_core::cabinet::{Role, SessionStage};
+use payments_core::payment::Currency;
+use payments_core::provider::{ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest};
+use payments_core::sealing::{SealingKey, SealingKeys};
+use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
+use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
+use payments_core::{Clock, Timestamp};
+
+struct NoProvider;
+#[async_trait]
+impl RequisiteProvider for NoProvider {
+    async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+        ProviderOutcome::NoRequisites("none in these tests".into())
+    }
+}
+struct NoRates;
+#[async_trait]
+impl RateSource for NoRates {
+    async fn course(&self, _: Currency) -> Option<rust_decimal::Decimal> {
+        None
+    }
+}
+
+const PASSWORD: &str = "correct horse battery staple";
+
+struct World {
+    store: Arc<MemoryStore>,
+    clock: ManualClock,
+    cabinet: Cabinet,
+}
+
+fn world_with(sealing: SealingKeys) -> World {
+    let store = Arc::new(MemoryStore::new());
+    let clock = ManualClock::new(Timestamp::from_unix_secs(1_790_856_000));
+    let service = PaymentService::new(
+        Ports {
+            store: store.clone(),
+            provider: Arc::new(NoProvider),
+            rates: Arc::new(NoRates),
+            clock: Arc::new(clock.clone()),
+            rng: Arc::new(SeededRandom::new(7)),
+            catalog: Arc::new(BankCatalog::embedded()),
+        },
+        ServiceConfig {
+            sealing,
+            ..ServiceConfig::default()
+        },
+        AuthConfig::for_environment(Environment::Sandbox),
+    );
+    let cabinet = Cabinet::new(service, CabinetConfig::default()).expect("a cabinet store");
+    World {
+        store,
+        clock,
+        cabinet,
+    }
+}
+
+fn world() -> World {
+    world_with(SealingKeys::new(SealingKey::from_bytes([9; 32]), vec![]))
+}
+
+fn client() -> Client {
+    Client {
+        address: Some("203.0.113.9".parse().expect("an address")),
+        user_agent: Some("test".into()),
+    }
+}
+
+impl World {
+    async fn support_user(&self, email: &str) {
+        let invite = self
+            .cabinet
+            .create_user(email, Role::Support, &Actor("t".into()))
+            .await
+            .expect("a user");
+        self.cabinet
+            .set_password(invite.token.expose(), PASSWORD, &client())
+            .await
+            .expect("a password");
+    }
+
+    async fn current(&self, cookie: &str) -> Current {
+        self.cabinet
+            .session(cookie)
+            .await
+            .expect("store")
+            .expect("a live session")
+    }
+
+    fn code(&self, key: &[u8]) -> String {
+        secrets::totp_code(key, secrets::totp_step(self.clock.now().unix_secs()))
+    }
+
+    /// Password, enrolment; the full session's cookie and the key.
+    async fn enrolled(&self, email: &str) -> (String, Vec<u8>, Vec<String>) {
+        let (half, _) = self
+            .cabinet
+            .sign_in(email, PASSWORD, &client(), None)
+            .await
+            .expect("the password");
+        let cookie = half.cookie.expose().to_string();
+        let current = self.current(&cookie).await;
+        let enrolment = self.cabinet.enrolment(&current).await.expect("enrolment");
+        let key = secrets::totp_key_from_base32(&enrolment.key_base32).expect("base32");
+        let (full, codes) = self
+            .cabinet
+            .confirm_enrolment(&current, &cookie, &self.code(&key), &client())
+            .await
+            .expect("confirmed");
+        (full.cookie.expose().to_string(), key, codes)
+    }
+
+    async fn half(&self, email: &str) -> (String, Current) {
+        let (half, _) = self
+            .cabinet
+            .sign_in(email, PASSWORD, &client(), None)
+            .await
+            .expect("the password");
+        let cookie = half.cookie.expose().to_string();
+        let current = self.current(&cookie).await;
+        (cookie, current)
+    }
+}
+
+#[tokio::test]
+async fn a_totp_step_signs_in_once_and_the_key_is_sealed_at_rest() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    let (_, key, _) = w.enrolled("a@support.example").await;
+    let stored = w
+        .cabinet
+        .store()
+        .user_by_email("a@support.example")
+        .await
+        .expect("store")
+        .expect("the user");
+    let sealed = stored.totp_secret.expect("a key").expose().to_string();
+    assert!(SealingKeys::is_sealed(&sealed), "{sealed}");
+    assert!(!sealed.contains(&secrets::totp_key_base32(&key)));
+
+    // The enrolment used this step: the same code cannot sign in again.
+    let (cookie, current) = w.half("a@support.example").await;
+    let refused = w
+        .cabinet
+        .verify_code(&current, &cookie, &w.code(&key), &client())
+        .await;
+    assert_eq!(refused.unwrap_err(), SignInError::BadCode);
+    // A code of the previous step is older than the last one used: refused too.
+    let previous = secrets::totp_code(&key, secrets::totp_step(w.clock.now().unix_secs()) - 1);
+    let refused = w
+        .cabinet
+        .verify_code(&current, &cookie, &previous, &client())
+        .await;
+    assert_eq!(refused.unwrap_err(), SignInError::BadCode);
+    w.clock.advance(Duration::from_secs(30));
+    let full = w
+        .cabinet
+        .verify_code(&current, &cookie, &w.code(&key), &client())
+        .await
+        .expect("the next step's code");
+    assert_eq!(full.record.stage, SessionStage::Full);
+    assert_ne!(full.cookie.expose(), &cookie, "a new id");
+    assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
+}
+
+#[tokio::test]
+async fn five_failures_throttle_for_fifteen_minutes_from_the_oldest_counted() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    for _ in 0..5 {
+        let e = w
+            .cabinet
+            .sign_in("a@support.example", "wrong password!", &client(), None)
+            .await
+            .unwrap_err();
+        assert_eq!(e, SignInError::BadPassword);
+        w.clock.advance(Duration::from_secs(60));
+    }
+    let first_failure = w.clock.now() - Duration::from_secs(5 * 60);
+    match w
+        .cabinet
+        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .await
+    {
+        Err(SignInError::Throttled { until }) => {
+            assert_eq!(until, first_failure + Duration::from_secs(15 * 60))
+        }
+        other => panic!("{other:?}"),
+    }
+    // When the oldest failure leaves the window, four remain: one more attempt is checked.
+    w.clock.set(first_failure + Duration::from_secs(15 * 60));
+    assert!(w
+        .cabinet
+        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .await
+        .is_ok());
+    // Success cleared the account's failures.
+    let e = w
+        .cabinet
+        .sign_in("a@support.example", "wrong password!", &client(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e, SignInError::BadPassword);
+}
+
+#[tokio::test]
+async fn twenty_failures_from_one_address_throttle_every_account() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    for n in 0..20 {
+        let _ = w
+            .cabinet
+            .sign_in(
+                &format!("guess{n}@x.example"),
+                "wrong password!",
+                &client(),
+                None,
+            )
+            .await;
+    }
+    let e = w
+        .cabinet
+        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, SignInError::Throttled { .. }), "{e:?}");
+    let elsewhere = Client {
+        address: Some("198.51.100.1".parse().expect("an address")),
+        user_agent: None,
+    };
+    assert!(w
+        .cabinet
+        .sign_in("a@support.example", PASSWORD, &elsewhere, None)
+        .await
+        .is_ok());
+}
+
+#[tokio::test]
+async fn sessions_end_at_their_timeouts_and_are_purged() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    let (cookie, current) = w.half("a@support.example").await;
+    assert_eq!(current.session.stage, SessionStage::Password);
+    w.clock.advance(Duration::from_secs(10 * 60));
+    assert!(
+        w.cabinet.session(&cookie).await.expect("store").is_none(),
+        "ten minutes for the second factor"
+    );
+    w.clock.advance(Duration::from_secs(60));
+    let (cookie, key, _) = w.enrolled("a@support.example").await;
+    w.clock.advance(Duration::from_secs(30 * 60 - 1));
+    assert!(w.cabinet.session(&cookie).await.expect("store").is_some());
+    w.clock.advance(Duration::from_secs(30 * 60));
+    assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
+    let _ = key;
+    assert_eq!(
+        w.cabinet.purge().await.expect("purge").0,
+        0,
+        "already deleted"
+    );
+    let (cookie, _) = w.half("a@support.example").await;
+    w.clock.advance(Duration::from_secs(13 * 3600));
+    let (sessions, _) = w.cabinet.purge().await.expect("purge");
+    assert_eq!(sessions, 1);
+    assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
+}
+
+#[tokio::test]
+async fn a_password_change_needs_the_current_password_and_a_fresh_code() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    let (cookie, key, _) = w.enrolled("a@support.example").await;
+    let (other, _, _) = {
+        w.clock.advance(Duration::from_secs(30));
+        let (half, current) = w.half("a@support.example").await;
+        let full = w
+            .cabinet
+            .verify_code(&current, &half, &w.code(&key), &client())
+            .await
+            .expect("a second session");
+        (full.cookie.expose().to_string(), (), ())
+    };
+    let current = w.current(&cookie).await;
+    w.clock.advance(Duration::from_secs(30));
+    let wrong = w
+        .cabinet
+        .change_password(
+            &current,
+            &cookie,
+            "not it at all",
+            &w.code(&key),
+            "a brand new password",
+            &client(),
+        )
+        .await;
+    assert!(wrong.is_err());
+    let short = w
+        .cabinet
+        .change_password(
+            &current,
+            &cookie,
+            PASSWORD,
+            &w.code(&key),
+            "short",
+            &client(),
+        )
+        .await;
+    assert!(short.is_err());
+    let new = w
+        .cabinet
+        .change_password(
+            &current,
+            &cookie,
+            PASSWORD,
+            &w.code(&key),
+            "a brand new password",
+            &client(),
+        )
+        .await
+        .expect("changed");
+    assert!(
+        w.cabinet.session(&other).await.expect("store").is_none(),
+        "other sessions end"
+    );
+    assert!(w
+        .cabinet
+        .session(new.cookie.expose())
+        .await
+        .expect("store")
+        .is_some());
+    assert!(w
+        .cabinet
+        .sign_in("a@support.example", "a brand new password", &client(), None)
+        .await
+        .is_ok());
+}
+
+#[tokio::test]
+async fn totp_keys_are_resealed_under_a_new_key() {
+    let old = SealingKey::from_bytes([1; 32]);
+    let w = world_with(SealingKeys::new(old, vec![]));
+    w.support_user("a@support.example").await;
+    let (_, key, _) = w.enrolled("a@support.example").await;
+    // The same store under a new key, the old one kept for opening.
+    let service = PaymentService::new(
+        Ports {
+            store: w.store.clone(),
+            provider: Arc::new(NoProvider),
+            rates: Arc::new(NoRates),
+            clock: Arc::new(w.clock.clone()),
+            rng: Arc::new(SeededRandom::new(8)),
+            catalog: Arc::new(BankCatalog::embedded()),
+        },
+        ServiceConfig {
+            sealing: SealingKeys::new(
+                SealingKey::from_bytes([2; 32]),
+                vec![SealingKey::from_bytes([1; 32])],
+            ),
+            ..ServiceConfig::default()
+        },
+        AuthConfig::for_environment(Environment::Sandbox),
+    );
+    let rotated = Cabinet::new(service, CabinetConfig::default()).expect("a cabinet");
+    assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (1, 0));
+    assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (0, 1));
+    // Under the new key alone, the user still signs in with the same key.
+    let service = PaymentService::new(
+        Ports {
+            store: w.store.clone(),
+            provider: Arc::new(NoProvider),
+            rates: Arc::new(NoRates),
+            clock: Arc::new(w.clock.clone()),
+            rng: Arc::new(SeededRandom::new(9)),
+            catalog: Arc::new(BankCatalog::embedded()),
+        },
+        ServiceConfig {
+            sealing: SealingKeys::new(SealingKey::from_bytes([2; 32]), vec![]),
+            ..ServiceConfig::default()
+        },
+        AuthConfig::for_environment(Environment::Sandbox),
+    );
+    let only_new = Cabinet::new(service, CabinetConfig::default()).expect("a cabinet");
+    w.clock.advance(Duration::from_secs(30));
+    let (half, _) = only_new
+        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .await
+        .expect("the password");
+    let current = only_new
+        .session(half.cookie.expose())
+        .await
+        .expect("store")
+        .expect("live");
+    let code = secrets::totp_code(&key, secrets::totp_step(w.clock.now().unix_secs()));
+    only_new
+        .verify_code(&current, half.cookie.expose(), &code, &client())
+        .await
+        .expect("the key opens under the new sealing key");
+}

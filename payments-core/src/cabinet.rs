@@ -1,0 +1,348 @@
+//! The web cabinet's storage port: users, their password hashes and TOTP secrets, recovery
+//! codes, sessions, invitations, sign-in failures (throttling), the cabinet's audit log and
+//! the listings its pages show.
+//!
+//! The cabinet's rules (which TOTP step is acceptable, how many failures lock an account, when a
+//! session ends) live in Rust over this port (the `payments-cabinet` crate); the store only keeps
+//! the records and makes the few steps that must be atomic atomic: a TOTP step is used at most
+//! once ([`CabinetStore::advance_session`] moves the user's last step forward only), a recovery
+//! code is consumed in the same write as the sign-in it allows, an invitation is taken once.
+//!
+//! A store that implements [`CabinetStore`] answers it from
+//! [`Store::cabinet_store`](crate::store::Store::cabinet_store); the store contract suite
+//! checks it with `testing::contract::run_cabinet` (feature `testing`).
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::event::{DeliveryState, EventRecord};
+use crate::ids::{EventId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
+use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use crate::store::StoreError;
+use crate::SecretString;
+
+/// What a cabinet user may see and do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A merchant's user: that merchant's projects only.
+    Merchant(MerchantId),
+    /// Support staff: every merchant, and the operator's payment operations.
+    Support,
+}
+
+impl Role {
+    /// The stored name: `merchant` or `support`.
+    pub const fn kind(self) -> &'static str {
+        match self {
+            Role::Merchant(_) => "merchant",
+            Role::Support => "support",
+        }
+    }
+
+    /// The merchant of a merchant user.
+    pub const fn merchant(self) -> Option<MerchantId> {
+        match self {
+            Role::Merchant(m) => Some(m),
+            Role::Support => None,
+        }
+    }
+}
+
+/// A cabinet user as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRecord {
+    /// User id.
+    pub id: UserId,
+    /// The sign-in name: an e-mail address, stored lower-case; unique.
+    pub email: String,
+    /// Merchant user or support.
+    pub role: Role,
+    /// The password as an argon2id PHC string; `None` until set through an invitation.
+    pub password_hash: Option<String>,
+    /// The TOTP key, sealed like callback secrets; `None` until enrolment starts.
+    pub totp_secret: Option<SecretString>,
+    /// When the TOTP key was confirmed with a code; `None` while enrolment is pending (the
+    /// next sign-in asks for enrolment).
+    pub totp_confirmed_at: Option<Timestamp>,
+    /// A disabled user cannot sign in; its sessions are refused.
+    pub disabled: bool,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// How far a session has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionStage {
+    /// The password was right; the second factor (or enrolment) is next. Opens no page but the
+    /// second-factor and enrolment pages.
+    Password,
+    /// Signed in with both factors.
+    Full,
+}
+
+impl SessionStage {
+    /// The stored name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SessionStage::Password => "password",
+            SessionStage::Full => "full",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<SessionStage> {
+        match s {
+            "password" => Some(SessionStage::Password),
+            "full" => Some(SessionStage::Full),
+            _ => None,
+        }
+    }
+}
+
+/// A cabinet session as stored: the cookie itself is never stored, only its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// The public handle (listed and revoked by it).
+    pub id: SessionId,
+    /// SHA-256 of the cookie value; unique.
+    pub token_hash: [u8; 32],
+    /// Whose session.
+    pub user_id: UserId,
+    /// How far sign-in has come.
+    pub stage: SessionStage,
+    /// When the session (this id) was made.
+    pub created_at: Timestamp,
+    /// When the user first signed in: the absolute timeout counts from here, across the new
+    /// ids each sign-in step makes.
+    pub signed_in_at: Timestamp,
+    /// The last request seen (the idle timeout counts from here).
+    pub last_seen_at: Timestamp,
+    /// The client address at sign-in.
+    pub address: Option<String>,
+    /// The client's `User-Agent` at sign-in (shortened).
+    pub user_agent: Option<String>,
+}
+
+/// An invitation: a one-time link to set a password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InviteRecord {
+    /// SHA-256 of the link's token; unique.
+    pub token_hash: [u8; 32],
+    /// The user it lets set a password.
+    pub user_id: UserId,
+    /// Issue time.
+    pub created_at: Timestamp,
+    /// After this the link is refused.
+    pub expires_at: Timestamp,
+}
+
+/// What a sign-in step proves, checked and used in the same write as the step
+/// ([`CabinetStore::advance_session`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionProof {
+    /// No second factor (e.g. a session renewed after a password change).
+    None,
+    /// A TOTP code of this time step: accepted only if the step is later than the last step
+    /// the user used, which then becomes this one.
+    TotpStep(u64),
+    /// A recovery code, by its SHA-256: accepted only if the user holds it unused; it is
+    /// consumed.
+    RecoveryCode([u8; 32]),
+    /// The first TOTP code of an enrolment: accepted only while the user's key is unconfirmed;
+    /// confirms it at `at`, records `step` as the last step used and replaces the user's
+    /// recovery codes with `recovery_codes` (SHA-256 each).
+    Enrolment {
+        /// The time step of the confirming code.
+        step: u64,
+        /// The new recovery codes' hashes.
+        recovery_codes: Vec<[u8; 32]>,
+        /// The confirmation time.
+        at: Timestamp,
+    },
+}
+
+/// A cabinet event for the audit log: every change made in the cabinet and every sign-in,
+/// successful or not, with the user and the client address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CabinetAuditRecord {
+    /// When.
+    pub at: Timestamp,
+    /// The user, when known (an unknown e-mail at sign-in has none).
+    pub user_id: Option<UserId>,
+    /// The e-mail the user signed in with or had.
+    pub email: String,
+    /// The client address.
+    pub address: Option<String>,
+    /// The merchant concerned (the user's, or the project's): its users see the record.
+    pub merchant_id: Option<MerchantId>,
+    /// The project concerned, if any.
+    pub project_id: Option<ProjectId>,
+    /// What (e.g. `sign_in.password`, `token.issue`).
+    pub action: String,
+    /// The object acted on (an id), or empty.
+    pub target: String,
+    /// `false` for a refused attempt.
+    pub success: bool,
+    /// More, as short text (never a secret).
+    pub detail: Option<String>,
+}
+
+/// A page of a project's payments, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentQuery {
+    /// The project.
+    pub project: ProjectId,
+    /// Only this status.
+    pub status: Option<PaymentStatus>,
+    /// Created at or after.
+    pub created_from: Option<Timestamp>,
+    /// Created before.
+    pub created_to: Option<Timestamp>,
+    /// Only this merchant payment id.
+    pub merchant_payment_id: Option<MerchantPaymentId>,
+    /// Only payments before this `(created_at, id)` in the order (the next page).
+    pub before: Option<(Timestamp, PaymentId)>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// A page of a project's callback events with their attempts, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventQuery {
+    /// The project.
+    pub project: ProjectId,
+    /// Only events in this delivery state.
+    pub state: Option<DeliveryState>,
+    /// Only this payment's events.
+    pub payment: Option<PaymentId>,
+    /// Queued at or after.
+    pub created_from: Option<Timestamp>,
+    /// Queued before.
+    pub created_to: Option<Timestamp>,
+    /// Only events before this `(created_at, event_id)` in the order (the next page).
+    pub before: Option<(Timestamp, EventId)>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// Everything the web cabinet keeps, and the listings it reads.
+///
+/// Users are unique by e-mail; sessions and invitations by the hash of their token. The writes
+/// that decide something are atomic: [`advance_session`](Self::advance_session) (a TOTP step
+/// used once, a recovery code consumed once, an enrolment confirmed once, together with the
+/// session change) and [`take_invite`](Self::take_invite).
+#[async_trait]
+pub trait CabinetStore: Send + Sync {
+    /// Stores a new user; [`StoreError::Duplicate`] if the e-mail (or id) is taken.
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError>;
+    /// Replaces a user's fields (the last TOTP step is not one of them: only
+    /// [`advance_session`](Self::advance_session) moves it); [`StoreError::NotFound`] for an
+    /// unknown user, [`StoreError::Duplicate`] if the new e-mail is another user's.
+    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError>;
+    /// A user by id.
+    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError>;
+    /// A user by e-mail (as stored: lower-case).
+    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError>;
+    /// Every user, in e-mail order.
+    async fn users(&self) -> Result<Vec<UserRecord>, StoreError>;
+    /// The last TOTP time step the user signed in with, if any.
+    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError>;
+
+    /// Replaces the user's recovery codes (SHA-256 each) with `codes`.
+    async fn replace_recovery_codes(
+        &self,
+        user: UserId,
+        codes: &[[u8; 32]],
+    ) -> Result<(), StoreError>;
+    /// How many unused recovery codes the user holds.
+    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError>;
+
+    /// Stores a new session; [`StoreError::Duplicate`] if its token hash or id exists.
+    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    /// A session by the SHA-256 of its cookie.
+    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError>;
+    /// Moves a session's `last_seen_at` to `at` (never backwards); `false` if it is gone.
+    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError>;
+    /// Deletes a session; `false` if it was not there.
+    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError>;
+    /// A user's sessions, oldest first.
+    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Deletes a user's sessions but `keep`; returns how many.
+    async fn delete_user_sessions(
+        &self,
+        user: UserId,
+        keep: Option<SessionId>,
+    ) -> Result<u64, StoreError>;
+    /// Deletes sessions last seen before `idle_before` or signed in before `signed_in_before`;
+    /// returns how many.
+    async fn purge_sessions(
+        &self,
+        idle_before: Timestamp,
+        signed_in_before: Timestamp,
+    ) -> Result<u64, StoreError>;
+    /// One sign-in step, in one write: if the session with token hash `old` exists and
+    /// `proof` holds for `new.user_id` (see [`SessionProof`]), uses the proof, deletes the old
+    /// session and stores `new` (a new id and token) and answers `true`; otherwise writes
+    /// nothing and answers `false`.
+    async fn advance_session(
+        &self,
+        old: &[u8; 32],
+        new: &SessionRecord,
+        proof: &SessionProof,
+    ) -> Result<bool, StoreError>;
+
+    /// Stores an invitation, deleting the user's earlier ones.
+    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError>;
+    /// The invitation with this token hash if it is live at `now` (not taken, not expired).
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError>;
+    /// Takes (deletes) the invitation with this token hash and answers it if it had not
+    /// expired at `now`; exactly one of concurrent calls gets it.
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError>;
+
+    /// Records a failed sign-in attempt under `key` (an account or an address).
+    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError>;
+    /// The times of `key`'s failures at or after `since`, oldest first, at most `limit`
+    /// (the oldest ones when there are more).
+    async fn failures_since(
+        &self,
+        key: &str,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Timestamp>, StoreError>;
+    /// Forgets `key`'s failures (after a successful sign-in).
+    async fn clear_failures(&self, key: &str) -> Result<(), StoreError>;
+    /// Deletes failures before `before`; returns how many.
+    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError>;
+
+    /// Appends a record to the cabinet's audit log.
+    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError>;
+    /// The newest `limit` records, newest first; with `merchant`, only that merchant's.
+    async fn cabinet_audit(
+        &self,
+        merchant: Option<MerchantId>,
+        limit: usize,
+    ) -> Result<Vec<CabinetAuditRecord>, StoreError>;
+
+    /// Records that `token` authenticated a request at `at` (the latest time is kept).
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError>;
+    /// When each of `tokens` was last used, for those used at all.
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError>;
+
+    /// A page of a project's payments (see [`PaymentQuery`]), newest first by
+    /// `(created_at, id)`.
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError>;
+    /// A page of a project's callback events with their attempts (see [`EventQuery`]),
+    /// newest first by `(created_at, event_id)`.
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
+}

@@ -1,0 +1,452 @@
+//! The web cabinet over real HTTP, without a browser: what a request without a session, with
+//! another user's session or from another site can change (nothing), who sees what, session
+//! cookies and timeouts, invitation links, the sandbox's demo user, and the pages' form
+//! markup. The browser tests (`tests/cabinet_browser/`) drive the same pages in Chromium.
+
+mod support;
+mod visitor;
+
+use std::time::Duration;
+
+use payments_core::cabinet::Role;
+use serde_json::json;
+use support::{between, recovery_codes, totp_key, Cabinet, PASSWORD};
+use visitor::{Site, Visitor};
+
+/// Signs `email` in with [`PASSWORD`], enrolling its TOTP key; the visitor holds a full
+/// session.
+async fn enrolled(c: &Cabinet, email: &str) -> (Visitor, Vec<u8>) {
+    let mut v = Visitor::new(c.url());
+    let p = v
+        .post("/sign-in", &[("email", email), ("password", PASSWORD)])
+        .await;
+    assert_eq!(p.status, 303, "{}", p.body);
+    assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"));
+    let page = v.get("/sign-in/enrol").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let key = totp_key(&page.body);
+    let done = v.post("/sign-in/enrol", &[("code", &c.code(&key))]).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(recovery_codes(&done.body).len(), 10);
+    (v, key)
+}
+
+async fn tokens_of(c: &Cabinet, project: payments_core::ProjectId) -> usize {
+    c.server
+        .state
+        .service
+        .store()
+        .tokens(project)
+        .await
+        .expect("tokens")
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_changes_need_the_cabinets_own_pages_and_a_session_of_the_owner() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let (other_merchant, _) = c.other_merchant("Other").await;
+    c.user("stranger@other.example", Role::Merchant(other_merchant))
+        .await;
+    let project = c.server.project();
+    let path = format!("/projects/{project}/tokens");
+    let form = [("scopes", "payments:read")];
+    let before = tokens_of(&c, project).await;
+
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    for site in [Site::Cross, Site::ForeignOrigin, Site::Bare] {
+        let p = owner.post_as(site, &path, &form).await;
+        assert_eq!(p.status, 403, "{site:?}: {}", p.body);
+        assert!(p.body.contains("nothing was changed"), "{}", p.body);
+    }
+    // Logout is a state change too: a cross-site one does not end the session.
+    let p = owner.post_as(Site::Cross, "/sign-out", &[]).await;
+    assert_eq!(p.status, 403);
+    assert_eq!(owner.get("/projects").await.status, 200, "still signed in");
+
+    // No session: to sign-in, nothing done.
+    let mut nobody = Visitor::new(c.url());
+    let p = nobody.post(&path, &form).await;
+    assert_eq!(p.status, 303);
+    assert_eq!(p.location.as_deref(), Some("/sign-in"));
+    // A forged cookie is no session either.
+    nobody.cookie = Some("cabinet=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into());
+    assert_eq!(nobody.post(&path, &form).await.status, 303);
+
+    // Another merchant's user: as if the project did not exist.
+    let (mut stranger, _) = enrolled(&c, "stranger@other.example").await;
+    let p = stranger.post(&path, &form).await;
+    assert_eq!(p.status, 404, "{}", p.body);
+    let p = stranger
+        .post(
+            &format!("/projects/{project}/allow-list"),
+            &[("ip_allow_list", "10.0.0.0/8")],
+        )
+        .await;
+    assert_eq!(p.status, 404);
+    assert_eq!(tokens_of(&c, project).await, before, "nothing was issued");
+    let stored = c
+        .server
+        .state
+        .service
+        .store()
+        .project(project)
+        .await
+        .expect("store")
+        .expect("project");
+    assert!(stored.ip_allow_list.is_empty(), "nothing was saved");
+
+    // The owner, from the cabinet's own page: issued.
+    let p = owner.post(&path, &form).await;
+    assert_eq!(p.status, 200, "{}", p.body);
+    assert!(p.body.contains("nl_test_"), "the token is shown once");
+    assert_eq!(tokens_of(&c, project).await, before + 1);
+    c.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merchant_user_sees_only_its_merchant_and_support_sees_all() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    let (other, other_project) = c.other_merchant("Other").await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    c.user("other@other.example", Role::Merchant(other)).await;
+    c.user("help@support.example", Role::Support).await;
+    let created = c
+        .server
+        .client()
+        .create_payment(
+            &json!({"merchant_payment_id": "iso-1", "amount": "1500", "payment_method": "sbp"}),
+        )
+        .await
+        .expect("a create");
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    let payment = created.json["id"].as_str().expect("id").to_string();
+    let project = c.server.project();
+
+    let (mut other_user, _) = enrolled(&c, "other@other.example").await;
+    for path in [
+        format!("/projects/{project}"),
+        format!("/projects/{project}/payments"),
+        format!("/projects/{project}/deliveries"),
+        format!("/projects/{project}/callback-secret"),
+        format!("/payments/{payment}"),
+        "/projects/not-a-uuid".to_string(),
+        format!("/payments/{}", "00000000-0000-4000-8000-000000000000"),
+    ] {
+        let p = other_user.get(&path).await;
+        assert_eq!(p.status, 404, "{path}");
+        assert!(!p.body.contains("iso-1"), "{path} shows the payment");
+    }
+    let list = other_user.get("/projects").await;
+    assert!(list.body.contains("Other site"));
+    assert!(!list.body.contains("Demo project"), "{}", list.body);
+    assert_eq!(
+        other_user
+            .get(&format!("/projects/{other_project}"))
+            .await
+            .status,
+        200
+    );
+
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let card = owner.get(&format!("/payments/{payment}")).await;
+    assert_eq!(card.status, 200);
+    assert!(card.body.contains("iso-1"));
+    assert!(!card.body.contains("Operator actions"), "support only");
+    let p = owner
+        .post(&format!("/payments/{payment}/cancel"), &[])
+        .await;
+    assert_eq!(p.status, 404, "operator actions are support's");
+    assert_eq!(
+        owner
+            .get(&format!("/payments/{payment}/resend"))
+            .await
+            .status,
+        404
+    );
+    let listed = owner.get(&format!("/projects/{project}/payments")).await;
+    assert!(listed.body.contains("iso-1"));
+    let filtered = owner
+        .get(&format!("/projects/{project}/payments?status=completed"))
+        .await;
+    assert!(
+        !filtered.body.contains("iso-1"),
+        "a processing payment is filtered out"
+    );
+
+    let (mut support, _) = enrolled(&c, "help@support.example").await;
+    let list = support.get("/projects").await;
+    assert!(list.body.contains("Other site") && list.body.contains("Demo project"));
+    let card = support.get(&format!("/payments/{payment}")).await;
+    assert!(card.body.contains("Operator actions"));
+    let p = support
+        .post(&format!("/payments/{payment}/cancel"), &[])
+        .await;
+    assert_eq!(p.status, 303, "{}", p.body);
+    let read = c
+        .server
+        .client()
+        .get_payment(&payment)
+        .await
+        .expect("a read");
+    assert_eq!(read.json["status"], "canceled");
+    // The merchant's audit log shows support's change on its project; the other merchant's
+    // does not.
+    let audit = owner.get("/audit").await;
+    assert!(audit.body.contains("payment.cancel"), "{}", audit.body);
+    assert!(audit.body.contains("help@support.example"));
+    let audit = other_user.get("/audit").await;
+    assert!(!audit.body.contains("payment.cancel"));
+    assert!(!audit.body.contains("owner@shop.example"));
+    c.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cookies_are_strict_renewed_at_each_step_and_end_on_timeouts() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let mut v = Visitor::new(c.url());
+    let p = v
+        .post(
+            "/sign-in",
+            &[("email", "owner@shop.example"), ("password", PASSWORD)],
+        )
+        .await;
+    let cookie = &p.set_cookies[0];
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    let half = v.cookie.clone().expect("a session");
+    // A half session opens no page.
+    let p = v.get("/projects").await;
+    assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"));
+    let key = totp_key(&v.get("/sign-in/enrol").await.body);
+    v.post("/sign-in/enrol", &[("code", &c.code(&key))]).await;
+    let full = v.cookie.clone().expect("a session");
+    assert_ne!(half, full, "a new id after the second step");
+    let mut stale = Visitor::new(c.url());
+    stale.cookie = Some(half);
+    assert_eq!(
+        stale.get("/projects").await.status,
+        303,
+        "the old id is gone"
+    );
+
+    // GET does not sign out.
+    assert_eq!(v.get("/sign-out").await.status, 405);
+    assert_eq!(v.get("/projects").await.status, 200);
+
+    // Idle for 29 minutes: still signed in (and seen now); 31 more: gone.
+    c.clock.advance(Duration::from_secs(29 * 60));
+    assert_eq!(v.get("/projects").await.status, 200);
+    c.clock.advance(Duration::from_secs(31 * 60));
+    let p = v.get("/projects").await;
+    assert_eq!(p.location.as_deref(), Some("/sign-in"), "idle timeout");
+
+    // Absolute timeout: active every 20 minutes, ended 12 hours after sign-in.
+    c.next_step();
+    let mut v = Visitor::new(c.url());
+    v.post(
+        "/sign-in",
+        &[("email", "owner@shop.example"), ("password", PASSWORD)],
+    )
+    .await;
+    let p = v.post("/sign-in/code", &[("code", &c.code(&key))]).await;
+    assert_eq!(p.status, 303, "{}", p.body);
+    for _ in 0..35 {
+        c.clock.advance(Duration::from_secs(20 * 60));
+        assert_eq!(v.get("/projects").await.status, 200);
+    }
+    c.clock.advance(Duration::from_secs(20 * 60));
+    assert_eq!(v.get("/projects").await.status, 303, "absolute timeout");
+
+    // POST sign-out ends the session and clears the cookie.
+    c.next_step();
+    let mut v = Visitor::new(c.url());
+    v.post(
+        "/sign-in",
+        &[("email", "owner@shop.example"), ("password", PASSWORD)],
+    )
+    .await;
+    v.post("/sign-in/code", &[("code", &c.code(&key))]).await;
+    let session = v.cookie.clone();
+    let p = v.post("/sign-out", &[]).await;
+    assert_eq!(p.location.as_deref(), Some("/sign-in?done=signed_out"));
+    assert!(p.set_cookies[0].contains("Max-Age=0"));
+    let mut replay = Visitor::new(c.url());
+    replay.cookie = session;
+    assert_eq!(
+        replay.get("/projects").await.status,
+        303,
+        "the session is gone"
+    );
+    c.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invitation_link_sets_the_password_once() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    let invite = c
+        .cabinet()
+        .create_user(
+            "New.User@Shop.example",
+            Role::Merchant(demo),
+            &payments_core::service::Actor("test".into()),
+        )
+        .await
+        .expect("a user");
+    let path = format!("/invite/{}", invite.token.expose());
+    let mut v = Visitor::new(c.url());
+    let page = v.get(&path).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("new.user@shop.example"));
+    let p = v
+        .post(&path, &[("password", "short"), ("password_again", "short")])
+        .await;
+    assert_eq!(p.status, 422);
+    assert!(p.body.contains("at least 12 characters"), "{}", p.body);
+    let p = v
+        .post(
+            &path,
+            &[
+                ("password", PASSWORD),
+                ("password_again", "something else!"),
+            ],
+        )
+        .await;
+    assert_eq!(p.status, 422);
+    let p = v
+        .post(
+            &path,
+            &[("password", PASSWORD), ("password_again", PASSWORD)],
+        )
+        .await;
+    assert_eq!(p.location.as_deref(), Some("/sign-in?done=password"));
+    assert_eq!(v.get(&path).await.status, 404, "used once");
+    let p = v
+        .post(
+            &path,
+            &[("password", PASSWORD), ("password_again", PASSWORD)],
+        )
+        .await;
+    assert_eq!(p.status, 404);
+    let p = v
+        .post(
+            "/sign-in",
+            &[("email", "NEW.USER@shop.example"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"), "{}", p.body);
+    c.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_demo_user_signs_in_with_the_credentials_file() {
+    let c = Cabinet::start().await;
+    let creds = c.server.creds();
+    assert_eq!(creds.cabinet_url.as_deref(), Some(c.url()));
+    let email = creds.cabinet_email.clone().expect("cabinet_email");
+    let password = creds.cabinet_password.clone().expect("cabinet_password");
+    let mut v = Visitor::new(c.url());
+    let p = v
+        .post(
+            "/sign-in",
+            &[("email", email.as_str()), ("password", password.expose())],
+        )
+        .await;
+    assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"), "{}", p.body);
+    let file: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(c.server.dir.path().join("sandbox-credentials.json")).expect("the file"),
+    )
+    .expect("JSON");
+    for member in ["cabinet_url", "cabinet_email", "cabinet_password"] {
+        assert!(
+            file[member].as_str().is_some_and(|s| !s.is_empty()),
+            "{member}"
+        );
+    }
+    c.server.stop().await;
+}
+
+/// Every visible form control of the pages has a `<label for>`, and the sign-in forms use the
+/// standard `autocomplete` tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_control_has_a_label_and_security_headers_are_sent() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let mut anonymous = Visitor::new(c.url());
+    let sign_in = anonymous.get("/sign-in").await;
+    assert!(sign_in.body.contains("autocomplete=\"username\""));
+    assert!(sign_in.body.contains("autocomplete=\"current-password\""));
+    let headers = &sign_in.headers;
+    assert!(headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["cache-control"], "no-store");
+
+    let mut v = Visitor::new(c.url());
+    v.post(
+        "/sign-in",
+        &[("email", "owner@shop.example"), ("password", PASSWORD)],
+    )
+    .await;
+    let enrol = v.get("/sign-in/enrol").await.body;
+    assert!(enrol.contains("autocomplete=\"one-time-code\""));
+    assert!(enrol.contains("<svg"), "an inline SVG QR code");
+    assert!(
+        enrol.contains("href=\"otpauth://totp/"),
+        "the URI as a link"
+    );
+    let key = totp_key(&enrol);
+    v.post("/sign-in/enrol", &[("code", &c.code(&key))]).await;
+    let project = c.server.project();
+    let mut pages = vec![sign_in.body, enrol];
+    for path in [
+        "/projects".to_string(),
+        format!("/projects/{project}"),
+        format!("/projects/{project}/payments"),
+        format!("/projects/{project}/deliveries"),
+        "/security".to_string(),
+        "/audit".to_string(),
+    ] {
+        let p = v.get(&path).await;
+        assert_eq!(p.status, 200, "{path}");
+        pages.push(p.body);
+    }
+    assert!(pages
+        .iter()
+        .any(|p| p.contains("autocomplete=\"new-password\"")));
+    for page in &pages {
+        for tag in ["<input ", "<textarea ", "<select "] {
+            for control in page.split(tag).skip(1) {
+                let control = control.split('>').next().unwrap_or("");
+                if control.contains("type=\"hidden\"") {
+                    continue;
+                }
+                let id = between(control, "id=\"", "\"")
+                    .unwrap_or_else(|| panic!("a control without an id: {tag}{control}"));
+                assert!(
+                    page.contains(&format!("<label for=\"{id}\"")),
+                    "no label for #{id}"
+                );
+            }
+        }
+        assert!(!page.contains("<script"), "no script");
+    }
+    let css = anonymous.get("/assets/cabinet.css").await;
+    assert_eq!(css.status, 200);
+    assert!(css.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/css"));
+    c.server.stop().await;
+}
