@@ -315,6 +315,11 @@ impl Store for MeasuredStore {
     fn is_ready(&self) -> bool {
         self.inner.is_ready()
     }
+    // Every provided method of `Store` is forwarded: a default here would silently replace
+    // the inner store's own answer.
+    fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn payments_core::cabinet::CabinetStore>> {
+        self.inner.clone().cabinet_store()
+    }
     async fn check_writable(&self) -> Result<(), StoreError> {
         self.write(self.inner.check_writable()).await
     }
