@@ -75,7 +75,6 @@ pub mod listener;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;
-pub mod ratelimit;
 pub mod receiver_check;
 pub mod resolver;
 pub mod sandbox;

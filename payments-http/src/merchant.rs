@@ -169,7 +169,7 @@ pub async fn authenticate(
         payment,
     };
     st.service
-        .authenticate(&request, |project| st.limiters.check(project))
+        .authenticate(&request, st.rate_limiter.as_ref())
         .await
 }
 

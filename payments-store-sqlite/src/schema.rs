@@ -9,6 +9,7 @@ use crate::OpenError;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_project_paused.sql"),
+    include_str!("migrations/0003_lease_token.sql"),
 ];
 
 /// The schema version this build writes.

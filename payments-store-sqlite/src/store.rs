@@ -3,15 +3,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use payments_core::event::{DeliveryAttempt, EventRecord, OutboxEvent};
+use payments_core::event::{DeliveryAttempt, EventRecord};
 use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AdmitOutcome, AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, NonceUse,
-    OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
+    InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
+    Store, StoreError,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -93,7 +94,7 @@ impl OutboxStore for SqliteStore {
         now: Timestamp,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<OutboxEvent>, StoreError> {
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         self.write(move |c| outbox::claim_due(c, now, limit, lease))
             .await
     }
@@ -101,11 +102,12 @@ impl OutboxStore for SqliteStore {
     async fn record_attempt(
         &self,
         event_id: EventId,
+        lease: LeaseToken,
         attempt: &DeliveryAttempt,
         next_attempt_at: Option<Timestamp>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<AttemptRecorded, StoreError> {
         let attempt = attempt.clone();
-        self.write(move |c| outbox::record_attempt(c, event_id, &attempt, next_attempt_at))
+        self.write(move |c| outbox::record_attempt(c, event_id, lease, &attempt, next_attempt_at))
             .await
     }
 

@@ -236,7 +236,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let path = dir.path().join("fresh.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -264,9 +264,9 @@ fn a_database_from_a_newer_build_is_refused() {
         "{err:?}"
     );
     let message = err.to_string();
-    assert!(message.contains("schema version 8"), "{message}");
+    assert!(message.contains("schema version 9"), "{message}");
     assert!(
-        message.contains("version 2 this build supports"),
+        message.contains("version 3 this build supports"),
         "{message}"
     );
     // The refused database was not touched.
