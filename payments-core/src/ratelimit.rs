@@ -209,7 +209,6 @@ mod tests {
         assert_eq!(d, RateDecision::Allowed);
         // After a long idle time the whole burst is available again, not more.
         let later = now + 60_000_000;
-        let mut tat = tat;
         for _ in 0..3 {
             let (d, next) = rule.decide(tat, later);
             assert_eq!(d, RateDecision::Allowed);

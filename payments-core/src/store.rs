@@ -429,6 +429,24 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
         true
     }
 
+    /// Takes the turn of a periodic background `task` (`"sweep"`, `"nonce-purge"`) until
+    /// `until`, for every process sharing the store: `true` for the one caller whose turn it
+    /// now is, `false` while another caller's turn has not ended at `now`. A turn is never
+    /// released early, so a node that stops mid-turn only delays the task to `until`.
+    ///
+    /// The default, for a store that one process uses (SQLite, memory), always answers `true`:
+    /// there is nobody to take turns with. A store shared by several nodes (PostgreSQL)
+    /// decides it in the database.
+    async fn take_turn(
+        &self,
+        task: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let _ = (task, now, until);
+        Ok(true)
+    }
+
     /// [`DirectoryStore::auth_lookup`] and the payment `id` in one round trip (for an
     /// authenticated read of a payment; one snapshot where the store can). The default makes the
     /// two calls.
