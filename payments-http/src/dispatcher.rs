@@ -112,6 +112,7 @@ impl DispatcherConfig {
         Ok(DispatcherConfig {
             concurrency: settings.callback_concurrency,
             per_host: settings.callback_per_host,
+            lease: settings.callback_lease,
             extra_roots,
             ..DispatcherConfig::default()
         })

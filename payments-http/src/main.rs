@@ -32,6 +32,10 @@ enum Command {
     Serve(ServeArgs),
     /// Issue a new operator API token (the previous one stops working); printed once.
     OperatorToken(CommonArgs),
+    /// Apply the database migrations of this build and exit (for deploys: run it once before
+    /// starting nodes of a new build). SQLite (the data dir's database) or PostgreSQL
+    /// (--database-url).
+    Migrate(CommonArgs),
     /// Send a callback receiver a scored series of signed callbacks (valid, replayed, tampered,
     /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
     /// large response); exits non-zero if any case fails. See docs/callbacks.md.
@@ -116,12 +120,27 @@ async fn operator_token(common: CommonArgs) -> Result<(), String> {
     Ok(())
 }
 
+async fn migrate(common: CommonArgs) -> Result<(), String> {
+    let settings = settings(&common, &common)?;
+    payments_http::telemetry::init(settings.log_format, "warn");
+    let (before, after) = payments_http::server::migrate(&settings)
+        .await
+        .map_err(|e| e.0)?;
+    if before == after {
+        println!("schema version {after}: nothing to apply");
+    } else {
+        println!("schema version {before} -> {after}");
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::OperatorToken(common) => operator_token(common).await,
+        Command::Migrate(common) => migrate(common).await,
         Command::Operator(command) => payments_http::cli::run(command).await,
         Command::CheckReceiver(args) => {
             match payments_http::cli::check_receiver_command(args).await {
