@@ -48,14 +48,32 @@ pub(crate) fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Typed column access by name with decoding errors as [`StoreError::Corrupt`].
-pub(crate) struct Cols<'a>(pub(crate) &'a Row);
+/// Typed column access by name with decoding errors as [`StoreError::Corrupt`]. With a prefix
+/// (a query joining several tables, its columns aliased `<prefix><name>`), every name is looked
+/// up with the prefix.
+pub(crate) struct Cols<'a> {
+    row: &'a Row,
+    prefix: &'static str,
+}
 
 impl<'a> Cols<'a> {
+    /// Columns by their own names.
+    pub(crate) fn new(row: &'a Row) -> Self {
+        Cols { row, prefix: "" }
+    }
+
+    /// Columns aliased `<prefix><name>`.
+    pub(crate) fn prefixed(row: &'a Row, prefix: &'static str) -> Self {
+        Cols { row, prefix }
+    }
+
     fn get<T: FromSql<'a>>(&self, name: &str) -> Result<T, StoreError> {
-        self.0
-            .try_get(name)
-            .map_err(|e| corrupt(name, e.to_string()))
+        let result = if self.prefix.is_empty() {
+            self.row.try_get(name)
+        } else {
+            self.row.try_get(format!("{}{name}", self.prefix).as_str())
+        };
+        result.map_err(|e| corrupt(name, e.to_string()))
     }
 
     pub(crate) fn text(&self, name: &str) -> Result<String, StoreError> {

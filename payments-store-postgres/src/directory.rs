@@ -23,7 +23,10 @@ use crate::error::{corrupt, db, unique_violation};
 // --- merchants -------------------------------------------------------------------------------
 
 fn merchant_from_row(row: &Row) -> Result<Merchant, StoreError> {
-    let c = Cols(row);
+    merchant_from(&Cols::new(row))
+}
+
+fn merchant_from(c: &Cols<'_>) -> Result<Merchant, StoreError> {
     Ok(Merchant {
         id: c.parsed("id")?,
         name: c.text("name")?,
@@ -140,7 +143,10 @@ fn parse_contract(s: &str) -> Result<Contract, StoreError> {
 }
 
 fn project_from_row(row: &Row) -> Result<Project, StoreError> {
-    let c = Cols(row);
+    project_from(&Cols::new(row))
+}
+
+fn project_from(c: &Cols<'_>) -> Result<Project, StoreError> {
     let ip_allow_list = c.text("ip_allow_list")?;
     Ok(Project {
         id: c.parsed("id")?,
@@ -232,7 +238,10 @@ pub(crate) async fn projects<C: GenericClient>(c: &C) -> Result<Vec<Project>, St
 // --- tokens and keys -------------------------------------------------------------------------
 
 fn token_from_row(row: &Row) -> Result<TokenRecord, StoreError> {
-    let c = Cols(row);
+    token_from(&Cols::new(row))
+}
+
+fn token_from(c: &Cols<'_>) -> Result<TokenRecord, StoreError> {
     Ok(TokenRecord {
         id: c.parsed("id")?,
         project_id: c.parsed("project_id")?,
@@ -321,7 +330,10 @@ pub(crate) async fn revoke_token<C: GenericClient>(
 }
 
 fn key_from_row(row: &Row) -> Result<KeyRecord, StoreError> {
-    let c = Cols(row);
+    key_from(&Cols::new(row))
+}
+
+fn key_from(c: &Cols<'_>) -> Result<KeyRecord, StoreError> {
     Ok(KeyRecord {
         keyid: KeyId::new(c.text("keyid")?),
         project_id: c.parsed("project_id")?,
@@ -357,27 +369,78 @@ pub(crate) async fn insert_key<C: GenericClient>(c: &C, k: &KeyRecord) -> Result
     }
 }
 
-/// The token, its project and merchant, and the key. Run inside one transaction (one
-/// snapshot) by the caller where that matters.
+const PROJECT_COLUMNS: &[&str] = &[
+    "id",
+    "merchant_id",
+    "name",
+    "active",
+    "test_mode",
+    "lifetime_secs",
+    "lifetime_nanos",
+    "contract",
+    "callback_url",
+    "ip_allow_list",
+    "signature_required",
+    "rate_per_second",
+    "rate_burst",
+    "created_at",
+    "paused",
+];
+const MERCHANT_COLUMNS: &[&str] = &["id", "name", "paused", "callback_url", "created_at"];
+
+/// The one query of [`auth_lookup`]: the token by hash, joined with its project, the project's
+/// merchant and the project's key with the given id, each table's columns aliased with a
+/// prefix (one statement, one snapshot, one round trip).
+static AUTH_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let cols = |alias: &str, names: &[&str]| {
+        names
+            .iter()
+            .map(|n| format!("{alias}.{n} AS {alias}_{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "SELECT {}, {}, {}, {} FROM tokens t \
+         LEFT JOIN projects p ON p.id = t.project_id \
+         LEFT JOIN merchants m ON m.id = p.merchant_id \
+         LEFT JOIN signing_keys k ON k.project_id = t.project_id AND k.keyid = $2 \
+         WHERE t.hash = $1",
+        cols("t", &TOKEN_COLUMNS.split(", ").collect::<Vec<_>>()),
+        cols("p", PROJECT_COLUMNS),
+        cols("m", MERCHANT_COLUMNS),
+        cols("k", &KEY_COLUMNS.split(", ").collect::<Vec<_>>()),
+    )
+});
+
+/// The token, its project and merchant, and the key, in one statement.
 pub(crate) async fn auth_lookup<C: GenericClient>(
     c: &C,
     hash: &[u8; 32],
     keyid: Option<&KeyId>,
 ) -> Result<AuthLookup, StoreError> {
-    let Some(token) = token_by_hash(c, hash).await? else {
+    let Some(row) = query_opt(c, &AUTH_SQL, &[&&hash[..], &keyid.map(KeyId::as_str)]).await? else {
         return Ok(AuthLookup::default());
     };
-    let project = project(c, token.project_id).await?;
-    let merchant = match &project {
-        Some(p) => merchant(c, p.merchant_id).await?,
-        None => None,
+    let present = |prefix: &'static str| -> Result<bool, StoreError> {
+        Ok(Cols::prefixed(&row, prefix).opt_text("id")?.is_some())
     };
-    let key = match keyid {
-        Some(k) => key(c, token.project_id, k).await?,
-        None => None,
+    let project = if present("p_")? {
+        Some(project_from(&Cols::prefixed(&row, "p_"))?)
+    } else {
+        None
+    };
+    let merchant = if present("m_")? {
+        Some(merchant_from(&Cols::prefixed(&row, "m_"))?)
+    } else {
+        None
+    };
+    let key = if Cols::prefixed(&row, "k_").opt_text("keyid")?.is_some() {
+        Some(key_from(&Cols::prefixed(&row, "k_"))?)
+    } else {
+        None
     };
     Ok(AuthLookup {
-        token: Some(token),
+        token: Some(token_from(&Cols::prefixed(&row, "t_"))?),
         project,
         merchant,
         key,
@@ -427,7 +490,7 @@ pub(crate) async fn active_key_projects<C: GenericClient>(
     )
     .await?
     .iter()
-    .map(|row| Cols(row).parsed("project_id"))
+    .map(|row| Cols::new(row).parsed("project_id"))
     .collect()
 }
 
@@ -450,7 +513,7 @@ pub(crate) async fn revoke_key<C: GenericClient>(
 // --- callback secrets ------------------------------------------------------------------------
 
 fn secret_from_row(row: &Row) -> Result<SecretRecord, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     Ok(SecretRecord {
         secret: c.text("secret")?.into(),
         created_at: c.ts("created_at")?,
@@ -559,7 +622,7 @@ pub(crate) async fn setting<C: GenericClient>(
     query_opt(c, "SELECT value FROM settings WHERE name = $1", &[&name])
         .await?
         .as_ref()
-        .map(|row| Cols(row).text("value"))
+        .map(|row| Cols::new(row).text("value"))
         .transpose()
 }
 
@@ -613,7 +676,7 @@ pub(crate) async fn audit_records<C: GenericClient>(
     .await?
     .iter()
     .map(|row| {
-        let c = Cols(row);
+        let c = Cols::new(row);
         Ok(AuditRecord {
             at: c.ts("at")?,
             actor: c.text("actor")?,

@@ -52,7 +52,7 @@ pub(crate) async fn insert<C: GenericClient>(c: &C, e: &OutboxEvent) -> Result<(
 }
 
 fn event_from_row(row: &Row, next_attempt_column: &str) -> Result<OutboxEvent, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     Ok(OutboxEvent {
         event: CallbackEvent {
             event_id: c.parsed("event_id")?,
@@ -101,7 +101,7 @@ pub(crate) async fn claim_due<C: GenericClient>(
     let mut claimed = rows
         .iter()
         .map(|row| {
-            let c = Cols(row);
+            let c = Cols::new(row);
             Ok((
                 c.opt_int("prev_at")?,
                 c.int("seq")?,
@@ -147,7 +147,7 @@ pub(crate) async fn record_attempt<C: GenericClient>(
     else {
         return Err(StoreError::NotFound(format!("event {event_id}")));
     };
-    let current: i64 = Cols(&row).int("lease_token")?;
+    let current: i64 = Cols::new(&row).int("lease_token")?;
     let applied = u64::try_from(current).ok() == Some(lease.get());
     let number = i32::try_from(a.attempt).map_err(|_| corrupt("attempt", a.attempt))?;
     if applied {
@@ -217,7 +217,7 @@ pub(crate) async fn for_payment<C: GenericClient>(
     )
     .await?;
     for row in &rows {
-        let c = Cols(row);
+        let c = Cols::new(row);
         let event_id: EventId = c.parsed("event_id")?;
         let attempt = DeliveryAttempt {
             attempt: c.num4("attempt")?,
@@ -248,7 +248,7 @@ pub(crate) async fn pending<C: GenericClient>(c: &C) -> Result<u64, StoreError> 
     )
     .await?;
     match row {
-        Some(row) => Cols(&row).num("n"),
+        Some(row) => Cols::new(&row).num("n"),
         None => Ok(0),
     }
 }

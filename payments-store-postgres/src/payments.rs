@@ -125,7 +125,7 @@ impl PaymentRow {
 }
 
 fn payment_from_row(row: &Row) -> Result<Payment, StoreError> {
-    let c = Cols(row);
+    let c = Cols::new(row);
     let requisites = match c.opt_text("requisite")? {
         None => None,
         Some(requisite) => Some(Requisites {
@@ -222,6 +222,79 @@ pub(crate) async fn insert<C: GenericClient>(
         }
         Err(e) => Err(db(e)),
     }
+}
+
+/// The SQL type of each column in [`COLUMNS`] order, for the casts of [`ADMIT_SQL`]'s
+/// `INSERT ... SELECT` (whose parameters get no type from the target columns).
+fn column_type(name: &str) -> &'static str {
+    match name {
+        "is_intrabank" => "boolean",
+        "created_at" | "updated_at" | "expires_at" | "version" | "due_at" => "bigint",
+        _ => "text",
+    }
+}
+
+/// A create's write in one statement: the nonce is recorded (a live one changes nothing), and
+/// only if it was, the payment is inserted unless its merchant payment id is taken. Parameters:
+/// the payment's columns (`$1`-`$29`), then project, nonce, expiry and now (`$30`-`$33`).
+static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
+    let values = COLUMN_NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, name)| format!("${}::{}", i + 1, column_type(name)))
+        .collect::<Vec<_>>();
+    format!(
+        "WITH n AS ( \
+           INSERT INTO nonces (project_id, nonce, expires_at) VALUES ($30, $31, $32) \
+           ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = EXCLUDED.expires_at \
+           WHERE nonces.expires_at <= $33 \
+           RETURNING 1), \
+         p AS ( \
+           INSERT INTO payments ({COLUMNS}) SELECT {} FROM n \
+           ON CONFLICT (project_id, merchant_payment_id) DO NOTHING \
+           RETURNING 1) \
+         SELECT (SELECT count(*) FROM n) AS recorded, (SELECT count(*) FROM p) AS inserted",
+        values.join(", ")
+    )
+});
+
+/// [`ADMIT_SQL`]: `None` when the nonce was live (nothing written), else the insert's outcome.
+pub(crate) async fn admit<C: GenericClient>(
+    c: &C,
+    nonce: payments_core::store::NonceUse<'_>,
+    p: &Payment,
+) -> Result<Option<InsertOutcome>, StoreError> {
+    let row = PaymentRow::of(p)?;
+    let project = nonce.project.to_string();
+    let (expires, now) = (nonce.expires_at.unix_millis(), nonce.now.unix_millis());
+    let mut params = row.params();
+    params.extend([
+        &project as &(dyn ToSql + Sync),
+        &nonce.nonce,
+        &expires,
+        &now,
+    ]);
+    let stmt = c.prepare_cached(&ADMIT_SQL).await.map_err(db)?;
+    let result = c.query_one(&stmt, &params).await;
+    let row = match result {
+        Ok(row) => row,
+        // The payment id itself is taken (the primary key): nothing was written.
+        Err(e) if unique_violation(&e).is_some() => {
+            return Err(StoreError::Duplicate(format!("payment {}", p.id)))
+        }
+        Err(e) => return Err(db(e)),
+    };
+    let cols = Cols::new(&row);
+    if cols.int("recorded")? == 0 {
+        return Ok(None);
+    }
+    if cols.int("inserted")? == 1 {
+        return Ok(Some(InsertOutcome::Inserted));
+    }
+    by_merchant_id(c, p.project_id, &p.merchant_payment_id)
+        .await?
+        .map(|existing| Some(InsertOutcome::Existing(existing)))
+        .ok_or_else(|| StoreError::Corrupt("the conflicting payment vanished".into()))
 }
 
 /// Columns no transition or operation changes after the insert: the update matches them
@@ -344,7 +417,7 @@ pub(crate) async fn count_by_status<C: GenericClient>(
     .await?;
     let mut counts = Vec::new();
     for row in &rows {
-        let c = Cols(row);
+        let c = Cols::new(row);
         counts.push((c.parsed::<PaymentStatus>("status")?, c.num::<u64>("n")?));
     }
     Ok(PaymentStatus::ALL

@@ -56,7 +56,7 @@ impl RateLimiter for PgRateLimiter {
             &[&pid],
         )
         .await?
-        .map(|row| Cols(&row).int("tat"))
+        .map(|row| Cols::new(&row).int("tat"))
         .transpose()?;
         Ok(match rule.decide(stored, now_us).0 {
             // The row moved on between the two statements (its TAT fell behind `now` in

@@ -63,7 +63,13 @@ impl PaymentStore for PgStore {
         payments::by_merchant_id(&client, project, merchant_payment_id).await
     }
 
+    /// A change without an event or audit record is one statement (autocommit, durable); with
+    /// them, one transaction.
     async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        if change.event.is_none() && change.audit.is_none() {
+            let client = self.client().await?;
+            return payments::commit_change(&client, change).await;
+        }
         in_transaction!(self, |tx| payments::commit_change(&tx, change).await)
     }
 
@@ -322,6 +328,27 @@ impl Store for PgStore {
         !self.pool.is_closed()
     }
 
+    /// The credentials' query and the payment's, sent together on one connection (pipelined:
+    /// one round trip).
+    async fn auth_lookup_with_payment(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+        id: PaymentId,
+    ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
+        let client = self.client().await?;
+        let (found, payment) = tokio::join!(
+            directory::auth_lookup(&client, hash, keyid),
+            payments::by_id(&client, id)
+        );
+        let found = found?;
+        let payment = match found.token {
+            Some(_) => payment?,
+            None => None,
+        };
+        Ok((found, payment))
+    }
+
     async fn take_turn(
         &self,
         task: &str,
@@ -354,9 +381,9 @@ impl Store for PgStore {
         Ok(true)
     }
 
-    /// One transaction: the nonce, then the insert whose unique key answers idempotency (a
-    /// taken key is read in the same transaction's next statement, which at READ COMMITTED
-    /// sees the winner). A replay writes nothing.
+    /// One statement (atomic, durable at its autocommit): the nonce, then, only if it was
+    /// free, the insert whose unique key answers idempotency; a taken key is read in the next
+    /// statement (at READ COMMITTED it sees the winner). A replay writes nothing.
     async fn admit_create(
         &self,
         nonce: Option<NonceUse<'_>>,
@@ -364,34 +391,34 @@ impl Store for PgStore {
         merchant_payment_id: &MerchantPaymentId,
         candidate: Option<&Payment>,
     ) -> Result<AdmitOutcome, StoreError> {
-        if nonce.is_none() && candidate.is_none() {
-            let client = self.client().await?;
-            return Ok(
+        let client = self.client().await?;
+        match (nonce, candidate) {
+            (None, None) => Ok(
                 match payments::by_merchant_id(&client, project, merchant_payment_id).await? {
                     Some(existing) => AdmitOutcome::Existing(existing),
                     None => AdmitOutcome::Free,
                 },
-            );
-        }
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        if let Some(n) = nonce {
-            if !payments::use_nonce(&tx, n.project, n.nonce, n.now, n.expires_at).await? {
-                tx.rollback().await.map_err(db)?;
-                return Ok(AdmitOutcome::Replayed);
-            }
-        }
-        let outcome = match candidate {
-            Some(p) => match payments::insert(&tx, p).await? {
+            ),
+            (None, Some(p)) => Ok(match payments::insert(&client, p).await? {
                 InsertOutcome::Inserted => AdmitOutcome::Inserted,
                 InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
+            }),
+            (Some(n), None) => {
+                if !payments::use_nonce(&client, n.project, n.nonce, n.now, n.expires_at).await? {
+                    return Ok(AdmitOutcome::Replayed);
+                }
+                Ok(
+                    match payments::by_merchant_id(&client, project, merchant_payment_id).await? {
+                        Some(existing) => AdmitOutcome::Existing(existing),
+                        None => AdmitOutcome::Free,
+                    },
+                )
+            }
+            (Some(n), Some(p)) => match payments::admit(&client, n, p).await? {
+                None => Ok(AdmitOutcome::Replayed),
+                Some(InsertOutcome::Inserted) => Ok(AdmitOutcome::Inserted),
+                Some(InsertOutcome::Existing(existing)) => Ok(AdmitOutcome::Existing(existing)),
             },
-            None => match payments::by_merchant_id(&tx, project, merchant_payment_id).await? {
-                Some(existing) => AdmitOutcome::Existing(existing),
-                None => AdmitOutcome::Free,
-            },
-        };
-        tx.commit().await.map_err(db)?;
-        Ok(outcome)
+        }
     }
 }
