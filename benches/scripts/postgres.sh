@@ -76,6 +76,14 @@ INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body,
 COMMIT;
 SQL
 
+# The same writes as the server's create: the nonce and the payment in one statement, then the
+# payment's update to processing (two durable commits).
+cat > "$BASE/create2.sql" <<'SQL'
+\set n random(1, 2000000000)
+WITH n AS (INSERT INTO nonces (project_id, nonce, expires_at) VALUES ('bench', 'n-' || :client_id || '-' || :n, 0) ON CONFLICT DO NOTHING RETURNING 1) INSERT INTO payments (id, project_id, merchant_payment_id, flow, status, amount, initial_amount, currency, geo_code, payment_method, is_intrabank, created_at, updated_at, expires_at, version, fingerprint, due_at) SELECT 'b-' || :client_id || '-' || :n, 'bench', 'o-' || :client_id || '-' || :n, 'runtime_live', 'created', '1500', '1500', 'RUB', 'RU', 'sbp', false, 1, 1, 1, 1, '{"amount":"1500"}', 1 FROM n ON CONFLICT DO NOTHING;
+UPDATE payments SET status = 'processing', version = 2, requisite = '2200123456789010', holder_name = 'I. I.', course = '92.5', fee_percent = '2.5' WHERE id = 'b-' || :client_id || '-' || :n AND version = 1;
+SQL
+
 for rep in $(seq "$REPS"); do
   # pgbench: the ceiling of the database for this transaction, on this machine.
   URL=$(fresh_db bench_pgbench)
@@ -83,7 +91,9 @@ for rep in $(seq "$REPS"); do
   for c in 16 $CONNECTIONS; do
     echo "# rep $rep pgbench $c clients, $(load)"
     "$PG_BIN/pgbench" -h 127.0.0.1 -p $PGPORT -U postgres -n -M prepared -c "$c" -j 2 -T 10 \
-      -f "$BASE/create.sql" bench_pgbench 2>&1 | grep -E "^tps" | sed "s/^/PGBENCH c=$c rep=$rep /"
+      -f "$BASE/create.sql" bench_pgbench 2>&1 | grep -E "^tps" | sed "s/^/PGBENCH one-transaction c=$c rep=$rep /"
+    "$PG_BIN/pgbench" -h 127.0.0.1 -p $PGPORT -U postgres -n -M prepared -c "$c" -j 2 -T 10 \
+      -f "$BASE/create2.sql" bench_pgbench 2>&1 | grep -E "^tps" | sed "s/^/PGBENCH as-the-server c=$c rep=$rep /"
   done
 
   # One node.
@@ -106,12 +116,15 @@ for rep in $(seq "$REPS"); do
   start_node 0 "$D" "$URL"; start_node 1 "$D" "$URL"; start_node 2 "$D" "$URL"
   unthrottle "$D" "$URL"
   echo "# rep $rep pg 3 nodes create, $(load)"
+  LOADS=()
   for i in 0 1 2; do
     "$T/loadgen" --credentials "$D/sandbox-credentials.json" --url "http://127.0.0.1:1808$i" \
       --mode create --connections $((CONNECTIONS / 3)) --requests $((REQUESTS / 3)) \
-      --warmup $((WARMUP / 3)) --label "pg3-create-$rep-node$i" | grep RESULT &
+      --warmup $((WARMUP / 3)) --label "pg3-create-$rep-node$i" >"$D/loadgen-$i.out" &
+    LOADS+=($!)
   done
-  wait %1 %2 %3 2>/dev/null || wait
+  for p in "${LOADS[@]}"; do wait "$p"; done
+  grep -h RESULT "$D"/loadgen-*.out
   stop_nodes
 
   # SQLite, the same load, the same run.
