@@ -139,6 +139,7 @@ pub mod clock;
 pub mod error;
 pub mod ids;
 pub mod random;
+pub mod ratelimit;
 pub mod secret;
 
 pub use clock::{Clock, Timestamp};

@@ -193,27 +193,76 @@ pub trait NonceStore: Send + Sync {
     async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError>;
 }
 
+/// A lease fencing token: every claim of an outbox event gives it a new, larger token, so the
+/// holder of an older lease (whose lease ran out while its attempt was still in flight, and the
+/// event was claimed again) can be told apart from the current holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaseToken(u64);
+
+impl LeaseToken {
+    /// The token with this number (as stored).
+    pub const fn new(n: u64) -> LeaseToken {
+        LeaseToken(n)
+    }
+
+    /// The token's number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// An event handed to one dispatcher by [`OutboxStore::claim_due_events`], with the token of
+/// its lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedEvent {
+    /// The event as it was when claimed (`next_attempt_at` the time it was due).
+    pub event: OutboxEvent,
+    /// The token of this claim; [`OutboxStore::record_attempt`] takes it back.
+    pub lease: LeaseToken,
+}
+
+/// What [`OutboxStore::record_attempt`] did.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptRecorded {
+    /// The lease was current: the attempt is recorded and the event's state, schedule and
+    /// attempt count changed.
+    Applied,
+    /// The event was claimed again since this lease was taken: the attempt row is recorded (the
+    /// request really happened) but the event's state and schedule are left to the newer
+    /// holder.
+    Stale,
+}
+
 /// The callback outbox.
+///
+/// Claims are safe across processes: two concurrent claims (from two handles on one database,
+/// or two nodes) never receive the same event while its lease runs, and every claim carries a
+/// new [`LeaseToken`] that fences the attempt's record.
 #[async_trait]
 pub trait OutboxStore: Send + Sync {
-    /// Claims up to `limit` pending events due at `now`, earliest first, and leases them: their
-    /// `next_attempt_at` moves to `now + lease`, so another dispatcher (or a restart after a
-    /// crash mid-attempt) picks them up only after the lease ends.
+    /// Claims up to `limit` pending events due at `now`, earliest first (equal times in queueing
+    /// order), and leases them: their `next_attempt_at` moves to `now + lease`, so another
+    /// dispatcher (or a restart after a crash mid-attempt) picks them up only after the lease
+    /// ends, and each gets a new lease token, larger than any it had.
     async fn claim_due_events(
         &self,
         now: Timestamp,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<OutboxEvent>, StoreError>;
-    /// Records an attempt and the event's next step in one transaction:
+    ) -> Result<Vec<ClaimedEvent>, StoreError>;
+    /// Records an attempt made under the lease `lease` and, when that lease is still the
+    /// event's current one, the event's next step, in one transaction:
     /// `next_attempt_at = Some(t)` keeps it pending, `None` ends it as delivered (on success)
-    /// or failed.
+    /// or failed. With an older lease only the attempt row is added
+    /// ([`AttemptRecorded::Stale`]). An unknown event is [`StoreError::NotFound`].
     async fn record_attempt(
         &self,
         event_id: EventId,
+        lease: LeaseToken,
         attempt: &DeliveryAttempt,
         next_attempt_at: Option<Timestamp>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<AttemptRecorded, StoreError>;
     /// Every event of a payment with its attempts, oldest first.
     async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError>;
     /// The number of pending events.
@@ -519,6 +568,24 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
         self: std::sync::Arc<Self>,
     ) -> Option<std::sync::Arc<dyn crate::cabinet::CabinetStore>> {
         None
+    }
+
+    /// Takes the turn of a periodic background `task` (`"sweep"`, `"nonce-purge"`) until
+    /// `until`, for every process sharing the store: `true` for the one caller whose turn it
+    /// now is, `false` while another caller's turn has not ended at `now`. A turn is never
+    /// released early, so a node that stops mid-turn only delays the task to `until`.
+    ///
+    /// The default, for a store that one process uses (SQLite, memory), always answers `true`:
+    /// there is nobody to take turns with. A store shared by several nodes (PostgreSQL)
+    /// decides it in the database.
+    async fn take_turn(
+        &self,
+        task: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let _ = (task, now, until);
+        Ok(true)
     }
 
     /// [`DirectoryStore::auth_lookup`] and the payment `id` in one round trip (for an

@@ -118,7 +118,9 @@ impl Req {
             peer: self.peer,
             payment: None,
         };
-        service.authenticate(&request, |_| Ok(())).await
+        service
+            .authenticate(&request, &payments_core::ratelimit::Unlimited)
+            .await
     }
 }
 

@@ -25,6 +25,10 @@ pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
 pub const DEMO_CABINET_EMAIL: &str = "demo@merchant.example";
 
 /// Bootstraps an empty sandbox; `None` when the store already has merchants or the file exists.
+/// How long the node that bootstraps a shared database holds the turn: the others skip the
+/// bootstrap meanwhile (and afterwards find the merchant it created).
+const BOOTSTRAP_TURN: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// With `cabinet` (the cabinet and its URL), the demo merchant gets a cabinet user.
 pub async fn bootstrap_sandbox(
     service: &PaymentService,
@@ -35,6 +39,13 @@ pub async fn bootstrap_sandbox(
 ) -> Result<Option<PathBuf>, ApiError> {
     let path = data_dir.join(CREDENTIALS_FILE);
     if path.exists() || !service.store().merchants().await?.is_empty() {
+        return Ok(None);
+    }
+    // Nodes starting together on one empty shared database: one of them bootstraps.
+    if !service
+        .take_turn("sandbox-bootstrap", BOOTSTRAP_TURN)
+        .await?
+    {
         return Ok(None);
     }
     let actor = Actor("bootstrap".to_string());

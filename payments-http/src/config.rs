@@ -90,6 +90,13 @@ pub struct Settings {
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for the merchant listener.
     pub tls_key: Option<PathBuf>,
+    /// PostgreSQL instead of the data dir's SQLite: `postgres://user:password@host:port/db`
+    /// (key `database_url`, `PAYMENTS_DATABASE_URL`, `--database-url`). Several nodes may
+    /// serve over one database; every command of `payments-server` acts on it.
+    pub database_url: Option<SecretString>,
+    /// Connections in this node's PostgreSQL pool (default 16). Keep nodes x pool size well
+    /// under the database's `max_connections`.
+    pub database_pool_size: usize,
     /// SQLite durability: key `synchronous`, `full` or `normal`.
     #[serde(rename = "synchronous", with = "text")]
     pub durability: Durability,
@@ -108,6 +115,11 @@ pub struct Settings {
     pub callback_concurrency: usize,
     /// Deliveries in flight at once to one host.
     pub callback_per_host: usize,
+    /// How long a claimed callback event stays leased to the node that claimed it: key
+    /// `callback_lease_ms` (default 60,000; more than the 10 s attempt timeout). After a node
+    /// dies mid-attempt, its events are attempted again by another node once this ends.
+    #[serde(rename = "callback_lease_ms", with = "millis")]
+    pub callback_lease: Duration,
     /// Whether this server runs the callback dispatcher (default `true`). When `false`, closed
     /// payments still commit their callback events to the outbox in the same transaction as
     /// always; they are only not sent until a server with dispatch on runs over the same data
@@ -238,6 +250,8 @@ impl Default for Settings {
             public_url: None,
             tls_cert: None,
             tls_key: None,
+            database_url: None,
+            database_pool_size: 16,
             durability: Durability::Full,
             trusted_proxies: Vec::new(),
             allow_local_callbacks: false,
@@ -245,6 +259,7 @@ impl Default for Settings {
             callback_ca_file: None,
             callback_concurrency: 256,
             callback_per_host: 64,
+            callback_lease: Duration::from_secs(60),
             callback_dispatch: true,
             log_format: LogFormat::Text,
             log_level: "info".to_string(),
@@ -364,6 +379,15 @@ impl Settings {
             ));
         }
         self.check_upstream()?;
+        if let Some(url) = &self.database_url {
+            let url = url.expose();
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(ConfigError(
+                    "database_url: expected postgres://user:password@host:port/database".into(),
+                ));
+            }
+        }
+        self.database_pool_size = self.database_pool_size.max(1);
         Ok(self)
     }
 

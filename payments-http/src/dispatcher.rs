@@ -16,6 +16,9 @@
 //! - Every attempt that sent a request is recorded with the time of the next one in one store
 //!   call ([`PaymentService::record_attempt`]); an attempt that could not be recorded is
 //!   repeated after the lease (at least once, never lost).
+//! - The record carries the claim's lease token: should a lease run out mid-attempt anyway
+//!   (a paused process, clocks of two nodes apart) and another dispatcher claim the event,
+//!   the late record adds its attempt but leaves the newer holder's schedule alone.
 //! - Nothing is attempted without a signing secret; a failure to get one is not an attempt.
 //! - The destination is checked again at every attempt against the service's current
 //!   callback policy, and the address connected to is the address checked (the resolver).
@@ -43,7 +46,7 @@ use payments_core::callback::{
 };
 use payments_core::event::{response_excerpt, DeliveryAttempt, OutboxEvent, RESPONSE_EXCERPT_MAX};
 use payments_core::service::PaymentService;
-use payments_core::store::Store;
+use payments_core::store::{AttemptRecorded, ClaimedEvent, Store};
 use payments_core::{Clock, Timestamp};
 use rustls::pki_types::CertificateDer;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
@@ -109,6 +112,7 @@ impl DispatcherConfig {
         Ok(DispatcherConfig {
             concurrency: settings.callback_concurrency,
             per_host: settings.callback_per_host,
+            lease: settings.callback_lease,
             extra_roots,
             ..DispatcherConfig::default()
         })
@@ -455,7 +459,8 @@ impl Inner {
     }
 
     /// One attempt of a claimed event, within the host's bound, and its record.
-    async fn deliver(self: Arc<Self>, event: OutboxEvent, _global: OwnedSemaphorePermit) {
+    async fn deliver(self: Arc<Self>, claimed: ClaimedEvent, _global: OwnedSemaphorePermit) {
+        let event = &claimed.event;
         let host = match event.destination.host() {
             CallbackHost::Domain(name) => name.to_owned(),
             CallbackHost::Ip(ip) => ip.to_string(),
@@ -489,12 +494,13 @@ impl Inner {
         };
         if let Some(permit) = permit {
             let _host_permit = permit.expect("host semaphores are never closed");
-            self.attempt_and_record(&event).await;
+            self.attempt_and_record(&claimed).await;
         }
         self.release_host(&host, semaphore);
     }
 
-    async fn attempt_and_record(&self, event: &OutboxEvent) {
+    async fn attempt_and_record(&self, claimed: &ClaimedEvent) {
+        let event = &claimed.event;
         let event_id = event.event.event_id;
         let number = event.attempts.saturating_add(1);
         let secrets = match self.service.signing_secrets(event.event.project_id).await {
@@ -553,9 +559,21 @@ impl Inner {
                 "callback failed: every attempt used; listed by `payments-server callbacks failed`"
             );
         }
-        if let Err(e) = self.service.record_attempt(event, &attempt).await {
-            // The lease brings the event back and it is attempted again: at least once.
-            tracing::error!(%event_id, error = %e, "callback attempt could not be recorded");
+        match self.service.record_attempt(claimed, &attempt).await {
+            Ok(AttemptRecorded::Stale) => {
+                // The lease ran out during the attempt and another dispatcher holds the event
+                // now: its schedule stands, this attempt is only on record.
+                tracing::warn!(
+                    %event_id,
+                    lease = claimed.lease.get(),
+                    "callback attempt outlived its lease; recorded without changing the schedule"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                // The lease brings the event back and it is attempted again: at least once.
+                tracing::error!(%event_id, error = %e, "callback attempt could not be recorded");
+            }
         }
     }
 

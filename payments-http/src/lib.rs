@@ -76,7 +76,6 @@ pub mod measured;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;
-pub mod ratelimit;
 pub mod receiver_check;
 pub mod resolver;
 pub mod sandbox;

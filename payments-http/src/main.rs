@@ -38,6 +38,10 @@ enum Command {
     /// backup, mode 0600, never overwrites). A server started on the restored copy holds
     /// callbacks until `payments-server callbacks release` (docs/runbooks/restore.md).
     Backup(BackupArgs),
+    /// Apply the database migrations of this build and exit (for deploys: run it once before
+    /// starting nodes of a new build). SQLite (the data dir's database) or PostgreSQL
+    /// (--database-url).
+    Migrate(CommonArgs),
     /// Send a callback receiver a scored series of signed callbacks (valid, replayed, tampered,
     /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
     /// large response); exits non-zero if any case fails. See docs/callbacks.md.
@@ -160,6 +164,20 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
     Ok(())
 }
 
+async fn migrate(common: CommonArgs) -> Result<(), String> {
+    let settings = settings(&common, &common)?;
+    payments_http::telemetry::init(settings.log_format, "warn");
+    let (before, after) = payments_http::server::migrate(&settings)
+        .await
+        .map_err(|e| e.0)?;
+    if before == after {
+        println!("schema version {after}: nothing to apply");
+    } else {
+        println!("schema version {before} -> {after}");
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -167,6 +185,7 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve(args).await,
         Command::OperatorToken(args) => operator_token(args).await,
         Command::Backup(args) => backup(args).await,
+        Command::Migrate(common) => migrate(common).await,
         Command::Operator(command) => payments_http::cli::run(command).await,
         Command::CheckReceiver(args) => {
             match payments_http::cli::check_receiver_command(args).await {

@@ -13,6 +13,7 @@ use axum::Router;
 use payments_core::amount::{Amount, DecimalFormat};
 use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
 use payments_core::bank::parse_geo_query;
+use payments_core::ratelimit::{Gcra, RateDecision, RateLimiter};
 use payments_core::service::payment_not_found;
 use payments_core::service::{AuthRequest, Authenticated, CreateStatus};
 use payments_core::{ApiError, ErrorCode, PaymentId};
@@ -170,24 +171,43 @@ pub async fn authenticate(
     };
     let note = parts
         .extensions
-        .get::<std::sync::Arc<crate::error::AccessNote>>();
-    // The rate limit is asked once the project is known: the access line names it from
-    // there on, also for a 429 or a 401 signature_invalid.
-    let auth = st
-        .service
-        .authenticate(&request, |project| {
-            if let Some(note) = note {
-                note.set_project(project.id);
-            }
-            st.limiters.check(project)
-        })
-        .await?;
-    if let Some(note) = note {
+        .get::<std::sync::Arc<crate::error::AccessNote>>()
+        .cloned();
+    // The access line names the project once it is known, also for a 429 or a 401
+    // signature_invalid: the limiter is asked once the project is known.
+    let limiter = NotingLimiter {
+        inner: st.rate_limiter.as_ref(),
+        note: note.as_deref(),
+    };
+    let auth = st.service.authenticate(&request, &limiter).await?;
+    if let Some(note) = &note {
         note.set_project(auth.context().project.id);
     }
     st.token_use
         .note(auth.context().token.id, st.service.ports().clock.now());
     Ok(auth)
+}
+
+/// The server's rate limiter, noting the project on the request's access line when the core
+/// asks it (the project is known from then on, also for a `429` or a `401` that follows).
+struct NotingLimiter<'a> {
+    inner: &'a dyn RateLimiter,
+    note: Option<&'a crate::error::AccessNote>,
+}
+
+#[async_trait::async_trait]
+impl RateLimiter for NotingLimiter<'_> {
+    async fn acquire(
+        &self,
+        project: payments_core::ProjectId,
+        rule: Gcra,
+        now: payments_core::Timestamp,
+    ) -> Result<RateDecision, payments_core::store::StoreError> {
+        if let Some(note) = self.note {
+            note.set_project(project);
+        }
+        self.inner.acquire(project, rule, now).await
+    }
 }
 
 /// A permit from the in-flight limit, or `503` when the server is saturated.

@@ -17,9 +17,11 @@ use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
 use payments_core::callback::{AddressPolicy, CallbackVerifier};
 use payments_core::provider::{RateSource, RequisiteProvider};
+use payments_core::ratelimit::RateLimiter;
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
+use payments_store_postgres::{PgOptions, PgStore};
 use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::sync::watch;
 
@@ -70,7 +72,7 @@ fn start_err(m: impl std::fmt::Display) -> StartError {
 pub struct Application {
     settings: Settings,
     state: AppState,
-    owned_store: Option<Arc<SqliteStore>>,
+    owned_store: Option<OpenedStore>,
     merchant: TcpListener,
     operator: TcpListener,
     /// The provider-notification listener and its verifier (`upstream_listen`).
@@ -92,6 +94,7 @@ pub struct Application {
 pub struct ApplicationBuilder {
     settings: Settings,
     store: Option<Arc<dyn Store>>,
+    rate_limiter: Option<Arc<dyn RateLimiter>>,
     provider: Option<Arc<dyn RequisiteProvider>>,
     rates: Option<Arc<dyn RateSource>>,
     clock: Option<Arc<dyn Clock>>,
@@ -104,6 +107,7 @@ impl std::fmt::Debug for ApplicationBuilder {
         f.debug_struct("ApplicationBuilder")
             .field("settings", &self.settings)
             .field("store", &self.store.is_some())
+            .field("rate_limiter", &self.rate_limiter.is_some())
             .field("provider", &self.provider.is_some())
             .field("rates", &self.rates.is_some())
             .field("clock", &self.clock.is_some())
@@ -118,6 +122,13 @@ impl ApplicationBuilder {
     /// given here is the caller's to close.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// The per-project rate limiter (default: in this process, or the database's when the
+    /// server opens PostgreSQL itself). Give a shared one with a shared store of your own.
+    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.rate_limiter = Some(limiter);
         self
     }
 
@@ -160,6 +171,7 @@ impl ApplicationBuilder {
         let ApplicationBuilder {
             settings,
             store,
+            rate_limiter,
             provider,
             rates,
             clock,
@@ -218,11 +230,12 @@ impl ApplicationBuilder {
         // One server per data dir: the lock is taken before the database is opened.
         crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
         let lock = crate::data_dir::lock(&settings.data_dir).map_err(start_err)?;
-        let (store, owned_store): (Arc<dyn Store>, _) = match store {
-            Some(store) => (store, None),
+        let (store, owned_store, rate_limiter) = match store {
+            Some(store) => (store, None, rate_limiter),
             None => {
-                let sqlite = open_store(&settings, true)?;
-                (sqlite.clone(), Some(sqlite))
+                let opened = open_database(&settings, true).await?;
+                let limiter = rate_limiter.or_else(|| opened.rate_limiter());
+                (opened.store(), Some(opened), limiter)
             }
         };
         let metrics = Arc::new(crate::metrics::Metrics::default());
@@ -245,6 +258,9 @@ impl ApplicationBuilder {
         )
         .await?;
         let mut state = AppState::new(service, settings.public_scheme());
+        if let Some(limiter) = rate_limiter {
+            state = state.with_rate_limiter(limiter);
+        }
         state.body_timeout = settings.body_timeout;
         state.metrics = metrics;
         state.metrics_token = settings.metrics_token.clone().map(Arc::new);
@@ -358,6 +374,7 @@ impl Application {
         ApplicationBuilder {
             settings,
             store: None,
+            rate_limiter: None,
             provider: None,
             rates: None,
             clock: None,
@@ -676,14 +693,96 @@ impl Application {
     }
 }
 
-/// The service over the data dir's SQLite store, without listeners or background tasks: what
-/// [`Application::build`] serves and what the operator CLI commands act on.
+/// The service over the settings' store (the data dir's SQLite, or PostgreSQL with
+/// `database_url`), without listeners or background tasks: what [`Application::build`]
+/// serves and what the operator CLI commands act on.
 #[derive(Debug)]
 pub struct OpenedService {
     /// The service.
     pub service: PaymentService,
     /// The store under it (close it when done).
-    pub store: Arc<SqliteStore>,
+    pub store: OpenedStore,
+}
+
+/// A store the server or a command opened from the settings (and closes when done).
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub enum OpenedStore {
+    /// The data dir's SQLite database (one machine).
+    Sqlite(Arc<SqliteStore>),
+    /// A PostgreSQL database (`database_url`), possibly shared by several nodes.
+    Postgres(PgStore),
+}
+
+impl OpenedStore {
+    /// The store as the service's port.
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            OpenedStore::Sqlite(s) => s.clone(),
+            OpenedStore::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// The rate limiter that goes with it: the database's for PostgreSQL (one limit across the
+    /// nodes), none for SQLite (the in-process limiter is exact for one process).
+    pub fn rate_limiter(&self) -> Option<Arc<dyn RateLimiter>> {
+        match self {
+            OpenedStore::Sqlite(_) => None,
+            OpenedStore::Postgres(s) => Some(Arc::new(s.rate_limiter())),
+        }
+    }
+
+    /// Closes it: SQLite commits its queued writes and stops its writer; PostgreSQL closes the
+    /// pool.
+    pub fn close(&self) {
+        match self {
+            OpenedStore::Sqlite(s) => s.close(),
+            OpenedStore::Postgres(s) => s.close(),
+        }
+    }
+}
+
+/// Applies the settings' store's migrations (the `migrate` subcommand): PostgreSQL at
+/// `database_url` under its advisory lock (waiting up to a minute for another node's), or the
+/// data dir's existing SQLite database. Returns the schema version before and after.
+pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
+    match &settings.database_url {
+        Some(url) => payments_store_postgres::migrate(url.expose(), Duration::from_secs(60))
+            .await
+            .map_err(|e| start_err(format!("database_url: {e}"))),
+        None => {
+            let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
+            let before = if db.exists() {
+                payments_store_sqlite::schema_version(&db)
+                    .map_err(|e| start_err(format!("{}: {e}", db.display())))?
+            } else {
+                return Err(start_err(format!(
+                    "no database at {} (is --data-dir right? `payments-server serve` creates it)",
+                    db.display()
+                )));
+            };
+            open_store(settings, false)?.close();
+            Ok((before, payments_store_sqlite::SCHEMA_VERSION))
+        }
+    }
+}
+
+/// Opens the settings' store: PostgreSQL at `database_url` (migrated on connect), else the data
+/// dir's SQLite database ([`open_store`]; `create` as there).
+pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedStore, StartError> {
+    match &settings.database_url {
+        Some(url) => {
+            let options = PgOptions {
+                pool_size: settings.database_pool_size,
+                ..PgOptions::default()
+            };
+            let store = PgStore::connect(url.expose(), options)
+                .await
+                .map_err(|e| start_err(format!("database_url: {e}")))?;
+            Ok(OpenedStore::Postgres(store))
+        }
+        None => open_store(settings, create).map(OpenedStore::Sqlite),
+    }
 }
 
 /// The setting recording which environment a data dir belongs to.
@@ -694,11 +793,11 @@ pub const ENVIRONMENT_SETTING: &str = "server.environment";
 /// operator command with a mistyped `--data-dir` must not create an empty database
 /// elsewhere).
 pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedService, StartError> {
-    let store = open_store(settings, create)?;
+    let store = open_database(settings, create).await?;
     let service = service_over(
         settings,
         PortChoices {
-            store: store.clone(),
+            store: store.store(),
             provider: None,
             rates: None,
             clock: None,

@@ -4,26 +4,27 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use payments_core::ratelimit::{LocalRateLimiter, RateLimiter};
 use payments_core::service::{OutboxWaker, PaymentService};
 use payments_core::SecretString;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::metrics::Metrics;
-use crate::ratelimit::ProjectLimiters;
 
 /// Requests the merchant API serves at once before answering `503`.
 pub const MAX_IN_FLIGHT: usize = 4096;
 
 /// Everything a handler needs. The environment and every other decision come from the
 /// service's settings; this holds only what the HTTP layer adds.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AppState {
     /// The core service (it wakes [`AppState::outbox_notify`] after committing an event).
     pub service: PaymentService,
     /// The scheme merchants sign for (`@scheme`, `@target-uri`).
     pub public_scheme: Arc<str>,
-    /// Per-project rate limits.
-    pub limiters: Arc<ProjectLimiters>,
+    /// Per-project rate limits: the core's rule over this port ([`LocalRateLimiter`] in this
+    /// process by default; one shared through the database when several nodes serve).
+    pub rate_limiter: Arc<dyn RateLimiter>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// The callback dispatcher's wake-up call, woken by the service whenever a committed
@@ -105,6 +106,17 @@ impl TokenUse {
     }
 }
 
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("service", &self.service)
+            .field("public_scheme", &self.public_scheme)
+            .field("metrics", &self.metrics)
+            .field("body_timeout", &self.body_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Wakes a tokio [`Notify`] for the core's [`OutboxWaker`].
 #[derive(Debug)]
 struct NotifyWaker(Arc<Notify>);
@@ -124,7 +136,7 @@ impl AppState {
         service.add_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
         AppState {
             public_scheme: public_scheme.into(),
-            limiters: Arc::default(),
+            rate_limiter: Arc::new(LocalRateLimiter::new()),
             metrics: Arc::default(),
             outbox_notify,
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
@@ -136,5 +148,12 @@ impl AppState {
             token_use: Arc::new(TokenUse::new(&service)),
             service,
         }
+    }
+
+    /// Uses `limiter` for the per-project rate limits instead of the in-process one (a limiter
+    /// shared by every node on one database).
+    pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.rate_limiter = limiter;
+        self
     }
 }

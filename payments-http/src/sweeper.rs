@@ -25,39 +25,34 @@ pub const RETENTION_PAUSE: Duration = Duration::from_millis(20);
 /// Every [`RETENTION_EVERY`] (and once shortly after the start) it also applies the service's
 /// retention ([`PaymentService::purge_expired_records`]) in batches of [`RETENTION_BATCH`]
 /// rows with [`RETENTION_PAUSE`] between them, until nothing more is due.
+/// With several nodes on one database, each tick's sweep and each purge run on the node that
+/// takes the task's turn ([`PaymentService::take_turn`]); the others skip it. (A sweep racing
+/// another would still be correct, each change being checked against the payment's version;
+/// the turns only spare the duplicate work.)
 pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::Receiver<bool>) {
     let mut last_purge = Instant::now();
     let mut last_retention: Option<Instant> = None;
     loop {
-        loop {
-            // Checked between batches too: after a mass expiry (millions of payments due at
-            // once) the batches can go on for many minutes, and shutdown must not wait for them.
-            if *stop.borrow() {
-                return;
+        let my_turn = match service.take_turn("sweep", interval).await {
+            Ok(turn) => turn,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "lifecycle sweep: cannot take a turn");
+                false
             }
-            match service.sweep(SWEEP_BATCH).await {
-                Ok(report) => {
-                    if report.expired + report.recovered > 0 {
-                        tracing::info!(
-                            expired = report.expired,
-                            recovered = report.recovered,
-                            "lifecycle sweep"
-                        );
-                    }
-                    if report.expired + report.recovered < SWEEP_BATCH {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "lifecycle sweep failed");
-                    break;
-                }
-            }
+        };
+        if my_turn && sweep_due(&service, &stop).await {
+            return;
         }
         if last_purge.elapsed() >= NONCE_PURGE_EVERY {
             last_purge = Instant::now();
-            if let Err(e) = service.purge_nonces().await {
-                tracing::warn!(error = %e, "nonce purge failed");
+            match service.take_turn("nonce-purge", NONCE_PURGE_EVERY).await {
+                Ok(true) => {
+                    if let Err(e) = service.purge_nonces().await {
+                        tracing::warn!(error = %e, "nonce purge failed");
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e.message, "nonce purge: cannot take a turn"),
             }
         }
         if last_retention.is_none_or(|t| t.elapsed() >= RETENTION_EVERY) {
@@ -108,4 +103,34 @@ async fn apply_retention(service: &PaymentService, stop: &mut watch::Receiver<bo
         );
     }
     true
+}
+
+/// Sweeps in batches until fewer than a batch are due; `true` when `stop` turned true
+/// meanwhile.
+async fn sweep_due(service: &PaymentService, stop: &watch::Receiver<bool>) -> bool {
+    loop {
+        // Checked between batches too: after a mass expiry (millions of payments due at
+        // once) the batches can go on for many minutes, and shutdown must not wait for them.
+        if *stop.borrow() {
+            return true;
+        }
+        match service.sweep(SWEEP_BATCH).await {
+            Ok(report) => {
+                if report.expired + report.recovered > 0 {
+                    tracing::info!(
+                        expired = report.expired,
+                        recovered = report.recovered,
+                        "lifecycle sweep"
+                    );
+                }
+                if report.expired + report.recovered < SWEEP_BATCH {
+                    return false;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "lifecycle sweep failed");
+                return false;
+            }
+        }
+    }
 }

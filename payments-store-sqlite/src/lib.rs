@@ -189,6 +189,13 @@ impl SqliteStore {
     }
 }
 
+/// The schema version of the database at `path` (0 for an empty one), read without changing
+/// anything.
+pub fn schema_version(path: impl AsRef<Path>) -> Result<u32, OpenError> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+}
+
 impl Drop for SqliteStore {
     fn drop(&mut self) {
         self.writer.close();

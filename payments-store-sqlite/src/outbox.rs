@@ -8,7 +8,7 @@ use payments_core::event::{
     FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
-use payments_core::store::StoreError;
+use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
 use payments_core::Timestamp;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
@@ -17,7 +17,7 @@ use crate::codec::{self, opt_ts, text, ts, Cols};
 use crate::error::{db, is_unique_violation};
 
 const COLUMNS: &str = "seq, event_id, payment_id, project_id, status, kind, body, created_at, \
-    destination, state, attempts, max_attempts, next_attempt_at";
+    destination, state, attempts, max_attempts, next_attempt_at, lease_token";
 
 /// Inserts an outbox row; a reused event id is `Duplicate`.
 pub(crate) fn insert(conn: &Connection, e: &OutboxEvent) -> Result<(), StoreError> {
@@ -73,13 +73,15 @@ fn event_from_row(row: &Row<'_>) -> Result<OutboxEvent, StoreError> {
     })
 }
 
-/// Claims due pending events, earliest first, and moves them to `now + lease`.
+/// Claims due pending events, earliest first, moves them to `now + lease` and increments their
+/// lease tokens. Runs on the one writer connection, inside its transaction, so no other claim
+/// can interleave.
 pub(crate) fn claim_due(
     conn: &Connection,
     now: Timestamp,
     limit: usize,
     lease: Duration,
-) -> Result<Vec<OutboxEvent>, StoreError> {
+) -> Result<Vec<ClaimedEvent>, StoreError> {
     let mut claimed = Vec::new();
     let mut seqs = Vec::new();
     {
@@ -95,12 +97,19 @@ pub(crate) fn claim_due(
             .map_err(db)?;
         while let Some(row) = rows.next().map_err(db)? {
             seqs.push(row.get::<_, i64>("seq").map_err(db)?);
-            claimed.push(event_from_row(row)?);
+            let token = Cols::new(row).num::<u64>("lease_token")?;
+            claimed.push(ClaimedEvent {
+                event: event_from_row(row)?,
+                lease: LeaseToken::new(token.saturating_add(1)),
+            });
         }
     }
     let until = (now + lease).unix_millis();
     let mut lease_stmt = conn
-        .prepare_cached("UPDATE outbox_events SET next_attempt_at = ?1 WHERE seq = ?2")
+        .prepare_cached(
+            "UPDATE outbox_events SET next_attempt_at = ?1, lease_token = lease_token + 1 \
+             WHERE seq = ?2",
+        )
         .map_err(db)?;
     for seq in seqs {
         lease_stmt.execute(params![until, seq]).map_err(db)?;
@@ -108,13 +117,14 @@ pub(crate) fn claim_due(
     Ok(claimed)
 }
 
-/// Records an attempt and the event's next step.
+/// Records an attempt and, under the event's current lease token, the event's next step.
 pub(crate) fn record_attempt(
     conn: &Connection,
     event_id: EventId,
+    lease: LeaseToken,
     a: &DeliveryAttempt,
     next_attempt_at: Option<Timestamp>,
-) -> Result<(), StoreError> {
+) -> Result<AttemptRecorded, StoreError> {
     let id = event_id.to_string();
     let state = match (a.success, next_attempt_at) {
         (true, _) => DeliveryState::Delivered,
@@ -126,8 +136,18 @@ pub(crate) fn record_attempt(
     } else {
         None
     };
-    let updated = conn
-        .prepare_cached(
+    let current: Option<i64> = conn
+        .prepare_cached("SELECT lease_token FROM outbox_events WHERE event_id = ?1")
+        .map_err(db)?
+        .query_row([&id], |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    let Some(current) = current else {
+        return Err(StoreError::NotFound(format!("event {event_id}")));
+    };
+    let applied = u64::try_from(current).ok() == Some(lease.get());
+    if applied {
+        conn.prepare_cached(
             "UPDATE outbox_events SET attempts = max(attempts, ?1), state = ?2, \
              next_attempt_at = ?3 WHERE event_id = ?4",
         )
@@ -139,8 +159,6 @@ pub(crate) fn record_attempt(
             id
         ])
         .map_err(db)?;
-    if updated == 0 {
-        return Err(StoreError::NotFound(format!("event {event_id}")));
     }
     conn.prepare_cached(
         "INSERT INTO delivery_attempts (event_id, attempt, started_at, duration_ms, \
@@ -158,7 +176,11 @@ pub(crate) fn record_attempt(
         a.response_excerpt
     ])
     .map_err(db)?;
-    Ok(())
+    Ok(if applied {
+        AttemptRecorded::Applied
+    } else {
+        AttemptRecorded::Stale
+    })
 }
 
 fn attempt_from_row(row: &Row<'_>) -> Result<DeliveryAttempt, StoreError> {

@@ -8,7 +8,7 @@ use payments_core::cabinet::{
     SessionRecord, UserRecord,
 };
 use payments_core::event::{
-    DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
+    DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter,
 };
 use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
@@ -18,8 +18,9 @@ use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AdmitOutcome, AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, NonceUse,
-    OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
+    InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
+    Store, StoreError,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -105,7 +106,7 @@ impl OutboxStore for SqliteStore {
         now: Timestamp,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<OutboxEvent>, StoreError> {
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         self.write(move |c| outbox::claim_due(c, now, limit, lease))
             .await
     }
@@ -113,11 +114,12 @@ impl OutboxStore for SqliteStore {
     async fn record_attempt(
         &self,
         event_id: EventId,
+        lease: LeaseToken,
         attempt: &DeliveryAttempt,
         next_attempt_at: Option<Timestamp>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<AttemptRecorded, StoreError> {
         let attempt = attempt.clone();
-        self.write(move |c| outbox::record_attempt(c, event_id, &attempt, next_attempt_at))
+        self.write(move |c| outbox::record_attempt(c, event_id, lease, &attempt, next_attempt_at))
             .await
     }
 

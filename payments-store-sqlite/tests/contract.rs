@@ -26,7 +26,7 @@ async fn sqlite_meets_the_store_contract() {
     .await;
     assert_eq!(
         n.load(Ordering::Relaxed),
-        contract::checks::<SqliteStore>().len()
+        contract::checks::<SqliteStore>().len() + contract::shared_checks::<SqliteStore>().len()
     );
 }
 

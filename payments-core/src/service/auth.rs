@@ -19,6 +19,7 @@ use crate::clock::Timestamp;
 use crate::ids::{PaymentId, ProjectId};
 use crate::payment::Payment;
 use crate::project::{Merchant, Project, TokenRecord};
+use crate::ratelimit::{Gcra, RateDecision, RateLimiter};
 use crate::store::NonceUse;
 use crate::{ApiError, ErrorCode};
 
@@ -274,14 +275,16 @@ impl PaymentService {
     /// (headers that carry one value sent once, [`check_single_value_headers`], `400`; a body
     /// declared as JSON, [`check_content_type`], `415`; a signed request's `X-Request-ID`,
     /// `400`), token (and scope), IP
-    /// allow-list, then `rate_limit` (called with the project; it answers `429` when the
-    /// project is over its limit), then signature and digest. The nonce of a signed request
+    /// allow-list, then the project's rate limit (one request taken from `limiter` under the
+    /// project's [`Gcra`] rule at the service clock's `now`: `429 rate_limited` with
+    /// `Retry-After` when over it, `503` when the limiter's store fails), then signature and
+    /// digest. The nonce of a signed request
     /// travels in the returned [`Authenticated`] and is recorded by the operation that
     /// consumes it.
     pub async fn authenticate(
         &self,
         req: &AuthRequest<'_>,
-        rate_limit: impl FnOnce(&Project) -> Result<(), ApiError>,
+        limiter: &dyn RateLimiter,
     ) -> Result<Authenticated, ApiError> {
         let cfg = &self.auth;
         let store = &self.ports.store;
@@ -374,7 +377,20 @@ impl PaymentService {
         }
 
         // 3. Rate limit.
-        rate_limit(&project)?;
+        match limiter
+            .acquire(project.id, Gcra::new(project.rate_limit), now)
+            .await?
+        {
+            RateDecision::Allowed => {}
+            RateDecision::Limited { retry_after } => {
+                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+                return Err(ApiError::new(
+                    ErrorCode::RateLimited,
+                    "the project's request rate limit is exceeded",
+                )
+                .with_retry_after(secs.max(1)));
+            }
+        }
 
         // 4. Signature and digest, then 5. the nonce.
         let needs_signature = match req.endpoint {

@@ -24,7 +24,7 @@ use crate::payment::Payment;
 use crate::project::{AuditRecord, Merchant, Project};
 use crate::provider::{RateSource, RequisiteProvider};
 use crate::random::RandomSource;
-use crate::store::{NonceUse, PaymentChange, Store, StoreError};
+use crate::store::{AttemptRecorded, ClaimedEvent, NonceUse, PaymentChange, Store, StoreError};
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
@@ -438,19 +438,21 @@ impl PaymentService {
             .next_attempt_at(attempt.attempt, attempt.started_at)
     }
 
-    /// Records a delivery attempt of `event` with the time of the next one
-    /// ([`next_attempt_at`](Self::next_attempt_at)), and returns that time.
+    /// Records a delivery attempt of a claimed event with the time of the next one
+    /// ([`next_attempt_at`](Self::next_attempt_at)) under the claim's lease token: when the
+    /// event was claimed again meanwhile (the lease ran out during the attempt), only the
+    /// attempt is recorded and the newer holder's schedule stands
+    /// ([`AttemptRecorded::Stale`]).
     pub async fn record_attempt(
         &self,
-        event: &OutboxEvent,
+        claimed: &ClaimedEvent,
         attempt: &DeliveryAttempt,
-    ) -> Result<Option<Timestamp>, StoreError> {
-        let next = self.next_attempt_at(event, attempt);
+    ) -> Result<AttemptRecorded, StoreError> {
+        let next = self.next_attempt_at(&claimed.event, attempt);
         self.ports
             .store
-            .record_attempt(event.event.event_id, attempt, next)
-            .await?;
-        Ok(next)
+            .record_attempt(claimed.event.event.event_id, claimed.lease, attempt, next)
+            .await
     }
 
     /// Applies a trigger with the state machine and commits it, re-reading and retrying when

@@ -1,6 +1,8 @@
 //! Payment operations (operator actions, sandbox test helpers) and the lifecycle sweep
 //! (expiry, stuck creates). Every one goes through the one transition function.
 
+use std::time::Duration;
+
 use super::{Authenticated, PaymentService};
 use crate::amount::Amount;
 use crate::event::OutboxEvent;
@@ -183,6 +185,15 @@ impl PaymentService {
     pub async fn purge_nonces(&self) -> Result<u64, ApiError> {
         let now = self.ports.clock.now();
         Ok(self.ports.store.purge_nonces(now).await?)
+    }
+
+    /// Whether this process takes the turn of the periodic background `task` for the next
+    /// `period` ([`Store::take_turn`](crate::store::Store::take_turn)): with several nodes on
+    /// one database, one of them sweeps (or purges) per period, and if it stops, another takes
+    /// over after the period.
+    pub async fn take_turn(&self, task: &str, period: Duration) -> Result<bool, ApiError> {
+        let now = self.ports.clock.now();
+        Ok(self.ports.store.take_turn(task, now, now + period).await?)
     }
 
     /// One pass of the lifecycle sweeper: cancels `processing` payments whose lifetime ran out

@@ -121,7 +121,9 @@ impl TestCaller {
             peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
             payment: None,
         };
-        service.authenticate(&request, |_| Ok(())).await
+        service
+            .authenticate(&request, &crate::ratelimit::Unlimited)
+            .await
     }
 
     /// A signed create through authentication: `POST /api/v1/payments` with `body`.

@@ -13,7 +13,7 @@ use crate::cabinet::{
 };
 use crate::clock::Timestamp;
 use crate::event::{
-    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
+    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter,
 };
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
@@ -21,8 +21,8 @@ use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use crate::store::{
-    AuditStore, DirectoryStore, InsertOutcome, NonceStore, NonceUse, OutboxStore, PaymentChange,
-    PaymentStore, Store, StoreError,
+    AttemptRecorded, AuditStore, ClaimedEvent, DirectoryStore, InsertOutcome, LeaseToken,
+    NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
 };
 use crate::SecretString;
 
@@ -38,6 +38,8 @@ struct State {
     by_merchant_id: HashMap<(ProjectId, MerchantPaymentId), PaymentId>,
     nonces: HashMap<(ProjectId, String), Timestamp>,
     events: Vec<EventRecord>,
+    /// The current lease token of each event in `events` (same index).
+    leases: Vec<u64>,
     merchants: BTreeMap<MerchantId, Merchant>,
     projects: BTreeMap<ProjectId, Project>,
     tokens: Vec<TokenRecord>,
@@ -93,6 +95,7 @@ impl State {
                 outbox: ev.clone(),
                 attempts: Vec::new(),
             });
+            self.leases.push(0);
         }
         if let Some(a) = &change.audit {
             self.audit.push(a.clone());
@@ -232,7 +235,7 @@ impl OutboxStore for MemoryStore {
         now: Timestamp,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<OutboxEvent>, StoreError> {
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let mut st = self.lock();
         let mut due: Vec<usize> = st
             .events
@@ -248,8 +251,13 @@ impl OutboxStore for MemoryStore {
         due.truncate(limit);
         let mut claimed = Vec::with_capacity(due.len());
         for i in due {
+            st.leases[i] += 1;
+            let token = LeaseToken::new(st.leases[i]);
             let ev = &mut st.events[i].outbox;
-            claimed.push(ev.clone());
+            claimed.push(ClaimedEvent {
+                event: ev.clone(),
+                lease: token,
+            });
             ev.next_attempt_at = Some(now + lease);
         }
         Ok(claimed)
@@ -258,16 +266,22 @@ impl OutboxStore for MemoryStore {
     async fn record_attempt(
         &self,
         event_id: EventId,
+        lease: LeaseToken,
         attempt: &DeliveryAttempt,
         next_attempt_at: Option<Timestamp>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<AttemptRecorded, StoreError> {
         let mut st = self.lock();
-        let rec = st
+        let i = st
             .events
-            .iter_mut()
-            .find(|e| e.outbox.event.event_id == event_id)
+            .iter()
+            .position(|e| e.outbox.event.event_id == event_id)
             .ok_or_else(|| StoreError::NotFound(format!("event {event_id}")))?;
+        let current = st.leases[i] == lease.get();
+        let rec = &mut st.events[i];
         rec.attempts.push(attempt.clone());
+        if !current {
+            return Ok(AttemptRecorded::Stale);
+        }
         rec.outbox.attempts = rec.outbox.attempts.max(attempt.attempt);
         rec.outbox.next_attempt_at = next_attempt_at;
         rec.outbox.state = match (attempt.success, next_attempt_at) {
@@ -278,7 +292,7 @@ impl OutboxStore for MemoryStore {
         if rec.outbox.state != DeliveryState::Pending {
             rec.outbox.next_attempt_at = None;
         }
-        Ok(())
+        Ok(AttemptRecorded::Applied)
     }
 
     async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError> {

@@ -51,6 +51,11 @@ pub struct CommonArgs {
     #[arg(long, global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
+    /// PostgreSQL instead of the data dir's SQLite (postgres://user:password@host:port/db;
+    /// also PAYMENTS_DATABASE_URL, which keeps the password out of the process list).
+    #[arg(long, global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
 }
 
 /// Loads the settings: the defaults, the `--config` file, `PAYMENTS_*` variables, then `flags`

@@ -9,6 +9,10 @@ use crate::cabinet::{
 };
 use crate::ids::{SessionId, UserId};
 
+/// The lease token of an event no dispatcher has claimed yet (these checks record attempts
+/// without claiming).
+const UNCLAIMED: crate::store::LeaseToken = crate::store::LeaseToken::new(0);
+
 /// Every check of the cabinet part of the suite with its name, in a stable order.
 pub fn cabinet_checks<S: Store + CabinetStore>() -> Vec<Check<S>> {
     vec![
@@ -778,7 +782,7 @@ pub async fn cabinet_find_events<S: Store + CabinetStore>(store: &S) {
     // All three are queued at the payments' update time (T0): equal times order by event id.
     let a = attempt(1, true, Some(200), None);
     store
-        .record_attempt(e2.event.event_id, &a, None)
+        .record_attempt(e2.event.event_id, UNCLAIMED, &a, None)
         .await
         .expect("record");
     let query = |f: &dyn Fn(&mut EventQuery)| {

@@ -10,6 +10,10 @@
 //!
 //! A store that also implements the web cabinet's [`CabinetStore`](crate::cabinet::CabinetStore)
 //! runs [`run_cabinet`] (or [`run_cabinet_async`]; the checks are [`cabinet_checks`]).
+//! The [`shared_checks`] race several handles on one database (concurrent claims, a stale lease
+//! token, concurrent identical creates); [`run_all`] runs them with one store as every handle,
+//! and an adapter with separate handles (connection pools, nodes) runs them with
+//! [`run_shared_async`] too.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,7 +44,8 @@ use crate::project::{
 };
 use crate::settlement::{Course, FeePercent, Pricing};
 use crate::store::{
-    AdmitOutcome, AuthLookup, InsertOutcome, NonceUse, PaymentChange, Store, StoreError,
+    AdmitOutcome, AttemptRecorded, AuthLookup, ClaimedEvent, InsertOutcome, NonceUse,
+    PaymentChange, Store, StoreError,
 };
 
 /// 2026-10-01T00:00:00Z: the fixed "now" of the suite.
@@ -99,6 +104,47 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
     ]
 }
 
+/// A boxed check future borrowing several handles on one database.
+pub type SharedCheckFuture<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// A named check over several handles on one fresh database (separate connection pools, or
+/// the same store several times for a store with one handle): the checks of races between
+/// nodes.
+pub type SharedCheck<S> = (
+    &'static str,
+    for<'a> fn(&'a [&'a S]) -> SharedCheckFuture<'a>,
+);
+
+/// The checks over several handles, in a stable order. [`run_all`] runs them with one store
+/// as every handle; an adapter whose handles are separate (pools, processes) also runs them
+/// with [`run_shared_async`].
+pub fn shared_checks<S: Store>() -> Vec<SharedCheck<S>> {
+    vec![
+        ("concurrent_claims", |h| Box::pin(concurrent_claims(h))),
+        ("stale_lease_token", |h| Box::pin(stale_lease_token(h))),
+        ("concurrent_identical_creates", |h| {
+            Box::pin(concurrent_identical_creates(h))
+        }),
+    ]
+}
+
+/// Runs every shared check against the handles `make` returns, all on one fresh, empty
+/// database per check (at least one handle).
+pub async fn run_shared_async<S, F, Fut>(make: F)
+where
+    S: Store,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Vec<S>>,
+{
+    for (name, check) in shared_checks::<S>() {
+        let handles = make().await;
+        assert!(!handles.is_empty(), "run_shared_async needs a handle");
+        let refs: Vec<&S> = handles.iter().collect();
+        println!("store contract (shared, {} handles): {name}", refs.len());
+        check(&refs).await;
+    }
+}
+
 /// Runs every check, each against a fresh store from `make`.
 ///
 /// For a store whose setup awaits (a connection pool, migrations), use [`run_all_async`].
@@ -129,6 +175,11 @@ where
         println!("store contract: {name}");
         check(&store).await;
     }
+    for (name, check) in shared_checks::<S>() {
+        let store = make().await;
+        println!("store contract: {name} (one handle three times)");
+        check(&[&store, &store, &store]).await;
+    }
 }
 
 mod cabinet;
@@ -137,6 +188,7 @@ mod directory;
 mod operations;
 mod outbox;
 mod payments;
+mod ratelimit;
 
 pub use cabinet::*;
 pub use data::*;
@@ -144,6 +196,7 @@ pub use directory::*;
 pub use operations::*;
 pub use outbox::*;
 pub use payments::*;
+pub use ratelimit::*;
 
 #[cfg(test)]
 mod tests {
@@ -158,5 +211,11 @@ mod tests {
     #[test]
     fn the_memory_store_meets_the_cabinet_contract() {
         futures_executor::block_on(run_cabinet(MemoryStore::new));
+    }
+
+    #[test]
+    fn the_local_rate_limiter_meets_the_contract() {
+        let limiter = crate::ratelimit::LocalRateLimiter::new();
+        futures_executor::block_on(rate_limiter(&[&limiter, &limiter, &limiter]));
     }
 }

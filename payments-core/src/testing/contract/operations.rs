@@ -5,6 +5,10 @@ use super::*;
 use crate::event::FailedEventFilter;
 use crate::project::OperatorTokenRecord;
 
+/// The lease token of an event no dispatcher has claimed yet (these checks record attempts
+/// without claiming).
+const UNCLAIMED: crate::store::LeaseToken = crate::store::LeaseToken::new(0);
+
 /// A `processing` payment `n` of `project` with an automatic event for `destination`, queued at
 /// `queued` and due then.
 async fn queue_for<S: Store>(
@@ -41,7 +45,7 @@ async fn queue_for<S: Store>(
 async fn fail<S: Store>(store: &S, ev: &OutboxEvent, error: &str) -> DeliveryAttempt {
     let a = attempt(1, false, Some(503), Some(error));
     store
-        .record_attempt(ev.event.event_id, &a, None)
+        .record_attempt(ev.event.event_id, UNCLAIMED, &a, None)
         .await
         .expect("record_attempt");
     a
@@ -50,7 +54,12 @@ async fn fail<S: Store>(store: &S, ev: &OutboxEvent, error: &str) -> DeliveryAtt
 /// Ends `ev` as delivered.
 async fn deliver<S: Store>(store: &S, ev: &OutboxEvent) {
     store
-        .record_attempt(ev.event.event_id, &attempt(1, true, Some(200), None), None)
+        .record_attempt(
+            ev.event.event_id,
+            UNCLAIMED,
+            &attempt(1, true, Some(200), None),
+            None,
+        )
         .await
         .expect("record_attempt");
 }

@@ -639,3 +639,80 @@ pub async fn admit_create<S: Store>(store: &S) {
     );
     assert_eq!(store.payment(p2.id).await.expect("payment"), Some(p2));
 }
+
+/// Fifty concurrent creates of one merchant payment id, each with its own nonce and candidate,
+/// spread over the handles, store exactly one payment: every other create gets it back. One
+/// nonce sent through every handle at once is accepted once.
+pub async fn concurrent_identical_creates<S: Store>(handles: &[&S]) {
+    let a = project_id(1);
+    let mpid = MerchantPaymentId::parse("same-order").expect("valid");
+    let nonces: Vec<String> = (0..50).map(|i| format!("nonce-{i}")).collect();
+    let candidates: Vec<Payment> = (0..50)
+        .map(|i| sample_payment(payment_id(1000 + i), a, "same-order"))
+        .collect();
+    let outcomes = join_all((0..50).map(|i| {
+        let store = handles[i % handles.len()];
+        store.admit_create(
+            Some(NonceUse {
+                project: a,
+                nonce: &nonces[i],
+                now: T0,
+                expires_at: T0 + ms(60_000),
+            }),
+            a,
+            &mpid,
+            Some(&candidates[i]),
+        )
+    }))
+    .await;
+    let mut winner = None;
+    for (i, outcome) in outcomes.iter().enumerate() {
+        if outcome == &Ok(AdmitOutcome::Inserted) {
+            assert!(winner.is_none(), "two creates stored a payment");
+            winner = Some(candidates[i].clone());
+        }
+    }
+    let winner = winner.expect("one create stores the payment");
+    for outcome in outcomes {
+        match outcome.expect("admit_create") {
+            AdmitOutcome::Inserted => {}
+            AdmitOutcome::Existing(p) => assert_eq!(p, winner),
+            other => panic!("a fresh nonce and a taken id must be Existing, got {other:?}"),
+        }
+    }
+    for h in handles {
+        assert_eq!(
+            h.payment_by_merchant_id(a, &mpid).await.expect("lookup"),
+            Some(winner.clone())
+        );
+    }
+
+    let other = MerchantPaymentId::parse("one-nonce").expect("valid");
+    let same_nonce: Vec<Payment> = (0..12)
+        .map(|i| sample_payment(payment_id(2000 + i), a, "one-nonce"))
+        .collect();
+    let outcomes = join_all((0..12).map(|i| {
+        handles[i % handles.len()].admit_create(
+            Some(NonceUse {
+                project: a,
+                nonce: "shared-nonce",
+                now: T0,
+                expires_at: T0 + ms(60_000),
+            }),
+            a,
+            &other,
+            Some(&same_nonce[i]),
+        )
+    }))
+    .await;
+    let admitted = outcomes
+        .into_iter()
+        .map(|o| o.expect("admit_create"))
+        .filter(|o| *o != AdmitOutcome::Replayed)
+        .count();
+    assert_eq!(admitted, 1, "one nonce is accepted once across handles");
+    assert_eq!(
+        handles[0].count_by_status().await.expect("count"),
+        vec![(PaymentStatus::Created, 2)]
+    );
+}

@@ -1,0 +1,68 @@
+//! Errors: connecting and migrating, and the mapping of PostgreSQL failures to [`StoreError`].
+
+use payments_core::store::StoreError;
+use tokio_postgres::error::SqlState;
+
+/// Why [`PgStore::connect`](crate::PgStore::connect) or [`migrate`](crate::migrate) failed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The database URL does not parse.
+    #[error("database URL: {0}")]
+    Url(String),
+    /// The database could not be reached or refused the connection.
+    #[error("cannot connect to the database: {0}")]
+    Connect(String),
+    /// Another node held the migration lock for longer than the wait allowed.
+    #[error("another node is migrating the database and did not finish within {0:?}; try again")]
+    LockTimeout(std::time::Duration),
+    /// The database was migrated by a newer build; this build will not touch it.
+    #[error(
+        "the database has schema version {found}, newer than the version {supported} this \
+         build supports; run a newer build"
+    )]
+    NewerSchema {
+        /// The version recorded in the database.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
+    /// A migration failed (it was rolled back).
+    #[error("migration: {0}")]
+    Migration(String),
+}
+
+/// Maps a database failure. Lost connections, timeouts, cancellations, overload, a database
+/// shutting down and serialization or deadlock aborts are "not now" (`Unavailable`, `503`);
+/// data that does not convert is `Corrupt`.
+pub(crate) fn db(e: tokio_postgres::Error) -> StoreError {
+    if let Some(code) = e.code() {
+        if *code == SqlState::DATA_CORRUPTED || *code == SqlState::INDEX_CORRUPTED {
+            return StoreError::Corrupt(e.to_string());
+        }
+        let detail = e.as_db_error().map_or_else(
+            || e.to_string(),
+            |d| format!("{}: {}", d.code().code(), d.message()),
+        );
+        return StoreError::Unavailable(format!("database: {detail}"));
+    }
+    if e.is_closed() {
+        return StoreError::Unavailable("the database connection was closed".into());
+    }
+    let text = e.to_string();
+    if text.contains("error deserializing") || text.contains("invalid column") {
+        return StoreError::Corrupt(text);
+    }
+    StoreError::Unavailable(format!("database: {text}"))
+}
+
+/// The name of the unique constraint `e` violated, if it is a unique violation.
+pub(crate) fn unique_violation(e: &tokio_postgres::Error) -> Option<&str> {
+    let d = e.as_db_error()?;
+    (*d.code() == SqlState::UNIQUE_VIOLATION).then(|| d.constraint().unwrap_or(""))
+}
+
+/// A stored value that does not decode.
+pub(crate) fn corrupt(what: &str, value: impl std::fmt::Debug) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {value:?}"))
+}

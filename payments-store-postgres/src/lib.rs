@@ -1,0 +1,213 @@
+//! The PostgreSQL store: implements the `payments-core` store traits on one PostgreSQL
+//! database shared by any number of stateless `payments-server` nodes.
+//!
+//! Everything a node must share lives in the database and is decided there: the unique
+//! `merchant_payment_id` and nonce per project (unique keys; `ON CONFLICT`), optimistic
+//! concurrency on payment versions, a status change with its outbox row and audit record in
+//! one transaction, outbox claims that never hand one event to two dispatchers (`FOR UPDATE
+//! SKIP LOCKED` inside a CTE) with a lease fencing token, turns of background work, and the
+//! per-project rate limit ([`PgRateLimiter`], one GCRA row per project in an UNLOGGED table).
+//!
+//! Transactions run at READ COMMITTED (an "insert, conflict, read the existing row" needs the
+//! fresh snapshot of each statement) and take their locks in one order (nonce, payment,
+//! outbox), so concurrent creates cannot deadlock. Commits are durable
+//! (`synchronous_commit = on` on every connection): a `201` is a promise.
+//!
+//! Connections come from a `deadpool-postgres` pool with bounded waits (a full pool or an
+//! unreachable database is [`StoreError::Unavailable`], `503`), TCP keepalives and
+//! `tcp_user_timeout` (a dead peer after a failover is noticed in seconds, not at the kernel's
+//! default of hours), and a maximum connection age (old connections are retired). Statements
+//! are prepared once per connection (`prepare_cached`).
+//!
+//! Migrations are embedded and applied by [`PgStore::connect`] (or [`migrate`]) under an
+//! advisory lock with a bounded wait, so nodes starting together apply them once.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::fmt;
+use std::time::Duration;
+
+use deadpool_postgres::{
+    Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use payments_core::store::StoreError;
+use tokio_postgres::NoTls;
+
+mod codec;
+mod directory;
+mod error;
+mod outbox;
+mod payments;
+mod ratelimit;
+mod schema;
+mod store;
+
+pub use error::OpenError;
+pub use ratelimit::PgRateLimiter;
+pub use schema::{migrate, SCHEMA_VERSION};
+
+/// Options of [`PgStore::connect`].
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Connections in this node's pool. Keep `nodes x pool_size` well under the server's
+    /// `max_connections`. 16 by default.
+    pub pool_size: usize,
+    /// How long a request waits for a free connection before it fails as unavailable. 2 s by
+    /// default.
+    pub wait_timeout: Duration,
+    /// How long opening a new connection may take. 2 s by default.
+    pub connect_timeout: Duration,
+    /// Connections older than this are closed when returned and replaced by new ones. 30 min
+    /// by default.
+    pub max_lifetime: Duration,
+    /// TCP keepalive idle time; probes follow every `keepalive_idle / 3`. 10 s by default.
+    pub keepalive_idle: Duration,
+    /// How long sent data may stay unacknowledged before the connection is dropped
+    /// (`TCP_USER_TIMEOUT`). 10 s by default.
+    pub tcp_user_timeout: Duration,
+    /// Longest a statement may run (`statement_timeout`). 30 s by default.
+    pub statement_timeout: Duration,
+    /// How long [`PgStore::connect`] waits for another node's migration (the advisory lock)
+    /// before giving up. 60 s by default.
+    pub migration_lock_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 16,
+            wait_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(2),
+            max_lifetime: Duration::from_secs(30 * 60),
+            keepalive_idle: Duration::from_secs(10),
+            tcp_user_timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(30),
+            migration_lock_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The PostgreSQL store: a connection pool over one database. Cloning shares the pool.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.pool.status();
+        f.debug_struct("PgStore")
+            .field("max_size", &status.max_size)
+            .field("size", &status.size)
+            .field("available", &status.available)
+            .finish()
+    }
+}
+
+/// The connection settings of `url` with the options' timeouts and session settings.
+pub(crate) fn pg_config(
+    url: &str,
+    options: &PgOptions,
+) -> Result<tokio_postgres::Config, OpenError> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e: tokio_postgres::Error| OpenError::Url(e.to_string()))?;
+    if config.get_application_name().is_none() {
+        config.application_name("payments-server");
+    }
+    let session = format!(
+        "-c synchronous_commit=on -c default_transaction_isolation=read\\ committed \
+         -c statement_timeout={} -c idle_in_transaction_session_timeout=60000",
+        options.statement_timeout.as_millis()
+    );
+    let options_text = match config.get_options() {
+        Some(existing) => format!("{existing} {session}"),
+        None => session,
+    };
+    config
+        .options(options_text)
+        .connect_timeout(options.connect_timeout)
+        .keepalives(true)
+        .keepalives_idle(options.keepalive_idle)
+        .keepalives_interval((options.keepalive_idle / 3).max(Duration::from_secs(1)))
+        .keepalives_retries(3)
+        .tcp_user_timeout(options.tcp_user_timeout);
+    Ok(config)
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`), applies
+    /// the embedded migrations (under an advisory lock, waiting at most
+    /// [`PgOptions::migration_lock_timeout`] for another node's) and returns the store. A
+    /// database written by a newer build is refused ([`OpenError::NewerSchema`]).
+    pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, OpenError> {
+        let config = pg_config(url, &options)?;
+        schema::migrate_with(&config, options.migration_lock_timeout).await?;
+        let store = Self::pool_only(config, &options)?;
+        // One connection up front: a wrong password or a missing database fails here.
+        drop(
+            store
+                .client()
+                .await
+                .map_err(|e| OpenError::Connect(e.to_string()))?,
+        );
+        Ok(store)
+    }
+
+    fn pool_only(
+        config: tokio_postgres::Config,
+        options: &PgOptions,
+    ) -> Result<PgStore, OpenError> {
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let max_lifetime = options.max_lifetime;
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .wait_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .runtime(Runtime::Tokio1)
+            .pre_recycle(Hook::sync_fn(move |_, metrics| {
+                if metrics.age() > max_lifetime {
+                    Err(HookError::message("the connection reached its maximum age"))
+                } else {
+                    Ok(())
+                }
+            }))
+            .build()
+            .map_err(|e| OpenError::Connect(e.to_string()))?;
+        Ok(PgStore { pool })
+    }
+
+    /// A pooled connection, or [`StoreError::Unavailable`] when none comes in time.
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// The global rate limiter over this store's pool.
+    pub fn rate_limiter(&self) -> PgRateLimiter {
+        PgRateLimiter::new(self.clone())
+    }
+
+    /// Closes the pool: connections are closed as they are returned; later calls fail as
+    /// unavailable.
+    pub fn close(&self) {
+        self.pool.close();
+    }
+}
+
+/// A pool failure: every kind of it means "not now" to the caller.
+fn pool_error(e: PoolError) -> StoreError {
+    match e {
+        PoolError::Timeout(kind) => StoreError::Unavailable(format!(
+            "no database connection within the pool's time limit ({kind:?})"
+        )),
+        PoolError::Closed => StoreError::Unavailable("the store is closed".into()),
+        other => StoreError::Unavailable(format!("database connection: {other}")),
+    }
+}

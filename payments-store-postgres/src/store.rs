@@ -1,0 +1,424 @@
+//! The store traits on [`PgStore`]: each call takes a pooled connection; calls that write more
+//! than one row run in one READ COMMITTED transaction, taking locks in one order (nonce,
+//! payment, outbox).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use payments_core::event::{DeliveryAttempt, EventRecord};
+use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use payments_core::project::{
+    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
+};
+use payments_core::store::{
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
+    InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
+    Store, StoreError,
+};
+use payments_core::{SecretString, Timestamp};
+
+use crate::error::db;
+use crate::{directory, outbox, payments, PgStore};
+
+/// Expired nonces deleted per statement.
+const NONCE_PURGE_CHUNK: usize = 5_000;
+
+/// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
+/// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
+/// it back. Every statement's result is checked before the commit.
+macro_rules! in_transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut client = $store.client().await?;
+        let $tx = client.transaction().await.map_err(db)?;
+        let result = $body;
+        match result {
+            Ok(value) => {
+                $tx.commit().await.map_err(db)?;
+                Ok(value)
+            }
+            Err(e) => Err(e),
+        }
+    }};
+}
+
+#[async_trait]
+impl PaymentStore for PgStore {
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        let client = self.client().await?;
+        payments::insert(&client, payment).await
+    }
+
+    async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
+        let client = self.client().await?;
+        payments::by_id(&client, id).await
+    }
+
+    async fn payment_by_merchant_id(
+        &self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        let client = self.client().await?;
+        payments::by_merchant_id(&client, project, merchant_payment_id).await
+    }
+
+    /// A change without an event or audit record is one statement (autocommit, durable); with
+    /// them, one transaction.
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        if change.event.is_none() && change.audit.is_none() {
+            let client = self.client().await?;
+            return payments::commit_change(&client, change).await;
+        }
+        in_transaction!(self, |tx| payments::commit_change(&tx, change).await)
+    }
+
+    async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
+        let client = self.client().await?;
+        payments::due(&client, now, limit).await
+    }
+
+    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
+        let client = self.client().await?;
+        payments::count_by_status(&client).await
+    }
+}
+
+#[async_trait]
+impl NonceStore for PgStore {
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        payments::use_nonce(&client, project, nonce, now, expires_at).await
+    }
+
+    /// In chunks of [`NONCE_PURGE_CHUNK`], each its own statement (short locks), and with
+    /// `SKIP LOCKED`: purges on several nodes delete disjoint rows.
+    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let mut total = 0;
+        loop {
+            let n = payments::purge_nonces(&client, now, NONCE_PURGE_CHUNK).await?;
+            total += n;
+            if n < NONCE_PURGE_CHUNK as u64 {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl OutboxStore for PgStore {
+    async fn claim_due_events(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let client = self.client().await?;
+        outbox::claim_due(&client, now, limit, lease).await
+    }
+
+    async fn record_attempt(
+        &self,
+        event_id: EventId,
+        lease: LeaseToken,
+        attempt: &DeliveryAttempt,
+        next_attempt_at: Option<Timestamp>,
+    ) -> Result<AttemptRecorded, StoreError> {
+        in_transaction!(self, |tx| outbox::record_attempt(
+            &tx,
+            event_id,
+            lease,
+            attempt,
+            next_attempt_at
+        )
+        .await)
+    }
+
+    async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError> {
+        // Events and their attempts from one snapshot.
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db)?;
+        let records = outbox::for_payment(&tx, payment).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(records)
+    }
+
+    async fn pending_events(&self) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        outbox::pending(&client).await
+    }
+}
+
+#[async_trait]
+impl DirectoryStore for PgStore {
+    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        directory::put_merchant(&client, merchant).await
+    }
+
+    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+        let client = self.client().await?;
+        directory::merchant(&client, id).await
+    }
+
+    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
+        let client = self.client().await?;
+        directory::merchants(&client).await
+    }
+
+    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| directory::put_project(&tx, project).await)
+    }
+
+    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
+        let client = self.client().await?;
+        directory::project(&client, id).await
+    }
+
+    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        let client = self.client().await?;
+        directory::projects(&client).await
+    }
+
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        directory::insert_token(&client, token).await
+    }
+
+    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::token_by_hash(&client, hash).await
+    }
+
+    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::tokens(&client, project).await
+    }
+
+    async fn revoke_token(
+        &self,
+        project: ProjectId,
+        id: TokenId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        directory::revoke_token(&client, project, id, at).await
+    }
+
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        directory::insert_key(&client, key).await
+    }
+
+    async fn key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::key(&client, project, keyid).await
+    }
+
+    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::keys(&client, project).await
+    }
+
+    /// One query over the keys table instead of one read per project.
+    async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
+        let client = self.client().await?;
+        directory::active_key_projects(&client, keyid).await
+    }
+
+    /// One connection and one snapshot for the token, project, merchant and key.
+    async fn auth_lookup(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+    ) -> Result<AuthLookup, StoreError> {
+        let client = self.client().await?;
+        directory::auth_lookup(&client, hash, keyid).await
+    }
+
+    async fn revoke_key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        directory::revoke_key(&client, project, keyid, at).await
+    }
+
+    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::secrets(&client, project).await
+    }
+
+    async fn add_callback_secret(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| directory::add_secret(&tx, project, secret).await)
+    }
+
+    async fn add_callback_secret_if_none(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<Vec<SecretRecord>, StoreError> {
+        in_transaction!(self, |tx| directory::add_secret_if_none(
+            &tx, project, secret
+        )
+        .await)
+    }
+
+    async fn replace_callback_secret(
+        &self,
+        project: ProjectId,
+        old: &SecretString,
+        new: &SecretString,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        directory::replace_secret(&client, project, old, new).await
+    }
+
+    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        directory::setting(&client, name).await
+    }
+
+    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        directory::put_setting(&client, name, value).await
+    }
+}
+
+#[async_trait]
+impl AuditStore for PgStore {
+    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        directory::append_audit(&client, record).await
+    }
+
+    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::audit_records(&client, limit).await
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    /// Ready while the pool is open (whether the database answers shows in the next call).
+    fn is_ready(&self) -> bool {
+        !self.pool.is_closed()
+    }
+
+    /// The credentials' query and the payment's, sent together on one connection (pipelined:
+    /// one round trip).
+    async fn auth_lookup_with_payment(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+        id: PaymentId,
+    ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
+        let client = self.client().await?;
+        let (found, payment) = tokio::join!(
+            directory::auth_lookup(&client, hash, keyid),
+            payments::by_id(&client, id)
+        );
+        let found = found?;
+        let payment = match found.token {
+            Some(_) => payment?,
+            None => None,
+        };
+        Ok((found, payment))
+    }
+
+    async fn take_turn(
+        &self,
+        task: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        directory::take_turn(&client, task, now, until).await
+    }
+
+    /// One transaction: the key, then the change (nonce, payment, outbox in that order); a
+    /// failed change rolls the key back with it.
+    async fn commit_change_once(
+        &self,
+        key: NonceUse<'_>,
+        change: Option<&PaymentChange>,
+    ) -> Result<bool, StoreError> {
+        let Some(change) = change else {
+            let client = self.client().await?;
+            return Ok(!payments::nonce_live(&client, key.project, key.nonce, key.now).await?);
+        };
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        if !payments::use_nonce(&tx, key.project, key.nonce, key.now, key.expires_at).await? {
+            tx.rollback().await.map_err(db)?;
+            return Ok(false);
+        }
+        payments::commit_change(&tx, change).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+
+    /// One statement (atomic, durable at its autocommit): the nonce, then, only if it was
+    /// free, the insert whose unique key answers idempotency; a taken key is read in the next
+    /// statement (at READ COMMITTED it sees the winner). A replay writes nothing.
+    async fn admit_create(
+        &self,
+        nonce: Option<NonceUse<'_>>,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+        candidate: Option<&Payment>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let client = self.client().await?;
+        match (nonce, candidate) {
+            (None, None) => Ok(
+                match payments::by_merchant_id(&client, project, merchant_payment_id).await? {
+                    Some(existing) => AdmitOutcome::Existing(existing),
+                    None => AdmitOutcome::Free,
+                },
+            ),
+            (None, Some(p)) => Ok(match payments::insert(&client, p).await? {
+                InsertOutcome::Inserted => AdmitOutcome::Inserted,
+                InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
+            }),
+            (Some(n), None) => {
+                if !payments::use_nonce(&client, n.project, n.nonce, n.now, n.expires_at).await? {
+                    return Ok(AdmitOutcome::Replayed);
+                }
+                Ok(
+                    match payments::by_merchant_id(&client, project, merchant_payment_id).await? {
+                        Some(existing) => AdmitOutcome::Existing(existing),
+                        None => AdmitOutcome::Free,
+                    },
+                )
+            }
+            (Some(n), Some(p)) => match payments::admit(&client, n, p).await? {
+                None => Ok(AdmitOutcome::Replayed),
+                Some(InsertOutcome::Inserted) => Ok(AdmitOutcome::Inserted),
+                Some(InsertOutcome::Existing(existing)) => Ok(AdmitOutcome::Existing(existing)),
+            },
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The core's store contract suite against PostgreSQL: the same suite the memory and SQLite
+//! stores pass, then its races over three stores with separate pools on one database (three
+//! nodes), and the rate-limit check over three nodes' limiters.
+
+mod support;
+
+use payments_core::testing::contract;
+use payments_store_postgres::{PgRateLimiter, PgStore};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_meets_the_store_contract() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    contract::run_all_async(|| support::fresh_store(&base)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_on_one_database_meet_the_shared_checks() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    contract::run_shared_async(|| support::fresh_nodes(&base, 3)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_share_one_rate_limit() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    let nodes: Vec<PgStore> = support::fresh_nodes(&base, 3).await;
+    let limiters: Vec<PgRateLimiter> = nodes.iter().map(PgStore::rate_limiter).collect();
+    let refs: Vec<&PgRateLimiter> = limiters.iter().collect();
+    contract::rate_limiter(&refs).await;
+}

@@ -1,0 +1,184 @@
+//! PostgreSQL-specific behaviour beyond the contract suite: migrations applied once by nodes
+//! starting together, a newer schema refused, turns of background work across nodes, and an
+//! unreachable database answered as unavailable within the pool's limits.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use payments_core::store::{PaymentStore, Store, StoreError};
+use payments_core::testing::contract::{payment_id, T0};
+use payments_store_postgres::{migrate, OpenError, PgOptions, PgStore, SCHEMA_VERSION};
+
+async fn exec(url: &str, sql: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(connection);
+    client.batch_execute(sql).await.expect("execute");
+    drop(client);
+    let _ = task.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_starting_together_migrate_once() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    let url = support::fresh_schema(&base).await;
+    let starts = (0..6).map(|_| PgStore::connect(&url, support::options()));
+    for store in futures_util::future::join_all(starts).await {
+        store.expect("every node starts");
+    }
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(connection);
+    let rows = client
+        .query(
+            "SELECT version FROM schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .expect("read versions");
+    let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(
+        versions,
+        (1..=i32::try_from(SCHEMA_VERSION).expect("small")).collect::<Vec<_>>(),
+        "each migration applied once"
+    );
+    drop(client);
+    let _ = task.await;
+    // The migrate subcommand's function: nothing left to do.
+    assert_eq!(
+        migrate(&url, Duration::from_secs(5))
+            .await
+            .expect("migrate"),
+        (SCHEMA_VERSION, SCHEMA_VERSION)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_schema_is_refused_unless_it_only_expanded() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    let url = support::fresh_schema(&base).await;
+    drop(
+        PgStore::connect(&url, support::options())
+            .await
+            .expect("first start"),
+    );
+    let next = SCHEMA_VERSION + 1;
+    // A newer build's expand migration: this build keeps working.
+    exec(
+        &url,
+        &format!("INSERT INTO schema_migrations (version, min_reader) VALUES ({next}, 1)"),
+    )
+    .await;
+    PgStore::connect(&url, support::options())
+        .await
+        .expect("an expanded schema is still readable");
+    // A contract migration that needs the newer build: refused, nothing touched.
+    exec(
+        &url,
+        &format!(
+            "INSERT INTO schema_migrations (version, min_reader) VALUES ({}, {next})",
+            next + 1
+        ),
+    )
+    .await;
+    let err = PgStore::connect(&url, support::options())
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, OpenError::NewerSchema { found, supported } if found == next + 1 && supported == SCHEMA_VERSION),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_at_a_time_takes_a_turn() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    let nodes = support::fresh_nodes(&base, 3).await;
+    let until = T0 + Duration::from_secs(10);
+    let first =
+        futures_util::future::join_all(nodes.iter().map(|n| n.take_turn("sweep", T0, until))).await;
+    let taken = first
+        .into_iter()
+        .filter(|r| *r.as_ref().expect("turn"))
+        .count();
+    assert_eq!(taken, 1, "one of three nodes takes the turn");
+    assert!(!nodes[1]
+        .take_turn("sweep", until - Duration::from_millis(1), until)
+        .await
+        .expect("turn"));
+    // Another task has its own turns.
+    assert!(nodes[2]
+        .take_turn("nonce-purge", T0, until)
+        .await
+        .expect("turn"));
+    // When the turn ends, the next one goes to whoever asks first.
+    assert!(nodes[2]
+        .take_turn("sweep", until, until + Duration::from_secs(10))
+        .await
+        .expect("turn"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_unavailable_within_the_limits() {
+    // A port nobody listens on: connecting fails at once.
+    let err = PgStore::connect("postgres://postgres@127.0.0.1:1/none", PgOptions::default())
+        .await
+        .expect_err("nothing listens");
+    assert!(matches!(err, OpenError::Connect(_)), "{err:?}");
+
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    // A pool of one whose connection is held: the next call waits the pool's limit, then 503.
+    let url = support::fresh_schema(&base).await;
+    let store = PgStore::connect(
+        &url,
+        PgOptions {
+            pool_size: 1,
+            wait_timeout: Duration::from_millis(300),
+            ..PgOptions::default()
+        },
+    )
+    .await
+    .expect("connect");
+    // Another session locks the payments table; the store's one connection blocks on it.
+    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(connection);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE payments IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let blocked = {
+        let store = store.clone();
+        tokio::spawn(async move { store.payment(payment_id(1)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let err = store
+        .payment(payment_id(2))
+        .await
+        .expect_err("no connection within the wait");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "answered within the wait limit: {:?}",
+        started.elapsed()
+    );
+    locker.batch_execute("COMMIT").await.expect("unlock");
+    assert_eq!(blocked.await.expect("the blocked read ends"), Ok(None));
+    drop(locker);
+    let _ = task.await;
+    store.close();
+    assert!(!store.is_ready());
+}
