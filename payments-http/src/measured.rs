@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use payments_core::event::{
-    DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
-};
+use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
@@ -19,8 +17,9 @@ use payments_core::project::{
 };
 use payments_core::provider::{ProviderOutcome, RequisiteProvider, RequisiteRequest};
 use payments_core::store::{
-    AdmitOutcome, AuditStore, AuthLookup, DirectoryStore, InsertOutcome, NonceStore, NonceUse,
-    OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
+    InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
+    Store, StoreError,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -133,19 +132,20 @@ impl OutboxStore for MeasuredStore {
         now: Timestamp,
         limit: usize,
         lease: Duration,
-    ) -> Result<Vec<OutboxEvent>, StoreError> {
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         self.write(self.inner.claim_due_events(now, limit, lease))
             .await
     }
     async fn record_attempt(
         &self,
         event_id: EventId,
+        lease: LeaseToken,
         attempt: &DeliveryAttempt,
         next_attempt_at: Option<Timestamp>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<AttemptRecorded, StoreError> {
         self.write(
             self.inner
-                .record_attempt(event_id, attempt, next_attempt_at),
+                .record_attempt(event_id, lease, attempt, next_attempt_at),
         )
         .await
     }
@@ -325,6 +325,16 @@ impl Store for MeasuredStore {
     }
     async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
         self.write(self.inner.commit_resend(change)).await
+    }
+    // Without it, the default (always `true`) would run the sweeper and the nonce purge on
+    // every node of a shared store at once.
+    async fn take_turn(
+        &self,
+        task: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.write(self.inner.take_turn(task, now, until)).await
     }
     async fn auth_lookup_with_payment(
         &self,
