@@ -7,8 +7,8 @@ use deadpool_postgres::GenericClient;
 use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use payments_core::payment::Currency;
 use payments_core::project::{
-    AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, Project, RateLimit, SecretRecord,
-    TokenRecord,
+    AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, OperatorTokenRecord, Project,
+    RateLimit, SecretRecord, TokenRecord,
 };
 use payments_core::settlement::FeePercent;
 use payments_core::store::{AuthLookup, StoreError};
@@ -706,4 +706,112 @@ pub(crate) async fn take_turn<C: GenericClient>(
     )
     .await?;
     Ok(n == 1)
+}
+
+/// Deletes at most `limit` of the oldest audit records written before `before`, in one
+/// statement (rows another purge holds are skipped).
+pub(crate) async fn purge_audit<C: GenericClient>(
+    c: &C,
+    before: Timestamp,
+    limit: usize,
+) -> Result<u64, StoreError> {
+    execute(
+        c,
+        "DELETE FROM audit WHERE seq IN ( \
+           SELECT seq FROM audit WHERE at < $1 ORDER BY at, seq LIMIT $2 \
+           FOR UPDATE SKIP LOCKED)",
+        &[&before.unix_millis(), &codec::limit(limit)],
+    )
+    .await
+}
+
+// --- operator tokens -------------------------------------------------------------------------
+
+fn operator_token_from_row(row: &Row) -> Result<OperatorTokenRecord, StoreError> {
+    let c = Cols::new(row);
+    Ok(OperatorTokenRecord {
+        id: c.parsed("id")?,
+        name: c.text("name")?,
+        hash: c.bytes32("hash")?,
+        prefix: c.text("prefix")?,
+        created_at: c.ts("created_at")?,
+        expires_at: c.opt_ts("expires_at")?,
+    })
+}
+
+const OPERATOR_TOKEN_COLUMNS: &str = "id, name, hash, prefix, created_at, expires_at";
+
+/// Stores an operator token; a taken id or hash is `Duplicate`.
+pub(crate) async fn insert_operator_token<C: GenericClient>(
+    c: &C,
+    t: &OperatorTokenRecord,
+) -> Result<(), StoreError> {
+    let result = execute_raw(
+        c,
+        "INSERT INTO operator_tokens (id, name, hash, prefix, created_at, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            &t.id.to_string(),
+            &t.name,
+            &&t.hash[..],
+            &t.prefix,
+            &t.created_at.unix_millis(),
+            &t.expires_at.map(Timestamp::unix_millis),
+        ],
+    )
+    .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if unique_violation(&e).is_some() => {
+            Err(StoreError::Duplicate("operator token".into()))
+        }
+        Err(e) => Err(db(e)),
+    }
+}
+
+/// An operator token by the hash of the presented token, expired or not.
+pub(crate) async fn operator_token_by_hash<C: GenericClient>(
+    c: &C,
+    hash: &[u8; 32],
+) -> Result<Option<OperatorTokenRecord>, StoreError> {
+    query_opt(
+        c,
+        &format!("SELECT {OPERATOR_TOKEN_COLUMNS} FROM operator_tokens WHERE hash = $1"),
+        &[&&hash[..]],
+    )
+    .await?
+    .as_ref()
+    .map(operator_token_from_row)
+    .transpose()
+}
+
+/// Every operator token in issue order.
+pub(crate) async fn operator_tokens<C: GenericClient>(
+    c: &C,
+) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+    query(
+        c,
+        &format!("SELECT {OPERATOR_TOKEN_COLUMNS} FROM operator_tokens ORDER BY seq"),
+        &[],
+    )
+    .await?
+    .iter()
+    .map(operator_token_from_row)
+    .collect()
+}
+
+/// Ends a token's validity at `at` unless it ends earlier already.
+pub(crate) async fn expire_operator_token<C: GenericClient>(
+    c: &C,
+    id: TokenId,
+    at: Timestamp,
+) -> Result<bool, StoreError> {
+    let n = execute(
+        c,
+        "UPDATE operator_tokens SET expires_at = LEAST(coalesce(expires_at, $1), $1) \
+         WHERE id = $2",
+        &[&at.unix_millis(), &id.to_string()],
+    )
+    .await?;
+    Ok(n > 0)
 }

@@ -1,6 +1,6 @@
 //! Errors: connecting and migrating, and the mapping of PostgreSQL failures to [`StoreError`].
 
-use payments_core::store::StoreError;
+use payments_core::store::{StoreError, UnavailableCause};
 use tokio_postgres::error::SqlState;
 
 /// Why [`PgStore::connect`](crate::PgStore::connect) or [`migrate`](crate::migrate) failed.
@@ -33,8 +33,9 @@ pub enum OpenError {
 }
 
 /// Maps a database failure. Lost connections, timeouts, cancellations, overload, a database
-/// shutting down and serialization or deadlock aborts are "not now" (`Unavailable`, `503`);
-/// data that does not convert is `Corrupt`.
+/// shutting down and serialization or deadlock aborts are "not now" (`Unavailable`, `503`),
+/// the message starting with its [`UnavailableCause`] (`disk full: `, `locked: `, `io: `,
+/// `closed: `, `overloaded: `); data that does not convert is `Corrupt`.
 pub(crate) fn db(e: tokio_postgres::Error) -> StoreError {
     if let Some(code) = e.code() {
         if *code == SqlState::DATA_CORRUPTED || *code == SqlState::INDEX_CORRUPTED {
@@ -44,16 +45,49 @@ pub(crate) fn db(e: tokio_postgres::Error) -> StoreError {
             || e.to_string(),
             |d| format!("{}: {}", d.code().code(), d.message()),
         );
-        return StoreError::Unavailable(format!("database: {detail}"));
+        return cause_of(code).error(format_args!("database: {detail}"));
     }
     if e.is_closed() {
-        return StoreError::Unavailable("the database connection was closed".into());
+        return UnavailableCause::Closed.error("the database connection was closed");
     }
     let text = e.to_string();
     if text.contains("error deserializing") || text.contains("invalid column") {
         return StoreError::Corrupt(text);
     }
-    StoreError::Unavailable(format!("database: {text}"))
+    UnavailableCause::Other.error(format_args!("database: {text}"))
+}
+
+/// The cause of a failure by its SQLSTATE.
+fn cause_of(code: &SqlState) -> UnavailableCause {
+    let class = &code.code()[..2];
+    if *code == SqlState::DISK_FULL || *code == SqlState::OUT_OF_MEMORY {
+        UnavailableCause::DiskFull
+    } else if *code == SqlState::LOCK_NOT_AVAILABLE
+        || *code == SqlState::T_R_DEADLOCK_DETECTED
+        || *code == SqlState::T_R_SERIALIZATION_FAILURE
+    {
+        UnavailableCause::Locked
+    } else if *code == SqlState::IO_ERROR
+        || *code == SqlState::READ_ONLY_SQL_TRANSACTION
+        || *code == SqlState::INSUFFICIENT_PRIVILEGE
+        || class == "58"
+    {
+        UnavailableCause::Io
+    } else if class == "08"
+        || *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
+    {
+        UnavailableCause::Closed
+    } else if *code == SqlState::TOO_MANY_CONNECTIONS
+        || *code == SqlState::QUERY_CANCELED
+        || *code == SqlState::CONFIGURATION_LIMIT_EXCEEDED
+        || class == "53"
+    {
+        UnavailableCause::Overloaded
+    } else {
+        UnavailableCause::Other
+    }
 }
 
 /// The name of the unique constraint `e` violated, if it is a unique violation.

@@ -30,7 +30,7 @@ use std::time::Duration;
 use deadpool_postgres::{
     Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
 };
-use payments_core::store::StoreError;
+use payments_core::store::{StoreError, UnavailableCause};
 use tokio_postgres::NoTls;
 
 mod codec;
@@ -204,10 +204,11 @@ impl PgStore {
 /// A pool failure: every kind of it means "not now" to the caller.
 fn pool_error(e: PoolError) -> StoreError {
     match e {
-        PoolError::Timeout(kind) => StoreError::Unavailable(format!(
+        PoolError::Timeout(kind) => UnavailableCause::Overloaded.error(format_args!(
             "no database connection within the pool's time limit ({kind:?})"
         )),
-        PoolError::Closed => StoreError::Unavailable("the store is closed".into()),
-        other => StoreError::Unavailable(format!("database connection: {other}")),
+        PoolError::Closed => UnavailableCause::Closed.error("the store is closed"),
+        PoolError::Backend(e) => error::db(e),
+        other => UnavailableCause::Other.error(format_args!("database connection: {other}")),
     }
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 use payments_core::event::{
-    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, OutboxEvent,
+    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, FailedEvent,
+    FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
@@ -167,7 +168,8 @@ pub(crate) async fn record_attempt<C: GenericClient>(
     execute(
         c,
         "INSERT INTO delivery_attempts (event_id, attempt, started_at, duration_ms, \
-         http_status, error, success) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+         http_status, error, success, response_excerpt) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         &[
             &id,
             &number,
@@ -176,6 +178,7 @@ pub(crate) async fn record_attempt<C: GenericClient>(
             &a.http_status.map(i32::from),
             &a.error,
             &a.success,
+            &a.response_excerpt,
         ],
     )
     .await?;
@@ -183,6 +186,26 @@ pub(crate) async fn record_attempt<C: GenericClient>(
         AttemptRecorded::Applied
     } else {
         AttemptRecorded::Stale
+    })
+}
+
+/// The columns of an attempt row.
+const ATTEMPT_COLUMNS: &str =
+    "attempt, started_at, duration_ms, http_status, error, success, response_excerpt";
+
+fn attempt_from_row(row: &Row) -> Result<DeliveryAttempt, StoreError> {
+    let c = Cols::new(row);
+    Ok(DeliveryAttempt {
+        attempt: c.num4("attempt")?,
+        started_at: c.ts("started_at")?,
+        duration_ms: c.num("duration_ms")?,
+        http_status: c
+            .opt_int4("http_status")?
+            .map(|n| u16::try_from(n).map_err(|_| corrupt("http_status", n)))
+            .transpose()?,
+        error: c.opt_text("error")?,
+        success: c.flag("success")?,
+        response_excerpt: c.opt_text("response_excerpt")?,
     })
 }
 
@@ -211,25 +234,14 @@ pub(crate) async fn for_payment<C: GenericClient>(
     let rows = query(
         c,
         "SELECT a.event_id, a.attempt, a.started_at, a.duration_ms, a.http_status, a.error, \
-         a.success FROM delivery_attempts a JOIN outbox_events e ON e.event_id = a.event_id \
+         a.success, a.response_excerpt FROM delivery_attempts a JOIN outbox_events e ON e.event_id = a.event_id \
          WHERE e.payment_id = $1 ORDER BY a.seq",
         &[&pid],
     )
     .await?;
     for row in &rows {
-        let c = Cols::new(row);
-        let event_id: EventId = c.parsed("event_id")?;
-        let attempt = DeliveryAttempt {
-            attempt: c.num4("attempt")?,
-            started_at: c.ts("started_at")?,
-            duration_ms: c.num("duration_ms")?,
-            http_status: c
-                .opt_int4("http_status")?
-                .map(|n| u16::try_from(n).map_err(|_| corrupt("http_status", n)))
-                .transpose()?,
-            error: c.opt_text("error")?,
-            success: c.flag("success")?,
-        };
+        let event_id: EventId = Cols::new(row).parsed("event_id")?;
+        let attempt = attempt_from_row(row)?;
         let record = records
             .iter_mut()
             .find(|r| r.outbox.event.event_id == event_id)
@@ -252,3 +264,157 @@ pub(crate) async fn pending<C: GenericClient>(c: &C) -> Result<u64, StoreError> 
         None => Ok(0),
     }
 }
+
+/// When the oldest pending event was queued, through the partial `created_at` index.
+pub(crate) async fn oldest_pending<C: GenericClient>(
+    c: &C,
+) -> Result<Option<Timestamp>, StoreError> {
+    let row = query_opt(
+        c,
+        "SELECT created_at FROM outbox_events WHERE state = 'pending' \
+         ORDER BY created_at LIMIT 1",
+        &[],
+    )
+    .await?;
+    row.map(|r| Cols::new(&r).ts("created_at")).transpose()
+}
+
+/// The columns of an event row.
+const EVENT_COLUMNS: &str = "seq, event_id, payment_id, project_id, status, kind, body, \
+    created_at, destination, state, attempts, max_attempts, next_attempt_at";
+
+/// Unanswered failed events read per statement while a host filter (compared here, on the
+/// parsed URL: exact, not a text prefix) leaves some out.
+const FAILED_PAGE: usize = 500;
+
+/// The unanswered failed events matching `filter`, in queueing order, through the partial
+/// index of unanswered failures, each with its last attempt.
+pub(crate) async fn failed<C: GenericClient>(
+    c: &C,
+    filter: &FailedEventFilter,
+    limit: usize,
+) -> Result<Vec<FailedEvent>, StoreError> {
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM outbox_events \
+         WHERE state = 'failed' AND resent_by IS NULL AND seq > $1 \
+         AND ($2::TEXT IS NULL OR project_id = $2) \
+         AND ($3::BIGINT IS NULL OR created_at >= $3) \
+         AND ($4::BIGINT IS NULL OR created_at < $4) \
+         ORDER BY seq LIMIT $5"
+    );
+    let project = filter.project.map(|p| p.to_string());
+    let since = filter.since.map(Timestamp::unix_millis);
+    let until = filter.until.map(Timestamp::unix_millis);
+    let page = if filter.host.is_some() {
+        FAILED_PAGE
+    } else {
+        limit
+    };
+    let mut found = Vec::new();
+    let mut after: i64 = 0;
+    while found.len() < limit {
+        let rows = query(
+            c,
+            &sql,
+            &[&after, &project, &since, &until, &codec::limit(page)],
+        )
+        .await?;
+        for row in &rows {
+            after = Cols::new(row).int("seq")?;
+            let event = event_from_row(row, "next_attempt_at")?;
+            if found.len() < limit && filter.matches(&event) {
+                found.push(FailedEvent {
+                    outbox: event,
+                    last_attempt: None,
+                });
+            }
+        }
+        if rows.len() < page || page == 0 {
+            break;
+        }
+    }
+    let last_sql = format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM delivery_attempts WHERE event_id = $1 \
+         ORDER BY seq DESC LIMIT 1"
+    );
+    for f in &mut found {
+        let id = f.outbox.event.event_id.to_string();
+        if let Some(row) = query_opt(c, &last_sql, &[&id]).await? {
+            f.last_attempt = Some(attempt_from_row(&row)?);
+        }
+    }
+    Ok(found)
+}
+
+/// The number of unanswered failed events (through their partial index).
+pub(crate) async fn failed_count<C: GenericClient>(c: &C) -> Result<u64, StoreError> {
+    let row = query_opt(
+        c,
+        "SELECT count(*) AS n FROM outbox_events WHERE state = 'failed' AND resent_by IS NULL",
+        &[],
+    )
+    .await?;
+    match row {
+        Some(row) => Cols::new(&row).num("n"),
+        None => Ok(0),
+    }
+}
+
+/// Marks the unanswered failed events of `payment` as answered by `resend`; their ids. At
+/// READ COMMITTED a concurrent resend of the same failures waits on their row locks and then
+/// finds them answered (the condition is checked again on the committed row), so each
+/// failure is answered once.
+pub(crate) async fn mark_resent<C: GenericClient>(
+    c: &C,
+    payment: PaymentId,
+    resend: EventId,
+) -> Result<Vec<EventId>, StoreError> {
+    let rows = query(
+        c,
+        "UPDATE outbox_events SET resent_by = $1 \
+         WHERE payment_id = $2 AND state = 'failed' AND resent_by IS NULL \
+         RETURNING seq, event_id",
+        &[&resend.to_string(), &payment.to_string()],
+    )
+    .await?;
+    let mut marked = rows
+        .iter()
+        .map(|row| {
+            let c = Cols::new(row);
+            Ok((c.int("seq")?, c.parsed::<EventId>("event_id")?))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    // RETURNING has no order.
+    marked.sort_by_key(|(seq, _)| *seq);
+    Ok(marked.into_iter().map(|(_, id)| id).collect())
+}
+
+/// Deletes at most `limit` finished events queued before `before` and their attempts, the
+/// oldest first, through the partial index of finished events, in one statement. Rows another
+/// purge holds are skipped (`SKIP LOCKED`): purges on several nodes delete disjoint batches.
+pub(crate) async fn purge_finished<C: GenericClient>(
+    c: &C,
+    before: Timestamp,
+    limit: usize,
+) -> Result<u64, StoreError> {
+    let row = query_opt(
+        c,
+        "WITH batch AS ( \
+           SELECT seq, event_id FROM outbox_events \
+            WHERE state <> 'pending' AND created_at < $1 \
+            ORDER BY created_at, seq LIMIT $2 \
+            FOR UPDATE SKIP LOCKED), \
+         attempts AS ( \
+           DELETE FROM delivery_attempts a USING batch WHERE a.event_id = batch.event_id), \
+         events AS ( \
+           DELETE FROM outbox_events o USING batch WHERE o.seq = batch.seq RETURNING 1) \
+         SELECT count(*) AS n FROM events",
+        &[&before.unix_millis(), &codec::limit(limit)],
+    )
+    .await?;
+    match row {
+        Some(row) => Cols::new(&row).num("n"),
+        None => Ok(0),
+    }
+}
+

@@ -405,13 +405,36 @@ pub(crate) async fn due<C: GenericClient>(
     query_payments(c, &sql, &[&now.unix_millis(), &codec::limit(limit)]).await
 }
 
-/// Payments per status, in [`PaymentStatus::ALL`] order, zero counts left out.
+/// Locks the payment's row until the transaction ends; `false` if there is no such payment.
+pub(crate) async fn lock<C: GenericClient>(c: &C, id: PaymentId) -> Result<bool, StoreError> {
+    Ok(
+        query_opt(c, "SELECT 1 FROM payments WHERE id = $1 FOR UPDATE", &[&id.to_string()])
+            .await?
+            .is_some(),
+    )
+}
+
+/// The earliest due time, through the partial `due_at` index.
+pub(crate) async fn oldest_due<C: GenericClient>(c: &C) -> Result<Option<Timestamp>, StoreError> {
+    let row = query_opt(
+        c,
+        "SELECT due_at FROM payments WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1",
+        &[],
+    )
+    .await?;
+    row.map(|r| Cols::new(&r).ts("due_at")).transpose()
+}
+
+/// Payments per status, in [`PaymentStatus::ALL`] order, zero counts left out: the sums of
+/// the counter rows the `payments_count` trigger keeps (a few rows per status, never a scan
+/// of the payments).
 pub(crate) async fn count_by_status<C: GenericClient>(
     c: &C,
 ) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
     let rows = query(
         c,
-        "SELECT status, count(*) AS n FROM payments GROUP BY status",
+        "SELECT status, sum(n)::BIGINT AS n FROM payment_status_counts \
+         GROUP BY status HAVING sum(n) > 0",
         &[],
     )
     .await?;

@@ -21,10 +21,16 @@ struct Migration {
 
 /// Migration `i` brings the schema from version `i` to `i + 1`. Append only: a released
 /// migration never changes.
-const MIGRATIONS: &[Migration] = &[Migration {
-    sql: include_str!("migrations/0001_initial.sql"),
-    min_reader: 1,
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        sql: include_str!("migrations/0001_initial.sql"),
+        min_reader: 1,
+    },
+    Migration {
+        sql: include_str!("migrations/0002_operations.sql"),
+        min_reader: 1,
+    },
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use payments_core::event::{DeliveryAttempt, EventRecord};
+use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
+    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
@@ -81,6 +81,11 @@ impl PaymentStore for PgStore {
     async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
         let client = self.client().await?;
         payments::count_by_status(&client).await
+    }
+
+    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
+        let client = self.client().await?;
+        payments::oldest_due(&client).await
     }
 }
 
@@ -159,6 +164,36 @@ impl OutboxStore for PgStore {
     async fn pending_events(&self) -> Result<u64, StoreError> {
         let client = self.client().await?;
         outbox::pending(&client).await
+    }
+
+    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
+        let client = self.client().await?;
+        outbox::oldest_pending(&client).await
+    }
+
+    async fn failed_events(
+        &self,
+        filter: &FailedEventFilter,
+        limit: usize,
+    ) -> Result<Vec<FailedEvent>, StoreError> {
+        let client = self.client().await?;
+        outbox::failed(&client, filter, limit).await
+    }
+
+    async fn failed_event_count(&self) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        outbox::failed_count(&client).await
+    }
+
+    /// One statement per call (callers purge in small batches); concurrent purges on other
+    /// nodes skip the rows this one holds.
+    async fn purge_finished_events(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        outbox::purge_finished(&client, before, limit).await
     }
 }
 
@@ -297,6 +332,29 @@ impl DirectoryStore for PgStore {
         directory::replace_secret(&client, project, old, new).await
     }
 
+    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        directory::insert_operator_token(&client, token).await
+    }
+
+    async fn operator_token_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::operator_token_by_hash(&client, hash).await
+    }
+
+    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        let client = self.client().await?;
+        directory::operator_tokens(&client).await
+    }
+
+    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        directory::expire_operator_token(&client, id, at).await
+    }
+
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         directory::setting(&client, name).await
@@ -319,6 +377,11 @@ impl AuditStore for PgStore {
         let client = self.client().await?;
         directory::audit_records(&client, limit).await
     }
+
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        directory::purge_audit(&client, before, limit).await
+    }
 }
 
 #[async_trait]
@@ -326,6 +389,34 @@ impl Store for PgStore {
     /// Ready while the pool is open (whether the database answers shows in the next call).
     fn is_ready(&self) -> bool {
         !self.pool.is_closed()
+    }
+
+    /// One transaction, locks in the usual order: the payment row first (`FOR UPDATE`), so
+    /// concurrent resends of one payment queue on it; then the marks of its unanswered
+    /// failures (none left: roll back, nothing written); then the change and its event.
+    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
+        let resend = change
+            .event
+            .as_ref()
+            .ok_or_else(|| StoreError::Corrupt("a resend without its event".into()))?
+            .event
+            .event_id;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        // Without the payment there are no failures of it to answer.
+        let locked = payments::lock(&tx, change.payment.id).await?;
+        let answered = if locked {
+            outbox::mark_resent(&tx, change.payment.id, resend).await?
+        } else {
+            Vec::new()
+        };
+        if answered.is_empty() {
+            tx.rollback().await.map_err(db)?;
+            return Ok(answered);
+        }
+        payments::commit_change(&tx, change).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(answered)
     }
 
     /// The credentials' query and the payment's, sent together on one connection (pipelined:
@@ -422,3 +513,4 @@ impl Store for PgStore {
         }
     }
 }
+
