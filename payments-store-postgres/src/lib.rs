@@ -33,6 +33,7 @@ use deadpool_postgres::{
 use payments_core::store::{StoreError, UnavailableCause};
 use tokio_postgres::NoTls;
 
+mod cabinet;
 mod codec;
 mod directory;
 mod error;

@@ -418,3 +418,48 @@ pub(crate) async fn purge_finished<C: GenericClient>(
     }
 }
 
+/// A page of a project's events, newest first by `(created_at, event_id)`, with their
+/// attempts (the cabinet's list).
+pub(crate) async fn find<C: GenericClient>(
+    c: &C,
+    q: &payments_core::cabinet::EventQuery,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let w = crate::cabinet::event_conditions(q);
+    let sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE {}", w.sql);
+    let mut records: Vec<EventRecord> = query(c, &sql, &w.params())
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(EventRecord {
+                outbox: event_from_row(row, "next_attempt_at")?,
+                attempts: Vec::new(),
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    if records.is_empty() {
+        return Ok(records);
+    }
+    let ids: Vec<String> = records
+        .iter()
+        .map(|r| r.outbox.event.event_id.to_string())
+        .collect();
+    let rows = query(
+        c,
+        &format!(
+            "SELECT event_id, {ATTEMPT_COLUMNS} FROM delivery_attempts \
+             WHERE event_id = ANY($1) ORDER BY seq"
+        ),
+        &[&ids],
+    )
+    .await?;
+    for row in &rows {
+        let event_id: EventId = Cols::new(row).parsed("event_id")?;
+        let attempt = attempt_from_row(row)?;
+        let record = records
+            .iter_mut()
+            .find(|r| r.outbox.event.event_id == event_id)
+            .ok_or_else(|| corrupt("attempt of an unknown event", event_id))?;
+        record.attempts.push(attempt);
+    }
+    Ok(records)
+}

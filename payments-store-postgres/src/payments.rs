@@ -405,6 +405,16 @@ pub(crate) async fn due<C: GenericClient>(
     query_payments(c, &sql, &[&now.unix_millis(), &codec::limit(limit)]).await
 }
 
+/// A page of a project's payments, newest first by `(created_at, id)` (the cabinet's list).
+pub(crate) async fn find<C: GenericClient>(
+    c: &C,
+    q: &payments_core::cabinet::PaymentQuery,
+) -> Result<Vec<Payment>, StoreError> {
+    let w = crate::cabinet::payment_conditions(q);
+    let sql = format!("SELECT {COLUMNS} FROM payments WHERE {}", w.sql);
+    query_payments(c, &sql, &w.params()).await
+}
+
 /// Locks the payment's row until the transaction ends; `false` if there is no such payment.
 pub(crate) async fn lock<C: GenericClient>(c: &C, id: PaymentId) -> Result<bool, StoreError> {
     Ok(

@@ -30,6 +30,10 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0002_operations.sql"),
         min_reader: 1,
     },
+    Migration {
+        sql: include_str!("migrations/0003_cabinet.sql"),
+        min_reader: 1,
+    },
 ];
 
 /// The schema version this build writes.

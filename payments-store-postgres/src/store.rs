@@ -5,8 +5,14 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use payments_core::cabinet::{
+    CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
+    SessionRecord, UserRecord,
+};
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
-use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use payments_core::ids::{
+    EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
+};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -19,7 +25,7 @@ use payments_core::store::{
 use payments_core::{SecretString, Timestamp};
 
 use crate::error::db;
-use crate::{directory, outbox, payments, PgStore};
+use crate::{cabinet, directory, outbox, payments, PgStore};
 
 /// Expired nonces deleted per statement.
 const NONCE_PURGE_CHUNK: usize = 5_000;
@@ -419,6 +425,10 @@ impl Store for PgStore {
         Ok(answered)
     }
 
+    fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
+        Some(self)
+    }
+
     /// The credentials' query and the payment's, sent together on one connection (pipelined:
     /// one round trip).
     async fn auth_lookup_with_payment(
@@ -514,3 +524,202 @@ impl Store for PgStore {
     }
 }
 
+#[async_trait]
+impl CabinetStore for PgStore {
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::insert_user(&client, user).await
+    }
+
+    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::update_user(&client, user).await
+    }
+
+    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::user(&client, id).await
+    }
+
+    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::user_by_email(&client, email).await
+    }
+
+    async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::users(&client).await
+    }
+
+    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError> {
+        let client = self.client().await?;
+        cabinet::totp_last_step(&client, user).await
+    }
+
+    async fn replace_recovery_codes(
+        &self,
+        user: UserId,
+        codes: &[[u8; 32]],
+    ) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| cabinet::replace_recovery_codes(&tx, user, codes).await)
+    }
+
+    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {
+        let client = self.client().await?;
+        cabinet::recovery_codes_left(&client, user).await
+    }
+
+    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::insert_session(&client, session).await
+    }
+
+    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::session_by_token(&client, hash).await
+    }
+
+    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        cabinet::touch_session(&client, id, at).await
+    }
+
+    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        cabinet::delete_session(&client, id).await
+    }
+
+    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::user_sessions(&client, user).await
+    }
+
+    async fn delete_user_sessions(
+        &self,
+        user: UserId,
+        keep: Option<SessionId>,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        cabinet::delete_user_sessions(&client, user, keep).await
+    }
+
+    async fn purge_sessions(
+        &self,
+        idle_before: Timestamp,
+        signed_in_before: Timestamp,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        cabinet::purge_sessions(&client, idle_before, signed_in_before).await
+    }
+
+    /// One transaction: a refused proof rolls back, so it writes nothing.
+    async fn advance_session(
+        &self,
+        old: &[u8; 32],
+        new: &SessionRecord,
+        proof: &SessionProof,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        if !cabinet::advance_session(&tx, old, new, proof).await? {
+            tx.rollback().await.map_err(db)?;
+            return Ok(false);
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+
+    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| cabinet::put_invite(&tx, invite).await)
+    }
+
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::invite(&client, hash, now).await
+    }
+
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::take_invite(&client, hash, now).await
+    }
+
+    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::record_failure(&client, key, at).await
+    }
+
+    async fn failures_since(
+        &self,
+        key: &str,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        let client = self.client().await?;
+        cabinet::failures_since(&client, key, since, limit).await
+    }
+
+    async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::clear_failures(&client, key).await
+    }
+
+    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        cabinet::purge_failures(&client, before).await
+    }
+
+    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::append_audit(&client, record).await
+    }
+
+    async fn cabinet_audit(
+        &self,
+        merchant: Option<MerchantId>,
+        limit: usize,
+    ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::audit(&client, merchant, limit).await
+    }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::record_token_use(&client, token, at).await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let client = self.client().await?;
+        cabinet::token_last_used(&client, tokens).await
+    }
+
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        let client = self.client().await?;
+        payments::find(&client, query).await
+    }
+
+    /// The events and their attempts from one snapshot.
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db)?;
+        let records = outbox::find(&tx, query).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(records)
+    }
+}

@@ -1,5 +1,5 @@
 //! The core's store contract suite against PostgreSQL: the same suite the memory and SQLite
-//! stores pass, then its races over three stores with separate pools on one database (three
+//! stores pass (the cabinet's part included), then its races over three stores with separate pools on one database (three
 //! nodes), and the rate-limit check over three nodes' limiters.
 
 mod support;
@@ -13,6 +13,14 @@ async fn postgres_meets_the_store_contract() {
         return;
     };
     contract::run_all_async(|| support::fresh_store(&base)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_meets_the_cabinet_store_contract() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    contract::run_cabinet_async(|| support::fresh_store(&base)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
