@@ -7,7 +7,7 @@ use futures_executor::block_on;
 use payments_core::event::{DeliveryAttempt, EventKind, FailedEventFilter};
 use payments_core::payment::PaymentStatus;
 use payments_core::service::Actor;
-use payments_core::store::{AuditStore, OutboxStore};
+use payments_core::store::{AttemptRecorded, AuditStore, OutboxStore};
 use payments_core::transition::Trigger;
 use payments_core::{Clock, ErrorCode};
 
@@ -26,7 +26,7 @@ fn fail_three_times(s: &crate::support::Setup, id: payments_core::PaymentId) {
             block_on(s.h.store.claim_due_events(now, 10, Duration::from_secs(60))).unwrap();
         let event = claimed
             .into_iter()
-            .find(|e| e.event.payment_id == id)
+            .find(|c| c.event.event.payment_id == id)
             .expect("the event is due");
         let attempt = DeliveryAttempt {
             attempt: n,
@@ -37,8 +37,14 @@ fn fail_three_times(s: &crate::support::Setup, id: payments_core::PaymentId) {
             success: false,
             response_excerpt: None,
         };
-        let next = block_on(s.h.service.record_attempt(&event, &attempt)).unwrap();
+        let next = s.h.service.next_attempt_at(&event.event, &attempt);
         assert_eq!(next.is_none(), n == 3, "attempt {n}");
+        let recorded = block_on(s.h.service.record_attempt(&event, &attempt)).unwrap();
+        assert_eq!(
+            recorded,
+            AttemptRecorded::Applied,
+            "attempt {n} under its lease"
+        );
         s.h.advance(Duration::from_secs(61));
     }
 }
