@@ -487,7 +487,7 @@ async fn a_version_2_database_gets_its_status_counts() {
         }
         store.close();
     }
-    // Back to version 2: what migrations 3 and 4 add is dropped.
+    // Back to version 2: what migrations 3, 4 and 5 add is dropped.
     let conn = rusqlite::Connection::open(&path).expect("open");
     conn.execute_batch(
         "DROP TABLE cabinet_users; DROP TABLE cabinet_recovery_codes; DROP TABLE cabinet_sessions;
@@ -500,6 +500,7 @@ async fn a_version_2_database_gets_its_status_counts() {
          DROP TABLE operator_tokens; DROP INDEX outbox_events_failed;
          DROP INDEX outbox_events_pending_age; DROP INDEX outbox_events_finished;
          DROP INDEX audit_at; ALTER TABLE outbox_events DROP COLUMN resent_by;
+         ALTER TABLE outbox_events DROP COLUMN lease_token;
          PRAGMA user_version = 2;",
     )
     .expect("back to v2");
