@@ -182,3 +182,80 @@ async fn an_unreachable_database_is_unavailable_within_the_limits() {
     store.close();
     assert!(!store.is_ready());
 }
+
+/// Migration 2 counts the payments a version 1 database already holds, and its trigger keeps
+/// counting from there, through status changes on several connections (counter shards).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_database_gets_its_status_counts() {
+    use payments_core::payment::PaymentStatus;
+    use payments_core::store::PaymentChange;
+    use payments_core::testing::contract::{changed, project_id, sample_payment};
+
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    let url = support::fresh_schema(&base).await;
+    {
+        let store = PgStore::connect(&url, support::options())
+            .await
+            .expect("connect");
+        for i in 0..5u128 {
+            let mut p = sample_payment(payment_id(i), project_id(1), &format!("o{i}"));
+            if i < 2 {
+                p.status = PaymentStatus::Completed;
+            }
+            store.insert_payment(&p).await.expect("insert");
+        }
+        store.close();
+    }
+    // Back to version 1: what migrations 2 and 3 add is dropped.
+    exec(
+        &url,
+        "DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
+             cabinet_failures, cabinet_audit, token_use;
+         DROP INDEX payments_project_created, outbox_events_project_created;
+         DROP TRIGGER payments_count ON payments;
+         DROP FUNCTION payments_count(), payment_status_count_add(TEXT, BIGINT);
+         DROP TABLE payment_status_counts, operator_tokens;
+         DROP INDEX outbox_events_failed, outbox_events_failed_payment,
+             outbox_events_pending_age, outbox_events_finished, audit_at;
+         ALTER TABLE outbox_events DROP COLUMN resent_by;
+         ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
+         DELETE FROM schema_migrations WHERE version > 1;",
+    )
+    .await;
+    let store = PgStore::connect(&url, support::options())
+        .await
+        .expect("upgrade");
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![(PaymentStatus::Created, 3), (PaymentStatus::Completed, 2)]
+    );
+    // Inserts and status changes from many connections at once.
+    let inserts = (10..40u128).map(|i| {
+        let store = store.clone();
+        async move {
+            let p = sample_payment(payment_id(i), project_id(1), &format!("o{i}"));
+            store.insert_payment(&p).await.expect("insert");
+            let done = changed(&p, PaymentStatus::Canceled, T0);
+            store
+                .commit_change(&PaymentChange {
+                    expected_version: p.version,
+                    payment: done,
+                    event: None,
+                    audit: None,
+                })
+                .await
+                .expect("change");
+        }
+    });
+    futures_util::future::join_all(inserts).await;
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![
+            (PaymentStatus::Created, 3),
+            (PaymentStatus::Completed, 2),
+            (PaymentStatus::Canceled, 30)
+        ]
+    );
+}

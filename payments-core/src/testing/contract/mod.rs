@@ -125,6 +125,7 @@ pub fn shared_checks<S: Store>() -> Vec<SharedCheck<S>> {
         ("concurrent_identical_creates", |h| {
             Box::pin(concurrent_identical_creates(h))
         }),
+        ("concurrent_resends", |h| Box::pin(concurrent_resends(h))),
     ]
 }
 

@@ -443,3 +443,89 @@ pub async fn operator_tokens<S: Store>(store: &S) {
 pub async fn writable<S: Store>(store: &S) {
     store.check_writable().await.expect("a fresh store writes");
 }
+
+/// Bulk resends of one payment's failed events from every handle at once (two operators, or
+/// two nodes): exactly one commits a resend and answers both failures; the others write
+/// nothing and answer an empty list.
+pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
+    let store = handles[0];
+    let e1 = queue_for(
+        store,
+        1,
+        project_id(1),
+        "https://a.example/cb",
+        T0 + ms(100),
+    )
+    .await;
+    fail(store, &e1, "timeout").await;
+    let p = store
+        .payment(payment_id(1))
+        .await
+        .expect("read")
+        .expect("stored");
+    let mut e2 = sample_event(&p, event_id(2), T0 + ms(200));
+    e2.event.kind = EventKind::ManualResend;
+    store
+        .commit_change(&PaymentChange {
+            payment: p.clone(),
+            expected_version: p.version,
+            event: Some(e2.clone()),
+            audit: None,
+        })
+        .await
+        .expect("commit_change");
+    fail(store, &e2, "http status 500").await;
+    assert_eq!(store.failed_event_count().await.expect("count"), 2);
+
+    let changes: Vec<PaymentChange> = (0..handles.len() as u128 * 4)
+        .map(|i| {
+            let mut resend = sample_event(&p, event_id(100 + i), T0 + ms(1000));
+            resend.event.kind = EventKind::ManualResend;
+            resend.max_attempts = 1;
+            PaymentChange {
+                payment: p.clone(),
+                expected_version: p.version,
+                event: Some(resend),
+                audit: Some(sample_audit(T0 + ms(1000), "payment.resend_callback", "p1")),
+            }
+        })
+        .collect();
+    let answers = join_all(
+        changes
+            .iter()
+            .zip(handles.iter().cycle())
+            .map(|(c, h)| h.commit_resend(c)),
+    )
+    .await;
+    let mut winners = 0;
+    for answer in answers {
+        let answered = answer.expect("commit_resend");
+        if !answered.is_empty() {
+            winners += 1;
+            assert_eq!(
+                answered,
+                vec![event_id(1), event_id(2)],
+                "both failures, in order"
+            );
+        }
+    }
+    assert_eq!(
+        winners, 1,
+        "one resend answers the failures; the others write nothing"
+    );
+    assert_eq!(store.failed_event_count().await.expect("count"), 0);
+    let events = store
+        .events_for_payment(payment_id(1))
+        .await
+        .expect("events");
+    assert_eq!(
+        events.len(),
+        3,
+        "the two failures and one resend: {events:?}"
+    );
+    assert_eq!(
+        store.audit_records(100).await.expect("audit").len(),
+        1,
+        "one resend's audit record"
+    );
+}
