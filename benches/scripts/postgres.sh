@@ -11,7 +11,7 @@
 # PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin; run as root: the server runs as user
 # postgres). Starts its own PostgreSQL with the defaults (fsync, synchronous_commit and
 # full_page_writes on) on port 15432, data under ${PERF_DIR:-/tmp/perf-pg}. Server ports
-# 18080-18082 (merchant APIs) and 18180-18182 (operator APIs).
+# 18080-18082 (merchant APIs), 18180-18182 (operator APIs) and 18280-18282 (cabinets).
 set -euo pipefail
 REPS=${1:-3}
 T=${T:-target/release}
@@ -42,7 +42,8 @@ start_node() { # i, data dir, database url
   local i=$1 dir=$2 url=$3
   PAYMENTS_DATABASE_URL="$url" PAYMENTS_DATABASE_POOL_SIZE=${POOL:-16} \
     "$T/payments-server" serve --data-dir "$dir" \
-    --listen "127.0.0.1:1808$i" --operator-listen "127.0.0.1:1818$i" 2>>"$dir/server-$i.log" &
+    --listen "127.0.0.1:1808$i" --operator-listen "127.0.0.1:1818$i" \
+    --cabinet-listen "127.0.0.1:1828$i" 2>>"$dir/server-$i.log" &
   PIDS+=($!)
   for _ in $(seq 200); do
     curl -fs "http://127.0.0.1:1808$i/readyz" >/dev/null 2>&1 && return 0

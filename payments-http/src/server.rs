@@ -227,9 +227,15 @@ impl ApplicationBuilder {
         if !settings.callback_dispatch {
             tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
         }
-        // One server per data dir: the lock is taken before the database is opened.
+        // One server per data dir: the lock is taken before the database is opened. Nodes on
+        // a shared PostgreSQL database take turns in the database instead (take_turn, SKIP
+        // LOCKED claims), so they take no lock and may share a data dir (its secrets key).
         crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
-        let lock = crate::data_dir::lock(&settings.data_dir).map_err(start_err)?;
+        let lock = if settings.database_url.is_some() && store.is_none() {
+            None
+        } else {
+            Some(crate::data_dir::lock(&settings.data_dir).map_err(start_err)?)
+        };
         let (store, owned_store, rate_limiter) = match store {
             Some(store) => (store, None, rate_limiter),
             None => {
@@ -339,7 +345,7 @@ impl ApplicationBuilder {
             tls,
             credentials: None,
             metrics,
-            lock: Some(lock),
+            lock,
         };
         app.state.cabinet_url = app.cabinet_url().map(Arc::from);
         if app.settings.environment == Environment::Sandbox {

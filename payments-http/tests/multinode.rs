@@ -140,6 +140,8 @@ fn fxhash(s: &str) -> u64 {
 struct Node {
     listen: SocketAddr,
     operator: SocketAddr,
+    // Each node serves the cabinet too (the store has it): on one machine, each its own port.
+    cabinet: SocketAddr,
     child: Option<Child>,
 }
 
@@ -167,6 +169,7 @@ impl Cluster {
             .env("PAYMENTS_DATA_DIR", &self.data_dir)
             .env("PAYMENTS_LISTEN", node.listen.to_string())
             .env("PAYMENTS_OPERATOR_LISTEN", node.operator.to_string())
+            .env("PAYMENTS_CABINET_LISTEN", node.cabinet.to_string())
             .env("PAYMENTS_ALLOW_LOCAL_CALLBACKS", "1")
             .env("PAYMENTS_CALLBACK_RETRY_DELAYS", "1,2")
             .env("PAYMENTS_CALLBACK_LEASE_MS", LEASE_MS.to_string())
@@ -371,6 +374,7 @@ async fn three_nodes_one_database_kills_and_a_database_restart() {
             .map(|_| Node {
                 listen: SocketAddr::from(([127, 0, 0, 1], free_port())),
                 operator: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                cabinet: SocketAddr::from(([127, 0, 0, 1], free_port())),
                 child: None,
             })
             .collect(),
