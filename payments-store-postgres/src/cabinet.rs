@@ -5,8 +5,8 @@
 
 use deadpool_postgres::GenericClient;
 use payments_core::cabinet::{
-    CabinetAuditRecord, EventQuery, InviteRecord, PaymentQuery, Role, SessionProof,
-    SessionRecord, SessionStage, UserRecord,
+    CabinetAuditRecord, EventQuery, InviteRecord, PaymentQuery, Role, SessionProof, SessionRecord,
+    SessionStage, UserRecord,
 };
 use payments_core::ids::{MerchantId, SessionId, TokenId, UserId};
 use payments_core::store::StoreError;
@@ -733,13 +733,19 @@ pub(crate) fn payment_conditions(q: &PaymentQuery) -> Conditions {
         w.add(" AND created_at < ?", Box::new(t.unix_millis()));
     }
     if let Some(m) = &q.merchant_payment_id {
-        w.add(" AND merchant_payment_id = ?", Box::new(m.as_str().to_string()));
+        w.add(
+            " AND merchant_payment_id = ?",
+            Box::new(m.as_str().to_string()),
+        );
     }
     if let Some((t, id)) = q.before {
         w.add(" AND (created_at, id) < (?", Box::new(t.unix_millis()));
         w.add(", ?)", Box::new(id.to_string()));
     }
-    w.add(" ORDER BY created_at DESC, id DESC LIMIT ?", Box::new(codec::limit(q.limit)));
+    w.add(
+        " ORDER BY created_at DESC, id DESC LIMIT ?",
+        Box::new(codec::limit(q.limit)),
+    );
     w
 }
 
@@ -760,7 +766,10 @@ pub(crate) fn event_conditions(q: &EventQuery) -> Conditions {
         w.add(" AND created_at < ?", Box::new(t.unix_millis()));
     }
     if let Some((t, id)) = q.before {
-        w.add(" AND (created_at, event_id) < (?", Box::new(t.unix_millis()));
+        w.add(
+            " AND (created_at, event_id) < (?",
+            Box::new(t.unix_millis()),
+        );
         w.add(", ?)", Box::new(id.to_string()));
     }
     w.add(

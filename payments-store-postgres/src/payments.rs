@@ -417,11 +417,13 @@ pub(crate) async fn find<C: GenericClient>(
 
 /// Locks the payment's row until the transaction ends; `false` if there is no such payment.
 pub(crate) async fn lock<C: GenericClient>(c: &C, id: PaymentId) -> Result<bool, StoreError> {
-    Ok(
-        query_opt(c, "SELECT 1 FROM payments WHERE id = $1 FOR UPDATE", &[&id.to_string()])
-            .await?
-            .is_some(),
+    Ok(query_opt(
+        c,
+        "SELECT 1 FROM payments WHERE id = $1 FOR UPDATE",
+        &[&id.to_string()],
     )
+    .await?
+    .is_some())
 }
 
 /// The earliest due time, through the partial `due_at` index.

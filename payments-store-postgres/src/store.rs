@@ -561,7 +561,8 @@ impl CabinetStore for PgStore {
         user: UserId,
         codes: &[[u8; 32]],
     ) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| cabinet::replace_recovery_codes(&tx, user, codes).await)
+        in_transaction!(self, |tx| cabinet::replace_recovery_codes(&tx, user, codes)
+            .await)
     }
 
     async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {

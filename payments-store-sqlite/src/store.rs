@@ -7,9 +7,7 @@ use payments_core::cabinet::{
     CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
     SessionRecord, UserRecord,
 };
-use payments_core::event::{
-    DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter,
-};
+use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
 };

@@ -12,9 +12,7 @@ use crate::cabinet::{
     SessionRecord, UserRecord,
 };
 use crate::clock::Timestamp;
-use crate::event::{
-    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter,
-};
+use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
