@@ -11,6 +11,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_project_paused.sql"),
     include_str!("migrations/0003_operations.sql"),
     include_str!("migrations/0004_cabinet.sql"),
+    include_str!("migrations/0005_payer_page.sql"),
 ];
 
 /// The schema version this build writes.
