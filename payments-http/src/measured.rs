@@ -315,6 +315,11 @@ impl Store for MeasuredStore {
     fn is_ready(&self) -> bool {
         self.inner.is_ready()
     }
+    /// The inner store's cabinet part, unmeasured: without this the measured store (the
+    /// server's always) would hide it and the cabinet and payer pages would be off.
+    fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn payments_core::cabinet::CabinetStore>> {
+        self.inner.clone().cabinet_store()
+    }
     async fn check_writable(&self) -> Result<(), StoreError> {
         self.write(self.inner.check_writable()).await
     }
