@@ -241,7 +241,13 @@ async fn payer_page_shows_the_rules_in_a_real_browser() {
     // After expiry (the sweeper has not run yet): the outcome, no requisite.
     c.clock.advance(Duration::from_secs(16 * 60));
     b.open(&sbp_path).await;
-    assert_eq!(b.heading().await, "The time to pay has run out");
+    // Before the sweeper: the deadline passed; after it (it may run first on a loaded
+    // machine): canceled. Either way an outcome, never the requisite.
+    let heading = b.heading().await;
+    assert!(
+        heading == "The time to pay has run out" || heading == "Payment canceled",
+        "{heading}"
+    );
     assert!(b.all("#requisite, #qr, #copy-requisite").await.is_empty());
     assert!(!b.source().await.contains(&phone[2..]), "no stale phone");
     b.close().await;
