@@ -11,7 +11,8 @@
 //! [`CabinetStore`](payments_core::cabinet::CabinetStore), the clock and the random source.
 //!
 //! [`web::router`] serves the pages: server-rendered HTML that works without JavaScript,
-//! templates checked at compile time (askama), the stylesheet embedded.
+//! templates checked at compile time (askama), the stylesheet embedded; and the hosted payer
+//! page of a payment (`/pay/{token}`, [`web::payer`]).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -20,4 +21,5 @@ pub mod secrets;
 pub mod web;
 
 pub use accounts::{Cabinet, CabinetConfig, Client, NoCabinetStore};
+pub use web::payer::payer_page_url;
 pub use web::{router, CabinetState};

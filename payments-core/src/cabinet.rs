@@ -1,6 +1,7 @@
 //! The web cabinet's storage port: users, their password hashes and TOTP secrets, recovery
 //! codes, sessions, invitations, sign-in failures (throttling), the cabinet's audit log and
-//! the listings its pages show.
+//! the listings its pages show, and the links of the hosted payer page (served beside the
+//! cabinet, see [`crate::payer`]).
 //!
 //! The cabinet's rules (which TOTP step is acceptable, how many failures lock an account, when a
 //! session ends) live in Rust over this port (the `payments-cabinet` crate); the store only keeps
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use crate::clock::Timestamp;
 use crate::event::{DeliveryState, EventRecord};
 use crate::ids::{EventId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
+use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::store::StoreError;
 use crate::SecretString;
@@ -345,4 +347,23 @@ pub trait CabinetStore: Send + Sync {
     /// A page of a project's callback events with their attempts (see [`EventQuery`]),
     /// newest first by `(created_at, event_id)`.
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
+
+    /// The payer page link of `page.payment_id`: stores `page` if the payment has none, and
+    /// answers the payment's stored link either way (a payment's link never changes; of
+    /// concurrent calls for one payment exactly one stores its record, every call answers
+    /// that one). [`StoreError::Duplicate`] if another payment's link has the same token hash.
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError>;
+    /// A payment's payer page link, if it has one.
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError>;
+    /// The payer page link whose token has this SHA-256 (through an index).
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError>;
 }

@@ -150,6 +150,7 @@ pub use secret::{Secret, SecretString};
 pub mod amount;
 pub mod cabinet;
 pub mod event;
+pub mod payer;
 pub mod payment;
 pub mod project;
 pub mod provider;

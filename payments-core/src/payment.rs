@@ -370,18 +370,30 @@ impl Payment {
         PaymentView {
             payment: self,
             format,
+            page_url: None,
         }
     }
 }
 
 /// The Payment resource's JSON: every always-present field (null when empty), `qrcode_link` and
 /// `deeplink_url` only when the requisites have them, `error_code` and `error_comment` only in
-/// `error`. Decimals are written from their exact text, as numbers or strings
+/// `error`, `payment_page_url` only when the project has the payer page. Decimals are written from their exact text, as numbers or strings
 /// ([`DecimalFormat`]).
 #[derive(Debug, Clone, Copy)]
 pub struct PaymentView<'a> {
     payment: &'a Payment,
     format: DecimalFormat,
+    page_url: Option<&'a str>,
+}
+
+impl<'a> PaymentView<'a> {
+    /// The view with `payment_page_url` (the hosted payer page's link), written when `Some`.
+    pub fn with_page_url(self, url: Option<&'a str>) -> Self {
+        PaymentView {
+            page_url: url,
+            ..self
+        }
+    }
 }
 
 impl Serialize for PaymentView<'_> {
@@ -422,6 +434,9 @@ impl Serialize for PaymentView<'_> {
                 m.serialize_entry("error_code", f.code.as_str())?;
                 m.serialize_entry("error_comment", &f.comment)?;
             }
+        }
+        if let Some(url) = self.page_url {
+            m.serialize_entry("payment_page_url", url)?;
         }
         m.serialize_entry("created_at", &p.created_at)?;
         m.serialize_entry("updated_at", &p.updated_at)?;

@@ -143,6 +143,10 @@ pub struct Project {
     pub signature_required: bool,
     /// Request rate limit.
     pub rate_limit: RateLimit,
+    /// Whether its payments have a hosted payer page (and `payment_page_url`).
+    pub payer_page: bool,
+    /// The payer page's language.
+    pub payer_language: crate::payer::PageLanguage,
     /// Creation time.
     pub created_at: Timestamp,
 }

@@ -315,8 +315,8 @@ impl Store for MeasuredStore {
     fn is_ready(&self) -> bool {
         self.inner.is_ready()
     }
-    // Every provided method of `Store` is forwarded: a default here would silently replace
-    // the inner store's own answer.
+    /// The inner store's cabinet part, unmeasured: without this the measured store (the
+    /// server's always) would hide it and the cabinet and payer pages would be off.
     fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn payments_core::cabinet::CabinetStore>> {
         self.inner.clone().cabinet_store()
     }

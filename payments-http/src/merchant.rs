@@ -299,8 +299,8 @@ async fn create_payment(
     req: Request,
 ) -> Result<Response, HttpError> {
     let a = admitted(&st, Endpoint::CreatePayment, req, None).await?;
-    let project = a.auth.context().project.id;
-    tracing::Span::current().record("project_id", tracing::field::display(project));
+    let project = a.auth.context().project.clone();
+    tracing::Span::current().record("project_id", tracing::field::display(project.id));
     // The create runs to its end on a task of its own, even if the client goes away: once
     // the payment is inserted its provider call must be recorded, or the payment would sit in
     // `created` (and a retry of the create would wait for it) until the stuck-create sweep,
@@ -339,7 +339,28 @@ async fn create_payment(
         requisite = requisite.as_deref().unwrap_or("-"),
         "payment create answered"
     );
-    Ok(json_response(status, &outcome.payment.view_with(decimals)))
+    let page_url = page_url(&st, &project, p).await?;
+    Ok(json_response(
+        status,
+        &p.view_with(decimals).with_page_url(page_url.as_deref()),
+    ))
+}
+
+/// The payment's `payment_page_url` when its project has the payer page and the cabinet's
+/// listener (which serves the page) has a URL: the core makes and keeps the token.
+async fn page_url(
+    st: &AppState,
+    project: &payments_core::project::Project,
+    payment: &payments_core::payment::Payment,
+) -> Result<Option<String>, ApiError> {
+    let Some(base) = st.cabinet_url.as_deref() else {
+        return Ok(None);
+    };
+    Ok(st
+        .service
+        .payment_page_token(project, payment)
+        .await?
+        .map(|token| payments_cabinet::payer_page_url(base, &token)))
 }
 
 #[tracing::instrument(name = "get_payment", skip_all, fields(request_id = %rid.0))]
@@ -355,7 +376,13 @@ async fn get_payment(
     let decimals = a.decimals;
     let ctx = st.service.accept(a.auth).await?;
     let payment = ctx.payment.ok_or_else(payment_not_found)?;
-    Ok(json_response(StatusCode::OK, &payment.view_with(decimals)))
+    let page_url = page_url(&st, &ctx.project, &payment).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &payment
+            .view_with(decimals)
+            .with_page_url(page_url.as_deref()),
+    ))
 }
 
 #[tracing::instrument(name = "get_project", skip_all, fields(request_id = %rid.0))]

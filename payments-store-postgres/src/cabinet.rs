@@ -8,7 +8,8 @@ use payments_core::cabinet::{
     CabinetAuditRecord, EventQuery, InviteRecord, PaymentQuery, Role, SessionProof, SessionRecord,
     SessionStage, UserRecord,
 };
-use payments_core::ids::{MerchantId, SessionId, TokenId, UserId};
+use payments_core::ids::{MerchantId, PaymentId, SessionId, TokenId, UserId};
+use payments_core::payer::PaymentPageRecord;
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
 use tokio_postgres::types::ToSql;
@@ -684,6 +685,74 @@ pub(crate) async fn token_last_used<C: GenericClient>(
         .iter()
         .filter_map(|t| found.iter().find(|(id, _)| id == t).copied())
         .collect())
+}
+
+// --- payer page links ------------------------------------------------------------------------
+
+fn page_from_row(row: &Row) -> Result<PaymentPageRecord, StoreError> {
+    let c = Cols::new(row);
+    Ok(PaymentPageRecord {
+        payment_id: c.parsed("payment_id")?,
+        token_hash: c.bytes32("token_hash")?,
+        token: c.text("token")?.into(),
+        created_at: c.ts("created_at")?,
+    })
+}
+
+pub(crate) async fn payment_page<C: GenericClient>(
+    c: &C,
+    payment: PaymentId,
+) -> Result<Option<PaymentPageRecord>, StoreError> {
+    query_opt(
+        c,
+        "SELECT * FROM payment_pages WHERE payment_id = $1",
+        &[&payment.to_string()],
+    )
+    .await?
+    .as_ref()
+    .map(page_from_row)
+    .transpose()
+}
+
+pub(crate) async fn payment_page_by_hash<C: GenericClient>(
+    c: &C,
+    hash: &[u8; 32],
+) -> Result<Option<PaymentPageRecord>, StoreError> {
+    query_opt(
+        c,
+        "SELECT * FROM payment_pages WHERE token_hash = $1",
+        &[&&hash[..]],
+    )
+    .await?
+    .as_ref()
+    .map(page_from_row)
+    .transpose()
+}
+
+/// Inserts the link unless the payment has one, then answers the stored one. Of concurrent
+/// inserts for one payment the later ones wait on the key and do nothing once the first
+/// commits; the `SELECT`, a new statement, sees the winner. A token hash another payment
+/// holds violates its unique index: `Duplicate`.
+pub(crate) async fn ensure_payment_page<C: GenericClient>(
+    c: &C,
+    page: &PaymentPageRecord,
+) -> Result<PaymentPageRecord, StoreError> {
+    execute_raw(
+        c,
+        "INSERT INTO payment_pages (payment_id, token_hash, token, created_at) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT (payment_id) DO NOTHING",
+        &[
+            &page.payment_id.to_string(),
+            &&page.token_hash[..],
+            &page.token.expose(),
+            &page.created_at.unix_millis(),
+        ],
+    )
+    .await
+    .map_err(|e| duplicate(e, || "payment page token".into()))?;
+    payment_page(c, page.payment_id)
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("the payment page just stored is missing".into()))
 }
 
 // --- listings --------------------------------------------------------------------------------

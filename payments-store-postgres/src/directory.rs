@@ -165,6 +165,11 @@ fn project_from(c: &Cols<'_>) -> Result<Project, StoreError> {
             per_second: c.num("rate_per_second")?,
             burst: c.num("rate_burst")?,
         },
+        payer_page: c.flag("payer_page")?,
+        payer_language: {
+            let l = c.text("payer_language")?;
+            l.parse().map_err(|_| corrupt("payer_language", l))?
+        },
         created_at: c.ts("created_at")?,
     })
 }
@@ -180,8 +185,8 @@ pub(crate) async fn put_project<C: GenericClient>(c: &C, p: &Project) -> Result<
         c,
         "INSERT INTO projects (id, merchant_id, name, active, test_mode, lifetime_secs, \
          lifetime_nanos, contract, callback_url, ip_allow_list, signature_required, \
-         rate_per_second, rate_burst, created_at, paused) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         rate_per_second, rate_burst, created_at, paused, payer_page, payer_language) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
          ON CONFLICT (id) DO UPDATE SET merchant_id = EXCLUDED.merchant_id, \
          name = EXCLUDED.name, active = EXCLUDED.active, test_mode = EXCLUDED.test_mode, \
          lifetime_secs = EXCLUDED.lifetime_secs, lifetime_nanos = EXCLUDED.lifetime_nanos, \
@@ -189,7 +194,8 @@ pub(crate) async fn put_project<C: GenericClient>(c: &C, p: &Project) -> Result<
          ip_allow_list = EXCLUDED.ip_allow_list, \
          signature_required = EXCLUDED.signature_required, \
          rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst, \
-         created_at = EXCLUDED.created_at, paused = EXCLUDED.paused",
+         created_at = EXCLUDED.created_at, paused = EXCLUDED.paused, \
+         payer_page = EXCLUDED.payer_page, payer_language = EXCLUDED.payer_language",
         &[
             &p.id.to_string(),
             &p.merchant_id.to_string(),
@@ -206,6 +212,8 @@ pub(crate) async fn put_project<C: GenericClient>(c: &C, p: &Project) -> Result<
             &i64::from(p.rate_limit.burst),
             &p.created_at.unix_millis(),
             &p.paused,
+            &p.payer_page,
+            &p.payer_language.as_str(),
         ],
     )
     .await?;
@@ -385,6 +393,8 @@ const PROJECT_COLUMNS: &[&str] = &[
     "rate_burst",
     "created_at",
     "paused",
+    "payer_page",
+    "payer_language",
 ];
 const MERCHANT_COLUMNS: &[&str] = &["id", "name", "paused", "callback_url", "created_at"];
 

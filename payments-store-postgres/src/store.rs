@@ -13,6 +13,7 @@ use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEven
 use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
 };
+use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -722,5 +723,29 @@ impl CabinetStore for PgStore {
         let records = outbox::find(&tx, query).await?;
         tx.commit().await.map_err(db)?;
         Ok(records)
+    }
+
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        let client = self.client().await?;
+        cabinet::ensure_payment_page(&client, page).await
+    }
+
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::payment_page(&client, payment).await
+    }
+
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::payment_page_by_hash(&client, hash).await
     }
 }

@@ -208,10 +208,12 @@ async fn a_version_1_database_gets_its_status_counts() {
         }
         store.close();
     }
-    // Back to version 1: what migrations 2 and 3 add is dropped.
+    // Back to version 1: what migrations 2, 3 and 4 add is dropped.
     exec(
         &url,
-        "DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
+        "DROP TABLE payment_pages;
+         ALTER TABLE projects DROP COLUMN payer_page, DROP COLUMN payer_language;
+         DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
              cabinet_failures, cabinet_audit, token_use;
          DROP INDEX payments_project_created, outbox_events_project_created;
          DROP TRIGGER payments_count ON payments;

@@ -6,7 +6,8 @@
 use payments_core::cabinet::{
     CabinetAuditRecord, InviteRecord, Role, SessionProof, SessionRecord, SessionStage, UserRecord,
 };
-use payments_core::ids::{MerchantId, SessionId, TokenId, UserId};
+use payments_core::ids::{MerchantId, PaymentId, SessionId, TokenId, UserId};
+use payments_core::payer::PaymentPageRecord;
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -594,4 +595,70 @@ pub(crate) fn token_last_used(
         }
     }
     Ok(out)
+}
+
+// --- payer page links ------------------------------------------------------------------------
+
+fn page_from_row(row: &Row<'_>) -> Result<PaymentPageRecord, StoreError> {
+    let c = Cols::new(row);
+    Ok(PaymentPageRecord {
+        payment_id: c.parsed("payment_id")?,
+        token_hash: c.bytes32("token_hash")?,
+        token: c.text("token")?.into(),
+        created_at: c.ts("created_at")?,
+    })
+}
+
+pub(crate) fn payment_page(
+    conn: &Connection,
+    payment: PaymentId,
+) -> Result<Option<PaymentPageRecord>, StoreError> {
+    Ok(query(
+        conn,
+        "SELECT * FROM payment_pages WHERE payment_id = ?1",
+        [payment.to_string()],
+        page_from_row,
+    )?
+    .pop())
+}
+
+pub(crate) fn payment_page_by_hash(
+    conn: &Connection,
+    hash: &[u8; 32],
+) -> Result<Option<PaymentPageRecord>, StoreError> {
+    Ok(query(
+        conn,
+        "SELECT * FROM payment_pages WHERE token_hash = ?1",
+        [&hash[..]],
+        page_from_row,
+    )?
+    .pop())
+}
+
+/// Inserts the link unless the payment has one (the payment id is the key), then answers the
+/// stored one; one writer job, so concurrent calls see one record.
+pub(crate) fn ensure_payment_page(
+    conn: &Connection,
+    page: &PaymentPageRecord,
+) -> Result<PaymentPageRecord, StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO payment_pages (payment_id, token_hash, token, created_at) \
+         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (payment_id) DO NOTHING",
+    )
+    .map_err(db)?
+    .execute(params![
+        page.payment_id.to_string(),
+        &page.token_hash[..],
+        page.token.expose(),
+        page.created_at.unix_millis()
+    ])
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::Duplicate("payment page token".into())
+        } else {
+            db(e)
+        }
+    })?;
+    payment_page(conn, page.payment_id)?
+        .ok_or_else(|| StoreError::Corrupt("the payment page just stored is missing".into()))
 }

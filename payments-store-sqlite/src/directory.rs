@@ -169,6 +169,11 @@ fn project_from_row(row: &Row<'_>) -> Result<Project, StoreError> {
             per_second: c.num("rate_per_second")?,
             burst: c.num("rate_burst")?,
         },
+        payer_page: c.flag("payer_page")?,
+        payer_language: {
+            let l = c.text("payer_language")?;
+            l.parse().map_err(|_| corrupt("payer_language", l))?
+        },
         created_at: c.ts("created_at")?,
     })
 }
@@ -181,8 +186,8 @@ pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreErr
     conn.prepare_cached(
         "INSERT INTO projects (id, merchant_id, name, active, test_mode, lifetime_secs, \
          lifetime_nanos, contract, callback_url, ip_allow_list, signature_required, \
-         rate_per_second, rate_burst, created_at, paused) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
+         rate_per_second, rate_burst, created_at, paused, payer_page, payer_language) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
          ON CONFLICT (id) DO UPDATE SET merchant_id = excluded.merchant_id, \
          name = excluded.name, active = excluded.active, test_mode = excluded.test_mode, \
          lifetime_secs = excluded.lifetime_secs, lifetime_nanos = excluded.lifetime_nanos, \
@@ -190,7 +195,8 @@ pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreErr
          ip_allow_list = excluded.ip_allow_list, \
          signature_required = excluded.signature_required, \
          rate_per_second = excluded.rate_per_second, rate_burst = excluded.rate_burst, \
-         created_at = excluded.created_at, paused = excluded.paused",
+         created_at = excluded.created_at, paused = excluded.paused, \
+         payer_page = excluded.payer_page, payer_language = excluded.payer_language",
     )
     .map_err(db)?
     .execute(params![
@@ -208,7 +214,9 @@ pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreErr
         p.rate_limit.per_second,
         p.rate_limit.burst,
         p.created_at.unix_millis(),
-        p.paused
+        p.paused,
+        p.payer_page,
+        p.payer_language.as_str()
     ])
     .map_err(db)?;
     Ok(())

@@ -11,6 +11,7 @@ use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEven
 use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
 };
+use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -652,6 +653,31 @@ impl CabinetStore for SqliteStore {
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
         let q = query.clone();
         self.read(move |c| directory::snapshot(c, || outbox::find(c, &q)))
+            .await
+    }
+
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        let p = page.clone();
+        self.write(move |c| cabinet::ensure_payment_page(c, &p))
+            .await
+    }
+
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        self.read(move |c| cabinet::payment_page(c, payment)).await
+    }
+
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let h = *hash;
+        self.read(move |c| cabinet::payment_page_by_hash(c, &h))
             .await
     }
 }

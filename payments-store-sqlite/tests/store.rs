@@ -236,7 +236,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let path = dir.path().join("fresh.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
-    assert_eq!(SCHEMA_VERSION, 5);
+    assert_eq!(SCHEMA_VERSION, 6);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -487,13 +487,15 @@ async fn a_version_2_database_gets_its_status_counts() {
         }
         store.close();
     }
-    // Back to version 2: what migrations 3, 4 and 5 add is dropped.
+    // Back to version 2: what migrations 6, 5, 4 and 3 add is dropped.
     let conn = rusqlite::Connection::open(&path).expect("open");
     conn.execute_batch(
-        "DROP TABLE cabinet_users; DROP TABLE cabinet_recovery_codes; DROP TABLE cabinet_sessions;
-         DROP TABLE cabinet_invites; DROP TABLE cabinet_failures; DROP TABLE cabinet_audit;
-         DROP TABLE token_use; DROP INDEX payments_project_created;
-         DROP INDEX outbox_events_project_created;
+        "DROP TABLE payment_pages; ALTER TABLE projects DROP COLUMN payer_page;
+         ALTER TABLE projects DROP COLUMN payer_language;
+         DROP TABLE token_use; DROP TABLE cabinet_audit; DROP TABLE cabinet_failures;
+         DROP TABLE cabinet_invites; DROP TABLE cabinet_sessions;
+         DROP TABLE cabinet_recovery_codes; DROP TABLE cabinet_users;
+         DROP INDEX payments_project_created; DROP INDEX outbox_events_project_created;
          ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
          DROP TRIGGER payments_count_insert; DROP TRIGGER payments_count_update;
          DROP TRIGGER payments_count_delete; DROP TABLE payment_status_counts;

@@ -169,7 +169,13 @@ pub(crate) async fn recovery(
 
 /// The QR code of `uri` as an SVG element (no XML declaration: it is inlined).
 pub(crate) fn qr_svg(uri: &str) -> String {
-    let code = QrCode::new(uri.as_bytes()).expect("an otpauth URI fits a QR code");
+    qr_svg_named(uri, "QR code for the authenticator app").expect("an otpauth URI fits a QR code")
+}
+
+/// The QR code of `data` as an SVG element with the accessible name `label` (escaped here);
+/// `None` when `data` is too long for a QR code.
+pub(crate) fn qr_svg_named(data: &str, label: &str) -> Option<String> {
+    let code = QrCode::new(data.as_bytes()).ok()?;
     let image = code
         .render::<svg::Color<'_>>()
         .min_dimensions(200, 200)
@@ -179,11 +185,15 @@ pub(crate) fn qr_svg(uri: &str) -> String {
         .build();
     let start = image.find("<svg").unwrap_or(0);
     // An accessible name for the image.
-    image[start..].replacen(
+    let label = label
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    Some(image[start..].replacen(
         "<svg",
-        "<svg role=\"img\" aria-label=\"QR code for the authenticator app\"",
+        &format!("<svg role=\"img\" aria-label=\"{label}\""),
         1,
-    )
+    ))
 }
 
 /// The key in groups of four characters, as authenticator apps show it.

@@ -7,6 +7,7 @@
 //! request changes nothing even before the `SameSite=Strict` session cookie is considered.
 
 mod auth;
+pub mod payer;
 mod payments;
 mod projects;
 mod security;
@@ -152,6 +153,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/security/recovery-codes"),
     ("POST", "/security/sessions/{id}/revoke"),
     ("GET", "/audit"),
+    ("GET", "/pay/{token}"),
+    ("GET", "/pay/assets/payer.css"),
+    ("GET", "/pay/assets/payer.js"),
 ];
 
 /// The cabinet as a router. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`
@@ -213,6 +217,9 @@ pub fn router(state: CabinetState) -> Router {
             post(security::revoke_session),
         )
         .route("/audit", get(security::audit))
+        .route("/pay/{token}", get(payer::show))
+        .route("/pay/assets/payer.css", get(payer::stylesheet))
+        .route("/pay/assets/payer.js", get(payer::script))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
@@ -257,7 +264,10 @@ pub async fn guard(State(st): State<CabinetState>, req: Request, next: Next) -> 
         PageError::CrossSite.render(&st)
     };
     let h = response.headers_mut();
-    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    // A page with a policy of its own (the payer page) keeps it.
+    if !h.contains_key("content-security-policy") {
+        h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    }
     h.insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),

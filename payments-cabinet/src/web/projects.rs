@@ -82,6 +82,10 @@ pub(crate) fn project_view(p: &Project, m: &Merchant) -> ProjectView {
         state: state_text(p, m),
         lifetime: duration_text(p.lifetime),
         signature_required: p.signature_required,
+        payer_page: p.payer_page.then_some(match p.payer_language {
+            payments_core::payer::PageLanguage::En => "on, in English",
+            _ => "on, in Russian",
+        }),
         rate_limit: format!(
             "{} requests per second, bursts of {}",
             p.rate_limit.per_second, p.rate_limit.burst

@@ -224,6 +224,8 @@ pub(crate) struct ProjectView {
     pub(crate) state: String,
     pub(crate) lifetime: String,
     pub(crate) signature_required: bool,
+    /// The payer page's setting, `None` when it is off.
+    pub(crate) payer_page: Option<&'static str>,
     pub(crate) rate_limit: String,
     pub(crate) contract: Vec<String>,
 }

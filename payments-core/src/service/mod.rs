@@ -7,6 +7,7 @@ mod create;
 mod notify;
 mod operate;
 mod operator;
+mod payer;
 mod provision;
 
 use std::sync::Arc;

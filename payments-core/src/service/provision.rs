@@ -14,6 +14,7 @@ use crate::auth::{Environment, IpAllowList, Scope};
 use crate::callback::destination::CallbackUrl;
 use crate::callback::signing::{CallbackSecret, CallbackSecrets};
 use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
+use crate::payer::PageLanguage;
 use crate::payment::{Currency, PaymentMethod};
 use crate::project::{
     AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, Project, RateLimit, SecretRecord,
@@ -66,6 +67,10 @@ pub struct ProjectPatch {
     pub paused: Option<bool>,
     /// Rate limit.
     pub rate_limit: Option<RateLimit>,
+    /// The hosted payer page on or off.
+    pub payer_page: Option<bool>,
+    /// The payer page's language.
+    pub payer_language: Option<PageLanguage>,
 }
 
 /// An issued token: the record stored and the secret, shown once.
@@ -194,6 +199,8 @@ impl PaymentService {
             signature_required: false,
             paused: false,
             rate_limit: RateLimit::default(),
+            payer_page: false,
+            payer_language: PageLanguage::default(),
             created_at: self.ports.clock.now(),
         };
         let project = self.patched(project, patch)?;
@@ -317,6 +324,12 @@ impl PaymentService {
                 ));
             }
             p.rate_limit = r;
+        }
+        if let Some(on) = patch.payer_page {
+            p.payer_page = on;
+        }
+        if let Some(language) = patch.payer_language {
+            p.payer_language = language;
         }
         Ok(p)
     }
@@ -730,6 +743,8 @@ pub fn project_value(p: &Project) -> serde_json::Value {
         "signature_required": p.signature_required,
         "paused": p.paused,
         "rate_limit": {"per_second": p.rate_limit.per_second, "burst": p.rate_limit.burst},
+        "payer_page": p.payer_page,
+        "payer_language": p.payer_language.as_str(),
         "created_at": p.created_at,
     })
 }

@@ -14,6 +14,7 @@ use crate::cabinet::{
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
+use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -62,6 +63,7 @@ struct CabinetState {
     failures: Vec<(String, Timestamp)>,
     audit: Vec<CabinetAuditRecord>,
     token_use: HashMap<TokenId, Timestamp>,
+    payment_pages: HashMap<PaymentId, PaymentPageRecord>,
 }
 
 impl State {
@@ -1068,5 +1070,41 @@ impl CabinetStore for MemoryStore {
         });
         found.truncate(q.limit);
         Ok(found)
+    }
+
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        let mut st = self.lock();
+        let pages = &mut st.cabinet.payment_pages;
+        if let Some(existing) = pages.get(&page.payment_id) {
+            return Ok(existing.clone());
+        }
+        if pages.values().any(|p| p.token_hash == page.token_hash) {
+            return Err(StoreError::Duplicate("payment page token".into()));
+        }
+        pages.insert(page.payment_id, page.clone());
+        Ok(page.clone())
+    }
+
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        Ok(self.lock().cabinet.payment_pages.get(&payment).cloned())
+    }
+
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .payment_pages
+            .values()
+            .find(|p| &p.token_hash == hash)
+            .cloned())
     }
 }

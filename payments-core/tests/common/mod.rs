@@ -213,6 +213,8 @@ pub fn project(n: u128, merchant: &Merchant, test_mode: bool, callback: Option<&
         signature_required: false,
         paused: false,
         rate_limit: RateLimit::default(),
+        payer_page: false,
+        payer_language: payments_core::payer::PageLanguage::Ru,
         created_at: ts(T_CREATED - 86_400_000),
     }
 }

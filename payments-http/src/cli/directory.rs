@@ -106,6 +106,12 @@ pub struct ProjectSettings {
     /// Rate limit: requests per second, optionally /burst (default burst: twice the rate).
     #[arg(long, value_name = "PER_SEC[/BURST]")]
     rate_limit: Option<String>,
+    /// The hosted payer page of the project's payments (and their `payment_page_url`).
+    #[arg(long, value_name = "on|off")]
+    payer_page: Option<OnOff>,
+    /// The payer page's language: ru or en.
+    #[arg(long, value_name = "ru|en")]
+    payer_language: Option<String>,
 }
 
 /// Project commands.
@@ -231,6 +237,8 @@ fn project_patch(s: ProjectSettings) -> Result<ProjectPatch, ApiError> {
         signature_required: s.signature_required.map(OnOff::bool),
         paused: s.paused.map(OnOff::bool),
         rate_limit: s.rate_limit.as_deref().map(parse_rate_limit).transpose()?,
+        payer_page: s.payer_page.map(OnOff::bool),
+        payer_language: s.payer_language.as_deref().map(str::parse).transpose()?,
         ..ProjectPatch::default()
     })
 }

@@ -216,7 +216,7 @@ impl<'de> Visitor<'de> for FirstDuplicateVisitor {
 
 /// The project settings of a create or patch body: `name`, `active`, `test_mode`,
 /// `lifetime_seconds`, `contract`, `callback_url` (`null` clears), `ip_allow_list`,
-/// `signature_required`, `rate_limit`, `paused`.
+/// `signature_required`, `rate_limit`, `paused`, `payer_page`, `payer_language` (`ru`, `en`).
 pub fn project_patch(body: &Body) -> Result<ProjectPatch, ApiError> {
     Ok(ProjectPatch {
         name: body.string("name")?,
@@ -234,6 +234,11 @@ pub fn project_patch(body: &Body) -> Result<ProjectPatch, ApiError> {
         signature_required: body.bool("signature_required")?,
         paused: body.bool("paused")?,
         rate_limit: body.get("rate_limit").map(rate_limit).transpose()?,
+        payer_page: body.bool("payer_page")?,
+        payer_language: body
+            .string("payer_language")?
+            .map(|l| l.parse())
+            .transpose()?,
     })
 }
 

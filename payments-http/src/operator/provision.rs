@@ -149,7 +149,7 @@ async fn update_merchant(
 }
 
 /// Settings a new project may carry (`POST /operator/v1/projects`).
-pub const PROJECT_CREATE_FIELDS: [&str; 11] = [
+pub const PROJECT_CREATE_FIELDS: [&str; 13] = [
     "paused",
     "merchant_id",
     "name",
@@ -161,10 +161,12 @@ pub const PROJECT_CREATE_FIELDS: [&str; 11] = [
     "signature_required",
     "rate_limit",
     "active",
+    "payer_page",
+    "payer_language",
 ];
 
 /// Settings a project patch may carry (`PATCH /operator/v1/projects/{id}`).
-pub const PROJECT_PATCH_FIELDS: [&str; 10] = [
+pub const PROJECT_PATCH_FIELDS: [&str; 12] = [
     "paused",
     "name",
     "active",
@@ -175,6 +177,8 @@ pub const PROJECT_PATCH_FIELDS: [&str; 10] = [
     "ip_allow_list",
     "signature_required",
     "rate_limit",
+    "payer_page",
+    "payer_language",
 ];
 
 async fn create_project(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {

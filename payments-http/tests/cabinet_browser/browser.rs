@@ -300,9 +300,16 @@ impl Browser {
     /// A PNG of the whole page, written to `<dir>/<name>.png` when `CABINET_SCREENSHOTS`
     /// names a directory.
     pub async fn screenshot(&self, name: &str) {
+        self.screenshot_at(name, 1280).await;
+    }
+
+    /// [`Browser::screenshot`] with the window `width` px wide (320: a small phone).
+    pub async fn screenshot_at(&self, name: &str, width: u32) {
         let Some(dir) = std::env::var_os("CABINET_SCREENSHOTS") else {
             return;
         };
+        // The height at this width (a narrow page is taller).
+        let _ = self.client.set_window_size(width, 900).await;
         let height = self
             .client
             .execute(
@@ -317,7 +324,7 @@ impl Browser {
         // The window's outer size: the viewport is smaller by the (headless) chrome.
         let _ = self
             .client
-            .set_window_size(1280, u32::try_from(height).unwrap_or(900) + 100)
+            .set_window_size(width, u32::try_from(height).unwrap_or(900) + 100)
             .await;
         let _ = self.client.execute("window.scrollTo(0, 0);", vec![]).await;
         let png = self.client.screenshot().await.expect("a screenshot");

@@ -9,6 +9,7 @@
 mod support;
 
 mod browser;
+mod payer;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -145,7 +145,40 @@ async fn real_responses_validate_against_the_file() {
     card["callback_url"] = json!("https://shop.example.com/callbacks");
     let r = c.create_payment(&card).await.unwrap();
     assert_eq!(r.status, StatusCode::CREATED);
+    assert!(r.json.get("payment_page_url").is_none(), "the page is off");
     check(&spec, &mut seen, create, "POST", &r);
+
+    // With the payer page on: payment_page_url in the create response and GET, the same link.
+    s.patch_project(ProjectPatch {
+        payer_page: Some(true),
+        ..ProjectPatch::default()
+    })
+    .await;
+    let r = c
+        .create_payment(&create_body("oa-page", "700"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, StatusCode::CREATED);
+    let link = r.json["payment_page_url"]
+        .as_str()
+        .expect("a link")
+        .to_string();
+    assert!(
+        link.starts_with(s.cabinet_url.as_deref().expect("the cabinet runs")),
+        "{link}"
+    );
+    check(&spec, &mut seen, create, "POST", &r);
+    let r = c.get_payment(r.json["id"].as_str().unwrap()).await.unwrap();
+    assert_eq!(r.json["payment_page_url"], link.as_str());
+    check(&spec, &mut seen, get, "GET", &r);
+    // Payments made before the page was on get their link at their next read.
+    let r = c.get_payment(&id).await.unwrap();
+    assert!(r.json["payment_page_url"].is_string(), "{}", r.json);
+    s.patch_project(ProjectPatch {
+        payer_page: Some(false),
+        ..ProjectPatch::default()
+    })
+    .await;
 
     // 201 error (.13, .14), 422 with payment_id (.15) and its 200 repeat.
     for (mpid, amount, code) in [

@@ -161,6 +161,19 @@ async fn project_create_with_settings_and_patch() {
     // Untouched settings stay.
     assert_eq!(patched.body["signature_required"], true);
     assert_eq!(patched.body["rate_limit"]["burst"], 10);
+    // The payer page: off and Russian by default.
+    assert_eq!(patched.body["payer_page"], false);
+    assert_eq!(patched.body["payer_language"], "ru");
+    let patched = app
+        .op(
+            "PATCH",
+            &path,
+            Some(json!({"payer_page": true, "payer_language": "en"})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    assert_eq!(patched.body["payer_page"], true);
+    assert_eq!(patched.body["payer_language"], "en");
     assert_eq!(app.op("GET", &path, None).await.body, patched.body);
 
     let listed = app
@@ -189,6 +202,8 @@ async fn project_create_with_settings_and_patch() {
         ),
         (json!({"merchant_id": merchant_id}), "merchant_id"),
         (json!({"test_mode": "yes"}), "test_mode"),
+        (json!({"payer_language": "de"}), "payer_language"),
+        (json!({"payer_page": "on"}), "payer_page"),
     ] {
         let a = app.op("PATCH", &path, Some(body.clone())).await;
         assert_eq!(a.status, 400, "{body}: {}", a.text);

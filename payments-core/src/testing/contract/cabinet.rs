@@ -34,6 +34,12 @@ pub fn cabinet_checks<S: Store + CabinetStore>() -> Vec<Check<S>> {
             Box::pin(cabinet_find_payments(s))
         }),
         ("cabinet_find_events", |s| Box::pin(cabinet_find_events(s))),
+        ("cabinet_payment_pages", |s| {
+            Box::pin(cabinet_payment_pages(s))
+        }),
+        ("cabinet_concurrent_payment_pages", |s| {
+            Box::pin(cabinet_concurrent_payment_pages(s))
+        }),
     ]
 }
 
@@ -847,5 +853,75 @@ pub async fn cabinet_find_events<S: Store + CabinetStore>(store: &S) {
             .expect("find")),
         vec![e1.event.event_id],
         "the next page"
+    );
+}
+
+fn page(payment: u128, token: u8) -> crate::payer::PaymentPageRecord {
+    let text = format!("{token:02x}{}", "A".repeat(20));
+    crate::payer::PaymentPageRecord {
+        payment_id: payment_id(payment),
+        token_hash: hash(token),
+        token: text.as_str().into(),
+        created_at: T0 + ms(i64::from(token)),
+    }
+}
+
+/// Payer page links: one per payment, kept as first stored (a second link for the payment
+/// answers the first one and changes nothing); found by the token hash; another payment's
+/// token hash is `Duplicate`.
+pub async fn cabinet_payment_pages<S: Store + CabinetStore>(store: &S) {
+    assert_eq!(store.payment_page(payment_id(1)).await.expect("read"), None);
+    assert_eq!(
+        store.payment_page_by_hash(&hash(1)).await.expect("read"),
+        None
+    );
+    let first = page(1, 1);
+    assert_eq!(
+        store.ensure_payment_page(&first).await.expect("store"),
+        first,
+        "the first link is stored and answered, every field as given"
+    );
+    let again = store.ensure_payment_page(&page(1, 2)).await.expect("again");
+    assert_eq!(again, first, "a payment's link never changes");
+    assert_eq!(
+        store.payment_page_by_hash(&hash(2)).await.expect("read"),
+        None,
+        "the second token was not stored"
+    );
+    assert_eq!(
+        store.payment_page(payment_id(1)).await.expect("read"),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store.payment_page_by_hash(&hash(1)).await.expect("read"),
+        Some(first.clone())
+    );
+    let other = page(2, 3);
+    store.ensure_payment_page(&other).await.expect("another");
+    assert_eq!(
+        store.payment_page_by_hash(&hash(3)).await.expect("read"),
+        Some(other)
+    );
+    let clash = page(3, 1);
+    assert!(
+        matches!(
+            store.ensure_payment_page(&clash).await,
+            Err(StoreError::Duplicate(_))
+        ),
+        "a token hash belongs to one payment"
+    );
+    assert_eq!(store.payment_page(payment_id(3)).await.expect("read"), None);
+}
+
+/// Concurrent first links for one payment: every call answers the same stored link.
+pub async fn cabinet_concurrent_payment_pages<S: Store + CabinetStore>(store: &S) {
+    let candidates: Vec<_> = (10..18u8).map(|t| page(7, t)).collect();
+    let answers = join_all(candidates.iter().map(|p| store.ensure_payment_page(p))).await;
+    let answers: Vec<_> = answers.into_iter().map(|a| a.expect("ensure")).collect();
+    assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
+    assert!(candidates.contains(&answers[0]));
+    assert_eq!(
+        store.payment_page(payment_id(7)).await.expect("read"),
+        Some(answers[0].clone())
     );
 }

@@ -159,6 +159,9 @@ pub(super) fn sample_project(n: u128, merchant: MerchantId) -> Project {
         signature_required: false,
         paused: false,
         rate_limit: RateLimit::default(),
+        // Not the defaults, so that a store that drops them fails the round trip.
+        payer_page: true,
+        payer_language: crate::payer::PageLanguage::En,
         created_at: T0,
     }
 }

@@ -1,0 +1,368 @@
+//! The hosted payer page (`/pay/{token}`), served beside the cabinet: what the payer of one
+//! payment sees. The core decides everything shown ([`PaymentService::payer_page`]
+//! answers a [`PayerView`]); this module only renders it, in the project's language.
+//!
+//! The page works without JavaScript: the deadline is a `<time datetime>` with the time and
+//! the minutes left written by the server, and the page reloads itself at the deadline (and
+//! every few seconds while requisites are being picked). `payer.js`, from the same origin,
+//! adds the ticking countdown and the copy buttons. The page's own Content-Security-Policy
+//! allows that one script and the one stylesheet from this origin, nothing else.
+//!
+//! [`PaymentService::payer_page`]: payments_core::service::PaymentService::payer_page
+
+use askama::Template;
+use axum::extract::{Path, State};
+use axum::http::header::{self, HeaderValue};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use payments_core::payer::{PageLanguage, PageToken, PayerState, PayerView, ShownRequisite};
+use payments_core::payment::PaymentMethod;
+use payments_core::{ApiError, ErrorCode, Timestamp};
+
+use super::CabinetState;
+
+/// The payer page's stylesheet, embedded.
+pub const PAYER_STYLESHEET: &str = include_str!("../../assets/payer.css");
+/// The payer page's script (countdown and copy buttons), embedded.
+pub const PAYER_SCRIPT: &str = include_str!("../../assets/payer.js");
+
+/// The payer page's policy: its own stylesheet and script, nothing else; no form posts, no
+/// framing, no connections.
+pub const PAYER_CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; \
+    img-src 'self'; connect-src 'none'; form-action 'none'; frame-ancestors 'none'; \
+    base-uri 'none'";
+
+/// The page of `token` under the cabinet at `base` (`https://pay.example/pay/<token>`).
+pub fn payer_page_url(base: &str, token: &PageToken) -> String {
+    format!("{}/pay/{}", base.trim_end_matches('/'), token.as_str())
+}
+
+/// The words of the page in one language.
+#[derive(Debug)]
+pub(crate) struct Texts {
+    pub(crate) lang: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) order: &'static str,
+    pub(crate) amount: &'static str,
+    pub(crate) sum: &'static str,
+    pub(crate) exact: &'static str,
+    pub(crate) fee: &'static str,
+    pub(crate) card: &'static str,
+    pub(crate) phone: &'static str,
+    pub(crate) holder: &'static str,
+    pub(crate) bank: &'static str,
+    pub(crate) copy: &'static str,
+    pub(crate) copy_card: &'static str,
+    pub(crate) copy_phone: &'static str,
+    pub(crate) copy_amount: &'static str,
+    pub(crate) copied: &'static str,
+    pub(crate) deadline: &'static str,
+    pub(crate) left: &'static str,
+    pub(crate) minutes: &'static str,
+    pub(crate) qr: &'static str,
+    pub(crate) qr_hint: &'static str,
+    pub(crate) deeplink: &'static str,
+    pub(crate) test: &'static str,
+    pub(crate) preparing: (&'static str, &'static str),
+    pub(crate) completed: (&'static str, &'static str),
+    pub(crate) canceled: (&'static str, &'static str),
+    pub(crate) expired: (&'static str, &'static str),
+    pub(crate) failed: (&'static str, &'static str),
+    pub(crate) checking: (&'static str, &'static str),
+    pub(crate) not_found: (&'static str, &'static str),
+    pub(crate) months: [&'static str; 12],
+}
+
+const EN: Texts = Texts {
+    lang: "en",
+    title: "Payment",
+    order: "Order",
+    amount: "Amount to transfer",
+    sum: "Amount",
+    exact: "Transfer exactly this amount in one transfer.",
+    fee: "Your bank's transfer fee, if any, is paid on top: the amount credited is what arrives.",
+    card: "Recipient's card number",
+    phone: "Recipient's phone number (SBP, Faster Payments System)",
+    holder: "Recipient",
+    bank: "Recipient's bank",
+    copy: "Copy",
+    copy_card: "Copy the card number",
+    copy_phone: "Copy the phone number",
+    copy_amount: "Copy the amount",
+    copied: "Copied",
+    deadline: "Pay by",
+    left: "Time left",
+    minutes: "min",
+    qr: "QR code to pay",
+    qr_hint: "Scan it in your bank's app.",
+    deeplink: "Open your bank's app",
+    test: "Test payment: no money moves.",
+    preparing: (
+        "Preparing the payment details",
+        "This page refreshes itself in a few seconds.",
+    ),
+    completed: (
+        "Payment received",
+        "Thank you. You can return to the shop.",
+    ),
+    canceled: (
+        "Payment canceled",
+        "These payment details are no longer valid: do not transfer to them. To try again, return to the shop.",
+    ),
+    expired: (
+        "The time to pay has run out",
+        "These payment details are no longer valid: do not transfer to them. To try again, return to the shop.",
+    ),
+    failed: (
+        "The payment could not be prepared",
+        "No payment details could be issued. Return to the shop and try again.",
+    ),
+    checking: (
+        "The payment is being checked",
+        "The result will appear on this page.",
+    ),
+    not_found: ("Page not found", "Check the link you were given."),
+    months: [
+        "January", "February", "March", "April", "May", "June", "July", "August",
+        "September", "October", "November", "December",
+    ],
+};
+
+const RU: Texts = Texts {
+    lang: "ru",
+    title: "Оплата",
+    order: "Заказ",
+    amount: "Сумма перевода",
+    sum: "Сумма",
+    exact: "Переведите ровно эту сумму одним переводом.",
+    fee: "Комиссию вашего банка, если она есть, вы оплачиваете сверху: зачисляется та сумма, которая пришла.",
+    card: "Номер карты получателя",
+    phone: "Номер телефона получателя (СБП)",
+    holder: "Получатель",
+    bank: "Банк получателя",
+    copy: "Копировать",
+    copy_card: "Копировать номер карты",
+    copy_phone: "Копировать номер телефона",
+    copy_amount: "Копировать сумму",
+    copied: "Скопировано",
+    deadline: "Оплатите до",
+    left: "Осталось",
+    minutes: "мин",
+    qr: "QR-код для оплаты",
+    qr_hint: "Отсканируйте его в приложении банка.",
+    deeplink: "Открыть приложение банка",
+    test: "Тестовый платёж: деньги не переводятся.",
+    preparing: (
+        "Готовим реквизиты",
+        "Страница обновится сама через несколько секунд.",
+    ),
+    completed: ("Оплата получена", "Спасибо! Можно вернуться в магазин."),
+    canceled: (
+        "Платёж отменён",
+        "Реквизиты больше не действуют: не переводите по ним. Чтобы попробовать снова, вернитесь в магазин.",
+    ),
+    expired: (
+        "Время на оплату истекло",
+        "Реквизиты больше не действуют: не переводите по ним. Чтобы попробовать снова, вернитесь в магазин.",
+    ),
+    failed: (
+        "Не удалось подготовить платёж",
+        "Реквизиты не выданы. Вернитесь в магазин и попробуйте снова.",
+    ),
+    checking: (
+        "Платёж проверяется",
+        "Результат появится на этой странице.",
+    ),
+    not_found: ("Страница не найдена", "Проверьте ссылку, которую вам дали."),
+    months: [
+        "января", "февраля", "марта", "апреля", "мая", "июня", "июля", "августа",
+        "сентября", "октября", "ноября", "декабря",
+    ],
+};
+
+pub(crate) fn texts(language: PageLanguage) -> &'static Texts {
+    match language {
+        PageLanguage::En => &EN,
+        _ => &RU,
+    }
+}
+
+/// `1 October 2026, 12:15 UTC` / `1 октября 2026, 12:15 UTC`.
+fn format_deadline(t: &Texts, at: Timestamp) -> String {
+    let secs = at.unix_millis().div_euclid(1000);
+    let Ok(dt) = time::OffsetDateTime::from_unix_timestamp(secs) else {
+        return at.to_rfc3339();
+    };
+    format!(
+        "{} {} {}, {:02}:{:02} UTC",
+        dt.day(),
+        t.months[usize::from(u8::from(dt.month())) - 1],
+        dt.year(),
+        dt.hour(),
+        dt.minute()
+    )
+}
+
+/// What the template shows of a requisite.
+#[derive(Debug)]
+pub(crate) struct RequisiteBlock {
+    pub(crate) label: &'static str,
+    pub(crate) copy_label: &'static str,
+    pub(crate) display: String,
+    pub(crate) copy: String,
+    pub(crate) holder_name: String,
+    pub(crate) bank: Option<String>,
+    pub(crate) qr_svg: Option<String>,
+    pub(crate) deeplink: Option<String>,
+}
+
+/// The payer page.
+#[derive(Template)]
+#[template(path = "payer.html")]
+pub(crate) struct PayerPage {
+    pub(crate) t: &'static Texts,
+    pub(crate) heading: &'static str,
+    pub(crate) message: &'static str,
+    pub(crate) state: &'static str,
+    pub(crate) amount: String,
+    pub(crate) currency: String,
+    pub(crate) order: String,
+    pub(crate) requisite: Option<RequisiteBlock>,
+    pub(crate) deadline_iso: String,
+    pub(crate) deadline_text: String,
+    pub(crate) minutes_left: u64,
+    pub(crate) refresh: Option<u64>,
+    pub(crate) is_test: bool,
+}
+
+/// The payer page's "not found" (the same for every wrong link).
+#[derive(Template)]
+#[template(path = "payer_missing.html")]
+pub(crate) struct PayerMissing {
+    pub(crate) ru: &'static Texts,
+    pub(crate) en: &'static Texts,
+}
+
+fn requisite_block(t: &Texts, r: &ShownRequisite) -> RequisiteBlock {
+    let (label, copy_label) = match r.method {
+        PaymentMethod::CardTransfer => (t.card, t.copy_card),
+        _ => (t.phone, t.copy_phone),
+    };
+    RequisiteBlock {
+        label,
+        copy_label,
+        display: r.display.clone(),
+        copy: r.copy.clone(),
+        holder_name: r.holder_name.clone(),
+        bank: r.bank.clone(),
+        qr_svg: r
+            .qr_payload
+            .as_deref()
+            .and_then(|p| super::auth::qr_svg_named(p, t.qr)),
+        deeplink: r.deeplink.clone(),
+    }
+}
+
+pub(crate) fn page(view: &PayerView) -> PayerPage {
+    let t = texts(view.language);
+    let ((heading, message), refresh) = match &view.state {
+        PayerState::Pay(_) => ((t.title, ""), Some(view.seconds_left() + 1)),
+        PayerState::Preparing => (t.preparing, Some(5)),
+        PayerState::Completed => (t.completed, None),
+        PayerState::Canceled => (t.canceled, None),
+        PayerState::Expired => (t.expired, None),
+        PayerState::Failed => (t.failed, None),
+        PayerState::Checking => (t.checking, Some(60)),
+    };
+    PayerPage {
+        t,
+        heading,
+        message,
+        state: view.state.as_str(),
+        amount: view.amount.clone(),
+        currency: view.currency.clone(),
+        order: view.merchant_payment_id.clone(),
+        requisite: view.state.requisite().map(|r| requisite_block(t, r)),
+        deadline_iso: view.deadline.to_rfc3339(),
+        deadline_text: format_deadline(t, view.deadline),
+        minutes_left: view.seconds_left().div_ceil(60),
+        refresh,
+        is_test: view.is_test,
+    }
+}
+
+fn with_policy(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        "content-security-policy",
+        HeaderValue::from_static(PAYER_CSP),
+    );
+    h.insert(
+        "x-robots-tag",
+        HeaderValue::from_static("noindex, nofollow"),
+    );
+    response
+}
+
+/// `GET /pay/{token}`: the page, or the same `404` for every link that is not a live page.
+pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
+    match st.cabinet.service().payer_page(&token).await {
+        Ok(view) => with_policy(super::ok(&page(&view))),
+        Err(e) => with_policy(missing(e)),
+    }
+}
+
+fn missing(e: ApiError) -> Response {
+    let status = match e.code {
+        ErrorCode::PaymentNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        _ => {
+            tracing::error!(code = %e.code, message = %e.message, "payer page: request failed");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    };
+    // Which language a wrong link's page would have is not known: Russian and English both.
+    super::html(status, &PayerMissing { ru: &RU, en: &EN })
+}
+
+/// `GET /pay/assets/payer.css`.
+pub(crate) async fn stylesheet() -> Response {
+    asset("text/css; charset=utf-8", PAYER_STYLESHEET)
+}
+
+/// `GET /pay/assets/payer.js`.
+pub(crate) async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", PAYER_SCRIPT)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_read_in_both_languages() {
+        // 2026-10-01T12:15:00Z
+        let at = Timestamp::from_unix_secs(1_790_856_900);
+        assert_eq!(format_deadline(&EN, at), "1 October 2026, 12:15 UTC");
+        assert_eq!(format_deadline(&RU, at), "1 октября 2026, 12:15 UTC");
+    }
+
+    #[test]
+    fn links_are_under_pay() {
+        let token = PageToken::parse("AAAAAAAAAAAAAAAAAAAAAA").expect("a token");
+        assert_eq!(
+            payer_page_url("https://pay.example/", &token),
+            "https://pay.example/pay/AAAAAAAAAAAAAAAAAAAAAA"
+        );
+    }
+}

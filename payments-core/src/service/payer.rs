@@ -1,0 +1,78 @@
+//! The hosted payer page: which payments have one, their links, and what a link shows.
+
+use super::{payment_not_found, PaymentService};
+use crate::payer::{PageToken, PayerView, PaymentPageRecord};
+use crate::payment::Payment;
+use crate::project::Project;
+use crate::ApiError;
+
+impl PaymentService {
+    /// The payer page token of `payment`, when its project (`project`) has the page on and
+    /// the store keeps payer page links (the cabinet's part of the store); `None` otherwise.
+    /// The first call for a payment makes its token (128 random bits from the
+    /// [`RandomSource`](crate::RandomSource) port) and stores it; every later call answers
+    /// the same one. A payment created before the project turned the page on gets its link
+    /// at its next read.
+    pub async fn payment_page_token(
+        &self,
+        project: &Project,
+        payment: &Payment,
+    ) -> Result<Option<PageToken>, ApiError> {
+        if !project.payer_page || payment.project_id != project.id {
+            return Ok(None);
+        }
+        let Some(pages) = self.ports.store.clone().cabinet_store() else {
+            return Ok(None);
+        };
+        let stored = match pages.payment_page(payment.id).await? {
+            Some(page) => page,
+            None => {
+                let token = PageToken::generate(self.ports.rng.as_ref());
+                let candidate = PaymentPageRecord::new(payment.id, &token, self.ports.clock.now());
+                pages.ensure_payment_page(&candidate).await?
+            }
+        };
+        match stored.page_token() {
+            Some(token) => Ok(Some(token)),
+            None => Err(ApiError::internal(format!(
+                "the payer page link of payment {} is damaged",
+                payment.id
+            ))),
+        }
+    }
+
+    /// What the payer page at `token` shows now. A token that is malformed or unknown, of a
+    /// payment whose project has the page off, or of a store without payer page links, is
+    /// `404 payment_not_found`, the same answer for each, so a wrong link learns nothing.
+    pub async fn payer_page(&self, token: &str) -> Result<PayerView, ApiError> {
+        let token = PageToken::parse(token).ok_or_else(payment_not_found)?;
+        let pages = self
+            .ports
+            .store
+            .clone()
+            .cabinet_store()
+            .ok_or_else(payment_not_found)?;
+        let page = pages
+            .payment_page_by_hash(&token.hash())
+            .await?
+            .ok_or_else(payment_not_found)?;
+        let payment = self
+            .ports
+            .store
+            .payment(page.payment_id)
+            .await?
+            .ok_or_else(payment_not_found)?;
+        let project = self
+            .ports
+            .store
+            .project(payment.project_id)
+            .await?
+            .filter(|p| p.payer_page)
+            .ok_or_else(payment_not_found)?;
+        Ok(PayerView::of(
+            &payment,
+            project.payer_language,
+            self.ports.clock.now(),
+        ))
+    }
+}

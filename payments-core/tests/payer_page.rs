@@ -1,0 +1,213 @@
+//! The payer page's rules over any payment, and the service's page links over the memory
+//! store: which projects have links, that a link is stable and random, and that every link
+//! that is not a live page is the same `404`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use payments_core::payer::{payer_state, PageLanguage, PageToken, PayerState, PayerView};
+use payments_core::payment::{PaymentMethod, PaymentStatus};
+use payments_core::service::{Actor, ProjectPatch};
+use payments_core::testing::strategies;
+use payments_core::transition::Trigger;
+use payments_core::ErrorCode;
+use proptest::prelude::*;
+
+fn any_status() -> impl Strategy<Value = PaymentStatus> {
+    prop::sample::select(vec![
+        PaymentStatus::Created,
+        PaymentStatus::Processing,
+        PaymentStatus::Completed,
+        PaymentStatus::Canceled,
+        PaymentStatus::Error,
+        PaymentStatus::Appeal,
+    ])
+}
+
+proptest! {
+    /// A requisite is shown exactly while the payment is `processing`, has one, and its
+    /// deadline has not come; the amount is the stored text; the copy value of a card is its
+    /// digits.
+    #[test]
+    fn requisites_only_while_processing_and_in_time(
+        p in any_status().prop_flat_map(strategies::payment_in),
+        offset in 0u64..3_600_000,
+        before in any::<bool>(),
+    ) {
+        let now = if before {
+            p.expires_at.saturating_sub(Duration::from_millis(offset + 1))
+        } else {
+            p.expires_at + Duration::from_millis(offset)
+        };
+        let state = payer_state(&p, now);
+        let shows = state.requisite().is_some();
+        prop_assert_eq!(
+            shows,
+            p.status == PaymentStatus::Processing && p.requisites.is_some() && now < p.expires_at,
+            "{:?} at {:?}", state, now
+        );
+        if let Some(r) = state.requisite() {
+            let stored = p.requisites.as_ref().unwrap();
+            prop_assert_eq!(&r.holder_name, &stored.holder_name);
+            prop_assert_eq!(&r.bank, &stored.bank);
+            if p.payment_method == PaymentMethod::CardTransfer {
+                let digits: String = stored.requisite.chars().filter(char::is_ascii_digit).collect();
+                prop_assert_eq!(&r.copy, &digits);
+            }
+        }
+        match p.status {
+            PaymentStatus::Completed => prop_assert_eq!(&state, &PayerState::Completed),
+            PaymentStatus::Canceled => prop_assert_eq!(&state, &PayerState::Canceled),
+            PaymentStatus::Error => prop_assert_eq!(&state, &PayerState::Failed),
+            PaymentStatus::Appeal => prop_assert_eq!(&state, &PayerState::Checking),
+            PaymentStatus::Processing if now >= p.expires_at => {
+                prop_assert_eq!(&state, &PayerState::Expired)
+            }
+            _ => {}
+        }
+        let view = PayerView::of(&p, PageLanguage::En, now);
+        prop_assert_eq!(view.amount, p.amount.as_decimal().to_string());
+        prop_assert_eq!(view.deadline, p.expires_at);
+    }
+}
+
+#[test]
+fn amounts_are_shown_as_stored() {
+    let mut p = fixture();
+    p.amount = amount("3400.50");
+    let view = PayerView::of(&p, PageLanguage::Ru, p.created_at);
+    assert_eq!(view.amount, "3400.50", "never re-rounded or normalised");
+}
+
+#[test]
+fn links_follow_the_project_setting_and_stay_the_same() {
+    let h = Harness::new(7);
+    let m = merchant(1, None);
+    let p = project(1, &m, false, None);
+    h.add(&m, &p);
+    h.caller(p.id);
+    futures_executor::block_on(links(&h, p));
+}
+
+async fn links(h: &Harness, p: payments_core::project::Project) {
+    let body =
+        br#"{"merchant_payment_id":"o-1","amount":"3400.50","payment_method":"card_transfer"}"#;
+    let payment = h.create(p.id, body).await.expect("a create").payment;
+
+    // Off: no link, and the page is not there.
+    assert_eq!(
+        h.service.payment_page_token(&p, &payment).await.unwrap(),
+        None
+    );
+
+    let actor = Actor("test".into());
+    let on = h
+        .service
+        .update_project(
+            p.id,
+            ProjectPatch {
+                payer_page: Some(true),
+                payer_language: Some(PageLanguage::En),
+                ..ProjectPatch::default()
+            },
+            &actor,
+        )
+        .await
+        .expect("turned on");
+    let token = h
+        .service
+        .payment_page_token(&on, &payment)
+        .await
+        .unwrap()
+        .expect("a link");
+    let again = h.service.payment_page_token(&on, &payment).await.unwrap();
+    assert_eq!(again, Some(token.clone()), "one link per payment");
+    assert!(!token.as_str().contains(&payment.id.to_string()[..8]));
+    // Another payment's link is another random token.
+    let second = h
+        .create(
+            p.id,
+            br#"{"merchant_payment_id":"o-2","amount":"10","payment_method":"sbp"}"#,
+        )
+        .await
+        .expect("a create")
+        .payment;
+    let other = h
+        .service
+        .payment_page_token(&on, &second)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(other, token);
+    // Another project's settings do not make links for this payment.
+    let mut foreign = on.clone();
+    foreign.id = project_id(9);
+    assert_eq!(
+        h.service
+            .payment_page_token(&foreign, &payment)
+            .await
+            .unwrap(),
+        None
+    );
+
+    let view = h
+        .service
+        .payer_page(token.as_str())
+        .await
+        .expect("the page");
+    assert_eq!(view.language, PageLanguage::En);
+    assert_eq!(view.amount, "3400.50");
+    let shown = view.state.requisite().expect("requisites while processing");
+    assert_eq!(
+        shown.display.split(' ').count(),
+        shown.copy.len().div_ceil(4)
+    );
+
+    // Closed: the outcome.
+    h.service
+        .operate(payment.id, Trigger::Confirm { amount: None }, &actor)
+        .await
+        .expect("confirmed");
+    let view = h
+        .service
+        .payer_page(token.as_str())
+        .await
+        .expect("the page");
+    assert_eq!(view.state, PayerState::Completed);
+
+    // Expired before the sweeper ran: the outcome, no requisite.
+    h.advance(Duration::from_secs(16 * 60));
+    let view = h
+        .service
+        .payer_page(other.as_str())
+        .await
+        .expect("the page");
+    assert_eq!(view.state, PayerState::Expired);
+
+    // Every wrong link is the same 404: malformed, unknown, a payment id, a project turned off.
+    let unknown = PageToken::parse("AAAAAAAAAAAAAAAAAAAAAA").unwrap();
+    for wrong in [
+        "x".to_string(),
+        unknown.as_str().to_string(),
+        payment.id.to_string(),
+        format!("{}=", token.as_str()),
+    ] {
+        let e = h.service.payer_page(&wrong).await.expect_err("not a page");
+        assert_eq!(e.code, ErrorCode::PaymentNotFound, "{wrong}");
+    }
+    h.service
+        .update_project(
+            p.id,
+            ProjectPatch {
+                payer_page: Some(false),
+                ..ProjectPatch::default()
+            },
+            &actor,
+        )
+        .await
+        .expect("turned off");
+    let e = h.service.payer_page(token.as_str()).await.expect_err("off");
+    assert_eq!(e.code, ErrorCode::PaymentNotFound);
+}

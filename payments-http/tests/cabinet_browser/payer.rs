@@ -1,0 +1,337 @@
+//! The hosted payer page in headless Chromium: a card number in groups of four whose copy
+//! button puts the digits only on the clipboard, an `sbp` phone shown formatted and copied in
+//! E.164, the outcome and no requisite after a confirmation and after expiry, the same bare
+//! 404 for every wrong link, no horizontal scroll at 320 px, and the project's language.
+
+use std::time::Duration;
+
+use payments_core::payer::PageLanguage;
+use payments_core::service::{Actor, ProjectPatch};
+use payments_core::transition::Trigger;
+use serde_json::json;
+
+use crate::browser::Browser;
+use crate::support::Cabinet;
+
+/// The demo project with the payer page on, in `language`.
+async fn page_on(c: &Cabinet, language: PageLanguage) {
+    c.server
+        .patch_project(ProjectPatch {
+            payer_page: Some(true),
+            payer_language: Some(language),
+            ..ProjectPatch::default()
+        })
+        .await;
+}
+
+/// A payment of the demo project; its JSON.
+async fn create(c: &Cabinet, order: &str, amount: &str, method: &str) -> serde_json::Value {
+    let created = c
+        .server
+        .client()
+        .create_payment(
+            &json!({"merchant_payment_id": order, "amount": amount, "payment_method": method}),
+        )
+        .await
+        .expect("a create");
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    created.json
+}
+
+/// The path of a payment's page (`/pay/<token>`) from its `payment_page_url`.
+fn page_path(c: &Cabinet, payment: &serde_json::Value) -> String {
+    let url = payment["payment_page_url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("payment_page_url is answered: {payment}"));
+    let path = url
+        .strip_prefix(c.url().trim_end_matches('/'))
+        .unwrap_or_else(|| panic!("{url} is under the cabinet's URL {}", c.url()));
+    assert!(path.starts_with("/pay/"), "{path}");
+    path.to_string()
+}
+
+/// What the clipboard holds: pasted (Ctrl+V) into a field added to the page for the test.
+async fn clipboard(b: &Browser) -> String {
+    b.client
+        .execute(
+            "const t = document.createElement('textarea'); t.id = 'paste-here'; \
+             document.body.appendChild(t); t.focus();",
+            vec![],
+        )
+        .await
+        .expect("a field to paste into");
+    let field = b.el("#paste-here").await;
+    field
+        .send_keys(&format!("{}v", fantoccini::key::Key::Control))
+        .await
+        .expect("pasted");
+    let text = field
+        .prop("value")
+        .await
+        .expect("value")
+        .unwrap_or_default();
+    b.client
+        .execute("document.getElementById('paste-here').remove();", vec![])
+        .await
+        .expect("removed");
+    text
+}
+
+/// Whether the page scrolls sideways at the current window size, its width, and the elements
+/// that reach past the right edge (for the failure message).
+async fn scrolls_sideways(b: &Browser) -> (bool, u64, String) {
+    let v = b
+        .client
+        .execute(
+            "const w = document.documentElement.clientWidth; \
+             const over = [...document.querySelectorAll('body *')] \
+               .filter(e => e.getBoundingClientRect().right > w + 0.5) \
+               .map(e => e.tagName + '#' + e.id + '.' + e.className).join(' '); \
+             return [document.documentElement.scrollWidth > w, window.innerWidth, over];",
+            vec![],
+        )
+        .await
+        .expect("measured");
+    (
+        v[0].as_bool().expect("a boolean"),
+        v[1].as_u64().expect("a width"),
+        v[2].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payer_page_shows_the_rules_in_a_real_browser() {
+    let c = Cabinet::start().await;
+    page_on(&c, PageLanguage::En).await;
+    let card = create(&c, "order-card-1", "1234.50", "card_transfer").await;
+    let card_path = page_path(&c, &card);
+    let digits = card["requisite"]
+        .as_str()
+        .expect("a card number")
+        .to_string();
+    assert_eq!(digits.len(), 16);
+    // The link is the same in every answer about the payment.
+    let read = c
+        .server
+        .client()
+        .get_payment(card["id"].as_str().expect("id"))
+        .await
+        .expect("a read");
+    assert_eq!(read.json["payment_page_url"], card["payment_page_url"]);
+    // Not derivable from the payment id.
+    assert!(!card_path.contains(card["id"].as_str().expect("id")));
+
+    let b = match Browser::start(c.url()).await {
+        Some(b) => b,
+        None => return,
+    };
+    b.open(&card_path).await;
+    assert_eq!(
+        b.el("html")
+            .await
+            .attr("lang")
+            .await
+            .expect("lang")
+            .as_deref(),
+        Some("en")
+    );
+    // The card number in groups of four; the amount exactly as stored.
+    let shown = b.text("#requisite").await;
+    let groups: Vec<&str> = shown.split(' ').collect();
+    assert_eq!(groups.len(), 4, "{shown}");
+    assert!(groups.iter().all(|g| g.len() == 4), "{shown}");
+    assert_eq!(shown.replace(' ', ""), digits);
+    assert_eq!(b.text("#amount").await, "1234.50");
+    assert_eq!(
+        b.text("#holder").await,
+        card["holder_name"].as_str().expect("holder")
+    );
+    assert_eq!(
+        b.text("#bank").await,
+        card["requisite_bank"].as_str().expect("bank")
+    );
+    assert!(b.source().await.contains("fee"), "the payer-bank fee note");
+    // The deadline: created_at + lifetime in <time datetime>.
+    let deadline = b.el("#deadline").await;
+    assert_eq!(
+        deadline
+            .attr("datetime")
+            .await
+            .expect("datetime")
+            .as_deref(),
+        card["expires_at"].as_str()
+    );
+    // The copy button (shown by the script) copies the digits only.
+    b.el("#copy-requisite")
+        .await
+        .click()
+        .await
+        .expect("clicked");
+    assert_eq!(clipboard(&b).await, digits);
+    assert_eq!(b.text("#copy-status").await, "Copied");
+    // The countdown ticks (mm:ss) with the script.
+    let left = b.text("#left").await;
+    assert!(left.contains(':'), "{left}");
+
+    // 320 px wide: no horizontal scroll.
+    b.client.set_window_size(320, 800).await.expect("resized");
+    let (sideways, width, over) = scrolls_sideways(&b).await;
+    assert!(width <= 340, "the viewport is {width} px wide");
+    assert!(!sideways, "the page scrolls sideways at {width} px: {over}");
+    b.client.set_window_size(1280, 900).await.expect("resized");
+
+    // An sbp payment: the phone formatted, copied in E.164, and its QR code inline.
+    let sbp = create(&c, "order-sbp-1", "500", "sbp").await;
+    let sbp_path = page_path(&c, &sbp);
+    b.open(&sbp_path).await;
+    let phone = sbp["requisite"].as_str().expect("a phone");
+    let e164 = format!("+{}", phone.trim_start_matches('+'));
+    let shown = b.text("#requisite").await;
+    assert!(shown.starts_with("+7 9"), "{shown}");
+    assert_eq!(
+        shown
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>(),
+        e164[1..]
+    );
+    b.el("#copy-requisite")
+        .await
+        .click()
+        .await
+        .expect("clicked");
+    assert_eq!(clipboard(&b).await, e164);
+    assert!(
+        b.all("#qr svg").await.len() == 1,
+        "the QR code is inline SVG"
+    );
+
+    // The project's language.
+    page_on(&c, PageLanguage::Ru).await;
+    b.open(&sbp_path).await;
+    assert_eq!(
+        b.el("html")
+            .await
+            .attr("lang")
+            .await
+            .expect("lang")
+            .as_deref(),
+        Some("ru")
+    );
+    assert_eq!(b.heading().await, "Оплата");
+
+    // After a confirmation: the outcome, no requisite.
+    c.server
+        .state
+        .service
+        .operate(
+            card["id"].as_str().expect("id").parse().expect("an id"),
+            Trigger::Confirm { amount: None },
+            &Actor("test".into()),
+        )
+        .await
+        .expect("confirmed");
+    page_on(&c, PageLanguage::En).await;
+    b.open(&card_path).await;
+    assert_eq!(b.heading().await, "Payment received");
+    assert!(b.all("#requisite").await.is_empty());
+    assert!(!b.source().await.contains(&digits), "no stale requisite");
+    assert!(!b.source().await.contains(&shown_card(&digits)));
+
+    // After expiry (the sweeper has not run yet): the outcome, no requisite.
+    c.clock.advance(Duration::from_secs(16 * 60));
+    b.open(&sbp_path).await;
+    // Before the sweeper: the deadline passed; after it (it may run first on a loaded
+    // machine): canceled. Either way an outcome, never the requisite.
+    let heading = b.heading().await;
+    assert!(
+        heading == "The time to pay has run out" || heading == "Payment canceled",
+        "{heading}"
+    );
+    assert!(b.all("#requisite, #qr, #copy-requisite").await.is_empty());
+    assert!(!b.source().await.contains(&phone[2..]), "no stale phone");
+    b.close().await;
+
+    // A wrong link is 404 and says nothing of any payment; a malformed one is the same page.
+    let http = reqwest::Client::new();
+    let real = http
+        .get(format!("{}{card_path}", c.url()))
+        .send()
+        .await
+        .expect("an answer");
+    let csp = real
+        .headers()
+        .get("content-security-policy")
+        .expect("a CSP")
+        .to_str()
+        .expect("text")
+        .to_string();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    let mut bodies = Vec::new();
+    for wrong in [
+        "/pay/AAAAAAAAAAAAAAAAAAAAAA".to_string(),
+        format!("/pay/{}", card["id"].as_str().expect("id")),
+        format!("{}x", &card_path[..card_path.len() - 1]),
+        "/pay/short".to_string(),
+    ] {
+        let r = http
+            .get(format!("{}{wrong}", c.url()))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(r.status().as_u16(), 404, "{wrong}");
+        let body = r.text().await.expect("a body");
+        assert!(!body.contains("order-"), "{wrong}: {body}");
+        bodies.push(body);
+    }
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "one page for every wrong link"
+    );
+    c.server.stop().await;
+}
+
+fn shown_card(digits: &str) -> String {
+    payments_core::payer::card_display(digits).0
+}
+
+/// The payer page's screenshots (desktop and 320 px, Russian and English) into
+/// `CABINET_SCREENSHOTS` (run with `--ignored`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes the documentation's screenshots"]
+async fn payer_page_screenshots() {
+    let c = Cabinet::start().await;
+    page_on(&c, PageLanguage::Ru).await;
+    let card = create(&c, "order-1042", "3400.50", "card_transfer").await;
+    let sbp = create(&c, "order-1043", "1500", "sbp").await;
+    let done = create(&c, "order-1044", "990", "card_transfer").await;
+    c.server
+        .state
+        .service
+        .operate(
+            done["id"].as_str().expect("id").parse().expect("an id"),
+            Trigger::Confirm { amount: None },
+            &Actor("test".into()),
+        )
+        .await
+        .expect("confirmed");
+    let b = match Browser::start(c.url()).await {
+        Some(b) => b,
+        None => return,
+    };
+    for language in [PageLanguage::Ru, PageLanguage::En] {
+        page_on(&c, language).await;
+        let l = language.as_str();
+        for (name, payment) in [("card", &card), ("sbp", &sbp), ("completed", &done)] {
+            b.open(&page_path(&c, payment)).await;
+            b.screenshot(&format!("payer-{name}-{l}-desktop")).await;
+            b.screenshot_at(&format!("payer-{name}-{l}-320"), 320).await;
+        }
+    }
+    b.close().await;
+    c.server.stop().await;
+}

@@ -1,0 +1,16 @@
+-- Schema version 4: the hosted payer page. A project turns it on and picks its language; each
+-- payment gets one link, looked up by the SHA-256 of its token. The token is kept beside its
+-- hash so that the payment's GET can carry the link again (it opens a read-only view of what
+-- the payments table holds in clear anyway). Expand only (min_reader stays 1): the new columns
+-- have defaults, so nodes of the previous build keep writing projects.
+
+ALTER TABLE projects ADD COLUMN payer_page BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE projects ADD COLUMN payer_language TEXT NOT NULL DEFAULT 'ru'
+    CHECK (payer_language IN ('ru', 'en'));
+
+CREATE TABLE payment_pages (
+    payment_id TEXT   NOT NULL PRIMARY KEY,
+    token_hash BYTEA  NOT NULL UNIQUE CHECK (length(token_hash) = 32),
+    token      TEXT   NOT NULL,
+    created_at BIGINT NOT NULL
+);
