@@ -2,16 +2,14 @@
 //! line per request, refusals included, found by the client's `X-Request-ID`, with plain
 //! values (no `Some(...)`).
 
-use std::io::Read;
-
 use serde_json::Value;
 
-use crate::support::{serve, wait_ready};
+use crate::support::{serve, stop_and_read_log, wait_ready};
 
 #[tokio::test]
 async fn every_request_has_an_access_line_found_by_its_request_id() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, base, operator) = serve(dir.path(), &["--log-format", "json"]);
+    let (server, base, operator) = serve(dir.path(), &["--log-format", "json"]);
     wait_ready(&base).await;
     let client = reqwest::Client::new();
     let answer = client
@@ -42,21 +40,7 @@ async fn every_request_has_an_access_line_found_by_its_request_id() {
         .await
         .unwrap();
     assert_eq!(answer.status().as_u16(), 200);
-    // Let the lines reach stderr, then stop the server and read them.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    server.0.kill().unwrap();
-    let mut log = String::new();
-    server
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
-    let lines: Vec<Value> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let (log, lines) = stop_and_read_log(server).await;
     assert!(
         !log.contains("Some("),
         "values, not Option debug forms: {log}"
@@ -82,6 +66,10 @@ async fn every_request_has_an_access_line_found_by_its_request_id() {
         operator
     );
     assert_eq!(started["callback_dispatch"], "on");
+    assert!(
+        !log.contains("non-loopback"),
+        "no transport warning for a loopback operator listener: {log}"
+    );
 
     let access = |rid: &str| {
         lines

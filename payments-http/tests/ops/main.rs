@@ -1,6 +1,7 @@
 //! Operations as an on-call engineer meets them: failed callbacks listed, counted and resent in
 //! bulk; one server per data dir; `/readyz` when the store cannot write; backups that restore
-//! with callbacks held; named operator tokens; the access log; `/metrics` behind a token.
+//! with callbacks held; named operator tokens; the access log and the WARN lines to alert on;
+//! `/metrics` behind a token.
 
 mod access_log;
 mod backup;
@@ -11,3 +12,4 @@ mod readyz;
 mod support;
 mod tls;
 mod tokens;
+mod warnings;

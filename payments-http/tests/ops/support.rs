@@ -171,20 +171,32 @@ impl Drop for ServerProcess {
     }
 }
 
-/// `payments-server serve` on `data_dir` with free ports; stderr piped. Returns the process
-/// and the merchant base URL.
+/// `payments-server serve` on `data_dir` with free ports; stderr piped. Returns the process,
+/// the merchant base URL and the operator base URL.
 pub fn serve(data_dir: &Path, extra: &[&str]) -> (ServerProcess, String, String) {
+    serve_with(data_dir, "127.0.0.1", extra, &[])
+}
+
+/// [`serve`] with the operator listener on `operator_ip` (the URL returned still names
+/// 127.0.0.1, which reaches an unspecified address too) and extra environment variables.
+pub fn serve_with(
+    data_dir: &Path,
+    operator_ip: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (ServerProcess, String, String) {
     let (merchant, operator) = (free_port(), free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_payments-server"))
         .arg("serve")
         .arg("--data-dir")
         .arg(data_dir)
         .args(["--listen", &format!("127.0.0.1:{merchant}")])
-        .args(["--operator-listen", &format!("127.0.0.1:{operator}")])
+        .args(["--operator-listen", &format!("{operator_ip}:{operator}")])
         .args(extra)
         .env_remove("PAYMENTS_CONFIG")
         .env_remove("PAYMENTS_LOG")
         .env("PAYMENTS_ALLOW_LOCAL_CALLBACKS", "1")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -230,4 +242,25 @@ pub fn cli_json(data_dir: &Path, args: &[&str]) -> Value {
     let (ok, out, err) = cli(data_dir, &all);
     assert!(ok, "{args:?} failed: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: no JSON ({e}): {out}"))
+}
+
+/// Kills the server (after a moment for its last lines to reach stderr) and answers its log:
+/// the text and the JSON lines in it.
+pub async fn stop_and_read_log(mut server: ServerProcess) -> (String, Vec<Value>) {
+    use std::io::Read;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.0.kill().unwrap();
+    let mut log = String::new();
+    server
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let lines = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (log, lines)
 }
