@@ -52,3 +52,22 @@ pub(crate) fn check_current(conn: &Connection) -> Result<(), OpenError> {
     }
     Ok(())
 }
+
+/// Refuses a database that is older than [`SCHEMA_VERSION`] (it needs `migrate`) or newer
+/// (another build wrote it), without changing anything: for an open that must not migrate.
+pub(crate) fn check_migrated(conn: &Connection) -> Result<(), OpenError> {
+    let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found < SCHEMA_VERSION {
+        return Err(OpenError::NeedsMigration {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found > SCHEMA_VERSION {
+        return Err(OpenError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
