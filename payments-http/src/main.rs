@@ -42,6 +42,11 @@ enum Command {
     /// starting nodes of a new build). SQLite (the data dir's database) or PostgreSQL
     /// (--database-url).
     Migrate(CommonArgs),
+    /// Show the store, its schema version beside this build's, the data dir and database
+    /// sizes, payments by status, pending and failed callbacks and the dispatch hold. Changes
+    /// nothing; exits non-zero when the database cannot be read (older than this build: run
+    /// `migrate`).
+    Status(StatusArgs),
     /// Send a callback receiver a scored series of signed callbacks (valid, replayed, tampered,
     /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
     /// large response); exits non-zero if any case fails. See docs/callbacks.md.
@@ -60,6 +65,16 @@ struct OperatorTokenArgs {
     json: bool,
     #[command(subcommand)]
     command: Option<payments_http::cli::OperatorTokenCommand>,
+}
+
+/// `status` arguments.
+#[derive(Debug, Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `backup` arguments.
@@ -186,6 +201,7 @@ async fn main() -> ExitCode {
         Command::OperatorToken(args) => operator_token(args).await,
         Command::Backup(args) => backup(args).await,
         Command::Migrate(common) => migrate(common).await,
+        Command::Status(args) => payments_http::cli::status_command(&args.common, args.json).await,
         Command::Operator(command) => payments_http::cli::run(command).await,
         Command::CheckReceiver(args) => {
             match payments_http::cli::check_receiver_command(args).await {

@@ -767,7 +767,7 @@ pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
                     db.display()
                 )));
             };
-            open_store(settings, false)?.close();
+            open_sqlite(settings, false, true)?.close();
             Ok((before, payments_store_sqlite::SCHEMA_VERSION))
         }
     }
@@ -816,8 +816,18 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
 }
 
 /// Opens (with `create`, creates) the SQLite store of the settings' data dir, as
-/// [`Application::build`] does when no store is given.
+/// [`Application::build`] does when no store is given. Only a `create` open (`serve`, and
+/// `migrate` through [`migrate`]) changes the schema: without it, a database older than this
+/// build is refused with a message naming `payments-server migrate`, and left as it is.
 pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>, StartError> {
+    open_sqlite(settings, create, create)
+}
+
+fn open_sqlite(
+    settings: &Settings,
+    create: bool,
+    migrate: bool,
+) -> Result<Arc<SqliteStore>, StartError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
     if create {
@@ -833,9 +843,24 @@ pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>,
             Durability::Full => Synchronous::Full,
             Durability::Normal => Synchronous::Normal,
         },
+        migrate,
         ..SqliteOptions::default()
     };
     crate::data_dir::prepare_database(&db).map_err(start_err)?;
+    if migrate && db.exists() {
+        // Only `serve` and `migrate` change the schema, and they say so.
+        match payments_store_sqlite::schema_version(&db) {
+            Ok(from) if from > 0 && from < payments_store_sqlite::SCHEMA_VERSION => {
+                tracing::info!(
+                    from,
+                    to = payments_store_sqlite::SCHEMA_VERSION,
+                    database = %db.display(),
+                    "applying schema migrations"
+                );
+            }
+            _ => {}
+        }
+    }
     Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
         start_err(format!("{}: {e}", db.display()))
     })?))

@@ -15,6 +15,7 @@ mod directory;
 mod ops;
 mod output;
 mod payment;
+mod status;
 mod users;
 
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ use crate::config::Settings;
 use crate::server::open_service;
 
 pub use check::{check_receiver_command, CheckReceiverArgs};
+pub use status::{status, status_command, StatusReport};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
 pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, ProjectSettings};
 pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
