@@ -847,20 +847,6 @@ fn open_sqlite(
         ..SqliteOptions::default()
     };
     crate::data_dir::prepare_database(&db).map_err(start_err)?;
-    if migrate && db.exists() {
-        // Only `serve` and `migrate` change the schema, and they say so.
-        match payments_store_sqlite::schema_version(&db) {
-            Ok(from) if from > 0 && from < payments_store_sqlite::SCHEMA_VERSION => {
-                tracing::info!(
-                    from,
-                    to = payments_store_sqlite::SCHEMA_VERSION,
-                    database = %db.display(),
-                    "applying schema migrations"
-                );
-            }
-            _ => {}
-        }
-    }
     Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
         start_err(format!("{}: {e}", db.display()))
     })?))

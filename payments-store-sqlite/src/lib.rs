@@ -109,9 +109,10 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, enables WAL, applies the embedded
-    /// migrations in one transaction and starts the writer thread. A database written by a
-    /// newer build is refused with [`OpenError::NewerSchema`]. Blocking: call it at startup or
-    /// from a blocking thread.
+    /// migrations in one transaction (with [`SqliteOptions::migrate`], the default; without
+    /// it an older database is refused with [`OpenError::NeedsMigration`] and left as it is)
+    /// and starts the writer thread. A database written by a newer build is refused with
+    /// [`OpenError::NewerSchema`]. Blocking: call it at startup or from a blocking thread.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
         let path = path.as_ref();
         let mut conn = if options.read_only {
