@@ -247,9 +247,7 @@ impl ApplicationBuilder {
         let metrics = Arc::new(crate::metrics::Metrics::default());
         metrics.set_build_info(
             env!("CARGO_PKG_VERSION"),
-            owned_store
-                .is_some()
-                .then_some(payments_store_sqlite::SCHEMA_VERSION),
+            owned_store.as_ref().map(OpenedStore::schema_version),
         );
         let service = service_over(
             &settings,
@@ -270,7 +268,7 @@ impl ApplicationBuilder {
         state.body_timeout = settings.body_timeout;
         state.metrics = metrics;
         state.metrics_token = settings.metrics_token.clone().map(Arc::new);
-        if owned_store.is_some() {
+        if let Some(OpenedStore::Sqlite(_)) = &owned_store {
             state.database_file = Some(
                 settings
                     .data_dir
@@ -657,10 +655,10 @@ impl Application {
             (true, Some(reason)) => format!("held: {reason}"),
             (true, None) => "on".to_string(),
         };
-        let schema = self.owned_store.as_ref().map_or_else(
-            || "-".to_string(),
-            |_| payments_store_sqlite::SCHEMA_VERSION.to_string(),
-        );
+        let schema = self
+            .owned_store
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |s| s.schema_version().to_string());
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
             schema_version = schema.as_str(),
@@ -735,6 +733,15 @@ impl OpenedStore {
         match self {
             OpenedStore::Sqlite(_) => None,
             OpenedStore::Postgres(s) => Some(Arc::new(s.rate_limiter())),
+        }
+    }
+
+    /// The schema version this build's store of that kind writes (each store numbers its own
+    /// migrations).
+    pub fn schema_version(&self) -> u32 {
+        match self {
+            OpenedStore::Sqlite(_) => payments_store_sqlite::SCHEMA_VERSION,
+            OpenedStore::Postgres(_) => payments_store_postgres::SCHEMA_VERSION,
         }
     }
 
