@@ -4,8 +4,10 @@
 //! the lifecycle sweeper. Settings: a TOML file (`--config`), `PAYMENTS_*` environment
 //! variables, then flags, each overriding the one before. The other commands (merchant,
 //! project, token, key, callback-secret, payment, audit) act on the data dir's database
-//! directly; see [`payments_http::cli`]. `check-receiver` checks a merchant's callback receiver
-//! ([`payments_http::receiver_check`]).
+//! directly; see [`payments_http::cli`]. Only `serve` and `migrate` change the schema: the
+//! other commands refuse a database older than the build, naming `migrate`. `status` reports
+//! the store, its schema version and queues. `check-receiver` checks a merchant's callback
+//! receiver ([`payments_http::receiver_check`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,7 +42,8 @@ enum Command {
     Backup(BackupArgs),
     /// Apply the database migrations of this build and exit (for deploys: run it once before
     /// starting nodes of a new build). SQLite (the data dir's database) or PostgreSQL
-    /// (--database-url).
+    /// (--database-url). Besides `serve`, the only command that changes the schema: the
+    /// others refuse an older database.
     Migrate(CommonArgs),
     /// Show the store, its schema version beside this build's, the data dir and database
     /// sizes, payments by status, pending and failed callbacks and the dispatch hold. Changes

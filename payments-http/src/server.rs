@@ -780,13 +780,17 @@ pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
     }
 }
 
-/// Opens the settings' store: PostgreSQL at `database_url` (migrated on connect), else the data
-/// dir's SQLite database ([`open_store`]; `create` as there).
+/// Opens the settings' store: PostgreSQL at `database_url`, else the data dir's SQLite
+/// database ([`open_store`]). `create` is `serve`'s open: it creates the data dir and database
+/// and applies the migrations the database lacks (each store logs an upgrade). Without it
+/// (every other command) the schema is not changed: a database older than this build is
+/// refused with a message naming `payments-server migrate`.
 pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedStore, StartError> {
     match &settings.database_url {
         Some(url) => {
             let options = PgOptions {
                 pool_size: settings.database_pool_size,
+                migrate: create,
                 ..PgOptions::default()
             };
             let store = PgStore::connect(url.expose(), options)
@@ -801,10 +805,11 @@ pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedSt
 /// The setting recording which environment a data dir belongs to.
 pub const ENVIRONMENT_SETTING: &str = "server.environment";
 
-/// Opens the data dir's store and builds the service over it with the bundled ports. `create`
-/// allows a new data dir and database; without it a missing database is an error (an
-/// operator command with a mistyped `--data-dir` must not create an empty database
-/// elsewhere).
+/// Opens the settings' store and builds the service over it with the bundled ports. `create`
+/// allows a new data dir and database and migrates ([`open_database`]); without it a missing
+/// database is an error (an operator command with a mistyped `--data-dir` must not create an
+/// empty database elsewhere) and so is one older than this build (naming `payments-server
+/// migrate`).
 pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedService, StartError> {
     let store = open_database(settings, create).await?;
     let service = service_over(
