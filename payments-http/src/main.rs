@@ -4,8 +4,10 @@
 //! the lifecycle sweeper. Settings: a TOML file (`--config`), `PAYMENTS_*` environment
 //! variables, then flags, each overriding the one before. The other commands (merchant,
 //! project, token, key, callback-secret, payment, audit) act on the data dir's database
-//! directly; see [`payments_http::cli`]. `check-receiver` checks a merchant's callback receiver
-//! ([`payments_http::receiver_check`]).
+//! directly; see [`payments_http::cli`]. Only `serve` and `migrate` change the schema: the
+//! other commands refuse a database older than the build, naming `migrate`. `status` reports
+//! the store, its schema version and queues. `check-receiver` checks a merchant's callback
+//! receiver ([`payments_http::receiver_check`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,8 +42,14 @@ enum Command {
     Backup(BackupArgs),
     /// Apply the database migrations of this build and exit (for deploys: run it once before
     /// starting nodes of a new build). SQLite (the data dir's database) or PostgreSQL
-    /// (--database-url).
+    /// (--database-url). Besides `serve`, the only command that changes the schema: the
+    /// others refuse an older database.
     Migrate(CommonArgs),
+    /// Show the store, its schema version beside this build's, the data dir and database
+    /// sizes, payments by status, pending and failed callbacks and the dispatch hold. Changes
+    /// nothing; exits non-zero when the database cannot be read (older than this build: run
+    /// `migrate`).
+    Status(StatusArgs),
     /// Send a callback receiver a scored series of signed callbacks (valid, replayed, tampered,
     /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
     /// large response); exits non-zero if any case fails. See docs/callbacks.md.
@@ -60,6 +68,16 @@ struct OperatorTokenArgs {
     json: bool,
     #[command(subcommand)]
     command: Option<payments_http::cli::OperatorTokenCommand>,
+}
+
+/// `status` arguments.
+#[derive(Debug, Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `backup` arguments.
@@ -186,6 +204,7 @@ async fn main() -> ExitCode {
         Command::OperatorToken(args) => operator_token(args).await,
         Command::Backup(args) => backup(args).await,
         Command::Migrate(common) => migrate(common).await,
+        Command::Status(args) => payments_http::cli::status_command(&args.common, args.json).await,
         Command::Operator(command) => payments_http::cli::run(command).await,
         Command::CheckReceiver(args) => {
             match payments_http::cli::check_receiver_command(args).await {

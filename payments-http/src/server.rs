@@ -247,9 +247,7 @@ impl ApplicationBuilder {
         let metrics = Arc::new(crate::metrics::Metrics::default());
         metrics.set_build_info(
             env!("CARGO_PKG_VERSION"),
-            owned_store
-                .is_some()
-                .then_some(payments_store_sqlite::SCHEMA_VERSION),
+            owned_store.as_ref().map(OpenedStore::schema_version),
         );
         let service = service_over(
             &settings,
@@ -270,7 +268,7 @@ impl ApplicationBuilder {
         state.body_timeout = settings.body_timeout;
         state.metrics = metrics;
         state.metrics_token = settings.metrics_token.clone().map(Arc::new);
-        if owned_store.is_some() {
+        if let Some(OpenedStore::Sqlite(_)) = &owned_store {
             state.database_file = Some(
                 settings
                     .data_dir
@@ -657,10 +655,10 @@ impl Application {
             (true, Some(reason)) => format!("held: {reason}"),
             (true, None) => "on".to_string(),
         };
-        let schema = self.owned_store.as_ref().map_or_else(
-            || "-".to_string(),
-            |_| payments_store_sqlite::SCHEMA_VERSION.to_string(),
-        );
+        let schema = self
+            .owned_store
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |s| s.schema_version().to_string());
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
             schema_version = schema.as_str(),
@@ -738,6 +736,15 @@ impl OpenedStore {
         }
     }
 
+    /// The schema version this build's store of that kind writes (each store numbers its own
+    /// migrations).
+    pub fn schema_version(&self) -> u32 {
+        match self {
+            OpenedStore::Sqlite(_) => payments_store_sqlite::SCHEMA_VERSION,
+            OpenedStore::Postgres(_) => payments_store_postgres::SCHEMA_VERSION,
+        }
+    }
+
     /// Closes it: SQLite commits its queued writes and stops its writer; PostgreSQL closes the
     /// pool.
     pub fn close(&self) {
@@ -767,19 +774,23 @@ pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
                     db.display()
                 )));
             };
-            open_store(settings, false)?.close();
+            open_sqlite(settings, false, true)?.close();
             Ok((before, payments_store_sqlite::SCHEMA_VERSION))
         }
     }
 }
 
-/// Opens the settings' store: PostgreSQL at `database_url` (migrated on connect), else the data
-/// dir's SQLite database ([`open_store`]; `create` as there).
+/// Opens the settings' store: PostgreSQL at `database_url`, else the data dir's SQLite
+/// database ([`open_store`]). `create` is `serve`'s open: it creates the data dir and database
+/// and applies the migrations the database lacks (each store logs an upgrade). Without it
+/// (every other command) the schema is not changed: a database older than this build is
+/// refused with a message naming `payments-server migrate`.
 pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedStore, StartError> {
     match &settings.database_url {
         Some(url) => {
             let options = PgOptions {
                 pool_size: settings.database_pool_size,
+                migrate: create,
                 ..PgOptions::default()
             };
             let store = PgStore::connect(url.expose(), options)
@@ -794,10 +805,11 @@ pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedSt
 /// The setting recording which environment a data dir belongs to.
 pub const ENVIRONMENT_SETTING: &str = "server.environment";
 
-/// Opens the data dir's store and builds the service over it with the bundled ports. `create`
-/// allows a new data dir and database; without it a missing database is an error (an
-/// operator command with a mistyped `--data-dir` must not create an empty database
-/// elsewhere).
+/// Opens the settings' store and builds the service over it with the bundled ports. `create`
+/// allows a new data dir and database and migrates ([`open_database`]); without it a missing
+/// database is an error (an operator command with a mistyped `--data-dir` must not create an
+/// empty database elsewhere) and so is one older than this build (naming `payments-server
+/// migrate`).
 pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedService, StartError> {
     let store = open_database(settings, create).await?;
     let service = service_over(
@@ -816,8 +828,18 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
 }
 
 /// Opens (with `create`, creates) the SQLite store of the settings' data dir, as
-/// [`Application::build`] does when no store is given.
+/// [`Application::build`] does when no store is given. Only a `create` open (`serve`, and
+/// `migrate` through [`migrate`]) changes the schema: without it, a database older than this
+/// build is refused with a message naming `payments-server migrate`, and left as it is.
 pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>, StartError> {
+    open_sqlite(settings, create, create)
+}
+
+fn open_sqlite(
+    settings: &Settings,
+    create: bool,
+    migrate: bool,
+) -> Result<Arc<SqliteStore>, StartError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
     if create {
@@ -833,6 +855,7 @@ pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>,
             Durability::Full => Synchronous::Full,
             Durability::Normal => Synchronous::Normal,
         },
+        migrate,
         ..SqliteOptions::default()
     };
     crate::data_dir::prepare_database(&db).map_err(start_err)?;

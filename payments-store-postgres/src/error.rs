@@ -3,7 +3,8 @@
 use payments_core::store::{StoreError, UnavailableCause};
 use tokio_postgres::error::SqlState;
 
-/// Why [`PgStore::connect`](crate::PgStore::connect) or [`migrate`](crate::migrate) failed.
+/// Why [`PgStore::connect`](crate::PgStore::connect), [`migrate`](crate::migrate) or
+/// [`inspect`](crate::inspect) failed.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -27,9 +28,25 @@ pub enum OpenError {
         /// The newest version this build knows.
         supported: u32,
     },
+    /// The database is older than this build and the connect was told not to migrate
+    /// ([`PgOptions::migrate`](crate::PgOptions::migrate) off, as for every `payments-server`
+    /// command but `serve` and `migrate`).
+    #[error(
+        "the database has schema version {found}; this build needs version {supported}: run \
+         `payments-server migrate` (or start `payments-server serve`, which migrates) first"
+    )]
+    NeedsMigration {
+        /// The version recorded in the database (0: an empty database).
+        found: u32,
+        /// This build's version.
+        supported: u32,
+    },
     /// A migration failed (it was rolled back).
     #[error("migration: {0}")]
     Migration(String),
+    /// Reading the schema version (or the database's size) failed.
+    #[error("reading the schema version: {0}")]
+    Query(String),
 }
 
 /// Maps a database failure. Lost connections, timeouts, cancellations, overload, a database

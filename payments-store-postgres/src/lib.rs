@@ -19,8 +19,11 @@
 //! default of hours), and a maximum connection age (old connections are retired). Statements
 //! are prepared once per connection (`prepare_cached`).
 //!
-//! Migrations are embedded and applied by [`PgStore::connect`] (or [`migrate`]) under an
-//! advisory lock with a bounded wait, so nodes starting together apply them once.
+//! Migrations are embedded and applied by [`migrate`] (or [`PgStore::connect`] with
+//! [`PgOptions::migrate`], as `payments-server serve` does) under an advisory lock with a
+//! bounded wait, so nodes starting together apply them once. A connect without `migrate`
+//! refuses an older database ([`OpenError::NeedsMigration`]) and changes nothing;
+//! [`inspect`] reads the schema version and size of any database.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -45,7 +48,7 @@ mod store;
 
 pub use error::OpenError;
 pub use ratelimit::PgRateLimiter;
-pub use schema::{migrate, SCHEMA_VERSION};
+pub use schema::{inspect, migrate, DatabaseInfo, SCHEMA_VERSION};
 
 /// Options of [`PgStore::connect`].
 #[derive(Debug, Clone)]
@@ -71,6 +74,11 @@ pub struct PgOptions {
     /// How long [`PgStore::connect`] waits for another node's migration (the advisory lock)
     /// before giving up. 60 s by default.
     pub migration_lock_timeout: Duration,
+    /// Apply the embedded migrations on connect. `true` by default; `false` refuses an older
+    /// database with [`OpenError::NeedsMigration`] instead of changing its schema (only
+    /// `payments-server migrate` and `serve` change the schema). A database a newer build
+    /// wrote is refused either way unless that build only expanded the schema.
+    pub migrate: bool,
 }
 
 impl Default for PgOptions {
@@ -84,6 +92,7 @@ impl Default for PgOptions {
             tcp_user_timeout: Duration::from_secs(10),
             statement_timeout: Duration::from_secs(30),
             migration_lock_timeout: Duration::from_secs(60),
+            migrate: true,
         }
     }
 }
@@ -137,21 +146,28 @@ pub(crate) fn pg_config(
 }
 
 impl PgStore {
-    /// Connects to the database at `url` (`postgres://user:password@host:port/db`), applies
-    /// the embedded migrations (under an advisory lock, waiting at most
-    /// [`PgOptions::migration_lock_timeout`] for another node's) and returns the store. A
-    /// database written by a newer build is refused ([`OpenError::NewerSchema`]).
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`) and
+    /// returns the store. With [`PgOptions::migrate`] (the default) it first applies the
+    /// embedded migrations (under an advisory lock, waiting at most
+    /// [`PgOptions::migration_lock_timeout`] for another node's); without it, an older
+    /// database is refused ([`OpenError::NeedsMigration`]) and left as it is. A database a
+    /// newer build wrote is refused ([`OpenError::NewerSchema`]) unless that build only
+    /// expanded the schema.
     pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, OpenError> {
         let config = pg_config(url, &options)?;
-        schema::migrate_with(&config, options.migration_lock_timeout).await?;
+        if options.migrate {
+            schema::migrate_with(&config, options.migration_lock_timeout).await?;
+        }
         let store = Self::pool_only(config, &options)?;
         // One connection up front: a wrong password or a missing database fails here.
-        drop(
-            store
-                .client()
-                .await
-                .map_err(|e| OpenError::Connect(e.to_string()))?,
-        );
+        let client = store
+            .client()
+            .await
+            .map_err(|e| OpenError::Connect(e.to_string()))?;
+        if !options.migrate {
+            schema::check_migrated(&client).await?;
+        }
+        drop(client);
         Ok(store)
     }
 

@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
 use tokio_postgres::{Client, Config, NoTls};
 
 use crate::OpenError;
@@ -54,29 +55,132 @@ pub async fn migrate(url: &str, lock_wait: Duration) -> Result<(u32, u32), OpenE
     migrate_with(&config, lock_wait).await
 }
 
-pub(crate) async fn migrate_with(
-    config: &Config,
-    lock_wait: Duration,
-) -> Result<(u32, u32), OpenError> {
+/// What [`inspect`] reads of a database without changing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatabaseInfo {
+    /// The newest migration applied (0: none, an empty database).
+    pub schema_version: u32,
+    /// The oldest schema version a build must know to work on the database (see the module
+    /// documentation); 0 for an empty database.
+    pub min_reader: u32,
+    /// The database's size (`pg_database_size`), every schema in it included.
+    pub bytes: u64,
+}
+
+/// Connects to `url` and reads its schema version and size, changing nothing (for
+/// `payments-server status`, which must work on a database that needs `migrate`).
+pub async fn inspect(url: &str) -> Result<DatabaseInfo, OpenError> {
+    let config = crate::pg_config(url, &crate::PgOptions::default())?;
+    let (client, task) = connect_one(&config).await?;
+    let result = async {
+        let (schema_version, min_reader) = read_version(&client).await?;
+        let row = client
+            .query_one("SELECT pg_database_size(current_database())", &[])
+            .await
+            .map_err(query_error)?;
+        Ok(DatabaseInfo {
+            schema_version,
+            min_reader,
+            bytes: u64::try_from(row.get::<_, i64>(0)).unwrap_or(0),
+        })
+    }
+    .await;
+    drop(client);
+    let _ = task.await;
+    result
+}
+
+/// One connection outside the pool, and the task driving it (it ends when the client is
+/// dropped).
+async fn connect_one(config: &Config) -> Result<(Client, JoinHandle<()>), OpenError> {
     let (client, connection) = config
         .connect(NoTls)
         .await
         .map_err(|e| OpenError::Connect(e.to_string()))?;
     let task = tokio::spawn(async move {
-        // The connection ends when `client` is dropped below.
         let _ = connection.await;
     });
+    Ok((client, task))
+}
+
+pub(crate) async fn migrate_with(
+    config: &Config,
+    lock_wait: Duration,
+) -> Result<(u32, u32), OpenError> {
+    let (client, task) = connect_one(config).await?;
     let result = locked_migrate(&client, lock_wait).await;
     drop(client);
     let _ = task.await;
     result
 }
 
-fn migration_error(e: tokio_postgres::Error) -> OpenError {
-    OpenError::Migration(match e.as_db_error() {
+/// A failure's SQLSTATE and message (or the client's text when the server sent none).
+fn detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
         Some(d) => format!("{}: {}", d.code().code(), d.message()),
         None => e.to_string(),
-    })
+    }
+}
+
+fn query_error(e: tokio_postgres::Error) -> OpenError {
+    OpenError::Query(detail(&e))
+}
+
+fn migration_error(e: tokio_postgres::Error) -> OpenError {
+    OpenError::Migration(detail(&e))
+}
+
+/// The schema version and `min_reader` recorded in `schema_migrations`; `(0, 0)` when the
+/// table does not exist (an empty database). Changes nothing.
+async fn read_version(client: &Client) -> Result<(u32, u32), OpenError> {
+    let exists = client
+        .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])
+        .await
+        .map_err(query_error)?;
+    if !exists.get::<_, bool>(0) {
+        return Ok((0, 0));
+    }
+    let row = client
+        .query_one(
+            "SELECT coalesce(max(version), 0), coalesce(max(min_reader), 0) \
+             FROM schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(query_error)?;
+    Ok((
+        u32::try_from(row.get::<_, i32>(0)).unwrap_or(0),
+        u32::try_from(row.get::<_, i32>(1)).unwrap_or(0),
+    ))
+}
+
+/// Whether a database at `found` (with `min_reader`) needs this build's migrations: `true`
+/// when it is older; `false` when it is current, or newer but only expanded (this build keeps
+/// working on it); [`OpenError::NewerSchema`] when a newer build's migration needs that build.
+/// The one rule of [`apply`] and [`check_migrated`].
+fn behind(found: u32, min_reader: u32) -> Result<bool, OpenError> {
+    if found > SCHEMA_VERSION && min_reader > SCHEMA_VERSION {
+        return Err(OpenError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found < SCHEMA_VERSION)
+}
+
+/// Refuses a database this build would have to migrate ([`OpenError::NeedsMigration`], naming
+/// `payments-server migrate`) or cannot work on ([`OpenError::NewerSchema`]), changing
+/// nothing: for a connect that must not migrate ([`PgOptions::migrate`](crate::PgOptions::migrate)
+/// off).
+pub(crate) async fn check_migrated(client: &Client) -> Result<(), OpenError> {
+    let (found, min_reader) = read_version(client).await?;
+    if behind(found, min_reader)? {
+        return Err(OpenError::NeedsMigration {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
 }
 
 async fn locked_migrate(client: &Client, lock_wait: Duration) -> Result<(u32, u32), OpenError> {
@@ -103,6 +207,11 @@ async fn locked_migrate(client: &Client, lock_wait: Duration) -> Result<(u32, u3
 }
 
 async fn apply(client: &Client) -> Result<(u32, u32), OpenError> {
+    let (found, min_reader) = read_version(client).await?;
+    if !behind(found, min_reader)? {
+        // Current, or a newer build expanded the schema and this one still works on it.
+        return Ok((found, found));
+    }
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (\
@@ -112,25 +221,13 @@ async fn apply(client: &Client) -> Result<(u32, u32), OpenError> {
         )
         .await
         .map_err(migration_error)?;
-    let row = client
-        .query_one(
-            "SELECT coalesce(max(version), 0), coalesce(max(min_reader), 0) \
-             FROM schema_migrations",
-            &[],
-        )
-        .await
-        .map_err(migration_error)?;
-    let found = u32::try_from(row.get::<_, i32>(0)).unwrap_or(0);
-    let min_reader = u32::try_from(row.get::<_, i32>(1)).unwrap_or(0);
-    if found > SCHEMA_VERSION {
-        if min_reader > SCHEMA_VERSION {
-            return Err(OpenError::NewerSchema {
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        // A newer build expanded the schema; this one still works on it.
-        return Ok((found, found));
+    if found > 0 {
+        // Only `serve` and `migrate` get here, and they say so (as the SQLite store does).
+        tracing::info!(
+            from = found,
+            to = SCHEMA_VERSION,
+            "applying schema migrations"
+        );
     }
     let start = usize::try_from(found).expect("a u32 fits usize on supported targets");
     for (i, m) in MIGRATIONS.iter().enumerate().skip(start) {

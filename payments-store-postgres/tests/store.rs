@@ -1,5 +1,5 @@
 //! PostgreSQL-specific behaviour beyond the contract suite: migrations applied once by nodes
-//! starting together, a newer schema refused, turns of background work across nodes, and an
+//! starting together, a newer schema refused, an older one refused without `migrate`, turns of background work across nodes, and an
 //! unreachable database answered as unavailable within the pool's limits.
 
 mod support;
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use payments_core::store::{PaymentStore, Store, StoreError};
 use payments_core::testing::contract::{payment_id, T0};
-use payments_store_postgres::{migrate, OpenError, PgOptions, PgStore, SCHEMA_VERSION};
+use payments_store_postgres::{inspect, migrate, OpenError, PgOptions, PgStore, SCHEMA_VERSION};
 
 async fn exec(url: &str, sql: &str) {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -19,6 +19,22 @@ async fn exec(url: &str, sql: &str) {
     drop(client);
     let _ = task.await;
 }
+
+/// Back to version 1: what migrations 2, 3 and 4 add is dropped.
+const BACK_TO_VERSION_1: &str = "
+    DROP TABLE payment_pages;
+    ALTER TABLE projects DROP COLUMN payer_page, DROP COLUMN payer_language;
+    DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
+        cabinet_failures, cabinet_audit, token_use;
+    DROP INDEX payments_project_created, outbox_events_project_created;
+    DROP TRIGGER payments_count ON payments;
+    DROP FUNCTION payments_count(), payment_status_count_add(TEXT, BIGINT);
+    DROP TABLE payment_status_counts, operator_tokens;
+    DROP INDEX outbox_events_failed, outbox_events_failed_payment,
+        outbox_events_pending_age, outbox_events_finished, audit_at;
+    ALTER TABLE outbox_events DROP COLUMN resent_by;
+    ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
+    DELETE FROM schema_migrations WHERE version > 1;";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_starting_together_migrate_once() {
@@ -208,24 +224,7 @@ async fn a_version_1_database_gets_its_status_counts() {
         }
         store.close();
     }
-    // Back to version 1: what migrations 2, 3 and 4 add is dropped.
-    exec(
-        &url,
-        "DROP TABLE payment_pages;
-         ALTER TABLE projects DROP COLUMN payer_page, DROP COLUMN payer_language;
-         DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
-             cabinet_failures, cabinet_audit, token_use;
-         DROP INDEX payments_project_created, outbox_events_project_created;
-         DROP TRIGGER payments_count ON payments;
-         DROP FUNCTION payments_count(), payment_status_count_add(TEXT, BIGINT);
-         DROP TABLE payment_status_counts, operator_tokens;
-         DROP INDEX outbox_events_failed, outbox_events_failed_payment,
-             outbox_events_pending_age, outbox_events_finished, audit_at;
-         ALTER TABLE outbox_events DROP COLUMN resent_by;
-         ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
-         DELETE FROM schema_migrations WHERE version > 1;",
-    )
-    .await;
+    exec(&url, BACK_TO_VERSION_1).await;
     let store = PgStore::connect(&url, support::options())
         .await
         .expect("upgrade");
@@ -259,5 +258,106 @@ async fn a_version_1_database_gets_its_status_counts() {
             (PaymentStatus::Completed, 2),
             (PaymentStatus::Canceled, 30)
         ]
+    );
+}
+
+/// With `migrate` off (every `payments-server` command but `serve` and `migrate`), an empty or
+/// older database is refused with a message naming `payments-server migrate` and left as it
+/// was; [`migrate`] upgrades it and it opens; a newer database is refused as with `migrate`
+/// on unless that build only expanded the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
+    let Some(base) = support::database_url() else {
+        return;
+    };
+    let url = support::fresh_schema(&base).await;
+    let no_migrate = PgOptions {
+        migrate: false,
+        ..support::options()
+    };
+    let version = |url: String| async move { inspect(&url).await.expect("inspect") };
+
+    // An empty database: version 0, and not even the migrations table is created.
+    let err = PgStore::connect(&url, no_migrate.clone())
+        .await
+        .expect_err("an empty database is refused");
+    assert!(
+        matches!(err, OpenError::NeedsMigration { found: 0, supported } if supported == SCHEMA_VERSION),
+        "{err:?}"
+    );
+    let info = version(url.clone()).await;
+    assert_eq!((info.schema_version, info.min_reader), (0, 0));
+    assert!(info.bytes > 0, "{info:?}");
+
+    assert_eq!(
+        migrate(&url, Duration::from_secs(5))
+            .await
+            .expect("migrate"),
+        (0, SCHEMA_VERSION)
+    );
+    PgStore::connect(&url, no_migrate.clone())
+        .await
+        .expect("a current database opens")
+        .close();
+
+    exec(&url, BACK_TO_VERSION_1).await;
+    let err = PgStore::connect(&url, no_migrate.clone())
+        .await
+        .expect_err("an older database is refused");
+    assert!(
+        matches!(err, OpenError::NeedsMigration { found: 1, supported } if supported == SCHEMA_VERSION),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("run `payments-server migrate`"),
+        "{err}"
+    );
+    assert_eq!(
+        version(url.clone()).await.schema_version,
+        1,
+        "nothing was migrated"
+    );
+
+    assert_eq!(
+        migrate(&url, Duration::from_secs(5))
+            .await
+            .expect("migrate"),
+        (1, SCHEMA_VERSION)
+    );
+    let store = PgStore::connect(&url, no_migrate.clone())
+        .await
+        .expect("the upgraded database opens");
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        Vec::new(),
+        "the upgraded schema serves"
+    );
+    store.close();
+
+    // Newer: an expand migration still opens, a contract migration is refused.
+    let next = SCHEMA_VERSION + 1;
+    exec(
+        &url,
+        &format!("INSERT INTO schema_migrations (version, min_reader) VALUES ({next}, 1)"),
+    )
+    .await;
+    PgStore::connect(&url, no_migrate.clone())
+        .await
+        .expect("an expanded schema is still readable")
+        .close();
+    exec(
+        &url,
+        &format!(
+            "INSERT INTO schema_migrations (version, min_reader) VALUES ({}, {next})",
+            next + 1
+        ),
+    )
+    .await;
+    let err = PgStore::connect(&url, no_migrate)
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(err, OpenError::NewerSchema { found, supported } if found == next + 1 && supported == SCHEMA_VERSION),
+        "{err:?}"
     );
 }

@@ -18,6 +18,19 @@ pub enum OpenError {
         /// The newest version this build knows.
         supported: u32,
     },
+    /// The database is older than this build and the open was told not to migrate
+    /// ([`SqliteOptions::migrate`](crate::SqliteOptions::migrate) off, as for every
+    /// `payments-server` command but `serve` and `migrate`).
+    #[error(
+        "the database has schema version {found}; this build needs version {supported}: run \
+         `payments-server migrate` (or start `payments-server serve`, which migrates) first"
+    )]
+    NeedsMigration {
+        /// The version recorded in the database.
+        found: u32,
+        /// This build's version.
+        supported: u32,
+    },
     /// A read-only open found another schema version than this build's, and cannot migrate.
     #[error(
         "the database has schema version {found} and this build {supported}; a read-only \

@@ -77,6 +77,10 @@ pub struct SqliteOptions {
     /// as unavailable (cause `io`). For inspecting a database without changing it (a backup,
     /// a copy). `false` by default.
     pub read_only: bool,
+    /// Apply the embedded migrations on open. `true` by default; `false` refuses an older
+    /// database with [`OpenError::NeedsMigration`] instead of changing its schema (only
+    /// `payments-server migrate` and `serve` change the schema).
+    pub migrate: bool,
 }
 
 impl Default for SqliteOptions {
@@ -88,6 +92,7 @@ impl Default for SqliteOptions {
             max_batch: 256,
             queue_capacity: 4096,
             read_only: false,
+            migrate: true,
         }
     }
 }
@@ -104,9 +109,10 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, enables WAL, applies the embedded
-    /// migrations in one transaction and starts the writer thread. A database written by a
-    /// newer build is refused with [`OpenError::NewerSchema`]. Blocking: call it at startup or
-    /// from a blocking thread.
+    /// migrations in one transaction (with [`SqliteOptions::migrate`], the default; without
+    /// it an older database is refused with [`OpenError::NeedsMigration`] and left as it is)
+    /// and starts the writer thread. A database written by a newer build is refused with
+    /// [`OpenError::NewerSchema`]. Blocking: call it at startup or from a blocking thread.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
         let path = path.as_ref();
         let mut conn = if options.read_only {
@@ -128,8 +134,10 @@ impl SqliteStore {
         conn.set_prepared_statement_cache_capacity(64);
         if options.read_only {
             schema::check_current(&conn)?;
-        } else {
+        } else if options.migrate {
             schema::migrate(&mut conn)?;
+        } else {
+            schema::check_migrated(&conn)?;
         }
 
         let mut readers = Vec::with_capacity(options.readers.max(1));

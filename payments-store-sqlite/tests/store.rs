@@ -562,3 +562,43 @@ async fn a_read_only_store_reads_and_refuses_writes() {
         "{err:?}"
     );
 }
+
+/// With `migrate` off (every command but `serve` and `migrate`), an older database is refused
+/// with a message naming `payments-server migrate`, and left as it was; a current one opens.
+#[test]
+fn an_older_database_is_refused_without_migrate_and_left_unchanged() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("old.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let no_migrate = SqliteOptions {
+        migrate: false,
+        ..SqliteOptions::default()
+    };
+    drop(SqliteStore::open(&path, no_migrate.clone()).expect("a current database opens"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION - 1))
+        .expect("set user_version");
+    drop(conn);
+
+    let err = SqliteStore::open(&path, no_migrate.clone()).expect_err("refused");
+    assert!(
+        matches!(err, OpenError::NeedsMigration { found, supported } if found == SCHEMA_VERSION - 1 && supported == SCHEMA_VERSION),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("run `payments-server migrate`"),
+        "{err}"
+    );
+    assert_eq!(
+        user_version(&path),
+        SCHEMA_VERSION - 1,
+        "nothing was migrated"
+    );
+
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1))
+        .expect("set user_version");
+    drop(conn);
+    let err = SqliteStore::open(&path, no_migrate).expect_err("refused");
+    assert!(matches!(err, OpenError::NewerSchema { .. }), "{err:?}");
+}

@@ -2,7 +2,9 @@
 //! functions run directly on the data dir's database, through the same core service functions
 //! and the same JSON views, so the API and the CLI cannot diverge. They work whether or not a
 //! server runs on the same data dir (SQLite in WAL mode takes both). Output is readable text;
-//! `--json` prints what the operator API would answer.
+//! `--json` prints what the operator API would answer. They open the database without
+//! migrating it: on a database older than the build they refuse, naming `payments-server
+//! migrate` ([`open_service`] without `create`).
 //!
 //! The commands are split by concern: `directory` (merchants and projects), `credentials`
 //! (tokens, keys, callback secrets), `payment` (payment operations and the audit trail) and
@@ -15,6 +17,7 @@ mod directory;
 mod ops;
 mod output;
 mod payment;
+mod status;
 mod users;
 
 use std::path::PathBuf;
@@ -33,6 +36,7 @@ pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, Pr
 pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
+pub use status::{status, status_command, StatusReport};
 pub use users::{cabinet_url, UserCommand};
 
 /// Settings every command shares. Serialized, it is the flag layer of these flags (only the

@@ -8,6 +8,7 @@ mod backup;
 mod failed;
 mod lock;
 mod metrics;
+mod migrations;
 mod readyz;
 mod support;
 mod tls;
