@@ -216,9 +216,11 @@ pub trait OutboxWaker: Send + Sync {
 /// ```
 #[derive(Clone)]
 pub struct PaymentService {
-    ports: Ports,
-    config: ServiceConfig,
-    auth: AuthConfig,
+    // Behind `Arc`s: a clone (one per request that moves the service into a task) copies
+    // pointers, not the settings' lists and strings.
+    ports: Arc<Ports>,
+    config: Arc<ServiceConfig>,
+    auth: Arc<AuthConfig>,
     wakers: Arc<std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>>,
 }
 
@@ -241,9 +243,9 @@ impl PaymentService {
     /// A service over `ports`.
     pub fn new(ports: Ports, config: ServiceConfig, auth: AuthConfig) -> Self {
         PaymentService {
-            ports,
-            config,
-            auth,
+            ports: Arc::new(ports),
+            config: Arc::new(config),
+            auth: Arc::new(auth),
             wakers: Arc::default(),
         }
     }
