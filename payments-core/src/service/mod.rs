@@ -2,6 +2,7 @@
 //! provider, the state machine and the store. It decides; adapters carry out.
 
 mod auth;
+mod batch;
 mod callbacks;
 mod create;
 mod notify;
@@ -32,6 +33,7 @@ pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
     AuthConfig, AuthContext, AuthRequest, Authenticated, SINGLE_VALUE_HEADERS,
 };
+pub use batch::{Announced, BatchStats, SignatureBatcher, DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT};
 pub use callbacks::{
     describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
     CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
@@ -222,6 +224,8 @@ pub struct PaymentService {
     config: Arc<ServiceConfig>,
     auth: Arc<AuthConfig>,
     wakers: Arc<std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>>,
+    /// Verifies the signatures of concurrent requests together (shared by every clone).
+    batcher: Arc<SignatureBatcher>,
 }
 
 impl std::fmt::Debug for PaymentService {
@@ -245,6 +249,10 @@ impl PaymentService {
         PaymentService {
             ports: Arc::new(ports),
             config: Arc::new(config),
+            batcher: Arc::new(SignatureBatcher::new(
+                auth.signature_batch.max(1),
+                auth.signature_batch_wait,
+            )),
             auth: Arc::new(auth),
             wakers: Arc::default(),
         }
@@ -262,6 +270,11 @@ impl PaymentService {
     /// The authentication settings.
     pub fn auth_config(&self) -> &AuthConfig {
         &self.auth
+    }
+
+    /// The signature batcher's counters (batches, signatures, fallbacks, timeouts).
+    pub fn signature_batches(&self) -> BatchStats {
+        self.batcher.stats()
     }
 
     /// The ports.
