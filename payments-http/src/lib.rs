@@ -84,7 +84,7 @@ pub mod system;
 pub mod upstream;
 
 pub use app::{app, operator_app, upstream_app};
-pub use state::AppState;
+pub use state::{AppState, SharedState};
 pub mod bootstrap;
 pub mod server;
 pub mod sweeper;

@@ -305,17 +305,18 @@ async fn create_payment(
     // the payment is inserted its provider call must be recorded, or the payment would sit in
     // `created` (and a retry of the create would wait for it) until the stuck-create sweep,
     // while the upstream may have issued a requisite for it. The slot goes with the task.
-    let service = st.service.clone();
     let Admitted {
         _permit: permit,
         auth,
         body,
         decimals,
     } = a;
+    // The task holds the state too (a pointer's copy: the handler still makes the page link).
+    let task_state = st.clone();
     let create = tokio::spawn(
         async move {
             let _permit = permit;
-            service.create_payment(auth, &body).await
+            task_state.service.create_payment(auth, &body).await
         }
         .instrument(tracing::Span::current()),
     );

@@ -14,10 +14,31 @@ use crate::metrics::Metrics;
 /// Requests the merchant API serves at once before answering `503`.
 pub const MAX_IN_FLIGHT: usize = 4096;
 
-/// Everything a handler needs. The environment and every other decision come from the
+/// Everything a handler needs: a handle to [`SharedState`], which it dereferences to (the fields
+/// read as `state.service`, `state.metrics`, ...). Cloning it, as every axum `State`
+/// extractor does per request, copies one pointer; setting a field (`state.body_timeout =
+/// ...`, at setup) copies the shared part first if another handle holds it.
+#[derive(Clone)]
+pub struct AppState(Arc<SharedState>);
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AppState {
+    fn deref_mut(&mut self) -> &mut SharedState {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+/// The state behind an [`AppState`]. The environment and every other decision come from the
 /// service's settings; this holds only what the HTTP layer adds.
 #[derive(Clone)]
-pub struct AppState {
+pub struct SharedState {
     /// The core service (it wakes [`AppState::outbox_notify`] after committing an event).
     pub service: PaymentService,
     /// The scheme merchants sign for (`@scheme`, `@target-uri`).
@@ -108,6 +129,12 @@ impl TokenUse {
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for SharedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
             .field("service", &self.service)
             .field("public_scheme", &self.public_scheme)
@@ -134,7 +161,7 @@ impl AppState {
     pub fn new(service: PaymentService, public_scheme: &str) -> Self {
         let outbox_notify = Arc::new(Notify::new());
         service.add_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
-        AppState {
+        AppState(Arc::new(SharedState {
             public_scheme: public_scheme.into(),
             rate_limiter: Arc::new(LocalRateLimiter::new()),
             metrics: Arc::default(),
@@ -147,7 +174,7 @@ impl AppState {
             cabinet_url: None,
             token_use: Arc::new(TokenUse::new(&service)),
             service,
-        }
+        }))
     }
 
     /// Uses `limiter` for the per-project rate limits instead of the in-process one (a limiter

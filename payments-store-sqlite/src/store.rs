@@ -33,7 +33,7 @@ impl PaymentStore for SqliteStore {
     }
 
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
-        self.read(move |c| payments::by_id(c, id)).await
+        self.read_short(move |c| payments::by_id(c, id)).await
     }
 
     async fn payment_by_merchant_id(
@@ -244,7 +244,7 @@ impl DirectoryStore for SqliteStore {
     ) -> Result<AuthLookup, StoreError> {
         let hash = *hash;
         let keyid = keyid.cloned();
-        self.read(move |c| {
+        self.read_short(move |c| {
             directory::snapshot(c, || directory::auth_lookup(c, &hash, keyid.as_ref()))
         })
         .await
@@ -389,7 +389,7 @@ impl Store for SqliteStore {
     ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
         let hash = *hash;
         let keyid = keyid.cloned();
-        self.read(move |c| {
+        self.read_short(move |c| {
             directory::snapshot(c, || {
                 let found = directory::auth_lookup(c, &hash, keyid.as_ref())?;
                 let payment = match found.token {

@@ -10,7 +10,9 @@
 //!   `payments-server` subcommand, writes through its own connection; SQLite's lock and
 //!   `BEGIN IMMEDIATE` serialise the two.)
 //! - **Group commit.** A batch is the first queued job plus whatever else is queued at that
-//!   moment, up to `max_batch`, run in queue order inside one `BEGIN IMMEDIATE ... COMMIT`.
+//!   moment, plus whatever was queued while those ran (read again before the `COMMIT`, until
+//!   the queue is empty), up to `max_batch`, run in queue order inside one
+//!   `BEGIN IMMEDIATE ... COMMIT`. The commit never waits for a job that is not queued yet.
 //!   A job sees the writes of the kept jobs before it in its batch.
 //! - **No answer before the commit.** A caller gets `Ok` only when its job succeeded and the
 //!   batch's `COMMIT` did. If the batch fails (a statement of the batch itself, the `COMMIT`, or
@@ -185,13 +187,7 @@ fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: us
     let mut batch: Vec<Box<dyn Pending>> = Vec::with_capacity(max_batch);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
-        while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let committed = commit_batch(&conn, &mut batch);
+        let committed = run_batch(&conn, &mut rx, &mut batch, max_batch);
         if committed.is_err() && !conn.is_autocommit() {
             // Best effort: the connection must not stay inside a failed transaction.
             let _ = conn.execute_batch("ROLLBACK");
@@ -207,27 +203,58 @@ fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: us
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
-fn commit_batch(conn: &Connection, batch: &mut [Box<dyn Pending>]) -> Result<(), StoreError> {
+/// Runs the jobs of one batch, starting with those in `batch`, inside one transaction and
+/// commits it. Jobs queued while the batch's jobs run join it before the `COMMIT` (the queue is
+/// read again once the jobs taken so far have run), until the queue is empty or the batch holds
+/// `max_batch` jobs: the commit waits for no job that is not already queued, so a write alone
+/// is committed at once, and under load a batch takes in everything that arrived during its
+/// own statements instead of leaving it to the next fsync.
+fn run_batch(
+    conn: &Connection,
+    rx: &mut mpsc::Receiver<Box<dyn Pending>>,
+    batch: &mut Vec<Box<dyn Pending>>,
+    max_batch: usize,
+) -> Result<(), StoreError> {
     conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
-    for job in batch.iter_mut() {
-        // Prepared once, like the requests' own statements (not parsed per request).
-        conn.prepare_cached("SAVEPOINT request")
-            .and_then(|mut s| s.execute([]))
-            .map_err(db)?;
-        let keep = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
-        if conn.is_autocommit() {
-            // SQLite rolled the whole transaction back itself (full disk, I/O error): the
-            // requests before this one are lost too.
-            return Err(UnavailableCause::Io.error("the transaction was rolled back by SQLite"));
+    let mut done = 0;
+    loop {
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
         }
-        if keep {
-            conn.prepare_cached("RELEASE request")
-                .and_then(|mut s| s.execute([]))
-                .map_err(db)?;
-        } else {
-            conn.execute_batch("ROLLBACK TO request; RELEASE request")
-                .map_err(db)?;
+        if done == batch.len() {
+            break;
         }
+        for job in &mut batch[done..] {
+            run_job(conn, job)?;
+        }
+        done = batch.len();
     }
     conn.execute_batch("COMMIT").map_err(db)
+}
+
+/// Runs one job in its own savepoint: kept when it succeeded, rolled back when it failed or
+/// panicked. An error here is the batch's (the transaction is lost).
+fn run_job(conn: &Connection, job: &mut Box<dyn Pending>) -> Result<(), StoreError> {
+    // Prepared once, like the requests' own statements (not parsed per request).
+    conn.prepare_cached("SAVEPOINT request")
+        .and_then(|mut s| s.execute([]))
+        .map_err(db)?;
+    let keep = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
+    if conn.is_autocommit() {
+        // SQLite rolled the whole transaction back itself (full disk, I/O error): the
+        // requests before this one are lost too.
+        return Err(UnavailableCause::Io.error("the transaction was rolled back by SQLite"));
+    }
+    if keep {
+        conn.prepare_cached("RELEASE request")
+            .and_then(|mut s| s.execute([]))
+            .map_err(db)?;
+    } else {
+        conn.execute_batch("ROLLBACK TO request; RELEASE request")
+            .map_err(db)?;
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 //! nothing reads a clock, the OS generator or a file.
 
 pub mod allowlist;
+pub mod batch;
 pub mod digest;
 pub mod keys;
 pub mod nonce;

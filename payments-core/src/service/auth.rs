@@ -5,7 +5,6 @@
 
 use std::net::IpAddr;
 
-use ed25519_dalek::VerifyingKey;
 use ipnet::IpNet;
 
 use super::PaymentService;
@@ -34,6 +33,16 @@ pub struct AuthConfig {
     pub policy: SignaturePolicy,
     /// Return the server's signature base in `401 signature_invalid` (sandbox only).
     pub signature_debug: bool,
+    /// Most signatures of concurrent requests verified in one batch ([`SignatureBatcher`]);
+    /// 1 verifies each request's alone. [`DEFAULT_MAX_BATCH`] by default.
+    ///
+    /// [`SignatureBatcher`]: crate::service::SignatureBatcher
+    /// [`DEFAULT_MAX_BATCH`]: crate::service::DEFAULT_MAX_BATCH
+    pub signature_batch: usize,
+    /// Longest a request waits for the other signatures of its batch
+    /// ([`DEFAULT_MAX_WAIT`](crate::service::DEFAULT_MAX_WAIT) by default); a request alone
+    /// does not wait.
+    pub signature_batch_wait: std::time::Duration,
 }
 
 impl AuthConfig {
@@ -45,6 +54,8 @@ impl AuthConfig {
             trusted_proxies: Vec::new(),
             policy: SignaturePolicy::strict(),
             signature_debug: environment == Environment::Sandbox,
+            signature_batch: super::batch::DEFAULT_MAX_BATCH,
+            signature_batch_wait: super::batch::DEFAULT_MAX_WAIT,
         }
     }
 }
@@ -323,6 +334,9 @@ impl PaymentService {
             .as_ref()
             .and_then(|p| p.as_ref().ok())
             .map(PreparedSignature::keyid);
+        // A well-formed signature will most likely be verified: a batch started by a
+        // concurrent request meanwhile waits for it (dropped, it waits no more).
+        let announced = keyid.is_some().then(|| self.batcher.announce());
         let (found, payment) = match req.payment {
             Some(id) => {
                 store
@@ -412,13 +426,28 @@ impl PaymentService {
                 None => PreparedSignature::prepare(&req.parts, &cfg.policy, now),
             }
             .map_err(debug)?;
+            // The key record is read (and its revocation checked) on every request; only the
+            // decompression of its bytes is cached.
             let key = found
                 .key
                 .filter(|k| k.revoked_at.is_none())
-                .and_then(|k| VerifyingKey::from_bytes(&k.public_key).ok())
+                .and_then(|k| self.batcher.key(&k.public_key))
                 .ok_or_else(|| debug(prepared.unknown_keyid()))?;
-            let verified = prepared.verify(&key).map_err(debug)?;
-            let nonce = verified.nonce.ok_or_else(|| {
+            let announced = announced.unwrap_or_else(|| self.batcher.announce());
+            let valid = self
+                .batcher
+                .verify(
+                    announced,
+                    key,
+                    prepared.signature_base().as_bytes(),
+                    prepared.signature(),
+                    self.ports.clock.as_ref(),
+                )
+                .await;
+            if !valid {
+                return Err(debug(prepared.verification_failed()));
+            }
+            let nonce = prepared.nonce().ok_or_else(|| {
                 ApiError::new(ErrorCode::SignatureInvalid, "missing X-Request-Nonce")
             })?;
             pending = Some(PendingNonce {

@@ -2,6 +2,7 @@
 //! provider, the state machine and the store. It decides; adapters carry out.
 
 mod auth;
+mod batch;
 mod callbacks;
 mod create;
 mod notify;
@@ -33,6 +34,7 @@ pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
     AuthConfig, AuthContext, AuthRequest, Authenticated, SINGLE_VALUE_HEADERS,
 };
+pub use batch::{Announced, BatchStats, SignatureBatcher, DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT};
 pub use callbacks::{
     describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
     CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
@@ -217,10 +219,14 @@ pub trait OutboxWaker: Send + Sync {
 /// ```
 #[derive(Clone)]
 pub struct PaymentService {
-    ports: Ports,
-    config: ServiceConfig,
-    auth: AuthConfig,
+    // Behind `Arc`s: a clone (one per request that moves the service into a task) copies
+    // pointers, not the settings' lists and strings.
+    ports: Arc<Ports>,
+    config: Arc<ServiceConfig>,
+    auth: Arc<AuthConfig>,
     wakers: Arc<std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>>,
+    /// Verifies the signatures of concurrent requests together (shared by every clone).
+    batcher: Arc<SignatureBatcher>,
 }
 
 impl std::fmt::Debug for PaymentService {
@@ -242,9 +248,13 @@ impl PaymentService {
     /// A service over `ports`.
     pub fn new(ports: Ports, config: ServiceConfig, auth: AuthConfig) -> Self {
         PaymentService {
-            ports,
-            config,
-            auth,
+            ports: Arc::new(ports),
+            config: Arc::new(config),
+            batcher: Arc::new(SignatureBatcher::new(
+                auth.signature_batch.max(1),
+                auth.signature_batch_wait,
+            )),
+            auth: Arc::new(auth),
             wakers: Arc::default(),
         }
     }
@@ -261,6 +271,11 @@ impl PaymentService {
     /// The authentication settings.
     pub fn auth_config(&self) -> &AuthConfig {
         &self.auth
+    }
+
+    /// The signature batcher's counters (batches, signatures, fallbacks, timeouts).
+    pub fn signature_batches(&self) -> BatchStats {
+        self.batcher.stats()
     }
 
     /// The ports.

@@ -299,3 +299,85 @@ async fn forwarded_for_is_used_only_from_trusted_proxies() {
     assert_eq!(c.send(&req).await.unwrap().code(), Some("ip_not_allowed"));
     s.stop().await;
 }
+
+/// Concurrent signed creates are verified in batches; a batch that holds one forged signature
+/// (well-formed and by the project's key, but over another request) must refuse that request
+/// alone: the others of its batch are created. Rounds of concurrent requests are sent until a
+/// batch held the forged one (the verifier counts the batches whose equation failed), and every
+/// round must answer exactly: the forged request `401 signature_invalid`, all others `201`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_one_forged_signature_refuses_only_that_request() {
+    const PER_ROUND: usize = 24;
+    let s = TestServer::sandbox().await;
+    s.patch_project(ProjectPatch {
+        rate_limit: Some(RateLimit {
+            per_second: 10_000,
+            burst: 10_000,
+        }),
+        ..Default::default()
+    })
+    .await;
+    let c = s.client();
+    let before = s.state.service.signature_batches();
+    let mut rounds = 0;
+    while s.state.service.signature_batches().fallbacks == before.fallbacks {
+        rounds += 1;
+        assert!(
+            rounds <= 40,
+            "no batch held the forged signature in 40 rounds"
+        );
+        let forged = rounds % PER_ROUND;
+        let mut reqs: Vec<_> = (0..=PER_ROUND)
+            .map(|i| {
+                let b = serde_json::to_vec(&body(&format!("batch-{rounds}-{i}"), "100")).unwrap();
+                c.prepare(
+                    Method::POST,
+                    "/api/v1/payments",
+                    &b,
+                    Some(&SignSpec::default()),
+                )
+                .unwrap()
+            })
+            .collect();
+        // The extra request's signature, valid for its own base, goes on request `forged`.
+        let extra = reqs.pop().unwrap();
+        let signature = |r: &payments_client::PreparedRequest| {
+            r.headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("signature"))
+                .map(|(_, v)| v.clone())
+                .expect("a signed request has a Signature header")
+        };
+        let stolen = signature(&extra);
+        assert_ne!(stolen, signature(&reqs[forged]));
+        for (n, v) in &mut reqs[forged].headers {
+            if n.eq_ignore_ascii_case("signature") {
+                *v = stolen.clone();
+            }
+        }
+        let answers = futures_util::future::join_all(reqs.iter().map(|r| c.send(r))).await;
+        for (i, r) in answers.into_iter().enumerate() {
+            let r = r.unwrap();
+            if i == forged {
+                assert_eq!(
+                    (r.status, r.code()),
+                    (StatusCode::UNAUTHORIZED, Some("signature_invalid")),
+                    "round {rounds}: the forged request {i}: {}",
+                    r.json
+                );
+            } else {
+                assert_eq!(
+                    r.status,
+                    StatusCode::CREATED,
+                    "round {rounds}: request {i} was not created: {}",
+                    r.json
+                );
+            }
+        }
+    }
+    let after = s.state.service.signature_batches();
+    assert!(
+        after.signatures - before.signatures > after.batches - before.batches,
+        "some batch held more than one signature: {after:?}"
+    );
+}

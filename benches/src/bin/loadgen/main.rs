@@ -57,6 +57,8 @@ enum Mode {
     Get,
     /// Verified callback deliveries per second to a local receiver.
     Callbacks,
+    /// Unsigned `GET /healthz`: the HTTP floor (hyper, axum's router, no store, no crypto).
+    Healthz,
 }
 
 /// The part of a `callbacks` run to do.
@@ -210,6 +212,21 @@ async fn main() {
             )
             .await;
             report(&args, "get", &run, json!({ "signed": args.sign_get }));
+        }
+        Mode::Healthz => {
+            let reqs = presign(&client, &authority, total, args.sign_threads, |_| {
+                (Method::GET, "/healthz".into(), Vec::new(), false)
+            });
+            let run = drive(
+                target,
+                reqs,
+                args.warmup,
+                args.connections,
+                args.rate,
+                false,
+            )
+            .await;
+            report(&args, "healthz", &run, json!({}));
         }
         Mode::Callbacks => match (args.phase, args.receiver) {
             (Phase::Queue, Some(receiver)) => {

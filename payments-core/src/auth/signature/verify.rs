@@ -171,6 +171,21 @@ impl PreparedSignature {
         &self.base
     }
 
+    /// The Ed25519 signature sent.
+    pub fn signature(&self) -> &ed25519_dalek::Signature {
+        &self.signature
+    }
+
+    /// The error to answer when the signature does not verify with the key (what
+    /// [`PreparedSignature::verify`] answers then), for a caller that verified it otherwise
+    /// (in a batch, [`crate::auth::batch`]).
+    pub fn verification_failed(&self) -> SignatureError {
+        SignatureError {
+            failure: SignatureFailure::VerificationFailed,
+            signature_base: Some(self.base.clone()),
+        }
+    }
+
     /// The error to answer when no active key has this `keyid` (unknown or revoked).
     pub fn unknown_keyid(&self) -> SignatureError {
         SignatureError {

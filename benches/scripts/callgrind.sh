@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Instructions per create: payments-server runs under valgrind's callgrind (synchronous=FULL,
+# fresh data directory); after a warm-up of creates the counters are zeroed, a fixed number of
+# closed-loop creates is sent by the load generator, and the counters are dumped. Prints, per
+# run, the instructions (Ir) of the whole server process (every thread: tokio workers, blocking
+# pool, SQLite writer) divided by the creates. User-space instructions only: the kernel's part
+# (syscalls, scheduling, fsync) is not counted, see cpu.sh for that. Valgrind runs one thread
+# at a time, so group-commit batch sizes differ from a native run; the figure is for comparing
+# builds with each other, not for converting into time.
+#
+#   benches/scripts/callgrind.sh [REPS=3] [CREATES=2000] [CONNECTIONS=16]
+#
+# Needs valgrind (apt-get install -y valgrind) and
+# `cargo build --release -p payments-http -p payments-benches --bins`. Ports 18080-18082; data
+# under ${PERF_DIR:-/tmp/perf}/callgrind.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+require_free_port
+REPS=${1:-3}
+CREATES=${2:-2000}
+CONNS=${3:-16}
+WARM=${WARM:-300}
+BASE=${PERF_DIR:-/tmp/perf}/callgrind
+trap 'kill ${SERVER:-} 2>/dev/null || true' EXIT
+for rep in $(seq "$REPS"); do
+  DIR=$BASE/run-$rep
+  rm -rf "$DIR" && mkdir -p "$DIR"
+  PAYMENTS_SYNCHRONOUS=full valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind.out" \
+    "$T/payments-server" serve --data-dir "$DIR/data" --listen 127.0.0.1:18080 \
+    --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 2>"$DIR/server.log" &
+  SERVER=$!
+  for _ in $(seq 600); do
+    curl -fs -o /dev/null http://127.0.0.1:18080/readyz 2>/dev/null && break
+    sleep 0.2
+  done
+  "$T/bench_setup" --data-dir "$DIR/data" rate-limit >/dev/null
+  C=$DIR/data/sandbox-credentials.json
+  "$T/loadgen" --credentials "$C" --mode create --connections "$CONNS" --requests "$WARM" \
+    --warmup 0 --label warm >/dev/null 2>&1
+  callgrind_control -z "$SERVER" >/dev/null
+  "$T/loadgen" --credentials "$C" --mode create --connections "$CONNS" --requests "$CREATES" \
+    --warmup 0 --label "callgrind-$rep" >"$DIR/loadgen.out" 2>&1
+  callgrind_control -d "$SERVER" >/dev/null
+  kill -TERM "$SERVER"
+  wait "$SERVER" || true
+  SERVER=
+  ok=$(grep -o "\"ok\":[0-9]*" "$DIR/loadgen.out" | head -1 | cut -d: -f2 || true)
+  # The dump made by `callgrind_control -d` is the file with the suffix .1.
+  dump=$(ls "$DIR"/callgrind.out.*1 2>/dev/null | head -1 || true)
+  [ -n "$dump" ] || dump=$DIR/callgrind.out
+  ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
+  awk -v r="$rep" -v ir="$ir" -v n="$CREATES" -v ok="${ok:-?}" 'BEGIN {
+    printf "callgrind run %s: %d creates (2xx: %s), %.0f Ir in all, %.0f Ir per create\n",
+      r, n, ok, ir, ir / n }'
+done
