@@ -27,16 +27,21 @@ trap 'kill $SERVER ${VERIFY:-} 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -f "$DIR/sandbox-credentials.json" ] && break; sleep 0.1; done
 sleep 0.5
 "$T/bench_setup" --data-dir "$DIR" rate-limit
-"$T/verify_server" --data-dir "$DIR" --listen 127.0.0.1:18090 --synchronous "$SYNC" 2>"$DIR/verify.log" &
+# The reference on a data directory of its own (one server per data directory).
+VDIR=$DIR-verify
+rm -rf "$VDIR" && mkdir -p "$VDIR"
+"$T/verify_server" --data-dir "$VDIR" --listen 127.0.0.1:18090 --synchronous "$SYNC" 2>"$DIR/verify.log" &
 VERIFY=$!
-sleep 1
+for _ in $(seq 100); do [ -f "$VDIR/sandbox-credentials.json" ] && break; sleep 0.1; done
+sleep 0.5
+"$T/bench_setup" --data-dir "$VDIR" rate-limit
 C=$DIR/sandbox-credentials.json
 for rep in $(seq "$REPS"); do
   for conns in $CONNS; do
     echo "# rep $rep, $conns connections, load $(cut -d' ' -f1 /proc/loadavg)"
     "$T/loadgen" --credentials "$C" --mode create --connections "$conns" \
       --requests "$REQUESTS" --warmup "$WARMUP" --label "create-$SYNC-$conns-$rep" | grep RESULT
-    "$T/loadgen" --credentials "$C" --mode verify --url http://127.0.0.1:18090 \
+    "$T/loadgen" --credentials "$VDIR/sandbox-credentials.json" --mode verify --url http://127.0.0.1:18090 \
       --connections "$conns" --requests "$REQUESTS" --warmup "$WARMUP" \
       --label "verify-$SYNC-$conns-$rep" | grep RESULT
   done

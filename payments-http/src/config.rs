@@ -153,6 +153,13 @@ pub struct Settings {
     /// cap is answered `503` and closed at once. Keep it below the process's file-descriptor
     /// limit.
     pub max_connections: usize,
+    /// Most signatures of concurrent requests verified in one Ed25519 batch (default 64; 1
+    /// verifies each request's alone). See `payments_core::service::SignatureBatcher`.
+    pub signature_batch: usize,
+    /// Longest a request waits for the other signatures of its batch, in microseconds
+    /// (default 1,000; the runtime's timer rounds it up to whole milliseconds). A request
+    /// alone does not wait.
+    pub signature_batch_wait_us: u64,
     /// How long a client may take to send a request's headers, and how long a kept-alive
     /// connection may sit idle before its next request: key `header_timeout_ms` (default
     /// 10,000). Slow or silent connections are closed after it.
@@ -270,6 +277,8 @@ impl Default for Settings {
             sweep_interval: Duration::from_millis(1000),
             shutdown_grace: Duration::from_secs(30),
             max_connections: 10_000,
+            signature_batch: payments_core::service::DEFAULT_MAX_BATCH,
+            signature_batch_wait_us: 1_000,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             provider: ProviderKind::Sandbox,
@@ -361,6 +370,7 @@ impl Settings {
         self.callback_per_host = self.callback_per_host.max(1);
         self.sweep_interval = self.sweep_interval.max(Duration::from_millis(10));
         self.max_connections = self.max_connections.max(1);
+        self.signature_batch = self.signature_batch.max(1);
         self.header_timeout = self.header_timeout.max(Duration::from_millis(100));
         self.body_timeout = self.body_timeout.max(Duration::from_millis(100));
         self.tls_watch_interval = self.tls_watch_interval.max(Duration::from_millis(100));

@@ -929,6 +929,8 @@ async fn service_over(
     };
     let mut auth = AuthConfig::for_environment(settings.environment);
     auth.trusted_proxies = settings.trusted_proxies.clone();
+    auth.signature_batch = settings.signature_batch;
+    auth.signature_batch_wait = Duration::from_micros(settings.signature_batch_wait_us);
     Ok(PaymentService::new(ports, config, auth))
 }
 
