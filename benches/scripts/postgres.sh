@@ -6,6 +6,11 @@
 # result lines; docs/performance.md reads them.
 #
 #   benches/scripts/postgres.sh [REPS=3]
+#   BEFORE=/path/to/other/target/release benches/scripts/postgres.sh [REPS]
+#
+# With BEFORE, the PostgreSQL creates (one and three nodes) also run with that build's
+# payments-server right before this build's, in every rep: a before/after in the same run,
+# beside the same pgbench figures (result labels gain a `before-` prefix).
 #
 # Needs `cargo build --release -p payments-http -p payments-benches --bins` first and
 # PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin; run as root: the server runs as user
@@ -38,10 +43,10 @@ runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$BASE/pg/data" -l "$BASE/pg/server.l
 PSQL() { "$PG_BIN/psql" -h 127.0.0.1 -p $PGPORT -U postgres -qAt "$@"; }
 echo "# PostgreSQL: $(PSQL -d postgres -c 'SHOW server_version') fsync=$(PSQL -d postgres -c 'SHOW fsync') synchronous_commit=$(PSQL -d postgres -c 'SHOW synchronous_commit') full_page_writes=$(PSQL -d postgres -c 'SHOW full_page_writes')"
 
-start_node() { # i, data dir, database url
+start_node() { # i, data dir, database url; the server from ${SERVER_T:-$T}
   local i=$1 dir=$2 url=$3
   PAYMENTS_DATABASE_URL="$url" PAYMENTS_DATABASE_POOL_SIZE=${POOL:-16} \
-    "$T/payments-server" serve --data-dir "$dir" \
+    "${SERVER_T:-$T}/payments-server" serve --data-dir "$dir" \
     --listen "127.0.0.1:1808$i" --operator-listen "127.0.0.1:1818$i" \
     --cabinet-listen "127.0.0.1:1828$i" 2>>"$dir/server-$i.log" &
   PIDS+=($!)
@@ -85,6 +90,43 @@ WITH n AS (INSERT INTO nonces (project_id, nonce, expires_at) VALUES ('bench', '
 UPDATE payments SET status = 'processing', version = 2, requisite = '2200123456789010', holder_name = 'I. I.', course = '92.5', fee_percent = '2.5' WHERE id = 'b-' || :client_id || '-' || :n AND version = 1;
 SQL
 
+# One node (creates, then GETs), then three nodes on one database (creates, one load
+# generator each with a third of the connections); the server from $SERVER_T, labels
+# prefixed with $2.
+pg_nodes() { # rep, label prefix
+  local rep=$1 P=$2 D URL LOADS i p
+  # One node.
+  D=$BASE/one; rm -rf "$D" && mkdir -p "$D"
+  URL=$(fresh_db bench_one)
+  start_node 0 "$D" "$URL"; unthrottle "$D" "$URL"
+  echo "# rep $rep ${P}pg 1 node create, $(load)"
+  "$T/loadgen" --credentials "$D/sandbox-credentials.json" --url http://127.0.0.1:18080 \
+    --mode create --connections $CONNECTIONS --requests $REQUESTS --warmup $WARMUP \
+    --label "${P}pg1-create-$rep" | grep RESULT
+  echo "# rep $rep ${P}pg 1 node get, $(load)"
+  "$T/loadgen" --credentials "$D/sandbox-credentials.json" --url http://127.0.0.1:18080 \
+    --mode get --connections $CONNECTIONS --requests 100000 --warmup 10000 \
+    --label "${P}pg1-get-$rep" | grep RESULT
+  stop_nodes
+
+  # Three nodes on one database, one load generator each (a third of the connections).
+  D=$BASE/three; rm -rf "$D" && mkdir -p "$D"
+  URL=$(fresh_db bench_three)
+  start_node 0 "$D" "$URL"; start_node 1 "$D" "$URL"; start_node 2 "$D" "$URL"
+  unthrottle "$D" "$URL"
+  echo "# rep $rep ${P}pg 3 nodes create, $(load)"
+  LOADS=()
+  for i in 0 1 2; do
+    "$T/loadgen" --credentials "$D/sandbox-credentials.json" --url "http://127.0.0.1:1808$i" \
+      --mode create --connections $((CONNECTIONS / 3)) --requests $((REQUESTS / 3)) \
+      --warmup $((WARMUP / 3)) --label "${P}pg3-create-$rep-node$i" >"$D/loadgen-$i.out" &
+    LOADS+=($!)
+  done
+  for p in "${LOADS[@]}"; do wait "$p"; done
+  grep -h RESULT "$D"/loadgen-*.out
+  stop_nodes
+}
+
 for rep in $(seq "$REPS"); do
   # pgbench: the ceiling of the database for this transaction, on this machine.
   URL=$(fresh_db bench_pgbench)
@@ -97,36 +139,11 @@ for rep in $(seq "$REPS"); do
       -f "$BASE/create2.sql" bench_pgbench 2>&1 | grep -E "^tps" | sed "s/^/PGBENCH as-the-server c=$c rep=$rep /"
   done
 
-  # One node.
-  D=$BASE/one; rm -rf "$D" && mkdir -p "$D"
-  URL=$(fresh_db bench_one)
-  start_node 0 "$D" "$URL"; unthrottle "$D" "$URL"
-  echo "# rep $rep pg 1 node create, $(load)"
-  "$T/loadgen" --credentials "$D/sandbox-credentials.json" --url http://127.0.0.1:18080 \
-    --mode create --connections $CONNECTIONS --requests $REQUESTS --warmup $WARMUP \
-    --label "pg1-create-$rep" | grep RESULT
-  echo "# rep $rep pg 1 node get, $(load)"
-  "$T/loadgen" --credentials "$D/sandbox-credentials.json" --url http://127.0.0.1:18080 \
-    --mode get --connections $CONNECTIONS --requests 100000 --warmup 10000 \
-    --label "pg1-get-$rep" | grep RESULT
-  stop_nodes
-
-  # Three nodes on one database, one load generator each (a third of the connections).
-  D=$BASE/three; rm -rf "$D" && mkdir -p "$D"
-  URL=$(fresh_db bench_three)
-  start_node 0 "$D" "$URL"; start_node 1 "$D" "$URL"; start_node 2 "$D" "$URL"
-  unthrottle "$D" "$URL"
-  echo "# rep $rep pg 3 nodes create, $(load)"
-  LOADS=()
-  for i in 0 1 2; do
-    "$T/loadgen" --credentials "$D/sandbox-credentials.json" --url "http://127.0.0.1:1808$i" \
-      --mode create --connections $((CONNECTIONS / 3)) --requests $((REQUESTS / 3)) \
-      --warmup $((WARMUP / 3)) --label "pg3-create-$rep-node$i" >"$D/loadgen-$i.out" &
-    LOADS+=($!)
+  for build in ${BEFORE:+before} after; do
+    if [ "$build" = before ]; then SERVER_T=$BEFORE; P=before-; else SERVER_T=$T; P=; fi
+    pg_nodes "$rep" "$P"
   done
-  for p in "${LOADS[@]}"; do wait "$p"; done
-  grep -h RESULT "$D"/loadgen-*.out
-  stop_nodes
+  SERVER_T=$T
 
   # SQLite, the same load, the same run.
   D=$BASE/sqlite; rm -rf "$D" && mkdir -p "$D"

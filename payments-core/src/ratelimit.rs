@@ -83,6 +83,53 @@ impl Gcra {
             )
         }
     }
+
+    /// The decision for `n` requests at `now_us` given the stored TAT, in one step: exactly
+    /// what `n` calls of [`Gcra::decide`] in a row would decide (the first ones pass while the
+    /// tolerance allows, every later one is refused with the same wait), and the TAT to store
+    /// when any passed. One database statement can so decide a whole batch.
+    pub fn decide_many(&self, tat_us: Option<i64>, now_us: i64, n: u32) -> (Grant, Option<i64>) {
+        let tat = tat_us.map_or(now_us, |t| t.max(now_us));
+        let ahead = tat - now_us;
+        let room = if ahead > self.tolerance_us {
+            0
+        } else {
+            (self.tolerance_us - ahead) / self.emission_us + 1
+        };
+        let allowed = u32::try_from(room.min(i64::from(n))).unwrap_or(n);
+        let moved = tat.saturating_add(self.emission_us.saturating_mul(i64::from(allowed)));
+        let retry_after = (allowed < n).then(|| {
+            Duration::from_micros(u64::try_from(moved - now_us - self.tolerance_us).unwrap_or(0))
+        });
+        (
+            Grant {
+                allowed,
+                retry_after,
+            },
+            (allowed > 0).then_some(moved),
+        )
+    }
+}
+
+/// What [`Gcra::decide_many`] or [`RateLimiter::acquire_many`] decided about several requests
+/// of one project at one moment, in their order: the first `allowed` pass, the rest are
+/// refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// How many of the requests pass (the first ones).
+    pub allowed: u32,
+    /// The wait until a request would pass, when some were refused (`None`: all passed).
+    pub retry_after: Option<Duration>,
+}
+
+impl Grant {
+    /// The decision about the `i`-th request (from 0) of the batch.
+    pub fn decision(&self, i: u32) -> RateDecision {
+        match self.retry_after {
+            Some(retry_after) if i >= self.allowed => RateDecision::Limited { retry_after },
+            _ => RateDecision::Allowed,
+        }
+    }
 }
 
 /// The rate-limit port: takes one request from a project's allowance, atomically for everyone
@@ -97,6 +144,37 @@ pub trait RateLimiter: Send + Sync {
         rule: Gcra,
         now: Timestamp,
     ) -> Result<RateDecision, StoreError>;
+
+    /// Applies `rule` to `n` requests of `project` at `now`, in their order, atomically: what
+    /// `n` calls of [`RateLimiter::acquire`] in a row would decide. A limiter whose state is
+    /// a round trip away overrides it with one step ([`Gcra::decide_many`]), so that a
+    /// [`CoalescingRateLimiter`] pays one round trip for a whole batch; the default asks
+    /// [`RateLimiter::acquire`] until it refuses (a refusal changes no state, so the rest of
+    /// the batch is refused with the same wait).
+    async fn acquire_many(
+        &self,
+        project: ProjectId,
+        rule: Gcra,
+        now: Timestamp,
+        n: u32,
+    ) -> Result<Grant, StoreError> {
+        let mut allowed = 0;
+        while allowed < n {
+            match self.acquire(project, rule, now).await? {
+                RateDecision::Allowed => allowed += 1,
+                RateDecision::Limited { retry_after } => {
+                    return Ok(Grant {
+                        allowed,
+                        retry_after: Some(retry_after),
+                    })
+                }
+            }
+        }
+        Ok(Grant {
+            allowed,
+            retry_after: None,
+        })
+    }
 }
 
 /// The in-process limiter: one TAT per project in an atomic, updated with compare-and-swap (the
@@ -172,6 +250,201 @@ impl RateLimiter for Unlimited {
     }
 }
 
+/// A [`RateLimiter`] in front of another whose state is a round trip away (a database):
+/// while one request of a project is being decided, the project's next requests on this node
+/// queue, and the next round trip decides all of them at once with
+/// [`RateLimiter::acquire_many`]. So a project's requests cost one statement per batch instead
+/// of one each, and they no longer queue one by one on the project's row lock; at low load a
+/// request finds nothing in flight and is decided alone, without waiting.
+///
+/// The decisions are those of the inner limiter applied to the requests in arrival order at
+/// the latest `now` of the batch, with the latest rule (a changed limit counts from the next
+/// batch). Each batch is decided by one of its own requests (the first); when it is done it
+/// answers the others and hands the requests queued meanwhile to the first of them. A leader
+/// dropped before its answer (its request was cancelled) hands the batch on unanswered: the
+/// others ask again, so a batch may count twice against the limit, never less than once.
+pub struct CoalescingRateLimiter {
+    inner: Arc<dyn RateLimiter>,
+    lanes: std::sync::Mutex<HashMap<ProjectId, Vec<Waiter>>>,
+}
+
+/// A request queued behind the batch in flight.
+struct Waiter {
+    rule: Gcra,
+    now: Timestamp,
+    answer: futures_channel::oneshot::Sender<Answer>,
+}
+
+enum Answer {
+    /// The request's decision.
+    Decided(Result<RateDecision, StoreError>),
+    /// Lead the next batch: these requests queued after the receiver.
+    Lead(Vec<Waiter>),
+}
+
+impl std::fmt::Debug for CoalescingRateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoalescingRateLimiter")
+            .finish_non_exhaustive()
+    }
+}
+
+impl CoalescingRateLimiter {
+    /// Coalesces the requests of each project in front of `inner`.
+    pub fn new(inner: Arc<dyn RateLimiter>) -> Self {
+        CoalescingRateLimiter {
+            inner,
+            lanes: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lanes(&self) -> std::sync::MutexGuard<'_, HashMap<ProjectId, Vec<Waiter>>> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends a batch: hands the requests queued meanwhile to the first of them that is still
+    /// waiting, or marks the project idle.
+    fn hand_on(&self, project: ProjectId) {
+        let mut lanes = self.lanes();
+        loop {
+            let Some(queued) = lanes.get_mut(&project) else {
+                return;
+            };
+            if queued.is_empty() {
+                lanes.remove(&project);
+                return;
+            }
+            let mut batch = std::mem::take(queued);
+            let first = batch.remove(0);
+            match first.answer.send(Answer::Lead(batch)) {
+                Ok(()) => return,
+                // That request went away: give the batch back and try the next one.
+                Err(Answer::Lead(batch)) => *queued = batch,
+                Err(Answer::Decided(_)) => unreachable!("sent a Lead"),
+            }
+        }
+    }
+
+    /// Decides the leader's own request and `others` in one round trip and answers them.
+    async fn lead(
+        &self,
+        project: ProjectId,
+        rule: Gcra,
+        now: Timestamp,
+        others: Vec<Waiter>,
+    ) -> Result<RateDecision, StoreError> {
+        let mut guard = HandOn {
+            limiter: self,
+            project,
+            others,
+        };
+        let rule = guard.others.last().map_or(rule, |w| w.rule);
+        let now = guard.others.iter().map(|w| w.now).fold(now, Ord::max);
+        let n = u32::try_from(guard.others.len() + 1).unwrap_or(u32::MAX);
+        let grant = self.inner.acquire_many(project, rule, now, n).await;
+        let others = std::mem::take(&mut guard.others);
+        for (i, waiter) in (1..).zip(others) {
+            let answer = grant.clone().map(|g| g.decision(i));
+            // A request that went away needs no answer.
+            let _ = waiter.answer.send(Answer::Decided(answer));
+        }
+        drop(guard);
+        grant.map(|g| g.decision(0))
+    }
+}
+
+/// Hands the project's queue on when a batch ends, also when its leader is dropped mid-way
+/// (then the batch's other requests get no answer and ask again).
+struct HandOn<'a> {
+    limiter: &'a CoalescingRateLimiter,
+    project: ProjectId,
+    others: Vec<Waiter>,
+}
+
+impl Drop for HandOn<'_> {
+    fn drop(&mut self) {
+        self.others.clear();
+        self.limiter.hand_on(self.project);
+    }
+}
+
+/// A request waiting in a project's queue. Dropped (its request cancelled) after the lead of
+/// the next batch was sent to it but before it read it, it hands that batch on.
+struct Queued<'a> {
+    limiter: &'a CoalescingRateLimiter,
+    project: ProjectId,
+    receiver: futures_channel::oneshot::Receiver<Answer>,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        // After close() a send fails, so the lead is either refused to its sender (which
+        // tries the next request) or already here.
+        self.receiver.close();
+        if let Ok(Some(Answer::Lead(batch))) = self.receiver.try_recv() {
+            {
+                let mut lanes = self.limiter.lanes();
+                let queued = lanes.entry(self.project).or_default();
+                let later = std::mem::replace(queued, batch);
+                queued.extend(later);
+            }
+            self.limiter.hand_on(self.project);
+        }
+    }
+}
+
+#[async_trait]
+impl RateLimiter for CoalescingRateLimiter {
+    async fn acquire(
+        &self,
+        project: ProjectId,
+        rule: Gcra,
+        now: Timestamp,
+    ) -> Result<RateDecision, StoreError> {
+        loop {
+            let receiver = {
+                let mut lanes = self.lanes();
+                match lanes.get_mut(&project) {
+                    // Nothing in flight for the project: decide now, alone.
+                    None => {
+                        lanes.insert(project, Vec::new());
+                        None
+                    }
+                    Some(queued) => {
+                        let (answer, receiver) = futures_channel::oneshot::channel();
+                        queued.push(Waiter { rule, now, answer });
+                        Some(receiver)
+                    }
+                }
+            };
+            let Some(receiver) = receiver else {
+                return self.lead(project, rule, now, Vec::new()).await;
+            };
+            let mut queued = Queued {
+                limiter: self,
+                project,
+                receiver,
+            };
+            match (&mut queued.receiver).await {
+                Ok(Answer::Decided(decision)) => return decision,
+                Ok(Answer::Lead(others)) => return self.lead(project, rule, now, others).await,
+                // The batch's leader went away before deciding it: ask again.
+                Err(futures_channel::oneshot::Canceled) => continue,
+            }
+        }
+    }
+
+    async fn acquire_many(
+        &self,
+        project: ProjectId,
+        rule: Gcra,
+        now: Timestamp,
+        n: u32,
+    ) -> Result<Grant, StoreError> {
+        self.inner.acquire_many(project, rule, now, n).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +506,154 @@ mod tests {
             burst: 1,
         });
         assert_eq!(fast.emission_us, 1);
+    }
+
+    proptest::proptest! {
+        /// One step for `n` requests decides what `n` single steps in a row decide.
+        #[test]
+        fn decide_many_is_n_decides(
+            per_second in 1u32..5_000,
+            burst in 1u32..200,
+            tat_ahead in proptest::option::of(-5_000_000i64..5_000_000),
+            n in 0u32..300,
+        ) {
+            let rule = Gcra::new(RateLimit { per_second, burst });
+            let now = 1_700_000_000_000_000i64;
+            let start = tat_ahead.map(|a| now + a);
+            let (grant, stored) = rule.decide_many(start, now, n);
+            let mut tat = start;
+            let mut moved = None;
+            for i in 0..n {
+                let (d, next) = rule.decide(tat, now);
+                proptest::prop_assert_eq!(grant.decision(i), d, "request {}", i);
+                if let Some(next) = next {
+                    tat = Some(next);
+                    moved = Some(next);
+                }
+            }
+            proptest::prop_assert_eq!(stored, moved);
+            proptest::prop_assert_eq!(grant.retry_after.is_some(), grant.allowed < n);
+        }
+    }
+
+    /// A limiter that suspends once in every call (a round trip), counting its calls.
+    struct RoundTrip {
+        inner: LocalRateLimiter,
+        calls: std::sync::atomic::AtomicU32,
+    }
+
+    struct YieldOnce(bool);
+
+    impl std::future::Future for YieldOnce {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if self.0 {
+                std::task::Poll::Ready(())
+            } else {
+                self.0 = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        }
+    }
+
+    #[async_trait]
+    impl RateLimiter for RoundTrip {
+        async fn acquire(
+            &self,
+            project: ProjectId,
+            rule: Gcra,
+            now: Timestamp,
+        ) -> Result<RateDecision, StoreError> {
+            self.acquire_many(project, rule, now, 1)
+                .await
+                .map(|g| g.decision(0))
+        }
+
+        async fn acquire_many(
+            &self,
+            project: ProjectId,
+            rule: Gcra,
+            now: Timestamp,
+            n: u32,
+        ) -> Result<Grant, StoreError> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            YieldOnce(false).await;
+            self.inner.acquire_many(project, rule, now, n).await
+        }
+    }
+
+    fn round_trip() -> Arc<RoundTrip> {
+        Arc::new(RoundTrip {
+            inner: LocalRateLimiter::new(),
+            calls: std::sync::atomic::AtomicU32::new(0),
+        })
+    }
+
+    const T: Timestamp = Timestamp::from_unix_millis(1_700_000_000_000);
+
+    #[test]
+    fn concurrent_requests_share_round_trips_and_get_exactly_the_burst() {
+        let inner = round_trip();
+        let limiter = CoalescingRateLimiter::new(inner.clone());
+        let rule = Gcra::new(RateLimit {
+            per_second: 1,
+            burst: 5,
+        });
+        let p = crate::testing::contract::project_id(7);
+        let results = futures_executor::block_on(futures_util::future::join_all(
+            (0..24).map(|_| limiter.acquire(p, rule, T)),
+        ));
+        let allowed = results
+            .iter()
+            .filter(|r| **r == Ok(RateDecision::Allowed))
+            .count();
+        assert_eq!(allowed, 5, "{results:?}");
+        assert!(results.iter().all(|r| r.is_ok()));
+        // The first request alone, then the 23 that queued behind it in one batch.
+        assert_eq!(inner.calls.load(Ordering::Relaxed), 2);
+        // Another project is not held up by this one, and the lanes are empty again.
+        assert!(limiter.lanes().is_empty());
+        let q = crate::testing::contract::project_id(8);
+        assert_eq!(
+            futures_executor::block_on(limiter.acquire(q, rule, T)),
+            Ok(RateDecision::Allowed)
+        );
+    }
+
+    #[test]
+    fn the_coalescing_limiter_meets_the_contract() {
+        let limiter = CoalescingRateLimiter::new(round_trip());
+        futures_executor::block_on(crate::testing::contract::rate_limiter(&[
+            &limiter, &limiter, &limiter,
+        ]));
+    }
+
+    #[test]
+    fn a_cancelled_leader_or_follower_holds_up_no_one() {
+        use futures_util::FutureExt;
+        let limiter = CoalescingRateLimiter::new(round_trip());
+        let rule = Gcra::new(RateLimit {
+            per_second: 1,
+            burst: 100,
+        });
+        let p = crate::testing::contract::project_id(9);
+        // The leader starts its round trip, two requests queue behind it, then the leader and
+        // the first of them are dropped: the other one is still decided.
+        let mut leader = Box::pin(limiter.acquire(p, rule, T));
+        assert!((&mut leader).now_or_never().is_none());
+        let mut first = Box::pin(limiter.acquire(p, rule, T));
+        assert!((&mut first).now_or_never().is_none());
+        let second = limiter.acquire(p, rule, T);
+        drop(leader);
+        drop(first);
+        assert_eq!(
+            futures_executor::block_on(second),
+            Ok(RateDecision::Allowed)
+        );
+        assert!(limiter.lanes().is_empty());
     }
 }

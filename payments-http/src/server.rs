@@ -17,7 +17,7 @@ use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
 use payments_core::callback::{AddressPolicy, CallbackVerifier};
 use payments_core::provider::{RateSource, RequisiteProvider};
-use payments_core::ratelimit::RateLimiter;
+use payments_core::ratelimit::{CoalescingRateLimiter, RateLimiter};
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
@@ -732,7 +732,10 @@ impl OpenedStore {
     pub fn rate_limiter(&self) -> Option<Arc<dyn RateLimiter>> {
         match self {
             OpenedStore::Sqlite(_) => None,
-            OpenedStore::Postgres(s) => Some(Arc::new(s.rate_limiter())),
+            // A node's concurrent requests of one project share a round trip.
+            OpenedStore::Postgres(s) => Some(Arc::new(CoalescingRateLimiter::new(Arc::new(
+                s.rate_limiter(),
+            )))),
         }
     }
 

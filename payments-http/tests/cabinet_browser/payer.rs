@@ -168,7 +168,17 @@ async fn payer_page_shows_the_rules_in_a_real_browser() {
         .await
         .expect("clicked");
     assert_eq!(clipboard(&b).await, digits);
-    assert_eq!(b.text("#copy-status").await, "Copied");
+    // The status region says so once the clipboard's promise settled and 50 ms passed (the
+    // script empties it first so that a screen reader announces every click).
+    let mut status = String::new();
+    for _ in 0..100 {
+        status = b.text("#copy-status").await;
+        if status == "Copied" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "Copied");
     // The countdown ticks (mm:ss) with the script.
     let left = b.text("#left").await;
     assert!(left.contains(':'), "{left}");

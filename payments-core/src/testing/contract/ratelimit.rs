@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::project::RateLimit;
-use crate::ratelimit::{Gcra, RateDecision, RateLimiter};
+use crate::ratelimit::{Gcra, Grant, RateDecision, RateLimiter};
 
 async fn allowed<L: RateLimiter + ?Sized>(
     l: &L,
@@ -20,7 +20,7 @@ async fn allowed<L: RateLimiter + ?Sized>(
 /// on one database; fresh state), applies [`Gcra`]: the burst at once, then one request per
 /// emission interval, with the wait until the next one; projects are independent; a changed
 /// limit counts from the next request; concurrent requests through every handle get exactly the
-/// burst.
+/// burst; [`RateLimiter::acquire_many`] decides a batch as that many requests in a row would.
 pub async fn rate_limiter<L: RateLimiter + ?Sized>(handles: &[&L]) {
     let n = handles.len();
     let rule = Gcra::new(RateLimit {
@@ -80,5 +80,51 @@ pub async fn rate_limiter<L: RateLimiter + ?Sized>(handles: &[&L]) {
     assert_eq!(
         passed, 5,
         "a burst of 5 lets 5 of 24 concurrent requests through"
+    );
+
+    // Batches: the first ones of a batch pass while the burst lasts, the rest wait one
+    // interval; a batch past the burst changes nothing.
+    let d = project_id(4);
+    assert_eq!(
+        handles[0]
+            .acquire_many(d, rule, T0, 4)
+            .await
+            .expect("acquire_many"),
+        Grant {
+            allowed: 3,
+            retry_after: Some(Duration::from_millis(500))
+        }
+    );
+    assert_eq!(
+        handles[1 % n]
+            .acquire_many(d, rule, T0 + ms(100), 2)
+            .await
+            .expect("acquire_many"),
+        Grant {
+            allowed: 0,
+            retry_after: Some(Duration::from_millis(400))
+        }
+    );
+    assert_eq!(
+        handles[2 % n]
+            .acquire_many(d, rule, T0 + ms(1000), 2)
+            .await
+            .expect("acquire_many"),
+        Grant {
+            allowed: 2,
+            retry_after: None
+        }
+    );
+    assert!(!allowed(handles[0], d, rule, T0 + ms(1000)).await);
+    // Concurrent batches through every handle share one burst.
+    let e = project_id(5);
+    let grants = join_all((0..8).map(|i| handles[i % n].acquire_many(e, burst, T0, 3))).await;
+    let passed: u32 = grants
+        .into_iter()
+        .map(|g| g.expect("acquire_many").allowed)
+        .sum();
+    assert_eq!(
+        passed, 5,
+        "a burst of 5 lets 5 of 8 concurrent batches of 3 through"
     );
 }
