@@ -29,6 +29,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use payments_client::{MerchantClient, SandboxCredentials, SignSpec};
+use payments_store_postgres::testing::{database_url, fresh_schema};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -38,19 +39,6 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "multinode: {line}");
-}
-
-fn database_url() -> Option<String> {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-                panic!("DATABASE_URL is not set: the multi-node test needs PostgreSQL (.ci/run starts one)");
-            }
-            say("SKIPPED: DATABASE_URL is not set, so the multi-node test did not run");
-            None
-        }
-    }
 }
 
 /// A small deterministic generator (xorshift64*), seeded per run.
@@ -223,24 +211,6 @@ async fn sql(url: &str) -> tokio_postgres::Client {
         .expect("connect to the database");
     tokio::spawn(connection);
     client
-}
-
-async fn fresh_schema(base: &str) -> String {
-    let name = format!(
-        "multinode_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970")
-            .as_millis()
-    );
-    sql(base)
-        .await
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .await
-        .expect("create a schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{name}")
 }
 
 /// Restarts the database server (fast shutdown: sessions cut) when the test knows how.

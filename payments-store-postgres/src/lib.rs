@@ -45,6 +45,8 @@ mod payments;
 mod ratelimit;
 mod schema;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use error::OpenError;
 pub use ratelimit::PgRateLimiter;

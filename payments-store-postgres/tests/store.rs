@@ -20,22 +20,6 @@ async fn exec(url: &str, sql: &str) {
     let _ = task.await;
 }
 
-/// Back to version 1: what migrations 2, 3 and 4 add is dropped.
-const BACK_TO_VERSION_1: &str = "
-    DROP TABLE payment_pages;
-    ALTER TABLE projects DROP COLUMN payer_page, DROP COLUMN payer_language;
-    DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
-        cabinet_failures, cabinet_audit, token_use;
-    DROP INDEX payments_project_created, outbox_events_project_created;
-    DROP TRIGGER payments_count ON payments;
-    DROP FUNCTION payments_count(), payment_status_count_add(TEXT, BIGINT);
-    DROP TABLE payment_status_counts, operator_tokens;
-    DROP INDEX outbox_events_failed, outbox_events_failed_payment,
-        outbox_events_pending_age, outbox_events_finished, audit_at;
-    ALTER TABLE outbox_events DROP COLUMN resent_by;
-    ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
-    DELETE FROM schema_migrations WHERE version > 1;";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_starting_together_migrate_once() {
     let Some(base) = support::database_url() else {
@@ -224,7 +208,11 @@ async fn a_version_1_database_gets_its_status_counts() {
         }
         store.close();
     }
-    exec(&url, BACK_TO_VERSION_1).await;
+    exec(
+        &url,
+        payments_store_postgres::testing::DOWNGRADE_TO_VERSION_1,
+    )
+    .await;
     let store = PgStore::connect(&url, support::options())
         .await
         .expect("upgrade");
@@ -300,7 +288,11 @@ async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
         .expect("a current database opens")
         .close();
 
-    exec(&url, BACK_TO_VERSION_1).await;
+    exec(
+        &url,
+        payments_store_postgres::testing::DOWNGRADE_TO_VERSION_1,
+    )
+    .await;
     let err = PgStore::connect(&url, no_migrate.clone())
         .await
         .expect_err("an older database is refused");

@@ -26,6 +26,8 @@ mod payments;
 mod readers;
 mod schema;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod writer;
 
 pub use backup::{backup, BackupError, BackupReport};

@@ -487,25 +487,10 @@ async fn a_version_2_database_gets_its_status_counts() {
         }
         store.close();
     }
-    // Back to version 2: what migrations 6, 5, 4 and 3 add is dropped.
+    // Back to version 2: what later migrations add is dropped.
     let conn = rusqlite::Connection::open(&path).expect("open");
-    conn.execute_batch(
-        "DROP TABLE payment_pages; ALTER TABLE projects DROP COLUMN payer_page;
-         ALTER TABLE projects DROP COLUMN payer_language;
-         DROP TABLE token_use; DROP TABLE cabinet_audit; DROP TABLE cabinet_failures;
-         DROP TABLE cabinet_invites; DROP TABLE cabinet_sessions;
-         DROP TABLE cabinet_recovery_codes; DROP TABLE cabinet_users;
-         DROP INDEX payments_project_created; DROP INDEX outbox_events_project_created;
-         ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
-         DROP TRIGGER payments_count_insert; DROP TRIGGER payments_count_update;
-         DROP TRIGGER payments_count_delete; DROP TABLE payment_status_counts;
-         DROP TABLE operator_tokens; DROP INDEX outbox_events_failed;
-         DROP INDEX outbox_events_pending_age; DROP INDEX outbox_events_finished;
-         DROP INDEX audit_at; ALTER TABLE outbox_events DROP COLUMN resent_by;
-         ALTER TABLE outbox_events DROP COLUMN lease_token;
-         PRAGMA user_version = 2;",
-    )
-    .expect("back to v2");
+    conn.execute_batch(payments_store_sqlite::testing::DOWNGRADE_TO_VERSION_2)
+        .expect("back to v2");
     drop(conn);
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("upgrade");
     assert_eq!(user_version(&path), SCHEMA_VERSION);

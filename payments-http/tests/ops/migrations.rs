@@ -128,26 +128,11 @@ fn user_version(path: &Path) -> u32 {
 }
 
 /// Back to version 2, the schema of the first releases: what later migrations add is
-/// dropped (as in payments-store-sqlite's upgrade test).
+/// dropped.
 fn sqlite_back_to_version_2(db: &Path) {
     rusqlite::Connection::open(db)
         .unwrap()
-        .execute_batch(
-            "DROP TABLE payment_pages; ALTER TABLE projects DROP COLUMN payer_page;
-             ALTER TABLE projects DROP COLUMN payer_language;
-             DROP TABLE cabinet_users; DROP TABLE cabinet_recovery_codes;
-             DROP TABLE cabinet_sessions; DROP TABLE cabinet_invites;
-             DROP TABLE cabinet_failures; DROP TABLE cabinet_audit; DROP TABLE token_use;
-             DROP INDEX payments_project_created; DROP INDEX outbox_events_project_created;
-             ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
-             DROP TRIGGER payments_count_insert; DROP TRIGGER payments_count_update;
-             DROP TRIGGER payments_count_delete; DROP TABLE payment_status_counts;
-             DROP TABLE operator_tokens; DROP INDEX outbox_events_failed;
-             DROP INDEX outbox_events_pending_age; DROP INDEX outbox_events_finished;
-             DROP INDEX audit_at; ALTER TABLE outbox_events DROP COLUMN resent_by;
-             ALTER TABLE outbox_events DROP COLUMN lease_token;
-             PRAGMA user_version = 2;",
-        )
+        .execute_batch(payments_store_sqlite::testing::DOWNGRADE_TO_VERSION_2)
         .unwrap();
 }
 
@@ -194,23 +179,6 @@ async fn a_command_on_an_older_schema_refuses_and_migrate_upgrades_it() {
 }
 
 // --- PostgreSQL ----------------------------------------------------------------------------
-
-/// Back to version 1: what migrations 2, 3 and 4 add is dropped (as in payments-store-postgres's
-/// upgrade test).
-const POSTGRES_BACK_TO_VERSION_1: &str = "
-    DROP TABLE payment_pages;
-    ALTER TABLE projects DROP COLUMN payer_page, DROP COLUMN payer_language;
-    DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
-        cabinet_failures, cabinet_audit, token_use;
-    DROP INDEX payments_project_created, outbox_events_project_created;
-    DROP TRIGGER payments_count ON payments;
-    DROP FUNCTION payments_count(), payment_status_count_add(TEXT, BIGINT);
-    DROP TABLE payment_status_counts, operator_tokens;
-    DROP INDEX outbox_events_failed, outbox_events_failed_payment,
-        outbox_events_pending_age, outbox_events_finished, audit_at;
-    ALTER TABLE outbox_events DROP COLUMN resent_by;
-    ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
-    DELETE FROM schema_migrations WHERE version > 1;";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgresql_a_command_on_an_older_schema_refuses_and_migrate_upgrades_it() {
@@ -266,7 +234,7 @@ async fn on_postgresql_a_command_on_an_older_schema_refuses_and_migrate_upgrades
 
     sql(&url)
         .await
-        .batch_execute(POSTGRES_BACK_TO_VERSION_1)
+        .batch_execute(payments_store_postgres::testing::DOWNGRADE_TO_VERSION_1)
         .await
         .expect("back to version 1");
     refused_on_old_schema(&run, &version, 1, current);
@@ -300,7 +268,7 @@ async fn on_postgresql_a_command_on_an_older_schema_refuses_and_migrate_upgrades
     // `serve` is the other command that migrates, and it says so.
     sql(&url)
         .await
-        .batch_execute(POSTGRES_BACK_TO_VERSION_1)
+        .batch_execute(payments_store_postgres::testing::DOWNGRADE_TO_VERSION_1)
         .await
         .expect("back to version 1");
     serve_migrates_and_logs(dir, &["--database-url", url.as_str()], 1, current).await;

@@ -265,31 +265,7 @@ pub async fn stop_and_read_log(mut server: ServerProcess) -> (String, Vec<Value>
     (log, lines)
 }
 
-/// `DATABASE_URL` for the PostgreSQL variants, or `None` (after saying why) when they must
-/// skip: without it they fail under CI (`CI=true`: a run that silently tested nothing would
-/// pass) and skip locally, as payments-store-postgres's tests do.
-pub fn database_url() -> Option<String> {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-                panic!(
-                    "DATABASE_URL is not set: the PostgreSQL tests need a database \
-                     (.ci/run starts one)"
-                );
-            }
-            // Straight to the process's stderr: the harness captures `eprintln!` of passing
-            // tests, and a skip must be seen.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: DATABASE_URL is not set, so this PostgreSQL test did not run \
-                 (set it to a database the tests may create schemas in, or run .ci/run)"
-            );
-            None
-        }
-    }
-}
+pub use payments_store_postgres::testing::{database_url, fresh_schema};
 
 /// A client of the database at `url`.
 pub async fn sql(url: &str) -> tokio_postgres::Client {
@@ -298,26 +274,4 @@ pub async fn sql(url: &str) -> tokio_postgres::Client {
         .expect("connect to the database");
     tokio::spawn(connection);
     client
-}
-
-/// A URL whose connections use a new, empty schema of the database at `base` (through the
-/// `search_path` option), so that tests do not see each other's rows.
-pub async fn fresh_schema(base: &str) -> String {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let name = format!(
-        "ops_{}_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970")
-            .subsec_nanos()
-    );
-    sql(base)
-        .await
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .await
-        .expect("create a schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{name}")
 }

@@ -1,0 +1,76 @@
+//! Test support (feature `testing`): the database the PostgreSQL tests of every crate run
+//! against, a fresh schema per test, and the way back to the first schema for upgrade tests.
+//! Not for production code.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `DATABASE_URL`, or `None` (after printing why) when a PostgreSQL test must skip. Without it
+/// a test fails under CI (`CI=true`: a run that silently tested nothing would pass) and skips
+/// in a local run, saying so on the process's stderr.
+pub fn database_url() -> Option<String> {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+                panic!(
+                    "DATABASE_URL is not set: the PostgreSQL tests need a database \
+                     (.ci/run starts one)"
+                );
+            }
+            // Straight to the process's stderr: the test harness captures `eprintln!` of
+            // passing tests, and a skip must be seen.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: DATABASE_URL is not set, so this PostgreSQL test did not run \
+                 (set it to a database the tests may create schemas in, or run .ci/run)"
+            );
+            None
+        }
+    }
+}
+
+/// A URL whose connections use a new, empty schema of the database at `base` (through the
+/// `search_path` option), so that tests run in parallel without seeing each other's rows.
+pub async fn fresh_schema(base: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        "t_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .subsec_nanos()
+    );
+    let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
+        .await
+        .expect("connect to DATABASE_URL");
+    let task = tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE SCHEMA {name}"))
+        .await
+        .expect("create a schema");
+    drop(client);
+    let _ = task.await;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options=-c%20search_path%3D{name}")
+}
+
+/// Takes a migrated schema back to version 1, the first release's: what every later
+/// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
+/// and of the server run it, then open the store or run `payments-server migrate`).
+pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP TABLE payment_pages;
+    ALTER TABLE projects DROP COLUMN payer_page, DROP COLUMN payer_language;
+    DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
+        cabinet_failures, cabinet_audit, token_use;
+    DROP INDEX payments_project_created, outbox_events_project_created;
+    DROP TRIGGER payments_count ON payments;
+    DROP FUNCTION payments_count(), payment_status_count_add(TEXT, BIGINT);
+    DROP TABLE payment_status_counts, operator_tokens;
+    DROP INDEX outbox_events_failed, outbox_events_failed_payment,
+        outbox_events_pending_age, outbox_events_finished, audit_at;
+    ALTER TABLE outbox_events DROP COLUMN resent_by;
+    ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
+    DELETE FROM schema_migrations WHERE version > 1;";

@@ -1,0 +1,21 @@
+//! Test support (feature `testing`): the way back to an early schema for upgrade tests. Not for
+//! production code.
+
+/// Takes a migrated database back to version 2, the schema of the first releases: what every
+/// later migration adds is dropped. Every new migration extends it (the upgrade tests of this
+/// crate and of the server run it, then open the store or run `payments-server migrate`).
+pub const DOWNGRADE_TO_VERSION_2: &str = "
+    DROP TABLE payment_pages; ALTER TABLE projects DROP COLUMN payer_page;
+    ALTER TABLE projects DROP COLUMN payer_language;
+    DROP TABLE token_use; DROP TABLE cabinet_audit; DROP TABLE cabinet_failures;
+    DROP TABLE cabinet_invites; DROP TABLE cabinet_sessions;
+    DROP TABLE cabinet_recovery_codes; DROP TABLE cabinet_users;
+    DROP INDEX payments_project_created; DROP INDEX outbox_events_project_created;
+    ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
+    DROP TRIGGER payments_count_insert; DROP TRIGGER payments_count_update;
+    DROP TRIGGER payments_count_delete; DROP TABLE payment_status_counts;
+    DROP TABLE operator_tokens; DROP INDEX outbox_events_failed;
+    DROP INDEX outbox_events_pending_age; DROP INDEX outbox_events_finished;
+    DROP INDEX audit_at; ALTER TABLE outbox_events DROP COLUMN resent_by;
+    ALTER TABLE outbox_events DROP COLUMN lease_token;
+    PRAGMA user_version = 2;";
