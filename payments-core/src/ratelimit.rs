@@ -145,12 +145,12 @@ pub trait RateLimiter: Send + Sync {
         now: Timestamp,
     ) -> Result<RateDecision, StoreError>;
 
-    /// Applies `rule` to `n` requests of `project` at `now`, in their order, atomically: what
-    /// `n` calls of [`RateLimiter::acquire`] in a row would decide. A limiter whose state is
-    /// a round trip away overrides it with one step ([`Gcra::decide_many`]), so that a
-    /// [`CoalescingRateLimiter`] pays one round trip for a whole batch; the default asks
-    /// [`RateLimiter::acquire`] until it refuses (a refusal changes no state, so the rest of
-    /// the batch is refused with the same wait).
+    /// Applies `rule` to `n` requests of `project` at `now`, in their order: what `n` calls
+    /// of [`RateLimiter::acquire`] in a row would decide. The limiters here override it with
+    /// one atomic step ([`Gcra::decide_many`]), so that a [`CoalescingRateLimiter`] pays one
+    /// round trip for a whole batch. The default asks [`RateLimiter::acquire`] until it
+    /// refuses (a refusal changes no state, so the rest of the batch is refused with the same
+    /// wait); it is not atomic as a whole: another caller's requests may pass in between.
     async fn acquire_many(
         &self,
         project: ProjectId,
@@ -217,17 +217,29 @@ impl RateLimiter for LocalRateLimiter {
         rule: Gcra,
         now: Timestamp,
     ) -> Result<RateDecision, StoreError> {
+        self.acquire_many(project, rule, now, 1)
+            .await
+            .map(|grant| grant.decision(0))
+    }
+
+    async fn acquire_many(
+        &self,
+        project: ProjectId,
+        rule: Gcra,
+        now: Timestamp,
+        n: u32,
+    ) -> Result<Grant, StoreError> {
         let cell = self.cell(project);
         let now_us = Gcra::micros(now);
         let mut current = cell.load(Ordering::Acquire);
         loop {
             let stored = (current != i64::MIN).then_some(current);
-            let (decision, next) = rule.decide(stored, now_us);
+            let (grant, next) = rule.decide_many(stored, now_us, n);
             let Some(next) = next else {
-                return Ok(decision);
+                return Ok(grant);
             };
             match cell.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(decision),
+                Ok(_) => return Ok(grant),
                 Err(seen) => current = seen,
             }
         }
@@ -260,9 +272,12 @@ impl RateLimiter for Unlimited {
 /// The decisions are those of the inner limiter applied to the requests in arrival order at
 /// the latest `now` of the batch, with the latest rule (a changed limit counts from the next
 /// batch). Each batch is decided by one of its own requests (the first); when it is done it
-/// answers the others and hands the requests queued meanwhile to the first of them. A leader
-/// dropped before its answer (its request was cancelled) hands the batch on unanswered: the
-/// others ask again, so a batch may count twice against the limit, never less than once.
+/// answers the others and hands the requests queued meanwhile to the first of them. Requests
+/// that went away before their batch was decided are left out of it. A leader dropped before
+/// its answer (its request was cancelled) hands its batch, unanswered, back to the front of
+/// the queue; when its statement had already run, that batch counts twice against the limit,
+/// never less than once. A queue holds at most the server's requests in flight (the
+/// in-flight limit); a request waits for the batch in flight, then for its own.
 pub struct CoalescingRateLimiter {
     inner: Arc<dyn RateLimiter>,
     lanes: std::sync::Mutex<HashMap<ProjectId, Vec<Waiter>>>,
@@ -302,24 +317,41 @@ impl CoalescingRateLimiter {
         self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Ends a batch: hands the requests queued meanwhile to the first of them that is still
-    /// waiting, or marks the project idle.
-    fn hand_on(&self, project: ProjectId) {
+    /// Puts `batch` back at the front of the project's queue, ahead of the requests that
+    /// queued meanwhile (it came first).
+    fn requeue(&self, project: ProjectId, batch: Vec<Waiter>) {
+        if batch.is_empty() {
+            return;
+        }
         let mut lanes = self.lanes();
+        let queued = lanes.entry(project).or_default();
+        let later = std::mem::replace(queued, batch);
+        queued.extend(later);
+    }
+
+    /// Ends a batch: hands the requests queued meanwhile to the first of them that is still
+    /// waiting, or marks the project idle. Requests that went away are dropped from the queue
+    /// first (one pass), and the lead is sent outside the lock (sending wakes its task).
+    fn hand_on(&self, project: ProjectId) {
         loop {
-            let Some(queued) = lanes.get_mut(&project) else {
-                return;
+            let (first, batch) = {
+                let mut lanes = self.lanes();
+                let Some(queued) = lanes.get_mut(&project) else {
+                    return;
+                };
+                queued.retain(|w| !w.answer.is_canceled());
+                if queued.is_empty() {
+                    lanes.remove(&project);
+                    return;
+                }
+                let mut batch = std::mem::take(queued);
+                let first = batch.remove(0);
+                (first, batch)
             };
-            if queued.is_empty() {
-                lanes.remove(&project);
-                return;
-            }
-            let mut batch = std::mem::take(queued);
-            let first = batch.remove(0);
             match first.answer.send(Answer::Lead(batch)) {
                 Ok(()) => return,
-                // That request went away: give the batch back and try the next one.
-                Err(Answer::Lead(batch)) => *queued = batch,
+                // That request went away in between: the batch goes back, try the next one.
+                Err(Answer::Lead(batch)) => self.requeue(project, batch),
                 Err(Answer::Decided(_)) => unreachable!("sent a Lead"),
             }
         }
@@ -333,6 +365,9 @@ impl CoalescingRateLimiter {
         now: Timestamp,
         others: Vec<Waiter>,
     ) -> Result<RateDecision, StoreError> {
+        let mut others = others;
+        // Requests that went away are not counted against the limit.
+        others.retain(|w| !w.answer.is_canceled());
         let mut guard = HandOn {
             limiter: self,
             project,
@@ -353,8 +388,9 @@ impl CoalescingRateLimiter {
     }
 }
 
-/// Hands the project's queue on when a batch ends, also when its leader is dropped mid-way
-/// (then the batch's other requests get no answer and ask again).
+/// Hands the project's queue on when a batch ends, also when its leader is dropped mid-way or
+/// its limiter panics: then the batch's other requests, unanswered, go back to the front of the
+/// queue and the first of them leads them.
 struct HandOn<'a> {
     limiter: &'a CoalescingRateLimiter,
     project: ProjectId,
@@ -363,7 +399,8 @@ struct HandOn<'a> {
 
 impl Drop for HandOn<'_> {
     fn drop(&mut self) {
-        self.others.clear();
+        self.limiter
+            .requeue(self.project, std::mem::take(&mut self.others));
         self.limiter.hand_on(self.project);
     }
 }
@@ -382,12 +419,7 @@ impl Drop for Queued<'_> {
         // tries the next request) or already here.
         self.receiver.close();
         if let Ok(Some(Answer::Lead(batch))) = self.receiver.try_recv() {
-            {
-                let mut lanes = self.limiter.lanes();
-                let queued = lanes.entry(self.project).or_default();
-                let later = std::mem::replace(queued, batch);
-                queued.extend(later);
-            }
+            self.limiter.requeue(self.project, batch);
             self.limiter.hand_on(self.project);
         }
     }
@@ -630,6 +662,34 @@ mod tests {
         futures_executor::block_on(crate::testing::contract::rate_limiter(&[
             &limiter, &limiter, &limiter,
         ]));
+    }
+
+    #[test]
+    fn a_request_that_went_away_is_not_counted() {
+        use futures_util::FutureExt;
+        let inner = round_trip();
+        let limiter = CoalescingRateLimiter::new(inner.clone());
+        let rule = Gcra::new(RateLimit {
+            per_second: 1,
+            burst: 3,
+        });
+        let p = crate::testing::contract::project_id(10);
+        let mut leader = Box::pin(limiter.acquire(p, rule, T));
+        assert!((&mut leader).now_or_never().is_none());
+        let mut queued: Vec<_> = (0..3)
+            .map(|_| Box::pin(limiter.acquire(p, rule, T)))
+            .collect();
+        for q in &mut queued {
+            assert!(q.now_or_never().is_none());
+        }
+        // The second one's client hangs up; the burst of 3 covers the three that remain.
+        drop(queued.remove(1));
+        let mut all = vec![leader];
+        all.extend(queued);
+        let results = futures_executor::block_on(futures_util::future::join_all(all));
+        assert_eq!(results, vec![Ok(RateDecision::Allowed); 3]);
+        assert_eq!(inner.calls.load(Ordering::Relaxed), 2);
+        assert!(limiter.lanes().is_empty());
     }
 
     #[test]
