@@ -363,9 +363,8 @@ impl CoalescingRateLimiter {
         project: ProjectId,
         rule: Gcra,
         now: Timestamp,
-        others: Vec<Waiter>,
+        mut others: Vec<Waiter>,
     ) -> Result<RateDecision, StoreError> {
-        let mut others = others;
         // Requests that went away are not counted against the limit.
         others.retain(|w| !w.answer.is_canceled());
         let mut guard = HandOn {
