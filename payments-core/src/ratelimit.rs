@@ -663,6 +663,50 @@ mod tests {
         ]));
     }
 
+    /// Requests polled in a random order, a random share of them dropped at random points
+    /// (cancelled while leading, queued, or holding a lead they have not read): every request
+    /// that stays is answered, and the project's lane is gone at the end.
+    #[test]
+    fn random_cancellations_strand_no_request() {
+        use std::future::Future;
+        use std::task::{Context, Poll};
+        for seed in 1..=300u64 {
+            let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = move |bound: u64| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % bound
+            };
+            let limiter = CoalescingRateLimiter::new(round_trip());
+            let rule = Gcra::new(RateLimit {
+                per_second: 1,
+                burst: 1_000,
+            });
+            let p = crate::testing::contract::project_id(11);
+            let mut live: Vec<_> = (0..24)
+                .map(|_| Box::pin(limiter.acquire(p, rule, T)))
+                .collect();
+            let waker = futures_util::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            let mut polls = 0;
+            while !live.is_empty() {
+                polls += 1;
+                assert!(polls < 100_000, "seed {seed}: requests stranded");
+                let i = usize::try_from(next(live.len() as u64)).expect("index");
+                if next(10) == 0 {
+                    drop(live.swap_remove(i));
+                    continue;
+                }
+                if let Poll::Ready(result) = live[i].as_mut().poll(&mut cx) {
+                    assert_eq!(result, Ok(RateDecision::Allowed), "seed {seed}");
+                    drop(live.swap_remove(i));
+                }
+            }
+            assert!(limiter.lanes().is_empty(), "seed {seed}: a lane is left");
+        }
+    }
+
     #[test]
     fn a_request_that_went_away_is_not_counted() {
         use futures_util::FutureExt;
