@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Where the machine's CPU goes per PostgreSQL create, beside pgbench's one-transaction (the
+# nonce, the payment and an outbox row in one transaction), in one run: CPU of PostgreSQL's
+# backends (every postgres process, and the postmaster's reaped children: pgbench's
+# connections exit), of payments-server (one node, pool 16) and of the load generator /
+# pgbench client, each divided by the creates or transactions. PostgreSQL 15 with the
+# defaults (fsync, synchronous_commit on), 64 connections, 30,000 signed creates per rep.
+#
+#   benches/scripts/postgres-cpu.sh [REPS=2]
+#
+# Needs `cargo build --release -p payments-http -p payments-benches --bins`, GNU time
+# (/usr/bin/time) and PostgreSQL 15 binaries; run as root (the database runs as user
+# postgres). Port 15433 for PostgreSQL, 18080/18180/18280 for the server; data under
+# ${PERF_DIR:-/tmp/perf-pgcpu}.
+set -euo pipefail
+REPS=${1:-2}
+T=${T:-target/release}
+BASE=${PERF_DIR:-/tmp/perf-pgcpu}; PG_BIN=/usr/lib/postgresql/15/bin; PGPORT=15433
+rm -rf $BASE; mkdir -p $BASE/pg; chown postgres $BASE/pg
+runuser -u postgres -- $PG_BIN/initdb -D $BASE/pg/data -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+runuser -u postgres -- $PG_BIN/pg_ctl -D $BASE/pg/data -l $BASE/pg/server.log -w -t 60 -o "-p $PGPORT -k $BASE/pg -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
+SERVER=
+trap 'kill ${SERVER:-} 2>/dev/null || true; runuser -u postgres -- $PG_BIN/pg_ctl -D $BASE/pg/data -m fast -w stop >/dev/null' EXIT
+PSQL() { $PG_BIN/psql -h 127.0.0.1 -p $PGPORT -U postgres -qAt "$@"; }
+TICK=$(getconf CLK_TCK)
+pgcpu() { local s=0 pm; pm=$(head -1 $BASE/pg/data/postmaster.pid); for p in $(pgrep -u postgres postgres); do s=$(awk -v s=$s '{print s+$14+$15}' /proc/$p/stat 2>/dev/null || echo $s); done; awk -v s=$s '{print s+$16+$17}' /proc/$pm/stat; }
+cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+PSQL -d postgres -c "CREATE DATABASE b"
+URL="postgres://postgres@127.0.0.1:$PGPORT/b"
+D=$BASE/node; mkdir -p $D
+PAYMENTS_DATABASE_URL=$URL $T/payments-server serve --data-dir $D --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18180 --cabinet-listen 127.0.0.1:18280 2>$D/server.log &
+SERVER=$!
+for i in $(seq 200); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+id=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["project_id"])' $D/sandbox-credentials.json)
+$T/payments-server project set "$id" --rate-limit 1000000/1000000 --data-dir $D --database-url $URL >/dev/null
+for rep in $(seq "$REPS"); do
+  # pgbench one-transaction, its CPU: backends + pgbench client
+  cat > $BASE/create.sql <<'SQL'
+\set n random(1, 2000000000)
+BEGIN;
+INSERT INTO nonces (project_id, nonce, expires_at) VALUES ('bench', 'n-' || :client_id || '-' || :n || '-' || random(), 0);
+INSERT INTO payments (id, project_id, merchant_payment_id, flow, status, amount, initial_amount, currency, geo_code, payment_method, is_intrabank, created_at, updated_at, expires_at, version, fingerprint, due_at) VALUES (gen_random_uuid()::text, 'bench', 'o-' || :client_id || '-' || :n || '-' || random(), 'runtime_live', 'created', '1500', '1500', 'RUB', 'RU', 'sbp', false, 1, 1, 1, 1, '{"amount":"1500"}', 1);
+INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body, created_at, destination, state, attempts, max_attempts, next_attempt_at) VALUES (gen_random_uuid()::text, 'p', 'bench', 'created', 'automatic', '\x7b7d'::bytea, 1, 'https://merchant.example/cb', 'pending', 0, 3, 1);
+COMMIT;
+SQL
+  p0=$(pgcpu); t0=$(awk '{print $14+$15+$16+$17}' /proc/self/stat)
+  out=$( { /usr/bin/time -f "CLIENT %U %S" $PG_BIN/pgbench -h 127.0.0.1 -p $PGPORT -U postgres -n -M prepared -c 16 -j 2 -T 10 -f $BASE/create.sql b; } 2>&1 )
+  p1=$(pgcpu)
+  tx=$(echo "$out" | grep -oE "number of transactions actually processed: [0-9]+" | grep -oE "[0-9]+$")
+  tps=$(echo "$out" | grep -oE "^tps = [0-9.]+" | grep -oE "[0-9.]+")
+  cl=$(echo "$out" | grep CLIENT | awk '{print $2+$3}')
+  echo "rep $rep pgbench: $tps tps; backends $(python3 -c "print(round(($p1-$p0)/$TICK/$tx*1e6,1))") us/tx; client $(python3 -c "print(round($cl/$tx*1e6,1))") us/tx"
+  # creates
+  s0=$(cpu $SERVER); p0=$(pgcpu)
+  out=$( { /usr/bin/time -f "CLIENT %U %S" $T/loadgen --credentials $D/sandbox-credentials.json --url http://127.0.0.1:18080 --mode create --connections 64 --requests 30000 --warmup 0 --label c; } 2>&1 )
+  s1=$(cpu $SERVER); p1=$(pgcpu)
+  rate=$(echo "$out" | grep RESULT | grep -oE '"ok_throughput":[0-9.]+' | cut -d: -f2)
+  cl=$(echo "$out" | grep CLIENT | awk '{print $2+$3}')
+  echo "rep $rep creates: $rate/s; server $(python3 -c "print(round(($s1-$s0)/$TICK/30000*1e6,1))") us; backends $(python3 -c "print(round(($p1-$p0)/$TICK/30000*1e6,1))") us; loadgen $(python3 -c "print(round($cl/30000*1e6,1))") us (incl. pre-signing)"
+done
