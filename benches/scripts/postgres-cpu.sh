@@ -7,6 +7,11 @@
 # defaults (fsync, synchronous_commit on), 64 connections, 30,000 signed creates per rep.
 #
 #   benches/scripts/postgres-cpu.sh [REPS=2]
+#   PIN=1 benches/scripts/postgres-cpu.sh [REPS]
+#
+# PIN=1 gives PostgreSQL a core of its own (taskset: the server and its backends on the last
+# CPU; payments-server, the load generator and the pgbench client on the others), as when the
+# database runs on a machine of its own: then both rates are the database's, on the same core.
 #
 # Needs `cargo build --release -p payments-http -p payments-benches --bins`, GNU time
 # (/usr/bin/time) and PostgreSQL 15 binaries; run as root (the database runs as user
@@ -14,11 +19,17 @@
 # ${PERF_DIR:-/tmp/perf-pgcpu}.
 set -euo pipefail
 REPS=${1:-2}
+DB_CPU=""; APP_CPU=""
+if [ "${PIN:-0}" = "1" ]; then
+  last=$(( $(nproc) - 1 ))
+  DB_CPU="taskset -c $last"; APP_CPU="taskset -c 0-$(( last - 1 ))"
+  [ "$last" -ge 1 ] || { echo "PIN=1 needs 2 CPUs or more" >&2; exit 1; }
+fi
 T=${T:-target/release}
 BASE=${PERF_DIR:-/tmp/perf-pgcpu}; PG_BIN=/usr/lib/postgresql/15/bin; PGPORT=15433
 rm -rf $BASE; mkdir -p $BASE/pg; chown postgres $BASE/pg
 runuser -u postgres -- $PG_BIN/initdb -D $BASE/pg/data -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
-runuser -u postgres -- $PG_BIN/pg_ctl -D $BASE/pg/data -l $BASE/pg/server.log -w -t 60 -o "-p $PGPORT -k $BASE/pg -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
+$DB_CPU runuser -u postgres -- $PG_BIN/pg_ctl -D $BASE/pg/data -l $BASE/pg/server.log -w -t 60 -o "-p $PGPORT -k $BASE/pg -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
 SERVER=
 trap 'kill ${SERVER:-} 2>/dev/null || true; runuser -u postgres -- $PG_BIN/pg_ctl -D $BASE/pg/data -m fast -w stop >/dev/null' EXIT
 PSQL() { $PG_BIN/psql -h 127.0.0.1 -p $PGPORT -U postgres -qAt "$@"; }
@@ -28,7 +39,7 @@ cpu() { awk '{print $14+$15}' /proc/$1/stat; }
 PSQL -d postgres -c "CREATE DATABASE b"
 URL="postgres://postgres@127.0.0.1:$PGPORT/b"
 D=$BASE/node; mkdir -p $D
-PAYMENTS_DATABASE_URL=$URL $T/payments-server serve --data-dir $D --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18180 --cabinet-listen 127.0.0.1:18280 2>$D/server.log &
+PAYMENTS_DATABASE_URL=$URL $APP_CPU $T/payments-server serve --data-dir $D --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18180 --cabinet-listen 127.0.0.1:18280 2>$D/server.log &
 SERVER=$!
 for i in $(seq 200); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 id=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["project_id"])' $D/sandbox-credentials.json)
@@ -44,7 +55,7 @@ INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body,
 COMMIT;
 SQL
   p0=$(pgcpu); t0=$(awk '{print $14+$15+$16+$17}' /proc/self/stat)
-  out=$( { /usr/bin/time -f "CLIENT %U %S" $PG_BIN/pgbench -h 127.0.0.1 -p $PGPORT -U postgres -n -M prepared -c 16 -j 2 -T 10 -f $BASE/create.sql b; } 2>&1 )
+  out=$( { /usr/bin/time -f "CLIENT %U %S" $APP_CPU $PG_BIN/pgbench -h 127.0.0.1 -p $PGPORT -U postgres -n -M prepared -c 16 -j 2 -T 10 -f $BASE/create.sql b; } 2>&1 )
   p1=$(pgcpu)
   tx=$(echo "$out" | grep -oE "number of transactions actually processed: [0-9]+" | grep -oE "[0-9]+$")
   tps=$(echo "$out" | grep -oE "^tps = [0-9.]+" | grep -oE "[0-9.]+")
@@ -52,7 +63,7 @@ SQL
   echo "rep $rep pgbench: $tps tps; backends $(python3 -c "print(round(($p1-$p0)/$TICK/$tx*1e6,1))") us/tx; client $(python3 -c "print(round($cl/$tx*1e6,1))") us/tx"
   # creates
   s0=$(cpu $SERVER); p0=$(pgcpu)
-  out=$( { /usr/bin/time -f "CLIENT %U %S" $T/loadgen --credentials $D/sandbox-credentials.json --url http://127.0.0.1:18080 --mode create --connections 64 --requests 30000 --warmup 0 --label c; } 2>&1 )
+  out=$( { /usr/bin/time -f "CLIENT %U %S" $APP_CPU $T/loadgen --credentials $D/sandbox-credentials.json --url http://127.0.0.1:18080 --mode create --connections 64 --requests 30000 --warmup 0 --label c; } 2>&1 )
   s1=$(cpu $SERVER); p1=$(pgcpu)
   rate=$(echo "$out" | grep RESULT | grep -oE '"ok_throughput":[0-9.]+' | cut -d: -f2)
   cl=$(echo "$out" | grep CLIENT | awk '{print $2+$3}')

@@ -39,6 +39,10 @@ const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0004_payer_page.sql"),
         min_reader: 1,
     },
+    Migration {
+        sql: include_str!("migrations/0005_status_count_trigger.sql"),
+        min_reader: 1,
+    },
 ];
 
 /// The schema version this build writes.

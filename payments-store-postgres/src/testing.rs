@@ -66,7 +66,9 @@ pub const DOWNGRADE_TO_VERSION_1: &str = "
     DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,
         cabinet_failures, cabinet_audit, token_use;
     DROP INDEX payments_project_created, outbox_events_project_created;
-    DROP TRIGGER payments_count ON payments;
+    DROP TRIGGER payments_count_insert ON payments;
+    DROP TRIGGER payments_count_update ON payments;
+    DROP TRIGGER payments_count_delete ON payments;
     DROP FUNCTION payments_count(), payment_status_count_add(TEXT, BIGINT);
     DROP TABLE payment_status_counts, operator_tokens;
     DROP INDEX outbox_events_failed, outbox_events_failed_payment,

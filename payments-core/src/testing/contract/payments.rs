@@ -383,6 +383,34 @@ pub async fn count_by_status<S: Store>(store: &S) {
             (PaymentStatus::Appeal, 1),
         ]
     );
+    // A status change moves one payment from one count to the other; a change that keeps the
+    // status (another field, a new version) moves nothing.
+    let created = store
+        .payment(payment_id(1))
+        .await
+        .expect("read")
+        .expect("stored");
+    let processing = changed(&created, PaymentStatus::Processing, T0 + ms(10));
+    let same_status = changed(&processing, PaymentStatus::Processing, T0 + ms(20));
+    for (next, from) in [(&processing, &created), (&same_status, &processing)] {
+        store
+            .commit_change(&PaymentChange {
+                payment: next.clone(),
+                expected_version: from.version,
+                event: None,
+                audit: None,
+            })
+            .await
+            .expect("commit");
+    }
+    assert_eq!(
+        store.count_by_status().await.expect("count"),
+        vec![
+            (PaymentStatus::Processing, 1),
+            (PaymentStatus::Completed, 3),
+            (PaymentStatus::Appeal, 1),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
