@@ -46,14 +46,7 @@ id=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["project_id"
 $T/payments-server project set "$id" --rate-limit 1000000/1000000 --data-dir $D --database-url $URL >/dev/null
 for rep in $(seq "$REPS"); do
   # pgbench one-transaction, its CPU: backends + pgbench client
-  cat > $BASE/create.sql <<'SQL'
-\set n random(1, 2000000000)
-BEGIN;
-INSERT INTO nonces (project_id, nonce, expires_at) VALUES ('bench', 'n-' || :client_id || '-' || :n || '-' || random(), 0);
-INSERT INTO payments (id, project_id, merchant_payment_id, flow, status, amount, initial_amount, currency, geo_code, payment_method, is_intrabank, created_at, updated_at, expires_at, version, fingerprint, due_at) VALUES (gen_random_uuid()::text, 'bench', 'o-' || :client_id || '-' || :n || '-' || random(), 'runtime_live', 'created', '1500', '1500', 'RUB', 'RU', 'sbp', false, 1, 1, 1, 1, '{"amount":"1500"}', 1);
-INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body, created_at, destination, state, attempts, max_attempts, next_attempt_at) VALUES (gen_random_uuid()::text, 'p', 'bench', 'created', 'automatic', '\x7b7d'::bytea, 1, 'https://merchant.example/cb', 'pending', 0, 3, 1);
-COMMIT;
-SQL
+  cp "$(dirname "$0")/pgbench/one-transaction.sql" "$BASE/create.sql"
   p0=$(pgcpu); t0=$(awk '{print $14+$15+$16+$17}' /proc/self/stat)
   out=$( { /usr/bin/time -f "CLIENT %U %S" $APP_CPU $PG_BIN/pgbench -h 127.0.0.1 -p $PGPORT -U postgres -n -M prepared -c 16 -j 2 -T 10 -f $BASE/create.sql b; } 2>&1 )
   p1=$(pgcpu)

@@ -72,23 +72,11 @@ unthrottle() { # data dir, url
 }
 load() { echo "load $(cut -d' ' -f1 /proc/loadavg)"; }
 
-# The pgbench transaction: the rows of one create in one transaction, through the real schema.
-cat > "$BASE/create.sql" <<'SQL'
-\set n random(1, 2000000000)
-BEGIN;
-INSERT INTO nonces (project_id, nonce, expires_at) VALUES ('bench', 'n-' || :client_id || '-' || :n || '-' || random(), 0);
-INSERT INTO payments (id, project_id, merchant_payment_id, flow, status, amount, initial_amount, currency, geo_code, payment_method, is_intrabank, created_at, updated_at, expires_at, version, fingerprint, due_at) VALUES (gen_random_uuid()::text, 'bench', 'o-' || :client_id || '-' || :n || '-' || random(), 'runtime_live', 'created', '1500', '1500', 'RUB', 'RU', 'sbp', false, 1, 1, 1, 1, '{"amount":"1500"}', 1);
-INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body, created_at, destination, state, attempts, max_attempts, next_attempt_at) VALUES (gen_random_uuid()::text, 'p', 'bench', 'created', 'automatic', '\x7b7d'::bytea, 1, 'https://merchant.example/cb', 'pending', 0, 3, 1);
-COMMIT;
-SQL
-
-# The same writes as the server's create: the nonce and the payment in one statement, then the
-# payment's update to processing (two durable commits).
-cat > "$BASE/create2.sql" <<'SQL'
-\set n random(1, 2000000000)
-WITH n AS (INSERT INTO nonces (project_id, nonce, expires_at) VALUES ('bench', 'n-' || :client_id || '-' || :n, 0) ON CONFLICT DO NOTHING RETURNING 1) INSERT INTO payments (id, project_id, merchant_payment_id, flow, status, amount, initial_amount, currency, geo_code, payment_method, is_intrabank, created_at, updated_at, expires_at, version, fingerprint, due_at) SELECT 'b-' || :client_id || '-' || :n, 'bench', 'o-' || :client_id || '-' || :n, 'runtime_live', 'created', '1500', '1500', 'RUB', 'RU', 'sbp', false, 1, 1, 1, 1, '{"amount":"1500"}', 1 FROM n ON CONFLICT DO NOTHING;
-UPDATE payments SET status = 'processing', version = 2, requisite = '2200123456789010', holder_name = 'I. I.', course = '92.5', fee_percent = '2.5' WHERE id = 'b-' || :client_id || '-' || :n AND version = 1;
-SQL
+# The pgbench transactions (benches/scripts/pgbench/): the rows of one create in one
+# transaction, and the same writes as the server's create (two commits).
+PGB=$(cd "$(dirname "$0")" && pwd)/pgbench
+cp "$PGB/one-transaction.sql" "$BASE/create.sql"
+cp "$PGB/as-the-server.sql" "$BASE/create2.sql"
 
 # One node (creates, then GETs), then three nodes on one database (creates, one load
 # generator each with a third of the connections); the server from $SERVER_T, labels
