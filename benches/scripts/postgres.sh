@@ -68,7 +68,7 @@ fresh_db() { # name -> url; a new database, migrated, its demo project unthrottl
 unthrottle() { # data dir, url
   local id
   id=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["project_id"])' "$1/sandbox-credentials.json")
-  "$T/payments-server" project set "$id" --rate-limit 1000000/1000000 --data-dir "$1" --database-url "$2" >/dev/null
+  "${SERVER_T:-$T}/payments-server" project set "$id" --rate-limit 1000000/1000000 --data-dir "$1" --database-url "$2" >/dev/null
 }
 load() { echo "load $(cut -d' ' -f1 /proc/loadavg)"; }
 
