@@ -3,7 +3,8 @@
 --
 -- Version 2's trigger fired for every UPDATE that names `status` (every payment update does)
 -- and called an SQL function once per changed count. Measured on PostgreSQL 15, the counting
--- cost more per create than the create's own rows (docs/performance.md). Now:
+-- cost about 100 us of the database's CPU per create, half of what the create's own rows
+-- cost (about 200 us; docs/performance.md). Now:
 -- * the UPDATE trigger fires only when the status really changes (a WHEN condition, so no
 --   PL/pgSQL call at all otherwise), which needs one trigger per event;
 -- * the function upserts the counts itself (its plans are cached per backend), and a status
