@@ -321,7 +321,8 @@ pub(crate) fn purge_sessions(
 }
 
 /// The sign-in step. The reads come first; the proof's conditional write is the first write,
-/// so `false` leaves nothing written; a later error rolls the writer's savepoint back.
+/// so `false` leaves nothing written; a later error rolls the job's writes back (the writer's
+/// second pass, with savepoints).
 pub(crate) fn advance_session(
     conn: &Connection,
     old: &[u8; 32],

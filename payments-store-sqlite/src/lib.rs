@@ -1,7 +1,7 @@
 //! The embedded SQLite store: implements the `payments-core` store traits on one database file.
 //!
 //! One writer thread owns the read-write connection and commits the writes of many concurrent
-//! requests in one transaction (group commit, each request in its own savepoint); reads run on a
+//! requests in one transaction (group commit; a failed request is rolled back alone); reads run on a
 //! small pool of read-only connections, which in WAL mode never wait for the writer. Uniqueness
 //! (merchant payment id, nonce), optimistic concurrency and the atomic state change plus outbox
 //! row are decided by the database.
@@ -127,8 +127,10 @@ impl SqliteStore {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(OpenError::NoWal(mode));
         }
-        // temp_store stays the default: a savepoint's sub-journal lives in memory up to 64 KiB
-        // and spills to a temporary file beyond (in memory, one large job held hundreds of MB).
+        // temp_store stays the default: a statement's or savepoint's sub-journal lives in memory
+        // up to 64 KiB and spills to a temporary file beyond (in memory, one large job held
+        // hundreds of MB). The writer opens savepoints only after a job failed, so a batch's
+        // sub-journal is that of one statement at a time (see the writer's module).
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {};",
             options.synchronous.pragma()
@@ -167,11 +169,13 @@ impl SqliteStore {
         self.writer.close();
     }
 
-    /// Runs `write` on the writer thread inside the next group-commit transaction.
+    /// Runs `write` on the writer thread inside the next group-commit transaction. `write` may
+    /// run more than once (a batch is run again when one of its jobs fails): it acts only
+    /// through the connection.
     async fn write<R, F>(&self, write: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
         self.writer.write(write).await
     }

@@ -234,8 +234,8 @@ pub(crate) fn by_merchant_id(
     Ok(query_payments(conn, &sql, [project.to_string(), mpid.as_str().to_string()])?.pop())
 }
 
-/// The version check, payment update, outbox row and audit row of one change. Runs inside the
-/// writer's savepoint: any error rolls all of it back.
+/// The version check, payment update, outbox row and audit row of one change. One writer job:
+/// any error rolls all of it back.
 pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result<(), StoreError> {
     let values = payment_values(&change.payment)?;
     let expected = Value::Integer(codec::uint(change.expected_version, "version")?);
@@ -392,7 +392,7 @@ pub(crate) fn nonce_live(
 /// Deletes up to `limit` expired nonces (oldest first) through the expiry index; returns how
 /// many. The store calls it in chunks, each its own writer job, so that a purge of hundreds of
 /// thousands of nonces neither holds the writer (and every create behind it) for seconds nor
-/// journals all of those pages inside one savepoint.
+/// journals all of those pages at once.
 pub(crate) fn purge_nonces(
     conn: &Connection,
     now: Timestamp,

@@ -356,7 +356,7 @@ impl Store for SqliteStore {
         self.writer.is_alive()
     }
 
-    /// The payment change and the marks in one writer job (one savepoint): the marks first,
+    /// The payment change and the marks in one writer job (all or nothing): the marks first,
     /// so a payment without unanswered failures writes nothing.
     async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
         let change = change.clone();
@@ -402,7 +402,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    /// Without a change, a read; with one, one writer job (one savepoint): the key, then the
+    /// Without a change, a read; with one, one writer job (all or nothing): the key, then the
     /// change, so a failed change rolls the key back with it.
     async fn commit_change_once(
         &self,
@@ -426,7 +426,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    /// One writer job (one savepoint of a group commit): the nonce, then the insert whose
+    /// One writer job (all or nothing, in a group commit): the nonce, then the insert whose
     /// unique index answers idempotency, so a create costs no read and one write here.
     async fn admit_create(
         &self,

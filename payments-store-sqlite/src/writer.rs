@@ -1,6 +1,8 @@
 //! The single writer: one thread owns the read-write connection, takes write requests from a
 //! channel and commits every request queued at that moment in one transaction (group commit).
-//! Each request runs in its own SAVEPOINT, so a failing request is rolled back alone.
+//! A failing request is rolled back alone: the batch first runs without savepoints, and when
+//! one of its requests fails, it is rolled back and run again with each request in its own
+//! SAVEPOINT.
 //!
 //! # Invariants
 //!
@@ -19,10 +21,21 @@
 //!   SQLite rolling the transaction back on its own), nothing of it is written and every job
 //!   that did not fail by itself gets that error; the connection is rolled back out of the
 //!   transaction before the next batch.
-//! - **A failed job leaves nothing.** A job that returns an error or panics is rolled back to
-//!   its savepoint; the other jobs of the batch are unaffected and the writer goes on. Its
-//!   caller gets the job's own error whatever the batch did (after a panic: `Unavailable`, or
-//!   the batch's error if the batch failed too).
+//! - **A failed job leaves nothing.** A job that returns an error or panics is rolled back;
+//!   the other jobs of the batch are unaffected and the writer goes on. Its caller gets the
+//!   job's own error whatever the batch did (after a panic: `Unavailable`, or the batch's error
+//!   if the batch failed too).
+//! - **Savepoints only when a job fails.** A batch first runs its jobs one after the other
+//!   without savepoints (a savepoint copies every page a job touches into a sub-journal, and a
+//!   job's statements together often passed the 64 KiB at which SQLite moves that journal to a
+//!   temporary file: two more `pwrite`s per page). When a job fails, the writer stops the
+//!   pass, rolls the whole transaction back and runs the batch again from its first job with
+//!   each job in its own savepoint, the failed one rolled back alone. A batch's work is at
+//!   most doubled, and only when one of its jobs fails.
+//! - **A job may run more than once** (the second pass above). Jobs are `FnMut` and act only
+//!   through the connection: a run that was rolled back leaves no trace, and each run starts
+//!   from the same database state as the one before, so the answer is that of the last run,
+//!   which is the one committed.
 //! - **A dropped caller does not cancel.** Once queued, a job runs and commits even if the
 //!   caller's future was dropped; a cancelled write may have happened.
 //! - **Closing drains.** [`Writer::close`] stops new writes (`the store is closed`) and commits
@@ -43,14 +56,15 @@ use crate::error::db;
 
 /// A queued write: run inside the batch's transaction, answered after the COMMIT.
 trait Pending: Send {
-    /// Runs the write; `true` to keep its savepoint, `false` to roll it back.
+    /// Runs the write (again, after a rolled-back pass); `true` when it succeeded, `false` when
+    /// its writes must be rolled back.
     fn run(&mut self, conn: &Connection) -> bool;
     /// Answers the caller once the batch's fate is known.
     fn answer(self: Box<Self>, committed: &Result<(), StoreError>);
 }
 
 struct Job<R, F> {
-    work: Option<F>,
+    work: F,
     outcome: Option<Result<R, StoreError>>,
     reply: oneshot::Sender<Result<R, StoreError>>,
 }
@@ -58,11 +72,12 @@ struct Job<R, F> {
 impl<R, F> Pending for Job<R, F>
 where
     R: Send,
-    F: FnOnce(&Connection) -> Result<R, StoreError> + Send,
+    F: FnMut(&Connection) -> Result<R, StoreError> + Send,
 {
     fn run(&mut self, conn: &Connection) -> bool {
-        let work = self.work.take().expect("the writer runs each job once");
-        let outcome = work(conn);
+        // A run that panics leaves no outcome, not that of an earlier, rolled-back run.
+        self.outcome = None;
+        let outcome = (self.work)(conn);
         let keep = outcome.is_ok();
         self.outcome = Some(outcome);
         keep
@@ -136,10 +151,12 @@ impl Writer {
     }
 
     /// Queues `work` and waits for the commit of its batch. Never blocks the calling thread.
+    /// `work` may run more than once (see the module's invariants): it must act only through
+    /// the connection.
     pub(crate) async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
         let closed = || UnavailableCause::Closed.error("the store is closed");
         let queue = self
@@ -150,7 +167,7 @@ impl Writer {
             .ok_or_else(closed)?;
         let (reply, answer) = oneshot::channel();
         let job = Job {
-            work: Some(work),
+            work,
             outcome: None,
             reply,
         };
@@ -187,7 +204,10 @@ fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: us
     let mut batch: Vec<Box<dyn Pending>> = Vec::with_capacity(max_batch);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
-        let committed = run_batch(&conn, &mut rx, &mut batch, max_batch);
+        let committed = match run_batch(&conn, &mut rx, &mut batch, max_batch) {
+            Pass::Done(committed) => committed,
+            Pass::JobFailed => run_again_with_savepoints(&conn, &mut batch),
+        };
         if committed.is_err() && !conn.is_autocommit() {
             // Best effort: the connection must not stay inside a failed transaction.
             let _ = conn.execute_batch("ROLLBACK");
@@ -203,19 +223,31 @@ fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: us
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
-/// Runs the jobs of one batch, starting with those in `batch`, inside one transaction and
-/// commits it. Jobs queued while the batch's jobs run join it before the `COMMIT` (the queue is
-/// read again once the jobs taken so far have run), until the queue is empty or the batch holds
-/// `max_batch` jobs: the commit waits for no job that is not already queued, so a write alone
-/// is committed at once, and under load a batch takes in everything that arrived during its
-/// own statements instead of leaving it to the next fsync.
+/// How the first, savepoint-free pass over a batch ended.
+enum Pass {
+    /// Committed, or failed as a whole (the batch's own statements, the `COMMIT`, SQLite's own
+    /// rollback).
+    Done(Result<(), StoreError>),
+    /// A job failed: its writes cannot be undone alone, the batch runs again with savepoints.
+    JobFailed,
+}
+
+/// Runs the jobs of one batch, starting with those in `batch`, inside one transaction without
+/// savepoints and commits it. Jobs queued while the batch's jobs run join it before the
+/// `COMMIT` (the queue is read again once the jobs taken so far have run), until the queue is
+/// empty or the batch holds `max_batch` jobs: the commit waits for no job that is not already
+/// queued, so a write alone is committed at once, and under load a batch takes in everything
+/// that arrived during its own statements instead of leaving it to the next fsync. Stops at
+/// the first job that fails.
 fn run_batch(
     conn: &Connection,
     rx: &mut mpsc::Receiver<Box<dyn Pending>>,
     batch: &mut Vec<Box<dyn Pending>>,
     max_batch: usize,
-) -> Result<(), StoreError> {
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(db)?;
+) -> Pass {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        return Pass::Done(Err(db(e)));
+    }
     let mut done = 0;
     loop {
         while batch.len() < max_batch {
@@ -228,9 +260,39 @@ fn run_batch(
             break;
         }
         for job in &mut batch[done..] {
-            run_job(conn, job)?;
+            match run_plain(conn, job) {
+                Ok(true) => {}
+                Ok(false) => return Pass::JobFailed,
+                Err(e) => return Pass::Done(Err(e)),
+            }
         }
         done = batch.len();
+    }
+    Pass::Done(conn.execute_batch("COMMIT").map_err(db))
+}
+
+/// Runs one job without a savepoint: `Ok(false)` when it failed or panicked (its writes are
+/// in the transaction, which must be rolled back). An error here is the batch's.
+fn run_plain(conn: &Connection, job: &mut Box<dyn Pending>) -> Result<bool, StoreError> {
+    let ok = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
+    if conn.is_autocommit() {
+        // SQLite rolled the whole transaction back itself (full disk, I/O error).
+        return Err(UnavailableCause::Io.error("the transaction was rolled back by SQLite"));
+    }
+    Ok(ok)
+}
+
+/// The second pass after a job failed: rolls the first pass back and runs every job of the
+/// batch again, from the first, each in its own savepoint, and commits. No job joins the batch
+/// now; those queued meanwhile wait for the next one.
+fn run_again_with_savepoints(
+    conn: &Connection,
+    batch: &mut [Box<dyn Pending>],
+) -> Result<(), StoreError> {
+    conn.execute_batch("ROLLBACK; BEGIN IMMEDIATE")
+        .map_err(db)?;
+    for job in batch.iter_mut() {
+        run_job(conn, job)?;
     }
     conn.execute_batch("COMMIT").map_err(db)
 }
@@ -257,4 +319,168 @@ fn run_job(conn: &Connection, job: &mut Box<dyn Pending>) -> Result<(), StoreErr
             .map_err(db)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    const CAPACITY: usize = 64;
+
+    fn writer() -> (tempfile::TempDir, Arc<Writer>) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let conn = Connection::open(dir.path().join("w.db")).expect("open");
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL);",
+        )
+        .expect("schema");
+        let writer = Writer::start(conn, 64, CAPACITY).expect("start the writer");
+        (dir, Arc::new(writer))
+    }
+
+    fn keys(dir: &tempfile::TempDir) -> Vec<i64> {
+        let conn = Connection::open(dir.path().join("w.db")).expect("open");
+        let mut stmt = conn.prepare("SELECT k FROM t ORDER BY k").expect("prepare");
+        let keys = stmt
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<Vec<i64>, _>>()
+            .expect("rows");
+        keys
+    }
+
+    fn insert(conn: &Connection, k: usize) -> Result<(), StoreError> {
+        conn.execute("INSERT INTO t (k, v) VALUES (?1, 'x')", [k as i64])
+            .map_err(db)?;
+        Ok(())
+    }
+
+    fn queued(writer: &Writer) -> usize {
+        let queue = writer.queue.read().expect("lock");
+        CAPACITY - queue.as_ref().expect("open").capacity()
+    }
+
+    /// How a job of [`one_batch`] ends after writing its row.
+    #[derive(Clone, Copy, PartialEq)]
+    enum End {
+        Ok,
+        Fail,
+        Panic,
+    }
+
+    /// Row 0's job holds the writer inside its batch until the jobs of `ends` (rows 1..) are
+    /// all queued, so that they join its batch; returns each job's answer and how many times
+    /// it ran.
+    async fn one_batch(writer: &Arc<Writer>, ends: &[End]) -> Vec<(Result<(), StoreError>, usize)> {
+        let released = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(AtomicBool::new(false));
+        let first = {
+            let (writer, released, started) = (
+                Arc::clone(writer),
+                Arc::clone(&released),
+                Arc::clone(&started),
+            );
+            tokio::spawn(async move {
+                writer
+                    .write(move |c| {
+                        started.store(true, Ordering::SeqCst);
+                        let deadline = Instant::now() + Duration::from_secs(10);
+                        while !released.load(Ordering::SeqCst) && Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        insert(c, 0)
+                    })
+                    .await
+            })
+        };
+        while !started.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let runs: Vec<Arc<AtomicUsize>> = ends.iter().map(|_| Arc::default()).collect();
+        let mut jobs = Vec::new();
+        for (i, end) in ends.iter().copied().enumerate() {
+            let (job_writer, runs) = (Arc::clone(writer), Arc::clone(&runs[i]));
+            jobs.push(tokio::spawn(async move {
+                job_writer
+                    .write(move |c| {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        insert(c, i + 1)?;
+                        match end {
+                            End::Ok => Ok(()),
+                            End::Fail => Err(StoreError::Conflict),
+                            End::Panic => panic!("job {} panics after its insert", i + 1),
+                        }
+                    })
+                    .await
+            }));
+            // Queued in this order: the batch runs them in it.
+            while queued(writer) < i + 1 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        released.store(true, Ordering::SeqCst);
+        first
+            .await
+            .expect("the first job's task")
+            .expect("the first job commits");
+        let mut out = Vec::new();
+        for (job, runs) in jobs.into_iter().zip(runs) {
+            let answer = job.await.expect("the job's task");
+            out.push((answer, runs.load(Ordering::SeqCst)));
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_without_failures_runs_each_job_once() {
+        let (dir, writer) = writer();
+        let answers = one_batch(&writer, &[End::Ok; 8]).await;
+        assert!(answers.iter().all(|(a, runs)| a.is_ok() && *runs == 1));
+        assert_eq!(keys(&dir), (0..=8).collect::<Vec<_>>());
+    }
+
+    /// A job that writes and then fails, in the middle of a batch: the batch runs again with
+    /// savepoints, the failed job's row is rolled back alone and every other job commits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_job_is_rolled_back_alone_and_its_batch_commits() {
+        let (dir, writer) = writer();
+        let mut ends = [End::Ok; 8];
+        ends[3] = End::Fail;
+        let answers = one_batch(&writer, &ends).await;
+        for (i, (answer, runs)) in answers.iter().enumerate() {
+            let k = i + 1;
+            if k == 4 {
+                assert_eq!(answer, &Err(StoreError::Conflict));
+            } else {
+                assert_eq!(answer, &Ok(()), "job {k}");
+            }
+            // Jobs up to the failed one ran in both passes, the later ones in the second only.
+            assert_eq!(*runs, if k <= 4 { 2 } else { 1 }, "runs of job {k}");
+        }
+        assert_eq!(keys(&dir), vec![0, 1, 2, 3, 5, 6, 7, 8]);
+        // The writer goes on.
+        assert_eq!(writer.write(|c| insert(c, 9)).await, Ok(()));
+        assert_eq!(keys(&dir).last(), Some(&9));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_job_is_rolled_back_alone() {
+        let (dir, writer) = writer();
+        let mut ends = [End::Ok; 6];
+        ends[0] = End::Panic;
+        ends[5] = End::Fail;
+        let answers = one_batch(&writer, &ends).await;
+        assert!(
+            matches!(answers[0].0, Err(StoreError::Unavailable(_))),
+            "{:?}",
+            answers[0].0
+        );
+        assert_eq!(answers[5].0, Err(StoreError::Conflict));
+        assert!(answers[1..5].iter().all(|(a, _)| a.is_ok()));
+        assert_eq!(keys(&dir), vec![0, 2, 3, 4, 5]);
+    }
 }
