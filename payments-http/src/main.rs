@@ -142,7 +142,7 @@ fn flag_bool(v: &str) -> Result<bool, String> {
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let settings = settings(&args.common, &args)?;
-    payments_http::telemetry::init(settings.log_format, &settings.log_level);
+    let _log = payments_http::telemetry::init_server(settings.log_format, &settings.log_level);
     let app = Application::build(settings).await.map_err(|e| e.0)?;
     if let Some(path) = app.bootstrapped_credentials() {
         tracing::info!(file = %path.display(), "sandbox bootstrapped: credentials written (token, keys, secrets are in that file only)");

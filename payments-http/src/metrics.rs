@@ -19,6 +19,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
+use payments_core::service::BatchStats;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -369,8 +370,9 @@ impl Metrics {
             .set(1);
     }
 
-    /// The text exposition, with the store gauges read by the caller.
-    pub fn render(&self, store: &StoreGauges) -> String {
+    /// The text exposition, with the store gauges and the signature batcher's counters read by
+    /// the caller.
+    pub fn render(&self, store: &StoreGauges, signatures: BatchStats) -> String {
         let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let payments = Family::<StatusLabels, Gauge>::default();
         for (status, n) in &store.payments_by_status {
@@ -434,6 +436,36 @@ impl Metrics {
                 files,
             );
         }
+        let mut counter = |name: &str, help: &str, v: u64| {
+            let c = Counter::<u64>::default();
+            c.inc_by(v);
+            scrape.register(name, help, c);
+        };
+        counter(
+            "payments_signature_batches",
+            "Signature verifications run, a signature verified alone counting as a batch of one",
+            signatures.batches,
+        );
+        counter(
+            "payments_signatures_verified",
+            "Request signatures verified, alone or in batches",
+            signatures.signatures,
+        );
+        counter(
+            "payments_signature_batch_fallbacks",
+            "Batches whose equation failed, so that each of their signatures was verified alone",
+            signatures.fallbacks,
+        );
+        counter(
+            "payments_signature_batch_timeouts",
+            "Batches that stopped waiting for announced signatures at the batch wait bound",
+            signatures.timeouts,
+        );
+        counter(
+            "payments_log_lines_dropped",
+            "Log lines dropped because standard error did not take them (8 MiB queued)",
+            crate::telemetry::dropped_log_lines(),
+        );
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
             .and_then(|()| encode_registry(&mut out, &scrape))
@@ -536,7 +568,7 @@ pub async fn serve(
     Ok((
         axum::http::StatusCode::OK,
         [("content-type", CONTENT_TYPE)],
-        st.metrics.render(&gauges),
+        st.metrics.render(&gauges, st.service.signature_batches()),
     )
         .into_response())
 }
@@ -553,15 +585,23 @@ mod tests {
         m.observe_request(route(), post, 201, Duration::from_millis(3));
         m.observe_request(route(), post, 201, Duration::from_millis(30));
         m.observe_delivery("success");
-        let text = m.render(&StoreGauges {
-            payments_by_status: vec![("processing".into(), 2)],
-            outbox_pending: Some(5),
-            outbox_failed: Some(1),
-            oldest_pending_age: Some(12.5),
-            sweeper_lag: Some(0.0),
-            dispatch_held: Some(false),
-            database_bytes: vec![("database", 4096), ("wal", 0)],
-        });
+        let text = m.render(
+            &StoreGauges {
+                payments_by_status: vec![("processing".into(), 2)],
+                outbox_pending: Some(5),
+                outbox_failed: Some(1),
+                oldest_pending_age: Some(12.5),
+                sweeper_lag: Some(0.0),
+                dispatch_held: Some(false),
+                database_bytes: vec![("database", 4096), ("wal", 0)],
+            },
+            BatchStats {
+                batches: 3,
+                signatures: 40,
+                fallbacks: 1,
+                timeouts: 2,
+            },
+        );
         assert!(text.contains("payments_http_requests_total{route=\"/api/v1/payments\",method=\"POST\",status=\"201\"} 2"), "{text}");
         let bucket = |le: &str, n: u32| {
             format!("payments_http_request_duration_seconds_bucket{{le=\"{le}\",route=\"/api/v1/payments\",method=\"POST\",status=\"201\"}} {n}")
@@ -571,6 +611,22 @@ mod tests {
         assert!(text.contains(&bucket("+Inf", 2)), "{text}");
         assert!(text.contains("payments_callback_attempts_total{outcome=\"success\"} 1"));
         assert!(text.contains("payments_payments{status=\"processing\"} 2"));
+        assert!(
+            text.contains("payments_signature_batches_total 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("payments_signatures_verified_total 40\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("payments_signature_batch_fallbacks_total 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("payments_signature_batch_timeouts_total 2\n"),
+            "{text}"
+        );
         assert!(text.contains("payments_outbox_pending 5"));
         assert!(text.contains("payments_outbox_failed 1"));
         assert!(
@@ -596,7 +652,7 @@ mod tests {
                 Duration::ZERO,
             );
         }
-        let text = m.render(&StoreGauges::default());
+        let text = m.render(&StoreGauges::default(), BatchStats::default());
         assert!(text.contains(
             "payments_http_requests_total{route=\"unmatched\",method=\"other\",status=\"405\"} 4"
         ), "{text}");

@@ -109,7 +109,10 @@ async fn three_failures_end_the_event_as_failed() {
     assert_eq!(rx.drain().len(), 3);
     assert!(w
         .metrics
-        .render(&payments_http::metrics::StoreGauges::default())
+        .render(
+            &payments_http::metrics::StoreGauges::default(),
+            payments_core::service::BatchStats::default(),
+        )
         .contains("payments_callback_attempts_total{outcome=\"failure\"} 3"));
 }
 
