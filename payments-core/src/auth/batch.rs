@@ -226,6 +226,23 @@ mod tests {
         (sk, key)
     }
 
+    /// `s + l` (the group order) in 32 little-endian bytes: the same scalar as `s`, not
+    /// canonically encoded (no overflow for any `s < l`).
+    fn plus_group_order(s: &[u8; 32]) -> [u8; 32] {
+        let l: [u8; 32] = [
+            0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9,
+            0xde, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+        ];
+        let mut out = [0u8; 32];
+        let mut carry = 0u16;
+        for i in 0..32 {
+            let sum = u16::from(s[i]) + u16::from(l[i]) + carry;
+            out[i] = sum as u8;
+            carry = sum >> 8;
+        }
+        out
+    }
+
     fn messages(n: usize) -> Vec<Vec<u8>> {
         (0..n)
             .map(|i| format!("\"@method\": POST\nmessage {i}").into_bytes())
@@ -281,17 +298,7 @@ mod tests {
         let msg = b"m".to_vec();
         let sig = sk.sign(&msg);
         // S + l encodes the same scalar non-canonically.
-        let l: [u8; 32] = [
-            0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9,
-            0xde, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
-        ];
-        let mut s = *sig.s_bytes();
-        let mut carry = 0u16;
-        for i in 0..32 {
-            let sum = u16::from(s[i]) + u16::from(l[i]) + carry;
-            s[i] = sum as u8;
-            carry = sum >> 8;
-        }
+        let s = plus_group_order(sig.s_bytes());
         let mut bytes = sig.to_bytes();
         bytes[32..].copy_from_slice(&s);
         let bad = Signature::from_bytes(&bytes);
@@ -483,14 +490,8 @@ mod tests {
                     bytes[..32].copy_from_slice(&(r + t).compress().to_bytes());
                 }
                 3 => {
-                    // S + l: below 2^256 for every S < l.
-                    let l = curve25519_dalek::constants::BASEPOINT_ORDER.to_bytes();
-                    let mut carry = 0u16;
-                    for i in 0..32 {
-                        let sum = u16::from(bytes[32 + i]) + u16::from(l[i]) + carry;
-                        bytes[32 + i] = sum as u8;
-                        carry = sum >> 8;
-                    }
+                    let s = plus_group_order(good.s_bytes());
+                    bytes[32..].copy_from_slice(&s);
                 }
                 4 => {
                     key = CachedKey::from_bytes(&t.compress().to_bytes())
