@@ -377,6 +377,15 @@ pub(crate) fn snapshot<R>(
     result
 }
 
+/// The directory's version (migration 7): moved by triggers with every change to merchants,
+/// projects, tokens or signing keys.
+pub(crate) fn directory_version(conn: &Connection) -> Result<i64, StoreError> {
+    conn.prepare_cached("SELECT version FROM directory_version WHERE id = 1")
+        .map_err(db)?
+        .query_row([], |r| r.get(0))
+        .map_err(db)
+}
+
 /// The token, its project and merchant, and the key: call inside [`snapshot`].
 pub(crate) fn auth_lookup(
     conn: &Connection,

@@ -16,6 +16,7 @@ use payments_core::store::{StoreError, UnavailableCause};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
+mod auth_cache;
 mod backup;
 mod cabinet;
 mod codec;
@@ -107,6 +108,8 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     /// One permit per reader connection.
     read_permits: Arc<Semaphore>,
+    /// Authentication lookups, kept while the directory does not change.
+    auth_cache: Arc<auth_cache::AuthCache>,
 }
 
 impl SqliteStore {
@@ -158,6 +161,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             writer,
             read_permits: Arc::new(Semaphore::new(readers.len())),
+            auth_cache: Arc::default(),
             readers: Arc::new(Readers::new(readers)),
         })
     }

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_cabinet.sql"),
     include_str!("migrations/0005_lease_token.sql"),
     include_str!("migrations/0006_payer_page.sql"),
+    include_str!("migrations/0007_directory_version.sql"),
 ];
 
 /// The schema version this build writes.

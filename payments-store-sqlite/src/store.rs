@@ -1,5 +1,6 @@
 //! The store traits on [`SqliteStore`]: writes go to the writer thread, reads to the pool.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -244,10 +245,9 @@ impl DirectoryStore for SqliteStore {
     ) -> Result<AuthLookup, StoreError> {
         let hash = *hash;
         let keyid = keyid.cloned();
-        self.read_short(move |c| {
-            directory::snapshot(c, || directory::auth_lookup(c, &hash, keyid.as_ref()))
-        })
-        .await
+        let cache = Arc::clone(&self.auth_cache);
+        self.read_short(move |c| directory::snapshot(c, || cache.lookup(c, &hash, keyid.as_ref())))
+            .await
     }
 
     async fn revoke_key(
@@ -376,7 +376,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
+    fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {
         Some(self)
     }
 
@@ -389,9 +389,10 @@ impl Store for SqliteStore {
     ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
         let hash = *hash;
         let keyid = keyid.cloned();
+        let cache = Arc::clone(&self.auth_cache);
         self.read_short(move |c| {
             directory::snapshot(c, || {
-                let found = directory::auth_lookup(c, &hash, keyid.as_ref())?;
+                let found = cache.lookup(c, &hash, keyid.as_ref())?;
                 let payment = match found.token {
                     Some(_) => payments::by_id(c, id)?,
                     None => None,

@@ -5,6 +5,13 @@
 /// later migration adds is dropped. Every new migration extends it (the upgrade tests of this
 /// crate and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_2: &str = "
+    DROP TRIGGER merchants_version_insert; DROP TRIGGER merchants_version_update;
+    DROP TRIGGER merchants_version_delete; DROP TRIGGER projects_version_insert;
+    DROP TRIGGER projects_version_update; DROP TRIGGER projects_version_delete;
+    DROP TRIGGER tokens_version_insert; DROP TRIGGER tokens_version_update;
+    DROP TRIGGER tokens_version_delete; DROP TRIGGER signing_keys_version_insert;
+    DROP TRIGGER signing_keys_version_update; DROP TRIGGER signing_keys_version_delete;
+    DROP TABLE directory_version;
     DROP TABLE payment_pages; ALTER TABLE projects DROP COLUMN payer_page;
     ALTER TABLE projects DROP COLUMN payer_language;
     DROP TABLE token_use; DROP TABLE cabinet_audit; DROP TABLE cabinet_failures;

@@ -30,6 +30,39 @@ async fn sqlite_meets_the_store_contract() {
     );
 }
 
+/// The checks of several handles with two stores on one file: the server's and, say, a
+/// `payments-server` command's, each with its own writer and readers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_file_meet_the_shared_checks() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let n = AtomicUsize::new(0);
+    contract::run_shared_async(|| {
+        let file = dir
+            .path()
+            .join(format!("shared-{}.db", n.fetch_add(1, Ordering::Relaxed)));
+        async move {
+            let mut handles = Vec::new();
+            for _ in 0..2 {
+                let file = file.clone();
+                handles.push(
+                    tokio::task::spawn_blocking(move || {
+                        SqliteStore::open(file, SqliteOptions::default())
+                    })
+                    .await
+                    .expect("opening does not panic")
+                    .expect("open the database"),
+                );
+            }
+            handles
+        }
+    })
+    .await;
+    assert_eq!(
+        n.load(Ordering::Relaxed),
+        contract::shared_checks::<SqliteStore>().len()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_meets_the_cabinet_store_contract() {
     let dir = tempfile::tempdir().expect("a temporary directory");

@@ -126,6 +126,9 @@ pub fn shared_checks<S: Store>() -> Vec<SharedCheck<S>> {
             Box::pin(concurrent_identical_creates(h))
         }),
         ("concurrent_resends", |h| Box::pin(concurrent_resends(h))),
+        ("directory_changes_reach_every_handle", |h| {
+            Box::pin(directory_changes_reach_every_handle(h))
+        }),
     ]
 }
 
