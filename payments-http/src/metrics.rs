@@ -453,7 +453,7 @@ impl Metrics {
         );
         counter(
             "payments_signature_batch_fallbacks",
-            "Batches whose equation failed, so that each of their signatures was verified alone",
+            "Batches of more than one signature that held a refused one",
             signatures.fallbacks,
         );
         counter(

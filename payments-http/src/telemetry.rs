@@ -35,8 +35,11 @@ pub fn init(format: LogFormat, level: &str) {
 /// lines in one write. A request never makes a system call for its log lines, and never waits
 /// for standard error: when 8 MiB of lines are queued (standard error is stalled), further
 /// lines are dropped and counted (`payments_log_lines_dropped_total`). Keep the returned guard
-/// until the server has stopped: dropping it writes what is queued. Lines queued when the
-/// process dies without dropping it (a crash, `SIGKILL`) are lost: at most the last 20 ms.
+/// until the server has stopped: dropping it writes what is queued (lines logged after that go
+/// straight to stderr). Lines queued when the process dies without dropping it (a crash,
+/// `SIGKILL`) are lost: the last 20 ms or so, more when stderr was slow to take them; a panic's
+/// own message goes straight to stderr and may come before the lines queued ahead of it. A
+/// failed write to stderr counts its lines as dropped.
 pub fn init_server(format: LogFormat, level: &str) -> LogGuard {
     let buffer = Arc::new(LogBuffer::default());
     let flusher = {
@@ -107,6 +110,12 @@ impl LogBuffer {
     /// drops it when [`CAPACITY`] is reached.
     fn append(&self, line: &[u8]) {
         let mut q = self.lock();
+        if q.closed {
+            // The writer thread is gone (the server is stopping): straight to stderr.
+            drop(q);
+            let _ = std::io::stderr().write_all(line);
+            return;
+        }
         if q.bytes.len() + line.len() > CAPACITY {
             drop(q);
             DROPPED.fetch_add(1, Ordering::Relaxed);
@@ -135,9 +144,10 @@ impl LogBuffer {
                 }
                 (std::mem::replace(&mut q.bytes, spare), q.closed)
             };
-            if !taken.is_empty() {
-                // Nowhere to report a failed write of the log itself.
-                let _ = out.write_all(&taken).and_then(|()| out.flush());
+            if !taken.is_empty() && out.write_all(&taken).and_then(|()| out.flush()).is_err() {
+                // Nowhere to report a failed write of the log itself but the counter.
+                let lines = taken.iter().filter(|b| **b == b'\n').count();
+                DROPPED.fetch_add(u64::try_from(lines).unwrap_or(u64::MAX), Ordering::Relaxed);
             }
             taken.clear();
             spare = taken;
@@ -260,11 +270,10 @@ mod tests {
             .copied()
             .chain(std::iter::once(b'\n'))
             .collect::<Vec<u8>>();
-        // Past the high-water mark, so that the writer thread takes a first part and stalls
-        // writing it.
-        for _ in 0..(HIGH_WATER / 1024 + 1) {
-            (&*buffer).write_all(&line).unwrap();
-        }
+        // Past the high-water mark in one append, so that the writer thread takes all of it at
+        // once and stalls writing it.
+        let first: Vec<u8> = line.repeat(HIGH_WATER / 1024 + 1);
+        (&*buffer).write_all(&first).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while !buffer.lock().bytes.is_empty() {
             assert!(Instant::now() < deadline, "the first part was not taken");

@@ -8,8 +8,9 @@
 //! request still opens its read transaction and reads the version, in the same snapshot as the
 //! rows it would read: the kept rows are served only when the version is the one they were read
 //! at, so a revoked token or key, a paused project or a changed allow-list applies to the next
-//! request, as it did without the cache. Unknown tokens are not kept (a flood of made-up tokens
-//! would only push out the real ones); the cache is emptied when it reaches its capacity.
+//! request, as it did without the cache. Unknown tokens and unknown key ids are not kept (a flood
+//! of made-up ones would only push out the real lookups); the cache is emptied when it reaches
+//! its capacity.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -62,7 +63,9 @@ impl AuthCache {
             }
         }
         let found = directory::auth_lookup(conn, hash, keyid)?;
-        if found.token.is_some() {
+        // Known tokens only, and only with the key asked for: made-up key ids sent with a
+        // real token must not push the real lookups out.
+        if found.token.is_some() && (keyid.is_none() || found.key.is_some()) {
             let mut kept = self.lock();
             // Versions only grow: a read of an older snapshot never replaces newer entries.
             if version > kept.version {

@@ -33,9 +33,9 @@
 //!   each job in its own savepoint, the failed one rolled back alone. A batch's work is at
 //!   most doubled, and only when one of its jobs fails.
 //! - **A job may run more than once** (the second pass above). Jobs are `FnMut` and act only
-//!   through the connection: a run that was rolled back leaves no trace, and each run starts
-//!   from the same database state as the one before, so the answer is that of the last run,
-//!   which is the one committed.
+//!   through the connection: a run that was rolled back leaves no trace, and each caller gets
+//!   the answer of the run that was committed (the second pass may see what another process
+//!   committed between the passes; its answers are about that state).
 //! - **A dropped caller does not cancel.** Once queued, a job runs and commits even if the
 //!   caller's future was dropped; a cancelled write may have happened.
 //! - **Closing drains.** [`Writer::close`] stops new writes (`the store is closed`) and commits
@@ -481,6 +481,9 @@ mod tests {
         );
         assert_eq!(answers[5].0, Err(StoreError::Conflict));
         assert!(answers[1..5].iter().all(|(a, _)| a.is_ok()));
+        // The panic stopped the first pass at once: only the panicking job ran in both.
+        let runs: Vec<usize> = answers.iter().map(|(_, runs)| *runs).collect();
+        assert_eq!(runs, vec![2, 1, 1, 1, 1, 1]);
         assert_eq!(keys(&dir), vec![0, 2, 3, 4, 5]);
     }
 }

@@ -236,7 +236,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let path = dir.path().join("fresh.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
-    assert_eq!(SCHEMA_VERSION, 6);
+    assert_eq!(SCHEMA_VERSION, 7);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn

@@ -55,8 +55,9 @@ pub struct BatchStats {
     pub batches: u64,
     /// Signatures verified in them.
     pub signatures: u64,
-    /// Batches of more than one signature whose equation failed, so that each of their
-    /// signatures was verified alone.
+    /// Batches of more than one signature that held a refused one (refused by the checks
+    /// before the batch equation, or found when the equation failed and each signature was
+    /// verified alone).
     pub fallbacks: u64,
     /// Batches that stopped waiting at `max_wait`.
     pub timeouts: u64,
