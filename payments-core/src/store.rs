@@ -355,9 +355,11 @@ pub trait DirectoryStore: Send + Sync {
     }
     /// Everything authentication reads, in one round trip where the store can: the token with
     /// this hash (revoked or not), its project, the project's merchant and, when `keyid` is
-    /// given, the project's key with that id (revoked or not). Read from the stored state at
-    /// the time of the call, never from a cache, so a revocation counts for the next request.
-    /// The default asks [`Self::token_by_hash`], [`Self::project`], [`Self::merchant`] and
+    /// given, the project's key with that id (revoked or not). The answer is the stored state
+    /// at the time of the call, so a revocation counts for the next request: a store may keep
+    /// earlier answers only if it can tell, at each call, that nothing they hold has changed
+    /// since, whoever changed it (the SQLite store checks a version that triggers move with
+    /// every change, in the lookup's snapshot). The default asks [`Self::token_by_hash`], [`Self::project`], [`Self::merchant`] and
     /// [`Self::key`] in turn.
     async fn auth_lookup(
         &self,
