@@ -9,8 +9,8 @@ use crate::support::{serve, stop_and_read_log, wait_ready};
 #[tokio::test]
 async fn every_request_has_an_access_line_found_by_its_request_id() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, base, operator) = serve(dir.path(), &["--log-format", "json"]);
-    wait_ready(&base).await;
+    let (mut server, base, operator) = serve(dir.path(), &["--log-format", "json"]);
+    wait_ready(&mut server, &base).await;
     let client = reqwest::Client::new();
     let answer = client
         .get(format!(

@@ -21,7 +21,7 @@ fn second_serve(dir: &std::path::Path) -> std::process::Output {
 async fn a_second_serve_on_one_data_dir_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let (mut first, base, _) = serve(dir.path(), &[]);
-    wait_ready(&base).await;
+    wait_ready(&mut first, &base).await;
     let pid = first.0.id();
 
     let path = dir.path().to_path_buf();
@@ -36,12 +36,12 @@ async fn a_second_serve_on_one_data_dir_exits_non_zero() {
         "names the holder: {err}"
     );
     // The first one still serves.
-    wait_ready(&base).await;
+    wait_ready(&mut first, &base).await;
 
     // Stopped (SIGKILL: the operating system releases the lock with the process), the data
     // dir takes a new server.
     first.0.kill().unwrap();
     first.0.wait().unwrap();
-    let (_next, base, _) = serve(dir.path(), &[]);
-    wait_ready(&base).await;
+    let (mut next, base, _) = serve(dir.path(), &[]);
+    wait_ready(&mut next, &base).await;
 }

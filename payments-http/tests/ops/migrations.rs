@@ -86,7 +86,7 @@ async fn serve_migrates_and_logs(data_dir: &Path, extra: &[&str], old: u32, curr
     let mut args = vec!["--log-format", "json", "--cabinet-listen", &cabinet];
     args.extend_from_slice(extra);
     let (mut server, base, _) = serve(data_dir, &args);
-    wait_ready(&base).await;
+    wait_ready(&mut server, &base).await;
     let log = stop_and_read_log(&mut server);
     let lines: Vec<Value> = log
         .lines()

@@ -208,14 +208,34 @@ pub fn serve_with(
     )
 }
 
-/// Waits until `base/readyz` answers 200.
-pub async fn wait_ready(base: &str) {
+/// Waits until `base/readyz` answers 200. A server that exits first (a port taken meanwhile, a
+/// refused start) fails the test at once with its stderr, instead of after the minute's wait.
+pub async fn wait_ready(server: &mut ServerProcess, base: &str) {
+    use std::io::Read;
     let client = reqwest::Client::new();
-    eventually(60, "the server to be ready", || {
-        let r = client.get(format!("{base}/readyz")).send();
-        async move { r.await.is_ok_and(|r| r.status().is_success()) }
-    })
-    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if ready {
+            return;
+        }
+        if let Some(status) = server.0.try_wait().expect("the server's status") {
+            let mut err = String::new();
+            if let Some(mut stderr) = server.0.stderr.take() {
+                let _ = stderr.read_to_string(&mut err);
+            }
+            panic!("the server exited ({status}) before it was ready: {err}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the server to be ready"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Runs a `payments-server` command on `data_dir`; its exit status, stdout and stderr.

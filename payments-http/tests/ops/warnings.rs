@@ -29,9 +29,9 @@ fn warnings<'a>(lines: &'a [Value], starting: &str) -> Vec<&'a Value> {
 #[tokio::test]
 async fn an_operator_listener_on_the_network_without_tls_is_warned_about() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, base, operator) =
+    let (mut server, base, operator) =
         serve_with(dir.path(), "0.0.0.0", &["--log-format", "json"], &[]);
-    wait_ready(&base).await;
+    wait_ready(&mut server, &base).await;
     // It serves (the operator decides), reachable through loopback too.
     let creds = credentials(dir.path());
     let answer = reqwest::Client::new()
@@ -62,13 +62,13 @@ async fn an_operator_listener_on_the_network_without_tls_is_warned_about() {
 async fn a_callback_that_used_every_attempt_logs_one_warn_line_to_act_on() {
     let receiver = Receiver::start(500).await;
     let dir = tempfile::tempdir().unwrap();
-    let (server, base, operator): (ServerProcess, String, String) = serve_with(
+    let (mut server, base, operator): (ServerProcess, String, String) = serve_with(
         dir.path(),
         "127.0.0.1",
         &["--log-format", "json"],
         &[("PAYMENTS_CALLBACK_RETRY_DELAYS", "0,0")],
     );
-    wait_ready(&base).await;
+    wait_ready(&mut server, &base).await;
     let creds = credentials(dir.path());
     let client = MerchantClient::new(&base, creds.token.expose(), creds.private_key_pem.expose())
         .expect("a client");
