@@ -934,6 +934,7 @@ async fn service_over(
     auth.trusted_proxies = settings.trusted_proxies.clone();
     auth.signature_batch = settings.signature_batch;
     auth.signature_batch_wait = Duration::from_micros(settings.signature_batch_wait_us);
+    auth.signature_batch_min = settings.signature_batch_min;
     Ok(PaymentService::new(ports, config, auth))
 }
 

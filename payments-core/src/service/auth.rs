@@ -43,6 +43,12 @@ pub struct AuthConfig {
     /// ([`DEFAULT_MAX_WAIT`](crate::service::DEFAULT_MAX_WAIT) by default); a request alone
     /// does not wait.
     pub signature_batch_wait: std::time::Duration,
+    /// Signatures a batch waits for, within `signature_batch_wait`, once batches form
+    /// ([`SignatureBatcher::with_min_fill`]); 1 (the default) waits for none beyond the
+    /// requests announced before the batch.
+    ///
+    /// [`SignatureBatcher::with_min_fill`]: crate::service::SignatureBatcher::with_min_fill
+    pub signature_batch_min: usize,
 }
 
 impl AuthConfig {
@@ -56,6 +62,7 @@ impl AuthConfig {
             signature_debug: environment == Environment::Sandbox,
             signature_batch: super::batch::DEFAULT_MAX_BATCH,
             signature_batch_wait: super::batch::DEFAULT_MAX_WAIT,
+            signature_batch_min: 1,
         }
     }
 }

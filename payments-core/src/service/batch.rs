@@ -68,6 +68,8 @@ pub struct SignatureBatcher {
     queue: Mutex<Queue>,
     keys: KeyCache,
     max_batch: usize,
+    /// Signatures a batch waits for (within `max_wait`) once batches form; 1: none.
+    min_fill: usize,
     max_wait: Duration,
     batches: AtomicU64,
     signatures: AtomicU64,
@@ -161,12 +163,25 @@ impl SignatureBatcher {
             queue: Mutex::default(),
             keys: KeyCache::new(4096),
             max_batch: max_batch.max(1),
+            min_fill: 1,
             max_wait,
             batches: AtomicU64::new(0),
             signatures: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
         }
+    }
+
+    /// Makes a batch wait, within `max_wait`, until it holds `min_fill` signatures (at most the
+    /// batch's size), also when every request announced before it has submitted. Only batches
+    /// wait: a request that finds no sign of concurrent requests is still verified at once. 1
+    /// (the default) waits for no more than the announced requests. Larger batches cost less
+    /// per signature (about 14 us at 64 against 34 us alone) but each waits longer: when
+    /// requests arrive slower than `min_fill` per `max_wait`, every batch waits the whole
+    /// `max_wait`.
+    pub fn with_min_fill(mut self, min_fill: usize) -> SignatureBatcher {
+        self.min_fill = min_fill.clamp(1, self.max_batch);
+        self
     }
 
     /// The decompressed key of `bytes`, from the cache when seen before; `None` when the bytes
@@ -327,7 +342,8 @@ impl SignatureBatcher {
     }
 
     fn ready(&self, q: &Queue) -> bool {
-        q.waiting_for == 0 || q.pending.len() >= self.max_batch
+        (q.waiting_for == 0 && q.pending.len() >= self.min_fill)
+            || q.pending.len() >= self.max_batch
     }
 
     fn wake_leader_if_ready(&self, q: &mut MutexGuard<'_, Queue>) {
@@ -582,6 +598,47 @@ mod tests {
         });
         assert_eq!(answers, vec![false, true, true]);
         assert_eq!(batcher.stats().batches, 1);
+    }
+
+    /// With a minimum fill, once batches form a batch waits for its minimum: two signatures
+    /// wait (the clock never fires here) until two more join, then all four go in one batch.
+    #[test]
+    fn a_batch_waits_for_its_minimum_fill_once_batches_form() {
+        use futures_util::FutureExt;
+        fn verify_all<'a>(
+            batcher: &'a SignatureBatcher,
+            reqs: &'a [(CachedKey, Vec<u8>, Signature)],
+        ) -> impl Future<Output = Vec<bool>> + 'a {
+            let announced: Vec<_> = reqs.iter().map(|_| batcher.announce()).collect();
+            join_all(
+                announced
+                    .into_iter()
+                    .zip(reqs)
+                    .map(|(a, (key, msg, sig))| batcher.verify(a, *key, msg, sig, &NeverClock)),
+            )
+        }
+        let batcher = SignatureBatcher::new(64, Duration::from_secs(3600)).with_min_fill(4);
+        // Four overlapping requests: a batch of four, the sign that batches form.
+        let first = requests(4, None);
+        assert!(futures_executor::block_on(verify_all(&batcher, &first))
+            .iter()
+            .all(|a| *a));
+        let (two, more) = (requests(2, None), requests(2, None));
+        let mut waiting = Box::pin(verify_all(&batcher, &two));
+        // Polled past the leader's yields: without the minimum, the batch of two would run.
+        for _ in 0..2 * MAX_YIELDS {
+            assert!(
+                (&mut waiting).now_or_never().is_none(),
+                "two of a minimum of four wait"
+            );
+        }
+        let (a, b) = futures_executor::block_on(futures_util::future::join(
+            waiting,
+            verify_all(&batcher, &more),
+        ));
+        assert!(a.iter().chain(&b).all(|ok| *ok));
+        let stats = batcher.stats();
+        assert_eq!((stats.batches, stats.signatures), (2, 8), "{stats:?}");
     }
 
     #[test]

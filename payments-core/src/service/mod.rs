@@ -250,10 +250,10 @@ impl PaymentService {
         PaymentService {
             ports: Arc::new(ports),
             config: Arc::new(config),
-            batcher: Arc::new(SignatureBatcher::new(
-                auth.signature_batch.max(1),
-                auth.signature_batch_wait,
-            )),
+            batcher: Arc::new(
+                SignatureBatcher::new(auth.signature_batch.max(1), auth.signature_batch_wait)
+                    .with_min_fill(auth.signature_batch_min),
+            ),
             auth: Arc::new(auth),
             wakers: Arc::default(),
         }
