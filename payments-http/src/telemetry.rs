@@ -30,10 +30,12 @@ pub fn init(format: LogFormat, level: &str) {
 }
 
 /// Installs the global subscriber for the long-running server (once; later calls are ignored).
-/// A request formats its line and appends it to a buffer in memory; a thread of its own writes
-/// the buffer to standard error every [`LOG_FLUSH_EVERY`] (at once past 64 KiB), all queued
-/// lines in one write. A request never makes a system call for its log lines, and never waits
-/// for standard error: when 8 MiB of lines are queued (standard error is stalled), further
+/// The lines every request writes (the access line and the create's support line, at INFO)
+/// are appended to a buffer in memory; a thread of its own writes the buffer to standard error
+/// every [`LOG_FLUSH_EVERY`] (at once past 64 KiB), all queued lines in one write; every other
+/// line (startup, migrations, warnings, errors) is written at once, so it may come before
+/// per-request lines logged up to 20 ms earlier. A request never makes a system call for its
+/// per-request lines, and never waits for standard error for them: when 8 MiB of lines are queued (standard error is stalled), further
 /// lines are dropped and counted (`payments_log_lines_dropped_total`). Keep the returned guard
 /// until the server has stopped: dropping it writes what is queued (lines logged after that go
 /// straight to stderr). Lines queued when the process dies without dropping it (a crash,
@@ -158,14 +160,62 @@ impl LogBuffer {
     }
 }
 
-/// The subscriber's writer for [`LogBuffer`].
+/// The targets of the lines every request writes (the access line, the create's support line):
+/// the ones the server queues. Everything else (startup, migrations, warnings, errors,
+/// callbacks) is written at once.
+const PER_REQUEST_TARGETS: [&str; 2] = ["payments_http::access", "payments_http::merchant"];
+
+/// Whether an event is one of the per-request lines the server queues: at INFO or below (a
+/// warning or an error is written at once), from [`PER_REQUEST_TARGETS`].
+fn queued(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() >= tracing::Level::INFO && PER_REQUEST_TARGETS.contains(&meta.target())
+}
+
+/// The subscriber's writer: per-request lines into the [`LogBuffer`], the rest to stderr.
 struct BufferWriter(Arc<LogBuffer>);
 
-impl<'a> MakeWriter<'a> for BufferWriter {
-    type Writer = &'a LogBuffer;
+/// Where one line goes.
+enum LineWriter<'a> {
+    Queued(&'a LogBuffer),
+    Direct(std::io::Stderr),
+}
 
-    fn make_writer(&'a self) -> &'a LogBuffer {
-        &self.0
+impl Write for LineWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            LineWriter::Queued(b) => b.write(buf),
+            LineWriter::Direct(e) => e.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            LineWriter::Queued(b) => b.write_all(buf),
+            LineWriter::Direct(e) => e.write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            LineWriter::Queued(b) => b.flush(),
+            LineWriter::Direct(e) => e.flush(),
+        }
+    }
+}
+
+impl<'a> MakeWriter<'a> for BufferWriter {
+    type Writer = LineWriter<'a>;
+
+    fn make_writer(&'a self) -> LineWriter<'a> {
+        LineWriter::Direct(std::io::stderr())
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> LineWriter<'a> {
+        if queued(meta) {
+            LineWriter::Queued(&self.0)
+        } else {
+            LineWriter::Direct(std::io::stderr())
+        }
     }
 }
 
