@@ -1,27 +1,30 @@
 //! The core's store contract suite against SQLite: the same suite the memory store passes.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use payments_core::testing::contract;
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 
+/// Opens (creating and migrating) the database at `file`: blocking work, handed to the
+/// blocking pool as an async caller does.
+async fn open(file: PathBuf) -> SqliteStore {
+    tokio::task::spawn_blocking(move || SqliteStore::open(file, SqliteOptions::default()))
+        .await
+        .expect("opening does not panic")
+        .expect("open the database")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_meets_the_store_contract() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let n = AtomicUsize::new(0);
-    // A fresh database file for every check. Opening one creates the file and runs the
-    // migrations, blocking work that an async caller hands to the blocking pool: the
-    // suite's async setup.
+    // A fresh database file for every check.
     contract::run_all_async(|| {
         let file = dir
             .path()
             .join(format!("check-{}.db", n.fetch_add(1, Ordering::Relaxed)));
-        async move {
-            tokio::task::spawn_blocking(move || SqliteStore::open(file, SqliteOptions::default()))
-                .await
-                .expect("opening does not panic")
-                .expect("open a fresh database")
-        }
+        open(file)
     })
     .await;
     assert_eq!(
@@ -40,21 +43,7 @@ async fn two_stores_on_one_file_meet_the_shared_checks() {
         let file = dir
             .path()
             .join(format!("shared-{}.db", n.fetch_add(1, Ordering::Relaxed)));
-        async move {
-            let mut handles = Vec::new();
-            for _ in 0..2 {
-                let file = file.clone();
-                handles.push(
-                    tokio::task::spawn_blocking(move || {
-                        SqliteStore::open(file, SqliteOptions::default())
-                    })
-                    .await
-                    .expect("opening does not panic")
-                    .expect("open the database"),
-                );
-            }
-            handles
-        }
+        async move { vec![open(file.clone()).await, open(file).await] }
     })
     .await;
     assert_eq!(
@@ -71,12 +60,7 @@ async fn sqlite_meets_the_cabinet_store_contract() {
         let file = dir
             .path()
             .join(format!("cabinet-{}.db", n.fetch_add(1, Ordering::Relaxed)));
-        async move {
-            tokio::task::spawn_blocking(move || SqliteStore::open(file, SqliteOptions::default()))
-                .await
-                .expect("opening does not panic")
-                .expect("open a fresh database")
-        }
+        open(file)
     })
     .await;
     // One store for the `cabinet_store` check, then one per check.
