@@ -104,6 +104,25 @@ pub enum ProviderOutcome {
 pub trait RequisiteProvider: Send + Sync {
     /// Asks for requisites.
     async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome;
+
+    /// Whether [`issue`](Self::issue) answers from this process's own state: it asks no
+    /// upstream and leaves nothing anywhere that needs the payment to exist (the sandbox
+    /// provider, which numbers its requisites from a local sequence). Default `false`.
+    ///
+    /// It decides how many store writes a create costs:
+    /// - `false`: the payment is stored in status `created` first, then the provider is asked,
+    ///   then the answer is stored (two writes). The payment is durable before anything
+    ///   outside the process hears of it, and a crash during the call leaves a `created`
+    ///   payment that the sweeper turns into `error` (`provider_result_ambiguous`) after 60 s.
+    /// - `true`: the provider is asked before the payment is stored, and a payment that gets
+    ///   requisites is stored with them in one write (an answer that refuses requisites is
+    ///   stored as before: the payment, then its `error` with the callback event). The
+    ///   provider may then be asked for a payment that is never stored (a replayed request, or
+    ///   a repeat of an accepted `merchant_payment_id`), so its answer must cost nothing when
+    ///   it is thrown away; a requisite issued that way is simply never used.
+    fn issues_locally(&self) -> bool {
+        false
+    }
 }
 
 /// Exchange rates: units of a currency per 1 USDT. Asked once per create, within a 3 s budget;

@@ -429,4 +429,8 @@ impl RequisiteProvider for MeasuredProvider {
             .observe_provider(provider_outcome(&outcome), guard.start.elapsed());
         outcome
     }
+
+    fn issues_locally(&self) -> bool {
+        self.inner.issues_locally()
+    }
 }

@@ -13,7 +13,7 @@ use crate::provider::{ProviderOutcome, RequisiteRequest};
 use crate::request::CreatePayment;
 use crate::settlement::{Course, Pricing};
 use crate::store::{AdmitOutcome, StoreError};
-use crate::transition::{self, Trigger};
+use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
 /// Whether a create made a new payment or found the existing one.
@@ -45,6 +45,10 @@ impl PaymentService {
     /// request), and the business rules (paused merchant or project, bank, contract, rate
     /// within its budget, the requisite provider within its budget). Everything before the
     /// insert takes nothing; after it, the `merchant_payment_id` is taken.
+    ///
+    /// The provider is asked after the insert, and its answer is a second write, unless it
+    /// [answers locally](crate::provider::RequisiteProvider::issues_locally): then it is asked
+    /// before, and a payment that gets requisites is inserted with them (one write).
     ///
     /// [`Store::admit_create`]: crate::store::Store::admit_create
     pub async fn create_payment(
@@ -80,6 +84,22 @@ impl PaymentService {
         let candidate = self
             .candidate(project, merchant, &req, resolved, &fingerprint)
             .await;
+        // A provider that answers locally is asked before the admission: a payment it issues
+        // requisites to is stored with them by the admission's write, the create's only one.
+        let mut asked = None;
+        let mut issued = None;
+        if let (Ok((payment, pricing)), true) = (&candidate, self.ports.provider.issues_locally()) {
+            let outcome = self.call_provider(payment).await;
+            if matches!(outcome, ProviderOutcome::Issued(_)) {
+                let (t, _) = self.decide(payment, *pricing, outcome.clone())?;
+                if t.event.is_none() {
+                    issued = Some(t.payment);
+                }
+            }
+            if issued.is_none() {
+                asked = Some(outcome);
+            }
+        }
         let admitted = self
             .ports
             .store
@@ -87,7 +107,7 @@ impl PaymentService {
                 nonce.as_ref().map(PendingNonce::to_use),
                 project.id,
                 &req.merchant_payment_id,
-                candidate.as_ref().ok().map(|(p, _)| p),
+                issued.as_ref().or(candidate.as_ref().ok().map(|(p, _)| p)),
             )
             .await?;
         let (payment, pricing) = match (admitted, candidate) {
@@ -104,12 +124,53 @@ impl PaymentService {
                 )))
             }
         };
+        if let Some(payment) = issued {
+            return Ok(CreateOutcome {
+                status: CreateStatus::Created,
+                payment,
+            });
+        }
 
-        let outcome = self.call_provider(&payment).await;
+        let outcome = match asked {
+            Some(outcome) => outcome,
+            None => self.call_provider(&payment).await,
+        };
+        let (t, not_routable) = self.decide(&payment, pricing, outcome)?;
+        let stored = match self.commit(&payment, &t, None).await {
+            Ok(_) => t.payment,
+            // The stuck-create sweeper got there first (only after 60 s): report what is stored.
+            Err(StoreError::Conflict) => self
+                .ports
+                .store
+                .payment(payment.id)
+                .await?
+                .ok_or_else(|| ApiError::internal("payment vanished after a conflict"))?,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(comment) = not_routable {
+            return Err(
+                ApiError::new(ErrorCode::PaymentNotRoutable, comment).with_payment_id(stored.id)
+            );
+        }
+        Ok(CreateOutcome {
+            status: CreateStatus::Created,
+            payment: stored,
+        })
+    }
+
+    /// The transition a provider's answer makes of the stored `created` payment, and the
+    /// comment of a `422 payment_not_routable` answer.
+    fn decide(
+        &self,
+        payment: &Payment,
+        pricing: Pricing,
+        outcome: ProviderOutcome,
+    ) -> Result<(Transition, Option<String>), ApiError> {
         let (trigger, not_routable) = match outcome {
             ProviderOutcome::Issued(r) => {
                 let bank = r.bank_name.map(|name| {
-                    catalog
+                    self.ports
+                        .catalog
                         .recognise(&name, payment.geo_code)
                         .map(|b| b.name().to_string())
                         .unwrap_or(name)
@@ -152,27 +213,8 @@ impl PaymentService {
             ),
         };
         let now = self.ports.clock.now();
-        let t = transition::apply(&payment, trigger, now, self.ports.rng.as_ref())?;
-        let stored = match self.commit(&payment, &t, None).await {
-            Ok(_) => t.payment,
-            // The stuck-create sweeper got there first (only after 60 s): report what is stored.
-            Err(StoreError::Conflict) => self
-                .ports
-                .store
-                .payment(payment.id)
-                .await?
-                .ok_or_else(|| ApiError::internal("payment vanished after a conflict"))?,
-            Err(e) => return Err(e.into()),
-        };
-        if let Some(comment) = not_routable {
-            return Err(
-                ApiError::new(ErrorCode::PaymentNotRoutable, comment).with_payment_id(stored.id)
-            );
-        }
-        Ok(CreateOutcome {
-            status: CreateStatus::Created,
-            payment: stored,
-        })
+        let t = transition::apply(payment, trigger, now, self.ports.rng.as_ref())?;
+        Ok((t, not_routable))
     }
 
     /// The payment a create would store, or the business rule it breaks (paused merchant or

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,6 +100,11 @@ pub fn fixture() -> Payment {
 pub struct TestProvider {
     pub calls: AtomicUsize,
     next: AtomicU64,
+    /// Declares itself local ([`RequisiteProvider::issues_locally`]).
+    pub local: AtomicBool,
+    /// Numbers the requisite by the payment id instead of a counter, so that asking for a
+    /// payment that is never stored changes no later payment's requisite.
+    pub keyed: AtomicBool,
 }
 
 #[async_trait]
@@ -115,7 +120,11 @@ impl RequisiteProvider for TestProvider {
             160_000 => std::future::pending::<()>().await,
             _ => {}
         }
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let n = if self.keyed.load(Ordering::SeqCst) {
+            (request.payment_id.as_uuid().as_u128() % 1_000_000_000) as u64
+        } else {
+            self.next.fetch_add(1, Ordering::SeqCst)
+        };
         let (requisite, qrcode_link, deeplink_url) = match request.payment_method {
             PaymentMethod::Sbp => (
                 format!("79{n:09}"),
@@ -136,6 +145,10 @@ impl RequisiteProvider for TestProvider {
             deeplink_url,
         })
     }
+
+    fn issues_locally(&self) -> bool {
+        self.local.load(Ordering::SeqCst)
+    }
 }
 
 /// Fixed courses per currency, changeable between requests.
@@ -143,7 +156,7 @@ impl RequisiteProvider for TestProvider {
 pub struct TestRates {
     pub courses: Mutex<HashMap<Currency, Decimal>>,
     /// When set, the rate source never answers (a rate API that hangs).
-    pub hang: std::sync::atomic::AtomicBool,
+    pub hang: AtomicBool,
 }
 
 impl TestRates {

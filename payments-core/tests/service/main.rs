@@ -7,6 +7,7 @@ mod common;
 
 mod create;
 mod lifecycle;
+mod local_provider;
 mod notify;
 mod operator;
 mod ops;

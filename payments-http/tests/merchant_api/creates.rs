@@ -321,3 +321,59 @@ async fn concurrent_identical_creates_make_one_payment() {
     assert_eq!((created, ids.len()), (1, 1));
     s.stop().await;
 }
+
+/// Store writes so far, from `/metrics` (every store call is timed by kind).
+async fn store_writes(s: &TestServer) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", s.operator_url))
+        .await
+        .expect("the operator listener answers")
+        .text()
+        .await
+        .expect("metrics text");
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with("payments_store_operation_duration_seconds_count")
+                && l.contains("kind=\"write\"")
+        })
+        .unwrap_or_else(|| panic!("no write count in:\n{text}"));
+    line.rsplit_once(' ')
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("a count: {line}"))
+}
+
+#[tokio::test]
+async fn the_sandbox_stores_a_payment_with_its_requisites_in_one_write() {
+    // No sweep during the test: its turn is a store write.
+    let s = TestServer::start(|s| s.sweep_interval = std::time::Duration::from_secs(3600)).await;
+    let c = &s.client();
+    // The first create also reserves a block of the sandbox's requisite numbers.
+    let first = c.create_payment(&body("w-0", "100")).await.unwrap();
+    assert_eq!(first.status, StatusCode::CREATED);
+    const N: u64 = 40;
+    let before = store_writes(&s).await;
+    for i in 1..=N {
+        let r = c
+            .create_payment(&body(&format!("w-{i}"), "100"))
+            .await
+            .unwrap();
+        assert_eq!(r.status, StatusCode::CREATED);
+        assert_eq!(r.json["status"], "processing");
+    }
+    let issued = store_writes(&s).await - before;
+    // One write each: the sandbox answers locally, so the payment is inserted with its
+    // requisites (a provider asked after the insert makes it two).
+    assert_eq!(issued, N, "store writes for {N} creates");
+    // A refusal is stored as before: the payment, then its error.
+    let before = store_writes(&s).await;
+    for i in 1..=N {
+        let r = c
+            .create_payment(&body(&format!("r-{i}"), "100.13"))
+            .await
+            .unwrap();
+        assert_eq!(r.json["status"], "error");
+    }
+    let refused = store_writes(&s).await - before;
+    assert_eq!(refused, 2 * N, "store writes for {N} refused creates");
+    s.stop().await;
+}
