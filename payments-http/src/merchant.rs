@@ -313,13 +313,15 @@ async fn create_payment(
     } = a;
     // The task holds the state too (a pointer's copy: the handler still makes the page link).
     let task_state = st.clone();
-    let create = tokio::spawn(
+    // Boxed: the create's future is several KiB, and tokio would otherwise copy it into the
+    // task and copy the task's stage again when it finishes.
+    let create = tokio::spawn(Box::pin(
         async move {
             let _permit = permit;
             task_state.service.create_payment(auth, &body).await
         }
         .instrument(tracing::Span::current()),
-    );
+    ));
     let outcome = create
         .await
         .map_err(|e| ApiError::internal(format!("the create task ended abnormally: {e}")))??;
