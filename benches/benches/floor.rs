@@ -4,8 +4,9 @@
 //! verifier at 64 per batch with cached keys, per signature), SHA-256 of the body
 //! (`Content-Digest`), JSON (parse the create body, serialise a payment), and the
 //! create-shaped SQLite write (nonce + idempotent insert, then the change to `processing`,
-//! synchronous=FULL) through the store at 1, 4, 16 and 64 concurrent callers (about that many
-//! creates per group commit). The HTTP floor (the server's CPU per `GET /healthz`) comes from
+//! synchronous=FULL; and the one-write shape of a provider that answers locally, the nonce and
+//! the insert of the `processing` payment) through the store at 1, 4, 16 and 64 concurrent
+//! callers (about that many creates per group commit). The HTTP floor (the server's CPU per `GET /healthz`) comes from
 //! `benches/scripts/cpu.sh`, which measures it beside the creates; docs/performance.md adds the
 //! parts up.
 //!
@@ -69,8 +70,12 @@ fn base(i: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-async fn create(store: &SqliteStore, n: u64) {
+/// A create's writes: the admission (nonce + insert), then the change to `processing`; or, for
+/// a provider that answers locally (`one_write`), the admission of the `processing` payment
+/// alone.
+async fn create(store: &SqliteStore, n: u64, one_write: bool) {
     let p = sample_payment(payment_id(u128::from(n)), project_id(1), &format!("o-{n}"));
+    let processing = changed(&p, PaymentStatus::Processing, T0);
     let nonce = format!("nonce-{n}");
     let admitted = store
         .admit_create(
@@ -82,14 +87,17 @@ async fn create(store: &SqliteStore, n: u64) {
             }),
             p.project_id,
             &p.merchant_payment_id,
-            Some(&p),
+            Some(if one_write { &processing } else { &p }),
         )
         .await
         .expect("admit_create");
     assert_eq!(admitted, AdmitOutcome::Inserted);
+    if one_write {
+        return;
+    }
     store
         .commit_change(&PaymentChange {
-            payment: changed(&p, PaymentStatus::Processing, T0),
+            payment: processing,
             expected_version: 1,
             event: None,
             audit: None,
@@ -157,7 +165,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    for callers in [1u64, 4, 16, 64] {
+    for (callers, one_write) in [1u64, 4, 16, 64]
+        .into_iter()
+        .flat_map(|c| [(c, false), (c, true)])
+    {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = Arc::new(
             SqliteStore::open(dir.path().join("floor.db"), SqliteOptions::default()).expect("open"),
@@ -169,7 +180,7 @@ fn main() {
                 let tasks: Vec<_> = (first..first + callers)
                     .map(|n| {
                         let store = Arc::clone(&store);
-                        tokio::spawn(async move { create(&store, n).await })
+                        tokio::spawn(async move { create(&store, n, one_write).await })
                     })
                     .collect();
                 for t in tasks {
@@ -187,7 +198,8 @@ fn main() {
             }
             (cpu() - c0) * 1e6 / n as f64
         });
-        println!("FLOOR sqlite_create_write_{callers}_concurrent {per:.2}");
+        let shape = if one_write { "one_write" } else { "write" };
+        println!("FLOOR sqlite_create_{shape}_{callers}_concurrent {per:.2}");
         store.close();
     }
 }
