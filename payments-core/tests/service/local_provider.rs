@@ -30,13 +30,13 @@ fn request(mpid: usize, amount: usize, card: bool) -> String {
 /// What a create answered, comparable across the two services.
 #[derive(Debug, PartialEq)]
 enum Answer {
-    Done(CreateStatus, Payment),
+    Done(CreateStatus, Box<Payment>),
     Refused(ErrorCode, Option<payments_core::PaymentId>),
 }
 
 fn answer(r: Result<payments_core::service::CreateOutcome, ApiError>) -> Answer {
     match r {
-        Ok(o) => Answer::Done(o.status, o.payment),
+        Ok(o) => Answer::Done(o.status, Box::new(o.payment)),
         Err(e) => Answer::Refused(e.code, e.payment_id),
     }
 }
