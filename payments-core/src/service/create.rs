@@ -87,19 +87,19 @@ impl PaymentService {
         // A provider that answers locally is asked before the admission: a payment it issues
         // requisites to is stored with them by the admission's write, the create's only one.
         let mut asked = None;
-        let mut issued = None;
+        let mut decided = None;
         if let (Ok((payment, pricing)), true) = (&candidate, self.ports.provider.issues_locally()) {
-            let outcome = self.call_provider(payment).await;
-            if matches!(outcome, ProviderOutcome::Issued(_)) {
-                let (t, _) = self.decide(payment, *pricing, outcome.clone())?;
-                if t.event.is_none() {
-                    issued = Some(t.payment);
+            match self.call_provider(payment).await {
+                outcome @ ProviderOutcome::Issued(_) => {
+                    decided = Some(self.decide(payment, *pricing, outcome)?);
                 }
-            }
-            if issued.is_none() {
-                asked = Some(outcome);
+                outcome => asked = Some(outcome),
             }
         }
+        // (Requisites issued make no event and answer 201: nothing is left to write.)
+        let one_write = decided
+            .as_ref()
+            .is_some_and(|(t, not_routable)| t.event.is_none() && not_routable.is_none());
         let admitted = self
             .ports
             .store
@@ -107,7 +107,11 @@ impl PaymentService {
                 nonce.as_ref().map(PendingNonce::to_use),
                 project.id,
                 &req.merchant_payment_id,
-                issued.as_ref().or(candidate.as_ref().ok().map(|(p, _)| p)),
+                match (&decided, &candidate) {
+                    (Some((t, _)), _) if one_write => Some(&t.payment),
+                    (_, Ok((p, _))) => Some(p),
+                    (_, Err(_)) => None,
+                },
             )
             .await?;
         let (payment, pricing) = match (admitted, candidate) {
@@ -124,18 +128,22 @@ impl PaymentService {
                 )))
             }
         };
-        if let Some(payment) = issued {
-            return Ok(CreateOutcome {
-                status: CreateStatus::Created,
-                payment,
-            });
-        }
-
-        let outcome = match asked {
-            Some(outcome) => outcome,
-            None => self.call_provider(&payment).await,
+        let (t, not_routable) = match decided {
+            Some((t, _)) if one_write => {
+                return Ok(CreateOutcome {
+                    status: CreateStatus::Created,
+                    payment: t.payment,
+                })
+            }
+            Some(decided) => decided,
+            None => {
+                let outcome = match asked {
+                    Some(outcome) => outcome,
+                    None => self.call_provider(&payment).await,
+                };
+                self.decide(&payment, pricing, outcome)?
+            }
         };
-        let (t, not_routable) = self.decide(&payment, pricing, outcome)?;
         let stored = match self.commit(&payment, &t, None).await {
             Ok(_) => t.payment,
             // The stuck-create sweeper got there first (only after 60 s): report what is stored.
