@@ -107,33 +107,45 @@ impl Component {
         })
     }
 
-    /// The component identifier as it appears in the signature base: the serialised sf-string.
-    fn identifier(&self) -> String {
+    /// Appends the component's line to the signature base without its newline: the
+    /// identifier (the serialised sf-string), `": "` and the value in `parts` (RFC 9421
+    /// sections 2.1, 2.2 and 2.5).
+    fn write_line(
+        &self,
+        parts: &HttpRequestParts<'_>,
+        base: &mut String,
+    ) -> Result<(), SignatureFailure> {
         // Names were checked to be tokens or known derived names: valid sf-string content.
-        format!("\"{}\"", self.name)
-    }
-
-    /// The component value in `parts`, RFC 9421 sections 2.1 and 2.2.
-    fn value(&self, parts: &HttpRequestParts<'_>) -> Result<String, SignatureFailure> {
+        base.push('"');
+        base.push_str(&self.name);
+        base.push_str("\": ");
+        let start = base.len();
         match self.kind {
-            ComponentKind::Field => parts
-                .field_value(&self.name)?
-                .ok_or_else(|| SignatureFailure::MissingHeader(self.name.clone())),
-            ComponentKind::Derived(d) => Ok(match d {
-                Derived::Method => parts.method.to_owned(),
-                Derived::TargetUri => format!(
-                    "{}://{}{}",
-                    parts.scheme.to_ascii_lowercase(),
-                    parts.normalized_authority(),
-                    parts.request_target()
-                ),
-                Derived::Authority => parts.normalized_authority(),
-                Derived::Scheme => parts.scheme.to_ascii_lowercase(),
-                Derived::RequestTarget => parts.request_target().to_owned(),
-                Derived::Path => parts.path().to_owned(),
-                Derived::Query => format!("?{}", parts.query().unwrap_or("")),
-            }),
+            ComponentKind::Field => {
+                if !parts.write_field_value(&self.name, base)? {
+                    return Err(SignatureFailure::MissingHeader(self.name.clone()));
+                }
+                return Ok(());
+            }
+            ComponentKind::Derived(d) => match d {
+                Derived::Method => base.push_str(parts.method),
+                Derived::TargetUri => {
+                    base.push_str(&parts.scheme.to_ascii_lowercase());
+                    base.push_str("://");
+                    base.push_str(&parts.normalized_authority());
+                    base.push_str(parts.request_target());
+                }
+                Derived::Authority => base.push_str(&parts.normalized_authority()),
+                Derived::Scheme => base.push_str(&parts.scheme.to_ascii_lowercase()),
+                Derived::RequestTarget => base.push_str(parts.request_target()),
+                Derived::Path => base.push_str(parts.path()),
+                Derived::Query => {
+                    base.push('?');
+                    base.push_str(parts.query().unwrap_or(""));
+                }
+            },
         }
+        check_derived(self, &base[start..])
     }
 }
 
@@ -152,9 +164,17 @@ fn check_derived(component: &Component, value: &str) -> Result<(), SignatureFail
 /// received (RFC 9421 section 2.3). `sfv`'s serialisation is canonical, which is also what the
 /// signer signed per section 2.3 ("serialization of the signature parameters").
 pub(crate) fn serialize_signature_params(params: &sfv::InnerList) -> String {
-    let list: sfv::List = vec![sfv::ListEntry::InnerList(params.clone())];
-    list.serialize()
-        .expect("a list with one member always serialises to a non-empty string")
+    let mut out = String::new();
+    write_signature_params(params, &mut out);
+    out
+}
+
+/// Appends [`serialize_signature_params`] of `params` to `out` (no copy of the list).
+fn write_signature_params(params: &sfv::InnerList, out: &mut String) {
+    let mut list = sfv::ListSerializer::with_buffer(out);
+    let mut inner = list.inner_list();
+    inner.items(&params.items);
+    let _ = inner.finish().parameters(&params.params);
 }
 
 /// Builds the signature base: one line per covered component, then `@signature-params`; LF
@@ -166,19 +186,36 @@ pub(crate) fn signature_base(
     components: &[Component],
     signature_params: &str,
 ) -> Result<String, SignatureFailure> {
-    let mut base = String::new();
+    let mut base = component_lines(parts, components, signature_params.len())?;
+    base.push_str(signature_params);
+    Ok(base)
+}
+
+/// [`signature_base`] with the `@signature-params` value serialised from the parsed inner
+/// list straight into the base.
+pub(crate) fn signature_base_of(
+    parts: &HttpRequestParts<'_>,
+    components: &[Component],
+    signature_params: &sfv::InnerList,
+) -> Result<String, SignatureFailure> {
+    let mut base = component_lines(parts, components, 160)?;
+    write_signature_params(signature_params, &mut base);
+    Ok(base)
+}
+
+/// The lines of the covered components and the start of the `@signature-params` line, in a
+/// string with room for `params_len` more bytes.
+fn component_lines(
+    parts: &HttpRequestParts<'_>,
+    components: &[Component],
+    params_len: usize,
+) -> Result<String, SignatureFailure> {
+    let mut base = String::with_capacity(64 * components.len() + 24 + params_len);
     for component in components {
-        let value = component.value(parts)?;
-        if matches!(component.kind, ComponentKind::Derived(_)) {
-            check_derived(component, &value)?;
-        }
-        base.push_str(&component.identifier());
-        base.push_str(": ");
-        base.push_str(&value);
+        component.write_line(parts, &mut base)?;
         base.push('\n');
     }
     base.push_str("\"@signature-params\": ");
-    base.push_str(signature_params);
     Ok(base)
 }
 

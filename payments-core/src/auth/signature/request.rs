@@ -79,7 +79,18 @@ impl<'a> HttpRequestParts<'a> {
     ///
     /// <https://www.rfc-editor.org/rfc/rfc9421#section-2.1>
     pub fn field_value(&self, name: &str) -> Result<Option<String>, SignatureFailure> {
-        let mut combined: Option<String> = None;
+        let mut value = String::new();
+        Ok(self.write_field_value(name, &mut value)?.then_some(value))
+    }
+
+    /// Appends [`field_value`](Self::field_value) of `name` to `out`, without a `String` of its
+    /// own; `false` (nothing appended) when the request has no such field.
+    pub(crate) fn write_field_value(
+        &self,
+        name: &str,
+        out: &mut String,
+    ) -> Result<bool, SignatureFailure> {
+        let mut found = false;
         for (_, value) in self
             .headers
             .iter()
@@ -94,14 +105,12 @@ impl<'a> HttpRequestParts<'a> {
             let value = std::str::from_utf8(value)
                 .expect("bytes were checked to be ASCII")
                 .trim_matches([' ', '\t']);
-            match &mut combined {
-                Some(c) => {
-                    c.push_str(", ");
-                    c.push_str(value);
-                }
-                None => combined = Some(value.to_owned()),
+            if found {
+                out.push_str(", ");
             }
+            out.push_str(value);
+            found = true;
         }
-        Ok(combined)
+        Ok(found)
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 
 use ed25519_dalek::VerifyingKey;
 
-use super::base::{parse_components, serialize_signature_params, signature_base};
+use super::base::{parse_components, signature_base_of};
 use super::parse::{parse_dictionary, structured_field, Params};
 use super::policy::check_policy;
 use super::{HttpRequestParts, SignatureError, SignatureFailure, SignaturePolicy, PREFERRED_LABEL};
@@ -116,7 +116,7 @@ impl PreparedSignature {
             .map_err(|_| SignatureFailure::InvalidSignatureLength(signature.len()))?;
 
         let components = parse_components(covered)?;
-        let base = signature_base(parts, &components, &serialize_signature_params(covered))?;
+        let base = signature_base_of(parts, &components, covered)?;
         let with_base = |failure: SignatureFailure| SignatureError {
             failure,
             signature_base: Some(base.clone()),
