@@ -116,10 +116,12 @@ pub trait RequisiteProvider: Send + Sync {
     ///   payment that the sweeper turns into `error` (`provider_result_ambiguous`) after 60 s.
     /// - `true`: the provider is asked before the payment is stored, and a payment that gets
     ///   requisites is stored with them in one write (an answer that refuses requisites is
-    ///   stored as before: the payment, then its `error` with the callback event). The
-    ///   provider may then be asked for a payment that is never stored (a replayed request, or
-    ///   a repeat of an accepted `merchant_payment_id`), so its answer must cost nothing when
-    ///   it is thrown away; a requisite issued that way is simply never used.
+    ///   stored as before: the payment, then its `error`). The provider may then be asked for
+    ///   a payment that is never stored (a replayed request, a repeat of an accepted
+    ///   `merchant_payment_id`, a failed store write), so its answer must cost nothing when it
+    ///   is thrown away; a requisite issued that way is simply never used. A pool that hands
+    ///   out a limited resource does not qualify: what it gave to a payment never stored would
+    ///   be lost.
     fn issues_locally(&self) -> bool {
         false
     }

@@ -50,6 +50,8 @@ struct State {
     resent: HashMap<EventId, EventId>,
     operator_tokens: Vec<OperatorTokenRecord>,
     cabinet: CabinetState,
+    /// Payment changes committed (each a write of its own in a real store).
+    changes: u64,
 }
 
 /// The web cabinet's records.
@@ -90,6 +92,7 @@ impl State {
         }
         self.payments
             .insert(change.payment.id, change.payment.clone());
+        self.changes += 1;
         if let Some(ev) = &change.event {
             self.events.push(EventRecord {
                 outbox: ev.clone(),
@@ -121,6 +124,12 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How many payment changes were committed so far (`commit_change` and the calls that
+    /// include one), for tests that count a service's writes.
+    pub fn changes_committed(&self) -> u64 {
+        self.lock().changes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

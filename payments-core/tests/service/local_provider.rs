@@ -56,8 +56,9 @@ fn a_local_provider_is_asked_before_the_payment_is_stored() {
     assert_eq!(out.status, CreateStatus::Created);
     assert_eq!(out.payment.status, PaymentStatus::Processing);
     assert!(out.payment.requisites.is_some() && out.payment.pricing.is_some());
-    // Stored as answered: the admission inserted the processing payment itself.
+    // Stored as answered, by the admission alone: no change was committed after it.
     assert_eq!(s.stored(out.payment.id), out.payment);
+    assert_eq!(s.h.store.changes_committed(), 0);
     assert_eq!(s.h.provider.calls.load(Ordering::SeqCst), 1);
     // A repeat asks the provider again (its answer is thrown away) and gets the stored payment.
     let again = s.create(&request(1, 0, false)).unwrap();
@@ -68,6 +69,10 @@ fn a_local_provider_is_asked_before_the_payment_is_stored() {
     let below = s.create(&request(2, 4, false)).unwrap_err();
     assert_eq!(below.code, ErrorCode::PaymentNotCovered);
     assert_eq!(s.h.provider.calls.load(Ordering::SeqCst), 2);
+    // A refusal is stored as before: the payment, then its `error`.
+    let refused = s.create(&request(3, 1, false)).unwrap();
+    assert_eq!(refused.payment.status, PaymentStatus::Error);
+    assert_eq!(s.h.store.changes_committed(), 1);
 }
 
 #[test]
@@ -75,10 +80,28 @@ fn an_upstream_provider_is_asked_after_the_payment_is_stored() {
     let s = service(false);
     let out = s.create(&request(1, 0, false)).unwrap();
     assert_eq!(out.payment.status, PaymentStatus::Processing);
+    // Stored in `created` first, then changed to `processing`.
+    assert_eq!(s.h.store.changes_committed(), 1);
     let again = s.create(&request(1, 0, false)).unwrap();
     assert_eq!(again.status, CreateStatus::Existing);
     // The repeat found the payment before any provider call.
     assert_eq!(s.h.provider.calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_local_provider_numbering_by_counter_still_answers_with_its_requisites() {
+    // The sandbox numbers from a counter: a repeat draws a number that is never used.
+    let s = setup();
+    s.h.provider.local.store(true, Ordering::SeqCst);
+    let first = s.create(&request(1, 0, false)).unwrap().payment;
+    let again = s.create(&request(1, 0, false)).unwrap();
+    assert_eq!(again.status, CreateStatus::Existing);
+    assert_eq!(again.payment, first);
+    let second = s.create(&request(2, 0, false)).unwrap().payment;
+    let (a, b) = (first.requisites.unwrap(), second.requisites.unwrap());
+    assert_eq!(a.requisite, "79000000000");
+    // Number 1 went to the repeat's answer, thrown away.
+    assert_eq!(b.requisite, "79000000002");
 }
 
 proptest! {
