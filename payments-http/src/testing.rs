@@ -196,6 +196,24 @@ impl TestServer {
             .expect("the patch applies");
     }
 
+    /// The value of the first `/metrics` sample (operator listener) whose line starts with
+    /// `prefix` (a name, or a name and the start of its labels).
+    pub async fn metric(&self, prefix: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.operator_url))
+            .await
+            .expect("the operator listener answers")
+            .text()
+            .await
+            .expect("metrics text");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"));
+        line.rsplit_once(' ')
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("a value: {line}"))
+    }
+
     /// Stops the server gracefully and waits for it.
     pub async fn stop(mut self) {
         self.shut_down().await;

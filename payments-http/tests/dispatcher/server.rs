@@ -65,18 +65,7 @@ fn dispatch(on: bool) -> impl FnOnce(&mut Settings) {
 
 /// The operator API's `/metrics` value of `payments_outbox_pending`.
 async fn outbox_pending(s: &TestServer) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", s.operator_url))
-        .await
-        .expect("metrics answer")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .find_map(|l| l.strip_prefix("payments_outbox_pending "))
-        .unwrap_or_else(|| panic!("no payments_outbox_pending in {text}"))
-        .trim()
-        .parse()
-        .expect("a count")
+    s.metric("payments_outbox_pending ").await as u64
 }
 
 async fn the_event(s: &TestServer, payment: PaymentId) -> EventRecord {

@@ -324,33 +324,40 @@ async fn concurrent_identical_creates_make_one_payment() {
 
 /// Store writes so far, from `/metrics` (every store call is timed by kind).
 async fn store_writes(s: &TestServer) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", s.operator_url))
-        .await
-        .expect("the operator listener answers")
-        .text()
-        .await
-        .expect("metrics text");
-    let line = text
-        .lines()
-        .find(|l| {
-            l.starts_with("payments_store_operation_duration_seconds_count")
-                && l.contains("kind=\"write\"")
-        })
-        .unwrap_or_else(|| panic!("no write count in:\n{text}"));
-    line.rsplit_once(' ')
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or_else(|| panic!("a count: {line}"))
+    s.metric("payments_store_operation_duration_seconds_count{kind=\"write\"}")
+        .await as u64
 }
 
-/// [`store_writes`] once the server's own start-up writes are over: two readings 100 ms apart
-/// that agree.
-async fn settled_store_writes(s: &TestServer) -> u64 {
+/// The store writes of `n` sandbox creates of `amount`, each answered with `status`.
+async fn writes_of_creates(
+    s: &TestServer,
+    prefix: &str,
+    n: u64,
+    amount: &str,
+    status: &str,
+) -> u64 {
+    let c = &s.client();
+    let before = store_writes(s).await;
+    for i in 1..=n {
+        let r = c
+            .create_payment(&body(&format!("{prefix}-{i}"), amount))
+            .await
+            .unwrap();
+        assert_eq!(r.status, StatusCode::CREATED);
+        assert_eq!(r.json["status"], status);
+    }
+    store_writes(s).await - before
+}
+
+/// Waits until the server's own start-up writes are over: two readings of [`store_writes`]
+/// 100 ms apart that agree.
+async fn wait_for_settled_writes(s: &TestServer) {
     let mut last = store_writes(s).await;
     for _ in 0..100 {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let now = store_writes(s).await;
         if now == last {
-            return now;
+            return;
         }
         last = now;
     }
@@ -371,29 +378,13 @@ async fn the_sandbox_stores_a_payment_with_its_requisites_in_one_write() {
     let first = c.create_payment(&body("w-0", "100")).await.unwrap();
     assert_eq!(first.status, StatusCode::CREATED);
     const N: u64 = 40;
-    let before = settled_store_writes(&s).await;
-    for i in 1..=N {
-        let r = c
-            .create_payment(&body(&format!("w-{i}"), "100"))
-            .await
-            .unwrap();
-        assert_eq!(r.status, StatusCode::CREATED);
-        assert_eq!(r.json["status"], "processing");
-    }
-    let issued = store_writes(&s).await - before;
+    wait_for_settled_writes(&s).await;
     // One write each: the sandbox answers locally, so the payment is inserted with its
     // requisites (a provider asked after the insert makes it two).
+    let issued = writes_of_creates(&s, "w", N, "100", "processing").await;
     assert_eq!(issued, N, "store writes for {N} creates");
     // A refusal is stored as before: the payment, then its error.
-    let before = store_writes(&s).await;
-    for i in 1..=N {
-        let r = c
-            .create_payment(&body(&format!("r-{i}"), "100.13"))
-            .await
-            .unwrap();
-        assert_eq!(r.json["status"], "error");
-    }
-    let refused = store_writes(&s).await - before;
+    let refused = writes_of_creates(&s, "r", N, "100.13", "error").await;
     assert_eq!(refused, 2 * N, "store writes for {N} refused creates");
     s.stop().await;
 }
