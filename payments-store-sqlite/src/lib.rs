@@ -22,6 +22,7 @@ mod cabinet;
 mod codec;
 mod directory;
 mod error;
+mod nonces;
 mod outbox;
 mod payments;
 mod readers;
@@ -145,6 +146,10 @@ impl SqliteStore {
             schema::migrate(&mut conn)?;
         } else {
             schema::check_migrated(&conn)?;
+        }
+
+        if !options.read_only {
+            nonces::open_index(&conn)?;
         }
 
         let mut readers = Vec::with_capacity(options.readers.max(1));

@@ -1,4 +1,4 @@
-//! Payments and nonces as SQL.
+//! Payments as SQL.
 
 use std::sync::LazyLock;
 
@@ -340,72 +340,4 @@ pub(crate) fn count_by_status(conn: &Connection) -> Result<Vec<(PaymentStatus, u
         .into_iter()
         .filter_map(|s| counts.iter().find(|(st, _)| *st == s).copied())
         .collect())
-}
-
-/// Records a nonce unless a live one exists; the primary key decides between racing uses.
-pub(crate) fn use_nonce(
-    conn: &Connection,
-    project: ProjectId,
-    nonce: &str,
-    now: Timestamp,
-    expires_at: Timestamp,
-) -> Result<bool, StoreError> {
-    // An expired record is taken over in place; a live one makes the statement change nothing.
-    let changed = conn
-        .prepare_cached(
-            "INSERT INTO nonces (project_id, nonce, expires_at) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at \
-             WHERE nonces.expires_at <= ?4",
-        )
-        .map_err(db)?
-        .execute(params![
-            project.to_string(),
-            nonce,
-            expires_at.unix_millis(),
-            now.unix_millis()
-        ])
-        .map_err(db)?;
-    Ok(changed == 1)
-}
-
-/// Whether a nonce is recorded and live at `now`.
-pub(crate) fn nonce_live(
-    conn: &Connection,
-    project: ProjectId,
-    nonce: &str,
-    now: Timestamp,
-) -> Result<bool, StoreError> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT 1 FROM nonces WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?3",
-        )
-        .map_err(db)?
-        .query_row(
-            params![project.to_string(), nonce, now.unix_millis()],
-            |_| Ok(()),
-        )
-        .optional()
-        .map_err(db)?
-        .is_some())
-}
-
-/// Deletes up to `limit` expired nonces (oldest first) through the expiry index; returns how
-/// many. The store calls it in chunks, each its own writer job, so that a purge of hundreds of
-/// thousands of nonces neither holds the writer (and every create behind it) for seconds nor
-/// journals all of those pages at once.
-pub(crate) fn purge_nonces(
-    conn: &Connection,
-    now: Timestamp,
-    limit: usize,
-) -> Result<u64, StoreError> {
-    let n = conn
-        .prepare_cached(
-            "DELETE FROM nonces WHERE (project_id, nonce) IN \
-             (SELECT project_id, nonce FROM nonces WHERE expires_at <= ?1 \
-              ORDER BY expires_at LIMIT ?2)",
-        )
-        .map_err(db)?
-        .execute(params![now.unix_millis(), codec::limit(limit)])
-        .map_err(db)?;
-    Ok(n as u64)
 }

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_lease_token.sql"),
     include_str!("migrations/0006_payer_page.sql"),
     include_str!("migrations/0007_directory_version.sql"),
+    include_str!("migrations/0008_nonce_log.sql"),
 ];
 
 /// The schema version this build writes.

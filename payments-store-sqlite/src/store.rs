@@ -24,7 +24,7 @@ use payments_core::store::{
 };
 use payments_core::{SecretString, Timestamp};
 
-use crate::{cabinet, directory, outbox, payments, SqliteStore};
+use crate::{cabinet, directory, nonces, outbox, payments, SqliteStore};
 
 #[async_trait]
 impl PaymentStore for SqliteStore {
@@ -79,7 +79,7 @@ impl NonceStore for SqliteStore {
         expires_at: Timestamp,
     ) -> Result<bool, StoreError> {
         let nonce = nonce.to_string();
-        self.write(move |c| payments::use_nonce(c, project, &nonce, now, expires_at))
+        self.write(move |c| nonces::use_nonce(c, project, &nonce, now, expires_at))
             .await
     }
 
@@ -88,11 +88,11 @@ impl NonceStore for SqliteStore {
     async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
         let mut total = 0;
         loop {
-            let n = self
-                .write(move |c| payments::purge_nonces(c, now, NONCE_PURGE_CHUNK))
+            let chunk = self
+                .write(move |c| nonces::purge_nonces(c, now, NONCE_PURGE_CHUNK))
                 .await?;
-            total += n;
-            if n < NONCE_PURGE_CHUNK as u64 {
+            total += chunk.freed;
+            if !chunk.more {
                 return Ok(total);
             }
         }
@@ -403,7 +403,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    /// Without a change, a read; with one, one writer job (all or nothing): the key, then the
+    /// Without a change, a writer job that only reads (the nonce index is the writer's); with one, one writer job (all or nothing): the key, then the
     /// change, so a failed change rolls the key back with it.
     async fn commit_change_once(
         &self,
@@ -413,12 +413,14 @@ impl Store for SqliteStore {
         let (project, nonce, now, expires_at) =
             (key.project, key.nonce.to_string(), key.now, key.expires_at);
         let Some(change) = change.cloned() else {
+            // The index of used nonces is the writer connection's: a writer job that changes
+            // nothing (its commit writes no frame).
             return self
-                .read(move |c| Ok(!payments::nonce_live(c, project, &nonce, now)?))
+                .write(move |c| Ok(!nonces::nonce_live(c, project, &nonce, now)?))
                 .await;
         };
         self.write(move |c| {
-            if !payments::use_nonce(c, project, &nonce, now, expires_at)? {
+            if !nonces::use_nonce(c, project, &nonce, now, expires_at)? {
                 return Ok(false);
             }
             payments::commit_change(c, &change)?;
@@ -452,7 +454,7 @@ impl Store for SqliteStore {
         let candidate = candidate.cloned();
         self.write(move |c| {
             if let Some((project, nonce, now, expires_at)) = &nonce {
-                if !payments::use_nonce(c, *project, nonce, *now, *expires_at)? {
+                if !nonces::use_nonce(c, *project, nonce, *now, *expires_at)? {
                     return Ok(AdmitOutcome::Replayed);
                 }
             }

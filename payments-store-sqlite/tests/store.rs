@@ -236,7 +236,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let path = dir.path().join("fresh.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
-    assert_eq!(SCHEMA_VERSION, 7);
+    assert_eq!(SCHEMA_VERSION, 8);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -586,4 +586,191 @@ fn an_older_database_is_refused_without_migrate_and_left_unchanged() {
     drop(conn);
     let err = SqliteStore::open(&path, no_migrate).expect_err("refused");
     assert!(matches!(err, OpenError::NewerSchema { .. }), "{err:?}");
+}
+
+/// The index of used nonces belongs to one store's writer connection, and another store on
+/// the same file (another process: a second embedder, a `payments-server` command) records
+/// nonces in the same log: each store sees the other's nonces as used, both through
+/// `use_nonce` and through `commit_change_once` without a change, and a purge in one leaves
+/// the other's live nonces alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_file_share_their_used_nonces() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("shared.db");
+    let one = SqliteStore::open(&path, SqliteOptions::default()).expect("open one");
+    let two = SqliteStore::open(&path, SqliteOptions::default()).expect("open two");
+    let a = project_id(1);
+    let short = T0 + std::time::Duration::from_secs(1);
+    let long = T0 + std::time::Duration::from_secs(600);
+    assert!(one.use_nonce(a, "from-one", T0, long).await.expect("use"));
+    assert!(
+        !two.use_nonce(a, "from-one", T0, long).await.expect("use"),
+        "a nonce the other store recorded is a replay"
+    );
+    assert!(two.use_nonce(a, "from-two", T0, short).await.expect("use"));
+    assert!(!one.use_nonce(a, "from-two", T0, long).await.expect("use"));
+    let key = |nonce| NonceUse {
+        project: a,
+        nonce,
+        now: T0,
+        expires_at: long,
+    };
+    assert!(!one
+        .commit_change_once(key("from-two"), None)
+        .await
+        .expect("read"));
+    assert!(one
+        .commit_change_once(key("never-used"), None)
+        .await
+        .expect("read"));
+    // Each store frees what expired; the other's live nonce stays used.
+    assert_eq!(one.purge_nonces(short).await.expect("purge"), 1);
+    assert!(
+        !two.use_nonce(a, "from-one", short, long)
+            .await
+            .expect("use"),
+        "a live nonce survives the other store's purge"
+    );
+    assert!(
+        one.use_nonce(a, "from-two", short, long)
+            .await
+            .expect("use"),
+        "an expired nonce is free again"
+    );
+    assert!(!two
+        .use_nonce(a, "from-two", short, long)
+        .await
+        .expect("use"));
+}
+
+/// Nonces recorded before the upgrade to the append-only log (schema 8) stay used after it,
+/// and the expired ones are free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonces_recorded_before_the_nonce_log_stay_used_after_the_upgrade() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("v2-nonces.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(payments_store_sqlite::testing::DOWNGRADE_TO_VERSION_2)
+        .expect("back to v2");
+    let a = project_id(1).to_string();
+    let live = (T0 + std::time::Duration::from_secs(600)).unix_millis();
+    let expired = (T0 + std::time::Duration::from_secs(1)).unix_millis();
+    conn.execute(
+        "INSERT INTO nonces (project_id, nonce, expires_at) VALUES (?1, 'live', ?2), \
+         (?1, 'expired', ?3)",
+        rusqlite::params![a, live, expired],
+    )
+    .expect("old nonces");
+    drop(conn);
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("upgrade");
+    let now = T0 + std::time::Duration::from_secs(2);
+    let until = T0 + std::time::Duration::from_secs(900);
+    assert!(!store
+        .use_nonce(project_id(1), "live", now, until)
+        .await
+        .expect("use"));
+    assert!(store
+        .use_nonce(project_id(1), "expired", now, until)
+        .await
+        .expect("use"));
+    store.close();
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let logged: i64 = conn
+        .query_row("SELECT count(*) FROM nonce_log", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(
+        logged, 1,
+        "the re-used one is appended; the old rows stay where they were"
+    );
+}
+
+/// A nonce use is appended to the log, and a purge deletes the expired rows of the log too
+/// (the file does not keep every nonce ever used).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nonce_log_is_appended_to_and_purged() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("log.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    let a = project_id(1);
+    let short = T0 + std::time::Duration::from_secs(1);
+    let long = T0 + std::time::Duration::from_secs(600);
+    for i in 0..5 {
+        assert!(store
+            .use_nonce(a, &format!("n-{i}"), T0, short)
+            .await
+            .expect("use"));
+    }
+    assert!(store.use_nonce(a, "kept", T0, long).await.expect("use"));
+    // Taken over at its expiry: a second row, the index keeps the later expiry.
+    assert!(store.use_nonce(a, "n-0", short, long).await.expect("use"));
+    let rows = |path: &std::path::Path| -> Vec<(String, i64)> {
+        let conn = rusqlite::Connection::open(path).expect("open");
+        let mut stmt = conn
+            .prepare("SELECT nonce, expires_at FROM nonce_log ORDER BY seq")
+            .expect("prepare");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .map(|r| r.expect("row"))
+            .collect()
+    };
+    let logged = rows(&path);
+    assert_eq!(logged.len(), 7);
+    assert_eq!(logged[0], ("n-0".to_string(), short.unix_millis()));
+    assert_eq!(logged[6], ("n-0".to_string(), long.unix_millis()));
+    assert_eq!(store.purge_nonces(short).await.expect("purge"), 4);
+    let names: Vec<String> = rows(&path).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["kept", "n-0"]);
+    assert!(!store.use_nonce(a, "n-0", short, long).await.expect("use"));
+}
+
+/// Keys kept longer than an hour (the upstream's notification ids) are recorded in the table
+/// keyed by them, not in the log; a key is used whichever of the two holds it, and a purge
+/// frees both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_kept_keys_and_short_nonces_are_one_set() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("keys.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    let a = project_id(1);
+    let month = T0 + std::time::Duration::from_secs(30 * 24 * 3600);
+    let minute = T0 + std::time::Duration::from_secs(60);
+    assert!(store.use_nonce(a, "long", T0, month).await.expect("use"));
+    assert!(!store.use_nonce(a, "long", T0, minute).await.expect("use"));
+    assert!(store.use_nonce(a, "short", T0, minute).await.expect("use"));
+    assert!(!store.use_nonce(a, "short", T0, month).await.expect("use"));
+    let key = |nonce| NonceUse {
+        project: a,
+        nonce,
+        now: T0,
+        expires_at: month,
+    };
+    assert!(!store
+        .commit_change_once(key("long"), None)
+        .await
+        .expect("read"));
+    assert!(!store
+        .commit_change_once(key("short"), None)
+        .await
+        .expect("read"));
+    let count = |sql: &str| -> i64 {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.query_row(sql, [], |r| r.get(0)).expect("count")
+    };
+    assert_eq!(
+        count("SELECT count(*) FROM nonce_log WHERE nonce = 'short'"),
+        1
+    );
+    assert_eq!(count("SELECT count(*) FROM nonces WHERE nonce = 'long'"), 1);
+    assert_eq!(
+        count("SELECT count(*) FROM nonce_log WHERE nonce = 'long'"),
+        0
+    );
+    assert_eq!(store.purge_nonces(month).await.expect("purge"), 2);
+    assert_eq!(count("SELECT count(*) FROM nonces"), 0);
+    assert_eq!(count("SELECT count(*) FROM nonce_log"), 0);
+    assert!(store
+        .use_nonce(a, "long", month, month + std::time::Duration::from_secs(1))
+        .await
+        .expect("use"));
 }
