@@ -162,7 +162,12 @@ impl SqliteStore {
             reader.set_prepared_statement_cache_capacity(64);
             readers.push(reader);
         }
-        let writer = Writer::start(conn, options.max_batch, options.queue_capacity)?;
+        let begin: writer::Begin = if options.read_only {
+            |_| Ok(())
+        } else {
+            nonces::catch_up
+        };
+        let writer = Writer::start(conn, options.max_batch, options.queue_capacity, begin)?;
         Ok(SqliteStore {
             writer,
             read_permits: Arc::new(Semaphore::new(readers.len())),

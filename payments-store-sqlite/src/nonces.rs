@@ -21,14 +21,15 @@
 //! # Invariants
 //!
 //! - **The index holds every logged nonce** the connection may need: it is filled from the
-//!   log when the store opens, and before each use of the index in a transaction, if another
+//!   log when the store opens, and at the start of each writer transaction, if another
 //!   connection has committed since the index was last brought up to date (`PRAGMA
 //!   data_version` moved), the log rows appended since then are added. Another process on the
 //!   same file (a `payments-server` command, a second embedder's store) therefore cannot make
 //!   this one accept a nonce it recorded. Within a writer transaction (`BEGIN IMMEDIATE`) no
 //!   other connection can commit, so the check and the use are atomic.
-//! - **`seq` never goes back** (`AUTOINCREMENT`), so "rows after the last one seen" finds every
-//!   row appended by another connection, even after the newest rows were purged.
+//! - **`seq` never goes back**, so "rows after the last one seen" finds every row appended by
+//!   another connection: a new row takes `max(seq) + 1` and the purge never deletes the newest
+//!   row. (`AUTOINCREMENT` would promise the same at the price of one more write per insert.)
 //! - **The log is the record; the index is derived.** A crash loses the index (it is rebuilt
 //!   on open); a purge deletes expired rows of both.
 //!
@@ -74,7 +75,9 @@ pub(crate) fn open_index(conn: &Connection) -> rusqlite::Result<()> {
 
 /// Adds to the index the log rows another connection committed since it was last brought up
 /// to date; nothing (one read of the in-memory database) when no other connection committed.
-fn catch_up(conn: &Connection) -> Result<(), StoreError> {
+/// The writer runs it at the start of each transaction ([`crate::writer::Begin`]): no other
+/// connection can commit before that transaction ends.
+pub(crate) fn catch_up(conn: &Connection) -> Result<(), StoreError> {
     catch_up_sql(conn).map_err(db)
 }
 
@@ -88,8 +91,8 @@ fn catch_up_sql(conn: &Connection) -> rusqlite::Result<()> {
     if current {
         return Ok(());
     }
-    // The version is read first: a commit after it moves it again, and the next use catches
-    // up once more (rows already added are added again harmlessly).
+    // The version is read first: a commit after it moves it again, and the next transaction
+    // catches up once more (rows already added are added again harmlessly).
     conn.prepare_cached(
         "INSERT INTO mem.nonce_index (project_id, nonce, expires_at) \
          SELECT project_id, nonce, expires_at FROM main.nonce_log \
@@ -106,8 +109,26 @@ fn catch_up_sql(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Records a key kept at most [`LOG_MAX_RETENTION`]: in the index unless it or the table of
+/// keys kept long holds it live (one statement; an expired record is taken over with the new
+/// expiry).
+const USE_SHORT: &str = "INSERT INTO mem.nonce_index AS n (project_id, nonce, expires_at) \
+     SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM main.nonces \
+         WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?4) \
+     ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at \
+     WHERE n.expires_at <= ?4";
+
+/// Records a key kept longer: in the table of keys kept long unless it or the index holds it
+/// live.
+const USE_LONG: &str = "INSERT INTO main.nonces AS n (project_id, nonce, expires_at) \
+     SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM mem.nonce_index \
+         WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?4) \
+     ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at \
+     WHERE n.expires_at <= ?4";
+
 /// Records a nonce unless a live one exists: `false` for a replay. An expired record is taken
-/// over (the new expiry is kept). Runs on the writer, inside its transaction.
+/// over (the new expiry is kept). Runs on the writer, inside its transaction (which brought
+/// the index up to date when it began).
 pub(crate) fn use_nonce(
     conn: &Connection,
     project: ProjectId,
@@ -115,28 +136,13 @@ pub(crate) fn use_nonce(
     now: Timestamp,
     expires_at: Timestamp,
 ) -> Result<bool, StoreError> {
-    catch_up(conn)?;
     let project = project.to_string();
-    let at = now.unix_millis();
-    if live_in(conn, KEYED, &project, nonce, at)? {
-        return Ok(false);
-    }
-    let (short, table) = if expires_at <= now + LOG_MAX_RETENTION {
-        (true, "mem.nonce_index")
-    } else if live_in(conn, INDEXED, &project, nonce, at)? {
-        return Ok(false);
-    } else {
-        (false, "main.nonces")
-    };
-    // A live record makes the statement change nothing.
+    let (at, until) = (now.unix_millis(), expires_at.unix_millis());
+    let short = expires_at <= now + LOG_MAX_RETENTION;
     let changed = conn
-        .prepare_cached(&format!(
-            "INSERT INTO {table} AS n (project_id, nonce, expires_at) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at \
-             WHERE n.expires_at <= ?4"
-        ))
+        .prepare_cached(if short { USE_SHORT } else { USE_LONG })
         .map_err(db)?
-        .execute(params![project, nonce, expires_at.unix_millis(), at])
+        .execute(params![project, nonce, until, at])
         .map_err(db)?;
     if changed == 0 {
         return Ok(false);
@@ -146,34 +152,10 @@ pub(crate) fn use_nonce(
             "INSERT INTO main.nonce_log (project_id, nonce, expires_at) VALUES (?1, ?2, ?3)",
         )
         .map_err(db)?
-        .execute(params![project, nonce, expires_at.unix_millis()])
+        .execute(params![project, nonce, until])
         .map_err(db)?;
     }
     Ok(true)
-}
-
-/// The table of keys kept long.
-const KEYED: &str = "main.nonces";
-/// The writer connection's index of the log.
-const INDEXED: &str = "mem.nonce_index";
-
-/// Whether `table` holds a live record of the key at `at` (Unix milliseconds).
-fn live_in(
-    conn: &Connection,
-    table: &str,
-    project: &str,
-    nonce: &str,
-    at: i64,
-) -> Result<bool, StoreError> {
-    Ok(conn
-        .prepare_cached(&format!(
-            "SELECT 1 FROM {table} WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?3"
-        ))
-        .map_err(db)?
-        .query_row(params![project, nonce, at], |_| Ok(()))
-        .optional()
-        .map_err(db)?
-        .is_some())
 }
 
 /// Whether a nonce is recorded and live at `now`. Runs on the writer (the index is its
@@ -184,10 +166,21 @@ pub(crate) fn nonce_live(
     nonce: &str,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
-    catch_up(conn)?;
-    let project = project.to_string();
-    let at = now.unix_millis();
-    Ok(live_in(conn, INDEXED, &project, nonce, at)? || live_in(conn, KEYED, &project, nonce, at)?)
+    Ok(conn
+        .prepare_cached(
+            "SELECT 1 WHERE EXISTS (SELECT 1 FROM mem.nonce_index \
+                 WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?3) \
+             OR EXISTS (SELECT 1 FROM main.nonces \
+                 WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?3)",
+        )
+        .map_err(db)?
+        .query_row(
+            params![project.to_string(), nonce, now.unix_millis()],
+            |_| Ok(()),
+        )
+        .optional()
+        .map_err(db)?
+        .is_some())
 }
 
 /// What one chunk of a purge did.
@@ -199,11 +192,16 @@ pub(crate) struct Purged {
     pub more: bool,
 }
 
-/// Deletes up to `limit` expired nonces (oldest first) from each of the index, the log and
-/// the table of keys kept long, each through its expiry index. The store calls it in chunks,
-/// each its own writer job, so that a purge of hundreds of thousands of nonces neither holds
-/// the writer (and every create behind it) for seconds nor journals all of those pages at
-/// once.
+/// Deletes up to `limit` expired nonces (oldest first) from the index and from the table of
+/// keys kept long, each through its expiry index, and the expired rows among the `limit`
+/// oldest rows of the log, keeping its newest row. The store calls it in chunks, each its own
+/// writer job, so that a purge of hundreds of thousands of nonces neither holds the writer
+/// (and every create behind it) for seconds nor journals all of those pages at once.
+///
+/// The log has no expiry index (an insert into it would cost one more B-tree per create): it
+/// is deleted from its oldest end, where the rows expire first. A row kept up to an hour ahead
+/// of shorter-lived ones is passed over and deleted when it expires. The newest row is kept so
+/// that `seq` (`max(seq) + 1`) never goes back (see the module's invariants).
 pub(crate) fn purge_nonces(
     conn: &Connection,
     now: Timestamp,
@@ -222,7 +220,8 @@ pub(crate) fn purge_nonces(
     )?;
     let logged = delete(
         "DELETE FROM main.nonce_log WHERE seq IN \
-         (SELECT seq FROM main.nonce_log WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+         (SELECT seq FROM (SELECT seq, expires_at FROM main.nonce_log ORDER BY seq LIMIT ?2) \
+          WHERE expires_at <= ?1 AND seq < (SELECT max(seq) FROM main.nonce_log))",
     )?;
     let keyed = delete(
         "DELETE FROM main.nonces WHERE (project_id, nonce) IN \
@@ -231,6 +230,7 @@ pub(crate) fn purge_nonces(
     )?;
     Ok(Purged {
         freed: (freed + keyed) as u64,
-        more: freed >= limit || logged >= limit || keyed >= limit,
+        // The log's window moves on as long as it finds expired rows.
+        more: freed >= limit || keyed >= limit || logged > 0,
     })
 }

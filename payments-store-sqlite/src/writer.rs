@@ -117,12 +117,19 @@ impl Drop for AliveGuard {
     }
 }
 
+/// Run at the start of every writer transaction, right after `BEGIN IMMEDIATE` and before the
+/// first job (both passes of a batch): brings state the connection keeps beside the database
+/// (the nonce index) up to date with what other connections committed. Nothing else can commit
+/// until the transaction ends, so once per transaction is enough. An error fails the batch.
+pub(crate) type Begin = fn(&Connection) -> Result<(), StoreError>;
+
 impl Writer {
-    /// Starts the writer thread on `conn`.
+    /// Starts the writer thread on `conn`; `begin` runs at the start of every transaction.
     pub(crate) fn start(
         conn: Connection,
         max_batch: usize,
         queue_capacity: usize,
+        begin: Begin,
     ) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel(queue_capacity.max(1));
         let alive = Arc::new(AtomicBool::new(true));
@@ -131,7 +138,7 @@ impl Writer {
             .name("sqlite-writer".into())
             .spawn(move || {
                 let _guard = guard;
-                run(conn, rx, max_batch.max(1));
+                run(conn, rx, max_batch.max(1), begin);
             })?;
         Ok(Writer {
             queue: RwLock::new(Some(tx)),
@@ -200,13 +207,13 @@ impl Writer {
     }
 }
 
-fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: usize) {
+fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: usize, begin: Begin) {
     let mut batch: Vec<Box<dyn Pending>> = Vec::with_capacity(max_batch);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
-        let committed = match run_batch(&conn, &mut rx, &mut batch, max_batch) {
+        let committed = match run_batch(&conn, &mut rx, &mut batch, max_batch, begin) {
             Pass::Done(committed) => committed,
-            Pass::JobFailed => run_again_with_savepoints(&conn, &mut batch),
+            Pass::JobFailed => run_again_with_savepoints(&conn, &mut batch, begin),
         };
         if committed.is_err() && !conn.is_autocommit() {
             // Best effort: the connection must not stay inside a failed transaction.
@@ -244,9 +251,13 @@ fn run_batch(
     rx: &mut mpsc::Receiver<Box<dyn Pending>>,
     batch: &mut Vec<Box<dyn Pending>>,
     max_batch: usize,
+    begin: Begin,
 ) -> Pass {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         return Pass::Done(Err(db(e)));
+    }
+    if let Err(e) = begin(conn) {
+        return Pass::Done(Err(e));
     }
     let mut done = 0;
     loop {
@@ -288,9 +299,11 @@ fn run_plain(conn: &Connection, job: &mut Box<dyn Pending>) -> Result<bool, Stor
 fn run_again_with_savepoints(
     conn: &Connection,
     batch: &mut [Box<dyn Pending>],
+    begin: Begin,
 ) -> Result<(), StoreError> {
     conn.execute_batch("ROLLBACK; BEGIN IMMEDIATE")
         .map_err(db)?;
+    begin(conn)?;
     for job in batch.iter_mut() {
         run_job(conn, job)?;
     }
@@ -338,7 +351,7 @@ mod tests {
              CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL);",
         )
         .expect("schema");
-        let writer = Writer::start(conn, 64, CAPACITY).expect("start the writer");
+        let writer = Writer::start(conn, 64, CAPACITY, |_| Ok(())).expect("start the writer");
         (dir, Arc::new(writer))
     }
 

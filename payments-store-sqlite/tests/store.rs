@@ -768,9 +768,36 @@ async fn long_kept_keys_and_short_nonces_are_one_set() {
     );
     assert_eq!(store.purge_nonces(month).await.expect("purge"), 2);
     assert_eq!(count("SELECT count(*) FROM nonces"), 0);
-    assert_eq!(count("SELECT count(*) FROM nonce_log"), 0);
+    assert_eq!(
+        count("SELECT count(*) FROM nonce_log"),
+        1,
+        "the log's newest row is kept"
+    );
     assert!(store
         .use_nonce(a, "long", month, month + std::time::Duration::from_secs(1))
         .await
         .expect("use"));
+}
+
+/// The log's sequence numbers never go back, also when a purge finds every row expired: a
+/// store that has seen row n must find the next nonce another store records, which would
+/// otherwise take a number it has already seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_of_the_whole_log_does_not_hide_the_next_nonce_from_another_store() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("shared.db");
+    let one = SqliteStore::open(&path, SqliteOptions::default()).expect("open one");
+    let two = SqliteStore::open(&path, SqliteOptions::default()).expect("open two");
+    let a = project_id(1);
+    let short = T0 + std::time::Duration::from_secs(1);
+    let long = T0 + std::time::Duration::from_secs(600);
+    assert!(one.use_nonce(a, "first", T0, short).await.expect("use"));
+    // Two catches up with the first row.
+    assert!(two.use_nonce(a, "other", T0, short).await.expect("use"));
+    assert_eq!(one.purge_nonces(short).await.expect("purge"), 2);
+    assert!(one.use_nonce(a, "next", short, long).await.expect("use"));
+    assert!(
+        !two.use_nonce(a, "next", short, long).await.expect("use"),
+        "the other store's nonce after a purge is a replay"
+    );
 }

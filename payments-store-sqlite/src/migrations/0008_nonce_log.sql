@@ -9,12 +9,12 @@
 -- `nonces` stays, for keys kept longer than an hour (the upstream's notification ids, 30
 -- days): few, and not worth the memory. Rows already in it stay there until they expire.
 --
--- AUTOINCREMENT: a sequence number is never reused, even after the newest rows are purged,
--- so "rows after the last one seen" finds every row another connection appended.
+-- A new row's seq is max(seq) + 1, and the purge never deletes the newest row, so a sequence
+-- number is never reused and "rows after the last one seen" finds every row another
+-- connection appended. No expiry index: the purge deletes from the oldest end.
 CREATE TABLE nonce_log (
-    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq        INTEGER PRIMARY KEY,
     project_id TEXT    NOT NULL,
     nonce      TEXT    NOT NULL,
     expires_at INTEGER NOT NULL
 );
-CREATE INDEX nonce_log_expiry ON nonce_log (expires_at);
