@@ -403,8 +403,9 @@ impl Store for SqliteStore {
         .await
     }
 
-    /// Without a change, a writer job that only reads (the nonce index is the writer's); with one, one writer job (all or nothing): the key, then the
-    /// change, so a failed change rolls the key back with it.
+    /// Without a change, a writer job that only reads (the nonce index is the writer
+    /// connection's); with one, one writer job (all or nothing): the key, then the change, so a
+    /// failed change rolls the key back with it.
     async fn commit_change_once(
         &self,
         key: NonceUse<'_>,

@@ -6,7 +6,8 @@
 /// crate and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_2: &str = "
     INSERT INTO nonces (project_id, nonce, expires_at)
-        SELECT project_id, nonce, max(expires_at) FROM nonce_log WHERE true GROUP BY project_id, nonce
+        SELECT project_id, nonce, max(expires_at) FROM nonce_log
+        WHERE true GROUP BY project_id, nonce
         ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at;
     DROP TABLE nonce_log;
     DROP TRIGGER merchants_version_insert; DROP TRIGGER merchants_version_update;

@@ -801,3 +801,28 @@ async fn a_purge_of_the_whole_log_does_not_hide_the_next_nonce_from_another_stor
         "the other store's nonce after a purge is a replay"
     );
 }
+
+/// A store frees the expired nonces it learnt from another store on the same file even when
+/// that store purged their log rows first (the index is swept whole after another
+/// connection's commits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonces_purged_by_another_store_leave_this_stores_index_too() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("shared.db");
+    let one = SqliteStore::open(&path, SqliteOptions::default()).expect("open one");
+    let two = SqliteStore::open(&path, SqliteOptions::default()).expect("open two");
+    let a = project_id(1);
+    let short = T0 + std::time::Duration::from_secs(1);
+    let long = T0 + std::time::Duration::from_secs(600);
+    assert!(two.use_nonce(a, "x", T0, short).await.expect("use"));
+    assert!(two.use_nonce(a, "y", T0, long).await.expect("use"));
+    // One learns x and y.
+    assert!(one.use_nonce(a, "z", T0, long).await.expect("use"));
+    assert_eq!(two.purge_nonces(short).await.expect("purge"), 1, "x");
+    assert_eq!(
+        one.purge_nonces(short).await.expect("purge"),
+        1,
+        "x leaves one's index although its log row is gone"
+    );
+    assert_eq!(one.purge_nonces(short).await.expect("purge"), 0);
+}
