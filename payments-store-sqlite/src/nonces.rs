@@ -1,18 +1,20 @@
-//! Used request nonces: an append-only log in the database and an index of it in an
-//! in-memory database attached to the writer connection; keys kept long go to a table keyed
-//! by them.
+//! Used request nonces: an append-only log in the database and an index of it in the writer
+//! connection's temporary database; keys kept long go to a table keyed by them.
 //!
 //! A nonce is a random string. Kept in a table keyed by it, every nonce landed on a random
 //! page of that table's B-tree, so each create dirtied a 4 KiB page of its own that the commit
 //! wrote to the WAL (and a checkpoint to the database again) for a row of about 80 bytes:
 //! three of the seven or eight `pwrite`s of a create, and a large share of the writer's time.
 //! Here the database only appends to `nonce_log` (the nonces of one group commit share a page
-//! or two), and the question "is this nonce used?" is answered by `mem.nonce_index`, a B-tree
-//! keyed by `(project_id, nonce)` in an in-memory database (`ATTACH ':memory:'`) of the writer
-//! connection: no file, no WAL, no fsync, and it takes part in the writer's transactions (a
-//! batch or job rolled back takes its nonces back out of the index with it). A temporary
-//! database (`CREATE TEMP TABLE`) was measured first: it writes its dirty pages to its file at
-//! every commit, about 1.4 `pwrite`s per create.
+//! or two), and the question "is this nonce used?" is answered by `temp.nonce_index`, a
+//! B-tree keyed by `(project_id, nonce)` in the writer connection's temporary database: no WAL,
+//! no fsync, no checkpoint, and it takes part in the writer's transactions (a batch or job
+//! rolled back takes its nonces back out of the index with it). Its commits still write the
+//! pages they changed to the temporary file (about one `pwrite` per create, to the page cache).
+//! An in-memory database (`ATTACH ':memory:'`) was measured too: it saves that write, but its
+//! memory grows with the request rate (about 100 bytes per nonce kept 420 s: 700 MB at
+//! 15,000 creates per second), where the temporary database keeps [`TEMP_CACHE_KIB`] in memory
+//! and the rest in its file.
 //!
 //! Keys kept longer than [`LOG_MAX_RETENTION`] (the upstream's notification ids, 30 days) are
 //! few, and would make the index large and its rebuild on open slow: they stay in the table
@@ -33,10 +35,9 @@
 //! - **The log is the record; the index is derived.** A crash loses the index (it is rebuilt
 //!   on open); a purge deletes expired rows of both.
 //!
-//! Memory: about 100 bytes per nonce (92 bytes of pages measured with 32-byte nonces), for
-//! the nonces used in the last 420 s (their retention) and up to a minute more until the next
-//! purge: about 50 MB at 1,000 signed requests per second, 2.5 MB for one project at the
-//! default rate limit of 50 per second. The keys kept long are not in it.
+//! Memory: the temporary database's page cache, at most [`TEMP_CACHE_KIB`]. Its file (in
+//! `SQLITE_TMPDIR`, `TMPDIR` or `/var/tmp`, deleted when the store closes) holds about 190
+//! bytes per nonce used in the last 420 s: about 80 MB at 1,000 signed requests per second.
 
 use payments_core::ids::ProjectId;
 use payments_core::store::StoreError;
@@ -46,37 +47,42 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::codec;
 use crate::error::db;
 
+/// Page cache of the writer connection's temporary database, in KiB.
+pub(crate) const TEMP_CACHE_KIB: u32 = 16 * 1024;
+
 /// Keys kept at most this long go to the log and the index; longer ones to `nonces`.
 pub(crate) const LOG_MAX_RETENTION: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Attaches the in-memory database, creates the index (and its bookkeeping) in it and fills it from
-/// the log. For the writer connection, once, after the schema is current.
+/// Creates the index (and its bookkeeping) in the connection's temporary database and fills
+/// it from the log. For the writer connection, once, after the schema is current.
 pub(crate) fn open_index(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(
-        "ATTACH DATABASE ':memory:' AS mem;
-         CREATE TABLE mem.nonce_index (
+    conn.execute_batch(&format!(
+        "CREATE TEMP TABLE nonce_index (
              project_id TEXT    NOT NULL,
              nonce      TEXT    NOT NULL,
              expires_at INTEGER NOT NULL,
              PRIMARY KEY (project_id, nonce)
          ) WITHOUT ROWID;
-         -- Where the index stands: the data_version it was brought up to date at (-1: never),
-         -- the last log row it has seen, and whether another connection has committed since
-         -- the last purge (it may have purged log rows whose entries are still here).
-         CREATE TABLE mem.nonce_sync (
+         CREATE INDEX temp.nonce_index_expiry ON nonce_index (expires_at);
+         -- Where the index stands: the data_version it was brought up to date at (-1: never)
+         -- and the last log row it has seen.
+         CREATE TEMP TABLE nonce_sync (
              id           INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
              seen_version INTEGER NOT NULL,
-             seen_seq     INTEGER NOT NULL,
-             foreign_commit INTEGER NOT NULL
+             seen_seq     INTEGER NOT NULL
          );
-         INSERT INTO mem.nonce_sync (id, seen_version, seen_seq, foreign_commit)
-             VALUES (1, -1, 0, 0);",
-    )?;
+         INSERT INTO temp.nonce_sync (id, seen_version, seen_seq) VALUES (1, -1, 0);
+         -- The temporary database dies with the connection: its rollback journal need not
+         -- survive a crash, only serve ROLLBACK and savepoints (in a file, each commit wrote
+         -- it too).
+         PRAGMA temp.journal_mode = MEMORY;
+         PRAGMA temp.cache_size = -{TEMP_CACHE_KIB};"
+    ))?;
     catch_up_sql(conn)
 }
 
 /// Adds to the index the log rows another connection committed since it was last brought up
-/// to date; nothing (one read of the in-memory database) when no other connection committed.
+/// to date; nothing (one read of the temporary database) when no other connection committed.
 /// The writer runs it at the start of each transaction ([`crate::writer::Begin`]): no other
 /// connection can commit before that transaction ends.
 pub(crate) fn catch_up(conn: &Connection) -> Result<(), StoreError> {
@@ -87,7 +93,7 @@ fn catch_up_sql(conn: &Connection) -> rusqlite::Result<()> {
     let (current, version): (bool, i64) = conn
         .prepare_cached(
             "SELECT s.seen_version = v.data_version, v.data_version \
-             FROM mem.nonce_sync AS s, pragma_data_version() AS v",
+             FROM temp.nonce_sync AS s, pragma_data_version() AS v",
         )?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     if current {
@@ -96,15 +102,15 @@ fn catch_up_sql(conn: &Connection) -> rusqlite::Result<()> {
     // The version is read first: a commit after it moves it again, and the next transaction
     // catches up once more (rows already added are added again harmlessly).
     conn.prepare_cached(
-        "INSERT INTO mem.nonce_index (project_id, nonce, expires_at) \
+        "INSERT INTO temp.nonce_index (project_id, nonce, expires_at) \
          SELECT project_id, nonce, expires_at FROM main.nonce_log \
-         WHERE seq > (SELECT seen_seq FROM mem.nonce_sync) \
+         WHERE seq > (SELECT seen_seq FROM temp.nonce_sync) \
          ON CONFLICT (project_id, nonce) \
          DO UPDATE SET expires_at = max(nonce_index.expires_at, excluded.expires_at)",
     )?
     .execute([])?;
     conn.prepare_cached(
-        "UPDATE mem.nonce_sync SET foreign_commit = seen_version <> -1, seen_version = ?1, \
+        "UPDATE temp.nonce_sync SET seen_version = ?1, \
          seen_seq = max(seen_seq, coalesce((SELECT max(seq) FROM main.nonce_log), 0))",
     )?
     .execute(params![version])?;
@@ -114,7 +120,7 @@ fn catch_up_sql(conn: &Connection) -> rusqlite::Result<()> {
 /// Records a key kept at most [`LOG_MAX_RETENTION`]: in the index unless it or the table of
 /// keys kept long holds it live (one statement; an expired record is taken over with the new
 /// expiry).
-const USE_SHORT: &str = "INSERT INTO mem.nonce_index AS n (project_id, nonce, expires_at) \
+const USE_SHORT: &str = "INSERT INTO temp.nonce_index AS n (project_id, nonce, expires_at) \
      SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM main.nonces \
          WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?4) \
      ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at \
@@ -123,7 +129,7 @@ const USE_SHORT: &str = "INSERT INTO mem.nonce_index AS n (project_id, nonce, ex
 /// Records a key kept longer: in the table of keys kept long unless it or the index holds it
 /// live.
 const USE_LONG: &str = "INSERT INTO main.nonces AS n (project_id, nonce, expires_at) \
-     SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM mem.nonce_index \
+     SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM temp.nonce_index \
          WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?4) \
      ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at \
      WHERE n.expires_at <= ?4";
@@ -170,7 +176,7 @@ pub(crate) fn nonce_live(
 ) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached(
-            "SELECT 1 WHERE EXISTS (SELECT 1 FROM mem.nonce_index \
+            "SELECT 1 WHERE EXISTS (SELECT 1 FROM temp.nonce_index \
                  WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?3) \
              OR EXISTS (SELECT 1 FROM main.nonces \
                  WHERE project_id = ?1 AND nonce = ?2 AND expires_at > ?3)",
@@ -194,21 +200,16 @@ pub(crate) struct Purged {
     pub more: bool,
 }
 
-/// Deletes expired nonces in chunks of at most `limit` rows per place, oldest first: the
-/// expired rows among the `limit` oldest rows of the log with their entries in the index (the
-/// log keeps its newest row), and up to `limit` expired keys kept long, through their expiry
-/// index. The store calls it in chunks, each its own writer job, so that a purge of hundreds of
-/// thousands of nonces neither holds the writer (and every create behind it) for seconds nor
-/// journals all of those pages at once.
+/// Deletes expired nonces in chunks of at most `limit` rows per place, oldest first: from the
+/// index and from the table of keys kept long through their expiry indexes, and the expired
+/// rows among the `limit` oldest rows of the log. The store calls it in chunks, each its own
+/// writer job, so that a purge of hundreds of thousands of nonces neither holds the writer
+/// (and every create behind it) for seconds nor journals all of those pages at once.
 ///
-/// Neither the log nor the index has an expiry index (each would cost one more B-tree insert
-/// per create): the log is deleted from its oldest end, where rows expire first, and an
-/// entry of the index leaves with the log row it came from (unless a later use renewed it).
-/// A row kept up to an hour ahead of shorter-lived ones is passed over and deleted when it
-/// expires. The newest row is kept so that `seq` (`max(seq) + 1`) never goes back (see the
-/// module's invariants). When another connection has committed since the last purge, it may
-/// have purged log rows whose entries are still in this index: the first chunk then also
-/// scans the whole index for expired entries.
+/// The log has no expiry index (it would cost one more B-tree insert in the database per
+/// create): it is deleted from its oldest end, where rows expire first; a row kept up to an
+/// hour ahead of shorter-lived ones is passed over and deleted when it expires. Its newest row
+/// is kept so that `seq` (`max(seq) + 1`) never goes back (see the module's invariants).
 pub(crate) fn purge_nonces(
     conn: &Connection,
     now: Timestamp,
@@ -220,29 +221,10 @@ pub(crate) fn purge_nonces(
             .execute(params![now.unix_millis(), codec::limit(limit)])
             .map_err(db)
     };
-    let foreign: bool = conn
-        .prepare_cached("SELECT foreign_commit FROM mem.nonce_sync")
-        .map_err(db)?
-        .query_row([], |r| r.get(0))
-        .map_err(db)?;
-    let swept = if foreign {
-        conn.execute_batch("UPDATE mem.nonce_sync SET foreign_commit = 0")
-            .map_err(db)?;
-        conn.execute(
-            "DELETE FROM mem.nonce_index WHERE expires_at <= ?1",
-            params![now.unix_millis()],
-        )
-        .map_err(db)?
-    } else {
-        0
-    };
-    // The chunk of the log: the expired rows among the oldest; their entries leave the index,
-    // the rows leave the log except the newest one.
     let freed = delete(
-        "DELETE FROM mem.nonce_index WHERE expires_at <= ?1 AND (project_id, nonce) IN \
-         (SELECT project_id, nonce FROM \
-             (SELECT project_id, nonce, expires_at FROM main.nonce_log ORDER BY seq LIMIT ?2) \
-          WHERE expires_at <= ?1)",
+        "DELETE FROM temp.nonce_index WHERE (project_id, nonce) IN \
+         (SELECT project_id, nonce FROM temp.nonce_index WHERE expires_at <= ?1 \
+          ORDER BY expires_at LIMIT ?2)",
     )?;
     let logged = delete(
         "DELETE FROM main.nonce_log WHERE seq IN \
@@ -255,8 +237,8 @@ pub(crate) fn purge_nonces(
           ORDER BY expires_at LIMIT ?2)",
     )?;
     Ok(Purged {
-        freed: (swept + freed + keyed) as u64,
+        freed: (freed + keyed) as u64,
         // The log's window moves on as long as it finds expired rows.
-        more: keyed >= limit || logged > 0,
+        more: freed >= limit || keyed >= limit || logged > 0,
     })
 }
