@@ -63,7 +63,6 @@ pub(crate) fn open_index(conn: &Connection) -> rusqlite::Result<()> {
              expires_at INTEGER NOT NULL,
              PRIMARY KEY (project_id, nonce)
          ) WITHOUT ROWID;
-         CREATE INDEX temp.nonce_index_expiry ON nonce_index (expires_at);
          -- Where the index stands: the data_version it was brought up to date at (-1: never)
          -- and the last log row it has seen.
          CREATE TEMP TABLE nonce_sync (
@@ -71,14 +70,33 @@ pub(crate) fn open_index(conn: &Connection) -> rusqlite::Result<()> {
              seen_version INTEGER NOT NULL,
              seen_seq     INTEGER NOT NULL
          );
-         INSERT INTO temp.nonce_sync (id, seen_version, seen_seq) VALUES (1, -1, 0);
          -- The temporary database dies with the connection: its rollback journal need not
          -- survive a crash, only serve ROLLBACK and savepoints (in a file, each commit wrote
          -- it too).
          PRAGMA temp.journal_mode = MEMORY;
          PRAGMA temp.cache_size = -{TEMP_CACHE_KIB};"
     ))?;
-    catch_up_sql(conn)
+    // The first fill in key order, and the expiry index built after it: one pass over sorted
+    // rows instead of a random insert per row (3.5 million rows: 18 s one by one).
+    let version: i64 =
+        conn.query_row("SELECT data_version FROM pragma_data_version()", [], |r| {
+            r.get(0)
+        })?;
+    conn.execute_batch(
+        "BEGIN;
+         INSERT INTO temp.nonce_index (project_id, nonce, expires_at)
+             SELECT project_id, nonce, max(expires_at) FROM main.nonce_log
+             GROUP BY project_id, nonce ORDER BY project_id, nonce;
+         CREATE INDEX temp.nonce_index_expiry ON nonce_index (expires_at);",
+    )?;
+    // A commit by another connection after the version was read is caught up with by the
+    // first writer transaction (the version will have moved).
+    conn.execute(
+        "INSERT INTO temp.nonce_sync (id, seen_version, seen_seq) \
+         VALUES (1, ?1, coalesce((SELECT max(seq) FROM main.nonce_log), 0))",
+        params![version],
+    )?;
+    conn.execute_batch("COMMIT")
 }
 
 /// Adds to the index the log rows another connection committed since it was last brought up
