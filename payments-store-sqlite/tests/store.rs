@@ -12,6 +12,7 @@ use payments_core::testing::contract::{
     changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,
     sample_payment, T0,
 };
+use payments_core::Timestamp;
 use payments_store_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous, SCHEMA_VERSION};
 use tempfile::TempDir;
 
@@ -230,6 +231,23 @@ fn user_version(path: &std::path::Path) -> u32 {
         .expect("user_version")
 }
 
+/// Two stores on one database file, as two processes would open it.
+fn two_stores() -> (TempDir, SqliteStore, SqliteStore) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("shared.db");
+    let one = SqliteStore::open(&path, SqliteOptions::default()).expect("open one");
+    let two = SqliteStore::open(&path, SqliteOptions::default()).expect("open two");
+    (dir, one, two)
+}
+
+/// The nonce tests' expiries: a second and ten minutes after `T0`.
+fn short_and_long() -> (Timestamp, Timestamp) {
+    (
+        T0 + std::time::Duration::from_secs(1),
+        T0 + std::time::Duration::from_secs(600),
+    )
+}
+
 #[test]
 fn a_fresh_database_gets_the_current_schema_version() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -440,8 +458,7 @@ async fn a_change_to_a_field_fixed_at_creation_is_refused() {
 async fn a_large_nonce_purge_runs_in_chunks_and_misses_nothing() {
     let (_dir, store) = fresh();
     let a = project_id(1);
-    let short = T0 + std::time::Duration::from_secs(1);
-    let long = T0 + std::time::Duration::from_secs(600);
+    let (short, long) = short_and_long();
     let names: Vec<String> = (0..12_345).map(|i| format!("old-{i}")).collect();
     for chunk in names.chunks(1_000) {
         let uses = chunk.iter().map(|n| store.use_nonce(a, n, T0, short));
@@ -595,13 +612,9 @@ fn an_older_database_is_refused_without_migrate_and_left_unchanged() {
 /// the other's live nonces alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_on_one_file_share_their_used_nonces() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("shared.db");
-    let one = SqliteStore::open(&path, SqliteOptions::default()).expect("open one");
-    let two = SqliteStore::open(&path, SqliteOptions::default()).expect("open two");
+    let (_dir, one, two) = two_stores();
     let a = project_id(1);
-    let short = T0 + std::time::Duration::from_secs(1);
-    let long = T0 + std::time::Duration::from_secs(600);
+    let (short, long) = short_and_long();
     assert!(one.use_nonce(a, "from-one", T0, long).await.expect("use"));
     assert!(
         !two.use_nonce(a, "from-one", T0, long).await.expect("use"),
@@ -693,8 +706,7 @@ async fn the_nonce_log_is_appended_to_and_purged() {
     let path = dir.path().join("log.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     let a = project_id(1);
-    let short = T0 + std::time::Duration::from_secs(1);
-    let long = T0 + std::time::Duration::from_secs(600);
+    let (short, long) = short_and_long();
     for i in 0..5 {
         assert!(store
             .use_nonce(a, &format!("n-{i}"), T0, short)
@@ -784,13 +796,9 @@ async fn long_kept_keys_and_short_nonces_are_one_set() {
 /// otherwise take a number it has already seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_of_the_whole_log_does_not_hide_the_next_nonce_from_another_store() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("shared.db");
-    let one = SqliteStore::open(&path, SqliteOptions::default()).expect("open one");
-    let two = SqliteStore::open(&path, SqliteOptions::default()).expect("open two");
+    let (_dir, one, two) = two_stores();
     let a = project_id(1);
-    let short = T0 + std::time::Duration::from_secs(1);
-    let long = T0 + std::time::Duration::from_secs(600);
+    let (short, long) = short_and_long();
     assert!(one.use_nonce(a, "first", T0, short).await.expect("use"));
     // Two catches up with the first row.
     assert!(two.use_nonce(a, "other", T0, short).await.expect("use"));
@@ -807,13 +815,9 @@ async fn a_purge_of_the_whole_log_does_not_hide_the_next_nonce_from_another_stor
 /// connection's commits).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nonces_purged_by_another_store_leave_this_stores_index_too() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("shared.db");
-    let one = SqliteStore::open(&path, SqliteOptions::default()).expect("open one");
-    let two = SqliteStore::open(&path, SqliteOptions::default()).expect("open two");
+    let (_dir, one, two) = two_stores();
     let a = project_id(1);
-    let short = T0 + std::time::Duration::from_secs(1);
-    let long = T0 + std::time::Duration::from_secs(600);
+    let (short, long) = short_and_long();
     assert!(two.use_nonce(a, "x", T0, short).await.expect("use"));
     assert!(two.use_nonce(a, "y", T0, long).await.expect("use"));
     // One learns x and y.
