@@ -163,7 +163,7 @@ impl SqliteStore {
             readers.push(reader);
         }
         let begin: writer::Begin = if options.read_only {
-            |_| Ok(())
+            |_, _| Ok(())
         } else {
             nonces::catch_up
         };

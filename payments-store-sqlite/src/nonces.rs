@@ -100,12 +100,24 @@ pub(crate) fn open_index(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Adds to the index the log rows another connection committed since it was last brought up
-/// to date; nothing (one read of the temporary database) when no other connection committed.
-/// The writer runs it at the start of each transaction ([`crate::writer::Begin`]): no other
-/// connection can commit before that transaction ends.
-pub(crate) fn catch_up(conn: &Connection) -> Result<(), StoreError> {
+/// to date; when none did, only moves the index's mark past this connection's own rows now
+/// and then (at most once per [`MARK_LAG`] rows), so that a later catch-up reads few rows
+/// twice. The writer runs it at the start of each transaction ([`crate::writer::Begin`]): no
+/// other connection can commit before that transaction ends. After a failed batch
+/// (`after_failure`), the index may lack what the log has (a `COMMIT` that failed after the
+/// main database had committed rolls back the temporary database alone): it catches up with
+/// every row after its mark.
+pub(crate) fn catch_up(conn: &Connection, after_failure: bool) -> Result<(), StoreError> {
+    if after_failure {
+        conn.prepare_cached("UPDATE temp.nonce_sync SET seen_version = -1")
+            .and_then(|mut s| s.execute([]))
+            .map_err(db)?;
+    }
     catch_up_sql(conn).map_err(db)
 }
+
+/// How far the index's mark may lag behind this connection's own log rows.
+const MARK_LAG: i64 = 4096;
 
 fn catch_up_sql(conn: &Connection) -> rusqlite::Result<()> {
     let (current, version): (bool, i64) = conn
@@ -115,6 +127,13 @@ fn catch_up_sql(conn: &Connection) -> rusqlite::Result<()> {
         )?
         .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     if current {
+        // Every row up to the newest is this connection's own (in the index) or was caught up
+        // with: the mark may move past them.
+        conn.prepare_cached(
+            "UPDATE temp.nonce_sync SET seen_seq = (SELECT max(seq) FROM main.nonce_log) \
+             WHERE seen_seq < (SELECT max(seq) FROM main.nonce_log) - ?1",
+        )?
+        .execute(params![MARK_LAG])?;
         return Ok(());
     }
     // The version is read first: a commit after it moves it again, and the next transaction
@@ -259,4 +278,72 @@ pub(crate) fn purge_nonces(
         // The log's window moves on as long as it finds expired rows.
         more: freed >= limit || keyed >= limit || logged > 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use payments_core::testing::contract::{project_id, T0};
+
+    use super::*;
+
+    /// A log row the index never saw (what a `COMMIT` that failed after the main database had
+    /// committed leaves: the temporary database rolled back alone, and this connection's own
+    /// commit does not move `data_version`) is found by the catch-up after a failed batch.
+    #[test]
+    fn after_a_failed_batch_the_index_catches_up_with_its_own_rows() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut conn = Connection::open(dir.path().join("n.db")).expect("open");
+        crate::schema::migrate(&mut conn).expect("migrate");
+        open_index(&conn).expect("the index");
+        let a = project_id(1);
+        let until = (T0 + Duration::from_secs(300)).unix_millis();
+        conn.execute(
+            "INSERT INTO main.nonce_log (project_id, nonce, expires_at) VALUES (?1, 'lost', ?2)",
+            params![a.to_string(), until],
+        )
+        .expect("a row behind the index's back");
+        let use_lost =
+            |conn: &Connection| use_nonce(conn, a, "lost", T0, T0 + Duration::from_secs(300));
+        catch_up(&conn, false).expect("catch up");
+        conn.execute_batch("SAVEPOINT probe").expect("savepoint");
+        assert!(
+            use_lost(&conn).expect("use"),
+            "without the failure, nothing tells the index about its own connection's row"
+        );
+        conn.execute_batch("ROLLBACK TO probe; RELEASE probe")
+            .expect("rollback");
+        catch_up(&conn, true).expect("catch up after a failure");
+        assert!(
+            !use_lost(&conn).expect("use"),
+            "found again after a failed batch"
+        );
+    }
+
+    /// Without other connections the mark follows this connection's own rows (within
+    /// [`MARK_LAG`]), so that the first catch-up after another connection's commit reads only
+    /// the rows since, not the whole log.
+    #[test]
+    fn the_mark_follows_the_connections_own_rows() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut conn = Connection::open(dir.path().join("n.db")).expect("open");
+        crate::schema::migrate(&mut conn).expect("migrate");
+        open_index(&conn).expect("the index");
+        let mark = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT seen_seq FROM temp.nonce_sync", [], |r| r.get(0))
+                .expect("the mark")
+        };
+        let until = T0 + Duration::from_secs(300);
+        conn.execute_batch("BEGIN").expect("begin");
+        for i in 0..5_000 {
+            assert!(use_nonce(&conn, project_id(1), &format!("n-{i}"), T0, until).expect("use"));
+        }
+        conn.execute_batch("COMMIT").expect("commit");
+        assert_eq!(mark(&conn), 0);
+        catch_up(&conn, false).expect("catch up");
+        assert_eq!(mark(&conn), 5_000);
+        catch_up(&conn, false).expect("catch up");
+        assert_eq!(mark(&conn), 5_000, "within the lag: not moved");
+    }
 }

@@ -8,7 +8,8 @@ pub const DOWNGRADE_TO_VERSION_2: &str = "
     INSERT INTO nonces (project_id, nonce, expires_at)
         SELECT project_id, nonce, max(expires_at) FROM nonce_log
         WHERE true GROUP BY project_id, nonce
-        ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = excluded.expires_at;
+        ON CONFLICT (project_id, nonce)
+        DO UPDATE SET expires_at = max(nonces.expires_at, excluded.expires_at);
     DROP TABLE nonce_log;
     DROP TRIGGER merchants_version_insert; DROP TRIGGER merchants_version_update;
     DROP TRIGGER merchants_version_delete; DROP TRIGGER projects_version_insert;

@@ -36,6 +36,9 @@
 //!   through the connection: a run that was rolled back leaves no trace, and each caller gets
 //!   the answer of the run that was committed (the second pass may see what another process
 //!   committed between the passes; its answers are about that state).
+//! - **A hook opens every transaction** ([`Begin`]): after `BEGIN IMMEDIATE`, before the first
+//!   job, it brings what the connection keeps beside the database (the nonce index) up to date,
+//!   and after a failed batch rebuilds it from the database.
 //! - **A dropped caller does not cancel.** Once queued, a job runs and commits even if the
 //!   caller's future was dropped; a cancelled write may have happened.
 //! - **Closing drains.** [`Writer::close`] stops new writes (`the store is closed`) and commits
@@ -120,8 +123,11 @@ impl Drop for AliveGuard {
 /// Run at the start of every writer transaction, right after `BEGIN IMMEDIATE` and before the
 /// first job (both passes of a batch): brings state the connection keeps beside the database
 /// (the nonce index) up to date with what other connections committed. Nothing else can commit
-/// until the transaction ends, so once per transaction is enough. An error fails the batch.
-pub(crate) type Begin = fn(&Connection) -> Result<(), StoreError>;
+/// until the transaction ends, so once per transaction is enough. `true` when the last batch
+/// failed: that state may then disagree with the database (a `COMMIT` can fail after the main
+/// database committed and before the temporary one did), and must be rebuilt from it. An error
+/// fails the batch.
+pub(crate) type Begin = fn(&Connection, bool) -> Result<(), StoreError>;
 
 impl Writer {
     /// Starts the writer thread on `conn`; `begin` runs at the start of every transaction.
@@ -209,12 +215,15 @@ impl Writer {
 
 fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: usize, begin: Begin) {
     let mut batch: Vec<Box<dyn Pending>> = Vec::with_capacity(max_batch);
+    // Whether the last batch failed (see `Begin`).
+    let mut failed = false;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
-        let committed = match run_batch(&conn, &mut rx, &mut batch, max_batch, begin) {
+        let committed = match run_batch(&conn, &mut rx, &mut batch, max_batch, begin, failed) {
             Pass::Done(committed) => committed,
-            Pass::JobFailed => run_again_with_savepoints(&conn, &mut batch, begin),
+            Pass::JobFailed => run_again_with_savepoints(&conn, &mut batch, begin, failed),
         };
+        failed = committed.is_err();
         if committed.is_err() && !conn.is_autocommit() {
             // Best effort: the connection must not stay inside a failed transaction.
             let _ = conn.execute_batch("ROLLBACK");
@@ -252,11 +261,12 @@ fn run_batch(
     batch: &mut Vec<Box<dyn Pending>>,
     max_batch: usize,
     begin: Begin,
+    failed: bool,
 ) -> Pass {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         return Pass::Done(Err(db(e)));
     }
-    if let Err(e) = begin(conn) {
+    if let Err(e) = begin(conn, failed) {
         return Pass::Done(Err(e));
     }
     let mut done = 0;
@@ -300,10 +310,11 @@ fn run_again_with_savepoints(
     conn: &Connection,
     batch: &mut [Box<dyn Pending>],
     begin: Begin,
+    failed: bool,
 ) -> Result<(), StoreError> {
     conn.execute_batch("ROLLBACK; BEGIN IMMEDIATE")
         .map_err(db)?;
-    begin(conn)?;
+    begin(conn, failed)?;
     for job in batch.iter_mut() {
         run_job(conn, job)?;
     }
@@ -351,7 +362,7 @@ mod tests {
              CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL);",
         )
         .expect("schema");
-        let writer = Writer::start(conn, 64, CAPACITY, |_| Ok(())).expect("start the writer");
+        let writer = Writer::start(conn, 64, CAPACITY, |_, _| Ok(())).expect("start the writer");
         (dir, Arc::new(writer))
     }
 
