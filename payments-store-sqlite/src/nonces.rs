@@ -288,15 +288,21 @@ mod tests {
 
     use super::*;
 
+    /// A connection to a fresh, migrated database file, with its nonce index.
+    fn migrated_with_index() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut conn = Connection::open(dir.path().join("n.db")).expect("open");
+        crate::schema::migrate(&mut conn).expect("migrate");
+        open_index(&conn).expect("the index");
+        (dir, conn)
+    }
+
     /// A log row the index never saw (what a `COMMIT` that failed after the main database had
     /// committed leaves: the temporary database rolled back alone, and this connection's own
     /// commit does not move `data_version`) is found by the catch-up after a failed batch.
     #[test]
     fn after_a_failed_batch_the_index_catches_up_with_its_own_rows() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut conn = Connection::open(dir.path().join("n.db")).expect("open");
-        crate::schema::migrate(&mut conn).expect("migrate");
-        open_index(&conn).expect("the index");
+        let (_dir, conn) = migrated_with_index();
         let a = project_id(1);
         let until = (T0 + Duration::from_secs(300)).unix_millis();
         conn.execute(
@@ -326,10 +332,7 @@ mod tests {
     /// the rows since, not the whole log.
     #[test]
     fn the_mark_follows_the_connections_own_rows() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut conn = Connection::open(dir.path().join("n.db")).expect("open");
-        crate::schema::migrate(&mut conn).expect("migrate");
-        open_index(&conn).expect("the index");
+        let (_dir, conn) = migrated_with_index();
         let mark = |conn: &Connection| -> i64 {
             conn.query_row("SELECT seen_seq FROM temp.nonce_sync", [], |r| r.get(0))
                 .expect("the mark")
