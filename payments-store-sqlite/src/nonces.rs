@@ -9,12 +9,11 @@
 //! or two), and the question "is this nonce used?" is answered by `temp.nonce_index`, a
 //! B-tree keyed by `(project_id, nonce)` in the writer connection's temporary database: no WAL,
 //! no fsync, no checkpoint, and it takes part in the writer's transactions (a batch or job
-//! rolled back takes its nonces back out of the index with it). Its commits still write the
-//! pages they changed to the temporary file (about one `pwrite` per create, to the page cache).
-//! An in-memory database (`ATTACH ':memory:'`) was measured too: it saves that write, but its
-//! memory grows with the request rate (about 100 bytes per nonce kept 420 s: 700 MB at
-//! 15,000 creates per second), where the temporary database keeps [`TEMP_CACHE_KIB`] in memory
-//! and the rest in its file.
+//! rolled back takes its nonces back out of the index with it). Its pages go to the temporary
+//! file (never synced) when they no longer fit its cache. An in-memory database (`ATTACH
+//! ':memory:'`) was measured too: the same `pwrite`s per create, but memory that grows with
+//! the request rate (about 100 bytes per nonce kept 420 s: 700 MB at 15,000 creates per
+//! second), where the temporary database keeps at most [`TEMP_CACHE_KIB`] in memory.
 //!
 //! Keys kept longer than [`LOG_MAX_RETENTION`] (the upstream's notification ids, 30 days) are
 //! few, and would make the index large and its rebuild on open slow: they stay in the table
@@ -29,6 +28,9 @@
 //!   same file (a `payments-server` command, a second embedder's store) therefore cannot make
 //!   this one accept a nonce it recorded. Within a writer transaction (`BEGIN IMMEDIATE`) no
 //!   other connection can commit, so the check and the use are atomic.
+//!   After a failed batch the index catches up with every row after its mark, including this
+//!   connection's own: a `COMMIT` that fails after the main database committed rolls back the
+//!   temporary database alone.
 //! - **`seq` never goes back**, so "rows after the last one seen" finds every row appended by
 //!   another connection: a new row takes `max(seq) + 1` and the purge never deletes the newest
 //!   row. (`AUTOINCREMENT` would promise the same at the price of one more write per insert.)
