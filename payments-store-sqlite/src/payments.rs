@@ -158,7 +158,10 @@ pub(crate) fn insert(conn: &Connection, p: &Payment) -> Result<InsertOutcome, St
     let values = payment_values(p)?;
     let mut stmt = conn.prepare_cached(&INSERT_SQL).map_err(db)?;
     match stmt.execute(params_from_iter(values.iter())) {
-        Ok(1) => Ok(InsertOutcome::Inserted),
+        Ok(1) => {
+            count_status(conn, p.status.as_str(), 1)?;
+            Ok(InsertOutcome::Inserted)
+        }
         Ok(_) => by_merchant_id(conn, p.project_id, &p.merchant_payment_id)?
             .map(InsertOutcome::Existing)
             .ok_or_else(|| StoreError::Corrupt("the conflicting payment vanished".into())),
@@ -234,9 +237,20 @@ pub(crate) fn by_merchant_id(
     Ok(query_payments(conn, &sql, [project.to_string(), mpid.as_str().to_string()])?.pop())
 }
 
-/// The version check, payment update, outbox row and audit row of one change. One writer job:
-/// any error rolls all of it back.
+/// The version check, payment update, status counts, outbox row and audit row of one change.
+/// One writer job: any error rolls all of it back.
 pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result<(), StoreError> {
+    let id = change.payment.id.to_string();
+    // The status before the change, for the counts (the writer's transaction holds the row).
+    let before: Option<String> = conn
+        .prepare_cached("SELECT status FROM payments WHERE id = ?1")
+        .map_err(db)?
+        .query_row([&id], |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    let Some(before) = before else {
+        return Err(StoreError::NotFound(format!("payment {id}")));
+    };
     let values = payment_values(&change.payment)?;
     let expected = Value::Integer(codec::uint(change.expected_version, "version")?);
     let updated = conn
@@ -245,18 +259,12 @@ pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result
         .execute(params_from_iter(values.iter().chain([&expected])))
         .map_err(db)?;
     if updated == 0 {
-        let exists = conn
-            .prepare_cached("SELECT 1 FROM payments WHERE id = ?1")
-            .map_err(db)?
-            .query_row([change.payment.id.to_string()], |_| Ok(()))
-            .optional()
-            .map_err(db)?
-            .is_some();
-        return Err(if exists {
-            StoreError::Conflict
-        } else {
-            StoreError::NotFound(format!("payment {}", change.payment.id))
-        });
+        return Err(StoreError::Conflict);
+    }
+    let after = change.payment.status.as_str();
+    if before != after {
+        count_status(conn, &before, -1)?;
+        count_status(conn, after, 1)?;
     }
     if let Some(event) = &change.event {
         outbox::insert(conn, event)?;
@@ -324,8 +332,24 @@ pub(crate) fn oldest_due(conn: &Connection) -> Result<Option<Timestamp>, StoreEr
     Ok(millis.map(Timestamp::from_unix_millis))
 }
 
+/// Adds `delta` to the count of payments in `status`, the counter [`count_by_status`] reads.
+/// [`insert`] and [`commit_change`] call it in the transaction of their write. Not a trigger:
+/// a trigger makes the payment's statement write two tables, and SQLite then copies every page
+/// that statement touches into a statement journal (migration 9). A single-row upsert needs
+/// none.
+fn count_status(conn: &Connection, status: &str, delta: i64) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO payment_status_counts (status, n) VALUES (?1, ?2) \
+         ON CONFLICT (status) DO UPDATE SET n = n + excluded.n",
+    )
+    .map_err(db)?
+    .execute(params![status, delta])
+    .map_err(db)?;
+    Ok(())
+}
+
 /// Payments per status, in [`PaymentStatus::ALL`] order, zero counts left out: the counters
-/// the triggers of migration 3 keep, not a count of the payments.
+/// kept with every write of a payment ([`count_status`]), not a count of the payments.
 pub(crate) fn count_by_status(conn: &Connection) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
     let mut stmt = conn
         .prepare_cached("SELECT status, n FROM payment_status_counts WHERE n > 0")

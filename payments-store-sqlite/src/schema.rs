@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_payer_page.sql"),
     include_str!("migrations/0007_directory_version.sql"),
     include_str!("migrations/0008_nonce_log.sql"),
+    include_str!("migrations/0009_status_counts_in_store.sql"),
 ];
 
 /// The schema version this build writes.

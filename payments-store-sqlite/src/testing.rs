@@ -25,7 +25,6 @@ pub const DOWNGRADE_TO_VERSION_2: &str = "
     DROP TABLE cabinet_recovery_codes; DROP TABLE cabinet_users;
     DROP INDEX payments_project_created; DROP INDEX outbox_events_project_created;
     ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
-    DROP TRIGGER payments_count_insert; DROP TRIGGER payments_count_update;
     DROP TRIGGER payments_count_delete; DROP TABLE payment_status_counts;
     DROP TABLE operator_tokens; DROP INDEX outbox_events_failed;
     DROP INDEX outbox_events_pending_age; DROP INDEX outbox_events_finished;

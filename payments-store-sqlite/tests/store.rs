@@ -254,7 +254,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let path = dir.path().join("fresh.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
-    assert_eq!(SCHEMA_VERSION, 8);
+    assert_eq!(SCHEMA_VERSION, 9);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -487,7 +487,7 @@ async fn a_large_nonce_purge_runs_in_chunks_and_misses_nothing() {
     );
 }
 
-/// Migration 3 counts the payments a version 2 database already holds, and its triggers keep
+/// Migration 3 counts the payments a version 2 database already holds, and the store keeps
 /// counting from there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_2_database_gets_its_status_counts() {

@@ -84,6 +84,15 @@ fn seed(db: &std::path::Path, count: u64, due: u64) -> rusqlite::Result<()> {
                  expires_at, version, fingerprint, ?4 FROM payments WHERE id = ?5",
             )?;
             let end = (done + batch).min(count + due);
+            // The per-status counts the store keeps with each payment it writes.
+            tx.prepare_cached(
+                "INSERT INTO payment_status_counts (status, n) VALUES ('processing', ?1), \
+                 ('completed', ?2) ON CONFLICT (status) DO UPDATE SET n = n + excluded.n",
+            )?
+            .execute(rusqlite::params![
+                due.clamp(done, end) - done,
+                end - due.clamp(done, end)
+            ])?;
             for n in done..end {
                 // Version 7 ids like the server's, from a month ago onwards (one per 0.5 ms),
                 // so the stored keys lie before the new ones as in a real history.
