@@ -158,12 +158,13 @@ pub struct Settings {
     pub signature_batch: usize,
     /// Longest a request waits for the other signatures of its batch, in microseconds
     /// (default 1,000; the runtime's timer rounds it up to whole milliseconds). A request
-    /// alone does not wait.
+    /// alone does not wait. Under a steady stream a batch also waits for the signatures
+    /// expected, at the recent rate, in a quarter of this time (0: for none).
     pub signature_batch_wait_us: u64,
-    /// Signatures a batch waits for, within `signature_batch_wait_us`, once batches form
-    /// (default 1: none beyond the requests already under way). 8 cut CPU per create by about
-    /// a tenth at saturation and added about 1 ms to the median at 5,000 creates/s
-    /// (docs/performance.md).
+    /// Signatures a batch waits for at least, within `signature_batch_wait_us`, once batches
+    /// form (default 1: none beyond the requests already under way and those the recent rate
+    /// brings in a quarter of the wait). 8 cut CPU per create by about a tenth at saturation
+    /// and added about 1 ms to the median at 5,000 creates/s (docs/performance.md).
     pub signature_batch_min: usize,
     /// How long a client may take to send a request's headers, and how long a kept-alive
     /// connection may sit idle before its next request: key `header_timeout_ms` (default
