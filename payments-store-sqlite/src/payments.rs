@@ -338,13 +338,17 @@ pub(crate) fn oldest_due(conn: &Connection) -> Result<Option<Timestamp>, StoreEr
 /// that statement touches into a statement journal (migration 9). A single-row upsert needs
 /// none.
 fn count_status(conn: &Connection, status: &str, delta: i64) -> Result<(), StoreError> {
-    conn.prepare_cached(
+    // A decrement only changes a row that is there (as the trigger of migration 3 did).
+    let sql = if delta < 0 {
+        "UPDATE payment_status_counts SET n = n + ?2 WHERE status = ?1"
+    } else {
         "INSERT INTO payment_status_counts (status, n) VALUES (?1, ?2) \
-         ON CONFLICT (status) DO UPDATE SET n = n + excluded.n",
-    )
-    .map_err(db)?
-    .execute(params![status, delta])
-    .map_err(db)?;
+         ON CONFLICT (status) DO UPDATE SET n = n + excluded.n"
+    };
+    conn.prepare_cached(sql)
+        .map_err(db)?
+        .execute(params![status, delta])
+        .map_err(db)?;
     Ok(())
 }
 

@@ -183,6 +183,20 @@ fn check(path: &Path, acked: &HashMap<u128, u64>) {
         audits, completed,
         "an audit record exactly with each completion"
     );
+    // The per-status counters are written in the same job as each payment: after the kills
+    // they still equal a count of the payments.
+    let counts = |sql: &str| -> Vec<(String, i64)> {
+        let mut stmt = conn.prepare(sql).expect("prepare");
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query");
+        rows.collect::<Result<_, _>>().expect("rows")
+    };
+    assert_eq!(
+        counts("SELECT status, n FROM payment_status_counts WHERE n <> 0 ORDER BY status"),
+        counts("SELECT status, count(*) FROM payments GROUP BY status ORDER BY status"),
+        "the status counts match the payments"
+    );
 }
 
 #[test]

@@ -43,9 +43,10 @@ pub struct AuthConfig {
     /// ([`DEFAULT_MAX_WAIT`](crate::service::DEFAULT_MAX_WAIT) by default); a request alone
     /// does not wait.
     pub signature_batch_wait: std::time::Duration,
-    /// Signatures a batch waits for, within `signature_batch_wait`, once batches form
+    /// Signatures a batch waits for at least, within `signature_batch_wait`, once batches form
     /// ([`SignatureBatcher::with_min_fill`]); 1 (the default) waits for none beyond the
-    /// requests announced before the batch.
+    /// requests announced before the batch and those the recent rate brings in a quarter of
+    /// the wait (see [`SignatureBatcher`]).
     ///
     /// [`SignatureBatcher::with_min_fill`]: crate::service::SignatureBatcher::with_min_fill
     pub signature_batch_min: usize,

@@ -24,9 +24,13 @@
 //! Under a steady stream of requests a batch also waits for the signatures expected to arrive
 //! in a quarter of `max_wait` at the recent rate ([`FILL_BUDGET_DIVISOR`]): at 17,000 creates a
 //! second and the default bound of 1 ms, about four. Batches then stop being as short as the
-//! overlap of two threads makes them (2.6 signatures on average on two cores), without a wait at
-//! moderate load: at 5,000 a second the expected fill is one, and nothing more is waited for.
-//! The rate is counted per millisecond of the service clock.
+//! overlap of two threads makes them (about three signatures on average on two cores), without
+//! a wait at moderate load: at 5,000 a second and the default bound the expected fill is
+//! mostly one, and nothing more is waited for. The rate is counted per millisecond of the
+//! service clock. A rate does not say how many clients send it: a few clients that each wait
+//! for their answer before sending again cannot fill a batch that already holds all their
+//! requests. So when a batch reaches its bound short of its fill, later fills are capped at
+//! the size it had, and the cap rises again with the first batch that grows past it.
 //!
 //! The bound: a request waits for its batch at most `max_wait` (of the service clock) plus the
 //! batch's own verification. A follower whose leader went away without answering (a panic)
@@ -123,6 +127,10 @@ struct Queue {
     fill: usize,
     /// The recent rate of submissions.
     rate: Rate,
+    /// The most signatures the rate may make a batch wait for: the size of the last batch
+    /// that reached its bound short of its fill, raised by any larger batch since; `None`
+    /// before any such batch.
+    ceiling: Option<usize>,
 }
 
 /// Submissions per millisecond of the service clock, smoothed over the last few milliseconds.
@@ -139,16 +147,19 @@ struct Rate {
 impl Rate {
     /// Counts a submission at `now` (unix milliseconds). When the millisecond has moved on,
     /// the count of the last one, spread over the milliseconds since, is averaged into the
-    /// rate with the rate so far (equal weights: a sample half a millisecond old counts half).
-    /// A clock that went back, or a gap of a second or more, starts the rate again.
+    /// rate, and the rate so far keeps half its weight per millisecond passed. A time a little
+    /// before the millisecond being counted (the clock is read before the lock, so threads
+    /// can tick out of order) counts in it; a jump of a second or more either way starts the
+    /// rate again.
     fn tick(&mut self, now: i64) {
-        if now == self.ms {
+        let elapsed = now.saturating_sub(self.ms);
+        if (-999..=0).contains(&elapsed) {
             self.count = self.count.saturating_add(1);
             return;
         }
-        let elapsed = now - self.ms;
         self.per_ms = if (1..1000).contains(&elapsed) {
-            (self.per_ms + f64::from(self.count) / elapsed as f64) / 2.0
+            let keep = 0.5f64.powi(elapsed as i32);
+            self.per_ms * keep + f64::from(self.count) / elapsed as f64 * (1.0 - keep)
         } else {
             0.0
         };
@@ -156,9 +167,10 @@ impl Rate {
         self.count = 1;
     }
 
-    /// The signatures expected in `budget` at this rate, rounded down.
+    /// The signatures expected in `budget` at this rate, rounded down (a hair above, so that
+    /// a product that should be whole is not one short).
     fn expected_in(&self, budget: Duration) -> usize {
-        (self.per_ms * budget.as_secs_f64() * 1000.0) as usize
+        (self.per_ms * budget.as_secs_f64() * 1000.0 + 1e-9) as usize
     }
 }
 
@@ -307,9 +319,10 @@ impl SignatureBatcher {
                 // signatures expected soon at the recent rate.
                 q.horizon = q.next_seq;
                 q.waiting_for = q.announced;
+                let expected = q.rate.expected_in(self.max_wait / FILL_BUDGET_DIVISOR);
                 q.fill = q
-                    .rate
-                    .expected_in(self.max_wait / FILL_BUDGET_DIVISOR)
+                    .ceiling
+                    .map_or(expected, |c| expected.min(c))
                     .clamp(self.min_fill, self.max_batch);
             }
             q.pending.push(Entry {
@@ -354,6 +367,11 @@ impl SignatureBatcher {
             futures_util::future::select(filled, timer).await
         {
             self.timeouts.fetch_add(1, Ordering::Relaxed);
+            let mut q = self.lock();
+            if q.pending.len() < q.fill {
+                // The fill did not come: no more requests than these may be in flight.
+                q.ceiling = Some(q.pending.len().max(1));
+            }
         }
         guard.done = true;
         self.run_batch()
@@ -367,6 +385,9 @@ impl SignatureBatcher {
             q.leader = None;
             q.waiting_for = 0;
             q.last_batch = q.pending.len();
+            if q.ceiling.is_some_and(|c| q.last_batch > c) {
+                q.ceiling = Some(q.last_batch);
+            }
             std::mem::take(&mut q.pending)
         };
         let checks: Vec<Check<'_>> = batch
@@ -701,16 +722,53 @@ mod tests {
         assert_eq!((stats.batches, stats.signatures), (2, 8), "{stats:?}");
     }
 
-    /// A clock at a settable millisecond whose timers never fire.
-    struct ManualClock(std::sync::atomic::AtomicI64);
+    /// A clock at a settable millisecond whose timers fire at once when `fire` is set, and
+    /// never otherwise.
+    struct ManualClock {
+        ms: std::sync::atomic::AtomicI64,
+        fire: std::sync::atomic::AtomicBool,
+    }
+
+    impl ManualClock {
+        fn at(ms: i64) -> ManualClock {
+            ManualClock {
+                ms: std::sync::atomic::AtomicI64::new(ms),
+                fire: std::sync::atomic::AtomicBool::new(false),
+            }
+        }
+    }
 
     impl Clock for ManualClock {
         fn now(&self) -> crate::Timestamp {
-            crate::Timestamp::from_unix_millis(self.0.load(Ordering::Relaxed))
+            crate::Timestamp::from_unix_millis(self.ms.load(Ordering::Relaxed))
         }
         fn sleep(&self, _: Duration) -> Sleep {
-            Box::pin(futures_util::future::pending())
+            if self.fire.load(Ordering::Relaxed) {
+                Box::pin(futures_util::future::ready(()))
+            } else {
+                Box::pin(futures_util::future::pending())
+            }
         }
+    }
+
+    fn verify_all_at<'a>(
+        batcher: &'a SignatureBatcher,
+        reqs: &'a [(CachedKey, Vec<u8>, Signature)],
+        clock: &'a ManualClock,
+    ) -> impl Future<Output = Vec<bool>> + 'a {
+        let announced: Vec<_> = reqs.iter().map(|_| batcher.announce()).collect();
+        join_all(
+            announced
+                .into_iter()
+                .zip(reqs)
+                .map(|(a, (key, msg, sig))| batcher.verify(a, *key, msg, sig, clock)),
+        )
+    }
+
+    /// Polls `fut` through the leaders' yields; `None` when it is still waiting after them.
+    fn within_the_yields<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
+        use futures_util::FutureExt;
+        (0..=2 * MAX_YIELDS).find_map(|_| fut.now_or_never())
     }
 
     #[test]
@@ -728,12 +786,21 @@ mod tests {
         }
         // Then 16 in the next millisecond, and a millisecond without any.
         rate.tick(1_000_003);
-        assert_eq!(rate.per_ms, 8.0, "(8 + 16 / 2) / 2");
+        assert_eq!(rate.per_ms, 8.0, "8 / 4 + 16 / 2 * 3 / 4");
         assert_eq!(rate.expected_in(Duration::from_micros(500)), 4);
         assert_eq!(rate.expected_in(Duration::from_micros(100)), 0);
+        // A tick read a millisecond early (another thread ticked first) counts in this one.
         rate.tick(1_000_002);
-        assert_eq!(rate.per_ms, 0.0, "a clock that went back starts again");
-        rate.tick(1_000_002 + 5_000);
+        assert_eq!((rate.per_ms, rate.count), (8.0, 2));
+        // 2 in the millisecond, then 10 ms without any: the rate decays to about the sample.
+        rate.tick(1_000_013);
+        assert!((rate.per_ms - 0.2).abs() < 0.01, "{}", rate.per_ms);
+        rate.tick(1_000_013 - 5_000);
+        assert_eq!(
+            rate.per_ms, 0.0,
+            "a clock that went back by seconds starts again"
+        );
+        rate.tick(1_000_013 + 5_000);
         assert_eq!(rate.per_ms, 0.0, "so does a pause of seconds");
     }
 
@@ -743,29 +810,16 @@ mod tests {
     #[test]
     fn under_a_steady_stream_a_batch_waits_for_the_signatures_expected_soon() {
         use futures_util::FutureExt;
-        fn verify_all<'a>(
-            batcher: &'a SignatureBatcher,
-            reqs: &'a [(CachedKey, Vec<u8>, Signature)],
-            clock: &'a ManualClock,
-        ) -> impl Future<Output = Vec<bool>> + 'a {
-            let announced: Vec<_> = reqs.iter().map(|_| batcher.announce()).collect();
-            join_all(
-                announced
-                    .into_iter()
-                    .zip(reqs)
-                    .map(|(a, (key, msg, sig))| batcher.verify(a, *key, msg, sig, clock)),
-            )
-        }
-        let clock = ManualClock(std::sync::atomic::AtomicI64::new(1_000_000));
+        let clock = ManualClock::at(1_000_000);
         let batcher = SignatureBatcher::new(64, Duration::from_millis(2));
         // 16 signatures in one millisecond (one batch: the sign that batches form); the next
         // submission, a millisecond later, makes the rate 8 a millisecond.
         let sixteen = requests(16, None);
-        let all = futures_executor::block_on(verify_all(&batcher, &sixteen, &clock));
+        let all = futures_executor::block_on(verify_all_at(&batcher, &sixteen, &clock));
         assert!(all.iter().all(|ok| *ok));
-        clock.0.fetch_add(1, Ordering::Relaxed);
+        clock.ms.fetch_add(1, Ordering::Relaxed);
         let (two, more) = (requests(2, None), requests(2, None));
-        let mut waiting = Box::pin(verify_all(&batcher, &two, &clock));
+        let mut waiting = Box::pin(verify_all_at(&batcher, &two, &clock));
         for _ in 0..2 * MAX_YIELDS {
             assert!(
                 (&mut waiting).now_or_never().is_none(),
@@ -774,18 +828,52 @@ mod tests {
         }
         let (a, b) = futures_executor::block_on(futures_util::future::join(
             waiting,
-            verify_all(&batcher, &more, &clock),
+            verify_all_at(&batcher, &more, &clock),
         ));
         assert!(a.iter().chain(&b).all(|ok| *ok));
         let stats = batcher.stats();
         assert_eq!((stats.batches, stats.signatures), (2, 20), "{stats:?}");
         // Two seconds later the rate starts again: a batch of two runs at once.
-        clock.0.fetch_add(2_000, Ordering::Relaxed);
+        clock.ms.fetch_add(2_000, Ordering::Relaxed);
         let later = requests(2, None);
-        let mut two_more = Box::pin(verify_all(&batcher, &later, &clock));
-        // Polled through the leader's yields (the clock's timers never fire).
-        let ran = (0..=2 * MAX_YIELDS).find_map(|_| (&mut two_more).now_or_never());
+        let mut two_more = Box::pin(verify_all_at(&batcher, &later, &clock));
+        // The clock's timers never fire: only a batch that waits for nothing more completes.
+        let ran = within_the_yields(&mut two_more);
         assert_eq!(ran, Some(vec![true, true]), "nothing more is waited for");
+    }
+
+    /// A fill that cannot come (few clients, each waiting for its answer) holds up one batch
+    /// until its bound; after it the fill is capped at that batch's size, and the cap rises
+    /// again with a larger batch.
+    #[test]
+    fn a_fill_that_did_not_come_caps_the_next_ones() {
+        let clock = ManualClock::at(1_000_000);
+        let batcher = SignatureBatcher::new(64, Duration::from_millis(2));
+        let sixteen = requests(16, None);
+        assert!(
+            futures_executor::block_on(verify_all_at(&batcher, &sixteen, &clock))
+                .iter()
+                .all(|ok| *ok)
+        );
+        // 8 a millisecond: a batch now waits for four. Two clients only: the timer ends it.
+        clock.ms.fetch_add(1, Ordering::Relaxed);
+        clock.fire.store(true, Ordering::Relaxed);
+        let two = requests(2, None);
+        let answers = futures_executor::block_on(verify_all_at(&batcher, &two, &clock));
+        assert_eq!(answers, vec![true, true]);
+        assert!(batcher.stats().timeouts >= 1);
+        let ceiling = batcher.lock().ceiling.expect("a ceiling after the timeout");
+        assert!(ceiling <= 2, "{ceiling}");
+        // With timers that never fire, the same two clients' next batch completes.
+        clock.fire.store(false, Ordering::Relaxed);
+        let again = requests(2, None);
+        let mut next = Box::pin(verify_all_at(&batcher, &again, &clock));
+        assert_eq!(within_the_yields(&mut next), Some(vec![true, true]));
+        // A larger batch (six announced ahead) raises the cap to its size.
+        let six = requests(6, None);
+        let mut larger = Box::pin(verify_all_at(&batcher, &six, &clock));
+        assert_eq!(within_the_yields(&mut larger), Some(vec![true; 6]));
+        assert_eq!(batcher.lock().ceiling, Some(6));
     }
 
     #[test]
