@@ -24,10 +24,10 @@
 //! Under a steady stream of requests a batch also waits for the signatures expected to arrive
 //! in a quarter of `max_wait` at the recent rate ([`FILL_BUDGET_DIVISOR`]): at 17,000 creates a
 //! second and the default bound of 1 ms, about four (fewer than [`MIN_RATE_FILL`] are not
-//! waited for). Batches then stop being as short as the
-//! overlap of two threads makes them (about three signatures on average on two cores), without
-//! a wait at moderate load: at 5,000 a second and the default bound the expected fill is
-//! mostly one, and nothing more is waited for. The rate is counted per millisecond of the
+//! waited for). Batches then stop being as short as the overlap of two threads makes them
+//! (about three signatures on average on two cores), without a wait at moderate load: at 5,000
+//! a second and the default bound the expected fill is mostly one, and nothing more is waited
+//! for. The rate is counted per millisecond of the
 //! service clock. A rate does not say how many clients send it: a few clients that each wait
 //! for their answer before sending again cannot fill a batch that already holds all their
 //! requests. So when a batch reaches its bound short of its fill, later fills are capped at
@@ -692,39 +692,16 @@ mod tests {
     /// wait (the clock never fires here) until two more join, then all four go in one batch.
     #[test]
     fn a_batch_waits_for_its_minimum_fill_once_batches_form() {
-        use futures_util::FutureExt;
-        fn verify_all<'a>(
-            batcher: &'a SignatureBatcher,
-            reqs: &'a [(CachedKey, Vec<u8>, Signature)],
-        ) -> impl Future<Output = Vec<bool>> + 'a {
-            let announced: Vec<_> = reqs.iter().map(|_| batcher.announce()).collect();
-            join_all(
-                announced
-                    .into_iter()
-                    .zip(reqs)
-                    .map(|(a, (key, msg, sig))| batcher.verify(a, *key, msg, sig, &NeverClock)),
-            )
-        }
+        let clock = ManualClock::at(0);
         let batcher = SignatureBatcher::new(64, Duration::from_secs(3600)).with_min_fill(4);
         // Four overlapping requests: a batch of four, the sign that batches form.
         let first = requests(4, None);
-        assert!(futures_executor::block_on(verify_all(&batcher, &first))
-            .iter()
-            .all(|a| *a));
-        let (two, more) = (requests(2, None), requests(2, None));
-        let mut waiting = Box::pin(verify_all(&batcher, &two));
-        // Polled past the leader's yields: without the minimum, the batch of two would run.
-        for _ in 0..2 * MAX_YIELDS {
-            assert!(
-                (&mut waiting).now_or_never().is_none(),
-                "two of a minimum of four wait"
-            );
-        }
-        let (a, b) = futures_executor::block_on(futures_util::future::join(
-            waiting,
-            verify_all(&batcher, &more),
-        ));
-        assert!(a.iter().chain(&b).all(|ok| *ok));
+        assert!(
+            futures_executor::block_on(verify_all_at(&batcher, &first, &clock))
+                .iter()
+                .all(|a| *a)
+        );
+        two_wait_until_two_more_join(&batcher, &clock, "two of a minimum of four wait");
         let stats = batcher.stats();
         assert_eq!((stats.batches, stats.signatures), (2, 8), "{stats:?}");
     }
@@ -772,6 +749,19 @@ mod tests {
         )
     }
 
+    /// Two overlapping requests are still waiting after the leader's yields (`why`: the fill
+    /// they wait for); two more join them and all four are answered, valid.
+    fn two_wait_until_two_more_join(batcher: &SignatureBatcher, clock: &ManualClock, why: &str) {
+        let (two, more) = (requests(2, None), requests(2, None));
+        let mut waiting = Box::pin(verify_all_at(batcher, &two, clock));
+        assert!(within_the_yields(&mut waiting).is_none(), "{why}");
+        let (a, b) = futures_executor::block_on(futures_util::future::join(
+            waiting,
+            verify_all_at(batcher, &more, clock),
+        ));
+        assert!(a.iter().chain(&b).all(|ok| *ok));
+    }
+
     /// Polls `fut` through the leaders' yields; `None` when it is still waiting after them.
     fn within_the_yields<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
         use futures_util::FutureExt;
@@ -816,7 +806,6 @@ mod tests {
     /// a pause it waits for none.
     #[test]
     fn under_a_steady_stream_a_batch_waits_for_the_signatures_expected_soon() {
-        use futures_util::FutureExt;
         let clock = ManualClock::at(1_000_000);
         let batcher = SignatureBatcher::new(64, Duration::from_millis(2));
         // 16 signatures in one millisecond (one batch: the sign that batches form); the next
@@ -825,19 +814,7 @@ mod tests {
         let all = futures_executor::block_on(verify_all_at(&batcher, &sixteen, &clock));
         assert!(all.iter().all(|ok| *ok));
         clock.ms.fetch_add(1, Ordering::Relaxed);
-        let (two, more) = (requests(2, None), requests(2, None));
-        let mut waiting = Box::pin(verify_all_at(&batcher, &two, &clock));
-        for _ in 0..2 * MAX_YIELDS {
-            assert!(
-                (&mut waiting).now_or_never().is_none(),
-                "two of the four expected in 0.5 ms wait"
-            );
-        }
-        let (a, b) = futures_executor::block_on(futures_util::future::join(
-            waiting,
-            verify_all_at(&batcher, &more, &clock),
-        ));
-        assert!(a.iter().chain(&b).all(|ok| *ok));
+        two_wait_until_two_more_join(&batcher, &clock, "two of the four expected in 0.5 ms wait");
         let stats = batcher.stats();
         assert_eq!((stats.batches, stats.signatures), (2, 20), "{stats:?}");
         // Two seconds later the rate starts again: a batch of two runs at once.
