@@ -1,6 +1,7 @@
 //! What a listener allows a connection: a cap on the connections held open at once, a
 //! deadline for a request's headers that also closes idle kept-alive connections, HTTP/1.1
-//! only on plain TCP (HTTP/2 only through TLS, with bounded streams).
+//! only on plain TCP (a connection that opens with HTTP/2's preface is closed; HTTP/2 only
+//! through TLS, with bounded streams).
 //!
 //! A hostile client can open connections and send nothing, send headers a byte at a time,
 //! or trickle a body. None of it takes anything other clients need: connections over the cap
@@ -130,12 +131,23 @@ where
         };
         let inner = self.inner.clone();
         let first_byte = self.first_byte;
+        let tls = self.tls;
         Box::pin(async move {
             // The HTTP layer's header deadline starts with the first byte (its protocol
             // detection waits for one), so a connection that sends nothing is bounded here.
-            let mut probe = [0u8; 1];
-            match tokio::time::timeout(first_byte, stream.peek(&mut probe)).await {
-                Ok(Ok(_)) => {}
+            // On plain TCP the first bytes are also looked at for HTTP/2's preface: hyper's
+            // server detects it and would speak HTTP/2 whatever the builder says (axum-server
+            // serves through `serve_connection_with_upgrades`, which ignores `http1_only`).
+            let start = tokio::time::Instant::now() + first_byte;
+            match tokio::time::timeout_at(start, first_bytes(&stream, tls)).await {
+                Ok(Ok(FirstBytes::Http1OrTls)) => {}
+                Ok(Ok(FirstBytes::Http2Preface)) => {
+                    tracing::debug!("connection closed: HTTP/2 in clear text is not spoken");
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "HTTP/2 in clear text is not spoken",
+                    ));
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
                     tracing::debug!("connection closed: no request within the header timeout");
@@ -154,6 +166,41 @@ where
                 service,
             ))
         })
+    }
+}
+
+/// What a connection's first bytes say.
+#[derive(Debug, PartialEq, Eq)]
+enum FirstBytes {
+    /// Anything but HTTP/2's preface (on TLS the first byte alone is waited for).
+    Http1OrTls,
+    /// `PRI * HTTP/2.0`: a client with prior knowledge of HTTP/2, on plain TCP.
+    Http2Preface,
+}
+
+/// The start of HTTP/2's connection preface (RFC 9113, section 3.4); no HTTP/1.1 request
+/// starts so (`PRI` is not a method any route has, and RFC 9113 reserves it).
+const H2_PREFACE_START: &[u8] = b"PRI * HTTP/2.0";
+
+/// Waits for the first byte of `stream` and, on plain TCP, for as many more as tell an
+/// HTTP/1.1 request from HTTP/2's preface; nothing is consumed. A request line arrives in one
+/// segment from every real client; bytes that trickle in are re-read every 5 ms, within the
+/// caller's header deadline.
+async fn first_bytes(stream: &TcpStream, tls: bool) -> io::Result<FirstBytes> {
+    let mut probe = [0u8; H2_PREFACE_START.len()];
+    loop {
+        let n = stream.peek(&mut probe).await?;
+        if n == 0 || tls {
+            return Ok(FirstBytes::Http1OrTls);
+        }
+        let seen = &probe[..n];
+        if !H2_PREFACE_START.starts_with(seen) {
+            return Ok(FirstBytes::Http1OrTls);
+        }
+        if n == H2_PREFACE_START.len() {
+            return Ok(FirstBytes::Http2Preface);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -206,7 +253,66 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::OVER_CAP;
+    use super::{first_bytes, FirstBytes, OVER_CAP};
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// The server's end of a loopback connection whose client sent `parts`, one write each
+    /// with a pause between, and what `first_bytes` made of it.
+    async fn first_bytes_of(parts: &[&[u8]], tls: bool) -> FirstBytes {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let addr = listener.local_addr().expect("bound");
+        let mut client = TcpStream::connect(addr).await.expect("connects");
+        let (server, _) = listener.accept().await.expect("accepted");
+        client.set_nodelay(true).expect("nodelay");
+        let parts: Vec<Vec<u8>> = parts.iter().map(|p| p.to_vec()).collect();
+        let writer = tokio::spawn(async move {
+            for part in parts {
+                client.write_all(&part).await.expect("writes");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            client
+        });
+        let seen = first_bytes(&server, tls).await.expect("peeks");
+        drop(writer.await);
+        // Nothing was consumed: the HTTP layer reads the request from its first byte.
+        let mut first = [0u8; 1];
+        assert_eq!(server.peek(&mut first).await.expect("peeks"), 1);
+        seen
+    }
+
+    #[tokio::test]
+    async fn the_http2_preface_is_told_from_http1_requests() {
+        let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        assert_eq!(
+            first_bytes_of(&[preface], false).await,
+            FirstBytes::Http2Preface
+        );
+        // Trickled a few bytes at a time, it is still found.
+        assert_eq!(
+            first_bytes_of(&[b"P", b"RI * HT", b"TP/2.0\r\n"], false).await,
+            FirstBytes::Http2Preface
+        );
+        for request in [
+            &b"POST /api/v1/payments HTTP/1.1\r\n"[..],
+            b"PUT / HTTP/1.1\r\n",
+            b"PATCH / HTTP/1.1\r\n",
+            b"GET /healthz HTTP/1.1\r\n",
+            b"PRIX",
+        ] {
+            assert_eq!(
+                first_bytes_of(&[request], false).await,
+                FirstBytes::Http1OrTls,
+                "{}",
+                String::from_utf8_lossy(request)
+            );
+        }
+        // On TLS the bytes are a ClientHello, never looked into.
+        assert_eq!(
+            first_bytes_of(&[preface], true).await,
+            FirstBytes::Http1OrTls
+        );
+    }
 
     #[test]
     fn the_over_cap_answer_declares_its_body_length() {
