@@ -21,7 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// The most a connection's read buffer grows to (headers beyond it are hyper's own `431`).
 pub const MAX_READ_BUFFER: usize = 64 * 1024;
@@ -38,7 +38,7 @@ content-length: 94\r\n\r\n\
 {\"code\":\"service_unavailable\",\"message\":\"too many connections; retry shortly\",\"request_id\":\"\"}";
 
 /// The connection settings of one listener.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConnectionLimits {
     /// Connections held open at once.
     pub max_connections: usize,
@@ -47,6 +47,11 @@ pub struct ConnectionLimits {
     pub header_timeout: Duration,
     /// Whether the listener speaks TLS (HTTP/2 is offered only then, by ALPN).
     pub tls: bool,
+    /// Set to `true` when the server starts its graceful shutdown: a connection still waiting
+    /// for its first byte is closed then. Until a connection is handed to the HTTP layer, the
+    /// graceful shutdown cannot ask it to close, and the server's drain would wait for it
+    /// until the header timeout.
+    pub draining: Option<watch::Receiver<bool>>,
 }
 
 impl ConnectionLimits {
@@ -85,6 +90,7 @@ pub struct CappedAcceptor<A> {
     slots: Arc<Semaphore>,
     tls: bool,
     first_byte: Duration,
+    draining: Option<watch::Receiver<bool>>,
 }
 
 impl<A> CappedAcceptor<A> {
@@ -95,6 +101,7 @@ impl<A> CappedAcceptor<A> {
             slots: Arc::new(Semaphore::new(limits.max_connections)),
             tls: limits.tls,
             first_byte: limits.header_timeout,
+            draining: limits.draining.clone(),
         }
     }
 
@@ -132,6 +139,7 @@ where
         let inner = self.inner.clone();
         let first_byte = self.first_byte;
         let tls = self.tls;
+        let mut draining = self.draining.clone();
         Box::pin(async move {
             // The HTTP layer's header deadline starts with the first byte (its protocol
             // detection waits for one), so a connection that sends nothing is bounded here.
@@ -139,7 +147,20 @@ where
             // server detects it and would speak HTTP/2 whatever the builder says (axum-server
             // serves through `serve_connection_with_upgrades`, which ignores `http1_only`).
             let start = tokio::time::Instant::now() + first_byte;
-            match tokio::time::timeout_at(start, first_bytes(&stream, tls)).await {
+            let drained = async {
+                match draining.as_mut() {
+                    Some(rx) => drop(rx.wait_for(|draining| *draining).await),
+                    None => std::future::pending().await,
+                }
+            };
+            let first = tokio::select! {
+                first = tokio::time::timeout_at(start, first_bytes(&stream, tls)) => first,
+                () = drained => {
+                    tracing::debug!("connection closed: the server is shutting down");
+                    return Err(io::Error::other("the server is shutting down"));
+                }
+            };
+            match first {
                 Ok(Ok(FirstBytes::Http1OrTls)) => {}
                 Ok(Ok(FirstBytes::Http2Preface)) => {
                     tracing::debug!("connection closed: HTTP/2 in clear text is not spoken");

@@ -501,10 +501,12 @@ impl Application {
             crate::app(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
         let operator_app =
             crate::operator_app(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+        let (draining_tx, draining_rx) = watch::channel(false);
         let limits = |tls: bool| ConnectionLimits {
             max_connections: settings.max_connections,
             header_timeout: settings.header_timeout,
             tls,
+            draining: Some(draining_rx.clone()),
         };
         let (stop_tx, stop_rx) = watch::channel(false);
         let reloader = tls.clone().map(|cfg| {
@@ -610,6 +612,9 @@ impl Application {
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        // Connections that have not sent a byte yet are closed now, not at their header
+        // timeout: the drain below waits for every accepted connection.
+        let _ = draining_tx.send(true);
         for handle in [
             &merchant_handle,
             &operator_handle,

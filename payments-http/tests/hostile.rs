@@ -286,3 +286,31 @@ async fn http2_is_not_spoken_in_clear_text() {
     }
     ts.stop().await;
 }
+
+/// A connection that never sends a byte does not hold the graceful shutdown: the server
+/// stops well before the header timeout (10 s by default) that would close it otherwise.
+#[tokio::test]
+async fn a_silent_connection_does_not_hold_the_shutdown() {
+    let ts = TestServer::sandbox().await;
+    let cabinet = ts
+        .cabinet_url
+        .clone()
+        .expect("the sandbox runs the cabinet");
+    let mut silent = Vec::new();
+    for base in [&ts.merchant_url, &ts.operator_url, &cabinet] {
+        let addr = base.trim_start_matches("http://");
+        silent.push(TcpStream::connect(addr).await.expect("connects"));
+    }
+    // The server has accepted them (and waits for their first byte).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), ts.stop())
+        .await
+        .expect("the server stops within 5 s, before the 10 s header timeout");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The silent connections were closed by the server.
+    for mut s in silent {
+        let (_, closed) = read_for(&mut s, Duration::from_secs(1)).await;
+        assert!(closed, "a silent connection is closed at shutdown");
+    }
+}
