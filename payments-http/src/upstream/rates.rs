@@ -4,6 +4,10 @@
 //! `422 payment_rate_unavailable` instead of pricing at an old course. A failed or malformed
 //! fetch keeps the previous rates (until they are too old) and is tried again sooner.
 //!
+//! A fetch is stamped, and its age measured, on the service's clock (the one that also decides
+//! expiries), so that a test steps past `rates_max_age` instead of sleeping. Rates stamped
+//! later than the clock's now (the clock was set back) count as too old until the next fetch.
+//!
 //! The answer (docs/providers.md, "Rates"): `{"rates": {"RUB": "95.50", "KZT": 480}}`, courses
 //! in units of the currency per 1 USDT, as decimal strings or JSON numbers, all positive.
 
@@ -15,11 +19,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use payments_core::payment::Currency;
 use payments_core::provider::RateSource;
-use payments_core::Clock;
+use payments_core::{Clock, Timestamp};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
 
 use super::{read_limited, upstream_client, UpstreamError, UpstreamSigner, MAX_ANSWER_BYTES};
 use crate::config::Settings;
@@ -40,14 +43,25 @@ pub struct HttpRates {
     refresher: AbortHandle,
 }
 
-#[derive(Debug)]
 struct Cache {
     client: reqwest::Client,
     url: reqwest::Url,
     signer: UpstreamSigner,
     max_age: Duration,
+    /// The clock a fetch is stamped with and its age measured on.
+    clock: Arc<dyn Clock>,
     /// The last good answer and when it was fetched.
-    rates: RwLock<Option<(Instant, BTreeMap<String, Decimal>)>>,
+    rates: RwLock<Option<(Timestamp, BTreeMap<String, Decimal>)>>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("url", &self.url.as_str())
+            .field("max_age", &self.max_age)
+            .field("rates", &self.rates)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpRates {
@@ -64,8 +78,9 @@ impl HttpRates {
         let cache = Arc::new(Cache {
             client: upstream_client(settings)?,
             url,
-            signer: UpstreamSigner::new(settings.upstream_secrets.clone(), clock),
+            signer: UpstreamSigner::new(settings.upstream_secrets.clone(), clock.clone()),
             max_age: settings.rates_max_age,
+            clock,
             rates: RwLock::new(None),
         });
         let first_ok = cache.refresh().await;
@@ -110,7 +125,7 @@ impl Cache {
                     .rates
                     .write()
                     .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    Some((Instant::now(), rates));
+                    Some((self.clock.now(), rates));
                 true
             }
             Err(e) => {
@@ -132,12 +147,20 @@ impl Cache {
 
     /// The rates if fetched within the staleness limit.
     fn fresh(&self) -> Option<BTreeMap<String, Decimal>> {
+        self.with_fresh(BTreeMap::clone)
+    }
+
+    /// `f` of the rates if they were fetched within the staleness limit, by the clock's now.
+    fn with_fresh<T>(&self, f: impl FnOnce(&BTreeMap<String, Decimal>) -> T) -> Option<T> {
+        let now = self.clock.now();
         let guard = self
             .rates
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &*guard {
-            Some((at, rates)) if at.elapsed() <= self.max_age => Some(rates.clone()),
+            Some((at, rates)) if *at <= now && now.duration_since(*at) <= self.max_age => {
+                Some(f(rates))
+            }
             _ => None,
         }
     }
@@ -171,17 +194,9 @@ fn parse_rates(body: &[u8]) -> Result<BTreeMap<String, Decimal>, String> {
 #[async_trait]
 impl RateSource for HttpRates {
     async fn course(&self, currency: Currency) -> Option<Decimal> {
-        let guard = self
-            .cache
-            .rates
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match &*guard {
-            Some((at, rates)) if at.elapsed() <= self.cache.max_age => {
-                rates.get(currency.as_str()).copied()
-            }
-            _ => None,
-        }
+        self.cache
+            .with_fresh(|rates| rates.get(currency.as_str()).copied())
+            .flatten()
     }
 }
 
@@ -209,5 +224,35 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    /// Fresh up to `rates_max_age` after the fetch on the service clock; stale after it, and
+    /// stale when the clock was set back before the fetch.
+    #[test]
+    fn the_rates_age_on_the_service_clock() {
+        use payments_core::testing::ManualClock;
+        let clock = ManualClock::new(Timestamp::from_unix_millis(1_800_000_000_000));
+        let cache = Cache {
+            client: reqwest::Client::new(),
+            url: reqwest::Url::parse("http://127.0.0.1:9/rates").unwrap(),
+            signer: UpstreamSigner::new(Vec::new(), Arc::new(clock.clone())),
+            max_age: Duration::from_secs(300),
+            clock: Arc::new(clock.clone()),
+            rates: RwLock::new(None),
+        };
+        assert_eq!(cache.fresh(), None, "nothing fetched yet");
+        let rates = BTreeMap::from([("RUB".to_string(), Decimal::new(9550, 2))]);
+        *cache.rates.write().unwrap() = Some((clock.now(), rates.clone()));
+        assert_eq!(cache.fresh(), Some(rates.clone()));
+        clock.advance(Duration::from_secs(300));
+        assert_eq!(
+            cache.fresh(),
+            Some(rates.clone()),
+            "300 s old is still in use"
+        );
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(cache.fresh(), None, "older than rates_max_age");
+        clock.set(Timestamp::from_unix_millis(1_800_000_000_000 - 1));
+        assert_eq!(cache.fresh(), None, "fetched after the clock's now");
     }
 }

@@ -1,6 +1,7 @@
 //! Refused requests take nothing: token and signature rejections, size, rate and address
 //! limits, and `X-Forwarded-For` honoured only from trusted proxies.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use payments_client::SignSpec;
@@ -9,7 +10,7 @@ use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_http::system::OsRandom;
-use payments_http::testing::TestServer;
+use payments_http::testing::{ShiftedClock, TestServer};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -173,7 +174,9 @@ async fn token_and_signature_rejections_take_nothing() {
 
 #[tokio::test]
 async fn size_rate_and_address_limits() {
-    let s = TestServer::sandbox().await;
+    // The rate limit refills on the service clock: the test steps it instead of sleeping.
+    let clock = ShiftedClock::new();
+    let s = TestServer::start_with_clock(Arc::new(clock.clone()), |_| {}).await;
     let c = &s.client();
     // 17 KiB body -> 413 body_too_large; the id stays free.
     let mut big = body("lim-1", "100");
@@ -246,12 +249,12 @@ async fn size_rate_and_address_limits() {
     );
     assert_eq!(retry_after.as_deref(), Some("1"));
     // The limited id is free once the bucket refills; so is the one refused for size.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(Duration::from_millis(1100));
     assert_eq!(
         c.create_payment(&body("rl-2", "100")).await.unwrap().status,
         StatusCode::CREATED
     );
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(Duration::from_millis(1100));
     assert_eq!(
         c.create_payment(&body("lim-1", "100"))
             .await

@@ -1,9 +1,10 @@
 //! The live rate source: courses from the upstream, "no rate" once they are too old, and
 //! recovery when the endpoint answers again.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use payments_http::testing::TestServer;
+use payments_http::testing::{ShiftedClock, TestServer};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -13,9 +14,11 @@ use crate::support::{body, Mode, Upstream};
 async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
     let u = Upstream::start(Mode::Issue).await;
     u.set_rates(Some(json!({"rates": {"RUB": "95.50", "KZT": 480}})));
+    // The rates' age is measured on the service clock: the test steps it past the limit.
+    let clock = ShiftedClock::new();
     let s = {
         let u = u.clone();
-        TestServer::start(move |s| {
+        TestServer::start_with_clock(Arc::new(clock.clone()), move |s| {
             u.configure(s);
             s.callback_dispatch = false;
             s.rates_max_age = Duration::from_millis(1000);
@@ -34,7 +37,7 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
 
     // The endpoint fails: the last rates serve until they are 1 s old, then no rate.
     u.set_rates(None);
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    clock.advance(Duration::from_millis(1300));
     let stale = c.create_payment(&body("r-2", "1910")).await.unwrap();
     assert_eq!(
         stale.status,
@@ -63,7 +66,7 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
 
     // A malformed answer is not used either: the previous rates age out.
     u.set_rates(Some(json!({"rates": {"RUB": "-1"}})));
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    clock.advance(Duration::from_millis(1300));
     let bad = c.create_payment(&body("r-3", "1910")).await.unwrap();
     assert_eq!(bad.code(), Some("payment_rate_unavailable"), "{}", bad.json);
     s.stop().await;
