@@ -1,6 +1,8 @@
 //! A real server for tests (feature `testing`): the whole `Application` on 127.0.0.1:0 over a
 //! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
-//! own tests.
+//! own tests; and the one place where every test of the workspace gets its listening
+//! addresses ([`test_settings`], [`free_port`]), so that no test binds a fixed port and a test
+//! run passes beside a sandbox on its default ports.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +23,82 @@ use crate::sandbox::{FixedRates, SandboxProvider};
 use crate::server::{open_store, Application};
 use crate::system::SystemClock;
 use crate::AppState;
+
+/// The defaults over `data_dir` with every listener on 127.0.0.1:0 (the merchant, operator and
+/// cabinet listeners; the upstream and metrics listeners stay off): what a test builds its
+/// [`Settings`] from instead of [`Settings::default`], whose listeners are the sandbox's fixed
+/// ports 8080-8082.
+pub fn test_settings(data_dir: &std::path::Path) -> Settings {
+    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+    Settings {
+        data_dir: data_dir.to_path_buf(),
+        listen: any_port,
+        operator_listen: any_port,
+        cabinet_listen: any_port,
+        upstream_listen: None,
+        metrics_listen: None,
+        ..Settings::default()
+    }
+}
+
+/// A TCP port on 127.0.0.1 that no listener held a moment ago, for a listener that cannot be
+/// given port 0 and report back (a `payments-server` child told its ports on its command line,
+/// a guide's receiver in another language).
+///
+/// The port comes from below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`), where neither another test's `bind(0)` nor an
+/// outgoing connection's source port can take it between this call and the child's own bind;
+/// this process never hands out the same port twice; the walk starts at a place drawn per
+/// process, so that test processes running at once rarely try the same ports; and the
+/// sandbox's defaults (8080-8082) are never chosen.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+    static START: OnceLock<u32> = OnceLock::new();
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = below_ephemeral_range();
+    let span = u32::from(high - low);
+    let start = *START.get_or_init(|| {
+        let mut seed = [0u8; 4];
+        getrandom::getrandom(&mut seed).expect("the OS gives random bytes");
+        u32::from_le_bytes(seed) % span
+    });
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = low + u16::try_from((start + n) % span).expect("below the span");
+        if (8080..=8082).contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    // Every port below the ephemeral range is taken: the kernel's choice, racy as it is.
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// [`free_port`] as `127.0.0.1:<port>`.
+pub fn free_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
+/// The ports [`free_port`] chooses from: 10000 up to the start of the ephemeral range (Linux's
+/// default 32768 when it cannot be read), or 10000-32767 if that range starts too low.
+fn below_ephemeral_range() -> (u16, u16) {
+    const LOW: u16 = 10_000;
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_start > LOW + 1_000 {
+        (LOW, ephemeral_start)
+    } else {
+        (LOW, 32_768)
+    }
+}
 
 /// A running server.
 #[derive(Debug)]
@@ -90,12 +168,8 @@ impl TestServer {
             crate::telemetry::init(Default::default(), "info");
         }
         let mut settings = Settings {
-            data_dir: dir.path().to_path_buf(),
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            operator_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            cabinet_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             sweep_interval: Duration::from_millis(50),
-            ..Settings::default()
+            ..test_settings(dir.path())
         };
         configure(&mut settings);
         let settings = settings.checked().expect("valid test settings");

@@ -25,9 +25,8 @@ fn mode(path: &Path) -> u32 {
 
 fn settings(data_dir: &Path) -> Settings {
     Settings {
-        data_dir: data_dir.to_path_buf(),
         durability: Durability::Normal,
-        ..Settings::default()
+        ..payments_http::testing::test_settings(data_dir)
     }
 }
 

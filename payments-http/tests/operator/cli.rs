@@ -1,7 +1,6 @@
 //! The `payments-server` commands: a second project provisioned from scratch while a server
 //! runs over the same data dir.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,6 +8,7 @@ use std::time::{Duration, Instant};
 use payments_client::SandboxCredentials;
 use payments_core::auth::keys::public_key_to_pem;
 use payments_http::bootstrap::CREDENTIALS_FILE;
+use payments_http::testing::{free_port, test_settings};
 use serde_json::{json, Value};
 
 use crate::common::{create_payment, Signer};
@@ -21,13 +21,6 @@ impl Drop for ServerProcess {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 fn cli(data_dir: &Path, args: &[&str]) -> Value {
@@ -193,10 +186,7 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
 #[tokio::test]
 async fn key_register_refuses_an_endless_file_at_the_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = payments_http::config::Settings {
-        data_dir: dir.path().to_path_buf(),
-        ..Default::default()
-    };
+    let settings = test_settings(dir.path());
     payments_http::server::open_store(&settings, true)
         .expect("a fresh database")
         .close();

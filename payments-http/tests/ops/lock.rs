@@ -12,6 +12,7 @@ fn second_serve(dir: &std::path::Path) -> std::process::Output {
         .arg(dir)
         .args(["--listen", &format!("127.0.0.1:{}", free_port())])
         .args(["--operator-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--cabinet-listen", &format!("127.0.0.1:{}", free_port())])
         .env_remove("PAYMENTS_CONFIG")
         .output()
         .expect("payments-server runs")

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use payments_http::config::Settings;
 use payments_http::server::Application;
-use payments_http::testing::TestServer;
+use payments_http::testing::{test_settings, TestServer};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 
 async fn get(url: String) -> (u16, serde_json::Value) {
@@ -29,12 +28,7 @@ async fn readyz_is_503_on_a_read_only_store() {
         },
     )
     .expect("opens read-only");
-    let settings = Settings {
-        data_dir: data.clone(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        operator_listen: "127.0.0.1:0".parse().unwrap(),
-        ..Settings::default()
-    };
+    let settings = test_settings(&data);
     let app = Application::builder(settings)
         .store(Arc::new(ro))
         .build()
@@ -62,18 +56,36 @@ async fn readyz_is_503_while_another_process_holds_the_write_lock() {
     let s = TestServer::sandbox().await;
     let (status, _) = get(format!("{}/readyz", s.merchant_url)).await;
     assert_eq!(status, 200);
-    // Another connection (as a stuck sqlite3 shell would) takes the write lock.
+    // Another connection (as a stuck sqlite3 shell would) takes the write lock, and holds it
+    // until the test lets go.
     let db = s.dir.path().join("payments.db");
+    let (taken_tx, taken_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let holder = std::thread::spawn(move || {
         let conn = rusqlite::Connection::open(db).unwrap();
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-        std::thread::sleep(Duration::from_secs(4));
+        taken_tx.send(()).unwrap();
+        release_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the test releases the lock");
         conn.execute_batch("COMMIT").unwrap();
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // The reuse window of the last good probe passes first.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let (status, body) = get(format!("{}/readyz", s.merchant_url)).await;
+    tokio::task::spawn_blocking(move || taken_rx.recv().expect("the lock is taken"))
+        .await
+        .unwrap();
+    // Once the reuse window of the last good probe has passed, the probe fails.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let (status, body) = loop {
+        let answer = get(format!("{}/readyz", s.merchant_url)).await;
+        if answer.0 != 200 {
+            break answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still ready 15 s after another process took the write lock"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(status, 503, "{body}");
     assert!(
         body["reason"]
@@ -82,6 +94,7 @@ async fn readyz_is_503_while_another_process_holds_the_write_lock() {
             .contains("did not take a write"),
         "{body}"
     );
+    release_tx.send(()).expect("the holder waits");
     tokio::task::spawn_blocking(move || holder.join().unwrap())
         .await
         .unwrap();

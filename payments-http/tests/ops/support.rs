@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::net::TcpListener as StdListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -153,13 +152,7 @@ pub fn sample(text: &str, name: &str) -> Option<f64> {
         .map(|v| v.trim().parse().expect("a number"))
 }
 
-/// A free port on 127.0.0.1.
-pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port()
-}
+pub use payments_http::testing::free_port;
 
 /// A `payments-server` child process, killed on drop.
 pub struct ServerProcess(pub Child);
@@ -171,7 +164,8 @@ impl Drop for ServerProcess {
     }
 }
 
-/// `payments-server serve` on `data_dir` with free ports; stderr piped. Returns the process,
+/// `payments-server serve` on `data_dir` with free ports for all three listeners (merchant,
+/// operator, cabinet: none on the sandbox's defaults); stderr piped. Returns the process,
 /// the merchant base URL and the operator base URL.
 pub fn serve(data_dir: &Path, extra: &[&str]) -> (ServerProcess, String, String) {
     serve_with(data_dir, "127.0.0.1", extra, &[])
@@ -186,12 +180,17 @@ pub fn serve_with(
     env: &[(&str, &str)],
 ) -> (ServerProcess, String, String) {
     let (merchant, operator) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_payments-server"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payments-server"));
+    command
         .arg("serve")
         .arg("--data-dir")
         .arg(data_dir)
         .args(["--listen", &format!("127.0.0.1:{merchant}")])
-        .args(["--operator-listen", &format!("{operator_ip}:{operator}")])
+        .args(["--operator-listen", &format!("{operator_ip}:{operator}")]);
+    if !extra.contains(&"--cabinet-listen") {
+        command.args(["--cabinet-listen", &format!("127.0.0.1:{}", free_port())]);
+    }
+    let child = command
         .args(extra)
         .env_remove("PAYMENTS_CONFIG")
         .env_remove("PAYMENTS_LOG")

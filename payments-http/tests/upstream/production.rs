@@ -2,7 +2,6 @@
 //! notifications configured: it starts (production refuses only the sandbox ports) and
 //! completes a payment end to end, the merchant's callback included.
 
-use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +19,7 @@ use payments_core::Timestamp;
 use payments_http::config::Settings;
 use payments_http::server::open_service;
 use payments_http::system::OsRandom;
+use payments_http::testing::free_addr;
 use serde_json::Value;
 
 use crate::support::{body, notification, notify, unix_now, Mode, Upstream, SECRET};
@@ -32,13 +32,6 @@ impl Drop for ChildGuard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 type Received = Arc<Mutex<Vec<Value>>>;
@@ -77,7 +70,7 @@ async fn receive(
 async fn serve_in_production_completes_a_payment_with_the_upstream() {
     let u = Upstream::start(Mode::Issue).await;
     let dir = tempfile::tempdir().unwrap();
-    let (merchant, operator, notifications) = (free_port(), free_port(), free_port());
+    let (merchant, operator, notifications) = (free_addr(), free_addr(), free_addr());
     let config = dir.path().join("payments.toml");
     std::fs::write(
         &config,
