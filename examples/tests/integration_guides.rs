@@ -4,9 +4,11 @@
 //! payment's callback once it is confirmed, verifies it and keeps the amount exact; and
 //! `check-receiver` scores the guide's receiver on every case.
 //!
-//! The packages come from `.ci/run` (`npm ci`, `pip install -r requirements.txt`). In CI
-//! (`CI=true`) a missing interpreter or package fails the test; locally it is skipped with
-//! the reason printed.
+//! Each test needs another language's toolchain and packages, so each is ignored in a plain
+//! `cargo test` (the summary counts it, and its `#[ignore]` says what it needs);
+//! `-- --include-ignored` runs them, and a missing interpreter or package then fails the test
+//! with the reason. `.ci/run` installs everything: the Node.js and Python packages (`npm ci`,
+//! `pip install -r requirements.txt`), and Debian's Go, PHP and Jackson for the Java guide.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -17,7 +19,7 @@ use std::time::Duration;
 use payments_core::callback::signing::signature_header;
 use payments_core::callback::{AddressPolicy, CallbackSecret};
 use payments_http::receiver_check::{check_receiver, CheckOptions};
-use payments_http::testing::TestServer;
+use payments_http::testing::{free_port, TestServer};
 use serde_json::Value;
 
 fn guides() -> PathBuf {
@@ -37,17 +39,13 @@ fn runs(program: &str, args: &[&str], dir: &Path) -> Result<(), String> {
     }
 }
 
-/// `true` when the language can run; in CI a missing piece panics, locally it is reported.
-fn available(language: &str, check: Result<(), String>) -> bool {
-    match check {
-        Ok(()) => true,
-        Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{language} guide cannot run in CI: {why} (.ci/run installs it)")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED the {language} guide: {why}. Run .ci/run, or install the packages as docs/integration/README.md says.");
-            false
-        }
+/// Fails the test, saying what to install, when the language cannot run.
+fn require(language: &str, check: Result<(), String>) {
+    if let Err(why) = check {
+        panic!(
+            "the {language} guide cannot run: {why}. Install what docs/integration/README.md \
+             says (.ci/run does), or leave out --include-ignored and it is reported as ignored."
+        );
     }
 }
 
@@ -57,14 +55,6 @@ struct Receiver {
     child: Child,
     lines: mpsc::Receiver<Value>,
     url: String,
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 impl Receiver {
@@ -253,9 +243,10 @@ async fn local_callback_server() -> TestServer {
 }
 
 #[tokio::test]
+#[ignore = "needs Node.js with docs/integration/node's packages (npm ci)"]
 async fn the_node_guide_runs_against_a_live_server() {
     let dir = guides().join("node");
-    let ok = available(
+    require(
         "Node.js",
         runs("node", &["--version"], &dir).and_then(|()| {
             runs(
@@ -268,9 +259,6 @@ async fn the_node_guide_runs_against_a_live_server() {
             )
         }),
     );
-    if !ok {
-        return;
-    }
     let server = local_callback_server().await;
     let guide = Guide {
         dir,
@@ -283,9 +271,10 @@ async fn the_node_guide_runs_against_a_live_server() {
 }
 
 #[tokio::test]
+#[ignore = "needs Python 3 with docs/integration/python/requirements.txt"]
 async fn the_python_guide_runs_against_a_live_server() {
     let dir = guides().join("python");
-    let ok = available(
+    require(
         "Python",
         runs(
             "python3",
@@ -293,9 +282,6 @@ async fn the_python_guide_runs_against_a_live_server() {
             &dir,
         ),
     );
-    if !ok {
-        return;
-    }
     let server = local_callback_server().await;
     let guide = Guide {
         dir,
@@ -311,14 +297,13 @@ async fn the_python_guide_runs_against_a_live_server() {
 /// assembled as `t=<X-Callback-Timestamp>,<X-Callback-Signature>`, a rotation's two `v1=`
 /// values included; and it refuses a tampered body, a wrong secret and a stale timestamp.
 #[test]
+#[ignore = "needs Python 3 with docs/integration/python/requirements.txt (stripe)"]
 fn stripe_verifies_our_callbacks() {
     let dir = guides().join("python");
-    if !available(
+    require(
         "Python (stripe)",
         runs("python3", &["-c", "import stripe"], &dir),
-    ) {
-        return;
-    }
+    );
     let current =
         CallbackSecret::parse("whsec_c2VjcmV0LWN1cnJlbnQtMDEyMzQ1Njc4OWFiY2RlZg==").unwrap();
     let previous =
@@ -375,21 +360,19 @@ fn stripe_verifies_our_callbacks() {
     assert!(!verify(body, stale, old, &current).0, "older than 300 s");
 }
 
-/// The Go, PHP and Java guides need toolchains a CI machine does not have (Go 1.19+, PHP 8.1+
-/// with sodium, a JDK 17+ with Jackson under /usr/share/java as Debian's
-/// libjackson2-databind-java installs it). Run them where those exist:
+/// The Go, PHP and Java guides need their toolchains (Go 1.19+, PHP 8.1+ with sodium, a JDK
+/// 17+ with Jackson under /usr/share/java as Debian's libjackson2-databind-java installs it;
+/// `.ci/run` installs Debian's `golang-go`, `php-cli` and `libjackson2-databind-java`):
 /// `cargo test -p payments-examples --test integration_guides -- --ignored`.
-async fn run_optional(language: &str, probe: (&str, &[&str]), guide: Guide<'_>, order: &str) {
-    if let Err(why) = runs(probe.0, probe.1, &guide.dir) {
-        panic!("the {language} guide needs its toolchain: {why}");
-    }
+async fn run_with_toolchain(language: &str, probe: (&str, &[&str]), guide: Guide<'_>, order: &str) {
+    require(language, runs(probe.0, probe.1, &guide.dir));
     let server = local_callback_server().await;
     run_guide(&server, &guide, order).await;
     server.stop().await;
 }
 
 #[tokio::test]
-#[ignore = "needs Go 1.19+; run with --ignored"]
+#[ignore = "needs Go 1.19+ (Debian golang-go)"]
 async fn the_go_guide_runs_against_a_live_server() {
     let guide = Guide {
         dir: guides().join("go"),
@@ -402,11 +385,11 @@ async fn the_go_guide_runs_against_a_live_server() {
             "go build -o \"${TMPDIR:-/tmp}/payments-go-guide\" . && exec \"${TMPDIR:-/tmp}/payments-go-guide\" receiver",
         ],
     };
-    run_optional("Go", ("go", &["version"]), guide, "guide-go-1").await;
+    run_with_toolchain("Go", ("go", &["version"]), guide, "guide-go-1").await;
 }
 
 #[tokio::test]
-#[ignore = "needs PHP 8.1+ with sodium; run with --ignored"]
+#[ignore = "needs PHP 8.1+ with sodium (Debian php-cli)"]
 async fn the_php_guide_runs_against_a_live_server() {
     let guide = Guide {
         dir: guides().join("php"),
@@ -414,7 +397,7 @@ async fn the_php_guide_runs_against_a_live_server() {
         create: &["php", "payments.php", "create"],
         receiver: &["php", "-S", "127.0.0.1:{port}", "receiver.php"],
     };
-    run_optional(
+    run_with_toolchain(
         "PHP",
         ("php", &["-r", "sodium_crypto_sign_keypair();"]),
         guide,
@@ -427,7 +410,7 @@ const JACKSON: &str =
     "/usr/share/java/jackson-databind.jar:/usr/share/java/jackson-core.jar:/usr/share/java/jackson-annotations.jar";
 
 #[tokio::test]
-#[ignore = "needs a JDK 17+ and Jackson; run with --ignored"]
+#[ignore = "needs a JDK 17+ and Jackson (Debian libjackson2-databind-java)"]
 async fn the_java_guide_runs_against_a_live_server() {
     let guide = Guide {
         dir: guides().join("java"),
@@ -435,5 +418,12 @@ async fn the_java_guide_runs_against_a_live_server() {
         create: &["java", "-cp", JACKSON, "Payments.java", "create"],
         receiver: &["java", "-cp", JACKSON, "Payments.java", "receiver"],
     };
-    run_optional("Java", ("java", &["-version"]), guide, "guide-java-1").await;
+    let jackson = match JACKSON.split(':').find(|jar| !Path::new(jar).is_file()) {
+        Some(missing) => Err(format!(
+            "{missing} is missing (Debian libjackson2-databind-java)"
+        )),
+        None => Ok(()),
+    };
+    require("Java", jackson);
+    run_with_toolchain("Java", ("java", &["-version"]), guide, "guide-java-1").await;
 }

@@ -4,29 +4,25 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// `DATABASE_URL`, or `None` (after printing why) when a PostgreSQL test must skip. Without it
-/// a test fails under CI (`CI=true`: a run that silently tested nothing would pass) and skips
-/// in a local run, saying so on the process's stderr.
-pub fn database_url() -> Option<String> {
+/// Why a PostgreSQL test is ignored in a plain `cargo test`: the text of its `#[ignore]`.
+/// `cargo test -- --include-ignored` (what `.ci/run` runs) runs it, with `DATABASE_URL` set.
+pub const NEEDS_DATABASE: &str = "needs PostgreSQL: DATABASE_URL";
+
+/// `DATABASE_URL`: the database a PostgreSQL test creates its schemas in. Such a test is
+/// `#[ignore = "needs PostgreSQL: DATABASE_URL"]`, so it runs only when asked for (`cargo test
+/// -- --include-ignored`, or `--ignored`); asked for without a database, it fails here, saying
+/// what is missing, instead of passing without having run.
+///
+/// # Panics
+/// When `DATABASE_URL` is not set or empty.
+pub fn database_url() -> String {
     match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-                panic!(
-                    "DATABASE_URL is not set: the PostgreSQL tests need a database \
-                     (.ci/run starts one)"
-                );
-            }
-            // Straight to the process's stderr: the test harness captures `eprintln!` of
-            // passing tests, and a skip must be seen.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: DATABASE_URL is not set, so this PostgreSQL test did not run \
-                 (set it to a database the tests may create schemas in, or run .ci/run)"
-            );
-            None
-        }
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "DATABASE_URL is not set: this PostgreSQL test needs a database it may create \
+             schemas in (DATABASE_URL=postgres://user@host:port/db; .ci/run starts one). \
+             Without one, leave out --include-ignored and the test is reported as ignored."
+        ),
     }
 }
 

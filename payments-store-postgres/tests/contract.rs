@@ -12,34 +12,30 @@ use payments_core::testing::contract;
 use payments_store_postgres::{PgRateLimiter, PgStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
 async fn postgres_meets_the_store_contract() {
-    let Some(base) = support::database_url() else {
-        return;
-    };
+    let base = support::database_url();
     contract::run_all_async(|| support::fresh_store(&base)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
 async fn postgres_meets_the_cabinet_store_contract() {
-    let Some(base) = support::database_url() else {
-        return;
-    };
+    let base = support::database_url();
     contract::run_cabinet_async(|| support::fresh_store(&base)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
 async fn three_nodes_on_one_database_meet_the_shared_checks() {
-    let Some(base) = support::database_url() else {
-        return;
-    };
+    let base = support::database_url();
     contract::run_shared_async(|| support::fresh_nodes(&base, 3)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
 async fn three_nodes_share_one_rate_limit() {
-    let Some(base) = support::database_url() else {
-        return;
-    };
+    let base = support::database_url();
     let nodes: Vec<PgStore> = support::fresh_nodes(&base, 3).await;
     let limiters: Vec<PgRateLimiter> = nodes.iter().map(PgStore::rate_limiter).collect();
     let refs: Vec<&PgRateLimiter> = limiters.iter().collect();
@@ -47,10 +43,9 @@ async fn three_nodes_share_one_rate_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
 async fn three_nodes_share_one_rate_limit_through_coalescing_limiters() {
-    let Some(base) = support::database_url() else {
-        return;
-    };
+    let base = support::database_url();
     let nodes: Vec<PgStore> = support::fresh_nodes(&base, 3).await;
     // As the server runs it: each node coalesces its own requests of a project.
     let limiters: Vec<CoalescingRateLimiter> = nodes

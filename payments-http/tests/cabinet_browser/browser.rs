@@ -56,14 +56,6 @@ fn find(env: &str, candidates: &[&str]) -> Option<PathBuf> {
     candidates.iter().map(PathBuf::from).find(|p| p.is_file())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a free port")
-        .local_addr()
-        .expect("bound")
-        .port()
-}
-
 /// The browser of one test.
 pub struct Browser {
     pub client: Client,
@@ -72,29 +64,29 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// Chromium over ChromeDriver on `base` (the cabinet's URL); `None` (after saying why) when
-    /// they are not installed and this is not CI.
-    pub async fn start(base: &str) -> Option<Browser> {
+    /// Chromium over ChromeDriver on `base` (the cabinet's URL). The tests that use it are
+    /// `#[ignore = "needs Chromium: ..."]`: asked for (`--include-ignored`) without a browser,
+    /// they fail here, saying what to install.
+    pub async fn start(base: &str) -> Browser {
         Browser::start_with(base, false).await
     }
 
     /// [`Browser::start`], accepting the server's self-signed certificate when `insecure_tls`.
-    pub async fn start_with(base: &str, insecure_tls: bool) -> Option<Browser> {
+    pub async fn start_with(base: &str, insecure_tls: bool) -> Browser {
         let chromium = find(
             "CHROME_BIN",
             &["/usr/bin/chromium", "/usr/bin/chromium-browser"],
         );
         let chromedriver = find("CHROMEDRIVER", &["/usr/bin/chromedriver"]);
         let (Some(chromium), Some(chromedriver)) = (chromium, chromedriver) else {
-            let why = "chromium and chromedriver are not installed (Debian packages chromium \
-                       and chromium-driver; .ci/run installs them)";
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true: the browser tests need a browser: {why}");
-            }
-            eprintln!("SKIPPED: {why}");
-            return None;
+            panic!(
+                "chromium and chromedriver are not installed (Debian packages chromium and \
+                 chromium-driver, or CHROME_BIN and CHROMEDRIVER; .ci/run installs them). \
+                 Without them, leave out --include-ignored and these tests are reported as \
+                 ignored."
+            );
         };
-        let port = free_port();
+        let port = payments_http::testing::free_port();
         let mut command = Command::new(&chromedriver);
         command
             .arg(format!("--port={port}"))
@@ -146,11 +138,11 @@ impl Browser {
             .connect(&webdriver)
             .await
             .expect("a WebDriver session in headless Chromium");
-        Some(Browser {
+        Browser {
             client,
             base: base.trim_end_matches('/').to_string(),
             driver,
-        })
+        }
     }
 
     /// Opens `path` on the cabinet.
