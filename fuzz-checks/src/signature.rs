@@ -464,6 +464,16 @@ mod tests {
     /// The seeds reach the round trip and the mutations, not only the refusals.
     #[test]
     fn seeds_prepare() {
+        const NAMED: [&str; 7] = [
+            "rfc9421-b26",
+            "rfc9421-b4",
+            "extra-signature-member",
+            "strict-post",
+            "strict-get-query",
+            "all-derived",
+            "nonce-and-tag",
+        ];
+        let mut seen = std::collections::BTreeSet::new();
         for seed in crate::seeds::seeds() {
             if seed.target != "signature" {
                 continue;
@@ -472,6 +482,9 @@ mod tests {
             let now = now_for(&request);
             let rfc = request.prepare(&SignaturePolicy::rfc_vectors(), now);
             let strict = request.prepare(&SignaturePolicy::strict(), now);
+            if NAMED.contains(&seed.name.as_str()) {
+                seen.insert(seed.name.clone());
+            }
             match seed.name.as_str() {
                 "rfc9421-b26" | "rfc9421-b4" | "extra-signature-member" => {
                     assert!(rfc.is_ok(), "{}: {rfc:?}", seed.name);
@@ -484,5 +497,13 @@ mod tests {
                 _ => assert!(rfc.is_err(), "{}", seed.name),
             }
         }
+        // The positive branches above name their seeds: a renamed or dropped seed would
+        // otherwise leave a branch silently unexercised.
+        let missing: Vec<&str> = NAMED
+            .iter()
+            .copied()
+            .filter(|n| !seen.contains(*n))
+            .collect();
+        assert!(missing.is_empty(), "signature seeds not found: {missing:?}");
     }
 }

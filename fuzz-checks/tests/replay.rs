@@ -64,7 +64,12 @@ fn every_seed_passes_its_check_and_is_committed() {
             .join("corpus")
             .join(seed.target)
             .join(format!("seed-{}", seed.name));
-        let committed = fs::read(&file).unwrap_or_default();
+        let committed = fs::read(&file).unwrap_or_else(|e| {
+            panic!(
+                "{} is not committed ({e}); run the ignored test write_seeds",
+                file.display()
+            )
+        });
         assert!(
             committed == seed.data,
             "{} differs from the seed; run the ignored test write_seeds",

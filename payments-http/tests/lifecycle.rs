@@ -335,13 +335,16 @@ async fn test_payments_and_their_helpers() {
     assert_eq!(r.json["status"], "canceled");
     nothing_more(&mut rx).await;
     // Support resends the closed test payment's callback: a real signed request, is_test true.
-    let (st, _) = op(&s, &format!("{id}/callbacks/resend"), json!({})).await;
-    assert_eq!(st, StatusCode::OK);
+    let (st, resend) = op(&s, &format!("{id}/callbacks/resend"), json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{resend}");
     let cb = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(
         (cb["status"].as_str(), cb["is_test"].as_bool()),
         (Some("completed"), Some(true))
     );
+    // The callback is the resend's event, not an automatic one that arrived late.
+    assert!(resend["event_id"].is_string(), "{resend}");
+    assert_eq!(cb["event_id"], resend["event_id"]);
     // Helpers refuse live payments and need the payments:test scope.
     s.state
         .service
@@ -397,14 +400,51 @@ async fn test_payments_and_their_helpers() {
 /// Shutdown does not wait for a mass expiry: with thousands of payments due at once the sweeper
 /// works in batches of 500 and checks the stop signal between them (it used to sweep until
 /// nothing was due, which after a long load run kept a stopped server busy for many minutes).
+///
+/// The stop arrives during the first batch: the expiries queue callback events, and an outbox
+/// waker turns the stop signal on at the first one. So the sweeper has already started when it
+/// is told to stop, and exactly one batch is swept.
 #[tokio::test]
 async fn the_sweeper_stops_between_batches() {
     use payments_core::payment::PaymentStatus;
+    use payments_core::service::OutboxWaker;
     use payments_core::testing::contract::{payment_id, sample_payment};
     use payments_http::sweeper::{self, SWEEP_BATCH};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Turns the stop signal on at the first callback event committed.
+    struct StopAtFirstEvent {
+        stop: tokio::sync::watch::Sender<bool>,
+        events: AtomicUsize,
+    }
+    impl OutboxWaker for StopAtFirstEvent {
+        fn wake(&self) {
+            self.events.fetch_add(1, Ordering::SeqCst);
+            self.stop.send_replace(true);
+        }
+    }
 
     // The server's own sweeper runs once at start and then sleeps for an hour.
-    let s = TestServer::start(|s| s.sweep_interval = Duration::from_secs(3600)).await;
+    let s = TestServer::start(|s| {
+        s.sweep_interval = Duration::from_secs(3600);
+        s.allow_local_callbacks = true;
+    })
+    .await;
+    // The expiries' callbacks go somewhere that accepts them.
+    let (url, _rx) = receiver().await;
+    s.state
+        .service
+        .update_project(
+            s.project(),
+            ProjectPatch {
+                callback_url: Some(Some(url)),
+                ..Default::default()
+            },
+            &Actor("t".into()),
+        )
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let store = s.state.service.store();
     let now = s.state.service.ports().clock.now();
@@ -419,15 +459,25 @@ async fn the_sweeper_stops_between_batches() {
     }
     assert_eq!(store.due_payments(now, due + 1).await.unwrap().len(), due);
 
-    let (_stop_tx, stopped) = tokio::sync::watch::channel(true);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let waker = Arc::new(StopAtFirstEvent {
+        stop,
+        events: AtomicUsize::new(0),
+    });
+    s.state.service.add_outbox_waker(waker.clone());
     let run = sweeper::run(s.state.service.clone(), Duration::from_secs(3600), stopped);
-    tokio::time::timeout(Duration::from_secs(10), run)
+    tokio::time::timeout(Duration::from_secs(60), run)
         .await
-        .expect("the sweeper returns at once when told to stop");
+        .expect("the sweeper returns once told to stop");
+    assert!(
+        waker.events.load(Ordering::SeqCst) > 0,
+        "the stop came from the first batch's expiries"
+    );
     assert_eq!(
         store.due_payments(now, due + 1).await.unwrap().len(),
-        due,
-        "nothing was swept after the stop"
+        due - SWEEP_BATCH,
+        "exactly one batch was swept: the stop, turned on during the first batch, was \
+         checked before the second"
     );
     s.stop().await;
 }

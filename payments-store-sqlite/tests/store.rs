@@ -80,11 +80,38 @@ async fn sixty_four_racing_nonce_uses_accept_one() {
     assert_eq!(accepted, 1);
 }
 
+/// The transactions committed to the write-ahead log `wal` since it was last emptied: its
+/// frames (of the log's current generation, by salt) that end a commit.
+fn wal_commits(wal: &std::path::Path) -> usize {
+    let bytes = std::fs::read(wal).expect("the write-ahead log");
+    if bytes.len() < 32 {
+        return 0;
+    }
+    let word = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let page_size = word(8) as usize;
+    let salts = (word(16), word(20));
+    let mut commits = 0;
+    let mut at = 32;
+    while at + 24 + page_size <= bytes.len() {
+        if (word(at + 8), word(at + 12)) != salts {
+            break;
+        }
+        if word(at + 4) != 0 {
+            commits += 1;
+        }
+        at += 24 + page_size;
+    }
+    commits
+}
+
 /// Failing requests (conflicts, duplicates) committed in the same batches as good ones roll
-/// back alone: every good write lands, no failed one leaves a trace.
+/// back alone: every good write lands, no failed one leaves a trace. The batches are made
+/// certain: another connection holds the database's write lock while the requests queue, so
+/// the writer's first transaction waits and then takes in the queue; the write-ahead log shows
+/// fewer commits than good requests (a batch held several).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_request_does_not_abort_its_batch() {
-    let (_dir, store) = fresh();
+    let (dir, store) = fresh();
     let base = sample_payment(payment_id(0), project_id(1), "contended");
     store.insert_payment(&base).await.expect("insert");
     let v2 = changed(&base, PaymentStatus::Processing, T0);
@@ -98,7 +125,22 @@ async fn a_failing_request_does_not_abort_its_batch() {
         .await
         .expect("commit");
 
-    let tasks: Vec<_> = (1..=48u128)
+    // Empty the log, so that it holds the commits of the requests below only, and take the
+    // write lock.
+    let path = dir.path().join("store.db");
+    let blocker = rusqlite::Connection::open(&path).expect("a second connection");
+    let (busy, _, _): (i64, i64, i64) = blocker
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .expect("checkpoint");
+    assert_eq!(busy, 0, "the log was emptied");
+    blocker
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+
+    let good = 24;
+    let tasks: Vec<_> = (1..=2 * good as u128)
         .map(|i| {
             let store = Arc::clone(&store);
             let base = base.clone();
@@ -122,10 +164,20 @@ async fn a_failing_request_does_not_abort_its_batch() {
             })
         })
         .collect();
+    // The writer waits for the lock (its busy timeout is 5 s) while the requests queue.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    blocker
+        .execute_batch("ROLLBACK")
+        .expect("the lock released");
     for task in tasks {
         task.await.expect("every task's assertions hold");
     }
-    for i in (1..=48u128).filter(|i| i % 2 == 1) {
+    let commits = wal_commits(&dir.path().join("store.db-wal"));
+    assert!(
+        (1..good).contains(&commits),
+        "{good} good requests committed in {commits} transactions: no batch held more than one"
+    );
+    for i in (1..=2 * good as u128).filter(|i| i % 2 == 1) {
         assert!(store.payment(payment_id(i)).await.expect("read").is_some());
     }
     assert_eq!(store.payment(base.id).await.expect("read"), Some(v2));

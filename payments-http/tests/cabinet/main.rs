@@ -124,6 +124,28 @@ async fn a_merchant_user_sees_only_its_merchant_and_support_sees_all() {
         .expect("a create");
     assert_eq!(created.status.as_u16(), 201, "{}", created.json);
     let payment = created.json["id"].as_str().expect("id").to_string();
+    // A second payment, completed by the operator (for the status filter below).
+    let done = c
+        .server
+        .client()
+        .create_payment(
+            &json!({"merchant_payment_id": "iso-2", "amount": "1500", "payment_method": "sbp"}),
+        )
+        .await
+        .expect("a create");
+    assert_eq!(done.status.as_u16(), 201, "{}", done.json);
+    let confirmed = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/payments/{}/confirm",
+            c.server.operator_url,
+            done.json["id"].as_str().expect("id")
+        ))
+        .bearer_auth(c.server.operator_token.expose())
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("the operator API answers");
+    assert_eq!(confirmed.status().as_u16(), 200);
     let project = c.server.project();
 
     let (mut other_user, _) = enrolled(&c, "other@other.example").await;
@@ -168,13 +190,33 @@ async fn a_merchant_user_sees_only_its_merchant_and_support_sees_all() {
         404
     );
     let listed = owner.get(&format!("/projects/{project}/payments")).await;
-    assert!(listed.body.contains("iso-1"));
+    assert_eq!(listed.status, 200);
+    assert!(listed.body.contains("iso-1") && listed.body.contains("iso-2"));
     let filtered = owner
         .get(&format!("/projects/{project}/payments?status=completed"))
         .await;
+    assert_eq!(filtered.status, 200, "{}", filtered.body);
+    assert!(
+        filtered.body.contains("iso-2"),
+        "the completed payment is listed: {}",
+        filtered.body
+    );
     assert!(
         !filtered.body.contains("iso-1"),
         "a processing payment is filtered out"
+    );
+    let filtered = owner
+        .get(&format!("/projects/{project}/payments?status=processing"))
+        .await;
+    assert_eq!(filtered.status, 200, "{}", filtered.body);
+    assert!(
+        filtered.body.contains("iso-1"),
+        "the processing payment is listed: {}",
+        filtered.body
+    );
+    assert!(
+        !filtered.body.contains("iso-2"),
+        "a completed payment is filtered out"
     );
 
     let (mut support, _) = enrolled(&c, "help@support.example").await;
@@ -199,6 +241,15 @@ async fn a_merchant_user_sees_only_its_merchant_and_support_sees_all() {
     assert!(audit.body.contains("payment.cancel"), "{}", audit.body);
     assert!(audit.body.contains("help@support.example"));
     let audit = other_user.get("/audit").await;
+    assert_eq!(audit.status, 200, "{}", audit.body);
+    // Its own audit log, listing its own user's sign-in, without the demo merchant's records.
+    assert!(
+        audit.body.contains("<title>Audit log")
+            && audit.body.contains("id=\"audit\"")
+            && audit.body.contains("sign_in.password"),
+        "{}",
+        audit.body
+    );
     assert!(!audit.body.contains("payment.cancel"));
     assert!(!audit.body.contains("owner@shop.example"));
     c.server.stop().await;
