@@ -226,18 +226,11 @@ async fn recheck_path_ends_in_verified_callbacks() {
 async fn expiry_sends_the_canceled_callback() {
     let s = start().await;
     let (url, mut rx) = receiver().await;
-    s.state
-        .service
-        .update_project(
-            s.project(),
-            ProjectPatch {
-                callback_url: Some(Some(url)),
-                ..Default::default()
-            },
-            &Actor("t".into()),
-        )
-        .await
-        .unwrap();
+    s.patch_project(ProjectPatch {
+        callback_url: Some(Some(url)),
+        ..Default::default()
+    })
+    .await;
     let mut p = s
         .state
         .service
@@ -433,18 +426,11 @@ async fn the_sweeper_stops_between_batches() {
     .await;
     // The expiries' callbacks go somewhere that accepts them.
     let (url, _rx) = receiver().await;
-    s.state
-        .service
-        .update_project(
-            s.project(),
-            ProjectPatch {
-                callback_url: Some(Some(url)),
-                ..Default::default()
-            },
-            &Actor("t".into()),
-        )
-        .await
-        .unwrap();
+    s.patch_project(ProjectPatch {
+        callback_url: Some(Some(url)),
+        ..Default::default()
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let store = s.state.service.store();
     let now = s.state.service.ports().clock.now();

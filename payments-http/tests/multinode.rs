@@ -282,6 +282,53 @@ async fn create_somewhere(
     None
 }
 
+/// Sends an operator API request to the nodes in turn from `first` until one answers other
+/// than 500/503 (those, and transport errors, are recorded as tolerated); that node, its
+/// status and its JSON body, or `None` when no node answered in 40 s.
+async fn operator_somewhere(
+    http: &reqwest::Client,
+    operators: &[String],
+    token: &str,
+    first: usize,
+    (method, path): (Method, &str),
+    tolerated: &Tolerated,
+) -> Option<(usize, u16, Value)> {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut i = first;
+    while Instant::now() < deadline {
+        let node = i % operators.len();
+        let url = format!("{}{path}", operators[node]);
+        let sent = Instant::now();
+        match http
+            .request(method.clone(), &url)
+            .bearer_auth(token)
+            .send()
+            .await
+        {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let body: Value = r.json().await.unwrap_or(Value::Null);
+                if status != 503 && status != 500 {
+                    return Some((node, status, body));
+                }
+                tolerate(
+                    tolerated,
+                    sent,
+                    format!("{method} {path} on node {node}: {status} {body}"),
+                );
+            }
+            Err(e) => tolerate(
+                tolerated,
+                sent,
+                format!("{method} {path} on node {node}: {e}"),
+            ),
+        }
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
 /// Confirms payment `id` through the operator API of the nodes in turn from `first` (the
 /// payment goes `completed` and queues its callback event); the payment's status afterwards,
 /// `None` when no node answered in time. A `409 invalid_transition` reads the payment: it
@@ -295,36 +342,23 @@ async fn confirm_somewhere(
     id: &str,
     tolerated: &Tolerated,
 ) -> Option<String> {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let mut i = first;
-    while Instant::now() < deadline {
-        let node = i % operators.len();
-        let url = format!("{}/operator/v1/payments/{id}/confirm", operators[node]);
-        let sent = Instant::now();
-        match http.post(&url).bearer_auth(token).send().await {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let body: Value = r.json().await.unwrap_or(Value::Null);
-                match status {
-                    200 => return Some("completed".to_string()),
-                    409 if body["code"] == "invalid_transition" => {
-                        return status_somewhere(http, operators, token, i + 1, id, tolerated)
-                            .await;
-                    }
-                    503 | 500 => tolerate(
-                        tolerated,
-                        sent,
-                        format!("confirm {id} on node {node}: {status} {body}"),
-                    ),
-                    other => panic!("confirm {id}: {other} {body}"),
-                }
-            }
-            Err(e) => tolerate(tolerated, sent, format!("confirm {id} on node {node}: {e}")),
+    let path = format!("/operator/v1/payments/{id}/confirm");
+    let (node, status, body) = operator_somewhere(
+        http,
+        operators,
+        token,
+        first,
+        (Method::POST, &path),
+        tolerated,
+    )
+    .await?;
+    match status {
+        200 => Some("completed".to_string()),
+        409 if body["code"] == "invalid_transition" => {
+            status_somewhere(http, operators, token, node + 1, id, tolerated).await
         }
-        i += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        other => panic!("confirm {id}: {other} {body}"),
     }
-    None
 }
 
 /// The status of payment `id` read through the operator API of the nodes in turn from `first`.
@@ -336,35 +370,20 @@ async fn status_somewhere(
     id: &str,
     tolerated: &Tolerated,
 ) -> Option<String> {
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let mut i = first;
-    while Instant::now() < deadline {
-        let node = i % operators.len();
-        let url = format!("{}/operator/v1/payments/{id}", operators[node]);
-        let sent = Instant::now();
-        match http.get(&url).bearer_auth(token).send().await {
-            Ok(r) => {
-                let status = r.status().as_u16();
-                let body: Value = r.json().await.unwrap_or(Value::Null);
-                match status {
-                    200 => {
-                        let got = body["status"].as_str();
-                        return Some(got.unwrap_or_else(|| panic!("read {id}: {body}")).into());
-                    }
-                    503 | 500 => tolerate(
-                        tolerated,
-                        sent,
-                        format!("read {id} on node {node}: {status} {body}"),
-                    ),
-                    other => panic!("read {id}: {other} {body}"),
-                }
-            }
-            Err(e) => tolerate(tolerated, sent, format!("read {id} on node {node}: {e}")),
-        }
-        i += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let path = format!("/operator/v1/payments/{id}");
+    let (_, status, body) = operator_somewhere(
+        http,
+        operators,
+        token,
+        first,
+        (Method::GET, &path),
+        tolerated,
+    )
+    .await?;
+    match (status, body["status"].as_str()) {
+        (200, Some(got)) => Some(got.to_string()),
+        _ => panic!("read {id}: {status} {body}"),
     }
-    None
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
