@@ -36,7 +36,7 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
     assert_eq!(r.json["merchant_information"]["amount_usdt"], "20.0000");
 
     // The endpoint fails: the last rates serve until they are 1 s old, then no rate.
-    u.set_rates(None);
+    u.set_rates_and_wait(None).await;
     clock.advance(Duration::from_millis(1300));
     let stale = c.create_payment(&body("r-2", "1910")).await.unwrap();
     assert_eq!(
@@ -65,7 +65,8 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
     );
 
     // A malformed answer is not used either: the previous rates age out.
-    u.set_rates(Some(json!({"rates": {"RUB": "-1"}})));
+    u.set_rates_and_wait(Some(json!({"rates": {"RUB": "-1"}})))
+        .await;
     clock.advance(Duration::from_millis(1300));
     let bad = c.create_payment(&body("r-3", "1910")).await.unwrap();
     assert_eq!(bad.code(), Some("payment_rate_unavailable"), "{}", bad.json);

@@ -57,6 +57,8 @@ pub(crate) struct Seen {
 struct Inner {
     mode: Mutex<Mode>,
     rates: Mutex<Option<Value>>,
+    /// Rates answers served so far.
+    rates_served: AtomicUsize,
     seen: Mutex<Seen>,
     serial: AtomicUsize,
     /// Woken when a delayed answer has been sent.
@@ -151,7 +153,9 @@ async fn requisites(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) 
 }
 
 async fn rates(State(u): State<Upstream>) -> Response {
-    match u.inner.rates.lock().unwrap().clone() {
+    let answer = u.inner.rates.lock().unwrap().clone();
+    u.inner.rates_served.fetch_add(1, Ordering::SeqCst);
+    match answer {
         Some(r) => axum::Json(r).into_response(),
         None => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
@@ -189,6 +193,7 @@ impl Upstream {
             inner: Arc::new(Inner {
                 mode: Mutex::new(mode),
                 rates: Mutex::new(Some(json!({"rates": {"RUB": "100"}}))),
+                rates_served: AtomicUsize::new(0),
                 seen: Mutex::default(),
                 serial: AtomicUsize::new(0),
                 answered: Notify::new(),
@@ -221,6 +226,23 @@ impl Upstream {
 
     pub(crate) fn set_rates(&self, rates: Option<Value>) {
         *self.inner.rates.lock().unwrap() = rates;
+    }
+
+    /// [`Upstream::set_rates`], then waits until the server's refresher has fetched twice
+    /// more: the first of those may have read the previous answer, the second (fetches are one
+    /// at a time) was asked after the change. So no fetch of the previous rates is still in
+    /// flight when this returns: a test may then step the service clock past their age.
+    pub(crate) async fn set_rates_and_wait(&self, rates: Option<Value>) {
+        let before = self.inner.rates_served.load(Ordering::SeqCst);
+        self.set_rates(rates);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.inner.rates_served.load(Ordering::SeqCst) < before + 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server's rates refresher did not fetch within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     pub(crate) fn seen<R>(&self, f: impl FnOnce(&Seen) -> R) -> R {
