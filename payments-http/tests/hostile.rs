@@ -16,6 +16,16 @@ use tokio::net::TcpStream;
 /// cap test see 28-37 MiB of growth that was not its own, in 5 of 10 suite runs.)
 static RSS_ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
+/// The base URLs of the three plain-TCP listeners: merchant, operator, cabinet.
+fn plain_listeners(ts: &TestServer) -> [String; 3] {
+    let cabinet = ts.cabinet_url.clone();
+    [
+        ts.merchant_url.clone(),
+        ts.operator_url.clone(),
+        cabinet.expect("the sandbox runs the cabinet"),
+    ]
+}
+
 fn addr_of(ts: &TestServer) -> String {
     ts.merchant_url.trim_start_matches("http://").to_string()
 }
@@ -274,11 +284,7 @@ async fn the_connection_cap_answers_503_and_memory_stays_bounded() {
 async fn http2_is_not_spoken_in_clear_text() {
     let _shared = RSS_ALONE.read().await;
     let ts = TestServer::sandbox().await;
-    let cabinet = ts
-        .cabinet_url
-        .clone()
-        .expect("the sandbox runs the cabinet");
-    for base in [&ts.merchant_url, &ts.operator_url, &cabinet] {
+    for base in plain_listeners(&ts) {
         let addr = base.trim_start_matches("http://");
         let mut s = TcpStream::connect(addr).await.expect("connects");
         // The HTTP/2 connection preface, as a client with prior knowledge sends it, and an
@@ -304,12 +310,8 @@ async fn http2_is_not_spoken_in_clear_text() {
 async fn a_silent_connection_does_not_hold_the_shutdown() {
     let _shared = RSS_ALONE.read().await;
     let ts = TestServer::sandbox().await;
-    let cabinet = ts
-        .cabinet_url
-        .clone()
-        .expect("the sandbox runs the cabinet");
     let mut silent = Vec::new();
-    for base in [&ts.merchant_url, &ts.operator_url, &cabinet] {
+    for base in plain_listeners(&ts) {
         let addr = base.trim_start_matches("http://");
         silent.push(TcpStream::connect(addr).await.expect("connects"));
     }
