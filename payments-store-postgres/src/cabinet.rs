@@ -689,6 +689,9 @@ pub(crate) async fn token_last_used<C: GenericClient>(
 
 // --- payer page links ------------------------------------------------------------------------
 
+/// The columns [`page_from_row`] reads.
+const PAGE_COLUMNS: &str = "payment_id, token_hash, token, created_at";
+
 fn page_from_row(row: &Row) -> Result<PaymentPageRecord, StoreError> {
     let c = Cols::new(row);
     Ok(PaymentPageRecord {
@@ -705,7 +708,7 @@ pub(crate) async fn payment_page<C: GenericClient>(
 ) -> Result<Option<PaymentPageRecord>, StoreError> {
     query_opt(
         c,
-        "SELECT * FROM payment_pages WHERE payment_id = $1",
+        &format!("SELECT {PAGE_COLUMNS} FROM payment_pages WHERE payment_id = $1"),
         &[&payment.to_string()],
     )
     .await?
@@ -720,7 +723,7 @@ pub(crate) async fn payment_page_by_hash<C: GenericClient>(
 ) -> Result<Option<PaymentPageRecord>, StoreError> {
     query_opt(
         c,
-        "SELECT * FROM payment_pages WHERE token_hash = $1",
+        &format!("SELECT {PAGE_COLUMNS} FROM payment_pages WHERE token_hash = $1"),
         &[&&hash[..]],
     )
     .await?

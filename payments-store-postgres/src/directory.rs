@@ -61,7 +61,10 @@ pub(crate) async fn merchant<C: GenericClient>(
 ) -> Result<Option<Merchant>, StoreError> {
     query_opt(
         c,
-        "SELECT * FROM merchants WHERE id = $1",
+        &format!(
+            "SELECT {} FROM merchants WHERE id = $1",
+            MERCHANT_COLUMNS.join(", ")
+        ),
         &[&id.to_string()],
     )
     .await?
@@ -71,11 +74,18 @@ pub(crate) async fn merchant<C: GenericClient>(
 }
 
 pub(crate) async fn merchants<C: GenericClient>(c: &C) -> Result<Vec<Merchant>, StoreError> {
-    query(c, "SELECT * FROM merchants ORDER BY id", &[])
-        .await?
-        .iter()
-        .map(merchant_from_row)
-        .collect()
+    query(
+        c,
+        &format!(
+            "SELECT {} FROM merchants ORDER BY id",
+            MERCHANT_COLUMNS.join(", ")
+        ),
+        &[],
+    )
+    .await?
+    .iter()
+    .map(merchant_from_row)
+    .collect()
 }
 
 // --- projects --------------------------------------------------------------------------------
@@ -226,7 +236,10 @@ pub(crate) async fn project<C: GenericClient>(
 ) -> Result<Option<Project>, StoreError> {
     query_opt(
         c,
-        "SELECT * FROM projects WHERE id = $1",
+        &format!(
+            "SELECT {} FROM projects WHERE id = $1",
+            PROJECT_COLUMNS.join(", ")
+        ),
         &[&id.to_string()],
     )
     .await?
@@ -236,11 +249,18 @@ pub(crate) async fn project<C: GenericClient>(
 }
 
 pub(crate) async fn projects<C: GenericClient>(c: &C) -> Result<Vec<Project>, StoreError> {
-    query(c, "SELECT * FROM projects ORDER BY id", &[])
-        .await?
-        .iter()
-        .map(project_from_row)
-        .collect()
+    query(
+        c,
+        &format!(
+            "SELECT {} FROM projects ORDER BY id",
+            PROJECT_COLUMNS.join(", ")
+        ),
+        &[],
+    )
+    .await?
+    .iter()
+    .map(project_from_row)
+    .collect()
 }
 
 // --- tokens and keys -------------------------------------------------------------------------
@@ -377,6 +397,8 @@ pub(crate) async fn insert_key<C: GenericClient>(c: &C, k: &KeyRecord) -> Result
     }
 }
 
+/// The columns [`project_from`] reads, named in every query of projects (never `*`: a node of
+/// an older build keeps its prepared statements' result types when a migration adds a column).
 const PROJECT_COLUMNS: &[&str] = &[
     "id",
     "merchant_id",
@@ -396,6 +418,7 @@ const PROJECT_COLUMNS: &[&str] = &[
     "payer_page",
     "payer_language",
 ];
+/// The columns [`merchant_from`] reads, likewise.
 const MERCHANT_COLUMNS: &[&str] = &["id", "name", "paused", "callback_url", "created_at"];
 
 /// The one query of [`auth_lookup`]: the token by hash, joined with its project, the project's
@@ -680,7 +703,8 @@ pub(crate) async fn audit_records<C: GenericClient>(
 ) -> Result<Vec<AuditRecord>, StoreError> {
     query(
         c,
-        "SELECT * FROM audit ORDER BY seq DESC LIMIT $1",
+        "SELECT at, actor, action, target, before_state, after_state FROM audit \
+         ORDER BY seq DESC LIMIT $1",
         &[&codec::limit(limit)],
     )
     .await?
