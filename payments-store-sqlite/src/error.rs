@@ -89,7 +89,4 @@ pub(crate) fn is_unique_violation(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
 }
 
-/// A stored value that does not decode.
-pub(crate) fn corrupt(what: &str, value: impl std::fmt::Debug) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {value:?}"))
-}
+pub(crate) use payments_store_sql::codec::corrupt;

@@ -4,73 +4,35 @@ use std::time::Duration;
 
 use payments_core::cabinet::EventQuery;
 use payments_core::event::{
-    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, FailedEvent,
-    FailedEventFilter, OutboxEvent,
+    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
 use payments_core::Timestamp;
-use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+use payments_store_sql::listing;
+use payments_store_sql::record::attempt_values;
+use payments_store_sql::sql::list;
+use payments_store_sql::statements as st;
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use crate::codec::{self, opt_ts, text, ts, Cols};
+use crate::codec::{self, execute, execute_raw, params, record_params, records, sql, Cols};
+use crate::codec::{Record, SqliteRow};
 use crate::error::{db, is_unique_violation};
 
-const COLUMNS: &str = "seq, event_id, payment_id, project_id, status, kind, body, created_at, \
-    destination, state, attempts, max_attempts, next_attempt_at, lease_token";
-
-/// Inserts an outbox row; a reused event id is `Duplicate`.
+/// Queues an event; a reused event id is `Duplicate`.
 pub(crate) fn insert(conn: &Connection, e: &OutboxEvent) -> Result<(), StoreError> {
-    let ev = &e.event;
-    let values = [
-        text(ev.event_id.to_string()),
-        text(ev.payment_id.to_string()),
-        text(ev.project_id.to_string()),
-        text(ev.status.as_str()),
-        text(ev.kind.as_str()),
-        Value::Blob(ev.body.clone()),
-        ts(ev.created_at),
-        text(e.destination.as_str()),
-        text(e.state.as_str()),
-        Value::Integer(i64::from(e.attempts)),
-        Value::Integer(i64::from(e.max_attempts)),
-        opt_ts(e.next_attempt_at),
-    ];
-    let result = conn
-        .prepare_cached(
-            "INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body, \
-             created_at, destination, state, attempts, max_attempts, next_attempt_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        )
-        .map_err(db)?
-        .execute(params_from_iter(values.iter()));
-    match result {
+    match execute_raw(conn, &st::EVENT_INSERT, record_params(e)?) {
         Ok(_) => Ok(()),
         Err(err) if is_unique_violation(&err) => {
-            Err(StoreError::Duplicate(format!("event {}", ev.event_id)))
+            Err(StoreError::Duplicate(format!("event {}", e.event.event_id)))
         }
         Err(err) => Err(db(err)),
     }
 }
 
+/// An event from a row holding its columns.
 fn event_from_row(row: &Row<'_>) -> Result<OutboxEvent, StoreError> {
-    let c = Cols::new(row);
-    Ok(OutboxEvent {
-        event: CallbackEvent {
-            event_id: c.parsed("event_id")?,
-            payment_id: c.parsed("payment_id")?,
-            project_id: c.parsed("project_id")?,
-            status: c.parsed("status")?,
-            kind: c.with("kind", EventKind::parse)?,
-            body: c.blob("body")?,
-            created_at: c.ts("created_at")?,
-        },
-        destination: codec::parse_url(&c.text("destination")?)?,
-        state: c.with("state", DeliveryState::parse)?,
-        attempts: c.num("attempts")?,
-        max_attempts: c.num("max_attempts")?,
-        next_attempt_at: c.opt_ts("next_attempt_at")?,
-    })
+    OutboxEvent::from_row(&Cols::new(&SqliteRow::new(row)))
 }
 
 /// Claims due pending events, earliest first, moves them to `now + lease` and increments their
@@ -87,9 +49,10 @@ pub(crate) fn claim_due(
     {
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM outbox_events \
+                "SELECT seq, lease_token, {} FROM outbox_events \
                  WHERE state = 'pending' AND next_attempt_at <= ?1 \
-                 ORDER BY next_attempt_at, seq LIMIT ?2"
+                 ORDER BY next_attempt_at, seq LIMIT ?2",
+                list(OutboxEvent::COLUMNS)
             ))
             .map_err(db)?;
         let mut rows = stmt
@@ -97,7 +60,7 @@ pub(crate) fn claim_due(
             .map_err(db)?;
         while let Some(row) = rows.next().map_err(db)? {
             seqs.push(row.get::<_, i64>("seq").map_err(db)?);
-            let token = Cols::new(row).num::<u64>("lease_token")?;
+            let token = Cols::new(&SqliteRow::new(row)).num::<u64>("lease_token")?;
             claimed.push(ClaimedEvent {
                 event: event_from_row(row)?,
                 lease: LeaseToken::new(token.saturating_add(1)),
@@ -160,42 +123,15 @@ pub(crate) fn record_attempt(
         ])
         .map_err(db)?;
     }
-    conn.prepare_cached(
-        "INSERT INTO delivery_attempts (event_id, attempt, started_at, duration_ms, \
-         http_status, error, success, response_excerpt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )
-    .map_err(db)?
-    .execute(params![
-        id,
-        i64::from(a.attempt),
-        a.started_at.unix_millis(),
-        codec::uint(a.duration_ms, "duration_ms")?,
-        a.http_status.map(i64::from),
-        a.error,
-        a.success,
-        a.response_excerpt
-    ])
-    .map_err(db)?;
+    execute(
+        conn,
+        &st::ATTEMPT_INSERT,
+        params(attempt_values(event_id, a)?),
+    )?;
     Ok(if applied {
         AttemptRecorded::Applied
     } else {
         AttemptRecorded::Stale
-    })
-}
-
-fn attempt_from_row(row: &Row<'_>) -> Result<DeliveryAttempt, StoreError> {
-    let c = Cols::new(row);
-    Ok(DeliveryAttempt {
-        attempt: c.num("attempt")?,
-        started_at: c.ts("started_at")?,
-        duration_ms: c.num("duration_ms")?,
-        http_status: c
-            .opt_int("http_status")?
-            .map(|n| u16::try_from(n).map_err(|_| crate::error::corrupt("http_status", n)))
-            .transpose()?,
-        error: c.opt_text("error")?,
-        success: c.flag("success")?,
-        response_excerpt: c.opt_text("response_excerpt")?,
     })
 }
 
@@ -208,9 +144,7 @@ pub(crate) fn for_payment(
     let mut records = Vec::new();
     {
         let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM outbox_events WHERE payment_id = ?1 ORDER BY seq"
-            ))
+            .prepare_cached(sql(&st::EVENTS_OF_PAYMENT))
             .map_err(db)?;
         let mut rows = stmt.query([&pid]).map_err(db)?;
         while let Some(row) = rows.next().map_err(db)? {
@@ -227,38 +161,11 @@ pub(crate) fn for_payment(
 /// A page of a project's events, newest first by `(created_at, event_id)`, with their
 /// attempts (through the `(project_id, created_at, event_id)` index).
 pub(crate) fn find(conn: &Connection, q: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-    let mut sql = format!("SELECT {COLUMNS} FROM outbox_events WHERE project_id = ?1");
-    let mut values: Vec<Value> = vec![text(q.project.to_string())];
-    let mut add = |cond: &str, v: Value| {
-        values.push(v);
-        sql.push_str(&cond.replace('?', &format!("?{}", values.len())));
-    };
-    if let Some(state) = q.state {
-        add(" AND state = ?", text(state.as_str()));
-    }
-    if let Some(p) = q.payment {
-        add(" AND payment_id = ?", text(p.to_string()));
-    }
-    if let Some(t) = q.created_from {
-        add(" AND created_at >= ?", ts(t));
-    }
-    if let Some(t) = q.created_to {
-        add(" AND created_at < ?", ts(t));
-    }
-    if let Some((t, id)) = q.before {
-        add(" AND (created_at < ?", ts(t));
-        add(" OR (created_at = ?", ts(t));
-        add(" AND event_id < ?))", text(id.to_string()));
-    }
-    values.push(Value::Integer(codec::limit(q.limit)));
-    sql.push_str(&format!(
-        " ORDER BY created_at DESC, event_id DESC LIMIT ?{}",
-        values.len()
-    ));
+    let (sql, values) = listing::event_page(q, codec::D);
     let mut records = Vec::new();
     {
         let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
-        let mut rows = stmt.query(params_from_iter(values.iter())).map_err(db)?;
+        let mut rows = stmt.query(params(values)).map_err(db)?;
         while let Some(row) = rows.next().map_err(db)? {
             records.push(EventRecord {
                 outbox: event_from_row(row)?,
@@ -270,21 +177,15 @@ pub(crate) fn find(conn: &Connection, q: &EventQuery) -> Result<Vec<EventRecord>
     Ok(records)
 }
 
+/// An event's attempts, in order.
+fn records_of(conn: &Connection, event: EventId) -> Result<Vec<DeliveryAttempt>, StoreError> {
+    records(conn, &st::ATTEMPTS, [event.to_string()])
+}
+
 /// Fills in each record's attempts, in order.
 fn with_attempts(conn: &Connection, records: &mut [EventRecord]) -> Result<(), StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT attempt, started_at, duration_ms, http_status, error, success, \
-             response_excerpt FROM delivery_attempts WHERE event_id = ?1 ORDER BY seq",
-        )
-        .map_err(db)?;
     for record in records.iter_mut() {
-        let mut rows = stmt
-            .query([record.outbox.event.event_id.to_string()])
-            .map_err(db)?;
-        while let Some(row) = rows.next().map_err(db)? {
-            record.attempts.push(attempt_from_row(row)?);
-        }
+        record.attempts = records_of(conn, record.outbox.event.event_id)?;
     }
     Ok(())
 }
@@ -321,11 +222,12 @@ pub(crate) fn failed(
     {
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM outbox_events \
+                "SELECT {} FROM outbox_events \
                  WHERE state = 'failed' AND resent_by IS NULL \
                  AND (?1 IS NULL OR project_id = ?1) \
                  AND (?2 IS NULL OR created_at >= ?2) AND (?3 IS NULL OR created_at < ?3) \
-                 ORDER BY seq"
+                 ORDER BY seq",
+                list(OutboxEvent::COLUMNS)
             ))
             .map_err(db)?;
         let mut rows = stmt
@@ -348,19 +250,13 @@ pub(crate) fn failed(
             }
         }
     }
-    let mut last = conn
-        .prepare_cached(
-            "SELECT attempt, started_at, duration_ms, http_status, error, success, \
-             response_excerpt FROM delivery_attempts WHERE event_id = ?1 ORDER BY seq DESC LIMIT 1",
-        )
-        .map_err(db)?;
     for f in &mut found {
-        let mut rows = last
-            .query([f.outbox.event.event_id.to_string()])
-            .map_err(db)?;
-        if let Some(row) = rows.next().map_err(db)? {
-            f.last_attempt = Some(attempt_from_row(row)?);
-        }
+        f.last_attempt = records(
+            conn,
+            &st::LAST_ATTEMPT,
+            [f.outbox.event.event_id.to_string()],
+        )?
+        .pop();
     }
     Ok(found)
 }
@@ -394,7 +290,7 @@ pub(crate) fn mark_resent(
         .map_err(db)?;
     let mut ids = Vec::new();
     while let Some(row) = rows.next().map_err(db)? {
-        ids.push(Cols::new(row).parsed("event_id")?);
+        ids.push(Cols::new(&SqliteRow::new(row)).parsed("event_id")?);
     }
     Ok(ids)
 }

@@ -1,0 +1,37 @@
+//! The SQL layer that the SQLite and PostgreSQL stores share.
+//!
+//! Everything about a row that does not depend on the database engine is written here once:
+//!
+//! - [`record`]: for each stored aggregate, its column list (named in every statement, never
+//!   `*`), its decoding from a row ([`Record::from_row`], where the invariants between columns
+//!   live: both-or-none pairs, required partners) and its encoding into statement values
+//!   ([`Record::values`]);
+//! - [`row`]: the small interface a backend's row type implements ([`SqlRow`]: four typed
+//!   getters) and the typed access built on it once ([`Cols`]);
+//! - [`value`]: the values a statement binds ([`SqlValue`]), which each backend hands to its
+//!   driver;
+//! - [`codec`]: the text forms of values that are not a column type (scopes, contracts, URLs);
+//! - [`sql`]: statement text shared by both engines, written once with PostgreSQL's `$n`
+//!   placeholders and turned into SQLite's `?n` by the [`Dialect`] seam.
+//!
+//! Each backend keeps only its runtime: connections, transactions, locking, the SQLite
+//! writer's group commit, PostgreSQL's pool and advisory locks, and the few statements whose
+//! SQL really differs.
+//!
+//! Why no `SELECT *`: a node of the previous build keeps running beside a database that a newer
+//! build migrated. PostgreSQL caches each prepared statement's result type and refuses to run a
+//! `SELECT *` whose table gained a column (`0A000: cached plan must not change result type`),
+//! so every statement names its columns, from the lists here.
+
+pub mod codec;
+pub mod listing;
+pub mod record;
+pub mod row;
+pub mod sql;
+pub mod statements;
+pub mod value;
+
+pub use record::Record;
+pub use row::{Cols, SqlRow};
+pub use sql::{Dialect, Sql};
+pub use value::SqlValue;

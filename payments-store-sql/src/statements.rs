@@ -1,0 +1,418 @@
+//! The statements both engines run, written once (see [`crate::sql`] for the dialect seam).
+//! A statement that only one engine runs, or whose SQL really differs, lives in its backend.
+
+use payments_core::cabinet::{CabinetAuditRecord, InviteRecord, SessionRecord, UserRecord};
+use payments_core::event::{DeliveryAttempt, OutboxEvent};
+use payments_core::payer::PaymentPageRecord;
+use payments_core::project::{
+    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
+};
+
+use crate::record::{
+    Record, ATTEMPT_ROW_COLUMNS, PAYMENT_COLUMNS, PAYMENT_IMMUTABLE, PAYMENT_NCOLS,
+    SECRET_ROW_COLUMNS,
+};
+use crate::sql::{insert, list, select, upsert, Sql};
+
+// --- merchants and projects ------------------------------------------------------------------
+
+/// Inserts or replaces a merchant: [`Merchant::values`](Record::values).
+pub static MERCHANT_PUT: Sql = Sql::new(|_| upsert("merchants", Merchant::COLUMNS, "id"));
+/// A merchant by id (`$1`).
+pub static MERCHANT: Sql = Sql::new(|_| select(Merchant::COLUMNS, "merchants", "WHERE id = $1"));
+/// Every merchant by id.
+pub static MERCHANTS: Sql = Sql::new(|_| select(Merchant::COLUMNS, "merchants", "ORDER BY id"));
+/// Inserts or replaces a project.
+pub static PROJECT_PUT: Sql = Sql::new(|_| upsert("projects", Project::COLUMNS, "id"));
+/// A project by id (`$1`).
+pub static PROJECT: Sql = Sql::new(|_| select(Project::COLUMNS, "projects", "WHERE id = $1"));
+/// Every project by id.
+pub static PROJECTS: Sql = Sql::new(|_| select(Project::COLUMNS, "projects", "ORDER BY id"));
+
+// --- tokens and keys -------------------------------------------------------------------------
+
+/// Stores a token.
+pub static TOKEN_INSERT: Sql = Sql::new(|_| insert("tokens", TokenRecord::COLUMNS));
+/// A token by hash (`$1`).
+pub static TOKEN_BY_HASH: Sql =
+    Sql::new(|_| select(TokenRecord::COLUMNS, "tokens", "WHERE hash = $1"));
+/// A project's (`$1`) tokens in issue order.
+pub static TOKENS: Sql = Sql::new(|d| {
+    select(
+        TokenRecord::COLUMNS,
+        "tokens",
+        &format!("WHERE project_id = $1 ORDER BY {}", d.insertion_order()),
+    )
+});
+/// Revokes token `$2` of project `$3` at `$1`, keeping the first revocation time.
+pub static TOKEN_REVOKE: Sql = Sql::new(|_| {
+    "UPDATE tokens SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2 AND project_id = $3"
+        .to_string()
+});
+/// Registers a key.
+pub static KEY_INSERT: Sql = Sql::new(|_| insert("signing_keys", KeyRecord::COLUMNS));
+/// Project `$1`'s key `$2`.
+pub static KEY: Sql = Sql::new(|_| {
+    select(
+        KeyRecord::COLUMNS,
+        "signing_keys",
+        "WHERE project_id = $1 AND keyid = $2",
+    )
+});
+/// A project's (`$1`) keys in registration order.
+pub static KEYS: Sql = Sql::new(|d| {
+    select(
+        KeyRecord::COLUMNS,
+        "signing_keys",
+        &format!("WHERE project_id = $1 ORDER BY {}", d.insertion_order()),
+    )
+});
+/// The projects holding an unrevoked key with id `$1`.
+pub static ACTIVE_KEY_PROJECTS: Sql = Sql::new(|_| {
+    "SELECT project_id FROM signing_keys WHERE keyid = $1 AND revoked_at IS NULL".to_string()
+});
+/// Revokes project `$2`'s key `$3` at `$1`, keeping the first revocation time.
+pub static KEY_REVOKE: Sql = Sql::new(|_| {
+    "UPDATE signing_keys SET revoked_at = coalesce(revoked_at, $1) \
+     WHERE project_id = $2 AND keyid = $3"
+        .to_string()
+});
+
+// --- callback secrets ------------------------------------------------------------------------
+
+/// A project's (`$1`) secrets, newest first.
+pub static SECRETS: Sql = Sql::new(|_| {
+    select(
+        SecretRecord::COLUMNS,
+        "callback_secrets",
+        "WHERE project_id = $1 ORDER BY seq DESC",
+    )
+});
+/// Adds a secret: [`crate::record::secret_values`].
+pub static SECRET_INSERT: Sql = Sql::new(|_| insert("callback_secrets", SECRET_ROW_COLUMNS));
+/// Deletes all but project `$1`'s two newest secrets.
+pub static SECRET_TRIM: Sql = Sql::new(|_| {
+    "DELETE FROM callback_secrets WHERE project_id = $1 AND seq NOT IN \
+     (SELECT seq FROM callback_secrets WHERE project_id = $1 ORDER BY seq DESC LIMIT 2)"
+        .to_string()
+});
+/// Replaces project `$1`'s secret stored as `$2` with `$3`.
+pub static SECRET_REPLACE: Sql = Sql::new(|_| {
+    "UPDATE callback_secrets SET secret = $3 WHERE project_id = $1 AND secret = $2".to_string()
+});
+
+// --- operator tokens, settings, the audit trail ----------------------------------------------
+
+/// Stores an operator token.
+pub static OPERATOR_TOKEN_INSERT: Sql =
+    Sql::new(|_| insert("operator_tokens", OperatorTokenRecord::COLUMNS));
+/// An operator token by hash (`$1`).
+pub static OPERATOR_TOKEN_BY_HASH: Sql = Sql::new(|_| {
+    select(
+        OperatorTokenRecord::COLUMNS,
+        "operator_tokens",
+        "WHERE hash = $1",
+    )
+});
+/// Every operator token in issue order.
+pub static OPERATOR_TOKENS: Sql = Sql::new(|d| {
+    select(
+        OperatorTokenRecord::COLUMNS,
+        "operator_tokens",
+        &format!("ORDER BY {}", d.insertion_order()),
+    )
+});
+/// Ends operator token `$2` at `$1` unless it ends earlier already.
+pub static OPERATOR_TOKEN_EXPIRE: Sql = Sql::new(|d| {
+    format!(
+        "UPDATE operator_tokens SET expires_at = {}(coalesce(expires_at, $1), $1) WHERE id = $2",
+        d.least()
+    )
+});
+/// A setting's (`$1`) value.
+pub static SETTING: Sql = Sql::new(|_| "SELECT value FROM settings WHERE name = $1".to_string());
+/// Sets setting `$1` to `$2`.
+pub static SETTING_PUT: Sql = Sql::new(|_| upsert("settings", &["name", "value"], "name"));
+/// Appends an audit record.
+pub static AUDIT_INSERT: Sql = Sql::new(|_| insert("audit", AuditRecord::COLUMNS));
+/// The newest `$1` audit records, newest first.
+pub static AUDIT_NEWEST: Sql =
+    Sql::new(|_| select(AuditRecord::COLUMNS, "audit", "ORDER BY seq DESC LIMIT $1"));
+/// Deletes at most `$2` of the oldest audit records written before `$1` (rows another purge
+/// holds are skipped).
+pub static AUDIT_PURGE: Sql = Sql::new(|d| {
+    format!(
+        "DELETE FROM audit WHERE seq IN \
+         (SELECT seq FROM audit WHERE at < $1 ORDER BY at, seq LIMIT $2{})",
+        d.skip_locked()
+    )
+});
+
+// --- payments --------------------------------------------------------------------------------
+
+/// Inserts a payment ([`crate::record::payment_values`]) unless its `(project_id,
+/// merchant_payment_id)` is taken: then it changes no row.
+pub static PAYMENT_INSERT: Sql = Sql::new(|_| {
+    format!(
+        "{} ON CONFLICT (project_id, merchant_payment_id) DO NOTHING",
+        insert("payments", &PAYMENT_COLUMNS)
+    )
+});
+
+/// Updates a payment's mutable columns, only at the expected version (`$30`) and only if the
+/// columns fixed at creation ([`PAYMENT_IMMUTABLE`]) are unchanged: they are matched, not set,
+/// so a change to one of them is refused (no row matches) rather than dropped silently, and
+/// SQLite leaves the `(project_id, merchant_payment_id)` unique index alone. Parameters are
+/// [`crate::record::payment_values`], then the expected version.
+pub static PAYMENT_UPDATE: Sql = Sql::new(|d| {
+    let (mut sets, mut same) = (Vec::new(), Vec::new());
+    for (i, col) in PAYMENT_COLUMNS.iter().enumerate().skip(1) {
+        if PAYMENT_IMMUTABLE.contains(col) {
+            same.push(format!(" AND {col} {} ${}", d.is_same(), i + 1));
+        } else {
+            sets.push(format!("{col} = ${}", i + 1));
+        }
+    }
+    format!(
+        "UPDATE payments SET {} WHERE id = $1 AND version = ${}{}",
+        sets.join(", "),
+        PAYMENT_NCOLS + 1,
+        same.concat()
+    )
+});
+
+/// A payment by id (`$1`).
+pub static PAYMENT: Sql = Sql::new(|_| payments_where("id = $1"));
+
+/// A payment by project (`$1`) and merchant payment id (`$2`).
+pub static PAYMENT_BY_MERCHANT_ID: Sql =
+    Sql::new(|_| payments_where("project_id = $1 AND merchant_payment_id = $2"));
+
+/// At most `$2` payments due at `$1`, earliest first, through the partial `due_at` index.
+pub static PAYMENTS_DUE: Sql = Sql::new(|_| {
+    payments_where("due_at IS NOT NULL AND due_at <= $1 ORDER BY due_at, id LIMIT $2")
+});
+
+/// `SELECT` every payment column `FROM payments WHERE` `condition` (with `$n` placeholders).
+pub fn payments_where(condition: &str) -> String {
+    format!(
+        "SELECT {} FROM payments WHERE {condition}",
+        list(&PAYMENT_COLUMNS)
+    )
+}
+
+// --- the outbox ------------------------------------------------------------------------------
+
+/// Queues an event: [`OutboxEvent::values`](Record::values).
+pub static EVENT_INSERT: Sql = Sql::new(|_| insert("outbox_events", OutboxEvent::COLUMNS));
+
+/// A payment's (`$1`) events in queueing order.
+pub static EVENTS_OF_PAYMENT: Sql = Sql::new(|_| {
+    select(
+        OutboxEvent::COLUMNS,
+        "outbox_events",
+        "WHERE payment_id = $1 ORDER BY seq",
+    )
+});
+
+/// Records an attempt: [`crate::record::attempt_values`].
+pub static ATTEMPT_INSERT: Sql = Sql::new(|_| insert("delivery_attempts", ATTEMPT_ROW_COLUMNS));
+
+/// An event's (`$1`) attempts in order.
+pub static ATTEMPTS: Sql = Sql::new(|_| {
+    select(
+        DeliveryAttempt::COLUMNS,
+        "delivery_attempts",
+        "WHERE event_id = $1 ORDER BY seq",
+    )
+});
+
+/// An event's (`$1`) last attempt.
+pub static LAST_ATTEMPT: Sql = Sql::new(|_| {
+    select(
+        DeliveryAttempt::COLUMNS,
+        "delivery_attempts",
+        "WHERE event_id = $1 ORDER BY seq DESC LIMIT 1",
+    )
+});
+
+// --- the web cabinet: users and recovery codes ----------------------------------------------
+
+/// Stores a user: [`UserRecord::values`](Record::values).
+pub static USER_INSERT: Sql = Sql::new(|_| insert("cabinet_users", UserRecord::COLUMNS));
+/// Replaces user `$1`'s columns with [`UserRecord::values`](Record::values).
+pub static USER_UPDATE: Sql = Sql::new(|_| {
+    let sets = UserRecord::COLUMNS
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, c)| format!("{c} = ${}", i + 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("UPDATE cabinet_users SET {sets} WHERE id = $1")
+});
+/// A user by id (`$1`).
+pub static USER: Sql = Sql::new(|_| select(UserRecord::COLUMNS, "cabinet_users", "WHERE id = $1"));
+/// A user by email (`$1`).
+pub static USER_BY_EMAIL: Sql =
+    Sql::new(|_| select(UserRecord::COLUMNS, "cabinet_users", "WHERE email = $1"));
+/// Every user by email.
+pub static USERS: Sql =
+    Sql::new(|_| select(UserRecord::COLUMNS, "cabinet_users", "ORDER BY email"));
+/// User `$1`'s last accepted TOTP step.
+pub static TOTP_LAST_STEP: Sql =
+    Sql::new(|_| "SELECT totp_last_step FROM cabinet_users WHERE id = $1".to_string());
+/// Accepts TOTP step `$2` for user `$1` only if it is later than the last accepted one.
+pub static TOTP_STEP_ACCEPT: Sql = Sql::new(|_| {
+    "UPDATE cabinet_users SET totp_last_step = $2 \
+     WHERE id = $1 AND (totp_last_step IS NULL OR totp_last_step < $2)"
+        .to_string()
+});
+/// Confirms user `$1`'s TOTP enrolment at `$2` with step `$3`, only while it is unconfirmed.
+pub static TOTP_CONFIRM: Sql = Sql::new(|_| {
+    "UPDATE cabinet_users SET totp_confirmed_at = $2, totp_last_step = $3 \
+     WHERE id = $1 AND totp_confirmed_at IS NULL AND totp_secret IS NOT NULL"
+        .to_string()
+});
+/// Deletes user `$1`'s recovery codes.
+pub static RECOVERY_CODES_DELETE: Sql =
+    Sql::new(|_| "DELETE FROM cabinet_recovery_codes WHERE user_id = $1".to_string());
+/// Uses (deletes) user `$1`'s recovery code with hash `$2`; one row if it was held.
+pub static RECOVERY_CODE_USE: Sql = Sql::new(|_| {
+    "DELETE FROM cabinet_recovery_codes WHERE user_id = $1 AND code_hash = $2".to_string()
+});
+/// How many recovery codes user `$1` has left, as `n`.
+pub static RECOVERY_CODES_LEFT: Sql =
+    Sql::new(|_| "SELECT count(*) AS n FROM cabinet_recovery_codes WHERE user_id = $1".to_string());
+
+// --- the web cabinet: sessions and invitations ----------------------------------------------
+
+/// Stores a session.
+pub static SESSION_INSERT: Sql = Sql::new(|_| insert("cabinet_sessions", SessionRecord::COLUMNS));
+/// A session by its token's hash (`$1`).
+pub static SESSION_BY_TOKEN: Sql = Sql::new(|_| {
+    select(
+        SessionRecord::COLUMNS,
+        "cabinet_sessions",
+        "WHERE token_hash = $1",
+    )
+});
+/// Moves session `$1`'s last use to `$2` unless it is later already.
+pub static SESSION_TOUCH: Sql = Sql::new(|d| {
+    format!(
+        "UPDATE cabinet_sessions SET last_seen_at = {}(last_seen_at, $2) WHERE id = $1",
+        d.greatest()
+    )
+});
+/// Deletes session `$1`.
+pub static SESSION_DELETE: Sql =
+    Sql::new(|_| "DELETE FROM cabinet_sessions WHERE id = $1".to_string());
+/// User `$1`'s sessions, oldest first.
+pub static USER_SESSIONS: Sql = Sql::new(|_| {
+    select(
+        SessionRecord::COLUMNS,
+        "cabinet_sessions",
+        "WHERE user_id = $1 ORDER BY created_at, id",
+    )
+});
+/// Deletes user `$1`'s sessions but `$2` (`NULL`: all).
+pub static USER_SESSIONS_DELETE: Sql = Sql::new(|d| {
+    format!(
+        "DELETE FROM cabinet_sessions WHERE user_id = $1 AND id {} $2",
+        d.is_not_same()
+    )
+});
+/// Deletes sessions idle since before `$1` or signed in before `$2`.
+pub static SESSIONS_PURGE: Sql = Sql::new(|_| {
+    "DELETE FROM cabinet_sessions WHERE last_seen_at < $1 OR signed_in_at < $2".to_string()
+});
+/// Deletes user `$1`'s invitations.
+pub static INVITES_DELETE: Sql =
+    Sql::new(|_| "DELETE FROM cabinet_invites WHERE user_id = $1".to_string());
+/// Stores an invitation.
+pub static INVITE_INSERT: Sql = Sql::new(|_| insert("cabinet_invites", InviteRecord::COLUMNS));
+/// The invitation with token hash `$1`, unexpired at `$2`.
+pub static INVITE: Sql = Sql::new(|_| {
+    select(
+        InviteRecord::COLUMNS,
+        "cabinet_invites",
+        "WHERE token_hash = $1 AND expires_at > $2",
+    )
+});
+/// Deletes the invitation with token hash `$1` and returns it.
+pub static INVITE_TAKE: Sql = Sql::new(|_| {
+    format!(
+        "DELETE FROM cabinet_invites WHERE token_hash = $1 RETURNING {}",
+        list(InviteRecord::COLUMNS)
+    )
+});
+
+// --- the web cabinet: failures, audit, token use, payer pages -------------------------------
+
+/// Records a failure under key `$1` at `$2`.
+pub static FAILURE_INSERT: Sql =
+    Sql::new(|_| "INSERT INTO cabinet_failures (key, at) VALUES ($1, $2)".to_string());
+/// At most `$3` failure times under key `$1` since `$2`, oldest first.
+pub static FAILURES_SINCE: Sql = Sql::new(|_| {
+    "SELECT at FROM cabinet_failures WHERE key = $1 AND at >= $2 ORDER BY at LIMIT $3".to_string()
+});
+/// Forgets key `$1`'s failures.
+pub static FAILURES_CLEAR: Sql =
+    Sql::new(|_| "DELETE FROM cabinet_failures WHERE key = $1".to_string());
+/// Deletes failures before `$1`.
+pub static FAILURES_PURGE: Sql =
+    Sql::new(|_| "DELETE FROM cabinet_failures WHERE at < $1".to_string());
+/// Appends a cabinet audit record.
+pub static CABINET_AUDIT_INSERT: Sql =
+    Sql::new(|_| insert("cabinet_audit", CabinetAuditRecord::COLUMNS));
+/// The newest `$2` cabinet audit records of merchant `$1`, newest first.
+pub static CABINET_AUDIT_OF_MERCHANT: Sql = Sql::new(|_| {
+    select(
+        CabinetAuditRecord::COLUMNS,
+        "cabinet_audit",
+        "WHERE merchant_id = $1 ORDER BY seq DESC LIMIT $2",
+    )
+});
+/// The newest `$1` cabinet audit records, newest first.
+pub static CABINET_AUDIT: Sql = Sql::new(|_| {
+    select(
+        CabinetAuditRecord::COLUMNS,
+        "cabinet_audit",
+        "ORDER BY seq DESC LIMIT $1",
+    )
+});
+/// Records token `$1`'s use at `$2`, keeping the latest.
+pub static TOKEN_USE: Sql = Sql::new(|d| {
+    format!(
+        "INSERT INTO token_use (token_id, last_used_at) VALUES ($1, $2) \
+         ON CONFLICT (token_id) DO UPDATE SET \
+         last_used_at = {}(token_use.last_used_at, excluded.last_used_at)",
+        d.greatest()
+    )
+});
+/// Token `$1`'s last use.
+pub static TOKEN_LAST_USED: Sql =
+    Sql::new(|_| "SELECT last_used_at FROM token_use WHERE token_id = $1".to_string());
+/// Stores a payment's page link unless the payment has one.
+pub static PAGE_INSERT: Sql = Sql::new(|_| {
+    format!(
+        "{} ON CONFLICT (payment_id) DO NOTHING",
+        insert("payment_pages", PaymentPageRecord::COLUMNS)
+    )
+});
+/// Payment `$1`'s page link.
+pub static PAGE: Sql = Sql::new(|_| {
+    select(
+        PaymentPageRecord::COLUMNS,
+        "payment_pages",
+        "WHERE payment_id = $1",
+    )
+});
+/// The page link with token hash `$1`.
+pub static PAGE_BY_HASH: Sql = Sql::new(|_| {
+    select(
+        PaymentPageRecord::COLUMNS,
+        "payment_pages",
+        "WHERE token_hash = $1",
+    )
+});
