@@ -1,175 +1,163 @@
-//! Domain values to SQL values and back. Decoding never trusts the database: anything that does
-//! not parse is [`StoreError::Corrupt`].
+//! PostgreSQL's side of the shared SQL layer ([`payments_store_sql`]): its rows read through
+//! [`SqlRow`], [`SqlValue`]s bound as parameters, and prepared-statement helpers.
 
-use std::str::FromStr;
+use std::error::Error;
 
+use bytes::BytesMut;
 use deadpool_postgres::GenericClient;
-use payments_core::amount::Amount;
-use payments_core::auth::Scope;
-use payments_core::callback::address::AddressPolicy;
-use payments_core::callback::destination::CallbackUrl;
-use payments_core::clock::Timestamp;
 use payments_core::store::StoreError;
-use rust_decimal::Decimal;
-use tokio_postgres::types::{FromSql, ToSql};
+pub(crate) use payments_store_sql::codec::{limit, uint};
+use payments_store_sql::Dialect;
+pub(crate) use payments_store_sql::{Cols, Record, Sql, SqlRow, SqlValue};
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::Row;
 
 use crate::error::{corrupt, db};
 
-/// Scopes as space-separated wire names.
-pub(crate) fn scopes_text(scopes: &[Scope]) -> String {
-    scopes
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(" ")
+/// The statements' dialect.
+pub(crate) const D: Dialect = Dialect::Postgres;
+
+/// The text of a shared statement for PostgreSQL.
+pub(crate) fn sql(s: &Sql) -> &str {
+    s.text(D)
 }
 
-/// Scopes from [`scopes_text`].
-pub(crate) fn parse_scopes(text: &str) -> Result<Vec<Scope>, StoreError> {
-    text.split(' ')
-        .filter(|s| !s.is_empty())
-        .map(|name| name.parse().map_err(|_| corrupt("scope", name)))
-        .collect()
+fn get<'a, T: FromSql<'a>>(row: &'a Row, name: &str) -> Result<T, StoreError> {
+    row.try_get(name).map_err(|e| corrupt(name, e.to_string()))
 }
 
-/// Stored URLs were validated on the way in; reading back only restores the type.
-pub(crate) fn parse_url(s: &str) -> Result<CallbackUrl, StoreError> {
-    CallbackUrl::parse(s, AddressPolicy { allow_local: true }).map_err(|e| corrupt("url", e))
-}
+/// A tokio-postgres row as [`SqlRow`].
+pub(crate) struct PgRow<'a>(pub(crate) &'a Row);
 
-/// An unsigned count as an SQL BIGINT.
-pub(crate) fn uint(n: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| corrupt(what, n))
-}
-
-/// A `LIMIT` value (saturating: a larger limit means "all").
-pub(crate) fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// Typed column access by name with decoding errors as [`StoreError::Corrupt`]. With a prefix
-/// (a query joining several tables, its columns aliased `<prefix><name>`), every name is looked
-/// up with the prefix.
-pub(crate) struct Cols<'a> {
-    row: &'a Row,
-    prefix: &'static str,
-}
-
-impl<'a> Cols<'a> {
-    /// Columns by their own names.
-    pub(crate) fn new(row: &'a Row) -> Self {
-        Cols { row, prefix: "" }
+impl SqlRow for PgRow<'_> {
+    fn opt_text(&self, name: &str) -> Result<Option<String>, StoreError> {
+        get(self.0, name)
     }
 
-    /// Columns aliased `<prefix><name>`.
-    pub(crate) fn prefixed(row: &'a Row, prefix: &'static str) -> Self {
-        Cols { row, prefix }
-    }
-
-    fn get<T: FromSql<'a>>(&self, name: &str) -> Result<T, StoreError> {
-        let result = if self.prefix.is_empty() {
-            self.row.try_get(name)
-        } else {
-            self.row.try_get(format!("{}{name}", self.prefix).as_str())
+    /// An `INTEGER` or `SMALLINT` column widened; a `BIGINT` as it is.
+    fn opt_int(&self, name: &str) -> Result<Option<i64>, StoreError> {
+        let row = self.0;
+        let Some(i) = row.columns().iter().position(|c| c.name() == name) else {
+            return Err(corrupt(name, "no such column"));
         };
-        result.map_err(|e| corrupt(name, e.to_string()))
-    }
-
-    pub(crate) fn text(&self, name: &str) -> Result<String, StoreError> {
-        self.get(name)
-    }
-
-    pub(crate) fn opt_text(&self, name: &str) -> Result<Option<String>, StoreError> {
-        self.get(name)
-    }
-
-    pub(crate) fn int(&self, name: &str) -> Result<i64, StoreError> {
-        self.get(name)
-    }
-
-    pub(crate) fn opt_int(&self, name: &str) -> Result<Option<i64>, StoreError> {
-        self.get(name)
-    }
-
-    /// An INTEGER (int4) column.
-    pub(crate) fn int4(&self, name: &str) -> Result<i32, StoreError> {
-        self.get(name)
-    }
-
-    pub(crate) fn opt_int4(&self, name: &str) -> Result<Option<i32>, StoreError> {
-        self.get(name)
-    }
-
-    pub(crate) fn blob(&self, name: &str) -> Result<Vec<u8>, StoreError> {
-        self.get(name)
-    }
-
-    pub(crate) fn flag(&self, name: &str) -> Result<bool, StoreError> {
-        self.get(name)
-    }
-
-    pub(crate) fn ts(&self, name: &str) -> Result<Timestamp, StoreError> {
-        self.int(name).map(Timestamp::from_unix_millis)
-    }
-
-    pub(crate) fn opt_ts(&self, name: &str) -> Result<Option<Timestamp>, StoreError> {
-        Ok(self.opt_int(name)?.map(Timestamp::from_unix_millis))
-    }
-
-    /// A BIGINT column converted to a narrower or unsigned type.
-    pub(crate) fn num<T: TryFrom<i64>>(&self, name: &str) -> Result<T, StoreError> {
-        let n = self.int(name)?;
-        T::try_from(n).map_err(|_| corrupt(name, n))
-    }
-
-    /// An INTEGER column converted to an unsigned type.
-    pub(crate) fn num4<T: TryFrom<i32>>(&self, name: &str) -> Result<T, StoreError> {
-        let n = self.int4(name)?;
-        T::try_from(n).map_err(|_| corrupt(name, n))
-    }
-
-    /// A text column parsed with `FromStr`.
-    pub(crate) fn parsed<T: FromStr>(&self, name: &str) -> Result<T, StoreError> {
-        let s = self.text(name)?;
-        s.parse().map_err(|_| corrupt(name, s))
-    }
-
-    /// An optional text column parsed with `FromStr`.
-    pub(crate) fn opt_parsed<T: FromStr>(&self, name: &str) -> Result<Option<T>, StoreError> {
-        match self.opt_text(name)? {
-            None => Ok(None),
-            Some(s) => s.parse().map(Some).map_err(|_| corrupt(name, s)),
+        let bad = |e: tokio_postgres::Error| corrupt(name, e.to_string());
+        match *row.columns()[i].type_() {
+            Type::INT4 => Ok(row
+                .try_get::<_, Option<i32>>(i)
+                .map_err(bad)?
+                .map(i64::from)),
+            Type::INT2 => Ok(row
+                .try_get::<_, Option<i16>>(i)
+                .map_err(bad)?
+                .map(i64::from)),
+            _ => row.try_get(i).map_err(bad),
         }
     }
 
-    /// A text column through a parse function returning `Option`.
-    pub(crate) fn with<T>(
+    fn opt_blob(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        get(self.0, name)
+    }
+
+    fn opt_flag(&self, name: &str) -> Result<Option<bool>, StoreError> {
+        get(self.0, name)
+    }
+}
+
+/// A [`SqlValue`] as a statement parameter: an integer is bound at the width of its column
+/// (out of range is an error, never a truncation), and a value of the wrong kind for its
+/// column is refused before anything is sent.
+#[derive(Debug)]
+pub(crate) struct Param(pub(crate) SqlValue);
+
+fn bind<T: ToSql>(
+    v: &T,
+    ty: &Type,
+    out: &mut BytesMut,
+) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+    if !T::accepts(ty) {
+        return Err(format!(
+            "a {} value for a {ty} parameter",
+            std::any::type_name::<T>()
+        )
+        .into());
+    }
+    v.to_sql(ty, out)
+}
+
+impl ToSql for Param {
+    fn to_sql(
         &self,
-        name: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> Result<T, StoreError> {
-        let s = self.text(name)?;
-        parse(&s).ok_or_else(|| corrupt(name, s))
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match &self.0 {
+            SqlValue::Null => Ok(IsNull::Yes),
+            SqlValue::Int(n) => match *ty {
+                Type::INT2 => bind(&i16::try_from(*n)?, ty, out),
+                Type::INT4 => bind(&i32::try_from(*n)?, ty, out),
+                _ => bind(n, ty, out),
+            },
+            SqlValue::Text(s) => bind(s, ty, out),
+            SqlValue::Blob(b) => bind(b, ty, out),
+            SqlValue::Flag(b) => bind(b, ty, out),
+        }
     }
 
-    pub(crate) fn amount(&self, name: &str) -> Result<Amount, StoreError> {
-        self.with(name, |s| Amount::parse(s).ok())
+    fn accepts(ty: &Type) -> bool {
+        <i64 as ToSql>::accepts(ty)
+            || <i32 as ToSql>::accepts(ty)
+            || <i16 as ToSql>::accepts(ty)
+            || <String as ToSql>::accepts(ty)
+            || <Vec<u8> as ToSql>::accepts(ty)
+            || <bool as ToSql>::accepts(ty)
     }
 
-    pub(crate) fn decimal(&self, name: &str) -> Result<Decimal, StoreError> {
-        self.parsed(name)
-    }
+    to_sql_checked!();
+}
 
-    pub(crate) fn opt_url(&self, name: &str) -> Result<Option<CallbackUrl>, StoreError> {
-        self.opt_text(name)?.as_deref().map(parse_url).transpose()
-    }
+/// Values as parameters; [`refs`] lends them to a statement.
+pub(crate) fn params(values: impl IntoIterator<Item = SqlValue>) -> Vec<Param> {
+    values.into_iter().map(Param).collect()
+}
 
-    /// A fixed-size blob (hashes, public keys).
-    pub(crate) fn bytes32(&self, name: &str) -> Result<[u8; 32], StoreError> {
-        let b = self.blob(name)?;
-        <[u8; 32]>::try_from(b.as_slice()).map_err(|_| corrupt(name, b.len()))
-    }
+/// Parameters as the driver takes them.
+pub(crate) fn refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+/// Decodes a row as a record.
+pub(crate) fn decode<T: Record>(row: &Row) -> Result<T, StoreError> {
+    T::from_row(&Cols::new(&PgRow(row)))
+}
+
+/// Reads one value of a row through [`Cols`].
+pub(crate) fn read<T>(
+    row: &Row,
+    f: impl FnOnce(&Cols<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    f(&Cols::new(&PgRow(row)))
+}
+
+/// Runs a shared statement that selects [`Record::COLUMNS`] and decodes every row.
+pub(crate) async fn records<T: Record, C: GenericClient>(
+    c: &C,
+    s: &Sql,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<T>, StoreError> {
+    query(c, sql(s), params).await?.iter().map(decode).collect()
+}
+
+/// [`records`] for at most one row.
+pub(crate) async fn record<T: Record, C: GenericClient>(
+    c: &C,
+    s: &Sql,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<T>, StoreError> {
+    query_opt(c, sql(s), params)
+        .await?
+        .as_ref()
+        .map(decode)
+        .transpose()
 }
 
 /// Prepares `sql` once per connection (the statement cache) and runs it.
@@ -210,4 +198,14 @@ pub(crate) async fn execute_raw<C: GenericClient>(
 ) -> Result<u64, tokio_postgres::Error> {
     let stmt = c.prepare_cached(sql).await?;
     c.execute(&stmt, params).await
+}
+
+/// Executes a shared statement with a record's values, keeping the database error.
+pub(crate) async fn write_record<T: Record, C: GenericClient>(
+    c: &C,
+    s: &Sql,
+    r: &T,
+) -> Result<Result<u64, tokio_postgres::Error>, StoreError> {
+    let values = params(r.values()?);
+    Ok(execute_raw(c, sql(s), &refs(&values)).await)
 }

@@ -113,7 +113,4 @@ pub(crate) fn unique_violation(e: &tokio_postgres::Error) -> Option<&str> {
     (*d.code() == SqlState::UNIQUE_VIOLATION).then(|| d.constraint().unwrap_or(""))
 }
 
-/// A stored value that does not decode.
-pub(crate) fn corrupt(what: &str, value: impl std::fmt::Debug) -> StoreError {
-    StoreError::Corrupt(format!("{what}: {value:?}"))
-}
+pub(crate) use payments_store_sql::codec::corrupt;

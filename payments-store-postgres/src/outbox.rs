@@ -5,71 +5,32 @@ use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 use payments_core::event::{
-    CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, EventRecord, FailedEvent,
-    FailedEventFilter, OutboxEvent,
+    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
 use payments_core::Timestamp;
+use payments_store_sql::listing;
+use payments_store_sql::record::{attempt_values, event_from};
+use payments_store_sql::sql::list;
+use payments_store_sql::statements as st;
 use tokio_postgres::Row;
 
-use crate::codec::{self, execute, execute_raw, query, query_opt, Cols};
+use crate::codec::{
+    self, decode, execute, params, query, query_opt, read, refs, sql, write_record, Cols, PgRow,
+    Record,
+};
 use crate::error::{corrupt, db, unique_violation};
 
 /// Inserts an outbox row; a reused event id is `Duplicate`.
 pub(crate) async fn insert<C: GenericClient>(c: &C, e: &OutboxEvent) -> Result<(), StoreError> {
-    let ev = &e.event;
-    let attempts = i32::try_from(e.attempts).map_err(|_| corrupt("attempts", e.attempts))?;
-    let max_attempts =
-        i32::try_from(e.max_attempts).map_err(|_| corrupt("max_attempts", e.max_attempts))?;
-    let result = execute_raw(
-        c,
-        "INSERT INTO outbox_events (event_id, payment_id, project_id, status, kind, body, \
-         created_at, destination, state, attempts, max_attempts, next_attempt_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        &[
-            &ev.event_id.to_string(),
-            &ev.payment_id.to_string(),
-            &ev.project_id.to_string(),
-            &ev.status.as_str(),
-            &ev.kind.as_str(),
-            &ev.body,
-            &ev.created_at.unix_millis(),
-            &e.destination.as_str(),
-            &e.state.as_str(),
-            &attempts,
-            &max_attempts,
-            &e.next_attempt_at.map(Timestamp::unix_millis),
-        ],
-    )
-    .await;
-    match result {
+    match write_record(c, &st::EVENT_INSERT, e).await? {
         Ok(_) => Ok(()),
         Err(err) if unique_violation(&err).is_some() => {
-            Err(StoreError::Duplicate(format!("event {}", ev.event_id)))
+            Err(StoreError::Duplicate(format!("event {}", e.event.event_id)))
         }
         Err(err) => Err(db(err)),
     }
-}
-
-fn event_from_row(row: &Row, next_attempt_column: &str) -> Result<OutboxEvent, StoreError> {
-    let c = Cols::new(row);
-    Ok(OutboxEvent {
-        event: CallbackEvent {
-            event_id: c.parsed("event_id")?,
-            payment_id: c.parsed("payment_id")?,
-            project_id: c.parsed("project_id")?,
-            status: c.parsed("status")?,
-            kind: c.with("kind", EventKind::parse)?,
-            body: c.blob("body")?,
-            created_at: c.ts("created_at")?,
-        },
-        destination: codec::parse_url(&c.text("destination")?)?,
-        state: c.with("state", DeliveryState::parse)?,
-        attempts: c.num4("attempts")?,
-        max_attempts: c.num4("max_attempts")?,
-        next_attempt_at: c.opt_ts(next_attempt_column)?,
-    })
 }
 
 /// Claims due pending events, earliest first: the rows are locked inside the CTE with
@@ -102,15 +63,16 @@ pub(crate) async fn claim_due<C: GenericClient>(
     let mut claimed = rows
         .iter()
         .map(|row| {
-            let c = Cols::new(row);
-            Ok((
-                c.opt_int("prev_at")?,
-                c.int("seq")?,
-                ClaimedEvent {
-                    event: event_from_row(row, "prev_at")?,
-                    lease: LeaseToken::new(c.num("lease_token")?),
-                },
-            ))
+            read(row, |c| {
+                Ok((
+                    c.opt_int("prev_at")?,
+                    c.int("seq")?,
+                    ClaimedEvent {
+                        event: event_from(c, "prev_at")?,
+                        lease: LeaseToken::new(c.num("lease_token")?),
+                    },
+                ))
+            })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     // RETURNING has no order.
@@ -148,7 +110,7 @@ pub(crate) async fn record_attempt<C: GenericClient>(
     else {
         return Err(StoreError::NotFound(format!("event {event_id}")));
     };
-    let current: i64 = Cols::new(&row).int("lease_token")?;
+    let current: i64 = read(&row, |c| c.int("lease_token"))?;
     let applied = u64::try_from(current).ok() == Some(lease.get());
     let number = i32::try_from(a.attempt).map_err(|_| corrupt("attempt", a.attempt))?;
     if applied {
@@ -165,47 +127,12 @@ pub(crate) async fn record_attempt<C: GenericClient>(
         )
         .await?;
     }
-    execute(
-        c,
-        "INSERT INTO delivery_attempts (event_id, attempt, started_at, duration_ms, \
-         http_status, error, success, response_excerpt) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        &[
-            &id,
-            &number,
-            &a.started_at.unix_millis(),
-            &codec::uint(a.duration_ms, "duration_ms")?,
-            &a.http_status.map(i32::from),
-            &a.error,
-            &a.success,
-            &a.response_excerpt,
-        ],
-    )
-    .await?;
+    let values = params(attempt_values(event_id, a)?);
+    execute(c, sql(&st::ATTEMPT_INSERT), &refs(&values)).await?;
     Ok(if applied {
         AttemptRecorded::Applied
     } else {
         AttemptRecorded::Stale
-    })
-}
-
-/// The columns of an attempt row.
-const ATTEMPT_COLUMNS: &str =
-    "attempt, started_at, duration_ms, http_status, error, success, response_excerpt";
-
-fn attempt_from_row(row: &Row) -> Result<DeliveryAttempt, StoreError> {
-    let c = Cols::new(row);
-    Ok(DeliveryAttempt {
-        attempt: c.num4("attempt")?,
-        started_at: c.ts("started_at")?,
-        duration_ms: c.num("duration_ms")?,
-        http_status: c
-            .opt_int4("http_status")?
-            .map(|n| u16::try_from(n).map_err(|_| corrupt("http_status", n)))
-            .transpose()?,
-        error: c.opt_text("error")?,
-        success: c.flag("success")?,
-        response_excerpt: c.opt_text("response_excerpt")?,
     })
 }
 
@@ -215,39 +142,23 @@ pub(crate) async fn for_payment<C: GenericClient>(
     payment: PaymentId,
 ) -> Result<Vec<EventRecord>, StoreError> {
     let pid = payment.to_string();
-    let mut records: Vec<EventRecord> = query(
-        c,
-        "SELECT seq, event_id, payment_id, project_id, status, kind, body, created_at, \
-         destination, state, attempts, max_attempts, next_attempt_at \
-         FROM outbox_events WHERE payment_id = $1 ORDER BY seq",
-        &[&pid],
-    )
-    .await?
-    .iter()
-    .map(|row| {
-        Ok(EventRecord {
-            outbox: event_from_row(row, "next_attempt_at")?,
-            attempts: Vec::new(),
-        })
-    })
-    .collect::<Result<_, StoreError>>()?;
+    let mut records: Vec<EventRecord> = query(c, sql(&st::EVENTS_OF_PAYMENT), &[&pid])
+        .await?
+        .iter()
+        .map(event_record)
+        .collect::<Result<_, StoreError>>()?;
     let rows = query(
         c,
-        "SELECT a.event_id, a.attempt, a.started_at, a.duration_ms, a.http_status, a.error, \
-         a.success, a.response_excerpt FROM delivery_attempts a JOIN outbox_events e ON e.event_id = a.event_id \
-         WHERE e.payment_id = $1 ORDER BY a.seq",
+        &format!(
+            "SELECT a.event_id, {} FROM delivery_attempts a \
+             JOIN outbox_events e ON e.event_id = a.event_id \
+             WHERE e.payment_id = $1 ORDER BY a.seq",
+            payments_store_sql::sql::aliased("a", DeliveryAttempt::COLUMNS)
+        ),
         &[&pid],
     )
     .await?;
-    for row in &rows {
-        let event_id: EventId = Cols::new(row).parsed("event_id")?;
-        let attempt = attempt_from_row(row)?;
-        let record = records
-            .iter_mut()
-            .find(|r| r.outbox.event.event_id == event_id)
-            .ok_or_else(|| corrupt("attempt of an unknown event", event_id))?;
-        record.attempts.push(attempt);
-    }
+    attach_attempts(&mut records, &rows, "a_")?;
     Ok(records)
 }
 
@@ -260,7 +171,7 @@ pub(crate) async fn pending<C: GenericClient>(c: &C) -> Result<u64, StoreError> 
     )
     .await?;
     match row {
-        Some(row) => Cols::new(&row).num("n"),
+        Some(row) => read(&row, |c| c.num("n")),
         None => Ok(0),
     }
 }
@@ -276,12 +187,8 @@ pub(crate) async fn oldest_pending<C: GenericClient>(
         &[],
     )
     .await?;
-    row.map(|r| Cols::new(&r).ts("created_at")).transpose()
+    row.map(|r| read(&r, |c| c.ts("created_at"))).transpose()
 }
-
-/// The columns of an event row.
-const EVENT_COLUMNS: &str = "seq, event_id, payment_id, project_id, status, kind, body, \
-    created_at, destination, state, attempts, max_attempts, next_attempt_at";
 
 /// Unanswered failed events read per statement while a host filter (compared here, on the
 /// parsed URL: exact, not a text prefix) leaves some out.
@@ -295,12 +202,13 @@ pub(crate) async fn failed<C: GenericClient>(
     limit: usize,
 ) -> Result<Vec<FailedEvent>, StoreError> {
     let sql = format!(
-        "SELECT {EVENT_COLUMNS} FROM outbox_events \
+        "SELECT seq, {} FROM outbox_events \
          WHERE state = 'failed' AND resent_by IS NULL AND seq > $1 \
          AND ($2::TEXT IS NULL OR project_id = $2) \
          AND ($3::BIGINT IS NULL OR created_at >= $3) \
          AND ($4::BIGINT IS NULL OR created_at < $4) \
-         ORDER BY seq LIMIT $5"
+         ORDER BY seq LIMIT $5",
+        list(OutboxEvent::COLUMNS)
     );
     let project = filter.project.map(|p| p.to_string());
     let since = filter.since.map(Timestamp::unix_millis);
@@ -320,8 +228,8 @@ pub(crate) async fn failed<C: GenericClient>(
         )
         .await?;
         for row in &rows {
-            after = Cols::new(row).int("seq")?;
-            let event = event_from_row(row, "next_attempt_at")?;
+            after = read(row, |c| c.int("seq"))?;
+            let event: OutboxEvent = decode(row)?;
             if found.len() < limit && filter.matches(&event) {
                 found.push(FailedEvent {
                     outbox: event,
@@ -333,15 +241,9 @@ pub(crate) async fn failed<C: GenericClient>(
             break;
         }
     }
-    let last_sql = format!(
-        "SELECT {ATTEMPT_COLUMNS} FROM delivery_attempts WHERE event_id = $1 \
-         ORDER BY seq DESC LIMIT 1"
-    );
     for f in &mut found {
         let id = f.outbox.event.event_id.to_string();
-        if let Some(row) = query_opt(c, &last_sql, &[&id]).await? {
-            f.last_attempt = Some(attempt_from_row(&row)?);
-        }
+        f.last_attempt = codec::record(c, &st::LAST_ATTEMPT, &[&id]).await?;
     }
     Ok(found)
 }
@@ -355,7 +257,7 @@ pub(crate) async fn failed_count<C: GenericClient>(c: &C) -> Result<u64, StoreEr
     )
     .await?;
     match row {
-        Some(row) => Cols::new(&row).num("n"),
+        Some(row) => read(&row, |c| c.num("n")),
         None => Ok(0),
     }
 }
@@ -380,8 +282,9 @@ pub(crate) async fn mark_resent<C: GenericClient>(
     let mut marked = rows
         .iter()
         .map(|row| {
-            let c = Cols::new(row);
-            Ok((c.int("seq")?, c.parsed::<EventId>("event_id")?))
+            read(row, |c| {
+                Ok((c.int("seq")?, c.parsed::<EventId>("event_id")?))
+            })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     // RETURNING has no order.
@@ -413,7 +316,7 @@ pub(crate) async fn purge_finished<C: GenericClient>(
     )
     .await?;
     match row {
-        Some(row) => Cols::new(&row).num("n"),
+        Some(row) => read(&row, |c| c.num("n")),
         None => Ok(0),
     }
 }
@@ -424,17 +327,12 @@ pub(crate) async fn find<C: GenericClient>(
     c: &C,
     q: &payments_core::cabinet::EventQuery,
 ) -> Result<Vec<EventRecord>, StoreError> {
-    let w = crate::cabinet::event_conditions(q);
-    let sql = format!("SELECT {EVENT_COLUMNS} FROM outbox_events WHERE {}", w.sql);
-    let mut records: Vec<EventRecord> = query(c, &sql, &w.params())
+    let (sql, values) = listing::event_page(q, codec::D);
+    let values = params(values);
+    let mut records: Vec<EventRecord> = query(c, &sql, &refs(&values))
         .await?
         .iter()
-        .map(|row| {
-            Ok(EventRecord {
-                outbox: event_from_row(row, "next_attempt_at")?,
-                attempts: Vec::new(),
-            })
-        })
+        .map(event_record)
         .collect::<Result<_, StoreError>>()?;
     if records.is_empty() {
         return Ok(records);
@@ -446,20 +344,40 @@ pub(crate) async fn find<C: GenericClient>(
     let rows = query(
         c,
         &format!(
-            "SELECT event_id, {ATTEMPT_COLUMNS} FROM delivery_attempts \
-             WHERE event_id = ANY($1) ORDER BY seq"
+            "SELECT event_id, {} FROM delivery_attempts WHERE event_id = ANY($1) ORDER BY seq",
+            list(DeliveryAttempt::COLUMNS)
         ),
         &[&ids],
     )
     .await?;
-    for row in &rows {
-        let event_id: EventId = Cols::new(row).parsed("event_id")?;
-        let attempt = attempt_from_row(row)?;
+    attach_attempts(&mut records, &rows, "")?;
+    Ok(records)
+}
+
+/// An event row as a record without its attempts.
+fn event_record(row: &Row) -> Result<EventRecord, StoreError> {
+    Ok(EventRecord {
+        outbox: decode(row)?,
+        attempts: Vec::new(),
+    })
+}
+
+/// Adds attempt rows (their `event_id`, then the attempt's columns prefixed `prefix`) to their
+/// events, in row order.
+fn attach_attempts(
+    records: &mut [EventRecord],
+    rows: &[Row],
+    prefix: &'static str,
+) -> Result<(), StoreError> {
+    for row in rows {
+        let event_id: EventId = read(row, |c| c.parsed("event_id"))?;
+        let pg = PgRow(row);
+        let attempt = DeliveryAttempt::from_row(&Cols::prefixed(&pg, prefix))?;
         let record = records
             .iter_mut()
             .find(|r| r.outbox.event.event_id == event_id)
             .ok_or_else(|| corrupt("attempt of an unknown event", event_id))?;
         record.attempts.push(attempt);
     }
-    Ok(records)
+    Ok(())
 }

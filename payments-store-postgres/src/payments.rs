@@ -3,183 +3,25 @@
 use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
-use payments_core::bank::CountryCode;
 use payments_core::ids::{PaymentId, ProjectId};
-use payments_core::payment::{
-    Currency, MerchantPaymentId, Payment, PaymentErrorCode, PaymentFailure, PaymentStatus,
-    Requisites,
-};
-use payments_core::settlement::{Course, FeePercent, Pricing};
+use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::Timestamp;
+use payments_store_sql::listing;
+use payments_store_sql::record::{payment_values, PAYMENT_COLUMNS};
+use payments_store_sql::sql::list;
+use payments_store_sql::statements as st;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Row;
 
-use crate::codec::{self, execute, execute_raw, query, query_opt, Cols};
-use crate::error::{corrupt, db, unique_violation};
+use crate::codec::{
+    self, decode, execute, execute_raw, params, query, query_opt, read, refs, sql, Param, SqlValue,
+};
+use crate::error::{db, unique_violation};
 use crate::{directory, outbox};
 
-/// Every payment column, in the order of [`PaymentRow::params`].
-const COLUMNS: &str = "id, project_id, merchant_payment_id, flow, status, amount, \
-    initial_amount, currency, geo_code, payment_method, is_intrabank, bank_code, callback_url, \
-    requisite, holder_name, requisite_bank, qrcode_link, deeplink_url, course, fee_percent, \
-    error_code, error_comment, appeal_from, created_at, updated_at, expires_at, version, \
-    fingerprint, due_at";
-
-/// The number of columns in [`COLUMNS`].
-const NCOLS: usize = 29;
-
-static COLUMN_NAMES: LazyLock<[&'static str; NCOLS]> = LazyLock::new(|| {
-    let names: Vec<&'static str> = COLUMNS.split(", ").collect();
-    names.try_into().expect("NCOLS counts COLUMNS")
-});
-
-/// A payment's column values, owned, in [`COLUMNS`] order.
-struct PaymentRow {
-    text: [Option<String>; 23],
-    is_intrabank: bool,
-    created_at: i64,
-    updated_at: i64,
-    expires_at: i64,
-    version: i64,
-    due_at: Option<i64>,
-}
-
-impl PaymentRow {
-    fn of(p: &Payment) -> Result<PaymentRow, StoreError> {
-        let req = p.requisites.as_ref();
-        let pricing = p.pricing.as_ref();
-        let failure = p.failure.as_ref();
-        let s = |x: &str| Some(x.to_string());
-        Ok(PaymentRow {
-            text: [
-                s(&p.id.to_string()),
-                s(&p.project_id.to_string()),
-                s(p.merchant_payment_id.as_str()),
-                s(p.flow.as_str()),
-                s(p.status.as_str()),
-                // Decimal text keeps the scale as received (`100.50`).
-                s(&p.amount.to_string()),
-                s(&p.initial_amount.to_string()),
-                s(p.currency.as_str()),
-                s(p.geo_code.as_str()),
-                s(p.payment_method.as_str()),
-                p.bank_code.clone(),
-                p.callback_url.as_ref().map(|u| u.as_str().to_string()),
-                req.map(|r| r.requisite.clone()),
-                req.map(|r| r.holder_name.clone()),
-                req.and_then(|r| r.bank.clone()),
-                req.and_then(|r| r.qrcode_link.clone()),
-                req.and_then(|r| r.deeplink_url.clone()),
-                pricing.map(|x| x.course.as_decimal().to_string()),
-                pricing.map(|x| x.fee_percent.as_decimal().to_string()),
-                failure.map(|f| f.code.as_str().to_string()),
-                failure.map(|f| f.comment.clone()),
-                p.appeal_from.map(|st| st.as_str().to_string()),
-                s(&p.fingerprint),
-            ],
-            is_intrabank: p.is_intrabank,
-            created_at: p.created_at.unix_millis(),
-            updated_at: p.updated_at.unix_millis(),
-            expires_at: p.expires_at.unix_millis(),
-            version: codec::uint(p.version, "version")?,
-            due_at: p.due_at().map(Timestamp::unix_millis),
-        })
-    }
-
-    /// The values as statement parameters, in [`COLUMNS`] order.
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        let t = &self.text;
-        vec![
-            &t[0],
-            &t[1],
-            &t[2],
-            &t[3],
-            &t[4],
-            &t[5],
-            &t[6],
-            &t[7],
-            &t[8],
-            &t[9],
-            &self.is_intrabank,
-            &t[10],
-            &t[11],
-            &t[12],
-            &t[13],
-            &t[14],
-            &t[15],
-            &t[16],
-            &t[17],
-            &t[18],
-            &t[19],
-            &t[20],
-            &t[21],
-            &self.created_at,
-            &self.updated_at,
-            &self.expires_at,
-            &self.version,
-            &t[22],
-            &self.due_at,
-        ]
-    }
-}
-
-fn payment_from_row(row: &Row) -> Result<Payment, StoreError> {
-    let c = Cols::new(row);
-    let requisites = match c.opt_text("requisite")? {
-        None => None,
-        Some(requisite) => Some(Requisites {
-            requisite,
-            holder_name: c
-                .opt_text("holder_name")?
-                .ok_or_else(|| corrupt("holder_name", "missing"))?,
-            bank: c.opt_text("requisite_bank")?,
-            qrcode_link: c.opt_text("qrcode_link")?,
-            deeplink_url: c.opt_text("deeplink_url")?,
-        }),
-    };
-    let pricing = match (c.opt_text("course")?, c.opt_text("fee_percent")?) {
-        (None, None) => None,
-        (Some(_), Some(_)) => Some(Pricing {
-            course: Course::new(c.decimal("course")?).map_err(|e| corrupt("course", e))?,
-            fee_percent: FeePercent::new(c.decimal("fee_percent")?)
-                .map_err(|e| corrupt("fee_percent", e))?,
-        }),
-        other => return Err(corrupt("pricing", other)),
-    };
-    let failure = match c.opt_parsed::<PaymentErrorCode>("error_code")? {
-        None => None,
-        Some(code) => Some(PaymentFailure {
-            code,
-            comment: c
-                .opt_text("error_comment")?
-                .ok_or_else(|| corrupt("error_comment", "missing"))?,
-        }),
-    };
-    Ok(Payment {
-        id: c.parsed("id")?,
-        project_id: c.parsed("project_id")?,
-        merchant_payment_id: c.with("merchant_payment_id", MerchantPaymentId::parse)?,
-        flow: c.parsed("flow")?,
-        status: c.parsed("status")?,
-        amount: c.amount("amount")?,
-        initial_amount: c.amount("initial_amount")?,
-        currency: c.with("currency", Currency::parse)?,
-        geo_code: c.with("geo_code", CountryCode::parse)?,
-        payment_method: c.parsed("payment_method")?,
-        is_intrabank: c.flag("is_intrabank")?,
-        bank_code: c.opt_text("bank_code")?,
-        callback_url: c.opt_url("callback_url")?,
-        requisites,
-        pricing,
-        failure,
-        appeal_from: c.opt_parsed("appeal_from")?,
-        created_at: c.ts("created_at")?,
-        updated_at: c.ts("updated_at")?,
-        expires_at: c.ts("expires_at")?,
-        version: c.num("version")?,
-        fingerprint: c.text("fingerprint")?,
-    })
+/// A payment's values as parameters, in [`PAYMENT_COLUMNS`] order.
+fn payment_params(p: &Payment) -> Result<Vec<Param>, StoreError> {
+    Ok(params(payment_values(p)?))
 }
 
 async fn query_payments<C: GenericClient>(
@@ -187,21 +29,8 @@ async fn query_payments<C: GenericClient>(
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<Payment>, StoreError> {
-    query(c, sql, params)
-        .await?
-        .iter()
-        .map(payment_from_row)
-        .collect()
+    query(c, sql, params).await?.iter().map(decode).collect()
 }
-
-static INSERT_SQL: LazyLock<String> = LazyLock::new(|| {
-    let placeholders = (1..=NCOLS).map(|i| format!("${i}")).collect::<Vec<_>>();
-    format!(
-        "INSERT INTO payments ({COLUMNS}) VALUES ({}) \
-         ON CONFLICT (project_id, merchant_payment_id) DO NOTHING",
-        placeholders.join(", ")
-    )
-});
 
 /// Inserts unless (project, merchant payment id) is taken; the unique key decides. A taken
 /// key is read back in a new statement: at READ COMMITTED it sees the row that won.
@@ -209,8 +38,8 @@ pub(crate) async fn insert<C: GenericClient>(
     c: &C,
     p: &Payment,
 ) -> Result<InsertOutcome, StoreError> {
-    let row = PaymentRow::of(p)?;
-    match execute_raw(c, &INSERT_SQL, &row.params()).await {
+    let values = payment_params(p)?;
+    match execute_raw(c, sql(&st::PAYMENT_INSERT), &refs(&values)).await {
         Ok(1) => Ok(InsertOutcome::Inserted),
         Ok(_) => by_merchant_id(c, p.project_id, &p.merchant_payment_id)
             .await?
@@ -224,7 +53,7 @@ pub(crate) async fn insert<C: GenericClient>(
     }
 }
 
-/// The SQL type of each column in [`COLUMNS`] order, for the casts of [`ADMIT_SQL`]'s
+/// The SQL type of each column in [`PAYMENT_COLUMNS`] order, for the casts of [`ADMIT_SQL`]'s
 /// `INSERT ... SELECT` (whose parameters get no type from the target columns).
 fn column_type(name: &str) -> &'static str {
     match name {
@@ -238,7 +67,7 @@ fn column_type(name: &str) -> &'static str {
 /// only if it was, the payment is inserted unless its merchant payment id is taken. Parameters:
 /// the payment's columns (`$1`-`$29`), then project, nonce, expiry and now (`$30`-`$33`).
 static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
-    let values = COLUMN_NAMES
+    let values = PAYMENT_COLUMNS
         .iter()
         .enumerate()
         .map(|(i, name)| format!("${}::{}", i + 1, column_type(name)))
@@ -250,10 +79,11 @@ static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
            WHERE nonces.expires_at <= $33 \
            RETURNING 1), \
          p AS ( \
-           INSERT INTO payments ({COLUMNS}) SELECT {} FROM n \
+           INSERT INTO payments ({}) SELECT {} FROM n \
            ON CONFLICT (project_id, merchant_payment_id) DO NOTHING \
            RETURNING 1) \
          SELECT (SELECT count(*) FROM n) AS recorded, (SELECT count(*) FROM p) AS inserted",
+        list(&PAYMENT_COLUMNS),
         values.join(", ")
     )
 });
@@ -264,10 +94,10 @@ pub(crate) async fn admit<C: GenericClient>(
     nonce: payments_core::store::NonceUse<'_>,
     p: &Payment,
 ) -> Result<Option<InsertOutcome>, StoreError> {
-    let row = PaymentRow::of(p)?;
+    let values = payment_params(p)?;
     let project = nonce.project.to_string();
     let (expires, now) = (nonce.expires_at.unix_millis(), nonce.now.unix_millis());
-    let mut params = row.params();
+    let mut params = refs(&values);
     params.extend([
         &project as &(dyn ToSql + Sync),
         &nonce.nonce,
@@ -284,11 +114,11 @@ pub(crate) async fn admit<C: GenericClient>(
         }
         Err(e) => return Err(db(e)),
     };
-    let cols = Cols::new(&row);
-    if cols.int("recorded")? == 0 {
+    let (recorded, inserted) = read(&row, |c| Ok((c.int("recorded")?, c.int("inserted")?)))?;
+    if recorded == 0 {
         return Ok(None);
     }
-    if cols.int("inserted")? == 1 {
+    if inserted == 1 {
         return Ok(Some(InsertOutcome::Inserted));
     }
     by_merchant_id(c, p.project_id, &p.merchant_payment_id)
@@ -297,49 +127,14 @@ pub(crate) async fn admit<C: GenericClient>(
         .ok_or_else(|| StoreError::Corrupt("the conflicting payment vanished".into()))
 }
 
-/// Columns no transition or operation changes after the insert: the update matches them
-/// (`IS NOT DISTINCT FROM`) instead of setting them, so a change to one of them is refused.
-const IMMUTABLE: [&str; 12] = [
-    "project_id",
-    "merchant_payment_id",
-    "flow",
-    "initial_amount",
-    "currency",
-    "geo_code",
-    "payment_method",
-    "is_intrabank",
-    "bank_code",
-    "callback_url",
-    "created_at",
-    "fingerprint",
-];
-
-/// Updates the mutable columns, only at the expected version (`$30`) and only if the
-/// immutable ones are unchanged.
-static UPDATE_SQL: LazyLock<String> = LazyLock::new(|| {
-    let (mut sets, mut same) = (Vec::new(), Vec::new());
-    for (i, col) in COLUMN_NAMES.iter().enumerate().skip(1) {
-        if IMMUTABLE.contains(col) {
-            same.push(format!(" AND {col} IS NOT DISTINCT FROM ${}", i + 1));
-        } else {
-            sets.push(format!("{col} = ${}", i + 1));
-        }
-    }
-    format!(
-        "UPDATE payments SET {} WHERE id = $1 AND version = ${}{}",
-        sets.join(", "),
-        NCOLS + 1,
-        same.concat()
-    )
-});
-
 /// A payment by id.
 pub(crate) async fn by_id<C: GenericClient>(
     c: &C,
     id: PaymentId,
 ) -> Result<Option<Payment>, StoreError> {
-    let sql = format!("SELECT {COLUMNS} FROM payments WHERE id = $1");
-    Ok(query_payments(c, &sql, &[&id.to_string()]).await?.pop())
+    Ok(query_payments(c, sql(&st::PAYMENT), &[&id.to_string()])
+        .await?
+        .pop())
 }
 
 /// A payment by (project, merchant payment id).
@@ -348,14 +143,13 @@ pub(crate) async fn by_merchant_id<C: GenericClient>(
     project: ProjectId,
     mpid: &MerchantPaymentId,
 ) -> Result<Option<Payment>, StoreError> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM payments WHERE project_id = $1 AND merchant_payment_id = $2"
-    );
-    Ok(
-        query_payments(c, &sql, &[&project.to_string(), &mpid.as_str()])
-            .await?
-            .pop(),
+    Ok(query_payments(
+        c,
+        sql(&st::PAYMENT_BY_MERCHANT_ID),
+        &[&project.to_string(), &mpid.as_str()],
     )
+    .await?
+    .pop())
 }
 
 /// The version check, payment update, outbox row and audit row of one change. Call inside a
@@ -364,11 +158,9 @@ pub(crate) async fn commit_change<C: GenericClient>(
     c: &C,
     change: &PaymentChange,
 ) -> Result<(), StoreError> {
-    let row = PaymentRow::of(&change.payment)?;
-    let expected = codec::uint(change.expected_version, "version")?;
-    let mut params = row.params();
-    params.push(&expected);
-    let updated = execute(c, &UPDATE_SQL, &params).await?;
+    let mut values = payment_params(&change.payment)?;
+    values.push(Param(SqlValue::uint(change.expected_version, "version")?));
+    let updated = execute(c, sql(&st::PAYMENT_UPDATE), &refs(&values)).await?;
     if updated == 0 {
         let exists = query_opt(
             c,
@@ -398,11 +190,12 @@ pub(crate) async fn due<C: GenericClient>(
     now: Timestamp,
     limit: usize,
 ) -> Result<Vec<Payment>, StoreError> {
-    let sql = format!(
-        "SELECT {COLUMNS} FROM payments WHERE due_at IS NOT NULL AND due_at <= $1 \
-         ORDER BY due_at, id LIMIT $2"
-    );
-    query_payments(c, &sql, &[&now.unix_millis(), &codec::limit(limit)]).await
+    query_payments(
+        c,
+        sql(&st::PAYMENTS_DUE),
+        &[&now.unix_millis(), &codec::limit(limit)],
+    )
+    .await
 }
 
 /// A page of a project's payments, newest first by `(created_at, id)` (the cabinet's list).
@@ -410,9 +203,8 @@ pub(crate) async fn find<C: GenericClient>(
     c: &C,
     q: &payments_core::cabinet::PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
-    let w = crate::cabinet::payment_conditions(q);
-    let sql = format!("SELECT {COLUMNS} FROM payments WHERE {}", w.sql);
-    query_payments(c, &sql, &w.params()).await
+    let (sql, values) = listing::payment_page(q, codec::D);
+    query_payments(c, &sql, &refs(&params(values))).await
 }
 
 /// Locks the payment's row until the transaction ends; `false` if there is no such payment.
@@ -434,7 +226,7 @@ pub(crate) async fn oldest_due<C: GenericClient>(c: &C) -> Result<Option<Timesta
         &[],
     )
     .await?;
-    row.map(|r| Cols::new(&r).ts("due_at")).transpose()
+    row.map(|r| read(&r, |c| c.ts("due_at"))).transpose()
 }
 
 /// Payments per status, in [`PaymentStatus::ALL`] order, zero counts left out: the sums of
@@ -452,8 +244,9 @@ pub(crate) async fn count_by_status<C: GenericClient>(
     .await?;
     let mut counts = Vec::new();
     for row in &rows {
-        let c = Cols::new(row);
-        counts.push((c.parsed::<PaymentStatus>("status")?, c.num::<u64>("n")?));
+        counts.push(read(row, |c| {
+            Ok((c.parsed::<PaymentStatus>("status")?, c.num::<u64>("n")?))
+        })?);
     }
     Ok(PaymentStatus::ALL
         .into_iter()

@@ -5,7 +5,7 @@ use payments_core::ratelimit::{Gcra, Grant, RateDecision, RateLimiter};
 use payments_core::store::StoreError;
 use payments_core::{ProjectId, Timestamp};
 
-use crate::codec::{execute, query_opt, Cols};
+use crate::codec::{execute, query_opt, read};
 use crate::PgStore;
 
 /// A [`RateLimiter`] shared by every node on the database: the project's theoretical arrival
@@ -87,8 +87,7 @@ impl RateLimiter for PgRateLimiter {
         let row = row.ok_or_else(|| {
             StoreError::Unavailable("the rate-limit row vanished while it was read".into())
         })?;
-        let cols = Cols::new(&row);
-        let (t0, allowed) = (cols.int("t0")?, cols.int("allowed")?);
+        let (t0, allowed) = read(&row, |c| Ok((c.int("t0")?, c.int("allowed")?)))?;
         let (grant, _) = rule.decide_many(Some(t0), now_us, n);
         if i64::from(grant.allowed) != allowed {
             return Err(StoreError::Corrupt(format!(

@@ -354,7 +354,8 @@ pub static FAILURE_INSERT: Sql =
     Sql::new(|_| "INSERT INTO cabinet_failures (key, at) VALUES ($1, $2)".to_string());
 /// At most `$3` failure times under key `$1` since `$2`, oldest first.
 pub static FAILURES_SINCE: Sql = Sql::new(|_| {
-    "SELECT at FROM cabinet_failures WHERE key = $1 AND at >= $2 ORDER BY at LIMIT $3".to_string()
+    "SELECT at FROM cabinet_failures WHERE key = $1 AND at >= $2 ORDER BY at, seq LIMIT $3"
+        .to_string()
 });
 /// Forgets key `$1`'s failures.
 pub static FAILURES_CLEAR: Sql =
