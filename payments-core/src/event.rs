@@ -176,6 +176,23 @@ pub struct DeliveryAttempt {
     pub response_excerpt: Option<String>,
 }
 
+impl DeliveryAttempt {
+    /// The event's state and schedule after this attempt, when the dispatcher asks for the
+    /// next one at `next_attempt_at`: delivered on success, failed without a next attempt,
+    /// else pending until then. Only a pending event keeps a schedule. Every store applies
+    /// this one rule in `record_attempt`.
+    pub fn next_step(
+        &self,
+        next_attempt_at: Option<Timestamp>,
+    ) -> (DeliveryState, Option<Timestamp>) {
+        match (self.success, next_attempt_at) {
+            (true, _) => (DeliveryState::Delivered, None),
+            (false, Some(at)) => (DeliveryState::Pending, Some(at)),
+            (false, None) => (DeliveryState::Failed, None),
+        }
+    }
+}
+
 /// The most bytes of a receiver's response kept with an attempt.
 pub const RESPONSE_EXCERPT_MAX: usize = 512;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
 use payments_core::event::{
-    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
+    DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
@@ -91,16 +91,7 @@ pub(crate) async fn record_attempt<C: GenericClient>(
     next_attempt_at: Option<Timestamp>,
 ) -> Result<AttemptRecorded, StoreError> {
     let id = event_id.to_string();
-    let state = match (a.success, next_attempt_at) {
-        (true, _) => DeliveryState::Delivered,
-        (false, Some(_)) => DeliveryState::Pending,
-        (false, None) => DeliveryState::Failed,
-    };
-    let next = if state == DeliveryState::Pending {
-        next_attempt_at
-    } else {
-        None
-    };
+    let (state, next) = a.next_step(next_attempt_at);
     let Some(row) = query_opt(
         c,
         "SELECT lease_token FROM outbox_events WHERE event_id = $1 FOR UPDATE",

@@ -13,7 +13,7 @@
 //! its capacity.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use payments_core::store::{AuthLookup, StoreError};
 use payments_core::KeyId;
@@ -34,8 +34,9 @@ pub(crate) struct AuthCache {
 struct Kept {
     /// The directory version every entry was read at.
     version: i64,
-    /// By token hash: the lookups with each key id asked for (usually one).
-    entries: HashMap<[u8; 32], Vec<(Option<KeyId>, AuthLookup)>>,
+    /// By token hash: the lookups with each key id asked for (usually one). Shared, so that a
+    /// hit holds the lock only to take a reference: the copy handed out is made outside it.
+    entries: HashMap<[u8; 32], Vec<(Option<KeyId>, Arc<AuthLookup>)>>,
     len: usize,
 }
 
@@ -50,17 +51,19 @@ impl AuthCache {
         keyid: Option<&KeyId>,
     ) -> Result<AuthLookup, StoreError> {
         let version = directory::directory_version(conn)?;
-        {
+        let hit = {
             let kept = self.lock();
             if kept.version == version {
-                if let Some(found) = kept
-                    .entries
+                kept.entries
                     .get(hash)
                     .and_then(|list| list.iter().find(|(k, _)| k.as_ref() == keyid))
-                {
-                    return Ok(found.1.clone());
-                }
+                    .map(|(_, found)| Arc::clone(found))
+            } else {
+                None
             }
+        };
+        if let Some(found) = hit {
+            return Ok(AuthLookup::clone(&found));
         }
         let found = directory::auth_lookup(conn, hash, keyid)?;
         // Known tokens only, and only with the key asked for: made-up key ids sent with a
@@ -80,7 +83,7 @@ impl AuthCache {
                 }
                 let list = kept.entries.entry(*hash).or_default();
                 if !list.iter().any(|(k, _)| k.as_ref() == keyid) {
-                    list.push((keyid.cloned(), found.clone()));
+                    list.push((keyid.cloned(), Arc::new(found.clone())));
                     kept.len += 1;
                 }
             }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use payments_core::cabinet::EventQuery;
 use payments_core::event::{
-    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
+    DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
@@ -89,16 +89,7 @@ pub(crate) fn record_attempt(
     next_attempt_at: Option<Timestamp>,
 ) -> Result<AttemptRecorded, StoreError> {
     let id = event_id.to_string();
-    let state = match (a.success, next_attempt_at) {
-        (true, _) => DeliveryState::Delivered,
-        (false, Some(_)) => DeliveryState::Pending,
-        (false, None) => DeliveryState::Failed,
-    };
-    let next = if state == DeliveryState::Pending {
-        next_attempt_at
-    } else {
-        None
-    };
+    let (state, next) = a.next_step(next_attempt_at);
     let current: Option<i64> = conn
         .prepare_cached("SELECT lease_token FROM outbox_events WHERE event_id = ?1")
         .map_err(db)?
