@@ -15,6 +15,10 @@ use crate::project::{
 };
 use crate::{ApiError, ErrorCode, SecretString};
 
+mod layer;
+
+pub use layer::{Layered, Op, OpKind, StoreLayer};
+
 /// A store failure.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -492,6 +496,13 @@ pub enum AdmitOutcome {
 /// making a store awaits (connecting, migrating), `contract::run_all_async(|| async { ... })`.
 /// `payments_core::testing::MemoryStore` is the reference implementation and
 /// `payments-store-sqlite` passes the same suite (`payments-store-sqlite/tests/contract.rs`).
+///
+/// # Wrapping a store
+///
+/// A wrapper (metrics, logs) that forwards only the required methods loses the wrapped store's
+/// overrides of the provided ones, its readiness and its cabinet, without an error. Implement
+/// [`StoreLayer`] instead and use [`Layered`], which forwards every method; check a wrapper
+/// with `contract::check_wrapper`.
 ///
 /// # Example
 ///

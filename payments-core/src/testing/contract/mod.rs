@@ -14,6 +14,10 @@
 //! token, concurrent identical creates); [`run_all`] runs them with one store as every handle,
 //! and an adapter with separate handles (connection pools, nodes) runs them with
 //! [`run_shared_async`] too.
+//!
+//! A store wrapper (a decorator that measures, logs or traces) runs [`check_wrapper`]: it must
+//! forward every method, provided ones included, and keep the wrapped store's readiness and
+//! cabinet. [`Layered`](crate::store::Layered) is a wrapper that does.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -193,6 +197,7 @@ mod operations;
 mod outbox;
 mod payments;
 mod ratelimit;
+mod wrapper;
 
 pub use cabinet::*;
 pub use data::*;
@@ -201,6 +206,7 @@ pub use operations::*;
 pub use outbox::*;
 pub use payments::*;
 pub use ratelimit::*;
+pub use wrapper::*;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,1227 @@
+//! The check of a store wrapper (a decorator that measures, logs or traces): it must keep every
+//! behaviour of the store it wraps.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::cabinet::CabinetStore;
+use crate::event::{FailedEvent, FailedEventFilter};
+use crate::project::OperatorTokenRecord;
+use crate::store::{
+    AuditStore, DirectoryStore, LeaseToken, NonceStore, OutboxStore, PaymentStore, UnavailableCause,
+};
+use crate::testing::MemoryStore;
+use crate::SecretString;
+
+/// Checks that a store wrapper keeps every behaviour of the store it wraps: `wrap` gets a
+/// probe store and returns the wrapper around it. Panics, listing everything lost, when:
+///
+/// - a method of the port, required or provided, does not reach the probe as itself, exactly
+///   once (a provided method such as `admit_create`, `auth_lookup`, `auth_lookup_with_payment`,
+///   `active_key_projects`, `check_writable` or `take_turn` left at the port's default reaches
+///   it as the required calls its default is made of, and so loses the store's override: one
+///   write becomes several round trips, a turn decided in the database becomes `true` on every
+///   node);
+/// - an answer through the wrapper differs from the probe's own (the probe is the reference
+///   [`MemoryStore`] with a few answers of its own), an error included;
+/// - [`Store::is_ready`] through the wrapper does not follow the probe (it says ready when the
+///   probe is not);
+/// - [`Store::cabinet_store`] through the wrapper is `None` or not the probe's cabinet (the
+///   default hides the web cabinet and the payer pages).
+///
+/// It is for wrappers that forward each call ([`Layered`](crate::store::Layered) ones and
+/// hand-written ones alike); a wrapper that answers from a cache or retries does not pass.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use payments_core::store::{Layered, Store, StoreLayer};
+/// use payments_core::testing::contract;
+///
+/// struct Plain(Arc<dyn Store>);
+///
+/// impl StoreLayer for Plain {
+///     fn inner(&self) -> &Arc<dyn Store> {
+///         &self.0
+///     }
+/// }
+///
+/// futures_executor::block_on(contract::check_wrapper(|inner| {
+///     Arc::new(Layered::new(Plain(inner)))
+/// }));
+/// ```
+pub async fn check_wrapper(wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>) {
+    let probe = Arc::new(Probe::new());
+    let wrapped = wrap(probe.clone());
+    let walk = methods_through(&probe, wrapped.as_ref()).await;
+    let mut lost = walk.lost;
+
+    // Readiness follows the probe's, both ways.
+    if !wrapped.is_ready() {
+        lost.push("`is_ready` is false through the wrapper while the store is ready".into());
+    }
+    probe.ready.store(false, Ordering::SeqCst);
+    if wrapped.is_ready() {
+        lost.push(
+            "`is_ready` stays true through the wrapper after the store stopped being ready \
+             (the port's default is always true: forward `is_ready`)"
+                .into(),
+        );
+    }
+    // An error comes back as the store gave it.
+    probe.take_calls();
+    let writable = wrapped.check_writable().await;
+    let seen = probe.take_calls();
+    if writable != Err(Probe::closed()) || seen != ["check_writable"] {
+        lost.push(format!(
+            "`check_writable` of a closed store answered {writable:?} through the wrapper \
+             (the store saw {seen:?}), not the store's own {:?}",
+            Err::<(), _>(Probe::closed())
+        ));
+    }
+    probe.ready.store(true, Ordering::SeqCst);
+    if !wrapped.is_ready() {
+        lost.push("`is_ready` stays false through the wrapper after the store is ready".into());
+    }
+
+    // Another node's turn: the store says `false`, and so must the wrapper.
+    probe.turn.store(false, Ordering::SeqCst);
+    probe.take_calls();
+    let turn = wrapped.take_turn("sweep", T0, T0 + ms(1000)).await;
+    let seen = probe.take_calls();
+    if turn != Ok(false) || seen != ["take_turn"] {
+        lost.push(format!(
+            "`take_turn` answered {turn:?} through the wrapper (the store saw {seen:?}) when \
+             the store answers Ok(false): the port's default (always true) would run the \
+             sweeps on every node"
+        ));
+    }
+    probe.turn.store(true, Ordering::SeqCst);
+
+    // The cabinet's part is the store's own.
+    probe.take_calls();
+    let cabinet = wrapped.clone().cabinet_store();
+    let seen = probe.take_calls();
+    match cabinet {
+        None => lost.push(format!(
+            "`cabinet_store` is None through the wrapper while the store has the cabinet's \
+             part (the store saw {seen:?}; the port's default is None: forward \
+             `cabinet_store`, or the web cabinet and the payer pages are off)"
+        )),
+        Some(c) if !std::ptr::addr_eq(Arc::as_ptr(&c), Arc::as_ptr(&probe.memory)) => lost.push(
+            "`cabinet_store` through the wrapper is not the wrapped store's cabinet part".into(),
+        ),
+        Some(_) => {}
+    }
+
+    let mut once = std::collections::HashSet::new();
+    lost.retain(|l| once.insert(l.clone()));
+    if walk.decomposed {
+        lost.push(
+            "forward every method, provided ones included, to the same method of the wrapped \
+             store: one left at the port's default runs as the calls its default is made of, \
+             and the store's override (one write, one query, a turn decided in the database) \
+             is lost"
+                .into(),
+        );
+    }
+    assert!(
+        lost.is_empty(),
+        "the store wrapper loses behaviour of the store it wraps:\n  - {}",
+        lost.join("\n  - ")
+    );
+}
+
+/// What [`methods_through`] found.
+struct Walk {
+    /// Every method called, in order (some more than once).
+    methods: Vec<&'static str>,
+    /// What went wrong, in words.
+    lost: Vec<String>,
+    /// Whether a call reached the store as other calls (or none).
+    decomposed: bool,
+}
+
+/// Calls every async method of the port through `wrapped` (which wraps `probe`) and on a
+/// second probe of its own, on identical data: each call must reach `probe` as itself, once,
+/// and answer as the second probe does.
+async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
+    let direct = Probe::new();
+    let mut walk = Walk {
+        methods: Vec::new(),
+        lost: Vec::new(),
+        decomposed: false,
+    };
+
+    // The same call on the plain probe and through the wrapper; the plain probe's answer.
+    macro_rules! same {
+        ($method:literal, |$s:ident| $call:expr) => {{
+            walk.methods.push($method);
+            direct.take_calls();
+            let expected = {
+                let $s: &dyn Store = &direct;
+                $call.await
+            };
+            assert_eq!(
+                direct.take_calls(),
+                [$method],
+                "the probe records its calls"
+            );
+            probe.take_calls();
+            let answer = {
+                let $s: &dyn Store = wrapped;
+                $call.await
+            };
+            let seen = probe.take_calls();
+            if seen != [$method] {
+                walk.lost.push(format!(
+                    "`{}` through the wrapper reached the store as {seen:?}, not as itself once",
+                    $method
+                ));
+                walk.decomposed = true;
+            }
+            if answer != expected {
+                walk.lost.push(format!(
+                    "`{}` answered {answer:?} through the wrapper, {expected:?} without it",
+                    $method
+                ));
+            }
+            expected
+        }};
+    }
+
+    let m = sample_merchant(1, "Wrapped");
+    let p = sample_project(1, m.id);
+    let t = token(1, p.id, vec![Scope::PaymentsCreate, Scope::PaymentsRead]);
+    let k = key(p.id, "ed25519-wrapped", 7);
+    let pay = sample_payment(payment_id(1), p.id, "w1");
+    let pay2 = sample_payment(payment_id(2), p.id, "w2");
+    let pay3 = sample_payment(payment_id(3), p.id, "w3");
+
+    // The directory, and the lookups made of it.
+    let _ = same!("put_merchant", |s| s.put_merchant(&m));
+    let _ = same!("merchant", |s| s.merchant(m.id));
+    let _ = same!("merchants", |s| s.merchants());
+    let _ = same!("put_project", |s| s.put_project(&p));
+    let _ = same!("project", |s| s.project(p.id));
+    let _ = same!("projects", |s| s.projects());
+    let _ = same!("insert_token", |s| s.insert_token(&t));
+    let _ = same!("token_by_hash", |s| s.token_by_hash(&t.hash));
+    let _ = same!("tokens", |s| s.tokens(p.id));
+    let _ = same!("insert_key", |s| s.insert_key(&k));
+    let _ = same!("key", |s| s.key(p.id, &k.keyid));
+    let _ = same!("keys", |s| s.keys(p.id));
+    let _ = same!("active_key_projects", |s| s.active_key_projects(&k.keyid));
+    let _ = same!("auth_lookup", |s| s.auth_lookup(&t.hash, Some(&k.keyid)));
+
+    // Payments and the create path.
+    let _ = same!("insert_payment", |s| s.insert_payment(&pay));
+    let _ = same!("payment", |s| s.payment(pay.id));
+    let _ = same!("payment_by_merchant_id", |s| s
+        .payment_by_merchant_id(p.id, &pay.merchant_payment_id));
+    let _ = same!("auth_lookup_with_payment", |s| s.auth_lookup_with_payment(
+        &t.hash,
+        Some(&k.keyid),
+        pay.id
+    ));
+    let nonce = NonceUse {
+        project: p.id,
+        nonce: "wrapped-1",
+        now: T0,
+        expires_at: T0 + ms(60_000),
+    };
+    let second = NonceUse {
+        nonce: "wrapped-2",
+        ..nonce
+    };
+    // Taken, stored, replayed.
+    let _ = same!("admit_create", |s| s.admit_create(
+        Some(nonce),
+        p.id,
+        &pay.merchant_payment_id,
+        None
+    ));
+    let _ = same!("admit_create", |s| s.admit_create(
+        Some(second),
+        p.id,
+        &pay2.merchant_payment_id,
+        Some(&pay2)
+    ));
+    let _ = same!("admit_create", |s| s.admit_create(
+        Some(nonce),
+        p.id,
+        &pay3.merchant_payment_id,
+        Some(&pay3)
+    ));
+    let _ = same!("use_nonce", |s| s.use_nonce(
+        p.id,
+        "wrapped-3",
+        T0,
+        T0 + ms(10)
+    ));
+    let _ = same!("purge_nonces", |s| s.purge_nonces(T0 + ms(20)));
+
+    // A change with its event and audit record; the outbox.
+    let canceled = changed(&pay, PaymentStatus::Canceled, T0 + ms(100));
+    let change = PaymentChange {
+        payment: canceled.clone(),
+        expected_version: pay.version,
+        event: Some(sample_event(&canceled, event_id(1), T0 + ms(100))),
+        audit: Some(sample_audit(T0 + ms(100), "payment.cancel", "w1")),
+    };
+    let _ = same!("commit_change", |s| s.commit_change(&change));
+    let _ = same!("due_payments", |s| s.due_payments(T0 + ms(3_600_000), 10));
+    let _ = same!("count_by_status", |s| s.count_by_status());
+    let _ = same!("oldest_due_payment", |s| s.oldest_due_payment());
+    let _ = same!("pending_events", |s| s.pending_events());
+    let _ = same!("oldest_pending_event", |s| s.oldest_pending_event());
+    let claimed = same!("claim_due_events", |s| s.claim_due_events(
+        T0 + ms(200),
+        10,
+        Duration::from_secs(30)
+    ));
+    let lease = claimed
+        .ok()
+        .and_then(|c| c.first().map(|c| c.lease))
+        .unwrap_or(LeaseToken::new(0));
+    let failure = attempt(1, false, Some(503), Some("timeout"));
+    let _ = same!("record_attempt", |s| s.record_attempt(
+        event_id(1),
+        lease,
+        &failure,
+        None
+    ));
+    let _ = same!("events_for_payment", |s| s.events_for_payment(pay.id));
+    let _ = same!("failed_events", |s| s
+        .failed_events(&FailedEventFilter::default(), 10));
+    let _ = same!("failed_event_count", |s| s.failed_event_count());
+    let mut resend = sample_event(&canceled, event_id(2), T0 + ms(300));
+    resend.event.kind = EventKind::ManualResend;
+    resend.max_attempts = 1;
+    let resend = PaymentChange {
+        payment: canceled.clone(),
+        expected_version: canceled.version,
+        event: Some(resend),
+        audit: Some(sample_audit(T0 + ms(300), "payment.resend_callback", "w1")),
+    };
+    let _ = same!("commit_resend", |s| s.commit_resend(&resend));
+    let notification = NonceUse {
+        project: p.id,
+        nonce: "notification-1",
+        now: T0 + ms(400),
+        expires_at: T0 + ms(60_000),
+    };
+    let completed = changed(&pay2, PaymentStatus::Completed, T0 + ms(400));
+    let once = PaymentChange {
+        payment: completed,
+        expected_version: pay2.version,
+        event: None,
+        audit: None,
+    };
+    // Applied, then already applied.
+    let _ = same!("commit_change_once", |s| s
+        .commit_change_once(notification, Some(&once)));
+    let _ = same!("commit_change_once", |s| s
+        .commit_change_once(notification, Some(&once)));
+    let _ = same!("purge_finished_events", |s| s
+        .purge_finished_events(T0 + ms(3_600_000), 1));
+
+    // Secrets, operator tokens, settings, the audit trail, turns, revocations.
+    let (s1, s2, s3) = (secret(1, false), secret(2, true), secret(3, false));
+    let _ = same!("add_callback_secret", |s| s.add_callback_secret(p.id, &s1));
+    let _ = same!("add_callback_secret_if_none", |s| s
+        .add_callback_secret_if_none(p.id, &s2));
+    let _ = same!("replace_callback_secret", |s| s
+        .replace_callback_secret(p.id, &s1.secret, &s3.secret));
+    let _ = same!("callback_secrets", |s| s.callback_secrets(p.id));
+    let operator = OperatorTokenRecord {
+        id: token_id(9),
+        name: "alice".to_string(),
+        hash: [9; 32],
+        prefix: "op_wrapd".to_string(),
+        created_at: T0,
+        expires_at: None,
+    };
+    let _ = same!("insert_operator_token", |s| s
+        .insert_operator_token(&operator));
+    let _ = same!("operator_token_by_hash", |s| s
+        .operator_token_by_hash(&operator.hash));
+    let _ = same!("expire_operator_token", |s| s
+        .expire_operator_token(operator.id, T0 + ms(500)));
+    let _ = same!("operator_tokens", |s| s.operator_tokens());
+    let _ = same!("put_setting", |s| s.put_setting("wrapper.check", "on"));
+    let _ = same!("setting", |s| s.setting("wrapper.check"));
+    let _ = same!("check_writable", |s| s.check_writable());
+    let _ = same!("append_audit", |s| s.append_audit(&sample_audit(
+        T0 + ms(600),
+        "key.revoke",
+        "w1"
+    )));
+    let _ = same!("audit_records", |s| s.audit_records(10));
+    let _ = same!("purge_audit", |s| s.purge_audit(T0 + ms(200), 1));
+    let _ = same!("take_turn", |s| s.take_turn("sweep", T0, T0 + ms(1000)));
+    let _ = same!("revoke_key", |s| s.revoke_key(p.id, &k.keyid, T0 + ms(700)));
+    let _ = same!("revoke_token", |s| s.revoke_token(p.id, t.id, T0 + ms(700)));
+    let _ = same!("auth_lookup", |s| s.auth_lookup(&t.hash, Some(&k.keyid)));
+    let _ = same!("active_key_projects", |s| s.active_key_projects(&k.keyid));
+
+    walk
+}
+
+/// The store [`check_wrapper`] wraps: the [`MemoryStore`], recording the name of every port
+/// method called on it (the memory store's own defaults run inside, unrecorded). Readiness and
+/// the answer of `take_turn` are switches; a closed probe's `check_writable` fails.
+struct Probe {
+    memory: Arc<MemoryStore>,
+    calls: Mutex<Vec<&'static str>>,
+    ready: AtomicBool,
+    turn: AtomicBool,
+}
+
+impl Probe {
+    fn new() -> Probe {
+        Probe {
+            memory: Arc::new(MemoryStore::new()),
+            calls: Mutex::new(Vec::new()),
+            ready: AtomicBool::new(true),
+            turn: AtomicBool::new(true),
+        }
+    }
+
+    /// The error of `check_writable` while not ready.
+    fn closed() -> StoreError {
+        UnavailableCause::Closed.error("the probe store is closed")
+    }
+
+    fn saw(&self, method: &'static str) {
+        self.calls
+            .lock()
+            .expect("the probe's lock is never held across a panic")
+            .push(method);
+    }
+
+    /// The methods called since the last time, in order.
+    fn take_calls(&self) -> Vec<&'static str> {
+        std::mem::take(
+            &mut *self
+                .calls
+                .lock()
+                .expect("the probe's lock is never held across a panic"),
+        )
+    }
+}
+
+#[async_trait]
+impl PaymentStore for Probe {
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        self.saw("insert_payment");
+        self.memory.insert_payment(payment).await
+    }
+    async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
+        self.saw("payment");
+        self.memory.payment(id).await
+    }
+    async fn payment_by_merchant_id(
+        &self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        self.saw("payment_by_merchant_id");
+        self.memory
+            .payment_by_merchant_id(project, merchant_payment_id)
+            .await
+    }
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        self.saw("commit_change");
+        self.memory.commit_change(change).await
+    }
+    async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
+        self.saw("due_payments");
+        self.memory.due_payments(now, limit).await
+    }
+    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
+        self.saw("count_by_status");
+        self.memory.count_by_status().await
+    }
+    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.saw("oldest_due_payment");
+        self.memory.oldest_due_payment().await
+    }
+}
+
+#[async_trait]
+impl NonceStore for Probe {
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.saw("use_nonce");
+        self.memory.use_nonce(project, nonce, now, expires_at).await
+    }
+    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.saw("purge_nonces");
+        self.memory.purge_nonces(now).await
+    }
+}
+
+#[async_trait]
+impl OutboxStore for Probe {
+    async fn claim_due_events(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        self.saw("claim_due_events");
+        self.memory.claim_due_events(now, limit, lease).await
+    }
+    async fn record_attempt(
+        &self,
+        event_id: EventId,
+        lease: LeaseToken,
+        attempt: &DeliveryAttempt,
+        next_attempt_at: Option<Timestamp>,
+    ) -> Result<AttemptRecorded, StoreError> {
+        self.saw("record_attempt");
+        self.memory
+            .record_attempt(event_id, lease, attempt, next_attempt_at)
+            .await
+    }
+    async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError> {
+        self.saw("events_for_payment");
+        self.memory.events_for_payment(payment).await
+    }
+    async fn pending_events(&self) -> Result<u64, StoreError> {
+        self.saw("pending_events");
+        self.memory.pending_events().await
+    }
+    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.saw("oldest_pending_event");
+        self.memory.oldest_pending_event().await
+    }
+    async fn failed_events(
+        &self,
+        filter: &FailedEventFilter,
+        limit: usize,
+    ) -> Result<Vec<FailedEvent>, StoreError> {
+        self.saw("failed_events");
+        self.memory.failed_events(filter, limit).await
+    }
+    async fn failed_event_count(&self) -> Result<u64, StoreError> {
+        self.saw("failed_event_count");
+        self.memory.failed_event_count().await
+    }
+    async fn purge_finished_events(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        self.saw("purge_finished_events");
+        self.memory.purge_finished_events(before, limit).await
+    }
+}
+
+#[async_trait]
+impl DirectoryStore for Probe {
+    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+        self.saw("put_merchant");
+        self.memory.put_merchant(merchant).await
+    }
+    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+        self.saw("merchant");
+        self.memory.merchant(id).await
+    }
+    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
+        self.saw("merchants");
+        self.memory.merchants().await
+    }
+    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+        self.saw("put_project");
+        self.memory.put_project(project).await
+    }
+    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
+        self.saw("project");
+        self.memory.project(id).await
+    }
+    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        self.saw("projects");
+        self.memory.projects().await
+    }
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
+        self.saw("insert_token");
+        self.memory.insert_token(token).await
+    }
+    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
+        self.saw("token_by_hash");
+        self.memory.token_by_hash(hash).await
+    }
+    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
+        self.saw("tokens");
+        self.memory.tokens(project).await
+    }
+    async fn revoke_token(
+        &self,
+        project: ProjectId,
+        id: TokenId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.saw("revoke_token");
+        self.memory.revoke_token(project, id, at).await
+    }
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
+        self.saw("insert_key");
+        self.memory.insert_key(key).await
+    }
+    async fn key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        self.saw("key");
+        self.memory.key(project, keyid).await
+    }
+    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
+        self.saw("keys");
+        self.memory.keys(project).await
+    }
+    async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
+        self.saw("active_key_projects");
+        self.memory.active_key_projects(keyid).await
+    }
+    async fn auth_lookup(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+    ) -> Result<AuthLookup, StoreError> {
+        self.saw("auth_lookup");
+        self.memory.auth_lookup(hash, keyid).await
+    }
+    async fn revoke_key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+        at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.saw("revoke_key");
+        self.memory.revoke_key(project, keyid, at).await
+    }
+    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
+        self.saw("callback_secrets");
+        self.memory.callback_secrets(project).await
+    }
+    async fn add_callback_secret(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<(), StoreError> {
+        self.saw("add_callback_secret");
+        self.memory.add_callback_secret(project, secret).await
+    }
+    async fn add_callback_secret_if_none(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<Vec<SecretRecord>, StoreError> {
+        self.saw("add_callback_secret_if_none");
+        self.memory
+            .add_callback_secret_if_none(project, secret)
+            .await
+    }
+    async fn replace_callback_secret(
+        &self,
+        project: ProjectId,
+        old: &SecretString,
+        new: &SecretString,
+    ) -> Result<bool, StoreError> {
+        self.saw("replace_callback_secret");
+        self.memory.replace_callback_secret(project, old, new).await
+    }
+    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
+        self.saw("insert_operator_token");
+        self.memory.insert_operator_token(token).await
+    }
+    async fn operator_token_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
+        self.saw("operator_token_by_hash");
+        self.memory.operator_token_by_hash(hash).await
+    }
+    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        self.saw("operator_tokens");
+        self.memory.operator_tokens().await
+    }
+    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
+        self.saw("expire_operator_token");
+        self.memory.expire_operator_token(id, at).await
+    }
+    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.saw("setting");
+        self.memory.setting(name).await
+    }
+    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        self.saw("put_setting");
+        self.memory.put_setting(name, value).await
+    }
+}
+
+#[async_trait]
+impl AuditStore for Probe {
+    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.saw("append_audit");
+        self.memory.append_audit(record).await
+    }
+    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        self.saw("audit_records");
+        self.memory.audit_records(limit).await
+    }
+    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        self.saw("purge_audit");
+        self.memory.purge_audit(before, limit).await
+    }
+}
+
+#[async_trait]
+impl Store for Probe {
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        self.saw("check_writable");
+        if !self.is_ready() {
+            return Err(Probe::closed());
+        }
+        self.memory.check_writable().await
+    }
+    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
+        self.saw("commit_resend");
+        self.memory.commit_resend(change).await
+    }
+    fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {
+        self.saw("cabinet_store");
+        self.memory.clone().cabinet_store()
+    }
+    async fn take_turn(
+        &self,
+        task: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.saw("take_turn");
+        if !self.turn.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.memory.take_turn(task, now, until).await
+    }
+    async fn auth_lookup_with_payment(
+        &self,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+        id: PaymentId,
+    ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
+        self.saw("auth_lookup_with_payment");
+        self.memory.auth_lookup_with_payment(hash, keyid, id).await
+    }
+    async fn commit_change_once(
+        &self,
+        key: NonceUse<'_>,
+        change: Option<&PaymentChange>,
+    ) -> Result<bool, StoreError> {
+        self.saw("commit_change_once");
+        self.memory.commit_change_once(key, change).await
+    }
+    async fn admit_create(
+        &self,
+        nonce: Option<NonceUse<'_>>,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+        candidate: Option<&Payment>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        self.saw("admit_create");
+        self.memory
+            .admit_create(nonce, project, merchant_payment_id, candidate)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use futures_util::future::BoxFuture;
+
+    use super::*;
+    use crate::store::{Layered, Op, OpKind, StoreLayer};
+
+    /// A layer that adds nothing.
+    struct Plain(Arc<dyn Store>);
+
+    impl StoreLayer for Plain {
+        fn inner(&self) -> &Arc<dyn Store> {
+            &self.0
+        }
+    }
+
+    /// A layer that records every operation its hook sees.
+    struct Recording {
+        inner: Arc<dyn Store>,
+        ops: Mutex<Vec<Op>>,
+    }
+
+    impl StoreLayer for Recording {
+        fn inner(&self) -> &Arc<dyn Store> {
+            &self.inner
+        }
+
+        fn around<'a, T: Send + 'a>(
+            &'a self,
+            op: Op,
+            call: BoxFuture<'a, Result<T, StoreError>>,
+        ) -> BoxFuture<'a, Result<T, StoreError>> {
+            self.ops.lock().expect("not poisoned").push(op);
+            call
+        }
+    }
+
+    /// The panic message of `check_wrapper` over `wrap`, or `None` if it passed.
+    fn failure(wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>) -> Option<String> {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            futures_executor::block_on(check_wrapper(wrap))
+        }));
+        let payload = outcome.err()?;
+        Some(
+            payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn a_wrapper_that_forwards_only_the_required_methods_fails_the_check() {
+        let message = failure(|inner| Arc::new(Naive(inner)))
+            .expect("a wrapper that leaves the provided methods at their defaults fails");
+        println!("{message}");
+        for lost in [
+            "`admit_create` through the wrapper reached the store as [\"use_nonce\", \"payment_by_merchant_id\"]",
+            "`auth_lookup` through the wrapper reached the store as [\"token_by_hash\", \"project\", \"merchant\", \"key\"]",
+            "`auth_lookup_with_payment` through",
+            "`active_key_projects` through",
+            "`check_writable` through the wrapper reached the store as [\"put_setting\"]",
+            "`take_turn` through the wrapper reached the store as []",
+            "`check_writable` of a closed store answered Ok(())",
+            "`is_ready` stays true",
+            "`take_turn` answered Ok(true)",
+            "`cabinet_store` is None",
+        ] {
+            assert!(message.contains(lost), "the message names {lost:?}:\n{message}");
+        }
+        for kept in ["`commit_resend`", "`commit_change_once`", "`payment`"] {
+            assert!(
+                !message.contains(kept),
+                "{kept} is forwarded by the naive wrapper:\n{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_layered_store_passes_the_wrapper_check() {
+        assert_eq!(failure(|inner| Arc::new(Layered::new(Plain(inner)))), None);
+    }
+
+    #[test]
+    fn a_layered_store_meets_the_whole_contract() {
+        futures_executor::block_on(run_all(|| {
+            Layered::new(Plain(Arc::new(MemoryStore::new())))
+        }));
+    }
+
+    /// Each call goes through the hook once, named after its method, with the kind the
+    /// server's metrics have always used.
+    #[test]
+    fn a_layer_sees_every_call_once_with_its_name_and_kind() {
+        let probe = Probe::new();
+        let probe = Arc::new(probe);
+        let layered = Layered::new(Recording {
+            inner: probe.clone(),
+            ops: Mutex::new(Vec::new()),
+        });
+        let walk = futures_executor::block_on(methods_through(&probe, &layered));
+        assert!(walk.lost.is_empty(), "{:?}", walk.lost);
+        let ops = layered.into_layer().ops.into_inner().expect("not poisoned");
+        assert_eq!(
+            ops.iter().map(|op| op.name).collect::<Vec<_>>(),
+            walk.methods
+        );
+        let writes: BTreeSet<&str> = ops
+            .iter()
+            .filter(|op| op.kind == OpKind::Write)
+            .map(|op| op.name)
+            .collect();
+        let expected: BTreeSet<&str> = [
+            "insert_payment",
+            "commit_change",
+            "use_nonce",
+            "purge_nonces",
+            "claim_due_events",
+            "record_attempt",
+            "purge_finished_events",
+            "put_merchant",
+            "put_project",
+            "insert_token",
+            "revoke_token",
+            "insert_key",
+            "revoke_key",
+            "add_callback_secret",
+            "add_callback_secret_if_none",
+            "replace_callback_secret",
+            "insert_operator_token",
+            "expire_operator_token",
+            "put_setting",
+            "append_audit",
+            "purge_audit",
+            "check_writable",
+            "commit_resend",
+            "take_turn",
+            "commit_change_once",
+            "admit_create",
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(writes, expected, "the writes; every other call reads");
+    }
+
+    /// The names of the methods declared in the blocks of `src` whose first line starts with
+    /// one of `headers` (up to the next line that is `}`).
+    fn methods_in(src: &str, headers: &[&str]) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        let mut inside = false;
+        for line in src.lines() {
+            if inside && line == "}" {
+                inside = false;
+            } else if !inside {
+                inside = headers.iter().any(|h| line.starts_with(h));
+            } else {
+                let t = line.trim_start();
+                if let Some(rest) = t.strip_prefix("async fn ").or(t.strip_prefix("fn ")) {
+                    let end = rest
+                        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len());
+                    found.insert(rest[..end].to_string());
+                }
+            }
+        }
+        found
+    }
+
+    /// Panics unless `found` (what `who` does with methods) is `port`.
+    fn same_methods(port: &BTreeSet<String>, found: &BTreeSet<String>, who: &str) {
+        let missing: Vec<_> = port.difference(found).collect();
+        let extra: Vec<_> = found.difference(port).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{who} every method of the port (store.rs), but not {missing:?}; and {extra:?} are \
+             not methods of the port"
+        );
+    }
+
+    /// A method added to the port, a provided one included (which would compile in a
+    /// `Layered` and silently lose the inner store's override), must be added to `Layered`,
+    /// the probe and the walk of `check_wrapper` too.
+    #[test]
+    fn every_method_of_the_port_is_forwarded_probed_and_checked() {
+        let traits = [
+            "PaymentStore",
+            "NonceStore",
+            "OutboxStore",
+            "DirectoryStore",
+            "AuditStore",
+            "Store",
+        ];
+        let declared = |src: &str, header: &dyn Fn(&str) -> String| {
+            let headers: Vec<String> = traits.iter().map(|t| header(t)).collect();
+            let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+            methods_in(src, &headers)
+        };
+        let port = declared(include_str!("../../store.rs"), &|t| {
+            format!("pub trait {t}: ")
+        });
+        assert!(
+            port.len() > 50 && port.contains("admit_create") && port.contains("auth_lookup"),
+            "the port's methods are read from store.rs: {port:?}"
+        );
+        let layered = declared(include_str!("../../store/layer.rs"), &|t| {
+            format!("impl<L: StoreLayer> {t} for Layered<L> {{")
+        });
+        same_methods(&port, &layered, "`Layered` (store/layer.rs) writes out");
+        let probed = declared(include_str!("wrapper.rs"), &|t| {
+            format!("impl {t} for Probe {{")
+        });
+        same_methods(&port, &probed, "the probe of check_wrapper records");
+
+        let probe = Arc::new(Probe::new());
+        let layered = Layered::new(Plain(probe.clone()));
+        let walk = futures_executor::block_on(methods_through(&probe, &layered));
+        let mut checked: BTreeSet<String> = walk.methods.iter().map(|m| m.to_string()).collect();
+        // Checked by check_wrapper on their own.
+        checked.extend(["is_ready".to_string(), "cabinet_store".to_string()]);
+        same_methods(&port, &checked, "check_wrapper calls");
+    }
+
+    /// A wrapper as one writes it by hand: every required method forwarded, the provided
+    /// ones left at their defaults.
+    struct Naive(Arc<dyn Store>);
+
+    #[async_trait]
+    impl PaymentStore for Naive {
+        async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+            self.0.insert_payment(payment).await
+        }
+        async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
+            self.0.payment(id).await
+        }
+        async fn payment_by_merchant_id(
+            &self,
+            project: ProjectId,
+            merchant_payment_id: &MerchantPaymentId,
+        ) -> Result<Option<Payment>, StoreError> {
+            self.0
+                .payment_by_merchant_id(project, merchant_payment_id)
+                .await
+        }
+        async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+            self.0.commit_change(change).await
+        }
+        async fn due_payments(
+            &self,
+            now: Timestamp,
+            limit: usize,
+        ) -> Result<Vec<Payment>, StoreError> {
+            self.0.due_payments(now, limit).await
+        }
+        async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
+            self.0.count_by_status().await
+        }
+        async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
+            self.0.oldest_due_payment().await
+        }
+    }
+
+    #[async_trait]
+    impl NonceStore for Naive {
+        async fn use_nonce(
+            &self,
+            project: ProjectId,
+            nonce: &str,
+            now: Timestamp,
+            expires_at: Timestamp,
+        ) -> Result<bool, StoreError> {
+            self.0.use_nonce(project, nonce, now, expires_at).await
+        }
+        async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
+            self.0.purge_nonces(now).await
+        }
+    }
+
+    #[async_trait]
+    impl OutboxStore for Naive {
+        async fn claim_due_events(
+            &self,
+            now: Timestamp,
+            limit: usize,
+            lease: Duration,
+        ) -> Result<Vec<ClaimedEvent>, StoreError> {
+            self.0.claim_due_events(now, limit, lease).await
+        }
+        async fn record_attempt(
+            &self,
+            event_id: EventId,
+            lease: LeaseToken,
+            attempt: &DeliveryAttempt,
+            next_attempt_at: Option<Timestamp>,
+        ) -> Result<AttemptRecorded, StoreError> {
+            self.0
+                .record_attempt(event_id, lease, attempt, next_attempt_at)
+                .await
+        }
+        async fn events_for_payment(
+            &self,
+            payment: PaymentId,
+        ) -> Result<Vec<EventRecord>, StoreError> {
+            self.0.events_for_payment(payment).await
+        }
+        async fn pending_events(&self) -> Result<u64, StoreError> {
+            self.0.pending_events().await
+        }
+        async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
+            self.0.oldest_pending_event().await
+        }
+        async fn failed_events(
+            &self,
+            filter: &FailedEventFilter,
+            limit: usize,
+        ) -> Result<Vec<FailedEvent>, StoreError> {
+            self.0.failed_events(filter, limit).await
+        }
+        async fn failed_event_count(&self) -> Result<u64, StoreError> {
+            self.0.failed_event_count().await
+        }
+        async fn purge_finished_events(
+            &self,
+            before: Timestamp,
+            limit: usize,
+        ) -> Result<u64, StoreError> {
+            self.0.purge_finished_events(before, limit).await
+        }
+    }
+
+    #[async_trait]
+    impl DirectoryStore for Naive {
+        async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+            self.0.put_merchant(merchant).await
+        }
+        async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+            self.0.merchant(id).await
+        }
+        async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
+            self.0.merchants().await
+        }
+        async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+            self.0.put_project(project).await
+        }
+        async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
+            self.0.project(id).await
+        }
+        async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+            self.0.projects().await
+        }
+        async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
+            self.0.insert_token(token).await
+        }
+        async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
+            self.0.token_by_hash(hash).await
+        }
+        async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
+            self.0.tokens(project).await
+        }
+        async fn revoke_token(
+            &self,
+            project: ProjectId,
+            id: TokenId,
+            at: Timestamp,
+        ) -> Result<bool, StoreError> {
+            self.0.revoke_token(project, id, at).await
+        }
+        async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
+            self.0.insert_key(key).await
+        }
+        async fn key(
+            &self,
+            project: ProjectId,
+            keyid: &KeyId,
+        ) -> Result<Option<KeyRecord>, StoreError> {
+            self.0.key(project, keyid).await
+        }
+        async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
+            self.0.keys(project).await
+        }
+        async fn revoke_key(
+            &self,
+            project: ProjectId,
+            keyid: &KeyId,
+            at: Timestamp,
+        ) -> Result<bool, StoreError> {
+            self.0.revoke_key(project, keyid, at).await
+        }
+        async fn callback_secrets(
+            &self,
+            project: ProjectId,
+        ) -> Result<Vec<SecretRecord>, StoreError> {
+            self.0.callback_secrets(project).await
+        }
+        async fn add_callback_secret(
+            &self,
+            project: ProjectId,
+            secret: &SecretRecord,
+        ) -> Result<(), StoreError> {
+            self.0.add_callback_secret(project, secret).await
+        }
+        async fn add_callback_secret_if_none(
+            &self,
+            project: ProjectId,
+            secret: &SecretRecord,
+        ) -> Result<Vec<SecretRecord>, StoreError> {
+            self.0.add_callback_secret_if_none(project, secret).await
+        }
+        async fn replace_callback_secret(
+            &self,
+            project: ProjectId,
+            old: &SecretString,
+            new: &SecretString,
+        ) -> Result<bool, StoreError> {
+            self.0.replace_callback_secret(project, old, new).await
+        }
+        async fn insert_operator_token(
+            &self,
+            token: &OperatorTokenRecord,
+        ) -> Result<(), StoreError> {
+            self.0.insert_operator_token(token).await
+        }
+        async fn operator_token_by_hash(
+            &self,
+            hash: &[u8; 32],
+        ) -> Result<Option<OperatorTokenRecord>, StoreError> {
+            self.0.operator_token_by_hash(hash).await
+        }
+        async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+            self.0.operator_tokens().await
+        }
+        async fn expire_operator_token(
+            &self,
+            id: TokenId,
+            at: Timestamp,
+        ) -> Result<bool, StoreError> {
+            self.0.expire_operator_token(id, at).await
+        }
+        async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
+            self.0.setting(name).await
+        }
+        async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+            self.0.put_setting(name, value).await
+        }
+    }
+
+    #[async_trait]
+    impl AuditStore for Naive {
+        async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+            self.0.append_audit(record).await
+        }
+        async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+            self.0.audit_records(limit).await
+        }
+        async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+            self.0.purge_audit(before, limit).await
+        }
+    }
+
+    #[async_trait]
+    impl Store for Naive {
+        async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
+            self.0.commit_resend(change).await
+        }
+        async fn commit_change_once(
+            &self,
+            key: NonceUse<'_>,
+            change: Option<&PaymentChange>,
+        ) -> Result<bool, StoreError> {
+            self.0.commit_change_once(key, change).await
+        }
+    }
+}
