@@ -157,6 +157,7 @@ pub mod provider;
 pub mod request;
 pub mod sealing;
 pub mod service;
+pub mod settings;
 pub mod settlement;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]

@@ -538,7 +538,7 @@ async fn not_ready(st: &AppState) -> Option<String> {
     if !store.is_ready() {
         return Some("the store is closed".into());
     }
-    if let Err(e) = store.setting("readyz.probe").await {
+    if let Err(e) = payments_core::settings::READ_PROBE.get(&**store).await {
         return Some(format!("the store cannot read: {e}"));
     }
     let mut probe = st.write_probe.lock().await;

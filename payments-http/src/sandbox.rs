@@ -20,6 +20,7 @@ use payments_core::payment::{Currency, PaymentMethod};
 use payments_core::provider::{
     IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
 };
+use payments_core::settings::Setting;
 use payments_core::store::Store;
 use rust_decimal::Decimal;
 use tokio::sync::Mutex;
@@ -27,7 +28,7 @@ use tokio::sync::Mutex;
 /// Numbers reserved per store round trip.
 const BLOCK: u64 = 1000;
 /// The setting holding the next free block.
-const SEQUENCE_SETTING: &str = "sandbox.requisite_sequence";
+const SEQUENCE: Setting<u64> = Setting::new("sandbox.requisite_sequence");
 
 const HOLDERS: [&str; 8] = [
     "Иван Петрович С.",
@@ -74,13 +75,13 @@ impl SandboxProvider {
     async fn sequence(&self) -> Result<u64, String> {
         let mut next = self.next.lock().await;
         if next.0 >= next.1 {
-            let start = match self.store.setting(SEQUENCE_SETTING).await {
-                Ok(Some(v)) => v.parse::<u64>().map_err(|e| format!("bad sequence: {e}"))?,
-                Ok(None) => 1,
-                Err(e) => return Err(e.to_string()),
-            };
-            self.store
-                .put_setting(SEQUENCE_SETTING, &(start + BLOCK).to_string())
+            let start = SEQUENCE
+                .get(&*self.store)
+                .await
+                .map_err(|e| e.to_string())?
+                .unwrap_or(1);
+            SEQUENCE
+                .set(&*self.store, &(start + BLOCK))
                 .await
                 .map_err(|e| e.to_string())?;
             *next = (start, start + BLOCK);

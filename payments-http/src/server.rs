@@ -19,6 +19,7 @@ use payments_core::callback::{AddressPolicy, CallbackVerifier};
 use payments_core::provider::{RateSource, RequisiteProvider};
 use payments_core::ratelimit::{CoalescingRateLimiter, RateLimiter};
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
+use payments_core::settings::Setting;
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
 use payments_store_postgres::{PgOptions, PgStore};
@@ -811,7 +812,7 @@ pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedSt
 }
 
 /// The setting recording which environment a data dir belongs to.
-pub const ENVIRONMENT_SETTING: &str = "server.environment";
+pub const ENVIRONMENT: Setting<Environment> = Setting::new("server.environment");
 
 /// Opens the settings' store and builds the service over it with the bundled ports. `create`
 /// allows a new data dir and database and migrates ([`open_database`]); without it a missing
@@ -944,16 +945,10 @@ async fn service_over(
 }
 
 async fn check_environment(store: &dyn Store, env: Environment) -> Result<(), StartError> {
-    let recorded = store
-        .setting(ENVIRONMENT_SETTING)
-        .await
-        .map_err(start_err)?;
+    let recorded = ENVIRONMENT.get(store).await.map_err(start_err)?;
     match recorded {
-        None => store
-            .put_setting(ENVIRONMENT_SETTING, &env.to_string())
-            .await
-            .map_err(start_err),
-        Some(r) if r == env.to_string() => Ok(()),
+        None => ENVIRONMENT.set(store, &env).await.map_err(start_err),
+        Some(r) if r == env => Ok(()),
         Some(r) => Err(start_err(format!(
             "this data dir belongs to the {r} environment, not {env} (pass --environment {r})"
         ))),

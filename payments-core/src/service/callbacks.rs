@@ -16,7 +16,7 @@ use crate::ApiError;
 
 /// The setting that holds callback dispatch: empty or absent means dispatch runs; any other
 /// value is the reason it is held (who, when, why). A dispatcher checks it before claiming.
-pub const CALLBACK_HOLD_SETTING: &str = "callbacks.hold";
+pub const CALLBACK_HOLD_SETTING: &str = crate::settings::CALLBACK_HOLD.name();
 
 /// The most failed events one listing or one bulk resend takes.
 pub const MAX_FAILED_BATCH: usize = 1000;
@@ -205,10 +205,8 @@ impl PaymentService {
 
     /// Why callback dispatch is held, or `None` when it runs.
     pub async fn callback_hold(&self) -> Result<Option<String>, ApiError> {
-        Ok(self
-            .ports
-            .store
-            .setting(CALLBACK_HOLD_SETTING)
+        Ok(crate::settings::CALLBACK_HOLD
+            .get(&*self.ports.store)
             .await?
             .filter(|v| !v.trim().is_empty()))
     }
@@ -238,9 +236,8 @@ impl PaymentService {
 
     async fn set_hold(&self, value: &str, action: &str, actor: &Actor) -> Result<(), ApiError> {
         let before = self.callback_hold().await?;
-        self.ports
-            .store
-            .put_setting(CALLBACK_HOLD_SETTING, value)
+        crate::settings::CALLBACK_HOLD
+            .set(&*self.ports.store, &value.to_string())
             .await?;
         self.ports
             .store

@@ -21,7 +21,7 @@ use crate::secret::SecretString;
 use crate::{ApiError, ErrorCode};
 
 /// The setting holding the SHA-256 (hex) of the unnamed operator token of earlier versions.
-pub const OPERATOR_TOKEN_SETTING: &str = "operator.token_sha256";
+pub const OPERATOR_TOKEN_SETTING: &str = crate::settings::LEGACY_OPERATOR_TOKEN_SHA256.name();
 
 /// The name of the token [`PaymentService::issue_operator_token`] issues (the sandbox
 /// bootstrap's, and `payments-server operator-token` without a subcommand).
@@ -91,9 +91,8 @@ impl PaymentService {
                 self.ports.store.expire_operator_token(t.id, now).await?;
             }
         }
-        self.ports
-            .store
-            .put_setting(OPERATOR_TOKEN_SETTING, "")
+        crate::settings::LEGACY_OPERATOR_TOKEN_SHA256
+            .set(&*self.ports.store, &String::new())
             .await?;
         let issued = self
             .mint_operator_token(DEFAULT_OPERATOR_TOKEN_NAME, None, &Actor::system())
@@ -286,10 +285,8 @@ impl PaymentService {
                 Err(invalid())
             };
         }
-        let expected = self
-            .ports
-            .store
-            .setting(OPERATOR_TOKEN_SETTING)
+        let expected = crate::settings::LEGACY_OPERATOR_TOKEN_SHA256
+            .get(&*self.ports.store)
             .await?
             .filter(|h| !h.is_empty())
             .ok_or_else(invalid)?;

@@ -1,0 +1,126 @@
+//! The named settings kept in the store, typed.
+//!
+//! The store keeps settings as text under a name ([`DirectoryStore::setting`] and
+//! [`DirectoryStore::put_setting`]: one primitive for every backend). Code does not use those
+//! directly: each setting is a [`Setting`] constant with its name and value type, so a name is
+//! written once, a value is parsed in one place, and a value that does not parse is
+//! [`StoreError::Corrupt`] instead of a silent default. The core's settings are here; an
+//! adapter declares its own the same way (the server's environment, the sandbox's requisite
+//! sequence).
+//!
+//! ```
+//! use payments_core::settings::Setting;
+//!
+//! /// How many widgets were made.
+//! const WIDGETS: Setting<u64> = Setting::new("example.widgets");
+//!
+//! # #[cfg(feature = "testing")]
+//! futures_executor::block_on(async {
+//!     let store = payments_core::testing::MemoryStore::new();
+//!     assert_eq!(WIDGETS.get(&store).await.unwrap(), None);
+//!     WIDGETS.set(&store, &41).await.unwrap();
+//!     assert_eq!(WIDGETS.get(&store).await.unwrap(), Some(41));
+//! });
+//! ```
+
+use std::fmt::Display;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use crate::store::{DirectoryStore, StoreError};
+
+/// A setting named `name` whose value is a `T`, stored as its `Display` text and read back with
+/// its `FromStr`.
+pub struct Setting<T> {
+    name: &'static str,
+    value: PhantomData<fn() -> T>,
+}
+
+impl<T> std::fmt::Debug for Setting<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Setting").field(&self.name).finish()
+    }
+}
+
+impl<T> Clone for Setting<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Setting<T> {}
+
+impl<T: FromStr + Display> Setting<T> {
+    /// The setting stored under `name`.
+    pub const fn new(name: &'static str) -> Setting<T> {
+        Setting {
+            name,
+            value: PhantomData,
+        }
+    }
+
+    /// The name it is stored under.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The stored value; `None` when it was never set. A stored text that does not parse as a
+    /// `T` is [`StoreError::Corrupt`].
+    pub async fn get<S: DirectoryStore + ?Sized>(
+        &self,
+        store: &S,
+    ) -> Result<Option<T>, StoreError> {
+        match store.setting(self.name).await? {
+            None => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|_| {
+                StoreError::Corrupt(format!("the setting {} holds {text:?}", self.name))
+            }),
+        }
+    }
+
+    /// Stores `value`.
+    pub async fn set<S: DirectoryStore + ?Sized>(
+        &self,
+        store: &S,
+        value: &T,
+    ) -> Result<(), StoreError> {
+        store.put_setting(self.name, &value.to_string()).await
+    }
+}
+
+/// Why callback dispatch is held (who held it, when, why); empty when it is not held. Every
+/// dispatcher over the store checks it before claiming.
+pub const CALLBACK_HOLD: Setting<String> = Setting::new("callbacks.hold");
+
+/// The SHA-256 (hex) of the single unnamed operator token of early versions; empty once it is
+/// replaced by named tokens.
+pub const LEGACY_OPERATOR_TOKEN_SHA256: Setting<String> = Setting::new("operator.token_sha256");
+
+/// What a readiness check writes to prove the store takes writes.
+pub const WRITE_PROBE: Setting<String> = Setting::new("store.write_probe");
+
+/// What a readiness check reads to prove the store answers reads (never written).
+pub const READ_PROBE: Setting<String> = Setting::new("readyz.probe");
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::testing::MemoryStore;
+
+    #[test]
+    fn a_value_round_trips_and_a_bad_one_is_corrupt_not_a_default() {
+        futures_executor::block_on(async {
+            const N: Setting<u64> = Setting::new("test.n");
+            let store = MemoryStore::new();
+            assert_eq!(N.get(&store).await, Ok(None));
+            N.set(&store, &7).await.expect("set");
+            assert_eq!(N.get(&store).await, Ok(Some(7)));
+            assert_eq!(store.setting("test.n").await, Ok(Some("7".to_string())));
+            store.put_setting("test.n", "seven").await.expect("put");
+            assert!(
+                matches!(N.get(&store).await, Err(StoreError::Corrupt(m)) if m.contains("test.n")),
+                "a stored text that does not parse is corrupt"
+            );
+        });
+    }
+}
