@@ -30,13 +30,16 @@ pub(crate) struct AuthCache {
     kept: Mutex<Kept>,
 }
 
+/// The lookups of one token, with the key id each asked for.
+type TokenLookups = Vec<(Option<KeyId>, Arc<AuthLookup>)>;
+
 #[derive(Debug, Default)]
 struct Kept {
     /// The directory version every entry was read at.
     version: i64,
     /// By token hash: the lookups with each key id asked for (usually one). Shared, so that a
     /// hit holds the lock only to take a reference: the copy handed out is made outside it.
-    entries: HashMap<[u8; 32], Vec<(Option<KeyId>, Arc<AuthLookup>)>>,
+    entries: HashMap<[u8; 32], TokenLookups>,
     len: usize,
 }
 

@@ -292,15 +292,7 @@ impl OutboxStore for MemoryStore {
             return Ok(AttemptRecorded::Stale);
         }
         rec.outbox.attempts = rec.outbox.attempts.max(attempt.attempt);
-        rec.outbox.next_attempt_at = next_attempt_at;
-        rec.outbox.state = match (attempt.success, next_attempt_at) {
-            (true, _) => DeliveryState::Delivered,
-            (false, Some(_)) => DeliveryState::Pending,
-            (false, None) => DeliveryState::Failed,
-        };
-        if rec.outbox.state != DeliveryState::Pending {
-            rec.outbox.next_attempt_at = None;
-        }
+        (rec.outbox.state, rec.outbox.next_attempt_at) = attempt.next_step(next_attempt_at);
         Ok(AttemptRecorded::Applied)
     }
 

@@ -15,6 +15,9 @@
 //! and an adapter with separate handles (connection pools, nodes) runs them with
 //! [`run_shared_async`] too.
 //!
+//! An adapter's upgrade test runs [`every_statement`] before and after a later build's
+//! migration changes the schema under a running store.
+//!
 //! A store wrapper (a decorator that measures, logs or traces) runs [`check_wrapper`]: it must
 //! forward every method, provided ones included, and keep the wrapped store's readiness and
 //! cabinet. [`Layered`](crate::store::Layered) is a wrapper that does.
@@ -197,6 +200,7 @@ mod operations;
 mod outbox;
 mod payments;
 mod ratelimit;
+mod upgrade;
 mod wrapper;
 
 pub use cabinet::*;
@@ -206,6 +210,7 @@ pub use operations::*;
 pub use outbox::*;
 pub use payments::*;
 pub use ratelimit::*;
+pub use upgrade::*;
 pub use wrapper::*;
 
 #[cfg(test)]
