@@ -450,7 +450,7 @@ pub trait AuditStore: Send + Sync {
 }
 
 /// The setting [`Store::check_writable`] writes by default.
-pub const WRITE_PROBE_SETTING: &str = "store.write_probe";
+pub const WRITE_PROBE_SETTING: &str = crate::settings::WRITE_PROBE.name();
 
 /// A request nonce to record (see [`NonceStore::use_nonce`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -560,9 +560,11 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
 
     /// Whether the store can write now (for `/readyz`): a real, tiny write, so that a full
     /// disk, a read-only database or a lock held elsewhere shows. The default writes the
-    /// setting [`WRITE_PROBE_SETTING`].
+    /// setting [`crate::settings::WRITE_PROBE`].
     async fn check_writable(&self) -> Result<(), StoreError> {
-        self.put_setting(WRITE_PROBE_SETTING, "ok").await
+        crate::settings::WRITE_PROBE
+            .set(self, &"ok".to_string())
+            .await
     }
 
     /// A manual resend that answers failed events, in one transaction: if the payment of
