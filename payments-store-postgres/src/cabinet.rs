@@ -15,22 +15,10 @@ use payments_core::Timestamp;
 use payments_store_sql::statements as st;
 
 use crate::codec::{self, execute, query, query_opt, read, record, records, sql, write_record};
-use crate::error::{corrupt, db, unique_violation};
+use crate::error::{corrupt, db, duplicate};
 
 fn step_value(step: u64) -> Result<i64, StoreError> {
     codec::uint(step, "totp step")
-}
-
-/// A unique violation as `Duplicate(what)`, anything else as a database failure.
-fn duplicate(
-    result: Result<u64, tokio_postgres::Error>,
-    what: impl FnOnce() -> String,
-) -> Result<u64, StoreError> {
-    match result {
-        Ok(n) => Ok(n),
-        Err(e) if unique_violation(&e).is_some() => Err(StoreError::Duplicate(what())),
-        Err(e) => Err(db(e)),
-    }
 }
 
 // --- users -----------------------------------------------------------------------------------

@@ -21,19 +21,7 @@ use crate::codec::{
     self, execute, params, query, query_opt, read, record, records, refs, sql, write_record, Cols,
     PgRow, Record,
 };
-use crate::error::{db, unique_violation};
-
-/// `Duplicate(what())` for a unique violation, else the database error.
-fn duplicate(
-    result: Result<u64, tokio_postgres::Error>,
-    what: impl FnOnce() -> String,
-) -> Result<u64, StoreError> {
-    match result {
-        Ok(n) => Ok(n),
-        Err(e) if unique_violation(&e).is_some() => Err(StoreError::Duplicate(what())),
-        Err(e) => Err(db(e)),
-    }
-}
+use crate::error::{db, duplicate};
 
 // --- merchants and projects ------------------------------------------------------------------
 

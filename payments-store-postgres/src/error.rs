@@ -114,3 +114,16 @@ pub(crate) fn unique_violation(e: &tokio_postgres::Error) -> Option<&str> {
 }
 
 pub(crate) use payments_store_sql::codec::corrupt;
+
+/// A statement's result with a unique violation as `Duplicate(what())` and any other failure
+/// as a database failure.
+pub(crate) fn duplicate(
+    result: Result<u64, tokio_postgres::Error>,
+    what: impl FnOnce() -> String,
+) -> Result<u64, StoreError> {
+    match result {
+        Ok(n) => Ok(n),
+        Err(e) if unique_violation(&e).is_some() => Err(StoreError::Duplicate(what())),
+        Err(e) => Err(db(e)),
+    }
+}

@@ -15,19 +15,10 @@ use payments_store_sql::statements as st;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::codec::{self, execute, execute_raw, query, record, record_params, records, sql};
-use crate::error::{corrupt, db, is_unique_violation};
+use crate::error::{corrupt, db, duplicate};
 
 fn step_value(step: u64) -> Result<i64, StoreError> {
     codec::uint(step, "totp step")
-}
-
-/// `Duplicate(what())` for a unique violation, else the database error.
-fn duplicate(e: rusqlite::Error, what: impl FnOnce() -> String) -> StoreError {
-    if is_unique_violation(&e) {
-        StoreError::Duplicate(what())
-    } else {
-        db(e)
-    }
 }
 
 // --- users -----------------------------------------------------------------------------------

@@ -13,18 +13,7 @@ use payments_store_sql::statements as st;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::codec::{self, execute, execute_raw, params, query, record, record_params, records};
-use crate::error::{db, is_unique_violation};
-
-/// `Duplicate(what)` for a unique violation, else the database error.
-fn duplicate(what: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
-    move |e| {
-        if is_unique_violation(&e) {
-            StoreError::Duplicate(what.to_string())
-        } else {
-            db(e)
-        }
-    }
-}
+use crate::error::{db, duplicate};
 
 // --- merchants and projects ------------------------------------------------------------------
 
@@ -62,7 +51,8 @@ pub(crate) fn projects(conn: &Connection) -> Result<Vec<Project>, StoreError> {
 
 /// Stores a token; a taken id or hash is `Duplicate`.
 pub(crate) fn insert_token(conn: &Connection, t: &TokenRecord) -> Result<(), StoreError> {
-    execute_raw(conn, &st::TOKEN_INSERT, record_params(t)?).map_err(duplicate("token"))?;
+    execute_raw(conn, &st::TOKEN_INSERT, record_params(t)?)
+        .map_err(|e| duplicate(e, || "token".into()))?;
     Ok(())
 }
 
@@ -98,7 +88,7 @@ pub(crate) fn revoke_token(
 /// Registers a key; the primary key (project, keyid) decides duplicates.
 pub(crate) fn insert_key(conn: &Connection, k: &KeyRecord) -> Result<(), StoreError> {
     execute_raw(conn, &st::KEY_INSERT, record_params(k)?)
-        .map_err(duplicate(&format!("key {}", k.keyid)))?;
+        .map_err(|e| duplicate(e, || format!("key {}", k.keyid)))?;
     Ok(())
 }
 
@@ -252,7 +242,7 @@ pub(crate) fn insert_operator_token(
     t: &OperatorTokenRecord,
 ) -> Result<(), StoreError> {
     execute_raw(conn, &st::OPERATOR_TOKEN_INSERT, record_params(t)?)
-        .map_err(duplicate("operator token"))?;
+        .map_err(|e| duplicate(e, || "operator token".into()))?;
     Ok(())
 }
 

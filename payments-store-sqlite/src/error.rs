@@ -90,3 +90,12 @@ pub(crate) fn is_unique_violation(e: &rusqlite::Error) -> bool {
 }
 
 pub(crate) use payments_store_sql::codec::corrupt;
+
+/// A unique violation as `Duplicate(what())`, anything else as a database failure.
+pub(crate) fn duplicate(e: rusqlite::Error, what: impl FnOnce() -> String) -> StoreError {
+    if is_unique_violation(&e) {
+        StoreError::Duplicate(what())
+    } else {
+        db(e)
+    }
+}
