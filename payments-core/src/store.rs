@@ -16,8 +16,17 @@ use crate::project::{
 use crate::{ApiError, ErrorCode, SecretString};
 
 mod layer;
+mod tx;
 
 pub use layer::{Layered, Op, OpKind, StoreLayer};
+pub use tx::{transact, Transaction, TxOutput, TxWork};
+
+/// The compound writes written once over [`Store::transact`]: the default bodies of
+/// [`Store::admit_create`], [`Store::commit_change_once`] and [`Store::commit_resend`], for a
+/// backend's tests that compare an override with them.
+pub mod generic {
+    pub use super::tx::{admit_create, commit_change_once, commit_resend};
+}
 
 /// A store failure.
 #[non_exhaustive]
@@ -573,8 +582,17 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
     /// [`PaymentStore::commit_change`] does, marks those failed events as answered by it and
     /// returns their ids; otherwise writes nothing and returns an empty list (another
     /// operator resent them meanwhile). So a failed event is resent by at most one bulk
-    /// resend, however many run at once.
-    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError>;
+    /// resend, however many run at once. Written once over [`Store::transact`]
+    /// ([`generic::commit_resend`]).
+    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
+        generic::commit_resend(self, change).await
+    }
+
+    /// Runs `work` in one transaction: its [`Transaction`] steps see each other, and they are
+    /// committed together when it answers `Ok`, or none of them when it answers `Err` (or the
+    /// store fails). The compound writes of the port are written once over it ([`transact`] is
+    /// the typed way to call it).
+    async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError>;
 
     /// The web cabinet's part of this store ([`CabinetStore`](crate::cabinet::CabinetStore)),
     /// when it has one: a store that implements it answers `Some(self)`. The default, `None`,
@@ -632,24 +650,26 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
     /// records nothing.
     ///
     /// The service uses it for the upstream's notification ids: a notification is applied
-    /// together with the record of its id, or not at all.
+    /// together with the record of its id, or not at all. Written once over
+    /// [`Store::transact`] ([`generic::commit_change_once`]).
     async fn commit_change_once(
         &self,
         key: NonceUse<'_>,
         change: Option<&PaymentChange>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        generic::commit_change_once(self, key, change).await
+    }
 
     /// The write of a create request, in its order: record the request's `nonce` (a replay
     /// writes nothing and answers [`AdmitOutcome::Replayed`]); then, if `(project,
     /// merchant_payment_id)` is taken, [`AdmitOutcome::Existing`]; else store `candidate`
     /// ([`AdmitOutcome::Inserted`]) or, without one (the request broke a business rule),
     /// [`AdmitOutcome::Free`]. `candidate` carries `project` and `merchant_payment_id`. A store
-    /// error leaves nothing of it written where the store can make it atomic.
+    /// error leaves nothing of it written.
     ///
-    /// The default calls [`NonceStore::use_nonce`], [`PaymentStore::insert_payment`] and
-    /// [`PaymentStore::payment_by_merchant_id`]; a store with transactions overrides it to make
-    /// the whole of it one write (the SQLite store: one group-commit job instead of a nonce
-    /// write, a read and an insert).
+    /// Written once over [`Store::transact`] ([`generic::admit_create`]): one transaction (the
+    /// SQLite store: one group-commit job). A store may override it for speed (the PostgreSQL
+    /// store: one statement); the contract suite compares the override with the generic path.
     async fn admit_create(
         &self,
         nonce: Option<NonceUse<'_>>,
@@ -657,28 +677,6 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
         merchant_payment_id: &MerchantPaymentId,
         candidate: Option<&Payment>,
     ) -> Result<AdmitOutcome, StoreError> {
-        if let Some(n) = nonce {
-            if !self
-                .use_nonce(n.project, n.nonce, n.now, n.expires_at)
-                .await?
-            {
-                return Ok(AdmitOutcome::Replayed);
-            }
-        }
-        match candidate {
-            Some(p) => Ok(match self.insert_payment(p).await? {
-                InsertOutcome::Inserted => AdmitOutcome::Inserted,
-                InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
-            }),
-            None => Ok(
-                match self
-                    .payment_by_merchant_id(project, merchant_payment_id)
-                    .await?
-                {
-                    Some(existing) => AdmitOutcome::Existing(existing),
-                    None => AdmitOutcome::Free,
-                },
-            ),
-        }
+        generic::admit_create(self, nonce, project, merchant_payment_id, candidate).await
     }
 }

@@ -21,7 +21,7 @@ use payments_core::project::{
 use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
     InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
-    Store, StoreError,
+    Store, StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -34,6 +34,53 @@ const NONCE_PURGE_CHUNK: usize = 5_000;
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
 /// it back. Every statement's result is checked before the commit.
+/// A transaction of the PostgreSQL store: its steps on one pooled connection's transaction.
+struct PgTx<'a, 'c> {
+    tx: &'a deadpool_postgres::Transaction<'c>,
+}
+
+#[async_trait]
+impl Transaction for PgTx<'_, '_> {
+    async fn use_nonce(&mut self, n: NonceUse<'_>) -> Result<bool, StoreError> {
+        payments::use_nonce(self.tx, n.project, n.nonce, n.now, n.expires_at).await
+    }
+
+    async fn nonce_live(&mut self, n: NonceUse<'_>) -> Result<bool, StoreError> {
+        payments::nonce_live(self.tx, n.project, n.nonce, n.now).await
+    }
+
+    async fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        payments::insert(self.tx, payment).await
+    }
+
+    async fn payment_by_merchant_id(
+        &mut self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        payments::by_merchant_id(self.tx, project, merchant_payment_id).await
+    }
+
+    async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError> {
+        payments::commit_change(self.tx, change).await
+    }
+
+    /// Locks in the usual order: the payment row first (`FOR UPDATE`), so concurrent resends
+    /// of one payment queue on it, then the marks of its unanswered failures (at READ
+    /// COMMITTED a waiting resend finds them answered).
+    async fn mark_resent(
+        &mut self,
+        payment: PaymentId,
+        resend: EventId,
+    ) -> Result<Vec<EventId>, StoreError> {
+        // Without the payment there are no failures of it to answer.
+        if !payments::lock(self.tx, payment).await? {
+            return Ok(Vec::new());
+        }
+        outbox::mark_resent(self.tx, payment, resend).await
+    }
+}
+
 macro_rules! in_transaction {
     ($store:expr, |$tx:ident| $body:expr) => {{
         let mut client = $store.client().await?;
@@ -398,32 +445,21 @@ impl Store for PgStore {
         !self.pool.is_closed()
     }
 
-    /// One transaction, locks in the usual order: the payment row first (`FOR UPDATE`), so
-    /// concurrent resends of one payment queue on it; then the marks of its unanswered
-    /// failures (none left: roll back, nothing written); then the change and its event.
-    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
-        let resend = change
-            .event
-            .as_ref()
-            .ok_or_else(|| StoreError::Corrupt("a resend without its event".into()))?
-            .event
-            .event_id;
+    /// One pooled transaction: committed when the work answers `Ok`, rolled back otherwise.
+    async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        // Without the payment there are no failures of it to answer.
-        let locked = payments::lock(&tx, change.payment.id).await?;
-        let answered = if locked {
-            outbox::mark_resent(&tx, change.payment.id, resend).await?
-        } else {
-            Vec::new()
-        };
-        if answered.is_empty() {
-            tx.rollback().await.map_err(db)?;
-            return Ok(answered);
+        let answer = work(&mut PgTx { tx: &tx }).await;
+        match answer {
+            Ok(value) => {
+                tx.commit().await.map_err(db)?;
+                Ok(value)
+            }
+            Err(e) => {
+                tx.rollback().await.map_err(db)?;
+                Err(e)
+            }
         }
-        payments::commit_change(&tx, change).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(answered)
     }
 
     fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
@@ -459,28 +495,6 @@ impl Store for PgStore {
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
         directory::take_turn(&client, task, now, until).await
-    }
-
-    /// One transaction: the key, then the change (nonce, payment, outbox in that order); a
-    /// failed change rolls the key back with it.
-    async fn commit_change_once(
-        &self,
-        key: NonceUse<'_>,
-        change: Option<&PaymentChange>,
-    ) -> Result<bool, StoreError> {
-        let Some(change) = change else {
-            let client = self.client().await?;
-            return Ok(!payments::nonce_live(&client, key.project, key.nonce, key.now).await?);
-        };
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        if !payments::use_nonce(&tx, key.project, key.nonce, key.now, key.expires_at).await? {
-            tx.rollback().await.map_err(db)?;
-            return Ok(false);
-        }
-        payments::commit_change(&tx, change).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(true)
     }
 
     /// One statement (atomic, durable at its autocommit): the nonce, then, only if it was

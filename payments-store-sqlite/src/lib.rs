@@ -189,7 +189,7 @@ impl SqliteStore {
     async fn write<R, F>(&self, write: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnMut(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnMut(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
         self.writer.write(write).await
     }

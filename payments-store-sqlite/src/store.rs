@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::FutureExt;
 use payments_core::cabinet::{
     CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
     SessionRecord, UserRecord,
@@ -18,13 +19,55 @@ use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
-    InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
-    Store, StoreError,
+    AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore, InsertOutcome,
+    LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
+    Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
+use rusqlite::Connection;
 
 use crate::{cabinet, directory, nonces, outbox, payments, SqliteStore};
+
+/// A transaction of the SQLite store: its steps on the writer connection, inside the writer's
+/// transaction (one job of a group commit).
+struct SqliteTx<'a> {
+    conn: &'a mut Connection,
+}
+
+#[async_trait]
+impl Transaction for SqliteTx<'_> {
+    async fn use_nonce(&mut self, n: NonceUse<'_>) -> Result<bool, StoreError> {
+        nonces::use_nonce(self.conn, n.project, n.nonce, n.now, n.expires_at)
+    }
+
+    async fn nonce_live(&mut self, n: NonceUse<'_>) -> Result<bool, StoreError> {
+        nonces::nonce_live(self.conn, n.project, n.nonce, n.now)
+    }
+
+    async fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        payments::insert(self.conn, payment)
+    }
+
+    async fn payment_by_merchant_id(
+        &mut self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        payments::by_merchant_id(self.conn, project, merchant_payment_id)
+    }
+
+    async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError> {
+        payments::commit_change(self.conn, change)
+    }
+
+    async fn mark_resent(
+        &mut self,
+        payment: PaymentId,
+        resend: EventId,
+    ) -> Result<Vec<EventId>, StoreError> {
+        outbox::mark_resent(self.conn, payment, resend)
+    }
+}
 
 #[async_trait]
 impl PaymentStore for SqliteStore {
@@ -356,22 +399,18 @@ impl Store for SqliteStore {
         self.writer.is_alive()
     }
 
-    /// The payment change and the marks in one writer job (all or nothing): the marks first,
-    /// so a payment without unanswered failures writes nothing.
-    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
-        let change = change.clone();
-        let resend = change
-            .event
-            .as_ref()
-            .ok_or_else(|| StoreError::Corrupt("a resend without its event".into()))?
-            .event
-            .event_id;
-        self.write(move |c| {
-            let answered = outbox::mark_resent(c, change.payment.id, resend)?;
-            if !answered.is_empty() {
-                payments::commit_change(c, &change)?;
-            }
-            Ok(answered)
+    /// The work on the writer thread, as one job of a group commit: the steps run on the
+    /// writer connection at once (they are synchronous), so the work's future is complete when
+    /// first polled; a work that would wait for anything else is refused. The job may run again
+    /// in a savepoint when another job of its batch fails.
+    async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
+        self.write(move |conn| {
+            let mut tx = SqliteTx { conn };
+            work(&mut tx).now_or_never().unwrap_or_else(|| {
+                Err(StoreError::Corrupt(
+                    "a transaction's work waited for something outside the store".into(),
+                ))
+            })
         })
         .await
     }
@@ -398,76 +437,6 @@ impl Store for SqliteStore {
                     None => None,
                 };
                 Ok((found, payment))
-            })
-        })
-        .await
-    }
-
-    /// Without a change, a writer job that only reads (the nonce index is the writer
-    /// connection's); with one, one writer job (all or nothing): the key, then the change, so a
-    /// failed change rolls the key back with it.
-    async fn commit_change_once(
-        &self,
-        key: NonceUse<'_>,
-        change: Option<&PaymentChange>,
-    ) -> Result<bool, StoreError> {
-        let (project, nonce, now, expires_at) =
-            (key.project, key.nonce.to_string(), key.now, key.expires_at);
-        let Some(change) = change.cloned() else {
-            // The index of used nonces is the writer connection's: a writer job that changes
-            // nothing (its commit writes no frame).
-            return self
-                .write(move |c| Ok(!nonces::nonce_live(c, project, &nonce, now)?))
-                .await;
-        };
-        self.write(move |c| {
-            if !nonces::use_nonce(c, project, &nonce, now, expires_at)? {
-                return Ok(false);
-            }
-            payments::commit_change(c, &change)?;
-            Ok(true)
-        })
-        .await
-    }
-
-    /// One writer job (all or nothing, in a group commit): the nonce, then the insert whose
-    /// unique index answers idempotency, so a create costs no read and one write here.
-    async fn admit_create(
-        &self,
-        nonce: Option<NonceUse<'_>>,
-        project: ProjectId,
-        merchant_payment_id: &MerchantPaymentId,
-        candidate: Option<&Payment>,
-    ) -> Result<AdmitOutcome, StoreError> {
-        let mpid = merchant_payment_id.clone();
-        if nonce.is_none() && candidate.is_none() {
-            // Nothing to write: a read.
-            return self
-                .read(move |c| {
-                    Ok(match payments::by_merchant_id(c, project, &mpid)? {
-                        Some(existing) => AdmitOutcome::Existing(existing),
-                        None => AdmitOutcome::Free,
-                    })
-                })
-                .await;
-        }
-        let nonce = nonce.map(|n| (n.project, n.nonce.to_string(), n.now, n.expires_at));
-        let candidate = candidate.cloned();
-        self.write(move |c| {
-            if let Some((project, nonce, now, expires_at)) = &nonce {
-                if !nonces::use_nonce(c, *project, nonce, *now, *expires_at)? {
-                    return Ok(AdmitOutcome::Replayed);
-                }
-            }
-            Ok(match &candidate {
-                Some(p) => match payments::insert(c, p)? {
-                    InsertOutcome::Inserted => AdmitOutcome::Inserted,
-                    InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
-                },
-                None => match payments::by_merchant_id(c, project, &mpid)? {
-                    Some(existing) => AdmitOutcome::Existing(existing),
-                    None => AdmitOutcome::Free,
-                },
             })
         })
         .await

@@ -61,7 +61,7 @@ use crate::error::db;
 trait Pending: Send {
     /// Runs the write (again, after a rolled-back pass); `true` when it succeeded, `false` when
     /// its writes must be rolled back.
-    fn run(&mut self, conn: &Connection) -> bool;
+    fn run(&mut self, conn: &mut Connection) -> bool;
     /// Answers the caller once the batch's fate is known.
     fn answer(self: Box<Self>, committed: &Result<(), StoreError>);
 }
@@ -75,9 +75,9 @@ struct Job<R, F> {
 impl<R, F> Pending for Job<R, F>
 where
     R: Send,
-    F: FnMut(&Connection) -> Result<R, StoreError> + Send,
+    F: FnMut(&mut Connection) -> Result<R, StoreError> + Send,
 {
-    fn run(&mut self, conn: &Connection) -> bool {
+    fn run(&mut self, conn: &mut Connection) -> bool {
         // A run that panics leaves no outcome, not that of an earlier, rolled-back run.
         self.outcome = None;
         let outcome = (self.work)(conn);
@@ -169,7 +169,7 @@ impl Writer {
     pub(crate) async fn write<R, F>(&self, work: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnMut(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnMut(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
         let closed = || UnavailableCause::Closed.error("the store is closed");
         let queue = self
@@ -213,15 +213,20 @@ impl Writer {
     }
 }
 
-fn run(conn: Connection, mut rx: mpsc::Receiver<Box<dyn Pending>>, max_batch: usize, begin: Begin) {
+fn run(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Box<dyn Pending>>,
+    max_batch: usize,
+    begin: Begin,
+) {
     let mut batch: Vec<Box<dyn Pending>> = Vec::with_capacity(max_batch);
     // Whether the last batch failed (see `Begin`).
     let mut failed = false;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
-        let committed = match run_batch(&conn, &mut rx, &mut batch, max_batch, begin, failed) {
+        let committed = match run_batch(&mut conn, &mut rx, &mut batch, max_batch, begin, failed) {
             Pass::Done(committed) => committed,
-            Pass::JobFailed => run_again_with_savepoints(&conn, &mut batch, begin, failed),
+            Pass::JobFailed => run_again_with_savepoints(&mut conn, &mut batch, begin, failed),
         };
         failed = committed.is_err();
         if committed.is_err() && !conn.is_autocommit() {
@@ -256,7 +261,7 @@ enum Pass {
 /// that arrived during its own statements instead of leaving it to the next fsync. Stops at
 /// the first job that fails.
 fn run_batch(
-    conn: &Connection,
+    conn: &mut Connection,
     rx: &mut mpsc::Receiver<Box<dyn Pending>>,
     batch: &mut Vec<Box<dyn Pending>>,
     max_batch: usize,
@@ -294,7 +299,7 @@ fn run_batch(
 
 /// Runs one job without a savepoint: `Ok(false)` when it failed or panicked (its writes are
 /// in the transaction, which must be rolled back). An error here is the batch's.
-fn run_plain(conn: &Connection, job: &mut Box<dyn Pending>) -> Result<bool, StoreError> {
+fn run_plain(conn: &mut Connection, job: &mut Box<dyn Pending>) -> Result<bool, StoreError> {
     let ok = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
     if conn.is_autocommit() {
         // SQLite rolled the whole transaction back itself (full disk, I/O error).
@@ -307,7 +312,7 @@ fn run_plain(conn: &Connection, job: &mut Box<dyn Pending>) -> Result<bool, Stor
 /// batch again, from the first, each in its own savepoint, and commits. No job joins the batch
 /// now; those queued meanwhile wait for the next one.
 fn run_again_with_savepoints(
-    conn: &Connection,
+    conn: &mut Connection,
     batch: &mut [Box<dyn Pending>],
     begin: Begin,
     failed: bool,
@@ -323,7 +328,7 @@ fn run_again_with_savepoints(
 
 /// Runs one job in its own savepoint: kept when it succeeded, rolled back when it failed or
 /// panicked. An error here is the batch's (the transaction is lost).
-fn run_job(conn: &Connection, job: &mut Box<dyn Pending>) -> Result<(), StoreError> {
+fn run_job(conn: &mut Connection, job: &mut Box<dyn Pending>) -> Result<(), StoreError> {
     // Prepared once, like the requests' own statements (not parsed per request).
     conn.prepare_cached("SAVEPOINT request")
         .and_then(|mut s| s.execute([]))

@@ -26,7 +26,7 @@ use futures_util::future::BoxFuture;
 use super::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
     InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
-    Store, StoreError,
+    Store, StoreError, TxOutput, TxWork,
 };
 use crate::cabinet::CabinetStore;
 use crate::clock::Timestamp;
@@ -539,6 +539,10 @@ impl<L: StoreLayer> Store for Layered<L> {
     async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
         let op = Op::write("commit_resend");
         self.around(op, self.inner().commit_resend(change)).await
+    }
+    async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
+        let op = Op::write("transact");
+        self.around(op, self.inner().transact(work)).await
     }
     /// The inner store's cabinet part, itself (its calls are not hooked).
     fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {

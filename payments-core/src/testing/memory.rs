@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::FutureExt;
 
 use crate::cabinet::{
     CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
@@ -21,7 +22,8 @@ use crate::project::{
 };
 use crate::store::{
     AttemptRecorded, AuditStore, ClaimedEvent, DirectoryStore, InsertOutcome, LeaseToken,
-    NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
+    NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Store, StoreError, Transaction,
+    TxOutput, TxWork,
 };
 use crate::SecretString;
 
@@ -106,6 +108,31 @@ impl State {
         Ok(())
     }
 
+    /// Stores `payment` unless its merchant payment id is taken.
+    fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        let key = (payment.project_id, payment.merchant_payment_id.clone());
+        if let Some(id) = self.by_merchant_id.get(&key) {
+            return Ok(InsertOutcome::Existing(self.payments[id].clone()));
+        }
+        if self.payments.contains_key(&payment.id) {
+            return Err(StoreError::Duplicate(format!("payment {}", payment.id)));
+        }
+        self.by_merchant_id.insert(key, payment.id);
+        self.payments.insert(payment.id, payment.clone());
+        Ok(InsertOutcome::Inserted)
+    }
+
+    /// The payment of `project` with `merchant_payment_id`.
+    fn payment_by_merchant_id(
+        &self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Option<Payment> {
+        self.by_merchant_id
+            .get(&(project, merchant_payment_id.clone()))
+            .map(|id| self.payments[id].clone())
+    }
+
     /// Whether `e` is a failed event no resend has answered.
     fn unanswered_failure(&self, e: &EventRecord) -> bool {
         e.outbox.state == DeliveryState::Failed
@@ -117,6 +144,107 @@ impl State {
         self.nonces
             .get(&(project, nonce.to_string()))
             .is_some_and(|exp| *exp > now)
+    }
+}
+
+/// How to undo one step of a transaction.
+type Undo = Box<dyn FnOnce(&mut State) + Send>;
+
+/// One transaction of the memory store: its steps, each with how to undo it.
+struct MemoryTx<'a> {
+    st: &'a mut State,
+    undo: Vec<Undo>,
+}
+
+#[async_trait]
+impl Transaction for MemoryTx<'_> {
+    async fn use_nonce(&mut self, n: NonceUse<'_>) -> Result<bool, StoreError> {
+        if self.st.nonce_live(n.project, n.nonce, n.now) {
+            return Ok(false);
+        }
+        let key = (n.project, n.nonce.to_string());
+        let before = self.st.nonces.insert(key.clone(), n.expires_at);
+        self.undo.push(Box::new(move |st| match before {
+            Some(at) => {
+                st.nonces.insert(key, at);
+            }
+            None => {
+                st.nonces.remove(&key);
+            }
+        }));
+        Ok(true)
+    }
+
+    async fn nonce_live(&mut self, n: NonceUse<'_>) -> Result<bool, StoreError> {
+        Ok(self.st.nonce_live(n.project, n.nonce, n.now))
+    }
+
+    async fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        let outcome = self.st.insert_payment(payment)?;
+        if outcome == InsertOutcome::Inserted {
+            let (id, key) = (
+                payment.id,
+                (payment.project_id, payment.merchant_payment_id.clone()),
+            );
+            self.undo.push(Box::new(move |st| {
+                st.payments.remove(&id);
+                st.by_merchant_id.remove(&key);
+            }));
+        }
+        Ok(outcome)
+    }
+
+    async fn payment_by_merchant_id(
+        &mut self,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+    ) -> Result<Option<Payment>, StoreError> {
+        Ok(self.st.payment_by_merchant_id(project, merchant_payment_id))
+    }
+
+    async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError> {
+        let before = self.st.payments.get(&change.payment.id).cloned();
+        let (events, leases, audit) = (
+            self.st.events.len(),
+            self.st.leases.len(),
+            self.st.audit.len(),
+        );
+        self.st.commit_change(change)?;
+        let id = change.payment.id;
+        self.undo.push(Box::new(move |st| {
+            if let Some(p) = before {
+                st.payments.insert(id, p);
+            }
+            st.events.truncate(events);
+            st.leases.truncate(leases);
+            st.audit.truncate(audit);
+            st.changes -= 1;
+        }));
+        Ok(())
+    }
+
+    async fn mark_resent(
+        &mut self,
+        payment: PaymentId,
+        resend: EventId,
+    ) -> Result<Vec<EventId>, StoreError> {
+        let answered: Vec<EventId> = self
+            .st
+            .events
+            .iter()
+            .filter(|e| e.outbox.event.payment_id == payment && self.st.unanswered_failure(e))
+            .map(|e| e.outbox.event.event_id)
+            .collect();
+        for id in &answered {
+            self.st.resent.insert(*id, resend);
+        }
+        let marked = answered.clone();
+        self.undo.push(Box::new(move |st| {
+            for id in &marked {
+                st.resent.remove(id);
+            }
+        }));
+        Ok(answered)
     }
 }
 
@@ -142,17 +270,7 @@ impl MemoryStore {
 #[async_trait]
 impl PaymentStore for MemoryStore {
     async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        let mut st = self.lock();
-        let key = (payment.project_id, payment.merchant_payment_id.clone());
-        if let Some(id) = st.by_merchant_id.get(&key) {
-            return Ok(InsertOutcome::Existing(st.payments[id].clone()));
-        }
-        if st.payments.contains_key(&payment.id) {
-            return Err(StoreError::Duplicate(format!("payment {}", payment.id)));
-        }
-        st.by_merchant_id.insert(key, payment.id);
-        st.payments.insert(payment.id, payment.clone());
-        Ok(InsertOutcome::Inserted)
+        self.lock().insert_payment(payment)
     }
 
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
@@ -164,11 +282,9 @@ impl PaymentStore for MemoryStore {
         project: ProjectId,
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError> {
-        let st = self.lock();
-        Ok(st
-            .by_merchant_id
-            .get(&(project, merchant_payment_id.clone()))
-            .map(|id| st.payments[id].clone()))
+        Ok(self
+            .lock()
+            .payment_by_merchant_id(project, merchant_payment_id))
     }
 
     async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
@@ -656,50 +772,30 @@ impl AuditStore for MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
+    /// Under the store's lock: the work's steps run at once (they are synchronous), and a work
+    /// that fails has its steps undone in reverse order.
+    async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         let mut st = self.lock();
-        let resend = change
-            .event
-            .as_ref()
-            .ok_or_else(|| StoreError::Corrupt("a resend without its event".into()))?
-            .event
-            .event_id;
-        let answered: Vec<EventId> = st
-            .events
-            .iter()
-            .filter(|e| e.outbox.event.payment_id == change.payment.id && st.unanswered_failure(e))
-            .map(|e| e.outbox.event.event_id)
-            .collect();
-        if answered.is_empty() {
-            return Ok(answered);
+        let mut tx = MemoryTx {
+            st: &mut st,
+            undo: Vec::new(),
+        };
+        let answer = work(&mut tx).now_or_never().unwrap_or_else(|| {
+            Err(StoreError::Corrupt(
+                "a transaction's work waited for something outside the store".into(),
+            ))
+        });
+        if answer.is_err() {
+            let MemoryTx { st, undo } = tx;
+            for step in undo.into_iter().rev() {
+                step(st);
+            }
         }
-        st.commit_change(change)?;
-        for id in &answered {
-            st.resent.insert(*id, resend);
-        }
-        Ok(answered)
+        answer
     }
 
     fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
         Some(self)
-    }
-
-    async fn commit_change_once(
-        &self,
-        key: NonceUse<'_>,
-        change: Option<&PaymentChange>,
-    ) -> Result<bool, StoreError> {
-        let mut st = self.lock();
-        if st.nonce_live(key.project, key.nonce, key.now) {
-            return Ok(false);
-        }
-        let Some(change) = change else {
-            return Ok(true);
-        };
-        st.commit_change(change)?;
-        st.nonces
-            .insert((key.project, key.nonce.to_string()), key.expires_at);
-        Ok(true)
     }
 }
 

@@ -80,6 +80,12 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("count_by_status", |s| Box::pin(count_by_status(s))),
         ("nonces", |s| Box::pin(nonces(s))),
         ("admit_create", |s| Box::pin(admit_create(s))),
+        ("admit_create_matches_the_generic_path", |s| {
+            Box::pin(admit_create_matches_the_generic_path(s))
+        }),
+        ("transact_is_all_or_nothing", |s| {
+            Box::pin(transact_is_all_or_nothing(s))
+        }),
         ("concurrent_nonces", |s| Box::pin(concurrent_nonces(s))),
         ("commit_change_once", |s| Box::pin(commit_change_once(s))),
         ("outbox_claim_and_lease", |s| {

@@ -744,3 +744,124 @@ pub async fn concurrent_identical_creates<S: Store>(handles: &[&S]) {
         vec![(PaymentStatus::Created, 2)]
     );
 }
+
+/// A store's `admit_create` answers as the generic one written over `transact`
+/// ([`generic::admit_create`](crate::store::generic::admit_create)) does: the same steps (a
+/// create, a replay, a taken id with and without a candidate, a free id, without a nonce too)
+/// on two projects, one through each, give the same outcomes and store the same payments. A
+/// store that overrides it for speed is held to the written-once rule this way.
+pub async fn admit_create_matches_the_generic_path<S: Store>(store: &S) {
+    async fn steps<S: Store>(store: &S, n: u128, generic: bool) -> Vec<String> {
+        let project = project_id(n);
+        let nonce = |s: &'static str| NonceUse {
+            project,
+            nonce: s,
+            now: T0,
+            expires_at: T0 + ms(60_000),
+        };
+        let candidate =
+            |i: u128, mpid: &str| sample_payment(payment_id(n * 100 + i), project, mpid);
+        let script: Vec<(Option<NonceUse<'static>>, &str, Option<Payment>)> = vec![
+            (Some(nonce("a")), "o-1", Some(candidate(1, "o-1"))),
+            (Some(nonce("a")), "o-2", Some(candidate(2, "o-2"))),
+            (Some(nonce("b")), "o-1", Some(candidate(3, "o-1"))),
+            (Some(nonce("c")), "o-9", None),
+            (Some(nonce("d")), "o-1", None),
+            // The nonces of the steps without a candidate were recorded too.
+            (Some(nonce("c")), "o-8", Some(candidate(5, "o-8"))),
+            (None, "o-4", Some(candidate(4, "o-4"))),
+            (None, "o-4", None),
+            (None, "o-5", None),
+        ];
+        let mut seen = Vec::new();
+        for (nonce, id, cand) in script {
+            let id = MerchantPaymentId::parse(id).expect("valid");
+            let outcome = if generic {
+                crate::store::generic::admit_create(store, nonce, project, &id, cand.as_ref()).await
+            } else {
+                store.admit_create(nonce, project, &id, cand.as_ref()).await
+            }
+            .expect("admit_create");
+            let stored = match &cand {
+                Some(c) => store.payment(c.id).await.expect("payment").is_some(),
+                None => false,
+            };
+            seen.push(match outcome {
+                AdmitOutcome::Existing(p) => format!(
+                    "existing {} (payment {}), candidate stored: {stored}",
+                    p.merchant_payment_id.as_str(),
+                    p.id.as_uuid().as_u128() - n * 100 - 0x2000_0000
+                ),
+                other => format!("{other:?}, candidate stored: {stored}"),
+            });
+        }
+        seen
+    }
+    let own = steps(store, 1, false).await;
+    let generic = steps(store, 2, true).await;
+    assert_eq!(
+        own, generic,
+        "admit_create answers as the generic path does, step by step"
+    );
+}
+
+/// `transact` is all or nothing: a work that recorded a nonce, stored a payment and changed
+/// another, then failed, leaves none of it; the same work answering `Ok` leaves all of it and
+/// its answer comes back typed.
+pub async fn transact_is_all_or_nothing<S: Store>(store: &S) {
+    let a = project_id(1);
+    let first = sample_payment(payment_id(1), a, "tx-1");
+    inserted(store, &first).await;
+    let second = sample_payment(payment_id(2), a, "tx-2");
+    let change = PaymentChange {
+        payment: changed(&first, PaymentStatus::Processing, T0 + ms(5)),
+        expected_version: first.version,
+        event: None,
+        audit: Some(sample_audit(T0 + ms(5), "tx.check", "tx-1")),
+    };
+    for fail in [true, false] {
+        let (work_second, work_change) = (second.clone(), change.clone());
+        let answer = crate::store::transact(store, move |tx| {
+            let (second, change) = (work_second.clone(), work_change.clone());
+            Box::pin(async move {
+                let nonce = NonceUse {
+                    project: a,
+                    nonce: "tx-nonce",
+                    now: T0,
+                    expires_at: T0 + ms(60_000),
+                };
+                assert!(tx.use_nonce(nonce).await?, "the nonce is free");
+                assert!(tx.nonce_live(nonce).await?, "a step sees the earlier steps");
+                assert_eq!(tx.insert_payment(&second).await?, InsertOutcome::Inserted);
+                tx.commit_change(&change).await?;
+                if fail {
+                    Err(StoreError::Conflict)
+                } else {
+                    Ok(7_u32)
+                }
+            })
+        })
+        .await;
+        let stored = store.payment(second.id).await.expect("payment");
+        let current = store.payment(first.id).await.expect("payment");
+        let audit = store.audit_records(10).await.expect("audit");
+        if fail {
+            assert_eq!(answer, Err(StoreError::Conflict));
+            assert_eq!(stored, None, "the failed work's insert is rolled back");
+            assert_eq!(current, Some(first.clone()), "and its change");
+            assert!(audit.is_empty(), "and its audit record");
+        } else {
+            assert_eq!(answer, Ok(7));
+            assert_eq!(stored, Some(second.clone()));
+            assert_eq!(current, Some(change.payment.clone()));
+            assert_eq!(audit.len(), 1);
+        }
+    }
+    assert!(
+        !store
+            .use_nonce(a, "tx-nonce", T0, T0 + ms(1))
+            .await
+            .expect("use"),
+        "the committed work's nonce is recorded"
+    );
+}

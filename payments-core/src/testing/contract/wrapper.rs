@@ -11,7 +11,8 @@ use crate::cabinet::CabinetStore;
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::project::OperatorTokenRecord;
 use crate::store::{
-    AuditStore, DirectoryStore, LeaseToken, NonceStore, OutboxStore, PaymentStore, UnavailableCause,
+    AuditStore, DirectoryStore, LeaseToken, NonceStore, OutboxStore, PaymentStore, TxOutput,
+    TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -308,6 +309,16 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         audit: Some(sample_audit(T0 + ms(300), "payment.resend_callback", "w1")),
     };
     let _ = same!("commit_resend", |s| s.commit_resend(&resend));
+    // A transaction of the caller's own: a step that reads, and its answer typed back.
+    let used = NonceUse {
+        project: p.id,
+        nonce: "wrapped-1",
+        now: T0,
+        expires_at: T0 + ms(60_000),
+    };
+    let _ = same!("transact", |s| crate::store::transact(s, move |tx| {
+        Box::pin(async move { tx.nonce_live(used).await })
+    }));
     let notification = NonceUse {
         project: p.id,
         nonce: "notification-1",
@@ -703,6 +714,10 @@ impl Store for Probe {
         self.saw("commit_resend");
         self.memory.commit_resend(change).await
     }
+    async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
+        self.saw("transact");
+        self.memory.transact(work).await
+    }
     fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {
         self.saw("cabinet_store");
         self.memory.clone().cabinet_store()
@@ -810,7 +825,9 @@ mod tests {
             .expect("a wrapper that leaves the provided methods at their defaults fails");
         println!("{message}");
         for lost in [
-            "`admit_create` through the wrapper reached the store as [\"use_nonce\", \"payment_by_merchant_id\"]",
+            "`admit_create` through the wrapper reached the store as [\"transact\"]",
+            "`commit_resend` through the wrapper reached the store as [\"transact\"]",
+            "`commit_change_once` through the wrapper reached the store as [\"transact\"]",
             "`auth_lookup` through the wrapper reached the store as [\"token_by_hash\", \"project\", \"merchant\", \"key\"]",
             "`auth_lookup_with_payment` through",
             "`active_key_projects` through",
@@ -823,7 +840,7 @@ mod tests {
         ] {
             assert!(message.contains(lost), "the message names {lost:?}:\n{message}");
         }
-        for kept in ["`commit_resend`", "`commit_change_once`", "`payment`"] {
+        for kept in ["`transact`", "`payment`"] {
             assert!(
                 !message.contains(kept),
                 "{kept} is forwarded by the naive wrapper:\n{message}"
@@ -889,6 +906,7 @@ mod tests {
             "purge_audit",
             "check_writable",
             "commit_resend",
+            "transact",
             "take_turn",
             "commit_change_once",
             "admit_create",
@@ -1213,15 +1231,8 @@ mod tests {
 
     #[async_trait]
     impl Store for Naive {
-        async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
-            self.0.commit_resend(change).await
-        }
-        async fn commit_change_once(
-            &self,
-            key: NonceUse<'_>,
-            change: Option<&PaymentChange>,
-        ) -> Result<bool, StoreError> {
-            self.0.commit_change_once(key, change).await
+        async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
+            self.0.transact(work).await
         }
     }
 }
