@@ -54,7 +54,7 @@ wait_for_quiet() {
 
 # block BUILD REP: one server of BUILD (before|after) and its reference, every connection count.
 block() {
-  local build=$1 rep=$2 t dir conns mode url l
+  local build=$1 rep=$2 t dir conns
   if [ "$build" = before ]; then t=$T_BEFORE; else t=$T_AFTER; fi
   dir=$OUT/$build-$rep
   rm -rf "$dir" && mkdir -p "$dir"
@@ -68,24 +68,30 @@ block() {
   curl -fs -o /dev/null http://127.0.0.1:18080/healthz ||
     { echo "the $build server does not answer: $dir/server.log" >&2; exit 1; }
   "$t/bench_setup" --data-dir "$dir" rate-limit >/dev/null
+  for conns in $CONNS; do measure create "$build" "$rep" "$dir" "$conns"; done
+  # The server holds the data dir's lock (payments.lock): the verify-only reference opens the
+  # same data dir once the server has stopped, right after its creates.
+  stop
   "$t/verify_server" --data-dir "$dir" --listen 127.0.0.1:18090 --synchronous full \
     >/dev/null 2>"$dir/verify.log" &
   VERIFY=$!
-  sleep 1
-  for conns in $CONNS; do
-    for mode in create verify; do
-      url=()
-      [ "$mode" = verify ] && url=(--url http://127.0.0.1:18090)
-      l=$(load)
-      "$LOADGEN" --credentials "$dir/sandbox-credentials.json" --mode "$mode" "${url[@]}" \
-        --connections "$conns" --requests "$REQUESTS" --warmup "$WARMUP" \
-        --label "$mode-$build-$conns-$rep" | sed -n 's/^RESULT //p' |
-        jq -c --arg b "$build" --argjson r "$rep" --argjson l "$l" '. + {build: $b, rep: $r, load: $l}' |
-        tee -a "$RESULTS" |
-        jq -r '"rep \(.rep) \(.build) \(.connections) conns \(.mode): \(.ok_throughput | round)/s 2xx of \(.requests), p99 \(.latency.p99_ms) ms, load \(.load)"'
-    done
-  done
+  # It serves one route and no health check: wait until it accepts connections.
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/18090) 2>/dev/null && break; sleep 0.1; done
+  for conns in $CONNS; do measure verify "$build" "$rep" "$dir" "$conns" --url http://127.0.0.1:18090; done
   stop
+}
+
+# measure MODE BUILD REP DIR CONNS [loadgen args]: one closed-loop run, its RESULT line kept.
+measure() {
+  local mode=$1 build=$2 rep=$3 dir=$4 conns=$5 l
+  shift 5
+  l=$(load)
+  "$LOADGEN" --credentials "$dir/sandbox-credentials.json" --mode "$mode" "$@" \
+    --connections "$conns" --requests "$REQUESTS" --warmup "$WARMUP" \
+    --label "$mode-$build-$conns-$rep" | sed -n 's/^RESULT //p' |
+    jq -c --arg b "$build" --argjson r "$rep" --argjson l "$l" '. + {build: $b, rep: $r, load: $l}' |
+    tee -a "$RESULTS" |
+    jq -r '"rep \(.rep) \(.build) \(.connections) conns \(.mode): \(.ok_throughput | round)/s 2xx of \(.requests), p99 \(.latency.p99_ms) ms, load \(.load)"'
 }
 
 for rep in $(seq "$REPS"); do

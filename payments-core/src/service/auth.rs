@@ -46,7 +46,7 @@ pub struct AuthConfig {
     /// Signatures a batch waits for at least, within `signature_batch_wait`, once batches form
     /// ([`SignatureBatcher::with_min_fill`]); 1 (the default) waits for none beyond the
     /// requests announced before the batch and those the recent rate brings in a quarter of
-    /// the wait (see [`SignatureBatcher`]).
+    /// the wait (see [`SignatureBatcher`](super::SignatureBatcher)).
     ///
     /// [`SignatureBatcher::with_min_fill`]: crate::service::SignatureBatcher::with_min_fill
     pub signature_batch_min: usize,

@@ -181,7 +181,7 @@ pub struct NotificationOutcome {
 }
 
 impl PaymentService {
-    /// Applies a signed provider notification (see the [module](self) for the checks and
+    /// Applies a signed provider notification (see the module `service::notify` for the checks and
     /// their answers). `verifier` holds the upstream's secrets; the timestamp tolerance is
     /// the verifier's (300 s, as for callbacks).
     pub async fn apply_provider_notification(

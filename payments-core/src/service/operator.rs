@@ -100,7 +100,7 @@ impl PaymentService {
         Ok(issued.token.expose().clone())
     }
 
-    /// Issues a token named `name` (see [`check_token_name`]), valid for `lifetime` (`None`:
+    /// Issues a token named `name` (see `check_token_name`), valid for `lifetime` (`None`:
     /// until revoked). A name that has a valid token already is refused: rotate it instead.
     /// Audited as `operator_token.issue` by `actor`.
     pub async fn issue_named_operator_token(
@@ -226,7 +226,7 @@ impl PaymentService {
     }
 
     /// Rotates the token named `name`: a new token of that name, while the old ones keep
-    /// working for `overlap` (at most [`MAX_ROTATION_OVERLAP`]; zero ends them at once), so
+    /// working for `overlap` (at most `MAX_ROTATION_OVERLAP`; zero ends them at once), so
     /// the holder can switch without a gap. The new token inherits no end of the old ones.
     /// Audited as `operator_token.rotate`.
     pub async fn rotate_operator_token(
