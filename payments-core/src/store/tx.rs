@@ -63,7 +63,9 @@ pub type TxOutput = Box<dyn Any + Send>;
 
 /// A piece of work run in one transaction by [`Store::transact`]. It may be run more than once
 /// (the SQLite writer runs a batch again, each job in a savepoint, when one of its jobs fails),
-/// so it is a `Fn` over data it owns.
+/// so it is a `Fn` over data it owns. It reaches storage only through its [`Transaction`]:
+/// calling the store itself from inside the work fails (SQLite: the work would wait, and is
+/// refused) or blocks (the memory store holds its lock for the work).
 pub type TxWork = Arc<
     dyn for<'t> Fn(&'t mut dyn Transaction) -> BoxFuture<'t, Result<TxOutput, StoreError>>
         + Send
