@@ -145,12 +145,16 @@ pub async fn admit_create<S: Store + ?Sized>(
             },
         );
     }
-    let nonce = nonce.as_ref().map(OwnedNonce::of);
-    let mpid = merchant_payment_id.clone();
-    let candidate = candidate.cloned();
+    // Copied once and shared by every run of the work (a run takes a reference count).
+    let owned = Arc::new((
+        nonce.as_ref().map(OwnedNonce::of),
+        merchant_payment_id.clone(),
+        candidate.cloned(),
+    ));
     transact(store, move |tx| {
-        let (nonce, mpid, candidate) = (nonce.clone(), mpid.clone(), candidate.clone());
+        let owned = Arc::clone(&owned);
         Box::pin(async move {
+            let (nonce, mpid, candidate) = &*owned;
             if let Some(n) = &nonce {
                 if !tx.use_nonce(n.borrow()).await? {
                     return Ok(AdmitOutcome::Replayed);
@@ -161,7 +165,7 @@ pub async fn admit_create<S: Store + ?Sized>(
                     InsertOutcome::Inserted => AdmitOutcome::Inserted,
                     InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
                 },
-                None => match tx.payment_by_merchant_id(project, &mpid).await? {
+                None => match tx.payment_by_merchant_id(project, mpid).await? {
                     Some(existing) => AdmitOutcome::Existing(existing),
                     None => AdmitOutcome::Free,
                 },
@@ -179,18 +183,18 @@ pub async fn commit_change_once<S: Store + ?Sized>(
     key: NonceUse<'_>,
     change: Option<&PaymentChange>,
 ) -> Result<bool, StoreError> {
-    let key = OwnedNonce::of(&key);
-    let change = change.cloned();
+    let owned = Arc::new((OwnedNonce::of(&key), change.cloned()));
     transact(store, move |tx| {
-        let (key, change) = (key.clone(), change.clone());
+        let owned = Arc::clone(&owned);
         Box::pin(async move {
+            let (key, change) = &*owned;
             let Some(change) = change else {
                 return Ok(!tx.nonce_live(key.borrow()).await?);
             };
             if !tx.use_nonce(key.borrow()).await? {
                 return Ok(false);
             }
-            tx.commit_change(&change).await?;
+            tx.commit_change(change).await?;
             Ok(true)
         })
     })
@@ -210,9 +214,9 @@ pub async fn commit_resend<S: Store + ?Sized>(
         .ok_or_else(|| StoreError::Corrupt("a resend without its event".into()))?
         .event
         .event_id;
-    let change = change.clone();
+    let change = Arc::new(change.clone());
     transact(store, move |tx| {
-        let change = change.clone();
+        let change = Arc::clone(&change);
         Box::pin(async move {
             let answered = tx.mark_resent(change.payment.id, resend).await?;
             if !answered.is_empty() {
