@@ -3,7 +3,7 @@
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
 
-use crate::codec::corrupt;
+use crate::codec::uint;
 
 /// A value bound to a statement parameter, independent of the engine: each backend converts
 /// it for its driver (SQLite stores a [`SqlValue::Flag`] as `0`/`1`; PostgreSQL binds it as a
@@ -56,9 +56,7 @@ impl SqlValue {
     /// An unsigned number; one beyond `i64` is refused as [`StoreError::Corrupt`] naming
     /// `what`.
     pub fn uint(n: u64, what: &str) -> Result<SqlValue, StoreError> {
-        i64::try_from(n)
-            .map(SqlValue::Int)
-            .map_err(|_| corrupt(what, n))
+        uint(n, what).map(SqlValue::Int)
     }
 
     /// Bytes.
@@ -72,50 +70,8 @@ impl SqlValue {
     }
 }
 
-impl From<i64> for SqlValue {
-    fn from(n: i64) -> SqlValue {
-        SqlValue::Int(n)
-    }
-}
-
 impl From<u32> for SqlValue {
     fn from(n: u32) -> SqlValue {
         SqlValue::Int(i64::from(n))
-    }
-}
-
-impl From<bool> for SqlValue {
-    fn from(b: bool) -> SqlValue {
-        SqlValue::Flag(b)
-    }
-}
-
-impl From<String> for SqlValue {
-    fn from(s: String) -> SqlValue {
-        SqlValue::Text(s)
-    }
-}
-
-impl From<&str> for SqlValue {
-    fn from(s: &str) -> SqlValue {
-        SqlValue::Text(s.to_string())
-    }
-}
-
-impl From<Timestamp> for SqlValue {
-    fn from(t: Timestamp) -> SqlValue {
-        SqlValue::ts(t)
-    }
-}
-
-impl From<Option<Timestamp>> for SqlValue {
-    fn from(t: Option<Timestamp>) -> SqlValue {
-        SqlValue::opt_ts(t)
-    }
-}
-
-impl From<&[u8]> for SqlValue {
-    fn from(b: &[u8]) -> SqlValue {
-        SqlValue::Blob(b.to_vec())
     }
 }
