@@ -247,8 +247,6 @@ pub trait CabinetStore: Send + Sync {
     async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError>;
     /// Every user, in e-mail order.
     async fn users(&self) -> Result<Vec<UserRecord>, StoreError>;
-    /// The last TOTP time step the user signed in with, if any.
-    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError>;
 
     /// Replaces the user's recovery codes (SHA-256 each) with `codes`.
     async fn replace_recovery_codes(

@@ -160,6 +160,83 @@ pub struct PaymentChange {
     pub audit: Option<AuditRecord>,
 }
 
+/// What waits in a store ([`Store::backlog`]): for metrics, readiness and the operator's
+/// `status`. Scraped often, so a store reads each part through an index or a counter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// The number of payments in each status, in [`PaymentStatus::ALL`] order, statuses
+    /// without payments left out. A store keeps the counts as it writes (SQLite: triggers into
+    /// a table of counters) rather than counting the payments per call.
+    pub by_status: Vec<(PaymentStatus, u64)>,
+    /// The earliest [`Payment::due_at`] of all payments, through the due-time index: how far
+    /// the sweeper is behind. `None` when no payment is due ever.
+    pub oldest_due_payment: Option<Timestamp>,
+    /// The number of pending callback events.
+    pub pending_events: u64,
+    /// When the oldest pending event was queued (its `created_at`), through an index; `None`
+    /// without pending events: the age of the oldest undelivered callback.
+    pub oldest_pending_event: Option<Timestamp>,
+    /// The number of failed events that no resend has answered yet
+    /// ([`Store::commit_resend`]).
+    pub failed_events: u64,
+}
+
+/// Records whose retention can end: what [`Store::purge`] deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Retained {
+    /// Request nonces (and the keys of [`Store::commit_change_once`]) expired at or before
+    /// `before`, earliest expiry first.
+    Nonces,
+    /// Finished callback events (delivered or failed) queued before `before`, with their
+    /// attempts, oldest first. Pending events are never deleted.
+    FinishedEvents,
+    /// Audit records written before `before`, oldest first.
+    Audit,
+}
+
+/// What one batch of [`Store::purge`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// How many records it deleted.
+    pub deleted: u64,
+    /// Whether the batch reached its limit somewhere: there may be more to delete.
+    pub more: bool,
+}
+
+impl Purged {
+    /// A batch that deleted `deleted` records with a limit of `limit`: there may be more when
+    /// it reached the limit.
+    pub fn of_batch(deleted: u64, limit: usize) -> Purged {
+        Purged {
+            deleted,
+            more: deleted >= limit as u64,
+        }
+    }
+}
+
+/// The batch the service purges expired nonces in ([`purge_all`]): one writer job or one
+/// statement each.
+pub const NONCE_PURGE_BATCH: usize = 5_000;
+
+/// Deletes every record of `what` whose retention ended before `before`, in batches of
+/// `chunk` ([`Store::purge`] until a batch says there is no more), so that a large purge never
+/// holds a writer or a lock for long; returns how many.
+pub async fn purge_all<S: Store + ?Sized>(
+    store: &S,
+    what: Retained,
+    before: Timestamp,
+    chunk: usize,
+) -> Result<u64, StoreError> {
+    let mut total = 0;
+    loop {
+        let batch = store.purge(what, before, chunk.max(1)).await?;
+        total += batch.deleted;
+        if !batch.more {
+            return Ok(total);
+        }
+    }
+}
+
 /// Payments.
 #[async_trait]
 pub trait PaymentStore: Send + Sync {
@@ -181,13 +258,6 @@ pub trait PaymentStore: Send + Sync {
     /// Payments whose [`Payment::due_at`] is at or before `now`, earliest first, through an
     /// index (cost follows the number due, not the number stored).
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError>;
-    /// The number of payments in each status (for metrics), statuses without payments left
-    /// out. Scraped often: a store keeps the counts as it writes (SQLite: triggers into a
-    /// table of counters) rather than counting the payments per call.
-    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError>;
-    /// The earliest [`Payment::due_at`] of all payments, through the due-time index: how far
-    /// the sweeper is behind (for metrics). `None` when no payment is due ever.
-    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError>;
 }
 
 /// One-time request nonces.
@@ -202,8 +272,6 @@ pub trait NonceStore: Send + Sync {
         now: Timestamp,
         expires_at: Timestamp,
     ) -> Result<bool, StoreError>;
-    /// Deletes nonces expired at `now`; returns how many.
-    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError>;
 }
 
 /// A lease fencing token: every claim of an outbox event gives it a new, larger token, so the
@@ -278,11 +346,6 @@ pub trait OutboxStore: Send + Sync {
     ) -> Result<AttemptRecorded, StoreError>;
     /// Every event of a payment with its attempts, oldest first.
     async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError>;
-    /// The number of pending events.
-    async fn pending_events(&self) -> Result<u64, StoreError>;
-    /// When the oldest pending event was queued (its `created_at`), through an index; `None`
-    /// without pending events. For the metric of the oldest undelivered callback.
-    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError>;
     /// Failed events that no resend has answered yet ([`Store::commit_resend`]) and that
     /// match `filter`, in queueing order, at most `limit`, each with its last attempt.
     async fn failed_events(
@@ -290,17 +353,6 @@ pub trait OutboxStore: Send + Sync {
         filter: &FailedEventFilter,
         limit: usize,
     ) -> Result<Vec<FailedEvent>, StoreError>;
-    /// The number of failed events no resend has answered yet (cheap: for metrics).
-    async fn failed_event_count(&self) -> Result<u64, StoreError>;
-    /// Retention: deletes at most `limit` finished events (delivered or failed) queued before
-    /// `before`, with their attempts, in one transaction; returns how many events. Pending
-    /// events are never deleted. Callers repeat it in small batches, so that a large purge
-    /// never holds the writer for long.
-    async fn purge_finished_events(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, StoreError>;
 }
 
 /// What [`DirectoryStore::auth_lookup`] found; each part `None` when absent.
@@ -453,9 +505,6 @@ pub trait AuditStore: Send + Sync {
     async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
     /// The newest `limit` records, newest first.
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
-    /// Retention: deletes at most `limit` of the oldest records written before `before`, in
-    /// one transaction; returns how many.
-    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError>;
 }
 
 /// The setting [`Store::check_writable`] writes by default.
@@ -593,6 +642,21 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
     /// store fails). The compound writes of the port are written once over it ([`transact`] is
     /// the typed way to call it).
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError>;
+
+    /// What waits in the store ([`Backlog`]), read together: one snapshot where the store can.
+    async fn backlog(&self) -> Result<Backlog, StoreError>;
+
+    /// Retention: deletes at most `limit` records of `what` whose retention ended before
+    /// `before` (see [`Retained`] for each), oldest first, in one transaction (a store that
+    /// keeps one kind in several tables may take `limit` from each). Callers repeat it in
+    /// small batches ([`purge_all`]), so that a large purge never holds the writer for long; a
+    /// batch on one node skips what a batch on another holds.
+    async fn purge(
+        &self,
+        what: Retained,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Purged, StoreError>;
 
     /// The web cabinet's part of this store ([`CabinetStore`](crate::cabinet::CabinetStore)),
     /// when it has one: a store that implements it answers `Some(self)`. The default, `None`,

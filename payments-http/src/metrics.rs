@@ -491,20 +491,14 @@ pub async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Re
     resp
 }
 
-/// Reads the store gauges, each cheaply and all at once; a value the store cannot give is left
-/// out of the exposition.
+/// Reads the store gauges, cheaply and all at once ([`payments_core::store::Store::backlog`]);
+/// when the store cannot give them, they are left out of the exposition.
 pub async fn store_gauges(st: &AppState) -> StoreGauges {
     let service = &st.service;
     let store = service.store();
     let now = service.ports().clock.now();
-    let (by_status, pending, failed, oldest_pending, oldest_due, hold) = tokio::join!(
-        store.count_by_status(),
-        store.pending_events(),
-        store.failed_event_count(),
-        store.oldest_pending_event(),
-        store.oldest_due_payment(),
-        service.callback_hold(),
-    );
+    let (backlog, hold) = tokio::join!(store.backlog(), service.callback_hold());
+    let backlog = backlog.ok();
     let age = |t: Option<payments_core::Timestamp>| {
         t.map_or(0.0, |t| {
             if t < now {
@@ -525,15 +519,19 @@ pub async fn store_gauges(st: &AppState) -> StoreGauges {
         }
     }
     StoreGauges {
-        payments_by_status: by_status
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(s, n)| (s.as_str().to_string(), n))
-            .collect(),
-        outbox_pending: pending.ok(),
-        outbox_failed: failed.ok(),
-        oldest_pending_age: oldest_pending.ok().map(age),
-        sweeper_lag: oldest_due.ok().map(age),
+        payments_by_status: backlog
+            .as_ref()
+            .map(|b| {
+                b.by_status
+                    .iter()
+                    .map(|(s, n)| (s.as_str().to_string(), *n))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        outbox_pending: backlog.as_ref().map(|b| b.pending_events),
+        outbox_failed: backlog.as_ref().map(|b| b.failed_events),
+        oldest_pending_age: backlog.as_ref().map(|b| age(b.oldest_pending_event)),
+        sweeper_lag: backlog.as_ref().map(|b| age(b.oldest_due_payment)),
         dispatch_held: hold.ok().map(|h| h.is_some()),
         database_bytes,
     }

@@ -15,7 +15,7 @@ use payments_core::Timestamp;
 use payments_store_sql::statements as st;
 
 use crate::codec::{self, execute, query, query_opt, read, record, records, sql, write_record};
-use crate::error::{corrupt, db, duplicate};
+use crate::error::{db, duplicate};
 
 fn step_value(step: u64) -> Result<i64, StoreError> {
     codec::uint(step, "totp step")
@@ -56,18 +56,6 @@ pub(crate) async fn user_by_email<C: GenericClient>(
 
 pub(crate) async fn users<C: GenericClient>(c: &C) -> Result<Vec<UserRecord>, StoreError> {
     records(c, &st::USERS, &[]).await
-}
-
-pub(crate) async fn totp_last_step<C: GenericClient>(
-    c: &C,
-    user: UserId,
-) -> Result<Option<u64>, StoreError> {
-    let Some(row) = query_opt(c, sql(&st::TOTP_LAST_STEP), &[&user.to_string()]).await? else {
-        return Ok(None);
-    };
-    read(&row, |c| c.opt_int("totp_last_step"))?
-        .map(|s| u64::try_from(s).map_err(|_| corrupt("totp_last_step", s)))
-        .transpose()
 }
 
 // --- recovery codes --------------------------------------------------------------------------

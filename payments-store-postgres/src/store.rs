@@ -14,22 +14,19 @@ use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
 };
 use payments_core::payer::PaymentPageRecord;
-use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
     InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
-    Store, StoreError, Transaction, TxOutput, TxWork,
+    Purged, Retained, Store, StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 
 use crate::error::db;
 use crate::{cabinet, directory, outbox, payments, PgStore};
-
-/// Expired nonces deleted per statement.
-const NONCE_PURGE_CHUNK: usize = 5_000;
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
@@ -131,16 +128,6 @@ impl PaymentStore for PgStore {
         let client = self.client().await?;
         payments::due(&client, now, limit).await
     }
-
-    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
-        let client = self.client().await?;
-        payments::count_by_status(&client).await
-    }
-
-    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
-        let client = self.client().await?;
-        payments::oldest_due(&client).await
-    }
 }
 
 #[async_trait]
@@ -154,20 +141,6 @@ impl NonceStore for PgStore {
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
         payments::use_nonce(&client, project, nonce, now, expires_at).await
-    }
-
-    /// In chunks of [`NONCE_PURGE_CHUNK`], each its own statement (short locks), and with
-    /// `SKIP LOCKED`: purges on several nodes delete disjoint rows.
-    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let mut total = 0;
-        loop {
-            let n = payments::purge_nonces(&client, now, NONCE_PURGE_CHUNK).await?;
-            total += n;
-            if n < NONCE_PURGE_CHUNK as u64 {
-                return Ok(total);
-            }
-        }
     }
 }
 
@@ -215,16 +188,6 @@ impl OutboxStore for PgStore {
         Ok(records)
     }
 
-    async fn pending_events(&self) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        outbox::pending(&client).await
-    }
-
-    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
-        let client = self.client().await?;
-        outbox::oldest_pending(&client).await
-    }
-
     async fn failed_events(
         &self,
         filter: &FailedEventFilter,
@@ -232,22 +195,6 @@ impl OutboxStore for PgStore {
     ) -> Result<Vec<FailedEvent>, StoreError> {
         let client = self.client().await?;
         outbox::failed(&client, filter, limit).await
-    }
-
-    async fn failed_event_count(&self) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        outbox::failed_count(&client).await
-    }
-
-    /// One statement per call (callers purge in small batches); concurrent purges on other
-    /// nodes skip the rows this one holds.
-    async fn purge_finished_events(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        outbox::purge_finished(&client, before, limit).await
     }
 }
 
@@ -431,11 +378,6 @@ impl AuditStore for PgStore {
         let client = self.client().await?;
         directory::audit_records(&client, limit).await
     }
-
-    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        directory::purge_audit(&client, before, limit).await
-    }
 }
 
 #[async_trait]
@@ -443,6 +385,43 @@ impl Store for PgStore {
     /// Ready while the pool is open (whether the database answers shows in the next call).
     fn is_ready(&self) -> bool {
         !self.pool.is_closed()
+    }
+
+    /// The five reads sent together on one connection (pipelined: one round trip).
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        let client = self.client().await?;
+        let (by_status, oldest_due_payment, pending_events, oldest_pending_event, failed_events) =
+            tokio::try_join!(
+                payments::count_by_status(&client),
+                payments::oldest_due(&client),
+                outbox::pending(&client),
+                outbox::oldest_pending(&client),
+                outbox::failed_count(&client),
+            )?;
+        Ok(Backlog {
+            by_status,
+            oldest_due_payment,
+            pending_events,
+            oldest_pending_event,
+            failed_events,
+        })
+    }
+
+    /// One statement per batch (short locks); concurrent purges on other nodes skip the rows
+    /// this one holds.
+    async fn purge(
+        &self,
+        what: Retained,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Purged, StoreError> {
+        let client = self.client().await?;
+        let deleted = match what {
+            Retained::Nonces => payments::purge_nonces(&client, before, limit).await?,
+            Retained::FinishedEvents => outbox::purge_finished(&client, before, limit).await?,
+            Retained::Audit => directory::purge_audit(&client, before, limit).await?,
+        };
+        Ok(Purged::of_batch(deleted, limit))
     }
 
     /// One pooled transaction: committed when the work answers `Ok`, rolled back otherwise.
@@ -564,11 +543,6 @@ impl CabinetStore for PgStore {
     async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
         let client = self.client().await?;
         cabinet::users(&client).await
-    }
-
-    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError> {
-        let client = self.client().await?;
-        cabinet::totp_last_step(&client, user).await
     }
 
     async fn replace_recovery_codes(

@@ -212,7 +212,7 @@ async fn a_version_1_database_gets_its_status_counts() {
         .await
         .expect("upgrade");
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 3), (PaymentStatus::Completed, 2)]
     );
     // Inserts and status changes from many connections at once.
@@ -235,7 +235,7 @@ async fn a_version_1_database_gets_its_status_counts() {
     });
     futures_util::future::join_all(inserts).await;
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![
             (PaymentStatus::Created, 3),
             (PaymentStatus::Completed, 2),
@@ -314,7 +314,7 @@ async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
         .await
         .expect("the upgraded database opens");
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         Vec::new(),
         "the upgraded schema serves"
     );

@@ -259,9 +259,6 @@ pub static USER_BY_EMAIL: Sql =
 /// Every user by email.
 pub static USERS: Sql =
     Sql::new(|_| select(UserRecord::COLUMNS, "cabinet_users", "ORDER BY email"));
-/// User `$1`'s last accepted TOTP step.
-pub static TOTP_LAST_STEP: Sql =
-    Sql::new(|_| "SELECT totp_last_step FROM cabinet_users WHERE id = $1".to_string());
 /// Accepts TOTP step `$2` for user `$1` only if it is later than the last accepted one.
 pub static TOTP_STEP_ACCEPT: Sql = Sql::new(|_| {
     "UPDATE cabinet_users SET totp_last_step = $2 \

@@ -53,18 +53,6 @@ pub(crate) fn users(conn: &Connection) -> Result<Vec<UserRecord>, StoreError> {
     records(conn, &st::USERS, [])
 }
 
-pub(crate) fn totp_last_step(conn: &Connection, user: UserId) -> Result<Option<u64>, StoreError> {
-    let step: Option<Option<i64>> = conn
-        .prepare_cached(sql(&st::TOTP_LAST_STEP))
-        .map_err(db)?
-        .query_row([user.to_string()], |r| r.get(0))
-        .optional()
-        .map_err(db)?;
-    step.flatten()
-        .map(|s| u64::try_from(s).map_err(|_| corrupt("totp_last_step", s)))
-        .transpose()
-}
-
 // --- recovery codes --------------------------------------------------------------------------
 
 pub(crate) fn replace_recovery_codes(

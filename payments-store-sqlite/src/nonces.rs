@@ -42,7 +42,7 @@
 //! bytes per nonce used in the last 420 s: about 80 MB at 1,000 signed requests per second.
 
 use payments_core::ids::ProjectId;
-use payments_core::store::StoreError;
+use payments_core::store::{Purged, StoreError};
 use payments_core::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -230,15 +230,6 @@ pub(crate) fn nonce_live(
         .is_some())
 }
 
-/// What one chunk of a purge did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Purged {
-    /// Nonces that became free to use again (left the index).
-    pub freed: u64,
-    /// Whether a chunk limit was reached: there may be more to delete.
-    pub more: bool,
-}
-
 /// Deletes expired nonces in chunks of at most `limit` rows per place, oldest first: from the
 /// index and from the table of keys kept long through their expiry indexes, and the expired
 /// rows among the `limit` oldest rows of the log. The store calls it in chunks, each its own
@@ -276,7 +267,8 @@ pub(crate) fn purge_nonces(
           ORDER BY expires_at LIMIT ?2)",
     )?;
     Ok(Purged {
-        freed: (freed + keyed) as u64,
+        // Nonces that became free to use again (left the index).
+        deleted: (freed + keyed) as u64,
         // The log's window moves on as long as it finds expired rows.
         more: freed >= limit || keyed >= limit || logged > 0,
     })

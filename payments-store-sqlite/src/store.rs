@@ -14,14 +14,14 @@ use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
 };
 use payments_core::payer::PaymentPageRecord;
-use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore, InsertOutcome,
-    LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Store, StoreError,
-    Transaction, TxOutput, TxWork,
+    AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome,
+    LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained,
+    Store, StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
@@ -99,18 +99,7 @@ impl PaymentStore for SqliteStore {
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         self.read(move |c| payments::due(c, now, limit)).await
     }
-
-    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
-        self.read(payments::count_by_status).await
-    }
-
-    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.read(payments::oldest_due).await
-    }
 }
-
-/// Expired nonces deleted per writer job.
-const NONCE_PURGE_CHUNK: usize = 5_000;
 
 #[async_trait]
 impl NonceStore for SqliteStore {
@@ -124,21 +113,6 @@ impl NonceStore for SqliteStore {
         let nonce = nonce.to_string();
         self.write(move |c| nonces::use_nonce(c, project, &nonce, now, expires_at))
             .await
-    }
-
-    /// In chunks of [`NONCE_PURGE_CHUNK`], one writer job each: creates queued meanwhile are
-    /// committed between the chunks.
-    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
-        let mut total = 0;
-        loop {
-            let chunk = self
-                .write(move |c| nonces::purge_nonces(c, now, NONCE_PURGE_CHUNK))
-                .await?;
-            total += chunk.freed;
-            if !chunk.more {
-                return Ok(total);
-            }
-        }
     }
 }
 
@@ -170,14 +144,6 @@ impl OutboxStore for SqliteStore {
         self.read(move |c| outbox::for_payment(c, payment)).await
     }
 
-    async fn pending_events(&self) -> Result<u64, StoreError> {
-        self.read(outbox::pending).await
-    }
-
-    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.read(outbox::oldest_pending).await
-    }
-
     async fn failed_events(
         &self,
         filter: &FailedEventFilter,
@@ -185,20 +151,6 @@ impl OutboxStore for SqliteStore {
     ) -> Result<Vec<FailedEvent>, StoreError> {
         let filter = filter.clone();
         self.read(move |c| outbox::failed(c, &filter, limit)).await
-    }
-
-    async fn failed_event_count(&self) -> Result<u64, StoreError> {
-        self.read(outbox::failed_count).await
-    }
-
-    /// One writer job per call: callers purge in small batches.
-    async fn purge_finished_events(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        self.write(move |c| outbox::purge_finished(c, before, limit))
-            .await
     }
 }
 
@@ -385,11 +337,6 @@ impl AuditStore for SqliteStore {
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         self.read(move |c| directory::audit_records(c, limit)).await
     }
-
-    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
-        self.write(move |c| directory::purge_audit(c, before, limit))
-            .await
-    }
 }
 
 #[async_trait]
@@ -403,6 +350,45 @@ impl Store for SqliteStore {
     /// writer connection at once (they are synchronous), so the work's future is complete when
     /// first polled; a work that would wait for anything else is refused. The job may run again
     /// in a savepoint when another job of its batch fails.
+    /// One trip to the reader pool, one snapshot.
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        self.read(|c| {
+            directory::snapshot(c, || {
+                Ok(Backlog {
+                    by_status: payments::count_by_status(c)?,
+                    oldest_due_payment: payments::oldest_due(c)?,
+                    pending_events: outbox::pending(c)?,
+                    oldest_pending_event: outbox::oldest_pending(c)?,
+                    failed_events: outbox::failed_count(c)?,
+                })
+            })
+        })
+        .await
+    }
+
+    /// One writer job per batch: creates queued meanwhile are not held behind a whole purge.
+    async fn purge(
+        &self,
+        what: Retained,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Purged, StoreError> {
+        match what {
+            Retained::Nonces => {
+                self.write(move |c| nonces::purge_nonces(c, before, limit))
+                    .await
+            }
+            Retained::FinishedEvents => self
+                .write(move |c| outbox::purge_finished(c, before, limit))
+                .await
+                .map(|n| Purged::of_batch(n, limit)),
+            Retained::Audit => self
+                .write(move |c| directory::purge_audit(c, before, limit))
+                .await
+                .map(|n| Purged::of_batch(n, limit)),
+        }
+    }
+
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         self.write(move |conn| {
             let mut tx = SqliteTx { conn };
@@ -466,10 +452,6 @@ impl CabinetStore for SqliteStore {
 
     async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
         self.read(cabinet::users).await
-    }
-
-    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError> {
-        self.read(move |c| cabinet::totp_last_step(c, user)).await
     }
 
     async fn replace_recovery_codes(

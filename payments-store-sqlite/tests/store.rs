@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use payments_core::payment::PaymentStatus;
 use payments_core::store::{
-    AdmitOutcome, AuditStore, DirectoryStore, InsertOutcome, NonceStore, NonceUse, OutboxStore,
-    PaymentChange, PaymentStore, Store, StoreError,
+    purge_all, AdmitOutcome, AuditStore, DirectoryStore, InsertOutcome, NonceStore, NonceUse,
+    OutboxStore, PaymentChange, PaymentStore, Retained, Store, StoreError, NONCE_PURGE_BATCH,
 };
 use payments_core::testing::contract::{
     changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,
@@ -48,7 +48,7 @@ async fn sixty_four_racing_inserts_store_one_payment() {
     assert_eq!(existing.len(), 63);
     assert!(existing.iter().all(|id| *id == winners[0]));
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 1)]
     );
 }
@@ -423,7 +423,7 @@ async fn close_commits_queued_writes_then_refuses_writes() {
     ));
     // Reads keep working on the pool.
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 32)]
     );
 }
@@ -524,8 +524,18 @@ async fn a_large_nonce_purge_runs_in_chunks_and_misses_nothing() {
             .await
             .expect("use_nonce"));
     }
-    assert_eq!(store.purge_nonces(short).await.expect("purge"), 12_345);
-    assert_eq!(store.purge_nonces(short).await.expect("purge"), 0);
+    assert_eq!(
+        purge_all(&*store, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        12_345
+    );
+    assert_eq!(
+        purge_all(&*store, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        0
+    );
     assert!(
         store.use_nonce(a, "old-0", short, long).await.expect("use"),
         "a purged nonce is free again"
@@ -564,13 +574,13 @@ async fn a_version_2_database_gets_its_status_counts() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("upgrade");
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 3), (PaymentStatus::Completed, 2)]
     );
     let p = sample_payment(payment_id(9), project_id(1), "o9");
     store.insert_payment(&p).await.expect("insert");
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 4), (PaymentStatus::Completed, 2)]
     );
 }
@@ -689,7 +699,12 @@ async fn two_stores_on_one_file_share_their_used_nonces() {
         .await
         .expect("read"));
     // Each store frees what expired; the other's live nonce stays used.
-    assert_eq!(one.purge_nonces(short).await.expect("purge"), 1);
+    assert_eq!(
+        purge_all(&one, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        1
+    );
     assert!(
         !two.use_nonce(a, "from-one", short, long)
             .await
@@ -782,7 +797,12 @@ async fn the_nonce_log_is_appended_to_and_purged() {
     assert_eq!(logged.len(), 7);
     assert_eq!(logged[0], ("n-0".to_string(), short.unix_millis()));
     assert_eq!(logged[6], ("n-0".to_string(), long.unix_millis()));
-    assert_eq!(store.purge_nonces(short).await.expect("purge"), 4);
+    assert_eq!(
+        purge_all(&store, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        4
+    );
     let names: Vec<String> = rows(&path).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["kept", "n-0"]);
     assert!(!store.use_nonce(a, "n-0", short, long).await.expect("use"));
@@ -830,7 +850,12 @@ async fn long_kept_keys_and_short_nonces_are_one_set() {
         count("SELECT count(*) FROM nonce_log WHERE nonce = 'long'"),
         0
     );
-    assert_eq!(store.purge_nonces(month).await.expect("purge"), 2);
+    assert_eq!(
+        purge_all(&store, Retained::Nonces, month, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        2
+    );
     assert_eq!(count("SELECT count(*) FROM nonces"), 0);
     assert_eq!(
         count("SELECT count(*) FROM nonce_log"),
@@ -854,7 +879,12 @@ async fn a_purge_of_the_whole_log_does_not_hide_the_next_nonce_from_another_stor
     assert!(one.use_nonce(a, "first", T0, short).await.expect("use"));
     // Two catches up with the first row.
     assert!(two.use_nonce(a, "other", T0, short).await.expect("use"));
-    assert_eq!(one.purge_nonces(short).await.expect("purge"), 2);
+    assert_eq!(
+        purge_all(&one, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        2
+    );
     assert!(one.use_nonce(a, "next", short, long).await.expect("use"));
     assert!(
         !two.use_nonce(a, "next", short, long).await.expect("use"),
@@ -874,11 +904,24 @@ async fn nonces_purged_by_another_store_leave_this_stores_index_too() {
     assert!(two.use_nonce(a, "y", T0, long).await.expect("use"));
     // One learns x and y.
     assert!(one.use_nonce(a, "z", T0, long).await.expect("use"));
-    assert_eq!(two.purge_nonces(short).await.expect("purge"), 1, "x");
     assert_eq!(
-        one.purge_nonces(short).await.expect("purge"),
+        purge_all(&two, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        1,
+        "x"
+    );
+    assert_eq!(
+        purge_all(&one, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
         1,
         "x leaves one's index although its log row is gone"
     );
-    assert_eq!(one.purge_nonces(short).await.expect("purge"), 0);
+    assert_eq!(
+        purge_all(&one, Retained::Nonces, short, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        0
+    );
 }

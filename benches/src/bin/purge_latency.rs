@@ -2,7 +2,7 @@
 //! callback events (each with one delivery attempt) and audit records, all past their retention,
 //! then measures the latency of small writes (`use_nonce`, the first write of every signed
 //! request) from concurrent callers, first alone and then while the events are purged the way
-//! the sweeper does it (`purge_finished_events` batches of `RETENTION_BATCH` rows with
+//! the sweeper does it (`Store::purge` batches of finished events, of `RETENTION_BATCH` rows with
 //! `RETENTION_PAUSE` between them). Prints the figures of docs/performance.md ("Retention"),
 //! and the bytes per event and per audit record for the sizing guide (docs/operations.md).
 //!
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use hdrhistogram::Histogram;
-use payments_core::store::{NonceStore, OutboxStore};
+use payments_core::store::{NonceStore, Retained, Store};
 use payments_core::{ProjectId, Timestamp};
 use payments_http::sweeper::{RETENTION_BATCH, RETENTION_PAUSE};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
@@ -202,9 +202,10 @@ async fn main() {
     loop {
         let b = Instant::now();
         let n = store
-            .purge_finished_events(before, RETENTION_BATCH)
+            .purge(Retained::FinishedEvents, before, RETENTION_BATCH)
             .await
-            .expect("purge");
+            .expect("purge")
+            .deleted;
         batches
             .record(u64::try_from(b.elapsed().as_micros()).unwrap_or(u64::MAX))
             .expect("in range");

@@ -10,7 +10,7 @@ use super::{Actor, PaymentService};
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, PaymentId};
 use crate::project::AuditRecord;
-use crate::store::StoreError;
+use crate::store::{Retained, StoreError};
 use crate::transition::{self, Trigger};
 use crate::ApiError;
 
@@ -272,18 +272,17 @@ impl PaymentService {
         let retention = self.config.retention;
         let mut report = PurgeReport::default();
         if let Some(keep) = retention.events {
-            report.events = self
-                .ports
-                .store
-                .purge_finished_events(now.saturating_sub(keep), batch)
-                .await?;
+            let before = now.saturating_sub(keep);
+            let store = &self.ports.store;
+            report.events = store
+                .purge(Retained::FinishedEvents, before, batch)
+                .await?
+                .deleted;
         }
         if let Some(keep) = retention.audit {
-            report.audit = self
-                .ports
-                .store
-                .purge_audit(now.saturating_sub(keep), batch)
-                .await?;
+            let before = now.saturating_sub(keep);
+            let store = &self.ports.store;
+            report.audit = store.purge(Retained::Audit, before, batch).await?.deleted;
         }
         Ok(report)
     }

@@ -9,7 +9,7 @@ use crate::event::OutboxEvent;
 use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentErrorCode, PaymentStatus};
 use crate::project::{AuditRecord, Project};
-use crate::store::StoreError;
+use crate::store::{purge_all, Retained, StoreError, NONCE_PURGE_BATCH};
 use crate::transition::{self, Trigger};
 use crate::{ApiError, ErrorCode};
 
@@ -184,7 +184,8 @@ impl PaymentService {
     /// signature anyway); returns how many. The sweeper calls it about once a minute.
     pub async fn purge_nonces(&self) -> Result<u64, ApiError> {
         let now = self.ports.clock.now();
-        Ok(self.ports.store.purge_nonces(now).await?)
+        let store = &*self.ports.store;
+        Ok(purge_all(store, Retained::Nonces, now, NONCE_PURGE_BATCH).await?)
     }
 
     /// Whether this process takes the turn of the periodic background `task` for the next

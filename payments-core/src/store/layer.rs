@@ -24,15 +24,15 @@ use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
 use super::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, ClaimedEvent, DirectoryStore,
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
     InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
-    Store, StoreError, TxOutput, TxWork,
+    Purged, Retained, Store, StoreError, TxOutput, TxWork,
 };
 use crate::cabinet::CabinetStore;
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
-use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use crate::payment::{MerchantPaymentId, Payment};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
@@ -267,14 +267,6 @@ impl<L: StoreLayer> PaymentStore for Layered<L> {
         let op = Op::read("due_payments");
         self.around(op, self.inner().due_payments(now, limit)).await
     }
-    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
-        let op = Op::read("count_by_status");
-        self.around(op, self.inner().count_by_status()).await
-    }
-    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
-        let op = Op::read("oldest_due_payment");
-        self.around(op, self.inner().oldest_due_payment()).await
-    }
 }
 
 #[async_trait]
@@ -289,10 +281,6 @@ impl<L: StoreLayer> NonceStore for Layered<L> {
         let op = Op::write("use_nonce");
         let call = self.inner().use_nonce(project, nonce, now, expires_at);
         self.around(op, call).await
-    }
-    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
-        let op = Op::write("purge_nonces");
-        self.around(op, self.inner().purge_nonces(now)).await
     }
 }
 
@@ -326,14 +314,6 @@ impl<L: StoreLayer> OutboxStore for Layered<L> {
         self.around(op, self.inner().events_for_payment(payment))
             .await
     }
-    async fn pending_events(&self) -> Result<u64, StoreError> {
-        let op = Op::read("pending_events");
-        self.around(op, self.inner().pending_events()).await
-    }
-    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
-        let op = Op::read("oldest_pending_event");
-        self.around(op, self.inner().oldest_pending_event()).await
-    }
     async fn failed_events(
         &self,
         filter: &FailedEventFilter,
@@ -342,19 +322,6 @@ impl<L: StoreLayer> OutboxStore for Layered<L> {
         let op = Op::read("failed_events");
         self.around(op, self.inner().failed_events(filter, limit))
             .await
-    }
-    async fn failed_event_count(&self) -> Result<u64, StoreError> {
-        let op = Op::read("failed_event_count");
-        self.around(op, self.inner().failed_event_count()).await
-    }
-    async fn purge_finished_events(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        let op = Op::write("purge_finished_events");
-        let call = self.inner().purge_finished_events(before, limit);
-        self.around(op, call).await
     }
 }
 
@@ -520,11 +487,6 @@ impl<L: StoreLayer> AuditStore for Layered<L> {
         let op = Op::read("audit_records");
         self.around(op, self.inner().audit_records(limit)).await
     }
-    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
-        let op = Op::write("purge_audit");
-        self.around(op, self.inner().purge_audit(before, limit))
-            .await
-    }
 }
 
 #[async_trait]
@@ -543,6 +505,20 @@ impl<L: StoreLayer> Store for Layered<L> {
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         let op = Op::write("transact");
         self.around(op, self.inner().transact(work)).await
+    }
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        self.around(Op::read("backlog"), self.inner().backlog())
+            .await
+    }
+    async fn purge(
+        &self,
+        what: Retained,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Purged, StoreError> {
+        let op = Op::write("purge");
+        self.around(op, self.inner().purge(what, before, limit))
+            .await
     }
     /// The inner store's cabinet part, itself (its calls are not hooked).
     fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {

@@ -21,9 +21,9 @@ use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use crate::store::{
-    AttemptRecorded, AuditStore, ClaimedEvent, DirectoryStore, InsertOutcome, LeaseToken,
-    NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Store, StoreError, Transaction,
-    TxOutput, TxWork,
+    AttemptRecorded, AuditStore, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome, LeaseToken,
+    NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained, Store,
+    StoreError, Transaction, TxOutput, TxWork,
 };
 use crate::SecretString;
 
@@ -303,29 +303,6 @@ impl PaymentStore for MemoryStore {
         due.truncate(limit);
         Ok(due)
     }
-
-    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
-        Ok(self
-            .lock()
-            .payments
-            .values()
-            .filter_map(Payment::due_at)
-            .min())
-    }
-
-    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
-        let st = self.lock();
-        Ok(PaymentStatus::ALL
-            .into_iter()
-            .map(|s| {
-                (
-                    s,
-                    st.payments.values().filter(|p| p.status == s).count() as u64,
-                )
-            })
-            .filter(|(_, n)| *n > 0)
-            .collect())
-    }
 }
 
 #[async_trait]
@@ -343,13 +320,6 @@ impl NonceStore for MemoryStore {
         }
         st.nonces.insert((project, nonce.to_string()), expires_at);
         Ok(true)
-    }
-
-    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
-        let mut st = self.lock();
-        let before = st.nonces.len();
-        st.nonces.retain(|_, exp| *exp > now);
-        Ok((before - st.nonces.len()) as u64)
     }
 }
 
@@ -422,25 +392,6 @@ impl OutboxStore for MemoryStore {
             .collect())
     }
 
-    async fn pending_events(&self) -> Result<u64, StoreError> {
-        Ok(self
-            .lock()
-            .events
-            .iter()
-            .filter(|e| e.outbox.state == DeliveryState::Pending)
-            .count() as u64)
-    }
-
-    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
-        Ok(self
-            .lock()
-            .events
-            .iter()
-            .filter(|e| e.outbox.state == DeliveryState::Pending)
-            .map(|e| e.outbox.event.created_at)
-            .min())
-    }
-
     async fn failed_events(
         &self,
         filter: &FailedEventFilter,
@@ -457,39 +408,6 @@ impl OutboxStore for MemoryStore {
                 last_attempt: e.attempts.last().cloned(),
             })
             .collect())
-    }
-
-    async fn failed_event_count(&self) -> Result<u64, StoreError> {
-        let st = self.lock();
-        Ok(st
-            .events
-            .iter()
-            .filter(|e| st.unanswered_failure(e))
-            .count() as u64)
-    }
-
-    async fn purge_finished_events(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        let mut st = self.lock();
-        let mut purged = 0usize;
-        let mut gone = Vec::new();
-        st.events.retain(|e| {
-            let finished = e.outbox.state != DeliveryState::Pending;
-            if purged < limit && finished && e.outbox.event.created_at < before {
-                purged += 1;
-                gone.push(e.outbox.event.event_id);
-                false
-            } else {
-                true
-            }
-        });
-        for id in gone {
-            st.resent.remove(&id);
-        }
-        Ok(purged as u64)
     }
 }
 
@@ -754,26 +672,88 @@ impl AuditStore for MemoryStore {
             .cloned()
             .collect())
     }
-
-    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
-        let mut st = self.lock();
-        let mut purged = 0usize;
-        st.audit.retain(|r| {
-            if purged < limit && r.at < before {
-                purged += 1;
-                false
-            } else {
-                true
-            }
-        });
-        Ok(purged as u64)
-    }
 }
 
 #[async_trait]
 impl Store for MemoryStore {
     /// Under the store's lock: the work's steps run at once (they are synchronous), and a work
     /// that fails has its steps undone in reverse order.
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        let st = self.lock();
+        let pending = || {
+            st.events
+                .iter()
+                .filter(|e| e.outbox.state == DeliveryState::Pending)
+        };
+        Ok(Backlog {
+            by_status: PaymentStatus::ALL
+                .into_iter()
+                .map(|s| {
+                    (
+                        s,
+                        st.payments.values().filter(|p| p.status == s).count() as u64,
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            oldest_due_payment: st.payments.values().filter_map(Payment::due_at).min(),
+            pending_events: pending().count() as u64,
+            oldest_pending_event: pending().map(|e| e.outbox.event.created_at).min(),
+            failed_events: st
+                .events
+                .iter()
+                .filter(|e| st.unanswered_failure(e))
+                .count() as u64,
+        })
+    }
+
+    async fn purge(
+        &self,
+        what: Retained,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Purged, StoreError> {
+        let mut st = self.lock();
+        let mut deleted = 0usize;
+        let mut take = |old: bool| {
+            let go = old && deleted < limit;
+            deleted += usize::from(go);
+            !go
+        };
+        match what {
+            Retained::Nonces => {
+                let mut expired: Vec<_> = st
+                    .nonces
+                    .iter()
+                    .filter(|(_, exp)| **exp <= before)
+                    .map(|(k, exp)| (*exp, k.clone()))
+                    .collect();
+                expired.sort();
+                for (_, key) in expired.into_iter().take(limit) {
+                    st.nonces.remove(&key);
+                    deleted += 1;
+                }
+            }
+            Retained::FinishedEvents => {
+                let mut gone = Vec::new();
+                st.events.retain(|e| {
+                    let old = e.outbox.state != DeliveryState::Pending
+                        && e.outbox.event.created_at < before;
+                    let keep = take(old);
+                    if !keep {
+                        gone.push(e.outbox.event.event_id);
+                    }
+                    keep
+                });
+                for id in gone {
+                    st.resent.remove(&id);
+                }
+            }
+            Retained::Audit => st.audit.retain(|r| take(r.at < before)),
+        }
+        Ok(Purged::of_batch(deleted as u64, limit))
+    }
+
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         let mut st = self.lock();
         let mut tx = MemoryTx {
@@ -845,10 +825,6 @@ impl CabinetStore for MemoryStore {
         let mut users: Vec<UserRecord> = self.lock().cabinet.users.values().cloned().collect();
         users.sort_by(|a, b| a.email.cmp(&b.email));
         Ok(users)
-    }
-
-    async fn totp_last_step(&self, user: UserId) -> Result<Option<u64>, StoreError> {
-        Ok(self.lock().cabinet.totp_last_step.get(&user).copied())
     }
 
     async fn replace_recovery_codes(

@@ -169,11 +169,10 @@ pub(super) async fn callbacks(
         CallbacksCommand::Status => {
             let hold = svc.callback_hold().await?;
             let store = svc.store();
-            let pending = store.pending_events().await?;
-            let failed = store.failed_event_count().await?;
+            let backlog = store.backlog().await?;
             let mut v = hold_json(hold);
-            v["pending_events"] = json!(pending);
-            v["failed_events"] = json!(failed);
+            v["pending_events"] = json!(backlog.pending_events);
+            v["failed_events"] = json!(backlog.failed_events);
             Ok(Output::object(v))
         }
     }

@@ -147,23 +147,18 @@ pub async fn status(settings: &Settings) -> StatusReport {
     let age = |t: payments_core::Timestamp| (now.unix_millis() - t.unix_millis()).max(0) / 1000;
     let result: Result<(), String> = async {
         let e = |e: payments_core::store::StoreError| e.to_string();
-        report.payments = store
-            .count_by_status()
-            .await
-            .map_err(e)?
+        let backlog = store.backlog().await.map_err(e)?;
+        report.payments = backlog
+            .by_status
             .into_iter()
             .filter(|(_, n)| *n > 0)
             .map(|(s, n)| (s.as_str().to_string(), n))
             .collect();
-        report.pending_events = Some(store.pending_events().await.map_err(e)?);
-        report.failed_events = Some(store.failed_event_count().await.map_err(e)?);
-        report.oldest_pending_event_age_s = store.oldest_pending_event().await.map_err(e)?.map(age);
-        report.oldest_overdue_payment_age_s = store
-            .oldest_due_payment()
-            .await
-            .map_err(e)?
-            .filter(|t| *t <= now)
-            .map(age);
+        report.pending_events = Some(backlog.pending_events);
+        report.failed_events = Some(backlog.failed_events);
+        report.oldest_pending_event_age_s = backlog.oldest_pending_event.map(age);
+        report.oldest_overdue_payment_age_s =
+            backlog.oldest_due_payment.filter(|t| *t <= now).map(age);
         report.callback_hold = opened
             .service
             .callback_hold()

@@ -109,6 +109,29 @@ fn sample_session(n: u128, user: UserId, stage: SessionStage, at: Timestamp) -> 
     }
 }
 
+/// The user's last TOTP step is at least `step`: a sign-in with it is refused and writes
+/// nothing (sessions `n` and `n + 1` are used for the try and removed after).
+async fn step_used<S: CabinetStore>(store: &S, user: UserId, step: u64, n: u128) {
+    let half = sample_session(n, user, SessionStage::Password, T0);
+    store.insert_session(&half).await.expect("insert");
+    let next = sample_session(n + 1, user, SessionStage::Full, T0);
+    assert!(
+        !store
+            .advance_session(&half.token_hash, &next, &SessionProof::TotpStep(step))
+            .await
+            .expect("advance"),
+        "step {step} was used already"
+    );
+    assert_eq!(
+        store
+            .session_by_token(&next.token_hash)
+            .await
+            .expect("by token"),
+        None
+    );
+    assert!(store.delete_session(half.id).await.expect("delete"));
+}
+
 /// Users round-trip every field, are unique by e-mail (on insert and on update), are listed
 /// in e-mail order; an unknown user's update is `NotFound`.
 pub async fn cabinet_users<S: Store + CabinetStore>(store: &S) {
@@ -167,7 +190,6 @@ pub async fn cabinet_users<S: Store + CabinetStore>(store: &S) {
             .await,
         Err(StoreError::NotFound(_))
     ));
-    assert_eq!(store.totp_last_step(a.id).await.expect("step"), None);
 }
 
 /// Sessions are found by token hash, touched forward only, listed per user oldest first,
@@ -270,7 +292,7 @@ pub async fn cabinet_totp_steps<S: Store + CabinetStore>(store: &S) {
         .advance_session(&half.token_hash, &full, &SessionProof::TotpStep(1000))
         .await
         .expect("advance"));
-    assert_eq!(store.totp_last_step(u.id).await.expect("step"), Some(1000));
+    step_used(store, u.id, 1000, 40).await;
     assert_eq!(
         store
             .session_by_token(&half.token_hash)
@@ -314,7 +336,7 @@ pub async fn cabinet_totp_steps<S: Store + CabinetStore>(store: &S) {
             None
         );
     }
-    assert_eq!(store.totp_last_step(u.id).await.expect("step"), Some(1000));
+    step_used(store, u.id, 1000, 42).await;
     let half = sample_session(5, u.id, SessionStage::Password, T0);
     store.insert_session(&half).await.expect("insert");
     assert!(store
@@ -325,7 +347,7 @@ pub async fn cabinet_totp_steps<S: Store + CabinetStore>(store: &S) {
         )
         .await
         .expect("advance"));
-    assert_eq!(store.totp_last_step(u.id).await.expect("step"), Some(1001));
+    step_used(store, u.id, 1001, 44).await;
 
     // No such old session; another user's session.
     assert!(!store
@@ -491,7 +513,7 @@ pub async fn cabinet_enrolment<S: Store + CabinetStore>(store: &S) {
     let after = store.user(u.id).await.expect("user").expect("there");
     assert_eq!(after.totp_confirmed_at, Some(T0 + ms(9)));
     assert_eq!(after.totp_secret, u.totp_secret);
-    assert_eq!(store.totp_last_step(u.id).await.expect("step"), Some(77));
+    step_used(store, u.id, 77, 90).await;
     assert_eq!(store.recovery_codes_left(u.id).await.expect("left"), 3);
     let h3 = sample_session(3, u.id, SessionStage::Password, T0);
     store.insert_session(&h3).await.expect("insert");

@@ -51,8 +51,8 @@ use crate::project::{
 };
 use crate::settlement::{Course, FeePercent, Pricing};
 use crate::store::{
-    AdmitOutcome, AttemptRecorded, AuthLookup, ClaimedEvent, InsertOutcome, NonceUse,
-    PaymentChange, Store, StoreError,
+    purge_all, AdmitOutcome, AttemptRecorded, AuthLookup, ClaimedEvent, InsertOutcome, NonceUse,
+    PaymentChange, Retained, Store, StoreError, NONCE_PURGE_BATCH,
 };
 
 /// 2026-10-01T00:00:00Z: the fixed "now" of the suite.
@@ -77,7 +77,7 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
             Box::pin(conflict_writes_nothing(s))
         }),
         ("due_payments", |s| Box::pin(due_payments(s))),
-        ("count_by_status", |s| Box::pin(count_by_status(s))),
+        ("backlog_by_status", |s| Box::pin(backlog_by_status(s))),
         ("nonces", |s| Box::pin(nonces(s))),
         ("admit_create", |s| Box::pin(admit_create(s))),
         ("admit_create_matches_the_generic_path", |s| {

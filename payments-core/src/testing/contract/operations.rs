@@ -78,7 +78,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
         .expect("admit_create");
     assert_eq!(admitted, AdmitOutcome::Inserted);
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 3)]
     );
     let v2 = changed(&p1, PaymentStatus::Processing, T0 + ms(1));
@@ -118,7 +118,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
         .await;
     assert_eq!(err, Err(StoreError::Conflict));
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 2), (PaymentStatus::Completed, 1)],
         "a status that has no payment left is not listed"
     );
@@ -126,8 +126,14 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
 
 /// The earliest due payment and the oldest pending event; `None` when there is none.
 pub async fn oldest_due_and_pending<S: Store>(store: &S) {
-    assert_eq!(store.oldest_due_payment().await.expect("due"), None);
-    assert_eq!(store.oldest_pending_event().await.expect("pending"), None);
+    assert_eq!(
+        store.backlog().await.expect("backlog").oldest_due_payment,
+        None
+    );
+    assert_eq!(
+        store.backlog().await.expect("backlog").oldest_pending_event,
+        None
+    );
     let a = queue_for(
         store,
         1,
@@ -153,26 +159,29 @@ pub async fn oldest_due_and_pending<S: Store>(store: &S) {
     )
     .await;
     assert_eq!(
-        store.oldest_pending_event().await.expect("pending"),
+        store.backlog().await.expect("backlog").oldest_pending_event,
         Some(T0 + ms(200))
     );
     deliver(store, &b).await;
     assert_eq!(
-        store.oldest_pending_event().await.expect("pending"),
+        store.backlog().await.expect("backlog").oldest_pending_event,
         Some(T0 + ms(500)),
         "a delivered event is no longer pending"
     );
     fail(store, &a, "timeout").await;
     assert_eq!(
-        store.oldest_pending_event().await.expect("pending"),
+        store.backlog().await.expect("backlog").oldest_pending_event,
         Some(T0 + ms(900))
     );
     // Canceled payments are not due; a created one is due 60 s after its creation.
-    assert_eq!(store.oldest_due_payment().await.expect("due"), None);
+    assert_eq!(
+        store.backlog().await.expect("backlog").oldest_due_payment,
+        None
+    );
     let created = sample_payment(payment_id(9), project_id(1), "o9");
     inserted(store, &created).await;
     assert_eq!(
-        store.oldest_due_payment().await.expect("due"),
+        store.backlog().await.expect("backlog").oldest_due_payment,
         created.due_at()
     );
     assert!(created.due_at().is_some());
@@ -192,7 +201,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
     fail(store, &e2, "http status 500").await;
     fail(store, &e3, "connect: refused").await;
     deliver(store, &e4).await;
-    assert_eq!(store.failed_event_count().await.expect("count"), 3);
+    assert_eq!(store.backlog().await.expect("backlog").failed_events, 3);
 
     let list = |f: FailedEventFilter, limit: usize| async move {
         store
@@ -268,7 +277,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
     let recorded = events(store, payment_id(1)).await;
     assert_eq!(recorded.len(), 2, "the resend is stored");
     assert_eq!(recorded[1].outbox, resend);
-    assert_eq!(store.failed_event_count().await.expect("count"), 2);
+    assert_eq!(store.backlog().await.expect("backlog").failed_events, 2);
     assert_eq!(
         list(FailedEventFilter::default(), 10).await,
         vec![event_id(2), event_id(3)]
@@ -304,7 +313,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
         })
         .await;
     assert_eq!(err, Err(StoreError::Conflict));
-    assert_eq!(store.failed_event_count().await.expect("count"), 2);
+    assert_eq!(store.backlog().await.expect("backlog").failed_events, 2);
     assert_eq!(events(store, payment_id(3)).await.len(), 1);
 }
 
@@ -327,27 +336,42 @@ pub async fn retention_purges<S: Store>(store: &S) {
     fail(store, &old_failed, "timeout").await;
     deliver(store, &new_done).await;
     let cut = T0 + ms(100);
-    assert_eq!(store.purge_finished_events(cut, 1).await.expect("purge"), 1);
+    assert_eq!(
+        store
+            .purge(Retained::FinishedEvents, cut, 1)
+            .await
+            .expect("purge")
+            .deleted,
+        1
+    );
     assert!(
         events(store, payment_id(1)).await.is_empty(),
         "oldest first"
     );
     assert_eq!(events(store, payment_id(2)).await.len(), 1);
     assert_eq!(
-        store.purge_finished_events(cut, 10).await.expect("purge"),
+        store
+            .purge(Retained::FinishedEvents, cut, 10)
+            .await
+            .expect("purge")
+            .deleted,
         1
     );
     assert!(events(store, payment_id(2)).await.is_empty());
-    assert_eq!(store.failed_event_count().await.expect("count"), 0);
+    assert_eq!(store.backlog().await.expect("backlog").failed_events, 0);
     assert_eq!(
-        store.purge_finished_events(cut, 10).await.expect("purge"),
+        store
+            .purge(Retained::FinishedEvents, cut, 10)
+            .await
+            .expect("purge")
+            .deleted,
         0
     );
     assert_eq!(events(store, payment_id(3)).await.len(), 1, "pending stays");
     let kept = events(store, payment_id(4)).await;
     assert_eq!(kept.len(), 1, "queued at the cut-off: kept");
     assert_eq!(kept[0].attempts.len(), 1);
-    assert_eq!(store.pending_events().await.expect("pending"), 1);
+    assert_eq!(store.backlog().await.expect("backlog").pending_events, 1);
 
     for (i, at) in [0, 10, 20, 30].into_iter().enumerate() {
         store
@@ -355,8 +379,22 @@ pub async fn retention_purges<S: Store>(store: &S) {
             .await
             .expect("append_audit");
     }
-    assert_eq!(store.purge_audit(T0 + ms(20), 1).await.expect("purge"), 1);
-    assert_eq!(store.purge_audit(T0 + ms(20), 10).await.expect("purge"), 1);
+    assert_eq!(
+        store
+            .purge(Retained::Audit, T0 + ms(20), 1)
+            .await
+            .expect("purge")
+            .deleted,
+        1
+    );
+    assert_eq!(
+        store
+            .purge(Retained::Audit, T0 + ms(20), 10)
+            .await
+            .expect("purge")
+            .deleted,
+        1
+    );
     let left: Vec<String> = store
         .audit_records(10)
         .await
@@ -475,7 +513,7 @@ pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
         .await
         .expect("commit_change");
     fail(store, &e2, "http status 500").await;
-    assert_eq!(store.failed_event_count().await.expect("count"), 2);
+    assert_eq!(store.backlog().await.expect("backlog").failed_events, 2);
 
     let changes: Vec<PaymentChange> = (0..handles.len() as u128 * 4)
         .map(|i| {
@@ -513,7 +551,7 @@ pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
         winners, 1,
         "one resend answers the failures; the others write nothing"
     );
-    assert_eq!(store.failed_event_count().await.expect("count"), 0);
+    assert_eq!(store.backlog().await.expect("backlog").failed_events, 0);
     let events = store
         .events_for_payment(payment_id(1))
         .await

@@ -71,7 +71,7 @@ pub async fn outbox_claim_and_lease<S: Store>(store: &S) {
         after[1].lease > first[0].lease && after[2].lease > first[1].lease,
         "a new claim has a larger lease token"
     );
-    assert_eq!(store.pending_events().await.expect("pending"), 4);
+    assert_eq!(store.backlog().await.expect("backlog").pending_events, 4);
 }
 
 /// `record_attempt` keeps an event pending (rescheduled), or ends it delivered or failed;
@@ -80,7 +80,7 @@ pub async fn outbox_attempts<S: Store>(store: &S) {
     let lease = Duration::from_secs(30);
     let delivered = queue_event(store, 1, T0).await;
     let failed = queue_event(store, 2, T0).await;
-    assert_eq!(store.pending_events().await.expect("pending"), 2);
+    assert_eq!(store.backlog().await.expect("backlog").pending_events, 2);
     let claimed = store.claim_due_events(T0, 10, lease).await.expect("claim");
     assert_eq!(claimed.len(), 2);
     let lease_of = |id: EventId| {
@@ -148,7 +148,7 @@ pub async fn outbox_attempts<S: Store>(store: &S) {
     assert_eq!(rec[0].outbox.next_attempt_at, None);
     assert_eq!(rec[0].attempts, vec![b1, b2]);
 
-    assert_eq!(store.pending_events().await.expect("pending"), 0);
+    assert_eq!(store.backlog().await.expect("backlog").pending_events, 0);
     assert!(store
         .claim_due_events(T0 + ms(10_000_000), 10, lease)
         .await
@@ -286,5 +286,5 @@ pub async fn stale_lease_token<S: Store>(handles: &[&S]) {
     assert_eq!(rec[0].outbox.attempts, 1);
     assert_eq!(rec[0].outbox.next_attempt_at, Some(retry_at));
     assert_eq!(rec[0].attempts, vec![late_success, failure, late_failure]);
-    assert_eq!(first.pending_events().await.expect("pending"), 1);
+    assert_eq!(first.backlog().await.expect("backlog").pending_events, 1);
 }

@@ -179,7 +179,7 @@ pub async fn commit_change<S: Store>(store: &S) {
     );
     assert_eq!(recorded[0].outbox.event.body, ev.event.body, "body frozen");
     assert_eq!(store.audit_records(10).await.expect("audit"), vec![audit]);
-    assert_eq!(store.pending_events().await.expect("pending"), 1);
+    assert_eq!(store.backlog().await.expect("backlog").pending_events, 1);
 
     // Event only: the payment stays at version 2.
     let resend = OutboxEvent {
@@ -261,7 +261,7 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
         "no event from a conflict"
     );
     assert!(store.audit_records(10).await.expect("audit").is_empty());
-    assert_eq!(store.pending_events().await.expect("pending"), 1);
+    assert_eq!(store.backlog().await.expect("backlog").pending_events, 1);
 
     // Reusing an event id fails the whole change.
     let v3 = changed(&v2, PaymentStatus::Completed, T0 + ms(3));
@@ -359,9 +359,13 @@ pub async fn due_payments<S: Store>(store: &S) {
     );
 }
 
-/// Counts per status, in [`PaymentStatus::ALL`] order, statuses with no payment left out.
-pub async fn count_by_status<S: Store>(store: &S) {
-    assert_eq!(store.count_by_status().await.expect("count"), Vec::new());
+/// The backlog's counts per status, in [`PaymentStatus::ALL`] order, statuses with no payment
+/// left out.
+pub async fn backlog_by_status<S: Store>(store: &S) {
+    assert_eq!(
+        store.backlog().await.expect("backlog").by_status,
+        Vec::new()
+    );
     let statuses = [
         PaymentStatus::Completed,
         PaymentStatus::Created,
@@ -376,7 +380,7 @@ pub async fn count_by_status<S: Store>(store: &S) {
         inserted(store, &p).await;
     }
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![
             (PaymentStatus::Created, 1),
             (PaymentStatus::Completed, 3),
@@ -404,7 +408,7 @@ pub async fn count_by_status<S: Store>(store: &S) {
             .expect("commit");
     }
     assert_eq!(
-        store.count_by_status().await.expect("count"),
+        store.backlog().await.expect("backlog").by_status,
         vec![
             (PaymentStatus::Processing, 1),
             (PaymentStatus::Completed, 3),
@@ -454,9 +458,28 @@ pub async fn nonces<S: Store>(store: &S) {
     );
 
     // Now: a/n-1 until exp+1000, b/n-1 until exp, a/n-2 until T0+10.
-    assert_eq!(store.purge_nonces(T0 + ms(9)).await.expect("purge"), 0);
-    assert_eq!(store.purge_nonces(exp).await.expect("purge"), 2);
-    assert_eq!(store.purge_nonces(exp).await.expect("purge"), 0);
+    assert_eq!(
+        purge_all(store, Retained::Nonces, T0 + ms(9), NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        0
+    );
+    // A batch of one stops early and says so; the rest follows in the next batches.
+    let first = store.purge(Retained::Nonces, exp, 1).await.expect("purge");
+    assert!(first.deleted >= 1 && first.more, "{first:?}");
+    assert_eq!(
+        first.deleted
+            + purge_all(store, Retained::Nonces, exp, NONCE_PURGE_BATCH)
+                .await
+                .expect("purge"),
+        2
+    );
+    assert_eq!(
+        purge_all(store, Retained::Nonces, exp, NONCE_PURGE_BATCH)
+            .await
+            .expect("purge"),
+        0
+    );
     assert!(
         !store
             .use_nonce(a, "n-1", exp, exp + ms(5))
@@ -740,7 +763,7 @@ pub async fn concurrent_identical_creates<S: Store>(handles: &[&S]) {
         .count();
     assert_eq!(admitted, 1, "one nonce is accepted once across handles");
     assert_eq!(
-        handles[0].count_by_status().await.expect("count"),
+        handles[0].backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 2)]
     );
 }

@@ -11,8 +11,8 @@ use crate::cabinet::CabinetStore;
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::project::OperatorTokenRecord;
 use crate::store::{
-    AuditStore, DirectoryStore, LeaseToken, NonceStore, OutboxStore, PaymentStore, TxOutput,
-    TxWork, UnavailableCause,
+    AuditStore, Backlog, DirectoryStore, LeaseToken, NonceStore, OutboxStore, PaymentStore, Purged,
+    Retained, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -263,7 +263,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         T0,
         T0 + ms(10)
     ));
-    let _ = same!("purge_nonces", |s| s.purge_nonces(T0 + ms(20)));
+    let _ = same!("purge", |s| s.purge(Retained::Nonces, T0 + ms(20), 10));
 
     // A change with its event and audit record; the outbox.
     let canceled = changed(&pay, PaymentStatus::Canceled, T0 + ms(100));
@@ -275,10 +275,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     };
     let _ = same!("commit_change", |s| s.commit_change(&change));
     let _ = same!("due_payments", |s| s.due_payments(T0 + ms(3_600_000), 10));
-    let _ = same!("count_by_status", |s| s.count_by_status());
-    let _ = same!("oldest_due_payment", |s| s.oldest_due_payment());
-    let _ = same!("pending_events", |s| s.pending_events());
-    let _ = same!("oldest_pending_event", |s| s.oldest_pending_event());
+    let _ = same!("backlog", |s| s.backlog());
     let claimed = same!("claim_due_events", |s| s.claim_due_events(
         T0 + ms(200),
         10,
@@ -298,7 +295,6 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("events_for_payment", |s| s.events_for_payment(pay.id));
     let _ = same!("failed_events", |s| s
         .failed_events(&FailedEventFilter::default(), 10));
-    let _ = same!("failed_event_count", |s| s.failed_event_count());
     let mut resend = sample_event(&canceled, event_id(2), T0 + ms(300));
     resend.event.kind = EventKind::ManualResend;
     resend.max_attempts = 1;
@@ -337,8 +333,11 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         .commit_change_once(notification, Some(&once)));
     let _ = same!("commit_change_once", |s| s
         .commit_change_once(notification, Some(&once)));
-    let _ = same!("purge_finished_events", |s| s
-        .purge_finished_events(T0 + ms(3_600_000), 1));
+    let _ = same!("purge", |s| s.purge(
+        Retained::FinishedEvents,
+        T0 + ms(3_600_000),
+        1
+    ));
 
     // Secrets, operator tokens, settings, the audit trail, turns, revocations.
     let (s1, s2, s3) = (secret(1, false), secret(2, true), secret(3, false));
@@ -372,7 +371,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         "w1"
     )));
     let _ = same!("audit_records", |s| s.audit_records(10));
-    let _ = same!("purge_audit", |s| s.purge_audit(T0 + ms(200), 1));
+    let _ = same!("purge", |s| s.purge(Retained::Audit, T0 + ms(200), 1));
     let _ = same!("take_turn", |s| s.take_turn("sweep", T0, T0 + ms(1000)));
     let _ = same!("revoke_key", |s| s.revoke_key(p.id, &k.keyid, T0 + ms(700)));
     let _ = same!("revoke_token", |s| s.revoke_token(p.id, t.id, T0 + ms(700)));
@@ -453,14 +452,6 @@ impl PaymentStore for Probe {
         self.saw("due_payments");
         self.memory.due_payments(now, limit).await
     }
-    async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
-        self.saw("count_by_status");
-        self.memory.count_by_status().await
-    }
-    async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.saw("oldest_due_payment");
-        self.memory.oldest_due_payment().await
-    }
 }
 
 #[async_trait]
@@ -474,10 +465,6 @@ impl NonceStore for Probe {
     ) -> Result<bool, StoreError> {
         self.saw("use_nonce");
         self.memory.use_nonce(project, nonce, now, expires_at).await
-    }
-    async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
-        self.saw("purge_nonces");
-        self.memory.purge_nonces(now).await
     }
 }
 
@@ -508,14 +495,6 @@ impl OutboxStore for Probe {
         self.saw("events_for_payment");
         self.memory.events_for_payment(payment).await
     }
-    async fn pending_events(&self) -> Result<u64, StoreError> {
-        self.saw("pending_events");
-        self.memory.pending_events().await
-    }
-    async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
-        self.saw("oldest_pending_event");
-        self.memory.oldest_pending_event().await
-    }
     async fn failed_events(
         &self,
         filter: &FailedEventFilter,
@@ -523,18 +502,6 @@ impl OutboxStore for Probe {
     ) -> Result<Vec<FailedEvent>, StoreError> {
         self.saw("failed_events");
         self.memory.failed_events(filter, limit).await
-    }
-    async fn failed_event_count(&self) -> Result<u64, StoreError> {
-        self.saw("failed_event_count");
-        self.memory.failed_event_count().await
-    }
-    async fn purge_finished_events(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        self.saw("purge_finished_events");
-        self.memory.purge_finished_events(before, limit).await
     }
 }
 
@@ -692,10 +659,6 @@ impl AuditStore for Probe {
         self.saw("audit_records");
         self.memory.audit_records(limit).await
     }
-    async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
-        self.saw("purge_audit");
-        self.memory.purge_audit(before, limit).await
-    }
 }
 
 #[async_trait]
@@ -717,6 +680,19 @@ impl Store for Probe {
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         self.saw("transact");
         self.memory.transact(work).await
+    }
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        self.saw("backlog");
+        self.memory.backlog().await
+    }
+    async fn purge(
+        &self,
+        what: Retained,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Purged, StoreError> {
+        self.saw("purge");
+        self.memory.purge(what, before, limit).await
     }
     fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {
         self.saw("cabinet_store");
@@ -886,10 +862,9 @@ mod tests {
             "insert_payment",
             "commit_change",
             "use_nonce",
-            "purge_nonces",
+            "purge",
             "claim_due_events",
             "record_attempt",
-            "purge_finished_events",
             "put_merchant",
             "put_project",
             "insert_token",
@@ -903,7 +878,6 @@ mod tests {
             "expire_operator_token",
             "put_setting",
             "append_audit",
-            "purge_audit",
             "check_writable",
             "commit_resend",
             "transact",
@@ -972,7 +946,7 @@ mod tests {
             format!("pub trait {t}: ")
         });
         assert!(
-            port.len() > 50 && port.contains("admit_create") && port.contains("auth_lookup"),
+            port.len() > 40 && port.contains("admit_create") && port.contains("auth_lookup"),
             "the port's methods are read from store.rs: {port:?}"
         );
         let layered = declared(include_str!("../../store/layer.rs"), &|t| {
@@ -1024,12 +998,6 @@ mod tests {
         ) -> Result<Vec<Payment>, StoreError> {
             self.0.due_payments(now, limit).await
         }
-        async fn count_by_status(&self) -> Result<Vec<(PaymentStatus, u64)>, StoreError> {
-            self.0.count_by_status().await
-        }
-        async fn oldest_due_payment(&self) -> Result<Option<Timestamp>, StoreError> {
-            self.0.oldest_due_payment().await
-        }
     }
 
     #[async_trait]
@@ -1042,9 +1010,6 @@ mod tests {
             expires_at: Timestamp,
         ) -> Result<bool, StoreError> {
             self.0.use_nonce(project, nonce, now, expires_at).await
-        }
-        async fn purge_nonces(&self, now: Timestamp) -> Result<u64, StoreError> {
-            self.0.purge_nonces(now).await
         }
     }
 
@@ -1075,28 +1040,12 @@ mod tests {
         ) -> Result<Vec<EventRecord>, StoreError> {
             self.0.events_for_payment(payment).await
         }
-        async fn pending_events(&self) -> Result<u64, StoreError> {
-            self.0.pending_events().await
-        }
-        async fn oldest_pending_event(&self) -> Result<Option<Timestamp>, StoreError> {
-            self.0.oldest_pending_event().await
-        }
         async fn failed_events(
             &self,
             filter: &FailedEventFilter,
             limit: usize,
         ) -> Result<Vec<FailedEvent>, StoreError> {
             self.0.failed_events(filter, limit).await
-        }
-        async fn failed_event_count(&self) -> Result<u64, StoreError> {
-            self.0.failed_event_count().await
-        }
-        async fn purge_finished_events(
-            &self,
-            before: Timestamp,
-            limit: usize,
-        ) -> Result<u64, StoreError> {
-            self.0.purge_finished_events(before, limit).await
         }
     }
 
@@ -1224,15 +1173,23 @@ mod tests {
         async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
             self.0.audit_records(limit).await
         }
-        async fn purge_audit(&self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
-            self.0.purge_audit(before, limit).await
-        }
     }
 
     #[async_trait]
     impl Store for Naive {
         async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
             self.0.transact(work).await
+        }
+        async fn backlog(&self) -> Result<Backlog, StoreError> {
+            self.0.backlog().await
+        }
+        async fn purge(
+            &self,
+            what: Retained,
+            before: Timestamp,
+            limit: usize,
+        ) -> Result<Purged, StoreError> {
+            self.0.purge(what, before, limit).await
         }
     }
 }
