@@ -25,7 +25,7 @@ use payments_core::auth::content_digest_header;
 use payments_core::callback::AddressPolicy;
 use payments_core::payment::PaymentStatus;
 use payments_core::request::CreatePayment;
-use payments_core::store::{AdmitOutcome, NonceUse, PaymentChange, PaymentStore, Store};
+use payments_core::store::{AdmitOutcome, NonceUse, PaymentChange, Store};
 use payments_core::testing::contract::{changed, payment_id, project_id, sample_payment, T0};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 

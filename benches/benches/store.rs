@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use payments_core::payment::PaymentStatus;
-use payments_core::store::{AdmitOutcome, NonceUse, PaymentChange, PaymentStore, Store};
+use payments_core::store::{AdmitOutcome, NonceUse, PaymentChange, Store};
 use payments_core::testing::contract::{changed, payment_id, project_id, sample_payment, T0};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 

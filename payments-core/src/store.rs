@@ -21,11 +21,14 @@ mod tx;
 pub use layer::{Layered, Op, OpKind, StoreLayer};
 pub use tx::{transact, Transaction, TxOutput, TxWork};
 
-/// The compound writes written once over [`Store::transact`]: the default bodies of
+/// The writes written once over [`Store::transact`]: the default bodies of
+/// [`Store::insert_payment`], [`Store::commit_change`], [`Store::use_nonce`],
 /// [`Store::admit_create`], [`Store::commit_change_once`] and [`Store::commit_resend`], for a
 /// backend's tests that compare an override with them.
 pub mod generic {
-    pub use super::tx::{admit_create, commit_change_once, commit_resend};
+    pub use super::tx::{
+        admit_create, commit_change, commit_change_once, commit_resend, insert_payment, use_nonce,
+    };
 }
 
 /// A store failure.
@@ -240,8 +243,6 @@ pub async fn purge_all<S: Store + ?Sized>(
 /// Payments.
 #[async_trait]
 pub trait PaymentStore: Send + Sync {
-    /// Stores a new payment unless (project, merchant_payment_id) is taken, atomically.
-    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError>;
     /// A payment by id.
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError>;
     /// A payment by its project and merchant payment id.
@@ -250,28 +251,9 @@ pub trait PaymentStore: Send + Sync {
         project: ProjectId,
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError>;
-    /// Commits a change (payment version + event + audit) in one transaction. The fields fixed
-    /// at creation (project, merchant payment id, flow, initial amount, currency, geo code,
-    /// method, intrabank flag, bank code, callback URL, creation time, fingerprint) never
-    /// change; a store may refuse a change that alters them as [`StoreError::Conflict`].
-    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError>;
     /// Payments whose [`Payment::due_at`] is at or before `now`, earliest first, through an
     /// index (cost follows the number due, not the number stored).
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError>;
-}
-
-/// One-time request nonces.
-#[async_trait]
-pub trait NonceStore: Send + Sync {
-    /// Records `nonce` for `project` until `expires_at`; `false` if it is already recorded and
-    /// not expired (a replay). Exactly one of many concurrent calls with one nonce gets `true`.
-    async fn use_nonce(
-        &self,
-        project: ProjectId,
-        nonce: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> Result<bool, StoreError>;
 }
 
 /// A lease fencing token: every claim of an outbox event gives it a new, larger token, so the
@@ -510,7 +492,7 @@ pub trait AuditStore: Send + Sync {
 /// The setting [`Store::check_writable`] writes by default.
 pub const WRITE_PROBE_SETTING: &str = crate::settings::WRITE_PROBE.name();
 
-/// A request nonce to record (see [`NonceStore::use_nonce`]).
+/// A request nonce to record (see [`Store::use_nonce`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NonceUse<'a> {
     /// The project whose nonce it is.
@@ -610,7 +592,7 @@ pub enum AdmitOutcome {
 /// });
 /// ```
 #[async_trait]
-pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + AuditStore {
+pub trait Store: PaymentStore + OutboxStore + DirectoryStore + AuditStore {
     /// A cheap check that the store answers (for `/readyz`).
     fn is_ready(&self) -> bool {
         true
@@ -642,6 +624,44 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
     /// store fails). The compound writes of the port are written once over it ([`transact`] is
     /// the typed way to call it).
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError>;
+
+    /// Stores a new payment unless (project, merchant_payment_id) is taken, atomically.
+    /// Written once over [`Store::transact`] ([`generic::insert_payment`]); a store may
+    /// override it for speed (the contract compares the two).
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        generic::insert_payment(self, payment).await
+    }
+
+    /// Commits a change (payment version + event + audit) in one transaction; a stored version
+    /// other than `change.expected_version` is [`StoreError::Conflict`] and writes nothing. The
+    /// fields fixed at creation (project, merchant payment id, flow, initial amount, currency,
+    /// geo code, method, intrabank flag, bank code, callback URL, creation time, fingerprint)
+    /// never change; a store may refuse a change that alters them as
+    /// [`StoreError::Conflict`]. Written once over [`Store::transact`]
+    /// ([`generic::commit_change`]); a store may override it for speed.
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        generic::commit_change(self, change).await
+    }
+
+    /// Records `nonce` for `project` until `expires_at`; `false` if it is already recorded and
+    /// not expired (a replay), and nothing is written. Exactly one of many concurrent calls with
+    /// one nonce gets `true`. Written once over [`Store::transact`] ([`generic::use_nonce`]); a
+    /// store may override it for speed.
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let nonce = NonceUse {
+            project,
+            nonce,
+            now,
+            expires_at,
+        };
+        generic::use_nonce(self, nonce).await
+    }
 
     /// What waits in the store ([`Backlog`]), read together: one snapshot where the store can.
     async fn backlog(&self) -> Result<Backlog, StoreError>;
@@ -705,7 +725,7 @@ pub trait Store: PaymentStore + NonceStore + OutboxStore + DirectoryStore + Audi
     /// [`PaymentStore::commit_change`] at most once per `key`: a [`NonceUse`] whose project is a
     /// scope of the caller's choice and whose expiry is how long the key is remembered (a key
     /// recorded with an expiry at or before `key.now` is free, as for
-    /// [`NonceStore::use_nonce`]).
+    /// [`Store::use_nonce`]).
     ///
     /// With a `change`, in one write: if `key` is free, records it and commits the change
     /// (`Ok(true)`); if it is recorded and live, writes nothing (`Ok(false)`). An error, a

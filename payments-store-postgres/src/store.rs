@@ -20,8 +20,8 @@ use payments_core::project::{
 };
 use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
-    InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
-    Purged, Retained, Store, StoreError, Transaction, TxOutput, TxWork,
+    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged,
+    Retained, Store, StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -95,11 +95,6 @@ macro_rules! in_transaction {
 
 #[async_trait]
 impl PaymentStore for PgStore {
-    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        let client = self.client().await?;
-        payments::insert(&client, payment).await
-    }
-
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
         let client = self.client().await?;
         payments::by_id(&client, id).await
@@ -114,33 +109,9 @@ impl PaymentStore for PgStore {
         payments::by_merchant_id(&client, project, merchant_payment_id).await
     }
 
-    /// A change without an event or audit record is one statement (autocommit, durable); with
-    /// them, one transaction.
-    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        if change.event.is_none() && change.audit.is_none() {
-            let client = self.client().await?;
-            return payments::commit_change(&client, change).await;
-        }
-        in_transaction!(self, |tx| payments::commit_change(&tx, change).await)
-    }
-
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         let client = self.client().await?;
         payments::due(&client, now, limit).await
-    }
-}
-
-#[async_trait]
-impl NonceStore for PgStore {
-    async fn use_nonce(
-        &self,
-        project: ProjectId,
-        nonce: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        payments::use_nonce(&client, project, nonce, now, expires_at).await
     }
 }
 
@@ -382,6 +353,30 @@ impl AuditStore for PgStore {
 
 #[async_trait]
 impl Store for PgStore {
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        let client = self.client().await?;
+        payments::insert(&client, payment).await
+    }
+    /// A change without an event or audit record is one statement (autocommit, durable); with
+    /// them, one transaction.
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        if change.event.is_none() && change.audit.is_none() {
+            let client = self.client().await?;
+            return payments::commit_change(&client, change).await;
+        }
+        in_transaction!(self, |tx| payments::commit_change(&tx, change).await)
+    }
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        payments::use_nonce(&client, project, nonce, now, expires_at).await
+    }
+
     /// Ready while the pool is open (whether the database answers shows in the next call).
     fn is_ready(&self) -> bool {
         !self.pool.is_closed()

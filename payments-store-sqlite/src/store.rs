@@ -20,8 +20,8 @@ use payments_core::project::{
 };
 use payments_core::store::{
     AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome,
-    LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained,
-    Store, StoreError, Transaction, TxOutput, TxWork,
+    LeaseToken, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained, Store,
+    StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
@@ -71,11 +71,6 @@ impl Transaction for SqliteTx<'_> {
 
 #[async_trait]
 impl PaymentStore for SqliteStore {
-    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        let p = payment.clone();
-        self.write(move |c| payments::insert(c, &p)).await
-    }
-
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
         self.read_short(move |c| payments::by_id(c, id)).await
     }
@@ -90,29 +85,8 @@ impl PaymentStore for SqliteStore {
             .await
     }
 
-    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        let change = change.clone();
-        self.write(move |c| payments::commit_change(c, &change))
-            .await
-    }
-
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         self.read(move |c| payments::due(c, now, limit)).await
-    }
-}
-
-#[async_trait]
-impl NonceStore for SqliteStore {
-    async fn use_nonce(
-        &self,
-        project: ProjectId,
-        nonce: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let nonce = nonce.to_string();
-        self.write(move |c| nonces::use_nonce(c, project, &nonce, now, expires_at))
-            .await
     }
 }
 

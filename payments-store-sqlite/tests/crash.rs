@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use payments_core::event::OutboxEvent;
 use payments_core::payment::{Payment, PaymentStatus};
-use payments_core::store::{OutboxStore, PaymentChange, PaymentStore};
+use payments_core::store::{OutboxStore, PaymentChange, PaymentStore, Store};
 use payments_core::testing::contract::{
     changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event, T0,
 };

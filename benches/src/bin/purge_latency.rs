@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use hdrhistogram::Histogram;
-use payments_core::store::{NonceStore, Retained, Store};
+use payments_core::store::{Retained, Store};
 use payments_core::{ProjectId, Timestamp};
 use payments_http::sweeper::{RETENTION_BATCH, RETENTION_PAUSE};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};

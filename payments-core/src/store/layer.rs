@@ -25,8 +25,8 @@ use futures_util::future::BoxFuture;
 
 use super::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
-    InsertOutcome, LeaseToken, NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore,
-    Purged, Retained, Store, StoreError, TxOutput, TxWork,
+    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged,
+    Retained, Store, StoreError, TxOutput, TxWork,
 };
 use crate::cabinet::CabinetStore;
 use crate::clock::Timestamp;
@@ -166,7 +166,7 @@ pub trait StoreLayer: Send + Sync {
     }
 }
 
-/// The [`Store`] made of a [`StoreLayer`]: every method of [`PaymentStore`], [`NonceStore`],
+/// The [`Store`] made of a [`StoreLayer`]: every method of [`PaymentStore`],
 /// [`OutboxStore`], [`DirectoryStore`], [`AuditStore`] and [`Store`], required and provided,
 /// goes to the same method of the layer's inner store, through [`StoreLayer::around`]
 /// (except `is_ready` and `cabinet_store`, which go straight to it). So the inner store's
@@ -240,10 +240,6 @@ impl<L: StoreLayer> Layered<L> {
 
 #[async_trait]
 impl<L: StoreLayer> PaymentStore for Layered<L> {
-    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        let op = Op::write("insert_payment");
-        self.around(op, self.inner().insert_payment(payment)).await
-    }
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
         self.around(Op::read("payment"), self.inner().payment(id))
             .await
@@ -259,28 +255,9 @@ impl<L: StoreLayer> PaymentStore for Layered<L> {
             .payment_by_merchant_id(project, merchant_payment_id);
         self.around(op, call).await
     }
-    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        let op = Op::write("commit_change");
-        self.around(op, self.inner().commit_change(change)).await
-    }
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         let op = Op::read("due_payments");
         self.around(op, self.inner().due_payments(now, limit)).await
-    }
-}
-
-#[async_trait]
-impl<L: StoreLayer> NonceStore for Layered<L> {
-    async fn use_nonce(
-        &self,
-        project: ProjectId,
-        nonce: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let op = Op::write("use_nonce");
-        let call = self.inner().use_nonce(project, nonce, now, expires_at);
-        self.around(op, call).await
     }
 }
 
@@ -491,6 +468,25 @@ impl<L: StoreLayer> AuditStore for Layered<L> {
 
 #[async_trait]
 impl<L: StoreLayer> Store for Layered<L> {
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        let op = Op::write("insert_payment");
+        self.around(op, self.inner().insert_payment(payment)).await
+    }
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        let op = Op::write("commit_change");
+        self.around(op, self.inner().commit_change(change)).await
+    }
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let op = Op::write("use_nonce");
+        let call = self.inner().use_nonce(project, nonce, now, expires_at);
+        self.around(op, call).await
+    }
     fn is_ready(&self) -> bool {
         self.inner().is_ready()
     }

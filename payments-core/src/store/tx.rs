@@ -5,7 +5,8 @@
 //! now a backend writes only the small steps of a [`Transaction`] and [`Store::transact`],
 //! which runs a piece of work in one transaction and commits it only when the work succeeds,
 //! and the compound writes are written here, once:
-//! [`admit_create`], [`commit_change_once`], [`commit_resend`]. They are the default bodies of
+//! [`admit_create`], [`commit_change_once`], [`commit_resend`], and the single writes
+//! [`insert_payment`], [`commit_change`] and [`use_nonce`]. They are the default bodies of
 //! the port's methods of the same names; a backend may still override one for speed (the
 //! PostgreSQL store answers a create's admission in one statement), and the contract suite
 //! then compares its answers with these (`contract::admit_create_matches_the_generic_path`,
@@ -32,12 +33,12 @@ use crate::payment::{MerchantPaymentId, Payment};
 #[async_trait]
 pub trait Transaction: Send {
     /// Records `nonce` unless it is recorded and live at its `now` (then `false`, nothing
-    /// written), as [`NonceStore::use_nonce`](super::NonceStore::use_nonce).
+    /// written), as [`Store::use_nonce`].
     async fn use_nonce(&mut self, nonce: NonceUse<'_>) -> Result<bool, StoreError>;
     /// Whether `nonce` is recorded and live at its `now`; writes nothing.
     async fn nonce_live(&mut self, nonce: NonceUse<'_>) -> Result<bool, StoreError>;
     /// Stores `payment` unless its `(project, merchant_payment_id)` is taken, as
-    /// [`PaymentStore::insert_payment`](super::PaymentStore::insert_payment).
+    /// [`Store::insert_payment`].
     async fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError>;
     /// The payment of `project` with `merchant_payment_id`.
     async fn payment_by_merchant_id(
@@ -46,7 +47,7 @@ pub trait Transaction: Send {
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError>;
     /// A change with its event and audit record, as
-    /// [`PaymentStore::commit_change`](super::PaymentStore::commit_change).
+    /// [`Store::commit_change`].
     async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError>;
     /// Marks the failed events of `payment` that no resend has answered yet as answered by the
     /// event `resend`; their ids, in queueing order.
@@ -93,6 +94,45 @@ where
         .downcast::<R>()
         .map(|r| *r)
         .map_err(|_| StoreError::Corrupt("a transaction answered another type".into()))
+}
+
+/// [`Store::insert_payment`] written once: the insert in a transaction of its own.
+pub async fn insert_payment<S: Store + ?Sized>(
+    store: &S,
+    payment: &Payment,
+) -> Result<InsertOutcome, StoreError> {
+    let payment = Arc::new(payment.clone());
+    transact(store, move |tx| {
+        let payment = Arc::clone(&payment);
+        Box::pin(async move { tx.insert_payment(&payment).await })
+    })
+    .await
+}
+
+/// [`Store::commit_change`] written once: the change in a transaction of its own.
+pub async fn commit_change<S: Store + ?Sized>(
+    store: &S,
+    change: &PaymentChange,
+) -> Result<(), StoreError> {
+    let change = Arc::new(change.clone());
+    transact(store, move |tx| {
+        let change = Arc::clone(&change);
+        Box::pin(async move { tx.commit_change(&change).await })
+    })
+    .await
+}
+
+/// [`Store::use_nonce`] written once: the nonce in a transaction of its own.
+pub async fn use_nonce<S: Store + ?Sized>(
+    store: &S,
+    nonce: NonceUse<'_>,
+) -> Result<bool, StoreError> {
+    let nonce = Arc::new(OwnedNonce::of(&nonce));
+    transact(store, move |tx| {
+        let nonce = Arc::clone(&nonce);
+        Box::pin(async move { tx.use_nonce(nonce.borrow()).await })
+    })
+    .await
 }
 
 /// An owned [`NonceUse`], for work that outlives the caller's borrow.

@@ -22,8 +22,8 @@ use crate::project::{
 };
 use crate::store::{
     AttemptRecorded, AuditStore, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome, LeaseToken,
-    NonceStore, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained, Store,
-    StoreError, Transaction, TxOutput, TxWork,
+    NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError,
+    Transaction, TxOutput, TxWork,
 };
 use crate::SecretString;
 
@@ -269,10 +269,6 @@ impl MemoryStore {
 
 #[async_trait]
 impl PaymentStore for MemoryStore {
-    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        self.lock().insert_payment(payment)
-    }
-
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
         Ok(self.lock().payments.get(&id).cloned())
     }
@@ -287,10 +283,6 @@ impl PaymentStore for MemoryStore {
             .payment_by_merchant_id(project, merchant_payment_id))
     }
 
-    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        self.lock().commit_change(change)
-    }
-
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         let st = self.lock();
         let mut due: Vec<Payment> = st
@@ -302,24 +294,6 @@ impl PaymentStore for MemoryStore {
         due.sort_by_key(|p| (p.due_at(), p.id));
         due.truncate(limit);
         Ok(due)
-    }
-}
-
-#[async_trait]
-impl NonceStore for MemoryStore {
-    async fn use_nonce(
-        &self,
-        project: ProjectId,
-        nonce: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let mut st = self.lock();
-        if st.nonce_live(project, nonce, now) {
-            return Ok(false);
-        }
-        st.nonces.insert((project, nonce.to_string()), expires_at);
-        Ok(true)
     }
 }
 

@@ -7,7 +7,7 @@ use futures_executor::block_on;
 use payments_core::event::EventKind;
 use payments_core::payment::{PaymentErrorCode, PaymentStatus};
 use payments_core::service::CreateStatus;
-use payments_core::store::PaymentStore;
+use payments_core::store::Store;
 
 use crate::common::{self, ts, url, T_CREATED};
 use crate::support::{body, setup, setup_with, LIFETIME};

@@ -20,7 +20,7 @@ use payments_core::payment::{
 use payments_core::service::{
     Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig,
 };
-use payments_core::store::{OutboxStore, PaymentChange, PaymentStore, Store};
+use payments_core::store::{OutboxStore, PaymentChange, Store};
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
 use payments_core::{Clock, EventId, PaymentId, ProjectId, Timestamp};
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};

@@ -83,6 +83,9 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("admit_create_matches_the_generic_path", |s| {
             Box::pin(admit_create_matches_the_generic_path(s))
         }),
+        ("single_writes_match_the_generic_path", |s| {
+            Box::pin(single_writes_match_the_generic_path(s))
+        }),
         ("transact_is_all_or_nothing", |s| {
             Box::pin(transact_is_all_or_nothing(s))
         }),

@@ -828,6 +828,111 @@ pub async fn admit_create_matches_the_generic_path<S: Store>(store: &S) {
     );
 }
 
+/// The single writes a store may override for speed ([`Store::use_nonce`],
+/// [`Store::insert_payment`], [`Store::commit_change`]) agree with their generic paths over
+/// [`Store::transact`] ([`crate::store::generic`]): each path sees what the other wrote and
+/// refuses what the other refuses (a replayed nonce, a taken merchant payment id, a stale
+/// version), and a change's event and audit record are written by both.
+pub async fn single_writes_match_the_generic_path<S: Store>(store: &S) {
+    use crate::store::generic;
+    let a = project_id(1);
+    let nonce = |nonce: &'static str, now: Timestamp| NonceUse {
+        project: a,
+        nonce,
+        now,
+        expires_at: T0 + ms(100),
+    };
+    // Nonces, each path after the other.
+    assert!(generic::use_nonce(store, nonce("g", T0))
+        .await
+        .expect("use"));
+    assert!(!store
+        .use_nonce(a, "g", T0, T0 + ms(100))
+        .await
+        .expect("use"));
+    assert!(store
+        .use_nonce(a, "s", T0, T0 + ms(100))
+        .await
+        .expect("use"));
+    assert!(!generic::use_nonce(store, nonce("s", T0))
+        .await
+        .expect("use"));
+    assert!(
+        generic::use_nonce(store, nonce("s", T0 + ms(100)))
+            .await
+            .expect("use"),
+        "free again at its expiry, on the generic path too"
+    );
+
+    // Inserts: a merchant payment id taken on one path is taken on the other.
+    let g = sample_payment(payment_id(1), a, "by-generic");
+    let s = sample_payment(payment_id(2), a, "by-store");
+    let twin =
+        |n: u128, p: &Payment| sample_payment(payment_id(n), a, p.merchant_payment_id.as_str());
+    assert_eq!(
+        generic::insert_payment(store, &g).await.expect("insert"),
+        InsertOutcome::Inserted
+    );
+    assert_eq!(
+        store.insert_payment(&s).await.expect("insert"),
+        InsertOutcome::Inserted
+    );
+    assert_eq!(
+        store.insert_payment(&twin(3, &g)).await.expect("insert"),
+        InsertOutcome::Existing(g.clone())
+    );
+    assert_eq!(
+        generic::insert_payment(store, &twin(4, &s))
+            .await
+            .expect("insert"),
+        InsertOutcome::Existing(s.clone())
+    );
+    assert_eq!(store.payment(payment_id(3)).await.expect("read"), None);
+    assert_eq!(store.payment(payment_id(4)).await.expect("read"), None);
+
+    // Changes: each path refuses a version the other moved past, and writes the event and the
+    // audit record with the payment.
+    let change = |p: &Payment, n: u128, at: i64| {
+        let next = changed(p, PaymentStatus::Processing, T0 + ms(at));
+        PaymentChange {
+            event: Some(sample_event(&next, event_id(n), T0 + ms(at))),
+            audit: Some(sample_audit(
+                T0 + ms(at),
+                "check",
+                next.merchant_payment_id.as_str(),
+            )),
+            expected_version: p.version,
+            payment: next,
+        }
+    };
+    let (g1, s1) = (change(&g, 1, 10), change(&s, 2, 10));
+    generic::commit_change(store, &g1).await.expect("commit");
+    store.commit_change(&s1).await.expect("commit");
+    assert_eq!(
+        store.commit_change(&change(&g, 3, 20)).await,
+        Err(StoreError::Conflict)
+    );
+    assert_eq!(
+        generic::commit_change(store, &change(&s, 4, 20)).await,
+        Err(StoreError::Conflict)
+    );
+    for (c, by) in [(&g1, "generic"), (&s1, "store")] {
+        assert_eq!(
+            store.payment(c.payment.id).await.expect("read").as_ref(),
+            Some(&c.payment),
+            "{by}"
+        );
+        let events = store
+            .events_for_payment(c.payment.id)
+            .await
+            .expect("events");
+        assert_eq!(events.len(), 1, "{by}: the event of the change only");
+        assert_eq!(events[0].outbox, *c.event.as_ref().expect("an event"));
+    }
+    let audit = store.audit_records(10).await.expect("audit");
+    assert_eq!(audit.len(), 2, "both changes' audit records: {audit:?}");
+}
+
 /// `transact` is all or nothing: a work that recorded a nonce, stored a payment and changed
 /// another, then failed, leaves none of it; the same work answering `Ok` leaves all of it and
 /// its answer comes back typed.

@@ -11,8 +11,8 @@ use crate::cabinet::CabinetStore;
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::project::OperatorTokenRecord;
 use crate::store::{
-    AuditStore, Backlog, DirectoryStore, LeaseToken, NonceStore, OutboxStore, PaymentStore, Purged,
-    Retained, TxOutput, TxWork, UnavailableCause,
+    AuditStore, Backlog, DirectoryStore, LeaseToken, OutboxStore, PaymentStore, Purged, Retained,
+    TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -426,10 +426,6 @@ impl Probe {
 
 #[async_trait]
 impl PaymentStore for Probe {
-    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        self.saw("insert_payment");
-        self.memory.insert_payment(payment).await
-    }
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
         self.saw("payment");
         self.memory.payment(id).await
@@ -444,27 +440,9 @@ impl PaymentStore for Probe {
             .payment_by_merchant_id(project, merchant_payment_id)
             .await
     }
-    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        self.saw("commit_change");
-        self.memory.commit_change(change).await
-    }
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         self.saw("due_payments");
         self.memory.due_payments(now, limit).await
-    }
-}
-
-#[async_trait]
-impl NonceStore for Probe {
-    async fn use_nonce(
-        &self,
-        project: ProjectId,
-        nonce: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.saw("use_nonce");
-        self.memory.use_nonce(project, nonce, now, expires_at).await
     }
 }
 
@@ -663,6 +641,24 @@ impl AuditStore for Probe {
 
 #[async_trait]
 impl Store for Probe {
+    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
+        self.saw("insert_payment");
+        self.memory.insert_payment(payment).await
+    }
+    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
+        self.saw("commit_change");
+        self.memory.commit_change(change).await
+    }
+    async fn use_nonce(
+        &self,
+        project: ProjectId,
+        nonce: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.saw("use_nonce");
+        self.memory.use_nonce(project, nonce, now, expires_at).await
+    }
     fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
@@ -931,7 +927,6 @@ mod tests {
     fn every_method_of_the_port_is_forwarded_probed_and_checked() {
         let traits = [
             "PaymentStore",
-            "NonceStore",
             "OutboxStore",
             "DirectoryStore",
             "AuditStore",
@@ -973,9 +968,6 @@ mod tests {
 
     #[async_trait]
     impl PaymentStore for Naive {
-        async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-            self.0.insert_payment(payment).await
-        }
         async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
             self.0.payment(id).await
         }
@@ -988,28 +980,12 @@ mod tests {
                 .payment_by_merchant_id(project, merchant_payment_id)
                 .await
         }
-        async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-            self.0.commit_change(change).await
-        }
         async fn due_payments(
             &self,
             now: Timestamp,
             limit: usize,
         ) -> Result<Vec<Payment>, StoreError> {
             self.0.due_payments(now, limit).await
-        }
-    }
-
-    #[async_trait]
-    impl NonceStore for Naive {
-        async fn use_nonce(
-            &self,
-            project: ProjectId,
-            nonce: &str,
-            now: Timestamp,
-            expires_at: Timestamp,
-        ) -> Result<bool, StoreError> {
-            self.0.use_nonce(project, nonce, now, expires_at).await
         }
     }
 
