@@ -16,11 +16,9 @@
 use async_trait::async_trait;
 
 use crate::clock::Timestamp;
-use crate::event::{DeliveryState, EventRecord};
-use crate::ids::{EventId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
-use crate::payer::PaymentPageRecord;
-use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use crate::ids::{MerchantId, ProjectId, SessionId, UserId};
 use crate::store::StoreError;
+pub use crate::store::{EventQuery, PaymentQuery};
 use crate::SecretString;
 
 /// What a cabinet user may see and do.
@@ -189,44 +187,6 @@ pub struct CabinetAuditRecord {
     pub detail: Option<String>,
 }
 
-/// A page of a project's payments, newest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PaymentQuery {
-    /// The project.
-    pub project: ProjectId,
-    /// Only this status.
-    pub status: Option<PaymentStatus>,
-    /// Created at or after.
-    pub created_from: Option<Timestamp>,
-    /// Created before.
-    pub created_to: Option<Timestamp>,
-    /// Only this merchant payment id.
-    pub merchant_payment_id: Option<MerchantPaymentId>,
-    /// Only payments before this `(created_at, id)` in the order (the next page).
-    pub before: Option<(Timestamp, PaymentId)>,
-    /// At most this many.
-    pub limit: usize,
-}
-
-/// A page of a project's callback events with their attempts, newest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventQuery {
-    /// The project.
-    pub project: ProjectId,
-    /// Only events in this delivery state.
-    pub state: Option<DeliveryState>,
-    /// Only this payment's events.
-    pub payment: Option<PaymentId>,
-    /// Queued at or after.
-    pub created_from: Option<Timestamp>,
-    /// Queued before.
-    pub created_to: Option<Timestamp>,
-    /// Only events before this `(created_at, event_id)` in the order (the next page).
-    pub before: Option<(Timestamp, EventId)>,
-    /// At most this many.
-    pub limit: usize,
-}
-
 /// Everything the web cabinet keeps, and the listings it reads.
 ///
 /// Users are unique by e-mail; sessions and invitations by the hash of their token. The writes
@@ -330,38 +290,4 @@ pub trait CabinetStore: Send + Sync {
         merchant: Option<MerchantId>,
         limit: usize,
     ) -> Result<Vec<CabinetAuditRecord>, StoreError>;
-
-    /// Records that `token` authenticated a request at `at` (the latest time is kept).
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError>;
-    /// When each of `tokens` was last used, for those used at all.
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError>;
-
-    /// A page of a project's payments (see [`PaymentQuery`]), newest first by
-    /// `(created_at, id)`.
-    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError>;
-    /// A page of a project's callback events with their attempts (see [`EventQuery`]),
-    /// newest first by `(created_at, event_id)`.
-    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
-
-    /// The payer page link of `page.payment_id`: stores `page` if the payment has none, and
-    /// answers the payment's stored link either way (a payment's link never changes; of
-    /// concurrent calls for one payment exactly one stores its record, every call answers
-    /// that one). [`StoreError::Duplicate`] if another payment's link has the same token hash.
-    async fn ensure_payment_page(
-        &self,
-        page: &PaymentPageRecord,
-    ) -> Result<PaymentPageRecord, StoreError>;
-    /// A payment's payer page link, if it has one.
-    async fn payment_page(
-        &self,
-        payment: PaymentId,
-    ) -> Result<Option<PaymentPageRecord>, StoreError>;
-    /// The payer page link whose token has this SHA-256 (through an index).
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError>;
 }

@@ -7,8 +7,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::clock::Timestamp;
-use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent};
+use crate::event::{
+    DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
+};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -163,6 +166,44 @@ pub struct PaymentChange {
     pub audit: Option<AuditRecord>,
 }
 
+/// A page of a project's payments, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentQuery {
+    /// The project.
+    pub project: ProjectId,
+    /// Only this status.
+    pub status: Option<PaymentStatus>,
+    /// Created at or after.
+    pub created_from: Option<Timestamp>,
+    /// Created before.
+    pub created_to: Option<Timestamp>,
+    /// Only this merchant payment id.
+    pub merchant_payment_id: Option<MerchantPaymentId>,
+    /// Only payments before this `(created_at, id)` in the order (the next page).
+    pub before: Option<(Timestamp, PaymentId)>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// A page of a project's callback events with their attempts, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventQuery {
+    /// The project.
+    pub project: ProjectId,
+    /// Only events in this delivery state.
+    pub state: Option<DeliveryState>,
+    /// Only this payment's events.
+    pub payment: Option<PaymentId>,
+    /// Queued at or after.
+    pub created_from: Option<Timestamp>,
+    /// Queued before.
+    pub created_to: Option<Timestamp>,
+    /// Only events before this `(created_at, event_id)` in the order (the next page).
+    pub before: Option<(Timestamp, EventId)>,
+    /// At most this many.
+    pub limit: usize,
+}
+
 /// What waits in a store ([`Store::backlog`]): for metrics, readiness and the operator's
 /// `status`. Scraped often, so a store reads each part through an index or a counter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -240,6 +281,30 @@ pub async fn purge_all<S: Store + ?Sized>(
     }
 }
 
+/// The links of the hosted payer page ([`crate::payer`]): one per payment, found by the hash
+/// of its token.
+#[async_trait]
+pub trait PayerPageStore: Send + Sync {
+    /// The payer page link of `page.payment_id`: stores `page` if the payment has none, and
+    /// answers the payment's stored link either way (a payment's link never changes; of
+    /// concurrent calls for one payment exactly one stores its record, every call answers
+    /// that one). [`StoreError::Duplicate`] if another payment's link has the same token hash.
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError>;
+    /// A payment's payer page link, if it has one.
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError>;
+    /// The payer page link whose token has this SHA-256 (through an index).
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError>;
+}
+
 /// Payments.
 #[async_trait]
 pub trait PaymentStore: Send + Sync {
@@ -254,6 +319,9 @@ pub trait PaymentStore: Send + Sync {
     /// Payments whose [`Payment::due_at`] is at or before `now`, earliest first, through an
     /// index (cost follows the number due, not the number stored).
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError>;
+    /// A page of a project's payments (see [`PaymentQuery`]), newest first by
+    /// `(created_at, id)`.
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError>;
 }
 
 /// A lease fencing token: every claim of an outbox event gives it a new, larger token, so the
@@ -335,6 +403,9 @@ pub trait OutboxStore: Send + Sync {
         filter: &FailedEventFilter,
         limit: usize,
     ) -> Result<Vec<FailedEvent>, StoreError>;
+    /// A page of a project's callback events with their attempts (see [`EventQuery`]),
+    /// newest first by `(created_at, event_id)`.
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
 }
 
 /// What [`DirectoryStore::auth_lookup`] found; each part `None` when absent.
@@ -478,6 +549,13 @@ pub trait DirectoryStore: Send + Sync {
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError>;
     /// Sets a named setting.
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
+    /// Records that `token` authenticated a request at `at` (the latest time is kept).
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError>;
+    /// When each of `tokens` was last used, for those used at all.
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError>;
 }
 
 /// The audit trail.
@@ -592,7 +670,7 @@ pub enum AdmitOutcome {
 /// });
 /// ```
 #[async_trait]
-pub trait Store: PaymentStore + OutboxStore + DirectoryStore + AuditStore {
+pub trait Store: PaymentStore + OutboxStore + DirectoryStore + AuditStore + PayerPageStore {
     /// A cheap check that the store answers (for `/readyz`).
     fn is_ready(&self) -> bool {
         true

@@ -70,10 +70,9 @@ pub struct SharedState {
 }
 
 /// Records when project tokens authenticate requests, for the cabinet's "last used": at most
-/// one store write per token per [`TokenUse::RESOLUTION`], made off the request's path. A store
-/// without the cabinet's part records nothing.
+/// one store write per token per [`TokenUse::RESOLUTION`], made off the request's path.
 pub struct TokenUse {
-    store: Option<Arc<dyn payments_core::cabinet::CabinetStore>>,
+    store: Arc<dyn payments_core::store::Store>,
     written: std::sync::Mutex<
         std::collections::HashMap<payments_core::TokenId, payments_core::Timestamp>,
     >,
@@ -92,16 +91,13 @@ impl TokenUse {
 
     fn new(service: &PaymentService) -> TokenUse {
         TokenUse {
-            store: service.store().clone().cabinet_store(),
+            store: service.store().clone(),
             written: std::sync::Mutex::default(),
         }
     }
 
     /// Notes that `token` authenticated a request at `at`.
     pub fn note(&self, token: payments_core::TokenId, at: payments_core::Timestamp) {
-        let Some(store) = &self.store else {
-            return;
-        };
         {
             let mut written = self
                 .written
@@ -118,7 +114,7 @@ impl TokenUse {
             }
             written.insert(token, at);
         }
-        let store = store.clone();
+        let store = self.store.clone();
         tokio::spawn(async move {
             if let Err(e) = store.record_token_use(token, at).await {
                 tracing::warn!(error = %e, "token use not recorded");

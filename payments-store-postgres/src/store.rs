@@ -20,8 +20,8 @@ use payments_core::project::{
 };
 use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
-    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged,
-    Retained, Store, StoreError, Transaction, TxOutput, TxWork,
+    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PayerPageStore, PaymentChange, PaymentStore,
+    Purged, Retained, Store, StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -113,6 +113,11 @@ impl PaymentStore for PgStore {
         let client = self.client().await?;
         payments::due(&client, now, limit).await
     }
+
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        let client = self.client().await?;
+        payments::find(&client, query).await
+    }
 }
 
 #[async_trait]
@@ -166,6 +171,21 @@ impl OutboxStore for PgStore {
     ) -> Result<Vec<FailedEvent>, StoreError> {
         let client = self.client().await?;
         outbox::failed(&client, filter, limit).await
+    }
+
+    /// The events and their attempts from one snapshot.
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db)?;
+        let records = outbox::find(&tx, query).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(records)
     }
 }
 
@@ -336,6 +356,19 @@ impl DirectoryStore for PgStore {
         let client = self.client().await?;
         directory::put_setting(&client, name, value).await
     }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::record_token_use(&client, token, at).await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let client = self.client().await?;
+        cabinet::token_last_used(&client, tokens).await
+    }
 }
 
 #[async_trait]
@@ -348,6 +381,33 @@ impl AuditStore for PgStore {
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         let client = self.client().await?;
         directory::audit_records(&client, limit).await
+    }
+}
+
+#[async_trait]
+impl PayerPageStore for PgStore {
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        let client = self.client().await?;
+        cabinet::ensure_payment_page(&client, page).await
+    }
+
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::payment_page(&client, payment).await
+    }
+
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::payment_page_by_hash(&client, hash).await
     }
 }
 
@@ -673,62 +733,5 @@ impl CabinetStore for PgStore {
     ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
         let client = self.client().await?;
         cabinet::audit(&client, merchant, limit).await
-    }
-
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::record_token_use(&client, token, at).await
-    }
-
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        let client = self.client().await?;
-        cabinet::token_last_used(&client, tokens).await
-    }
-
-    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
-        let client = self.client().await?;
-        payments::find(&client, query).await
-    }
-
-    /// The events and their attempts from one snapshot.
-    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(db)?;
-        let records = outbox::find(&tx, query).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(records)
-    }
-
-    async fn ensure_payment_page(
-        &self,
-        page: &PaymentPageRecord,
-    ) -> Result<PaymentPageRecord, StoreError> {
-        let client = self.client().await?;
-        cabinet::ensure_payment_page(&client, page).await
-    }
-
-    async fn payment_page(
-        &self,
-        payment: PaymentId,
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::payment_page(&client, payment).await
-    }
-
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::payment_page_by_hash(&client, hash).await
     }
 }

@@ -20,8 +20,8 @@ use payments_core::project::{
 };
 use payments_core::store::{
     AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome,
-    LeaseToken, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained, Store,
-    StoreError, Transaction, TxOutput, TxWork,
+    LeaseToken, NonceUse, OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged,
+    Retained, Store, StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
@@ -88,6 +88,11 @@ impl PaymentStore for SqliteStore {
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         self.read(move |c| payments::due(c, now, limit)).await
     }
+
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        let q = query.clone();
+        self.read(move |c| payments::find(c, &q)).await
+    }
 }
 
 #[async_trait]
@@ -125,6 +130,13 @@ impl OutboxStore for SqliteStore {
     ) -> Result<Vec<FailedEvent>, StoreError> {
         let filter = filter.clone();
         self.read(move |c| outbox::failed(c, &filter, limit)).await
+    }
+
+    /// The events and their attempts in one read transaction (one snapshot).
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let q = query.clone();
+        self.read(move |c| directory::snapshot(c, || outbox::find(c, &q)))
+            .await
     }
 }
 
@@ -299,6 +311,20 @@ impl DirectoryStore for SqliteStore {
         self.write(move |c| directory::put_setting(c, &name, &value))
             .await
     }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        self.write(move |c| cabinet::record_token_use(c, token, at))
+            .await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let tokens = tokens.to_vec();
+        self.read(move |c| cabinet::token_last_used(c, &tokens))
+            .await
+    }
 }
 
 #[async_trait]
@@ -310,6 +336,34 @@ impl AuditStore for SqliteStore {
 
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         self.read(move |c| directory::audit_records(c, limit)).await
+    }
+}
+
+#[async_trait]
+impl PayerPageStore for SqliteStore {
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        let p = page.clone();
+        self.write(move |c| cabinet::ensure_payment_page(c, &p))
+            .await
+    }
+
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        self.read(move |c| cabinet::payment_page(c, payment)).await
+    }
+
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let h = *hash;
+        self.read(move |c| cabinet::payment_page_by_hash(c, &h))
+            .await
     }
 }
 
@@ -557,56 +611,5 @@ impl CabinetStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
         self.read(move |c| cabinet::audit(c, merchant, limit)).await
-    }
-
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        self.write(move |c| cabinet::record_token_use(c, token, at))
-            .await
-    }
-
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        let tokens = tokens.to_vec();
-        self.read(move |c| cabinet::token_last_used(c, &tokens))
-            .await
-    }
-
-    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
-        let q = query.clone();
-        self.read(move |c| payments::find(c, &q)).await
-    }
-
-    /// The events and their attempts in one read transaction (one snapshot).
-    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-        let q = query.clone();
-        self.read(move |c| directory::snapshot(c, || outbox::find(c, &q)))
-            .await
-    }
-
-    async fn ensure_payment_page(
-        &self,
-        page: &PaymentPageRecord,
-    ) -> Result<PaymentPageRecord, StoreError> {
-        let p = page.clone();
-        self.write(move |c| cabinet::ensure_payment_page(c, &p))
-            .await
-    }
-
-    async fn payment_page(
-        &self,
-        payment: PaymentId,
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        self.read(move |c| cabinet::payment_page(c, payment)).await
-    }
-
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        let h = *hash;
-        self.read(move |c| cabinet::payment_page_by_hash(c, &h))
-            .await
     }
 }

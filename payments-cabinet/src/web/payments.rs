@@ -85,6 +85,7 @@ pub(crate) async fn list(
     };
     let mut found = st
         .cabinet
+        .service()
         .store()
         .find_payments(&query)
         .await
@@ -640,6 +641,7 @@ pub(crate) async fn deliveries(
     };
     let mut found = st
         .cabinet
+        .service()
         .store()
         .find_events(&query)
         .await

@@ -188,6 +188,7 @@ async fn access_page(
     let ids: Vec<TokenId> = tokens.iter().map(|t| t.id).collect();
     let used = st
         .cabinet
+        .service()
         .store()
         .token_last_used(&ids)
         .await

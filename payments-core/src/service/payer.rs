@@ -21,9 +21,7 @@ impl PaymentService {
         if !project.payer_page || payment.project_id != project.id {
             return Ok(None);
         }
-        let Some(pages) = self.ports.store.clone().cabinet_store() else {
-            return Ok(None);
-        };
+        let pages = &self.ports.store;
         let stored = match pages.payment_page(payment.id).await? {
             Some(page) => page,
             None => {
@@ -41,18 +39,14 @@ impl PaymentService {
         }
     }
 
-    /// What the payer page at `token` shows now. A token that is malformed or unknown, of a
-    /// payment whose project has the page off, or of a store without payer page links, is
-    /// `404 payment_not_found`, the same answer for each, so a wrong link learns nothing.
+    /// What the payer page at `token` shows now. A token that is malformed or unknown, or of a
+    /// payment whose project has the page off, is `404 payment_not_found`, the same answer for
+    /// each, so a wrong link learns nothing.
     pub async fn payer_page(&self, token: &str) -> Result<PayerView, ApiError> {
         let token = PageToken::parse(token).ok_or_else(payment_not_found)?;
-        let pages = self
+        let page = self
             .ports
             .store
-            .clone()
-            .cabinet_store()
-            .ok_or_else(payment_not_found)?;
-        let page = pages
             .payment_page_by_hash(&token.hash())
             .await?
             .ok_or_else(payment_not_found)?;

@@ -25,13 +25,14 @@ use futures_util::future::BoxFuture;
 
 use super::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
-    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged,
-    Retained, Store, StoreError, TxOutput, TxWork,
+    EventQuery, InsertOutcome, LeaseToken, NonceUse, OutboxStore, PayerPageStore, PaymentChange,
+    PaymentQuery, PaymentStore, Purged, Retained, Store, StoreError, TxOutput, TxWork,
 };
 use crate::cabinet::CabinetStore;
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
@@ -259,6 +260,10 @@ impl<L: StoreLayer> PaymentStore for Layered<L> {
         let op = Op::read("due_payments");
         self.around(op, self.inner().due_payments(now, limit)).await
     }
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        let op = Op::read("find_payments");
+        self.around(op, self.inner().find_payments(query)).await
+    }
 }
 
 #[async_trait]
@@ -299,6 +304,10 @@ impl<L: StoreLayer> OutboxStore for Layered<L> {
         let op = Op::read("failed_events");
         self.around(op, self.inner().failed_events(filter, limit))
             .await
+    }
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let op = Op::read("find_events");
+        self.around(op, self.inner().find_events(query)).await
     }
 }
 
@@ -452,6 +461,18 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         let op = Op::write("put_setting");
         self.around(op, self.inner().put_setting(name, value)).await
     }
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let op = Op::write("record_token_use");
+        self.around(op, self.inner().record_token_use(token, at))
+            .await
+    }
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let op = Op::read("token_last_used");
+        self.around(op, self.inner().token_last_used(tokens)).await
+    }
 }
 
 #[async_trait]
@@ -463,6 +484,33 @@ impl<L: StoreLayer> AuditStore for Layered<L> {
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         let op = Op::read("audit_records");
         self.around(op, self.inner().audit_records(limit)).await
+    }
+}
+
+#[async_trait]
+impl<L: StoreLayer> PayerPageStore for Layered<L> {
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        let op = Op::write("ensure_payment_page");
+        self.around(op, self.inner().ensure_payment_page(page))
+            .await
+    }
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let op = Op::read("payment_page");
+        self.around(op, self.inner().payment_page(payment)).await
+    }
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        let op = Op::read("payment_page_by_hash");
+        self.around(op, self.inner().payment_page_by_hash(hash))
+            .await
     }
 }
 

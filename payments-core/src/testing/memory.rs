@@ -22,8 +22,8 @@ use crate::project::{
 };
 use crate::store::{
     AttemptRecorded, AuditStore, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome, LeaseToken,
-    NonceUse, OutboxStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError,
-    Transaction, TxOutput, TxWork,
+    NonceUse, OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store,
+    StoreError, Transaction, TxOutput, TxWork,
 };
 use crate::SecretString;
 
@@ -295,6 +295,28 @@ impl PaymentStore for MemoryStore {
         due.truncate(limit);
         Ok(due)
     }
+
+    async fn find_payments(&self, q: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<Payment> = st
+            .payments
+            .values()
+            .filter(|p| {
+                p.project_id == q.project
+                    && q.status.is_none_or(|s| p.status == s)
+                    && q.created_from.is_none_or(|t| p.created_at >= t)
+                    && q.created_to.is_none_or(|t| p.created_at < t)
+                    && q.merchant_payment_id
+                        .as_ref()
+                        .is_none_or(|m| &p.merchant_payment_id == m)
+                    && q.before.is_none_or(|b| (p.created_at, p.id) < b)
+            })
+            .cloned()
+            .collect();
+        found.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
+        found.truncate(q.limit);
+        Ok(found)
+    }
 }
 
 #[async_trait]
@@ -382,6 +404,29 @@ impl OutboxStore for MemoryStore {
                 last_attempt: e.attempts.last().cloned(),
             })
             .collect())
+    }
+
+    async fn find_events(&self, q: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<EventRecord> = st
+            .events
+            .iter()
+            .filter(|r| {
+                let e = &r.outbox.event;
+                e.project_id == q.project
+                    && q.state.is_none_or(|s| r.outbox.state == s)
+                    && q.payment.is_none_or(|p| e.payment_id == p)
+                    && q.created_from.is_none_or(|t| e.created_at >= t)
+                    && q.created_to.is_none_or(|t| e.created_at < t)
+                    && q.before.is_none_or(|b| (e.created_at, e.event_id) < b)
+            })
+            .cloned()
+            .collect();
+        found.sort_by_key(|r| {
+            std::cmp::Reverse((r.outbox.event.created_at, r.outbox.event.event_id))
+        });
+        found.truncate(q.limit);
+        Ok(found)
     }
 }
 
@@ -627,6 +672,24 @@ impl DirectoryStore for MemoryStore {
             .insert(name.to_string(), value.to_string());
         Ok(())
     }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let last = st.cabinet.token_use.entry(token).or_insert(at);
+        *last = (*last).max(at);
+        Ok(())
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let st = self.lock();
+        Ok(tokens
+            .iter()
+            .filter_map(|t| st.cabinet.token_use.get(t).map(|at| (*t, *at)))
+            .collect())
+    }
 }
 
 #[async_trait]
@@ -645,6 +708,45 @@ impl AuditStore for MemoryStore {
             .take(limit)
             .cloned()
             .collect())
+    }
+}
+
+#[async_trait]
+impl PayerPageStore for MemoryStore {
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        let mut st = self.lock();
+        let pages = &mut st.cabinet.payment_pages;
+        if let Some(existing) = pages.get(&page.payment_id) {
+            return Ok(existing.clone());
+        }
+        if pages.values().any(|p| p.token_hash == page.token_hash) {
+            return Err(StoreError::Duplicate("payment page token".into()));
+        }
+        pages.insert(page.payment_id, page.clone());
+        Ok(page.clone())
+    }
+
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        Ok(self.lock().cabinet.payment_pages.get(&payment).cloned())
+    }
+
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        Ok(self
+            .lock()
+            .cabinet
+            .payment_pages
+            .values()
+            .find(|p| &p.token_hash == hash)
+            .cloned())
     }
 }
 
@@ -1054,104 +1156,5 @@ impl CabinetStore for MemoryStore {
             .take(limit)
             .cloned()
             .collect())
-    }
-
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        let mut st = self.lock();
-        let last = st.cabinet.token_use.entry(token).or_insert(at);
-        *last = (*last).max(at);
-        Ok(())
-    }
-
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        let st = self.lock();
-        Ok(tokens
-            .iter()
-            .filter_map(|t| st.cabinet.token_use.get(t).map(|at| (*t, *at)))
-            .collect())
-    }
-
-    async fn find_payments(&self, q: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
-        let st = self.lock();
-        let mut found: Vec<Payment> = st
-            .payments
-            .values()
-            .filter(|p| {
-                p.project_id == q.project
-                    && q.status.is_none_or(|s| p.status == s)
-                    && q.created_from.is_none_or(|t| p.created_at >= t)
-                    && q.created_to.is_none_or(|t| p.created_at < t)
-                    && q.merchant_payment_id
-                        .as_ref()
-                        .is_none_or(|m| &p.merchant_payment_id == m)
-                    && q.before.is_none_or(|b| (p.created_at, p.id) < b)
-            })
-            .cloned()
-            .collect();
-        found.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
-        found.truncate(q.limit);
-        Ok(found)
-    }
-
-    async fn find_events(&self, q: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-        let st = self.lock();
-        let mut found: Vec<EventRecord> = st
-            .events
-            .iter()
-            .filter(|r| {
-                let e = &r.outbox.event;
-                e.project_id == q.project
-                    && q.state.is_none_or(|s| r.outbox.state == s)
-                    && q.payment.is_none_or(|p| e.payment_id == p)
-                    && q.created_from.is_none_or(|t| e.created_at >= t)
-                    && q.created_to.is_none_or(|t| e.created_at < t)
-                    && q.before.is_none_or(|b| (e.created_at, e.event_id) < b)
-            })
-            .cloned()
-            .collect();
-        found.sort_by_key(|r| {
-            std::cmp::Reverse((r.outbox.event.created_at, r.outbox.event.event_id))
-        });
-        found.truncate(q.limit);
-        Ok(found)
-    }
-
-    async fn ensure_payment_page(
-        &self,
-        page: &PaymentPageRecord,
-    ) -> Result<PaymentPageRecord, StoreError> {
-        let mut st = self.lock();
-        let pages = &mut st.cabinet.payment_pages;
-        if let Some(existing) = pages.get(&page.payment_id) {
-            return Ok(existing.clone());
-        }
-        if pages.values().any(|p| p.token_hash == page.token_hash) {
-            return Err(StoreError::Duplicate("payment page token".into()));
-        }
-        pages.insert(page.payment_id, page.clone());
-        Ok(page.clone())
-    }
-
-    async fn payment_page(
-        &self,
-        payment: PaymentId,
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        Ok(self.lock().cabinet.payment_pages.get(&payment).cloned())
-    }
-
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .cabinet
-            .payment_pages
-            .values()
-            .find(|p| &p.token_hash == hash)
-            .cloned())
     }
 }

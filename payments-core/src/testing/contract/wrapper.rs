@@ -9,10 +9,11 @@ use async_trait::async_trait;
 use super::*;
 use crate::cabinet::CabinetStore;
 use crate::event::{FailedEvent, FailedEventFilter};
+use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
 use crate::store::{
-    AuditStore, Backlog, DirectoryStore, LeaseToken, OutboxStore, PaymentStore, Purged, Retained,
-    TxOutput, TxWork, UnavailableCause,
+    AuditStore, Backlog, DirectoryStore, EventQuery, LeaseToken, OutboxStore, PayerPageStore,
+    PaymentQuery, PaymentStore, Purged, Retained, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -295,6 +296,35 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("events_for_payment", |s| s.events_for_payment(pay.id));
     let _ = same!("failed_events", |s| s
         .failed_events(&FailedEventFilter::default(), 10));
+    let _ = same!("find_payments", |s| s.find_payments(&PaymentQuery {
+        project: p.id,
+        status: None,
+        created_from: None,
+        created_to: None,
+        merchant_payment_id: None,
+        before: None,
+        limit: 10,
+    }));
+    let _ = same!("find_events", |s| s.find_events(&EventQuery {
+        project: p.id,
+        state: None,
+        payment: Some(pay.id),
+        created_from: None,
+        created_to: None,
+        before: None,
+        limit: 10,
+    }));
+
+    // The payer page's link, and a token's last use.
+    let page_token = crate::payer::PageToken::generate(&crate::testing::SeededRandom::new(37));
+    let page = PaymentPageRecord::new(pay.id, &page_token, T0 + ms(150));
+    let _ = same!("ensure_payment_page", |s| s.ensure_payment_page(&page));
+    let _ = same!("payment_page", |s| s.payment_page(pay.id));
+    let _ = same!("payment_page_by_hash", |s| s
+        .payment_page_by_hash(&page_token.hash()));
+    let _ = same!("record_token_use", |s| s
+        .record_token_use(t.id, T0 + ms(160)));
+    let _ = same!("token_last_used", |s| s.token_last_used(&[t.id]));
     let mut resend = sample_event(&canceled, event_id(2), T0 + ms(300));
     resend.event.kind = EventKind::ManualResend;
     resend.max_attempts = 1;
@@ -444,6 +474,10 @@ impl PaymentStore for Probe {
         self.saw("due_payments");
         self.memory.due_payments(now, limit).await
     }
+    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+        self.saw("find_payments");
+        self.memory.find_payments(query).await
+    }
 }
 
 #[async_trait]
@@ -480,6 +514,10 @@ impl OutboxStore for Probe {
     ) -> Result<Vec<FailedEvent>, StoreError> {
         self.saw("failed_events");
         self.memory.failed_events(filter, limit).await
+    }
+    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        self.saw("find_events");
+        self.memory.find_events(query).await
     }
 }
 
@@ -625,6 +663,17 @@ impl DirectoryStore for Probe {
         self.saw("put_setting");
         self.memory.put_setting(name, value).await
     }
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        self.saw("record_token_use");
+        self.memory.record_token_use(token, at).await
+    }
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        self.saw("token_last_used");
+        self.memory.token_last_used(tokens).await
+    }
 }
 
 #[async_trait]
@@ -636,6 +685,31 @@ impl AuditStore for Probe {
     async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         self.saw("audit_records");
         self.memory.audit_records(limit).await
+    }
+}
+
+#[async_trait]
+impl PayerPageStore for Probe {
+    async fn ensure_payment_page(
+        &self,
+        page: &PaymentPageRecord,
+    ) -> Result<PaymentPageRecord, StoreError> {
+        self.saw("ensure_payment_page");
+        self.memory.ensure_payment_page(page).await
+    }
+    async fn payment_page(
+        &self,
+        payment: PaymentId,
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        self.saw("payment_page");
+        self.memory.payment_page(payment).await
+    }
+    async fn payment_page_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        self.saw("payment_page_by_hash");
+        self.memory.payment_page_by_hash(hash).await
     }
 }
 
@@ -856,6 +930,8 @@ mod tests {
             .collect();
         let expected: BTreeSet<&str> = [
             "insert_payment",
+            "ensure_payment_page",
+            "record_token_use",
             "commit_change",
             "use_nonce",
             "purge",
@@ -930,6 +1006,7 @@ mod tests {
             "OutboxStore",
             "DirectoryStore",
             "AuditStore",
+            "PayerPageStore",
             "Store",
         ];
         let declared = |src: &str, header: &dyn Fn(&str) -> String| {
@@ -987,6 +1064,9 @@ mod tests {
         ) -> Result<Vec<Payment>, StoreError> {
             self.0.due_payments(now, limit).await
         }
+        async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+            self.0.find_payments(query).await
+        }
     }
 
     #[async_trait]
@@ -1022,6 +1102,9 @@ mod tests {
             limit: usize,
         ) -> Result<Vec<FailedEvent>, StoreError> {
             self.0.failed_events(filter, limit).await
+        }
+        async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+            self.0.find_events(query).await
         }
     }
 
@@ -1139,6 +1222,15 @@ mod tests {
         async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
             self.0.put_setting(name, value).await
         }
+        async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+            self.0.record_token_use(token, at).await
+        }
+        async fn token_last_used(
+            &self,
+            tokens: &[TokenId],
+        ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+            self.0.token_last_used(tokens).await
+        }
     }
 
     #[async_trait]
@@ -1148,6 +1240,28 @@ mod tests {
         }
         async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
             self.0.audit_records(limit).await
+        }
+    }
+
+    #[async_trait]
+    impl PayerPageStore for Naive {
+        async fn ensure_payment_page(
+            &self,
+            page: &PaymentPageRecord,
+        ) -> Result<PaymentPageRecord, StoreError> {
+            self.0.ensure_payment_page(page).await
+        }
+        async fn payment_page(
+            &self,
+            payment: PaymentId,
+        ) -> Result<Option<PaymentPageRecord>, StoreError> {
+            self.0.payment_page(payment).await
+        }
+        async fn payment_page_by_hash(
+            &self,
+            hash: &[u8; 32],
+        ) -> Result<Option<PaymentPageRecord>, StoreError> {
+            self.0.payment_page_by_hash(hash).await
         }
     }
 
