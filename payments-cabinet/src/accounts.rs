@@ -197,11 +197,6 @@ impl std::fmt::Debug for Cabinet {
     }
 }
 
-/// The store behind the service has no cabinet part ([`payments_core::store::Store::cabinet_store`]).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("the store does not keep the web cabinet's records (Store::cabinet_store is None)")]
-pub struct NoCabinetStore;
-
 fn bad_request(m: impl Into<String>) -> ApiError {
     ApiError::bad_request(m)
 }
@@ -226,18 +221,19 @@ pub fn normalise_email(email: &str) -> Result<String, ApiError> {
 }
 
 impl Cabinet {
-    /// The cabinet over `service`'s store; [`NoCabinetStore`] if that store has no cabinet part.
-    pub fn new(service: PaymentService, config: CabinetConfig) -> Result<Cabinet, NoCabinetStore> {
-        let store = service
-            .store()
-            .clone()
-            .cabinet_store()
-            .ok_or(NoCabinetStore)?;
-        Ok(Cabinet {
+    /// The cabinet over `service` and `store`, the store of the cabinet's own records (the
+    /// bundled SQLite and PostgreSQL stores keep them in the service's database: pass the same
+    /// store twice).
+    pub fn new(
+        service: PaymentService,
+        store: Arc<dyn CabinetStore>,
+        config: CabinetConfig,
+    ) -> Cabinet {
+        Cabinet {
             service,
             store,
             config,
-        })
+        }
     }
 
     /// The payment service.

@@ -20,6 +20,6 @@ pub mod accounts;
 pub mod secrets;
 pub mod web;
 
-pub use accounts::{Cabinet, CabinetConfig, Client, NoCabinetStore};
+pub use accounts::{Cabinet, CabinetConfig, Client};
 pub use web::payer::payer_page_url;
 pub use web::{router, CabinetState};

@@ -59,7 +59,7 @@ fn world_with(sealing: SealingKeys) -> World {
         },
         AuthConfig::for_environment(Environment::Sandbox),
     );
-    let cabinet = Cabinet::new(service, CabinetConfig::default()).expect("a cabinet store");
+    let cabinet = Cabinet::new(service, store.clone(), CabinetConfig::default());
     World {
         store,
         clock,
@@ -372,7 +372,7 @@ async fn totp_keys_are_resealed_under_a_new_key() {
         },
         AuthConfig::for_environment(Environment::Sandbox),
     );
-    let rotated = Cabinet::new(service, CabinetConfig::default()).expect("a cabinet");
+    let rotated = Cabinet::new(service, w.store.clone(), CabinetConfig::default());
     assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (1, 0));
     assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (0, 1));
     // Under the new key alone, the user still signs in with the same key.
@@ -391,7 +391,7 @@ async fn totp_keys_are_resealed_under_a_new_key() {
         },
         AuthConfig::for_environment(Environment::Sandbox),
     );
-    let only_new = Cabinet::new(service, CabinetConfig::default()).expect("a cabinet");
+    let only_new = Cabinet::new(service, w.store.clone(), CabinetConfig::default());
     w.clock.advance(Duration::from_secs(30));
     let (half, _) = only_new
         .sign_in("a@support.example", PASSWORD, &client(), None)

@@ -1,7 +1,7 @@
 //! The web cabinet's storage port: users, their password hashes and TOTP secrets, recovery
-//! codes, sessions, invitations, sign-in failures (throttling), the cabinet's audit log and
-//! the listings its pages show, and the links of the hosted payer page (served beside the
-//! cabinet, see [`crate::payer`]).
+//! codes, sessions, invitations, sign-in failures (throttling) and the cabinet's audit log.
+//! What the cabinet shows of payments, events, tokens and payer page links it reads through the
+//! service's [`Store`](crate::store::Store).
 //!
 //! The cabinet's rules (which TOTP step is acceptable, how many failures lock an account, when a
 //! session ends) live in Rust over this port (the `payments-cabinet` crate); the store only keeps
@@ -9,9 +9,10 @@
 //! once ([`CabinetStore::advance_session`] moves the user's last step forward only), a recovery
 //! code is consumed in the same write as the sign-in it allows, an invitation is taken once.
 //!
-//! A store that implements [`CabinetStore`] answers it from
-//! [`Store::cabinet_store`](crate::store::Store::cabinet_store); the store contract suite
-//! checks it with `testing::contract::run_cabinet` (feature `testing`).
+//! The cabinet is given its store explicitly (`payments_cabinet::Cabinet::new`; the server's
+//! `ApplicationBuilder::cabinet_store`): the bundled SQLite and PostgreSQL stores keep these
+//! records in the service's database and implement both ports. The store contract suite checks
+//! it with `testing::contract::run_cabinet` (feature `testing`).
 
 use async_trait::async_trait;
 

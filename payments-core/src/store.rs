@@ -756,15 +756,6 @@ pub trait Store: PaymentStore + OutboxStore + DirectoryStore + AuditStore + Paye
         limit: usize,
     ) -> Result<Purged, StoreError>;
 
-    /// The web cabinet's part of this store ([`CabinetStore`](crate::cabinet::CabinetStore)),
-    /// when it has one: a store that implements it answers `Some(self)`. The default, `None`,
-    /// leaves the cabinet off (the server says so at start); everything else works.
-    fn cabinet_store(
-        self: std::sync::Arc<Self>,
-    ) -> Option<std::sync::Arc<dyn crate::cabinet::CabinetStore>> {
-        None
-    }
-
     /// Takes the turn of a periodic background `task` (`"sweep"`, `"nonce-purge"`) until
     /// `until`, for every process sharing the store: `true` for the one caller whose turn it
     /// now is, `false` while another caller's turn has not ended at `now`. A turn is never

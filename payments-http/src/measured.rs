@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 /// The layer that records each store call's latency and failures in [`Metrics`]:
 /// [`MeasuredStore::new`] gives the measured [`Store`], a [`Layered`] of it. A call's kind
 /// (`read` or `write`, the label of `payments_store_operation_duration_seconds`) is its
-/// [`Op`]'s. The cabinet's part ([`Store::cabinet_store`]) is the inner store's, unmeasured.
+/// [`Op`]'s. The cabinet's store is given to the cabinet apart, unmeasured.
 pub struct MeasuredStore {
     inner: Arc<dyn Store>,
     metrics: Arc<Metrics>,

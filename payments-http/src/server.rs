@@ -15,6 +15,7 @@ use axum_server::Handle;
 use payments_cabinet::{Cabinet, CabinetConfig, CabinetState};
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
+use payments_core::cabinet::CabinetStore;
 use payments_core::callback::{AddressPolicy, CallbackVerifier};
 use payments_core::provider::{RateSource, RequisiteProvider};
 use payments_core::ratelimit::{CoalescingRateLimiter, RateLimiter};
@@ -95,6 +96,7 @@ pub struct Application {
 pub struct ApplicationBuilder {
     settings: Settings,
     store: Option<Arc<dyn Store>>,
+    cabinet_store: Option<Arc<dyn CabinetStore>>,
     rate_limiter: Option<Arc<dyn RateLimiter>>,
     provider: Option<Arc<dyn RequisiteProvider>>,
     rates: Option<Arc<dyn RateSource>>,
@@ -108,6 +110,7 @@ impl std::fmt::Debug for ApplicationBuilder {
         f.debug_struct("ApplicationBuilder")
             .field("settings", &self.settings)
             .field("store", &self.store.is_some())
+            .field("cabinet_store", &self.cabinet_store.is_some())
             .field("rate_limiter", &self.rate_limiter.is_some())
             .field("provider", &self.provider.is_some())
             .field("rates", &self.rates.is_some())
@@ -120,9 +123,19 @@ impl std::fmt::Debug for ApplicationBuilder {
 
 impl ApplicationBuilder {
     /// The store (default: SQLite in the settings' data dir, closed at shutdown). A store
-    /// given here is the caller's to close.
+    /// given here is the caller's to close; the web cabinet then runs only when its store is
+    /// given too ([`cabinet_store`](Self::cabinet_store)).
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// The store of the web cabinet's records (users, sessions, invitations, its audit log),
+    /// usually the same database as [`store`](Self::store): both bundled stores implement
+    /// [`CabinetStore`]. Without it, a caller-given store runs without the cabinet (the server
+    /// logs that the cabinet is off); the default store brings its own.
+    pub fn cabinet_store(mut self, store: Arc<dyn CabinetStore>) -> Self {
+        self.cabinet_store = Some(store);
         self
     }
 
@@ -172,6 +185,7 @@ impl ApplicationBuilder {
         let ApplicationBuilder {
             settings,
             store,
+            cabinet_store,
             rate_limiter,
             provider,
             rates,
@@ -237,12 +251,13 @@ impl ApplicationBuilder {
         } else {
             Some(crate::data_dir::lock(&settings.data_dir).map_err(start_err)?)
         };
-        let (store, owned_store, rate_limiter) = match store {
-            Some(store) => (store, None, rate_limiter),
+        let (store, cabinet_store, owned_store, rate_limiter) = match store {
+            Some(store) => (store, cabinet_store, None, rate_limiter),
             None => {
                 let opened = open_database(&settings, true).await?;
                 let limiter = rate_limiter.or_else(|| opened.rate_limiter());
-                (opened.store(), Some(opened), limiter)
+                let cabinet = cabinet_store.unwrap_or_else(|| opened.cabinet_store());
+                (opened.store(), Some(cabinet), Some(opened), limiter)
             }
         };
         let metrics = Arc::new(crate::metrics::Metrics::default());
@@ -263,6 +278,7 @@ impl ApplicationBuilder {
         )
         .await?;
         let mut state = AppState::new(service, settings.public_scheme());
+        state.cabinet_store = cabinet_store;
         if let Some(limiter) = rate_limiter {
             state = state.with_rate_limiter(limiter);
         }
@@ -302,14 +318,22 @@ impl ApplicationBuilder {
             )),
             None => None,
         };
-        let cabinet = match Cabinet::new(state.service.clone(), CabinetConfig::default()) {
-            Ok(cabinet) => {
+        let cabinet = match &state.cabinet_store {
+            Some(store) => {
+                let cabinet = Cabinet::new(
+                    state.service.clone(),
+                    store.clone(),
+                    CabinetConfig::default(),
+                );
                 let mut cabinet_state = CabinetState::new(cabinet, settings.tls_cert.is_some());
                 cabinet_state.public_origin = settings.cabinet_public_url.clone();
                 Some((bind(settings.cabinet_listen)?, cabinet_state))
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "the web cabinet is off");
+            None => {
+                tracing::warn!(
+                    "the web cabinet is off: the application was given a store without a cabinet \
+                     store (ApplicationBuilder::cabinet_store)"
+                );
                 None
             }
         };
@@ -379,6 +403,7 @@ impl Application {
         ApplicationBuilder {
             settings,
             store: None,
+            cabinet_store: None,
             rate_limiter: None,
             provider: None,
             rates: None,
@@ -727,6 +752,14 @@ pub enum OpenedStore {
 impl OpenedStore {
     /// The store as the service's port.
     pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            OpenedStore::Sqlite(s) => s.clone(),
+            OpenedStore::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// The same database as the store of the web cabinet's records.
+    pub fn cabinet_store(&self) -> Arc<dyn CabinetStore> {
         match self {
             OpenedStore::Sqlite(s) => s.clone(),
             OpenedStore::Postgres(s) => Arc::new(s.clone()),

@@ -67,6 +67,10 @@ pub struct SharedState {
     pub cabinet_url: Option<Arc<str>>,
     /// When each token was last used (shown in the cabinet's token list).
     pub token_use: Arc<TokenUse>,
+    /// The store of the web cabinet's records, given explicitly beside the service's store
+    /// (the same database for the bundled stores); `None`: no cabinet, and the operator's user
+    /// routes answer `503`.
+    pub cabinet_store: Option<Arc<dyn payments_core::cabinet::CabinetStore>>,
 }
 
 /// Records when project tokens authenticate requests, for the cabinet's "last used": at most
@@ -169,6 +173,7 @@ impl AppState {
             write_probe: Arc::default(),
             cabinet_url: None,
             token_use: Arc::new(TokenUse::new(&service)),
+            cabinet_store: None,
             service,
         }))
     }

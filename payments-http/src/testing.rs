@@ -181,7 +181,9 @@ impl TestServer {
         // `rate_source = "http"` get the settings' upstream ports, as `serve` does.
         let store = open_store(&settings, true).expect("the test database opens");
         let dyn_store: Arc<dyn Store> = store.clone();
-        let mut builder = Application::builder(settings.clone()).store(dyn_store.clone());
+        let mut builder = Application::builder(settings.clone())
+            .store(dyn_store.clone())
+            .cabinet_store(store.clone());
         if settings.provider == ProviderKind::Sandbox {
             builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
         }

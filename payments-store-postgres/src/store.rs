@@ -496,10 +496,6 @@ impl Store for PgStore {
         }
     }
 
-    fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
-        Some(self)
-    }
-
     /// The credentials' query and the payment's, sent together on one connection (pipelined:
     /// one round trip).
     async fn auth_lookup_with_payment(

@@ -429,10 +429,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {
-        Some(self)
-    }
-
     /// One trip to the reader pool and one snapshot for the credentials and the payment.
     async fn auth_lookup_with_payment(
         &self,

@@ -63,9 +63,9 @@ async fn sqlite_meets_the_cabinet_store_contract() {
         open(file)
     })
     .await;
-    // One store for the `cabinet_store` check, then one per check.
+    // One store per check.
     assert_eq!(
         n.load(Ordering::Relaxed),
-        contract::cabinet_checks::<SqliteStore>().len() + 1
+        contract::cabinet_checks::<SqliteStore>().len()
     );
 }

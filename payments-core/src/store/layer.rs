@@ -28,7 +28,6 @@ use super::{
     EventQuery, InsertOutcome, LeaseToken, NonceUse, OutboxStore, PayerPageStore, PaymentChange,
     PaymentQuery, PaymentStore, Purged, Retained, Store, StoreError, TxOutput, TxWork,
 };
-use crate::cabinet::CabinetStore;
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
@@ -90,8 +89,8 @@ impl Op {
 /// [`Layered`] turns it into a [`Store`] that forwards every method of the port.
 ///
 /// Every `async` method of the port goes through [`around`](Self::around) once, with the
-/// method's [`Op`]; [`Store::is_ready`] and [`Store::cabinet_store`] are not calls to the
-/// database and go to the inner store directly (the cabinet's own calls are not hooked).
+/// method's [`Op`]; [`Store::is_ready`] is not a call to the database and goes to the inner
+/// store directly.
 ///
 /// # Example
 ///
@@ -170,10 +169,9 @@ pub trait StoreLayer: Send + Sync {
 /// The [`Store`] made of a [`StoreLayer`]: every method of [`PaymentStore`],
 /// [`OutboxStore`], [`DirectoryStore`], [`AuditStore`] and [`Store`], required and provided,
 /// goes to the same method of the layer's inner store, through [`StoreLayer::around`]
-/// (except `is_ready` and `cabinet_store`, which go straight to it). So the inner store's
-/// overrides (one-write `admit_create`, one-query `auth_lookup`, `take_turn` decided in the
-/// database, its `check_writable`) and its cabinet stay, and nothing is decomposed into the
-/// required calls.
+/// (except `is_ready`, which goes straight to it). So the inner store's overrides (one-write
+/// `admit_create`, one-query `auth_lookup`, `take_turn` decided in the database, its
+/// `check_writable`) stay, and nothing is decomposed into the required calls.
 ///
 /// # Example
 ///
@@ -196,8 +194,6 @@ pub trait StoreLayer: Send + Sync {
 ///     use payments_core::testing::MemoryStore;
 ///
 ///     let store: Arc<dyn Store> = Arc::new(Layered::new(Plain(Arc::new(MemoryStore::new()))));
-///     // The memory store has the cabinet's part, so the layered store has it too.
-///     assert!(store.clone().cabinet_store().is_some());
 ///     assert!(store.is_ready());
 /// }
 /// ```
@@ -563,10 +559,6 @@ impl<L: StoreLayer> Store for Layered<L> {
         let op = Op::write("purge");
         self.around(op, self.inner().purge(what, before, limit))
             .await
-    }
-    /// The inner store's cabinet part, itself (its calls are not hooked).
-    fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {
-        self.layer.inner().clone().cabinet_store()
     }
     async fn take_turn(
         &self,

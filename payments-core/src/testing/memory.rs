@@ -849,10 +849,6 @@ impl Store for MemoryStore {
         }
         answer
     }
-
-    fn cabinet_store(self: std::sync::Arc<Self>) -> Option<std::sync::Arc<dyn CabinetStore>> {
-        Some(self)
-    }
 }
 
 #[async_trait]

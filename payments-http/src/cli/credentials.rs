@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 
 use clap::Subcommand;
+use std::sync::Arc;
+
+use payments_core::cabinet::CabinetStore;
 use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde_json::{json, Value};
@@ -186,6 +189,7 @@ pub(super) async fn key(
 
 pub(super) async fn callback_secret(
     svc: &PaymentService,
+    cabinet_store: &Arc<dyn CabinetStore>,
     command: CallbackSecretCommand,
     actor: &Actor,
 ) -> Result<Output, ApiError> {
@@ -205,10 +209,8 @@ pub(super) async fn callback_secret(
         CallbackSecretCommand::Reseal => {
             let report = svc.reseal_callback_secrets(actor).await?;
             // The web cabinet's TOTP keys are sealed with the same key file.
-            let (totp_resealed, totp_current) = match crate::operator::users::cabinet(svc) {
-                Ok(cabinet) => cabinet.reseal_totp_keys().await?,
-                Err(_) => (0, 0),
-            };
+            let cabinet = crate::operator::users::cabinet(svc, Some(cabinet_store))?;
+            let (totp_resealed, totp_current) = cabinet.reseal_totp_keys().await?;
             Ok(Output::new(
                 json!({
                     "key_id": report.key_id,

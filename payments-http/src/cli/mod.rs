@@ -23,6 +23,9 @@ mod users;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use std::sync::Arc;
+
+use payments_core::cabinet::CabinetStore;
 use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde::Serialize;
@@ -156,8 +159,10 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log_format, "warn");
     let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
+    let cabinet_store = opened.store.cabinet_store();
     let result = execute(
         &opened.service,
+        &cabinet_store,
         command,
         &cli_actor(),
         &cabinet_url(&settings),
@@ -171,6 +176,7 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
 
 async fn execute(
     svc: &PaymentService,
+    cabinet_store: &Arc<dyn CabinetStore>,
     command: OperatorCommand,
     actor: &Actor,
     cabinet_url: &str,
@@ -181,12 +187,14 @@ async fn execute(
         OperatorCommand::Token(g) => credentials::token(svc, g.command, actor).await,
         OperatorCommand::Key(g) => credentials::key(svc, g.command, actor).await,
         OperatorCommand::CallbackSecret(g) => {
-            credentials::callback_secret(svc, g.command, actor).await
+            credentials::callback_secret(svc, cabinet_store, g.command, actor).await
         }
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
         OperatorCommand::Callbacks(g) => ops::callbacks(svc, g.command, actor).await,
-        OperatorCommand::User(g) => users::user(svc, g.command, actor, cabinet_url).await,
+        OperatorCommand::User(g) => {
+            users::user(svc, Some(cabinet_store), g.command, actor, cabinet_url).await
+        }
     }
 }
 

@@ -3,6 +3,9 @@
 //! `/operator/v1/users`.
 
 use clap::Subcommand;
+use std::sync::Arc;
+
+use payments_core::cabinet::CabinetStore;
 use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde_json::Value;
@@ -75,10 +78,12 @@ fn invite_text(v: &Value) -> String {
 /// Runs a user command.
 pub(super) async fn user(
     svc: &PaymentService,
+    cabinet_store: Option<&Arc<dyn CabinetStore>>,
     command: UserCommand,
     actor: &Actor,
     cabinet_url: &str,
 ) -> Result<Output, ApiError> {
+    let cabinet = users::cabinet(svc, cabinet_store)?;
     Ok(match command {
         UserCommand::Add {
             email,
@@ -87,7 +92,7 @@ pub(super) async fn user(
         } => {
             let role = if support { "support" } else { "merchant" };
             let v = users::create_user(
-                svc,
+                &cabinet,
                 &email,
                 role,
                 merchant.as_deref(),
@@ -98,7 +103,7 @@ pub(super) async fn user(
             Output::new(v.clone(), invite_text(&v))
         }
         UserCommand::List => {
-            let v = users::list_users(svc).await?;
+            let v = users::list_users(&cabinet).await?;
             let rows: Vec<Vec<String>> = v["users"]
                 .as_array()
                 .map(|list| {
@@ -128,14 +133,14 @@ pub(super) async fn user(
             Output::new(v, text)
         }
         UserCommand::Invite { user } => {
-            let v = users::invite_user(svc, &user, actor, Some(cabinet_url)).await?;
+            let v = users::invite_user(&cabinet, &user, actor, Some(cabinet_url)).await?;
             Output::new(v.clone(), invite_text(&v))
         }
         UserCommand::Disable { user } => {
-            Output::object(users::set_disabled(svc, &user, true, actor).await?)
+            Output::object(users::set_disabled(&cabinet, &user, true, actor).await?)
         }
         UserCommand::Enable { user } => {
-            Output::object(users::set_disabled(svc, &user, false, actor).await?)
+            Output::object(users::set_disabled(&cabinet, &user, false, actor).await?)
         }
     })
 }

@@ -11,8 +11,11 @@ use axum::routing::{get, patch, post, MethodRouter};
 use axum::{Json, Router};
 use payments_cabinet::accounts::{user_value, Invite};
 use payments_cabinet::{Cabinet, CabinetConfig};
-use payments_core::cabinet::Role;
-use payments_core::service::{Actor, PaymentService};
+use std::sync::Arc;
+
+use payments_core::cabinet::{CabinetStore, Role};
+use payments_core::service::Actor;
+use payments_core::service::PaymentService;
 use payments_core::{ApiError, ErrorCode, UserId};
 use serde_json::{json, Value};
 
@@ -44,10 +47,23 @@ pub fn routes() -> Router<AppState> {
     super::add_routes(Router::new(), ROUTES, handler)
 }
 
-/// The cabinet over `service`, or `503` when the store keeps no cabinet records.
-pub fn cabinet(service: &PaymentService) -> Result<Cabinet, ApiError> {
-    Cabinet::new(service.clone(), CabinetConfig::default())
-        .map_err(|e| ApiError::new(ErrorCode::ServiceUnavailable, format!("web cabinet: {e}")))
+/// The cabinet over `service` and the cabinet's store, or `503` when the server was given no
+/// cabinet store (an embedding whose store keeps no cabinet records).
+pub fn cabinet(
+    service: &PaymentService,
+    store: Option<&Arc<dyn CabinetStore>>,
+) -> Result<Cabinet, ApiError> {
+    let store = store.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::ServiceUnavailable,
+            "web cabinet: this server has no store for the cabinet's records",
+        )
+    })?;
+    Ok(Cabinet::new(
+        service.clone(),
+        store.clone(),
+        CabinetConfig::default(),
+    ))
 }
 
 /// An invitation as JSON: the user, the one-time link (shown once) and its expiry.
@@ -70,7 +86,7 @@ pub fn user_id(id: &str) -> Result<UserId, ApiError> {
 
 /// Creates a user: `role` `merchant` (with `merchant_id`) or `support`.
 pub async fn create_user(
-    service: &PaymentService,
+    cabinet: &Cabinet,
     email: &str,
     role: &str,
     merchant_id: Option<&str>,
@@ -78,7 +94,7 @@ pub async fn create_user(
     cabinet_url: Option<&str>,
 ) -> Result<Value, ApiError> {
     let role = match (role, merchant_id) {
-        ("merchant", Some(m)) => Role::Merchant(lookup::merchant(service, m).await?.id),
+        ("merchant", Some(m)) => Role::Merchant(lookup::merchant(cabinet.service(), m).await?.id),
         ("merchant", None) => {
             return Err(ApiError::bad_request(
                 "merchant_id: is required for a merchant user",
@@ -92,42 +108,35 @@ pub async fn create_user(
         }
         _ => return Err(ApiError::bad_request("role: must be merchant or support")),
     };
-    let invite = cabinet(service)?.create_user(email, role, actor).await?;
+    let invite = cabinet.create_user(email, role, actor).await?;
     Ok(invite_json(&invite, cabinet_url))
 }
 
 /// Every user.
-pub async fn list_users(service: &PaymentService) -> Result<Value, ApiError> {
-    let users: Vec<Value> = cabinet(service)?
-        .users()
-        .await?
-        .iter()
-        .map(user_value)
-        .collect();
+pub async fn list_users(cabinet: &Cabinet) -> Result<Value, ApiError> {
+    let users: Vec<Value> = cabinet.users().await?.iter().map(user_value).collect();
     Ok(json!({ "users": users }))
 }
 
 /// A new invitation link for a user.
 pub async fn invite_user(
-    service: &PaymentService,
+    cabinet: &Cabinet,
     id: &str,
     actor: &Actor,
     cabinet_url: Option<&str>,
 ) -> Result<Value, ApiError> {
-    let invite = cabinet(service)?.invite(user_id(id)?, actor).await?;
+    let invite = cabinet.invite(user_id(id)?, actor).await?;
     Ok(invite_json(&invite, cabinet_url))
 }
 
 /// Disables or enables a user.
 pub async fn set_disabled(
-    service: &PaymentService,
+    cabinet: &Cabinet,
     id: &str,
     disabled: bool,
     actor: &Actor,
 ) -> Result<Value, ApiError> {
-    let user = cabinet(service)?
-        .set_disabled(user_id(id)?, disabled, actor)
-        .await?;
+    let user = cabinet.set_disabled(user_id(id)?, disabled, actor).await?;
     Ok(user_value(&user))
 }
 
@@ -139,7 +148,7 @@ async fn create(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {
     op.answer(async {
         let b = Body::parse(&body, &["email", "role", "merchant_id"])?;
         let v = create_user(
-            &st.service,
+            &cabinet(&st.service, st.cabinet_store.as_ref())?,
             &b.required_string("email")?,
             &b.required_string("role")?,
             b.string("merchant_id")?.as_deref(),
@@ -153,8 +162,11 @@ async fn create(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {
 }
 
 async fn list(State(st): State<AppState>, op: Op) -> OpResult {
-    op.answer(async { Ok(Json(list_users(&st.service).await?).into_response()) })
-        .await
+    op.answer(async {
+        let cabinet = cabinet(&st.service, st.cabinet_store.as_ref())?;
+        Ok(Json(list_users(&cabinet).await?).into_response())
+    })
+    .await
 }
 
 async fn update(
@@ -168,7 +180,8 @@ async fn update(
         let disabled = b
             .bool("disabled")?
             .ok_or_else(|| ApiError::bad_request("disabled: is required"))?;
-        Ok(Json(set_disabled(&st.service, &id, disabled, &op.actor).await?).into_response())
+        let cabinet = cabinet(&st.service, st.cabinet_store.as_ref())?;
+        Ok(Json(set_disabled(&cabinet, &id, disabled, &op.actor).await?).into_response())
     })
     .await
 }
@@ -181,7 +194,8 @@ async fn invite(
 ) -> OpResult {
     op.answer(async {
         Body::parse(&body, &[])?;
-        let v = invite_user(&st.service, &id, &op.actor, st.cabinet_url.as_deref()).await?;
+        let cabinet = cabinet(&st.service, st.cabinet_store.as_ref())?;
+        let v = invite_user(&cabinet, &id, &op.actor, st.cabinet_url.as_deref()).await?;
         Ok(created(v))
     })
     .await

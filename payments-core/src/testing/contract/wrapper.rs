@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::*;
-use crate::cabinet::CabinetStore;
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
@@ -30,9 +29,7 @@ use crate::SecretString;
 /// - an answer through the wrapper differs from the probe's own (the probe is the reference
 ///   [`MemoryStore`] with a few answers of its own), an error included;
 /// - [`Store::is_ready`] through the wrapper does not follow the probe (it says ready when the
-///   probe is not);
-/// - [`Store::cabinet_store`] through the wrapper is `None` or not the probe's cabinet (the
-///   default hides the web cabinet and the payer pages).
+///   probe is not).
 ///
 /// It is for wrappers that forward each call ([`Layered`](crate::store::Layered) ones and
 /// hand-written ones alike); a wrapper that answers from a cache or retries does not pass.
@@ -102,22 +99,6 @@ pub async fn check_wrapper(wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>) 
         ));
     }
     probe.turn.store(true, Ordering::SeqCst);
-
-    // The cabinet's part is the store's own.
-    probe.take_calls();
-    let cabinet = wrapped.clone().cabinet_store();
-    let seen = probe.take_calls();
-    match cabinet {
-        None => lost.push(format!(
-            "`cabinet_store` is None through the wrapper while the store has the cabinet's \
-             part (the store saw {seen:?}; the port's default is None: forward \
-             `cabinet_store`, or the web cabinet and the payer pages are off)"
-        )),
-        Some(c) if !std::ptr::addr_eq(Arc::as_ptr(&c), Arc::as_ptr(&probe.memory)) => lost.push(
-            "`cabinet_store` through the wrapper is not the wrapped store's cabinet part".into(),
-        ),
-        Some(_) => {}
-    }
 
     let mut once = std::collections::HashSet::new();
     lost.retain(|l| once.insert(l.clone()));
@@ -764,10 +745,6 @@ impl Store for Probe {
         self.saw("purge");
         self.memory.purge(what, before, limit).await
     }
-    fn cabinet_store(self: Arc<Self>) -> Option<Arc<dyn CabinetStore>> {
-        self.saw("cabinet_store");
-        self.memory.clone().cabinet_store()
-    }
     async fn take_turn(
         &self,
         task: &str,
@@ -882,7 +859,6 @@ mod tests {
             "`check_writable` of a closed store answered Ok(())",
             "`is_ready` stays true",
             "`take_turn` answered Ok(true)",
-            "`cabinet_store` is None",
         ] {
             assert!(message.contains(lost), "the message names {lost:?}:\n{message}");
         }
@@ -1035,7 +1011,7 @@ mod tests {
         let walk = futures_executor::block_on(methods_through(&probe, &layered));
         let mut checked: BTreeSet<String> = walk.methods.iter().map(|m| m.to_string()).collect();
         // Checked by check_wrapper on their own.
-        checked.extend(["is_ready".to_string(), "cabinet_store".to_string()]);
+        checked.extend(["is_ready".to_string()]);
         same_methods(&port, &checked, "check_wrapper calls");
     }
 
