@@ -778,8 +778,7 @@ impl OpenedStore {
         }
     }
 
-    /// The schema version this build's store of that kind writes (each store numbers its own
-    /// migrations).
+    /// The schema version this build writes (one numbering for both engines).
     pub fn schema_version(&self) -> u32 {
         match self {
             OpenedStore::Sqlite(_) => payments_store_sqlite::SCHEMA_VERSION,

@@ -17,30 +17,11 @@ pub enum OpenError {
     /// Another node held the migration lock for longer than the wait allowed.
     #[error("another node is migrating the database and did not finish within {0:?}; try again")]
     LockTimeout(std::time::Duration),
-    /// The database was migrated by a newer build; this build will not touch it.
-    #[error(
-        "the database has schema version {found}, newer than the version {supported} this \
-         build supports; run a newer build"
-    )]
-    NewerSchema {
-        /// The version recorded in the database.
-        found: u32,
-        /// The newest version this build knows.
-        supported: u32,
-    },
-    /// The database is older than this build and the connect was told not to migrate
-    /// ([`PgOptions::migrate`](crate::PgOptions::migrate) off, as for every `payments-server`
-    /// command but `serve` and `migrate`).
-    #[error(
-        "the database has schema version {found}; this build needs version {supported}: run \
-         `payments-server migrate` (or start `payments-server serve`, which migrates) first"
-    )]
-    NeedsMigration {
-        /// The version recorded in the database (0: an empty database).
-        found: u32,
-        /// This build's version.
-        supported: u32,
-    },
+    /// The database's schema does not suit this build: a newer build's migration needs that
+    /// build, or it needs `payments-server migrate` (a connect told not to migrate,
+    /// [`PgOptions::migrate`](crate::PgOptions::migrate) off).
+    #[error(transparent)]
+    Schema(#[from] payments_store_sql::schema::SchemaError),
     /// A migration failed (it was rolled back).
     #[error("migration: {0}")]
     Migration(String),

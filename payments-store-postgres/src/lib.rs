@@ -22,7 +22,7 @@
 //! Migrations are embedded and applied by [`migrate`] (or [`PgStore::connect`] with
 //! [`PgOptions::migrate`], as `payments-server serve` does) under an advisory lock with a
 //! bounded wait, so nodes starting together apply them once. A connect without `migrate`
-//! refuses an older database ([`OpenError::NeedsMigration`]) and changes nothing;
+//! refuses an older database ([`SchemaError::NeedsMigration`](payments_store_sql::schema::SchemaError::NeedsMigration)) and changes nothing;
 //! [`inspect`] reads the schema version and size of any database.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -77,7 +77,7 @@ pub struct PgOptions {
     /// before giving up. 60 s by default.
     pub migration_lock_timeout: Duration,
     /// Apply the embedded migrations on connect. `true` by default; `false` refuses an older
-    /// database with [`OpenError::NeedsMigration`] instead of changing its schema (only
+    /// database with [`SchemaError::NeedsMigration`](payments_store_sql::schema::SchemaError::NeedsMigration) instead of changing its schema (only
     /// `payments-server migrate` and `serve` change the schema). A database a newer build
     /// wrote is refused either way unless that build only expanded the schema.
     pub migrate: bool,
@@ -152,8 +152,8 @@ impl PgStore {
     /// returns the store. With [`PgOptions::migrate`] (the default) it first applies the
     /// embedded migrations (under an advisory lock, waiting at most
     /// [`PgOptions::migration_lock_timeout`] for another node's); without it, an older
-    /// database is refused ([`OpenError::NeedsMigration`]) and left as it is. A database a
-    /// newer build wrote is refused ([`OpenError::NewerSchema`]) unless that build only
+    /// database is refused ([`SchemaError::NeedsMigration`](payments_store_sql::schema::SchemaError::NeedsMigration)) and left as it is. A database a
+    /// newer build wrote is refused ([`SchemaError::NewerSchema`](payments_store_sql::schema::SchemaError::NewerSchema)) unless that build only
     /// expanded the schema.
     pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, OpenError> {
         let config = pg_config(url, &options)?;

@@ -1,52 +1,54 @@
-//! Versioned schema migrations, embedded in the binary, applied under an advisory lock.
+//! Schema migrations, embedded in the binary, applied under an advisory lock, in the shared
+//! numbering of [`payments_store_sql::schema`].
 //!
 //! Each migration records its version in `schema_migrations` together with the oldest schema
-//! version a build must know to keep working on the database afterwards (`min_reader`). An
-//! *expand* migration (new tables, new nullable or defaulted columns, new indexes) keeps
-//! `min_reader`: nodes of the previous build keep running beside the new ones during a
-//! rolling upgrade. A *contract* migration (dropping or renaming what older builds use) raises
-//! it, and is shipped one release after the code stopped using what it removes.
+//! version a build must know to keep working on the database afterwards (`min_reader`; see
+//! the shared module for expand and contract migrations): nodes of the previous build keep
+//! running beside the new ones during a rolling upgrade as long as it allows them.
 
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, Config, NoTls};
 
+use payments_store_sql::schema::{self, BASELINE, BASELINE_MIN_READER};
+
 use crate::OpenError;
 
-/// One migration: its SQL and the `min_reader` it leaves (see the module documentation).
-struct Migration {
+/// One early migration: its SQL and the `min_reader` it leaves.
+struct Early {
     sql: &'static str,
     min_reader: u32,
 }
 
-/// Migration `i` brings the schema from version `i` to `i + 1`. Append only: a released
-/// migration never changes.
-const MIGRATIONS: &[Migration] = &[
-    Migration {
+/// This engine's early migrations, before the numbering was shared: step `i` brought the
+/// schema from version `i` to `i + 1`, and the last one leaves the schema of
+/// [`BASELINE`](schema::BASELINE). Released: never changed.
+const EARLY: &[Early] = &[
+    Early {
         sql: include_str!("migrations/0001_initial.sql"),
         min_reader: 1,
     },
-    Migration {
+    Early {
         sql: include_str!("migrations/0002_operations.sql"),
         min_reader: 1,
     },
-    Migration {
+    Early {
         sql: include_str!("migrations/0003_cabinet.sql"),
         min_reader: 1,
     },
-    Migration {
+    Early {
         sql: include_str!("migrations/0004_payer_page.sql"),
         min_reader: 1,
     },
-    Migration {
+    Early {
         sql: include_str!("migrations/0005_status_count_trigger.sql"),
         min_reader: 1,
     },
 ];
 
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+/// The schema version this build writes (shared by both engines).
+pub const SCHEMA_VERSION: u32 = schema::SCHEMA_VERSION;
 
 /// The advisory lock key of migrations (the bytes of "payments" as a big-endian i64).
 const MIGRATION_LOCK: i64 = 0x7061_796d_656e_7473;
@@ -158,33 +160,12 @@ async fn read_version(client: &Client) -> Result<(u32, u32), OpenError> {
     ))
 }
 
-/// Whether a database at `found` (with `min_reader`) needs this build's migrations: `true`
-/// when it is older; `false` when it is current, or newer but only expanded (this build keeps
-/// working on it); [`OpenError::NewerSchema`] when a newer build's migration needs that build.
-/// The one rule of [`apply`] and [`check_migrated`].
-fn behind(found: u32, min_reader: u32) -> Result<bool, OpenError> {
-    if found > SCHEMA_VERSION && min_reader > SCHEMA_VERSION {
-        return Err(OpenError::NewerSchema {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(found < SCHEMA_VERSION)
-}
-
-/// Refuses a database this build would have to migrate ([`OpenError::NeedsMigration`], naming
-/// `payments-server migrate`) or cannot work on ([`OpenError::NewerSchema`]), changing
-/// nothing: for a connect that must not migrate ([`PgOptions::migrate`](crate::PgOptions::migrate)
-/// off).
+/// Refuses a database this build would have to migrate (naming `payments-server migrate`)
+/// or cannot work on, changing nothing: for a connect that must not migrate
+/// ([`PgOptions::migrate`](crate::PgOptions::migrate) off).
 pub(crate) async fn check_migrated(client: &Client) -> Result<(), OpenError> {
     let (found, min_reader) = read_version(client).await?;
-    if behind(found, min_reader)? {
-        return Err(OpenError::NeedsMigration {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(())
+    Ok(schema::require_migrated(found, Some(min_reader))?)
 }
 
 async fn locked_migrate(client: &Client, lock_wait: Duration) -> Result<(u32, u32), OpenError> {
@@ -212,7 +193,7 @@ async fn locked_migrate(client: &Client, lock_wait: Duration) -> Result<(u32, u3
 
 async fn apply(client: &Client) -> Result<(u32, u32), OpenError> {
     let (found, min_reader) = read_version(client).await?;
-    if !behind(found, min_reader)? {
+    if !schema::behind(found, Some(min_reader))? {
         // Current, or a newer build expanded the schema and this one still works on it.
         return Ok((found, found));
     }
@@ -233,17 +214,29 @@ async fn apply(client: &Client) -> Result<(u32, u32), OpenError> {
             "applying schema migrations"
         );
     }
-    let start = usize::try_from(found).expect("a u32 fits usize on supported targets");
-    for (i, m) in MIGRATIONS.iter().enumerate().skip(start) {
-        let version = i32::try_from(i + 1).expect("few migrations");
-        let min_reader = i32::try_from(m.min_reader).expect("few migrations");
+    let mut steps: Vec<(u32, &str, u32)> = Vec::new();
+    if found < BASELINE {
+        let start = usize::try_from(found).expect("a u32 fits usize on supported targets");
+        for (i, m) in EARLY.iter().enumerate().skip(start) {
+            let version = u32::try_from(i + 1).expect("few migrations");
+            steps.push((version, m.sql, m.min_reader));
+        }
+        // The baseline changes no table: it records that the early steps are done.
+        steps.push((BASELINE, "", BASELINE_MIN_READER));
+    }
+    for (version, m) in schema::after(found) {
+        steps.push((version, m.postgres, m.min_reader));
+    }
+    for (version, sql, min_reader) in steps {
+        let version = i32::try_from(version).expect("a small version");
+        let min_reader = i32::try_from(min_reader).expect("a small version");
         // One transaction per migration: DDL is transactional in PostgreSQL.
         client
             .batch_execute("BEGIN")
             .await
             .map_err(migration_error)?;
         let step = async {
-            client.batch_execute(m.sql).await?;
+            client.batch_execute(sql).await?;
             client
                 .execute(
                     "INSERT INTO schema_migrations (version, min_reader) VALUES ($1, $2)",
@@ -261,3 +254,6 @@ async fn apply(client: &Client) -> Result<(u32, u32), OpenError> {
     }
     Ok((found, SCHEMA_VERSION))
 }
+
+// The early steps end below the baseline.
+const _: () = assert!(EARLY.len() < BASELINE as usize);

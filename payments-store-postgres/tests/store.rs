@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use payments_core::store::{PaymentStore, Store, StoreError};
 use payments_core::testing::contract::{payment_id, T0};
 use payments_store_postgres::{inspect, migrate, OpenError, PgOptions, PgStore, SCHEMA_VERSION};
+use payments_store_sql::schema::{SchemaError, BASELINE};
 
 async fn exec(url: &str, sql: &str) {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -41,9 +42,12 @@ async fn nodes_starting_together_migrate_once() {
         .await
         .expect("read versions");
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    // PostgreSQL's five early steps, the baseline, then the shared migrations.
+    let shared =
+        i32::try_from(BASELINE).expect("small")..=i32::try_from(SCHEMA_VERSION).expect("small");
     assert_eq!(
         versions,
-        (1..=i32::try_from(SCHEMA_VERSION).expect("small")).collect::<Vec<_>>(),
+        (1..=5).chain(shared).collect::<Vec<_>>(),
         "each migration applied once"
     );
     drop(client);
@@ -90,7 +94,7 @@ async fn a_newer_schema_is_refused_unless_it_only_expanded() {
         .await
         .expect_err("refused");
     assert!(
-        matches!(err, OpenError::NewerSchema { found, supported } if found == next + 1 && supported == SCHEMA_VERSION),
+        matches!(err, OpenError::Schema(SchemaError::NewerSchema { found, supported }) if found == next + 1 && supported == SCHEMA_VERSION),
         "{err:?}"
     );
 }
@@ -264,7 +268,7 @@ async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
         .await
         .expect_err("an empty database is refused");
     assert!(
-        matches!(err, OpenError::NeedsMigration { found: 0, supported } if supported == SCHEMA_VERSION),
+        matches!(err, OpenError::Schema(SchemaError::NeedsMigration { found: 0, supported }) if supported == SCHEMA_VERSION),
         "{err:?}"
     );
     let info = version(url.clone()).await;
@@ -291,7 +295,7 @@ async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
         .await
         .expect_err("an older database is refused");
     assert!(
-        matches!(err, OpenError::NeedsMigration { found: 1, supported } if supported == SCHEMA_VERSION),
+        matches!(err, OpenError::Schema(SchemaError::NeedsMigration { found: 1, supported }) if supported == SCHEMA_VERSION),
         "{err:?}"
     );
     assert!(
@@ -343,7 +347,7 @@ async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
         .await
         .expect_err("refused");
     assert!(
-        matches!(err, OpenError::NewerSchema { found, supported } if found == next + 1 && supported == SCHEMA_VERSION),
+        matches!(err, OpenError::Schema(SchemaError::NewerSchema { found, supported }) if found == next + 1 && supported == SCHEMA_VERSION),
         "{err:?}"
     );
 }

@@ -11,6 +11,7 @@
 //! - [`value`]: the values a statement binds ([`SqlValue`]), which each backend hands to its
 //!   driver;
 //! - [`codec`]: the text forms of values that are not a column type (scopes, contracts, URLs);
+//! - [`schema`]: one schema numbering for both engines and the rule that compares versions;
 //! - [`sql`]: statement text shared by both engines, written once with PostgreSQL's `$n`
 //!   placeholders and turned into SQLite's `?n` by the [`Dialect`] seam.
 //!
@@ -27,6 +28,7 @@ pub mod codec;
 pub mod listing;
 pub mod record;
 pub mod row;
+pub mod schema;
 pub mod sql;
 pub mod statements;
 pub mod value;

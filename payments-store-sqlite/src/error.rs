@@ -7,30 +7,10 @@ use rusqlite::ErrorCode;
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    /// The database was written by a newer build; this build will not touch it.
-    #[error(
-        "the database has schema version {found}, newer than the version {supported} this \
-         build supports; run a newer build or restore a backup made by this one"
-    )]
-    NewerSchema {
-        /// The version recorded in the database.
-        found: u32,
-        /// The newest version this build knows.
-        supported: u32,
-    },
-    /// The database is older than this build and the open was told not to migrate
-    /// ([`SqliteOptions::migrate`](crate::SqliteOptions::migrate) off, as for every
-    /// `payments-server` command but `serve` and `migrate`).
-    #[error(
-        "the database has schema version {found}; this build needs version {supported}: run \
-         `payments-server migrate` (or start `payments-server serve`, which migrates) first"
-    )]
-    NeedsMigration {
-        /// The version recorded in the database.
-        found: u32,
-        /// This build's version.
-        supported: u32,
-    },
+    /// The database's schema does not suit this build: a newer build wrote it, or it needs
+    /// `payments-server migrate` (an open told not to migrate).
+    #[error(transparent)]
+    Schema(#[from] payments_store_sql::schema::SchemaError),
     /// A read-only open found another schema version than this build's, and cannot migrate.
     #[error(
         "the database has schema version {found} and this build {supported}; a read-only \

@@ -82,7 +82,7 @@ pub struct SqliteOptions {
     /// a copy). `false` by default.
     pub read_only: bool,
     /// Apply the embedded migrations on open. `true` by default; `false` refuses an older
-    /// database with [`OpenError::NeedsMigration`] instead of changing its schema (only
+    /// database with [`SchemaError::NeedsMigration`](payments_store_sql::schema::SchemaError::NeedsMigration) instead of changing its schema (only
     /// `payments-server migrate` and `serve` change the schema).
     pub migrate: bool,
 }
@@ -116,9 +116,9 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, enables WAL, applies the embedded
     /// migrations in one transaction (with [`SqliteOptions::migrate`], the default; without
-    /// it an older database is refused with [`OpenError::NeedsMigration`] and left as it is)
+    /// it an older database is refused with [`SchemaError::NeedsMigration`](payments_store_sql::schema::SchemaError::NeedsMigration) and left as it is)
     /// and starts the writer thread. A database written by a newer build is refused with
-    /// [`OpenError::NewerSchema`]. Blocking: call it at startup or from a blocking thread.
+    /// [`SchemaError::NewerSchema`](payments_store_sql::schema::SchemaError::NewerSchema). Blocking: call it at startup or from a blocking thread.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
         let path = path.as_ref();
         let mut conn = if options.read_only {

@@ -1,12 +1,15 @@
-//! Versioned schema migrations, embedded in the binary and applied on open.
+//! Schema migrations, embedded in the binary and applied on open, in the shared numbering of
+//! [`payments_store_sql::schema`].
 
+use payments_store_sql::schema::{self, BASELINE};
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::OpenError;
 
-/// Migration `i` brings the schema from version `i` to `i + 1`. Append only: a released
-/// migration never changes.
-const MIGRATIONS: &[&str] = &[
+/// This engine's early migrations, before the numbering was shared: step `i` brought the
+/// schema from version `i` to `i + 1`, and the last one leaves the schema of
+/// [`BASELINE`](schema::BASELINE). Released: never changed.
+const EARLY: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_project_paused.sql"),
     include_str!("migrations/0003_operations.sql"),
@@ -18,16 +21,17 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0009_status_counts_in_store.sql"),
 ];
 
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+/// The schema version this build writes (shared by both engines).
+pub const SCHEMA_VERSION: u32 = schema::SCHEMA_VERSION;
 
 /// Brings the database to [`SCHEMA_VERSION`] in one transaction; refuses a newer database.
-/// The version is `PRAGMA user_version`. An upgrade of an existing database is logged (only
-/// `payments-server serve` and `migrate` open with migrations on).
+/// The version is `PRAGMA user_version`: this engine's early steps, then the baseline, then the
+/// shared migrations. An upgrade of an existing database is logged (only `payments-server
+/// serve` and `migrate` open with migrations on).
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if !behind(found)? {
+    if !schema::behind(found, None)? {
         return Ok(());
     }
     if found > 0 {
@@ -38,27 +42,19 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
             "applying schema migrations"
         );
     }
-    let start = usize::try_from(found).expect("a u32 fits usize on supported targets");
-    for sql in &MIGRATIONS[start..] {
-        tx.execute_batch(sql)?;
+    if found < BASELINE {
+        let start = usize::try_from(found).expect("a u32 fits usize on supported targets");
+        for sql in EARLY.iter().skip(start) {
+            tx.execute_batch(sql)?;
+        }
+    }
+    for (_, m) in schema::after(found) {
+        tx.execute_batch(m.sqlite)?;
     }
     // PRAGMA takes no bound parameters; the value is our own constant.
     tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
     tx.commit()?;
     Ok(())
-}
-
-/// Whether a database at `found` needs this build's migrations: `true` when it is older,
-/// `false` when it is current, [`OpenError::NewerSchema`] when a newer build wrote it. The one
-/// rule of [`migrate`] and [`check_migrated`].
-fn behind(found: u32) -> Result<bool, OpenError> {
-    if found > SCHEMA_VERSION {
-        return Err(OpenError::NewerSchema {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(found < SCHEMA_VERSION)
 }
 
 /// Refuses a database whose schema is not [`SCHEMA_VERSION`] (for a read-only open, which
@@ -74,16 +70,12 @@ pub(crate) fn check_current(conn: &Connection) -> Result<(), OpenError> {
     Ok(())
 }
 
-/// Refuses a database that is older than [`SCHEMA_VERSION`] (it needs `migrate`:
-/// [`OpenError::NeedsMigration`]) or newer (another build wrote it), without changing
-/// anything: for an open that must not migrate.
+/// Refuses a database that is older than [`SCHEMA_VERSION`] (it needs `migrate`) or newer
+/// (another build wrote it), without changing anything: for an open that must not migrate.
 pub(crate) fn check_migrated(conn: &Connection) -> Result<(), OpenError> {
     let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if behind(found)? {
-        return Err(OpenError::NeedsMigration {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    Ok(())
+    Ok(schema::require_migrated(found, None)?)
 }
+
+// The early steps end below the baseline.
+const _: () = assert!(EARLY.len() < BASELINE as usize);

@@ -1,0 +1,169 @@
+//! One schema numbering for both engines, and the one rule that compares a database's schema
+//! version with a build's.
+//!
+//! Before the numbering was shared, each engine numbered its own migrations: SQLite up to 9
+//! (`PRAGMA user_version`), PostgreSQL up to 5 (its `schema_migrations` table). Those steps
+//! stay as they were released, each engine's own (a released migration never changes), and
+//! both end at the same schema: the *baseline*, version [`BASELINE`] here. A database that
+//! finished its engine's early steps is recorded at the baseline, and every migration after it
+//! is one entry of [`MIGRATIONS`]: one number for both engines and, where the SQL must differ,
+//! one text per engine. Versions only grow: every early version of either engine is below the
+//! baseline, so one comparison serves both.
+//!
+//! A migration is *expand* (new tables, new nullable or defaulted columns, new indexes: a node
+//! of the previous build keeps working beside it during a rolling upgrade, and its statements
+//! name their columns, so an added column changes none of their results) or *contract*
+//! (dropping or renaming what older builds use). Its [`Migration::min_reader`] is the oldest
+//! version a build must know to keep working on the database after it: an expand migration
+//! keeps the previous one, a contract migration raises it, and ships one release after the code
+//! stopped using what it removes.
+
+/// One migration after the baseline, for both engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migration {
+    /// What it does, for the logs.
+    pub name: &'static str,
+    /// Its SQL on SQLite.
+    pub sqlite: &'static str,
+    /// Its SQL on PostgreSQL (the same text where the SQL is the same).
+    pub postgres: &'static str,
+    /// The oldest schema version a build must know to keep working after it.
+    pub min_reader: u32,
+}
+
+/// The schema both engines' early migrations end at.
+pub const BASELINE: u32 = 10;
+
+/// The migrations after the baseline: entry `i` brings the schema from version
+/// `BASELINE + i` to `BASELINE + i + 1`. Append only: a released migration never changes.
+pub const MIGRATIONS: &[Migration] = &[];
+
+/// The schema version this build writes, on either engine.
+pub const SCHEMA_VERSION: u32 = BASELINE + MIGRATIONS.len() as u32;
+
+// Every early version of either engine (SQLite's ended at 9, PostgreSQL's at 5) is below the
+// baseline, so versions only grow.
+const _: () = assert!(9 < BASELINE && 5 < BASELINE);
+
+/// The oldest version a build must know to work on a database at the baseline: every build
+/// that knows any version does (the baseline step changes no table).
+pub const BASELINE_MIN_READER: u32 = 1;
+
+/// Why a database's schema does not suit this build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// A newer build wrote the database, and this build cannot work on it.
+    #[error(
+        "the database has schema version {found}, newer than the version {supported} this \
+         build supports; run a newer build (or restore a backup made by this one)"
+    )]
+    NewerSchema {
+        /// The version recorded in the database.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
+    /// The database is older than this build, and the open was told not to migrate (every
+    /// `payments-server` command but `serve` and `migrate`).
+    #[error(
+        "the database has schema version {found}; this build needs version {supported}: run \
+         `payments-server migrate` (or start `payments-server serve`, which migrates) first"
+    )]
+    NeedsMigration {
+        /// The version recorded in the database (0: an empty database).
+        found: u32,
+        /// This build's version.
+        supported: u32,
+    },
+}
+
+/// Whether a database at `found` needs this build's migrations: `true` when it is older;
+/// `false` when it is current, or newer but still readable by this build (its `min_reader`, where
+/// the engine records one, is at most [`SCHEMA_VERSION`]); [`SchemaError::NewerSchema`] when a
+/// newer build wrote it and this one cannot work on it. An engine that records no `min_reader`
+/// (SQLite: one process, no rolling upgrade) passes `None`, and any newer version is refused.
+pub fn behind(found: u32, min_reader: Option<u32>) -> Result<bool, SchemaError> {
+    let readable = min_reader.is_some_and(|m| m <= SCHEMA_VERSION);
+    if found > SCHEMA_VERSION && !readable {
+        return Err(SchemaError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found < SCHEMA_VERSION)
+}
+
+/// [`behind`] for an open that must not migrate: an older database is
+/// [`SchemaError::NeedsMigration`].
+pub fn require_migrated(found: u32, min_reader: Option<u32>) -> Result<(), SchemaError> {
+    if behind(found, min_reader)? {
+        return Err(SchemaError::NeedsMigration {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// The migrations of [`MIGRATIONS`] a database at `found` lacks, each with the version it
+/// brings the schema to. A database below the baseline first takes its engine's early steps
+/// and the baseline, then all of them.
+pub fn after(found: u32) -> impl Iterator<Item = (u32, &'static Migration)> {
+    let done = usize::try_from(found.saturating_sub(BASELINE)).unwrap_or(usize::MAX);
+    MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(done)
+        .map(|(i, m)| (BASELINE + u32::try_from(i).unwrap_or(u32::MAX) + 1, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn older_is_behind_current_is_not_newer_is_refused_unless_readable() {
+        assert_eq!(behind(0, None), Ok(true));
+        assert_eq!(behind(9, None), Ok(true), "SQLite's last early version");
+        assert_eq!(
+            behind(5, Some(1)),
+            Ok(true),
+            "PostgreSQL's last early version"
+        );
+        assert_eq!(behind(SCHEMA_VERSION, None), Ok(false));
+        let newer = SCHEMA_VERSION + 1;
+        assert_eq!(
+            behind(newer, None),
+            Err(SchemaError::NewerSchema {
+                found: newer,
+                supported: SCHEMA_VERSION
+            })
+        );
+        assert_eq!(behind(newer, Some(BASELINE_MIN_READER)), Ok(false));
+        assert_eq!(
+            behind(newer, Some(SCHEMA_VERSION)),
+            Ok(false),
+            "a newer schema whose readers need exactly this version"
+        );
+        assert!(behind(newer, Some(newer)).is_err());
+        assert_eq!(
+            require_migrated(3, Some(1)),
+            Err(SchemaError::NeedsMigration {
+                found: 3,
+                supported: SCHEMA_VERSION
+            })
+        );
+        assert_eq!(require_migrated(SCHEMA_VERSION, None), Ok(()));
+    }
+
+    #[test]
+    fn a_database_lacks_exactly_the_migrations_after_its_version() {
+        assert_eq!(after(0).count(), MIGRATIONS.len());
+        assert_eq!(after(BASELINE).count(), MIGRATIONS.len());
+        assert_eq!(after(SCHEMA_VERSION).count(), 0);
+        assert_eq!(after(SCHEMA_VERSION + 3).count(), 0);
+        if let Some((version, _)) = after(0).next() {
+            assert_eq!(version, BASELINE + 1);
+        }
+    }
+}
