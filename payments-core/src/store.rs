@@ -21,6 +21,15 @@ use crate::{ApiError, ErrorCode, SecretString};
 mod layer;
 mod tx;
 
+/// Every trait of the port, for code that calls the store's methods:
+/// `use payments_core::store::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        AuditStore, CallbackSecretStore, CredentialStore, MerchantStore, OperatorStore,
+        OutboxStore, PayerPageStore, PaymentStore, Store,
+    };
+}
+
 pub use layer::{Layered, Op, OpKind, StoreLayer};
 pub use tx::{transact, Transaction, TxOutput, TxWork};
 
@@ -408,7 +417,7 @@ pub trait OutboxStore: Send + Sync {
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
 }
 
-/// What [`DirectoryStore::auth_lookup`] found; each part `None` when absent.
+/// What [`CredentialStore::auth_lookup`] found; each part `None` when absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthLookup {
     /// The token with the presented hash.
@@ -421,27 +430,41 @@ pub struct AuthLookup {
     pub key: Option<KeyRecord>,
 }
 
-/// Merchants, projects and their credentials.
+/// Merchants and their projects.
 #[async_trait]
-pub trait DirectoryStore: Send + Sync {
+pub trait MerchantStore: Send + Sync {
     /// Inserts or replaces a merchant.
     async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError>;
+
     /// A merchant by id.
     async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError>;
+
     /// Every merchant.
     async fn merchants(&self) -> Result<Vec<Merchant>, StoreError>;
+
     /// Inserts or replaces a project.
     async fn put_project(&self, project: &Project) -> Result<(), StoreError>;
+
     /// A project by id.
     async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError>;
+
     /// Every project.
     async fn projects(&self) -> Result<Vec<Project>, StoreError>;
+}
+
+/// A project's credentials: API tokens (with when each was last used) and signature keys, and
+/// the lookup that authenticates a request (made of the merchant and project it names).
+#[async_trait]
+pub trait CredentialStore: MerchantStore {
     /// Stores an issued token.
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError>;
+
     /// A token by the SHA-256 of the presented token, revoked or not.
     async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError>;
+
     /// A project's tokens.
     async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError>;
+
     /// Revokes a token; `false` if there is no such token of that project.
     async fn revoke_token(
         &self,
@@ -449,13 +472,26 @@ pub trait DirectoryStore: Send + Sync {
         id: TokenId,
         at: Timestamp,
     ) -> Result<bool, StoreError>;
+
+    /// Records that `token` authenticated a request at `at` (the latest time is kept).
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError>;
+
+    /// When each of `tokens` was last used, for those used at all.
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError>;
+
     /// Registers a key; [`StoreError::Duplicate`] if the project already has that key id.
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError>;
+
     /// A project's key by id, revoked or not.
     async fn key(&self, project: ProjectId, keyid: &KeyId)
         -> Result<Option<KeyRecord>, StoreError>;
+
     /// A project's keys.
     async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError>;
+
     /// The projects on which a key with this id is registered and not revoked, in any order
     /// (registration refuses a key active on another project, so normally at most one). The
     /// default asks [`Self::projects`], then [`Self::key`] of each: one read per project, for a
@@ -471,6 +507,7 @@ pub trait DirectoryStore: Send + Sync {
         }
         Ok(found)
     }
+
     /// Everything authentication reads, in one round trip where the store can: the token with
     /// this hash (revoked or not), its project, the project's merchant and, when `keyid` is
     /// given, the project's key with that id (revoked or not). The answer is the stored state
@@ -503,6 +540,7 @@ pub trait DirectoryStore: Send + Sync {
             key,
         })
     }
+
     /// Revokes a key; `false` if there is no such key of that project.
     async fn revoke_key(
         &self,
@@ -510,20 +548,29 @@ pub trait DirectoryStore: Send + Sync {
         keyid: &KeyId,
         at: Timestamp,
     ) -> Result<bool, StoreError>;
+}
+
+/// A project's callback secrets (at most two: the current one and the previous one while it
+/// still signs).
+#[async_trait]
+pub trait CallbackSecretStore: Send + Sync {
     /// A project's callback secrets, newest first (at most two).
     async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError>;
+
     /// Adds a secret and keeps only the two newest, atomically.
     async fn add_callback_secret(
         &self,
         project: ProjectId,
         secret: &SecretRecord,
     ) -> Result<(), StoreError>;
+
     /// Adds `secret` only if the project has none; returns the project's secrets after.
     async fn add_callback_secret_if_none(
         &self,
         project: ProjectId,
         secret: &SecretRecord,
     ) -> Result<Vec<SecretRecord>, StoreError>;
+
     /// Replaces the stored value of the project's secret whose stored value is `old` with
     /// `new`, keeping its time and flags (a re-seal under another key); `false` if the
     /// project has no secret stored as `old` (it was rotated away meanwhile).
@@ -533,29 +580,32 @@ pub trait DirectoryStore: Send + Sync {
         old: &SecretString,
         new: &SecretString,
     ) -> Result<bool, StoreError>;
+}
+
+/// The operator's named tokens and the service's settings.
+#[async_trait]
+pub trait OperatorStore: Send + Sync {
     /// Stores an issued operator token; [`StoreError::Duplicate`] if its id or hash exists.
     async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError>;
+
     /// An operator token by the SHA-256 of the presented token, expired or not.
     async fn operator_token_by_hash(
         &self,
         hash: &[u8; 32],
     ) -> Result<Option<OperatorTokenRecord>, StoreError>;
+
     /// Every operator token, expired ones included, in issue order.
     async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError>;
+
     /// Ends an operator token's validity at `at` (now for a revocation, later for a rotation's
     /// overlap), unless it already ends earlier; `false` if there is no such token.
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError>;
+
     /// A named setting (e.g. the operator token hash).
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError>;
+
     /// Sets a named setting.
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
-    /// Records that `token` authenticated a request at `at` (the latest time is kept).
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError>;
-    /// When each of `tokens` was last used, for those used at all.
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError>;
 }
 
 /// The audit trail.
@@ -670,7 +720,16 @@ pub enum AdmitOutcome {
 /// });
 /// ```
 #[async_trait]
-pub trait Store: PaymentStore + OutboxStore + DirectoryStore + AuditStore + PayerPageStore {
+pub trait Store:
+    PaymentStore
+    + OutboxStore
+    + MerchantStore
+    + CredentialStore
+    + CallbackSecretStore
+    + OperatorStore
+    + AuditStore
+    + PayerPageStore
+{
     /// A cheap check that the store answers (for `/readyz`).
     fn is_ready(&self) -> bool {
         true
@@ -774,7 +833,7 @@ pub trait Store: PaymentStore + OutboxStore + DirectoryStore + AuditStore + Paye
         Ok(true)
     }
 
-    /// [`DirectoryStore::auth_lookup`] and the payment `id` in one round trip (for an
+    /// [`CredentialStore::auth_lookup`] and the payment `id` in one round trip (for an
     /// authenticated read of a payment; one snapshot where the store can). The default makes the
     /// two calls.
     async fn auth_lookup_with_payment(

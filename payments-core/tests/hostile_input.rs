@@ -19,7 +19,7 @@ use payments_core::project::{Merchant, Project};
 use payments_core::service::{
     contract_from_json, Actor, AuthConfig, AuthRequest, Authenticated, PaymentService, ProjectPatch,
 };
-use payments_core::store::DirectoryStore;
+use payments_core::store::MerchantStore;
 use payments_core::testing::SeededRandom;
 use payments_core::{ApiError, ErrorCode, ProjectId};
 

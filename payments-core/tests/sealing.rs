@@ -14,7 +14,7 @@ use payments_core::sealing::{SealingKey, SealingKeys};
 use payments_core::service::{
     Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig,
 };
-use payments_core::store::DirectoryStore;
+use payments_core::store::CallbackSecretStore;
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
 use payments_core::{ErrorCode, ProjectId, Timestamp};
 use rust_decimal::Decimal;

@@ -134,7 +134,7 @@ impl RequisiteProvider for MeasuredProvider {
 #[cfg(test)]
 mod tests {
     use payments_core::service::BatchStats;
-    use payments_core::store::{DirectoryStore, PaymentChange, PaymentStore};
+    use payments_core::store::{OperatorStore, PaymentChange, PaymentStore};
     use payments_core::testing::{contract, MemoryStore};
 
     use super::*;

@@ -19,9 +19,10 @@ use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
-    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PayerPageStore, PaymentChange, PaymentStore,
-    Purged, Retained, Store, StoreError, Transaction, TxOutput, TxWork,
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
+    ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
+    OperatorStore, OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
+    Store, StoreError, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -190,7 +191,7 @@ impl OutboxStore for PgStore {
 }
 
 #[async_trait]
-impl DirectoryStore for PgStore {
+impl MerchantStore for PgStore {
     async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
         let client = self.client().await?;
         directory::put_merchant(&client, merchant).await
@@ -219,7 +220,10 @@ impl DirectoryStore for PgStore {
         let client = self.client().await?;
         directory::projects(&client).await
     }
+}
 
+#[async_trait]
+impl CredentialStore for PgStore {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
         directory::insert_token(&client, token).await
@@ -243,6 +247,19 @@ impl DirectoryStore for PgStore {
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
         directory::revoke_token(&client, project, id, at).await
+    }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::record_token_use(&client, token, at).await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let client = self.client().await?;
+        cabinet::token_last_used(&client, tokens).await
     }
 
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
@@ -289,7 +306,10 @@ impl DirectoryStore for PgStore {
         let client = self.client().await?;
         directory::revoke_key(&client, project, keyid, at).await
     }
+}
 
+#[async_trait]
+impl CallbackSecretStore for PgStore {
     async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
         let client = self.client().await?;
         directory::secrets(&client, project).await
@@ -323,7 +343,10 @@ impl DirectoryStore for PgStore {
         let client = self.client().await?;
         directory::replace_secret(&client, project, old, new).await
     }
+}
 
+#[async_trait]
+impl OperatorStore for PgStore {
     async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
         directory::insert_operator_token(&client, token).await
@@ -355,19 +378,6 @@ impl DirectoryStore for PgStore {
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
         let client = self.client().await?;
         directory::put_setting(&client, name, value).await
-    }
-
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::record_token_use(&client, token, at).await
-    }
-
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        let client = self.client().await?;
-        cabinet::token_last_used(&client, tokens).await
     }
 }
 

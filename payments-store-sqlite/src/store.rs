@@ -19,9 +19,10 @@ use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{
-    AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome,
-    LeaseToken, NonceUse, OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged,
-    Retained, Store, StoreError, Transaction, TxOutput, TxWork,
+    AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
+    CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore,
+    OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError,
+    Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
@@ -141,7 +142,7 @@ impl OutboxStore for SqliteStore {
 }
 
 #[async_trait]
-impl DirectoryStore for SqliteStore {
+impl MerchantStore for SqliteStore {
     async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
         let m = merchant.clone();
         self.write(move |c| directory::put_merchant(c, &m)).await
@@ -167,7 +168,10 @@ impl DirectoryStore for SqliteStore {
     async fn projects(&self) -> Result<Vec<Project>, StoreError> {
         self.read(directory::projects).await
     }
+}
 
+#[async_trait]
+impl CredentialStore for SqliteStore {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         let t = token.clone();
         self.write(move |c| directory::insert_token(c, &t)).await
@@ -189,6 +193,20 @@ impl DirectoryStore for SqliteStore {
         at: Timestamp,
     ) -> Result<bool, StoreError> {
         self.write(move |c| directory::revoke_token(c, project, id, at))
+            .await
+    }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        self.write(move |c| cabinet::record_token_use(c, token, at))
+            .await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let tokens = tokens.to_vec();
+        self.read(move |c| cabinet::token_last_used(c, &tokens))
             .await
     }
 
@@ -241,7 +259,10 @@ impl DirectoryStore for SqliteStore {
         self.write(move |c| directory::revoke_key(c, project, &keyid, at))
             .await
     }
+}
 
+#[async_trait]
+impl CallbackSecretStore for SqliteStore {
     async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
         self.read(move |c| directory::secrets(c, project)).await
     }
@@ -276,7 +297,10 @@ impl DirectoryStore for SqliteStore {
         self.write(move |c| directory::replace_secret(c, project, &old, &new))
             .await
     }
+}
 
+#[async_trait]
+impl OperatorStore for SqliteStore {
     async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
         let t = token.clone();
         self.write(move |c| directory::insert_operator_token(c, &t))
@@ -309,20 +333,6 @@ impl DirectoryStore for SqliteStore {
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
         let (name, value) = (name.to_string(), value.to_string());
         self.write(move |c| directory::put_setting(c, &name, &value))
-            .await
-    }
-
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        self.write(move |c| cabinet::record_token_use(c, token, at))
-            .await
-    }
-
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        let tokens = tokens.to_vec();
-        self.read(move |c| cabinet::token_last_used(c, &tokens))
             .await
     }
 }

@@ -24,9 +24,10 @@ use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
 use super::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, ClaimedEvent, DirectoryStore,
-    EventQuery, InsertOutcome, LeaseToken, NonceUse, OutboxStore, PayerPageStore, PaymentChange,
-    PaymentQuery, PaymentStore, Purged, Retained, Store, StoreError, TxOutput, TxWork,
+    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
+    ClaimedEvent, CredentialStore, EventQuery, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
+    OperatorStore, OutboxStore, PayerPageStore, PaymentChange, PaymentQuery, PaymentStore, Purged,
+    Retained, Store, StoreError, TxOutput, TxWork,
 };
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
@@ -102,7 +103,7 @@ impl Op {
 ///
 /// use futures_util::future::BoxFuture;
 /// use payments_core::store::{
-///     DirectoryStore, Layered, Op, OpKind, Store, StoreError, StoreLayer,
+///     CallbackSecretStore, CredentialStore, MerchantStore, OperatorStore, Layered, Op, OpKind, Store, StoreError, StoreLayer,
 /// };
 ///
 /// struct CountWrites {
@@ -308,43 +309,55 @@ impl<L: StoreLayer> OutboxStore for Layered<L> {
 }
 
 #[async_trait]
-impl<L: StoreLayer> DirectoryStore for Layered<L> {
+impl<L: StoreLayer> MerchantStore for Layered<L> {
     async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
         let op = Op::write("put_merchant");
         self.around(op, self.inner().put_merchant(merchant)).await
     }
+
     async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
         self.around(Op::read("merchant"), self.inner().merchant(id))
             .await
     }
+
     async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
         self.around(Op::read("merchants"), self.inner().merchants())
             .await
     }
+
     async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
         let op = Op::write("put_project");
         self.around(op, self.inner().put_project(project)).await
     }
+
     async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
         self.around(Op::read("project"), self.inner().project(id))
             .await
     }
+
     async fn projects(&self) -> Result<Vec<Project>, StoreError> {
         self.around(Op::read("projects"), self.inner().projects())
             .await
     }
+}
+
+#[async_trait]
+impl<L: StoreLayer> CredentialStore for Layered<L> {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         let op = Op::write("insert_token");
         self.around(op, self.inner().insert_token(token)).await
     }
+
     async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
         let op = Op::read("token_by_hash");
         self.around(op, self.inner().token_by_hash(hash)).await
     }
+
     async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
         self.around(Op::read("tokens"), self.inner().tokens(project))
             .await
     }
+
     async fn revoke_token(
         &self,
         project: ProjectId,
@@ -355,10 +368,26 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         self.around(op, self.inner().revoke_token(project, id, at))
             .await
     }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let op = Op::write("record_token_use");
+        self.around(op, self.inner().record_token_use(token, at))
+            .await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let op = Op::read("token_last_used");
+        self.around(op, self.inner().token_last_used(tokens)).await
+    }
+
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
         self.around(Op::write("insert_key"), self.inner().insert_key(key))
             .await
     }
+
     async fn key(
         &self,
         project: ProjectId,
@@ -367,15 +396,18 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         self.around(Op::read("key"), self.inner().key(project, keyid))
             .await
     }
+
     async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
         self.around(Op::read("keys"), self.inner().keys(project))
             .await
     }
+
     async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
         let op = Op::read("active_key_projects");
         self.around(op, self.inner().active_key_projects(keyid))
             .await
     }
+
     async fn auth_lookup(
         &self,
         hash: &[u8; 32],
@@ -384,6 +416,7 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         let op = Op::read("auth_lookup");
         self.around(op, self.inner().auth_lookup(hash, keyid)).await
     }
+
     async fn revoke_key(
         &self,
         project: ProjectId,
@@ -394,11 +427,16 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         self.around(op, self.inner().revoke_key(project, keyid, at))
             .await
     }
+}
+
+#[async_trait]
+impl<L: StoreLayer> CallbackSecretStore for Layered<L> {
     async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
         let op = Op::read("callback_secrets");
         self.around(op, self.inner().callback_secrets(project))
             .await
     }
+
     async fn add_callback_secret(
         &self,
         project: ProjectId,
@@ -408,6 +446,7 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         let call = self.inner().add_callback_secret(project, secret);
         self.around(op, call).await
     }
+
     async fn add_callback_secret_if_none(
         &self,
         project: ProjectId,
@@ -417,6 +456,7 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         let call = self.inner().add_callback_secret_if_none(project, secret);
         self.around(op, call).await
     }
+
     async fn replace_callback_secret(
         &self,
         project: ProjectId,
@@ -427,11 +467,16 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         let call = self.inner().replace_callback_secret(project, old, new);
         self.around(op, call).await
     }
+}
+
+#[async_trait]
+impl<L: StoreLayer> OperatorStore for Layered<L> {
     async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
         let op = Op::write("insert_operator_token");
         self.around(op, self.inner().insert_operator_token(token))
             .await
     }
+
     async fn operator_token_by_hash(
         &self,
         hash: &[u8; 32],
@@ -440,34 +485,26 @@ impl<L: StoreLayer> DirectoryStore for Layered<L> {
         self.around(op, self.inner().operator_token_by_hash(hash))
             .await
     }
+
     async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
         let op = Op::read("operator_tokens");
         self.around(op, self.inner().operator_tokens()).await
     }
+
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
         let op = Op::write("expire_operator_token");
         self.around(op, self.inner().expire_operator_token(id, at))
             .await
     }
+
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         self.around(Op::read("setting"), self.inner().setting(name))
             .await
     }
+
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
         let op = Op::write("put_setting");
         self.around(op, self.inner().put_setting(name, value)).await
-    }
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        let op = Op::write("record_token_use");
-        self.around(op, self.inner().record_token_use(token, at))
-            .await
-    }
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        let op = Op::read("token_last_used");
-        self.around(op, self.inner().token_last_used(tokens)).await
     }
 }
 

@@ -21,9 +21,10 @@ use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use crate::store::{
-    AttemptRecorded, AuditStore, Backlog, ClaimedEvent, DirectoryStore, InsertOutcome, LeaseToken,
-    NonceUse, OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store,
-    StoreError, Transaction, TxOutput, TxWork,
+    AttemptRecorded, AuditStore, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
+    InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore, OutboxStore, PayerPageStore,
+    PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, Transaction, TxOutput,
+    TxWork,
 };
 use crate::SecretString;
 
@@ -431,7 +432,7 @@ impl OutboxStore for MemoryStore {
 }
 
 #[async_trait]
-impl DirectoryStore for MemoryStore {
+impl MerchantStore for MemoryStore {
     async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
         self.lock().merchants.insert(merchant.id, merchant.clone());
         Ok(())
@@ -464,7 +465,10 @@ impl DirectoryStore for MemoryStore {
     async fn projects(&self) -> Result<Vec<Project>, StoreError> {
         Ok(self.lock().projects.values().cloned().collect())
     }
+}
 
+#[async_trait]
+impl CredentialStore for MemoryStore {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         let mut st = self.lock();
         if st
@@ -510,6 +514,24 @@ impl DirectoryStore for MemoryStore {
             }
             None => Ok(false),
         }
+    }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let last = st.cabinet.token_use.entry(token).or_insert(at);
+        *last = (*last).max(at);
+        Ok(())
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        let st = self.lock();
+        Ok(tokens
+            .iter()
+            .filter_map(|t| st.cabinet.token_use.get(t).map(|at| (*t, *at)))
+            .collect())
     }
 
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
@@ -567,7 +589,10 @@ impl DirectoryStore for MemoryStore {
             None => Ok(false),
         }
     }
+}
 
+#[async_trait]
+impl CallbackSecretStore for MemoryStore {
     async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
         Ok(self
             .lock()
@@ -621,7 +646,10 @@ impl DirectoryStore for MemoryStore {
             None => Ok(false),
         }
     }
+}
 
+#[async_trait]
+impl OperatorStore for MemoryStore {
     async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
         let mut st = self.lock();
         if st
@@ -671,24 +699,6 @@ impl DirectoryStore for MemoryStore {
             .settings
             .insert(name.to_string(), value.to_string());
         Ok(())
-    }
-
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        let mut st = self.lock();
-        let last = st.cabinet.token_use.entry(token).or_insert(at);
-        *last = (*last).max(at);
-        Ok(())
-    }
-
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        let st = self.lock();
-        Ok(tokens
-            .iter()
-            .filter_map(|t| st.cabinet.token_use.get(t).map(|at| (*t, *at)))
-            .collect())
     }
 }
 

@@ -25,7 +25,7 @@ use payments_core::provider::{
 };
 use payments_core::service::{AuthConfig, CreateOutcome, PaymentService, Ports, ServiceConfig};
 use payments_core::settlement::{Course, FeePercent, Pricing};
-use payments_core::store::{DirectoryStore, Store};
+use payments_core::store::{MerchantStore, Store};
 use payments_core::testing::{fixtures, ManualClock, MemoryStore, SeededRandom, TestCaller};
 use payments_core::{ApiError, MerchantId, PaymentId, ProjectId, Timestamp};
 

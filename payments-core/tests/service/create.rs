@@ -7,7 +7,7 @@ use payments_core::callback::address::AddressPolicy;
 use payments_core::payment::{Flow, PaymentStatus};
 use payments_core::request::CreatePayment;
 use payments_core::service::CreateStatus;
-use payments_core::store::DirectoryStore;
+use payments_core::store::MerchantStore;
 use payments_core::testing::strategies;
 use payments_core::ErrorCode;
 use proptest::prelude::*;
@@ -111,7 +111,7 @@ fn contract_violations_are_not_covered_and_take_nothing() {
         .contract
         .methods
         .retain(|t| t.method == payments_core::payment::PaymentMethod::Sbp);
-    block_on(DirectoryStore::put_project(s.h.store.as_ref(), &sbp_only)).unwrap();
+    block_on(MerchantStore::put_project(s.h.store.as_ref(), &sbp_only)).unwrap();
     let create = |b: &str| block_on(s.h.create(sbp_only.id, b.as_bytes()));
     for (b, needle) in [
         (

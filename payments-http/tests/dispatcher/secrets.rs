@@ -3,7 +3,7 @@
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::event::EventKind;
 use payments_core::service::{Actor, ProjectPatch};
-use payments_core::store::DirectoryStore;
+use payments_core::store::{CallbackSecretStore, MerchantStore};
 
 use crate::support::{advance, local_config, pki, receiver, world, Reply, World, HOST};
 

@@ -11,8 +11,9 @@ use crate::event::{FailedEvent, FailedEventFilter};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
 use crate::store::{
-    AuditStore, Backlog, DirectoryStore, EventQuery, LeaseToken, OutboxStore, PayerPageStore,
-    PaymentQuery, PaymentStore, Purged, Retained, TxOutput, TxWork, UnavailableCause,
+    AuditStore, Backlog, CallbackSecretStore, CredentialStore, EventQuery, LeaseToken,
+    MerchantStore, OperatorStore, OutboxStore, PayerPageStore, PaymentQuery, PaymentStore, Purged,
+    Retained, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -503,43 +504,55 @@ impl OutboxStore for Probe {
 }
 
 #[async_trait]
-impl DirectoryStore for Probe {
+impl MerchantStore for Probe {
     async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
         self.saw("put_merchant");
         self.memory.put_merchant(merchant).await
     }
+
     async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
         self.saw("merchant");
         self.memory.merchant(id).await
     }
+
     async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
         self.saw("merchants");
         self.memory.merchants().await
     }
+
     async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
         self.saw("put_project");
         self.memory.put_project(project).await
     }
+
     async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
         self.saw("project");
         self.memory.project(id).await
     }
+
     async fn projects(&self) -> Result<Vec<Project>, StoreError> {
         self.saw("projects");
         self.memory.projects().await
     }
+}
+
+#[async_trait]
+impl CredentialStore for Probe {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         self.saw("insert_token");
         self.memory.insert_token(token).await
     }
+
     async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
         self.saw("token_by_hash");
         self.memory.token_by_hash(hash).await
     }
+
     async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
         self.saw("tokens");
         self.memory.tokens(project).await
     }
+
     async fn revoke_token(
         &self,
         project: ProjectId,
@@ -549,10 +562,25 @@ impl DirectoryStore for Probe {
         self.saw("revoke_token");
         self.memory.revoke_token(project, id, at).await
     }
+
+    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        self.saw("record_token_use");
+        self.memory.record_token_use(token, at).await
+    }
+
+    async fn token_last_used(
+        &self,
+        tokens: &[TokenId],
+    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+        self.saw("token_last_used");
+        self.memory.token_last_used(tokens).await
+    }
+
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
         self.saw("insert_key");
         self.memory.insert_key(key).await
     }
+
     async fn key(
         &self,
         project: ProjectId,
@@ -561,14 +589,17 @@ impl DirectoryStore for Probe {
         self.saw("key");
         self.memory.key(project, keyid).await
     }
+
     async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
         self.saw("keys");
         self.memory.keys(project).await
     }
+
     async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
         self.saw("active_key_projects");
         self.memory.active_key_projects(keyid).await
     }
+
     async fn auth_lookup(
         &self,
         hash: &[u8; 32],
@@ -577,6 +608,7 @@ impl DirectoryStore for Probe {
         self.saw("auth_lookup");
         self.memory.auth_lookup(hash, keyid).await
     }
+
     async fn revoke_key(
         &self,
         project: ProjectId,
@@ -586,10 +618,15 @@ impl DirectoryStore for Probe {
         self.saw("revoke_key");
         self.memory.revoke_key(project, keyid, at).await
     }
+}
+
+#[async_trait]
+impl CallbackSecretStore for Probe {
     async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
         self.saw("callback_secrets");
         self.memory.callback_secrets(project).await
     }
+
     async fn add_callback_secret(
         &self,
         project: ProjectId,
@@ -598,6 +635,7 @@ impl DirectoryStore for Probe {
         self.saw("add_callback_secret");
         self.memory.add_callback_secret(project, secret).await
     }
+
     async fn add_callback_secret_if_none(
         &self,
         project: ProjectId,
@@ -608,6 +646,7 @@ impl DirectoryStore for Probe {
             .add_callback_secret_if_none(project, secret)
             .await
     }
+
     async fn replace_callback_secret(
         &self,
         project: ProjectId,
@@ -617,10 +656,15 @@ impl DirectoryStore for Probe {
         self.saw("replace_callback_secret");
         self.memory.replace_callback_secret(project, old, new).await
     }
+}
+
+#[async_trait]
+impl OperatorStore for Probe {
     async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
         self.saw("insert_operator_token");
         self.memory.insert_operator_token(token).await
     }
+
     async fn operator_token_by_hash(
         &self,
         hash: &[u8; 32],
@@ -628,32 +672,25 @@ impl DirectoryStore for Probe {
         self.saw("operator_token_by_hash");
         self.memory.operator_token_by_hash(hash).await
     }
+
     async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
         self.saw("operator_tokens");
         self.memory.operator_tokens().await
     }
+
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
         self.saw("expire_operator_token");
         self.memory.expire_operator_token(id, at).await
     }
+
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         self.saw("setting");
         self.memory.setting(name).await
     }
+
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
         self.saw("put_setting");
         self.memory.put_setting(name, value).await
-    }
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        self.saw("record_token_use");
-        self.memory.record_token_use(token, at).await
-    }
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        self.saw("token_last_used");
-        self.memory.token_last_used(tokens).await
     }
 }
 
@@ -980,7 +1017,10 @@ mod tests {
         let traits = [
             "PaymentStore",
             "OutboxStore",
-            "DirectoryStore",
+            "MerchantStore",
+            "CredentialStore",
+            "CallbackSecretStore",
+            "OperatorStore",
             "AuditStore",
             "PayerPageStore",
             "Store",
@@ -991,7 +1031,7 @@ mod tests {
             methods_in(src, &headers)
         };
         let port = declared(include_str!("../../store.rs"), &|t| {
-            format!("pub trait {t}: ")
+            format!("pub trait {t}:")
         });
         assert!(
             port.len() > 40 && port.contains("admit_create") && port.contains("auth_lookup"),
@@ -1085,34 +1125,46 @@ mod tests {
     }
 
     #[async_trait]
-    impl DirectoryStore for Naive {
+    impl MerchantStore for Naive {
         async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
             self.0.put_merchant(merchant).await
         }
+
         async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
             self.0.merchant(id).await
         }
+
         async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
             self.0.merchants().await
         }
+
         async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
             self.0.put_project(project).await
         }
+
         async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
             self.0.project(id).await
         }
+
         async fn projects(&self) -> Result<Vec<Project>, StoreError> {
             self.0.projects().await
         }
+    }
+
+    #[async_trait]
+    impl CredentialStore for Naive {
         async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
             self.0.insert_token(token).await
         }
+
         async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
             self.0.token_by_hash(hash).await
         }
+
         async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
             self.0.tokens(project).await
         }
+
         async fn revoke_token(
             &self,
             project: ProjectId,
@@ -1121,9 +1173,22 @@ mod tests {
         ) -> Result<bool, StoreError> {
             self.0.revoke_token(project, id, at).await
         }
+
+        async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+            self.0.record_token_use(token, at).await
+        }
+
+        async fn token_last_used(
+            &self,
+            tokens: &[TokenId],
+        ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
+            self.0.token_last_used(tokens).await
+        }
+
         async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
             self.0.insert_key(key).await
         }
+
         async fn key(
             &self,
             project: ProjectId,
@@ -1131,9 +1196,11 @@ mod tests {
         ) -> Result<Option<KeyRecord>, StoreError> {
             self.0.key(project, keyid).await
         }
+
         async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
             self.0.keys(project).await
         }
+
         async fn revoke_key(
             &self,
             project: ProjectId,
@@ -1142,12 +1209,17 @@ mod tests {
         ) -> Result<bool, StoreError> {
             self.0.revoke_key(project, keyid, at).await
         }
+    }
+
+    #[async_trait]
+    impl CallbackSecretStore for Naive {
         async fn callback_secrets(
             &self,
             project: ProjectId,
         ) -> Result<Vec<SecretRecord>, StoreError> {
             self.0.callback_secrets(project).await
         }
+
         async fn add_callback_secret(
             &self,
             project: ProjectId,
@@ -1155,6 +1227,7 @@ mod tests {
         ) -> Result<(), StoreError> {
             self.0.add_callback_secret(project, secret).await
         }
+
         async fn add_callback_secret_if_none(
             &self,
             project: ProjectId,
@@ -1162,6 +1235,7 @@ mod tests {
         ) -> Result<Vec<SecretRecord>, StoreError> {
             self.0.add_callback_secret_if_none(project, secret).await
         }
+
         async fn replace_callback_secret(
             &self,
             project: ProjectId,
@@ -1170,21 +1244,28 @@ mod tests {
         ) -> Result<bool, StoreError> {
             self.0.replace_callback_secret(project, old, new).await
         }
+    }
+
+    #[async_trait]
+    impl OperatorStore for Naive {
         async fn insert_operator_token(
             &self,
             token: &OperatorTokenRecord,
         ) -> Result<(), StoreError> {
             self.0.insert_operator_token(token).await
         }
+
         async fn operator_token_by_hash(
             &self,
             hash: &[u8; 32],
         ) -> Result<Option<OperatorTokenRecord>, StoreError> {
             self.0.operator_token_by_hash(hash).await
         }
+
         async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
             self.0.operator_tokens().await
         }
+
         async fn expire_operator_token(
             &self,
             id: TokenId,
@@ -1192,20 +1273,13 @@ mod tests {
         ) -> Result<bool, StoreError> {
             self.0.expire_operator_token(id, at).await
         }
+
         async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
             self.0.setting(name).await
         }
+
         async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
             self.0.put_setting(name, value).await
-        }
-        async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-            self.0.record_token_use(token, at).await
-        }
-        async fn token_last_used(
-            &self,
-            tokens: &[TokenId],
-        ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-            self.0.token_last_used(tokens).await
         }
     }
 
