@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two builds of the server, BEFORE and AFTER a change, alternating in the same run: closed-loop
 # signed creates against each build's payments-server and the same requests against that
-# build's own verify-only reference. One load generator (AFTER's, or $LOADGEN) for every run.
+# build's own verify-only reference, then signed reads of the created payments (each GET with
+# its own nonce: the nonce write of every signed request). One load generator (AFTER's, or
+# $LOADGEN) for every run.
 #
 #   T_BEFORE=../before/target/release T_AFTER=target/release \
 #     benches/scripts/before-after.sh [REPS=3] [CONNECTIONS="64 16"]
@@ -69,6 +71,7 @@ block() {
     { echo "the $build server does not answer: $dir/server.log" >&2; exit 1; }
   "$t/bench_setup" --data-dir "$dir" rate-limit >/dev/null
   for conns in $CONNS; do measure create "$build" "$rep" "$dir" "$conns"; done
+  for conns in $CONNS; do measure get "$build" "$rep" "$dir" "$conns" --sign-get; done
   # The server holds the data dir's lock (payments.lock): the verify-only reference opens the
   # same data dir once the server has stopped, right after its creates.
   stop
@@ -117,5 +120,8 @@ jq -rs '
     "  after  create/verify   \(ratio(v("after"; "create"); v("after"; "verify")) | mmm)",
     "  after/before create/s  \(ratio(v("after"; "create"); v("before"; "create")) | mmm)",
     "  after/before verify/s  \(ratio(v("after"; "verify"); v("before"; "verify")) | mmm)",
+    "  before signed get/s    \(v("before"; "get") | map(round) | mmm)",
+    "  after  signed get/s    \(v("after"; "get") | map(round) | mmm)",
+    "  after/before get/s     \(ratio(v("after"; "get"); v("before"; "get")) | mmm)",
     "  non-2xx responses      \([$g[] | .requests - .ok] | add)"
 ' "$RESULTS"
