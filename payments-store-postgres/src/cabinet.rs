@@ -17,10 +17,6 @@ use payments_store_sql::statements as st;
 use crate::codec::{self, execute, query, query_opt, read, record, records, sql, write_record};
 use crate::error::{db, duplicate};
 
-fn step_value(step: u64) -> Result<i64, StoreError> {
-    codec::uint(step, "totp step")
-}
-
 // --- users -----------------------------------------------------------------------------------
 
 pub(crate) async fn insert_user<C: GenericClient>(c: &C, u: &UserRecord) -> Result<(), StoreError> {
@@ -187,33 +183,18 @@ pub(crate) async fn advance_session<C: GenericClient>(
     if owner != new.user_id {
         return Ok(false);
     }
-    let user = new.user_id.to_string();
-    let proved = match proof {
-        SessionProof::None => true,
-        SessionProof::TotpStep(step) => {
-            execute(c, sql(&st::TOTP_STEP_ACCEPT), &[&user, &step_value(*step)?]).await? == 1
-        }
-        SessionProof::RecoveryCode(hash) => {
-            execute(c, sql(&st::RECOVERY_CODE_USE), &[&user, &hash.as_slice()]).await? == 1
-        }
-        SessionProof::Enrolment {
-            step,
-            recovery_codes,
-            at,
-        } => {
-            let confirmed = execute(
-                c,
-                sql(&st::TOTP_CONFIRM),
-                &[&user, &at.unix_millis(), &step_value(*step)?],
-            )
-            .await?
-                == 1;
-            if confirmed {
-                replace_recovery_codes(c, new.user_id, recovery_codes).await?;
-            }
-            confirmed
+    let proved = match st::session_proof(new.user_id, proof)? {
+        None => true,
+        Some((statement, values)) => {
+            let values = codec::params(values);
+            execute(c, sql(statement), &codec::refs(&values)).await? == 1
         }
     };
+    if proved {
+        if let SessionProof::Enrolment { recovery_codes, .. } = proof {
+            replace_recovery_codes(c, new.user_id, recovery_codes).await?;
+        }
+    }
     if !proved {
         return Ok(false);
     }

@@ -6,7 +6,7 @@ use std::error::Error;
 use bytes::BytesMut;
 use deadpool_postgres::GenericClient;
 use payments_core::store::StoreError;
-pub(crate) use payments_store_sql::codec::{limit, uint};
+pub(crate) use payments_store_sql::codec::limit;
 use payments_store_sql::Dialect;
 pub(crate) use payments_store_sql::{Cols, Record, Sql, SqlRow, SqlValue};
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};

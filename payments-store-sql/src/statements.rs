@@ -1,18 +1,23 @@
 //! The statements both engines run, written once (see [`crate::sql`] for the dialect seam).
 //! A statement that only one engine runs, or whose SQL really differs, lives in its backend.
 
-use payments_core::cabinet::{CabinetAuditRecord, InviteRecord, SessionRecord, UserRecord};
+use payments_core::cabinet::{
+    CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
+};
 use payments_core::event::{DeliveryAttempt, OutboxEvent};
+use payments_core::ids::UserId;
 use payments_core::payer::PaymentPageRecord;
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
+use payments_core::store::StoreError;
 
 use crate::record::{
     Record, ATTEMPT_ROW_COLUMNS, PAYMENT_COLUMNS, PAYMENT_IMMUTABLE, PAYMENT_NCOLS,
     SECRET_ROW_COLUMNS,
 };
 use crate::sql::{insert, list, select, upsert, Sql};
+use crate::value::SqlValue;
 
 // --- merchants and projects ------------------------------------------------------------------
 
@@ -278,6 +283,36 @@ pub static RECOVERY_CODES_DELETE: Sql =
 pub static RECOVERY_CODE_USE: Sql = Sql::new(|_| {
     "DELETE FROM cabinet_recovery_codes WHERE user_id = $1 AND code_hash = $2".to_string()
 });
+/// The statement that proves a sign-in step in the database, with its values: the step is proved
+/// when it changes exactly one row (a TOTP step later than the user's last one, a recovery code
+/// the user holds, an enrolment not yet confirmed). `None` for [`SessionProof::None`], which
+/// needs no proof. An enrolment's recovery codes are stored by the caller once it is proved.
+pub fn session_proof(
+    user: UserId,
+    proof: &SessionProof,
+) -> Result<Option<(&'static Sql, Vec<SqlValue>)>, StoreError> {
+    let user = SqlValue::text(user.to_string());
+    Ok(match proof {
+        SessionProof::None => None,
+        SessionProof::TotpStep(step) => Some((
+            &TOTP_STEP_ACCEPT,
+            vec![user, SqlValue::uint(*step, "totp step")?],
+        )),
+        SessionProof::RecoveryCode(hash) => Some((
+            &RECOVERY_CODE_USE,
+            vec![user, SqlValue::blob(hash.to_vec())],
+        )),
+        SessionProof::Enrolment { step, at, .. } => Some((
+            &TOTP_CONFIRM,
+            vec![
+                user,
+                SqlValue::Int(at.unix_millis()),
+                SqlValue::uint(*step, "totp step")?,
+            ],
+        )),
+    })
+}
+
 /// How many recovery codes user `$1` has left, as `n`.
 pub static RECOVERY_CODES_LEFT: Sql =
     Sql::new(|_| "SELECT count(*) AS n FROM cabinet_recovery_codes WHERE user_id = $1".to_string());

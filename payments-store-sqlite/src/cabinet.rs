@@ -17,10 +17,6 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::codec::{self, execute, execute_raw, query, record, record_params, records, sql};
 use crate::error::{corrupt, db, duplicate};
 
-fn step_value(step: u64) -> Result<i64, StoreError> {
-    codec::uint(step, "totp step")
-}
-
 // --- users -----------------------------------------------------------------------------------
 
 pub(crate) fn insert_user(conn: &Connection, u: &UserRecord) -> Result<(), StoreError> {
@@ -162,37 +158,15 @@ pub(crate) fn advance_session(
     if current.user_id != new.user_id {
         return Ok(false);
     }
-    let user = new.user_id.to_string();
-    let proved = match proof {
-        SessionProof::None => true,
-        SessionProof::TotpStep(step) => {
-            execute(
-                conn,
-                &st::TOTP_STEP_ACCEPT,
-                params![user, step_value(*step)?],
-            )? == 1
-        }
-        SessionProof::RecoveryCode(hash) => {
-            execute(conn, &st::RECOVERY_CODE_USE, params![user, hash.as_slice()])? == 1
-        }
-        SessionProof::Enrolment {
-            step,
-            recovery_codes,
-            at,
-        } => {
-            let confirmed = execute(
-                conn,
-                &st::TOTP_CONFIRM,
-                params![user, at.unix_millis(), step_value(*step)?],
-            )? == 1;
-            if confirmed {
-                replace_recovery_codes(conn, new.user_id, recovery_codes)?;
-            }
-            confirmed
-        }
+    let proved = match st::session_proof(new.user_id, proof)? {
+        None => true,
+        Some((statement, values)) => execute(conn, statement, codec::params(values))? == 1,
     };
     if !proved {
         return Ok(false);
+    }
+    if let SessionProof::Enrolment { recovery_codes, .. } = proof {
+        replace_recovery_codes(conn, new.user_id, recovery_codes)?;
     }
     delete_session(conn, current.id)?;
     insert_session(conn, new)?;

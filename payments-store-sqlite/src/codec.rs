@@ -2,7 +2,7 @@
 //! [`SqlRow`], [`SqlValue`]s bound as rusqlite values, and queries that decode [`Record`]s.
 
 use payments_core::store::StoreError;
-pub(crate) use payments_store_sql::codec::{limit, uint};
+pub(crate) use payments_store_sql::codec::limit;
 use payments_store_sql::Dialect;
 pub(crate) use payments_store_sql::{Cols, Record, Sql, SqlRow, SqlValue};
 use rusqlite::types::{FromSql, Value};
