@@ -80,9 +80,9 @@ pub(crate) async fn claim_due<C: GenericClient>(
     Ok(claimed.into_iter().map(|(_, _, e)| e).collect())
 }
 
-/// Records an attempt and, under the event's current lease token, the event's next step.
-/// The event row is locked first (`FOR UPDATE`), so a claim and a record of one event never
-/// interleave.
+/// Records an attempt and, under the event's current lease token, the event's next step
+/// ([`st::attempt_step`]). The event row is locked first (`FOR UPDATE`), so a claim and a record
+/// of one event never interleave.
 pub(crate) async fn record_attempt<C: GenericClient>(
     c: &C,
     event_id: EventId,
@@ -91,40 +91,18 @@ pub(crate) async fn record_attempt<C: GenericClient>(
     next_attempt_at: Option<Timestamp>,
 ) -> Result<AttemptRecorded, StoreError> {
     let id = event_id.to_string();
-    let (state, next) = a.next_step(next_attempt_at);
-    let Some(row) = query_opt(
-        c,
-        "SELECT lease_token FROM outbox_events WHERE event_id = $1 FOR UPDATE",
-        &[&id],
-    )
-    .await?
-    else {
+    let Some(row) = query_opt(c, sql(&st::EVENT_LEASE), &[&id]).await? else {
         return Err(StoreError::NotFound(format!("event {event_id}")));
     };
     let current: i64 = read(&row, |c| c.int("lease_token"))?;
-    let applied = u64::try_from(current).ok() == Some(lease.get());
-    let number = i32::try_from(a.attempt).map_err(|_| corrupt("attempt", a.attempt))?;
-    if applied {
-        execute(
-            c,
-            "UPDATE outbox_events SET attempts = GREATEST(attempts, $1), state = $2, \
-             next_attempt_at = $3 WHERE event_id = $4",
-            &[
-                &number,
-                &state.as_str(),
-                &next.map(Timestamp::unix_millis),
-                &id,
-            ],
-        )
-        .await?;
+    let (recorded, step) = st::attempt_step(event_id, lease, current, a, next_attempt_at);
+    if let Some(values) = step {
+        let values = params(values);
+        execute(c, sql(&st::EVENT_STEP), &refs(&values)).await?;
     }
     let values = params(attempt_values(event_id, a)?);
     execute(c, sql(&st::ATTEMPT_INSERT), &refs(&values)).await?;
-    Ok(if applied {
-        AttemptRecorded::Applied
-    } else {
-        AttemptRecorded::Stale
-    })
+    Ok(recorded)
 }
 
 /// A payment's events in queueing order, each with its attempts in order.

@@ -91,6 +91,16 @@ impl Dialect {
             Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
         }
     }
+
+    /// What a read of a row that the same transaction then changes adds so that no other
+    /// transaction changes it in between: nothing in SQLite (the one writer runs it), `FOR
+    /// UPDATE` in PostgreSQL.
+    pub fn for_update(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR UPDATE",
+        }
+    }
 }
 
 /// A statement built once per engine, on first use, from a function that writes it with `$n`

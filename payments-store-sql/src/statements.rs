@@ -4,13 +4,14 @@
 use payments_core::cabinet::{
     CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
 };
+use payments_core::clock::Timestamp;
 use payments_core::event::{DeliveryAttempt, OutboxEvent};
-use payments_core::ids::UserId;
+use payments_core::ids::{EventId, UserId};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
-use payments_core::store::StoreError;
+use payments_core::store::{AttemptRecorded, LeaseToken, StoreError};
 
 use crate::record::{
     Record, ATTEMPT_ROW_COLUMNS, PAYMENT_COLUMNS, PAYMENT_IMMUTABLE, PAYMENT_NCOLS,
@@ -219,6 +220,49 @@ pub static EVENTS_OF_PAYMENT: Sql = Sql::new(|_| {
         "WHERE payment_id = $1 ORDER BY seq",
     )
 });
+
+/// Event `$1`'s current lease token, as `lease_token`, the row held until the transaction ends.
+pub static EVENT_LEASE: Sql = Sql::new(|d| {
+    format!(
+        "SELECT lease_token FROM outbox_events WHERE event_id = $1{}",
+        d.for_update()
+    )
+});
+
+/// Event `$4`'s next step after an attempt: attempts at least `$1`, state `$2`, next attempt at
+/// `$3` ([`attempt_step`]).
+pub static EVENT_STEP: Sql = Sql::new(|d| {
+    format!(
+        "UPDATE outbox_events SET attempts = {}(attempts, $1), state = $2, \
+         next_attempt_at = $3 WHERE event_id = $4",
+        d.greatest()
+    )
+});
+
+/// What recording `attempt` under `lease` does to an event whose current lease token is
+/// `current` ([`EVENT_LEASE`]): with the current lease, [`AttemptRecorded::Applied`] and the
+/// values of [`EVENT_STEP`] (the event's next step, [`DeliveryAttempt::next_step`]); with an
+/// older one, [`AttemptRecorded::Stale`] and no change to the event. The attempt's own row
+/// ([`ATTEMPT_INSERT`]) is written either way.
+pub fn attempt_step(
+    event: EventId,
+    lease: LeaseToken,
+    current: i64,
+    attempt: &DeliveryAttempt,
+    next_attempt_at: Option<Timestamp>,
+) -> (AttemptRecorded, Option<Vec<SqlValue>>) {
+    if u64::try_from(current).ok() != Some(lease.get()) {
+        return (AttemptRecorded::Stale, None);
+    }
+    let (state, next) = attempt.next_step(next_attempt_at);
+    let values = vec![
+        SqlValue::Int(i64::from(attempt.attempt)),
+        SqlValue::text(state.as_str()),
+        next.map_or(SqlValue::Null, |t| SqlValue::Int(t.unix_millis())),
+        SqlValue::text(event.to_string()),
+    ];
+    (AttemptRecorded::Applied, Some(values))
+}
 
 /// Records an attempt: [`crate::record::attempt_values`].
 pub static ATTEMPT_INSERT: Sql = Sql::new(|_| insert("delivery_attempts", ATTEMPT_ROW_COLUMNS));

@@ -80,7 +80,8 @@ pub(crate) fn claim_due(
     Ok(claimed)
 }
 
-/// Records an attempt and, under the event's current lease token, the event's next step.
+/// Records an attempt and, under the event's current lease token, the event's next step
+/// ([`st::attempt_step`]).
 pub(crate) fn record_attempt(
     conn: &Connection,
     event_id: EventId,
@@ -88,42 +89,25 @@ pub(crate) fn record_attempt(
     a: &DeliveryAttempt,
     next_attempt_at: Option<Timestamp>,
 ) -> Result<AttemptRecorded, StoreError> {
-    let id = event_id.to_string();
-    let (state, next) = a.next_step(next_attempt_at);
     let current: Option<i64> = conn
-        .prepare_cached("SELECT lease_token FROM outbox_events WHERE event_id = ?1")
+        .prepare_cached(sql(&st::EVENT_LEASE))
         .map_err(db)?
-        .query_row([&id], |r| r.get(0))
+        .query_row([event_id.to_string()], |r| r.get(0))
         .optional()
         .map_err(db)?;
     let Some(current) = current else {
         return Err(StoreError::NotFound(format!("event {event_id}")));
     };
-    let applied = u64::try_from(current).ok() == Some(lease.get());
-    if applied {
-        conn.prepare_cached(
-            "UPDATE outbox_events SET attempts = max(attempts, ?1), state = ?2, \
-             next_attempt_at = ?3 WHERE event_id = ?4",
-        )
-        .map_err(db)?
-        .execute(params![
-            i64::from(a.attempt),
-            state.as_str(),
-            next.map(Timestamp::unix_millis),
-            id
-        ])
-        .map_err(db)?;
+    let (recorded, step) = st::attempt_step(event_id, lease, current, a, next_attempt_at);
+    if let Some(values) = step {
+        execute(conn, &st::EVENT_STEP, params(values))?;
     }
     execute(
         conn,
         &st::ATTEMPT_INSERT,
         params(attempt_values(event_id, a)?),
     )?;
-    Ok(if applied {
-        AttemptRecorded::Applied
-    } else {
-        AttemptRecorded::Stale
-    })
+    Ok(recorded)
 }
 
 /// A payment's events in queueing order, each with its attempts in order.
