@@ -79,6 +79,24 @@ impl Transaction for PgTx<'_, '_> {
     }
 }
 
+/// Runs `$body` (an async block using `$tx`) in a read-only `REPEATABLE READ` transaction on a
+/// pooled connection: every statement of it reads the same snapshot.
+macro_rules! in_snapshot {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut client = $store.client().await?;
+        let $tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db)?;
+        let value = $body?;
+        $tx.commit().await.map_err(db)?;
+        Ok(value)
+    }};
+}
+
 macro_rules! in_transaction {
     ($store:expr, |$tx:ident| $body:expr) => {{
         let mut client = $store.client().await?;
@@ -152,17 +170,7 @@ impl OutboxStore for PgStore {
 
     async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError> {
         // Events and their attempts from one snapshot.
-        let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(db)?;
-        let records = outbox::for_payment(&tx, payment).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(records)
+        in_snapshot!(self, |tx| outbox::for_payment(&tx, payment).await)
     }
 
     async fn failed_events(
@@ -176,17 +184,7 @@ impl OutboxStore for PgStore {
 
     /// The events and their attempts from one snapshot.
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(db)?;
-        let records = outbox::find(&tx, query).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(records)
+        in_snapshot!(self, |tx| outbox::find(&tx, query).await)
     }
 }
 
