@@ -17,6 +17,13 @@ use payments_http::cli::{settings, CheckReceiverArgs, CommonArgs, OperatorComman
 use payments_http::server::{open_service, shutdown_signal, Application};
 use serde::Serialize;
 
+/// mimalloc instead of glibc's malloc: under concurrent reads the tokio workers waited on
+/// glibc's arena locks (a buffer allocated on one worker and freed on another takes the other
+/// arena's lock); see docs/performance.md ("the allocator"). Only the server binary chooses it:
+/// an embedder of the libraries keeps its own allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "payments-server",
