@@ -18,6 +18,8 @@ use payments_core::store::StoreError;
 use payments_core::{ApiError, ErrorCode, SecretString, Timestamp};
 
 use crate::secrets;
+use payments_core::cabinet::CabinetStoreExt;
+use payments_core::store::MerchantStoreExt;
 
 /// A throttling limit: at most `attempts` failures within `window`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

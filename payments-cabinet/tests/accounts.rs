@@ -10,6 +10,7 @@ use payments_cabinet::accounts::{Cabinet, CabinetConfig, Client, Current, SignIn
 use payments_cabinet::secrets;
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
+use payments_core::cabinet::CabinetStoreExt;
 use payments_core::cabinet::{Role, SessionStage};
 use payments_core::payment::Currency;
 use payments_core::provider::{ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest};

@@ -193,7 +193,7 @@ pub struct CabinetAuditRecord {
 /// Users are unique by e-mail; sessions and invitations by the hash of their token. The writes
 /// that decide something are atomic: [`advance_session`](Self::advance_session) (a TOTP step
 /// used once, a recovery code consumed once, an enrolment confirmed once, together with the
-/// session change) and [`take_invite`](Self::take_invite).
+/// session change) and [`find_invite`](Self::find_invite) with [`InviteUse::Take`].
 #[async_trait]
 pub trait CabinetStore: Send + Sync {
     /// Stores a new user; [`StoreError::Duplicate`] if the e-mail (or id) is taken.
@@ -202,12 +202,9 @@ pub trait CabinetStore: Send + Sync {
     /// [`advance_session`](Self::advance_session) moves it); [`StoreError::NotFound`] for an
     /// unknown user, [`StoreError::Duplicate`] if the new e-mail is another user's.
     async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError>;
-    /// A user by id.
-    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError>;
-    /// A user by e-mail (as stored: lower-case).
-    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError>;
-    /// Every user, in e-mail order.
-    async fn users(&self) -> Result<Vec<UserRecord>, StoreError>;
+    /// The users `key` names: one by id or by e-mail (none or one), or every user in e-mail
+    /// order.
+    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError>;
 
     /// Replaces the user's recovery codes (SHA-256 each) with `codes`.
     async fn replace_recovery_codes(
@@ -220,27 +217,13 @@ pub trait CabinetStore: Send + Sync {
 
     /// Stores a new session; [`StoreError::Duplicate`] if its token hash or id exists.
     async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
-    /// A session by the SHA-256 of its cookie.
-    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError>;
+    /// The sessions `key` names: one by the SHA-256 of its cookie (none or one), or a user's,
+    /// oldest first.
+    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError>;
     /// Moves a session's `last_seen_at` to `at` (never backwards); `false` if it is gone.
     async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError>;
-    /// Deletes a session; `false` if it was not there.
-    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError>;
-    /// A user's sessions, oldest first.
-    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError>;
-    /// Deletes a user's sessions but `keep`; returns how many.
-    async fn delete_user_sessions(
-        &self,
-        user: UserId,
-        keep: Option<SessionId>,
-    ) -> Result<u64, StoreError>;
-    /// Deletes sessions last seen before `idle_before` or signed in before `signed_in_before`;
-    /// returns how many.
-    async fn purge_sessions(
-        &self,
-        idle_before: Timestamp,
-        signed_in_before: Timestamp,
-    ) -> Result<u64, StoreError>;
+    /// Deletes the sessions `which` names; returns how many.
+    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError>;
     /// One sign-in step, in one write: if the session with token hash `old` exists and
     /// `proof` holds for `new.user_id` (see [`SessionProof`]), uses the proof, deletes the old
     /// session and stores `new` (a new id and token) and answers `true`; otherwise writes
@@ -255,17 +238,13 @@ pub trait CabinetStore: Send + Sync {
     /// Stores an invitation, deleting the user's earlier ones.
     async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError>;
     /// The invitation with this token hash if it is live at `now` (not taken, not expired).
-    async fn invite(
+    /// With [`InviteUse::Take`] it is taken (deleted) in the same step, expired or not, and
+    /// exactly one of concurrent takers gets it.
+    async fn find_invite(
         &self,
         hash: &[u8; 32],
         now: Timestamp,
-    ) -> Result<Option<InviteRecord>, StoreError>;
-    /// Takes (deletes) the invitation with this token hash and answers it if it had not
-    /// expired at `now`; exactly one of concurrent calls gets it.
-    async fn take_invite(
-        &self,
-        hash: &[u8; 32],
-        now: Timestamp,
+        then: InviteUse,
     ) -> Result<Option<InviteRecord>, StoreError>;
 
     /// Records a failed sign-in attempt under `key` (an account or an address).
@@ -278,10 +257,8 @@ pub trait CabinetStore: Send + Sync {
         since: Timestamp,
         limit: usize,
     ) -> Result<Vec<Timestamp>, StoreError>;
-    /// Forgets `key`'s failures (after a successful sign-in).
-    async fn clear_failures(&self, key: &str) -> Result<(), StoreError>;
-    /// Deletes failures before `before`; returns how many.
-    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError>;
+    /// Forgets the failures `which` names; returns how many.
+    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError>;
 
     /// Appends a record to the cabinet's audit log.
     async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError>;
@@ -292,3 +269,141 @@ pub trait CabinetStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<CabinetAuditRecord>, StoreError>;
 }
+
+/// Which users [`CabinetStore::find_users`] looks up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserKey<'a> {
+    /// The user with this id.
+    Id(UserId),
+    /// The user with this e-mail (as stored: lower-case).
+    Email(&'a str),
+    /// Every user.
+    All,
+}
+
+/// Which sessions [`CabinetStore::find_sessions`] looks up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionKey<'a> {
+    /// The session whose cookie has this SHA-256.
+    TokenHash(&'a [u8; 32]),
+    /// A user's sessions.
+    User(UserId),
+}
+
+/// Which sessions [`CabinetStore::delete_sessions`] deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionScope {
+    /// This session (a sign-out).
+    One(SessionId),
+    /// A user's sessions, except `keep` (signing out elsewhere, or a disabled user).
+    User {
+        /// The user.
+        user: UserId,
+        /// A session to keep, the one that asked.
+        keep: Option<SessionId>,
+    },
+    /// Sessions last seen before `idle_before` or signed in before `signed_in_before`.
+    Stale {
+        /// Idle since before this.
+        idle_before: Timestamp,
+        /// Signed in before this.
+        signed_in_before: Timestamp,
+    },
+}
+
+/// What [`CabinetStore::find_invite`] does with a live invitation it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InviteUse {
+    /// Reads it only (the page that asks for a password).
+    Peek,
+    /// Takes it: deletes it and answers it, once.
+    Take,
+}
+
+/// Which sign-in failures [`CabinetStore::forget_failures`] forgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureScope<'a> {
+    /// Every failure under this key (after a successful sign-in).
+    Key(&'a str),
+    /// Every failure before this time (retention).
+    Before(Timestamp),
+}
+
+/// The lookups and deletions by name over [`CabinetStore`]'s finds and scopes, for every
+/// cabinet store (not part of the port: a backend writes the finds, a wrapper forwards them).
+#[async_trait]
+pub trait CabinetStoreExt: CabinetStore {
+    /// A user by id.
+    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError> {
+        Ok(self.find_users(UserKey::Id(id)).await?.pop())
+    }
+    /// A user by e-mail (as stored: lower-case).
+    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError> {
+        Ok(self.find_users(UserKey::Email(email)).await?.pop())
+    }
+    /// Every user, in e-mail order.
+    async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
+        self.find_users(UserKey::All).await
+    }
+    /// A session by the SHA-256 of its cookie.
+    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(self.find_sessions(SessionKey::TokenHash(hash)).await?.pop())
+    }
+    /// A user's sessions, oldest first.
+    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError> {
+        self.find_sessions(SessionKey::User(user)).await
+    }
+    /// Deletes a session; `false` if it was not there.
+    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
+        Ok(self.delete_sessions(SessionScope::One(id)).await? > 0)
+    }
+    /// Deletes a user's sessions but `keep`; returns how many.
+    async fn delete_user_sessions(
+        &self,
+        user: UserId,
+        keep: Option<SessionId>,
+    ) -> Result<u64, StoreError> {
+        self.delete_sessions(SessionScope::User { user, keep })
+            .await
+    }
+    /// Deletes sessions last seen before `idle_before` or signed in before `signed_in_before`;
+    /// returns how many.
+    async fn purge_sessions(
+        &self,
+        idle_before: Timestamp,
+        signed_in_before: Timestamp,
+    ) -> Result<u64, StoreError> {
+        self.delete_sessions(SessionScope::Stale {
+            idle_before,
+            signed_in_before,
+        })
+        .await
+    }
+    /// The invitation with this token hash if it is live at `now` (not taken, not expired).
+    async fn invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        self.find_invite(hash, now, InviteUse::Peek).await
+    }
+    /// Takes (deletes) the invitation with this token hash and answers it if it had not
+    /// expired at `now`; exactly one of concurrent calls gets it.
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        self.find_invite(hash, now, InviteUse::Take).await
+    }
+    /// Forgets `key`'s failures (after a successful sign-in).
+    async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
+        self.forget_failures(FailureScope::Key(key)).await.map(drop)
+    }
+    /// Deletes failures before `before`; returns how many.
+    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {
+        self.forget_failures(FailureScope::Before(before)).await
+    }
+}
+
+impl<S: CabinetStore + ?Sized> CabinetStoreExt for S {}

@@ -25,8 +25,9 @@ mod tx;
 /// `use payments_core::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AuditStore, CallbackSecretStore, CredentialStore, MerchantStore, OperatorStore,
-        OutboxStore, PayerPageStore, PaymentStore, Store,
+        AuditStore, CallbackSecretStore, CredentialStore, CredentialStoreExt, MerchantStore,
+        MerchantStoreExt, OperatorStore, OperatorStoreExt, OutboxStore, PayerPageStore,
+        PayerPageStoreExt, PaymentStore, Store,
     };
 }
 
@@ -149,7 +150,7 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// The answer of [`PaymentStore::insert_payment`].
+/// The answer of [`Store::insert_payment`].
 // The payment is returned by value once per create; boxing it would buy nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,17 +303,44 @@ pub trait PayerPageStore: Send + Sync {
         &self,
         page: &PaymentPageRecord,
     ) -> Result<PaymentPageRecord, StoreError>;
+    /// The payer page link that `key` names, if there is one (a token hash is found through
+    /// an index).
+    async fn find_payment_page(
+        &self,
+        key: PageKey<'_>,
+    ) -> Result<Option<PaymentPageRecord>, StoreError>;
+}
+
+/// Which payer page link [`PayerPageStore::find_payment_page`] looks up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageKey<'a> {
+    /// The link of this payment.
+    Payment(PaymentId),
+    /// The link whose token has this SHA-256.
+    TokenHash(&'a [u8; 32]),
+}
+
+/// The lookups by name over [`PayerPageStore::find_payment_page`], for every payer page store
+/// (they are not part of the port: a backend writes the one lookup, a wrapper forwards it).
+#[async_trait]
+pub trait PayerPageStoreExt: PayerPageStore {
     /// A payment's payer page link, if it has one.
     async fn payment_page(
         &self,
         payment: PaymentId,
-    ) -> Result<Option<PaymentPageRecord>, StoreError>;
-    /// The payer page link whose token has this SHA-256 (through an index).
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        self.find_payment_page(PageKey::Payment(payment)).await
+    }
+    /// The payer page link whose token has this SHA-256.
     async fn payment_page_by_hash(
         &self,
         hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError>;
+    ) -> Result<Option<PaymentPageRecord>, StoreError> {
+        self.find_payment_page(PageKey::TokenHash(hash)).await
+    }
 }
+
+impl<S: PayerPageStore + ?Sized> PayerPageStoreExt for S {}
 
 /// Payments.
 #[async_trait]
@@ -436,21 +464,43 @@ pub trait MerchantStore: Send + Sync {
     /// Inserts or replaces a merchant.
     async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError>;
 
-    /// A merchant by id.
-    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError>;
-
-    /// Every merchant.
-    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError>;
+    /// The merchant with id `only` (none or one), or every merchant by id when `only` is
+    /// `None`.
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError>;
 
     /// Inserts or replaces a project.
     async fn put_project(&self, project: &Project) -> Result<(), StoreError>;
 
-    /// A project by id.
-    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError>;
-
-    /// Every project.
-    async fn projects(&self) -> Result<Vec<Project>, StoreError>;
+    /// The project with id `only` (none or one), or every project by id when `only` is `None`.
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError>;
 }
+
+/// The lookups by name over [`MerchantStore`]'s two finds, for every merchant store (not part
+/// of the port: a backend writes the finds, a wrapper forwards them).
+#[async_trait]
+pub trait MerchantStoreExt: MerchantStore {
+    /// A merchant by id.
+    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+        Ok(self.find_merchants(Some(id)).await?.pop())
+    }
+
+    /// Every merchant, by id.
+    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
+        self.find_merchants(None).await
+    }
+
+    /// A project by id.
+    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
+        Ok(self.find_projects(Some(id)).await?.pop())
+    }
+
+    /// Every project, by id.
+    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        self.find_projects(None).await
+    }
+}
+
+impl<S: MerchantStore + ?Sized> MerchantStoreExt for S {}
 
 /// A project's credentials: API tokens (with when each was last used) and signature keys, and
 /// the lookup that authenticates a request (made of the merchant and project it names).
@@ -459,11 +509,9 @@ pub trait CredentialStore: MerchantStore {
     /// Stores an issued token.
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError>;
 
-    /// A token by the SHA-256 of the presented token, revoked or not.
-    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError>;
-
-    /// A project's tokens.
-    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError>;
+    /// The tokens `key` names, revoked or not: the one with the SHA-256 of a presented token
+    /// (none or one), or a project's (in issue order).
+    async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError>;
 
     /// Revokes a token; `false` if there is no such token of that project.
     async fn revoke_token(
@@ -485,16 +533,17 @@ pub trait CredentialStore: MerchantStore {
     /// Registers a key; [`StoreError::Duplicate`] if the project already has that key id.
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError>;
 
-    /// A project's key by id, revoked or not.
-    async fn key(&self, project: ProjectId, keyid: &KeyId)
-        -> Result<Option<KeyRecord>, StoreError>;
-
-    /// A project's keys.
-    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError>;
+    /// A project's key with id `only` (none or one), or all its keys when `only` is `None`;
+    /// revoked or not.
+    async fn find_keys(
+        &self,
+        project: ProjectId,
+        only: Option<&KeyId>,
+    ) -> Result<Vec<KeyRecord>, StoreError>;
 
     /// The projects on which a key with this id is registered and not revoked, in any order
     /// (registration refuses a key active on another project, so normally at most one). The
-    /// default asks [`Self::projects`], then [`Self::key`] of each: one read per project, for a
+    /// default asks [`MerchantStore::find_projects`], then [`Self::find_keys`] of each: one read per project, for a
     /// rare operator action; a store that can should answer it in one query.
     async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
         let mut found = Vec::new();
@@ -514,8 +563,8 @@ pub trait CredentialStore: MerchantStore {
     /// at the time of the call, so a revocation counts for the next request: a store may keep
     /// earlier answers only if it can tell, at each call, that nothing they hold has changed
     /// since, whoever changed it (the SQLite store checks a version that triggers move with
-    /// every change, in the lookup's snapshot). The default asks [`Self::token_by_hash`], [`Self::project`], [`Self::merchant`] and
-    /// [`Self::key`] in turn.
+    /// every change, in the lookup's snapshot). The default asks [`Self::find_tokens`],
+    /// [`MerchantStore::find_projects`], [`MerchantStore::find_merchants`] and [`Self::find_keys`] in turn.
     async fn auth_lookup(
         &self,
         hash: &[u8; 32],
@@ -549,6 +598,46 @@ pub trait CredentialStore: MerchantStore {
         at: Timestamp,
     ) -> Result<bool, StoreError>;
 }
+
+/// Which tokens [`CredentialStore::find_tokens`] looks up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKey<'a> {
+    /// The token whose SHA-256 this is.
+    Hash(&'a [u8; 32]),
+    /// A project's tokens.
+    Project(ProjectId),
+}
+
+/// The lookups by name over [`CredentialStore`]'s finds, for every credential store (not part
+/// of the port: a backend writes the finds, a wrapper forwards them).
+#[async_trait]
+pub trait CredentialStoreExt: CredentialStore {
+    /// A token by the SHA-256 of the presented token, revoked or not.
+    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
+        Ok(self.find_tokens(TokenKey::Hash(hash)).await?.pop())
+    }
+
+    /// A project's tokens.
+    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
+        self.find_tokens(TokenKey::Project(project)).await
+    }
+
+    /// A project's key by id, revoked or not.
+    async fn key(
+        &self,
+        project: ProjectId,
+        keyid: &KeyId,
+    ) -> Result<Option<KeyRecord>, StoreError> {
+        Ok(self.find_keys(project, Some(keyid)).await?.pop())
+    }
+
+    /// A project's keys.
+    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
+        self.find_keys(project, None).await
+    }
+}
+
+impl<S: CredentialStore + ?Sized> CredentialStoreExt for S {}
 
 /// A project's callback secrets (at most two: the current one and the previous one while it
 /// still signs).
@@ -588,14 +677,12 @@ pub trait OperatorStore: Send + Sync {
     /// Stores an issued operator token; [`StoreError::Duplicate`] if its id or hash exists.
     async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError>;
 
-    /// An operator token by the SHA-256 of the presented token, expired or not.
-    async fn operator_token_by_hash(
+    /// The operator token with this SHA-256 of the presented token (none or one), or every
+    /// operator token in issue order when `hash` is `None`; expired ones included.
+    async fn find_operator_tokens(
         &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<OperatorTokenRecord>, StoreError>;
-
-    /// Every operator token, expired ones included, in issue order.
-    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError>;
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError>;
 
     /// Ends an operator token's validity at `at` (now for a revocation, later for a rotation's
     /// overlap), unless it already ends earlier; `false` if there is no such token.
@@ -607,6 +694,25 @@ pub trait OperatorStore: Send + Sync {
     /// Sets a named setting.
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
 }
+
+/// The lookups by name over [`OperatorStore::find_operator_tokens`] (not part of the port).
+#[async_trait]
+pub trait OperatorStoreExt: OperatorStore {
+    /// An operator token by the SHA-256 of the presented token, expired or not.
+    async fn operator_token_by_hash(
+        &self,
+        hash: &[u8; 32],
+    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
+        Ok(self.find_operator_tokens(Some(hash)).await?.pop())
+    }
+
+    /// Every operator token, expired ones included, in issue order.
+    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        self.find_operator_tokens(None).await
+    }
+}
+
+impl<S: OperatorStore + ?Sized> OperatorStoreExt for S {}
 
 /// The audit trail.
 #[async_trait]
@@ -747,7 +853,7 @@ pub trait Store:
     /// A manual resend that answers failed events, in one transaction: if the payment of
     /// `change` has failed events that no resend has answered yet, commits `change` (its
     /// event is the resend: a new event of kind manual resend) as
-    /// [`PaymentStore::commit_change`] does, marks those failed events as answered by it and
+    /// [`Store::commit_change`] does, marks those failed events as answered by it and
     /// returns their ids; otherwise writes nothing and returns an empty list (another
     /// operator resent them meanwhile). So a failed event is resent by at most one bulk
     /// resend, however many run at once. Written once over [`Store::transact`]
@@ -850,7 +956,7 @@ pub trait Store:
         Ok((found, payment))
     }
 
-    /// [`PaymentStore::commit_change`] at most once per `key`: a [`NonceUse`] whose project is a
+    /// [`Store::commit_change`] at most once per `key`: a [`NonceUse`] whose project is a
     /// scope of the caller's choice and whose expiry is how long the key is remembered (a key
     /// recorded with an expiry at or before `key.now` is free, as for
     /// [`Store::use_nonce`]).

@@ -16,6 +16,7 @@ use payments_core::auth::keys::{
 };
 use payments_core::auth::Scope;
 use payments_core::service::{Actor, PaymentService, ProjectPatch};
+use payments_core::store::MerchantStoreExt;
 use payments_core::ApiError;
 
 /// The credentials file's name inside the data dir.

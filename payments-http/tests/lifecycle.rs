@@ -8,6 +8,7 @@ use axum::http::HeaderMap;
 use axum::routing::post;
 use payments_core::callback::{CallbackSecret, CallbackVerifier, RetrySchedule};
 use payments_core::service::{Actor, ProjectPatch};
+use payments_core::store::MerchantStoreExt;
 use payments_core::Timestamp;
 use payments_http::testing::TestServer;
 use reqwest::StatusCode;

@@ -265,9 +265,8 @@ pub(crate) async fn failures_since<C: GenericClient>(
     .collect()
 }
 
-pub(crate) async fn clear_failures<C: GenericClient>(c: &C, key: &str) -> Result<(), StoreError> {
-    execute(c, sql(&st::FAILURES_CLEAR), &[&key]).await?;
-    Ok(())
+pub(crate) async fn clear_failures<C: GenericClient>(c: &C, key: &str) -> Result<u64, StoreError> {
+    execute(c, sql(&st::FAILURES_CLEAR), &[&key]).await
 }
 
 pub(crate) async fn purge_failures<C: GenericClient>(

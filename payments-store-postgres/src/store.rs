@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use payments_core::cabinet::{
-    CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
-    SessionRecord, UserRecord,
+    CabinetAuditRecord, CabinetStore, EventQuery, FailureScope, InviteRecord, InviteUse,
+    PaymentQuery, SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
@@ -21,8 +21,8 @@ use payments_core::project::{
 use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
     ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
-    OperatorStore, OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
-    Store, StoreError, Transaction, TxOutput, TxWork,
+    OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged,
+    Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 
@@ -195,28 +195,27 @@ impl MerchantStore for PgStore {
         directory::put_merchant(&client, merchant).await
     }
 
-    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
         let client = self.client().await?;
-        directory::merchant(&client, id).await
+        match only {
+            Some(id) => Ok(directory::merchant(&client, id)
+                .await?
+                .into_iter()
+                .collect()),
+            None => directory::merchants(&client).await,
+        }
     }
 
-    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
         let client = self.client().await?;
-        directory::merchants(&client).await
+        match only {
+            Some(id) => Ok(directory::project(&client, id).await?.into_iter().collect()),
+            None => directory::projects(&client).await,
+        }
     }
 
     async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
         in_transaction!(self, |tx| directory::put_project(&tx, project).await)
-    }
-
-    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
-        let client = self.client().await?;
-        directory::project(&client, id).await
-    }
-
-    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
-        let client = self.client().await?;
-        directory::projects(&client).await
     }
 }
 
@@ -227,14 +226,30 @@ impl CredentialStore for PgStore {
         directory::insert_token(&client, token).await
     }
 
-    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
+    async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
         let client = self.client().await?;
-        directory::token_by_hash(&client, hash).await
+        match key {
+            TokenKey::Hash(hash) => Ok(directory::token_by_hash(&client, hash)
+                .await?
+                .into_iter()
+                .collect()),
+            TokenKey::Project(project) => directory::tokens(&client, project).await,
+        }
     }
 
-    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
+    async fn find_keys(
+        &self,
+        project: ProjectId,
+        only: Option<&KeyId>,
+    ) -> Result<Vec<KeyRecord>, StoreError> {
         let client = self.client().await?;
-        directory::tokens(&client, project).await
+        match only {
+            Some(keyid) => Ok(directory::key(&client, project, keyid)
+                .await?
+                .into_iter()
+                .collect()),
+            None => directory::keys(&client, project).await,
+        }
     }
 
     async fn revoke_token(
@@ -263,20 +278,6 @@ impl CredentialStore for PgStore {
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
         directory::insert_key(&client, key).await
-    }
-
-    async fn key(
-        &self,
-        project: ProjectId,
-        keyid: &KeyId,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::key(&client, project, keyid).await
-    }
-
-    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::keys(&client, project).await
     }
 
     /// One query over the keys table instead of one read per project.
@@ -350,17 +351,18 @@ impl OperatorStore for PgStore {
         directory::insert_operator_token(&client, token).await
     }
 
-    async fn operator_token_by_hash(
+    async fn find_operator_tokens(
         &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
         let client = self.client().await?;
-        directory::operator_token_by_hash(&client, hash).await
-    }
-
-    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::operator_tokens(&client).await
+        match hash {
+            Some(hash) => Ok(directory::operator_token_by_hash(&client, hash)
+                .await?
+                .into_iter()
+                .collect()),
+            None => directory::operator_tokens(&client).await,
+        }
     }
 
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
@@ -402,20 +404,15 @@ impl PayerPageStore for PgStore {
         cabinet::ensure_payment_page(&client, page).await
     }
 
-    async fn payment_page(
+    async fn find_payment_page(
         &self,
-        payment: PaymentId,
+        key: PageKey<'_>,
     ) -> Result<Option<PaymentPageRecord>, StoreError> {
         let client = self.client().await?;
-        cabinet::payment_page(&client, payment).await
-    }
-
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::payment_page_by_hash(&client, hash).await
+        match key {
+            PageKey::Payment(payment) => cabinet::payment_page(&client, payment).await,
+            PageKey::TokenHash(hash) => cabinet::payment_page_by_hash(&client, hash).await,
+        }
     }
 }
 
@@ -589,19 +586,14 @@ impl CabinetStore for PgStore {
         cabinet::update_user(&client, user).await
     }
 
-    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError> {
+    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
         let client = self.client().await?;
-        cabinet::user(&client, id).await
-    }
-
-    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::user_by_email(&client, email).await
-    }
-
-    async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::users(&client).await
+        let one = match key {
+            UserKey::Id(id) => cabinet::user(&client, id).await?,
+            UserKey::Email(email) => cabinet::user_by_email(&client, email).await?,
+            UserKey::All => return cabinet::users(&client).await,
+        };
+        Ok(one.into_iter().collect())
     }
 
     async fn replace_recovery_codes(
@@ -623,42 +615,34 @@ impl CabinetStore for PgStore {
         cabinet::insert_session(&client, session).await
     }
 
-    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
+    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
         let client = self.client().await?;
-        cabinet::session_by_token(&client, hash).await
+        match key {
+            SessionKey::TokenHash(hash) => Ok(cabinet::session_by_token(&client, hash)
+                .await?
+                .into_iter()
+                .collect()),
+            SessionKey::User(user) => cabinet::user_sessions(&client, user).await,
+        }
+    }
+
+    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        match which {
+            SessionScope::One(id) => Ok(u64::from(cabinet::delete_session(&client, id).await?)),
+            SessionScope::User { user, keep } => {
+                cabinet::delete_user_sessions(&client, user, keep).await
+            }
+            SessionScope::Stale {
+                idle_before,
+                signed_in_before,
+            } => cabinet::purge_sessions(&client, idle_before, signed_in_before).await,
+        }
     }
 
     async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
         let client = self.client().await?;
         cabinet::touch_session(&client, id, at).await
-    }
-
-    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        cabinet::delete_session(&client, id).await
-    }
-
-    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::user_sessions(&client, user).await
-    }
-
-    async fn delete_user_sessions(
-        &self,
-        user: UserId,
-        keep: Option<SessionId>,
-    ) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        cabinet::delete_user_sessions(&client, user, keep).await
-    }
-
-    async fn purge_sessions(
-        &self,
-        idle_before: Timestamp,
-        signed_in_before: Timestamp,
-    ) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        cabinet::purge_sessions(&client, idle_before, signed_in_before).await
     }
 
     /// One transaction: a refused proof rolls back, so it writes nothing.
@@ -682,22 +666,17 @@ impl CabinetStore for PgStore {
         in_transaction!(self, |tx| cabinet::put_invite(&tx, invite).await)
     }
 
-    async fn invite(
+    async fn find_invite(
         &self,
         hash: &[u8; 32],
         now: Timestamp,
+        then: InviteUse,
     ) -> Result<Option<InviteRecord>, StoreError> {
         let client = self.client().await?;
-        cabinet::invite(&client, hash, now).await
-    }
-
-    async fn take_invite(
-        &self,
-        hash: &[u8; 32],
-        now: Timestamp,
-    ) -> Result<Option<InviteRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::take_invite(&client, hash, now).await
+        match then {
+            InviteUse::Peek => cabinet::invite(&client, hash, now).await,
+            InviteUse::Take => cabinet::take_invite(&client, hash, now).await,
+        }
     }
 
     async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
@@ -715,14 +694,12 @@ impl CabinetStore for PgStore {
         cabinet::failures_since(&client, key, since, limit).await
     }
 
-    async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
+    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        cabinet::clear_failures(&client, key).await
-    }
-
-    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        cabinet::purge_failures(&client, before).await
+        match which {
+            FailureScope::Key(key) => cabinet::clear_failures(&client, key).await,
+            FailureScope::Before(before) => cabinet::purge_failures(&client, before).await,
+        }
     }
 
     async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {

@@ -228,9 +228,8 @@ pub(crate) fn failures_since(
     )
 }
 
-pub(crate) fn clear_failures(conn: &Connection, key: &str) -> Result<(), StoreError> {
-    execute(conn, &st::FAILURES_CLEAR, [key])?;
-    Ok(())
+pub(crate) fn clear_failures(conn: &Connection, key: &str) -> Result<u64, StoreError> {
+    Ok(execute(conn, &st::FAILURES_CLEAR, [key])? as u64)
 }
 
 pub(crate) fn purge_failures(conn: &Connection, before: Timestamp) -> Result<u64, StoreError> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 use payments_core::cabinet::{
-    CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
-    SessionRecord, UserRecord,
+    CabinetAuditRecord, CabinetStore, EventQuery, FailureScope, InviteRecord, InviteUse,
+    PaymentQuery, SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
@@ -21,8 +21,8 @@ use payments_core::project::{
 use payments_core::store::{
     AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
     CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore,
-    OutboxStore, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError,
-    Transaction, TxOutput, TxWork,
+    OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store,
+    StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
@@ -148,25 +148,25 @@ impl MerchantStore for SqliteStore {
         self.write(move |c| directory::put_merchant(c, &m)).await
     }
 
-    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
-        self.read(move |c| directory::merchant(c, id)).await
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
+        self.read(move |c| match only {
+            Some(id) => Ok(directory::merchant(c, id)?.into_iter().collect()),
+            None => directory::merchants(c),
+        })
+        .await
     }
 
-    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
-        self.read(directory::merchants).await
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
+        self.read(move |c| match only {
+            Some(id) => Ok(directory::project(c, id)?.into_iter().collect()),
+            None => directory::projects(c),
+        })
+        .await
     }
 
     async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
         let p = project.clone();
         self.write(move |c| directory::put_project(c, &p)).await
-    }
-
-    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
-        self.read(move |c| directory::project(c, id)).await
-    }
-
-    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
-        self.read(directory::projects).await
     }
 }
 
@@ -177,13 +177,28 @@ impl CredentialStore for SqliteStore {
         self.write(move |c| directory::insert_token(c, &t)).await
     }
 
-    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
-        let hash = *hash;
-        self.read(move |c| directory::token_by_hash(c, &hash)).await
+    async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
+        match key {
+            TokenKey::Hash(hash) => {
+                let hash = *hash;
+                self.read(move |c| Ok(directory::token_by_hash(c, &hash)?.into_iter().collect()))
+                    .await
+            }
+            TokenKey::Project(project) => self.read(move |c| directory::tokens(c, project)).await,
+        }
     }
 
-    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
-        self.read(move |c| directory::tokens(c, project)).await
+    async fn find_keys(
+        &self,
+        project: ProjectId,
+        only: Option<&KeyId>,
+    ) -> Result<Vec<KeyRecord>, StoreError> {
+        let only = only.cloned();
+        self.read(move |c| match &only {
+            Some(keyid) => Ok(directory::key(c, project, keyid)?.into_iter().collect()),
+            None => directory::keys(c, project),
+        })
+        .await
     }
 
     async fn revoke_token(
@@ -213,19 +228,6 @@ impl CredentialStore for SqliteStore {
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
         let k = key.clone();
         self.write(move |c| directory::insert_key(c, &k)).await
-    }
-
-    async fn key(
-        &self,
-        project: ProjectId,
-        keyid: &KeyId,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        let keyid = keyid.clone();
-        self.read(move |c| directory::key(c, project, &keyid)).await
-    }
-
-    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
-        self.read(move |c| directory::keys(c, project)).await
     }
 
     /// One query over the keys table instead of one read per project.
@@ -307,17 +309,18 @@ impl OperatorStore for SqliteStore {
             .await
     }
 
-    async fn operator_token_by_hash(
+    async fn find_operator_tokens(
         &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
-        let hash = *hash;
-        self.read(move |c| directory::operator_token_by_hash(c, &hash))
-            .await
-    }
-
-    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        self.read(directory::operator_tokens).await
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        let hash = hash.copied();
+        self.read(move |c| match &hash {
+            Some(hash) => Ok(directory::operator_token_by_hash(c, hash)?
+                .into_iter()
+                .collect()),
+            None => directory::operator_tokens(c),
+        })
+        .await
     }
 
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
@@ -360,20 +363,20 @@ impl PayerPageStore for SqliteStore {
             .await
     }
 
-    async fn payment_page(
+    async fn find_payment_page(
         &self,
-        payment: PaymentId,
+        key: PageKey<'_>,
     ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        self.read(move |c| cabinet::payment_page(c, payment)).await
-    }
-
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        let h = *hash;
-        self.read(move |c| cabinet::payment_page_by_hash(c, &h))
-            .await
+        match key {
+            PageKey::Payment(payment) => {
+                self.read(move |c| cabinet::payment_page(c, payment)).await
+            }
+            PageKey::TokenHash(hash) => {
+                let h = *hash;
+                self.read(move |c| cabinet::payment_page_by_hash(c, &h))
+                    .await
+            }
+        }
     }
 }
 
@@ -475,17 +478,19 @@ impl CabinetStore for SqliteStore {
         self.write(move |c| cabinet::update_user(c, &u)).await
     }
 
-    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError> {
-        self.read(move |c| cabinet::user(c, id)).await
-    }
-
-    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError> {
-        let email = email.to_string();
-        self.read(move |c| cabinet::user_by_email(c, &email)).await
-    }
-
-    async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
-        self.read(cabinet::users).await
+    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
+        match key {
+            UserKey::Id(id) => {
+                self.read(move |c| Ok(cabinet::user(c, id)?.into_iter().collect()))
+                    .await
+            }
+            UserKey::Email(email) => {
+                let email = email.to_string();
+                self.read(move |c| Ok(cabinet::user_by_email(c, &email)?.into_iter().collect()))
+                    .await
+            }
+            UserKey::All => self.read(cabinet::users).await,
+        }
     }
 
     async fn replace_recovery_codes(
@@ -508,40 +513,31 @@ impl CabinetStore for SqliteStore {
         self.write(move |c| cabinet::insert_session(c, &s)).await
     }
 
-    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
-        let hash = *hash;
-        self.read(move |c| cabinet::session_by_token(c, &hash))
-            .await
+    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
+        match key {
+            SessionKey::TokenHash(hash) => {
+                let hash = *hash;
+                self.read(move |c| Ok(cabinet::session_by_token(c, &hash)?.into_iter().collect()))
+                    .await
+            }
+            SessionKey::User(user) => self.read(move |c| cabinet::user_sessions(c, user)).await,
+        }
+    }
+
+    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
+        self.write(move |c| match which {
+            SessionScope::One(id) => Ok(u64::from(cabinet::delete_session(c, id)?)),
+            SessionScope::User { user, keep } => cabinet::delete_user_sessions(c, user, keep),
+            SessionScope::Stale {
+                idle_before,
+                signed_in_before,
+            } => cabinet::purge_sessions(c, idle_before, signed_in_before),
+        })
+        .await
     }
 
     async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
         self.write(move |c| cabinet::touch_session(c, id, at)).await
-    }
-
-    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
-        self.write(move |c| cabinet::delete_session(c, id)).await
-    }
-
-    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError> {
-        self.read(move |c| cabinet::user_sessions(c, user)).await
-    }
-
-    async fn delete_user_sessions(
-        &self,
-        user: UserId,
-        keep: Option<SessionId>,
-    ) -> Result<u64, StoreError> {
-        self.write(move |c| cabinet::delete_user_sessions(c, user, keep))
-            .await
-    }
-
-    async fn purge_sessions(
-        &self,
-        idle_before: Timestamp,
-        signed_in_before: Timestamp,
-    ) -> Result<u64, StoreError> {
-        self.write(move |c| cabinet::purge_sessions(c, idle_before, signed_in_before))
-            .await
     }
 
     async fn advance_session(
@@ -560,23 +556,20 @@ impl CabinetStore for SqliteStore {
         self.write(move |c| cabinet::put_invite(c, &i)).await
     }
 
-    async fn invite(
+    async fn find_invite(
         &self,
         hash: &[u8; 32],
         now: Timestamp,
+        then: InviteUse,
     ) -> Result<Option<InviteRecord>, StoreError> {
         let hash = *hash;
-        self.read(move |c| cabinet::invite(c, &hash, now)).await
-    }
-
-    async fn take_invite(
-        &self,
-        hash: &[u8; 32],
-        now: Timestamp,
-    ) -> Result<Option<InviteRecord>, StoreError> {
-        let hash = *hash;
-        self.write(move |c| cabinet::take_invite(c, &hash, now))
-            .await
+        match then {
+            InviteUse::Peek => self.read(move |c| cabinet::invite(c, &hash, now)).await,
+            InviteUse::Take => {
+                self.write(move |c| cabinet::take_invite(c, &hash, now))
+                    .await
+            }
+        }
     }
 
     async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
@@ -596,14 +589,17 @@ impl CabinetStore for SqliteStore {
             .await
     }
 
-    async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
-        let key = key.to_string();
-        self.write(move |c| cabinet::clear_failures(c, &key)).await
-    }
-
-    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {
-        self.write(move |c| cabinet::purge_failures(c, before))
-            .await
+    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
+        match which {
+            FailureScope::Key(key) => {
+                let key = key.to_string();
+                self.write(move |c| cabinet::clear_failures(c, &key)).await
+            }
+            FailureScope::Before(before) => {
+                self.write(move |c| cabinet::purge_failures(c, before))
+                    .await
+            }
+        }
     }
 
     async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use payments_core::payment::PaymentStatus;
 use payments_core::store::{
-    purge_all, AdmitOutcome, AuditStore, InsertOutcome, MerchantStore, NonceUse, OperatorStore,
+    purge_all, AdmitOutcome, AuditStore, InsertOutcome, MerchantStoreExt, NonceUse, OperatorStore,
     OutboxStore, PaymentChange, PaymentStore, Retained, Store, StoreError, NONCE_PURGE_BATCH,
 };
 use payments_core::testing::contract::{
@@ -457,7 +457,7 @@ fn a_version_1_database_is_upgraded_in_place() {
         .build()
         .expect("runtime");
     let project = rt
-        .block_on(MerchantStore::project(
+        .block_on(MerchantStoreExt::project(
             &store,
             "00000000-0000-4000-8000-000000000002"
                 .parse()

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 use payments_core::project::RateLimit;
+use payments_core::store::MerchantStoreExt;
 use payments_core::store::{MerchantStore, PaymentStore};
 use payments_core::Timestamp;
 use payments_store_sqlite::{SqliteOptions, SqliteStore};

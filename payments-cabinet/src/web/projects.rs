@@ -19,6 +19,8 @@ use super::views::{
 };
 use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
 use crate::accounts::{Change, Client, Current};
+use payments_core::store::CredentialStoreExt;
+use payments_core::store::MerchantStoreExt;
 
 /// A project the user may see: a merchant user's own merchant's, any for support. Anything
 /// else, and an id that does not parse, is "not found", whatever exists.

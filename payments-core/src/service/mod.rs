@@ -26,6 +26,7 @@ use crate::payment::Payment;
 use crate::project::{AuditRecord, Merchant, Project};
 use crate::provider::{RateSource, RequisiteProvider};
 use crate::random::RandomSource;
+use crate::store::MerchantStoreExt;
 use crate::store::{AttemptRecorded, ClaimedEvent, NonceUse, PaymentChange, Store, StoreError};
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};

@@ -18,6 +18,7 @@ use super::{Actor, PaymentService};
 use crate::ids::TokenId;
 use crate::project::{AuditRecord, OperatorTokenRecord};
 use crate::secret::SecretString;
+use crate::store::OperatorStoreExt;
 use crate::{ApiError, ErrorCode};
 
 /// The setting holding the SHA-256 (hex) of the unnamed operator token of earlier versions.

@@ -4,6 +4,8 @@ use super::{payment_not_found, PaymentService};
 use crate::payer::{PageToken, PayerView, PaymentPageRecord};
 use crate::payment::Payment;
 use crate::project::Project;
+use crate::store::MerchantStoreExt;
+use crate::store::PayerPageStoreExt;
 use crate::ApiError;
 
 impl PaymentService {

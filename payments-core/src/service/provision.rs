@@ -22,6 +22,8 @@ use crate::project::{
 };
 use crate::sealing::{ResealReport, SealingKeys};
 use crate::settlement::FeePercent;
+use crate::store::CredentialStoreExt;
+use crate::store::MerchantStoreExt;
 use crate::{ApiError, ErrorCode, SecretString};
 
 /// Longest accepted payment lifetime (7 days).

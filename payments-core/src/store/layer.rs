@@ -26,8 +26,8 @@ use futures_util::future::BoxFuture;
 use super::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
     ClaimedEvent, CredentialStore, EventQuery, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
-    OperatorStore, OutboxStore, PayerPageStore, PaymentChange, PaymentQuery, PaymentStore, Purged,
-    Retained, Store, StoreError, TxOutput, TxWork,
+    OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentQuery, PaymentStore,
+    Purged, Retained, Store, StoreError, TokenKey, TxOutput, TxWork,
 };
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
@@ -167,8 +167,10 @@ pub trait StoreLayer: Send + Sync {
     }
 }
 
-/// The [`Store`] made of a [`StoreLayer`]: every method of [`PaymentStore`],
-/// [`OutboxStore`], [`DirectoryStore`], [`AuditStore`] and [`Store`], required and provided,
+/// The [`Store`] made of a [`StoreLayer`]: every method of every repository of the port
+/// ([`PaymentStore`], [`OutboxStore`], [`MerchantStore`], [`CredentialStore`],
+/// [`CallbackSecretStore`], [`OperatorStore`], [`AuditStore`], [`PayerPageStore`]) and of
+/// [`Store`], required and provided,
 /// goes to the same method of the layer's inner store, through [`StoreLayer::around`]
 /// (except `is_ready`, which goes straight to it). So the inner store's overrides (one-write
 /// `admit_create`, one-query `auth_lookup`, `take_turn` decided in the database, its
@@ -315,29 +317,19 @@ impl<L: StoreLayer> MerchantStore for Layered<L> {
         self.around(op, self.inner().put_merchant(merchant)).await
     }
 
-    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
-        self.around(Op::read("merchant"), self.inner().merchant(id))
-            .await
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
+        let op = Op::read("find_merchants");
+        self.around(op, self.inner().find_merchants(only)).await
     }
 
-    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
-        self.around(Op::read("merchants"), self.inner().merchants())
-            .await
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
+        let op = Op::read("find_projects");
+        self.around(op, self.inner().find_projects(only)).await
     }
 
     async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
         let op = Op::write("put_project");
         self.around(op, self.inner().put_project(project)).await
-    }
-
-    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
-        self.around(Op::read("project"), self.inner().project(id))
-            .await
-    }
-
-    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
-        self.around(Op::read("projects"), self.inner().projects())
-            .await
     }
 }
 
@@ -348,14 +340,18 @@ impl<L: StoreLayer> CredentialStore for Layered<L> {
         self.around(op, self.inner().insert_token(token)).await
     }
 
-    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
-        let op = Op::read("token_by_hash");
-        self.around(op, self.inner().token_by_hash(hash)).await
+    async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
+        let op = Op::read("find_tokens");
+        self.around(op, self.inner().find_tokens(key)).await
     }
 
-    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
-        self.around(Op::read("tokens"), self.inner().tokens(project))
-            .await
+    async fn find_keys(
+        &self,
+        project: ProjectId,
+        only: Option<&KeyId>,
+    ) -> Result<Vec<KeyRecord>, StoreError> {
+        let op = Op::read("find_keys");
+        self.around(op, self.inner().find_keys(project, only)).await
     }
 
     async fn revoke_token(
@@ -385,20 +381,6 @@ impl<L: StoreLayer> CredentialStore for Layered<L> {
 
     async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
         self.around(Op::write("insert_key"), self.inner().insert_key(key))
-            .await
-    }
-
-    async fn key(
-        &self,
-        project: ProjectId,
-        keyid: &KeyId,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        self.around(Op::read("key"), self.inner().key(project, keyid))
-            .await
-    }
-
-    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
-        self.around(Op::read("keys"), self.inner().keys(project))
             .await
     }
 
@@ -477,18 +459,13 @@ impl<L: StoreLayer> OperatorStore for Layered<L> {
             .await
     }
 
-    async fn operator_token_by_hash(
+    async fn find_operator_tokens(
         &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
-        let op = Op::read("operator_token_by_hash");
-        self.around(op, self.inner().operator_token_by_hash(hash))
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        let op = Op::read("find_operator_tokens");
+        self.around(op, self.inner().find_operator_tokens(hash))
             .await
-    }
-
-    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        let op = Op::read("operator_tokens");
-        self.around(op, self.inner().operator_tokens()).await
     }
 
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
@@ -530,20 +507,12 @@ impl<L: StoreLayer> PayerPageStore for Layered<L> {
         self.around(op, self.inner().ensure_payment_page(page))
             .await
     }
-    async fn payment_page(
+    async fn find_payment_page(
         &self,
-        payment: PaymentId,
+        key: PageKey<'_>,
     ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        let op = Op::read("payment_page");
-        self.around(op, self.inner().payment_page(payment)).await
-    }
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        let op = Op::read("payment_page_by_hash");
-        self.around(op, self.inner().payment_page_by_hash(hash))
-            .await
+        let op = Op::read("find_payment_page");
+        self.around(op, self.inner().find_payment_page(key)).await
     }
 }
 

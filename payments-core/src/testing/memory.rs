@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use futures_util::FutureExt;
 
 use crate::cabinet::{
-    CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, SessionProof,
-    SessionRecord, UserRecord,
+    CabinetAuditRecord, CabinetStore, EventQuery, FailureScope, InviteRecord, InviteUse,
+    PaymentQuery, SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
 };
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter};
@@ -22,9 +22,9 @@ use crate::project::{
 };
 use crate::store::{
     AttemptRecorded, AuditStore, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
-    InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore, OutboxStore, PayerPageStore,
-    PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, Transaction, TxOutput,
-    TxWork,
+    InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore, OutboxStore, PageKey,
+    PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey,
+    Transaction, TxOutput, TxWork,
 };
 use crate::SecretString;
 
@@ -438,12 +438,12 @@ impl MerchantStore for MemoryStore {
         Ok(())
     }
 
-    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
-        Ok(self.lock().merchants.get(&id).cloned())
-    }
-
-    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
-        Ok(self.lock().merchants.values().cloned().collect())
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
+        let st = self.lock();
+        Ok(match only {
+            Some(id) => st.merchants.get(&id).cloned().into_iter().collect(),
+            None => st.merchants.values().cloned().collect(),
+        })
     }
 
     async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
@@ -458,12 +458,12 @@ impl MerchantStore for MemoryStore {
         Ok(())
     }
 
-    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
-        Ok(self.lock().projects.get(&id).cloned())
-    }
-
-    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
-        Ok(self.lock().projects.values().cloned().collect())
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
+        let st = self.lock();
+        Ok(match only {
+            Some(id) => st.projects.get(&id).cloned().into_iter().collect(),
+            None => st.projects.values().cloned().collect(),
+        })
     }
 }
 
@@ -482,18 +482,13 @@ impl CredentialStore for MemoryStore {
         Ok(())
     }
 
-    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
-        Ok(self.lock().tokens.iter().find(|t| &t.hash == hash).cloned())
-    }
-
-    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .tokens
-            .iter()
-            .filter(|t| t.project_id == project)
-            .cloned()
-            .collect())
+    async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
+        let st = self.lock();
+        let found = st.tokens.iter().filter(|t| match key {
+            TokenKey::Hash(hash) => &t.hash == hash,
+            TokenKey::Project(project) => t.project_id == project,
+        });
+        Ok(found.cloned().collect())
     }
 
     async fn revoke_token(
@@ -547,27 +542,17 @@ impl CredentialStore for MemoryStore {
         Ok(())
     }
 
-    async fn key(
+    async fn find_keys(
         &self,
         project: ProjectId,
-        keyid: &KeyId,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        Ok(self
-            .lock()
+        only: Option<&KeyId>,
+    ) -> Result<Vec<KeyRecord>, StoreError> {
+        let st = self.lock();
+        let found = st
             .keys
             .iter()
-            .find(|k| k.project_id == project && &k.keyid == keyid)
-            .cloned())
-    }
-
-    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .keys
-            .iter()
-            .filter(|k| k.project_id == project)
-            .cloned()
-            .collect())
+            .filter(|k| k.project_id == project && only.is_none_or(|keyid| &k.keyid == keyid));
+        Ok(found.cloned().collect())
     }
 
     async fn revoke_key(
@@ -663,20 +648,16 @@ impl OperatorStore for MemoryStore {
         Ok(())
     }
 
-    async fn operator_token_by_hash(
+    async fn find_operator_tokens(
         &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
-        Ok(self
-            .lock()
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        let st = self.lock();
+        let found = st
             .operator_tokens
             .iter()
-            .find(|t| &t.hash == hash)
-            .cloned())
-    }
-
-    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        Ok(self.lock().operator_tokens.clone())
+            .filter(|t| hash.is_none_or(|h| &t.hash == h));
+        Ok(found.cloned().collect())
     }
 
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
@@ -739,24 +720,16 @@ impl PayerPageStore for MemoryStore {
         Ok(page.clone())
     }
 
-    async fn payment_page(
+    async fn find_payment_page(
         &self,
-        payment: PaymentId,
+        key: PageKey<'_>,
     ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        Ok(self.lock().cabinet.payment_pages.get(&payment).cloned())
-    }
-
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .cabinet
-            .payment_pages
-            .values()
-            .find(|p| &p.token_hash == hash)
-            .cloned())
+        let st = self.lock();
+        let pages = &st.cabinet.payment_pages;
+        Ok(match key {
+            PageKey::Payment(payment) => pages.get(&payment).cloned(),
+            PageKey::TokenHash(hash) => pages.values().find(|p| &p.token_hash == hash).cloned(),
+        })
     }
 }
 
@@ -889,22 +862,19 @@ impl CabinetStore for MemoryStore {
         Ok(())
     }
 
-    async fn user(&self, id: UserId) -> Result<Option<UserRecord>, StoreError> {
-        Ok(self.lock().cabinet.users.get(&id).cloned())
-    }
-
-    async fn user_by_email(&self, email: &str) -> Result<Option<UserRecord>, StoreError> {
-        Ok(self
-            .lock()
+    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
+        let st = self.lock();
+        let mut users: Vec<UserRecord> = st
             .cabinet
             .users
             .values()
-            .find(|u| u.email == email)
-            .cloned())
-    }
-
-    async fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
-        let mut users: Vec<UserRecord> = self.lock().cabinet.users.values().cloned().collect();
+            .filter(|u| match key {
+                UserKey::Id(id) => u.id == id,
+                UserKey::Email(email) => u.email == email,
+                UserKey::All => true,
+            })
+            .cloned()
+            .collect();
         users.sort_by(|a, b| a.email.cmp(&b.email));
         Ok(users)
     }
@@ -943,16 +913,6 @@ impl CabinetStore for MemoryStore {
         Ok(())
     }
 
-    async fn session_by_token(&self, hash: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .cabinet
-            .sessions
-            .iter()
-            .find(|s| &s.token_hash == hash)
-            .cloned())
-    }
-
     async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
         let mut st = self.lock();
         match st.cabinet.sessions.iter_mut().find(|s| s.id == id) {
@@ -964,49 +924,33 @@ impl CabinetStore for MemoryStore {
         }
     }
 
-    async fn delete_session(&self, id: SessionId) -> Result<bool, StoreError> {
-        let mut st = self.lock();
-        let before = st.cabinet.sessions.len();
-        st.cabinet.sessions.retain(|s| s.id != id);
-        Ok(st.cabinet.sessions.len() != before)
-    }
-
-    async fn user_sessions(&self, user: UserId) -> Result<Vec<SessionRecord>, StoreError> {
-        let mut list: Vec<SessionRecord> = self
-            .lock()
+    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
+        let st = self.lock();
+        let mut list: Vec<SessionRecord> = st
             .cabinet
             .sessions
             .iter()
-            .filter(|s| s.user_id == user)
+            .filter(|s| match key {
+                SessionKey::TokenHash(hash) => &s.token_hash == hash,
+                SessionKey::User(user) => s.user_id == user,
+            })
             .cloned()
             .collect();
         list.sort_by_key(|s| (s.created_at, s.id));
         Ok(list)
     }
 
-    async fn delete_user_sessions(
-        &self,
-        user: UserId,
-        keep: Option<SessionId>,
-    ) -> Result<u64, StoreError> {
+    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
         let mut st = self.lock();
         let before = st.cabinet.sessions.len();
-        st.cabinet
-            .sessions
-            .retain(|s| s.user_id != user || Some(s.id) == keep);
-        Ok((before - st.cabinet.sessions.len()) as u64)
-    }
-
-    async fn purge_sessions(
-        &self,
-        idle_before: Timestamp,
-        signed_in_before: Timestamp,
-    ) -> Result<u64, StoreError> {
-        let mut st = self.lock();
-        let before = st.cabinet.sessions.len();
-        st.cabinet
-            .sessions
-            .retain(|s| s.last_seen_at >= idle_before && s.signed_in_at >= signed_in_before);
+        st.cabinet.sessions.retain(|s| match which {
+            SessionScope::One(id) => s.id != id,
+            SessionScope::User { user, keep } => s.user_id != user || Some(s.id) == keep,
+            SessionScope::Stale {
+                idle_before,
+                signed_in_before,
+            } => s.last_seen_at >= idle_before && s.signed_in_at >= signed_in_before,
+        });
         Ok((before - st.cabinet.sessions.len()) as u64)
     }
 
@@ -1074,35 +1018,21 @@ impl CabinetStore for MemoryStore {
         Ok(())
     }
 
-    async fn invite(
+    async fn find_invite(
         &self,
         hash: &[u8; 32],
         now: Timestamp,
-    ) -> Result<Option<InviteRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .cabinet
-            .invites
-            .iter()
-            .find(|i| &i.token_hash == hash && i.expires_at > now)
-            .cloned())
-    }
-
-    async fn take_invite(
-        &self,
-        hash: &[u8; 32],
-        now: Timestamp,
+        then: InviteUse,
     ) -> Result<Option<InviteRecord>, StoreError> {
         let mut st = self.lock();
-        let Some(index) = st
-            .cabinet
-            .invites
-            .iter()
-            .position(|i| &i.token_hash == hash)
-        else {
+        let invites = &mut st.cabinet.invites;
+        let Some(index) = invites.iter().position(|i| &i.token_hash == hash) else {
             return Ok(None);
         };
-        let invite = st.cabinet.invites.remove(index);
+        let invite = match then {
+            InviteUse::Peek => invites[index].clone(),
+            InviteUse::Take => invites.remove(index),
+        };
         Ok((invite.expires_at > now).then_some(invite))
     }
 
@@ -1130,15 +1060,13 @@ impl CabinetStore for MemoryStore {
         Ok(times)
     }
 
-    async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
-        self.lock().cabinet.failures.retain(|(k, _)| k != key);
-        Ok(())
-    }
-
-    async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {
+    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
         let mut st = self.lock();
         let n = st.cabinet.failures.len();
-        st.cabinet.failures.retain(|(_, t)| *t >= before);
+        st.cabinet.failures.retain(|(k, t)| match which {
+            FailureScope::Key(key) => k != key,
+            FailureScope::Before(before) => *t >= before,
+        });
         Ok((n - st.cabinet.failures.len()) as u64)
     }
 

@@ -4,6 +4,8 @@
 use payments_core::ids::KeyId;
 use payments_core::project::{AuditRecord, KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::service::PaymentService;
+use payments_core::store::CredentialStoreExt;
+use payments_core::store::MerchantStoreExt;
 use payments_core::{ApiError, ErrorCode, MerchantId, PaymentId, ProjectId, TokenId};
 
 /// The most audit records one request reads.

@@ -9,6 +9,8 @@ mod visitor;
 use std::time::Duration;
 
 use payments_core::cabinet::Role;
+use payments_core::store::CredentialStoreExt;
+use payments_core::store::MerchantStoreExt;
 use serde_json::json;
 use support::{between, recovery_codes, totp_key, Cabinet, PASSWORD};
 use visitor::{Site, Visitor};

@@ -10,6 +10,7 @@ use std::time::Duration;
 use payments_cabinet::secrets;
 use payments_core::cabinet::Role;
 use payments_core::service::Actor;
+use payments_core::store::MerchantStoreExt;
 use payments_core::{Clock, MerchantId};
 use payments_http::testing::{ShiftedClock, TestServer};
 

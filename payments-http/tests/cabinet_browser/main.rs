@@ -25,6 +25,7 @@ use payments_core::auth::keys::{generate_signing_key, keyid, public_key_to_pem};
 use payments_core::cabinet::Role;
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::service::Actor;
+use payments_core::store::MerchantStoreExt;
 use payments_core::transition::Trigger;
 use payments_core::Clock;
 use payments_http::system::OsRandom;

@@ -3,9 +3,10 @@
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::event::EventKind;
 use payments_core::service::{Actor, ProjectPatch};
-use payments_core::store::{CallbackSecretStore, MerchantStore};
+use payments_core::store::CallbackSecretStore;
 
 use crate::support::{advance, local_config, pki, receiver, world, Reply, World, HOST};
+use payments_core::store::MerchantStoreExt;
 
 #[tokio::test]
 async fn both_secrets_sign_during_the_rotation_overlap_then_only_the_new_one() {

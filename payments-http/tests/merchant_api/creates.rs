@@ -8,6 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::support::body;
+use payments_core::store::MerchantStoreExt;
 
 #[tokio::test]
 async fn sandbox_test_cases_of_the_spec() {

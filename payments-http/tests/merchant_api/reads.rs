@@ -9,6 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::support::body;
+use payments_core::store::MerchantStoreExt;
 
 #[tokio::test]
 async fn unpaid_past_lifetime_is_canceled_by_the_sweeper() {

@@ -3,11 +3,13 @@
 //! log, token use and the listings.
 
 use super::*;
+use crate::cabinet::CabinetStoreExt;
 use crate::cabinet::{
     CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, Role, SessionProof,
     SessionRecord, SessionStage, UserRecord,
 };
 use crate::ids::{SessionId, UserId};
+use crate::store::PayerPageStoreExt;
 
 /// The lease token of an event no dispatcher has claimed yet (these checks record attempts
 /// without claiming).

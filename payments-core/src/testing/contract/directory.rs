@@ -1,6 +1,8 @@
 //! Checks of merchants, projects, credentials, settings and the audit trail.
 
 use super::*;
+use crate::store::CredentialStoreExt;
+use crate::store::MerchantStoreExt;
 use crate::SecretString;
 
 /// Merchants and projects round-trip every field, are replaced by a second put and listed in

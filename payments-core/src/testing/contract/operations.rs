@@ -4,6 +4,7 @@
 use super::*;
 use crate::event::FailedEventFilter;
 use crate::project::OperatorTokenRecord;
+use crate::store::OperatorStoreExt;
 
 /// The lease token of an event no dispatcher has claimed yet (these checks record attempts
 /// without claiming).

@@ -9,6 +9,7 @@
 use uuid::Uuid;
 
 use super::*;
+use crate::cabinet::CabinetStoreExt;
 use crate::cabinet::{
     CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, Role, SessionRecord,
     SessionStage, UserRecord,
@@ -17,6 +18,10 @@ use crate::event::FailedEventFilter;
 use crate::ids::{SessionId, UserId};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
+use crate::store::CredentialStoreExt;
+use crate::store::MerchantStoreExt;
+use crate::store::OperatorStoreExt;
+use crate::store::PayerPageStoreExt;
 
 fn id(round: u128, n: u128) -> u128 {
     round * 10 + n

@@ -12,8 +12,8 @@ use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
 use crate::store::{
     AuditStore, Backlog, CallbackSecretStore, CredentialStore, EventQuery, LeaseToken,
-    MerchantStore, OperatorStore, OutboxStore, PayerPageStore, PaymentQuery, PaymentStore, Purged,
-    Retained, TxOutput, TxWork, UnavailableCause,
+    MerchantStore, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentQuery, PaymentStore,
+    Purged, Retained, TokenKey, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -187,17 +187,17 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
 
     // The directory, and the lookups made of it.
     let _ = same!("put_merchant", |s| s.put_merchant(&m));
-    let _ = same!("merchant", |s| s.merchant(m.id));
-    let _ = same!("merchants", |s| s.merchants());
+    let _ = same!("find_merchants", |s| s.find_merchants(Some(m.id)));
+    let _ = same!("find_merchants", |s| s.find_merchants(None));
     let _ = same!("put_project", |s| s.put_project(&p));
-    let _ = same!("project", |s| s.project(p.id));
-    let _ = same!("projects", |s| s.projects());
+    let _ = same!("find_projects", |s| s.find_projects(Some(p.id)));
+    let _ = same!("find_projects", |s| s.find_projects(None));
     let _ = same!("insert_token", |s| s.insert_token(&t));
-    let _ = same!("token_by_hash", |s| s.token_by_hash(&t.hash));
-    let _ = same!("tokens", |s| s.tokens(p.id));
+    let _ = same!("find_tokens", |s| s.find_tokens(TokenKey::Hash(&t.hash)));
+    let _ = same!("find_tokens", |s| s.find_tokens(TokenKey::Project(p.id)));
     let _ = same!("insert_key", |s| s.insert_key(&k));
-    let _ = same!("key", |s| s.key(p.id, &k.keyid));
-    let _ = same!("keys", |s| s.keys(p.id));
+    let _ = same!("find_keys", |s| s.find_keys(p.id, Some(&k.keyid)));
+    let _ = same!("find_keys", |s| s.find_keys(p.id, None));
     let _ = same!("active_key_projects", |s| s.active_key_projects(&k.keyid));
     let _ = same!("auth_lookup", |s| s.auth_lookup(&t.hash, Some(&k.keyid)));
 
@@ -301,9 +301,10 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let page_token = crate::payer::PageToken::generate(&crate::testing::SeededRandom::new(37));
     let page = PaymentPageRecord::new(pay.id, &page_token, T0 + ms(150));
     let _ = same!("ensure_payment_page", |s| s.ensure_payment_page(&page));
-    let _ = same!("payment_page", |s| s.payment_page(pay.id));
-    let _ = same!("payment_page_by_hash", |s| s
-        .payment_page_by_hash(&page_token.hash()));
+    let _ = same!("find_payment_page", |s| s
+        .find_payment_page(PageKey::Payment(pay.id)));
+    let _ = same!("find_payment_page", |s| s
+        .find_payment_page(PageKey::TokenHash(&page_token.hash())));
     let _ = same!("record_token_use", |s| s
         .record_token_use(t.id, T0 + ms(160)));
     let _ = same!("token_last_used", |s| s.token_last_used(&[t.id]));
@@ -369,11 +370,11 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     };
     let _ = same!("insert_operator_token", |s| s
         .insert_operator_token(&operator));
-    let _ = same!("operator_token_by_hash", |s| s
-        .operator_token_by_hash(&operator.hash));
+    let _ = same!("find_operator_tokens", |s| s
+        .find_operator_tokens(Some(&operator.hash)));
     let _ = same!("expire_operator_token", |s| s
         .expire_operator_token(operator.id, T0 + ms(500)));
-    let _ = same!("operator_tokens", |s| s.operator_tokens());
+    let _ = same!("find_operator_tokens", |s| s.find_operator_tokens(None));
     let _ = same!("put_setting", |s| s.put_setting("wrapper.check", "on"));
     let _ = same!("setting", |s| s.setting("wrapper.check"));
     let _ = same!("check_writable", |s| s.check_writable());
@@ -510,29 +511,19 @@ impl MerchantStore for Probe {
         self.memory.put_merchant(merchant).await
     }
 
-    async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
-        self.saw("merchant");
-        self.memory.merchant(id).await
-    }
-
-    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
-        self.saw("merchants");
-        self.memory.merchants().await
-    }
-
     async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
         self.saw("put_project");
         self.memory.put_project(project).await
     }
 
-    async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
-        self.saw("project");
-        self.memory.project(id).await
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
+        self.saw("find_merchants");
+        self.memory.find_merchants(only).await
     }
 
-    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
-        self.saw("projects");
-        self.memory.projects().await
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
+        self.saw("find_projects");
+        self.memory.find_projects(only).await
     }
 }
 
@@ -541,16 +532,6 @@ impl CredentialStore for Probe {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         self.saw("insert_token");
         self.memory.insert_token(token).await
-    }
-
-    async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
-        self.saw("token_by_hash");
-        self.memory.token_by_hash(hash).await
-    }
-
-    async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
-        self.saw("tokens");
-        self.memory.tokens(project).await
     }
 
     async fn revoke_token(
@@ -581,20 +562,6 @@ impl CredentialStore for Probe {
         self.memory.insert_key(key).await
     }
 
-    async fn key(
-        &self,
-        project: ProjectId,
-        keyid: &KeyId,
-    ) -> Result<Option<KeyRecord>, StoreError> {
-        self.saw("key");
-        self.memory.key(project, keyid).await
-    }
-
-    async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
-        self.saw("keys");
-        self.memory.keys(project).await
-    }
-
     async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
         self.saw("active_key_projects");
         self.memory.active_key_projects(keyid).await
@@ -617,6 +584,20 @@ impl CredentialStore for Probe {
     ) -> Result<bool, StoreError> {
         self.saw("revoke_key");
         self.memory.revoke_key(project, keyid, at).await
+    }
+
+    async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
+        self.saw("find_tokens");
+        self.memory.find_tokens(key).await
+    }
+
+    async fn find_keys(
+        &self,
+        project: ProjectId,
+        only: Option<&KeyId>,
+    ) -> Result<Vec<KeyRecord>, StoreError> {
+        self.saw("find_keys");
+        self.memory.find_keys(project, only).await
     }
 }
 
@@ -665,19 +646,6 @@ impl OperatorStore for Probe {
         self.memory.insert_operator_token(token).await
     }
 
-    async fn operator_token_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<OperatorTokenRecord>, StoreError> {
-        self.saw("operator_token_by_hash");
-        self.memory.operator_token_by_hash(hash).await
-    }
-
-    async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        self.saw("operator_tokens");
-        self.memory.operator_tokens().await
-    }
-
     async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
         self.saw("expire_operator_token");
         self.memory.expire_operator_token(id, at).await
@@ -691,6 +659,14 @@ impl OperatorStore for Probe {
     async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
         self.saw("put_setting");
         self.memory.put_setting(name, value).await
+    }
+
+    async fn find_operator_tokens(
+        &self,
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        self.saw("find_operator_tokens");
+        self.memory.find_operator_tokens(hash).await
     }
 }
 
@@ -715,19 +691,13 @@ impl PayerPageStore for Probe {
         self.saw("ensure_payment_page");
         self.memory.ensure_payment_page(page).await
     }
-    async fn payment_page(
+
+    async fn find_payment_page(
         &self,
-        payment: PaymentId,
+        key: PageKey<'_>,
     ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        self.saw("payment_page");
-        self.memory.payment_page(payment).await
-    }
-    async fn payment_page_by_hash(
-        &self,
-        hash: &[u8; 32],
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        self.saw("payment_page_by_hash");
-        self.memory.payment_page_by_hash(hash).await
+        self.saw("find_payment_page");
+        self.memory.find_payment_page(key).await
     }
 }
 
@@ -888,7 +858,7 @@ mod tests {
             "`admit_create` through the wrapper reached the store as [\"transact\"]",
             "`commit_resend` through the wrapper reached the store as [\"transact\"]",
             "`commit_change_once` through the wrapper reached the store as [\"transact\"]",
-            "`auth_lookup` through the wrapper reached the store as [\"token_by_hash\", \"project\", \"merchant\", \"key\"]",
+            "`auth_lookup` through the wrapper reached the store as [\"find_tokens\", \"find_projects\", \"find_merchants\", \"find_keys\"]",
             "`auth_lookup_with_payment` through",
             "`active_key_projects` through",
             "`check_writable` through the wrapper reached the store as [\"put_setting\"]",
@@ -1130,24 +1100,19 @@ mod tests {
             self.0.put_merchant(merchant).await
         }
 
-        async fn merchant(&self, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
-            self.0.merchant(id).await
-        }
-
-        async fn merchants(&self) -> Result<Vec<Merchant>, StoreError> {
-            self.0.merchants().await
-        }
-
         async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
             self.0.put_project(project).await
         }
 
-        async fn project(&self, id: ProjectId) -> Result<Option<Project>, StoreError> {
-            self.0.project(id).await
+        async fn find_merchants(
+            &self,
+            only: Option<MerchantId>,
+        ) -> Result<Vec<Merchant>, StoreError> {
+            self.0.find_merchants(only).await
         }
 
-        async fn projects(&self) -> Result<Vec<Project>, StoreError> {
-            self.0.projects().await
+        async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
+            self.0.find_projects(only).await
         }
     }
 
@@ -1155,14 +1120,6 @@ mod tests {
     impl CredentialStore for Naive {
         async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
             self.0.insert_token(token).await
-        }
-
-        async fn token_by_hash(&self, hash: &[u8; 32]) -> Result<Option<TokenRecord>, StoreError> {
-            self.0.token_by_hash(hash).await
-        }
-
-        async fn tokens(&self, project: ProjectId) -> Result<Vec<TokenRecord>, StoreError> {
-            self.0.tokens(project).await
         }
 
         async fn revoke_token(
@@ -1189,18 +1146,6 @@ mod tests {
             self.0.insert_key(key).await
         }
 
-        async fn key(
-            &self,
-            project: ProjectId,
-            keyid: &KeyId,
-        ) -> Result<Option<KeyRecord>, StoreError> {
-            self.0.key(project, keyid).await
-        }
-
-        async fn keys(&self, project: ProjectId) -> Result<Vec<KeyRecord>, StoreError> {
-            self.0.keys(project).await
-        }
-
         async fn revoke_key(
             &self,
             project: ProjectId,
@@ -1208,6 +1153,18 @@ mod tests {
             at: Timestamp,
         ) -> Result<bool, StoreError> {
             self.0.revoke_key(project, keyid, at).await
+        }
+
+        async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
+            self.0.find_tokens(key).await
+        }
+
+        async fn find_keys(
+            &self,
+            project: ProjectId,
+            only: Option<&KeyId>,
+        ) -> Result<Vec<KeyRecord>, StoreError> {
+            self.0.find_keys(project, only).await
         }
     }
 
@@ -1255,17 +1212,6 @@ mod tests {
             self.0.insert_operator_token(token).await
         }
 
-        async fn operator_token_by_hash(
-            &self,
-            hash: &[u8; 32],
-        ) -> Result<Option<OperatorTokenRecord>, StoreError> {
-            self.0.operator_token_by_hash(hash).await
-        }
-
-        async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-            self.0.operator_tokens().await
-        }
-
         async fn expire_operator_token(
             &self,
             id: TokenId,
@@ -1280,6 +1226,13 @@ mod tests {
 
         async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
             self.0.put_setting(name, value).await
+        }
+
+        async fn find_operator_tokens(
+            &self,
+            hash: Option<&[u8; 32]>,
+        ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+            self.0.find_operator_tokens(hash).await
         }
     }
 
@@ -1301,17 +1254,12 @@ mod tests {
         ) -> Result<PaymentPageRecord, StoreError> {
             self.0.ensure_payment_page(page).await
         }
-        async fn payment_page(
+
+        async fn find_payment_page(
             &self,
-            payment: PaymentId,
+            key: PageKey<'_>,
         ) -> Result<Option<PaymentPageRecord>, StoreError> {
-            self.0.payment_page(payment).await
-        }
-        async fn payment_page_by_hash(
-            &self,
-            hash: &[u8; 32],
-        ) -> Result<Option<PaymentPageRecord>, StoreError> {
-            self.0.payment_page_by_hash(hash).await
+            self.0.find_payment_page(key).await
         }
     }
 
