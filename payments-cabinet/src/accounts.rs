@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use payments_core::cabinet::{
+use crate::store::{
     CabinetAuditRecord, CabinetStore, InviteRecord, Role, SessionProof, SessionRecord,
     SessionStage, UserRecord,
 };
@@ -18,7 +18,7 @@ use payments_core::store::StoreError;
 use payments_core::{ApiError, ErrorCode, SecretString, Timestamp};
 
 use crate::secrets;
-use payments_core::cabinet::CabinetStoreExt;
+use crate::store::CabinetStoreExt;
 use payments_core::store::MerchantStoreExt;
 
 /// A throttling limit: at most `attempts` failures within `window`.

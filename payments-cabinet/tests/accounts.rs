@@ -8,10 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use payments_cabinet::accounts::{Cabinet, CabinetConfig, Client, Current, SignInError};
 use payments_cabinet::secrets;
+use payments_cabinet::store::CabinetStoreExt;
+use payments_cabinet::store::{Role, SessionStage};
+use payments_cabinet::testing::MemoryCabinetStore;
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
-use payments_core::cabinet::CabinetStoreExt;
-use payments_core::cabinet::{Role, SessionStage};
 use payments_core::payment::Currency;
 use payments_core::provider::{ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest};
 use payments_core::sealing::{SealingKey, SealingKeys};
@@ -38,6 +39,7 @@ const PASSWORD: &str = "correct horse battery staple";
 
 struct World {
     store: Arc<MemoryStore>,
+    accounts: Arc<MemoryCabinetStore>,
     clock: ManualClock,
     cabinet: Cabinet,
 }
@@ -60,9 +62,11 @@ fn world_with(sealing: SealingKeys) -> World {
         },
         AuthConfig::for_environment(Environment::Sandbox),
     );
-    let cabinet = Cabinet::new(service, store.clone(), CabinetConfig::default());
+    let accounts = Arc::new(MemoryCabinetStore::new());
+    let cabinet = Cabinet::new(service, accounts.clone(), CabinetConfig::default());
     World {
         store,
+        accounts,
         clock,
         cabinet,
     }
@@ -373,7 +377,7 @@ async fn totp_keys_are_resealed_under_a_new_key() {
         },
         AuthConfig::for_environment(Environment::Sandbox),
     );
-    let rotated = Cabinet::new(service, w.store.clone(), CabinetConfig::default());
+    let rotated = Cabinet::new(service, w.accounts.clone(), CabinetConfig::default());
     assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (1, 0));
     assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (0, 1));
     // Under the new key alone, the user still signs in with the same key.
@@ -392,7 +396,7 @@ async fn totp_keys_are_resealed_under_a_new_key() {
         },
         AuthConfig::for_environment(Environment::Sandbox),
     );
-    let only_new = Cabinet::new(service, w.store.clone(), CabinetConfig::default());
+    let only_new = Cabinet::new(service, w.accounts.clone(), CabinetConfig::default());
     w.clock.advance(Duration::from_secs(30));
     let (half, _) = only_new
         .sign_in("a@support.example", PASSWORD, &client(), None)

@@ -148,7 +148,6 @@ pub use ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, Token
 pub use random::RandomSource;
 pub use secret::{Secret, SecretString};
 pub mod amount;
-pub mod cabinet;
 pub mod event;
 pub mod payer;
 pub mod payment;

@@ -70,7 +70,7 @@ pub struct SharedState {
     /// The store of the web cabinet's records, given explicitly beside the service's store
     /// (the same database for the bundled stores); `None`: no cabinet, and the operator's user
     /// routes answer `503`.
-    pub cabinet_store: Option<Arc<dyn payments_core::cabinet::CabinetStore>>,
+    pub cabinet_store: Option<Arc<dyn payments_cabinet::store::CabinetStore>>,
 }
 
 /// Records when project tokens authenticate requests, for the cabinet's "last used": at most

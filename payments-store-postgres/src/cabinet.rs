@@ -5,7 +5,7 @@
 //! ([`payments_store_sql::statements`]).
 
 use deadpool_postgres::GenericClient;
-use payments_core::cabinet::{
+use payments_cabinet::store::{
     CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
 };
 use payments_core::ids::{MerchantId, PaymentId, SessionId, TokenId, UserId};

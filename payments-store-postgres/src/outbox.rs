@@ -294,7 +294,7 @@ pub(crate) async fn purge_finished<C: GenericClient>(
 /// attempts (the cabinet's list).
 pub(crate) async fn find<C: GenericClient>(
     c: &C,
-    q: &payments_core::cabinet::EventQuery,
+    q: &payments_core::store::EventQuery,
 ) -> Result<Vec<EventRecord>, StoreError> {
     let (sql, values) = listing::event_page(q, codec::D);
     let values = params(values);

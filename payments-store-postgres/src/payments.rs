@@ -201,7 +201,7 @@ pub(crate) async fn due<C: GenericClient>(
 /// A page of a project's payments, newest first by `(created_at, id)` (the cabinet's list).
 pub(crate) async fn find<C: GenericClient>(
     c: &C,
-    q: &payments_core::cabinet::PaymentQuery,
+    q: &payments_core::store::PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
     let (sql, values) = listing::payment_page(q, codec::D);
     query_payments(c, &sql, &refs(&params(values))).await

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use payments_core::cabinet::{
-    CabinetAuditRecord, CabinetStore, EventQuery, FailureScope, InviteRecord, InviteUse,
-    PaymentQuery, SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
+use payments_cabinet::store::{
+    CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse, SessionKey,
+    SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
@@ -24,6 +24,7 @@ use payments_core::store::{
     OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged,
     Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
+use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
 
 use crate::error::db;

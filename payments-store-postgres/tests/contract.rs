@@ -22,7 +22,7 @@ async fn postgres_meets_the_store_contract() {
 #[ignore = "needs PostgreSQL: DATABASE_URL"]
 async fn postgres_meets_the_cabinet_store_contract() {
     let base = support::database_url();
-    contract::run_cabinet_async(|| support::fresh_store(&base)).await;
+    payments_cabinet::testing::contract::run_cabinet_async(|| support::fresh_store(&base)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

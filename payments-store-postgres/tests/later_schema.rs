@@ -5,7 +5,7 @@
 //! PostgreSQL refuses to run a cached plan whose result type changed (`0A000: cached plan must
 //! not change result type`): a statement selecting `*` from a table that gained a column fails
 //! on every call until the node restarts, while `/readyz` says ready. Here one store prepares
-//! every statement of the port (the contract's `every_statement`), a second connection adds a
+//! every statement of the port (the contracts' `every_statement`, the core's and the cabinet's), a second connection adds a
 //! column to every table as a later migration would, and the same store, with the same pooled
 //! connections, runs every statement again.
 
@@ -30,7 +30,8 @@ async fn a_running_node_keeps_answering_after_a_later_migration_adds_columns() {
     )
     .await
     .expect("connect and migrate");
-    contract::every_statement(&store, 1).await;
+    let (merchant, project) = contract::every_statement(&store, 1).await;
+    payments_cabinet::testing::contract::every_statement(&store, 1, merchant, project).await;
 
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
@@ -62,5 +63,6 @@ async fn a_running_node_keeps_answering_after_a_later_migration_adds_columns() {
     drop(client);
     let _ = task.await;
 
-    contract::every_statement(&store, 2).await;
+    let (merchant, project) = contract::every_statement(&store, 2).await;
+    payments_cabinet::testing::contract::every_statement(&store, 2, merchant, project).await;
 }

@@ -1,8 +1,8 @@
 //! The pages of the cabinet's lists: a `WHERE` clause grown condition by condition, written
 //! once for both engines.
 
-use payments_core::cabinet::{EventQuery, PaymentQuery};
 use payments_core::event::OutboxEvent;
+use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::Timestamp;
 
 use crate::codec::limit;

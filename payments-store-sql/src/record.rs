@@ -8,10 +8,10 @@
 
 use std::time::Duration;
 
-use payments_core::bank::CountryCode;
-use payments_core::cabinet::{
+use payments_cabinet::store::{
     CabinetAuditRecord, InviteRecord, Role, SessionRecord, SessionStage, UserRecord,
 };
+use payments_core::bank::CountryCode;
 use payments_core::event::{CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, OutboxEvent};
 use payments_core::ids::KeyId;
 use payments_core::payer::PaymentPageRecord;

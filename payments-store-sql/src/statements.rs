@@ -1,7 +1,7 @@
 //! The statements both engines run, written once (see [`crate::sql`] for the dialect seam).
 //! A statement that only one engine runs, or whose SQL really differs, lives in its backend.
 
-use payments_core::cabinet::{
+use payments_cabinet::store::{
     CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
 };
 use payments_core::clock::Timestamp;

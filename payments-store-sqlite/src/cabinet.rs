@@ -4,7 +4,7 @@
 //! so a refused proof writes nothing. Statements and rows are the shared ones
 //! ([`payments_store_sql::statements`]).
 
-use payments_core::cabinet::{
+use payments_cabinet::store::{
     CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
 };
 use payments_core::ids::{MerchantId, PaymentId, SessionId, TokenId, UserId};

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use payments_core::cabinet::EventQuery;
 use payments_core::event::{
     DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
 use payments_core::ids::{EventId, PaymentId};
+use payments_core::store::EventQuery;
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
 use payments_core::Timestamp;
 use payments_store_sql::listing;

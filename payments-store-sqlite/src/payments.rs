@@ -1,8 +1,8 @@
 //! Payments as SQL.
 
-use payments_core::cabinet::PaymentQuery;
 use payments_core::ids::{PaymentId, ProjectId};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use payments_core::store::PaymentQuery;
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::Timestamp;
 use payments_store_sql::listing;

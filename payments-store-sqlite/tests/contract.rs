@@ -56,7 +56,7 @@ async fn two_stores_on_one_file_meet_the_shared_checks() {
 async fn sqlite_meets_the_cabinet_store_contract() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let n = AtomicUsize::new(0);
-    contract::run_cabinet_async(|| {
+    payments_cabinet::testing::contract::run_cabinet_async(|| {
         let file = dir
             .path()
             .join(format!("cabinet-{}.db", n.fetch_add(1, Ordering::Relaxed)));
@@ -66,6 +66,6 @@ async fn sqlite_meets_the_cabinet_store_contract() {
     // One store per check.
     assert_eq!(
         n.load(Ordering::Relaxed),
-        contract::cabinet_checks::<SqliteStore>().len()
+        payments_cabinet::testing::contract::cabinet_checks::<SqliteStore>().len()
     );
 }

@@ -1,5 +1,5 @@
 //! A running store keeps answering after a later build migrates the database file under it:
-//! every statement of the port is prepared (the contract's `every_statement`), another
+//! every statement of the port is prepared (the contracts' `every_statement`, the core's and the cabinet's), another
 //! connection adds a column to every table as a later migration would, and the same store runs
 //! every statement again. (SQLite prepares a statement again when the schema changed, but a
 //! statement that selected `*` would then return the new column too; every statement names its
@@ -13,7 +13,8 @@ async fn a_running_store_keeps_answering_after_a_later_migration_adds_columns() 
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("store.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
-    contract::every_statement(&store, 1).await;
+    let (merchant, project) = contract::every_statement(&store, 1).await;
+    payments_cabinet::testing::contract::every_statement(&store, 1, merchant, project).await;
 
     let conn = rusqlite::Connection::open(&path).expect("a second connection");
     let tables: Vec<String> = conn
@@ -35,5 +36,6 @@ async fn a_running_store_keeps_answering_after_a_later_migration_adds_columns() 
     }
     drop(conn);
 
-    contract::every_statement(&store, 2).await;
+    let (merchant, project) = contract::every_statement(&store, 2).await;
+    payments_cabinet::testing::contract::every_statement(&store, 2, merchant, project).await;
 }

@@ -16,6 +16,7 @@ pub(crate) mod views;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::store::SessionStage;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
@@ -26,7 +27,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
-use payments_core::cabinet::SessionStage;
 use payments_core::{ApiError, ErrorCode};
 
 use crate::accounts::{Cabinet, Client, Current};

@@ -7,11 +7,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::amount::Amount;
-use payments_core::cabinet::{EventQuery, PaymentQuery};
 use payments_core::event::{DeliveryState, EventRecord};
 use payments_core::ids::{EventId, PaymentId};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::Project;
+use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::Timestamp;
 

@@ -2,11 +2,11 @@
 //! allow-list, the callback URL and secret, and the settings a merchant may see. Every change
 //! is a call of the core's provisioning operation, recorded in both audit logs.
 
+use crate::store::Role;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::auth::{IpAllowList, Scope};
-use payments_core::cabinet::Role;
 use payments_core::callback::ROTATION_OVERLAP;
 use payments_core::ids::{KeyId, ProjectId, TokenId};
 use payments_core::project::{Merchant, Project};

@@ -1,9 +1,9 @@
 //! The security page (password change, recovery codes, sessions) and the audit log.
 
+use crate::store::Role;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use payments_core::cabinet::Role;
 use payments_core::ids::SessionId;
 
 use super::views::{when, Audit, AuditRow, RecoveryCodes, Security, SessionRow};

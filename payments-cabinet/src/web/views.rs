@@ -59,7 +59,7 @@ impl Chrome {
         current: Option<&Current>,
     ) -> Chrome {
         let user = current
-            .filter(|c| c.session.stage == payments_core::cabinet::SessionStage::Full)
+            .filter(|c| c.session.stage == crate::store::SessionStage::Full)
             .map(|c| UserChip {
                 email: c.user.email.clone(),
                 role: if c.is_support() {

@@ -8,13 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 
-use crate::cabinet::{
-    CabinetAuditRecord, CabinetStore, EventQuery, FailureScope, InviteRecord, InviteUse,
-    PaymentQuery, SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
-};
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter};
-use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
+use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
@@ -26,6 +22,7 @@ use crate::store::{
     PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey,
     Transaction, TxOutput, TxWork,
 };
+use crate::store::{EventQuery, PaymentQuery};
 use crate::SecretString;
 
 /// Everything in one mutex: each trait call is one atomic step, like a transaction.
@@ -52,23 +49,12 @@ struct State {
     /// Failed events answered by a resend: failed event -> the resend.
     resent: HashMap<EventId, EventId>,
     operator_tokens: Vec<OperatorTokenRecord>,
-    cabinet: CabinetState,
+    /// When each token was last used.
+    token_use: HashMap<TokenId, Timestamp>,
+    /// The payer page links, by payment.
+    payment_pages: HashMap<PaymentId, PaymentPageRecord>,
     /// Payment changes committed (each a write of its own in a real store).
     changes: u64,
-}
-
-/// The web cabinet's records.
-#[derive(Debug, Default)]
-struct CabinetState {
-    users: BTreeMap<UserId, UserRecord>,
-    totp_last_step: HashMap<UserId, u64>,
-    recovery_codes: HashMap<UserId, Vec<[u8; 32]>>,
-    sessions: Vec<SessionRecord>,
-    invites: Vec<InviteRecord>,
-    failures: Vec<(String, Timestamp)>,
-    audit: Vec<CabinetAuditRecord>,
-    token_use: HashMap<TokenId, Timestamp>,
-    payment_pages: HashMap<PaymentId, PaymentPageRecord>,
 }
 
 impl State {
@@ -513,7 +499,7 @@ impl CredentialStore for MemoryStore {
 
     async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
         let mut st = self.lock();
-        let last = st.cabinet.token_use.entry(token).or_insert(at);
+        let last = st.token_use.entry(token).or_insert(at);
         *last = (*last).max(at);
         Ok(())
     }
@@ -525,7 +511,7 @@ impl CredentialStore for MemoryStore {
         let st = self.lock();
         Ok(tokens
             .iter()
-            .filter_map(|t| st.cabinet.token_use.get(t).map(|at| (*t, *at)))
+            .filter_map(|t| st.token_use.get(t).map(|at| (*t, *at)))
             .collect())
     }
 
@@ -709,7 +695,7 @@ impl PayerPageStore for MemoryStore {
         page: &PaymentPageRecord,
     ) -> Result<PaymentPageRecord, StoreError> {
         let mut st = self.lock();
-        let pages = &mut st.cabinet.payment_pages;
+        let pages = &mut st.payment_pages;
         if let Some(existing) = pages.get(&page.payment_id) {
             return Ok(existing.clone());
         }
@@ -725,7 +711,7 @@ impl PayerPageStore for MemoryStore {
         key: PageKey<'_>,
     ) -> Result<Option<PaymentPageRecord>, StoreError> {
         let st = self.lock();
-        let pages = &st.cabinet.payment_pages;
+        let pages = &st.payment_pages;
         Ok(match key {
             PageKey::Payment(payment) => pages.get(&payment).cloned(),
             PageKey::TokenHash(hash) => pages.values().find(|p| &p.token_hash == hash).cloned(),
@@ -831,264 +817,5 @@ impl Store for MemoryStore {
             }
         }
         answer
-    }
-}
-
-#[async_trait]
-impl CabinetStore for MemoryStore {
-    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
-        let mut st = self.lock();
-        let c = &mut st.cabinet;
-        if c.users.contains_key(&user.id) || c.users.values().any(|u| u.email == user.email) {
-            return Err(StoreError::Duplicate(format!("user {}", user.email)));
-        }
-        c.users.insert(user.id, user.clone());
-        Ok(())
-    }
-
-    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
-        let mut st = self.lock();
-        let c = &mut st.cabinet;
-        if !c.users.contains_key(&user.id) {
-            return Err(StoreError::NotFound(format!("user {}", user.id)));
-        }
-        if c.users
-            .values()
-            .any(|u| u.email == user.email && u.id != user.id)
-        {
-            return Err(StoreError::Duplicate(format!("user {}", user.email)));
-        }
-        c.users.insert(user.id, user.clone());
-        Ok(())
-    }
-
-    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
-        let st = self.lock();
-        let mut users: Vec<UserRecord> = st
-            .cabinet
-            .users
-            .values()
-            .filter(|u| match key {
-                UserKey::Id(id) => u.id == id,
-                UserKey::Email(email) => u.email == email,
-                UserKey::All => true,
-            })
-            .cloned()
-            .collect();
-        users.sort_by(|a, b| a.email.cmp(&b.email));
-        Ok(users)
-    }
-
-    async fn replace_recovery_codes(
-        &self,
-        user: UserId,
-        codes: &[[u8; 32]],
-    ) -> Result<(), StoreError> {
-        self.lock()
-            .cabinet
-            .recovery_codes
-            .insert(user, codes.to_vec());
-        Ok(())
-    }
-
-    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {
-        Ok(self
-            .lock()
-            .cabinet
-            .recovery_codes
-            .get(&user)
-            .map_or(0, |c| c.len() as u32))
-    }
-
-    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        let mut st = self.lock();
-        let c = &mut st.cabinet;
-        if c.sessions
-            .iter()
-            .any(|s| s.id == session.id || s.token_hash == session.token_hash)
-        {
-            return Err(StoreError::Duplicate("session".into()));
-        }
-        c.sessions.push(session.clone());
-        Ok(())
-    }
-
-    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
-        let mut st = self.lock();
-        match st.cabinet.sessions.iter_mut().find(|s| s.id == id) {
-            Some(s) => {
-                s.last_seen_at = s.last_seen_at.max(at);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
-        let st = self.lock();
-        let mut list: Vec<SessionRecord> = st
-            .cabinet
-            .sessions
-            .iter()
-            .filter(|s| match key {
-                SessionKey::TokenHash(hash) => &s.token_hash == hash,
-                SessionKey::User(user) => s.user_id == user,
-            })
-            .cloned()
-            .collect();
-        list.sort_by_key(|s| (s.created_at, s.id));
-        Ok(list)
-    }
-
-    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
-        let mut st = self.lock();
-        let before = st.cabinet.sessions.len();
-        st.cabinet.sessions.retain(|s| match which {
-            SessionScope::One(id) => s.id != id,
-            SessionScope::User { user, keep } => s.user_id != user || Some(s.id) == keep,
-            SessionScope::Stale {
-                idle_before,
-                signed_in_before,
-            } => s.last_seen_at >= idle_before && s.signed_in_at >= signed_in_before,
-        });
-        Ok((before - st.cabinet.sessions.len()) as u64)
-    }
-
-    async fn advance_session(
-        &self,
-        old: &[u8; 32],
-        new: &SessionRecord,
-        proof: &SessionProof,
-    ) -> Result<bool, StoreError> {
-        let mut st = self.lock();
-        let c = &mut st.cabinet;
-        let Some(index) = c.sessions.iter().position(|s| &s.token_hash == old) else {
-            return Ok(false);
-        };
-        if c.sessions[index].user_id != new.user_id {
-            return Ok(false);
-        }
-        if c.sessions
-            .iter()
-            .any(|s| s.id == new.id || s.token_hash == new.token_hash)
-        {
-            return Err(StoreError::Duplicate("session".into()));
-        }
-        let user = new.user_id;
-        match proof {
-            SessionProof::None => {}
-            SessionProof::TotpStep(step) => {
-                if c.totp_last_step.get(&user).is_some_and(|last| last >= step) {
-                    return Ok(false);
-                }
-                c.totp_last_step.insert(user, *step);
-            }
-            SessionProof::RecoveryCode(hash) => {
-                let codes = c.recovery_codes.entry(user).or_default();
-                let Some(at) = codes.iter().position(|h| h == hash) else {
-                    return Ok(false);
-                };
-                codes.remove(at);
-            }
-            SessionProof::Enrolment {
-                step,
-                recovery_codes,
-                at,
-            } => {
-                let Some(u) = c.users.get_mut(&user) else {
-                    return Ok(false);
-                };
-                if u.totp_confirmed_at.is_some() || u.totp_secret.is_none() {
-                    return Ok(false);
-                }
-                u.totp_confirmed_at = Some(*at);
-                c.totp_last_step.insert(user, *step);
-                c.recovery_codes.insert(user, recovery_codes.clone());
-            }
-        }
-        c.sessions.remove(index);
-        c.sessions.push(new.clone());
-        Ok(true)
-    }
-
-    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
-        let mut st = self.lock();
-        st.cabinet.invites.retain(|i| i.user_id != invite.user_id);
-        st.cabinet.invites.push(invite.clone());
-        Ok(())
-    }
-
-    async fn find_invite(
-        &self,
-        hash: &[u8; 32],
-        now: Timestamp,
-        then: InviteUse,
-    ) -> Result<Option<InviteRecord>, StoreError> {
-        let mut st = self.lock();
-        let invites = &mut st.cabinet.invites;
-        let Some(index) = invites.iter().position(|i| &i.token_hash == hash) else {
-            return Ok(None);
-        };
-        let invite = match then {
-            InviteUse::Peek => invites[index].clone(),
-            InviteUse::Take => invites.remove(index),
-        };
-        Ok((invite.expires_at > now).then_some(invite))
-    }
-
-    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
-        self.lock().cabinet.failures.push((key.to_string(), at));
-        Ok(())
-    }
-
-    async fn failures_since(
-        &self,
-        key: &str,
-        since: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<Timestamp>, StoreError> {
-        let mut times: Vec<Timestamp> = self
-            .lock()
-            .cabinet
-            .failures
-            .iter()
-            .filter(|(k, t)| k == key && *t >= since)
-            .map(|(_, t)| *t)
-            .collect();
-        times.sort();
-        times.truncate(limit);
-        Ok(times)
-    }
-
-    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
-        let mut st = self.lock();
-        let n = st.cabinet.failures.len();
-        st.cabinet.failures.retain(|(k, t)| match which {
-            FailureScope::Key(key) => k != key,
-            FailureScope::Before(before) => *t >= before,
-        });
-        Ok((n - st.cabinet.failures.len()) as u64)
-    }
-
-    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
-        self.lock().cabinet.audit.push(record.clone());
-        Ok(())
-    }
-
-    async fn cabinet_audit(
-        &self,
-        merchant: Option<MerchantId>,
-        limit: usize,
-    ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
-        Ok(self
-            .lock()
-            .cabinet
-            .audit
-            .iter()
-            .rev()
-            .filter(|r| merchant.is_none() || r.merchant_id == merchant)
-            .take(limit)
-            .cloned()
-            .collect())
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use std::sync::Arc;
 
-use payments_core::cabinet::CabinetStore;
+use payments_cabinet::store::CabinetStore;
 use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde_json::{json, Value};

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use std::sync::Arc;
 
-use payments_core::cabinet::CabinetStore;
+use payments_cabinet::store::CabinetStore;
 use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde::Serialize;

@@ -13,7 +13,7 @@ use payments_cabinet::accounts::{user_value, Invite};
 use payments_cabinet::{Cabinet, CabinetConfig};
 use std::sync::Arc;
 
-use payments_core::cabinet::{CabinetStore, Role};
+use payments_cabinet::store::{CabinetStore, Role};
 use payments_core::service::Actor;
 use payments_core::service::PaymentService;
 use payments_core::{ApiError, ErrorCode, UserId};

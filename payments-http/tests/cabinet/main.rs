@@ -8,7 +8,7 @@ mod visitor;
 
 use std::time::Duration;
 
-use payments_core::cabinet::Role;
+use payments_cabinet::store::Role;
 use payments_core::store::CredentialStoreExt;
 use payments_core::store::MerchantStoreExt;
 use serde_json::json;

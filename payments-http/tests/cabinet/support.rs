@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payments_cabinet::secrets;
-use payments_core::cabinet::Role;
+use payments_cabinet::store::Role;
 use payments_core::service::Actor;
 use payments_core::store::MerchantStoreExt;
 use payments_core::{Clock, MerchantId};

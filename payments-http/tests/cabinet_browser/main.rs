@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use axum::http::HeaderMap;
 use browser::Browser;
+use payments_cabinet::store::Role;
 use payments_client::MerchantClient;
 use payments_core::auth::keys::{generate_signing_key, keyid, public_key_to_pem};
-use payments_core::cabinet::Role;
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::service::Actor;
 use payments_core::store::MerchantStoreExt;

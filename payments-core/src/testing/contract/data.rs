@@ -18,11 +18,13 @@ pub fn event_id(n: u128) -> EventId {
     EventId::from_uuid(Uuid::from_u128(0x3000_0000 + n))
 }
 
-pub(super) fn merchant_id(n: u128) -> MerchantId {
+/// A merchant id from a small number.
+pub fn merchant_id(n: u128) -> MerchantId {
     MerchantId::from_uuid(Uuid::from_u128(0x4000_0000 + n))
 }
 
-pub(super) fn token_id(n: u128) -> TokenId {
+/// A token id from a small number.
+pub fn token_id(n: u128) -> TokenId {
     TokenId::from_uuid(Uuid::from_u128(0x5000_0000 + n))
 }
 
@@ -39,7 +41,8 @@ pub(super) fn dec(s: &str) -> Decimal {
     Decimal::from_str(s).expect("the suite's decimals are valid")
 }
 
-pub(super) fn ms(n: i64) -> Duration {
+/// `n` milliseconds (`n` at least 0): offsets from [`T0`].
+pub fn ms(n: i64) -> Duration {
     Duration::from_millis(u64::try_from(n).expect("the suite's offsets are positive"))
 }
 

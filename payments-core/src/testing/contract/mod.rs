@@ -8,8 +8,8 @@
 //! that makes a store; [`run_all_async`] one that returns a future of it, for stores whose
 //! setup awaits. [`checks`] lists the checks for adapters that run them one by one.
 //!
-//! A store that also implements the web cabinet's [`CabinetStore`](crate::cabinet::CabinetStore)
-//! runs [`run_cabinet`] (or [`run_cabinet_async`]; the checks are [`cabinet_checks`]).
+//! A store that also implements the web cabinet's port (`payments_cabinet::store::CabinetStore`)
+//! runs that crate's contract too (`payments_cabinet::testing::contract`, feature `testing`).
 //! The [`shared_checks`] race several handles on one database (concurrent claims, a stale lease
 //! token, concurrent identical creates); [`run_all`] runs them with one store as every handle,
 //! and an adapter with separate handles (connection pools, nodes) runs them with
@@ -19,8 +19,7 @@
 //! migration changes the schema under a running store.
 //!
 //! A store wrapper (a decorator that measures, logs or traces) runs [`check_wrapper`]: it must
-//! forward every method, provided ones included, and keep the wrapped store's readiness and
-//! cabinet. [`Layered`](crate::store::Layered) is a wrapper that does.
+//! forward every method, provided ones included, and keep the wrapped store's readiness. [`Layered`](crate::store::Layered) is a wrapper that does.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -117,6 +116,13 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("retention_purges", |s| Box::pin(retention_purges(s))),
         ("operator_tokens", |s| Box::pin(operator_tokens(s))),
         ("writable", |s| Box::pin(writable(s))),
+        ("token_use", |s| Box::pin(token_use(s))),
+        ("payment_listing", |s| Box::pin(payment_listing(s))),
+        ("event_listing", |s| Box::pin(event_listing(s))),
+        ("payment_pages", |s| Box::pin(payment_pages(s))),
+        ("concurrent_payment_pages", |s| {
+            Box::pin(concurrent_payment_pages(s))
+        }),
     ]
 }
 
@@ -202,9 +208,9 @@ where
     }
 }
 
-mod cabinet;
 mod data;
 mod directory;
+mod listing;
 mod operations;
 mod outbox;
 mod payments;
@@ -212,9 +218,9 @@ mod ratelimit;
 mod upgrade;
 mod wrapper;
 
-pub use cabinet::*;
 pub use data::*;
 pub use directory::*;
+pub use listing::*;
 pub use operations::*;
 pub use outbox::*;
 pub use payments::*;
@@ -230,11 +236,6 @@ mod tests {
     #[test]
     fn the_memory_store_meets_the_contract() {
         futures_executor::block_on(run_all(MemoryStore::new));
-    }
-
-    #[test]
-    fn the_memory_store_meets_the_cabinet_contract() {
-        futures_executor::block_on(run_cabinet(MemoryStore::new));
     }
 
     #[test]

@@ -6,22 +6,15 @@
 //! second round on PostgreSQL (`0A000: cached plan must not change result type`): the old
 //! node would answer 503 until restarted.
 
-use uuid::Uuid;
-
 use super::*;
-use crate::cabinet::CabinetStoreExt;
-use crate::cabinet::{
-    CabinetAuditRecord, CabinetStore, EventQuery, InviteRecord, PaymentQuery, Role, SessionRecord,
-    SessionStage, UserRecord,
-};
 use crate::event::FailedEventFilter;
-use crate::ids::{SessionId, UserId};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
 use crate::store::CredentialStoreExt;
 use crate::store::MerchantStoreExt;
 use crate::store::OperatorStoreExt;
 use crate::store::PayerPageStoreExt;
+use crate::store::{EventQuery, PaymentQuery};
 
 fn id(round: u128, n: u128) -> u128 {
     round * 10 + n
@@ -38,13 +31,15 @@ fn hash_of(round: u128, n: u8) -> [u8; 32] {
     h
 }
 
-/// One round of writes and reads through every statement of the port and of the cabinet's
-/// port, with records of their own (`round`, 1 to 25, keeps the ids of different rounds apart),
-/// each read checked against what was written. Rounds run one after the other on one store.
+/// One round of writes and reads through every statement of the port, with records of their
+/// own (`round`, 1 to 25, keeps the ids of different rounds apart), each read checked against
+/// what was written. Rounds run one after the other on one store. Answers the merchant and
+/// project the round wrote, for the cabinet's round on the same store
+/// (`payments_cabinet::testing::contract::every_statement`).
 ///
 /// # Panics
 /// On a store error or a read that differs from the write, naming the operation.
-pub async fn every_statement<S: Store + CabinetStore>(store: &S, round: u128) {
+pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, ProjectId) {
     let ctx = |what: &str| format!("round {round}: {what}");
     let at = T0 + ms(i64::try_from(round).expect("small"));
 
@@ -320,143 +315,7 @@ pub async fn every_statement<S: Store + CabinetStore>(store: &S, round: u128) {
         .unwrap_or_else(|e| fail(round, "backlog", e));
     assert!(backlog.failed_events >= 1, "{}", ctx("backlog"));
 
-    // The cabinet.
-    let user = UserRecord {
-        id: UserId::from_uuid(Uuid::from_u128(0x6100_0000 + round)),
-        email: format!("upgrade-{round}@merchant.example"),
-        role: Role::Merchant(merchant.id),
-        password_hash: Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".to_string()),
-        totp_secret: Some("JBSWY3DPEHPK3PXP".into()),
-        totp_confirmed_at: Some(at),
-        disabled: false,
-        created_at: at,
-    };
-    store
-        .insert_user(&user)
-        .await
-        .unwrap_or_else(|e| fail(round, "insert_user", e));
-    store
-        .update_user(&user)
-        .await
-        .unwrap_or_else(|e| fail(round, "update_user", e));
-    assert_eq!(
-        store
-            .user(user.id)
-            .await
-            .unwrap_or_else(|e| fail(round, "user", e)),
-        Some(user.clone())
-    );
-    assert_eq!(
-        store
-            .user_by_email(&user.email)
-            .await
-            .unwrap_or_else(|e| fail(round, "user_by_email", e)),
-        Some(user.clone())
-    );
-    assert!(store
-        .users()
-        .await
-        .unwrap_or_else(|e| fail(round, "users", e))
-        .contains(&user));
-    store
-        .replace_recovery_codes(user.id, &[hash_of(round, 3)])
-        .await
-        .unwrap_or_else(|e| fail(round, "replace_recovery_codes", e));
-    assert_eq!(
-        store
-            .recovery_codes_left(user.id)
-            .await
-            .unwrap_or_else(|e| fail(round, "recovery_codes_left", e)),
-        1
-    );
-    let session = SessionRecord {
-        id: SessionId::from_uuid(Uuid::from_u128(0x7100_0000 + round)),
-        token_hash: hash_of(round, 4),
-        user_id: user.id,
-        stage: SessionStage::Full,
-        created_at: at,
-        signed_in_at: at,
-        last_seen_at: at,
-        address: Some("203.0.113.9".to_string()),
-        user_agent: None,
-    };
-    store
-        .insert_session(&session)
-        .await
-        .unwrap_or_else(|e| fail(round, "insert_session", e));
-    assert_eq!(
-        store
-            .session_by_token(&session.token_hash)
-            .await
-            .unwrap_or_else(|e| fail(round, "session_by_token", e)),
-        Some(session.clone())
-    );
-    assert_eq!(
-        store
-            .user_sessions(user.id)
-            .await
-            .unwrap_or_else(|e| fail(round, "user_sessions", e)),
-        vec![session.clone()]
-    );
-    let invite = InviteRecord {
-        token_hash: hash_of(round, 5),
-        user_id: user.id,
-        created_at: at,
-        expires_at: at + ms(60_000),
-    };
-    store
-        .put_invite(&invite)
-        .await
-        .unwrap_or_else(|e| fail(round, "put_invite", e));
-    assert_eq!(
-        store
-            .invite(&invite.token_hash, at)
-            .await
-            .unwrap_or_else(|e| fail(round, "invite", e)),
-        Some(invite.clone())
-    );
-    assert_eq!(
-        store
-            .take_invite(&invite.token_hash, at)
-            .await
-            .unwrap_or_else(|e| fail(round, "take_invite", e)),
-        Some(invite)
-    );
-    let key_name = format!("upgrade:{round}");
-    store
-        .record_failure(&key_name, at)
-        .await
-        .unwrap_or_else(|e| fail(round, "record_failure", e));
-    assert_eq!(
-        store
-            .failures_since(&key_name, at, 10)
-            .await
-            .unwrap_or_else(|e| fail(round, "failures_since", e)),
-        vec![at]
-    );
-    let cabinet_audit = CabinetAuditRecord {
-        at,
-        user_id: Some(user.id),
-        email: user.email.clone(),
-        address: None,
-        merchant_id: Some(merchant.id),
-        project_id: Some(project.id),
-        action: "upgrade".to_string(),
-        target: format!("round {round}"),
-        success: true,
-        detail: None,
-    };
-    store
-        .append_cabinet_audit(&cabinet_audit)
-        .await
-        .unwrap_or_else(|e| fail(round, "append_cabinet_audit", e));
-    assert_eq!(
-        store
-            .cabinet_audit(Some(merchant.id), 10)
-            .await
-            .unwrap_or_else(|e| fail(round, "cabinet_audit", e)),
-        vec![cabinet_audit]
-    );
+    // What the cabinet shows.
     store
         .record_token_use(tok.id, at)
         .await
@@ -521,6 +380,7 @@ pub async fn every_statement<S: Store + CabinetStore>(store: &S, round: u128) {
             .unwrap_or_else(|e| fail(round, "payment_page_by_hash", e)),
         Some(page)
     );
+    (merchant.id, project.id)
 }
 
 #[cfg(test)]

@@ -1,26 +1,27 @@
 //! The web cabinet's storage port: users, their password hashes and TOTP secrets, recovery
 //! codes, sessions, invitations, sign-in failures (throttling) and the cabinet's audit log.
 //! What the cabinet shows of payments, events, tokens and payer page links it reads through the
-//! service's [`Store`](crate::store::Store).
+//! service's [`Store`](payments_core::store::Store).
 //!
 //! The cabinet's rules (which TOTP step is acceptable, how many failures lock an account, when a
-//! session ends) live in Rust over this port (the `payments-cabinet` crate); the store only keeps
-//! the records and makes the few steps that must be atomic atomic: a TOTP step is used at most
-//! once ([`CabinetStore::advance_session`] moves the user's last step forward only), a recovery
-//! code is consumed in the same write as the sign-in it allows, an invitation is taken once.
+//! session ends) live in Rust over this port (the `accounts` module, feature `web`); the store
+//! only keeps the records and makes the few steps that must be atomic atomic: a TOTP step is
+//! used at most once ([`CabinetStore::advance_session`] moves the user's last step forward
+//! only), a recovery code is consumed in the same write as the sign-in it allows, an invitation
+//! is taken once.
 //!
-//! The cabinet is given its store explicitly (`payments_cabinet::Cabinet::new`; the server's
-//! `ApplicationBuilder::cabinet_store`): the bundled SQLite and PostgreSQL stores keep these
-//! records in the service's database and implement both ports. The store contract suite checks
-//! it with `testing::contract::run_cabinet` (feature `testing`).
+//! This module is all of the crate that a store needs: with `default-features = false` the
+//! crate is the port alone (no web framework, templates or password hashing), which is how the
+//! bundled SQLite and PostgreSQL stores depend on it; they keep these records in the service's
+//! database and implement both ports. The cabinet is given its store explicitly
+//! (`Cabinet::new`; the server's `ApplicationBuilder::cabinet_store`). The contract suite for a
+//! cabinet store is `testing::contract` (feature `testing`), and
+//! `testing::MemoryCabinetStore` is the reference implementation.
 
 use async_trait::async_trait;
-
-use crate::clock::Timestamp;
-use crate::ids::{MerchantId, ProjectId, SessionId, UserId};
-use crate::store::StoreError;
-pub use crate::store::{EventQuery, PaymentQuery};
-use crate::SecretString;
+use payments_core::ids::{MerchantId, ProjectId, SessionId, UserId};
+use payments_core::store::StoreError;
+use payments_core::{SecretString, Timestamp};
 
 /// What a cabinet user may see and do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
