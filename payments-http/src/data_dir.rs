@@ -52,55 +52,6 @@ pub fn create_dir(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))
 }
 
-/// Makes `db` owner-only before SQLite opens it: a missing database is created empty with mode
-/// 0600 (SQLite then creates `-wal` and `-shm` with the same mode); an existing database,
-/// `-wal` or `-shm` that others may read is tightened to 0600, with a warning.
-pub fn prepare_database(db: &Path) -> Result<(), String> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(db)
-        {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("cannot create {}: {e}", db.display())),
-        }
-        for suffix in ["", "-wal", "-shm"] {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            tighten(Path::new(&name))?;
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = db;
-    Ok(())
-}
-
-/// Sets an existing file that group or others may access to 0600, with a warning.
-#[cfg(unix)]
-fn tighten(file: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::metadata(file) else {
-        return Ok(());
-    };
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 == 0 {
-        return Ok(());
-    }
-    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot make {} owner-only: {e}", file.display()))?;
-    tracing::warn!(
-        file = %file.display(),
-        was = format!("{mode:o}"),
-        "was readable by other users: now 0600 (owner only)"
-    );
-    Ok(())
-}
-
 /// The configured key file: `secrets_key_file`, else `<data_dir>/secrets.key`.
 pub fn key_file(settings: &Settings) -> PathBuf {
     settings

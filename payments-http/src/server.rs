@@ -899,7 +899,6 @@ fn open_sqlite(
         migrate,
         ..SqliteOptions::default()
     };
-    crate::data_dir::prepare_database(&db).map_err(start_err)?;
     Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
         start_err(format!("{}: {e}", db.display()))
     })?))

@@ -28,6 +28,16 @@ pub enum OpenError {
     /// SQLite refused to open or migrate the database.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// The database file could not be created owner-only (mode 0600), or an existing one (or
+    /// its `-wal` or `-shm`) that others could read could not be made so.
+    #[error("{}: {source}", path.display())]
+    Files {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The writer thread could not be started.
     #[error("cannot start the writer thread: {0}")]
     Thread(#[from] std::io::Error),

@@ -22,6 +22,7 @@ mod cabinet;
 mod codec;
 mod directory;
 mod error;
+mod files;
 mod nonces;
 mod outbox;
 mod payments;
@@ -114,7 +115,9 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path`, enables WAL, applies the embedded
+    /// Opens (creating if needed) the database at `path`, makes its files owner-only (a new
+    /// database is created with mode 0600, an existing one others could read is set to 0600
+    /// with a warning; not for a read-only open), enables WAL, applies the embedded
     /// migrations in one transaction (with [`SqliteOptions::migrate`], the default; without
     /// it an older database is refused with [`SchemaError::NeedsMigration`](payments_store_sql::schema::SchemaError::NeedsMigration) and left as it is)
     /// and starts the writer thread. A database written by a newer build is refused with
@@ -124,6 +127,7 @@ impl SqliteStore {
         let mut conn = if options.read_only {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
         } else {
+            files::owner_only(path)?;
             Connection::open(path)?
         };
         conn.busy_timeout(options.busy_timeout)?;

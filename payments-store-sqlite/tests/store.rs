@@ -930,3 +930,39 @@ async fn nonces_purged_by_another_store_leave_this_stores_index_too() {
         0
     );
 }
+
+/// A database the store creates is its owner's alone, and so are the `-wal` and `-shm` files
+/// SQLite makes beside it (an embedder's process usually runs with umask 022, which would make
+/// them readable by every user of the machine); one that others could read is made so at open.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_database_files_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("new.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    store
+        .put_setting("files.check", "on")
+        .await
+        .expect("a write, so that the WAL has content");
+    for suffix in ["", "-wal", "-shm"] {
+        let file = dir.path().join(format!("new.db{suffix}"));
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    store.close();
+
+    let old = dir.path().join("old.db");
+    std::fs::write(&old, b"").expect("an empty file");
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    SqliteStore::open(&old, SqliteOptions::default())
+        .expect("open")
+        .close();
+    assert_eq!(mode(&old), 0o600);
+}
