@@ -29,7 +29,51 @@ pub const RETENTION_PAUSE: Duration = Duration::from_millis(20);
 /// takes the task's turn ([`PaymentService::take_turn`]); the others skip it. (A sweep racing
 /// another would still be correct, each change being checked against the payment's version;
 /// the turns only spare the duplicate work.)
+///
+/// It stops when `true` is sent on `stop` or when the sender is dropped, and logs which (a
+/// dropped sender is a warning: an embedder that let the handle go stops the sweeper, and
+/// expiry with it, perhaps without meaning to). A `false` sent does not stop it.
 pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::Receiver<bool>) {
+    match sweep_until_stopped(&service, interval, &mut stop).await {
+        Stopped::Asked => tracing::info!("the lifecycle sweeper stopped: asked to"),
+        Stopped::SenderDropped => tracing::warn!(
+            "the lifecycle sweeper stopped: its stop sender was dropped (keep the sender while \
+             the sweeper should run; send `true` on it to stop the sweeper)"
+        ),
+    }
+}
+
+/// Why a background loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    /// `true` was sent on the stop channel.
+    Asked,
+    /// The stop channel's sender is gone.
+    SenderDropped,
+}
+
+/// Completes when `stop` says stop: `true` sent (also one sent before the call), or the
+/// sender dropped; a `false` sent is waited past.
+async fn stop_requested(stop: &mut watch::Receiver<bool>) -> Stopped {
+    loop {
+        if *stop.borrow_and_update() {
+            return Stopped::Asked;
+        }
+        if stop.changed().await.is_err() {
+            return if *stop.borrow() {
+                Stopped::Asked
+            } else {
+                Stopped::SenderDropped
+            };
+        }
+    }
+}
+
+async fn sweep_until_stopped(
+    service: &PaymentService,
+    interval: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Stopped {
     let mut last_purge = Instant::now();
     let mut last_retention: Option<Instant> = None;
     loop {
@@ -40,8 +84,8 @@ pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::R
                 false
             }
         };
-        if my_turn && sweep_due(&service, &stop).await {
-            return;
+        if my_turn && sweep_due(service, stop).await {
+            return Stopped::Asked;
         }
         if last_purge.elapsed() >= NONCE_PURGE_EVERY {
             last_purge = Instant::now();
@@ -57,24 +101,27 @@ pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::R
         }
         if last_retention.is_none_or(|t| t.elapsed() >= RETENTION_EVERY) {
             last_retention = Some(Instant::now());
-            if !apply_retention(&service, &mut stop).await {
-                return;
+            if let Some(stopped) = apply_retention(service, stop).await {
+                return stopped;
             }
         }
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
-            _ = stop.changed() => return,
+            stopped = stop_requested(stop) => return stopped,
         }
     }
 }
 
-/// Deletes what the retention periods no longer keep, batch by batch; `false` when `stop`
-/// turned true meanwhile.
-async fn apply_retention(service: &PaymentService, stop: &mut watch::Receiver<bool>) -> bool {
+/// Deletes what the retention periods no longer keep, batch by batch; why it stopped when
+/// `stop` said stop meanwhile.
+async fn apply_retention(
+    service: &PaymentService,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Stopped> {
     let (mut events, mut audit) = (0u64, 0u64);
     loop {
         if *stop.borrow() {
-            return false;
+            return Some(Stopped::Asked);
         }
         match service.purge_expired_records(RETENTION_BATCH).await {
             Ok(r) => {
@@ -92,7 +139,7 @@ async fn apply_retention(service: &PaymentService, stop: &mut watch::Receiver<bo
         }
         tokio::select! {
             _ = tokio::time::sleep(RETENTION_PAUSE) => {}
-            _ = stop.changed() => return false,
+            stopped = stop_requested(stop) => return Some(stopped),
         }
     }
     if events + audit > 0 {
@@ -102,7 +149,7 @@ async fn apply_retention(service: &PaymentService, stop: &mut watch::Receiver<bo
             "retention: finished callback events and audit records deleted"
         );
     }
-    true
+    None
 }
 
 /// Sweeps in batches until fewer than a batch are due; `true` when `stop` turned true
@@ -132,5 +179,39 @@ async fn sweep_due(service: &PaymentService, stop: &watch::Receiver<bool>) -> bo
                 return false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dropped_sender_stops_with_its_own_reason() {
+        let (tx, mut rx) = watch::channel(false);
+        drop(tx);
+        assert_eq!(stop_requested(&mut rx).await, Stopped::SenderDropped);
+    }
+
+    #[tokio::test]
+    async fn a_false_is_waited_past_and_a_true_stops() {
+        let (tx, mut rx) = watch::channel(false);
+        let waiter = tokio::spawn(async move { stop_requested(&mut rx).await });
+        tx.send(false).expect("the waiter listens");
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "a false does not stop");
+        tx.send(true).expect("the waiter listens");
+        assert_eq!(waiter.await.expect("no panic"), Stopped::Asked);
+    }
+
+    #[tokio::test]
+    async fn a_true_sent_before_the_wait_or_before_the_drop_is_a_request() {
+        let (tx, mut rx) = watch::channel(true);
+        assert_eq!(stop_requested(&mut rx).await, Stopped::Asked);
+        let (tx2, mut rx2) = watch::channel(false);
+        tx2.send(true).expect("listening");
+        drop(tx2);
+        assert_eq!(stop_requested(&mut rx2).await, Stopped::Asked);
+        drop(tx);
     }
 }
