@@ -159,6 +159,11 @@ impl SealingKeys {
         stored.starts_with(SEALED_PREFIX)
     }
 
+    /// The id of the key that sealed `stored`; `None` for plaintext (or a malformed value).
+    pub fn sealed_with(stored: &str) -> Option<&str> {
+        split(stored).map(|(id, _)| id)
+    }
+
     /// Whether `stored` is not sealed under the current key (plaintext, or a previous key),
     /// i.e. a re-seal would change it. Always `false` without a current key.
     pub fn needs_reseal(&self, stored: &str) -> bool {

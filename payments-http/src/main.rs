@@ -182,7 +182,9 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
     let common = args.common;
     let settings = settings(&common, &common)?;
     payments_http::telemetry::init(settings.log_format, "warn");
-    let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
+    let opened = open_service(&settings, common.setup())
+        .await
+        .map_err(|e| e.0)?;
     let token = opened.service.issue_operator_token().await;
     opened.store.close();
     println!("{}", token.map_err(|e| e.message)?);

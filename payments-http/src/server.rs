@@ -274,6 +274,8 @@ impl ApplicationBuilder {
                 clock,
                 rng,
             },
+            cabinet_store.as_deref(),
+            Setup::Serve,
             Some(metrics.clone()),
         )
         .await?;
@@ -846,13 +848,40 @@ pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedSt
 /// The setting recording which environment a data dir belongs to.
 pub const ENVIRONMENT: Setting<Environment> = Setting::new("server.environment");
 
-/// Opens the settings' store and builds the service over it with the bundled ports. `create`
-/// allows a new data dir and database and migrates ([`open_database`]); without it a missing
-/// database is an error (an operator command with a mistyped `--data-dir` must not create an
-/// empty database elsewhere) and so is one older than this build (naming `payments-server
-/// migrate`).
-pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedService, StartError> {
-    let store = open_database(settings, create).await?;
+/// What opening a data dir or database may set up there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    /// `serve` (and [`Application::build`]): creates the data dir and the database and applies
+    /// the migrations, records the environment in a database that has none, and creates the
+    /// sealing key when it is missing and nothing in the database is sealed yet.
+    Serve,
+    /// An operator command: sets nothing up. A missing database, one older than this build
+    /// (naming `payments-server migrate`) and a missing sealing key are errors; a database with
+    /// no environment recorded is used with the settings' environment and stays so (a warning
+    /// says it).
+    Command,
+    /// An operator command given `--create-key`: as [`Setup::Command`], but a missing sealing
+    /// key is created when nothing in the database is sealed yet.
+    CommandCreatingKey,
+}
+
+impl Setup {
+    fn creates_database(self) -> bool {
+        self == Setup::Serve
+    }
+
+    fn may_create_key(self) -> bool {
+        self != Setup::Command
+    }
+}
+
+/// Opens the settings' store and builds the service over it with the bundled ports, setting
+/// up what `setup` allows: only [`Setup::Serve`] creates and migrates a database (an operator
+/// command with a mistyped `--data-dir` must not create an empty database elsewhere) or
+/// records the environment; a command that only reads writes nothing.
+pub async fn open_service(settings: &Settings, setup: Setup) -> Result<OpenedService, StartError> {
+    let store = open_database(settings, setup.creates_database()).await?;
+    let cabinet = store.cabinet_store();
     let service = service_over(
         settings,
         PortChoices {
@@ -862,10 +891,18 @@ pub async fn open_service(settings: &Settings, create: bool) -> Result<OpenedSer
             clock: None,
             rng: None,
         },
+        Some(cabinet.as_ref()),
+        setup,
         None,
     )
-    .await?;
-    Ok(OpenedService { service, store })
+    .await;
+    match service {
+        Ok(service) => Ok(OpenedService { service, store }),
+        Err(e) => {
+            store.close();
+            Err(e)
+        }
+    }
 }
 
 /// Opens (with `create`, creates) the SQLite store of the settings' data dir, as
@@ -916,11 +953,16 @@ struct PortChoices {
 /// The service over `ports` with the settings' service and authentication settings: each
 /// setting (environment, callback policy, retry schedule) is given to the core once, here.
 ///
-/// The environment is recorded in the store at first open; a later open with the other
+/// The environment is recorded in the store at the first serve; a later open with the other
 /// environment is refused, because tokens it issued would carry the other prefix and fail.
+/// The sealing key is read from its file; a missing one is created only where `setup` allows
+/// and only while nothing in the database (`ports.store`, and `cabinet` when given) is sealed:
+/// a new key could not open what an old one sealed.
 async fn service_over(
     settings: &Settings,
     ports: PortChoices,
+    cabinet: Option<&dyn CabinetStore>,
+    setup: Setup,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 ) -> Result<PaymentService, StartError> {
     let catalog = match &settings.bank_catalog {
@@ -933,8 +975,12 @@ async fn service_over(
         }
     };
     let store = ports.store;
-    check_environment(store.as_ref(), settings.environment).await?;
+    check_environment(store.as_ref(), settings.environment, setup == Setup::Serve).await?;
     let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
+    let key = crate::data_dir::key_file(settings);
+    if !key.exists() {
+        check_key_may_be_created(settings, &key, store.as_ref(), cabinet, setup).await?;
+    }
     let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref()).map_err(start_err)?;
     let provider: Arc<dyn RequisiteProvider> = ports
         .provider
@@ -975,15 +1021,95 @@ async fn service_over(
     Ok(PaymentService::new(ports, config, auth))
 }
 
-async fn check_environment(store: &dyn Store, env: Environment) -> Result<(), StartError> {
+async fn check_environment(
+    store: &dyn Store,
+    env: Environment,
+    record: bool,
+) -> Result<(), StartError> {
     let recorded = ENVIRONMENT.get(store).await.map_err(start_err)?;
     match recorded {
-        None => ENVIRONMENT.set(store, &env).await.map_err(start_err),
+        None if record => ENVIRONMENT.set(store, &env).await.map_err(start_err),
+        None => {
+            tracing::warn!(
+                environment = %env,
+                "no environment is recorded in this database yet (no server has started on it): \
+                 the command runs as {env} and records nothing; `payments-server serve` records it"
+            );
+            Ok(())
+        }
         Some(r) if r == env => Ok(()),
         Some(r) => Err(start_err(format!(
             "this data dir belongs to the {r} environment, not {env} (pass --environment {r})"
         ))),
     }
+}
+
+/// Refuses a missing sealing key that may not be created now: a command not given
+/// `--create-key`, or a database that holds callback secrets or TOTP keys sealed with a key
+/// that is not among `secrets_previous_key_files` (a new key could not open them: the old one
+/// must be restored; with it among the previous keys, a new key is a rotation).
+async fn check_key_may_be_created(
+    settings: &Settings,
+    key: &std::path::Path,
+    store: &dyn Store,
+    cabinet: Option<&dyn CabinetStore>,
+    setup: Setup,
+) -> Result<(), StartError> {
+    let previous = settings
+        .secrets_previous_key_files
+        .iter()
+        .map(|path| crate::data_dir::read_key_file(path).map(|k| k.id().to_string()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(start_err)?;
+    let sealed = sealed_records(store, cabinet, &previous)
+        .await
+        .map_err(start_err)?;
+    if sealed > 0 {
+        return Err(start_err(format!(
+            "no secrets key at {}, but the database holds {sealed} sealed secret(s) (callback \
+             secrets, TOTP keys) that only the key that sealed them opens: restore that key \
+             file from its backup, or point secrets_key_file at it (docs/operations.md, \
+             callback secrets at rest)",
+            key.display()
+        )));
+    }
+    if !setup.may_create_key() {
+        return Err(start_err(format!(
+            "no secrets key at {}: `payments-server serve` creates it at its first start; pass \
+             --create-key to create it now, or point secrets_key_file at the existing key",
+            key.display()
+        )));
+    }
+    Ok(())
+}
+
+/// How many records the database holds sealed with a key other than those with the ids
+/// `known`: callback secrets, and the cabinet users' TOTP keys when the cabinet's store is
+/// given (plaintext ones from before sealing do not count: any key reads them).
+async fn sealed_records(
+    store: &dyn Store,
+    cabinet: Option<&dyn CabinetStore>,
+    known: &[String],
+) -> Result<usize, payments_core::store::StoreError> {
+    use payments_cabinet::store::CabinetStoreExt;
+    use payments_core::sealing::SealingKeys;
+    use payments_core::store::MerchantStoreExt;
+    let is_sealed = |s: &payments_core::SecretString| {
+        SealingKeys::sealed_with(s.expose()).is_some_and(|id| !known.iter().any(|k| k == id))
+    };
+    let mut sealed = 0;
+    for project in store.projects().await? {
+        let secrets = store.callback_secrets(project.id).await?;
+        sealed += secrets.iter().filter(|r| is_sealed(&r.secret)).count();
+    }
+    if let Some(cabinet) = cabinet {
+        let users = cabinet.users().await?;
+        sealed += users
+            .iter()
+            .filter(|u| u.totp_secret.as_ref().is_some_and(is_sealed))
+            .count();
+    }
+    Ok(sealed)
 }
 
 /// Completes on SIGTERM or SIGINT (Ctrl-C).

@@ -12,7 +12,7 @@ use payments_core::ProjectId;
 use payments_http::bootstrap::CREDENTIALS_FILE;
 use payments_http::config::{Durability, Settings};
 use payments_http::data_dir::{DATABASE_FILE, SECRETS_KEY_FILE};
-use payments_http::server::{open_service, open_store};
+use payments_http::server::{open_service, open_store, Setup};
 use payments_http::testing::TestServer;
 
 fn mode(path: &Path) -> u32 {
@@ -66,7 +66,9 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 }
 
 async fn signing_secret(settings: &Settings, project: ProjectId) -> Result<String, String> {
-    let opened = open_service(settings, false).await.map_err(|e| e.0)?;
+    let opened = open_service(settings, Setup::CommandCreatingKey)
+        .await
+        .map_err(|e| e.0)?;
     let result = opened.service.signing_secrets(project).await;
     opened.store.close();
     result
@@ -136,13 +138,17 @@ async fn the_database_holds_callback_secrets_sealed() {
         secret
     );
 
-    // The database copied alone: a start over the copy makes a key of its own, which opens
-    // nothing sealed with the original one.
+    // The database copied alone: opening the copy is refused, even where a key may be created
+    // (a new key would open nothing sealed with the original one); no key is made.
     let copy = root.path().join("copy");
     std::fs::create_dir(&copy).unwrap();
     std::fs::copy(data.join(DATABASE_FILE), copy.join(DATABASE_FILE)).unwrap();
     let refused = signing_secret(&settings(&copy), project).await.unwrap_err();
-    assert!(refused.contains("cannot be opened"), "{refused}");
+    assert!(
+        refused.contains("holds 1 sealed secret(s)") && refused.contains("restore that key"),
+        "{refused}"
+    );
+    assert!(!copy.join(SECRETS_KEY_FILE).exists());
     assert!(!contains(&all_bytes(&copy), body));
     // With the original key file (secrets_key_file) the copy is a working backup.
     let restored = Settings {
@@ -213,7 +219,7 @@ async fn a_plaintext_secret_from_an_older_data_dir_signs_and_is_resealed() {
 
     let settings = settings(&data);
     assert_eq!(signing_secret(&settings, project).await.unwrap(), old);
-    let opened = open_service(&settings, false).await.unwrap();
+    let opened = open_service(&settings, Setup::Command).await.unwrap();
     let report = opened
         .service
         .reseal_callback_secrets(&payments_core::service::Actor("test".into()))

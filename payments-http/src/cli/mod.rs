@@ -31,7 +31,7 @@ use payments_core::ApiError;
 use serde::Serialize;
 
 use crate::config::Settings;
-use crate::server::open_service;
+use crate::server::{open_service, Setup};
 
 pub use check::{check_receiver_command, CheckReceiverArgs};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
@@ -63,6 +63,23 @@ pub struct CommonArgs {
     #[arg(long, global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_url: Option<String>,
+    /// Create the secrets key file if it is missing (refused when the database already holds
+    /// sealed secrets: restore their key instead). Without it a command never creates one.
+    #[arg(long, global = true)]
+    #[serde(skip)]
+    pub create_key: bool,
+}
+
+impl CommonArgs {
+    /// What a command given these flags may set up: nothing, or a missing secrets key with
+    /// `--create-key`.
+    pub fn setup(&self) -> Setup {
+        if self.create_key {
+            Setup::CommandCreatingKey
+        } else {
+            Setup::Command
+        }
+    }
 }
 
 /// Loads the settings: the defaults, the `--config` file, `PAYMENTS_*` variables, then `flags`
@@ -158,7 +175,9 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let (common, json) = command.common();
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log_format, "warn");
-    let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
+    let opened = open_service(&settings, common.setup())
+        .await
+        .map_err(|e| e.0)?;
     let cabinet_store = opened.store.cabinet_store();
     let result = execute(
         &opened.service,
@@ -206,7 +225,9 @@ pub async fn run_operator_token(
 ) -> Result<(), String> {
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log_format, "warn");
-    let opened = open_service(&settings, false).await.map_err(|e| e.0)?;
+    let opened = open_service(&settings, common.setup())
+        .await
+        .map_err(|e| e.0)?;
     let result = ops::operator_token(&opened.service, command, &cli_actor()).await;
     opened.store.close();
     let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;

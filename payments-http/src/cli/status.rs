@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{settings, CommonArgs};
 use crate::config::Settings;
-use crate::server::open_service;
+use crate::server::{open_service, Setup};
 
 /// What `status` prints.
 #[derive(Debug, Serialize)]
@@ -135,7 +135,7 @@ pub async fn status(settings: &Settings) -> StatusReport {
     if report.error.is_some() {
         return report;
     }
-    let opened = match open_service(settings, false).await {
+    let opened = match open_service(settings, Setup::Command).await {
         Ok(opened) => opened,
         Err(e) => {
             report.error = Some(e.0);

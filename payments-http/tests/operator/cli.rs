@@ -201,6 +201,7 @@ async fn key_register_refuses_an_endless_file_at_the_limit() {
             "00000000-0000-4000-8000-000000000001",
             "--file",
             "/dev/zero",
+            "--create-key",
             "--data-dir",
         ])
         .arg(dir.path())
@@ -214,4 +215,128 @@ async fn key_register_refuses_an_endless_file_at_the_limit() {
         "{stderr}"
     );
     assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// Runs `payments-server` with `args` on `data_dir` and answers its exit status and stderr.
+fn run(data_dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_payments-server"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("PAYMENTS_CONFIG")
+        .env_remove("PAYMENTS_ENVIRONMENT")
+        .env("USER", "tester")
+        .output()
+        .expect("payments-server runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The database file and its WAL, as bytes; a missing WAL reads as an empty one (both hold no
+/// commit). The `-shm` index is left out: every reader writes its read marks there.
+fn database_bytes(data_dir: &Path) -> (Vec<u8>, Vec<u8>) {
+    let db = data_dir.join(payments_http::data_dir::DATABASE_FILE);
+    let wal = data_dir.join(format!("{}-wal", payments_http::data_dir::DATABASE_FILE));
+    (
+        std::fs::read(db).unwrap(),
+        std::fs::read(wal).unwrap_or_default(),
+    )
+}
+
+/// An embedder's database: made by the store, with no environment recorded and no secrets key
+/// (no server has started on it). A command that reads leaves it as it was, byte for byte:
+/// it records no environment (which used to lock the database to the sandbox, so a production
+/// server was then refused) and creates no secrets key unless given `--create-key`.
+#[tokio::test]
+async fn reading_commands_leave_an_embedders_database_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let settings = test_settings(d);
+    payments_http::server::open_store(&settings, true)
+        .expect("a fresh database")
+        .close();
+    let key = d.join(payments_http::data_dir::SECRETS_KEY_FILE);
+    let before = database_bytes(d);
+
+    // Without a key, a command refuses and says how to go on; it creates nothing.
+    let (ok, stderr) = run(d, &["project", "list"]);
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("no secrets key at"), "{stderr}");
+    assert!(stderr.contains("--create-key"), "{stderr}");
+    assert!(!key.exists(), "a command created the secrets key unasked");
+    assert_eq!(database_bytes(d), before);
+
+    // Asked, it creates the key (owner-only) and still records no environment.
+    let (ok, stderr) = run(d, &["project", "list", "--create-key"]);
+    assert!(ok, "{stderr}");
+    assert!(key.exists());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    assert_eq!(
+        database_bytes(d),
+        before,
+        "`project list` wrote to the database"
+    );
+
+    let (ok, stderr) = run(d, &["status"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(database_bytes(d), before, "`status` wrote to the database");
+
+    // The environment is still the embedder's to record: production starts on it.
+    let (ok, stderr) = run(d, &["project", "list", "--environment", "production"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(database_bytes(d), before);
+}
+
+/// A database that holds sealed secrets refuses to run without the key that sealed them, even
+/// with `--create-key`: a new key could not open them, and the fix is to restore the old one.
+#[tokio::test]
+async fn sealed_secrets_without_their_key_are_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let settings = test_settings(d);
+    payments_http::server::open_store(&settings, true)
+        .expect("a fresh database")
+        .close();
+    let merchant = cli(d, &["merchant", "create", "--name", "Shop", "--create-key"]);
+    let merchant_id = merchant["id"].as_str().unwrap();
+    let project = cli(
+        d,
+        &[
+            "project",
+            "create",
+            "--merchant",
+            merchant_id,
+            "--name",
+            "Site",
+        ],
+    );
+    let project_id = project["id"].as_str().unwrap();
+    cli(d, &["callback-secret", "rotate", project_id]);
+    let key = d.join(payments_http::data_dir::SECRETS_KEY_FILE);
+    let saved = std::fs::read(&key).unwrap();
+    std::fs::remove_file(&key).unwrap();
+
+    for args in [
+        &["project", "list"][..],
+        &["project", "list", "--create-key"][..],
+    ] {
+        let (ok, stderr) = run(d, args);
+        assert!(!ok, "{args:?}: {stderr}");
+        assert!(stderr.contains("sealed secret(s)"), "{args:?}: {stderr}");
+        assert!(stderr.contains("restore that key"), "{args:?}: {stderr}");
+        assert!(
+            !key.exists(),
+            "{args:?} created a key that cannot open the secrets"
+        );
+    }
+    std::fs::write(&key, saved).unwrap();
+    let (ok, stderr) = run(d, &["project", "list"]);
+    assert!(ok, "the restored key opens them again: {stderr}");
 }

@@ -17,7 +17,7 @@ use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::Timestamp;
 use payments_http::config::Settings;
-use payments_http::server::open_service;
+use payments_http::server::{open_service, Setup};
 use payments_http::system::OsRandom;
 use payments_http::testing::free_addr;
 use serde_json::Value;
@@ -101,7 +101,7 @@ upstream_listen = "{notifications}"
 
     // Provisioning as an operator does before the first start: merchant, project, token, key.
     let settings = Settings::load(Some(&config), serde_json::json!({})).unwrap();
-    let opened = open_service(&settings, true).await.unwrap();
+    let opened = open_service(&settings, Setup::Serve).await.unwrap();
     let svc = &opened.service;
     let actor = Actor("test".into());
     let m = svc.create_merchant("Shop", None, &actor).await.unwrap();
