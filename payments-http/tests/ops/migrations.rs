@@ -227,7 +227,14 @@ async fn on_postgresql_a_command_on_an_older_schema_refuses_and_migrate_upgrades
     let (ok, out, err) = run(&["migrate"]);
     assert!(ok, "{err}");
     assert_eq!(out.trim(), format!("schema version 0 -> {current}"));
-    let (ok, _, err) = run(&["merchant", "create", "--name", "Before the upgrade"]);
+    // Before any server: the operator asks for the secrets key (a command makes none unasked).
+    let (ok, _, err) = run(&[
+        "merchant",
+        "create",
+        "--name",
+        "Before the upgrade",
+        "--create-key",
+    ]);
     assert!(ok, "{err}");
 
     sql(&url)
