@@ -279,21 +279,23 @@ impl ApplicationBuilder {
             Some(metrics.clone()),
         )
         .await?;
-        let mut state = AppState::new(service, settings.public_scheme());
-        state.cabinet_store = cabinet_store;
-        if let Some(limiter) = rate_limiter {
-            state = state.with_rate_limiter(limiter);
-        }
-        state.body_timeout = settings.body_timeout;
-        state.metrics = metrics;
-        state.metrics_token = settings.metrics_token.clone().map(Arc::new);
-        if let Some(OpenedStore::Sqlite(_)) = &owned_store {
-            state.database_file = Some(
+        let database_file = match &owned_store {
+            Some(OpenedStore::Sqlite(_)) => Some(
                 settings
                     .data_dir
                     .join(crate::data_dir::DATABASE_FILE)
                     .into(),
-            );
+            ),
+            _ => None,
+        };
+        let mut state = AppState::new(service, settings.public_scheme())
+            .with_cabinet_store(cabinet_store)
+            .with_body_timeout(settings.body_timeout)
+            .with_metrics(metrics)
+            .with_metrics_token(settings.metrics_token.clone().map(Arc::new))
+            .with_database_file(database_file);
+        if let Some(limiter) = rate_limiter {
+            state = state.with_rate_limiter(limiter);
         }
 
         let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
@@ -372,7 +374,10 @@ impl ApplicationBuilder {
             metrics,
             lock,
         };
-        app.state.cabinet_url = app.cabinet_url().map(Arc::from);
+        app.state = app
+            .state
+            .clone()
+            .with_cabinet_url(app.cabinet_url().map(Arc::from));
         if app.settings.environment == Environment::Sandbox {
             let cabinet_url = app.cabinet_url();
             let cabinet = app

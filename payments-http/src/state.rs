@@ -16,8 +16,9 @@ pub const MAX_IN_FLIGHT: usize = 4096;
 
 /// Everything a handler needs: a handle to [`SharedState`], which it dereferences to (the fields
 /// read as `state.service`, `state.metrics`, ...). Cloning it, as every axum `State`
-/// extractor does per request, copies one pointer; setting a field (`state.body_timeout =
-/// ...`, at setup) copies the shared part first if another handle holds it.
+/// extractor does per request, copies one pointer. It is built with [`AppState::new`] and the
+/// `with_*` methods; its fields cannot be assigned afterwards (a service swapped in would not
+/// wake the dispatcher: [`AppState::new`] ties the two together).
 #[derive(Clone)]
 pub struct AppState(Arc<SharedState>);
 
@@ -26,12 +27,6 @@ impl std::ops::Deref for AppState {
 
     fn deref(&self) -> &SharedState {
         &self.0
-    }
-}
-
-impl std::ops::DerefMut for AppState {
-    fn deref_mut(&mut self) -> &mut SharedState {
-        Arc::make_mut(&mut self.0)
     }
 }
 
@@ -178,10 +173,54 @@ impl AppState {
         }))
     }
 
+    /// The shared part, for a `with_*` method (copied first if another handle holds it).
+    fn shared(&mut self) -> &mut SharedState {
+        Arc::make_mut(&mut self.0)
+    }
+
     /// Uses `limiter` for the per-project rate limits instead of the in-process one (a limiter
     /// shared by every node on one database).
     pub fn with_rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
-        self.rate_limiter = limiter;
+        self.shared().rate_limiter = limiter;
+        self
+    }
+
+    /// The store of the web cabinet's records (for the operator's user routes).
+    pub fn with_cabinet_store(
+        mut self,
+        store: Option<Arc<dyn payments_cabinet::store::CabinetStore>>,
+    ) -> Self {
+        self.shared().cabinet_store = store;
+        self
+    }
+
+    /// How long a request body may take to arrive (`408` after it).
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.shared().body_timeout = timeout;
+        self
+    }
+
+    /// The metrics the handlers record into.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.shared().metrics = metrics;
+        self
+    }
+
+    /// The token `/metrics` requires; `None`: open.
+    pub fn with_metrics_token(mut self, token: Option<Arc<SecretString>>) -> Self {
+        self.shared().metrics_token = token;
+        self
+    }
+
+    /// The SQLite database file whose size `/metrics` reports.
+    pub fn with_database_file(mut self, file: Option<Arc<Path>>) -> Self {
+        self.shared().database_file = file;
+        self
+    }
+
+    /// The web cabinet's URL, for the invitation links the operator API answers.
+    pub fn with_cabinet_url(mut self, url: Option<Arc<str>>) -> Self {
+        self.shared().cabinet_url = url;
         self
     }
 }
