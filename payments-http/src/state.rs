@@ -19,6 +19,12 @@ pub const MAX_IN_FLIGHT: usize = 4096;
 /// extractor does per request, copies one pointer. It is built with [`AppState::new`] and the
 /// `with_*` methods; its fields cannot be assigned afterwards (a service swapped in would not
 /// wake the dispatcher: [`AppState::new`] ties the two together).
+///
+/// ```compile_fail,E0594
+/// fn swap(mut state: payments_http::state::AppState, other: payments_core::service::PaymentService) {
+///     state.service = other; // refused: the dispatcher's wake-up is tied to the first service
+/// }
+/// ```
 #[derive(Clone)]
 pub struct AppState(Arc<SharedState>);
 
