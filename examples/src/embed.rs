@@ -13,7 +13,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -32,12 +31,11 @@ use payments_core::service::{
     Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig,
 };
 use payments_core::transition::Trigger;
-use payments_core::Clock;
+use payments_core::{async_trait, Clock, Decimal};
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::system::{OsRandom, SystemClock};
 use payments_http::AppState;
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
-use rust_decimal::Decimal;
 use tokio::sync::{watch, Notify};
 
 /// The application's own requisite provider: cards from its own pool for `card_transfer`,

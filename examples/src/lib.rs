@@ -1,6 +1,6 @@
 //! Shared code of the runnable examples: what a merchant does with each API answer
 //! ([`advice`]), how a create is repeated safely ([`create`]), how a payer is shown the
-//! requisite ([`display`]), the quickstart's steps ([`quickstart`]), the callback receiver
+//! requisite ([`display`]), the quickstart's steps ([`mod@quickstart`]), the callback receiver
 //! ([`receiver`]), an application embedding the service ([`embed`]) and an upstream for the
 //! server's HTTP provider, rates and notifications ([`upstream`]). The binaries in
 //! `examples/` are thin command-line wrappers, so the tests run the same code as the binaries.

@@ -147,6 +147,14 @@ pub use error::{ApiError, ErrorCode};
 pub use ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
 pub use random::RandomSource;
 pub use secret::{Secret, SecretString};
+
+/// The attribute the port traits are written with (`#[async_trait]` on an `impl` of
+/// [`store::Store`], [`provider::RequisiteProvider`], ...): re-exported so that an embedder
+/// implements them without adding `async-trait` to its own dependencies.
+pub use async_trait::async_trait;
+/// The decimal type of amounts, courses and fees ([`provider::RateSource`] answers one):
+/// re-exported so that an embedder needs no `rust_decimal` dependency of its own.
+pub use rust_decimal::Decimal;
 pub mod amount;
 pub mod event;
 pub mod payer;
