@@ -635,7 +635,7 @@ impl Inner {
 }
 
 /// Why an attempt failed, as a metrics label from a small fixed set; `None` for a success.
-/// Read from the texts this module records ([`Outcome`]).
+/// Read from the texts this module records (its private `Outcome`).
 pub fn failure_reason(attempt: &DeliveryAttempt) -> Option<&'static str> {
     if attempt.success {
         return None;

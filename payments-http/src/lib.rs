@@ -4,7 +4,7 @@
 //! are the core's.
 //!
 //! Three ways to use it, from the most to the least of your own code:
-//! - **Routers**: [`app`] (merchant API) and [`operator_app`] over an [`AppState`], mounted
+//! - **Routers**: [`app()`] (merchant API) and [`operator_app`] over an [`AppState`], mounted
 //!   in your own axum application, at the root or under a prefix; run
 //!   [`dispatcher::Dispatcher::for_state`] and [`sweeper::run`] beside them.
 //! - **The whole server with your ports**: [`server::Application::builder`] takes your

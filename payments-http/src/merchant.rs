@@ -127,7 +127,7 @@ pub async fn read_body(
 /// reading `payment` with the credentials (see [`AuthRequest::payment`]). The signature is
 /// verified against the path the client sent: under a prefix (`Router::nest`) that is the
 /// original URI, prefix included. The client address comes from `ConnectInfo` when the router
-/// is served with it; otherwise it is unknown (see [`crate::app`]).
+/// is served with it; otherwise it is unknown (see [`crate::app()`]).
 ///
 /// [`PaymentService::authenticate`]: payments_core::service::PaymentService::authenticate
 pub async fn authenticate(

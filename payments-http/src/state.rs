@@ -40,7 +40,7 @@ impl std::ops::Deref for AppState {
 /// service's settings; this holds only what the HTTP layer adds.
 #[derive(Clone)]
 pub struct SharedState {
-    /// The core service (it wakes [`AppState::outbox_notify`] after committing an event).
+    /// The core service (it wakes [`SharedState::outbox_notify`] after committing an event).
     pub service: PaymentService,
     /// The scheme merchants sign for (`@scheme`, `@target-uri`).
     pub public_scheme: Arc<str>,
