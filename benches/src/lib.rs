@@ -1,5 +1,6 @@
 //! Shared helpers for benchmarks and the load generator: latency summaries, keep-alive HTTP/1.1
 //! connections, and the setup steps a load run needs (raising the demo project's rate limit).
+#![deny(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -4,6 +4,7 @@
 //! ([`receiver`]), an application embedding the service ([`embed`]) and an upstream for the
 //! server's HTTP provider, rates and notifications ([`upstream`]). The binaries in
 //! `examples/` are thin command-line wrappers, so the tests run the same code as the binaries.
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::path::Path;

@@ -22,6 +22,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 use payments_core::auth::{AllowListError, IpAllowList};
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let [rules, probe_bytes] = crate::split::<2>(data);
     let Ok(rules) = std::str::from_utf8(rules) else {

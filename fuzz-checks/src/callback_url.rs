@@ -17,6 +17,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use payments_core::callback::{check_ip, AddressPolicy, CallbackHost, CallbackUrl, MAX_URL_LENGTH};
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let Ok(input) = std::str::from_utf8(data) else {
         return;

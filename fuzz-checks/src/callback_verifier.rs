@@ -31,6 +31,9 @@ fn secret(s: &str) -> CallbackSecret {
     CallbackSecret::parse(s).expect("the test secrets are well-formed")
 }
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let [timestamp, signature, body] = crate::split::<3>(data);
     let (a, b) = (secret(SECRET_A), secret(SECRET_B));

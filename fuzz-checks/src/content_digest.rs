@@ -15,6 +15,9 @@
 
 use payments_core::auth::{content_digest_header, verify_content_digest, DigestError};
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let [header, body] = crate::split::<2>(data);
 

@@ -19,6 +19,9 @@ use payments_core::payment::Currency;
 use payments_core::request::CreatePayment;
 use serde_json::{json, Map, Value};
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let strict = CreatePayment::parse(data, AddressPolicy::STRICT);
     let local = CreatePayment::parse(data, AddressPolicy::LOCAL_DEVELOPMENT);

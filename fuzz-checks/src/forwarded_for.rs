@@ -22,6 +22,9 @@ use std::str::FromStr;
 use ipnet::IpNet;
 use payments_core::auth::{canonical_network, client_ip};
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let [trusted, peer, xff, prefix] = crate::split::<4>(data);
     let (Ok(trusted), Ok(peer), Ok(xff), Ok(prefix)) = (

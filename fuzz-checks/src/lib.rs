@@ -9,6 +9,7 @@
 //!
 //! Inputs made of several parts (a header and a body, rules and addresses, ...) are split at the
 //! byte `0xFF` ([`SEPARATOR`], never part of UTF-8 text): see [`split`].
+#![deny(missing_docs)]
 
 mod allow_list;
 mod callback_url;

@@ -89,6 +89,9 @@ pub(crate) const ENDPOINTS: [(&str, &[&str], Reader); 9] = [
     ("empty", &[], |_| Ok(String::new())),
 ];
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let Some((&selector, bytes)) = data.split_first() else {
         return;

@@ -176,6 +176,9 @@ fn now_for(request: &Request) -> Timestamp {
     at_secs(secs.unwrap_or(RFC_CREATED))
 }
 
+/// Runs the target on the fuzzer's bytes `data`; panics when a property of this module's
+/// parser does not hold (see the module's documentation for the input format and the
+/// properties).
 pub fn check(data: &[u8]) {
     let Some(request) = Request::parse(data) else {
         return;

@@ -62,6 +62,7 @@
 //! assert_eq!(answer.headers()["content-type"], "application/json");
 //! # }
 //! ```
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod app;

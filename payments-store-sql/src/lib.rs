@@ -23,6 +23,7 @@
 //! build migrated. PostgreSQL caches each prepared statement's result type and refuses to run a
 //! `SELECT *` whose table gained a column (`0A000: cached plan must not change result type`),
 //! so every statement names its columns, from the lists here.
+#![deny(missing_docs)]
 
 pub mod codec;
 pub mod listing;

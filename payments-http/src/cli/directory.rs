@@ -125,6 +125,7 @@ pub enum ProjectCommand {
         /// Display name.
         #[arg(long)]
         name: String,
+        /// The project's settings given as flags.
         #[command(flatten)]
         settings: ProjectSettings,
     },
@@ -149,6 +150,7 @@ pub enum ProjectCommand {
         /// Activate or deactivate (an inactive project's tokens fail).
         #[arg(long, value_name = "on|off")]
         active: Option<OnOff>,
+        /// The project's settings given as flags.
         #[command(flatten)]
         settings: ProjectSettings,
     },
