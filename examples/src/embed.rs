@@ -21,7 +21,6 @@ use axum::Router;
 use payments_client::MerchantClient;
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem, signing_key_to_pem};
 use payments_core::auth::{Environment, Scope};
-use payments_core::bank::BankCatalog;
 use payments_core::callback::{AddressPolicy, CallbackSecret, CallbackVerifier};
 use payments_core::payment::{Currency, PaymentMethod};
 use payments_core::provider::{
@@ -59,13 +58,9 @@ impl RequisiteProvider for OwnCardPool {
             PaymentMethod::Sbp => format!("7900{n:07}"),
             _ => return ProviderOutcome::NotRoutable("method not offered".into()),
         };
-        ProviderOutcome::Issued(IssuedRequisites {
-            requisite,
-            holder_name: "EMBEDDER LLC".into(),
-            bank_name: Some("Сбербанк".into()),
-            qrcode_link: None,
-            deeplink_url: None,
-        })
+        ProviderOutcome::Issued(
+            IssuedRequisites::new(requisite, "EMBEDDER LLC").with_bank_name("Сбербанк"),
+        )
     }
 }
 
@@ -155,14 +150,13 @@ pub async fn run(data_dir: &Path) -> Result<EmbedReport, String> {
     );
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let service = PaymentService::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(OwnCardPool::default()),
-            rates: Arc::new(OwnRates),
-            clock: clock.clone(),
-            rng: Arc::new(OsRandom),
-            catalog: Arc::new(BankCatalog::embedded()),
-        },
+        Ports::new(
+            store.clone(),
+            Arc::new(OwnCardPool::default()),
+            Arc::new(OwnRates),
+            clock.clone(),
+            Arc::new(OsRandom),
+        ),
         ServiceConfig {
             callback_policy: AddressPolicy::LOCAL_DEVELOPMENT,
             ..ServiceConfig::default()

@@ -12,7 +12,6 @@ use payments_cabinet::store::CabinetStoreExt;
 use payments_cabinet::store::{Role, SessionStage};
 use payments_cabinet::testing::MemoryCabinetStore;
 use payments_core::auth::Environment;
-use payments_core::bank::BankCatalog;
 use payments_core::payment::Currency;
 use payments_core::provider::{ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest};
 use payments_core::sealing::{SealingKey, SealingKeys};
@@ -48,14 +47,13 @@ fn world_with(sealing: SealingKeys) -> World {
     let store = Arc::new(MemoryStore::new());
     let clock = ManualClock::new(Timestamp::from_unix_secs(1_790_856_000));
     let service = PaymentService::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(NoProvider),
-            rates: Arc::new(NoRates),
-            clock: Arc::new(clock.clone()),
-            rng: Arc::new(SeededRandom::new(7)),
-            catalog: Arc::new(BankCatalog::embedded()),
-        },
+        Ports::new(
+            store.clone(),
+            Arc::new(NoProvider),
+            Arc::new(NoRates),
+            Arc::new(clock.clone()),
+            Arc::new(SeededRandom::new(7)),
+        ),
         ServiceConfig {
             sealing,
             ..ServiceConfig::default()
@@ -360,14 +358,13 @@ async fn totp_keys_are_resealed_under_a_new_key() {
     let (_, key, _) = w.enrolled("a@support.example").await;
     // The same store under a new key, the old one kept for opening.
     let service = PaymentService::new(
-        Ports {
-            store: w.store.clone(),
-            provider: Arc::new(NoProvider),
-            rates: Arc::new(NoRates),
-            clock: Arc::new(w.clock.clone()),
-            rng: Arc::new(SeededRandom::new(8)),
-            catalog: Arc::new(BankCatalog::embedded()),
-        },
+        Ports::new(
+            w.store.clone(),
+            Arc::new(NoProvider),
+            Arc::new(NoRates),
+            Arc::new(w.clock.clone()),
+            Arc::new(SeededRandom::new(8)),
+        ),
         ServiceConfig {
             sealing: SealingKeys::new(
                 SealingKey::from_bytes([2; 32]),
@@ -382,14 +379,13 @@ async fn totp_keys_are_resealed_under_a_new_key() {
     assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (0, 1));
     // Under the new key alone, the user still signs in with the same key.
     let service = PaymentService::new(
-        Ports {
-            store: w.store.clone(),
-            provider: Arc::new(NoProvider),
-            rates: Arc::new(NoRates),
-            clock: Arc::new(w.clock.clone()),
-            rng: Arc::new(SeededRandom::new(9)),
-            catalog: Arc::new(BankCatalog::embedded()),
-        },
+        Ports::new(
+            w.store.clone(),
+            Arc::new(NoProvider),
+            Arc::new(NoRates),
+            Arc::new(w.clock.clone()),
+            Arc::new(SeededRandom::new(9)),
+        ),
         ServiceConfig {
             sealing: SealingKeys::new(SealingKey::from_bytes([2; 32]), vec![]),
             ..ServiceConfig::default()

@@ -35,7 +35,27 @@ pub struct RequisiteRequest {
     pub is_test: bool,
 }
 
-/// Requisites as a provider issues them.
+/// Requisites as a provider issues them: [`IssuedRequisites::new`] with the requisite and the
+/// holder, and the `with_*` methods for what else the provider gives (a field added later gets
+/// a `with_*` method, so a provider's code keeps compiling).
+///
+/// ```
+/// use payments_core::provider::IssuedRequisites;
+/// let issued = IssuedRequisites::new("79001234567", "IVAN I.").with_bank_name("Сбербанк");
+/// assert_eq!((issued.bank_name.as_deref(), issued.qrcode_link), (Some("Сбербанк"), None));
+/// ```
+///
+/// ```compile_fail,E0639
+/// // Outside this crate a struct literal is refused: a later field must not break it.
+/// let _ = payments_core::provider::IssuedRequisites {
+///     requisite: "79001234567".into(),
+///     holder_name: "IVAN I.".into(),
+///     bank_name: None,
+///     qrcode_link: None,
+///     deeplink_url: None,
+/// };
+/// ```
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuedRequisites {
     /// Phone number or card number (digits only).
@@ -48,6 +68,37 @@ pub struct IssuedRequisites {
     pub qrcode_link: Option<String>,
     /// Open-bank-app link, if any.
     pub deeplink_url: Option<String>,
+}
+
+impl IssuedRequisites {
+    /// A phone or card number (`requisite`, digits only) and its holder's name, nothing else.
+    pub fn new(requisite: impl Into<String>, holder_name: impl Into<String>) -> IssuedRequisites {
+        IssuedRequisites {
+            requisite: requisite.into(),
+            holder_name: holder_name.into(),
+            bank_name: None,
+            qrcode_link: None,
+            deeplink_url: None,
+        }
+    }
+
+    /// The recipient's bank as the provider names it.
+    pub fn with_bank_name(mut self, bank_name: impl Into<String>) -> IssuedRequisites {
+        self.bank_name = Some(bank_name.into());
+        self
+    }
+
+    /// A QR code link.
+    pub fn with_qrcode_link(mut self, link: impl Into<String>) -> IssuedRequisites {
+        self.qrcode_link = Some(link.into());
+        self
+    }
+
+    /// A link that opens the payer's bank app.
+    pub fn with_deeplink_url(mut self, url: impl Into<String>) -> IssuedRequisites {
+        self.deeplink_url = Some(url.into());
+        self
+    }
 }
 
 /// A provider's answer.
@@ -89,13 +140,9 @@ pub enum ProviderOutcome {
 ///             return ProviderOutcome::NotRoutable("cards are not offered".into());
 ///         }
 ///         // A real provider asks its upstream here, keyed by request.payment_id.
-///         ProviderOutcome::Issued(IssuedRequisites {
-///             requisite: "79001234567".into(),
-///             holder_name: "IVAN I.".into(),
-///             bank_name: Some("Сбербанк".into()),
-///             qrcode_link: None,
-///             deeplink_url: None,
-///         })
+///         ProviderOutcome::Issued(
+///             IssuedRequisites::new("79001234567", "IVAN I.").with_bank_name("Сбербанк"),
+///         )
 ///     }
 /// }
 /// # let _ = PhonePool;

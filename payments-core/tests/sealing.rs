@@ -7,7 +7,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_executor::block_on;
 use payments_core::auth::Environment;
-use payments_core::bank::BankCatalog;
 use payments_core::payment::Currency;
 use payments_core::provider::{ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest};
 use payments_core::sealing::{SealingKey, SealingKeys};
@@ -42,14 +41,13 @@ const NOW: i64 = 1_790_856_000;
 
 fn service(store: &Arc<MemoryStore>, sealing: SealingKeys) -> PaymentService {
     PaymentService::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(NoProvider),
-            rates: Arc::new(NoRates),
-            clock: Arc::new(ManualClock::new(Timestamp::from_unix_secs(NOW))),
-            rng: Arc::new(SeededRandom::new(7)),
-            catalog: Arc::new(BankCatalog::embedded()),
-        },
+        Ports::new(
+            store.clone(),
+            Arc::new(NoProvider),
+            Arc::new(NoRates),
+            Arc::new(ManualClock::new(Timestamp::from_unix_secs(NOW))),
+            Arc::new(SeededRandom::new(7)),
+        ),
         ServiceConfig {
             sealing,
             ..ServiceConfig::default()

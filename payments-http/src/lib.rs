@@ -28,7 +28,6 @@
 //! use axum::http::Request;
 //! use axum::Router;
 //! use payments_core::auth::Environment;
-//! use payments_core::bank::BankCatalog;
 //! use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 //! use payments_http::sandbox::{FixedRates, SandboxProvider};
 //! use payments_http::system::{OsRandom, SystemClock};
@@ -39,14 +38,13 @@
 //! // `store`: any `payments_core::store::Store` (SQLite, PostgreSQL, your own).
 //!
 //! let service = PaymentService::new(
-//!     Ports {
-//!         provider: Arc::new(SandboxProvider::new(store.clone())),
-//!         rates: Arc::new(FixedRates::sandbox_defaults()),
-//!         clock: Arc::new(SystemClock),
-//!         rng: Arc::new(OsRandom),
-//!         catalog: Arc::new(BankCatalog::embedded()),
-//!         store,
-//!     },
+//!     Ports::new(
+//!         store.clone(),
+//!         Arc::new(SandboxProvider::new(store)),
+//!         Arc::new(FixedRates::sandbox_defaults()),
+//!         Arc::new(SystemClock),
+//!         Arc::new(OsRandom),
+//!     ),
 //!     ServiceConfig::default(),
 //!     AuthConfig::for_environment(Environment::Sandbox),
 //! );

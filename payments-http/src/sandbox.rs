@@ -163,13 +163,11 @@ impl RequisiteProvider for SandboxProvider {
         };
         let qrcode_link = (request.payment_method == PaymentMethod::Sbp)
             .then(|| format!("https://qr.sandbox.invalid/pay/{}", request.payment_id));
-        ProviderOutcome::Issued(IssuedRequisites {
-            requisite,
-            holder_name: HOLDERS[(n % HOLDERS.len() as u64) as usize].to_string(),
-            bank_name: Some(bank),
-            qrcode_link,
-            deeplink_url: None,
-        })
+        let mut issued =
+            IssuedRequisites::new(requisite, HOLDERS[(n % HOLDERS.len() as u64) as usize])
+                .with_bank_name(bank);
+        issued.qrcode_link = qrcode_link;
+        ProviderOutcome::Issued(issued)
     }
 
     /// The sandbox asks no upstream: its requisites come from a sequence of this store, and a

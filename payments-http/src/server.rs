@@ -998,16 +998,16 @@ async fn service_over(
         ),
         None => (store, provider),
     };
-    let ports = Ports {
+    let ports = Ports::new(
+        store,
         provider,
-        rates: ports
+        ports
             .rates
             .unwrap_or_else(|| Arc::new(FixedRates(settings.rates.clone()))),
-        clock: ports.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+        ports.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         rng,
-        catalog: Arc::new(catalog),
-        store,
-    };
+    )
+    .with_catalog(Arc::new(catalog));
     let config = ServiceConfig {
         callback_policy: AddressPolicy {
             allow_local: settings.allow_local_callbacks,

@@ -12,7 +12,6 @@ use payments_client::MerchantClient;
 use payments_core::auth::keys::parse_signing_key_pem;
 use payments_core::auth::signature::{sign_request, SignOptions};
 use payments_core::auth::{keyid, Environment, HttpRequestParts};
-use payments_core::bank::BankCatalog;
 use payments_core::service::{
     Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig,
 };
@@ -276,14 +275,13 @@ async fn every_error_answer_is_the_json_error_body_with_the_request_id() {
 async fn an_operation_by_any_clone_of_the_service_wakes_the_dispatcher() {
     let store = Arc::new(MemoryStore::new());
     let service = PaymentService::new(
-        Ports {
-            store: store.clone(),
-            provider: Arc::new(SandboxProvider::new(store.clone())),
-            rates: Arc::new(FixedRates::sandbox_defaults()),
-            clock: Arc::new(SystemClock),
-            rng: Arc::new(OsRandom),
-            catalog: Arc::new(BankCatalog::embedded()),
-        },
+        Ports::new(
+            store.clone(),
+            Arc::new(SandboxProvider::new(store.clone())),
+            Arc::new(FixedRates::sandbox_defaults()),
+            Arc::new(SystemClock),
+            Arc::new(OsRandom),
+        ),
         ServiceConfig::default(),
         AuthConfig::for_environment(Environment::Sandbox),
     );

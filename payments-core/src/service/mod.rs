@@ -103,6 +103,11 @@ impl Default for ServiceConfig {
 /// | [`RateSource`] | fixed rates of `payments-http` (refused in production) |
 /// | [`Clock`] | the system clock of `payments-http`; `testing::ManualClock` |
 /// | [`RandomSource`] | the OS generator of `payments-http`; `testing::SeededRandom` |
+///
+/// Built with [`Ports::new`] (the embedded bank catalog) and [`Ports::with_catalog`]; a port
+/// added in a later version gets a default or a `with_*` method, so an embedding's code keeps
+/// compiling.
+#[non_exhaustive]
 #[derive(Clone)]
 pub struct Ports {
     /// Storage.
@@ -117,6 +122,32 @@ pub struct Ports {
     pub rng: Arc<dyn RandomSource>,
     /// The bank catalog.
     pub catalog: Arc<BankCatalog>,
+}
+
+impl Ports {
+    /// The service's ports, with the embedded bank catalog ([`BankCatalog::embedded`]).
+    pub fn new(
+        store: Arc<dyn Store>,
+        provider: Arc<dyn RequisiteProvider>,
+        rates: Arc<dyn RateSource>,
+        clock: Arc<dyn Clock>,
+        rng: Arc<dyn RandomSource>,
+    ) -> Ports {
+        Ports {
+            store,
+            provider,
+            rates,
+            clock,
+            rng,
+            catalog: Arc::new(BankCatalog::embedded()),
+        }
+    }
+
+    /// The same ports with another bank catalog (a file of your own, `bank_catalog`).
+    pub fn with_catalog(mut self, catalog: Arc<BankCatalog>) -> Ports {
+        self.catalog = catalog;
+        self
+    }
 }
 
 impl std::fmt::Debug for Ports {
@@ -167,13 +198,7 @@ pub trait OutboxWaker: Send + Sync {
 /// #[async_trait]
 /// impl RequisiteProvider for Pool {
 ///     async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
-///         ProviderOutcome::Issued(IssuedRequisites {
-///             requisite: "79001234567".into(),
-///             holder_name: "IVAN I.".into(),
-///             bank_name: None,
-///             qrcode_link: None,
-///             deeplink_url: None,
-///         })
+///         ProviderOutcome::Issued(IssuedRequisites::new("79001234567", "IVAN I."))
 ///     }
 /// }
 /// struct Rates;
@@ -185,14 +210,13 @@ pub trait OutboxWaker: Send + Sync {
 /// }
 ///
 /// let service = PaymentService::new(
-///     Ports {
-///         store: Arc::new(MemoryStore::new()),
-///         provider: Arc::new(Pool),
-///         rates: Arc::new(Rates),
-///         clock: Arc::new(ManualClock::new(Timestamp::from_unix_secs(1_790_856_000))),
-///         rng: Arc::new(SeededRandom::new(1)),
-///         catalog: Arc::new(BankCatalog::embedded()),
-///     },
+///     Ports::new(
+///         Arc::new(MemoryStore::new()),
+///         Arc::new(Pool),
+///         Arc::new(Rates),
+///         Arc::new(ManualClock::new(Timestamp::from_unix_secs(1_790_856_000))),
+///         Arc::new(SeededRandom::new(1)),
+///     ),
 ///     ServiceConfig::default(),
 ///     AuthConfig::for_environment(Environment::Sandbox),
 /// );

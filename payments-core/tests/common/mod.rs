@@ -137,13 +137,10 @@ impl RequisiteProvider for TestProvider {
                 Some(format!("https://bank.example.com/open/{n}")),
             ),
         };
-        ProviderOutcome::Issued(IssuedRequisites {
-            requisite,
-            holder_name: "TEST HOLDER".into(),
-            bank_name: Some("сбербанк".into()),
-            qrcode_link,
-            deeplink_url,
-        })
+        let mut issued = IssuedRequisites::new(requisite, "TEST HOLDER").with_bank_name("сбербанк");
+        issued.qrcode_link = qrcode_link;
+        issued.deeplink_url = deeplink_url;
+        ProviderOutcome::Issued(issued)
     }
 
     fn issues_locally(&self) -> bool {
@@ -284,14 +281,14 @@ impl Harness {
     ) -> PaymentService {
         let store: Arc<dyn Store> = store.clone();
         PaymentService::new(
-            Ports {
+            Ports::new(
                 store,
-                provider: provider.clone(),
-                rates: rates.clone(),
-                clock: Arc::new(clock.clone()),
-                rng: Arc::new(SeededRandom::new(seed)),
-                catalog: catalog.clone(),
-            },
+                provider.clone(),
+                rates.clone(),
+                Arc::new(clock.clone()),
+                Arc::new(SeededRandom::new(seed)),
+            )
+            .with_catalog(catalog.clone()),
             ServiceConfig::default(),
             auth.clone(),
         )

@@ -268,22 +268,23 @@ fn parse_answer(body: &[u8], request: &RequisiteRequest) -> Result<ProviderOutco
             let r = answer
                 .requisite
                 .ok_or("result issued without a requisite")?;
-            ProviderOutcome::Issued(IssuedRequisites {
-                requisite: text("requisite.requisite", r.requisite, 64)?,
-                holder_name: text("requisite.holder_name", r.holder_name, 128)?,
-                bank_name: r
-                    .bank_name
-                    .map(|b| text("requisite.bank_name", b, 128))
-                    .transpose()?,
-                qrcode_link: r
-                    .qrcode_link
-                    .map(|l| link("requisite.qrcode_link", l))
-                    .transpose()?,
-                deeplink_url: r
-                    .deeplink_url
-                    .map(|l| link("requisite.deeplink_url", l))
-                    .transpose()?,
-            })
+            let mut issued = IssuedRequisites::new(
+                text("requisite.requisite", r.requisite, 64)?,
+                text("requisite.holder_name", r.holder_name, 128)?,
+            );
+            issued.bank_name = r
+                .bank_name
+                .map(|b| text("requisite.bank_name", b, 128))
+                .transpose()?;
+            issued.qrcode_link = r
+                .qrcode_link
+                .map(|l| link("requisite.qrcode_link", l))
+                .transpose()?;
+            issued.deeplink_url = r
+                .deeplink_url
+                .map(|l| link("requisite.deeplink_url", l))
+                .transpose()?;
+            ProviderOutcome::Issued(issued)
         }
         "no_requisites" => ProviderOutcome::NoRequisites(reason("no requisites available")),
         "not_routable" => ProviderOutcome::NotRoutable(reason("the payment cannot be routed")),

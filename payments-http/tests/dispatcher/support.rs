@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use payments_core::amount::Amount;
 use payments_core::auth::Environment;
-use payments_core::bank::{BankCatalog, CountryCode};
+use payments_core::bank::CountryCode;
 use payments_core::callback::{
     AddressPolicy, CallbackSecret, CallbackUrl, CallbackVerifier, RetrySchedule,
 };
@@ -291,14 +291,13 @@ pub(crate) async fn world() -> World {
     let rng = Arc::new(SeededRandom::new(42));
     let dyn_store: Arc<dyn Store> = store.clone();
     let service = PaymentService::new(
-        Ports {
-            store: dyn_store.clone(),
-            provider: Arc::new(SandboxProvider::new(dyn_store)),
-            rates: Arc::new(FixedRates::sandbox_defaults()),
-            clock: Arc::new(clock.clone()),
-            rng: rng.clone(),
-            catalog: Arc::new(BankCatalog::embedded()),
-        },
+        Ports::new(
+            dyn_store.clone(),
+            Arc::new(SandboxProvider::new(dyn_store)),
+            Arc::new(FixedRates::sandbox_defaults()),
+            Arc::new(clock.clone()),
+            rng.clone(),
+        ),
         // Local receivers, and no retry delays (tests that need others say so).
         ServiceConfig {
             callback_policy: AddressPolicy::LOCAL_DEVELOPMENT,
