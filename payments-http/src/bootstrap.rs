@@ -14,7 +14,7 @@ use payments_client::{SandboxCredentials, TestProjectCredentials};
 use payments_core::auth::keys::{
     generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
 };
-use payments_core::auth::Scope;
+use payments_core::auth::{Environment, Scope};
 use payments_core::service::{Actor, PaymentService, ProjectPatch};
 use payments_core::store::MerchantStoreExt;
 use payments_core::ApiError;
@@ -31,6 +31,11 @@ pub const DEMO_CABINET_EMAIL: &str = "demo@merchant.example";
 const BOOTSTRAP_TURN: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// With `cabinet` (the cabinet and its URL), the demo merchant gets a cabinet user.
+///
+/// A service that is not the sandbox's is refused before anything is written (the test-mode
+/// project and the sandbox's credentials file exist only there): it used to write the demo
+/// merchant, project, token, key and callback secret, then fail at the test project, and
+/// every later call answered `Ok(None)` with those credentials lost.
 pub async fn bootstrap_sandbox(
     service: &PaymentService,
     data_dir: &Path,
@@ -38,6 +43,14 @@ pub async fn bootstrap_sandbox(
     operator_url: &str,
     cabinet: Option<(&Cabinet, &str)>,
 ) -> Result<Option<PathBuf>, ApiError> {
+    let environment = service.auth_config().environment;
+    if environment != Environment::Sandbox {
+        return Err(ApiError::bad_request(format!(
+            "the sandbox bootstrap runs only in the sandbox, and this service is {environment}: \
+             provision a production merchant with create_merchant, create_project, issue_token, \
+             register_key and rotate_callback_secret (docs/embedding.md)"
+        )));
+    }
     let path = data_dir.join(CREDENTIALS_FILE);
     if path.exists() || !service.store().merchants().await?.is_empty() {
         return Ok(None);
@@ -145,4 +158,62 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = opts.open(path)?;
     f.write_all(bytes)?;
     f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use payments_core::service::{AuthConfig, Ports, ServiceConfig};
+    use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
+    use payments_core::Timestamp;
+
+    use super::*;
+    use crate::sandbox::{FixedRates, SandboxProvider};
+
+    fn service(environment: Environment) -> PaymentService {
+        let store: Arc<dyn payments_core::store::Store> = Arc::new(MemoryStore::new());
+        PaymentService::new(
+            Ports::new(
+                store.clone(),
+                Arc::new(SandboxProvider::new(store)),
+                Arc::new(FixedRates::sandbox_defaults()),
+                Arc::new(ManualClock::new(Timestamp::from_unix_secs(1_790_856_000))),
+                Arc::new(SeededRandom::new(3)),
+            ),
+            ServiceConfig::default(),
+            AuthConfig::for_environment(environment),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_production_service_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let production = service(Environment::Production);
+        let refused = bootstrap_sandbox(&production, dir.path(), "http://m", "http://o", None)
+            .await
+            .expect_err("production has no sandbox bootstrap");
+        assert!(refused.message.contains("only in the sandbox"), "{refused}");
+        assert!(production
+            .store()
+            .merchants()
+            .await
+            .expect("read")
+            .is_empty());
+        assert!(!dir.path().join(CREDENTIALS_FILE).exists());
+    }
+
+    #[tokio::test]
+    async fn the_sandbox_is_bootstrapped_once() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let sandbox = service(Environment::Sandbox);
+        let file = bootstrap_sandbox(&sandbox, dir.path(), "http://m", "http://o", None)
+            .await
+            .expect("bootstrapped")
+            .expect("a credentials file");
+        assert_eq!(file, dir.path().join(CREDENTIALS_FILE));
+        assert_eq!(sandbox.store().merchants().await.expect("read").len(), 1);
+        let again = bootstrap_sandbox(&sandbox, dir.path(), "http://m", "http://o", None).await;
+        assert_eq!(again, Ok(None));
+    }
 }
