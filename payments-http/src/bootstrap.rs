@@ -193,7 +193,12 @@ mod tests {
         let refused = bootstrap_sandbox(&production, dir.path(), "http://m", "http://o", None)
             .await
             .expect_err("production has no sandbox bootstrap");
-        assert!(refused.message.contains("only in the sandbox"), "{refused}");
+        assert!(
+            refused
+                .message
+                .contains("the sandbox bootstrap runs only in the sandbox"),
+            "{refused}"
+        );
         assert!(production
             .store()
             .merchants()
