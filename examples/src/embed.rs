@@ -163,6 +163,12 @@ pub async fn run(data_dir: &Path) -> Result<EmbedReport, String> {
         },
         AuthConfig::for_environment(Environment::Production),
     );
+    // The database is this environment's from now on: the operator's commands and a server
+    // over it see production, and a sandbox service over it is refused.
+    service
+        .record_environment()
+        .await
+        .map_err(|e| format!("environment: {e}"))?;
 
     // 2. Listeners first: the project's callback URL points at this application.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

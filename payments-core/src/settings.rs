@@ -96,6 +96,11 @@ pub const LEGACY_OPERATOR_TOKEN_SHA256: Setting<String> = Setting::new("operator
 /// What a readiness check writes to prove the store takes writes.
 pub const WRITE_PROBE: Setting<String> = Setting::new("store.write_probe");
 
+/// The environment the database belongs to (`sandbox` or `production`), recorded once by
+/// [`PaymentService::record_environment`](crate::service::PaymentService::record_environment):
+/// tokens issued in one environment carry its prefix and fail in the other.
+pub const ENVIRONMENT: Setting<crate::auth::Environment> = Setting::new("server.environment");
+
 /// What a readiness check reads to prove the store answers reads (never written).
 pub const READ_PROBE: Setting<String> = Setting::new("readyz.probe");
 

@@ -850,8 +850,8 @@ pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedSt
     }
 }
 
-/// The setting recording which environment a data dir belongs to.
-pub const ENVIRONMENT: Setting<Environment> = Setting::new("server.environment");
+/// The setting recording which environment a database belongs to (the core's).
+pub const ENVIRONMENT: Setting<Environment> = payments_core::settings::ENVIRONMENT;
 
 /// What opening a data dir or database may set up there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -980,7 +980,6 @@ async fn service_over(
         }
     };
     let store = ports.store;
-    check_environment(store.as_ref(), settings.environment, setup == Setup::Serve).await?;
     let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
     let key = crate::data_dir::key_file(settings);
     if !key.exists() {
@@ -1023,17 +1022,22 @@ async fn service_over(
     auth.signature_batch = settings.signature_batch;
     auth.signature_batch_wait = Duration::from_micros(settings.signature_batch_wait_us);
     auth.signature_batch_min = settings.signature_batch_min;
-    Ok(PaymentService::new(ports, config, auth))
+    let service = PaymentService::new(ports, config, auth);
+    check_environment(&service, setup == Setup::Serve).await?;
+    Ok(service)
 }
 
-async fn check_environment(
-    store: &dyn Store,
-    env: Environment,
-    record: bool,
-) -> Result<(), StartError> {
-    let recorded = ENVIRONMENT.get(store).await.map_err(start_err)?;
-    match recorded {
-        None if record => ENVIRONMENT.set(store, &env).await.map_err(start_err),
+/// The environment rule of the core ([`PaymentService::record_environment`]) as a start
+/// needs it: `serve` records it; a command only checks it (and warns when none is recorded).
+async fn check_environment(service: &PaymentService, record: bool) -> Result<(), StartError> {
+    let env = service.auth_config().environment;
+    let refused = |e: payments_core::ApiError| {
+        start_err(format!("{} (pass --environment to choose)", e.message))
+    };
+    if record {
+        return service.record_environment().await.map_err(refused);
+    }
+    match service.recorded_environment().await.map_err(start_err)? {
         None => {
             tracing::warn!(
                 environment = %env,
@@ -1044,7 +1048,7 @@ async fn check_environment(
         }
         Some(r) if r == env => Ok(()),
         Some(r) => Err(start_err(format!(
-            "this data dir belongs to the {r} environment, not {env} (pass --environment {r})"
+            "this database belongs to the {r} environment, not {env} (pass --environment {r})"
         ))),
     }
 }

@@ -298,6 +298,29 @@ impl PaymentService {
         &self.auth
     }
 
+    /// The environment recorded in the store ([`settings::ENVIRONMENT`](crate::settings::ENVIRONMENT)),
+    /// if any.
+    pub async fn recorded_environment(&self) -> Result<Option<crate::auth::Environment>, ApiError> {
+        Ok(crate::settings::ENVIRONMENT.get(&*self.ports.store).await?)
+    }
+
+    /// Records this service's environment in a store that has none, and refuses a store that
+    /// belongs to the other one: tokens issued there carry the other prefix and would all fail.
+    /// An embedding calls it once at start (the server does, at `serve`); operator commands
+    /// only read it, so a command never ties a database to an environment.
+    pub async fn record_environment(&self) -> Result<(), ApiError> {
+        let env = self.auth.environment;
+        match self.recorded_environment().await? {
+            None => Ok(crate::settings::ENVIRONMENT
+                .set(&*self.ports.store, &env)
+                .await?),
+            Some(recorded) if recorded == env => Ok(()),
+            Some(recorded) => Err(ApiError::bad_request(format!(
+                "this database belongs to the {recorded} environment, not {env}"
+            ))),
+        }
+    }
+
     /// The signature batcher's counters (batches, signatures, fallbacks, timeouts).
     pub fn signature_batches(&self) -> BatchStats {
         self.batcher.stats()

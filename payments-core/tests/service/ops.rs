@@ -212,3 +212,39 @@ fn named_tokens_rotate_with_an_overlap_and_name_the_actor() {
     let actor = block_on(svc.check_operator_token(Some(&bearer(&d2)))).unwrap();
     assert_eq!(actor.0, "operator:default");
 }
+
+/// A database belongs to one environment: the first service to record it wins, the same one
+/// records again harmlessly, a service of the other environment is refused (its tokens would
+/// carry the other prefix).
+#[test]
+fn the_environment_is_recorded_once_and_the_other_one_is_refused() {
+    use payments_core::auth::Environment;
+    use payments_core::service::{AuthConfig, PaymentService, ServiceConfig};
+    let s = setup();
+    let sandbox = &s.h.service;
+    assert_eq!(block_on(sandbox.recorded_environment()).unwrap(), None);
+    block_on(sandbox.record_environment()).unwrap();
+    assert_eq!(
+        block_on(sandbox.recorded_environment()).unwrap(),
+        Some(Environment::Sandbox)
+    );
+    block_on(sandbox.record_environment()).unwrap();
+
+    let production = PaymentService::new(
+        sandbox.ports().clone(),
+        ServiceConfig::default(),
+        AuthConfig::for_environment(Environment::Production),
+    );
+    let refused = block_on(production.record_environment()).unwrap_err();
+    assert!(
+        refused
+            .message
+            .contains("belongs to the sandbox environment, not production"),
+        "{refused}"
+    );
+    assert_eq!(
+        block_on(production.recorded_environment()).unwrap(),
+        Some(Environment::Sandbox),
+        "the refused service wrote nothing"
+    );
+}
