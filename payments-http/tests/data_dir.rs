@@ -149,6 +149,13 @@ async fn the_database_holds_callback_secrets_sealed() {
         "{refused}"
     );
     assert!(!copy.join(SECRETS_KEY_FILE).exists());
+    // A server start over the copy (a node without the shared key file) is refused the same.
+    let serve = open_service(&settings(&copy), Setup::Serve)
+        .await
+        .unwrap_err()
+        .0;
+    assert!(serve.contains("holds 1 sealed secret(s)"), "{serve}");
+    assert!(!copy.join(SECRETS_KEY_FILE).exists());
     assert!(!contains(&all_bytes(&copy), body));
     // With the original key file (secrets_key_file) the copy is a working backup.
     let restored = Settings {
