@@ -33,6 +33,7 @@ use payments_core::transition::Trigger;
 use payments_core::{async_trait, Clock, Decimal};
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::system::{OsRandom, SystemClock};
+use payments_http::workers::Workers;
 use payments_http::AppState;
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::{watch, Notify};
@@ -258,15 +259,7 @@ pub async fn run(data_dir: &Path) -> Result<EmbedReport, String> {
         },
     )
     .map_err(|e| format!("dispatcher: {e}"))?;
-    let mut dispatcher_stop = stop_rx.clone();
-    let dispatcher = tokio::spawn(dispatcher.run(async move {
-        let _ = dispatcher_stop.wait_for(|s| *s).await;
-    }));
-    let sweeper = tokio::spawn(payments_http::sweeper::run(
-        service.clone(),
-        Duration::from_secs(1),
-        stop_rx.clone(),
-    ));
+    let workers = Workers::start(&service, Some(dispatcher), Duration::from_secs(1));
 
     let result = async {
         // 6. The merchant: a signed create through the /pay prefix (the client signs the
@@ -342,8 +335,7 @@ pub async fn run(data_dir: &Path) -> Result<EmbedReport, String> {
     let _ = stop_tx.send(true);
     let _ = api.await;
     let _ = ops.await;
-    let _ = dispatcher.await;
-    let _ = sweeper.await;
+    workers.stop().await;
     store.close();
     result.map_err(step("embed"))
 }

@@ -6,7 +6,8 @@
 //! Three ways to use it, from the most to the least of your own code:
 //! - **Routers**: [`app()`] (merchant API) and [`operator_app`] over an [`AppState`], mounted
 //!   in your own axum application, at the root or under a prefix; run
-//!   [`dispatcher::Dispatcher::for_state`] and [`sweeper::run`] beside them.
+//!   the dispatcher ([`dispatcher::Dispatcher::for_state`]) and the sweeper beside them, both
+//!   behind one [`workers::Workers`] handle.
 //! - **The whole server with your ports**: [`server::Application::builder`] takes your
 //!   store, requisite provider, rate source, clock and random source, and runs both
 //!   listeners, TLS, the background tasks and graceful shutdown.
@@ -91,3 +92,4 @@ pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;
+pub mod workers;

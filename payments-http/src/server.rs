@@ -629,19 +629,13 @@ impl Application {
             limits.configure(server.http_builder());
             tokio::spawn(server.handle(metrics_handle.clone()).serve(app))
         });
-        let sweeper = tokio::spawn(crate::sweeper::run(
-            state.service.clone(),
-            settings.sweep_interval,
-            stop_rx.clone(),
-        ));
         // With dispatch off the dispatcher is built (so its settings are still checked) but
         // never run: events stay pending in the outbox for a later server.
-        let dispatcher = settings.callback_dispatch.then(|| {
-            let mut dispatcher_stop = stop_rx;
-            tokio::spawn(dispatcher.run(async move {
-                let _ = dispatcher_stop.wait_for(|stop| *stop).await;
-            }))
-        });
+        let workers = crate::workers::Workers::start(
+            &state.service,
+            settings.callback_dispatch.then_some(dispatcher),
+            settings.sweep_interval,
+        );
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -666,11 +660,8 @@ impl Application {
         for task in [upstream_task, metrics_task].into_iter().flatten() {
             let _ = task.await;
         }
+        workers.stop().await;
         let _ = stop_tx.send(true);
-        let _ = sweeper.await;
-        if let Some(dispatcher) = dispatcher {
-            let _ = dispatcher.await;
-        }
         if let Some(reloader) = reloader {
             let _ = reloader.await;
         }
