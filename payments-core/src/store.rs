@@ -48,9 +48,15 @@ pub mod generic {
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
-    /// The store cannot serve now (busy, overloaded, disk, closed): `503`.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
+    /// The store cannot serve now (busy, overloaded, disk, closed): `503`. Made with
+    /// [`UnavailableCause::error`].
+    #[error("store unavailable: {}: {detail}", cause.as_str())]
+    Unavailable {
+        /// Why, typed: what metrics count and an embedder may branch on.
+        cause: UnavailableCause,
+        /// What happened, for people (the database's own message).
+        detail: String,
+    },
     /// Optimistic concurrency: the payment changed since it was read.
     #[error("the payment was changed concurrently")]
     Conflict,
@@ -65,9 +71,9 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// Why a store is unavailable, for logs and metrics: an adapter starts the message of
-/// [`StoreError::Unavailable`] with one of these words and `": "` (`"disk full: ..."`), and
-/// [`StoreError::cause`] reads it back. Anything else is [`UnavailableCause::Other`].
+/// Why a store is unavailable, for logs, metrics and embedders: the typed cause of
+/// [`StoreError::Unavailable`] (an adapter makes one with [`UnavailableCause::error`]); what
+/// fits none of the others is [`UnavailableCause::Other`].
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnavailableCause {
@@ -96,7 +102,8 @@ impl UnavailableCause {
         UnavailableCause::Other,
     ];
 
-    /// The word an [`StoreError::Unavailable`] message starts with, and the metrics label.
+    /// The word a [`StoreError::Unavailable`] message shows after `store unavailable: `, and the
+    /// metrics label.
     pub const fn as_str(self) -> &'static str {
         match self {
             UnavailableCause::DiskFull => "disk full",
@@ -108,25 +115,22 @@ impl UnavailableCause {
         }
     }
 
-    /// An [`StoreError::Unavailable`] of this cause: the message is `"<cause>: <detail>"`.
+    /// A [`StoreError::Unavailable`] of this cause; it displays as
+    /// `"store unavailable: <cause>: <detail>"`.
     pub fn error(self, detail: impl std::fmt::Display) -> StoreError {
-        StoreError::Unavailable(format!("{}: {detail}", self.as_str()))
+        StoreError::Unavailable {
+            cause: self,
+            detail: detail.to_string(),
+        }
     }
 }
 
 impl StoreError {
-    /// The cause, for logs and metrics: an unavailable store's [`UnavailableCause`] (read
-    /// from its message, see there), else `conflict`, `duplicate`, `not found` or `corrupt`.
+    /// The cause, for logs and metrics: an unavailable store's [`UnavailableCause`], else
+    /// `conflict`, `duplicate`, `not found` or `corrupt`.
     pub fn cause(&self) -> &'static str {
         match self {
-            StoreError::Unavailable(m) => UnavailableCause::ALL
-                .into_iter()
-                .find(|c| {
-                    m.strip_prefix(c.as_str())
-                        .is_some_and(|rest| rest.starts_with(':'))
-                })
-                .unwrap_or(UnavailableCause::Other)
-                .as_str(),
+            StoreError::Unavailable { cause, .. } => cause.as_str(),
             StoreError::Conflict => "conflict",
             StoreError::Duplicate(_) => "duplicate",
             StoreError::NotFound(_) => "not found",
@@ -138,7 +142,7 @@ impl StoreError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let api = match &e {
-            StoreError::Unavailable(_) => ApiError::new(
+            StoreError::Unavailable { .. } => ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "the service is temporarily unavailable",
             )
@@ -996,5 +1000,35 @@ pub trait Store:
         candidate: Option<&Payment>,
     ) -> Result<AdmitOutcome, StoreError> {
         generic::admit_create(self, nonce, project, merchant_payment_id, candidate).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cause is a value, not a word read back from the text: a detail that reads like
+    /// another cause changes nothing, and the answer on the wire is the fixed `503`.
+    #[test]
+    fn an_unavailable_store_carries_its_cause_typed() {
+        for cause in UnavailableCause::ALL {
+            let e = cause.error("locked: disk full: io (the database's own words)");
+            assert!(
+                matches!(&e, StoreError::Unavailable { cause: c, .. } if *c == cause),
+                "{e:?}"
+            );
+            assert_eq!(e.cause(), cause.as_str());
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "store unavailable: {}: locked: disk full: io (the database's own words)",
+                    cause.as_str()
+                )
+            );
+            let api = ApiError::from(e);
+            assert_eq!(api.code, ErrorCode::ServiceUnavailable);
+            assert_eq!(api.message, "the service is temporarily unavailable");
+            assert_eq!(api.retry_after, Some(1));
+        }
     }
 }

@@ -85,7 +85,8 @@ impl RateLimiter for PgRateLimiter {
             row = query_opt(&client, ACQUIRE_MANY, &params).await?;
         }
         let row = row.ok_or_else(|| {
-            StoreError::Unavailable("the rate-limit row vanished while it was read".into())
+            payments_core::store::UnavailableCause::Other
+                .error("the rate-limit row vanished while it was read")
         })?;
         let (t0, allowed) = read(&row, |c| Ok((c.int("t0")?, c.int("allowed")?)))?;
         let (grant, _) = rule.decide_many(Some(t0), now_us, n);

@@ -92,9 +92,9 @@ where
             (Some(Err(e)), _) => Err(e),
             (Some(Ok(r)), Ok(())) => Ok(r),
             (_, Err(e)) => Err(e.clone()),
-            (None, Ok(())) => Err(StoreError::Unavailable(
-                "the write failed inside the writer".into(),
-            )),
+            (None, Ok(())) => {
+                Err(UnavailableCause::Other.error("the write failed inside the writer"))
+            }
         };
         // The caller may have gone away (its future was dropped); the write stands anyway.
         let _ = self.reply.send(result);
@@ -504,7 +504,7 @@ mod tests {
         ends[5] = End::Fail;
         let answers = one_batch(&writer, &ends).await;
         assert!(
-            matches!(answers[0].0, Err(StoreError::Unavailable(_))),
+            matches!(answers[0].0, Err(StoreError::Unavailable { .. })),
             "{:?}",
             answers[0].0
         );

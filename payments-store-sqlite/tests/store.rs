@@ -421,7 +421,7 @@ async fn close_commits_queued_writes_then_refuses_writes() {
     let late = sample_payment(payment_id(99), project_id(1), "late");
     assert!(matches!(
         store.insert_payment(&late).await,
-        Err(StoreError::Unavailable(_))
+        Err(StoreError::Unavailable { .. })
     ));
     // Reads keep working on the pool.
     assert_eq!(
@@ -608,7 +608,7 @@ async fn a_read_only_store_reads_and_refuses_writes() {
     let q = sample_payment(payment_id(2), project_id(1), "o2");
     assert!(matches!(
         ro.insert_payment(&q).await,
-        Err(StoreError::Unavailable(_))
+        Err(StoreError::Unavailable { .. })
     ));
     drop(ro);
     let conn = rusqlite::Connection::open(dir.path().join("store.db")).expect("open");
