@@ -189,6 +189,35 @@ pub enum ErrorCause {
     Signature(SignatureError),
     /// A store failure (unavailable, corrupt, conflict ...).
     Store(StoreError),
+    /// Why there was no exchange rate (`422 payment_rate_unavailable` either way).
+    Rate(RateFailure),
+}
+
+/// Why a create found no exchange rate: the rate source had none, answered one that is not a
+/// usable course, or did not answer within `ServiceConfig::rate_budget`. The answer on the
+/// wire is `422 payment_rate_unavailable` for all three; the cause tells an operator whether
+/// the rate source is slow or has no rate.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateFailure {
+    /// The rate source answered that it has no rate for the currency.
+    NoRate,
+    /// It answered a rate that is not a usable course (zero, negative, too many places).
+    Unusable,
+    /// It did not answer within this budget.
+    TimedOut(std::time::Duration),
+}
+
+impl fmt::Display for RateFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RateFailure::NoRate => f.write_str("the rate source has no rate"),
+            RateFailure::Unusable => f.write_str("the rate source answered an unusable rate"),
+            RateFailure::TimedOut(budget) => {
+                write!(f, "the rate source did not answer within {budget:?}")
+            }
+        }
+    }
 }
 
 impl fmt::Display for ErrorCause {
@@ -196,6 +225,7 @@ impl fmt::Display for ErrorCause {
         match self {
             ErrorCause::Signature(e) => write!(f, "signature: {e}"),
             ErrorCause::Store(e) => write!(f, "store: {e}"),
+            ErrorCause::Rate(e) => write!(f, "rate: {e}"),
         }
     }
 }

@@ -6,6 +6,7 @@ use super::auth::{replayed, Authenticated, PendingNonce};
 use super::PaymentService;
 use crate::bank::Bank;
 use crate::clock::Timestamp;
+use crate::error::{ErrorCause, RateFailure};
 use crate::ids::PaymentId;
 use crate::payment::{Currency, Flow, Payment, PaymentErrorCode, PaymentStatus, Requisites};
 use crate::project::{Merchant, Project};
@@ -255,14 +256,18 @@ impl PaymentService {
         let fee_percent = project
             .contract
             .cover(req.payment_method, req.currency, &req.amount)?;
-        let no_rate = || {
-            ApiError::new(
-                ErrorCode::PaymentRateUnavailable,
-                format!("no exchange rate for {}", req.currency),
-            )
+        let no_rate = |why: RateFailure| {
+            let message = match why {
+                RateFailure::TimedOut(_) => {
+                    format!("no exchange rate for {} in time", req.currency)
+                }
+                _ => format!("no exchange rate for {}", req.currency),
+            };
+            ApiError::new(ErrorCode::PaymentRateUnavailable, message)
+                .with_cause(ErrorCause::Rate(why))
         };
-        let course = self.course(req.currency).await.ok_or_else(no_rate)?;
-        let course = Course::new(course).map_err(|_| no_rate())?;
+        let course = self.course(req.currency).await.map_err(no_rate)?;
+        let course = Course::new(course).map_err(|_| no_rate(RateFailure::Unusable))?;
         let pricing = Pricing {
             course,
             fee_percent,
@@ -301,13 +306,14 @@ impl PaymentService {
     }
 
     /// The rate source's answer within its budget; no answer in time is no rate
-    /// (`422 payment_rate_unavailable`), so a slow rate API cannot hold creates without limit.
-    async fn course(&self, currency: Currency) -> Option<rust_decimal::Decimal> {
+    /// (`422 payment_rate_unavailable`, with [`RateFailure::TimedOut`] as its cause), so a slow
+    /// rate API cannot hold creates without limit.
+    async fn course(&self, currency: Currency) -> Result<rust_decimal::Decimal, RateFailure> {
         let call = self.ports.rates.course(currency);
         let budget = self.ports.clock.sleep(self.config.rate_budget);
         match select(call, budget).await {
-            Either::Left((course, _)) => course,
-            Either::Right(((), _)) => None,
+            Either::Left((course, _)) => course.ok_or(RateFailure::NoRate),
+            Either::Right(((), _)) => Err(RateFailure::TimedOut(self.config.rate_budget)),
         }
     }
 

@@ -156,6 +156,13 @@ fn no_rate_is_rate_unavailable_and_takes_nothing() {
         r#"{"merchant_payment_id":"r1","amount":"500","payment_method":"sbp","currency":"USD"}"#,
     ));
     assert_eq!(e.code, ErrorCode::PaymentRateUnavailable);
+    assert_eq!(e.message, "no exchange rate for USD");
+    assert_eq!(
+        e.cause.as_deref(),
+        Some(&payments_core::error::ErrorCause::Rate(
+            payments_core::error::RateFailure::NoRate
+        ))
+    );
     assert_eq!(e.payment_id, None);
     assert!(s.by_mpid("r1").is_none());
     s.h.rates.set(

@@ -108,6 +108,14 @@ fn a_rate_source_that_never_answers_is_no_rate_after_exactly_its_budget() {
         Poll::Pending => panic!("the 3 s rate budget ran out"),
     };
     assert_eq!(e.code, ErrorCode::PaymentRateUnavailable);
+    // The same answer as no rate, but the cause (and the message) say the source was slow.
+    assert_eq!(
+        e.cause.as_deref(),
+        Some(&payments_core::error::ErrorCause::Rate(
+            payments_core::error::RateFailure::TimedOut(Duration::from_secs(3))
+        ))
+    );
+    assert!(e.message.ends_with("in time"), "{}", e.message);
     // A business-rule refusal takes nothing: the id is free and the provider was not asked.
     assert!(s.by_mpid("no-rate").is_none());
     assert_eq!(
