@@ -1028,20 +1028,14 @@ async fn check_environment(service: &PaymentService, record: bool) -> Result<(),
     if record {
         return service.record_environment().await.map_err(refused);
     }
-    match service.recorded_environment().await.map_err(start_err)? {
-        None => {
-            tracing::warn!(
-                environment = %env,
-                "no environment is recorded in this database yet (no server has started on it): \
-                 the command runs as {env} and records nothing; `payments-server serve` records it"
-            );
-            Ok(())
-        }
-        Some(r) if r == env => Ok(()),
-        Some(r) => Err(start_err(format!(
-            "this database belongs to the {r} environment, not {env} (pass --environment {r})"
-        ))),
+    if !service.check_environment().await.map_err(refused)? {
+        tracing::warn!(
+            environment = %env,
+            "no environment is recorded in this database yet (no server has started on it): \
+             the command runs as {env} and records nothing; `payments-server serve` records it"
+        );
     }
+    Ok(())
 }
 
 /// Refuses a missing sealing key that may not be created now: a command not given

@@ -304,21 +304,32 @@ impl PaymentService {
         Ok(crate::settings::ENVIRONMENT.get(&*self.ports.store).await?)
     }
 
-    /// Records this service's environment in a store that has none, and refuses a store that
-    /// belongs to the other one: tokens issued there carry the other prefix and would all fail.
-    /// An embedding calls it once at start (the server does, at `serve`); operator commands
-    /// only read it, so a command never ties a database to an environment.
-    pub async fn record_environment(&self) -> Result<(), ApiError> {
+    /// Checks the store against this service's environment without writing: `Ok(true)` when
+    /// it is recorded and the same, `Ok(false)` when none is recorded yet, an error naming both
+    /// when the store belongs to the other one (tokens issued there carry the other prefix and
+    /// would all fail). Operator commands use it: a command never ties a database to an
+    /// environment.
+    pub async fn check_environment(&self) -> Result<bool, ApiError> {
         let env = self.auth.environment;
         match self.recorded_environment().await? {
-            None => Ok(crate::settings::ENVIRONMENT
-                .set(&*self.ports.store, &env)
-                .await?),
-            Some(recorded) if recorded == env => Ok(()),
+            None => Ok(false),
+            Some(recorded) if recorded == env => Ok(true),
             Some(recorded) => Err(ApiError::bad_request(format!(
                 "this database belongs to the {recorded} environment, not {env}"
             ))),
         }
+    }
+
+    /// [`check_environment`](Self::check_environment), then records this service's
+    /// environment in a store that has none. An embedding calls it once at start (the server
+    /// does, at `serve`).
+    pub async fn record_environment(&self) -> Result<(), ApiError> {
+        if !self.check_environment().await? {
+            crate::settings::ENVIRONMENT
+                .set(&*self.ports.store, &self.auth.environment)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The signature batcher's counters (batches, signatures, fallbacks, timeouts).

@@ -64,7 +64,8 @@ pub struct CommonArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_url: Option<String>,
     /// Create the secrets key file if it is missing (refused when the database already holds
-    /// sealed secrets: restore their key instead). Without it a command never creates one.
+    /// sealed secrets: restore their key instead). Without it a command never creates one;
+    /// `status` never does.
     #[arg(long, global = true)]
     #[serde(skip)]
     pub create_key: bool,
