@@ -11,7 +11,7 @@
 #   benches/scripts/callgrind.sh [REPS=3] [CREATES=2000] [CONNECTIONS=16]
 #
 # Needs valgrind (apt-get install -y valgrind) and
-# `cargo build --release -p payments-http -p payments-benches --bins`. Ports 18080-18082; data
+# `cargo build --release -p payments-server -p payments-benches --bins`. Ports 18080-18082; data
 # under ${PERF_DIR:-/tmp/perf}/callgrind.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"

@@ -10,7 +10,7 @@
 #
 #   benches/scripts/cpu.sh [REPS=3] [CREATES=40000] [HEALTHZ=300000]
 #
-# Needs `cargo build --release -p payments-http -p payments-benches --bins` first. Ports
+# Needs `cargo build --release -p payments-server -p payments-benches --bins` first. Ports
 # 18080-18082/18090; data under ${PERF_DIR:-/tmp/perf}.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"

@@ -4,7 +4,7 @@
 #
 #   benches/scripts/create-vs-verify.sh [SYNC=full|normal] [REPS=3] [CONNECTIONS="16 64 256"]
 #
-# Needs `cargo build --release -p payments-http -p payments-benches --bins` first. Ports
+# Needs `cargo build --release -p payments-server -p payments-benches --bins` first. Ports
 # 18080/18081/18090; data under ${PERF_DIR:-/tmp/perf}.
 set -euo pipefail
 if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then

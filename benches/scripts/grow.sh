@@ -9,7 +9,7 @@
 #
 #   benches/scripts/grow.sh [ROUNDS=6] [CREATES=40000] [HEALTHZ=300000]
 #
-# Needs `cargo build --release -p payments-http -p payments-benches --bins` first. Ports
+# Needs `cargo build --release -p payments-server -p payments-benches --bins` first. Ports
 # 18080-18082; data under ${PERF_DIR:-/tmp/perf}/grow.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"

@@ -8,7 +8,7 @@
 #   benches/scripts/heap.sh [BURSTS="180 300 300" seconds]
 #
 # Needs gdb, ptrace permission on the server (root or kernel.yama.ptrace_scope=0) and
-# `cargo build --release -p payments-http -p payments-benches --bins`. Ports 18080/18081; data
+# `cargo build --release -p payments-server -p payments-benches --bins`. Ports 18080/18081; data
 # under ${PERF_DIR:-/tmp/perf}/heap. Calls into malloc only while no request is in flight.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"

@@ -6,7 +6,7 @@
 #
 #   benches/scripts/open-loop.sh [REPS=3] [RATE=5000]
 #
-# Needs `cargo build --release -p payments-http -p payments-benches --bins` first. Ports
+# Needs `cargo build --release -p payments-server -p payments-benches --bins` first. Ports
 # 18080-18082; data under ${PERF_DIR:-/tmp/perf}.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"

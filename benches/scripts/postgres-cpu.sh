@@ -13,7 +13,7 @@
 # CPU; payments-server, the load generator and the pgbench client on the others), as when the
 # database runs on a machine of its own: then both rates are the database's, on the same core.
 #
-# Needs `cargo build --release -p payments-http -p payments-benches --bins`, GNU time
+# Needs `cargo build --release -p payments-server -p payments-benches --bins`, GNU time
 # (/usr/bin/time) and PostgreSQL 15 binaries; run as root (the database runs as user
 # postgres). Port 15433 for PostgreSQL, 18080/18180/18280 for the server; data under
 # ${PERF_DIR:-/tmp/perf-pgcpu}.

@@ -12,7 +12,7 @@
 # payments-server right before this build's, in every rep: a before/after in the same run,
 # beside the same pgbench figures (result labels gain a `before-` prefix).
 #
-# Needs `cargo build --release -p payments-http -p payments-benches --bins` first and
+# Needs `cargo build --release -p payments-server -p payments-benches --bins` first and
 # PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin; run as root: the server runs as user
 # postgres). Starts its own PostgreSQL with the defaults (fsync, synchronous_commit and
 # full_page_writes on) on port 15432, data under ${PERF_DIR:-/tmp/perf-pg}. Server ports

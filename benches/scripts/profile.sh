@@ -5,7 +5,7 @@
 #
 #   benches/scripts/profile.sh [report lines=60]
 #
-# Needs `perf` and `cargo build --release -p payments-http -p payments-benches --bins`. Ports
+# Needs `perf` and `cargo build --release -p payments-server -p payments-benches --bins`. Ports
 # 18080/18081; data and perf.data under ${PERF_DIR:-/tmp/perf}/prof.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"

@@ -4,7 +4,7 @@
 #
 #   benches/scripts/suite.sh [REPS=3] [RATES="2000 3000 4000 5000"]
 #
-# Needs `cargo build --release -p payments-http -p payments-benches --bins` first. Ports
+# Needs `cargo build --release -p payments-server -p payments-benches --bins` first. Ports
 # 18080/18081 (server) and 18099 (callback receiver); data under ${PERF_DIR:-/tmp/perf}.
 set -euo pipefail
 if curl -fs -o /dev/null http://127.0.0.1:18080/healthz 2>/dev/null; then

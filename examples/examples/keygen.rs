@@ -15,8 +15,8 @@ use clap::Parser;
 use payments_core::auth::keys::{
     generate_signing_key, keyid, public_key_to_base64, public_key_to_pem, signing_key_to_pem,
 };
-use payments_http::bootstrap::write_private;
 use payments_http::system::OsRandom;
+use payments_server::bootstrap::write_private;
 
 /// Generates an Ed25519 signing key pair.
 #[derive(Debug, Parser)]

@@ -3,7 +3,7 @@
 //! read it back as `completed`, print the settlement. Exits non-zero on any unexpected answer.
 //!
 //! ```sh
-//! cargo run -p payments-http --bin payments-server -- serve     # in one terminal
+//! cargo run -p payments-server --bin payments-server -- serve     # in one terminal
 //! cargo run -p payments-examples --example quickstart           # in another
 //! ```
 //!

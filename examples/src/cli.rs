@@ -51,7 +51,7 @@ impl ApiArgs {
         };
         let pem = match &self.private_key {
             Some(path) => {
-                payments_http::files::read_limited_string(path, payments_http::files::PEM)
+                payments_server::files::read_limited_string(path, payments_server::files::PEM)
                     .map_err(|e| e.to_string())?
             }
             None => from_file(|c| c.private_key_pem.expose()),

@@ -27,7 +27,7 @@ pub use receiver::{receiver_router, Receiver, ReceiverDb};
 pub fn load_credentials(path: &Path) -> Result<SandboxCredentials, String> {
     SandboxCredentials::from_file(path).map_err(|e| match e {
         CredentialsError::Read { .. } => format!(
-            "{e} (start the sandbox first: cargo run -p payments-http --bin payments-server -- serve)"
+            "{e} (start the sandbox first: cargo run -p payments-server --bin payments-server -- serve)"
         ),
         e => e.to_string(),
     })

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use payments_core::callback::signing::signature_header;
 use payments_core::callback::{AddressPolicy, CallbackSecret};
-use payments_http::receiver_check::{check_receiver, CheckOptions};
-use payments_http::testing::{free_port, TestServer};
+use payments_server::receiver_check::{check_receiver, CheckOptions};
+use payments_server::testing::{free_port, TestServer};
 use serde_json::Value;
 
 fn guides() -> PathBuf {

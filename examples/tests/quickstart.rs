@@ -16,7 +16,7 @@ use payments_examples::create::{create_with_retries, RetryPolicy};
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{quickstart, receiver_router, Receiver, ReceiverDb};
 use payments_http::system::{OsRandom, SystemClock};
-use payments_http::testing::TestServer;
+use payments_server::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -8,9 +8,9 @@ use payments_client::MerchantClient;
 use payments_core::callback::{AddressPolicy, CallbackSecret, CallbackVerifier};
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{receiver_router, Receiver, ReceiverDb};
-use payments_http::receiver_check::{check_receiver, CheckOptions};
 use payments_http::system::SystemClock;
-use payments_http::testing::TestServer;
+use payments_server::receiver_check::{check_receiver, CheckOptions};
+use payments_server::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -10,9 +10,9 @@ use payments_core::auth::Scope;
 use payments_core::callback::CallbackSecret;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_examples::upstream::{self, server_settings, ExampleUpstream};
-use payments_http::config::Settings;
-use payments_http::server::Application;
 use payments_http::system::OsRandom;
+use payments_server::config::Settings;
+use payments_server::server::Application;
 
 const SECRET: &str = "whsec_ZXhhbXBsZS11cHN0cmVhbS1zZWNyZXQtZm9yLXRlc3Rz";
 

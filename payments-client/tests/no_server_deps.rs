@@ -40,6 +40,7 @@ fn no_server_crates_among_normal_dependencies() {
         "clap ",
         "governor ",
         "payments-http ",
+        "payments-server ",
         "payments-store-sqlite ",
     ] {
         assert!(

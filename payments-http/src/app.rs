@@ -26,15 +26,6 @@ pub fn operator_app(state: AppState) -> Router {
     with_middleware(crate::operator::routes(state.clone()), state)
 }
 
-/// The provider-notification API as a router, verifying with `verifier` (the upstream's
-/// secrets); bind it to its own listener (`upstream_listen`).
-pub fn upstream_app(
-    state: AppState,
-    verifier: payments_core::callback::CallbackVerifier,
-) -> Router {
-    with_middleware(crate::upstream::notify::routes(verifier), state)
-}
-
 /// `GET /metrics` alone, for a listener of its own (`metrics_listen`); behind
 /// `metrics_token` when one is set.
 pub fn metrics_app(state: AppState) -> Router {
@@ -50,7 +41,11 @@ pub fn metrics_app(state: AppState) -> Router {
     with_middleware(routes, state)
 }
 
-fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
+/// `routes` with the middleware every router of this crate has: the JSON error body with the
+/// request id for every error answer ([`crate::error::answer_errors`]), request metrics, and
+/// the JSON `404` for an unknown path. For routes of an embedding's own that should answer the
+/// way the merchant API does.
+pub fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(

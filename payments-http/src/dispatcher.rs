@@ -36,7 +36,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,11 +47,11 @@ use payments_core::event::{response_excerpt, DeliveryAttempt, OutboxEvent, RESPO
 use payments_core::service::PaymentService;
 use payments_core::store::{AttemptRecorded, ClaimedEvent, Store};
 use payments_core::{Clock, Timestamp};
+use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::CertificateDer;
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::resolver::{
     callback_client, ClientBuildError, ClientSettings, HostLookup, ResolveError, SystemLookup,
@@ -103,19 +102,15 @@ impl Default for DispatcherConfig {
 }
 
 impl DispatcherConfig {
-    /// The dispatcher's part of the server settings; reads `callback_ca_file` if one is set.
-    pub fn from_settings(settings: &Settings) -> Result<DispatcherConfig, DispatcherError> {
-        let extra_roots = match &settings.callback_ca_file {
-            Some(path) => read_pem_roots(path)?,
-            None => Vec::new(),
-        };
-        Ok(DispatcherConfig {
-            concurrency: settings.callback_concurrency,
-            per_host: settings.callback_per_host,
-            lease: settings.callback_lease,
-            extra_roots,
-            ..DispatcherConfig::default()
-        })
+    /// The same settings, trusting also the CA certificates in `pem` (a private CA that
+    /// merchants' callback endpoints use, for example).
+    ///
+    /// # Errors
+    /// [`DispatcherError::Certificates`] when `pem` holds no certificate or a broken one.
+    pub fn trusting_pem(mut self, pem: &[u8]) -> Result<DispatcherConfig, DispatcherError> {
+        let roots = pem_roots(pem).map_err(|e| DispatcherError::Certificates(e.to_string()))?;
+        self.extra_roots.extend(roots);
+        Ok(self)
     }
 }
 
@@ -138,25 +133,11 @@ impl DispatcherConfig {
     }
 }
 
-/// The certificates of a PEM file, for [`DispatcherConfig::extra_roots`].
-pub fn read_pem_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, DispatcherError> {
-    let ca_error = |reason: String| DispatcherError::CaFile {
-        path: path.display().to_string(),
-        reason,
-    };
-    let pem = crate::files::read_limited(path, crate::files::CA_BUNDLE).map_err(|e| match e {
-        crate::files::FileError::Read { source, .. } => ca_error(source.to_string()),
-        crate::files::FileError::TooLarge { limit, .. } => {
-            ca_error(format!("larger than {limit}, the limit for {}", limit.what))
-        }
-        e => ca_error(e.to_string()),
-    })?;
-    pem_roots(&pem).map_err(|e| ca_error(e.to_string()))
-}
-
 /// The certificates in PEM text; at least one is required.
 pub fn pem_roots(pem: &[u8]) -> io::Result<Vec<CertificateDer<'static>>> {
-    let roots = rustls_pemfile::certs(&mut &pem[..]).collect::<Result<Vec<_>, _>>()?;
+    let roots = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     if roots.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -173,6 +154,9 @@ pub enum DispatcherError {
     /// A setting is out of range.
     #[error("callback dispatcher: {0}")]
     Config(String),
+    /// The extra CA certificates ([`DispatcherConfig::trusting_pem`]) could not be read.
+    #[error("callback CA certificates: {0}")]
+    Certificates(String),
     /// The extra CA file could not be used.
     #[error("callback_ca_file {path}: {reason}")]
     CaFile {

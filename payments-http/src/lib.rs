@@ -1,18 +1,17 @@
-//! The HTTP adapter of `payments-core`: the merchant API and the operator API on axum, the
-//! callback dispatcher, the lifecycle sweeper, configuration, telemetry and the
-//! `payments-server` binary. It maps HTTP to core calls and core errors to HTTP; the decisions
-//! are the core's.
+//! The HTTP adapter of `payments-core`: the merchant API and the operator API as axum routers,
+//! the mapping of core errors to the wire (status, stable code, JSON body), and the background
+//! workers an embedding runs beside them: the callback dispatcher and the lifecycle sweeper,
+//! behind one [`workers::Workers`] handle that owns them and stops them. It maps HTTP to core
+//! calls and core errors to HTTP; the decisions are the core's.
 //!
-//! Three ways to use it, from the most to the least of your own code:
-//! - **Routers**: [`app()`] (merchant API) and [`operator_app`] over an [`AppState`], mounted
-//!   in your own axum application, at the root or under a prefix; run
-//!   the dispatcher ([`dispatcher::Dispatcher::for_state`]) and the sweeper beside them, both
-//!   behind one [`workers::Workers`] handle.
-//! - **The whole server with your ports**: [`server::Application::builder`] takes your
-//!   store, requisite provider, rate source, clock and random source, and runs both
-//!   listeners, TLS, the background tasks and graceful shutdown.
-//! - **The binary**: `payments-server serve` over SQLite with the sandbox ports (production
-//!   refuses the sandbox ports: it needs real ones, i.e. an embedding).
+//! Mount [`app()`] (merchant API) and [`operator_app`] over an [`AppState`] in your own axum
+//! application, at the root or under a prefix, and start [`workers::Workers`]. The
+//! `payments-server` crate is the server around this one: settings, command line, listeners
+//! with their connection limits, TLS, telemetry, the data directory and the choice of store.
+//!
+//! Features: `cabinet` adds the web cabinet's users to the operator API
+//! (`/operator/v1/users`, [`operator::users`]); without it no part of the web cabinet is
+//! compiled.
 //!
 //! Every error answer, the framework's own included, is the JSON error body with the request
 //! id, written once by [`error::answer_errors`].
@@ -65,31 +64,18 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
-pub mod cli;
-pub mod config;
-pub mod data_dir;
 pub mod dispatcher;
 pub mod error;
-pub mod files;
-pub mod listener;
 pub mod measured;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;
-pub mod receiver_check;
 pub mod resolver;
 pub mod sandbox;
 pub mod state;
-pub mod system;
-pub mod upstream;
-
-pub use app::{app, operator_app, upstream_app};
-pub use state::{AppState, SharedState};
-pub mod bootstrap;
-pub mod server;
 pub mod sweeper;
-pub mod telemetry;
-#[cfg(feature = "testing")]
-pub mod testing;
-pub mod tls;
+pub mod system;
 pub mod workers;
+
+pub use app::{app, operator_app};
+pub use state::{AppState, SharedState};

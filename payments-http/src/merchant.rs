@@ -331,10 +331,7 @@ async fn create_payment(
     };
     let p = &outcome.payment;
     // Support needs to match a payer's report to a payment; the requisite is masked.
-    let requisite = p
-        .requisites
-        .as_ref()
-        .map(|r| crate::telemetry::mask_requisite(&r.requisite));
+    let requisite = p.requisites.as_ref().map(|r| mask_requisite(&r.requisite));
     tracing::info!(
         payment_id = %p.id,
         status = p.status.as_str(),
@@ -558,9 +555,23 @@ async fn not_ready(st: &AppState) -> Option<String> {
     answer
 }
 
+/// Masks a requisite for logs: the last four characters only.
+pub fn mask_requisite(requisite: &str) -> String {
+    let n = requisite.chars().count();
+    let tail: String = requisite.chars().skip(n.saturating_sub(4)).collect();
+    format!("{}{tail}", "*".repeat(n.saturating_sub(4)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn masks_all_but_the_last_four() {
+        assert_eq!(mask_requisite("2200001234567895"), "************7895");
+        assert_eq!(mask_requisite("+79001234567"), "********4567");
+        assert_eq!(mask_requisite("12"), "12");
+    }
 
     #[test]
     fn every_listed_route_has_a_handler_and_builds() {

@@ -207,6 +207,7 @@ pub struct Metrics {
     store_latency: Family<KindLabels, Histogram, fn() -> Histogram>,
     store_errors: Family<CauseLabels, Counter>,
     build_info: Family<BuildLabels, Gauge>,
+    dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
 }
 
 impl Default for Metrics {
@@ -289,11 +290,20 @@ impl Default for Metrics {
             store_latency,
             store_errors,
             build_info,
+            dropped_log_lines: std::sync::OnceLock::new(),
         }
     }
 }
 
 impl Metrics {
+    /// Exposes `payments_log_lines_dropped_total`, read from `source` at each scrape: the lines
+    /// the process's log writer dropped because standard error did not take them. The server
+    /// gives its log writer's count; an embedding with a writer of its own may give its count,
+    /// and without one the metric is left out. A second source is ignored.
+    pub fn count_dropped_log_lines(&self, source: fn() -> u64) {
+        let _ = self.dropped_log_lines.set(source);
+    }
+
     /// Records one request: route, method, status and latency.
     pub fn observe_request(
         &self,
@@ -461,11 +471,13 @@ impl Metrics {
             "Batches that stopped waiting for announced signatures at the batch wait bound",
             signatures.timeouts,
         );
-        counter(
-            "payments_log_lines_dropped",
-            "Log lines dropped because standard error did not take them (8 MiB queued)",
-            crate::telemetry::dropped_log_lines(),
-        );
+        if let Some(source) = self.dropped_log_lines.get() {
+            counter(
+                "payments_log_lines_dropped",
+                "Log lines dropped because standard error did not take them (8 MiB queued)",
+                source(),
+            );
+        }
         let mut out = String::new();
         encode_registry(&mut out, &self.registry)
             .and_then(|()| encode_registry(&mut out, &scrape))

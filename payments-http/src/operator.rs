@@ -6,6 +6,7 @@ pub mod body;
 pub mod callbacks;
 pub mod lookup;
 pub mod provision;
+#[cfg(feature = "cabinet")]
 pub mod users;
 pub mod view;
 
@@ -44,12 +45,13 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub const PUBLIC_ROUTES: &[(&str, &str)] = &[("GET", "/metrics")];
 
 /// Every `(method, path template)` the operator router serves: [`ROUTES`],
-/// [`provision::ROUTES`], [`users::ROUTES`] and [`PUBLIC_ROUTES`]. (The provider notifications have their own
-/// listener and router, [`crate::upstream::notify`].)
+/// [`provision::ROUTES`], `users::ROUTES` (feature `cabinet`) and [`PUBLIC_ROUTES`]. (The provider notifications have their own
+/// listener and router, in the `payments-server` crate.)
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
     let mut list = ROUTES.to_vec();
     list.extend_from_slice(provision::ROUTES);
     list.extend_from_slice(callbacks::ROUTES);
+    #[cfg(feature = "cabinet")]
     list.extend_from_slice(users::ROUTES);
     list.extend_from_slice(PUBLIC_ROUTES);
     list
@@ -93,9 +95,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
             Router::new(),
             callbacks::ROUTES,
             callbacks::handler,
-        ))
-        .merge(users::routes())
-        .route_layer(middleware::from_fn_with_state(state, require_operator));
+        ));
+    #[cfg(feature = "cabinet")]
+    let api = api.merge(users::routes());
+    let api = api.route_layer(middleware::from_fn_with_state(state, require_operator));
     add_routes(Router::new().merge(api), PUBLIC_ROUTES, handler)
 }
 
@@ -121,6 +124,7 @@ mod route_tests {
                 "{method} {path}"
             );
         }
+        #[cfg(feature = "cabinet")]
         for (method, path) in users::ROUTES {
             assert!(users::handler(method, path).is_some(), "{method} {path}");
         }

@@ -18,10 +18,10 @@ use axum::routing::post;
 use axum::Router;
 use clap::Parser;
 use payments_core::auth::Endpoint;
-use payments_http::config::{Durability, Settings};
 use payments_http::merchant::{admit, authenticate, read_body};
-use payments_http::server::Application;
 use payments_http::AppState;
+use payments_server::config::{Durability, Settings};
+use payments_server::server::Application;
 
 #[derive(Debug, Parser)]
 #[command(name = "verify_server", about = "Verify-only reference server")]

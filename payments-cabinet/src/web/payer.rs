@@ -15,7 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::header::{self, HeaderValue};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use payments_core::payer::{PageLanguage, PageToken, PayerState, PayerView, ShownRequisite};
+use payments_core::payer::{PageLanguage, PayerState, PayerView, ShownRequisite};
 use payments_core::payment::PaymentMethod;
 use payments_core::{ApiError, ErrorCode, Timestamp};
 
@@ -32,10 +32,7 @@ pub const PAYER_CSP: &str = "default-src 'none'; style-src 'self'; script-src 's
     img-src 'self'; connect-src 'none'; form-action 'none'; frame-ancestors 'none'; \
     base-uri 'none'";
 
-/// The page of `token` under the cabinet at `base` (`https://pay.example/pay/<token>`).
-pub fn payer_page_url(base: &str, token: &PageToken) -> String {
-    format!("{}/pay/{}", base.trim_end_matches('/'), token.as_str())
-}
+pub use crate::payer_page_url;
 
 /// The words of the page in one language.
 #[derive(Debug)]
@@ -348,6 +345,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use payments_core::payer::PageToken;
 
     #[test]
     fn deadlines_read_in_both_languages() {

@@ -32,29 +32,19 @@ fn refuses_settings_it_cannot_work_with() {
 }
 
 #[test]
-fn takes_its_part_of_the_server_settings() {
+fn trusts_pem_certificates_besides_the_web_roots() {
     let key = rcgen::KeyPair::generate().expect("key generation works");
     let cert = rcgen::CertificateParams::new(vec!["ca.test".to_string()])
         .expect("valid name")
         .self_signed(&key)
         .expect("self-signs");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, cert.pem()).expect("written");
-    let settings = Settings {
-        allow_local_callbacks: true,
-        callback_ca_file: Some(ca_file),
-        callback_concurrency: 8,
-        callback_per_host: 2,
-        ..Settings::defaults()
-    };
-    let c = DispatcherConfig::from_settings(&settings).expect("usable settings");
-    assert_eq!((c.concurrency, c.per_host), (8, 2));
+    let c = DispatcherConfig::default()
+        .trusting_pem(cert.pem().as_bytes())
+        .expect("a certificate");
     assert_eq!(c.extra_roots, vec![cert.der().clone()]);
     assert_eq!(c.attempt_timeout, ATTEMPT_TIMEOUT);
-
-    let d = DispatcherConfig::from_settings(&Settings::defaults()).expect("defaults");
-    assert!(d.extra_roots.is_empty());
+    let none = DispatcherConfig::default().trusting_pem(b"no certificate here");
+    assert!(matches!(none, Err(DispatcherError::Certificates(_))));
 }
 
 #[test]
@@ -69,6 +59,4 @@ fn reads_extra_roots_from_pem() {
     assert_eq!(roots, vec![cert.der().clone(), cert.der().clone()]);
     assert!(pem_roots(b"not a certificate").is_err());
     assert!(pem_roots(key.serialize_pem().as_bytes()).is_err());
-    let missing = read_pem_roots(Path::new("/nonexistent/ca.pem"));
-    assert!(matches!(missing, Err(DispatcherError::CaFile { .. })));
 }

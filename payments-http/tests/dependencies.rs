@@ -1,0 +1,89 @@
+//! What an embedding compiles: the adapter it mounts plus the SQLite store, and nothing of the
+//! server (command line, settings layering, TLS listener, PostgreSQL, web cabinet).
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// The most crates the adapter and the SQLite store may bring, themselves included.
+const MOST_CRATES: usize = 170;
+
+/// `cargo tree -e normal` of `packages`, as `name version` lines, each crate once.
+fn normal_dependencies(packages: &[&str], features: &[&str]) -> BTreeSet<String> {
+    let mut args = vec!["tree", "-e", "normal", "--prefix", "none", "--offline"];
+    args.extend(["--format", "{p}"]);
+    for p in packages {
+        args.extend(["-p", p]);
+    }
+    for f in features {
+        args.extend(["--features", f]);
+    }
+    let out = Command::new(env!("CARGO"))
+        .args(&args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            Some(format!("{} {}", words.next()?, words.next()?))
+        })
+        .collect()
+}
+
+#[test]
+fn the_adapter_and_the_sqlite_store_stay_small() {
+    let crates = normal_dependencies(&["payments-http", "payments-store-sqlite"], &[]);
+    assert!(
+        crates.iter().any(|c| c.starts_with("axum "))
+            && crates.iter().any(|c| c.starts_with("rusqlite ")),
+        "the tree lists the real dependencies:\n{crates:#?}"
+    );
+    assert!(
+        crates.len() <= MOST_CRATES,
+        "{} crates, more than {MOST_CRATES}:\n{crates:#?}",
+        crates.len()
+    );
+    for banned in [
+        "payments-server ",
+        "clap ",
+        "figment ",
+        "toml ",
+        "axum-server ",
+        "tracing-subscriber ",
+        "tokio-postgres ",
+        "deadpool-postgres ",
+        "askama ",
+        "argon2 ",
+        "totp-rs ",
+        "qrcode ",
+        "mimalloc ",
+        "signal-hook-registry ",
+    ] {
+        assert!(
+            !crates.iter().any(|c| c.starts_with(banned)),
+            "an embedding compiles {banned}"
+        );
+    }
+}
+
+#[test]
+fn the_cabinet_feature_brings_the_cabinet_and_only_then() {
+    let without = normal_dependencies(&["payments-http"], &[]);
+    let with = normal_dependencies(&["payments-http"], &["payments-http/cabinet"]);
+    for web in ["askama ", "argon2 ", "totp-rs "] {
+        assert!(
+            !without.iter().any(|c| c.starts_with(web)),
+            "{web}without the feature"
+        );
+        assert!(
+            with.iter().any(|c| c.starts_with(web)),
+            "{web}missing with the feature"
+        );
+    }
+}

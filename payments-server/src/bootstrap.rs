@@ -1,0 +1,224 @@
+//! First start of a sandbox: a demo merchant and project with a token, a key pair, a callback
+//! secret and an operator token, beside the demo project a test-mode project with its own
+//! token and key pair (its payments are test payments, which the sandbox test helpers close
+//! without operator calls), and a web cabinet user of the demo merchant with a password (it
+//! sets up its two-factor code at first sign-in), written to
+//! `<data-dir>/sandbox-credentials.json` (mode 0600). Secrets go to that file only, never to
+//! the log.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use payments_cabinet::Cabinet;
+use payments_client::{SandboxCredentials, TestProjectCredentials};
+use payments_core::auth::keys::{
+    generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
+};
+use payments_core::auth::{Environment, Scope};
+use payments_core::service::{Actor, PaymentService, ProjectPatch};
+use payments_core::store::MerchantStoreExt;
+use payments_core::ApiError;
+
+/// The credentials file's name inside the data dir.
+pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
+
+/// The demo merchant's cabinet user.
+pub const DEMO_CABINET_EMAIL: &str = "demo@merchant.example";
+
+/// Bootstraps an empty sandbox; `None` when the store already has merchants or the file exists.
+/// How long the node that bootstraps a shared database holds the turn: the others skip the
+/// bootstrap meanwhile (and afterwards find the merchant it created).
+const BOOTSTRAP_TURN: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// With `cabinet` (the cabinet and its URL), the demo merchant gets a cabinet user.
+///
+/// A service that is not the sandbox's is refused before anything is written (the test-mode
+/// project and the sandbox's credentials file exist only there): it used to write the demo
+/// merchant, project, token, key and callback secret, then fail at the test project, and
+/// every later call answered `Ok(None)` with those credentials lost.
+pub async fn bootstrap_sandbox(
+    service: &PaymentService,
+    data_dir: &Path,
+    base_url: &str,
+    operator_url: &str,
+    cabinet: Option<(&Cabinet, &str)>,
+) -> Result<Option<PathBuf>, ApiError> {
+    let environment = service.auth_config().environment;
+    if environment != Environment::Sandbox {
+        return Err(ApiError::bad_request(format!(
+            "the sandbox bootstrap runs only in the sandbox, and this service is {environment}: \
+             provision a production merchant with create_merchant, create_project, issue_token, \
+             register_key and rotate_callback_secret (docs/embedding.md)"
+        )));
+    }
+    let path = data_dir.join(CREDENTIALS_FILE);
+    if path.exists() || !service.store().merchants().await?.is_empty() {
+        return Ok(None);
+    }
+    // Nodes starting together on one empty shared database: one of them bootstraps.
+    if !service
+        .take_turn("sandbox-bootstrap", BOOTSTRAP_TURN)
+        .await?
+    {
+        return Ok(None);
+    }
+    let actor = Actor("bootstrap".to_string());
+    let merchant = service
+        .create_merchant("Demo merchant", None, &actor)
+        .await?;
+    let project = service
+        .create_project(merchant.id, "Demo project", ProjectPatch::default(), &actor)
+        .await?;
+    let token = service
+        .issue_token(project.id, Scope::ALL.to_vec(), &actor)
+        .await?;
+    let key = generate_signing_key(service.ports().rng.as_ref());
+    let record = service
+        .register_key(project.id, &public_key_to_pem(&key.verifying_key()), &actor)
+        .await?;
+    debug_assert_eq!(record.keyid, keyid(&key.verifying_key()));
+    let callback_secret = service.rotate_callback_secret(project.id, &actor).await?;
+    let test_project = bootstrap_test_project(service, merchant.id, &actor).await?;
+    let operator_token = service.issue_operator_token().await?;
+    let (cabinet_url, cabinet_email, cabinet_password) = match cabinet {
+        Some((cabinet, url)) => {
+            let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
+            cabinet
+                .create_user_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
+                .await?;
+            (
+                Some(url.to_string()),
+                Some(DEMO_CABINET_EMAIL.to_string()),
+                Some(password.into()),
+            )
+        }
+        None => (None, None, None),
+    };
+    let creds = SandboxCredentials {
+        base_url: base_url.to_string(),
+        operator_url: operator_url.to_string(),
+        project_id: project.id.to_string(),
+        token: token.token,
+        keyid: record.keyid.to_string(),
+        private_key_pem: signing_key_to_pem(&key).into(),
+        callback_secret,
+        operator_token: operator_token.into(),
+        test_project: Some(test_project),
+        cabinet_url,
+        cabinet_email,
+        cabinet_password,
+    };
+    write_private(
+        &path,
+        &serde_json::to_vec_pretty(&creds).expect("plain strings serialise"),
+    )
+    .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", path.display())))?;
+    Ok(Some(path))
+}
+
+/// The test-mode project of the demo merchant: a token with every scope and a key pair. No
+/// callback secret: test payments send no callbacks on their own; a manual resend needs one
+/// issued first (`payments-server callback-secret rotate <project>`).
+async fn bootstrap_test_project(
+    service: &PaymentService,
+    merchant: payments_core::MerchantId,
+    actor: &Actor,
+) -> Result<TestProjectCredentials, ApiError> {
+    let patch = ProjectPatch {
+        test_mode: Some(true),
+        ..ProjectPatch::default()
+    };
+    let project = service
+        .create_project(merchant, "Demo test project", patch, actor)
+        .await?;
+    let token = service
+        .issue_token(project.id, Scope::ALL.to_vec(), actor)
+        .await?;
+    let key = generate_signing_key(service.ports().rng.as_ref());
+    let record = service
+        .register_key(project.id, &public_key_to_pem(&key.verifying_key()), actor)
+        .await?;
+    Ok(TestProjectCredentials {
+        project_id: project.id.to_string(),
+        token: token.token,
+        keyid: record.keyid.to_string(),
+        private_key_pem: signing_key_to_pem(&key).into(),
+    })
+}
+
+/// Writes a file readable by its owner only.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use payments_core::service::{AuthConfig, Ports, ServiceConfig};
+    use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
+    use payments_core::Timestamp;
+
+    use super::*;
+    use payments_http::sandbox::{FixedRates, SandboxProvider};
+
+    fn service(environment: Environment) -> PaymentService {
+        let store: Arc<dyn payments_core::store::Store> = Arc::new(MemoryStore::new());
+        PaymentService::new(
+            Ports::new(
+                store.clone(),
+                Arc::new(SandboxProvider::new(store)),
+                Arc::new(FixedRates::sandbox_defaults()),
+                Arc::new(ManualClock::new(Timestamp::from_unix_secs(1_790_856_000))),
+                Arc::new(SeededRandom::new(3)),
+            ),
+            ServiceConfig::default(),
+            AuthConfig::for_environment(environment),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_production_service_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let production = service(Environment::Production);
+        let refused = bootstrap_sandbox(&production, dir.path(), "http://m", "http://o", None)
+            .await
+            .expect_err("production has no sandbox bootstrap");
+        assert!(
+            refused
+                .message
+                .contains("the sandbox bootstrap runs only in the sandbox"),
+            "{refused}"
+        );
+        assert!(production
+            .store()
+            .merchants()
+            .await
+            .expect("read")
+            .is_empty());
+        assert!(!dir.path().join(CREDENTIALS_FILE).exists());
+    }
+
+    #[tokio::test]
+    async fn the_sandbox_is_bootstrapped_once() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let sandbox = service(Environment::Sandbox);
+        let file = bootstrap_sandbox(&sandbox, dir.path(), "http://m", "http://o", None)
+            .await
+            .expect("bootstrapped")
+            .expect("a credentials file");
+        assert_eq!(file, dir.path().join(CREDENTIALS_FILE));
+        assert_eq!(sandbox.store().merchants().await.expect("read").len(), 1);
+        let again = bootstrap_sandbox(&sandbox, dir.path(), "http://m", "http://o", None).await;
+        assert_eq!(again, Ok(None));
+    }
+}

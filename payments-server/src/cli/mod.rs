@@ -1,0 +1,279 @@
+//! The operator commands of `payments-server` for a person at a terminal: the operator API's
+//! functions run directly on the data dir's database, through the same core service functions
+//! and the same JSON views, so the API and the CLI cannot diverge. They work whether or not a
+//! server runs on the same data dir (SQLite in WAL mode takes both). Output is readable text;
+//! `--json` prints what the operator API would answer. They open the database without
+//! migrating it: on a database older than the build they refuse, naming `payments-server
+//! migrate` ([`open_service`] without `create`).
+//!
+//! The commands are split by concern: `directory` (merchants and projects), `credentials`
+//! (tokens, keys, callback secrets), `payment` (payment operations and the audit trail) and
+//! `output` (the text rendering). `check` is `check-receiver`, which sends a merchant's
+//! callback receiver a scored series of callbacks ([`crate::receiver_check`]).
+
+mod check;
+mod credentials;
+mod directory;
+mod ops;
+mod output;
+mod payment;
+mod status;
+mod users;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use std::sync::Arc;
+
+use payments_cabinet::store::CabinetStore;
+use payments_core::service::{Actor, PaymentService};
+use payments_core::ApiError;
+use serde::Serialize;
+
+use crate::config::Settings;
+use crate::server::{open_service, Setup};
+
+pub use check::{check_receiver_command, CheckReceiverArgs};
+pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
+pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, ProjectSettings};
+pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
+use output::Output;
+pub use payment::{AuditArgs, PaymentCommand};
+pub use status::{status, status_command, StatusReport};
+pub use users::{cabinet_url, UserCommand};
+
+/// Settings every command shares. Serialized, it is the flag layer of these flags (only the
+/// ones given).
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct CommonArgs {
+    /// TOML settings file.
+    #[arg(long, env = "PAYMENTS_CONFIG", global = true)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Data directory (database, sandbox credentials). Default ./data.
+    #[arg(long, global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    /// sandbox (default) or production.
+    #[arg(long, global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// PostgreSQL instead of the data dir's SQLite (postgres://user:password@host:port/db;
+    /// also PAYMENTS_DATABASE_URL, which keeps the password out of the process list).
+    #[arg(long, global = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    /// Create the secrets key file if it is missing (refused when the database already holds
+    /// sealed secrets: restore their key instead). Without it a command never creates one;
+    /// `status` never does.
+    #[arg(long, global = true)]
+    #[serde(skip)]
+    pub create_key: bool,
+}
+
+impl CommonArgs {
+    /// What a command given these flags may set up: nothing, or a missing secrets key with
+    /// `--create-key`.
+    pub fn setup(&self) -> Setup {
+        if self.create_key {
+            Setup::CommandCreatingKey
+        } else {
+            Setup::Command
+        }
+    }
+}
+
+/// Loads the settings: the defaults, the `--config` file, `PAYMENTS_*` variables, then `flags`
+/// (`common` itself, or a command's arguments that flatten it and serialize only the flags
+/// given).
+pub fn settings(common: &CommonArgs, flags: impl Serialize) -> Result<Settings, String> {
+    Settings::load(common.config.as_deref(), flags).map_err(|e| e.0)
+}
+
+/// A command group: the shared settings, the output format and the command.
+#[derive(Debug, Args)]
+pub struct Group<C: Subcommand> {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Print JSON (the operator API's answer) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: C,
+}
+
+/// The operator commands.
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Merchants: create, list, show, pause, resume, set-callback-url.
+    Merchant(Group<MerchantCommand>),
+    /// Projects: create, list, show, set.
+    Project(Group<ProjectCommand>),
+    /// Project tokens: issue (shown once), list, revoke.
+    Token(Group<TokenCommand>),
+    /// Request-signing keys: register, list, revoke.
+    Key(Group<KeyCommand>),
+    /// Callback secrets: rotate (shown once), reseal (with the current key file).
+    CallbackSecret(Group<CallbackSecretCommand>),
+    /// Payment operations: confirm, cancel, recheck, resolve, resend, events, show.
+    Payment(Group<PaymentCommand>),
+    /// The audit trail, newest first.
+    Audit(AuditArgs),
+    /// Callbacks as a whole: failed (list), resend-failed (bulk), hold, release, status.
+    Callbacks(Group<CallbacksCommand>),
+    /// Web cabinet users: add (prints an invitation link), list, invite, disable, enable.
+    User(Group<UserCommand>),
+}
+
+impl OperatorCommand {
+    fn common(&self) -> (&CommonArgs, bool) {
+        match self {
+            OperatorCommand::Merchant(g) => (&g.common, g.json),
+            OperatorCommand::Project(g) => (&g.common, g.json),
+            OperatorCommand::Token(g) => (&g.common, g.json),
+            OperatorCommand::Key(g) => (&g.common, g.json),
+            OperatorCommand::CallbackSecret(g) => (&g.common, g.json),
+            OperatorCommand::Payment(g) => (&g.common, g.json),
+            OperatorCommand::Audit(a) => (&a.common, a.json),
+            OperatorCommand::Callbacks(g) => (&g.common, g.json),
+            OperatorCommand::User(g) => (&g.common, g.json),
+        }
+    }
+}
+
+/// The audit actor of CLI actions: `cli:<unix user>` from `USER` or `LOGNAME`, else
+/// `cli:uid=<n>` (a service manager or `sudo -u` may set neither; the uid still says who).
+pub fn cli_actor() -> Actor {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .map(|u| u.trim().to_string())
+        .filter(|u| !u.is_empty());
+    Actor(match user {
+        Some(user) => format!("cli:{user}"),
+        None => format!(
+            "cli:uid={}",
+            process_uid().map_or("?".into(), |u| u.to_string())
+        ),
+    })
+}
+
+/// This process's user id: the owner of `/proc/self` (Linux); `None` elsewhere.
+fn process_uid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Runs an operator command on the data dir's database and prints its result.
+pub async fn run(command: OperatorCommand) -> Result<(), String> {
+    let (common, json) = command.common();
+    let settings = settings(common, common)?;
+    crate::telemetry::init(settings.log_format, "warn");
+    let opened = open_service(&settings, common.setup())
+        .await
+        .map_err(|e| e.0)?;
+    let cabinet_store = opened.store.cabinet_store();
+    let result = execute(
+        &opened.service,
+        &cabinet_store,
+        command,
+        &cli_actor(),
+        &cabinet_url(&settings),
+    )
+    .await;
+    opened.store.close();
+    let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
+    print_output(&out, json);
+    Ok(())
+}
+
+async fn execute(
+    svc: &PaymentService,
+    cabinet_store: &Arc<dyn CabinetStore>,
+    command: OperatorCommand,
+    actor: &Actor,
+    cabinet_url: &str,
+) -> Result<Output, ApiError> {
+    match command {
+        OperatorCommand::Merchant(g) => directory::merchant(svc, g.command, actor).await,
+        OperatorCommand::Project(g) => directory::project(svc, g.command, actor).await,
+        OperatorCommand::Token(g) => credentials::token(svc, g.command, actor).await,
+        OperatorCommand::Key(g) => credentials::key(svc, g.command, actor).await,
+        OperatorCommand::CallbackSecret(g) => {
+            credentials::callback_secret(svc, cabinet_store, g.command, actor).await
+        }
+        OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
+        OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
+        OperatorCommand::Callbacks(g) => ops::callbacks(svc, g.command, actor).await,
+        OperatorCommand::User(g) => {
+            users::user(svc, Some(cabinet_store), g.command, actor, cabinet_url).await
+        }
+    }
+}
+
+/// `operator-token` with a subcommand: named tokens on the data dir's database.
+pub async fn run_operator_token(
+    common: &CommonArgs,
+    json: bool,
+    command: OperatorTokenCommand,
+) -> Result<(), String> {
+    let settings = settings(common, common)?;
+    crate::telemetry::init(settings.log_format, "warn");
+    let opened = open_service(&settings, common.setup())
+        .await
+        .map_err(|e| e.0)?;
+    let result = ops::operator_token(&opened.service, command, &cli_actor()).await;
+    opened.store.close();
+    let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
+    print_output(&out, json);
+    Ok(())
+}
+
+fn print_output(out: &Output, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out.json).expect("JSON values serialise")
+        );
+    } else {
+        print!("{}", out.text);
+        if !out.text.ends_with('\n') {
+            println!();
+        }
+    }
+}
+
+/// The reason written into every backup: a server started on a restored copy holds callback
+/// dispatch until an operator releases it, so it does not re-send what the original already
+/// sent to real merchants.
+pub fn backup_hold_reason(at: payments_core::Timestamp) -> String {
+    format!(
+        "restored from a backup taken at {}: check what the original sent since, then run \
+         `payments-server callbacks release`",
+        at.to_rfc3339()
+    )
+}
+
+/// `payments-server backup <file>`: an online copy of the data dir's database (see
+/// [`payments_store_sqlite::backup`]) that holds callback dispatch when restored.
+pub fn backup(
+    settings: &Settings,
+    file: &std::path::Path,
+) -> Result<payments_store_sqlite::BackupReport, String> {
+    use payments_core::Clock as _;
+    let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
+    let reason = backup_hold_reason(payments_http::system::SystemClock.now());
+    payments_store_sqlite::backup(
+        &db,
+        file,
+        &[(payments_core::service::CALLBACK_HOLD_SETTING, &reason)],
+    )
+    .map_err(|e| e.0)
+}

@@ -1,0 +1,164 @@
+//! Payment operations and the audit trail.
+
+use clap::{Args, Subcommand};
+use payments_core::amount::Amount;
+use payments_core::service::{Actor, PaymentService};
+use payments_core::transition::Trigger;
+use payments_core::ApiError;
+use serde_json::{json, Value};
+
+use super::output::{fields, table, Output};
+use super::CommonArgs;
+use payments_http::operator::{body, event_json, lookup, view};
+
+/// Payment operations.
+#[derive(Debug, Subcommand)]
+pub enum PaymentCommand {
+    /// Money received: complete the payment (optionally with the amount actually paid).
+    Confirm {
+        /// Payment id.
+        id: String,
+        /// The amount received, if different.
+        #[arg(long)]
+        amount: Option<String>,
+    },
+    /// Cancel the payment.
+    Cancel {
+        /// Payment id.
+        id: String,
+    },
+    /// Start a re-check (status appeal).
+    Recheck {
+        /// Payment id.
+        id: String,
+    },
+    /// Record the re-check result.
+    Resolve {
+        /// Payment id.
+        id: String,
+        /// completed, canceled or unchanged.
+        #[arg(long)]
+        status: String,
+        /// With completed: the amount received, if different.
+        #[arg(long)]
+        amount: Option<String>,
+    },
+    /// Send the payment's callback again (one attempt).
+    Resend {
+        /// Payment id.
+        id: String,
+    },
+    /// The payment's callback events with every delivery attempt.
+    Events {
+        /// Payment id.
+        id: String,
+    },
+    /// Show the payment.
+    Show {
+        /// Payment id.
+        id: String,
+    },
+}
+
+/// `audit` arguments.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub(super) common: CommonArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// How many records (newest first).
+    #[arg(long, default_value_t = 20)]
+    pub(super) limit: usize,
+}
+
+fn amount(a: Option<String>) -> Result<Option<Amount>, ApiError> {
+    a.map(|a| {
+        Amount::from_json(&Value::String(a))
+            .map_err(|e| ApiError::bad_request(format!("amount: {e}")))
+    })
+    .transpose()
+}
+
+pub(super) async fn payment(
+    svc: &PaymentService,
+    command: PaymentCommand,
+    actor: &Actor,
+) -> Result<Output, ApiError> {
+    let (id, trigger) = match command {
+        PaymentCommand::Confirm { id, amount: a } => (id, Trigger::Confirm { amount: amount(a)? }),
+        PaymentCommand::Cancel { id } => (id, Trigger::Cancel),
+        PaymentCommand::Recheck { id } => (id, Trigger::StartRecheck),
+        PaymentCommand::Resolve {
+            id,
+            status,
+            amount: a,
+        } => (id, body::resolve_trigger(&status, amount(a)?)?),
+        PaymentCommand::Resend { id } => (id, Trigger::ResendCallback),
+        PaymentCommand::Events { id } => {
+            let pid = lookup::payment_id(&id)?;
+            svc.store().payment(pid).await?.ok_or_else(|| {
+                ApiError::new(
+                    payments_core::ErrorCode::PaymentNotFound,
+                    "payment not found",
+                )
+            })?;
+            let records = svc.store().events_for_payment(pid).await?;
+            let list: Vec<Value> = records.iter().map(event_json).collect();
+            let mut text = String::new();
+            if list.is_empty() {
+                text.push_str("No callback events.\n");
+            }
+            for e in &list {
+                text.push_str(&fields(e, 0));
+                text.push('\n');
+            }
+            return Ok(Output::new(json!({ "events": list }), text));
+        }
+        PaymentCommand::Show { id } => {
+            let pid = lookup::payment_id(&id)?;
+            let p = svc.store().payment(pid).await?.ok_or_else(|| {
+                ApiError::new(
+                    payments_core::ErrorCode::PaymentNotFound,
+                    "payment not found",
+                )
+            })?;
+            return Ok(Output::object(json!(p.view())));
+        }
+    };
+    let id = lookup::payment_id(&id)?;
+    let result = svc.operate(id, trigger, actor).await?;
+    let json = view::operation(&result);
+    let mut text = fields(&json["payment"], 0);
+    if let Some(e) = &result.event {
+        // Without a running server the event waits in the outbox until one starts.
+        text.push_str(&format!(
+            "\nCallback event {} queued for {}.\n",
+            e.event.event_id,
+            e.destination.as_str()
+        ));
+    }
+    Ok(Output::new(json, text))
+}
+
+/// The audit trail, newest first.
+pub(super) async fn audit(svc: &PaymentService, limit: usize) -> Result<Output, ApiError> {
+    let records = lookup::audit(svc, limit).await?;
+    let list: Vec<Value> = records.iter().map(view::audit).collect();
+    let rows = records
+        .iter()
+        .map(|r| {
+            vec![
+                r.at.to_string(),
+                r.actor.clone(),
+                r.action.clone(),
+                r.target.clone(),
+            ]
+        })
+        .collect();
+    Ok(Output::new(
+        json!({ "records": list }),
+        table(&["AT", "ACTOR", "ACTION", "TARGET"], rows),
+    ))
+}

@@ -1,0 +1,1154 @@
+//! The running server: builds the service over SQLite, binds its listeners (merchant,
+//! operator, the web cabinet and, with `upstream_listen`, provider notifications; port 0
+//! works), runs the APIs, the cabinet, the callback dispatcher (unless `callback_dispatch` is
+//! off) and the lifecycle sweeper, and shuts down gracefully.
+
+use std::future::Future;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum_server::accept::DefaultAcceptor;
+use axum_server::tls_rustls::RustlsConfig;
+use axum_server::Handle;
+use payments_cabinet::store::CabinetStore;
+use payments_cabinet::{Cabinet, CabinetConfig, CabinetState};
+use payments_core::auth::Environment;
+use payments_core::bank::BankCatalog;
+use payments_core::callback::{AddressPolicy, CallbackVerifier};
+use payments_core::provider::{RateSource, RequisiteProvider};
+use payments_core::ratelimit::{CoalescingRateLimiter, RateLimiter};
+use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
+use payments_core::settings::Setting;
+use payments_core::store::Store;
+use payments_core::{Clock, RandomSource};
+use payments_store_postgres::{PgOptions, PgStore};
+use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use tokio::sync::watch;
+
+use crate::config::{Durability, ProviderKind, RateSourceKind, Settings};
+use crate::listener::{CappedAcceptor, ConnectionLimits};
+use crate::upstream::{HttpProvider, HttpRates};
+use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
+use payments_http::resolver::HostLookup;
+use payments_http::sandbox::{FixedRates, SandboxProvider};
+use payments_http::state::AppState;
+use payments_http::system::{OsRandom, SystemClock};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(pub String);
+
+fn start_err(m: impl std::fmt::Display) -> StartError {
+    StartError(m.to_string())
+}
+
+/// A built, bound server, not yet serving: both listeners, the callback dispatcher, the
+/// lifecycle sweeper, TLS, graceful shutdown and (in the sandbox) the first-start bootstrap.
+///
+/// [`Application::build`] runs it over the bundled ports (SQLite in the data dir, the
+/// sandbox requisite provider, the fixed rates of the settings); [`Application::builder`]
+/// takes any of them from the caller:
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use payments_core::provider::{RequisiteProvider, RateSource};
+/// # async fn run(
+/// #     provider: Arc<dyn RequisiteProvider>,
+/// #     rates: Arc<dyn RateSource>,
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
+/// use payments_server::config::Settings;
+/// use payments_server::server::{shutdown_signal, Application};
+///
+/// let app = Application::builder(Settings::defaults())
+///     .provider(provider)
+///     .rates(rates)
+///     .build()
+///     .await?;
+/// app.run_until_stopped(shutdown_signal()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Application {
+    settings: Settings,
+    state: AppState,
+    owned_store: Option<OpenedStore>,
+    merchant: TcpListener,
+    operator: TcpListener,
+    /// The provider-notification listener and its verifier (`upstream_listen`).
+    upstream: Option<(TcpListener, CallbackVerifier)>,
+    /// The web cabinet's listener and state; `None` when the store keeps no cabinet records.
+    cabinet: Option<(TcpListener, CabinetState)>,
+    tls: Option<RustlsConfig>,
+    dispatcher: DispatcherConfig,
+    credentials: Option<PathBuf>,
+    /// `GET /metrics` on a listener of its own (`metrics_listen`).
+    metrics: Option<TcpListener>,
+    /// The data dir's lock, held until the server stops.
+    lock: Option<crate::data_dir::DataDirLock>,
+}
+
+/// The ports of an [`Application`] that the caller gives; each one left out is the bundled
+/// default. Made by [`Application::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ApplicationBuilder {
+    settings: Settings,
+    store: Option<Arc<dyn Store>>,
+    cabinet_store: Option<Arc<dyn CabinetStore>>,
+    rate_limiter: Option<Arc<dyn RateLimiter>>,
+    provider: Option<Arc<dyn RequisiteProvider>>,
+    rates: Option<Arc<dyn RateSource>>,
+    clock: Option<Arc<dyn Clock>>,
+    rng: Option<Arc<dyn RandomSource>>,
+    callback_lookup: Option<Arc<dyn HostLookup>>,
+}
+
+impl std::fmt::Debug for ApplicationBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApplicationBuilder")
+            .field("settings", &self.settings)
+            .field("store", &self.store.is_some())
+            .field("cabinet_store", &self.cabinet_store.is_some())
+            .field("rate_limiter", &self.rate_limiter.is_some())
+            .field("provider", &self.provider.is_some())
+            .field("rates", &self.rates.is_some())
+            .field("clock", &self.clock.is_some())
+            .field("rng", &self.rng.is_some())
+            .field("callback_lookup", &self.callback_lookup.is_some())
+            .finish()
+    }
+}
+
+impl ApplicationBuilder {
+    /// The store (default: SQLite in the settings' data dir, closed at shutdown). A store
+    /// given here is the caller's to close; the web cabinet then runs only when its store is
+    /// given too ([`cabinet_store`](Self::cabinet_store)).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The store of the web cabinet's records (users, sessions, invitations, its audit log),
+    /// usually the same database as [`store`](Self::store): both bundled stores implement
+    /// [`CabinetStore`]. Without it, a caller-given store runs without the cabinet (the server
+    /// logs that the cabinet is off); the default store brings its own.
+    pub fn cabinet_store(mut self, store: Arc<dyn CabinetStore>) -> Self {
+        self.cabinet_store = Some(store);
+        self
+    }
+
+    /// The per-project rate limiter (default: in this process, or the database's when the
+    /// server opens PostgreSQL itself). Give a shared one with a shared store of your own.
+    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter>) -> Self {
+        self.rate_limiter = Some(limiter);
+        self
+    }
+
+    /// The requisite provider (default: the sandbox provider, which issues fake requisites
+    /// and is refused in production).
+    pub fn provider(mut self, provider: Arc<dyn RequisiteProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The exchange-rate source (default: the settings' fixed rates, refused in production).
+    pub fn rates(mut self, rates: Arc<dyn RateSource>) -> Self {
+        self.rates = Some(rates);
+        self
+    }
+
+    /// The clock (default: the system clock with tokio timers).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The random source (default: the operating system's CSPRNG).
+    pub fn rng(mut self, rng: Arc<dyn RandomSource>) -> Self {
+        self.rng = Some(rng);
+        self
+    }
+
+    /// How the callback client looks up destination names before checking their addresses
+    /// (default: the system resolver).
+    pub fn callback_lookup(mut self, lookup: Arc<dyn HostLookup>) -> Self {
+        self.callback_lookup = Some(lookup);
+        self
+    }
+
+    /// Opens the store (unless given), builds the service, bootstraps an empty sandbox and
+    /// binds the listeners. In production the bundled sandbox provider and fixed rates are
+    /// refused: a production server issues real requisites at real rates or does not start.
+    pub async fn build(self) -> Result<Application, StartError> {
+        let ApplicationBuilder {
+            settings,
+            store,
+            cabinet_store,
+            rate_limiter,
+            provider,
+            rates,
+            clock,
+            rng,
+            callback_lookup,
+        } = self;
+        // The settings' upstream ports (`provider = "http"`, `rate_source = "http"`) when the
+        // caller gave none: real ports, so production starts with them.
+        let upstream_clock: Arc<dyn Clock> = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let provider = match (provider, settings.provider) {
+            (Some(p), _) => Some(p),
+            (None, ProviderKind::Http) => Some(Arc::new(
+                HttpProvider::from_settings(&settings, upstream_clock.clone())
+                    .map_err(start_err)?,
+            ) as Arc<dyn RequisiteProvider>),
+            (None, _) => None,
+        };
+        let rates = match (rates, settings.rate_source) {
+            (Some(r), _) => Some(r),
+            (None, RateSourceKind::Http) => Some(Arc::new(
+                HttpRates::start(&settings, upstream_clock.clone())
+                    .await
+                    .map_err(start_err)?,
+            ) as Arc<dyn RateSource>),
+            (None, _) => None,
+        };
+        if settings.environment == Environment::Production {
+            let missing: Vec<&str> = [
+                provider.is_none().then_some("a requisite provider"),
+                rates.is_none().then_some("an exchange-rate source"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !missing.is_empty() {
+                return Err(start_err(format!(
+                    "environment = production needs {} of its own: the bundled sandbox provider \
+                     issues fake requisites and the fixed rates are not market rates. Connect the \
+                     upstream (provider = \"http\", rate_source = \"http\"; docs/providers.md), \
+                     set environment to sandbox (--environment sandbox, \
+                     PAYMENTS_ENVIRONMENT=sandbox) to try the service, or embed it with real \
+                     ports (Application::builder(settings).provider(..).rates(..))",
+                    missing.join(" and ")
+                )));
+            }
+        }
+        if settings.allow_local_callbacks {
+            tracing::warn!("PAYMENTS_ALLOW_LOCAL_CALLBACKS is on: http:// and loopback callback URLs are accepted (development only)");
+        }
+        if settings.callback_retry_delays != payments_core::callback::RetrySchedule::default() {
+            tracing::warn!(delays = %settings.callback_retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
+        }
+        if !settings.callback_dispatch {
+            tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
+        }
+        // One server per data dir: the lock is taken before the database is opened. Nodes on
+        // a shared PostgreSQL database take turns in the database instead (take_turn, SKIP
+        // LOCKED claims), so they take no lock and may share a data dir (its secrets key).
+        crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
+        let lock = if settings.database_url.is_some() && store.is_none() {
+            None
+        } else {
+            Some(crate::data_dir::lock(&settings.data_dir).map_err(start_err)?)
+        };
+        let (store, cabinet_store, owned_store, rate_limiter) = match store {
+            Some(store) => (store, cabinet_store, None, rate_limiter),
+            None => {
+                let opened = open_database(&settings, true).await?;
+                let limiter = rate_limiter.or_else(|| opened.rate_limiter());
+                let cabinet = cabinet_store.unwrap_or_else(|| opened.cabinet_store());
+                (opened.store(), Some(cabinet), Some(opened), limiter)
+            }
+        };
+        let metrics = Arc::new(payments_http::metrics::Metrics::default());
+        metrics.count_dropped_log_lines(crate::telemetry::dropped_log_lines);
+        metrics.set_build_info(
+            env!("CARGO_PKG_VERSION"),
+            owned_store.as_ref().map(OpenedStore::schema_version),
+        );
+        let service = service_over(
+            &settings,
+            PortChoices {
+                store,
+                provider,
+                rates,
+                clock,
+                rng,
+            },
+            cabinet_store.as_deref(),
+            Setup::Serve,
+            Some(metrics.clone()),
+        )
+        .await?;
+        let database_file = match &owned_store {
+            Some(OpenedStore::Sqlite(_)) => Some(
+                settings
+                    .data_dir
+                    .join(crate::data_dir::DATABASE_FILE)
+                    .into(),
+            ),
+            _ => None,
+        };
+        let mut state = AppState::new(service, settings.public_scheme())
+            .with_cabinet_store(cabinet_store)
+            .with_body_timeout(settings.body_timeout)
+            .with_metrics(metrics)
+            .with_metrics_token(settings.metrics_token.clone().map(Arc::new))
+            .with_database_file(database_file);
+        if let Some(limiter) = rate_limiter {
+            state = state.with_rate_limiter(limiter);
+        }
+
+        let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
+            let l = TcpListener::bind(addr)
+                .map_err(|e| start_err(format!("cannot listen on {addr}: {e}")))?;
+            l.set_nonblocking(true).map_err(start_err)?;
+            Ok(l)
+        };
+        let merchant = bind(settings.listen)?;
+        let operator = bind(settings.operator_listen)?;
+        let metrics = settings.metrics_listen.map(bind).transpose()?;
+        if !settings.operator_listen.ip().is_loopback() && !settings.operator_tls {
+            tracing::warn!(
+                operator_listen = %settings.operator_listen,
+                "the operator listener is bound to a non-loopback address without TLS: operator \
+                 tokens cross the network in clear; set operator_tls (with tls_cert and tls_key), \
+                 or bind it to loopback and reach it through an SSH tunnel or a TLS proxy"
+            );
+        }
+        let upstream = match settings.upstream_listen {
+            Some(addr) => Some((
+                bind(addr)?,
+                CallbackVerifier::new(settings.upstream_secrets.clone()),
+            )),
+            None => None,
+        };
+        let cabinet = match &state.cabinet_store {
+            Some(store) => {
+                let cabinet = Cabinet::new(
+                    state.service.clone(),
+                    store.clone(),
+                    CabinetConfig::default(),
+                );
+                let mut cabinet_state = CabinetState::new(cabinet, settings.tls_cert.is_some());
+                cabinet_state.public_origin = settings.cabinet_public_url.clone();
+                Some((bind(settings.cabinet_listen)?, cabinet_state))
+            }
+            None => {
+                tracing::warn!(
+                    "the web cabinet is off: the application was given a store without a cabinet \
+                     store (ApplicationBuilder::cabinet_store)"
+                );
+                None
+            }
+        };
+        let tls = match (&settings.tls_cert, &settings.tls_key) {
+            (Some(cert), Some(key)) => {
+                let read = |path| {
+                    crate::files::read_limited(path, crate::files::PEM)
+                        .map_err(|e| start_err(format!("TLS: {e}")))
+                };
+                Some(
+                    RustlsConfig::from_pem(read(cert)?, read(key)?)
+                        .await
+                        .map_err(|e| start_err(format!("TLS certificate or key: {e}")))?,
+                )
+            }
+            _ => None,
+        };
+        let mut dispatcher = settings
+            .dispatcher()
+            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?;
+        if let Some(lookup) = callback_lookup {
+            dispatcher.lookup = lookup;
+        }
+        let mut app = Application {
+            dispatcher,
+            settings,
+            state,
+            owned_store,
+            merchant,
+            operator,
+            upstream,
+            cabinet,
+            tls,
+            credentials: None,
+            metrics,
+            lock,
+        };
+        app.state = app
+            .state
+            .clone()
+            .with_cabinet_url(app.cabinet_url().map(Arc::from));
+        if app.settings.environment == Environment::Sandbox {
+            let cabinet_url = app.cabinet_url();
+            let cabinet = app
+                .cabinet
+                .as_ref()
+                .map(|(_, st)| &st.cabinet)
+                .zip(cabinet_url.as_deref());
+            app.credentials = crate::bootstrap::bootstrap_sandbox(
+                &app.state.service,
+                &app.settings.data_dir,
+                &app.base_url(),
+                &app.operator_url(),
+                cabinet,
+            )
+            .await
+            .map_err(|e| start_err(format!("sandbox bootstrap: {}", e.message)))?;
+        }
+        Ok(app)
+    }
+}
+
+impl Application {
+    /// Builds the server over the bundled ports (see [`ApplicationBuilder::build`]).
+    pub async fn build(settings: Settings) -> Result<Application, StartError> {
+        Application::builder(settings).build().await
+    }
+
+    /// A builder taking the ports from the caller; unset ones are the bundled defaults.
+    pub fn builder(settings: Settings) -> ApplicationBuilder {
+        ApplicationBuilder {
+            settings,
+            store: None,
+            cabinet_store: None,
+            rate_limiter: None,
+            provider: None,
+            rates: None,
+            clock: None,
+            rng: None,
+            callback_lookup: None,
+        }
+    }
+
+    /// The merchant listener's address.
+    pub fn merchant_addr(&self) -> SocketAddr {
+        self.merchant
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The operator listener's address.
+    pub fn operator_addr(&self) -> SocketAddr {
+        self.operator
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The provider-notification listener's address, when `upstream_listen` is set.
+    pub fn upstream_addr(&self) -> Option<SocketAddr> {
+        self.upstream
+            .as_ref()
+            .map(|(l, _)| l.local_addr().expect("a bound listener has an address"))
+    }
+
+    /// The provider-notification URL (`.../upstream/v1/notifications`), when
+    /// `upstream_listen` is set.
+    pub fn notifications_url(&self) -> Option<String> {
+        self.upstream_addr()
+            .map(|a| format!("http://{a}{}", crate::upstream::NOTIFICATIONS_PATH))
+    }
+
+    /// The merchant API's base URL: the configured public URL, else the listener's.
+    pub fn base_url(&self) -> String {
+        match &self.settings.public_url {
+            Some(u) => u.clone(),
+            None => format!(
+                "{}://{}",
+                self.settings.public_scheme(),
+                self.merchant_addr()
+            ),
+        }
+    }
+
+    /// The operator API's base URL (`https` with `operator_tls`).
+    pub fn operator_url(&self) -> String {
+        let scheme = if self.tls.is_some() && self.settings.operator_tls {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.operator_addr())
+    }
+
+    /// The web cabinet listener's address, when the cabinet runs.
+    pub fn cabinet_addr(&self) -> Option<SocketAddr> {
+        self.cabinet
+            .as_ref()
+            .map(|(l, _)| l.local_addr().expect("a bound listener has an address"))
+    }
+
+    /// The web cabinet's URL: the configured public URL, else the listener's (`https` with
+    /// TLS); `None` when the cabinet does not run.
+    pub fn cabinet_url(&self) -> Option<String> {
+        let addr = self.cabinet_addr()?;
+        Some(match &self.settings.cabinet_public_url {
+            Some(u) => u.clone(),
+            None => format!(
+                "{}://{addr}",
+                if self.tls.is_some() { "https" } else { "http" }
+            ),
+        })
+    }
+
+    /// The web cabinet (users, sign-in), when it runs.
+    pub fn cabinet(&self) -> Option<&Cabinet> {
+        self.cabinet.as_ref().map(|(_, st)| &st.cabinet)
+    }
+
+    /// The credentials file written at this start, if the sandbox was bootstrapped now.
+    pub fn bootstrapped_credentials(&self) -> Option<&PathBuf> {
+        self.credentials.as_ref()
+    }
+
+    /// The shared state (for embedding and tests).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, finishes in-flight requests
+    /// (up to the grace period), stops the background tasks and closes the store.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartError> {
+        self.log_start().await;
+        let Application {
+            settings,
+            state,
+            owned_store,
+            merchant,
+            operator,
+            upstream,
+            cabinet,
+            tls,
+            dispatcher,
+            metrics,
+            lock,
+            ..
+        } = self;
+        let dispatcher = Dispatcher::for_state(&state, dispatcher)
+            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?;
+        let merchant_handle = Handle::new();
+        let operator_handle = Handle::new();
+        let merchant_app =
+            payments_http::app(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+        let operator_app = payments_http::operator_app(state.clone())
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let (draining_tx, draining_rx) = watch::channel(false);
+        let limits = |tls: bool| ConnectionLimits {
+            max_connections: settings.max_connections,
+            header_timeout: settings.header_timeout,
+            tls,
+            draining: Some(draining_rx.clone()),
+        };
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let reloader = tls.clone().map(|cfg| {
+            tokio::spawn(crate::tls::watch(
+                cfg,
+                settings.tls_cert.clone().unwrap_or_default(),
+                settings.tls_key.clone().unwrap_or_default(),
+                settings.tls_watch_interval,
+                stop_rx.clone(),
+            ))
+        });
+        let cabinet_handle = Handle::new();
+        let cabinet_task = cabinet.map(|(listener, cabinet_state)| {
+            let purge = tokio::spawn(purge_cabinet(
+                cabinet_state.cabinet.clone(),
+                CABINET_PURGE_INTERVAL,
+            ));
+            let app = payments_cabinet::router(cabinet_state)
+                .into_make_service_with_connect_info::<SocketAddr>();
+            let task = match &tls {
+                Some(cfg) => {
+                    let limits = limits(true);
+                    let mut server = axum_server::from_tcp_rustls(listener, cfg.clone())
+                        .map(|tls| CappedAcceptor::new(tls, &limits));
+                    limits.configure(server.http_builder());
+                    tokio::spawn(server.handle(cabinet_handle.clone()).serve(app))
+                }
+                None => {
+                    let limits = limits(false);
+                    let mut server = axum_server::from_tcp(listener)
+                        .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+                    limits.configure(server.http_builder());
+                    tokio::spawn(server.handle(cabinet_handle.clone()).serve(app))
+                }
+            };
+            (task, purge)
+        });
+        let merchant_task = match tls.clone() {
+            Some(cfg) => {
+                let limits = limits(true);
+                let mut server = axum_server::from_tcp_rustls(merchant, cfg)
+                    .map(|tls| CappedAcceptor::new(tls, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
+            }
+            None => {
+                let limits = limits(false);
+                let mut server = axum_server::from_tcp(merchant)
+                    .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
+            }
+        };
+        let operator_task = match tls.filter(|_| settings.operator_tls) {
+            Some(cfg) => {
+                let limits = limits(true);
+                let mut server = axum_server::from_tcp_rustls(operator, cfg)
+                    .map(|tls| CappedAcceptor::new(tls, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
+            }
+            None => {
+                let limits = limits(false);
+                let mut server = axum_server::from_tcp(operator)
+                    .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+                limits.configure(server.http_builder());
+                tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
+            }
+        };
+        let upstream_handle = Handle::new();
+        let upstream_task = upstream.map(|(listener, verifier)| {
+            let app = crate::upstream_app(state.clone(), verifier)
+                .into_make_service_with_connect_info::<SocketAddr>();
+            let limits = limits(false);
+            let mut server = axum_server::from_tcp(listener)
+                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(upstream_handle.clone()).serve(app))
+        });
+        let metrics_handle = Handle::new();
+        let metrics_task = metrics.map(|listener| {
+            let app = payments_http::app::metrics_app(state.clone())
+                .into_make_service_with_connect_info::<SocketAddr>();
+            let limits = limits(false);
+            let mut server = axum_server::from_tcp(listener)
+                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(metrics_handle.clone()).serve(app))
+        });
+        // With dispatch off the dispatcher is built (so its settings are still checked) but
+        // never run: events stay pending in the outbox for a later server.
+        let workers = payments_http::workers::Workers::start(
+            &state.service,
+            settings.callback_dispatch.then_some(dispatcher),
+            settings.sweep_interval,
+        );
+
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        // Connections that have not sent a byte yet are closed now, not at their header
+        // timeout: the drain below waits for every accepted connection.
+        let _ = draining_tx.send(true);
+        for handle in [
+            &merchant_handle,
+            &operator_handle,
+            &upstream_handle,
+            &metrics_handle,
+            &cabinet_handle,
+        ] {
+            handle.graceful_shutdown(Some(settings.shutdown_grace));
+        }
+        let _ = merchant_task.await;
+        if let Some((task, purge)) = cabinet_task {
+            let _ = task.await;
+            purge.abort();
+        }
+        let _ = operator_task.await;
+        for task in [upstream_task, metrics_task].into_iter().flatten() {
+            let _ = task.await;
+        }
+        workers.stop().await;
+        let _ = stop_tx.send(true);
+        if let Some(reloader) = reloader {
+            let _ = reloader.await;
+        }
+        if let Some(store) = owned_store {
+            store.close();
+        }
+        // The lock goes last: a server started after this line finds the database closed.
+        drop(lock);
+        tracing::info!("stopped");
+        Ok(())
+    }
+
+    /// The startup line: version, schema version, environment, data dir, every bound address,
+    /// TLS, and whether callbacks are sent (a hold read from the store is named).
+    async fn log_start(&self) {
+        let s = &self.settings;
+        let hold = self.state.service.callback_hold().await.ok().flatten();
+        let dispatch = match (s.callback_dispatch, &hold) {
+            (false, _) => "off".to_string(),
+            (true, Some(reason)) => format!("held: {reason}"),
+            (true, None) => "on".to_string(),
+        };
+        let schema = self
+            .owned_store
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |s| s.schema_version().to_string());
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            schema_version = schema.as_str(),
+            environment = %s.environment,
+            data_dir = %s.data_dir.display(),
+            merchant_api = self.base_url().as_str(),
+            merchant_listen = %self.merchant_addr(),
+            operator_listen = %self.operator_addr(),
+            upstream_listen = self.upstream_addr().map(|a| a.to_string()).as_deref().unwrap_or("-"),
+            cabinet = self.cabinet_url().as_deref().unwrap_or("off"),
+            metrics_listen = self
+                .metrics
+                .as_ref()
+                .and_then(|l| l.local_addr().ok())
+                .map(|a| a.to_string())
+                .as_deref()
+                .unwrap_or("-"),
+            tls = self.tls.is_some(),
+            operator_tls = self.tls.is_some() && s.operator_tls,
+            callback_dispatch = dispatch.as_str(),
+            "payments-server started"
+        );
+        if hold.is_some() && s.callback_dispatch {
+            tracing::warn!(
+                "callback dispatch is held (a restored backup starts so): events are queued, \
+                 not sent; `payments-server callbacks release` sends them (docs/runbooks/restore.md)"
+            );
+        }
+    }
+
+    /// The `/metrics` listener's address, when `metrics_listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
+            .as_ref()
+            .map(|l| l.local_addr().expect("a bound listener has an address"))
+    }
+}
+
+/// The service over the settings' store (the data dir's SQLite, or PostgreSQL with
+/// `database_url`), without listeners or background tasks: what [`Application::build`]
+/// serves and what the operator CLI commands act on.
+#[derive(Debug)]
+pub struct OpenedService {
+    /// The service.
+    pub service: PaymentService,
+    /// The store under it (close it when done).
+    pub store: OpenedStore,
+}
+
+/// A store the server or a command opened from the settings (and closes when done).
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub enum OpenedStore {
+    /// The data dir's SQLite database (one machine).
+    Sqlite(Arc<SqliteStore>),
+    /// A PostgreSQL database (`database_url`), possibly shared by several nodes.
+    Postgres(PgStore),
+}
+
+impl OpenedStore {
+    /// The store as the service's port.
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            OpenedStore::Sqlite(s) => s.clone(),
+            OpenedStore::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// The same database as the store of the web cabinet's records.
+    pub fn cabinet_store(&self) -> Arc<dyn CabinetStore> {
+        match self {
+            OpenedStore::Sqlite(s) => s.clone(),
+            OpenedStore::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// The rate limiter that goes with it: the database's for PostgreSQL (one limit across the
+    /// nodes), none for SQLite (the in-process limiter is exact for one process).
+    pub fn rate_limiter(&self) -> Option<Arc<dyn RateLimiter>> {
+        match self {
+            OpenedStore::Sqlite(_) => None,
+            // A node's concurrent requests of one project share a round trip.
+            OpenedStore::Postgres(s) => Some(Arc::new(CoalescingRateLimiter::new(Arc::new(
+                s.rate_limiter(),
+            )))),
+        }
+    }
+
+    /// The schema version this build writes (one numbering for both engines).
+    pub fn schema_version(&self) -> u32 {
+        match self {
+            OpenedStore::Sqlite(_) => payments_store_sqlite::SCHEMA_VERSION,
+            OpenedStore::Postgres(_) => payments_store_postgres::SCHEMA_VERSION,
+        }
+    }
+
+    /// Closes it: SQLite commits its queued writes and stops its writer; PostgreSQL closes the
+    /// pool.
+    pub fn close(&self) {
+        match self {
+            OpenedStore::Sqlite(s) => s.close(),
+            OpenedStore::Postgres(s) => s.close(),
+        }
+    }
+}
+
+/// Applies the settings' store's migrations (the `migrate` subcommand): PostgreSQL at
+/// `database_url` under its advisory lock (waiting up to a minute for another node's), or the
+/// data dir's existing SQLite database. Returns the schema version before and after.
+pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
+    match &settings.database_url {
+        Some(url) => payments_store_postgres::migrate(url.expose(), Duration::from_secs(60))
+            .await
+            .map_err(|e| start_err(format!("database_url: {e}"))),
+        None => {
+            let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
+            let before = if db.exists() {
+                payments_store_sqlite::schema_version(&db)
+                    .map_err(|e| start_err(format!("{}: {e}", db.display())))?
+            } else {
+                return Err(start_err(format!(
+                    "no database at {} (is --data-dir right? `payments-server serve` creates it)",
+                    db.display()
+                )));
+            };
+            open_sqlite(settings, false, true)?.close();
+            Ok((before, payments_store_sqlite::SCHEMA_VERSION))
+        }
+    }
+}
+
+/// Opens the settings' store: PostgreSQL at `database_url`, else the data dir's SQLite
+/// database ([`open_store`]). `create` is `serve`'s open: it creates the data dir and database
+/// and applies the migrations the database lacks (each store logs an upgrade). Without it
+/// (every other command) the schema is not changed: a database older than this build is
+/// refused with a message naming `payments-server migrate`.
+pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedStore, StartError> {
+    match &settings.database_url {
+        Some(url) => {
+            let options = PgOptions {
+                pool_size: settings.database_pool_size,
+                migrate: create,
+                ..PgOptions::default()
+            };
+            let store = PgStore::connect(url.expose(), options)
+                .await
+                .map_err(|e| start_err(format!("database_url: {e}")))?;
+            Ok(OpenedStore::Postgres(store))
+        }
+        None => open_store(settings, create).map(OpenedStore::Sqlite),
+    }
+}
+
+/// The setting recording which environment a database belongs to (the core's).
+pub const ENVIRONMENT: Setting<Environment> = payments_core::settings::ENVIRONMENT;
+
+/// What opening a data dir or database may set up there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    /// `serve` (and [`Application::build`]): creates the data dir and the database and applies
+    /// the migrations, records the environment in a database that has none, and creates the
+    /// sealing key when it is missing and nothing in the database is sealed yet.
+    Serve,
+    /// An operator command: sets nothing up. A missing database, one older than this build
+    /// (naming `payments-server migrate`) and a missing sealing key are errors; a database with
+    /// no environment recorded is used with the settings' environment and stays so (a warning
+    /// says it).
+    Command,
+    /// An operator command given `--create-key`: as [`Setup::Command`], but a missing sealing
+    /// key is created when nothing in the database is sealed yet.
+    CommandCreatingKey,
+}
+
+impl Setup {
+    fn creates_database(self) -> bool {
+        self == Setup::Serve
+    }
+
+    fn may_create_key(self) -> bool {
+        self != Setup::Command
+    }
+}
+
+/// Opens the settings' store and builds the service over it with the bundled ports, setting
+/// up what `setup` allows: only [`Setup::Serve`] creates and migrates a database (an operator
+/// command with a mistyped `--data-dir` must not create an empty database elsewhere) or
+/// records the environment; a command that only reads writes nothing.
+pub async fn open_service(settings: &Settings, setup: Setup) -> Result<OpenedService, StartError> {
+    let store = open_database(settings, setup.creates_database()).await?;
+    let cabinet = store.cabinet_store();
+    let service = service_over(
+        settings,
+        PortChoices {
+            store: store.store(),
+            provider: None,
+            rates: None,
+            clock: None,
+            rng: None,
+        },
+        Some(cabinet.as_ref()),
+        setup,
+        None,
+    )
+    .await;
+    match service {
+        Ok(service) => Ok(OpenedService { service, store }),
+        Err(e) => {
+            store.close();
+            Err(e)
+        }
+    }
+}
+
+/// Opens (with `create`, creates) the SQLite store of the settings' data dir, as
+/// [`Application::build`] does when no store is given. Only a `create` open (`serve`, and
+/// `migrate` through [`migrate`]) changes the schema: without it, a database older than this
+/// build is refused with a message naming `payments-server migrate`, and left as it is.
+pub fn open_store(settings: &Settings, create: bool) -> Result<Arc<SqliteStore>, StartError> {
+    open_sqlite(settings, create, create)
+}
+
+fn open_sqlite(
+    settings: &Settings,
+    create: bool,
+    migrate: bool,
+) -> Result<Arc<SqliteStore>, StartError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
+    if create {
+        crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
+    } else if !db.exists() {
+        return Err(start_err(format!(
+            "no database at {} (is --data-dir right? `payments-server serve` creates it)",
+            db.display()
+        )));
+    }
+    let options = SqliteOptions {
+        synchronous: match settings.durability {
+            Durability::Full => Synchronous::Full,
+            Durability::Normal => Synchronous::Normal,
+        },
+        migrate,
+        ..SqliteOptions::default()
+    };
+    Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
+        start_err(format!("{}: {e}", db.display()))
+    })?))
+}
+
+/// The ports a caller chose; `None` is the bundled default.
+struct PortChoices {
+    store: Arc<dyn Store>,
+    provider: Option<Arc<dyn RequisiteProvider>>,
+    rates: Option<Arc<dyn RateSource>>,
+    clock: Option<Arc<dyn Clock>>,
+    rng: Option<Arc<dyn RandomSource>>,
+}
+
+/// The service over `ports` with the settings' service and authentication settings: each
+/// setting (environment, callback policy, retry schedule) is given to the core once, here.
+///
+/// The environment is recorded in the store at the first serve; a later open with the other
+/// environment is refused, because tokens it issued would carry the other prefix and fail.
+/// The sealing key is read from its file; a missing one is created only where `setup` allows
+/// and only while nothing in the database (`ports.store`, and `cabinet` when given) is sealed:
+/// a new key could not open what an old one sealed.
+async fn service_over(
+    settings: &Settings,
+    ports: PortChoices,
+    cabinet: Option<&dyn CabinetStore>,
+    setup: Setup,
+    metrics: Option<Arc<payments_http::metrics::Metrics>>,
+) -> Result<PaymentService, StartError> {
+    let catalog = match &settings.bank_catalog {
+        None => BankCatalog::embedded(),
+        Some(path) => {
+            let text = crate::files::read_limited_string(path, crate::files::BANK_CATALOG)
+                .map_err(|e| start_err(format!("bank catalog: {e}")))?;
+            BankCatalog::from_json(&text)
+                .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?
+        }
+    };
+    let store = ports.store;
+    let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
+    let key = crate::data_dir::key_file(settings);
+    if !key.exists() {
+        check_key_may_be_created(settings, &key, store.as_ref(), cabinet, setup).await?;
+    }
+    let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref()).map_err(start_err)?;
+    let provider: Arc<dyn RequisiteProvider> = ports
+        .provider
+        .unwrap_or_else(|| Arc::new(SandboxProvider::new(store.clone())));
+    // Measured for /metrics: latency and outcome of every call, the store's errors by cause.
+    let (store, provider): (Arc<dyn Store>, Arc<dyn RequisiteProvider>) = match metrics {
+        Some(m) => (
+            Arc::new(payments_http::measured::MeasuredStore::new(
+                store,
+                m.clone(),
+            )),
+            Arc::new(payments_http::measured::MeasuredProvider::new(provider, m)),
+        ),
+        None => (store, provider),
+    };
+    let ports = Ports::new(
+        store,
+        provider,
+        ports
+            .rates
+            .unwrap_or_else(|| Arc::new(FixedRates(settings.rates.clone()))),
+        ports.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+        rng,
+    )
+    .with_catalog(Arc::new(catalog));
+    let config = ServiceConfig {
+        callback_policy: AddressPolicy {
+            allow_local: settings.allow_local_callbacks,
+        },
+        retry: settings.callback_retry_delays.clone(),
+        sealing,
+        provider_budget: settings.provider_budget,
+        retention: settings.retention(),
+        ..ServiceConfig::default()
+    };
+    let mut auth = AuthConfig::for_environment(settings.environment);
+    auth.trusted_proxies = settings.trusted_proxies.clone();
+    auth.signature_batch = settings.signature_batch;
+    auth.signature_batch_wait = Duration::from_micros(settings.signature_batch_wait_us);
+    auth.signature_batch_min = settings.signature_batch_min;
+    let service = PaymentService::new(ports, config, auth);
+    check_environment(&service, setup == Setup::Serve).await?;
+    Ok(service)
+}
+
+/// The environment rule of the core ([`PaymentService::record_environment`]) as a start
+/// needs it: `serve` records it; a command only checks it (and warns when none is recorded).
+async fn check_environment(service: &PaymentService, record: bool) -> Result<(), StartError> {
+    let env = service.auth_config().environment;
+    let refused = |e: payments_core::ApiError| {
+        start_err(format!("{} (pass --environment to choose)", e.message))
+    };
+    if record {
+        return service.record_environment().await.map_err(refused);
+    }
+    if !service.check_environment().await.map_err(refused)? {
+        tracing::warn!(
+            environment = %env,
+            "no environment is recorded in this database yet (no server has started on it): \
+             the command runs as {env} and records nothing; `payments-server serve` records it"
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a missing sealing key that may not be created now: a command not given
+/// `--create-key`, or a database that holds callback secrets or TOTP keys sealed with a key
+/// that is not among `secrets_previous_key_files` (a new key could not open them: the old one
+/// must be restored; with it among the previous keys, a new key is a rotation).
+async fn check_key_may_be_created(
+    settings: &Settings,
+    key: &std::path::Path,
+    store: &dyn Store,
+    cabinet: Option<&dyn CabinetStore>,
+    setup: Setup,
+) -> Result<(), StartError> {
+    let previous = settings
+        .secrets_previous_key_files
+        .iter()
+        .map(|path| crate::data_dir::read_key_file(path).map(|k| k.id().to_string()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(start_err)?;
+    let sealed = sealed_records(store, cabinet, &previous)
+        .await
+        .map_err(start_err)?;
+    if sealed > 0 {
+        return Err(start_err(format!(
+            "no secrets key at {}, but the database holds {sealed} sealed secret(s) (callback \
+             secrets, TOTP keys) that only the key that sealed them opens: restore that key \
+             file from its backup, or point secrets_key_file at it (docs/operations.md, \
+             callback secrets at rest)",
+            key.display()
+        )));
+    }
+    if !setup.may_create_key() {
+        return Err(start_err(format!(
+            "no secrets key at {}: `payments-server serve` creates it at its first start; pass \
+             --create-key to create it now, or point secrets_key_file at the existing key",
+            key.display()
+        )));
+    }
+    Ok(())
+}
+
+/// How many records the database holds sealed with a key other than those with the ids
+/// `known`: callback secrets, and the cabinet users' TOTP keys when the cabinet's store is
+/// given (plaintext ones from before sealing do not count: any key reads them).
+async fn sealed_records(
+    store: &dyn Store,
+    cabinet: Option<&dyn CabinetStore>,
+    known: &[String],
+) -> Result<usize, payments_core::store::StoreError> {
+    use payments_cabinet::store::CabinetStoreExt;
+    use payments_core::sealing::SealingKeys;
+    use payments_core::store::MerchantStoreExt;
+    let is_sealed = |s: &payments_core::SecretString| {
+        SealingKeys::sealed_with(s.expose()).is_some_and(|id| !known.iter().any(|k| k == id))
+    };
+    let mut sealed = 0;
+    for project in store.projects().await? {
+        let secrets = store.callback_secrets(project.id).await?;
+        sealed += secrets.iter().filter(|r| is_sealed(&r.secret)).count();
+    }
+    if let Some(cabinet) = cabinet {
+        let users = cabinet.users().await?;
+        sealed += users
+            .iter()
+            .filter(|u| u.totp_secret.as_ref().is_some_and(is_sealed))
+            .count();
+    }
+    Ok(sealed)
+}
+
+/// Completes on SIGTERM or SIGINT (Ctrl-C).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+/// How often the cabinet's expired sessions and old sign-in failures are deleted.
+pub const CABINET_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Deletes the cabinet's expired sessions and old failures every `interval`, until aborted.
+async fn purge_cabinet(cabinet: Cabinet, interval: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        match cabinet.purge().await {
+            Ok((sessions, failures)) if sessions + failures > 0 => {
+                tracing::debug!(sessions, failures, "cabinet: expired records deleted");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e.message, "cabinet: purge failed"),
+        }
+    }
+}
+
+/// How long to wait between sweeps when the last one was a full batch.
+pub const BUSY_SWEEP: Duration = Duration::from_millis(10);

@@ -1,0 +1,346 @@
+//! A real server for tests (feature `testing`): the whole `Application` on 127.0.0.1:0 over a
+//! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
+//! own tests; and the one place where every test of the workspace gets its listening
+//! addresses ([`test_settings`], [`free_port`]), so that no test binds a fixed port and a test
+//! run passes beside a sandbox on its default ports.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use payments_cabinet::Cabinet;
+use payments_client::{MerchantClient, SandboxCredentials};
+use payments_core::clock::Sleep;
+use payments_core::service::{Actor, ProjectPatch};
+use payments_core::store::Store;
+use payments_core::{Clock, ProjectId, SecretString, Timestamp};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+
+use crate::bootstrap::CREDENTIALS_FILE;
+use crate::config::{ProviderKind, RateSourceKind, Settings};
+use crate::server::{open_store, Application};
+use payments_http::sandbox::{FixedRates, SandboxProvider};
+use payments_http::system::SystemClock;
+use payments_http::AppState;
+
+/// The defaults over `data_dir` with every listener on 127.0.0.1:0 (the merchant, operator and
+/// cabinet listeners; the upstream and metrics listeners stay off): what a test builds its
+/// [`Settings`] from instead of [`Settings::default`], whose listeners are the sandbox's fixed
+/// ports 8080-8082.
+pub fn test_settings(data_dir: &std::path::Path) -> Settings {
+    let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+    Settings {
+        data_dir: data_dir.to_path_buf(),
+        listen: any_port,
+        operator_listen: any_port,
+        cabinet_listen: any_port,
+        upstream_listen: None,
+        metrics_listen: None,
+        ..Settings::default()
+    }
+}
+
+/// A TCP port on 127.0.0.1 that no listener held a moment ago, for a listener that cannot be
+/// given port 0 and report back (a `payments-server` child told its ports on its command line,
+/// a guide's receiver in another language).
+///
+/// The port comes from below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`), where neither another test's `bind(0)` nor an
+/// outgoing connection's source port can take it between this call and the child's own bind;
+/// this process never hands out the same port twice; the walk starts at a place drawn per
+/// process, so that test processes running at once rarely try the same ports; and the
+/// sandbox's defaults (8080-8082) are never chosen.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+    static START: OnceLock<u32> = OnceLock::new();
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = below_ephemeral_range();
+    let span = u32::from(high - low);
+    let start = *START.get_or_init(|| {
+        let mut seed = [0u8; 4];
+        getrandom::getrandom(&mut seed).expect("the OS gives random bytes");
+        u32::from_le_bytes(seed) % span
+    });
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = low + u16::try_from((start + n) % span).expect("below the span");
+        if (8080..=8082).contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    // Every port below the ephemeral range is taken: the kernel's choice, racy as it is.
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// [`free_port`] as `127.0.0.1:<port>`.
+pub fn free_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
+/// The ports [`free_port`] chooses from: 10000 up to the start of the ephemeral range (Linux's
+/// default 32768 when it cannot be read), or 10000-32767 if that range starts too low.
+fn below_ephemeral_range() -> (u16, u16) {
+    const LOW: u16 = 10_000;
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_start > LOW + 1_000 {
+        (LOW, ephemeral_start)
+    } else {
+        (LOW, 32_768)
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct TestServer {
+    /// The server's state (its service), for looking behind the API.
+    pub state: AppState,
+    /// `http://127.0.0.1:<port>` of the merchant API.
+    pub merchant_url: String,
+    /// `http://127.0.0.1:<port>` of the operator API.
+    pub operator_url: String,
+    /// The provider-notification URL, when `upstream_listen` is set.
+    pub notifications_url: Option<String>,
+    /// `http://127.0.0.1:<port>` of the `/metrics` listener, when `metrics_listen` is set.
+    pub metrics_url: Option<String>,
+    /// The operator token.
+    pub operator_token: SecretString,
+    /// `http://127.0.0.1:<port>` of the web cabinet, when it runs.
+    pub cabinet_url: Option<String>,
+    /// The web cabinet (users, sign-in), when it runs.
+    pub cabinet: Option<Cabinet>,
+    /// The sandbox credentials (`None` in production, which never bootstraps).
+    pub credentials: Option<SandboxCredentials>,
+    /// The data dir, deleted on drop.
+    pub dir: TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// A bootstrapped sandbox with the defaults and a 50 ms sweep interval.
+    pub async fn sandbox() -> TestServer {
+        TestServer::start(|_| {}).await
+    }
+
+    /// A server whose settings are the test defaults changed by `configure` (e.g.
+    /// `|s| s.environment = Environment::Production`). `TEST_LOG=1` prints the server's log.
+    pub async fn start(configure: impl FnOnce(&mut Settings)) -> TestServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        TestServer::start_in(dir, configure, None).await
+    }
+
+    /// [`TestServer::start`] with the service on `clock` (e.g. a [`ShiftedClock`], to move
+    /// past a TOTP time step without sleeping).
+    pub async fn start_with_clock(
+        clock: Arc<dyn Clock>,
+        configure: impl FnOnce(&mut Settings),
+    ) -> TestServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        TestServer::start_in(dir, configure, Some(clock)).await
+    }
+
+    /// Stops this server gracefully and starts another over the same data dir (same database
+    /// and credentials file, so no new bootstrap) with the test defaults changed by `configure`;
+    /// the settings of this run are not carried over. The new server listens on new ports;
+    /// [`TestServer::credentials`] carries its URLs.
+    pub async fn restart(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
+        self.shut_down().await;
+        TestServer::start_in(self.dir, configure, None).await
+    }
+
+    async fn start_in(
+        dir: TempDir,
+        configure: impl FnOnce(&mut Settings),
+        clock: Option<Arc<dyn Clock>>,
+    ) -> TestServer {
+        if std::env::var_os("TEST_LOG").is_some() {
+            crate::telemetry::init(Default::default(), "info");
+        }
+        let mut settings = Settings {
+            sweep_interval: Duration::from_millis(50),
+            ..test_settings(dir.path())
+        };
+        configure(&mut settings);
+        let settings = settings.checked().expect("valid test settings");
+        // `configure` may have chosen another data dir than the temporary one.
+        let credentials_file = settings.data_dir.join(CREDENTIALS_FILE);
+        // The test server is an embedding that chooses the sandbox provider and the fixed
+        // rates itself, in production too, so that production behaviour (tokens, test
+        // helpers, TLS) can be tested without an upstream; `provider = "http"` and
+        // `rate_source = "http"` get the settings' upstream ports, as `serve` does.
+        let store = open_store(&settings, true).expect("the test database opens");
+        let dyn_store: Arc<dyn Store> = store.clone();
+        let mut builder = Application::builder(settings.clone())
+            .store(dyn_store.clone())
+            .cabinet_store(store.clone());
+        if settings.provider == ProviderKind::Sandbox {
+            builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
+        }
+        if settings.rate_source == RateSourceKind::Fixed {
+            builder = builder.rates(Arc::new(FixedRates(settings.rates.clone())));
+        }
+        if let Some(clock) = clock {
+            builder = builder.clock(clock);
+        }
+        let app = builder.build().await.expect("the server starts");
+        let state = app.state().clone();
+        let merchant_url = app.base_url();
+        let operator_url = app.operator_url();
+        let notifications_url = app.notifications_url();
+        let metrics_url = app.metrics_addr().map(|a| format!("http://{a}"));
+        let cabinet_url = app.cabinet_url();
+        let cabinet = app.cabinet().cloned();
+        let credentials = credentials_file
+            .exists()
+            .then(|| {
+                SandboxCredentials::from_file(&credentials_file)
+                    .expect("the credentials file reads")
+            })
+            // The file keeps the URLs of the server that bootstrapped the data dir.
+            .map(|c| SandboxCredentials {
+                base_url: merchant_url.clone(),
+                operator_url: operator_url.clone(),
+                cabinet_url: c.cabinet_url.as_ref().and(cabinet_url.clone()),
+                ..c
+            });
+        let operator_token = match &credentials {
+            Some(c) => c.operator_token.clone(),
+            None => state
+                .service
+                .issue_operator_token()
+                .await
+                .expect("an operator token")
+                .into(),
+        };
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            app.run_until_stopped(async {
+                let _ = rx.await;
+            })
+            .await
+            .expect("the server stops cleanly");
+            store.close();
+        });
+        TestServer {
+            state,
+            merchant_url,
+            operator_url,
+            notifications_url,
+            metrics_url,
+            operator_token,
+            cabinet_url,
+            cabinet,
+            credentials,
+            dir,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// The sandbox credentials.
+    pub fn creds(&self) -> &SandboxCredentials {
+        self.credentials.as_ref().expect("a sandbox server")
+    }
+
+    /// A signing client for the sandbox's demo project.
+    pub fn client(&self) -> MerchantClient {
+        MerchantClient::from_credentials(self.creds()).expect("the bootstrapped key parses")
+    }
+
+    /// The demo project's id.
+    pub fn project(&self) -> ProjectId {
+        self.creds().project_id.parse().expect("a UUID")
+    }
+
+    /// Changes the demo project's settings through the core.
+    pub async fn patch_project(&self, patch: ProjectPatch) {
+        self.state
+            .service
+            .update_project(self.project(), patch, &Actor("test".into()))
+            .await
+            .expect("the patch applies");
+    }
+
+    /// The value of the first `/metrics` sample (operator listener) whose line starts with
+    /// `prefix` (a name, or a name and the start of its labels).
+    pub async fn metric(&self, prefix: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.operator_url))
+            .await
+            .expect("the operator listener answers")
+            .text()
+            .await
+            .expect("metrics text");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"));
+        line.rsplit_once(' ')
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or_else(|| panic!("a value: {line}"))
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn stop(mut self) {
+        self.shut_down().await;
+    }
+
+    /// Stops the server gracefully and hands over its data dir (deleted when the returned
+    /// value is dropped): for tests that start something else over it.
+    pub async fn stop_keeping_dir(mut self) -> TempDir {
+        self.shut_down().await;
+        self.dir
+    }
+
+    async fn shut_down(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("the server task ends");
+        }
+    }
+}
+
+/// The system clock moved forward by an offset that a test can grow: the server runs on real
+/// time (timers sleep for real), but a test can step past a TOTP time step or a session
+/// timeout at once instead of sleeping.
+#[derive(Debug, Clone, Default)]
+pub struct ShiftedClock {
+    offset_ms: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl ShiftedClock {
+    /// The system clock, not shifted yet.
+    pub fn new() -> ShiftedClock {
+        ShiftedClock::default()
+    }
+
+    /// Moves this clock `d` further ahead of the system clock.
+    pub fn advance(&self, d: Duration) {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        self.offset_ms
+            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> Timestamp {
+        let offset = self.offset_ms.load(std::sync::atomic::Ordering::SeqCst);
+        Timestamp::from_unix_millis(SystemClock.now().unix_millis().saturating_add(offset))
+    }
+
+    fn sleep(&self, duration: Duration) -> Sleep {
+        SystemClock.sleep(duration)
+    }
+}

@@ -1,0 +1,407 @@
+//! The HTTP requisite provider (`provider = "http"`): one signed `POST` per payment to the
+//! upstream's requisite endpoint, idempotent by payment id (docs/providers.md, "Requisites").
+//!
+//! The answer maps to a [`ProviderOutcome`] and nothing else: `200` with `result` `issued`,
+//! `no_requisites`, `not_routable` or `ambiguous`. Everything else (another status, a body
+//! that is not that JSON, an answer over [`MAX_ANSWER_BYTES`], a broken connection, the
+//! request timeout) is [`ProviderOutcome::Ambiguous`]: the upstream may have issued a
+//! requisite, so the payment must not get another. What each outcome does to the payment is
+//! the core's decision.
+//!
+//! A connection that could not be made (nothing was sent) and `502`/`503`/`504` are tried
+//! again, with the same body and idempotency key and a fresh signature, while the request
+//! time limit lasts: the upstream answers the same requisite for the same payment id.
+//!
+//! The exchange runs on a task of its own. When the service's budget ends first, the service
+//! has already recorded the payment as ambiguous; the task still reads the late answer and
+//! logs it (an operator reconciles a requisite issued after all), changing nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use payments_core::provider::{
+    IssuedRequisites, ProviderOutcome, RequisiteProvider, RequisiteRequest,
+};
+use payments_core::Clock;
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::{read_limited, upstream_client, UpstreamError, UpstreamSigner};
+use super::{IDEMPOTENCY_KEY_HEADER, MAX_ANSWER_BYTES};
+use crate::config::Settings;
+
+/// Attempts of one request at most (the first and two more).
+const MAX_ATTEMPTS: u32 = 3;
+/// The pause before the second attempt; doubled before each further one.
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// The requisite request's body.
+#[derive(Debug, Serialize)]
+struct WireRequest<'a> {
+    payment_id: String,
+    payment_method: &'static str,
+    amount: &'a payments_core::amount::Amount,
+    currency: &'a str,
+    geo_code: &'a str,
+    bank_code: Option<&'a str>,
+    is_intrabank: bool,
+    is_test: bool,
+}
+
+/// The upstream's answer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireAnswer {
+    payment_id: String,
+    result: String,
+    #[serde(default)]
+    requisite: Option<WireRequisite>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRequisite {
+    requisite: String,
+    holder_name: String,
+    #[serde(default)]
+    bank_name: Option<String>,
+    #[serde(default)]
+    qrcode_link: Option<String>,
+    #[serde(default)]
+    deeplink_url: Option<String>,
+}
+
+/// The provider of `provider = "http"`.
+#[derive(Clone)]
+pub struct HttpProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    signer: UpstreamSigner,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpProvider")
+            .field("url", &self.inner.url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpProvider {
+    /// The provider of the settings (`upstream_url`, `upstream_secrets`, the client settings),
+    /// signing with `clock`'s time.
+    pub fn from_settings(
+        settings: &Settings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<HttpProvider, UpstreamError> {
+        let url = settings
+            .upstream_url
+            .as_deref()
+            .ok_or_else(|| UpstreamError("provider = \"http\" needs upstream_url".into()))?;
+        let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
+        if settings.upstream_secrets.is_empty() {
+            return Err(UpstreamError(
+                "provider = \"http\" needs upstream_secrets".into(),
+            ));
+        }
+        Ok(HttpProvider {
+            inner: Arc::new(Inner {
+                client: upstream_client(settings)?,
+                url,
+                signer: UpstreamSigner::new(settings.upstream_secrets.clone(), clock),
+                timeout: settings.upstream_timeout,
+            }),
+        })
+    }
+}
+
+#[async_trait]
+impl RequisiteProvider for HttpProvider {
+    async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome {
+        let (tx, rx) = oneshot::channel();
+        let inner = self.inner.clone();
+        let request = request.clone();
+        tokio::spawn(async move {
+            let outcome = inner.exchange(&request).await;
+            if let Err(late) = tx.send(outcome) {
+                // The service's budget ended first: the payment is already ambiguous.
+                tracing::warn!(
+                    payment_id = %request.payment_id,
+                    outcome = payments_http::measured::provider_outcome(&late),
+                    "requisite provider: an answer after the budget; the payment stays \
+                     provider_result_ambiguous (reconcile with the upstream)"
+                );
+            }
+        });
+        rx.await.unwrap_or_else(|_| {
+            ProviderOutcome::Ambiguous("the requisite request ended abnormally".into())
+        })
+    }
+}
+
+impl Inner {
+    /// The request, its retries and the mapping of the answer.
+    async fn exchange(&self, request: &RequisiteRequest) -> ProviderOutcome {
+        let body = match serde_json::to_vec(&WireRequest {
+            payment_id: request.payment_id.to_string(),
+            payment_method: request.payment_method.as_str(),
+            amount: &request.amount,
+            currency: request.currency.as_str(),
+            geo_code: request.geo_code.as_str(),
+            bank_code: request.bank_code.as_deref(),
+            is_intrabank: request.is_intrabank,
+            is_test: request.is_test,
+        }) {
+            Ok(body) => body,
+            Err(e) => return ProviderOutcome::Ambiguous(format!("request body: {e}")),
+        };
+        let deadline = Instant::now() + self.timeout;
+        let mut delay = FIRST_RETRY_DELAY;
+        let mut attempt = 1;
+        loop {
+            let result = self.attempt(request, &body).await;
+            let retry = match &result {
+                Attempt::NotSent(_) => true,
+                Attempt::Status(s) => matches!(s, 502..=504),
+                Attempt::Answer(_) | Attempt::Failed(_) => false,
+            };
+            if !retry || attempt >= MAX_ATTEMPTS || Instant::now() + delay >= deadline {
+                return result.outcome(request);
+            }
+            tracing::info!(
+                payment_id = %request.payment_id,
+                attempt,
+                error = %result.describe(),
+                "requisite provider: trying again"
+            );
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+            attempt += 1;
+        }
+    }
+
+    async fn attempt(&self, request: &RequisiteRequest, body: &[u8]) -> Attempt {
+        let builder = self
+            .client
+            .post(self.url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(IDEMPOTENCY_KEY_HEADER, request.payment_id.to_string())
+            .body(body.to_vec());
+        let response = match self.signer.sign(builder, body).send().await {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return Attempt::NotSent(error_text(&e)),
+            Err(e) => return Attempt::Failed(error_text(&e)),
+        };
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Attempt::Status(status);
+        }
+        match read_limited(response, MAX_ANSWER_BYTES).await {
+            Ok(bytes) => Attempt::Answer(bytes),
+            Err(e) => Attempt::Failed(e),
+        }
+    }
+}
+
+/// One attempt's result.
+enum Attempt {
+    /// No connection: nothing was sent.
+    NotSent(String),
+    /// Sent, but the exchange broke (timeout, reset, oversized answer).
+    Failed(String),
+    /// An answer with another status than `200`.
+    Status(u16),
+    /// A `200` answer's body.
+    Answer(Vec<u8>),
+}
+
+impl Attempt {
+    fn describe(&self) -> String {
+        match self {
+            Attempt::NotSent(e) => format!("not sent: {e}"),
+            Attempt::Failed(e) => e.clone(),
+            Attempt::Status(s) => format!("the upstream answered {s}"),
+            Attempt::Answer(_) => "an answer".into(),
+        }
+    }
+
+    fn outcome(self, request: &RequisiteRequest) -> ProviderOutcome {
+        let body = match self {
+            Attempt::Answer(body) => body,
+            other => {
+                return ProviderOutcome::Ambiguous(format!(
+                    "requisite provider: {}",
+                    other.describe()
+                ))
+            }
+        };
+        parse_answer(&body, request).unwrap_or_else(|e| {
+            ProviderOutcome::Ambiguous(format!("requisite provider: malformed answer: {e}"))
+        })
+    }
+}
+
+/// The outcome a `200` answer states, or why it is malformed.
+fn parse_answer(body: &[u8], request: &RequisiteRequest) -> Result<ProviderOutcome, String> {
+    let answer: WireAnswer = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if answer.payment_id != request.payment_id.to_string() {
+        return Err(format!(
+            "payment_id {:?} is not the payment asked for",
+            answer.payment_id
+        ));
+    }
+    let reason = |default: &str| {
+        let r = answer.reason.clone().unwrap_or_else(|| default.to_string());
+        r.chars().take(500).collect::<String>()
+    };
+    Ok(match answer.result.as_str() {
+        "issued" => {
+            let r = answer
+                .requisite
+                .ok_or("result issued without a requisite")?;
+            let mut issued = IssuedRequisites::new(
+                text("requisite.requisite", r.requisite, 64)?,
+                text("requisite.holder_name", r.holder_name, 128)?,
+            );
+            issued.bank_name = r
+                .bank_name
+                .map(|b| text("requisite.bank_name", b, 128))
+                .transpose()?;
+            issued.qrcode_link = r
+                .qrcode_link
+                .map(|l| link("requisite.qrcode_link", l))
+                .transpose()?;
+            issued.deeplink_url = r
+                .deeplink_url
+                .map(|l| link("requisite.deeplink_url", l))
+                .transpose()?;
+            ProviderOutcome::Issued(issued)
+        }
+        "no_requisites" => ProviderOutcome::NoRequisites(reason("no requisites available")),
+        "not_routable" => ProviderOutcome::NotRoutable(reason("the payment cannot be routed")),
+        "ambiguous" => ProviderOutcome::Ambiguous(reason("the upstream's result is unknown")),
+        other => return Err(format!("unknown result {other:?}")),
+    })
+}
+
+/// A non-empty text field of at most `max` characters without control characters.
+fn text(field: &str, value: String, max: usize) -> Result<String, String> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() || trimmed.chars().count() > max || trimmed.chars().any(char::is_control)
+    {
+        return Err(format!(
+            "{field}: 1 to {max} characters without control characters"
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// A link shown to the payer: `https://`, at most 2048 characters.
+fn link(field: &str, value: String) -> Result<String, String> {
+    if value.len() > 2048 || !value.starts_with("https://") || value.chars().any(char::is_control) {
+        return Err(format!(
+            "{field}: an https:// URL of at most 2048 characters"
+        ));
+    }
+    Ok(value)
+}
+
+/// A client error with its causes, without the URL's repetition.
+fn error_text(e: &reqwest::Error) -> String {
+    let mut parts = vec![if e.is_timeout() {
+        "timeout".to_string()
+    } else if e.is_connect() {
+        "connect".to_string()
+    } else {
+        "request".to_string()
+    }];
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        let t = err.to_string();
+        if !parts.contains(&t) {
+            parts.push(t);
+        }
+        source = err.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use payments_core::amount::Amount;
+    use payments_core::bank::CountryCode;
+    use payments_core::payment::{Currency, PaymentMethod};
+    use payments_core::PaymentId;
+
+    fn request() -> RequisiteRequest {
+        RequisiteRequest {
+            payment_id: "0191f2a4-1c1f-7a3e-9b1e-3c2d1e0f9a8b"
+                .parse::<PaymentId>()
+                .unwrap(),
+            amount: Amount::parse("3400.00").unwrap(),
+            currency: Currency::RUB,
+            payment_method: PaymentMethod::Sbp,
+            geo_code: CountryCode::parse("RU").unwrap(),
+            bank_code: None,
+            is_intrabank: false,
+            is_test: false,
+        }
+    }
+
+    fn parse(json: serde_json::Value) -> Result<ProviderOutcome, String> {
+        parse_answer(&serde_json::to_vec(&json).unwrap(), &request())
+    }
+
+    #[test]
+    fn answers_map_to_outcomes() {
+        let id = request().payment_id.to_string();
+        let issued = parse(serde_json::json!({
+            "payment_id": id, "result": "issued",
+            "requisite": {"requisite": "79001234567", "holder_name": "IVAN I.", "bank_name": "Сбербанк"}
+        }))
+        .unwrap();
+        assert!(matches!(issued, ProviderOutcome::Issued(r) if r.requisite == "79001234567"));
+        assert_eq!(
+            parse(
+                serde_json::json!({"payment_id": id, "result": "no_requisites", "reason": "pool empty"})
+            ),
+            Ok(ProviderOutcome::NoRequisites("pool empty".into()))
+        );
+        assert!(matches!(
+            parse(serde_json::json!({"payment_id": id, "result": "not_routable"})),
+            Ok(ProviderOutcome::NotRoutable(_))
+        ));
+        assert!(matches!(
+            parse(serde_json::json!({"payment_id": id, "result": "ambiguous"})),
+            Ok(ProviderOutcome::Ambiguous(_))
+        ));
+    }
+
+    #[test]
+    fn malformed_answers_are_refused() {
+        let id = request().payment_id.to_string();
+        for bad in [
+            serde_json::json!({"payment_id": id, "result": "issued"}),
+            serde_json::json!({"payment_id": id, "result": "maybe"}),
+            serde_json::json!({"payment_id": "another", "result": "no_requisites"}),
+            serde_json::json!({"payment_id": id, "result": "issued",
+                "requisite": {"requisite": "", "holder_name": "X"}}),
+            serde_json::json!({"payment_id": id, "result": "issued",
+                "requisite": {"requisite": "1", "holder_name": "X", "qrcode_link": "http://x"}}),
+            serde_json::json!({"payment_id": id, "result": "no_requisites", "extra": 1}),
+        ] {
+            assert!(parse(bad.clone()).is_err(), "{bad}");
+        }
+        assert!(parse_answer(b"not json", &request()).is_err());
+    }
+}

@@ -1,0 +1,243 @@
+//! The data dir at rest: the directory and the database files are owner-only, and callback
+//! secrets are sealed with a key kept beside or outside it, so that neither another user of
+//! the machine nor a copy of the database alone reveals them.
+
+#![cfg(unix)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use payments_core::ProjectId;
+use payments_server::bootstrap::CREDENTIALS_FILE;
+use payments_server::config::{Durability, Settings};
+use payments_server::data_dir::{DATABASE_FILE, SECRETS_KEY_FILE};
+use payments_server::server::{open_service, open_store, Setup};
+use payments_server::testing::TestServer;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+fn settings(data_dir: &Path) -> Settings {
+    Settings {
+        durability: Durability::Normal,
+        ..payments_server::testing::test_settings(data_dir)
+    }
+}
+
+fn sibling(db: &Path, suffix: &str) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// A sandbox server over `data_dir` (not yet existing): stopped after its bootstrap, so the
+/// database holds the demo project's callback secret. Returns the project and the secret.
+async fn bootstrapped(data_dir: &Path) -> (ProjectId, String) {
+    let path = data_dir.to_path_buf();
+    let server = TestServer::start(|s| s.data_dir = path).await;
+    let project = server.project();
+    let secret = server.creds().callback_secret.expose().clone();
+    server.stop().await;
+    (project, secret)
+}
+
+/// Every byte of the data dir's files, for "the secret is nowhere in them".
+fn all_bytes(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() && path.file_name().unwrap() != CREDENTIALS_FILE {
+            out.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    out
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+async fn signing_secret(settings: &Settings, project: ProjectId) -> Result<String, String> {
+    let opened = open_service(settings, Setup::CommandCreatingKey)
+        .await
+        .map_err(|e| e.0)?;
+    let result = opened.service.signing_secrets(project).await;
+    opened.store.close();
+    result
+        .map(|ring| ring.current().secret.expose().to_string())
+        .map_err(|e| e.message)
+}
+
+#[tokio::test]
+async fn a_fresh_data_dir_is_owner_only() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let server = TestServer::start(|s| s.data_dir = data.clone()).await;
+    let db = data.join(DATABASE_FILE);
+    // While the server runs, WAL mode keeps both -wal and -shm; SQLite gives them the
+    // database's mode.
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&db), 0o600);
+    assert_eq!(mode(&sibling(&db, "-wal")), 0o600);
+    assert_eq!(mode(&sibling(&db, "-shm")), 0o600);
+    assert_eq!(mode(&data.join(SECRETS_KEY_FILE)), 0o600);
+    assert_eq!(mode(&data.join(CREDENTIALS_FILE)), 0o600);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_existing_world_readable_database_is_tightened_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = settings(dir.path());
+    open_store(&settings, true).unwrap().close();
+    let db = dir.path().join(DATABASE_FILE);
+    // A database written by an older version: 0644, with a 0644 WAL beside it.
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(sibling(&db, "-wal"), b"").unwrap();
+    std::fs::set_permissions(sibling(&db, "-wal"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let store = open_store(&settings, false).unwrap();
+    assert_eq!(mode(&db), 0o600);
+    assert_eq!(mode(&sibling(&db, "-wal")), 0o600);
+    assert_eq!(mode(&sibling(&db, "-shm")), 0o600);
+    store.close();
+}
+
+/// The stored value is sealed: neither the row nor any file of the data dir (but the
+/// credentials file, which exists to hand the secret over) holds the secret; a copy of the
+/// database without the key file cannot sign with it, and with the key file it can.
+#[tokio::test]
+async fn the_database_holds_callback_secrets_sealed() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let (project, secret) = bootstrapped(&data).await;
+    let body = secret.trim_start_matches("whsec_");
+
+    let conn = rusqlite::Connection::open(data.join(DATABASE_FILE)).unwrap();
+    let rows: Vec<String> = conn
+        .prepare("SELECT secret FROM callback_secrets")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    drop(conn);
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].starts_with("v1."), "{rows:?}");
+    assert!(!rows[0].contains(body), "{rows:?}");
+    assert!(!contains(&all_bytes(&data), body));
+    assert_eq!(
+        signing_secret(&settings(&data), project).await.unwrap(),
+        secret
+    );
+
+    // The database copied alone: opening the copy is refused, even where a key may be created
+    // (a new key would open nothing sealed with the original one); no key is made.
+    let copy = root.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::copy(data.join(DATABASE_FILE), copy.join(DATABASE_FILE)).unwrap();
+    let refused = signing_secret(&settings(&copy), project).await.unwrap_err();
+    assert!(
+        refused.contains("holds 1 sealed secret(s)") && refused.contains("restore that key"),
+        "{refused}"
+    );
+    assert!(!copy.join(SECRETS_KEY_FILE).exists());
+    // A server start over the copy (a node without the shared key file) is refused the same.
+    let serve = open_service(&settings(&copy), Setup::Serve)
+        .await
+        .unwrap_err()
+        .0;
+    assert!(serve.contains("holds 1 sealed secret(s)"), "{serve}");
+    assert!(!copy.join(SECRETS_KEY_FILE).exists());
+    assert!(!contains(&all_bytes(&copy), body));
+    // With the original key file (secrets_key_file) the copy is a working backup.
+    let restored = Settings {
+        secrets_key_file: Some(data.join(SECRETS_KEY_FILE)),
+        ..settings(&copy)
+    };
+    assert_eq!(signing_secret(&restored, project).await.unwrap(), secret);
+}
+
+/// Rotation as docs/operations.md describes it: a new key file as `secrets_key_file`, the old
+/// one in `secrets_previous_key_files`, `payments-server callback-secret reseal`, then the old
+/// key removed; the secret signs throughout.
+#[tokio::test]
+async fn a_key_rotation_with_reseal_keeps_the_secrets() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let (project, secret) = bootstrapped(&data).await;
+    let key_a = data.join(SECRETS_KEY_FILE);
+    let key_b = root.path().join("keys").join("secrets-b.key");
+
+    let rotating = Settings {
+        secrets_key_file: Some(key_b.clone()),
+        secrets_previous_key_files: vec![key_a.clone()],
+        ..settings(&data)
+    };
+    // Created at first use, owner-only.
+    assert_eq!(signing_secret(&rotating, project).await.unwrap(), secret);
+    assert_eq!(mode(&key_b), 0o600);
+
+    let out = Command::new(env!("CARGO_BIN_EXE_payments-server"))
+        .args(["callback-secret", "reseal", "--json", "--data-dir"])
+        .arg(&data)
+        .env_remove("PAYMENTS_CONFIG")
+        .env("PAYMENTS_SECRETS_KEY_FILE", &key_b)
+        .env("PAYMENTS_SECRETS_PREVIOUS_KEY_FILES", &key_a)
+        .env("USER", "tester")
+        .output()
+        .expect("payments-server runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["resealed"], 1, "{report}");
+    assert_eq!(report["already_current"], 0, "{report}");
+
+    std::fs::remove_file(&key_a).unwrap();
+    let after = Settings {
+        secrets_key_file: Some(key_b),
+        ..settings(&data)
+    };
+    assert_eq!(signing_secret(&after, project).await.unwrap(), secret);
+}
+
+/// A data dir from before sealing: its plaintext secret still signs, and `reseal` seals it.
+#[tokio::test]
+async fn a_plaintext_secret_from_an_older_data_dir_signs_and_is_resealed() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let (project, _) = bootstrapped(&data).await;
+    let old = "whsec_b2xkZXItZGF0YS1kaXItcGxhaW50ZXh0LXNlY3JldA==";
+    let conn = rusqlite::Connection::open(data.join(DATABASE_FILE)).unwrap();
+    conn.execute("UPDATE callback_secrets SET secret = ?1", [old])
+        .unwrap();
+    drop(conn);
+    std::fs::remove_file(data.join(SECRETS_KEY_FILE)).unwrap();
+
+    let settings = settings(&data);
+    assert_eq!(signing_secret(&settings, project).await.unwrap(), old);
+    let opened = open_service(&settings, Setup::Command).await.unwrap();
+    let report = opened
+        .service
+        .reseal_callback_secrets(&payments_core::service::Actor("test".into()))
+        .await
+        .unwrap();
+    // Closing checkpoints the WAL into the database file.
+    opened.store.close();
+    assert_eq!(report.resealed, 1);
+    assert!(!contains(
+        &all_bytes(&data),
+        old.trim_start_matches("whsec_")
+    ));
+    assert_eq!(signing_secret(&settings, project).await.unwrap(), old);
+}

@@ -1,0 +1,330 @@
+//! Hostile clients over real sockets: slow bodies and slow headers do not keep a
+//! well-behaved client out, idle and slow connections are closed after the documented
+//! timeouts, a body shorter than announced is answered, the connection cap answers `503` and
+//! closes without growing memory, and HTTP/2 is not spoken in clear text.
+
+use std::time::{Duration, Instant};
+
+use payments_server::testing::TestServer;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The process's resident memory is what the connection-cap test measures, so it runs alone:
+/// it holds this lock for writing, every other test for reading. (These tests share one
+/// process; the 4,100 connections of the slow-client test, running beside it, once made the
+/// cap test see 28-37 MiB of growth that was not its own, in 5 of 10 suite runs.)
+static RSS_ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// The base URLs of the three plain-TCP listeners: merchant, operator, cabinet.
+fn plain_listeners(ts: &TestServer) -> [String; 3] {
+    let cabinet = ts.cabinet_url.clone();
+    [
+        ts.merchant_url.clone(),
+        ts.operator_url.clone(),
+        cabinet.expect("the sandbox runs the cabinet"),
+    ]
+}
+
+fn addr_of(ts: &TestServer) -> String {
+    ts.merchant_url.trim_start_matches("http://").to_string()
+}
+
+/// The process's soft limit of open files (connections in this test count twice: client and
+/// server side are both in this process).
+fn open_files_limit() -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").expect("/proc/self/limits");
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .expect("a number of open files")
+}
+
+/// Resident memory of this process, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// Reads until the server closes the connection (or `limit` passes); the bytes read.
+async fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
+    let (got, closed) = read_for(stream, limit).await;
+    closed.then_some(got)
+}
+
+/// What arrives on `stream` within `limit`, and whether the peer closed it (end of stream or
+/// an error) within that time.
+async fn read_for(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, bool) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + limit;
+    loop {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            return (got, false);
+        };
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (got, true),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return (got, false),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_and_slow_headers_do_not_keep_a_signed_client_out() {
+    let _shared = RSS_ALONE.read().await;
+    let needed = 2 * (4_100 + 500) + 200;
+    assert!(
+        open_files_limit() >= needed,
+        "this test needs {needed} open files (ulimit -n), the limit is {}",
+        open_files_limit()
+    );
+    let ts = TestServer::start(|_| {}).await;
+    let addr = addr_of(&ts);
+
+    // 4,100 connections that announce a 16,000-byte create and trickle 10 bytes of it: more
+    // than the 4,096 in-flight slots.
+    let mut slow_bodies = Vec::with_capacity(4_100);
+    for _ in 0..4_100 {
+        let mut s = TcpStream::connect(&addr).await.expect("connects");
+        s.write_all(
+            b"POST /api/v1/payments HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+              content-length: 16000\r\n\r\n{\"merchant",
+        )
+        .await
+        .expect("writes");
+        slow_bodies.push(s);
+    }
+    // 500 connections sending a header a few bytes at a time and never finishing it.
+    let mut slowloris = Vec::with_capacity(500);
+    for _ in 0..500 {
+        let mut s = TcpStream::connect(&addr).await.expect("connects");
+        s.write_all(b"GET /api/v1/project HTTP/1.1\r\nhost: x\r\nx-a: ")
+            .await
+            .expect("writes");
+        slowloris.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let client = ts.client();
+    for i in 0..20 {
+        let started = Instant::now();
+        let answer = client
+            .create_payment(&json!({
+                "merchant_payment_id": format!("good-{i}"),
+                "amount": "3400",
+                "payment_method": "sbp",
+            }))
+            .await
+            .expect("the server answers");
+        let took = started.elapsed();
+        assert_eq!(answer.status, 201, "create {i}: {}", answer.json);
+        assert!(took < Duration::from_secs(1), "create {i} took {took:?}");
+        for s in slowloris.iter_mut().skip(i * 25).take(25) {
+            let _ = s.write_all(b"a").await;
+        }
+    }
+    drop(slow_bodies);
+    drop(slowloris);
+    ts.stop().await;
+}
+
+#[tokio::test]
+async fn idle_and_slow_connections_are_closed_after_the_header_timeout() {
+    let _shared = RSS_ALONE.read().await;
+    let timeout = Duration::from_millis(600);
+    let ts = TestServer::start(|s| s.header_timeout = timeout).await;
+    let addr = addr_of(&ts);
+
+    // A connection that sends nothing.
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(&addr).await.expect("connects");
+    let got = read_to_close(&mut silent, Duration::from_secs(5)).await;
+    assert!(got.is_some(), "a silent connection stayed open");
+    assert!(started.elapsed() >= timeout - Duration::from_millis(50));
+
+    // A kept-alive connection, idle after one answered request.
+    let mut idle = TcpStream::connect(&addr).await.expect("connects");
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .expect("writes");
+    let started = Instant::now();
+    let got = read_to_close(&mut idle, Duration::from_secs(5))
+        .await
+        .expect("an idle kept-alive connection stayed open");
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(started.elapsed() >= timeout - Duration::from_millis(50));
+
+    // Slowloris: a header byte every 100 ms keeps bytes flowing but never finishes.
+    let mut slow = TcpStream::connect(&addr).await.expect("connects");
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nx-slow: ")
+        .await
+        .expect("writes");
+    let started = Instant::now();
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if slow.write_all(b"a").await.is_err() {
+            closed = true;
+            break;
+        }
+        let mut probe = [0u8; 64];
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(Duration::from_millis(1), slow.read(&mut probe)).await
+        {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "a slowloris connection stayed open for 5 s");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    ts.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_shorter_than_announced_is_answered_408() {
+    let _shared = RSS_ALONE.read().await;
+    let ts = TestServer::start(|s| s.body_timeout = Duration::from_millis(500)).await;
+    let mut s = TcpStream::connect(addr_of(&ts)).await.expect("connects");
+    s.write_all(
+        b"POST /api/v1/payments HTTP/1.1\r\nhost: x\r\nx-request-id: short-1\r\n\
+          content-type: application/json\r\ncontent-length: 100\r\n\r\n{\"merchant_payment_id\":\"x\"}",
+    )
+    .await
+    .expect("writes");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("answered within 5 s")
+        .expect("reads");
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
+    assert!(text.contains("x-request-id: short-1"), "{text}");
+    ts.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_cap_answers_503_and_memory_stays_bounded() {
+    let _alone = RSS_ALONE.write().await;
+    let ts = TestServer::start(|s| s.max_connections = 50).await;
+    let addr = addr_of(&ts);
+    let mut held = Vec::new();
+    for _ in 0..50 {
+        held.push(TcpStream::connect(&addr).await.expect("connects"));
+    }
+    // The 50 are served (an answer on each: each holds its slot, kept alive, before the
+    // 51st arrives; slots are taken on the server's connection tasks, in any order).
+    for conn in &mut held {
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .expect("writes");
+        let mut buf = [0u8; 256];
+        let n = conn.read(&mut buf).await.expect("reads");
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    }
+
+    // The 51st is answered 503 and closed.
+    let mut over = TcpStream::connect(&addr).await.expect("the kernel accepts");
+    let got = read_to_close(&mut over, Duration::from_secs(5))
+        .await
+        .expect("closed at once");
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(text.contains("service_unavailable"), "{text}");
+
+    // Thousands more over the cap cost nothing that stays.
+    let before = rss_kib();
+    for _ in 0..3_000 {
+        let mut s = TcpStream::connect(&addr).await.expect("the kernel accepts");
+        let _ = read_to_close(&mut s, Duration::from_secs(5)).await;
+    }
+    let grown = rss_kib().saturating_sub(before);
+    assert!(grown < 16 * 1024, "RSS grew by {grown} KiB");
+
+    // A slot frees when a connection closes.
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut again = TcpStream::connect(&addr).await.expect("connects");
+    again
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .expect("writes");
+    let got = read_to_close(&mut again, Duration::from_secs(5))
+        .await
+        .expect("answered");
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    ts.stop().await;
+}
+
+/// A client with prior knowledge of HTTP/2 on the plain-TCP listeners gets no HTTP/2: the
+/// connection is closed at once, without a SETTINGS frame. A server that speaks HTTP/2 answers
+/// the preface with its SETTINGS and then keeps the connection open, so both an HTTP/2 frame
+/// and a connection still open after the wait fail this test.
+#[tokio::test]
+async fn http2_is_not_spoken_in_clear_text() {
+    let _shared = RSS_ALONE.read().await;
+    let ts = TestServer::sandbox().await;
+    for base in plain_listeners(&ts) {
+        let addr = base.trim_start_matches("http://");
+        let mut s = TcpStream::connect(addr).await.expect("connects");
+        // The HTTP/2 connection preface, as a client with prior knowledge sends it, and an
+        // empty SETTINGS frame.
+        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            .await
+            .expect("writes");
+        let (got, closed) = read_for(&mut s, Duration::from_secs(5)).await;
+        // An HTTP/2 server's first frame is SETTINGS (type 4 at byte 3).
+        let is_h2_settings = got.len() >= 9 && got[3] == 0x04;
+        assert!(!is_h2_settings, "{base}: the server spoke HTTP/2: {got:?}");
+        assert!(
+            closed,
+            "{base}: the connection is still open 5 s after an HTTP/2 preface (got {got:?})"
+        );
+    }
+    ts.stop().await;
+}
+
+/// A connection that never sends a byte does not hold the graceful shutdown: the server
+/// stops well before the header timeout (10 s by default) that would close it otherwise.
+#[tokio::test]
+async fn a_silent_connection_does_not_hold_the_shutdown() {
+    let _shared = RSS_ALONE.read().await;
+    let ts = TestServer::sandbox().await;
+    let mut silent = Vec::new();
+    for base in plain_listeners(&ts) {
+        let addr = base.trim_start_matches("http://");
+        silent.push(TcpStream::connect(addr).await.expect("connects"));
+    }
+    // The server has accepted them (and waits for their first byte).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), ts.stop())
+        .await
+        .expect("the server stops within 5 s, before the 10 s header timeout");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The silent connections were closed by the server.
+    for mut s in silent {
+        let (_, closed) = read_for(&mut s, Duration::from_secs(1)).await;
+        assert!(closed, "a silent connection is closed at shutdown");
+    }
+}

@@ -1,0 +1,282 @@
+//! `docs/operator-openapi.yaml` against the operator router, in both directions, and against
+//! real operator answers.
+
+use std::collections::BTreeSet;
+
+use payments_http::operator;
+use payments_server::testing::TestServer;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::support::{deref, operations, operator_spec, validation_errors};
+
+fn pairs(list: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+    list.iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect()
+}
+
+#[test]
+fn every_operator_route_is_documented_and_every_documented_operation_is_routed() {
+    let spec = operator_spec();
+    assert_eq!(spec["openapi"], json!("3.1.0"));
+    let documented: BTreeSet<(String, String)> = operations(&spec).into_keys().collect();
+    let routed = pairs(&operator::route_list());
+    let undocumented: Vec<_> = routed.difference(&documented).collect();
+    let unrouted: Vec<_> = documented.difference(&routed).collect();
+    assert!(
+        undocumented.is_empty(),
+        "routed but not in docs/operator-openapi.yaml: {undocumented:?}"
+    );
+    assert!(
+        unrouted.is_empty(),
+        "in docs/operator-openapi.yaml but not routed: {unrouted:?}"
+    );
+
+    // The operations without the operator token are exactly the public routes.
+    assert_eq!(spec["security"], json!([{"operatorToken": []}]));
+    let public: BTreeSet<(String, String)> = operations(&spec)
+        .into_iter()
+        .filter(|(_, op)| op.get("security") == Some(&json!([])))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(public, pairs(operator::PUBLIC_ROUTES));
+
+    // The merchant API's paths are not in the operator file.
+    assert!(documented.iter().all(|(_, p)| !p.starts_with("/api/")));
+}
+
+/// Every `$ref` in `v`.
+fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                match (k.as_str(), v.as_str()) {
+                    ("$ref", Some(r)) => out.push(r),
+                    _ => refs(v, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_reference_resolves_and_every_schema_compiles() {
+    let spec = operator_spec();
+    let mut found = Vec::new();
+    refs(&spec, &mut found);
+    assert!(!found.is_empty());
+    for r in found {
+        let pointer = r.strip_prefix('#').expect("only local references");
+        assert!(spec.pointer(pointer).is_some(), "dangling reference {r}");
+    }
+    for (name, schema) in spec["components"]["schemas"].as_object().expect("schemas") {
+        // Compiling is what validation_errors does first; a `null` instance only exercises it.
+        let _ = validation_errors(&spec, schema, &Value::Null);
+        let _ = name;
+    }
+}
+
+/// Checks a real operator answer against the file.
+fn check(spec: &Value, path: &str, method: &str, status: u16, body: &Value) {
+    let op = &spec["paths"][path][method.to_lowercase()];
+    assert!(op.is_object(), "{method} {path} is not documented");
+    let resp = op["responses"]
+        .get(status.to_string())
+        .unwrap_or_else(|| panic!("{method} {path}: status {status} is not documented"));
+    let resp = deref(spec, resp);
+    let schema = &resp["content"]["application/json"]["schema"];
+    if schema.is_object() {
+        let errors = validation_errors(spec, schema, body);
+        assert!(
+            errors.is_empty(),
+            "{method} {path} {status}: {errors:#?}\n{body}"
+        );
+    } else {
+        assert_eq!(
+            body,
+            &Value::Null,
+            "{method} {path} {status}: an undocumented body"
+        );
+    }
+}
+
+#[tokio::test]
+async fn real_operator_answers_validate_against_the_file() {
+    let server = TestServer::sandbox().await;
+    let spec = operator_spec();
+    let client = reqwest::Client::new();
+    let call = |method: Method, path: String, body: Option<Value>| {
+        let mut req = client
+            .request(method, format!("{}{path}", server.operator_url))
+            .bearer_auth(server.operator_token.expose());
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        async move {
+            let resp = req.send().await.expect("the operator API answers");
+            let status = resp.status().as_u16();
+            let bytes = resp.bytes().await.expect("body");
+            let body = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).expect("JSON")
+            };
+            (status, body)
+        }
+    };
+
+    let (s, merchant) = call(
+        Method::POST,
+        "/operator/v1/merchants".into(),
+        Some(json!({"name": "Spec Shop"})),
+    )
+    .await;
+    check(&spec, "/operator/v1/merchants", "POST", s, &merchant);
+    assert_eq!(s, 201, "{merchant}");
+    let merchant_id = merchant["id"].as_str().expect("id").to_owned();
+    let (s, b) = call(Method::GET, "/operator/v1/merchants".into(), None).await;
+    check(&spec, "/operator/v1/merchants", "GET", s, &b);
+    let (s, b) = call(
+        Method::PATCH,
+        format!("/operator/v1/merchants/{merchant_id}"),
+        Some(json!({"paused": false})),
+    )
+    .await;
+    check(&spec, "/operator/v1/merchants/{id}", "PATCH", s, &b);
+
+    let (s, project) = call(
+        Method::POST,
+        "/operator/v1/projects".into(),
+        Some(json!({"merchant_id": merchant_id, "name": "Spec site"})),
+    )
+    .await;
+    check(&spec, "/operator/v1/projects", "POST", s, &project);
+    assert_eq!(s, 201, "{project}");
+    let project_id = project["id"].as_str().expect("id").to_owned();
+    let (s, b) = call(
+        Method::GET,
+        format!("/operator/v1/projects/{project_id}"),
+        None,
+    )
+    .await;
+    check(&spec, "/operator/v1/projects/{id}", "GET", s, &b);
+
+    let (s, token) = call(
+        Method::POST,
+        format!("/operator/v1/projects/{project_id}/tokens"),
+        Some(json!({"scopes": ["payments:read"]})),
+    )
+    .await;
+    check(
+        &spec,
+        "/operator/v1/projects/{id}/tokens",
+        "POST",
+        s,
+        &token,
+    );
+    assert_eq!(s, 201, "{token}");
+    let (s, b) = call(
+        Method::GET,
+        format!("/operator/v1/projects/{project_id}/tokens"),
+        None,
+    )
+    .await;
+    check(&spec, "/operator/v1/projects/{id}/tokens", "GET", s, &b);
+    let (s, b) = call(
+        Method::DELETE,
+        format!(
+            "/operator/v1/projects/{project_id}/tokens/{}",
+            token["id"].as_str().expect("id")
+        ),
+        None,
+    )
+    .await;
+    check(
+        &spec,
+        "/operator/v1/projects/{id}/tokens/{token_id}",
+        "DELETE",
+        s,
+        &b,
+    );
+    assert_eq!(s, 204);
+
+    let (s, b) = call(
+        Method::POST,
+        format!("/operator/v1/projects/{project_id}/callback-secret"),
+        None,
+    )
+    .await;
+    check(
+        &spec,
+        "/operator/v1/projects/{id}/callback-secret",
+        "POST",
+        s,
+        &b,
+    );
+    assert_eq!(s, 201, "{b}");
+
+    let (s, user) = call(
+        Method::POST,
+        "/operator/v1/users".into(),
+        Some(json!({"email": "Spec.User@Shop.example", "role": "merchant", "merchant_id": merchant_id})),
+    )
+    .await;
+    check(&spec, "/operator/v1/users", "POST", s, &user);
+    assert_eq!(s, 201, "{user}");
+    assert_eq!(user["user"]["email"], "spec.user@shop.example");
+    assert!(
+        user["invite_url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(server.cabinet_url.as_deref().expect("a cabinet"))),
+        "{user}"
+    );
+    let user_id = user["user"]["id"].as_str().expect("id").to_owned();
+    let (s, b) = call(
+        Method::POST,
+        "/operator/v1/users".into(),
+        Some(json!({"email": "x@shop.example", "role": "support", "merchant_id": merchant_id})),
+    )
+    .await;
+    check(&spec, "/operator/v1/users", "POST", s, &b);
+    assert_eq!(s, 400, "{b}");
+    let (s, b) = call(Method::GET, "/operator/v1/users".into(), None).await;
+    check(&spec, "/operator/v1/users", "GET", s, &b);
+    let (s, b) = call(
+        Method::POST,
+        format!("/operator/v1/users/{user_id}/invite"),
+        None,
+    )
+    .await;
+    check(&spec, "/operator/v1/users/{id}/invite", "POST", s, &b);
+    assert_eq!(s, 201, "{b}");
+    let (s, b) = call(
+        Method::PATCH,
+        format!("/operator/v1/users/{user_id}"),
+        Some(json!({"disabled": true})),
+    )
+    .await;
+    check(&spec, "/operator/v1/users/{id}", "PATCH", s, &b);
+    assert_eq!(b["disabled"], true, "{b}");
+
+    let (s, b) = call(Method::GET, "/operator/v1/audit?limit=5".into(), None).await;
+    check(&spec, "/operator/v1/audit", "GET", s, &b);
+    assert_eq!(s, 200);
+
+    // Errors: an unknown payment, a missing token.
+    let unknown = "/operator/v1/payments/00000000-0000-4000-8000-000000000000";
+    let (s, b) = call(Method::GET, unknown.into(), None).await;
+    check(&spec, "/operator/v1/payments/{id}", "GET", s, &b);
+    assert_eq!(s, 404);
+    let resp = client
+        .get(format!("{}/operator/v1/audit", server.operator_url))
+        .send()
+        .await
+        .expect("answer");
+    let s = resp.status().as_u16();
+    let b: Value = resp.json().await.expect("JSON");
+    check(&spec, "/operator/v1/audit", "GET", s, &b);
+    assert_eq!(s, 401);
+}

@@ -1,0 +1,106 @@
+//! `/readyz` answers 503 when the store cannot write: a read-only database, and a database
+//! whose write lock another process holds; `/healthz` stays 200.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use payments_server::server::Application;
+use payments_server::testing::{test_settings, TestServer};
+use payments_store_sqlite::{SqliteOptions, SqliteStore};
+
+async fn get(url: String) -> (u16, serde_json::Value) {
+    let resp = reqwest::get(url).await.expect("the server answers");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn readyz_is_503_on_a_read_only_store() {
+    // A data dir made by a normal start, then served over the same database opened read-only.
+    let s = TestServer::sandbox().await;
+    let dir = s.stop_keeping_dir().await;
+    let data = dir.path().to_path_buf();
+    let ro = SqliteStore::open(
+        data.join("payments.db"),
+        SqliteOptions {
+            read_only: true,
+            ..SqliteOptions::default()
+        },
+    )
+    .expect("opens read-only");
+    let settings = test_settings(&data);
+    let app = Application::builder(settings)
+        .store(Arc::new(ro))
+        .build()
+        .await
+        .expect("a read-only store still starts");
+    let base = app.base_url();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(app.run_until_stopped(async {
+        let _ = rx.await;
+    }));
+    let (status, _) = get(format!("{base}/healthz")).await;
+    assert_eq!(status, 200, "alive");
+    let (status, body) = get(format!("{base}/readyz")).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["status"], "store unavailable");
+    let reason = body["reason"].as_str().unwrap();
+    assert!(reason.contains("cannot write (io)"), "{reason}");
+    let _ = tx.send(());
+    task.await.unwrap().unwrap();
+    drop(dir);
+}
+
+#[tokio::test]
+async fn readyz_is_503_while_another_process_holds_the_write_lock() {
+    let s = TestServer::sandbox().await;
+    let (status, _) = get(format!("{}/readyz", s.merchant_url)).await;
+    assert_eq!(status, 200);
+    // Another connection (as a stuck sqlite3 shell would) takes the write lock, and holds it
+    // until the test lets go.
+    let db = s.dir.path().join("payments.db");
+    let (taken_tx, taken_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        taken_tx.send(()).unwrap();
+        release_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the test releases the lock");
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    tokio::task::spawn_blocking(move || taken_rx.recv().expect("the lock is taken"))
+        .await
+        .unwrap();
+    // Once the reuse window of the last good probe has passed, the probe fails.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let (status, body) = loop {
+        let answer = get(format!("{}/readyz", s.merchant_url)).await;
+        if answer.0 != 200 {
+            break answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still ready 15 s after another process took the write lock"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not take a write"),
+        "{body}"
+    );
+    release_tx.send(()).expect("the holder waits");
+    tokio::task::spawn_blocking(move || holder.join().unwrap())
+        .await
+        .unwrap();
+    crate::support::eventually(15, "ready again", || async {
+        get(format!("{}/readyz", s.merchant_url)).await.0 == 200
+    })
+    .await;
+    s.stop().await;
+}

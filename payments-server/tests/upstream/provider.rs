@@ -1,0 +1,252 @@
+//! The HTTP requisite provider: every answer of the upstream and what the payment becomes.
+
+use std::time::{Duration, Instant};
+
+use payments_server::config::{RateSourceKind, Settings};
+use payments_server::testing::TestServer;
+use reqwest::StatusCode;
+
+use crate::support::{body, Mode, Upstream};
+
+async fn server(u: &Upstream, more: impl FnOnce(&mut Settings)) -> TestServer {
+    let u = u.clone();
+    TestServer::start(move |s| {
+        u.configure(s);
+        s.callback_dispatch = false;
+        more(s);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn issued_requisites_are_the_payments_and_a_repeat_asks_nothing() {
+    let u = Upstream::start(Mode::Issue).await;
+    let s = server(&u, |_| {}).await;
+    let c = s.client();
+    let r = c.create_payment(&body("p-1", "3400")).await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["status"], "processing");
+    let id = r.json["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        r.json["requisite"].as_str(),
+        u.seen(|s| s.issued.get(&id).cloned()).as_deref()
+    );
+    assert_eq!(
+        r.json["merchant_information"]["course"].to_string(),
+        "100.00"
+    );
+    // Signed, with the payment id as the idempotency key.
+    u.seen(|seen| {
+        assert_eq!(seen.unsigned, 0);
+        assert_eq!(seen.requests, vec![(id.clone(), id.clone())]);
+    });
+    let again = c.create_payment(&body("p-1", "3400")).await.unwrap();
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.json["requisite"], r.json["requisite"]);
+    assert_eq!(
+        u.seen(|s| s.requests.len()),
+        1,
+        "the service asks once per payment"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn no_requisites_and_not_routable() {
+    let u = Upstream::start(Mode::NoRequisites).await;
+    let s = server(&u, |_| {}).await;
+    let c = s.client();
+    let r = c.create_payment(&body("none", "100")).await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["status"], "error");
+    assert_eq!(r.json["error_code"], "provider_no_requisites");
+
+    u.set_mode(Mode::NotRoutable);
+    let r = c.create_payment(&body("nr", "100")).await.unwrap();
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.json);
+    assert_eq!(r.code(), Some("payment_not_routable"));
+    let id = r.json["payment_id"]
+        .as_str()
+        .expect("the payment was saved");
+    let got = c.get_payment(id).await.unwrap();
+    assert_eq!(got.json["status"], "error");
+    s.stop().await;
+}
+
+/// Creates one payment and asserts it ended `error` with `provider_result_ambiguous`.
+async fn ambiguous(s: &TestServer, mpid: &str) -> String {
+    let r = s.client().create_payment(&body(mpid, "100")).await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["status"], "error", "{}", r.json);
+    assert_eq!(
+        r.json["error_code"], "provider_result_ambiguous",
+        "{}",
+        r.json
+    );
+    r.json["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_5xx_malformed_or_oversized_answer_is_ambiguous() {
+    let u = Upstream::start(Mode::Status(500)).await;
+    let s = server(&u, |_| {}).await;
+    ambiguous(&s, "e500").await;
+    assert_eq!(u.seen(|s| s.requests.len()), 1, "a 500 is not retried");
+
+    // 503 is retried with the same idempotency key, then ambiguous.
+    u.set_mode(Mode::Status(503));
+    let id = ambiguous(&s, "e503").await;
+    u.seen(|seen| {
+        let tries: Vec<_> = seen.requests.iter().filter(|(p, _)| *p == id).collect();
+        assert_eq!(tries.len(), 3, "{tries:?}");
+        assert!(tries.iter().all(|(p, key)| p == key));
+    });
+
+    u.set_mode(Mode::Malformed);
+    ambiguous(&s, "bad-json").await;
+    // 1 MiB: refused after 64 KiB, never a panic.
+    u.set_mode(Mode::Huge(1024 * 1024));
+    ambiguous(&s, "huge").await;
+    // Just under the limit is read.
+    u.set_mode(Mode::Huge(60 * 1024));
+    let r = s
+        .client()
+        .create_payment(&body("big", "100"))
+        .await
+        .unwrap();
+    assert_eq!(r.json["error_code"], "provider_no_requisites", "{}", r.json);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_ambiguous() {
+    let u = Upstream::start(Mode::Issue).await;
+    let s = server(&u, |s| {
+        // A port nobody listens on (the one just freed by a bound-and-dropped listener).
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        s.upstream_url = Some(format!("http://{addr}/requisites"));
+    })
+    .await;
+    ambiguous(&s, "down").await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_answer_after_the_budget_is_ambiguous_and_stays_so_when_it_arrives() {
+    // The budget ends the wait, not the client's own timeout: the upstream answers 0.5 s after
+    // a 1 s budget, and our HTTP client would wait 30 s for it. The budget's default is the
+    // spec's 15 s (config's `upstream_settings_from_the_file_and_the_environment` checks it);
+    // waiting that out here cost 16 s of every test run.
+    let budget = Duration::from_secs(1);
+    let u = Upstream::start(Mode::IssueAfter(budget + Duration::from_millis(500))).await;
+    let s = server(&u, |s| {
+        s.upstream_timeout = Duration::from_secs(30);
+        s.provider_budget = budget;
+    })
+    .await;
+    let answered = u.answered();
+    let started = Instant::now();
+    let id = ambiguous(&s, "slow").await;
+    let took = started.elapsed();
+    assert!(
+        took >= budget && took < budget + Duration::from_millis(500),
+        "{took:?}"
+    );
+    // The upstream issued a requisite and answers after all.
+    tokio::time::timeout(Duration::from_secs(5), answered)
+        .await
+        .expect("the late answer is sent");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(u.seen(|seen| seen.issued.contains_key(&id)));
+    let c = s.client();
+    let got = c.get_payment(&id).await.unwrap();
+    assert_eq!(got.json["status"], "error");
+    assert_eq!(got.json["error_code"], "provider_result_ambiguous");
+    assert!(got.json["requisite"].is_null(), "{}", got.json);
+    // A repeat of the create gets the same payment and asks nothing.
+    let again = c.create_payment(&body("slow", "100")).await.unwrap();
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.json["id"], id.as_str());
+    assert_eq!(u.seen(|s| s.requests.len()), 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_budget_from_the_settings_ends_the_wait() {
+    let u = Upstream::start(Mode::IssueAfter(Duration::from_secs(3))).await;
+    let s = server(&u, |s| s.provider_budget = Duration::from_millis(500)).await;
+    let started = Instant::now();
+    ambiguous(&s, "budget").await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_create_retried_after_a_client_timeout_issues_one_requisite() {
+    let u = Upstream::start(Mode::IssueAfter(Duration::from_secs(2))).await;
+    let s = server(&u, |_| {}).await;
+    let impatient = s.client().with_http_client(
+        reqwest::Client::builder()
+            .timeout(Duration::from_millis(500))
+            .build()
+            .unwrap(),
+    );
+    let first = impatient.create_payment(&body("retry-1", "100")).await;
+    assert!(
+        first.is_err(),
+        "the client gave up: {:?}",
+        first.map(|r| r.status)
+    );
+    // The merchant retries the same create (a new signature, the same merchant_payment_id).
+    let again = s
+        .client()
+        .create_payment(&body("retry-1", "100"))
+        .await
+        .unwrap();
+    assert_eq!(again.status, StatusCode::OK, "{}", again.json);
+    assert_eq!(again.json["status"], "processing", "{}", again.json);
+    let id = again.json["id"].as_str().unwrap().to_string();
+    u.seen(|seen| {
+        assert_eq!(seen.requests.len(), 1, "{:?}", seen.requests);
+        assert_eq!(seen.issued.len(), 1);
+        assert_eq!(
+            again.json["requisite"].as_str(),
+            seen.issued.get(&id).map(String::as_str)
+        );
+    });
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn over_https_the_upstream_certificate_is_checked_against_the_configured_ca() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_pem, key_pem) = (cert.cert.pem(), cert.key_pair.serialize_pem());
+    let u = Upstream::start_tls(Mode::Issue, &cert_pem, &key_pem).await;
+    assert!(u.url.starts_with("https://localhost:"));
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("upstream-ca.pem");
+    std::fs::write(&ca, &cert_pem).unwrap();
+
+    // The upstream's own CA configured (and only it trusted): requisites over TLS.
+    let s = server(&u, |s| {
+        s.upstream_ca_file = Some(ca.clone());
+        s.upstream_ca_only = true;
+    })
+    .await;
+    let r = s
+        .client()
+        .create_payment(&body("tls-1", "100"))
+        .await
+        .unwrap();
+    assert_eq!(r.json["status"], "processing", "{}", r.json);
+    s.stop().await;
+
+    // Without it the certificate is refused: nothing was issued, the payment is ambiguous
+    // (the fixed rates here: the rates endpoint is refused the same way).
+    let s = server(&u, |s| s.rate_source = RateSourceKind::Fixed).await;
+    ambiguous(&s, "tls-2").await;
+    assert_eq!(u.seen(|s| s.requests.len()), 1);
+    s.stop().await;
+}

@@ -1,0 +1,91 @@
+//! The live rate source: courses from the upstream, "no rate" once they are too old, and
+//! recovery when the endpoint answers again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use payments_server::testing::{ShiftedClock, TestServer};
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::support::{body, Mode, Upstream};
+
+#[tokio::test]
+async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
+    let u = Upstream::start(Mode::Issue).await;
+    u.set_rates(Some(json!({"rates": {"RUB": "95.50", "KZT": 480}})));
+    // The rates' age is measured on the service clock: the test steps it past the limit.
+    let clock = ShiftedClock::new();
+    let s = {
+        let u = u.clone();
+        TestServer::start_with_clock(Arc::new(clock.clone()), move |s| {
+            u.configure(s);
+            s.callback_dispatch = false;
+            s.rates_max_age = Duration::from_millis(1000);
+        })
+        .await
+    };
+    let c = s.client();
+    // Fetched at start: the first create is priced at the upstream's course.
+    let r = c.create_payment(&body("r-1", "1910")).await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(
+        r.json["merchant_information"]["course"].to_string(),
+        "95.50"
+    );
+    assert_eq!(r.json["merchant_information"]["amount_usdt"], "20.0000");
+
+    // The endpoint fails: the last rates serve until they are 1 s old, then no rate.
+    u.set_rates_and_wait(None).await;
+    clock.advance(Duration::from_millis(1300));
+    let stale = c.create_payment(&body("r-2", "1910")).await.unwrap();
+    assert_eq!(
+        stale.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        stale.json
+    );
+    assert_eq!(stale.code(), Some("payment_rate_unavailable"));
+    // Nothing was taken: the same merchant_payment_id works once rates are back.
+    u.set_rates(Some(json!({"rates": {"RUB": "100"}})));
+    let mut recovered = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let r = c.create_payment(&body("r-2", "1910")).await.unwrap();
+        if r.status == StatusCode::CREATED {
+            recovered = Some(r);
+            break;
+        }
+        assert_eq!(r.code(), Some("payment_rate_unavailable"));
+    }
+    let r = recovered.expect("the rates recover");
+    assert_eq!(
+        r.json["merchant_information"]["course"].to_string(),
+        "100.00"
+    );
+
+    // A malformed answer is not used either: the previous rates age out.
+    u.set_rates_and_wait(Some(json!({"rates": {"RUB": "-1"}})))
+        .await;
+    clock.advance(Duration::from_millis(1300));
+    let bad = c.create_payment(&body("r-3", "1910")).await.unwrap();
+    assert_eq!(bad.code(), Some("payment_rate_unavailable"), "{}", bad.json);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_currency_the_upstream_does_not_quote_has_no_rate() {
+    let u = Upstream::start(Mode::Issue).await;
+    u.set_rates(Some(json!({"rates": {"KZT": "480"}})));
+    let s = {
+        let u = u.clone();
+        TestServer::start(move |s| u.configure(s)).await
+    };
+    let r = s
+        .client()
+        .create_payment(&body("rub", "100"))
+        .await
+        .unwrap();
+    assert_eq!(r.code(), Some("payment_rate_unavailable"), "{}", r.json);
+    s.stop().await;
+}
