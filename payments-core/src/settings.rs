@@ -85,6 +85,60 @@ impl<T: FromStr + Display> Setting<T> {
     }
 }
 
+/// A family of settings of one type, one per key: `prefix.key` (the state of each
+/// provisioning, for example, keyed by merchant).
+pub struct SettingFamily<T> {
+    prefix: &'static str,
+    value: PhantomData<fn() -> T>,
+}
+
+impl<T> std::fmt::Debug for SettingFamily<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SettingFamily").field(&self.prefix).finish()
+    }
+}
+
+impl<T: FromStr + Display> SettingFamily<T> {
+    /// The settings stored under `prefix.<key>`.
+    pub const fn new(prefix: &'static str) -> SettingFamily<T> {
+        SettingFamily {
+            prefix,
+            value: PhantomData,
+        }
+    }
+
+    fn name(&self, key: &dyn Display) -> String {
+        format!("{}.{key}", self.prefix)
+    }
+
+    /// The value stored for `key`; `None` when it was never set. A stored text that does not
+    /// parse as a `T` is [`StoreError::Corrupt`].
+    pub async fn get<S: OperatorStore + ?Sized>(
+        &self,
+        store: &S,
+        key: &(dyn Display + Sync),
+    ) -> Result<Option<T>, StoreError> {
+        let name = self.name(key);
+        match store.setting(&name).await? {
+            None => Ok(None),
+            Some(text) => text
+                .parse()
+                .map(Some)
+                .map_err(|_| StoreError::Corrupt(format!("the setting {name} holds {text:?}"))),
+        }
+    }
+
+    /// Stores `value` for `key`.
+    pub async fn set<S: OperatorStore + ?Sized>(
+        &self,
+        store: &S,
+        key: &(dyn Display + Sync),
+        value: &T,
+    ) -> Result<(), StoreError> {
+        store.put_setting(&self.name(key), &value.to_string()).await
+    }
+}
+
 /// Why callback dispatch is held (who held it, when, why); empty when it is not held. Every
 /// dispatcher over the store checks it before claiming.
 pub const CALLBACK_HOLD: Setting<String> = Setting::new("callbacks.hold");

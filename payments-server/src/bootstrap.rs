@@ -11,11 +11,9 @@ use std::path::{Path, PathBuf};
 
 use payments_cabinet::Cabinet;
 use payments_client::{SandboxCredentials, TestProjectCredentials};
-use payments_core::auth::keys::{
-    generate_signing_key, keyid, public_key_to_pem, signing_key_to_pem,
-};
+use payments_core::auth::keys::{generate_signing_key, public_key_to_pem, signing_key_to_pem};
 use payments_core::auth::{Environment, Scope};
-use payments_core::service::{Actor, PaymentService, ProjectPatch};
+use payments_core::service::{Actor, PaymentService, ProjectPatch, Provision};
 use payments_core::store::MerchantStoreExt;
 use payments_core::ApiError;
 
@@ -63,21 +61,15 @@ pub async fn bootstrap_sandbox(
         return Ok(None);
     }
     let actor = Actor("bootstrap".to_string());
-    let merchant = service
-        .create_merchant("Demo merchant", None, &actor)
-        .await?;
-    let project = service
-        .create_project(merchant.id, "Demo project", ProjectPatch::default(), &actor)
-        .await?;
-    let token = service
-        .issue_token(project.id, Scope::ALL.to_vec(), &actor)
-        .await?;
-    let key = generate_signing_key(service.ports().rng.as_ref());
-    let record = service
-        .register_key(project.id, &public_key_to_pem(&key.verifying_key()), &actor)
-        .await?;
-    debug_assert_eq!(record.keyid, keyid(&key.verifying_key()));
-    let callback_secret = service.rotate_callback_secret(project.id, &actor).await?;
+    let provisioned = service
+        .provision(&Provision::new("Demo merchant", "Demo project"), &actor)
+        .await
+        .map_err(|e| ApiError::internal(format!("the sandbox's demo merchant: {e}")))?;
+    let (merchant, project) = (provisioned.merchant, provisioned.project);
+    let Some(credentials) = provisioned.credentials else {
+        // Another node provisioned it meanwhile: its credentials are in its file.
+        return Ok(None);
+    };
     let test_project = bootstrap_test_project(service, merchant.id, &actor).await?;
     let operator_token = service.issue_operator_token().await?;
     let (cabinet_url, cabinet_email, cabinet_password) = match cabinet {
@@ -98,10 +90,12 @@ pub async fn bootstrap_sandbox(
         base_url: base_url.to_string(),
         operator_url: operator_url.to_string(),
         project_id: project.id.to_string(),
-        token: token.token,
-        keyid: record.keyid.to_string(),
-        private_key_pem: signing_key_to_pem(&key).into(),
-        callback_secret,
+        token: credentials.token,
+        keyid: credentials.keyid.to_string(),
+        private_key_pem: credentials
+            .private_key_pem
+            .expect("a generated key's private key is returned"),
+        callback_secret: credentials.callback_secret,
         operator_token: operator_token.into(),
         test_project: Some(test_project),
         cabinet_url,

@@ -10,6 +10,7 @@ mod operate;
 mod operator;
 mod payer;
 mod provision;
+mod provisioning;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,9 @@ pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN
 pub use provision::{
     contract_from_json, project_json, project_value, secrets_from_records, NewToken, ProjectPatch,
     MAX_LIFETIME,
+};
+pub use provisioning::{
+    Credentials, KeySource, Provision, ProvisionError, Provisioned, PROVISION_TURN,
 };
 
 /// Settings of the service.
@@ -252,6 +256,9 @@ pub struct PaymentService {
     wakers: Arc<std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>>,
     /// Verifies the signatures of concurrent requests together (shared by every clone).
     batcher: Arc<SignatureBatcher>,
+    /// The merchants this process is provisioning now (shared by every clone): a second call
+    /// for one of them is busy, as one on another node is through the store's turn.
+    provisioning: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl std::fmt::Debug for PaymentService {
@@ -281,6 +288,7 @@ impl PaymentService {
             ),
             auth: Arc::new(auth),
             wakers: Arc::default(),
+            provisioning: Arc::default(),
         }
     }
 

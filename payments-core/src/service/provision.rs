@@ -188,23 +188,7 @@ impl PaymentService {
             .merchant(merchant)
             .await?
             .ok_or_else(|| not_found("merchant"))?;
-        let project = Project {
-            id: ProjectId::generate(self.ports.rng.as_ref()),
-            merchant_id: merchant,
-            name: checked_name(name)?,
-            active: true,
-            test_mode: false,
-            lifetime: DEFAULT_LIFETIME,
-            contract: Contract::standard(),
-            callback_url: None,
-            ip_allow_list: Vec::new(),
-            signature_required: false,
-            paused: false,
-            rate_limit: RateLimit::default(),
-            payer_page: false,
-            payer_language: PageLanguage::default(),
-            created_at: self.ports.clock.now(),
-        };
+        let project = self.blank_project(merchant, checked_name(name)?);
         let project = self.patched(project, patch)?;
         self.ports.store.put_project(&project).await?;
         self.audit(audit(
@@ -217,6 +201,33 @@ impl PaymentService {
         ))
         .await?;
         Ok(project)
+    }
+
+    /// A project of `merchant` named `name` with the standard contract and default settings.
+    fn blank_project(&self, merchant: MerchantId, name: String) -> Project {
+        Project {
+            id: ProjectId::generate(self.ports.rng.as_ref()),
+            merchant_id: merchant,
+            name,
+            active: true,
+            test_mode: false,
+            lifetime: DEFAULT_LIFETIME,
+            contract: Contract::standard(),
+            callback_url: None,
+            ip_allow_list: Vec::new(),
+            signature_required: false,
+            paused: false,
+            rate_limit: RateLimit::default(),
+            payer_page: false,
+            payer_language: PageLanguage::default(),
+            created_at: self.ports.clock.now(),
+        }
+    }
+
+    /// Checks `patch` as [`PaymentService::create_project`] would apply it, writing nothing.
+    pub(super) fn check_patch(&self, patch: &ProjectPatch) -> Result<(), ApiError> {
+        let template = self.blank_project(MerchantId::from_uuid(uuid::Uuid::nil()), "-".into());
+        self.patched(template, patch.clone()).map(|_| ())
     }
 
     /// Changes a project's settings; they take effect with the next request.
@@ -673,7 +684,7 @@ pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets,
 /// controls such as U+202E, line and paragraph separators): names are shown in the operator
 /// API, the CLI, logs and the merchant's `GET /api/v1/project`, where such characters spoof
 /// or break what is shown.
-fn checked_name(name: &str) -> Result<String, ApiError> {
+pub(super) fn checked_name(name: &str) -> Result<String, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         return Err(ApiError::bad_request("name must be 1 to 200 characters"));

@@ -12,5 +12,6 @@ mod notify;
 mod operator;
 mod ops;
 mod provider;
+mod provisioning;
 mod support;
 mod test_mode;
