@@ -85,7 +85,9 @@ async fn run(args: Args) -> Result<(), String> {
         args.db.display()
     );
     axum::serve(listener, receiver_router(Arc::new(receiver)))
-        .with_graceful_shutdown(payments_server::server::shutdown_signal())
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
         .await
         .map_err(|e| e.to_string())
 }

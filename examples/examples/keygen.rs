@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use payments_client::files::write_private;
 use payments_core::auth::keys::{
     generate_signing_key, keyid, public_key_to_base64, public_key_to_pem, signing_key_to_pem,
 };
 use payments_http::system::OsRandom;
-use payments_server::bootstrap::write_private;
 
 /// Generates an Ed25519 signing key pair.
 #[derive(Debug, Parser)]

@@ -51,7 +51,7 @@ impl ApiArgs {
         };
         let pem = match &self.private_key {
             Some(path) => {
-                payments_server::files::read_limited_string(path, payments_server::files::PEM)
+                payments_client::files::read_limited_string(path, payments_client::files::PEM)
                     .map_err(|e| e.to_string())?
             }
             None => from_file(|c| c.private_key_pem.expose()),

@@ -1,9 +1,10 @@
 //! Shared code of the runnable examples: what a merchant does with each API answer
 //! ([`advice`]), how a create is repeated safely ([`create`]), how a payer is shown the
 //! requisite ([`display`]), the quickstart's steps ([`mod@quickstart`]), the callback receiver
-//! ([`receiver`]), an application embedding the service ([`embed`]) and an upstream for the
-//! server's HTTP provider, rates and notifications ([`upstream`]). The binaries in
-//! `examples/` are thin command-line wrappers, so the tests run the same code as the binaries.
+//! ([`receiver`]) and an upstream for the server's HTTP provider, rates and notifications
+//! ([`upstream`]). The binaries in `examples/` are thin command-line wrappers, so the tests
+//! (in `payments-server/tests/`, against the real server) run the same code as the binaries.
+//! The `embed` example stands alone: it uses no module of this crate.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -15,7 +16,6 @@ pub mod advice;
 pub mod cli;
 pub mod create;
 pub mod display;
-pub mod embed;
 pub mod quickstart;
 pub mod receiver;
 pub mod upstream;

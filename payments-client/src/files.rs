@@ -42,6 +42,10 @@ impl fmt::Display for Limit {
 /// The sandbox credentials file (`sandbox-credentials.json`): 64 KiB.
 pub const CREDENTIALS: Limit = Limit::new(64 * 1024, "a credentials file");
 
+/// One PEM key or certificate chain: a private key, a public key given to `key register
+/// --file`, the TLS certificate chain and key. 64 KiB.
+pub const PEM: Limit = Limit::new(64 * 1024, "a PEM key or certificate");
+
 /// Why a file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
@@ -98,6 +102,26 @@ pub fn read_limited_string(path: &Path, limit: Limit) -> Result<String, FileErro
     String::from_utf8(read_limited(path, limit)?).map_err(|_| FileError::NotText {
         path: path.to_path_buf(),
     })
+}
+
+/// Writes `bytes` to a new file at `path` that only its owner can read (mode 0600 on Unix),
+/// and syncs it: for private keys and credentials. An existing file is never overwritten
+/// (`ErrorKind::AlreadyExists`).
+///
+/// # Errors
+/// The file system's error.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 #[cfg(test)]
@@ -177,5 +201,22 @@ mod tests {
         assert_eq!(CREDENTIALS.to_string(), "64 KiB");
         assert_eq!(Limit::new(8 * 1024 * 1024, "x").to_string(), "8 MiB");
         assert_eq!(Limit::new(1500, "x").to_string(), "1500 bytes");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_private_file_is_the_owners_alone_and_never_overwritten() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir =
+            std::env::temp_dir().join(format!("payments-client-private-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("key.pem");
+        write_private(&file, b"secret").unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        let again = write_private(&file, b"other").unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&file).unwrap(), b"secret");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -26,6 +26,26 @@ pub fn operator_app(state: AppState) -> Router {
     with_middleware(crate::operator::routes(state.clone()), state)
 }
 
+/// Serves `router` on `listener` until `shutdown` resolves, then lets the requests in flight
+/// finish. Each request knows its client's address (`ConnectInfo`), which the projects' IP
+/// allow-lists need: served without it, a project with an allow-list is refused
+/// (`403 ip_not_allowed`) rather than let through.
+///
+/// # Errors
+/// The listener's I/O error.
+pub async fn serve<T>(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = T> + Send + 'static,
+) -> std::io::Result<()> {
+    let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, service)
+        .with_graceful_shutdown(async move {
+            let _ = shutdown.await;
+        })
+        .await
+}
+
 /// `GET /metrics` alone, for a listener of its own (`metrics_listen`); behind
 /// `metrics_token` when one is set.
 pub fn metrics_app(state: AppState) -> Router {

@@ -77,5 +77,25 @@ pub mod sweeper;
 pub mod system;
 pub mod workers;
 
-pub use app::{app, operator_app};
+pub use app::{app, operator_app, serve};
+
+/// What an embedding that mounts the routers names, in one import
+/// (`use payments_http::prelude::*;`): the service and its ports from `payments-core`, the
+/// state, the workers and the system clock and randomness from here.
+pub mod prelude {
+    pub use crate::dispatcher::{Dispatcher, DispatcherConfig};
+    pub use crate::system::{system_ports, OsRandom, SystemClock};
+    pub use crate::workers::Workers;
+    pub use crate::{app, operator_app, serve, AppState};
+    pub use payments_core::auth::Environment;
+    pub use payments_core::payment::{Currency, PaymentMethod};
+    pub use payments_core::provider::{
+        IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
+    };
+    pub use payments_core::service::{
+        Actor, AuthConfig, Credentials, PaymentService, Ports, Provision, ProvisionError,
+        Provisioned, ServiceConfig,
+    };
+    pub use payments_core::{async_trait, Decimal};
+}
 pub use state::{AppState, SharedState};

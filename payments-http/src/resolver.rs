@@ -198,7 +198,7 @@ pub fn callback_client(settings: &ClientSettings) -> Result<reqwest::Client, Cli
 /// What every outbound client of the server starts from: rustls, the bundled public web roots
 /// (unless `public_roots` is off) plus `extra_roots`, no redirects, no proxy, and a connect
 /// (TCP and TLS) time limit. The callback client adds its address-checking resolver; the
-/// upstream client ([`crate::upstream`]) its pool and request timeouts.
+/// upstream client (`payments_server::upstream`) its pool and request timeouts.
 pub fn rustls_client_builder(
     extra_roots: &[CertificateDer<'static>],
     public_roots: bool,

@@ -1,9 +1,30 @@
 //! The real clock and random source the server runs on.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use payments_core::clock::Sleep;
+use payments_core::provider::{RateSource, RequisiteProvider};
+use payments_core::service::Ports;
+use payments_core::store::Store;
 use payments_core::{Clock, RandomSource, Timestamp};
+
+/// The service's ports over `store`, `provider` and `rates` with the [`SystemClock`] and the
+/// [`OsRandom`] source: what a running service uses (tests give a manual clock and seeded
+/// randomness to [`Ports::new`] instead).
+pub fn system_ports(
+    store: Arc<dyn Store>,
+    provider: Arc<dyn RequisiteProvider>,
+    rates: Arc<dyn RateSource>,
+) -> Ports {
+    Ports::new(
+        store,
+        provider,
+        rates,
+        Arc::new(SystemClock),
+        Arc::new(OsRandom),
+    )
+}
 
 /// The system clock, with tokio timers.
 #[derive(Debug, Clone, Copy, Default)]

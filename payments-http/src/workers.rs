@@ -22,7 +22,11 @@ use payments_core::service::PaymentService;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::dispatcher::Dispatcher;
+use crate::dispatcher::{Dispatcher, DispatcherConfig, DispatcherError};
+use crate::AppState;
+
+/// How often [`Workers::for_state`] sweeps: the server's default (`sweep_interval`).
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The running dispatcher and sweeper. [`Workers::stop`] stops both and waits for them.
 /// Dropping the handle without `stop` stops them too, without waiting (the sweeper logs a
@@ -62,6 +66,21 @@ impl Workers {
             dispatcher,
             sweeper,
         }
+    }
+
+    /// The workers an embedding usually runs: the dispatcher of `state` with the spec's
+    /// settings ([`DispatcherConfig::default`]: public destinations only, 10 s per attempt)
+    /// and the sweeper every [`SWEEP_INTERVAL`]. Call it inside a tokio runtime.
+    ///
+    /// # Errors
+    /// [`DispatcherError`] when the dispatcher's HTTP client cannot be built.
+    pub fn for_state(state: &AppState) -> Result<Workers, DispatcherError> {
+        let dispatcher = Dispatcher::for_state(state, DispatcherConfig::default())?;
+        Ok(Workers::start(
+            &state.service,
+            Some(dispatcher),
+            SWEEP_INTERVAL,
+        ))
     }
 
     /// Whether the dispatcher runs (it was given to [`Workers::start`]).

@@ -6,7 +6,6 @@
 //! `<data-dir>/sandbox-credentials.json` (mode 0600). Secrets go to that file only, never to
 //! the log.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use payments_cabinet::Cabinet;
@@ -45,8 +44,8 @@ pub async fn bootstrap_sandbox(
     if environment != Environment::Sandbox {
         return Err(ApiError::bad_request(format!(
             "the sandbox bootstrap runs only in the sandbox, and this service is {environment}: \
-             provision a production merchant with create_merchant, create_project, issue_token, \
-             register_key and rotate_callback_secret (docs/embedding.md)"
+             provision a production merchant with PaymentService::provision \
+             (docs/embedding.md, \"The first merchant\")"
         )));
     }
     let path = data_dir.join(CREDENTIALS_FILE);
@@ -140,19 +139,7 @@ async fn bootstrap_test_project(
     })
 }
 
-/// Writes a file readable by its owner only.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
+pub use crate::files::write_private;
 
 #[cfg(test)]
 mod tests {

@@ -6,13 +6,9 @@
 use std::path::Path;
 
 pub use payments_client::files::{
-    read_limited, read_limited_string, FileError, Limit, CREDENTIALS,
+    read_limited, read_limited_string, write_private, FileError, Limit, CREDENTIALS, PEM,
 };
 use payments_http::dispatcher::{pem_roots, DispatcherError};
-
-/// One PEM key or certificate chain: a public key given to `key register --file`, the TLS
-/// certificate chain and key, a private key. 64 KiB.
-pub const PEM: Limit = Limit::new(64 * 1024, "a PEM key or certificate");
 
 /// The callback client's extra CA certificates (`callback_ca_file`): room for a whole CA
 /// bundle. 1 MiB.

@@ -52,6 +52,13 @@ pub struct AuthConfig {
     pub signature_batch_min: usize,
 }
 
+impl From<Environment> for AuthConfig {
+    /// [`AuthConfig::for_environment`].
+    fn from(environment: Environment) -> AuthConfig {
+        AuthConfig::for_environment(environment)
+    }
+}
+
 impl AuthConfig {
     /// The settings for an environment: the strict policy, and the signature debugging aid
     /// only in the sandbox.

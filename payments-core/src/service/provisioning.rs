@@ -25,7 +25,7 @@ use crate::ids::KeyId;
 use crate::project::{Merchant, Project};
 use crate::settings::SettingFamily;
 use crate::store::{CredentialStoreExt, MerchantStoreExt};
-use crate::{ApiError, SecretString};
+use crate::{ApiError, ErrorCode, SecretString};
 
 /// How long one call holds a merchant's provisioning: a second call meanwhile is
 /// [`ProvisionError::Busy`]; a call that died holding it blocks the next one this long.
@@ -179,6 +179,26 @@ pub struct Credentials {
     pub operator_token: Option<SecretString>,
 }
 
+impl Credentials {
+    /// The credentials as JSON, secrets in the clear (`token`, `keyid`, `private_key_pem`,
+    /// `callback_secret`, `operator_token`; a missing one is left out): for handing them to
+    /// the merchant once, over a channel only the merchant reads. Never log it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut json = serde_json::json!({
+            "token": self.token.expose(),
+            "keyid": self.keyid.as_str(),
+            "callback_secret": self.callback_secret.expose(),
+        });
+        if let Some(pem) = &self.private_key_pem {
+            json["private_key_pem"] = pem.expose().as_str().into();
+        }
+        if let Some(token) = &self.operator_token {
+            json["operator_token"] = token.expose().as_str().into();
+        }
+        json
+    }
+}
+
 /// What [`PaymentService::provision`] answers.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -230,7 +250,9 @@ impl From<crate::store::StoreError> for ProvisionError {
 impl PaymentService {
     /// Sets up a merchant, its project and the project's credentials (token, signing key,
     /// callback secret and, when asked, an operator token) in any environment, all or nothing
-    /// and idempotently (see the module's documentation):
+    /// and idempotently (see the module's documentation). Records the service's environment
+    /// in the store ([`PaymentService::record_environment`]); a store of the other
+    /// environment is refused.
     /// - the first call that finishes answers the credentials;
     /// - a call after it writes nothing and answers the records without credentials;
     /// - a call after one that stopped midway finishes the provisioning, revoking whatever the
@@ -266,6 +288,12 @@ impl PaymentService {
             ..request.settings.clone()
         };
         self.check_patch(&settings).map_err(invalid)?;
+        // The credentials are this environment's (`nl_live_` or `nl_test_` tokens): the store
+        // is recorded as its, and a store of the other environment is refused.
+        self.record_environment().await.map_err(|e| match e.code {
+            ErrorCode::BadRequest => ProvisionError::Invalid(e.message),
+            _ => ProvisionError::Failed(e),
+        })?;
 
         if let Some(done) = self.provisioned(&merchant_name, &project_name).await? {
             return Ok(done);

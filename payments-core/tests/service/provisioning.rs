@@ -324,3 +324,31 @@ fn the_secret_type_hides_the_credentials_in_debug_output() {
     let token: &SecretString = &done.credentials.as_ref().unwrap().token;
     assert!(!shown.contains(token.expose().as_str()), "{shown}");
 }
+
+#[test]
+fn provisioning_records_the_environment_and_refuses_the_other_ones_store() {
+    let store = Arc::new(MemoryStore::new());
+    let svc = service(&store, None, 1);
+    block_on(svc.provision(&request(), &actor())).expect("provisioned");
+    assert_eq!(
+        block_on(svc.recorded_environment()).unwrap(),
+        Some(Environment::Production)
+    );
+    let sandbox = PaymentService::new(
+        Ports::new(
+            store.clone(),
+            Arc::new(TestProvider::default()),
+            Arc::new(TestRates::with(
+                payments_core::payment::Currency::RUB,
+                "100",
+            )),
+            Arc::new(ManualClock::new(ts(T_CREATED))),
+            Arc::new(SeededRandom::new(2)),
+        ),
+        ServiceConfig::default(),
+        Environment::Sandbox.into(),
+    );
+    let e = block_on(sandbox.provision(&Provision::new("Other", "Main"), &actor())).unwrap_err();
+    assert!(matches!(e, ProvisionError::Invalid(_)), "{e}");
+    assert_eq!(block_on(store.merchants()).unwrap().len(), 1);
+}
