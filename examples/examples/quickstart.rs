@@ -8,7 +8,7 @@
 //! ```
 //!
 //! With `--callback-url http://127.0.0.1:9090/callbacks` the payment's `completed` callback
-//! goes to a local receiver (the server needs `PAYMENTS_ALLOW_LOCAL_CALLBACKS=1`).
+//! goes to a local receiver (the server needs `PAYMENTS_CALLBACKS__ALLOW_LOCAL=1`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -62,8 +62,12 @@ pub enum RateSourceKind {
     Http,
 }
 
-/// Every setting. The serde names are the TOML keys and, upper-cased after `PAYMENTS_`, the
-/// environment variables (docs/operations.md lists them).
+/// Every setting, in sections. The serde names are the TOML keys (`[callbacks]` then
+/// `concurrency = 8`) and, upper-cased after `PAYMENTS_` with `__` between a section and its
+/// key, the environment variables (`PAYMENTS_CALLBACKS__CONCURRENCY`); docs/operations.md
+/// lists them. Durations are written with their unit: `"30s"`, `"250ms"`, `"90d"`. The flat
+/// names of earlier releases (`callback_concurrency`, `sweep_interval_ms`, ...) are still
+/// read, each with a deprecation warning ([`Settings::deprecated`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
@@ -72,113 +76,171 @@ pub struct Settings {
     pub environment: Environment,
     /// Where the database and the sandbox credentials live (`./data`).
     pub data_dir: PathBuf,
-    /// Merchant API listener (`127.0.0.1:8080`).
+    /// A bank catalog file replacing the embedded one.
+    pub bank_catalog: Option<PathBuf>,
+    /// Fixed exchange rates (currency -> units per 1 USDT), as decimal strings: the `[rates]`
+    /// table (with `rate_source = "fixed"`).
+    #[serde(with = "text_map")]
+    pub rates: BTreeMap<String, Decimal>,
+    /// `[listen]`: the merchant and operator listeners and who the clients are.
+    pub listen: Listen,
+    /// `[tls]`: the certificate of the merchant (and cabinet) listener.
+    pub tls: Tls,
+    /// `[store]`: SQLite in the data dir or PostgreSQL.
+    pub store: StoreSettings,
+    /// `[callbacks]`: the callback dispatcher.
+    pub callbacks: Callbacks,
+    /// `[upstream]`: the payment company's requisite provider, rates and notifications.
+    pub upstream: Upstream,
+    /// `[retention]`: how long finished records are kept.
+    pub retention: RetentionSettings,
+    /// `[cabinet]`: the merchant web cabinet's listener.
+    pub cabinet: CabinetSettings,
+    /// `[metrics]`: where `/metrics` is served and what it requires.
+    pub metrics: MetricsSettings,
+    /// `[secrets]`: the key files sealing callback secrets at rest.
+    pub secrets: SecretsSettings,
+    /// `[log]`: the log's format and filter.
+    pub log: LogSettings,
+    /// `[tuning]`: the knobs a deployment rarely turns.
+    pub tuning: Tuning,
+    /// The flat names of earlier releases these settings were read with, one warning each
+    /// ("`callback_concurrency` is `callbacks.concurrency` now"): the server logs them at
+    /// start. Not a setting.
+    #[serde(skip)]
+    pub deprecated: Vec<String>,
+}
+
+/// `[listen]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Listen {
+    /// The merchant API (`127.0.0.1:8080`).
     #[serde(with = "text")]
-    pub listen: SocketAddr,
-    /// Operator API listener (`127.0.0.1:8081`).
+    pub merchant: SocketAddr,
+    /// The operator API (`127.0.0.1:8081`).
     #[serde(with = "text")]
-    pub operator_listen: SocketAddr,
-    /// The web cabinet's listener (`127.0.0.1:8082`); TLS like the merchant listener.
-    #[serde(with = "text")]
-    pub cabinet_listen: SocketAddr,
-    /// The cabinet's public URL (scheme and host browsers use, for invitation links and the
-    /// cross-site check behind a proxy); default `http(s)://<cabinet_listen>`.
-    pub cabinet_public_url: Option<String>,
+    pub operator: SocketAddr,
     /// The merchant API's public base URL (scheme and host merchants sign for `@target-uri`);
-    /// default `http(s)://<listen>`.
+    /// default `http(s)://<merchant>`.
     pub public_url: Option<String>,
-    /// TLS certificate chain (PEM) for the merchant listener.
-    pub tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM) for the merchant listener.
-    pub tls_key: Option<PathBuf>,
-    /// PostgreSQL instead of the data dir's SQLite: `postgres://user:password@host:port/db`
-    /// (key `database_url`, `PAYMENTS_DATABASE_URL`, `--database-url`). Several nodes may
-    /// serve over one database; every command of `payments-server` acts on it.
-    pub database_url: Option<SecretString>,
-    /// Connections in this node's PostgreSQL pool (default 16). Keep nodes x pool size well
-    /// under the database's `max_connections`.
-    pub database_pool_size: usize,
-    /// SQLite durability: key `synchronous`, `full` or `normal`.
-    #[serde(rename = "synchronous", with = "text")]
-    pub durability: Durability,
     /// Proxies whose `X-Forwarded-For` is trusted: CIDR networks or addresses, a list in the
     /// file, comma-separated in the environment.
     #[serde(with = "text_list")]
     pub trusted_proxies: Vec<IpNet>,
-    /// Development: allow `http://` and loopback callback URLs.
-    pub allow_local_callbacks: bool,
-    /// Delays between callback attempts: seconds, comma-separated (`"30,60"`).
+}
+
+impl Default for Listen {
+    fn default() -> Listen {
+        Listen {
+            merchant: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            operator: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            public_url: None,
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+/// `[tls]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tls {
+    /// Certificate chain (PEM) of the merchant listener (and the cabinet's).
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) of the merchant listener.
+    pub key: Option<PathBuf>,
+    /// Serve the operator listener over TLS too (default off: keep the operator listener on
+    /// loopback or a private network).
+    pub operator: bool,
+    /// How often the certificate and key files are checked for a change (they are also
+    /// reloaded on SIGHUP); default `10s`, at least `100ms`.
+    #[serde(with = "duration")]
+    pub watch_interval: Duration,
+}
+
+impl Default for Tls {
+    fn default() -> Tls {
+        Tls {
+            cert: None,
+            key: None,
+            operator: false,
+            watch_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// PostgreSQL instead of the data dir's SQLite: `postgres://user:password@host:port/db`
+    /// (`PAYMENTS_STORE__DATABASE_URL`, `--database-url`). Several nodes may serve over one
+    /// database; every command of `payments-server` acts on it.
+    pub database_url: Option<SecretString>,
+    /// Connections in this node's PostgreSQL pool (default 16). Keep nodes x pool size well
+    /// under the database's `max_connections`.
+    pub pool_size: usize,
+    /// SQLite durability: `full` (default) or `normal`.
     #[serde(with = "text")]
-    pub callback_retry_delays: RetrySchedule,
-    /// Extra CA certificates (PEM) the callback client trusts, besides the public roots.
-    pub callback_ca_file: Option<PathBuf>,
-    /// Deliveries in flight at once.
-    pub callback_concurrency: usize,
-    /// Deliveries in flight at once to one host.
-    pub callback_per_host: usize,
-    /// How long a claimed callback event stays leased to the node that claimed it: key
-    /// `callback_lease_ms` (default 60,000; more than the 10 s attempt timeout). After a node
-    /// dies mid-attempt, its events are attempted again by another node once this ends.
-    #[serde(rename = "callback_lease_ms", with = "millis")]
-    pub callback_lease: Duration,
+    pub synchronous: Durability,
+}
+
+impl Default for StoreSettings {
+    fn default() -> StoreSettings {
+        StoreSettings {
+            database_url: None,
+            pool_size: 16,
+            synchronous: Durability::Full,
+        }
+    }
+}
+
+/// `[callbacks]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Callbacks {
     /// Whether this server runs the callback dispatcher (default `true`). When `false`, closed
     /// payments still commit their callback events to the outbox in the same transaction as
-    /// always; they are only not sent until a server with dispatch on runs over the same data
-    /// dir. For holding callbacks during maintenance and for measuring delivery alone
-    /// (queue first, deliver later).
-    pub callback_dispatch: bool,
-    /// Log format: `text` or `json`.
+    /// always; they are only not sent until a server with dispatch on runs over the same
+    /// database: for holding callbacks during maintenance and for measuring delivery alone.
+    pub dispatch: bool,
+    /// Deliveries in flight at once (default 256).
+    pub concurrency: usize,
+    /// Deliveries in flight at once to one host (default 64).
+    pub per_host: usize,
+    /// How long a claimed event stays leased to the node that claimed it (default `60s`; more
+    /// than the 10 s attempt timeout). After a node dies mid-attempt, its events are attempted
+    /// again by another node once this ends.
+    #[serde(with = "duration")]
+    pub lease: Duration,
+    /// Delays between attempts: seconds, comma-separated (`"30,60"`).
     #[serde(with = "text")]
-    pub log_format: LogFormat,
-    /// Log filter (`info`, `payments_http=debug`, ...); also `PAYMENTS_LOG`.
-    pub log_level: String,
-    /// A bank catalog file replacing the embedded one.
-    pub bank_catalog: Option<PathBuf>,
-    /// The key file sealing callback secrets at rest (default `<data_dir>/secrets.key`;
-    /// created, 0600, when missing). Keep it outside the data dir so that a copy of the
-    /// database alone reveals nothing.
-    pub secrets_key_file: Option<PathBuf>,
-    /// Previous key files: secrets sealed with them still open, until
-    /// `payments-server callback-secret reseal` seals them with the current key.
-    pub secrets_previous_key_files: Vec<PathBuf>,
-    /// Fixed exchange rates (currency -> units per 1 USDT), as decimal strings.
-    #[serde(with = "text_map")]
-    pub rates: BTreeMap<String, Decimal>,
-    /// How often the lifecycle sweeper runs: key `sweep_interval_ms` (at least 10).
-    #[serde(rename = "sweep_interval_ms", with = "millis")]
-    pub sweep_interval: Duration,
-    /// How long shutdown waits for in-flight requests: key `shutdown_grace_seconds`.
-    #[serde(rename = "shutdown_grace_seconds", with = "seconds")]
-    pub shutdown_grace: Duration,
-    /// Connections each listener holds open at once (default 10,000); a connection over the
-    /// cap is answered `503` and closed at once. Keep it below the process's file-descriptor
-    /// limit.
-    pub max_connections: usize,
-    /// Most signatures of concurrent requests verified in one Ed25519 batch (default 64; 1
-    /// verifies each request's alone). See `payments_core::service::SignatureBatcher`.
-    pub signature_batch: usize,
-    /// Longest a request waits for the other signatures of its batch, in microseconds
-    /// (default 1,000; the runtime's timer rounds it up to whole milliseconds). A request
-    /// alone does not wait. Under a steady stream a batch also waits for the signatures
-    /// expected, at the recent rate, in a quarter of this time (0: for none).
-    pub signature_batch_wait_us: u64,
-    /// Signatures a batch waits for at least, within `signature_batch_wait_us`, once batches
-    /// form (default 1: none beyond the requests already under way and those the recent rate
-    /// brings in a quarter of the wait). 8 cut CPU per create by about a tenth at saturation
-    /// and added about 1 ms to the median at 5,000 creates/s (docs/performance.md).
-    pub signature_batch_min: usize,
-    /// How long a client may take to send a request's headers, and how long a kept-alive
-    /// connection may sit idle before its next request: key `header_timeout_ms` (default
-    /// 10,000). Slow or silent connections are closed after it.
-    #[serde(rename = "header_timeout_ms", with = "millis")]
-    pub header_timeout: Duration,
-    /// How long a client may take to send a request's body once its headers arrived: key
-    /// `body_timeout_ms` (default 10,000); later is `408 request_timeout`.
-    #[serde(rename = "body_timeout_ms", with = "millis")]
-    pub body_timeout: Duration,
+    pub retry_delays: RetrySchedule,
+    /// Extra CA certificates (PEM) the callback client trusts, besides the public roots.
+    pub ca_file: Option<PathBuf>,
+    /// Development: allow `http://` and loopback callback URLs.
+    pub allow_local: bool,
+}
 
-    // Upstream: the HTTP requisite provider, the live rate source and provider notifications
-    // (docs/providers.md is the wire contract).
+impl Default for Callbacks {
+    fn default() -> Callbacks {
+        Callbacks {
+            dispatch: true,
+            concurrency: 256,
+            per_host: 64,
+            lease: Duration::from_secs(60),
+            retry_delays: RetrySchedule::default(),
+            ca_file: None,
+            allow_local: false,
+        }
+    }
+}
+
+/// `[upstream]`: the HTTP requisite provider, the live rate source and provider notifications
+/// (docs/providers.md is the wire contract).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Upstream {
     /// Requisite provider: `sandbox` (default; refused in production) or `http`.
     #[serde(with = "text")]
     pub provider: ProviderKind,
@@ -187,68 +249,209 @@ pub struct Settings {
     pub rate_source: RateSourceKind,
     /// The upstream's requisite endpoint (`provider = "http"`): `https://...`, or `http://` to a
     /// loopback address (a sidecar on the same host).
-    pub upstream_url: Option<String>,
+    pub url: Option<String>,
     /// The upstream's rates endpoint (`rate_source = "http"`), same rule.
-    pub upstream_rates_url: Option<String>,
+    pub rates_url: Option<String>,
     /// HMAC secrets shared with the upstream (`whsec_...`, at least 32 characters after the
     /// prefix): requests to it are signed with each, notifications from it verify with any
     /// (two during a rotation). A list in the file, comma-separated in the environment.
     #[serde(with = "text_list")]
-    pub upstream_secrets: Vec<CallbackSecret>,
+    pub secrets: Vec<CallbackSecret>,
     /// Extra CA certificates (PEM) trusted for the upstream, besides the public roots.
-    pub upstream_ca_file: Option<PathBuf>,
-    /// Trust only `upstream_ca_file` for the upstream, not the public web roots.
-    pub upstream_ca_only: bool,
-    /// One upstream request's time limit (connect, send, answer): key `upstream_timeout_ms`
-    /// (default 15,000; the provider budget bounds a create whatever this says).
-    #[serde(rename = "upstream_timeout_ms", with = "millis")]
-    pub upstream_timeout: Duration,
-    /// Connect (TCP and TLS) time limit: key `upstream_connect_timeout_ms` (default 5,000).
-    #[serde(rename = "upstream_connect_timeout_ms", with = "millis")]
-    pub upstream_connect_timeout: Duration,
+    pub ca_file: Option<PathBuf>,
+    /// Trust only `ca_file` for the upstream, not the public web roots.
+    pub ca_only: bool,
+    /// One upstream request's time limit (connect, send, answer); default `15s` (the provider
+    /// budget bounds a create whatever this says).
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// Connect (TCP and TLS) time limit; default `5s`.
+    #[serde(with = "duration")]
+    pub connect_timeout: Duration,
     /// Idle connections to the upstream kept open for reuse (default 32).
-    pub upstream_pool_idle: usize,
-    /// How long an idle upstream connection is kept: key `upstream_pool_idle_timeout_ms`
-    /// (default 90,000).
-    #[serde(rename = "upstream_pool_idle_timeout_ms", with = "millis")]
-    pub upstream_pool_idle_timeout: Duration,
-    /// The requisite provider's budget per create: key `provider_budget_ms` (default 15,000,
-    /// the spec's); no answer in time is `provider_result_ambiguous`.
-    #[serde(rename = "provider_budget_ms", with = "millis")]
+    pub pool_idle: usize,
+    /// How long an idle upstream connection is kept; default `90s`.
+    #[serde(with = "duration")]
+    pub pool_idle_timeout: Duration,
+    /// The requisite provider's budget per create; default `15s`, the spec's. No answer in
+    /// time is `provider_result_ambiguous`.
+    #[serde(with = "duration")]
     pub provider_budget: Duration,
-    /// How often the live rates are fetched: key `rates_refresh_ms` (default 30,000).
-    #[serde(rename = "rates_refresh_ms", with = "millis")]
+    /// How often the live rates are fetched; default `30s`.
+    #[serde(with = "duration")]
     pub rates_refresh: Duration,
-    /// The staleness limit of the live rates: key `rates_max_age_ms` (default 300,000). Rates
-    /// fetched longer ago are not used: creates answer `422 payment_rate_unavailable`.
-    #[serde(rename = "rates_max_age_ms", with = "millis")]
+    /// The staleness limit of the live rates; default `5m`. Rates fetched longer ago are not
+    /// used: creates answer `422 payment_rate_unavailable`.
+    #[serde(with = "duration")]
     pub rates_max_age: Duration,
     /// The provider-notification listener (off by default): the upstream's signed reports of
     /// confirmed and failed transfers, at `POST /upstream/v1/notifications`.
     #[serde(with = "opt_text")]
-    pub upstream_listen: Option<SocketAddr>,
+    pub listen: Option<SocketAddr>,
+}
 
-    // Operations (docs/operations.md).
+impl Default for Upstream {
+    fn default() -> Upstream {
+        Upstream {
+            provider: ProviderKind::Sandbox,
+            rate_source: RateSourceKind::Fixed,
+            url: None,
+            rates_url: None,
+            secrets: Vec::new(),
+            ca_file: None,
+            ca_only: false,
+            timeout: Duration::from_secs(15),
+            connect_timeout: Duration::from_secs(5),
+            pool_idle: 32,
+            pool_idle_timeout: Duration::from_secs(90),
+            provider_budget: Duration::from_secs(15),
+            rates_refresh: Duration::from_secs(30),
+            rates_max_age: Duration::from_secs(300),
+            listen: None,
+        }
+    }
+}
+
+/// `[retention]`: how long finished records are kept; `0s` keeps them forever.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// Finished callback events (delivered or failed, with their attempts); default `90d`.
+    #[serde(with = "duration")]
+    pub events: Duration,
+    /// Audit records; default `400d`, the longest.
+    #[serde(with = "duration")]
+    pub audit: Duration,
+}
+
+impl Default for RetentionSettings {
+    fn default() -> RetentionSettings {
+        RetentionSettings {
+            events: Duration::from_secs(90 * 86_400),
+            audit: Duration::from_secs(400 * 86_400),
+        }
+    }
+}
+
+/// `[cabinet]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CabinetSettings {
+    /// The web cabinet's listener (`127.0.0.1:8082`); TLS like the merchant listener.
+    #[serde(with = "text")]
+    pub listen: SocketAddr,
+    /// The cabinet's public URL (scheme and host browsers use, for invitation links and the
+    /// cross-site check behind a proxy); default `http(s)://<listen>`.
+    pub public_url: Option<String>,
+}
+
+impl Default for CabinetSettings {
+    fn default() -> CabinetSettings {
+        CabinetSettings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8082)),
+            public_url: None,
+        }
+    }
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSettings {
     /// A listener of its own for `GET /metrics` (off by default: `/metrics` is on the operator
     /// listener), e.g. for a Prometheus on another network than the operators'.
     #[serde(with = "opt_text")]
-    pub metrics_listen: Option<SocketAddr>,
+    pub listen: Option<SocketAddr>,
     /// A bearer token `/metrics` requires wherever it is served (none by default). Better from
-    /// the environment (`PAYMENTS_METRICS_TOKEN`) than in the file.
-    pub metrics_token: Option<SecretString>,
-    /// Days finished callback events (delivered or failed, with their attempts) are kept:
-    /// key `retention_events_days` (default 90; 0 keeps them forever).
-    pub retention_events_days: u64,
-    /// Days audit records are kept: key `retention_audit_days` (default 400, the longest;
-    /// 0 keeps them forever).
-    pub retention_audit_days: u64,
-    /// How often the TLS certificate and key files are checked for a change (they are also
-    /// reloaded on SIGHUP): key `tls_watch_interval_ms` (default 10,000, at least 100).
-    #[serde(rename = "tls_watch_interval_ms", with = "millis")]
-    pub tls_watch_interval: Duration,
-    /// Serve the operator listener over TLS too, with `tls_cert` and `tls_key` (default off:
-    /// keep the operator listener on loopback or a private network).
-    pub operator_tls: bool,
+    /// the environment (`PAYMENTS_METRICS__TOKEN`) than in the file.
+    pub token: Option<SecretString>,
+}
+
+/// `[secrets]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsSettings {
+    /// The key file sealing callback secrets at rest (default `<data_dir>/secrets.key`;
+    /// created, 0600, only by `serve` or a command given `--create-key`). Keep it outside the
+    /// data dir so that a copy of the database alone reveals nothing.
+    pub key_file: Option<PathBuf>,
+    /// Previous key files: secrets sealed with them still open, until
+    /// `payments-server callback-secret reseal` seals them with the current key.
+    pub previous_key_files: Vec<PathBuf>,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSettings {
+    /// `text` (default) or `json`.
+    #[serde(with = "text")]
+    pub format: LogFormat,
+    /// The filter (`info`, `payments_http=debug`, ...); also `PAYMENTS_LOG`.
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> LogSettings {
+        LogSettings {
+            format: LogFormat::Text,
+            level: "info".to_string(),
+        }
+    }
+}
+
+/// `[tuning]`: limits and timings with defaults that suit most deployments.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tuning {
+    /// How often the lifecycle sweeper runs; default `1s`, at least `10ms`.
+    #[serde(with = "duration")]
+    pub sweep_interval: Duration,
+    /// How long shutdown waits for requests in flight; default `30s`.
+    #[serde(with = "duration")]
+    pub shutdown_grace: Duration,
+    /// Connections each listener holds open at once (default 10,000); a connection over the
+    /// cap is answered `503` and closed at once. Keep it below the process's file-descriptor
+    /// limit.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers, and how long a kept-alive
+    /// connection may sit idle before its next request; default `10s`. Slow or silent
+    /// connections are closed after it.
+    #[serde(with = "duration")]
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body once its headers arrived; default
+    /// `10s`. Later is `408 request_timeout`.
+    #[serde(with = "duration")]
+    pub body_timeout: Duration,
+    /// Most signatures of concurrent requests verified in one Ed25519 batch (default 64; 1
+    /// verifies each request's alone). See `payments_core::service::SignatureBatcher`.
+    pub signature_batch: usize,
+    /// Longest a request waits for the other signatures of its batch; default `1ms` (the
+    /// runtime's timer rounds up to whole milliseconds). A request alone does not wait.
+    /// Under a steady stream a batch also waits for the signatures expected, at the recent
+    /// rate, in a quarter of this time (`0s`: for none).
+    #[serde(with = "duration")]
+    pub signature_batch_wait: Duration,
+    /// Signatures a batch waits for at least, within `signature_batch_wait`, once batches
+    /// form (default 1: none beyond the requests already under way and those the recent rate
+    /// brings in a quarter of the wait). 8 cut CPU per create by about a tenth at saturation
+    /// and added about 1 ms to the median at 5,000 creates/s (docs/performance.md).
+    pub signature_batch_min: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            sweep_interval: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(30),
+            max_connections: 10_000,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            signature_batch: payments_core::service::DEFAULT_MAX_BATCH,
+            signature_batch_wait: Duration::from_millis(1),
+            signature_batch_min: 1,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -257,59 +460,20 @@ impl Default for Settings {
         Settings {
             environment: Environment::Sandbox,
             data_dir: PathBuf::from("./data"),
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            operator_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
-            cabinet_listen: SocketAddr::from(([127, 0, 0, 1], 8082)),
-            cabinet_public_url: None,
-            public_url: None,
-            tls_cert: None,
-            tls_key: None,
-            database_url: None,
-            database_pool_size: 16,
-            durability: Durability::Full,
-            trusted_proxies: Vec::new(),
-            allow_local_callbacks: false,
-            callback_retry_delays: RetrySchedule::default(),
-            callback_ca_file: None,
-            callback_concurrency: 256,
-            callback_per_host: 64,
-            callback_lease: Duration::from_secs(60),
-            callback_dispatch: true,
-            log_format: LogFormat::Text,
-            log_level: "info".to_string(),
             bank_catalog: None,
-            secrets_key_file: None,
-            secrets_previous_key_files: Vec::new(),
             rates: payments_http::sandbox::FixedRates::sandbox_defaults().0,
-            sweep_interval: Duration::from_millis(1000),
-            shutdown_grace: Duration::from_secs(30),
-            max_connections: 10_000,
-            signature_batch: payments_core::service::DEFAULT_MAX_BATCH,
-            signature_batch_wait_us: 1_000,
-            signature_batch_min: 1,
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(10),
-            provider: ProviderKind::Sandbox,
-            rate_source: RateSourceKind::Fixed,
-            upstream_url: None,
-            upstream_rates_url: None,
-            upstream_secrets: Vec::new(),
-            upstream_ca_file: None,
-            upstream_ca_only: false,
-            upstream_timeout: Duration::from_secs(15),
-            upstream_connect_timeout: Duration::from_secs(5),
-            upstream_pool_idle: 32,
-            upstream_pool_idle_timeout: Duration::from_secs(90),
-            provider_budget: Duration::from_secs(15),
-            rates_refresh: Duration::from_secs(30),
-            rates_max_age: Duration::from_secs(300),
-            upstream_listen: None,
-            metrics_listen: None,
-            metrics_token: None,
-            retention_events_days: 90,
-            retention_audit_days: 400,
-            tls_watch_interval: Duration::from_secs(10),
-            operator_tls: false,
+            listen: Listen::default(),
+            tls: Tls::default(),
+            store: StoreSettings::default(),
+            callbacks: Callbacks::default(),
+            upstream: Upstream::default(),
+            retention: RetentionSettings::default(),
+            cabinet: CabinetSettings::default(),
+            metrics: MetricsSettings::default(),
+            secrets: SecretsSettings::default(),
+            log: LogSettings::default(),
+            tuning: Tuning::default(),
+            deprecated: Vec::new(),
         }
     }
 }
@@ -330,19 +494,19 @@ pub fn parse_bool(v: &str) -> Result<bool, ConfigError> {
 }
 
 impl Settings {
-    /// The dispatcher's part of the settings; reads `callback_ca_file` if one is set.
+    /// The dispatcher's part of the settings; reads `callbacks.ca_file` if one is set.
     ///
     /// # Errors
     /// [`DispatcherError::CaFile`] when the CA file cannot be read or holds no certificate.
     pub fn dispatcher(&self) -> Result<DispatcherConfig, DispatcherError> {
-        let extra_roots = match &self.callback_ca_file {
+        let extra_roots = match &self.callbacks.ca_file {
             Some(path) => crate::files::read_pem_roots(path)?,
             None => Vec::new(),
         };
         Ok(DispatcherConfig {
-            concurrency: self.callback_concurrency,
-            per_host: self.callback_per_host,
-            lease: self.callback_lease,
+            concurrency: self.callbacks.concurrency,
+            per_host: self.callbacks.per_host,
+            lease: self.callbacks.lease,
             extra_roots,
             ..DispatcherConfig::default()
         })
@@ -355,22 +519,33 @@ impl Settings {
 
     /// The layers, lowest first: the TOML `file` (if any), the `PAYMENTS_*` environment
     /// variables ([`EnvLayer`]), then `flags`: a value that serializes to the settings given on
-    /// the command line only (skip the `None`s). A setting no layer gives keeps its default
+    /// the command line only (skip the `None`s), with the names of the settings file (a flat
+    /// name of earlier releases is read too). A setting no layer gives keeps its default
     /// (`#[serde(default)]`); the defaults are not a layer of their own so that a `rates` table
     /// replaces the default table instead of adding to it.
     pub fn figment(file: Option<&Path>, flags: impl Serialize) -> Figment {
         let mut layers = Figment::new();
         if let Some(path) = file {
-            layers = layers.merge(TomlFile(path.to_path_buf()));
+            layers = layers.merge(Renamed(TomlFile(path.to_path_buf())));
         }
         layers
             .merge(EnvLayer::process())
-            .merge(Serialized::defaults(flags))
+            .merge(Renamed(Serialized::defaults(flags)))
     }
 
-    /// The settings of [`Settings::figment`]: file < `PAYMENTS_*` < `flags`.
+    /// The settings of [`Settings::figment`]: file < `PAYMENTS_*` < `flags`; the flat names of
+    /// earlier releases the file and the environment use are in [`Settings::deprecated`].
     pub fn load(file: Option<&Path>, flags: impl Serialize) -> Result<Settings, ConfigError> {
-        Settings::from_figment(&Settings::figment(file, flags))
+        let mut settings = Settings::from_figment(&Settings::figment(file, flags))?;
+        if let Some(path) = file {
+            if let Ok(data) = TomlFile(path.to_path_buf()).data() {
+                settings
+                    .deprecated
+                    .extend(data.values().flat_map(flat_names));
+            }
+        }
+        settings.deprecated.extend(EnvLayer::process().flat_names());
+        Ok(settings)
     }
 
     /// Extracts and checks the settings of `layers`; an error names the setting (the
@@ -379,114 +554,125 @@ impl Settings {
         layers.extract::<Settings>().map_err(describe)?.checked()
     }
 
-    /// Checks what one value alone cannot show and normalises: `tls_cert` and `tls_key` come
-    /// together, `public_url` loses a trailing `/`, concurrency is at least 1, the sweep
-    /// interval at least 10 ms.
+    /// Checks what one value alone cannot show and normalises: the TLS certificate and key
+    /// come together, public URLs lose a trailing `/`, counts are at least 1, timings have a
+    /// floor.
     pub fn checked(mut self) -> Result<Settings, ConfigError> {
-        if self.tls_cert.is_some() != self.tls_key.is_some() {
+        if self.tls.cert.is_some() != self.tls.key.is_some() {
             return Err(ConfigError(
-                "tls_cert and tls_key must be given together".into(),
+                "tls.cert and tls.key must be given together".into(),
             ));
         }
-        self.public_url = self.public_url.map(|u| u.trim_end_matches('/').to_string());
-        self.cabinet_public_url = self
-            .cabinet_public_url
-            .map(|u| u.trim_end_matches('/').to_string());
-        self.callback_concurrency = self.callback_concurrency.max(1);
-        self.callback_per_host = self.callback_per_host.max(1);
-        self.sweep_interval = self.sweep_interval.max(Duration::from_millis(10));
-        self.max_connections = self.max_connections.max(1);
-        self.signature_batch = self.signature_batch.max(1);
-        self.signature_batch_min = self.signature_batch_min.clamp(1, self.signature_batch);
-        self.header_timeout = self.header_timeout.max(Duration::from_millis(100));
-        self.body_timeout = self.body_timeout.max(Duration::from_millis(100));
-        self.tls_watch_interval = self.tls_watch_interval.max(Duration::from_millis(100));
-        if self.operator_tls && self.tls_cert.is_none() {
+        let trimmed = |u: Option<String>| u.map(|u| u.trim_end_matches('/').to_string());
+        self.listen.public_url = trimmed(self.listen.public_url);
+        self.cabinet.public_url = trimmed(self.cabinet.public_url);
+        self.callbacks.concurrency = self.callbacks.concurrency.max(1);
+        self.callbacks.per_host = self.callbacks.per_host.max(1);
+        let t = &mut self.tuning;
+        t.sweep_interval = t.sweep_interval.max(Duration::from_millis(10));
+        t.max_connections = t.max_connections.max(1);
+        t.signature_batch = t.signature_batch.max(1);
+        t.signature_batch_min = t.signature_batch_min.clamp(1, t.signature_batch);
+        t.header_timeout = t.header_timeout.max(Duration::from_millis(100));
+        t.body_timeout = t.body_timeout.max(Duration::from_millis(100));
+        self.tls.watch_interval = self.tls.watch_interval.max(Duration::from_millis(100));
+        if self.tls.operator && self.tls.cert.is_none() {
             return Err(ConfigError(
-                "operator_tls needs tls_cert and tls_key".into(),
+                "tls.operator needs tls.cert and tls.key".into(),
             ));
         }
         if self
-            .metrics_token
+            .metrics
+            .token
             .as_ref()
             .is_some_and(|t| t.expose().trim().len() < 16)
         {
             return Err(ConfigError(
-                "metrics_token: at least 16 characters (e.g. openssl rand -hex 24)".into(),
+                "metrics.token: at least 16 characters (e.g. openssl rand -hex 24)".into(),
             ));
         }
         self.check_upstream()?;
-        if let Some(url) = &self.database_url {
+        if let Some(url) = &self.store.database_url {
             let url = url.expose();
             if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
                 return Err(ConfigError(
-                    "database_url: expected postgres://user:password@host:port/database".into(),
+                    "store.database_url: expected postgres://user:password@host:port/database"
+                        .into(),
                 ));
             }
         }
-        self.database_pool_size = self.database_pool_size.max(1);
+        self.store.pool_size = self.store.pool_size.max(1);
         Ok(self)
     }
 
-    /// The service's retention periods from `retention_events_days` and
-    /// `retention_audit_days` (0: forever).
+    /// The service's retention periods (`0s`: forever).
     pub fn retention(&self) -> payments_core::service::Retention {
-        let days = |d: u64| (d > 0).then(|| Duration::from_secs(d.saturating_mul(86_400)));
+        let kept = |d: Duration| (!d.is_zero()).then_some(d);
         payments_core::service::Retention {
-            events: days(self.retention_events_days),
-            audit: days(self.retention_audit_days),
+            events: kept(self.retention.events),
+            audit: kept(self.retention.audit),
         }
     }
 
-    /// The upstream settings that go together: an `http` provider needs `upstream_url` and
-    /// secrets, `http` rates need `upstream_rates_url`, the notification listener needs
-    /// secrets; the URLs are `https://` (or `http://` to loopback); the CA file is readable
-    /// later, at start.
+    /// The upstream settings that go together: an `http` provider needs `url` and secrets,
+    /// `http` rates need `rates_url`, the notification listener needs secrets; the URLs are
+    /// `https://` (or `http://` to loopback); the CA file is readable later, at start.
     fn check_upstream(&mut self) -> Result<(), ConfigError> {
         let needs = |what: &str, setting: &str| {
             ConfigError(format!("{what} needs {setting} (docs/providers.md)"))
         };
-        if self.provider == ProviderKind::Http {
-            if self.upstream_url.is_none() {
-                return Err(needs("provider = \"http\"", "upstream_url"));
+        let u = &mut self.upstream;
+        if u.provider == ProviderKind::Http {
+            if u.url.is_none() {
+                return Err(needs("upstream.provider = \"http\"", "upstream.url"));
             }
-            if self.upstream_secrets.is_empty() {
-                return Err(needs("provider = \"http\"", "upstream_secrets"));
+            if u.secrets.is_empty() {
+                return Err(needs("upstream.provider = \"http\"", "upstream.secrets"));
             }
         }
-        if self.rate_source == RateSourceKind::Http && self.upstream_rates_url.is_none() {
-            return Err(needs("rate_source = \"http\"", "upstream_rates_url"));
+        if u.rate_source == RateSourceKind::Http && u.rates_url.is_none() {
+            return Err(needs(
+                "upstream.rate_source = \"http\"",
+                "upstream.rates_url",
+            ));
         }
-        if self.upstream_listen.is_some() && self.upstream_secrets.is_empty() {
-            return Err(needs("upstream_listen", "upstream_secrets"));
+        if u.listen.is_some() && u.secrets.is_empty() {
+            return Err(needs("upstream.listen", "upstream.secrets"));
         }
         for (name, url) in [
-            ("upstream_url", &self.upstream_url),
-            ("upstream_rates_url", &self.upstream_rates_url),
+            ("upstream.url", &u.url),
+            ("upstream.rates_url", &u.rates_url),
         ] {
             if let Some(url) = url {
                 check_upstream_url(url).map_err(|e| ConfigError(format!("{name}: {e}")))?;
             }
         }
-        if self.upstream_ca_only && self.upstream_ca_file.is_none() {
-            return Err(needs("upstream_ca_only", "upstream_ca_file"));
+        if u.ca_only && u.ca_file.is_none() {
+            return Err(needs("upstream.ca_only", "upstream.ca_file"));
         }
-        self.upstream_timeout = self.upstream_timeout.max(Duration::from_millis(100));
-        self.upstream_connect_timeout = self
-            .upstream_connect_timeout
-            .max(Duration::from_millis(100));
-        self.provider_budget = self.provider_budget.max(Duration::from_millis(100));
-        self.rates_refresh = self.rates_refresh.max(Duration::from_millis(100));
-        self.rates_max_age = self.rates_max_age.max(Duration::from_millis(100));
+        let floor = Duration::from_millis(100);
+        u.timeout = u.timeout.max(floor);
+        u.connect_timeout = u.connect_timeout.max(floor);
+        u.provider_budget = u.provider_budget.max(floor);
+        u.rates_refresh = u.rates_refresh.max(floor);
+        u.rates_max_age = u.rates_max_age.max(floor);
         Ok(())
+    }
+
+    /// Logs a warning for each flat name of earlier releases these settings were read with
+    /// ([`Settings::deprecated`]); call it once logging is set up.
+    pub fn warn_deprecated(&self) {
+        for note in &self.deprecated {
+            tracing::warn!("deprecated setting: {note}");
+        }
     }
 
     /// The scheme merchants sign for: from the public URL, else `https` with TLS, else `http`.
     pub fn public_scheme(&self) -> &str {
-        match &self.public_url {
+        match &self.listen.public_url {
             Some(u) if u.starts_with("https://") => "https",
             Some(_) => "http",
-            None if self.tls_cert.is_some() => "https",
+            None if self.tls.cert.is_some() => "https",
             None => "http",
         }
     }
@@ -540,10 +726,229 @@ pub fn check_upstream_url(url: &str) -> Result<reqwest::Url, String> {
 /// What [`EnvLayer`] calls itself in figment's metadata.
 const ENV_LAYER: &str = "PAYMENTS_* environment variables";
 
-/// The `PAYMENTS_*` environment variables as a figment layer. A variable is read as the type of
-/// the setting it names (the shape of [`Settings::default`]): booleans as [`parse_bool`], numbers,
-/// lists comma-separated, everything else as the string given. `PAYMENTS_LOG` is
-/// `PAYMENTS_LOG_LEVEL`; variables that name no setting (`PAYMENTS_CONFIG`, ...) are skipped.
+/// The unit a flat name of earlier releases gave its number in.
+#[derive(Debug, Clone, Copy)]
+enum Unit {
+    /// Not a duration: the value as it is.
+    Same,
+    /// Milliseconds (`_ms`).
+    Millis,
+    /// Microseconds (`_us`).
+    Micros,
+    /// Seconds (`_seconds`).
+    Seconds,
+    /// Days (`_days`).
+    Days,
+}
+
+/// Each flat name of earlier releases, its place now and the unit of its number. Read for
+/// one more release, with a deprecation warning each.
+const RENAMED: &[(&str, &str, Unit)] = &[
+    ("listen", "listen.merchant", Unit::Same),
+    ("operator_listen", "listen.operator", Unit::Same),
+    ("public_url", "listen.public_url", Unit::Same),
+    ("trusted_proxies", "listen.trusted_proxies", Unit::Same),
+    ("tls_cert", "tls.cert", Unit::Same),
+    ("tls_key", "tls.key", Unit::Same),
+    ("operator_tls", "tls.operator", Unit::Same),
+    ("tls_watch_interval_ms", "tls.watch_interval", Unit::Millis),
+    ("database_url", "store.database_url", Unit::Same),
+    ("database_pool_size", "store.pool_size", Unit::Same),
+    ("synchronous", "store.synchronous", Unit::Same),
+    ("callback_dispatch", "callbacks.dispatch", Unit::Same),
+    ("callback_concurrency", "callbacks.concurrency", Unit::Same),
+    ("callback_per_host", "callbacks.per_host", Unit::Same),
+    ("callback_lease_ms", "callbacks.lease", Unit::Millis),
+    (
+        "callback_retry_delays",
+        "callbacks.retry_delays",
+        Unit::Same,
+    ),
+    ("callback_ca_file", "callbacks.ca_file", Unit::Same),
+    ("allow_local_callbacks", "callbacks.allow_local", Unit::Same),
+    ("provider", "upstream.provider", Unit::Same),
+    ("rate_source", "upstream.rate_source", Unit::Same),
+    ("upstream_url", "upstream.url", Unit::Same),
+    ("upstream_rates_url", "upstream.rates_url", Unit::Same),
+    ("upstream_secrets", "upstream.secrets", Unit::Same),
+    ("upstream_ca_file", "upstream.ca_file", Unit::Same),
+    ("upstream_ca_only", "upstream.ca_only", Unit::Same),
+    ("upstream_timeout_ms", "upstream.timeout", Unit::Millis),
+    (
+        "upstream_connect_timeout_ms",
+        "upstream.connect_timeout",
+        Unit::Millis,
+    ),
+    ("upstream_pool_idle", "upstream.pool_idle", Unit::Same),
+    (
+        "upstream_pool_idle_timeout_ms",
+        "upstream.pool_idle_timeout",
+        Unit::Millis,
+    ),
+    (
+        "provider_budget_ms",
+        "upstream.provider_budget",
+        Unit::Millis,
+    ),
+    ("rates_refresh_ms", "upstream.rates_refresh", Unit::Millis),
+    ("rates_max_age_ms", "upstream.rates_max_age", Unit::Millis),
+    ("upstream_listen", "upstream.listen", Unit::Same),
+    ("retention_events_days", "retention.events", Unit::Days),
+    ("retention_audit_days", "retention.audit", Unit::Days),
+    ("cabinet_listen", "cabinet.listen", Unit::Same),
+    ("cabinet_public_url", "cabinet.public_url", Unit::Same),
+    ("metrics_listen", "metrics.listen", Unit::Same),
+    ("metrics_token", "metrics.token", Unit::Same),
+    ("secrets_key_file", "secrets.key_file", Unit::Same),
+    (
+        "secrets_previous_key_files",
+        "secrets.previous_key_files",
+        Unit::Same,
+    ),
+    ("log_format", "log.format", Unit::Same),
+    ("log_level", "log.level", Unit::Same),
+    ("sweep_interval_ms", "tuning.sweep_interval", Unit::Millis),
+    (
+        "shutdown_grace_seconds",
+        "tuning.shutdown_grace",
+        Unit::Seconds,
+    ),
+    ("max_connections", "tuning.max_connections", Unit::Same),
+    ("header_timeout_ms", "tuning.header_timeout", Unit::Millis),
+    ("body_timeout_ms", "tuning.body_timeout", Unit::Millis),
+    ("signature_batch", "tuning.signature_batch", Unit::Same),
+    (
+        "signature_batch_wait_us",
+        "tuning.signature_batch_wait",
+        Unit::Micros,
+    ),
+    (
+        "signature_batch_min",
+        "tuning.signature_batch_min",
+        Unit::Same,
+    ),
+];
+
+/// The place of flat name `key` now, if it is one of [`RENAMED`]; `listen` only when its
+/// value is not the `[listen]` section.
+fn renamed(key: &str, value: &Value) -> Option<(&'static str, Unit)> {
+    if key == "listen" && matches!(value, Value::Dict(..)) {
+        return None;
+    }
+    RENAMED
+        .iter()
+        .find(|(old, _, _)| *old == key)
+        .map(|(_, new, unit)| (*new, *unit))
+}
+
+/// A flat name's number in its unit, as a duration setting (`"60000ms"`).
+fn in_unit(value: Value, unit: Unit, name: &str) -> Result<Value, String> {
+    let suffix = match unit {
+        Unit::Same => return Ok(value),
+        Unit::Millis => "ms",
+        Unit::Micros => "us",
+        Unit::Seconds => "s",
+        Unit::Days => "d",
+    };
+    let number = match &value {
+        Value::Num(_, n) => n
+            .to_u128()
+            .or_else(|| n.to_i128().and_then(|i| u128::try_from(i).ok()))
+            .map(|n| n.to_string()),
+        Value::String(_, s) => s.trim().parse::<u64>().ok().map(|n| n.to_string()),
+        _ => None,
+    };
+    number
+        .map(|n| Value::from(format!("{n}{suffix}")))
+        .ok_or_else(|| format!("{name}: expected a whole number, got {value:?}"))
+}
+
+/// Sets `value` at the dotted `path` of `dict`, making the sections on the way. A value
+/// already there stays (the new name wins over the old one in the same layer): `false` then.
+fn insert_at(dict: &mut Dict, path: &str, value: Value) -> bool {
+    match path.split_once('.') {
+        None => {
+            if dict.contains_key(path) {
+                return false;
+            }
+            dict.insert(path.to_string(), value);
+            true
+        }
+        Some((section, rest)) => {
+            let mut inner = match dict.remove(section) {
+                Some(Value::Dict(_, d)) => d,
+                // A section given as something else: left for the extraction to refuse.
+                Some(other) => {
+                    dict.insert(section.to_string(), other);
+                    return false;
+                }
+                None => Dict::new(),
+            };
+            let inserted = insert_at(&mut inner, rest, value);
+            dict.insert(section.to_string(), Value::from(inner));
+            inserted
+        }
+    }
+}
+
+/// Moves the flat names of earlier releases in `dict` to their places now, converting the
+/// numbers of `_ms`, `_us`, `_seconds` and `_days` names to durations.
+fn move_renamed(dict: &mut Dict) -> Result<(), String> {
+    let keys: Vec<String> = dict.keys().cloned().collect();
+    for key in keys {
+        let Some(value) = dict.get(&key) else {
+            continue;
+        };
+        let Some((new, unit)) = renamed(&key, value) else {
+            continue;
+        };
+        let value = dict.remove(&key).expect("the key was just read");
+        insert_at(dict, new, in_unit(value, unit, &key)?);
+    }
+    Ok(())
+}
+
+/// The deprecation note of a flat name of earlier releases, `old` (spelled as the layer
+/// spells it), now `new`.
+fn deprecation(old: &str, new: &str) -> String {
+    format!(
+        "{old} is {new} now: the flat names of earlier releases are read this release only \
+         (docs/operations.md, \"Settings\")"
+    )
+}
+
+/// The deprecation notes of the flat names in a layer's `dict`.
+fn flat_names(dict: &Dict) -> Vec<String> {
+    dict.iter()
+        .filter_map(|(key, value)| renamed(key, value).map(|(new, _)| deprecation(key, new)))
+        .collect()
+}
+
+/// A settings layer (the file, the flags) with the flat names of earlier releases moved to
+/// their sections ([`RENAMED`]).
+struct Renamed<P>(P);
+
+impl<P: Provider> Provider for Renamed<P> {
+    fn metadata(&self) -> Metadata {
+        self.0.metadata()
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let mut data = self.0.data()?;
+        for dict in data.values_mut() {
+            move_renamed(dict)?;
+        }
+        Ok(data)
+    }
+}
+
+/// The `PAYMENTS_*` environment variables as a figment layer: `__` between a section and its
+/// key (`PAYMENTS_CALLBACKS__CONCURRENCY`), and the flat names of earlier releases
+/// (`PAYMENTS_CALLBACK_CONCURRENCY`, each a deprecation note). A variable is read as the type
+/// of the setting it names (the shape of [`Settings::default`]): booleans as [`parse_bool`],
+/// numbers, lists comma-separated, everything else (durations: `30s`) as the string given.
+/// `PAYMENTS_LOG` is `PAYMENTS_LOG__LEVEL`; variables that name no setting
+/// (`PAYMENTS_CONFIG`, ...) are skipped.
 #[derive(Clone)]
 pub struct EnvLayer(Env);
 
@@ -556,20 +961,45 @@ impl std::fmt::Debug for EnvLayer {
 impl EnvLayer {
     /// The variables of this process.
     pub fn process() -> EnvLayer {
-        EnvLayer(Env::prefixed("PAYMENTS_").map(|k| {
-            if k == "log" {
-                "log_level".into()
-            } else {
-                k.into()
-            }
-        }))
+        EnvLayer(Env::prefixed("PAYMENTS_"))
     }
+
+    /// The deprecation notes of the variables that use a flat name of earlier releases.
+    fn flat_names(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .filter_map(|(key, raw)| {
+                let key = key.as_str().to_ascii_lowercase();
+                let (new, _) = renamed(&key, &Value::from(raw))?;
+                Some(deprecation(
+                    &format!("PAYMENTS_{}", key.to_ascii_uppercase()),
+                    &variable(new),
+                ))
+            })
+            .collect()
+    }
+}
+
+/// The value at the dotted `path` of `dict`.
+fn value_at<'a>(dict: &'a Dict, path: &str) -> Option<&'a Value> {
+    match path.split_once('.') {
+        None => dict.get(path),
+        Some((section, rest)) => match dict.get(section)? {
+            Value::Dict(_, inner) => value_at(inner, rest),
+            _ => None,
+        },
+    }
+}
+
+/// A variable's name for the setting at the dotted `path`.
+fn variable(path: &str) -> String {
+    format!("PAYMENTS_{}", path.replace('.', "__").to_ascii_uppercase())
 }
 
 impl Provider for EnvLayer {
     fn metadata(&self) -> Metadata {
         Metadata::named(ENV_LAYER).interpolater(|_: &Profile, keys: &[&str]| {
-            format!("PAYMENTS_{}", keys.join("_").to_ascii_uppercase())
+            format!("PAYMENTS_{}", keys.join("__").to_ascii_uppercase())
         })
     }
 
@@ -580,21 +1010,28 @@ impl Provider for EnvLayer {
             .unwrap_or_default();
         let mut dict = Dict::new();
         for (key, raw) in self.0.iter() {
-            let key = key.as_str();
-            let Some(default) = defaults.get(key) else {
+            let key = key.as_str().to_ascii_lowercase();
+            let var = format!("PAYMENTS_{}", key.to_ascii_uppercase());
+            let (path, unit) = if key == "log" {
+                ("log.level".to_string(), Unit::Same)
+            } else if let Some((new, unit)) = renamed(&key, &Value::from(raw.clone())) {
+                (new.to_string(), unit)
+            } else {
+                (key.replace("__", "."), Unit::Same)
+            };
+            let Some(default) = value_at(&defaults, &path) else {
                 continue;
             };
-            let var = format!("PAYMENTS_{}", key.to_ascii_uppercase());
-            let value = match default {
-                Value::Bool(..) => {
+            let value = match (unit, default) {
+                (Unit::Same, Value::Bool(..)) => {
                     Value::from(parse_bool(&raw).map_err(|e| format!("{var}: {}", e.0))?)
                 }
-                Value::Num(..) => Value::from(
+                (Unit::Same, Value::Num(..)) => Value::from(
                     raw.trim()
                         .parse::<u64>()
                         .map_err(|_| format!("{var}: expected a number, got {raw:?}"))?,
                 ),
-                Value::Array(..) => Value::from(
+                (Unit::Same, Value::Array(..)) => Value::from(
                     raw.split(',')
                         .map(str::trim)
                         .filter(|s| !s.is_empty())
@@ -602,10 +1039,13 @@ impl Provider for EnvLayer {
                         .collect::<Vec<_>>(),
                 ),
                 // A table (`rates`) in figment's inline syntax: `{RUB="92.5"}`.
-                Value::Dict(..) => raw.parse().expect("parsing a figment value is infallible"),
-                _ => Value::from(raw),
+                (Unit::Same, Value::Dict(..)) => {
+                    raw.parse().expect("parsing a figment value is infallible")
+                }
+                (Unit::Same, _) => Value::from(raw),
+                (unit, _) => in_unit(Value::from(raw), unit, &var)?,
             };
-            dict.insert(key.to_string(), value);
+            insert_at(&mut dict, &path, value);
         }
         Ok(Profile::Default.collect(dict))
     }
@@ -882,33 +1322,48 @@ mod text_map {
     }
 }
 
-/// A duration in whole milliseconds.
-mod millis {
+/// A duration written with its unit: `"30s"`, `"250ms"`, `"1m 30s"`, `"90d"` (humantime's
+/// syntax), written back in the largest unit that is exact.
+mod duration {
     use std::time::Duration;
 
+    use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub(super) fn serialize<S: Serializer>(v: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::try_from(v.as_millis()).unwrap_or(u64::MAX))
+        s.serialize_str(&text(*v))
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_millis)
-    }
-}
-
-/// A duration in whole seconds.
-mod seconds {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(v: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(v.as_secs())
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(text.trim()).map_err(|e| {
+            D::Error::custom(format!(
+                "{text:?} is not a duration like \"30s\", \"250ms\" or \"90d\": {e}"
+            ))
+        })
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_secs)
+    /// `v` in the largest of d, h, m, s, ms, us and ns that writes it exactly.
+    pub(super) fn text(v: Duration) -> String {
+        let nanos = v.as_nanos();
+        const UNITS: [(u128, &str); 7] = [
+            (86_400_000_000_000, "d"),
+            (3_600_000_000_000, "h"),
+            (60_000_000_000, "m"),
+            (1_000_000_000, "s"),
+            (1_000_000, "ms"),
+            (1_000, "us"),
+            (1, "ns"),
+        ];
+        if nanos == 0 {
+            return "0s".to_string();
+        }
+        let (size, unit) = UNITS
+            .iter()
+            .find(|(size, _)| nanos.is_multiple_of(*size))
+            .copied()
+            .unwrap_or((1, "ns"));
+        format!("{}{unit}", nanos / size)
     }
 }
 

@@ -55,7 +55,8 @@ pub fn create_dir(dir: &Path) -> Result<(), String> {
 /// The configured key file: `secrets_key_file`, else `<data_dir>/secrets.key`.
 pub fn key_file(settings: &Settings) -> PathBuf {
     settings
-        .secrets_key_file
+        .secrets
+        .key_file
         .clone()
         .unwrap_or_else(|| settings.data_dir.join(SECRETS_KEY_FILE))
 }
@@ -70,7 +71,8 @@ pub fn sealing_keys(settings: &Settings, rng: &dyn RandomSource) -> Result<Seali
         create_key_file(&path, rng)?
     };
     let previous = settings
-        .secrets_previous_key_files
+        .secrets
+        .previous_key_files
         .iter()
         .map(PathBuf::as_path)
         .map(read_key_file)

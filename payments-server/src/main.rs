@@ -149,7 +149,8 @@ fn flag_bool(v: &str) -> Result<bool, String> {
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let settings = settings(&args.common, &args)?;
-    let _log = payments_server::telemetry::init_server(settings.log_format, &settings.log_level);
+    let _log = payments_server::telemetry::init_server(settings.log.format, &settings.log.level);
+    settings.warn_deprecated();
     let app = Application::build(settings).await.map_err(|e| e.0)?;
     if let Some(path) = app.bootstrapped_credentials() {
         tracing::info!(file = %path.display(), "sandbox bootstrapped: credentials written (token, keys, secrets are in that file only)");
@@ -161,7 +162,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 
 async fn backup(args: BackupArgs) -> Result<(), String> {
     let settings = settings(&args.common, &args.common)?;
-    payments_server::telemetry::init(settings.log_format, "warn");
+    payments_server::telemetry::init(settings.log.format, "warn");
+    settings.warn_deprecated();
     let report = payments_server::cli::backup(&settings, &args.file)?;
     println!(
         "Backup written: {} ({} bytes, schema version {}, {:.1} s). A server started on it holds \
@@ -181,7 +183,8 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
     }
     let common = args.common;
     let settings = settings(&common, &common)?;
-    payments_server::telemetry::init(settings.log_format, "warn");
+    payments_server::telemetry::init(settings.log.format, "warn");
+    settings.warn_deprecated();
     let opened = open_service(&settings, common.setup())
         .await
         .map_err(|e| e.0)?;
@@ -193,7 +196,8 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
 
 async fn migrate(common: CommonArgs) -> Result<(), String> {
     let settings = settings(&common, &common)?;
-    payments_server::telemetry::init(settings.log_format, "warn");
+    payments_server::telemetry::init(settings.log.format, "warn");
+    settings.warn_deprecated();
     let (before, after) = payments_server::server::migrate(&settings)
         .await
         .map_err(|e| e.0)?;

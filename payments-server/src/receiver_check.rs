@@ -218,7 +218,7 @@ impl CheckOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     /// The callback policy refuses the destination.
-    #[error("destination refused by the callback policy: {0} (a local receiver needs allow_local_callbacks / PAYMENTS_ALLOW_LOCAL_CALLBACKS=1, development only)")]
+    #[error("destination refused by the callback policy: {0} (a local receiver needs callbacks.allow_local / PAYMENTS_CALLBACKS__ALLOW_LOCAL=1, development only)")]
     Refused(String),
     /// The HTTP client could not be built.
     #[error(transparent)]

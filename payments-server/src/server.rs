@@ -196,7 +196,7 @@ impl ApplicationBuilder {
         // The settings' upstream ports (`provider = "http"`, `rate_source = "http"`) when the
         // caller gave none: real ports, so production starts with them.
         let upstream_clock: Arc<dyn Clock> = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        let provider = match (provider, settings.provider) {
+        let provider = match (provider, settings.upstream.provider) {
             (Some(p), _) => Some(p),
             (None, ProviderKind::Http) => Some(Arc::new(
                 HttpProvider::from_settings(&settings, upstream_clock.clone())
@@ -204,7 +204,7 @@ impl ApplicationBuilder {
             ) as Arc<dyn RequisiteProvider>),
             (None, _) => None,
         };
-        let rates = match (rates, settings.rate_source) {
+        let rates = match (rates, settings.upstream.rate_source) {
             (Some(r), _) => Some(r),
             (None, RateSourceKind::Http) => Some(Arc::new(
                 HttpRates::start(&settings, upstream_clock.clone())
@@ -233,20 +233,20 @@ impl ApplicationBuilder {
                 )));
             }
         }
-        if settings.allow_local_callbacks {
-            tracing::warn!("PAYMENTS_ALLOW_LOCAL_CALLBACKS is on: http:// and loopback callback URLs are accepted (development only)");
+        if settings.callbacks.allow_local {
+            tracing::warn!("PAYMENTS_CALLBACKS__ALLOW_LOCAL is on: http:// and loopback callback URLs are accepted (development only)");
         }
-        if settings.callback_retry_delays != payments_core::callback::RetrySchedule::default() {
-            tracing::warn!(delays = %settings.callback_retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
+        if settings.callbacks.retry_delays != payments_core::callback::RetrySchedule::default() {
+            tracing::warn!(delays = %settings.callbacks.retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
         }
-        if !settings.callback_dispatch {
+        if !settings.callbacks.dispatch {
             tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
         }
         // One server per data dir: the lock is taken before the database is opened. Nodes on
         // a shared PostgreSQL database take turns in the database instead (take_turn, SKIP
         // LOCKED claims), so they take no lock and may share a data dir (its secrets key).
         crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
-        let lock = if settings.database_url.is_some() && store.is_none() {
+        let lock = if settings.store.database_url.is_some() && store.is_none() {
             None
         } else {
             Some(crate::data_dir::lock(&settings.data_dir).map_err(start_err)?)
@@ -291,9 +291,9 @@ impl ApplicationBuilder {
         };
         let mut state = AppState::new(service, settings.public_scheme())
             .with_cabinet_store(cabinet_store)
-            .with_body_timeout(settings.body_timeout)
+            .with_body_timeout(settings.tuning.body_timeout)
             .with_metrics(metrics)
-            .with_metrics_token(settings.metrics_token.clone().map(Arc::new))
+            .with_metrics_token(settings.metrics.token.clone().map(Arc::new))
             .with_database_file(database_file);
         if let Some(limiter) = rate_limiter {
             state = state.with_rate_limiter(limiter);
@@ -305,21 +305,21 @@ impl ApplicationBuilder {
             l.set_nonblocking(true).map_err(start_err)?;
             Ok(l)
         };
-        let merchant = bind(settings.listen)?;
-        let operator = bind(settings.operator_listen)?;
-        let metrics = settings.metrics_listen.map(bind).transpose()?;
-        if !settings.operator_listen.ip().is_loopback() && !settings.operator_tls {
+        let merchant = bind(settings.listen.merchant)?;
+        let operator = bind(settings.listen.operator)?;
+        let metrics = settings.metrics.listen.map(bind).transpose()?;
+        if !settings.listen.operator.ip().is_loopback() && !settings.tls.operator {
             tracing::warn!(
-                operator_listen = %settings.operator_listen,
+                operator_listen = %settings.listen.operator,
                 "the operator listener is bound to a non-loopback address without TLS: operator \
                  tokens cross the network in clear; set operator_tls (with tls_cert and tls_key), \
                  or bind it to loopback and reach it through an SSH tunnel or a TLS proxy"
             );
         }
-        let upstream = match settings.upstream_listen {
+        let upstream = match settings.upstream.listen {
             Some(addr) => Some((
                 bind(addr)?,
-                CallbackVerifier::new(settings.upstream_secrets.clone()),
+                CallbackVerifier::new(settings.upstream.secrets.clone()),
             )),
             None => None,
         };
@@ -330,9 +330,9 @@ impl ApplicationBuilder {
                     store.clone(),
                     CabinetConfig::default(),
                 );
-                let mut cabinet_state = CabinetState::new(cabinet, settings.tls_cert.is_some());
-                cabinet_state.public_origin = settings.cabinet_public_url.clone();
-                Some((bind(settings.cabinet_listen)?, cabinet_state))
+                let mut cabinet_state = CabinetState::new(cabinet, settings.tls.cert.is_some());
+                cabinet_state.public_origin = settings.cabinet.public_url.clone();
+                Some((bind(settings.cabinet.listen)?, cabinet_state))
             }
             None => {
                 tracing::warn!(
@@ -342,7 +342,7 @@ impl ApplicationBuilder {
                 None
             }
         };
-        let tls = match (&settings.tls_cert, &settings.tls_key) {
+        let tls = match (&settings.tls.cert, &settings.tls.key) {
             (Some(cert), Some(key)) => {
                 let read = |path| {
                     crate::files::read_limited(path, crate::files::PEM)
@@ -452,7 +452,7 @@ impl Application {
 
     /// The merchant API's base URL: the configured public URL, else the listener's.
     pub fn base_url(&self) -> String {
-        match &self.settings.public_url {
+        match &self.settings.listen.public_url {
             Some(u) => u.clone(),
             None => format!(
                 "{}://{}",
@@ -464,7 +464,7 @@ impl Application {
 
     /// The operator API's base URL (`https` with `operator_tls`).
     pub fn operator_url(&self) -> String {
-        let scheme = if self.tls.is_some() && self.settings.operator_tls {
+        let scheme = if self.tls.is_some() && self.settings.tls.operator {
             "https"
         } else {
             "http"
@@ -483,7 +483,7 @@ impl Application {
     /// TLS); `None` when the cabinet does not run.
     pub fn cabinet_url(&self) -> Option<String> {
         let addr = self.cabinet_addr()?;
-        Some(match &self.settings.cabinet_public_url {
+        Some(match &self.settings.cabinet.public_url {
             Some(u) => u.clone(),
             None => format!(
                 "{}://{addr}",
@@ -538,8 +538,8 @@ impl Application {
             .into_make_service_with_connect_info::<SocketAddr>();
         let (draining_tx, draining_rx) = watch::channel(false);
         let limits = |tls: bool| ConnectionLimits {
-            max_connections: settings.max_connections,
-            header_timeout: settings.header_timeout,
+            max_connections: settings.tuning.max_connections,
+            header_timeout: settings.tuning.header_timeout,
             tls,
             draining: Some(draining_rx.clone()),
         };
@@ -547,9 +547,9 @@ impl Application {
         let reloader = tls.clone().map(|cfg| {
             tokio::spawn(crate::tls::watch(
                 cfg,
-                settings.tls_cert.clone().unwrap_or_default(),
-                settings.tls_key.clone().unwrap_or_default(),
-                settings.tls_watch_interval,
+                settings.tls.cert.clone().unwrap_or_default(),
+                settings.tls.key.clone().unwrap_or_default(),
+                settings.tls.watch_interval,
                 stop_rx.clone(),
             ))
         });
@@ -595,7 +595,7 @@ impl Application {
                 tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
             }
         };
-        let operator_task = match tls.filter(|_| settings.operator_tls) {
+        let operator_task = match tls.filter(|_| settings.tls.operator) {
             Some(cfg) => {
                 let limits = limits(true);
                 let mut server = axum_server::from_tcp_rustls(operator, cfg)
@@ -635,8 +635,8 @@ impl Application {
         // never run: events stay pending in the outbox for a later server.
         let workers = payments_http::workers::Workers::start(
             &state.service,
-            settings.callback_dispatch.then_some(dispatcher),
-            settings.sweep_interval,
+            settings.callbacks.dispatch.then_some(dispatcher),
+            settings.tuning.sweep_interval,
         );
 
         shutdown.await;
@@ -651,7 +651,7 @@ impl Application {
             &metrics_handle,
             &cabinet_handle,
         ] {
-            handle.graceful_shutdown(Some(settings.shutdown_grace));
+            handle.graceful_shutdown(Some(settings.tuning.shutdown_grace));
         }
         let _ = merchant_task.await;
         if let Some((task, purge)) = cabinet_task {
@@ -681,7 +681,7 @@ impl Application {
     async fn log_start(&self) {
         let s = &self.settings;
         let hold = self.state.service.callback_hold().await.ok().flatten();
-        let dispatch = match (s.callback_dispatch, &hold) {
+        let dispatch = match (s.callbacks.dispatch, &hold) {
             (false, _) => "off".to_string(),
             (true, Some(reason)) => format!("held: {reason}"),
             (true, None) => "on".to_string(),
@@ -708,11 +708,11 @@ impl Application {
                 .as_deref()
                 .unwrap_or("-"),
             tls = self.tls.is_some(),
-            operator_tls = self.tls.is_some() && s.operator_tls,
+            operator_tls = self.tls.is_some() && s.tls.operator,
             callback_dispatch = dispatch.as_str(),
             "payments-server started"
         );
-        if hold.is_some() && s.callback_dispatch {
+        if hold.is_some() && s.callbacks.dispatch {
             tracing::warn!(
                 "callback dispatch is held (a restored backup starts so): events are queued, \
                  not sent; `payments-server callbacks release` sends them (docs/runbooks/restore.md)"
@@ -800,7 +800,7 @@ impl OpenedStore {
 /// `database_url` under its advisory lock (waiting up to a minute for another node's), or the
 /// data dir's existing SQLite database. Returns the schema version before and after.
 pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
-    match &settings.database_url {
+    match &settings.store.database_url {
         Some(url) => payments_store_postgres::migrate(url.expose(), Duration::from_secs(60))
             .await
             .map_err(|e| start_err(format!("database_url: {e}"))),
@@ -827,10 +827,10 @@ pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
 /// (every other command) the schema is not changed: a database older than this build is
 /// refused with a message naming `payments-server migrate`.
 pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedStore, StartError> {
-    match &settings.database_url {
+    match &settings.store.database_url {
         Some(url) => {
             let options = PgOptions {
-                pool_size: settings.database_pool_size,
+                pool_size: settings.store.pool_size,
                 migrate: create,
                 ..PgOptions::default()
             };
@@ -927,7 +927,7 @@ fn open_sqlite(
         )));
     }
     let options = SqliteOptions {
-        synchronous: match settings.durability {
+        synchronous: match settings.store.synchronous {
             Durability::Full => Synchronous::Full,
             Durability::Normal => Synchronous::Normal,
         },
@@ -1005,19 +1005,19 @@ async fn service_over(
     .with_catalog(Arc::new(catalog));
     let config = ServiceConfig {
         callback_policy: AddressPolicy {
-            allow_local: settings.allow_local_callbacks,
+            allow_local: settings.callbacks.allow_local,
         },
-        retry: settings.callback_retry_delays.clone(),
+        retry: settings.callbacks.retry_delays.clone(),
         sealing,
-        provider_budget: settings.provider_budget,
+        provider_budget: settings.upstream.provider_budget,
         retention: settings.retention(),
         ..ServiceConfig::default()
     };
     let mut auth = AuthConfig::for_environment(settings.environment);
-    auth.trusted_proxies = settings.trusted_proxies.clone();
-    auth.signature_batch = settings.signature_batch;
-    auth.signature_batch_wait = Duration::from_micros(settings.signature_batch_wait_us);
-    auth.signature_batch_min = settings.signature_batch_min;
+    auth.trusted_proxies = settings.listen.trusted_proxies.clone();
+    auth.signature_batch = settings.tuning.signature_batch;
+    auth.signature_batch_wait = settings.tuning.signature_batch_wait;
+    auth.signature_batch_min = settings.tuning.signature_batch_min;
     let service = PaymentService::new(ports, config, auth);
     check_environment(&service, setup == Setup::Serve).await?;
     Ok(service)
@@ -1055,7 +1055,8 @@ async fn check_key_may_be_created(
     setup: Setup,
 ) -> Result<(), StartError> {
     let previous = settings
-        .secrets_previous_key_files
+        .secrets
+        .previous_key_files
         .iter()
         .map(|path| crate::data_dir::read_key_file(path).map(|k| k.id().to_string()))
         .collect::<Result<Vec<_>, _>>()
@@ -1067,7 +1068,7 @@ async fn check_key_may_be_created(
         return Err(start_err(format!(
             "no secrets key at {}, but the database holds {sealed} sealed secret(s) (callback \
              secrets, TOTP keys) that only the key that sealed them opens: restore that key \
-             file from its backup, or point secrets_key_file at it (docs/operations.md, \
+             file from its backup, or point secrets.key_file at it (docs/operations.md, \
              callback secrets at rest)",
             key.display()
         )));
@@ -1075,7 +1076,7 @@ async fn check_key_may_be_created(
     if !setup.may_create_key() {
         return Err(start_err(format!(
             "no secrets key at {}: `payments-server serve` creates it at its first start; pass \
-             --create-key to create it now, or point secrets_key_file at the existing key",
+             --create-key to create it now, or point secrets.key_file at the existing key",
             key.display()
         )));
     }

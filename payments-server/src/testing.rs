@@ -30,15 +30,16 @@ use payments_http::AppState;
 /// ports 8080-8082.
 pub fn test_settings(data_dir: &std::path::Path) -> Settings {
     let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-    Settings {
+    let mut settings = Settings {
         data_dir: data_dir.to_path_buf(),
-        listen: any_port,
-        operator_listen: any_port,
-        cabinet_listen: any_port,
-        upstream_listen: None,
-        metrics_listen: None,
         ..Settings::default()
-    }
+    };
+    settings.listen.merchant = any_port;
+    settings.listen.operator = any_port;
+    settings.cabinet.listen = any_port;
+    settings.upstream.listen = None;
+    settings.metrics.listen = None;
+    settings
 }
 
 /// A TCP port on 127.0.0.1 that no listener held a moment ago, for a listener that cannot be
@@ -167,10 +168,8 @@ impl TestServer {
         if std::env::var_os("TEST_LOG").is_some() {
             crate::telemetry::init(Default::default(), "info");
         }
-        let mut settings = Settings {
-            sweep_interval: Duration::from_millis(50),
-            ..test_settings(dir.path())
-        };
+        let mut settings = test_settings(dir.path());
+        settings.tuning.sweep_interval = Duration::from_millis(50);
         configure(&mut settings);
         let settings = settings.checked().expect("valid test settings");
         // `configure` may have chosen another data dir than the temporary one.
@@ -184,10 +183,10 @@ impl TestServer {
         let mut builder = Application::builder(settings.clone())
             .store(dyn_store.clone())
             .cabinet_store(store.clone());
-        if settings.provider == ProviderKind::Sandbox {
+        if settings.upstream.provider == ProviderKind::Sandbox {
             builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
         }
-        if settings.rate_source == RateSourceKind::Fixed {
+        if settings.upstream.rate_source == RateSourceKind::Fixed {
             builder = builder.rates(Arc::new(FixedRates(settings.rates.clone())));
         }
         if let Some(clock) = clock {

@@ -24,10 +24,9 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn settings(data_dir: &Path) -> Settings {
-    Settings {
-        durability: Durability::Normal,
-        ..payments_server::testing::test_settings(data_dir)
-    }
+    let mut settings = payments_server::testing::test_settings(data_dir);
+    settings.store.synchronous = Durability::Normal;
+    settings
 }
 
 fn sibling(db: &Path, suffix: &str) -> PathBuf {
@@ -158,10 +157,8 @@ async fn the_database_holds_callback_secrets_sealed() {
     assert!(!copy.join(SECRETS_KEY_FILE).exists());
     assert!(!contains(&all_bytes(&copy), body));
     // With the original key file (secrets_key_file) the copy is a working backup.
-    let restored = Settings {
-        secrets_key_file: Some(data.join(SECRETS_KEY_FILE)),
-        ..settings(&copy)
-    };
+    let mut restored = settings(&copy);
+    restored.secrets.key_file = Some(data.join(SECRETS_KEY_FILE));
     assert_eq!(signing_secret(&restored, project).await.unwrap(), secret);
 }
 
@@ -176,11 +173,9 @@ async fn a_key_rotation_with_reseal_keeps_the_secrets() {
     let key_a = data.join(SECRETS_KEY_FILE);
     let key_b = root.path().join("keys").join("secrets-b.key");
 
-    let rotating = Settings {
-        secrets_key_file: Some(key_b.clone()),
-        secrets_previous_key_files: vec![key_a.clone()],
-        ..settings(&data)
-    };
+    let mut rotating = settings(&data);
+    rotating.secrets.key_file = Some(key_b.clone());
+    rotating.secrets.previous_key_files = vec![key_a.clone()];
     // Created at first use, owner-only.
     assert_eq!(signing_secret(&rotating, project).await.unwrap(), secret);
     assert_eq!(mode(&key_b), 0o600);
@@ -189,8 +184,8 @@ async fn a_key_rotation_with_reseal_keeps_the_secrets() {
         .args(["callback-secret", "reseal", "--json", "--data-dir"])
         .arg(&data)
         .env_remove("PAYMENTS_CONFIG")
-        .env("PAYMENTS_SECRETS_KEY_FILE", &key_b)
-        .env("PAYMENTS_SECRETS_PREVIOUS_KEY_FILES", &key_a)
+        .env("PAYMENTS_SECRETS__KEY_FILE", &key_b)
+        .env("PAYMENTS_SECRETS__PREVIOUS_KEY_FILES", &key_a)
         .env("USER", "tester")
         .output()
         .expect("payments-server runs");
@@ -204,10 +199,8 @@ async fn a_key_rotation_with_reseal_keeps_the_secrets() {
     assert_eq!(report["already_current"], 0, "{report}");
 
     std::fs::remove_file(&key_a).unwrap();
-    let after = Settings {
-        secrets_key_file: Some(key_b),
-        ..settings(&data)
-    };
+    let mut after = settings(&data);
+    after.secrets.key_file = Some(key_b);
     assert_eq!(signing_secret(&after, project).await.unwrap(), secret);
 }
 

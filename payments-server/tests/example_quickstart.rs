@@ -382,7 +382,7 @@ async fn a_create_that_timed_out_is_repeated_with_the_same_id_and_makes_one_paym
 /// receiver verifies the callback and records the order as `completed` with the amount.
 #[tokio::test]
 async fn the_first_five_minutes_end_with_a_verified_callback() {
-    let server = TestServer::start(|s| s.allow_local_callbacks = true).await;
+    let server = TestServer::start(|s| s.callbacks.allow_local = true).await;
     let creds = server.creds();
     let secret = CallbackSecret::parse(creds.callback_secret.expose()).expect("whsec_");
     let db = ReceiverDb::in_memory().expect("db");

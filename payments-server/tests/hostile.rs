@@ -140,7 +140,7 @@ async fn slow_bodies_and_slow_headers_do_not_keep_a_signed_client_out() {
 async fn idle_and_slow_connections_are_closed_after_the_header_timeout() {
     let _shared = RSS_ALONE.read().await;
     let timeout = Duration::from_millis(600);
-    let ts = TestServer::start(|s| s.header_timeout = timeout).await;
+    let ts = TestServer::start(|s| s.tuning.header_timeout = timeout).await;
     let addr = addr_of(&ts);
 
     // A connection that sends nothing.
@@ -199,7 +199,7 @@ async fn idle_and_slow_connections_are_closed_after_the_header_timeout() {
 #[tokio::test]
 async fn a_body_shorter_than_announced_is_answered_408() {
     let _shared = RSS_ALONE.read().await;
-    let ts = TestServer::start(|s| s.body_timeout = Duration::from_millis(500)).await;
+    let ts = TestServer::start(|s| s.tuning.body_timeout = Duration::from_millis(500)).await;
     let mut s = TcpStream::connect(addr_of(&ts)).await.expect("connects");
     s.write_all(
         b"POST /api/v1/payments HTTP/1.1\r\nhost: x\r\nx-request-id: short-1\r\n\
@@ -222,7 +222,7 @@ async fn a_body_shorter_than_announced_is_answered_408() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_answers_503_and_memory_stays_bounded() {
     let _alone = RSS_ALONE.write().await;
-    let ts = TestServer::start(|s| s.max_connections = 50).await;
+    let ts = TestServer::start(|s| s.tuning.max_connections = 50).await;
     let addr = addr_of(&ts);
     let mut held = Vec::new();
     for _ in 0..50 {

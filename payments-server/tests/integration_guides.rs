@@ -239,7 +239,7 @@ fn creds_json(server: &TestServer) -> Value {
 }
 
 async fn local_callback_server() -> TestServer {
-    TestServer::start(|s| s.allow_local_callbacks = true).await
+    TestServer::start(|s| s.callbacks.allow_local = true).await
 }
 
 #[tokio::test]

@@ -42,8 +42,8 @@ async fn receiver() -> (String, mpsc::UnboundedReceiver<Received>) {
 
 async fn start() -> TestServer {
     TestServer::start(|s| {
-        s.allow_local_callbacks = true;
-        s.callback_retry_delays = RetrySchedule::parse_delays("1,1").expect("valid delays");
+        s.callbacks.allow_local = true;
+        s.callbacks.retry_delays = RetrySchedule::parse_delays("1,1").expect("valid delays");
     })
     .await
 }
@@ -421,8 +421,8 @@ async fn the_sweeper_stops_between_batches() {
 
     // The server's own sweeper runs once at start and then sleeps for an hour.
     let s = TestServer::start(|s| {
-        s.sweep_interval = Duration::from_secs(3600);
-        s.allow_local_callbacks = true;
+        s.tuning.sweep_interval = Duration::from_secs(3600);
+        s.callbacks.allow_local = true;
     })
     .await;
     // The expiries' callbacks go somewhere that accepts them.

@@ -215,9 +215,9 @@ async fn run_binary(
         cmd.args(["check-receiver", "--url", &url, "--secret", &secret])
             .current_dir(dir.path())
             .env_remove("PAYMENTS_CONFIG")
-            .env_remove("PAYMENTS_ALLOW_LOCAL_CALLBACKS");
+            .env_remove("PAYMENTS_CALLBACKS__ALLOW_LOCAL");
         if allow_local {
-            cmd.env("PAYMENTS_ALLOW_LOCAL_CALLBACKS", "1");
+            cmd.env("PAYMENTS_CALLBACKS__ALLOW_LOCAL", "1");
         }
         cmd.output().expect("the binary runs")
     })

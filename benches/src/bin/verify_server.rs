@@ -68,10 +68,10 @@ async fn main() {
     let args = Args::parse();
     let mut settings = Settings::defaults();
     settings.data_dir = args.data_dir;
-    settings.listen = "127.0.0.1:0".parse().expect("an address");
-    settings.operator_listen = "127.0.0.1:0".parse().expect("an address");
-    settings.cabinet_listen = "127.0.0.1:0".parse().expect("an address");
-    settings.durability = match args.synchronous.as_str() {
+    settings.listen.merchant = "127.0.0.1:0".parse().expect("an address");
+    settings.listen.operator = "127.0.0.1:0".parse().expect("an address");
+    settings.cabinet.listen = "127.0.0.1:0".parse().expect("an address");
+    settings.store.synchronous = match args.synchronous.as_str() {
         "normal" => Durability::Normal,
         _ => Durability::Full,
     };

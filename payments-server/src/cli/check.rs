@@ -26,14 +26,15 @@ pub struct CheckReceiverArgs {
 /// Runs the series, prints the table; `Ok(false)` when a case failed.
 pub async fn check_receiver_command(args: CheckReceiverArgs) -> Result<bool, String> {
     let settings = settings(&args.common, &args.common)?;
-    crate::telemetry::init(settings.log_format, "warn");
+    crate::telemetry::init(settings.log.format, "warn");
+    settings.warn_deprecated();
     let secret = CallbackSecret::parse(args.secret.trim()).map_err(|e| format!("--secret: {e}"))?;
     let policy = AddressPolicy {
-        allow_local: settings.allow_local_callbacks,
+        allow_local: settings.callbacks.allow_local,
     };
     let mut options = CheckOptions::new(args.url, secret, policy);
     options.payment_id = args.payment_id;
-    if let Some(path) = &settings.callback_ca_file {
+    if let Some(path) = &settings.callbacks.ca_file {
         options.extra_roots = crate::files::read_pem_roots(path).map_err(|e| e.to_string())?;
     }
     let report = check_receiver(&options).await.map_err(|e| e.to_string())?;

@@ -59,7 +59,7 @@ pub struct CommonArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
     /// PostgreSQL instead of the data dir's SQLite (postgres://user:password@host:port/db;
-    /// also PAYMENTS_DATABASE_URL, which keeps the password out of the process list).
+    /// also PAYMENTS_STORE__DATABASE_URL, which keeps the password out of the process list).
     #[arg(long, global = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_url: Option<String>,
@@ -175,7 +175,8 @@ fn process_uid() -> Option<u32> {
 pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let (common, json) = command.common();
     let settings = settings(common, common)?;
-    crate::telemetry::init(settings.log_format, "warn");
+    crate::telemetry::init(settings.log.format, "warn");
+    settings.warn_deprecated();
     let opened = open_service(&settings, common.setup())
         .await
         .map_err(|e| e.0)?;
@@ -225,7 +226,8 @@ pub async fn run_operator_token(
     command: OperatorTokenCommand,
 ) -> Result<(), String> {
     let settings = settings(common, common)?;
-    crate::telemetry::init(settings.log_format, "warn");
+    crate::telemetry::init(settings.log.format, "warn");
+    settings.warn_deprecated();
     let opened = open_service(&settings, common.setup())
         .await
         .map_err(|e| e.0)?;

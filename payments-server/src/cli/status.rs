@@ -90,7 +90,7 @@ async fn database_part(settings: &Settings) -> StatusReport {
         callback_hold: None,
         error: None,
     };
-    let mut report = match &settings.database_url {
+    let mut report = match &settings.store.database_url {
         Some(url) => {
             let mut report = blank(
                 "postgresql",
@@ -252,7 +252,8 @@ impl std::fmt::Display for StatusReport {
 /// could not be read (missing, older than the build, unreachable).
 pub async fn status_command(common: &CommonArgs, json: bool) -> Result<(), String> {
     let settings = settings(common, common)?;
-    crate::telemetry::init(settings.log_format, "warn");
+    crate::telemetry::init(settings.log.format, "warn");
+    settings.warn_deprecated();
     let report = status(&settings).await;
     if json {
         println!(

@@ -52,16 +52,16 @@ pub enum UserCommand {
 
 /// The cabinet URL the links point at: `cabinet_public_url`, else the listener's.
 pub fn cabinet_url(settings: &Settings) -> String {
-    match &settings.cabinet_public_url {
+    match &settings.cabinet.public_url {
         Some(u) => u.clone(),
         None => format!(
             "{}://{}",
-            if settings.tls_cert.is_some() {
+            if settings.tls.cert.is_some() {
                 "https"
             } else {
                 "http"
             },
-            settings.cabinet_listen
+            settings.cabinet.listen
         ),
     }
 }

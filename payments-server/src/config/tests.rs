@@ -58,15 +58,15 @@ fn layers_override_in_order() {
         };
         let s = load(file, flags).unwrap();
         assert_eq!(s.environment, Environment::Production);
-        assert_eq!(s.listen.to_string(), "127.0.0.1:9100");
+        assert_eq!(s.listen.merchant.to_string(), "127.0.0.1:9100");
         assert_eq!(s.data_dir, PathBuf::from("/tmp/x"));
-        assert!(s.allow_local_callbacks);
+        assert!(s.callbacks.allow_local);
         assert_eq!(s.rates["RUB"], Decimal::new(925, 1));
         assert!(
             !s.rates.contains_key("KZT"),
             "the file's table replaces the default one"
         );
-        assert_eq!(s.operator_listen.to_string(), "127.0.0.1:8081");
+        assert_eq!(s.listen.operator.to_string(), "127.0.0.1:8081");
     });
 }
 
@@ -75,23 +75,26 @@ fn a_file_overrides_the_defaults_and_leaves_the_rest() {
     let file = "synchronous = \"NORMAL\"\ntrusted_proxies = [\"10.0.0.0/8\", \"192.0.2.1\"]\nsweep_interval_ms = 250\nshutdown_grace_seconds = 5\ncallback_retry_delays = \"1,2\"\npublic_url = \"https://api.example.com/\"\n";
     jailed(Some(file), &[], |file| {
         let s = load(file, Flags::default()).unwrap();
-        assert_eq!(s.durability, Durability::Normal);
+        assert_eq!(s.store.synchronous, Durability::Normal);
         assert_eq!(
-            s.trusted_proxies,
+            s.listen.trusted_proxies,
             vec![
                 "10.0.0.0/8".parse::<IpNet>().unwrap(),
                 "192.0.2.1/32".parse().unwrap()
             ]
         );
-        assert_eq!(s.sweep_interval, Duration::from_millis(250));
-        assert_eq!(s.shutdown_grace, Duration::from_secs(5));
-        assert_eq!(s.callback_retry_delays.to_string(), "1,2");
-        assert_eq!(s.public_url.as_deref(), Some("https://api.example.com"));
+        assert_eq!(s.tuning.sweep_interval, Duration::from_millis(250));
+        assert_eq!(s.tuning.shutdown_grace, Duration::from_secs(5));
+        assert_eq!(s.callbacks.retry_delays.to_string(), "1,2");
+        assert_eq!(
+            s.listen.public_url.as_deref(),
+            Some("https://api.example.com")
+        );
         let d = Settings::defaults();
-        assert_eq!(s.listen, d.listen);
+        assert_eq!(s.listen.merchant, d.listen.merchant);
         assert_eq!(s.rates, d.rates);
-        assert_eq!(s.callback_concurrency, 256);
-        assert_eq!(s.log_level, "info");
+        assert_eq!(s.callbacks.concurrency, 256);
+        assert_eq!(s.log.level, "info");
     });
 }
 
@@ -111,17 +114,17 @@ fn the_environment_overrides_the_file() {
     ];
     jailed(Some(file), &env, |file| {
         let s = load(file, Flags::default()).unwrap();
-        assert_eq!(s.listen.to_string(), "127.0.0.1:9100");
+        assert_eq!(s.listen.merchant.to_string(), "127.0.0.1:9100");
         assert_eq!(
-            s.trusted_proxies,
+            s.listen.trusted_proxies,
             vec![
                 "127.0.0.0/8".parse::<IpNet>().unwrap(),
                 "192.0.2.1/32".parse().unwrap()
             ]
         );
-        assert_eq!(s.callback_retry_delays.to_string(), "1,1");
-        assert_eq!(s.log_level, "warn");
-        assert_eq!(s.callback_concurrency, 16);
+        assert_eq!(s.callbacks.retry_delays.to_string(), "1,1");
+        assert_eq!(s.log.level, "warn");
+        assert_eq!(s.callbacks.concurrency, 16);
         assert_eq!(s.rates["RUB"], Decimal::new(925, 1));
         assert!(
             !s.rates.contains_key("KZT"),
@@ -129,7 +132,7 @@ fn the_environment_overrides_the_file() {
         );
     });
     jailed(None, &[("PAYMENTS_LOG_LEVEL", "error")], |file| {
-        assert_eq!(load(file, Flags::default()).unwrap().log_level, "error");
+        assert_eq!(load(file, Flags::default()).unwrap().log.level, "error");
     });
 }
 
@@ -146,10 +149,10 @@ fn flags_override_the_environment_and_only_the_flags_given() {
             ..Flags::default()
         };
         let s = load(file, flags).unwrap();
-        assert_eq!(s.listen.to_string(), "127.0.0.1:9200");
+        assert_eq!(s.listen.merchant.to_string(), "127.0.0.1:9200");
         // Flags not given leave the environment's values.
         assert_eq!(s.data_dir, PathBuf::from("/var/lib/env"));
-        assert_eq!(s.durability, Durability::Normal);
+        assert_eq!(s.store.synchronous, Durability::Normal);
     });
 }
 
@@ -157,7 +160,7 @@ fn flags_override_the_environment_and_only_the_flags_given() {
 fn bad_values_are_named() {
     jailed(Some("synchronous = \"off\"\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("synchronous"), "{}", e.0);
+        assert!(e.0.starts_with("store.synchronous"), "{}", e.0);
         assert!(e.0.contains("payments.toml"), "{}", e.0);
     });
     jailed(None, &[], |file| {
@@ -166,7 +169,7 @@ fn bad_values_are_named() {
             ..Flags::default()
         };
         let e = load(file, flags).unwrap_err();
-        assert!(e.0.starts_with("listen"), "{}", e.0);
+        assert!(e.0.starts_with("listen.merchant"), "{}", e.0);
     });
     jailed(Some("lissten = 1\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
@@ -174,7 +177,7 @@ fn bad_values_are_named() {
     });
     jailed(None, &[("PAYMENTS_LISTEN", "nowhere")], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("PAYMENTS_LISTEN:"), "{}", e.0);
+        assert!(e.0.starts_with("PAYMENTS_LISTEN__MERCHANT:"), "{}", e.0);
     });
     jailed(None, &[("PAYMENTS_SWEEP_INTERVAL_MS", "soon")], |file| {
         let e = load(file, Flags::default()).unwrap_err();
@@ -186,7 +189,7 @@ fn bad_values_are_named() {
     });
     jailed(Some("tls_cert = \"/etc/cert.pem\"\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.contains("tls_cert and tls_key"), "{}", e.0);
+        assert!(e.0.contains("tls.cert and tls.key"), "{}", e.0);
     });
     jailed(None, &[], |_| {
         let missing = Path::new("/nonexistent/payments.toml");
@@ -204,19 +207,19 @@ fn bad_values_are_named() {
     });
     let d = Settings::defaults();
     assert_eq!(d.environment, Environment::Sandbox);
-    assert_eq!(d.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(d.listen.merchant.to_string(), "127.0.0.1:8080");
     assert_eq!(d.data_dir, PathBuf::from("./data"));
-    assert!(!d.allow_local_callbacks);
+    assert!(!d.callbacks.allow_local);
 }
 
 #[test]
 fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
-    assert!(Settings::defaults().callback_dispatch);
+    assert!(Settings::defaults().callbacks.dispatch);
     let file_off = Some("callback_dispatch = false\n");
     for off in ["0", "false", "no", "off", "OFF", " False ", ""] {
         jailed(None, &[("PAYMENTS_CALLBACK_DISPATCH", off)], |file| {
             assert!(
-                !load(file, Flags::default()).unwrap().callback_dispatch,
+                !load(file, Flags::default()).unwrap().callbacks.dispatch,
                 "{off:?}"
             );
         });
@@ -225,7 +228,7 @@ fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
         // Over a file that says off, so the variable is what turns it on.
         jailed(file_off, &[("PAYMENTS_CALLBACK_DISPATCH", on)], |file| {
             assert!(
-                load(file, Flags::default()).unwrap().callback_dispatch,
+                load(file, Flags::default()).unwrap().callbacks.dispatch,
                 "{on:?}"
             );
         });
@@ -236,7 +239,7 @@ fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
     });
 
     jailed(file_off, &[], |file| {
-        assert!(!load(file, Flags::default()).unwrap().callback_dispatch);
+        assert!(!load(file, Flags::default()).unwrap().callbacks.dispatch);
     });
     // The file takes TOML booleans only; the words are for the environment.
     jailed(Some("callback_dispatch = \"off\"\n"), &[], |file| {
@@ -244,12 +247,12 @@ fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
     });
     // The file says off, the environment on, a flag off again: the last layer wins.
     jailed(file_off, &[("PAYMENTS_CALLBACK_DISPATCH", "on")], |file| {
-        assert!(load(file, Flags::default()).unwrap().callback_dispatch);
+        assert!(load(file, Flags::default()).unwrap().callbacks.dispatch);
         let flags = Flags {
             callback_dispatch: Some(false),
             ..Flags::default()
         };
-        assert!(!load(file, flags).unwrap().callback_dispatch);
+        assert!(!load(file, flags).unwrap().callbacks.dispatch);
     });
     // A layer that does not mention it leaves the lower one's value.
     jailed(None, &[("PAYMENTS_CALLBACK_DISPATCH", "0")], |file| {
@@ -257,7 +260,7 @@ fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
             synchronous: Some("full".into()),
             ..Flags::default()
         };
-        assert!(!load(file, flags).unwrap().callback_dispatch);
+        assert!(!load(file, flags).unwrap().callbacks.dispatch);
     });
 }
 
@@ -277,13 +280,13 @@ const UPSTREAM_SECRET: &str = "whsec_dGVzdC11cHN0cmVhbS1zaGFyZWQtc2VjcmV0LTAwMQ=
 fn upstream_settings_from_the_file_and_the_environment() {
     let d = Settings::defaults();
     assert_eq!(
-        (d.provider, d.rate_source),
+        (d.upstream.provider, d.upstream.rate_source),
         (ProviderKind::Sandbox, RateSourceKind::Fixed)
     );
-    assert_eq!(d.provider_budget, Duration::from_secs(15));
-    assert_eq!(d.upstream_timeout, Duration::from_secs(15));
-    assert_eq!(d.rates_max_age, Duration::from_secs(300));
-    assert!(d.upstream_listen.is_none() && d.upstream_secrets.is_empty());
+    assert_eq!(d.upstream.provider_budget, Duration::from_secs(15));
+    assert_eq!(d.upstream.timeout, Duration::from_secs(15));
+    assert_eq!(d.upstream.rates_max_age, Duration::from_secs(300));
+    assert!(d.upstream.listen.is_none() && d.upstream.secrets.is_empty());
 
     let file = format!(
         "provider = \"http\"\nrate_source = \"http\"\nupstream_url = \"https://bank.example/requisites\"\n\
@@ -296,13 +299,13 @@ fn upstream_settings_from_the_file_and_the_environment() {
         |file| {
             let s = load(file, Flags::default()).unwrap();
             assert_eq!(
-                (s.provider, s.rate_source),
+                (s.upstream.provider, s.upstream.rate_source),
                 (ProviderKind::Http, RateSourceKind::Http)
             );
-            assert_eq!(s.upstream_secrets[0].expose(), UPSTREAM_SECRET);
-            assert_eq!(s.upstream_listen, Some("127.0.0.1:8082".parse().unwrap()));
-            assert_eq!(s.provider_budget, Duration::from_secs(5));
-            assert_eq!(s.rates_max_age, Duration::from_secs(60));
+            assert_eq!(s.upstream.secrets[0].expose(), UPSTREAM_SECRET);
+            assert_eq!(s.upstream.listen, Some("127.0.0.1:8082".parse().unwrap()));
+            assert_eq!(s.upstream.provider_budget, Duration::from_secs(5));
+            assert_eq!(s.upstream.rates_max_age, Duration::from_secs(60));
             // The secret never shows in `Debug`.
             assert!(!format!("{s:?}").contains(UPSTREAM_SECRET));
         },
@@ -314,8 +317,8 @@ fn upstream_settings_from_the_file_and_the_environment() {
     ];
     jailed(None, &env, |file| {
         let s = load(file, Flags::default()).unwrap();
-        assert_eq!(s.provider, ProviderKind::Http);
-        assert_eq!(s.upstream_secrets.len(), 1);
+        assert_eq!(s.upstream.provider, ProviderKind::Http);
+        assert_eq!(s.upstream.secrets.len(), 1);
     });
 }
 
@@ -327,15 +330,15 @@ fn upstream_settings_that_do_not_go_together_are_refused() {
             assert!(e.0.contains(expect), "{file}: {}", e.0);
         });
     };
-    refused("provider = \"http\"\n", "needs upstream_url");
+    refused("provider = \"http\"\n", "needs upstream.url");
     refused(
         "provider = \"http\"\nupstream_url = \"https://bank.example/r\"\n",
-        "needs upstream_secrets",
+        "needs upstream.secrets",
     );
-    refused("rate_source = \"http\"\n", "needs upstream_rates_url");
+    refused("rate_source = \"http\"\n", "needs upstream.rates_url");
     refused(
         "upstream_listen = \"127.0.0.1:8082\"\n",
-        "needs upstream_secrets",
+        "needs upstream.secrets",
     );
     refused("provider = \"bank\"\n", "expected sandbox or http");
     refused("upstream_secrets = [\"short\"]\n", "whsec_");
@@ -343,7 +346,7 @@ fn upstream_settings_that_do_not_go_together_are_refused() {
         "upstream_url = \"http://bank.example/requisites\"\n",
         "http:// only to a loopback address",
     );
-    refused("upstream_ca_only = true\n", "needs upstream_ca_file");
+    refused("upstream_ca_only = true\n", "needs upstream.ca_file");
 }
 
 #[test]
@@ -356,13 +359,11 @@ fn takes_its_part_of_the_server_settings() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, cert.pem()).expect("written");
-    let settings = Settings {
-        allow_local_callbacks: true,
-        callback_ca_file: Some(ca_file),
-        callback_concurrency: 8,
-        callback_per_host: 2,
-        ..Settings::defaults()
-    };
+    let mut settings = Settings::defaults();
+    settings.callbacks.allow_local = true;
+    settings.callbacks.ca_file = Some(ca_file);
+    settings.callbacks.concurrency = 8;
+    settings.callbacks.per_host = 2;
     let c = settings.dispatcher().expect("usable settings");
     assert_eq!((c.concurrency, c.per_host), (8, 2));
     assert_eq!(c.extra_roots, vec![cert.der().clone()]);
@@ -370,4 +371,109 @@ fn takes_its_part_of_the_server_settings() {
 
     let d = Settings::defaults().dispatcher().expect("defaults");
     assert!(d.extra_roots.is_empty());
+}
+
+#[test]
+fn sections_durations_and_section_variables() {
+    let file = "[listen]\nmerchant = \"0.0.0.0:9000\"\n[callbacks]\nconcurrency = 8\nlease = \"90s\"\n\
+                [tuning]\nsweep_interval = \"250ms\"\nsignature_batch_wait = \"2ms\"\n\
+                [retention]\nevents = \"30d\"\naudit = \"0s\"\n[upstream]\nrates_max_age = \"1m 30s\"\n";
+    let env = [
+        ("PAYMENTS_CALLBACKS__PER_HOST", "3"),
+        ("PAYMENTS_TUNING__HEADER_TIMEOUT", "5s"),
+        ("PAYMENTS_LISTEN__OPERATOR", "127.0.0.1:9101"),
+    ];
+    jailed(Some(file), &env, |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(s.listen.merchant.to_string(), "0.0.0.0:9000");
+        assert_eq!(s.listen.operator.to_string(), "127.0.0.1:9101");
+        assert_eq!((s.callbacks.concurrency, s.callbacks.per_host), (8, 3));
+        assert_eq!(s.callbacks.lease, Duration::from_secs(90));
+        assert_eq!(s.tuning.sweep_interval, Duration::from_millis(250));
+        assert_eq!(s.tuning.signature_batch_wait, Duration::from_millis(2));
+        assert_eq!(s.tuning.header_timeout, Duration::from_secs(5));
+        assert_eq!(s.upstream.rates_max_age, Duration::from_secs(90));
+        let retention = s.retention();
+        assert_eq!(retention.events, Some(Duration::from_secs(30 * 86_400)));
+        assert_eq!(retention.audit, None, "0s keeps audit records forever");
+        assert!(s.deprecated.is_empty(), "{:?}", s.deprecated);
+    });
+    jailed(Some("[callbacks]\nlease = 60000\n"), &[], |file| {
+        let e = load(file, Flags::default()).unwrap_err();
+        assert!(e.0.starts_with("callbacks.lease"), "{}", e.0);
+    });
+    jailed(Some("[callbacks]\nlease = \"soon\"\n"), &[], |file| {
+        let e = load(file, Flags::default()).unwrap_err();
+        assert!(e.0.contains("not a duration like"), "{}", e.0);
+    });
+    jailed(None, &[("PAYMENTS_TUNING__BODY_TIMEOUT", "10")], |file| {
+        let e = load(file, Flags::default()).unwrap_err();
+        assert!(e.0.starts_with("PAYMENTS_TUNING__BODY_TIMEOUT"), "{}", e.0);
+    });
+    jailed(Some("[callbacks]\nconcurency = 8\n"), &[], |file| {
+        let e = load(file, Flags::default()).unwrap_err();
+        assert!(
+            e.0.starts_with("callbacks.concurency: not a setting"),
+            "{}",
+            e.0
+        );
+    });
+}
+
+#[test]
+fn flat_names_of_earlier_releases_are_read_with_a_warning_each() {
+    let file = "callback_concurrency = 8\nsweep_interval_ms = 250\nretention_events_days = 30\n\
+                signature_batch_wait_us = 1500\nshutdown_grace_seconds = 5\n";
+    let env = [("PAYMENTS_CALLBACK_LEASE_MS", "90000")];
+    jailed(Some(file), &env, |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(s.callbacks.concurrency, 8);
+        assert_eq!(s.tuning.sweep_interval, Duration::from_millis(250));
+        assert_eq!(s.retention.events, Duration::from_secs(30 * 86_400));
+        assert_eq!(s.tuning.signature_batch_wait, Duration::from_micros(1500));
+        assert_eq!(s.tuning.shutdown_grace, Duration::from_secs(5));
+        assert_eq!(s.callbacks.lease, Duration::from_secs(90));
+        assert_eq!(s.deprecated.len(), 6, "{:#?}", s.deprecated);
+        assert!(s
+            .deprecated
+            .iter()
+            .any(|n| n.starts_with("callback_concurrency is callbacks.concurrency now")));
+        assert!(s
+            .deprecated
+            .iter()
+            .any(|n| n.starts_with("PAYMENTS_CALLBACK_LEASE_MS is PAYMENTS_CALLBACKS__LEASE now")));
+    });
+    // The new name wins over the old one in the same layer; a later layer's old name wins
+    // over an earlier layer's new one.
+    let both = "callback_concurrency = 8\n[callbacks]\nconcurrency = 9\n";
+    jailed(Some(both), &[("PAYMENTS_CALLBACK_PER_HOST", "2")], |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(s.callbacks.concurrency, 9);
+        assert_eq!(s.callbacks.per_host, 2);
+    });
+    jailed(
+        Some("[callbacks]\nconcurrency = 9\n"),
+        &[("PAYMENTS_CALLBACK_CONCURRENCY", "4")],
+        |file| {
+            assert_eq!(
+                load(file, Flags::default()).unwrap().callbacks.concurrency,
+                4
+            )
+        },
+    );
+}
+
+#[test]
+fn durations_are_written_in_their_largest_exact_unit() {
+    for (d, text) in [
+        (Duration::ZERO, "0s"),
+        (Duration::from_millis(250), "250ms"),
+        (Duration::from_secs(90), "90s"),
+        (Duration::from_secs(300), "5m"),
+        (Duration::from_secs(400 * 86_400), "400d"),
+        (Duration::from_micros(1500), "1500us"),
+    ] {
+        assert_eq!(duration::text(d), text);
+        assert_eq!(humantime::parse_duration(text).unwrap(), d, "{text}");
+    }
 }

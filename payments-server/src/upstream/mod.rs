@@ -60,20 +60,20 @@ pub struct UpstreamError(pub String);
 /// connection pool of the settings. The upstream is the operator's own choice, so the public
 /// address policy of callbacks does not apply to it.
 pub fn upstream_client(settings: &Settings) -> Result<reqwest::Client, UpstreamError> {
-    let roots = match &settings.upstream_ca_file {
+    let roots = match &settings.upstream.ca_file {
         Some(path) => read_pem_roots(path).map_err(|e| UpstreamError(e.to_string()))?,
         None => Vec::new(),
     };
     let builder = rustls_client_builder(
         &roots,
-        !settings.upstream_ca_only,
-        settings.upstream_connect_timeout,
+        !settings.upstream.ca_only,
+        settings.upstream.connect_timeout,
     )
     .map_err(|e| UpstreamError(format!("CA certificates: {e}")))?;
     builder
-        .timeout(settings.upstream_timeout)
-        .pool_max_idle_per_host(settings.upstream_pool_idle)
-        .pool_idle_timeout(settings.upstream_pool_idle_timeout)
+        .timeout(settings.upstream.timeout)
+        .pool_max_idle_per_host(settings.upstream.pool_idle)
+        .pool_idle_timeout(settings.upstream.pool_idle_timeout)
         .user_agent(concat!("payments-upstream/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| UpstreamError(format!("HTTP client: {e}")))

@@ -104,11 +104,12 @@ impl HttpProvider {
         clock: Arc<dyn Clock>,
     ) -> Result<HttpProvider, UpstreamError> {
         let url = settings
-            .upstream_url
+            .upstream
+            .url
             .as_deref()
             .ok_or_else(|| UpstreamError("provider = \"http\" needs upstream_url".into()))?;
         let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
-        if settings.upstream_secrets.is_empty() {
+        if settings.upstream.secrets.is_empty() {
             return Err(UpstreamError(
                 "provider = \"http\" needs upstream_secrets".into(),
             ));
@@ -117,8 +118,8 @@ impl HttpProvider {
             inner: Arc::new(Inner {
                 client: upstream_client(settings)?,
                 url,
-                signer: UpstreamSigner::new(settings.upstream_secrets.clone(), clock),
-                timeout: settings.upstream_timeout,
+                signer: UpstreamSigner::new(settings.upstream.secrets.clone(), clock),
+                timeout: settings.upstream.timeout,
             }),
         })
     }

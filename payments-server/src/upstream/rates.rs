@@ -71,20 +71,20 @@ impl HttpRates {
         settings: &Settings,
         clock: Arc<dyn Clock>,
     ) -> Result<HttpRates, UpstreamError> {
-        let url = settings.upstream_rates_url.as_deref().ok_or_else(|| {
+        let url = settings.upstream.rates_url.as_deref().ok_or_else(|| {
             UpstreamError("rate_source = \"http\" needs upstream_rates_url".into())
         })?;
         let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
         let cache = Arc::new(Cache {
             client: upstream_client(settings)?,
             url,
-            signer: UpstreamSigner::new(settings.upstream_secrets.clone(), clock.clone()),
-            max_age: settings.rates_max_age,
+            signer: UpstreamSigner::new(settings.upstream.secrets.clone(), clock.clone()),
+            max_age: settings.upstream.rates_max_age,
             clock,
             rates: RwLock::new(None),
         });
         let first_ok = cache.refresh().await;
-        let refresh = settings.rates_refresh;
+        let refresh = settings.upstream.rates_refresh;
         let refresher = tokio::spawn(run(Arc::downgrade(&cache), refresh, first_ok)).abort_handle();
         Ok(HttpRates { cache, refresher })
     }

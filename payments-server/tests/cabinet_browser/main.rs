@@ -263,7 +263,7 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium: chromium and chromedriver"]
 async fn external_api_access_tokens_keys_allow_list_and_secret_rotation() {
-    let c = Cabinet::start_with(|s| s.allow_local_callbacks = true).await;
+    let c = Cabinet::start_with(|s| s.callbacks.allow_local = true).await;
     let demo = c.demo_merchant().await;
     c.user("owner@shop.example", Role::Merchant(demo)).await;
     let b = browser!(c);
@@ -447,7 +447,7 @@ async fn external_api_access_tokens_keys_allow_list_and_secret_rotation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium: chromium and chromedriver"]
 async fn paid_in_a_test_project_and_a_support_resend() {
-    let c = Cabinet::start_with(|s| s.allow_local_callbacks = true).await;
+    let c = Cabinet::start_with(|s| s.callbacks.allow_local = true).await;
     let demo = c.demo_merchant().await;
     c.user("owner@shop.example", Role::Merchant(demo)).await;
     c.user("help@support.example", Role::Support).await;
@@ -577,8 +577,8 @@ async fn over_tls_the_session_cookie_is_host_prefixed_secure_httponly_and_strict
     std::fs::write(&cert_path, cert.cert.pem()).expect("written");
     std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("written");
     let c = Cabinet::start_with(|s| {
-        s.tls_cert = Some(cert_path);
-        s.tls_key = Some(key_path);
+        s.tls.cert = Some(cert_path);
+        s.tls.key = Some(key_path);
     })
     .await;
     assert!(c.url().starts_with("https://"), "{}", c.url());
@@ -607,8 +607,8 @@ async fn over_tls_the_session_cookie_is_host_prefixed_secure_httponly_and_strict
 #[ignore = "writes the documentation's screenshots; run on demand"]
 async fn screenshots() {
     let c = Cabinet::start_with(|s| {
-        s.allow_local_callbacks = true;
-        s.callback_retry_delays =
+        s.callbacks.allow_local = true;
+        s.callbacks.retry_delays =
             payments_core::callback::RetrySchedule::parse_delays("1,1").expect("delays");
     })
     .await;

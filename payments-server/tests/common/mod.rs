@@ -73,7 +73,7 @@ impl TestApp {
         let environment = environment.parse().expect("sandbox or production");
         let server = TestServer::start(|s| {
             s.environment = environment;
-            s.durability = Durability::Normal;
+            s.store.synchronous = Durability::Normal;
         })
         .await;
         TestApp {

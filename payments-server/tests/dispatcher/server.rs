@@ -58,8 +58,8 @@ async fn plain_receiver() -> Receiver {
 /// Test settings with local callbacks allowed and dispatch on or off.
 fn dispatch(on: bool) -> impl FnOnce(&mut Settings) {
     move |s| {
-        s.allow_local_callbacks = true;
-        s.callback_dispatch = on;
+        s.callbacks.allow_local = true;
+        s.callbacks.dispatch = on;
     }
 }
 

@@ -370,8 +370,8 @@ async fn the_sandbox_stores_a_payment_with_its_requisites_in_one_write() {
     // Nothing else writes during the test: the sweeper runs once at start (its turn is a
     // write) and the callback dispatcher, which claims due events every second, is off.
     let s = TestServer::start(|s| {
-        s.sweep_interval = std::time::Duration::from_secs(3600);
-        s.callback_dispatch = false;
+        s.tuning.sweep_interval = std::time::Duration::from_secs(3600);
+        s.callbacks.dispatch = false;
     })
     .await;
     let c = &s.client();

@@ -268,7 +268,7 @@ async fn size_rate_and_address_limits() {
 #[tokio::test]
 async fn forwarded_for_is_used_only_from_trusted_proxies() {
     let s = TestServer::start(|s| {
-        s.trusted_proxies = vec!["127.0.0.0/8".parse().expect("a network")];
+        s.listen.trusted_proxies = vec!["127.0.0.0/8".parse().expect("a network")];
     })
     .await;
     s.patch_project(ProjectPatch {

@@ -148,8 +148,8 @@ async fn tls_on_the_merchant_listener() {
     std::fs::write(&cert_path, cert.cert.pem()).unwrap();
     std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
     let s = TestServer::start(|s| {
-        s.tls_cert = Some(cert_path);
-        s.tls_key = Some(key_path);
+        s.tls.cert = Some(cert_path);
+        s.tls.key = Some(key_path);
     })
     .await;
     assert!(s.creds().base_url.starts_with("https://127.0.0.1:"));

@@ -18,8 +18,8 @@ async fn a_restored_backup_started_as_documented_sends_nothing() {
     // The original: its event is still pending when the backup is taken (dispatch off here
     // stands for a receiver that had not answered yet).
     let original = TestServer::start(|s| {
-        s.allow_local_callbacks = true;
-        s.callback_dispatch = false;
+        s.callbacks.allow_local = true;
+        s.callbacks.dispatch = false;
     })
     .await;
     let id = create_with_callback(&original, "backup-1", &receiver.url).await;
@@ -59,7 +59,7 @@ async fn a_restored_backup_started_as_documented_sends_nothing() {
     let server_dir = data.clone();
     let s = TestServer::start(move |s| {
         s.data_dir = server_dir;
-        s.allow_local_callbacks = true;
+        s.callbacks.allow_local = true;
     })
     .await;
 

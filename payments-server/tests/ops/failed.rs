@@ -10,8 +10,8 @@ use crate::support::{create_with_callback, eventually, op, sample, scrape, Recei
 async fn an_event_failing_three_times_is_listed_counted_and_resent_in_bulk() {
     let receiver = Receiver::start(500).await;
     let s = TestServer::start(|s| {
-        s.allow_local_callbacks = true;
-        s.callback_retry_delays = RetrySchedule::parse_delays("0,0").unwrap();
+        s.callbacks.allow_local = true;
+        s.callbacks.retry_delays = RetrySchedule::parse_delays("0,0").unwrap();
     })
     .await;
     let id = create_with_callback(&s, "fail-1", &receiver.url).await;

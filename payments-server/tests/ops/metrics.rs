@@ -10,8 +10,8 @@ use crate::support::sample;
 async fn metrics_behind_a_token_and_on_their_own_listener() {
     let token = "scrape-token-0123456789abcdef";
     let s = TestServer::start(|s| {
-        s.metrics_token = Some(SecretString::from(token));
-        s.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+        s.metrics.token = Some(SecretString::from(token));
+        s.metrics.listen = Some("127.0.0.1:0".parse().unwrap());
     })
     .await;
     let client = reqwest::Client::new();

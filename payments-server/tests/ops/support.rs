@@ -194,7 +194,7 @@ pub fn serve_with(
         .args(extra)
         .env_remove("PAYMENTS_CONFIG")
         .env_remove("PAYMENTS_LOG")
-        .env("PAYMENTS_ALLOW_LOCAL_CALLBACKS", "1")
+        .env("PAYMENTS_CALLBACKS__ALLOW_LOCAL", "1")
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -27,10 +27,10 @@ async fn a_new_certificate_is_served_after_its_files_change() {
     std::fs::write(&key, first.key_pair.serialize_pem()).unwrap();
     let (c, k) = (cert.clone(), key.clone());
     let s = TestServer::start(move |s| {
-        s.tls_cert = Some(c);
-        s.tls_key = Some(k);
-        s.operator_tls = true;
-        s.tls_watch_interval = Duration::from_millis(100);
+        s.tls.cert = Some(c);
+        s.tls.key = Some(k);
+        s.tls.operator = true;
+        s.tls.watch_interval = Duration::from_millis(100);
     })
     .await;
     let port: u16 = s.merchant_url.rsplit(':').next().unwrap().parse().unwrap();

@@ -66,7 +66,7 @@ async fn a_callback_that_used_every_attempt_logs_one_warn_line_to_act_on() {
         dir.path(),
         "127.0.0.1",
         &["--log-format", "json"],
-        &[("PAYMENTS_CALLBACK_RETRY_DELAYS", "0,0")],
+        &[("PAYMENTS_CALLBACKS__RETRY_DELAYS", "0,0")],
     );
     wait_ready(&mut server, &base).await;
     let creds = credentials(dir.path());

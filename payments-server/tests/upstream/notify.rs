@@ -19,7 +19,7 @@ async fn with_payment() -> (Upstream, TestServer, String, String) {
         let u = u.clone();
         TestServer::start(move |s| {
             u.configure(s);
-            s.callback_dispatch = false;
+            s.callbacks.dispatch = false;
         })
         .await
     };

@@ -12,7 +12,7 @@ async fn server(u: &Upstream, more: impl FnOnce(&mut Settings)) -> TestServer {
     let u = u.clone();
     TestServer::start(move |s| {
         u.configure(s);
-        s.callback_dispatch = false;
+        s.callbacks.dispatch = false;
         more(s);
     })
     .await
@@ -126,7 +126,7 @@ async fn an_unreachable_upstream_is_ambiguous() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         drop(l);
-        s.upstream_url = Some(format!("http://{addr}/requisites"));
+        s.upstream.url = Some(format!("http://{addr}/requisites"));
     })
     .await;
     ambiguous(&s, "down").await;
@@ -142,8 +142,8 @@ async fn an_answer_after_the_budget_is_ambiguous_and_stays_so_when_it_arrives() 
     let budget = Duration::from_secs(1);
     let u = Upstream::start(Mode::IssueAfter(budget + Duration::from_millis(500))).await;
     let s = server(&u, |s| {
-        s.upstream_timeout = Duration::from_secs(30);
-        s.provider_budget = budget;
+        s.upstream.timeout = Duration::from_secs(30);
+        s.upstream.provider_budget = budget;
     })
     .await;
     let answered = u.answered();
@@ -176,7 +176,10 @@ async fn an_answer_after_the_budget_is_ambiguous_and_stays_so_when_it_arrives() 
 #[tokio::test]
 async fn a_budget_from_the_settings_ends_the_wait() {
     let u = Upstream::start(Mode::IssueAfter(Duration::from_secs(3))).await;
-    let s = server(&u, |s| s.provider_budget = Duration::from_millis(500)).await;
+    let s = server(&u, |s| {
+        s.upstream.provider_budget = Duration::from_millis(500)
+    })
+    .await;
     let started = Instant::now();
     ambiguous(&s, "budget").await;
     assert!(started.elapsed() < Duration::from_secs(2));
@@ -231,8 +234,8 @@ async fn over_https_the_upstream_certificate_is_checked_against_the_configured_c
 
     // The upstream's own CA configured (and only it trusted): requisites over TLS.
     let s = server(&u, |s| {
-        s.upstream_ca_file = Some(ca.clone());
-        s.upstream_ca_only = true;
+        s.upstream.ca_file = Some(ca.clone());
+        s.upstream.ca_only = true;
     })
     .await;
     let r = s
@@ -245,7 +248,7 @@ async fn over_https_the_upstream_certificate_is_checked_against_the_configured_c
 
     // Without it the certificate is refused: nothing was issued, the payment is ambiguous
     // (the fixed rates here: the rates endpoint is refused the same way).
-    let s = server(&u, |s| s.rate_source = RateSourceKind::Fixed).await;
+    let s = server(&u, |s| s.upstream.rate_source = RateSourceKind::Fixed).await;
     ambiguous(&s, "tls-2").await;
     assert_eq!(u.seen(|s| s.requests.len()), 1);
     s.stop().await;

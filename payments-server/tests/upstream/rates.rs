@@ -20,8 +20,8 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
         let u = u.clone();
         TestServer::start_with_clock(Arc::new(clock.clone()), move |s| {
             u.configure(s);
-            s.callback_dispatch = false;
-            s.rates_max_age = Duration::from_millis(1000);
+            s.callbacks.dispatch = false;
+            s.upstream.rates_max_age = Duration::from_millis(1000);
         })
         .await
     };

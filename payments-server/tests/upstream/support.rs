@@ -255,13 +255,13 @@ impl Upstream {
 
     /// The server settings for this upstream: HTTP provider and rates, notifications on.
     pub(crate) fn configure(&self, s: &mut Settings) {
-        s.provider = ProviderKind::Http;
-        s.rate_source = RateSourceKind::Http;
-        s.upstream_url = Some(format!("{}/requisites", self.url));
-        s.upstream_rates_url = Some(format!("{}/rates", self.url));
-        s.upstream_secrets = vec![secret()];
-        s.upstream_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
-        s.rates_refresh = Duration::from_millis(100);
+        s.upstream.provider = ProviderKind::Http;
+        s.upstream.rate_source = RateSourceKind::Http;
+        s.upstream.url = Some(format!("{}/requisites", self.url));
+        s.upstream.rates_url = Some(format!("{}/rates", self.url));
+        s.upstream.secrets = vec![secret()];
+        s.upstream.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        s.upstream.rates_refresh = Duration::from_millis(100);
     }
 }
 

@@ -12,7 +12,7 @@
 //! reference server given by `--url`), `get` (GET /api/v1/payments/{id} of payments created
 //! first) and `callbacks` (a local receiver verifying every callback; creates payments with
 //! the receiver as their callback URL, confirms them through the operator API and counts
-//! verified deliveries per second; the server needs `PAYMENTS_ALLOW_LOCAL_CALLBACKS=1`).
+//! verified deliveries per second; the server needs `PAYMENTS_CALLBACKS__ALLOW_LOCAL=1`).
 //!
 //! `callbacks` has three phases (`--phase`):
 //!
