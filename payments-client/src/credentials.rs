@@ -7,8 +7,11 @@ use payments_core::SecretString;
 use serde::{Deserialize, Serialize};
 
 /// The contents of `sandbox-credentials.json`. The secrets are [`SecretString`]s: the file
-/// holds their values, `Debug` shows none of them.
+/// holds their values, `Debug` shows none of them. Read it with [`SandboxCredentials::from_file`];
+/// new fields come as the server learns to write them, so it is `#[non_exhaustive]` (build one
+/// with [`SandboxCredentials::new`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SandboxCredentials {
     /// The merchant API's base URL.
     pub base_url: String,
@@ -43,8 +46,10 @@ pub struct SandboxCredentials {
     pub cabinet_password: Option<SecretString>,
 }
 
-/// The credentials of the sandbox's test-mode project (the demo merchant's second project).
+/// The credentials of one project: the sandbox's test-mode project (the demo merchant's
+/// second project) in the file, and the demo project's own in [`SandboxCredentials::new`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TestProjectCredentials {
     /// The test project's id.
     pub project_id: String,
@@ -82,7 +87,79 @@ pub enum CredentialsError {
     TooLarge(crate::files::FileError),
 }
 
+impl TestProjectCredentials {
+    /// A project's id, token, key id and private key (PKCS#8 PEM).
+    pub fn new(
+        project_id: &str,
+        token: SecretString,
+        keyid: &str,
+        private_key_pem: SecretString,
+    ) -> TestProjectCredentials {
+        TestProjectCredentials {
+            project_id: project_id.to_string(),
+            token,
+            keyid: keyid.to_string(),
+            private_key_pem,
+        }
+    }
+}
+
 impl SandboxCredentials {
+    /// The credentials of a sandbox at `base_url` (operator API at `operator_url`): its demo
+    /// `project` with that project's `callback_secret`, and the `operator_token`; no test
+    /// project and no cabinet user until [`SandboxCredentials::with_test_project`] and
+    /// [`SandboxCredentials::with_cabinet_user`].
+    pub fn new(
+        base_url: &str,
+        operator_url: &str,
+        project: TestProjectCredentials,
+        callback_secret: SecretString,
+        operator_token: SecretString,
+    ) -> SandboxCredentials {
+        SandboxCredentials {
+            base_url: base_url.to_string(),
+            operator_url: operator_url.to_string(),
+            project_id: project.project_id,
+            token: project.token,
+            keyid: project.keyid,
+            private_key_pem: project.private_key_pem,
+            callback_secret,
+            operator_token,
+            test_project: None,
+            cabinet_url: None,
+            cabinet_email: None,
+            cabinet_password: None,
+        }
+    }
+
+    /// With the sandbox's test-mode project.
+    #[must_use]
+    pub fn with_test_project(mut self, test_project: TestProjectCredentials) -> Self {
+        self.test_project = Some(test_project);
+        self
+    }
+
+    /// With the web cabinet at `url` and the demo merchant's user there.
+    #[must_use]
+    pub fn with_cabinet_user(mut self, url: &str, email: &str, password: SecretString) -> Self {
+        self.cabinet_url = Some(url.to_string());
+        self.cabinet_email = Some(email.to_string());
+        self.cabinet_password = Some(password);
+        self
+    }
+
+    /// The same credentials for a server that moved: the merchant API at `base_url`, the
+    /// operator API at `operator_url`, the cabinet (if the file names one) at `cabinet_url`.
+    #[must_use]
+    pub fn at(mut self, base_url: &str, operator_url: &str, cabinet_url: Option<&str>) -> Self {
+        self.base_url = base_url.to_string();
+        self.operator_url = operator_url.to_string();
+        if self.cabinet_url.is_some() {
+            self.cabinet_url = cabinet_url.map(str::to_string);
+        }
+        self
+    }
+
     /// These credentials with the test project's id, token and key in place of the demo
     /// project's (URLs and operator token unchanged; `callback_secret` stays the demo
     /// project's, the test project has none), for a

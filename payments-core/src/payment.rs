@@ -284,6 +284,11 @@ pub struct Requisites {
 }
 
 /// A payment, as stored and as the state machine sees it.
+///
+/// Deliberately not `#[non_exhaustive]`: a store rebuilds every stored payment from its row
+/// with a struct expression, so a field added here fails to compile in every store that does
+/// not keep it yet, instead of being silently dropped by one. Code that only reads payments is
+/// not affected by new fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payment {
     /// Payment id.

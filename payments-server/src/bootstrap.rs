@@ -71,36 +71,29 @@ pub async fn bootstrap_sandbox(
     };
     let test_project = bootstrap_test_project(service, merchant.id, &actor).await?;
     let operator_token = service.issue_operator_token().await?;
-    let (cabinet_url, cabinet_email, cabinet_password) = match cabinet {
-        Some((cabinet, url)) => {
-            let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
-            cabinet
-                .create_user_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
-                .await?;
-            (
-                Some(url.to_string()),
-                Some(DEMO_CABINET_EMAIL.to_string()),
-                Some(password.into()),
-            )
-        }
-        None => (None, None, None),
-    };
-    let creds = SandboxCredentials {
-        base_url: base_url.to_string(),
-        operator_url: operator_url.to_string(),
-        project_id: project.id.to_string(),
-        token: credentials.token,
-        keyid: credentials.keyid.to_string(),
-        private_key_pem: credentials
+    let demo = TestProjectCredentials::new(
+        &project.id.to_string(),
+        credentials.token,
+        credentials.keyid.as_str(),
+        credentials
             .private_key_pem
             .expect("a generated key's private key is returned"),
-        callback_secret: credentials.callback_secret,
-        operator_token: operator_token.into(),
-        test_project: Some(test_project),
-        cabinet_url,
-        cabinet_email,
-        cabinet_password,
-    };
+    );
+    let mut creds = SandboxCredentials::new(
+        base_url,
+        operator_url,
+        demo,
+        credentials.callback_secret,
+        operator_token.into(),
+    )
+    .with_test_project(test_project);
+    if let Some((cabinet, url)) = cabinet {
+        let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
+        cabinet
+            .create_user_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
+            .await?;
+        creds = creds.with_cabinet_user(url, DEMO_CABINET_EMAIL, password.into());
+    }
     write_private(
         &path,
         &serde_json::to_vec_pretty(&creds).expect("plain strings serialise"),
@@ -131,12 +124,12 @@ async fn bootstrap_test_project(
     let record = service
         .register_key(project.id, &public_key_to_pem(&key.verifying_key()), actor)
         .await?;
-    Ok(TestProjectCredentials {
-        project_id: project.id.to_string(),
-        token: token.token,
-        keyid: record.keyid.to_string(),
-        private_key_pem: signing_key_to_pem(&key).into(),
-    })
+    Ok(TestProjectCredentials::new(
+        &project.id.to_string(),
+        token.token,
+        record.keyid.as_str(),
+        signing_key_to_pem(&key).into(),
+    ))
 }
 
 pub use crate::files::write_private;

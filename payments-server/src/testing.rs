@@ -207,12 +207,7 @@ impl TestServer {
                     .expect("the credentials file reads")
             })
             // The file keeps the URLs of the server that bootstrapped the data dir.
-            .map(|c| SandboxCredentials {
-                base_url: merchant_url.clone(),
-                operator_url: operator_url.clone(),
-                cabinet_url: c.cabinet_url.as_ref().and(cabinet_url.clone()),
-                ..c
-            });
+            .map(|c| c.at(&merchant_url, &operator_url, cabinet_url.as_deref()));
         let operator_token = match &credentials {
             Some(c) => c.operator_token.clone(),
             None => state
