@@ -1,12 +1,11 @@
-//! The error catalogue: every error the API answers with, its HTTP status and stable code.
+//! The error catalogue: every error the API answers with, by stable code.
 //!
 //! One enum ([`ErrorCode`]) holds the codes of the spec's Errors table and those that
-//! `decisions.md` adds; [`ApiError`] carries a code with a human-readable message and the
-//! optional extras of the error body. Adapters convert an [`ApiError`] to the wire exactly once.
+//! `decisions.md` adds; [`ApiError`] carries a code with a human-readable message, the
+//! optional extras of the error body and the typed cause. The core knows no transport: the
+//! HTTP adapter (`payments_http::error`) gives each code its status and writes the body, once.
 
 use std::fmt;
-
-use serde::Serialize;
 
 use crate::auth::SignatureError;
 use crate::ids::PaymentId;
@@ -127,32 +126,6 @@ impl ErrorCode {
             ErrorCode::ServiceUnavailable => "service_unavailable",
         }
     }
-
-    /// The HTTP status code that carries this error.
-    pub const fn http_status(self) -> u16 {
-        match self {
-            ErrorCode::BadRequest | ErrorCode::InvalidGeoCode => 400,
-            ErrorCode::TokenInvalid | ErrorCode::SignatureInvalid => 401,
-            ErrorCode::IpNotAllowed | ErrorCode::InsufficientScope => 403,
-            ErrorCode::PaymentNotFound | ErrorCode::NotFound => 404,
-            ErrorCode::PaymentIdempotencyConflict
-            | ErrorCode::RequestReplayed
-            | ErrorCode::InvalidTransition => 409,
-            ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::RequestTimeout => 408,
-            ErrorCode::BodyTooLarge => 413,
-            ErrorCode::UriTooLong => 414,
-            ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::HeadersTooLarge => 431,
-            ErrorCode::PaymentNotCovered
-            | ErrorCode::PaymentRateUnavailable
-            | ErrorCode::PaymentNotRoutable
-            | ErrorCode::BankNotFound => 422,
-            ErrorCode::RateLimited => 429,
-            ErrorCode::Internal => 500,
-            ErrorCode::ServiceUnavailable => 503,
-        }
-    }
 }
 
 impl fmt::Display for ErrorCode {
@@ -270,40 +243,6 @@ impl ApiError {
         self.retry_after = Some(seconds);
         self
     }
-
-    /// The HTTP status of this error.
-    pub fn http_status(&self) -> u16 {
-        self.code.http_status()
-    }
-
-    /// The JSON error body of `decisions.md`:
-    /// `{"code", "message", "request_id"}` plus `payment_id` and `signature_base` when present.
-    pub fn body<'a>(&'a self, request_id: &'a str) -> ErrorBody<'a> {
-        ErrorBody {
-            code: self.code.as_str(),
-            message: &self.message,
-            request_id,
-            payment_id: self.payment_id,
-            signature_base: self.signature_base.as_deref(),
-        }
-    }
-}
-
-/// The error response body, borrowed from an [`ApiError`].
-#[derive(Debug, Serialize)]
-pub struct ErrorBody<'a> {
-    /// Stable code.
-    pub code: &'static str,
-    /// Human-readable message.
-    pub message: &'a str,
-    /// The request id (echoed `X-Request-ID` or generated).
-    pub request_id: &'a str,
-    /// The saved payment on a `422`, when one was saved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub payment_id: Option<PaymentId>,
-    /// Sandbox only: the exact signature base the server verified against.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signature_base: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -311,44 +250,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_are_unique_and_statuses_match_the_spec() {
+    fn codes_are_unique() {
         let mut seen = std::collections::HashSet::new();
         for code in ErrorCode::ALL {
             assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
         }
-        assert_eq!(ErrorCode::BadRequest.http_status(), 400);
-        assert_eq!(ErrorCode::InvalidGeoCode.http_status(), 400);
-        assert_eq!(ErrorCode::TokenInvalid.http_status(), 401);
-        assert_eq!(ErrorCode::SignatureInvalid.http_status(), 401);
-        assert_eq!(ErrorCode::IpNotAllowed.http_status(), 403);
-        assert_eq!(ErrorCode::PaymentIdempotencyConflict.http_status(), 409);
-        assert_eq!(ErrorCode::RequestReplayed.http_status(), 409);
-        assert_eq!(ErrorCode::PaymentNotCovered.http_status(), 422);
-        assert_eq!(ErrorCode::BankNotFound.http_status(), 422);
-        assert_eq!(ErrorCode::BodyTooLarge.http_status(), 413);
-        assert_eq!(ErrorCode::MethodNotAllowed.http_status(), 405);
-        assert_eq!(ErrorCode::RequestTimeout.http_status(), 408);
-        assert_eq!(ErrorCode::UriTooLong.http_status(), 414);
-        assert_eq!(ErrorCode::UnsupportedMediaType.http_status(), 415);
-        assert_eq!(ErrorCode::HeadersTooLarge.http_status(), 431);
-        assert_eq!(ErrorCode::RateLimited.http_status(), 429);
-        assert_eq!(ErrorCode::ServiceUnavailable.http_status(), 503);
-    }
-
-    #[test]
-    fn body_carries_payment_id_only_when_saved() {
-        let e = ApiError::new(ErrorCode::PaymentNotRoutable, "no route");
-        let json = serde_json::to_string(&e.body("r1")).unwrap();
-        assert_eq!(
-            json,
-            r#"{"code":"payment_not_routable","message":"no route","request_id":"r1"}"#
-        );
-        let id = PaymentId::from_uuid(uuid::Uuid::nil());
-        let e = e.with_payment_id(id);
-        let json = serde_json::to_string(&e.body("r1")).unwrap();
-        assert_eq!(
-            json,
-            r#"{"code":"payment_not_routable","message":"no route","request_id":"r1","payment_id":"00000000-0000-0000-0000-000000000000"}"#
-        );
     }
 }

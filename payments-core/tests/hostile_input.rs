@@ -545,7 +545,6 @@ fn a_body_must_be_declared_as_json() {
     ] {
         let e = refused(block_on(create(ct).authenticate(&h.service)));
         assert_eq!(e.code, ErrorCode::UnsupportedMediaType, "{ct:?}");
-        assert_eq!(e.http_status(), 415);
     }
     // Without a body (a test helper), no Content-Type is needed.
     let mut helper = Req::create();
