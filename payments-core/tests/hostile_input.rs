@@ -121,6 +121,7 @@ impl Req {
         service
             .authenticate(&request, &payments_core::ratelimit::Unlimited)
             .await
+            .map_err(ApiError::from)
     }
 }
 

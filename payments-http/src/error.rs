@@ -45,19 +45,14 @@ impl RequestId {
     }
 }
 
-/// An error answer. Build it from an [`ApiError`] with `?` or `From`; its body is written by
+/// An error answer. Build it with `?` or `From` from an [`ApiError`] or any error of the core
+/// that converts to one (`AuthError`, `StoreError`, ...); its body is written by
 /// [`answer_errors`], which knows the request id.
 #[derive(Debug, Clone)]
 pub struct HttpError(pub ApiError);
 
-impl From<ApiError> for HttpError {
-    fn from(e: ApiError) -> Self {
-        HttpError(e)
-    }
-}
-
-impl From<payments_core::store::StoreError> for HttpError {
-    fn from(e: payments_core::store::StoreError) -> Self {
+impl<E: Into<ApiError>> From<E> for HttpError {
+    fn from(e: E) -> Self {
         HttpError(e.into())
     }
 }

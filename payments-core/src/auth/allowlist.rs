@@ -68,19 +68,33 @@ impl IpAllowList {
         self.networks.is_empty() || self.networks.iter().any(|n| n.contains(&ip))
     }
 
-    /// [`IpAllowList::allows`] as the API answer: `403 ip_not_allowed` when not allowed.
-    pub fn check(&self, ip: IpAddr) -> Result<(), ApiError> {
+    /// [`IpAllowList::allows`] as a refusal: `403 ip_not_allowed` when not allowed.
+    pub fn check(&self, ip: IpAddr) -> Result<(), IpRefusal> {
         if self.allows(ip) {
             Ok(())
         } else {
-            Err(ApiError::new(
-                ErrorCode::IpNotAllowed,
-                format!(
-                    "source address {} is not in the project's IP allow-list",
-                    ip.to_canonical()
-                ),
-            ))
+            Err(IpRefusal::NotListed(ip.to_canonical()))
         }
+    }
+}
+
+/// Why a client is refused by its project's IP allow-list: `403 ip_not_allowed`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IpRefusal {
+    /// The client's address is not in the list.
+    #[error("source address {0} is not in the project's IP allow-list")]
+    NotListed(IpAddr),
+    /// The client's address is unknown (the server was not given it, or a trusted proxy's
+    /// `X-Forwarded-For` entry is not an address), and the project has a list: never taken
+    /// as allowed.
+    #[error("{0}, and the project has an IP allow-list")]
+    ClientUnknown(&'static str),
+}
+
+impl From<IpRefusal> for ApiError {
+    fn from(e: IpRefusal) -> ApiError {
+        ApiError::new(ErrorCode::IpNotAllowed, e.to_string())
     }
 }
 
@@ -240,7 +254,7 @@ mod tests {
         assert!(!list.allows(ip("2001:db8:2::5")));
         assert!(list.allows(ip("::1")));
         assert!(!list.allows(ip("127.0.0.1")));
-        let err = list.check(ip("192.0.2.9")).unwrap_err();
+        let err = ApiError::from(list.check(ip("192.0.2.9")).unwrap_err());
         assert_eq!(err.code, ErrorCode::IpNotAllowed);
         assert_eq!(
             err.message,

@@ -13,7 +13,9 @@ mod sf;
 pub mod signature;
 pub mod token;
 
-pub use allowlist::{canonical_network, client_ip, AllowListError, IpAllowList, UnknownClient};
+pub use allowlist::{
+    canonical_network, client_ip, AllowListError, IpAllowList, IpRefusal, UnknownClient,
+};
 pub use digest::{content_digest_header, verify_content_digest, DigestError};
 pub use keys::{keyid, parse_public_key, parse_signing_key_pem, KeyError};
 pub use nonce::{Nonce, NonceError, NONCE_RETENTION};
@@ -21,4 +23,4 @@ pub use signature::{
     HttpRequestParts, PreparedSignature, SignatureError, SignatureFailure, SignaturePolicy,
     VerifiedSignature,
 };
-pub use token::{Endpoint, Environment, Scope, TokenHash};
+pub use token::{Endpoint, Environment, MissingScope, Scope, TokenHash, TokenRefusal};

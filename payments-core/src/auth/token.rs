@@ -159,32 +159,72 @@ pub fn token_prefix(token: &str) -> &str {
 /// character outside base64url: `401 token_invalid`. The message never repeats the token.
 ///
 /// <https://www.rfc-editor.org/rfc/rfc6750#section-2.1>
-pub fn parse_bearer(header_value: &[u8], env: Environment) -> Result<TokenHash, ApiError> {
-    let invalid = |why: &str| ApiError::new(ErrorCode::TokenInvalid, why);
-    let value = std::str::from_utf8(header_value)
-        .map_err(|_| invalid("Authorization header is not ASCII"))?;
-    let (scheme, token) = value
-        .split_once(' ')
-        .ok_or_else(|| invalid("expected Authorization: Bearer <token>"))?;
+pub fn parse_bearer(header_value: &[u8], env: Environment) -> Result<TokenHash, TokenRefusal> {
+    let value = std::str::from_utf8(header_value).map_err(|_| TokenRefusal::NotAscii)?;
+    let (scheme, token) = value.split_once(' ').ok_or(TokenRefusal::NotBearer)?;
     if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(invalid("expected Authorization: Bearer <token>"));
+        return Err(TokenRefusal::NotBearer);
     }
     let token = token.trim_matches(' ');
     let Some(random) = token.strip_prefix(env.token_prefix()) else {
-        return Err(invalid(&format!(
-            "token is not a {} token (expected prefix {})",
-            env,
-            env.token_prefix()
-        )));
+        return Err(TokenRefusal::OtherEnvironment(env));
     };
     if random.len() != TOKEN_RANDOM_CHARS
         || URL_SAFE_NO_PAD
             .decode(random)
             .map_or(true, |b| b.len() != TOKEN_RANDOM_BYTES)
     {
-        return Err(invalid("token is malformed or truncated"));
+        return Err(TokenRefusal::Malformed);
     }
     Ok(TokenHash::of(token))
+}
+
+/// Why a request's token is refused: `401 token_invalid`, with the reason as the message. No
+/// reason repeats the token.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefusal {
+    /// No `Authorization` header.
+    #[error("missing Authorization: Bearer token")]
+    Missing,
+    /// The header's value is not ASCII.
+    #[error("Authorization header is not ASCII")]
+    NotAscii,
+    /// Another scheme than `Bearer`, or no token after it.
+    #[error("expected Authorization: Bearer <token>")]
+    NotBearer,
+    /// A token of the other environment: this deployment is the one named.
+    #[error("token is not a {0} token (expected prefix {prefix})", prefix = .0.token_prefix())]
+    OtherEnvironment(Environment),
+    /// A wrong length (a truncated copy) or a character outside base64url.
+    #[error("token is malformed or truncated")]
+    Malformed,
+    /// No such token.
+    #[error("unknown token")]
+    Unknown,
+    /// The token was revoked.
+    #[error("the token was revoked")]
+    Revoked,
+    /// The token's project is inactive (or gone).
+    #[error("the project is not active")]
+    ProjectInactive,
+}
+
+impl From<TokenRefusal> for ApiError {
+    fn from(e: TokenRefusal) -> ApiError {
+        ApiError::new(ErrorCode::TokenInvalid, e.to_string())
+    }
+}
+
+/// A token without the scope its endpoint requires: `403 insufficient_scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("token lacks the scope {0}")]
+pub struct MissingScope(pub Scope);
+
+impl From<MissingScope> for ApiError {
+    fn from(e: MissingScope) -> ApiError {
+        ApiError::new(ErrorCode::InsufficientScope, e.to_string())
+    }
 }
 
 /// A permission granted to a token.
@@ -264,14 +304,11 @@ impl Endpoint {
         }
     }
 
-    /// Checks that a token with `granted` scopes may call this endpoint:
-    /// `403 insufficient_scope` otherwise.
-    pub fn check_scope(self, granted: &[Scope]) -> Result<(), ApiError> {
+    /// Checks that a token with `granted` scopes may call this endpoint: the scope it lacks
+    /// otherwise (`403 insufficient_scope`).
+    pub fn check_scope(self, granted: &[Scope]) -> Result<(), MissingScope> {
         match self.required_scope() {
-            Some(needed) if !granted.contains(&needed) => Err(ApiError::new(
-                ErrorCode::InsufficientScope,
-                format!("token lacks the scope {needed}"),
-            )),
+            Some(needed) if !granted.contains(&needed) => Err(MissingScope(needed)),
             _ => Ok(()),
         }
     }
@@ -327,7 +364,7 @@ mod tests {
         );
 
         let reject = |v: &str, env| {
-            let e = parse_bearer(v.as_bytes(), env).unwrap_err();
+            let e = ApiError::from(parse_bearer(v.as_bytes(), env).unwrap_err());
             assert_eq!(e.code, ErrorCode::TokenInvalid, "{v}");
             assert!(
                 !e.message.contains(&t.secret()[8..]),
@@ -404,9 +441,11 @@ mod tests {
             Endpoint::GetPayment.check_scope(&[Scope::PaymentsRead]),
             Ok(())
         );
-        let e = Endpoint::CreatePayment
-            .check_scope(&[Scope::PaymentsRead])
-            .unwrap_err();
+        let e = ApiError::from(
+            Endpoint::CreatePayment
+                .check_scope(&[Scope::PaymentsRead])
+                .unwrap_err(),
+        );
         assert_eq!(e.code, ErrorCode::InsufficientScope);
         assert_eq!(e.message, "token lacks the scope payments:create");
         assert!(Endpoint::TestHelper

@@ -11,15 +11,15 @@ use super::PaymentService;
 use crate::auth::nonce::nonce_expires_at;
 use crate::auth::token::parse_bearer;
 use crate::auth::{
-    client_ip, Endpoint, Environment, HttpRequestParts, IpAllowList, PreparedSignature,
-    SignaturePolicy, TokenHash,
+    client_ip, Endpoint, Environment, HttpRequestParts, IpAllowList, IpRefusal, MissingScope,
+    PreparedSignature, SignatureError, SignaturePolicy, TokenHash, TokenRefusal,
 };
 use crate::clock::Timestamp;
 use crate::ids::{PaymentId, ProjectId};
 use crate::payment::Payment;
 use crate::project::{Merchant, Project, TokenRecord};
 use crate::ratelimit::{Gcra, RateDecision, RateLimiter};
-use crate::store::NonceUse;
+use crate::store::{NonceUse, StoreError};
 use crate::{ApiError, ErrorCode};
 
 /// Authentication settings of a deployment.
@@ -177,17 +177,135 @@ pub const SINGLE_VALUE_HEADERS: [&str; 5] = [
     "X-Request-Nonce",
 ];
 
-/// `400 bad_request` when a header of [`SINGLE_VALUE_HEADERS`] is sent more than once.
-pub fn check_single_value_headers(headers: &[(&str, &[u8])]) -> Result<(), ApiError> {
+/// Why a request's form is refused before its token is looked at.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RequestFormError {
+    /// A header of [`SINGLE_VALUE_HEADERS`] sent more than once: `400 bad_request`.
+    #[error("the {name} header must be sent once (got {lines})")]
+    RepeatedHeader {
+        /// The header, as [`SINGLE_VALUE_HEADERS`] writes it.
+        name: &'static str,
+        /// How many lines of it came.
+        lines: usize,
+    },
+    /// A body not declared as JSON ([`is_json_content_type`]): `415 unsupported_media_type`.
+    #[error("a request body must be sent with Content-Type: application/json")]
+    NotJson,
+    /// A signed request's `X-Request-ID` that is not [`is_echoable_request_id`]:
+    /// `400 bad_request`.
+    #[error(
+        "X-Request-ID must be 1 to 128 visible ASCII characters (it is signed, so the server \
+         cannot replace it)"
+    )]
+    RequestIdNotEchoable,
+}
+
+impl RequestFormError {
+    /// The stable code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RequestFormError::NotJson => ErrorCode::UnsupportedMediaType,
+            _ => ErrorCode::BadRequest,
+        }
+    }
+}
+
+impl From<RequestFormError> for ApiError {
+    fn from(e: RequestFormError) -> ApiError {
+        ApiError::new(e.code(), e.to_string())
+    }
+}
+
+/// Why [`PaymentService::authenticate`] refused a request, each with the stable code of its
+/// answer ([`AuthError::code`]); the message of that answer is the error's text.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The request's form (`400`, `415`).
+    #[error(transparent)]
+    Form(#[from] RequestFormError),
+    /// The token (`401 token_invalid`).
+    #[error(transparent)]
+    Token(#[from] TokenRefusal),
+    /// The token lacks the endpoint's scope (`403 insufficient_scope`).
+    #[error(transparent)]
+    Scope(#[from] MissingScope),
+    /// The project's IP allow-list (`403 ip_not_allowed`).
+    #[error(transparent)]
+    Ip(#[from] IpRefusal),
+    /// Over the project's rate limit (`429 rate_limited`, `Retry-After` in whole seconds).
+    #[error("the project's request rate limit is exceeded")]
+    RateLimited {
+        /// When the next request would be allowed.
+        retry_after: std::time::Duration,
+    },
+    /// The signature or the digest (`401 signature_invalid`); `debug`: the answer carries
+    /// the signature base (the sandbox's debugging aid).
+    #[error("{error}")]
+    Signature {
+        /// What failed.
+        error: SignatureError,
+        /// Whether the answer shows the signature base.
+        debug: bool,
+    },
+    /// A signed request without `X-Request-Nonce` (`401 signature_invalid`).
+    #[error("missing X-Request-Nonce")]
+    MissingNonce,
+    /// The store, or the rate limiter's store, failed (`503`, or `500` for corrupt data).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AuthError {
+    /// The stable code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AuthError::Form(e) => e.code(),
+            AuthError::Token(_) => ErrorCode::TokenInvalid,
+            AuthError::Scope(_) => ErrorCode::InsufficientScope,
+            AuthError::Ip(_) => ErrorCode::IpNotAllowed,
+            AuthError::RateLimited { .. } => ErrorCode::RateLimited,
+            AuthError::Signature { .. } | AuthError::MissingNonce => ErrorCode::SignatureInvalid,
+            AuthError::Store(e) => ApiError::from(e.clone()).code,
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> ApiError {
+        match e {
+            AuthError::Form(e) => e.into(),
+            AuthError::Token(e) => e.into(),
+            AuthError::Scope(e) => e.into(),
+            AuthError::Ip(e) => e.into(),
+            AuthError::RateLimited { retry_after } => {
+                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+                ApiError::new(ErrorCode::RateLimited, e.to_string()).with_retry_after(secs.max(1))
+            }
+            AuthError::Signature { error, debug: true } => {
+                error.into_api_error(Environment::Sandbox)
+            }
+            AuthError::Signature {
+                error,
+                debug: false,
+            } => error.into(),
+            AuthError::MissingNonce => ApiError::new(ErrorCode::SignatureInvalid, e.to_string()),
+            AuthError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// [`RequestFormError::RepeatedHeader`] when a header of [`SINGLE_VALUE_HEADERS`] is sent more
+/// than once.
+pub fn check_single_value_headers(headers: &[(&str, &[u8])]) -> Result<(), RequestFormError> {
     for name in SINGLE_VALUE_HEADERS {
         let lines = headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case(name))
             .count();
         if lines > 1 {
-            return Err(ApiError::bad_request(format!(
-                "the {name} header must be sent once (got {lines})"
-            )));
+            return Err(RequestFormError::RepeatedHeader { name, lines });
         }
     }
     Ok(())
@@ -219,9 +337,12 @@ pub fn is_json_content_type(value: &[u8]) -> bool {
     })
 }
 
-/// `415 unsupported_media_type` when a request with a body (`has_body`) does not declare it
+/// [`RequestFormError::NotJson`] when a request with a body (`has_body`) does not declare it
 /// as JSON ([`is_json_content_type`]); a request without a body needs no `Content-Type`.
-pub fn check_content_type(headers: &[(&str, &[u8])], has_body: bool) -> Result<(), ApiError> {
+pub fn check_content_type(
+    headers: &[(&str, &[u8])],
+    has_body: bool,
+) -> Result<(), RequestFormError> {
     if !has_body {
         return Ok(());
     }
@@ -232,10 +353,7 @@ pub fn check_content_type(headers: &[(&str, &[u8])], has_body: bool) -> Result<(
     if declared.is_some_and(is_json_content_type) {
         Ok(())
     } else {
-        Err(ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            "a request body must be sent with Content-Type: application/json",
-        ))
+        Err(RequestFormError::NotJson)
     }
 }
 
@@ -249,15 +367,12 @@ pub fn is_echoable_request_id(value: &[u8]) -> bool {
 /// [`is_echoable_request_id`]: it is a covered component, so the server cannot put its own id
 /// in its place, and answering with another id than the one signed would break the link
 /// between the merchant's request and the answer.
-fn check_signed_request_id(headers: &[(&str, &[u8])]) -> Result<(), ApiError> {
+fn check_signed_request_id(headers: &[(&str, &[u8])]) -> Result<(), RequestFormError> {
     match headers
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case("x-request-id"))
     {
-        Some((_, v)) if !is_echoable_request_id(v) => Err(ApiError::bad_request(
-            "X-Request-ID must be 1 to 128 visible ASCII characters (it is signed, so the \
-             server cannot replace it)",
-        )),
+        Some((_, v)) if !is_echoable_request_id(v) => Err(RequestFormError::RequestIdNotEchoable),
         _ => Ok(()),
     }
 }
@@ -311,10 +426,9 @@ impl PaymentService {
         &self,
         req: &AuthRequest<'_>,
         limiter: &dyn RateLimiter,
-    ) -> Result<Authenticated, ApiError> {
+    ) -> Result<Authenticated, AuthError> {
         let cfg = &self.auth;
         let store = &self.ports.store;
-        let token_invalid = |m: &str| ApiError::new(ErrorCode::TokenInvalid, m);
 
         // 0. The form of the request: single-valued headers sent once; a body declared as
         // JSON; the X-Request-ID of a signed request one the server can echo.
@@ -337,7 +451,7 @@ impl PaymentService {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
             .map(|(_, v)| *v)
-            .ok_or_else(|| token_invalid("missing Authorization: Bearer token"))?;
+            .ok_or(TokenRefusal::Missing)?;
         let hash = parse_bearer(header, cfg.environment)?;
         // The signature is parsed (pure work, no I/O) before the store is asked, so that the
         // key is read in the same round trip as the token; its errors are reported in their
@@ -363,17 +477,15 @@ impl PaymentService {
         let token = found
             .token
             .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(&hash))
-            .ok_or_else(|| token_invalid("unknown token"))?;
+            .ok_or(TokenRefusal::Unknown)?;
         if token.revoked_at.is_some() {
-            return Err(token_invalid("the token was revoked"));
+            return Err(TokenRefusal::Revoked.into());
         }
         let project = found
             .project
             .filter(|p| p.active)
-            .ok_or_else(|| token_invalid("the project is not active"))?;
-        let merchant = found
-            .merchant
-            .ok_or_else(|| token_invalid("the project is not active"))?;
+            .ok_or(TokenRefusal::ProjectInactive)?;
+        let merchant = found.merchant.ok_or(TokenRefusal::ProjectInactive)?;
         req.endpoint.check_scope(&token.scopes)?;
 
         // 2. IP allow-list, on the client address (X-Forwarded-For only from trusted proxies).
@@ -395,13 +507,10 @@ impl PaymentService {
         };
         if !project.ip_allow_list.is_empty() {
             let list = IpAllowList::parse(project.ip_allow_list.iter().map(String::as_str))
-                .map_err(|e| ApiError::internal(format!("stored allow-list is invalid: {e}")))?;
-            let client = client.map_err(|why| {
-                ApiError::new(
-                    ErrorCode::IpNotAllowed,
-                    format!("{why}, and the project has an IP allow-list"),
-                )
-            })?;
+                .map_err(|e| {
+                    StoreError::Corrupt(format!("project {}'s allow-list: {e}", project.id))
+                })?;
+            let client = client.map_err(IpRefusal::ClientUnknown)?;
             list.check(client)?;
         }
 
@@ -412,12 +521,7 @@ impl PaymentService {
         {
             RateDecision::Allowed => {}
             RateDecision::Limited { retry_after } => {
-                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-                return Err(ApiError::new(
-                    ErrorCode::RateLimited,
-                    "the project's request rate limit is exceeded",
-                )
-                .with_retry_after(secs.max(1)));
+                return Err(AuthError::RateLimited { retry_after });
             }
         }
 
@@ -428,12 +532,9 @@ impl PaymentService {
         };
         let mut pending = None;
         if needs_signature {
-            let debug = |e: crate::auth::SignatureError| {
-                if cfg.signature_debug {
-                    e.into_api_error(Environment::Sandbox)
-                } else {
-                    ApiError::from(e)
-                }
+            let debug = |error: SignatureError| AuthError::Signature {
+                error,
+                debug: cfg.signature_debug,
             };
             let prepared = match prepared {
                 Some(p) => p,
@@ -462,9 +563,7 @@ impl PaymentService {
             if !valid {
                 return Err(debug(prepared.verification_failed()));
             }
-            let nonce = prepared.nonce().ok_or_else(|| {
-                ApiError::new(ErrorCode::SignatureInvalid, "missing X-Request-Nonce")
-            })?;
+            let nonce = prepared.nonce().ok_or(AuthError::MissingNonce)?;
             pending = Some(PendingNonce {
                 project: project.id,
                 nonce: nonce.as_str().to_string(),
@@ -482,5 +581,144 @@ impl PaymentService {
             },
             nonce: pending,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::auth::{Scope, SignatureFailure};
+
+    /// Every refusal of `authenticate`, one of each kind.
+    fn every_refusal() -> Vec<AuthError> {
+        let signature = SignatureError {
+            failure: SignatureFailure::MissingSignature,
+            signature_base: Some("\"@method\": POST".into()),
+        };
+        vec![
+            RequestFormError::RepeatedHeader {
+                name: "Host",
+                lines: 2,
+            }
+            .into(),
+            RequestFormError::NotJson.into(),
+            RequestFormError::RequestIdNotEchoable.into(),
+            TokenRefusal::Missing.into(),
+            TokenRefusal::OtherEnvironment(Environment::Production).into(),
+            TokenRefusal::Revoked.into(),
+            MissingScope(Scope::PaymentsCreate).into(),
+            IpRefusal::NotListed(IpAddr::from([192, 0, 2, 9])).into(),
+            IpRefusal::ClientUnknown("the server does not know the client address").into(),
+            AuthError::RateLimited {
+                retry_after: Duration::from_millis(1500),
+            },
+            AuthError::Signature {
+                error: signature.clone(),
+                debug: true,
+            },
+            AuthError::Signature {
+                error: signature,
+                debug: false,
+            },
+            AuthError::MissingNonce,
+            StoreError::Corrupt("a row".into()).into(),
+        ]
+    }
+
+    #[test]
+    fn each_refusal_answers_its_code_with_its_text() {
+        for e in every_refusal() {
+            let api = ApiError::from(e.clone());
+            assert_eq!(api.code, e.code(), "{e:?}");
+            if !matches!(e, AuthError::Store(_)) {
+                assert_eq!(api.message, e.to_string(), "{e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_wire_of_the_refusals_is_that_of_the_spec() {
+        let wire: Vec<(&str, String, Option<u64>, bool)> = every_refusal()
+            .into_iter()
+            .map(ApiError::from)
+            .map(|a| {
+                let base = a.signature_base.is_some();
+                (a.code.as_str(), a.message, a.retry_after, base)
+            })
+            .collect();
+        let expect = |code, message: &str, retry, base| (code, message.to_string(), retry, base);
+        assert_eq!(
+            wire,
+            vec![
+                expect(
+                    "bad_request",
+                    "the Host header must be sent once (got 2)",
+                    None,
+                    false
+                ),
+                expect(
+                    "unsupported_media_type",
+                    "a request body must be sent with Content-Type: application/json",
+                    None,
+                    false
+                ),
+                expect(
+                    "bad_request",
+                    "X-Request-ID must be 1 to 128 visible ASCII characters (it is signed, so \
+                     the server cannot replace it)",
+                    None,
+                    false
+                ),
+                expect(
+                    "token_invalid",
+                    "missing Authorization: Bearer token",
+                    None,
+                    false
+                ),
+                expect(
+                    "token_invalid",
+                    "token is not a production token (expected prefix nl_live_)",
+                    None,
+                    false
+                ),
+                expect("token_invalid", "the token was revoked", None, false),
+                expect(
+                    "insufficient_scope",
+                    "token lacks the scope payments:create",
+                    None,
+                    false
+                ),
+                expect(
+                    "ip_not_allowed",
+                    "source address 192.0.2.9 is not in the project's IP allow-list",
+                    None,
+                    false
+                ),
+                expect(
+                    "ip_not_allowed",
+                    "the server does not know the client address, and the project has an IP \
+                     allow-list",
+                    None,
+                    false
+                ),
+                expect(
+                    "rate_limited",
+                    "the project's request rate limit is exceeded",
+                    Some(2),
+                    false
+                ),
+                expect("signature_invalid", "missing Signature header", None, true),
+                expect("signature_invalid", "missing Signature header", None, false),
+                expect("signature_invalid", "missing X-Request-Nonce", None, false),
+                expect(
+                    "internal_error",
+                    &ApiError::from(StoreError::Corrupt("a row".into())).message,
+                    None,
+                    false
+                ),
+            ]
+        );
     }
 }

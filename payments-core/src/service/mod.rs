@@ -34,7 +34,8 @@ use crate::{ApiError, ErrorCode};
 
 pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
-    AuthConfig, AuthContext, AuthRequest, Authenticated, SINGLE_VALUE_HEADERS,
+    AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, RequestFormError,
+    SINGLE_VALUE_HEADERS,
 };
 pub use batch::{Announced, BatchStats, SignatureBatcher, DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT};
 pub use callbacks::{

@@ -235,6 +235,31 @@ pub enum ProvisionError {
     Failed(#[source] ApiError),
 }
 
+impl ProvisionError {
+    /// The stable code it is answered with where it is answered over an API: `bad_request`
+    /// for input refused before any write, `service_unavailable` while another call holds the
+    /// merchant, the failure's own code otherwise.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ProvisionError::Invalid(_) | ProvisionError::Ambiguous(_) => ErrorCode::BadRequest,
+            ProvisionError::Busy(_) => ErrorCode::ServiceUnavailable,
+            ProvisionError::Failed(e) => e.code,
+        }
+    }
+}
+
+impl From<ProvisionError> for ApiError {
+    fn from(e: ProvisionError) -> ApiError {
+        match e {
+            ProvisionError::Failed(e) => e,
+            ProvisionError::Busy(_) => {
+                ApiError::new(e.code(), e.to_string()).with_retry_after(PROVISION_TURN.as_secs())
+            }
+            e => ApiError::new(e.code(), e.to_string()),
+        }
+    }
+}
+
 impl From<ApiError> for ProvisionError {
     fn from(e: ApiError) -> ProvisionError {
         ProvisionError::Failed(e)

@@ -124,6 +124,7 @@ impl TestCaller {
         service
             .authenticate(&request, &crate::ratelimit::Unlimited)
             .await
+            .map_err(ApiError::from)
     }
 
     /// A signed create through authentication: `POST /api/v1/payments` with `body`.
