@@ -77,6 +77,35 @@ impl<'de> Deserialize<'de> for CountryCode {
     }
 }
 
+/// Why a create's `bank_code` names no bank: `422 bank_not_found`, the error's text as the
+/// message (the name as the request sent it, quoted and cut).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BankNotFound {
+    /// An empty or whitespace-only name.
+    #[error("bank_code is empty; omit it to accept any bank")]
+    Empty,
+    /// A name the catalog does not have.
+    #[error("bank_code {0} is not a bank of the catalog (see GET /api/v1/banks)")]
+    Unknown(String),
+    /// A name of banks of several countries, none of them `geo_code`.
+    #[error("bank_code {name} is ambiguous: present in {}; none is geo_code {geo_code}", countries.join(", "))]
+    Ambiguous {
+        /// The name, quoted as the message shows it.
+        name: String,
+        /// The countries that have a bank of that name.
+        countries: Vec<String>,
+        /// The payment's country.
+        geo_code: CountryCode,
+    },
+}
+
+impl From<BankNotFound> for ApiError {
+    fn from(e: BankNotFound) -> ApiError {
+        ApiError::new(ErrorCode::BankNotFound, e.to_string())
+    }
+}
+
 /// Parses the `geo_code` query parameter of `GET /api/v1/banks`.
 ///
 /// The value must be exactly two Latin letters; lower case is accepted and upper-cased
@@ -277,37 +306,22 @@ impl BankCatalog {
     ///
     /// An empty or whitespace-only `bank_code` means "any bank": the caller treats it as absent
     /// and does not call this; if it does, the answer is `bank_not_found`.
-    pub fn resolve(&self, bank_code: &str, geo_code: CountryCode) -> Result<&Bank, ApiError> {
+    pub fn resolve(&self, bank_code: &str, geo_code: CountryCode) -> Result<&Bank, BankNotFound> {
         let name = bank_code.trim();
         if name.is_empty() {
-            return Err(ApiError::new(
-                ErrorCode::BankNotFound,
-                "bank_code is empty; omit it to accept any bank",
-            ));
+            return Err(BankNotFound::Empty);
         }
         match self.lookup(name, geo_code) {
             Lookup::Found(bank) => Ok(bank),
-            Lookup::Unknown => Err(ApiError::new(
-                ErrorCode::BankNotFound,
-                format!(
-                    "bank_code {} is not a bank of the catalog (see GET /api/v1/banks)",
-                    echo(name)
-                ),
-            )),
-            Lookup::Ambiguous(positions) => {
-                let countries: Vec<&str> = positions
+            Lookup::Unknown => Err(BankNotFound::Unknown(echo(name))),
+            Lookup::Ambiguous(positions) => Err(BankNotFound::Ambiguous {
+                name: echo(name),
+                countries: positions
                     .iter()
-                    .map(|&p| self.banks[p].country.as_str())
-                    .collect();
-                Err(ApiError::new(
-                    ErrorCode::BankNotFound,
-                    format!(
-                        "bank_code {} is ambiguous: present in {}; none is geo_code {geo_code}",
-                        echo(name),
-                        countries.join(", ")
-                    ),
-                ))
-            }
+                    .map(|&p| self.banks[p].country.as_str().to_string())
+                    .collect(),
+                geo_code,
+            }),
         }
     }
 

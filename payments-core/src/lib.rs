@@ -53,7 +53,7 @@
 //! let request = CreatePayment::parse(body, AddressPolicy::STRICT)?;
 //! assert_eq!((request.currency.as_str(), request.geo_code.as_str()), ("RUB", "RU"));
 //! let refused = CreatePayment::parse(br#"{"amount":"1"}"#, AddressPolicy::STRICT).unwrap_err();
-//! assert_eq!(refused.to_string(), "bad_request: merchant_payment_id: is required");
+//! assert_eq!(refused.to_string(), "merchant_payment_id: is required"); // 400 bad_request
 //!
 //! // 2. Settle: course and fee are fixed when the requisites are issued.
 //! let pricing = Pricing {

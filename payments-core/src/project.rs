@@ -54,6 +54,45 @@ pub struct Contract {
     pub methods: Vec<MethodTerms>,
 }
 
+/// What of a payment its project's contract does not cover: `422 payment_not_covered`, the
+/// error's text as the message.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotCovered {
+    /// The method is not in the contract.
+    #[error("payment_method {0} is not in the project's contract")]
+    Method(PaymentMethod),
+    /// The currency is not in the contract.
+    #[error("currency {0} is not in the project's contract")]
+    Currency(Currency),
+    /// Below the method's minimum.
+    #[error("amount {amount} is below the contract's minimum {min} for {method}")]
+    BelowMinimum {
+        /// The payment's amount.
+        amount: Decimal,
+        /// The minimum.
+        min: Decimal,
+        /// The method.
+        method: PaymentMethod,
+    },
+    /// Above the method's maximum.
+    #[error("amount {amount} is above the contract's maximum {max} for {method}")]
+    AboveMaximum {
+        /// The payment's amount.
+        amount: Decimal,
+        /// The maximum.
+        max: Decimal,
+        /// The method.
+        method: PaymentMethod,
+    },
+}
+
+impl From<NotCovered> for ApiError {
+    fn from(e: NotCovered) -> ApiError {
+        ApiError::new(ErrorCode::PaymentNotCovered, e.to_string())
+    }
+}
+
 impl Contract {
     /// Checks a payment against the contract; the fee percent of its method on success, else
     /// `422 payment_not_covered` naming what is outside.
@@ -62,35 +101,32 @@ impl Contract {
         method: PaymentMethod,
         currency: Currency,
         amount: &Amount,
-    ) -> Result<FeePercent, ApiError> {
-        let not_covered = |m: String| ApiError::new(ErrorCode::PaymentNotCovered, m);
+    ) -> Result<FeePercent, NotCovered> {
         let terms = self
             .methods
             .iter()
             .find(|t| t.method == method)
-            .ok_or_else(|| {
-                not_covered(format!(
-                    "payment_method {method} is not in the project's contract"
-                ))
-            })?;
+            .ok_or(NotCovered::Method(method))?;
         if !self.currencies.contains(&currency) {
-            return Err(not_covered(format!(
-                "currency {currency} is not in the project's contract"
-            )));
+            return Err(NotCovered::Currency(currency));
         }
         let a = amount.as_decimal();
         if let Some(min) = terms.min_amount {
             if a < min {
-                return Err(not_covered(format!(
-                    "amount {a} is below the contract's minimum {min} for {method}"
-                )));
+                return Err(NotCovered::BelowMinimum {
+                    amount: a,
+                    min,
+                    method,
+                });
             }
         }
         if let Some(max) = terms.max_amount {
             if a > max {
-                return Err(not_covered(format!(
-                    "amount {a} is above the contract's maximum {max} for {method}"
-                )));
+                return Err(NotCovered::AboveMaximum {
+                    amount: a,
+                    max,
+                    method,
+                });
             }
         }
         Ok(terms.fee_percent)

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::amount::Amount;
 use crate::bank::CountryCode;
 use crate::callback::address::AddressPolicy;
-use crate::callback::destination::CallbackUrl;
+use crate::callback::destination::{CallbackUrl, CallbackUrlError};
 use crate::payment::{Currency, MerchantPaymentId, PaymentMethod};
 use crate::ApiError;
 
@@ -74,19 +74,48 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
-fn bad(field: &str, why: impl fmt::Display) -> ApiError {
-    ApiError::bad_request(format!("{field}: {why}"))
+/// Why a create request's body was refused: `400 bad_request` with the error's text.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// Not a JSON object (or not JSON).
+    #[error("body must be a JSON object: {0}")]
+    NotAnObject(String),
+    /// A field that is unknown, repeated, missing or out of its form.
+    #[error("{field}: {reason}")]
+    Field {
+        /// The field, as the body names it.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A callback URL the service's policy refuses.
+    #[error(transparent)]
+    CallbackUrl(#[from] CallbackUrlError),
 }
 
-fn string<'v>(field: &str, v: &'v Value) -> Result<&'v str, ApiError> {
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> ApiError {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+fn bad(field: &str, why: impl fmt::Display) -> RequestError {
+    RequestError::Field {
+        field: field.to_string(),
+        reason: why.to_string(),
+    }
+}
+
+fn string<'v>(field: &str, v: &'v Value) -> Result<&'v str, RequestError> {
     v.as_str().ok_or_else(|| bad(field, "must be a string"))
 }
 
 impl CreatePayment {
     /// Parses and validates a raw body. `policy` decides which callback URLs are acceptable.
-    pub fn parse(body: &[u8], policy: AddressPolicy) -> Result<CreatePayment, ApiError> {
-        let Members(members) = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("body must be a JSON object: {e}")))?;
+    pub fn parse(body: &[u8], policy: AddressPolicy) -> Result<CreatePayment, RequestError> {
+        let Members(members) =
+            serde_json::from_slice(body).map_err(|e| RequestError::NotAnObject(e.to_string()))?;
         let mut slots: [Option<Value>; 8] = Default::default();
         for (k, v) in members {
             let i = FIELDS
@@ -147,9 +176,7 @@ impl CreatePayment {
         };
         let callback_url = match callback {
             None => None,
-            Some(v) => Some(
-                CallbackUrl::parse(string("callback_url", &v)?, policy).map_err(ApiError::from)?,
-            ),
+            Some(v) => Some(CallbackUrl::parse(string("callback_url", &v)?, policy)?),
         };
         Ok(CreatePayment {
             merchant_payment_id,
@@ -192,7 +219,7 @@ mod tests {
     use crate::ErrorCode;
 
     fn parse(body: &str) -> Result<CreatePayment, ApiError> {
-        CreatePayment::parse(body.as_bytes(), AddressPolicy::default())
+        CreatePayment::parse(body.as_bytes(), AddressPolicy::default()).map_err(ApiError::from)
     }
 
     fn msg(body: &str) -> String {

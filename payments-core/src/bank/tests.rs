@@ -42,6 +42,7 @@ fn resolved(bank_code: &str, geo: &str) -> (String, String) {
 fn not_found(bank_code: &str, geo: &str) -> String {
     let err = catalog()
         .resolve(bank_code, cc(geo))
+        .map_err(ApiError::from)
         .expect_err("the name must not resolve");
     assert_eq!(err.code, ErrorCode::BankNotFound);
     assert_eq!(err.payment_id, None);

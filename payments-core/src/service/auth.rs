@@ -377,13 +377,9 @@ fn check_signed_request_id(headers: &[(&str, &[u8])]) -> Result<(), RequestFormE
     }
 }
 
-/// The answer to a replayed nonce.
-pub(crate) fn replayed() -> ApiError {
-    ApiError::new(
-        ErrorCode::RequestReplayed,
-        "this X-Request-Nonce was already used; sign every request with a new nonce",
-    )
-}
+/// The message of `409 request_replayed`.
+pub(crate) const REPLAYED: &str =
+    "this X-Request-Nonce was already used; sign every request with a new nonce";
 
 impl PaymentService {
     /// Records the request's nonce (`409 request_replayed` if it was used already) and hands
@@ -392,24 +388,20 @@ impl PaymentService {
     pub async fn accept(&self, auth: Authenticated) -> Result<AuthContext, ApiError> {
         let (ctx, nonce) = auth.into_parts();
         if let Some(nonce) = nonce {
-            self.record_nonce(&nonce).await?;
+            if !self.use_nonce(&nonce).await? {
+                return Err(ApiError::new(ErrorCode::RequestReplayed, REPLAYED));
+            }
         }
         Ok(ctx)
     }
 
-    /// Records a verified request's nonce: `409 request_replayed` if it was used already.
-    pub(crate) async fn record_nonce(&self, nonce: &PendingNonce) -> Result<(), ApiError> {
+    /// Records a verified request's nonce: `false` when it was used already (a replay).
+    pub(crate) async fn use_nonce(&self, nonce: &PendingNonce) -> Result<bool, StoreError> {
         let n = nonce.to_use();
-        if self
-            .ports
+        self.ports
             .store
             .use_nonce(n.project, n.nonce, n.now, n.expires_at)
-            .await?
-        {
-            Ok(())
-        } else {
-            Err(replayed())
-        }
+            .await
     }
 
     /// Authenticates a request in the order of the decisions record: the request's form

@@ -2,20 +2,118 @@
 
 use futures_util::future::{select, Either};
 
-use super::auth::{replayed, Authenticated, PendingNonce};
+use super::auth::{Authenticated, PendingNonce, REPLAYED};
 use super::PaymentService;
-use crate::bank::Bank;
+use crate::bank::{Bank, BankNotFound};
 use crate::clock::Timestamp;
 use crate::error::{ErrorCause, RateFailure};
 use crate::ids::PaymentId;
-use crate::payment::{Currency, Flow, Payment, PaymentErrorCode, PaymentStatus, Requisites};
-use crate::project::{Merchant, Project};
+use crate::payment::{
+    Currency, Flow, MerchantPaymentId, Payment, PaymentErrorCode, PaymentStatus, Requisites,
+};
+use crate::project::{Merchant, NotCovered, Project};
 use crate::provider::{ProviderOutcome, RequisiteRequest};
-use crate::request::CreatePayment;
+use crate::request::{CreatePayment, RequestError};
 use crate::settlement::{Course, Pricing};
 use crate::store::{AdmitOutcome, StoreError};
-use crate::transition::{self, Transition, Trigger};
+use crate::transition::{self, Transition, TransitionError, Trigger};
 use crate::{ApiError, ErrorCode};
+
+/// Why [`PaymentService::create_payment`] refused a create, each with the stable code of its
+/// answer ([`CreateError::code`]); the message of that answer is the error's text.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CreateError {
+    /// The body (`400 bad_request`).
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The merchant is paused (`422 payment_not_routable`).
+    #[error("the merchant is paused")]
+    MerchantPaused,
+    /// The project is paused (`422 payment_not_routable`).
+    #[error("the project is paused")]
+    ProjectPaused,
+    /// The `bank_code` names no bank (`422 bank_not_found`).
+    #[error(transparent)]
+    Bank(#[from] BankNotFound),
+    /// Outside the project's contract (`422 payment_not_covered`).
+    #[error(transparent)]
+    NotCovered(#[from] NotCovered),
+    /// No usable exchange rate for the currency within its budget
+    /// (`422 payment_rate_unavailable`, the failure kept as the cause).
+    #[error("no exchange rate for {currency}{}", if matches!(why, RateFailure::TimedOut(_)) { " in time" } else { "" })]
+    RateUnavailable {
+        /// The payment's currency.
+        currency: Currency,
+        /// Why there was none.
+        why: RateFailure,
+    },
+    /// The provider cannot route it; the payment was saved in `error`
+    /// (`422 payment_not_routable` with its `payment_id`).
+    #[error("{comment}")]
+    NotRoutable {
+        /// The provider's comment.
+        comment: String,
+        /// The saved payment.
+        payment_id: PaymentId,
+    },
+    /// The `merchant_payment_id` was used with a different request
+    /// (`409 payment_idempotency_conflict`).
+    #[error("merchant_payment_id {0} was already used with a different request")]
+    Conflict(MerchantPaymentId),
+    /// The request's nonce was used already (`409 request_replayed`).
+    #[error("{REPLAYED}")]
+    Replayed,
+    /// The state machine refused the provider's answer (a defect: `409 invalid_transition`).
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// The store failed (`503`, or `500` for corrupt data).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store answered what it cannot (`500`).
+    #[error("{0}")]
+    Defect(String),
+}
+
+impl CreateError {
+    /// The stable code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CreateError::Request(_) => ErrorCode::BadRequest,
+            CreateError::MerchantPaused
+            | CreateError::ProjectPaused
+            | CreateError::NotRoutable { .. } => ErrorCode::PaymentNotRoutable,
+            CreateError::Bank(_) => ErrorCode::BankNotFound,
+            CreateError::NotCovered(_) => ErrorCode::PaymentNotCovered,
+            CreateError::RateUnavailable { .. } => ErrorCode::PaymentRateUnavailable,
+            CreateError::Conflict(_) => ErrorCode::PaymentIdempotencyConflict,
+            CreateError::Replayed => ErrorCode::RequestReplayed,
+            CreateError::Transition(_) => ErrorCode::InvalidTransition,
+            CreateError::Store(e) => ApiError::from(e.clone()).code,
+            CreateError::Defect(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<CreateError> for ApiError {
+    fn from(e: CreateError) -> ApiError {
+        match e {
+            CreateError::Request(e) => e.into(),
+            CreateError::Bank(e) => e.into(),
+            CreateError::NotCovered(e) => e.into(),
+            CreateError::Transition(e) => e.into(),
+            CreateError::Store(e) => e.into(),
+            CreateError::Defect(m) => ApiError::internal(m),
+            CreateError::RateUnavailable { why, .. } => {
+                ApiError::new(e.code(), e.to_string()).with_cause(ErrorCause::Rate(why))
+            }
+            CreateError::NotRoutable { payment_id, .. } => {
+                ApiError::new(e.code(), e.to_string()).with_payment_id(payment_id)
+            }
+            e => ApiError::new(e.code(), e.to_string()),
+        }
+    }
+}
 
 /// Whether a create made a new payment or found the existing one.
 #[non_exhaustive]
@@ -56,16 +154,18 @@ impl PaymentService {
         &self,
         auth: Authenticated,
         body: &[u8],
-    ) -> Result<CreateOutcome, ApiError> {
+    ) -> Result<CreateOutcome, CreateError> {
         let (ctx, nonce) = auth.into_parts();
         let (project, merchant) = (&ctx.project, &ctx.merchant);
         let req = match CreatePayment::parse(body, self.config.callback_policy) {
             Ok(req) => req,
             Err(e) => {
                 if let Some(nonce) = &nonce {
-                    self.record_nonce(nonce).await?;
+                    if !self.use_nonce(nonce).await? {
+                        return Err(CreateError::Replayed);
+                    }
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
         let catalog = &self.ports.catalog;
@@ -116,7 +216,7 @@ impl PaymentService {
             )
             .await?;
         let (payment, pricing) = match (admitted, candidate) {
-            (AdmitOutcome::Replayed, _) => return Err(replayed()),
+            (AdmitOutcome::Replayed, _) => return Err(CreateError::Replayed),
             // An earlier request, or a concurrent one that won the unique index.
             (AdmitOutcome::Existing(existing), _) => {
                 return self.repeat(existing, &fingerprint).await
@@ -124,7 +224,7 @@ impl PaymentService {
             (AdmitOutcome::Inserted, Ok(candidate)) => candidate,
             (AdmitOutcome::Free, Err(e)) => return Err(e),
             (outcome, _) => {
-                return Err(ApiError::internal(format!(
+                return Err(CreateError::Defect(format!(
                     "the store answered {outcome:?} to a create"
                 )))
             }
@@ -148,18 +248,18 @@ impl PaymentService {
         let stored = match self.commit(&payment, &t, None).await {
             Ok(_) => t.payment,
             // The stuck-create sweeper got there first (only after 60 s): report what is stored.
-            Err(StoreError::Conflict) => self
-                .ports
-                .store
-                .payment(payment.id)
-                .await?
-                .ok_or_else(|| ApiError::internal("payment vanished after a conflict"))?,
+            Err(StoreError::Conflict) => {
+                self.ports.store.payment(payment.id).await?.ok_or_else(|| {
+                    CreateError::Defect("payment vanished after a conflict".into())
+                })?
+            }
             Err(e) => return Err(e.into()),
         };
         if let Some(comment) = not_routable {
-            return Err(
-                ApiError::new(ErrorCode::PaymentNotRoutable, comment).with_payment_id(stored.id)
-            );
+            return Err(CreateError::NotRoutable {
+                comment,
+                payment_id: stored.id,
+            });
         }
         Ok(CreateOutcome {
             status: CreateStatus::Created,
@@ -174,7 +274,7 @@ impl PaymentService {
         payment: &Payment,
         pricing: Pricing,
         outcome: ProviderOutcome,
-    ) -> Result<(Transition, Option<String>), ApiError> {
+    ) -> Result<(Transition, Option<String>), CreateError> {
         let (trigger, not_routable) = match outcome {
             ProviderOutcome::Issued(r) => {
                 let bank = r.bank_name.map(|name| {
@@ -233,38 +333,26 @@ impl PaymentService {
         project: &Project,
         merchant: &Merchant,
         req: &CreatePayment,
-        resolved: Option<Result<&Bank, ApiError>>,
+        resolved: Option<Result<&Bank, BankNotFound>>,
         fingerprint: &str,
-    ) -> Result<(Payment, Pricing), ApiError> {
+    ) -> Result<(Payment, Pricing), CreateError> {
         if merchant.paused {
-            return Err(ApiError::new(
-                ErrorCode::PaymentNotRoutable,
-                "the merchant is paused",
-            ));
+            return Err(CreateError::MerchantPaused);
         }
         if project.paused {
-            return Err(ApiError::new(
-                ErrorCode::PaymentNotRoutable,
-                "the project is paused",
-            ));
+            return Err(CreateError::ProjectPaused);
         }
         let bank_code = match resolved {
             None => None,
             Some(Ok(bank)) => Some(bank.name().to_string()),
-            Some(Err(e)) => return Err(e),
+            Some(Err(e)) => return Err(e.into()),
         };
         let fee_percent = project
             .contract
             .cover(req.payment_method, req.currency, &req.amount)?;
-        let no_rate = |why: RateFailure| {
-            let message = match why {
-                RateFailure::TimedOut(_) => {
-                    format!("no exchange rate for {} in time", req.currency)
-                }
-                _ => format!("no exchange rate for {}", req.currency),
-            };
-            ApiError::new(ErrorCode::PaymentRateUnavailable, message)
-                .with_cause(ErrorCause::Rate(why))
+        let no_rate = |why: RateFailure| CreateError::RateUnavailable {
+            currency: req.currency,
+            why,
         };
         let course = self.course(req.currency).await.map_err(no_rate)?;
         let course = Course::new(course).map_err(|_| no_rate(RateFailure::Unusable))?;
@@ -348,15 +436,9 @@ impl PaymentService {
         &self,
         existing: Payment,
         fingerprint: &str,
-    ) -> Result<CreateOutcome, ApiError> {
+    ) -> Result<CreateOutcome, CreateError> {
         if existing.fingerprint != fingerprint {
-            return Err(ApiError::new(
-                ErrorCode::PaymentIdempotencyConflict,
-                format!(
-                    "merchant_payment_id {} was already used with a different request",
-                    existing.merchant_payment_id
-                ),
-            ));
+            return Err(CreateError::Conflict(existing.merchant_payment_id));
         }
         let mut payment = existing;
         let deadline: Timestamp = self.ports.clock.now() + self.config.duplicate_wait;
@@ -367,11 +449,114 @@ impl PaymentService {
                 .store
                 .payment(payment.id)
                 .await?
-                .ok_or_else(|| ApiError::internal("payment vanished while waiting"))?;
+                .ok_or_else(|| CreateError::Defect("payment vanished while waiting".into()))?;
         }
         Ok(CreateOutcome {
             status: CreateStatus::Existing,
             payment,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bank::CountryCode;
+    use crate::payment::PaymentMethod;
+
+    #[test]
+    fn each_refusal_answers_its_code_and_the_wire_of_before() {
+        let id = PaymentId::from_uuid(uuid::Uuid::nil());
+        let mpid = MerchantPaymentId::parse("order-1").expect("an id");
+        let cases: Vec<(CreateError, &str, &str)> = vec![
+            (
+                RequestError::Field {
+                    field: "amount".into(),
+                    reason: "is required".into(),
+                }
+                .into(),
+                "bad_request",
+                "amount: is required",
+            ),
+            (
+                CreateError::MerchantPaused,
+                "payment_not_routable",
+                "the merchant is paused",
+            ),
+            (
+                CreateError::ProjectPaused,
+                "payment_not_routable",
+                "the project is paused",
+            ),
+            (
+                BankNotFound::Empty.into(),
+                "bank_not_found",
+                "bank_code is empty; omit it to accept any bank",
+            ),
+            (
+                BankNotFound::Ambiguous {
+                    name: "\"Bank\"".into(),
+                    countries: vec!["KZ".into(), "UZ".into()],
+                    geo_code: CountryCode::RU,
+                }
+                .into(),
+                "bank_not_found",
+                "bank_code \"Bank\" is ambiguous: present in KZ, UZ; none is geo_code RU",
+            ),
+            (
+                NotCovered::Method(PaymentMethod::Sbp).into(),
+                "payment_not_covered",
+                "payment_method sbp is not in the project's contract",
+            ),
+            (
+                CreateError::RateUnavailable {
+                    currency: Currency::RUB,
+                    why: RateFailure::TimedOut(Duration::from_secs(3)),
+                },
+                "payment_rate_unavailable",
+                "no exchange rate for RUB in time",
+            ),
+            (
+                CreateError::RateUnavailable {
+                    currency: Currency::RUB,
+                    why: RateFailure::NoRate,
+                },
+                "payment_rate_unavailable",
+                "no exchange rate for RUB",
+            ),
+            (
+                CreateError::NotRoutable {
+                    comment: "no card for this bank".into(),
+                    payment_id: id,
+                },
+                "payment_not_routable",
+                "no card for this bank",
+            ),
+            (
+                CreateError::Conflict(mpid),
+                "payment_idempotency_conflict",
+                "merchant_payment_id order-1 was already used with a different request",
+            ),
+            (
+                CreateError::Replayed,
+                "request_replayed",
+                "this X-Request-Nonce was already used; sign every request with a new nonce",
+            ),
+        ];
+        for (e, code, message) in cases {
+            let api = ApiError::from(e.clone());
+            assert_eq!((api.code, api.code.as_str()), (e.code(), code), "{e:?}");
+            assert_eq!(api.message, message, "{e:?}");
+            assert_eq!(
+                api.payment_id.is_some(),
+                matches!(e, CreateError::NotRoutable { .. }),
+                "only a saved payment's refusal names it: {e:?}"
+            );
+            if let CreateError::RateUnavailable { why, .. } = e {
+                assert_eq!(api.cause.as_deref(), Some(&ErrorCause::Rate(why)));
+            }
+        }
     }
 }

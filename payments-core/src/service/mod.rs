@@ -42,7 +42,7 @@ pub use callbacks::{
     describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
     CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
 };
-pub use create::{CreateOutcome, CreateStatus};
+pub use create::{CreateError, CreateOutcome, CreateStatus};
 pub use notify::{
     NotificationOutcome, ProviderNotification, SignedNotification, TransferReport,
     NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION, NOTIFICATION_REASON_MAX_CHARS,

@@ -142,7 +142,10 @@ impl TestCaller {
                 body,
             )
             .await?;
-        service.create_payment(auth, body).await
+        service
+            .create_payment(auth, body)
+            .await
+            .map_err(ApiError::from)
     }
 
     /// A signed sandbox test-helper request (`complete` or `cancel`) for payment `id`.
