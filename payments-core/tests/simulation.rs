@@ -350,8 +350,8 @@ impl World {
         l.ops += 1;
         match (want, result) {
             (None, Err(e)) => {
-                assert_eq!(e.code, ErrorCode::InvalidTransition, "{ctx}: {e}");
-                assert!(e.message.contains(l.status.as_str()), "{ctx}: {e}");
+                assert_eq!(e.code(), ErrorCode::InvalidTransition, "{ctx}: {e}");
+                assert!(e.to_string().contains(l.status.as_str()), "{ctx}: {e}");
             }
             (None, Ok(r)) => panic!(
                 "{ctx}: {} from {} must be refused, went to {}",

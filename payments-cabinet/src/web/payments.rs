@@ -419,7 +419,10 @@ async fn run_operation(
             .operate(payment.id, t.clone(), &actor)
             .await
             .map(|_| t)
-            .map_err(|e| (status(&e), e.message)),
+            .map_err(|e| {
+                let e = payments_core::ApiError::from(e);
+                (status(&e), e.message)
+            }),
         Ok(_) => return Err(PageError::NotFound.render(st)),
     };
     match result {

@@ -48,7 +48,7 @@ pub use notify::{
     NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION, NOTIFICATION_REASON_MAX_CHARS,
     UPSTREAM_NONCE_SCOPE,
 };
-pub use operate::{Actor, OperationResult, SweepReport};
+pub use operate::{Actor, OperateError, OperationResult, SweepReport};
 pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN_SETTING};
 pub use provision::{
     contract_from_json, project_json, project_value, secrets_from_records, NewToken, ProjectPatch,
@@ -544,14 +544,16 @@ impl PaymentService {
     async fn apply(
         &self,
         id: PaymentId,
-        make: impl Fn(&Payment) -> Result<Trigger, ApiError>,
+        make: impl Fn(&Payment) -> Result<Trigger, OperateError>,
         audit: impl Fn(&Payment, &Payment) -> Option<AuditRecord>,
-    ) -> Result<(Payment, Option<OutboxEvent>), ApiError> {
+    ) -> Result<(Payment, Option<OutboxEvent>), OperateError> {
         for _ in 0..8 {
-            let before =
-                self.ports.store.payment(id).await?.ok_or_else(|| {
-                    ApiError::new(ErrorCode::PaymentNotFound, "payment not found")
-                })?;
+            let before = self
+                .ports
+                .store
+                .payment(id)
+                .await?
+                .ok_or(OperateError::NotFound)?;
             let trigger = make(&before)?;
             let now = self.ports.clock.now();
             let t = transition::apply(&before, trigger, now, self.ports.rng.as_ref())?;
@@ -562,10 +564,6 @@ impl PaymentService {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(ApiError::new(
-            ErrorCode::ServiceUnavailable,
-            "the payment is changing too often; try again",
-        )
-        .with_retry_after(1))
+        Err(OperateError::Contended)
     }
 }

@@ -10,7 +10,7 @@ use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentErrorCode, PaymentStatus};
 use crate::project::{AuditRecord, Project};
 use crate::store::{purge_all, Retained, StoreError, NONCE_PURGE_BATCH};
-use crate::transition::{self, Trigger};
+use crate::transition::{self, TransitionError, Trigger};
 use crate::{ApiError, ErrorCode};
 
 /// Who performs an operation, for the audit trail.
@@ -46,6 +46,70 @@ fn payment_json(p: &Payment) -> Option<String> {
     serde_json::to_string(&p.view()).ok()
 }
 
+/// Why an operation on a payment ([`PaymentService::operate`], the test helpers) was
+/// refused, each with the stable code of its answer ([`OperateError::code`]); the message of
+/// that answer is the error's text.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OperateError {
+    /// No such payment (`404 payment_not_found`).
+    #[error("payment not found")]
+    NotFound,
+    /// The state machine refuses the action in the payment's status (`409 invalid_transition`).
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// A test helper on a payment that is not a test payment (`409 invalid_transition`).
+    #[error("cannot {action} payment {payment}: it is not a test payment")]
+    NotATestPayment {
+        /// The action (`confirm`, `cancel`).
+        action: &'static str,
+        /// The payment.
+        payment: PaymentId,
+    },
+    /// A test helper on a test payment that is not `processing` (`409 invalid_transition`).
+    #[error(
+        "cannot {action} a payment in status {status}: test helpers act only on processing \
+         test payments"
+    )]
+    NotProcessing {
+        /// The action.
+        action: &'static str,
+        /// The payment's status.
+        status: PaymentStatus,
+    },
+    /// Other writers changed the payment every time it was read (`503`, `Retry-After: 1`).
+    #[error("the payment is changing too often; try again")]
+    Contended,
+    /// The store failed (`503`, or `500` for corrupt data).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl OperateError {
+    /// The stable code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            OperateError::NotFound => ErrorCode::PaymentNotFound,
+            OperateError::Transition(_)
+            | OperateError::NotATestPayment { .. }
+            | OperateError::NotProcessing { .. } => ErrorCode::InvalidTransition,
+            OperateError::Contended => ErrorCode::ServiceUnavailable,
+            OperateError::Store(e) => ApiError::from(e.clone()).code,
+        }
+    }
+}
+
+impl From<OperateError> for ApiError {
+    fn from(e: OperateError) -> ApiError {
+        match e {
+            OperateError::Transition(e) => e.into(),
+            OperateError::Store(e) => e.into(),
+            OperateError::Contended => ApiError::new(e.code(), e.to_string()).with_retry_after(1),
+            e => ApiError::new(e.code(), e.to_string()),
+        }
+    }
+}
+
 impl PaymentService {
     /// Applies an operator action (confirm, cancel, re-check, resolve, resend) to a payment.
     /// An illegal one is `409 invalid_transition` naming the current status.
@@ -54,7 +118,7 @@ impl PaymentService {
         id: PaymentId,
         trigger: Trigger,
         actor: &Actor,
-    ) -> Result<OperationResult, ApiError> {
+    ) -> Result<OperationResult, OperateError> {
         let action = format!("payment.{}", trigger.name());
         let (payment, event) = self
             .apply(
@@ -148,19 +212,16 @@ impl PaymentService {
         let name = trigger.name();
         let check = |p: &Payment| {
             if !p.is_test() {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidTransition,
-                    format!("cannot {name} payment {}: it is not a test payment", p.id),
-                ));
+                return Err(OperateError::NotATestPayment {
+                    action: name,
+                    payment: p.id,
+                });
             }
             if p.status != PaymentStatus::Processing {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidTransition,
-                    format!(
-                        "cannot {name} a payment in status {}: test helpers act only on processing test payments",
-                        p.status
-                    ),
-                ));
+                return Err(OperateError::NotProcessing {
+                    action: name,
+                    status: p.status,
+                });
             }
             Ok(trigger.clone())
         };
@@ -227,5 +288,57 @@ impl PaymentService {
             }
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_answers_its_code_and_the_wire_of_before() {
+        let id = PaymentId::from_uuid(uuid::Uuid::nil());
+        let cases = [
+            (
+                OperateError::NotFound,
+                "payment_not_found",
+                "payment not found",
+                None,
+            ),
+            (
+                OperateError::NotATestPayment {
+                    action: "confirm",
+                    payment: id,
+                },
+                "invalid_transition",
+                "cannot confirm payment 00000000-0000-0000-0000-000000000000: it is not a test \
+                 payment",
+                None,
+            ),
+            (
+                OperateError::NotProcessing {
+                    action: "cancel",
+                    status: PaymentStatus::Completed,
+                },
+                "invalid_transition",
+                "cannot cancel a payment in status completed: test helpers act only on \
+                 processing test payments",
+                None,
+            ),
+            (
+                OperateError::Contended,
+                "service_unavailable",
+                "the payment is changing too often; try again",
+                Some(1),
+            ),
+        ];
+        for (e, code, message, retry_after) in cases {
+            let api = ApiError::from(e.clone());
+            assert_eq!((api.code, api.code.as_str()), (e.code(), code), "{e:?}");
+            assert_eq!(
+                (api.message.as_str(), api.retry_after),
+                (message, retry_after)
+            );
+        }
     }
 }

@@ -73,6 +73,7 @@ impl Setup {
                 .operate(id, trigger, &Actor("operator:alice".into())),
         )
         .map(|r| r.payment)
+        .map_err(ApiError::from)
     }
 
     pub(crate) fn sweep(&self) -> payments_core::service::SweepReport {
