@@ -18,11 +18,12 @@ use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
 use payments_core::callback::{AddressPolicy, CallbackVerifier};
 use payments_core::provider::{RateSource, RequisiteProvider};
-use payments_core::ratelimit::{CoalescingRateLimiter, RateLimiter};
+use payments_core::ratelimit::RateLimiter;
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::settings::Setting;
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
+#[cfg(feature = "postgres")]
 use payments_store_postgres::{PgOptions, PgStore};
 use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::sync::watch;
@@ -739,13 +740,20 @@ pub struct OpenedService {
     pub store: OpenedStore,
 }
 
+/// What a build without the feature `postgres` answers to `store.database_url`.
+pub const NO_POSTGRES: &str =
+    "store.database_url is set, but this build of payments-server has no \
+     PostgreSQL store (build it with the feature postgres, on by default)";
+
 /// A store the server or a command opened from the settings (and closes when done).
 #[non_exhaustive]
 #[derive(Debug, Clone)]
 pub enum OpenedStore {
     /// The data dir's SQLite database (one machine).
     Sqlite(Arc<SqliteStore>),
-    /// A PostgreSQL database (`database_url`), possibly shared by several nodes.
+    /// A PostgreSQL database (`database_url`), possibly shared by several nodes (feature
+    /// `postgres`).
+    #[cfg(feature = "postgres")]
     Postgres(PgStore),
 }
 
@@ -754,6 +762,7 @@ impl OpenedStore {
     pub fn store(&self) -> Arc<dyn Store> {
         match self {
             OpenedStore::Sqlite(s) => s.clone(),
+            #[cfg(feature = "postgres")]
             OpenedStore::Postgres(s) => Arc::new(s.clone()),
         }
     }
@@ -762,6 +771,7 @@ impl OpenedStore {
     pub fn cabinet_store(&self) -> Arc<dyn CabinetStore> {
         match self {
             OpenedStore::Sqlite(s) => s.clone(),
+            #[cfg(feature = "postgres")]
             OpenedStore::Postgres(s) => Arc::new(s.clone()),
         }
     }
@@ -772,9 +782,10 @@ impl OpenedStore {
         match self {
             OpenedStore::Sqlite(_) => None,
             // A node's concurrent requests of one project share a round trip.
-            OpenedStore::Postgres(s) => Some(Arc::new(CoalescingRateLimiter::new(Arc::new(
-                s.rate_limiter(),
-            )))),
+            #[cfg(feature = "postgres")]
+            OpenedStore::Postgres(s) => Some(Arc::new(
+                payments_core::ratelimit::CoalescingRateLimiter::new(Arc::new(s.rate_limiter())),
+            )),
         }
     }
 
@@ -782,6 +793,7 @@ impl OpenedStore {
     pub fn schema_version(&self) -> u32 {
         match self {
             OpenedStore::Sqlite(_) => payments_store_sqlite::SCHEMA_VERSION,
+            #[cfg(feature = "postgres")]
             OpenedStore::Postgres(_) => payments_store_postgres::SCHEMA_VERSION,
         }
     }
@@ -791,6 +803,7 @@ impl OpenedStore {
     pub fn close(&self) {
         match self {
             OpenedStore::Sqlite(s) => s.close(),
+            #[cfg(feature = "postgres")]
             OpenedStore::Postgres(s) => s.close(),
         }
     }
@@ -801,9 +814,12 @@ impl OpenedStore {
 /// data dir's existing SQLite database. Returns the schema version before and after.
 pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
     match &settings.store.database_url {
+        #[cfg(feature = "postgres")]
         Some(url) => payments_store_postgres::migrate(url.expose(), Duration::from_secs(60))
             .await
             .map_err(|e| start_err(format!("database_url: {e}"))),
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => Err(start_err(NO_POSTGRES)),
         None => {
             let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
             let before = if db.exists() {
@@ -828,6 +844,9 @@ pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
 /// refused with a message naming `payments-server migrate`.
 pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedStore, StartError> {
     match &settings.store.database_url {
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => Err(start_err(NO_POSTGRES)),
+        #[cfg(feature = "postgres")]
         Some(url) => {
             let options = PgOptions {
                 pool_size: settings.store.pool_size,

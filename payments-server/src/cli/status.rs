@@ -91,6 +91,7 @@ async fn database_part(settings: &Settings) -> StatusReport {
         error: None,
     };
     let mut report = match &settings.store.database_url {
+        #[cfg(feature = "postgres")]
         Some(url) => {
             let mut report = blank(
                 "postgresql",
@@ -104,6 +105,12 @@ async fn database_part(settings: &Settings) -> StatusReport {
                 }
                 Err(e) => report.error = Some(format!("database_url: {e}")),
             }
+            report
+        }
+        #[cfg(not(feature = "postgres"))]
+        Some(url) => {
+            let mut report = blank("postgresql", without_password(url.expose()), 0);
+            report.error = Some(crate::server::NO_POSTGRES.to_string());
             report
         }
         None => {
