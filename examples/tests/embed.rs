@@ -4,7 +4,7 @@
 //! a confirmation, and the callback, its HMAC verified with the provisioned secret. Then a
 //! restart over the same database provisions nothing anew.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
@@ -117,7 +117,6 @@ async fn the_embedding_takes_a_signed_payment_and_sends_its_callback() {
         .expect("an id")
         .parse()
         .expect("a payment id");
-    let confirmed = Instant::now();
     state
         .service
         .operate(id, Trigger::Confirm { amount: None }, &Actor::system())
@@ -128,8 +127,6 @@ async fn the_embedding_takes_a_signed_payment_and_sends_its_callback() {
             .await
             .expect("a callback within 10 s")
             .expect("the receiver runs");
-    // The dispatcher was woken by the confirmation, not by its next poll.
-    assert!(confirmed.elapsed() < Duration::from_secs(5));
     let secret = CallbackSecret::parse(credentials.callback_secret.expose()).expect("a secret");
     CallbackVerifier::new(vec![secret])
         .verify(&timestamp, &signature, &body, SystemClock.now())

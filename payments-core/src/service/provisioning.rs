@@ -301,10 +301,15 @@ impl PaymentService {
                 "a token needs at least one scope".into(),
             ));
         }
-        if let KeySource::Register(pem) = &request.key {
-            parse_public_key(pem)
-                .map_err(|e| ProvisionError::Invalid(format!("public_key: {e}")))?;
-        }
+        // The merchant's own key, read once: its keyid is the one to keep on a resume.
+        let kept = match &request.key {
+            KeySource::Register(pem) => {
+                Some(keyid(&parse_public_key(pem).map_err(|e| {
+                    ProvisionError::Invalid(format!("public_key: {e}"))
+                })?))
+            }
+            KeySource::Generate => None,
+        };
         if let Some(name) = &request.operator_token {
             super::operator::check_token_name(name).map_err(invalid)?;
         }
@@ -364,14 +369,6 @@ impl PaymentService {
                 self.revoke_token(project.id, t.id, actor).await?;
             }
         }
-        let kept = match &request.key {
-            KeySource::Register(pem) => {
-                Some(keyid(&parse_public_key(pem).map_err(|e| {
-                    ProvisionError::Invalid(format!("public_key: {e}"))
-                })?))
-            }
-            KeySource::Generate => None,
-        };
         let mut registered = None;
         for k in store.keys(project.id).await? {
             if k.revoked_at.is_some() {
