@@ -154,7 +154,9 @@ fn actor() -> Actor {
 
 fn register(h: &Harness, project: ProjectId, key: &SigningKey) -> Result<(), ApiError> {
     let public = STANDARD.encode(key.verifying_key().to_bytes());
-    block_on(h.service.register_key(project, &public, &actor())).map(|_| ())
+    block_on(h.service.register_key(project, &public, &actor()))
+        .map(|_| ())
+        .map_err(ApiError::from)
 }
 
 fn refused(r: Result<Authenticated, ApiError>) -> ApiError {
@@ -270,7 +272,7 @@ fn patch_project(
     project: ProjectId,
     patch: ProjectPatch,
 ) -> Result<Project, ApiError> {
-    block_on(h.service.update_project(project, patch, &actor()))
+    block_on(h.service.update_project(project, patch, &actor())).map_err(ApiError::from)
 }
 
 #[test]
@@ -360,13 +362,13 @@ fn names_with_control_or_bidi_characters_are_refused() {
         assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
         assert!(e.message.contains(found), "{name:?}: {e}");
         let e = block_on(h.service.create_merchant(name, None, &actor())).expect_err(name);
-        assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
+        assert_eq!(e.code(), ErrorCode::BadRequest, "{name:?}");
         let e = block_on(
             h.service
                 .create_project(m.id, name, ProjectPatch::default(), &actor()),
         )
         .expect_err(name);
-        assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
+        assert_eq!(e.code(), ErrorCode::BadRequest, "{name:?}");
     }
 }
 
@@ -418,7 +420,7 @@ fn the_operator_token_scheme_is_read_in_any_case_like_the_merchant_one() {
         "Bearer op_wrong".to_string(),
     ] {
         let e = block_on(h.service.check_operator_token(Some(&header))).expect_err(&header);
-        assert_eq!(e.code, ErrorCode::TokenInvalid);
+        assert_eq!(e.code(), ErrorCode::TokenInvalid);
     }
     // The merchant side reads any case too.
     let (_, _, merchant) = provisioned(&h, 1);

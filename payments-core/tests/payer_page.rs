@@ -195,7 +195,7 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         format!("{}=", token.as_str()),
     ] {
         let e = h.service.payer_page(&wrong).await.expect_err("not a page");
-        assert_eq!(e.code, ErrorCode::PaymentNotFound, "{wrong}");
+        assert_eq!(e.code(), ErrorCode::PaymentNotFound, "{wrong}");
     }
     h.service
         .update_project(
@@ -209,5 +209,5 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         .await
         .expect("turned off");
     let e = h.service.payer_page(token.as_str()).await.expect_err("off");
-    assert_eq!(e.code, ErrorCode::PaymentNotFound);
+    assert_eq!(e.code(), ErrorCode::PaymentNotFound);
 }

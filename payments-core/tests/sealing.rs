@@ -78,7 +78,10 @@ async fn project(service: &PaymentService) -> ProjectId {
 
 /// The secret that signs now.
 async fn signing(service: &PaymentService, project: ProjectId) -> Result<String, ErrorCode> {
-    let ring = service.signing_secrets(project).await.map_err(|e| e.code)?;
+    let ring = service
+        .signing_secrets(project)
+        .await
+        .map_err(|e| e.code())?;
     Ok(ring.current().secret.expose().to_string())
 }
 
@@ -192,7 +195,7 @@ fn a_secret_created_at_first_delivery_is_sealed_too_and_reseal_needs_a_key() {
             .reseal_callback_secrets(&actor())
             .await
             .unwrap_err();
-        assert_eq!(err.code, ErrorCode::BadRequest);
+        assert_eq!(err.code(), ErrorCode::BadRequest);
     });
 }
 

@@ -366,7 +366,7 @@ impl Inner {
         let reason = match self.service.callback_hold().await {
             Ok(reason) => reason,
             Err(e) => {
-                tracing::warn!(error = %e.message, "callback dispatch: cannot read the hold");
+                tracing::warn!(error = %e, "callback dispatch: cannot read the hold");
                 None
             }
         };
@@ -491,7 +491,7 @@ impl Inner {
             Ok(secrets) => secrets,
             Err(e) => {
                 // Nothing was sent: not an attempt. The lease brings the event back later.
-                tracing::error!(%event_id, error = %e.message, "callback: no signing secret");
+                tracing::error!(%event_id, error = %e, "callback: no signing secret");
                 return;
             }
         };

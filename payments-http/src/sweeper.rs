@@ -80,7 +80,7 @@ async fn sweep_until_stopped(
         let my_turn = match service.take_turn("sweep", interval).await {
             Ok(turn) => turn,
             Err(e) => {
-                tracing::warn!(error = %e.message, "lifecycle sweep: cannot take a turn");
+                tracing::warn!(error = %e, "lifecycle sweep: cannot take a turn");
                 false
             }
         };
@@ -96,7 +96,7 @@ async fn sweep_until_stopped(
                     }
                 }
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e.message, "nonce purge: cannot take a turn"),
+                Err(e) => tracing::warn!(error = %e, "nonce purge: cannot take a turn"),
             }
         }
         if last_retention.is_none_or(|t| t.elapsed() >= RETENTION_EVERY) {

@@ -190,7 +190,7 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
         .map_err(|e| e.0)?;
     let token = opened.service.issue_operator_token().await;
     opened.store.close();
-    println!("{}", token.map_err(|e| e.message)?);
+    println!("{}", token.map_err(|e| e.to_string())?);
     Ok(())
 }
 

@@ -72,7 +72,7 @@ async fn signing_secret(settings: &Settings, project: ProjectId) -> Result<Strin
     opened.store.close();
     result
         .map(|ring| ring.current().secret.expose().to_string())
-        .map_err(|e| e.message)
+        .map_err(|e| e.to_string())
 }
 
 #[tokio::test]

@@ -328,8 +328,9 @@ pub(crate) enum PageError {
     Unavailable(String),
 }
 
-impl From<ApiError> for PageError {
-    fn from(e: ApiError) -> Self {
+impl<E: Into<ApiError>> From<E> for PageError {
+    fn from(e: E) -> Self {
+        let e: ApiError = e.into();
         match e.code {
             ErrorCode::NotFound | ErrorCode::PaymentNotFound => PageError::NotFound,
             ErrorCode::BadRequest => PageError::BadRequest(e.message),
@@ -341,12 +342,6 @@ impl From<ApiError> for PageError {
                 )
             }
         }
-    }
-}
-
-impl From<payments_core::store::StoreError> for PageError {
-    fn from(e: payments_core::store::StoreError) -> Self {
-        ApiError::from(e).into()
     }
 }
 

@@ -305,7 +305,7 @@ fn with_policy(mut response: Response) -> Response {
 pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
     match st.cabinet.service().payer_page(&token).await {
         Ok(view) => with_policy(super::ok(&page(&view))),
-        Err(e) => with_policy(missing(e)),
+        Err(e) => with_policy(missing(e.into())),
     }
 }
 

@@ -413,7 +413,10 @@ async fn run_operation(
             .test_outcome(&project, &payment.id.to_string(), t.clone(), &actor)
             .await
             .map(|_| t)
-            .map_err(|e| (status(&e), e.message)),
+            .map_err(|e| {
+                let e = payments_core::ApiError::from(e);
+                (status(&e), e.message)
+            }),
         // Support's operations: the operator's.
         Ok(t) if signed.current.is_support() => service
             .operate(payment.id, t.clone(), &actor)

@@ -570,11 +570,11 @@ pub(crate) async fn register_key(
                 "keys",
             )))
         }
-        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
-            let message = e
-                .message
+        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
+            let text = e.to_string();
+            let message = text
                 .strip_prefix("public_key: ")
-                .unwrap_or(&e.message)
+                .unwrap_or(&text)
                 .to_string();
             let draft = Draft {
                 errors: vec![("public_key".into(), format!("Public key: {message}"))],
@@ -735,8 +735,8 @@ pub(crate) async fn allow_list(
                 "allow-list",
             )))
         }
-        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
-            let draft = refuse(vec![], vec![("ip_allow_list".into(), e.message)]);
+        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
+            let draft = refuse(vec![], vec![("ip_allow_list".into(), e.to_string())]);
             refused(&st, &signed, &project, &merchant, draft).await
         }
         Err(e) => Err(PageError::from(e).render(&st)),
@@ -787,12 +787,9 @@ pub(crate) async fn callback_url(
                 "callback",
             )))
         }
-        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
+        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
             let draft = Draft {
-                errors: vec![(
-                    "callback_url".into(),
-                    format!("Callback URL: {}", e.message),
-                )],
+                errors: vec![("callback_url".into(), format!("Callback URL: {e}"))],
                 callback_url: Some(url),
                 ..Draft::default()
             };

@@ -252,6 +252,10 @@ pub enum AuthError {
     /// A signed request without `X-Request-Nonce` (`401 signature_invalid`).
     #[error("missing X-Request-Nonce")]
     MissingNonce,
+    /// The request's nonce was used already (`409 request_replayed`), from
+    /// [`PaymentService::accept`].
+    #[error("{REPLAYED}")]
+    Replayed,
     /// The store, or the rate limiter's store, failed (`503`, or `500` for corrupt data).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -267,6 +271,7 @@ impl AuthError {
             AuthError::Ip(_) => ErrorCode::IpNotAllowed,
             AuthError::RateLimited { .. } => ErrorCode::RateLimited,
             AuthError::Signature { .. } | AuthError::MissingNonce => ErrorCode::SignatureInvalid,
+            AuthError::Replayed => ErrorCode::RequestReplayed,
             AuthError::Store(e) => ApiError::from(e.clone()).code,
         }
     }
@@ -290,7 +295,7 @@ impl From<AuthError> for ApiError {
                 error,
                 debug: false,
             } => error.into(),
-            AuthError::MissingNonce => ApiError::new(ErrorCode::SignatureInvalid, e.to_string()),
+            AuthError::MissingNonce | AuthError::Replayed => ApiError::new(e.code(), e.to_string()),
             AuthError::Store(e) => e.into(),
         }
     }
@@ -385,11 +390,11 @@ impl PaymentService {
     /// Records the request's nonce (`409 request_replayed` if it was used already) and hands
     /// over the caller's context: the way to an authenticated caller for operations that read
     /// (`GET` endpoints) or that the embedder carries out itself.
-    pub async fn accept(&self, auth: Authenticated) -> Result<AuthContext, ApiError> {
+    pub async fn accept(&self, auth: Authenticated) -> Result<AuthContext, AuthError> {
         let (ctx, nonce) = auth.into_parts();
         if let Some(nonce) = nonce {
             if !self.use_nonce(&nonce).await? {
-                return Err(ApiError::new(ErrorCode::RequestReplayed, REPLAYED));
+                return Err(AuthError::Replayed);
             }
         }
         Ok(ctx)

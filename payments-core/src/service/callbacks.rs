@@ -88,9 +88,9 @@ impl PaymentService {
         &self,
         filter: &FailedEventFilter,
         limit: usize,
-    ) -> Result<Vec<FailedEvent>, ApiError> {
+    ) -> Result<Vec<FailedEvent>, StoreError> {
         let limit = limit.clamp(1, MAX_FAILED_BATCH);
-        Ok(self.ports.store.failed_events(filter, limit).await?)
+        self.ports.store.failed_events(filter, limit).await
     }
 
     /// Resends the callbacks of the failed events matching `filter` (at most `limit` events,
@@ -105,7 +105,7 @@ impl PaymentService {
         filter: &FailedEventFilter,
         limit: usize,
         actor: &Actor,
-    ) -> Result<BulkResend, ApiError> {
+    ) -> Result<BulkResend, StoreError> {
         let failed = self.failed_callbacks(filter, limit).await?;
         // One resend per payment, in the order of its oldest failure.
         let mut payments: Vec<(PaymentId, Vec<EventId>)> = Vec::new();
@@ -158,7 +158,7 @@ impl PaymentService {
         &self,
         id: PaymentId,
         actor: &Actor,
-    ) -> Result<Result<(EventId, Vec<EventId>), String>, ApiError> {
+    ) -> Result<Result<(EventId, Vec<EventId>), String>, StoreError> {
         for _ in 0..8 {
             let Some(before) = self.ports.store.payment(id).await? else {
                 return Ok(Err("the payment no longer exists".into()));
@@ -197,14 +197,14 @@ impl PaymentService {
                     return Ok(Ok((event_id, answered)));
                 }
                 Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         Ok(Err("the payment is changing too often; try again".into()))
     }
 
     /// Why callback dispatch is held, or `None` when it runs.
-    pub async fn callback_hold(&self) -> Result<Option<String>, ApiError> {
+    pub async fn callback_hold(&self) -> Result<Option<String>, StoreError> {
         Ok(crate::settings::CALLBACK_HOLD
             .get(&*self.ports.store)
             .await?
@@ -214,11 +214,15 @@ impl PaymentService {
     /// Holds callback dispatch: every dispatcher over this store stops claiming events (those
     /// in flight finish) until [`release_callbacks`](Self::release_callbacks). Events keep
     /// being queued. Audited as `callbacks.hold`.
-    pub async fn hold_callbacks(&self, reason: &str, actor: &Actor) -> Result<String, ApiError> {
+    pub async fn hold_callbacks(
+        &self,
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<String, super::AdminError> {
         let reason = reason.trim();
         if reason.is_empty() || reason.chars().count() > 500 || reason.chars().any(char::is_control)
         {
-            return Err(ApiError::bad_request(
+            return Err(super::AdminError::invalid(
                 "reason: 1 to 500 characters without control characters",
             ));
         }
@@ -230,11 +234,11 @@ impl PaymentService {
 
     /// Releases a hold of callback dispatch; held events are sent at once. Audited as
     /// `callbacks.release` (also when nothing was held).
-    pub async fn release_callbacks(&self, actor: &Actor) -> Result<(), ApiError> {
+    pub async fn release_callbacks(&self, actor: &Actor) -> Result<(), StoreError> {
         self.set_hold("", "callbacks.release", actor).await
     }
 
-    async fn set_hold(&self, value: &str, action: &str, actor: &Actor) -> Result<(), ApiError> {
+    async fn set_hold(&self, value: &str, action: &str, actor: &Actor) -> Result<(), StoreError> {
         let before = self.callback_hold().await?;
         crate::settings::CALLBACK_HOLD
             .set(&*self.ports.store, &value.to_string())
@@ -267,7 +271,7 @@ impl PaymentService {
     /// One retention batch: deletes at most `batch` finished events (with their attempts)
     /// and `batch` audit records older than [`ServiceConfig::retention`](super::ServiceConfig)
     /// allows. The sweeper repeats it, pausing between batches, until both come back short.
-    pub async fn purge_expired_records(&self, batch: usize) -> Result<PurgeReport, ApiError> {
+    pub async fn purge_expired_records(&self, batch: usize) -> Result<PurgeReport, StoreError> {
         let now = self.ports.clock.now();
         let retention = self.config.retention;
         let mut report = PurgeReport::default();

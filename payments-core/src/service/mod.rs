@@ -44,15 +44,15 @@ pub use callbacks::{
 };
 pub use create::{CreateError, CreateOutcome, CreateStatus};
 pub use notify::{
-    NotificationOutcome, ProviderNotification, SignedNotification, TransferReport,
-    NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION, NOTIFICATION_REASON_MAX_CHARS,
-    UPSTREAM_NONCE_SCOPE,
+    NotificationError, NotificationOutcome, ProviderNotification, SignedNotification,
+    TransferReport, NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION,
+    NOTIFICATION_REASON_MAX_CHARS, UPSTREAM_NONCE_SCOPE,
 };
 pub use operate::{Actor, OperateError, OperationResult, SweepReport};
 pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN_SETTING};
 pub use provision::{
-    contract_from_json, project_json, project_value, secrets_from_records, NewToken, ProjectPatch,
-    MAX_LIFETIME,
+    contract_from_json, project_json, project_value, secrets_from_records, AdminError, NewToken,
+    ProjectPatch, MAX_LIFETIME,
 };
 pub use provisioning::{
     Credentials, KeySource, Provision, ProvisionError, Provisioned, PROVISION_TURN,
@@ -274,7 +274,44 @@ impl std::fmt::Debug for PaymentService {
 /// `404 payment_not_found`: no such payment in the caller's project (also for an id that
 /// does not parse and another project's payment, which the caller must not learn exists).
 pub fn payment_not_found() -> ApiError {
-    ApiError::new(ErrorCode::PaymentNotFound, "payment not found")
+    ReadError::NotFound.into()
+}
+
+/// Why a read of one payment (by its id for its project, or by its payer page link) has
+/// nothing to show, each with the stable code of its answer ([`ReadError::code`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// Unknown, malformed, of another project, or of a payer page that is off: one answer
+    /// for each, so that a guess learns nothing (`404 payment_not_found`).
+    #[error("payment not found")]
+    NotFound,
+    /// A stored payer page link that cannot be read back (`500 internal_error`).
+    #[error("{0}")]
+    Damaged(String),
+    /// The store failed (`503`, or `500` for corrupt data).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ReadError {
+    /// The stable code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ReadError::NotFound => ErrorCode::PaymentNotFound,
+            ReadError::Damaged(_) => ErrorCode::Internal,
+            ReadError::Store(e) => ApiError::from(e.clone()).code,
+        }
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(e: ReadError) -> ApiError {
+        match e {
+            ReadError::Store(e) => e.into(),
+            e => ApiError::new(e.code(), e.to_string()),
+        }
+    }
 }
 
 impl PaymentService {
@@ -309,8 +346,10 @@ impl PaymentService {
 
     /// The environment recorded in the store ([`settings::ENVIRONMENT`](crate::settings::ENVIRONMENT)),
     /// if any.
-    pub async fn recorded_environment(&self) -> Result<Option<crate::auth::Environment>, ApiError> {
-        Ok(crate::settings::ENVIRONMENT.get(&*self.ports.store).await?)
+    pub async fn recorded_environment(
+        &self,
+    ) -> Result<Option<crate::auth::Environment>, StoreError> {
+        crate::settings::ENVIRONMENT.get(&*self.ports.store).await
     }
 
     /// Checks the store against this service's environment without writing: `Ok(true)` when
@@ -318,12 +357,12 @@ impl PaymentService {
     /// when the store belongs to the other one (tokens issued there carry the other prefix and
     /// would all fail). Operator commands use it: a command never ties a database to an
     /// environment.
-    pub async fn check_environment(&self) -> Result<bool, ApiError> {
+    pub async fn check_environment(&self) -> Result<bool, AdminError> {
         let env = self.auth.environment;
         match self.recorded_environment().await? {
             None => Ok(false),
             Some(recorded) if recorded == env => Ok(true),
-            Some(recorded) => Err(ApiError::bad_request(format!(
+            Some(recorded) => Err(AdminError::Invalid(format!(
                 "this database belongs to the {recorded} environment, not {env}"
             ))),
         }
@@ -332,7 +371,7 @@ impl PaymentService {
     /// [`check_environment`](Self::check_environment), then records this service's
     /// environment in a store that has none. An embedding calls it once at start (the server
     /// does, at `serve`).
-    pub async fn record_environment(&self) -> Result<(), ApiError> {
+    pub async fn record_environment(&self) -> Result<(), AdminError> {
         if !self.check_environment().await? {
             crate::settings::ENVIRONMENT
                 .set(&*self.ports.store, &self.auth.environment)
@@ -372,11 +411,11 @@ impl PaymentService {
         &self,
         project: &Project,
         id: &str,
-    ) -> Result<Payment, ApiError> {
-        let id: PaymentId = id.parse().map_err(|_| payment_not_found())?;
+    ) -> Result<Payment, ReadError> {
+        let id: PaymentId = id.parse().map_err(|_| ReadError::NotFound)?;
         match self.ports.store.payment(id).await? {
             Some(p) if p.project_id == project.id => Ok(p),
-            _ => Err(payment_not_found()),
+            _ => Err(ReadError::NotFound),
         }
     }
 

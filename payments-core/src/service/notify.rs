@@ -21,15 +21,15 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::{payment_not_found, PaymentService};
+use super::PaymentService;
 use crate::amount::Amount;
-use crate::callback::CallbackVerifier;
+use crate::callback::{CallbackVerifier, CallbackVerifyError};
 use crate::event::OutboxEvent;
 use crate::ids::{PaymentId, ProjectId};
 use crate::payment::Payment;
 use crate::project::AuditRecord;
 use crate::store::{NonceUse, StoreError};
-use crate::transition::{self, Trigger};
+use crate::transition::{self, TransitionError, Trigger};
 use crate::{ApiError, ErrorCode};
 
 /// How long an applied notification id is remembered: a repeat within it answers `200` and
@@ -86,15 +86,72 @@ struct Wire {
     reason: Option<String>,
 }
 
-fn bad(message: impl Into<String>) -> ApiError {
-    ApiError::new(ErrorCode::BadRequest, message)
+fn bad(message: impl Into<String>) -> NotificationError {
+    NotificationError::Invalid(message.into())
+}
+
+/// Why a provider notification was refused, each with the stable code of its answer
+/// ([`NotificationError::code`]); the message of that answer is the error's text.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotificationError {
+    /// The body is not a notification (`400 bad_request`).
+    #[error("{0}")]
+    Invalid(String),
+    /// The signature or its timestamp does not verify (`401 signature_invalid`).
+    #[error("notification signature: {0}")]
+    Signature(#[from] CallbackVerifyError),
+    /// The same signed request was received before (`409 request_replayed`).
+    #[error("this signed notification was received before; sign every attempt anew")]
+    Replayed,
+    /// No such payment (`404 payment_not_found`).
+    #[error("payment not found")]
+    PaymentNotFound,
+    /// The state machine refuses the report in the payment's status
+    /// (`409 invalid_transition`).
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// Other writers changed the payment every time it was read (`503`, `Retry-After: 1`).
+    #[error("the payment is changing too often; try again")]
+    Contended,
+    /// The store failed (`503`, or `500` for corrupt data).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl NotificationError {
+    /// The stable code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            NotificationError::Invalid(_) => ErrorCode::BadRequest,
+            NotificationError::Signature(_) => ErrorCode::SignatureInvalid,
+            NotificationError::Replayed => ErrorCode::RequestReplayed,
+            NotificationError::PaymentNotFound => ErrorCode::PaymentNotFound,
+            NotificationError::Transition(e) => ApiError::from(e.clone()).code,
+            NotificationError::Contended => ErrorCode::ServiceUnavailable,
+            NotificationError::Store(e) => ApiError::from(e.clone()).code,
+        }
+    }
+}
+
+impl From<NotificationError> for ApiError {
+    fn from(e: NotificationError) -> ApiError {
+        match e {
+            NotificationError::Transition(e) => e.into(),
+            NotificationError::Store(e) => e.into(),
+            NotificationError::Contended => {
+                ApiError::new(e.code(), e.to_string()).with_retry_after(1)
+            }
+            e => ApiError::new(e.code(), e.to_string()),
+        }
+    }
 }
 
 impl ProviderNotification {
     /// Parses a notification body: `notification_id`, `payment_id`, `status` (`confirmed` or
     /// `failed`), optional `amount` (with `confirmed`: a JSON number or decimal string) and
     /// optional `reason`; unknown fields are refused. Anything else is `400 bad_request`.
-    pub fn parse(body: &[u8]) -> Result<ProviderNotification, ApiError> {
+    pub fn parse(body: &[u8]) -> Result<ProviderNotification, NotificationError> {
         let wire: Wire =
             serde_json::from_slice(body).map_err(|e| bad(format!("invalid notification: {e}")))?;
         let id = wire.notification_id;
@@ -188,16 +245,11 @@ impl PaymentService {
         &self,
         verifier: &CallbackVerifier,
         signed: SignedNotification<'_>,
-    ) -> Result<NotificationOutcome, ApiError> {
+    ) -> Result<NotificationOutcome, NotificationError> {
         let now = self.ports.clock.now();
         verifier
             .verify(signed.timestamp, signed.signature, signed.body, now)
-            .map_err(|e| {
-                ApiError::new(
-                    ErrorCode::SignatureInvalid,
-                    format!("notification signature: {e}"),
-                )
-            })?;
+            .map_err(NotificationError::Signature)?;
         // A signed request is accepted while its timestamp is within the tolerance either way
         // of the clock, so its replay key must outlive twice the tolerance (and some skew).
         let mut digest = Sha256::new();
@@ -212,10 +264,7 @@ impl PaymentService {
             .use_nonce(UPSTREAM_NONCE_SCOPE, &replay_key, now, now + keep)
             .await?
         {
-            return Err(ApiError::new(
-                ErrorCode::RequestReplayed,
-                "this signed notification was received before; sign every attempt anew",
-            ));
+            return Err(NotificationError::Replayed);
         }
         let notification = ProviderNotification::parse(signed.body)?;
         self.apply_notification(notification).await
@@ -225,7 +274,7 @@ impl PaymentService {
     async fn apply_notification(
         &self,
         notification: ProviderNotification,
-    ) -> Result<NotificationOutcome, ApiError> {
+    ) -> Result<NotificationOutcome, NotificationError> {
         let id_key = format!("upstream-notification:{}", notification.notification_id);
         let actor = format!("upstream notification:{}", notification.notification_id);
         let trigger = notification.trigger();
@@ -242,7 +291,7 @@ impl PaymentService {
                 .store
                 .payment(notification.payment_id)
                 .await?
-                .ok_or_else(payment_not_found)?;
+                .ok_or(NotificationError::PaymentNotFound)?;
             let now = self.ports.clock.now();
             let key = NonceUse {
                 project: UPSTREAM_NONCE_SCOPE,
@@ -285,10 +334,6 @@ impl PaymentService {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(ApiError::new(
-            ErrorCode::ServiceUnavailable,
-            "the payment is changing too often; try again",
-        )
-        .with_retry_after(1))
+        Err(NotificationError::Contended)
     }
 }

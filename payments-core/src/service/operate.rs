@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{Authenticated, PaymentService};
+use super::{AuthError, Authenticated, PaymentService};
 use crate::amount::Amount;
 use crate::event::OutboxEvent;
 use crate::ids::PaymentId;
@@ -77,6 +77,12 @@ pub enum OperateError {
         /// The payment's status.
         status: PaymentStatus,
     },
+    /// A trigger the test helpers do not take (`409 invalid_transition`).
+    #[error("{0} is not a test outcome")]
+    NotATestOutcome(&'static str),
+    /// The signed request of a test helper was refused (its own code).
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     /// Other writers changed the payment every time it was read (`503`, `Retry-After: 1`).
     #[error("the payment is changing too often; try again")]
     Contended,
@@ -92,7 +98,9 @@ impl OperateError {
             OperateError::NotFound => ErrorCode::PaymentNotFound,
             OperateError::Transition(_)
             | OperateError::NotATestPayment { .. }
-            | OperateError::NotProcessing { .. } => ErrorCode::InvalidTransition,
+            | OperateError::NotProcessing { .. }
+            | OperateError::NotATestOutcome(_) => ErrorCode::InvalidTransition,
+            OperateError::Auth(e) => e.code(),
             OperateError::Contended => ErrorCode::ServiceUnavailable,
             OperateError::Store(e) => ApiError::from(e.clone()).code,
         }
@@ -104,8 +112,19 @@ impl From<OperateError> for ApiError {
         match e {
             OperateError::Transition(e) => e.into(),
             OperateError::Store(e) => e.into(),
+            OperateError::Auth(e) => e.into(),
             OperateError::Contended => ApiError::new(e.code(), e.to_string()).with_retry_after(1),
             e => ApiError::new(e.code(), e.to_string()),
+        }
+    }
+}
+
+impl From<super::ReadError> for OperateError {
+    fn from(e: super::ReadError) -> OperateError {
+        match e {
+            super::ReadError::NotFound => OperateError::NotFound,
+            super::ReadError::Damaged(m) => OperateError::Store(StoreError::Corrupt(m)),
+            super::ReadError::Store(e) => OperateError::Store(e),
         }
     }
 }
@@ -153,14 +172,18 @@ impl PaymentService {
         auth: Authenticated,
         id: &str,
         amount: Option<Amount>,
-    ) -> Result<Payment, ApiError> {
+    ) -> Result<Payment, OperateError> {
         self.test_action(auth, id, Trigger::Confirm { amount })
             .await
     }
 
     /// Sandbox test helper (`POST /api/v1/test/payments/{id}/cancel`): cancels a test payment
     /// of the caller's project that is `processing`. Records the request's nonce first.
-    pub async fn test_cancel(&self, auth: Authenticated, id: &str) -> Result<Payment, ApiError> {
+    pub async fn test_cancel(
+        &self,
+        auth: Authenticated,
+        id: &str,
+    ) -> Result<Payment, OperateError> {
         self.test_action(auth, id, Trigger::Cancel).await
     }
 
@@ -176,12 +199,9 @@ impl PaymentService {
         id: &str,
         trigger: Trigger,
         actor: &Actor,
-    ) -> Result<Payment, ApiError> {
+    ) -> Result<Payment, OperateError> {
         if !matches!(trigger, Trigger::Confirm { .. } | Trigger::Cancel) {
-            return Err(ApiError::new(
-                ErrorCode::InvalidTransition,
-                format!("{} is not a test outcome", trigger.name()),
-            ));
+            return Err(OperateError::NotATestOutcome(trigger.name()));
         }
         self.test_transition(project, id, trigger, actor).await
     }
@@ -191,7 +211,7 @@ impl PaymentService {
         auth: Authenticated,
         id: &str,
         trigger: Trigger,
-    ) -> Result<Payment, ApiError> {
+    ) -> Result<Payment, OperateError> {
         let ctx = self.accept(auth).await?;
         let actor = Actor(format!(
             "project:{} token:{}",
@@ -207,7 +227,7 @@ impl PaymentService {
         id: &str,
         trigger: Trigger,
         actor: &Actor,
-    ) -> Result<Payment, ApiError> {
+    ) -> Result<Payment, OperateError> {
         let payment = self.payment_of_project(project, id).await?;
         let name = trigger.name();
         let check = |p: &Payment| {
@@ -243,26 +263,26 @@ impl PaymentService {
 
     /// Deletes the used nonces whose retention ended (a replay of them fails on its expired
     /// signature anyway); returns how many. The sweeper calls it about once a minute.
-    pub async fn purge_nonces(&self) -> Result<u64, ApiError> {
+    pub async fn purge_nonces(&self) -> Result<u64, StoreError> {
         let now = self.ports.clock.now();
         let store = &*self.ports.store;
-        Ok(purge_all(store, Retained::Nonces, now, NONCE_PURGE_BATCH).await?)
+        purge_all(store, Retained::Nonces, now, NONCE_PURGE_BATCH).await
     }
 
     /// Whether this process takes the turn of the periodic background `task` for the next
     /// `period` ([`Store::take_turn`](crate::store::Store::take_turn)): with several nodes on
     /// one database, one of them sweeps (or purges) per period, and if it stops, another takes
     /// over after the period.
-    pub async fn take_turn(&self, task: &str, period: Duration) -> Result<bool, ApiError> {
+    pub async fn take_turn(&self, task: &str, period: Duration) -> Result<bool, StoreError> {
         let now = self.ports.clock.now();
-        Ok(self.ports.store.take_turn(task, now, now + period).await?)
+        self.ports.store.take_turn(task, now, now + period).await
     }
 
     /// One pass of the lifecycle sweeper: cancels `processing` payments whose lifetime ran out
     /// (with their callback) and moves payments stuck in `created` for 60 s to `error` with
     /// `provider_result_ambiguous` (no callback). Looks at most `limit` due payments, found
     /// through the store's due-time index.
-    pub async fn sweep(&self, limit: usize) -> Result<SweepReport, ApiError> {
+    pub async fn sweep(&self, limit: usize) -> Result<SweepReport, StoreError> {
         let now = self.ports.clock.now();
         let due = self.ports.store.due_payments(now, limit).await?;
         let mut report = SweepReport::default();
@@ -284,7 +304,7 @@ impl PaymentService {
                 Ok(_) => report.recovered += 1,
                 // Someone else changed it first (a confirmation racing the expiry): theirs wins.
                 Err(StoreError::Conflict) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         Ok(report)

@@ -14,12 +14,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::AdminError;
 use super::{Actor, PaymentService};
 use crate::ids::TokenId;
 use crate::project::{AuditRecord, OperatorTokenRecord};
 use crate::secret::SecretString;
 use crate::store::OperatorStoreExt;
-use crate::{ApiError, ErrorCode};
 
 /// The setting holding the SHA-256 (hex) of the unnamed operator token of earlier versions.
 pub const OPERATOR_TOKEN_SETTING: &str = crate::settings::LEGACY_OPERATOR_TOKEN_SHA256.name();
@@ -48,12 +48,12 @@ fn token_sha256_hex(token: &str) -> String {
     hex::encode(sha256(token))
 }
 
-fn invalid() -> ApiError {
-    ApiError::new(ErrorCode::TokenInvalid, "missing or invalid operator token")
+fn invalid() -> AdminError {
+    AdminError::OperatorTokenInvalid
 }
 
 /// A token name: 1 to 64 characters from `A-Za-z0-9._@:-` (a person's login, a system's name).
-pub fn check_token_name(name: &str) -> Result<&str, ApiError> {
+pub fn check_token_name(name: &str) -> Result<&str, AdminError> {
     let name = name.trim();
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -63,7 +63,7 @@ pub fn check_token_name(name: &str) -> Result<&str, ApiError> {
     if ok {
         Ok(name)
     } else {
-        Err(ApiError::bad_request(format!(
+        Err(AdminError::invalid(format!(
             "name: {name:?} is not 1 to 64 characters from A-Za-z0-9._@:-"
         )))
     }
@@ -85,7 +85,7 @@ impl PaymentService {
     /// that name and the unnamed token of earlier versions: the previous "one operator token"
     /// stops working. Audited as `operator_token.issue` by `system`. Returns the token, shown
     /// once.
-    pub async fn issue_operator_token(&self) -> Result<String, ApiError> {
+    pub async fn issue_operator_token(&self) -> Result<String, AdminError> {
         let now = self.ports.clock.now();
         for t in self.ports.store.operator_tokens().await? {
             if t.name == DEFAULT_OPERATOR_TOKEN_NAME && t.is_valid_at(now) {
@@ -109,7 +109,7 @@ impl PaymentService {
         name: &str,
         lifetime: Option<Duration>,
         actor: &Actor,
-    ) -> Result<NewOperatorToken, ApiError> {
+    ) -> Result<NewOperatorToken, AdminError> {
         let name = check_token_name(name)?;
         let now = self.ports.clock.now();
         if self
@@ -120,7 +120,7 @@ impl PaymentService {
             .iter()
             .any(|t| t.name == name && t.is_valid_at(now))
         {
-            return Err(ApiError::bad_request(format!(
+            return Err(AdminError::invalid(format!(
                 "name: {name} has a valid operator token; rotate it (operator-token rotate) or \
                  revoke it first"
             )));
@@ -133,7 +133,7 @@ impl PaymentService {
         name: &str,
         lifetime: Option<Duration>,
         actor: &Actor,
-    ) -> Result<NewOperatorToken, ApiError> {
+    ) -> Result<NewOperatorToken, AdminError> {
         let mut bytes = [0u8; 32];
         self.ports.rng.fill(&mut bytes);
         let token = format!("op_{}", URL_SAFE_NO_PAD.encode(bytes));
@@ -161,7 +161,7 @@ impl PaymentService {
         after: &OperatorTokenRecord,
         before: Option<&OperatorTokenRecord>,
         actor: &Actor,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), AdminError> {
         self.ports
             .store
             .append_audit(&AuditRecord {
@@ -178,13 +178,13 @@ impl PaymentService {
 
     /// Every operator token ever issued (expired ones included), in issue order; never the
     /// tokens themselves.
-    pub async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, ApiError> {
+    pub async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, AdminError> {
         Ok(self.ports.store.operator_tokens().await?)
     }
 
     /// The tokens `which` names that are valid now: the tokens of that name, or the one token
     /// with that id. None is `404 not_found`.
-    async fn valid_tokens(&self, which: &str) -> Result<Vec<OperatorTokenRecord>, ApiError> {
+    async fn valid_tokens(&self, which: &str) -> Result<Vec<OperatorTokenRecord>, AdminError> {
         let now = self.ports.clock.now();
         let which = which.trim();
         let id: Option<TokenId> = which.parse().ok();
@@ -197,10 +197,9 @@ impl PaymentService {
             .filter(|t| t.is_valid_at(now) && (t.name == which || Some(t.id) == id))
             .collect();
         if found.is_empty() {
-            return Err(ApiError::new(
-                ErrorCode::NotFound,
-                format!("no valid operator token named {which:?} (nor with that id)"),
-            ));
+            return Err(AdminError::NotFound(format!(
+                "no valid operator token named {which:?} (nor with that id)"
+            )));
         }
         Ok(found)
     }
@@ -212,7 +211,7 @@ impl PaymentService {
         &self,
         which: &str,
         actor: &Actor,
-    ) -> Result<Vec<OperatorTokenRecord>, ApiError> {
+    ) -> Result<Vec<OperatorTokenRecord>, AdminError> {
         let now = self.ports.clock.now();
         let mut revoked = Vec::new();
         for t in self.valid_tokens(which).await? {
@@ -235,10 +234,10 @@ impl PaymentService {
         name: &str,
         overlap: Duration,
         actor: &Actor,
-    ) -> Result<NewOperatorToken, ApiError> {
+    ) -> Result<NewOperatorToken, AdminError> {
         let name = check_token_name(name)?;
         if overlap > MAX_ROTATION_OVERLAP {
-            return Err(ApiError::bad_request(
+            return Err(AdminError::invalid(
                 "overlap: at most 30 days; the old token should not outlive its rotation long",
             ));
         }
@@ -265,7 +264,7 @@ impl PaymentService {
     pub async fn check_operator_token(
         &self,
         authorization: Option<&str>,
-    ) -> Result<Actor, ApiError> {
+    ) -> Result<Actor, AdminError> {
         let presented = authorization
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))

@@ -1,12 +1,11 @@
 //! The hosted payer page: which payments have one, their links, and what a link shows.
 
-use super::{payment_not_found, PaymentService};
+use super::{PaymentService, ReadError};
 use crate::payer::{PageToken, PayerView, PaymentPageRecord};
 use crate::payment::Payment;
 use crate::project::Project;
 use crate::store::MerchantStoreExt;
 use crate::store::PayerPageStoreExt;
-use crate::ApiError;
 
 impl PaymentService {
     /// The payer page token of `payment`, when its project (`project`) has the page on and
@@ -19,7 +18,7 @@ impl PaymentService {
         &self,
         project: &Project,
         payment: &Payment,
-    ) -> Result<Option<PageToken>, ApiError> {
+    ) -> Result<Option<PageToken>, ReadError> {
         if !project.payer_page || payment.project_id != project.id {
             return Ok(None);
         }
@@ -34,7 +33,7 @@ impl PaymentService {
         };
         match stored.page_token() {
             Some(token) => Ok(Some(token)),
-            None => Err(ApiError::internal(format!(
+            None => Err(ReadError::Damaged(format!(
                 "the payer page link of payment {} is damaged",
                 payment.id
             ))),
@@ -44,27 +43,27 @@ impl PaymentService {
     /// What the payer page at `token` shows now. A token that is malformed or unknown, or of a
     /// payment whose project has the page off, is `404 payment_not_found`, the same answer for
     /// each, so a wrong link learns nothing.
-    pub async fn payer_page(&self, token: &str) -> Result<PayerView, ApiError> {
-        let token = PageToken::parse(token).ok_or_else(payment_not_found)?;
+    pub async fn payer_page(&self, token: &str) -> Result<PayerView, ReadError> {
+        let token = PageToken::parse(token).ok_or(ReadError::NotFound)?;
         let page = self
             .ports
             .store
             .payment_page_by_hash(&token.hash())
             .await?
-            .ok_or_else(payment_not_found)?;
+            .ok_or(ReadError::NotFound)?;
         let payment = self
             .ports
             .store
             .payment(page.payment_id)
             .await?
-            .ok_or_else(payment_not_found)?;
+            .ok_or(ReadError::NotFound)?;
         let project = self
             .ports
             .store
             .project(payment.project_id)
             .await?
             .filter(|p| p.payer_page)
-            .ok_or_else(payment_not_found)?;
+            .ok_or(ReadError::NotFound)?;
         Ok(PayerView::of(
             &payment,
             project.payer_language,

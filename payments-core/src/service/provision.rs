@@ -11,7 +11,7 @@ use super::{Actor, PaymentService};
 use crate::auth::keys::{keyid, parse_public_key};
 use crate::auth::token::IssuedToken;
 use crate::auth::{Environment, IpAllowList, Scope};
-use crate::callback::destination::CallbackUrl;
+use crate::callback::destination::{CallbackUrl, CallbackUrlError};
 use crate::callback::signing::{CallbackSecret, CallbackSecrets};
 use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use crate::payer::PageLanguage;
@@ -24,7 +24,65 @@ use crate::sealing::{ResealReport, SealingKeys};
 use crate::settlement::FeePercent;
 use crate::store::CredentialStoreExt;
 use crate::store::MerchantStoreExt;
+use crate::store::StoreError;
 use crate::{ApiError, ErrorCode, SecretString};
+
+/// Why an administrative operation was refused: the directory (merchants, projects, their
+/// tokens, keys and callback secrets), operator tokens, the callback hold and the
+/// environment record. Each cause has the stable code of its answer ([`AdminError::code`]);
+/// the message of that answer is the error's text.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    /// Input refused before anything was written (`400 bad_request`): a name, a setting, a
+    /// key, a scope list, a reason.
+    #[error("{0}")]
+    Invalid(String),
+    /// A callback URL the callback policy refuses (`400 bad_request`).
+    #[error(transparent)]
+    CallbackUrl(#[from] CallbackUrlError),
+    /// No such merchant, project, token, key or operator token (`404 not_found`).
+    #[error("{0}")]
+    NotFound(String),
+    /// A missing, malformed, expired or unknown operator token (`401 token_invalid`).
+    #[error("missing or invalid operator token")]
+    OperatorTokenInvalid,
+    /// A callback secret that cannot be sealed, opened or read back (`500 internal_error`):
+    /// a sealing key that does not match the stored data, or a damaged row.
+    #[error("{0}")]
+    Secret(String),
+    /// The store failed (`503`, or `500` for corrupt data).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AdminError {
+    /// Input refused (`400 bad_request`) with this message.
+    pub fn invalid(message: impl Into<String>) -> AdminError {
+        AdminError::Invalid(message.into())
+    }
+
+    /// The stable code it is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AdminError::Invalid(_) | AdminError::CallbackUrl(_) => ErrorCode::BadRequest,
+            AdminError::NotFound(_) => ErrorCode::NotFound,
+            AdminError::OperatorTokenInvalid => ErrorCode::TokenInvalid,
+            AdminError::Secret(_) => ErrorCode::Internal,
+            AdminError::Store(e) => ApiError::from(e.clone()).code,
+        }
+    }
+}
+
+impl From<AdminError> for ApiError {
+    fn from(e: AdminError) -> ApiError {
+        match e {
+            AdminError::Store(e) => e.into(),
+            AdminError::CallbackUrl(e) => e.into(),
+            e => ApiError::new(e.code(), e.to_string()),
+        }
+    }
+}
 
 /// Longest accepted payment lifetime (7 days).
 pub const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -102,13 +160,13 @@ fn audit(
     }
 }
 
-fn not_found(what: &str) -> ApiError {
-    ApiError::new(ErrorCode::NotFound, format!("{what} not found"))
+fn not_found(what: &str) -> AdminError {
+    AdminError::NotFound(format!("{what} not found"))
 }
 
-fn parse_url(url: Option<String>, svc: &PaymentService) -> Result<Option<CallbackUrl>, ApiError> {
+fn parse_url(url: Option<String>, svc: &PaymentService) -> Result<Option<CallbackUrl>, AdminError> {
     url.filter(|u| !u.trim().is_empty())
-        .map(|u| CallbackUrl::parse(u.trim(), svc.config.callback_policy).map_err(ApiError::from))
+        .map(|u| CallbackUrl::parse(u.trim(), svc.config.callback_policy).map_err(AdminError::from))
         .transpose()
 }
 
@@ -119,7 +177,7 @@ impl PaymentService {
         name: &str,
         callback_url: Option<String>,
         actor: &Actor,
-    ) -> Result<Merchant, ApiError> {
+    ) -> Result<Merchant, AdminError> {
         let name = checked_name(name)?;
         let merchant = Merchant {
             id: MerchantId::generate(self.ports.rng.as_ref()),
@@ -148,7 +206,7 @@ impl PaymentService {
         paused: Option<bool>,
         callback_url: Option<Option<String>>,
         actor: &Actor,
-    ) -> Result<Merchant, ApiError> {
+    ) -> Result<Merchant, AdminError> {
         let store = &self.ports.store;
         let before = store
             .merchant(id)
@@ -182,7 +240,7 @@ impl PaymentService {
         name: &str,
         patch: ProjectPatch,
         actor: &Actor,
-    ) -> Result<Project, ApiError> {
+    ) -> Result<Project, AdminError> {
         self.ports
             .store
             .merchant(merchant)
@@ -225,7 +283,7 @@ impl PaymentService {
     }
 
     /// Checks `patch` as [`PaymentService::create_project`] would apply it, writing nothing.
-    pub(super) fn check_patch(&self, patch: &ProjectPatch) -> Result<(), ApiError> {
+    pub(super) fn check_patch(&self, patch: &ProjectPatch) -> Result<(), AdminError> {
         let template = self.blank_project(MerchantId::from_uuid(uuid::Uuid::nil()), "-".into());
         self.patched(template, patch.clone()).map(|_| ())
     }
@@ -236,7 +294,7 @@ impl PaymentService {
         id: ProjectId,
         patch: ProjectPatch,
         actor: &Actor,
-    ) -> Result<Project, ApiError> {
+    ) -> Result<Project, AdminError> {
         let before = self
             .ports
             .store
@@ -257,8 +315,8 @@ impl PaymentService {
         Ok(after)
     }
 
-    fn patched(&self, mut p: Project, patch: ProjectPatch) -> Result<Project, ApiError> {
-        let bad = |m: String| ApiError::bad_request(m);
+    fn patched(&self, mut p: Project, patch: ProjectPatch) -> Result<Project, AdminError> {
+        let bad = AdminError::Invalid;
         if let Some(name) = patch.name {
             p.name = checked_name(&name)?;
         }
@@ -353,14 +411,14 @@ impl PaymentService {
         project: ProjectId,
         scopes: Vec<Scope>,
         actor: &Actor,
-    ) -> Result<NewToken, ApiError> {
+    ) -> Result<NewToken, AdminError> {
         self.ports
             .store
             .project(project)
             .await?
             .ok_or_else(|| not_found("project"))?;
         if scopes.is_empty() {
-            return Err(ApiError::bad_request("a token needs at least one scope"));
+            return Err(AdminError::invalid("a token needs at least one scope"));
         }
         let issued = IssuedToken::generate(self.auth.environment, self.ports.rng.as_ref());
         let record = TokenRecord {
@@ -387,7 +445,7 @@ impl PaymentService {
         project: ProjectId,
         id: TokenId,
         actor: &Actor,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), AdminError> {
         let now = self.ports.clock.now();
         let state = |revoked_at: Option<crate::Timestamp>| {
             Some(serde_json::json!({"project_id": project, "revoked_at": revoked_at}).to_string())
@@ -427,18 +485,18 @@ impl PaymentService {
         project: ProjectId,
         input: &str,
         actor: &Actor,
-    ) -> Result<KeyRecord, ApiError> {
+    ) -> Result<KeyRecord, AdminError> {
         self.ports
             .store
             .project(project)
             .await?
             .ok_or_else(|| not_found("project"))?;
-        let key: VerifyingKey = parse_public_key(input)
-            .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
+        let key: VerifyingKey =
+            parse_public_key(input).map_err(|e| AdminError::invalid(format!("public_key: {e}")))?;
         let id = keyid(&key);
         let elsewhere = self.ports.store.active_key_projects(&id).await?;
         if elsewhere.iter().any(|p| *p != project) {
-            return Err(ApiError::bad_request(format!(
+            return Err(AdminError::invalid(format!(
                 "key {id} is active on another project; a key signs for one project only \
                  (generate a key pair per project)"
             )));
@@ -455,8 +513,8 @@ impl PaymentService {
             .insert_key(&record)
             .await
             .map_err(|e| match e {
-                crate::store::StoreError::Duplicate(_) => {
-                    ApiError::bad_request(format!("key {} is already registered", record.keyid))
+                StoreError::Duplicate(_) => {
+                    AdminError::invalid(format!("key {} is already registered", record.keyid))
                 }
                 other => other.into(),
             })?;
@@ -478,7 +536,7 @@ impl PaymentService {
         project: ProjectId,
         id: &KeyId,
         actor: &Actor,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), AdminError> {
         let now = self.ports.clock.now();
         let state = |revoked_at: Option<crate::Timestamp>| {
             Some(serde_json::json!({"project_id": project, "revoked_at": revoked_at}).to_string())
@@ -510,7 +568,7 @@ impl PaymentService {
         &self,
         project: ProjectId,
         actor: &Actor,
-    ) -> Result<SecretString, ApiError> {
+    ) -> Result<SecretString, AdminError> {
         self.ports
             .store
             .project(project)
@@ -544,7 +602,7 @@ impl PaymentService {
 
     /// The secrets that sign a delivery now. If the project has none, one is created and
     /// revealed to nobody (the merchant must issue a new one to verify callbacks).
-    pub async fn signing_secrets(&self, project: ProjectId) -> Result<CallbackSecrets, ApiError> {
+    pub async fn signing_secrets(&self, project: ProjectId) -> Result<CallbackSecrets, AdminError> {
         let store = &self.ports.store;
         let mut records = store.callback_secrets(project).await?;
         if records.is_empty() {
@@ -566,11 +624,11 @@ impl PaymentService {
     /// (plaintext from before sealing, or a previous key) with the current key: the step of a
     /// key rotation after which the previous key can be dropped. The secrets' values do not
     /// change. Refused without a configured key.
-    pub async fn reseal_callback_secrets(&self, actor: &Actor) -> Result<ResealReport, ApiError> {
+    pub async fn reseal_callback_secrets(&self, actor: &Actor) -> Result<ResealReport, AdminError> {
         let keys = &self.config.sealing;
         let key_id = keys
             .current_id()
-            .ok_or_else(|| ApiError::bad_request("no sealing key is configured"))?
+            .ok_or_else(|| AdminError::invalid("no sealing key is configured"))?
             .to_string();
         let store = &self.ports.store;
         let mut report = ResealReport {
@@ -613,14 +671,14 @@ impl PaymentService {
 
     /// A callback secret as the store keeps it: sealed for its project when keys are
     /// configured, as it is otherwise.
-    fn seal_secret(&self, project: ProjectId, secret: &str) -> Result<SecretString, ApiError> {
+    fn seal_secret(&self, project: ProjectId, secret: &str) -> Result<SecretString, AdminError> {
         let keys = &self.config.sealing;
         if !keys.is_configured() {
             return Ok(SecretString::from(secret));
         }
         keys.seal(secret, &secret_context(project), self.ports.rng.as_ref())
             .map(SecretString::from)
-            .map_err(|e| ApiError::internal(format!("cannot seal a callback secret: {e}")))
+            .map_err(|e| AdminError::Secret(format!("cannot seal a callback secret: {e}")))
     }
 
     /// A stored callback secret's value. A plaintext one (stored before sealing existed)
@@ -629,7 +687,7 @@ impl PaymentService {
         &self,
         project: ProjectId,
         stored: &SecretString,
-    ) -> Result<SecretString, ApiError> {
+    ) -> Result<SecretString, AdminError> {
         if !SealingKeys::is_sealed(stored.expose()) {
             return Ok(stored.clone());
         }
@@ -638,18 +696,18 @@ impl PaymentService {
             .open(stored.expose(), &secret_context(project))
             .map(SecretString::from)
             .map_err(|e| {
-                ApiError::internal(format!(
+                AdminError::Secret(format!(
                     "stored callback secret of project {project} cannot be opened: {e}"
                 ))
             })
     }
 
-    async fn audit(&self, record: AuditRecord) -> Result<(), ApiError> {
+    async fn audit(&self, record: AuditRecord) -> Result<(), AdminError> {
         self.ports
             .store
             .append_audit(&record)
             .await
-            .map_err(ApiError::from)
+            .map_err(AdminError::from)
     }
 }
 
@@ -660,14 +718,14 @@ fn secret_context(project: ProjectId) -> String {
 }
 
 /// Rebuilds the rotation state from records holding the secrets' values (newest first).
-pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets, ApiError> {
+pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets, AdminError> {
     let parse = |r: &SecretRecord| {
         CallbackSecret::parse(r.secret.expose())
-            .map_err(|e| ApiError::internal(format!("stored callback secret is invalid: {e}")))
+            .map_err(|e| AdminError::Secret(format!("stored callback secret is invalid: {e}")))
     };
     let (newest, older) = records
         .split_first()
-        .ok_or_else(|| ApiError::internal("no callback secret"))?;
+        .ok_or_else(|| AdminError::Secret("no callback secret".into()))?;
     let ring = match older.first() {
         Some(prev) => {
             let mut ring = CallbackSecrets::new(parse(prev)?, prev.created_at);
@@ -684,16 +742,16 @@ pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets,
 /// controls such as U+202E, line and paragraph separators): names are shown in the operator
 /// API, the CLI, logs and the merchant's `GET /api/v1/project`, where such characters spoof
 /// or break what is shown.
-pub(super) fn checked_name(name: &str) -> Result<String, ApiError> {
+pub(super) fn checked_name(name: &str) -> Result<String, AdminError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
-        return Err(ApiError::bad_request("name must be 1 to 200 characters"));
+        return Err(AdminError::invalid("name must be 1 to 200 characters"));
     }
     if let Some(c) = name
         .chars()
         .find(|&c| c.is_control() || is_format_control(c))
     {
-        return Err(ApiError::bad_request(format!(
+        return Err(AdminError::invalid(format!(
             "name must not contain control or bidirectional formatting characters (found U+{:04X})",
             u32::from(c)
         )));
@@ -764,9 +822,9 @@ pub fn project_value(p: &Project) -> serde_json::Value {
 
 /// Parses a contract from the operator API's JSON form:
 /// `{"currencies": ["RUB"], "methods": [{"method": "sbp", "min_amount": "10", "max_amount": "100000", "fee_percent": "11"}]}`.
-pub fn contract_from_json(v: &serde_json::Value) -> Result<Contract, ApiError> {
-    let bad = |m: &str| ApiError::bad_request(format!("contract: {m}"));
-    let dec = |v: &serde_json::Value, field: &str| -> Result<Option<Decimal>, ApiError> {
+pub fn contract_from_json(v: &serde_json::Value) -> Result<Contract, AdminError> {
+    let bad = |m: &str| AdminError::invalid(format!("contract: {m}"));
+    let dec = |v: &serde_json::Value, field: &str| -> Result<Option<Decimal>, AdminError> {
         match v {
             serde_json::Value::Null => Ok(None),
             serde_json::Value::String(s) => Decimal::from_str(s)
@@ -805,7 +863,7 @@ pub fn contract_from_json(v: &serde_json::Value) -> Result<Contract, ApiError> {
                 fee_percent: FeePercent::new(fee).map_err(|e| bad(&e.to_string()))?,
             })
         })
-        .collect::<Result<Vec<_>, ApiError>>()?;
+        .collect::<Result<Vec<_>, AdminError>>()?;
     Ok(Contract {
         currencies,
         methods,

@@ -266,6 +266,12 @@ impl From<ApiError> for ProvisionError {
     }
 }
 
+impl From<super::AdminError> for ProvisionError {
+    fn from(e: super::AdminError) -> ProvisionError {
+        ProvisionError::Failed(e.into())
+    }
+}
+
 impl From<crate::store::StoreError> for ProvisionError {
     fn from(e: crate::store::StoreError) -> ProvisionError {
         ProvisionError::Failed(e.into())
@@ -293,7 +299,7 @@ impl PaymentService {
         request: &Provision,
         actor: &Actor,
     ) -> Result<Provisioned, ProvisionError> {
-        let invalid = |e: ApiError| ProvisionError::Invalid(e.message);
+        let invalid = |e: super::AdminError| ProvisionError::Invalid(e.to_string());
         let merchant_name = checked_name(&request.merchant).map_err(invalid)?;
         let project_name = checked_name(&request.project).map_err(invalid)?;
         if request.scopes.is_empty() {
@@ -320,9 +326,9 @@ impl PaymentService {
         self.check_patch(&settings).map_err(invalid)?;
         // The credentials are this environment's (`nl_live_` or `nl_test_` tokens): the store
         // is recorded as its, and a store of the other environment is refused.
-        self.record_environment().await.map_err(|e| match e.code {
-            ErrorCode::BadRequest => ProvisionError::Invalid(e.message),
-            _ => ProvisionError::Failed(e),
+        self.record_environment().await.map_err(|e| match e {
+            super::AdminError::Invalid(m) => ProvisionError::Invalid(m),
+            e => ProvisionError::Failed(e.into()),
         })?;
 
         if let Some(done) = self.provisioned(&merchant_name, &project_name).await? {

@@ -348,7 +348,10 @@ impl Harness {
             .caller(project)
             .test_helper(&self.service, id, "complete")
             .await?;
-        self.service.test_complete(auth, id, amount).await
+        self.service
+            .test_complete(auth, id, amount)
+            .await
+            .map_err(ApiError::from)
     }
 
     /// The sandbox test helper `cancel` for payment `id`, signed by `project`'s caller.
@@ -357,7 +360,10 @@ impl Harness {
             .caller(project)
             .test_helper(&self.service, id, "cancel")
             .await?;
-        self.service.test_cancel(auth, id).await
+        self.service
+            .test_cancel(auth, id)
+            .await
+            .map_err(ApiError::from)
     }
 
     pub fn advance(&self, d: Duration) {

@@ -15,3 +15,4 @@ mod provider;
 mod provisioning;
 mod support;
 mod test_mode;
+mod wire;

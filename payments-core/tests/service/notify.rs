@@ -35,6 +35,7 @@ fn send_at(s: &Setup, body: &str, at: i64) -> Result<NotificationOutcome, ApiErr
             body: body.as_bytes(),
         },
     ))
+    .map_err(ApiError::from)
 }
 
 /// Sends `body` signed now.
@@ -132,7 +133,8 @@ fn refusals_change_nothing() {
             signature: &signature,
             body: tampered.as_bytes(),
         },
-    ));
+    ))
+    .map_err(ApiError::from);
     assert_eq!(err(r), ErrorCode::SignatureInvalid);
     // Stale: signed 301 s ago.
     assert_eq!(

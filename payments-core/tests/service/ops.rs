@@ -118,7 +118,7 @@ fn the_hold_is_set_released_and_audited() {
     let s = setup();
     assert_eq!(block_on(s.h.service.callback_hold()).unwrap(), None);
     let e = block_on(s.h.service.hold_callbacks("  ", &alice())).unwrap_err();
-    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert_eq!(e.code(), ErrorCode::BadRequest);
     let held = block_on(s.h.service.hold_callbacks("receiver maintenance", &alice())).unwrap();
     assert!(held.starts_with("receiver maintenance (held by operator:alice at "));
     assert_eq!(block_on(s.h.service.callback_hold()).unwrap(), Some(held));
@@ -164,7 +164,7 @@ fn named_tokens_rotate_with_an_overlap_and_name_the_actor() {
     assert_eq!(actor.0, "operator:alice");
     // A second token with the name is refused: that is what rotation is for.
     let e = block_on(svc.issue_named_operator_token("alice", None, &alice())).unwrap_err();
-    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert_eq!(e.code(), ErrorCode::BadRequest);
 
     let a2 =
         block_on(svc.rotate_operator_token("alice", Duration::from_secs(3600), &alice())).unwrap();
@@ -174,15 +174,15 @@ fn named_tokens_rotate_with_an_overlap_and_name_the_actor() {
     }
     s.h.advance(Duration::from_secs(1));
     let old = block_on(svc.check_operator_token(Some(&bearer(a1.token.expose())))).unwrap_err();
-    assert_eq!(old.code, ErrorCode::TokenInvalid, "the overlap ended");
+    assert_eq!(old.code(), ErrorCode::TokenInvalid, "the overlap ended");
     assert!(block_on(svc.check_operator_token(Some(&bearer(a2.token.expose())))).is_ok());
 
     let revoked = block_on(svc.revoke_operator_token("alice", &alice())).unwrap();
     assert_eq!(revoked.len(), 1);
     let e = block_on(svc.check_operator_token(Some(&bearer(a2.token.expose())))).unwrap_err();
-    assert_eq!(e.code, ErrorCode::TokenInvalid);
+    assert_eq!(e.code(), ErrorCode::TokenInvalid);
     let e = block_on(svc.revoke_operator_token("alice", &alice())).unwrap_err();
-    assert_eq!(e.code, ErrorCode::NotFound);
+    assert_eq!(e.code(), ErrorCode::NotFound);
 
     let listed = block_on(svc.operator_tokens()).unwrap();
     assert_eq!(listed.len(), 2);
@@ -238,7 +238,7 @@ fn the_environment_is_recorded_once_and_the_other_one_is_refused() {
     let refused = block_on(production.record_environment()).unwrap_err();
     assert!(
         refused
-            .message
+            .to_string()
             .contains("belongs to the sandbox environment, not production"),
         "{refused}"
     );

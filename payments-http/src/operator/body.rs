@@ -264,7 +264,7 @@ pub fn contract(v: &Value) -> Result<Contract, ApiError> {
             }
         }
     }
-    contract_from_json(v)
+    contract_from_json(v).map_err(ApiError::from)
 }
 
 /// A rate limit `{"per_second": N, "burst": M}`.

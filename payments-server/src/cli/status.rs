@@ -170,7 +170,7 @@ pub async fn status(settings: &Settings) -> StatusReport {
             .service
             .callback_hold()
             .await
-            .map_err(|e| e.message)?;
+            .map_err(|e| e.to_string())?;
         report.callback_held = Some(report.callback_hold.is_some());
         Ok(())
     }
