@@ -7,7 +7,8 @@ use std::process::Command;
 /// The most crates the adapter and the SQLite store may bring, themselves included.
 const MOST_CRATES: usize = 170;
 
-/// `cargo tree -e normal` of `packages`, as `name version` lines, each crate once.
+/// `cargo tree -e normal` of `packages`, as `name version` lines, each crate once; the
+/// feature `no-default` stands for `--no-default-features`.
 fn normal_dependencies(packages: &[&str], features: &[&str]) -> BTreeSet<String> {
     let mut args = vec!["tree", "-e", "normal", "--prefix", "none", "--offline"];
     args.extend(["--format", "{p}"]);
@@ -15,7 +16,10 @@ fn normal_dependencies(packages: &[&str], features: &[&str]) -> BTreeSet<String>
         args.extend(["-p", p]);
     }
     for f in features {
-        args.extend(["--features", f]);
+        match *f {
+            "no-default" => args.push("--no-default-features"),
+            f => args.extend(["--features", f]),
+        }
     }
     let out = Command::new(env!("CARGO"))
         .args(&args)
@@ -84,6 +88,22 @@ fn the_cabinet_feature_brings_the_cabinet_and_only_then() {
         assert!(
             with.iter().any(|c| c.starts_with(web)),
             "{web}missing with the feature"
+        );
+    }
+}
+
+#[test]
+fn the_server_without_its_default_features_has_no_cabinet_and_no_postgresql() {
+    let full = normal_dependencies(&["payments-server"], &[]);
+    let bare = normal_dependencies(&["payments-server"], &["no-default"]);
+    for part in ["askama ", "argon2 ", "totp-rs ", "qrcode ", "tokio-postgres "] {
+        assert!(
+            full.iter().any(|c| c.starts_with(part)),
+            "{part}missing from the default server"
+        );
+        assert!(
+            !bare.iter().any(|c| c.starts_with(part)),
+            "{part}in the server without default features"
         );
     }
 }

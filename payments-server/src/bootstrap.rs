@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 
-use payments_cabinet::Cabinet;
 use payments_client::{SandboxCredentials, TestProjectCredentials};
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem, signing_key_to_pem};
 use payments_core::auth::{Environment, Scope};
@@ -27,6 +26,13 @@ pub const DEMO_CABINET_EMAIL: &str = "demo@merchant.example";
 /// bootstrap meanwhile (and afterwards find the merchant it created).
 const BOOTSTRAP_TURN: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// The web cabinet and its URL, in which the demo merchant gets a user (feature `cabinet`).
+#[cfg(feature = "cabinet")]
+pub type DemoCabinet<'a> = (&'a payments_cabinet::Cabinet, &'a str);
+/// Without feature `cabinet` there is no cabinet to give a demo user.
+#[cfg(not(feature = "cabinet"))]
+pub type DemoCabinet<'a> = (std::convert::Infallible, &'a str);
+
 /// With `cabinet` (the cabinet and its URL), the demo merchant gets a cabinet user.
 ///
 /// A service that is not the sandbox's is refused before anything is written (the test-mode
@@ -38,7 +44,7 @@ pub async fn bootstrap_sandbox(
     data_dir: &Path,
     base_url: &str,
     operator_url: &str,
-    cabinet: Option<(&Cabinet, &str)>,
+    cabinet: Option<DemoCabinet<'_>>,
 ) -> Result<Option<PathBuf>, ApiError> {
     let environment = service.auth_config().environment;
     if environment != Environment::Sandbox {
@@ -79,6 +85,7 @@ pub async fn bootstrap_sandbox(
             .private_key_pem
             .expect("a generated key's private key is returned"),
     );
+    #[cfg_attr(not(feature = "cabinet"), allow(unused_mut))]
     let mut creds = SandboxCredentials::new(
         base_url,
         operator_url,
@@ -87,12 +94,17 @@ pub async fn bootstrap_sandbox(
         operator_token.into(),
     )
     .with_test_project(test_project);
+    #[cfg(feature = "cabinet")]
     if let Some((cabinet, url)) = cabinet {
         let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
         cabinet
             .create_user_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
             .await?;
         creds = creds.with_cabinet_user(url, DEMO_CABINET_EMAIL, password.into());
+    }
+    #[cfg(not(feature = "cabinet"))]
+    if let Some((never, _)) = cabinet {
+        match never {}
     }
     write_private(
         &path,

@@ -13,6 +13,7 @@ use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use axum_server::Handle;
 use payments_cabinet::store::CabinetStore;
+#[cfg(feature = "cabinet")]
 use payments_cabinet::{Cabinet, CabinetConfig, CabinetState};
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
@@ -80,8 +81,9 @@ pub struct Application {
     operator: TcpListener,
     /// The provider-notification listener and its verifier (`upstream_listen`).
     upstream: Option<(TcpListener, CallbackVerifier)>,
-    /// The web cabinet's listener and state; `None` when the store keeps no cabinet records.
-    cabinet: Option<(TcpListener, CabinetState)>,
+    /// The web cabinet's listener and state; `None` when the store keeps no cabinet records
+    /// (and always without feature `cabinet`).
+    cabinet: Option<(TcpListener, CabinetPart)>,
     tls: Option<RustlsConfig>,
     dispatcher: DispatcherConfig,
     credentials: Option<PathBuf>,
@@ -324,24 +326,9 @@ impl ApplicationBuilder {
             )),
             None => None,
         };
-        let cabinet = match &state.cabinet_store {
-            Some(store) => {
-                let cabinet = Cabinet::new(
-                    state.service.clone(),
-                    store.clone(),
-                    CabinetConfig::default(),
-                );
-                let mut cabinet_state = CabinetState::new(cabinet, settings.tls.cert.is_some());
-                cabinet_state.public_origin = settings.cabinet.public_url.clone();
-                Some((bind(settings.cabinet.listen)?, cabinet_state))
-            }
-            None => {
-                tracing::warn!(
-                    "the web cabinet is off: the application was given a store without a cabinet \
-                     store (ApplicationBuilder::cabinet_store)"
-                );
-                None
-            }
+        let cabinet = match cabinet_state(&state, &settings) {
+            Some(cabinet) => Some((bind(settings.cabinet.listen)?, cabinet)),
+            None => None,
         };
         let tls = match (&settings.tls.cert, &settings.tls.key) {
             (Some(cert), Some(key)) => {
@@ -383,11 +370,10 @@ impl ApplicationBuilder {
             .with_cabinet_url(app.cabinet_url().map(Arc::from));
         if app.settings.environment == Environment::Sandbox {
             let cabinet_url = app.cabinet_url();
-            let cabinet = app
-                .cabinet
-                .as_ref()
-                .map(|(_, st)| &st.cabinet)
-                .zip(cabinet_url.as_deref());
+            #[cfg(feature = "cabinet")]
+            let cabinet = app.cabinet().zip(cabinet_url.as_deref());
+            #[cfg(not(feature = "cabinet"))]
+            let cabinet = cabinet_url.and(None);
             app.credentials = crate::bootstrap::bootstrap_sandbox(
                 &app.state.service,
                 &app.settings.data_dir,
@@ -494,6 +480,7 @@ impl Application {
     }
 
     /// The web cabinet (users, sign-in), when it runs.
+    #[cfg(feature = "cabinet")]
     pub fn cabinet(&self) -> Option<&Cabinet> {
         self.cabinet.as_ref().map(|(_, st)| &st.cabinet)
     }
@@ -556,29 +543,13 @@ impl Application {
         });
         let cabinet_handle = Handle::new();
         let cabinet_task = cabinet.map(|(listener, cabinet_state)| {
-            let purge = tokio::spawn(purge_cabinet(
-                cabinet_state.cabinet.clone(),
-                CABINET_PURGE_INTERVAL,
-            ));
-            let app = payments_cabinet::router(cabinet_state)
-                .into_make_service_with_connect_info::<SocketAddr>();
-            let task = match &tls {
-                Some(cfg) => {
-                    let limits = limits(true);
-                    let mut server = axum_server::from_tcp_rustls(listener, cfg.clone())
-                        .map(|tls| CappedAcceptor::new(tls, &limits));
-                    limits.configure(server.http_builder());
-                    tokio::spawn(server.handle(cabinet_handle.clone()).serve(app))
-                }
-                None => {
-                    let limits = limits(false);
-                    let mut server = axum_server::from_tcp(listener)
-                        .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
-                    limits.configure(server.http_builder());
-                    tokio::spawn(server.handle(cabinet_handle.clone()).serve(app))
-                }
-            };
-            (task, purge)
+            serve_cabinet(
+                listener,
+                cabinet_state,
+                tls.as_ref(),
+                &limits,
+                &cabinet_handle,
+            )
         });
         let merchant_task = match tls.clone() {
             Some(cfg) => {
@@ -1046,8 +1017,8 @@ async fn service_over(
 /// needs it: `serve` records it; a command only checks it (and warns when none is recorded).
 async fn check_environment(service: &PaymentService, record: bool) -> Result<(), StartError> {
     let env = service.auth_config().environment;
-    let refused = |e: payments_core::ApiError| {
-        start_err(format!("{} (pass --environment to choose)", e.message))
+    let refused = |e: payments_core::service::AdminError| {
+        start_err(format!("{e} (pass --environment to choose)"))
     };
     if record {
         return service.record_environment().await.map_err(refused);
@@ -1153,10 +1124,96 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// What the server holds of the web cabinet: its state (feature `cabinet`), else nothing
+/// (no value of this type exists).
+#[cfg(feature = "cabinet")]
+type CabinetPart = CabinetState;
+#[cfg(not(feature = "cabinet"))]
+type CabinetPart = std::convert::Infallible;
+
+/// The web cabinet's state over the application's cabinet store; `None` (logged) without one.
+#[cfg(feature = "cabinet")]
+fn cabinet_state(state: &AppState, settings: &Settings) -> Option<CabinetPart> {
+    let Some(store) = &state.cabinet_store else {
+        tracing::warn!(
+            "the web cabinet is off: the application was given a store without a cabinet store \
+             (ApplicationBuilder::cabinet_store)"
+        );
+        return None;
+    };
+    let cabinet = Cabinet::new(
+        state.service.clone(),
+        store.clone(),
+        CabinetConfig::default(),
+    );
+    let mut cabinet_state = CabinetState::new(cabinet, settings.tls.cert.is_some());
+    cabinet_state.public_origin = settings.cabinet.public_url.clone();
+    Some(cabinet_state)
+}
+
+/// Without feature `cabinet` the server has no web cabinet.
+#[cfg(not(feature = "cabinet"))]
+fn cabinet_state(_: &AppState, _: &Settings) -> Option<CabinetPart> {
+    tracing::info!("this build has no web cabinet (feature `cabinet`): its listener stays off");
+    None
+}
+
+/// Serves the web cabinet on `listener` (with TLS when given) and starts its purge task.
+#[cfg(feature = "cabinet")]
+fn serve_cabinet(
+    listener: TcpListener,
+    cabinet_state: CabinetPart,
+    tls: Option<&RustlsConfig>,
+    limits: &dyn Fn(bool) -> ConnectionLimits,
+    handle: &Handle,
+) -> (
+    tokio::task::JoinHandle<std::io::Result<()>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let purge = tokio::spawn(purge_cabinet(
+        cabinet_state.cabinet.clone(),
+        CABINET_PURGE_INTERVAL,
+    ));
+    let app =
+        payments_cabinet::router(cabinet_state).into_make_service_with_connect_info::<SocketAddr>();
+    let task = match tls {
+        Some(cfg) => {
+            let limits = limits(true);
+            let mut server = axum_server::from_tcp_rustls(listener, cfg.clone())
+                .map(|tls| CappedAcceptor::new(tls, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(handle.clone()).serve(app))
+        }
+        None => {
+            let limits = limits(false);
+            let mut server = axum_server::from_tcp(listener)
+                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(handle.clone()).serve(app))
+        }
+    };
+    (task, purge)
+}
+
+#[cfg(not(feature = "cabinet"))]
+fn serve_cabinet(
+    _: TcpListener,
+    cabinet_state: CabinetPart,
+    _: Option<&RustlsConfig>,
+    _: &dyn Fn(bool) -> ConnectionLimits,
+    _: &Handle,
+) -> (
+    tokio::task::JoinHandle<std::io::Result<()>>,
+    tokio::task::JoinHandle<()>,
+) {
+    match cabinet_state {}
+}
+
 /// How often the cabinet's expired sessions and old sign-in failures are deleted.
 pub const CABINET_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Deletes the cabinet's expired sessions and old failures every `interval`, until aborted.
+#[cfg(feature = "cabinet")]
 async fn purge_cabinet(cabinet: Cabinet, interval: Duration) {
     loop {
         tokio::time::sleep(interval).await;

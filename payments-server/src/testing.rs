@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "cabinet")]
 use payments_cabinet::Cabinet;
 use payments_client::{MerchantClient, SandboxCredentials};
 use payments_core::clock::Sleep;
@@ -119,6 +120,7 @@ pub struct TestServer {
     /// `http://127.0.0.1:<port>` of the web cabinet, when it runs.
     pub cabinet_url: Option<String>,
     /// The web cabinet (users, sign-in), when it runs.
+    #[cfg(feature = "cabinet")]
     pub cabinet: Option<Cabinet>,
     /// The sandbox credentials (`None` in production, which never bootstraps).
     pub credentials: Option<SandboxCredentials>,
@@ -199,6 +201,7 @@ impl TestServer {
         let notifications_url = app.notifications_url();
         let metrics_url = app.metrics_addr().map(|a| format!("http://{a}"));
         let cabinet_url = app.cabinet_url();
+        #[cfg(feature = "cabinet")]
         let cabinet = app.cabinet().cloned();
         let credentials = credentials_file
             .exists()
@@ -234,6 +237,7 @@ impl TestServer {
             metrics_url,
             operator_token,
             cabinet_url,
+            #[cfg(feature = "cabinet")]
             cabinet,
             credentials,
             dir,

@@ -209,8 +209,7 @@ pub(super) async fn callback_secret(
         CallbackSecretCommand::Reseal => {
             let report = svc.reseal_callback_secrets(actor).await?;
             // The web cabinet's TOTP keys are sealed with the same key file.
-            let cabinet = payments_http::operator::users::cabinet(svc, Some(cabinet_store))?;
-            let (totp_resealed, totp_current) = cabinet.reseal_totp_keys().await?;
+            let (totp_resealed, totp_current) = reseal_totp_keys(svc, cabinet_store).await?;
             Ok(Output::new(
                 json!({
                     "key_id": report.key_id,
@@ -228,4 +227,34 @@ pub(super) async fn callback_secret(
             ))
         }
     }
+}
+
+/// Re-seals the web cabinet users' TOTP keys with the current key: `(re-sealed, already
+/// current)`.
+#[cfg(feature = "cabinet")]
+async fn reseal_totp_keys(
+    svc: &PaymentService,
+    cabinet_store: &Arc<dyn CabinetStore>,
+) -> Result<(u64, u64), ApiError> {
+    let cabinet = payments_http::operator::users::cabinet(svc, Some(cabinet_store))?;
+    cabinet.reseal_totp_keys().await
+}
+
+/// A build without the web cabinet cannot re-seal its users' TOTP keys: refused while the
+/// database has cabinet users, so that no previous key is dropped while data still needs it.
+#[cfg(not(feature = "cabinet"))]
+async fn reseal_totp_keys(
+    _: &PaymentService,
+    cabinet_store: &Arc<dyn CabinetStore>,
+) -> Result<(u64, u64), ApiError> {
+    use payments_cabinet::store::CabinetStoreExt;
+    let users = cabinet_store.users().await?.len();
+    if users > 0 {
+        return Err(ApiError::bad_request(format!(
+            "callback secrets were re-sealed, but the database has {users} web cabinet users \
+             whose TOTP keys this build (without feature `cabinet`) cannot re-seal: run \
+             `callback-secret reseal` with a build that has it before removing previous keys"
+        )));
+    }
+    Ok((0, 0))
 }

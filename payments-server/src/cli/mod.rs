@@ -18,6 +18,7 @@ mod ops;
 mod output;
 mod payment;
 mod status;
+#[cfg(feature = "cabinet")]
 mod users;
 
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorT
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
 pub use status::{status, status_command, StatusReport};
+#[cfg(feature = "cabinet")]
 pub use users::{cabinet_url, UserCommand};
 
 /// Settings every command shares. Serialized, it is the flag layer of these flags (only the
@@ -122,6 +124,7 @@ pub enum OperatorCommand {
     /// Callbacks as a whole: failed (list), resend-failed (bulk), hold, release, status.
     Callbacks(Group<CallbacksCommand>),
     /// Web cabinet users: add (prints an invitation link), list, invite, disable, enable.
+    #[cfg(feature = "cabinet")]
     User(Group<UserCommand>),
 }
 
@@ -136,6 +139,7 @@ impl OperatorCommand {
             OperatorCommand::Payment(g) => (&g.common, g.json),
             OperatorCommand::Audit(a) => (&a.common, a.json),
             OperatorCommand::Callbacks(g) => (&g.common, g.json),
+            #[cfg(feature = "cabinet")]
             OperatorCommand::User(g) => (&g.common, g.json),
         }
     }
@@ -186,7 +190,7 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
         &cabinet_store,
         command,
         &cli_actor(),
-        &cabinet_url(&settings),
+        &settings,
     )
     .await;
     opened.store.close();
@@ -200,7 +204,7 @@ async fn execute(
     cabinet_store: &Arc<dyn CabinetStore>,
     command: OperatorCommand,
     actor: &Actor,
-    cabinet_url: &str,
+    #[cfg_attr(not(feature = "cabinet"), allow(unused_variables))] settings: &Settings,
 ) -> Result<Output, ApiError> {
     match command {
         OperatorCommand::Merchant(g) => directory::merchant(svc, g.command, actor).await,
@@ -213,8 +217,10 @@ async fn execute(
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
         OperatorCommand::Callbacks(g) => ops::callbacks(svc, g.command, actor).await,
+        #[cfg(feature = "cabinet")]
         OperatorCommand::User(g) => {
-            users::user(svc, Some(cabinet_store), g.command, actor, cabinet_url).await
+            let url = cabinet_url(settings);
+            users::user(svc, Some(cabinet_store), g.command, actor, &url).await
         }
     }
 }
