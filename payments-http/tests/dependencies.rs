@@ -96,7 +96,13 @@ fn the_cabinet_feature_brings_the_cabinet_and_only_then() {
 fn the_server_without_its_default_features_has_no_cabinet_and_no_postgresql() {
     let full = normal_dependencies(&["payments-server"], &[]);
     let bare = normal_dependencies(&["payments-server"], &["no-default"]);
-    for part in ["askama ", "argon2 ", "totp-rs ", "qrcode ", "tokio-postgres "] {
+    for part in [
+        "askama ",
+        "argon2 ",
+        "totp-rs ",
+        "qrcode ",
+        "tokio-postgres ",
+    ] {
         assert!(
             full.iter().any(|c| c.starts_with(part)),
             "{part}missing from the default server"
