@@ -51,6 +51,13 @@ pub struct CabinetConfig {
     pub address_limit: Limit,
     /// `last_seen_at` is written at most this often per session (1 min).
     pub touch_interval: Duration,
+    /// Password checks and hashes (argon2id, about 19 MiB and tens of milliseconds of one
+    /// core each) that run at once: half the cores, at least one. The rest of the cores
+    /// stay the APIs', and the memory they take is bounded by this number.
+    pub password_checks: usize,
+    /// How long a sign-in waits for a free password check before it is answered
+    /// `503` with `Retry-After` ([`SignInError::Busy`]) (2 s).
+    pub password_wait: Duration,
 }
 
 impl Default for CabinetConfig {
@@ -75,6 +82,10 @@ impl Default for CabinetConfig {
                 window: fifteen,
             },
             touch_interval: Duration::from_secs(60),
+            password_checks: std::thread::available_parallelism()
+                .map_or(1, |n| n.get() / 2)
+                .max(1),
+            password_wait: Duration::from_secs(2),
         }
     }
 }
@@ -91,6 +102,22 @@ pub struct Client {
 impl Client {
     fn address_text(&self) -> Option<String> {
         self.address.map(|a| a.to_string())
+    }
+}
+
+/// The source an address is throttled as: an IPv4 address itself (also when IPv4-mapped), an
+/// IPv6 address by its /64, which one host usually holds whole and can pick addresses from.
+pub fn source_of(address: IpAddr) -> String {
+    match address {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                let prefix = std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
+                format!("{prefix}/64")
+            }
+        },
     }
 }
 
@@ -112,6 +139,11 @@ pub enum SignInError {
         /// When attempts are checked again.
         until: Timestamp,
     },
+    /// Every password check is taken and none came free within
+    /// [`CabinetConfig::password_wait`]: nothing was checked or counted (`503`,
+    /// `Retry-After`).
+    #[error("The service is busy checking other sign-ins. Try again in a few seconds.")]
+    Busy,
     /// The session ended (timeout, sign-out, revoked): sign in again.
     #[error("The session has ended. Sign in again.")]
     SessionEnded,
@@ -189,6 +221,52 @@ pub struct Cabinet {
     service: PaymentService,
     store: Arc<dyn CabinetStore>,
     config: CabinetConfig,
+    /// The password checks that may run now ([`CabinetConfig::password_checks`]).
+    checks: Arc<tokio::sync::Semaphore>,
+    /// Anonymous refusals (unknown accounts, throttled attempts) per source, for the audit
+    /// log's aggregation ([`Cabinet::audit_attempt`]).
+    refusals: Arc<std::sync::Mutex<Refusals>>,
+}
+
+/// Refused sign-ins per (source, kind) in this process: when each one's window began and how
+/// many it has counted since. The audit log gets a row for the first of a window and at each
+/// doubling (1, 2, 4, 8, ...), with the count: a flood of junk sign-ins from one source adds
+/// a handful of rows, not one each.
+#[derive(Debug, Default)]
+struct Refusals(std::collections::HashMap<String, (Timestamp, u64)>);
+
+/// The most sources [`Refusals`] tracks; beyond it, ended windows are dropped first, then all.
+const MAX_TRACKED_SOURCES: usize = 10_000;
+
+impl Refusals {
+    /// Counts one refusal of `key` at `now` in windows of `window`: `Some(count)` when this
+    /// one gets an audit row.
+    fn count(&mut self, key: String, now: Timestamp, window: Duration) -> Option<u64> {
+        if self.0.len() >= MAX_TRACKED_SOURCES && !self.0.contains_key(&key) {
+            self.0.retain(|_, (start, _)| *start + window > now);
+            if self.0.len() >= MAX_TRACKED_SOURCES {
+                self.0.clear();
+            }
+        }
+        let entry = self.0.entry(key).or_insert((now, 0));
+        if entry.0 + window <= now {
+            *entry = (now, 0);
+        }
+        entry.1 += 1;
+        entry.1.is_power_of_two().then_some(entry.1)
+    }
+}
+
+/// What the audit log keeps of a typed e-mail: the address, normalised, or, when the input is
+/// no e-mail address (a password typed into the wrong field, junk), only its length.
+fn shown_email(input: &str) -> String {
+    match normalise_email(input) {
+        Ok(email) if email.len() <= 254 => email,
+        _ => format!(
+            "(not an e-mail address, {} characters)",
+            input.chars().count()
+        ),
+    }
 }
 
 impl std::fmt::Debug for Cabinet {
@@ -231,10 +309,13 @@ impl Cabinet {
         store: Arc<dyn CabinetStore>,
         config: CabinetConfig,
     ) -> Cabinet {
+        let checks = Arc::new(tokio::sync::Semaphore::new(config.password_checks.max(1)));
         Cabinet {
             service,
             store,
             config,
+            checks,
+            refusals: Arc::default(),
         }
     }
 
@@ -370,6 +451,11 @@ impl Cabinet {
         let invite_user = self.invite_user(invite_token).await?;
         secrets::check_new_password(password, &invite_user.email)
             .map_err(|e| bad_request(format!("password: {e}")))?;
+        // Hashed before the invitation is taken, so that a busy service does not use it up.
+        let hashed = self.hash(password).await.map_err(|e| {
+            ApiError::new(ErrorCode::ServiceUnavailable, e.to_string())
+                .with_retry_after(self.config.password_wait.as_secs().max(1))
+        })?;
         let invite = self
             .store
             .take_invite(&hash, now)
@@ -380,7 +466,7 @@ impl Cabinet {
             .user(invite.user_id)
             .await?
             .ok_or_else(invite_gone)?;
-        user.password_hash = Some(self.hash(password).await);
+        user.password_hash = Some(hashed);
         self.store.update_user(&user).await?;
         self.store.delete_user_sessions(user.id, None).await?;
         self.audit(self.record(&user, client, "user.set_password", true))
@@ -433,32 +519,85 @@ impl Cabinet {
         Ok(user)
     }
 
-    async fn hash(&self, password: &str) -> String {
-        let rng = self.service.ports().rng.clone();
-        let password = password.to_string();
-        tokio::task::spawn_blocking(move || secrets::hash_password(&password, rng.as_ref()))
-            .await
-            .expect("hashing does not panic")
+    /// A password check's turn: one of [`CabinetConfig::password_checks`], waited for at most
+    /// [`CabinetConfig::password_wait`]. A burst of sign-ins queues here instead of taking
+    /// every core and 19 MiB each.
+    async fn check_turn(&self) -> Result<tokio::sync::OwnedSemaphorePermit, SignInError> {
+        let wait = self.config.password_wait;
+        match tokio::time::timeout(wait, self.checks.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(SignInError::Busy),
+        }
     }
 
-    async fn verify(&self, password: &str, stored: Option<&str>) -> bool {
+    async fn hash(&self, password: &str) -> Result<String, SignInError> {
+        let permit = self.check_turn().await?;
+        let rng = self.service.ports().rng.clone();
+        let password = password.to_string();
+        let hash = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            secrets::hash_password(&password, rng.as_ref())
+        })
+        .await
+        .expect("hashing does not panic");
+        Ok(hash)
+    }
+
+    /// Whether `password` matches `stored` (a decoy hash is checked when there is none, so
+    /// that an unknown account takes as long). Waits for a check's turn first.
+    async fn verify(&self, password: &str, stored: Option<&str>) -> Result<bool, SignInError> {
+        let permit = self.check_turn().await?;
         let password = password.to_string();
         let (stored, real) = match stored {
             Some(s) => (s.to_string(), true),
             None => (secrets::decoy_hash().to_string(), false),
         };
-        let ok = tokio::task::spawn_blocking(move || secrets::verify_password(&password, &stored))
-            .await
-            .expect("verifying does not panic");
-        ok && real
+        let ok = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            secrets::verify_password(&password, &stored)
+        })
+        .await
+        .expect("verifying does not panic");
+        Ok(ok && real)
     }
 
     // --- throttling ----------------------------------------------------------------------
 
-    /// `Some(until)` when `key` has `limit.attempts` failures within the window.
-    async fn throttled(&self, key: &str, limit: Limit) -> Result<Option<Timestamp>, StoreError> {
+    /// Counts an attempt under each of `keys` before it is checked: records it as a failure at
+    /// the returned time, then counts what each window holds. An attempt that finds
+    /// `limit.attempts` others in a window is forgotten again (it is not checked, so it is no
+    /// failure) and refused. Each attempt counts those recorded before it, so of any number
+    /// of simultaneous attempts, on any number of nodes, at most `limit.attempts` are checked
+    /// per window.
+    async fn begin_attempt(&self, keys: &[(String, Limit)]) -> Result<Timestamp, SignInError> {
         let now = self.now();
-        let times = self
+        for (key, _) in keys {
+            self.store.record_failure(key, now).await?;
+        }
+        let mut until: Option<Timestamp> = None;
+        for (key, limit) in keys {
+            if let Some(t) = self.over_limit(key, *limit, now).await? {
+                until = Some(until.map_or(t, |u| u.max(t)));
+            }
+        }
+        match until {
+            Some(until) => {
+                self.forget_attempt(keys, now).await?;
+                Err(SignInError::Throttled { until })
+            }
+            None => Ok(now),
+        }
+    }
+
+    /// `Some(until)` when `key` holds `limit.attempts` failures or attempts besides the one
+    /// recorded at `now` within the window.
+    async fn over_limit(
+        &self,
+        key: &str,
+        limit: Limit,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let mut times = self
             .store
             // A failure counts for `window` after it: at `failure + window` it no longer does.
             .failures_since(
@@ -467,37 +606,48 @@ impl Cabinet {
                 10_000,
             )
             .await?;
+        if let Some(own) = times.iter().rposition(|t| *t == now) {
+            times.remove(own);
+        }
         if limit.attempts == 0 || times.len() < limit.attempts {
             return Ok(None);
         }
         Ok(Some(times[times.len() - limit.attempts] + limit.window))
     }
 
-    async fn check_throttles(&self, keys: &[(String, Limit)]) -> Result<(), SignInError> {
-        let mut until: Option<Timestamp> = None;
-        for (key, limit) in keys {
-            if let Some(t) = self.throttled(key, *limit).await? {
-                until = Some(until.map_or(t, |u| u.max(t)));
-            }
+    /// Forgets the attempt recorded at `at` under each of `keys`: it was not a failure.
+    async fn forget_attempt(
+        &self,
+        keys: &[(String, Limit)],
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        for (key, _) in keys {
+            self.store.forget_attempt(key, at).await?;
         }
-        match until {
-            Some(until) => Err(SignInError::Throttled { until }),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
-    async fn fail(&self, keys: &[(String, Limit)]) -> Result<(), StoreError> {
-        let now = self.now();
-        for (key, _) in keys {
-            self.store.record_failure(key, now).await?;
+    /// A successful attempt: the first key's (the account's, the user's codes') failures are
+    /// all forgotten, the others (the address's) lose this attempt only.
+    async fn attempt_succeeded(
+        &self,
+        keys: &[(String, Limit)],
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        if let Some(((first, _), rest)) = keys.split_first() {
+            self.store.clear_failures(first).await?;
+            self.forget_attempt(rest, at).await?;
         }
         Ok(())
     }
 
     fn address_key(&self, client: &Client) -> Option<(String, Limit)> {
-        client
-            .address
-            .map(|a| (format!("address:{a}"), self.config.address_limit))
+        client.address.map(|a| {
+            (
+                format!("address:{}", source_of(a)),
+                self.config.address_limit,
+            )
+        })
     }
 
     // --- sign-in -------------------------------------------------------------------------
@@ -541,26 +691,34 @@ impl Cabinet {
         let mut keys = vec![(format!("account:{email}"), self.config.account_limit)];
         keys.extend(self.address_key(client));
         let user = self.store.user_by_email(&email).await?;
-        if let Err(e) = self.check_throttles(&keys).await {
-            let merchant = user.as_ref().and_then(|u| u.role.merchant());
-            let user_id = user.as_ref().map(|u| u.id);
-            self.audit_attempt(
-                &email,
-                user_id,
-                merchant,
-                client,
-                "sign_in.password",
-                "throttled",
-            )
-            .await?;
-            return Err(e);
-        }
+        let at = match self.begin_attempt(&keys).await {
+            Ok(at) => at,
+            Err(e) => {
+                let merchant = user.as_ref().and_then(|u| u.role.merchant());
+                let user_id = user.as_ref().map(|u| u.id);
+                self.audit_attempt(
+                    &email,
+                    user_id,
+                    merchant,
+                    client,
+                    "sign_in.password",
+                    "throttled",
+                )
+                .await?;
+                return Err(e);
+            }
+        };
         let stored = user.as_ref().and_then(|u| u.password_hash.as_deref());
-        let ok = self.verify(password, stored).await;
+        let ok = match self.verify(password, stored).await {
+            Ok(ok) => ok,
+            Err(busy) => {
+                self.forget_attempt(&keys, at).await?;
+                return Err(busy);
+            }
+        };
         let user = match user {
             Some(u) if ok && !u.disabled => u,
             other => {
-                self.fail(&keys).await?;
                 let merchant = other.as_ref().and_then(|u| u.role.merchant());
                 let user_id = other.as_ref().map(|u| u.id);
                 self.audit_attempt(
@@ -575,7 +733,7 @@ impl Cabinet {
                 return Err(SignInError::BadPassword);
             }
         };
-        self.store.clear_failures(&keys[0].0).await?;
+        self.attempt_succeeded(&keys, at).await?;
         if let Some(old) = old_cookie {
             if let Some(s) = self
                 .store
@@ -741,14 +899,17 @@ impl Cabinet {
             return Err(SignInError::SessionEnded);
         }
         let keys = self.code_keys(current.user.id, client);
-        if let Err(e) = self.check_throttles(&keys).await {
-            self.audit(
-                self.record(&current.user, client, action, false)
-                    .detail("throttled"),
-            )
-            .await?;
-            return Err(e);
-        }
+        let at = match self.begin_attempt(&keys).await {
+            Ok(at) => at,
+            Err(e) => {
+                self.audit(
+                    self.record(&current.user, client, action, false)
+                        .detail("throttled"),
+                )
+                .await?;
+                return Err(e);
+            }
+        };
         let refused = match &proof {
             Err(e) => Some(e.clone()),
             Ok(_) => None,
@@ -763,7 +924,6 @@ impl Cabinet {
             Err(_) => false,
         };
         if !accepted {
-            self.fail(&keys).await?;
             self.audit(self.record(&current.user, client, action, false))
                 .await?;
             return Err(refused.unwrap_or(match action {
@@ -771,7 +931,7 @@ impl Cabinet {
                 _ => SignInError::BadCode,
             }));
         }
-        self.store.clear_failures(&keys[0].0).await?;
+        self.attempt_succeeded(&keys, at).await?;
         self.audit(self.record(&current.user, client, action, true))
             .await?;
         Ok(new)
@@ -873,7 +1033,7 @@ impl Cabinet {
         action: &str,
     ) -> Result<NewSession, SignInError> {
         let keys = self.code_keys(current.user.id, client);
-        self.check_throttles(&keys).await?;
+        let at = self.begin_attempt(&keys).await?;
         let key = self.totp_key(&current.user)?;
         let step = key
             .as_deref()
@@ -897,7 +1057,6 @@ impl Cabinet {
             None => false,
         };
         if !accepted {
-            self.fail(&keys).await?;
             self.audit(
                 self.record(&current.user, client, action, false)
                     .detail("wrong code"),
@@ -905,7 +1064,7 @@ impl Cabinet {
             .await?;
             return Err(SignInError::BadCode);
         }
-        self.store.clear_failures(&keys[0].0).await?;
+        self.attempt_succeeded(&keys, at).await?;
         Ok(new)
     }
 
@@ -927,12 +1086,17 @@ impl Cabinet {
             self.config.account_limit,
         )];
         keys.extend(self.address_key(client));
-        self.check_throttles(&keys).await?;
-        if !self
+        let at = self.begin_attempt(&keys).await?;
+        let checked = self
             .verify(current_password, current.user.password_hash.as_deref())
-            .await
-        {
-            self.fail(&keys).await?;
+            .await;
+        if !matches!(checked, Ok(true)) {
+            if let Err(busy) = checked {
+                self.forget_attempt(&keys, at)
+                    .await
+                    .map_err(SignInError::from)?;
+                return Err(busy.into());
+            }
             self.audit(
                 self.record(&current.user, client, "password.change", false)
                     .detail("wrong current password"),
@@ -940,6 +1104,9 @@ impl Cabinet {
             .await?;
             return Err(SignInError::BadPassword.into());
         }
+        self.forget_attempt(&keys, at)
+            .await
+            .map_err(SignInError::from)?;
         let new = self
             .reauthenticate(current, cookie, code, client, "password.change")
             .await?;
@@ -949,7 +1116,7 @@ impl Cabinet {
             .await
             .map_err(SignInError::from)?
             .ok_or(SignInError::SessionEnded)?;
-        user.password_hash = Some(self.hash(new_password).await);
+        user.password_hash = Some(self.hash(new_password).await?);
         self.store
             .update_user(&user)
             .await
@@ -1070,6 +1237,10 @@ impl Cabinet {
         }
     }
 
+    /// A refused password step in the audit log. A refusal that names no account, and every
+    /// throttled one, is aggregated per source and window ([`Refusals`]): the row carries
+    /// the count so far, and most such refusals write none. The e-mail is kept only when it
+    /// is one.
     async fn audit_attempt(
         &self,
         email: &str,
@@ -1079,18 +1250,43 @@ impl Cabinet {
         action: &str,
         detail: &str,
     ) -> Result<(), StoreError> {
+        let now = self.now();
+        let mut detail = detail.to_string();
+        if user.is_none() || detail == "throttled" {
+            let source = client.address.map_or_else(|| "unknown".into(), source_of);
+            let what = if user.is_none() {
+                "unknown account"
+            } else {
+                "known account"
+            };
+            let key = format!("{source} {action} {detail} {what}");
+            let window = self.config.address_limit.window;
+            let counted = self
+                .refusals
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .count(key, now, window);
+            let Some(count) = counted else {
+                return Ok(());
+            };
+            detail = format!(
+                "{detail} ({what}; {count} from {source} in this window of {} min; the \
+                 audit log shows the 1st, 2nd, 4th, 8th ...)",
+                window.as_secs() / 60
+            );
+        }
         self.store
             .append_cabinet_audit(&CabinetAuditRecord {
-                at: self.now(),
+                at: now,
                 user_id: user,
-                email: email.to_string(),
+                email: shown_email(email),
                 address: client.address_text(),
                 merchant_id: merchant,
                 project_id: None,
                 action: action.to_string(),
                 target: String::new(),
                 success: false,
-                detail: Some(detail.to_string()),
+                detail: Some(detail),
             })
             .await
     }

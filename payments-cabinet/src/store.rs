@@ -328,6 +328,15 @@ pub enum FailureScope<'a> {
     Key(&'a str),
     /// Every failure before this time (retention).
     Before(Timestamp),
+    /// One failure under `key` recorded at `at` (the newest such, if several): an attempt that
+    /// was counted before it was checked and turned out not to be a failure (it was refused
+    /// by the throttle unchecked, or it succeeded).
+    One {
+        /// The key.
+        key: &'a str,
+        /// The time it was recorded at.
+        at: Timestamp,
+    },
 }
 
 /// The lookups and deletions by name over [`CabinetStore`]'s finds and scopes, for every
@@ -400,6 +409,12 @@ pub trait CabinetStoreExt: CabinetStore {
     /// Forgets `key`'s failures (after a successful sign-in).
     async fn clear_failures(&self, key: &str) -> Result<(), StoreError> {
         self.forget_failures(FailureScope::Key(key)).await.map(drop)
+    }
+    /// Forgets one attempt of `key` recorded at `at` (see [`FailureScope::One`]).
+    async fn forget_attempt(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
+        self.forget_failures(FailureScope::One { key, at })
+            .await
+            .map(drop)
     }
     /// Deletes failures before `before`; returns how many.
     async fn purge_failures(&self, before: Timestamp) -> Result<u64, StoreError> {

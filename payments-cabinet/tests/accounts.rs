@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use payments_cabinet::accounts::{Cabinet, CabinetConfig, Client, Current, SignInError};
 use payments_cabinet::secrets;
 use payments_cabinet::store::CabinetStoreExt;
-use payments_cabinet::store::{Role, SessionStage};
+use payments_cabinet::store::{CabinetStore, Role, SessionStage};
 use payments_cabinet::testing::MemoryCabinetStore;
 use payments_core::auth::Environment;
 use payments_core::payment::Currency;
@@ -44,6 +44,10 @@ struct World {
 }
 
 fn world_with(sealing: SealingKeys) -> World {
+    world_configured(sealing, CabinetConfig::default())
+}
+
+fn world_configured(sealing: SealingKeys, config: CabinetConfig) -> World {
     let store = Arc::new(MemoryStore::new());
     let clock = ManualClock::new(Timestamp::from_unix_secs(1_790_856_000));
     let service = PaymentService::new(
@@ -61,7 +65,7 @@ fn world_with(sealing: SealingKeys) -> World {
         AuthConfig::for_environment(Environment::Sandbox),
     );
     let accounts = Arc::new(MemoryCabinetStore::new());
-    let cabinet = Cabinet::new(service, accounts.clone(), CabinetConfig::default());
+    let cabinet = Cabinet::new(service, accounts.clone(), config);
     World {
         store,
         accounts,
@@ -250,6 +254,157 @@ async fn twenty_failures_from_one_address_throttle_every_account() {
         .is_ok());
 }
 
+/// 2 wrong passwords, then 30 wrong and the right one at once: at most the 3 the limit has
+/// left are checked, whatever the order; the others are throttled unchecked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn simultaneous_guesses_check_at_most_the_limit() {
+    let w = Arc::new(world());
+    w.support_user("a@support.example").await;
+    for _ in 0..2 {
+        let e = w
+            .cabinet
+            .sign_in("a@support.example", "wrong password!", &client(), None)
+            .await
+            .unwrap_err();
+        assert_eq!(e, SignInError::BadPassword);
+    }
+    let burst = (0..31).map(|n| {
+        let w = w.clone();
+        tokio::spawn(async move {
+            let password = if n == 15 { PASSWORD } else { "wrong password!" };
+            w.cabinet
+                .sign_in("a@support.example", password, &client(), None)
+                .await
+                .map(|_| ())
+        })
+    });
+    let answers: Vec<_> = futures_util::future::join_all(burst)
+        .await
+        .into_iter()
+        .map(|r| r.expect("no panic"))
+        .collect();
+    let checked = answers
+        .iter()
+        .filter(|a| !matches!(a, Err(SignInError::Throttled { .. })))
+        .count();
+    assert!(
+        (1..=3).contains(&checked),
+        "{checked} of 31 checked, the limit left 3: {answers:?}"
+    );
+    // What was refused unchecked is not a failure: the account holds 5 at most.
+    let failures = w
+        .accounts
+        .failures_since(
+            "account:a@support.example",
+            Timestamp::from_unix_secs(0),
+            100,
+        )
+        .await
+        .expect("store");
+    assert!(failures.len() <= 5, "{} failures kept", failures.len());
+}
+
+/// Password checks beyond [`CabinetConfig::password_checks`] wait at most
+/// `password_wait`, then are refused as busy, unchecked and uncounted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn password_checks_beyond_the_pool_are_refused_busy_and_not_counted() {
+    let config = CabinetConfig {
+        password_checks: 1,
+        password_wait: Duration::from_millis(1),
+        address_limit: payments_cabinet::accounts::Limit {
+            attempts: 100,
+            window: Duration::from_secs(900),
+        },
+        ..CabinetConfig::default()
+    };
+    let w = Arc::new(world_configured(
+        SealingKeys::new(SealingKey::from_bytes([9; 32]), vec![]),
+        config,
+    ));
+    let burst = (0..8).map(|n| {
+        let w = w.clone();
+        tokio::spawn(async move {
+            w.cabinet
+                .sign_in(
+                    &format!("nobody{n}@x.example"),
+                    "wrong password!",
+                    &client(),
+                    None,
+                )
+                .await
+                .map(|_| ())
+        })
+    });
+    let answers: Vec<_> = futures_util::future::join_all(burst)
+        .await
+        .into_iter()
+        .map(|r| r.expect("no panic"))
+        .collect();
+    let busy = answers
+        .iter()
+        .filter(|a| matches!(a, Err(SignInError::Busy)))
+        .count();
+    let checked = answers
+        .iter()
+        .filter(|a| matches!(a, Err(SignInError::BadPassword)))
+        .count();
+    assert!(busy >= 1 && checked >= 1, "{answers:?}");
+    assert_eq!(busy + checked, 8, "{answers:?}");
+    let counted = w
+        .accounts
+        .failures_since("address:203.0.113.9", Timestamp::from_unix_secs(0), 100)
+        .await
+        .expect("store");
+    assert_eq!(counted.len(), checked, "only checked attempts are failures");
+}
+
+/// An IPv6 client is throttled by its /64: changing the last 64 bits gains nothing.
+#[tokio::test]
+async fn an_ipv6_source_is_throttled_by_its_slash_64() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    let from = |a: &str| Client {
+        address: Some(a.parse().expect("an address")),
+        user_agent: None,
+    };
+    for n in 0..20 {
+        let _ = w
+            .cabinet
+            .sign_in(
+                &format!("guess{n}@x.example"),
+                "wrong password!",
+                &from(&format!("2001:db8:1:2::{n:x}")),
+                None,
+            )
+            .await;
+    }
+    let e = w
+        .cabinet
+        .sign_in(
+            "a@support.example",
+            PASSWORD,
+            &from("2001:db8:1:2:ffff::1"),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, SignInError::Throttled { .. }), "{e:?}");
+    assert!(w
+        .cabinet
+        .sign_in(
+            "a@support.example",
+            PASSWORD,
+            &from("2001:db8:1:3::1"),
+            None
+        )
+        .await
+        .is_ok());
+    assert_eq!(
+        payments_cabinet::accounts::source_of("::ffff:192.0.2.1".parse().expect("mapped")),
+        "192.0.2.1"
+    );
+}
+
 #[tokio::test]
 async fn sessions_end_at_their_timeouts_and_are_purged() {
     let w = world();
@@ -408,4 +563,38 @@ async fn totp_keys_are_resealed_under_a_new_key() {
         .verify_code(&current, half.cookie.expose(), &code, &client())
         .await
         .expect("the key opens under the new sealing key");
+}
+
+/// 400 junk sign-ins from one address (unknown e-mails, then throttled) add a handful of audit
+/// rows, each with its count, not 400; what was typed into the e-mail field is kept only when
+/// it is an e-mail address.
+#[tokio::test]
+async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
+    let w = world();
+    for n in 0..400 {
+        let typed = if n % 2 == 0 {
+            format!("guess{n}@x.example")
+        } else {
+            "my secret password 123".to_string()
+        };
+        let _ = w
+            .cabinet
+            .sign_in(&typed, "wrong password!", &client(), None)
+            .await;
+    }
+    let rows = w
+        .accounts
+        .cabinet_audit(None, 10_000)
+        .await
+        .expect("the audit log");
+    // 20 refused (the address's limit): rows at 1, 2, 4, 8, 16; 380 throttled: 1 ... 256.
+    assert_eq!(rows.len(), 5 + 9, "{rows:#?}");
+    assert!(rows.iter().any(|r| r
+        .detail
+        .as_deref()
+        .is_some_and(|d| d.starts_with("throttled (unknown account; 256 "))));
+    assert!(
+        rows.iter().all(|r| !r.email.contains("secret")),
+        "a password typed as an e-mail is not kept: {rows:#?}"
+    );
 }

@@ -1148,6 +1148,7 @@ fn cabinet_state(state: &AppState, settings: &Settings) -> Option<CabinetPart> {
     );
     let mut cabinet_state = CabinetState::new(cabinet, settings.tls.cert.is_some());
     cabinet_state.public_origin = settings.cabinet.public_url.clone();
+    cabinet_state.body_timeout = settings.tuning.body_timeout;
     Some(cabinet_state)
 }
 

@@ -219,6 +219,35 @@ async fn a_body_shorter_than_announced_is_answered_408() {
     ts.stop().await;
 }
 
+/// The cabinet's forms (`POST /sign-in` here) have the same body deadline: a trickled body is
+/// answered `408` and its connection closed, instead of holding one of the connections the
+/// cabinet and the payer pages share.
+#[tokio::test]
+async fn a_slow_sign_in_body_is_answered_408() {
+    let _shared = RSS_ALONE.read().await;
+    let ts = TestServer::start(|s| s.tuning.body_timeout = Duration::from_millis(500)).await;
+    let cabinet = ts
+        .cabinet_url
+        .clone()
+        .expect("the sandbox runs the cabinet");
+    let mut s = TcpStream::connect(cabinet.trim_start_matches("http://"))
+        .await
+        .expect("connects");
+    s.write_all(
+        b"POST /sign-in HTTP/1.1\r\nhost: x\r\nsec-fetch-site: same-origin\r\n\
+          content-type: application/x-www-form-urlencoded\r\ncontent-length: 60000\r\n\r\nemail=",
+    )
+    .await
+    .expect("writes");
+    let answer = read_to_close(&mut s, Duration::from_secs(5)).await;
+    let text = String::from_utf8_lossy(answer.as_deref().unwrap_or_default()).to_string();
+    assert!(
+        text.starts_with("HTTP/1.1 408"),
+        "no 408 within 5 s of a trickled body: {text:?}"
+    );
+    ts.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_answers_503_and_memory_stays_bounded() {
     let _alone = RSS_ALONE.write().await;

@@ -269,6 +269,14 @@ pub(crate) async fn clear_failures<C: GenericClient>(c: &C, key: &str) -> Result
     execute(c, sql(&st::FAILURES_CLEAR), &[&key]).await
 }
 
+pub(crate) async fn forget_one_failure<C: GenericClient>(
+    c: &C,
+    key: &str,
+    at: Timestamp,
+) -> Result<u64, StoreError> {
+    execute(c, sql(&st::FAILURE_FORGET_ONE), &[&key, &at.unix_millis()]).await
+}
+
 pub(crate) async fn purge_failures<C: GenericClient>(
     c: &C,
     before: Timestamp,

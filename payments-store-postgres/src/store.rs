@@ -700,6 +700,7 @@ impl CabinetStore for PgStore {
         match which {
             FailureScope::Key(key) => cabinet::clear_failures(&client, key).await,
             FailureScope::Before(before) => cabinet::purge_failures(&client, before).await,
+            FailureScope::One { key, at } => cabinet::forget_one_failure(&client, key, at).await,
         }
     }
 

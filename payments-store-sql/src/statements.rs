@@ -436,6 +436,12 @@ pub static FAILURES_SINCE: Sql = Sql::new(|_| {
 /// Forgets key `$1`'s failures.
 pub static FAILURES_CLEAR: Sql =
     Sql::new(|_| "DELETE FROM cabinet_failures WHERE key = $1".to_string());
+/// Forgets the newest failure under key `$1` recorded at `$2`.
+pub static FAILURE_FORGET_ONE: Sql = Sql::new(|_| {
+    "DELETE FROM cabinet_failures WHERE seq = (SELECT seq FROM cabinet_failures \
+     WHERE key = $1 AND at = $2 ORDER BY seq DESC LIMIT 1)"
+        .to_string()
+});
 /// Deletes failures before `$1`.
 pub static FAILURES_PURGE: Sql =
     Sql::new(|_| "DELETE FROM cabinet_failures WHERE at < $1".to_string());

@@ -232,6 +232,18 @@ pub(crate) fn clear_failures(conn: &Connection, key: &str) -> Result<u64, StoreE
     Ok(execute(conn, &st::FAILURES_CLEAR, [key])? as u64)
 }
 
+pub(crate) fn forget_one_failure(
+    conn: &Connection,
+    key: &str,
+    at: Timestamp,
+) -> Result<u64, StoreError> {
+    Ok(execute(
+        conn,
+        &st::FAILURE_FORGET_ONE,
+        params![key, at.unix_millis()],
+    )? as u64)
+}
+
 pub(crate) fn purge_failures(conn: &Connection, before: Timestamp) -> Result<u64, StoreError> {
     Ok(execute(conn, &st::FAILURES_PURGE, [before.unix_millis()])? as u64)
 }

@@ -600,6 +600,11 @@ impl CabinetStore for SqliteStore {
                 self.write(move |c| cabinet::purge_failures(c, before))
                     .await
             }
+            FailureScope::One { key, at } => {
+                let key = key.to_string();
+                self.write(move |c| cabinet::forget_one_failure(c, &key, at))
+                    .await
+            }
         }
     }
 

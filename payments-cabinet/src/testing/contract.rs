@@ -628,7 +628,33 @@ pub async fn cabinet_failures<S: CabinetStore>(store: &S) {
             .expect("since"),
         vec![T0 + ms(2)]
     );
+    // One attempt is forgotten, the newest of its key and time; others stay.
+    for at in [T0 + ms(7), T0 + ms(7), T0 + ms(8)] {
+        store
+            .record_failure("address:203.0.113.7", at)
+            .await
+            .expect("record");
+    }
+    store
+        .forget_attempt("address:203.0.113.7", T0 + ms(7))
+        .await
+        .expect("forget one");
+    store
+        .forget_attempt("address:203.0.113.7", T0 + ms(9))
+        .await
+        .expect("forget none");
+    assert_eq!(
+        store
+            .failures_since("address:203.0.113.7", T0, 10)
+            .await
+            .expect("since"),
+        vec![T0 + ms(2), T0 + ms(7), T0 + ms(8)]
+    );
     assert_eq!(store.purge_failures(T0 + ms(3)).await.expect("purge"), 1);
+    store
+        .clear_failures("address:203.0.113.7")
+        .await
+        .expect("clear");
     assert!(store
         .failures_since("address:203.0.113.7", T0, 10)
         .await

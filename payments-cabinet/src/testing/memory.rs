@@ -267,9 +267,16 @@ impl CabinetStore for MemoryCabinetStore {
     async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
         let mut st = self.lock();
         let n = st.failures.len();
+        if let FailureScope::One { key, at } = which {
+            if let Some(i) = st.failures.iter().rposition(|(k, t)| k == key && *t == at) {
+                st.failures.remove(i);
+            }
+            return Ok((n - st.failures.len()) as u64);
+        }
         st.failures.retain(|(k, t)| match which {
             FailureScope::Key(key) => k != key,
             FailureScope::Before(before) => *t >= before,
+            FailureScope::One { .. } => true,
         });
         Ok((n - st.failures.len()) as u64)
     }

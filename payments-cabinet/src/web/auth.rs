@@ -9,7 +9,7 @@ use qrcode::QrCode;
 
 use super::views::{Code, Enrol, InvitePage, Link, Message, Recovery, RecoveryCodes, SignIn};
 use super::{
-    html, ok, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
+    html, ok, refusal, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
     CabinetState, FormData, Half, PageError, PageResult,
 };
 use crate::accounts::{Client, SignInError};
@@ -62,23 +62,15 @@ pub(crate) async fn sign_in(
             with_cookie(&st, see_other(next), session.cookie.expose())
         }
         Err(e) => {
-            let status = status_of(&e);
-            html(
-                status,
+            let page = html(
+                StatusCode::OK,
                 &SignIn {
                     chrome: st.chrome("Sign in", None).error("email", e.to_string()),
                     email,
                 },
-            )
+            );
+            refusal(&e, StatusCode::UNAUTHORIZED, page)
         }
-    }
-}
-
-fn status_of(e: &SignInError) -> StatusCode {
-    match e {
-        SignInError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
-        SignInError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::UNAUTHORIZED,
     }
 }
 
@@ -98,9 +90,8 @@ fn refused(st: &CabinetState, e: SignInError, page: impl FnOnce(String) -> Respo
     match e {
         SignInError::SessionEnded => without_cookie(st, see_other("/sign-in?done=ended")),
         other => {
-            let mut response = page(other.to_string());
-            *response.status_mut() = status_of(&other);
-            response
+            let response = page(other.to_string());
+            refusal(&other, StatusCode::UNAUTHORIZED, response)
         }
     }
 }
@@ -253,16 +244,12 @@ pub(crate) async fn enrol(
         }
         Err(SignInError::SessionEnded) => without_cookie(&st, see_other("/sign-in?done=ended")),
         Err(e) => {
-            let status = status_of(&e);
             let half = Half {
                 current,
                 cookie: half.cookie,
             };
             match enrol_view(&st, &half, Some(e.to_string())).await {
-                Ok(mut page) => {
-                    *page.status_mut() = status;
-                    page
-                }
+                Ok(page) => refusal(&e, StatusCode::UNAUTHORIZED, page),
                 Err(page) => page,
             }
         }

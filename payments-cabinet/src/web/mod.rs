@@ -57,6 +57,10 @@ pub struct CabinetState {
     pub public_origin: Option<String>,
     /// The product name in titles.
     pub product: Arc<str>,
+    /// How long a form's body may take to arrive after its headers (10 s): a slower one is
+    /// answered `408` and its connection closed, so that trickled bodies cannot hold the
+    /// cabinet's (and the payer pages') connections.
+    pub body_timeout: std::time::Duration,
 }
 
 impl CabinetState {
@@ -67,6 +71,7 @@ impl CabinetState {
             tls,
             public_origin: None,
             product: Arc::from("Payments"),
+            body_timeout: std::time::Duration::from_secs(10),
         }
     }
 
@@ -376,6 +381,28 @@ impl PageError {
 pub(crate) type PageResult = Result<Response, Response>;
 
 /// Renders a template with a status.
+/// `response` (a page showing a refused sign-in step) with the refusal's status: `429` when
+/// throttled, `503` when the store failed or every password check is busy (with
+/// `Retry-After`), `otherwise` for a wrong password or code.
+pub(crate) fn refusal(
+    e: &crate::accounts::SignInError,
+    otherwise: StatusCode,
+    mut response: Response,
+) -> Response {
+    use crate::accounts::SignInError;
+    *response.status_mut() = match e {
+        SignInError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
+        SignInError::Store(_) | SignInError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+        _ => otherwise,
+    };
+    if *e == SignInError::Busy {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+    }
+    response
+}
+
 pub(crate) fn html(status: StatusCode, page: &impl Template) -> Response {
     match page.render() {
         Ok(body) => (
@@ -563,13 +590,27 @@ impl FormData {
     }
 }
 
-impl<S: Send + Sync> FromRequest<S> for FormData {
+impl FromRequest<CabinetState> for FormData {
     type Rejection = Response;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(IntoResponse::into_response)?;
+    async fn from_request(req: Request, state: &CabinetState) -> Result<Self, Self::Rejection> {
+        let read = Bytes::from_request(req, state);
+        let bytes = match tokio::time::timeout(state.body_timeout, read).await {
+            Ok(read) => read.map_err(IntoResponse::into_response)?,
+            Err(_) => {
+                let mut slow = (
+                    StatusCode::REQUEST_TIMEOUT,
+                    [(header::CONNECTION, "close")],
+                    "The form did not arrive in time.",
+                )
+                    .into_response();
+                slow.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                return Err(slow);
+            }
+        };
         Ok(FormData(
             url::form_urlencoded::parse(&bytes)
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))

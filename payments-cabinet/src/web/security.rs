@@ -89,13 +89,12 @@ async fn refused(st: &CabinetState, signed: &Signed, e: SignInError, field: &str
     if e == SignInError::SessionEnded {
         return Ok(without_cookie(st, see_other("/sign-in?done=ended")));
     }
-    let status = match e {
-        SignInError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
-        SignInError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::UNPROCESSABLE_ENTITY,
-    };
     let page = security_page(st, &signed.current, None, vec![(field, e.to_string())]).await?;
-    Ok(html(status, &page))
+    Ok(super::refusal(
+        &e,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        html(StatusCode::OK, &page),
+    ))
 }
 
 pub(crate) async fn change_password(

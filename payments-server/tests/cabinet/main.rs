@@ -503,3 +503,40 @@ async fn every_control_has_a_label_and_security_headers_are_sent() {
         .starts_with("text/css"));
     c.server.stop().await;
 }
+
+/// Over real sockets: after 2 wrong passwords, 30 wrong and the right one sent at once are
+/// checked at most 3 times (the limit is 5 per account per 15 minutes); the others are
+/// answered `429` unchecked, and a refusal never takes the password check's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn simultaneous_sign_ins_check_at_most_the_accounts_limit() {
+    let c = Cabinet::start().await;
+    c.user("target@support.example", Role::Support).await;
+    for _ in 0..2 {
+        let p = Visitor::new(c.url())
+            .post(
+                "/sign-in",
+                &[("email", "target@support.example"), ("password", "wrong!")],
+            )
+            .await;
+        assert_eq!(p.status, 401, "{}", p.body);
+    }
+    let burst = (0..31).map(|n| {
+        let mut v = Visitor::new(c.url());
+        async move {
+            let password = if n == 20 { PASSWORD } else { "wrong!" };
+            v.post(
+                "/sign-in",
+                &[("email", "target@support.example"), ("password", password)],
+            )
+            .await
+            .status
+        }
+    });
+    let statuses = futures_util::future::join_all(burst).await;
+    let checked = statuses.iter().filter(|s| matches!(s, 303 | 401)).count();
+    let throttled = statuses.iter().filter(|s| **s == 429).count();
+    assert!(
+        (1..=3).contains(&checked) && checked + throttled == 31,
+        "checked {checked}, throttled {throttled}: {statuses:?}"
+    );
+}
