@@ -221,11 +221,83 @@ pub struct Cabinet {
     service: PaymentService,
     store: Arc<dyn CabinetStore>,
     config: CabinetConfig,
-    /// The password checks that may run now ([`CabinetConfig::password_checks`]).
-    checks: Arc<tokio::sync::Semaphore>,
+    /// The threads that run password checks ([`CabinetConfig::password_checks`]).
+    checks: Arc<PasswordPool>,
     /// Anonymous refusals (unknown accounts, throttled attempts) per source, for the audit
     /// log's aggregation ([`Cabinet::audit_attempt`]).
     refusals: Arc<std::sync::Mutex<Refusals>>,
+}
+
+/// The threads password checks and hashes run on, and the turns that admit them: `n` threads,
+/// so that a burst of sign-ins takes at most `n` cores and the memory of `n` checks (an
+/// allocator keeps what a thread freed for that thread: a check on any thread of a large
+/// pool would leave 19 MiB behind on each). The threads end when the last clone of the
+/// cabinet is dropped.
+struct PasswordPool {
+    jobs: std::sync::mpsc::SyncSender<Box<dyn FnOnce() + Send>>,
+    turns: Arc<tokio::sync::Semaphore>,
+}
+
+impl PasswordPool {
+    fn new(threads: usize) -> PasswordPool {
+        let threads = threads.max(1);
+        let (jobs, queue) = std::sync::mpsc::sync_channel::<Box<dyn FnOnce() + Send>>(threads);
+        let queue = Arc::new(std::sync::Mutex::new(queue));
+        for n in 0..threads {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name(format!("password-check-{n}"))
+                .spawn(move || loop {
+                    let next = queue
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .recv();
+                    match next {
+                        // A job that panics answers nobody (its sign-in is refused busy); the
+                        // thread stays for the next one.
+                        Ok(job) => {
+                            drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)))
+                        }
+                        Err(_) => return,
+                    }
+                })
+                .expect("a thread for password checks starts");
+        }
+        PasswordPool {
+            jobs,
+            turns: Arc::new(tokio::sync::Semaphore::new(threads)),
+        }
+    }
+
+    /// Runs `work` on a pool thread once a turn is free, waiting at most `wait` for one.
+    async fn run<T: Send + 'static>(
+        &self,
+        wait: Duration,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, SignInError> {
+        let turn = match tokio::time::timeout(wait, self.turns.clone().acquire_owned()).await {
+            Ok(Ok(turn)) => turn,
+            _ => return Err(SignInError::Busy),
+        };
+        let (done, answer) = tokio::sync::oneshot::channel();
+        // At most one job per turn is queued or running, so the queue (one place per
+        // thread) always has room.
+        self.jobs
+            .try_send(Box::new(move || {
+                let _turn = turn;
+                let _ = done.send(work());
+            }))
+            .map_err(|_| SignInError::Busy)?;
+        answer.await.map_err(|_| SignInError::Busy)
+    }
+}
+
+impl std::fmt::Debug for PasswordPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PasswordPool")
+            .field("free", &self.turns.available_permits())
+            .finish()
+    }
 }
 
 /// Refused sign-ins per (source, kind) in this process: when each one's window began and how
@@ -309,7 +381,7 @@ impl Cabinet {
         store: Arc<dyn CabinetStore>,
         config: CabinetConfig,
     ) -> Cabinet {
-        let checks = Arc::new(tokio::sync::Semaphore::new(config.password_checks.max(1)));
+        let checks = Arc::new(PasswordPool::new(config.password_checks));
         Cabinet {
             service,
             store,
@@ -519,45 +591,32 @@ impl Cabinet {
         Ok(user)
     }
 
-    /// A password check's turn: one of [`CabinetConfig::password_checks`], waited for at most
-    /// [`CabinetConfig::password_wait`]. A burst of sign-ins queues here instead of taking
-    /// every core and 19 MiB each.
-    async fn check_turn(&self) -> Result<tokio::sync::OwnedSemaphorePermit, SignInError> {
-        let wait = self.config.password_wait;
-        match tokio::time::timeout(wait, self.checks.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(SignInError::Busy),
-        }
-    }
-
+    /// Hashes a new password on the password pool (waiting at most
+    /// [`CabinetConfig::password_wait`] for a turn).
     async fn hash(&self, password: &str) -> Result<String, SignInError> {
-        let permit = self.check_turn().await?;
         let rng = self.service.ports().rng.clone();
         let password = password.to_string();
-        let hash = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            secrets::hash_password(&password, rng.as_ref())
-        })
-        .await
-        .expect("hashing does not panic");
-        Ok(hash)
+        self.checks
+            .run(self.config.password_wait, move || {
+                secrets::hash_password(&password, rng.as_ref())
+            })
+            .await
     }
 
     /// Whether `password` matches `stored` (a decoy hash is checked when there is none, so
     /// that an unknown account takes as long). Waits for a check's turn first.
     async fn verify(&self, password: &str, stored: Option<&str>) -> Result<bool, SignInError> {
-        let permit = self.check_turn().await?;
         let password = password.to_string();
         let (stored, real) = match stored {
             Some(s) => (s.to_string(), true),
             None => (secrets::decoy_hash().to_string(), false),
         };
-        let ok = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            secrets::verify_password(&password, &stored)
-        })
-        .await
-        .expect("verifying does not panic");
+        let ok = self
+            .checks
+            .run(self.config.password_wait, move || {
+                secrets::verify_password(&password, &stored)
+            })
+            .await?;
         Ok(ok && real)
     }
 
