@@ -329,6 +329,21 @@ impl Refusals {
     }
 }
 
+/// The throttle's key of an account: `account:<e-mail>`, or, for an input longer than any
+/// e-mail address (up to the 64 KiB of a form), the hex SHA-256 of it, so that junk does
+/// not grow the failures table by its own size.
+fn account_key(email: &str) -> String {
+    if email.len() <= 254 {
+        format!("account:{email}")
+    } else {
+        let digest: String = secrets::token_hash(email)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("account-sha256:{digest}")
+    }
+}
+
 /// What the audit log keeps of a typed e-mail: the address, normalised, or, when the input is
 /// no e-mail address (a password typed into the wrong field, junk), only its length.
 fn shown_email(input: &str) -> String {
@@ -747,7 +762,7 @@ impl Cabinet {
         old_cookie: Option<&str>,
     ) -> Result<(NewSession, UserRecord), SignInError> {
         let email = email.trim().to_lowercase();
-        let mut keys = vec![(format!("account:{email}"), self.config.account_limit)];
+        let mut keys = vec![(account_key(&email), self.config.account_limit)];
         keys.extend(self.address_key(client));
         let user = self.store.user_by_email(&email).await?;
         let at = match self.begin_attempt(&keys).await {
@@ -1140,10 +1155,7 @@ impl Cabinet {
     ) -> Result<NewSession, ChangeError> {
         secrets::check_new_password(new_password, &current.user.email)
             .map_err(|e| ChangeError::Rule(e.to_string()))?;
-        let mut keys = vec![(
-            format!("account:{}", current.user.email),
-            self.config.account_limit,
-        )];
+        let mut keys = vec![(account_key(&current.user.email), self.config.account_limit)];
         keys.extend(self.address_key(client));
         let at = self.begin_attempt(&keys).await?;
         let checked = self

@@ -288,7 +288,7 @@ async fn simultaneous_guesses_check_at_most_the_limit() {
         .filter(|a| !matches!(a, Err(SignInError::Throttled { .. })))
         .count();
     assert!(
-        (1..=3).contains(&checked),
+        checked <= 3,
         "{checked} of 31 checked, the limit left 3: {answers:?}"
     );
     // What was refused unchecked is not a failure: the account holds 5 at most.
@@ -597,4 +597,31 @@ async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
         rows.iter().all(|r| !r.email.contains("secret")),
         "a password typed as an e-mail is not kept: {rows:#?}"
     );
+    // A 60 KiB "e-mail" is counted under its digest, not stored as a key of its own size.
+    let long = "x".repeat(60_000);
+    let elsewhere = Client {
+        address: Some("198.51.100.7".parse().expect("an address")),
+        user_agent: None,
+    };
+    let e = w
+        .cabinet
+        .sign_in(&long, "wrong password!", &elsewhere, None)
+        .await
+        .unwrap_err();
+    assert_eq!(e, SignInError::BadPassword);
+    let under_raw_key = w
+        .accounts
+        .failures_since(&format!("account:{long}"), Timestamp::from_unix_secs(0), 10)
+        .await
+        .expect("store");
+    assert!(
+        under_raw_key.is_empty(),
+        "a failure keyed by 60 KiB of input"
+    );
+    let by_address = w
+        .accounts
+        .failures_since("address:198.51.100.7", Timestamp::from_unix_secs(0), 10)
+        .await
+        .expect("store");
+    assert_eq!(by_address.len(), 1, "the attempt was counted");
 }

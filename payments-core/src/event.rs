@@ -177,6 +177,54 @@ pub struct DeliveryAttempt {
 }
 
 impl DeliveryAttempt {
+    /// What this attempt came to, in the merchant's terms: the status, or what kept an answer
+    /// from arriving (refused by the address policy, DNS failure, TLS failure, connection
+    /// refused, timeout, ...), without the detail an operator sees in [`error`](Self::error)
+    /// (resolved internal addresses, resolver and TLS library messages), which could map a
+    /// network the merchant has no business seeing. Reads the texts the bundled dispatcher
+    /// records (`forbidden address: ...`, `destination refused: ...`, `timeout...`,
+    /// `connect: ...`, `request: ...`, `reading the response: ...`).
+    pub fn result_for_merchant(&self) -> String {
+        let error = self.error.as_deref().unwrap_or("");
+        let lower = error.to_ascii_lowercase();
+        match self.http_status {
+            Some(s) if self.success || error.is_empty() => format!("HTTP {s}"),
+            Some(s) if (300..400).contains(&s) => format!("HTTP {s}: redirect not followed"),
+            Some(s) if error.starts_with("timeout") => {
+                format!("HTTP {s}: the answer did not finish in time")
+            }
+            Some(s) if error.starts_with("reading the response") => {
+                format!("HTTP {s}: the answer broke off")
+            }
+            Some(s) => format!("HTTP {s}"),
+            None if error.starts_with("forbidden address") => {
+                "refused by the address policy: the callback URL's host is not a public \
+                 address"
+                    .into()
+            }
+            None if error.starts_with("destination refused") => {
+                "refused: the callback URL is not one the service sends to".into()
+            }
+            None if error.starts_with("timeout") => "timeout: no answer in time".into(),
+            None if ["dns", "lookup", "resolve", "name or service not known"]
+                .iter()
+                .any(|w| lower.contains(w)) =>
+            {
+                "DNS failure: the callback URL's host name did not resolve".into()
+            }
+            None if ["certificate", "tls", "handshake", "ssl"]
+                .iter()
+                .any(|w| lower.contains(w)) =>
+            {
+                "TLS failure: the receiver's certificate or TLS handshake was not accepted".into()
+            }
+            None if lower.contains("connection refused") => "connection refused".into(),
+            None if error.starts_with("connect") => "could not connect to the receiver".into(),
+            None if error.is_empty() => "no answer".into(),
+            None => "the request failed before an answer".into(),
+        }
+    }
+
     /// The event's state and schedule after this attempt, when the dispatcher asks for the
     /// next one at `next_attempt_at`: delivered on success, failed without a next attempt,
     /// else pending until then. Only a pending event keeps a schedule. Every store applies
@@ -261,4 +309,76 @@ pub struct FailedEvent {
     pub outbox: OutboxEvent,
     /// The last attempt made, if the store has it.
     pub last_attempt: Option<DeliveryAttempt>,
+}
+
+#[cfg(test)]
+mod merchant_terms {
+    use super::DeliveryAttempt;
+    use crate::Timestamp;
+
+    fn failed(http_status: Option<u16>, error: &str) -> String {
+        DeliveryAttempt {
+            attempt: 1,
+            started_at: Timestamp::from_unix_secs(0),
+            duration_ms: 5,
+            http_status,
+            error: Some(error.to_string()),
+            success: false,
+            response_excerpt: None,
+        }
+        .result_for_merchant()
+    }
+
+    /// The texts the dispatcher records, as the deliveries page of a merchant shows them: what
+    /// failed, never the internal address or the resolver's message.
+    #[test]
+    fn failures_read_in_the_merchants_terms_without_internal_detail() {
+        let cases = [
+            (
+                None,
+                "forbidden address: 127.0.0.1 is a loopback address, resolved from vm",
+                "refused by the address policy: the callback URL's host is not a public address",
+            ),
+            (
+                None,
+                "connect: dns error: failed to lookup address information: Name or service not \
+                 known",
+                "DNS failure: the callback URL's host name did not resolve",
+            ),
+            (
+                None,
+                "connect: invalid peer certificate: UnknownIssuer",
+                "TLS failure: the receiver's certificate or TLS handshake was not accepted",
+            ),
+            (
+                None,
+                "connect: tcp connect error: Connection refused (os error 111)",
+                "connection refused",
+            ),
+            (None, "timeout after 10s", "timeout: no answer in time"),
+            (Some(500), "http status 500", "HTTP 500"),
+            (
+                Some(302),
+                "redirect (302) not followed",
+                "HTTP 302: redirect not followed",
+            ),
+            (
+                Some(200),
+                "reading the response: connection reset",
+                "HTTP 200: the answer broke off",
+            ),
+            (
+                None,
+                "request: error sending request for url (https://10.1.2.3/cb)",
+                "the request failed before an answer",
+            ),
+        ];
+        for (status, recorded, shown) in cases {
+            let got = failed(status, recorded);
+            assert_eq!(got, shown, "{recorded}");
+            for internal in ["127.0.0.1", "vm", "10.1.2.3", "os error"] {
+                assert!(!got.contains(internal), "{got:?} shows {internal}");
+            }
+        }
+    }
 }

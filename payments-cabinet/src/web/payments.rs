@@ -278,7 +278,10 @@ fn flatten(prefix: &str, members: Vec<(String, Member)>, out: &mut Vec<(String, 
     }
 }
 
-pub(crate) fn event_view(r: &EventRecord) -> EventView {
+/// An event as its page shows it: support sees each attempt's detail, a merchant's user what
+/// it came to in the merchant's terms
+/// ([`payments_core::event::DeliveryAttempt::result_for_merchant`]).
+pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
     let o = &r.outbox;
     let (created, created_text) = when(o.event.created_at);
     EventView {
@@ -302,6 +305,7 @@ pub(crate) fn event_view(r: &EventRecord) -> EventView {
             .map(|a| {
                 let (started, started_text) = when(a.started_at);
                 let result = match (a.http_status, &a.error) {
+                    _ if !support => a.result_for_merchant(),
                     (Some(s), None) => format!("HTTP {s}"),
                     (Some(s), Some(e)) => format!("HTTP {s}: {e}"),
                     (None, Some(e)) => e.clone(),
@@ -364,7 +368,11 @@ async fn card_page(
         fields: card_fields(payment),
         test_buttons: payment.is_test() && payment.status == PaymentStatus::Processing,
         support,
-        events: events.iter().rev().map(event_view).collect(),
+        events: events
+            .iter()
+            .rev()
+            .map(|e| event_view(e, support))
+            .collect(),
         show_payment: false,
         resend: false,
     })
@@ -691,7 +699,10 @@ pub(crate) async fn deliveries(
         payment: f.payment.clone(),
         from: f.from.clone(),
         to: f.to.clone(),
-        events: found.iter().map(event_view).collect(),
+        events: found
+            .iter()
+            .map(|e| event_view(e, signed.current.is_support()))
+            .collect(),
         show_payment: true,
         resend: signed.current.is_support(),
         next,

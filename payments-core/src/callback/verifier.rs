@@ -147,6 +147,14 @@ impl CallbackVerifier {
         // Each received value is compared with every expected tag, without stopping early.
         let mut matched = subtle::Choice::from(0);
         for value in received {
+            // The service writes lower-case hex; another spelling of the same tag is no
+            // signature it made.
+            if !value
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            {
+                continue;
+            }
             let mut tag = [0u8; 32];
             if hex::decode_to_slice(value, &mut tag).is_err() {
                 continue;
@@ -282,6 +290,16 @@ mod tests {
         let header = signature_header(&[&secret(SECRET_A)], 1_700_000_123, BODY);
         let at = Timestamp::from_unix_secs(1_700_000_100);
         assert_eq!(verifier().verify("1700000123", &header, BODY, at), Ok(()));
+    }
+
+    #[test]
+    fn an_upper_case_spelling_of_the_right_tag_is_refused() {
+        let upper = SIG_A.to_ascii_uppercase();
+        assert_ne!(upper, SIG_A, "the tag has letters");
+        assert_eq!(
+            verifier().verify(TS, &format!("v1={upper}"), BODY, now()),
+            Err(CallbackVerifyError::SignatureMismatch)
+        );
     }
 
     #[test]
