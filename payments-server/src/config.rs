@@ -419,6 +419,11 @@ pub struct Tuning {
     /// connections are closed after it.
     #[serde(with = "duration")]
     pub header_timeout: Duration,
+    /// How long an HTTP/2 connection (TLS listeners only) may go without a request before it
+    /// is closed, whatever keep-alive pings it answers; default `60s`, longer than any request
+    /// takes (at least `1s`).
+    #[serde(with = "duration")]
+    pub idle_timeout: Duration,
     /// How long a client may take to send a request's body once its headers arrived; default
     /// `10s`. Later is `408 request_timeout`.
     #[serde(with = "duration")]
@@ -446,6 +451,7 @@ impl Default for Tuning {
             shutdown_grace: Duration::from_secs(30),
             max_connections: 10_000,
             header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(10),
             signature_batch: payments_core::service::DEFAULT_MAX_BATCH,
             signature_batch_wait: Duration::from_millis(1),
@@ -574,6 +580,7 @@ impl Settings {
         t.signature_batch = t.signature_batch.max(1);
         t.signature_batch_min = t.signature_batch_min.clamp(1, t.signature_batch);
         t.header_timeout = t.header_timeout.max(Duration::from_millis(100));
+        t.idle_timeout = t.idle_timeout.max(Duration::from_secs(1));
         t.body_timeout = t.body_timeout.max(Duration::from_millis(100));
         self.tls.watch_interval = self.tls.watch_interval.max(Duration::from_millis(100));
         if self.tls.operator && self.tls.cert.is_none() {

@@ -47,6 +47,10 @@ pub struct ConnectionLimits {
     pub header_timeout: Duration,
     /// Whether the listener speaks TLS (HTTP/2 is offered only then, by ALPN).
     pub tls: bool,
+    /// How long an HTTP/2 connection may go without a request (a `HEADERS`, `DATA`,
+    /// `CONTINUATION` or `RST_STREAM` frame from the client) before it is closed, whatever
+    /// pings and settings it answers; longer than any request may take.
+    pub idle_timeout: Duration,
     /// Set to `true` when the server starts its graceful shutdown: a connection still waiting
     /// for its first byte is closed then. Until a connection is handed to the HTTP layer, the
     /// graceful shutdown cannot ask it to close, and the server's drain would wait for it
@@ -90,6 +94,7 @@ pub struct CappedAcceptor<A> {
     slots: Arc<Semaphore>,
     tls: bool,
     first_byte: Duration,
+    idle_timeout: Duration,
     draining: Option<watch::Receiver<bool>>,
 }
 
@@ -101,6 +106,7 @@ impl<A> CappedAcceptor<A> {
             slots: Arc::new(Semaphore::new(limits.max_connections)),
             tls: limits.tls,
             first_byte: limits.header_timeout,
+            idle_timeout: limits.idle_timeout,
             draining: limits.draining.clone(),
         }
     }
@@ -139,6 +145,7 @@ where
         let inner = self.inner.clone();
         let first_byte = self.first_byte;
         let tls = self.tls;
+        let idle_timeout = self.idle_timeout;
         let mut draining = self.draining.clone();
         Box::pin(async move {
             // The HTTP layer's header deadline starts with the first byte (its protocol
@@ -183,6 +190,8 @@ where
                 Capped {
                     inner: stream,
                     _slot: slot,
+                    // HTTP/2 is spoken only over TLS, so only a TLS connection is watched.
+                    h2: tls.then(|| H2Watch::new(idle_timeout)),
                 },
                 service,
             ))
@@ -225,11 +234,124 @@ async fn first_bytes(stream: &TcpStream, tls: bool) -> io::Result<FirstBytes> {
     }
 }
 
-/// A connection holding its slot of the cap until it is dropped.
+/// A connection holding its slot of the cap until it is dropped, and on TLS watching for an
+/// HTTP/2 connection kept alive without requests.
 #[derive(Debug)]
 pub struct Capped<S> {
     inner: S,
     _slot: OwnedSemaphorePermit,
+    h2: Option<H2Watch>,
+}
+
+/// The whole client connection preface of HTTP/2 (RFC 9113, section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Where the frame reader of [`H2Watch`] is in the client's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrameReader {
+    /// `n` bytes of the preface seen so far.
+    Preface(usize),
+    /// `n` bytes of a frame header (9 in all) seen so far.
+    Header([u8; 9], usize),
+    /// This many payload bytes of the current frame still to pass.
+    Payload(usize),
+    /// Not an HTTP/2 connection (HTTP/1.1 over TLS): nothing to watch.
+    NotH2,
+}
+
+/// Reads the frame headers of an HTTP/2 connection as the client's bytes pass (after TLS),
+/// to tell requests from the pings, settings and window updates that keep a connection open
+/// without using it. hyper closes a connection whose client stops answering pings, but not
+/// one that answers them: without this, such connections would hold their slots of the cap
+/// for ever.
+#[derive(Debug)]
+struct H2Watch {
+    reader: FrameReader,
+    idle_timeout: Duration,
+    last_request: tokio::time::Instant,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl H2Watch {
+    fn new(idle_timeout: Duration) -> H2Watch {
+        let now = tokio::time::Instant::now();
+        H2Watch {
+            reader: FrameReader::Preface(0),
+            idle_timeout,
+            last_request: now,
+            timer: Box::pin(tokio::time::sleep_until(now + idle_timeout)),
+        }
+    }
+
+    /// Passes the client's next bytes through the frame reader.
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            match &mut self.reader {
+                FrameReader::NotH2 => return,
+                FrameReader::Preface(seen) => {
+                    if bytes[0] != H2_PREFACE[*seen] {
+                        self.reader = FrameReader::NotH2;
+                        return;
+                    }
+                    *seen += 1;
+                    bytes = &bytes[1..];
+                    if *seen == H2_PREFACE.len() {
+                        self.reader = FrameReader::Header([0; 9], 0);
+                    }
+                }
+                FrameReader::Header(header, seen) => {
+                    let take = (9 - *seen).min(bytes.len());
+                    header[*seen..*seen + take].copy_from_slice(&bytes[..take]);
+                    *seen += take;
+                    bytes = &bytes[take..];
+                    if *seen == 9 {
+                        let length = usize::from(header[0]) << 16
+                            | usize::from(header[1]) << 8
+                            | usize::from(header[2]);
+                        // DATA, HEADERS, RST_STREAM, CONTINUATION: a request's own frames.
+                        if matches!(header[3], 0x0 | 0x1 | 0x3 | 0x9) {
+                            self.last_request = tokio::time::Instant::now();
+                        }
+                        self.reader = if length == 0 {
+                            FrameReader::Header([0; 9], 0)
+                        } else {
+                            FrameReader::Payload(length)
+                        };
+                    }
+                }
+                FrameReader::Payload(left) => {
+                    let take = (*left).min(bytes.len());
+                    *left -= take;
+                    bytes = &bytes[take..];
+                    if *left == 0 {
+                        self.reader = FrameReader::Header([0; 9], 0);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `Ready(Err)` once an HTTP/2 connection has gone `idle_timeout` without a request;
+    /// otherwise pending, with the timer set to wake the connection at that time.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if matches!(self.reader, FrameReader::NotH2 | FrameReader::Preface(_)) {
+            return Poll::Pending;
+        }
+        let deadline = self.last_request + self.idle_timeout;
+        if self.timer.deadline() != deadline {
+            self.timer.as_mut().reset(deadline);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                tracing::debug!("connection closed: HTTP/2 without a request for the idle timeout");
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "HTTP/2 connection idle",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
@@ -238,7 +360,18 @@ impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let this = &mut *self;
+        if let Some(watch) = &mut this.h2 {
+            if let Poll::Ready(Err(e)) = watch.poll_idle(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let (Poll::Ready(Ok(())), Some(watch)) = (&read, &mut this.h2) {
+            watch.feed(&buf.filled()[before..]);
+        }
+        read
     }
 }
 

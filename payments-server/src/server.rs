@@ -529,6 +529,7 @@ impl Application {
             max_connections: settings.tuning.max_connections,
             header_timeout: settings.tuning.header_timeout,
             tls,
+            idle_timeout: settings.tuning.idle_timeout,
             draining: Some(draining_rx.clone()),
         };
         let (stop_tx, stop_rx) = watch::channel(false);

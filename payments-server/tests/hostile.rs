@@ -488,3 +488,85 @@ async fn a_sign_in_burst_bounds_memory_and_leaves_the_merchant_api_alone() {
     );
     ts.stop().await;
 }
+
+/// HTTP/2 over TLS: connections that answer the server's keep-alive pings but send no request
+/// are closed after `tuning.idle_timeout`. With pings every 300 ms (`header_timeout`), a
+/// client that did not answer would be gone within about 600 ms: each of the 200 connections
+/// closes the idle timeout after its request, not before (so the pings were answered) and not
+/// much later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_connections_that_answer_pings_are_closed() {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use std::sync::Arc;
+
+    const IDLE: Duration = Duration::from_secs(3);
+    let _shared = RSS_ALONE.read().await;
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("a cert");
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.cert.pem()).expect("writes");
+    std::fs::write(&key_file, cert.key_pair.serialize_pem()).expect("writes");
+    let ts = TestServer::start(move |s| {
+        s.tls.cert = Some(cert_file);
+        s.tls.key = Some(key_file);
+        s.tuning.header_timeout = Duration::from_millis(300);
+        s.tuning.idle_timeout = IDLE;
+    })
+    .await;
+    let addr = ts.merchant_url.trim_start_matches("https://").to_string();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).expect("a root");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut connections = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let tcp = TcpStream::connect(&addr).await.expect("connects");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+        let tls = connector.connect(name, tcp).await.expect("TLS");
+        assert_eq!(
+            tls.get_ref().1.alpn_protocol(),
+            Some(&b"h2"[..]),
+            "h2 by ALPN"
+        );
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .expect("an HTTP/2 connection");
+        // Drives the connection (answering pings) until the server closes it; then says when.
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+            Instant::now()
+        });
+        let request = hyper::Request::get("https://localhost/healthz")
+            .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+            .expect("a request");
+        let answer = sender.send_request(request).await.expect("an answer");
+        assert_eq!(answer.status(), 200);
+        connections.push((sender, driver, Instant::now()));
+    }
+    let deadline = Instant::now() + IDLE + Duration::from_secs(3);
+    for (n, (_, driver, done)) in connections.into_iter().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(closed) = tokio::time::timeout(left, driver).await else {
+            panic!(
+                "connection {n} still open {:?} after its request",
+                done.elapsed()
+            );
+        };
+        let idle = closed.expect("the driver ends") - done;
+        // Pings every 300 ms, unanswered for 300 ms, would have closed it within ~600 ms:
+        // open until the idle timeout, the pings were answered.
+        assert!(
+            idle >= IDLE - Duration::from_millis(100) && idle <= IDLE + Duration::from_secs(1),
+            "connection {n} closed {idle:?} after its request (idle timeout {IDLE:?})"
+        );
+    }
+    ts.stop().await;
+}
