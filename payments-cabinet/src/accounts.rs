@@ -1178,6 +1178,8 @@ impl Cabinet {
         self.forget_attempt(&keys, at)
             .await
             .map_err(SignInError::from)?;
+        // Hashed before the code renews the session: a busy pool then changes nothing.
+        let hashed = self.hash(new_password).await?;
         let new = self
             .reauthenticate(current, cookie, code, client, "password.change")
             .await?;
@@ -1187,7 +1189,7 @@ impl Cabinet {
             .await
             .map_err(SignInError::from)?
             .ok_or(SignInError::SessionEnded)?;
-        user.password_hash = Some(self.hash(new_password).await?);
+        user.password_hash = Some(hashed);
         self.store
             .update_user(&user)
             .await
