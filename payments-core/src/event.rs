@@ -177,51 +177,67 @@ pub struct DeliveryAttempt {
 }
 
 impl DeliveryAttempt {
+    /// Why the attempt failed, as a label from a small fixed set (`redirect`, `http_4xx`,
+    /// `http_5xx`, `timeout`, `response`, `connect`, `forbidden_address`,
+    /// `destination_refused`, `request`); `None` for a success. Reads the texts the bundled
+    /// dispatcher records in [`error`](Self::error): `forbidden address: ...`,
+    /// `destination refused: ...`, `timeout...`, `connect: ...`, `request: ...`,
+    /// `reading the response: ...`. The metrics count by it.
+    pub fn failure_reason(&self) -> Option<&'static str> {
+        if self.success {
+            return None;
+        }
+        let error = self.error.as_deref().unwrap_or("");
+        Some(match self.http_status {
+            Some(s) if (300..400).contains(&s) => "redirect",
+            Some(s) if (400..500).contains(&s) => "http_4xx",
+            Some(s) if s >= 500 => "http_5xx",
+            Some(_) if error.starts_with("timeout") => "timeout",
+            Some(_) => "response",
+            None if error.starts_with("timeout") => "timeout",
+            None if error.starts_with("connect") => "connect",
+            None if error.starts_with("forbidden address") => "forbidden_address",
+            None if error.starts_with("destination refused") => "destination_refused",
+            None => "request",
+        })
+    }
+
     /// What this attempt came to, in the merchant's terms: the status, or what kept an answer
     /// from arriving (refused by the address policy, DNS failure, TLS failure, connection
     /// refused, timeout, ...), without the detail an operator sees in [`error`](Self::error)
     /// (resolved internal addresses, resolver and TLS library messages), which could map a
-    /// network the merchant has no business seeing. Reads the texts the bundled dispatcher
-    /// records (`forbidden address: ...`, `destination refused: ...`, `timeout...`,
-    /// `connect: ...`, `request: ...`, `reading the response: ...`).
+    /// network the merchant has no business seeing. Built on
+    /// [`failure_reason`](Self::failure_reason).
     pub fn result_for_merchant(&self) -> String {
         let error = self.error.as_deref().unwrap_or("");
         let lower = error.to_ascii_lowercase();
-        match self.http_status {
-            Some(s) if self.success || error.is_empty() => format!("HTTP {s}"),
-            Some(s) if (300..400).contains(&s) => format!("HTTP {s}: redirect not followed"),
-            Some(s) if error.starts_with("timeout") => {
-                format!("HTTP {s}: the answer did not finish in time")
-            }
-            Some(s) if error.starts_with("reading the response") => {
+        let mentions = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+        match (self.http_status, self.failure_reason()) {
+            (Some(s), Some("redirect")) => format!("HTTP {s}: redirect not followed"),
+            (Some(s), Some("timeout")) => format!("HTTP {s}: the answer did not finish in time"),
+            (Some(s), Some("response")) if error.starts_with("reading the response") => {
                 format!("HTTP {s}: the answer broke off")
             }
-            Some(s) => format!("HTTP {s}"),
-            None if error.starts_with("forbidden address") => {
+            (Some(s), _) => format!("HTTP {s}"),
+            (None, Some("forbidden_address")) => {
                 "refused by the address policy: the callback URL's host is not a public \
                  address"
                     .into()
             }
-            None if error.starts_with("destination refused") => {
+            (None, Some("destination_refused")) => {
                 "refused: the callback URL is not one the service sends to".into()
             }
-            None if error.starts_with("timeout") => "timeout: no answer in time".into(),
-            None if ["dns", "lookup", "resolve", "name or service not known"]
-                .iter()
-                .any(|w| lower.contains(w)) =>
-            {
+            (None, Some("timeout")) => "timeout: no answer in time".into(),
+            (None, _) if mentions(&["dns", "lookup", "resolve", "name or service not known"]) => {
                 "DNS failure: the callback URL's host name did not resolve".into()
             }
-            None if ["certificate", "tls", "handshake", "ssl"]
-                .iter()
-                .any(|w| lower.contains(w)) =>
-            {
+            (None, _) if mentions(&["certificate", "tls", "handshake", "ssl"]) => {
                 "TLS failure: the receiver's certificate or TLS handshake was not accepted".into()
             }
-            None if lower.contains("connection refused") => "connection refused".into(),
-            None if error.starts_with("connect") => "could not connect to the receiver".into(),
-            None if error.is_empty() => "no answer".into(),
-            None => "the request failed before an answer".into(),
+            (None, _) if mentions(&["connection refused"]) => "connection refused".into(),
+            (None, Some("connect")) => "could not connect to the receiver".into(),
+            (None, _) if error.is_empty() => "no answer".into(),
+            (None, _) => "the request failed before an answer".into(),
         }
     }
 

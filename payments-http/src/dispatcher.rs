@@ -618,25 +618,10 @@ impl Inner {
     }
 }
 
-/// Why an attempt failed, as a metrics label from a small fixed set; `None` for a success.
-/// Read from the texts this module records (its private `Outcome`).
+/// Why an attempt failed, as a metrics label from a small fixed set; `None` for a success
+/// ([`DeliveryAttempt::failure_reason`], which reads the texts this module records).
 pub fn failure_reason(attempt: &DeliveryAttempt) -> Option<&'static str> {
-    if attempt.success {
-        return None;
-    }
-    let error = attempt.error.as_deref().unwrap_or("");
-    Some(match attempt.http_status {
-        Some(s) if (300..400).contains(&s) => "redirect",
-        Some(s) if (400..500).contains(&s) => "http_4xx",
-        Some(s) if s >= 500 => "http_5xx",
-        Some(_) if error.starts_with("timeout") => "timeout",
-        Some(_) => "response",
-        None if error.starts_with("timeout") => "timeout",
-        None if error.starts_with("connect") => "connect",
-        None if error.starts_with("forbidden address") => "forbidden_address",
-        None if error.starts_with("destination refused") => "destination_refused",
-        None => "request",
-    })
+    attempt.failure_reason()
 }
 
 /// Sends the request, notes the status and reads at most `read_limit` bytes of the body, whose
