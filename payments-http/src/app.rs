@@ -62,12 +62,17 @@ pub fn metrics_app(state: AppState) -> Router {
 }
 
 /// `routes` with the middleware every router of this crate has: the JSON error body with the
-/// request id for every error answer ([`crate::error::answer_errors`]), request metrics, and
-/// the JSON `404` for an unknown path. For routes of an embedding's own that should answer the
+/// request id for every error answer ([`crate::error::answer_errors`]), request metrics, the
+/// body deadline (`408` for a body slower than `body_timeout`, [`crate::deadline`]), and the
+/// JSON `404` for an unknown path. For routes of an embedding's own that should answer the
 /// way the merchant API does.
 pub fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::deadline::body_deadline,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::metrics::observe,

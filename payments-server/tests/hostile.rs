@@ -220,6 +220,60 @@ async fn a_body_shorter_than_announced_is_answered_408() {
     ts.stop().await;
 }
 
+/// The operator API and the provider-notification listener have the merchant API's body
+/// deadline (one middleware for every router): a body that stops short of its announced length
+/// is answered `408` within the deadline, and the connection closed.
+#[tokio::test]
+async fn every_api_listener_answers_a_slow_body_408() {
+    let _shared = RSS_ALONE.read().await;
+    let ts = TestServer::start(|s| {
+        s.tuning.body_timeout = Duration::from_millis(500);
+        s.upstream.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        s.upstream.secrets = vec![payments_core::callback::CallbackSecret::parse(
+            "whsec_dGVzdC11cHN0cmVhbS1zaGFyZWQtc2VjcmV0LTAwMQ==",
+        )
+        .expect("a secret")];
+    })
+    .await;
+    let notifications = ts.notifications_url.clone().expect("the listener is on");
+    let token = ts.operator_token.expose().to_string();
+    let targets = [
+        (
+            format!("{}/operator/v1/merchants", ts.operator_url),
+            format!("authorization: Bearer {token}\r\n"),
+        ),
+        (notifications, String::new()),
+    ];
+    for (url, extra) in targets {
+        let (host, path) = url
+            .trim_start_matches("http://")
+            .split_once('/')
+            .expect("a path");
+        let path = format!("/{path}");
+        let mut s = TcpStream::connect(host).await.expect("connects");
+        let started = Instant::now();
+        s.write_all(
+            format!(
+                "POST {path} HTTP/1.1\r\nhost: x\r\n{extra}content-type: application/json\r\n\
+                 content-length: 100\r\n\r\n{{\"name\":"
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("writes");
+        let answer = read_to_close(&mut s, Duration::from_secs(5)).await;
+        let text = String::from_utf8_lossy(answer.as_deref().unwrap_or_default()).to_string();
+        assert!(text.starts_with("HTTP/1.1 408"), "{url}: {text:?}");
+        assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    ts.stop().await;
+}
+
 /// The cabinet's forms (`POST /sign-in` here) have the same body deadline: a trickled body is
 /// answered `408` and its connection closed, instead of holding one of the connections the
 /// cabinet and the payer pages share.
