@@ -58,6 +58,13 @@ pub struct CabinetConfig {
     /// How long a sign-in waits for a free password check before it is answered
     /// `503` with `Retry-After` ([`SignInError::Busy`]) (2 s).
     pub password_wait: Duration,
+    /// Cabinet audit records older than this are deleted (400 days, like the core's audit
+    /// records); `None` keeps them however old.
+    pub audit_retention: Option<Duration>,
+    /// At most this many cabinet audit records are kept, the oldest deleted first (one
+    /// million: with inputs cut to 254 characters, a few hundred MiB at most); `None` sets no
+    /// bound. Whatever fills the log, its size stays bounded.
+    pub audit_max_records: Option<u64>,
 }
 
 impl Default for CabinetConfig {
@@ -86,8 +93,27 @@ impl Default for CabinetConfig {
                 .map_or(1, |n| n.get() / 2)
                 .max(1),
             password_wait: Duration::from_secs(2),
+            audit_retention: Some(Duration::from_secs(400 * 86_400)),
+            audit_max_records: Some(1_000_000),
         }
     }
+}
+
+/// The audit records one retention batch deletes at most ([`Cabinet::purge`]).
+pub const AUDIT_PURGE_BATCH: usize = 1000;
+/// The batches one [`Cabinet::purge`] runs at most: 100,000 records a call, so a log that
+/// grew far past its bound shrinks back within minutes without holding the writer long.
+pub const AUDIT_PURGE_BATCHES: usize = 100;
+
+/// What one [`Cabinet::purge`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Sessions past their timeouts.
+    pub sessions: u64,
+    /// Sign-in failures older than the longest throttling window.
+    pub failures: u64,
+    /// Audit records past their retention or beyond the most kept.
+    pub audit: u64,
 }
 
 /// Who is asking: the client address and browser, for sessions, throttling and the audit log.
@@ -1262,9 +1288,11 @@ impl Cabinet {
         Ok(self.store.recovery_codes_left(current.user.id).await?)
     }
 
-    /// Deletes sessions past their timeouts and failures older than the longest throttling
-    /// window; the server runs it on a timer.
-    pub async fn purge(&self) -> Result<(u64, u64), ApiError> {
+    /// Deletes sessions past their timeouts, failures older than the longest throttling
+    /// window and audit records past [`CabinetConfig::audit_retention`] or beyond
+    /// [`CabinetConfig::audit_max_records`] (in batches of [`AUDIT_PURGE_BATCH`], at most
+    /// [`AUDIT_PURGE_BATCHES`] a call); the server runs it on a timer.
+    pub async fn purge(&self) -> Result<Purged, ApiError> {
         let now = self.now();
         let sessions = self
             .store
@@ -1283,7 +1311,28 @@ impl Cabinet {
             .store
             .purge_failures(now.saturating_sub(window))
             .await?;
-        Ok((sessions, failures))
+        let before = self
+            .config
+            .audit_retention
+            .map_or(Timestamp::from_unix_millis(i64::MIN), |keep| {
+                now.saturating_sub(keep)
+            });
+        let mut audit = 0;
+        for _ in 0..AUDIT_PURGE_BATCHES {
+            let n = self
+                .store
+                .purge_cabinet_audit(before, self.config.audit_max_records, AUDIT_PURGE_BATCH)
+                .await?;
+            audit += n;
+            if n < AUDIT_PURGE_BATCH as u64 {
+                break;
+            }
+        }
+        Ok(Purged {
+            sessions,
+            failures,
+            audit,
+        })
     }
 
     // --- audit ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ pub mod testing;
 pub mod web;
 
 #[cfg(feature = "web")]
-pub use accounts::{Cabinet, CabinetConfig, Client};
+pub use accounts::{Cabinet, CabinetConfig, Client, Purged};
 #[cfg(feature = "web")]
 pub use web::{router, CabinetState};
 

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use payments_cabinet::accounts::{Cabinet, CabinetConfig, Client, Current, SignInError};
 use payments_cabinet::secrets;
 use payments_cabinet::store::CabinetStoreExt;
-use payments_cabinet::store::{CabinetStore, Role, SessionStage};
+use payments_cabinet::store::{AuditQuery, CabinetStore, Role, SessionStage};
 use payments_cabinet::testing::MemoryCabinetStore;
 use payments_core::auth::Environment;
 use payments_core::payment::Currency;
@@ -424,14 +424,13 @@ async fn sessions_end_at_their_timeouts_and_are_purged() {
     assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
     let _ = key;
     assert_eq!(
-        w.cabinet.purge().await.expect("purge").0,
+        w.cabinet.purge().await.expect("purge").sessions,
         0,
         "already deleted"
     );
     let (cookie, _) = w.half("a@support.example").await;
     w.clock.advance(Duration::from_secs(13 * 3600));
-    let (sessions, _) = w.cabinet.purge().await.expect("purge");
-    assert_eq!(sessions, 1);
+    assert_eq!(w.cabinet.purge().await.expect("purge").sessions, 1);
     assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
 }
 
@@ -584,9 +583,13 @@ async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
     }
     let rows = w
         .accounts
-        .cabinet_audit(None, 10_000)
+        .cabinet_audit(&AuditQuery {
+            limit: 10_000,
+            ..AuditQuery::default()
+        })
         .await
-        .expect("the audit log");
+        .expect("the audit log")
+        .records;
     // 20 refused (the address's limit): rows at 1, 2, 4, 8, 16; 380 throttled: 1 ... 256.
     assert_eq!(rows.len(), 5 + 9, "{rows:#?}");
     assert!(rows.iter().any(|r| r
@@ -624,4 +627,52 @@ async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
         .await
         .expect("store");
     assert_eq!(by_address.len(), 1, "the attempt was counted");
+}
+
+/// The audit log's retention: records older than `audit_retention` go, and at most
+/// `audit_max_records` stay whatever the age, the newest kept; the purge deletes nothing
+/// else.
+#[tokio::test]
+async fn the_audit_log_is_bounded_by_age_and_by_size() {
+    let w = world_configured(
+        SealingKeys::new(SealingKey::from_bytes([9; 32]), vec![]),
+        CabinetConfig {
+            audit_retention: Some(Duration::from_secs(86_400)),
+            audit_max_records: Some(5),
+            ..CabinetConfig::default()
+        },
+    );
+    let all = || async {
+        w.accounts
+            .cabinet_audit(&AuditQuery {
+                limit: 1000,
+                ..AuditQuery::default()
+            })
+            .await
+            .expect("the audit log")
+            .records
+    };
+    w.support_user("old@support.example").await;
+    w.clock.advance(Duration::from_secs(2 * 86_400));
+    w.support_user("new@support.example").await;
+    let before = all().await;
+    assert_eq!(before.len(), 4, "two users created, two passwords set");
+    assert_eq!(w.cabinet.purge().await.expect("purge").audit, 2);
+    assert!(all().await.iter().all(|r| r.email == "new@support.example"));
+    // Twelve refused sign-ins from twelve addresses: twelve rows, five kept.
+    for n in 0..12u8 {
+        let from = Client {
+            address: Some(std::net::IpAddr::from([198, 51, 100, n])),
+            user_agent: None,
+        };
+        let _ = w
+            .cabinet
+            .sign_in("new@support.example", "wrong password!", &from, None)
+            .await;
+    }
+    assert!(all().await.len() > 5);
+    let kept_before: Vec<_> = all().await.into_iter().take(5).collect();
+    assert!(w.cabinet.purge().await.expect("purge").audit > 0);
+    assert_eq!(all().await, kept_before, "the newest five stay");
+    assert_eq!(w.cabinet.purge().await.expect("purge").audit, 0);
 }

@@ -319,9 +319,13 @@ pub struct RetentionSettings {
     /// Finished callback events (delivered or failed, with their attempts); default `90d`.
     #[serde(with = "duration")]
     pub events: Duration,
-    /// Audit records; default `400d`, the longest.
+    /// Audit records (the core's and the cabinet's); default `400d`, the longest.
     #[serde(with = "duration")]
     pub audit: Duration,
+    /// The most cabinet audit records kept, the oldest deleted first; `0` sets no bound;
+    /// default `1000000`. Sign-in attempts from anyone write there: this bounds its size
+    /// whatever the rate.
+    pub cabinet_audit_records: u64,
 }
 
 impl Default for RetentionSettings {
@@ -329,6 +333,7 @@ impl Default for RetentionSettings {
         RetentionSettings {
             events: Duration::from_secs(90 * 86_400),
             audit: Duration::from_secs(400 * 86_400),
+            cabinet_audit_records: 1_000_000,
         }
     }
 }

@@ -1142,10 +1142,16 @@ fn cabinet_state(state: &AppState, settings: &Settings) -> Option<CabinetPart> {
         );
         return None;
     };
+    let retention = settings.retention();
+    let keep = settings.retention.cabinet_audit_records;
     let cabinet = Cabinet::new(
         state.service.clone(),
         store.clone(),
-        CabinetConfig::default(),
+        CabinetConfig {
+            audit_retention: retention.audit,
+            audit_max_records: (keep > 0).then_some(keep),
+            ..CabinetConfig::default()
+        },
     );
     let mut cabinet_state = CabinetState::new(cabinet, settings.tls.cert.is_some());
     cabinet_state.public_origin = settings.cabinet.public_url.clone();
@@ -1211,17 +1217,31 @@ fn serve_cabinet(
     match cabinet_state {}
 }
 
-/// How often the cabinet's expired sessions and old sign-in failures are deleted.
+/// How often the cabinet's expired sessions, old sign-in failures and audit records past
+/// their retention are deleted.
 pub const CABINET_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Deletes the cabinet's expired sessions and old failures every `interval`, until aborted.
+/// Deletes the cabinet's expired sessions, old failures and audit records past retention
+/// every `interval`, until aborted.
 #[cfg(feature = "cabinet")]
 async fn purge_cabinet(cabinet: Cabinet, interval: Duration) {
     loop {
         tokio::time::sleep(interval).await;
         match cabinet.purge().await {
-            Ok((sessions, failures)) if sessions + failures > 0 => {
-                tracing::debug!(sessions, failures, "cabinet: expired records deleted");
+            Ok(p) if p.audit > 0 => {
+                tracing::info!(
+                    sessions = p.sessions,
+                    failures = p.failures,
+                    audit = p.audit,
+                    "cabinet: expired records deleted, audit records past retention among them"
+                );
+            }
+            Ok(p) if p.sessions + p.failures > 0 => {
+                tracing::debug!(
+                    sessions = p.sessions,
+                    failures = p.failures,
+                    "cabinet: expired records deleted"
+                );
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e.message, "cabinet: purge failed"),

@@ -6,12 +6,15 @@
 
 use deadpool_postgres::GenericClient;
 use payments_cabinet::store::{
-    CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord,
+    UserRecord,
 };
-use payments_core::ids::{MerchantId, PaymentId, SessionId, TokenId, UserId};
+use payments_core::ids::{PaymentId, SessionId, TokenId, UserId};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
+use payments_store_sql::listing;
+use payments_store_sql::record::Record;
 use payments_store_sql::statements as st;
 
 use crate::codec::{self, execute, query, query_opt, read, record, records, sql, write_record};
@@ -298,20 +301,34 @@ pub(crate) async fn append_audit<C: GenericClient>(
 
 pub(crate) async fn audit<C: GenericClient>(
     c: &C,
-    merchant: Option<MerchantId>,
+    q: &AuditQuery,
+) -> Result<AuditPage, StoreError> {
+    let (sql, values) = listing::audit_page(q, codec::D);
+    let found = query(c, &sql, &codec::refs(&codec::params(values)))
+        .await?
+        .iter()
+        .map(|row| {
+            read(row, |c| {
+                Ok((c.num::<u64>("seq")?, CabinetAuditRecord::from_row(c)?))
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(AuditPage::of(found, q.limit))
+}
+
+pub(crate) async fn purge_audit<C: GenericClient>(
+    c: &C,
+    before: Timestamp,
+    keep: Option<u64>,
     limit: usize,
-) -> Result<Vec<CabinetAuditRecord>, StoreError> {
-    match merchant {
-        Some(m) => {
-            records(
-                c,
-                &st::CABINET_AUDIT_OF_MERCHANT,
-                &[&m.to_string(), &codec::limit(limit)],
-            )
-            .await
-        }
-        None => records(c, &st::CABINET_AUDIT, &[&codec::limit(limit)]).await,
-    }
+) -> Result<u64, StoreError> {
+    let keep = keep.map_or(i64::MAX, |k| i64::try_from(k).unwrap_or(i64::MAX));
+    execute(
+        c,
+        sql(&st::CABINET_AUDIT_PURGE),
+        &[&before.unix_millis(), &keep, &codec::limit(limit)],
+    )
+    .await
 }
 
 // --- token use -------------------------------------------------------------------------------

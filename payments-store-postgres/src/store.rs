@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use payments_cabinet::store::{
-    CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse, SessionKey,
-    SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
+    SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
@@ -709,12 +709,18 @@ impl CabinetStore for PgStore {
         cabinet::append_audit(&client, record).await
     }
 
-    async fn cabinet_audit(
-        &self,
-        merchant: Option<MerchantId>,
-        limit: usize,
-    ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
+    async fn cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
         let client = self.client().await?;
-        cabinet::audit(&client, merchant, limit).await
+        cabinet::audit(&client, query).await
+    }
+
+    async fn purge_cabinet_audit(
+        &self,
+        before: Timestamp,
+        keep: Option<u64>,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        cabinet::purge_audit(&client, before, keep, limit).await
     }
 }

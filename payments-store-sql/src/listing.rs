@@ -1,6 +1,7 @@
 //! The pages of the cabinet's lists: a `WHERE` clause grown condition by condition, written
 //! once for both engines.
 
+use payments_cabinet::store::{AuditQuery, CabinetAuditRecord};
 use payments_core::event::OutboxEvent;
 use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::Timestamp;
@@ -123,6 +124,49 @@ pub fn event_page(q: &EventQuery, dialect: Dialect) -> (String, Vec<SqlValue>) {
     w.add(
         " ORDER BY created_at DESC, event_id DESC LIMIT ?",
         SqlValue::Int(limit(q.limit)),
+    );
+    w.finish(dialect)
+}
+
+/// A page of the cabinet audit log (see [`AuditQuery`]), newest first by `seq`: through the
+/// `(merchant_id, seq)` index for a merchant's page, the primary key otherwise. Selects `seq`
+/// and the columns of [`CabinetAuditRecord`], one row past the limit (whether there is a
+/// next page: [`AuditPage::of`](payments_cabinet::store::AuditPage::of)).
+pub fn audit_page(q: &AuditQuery, dialect: Dialect) -> (String, Vec<SqlValue>) {
+    let mut w = Conditions::new(format!(
+        "SELECT seq, {} FROM cabinet_audit WHERE ",
+        list(CabinetAuditRecord::COLUMNS)
+    ));
+    w.add(
+        "seq < ?",
+        SqlValue::Int(
+            q.before
+                .map_or(i64::MAX, |c| i64::try_from(c.0).unwrap_or(i64::MAX)),
+        ),
+    );
+    if let Some(m) = q.merchant {
+        w.add(" AND merchant_id = ?", SqlValue::display(m));
+    }
+    if let Some(success) = q.success {
+        w.add(" AND success = ?", SqlValue::flag(success));
+    }
+    if let Some(email) = &q.email {
+        w.add(" AND email = ?", SqlValue::text(email.as_str()));
+    }
+    if let Some(action) = &q.action {
+        w.add(" AND (action = ?", SqlValue::text(action.as_str()));
+        let escaped = action
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        w.add(
+            " OR action LIKE ? ESCAPE '\\')",
+            SqlValue::Text(format!("{escaped}.%")),
+        );
+    }
+    w.add(
+        " ORDER BY seq DESC LIMIT ?",
+        SqlValue::Int(limit(q.limit.saturating_add(1))),
     );
     w.finish(dialect)
 }

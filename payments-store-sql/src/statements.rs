@@ -448,21 +448,13 @@ pub static FAILURES_PURGE: Sql =
 /// Appends a cabinet audit record.
 pub static CABINET_AUDIT_INSERT: Sql =
     Sql::new(|_| insert("cabinet_audit", CabinetAuditRecord::COLUMNS));
-/// The newest `$2` cabinet audit records of merchant `$1`, newest first.
-pub static CABINET_AUDIT_OF_MERCHANT: Sql = Sql::new(|_| {
-    select(
-        CabinetAuditRecord::COLUMNS,
-        "cabinet_audit",
-        "WHERE merchant_id = $1 ORDER BY seq DESC LIMIT $2",
-    )
-});
-/// The newest `$1` cabinet audit records, newest first.
-pub static CABINET_AUDIT: Sql = Sql::new(|_| {
-    select(
-        CabinetAuditRecord::COLUMNS,
-        "cabinet_audit",
-        "ORDER BY seq DESC LIMIT $1",
-    )
+/// Retention of the cabinet audit log: deletes, among the oldest `$3` records, those made
+/// before `$1` or that fall outside the newest `$2` by sequence number.
+pub static CABINET_AUDIT_PURGE: Sql = Sql::new(|_| {
+    "DELETE FROM cabinet_audit WHERE seq IN \
+     (SELECT seq FROM cabinet_audit ORDER BY seq LIMIT $3) \
+     AND (at < $1 OR seq <= (SELECT COALESCE(MAX(seq), 0) FROM cabinet_audit) - $2)"
+        .to_string()
 });
 /// Records token `$1`'s use at `$2`, keeping the latest.
 pub static TOKEN_USE: Sql = Sql::new(|d| {

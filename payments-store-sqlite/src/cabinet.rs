@@ -5,12 +5,15 @@
 //! ([`payments_store_sql::statements`]).
 
 use payments_cabinet::store::{
-    CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord,
+    UserRecord,
 };
-use payments_core::ids::{MerchantId, PaymentId, SessionId, TokenId, UserId};
+use payments_core::ids::{PaymentId, SessionId, TokenId, UserId};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
+use payments_store_sql::listing;
+use payments_store_sql::record::Record;
 use payments_store_sql::statements as st;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -255,19 +258,26 @@ pub(crate) fn append_audit(conn: &Connection, r: &CabinetAuditRecord) -> Result<
     Ok(())
 }
 
-pub(crate) fn audit(
+pub(crate) fn audit(conn: &Connection, q: &AuditQuery) -> Result<AuditPage, StoreError> {
+    let (sql, values) = listing::audit_page(q, codec::D);
+    let found = query(conn, &sql, codec::params(values), |c| {
+        Ok((c.num::<u64>("seq")?, CabinetAuditRecord::from_row(c)?))
+    })?;
+    Ok(AuditPage::of(found, q.limit))
+}
+
+pub(crate) fn purge_audit(
     conn: &Connection,
-    merchant: Option<MerchantId>,
+    before: Timestamp,
+    keep: Option<u64>,
     limit: usize,
-) -> Result<Vec<CabinetAuditRecord>, StoreError> {
-    match merchant {
-        Some(m) => records(
-            conn,
-            &st::CABINET_AUDIT_OF_MERCHANT,
-            params![m.to_string(), codec::limit(limit)],
-        ),
-        None => records(conn, &st::CABINET_AUDIT, [codec::limit(limit)]),
-    }
+) -> Result<u64, StoreError> {
+    let keep = keep.map_or(i64::MAX, |k| i64::try_from(k).unwrap_or(i64::MAX));
+    Ok(execute(
+        conn,
+        &st::CABINET_AUDIT_PURGE,
+        params![before.unix_millis(), keep, codec::limit(limit)],
+    )? as u64)
 }
 
 // --- token use -------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 use payments_cabinet::store::{
-    CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse, SessionKey,
-    SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
+    SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
@@ -613,11 +613,18 @@ impl CabinetStore for SqliteStore {
         self.write(move |c| cabinet::append_audit(c, &r)).await
     }
 
-    async fn cabinet_audit(
+    async fn cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
+        let q = query.clone();
+        self.read(move |c| cabinet::audit(c, &q)).await
+    }
+
+    async fn purge_cabinet_audit(
         &self,
-        merchant: Option<MerchantId>,
+        before: Timestamp,
+        keep: Option<u64>,
         limit: usize,
-    ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
-        self.read(move |c| cabinet::audit(c, merchant, limit)).await
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| cabinet::purge_audit(c, before, keep, limit))
+            .await
     }
 }

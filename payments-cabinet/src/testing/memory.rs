@@ -5,13 +5,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use payments_core::ids::{MerchantId, SessionId, UserId};
+use payments_core::ids::{SessionId, UserId};
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
 
 use crate::store::{
-    CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse, SessionKey,
-    SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
+    SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
 };
 
 /// The cabinet's records in one mutex: each call is one atomic step, like a transaction.
@@ -42,7 +42,9 @@ struct CabinetState {
     sessions: Vec<SessionRecord>,
     invites: Vec<InviteRecord>,
     failures: Vec<(String, Timestamp)>,
-    audit: Vec<CabinetAuditRecord>,
+    /// The audit log with each record's sequence number (the next is the last's plus one).
+    audit: Vec<(u64, CabinetAuditRecord)>,
+    audit_seq: u64,
 }
 
 #[async_trait]
@@ -282,23 +284,40 @@ impl CabinetStore for MemoryCabinetStore {
     }
 
     async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
-        self.lock().audit.push(record.clone());
+        let mut st = self.lock();
+        st.audit_seq += 1;
+        let seq = st.audit_seq;
+        st.audit.push((seq, record.clone()));
         Ok(())
     }
 
-    async fn cabinet_audit(
-        &self,
-        merchant: Option<MerchantId>,
-        limit: usize,
-    ) -> Result<Vec<CabinetAuditRecord>, StoreError> {
-        Ok(self
-            .lock()
+    async fn cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
+        let st = self.lock();
+        let found: Vec<(u64, &CabinetAuditRecord)> = st
             .audit
             .iter()
             .rev()
-            .filter(|r| merchant.is_none() || r.merchant_id == merchant)
-            .take(limit)
-            .cloned()
-            .collect())
+            .filter(|(seq, r)| query.before.is_none_or(|b| *seq < b.0) && query.matches(r))
+            .take(query.limit.saturating_add(1))
+            .map(|(seq, r)| (*seq, r))
+            .collect();
+        Ok(AuditPage::of(found, query.limit))
+    }
+
+    async fn purge_cabinet_audit(
+        &self,
+        before: Timestamp,
+        keep: Option<u64>,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let newest = st.audit_seq;
+        let oldest: Vec<u64> = st.audit.iter().take(limit).map(|(seq, _)| *seq).collect();
+        let n = st.audit.len();
+        st.audit.retain(|(seq, r)| {
+            let out = r.at < before || keep.is_some_and(|k| *seq <= newest.saturating_sub(k));
+            !(out && oldest.contains(seq))
+        });
+        Ok((n - st.audit.len()) as u64)
     }
 }

@@ -61,7 +61,7 @@ fn cursor<T: std::str::FromStr>(s: &str) -> Option<(Timestamp, T)> {
     ))
 }
 
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 

@@ -1,20 +1,52 @@
 //! The security page (password change, recovery codes, sessions) and the audit log.
 
-use crate::store::Role;
+use crate::store::{AuditQuery, Role};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::ids::SessionId;
 
-use super::views::{when, Audit, AuditRow, RecoveryCodes, Security, SessionRow};
+use super::payments::encode;
+use super::views::{when, Audit, AuditFamily, AuditRow, RecoveryCodes, Security, SessionRow};
 use super::{
     html, ok, see_other, with_cookie, without_cookie, CabinetState, FormData, PageError,
     PageResult, Signed,
 };
 use crate::accounts::{ChangeError, Client, Current, SignInError};
 
-/// Records of the audit log shown.
-pub const AUDIT_PAGE: usize = 200;
+/// Records of the audit log on one page (older ones on the next pages).
+pub const AUDIT_PAGE: usize = 100;
+
+/// The families of actions the audit log's filter offers: the part of an action before its
+/// first `.` (`sign_in` for `sign_in.password`), with what the filter calls it.
+pub const AUDIT_FAMILIES: &[(&str, &str)] = &[
+    ("sign_in", "sign-in: password and codes"),
+    ("two_factor", "two-factor enrolment"),
+    ("sign_out", "sign-out"),
+    ("password", "password changes"),
+    ("recovery_codes", "recovery codes"),
+    ("session", "sessions ended"),
+    ("user", "users"),
+    ("token", "API tokens"),
+    ("key", "signing keys"),
+    ("project", "project settings"),
+    ("callback_secret", "callback secrets"),
+    ("payment", "payment actions"),
+    ("test_payment", "test outcomes"),
+];
+
+/// The audit log's filters and page, as given in the query.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct AuditFilters {
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    result: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    before: String,
+}
 
 /// What a redirect to the security page may say.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -179,26 +211,67 @@ pub(crate) async fn revoke_session(
     }
 }
 
-pub(crate) async fn audit(State(st): State<CabinetState>, signed: Signed) -> PageResult {
-    let merchant = signed.current.user.role.merchant();
-    let records = st
+pub(crate) async fn audit(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Query(f): Query<AuditFilters>,
+) -> PageResult {
+    let action = AUDIT_FAMILIES
+        .iter()
+        .find(|(value, _)| *value == f.action)
+        .map(|(value, _)| value.to_string());
+    let success = match f.result.as_str() {
+        "ok" => Some(true),
+        "refused" => Some(false),
+        _ => None,
+    };
+    let email = f.email.trim().to_lowercase();
+    let query = AuditQuery {
+        merchant: signed.current.user.role.merchant(),
+        action,
+        success,
+        email: (!email.is_empty()).then(|| email.clone()),
+        before: f.before.parse().ok(),
+        limit: AUDIT_PAGE,
+    };
+    let page = st
         .cabinet
         .store()
-        .cabinet_audit(merchant, AUDIT_PAGE)
+        .cabinet_audit(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
+    let next = page.next.map(|cursor| {
+        format!(
+            "/audit?action={}&result={}&email={}&before={cursor}",
+            encode(query.action.as_deref().unwrap_or_default()),
+            encode(&f.result),
+            encode(&email),
+        )
+    });
     let scope = match signed.current.user.role {
-        Role::Merchant(_) => format!(
-            "Sign-ins and changes made in the cabinet by your merchant's users and by support on your projects; the newest {AUDIT_PAGE}."
-        ),
-        Role::Support => format!("Every merchant's sign-ins and changes; the newest {AUDIT_PAGE}."),
+        Role::Merchant(_) => {
+            "Sign-ins and changes made in the cabinet by your merchant's users and by support on your projects, newest first."
+        }
+        Role::Support => "Every merchant's sign-ins and changes, newest first.",
     };
     Ok(ok(&Audit {
         chrome: st
             .chrome("Audit log", Some(&signed.current))
             .section("audit"),
-        scope,
-        records: records
+        scope: scope.to_string(),
+        families: AUDIT_FAMILIES
+            .iter()
+            .map(|(value, label)| AuditFamily {
+                value,
+                label,
+                selected: query.action.as_deref() == Some(*value),
+            })
+            .collect(),
+        result: f.result.clone(),
+        email,
+        filtered: query.action.is_some() || query.success.is_some() || query.email.is_some(),
+        records: page
+            .records
             .iter()
             .map(|r| {
                 let (at, at_text) = when(r.at);
@@ -215,5 +288,6 @@ pub(crate) async fn audit(State(st): State<CabinetState>, signed: Signed) -> Pag
                 }
             })
             .collect(),
+        next,
     }))
 }

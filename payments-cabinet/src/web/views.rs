@@ -438,5 +438,20 @@ pub(crate) struct AuditRow {
 pub(crate) struct Audit {
     pub(crate) chrome: Chrome,
     pub(crate) scope: String,
+    pub(crate) families: Vec<AuditFamily>,
+    /// The result filter as given: `ok`, `refused` or empty.
+    pub(crate) result: String,
+    pub(crate) email: String,
+    /// Whether any filter is set ("nothing matches" rather than "nothing recorded").
+    pub(crate) filtered: bool,
     pub(crate) records: Vec<AuditRow>,
+    /// The link to the next (older) page.
+    pub(crate) next: Option<String>,
+}
+
+/// A family of actions in the audit log's filter.
+pub(crate) struct AuditFamily {
+    pub(crate) value: &'static str,
+    pub(crate) label: &'static str,
+    pub(crate) selected: bool,
 }

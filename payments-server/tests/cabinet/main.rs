@@ -8,7 +8,7 @@ mod visitor;
 
 use std::time::Duration;
 
-use payments_cabinet::store::Role;
+use payments_cabinet::store::{CabinetAuditRecord, Role};
 use payments_core::store::CredentialStoreExt;
 use payments_core::store::MerchantStoreExt;
 use serde_json::json;
@@ -42,6 +42,107 @@ async fn tokens_of(c: &Cabinet, project: payments_core::ProjectId) -> usize {
         .await
         .expect("tokens")
         .len()
+}
+
+/// The audit log pages: 100 records a page, an "Older records" link to the next page (no
+/// record shown twice, none skipped), and filters by family of actions, result and e-mail
+/// that a merchant's user cannot widen to another merchant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_pages_and_filters() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let (other, _) = c.other_merchant("Other").await;
+    let store = c.cabinet().store().clone();
+    let at = payments_core::Timestamp::from_unix_secs(1_790_000_000);
+    for n in 0..150 {
+        store
+            .append_cabinet_audit(&CabinetAuditRecord {
+                at,
+                user_id: None,
+                email: format!("clerk{}@shop.example", n % 3),
+                address: Some("203.0.113.5".into()),
+                merchant_id: Some(if n % 10 == 9 { other } else { demo }),
+                project_id: None,
+                action: if n % 2 == 0 {
+                    "token.issue"
+                } else {
+                    "key.revoke"
+                }
+                .into(),
+                target: format!("audit-rec-{n:03}"),
+                success: n % 5 != 0,
+                detail: None,
+            })
+            .await
+            .expect("append");
+    }
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let shown = |body: &str| -> Vec<String> {
+        body.split("audit-rec-")
+            .skip(1)
+            .map(|rest| rest[..3].to_string())
+            .collect()
+    };
+    // The demo merchant's 135 records and its own sign-in: two pages.
+    let first = owner.get("/audit").await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let first_ids = shown(&first.body);
+    let rows = |body: &str| body.matches("<td><time datetime=").count();
+    assert_eq!(rows(&first.body), 100, "100 a page");
+    assert!(
+        first_ids.len() < 100,
+        "the owner's sign-in records are the newest"
+    );
+    let next = between(
+        &first.body,
+        "<p><a href=\"",
+        "\" rel=\"next\">Older records",
+    )
+    .expect("a link to the older records")
+    .replace("&#38;", "&")
+    .replace("&amp;", "&");
+    let second = owner.get(&next).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let second_ids = shown(&second.body);
+    assert_eq!(first_ids.len() + second_ids.len(), 135);
+    assert!(!second.body.contains("Older records"), "the last page");
+    let first_len = first_ids.len();
+    let all: Vec<String> = first_ids.into_iter().chain(second_ids).collect();
+    let expected: Vec<String> = (0..150)
+        .rev()
+        .filter(|n| n % 10 != 9)
+        .map(|n| format!("{n:03}"))
+        .collect();
+    assert_eq!(all, expected, "newest first, none twice, none skipped");
+
+    // Filters: a family, the refusals, an e-mail; together with the merchant's own scope.
+    let tokens = owner.get("/audit?action=token").await;
+    let ids = shown(&tokens.body);
+    assert_eq!(ids.len(), 75, "{}", tokens.body);
+    assert!(!tokens.body.contains("key.revoke") && !tokens.body.contains("sign_in.password"));
+    let refused = owner.get("/audit?result=refused").await;
+    let ids = shown(&refused.body);
+    assert_eq!(ids.len(), 30, "every fifth, none of the other merchant's");
+    assert!(ids
+        .iter()
+        .all(|n| n.parse::<u32>().expect("a number") % 5 == 0));
+    let clerk = owner
+        .get("/audit?email=CLERK1%40shop.example&action=key")
+        .await;
+    let ids = shown(&clerk.body);
+    assert!(!ids.is_empty());
+    assert!(ids.iter().all(|n| {
+        let n: u32 = n.parse().expect("a number");
+        n % 3 == 1 && n % 2 == 1 && n % 10 != 9
+    }));
+    let none = owner.get("/audit?email=nobody%40shop.example").await;
+    assert!(none.body.contains("No records match."), "{}", none.body);
+    // A made-up family or cursor is ignored, not an error.
+    let odd = owner.get("/audit?action=%25&before=x").await;
+    assert_eq!(odd.status, 200, "{}", odd.body);
+    assert_eq!(shown(&odd.body).len(), first_len);
+    c.server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use axum::http::HeaderMap;
 use browser::Browser;
-use payments_cabinet::store::Role;
+use payments_cabinet::store::{AuditQuery, Role};
 use payments_client::MerchantClient;
 use payments_core::auth::keys::{generate_signing_key, keyid, public_key_to_pem};
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
@@ -203,9 +203,14 @@ async fn first_sign_in_enrols_and_codes_are_used_once_and_failures_throttled() {
     let audit = c
         .cabinet()
         .store()
-        .cabinet_audit(Some(demo), 200)
+        .cabinet_audit(&AuditQuery {
+            merchant: Some(demo),
+            limit: 200,
+            ..AuditQuery::default()
+        })
         .await
-        .expect("audit");
+        .expect("audit")
+        .records;
     let refused_passwords = audit
         .iter()
         .filter(|r| r.action == "sign_in.password" && !r.success)
