@@ -341,6 +341,19 @@ impl MerchantClient {
         self.send(&req).await
     }
 
+    /// `GET /api/v1/payments?<query>`, signed (the query string is part of what is signed):
+    /// a page of the project's payments. `query` is the query string without `?`, its values
+    /// already form-encoded (`status=completed&limit=50`); empty for the first page of all.
+    pub async fn list_payments(&self, query: &str) -> Result<ApiResponse, ClientError> {
+        let path = if query.is_empty() {
+            "/api/v1/payments".to_string()
+        } else {
+            format!("/api/v1/payments?{query}")
+        };
+        let req = self.prepare(Method::GET, &path, b"", Some(&SignSpec::default()))?;
+        self.send(&req).await
+    }
+
     /// `GET /api/v1/payments/{id}`, signed (an empty body is signed too) so it works whatever
     /// the project's signature policy.
     pub async fn get_payment(&self, id: &str) -> Result<ApiResponse, ClientError> {

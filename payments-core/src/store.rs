@@ -12,7 +12,7 @@ use crate::event::{
 };
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::payer::PaymentPageRecord;
-use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
+use crate::payment::{Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
@@ -193,10 +193,53 @@ pub struct PaymentQuery {
     pub created_to: Option<Timestamp>,
     /// Only this merchant payment id.
     pub merchant_payment_id: Option<MerchantPaymentId>,
+    /// Only merchant payment ids that start with this (case-sensitive, byte for byte).
+    pub merchant_payment_id_prefix: Option<String>,
+    /// Only this payment method.
+    pub payment_method: Option<PaymentMethod>,
+    /// Only this flow (regular or project test payments).
+    pub flow: Option<Flow>,
     /// Only payments before this `(created_at, id)` in the order (the next page).
     pub before: Option<(Timestamp, PaymentId)>,
     /// At most this many.
     pub limit: usize,
+}
+
+impl PaymentQuery {
+    /// The newest `limit` payments of `project`, no filter.
+    pub fn new(project: ProjectId, limit: usize) -> PaymentQuery {
+        PaymentQuery {
+            project,
+            status: None,
+            created_from: None,
+            created_to: None,
+            merchant_payment_id: None,
+            merchant_payment_id_prefix: None,
+            payment_method: None,
+            flow: None,
+            before: None,
+            limit,
+        }
+    }
+
+    /// Whether `payment` passes the filters (the page aside).
+    pub fn matches(&self, payment: &Payment) -> bool {
+        payment.project_id == self.project
+            && self.status.is_none_or(|s| payment.status == s)
+            && self
+                .payment_method
+                .is_none_or(|m| payment.payment_method == m)
+            && self.created_from.is_none_or(|t| payment.created_at >= t)
+            && self.created_to.is_none_or(|t| payment.created_at < t)
+            && self
+                .merchant_payment_id
+                .as_ref()
+                .is_none_or(|m| &payment.merchant_payment_id == m)
+            && self
+                .merchant_payment_id_prefix
+                .as_deref()
+                .is_none_or(|p| payment.merchant_payment_id.as_str().starts_with(p))
+    }
 }
 
 /// A page of a project's callback events with their attempts, newest first.

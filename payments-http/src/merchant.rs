@@ -1,5 +1,5 @@
-//! The merchant API: `POST /api/v1/payments`, `GET /api/v1/payments/{id}`,
-//! `GET /api/v1/project`, `GET /api/v1/banks`, the sandbox test helpers, `/healthz`, `/readyz`.
+//! The merchant API: `POST /api/v1/payments`, `GET /api/v1/payments` (the list),
+//! `GET /api/v1/payments/{id}`, `GET /api/v1/project`, `GET /api/v1/banks`, the sandbox test helpers, `/healthz`, `/readyz`.
 
 use std::net::SocketAddr;
 
@@ -15,7 +15,7 @@ use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
 use payments_core::bank::parse_geo_query;
 use payments_core::ratelimit::{Gcra, RateDecision, RateLimiter};
 use payments_core::service::payment_not_found;
-use payments_core::service::{AuthRequest, Authenticated, CreateStatus};
+use payments_core::service::{AuthRequest, Authenticated, CreateStatus, PaymentListQuery};
 use payments_core::{ApiError, ErrorCode, PaymentId};
 use serde::Deserialize;
 use tracing::Instrument;
@@ -32,6 +32,7 @@ pub const MAX_BODY: usize = 16 * 1024;
 /// the router; `docs/openapi.yaml` is checked against it by `tests/openapi/`.
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/payments"),
+    ("GET", "/api/v1/payments"),
     ("GET", "/api/v1/payments/{id}"),
     ("GET", "/api/v1/project"),
     ("GET", "/api/v1/banks"),
@@ -58,6 +59,7 @@ pub fn route_list(environment: Environment) -> Vec<(&'static str, &'static str)>
 fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
     Some(match (method, path) {
         ("POST", "/api/v1/payments") => post(create_payment),
+        ("GET", "/api/v1/payments") => get(list_payments),
         ("GET", "/api/v1/payments/{id}") => get(get_payment),
         ("GET", "/api/v1/project") => get(get_project),
         ("GET", "/api/v1/banks") => get(list_banks),
@@ -382,6 +384,37 @@ async fn get_payment(
         &payment
             .view_with(decimals)
             .with_page_url(page_url.as_deref()),
+    ))
+}
+
+/// `GET /api/v1/payments`: a page of the project's payments, newest first. The query string
+/// is read once the request is authenticated ([`PaymentListQuery::parse`]: `400` naming the
+/// parameter); the items are the Payment resource without `payment_page_url` (a read of the
+/// payment gives it).
+#[tracing::instrument(name = "list_payments", skip_all, fields(request_id = %rid.0))]
+async fn list_payments(
+    State(st): State<AppState>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    let query = req.uri().query().unwrap_or_default().to_string();
+    let a = admitted(&st, Endpoint::ListPayments, req, None).await?;
+    let decimals = a.decimals;
+    let ctx = st.service.accept(a.auth).await?;
+    let query = PaymentListQuery::parse(&query)?;
+    let page = st.service.list_payments(&ctx.project, &query).await?;
+    let data: Vec<_> = page
+        .payments
+        .iter()
+        .map(|p| p.view_with(decimals))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({
+            "data": data,
+            "has_more": page.next_cursor.is_some(),
+            "next_cursor": page.next_cursor.map(|c| c.to_string()),
+        }),
     ))
 }
 

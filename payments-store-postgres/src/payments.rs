@@ -203,7 +203,15 @@ pub(crate) async fn find<C: GenericClient>(
     c: &C,
     q: &payments_core::store::PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
-    let (sql, values) = listing::payment_page(q, codec::D);
+    let narrow = match listing::prefix_count(q, codec::D) {
+        Some((sql, values)) => {
+            let rows = query(c, &sql, &refs(&params(values))).await?;
+            let found: i64 = rows.first().map_or(0, |r| r.get(0));
+            found <= i64::try_from(listing::NARROW_PREFIX).unwrap_or(i64::MAX)
+        }
+        None => false,
+    };
+    let (sql, values) = listing::payment_page(q, codec::D, narrow);
     query_payments(c, &sql, &refs(&params(values))).await
 }
 

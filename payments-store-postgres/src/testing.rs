@@ -57,6 +57,8 @@ pub async fn fresh_schema(base: &str) -> String {
 /// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
 /// and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP INDEX payments_project_status, payments_project_method, payments_project_flow,
+        payments_project_mpid;
     DROP TABLE payment_pages;
     ALTER TABLE projects DROP COLUMN payer_page, DROP COLUMN payer_language;
     DROP TABLE cabinet_users, cabinet_recovery_codes, cabinet_sessions, cabinet_invites,

@@ -36,7 +36,28 @@ pub const BASELINE: u32 = 10;
 
 /// The migrations after the baseline: entry `i` brings the schema from version
 /// `BASELINE + i` to `BASELINE + i + 1`. Append only: a released migration never changes.
-pub const MIGRATIONS: &[Migration] = &[];
+pub const MIGRATIONS: &[Migration] = &[
+    // 11: the merchant API's list of payments (`GET /api/v1/payments`) reads each filter
+    // through an index. Expand: new indexes only.
+    Migration {
+        name: "payment list indexes",
+        sqlite: "CREATE INDEX payments_project_status ON payments \
+                 (project_id, status, created_at, id);\n\
+                 CREATE INDEX payments_project_method ON payments \
+                 (project_id, payment_method, created_at, id);\n\
+                 CREATE INDEX payments_project_flow ON payments \
+                 (project_id, flow, created_at, id);",
+        postgres: "CREATE INDEX payments_project_status ON payments \
+                   (project_id, status, created_at, id);\n\
+                   CREATE INDEX payments_project_method ON payments \
+                   (project_id, payment_method, created_at, id);\n\
+                   CREATE INDEX payments_project_flow ON payments \
+                   (project_id, flow, created_at, id);\n\
+                   CREATE INDEX payments_project_mpid ON payments \
+                   (project_id, merchant_payment_id COLLATE \"C\");",
+        min_reader: BASELINE_MIN_READER,
+    },
+];
 
 /// The schema version this build writes, on either engine.
 pub const SCHEMA_VERSION: u32 = BASELINE + MIGRATIONS.len() as u32;

@@ -110,7 +110,17 @@ pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result
 /// A page of a project's payments, newest first by `(created_at, id)`, through the
 /// `(project_id, created_at, id)` index.
 pub(crate) fn find(conn: &Connection, q: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
-    let (sql, values) = listing::payment_page(q, codec::D);
+    let narrow = match listing::prefix_count(q, codec::D) {
+        Some((sql, values)) => {
+            let found: i64 = conn
+                .prepare_cached(&sql)
+                .and_then(|mut s| s.query_row(params(values), |r| r.get(0)))
+                .map_err(db)?;
+            found <= i64::try_from(listing::NARROW_PREFIX).unwrap_or(i64::MAX)
+        }
+        None => false,
+    };
+    let (sql, values) = listing::payment_page(q, codec::D, narrow);
     query_payments(conn, &sql, params(values))
 }
 
@@ -174,4 +184,64 @@ pub(crate) fn count_by_status(conn: &Connection) -> Result<Vec<(PaymentStatus, u
         .into_iter()
         .filter_map(|s| counts.iter().find(|(st, _)| *st == s).copied())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use payments_core::payment::PaymentMethod;
+    use payments_core::testing::contract::{payment_id, project_id, sample_payment, T0};
+
+    use super::*;
+
+    /// Both ways of reading a prefix ([`listing::prefix_count`] picks one by the number of
+    /// matches, and only a project of more than `NARROW_PREFIX` matching payments takes the
+    /// broad one) find the same payments in the same order, filters and pages included.
+    #[test]
+    fn a_prefix_read_by_id_or_by_time_finds_the_same_page() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut conn = Connection::open(dir.path().join("p.db")).expect("open");
+        crate::schema::migrate(&mut conn).expect("migrate");
+        for (n, mpid) in ["a-1", "a-2", "a_3", "A-4", "a-10", "b-1", "a-11"]
+            .into_iter()
+            .enumerate()
+        {
+            let n = u128::try_from(n).expect("small");
+            let mut p = sample_payment(payment_id(n), project_id(1), mpid);
+            p.created_at =
+                T0 + std::time::Duration::from_secs(u64::try_from(n % 3).expect("small"));
+            if n % 2 == 0 {
+                p.payment_method = PaymentMethod::CardTransfer;
+            }
+            insert(&conn, &p).expect("insert");
+        }
+        let ids = |q: &PaymentQuery, narrow: bool| {
+            let (sql, values) = listing::payment_page(q, codec::D, narrow);
+            query_payments(&conn, &sql, params(values))
+                .expect("a page")
+                .into_iter()
+                .map(|p| p.merchant_payment_id.as_str().to_string())
+                .collect::<Vec<_>>()
+        };
+        for prefix in ["a-", "a", "a-1", "A", "a_", "b-1", "c"] {
+            let mut q = PaymentQuery::new(project_id(1), 10);
+            q.merchant_payment_id_prefix = Some(prefix.to_string());
+            let by_id = ids(&q, true);
+            assert_eq!(by_id, ids(&q, false), "{prefix}");
+            assert!(
+                by_id.iter().all(|m| m.starts_with(prefix)),
+                "{prefix}: {by_id:?}"
+            );
+            q.payment_method = Some(PaymentMethod::CardTransfer);
+            q.limit = 2;
+            let first = find(&conn, &q).expect("a page");
+            assert_eq!(ids(&q, true), ids(&q, false), "{prefix}, a method");
+            if let Some(last) = first.last() {
+                q.before = Some((last.created_at, last.id));
+                assert_eq!(ids(&q, true), ids(&q, false), "{prefix}, the next page");
+            }
+        }
+        let mut q = PaymentQuery::new(project_id(1), 10);
+        q.merchant_payment_id_prefix = Some("a-".into());
+        assert_eq!(ids(&q, true), ["a-10", "a-2", "a-11", "a-1"]);
+    }
 }

@@ -82,6 +82,7 @@ pub(crate) async fn list(
         merchant_payment_id: mpid.clone(),
         before: cursor::<PaymentId>(&f.before),
         limit: PAGE_SIZE + 1,
+        ..PaymentQuery::new(project.id, PAGE_SIZE + 1)
     };
     let mut found = st
         .cabinet

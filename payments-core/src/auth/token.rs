@@ -287,6 +287,8 @@ pub enum Endpoint {
     CreatePayment,
     /// `GET /api/v1/payments/{id}`.
     GetPayment,
+    /// `GET /api/v1/payments` (the list).
+    ListPayments,
     /// `GET /api/v1/project`.
     GetProject,
     /// `POST /api/v1/test/payments/{id}/complete` and `.../cancel`.
@@ -298,7 +300,7 @@ impl Endpoint {
     pub const fn required_scope(self) -> Option<Scope> {
         match self {
             Endpoint::CreatePayment => Some(Scope::PaymentsCreate),
-            Endpoint::GetPayment => Some(Scope::PaymentsRead),
+            Endpoint::GetPayment | Endpoint::ListPayments => Some(Scope::PaymentsRead),
             Endpoint::GetProject => None,
             Endpoint::TestHelper => Some(Scope::PaymentsTest),
         }

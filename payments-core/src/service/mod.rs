@@ -5,6 +5,7 @@ mod auth;
 mod batch;
 mod callbacks;
 mod create;
+mod listing;
 mod notify;
 mod operate;
 mod operator;
@@ -43,6 +44,10 @@ pub use callbacks::{
     CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
 };
 pub use create::{CreateError, CreateOutcome, CreateStatus};
+pub use listing::{
+    ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+};
 pub use notify::{
     NotificationError, NotificationOutcome, ProviderNotification, SignedNotification,
     TransferReport, NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION,

@@ -288,16 +288,7 @@ impl PaymentStore for MemoryStore {
         let mut found: Vec<Payment> = st
             .payments
             .values()
-            .filter(|p| {
-                p.project_id == q.project
-                    && q.status.is_none_or(|s| p.status == s)
-                    && q.created_from.is_none_or(|t| p.created_at >= t)
-                    && q.created_to.is_none_or(|t| p.created_at < t)
-                    && q.merchant_payment_id
-                        .as_ref()
-                        .is_none_or(|m| &p.merchant_payment_id == m)
-                    && q.before.is_none_or(|b| (p.created_at, p.id) < b)
-            })
+            .filter(|p| q.matches(p) && q.before.is_none_or(|b| (p.created_at, p.id) < b))
             .cloned()
             .collect();
         found.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));

@@ -2,6 +2,7 @@
 //! dir per test, requests signed by the core's signer.
 
 mod creates;
+mod list;
 mod reads;
 mod refusals;
 mod server;

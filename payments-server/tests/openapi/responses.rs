@@ -147,6 +147,40 @@ async fn real_responses_validate_against_the_file() {
     assert_eq!(r.status, StatusCode::CREATED);
     assert!(r.json.get("payment_page_url").is_none(), "the page is off");
     check(&spec, &mut seen, create, "POST", &r);
+    // The list: a page with a cursor, the last page, a refused filter, a missing scope.
+    let list = "/api/v1/payments";
+    let r = c.list_payments("limit=1").await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert!(r.json["next_cursor"].is_string());
+    check(&spec, &mut seen, list, "GET", &r);
+    let r = c
+        .list_payments("merchant_payment_id_prefix=oa-1&limit=100")
+        .await
+        .unwrap();
+    assert_eq!(r.json["next_cursor"], Value::Null, "{}", r.json);
+    check(&spec, &mut seen, list, "GET", &r);
+    let listed = c
+        .prepare(Method::GET, "/api/v1/payments?limit=1", b"", None)
+        .unwrap();
+    let r = send_with_decimals(c, &listed, "string").await;
+    assert!(r.json["data"][0]["amount"].is_string(), "{}", r.json);
+    check(&spec, &mut seen, list, "GET", &r);
+    let r = c.list_payments("limit=1000").await.unwrap();
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    check(&spec, &mut seen, list, "GET", &r);
+    let create_only = s
+        .state
+        .service
+        .issue_token(s.project(), vec![Scope::PaymentsCreate], &Actor("t".into()))
+        .await
+        .unwrap();
+    let r = c
+        .with_token(create_only.token.expose())
+        .list_payments("")
+        .await
+        .unwrap();
+    assert_eq!(r.code(), Some("insufficient_scope"));
+    check(&spec, &mut seen, list, "GET", &r);
 
     // With the payer page on: payment_page_url in the create response and GET, the same link.
     s.patch_project(ProjectPatch {
@@ -409,6 +443,9 @@ async fn real_responses_validate_against_the_file() {
 
     // The statuses this test must have exercised (a guard against silently skipping cases).
     for (method, path, status) in [
+        ("GET", "/api/v1/payments", 200),
+        ("GET", "/api/v1/payments", 400),
+        ("GET", "/api/v1/payments", 403),
         ("POST", create, 200),
         ("POST", create, 201),
         ("POST", create, 400),

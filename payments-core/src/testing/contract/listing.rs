@@ -56,19 +56,18 @@ pub async fn payment_listing<S: Store>(store: &S) {
         if n % 2 == 0 {
             p.status = PaymentStatus::Completed;
         }
+        if n == 5 {
+            p.flow = Flow::ProjectTest;
+        }
+        if n == 3 {
+            p.payment_method = PaymentMethod::CardTransfer;
+            p.merchant_payment_id = MerchantPaymentId::parse("order_3").expect("valid");
+        }
         inserted(store, &p).await;
         all.push(p);
     }
     let query = |f: &dyn Fn(&mut PaymentQuery)| {
-        let mut q = PaymentQuery {
-            project: project_id(1),
-            status: None,
-            created_from: None,
-            created_to: None,
-            merchant_payment_id: None,
-            before: None,
-            limit: 100,
-        };
+        let mut q = PaymentQuery::new(project_id(1), 100);
         f(&mut q);
         q
     };
@@ -104,11 +103,59 @@ pub async fn payment_listing<S: Store>(store: &S) {
     assert_eq!(
         ids(store
             .find_payments(&query(&|q| {
-                q.merchant_payment_id = Some(MerchantPaymentId::parse("order-3").expect("valid"));
+                q.merchant_payment_id = Some(MerchantPaymentId::parse("order_3").expect("valid"));
             }))
             .await
             .expect("find")),
         vec![payment_id(3)]
+    );
+    // A prefix, byte for byte: `_` and `%` are no wildcards, case counts.
+    let prefixed = |prefix: &'static str| {
+        query(&move |q| q.merchant_payment_id_prefix = Some(prefix.to_string()))
+    };
+    for (prefix, expected) in [
+        ("order-", vec![5, 4, 2, 1]),
+        ("order", vec![5, 4, 3, 2, 1]),
+        ("order_", vec![3]),
+        ("order-4", vec![4]),
+        ("Order", vec![]),
+        ("order%", vec![]),
+        ("orde_-", vec![]),
+        ("order-44", vec![]),
+    ] {
+        assert_eq!(
+            ids(store.find_payments(&prefixed(prefix)).await.expect("find")),
+            expected.into_iter().map(payment_id).collect::<Vec<_>>(),
+            "prefix {prefix}"
+        );
+    }
+    assert_eq!(
+        ids(store
+            .find_payments(&query(
+                &|q| q.payment_method = Some(PaymentMethod::CardTransfer)
+            ))
+            .await
+            .expect("find")),
+        vec![payment_id(3)]
+    );
+    assert_eq!(
+        ids(store
+            .find_payments(&query(&|q| {
+                q.payment_method = Some(PaymentMethod::Sbp);
+                q.status = Some(PaymentStatus::Completed);
+                q.merchant_payment_id_prefix = Some("order-".into());
+            }))
+            .await
+            .expect("find")),
+        vec![payment_id(4), payment_id(2)],
+        "filters together"
+    );
+    assert_eq!(
+        ids(store
+            .find_payments(&query(&|q| q.flow = Some(Flow::ProjectTest)))
+            .await
+            .expect("find")),
+        vec![payment_id(5)]
     );
     let first = store
         .find_payments(&query(&|q| q.limit = 2))

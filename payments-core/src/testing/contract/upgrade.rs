@@ -329,13 +329,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     );
     let listed = store
         .find_payments(&PaymentQuery {
-            project: project.id,
-            status: None,
-            created_from: None,
-            created_to: None,
-            merchant_payment_id: None,
-            before: None,
-            limit: 10,
+            payment_method: Some(next.payment_method),
+            merchant_payment_id_prefix: Some(next.merchant_payment_id.as_str()[..1].to_string()),
+            ..PaymentQuery::new(project.id, 10)
         })
         .await
         .unwrap_or_else(|e| fail(round, "find_payments", e));

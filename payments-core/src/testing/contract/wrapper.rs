@@ -278,15 +278,8 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("events_for_payment", |s| s.events_for_payment(pay.id));
     let _ = same!("failed_events", |s| s
         .failed_events(&FailedEventFilter::default(), 10));
-    let _ = same!("find_payments", |s| s.find_payments(&PaymentQuery {
-        project: p.id,
-        status: None,
-        created_from: None,
-        created_to: None,
-        merchant_payment_id: None,
-        before: None,
-        limit: 10,
-    }));
+    let _ = same!("find_payments", |s| s
+        .find_payments(&PaymentQuery::new(p.id, 10)));
     let _ = same!("find_events", |s| s.find_events(&EventQuery {
         project: p.id,
         state: None,

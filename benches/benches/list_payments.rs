@@ -1,0 +1,302 @@
+//! `GET /api/v1/payments` at scale: the store's page query (`find_payments`, what the list
+//! endpoint runs) over one project of N payments, on SQLite and, with `DATABASE_URL`, on
+//! PostgreSQL. One payment is inserted through the store; the other N - 1 are copied from it
+//! in SQL with their own id, merchant payment id, creation time (10 ms apart), status (1 %
+//! `completed`), method (half `card_transfer`) and flow (0.1 % `project_test`). Then each kind
+//! of page (limit 50) is read `LIST_ROUNDS` times by one caller: p50, p99 and pages a second.
+//! On PostgreSQL the copies are inserted with triggers off (`session_replication_role =
+//! replica`, which needs a superuser): the status counters' trigger, row by row, made a
+//! million-row seed take over ten minutes, and the list does not read the counters.
+//!
+//! ```sh
+//! LIST_PAYMENTS=5000000 cargo bench -p payments-benches --bench list_payments -- --bench
+//! ```
+//!
+//! Without `--bench` (as `cargo test --benches` runs it) it seeds 2,000 payments and reads each
+//! page once: a smoke run that checks the answers, not the speed.
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use payments_core::payment::{Flow, PaymentMethod, PaymentStatus};
+use payments_core::store::{PaymentQuery, Store};
+use payments_core::testing::contract::{payment_id, project_id, sample_payment, T0};
+use payments_core::{PaymentId, Timestamp};
+use payments_store_sqlite::{SqliteOptions, SqliteStore};
+
+const LIMIT: usize = 50;
+
+/// The payments' creation times: `T0 + i * 10 ms`.
+fn created(i: u64) -> Timestamp {
+    T0 + Duration::from_millis(i * 10)
+}
+
+/// The column expressions that make payment `n.i` from the template row `t`, for `dialect`
+/// (`sqlite` or `postgres`).
+fn expression(column: &str, postgres: bool) -> String {
+    let base = T0.unix_millis();
+    match column {
+        "id" if postgres => {
+            "lpad(to_hex(n.i), 8, '0') || '-0000-7000-8000-' || lpad(to_hex(n.i), 12, '0')".into()
+        }
+        "id" => "printf('%08x-0000-7000-8000-%012x', n.i, n.i)".into(),
+        "merchant_payment_id" if postgres => "'order-' || lpad(n.i::text, 8, '0')".into(),
+        "merchant_payment_id" => "printf('order-%08d', n.i)".into(),
+        "created_at" | "updated_at" => format!("{base} + n.i * 10"),
+        "status" => "CASE WHEN n.i % 100 = 0 THEN 'completed' ELSE 'processing' END".into(),
+        "payment_method" => "CASE WHEN n.i % 2 = 0 THEN 'sbp' ELSE 'card_transfer' END".into(),
+        "flow" => "CASE WHEN n.i % 1000 = 0 THEN 'project_test' ELSE 'runtime_live' END".into(),
+        other => format!("t.{other}"),
+    }
+}
+
+fn insert_copies(columns: &[String], n: u64, template: PaymentId, postgres: bool) -> String {
+    let list = columns.join(", ");
+    let exprs: Vec<String> = columns.iter().map(|c| expression(c, postgres)).collect();
+    let exprs = exprs.join(", ");
+    if postgres {
+        format!(
+            "INSERT INTO payments ({list}) SELECT {exprs} \
+             FROM generate_series(1, {n}) AS n(i), payments t WHERE t.id = '{template}'"
+        )
+    } else {
+        format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n}) \
+             INSERT INTO payments ({list}) SELECT {exprs} FROM n, payments t \
+             WHERE t.id = '{template}'"
+        )
+    }
+}
+
+/// The template payment: number 0, the newest-but-oldest (created at `T0`).
+fn template() -> payments_core::payment::Payment {
+    let mut p = sample_payment(payment_id(u128::MAX >> 8), project_id(1), "template");
+    p.created_at = T0;
+    p.updated_at = T0;
+    p
+}
+
+/// A kind of page: its name, and its query in round `r`.
+type Page = (&'static str, Box<dyn Fn(u64) -> PaymentQuery>);
+
+/// The kinds of page measured.
+fn pages(n: u64) -> Vec<Page> {
+    let q = || PaymentQuery::new(project_id(1), LIMIT);
+    vec![
+        ("first page, no filter", Box::new(move |_| q())),
+        (
+            "deep page (cursor in the middle)",
+            Box::new(move |r| PaymentQuery {
+                before: Some((created(n / 2 + r), payment_id(0))),
+                ..q()
+            }),
+        ),
+        (
+            "status=completed (1 %)",
+            Box::new(move |_| PaymentQuery {
+                status: Some(PaymentStatus::Completed),
+                ..q()
+            }),
+        ),
+        (
+            "payment_method=card_transfer (50 %)",
+            Box::new(move |_| PaymentQuery {
+                payment_method: Some(PaymentMethod::CardTransfer),
+                ..q()
+            }),
+        ),
+        (
+            "flow=project_test (0.1 %)",
+            Box::new(move |_| PaymentQuery {
+                flow: Some(Flow::ProjectTest),
+                ..q()
+            }),
+        ),
+        (
+            "merchant_payment_id (exact)",
+            Box::new(move |r| PaymentQuery {
+                merchant_payment_id: payments_core::payment::MerchantPaymentId::parse(&format!(
+                    "order-{:08}",
+                    1 + (r * 7919) % n
+                )),
+                ..q()
+            }),
+        ),
+        (
+            "merchant_payment_id_prefix (1,000 ids)",
+            Box::new(move |r| PaymentQuery {
+                merchant_payment_id_prefix: Some(format!(
+                    "order-{:05}",
+                    (r * 31) % (n / 1000).max(1)
+                )),
+                ..q()
+            }),
+        ),
+        (
+            "prefix, 100,000 ids, the newest",
+            Box::new(move |_| PaymentQuery {
+                merchant_payment_id_prefix: Some(format!("order-{:08}", n - 1)[..9].to_string()),
+                ..q()
+            }),
+        ),
+        (
+            "prefix, 100,000 ids, the oldest",
+            Box::new(move |_| PaymentQuery {
+                merchant_payment_id_prefix: Some("order-000".to_string()),
+                ..q()
+            }),
+        ),
+        (
+            "created_from/created_to (1 min window)",
+            Box::new(move |r| {
+                let from = created((r * 104_729) % n);
+                PaymentQuery {
+                    created_from: Some(from),
+                    created_to: Some(from + Duration::from_secs(60)),
+                    ..q()
+                }
+            }),
+        ),
+    ]
+}
+
+/// Reads every kind of page `rounds` times; prints one line each.
+async fn measure(engine: &str, store: &dyn Store, n: u64, rounds: u64) {
+    for (name, query) in pages(n) {
+        let mut hist = Histogram::<u64>::new(3).expect("a histogram");
+        let started = Instant::now();
+        let mut rows = 0;
+        for r in 0..rounds {
+            let q = query(r);
+            let t = Instant::now();
+            let page = store.find_payments(&q).await.expect("a page");
+            hist.record(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX))
+                .expect("recorded");
+            assert!(page.len() <= LIMIT);
+            assert!(
+                page.iter().all(|p| q.matches(p)),
+                "{name}: a page matches its query"
+            );
+            assert!(
+                page.windows(2)
+                    .all(|w| (w[0].created_at, w[0].id) > (w[1].created_at, w[1].id)),
+                "{name}: newest first"
+            );
+            rows += page.len();
+        }
+        assert!(rows > 0, "{name}: something is found");
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{engine:<10} {n:>9} payments  {name:<40} p50 {:>7} us  p99 {:>7} us  {:>7.0} pages/s",
+            hist.value_at_quantile(0.5),
+            hist.value_at_quantile(0.99),
+            rounds as f64 / secs
+        );
+    }
+}
+
+async fn sqlite(n: u64, rounds: u64) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("list.db");
+    let template = template();
+    {
+        let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+        store.insert_payment(&template).await.expect("insert");
+    }
+    let started = Instant::now();
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        let columns: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info('payments')")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("columns")
+            .collect::<Result<_, _>>()
+            .expect("columns");
+        conn.execute_batch(&insert_copies(&columns, n - 1, template.id, false))
+            .expect("seed");
+        conn.execute_batch("ANALYZE; PRAGMA wal_checkpoint(TRUNCATE);")
+            .expect("analyze");
+    }
+    eprintln!(
+        "sqlite: {n} payments seeded in {:.0} s, {} MB",
+        started.elapsed().as_secs_f64(),
+        std::fs::metadata(&path).map_or(0, |m| m.len()) / 1_000_000
+    );
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    measure("sqlite", &store, n, rounds).await;
+}
+
+async fn postgres(url: &str, n: u64, rounds: u64) {
+    use payments_store_postgres::{PgOptions, PgStore};
+    let schema = format!("bench_list_{}", std::process::id());
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("a schema");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let scoped = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    let template = template();
+    let store = PgStore::connect(&scoped, PgOptions::default())
+        .await
+        .expect("connect");
+    store.insert_payment(&template).await.expect("insert");
+    let started = Instant::now();
+    let columns: Vec<String> = client
+        .query(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = $1 AND table_name = 'payments' ORDER BY ordinal_position",
+            &[&schema],
+        )
+        .await
+        .expect("columns")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    client
+        .batch_execute(&format!(
+            "SET search_path = {schema}; SET session_replication_role = replica; {}; \
+             SET session_replication_role = DEFAULT; ANALYZE payments;",
+            insert_copies(&columns, n - 1, template.id, true)
+        ))
+        .await
+        .expect("seed");
+    eprintln!(
+        "postgres: {n} payments seeded in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    measure("postgres", &store, n, rounds).await;
+    store.close();
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("drop the schema");
+    drop(client);
+    let _ = task.await;
+}
+
+#[tokio::main]
+async fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (n, rounds) = if bench {
+        let n = std::env::var("LIST_PAYMENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000u64);
+        let rounds = std::env::var("LIST_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(500u64);
+        (n, rounds)
+    } else {
+        (2_000, 1)
+    };
+    sqlite(n, rounds).await;
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        postgres(&url, n, rounds).await;
+    }
+}
