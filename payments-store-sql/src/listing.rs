@@ -56,7 +56,8 @@ impl Conditions {
             Dialect::Sqlite => {
                 // The first bound alone is what SQLite's planner turns into the index range
                 // (it reads no range out of an OR): without it, a page deep in the list
-                // scanned every newer row first (41 ms at 500,000 rows, 50 us with it).
+                // scanned every newer row first (41 ms in the middle of 1,000,000 rows;
+                // 0.24 ms with it).
                 self.add(&format!(" AND {time_column} <= ?"), SqlValue::ts(time));
                 self.add(&format!(" AND ({time_column} < ?"), SqlValue::ts(time));
                 self.add(&format!(" OR {id_column} < ?)"), SqlValue::Text(id));
