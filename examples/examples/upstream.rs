@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo run -p payments-examples --example upstream -- --listen 127.0.0.1:9300 \
-//!     --notify-url http://127.0.0.1:8082/upstream/v1/notifications
+//!     --notify-url http://127.0.0.1:8083/upstream/v1/notifications
 //! # then, with the settings it prints, in production:
 //! payments-server serve --environment production --config payments.toml
 //! # the bank saw the transfer of a payment:
@@ -31,10 +31,11 @@ struct Args {
     /// The secret shared with the server (`whsec_...`).
     #[arg(long, env = "UPSTREAM_SECRET", hide_env_values = true)]
     secret: SecretString,
-    /// The server's notification URL.
+    /// The server's notification URL (its `upstream.listen`; 8083 here, beside the merchant
+    /// API on 8080, the operator API on 8081 and the cabinet on 8082).
     #[arg(
         long,
-        default_value = "http://127.0.0.1:8082/upstream/v1/notifications"
+        default_value = "http://127.0.0.1:8083/upstream/v1/notifications"
     )]
     notify_url: String,
 }
@@ -67,7 +68,7 @@ async fn main() -> ExitCode {
         .notify_url
         .split('/')
         .nth(2)
-        .unwrap_or("127.0.0.1:8082")
+        .unwrap_or("127.0.0.1:8083")
         .to_string();
     println!(
         "example upstream on http://{}; payments-server settings:\n\n{}",

@@ -39,5 +39,5 @@ curl -sS -X POST "$base_url/api/v1/payments" \
   -H "Content-Digest: $digest" \
   -H "Signature-Input: sig1=$params" \
   -H "Signature: sig1=:$signature:" \
+  -w '\nHTTP status: %{http_code}\n' \
   --data-binary "$body"
-echo

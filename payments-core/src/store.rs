@@ -229,6 +229,7 @@ impl PaymentQuery {
             && self
                 .payment_method
                 .is_none_or(|m| payment.payment_method == m)
+            && self.flow.is_none_or(|f| payment.flow == f)
             && self.created_from.is_none_or(|t| payment.created_at >= t)
             && self.created_to.is_none_or(|t| payment.created_at < t)
             && self

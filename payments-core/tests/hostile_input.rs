@@ -509,7 +509,14 @@ fn the_sandbox_signature_base_never_repeats_the_bearer_token() {
     r.headers
         .extend(forged.headers.into_iter().filter(|(n, _)| n == "Signature"));
     let e = refused(block_on(r.authenticate(&h.service)));
-    assert_eq!(e.message, "signature does not verify");
+    assert_eq!(
+        e.message,
+        format!(
+            "signature does not verify{}",
+            payments_core::auth::signature::SANDBOX_KEY_HINT
+        ),
+        "the sandbox points at the key"
+    );
     assert!(!e.signature_base.unwrap().contains(secret));
 }
 

@@ -114,6 +114,40 @@ pub async fn bootstrap_sandbox(
     Ok(Some(path))
 }
 
+/// Brings an existing credentials file to this start's listeners. The file is written once,
+/// by the first start, with that start's URLs; a server restarted on other ports (or with
+/// another `listen.public_url`) would leave every client that reads it (the quickstart, the
+/// guides, `MerchantClient::from_credentials`) knocking at the old ones. The URLs are
+/// rewritten, everything else (tokens, keys, secrets) kept as it is, mode 0600 again.
+/// `Ok(None)` when there is no file or its URLs are current; `Ok(Some(path))` when it was
+/// rewritten; `Err` (the server only warns) when it cannot be read or written.
+pub fn refresh_credentials(
+    data_dir: &Path,
+    base_url: &str,
+    operator_url: &str,
+    cabinet_url: Option<&str>,
+) -> Result<Option<PathBuf>, String> {
+    let path = data_dir.join(CREDENTIALS_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let found = SandboxCredentials::from_file(&path).map_err(|e| e.to_string())?;
+    let before = serde_json::to_vec_pretty(&found).expect("plain strings serialise");
+    let current = found.at(base_url, operator_url, cabinet_url);
+    let after = serde_json::to_vec_pretty(&current).expect("plain strings serialise");
+    if before == after {
+        return Ok(None);
+    }
+    // A new owner-only file beside it, then renamed over it: a crash leaves the old file or
+    // the new one, never half of either.
+    let fresh = data_dir.join(format!("{CREDENTIALS_FILE}.new"));
+    let _ = std::fs::remove_file(&fresh);
+    write_private(&fresh, &after)
+        .and_then(|()| std::fs::rename(&fresh, &path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(Some(path))
+}
+
 /// The test-mode project of the demo merchant: a token with every scope and a key pair. No
 /// callback secret: test payments send no callbacks on their own; a manual resend needs one
 /// issued first (`payments-server callback-secret rotate <project>`).

@@ -383,6 +383,28 @@ impl ApplicationBuilder {
             )
             .await
             .map_err(|e| start_err(format!("sandbox bootstrap: {}", e.message)))?;
+            if app.credentials.is_none() {
+                let cabinet_url = app.cabinet_url();
+                match crate::bootstrap::refresh_credentials(
+                    &app.settings.data_dir,
+                    &app.base_url(),
+                    &app.operator_url(),
+                    cabinet_url.as_deref(),
+                ) {
+                    Ok(Some(path)) => tracing::info!(
+                        file = %path.display(),
+                        base_url = %app.base_url(),
+                        operator_url = %app.operator_url(),
+                        "sandbox credentials: URLs brought to this start's listeners"
+                    ),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "sandbox credentials: the file keeps its old URLs; delete it with the \
+                         data dir for a fresh sandbox"
+                    ),
+                }
+            }
         }
         Ok(app)
     }

@@ -234,3 +234,48 @@ async fn a_plaintext_secret_from_an_older_data_dir_signs_and_is_resealed() {
     ));
     assert_eq!(signing_secret(&settings, project).await.unwrap(), old);
 }
+
+/// A sandbox restarted on other ports rewrites its credentials file's URLs (and nothing else),
+/// so a client reading the file reaches the running server; the file stays owner-only.
+#[tokio::test]
+async fn a_restart_on_other_ports_brings_the_credentials_file_along() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let file = data.join(CREDENTIALS_FILE);
+    let read = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&file).expect("the file")).expect("JSON")
+    };
+    let first = TestServer::start(|s| s.data_dir = data.clone()).await;
+    let written = read();
+    assert_eq!(written["base_url"], first.merchant_url.as_str());
+    first.stop().await;
+    let second = TestServer::start(|s| s.data_dir = data.clone()).await;
+    let now = read();
+    assert_ne!(second.merchant_url, written["base_url"].as_str().unwrap());
+    assert_eq!(now["base_url"], second.merchant_url.as_str());
+    assert_eq!(now["operator_url"], second.operator_url.as_str());
+    assert_eq!(
+        now["cabinet_url"],
+        second
+            .cabinet_url
+            .as_deref()
+            .expect("the sandbox runs the cabinet")
+    );
+    for kept in [
+        "token",
+        "private_key_pem",
+        "callback_secret",
+        "operator_token",
+        "test_project",
+    ] {
+        assert_eq!(now[kept], written[kept], "{kept} is kept");
+    }
+    assert_eq!(mode(&file), 0o600);
+    // The file's client reaches the running server.
+    let client = payments_client::MerchantClient::from_credentials(
+        &payments_client::SandboxCredentials::from_file(&file).expect("the file reads"),
+    )
+    .expect("a client");
+    assert_eq!(client.project().await.expect("an answer").status, 200);
+    second.stop().await;
+}

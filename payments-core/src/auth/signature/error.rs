@@ -158,14 +158,30 @@ pub(crate) fn redact_signature_base(base: &str) -> String {
         .join("\n")
 }
 
+/// What the sandbox adds to `signature does not verify`.
+pub const SANDBOX_KEY_HINT: &str = ": signature_base is the base the server verified; if it \
+     equals the base you signed, the private key you signed with is not the one registered \
+     under this keyid (another project's key, or a replaced one)";
+
 impl SignatureError {
     /// `401 signature_invalid` with the reason as message, plus the signature base in the
     /// sandbox only (`decisions.md`: a debugging aid, never in production). The value of a
     /// covered `authorization` component (the bearer token) is redacted from the base, here
     /// and in the error kept as the cause (which logs may print).
+    ///
+    /// In the sandbox a signature that does not verify says where to look next: with the
+    /// server's base beside it, a base equal to the client's leaves only the key (another
+    /// project's private key under this project's `keyid` showed nothing in a diff).
     pub fn into_api_error(mut self, env: Environment) -> ApiError {
         self.signature_base = self.signature_base.as_deref().map(redact_signature_base);
-        let mut api = ApiError::new(ErrorCode::SignatureInvalid, self.failure.to_string());
+        let mut message = self.failure.to_string();
+        if env == Environment::Sandbox
+            && self.failure == SignatureFailure::VerificationFailed
+            && self.signature_base.is_some()
+        {
+            message.push_str(SANDBOX_KEY_HINT);
+        }
+        let mut api = ApiError::new(ErrorCode::SignatureInvalid, message);
         if env == Environment::Sandbox {
             api.signature_base = self.signature_base.clone();
         }

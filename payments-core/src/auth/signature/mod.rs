@@ -27,7 +27,7 @@ mod verify;
 #[cfg(test)]
 mod tests;
 
-pub use self::error::{SignatureError, SignatureFailure};
+pub use self::error::{SignatureError, SignatureFailure, SANDBOX_KEY_HINT};
 pub use self::policy::SignaturePolicy;
 pub use self::request::HttpRequestParts;
 pub use self::signer::{sign_request, SigParam, SignError, SignOptions, SignedHeaders};

@@ -503,7 +503,13 @@ fn unknown_keyid_and_wrong_key() {
         (ErrorCode::SignatureInvalid, None)
     );
     let api = e.clone().into_api_error(Environment::Sandbox);
-    assert_eq!(api.message, "signature does not verify");
+    assert_eq!(
+        api.message,
+        format!("signature does not verify{SANDBOX_KEY_HINT}")
+    );
+    assert!(api
+        .message
+        .contains("not the one registered under this keyid"));
     assert_eq!(
         api.signature_base.as_deref(),
         Some(prepared.signature_base())
