@@ -81,9 +81,13 @@ pub(crate) async fn body_deadline(
     request: Request,
     next: Next,
 ) -> Response {
+    let (parts, body) = request.into_parts();
+    // A request without a body (most GETs) has nothing to wait for: no timer for it.
+    if http_body::Body::is_end_stream(&body) {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
     let timeout = st.body_timeout;
     let expired = Arc::new(AtomicBool::new(false));
-    let (parts, body) = request.into_parts();
     let body = Body::new(DeadlineBody {
         inner: body,
         sleep: Box::pin(tokio::time::sleep(timeout)),

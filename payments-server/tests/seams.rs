@@ -185,7 +185,8 @@ async fn every_error_answer_is_the_json_error_body_with_the_request_id() {
         .unwrap();
     assert_error(r, 404, "not_found", "rid-404").await;
 
-    // 405: a listed path with another method; Allow names the one it takes.
+    // 405: a listed path with another method; Allow names the ones it takes (the list and
+    // the create share the path).
     let r = http
         .delete(format!("{base}/api/v1/payments"))
         .header("x-request-id", "rid-405")
@@ -194,7 +195,7 @@ async fn every_error_answer_is_the_json_error_body_with_the_request_id() {
         .unwrap();
     let allow = r.headers().get("allow").cloned();
     assert_error(r, 405, "method_not_allowed", "rid-405").await;
-    assert_eq!(allow.expect("an Allow header"), "POST");
+    assert_eq!(allow.expect("an Allow header"), "POST,GET,HEAD");
 
     // 413: a declared body over 16 KiB, refused before it is read or authenticated.
     let r = http
