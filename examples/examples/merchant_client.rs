@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Credentials come from `./data/sandbox-credentials.json` unless `--base-url`, `--token` and
-//! `--private-key` are given.
+//! `--private-key` are given. A server whose certificate a private CA signed needs
+//! `--ca-file <pem>`.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -71,11 +72,11 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> Result<(), String> {
     let timeout = Duration::from_secs(args.timeout_secs).max(MIN_TIMEOUT);
-    let http = reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let http = args.api.http_client(
+        reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(5)),
+    )?;
     let client = args.api.client()?.with_http_client(http);
 
     let merchant_payment_id = args.merchant_payment_id.clone().unwrap_or_else(|| {

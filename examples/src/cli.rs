@@ -5,6 +5,10 @@ use std::path::PathBuf;
 use payments_client::{MerchantClient, SandboxCredentials};
 use payments_core::SecretString;
 
+/// The largest `--ca-file` read (a CA bundle).
+const CA_FILE: payments_client::files::Limit =
+    payments_client::files::Limit::new(1024 * 1024, "a CA file");
+
 /// Where the API is and how to authenticate: explicit flags win over the credentials file.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApiArgs {
@@ -25,10 +29,32 @@ pub struct ApiArgs {
     /// credentials file).
     #[arg(long, env = "PAYMENTS_PRIVATE_KEY")]
     pub private_key: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust besides the system's, for a server whose TLS
+    /// certificate a private CA signed (or a self-signed one).
+    #[arg(long, env = "PAYMENTS_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl ApiArgs {
-    /// A signing client from the flags and the credentials file.
+    /// `builder` finished, trusting the certificates of `--ca-file` too.
+    pub fn http_client(&self, builder: reqwest::ClientBuilder) -> Result<reqwest::Client, String> {
+        let mut builder = builder;
+        if let Some(path) = &self.ca_file {
+            let pem =
+                payments_client::files::read_limited(path, CA_FILE).map_err(|e| e.to_string())?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if certs.is_empty() {
+                return Err(format!("{}: no PEM certificate in it", path.display()));
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        builder.build().map_err(|e| e.to_string())
+    }
+
+    /// A signing client from the flags and the credentials file (trusting `--ca-file`).
     pub fn client(&self) -> Result<MerchantClient, String> {
         let file = if self.base_url.is_some() && self.token.is_some() && self.private_key.is_some()
         {
@@ -56,6 +82,13 @@ impl ApiArgs {
             }
             None => from_file(|c| c.private_key_pem.expose()),
         };
-        MerchantClient::new(&base_url, &token, &pem).map_err(|e| e.to_string())
+        let client = MerchantClient::new(&base_url, &token, &pem).map_err(|e| e.to_string())?;
+        Ok(match &self.ca_file {
+            // The client's own settings (a 30 s timeout), trusting the CA file too.
+            Some(_) => client.with_http_client(self.http_client(
+                reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)),
+            )?),
+            None => client,
+        })
     }
 }

@@ -31,6 +31,28 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Why a request got no answer, in words for the log: a timeout, a TLS handshake the client
+/// refused (an untrusted certificate: a private CA needs `--ca-file`), no connection at all,
+/// or a connection lost.
+pub fn no_answer(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        return "timed out";
+    }
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string().to_ascii_lowercase();
+        if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+            return "the TLS handshake failed (is the server's certificate trusted? a private CA needs --ca-file)";
+        }
+        cause = c.source();
+    }
+    if e.is_connect() {
+        "could not connect"
+    } else {
+        "connection failed"
+    }
+}
+
 /// Sends the create until it is accepted, or a step says stop. Every send is signed anew by
 /// `create_payment` (fresh nonce, `X-Request-ID` and signature) over the same body, so a
 /// repeat after a timeout returns the payment the first send created (`200`), never a second.
@@ -52,13 +74,7 @@ pub async fn create_with_retries(
             Err(ClientError::Http(e)) if !last => {
                 // Timeout, refused or dropped connection: the create may or may not have
                 // happened; the same merchant_payment_id makes the repeat safe.
-                let kind = if e.is_timeout() {
-                    "timed out"
-                } else if e.is_connect() {
-                    "could not connect"
-                } else {
-                    "connection failed"
-                };
+                let kind = no_answer(&e);
                 let wait = backoff(attempt, base, cap);
                 log(&format!("attempt {attempt}: {kind} ({e}); retrying in {wait:.1?}"));
                 tokio::time::sleep(wait).await;
@@ -66,7 +82,8 @@ pub async fn create_with_retries(
             }
             Err(ClientError::Http(e)) => {
                 return Err(format!(
-                    "no answer after {max_attempts} attempts (last: {e}); the same merchant_payment_id is safe to send again later"
+                    "no answer after {max_attempts} attempts (last: {}: {e}); the same merchant_payment_id is safe to send again later",
+                    no_answer(&e)
                 ))
             }
             Err(e) => return Err(format!("create: {e}")),

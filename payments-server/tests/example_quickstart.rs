@@ -425,3 +425,55 @@ async fn the_first_five_minutes_end_with_a_verified_callback() {
     assert_eq!(order.applied_events, 1);
     server.stop().await;
 }
+
+/// The merchant client against a server whose certificate the system does not trust: the
+/// failure is named as TLS (it was "could not connect"), and `--ca-file` with that
+/// certificate makes the same create go through.
+#[tokio::test]
+async fn a_private_ca_is_named_and_trusted_with_ca_file() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).expect("a cert");
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write");
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).expect("write");
+    let server = TestServer::start(|s| {
+        s.tls.cert = Some(cert_path.clone());
+        s.tls.key = Some(key_path);
+    })
+    .await;
+    let file = dir.path().join("creds.json");
+    std::fs::write(&file, serde_json::to_vec(server.creds()).expect("JSON")).expect("write");
+    let mut args = payments_examples::cli::ApiArgs {
+        credentials: file,
+        base_url: None,
+        token: None,
+        private_key: None,
+        ca_file: None,
+    };
+    let body =
+        json!({"merchant_payment_id": "order-ca-1", "amount": "700", "payment_method": "sbp"});
+    let once = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+    let untrusting = args
+        .client()
+        .expect("a client")
+        .with_http_client(args.http_client(reqwest::Client::builder()).expect("http"));
+    let e = create_with_retries(&untrusting, &body, &once, |_| {})
+        .await
+        .expect_err("an untrusted certificate is refused");
+    assert!(e.contains("the TLS handshake failed"), "{e}");
+    assert!(e.contains("--ca-file"), "{e}");
+
+    args.ca_file = Some(cert_path);
+    let trusting = args
+        .client()
+        .expect("a client")
+        .with_http_client(args.http_client(reqwest::Client::builder()).expect("http"));
+    let payment = create_with_retries(&trusting, &body, &once, |_| {})
+        .await
+        .expect("the create goes through");
+    assert_eq!(payment["merchant_payment_id"], "order-ca-1");
+    server.stop().await;
+}
