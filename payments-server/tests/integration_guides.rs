@@ -189,6 +189,16 @@ async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
     );
     assert_eq!(summary["amount_usdt"], "34.0050", "{summary}");
     let id = summary["id"].as_str().expect("id").to_string();
+    // What the guide promises `create` prints for the payer: the exact amount and the
+    // requisite the service issued.
+    let read = server.client().get_payment(&id).await.expect("a read");
+    let requisite = read.json["requisite"].as_str().expect("a requisite");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("pay 3400.50 RUB to {requisite} (")),
+        "{:?} prints the requisite: {stderr}",
+        guide.create
+    );
 
     // The payer pays: the operator confirms; the callback reaches the guide's receiver.
     let confirmed = reqwest::Client::new()

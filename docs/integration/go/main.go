@@ -97,6 +97,15 @@ func create(args []string) int {
 	if err != nil || (first.Status != 201 && first.Status != 200) {
 		return fail("create", first, err)
 	}
+	if p := first.JSON; p["status"] == "processing" {
+		// What the payer needs: exactly this amount, to this requisite, before expires_at.
+		bank, _ := p["requisite_bank"].(string)
+		if bank == "" {
+			bank = "any bank"
+		}
+		fmt.Fprintf(os.Stderr, "pay %v %v to %v (%v, %s) before %v\n",
+			p["amount"], p["currency"], p["requisite"], p["holder_name"], bank, p["expires_at"])
+	}
 	again, err := client.CreatePayment(ctx, payment, 5) // same order again: 200, same payment
 	if err != nil || again.Status != 200 || again.JSON["id"] != first.JSON["id"] {
 		return fail("repeat", again, err)

@@ -196,6 +196,14 @@ public class Payments {
                 .put("payment_method", opts.getOrDefault("method", "sbp"));
         if (opts.containsKey("callback-url")) payment.put("callback_url", opts.get("callback-url"));
         ApiResponse first = client.createPayment(payment, 5);
+        JsonNode p = first.json();
+        if ("processing".equals(p.path("status").asText())) {
+            // What the payer needs: exactly this amount, to this requisite, before expires_at.
+            String bank = p.path("requisite_bank").isTextual() ? p.path("requisite_bank").asText() : "any bank";
+            System.err.printf("pay %s %s to %s (%s, %s) before %s%n", p.get("amount").decimalValue().toPlainString(),
+                    p.path("currency").asText(), p.path("requisite").asText(), p.path("holder_name").asText(), bank,
+                    p.path("expires_at").asText());
+        }
         ApiResponse again = client.createPayment(payment, 5); // the same order again: 200, same payment
         if ((first.status() != 201 && first.status() != 200) || again.status() != 200) {
             System.err.println("unexpected: " + first.body() + " " + again.body());

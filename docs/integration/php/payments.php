@@ -185,6 +185,12 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
             $payment['callback_url'] = $opts['callback-url'];
         }
         $first = $client->createPayment($payment);
+        $p = $first['json'] ?? [];
+        if (($p['status'] ?? '') === 'processing') {
+            // What the payer needs: exactly this amount, to this requisite, before expires_at.
+            fwrite(STDERR, sprintf("pay %s %s to %s (%s, %s) before %s\n", $p['amount'], $p['currency'],
+                $p['requisite'], $p['holder_name'], $p['requisite_bank'] ?? 'any bank', $p['expires_at']));
+        }
         $again = $client->createPayment($payment); // the same order again: 200, same payment
         $read = $client->getPayment($first['json']['id'] ?? '');
         if (!in_array($first['status'], [200, 201], true) || $again['status'] !== 200 || $read['status'] !== 200) {
