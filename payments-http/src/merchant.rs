@@ -278,6 +278,8 @@ async fn admitted(
         Endpoint::GetProject => DecimalFormat::Number,
         _ => decimal_format(&parts.headers)?,
     };
+    // The deadline middleware of `app()` bounds this read too; `read_body`'s own timeout is
+    // for `routes()` mounted without it, and costs one timer per create.
     let body = read_body(body, parts.headers.get("content-length"), st.body_timeout).await?;
     let permit = admit(st)?;
     let auth = authenticate(st, endpoint, &parts, &body, payment).await?;
