@@ -185,6 +185,11 @@ impl Writer {
             reply,
         };
         queue.send(Box::new(job)).await.map_err(|_| closed())?;
+        // The clone of the sender goes now, not when the answer has been awaited: `close`
+        // ends the writer once every sender is gone, and a write whose answer has arrived
+        // but whose task is not polled again (a current-thread runtime blocked in `close`)
+        // would otherwise keep the writer waiting for more jobs forever.
+        drop(queue);
         answer
             .await
             .map_err(|_| UnavailableCause::Closed.error("the writer stopped before answering"))?

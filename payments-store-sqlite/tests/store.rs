@@ -395,6 +395,41 @@ async fn data_survives_a_reopen() {
         .expect("nonce"));
 }
 
+/// `close` from the thread of a current-thread runtime (how a test server, or an embedding
+/// on such a runtime, stops), while a write on that runtime has sent its job and waits for
+/// its answer: the writer commits it, answers, and ends, and `close` returns, although the
+/// waiting task cannot run again until it does. The write used to keep its handle on the
+/// writer's queue until its answer was awaited, and the writer waited for more jobs forever.
+#[test]
+fn close_on_a_current_thread_runtime_returns_with_a_write_waiting_for_its_answer() {
+    let (dir, store) = fresh();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let writer = Arc::clone(&store);
+            let write = tokio::spawn(async move {
+                let p = sample_payment(payment_id(1), project_id(1), "o1");
+                writer.insert_payment(&p).await
+            });
+            // The write runs until it waits for its answer, its job queued.
+            tokio::task::yield_now().await;
+            store.close();
+            assert_eq!(
+                write.await.expect("the write ends"),
+                Ok(InsertOutcome::Inserted)
+            );
+        });
+        let _ = done.send(());
+    });
+    let closed = finished.recv_timeout(std::time::Duration::from_secs(10));
+    assert!(closed.is_ok(), "close did not return within 10 s");
+    drop(dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_commits_queued_writes_then_refuses_writes() {
     let (_dir, store) = fresh();
