@@ -46,6 +46,9 @@ fn expression(column: &str, postgres: bool) -> String {
         "status" => "CASE WHEN n.i % 100 = 0 THEN 'completed' ELSE 'processing' END".into(),
         "payment_method" => "CASE WHEN n.i % 2 = 0 THEN 'sbp' ELSE 'card_transfer' END".into(),
         "flow" => "CASE WHEN n.i % 1000 = 0 THEN 'project_test' ELSE 'runtime_live' END".into(),
+        // A shop of 100 in each payment's metadata: `{"shop":"s<i % 100>"}`.
+        "metadata" if postgres => "'{\"shop\":\"s' || (n.i % 100)::text || '\"}'".into(),
+        "metadata" => "'{\"shop\":\"s' || (n.i % 100) || '\"}'".into(),
         other => format!("t.{other}"),
     }
 }
@@ -144,6 +147,32 @@ fn pages(n: u64) -> Vec<Page> {
             Box::new(move |_| PaymentQuery {
                 merchant_payment_id_prefix: Some("order-000".to_string()),
                 ..q()
+            }),
+        ),
+        (
+            "metadata[shop] (1 %, no index)",
+            Box::new(move |r| PaymentQuery {
+                metadata: Some(("shop".into(), format!("s{}", r % 100))),
+                ..q()
+            }),
+        ),
+        (
+            "metadata[shop], a value no payment has",
+            Box::new(move |_| PaymentQuery {
+                metadata: Some(("shop".into(), "nowhere".into())),
+                ..q()
+            }),
+        ),
+        (
+            "metadata[shop] in a 1 h window (1 %)",
+            Box::new(move |r| {
+                let from = created((r * 104_729) % n);
+                PaymentQuery {
+                    metadata: Some(("shop".into(), format!("s{}", r % 100))),
+                    created_from: Some(from),
+                    created_to: Some(from + Duration::from_secs(3600)),
+                    ..q()
+                }
             }),
         ),
         (

@@ -1,6 +1,6 @@
 //! Shared code of the runnable examples: what a merchant does with each API answer
 //! ([`advice`]), how a create is repeated safely ([`create`]), how a payer is shown the
-//! requisite ([`display`]), the quickstart's steps ([`mod@quickstart`]), the callback receiver
+//! requisite ([`display`]), callbacks forwarded to a laptop ([`listen`]), the quickstart's steps ([`mod@quickstart`]), the callback receiver
 //! ([`receiver`]) and an upstream for the server's HTTP provider, rates and notifications
 //! ([`upstream`]). The binaries in `examples/` are thin command-line wrappers, so the tests
 //! (in `payments-server/tests/`, against the real server) run the same code as the binaries.
@@ -16,6 +16,7 @@ pub mod advice;
 pub mod cli;
 pub mod create;
 pub mod display;
+pub mod listen;
 pub mod quickstart;
 pub mod receiver;
 pub mod upstream;

@@ -74,9 +74,10 @@ fn invariants(p: &CreatePayment) {
     assert_eq!(CountryCode::parse(p.geo_code.as_str()), Some(p.geo_code));
     let fingerprint: Value =
         serde_json::from_str(&p.fingerprint(None)).expect("the fingerprint is JSON");
+    // Eight members, and the metadata as a ninth when there is some.
     assert_eq!(
         fingerprint.as_array().map(Vec::len),
-        Some(8),
+        Some(if p.metadata.is_empty() { 8 } else { 9 }),
         "{fingerprint}"
     );
 }
@@ -92,6 +93,7 @@ fn full_body(p: &CreatePayment, amount: Value) -> Map<String, Value> {
         "bank_code": p.bank_code,
         "is_intrabank": p.is_intrabank,
         "callback_url": p.callback_url.as_ref().map(|u| u.as_str()),
+        "metadata": p.metadata,
     }) else {
         unreachable!("json!({{...}}) is an object")
     };

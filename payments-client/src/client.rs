@@ -382,6 +382,57 @@ impl MerchantClient {
         let req = self.prepare(Method::POST, path, body, Some(&SignSpec::default()))?;
         self.send(&req).await
     }
+
+    /// A signed GET of any path and query (`/api/v1/events?delivery_state=failed`).
+    pub async fn get(&self, path_and_query: &str) -> Result<ApiResponse, ClientError> {
+        let req = self.prepare(Method::GET, path_and_query, b"", Some(&SignSpec::default()))?;
+        self.send(&req).await
+    }
+
+    /// `GET /api/v1/events?<query>`, signed: a page of the project's callback events, newest
+    /// first, each with its attempts and frozen body. `query` is form-encoded like
+    /// [`list_payments`](Self::list_payments)' (`delivery_state=failed&limit=50`, `wait=25`
+    /// for a long poll).
+    pub async fn list_events(&self, query: &str) -> Result<ApiResponse, ClientError> {
+        if query.is_empty() {
+            self.get("/api/v1/events").await
+        } else {
+            self.get(&format!("/api/v1/events?{query}")).await
+        }
+    }
+
+    /// `GET /api/v1/events/{id}`, signed.
+    pub async fn get_event(&self, id: &str) -> Result<ApiResponse, ClientError> {
+        self.get(&format!("/api/v1/events/{id}")).await
+    }
+
+    /// `POST /api/v1/events/{id}/resend`, signed, empty body: a manual resend of the event's
+    /// payment (`202` with the new event).
+    pub async fn resend_event(&self, id: &str) -> Result<ApiResponse, ClientError> {
+        self.post(&format!("/api/v1/events/{id}/resend"), b"").await
+    }
+
+    /// `POST /api/v1/events/recover`, signed: resends every undelivered event queued at or
+    /// after `since` (and before `until`), both RFC 3339 times.
+    pub async fn recover_events(
+        &self,
+        since: &str,
+        until: Option<&str>,
+    ) -> Result<ApiResponse, ClientError> {
+        let mut body = serde_json::json!({ "since": since });
+        if let Some(until) = until {
+            body["until"] = serde_json::json!(until);
+        }
+        let bytes = serde_json::to_vec(&body).expect("a JSON value serialises");
+        self.post("/api/v1/events/recover", &bytes).await
+    }
+
+    /// `POST /api/v1/payments/{id}/resend_callback`, signed, empty body: "send callback" for a
+    /// closed payment, test payments included (`202` with the new event).
+    pub async fn resend_payment_callback(&self, id: &str) -> Result<ApiResponse, ClientError> {
+        self.post(&format!("/api/v1/payments/{id}/resend_callback"), b"")
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -101,6 +101,10 @@ impl Serialize for CallbackBody<'_> {
         m.serialize_entry("course", &info.map(|i| decimal_number(&i.course)))?;
         m.serialize_entry("is_test", &p.is_test())?;
         m.serialize_entry("project_id", &p.project_id)?;
+        // Only with metadata: a payment without it has the spec's body, byte for byte.
+        if !p.metadata.is_empty() {
+            m.serialize_entry("metadata", &p.metadata)?;
+        }
         m.end()
     }
 }
@@ -396,5 +400,64 @@ mod merchant_terms {
                 assert!(!got.contains(internal), "{got:?} shows {internal}");
             }
         }
+    }
+}
+
+impl EventRecord {
+    /// The Event resource of the merchant's events API (`GET /api/v1/events/{id}`): the event
+    /// with its frozen body (the exact bytes every attempt sends, embedded as JSON), its
+    /// destination, delivery state and attempts, each attempt's outcome in the merchant's
+    /// terms ([`DeliveryAttempt::result_for_merchant`]).
+    pub fn view(&self) -> EventView<'_> {
+        EventView(self)
+    }
+}
+
+/// The merchant's view of an [`EventRecord`] (see [`EventRecord::view`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EventView<'a>(&'a EventRecord);
+
+impl Serialize for EventView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = &self.0.outbox;
+        let e = &o.event;
+        // The body was serialised by this service as JSON: embedded verbatim, so a client
+        // reads the very bytes that were (or will be) signed and sent.
+        let body = std::str::from_utf8(&e.body)
+            .ok()
+            .and_then(|text| serde_json::value::RawValue::from_string(text.to_string()).ok());
+        let attempts: Vec<AttemptView<'_>> = self.0.attempts.iter().map(AttemptView).collect();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("id", &e.event_id)?;
+        m.serialize_entry("payment_id", &e.payment_id)?;
+        m.serialize_entry("type", e.kind.as_str())?;
+        m.serialize_entry("status", e.status.as_str())?;
+        m.serialize_entry("created_at", &e.created_at)?;
+        m.serialize_entry("destination", o.destination.as_str())?;
+        m.serialize_entry("delivery_state", o.state.as_str())?;
+        m.serialize_entry("attempts_made", &o.attempts)?;
+        m.serialize_entry("max_attempts", &o.max_attempts)?;
+        m.serialize_entry("next_attempt_at", &o.next_attempt_at)?;
+        m.serialize_entry("attempts", &attempts)?;
+        m.serialize_entry("body", &body)?;
+        m.end()
+    }
+}
+
+/// One attempt as the merchant sees it.
+struct AttemptView<'a>(&'a DeliveryAttempt);
+
+impl Serialize for AttemptView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let a = self.0;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("attempt", &a.attempt)?;
+        m.serialize_entry("started_at", &a.started_at)?;
+        m.serialize_entry("duration_ms", &a.duration_ms)?;
+        m.serialize_entry("http_status", &a.http_status)?;
+        m.serialize_entry("success", &a.success)?;
+        m.serialize_entry("result", &a.result_for_merchant())?;
+        m.serialize_entry("response_excerpt", &a.response_excerpt)?;
+        m.end()
     }
 }

@@ -89,6 +89,7 @@
 //!     expires_at: created_at + Duration::from_secs(15 * 60),
 //!     version: 1,
 //!     fingerprint: request.fingerprint(None),
+//!     metadata: request.metadata.clone(),
 //! };
 //!
 //! // ... and two transitions. `apply` never mutates: it returns the next payment.

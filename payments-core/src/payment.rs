@@ -335,6 +335,96 @@ pub struct Payment {
     pub version: u64,
     /// The normalised create request, compared for idempotency.
     pub fingerprint: String,
+    /// The merchant's own keys from the create request (empty without them); never changes.
+    pub metadata: Metadata,
+}
+
+/// The most keys a payment's [`Metadata`] holds.
+pub const METADATA_MAX_KEYS: usize = 20;
+/// The most characters of a metadata key.
+pub const METADATA_MAX_KEY_CHARS: usize = 40;
+/// The most characters of a metadata value.
+pub const METADATA_MAX_VALUE_CHARS: usize = 500;
+
+/// The merchant's keys on a payment (order, customer, shop...): at most
+/// [`METADATA_MAX_KEYS`] keys of 1 to [`METADATA_MAX_KEY_CHARS`] characters from
+/// `A-Z a-z 0-9 _ . : -`, each with a string value of at most [`METADATA_MAX_VALUE_CHARS`]
+/// characters without control characters. Set on create, part of the idempotency
+/// fingerprint, echoed in the Payment resource and in callback bodies, never interpreted.
+/// Keys are kept in byte order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Metadata(std::collections::BTreeMap<String, String>);
+
+impl Metadata {
+    /// Whether `key` is a valid metadata key.
+    pub fn is_valid_key(key: &str) -> bool {
+        (1..=METADATA_MAX_KEY_CHARS).contains(&key.len())
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+    }
+
+    /// Whether `value` is a valid metadata value.
+    pub fn is_valid_value(value: &str) -> bool {
+        value.chars().count() <= METADATA_MAX_VALUE_CHARS && !value.chars().any(char::is_control)
+    }
+
+    /// Reads the `metadata` member of a create request: a JSON object of string values (an
+    /// empty object is no metadata). The error says what is wrong, naming the key.
+    pub fn from_json(value: &serde_json::Value) -> Result<Metadata, String> {
+        let object = value
+            .as_object()
+            .ok_or("must be an object of string values")?;
+        if object.len() > METADATA_MAX_KEYS {
+            return Err(format!("at most {METADATA_MAX_KEYS} keys"));
+        }
+        let mut keys = std::collections::BTreeMap::new();
+        for (k, v) in object {
+            if !Metadata::is_valid_key(k) {
+                return Err(format!(
+                    "key {k:?}: 1-{METADATA_MAX_KEY_CHARS} characters from A-Za-z0-9._:-"
+                ));
+            }
+            let v = v
+                .as_str()
+                .ok_or_else(|| format!("{k}: the value must be a string"))?;
+            if !Metadata::is_valid_value(v) {
+                return Err(format!(
+                    "{k}: at most {METADATA_MAX_VALUE_CHARS} characters, no control characters"
+                ));
+            }
+            keys.insert(k.clone(), v.to_string());
+        }
+        Ok(Metadata(keys))
+    }
+
+    /// Whether there is no key.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// The keys and values in byte order of the keys.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The stored form: a JSON object in key order, or `None` when empty.
+    pub fn to_json_text(&self) -> Option<String> {
+        (!self.is_empty())
+            .then(|| serde_json::to_string(&self.0).expect("a map of strings serialises"))
+    }
+
+    /// Reads the stored form back.
+    pub fn from_json_text(text: &str) -> Result<Metadata, String> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        Metadata::from_json(&value)
+    }
 }
 
 /// How long a payment may stay in `created` before it is taken as a crashed provider call.
@@ -442,6 +532,9 @@ impl Serialize for PaymentView<'_> {
         }
         if let Some(url) = self.page_url {
             m.serialize_entry("payment_page_url", url)?;
+        }
+        if !p.metadata.is_empty() {
+            m.serialize_entry("metadata", &p.metadata)?;
         }
         m.serialize_entry("created_at", &p.created_at)?;
         m.serialize_entry("updated_at", &p.updated_at)?;

@@ -15,11 +15,11 @@ use crate::amount::Amount;
 use crate::bank::CountryCode;
 use crate::callback::address::AddressPolicy;
 use crate::callback::destination::{CallbackUrl, CallbackUrlError};
-use crate::payment::{Currency, MerchantPaymentId, PaymentMethod};
+use crate::payment::{Currency, MerchantPaymentId, Metadata, PaymentMethod};
 use crate::ApiError;
 
 /// The fields a create request may carry.
-pub const FIELDS: [&str; 8] = [
+pub const FIELDS: [&str; 9] = [
     "merchant_payment_id",
     "amount",
     "payment_method",
@@ -28,6 +28,7 @@ pub const FIELDS: [&str; 8] = [
     "bank_code",
     "is_intrabank",
     "callback_url",
+    "metadata",
 ];
 
 /// A valid create request with defaults applied.
@@ -49,6 +50,8 @@ pub struct CreatePayment {
     pub is_intrabank: bool,
     /// Per-payment callback URL.
     pub callback_url: Option<CallbackUrl>,
+    /// The merchant's keys (empty without `metadata`).
+    pub metadata: Metadata,
 }
 
 /// The body's top-level members in order, duplicates kept so they can be refused.
@@ -116,7 +119,7 @@ impl CreatePayment {
     pub fn parse(body: &[u8], policy: AddressPolicy) -> Result<CreatePayment, RequestError> {
         let Members(members) =
             serde_json::from_slice(body).map_err(|e| RequestError::NotAnObject(e.to_string()))?;
-        let mut slots: [Option<Value>; 8] = Default::default();
+        let mut slots: [Option<Value>; 9] = Default::default();
         for (k, v) in members {
             let i = FIELDS
                 .iter()
@@ -128,7 +131,7 @@ impl CreatePayment {
             slots[i] = Some(v);
         }
         // `null` for an optional field is the same as leaving it out.
-        let [mpid, amount, method, currency, geo, bank, intrabank, callback] =
+        let [mpid, amount, method, currency, geo, bank, intrabank, callback, metadata] =
             slots.map(|s| s.filter(|v| !v.is_null()));
 
         let mpid = mpid.ok_or_else(|| bad("merchant_payment_id", "is required"))?;
@@ -178,7 +181,12 @@ impl CreatePayment {
             None => None,
             Some(v) => Some(CallbackUrl::parse(string("callback_url", &v)?, policy)?),
         };
+        let metadata = match metadata {
+            None => Metadata::default(),
+            Some(v) => Metadata::from_json(&v).map_err(|e| bad("metadata", e))?,
+        };
         Ok(CreatePayment {
+            metadata,
             merchant_payment_id,
             amount,
             payment_method,
@@ -193,13 +201,15 @@ impl CreatePayment {
     /// The normalised form compared for idempotency: amounts by value, `bank_code` as the
     /// resolved catalog name (or, if it does not resolve, its case-folded text), defaults
     /// applied. Two requests are "the same" exactly when their fingerprints are equal.
+    /// Metadata counts when there is some (keys in order); without it the fingerprint is the
+    /// one payments created before metadata existed have, so their repeats still match.
     pub fn fingerprint(&self, resolved_bank: Option<&str>) -> String {
         let bank = match (resolved_bank, &self.bank_code) {
             (Some(name), _) => format!("={name}"),
             (None, Some(raw)) => format!("?{}", raw.to_lowercase()),
             (None, None) => String::new(),
         };
-        serde_json::json!([
+        let mut fingerprint = serde_json::json!([
             self.merchant_payment_id.as_str(),
             self.amount.normalized(),
             self.payment_method.as_str(),
@@ -208,8 +218,13 @@ impl CreatePayment {
             bank,
             self.is_intrabank,
             self.callback_url.as_ref().map(|u| u.as_str()),
-        ])
-        .to_string()
+        ]);
+        if !self.metadata.is_empty() {
+            if let Value::Array(items) = &mut fingerprint {
+                items.push(serde_json::json!(self.metadata));
+            }
+        }
+        fingerprint.to_string()
     }
 }
 
@@ -287,6 +302,34 @@ mod tests {
         assert!(msg("[1,2]").starts_with("body must be a JSON object"));
         assert!(msg("{").starts_with("body must be a JSON object"));
         assert!(msg("").starts_with("body must be a JSON object"));
+    }
+
+    #[test]
+    fn metadata_counts_in_the_fingerprint_only_when_given() {
+        let base = r#""merchant_payment_id":"a","amount":"1","payment_method":"sbp""#;
+        let p = |extra: &str| parse(&format!("{{{base}{extra}}}")).unwrap();
+        let plain = p("");
+        assert_eq!(
+            plain.fingerprint(None),
+            p(r#","metadata":{}"#).fingerprint(None)
+        );
+        assert_eq!(
+            plain.fingerprint(None),
+            p(r#","metadata":null"#).fingerprint(None)
+        );
+        let ab = p(r#","metadata":{"a":"1","b":"2"}"#);
+        assert_eq!(
+            ab.fingerprint(None),
+            p(r#","metadata":{"b":"2","a":"1"}"#).fingerprint(None),
+            "key order does not count"
+        );
+        assert_ne!(ab.fingerprint(None), plain.fingerprint(None));
+        assert_ne!(
+            ab.fingerprint(None),
+            p(r#","metadata":{"a":"1","b":"3"}"#).fingerprint(None)
+        );
+        assert_eq!(ab.metadata.get("b"), Some("2"));
+        assert!(msg(&format!(r#"{{{base},"metadata":"a=1"}}"#)).starts_with("metadata:"));
     }
 
     #[test]

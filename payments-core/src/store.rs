@@ -195,6 +195,8 @@ pub struct PaymentQuery {
     pub merchant_payment_id: Option<MerchantPaymentId>,
     /// Only merchant payment ids that start with this (case-sensitive, byte for byte).
     pub merchant_payment_id_prefix: Option<String>,
+    /// Only payments whose metadata has this key with this value.
+    pub metadata: Option<(String, String)>,
     /// Only this payment method.
     pub payment_method: Option<PaymentMethod>,
     /// Only this flow (regular or project test payments).
@@ -215,6 +217,7 @@ impl PaymentQuery {
             created_to: None,
             merchant_payment_id: None,
             merchant_payment_id_prefix: None,
+            metadata: None,
             payment_method: None,
             flow: None,
             before: None,
@@ -240,6 +243,10 @@ impl PaymentQuery {
                 .merchant_payment_id_prefix
                 .as_deref()
                 .is_none_or(|p| payment.merchant_payment_id.as_str().starts_with(p))
+            && self
+                .metadata
+                .as_ref()
+                .is_none_or(|(k, v)| payment.metadata.get(k) == Some(v.as_str()))
     }
 }
 
@@ -252,6 +259,8 @@ pub struct EventQuery {
     pub state: Option<DeliveryState>,
     /// Only this payment's events.
     pub payment: Option<PaymentId>,
+    /// Only the event with this id (at most one).
+    pub event: Option<EventId>,
     /// Queued at or after.
     pub created_from: Option<Timestamp>,
     /// Queued before.
@@ -260,6 +269,33 @@ pub struct EventQuery {
     pub before: Option<(Timestamp, EventId)>,
     /// At most this many.
     pub limit: usize,
+}
+
+impl EventQuery {
+    /// The newest `limit` events of `project`, no filter.
+    pub fn new(project: ProjectId, limit: usize) -> EventQuery {
+        EventQuery {
+            project,
+            state: None,
+            payment: None,
+            event: None,
+            created_from: None,
+            created_to: None,
+            before: None,
+            limit,
+        }
+    }
+
+    /// Whether `event` passes the filters (the page aside).
+    pub fn matches(&self, event: &OutboxEvent) -> bool {
+        let e = &event.event;
+        e.project_id == self.project
+            && self.state.is_none_or(|s| event.state == s)
+            && self.payment.is_none_or(|p| e.payment_id == p)
+            && self.event.is_none_or(|id| e.event_id == id)
+            && self.created_from.is_none_or(|t| e.created_at >= t)
+            && self.created_to.is_none_or(|t| e.created_at < t)
+    }
 }
 
 /// What waits in a store ([`Store::backlog`]): for metrics, readiness and the operator's

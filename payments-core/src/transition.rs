@@ -175,6 +175,7 @@ impl From<TransitionError> for ApiError {
 /// #     expires_at: created_at + Duration::from_secs(15 * 60),
 /// #     version: 1,
 /// #     fingerprint: request.fingerprint(None),
+/// #     metadata: request.metadata.clone(),
 /// # };
 /// use std::time::Duration;
 ///

@@ -67,6 +67,7 @@ pub mod app;
 pub mod deadline;
 pub mod dispatcher;
 pub mod error;
+pub mod events;
 pub mod measured;
 pub mod merchant;
 pub mod metrics;

@@ -1,5 +1,6 @@
 //! The merchant API: `POST /api/v1/payments`, `GET /api/v1/payments` (the list),
-//! `GET /api/v1/payments/{id}`, `GET /api/v1/project`, `GET /api/v1/banks`, the sandbox test helpers, `/healthz`, `/readyz`.
+//! `GET /api/v1/payments/{id}`, `GET /api/v1/project`, `GET /api/v1/banks`, the events API
+//! ([`crate::events`]), the sandbox test helpers, `/healthz`, `/readyz`.
 
 use std::net::SocketAddr;
 
@@ -36,6 +37,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/payments/{id}"),
     ("GET", "/api/v1/project"),
     ("GET", "/api/v1/banks"),
+    ("GET", "/api/v1/events"),
+    ("GET", "/api/v1/events/{id}"),
+    ("POST", "/api/v1/events/{id}/resend"),
+    ("POST", "/api/v1/events/recover"),
+    ("POST", "/api/v1/payments/{id}/resend_callback"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
 ];
@@ -63,6 +69,13 @@ fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
         ("GET", "/api/v1/payments/{id}") => get(get_payment),
         ("GET", "/api/v1/project") => get(get_project),
         ("GET", "/api/v1/banks") => get(list_banks),
+        ("GET", "/api/v1/events") => get(crate::events::list_events),
+        ("GET", "/api/v1/events/{id}") => get(crate::events::get_event),
+        ("POST", "/api/v1/events/{id}/resend") => post(crate::events::resend_event),
+        ("POST", "/api/v1/events/recover") => post(crate::events::recover_events),
+        ("POST", "/api/v1/payments/{id}/resend_callback") => {
+            post(crate::events::resend_payment_callback)
+        }
         ("GET", "/healthz") => get(healthz),
         ("GET", "/readyz") => get(readyz),
         ("POST", "/api/v1/test/payments/{id}/complete") => post(test_complete),
@@ -228,12 +241,12 @@ pub fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiErro
 /// saturated), then authentication. The slot is taken only once the body is in: a client that
 /// trickles its body holds a connection (bounded by the connection cap and the timeout), never
 /// a slot other clients need.
-struct Admitted {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    auth: Authenticated,
-    body: Bytes,
+pub(crate) struct Admitted {
+    pub(crate) _permit: tokio::sync::OwnedSemaphorePermit,
+    pub(crate) auth: Authenticated,
+    pub(crate) body: Bytes,
     /// How the answer writes its decimals (`X-Decimals`).
-    decimals: DecimalFormat,
+    pub(crate) decimals: DecimalFormat,
 }
 
 /// The request header that opts in to decimals as JSON strings.
@@ -266,7 +279,7 @@ pub fn decimal_format(headers: &axum::http::HeaderMap) -> Result<DecimalFormat, 
         })
 }
 
-async fn admitted(
+pub(crate) async fn admitted(
     st: &AppState,
     endpoint: Endpoint,
     req: Request,
@@ -275,7 +288,9 @@ async fn admitted(
     let (parts, body) = req.into_parts();
     // The project resource has no decimals: the header means nothing there.
     let decimals = match endpoint {
-        Endpoint::GetProject => DecimalFormat::Number,
+        Endpoint::GetProject | Endpoint::ReadEvents | Endpoint::ResendEvents => {
+            DecimalFormat::Number
+        }
         _ => decimal_format(&parts.headers)?,
     };
     // The deadline middleware of `app()` bounds this read too; `read_body`'s own timeout is
@@ -291,7 +306,7 @@ async fn admitted(
     })
 }
 
-fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
     let body = serde_json::to_vec(value).expect("response values are plain data");
     (status, [("content-type", "application/json")], body).into_response()
 }

@@ -72,6 +72,9 @@ pub struct SharedState {
     /// (the same database for the bundled stores); `None`: no cabinet, and the operator's user
     /// routes answer `503`.
     pub cabinet_store: Option<Arc<dyn payments_cabinet::store::CabinetStore>>,
+    /// Set to `true` when the server begins to shut down: a request that waits on purpose (the
+    /// events list's long poll) answers at once instead of holding the drain up.
+    pub stopping: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// Records when project tokens authenticate requests, for the cabinet's "last used": at most
@@ -175,6 +178,7 @@ impl AppState {
             cabinet_url: None,
             token_use: Arc::new(TokenUse::new(&service)),
             cabinet_store: None,
+            stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             service,
         }))
     }

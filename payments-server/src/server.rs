@@ -639,6 +639,7 @@ impl Application {
         // Connections that have not sent a byte yet are closed now, not at their header
         // timeout: the drain below waits for every accepted connection.
         let _ = draining_tx.send(true);
+        state.stopping.send_replace(true);
         for handle in [
             &merchant_handle,
             &operator_handle,

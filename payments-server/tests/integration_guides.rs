@@ -118,12 +118,14 @@ impl Drop for Receiver {
     }
 }
 
-/// One guide's three programs, each as program and arguments.
+/// One guide's four programs, each as program and arguments.
 struct Guide<'a> {
     dir: PathBuf,
     worked_example: &'a [&'a str],
     create: &'a [&'a str],
     receiver: &'a [&'a str],
+    /// Finds the order by metadata in the list, reads its events and resends the newest.
+    reconcile: &'a [&'a str],
 }
 
 /// Runs one guide against `server`: worked example, create/repeat/GET, a verified callback,
@@ -236,6 +238,63 @@ async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
         guide.receiver,
         report.render()
     );
+
+    // Reconciliation: the order found by its metadata in the list, its events read, the
+    // newest resent (a new event id) and verified by the same receiver.
+    let mut reconcile = Command::new(guide.reconcile[0]);
+    reconcile
+        .args(&guide.reconcile[1..])
+        .arg("--credentials")
+        .arg(&credentials_file)
+        .args(["--order", order])
+        .current_dir(dir);
+    let out = tokio::task::spawn_blocking(move || reconcile.output())
+        .await
+        .unwrap()
+        .expect("reconcile runs");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        guide.reconcile,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("one JSON summary line");
+    assert_eq!(summary["listed"], serde_json::json!([id]), "{summary}");
+    assert_eq!(summary["events"], 1, "{summary}");
+    assert_eq!(summary["resent"], 202, "{summary}");
+    let new_event = summary["new_event"]
+        .as_str()
+        .expect("an event id")
+        .to_string();
+    assert_ne!(
+        new_event,
+        event["accepted"].as_str().unwrap_or_default(),
+        "{summary}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("automatic completed: delivered (HTTP 200)"),
+        "{:?} prints the event and its attempts: {stderr}",
+        guide.reconcile
+    );
+    // The checker's own events were printed first: skip to the resent one.
+    let wanted = new_event.clone();
+    let resent = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match rx.next_event(left) {
+                Some(e) if e["accepted"] == wanted.as_str() => return Some(e),
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+        None
+    })
+    .await
+    .unwrap()
+    .expect("the receiver verified and processed the resent callback");
+    assert_eq!(resent["payment"], id.as_str(), "{resent}");
+    assert_eq!(resent["status"], "completed", "{resent}");
 }
 
 /// The credentials file as the sandbox writes it, with this server's URLs.
@@ -275,6 +334,7 @@ async fn the_node_guide_runs_against_a_live_server() {
         worked_example: &["node", "worked-example.mjs"],
         create: &["node", "create.mjs"],
         receiver: &["node", "receiver.mjs"],
+        reconcile: &["node", "reconcile.mjs"],
     };
     run_guide(&server, &guide, "guide-node-1").await;
     server.stop().await;
@@ -298,6 +358,7 @@ async fn the_python_guide_runs_against_a_live_server() {
         worked_example: &["python3", "worked_example.py"],
         create: &["python3", "create.py"],
         receiver: &["python3", "receiver.py"],
+        reconcile: &["python3", "reconcile.py"],
     };
     run_guide(&server, &guide, "guide-python-1").await;
     server.stop().await;
@@ -368,6 +429,48 @@ fn stripe_verifies_our_callbacks() {
     let stale = now - 330;
     let old = signature_header(&[&current], stale, body.as_bytes());
     assert!(!verify(body, stale, old, &current).0, "older than 300 s");
+
+    // A real callback body of a payment with metadata (text that is not ASCII, quotes),
+    // serialised by the service: Stripe's library verifies it as it came.
+    let mut request = payments_core::testing::fixtures::request(
+        "order-md-1",
+        "3400.50",
+        payments_core::payment::PaymentMethod::Sbp,
+    );
+    request.metadata = payments_core::payment::Metadata::from_json(&serde_json::json!({
+        "order": "A-1001", "note": "Заказ «срочно», \"VIP\""
+    }))
+    .expect("valid metadata");
+    let payment = payments_core::testing::fixtures::payment(
+        "0b9d3a52-6f0e-4c1b-8f7d-2a4e5c6b7d8e".parse().unwrap(),
+        "7a1e2b3c-4d5e-4f60-8a9b-0c1d2e3f4a5b".parse().unwrap(),
+        &request,
+        payments_core::payment::Flow::RuntimeLive,
+        payments_core::Timestamp::from_unix_millis(now * 1000),
+        Duration::from_secs(900),
+    );
+    let event = payments_core::event::CallbackEvent::new(
+        &payment,
+        "5d2f7c1e-9a3b-4e6d-8c0f-1b2a3c4d5e6f".parse().unwrap(),
+        payments_core::event::EventKind::Automatic,
+        payments_core::Timestamp::from_unix_millis(now * 1000),
+    );
+    let with_metadata = String::from_utf8(event.body.clone()).unwrap();
+    assert!(
+        with_metadata.contains(r#""metadata":{"note":"Заказ «срочно», \"VIP\"","order":"A-1001"}"#),
+        "{with_metadata}"
+    );
+    let signed = signature_header(&[&current], now, event.body.as_slice());
+    assert_eq!(
+        verify(&with_metadata, now, signed.clone(), &current),
+        (true, "verified".into()),
+        "{with_metadata}"
+    );
+    let altered = with_metadata.replace("A-1001", "A-1002");
+    assert!(
+        !verify(&altered, now, signed, &current).0,
+        "metadata is signed"
+    );
 }
 
 /// The Go, PHP and Java guides need their toolchains (Go 1.19+, PHP 8.1+ with sodium, a JDK
@@ -394,6 +497,7 @@ async fn the_go_guide_runs_against_a_live_server() {
             "-c",
             "go build -o \"${TMPDIR:-/tmp}/payments-go-guide\" . && exec \"${TMPDIR:-/tmp}/payments-go-guide\" receiver",
         ],
+        reconcile: &["go", "run", ".", "reconcile"],
     };
     run_with_toolchain("Go", ("go", &["version"]), guide, "guide-go-1").await;
 }
@@ -406,6 +510,7 @@ async fn the_php_guide_runs_against_a_live_server() {
         worked_example: &["php", "payments.php", "worked-example"],
         create: &["php", "payments.php", "create"],
         receiver: &["php", "-S", "127.0.0.1:{port}", "receiver.php"],
+        reconcile: &["php", "payments.php", "reconcile"],
     };
     run_with_toolchain(
         "PHP",
@@ -427,6 +532,7 @@ async fn the_java_guide_runs_against_a_live_server() {
         worked_example: &["java", "-cp", JACKSON, "Payments.java", "worked-example"],
         create: &["java", "-cp", JACKSON, "Payments.java", "create"],
         receiver: &["java", "-cp", JACKSON, "Payments.java", "receiver"],
+        reconcile: &["java", "-cp", JACKSON, "Payments.java", "reconcile"],
     };
     let jackson = match JACKSON.split(':').find(|jar| !Path::new(jar).is_file()) {
         Some(missing) => Err(format!(

@@ -8,7 +8,7 @@ use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::Timestamp;
 use payments_store_sql::listing;
-use payments_store_sql::record::{payment_values, PAYMENT_COLUMNS};
+use payments_store_sql::record::{payment_values, PAYMENT_COLUMNS, PAYMENT_NCOLS};
 use payments_store_sql::sql::list;
 use payments_store_sql::statements as st;
 use tokio_postgres::types::ToSql;
@@ -65,24 +65,30 @@ fn column_type(name: &str) -> &'static str {
 
 /// A create's write in one statement: the nonce is recorded (a live one changes nothing), and
 /// only if it was, the payment is inserted unless its merchant payment id is taken. Parameters:
-/// the payment's columns (`$1`-`$29`), then project, nonce, expiry and now (`$30`-`$33`).
+/// the payment's columns (`$1`-`$N`, N = [`PAYMENT_NCOLS`]), then project, nonce, expiry and
+/// now (`$N+1`-`$N+4`).
 static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
     let values = PAYMENT_COLUMNS
         .iter()
         .enumerate()
         .map(|(i, name)| format!("${}::{}", i + 1, column_type(name)))
         .collect::<Vec<_>>();
+    let n = PAYMENT_NCOLS;
     format!(
         "WITH n AS ( \
-           INSERT INTO nonces (project_id, nonce, expires_at) VALUES ($30, $31, $32) \
+           INSERT INTO nonces (project_id, nonce, expires_at) VALUES (${}, ${}, ${}) \
            ON CONFLICT (project_id, nonce) DO UPDATE SET expires_at = EXCLUDED.expires_at \
-           WHERE nonces.expires_at <= $33 \
+           WHERE nonces.expires_at <= ${} \
            RETURNING 1), \
          p AS ( \
            INSERT INTO payments ({}) SELECT {} FROM n \
            ON CONFLICT (project_id, merchant_payment_id) DO NOTHING \
            RETURNING 1) \
          SELECT (SELECT count(*) FROM n) AS recorded, (SELECT count(*) FROM p) AS inserted",
+        n + 1,
+        n + 2,
+        n + 3,
+        n + 4,
         list(&PAYMENT_COLUMNS),
         values.join(", ")
     )

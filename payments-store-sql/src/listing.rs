@@ -167,6 +167,19 @@ pub fn payment_page(
     if let Some(f) = q.flow {
         w.add(" AND flow = ?", SqlValue::text(f.as_str()));
     }
+    if let Some((key, value)) = &q.metadata {
+        // No index: the rows the other conditions leave are read in time order and their
+        // JSON looked into (narrow by time at scale). The key is a bound value, and its
+        // characters (A-Za-z0-9._:-) need no quoting inside the JSON path.
+        match dialect {
+            Dialect::Sqlite => w.add(
+                " AND json_extract(metadata, ?)",
+                SqlValue::Text(format!("$.\"{key}\"")),
+            ),
+            Dialect::Postgres => w.add(" AND metadata::jsonb ->> ?::text", SqlValue::text(key)),
+        }
+        w.add(" = ?", SqlValue::text(value));
+    }
     if let Some((t, id)) = q.before {
         w.before(dialect, "created_at", "id", t, id.to_string());
     }
@@ -191,6 +204,9 @@ pub fn event_page(q: &EventQuery, dialect: Dialect) -> (String, Vec<SqlValue>) {
     }
     if let Some(p) = q.payment {
         w.add(" AND payment_id = ?", SqlValue::display(p));
+    }
+    if let Some(e) = q.event {
+        w.add(" AND event_id = ?", SqlValue::display(e));
     }
     if let Some(t) = q.created_from {
         w.add(" AND created_at >= ?", SqlValue::ts(t));

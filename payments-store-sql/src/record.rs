@@ -16,7 +16,7 @@ use payments_core::event::{CallbackEvent, DeliveryAttempt, DeliveryState, EventK
 use payments_core::ids::KeyId;
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{
-    Currency, MerchantPaymentId, Payment, PaymentErrorCode, PaymentFailure, Requisites,
+    Currency, MerchantPaymentId, Metadata, Payment, PaymentErrorCode, PaymentFailure, Requisites,
 };
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, RateLimit, SecretRecord,
@@ -310,12 +310,12 @@ impl Record for AuditRecord {
 // --- payments --------------------------------------------------------------------------------
 
 /// The number of payment columns.
-pub const PAYMENT_NCOLS: usize = 29;
+pub const PAYMENT_NCOLS: usize = 30;
 
 /// The payment columns fixed at creation: an update never writes them, and a change that
 /// would alter them is refused as [`StoreError::Conflict`] (the store's `commit_change`
 /// compares them in its `WHERE`).
-pub const PAYMENT_IMMUTABLE: [&str; 12] = [
+pub const PAYMENT_IMMUTABLE: [&str; 13] = [
     "project_id",
     "merchant_payment_id",
     "flow",
@@ -328,6 +328,7 @@ pub const PAYMENT_IMMUTABLE: [&str; 12] = [
     "callback_url",
     "created_at",
     "fingerprint",
+    "metadata",
 ];
 
 /// Every payment column, in [`payment_values`] order.
@@ -361,6 +362,7 @@ pub const PAYMENT_COLUMNS: [&str; PAYMENT_NCOLS] = [
     "version",
     "fingerprint",
     "due_at",
+    "metadata",
 ];
 
 /// A payment's values, one per [`PAYMENT_COLUMNS`] entry (a fixed-size array: the payment is
@@ -400,6 +402,7 @@ pub fn payment_values(p: &Payment) -> Result<[SqlValue; PAYMENT_NCOLS], StoreErr
         SqlValue::uint(p.version, "version")?,
         SqlValue::text(p.fingerprint.as_str()),
         SqlValue::opt_ts(p.due_at()),
+        SqlValue::opt_text(p.metadata.to_json_text().as_deref()),
     ])
 }
 
@@ -460,6 +463,12 @@ impl Record for Payment {
             expires_at: c.ts("expires_at")?,
             version: c.num("version")?,
             fingerprint: c.text("fingerprint")?,
+            metadata: match c.opt_text("metadata")? {
+                None => Metadata::default(),
+                Some(text) => {
+                    Metadata::from_json_text(&text).map_err(|e| corrupt("metadata", e))?
+                }
+            },
         })
     }
 

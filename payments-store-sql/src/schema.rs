@@ -57,6 +57,14 @@ pub const MIGRATIONS: &[Migration] = &[
                    (project_id, merchant_payment_id COLLATE \"C\");",
         min_reader: BASELINE_MIN_READER,
     },
+    // 12: the merchant's `metadata` on a payment (a JSON object of strings, NULL without).
+    // Expand: a nullable column; a build of schema 11 names its columns and never sees it.
+    Migration {
+        name: "payment metadata",
+        sqlite: "ALTER TABLE payments ADD COLUMN metadata TEXT;",
+        postgres: "ALTER TABLE payments ADD COLUMN metadata TEXT;",
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
 
 /// The schema version this build writes, on either engine.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -80,7 +81,11 @@ func create(args []string) int {
 		panic(err)
 	}
 	client := &Client{BaseURL: c.BaseURL, Token: c.Token, KeyID: c.KeyID, Key: key, HTTP: &http.Client{}}
-	payment := map[string]any{"merchant_payment_id": *order, "amount": *amount, "payment_method": *method}
+	payment := map[string]any{
+		"merchant_payment_id": *order, "amount": *amount, "payment_method": *method,
+		// Your own keys, echoed in the payment, the list (filterable) and the callback body.
+		"metadata": map[string]string{"order": *order, "source": "go-guide"},
+	}
 	if *callbackURL != "" {
 		payment["callback_url"] = *callbackURL
 	}
@@ -121,6 +126,77 @@ func create(args []string) int {
 		"status":      read.JSON["status"],
 		"amount":      read.JSON["amount"].(json.Number).String(), // exact text, e.g. "3400.50"
 		"amount_usdt": info["amount_usdt"],
+	})
+	fmt.Println(string(summary))
+	return 0
+}
+
+// reconcile finds an order's payment by metadata in the list, reads its callback events and
+// resends the newest (a new event_id, one attempt); it prints one JSON summary line. The
+// token needs payments:read, events:read and events:resend.
+func reconcile(args []string) int {
+	fs := flag.NewFlagSet("reconcile", flag.ExitOnError)
+	credsPath := fs.String("credentials", "data/sandbox-credentials.json", "sandbox-credentials.json")
+	order := fs.String("order", "", "merchant_payment_id (also metadata.order)")
+	_ = fs.Parse(args)
+	raw, err := os.ReadFile(*credsPath)
+	if err != nil {
+		panic(err)
+	}
+	var c credentials
+	if err := json.Unmarshal(raw, &c); err != nil {
+		panic(err)
+	}
+	key, err := ParsePrivateKey(c.PrivateKeyPEM)
+	if err != nil {
+		panic(err)
+	}
+	client := &Client{BaseURL: c.BaseURL, Token: c.Token, KeyID: c.KeyID, Key: key, HTTP: &http.Client{}}
+	ctx := context.Background()
+	fail := func(step string, r *Response, err error) int {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", step, err)
+		} else {
+			fmt.Fprintf(os.Stderr, "%s: HTTP %d %s (X-Request-ID %s)\n", step, r.Status, r.Body, r.RequestID)
+		}
+		return 1
+	}
+	// The list, filtered by one metadata key; the query string is part of what is signed.
+	query := url.Values{"metadata[order]": {*order}, "limit": {"10"}}.Encode()
+	listed, err := client.Send(ctx, "GET", "/api/v1/payments?"+query, nil)
+	if err != nil || listed.Status != 200 {
+		return fail("list", listed, err)
+	}
+	payments, _ := listed.JSON["data"].([]any)
+	if len(payments) != 1 {
+		return fail("list: expected one payment", listed, nil)
+	}
+	id := payments[0].(map[string]any)["id"].(string)
+	// The payment's callback events, newest first, each with its attempts.
+	events, err := client.Send(ctx, "GET", "/api/v1/events?"+url.Values{"payment_id": {id}}.Encode(), nil)
+	if err != nil || events.Status != 200 {
+		return fail("events", events, err)
+	}
+	data, _ := events.JSON["data"].([]any)
+	for _, item := range data {
+		e := item.(map[string]any)
+		var tried []string
+		for _, a := range e["attempts"].([]any) {
+			tried = append(tried, a.(map[string]any)["result"].(string))
+		}
+		fmt.Fprintf(os.Stderr, "event %v %v %v: %v (%s)\n", e["id"], e["type"], e["status"], e["delivery_state"], strings.Join(tried, ", "))
+	}
+	if len(data) == 0 {
+		return fail("events: none for the payment", events, nil)
+	}
+	// Resend the newest: a new event with a new event_id, delivered once.
+	newest := data[0].(map[string]any)["id"].(string)
+	resent, err := client.Send(ctx, "POST", "/api/v1/events/"+newest+"/resend", nil)
+	if err != nil || resent.Status != 202 {
+		return fail("resend", resent, err)
+	}
+	summary, _ := json.Marshal(map[string]any{
+		"listed": []string{id}, "events": len(data), "resent": resent.Status, "new_event": resent.JSON["id"],
 	})
 	fmt.Println(string(summary))
 	return 0
@@ -208,7 +284,7 @@ func receiver() int {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: go run . worked-example | create [flags] | receiver")
+		fmt.Fprintln(os.Stderr, "usage: go run . worked-example | create [flags] | receiver | reconcile [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -218,6 +294,8 @@ func main() {
 		os.Exit(create(os.Args[2:]))
 	case "receiver":
 		os.Exit(receiver())
+	case "reconcile":
+		os.Exit(reconcile(os.Args[2:]))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)

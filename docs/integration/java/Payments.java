@@ -11,6 +11,7 @@
 //   java -cp $CP Payments.java worked-example
 //   java -cp $CP Payments.java create --credentials data/sandbox-credentials.json --amount 3400.50
 //   CALLBACK_SECRETS=whsec_... PORT=9090 java -cp $CP Payments.java receiver
+//   java -cp $CP Payments.java reconcile --credentials data/sandbox-credentials.json --order order-42
 
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -24,6 +25,7 @@ import com.sun.net.httpserver.HttpServer;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.URI;
+import java.net.URLEncoder;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
@@ -190,10 +192,13 @@ public class Payments {
     static int create(Map<String, String> opts) throws Exception {
         JsonNode c = JSON.readTree(Files.readString(Path.of(opts.getOrDefault("credentials", "data/sandbox-credentials.json"))));
         Client client = new Client(c.get("base_url").asText(), c.get("token").asText(), c.get("keyid").asText(), c.get("private_key_pem").asText());
+        String order = opts.getOrDefault("order", "order-" + System.currentTimeMillis());
         ObjectNode payment = JSON.createObjectNode()
-                .put("merchant_payment_id", opts.getOrDefault("order", "order-" + System.currentTimeMillis()))
+                .put("merchant_payment_id", order)
                 .put("amount", opts.getOrDefault("amount", "3400.50"))
                 .put("payment_method", opts.getOrDefault("method", "sbp"));
+        // Your own keys, echoed in the payment, the list (filterable) and the callback body.
+        payment.putObject("metadata").put("order", order).put("source", "java-guide");
         if (opts.containsKey("callback-url")) payment.put("callback_url", opts.get("callback-url"));
         ApiResponse first = client.createPayment(payment, 5);
         JsonNode p = first.json();
@@ -216,6 +221,47 @@ public class Payments {
                 .put("status", read.json().get("status").asText())
                 .put("amount", read.json().get("amount").decimalValue().toPlainString()) // "3400.50"
                 .put("amount_usdt", read.json().path("merchant_information").path("amount_usdt").asText(null));
+        System.out.println(JSON.writeValueAsString(summary));
+        return 0;
+    }
+
+    /**
+     * Finds an order's payment by metadata in the list, reads its callback events and resends
+     * the newest (a new event_id, one attempt). Needs payments:read, events:read, events:resend.
+     */
+    static int reconcile(Map<String, String> opts) throws Exception {
+        JsonNode c = JSON.readTree(Files.readString(Path.of(opts.getOrDefault("credentials", "data/sandbox-credentials.json"))));
+        Client client = new Client(c.get("base_url").asText(), c.get("token").asText(), c.get("keyid").asText(), c.get("private_key_pem").asText());
+        // The list, filtered by one metadata key; the query string is part of what is signed.
+        String order = URLEncoder.encode(opts.get("order"), StandardCharsets.UTF_8);
+        ApiResponse listed = client.send("GET", "/api/v1/payments?metadata%5Border%5D=" + order + "&limit=10", new byte[0]);
+        if (listed.status() != 200 || listed.json().get("data").size() != 1) {
+            System.err.println("list: HTTP " + listed.status() + " " + listed.body());
+            return 1;
+        }
+        String id = listed.json().get("data").get(0).get("id").asText();
+        // The payment's callback events, newest first, each with its attempts.
+        ApiResponse events = client.send("GET", "/api/v1/events?payment_id=" + id, new byte[0]);
+        JsonNode data = events.json() == null ? null : events.json().get("data");
+        if (events.status() != 200 || data == null || data.size() == 0) {
+            System.err.println("events: HTTP " + events.status() + " " + events.body());
+            return 1;
+        }
+        for (JsonNode e : data) {
+            List<String> tried = new ArrayList<>();
+            for (JsonNode a : e.get("attempts")) tried.add(a.get("result").asText());
+            System.err.printf("event %s %s %s: %s (%s)%n", e.get("id").asText(), e.get("type").asText(),
+                    e.get("status").asText(), e.get("delivery_state").asText(), String.join(", ", tried));
+        }
+        // Resend the newest: a new event with a new event_id, delivered once.
+        ApiResponse resent = client.send("POST", "/api/v1/events/" + data.get(0).get("id").asText() + "/resend", new byte[0]);
+        if (resent.status() != 202) {
+            System.err.println("resend: HTTP " + resent.status() + " " + resent.body());
+            return 1;
+        }
+        ObjectNode summary = JSON.createObjectNode().put("events", data.size()).put("resent", resent.status())
+                .put("new_event", resent.json().get("id").asText());
+        summary.putArray("listed").add(id);
         System.out.println(JSON.writeValueAsString(summary));
         return 0;
     }
@@ -271,7 +317,8 @@ public class Payments {
             case "worked-example" -> workedExample();
             case "create" -> create(opts);
             case "receiver" -> receiver();
-            default -> { System.err.println("usage: worked-example | create --credentials FILE [...] | receiver"); yield 2; }
+            case "reconcile" -> reconcile(opts);
+            default -> { System.err.println("usage: worked-example | create --credentials FILE [...] | receiver | reconcile --credentials FILE --order ID"); yield 2; }
         };
         if (!command.equals("receiver") || code != 0) System.exit(code);
     }

@@ -35,6 +35,8 @@ const payment = {
   merchant_payment_id: args.order,
   amount: args.amount, // a string: sent exactly, never through a float
   payment_method: args.method,
+  // Your own keys, echoed in the payment, the list (filterable) and the callback body.
+  metadata: { order: args.order, source: 'node-guide' },
 };
 if (args['callback-url']) payment.callback_url = args['callback-url'];
 

@@ -180,7 +180,10 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
         }
         $c = json_decode(file_get_contents($opts['credentials'] ?? 'data/sandbox-credentials.json'), true);
         $client = new PaymentsClient($c['base_url'], $c['token'], $c['keyid'], $c['private_key_pem']);
-        $payment = ['merchant_payment_id' => $opts['order'] ?? 'order-' . time(), 'amount' => $opts['amount'] ?? '3400.50', 'payment_method' => $opts['method'] ?? 'sbp'];
+        $order = $opts['order'] ?? 'order-' . time();
+        $payment = ['merchant_payment_id' => $order, 'amount' => $opts['amount'] ?? '3400.50', 'payment_method' => $opts['method'] ?? 'sbp',
+            // Your own keys, echoed in the payment, the list (filterable) and the callback body.
+            'metadata' => ['order' => $order, 'source' => 'php-guide']];
         if (isset($opts['callback-url'])) {
             $payment['callback_url'] = $opts['callback-url'];
         }
@@ -205,6 +208,44 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
         ]), "\n";
         exit(0);
     }
-    fwrite(STDERR, "usage: php payments.php worked-example | create --credentials FILE [--order ID --amount A --method M --callback-url URL]\n");
+    if ($command === 'reconcile') {
+        // Find an order's payment by metadata in the list, read its callback events, resend
+        // the newest (a new event_id, one attempt). Needs payments:read, events:read and
+        // events:resend.
+        $opts = [];
+        for ($i = 2; $i + 1 < $argc; $i += 2) {
+            $opts[ltrim($argv[$i], '-')] = $argv[$i + 1];
+        }
+        $c = json_decode(file_get_contents($opts['credentials'] ?? 'data/sandbox-credentials.json'), true);
+        $client = new PaymentsClient($c['base_url'], $c['token'], $c['keyid'], $c['private_key_pem']);
+        $fail = function (string $step, array $r) {
+            fwrite(STDERR, "$step: HTTP {$r['status']} {$r['body']} (X-Request-ID {$r['request_id']})\n");
+            exit(1);
+        };
+        // The list, filtered by one metadata key; the query string is part of what is signed.
+        $listed = $client->send('GET', '/api/v1/payments?' . http_build_query(['metadata[order]' => $opts['order'], 'limit' => 10]));
+        if ($listed['status'] !== 200 || count($listed['json']['data']) !== 1) {
+            $fail('list', $listed);
+        }
+        $id = $listed['json']['data'][0]['id'];
+        // The payment's callback events, newest first, each with its attempts.
+        $events = $client->send('GET', '/api/v1/events?' . http_build_query(['payment_id' => $id]));
+        if ($events['status'] !== 200 || count($events['json']['data']) === 0) {
+            $fail('events', $events);
+        }
+        foreach ($events['json']['data'] as $e) {
+            $tried = implode(', ', array_map(fn ($a) => $a['result'], $e['attempts']));
+            fwrite(STDERR, "event {$e['id']} {$e['type']} {$e['status']}: {$e['delivery_state']} ($tried)\n");
+        }
+        // Resend the newest: a new event with a new event_id, delivered once.
+        $resent = $client->send('POST', "/api/v1/events/{$events['json']['data'][0]['id']}/resend");
+        if ($resent['status'] !== 202) {
+            $fail('resend', $resent);
+        }
+        echo json_encode(['listed' => [$id], 'events' => count($events['json']['data']),
+            'resent' => $resent['status'], 'new_event' => $resent['json']['id']]), "\n";
+        exit(0);
+    }
+    fwrite(STDERR, "usage: php payments.php worked-example | create --credentials FILE [--order ID --amount A --method M --callback-url URL] | reconcile --credentials FILE --order ID\n");
     exit(2);
 }

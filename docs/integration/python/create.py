@@ -40,6 +40,8 @@ payment = {
     "merchant_payment_id": args.order,
     "amount": Decimal(args.amount),  # sent as the string "3400.50": never through a float
     "payment_method": args.method,
+    # Your own keys, echoed in the payment, the list (filterable) and the callback body.
+    "metadata": {"order": args.order, "source": "python-guide"},
 }
 if args.callback_url:
     payment["callback_url"] = args.callback_url

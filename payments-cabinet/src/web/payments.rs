@@ -368,6 +368,7 @@ async fn card_page(
         },
         fields: card_fields(payment),
         test_buttons: payment.is_test() && payment.status == PaymentStatus::Processing,
+        test_callback: payment.is_test() && payment.status.is_closed() && !support,
         support,
         events: events
             .iter()
@@ -426,6 +427,13 @@ async fn run_operation(
                 let e = payments_core::ApiError::from(e);
                 (status(&e), e.message)
             }),
+        // The merchant's "send callback" of a closed test payment (the spec's resend, which
+        // the merchant may ask for a test payment): the merchant API's operation.
+        Ok(Trigger::ResendCallback) if payment.is_test() && !signed.current.is_support() => service
+            .resend_payment_callback(&project, payment.id, &actor)
+            .await
+            .map(|_| Trigger::ResendCallback)
+            .map_err(|e| (status(&e), e.message)),
         // Support's operations: the operator's.
         Ok(t) if signed.current.is_support() => service
             .operate(payment.id, t.clone(), &actor)
@@ -439,7 +447,7 @@ async fn run_operation(
     };
     match result {
         Ok(trigger) => {
-            let name = if test {
+            let name = if test || !signed.current.is_support() {
                 format!("test_payment.{}", trigger.name())
             } else {
                 format!("payment.{}", trigger.name())
@@ -576,10 +584,11 @@ pub(crate) async fn resend_page(
     signed: Signed,
     Path(id): Path<String>,
 ) -> PageResult {
-    if !signed.current.is_support() {
+    let (payment, _) = visible_payment(&st, &signed.current, &id).await?;
+    // Support resends any payment's callback; a merchant's user a test payment's.
+    if !signed.current.is_support() && !payment.is_test() {
         return Err(PageError::NotFound.render(&st));
     }
-    let (payment, _) = visible_payment(&st, &signed.current, &id).await?;
     Ok(ok(&Confirm {
         chrome: st
             .chrome(
@@ -608,9 +617,6 @@ pub(crate) async fn resend(
     client: Client,
     Path(id): Path<String>,
 ) -> PageResult {
-    if !signed.current.is_support() {
-        return Err(PageError::NotFound.render(&st));
-    }
     run_operation(
         &st,
         &signed,
@@ -649,6 +655,7 @@ pub(crate) async fn deliveries(
         project: project.id,
         state,
         payment: f.payment.trim().parse().ok(),
+        event: None,
         created_from: date(&f.from),
         created_to: date(&f.to).map(|t| t + DAY),
         before: cursor::<EventId>(&f.before),

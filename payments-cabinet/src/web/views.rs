@@ -377,6 +377,8 @@ pub(crate) struct Card {
     pub(crate) p: CardPayment,
     pub(crate) fields: Vec<CardField>,
     pub(crate) test_buttons: bool,
+    /// The "Send callback" button of a closed test payment (a merchant's user).
+    pub(crate) test_callback: bool,
     pub(crate) support: bool,
     pub(crate) events: Vec<EventView>,
     pub(crate) show_payment: bool,

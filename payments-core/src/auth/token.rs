@@ -237,14 +237,21 @@ pub enum Scope {
     PaymentsRead,
     /// `payments:test`: sandbox test-helper endpoints.
     PaymentsTest,
+    /// `events:read`: list and read the project's callback events with their attempts.
+    EventsRead,
+    /// `events:resend`: resend callbacks (one event, every undelivered event since a time,
+    /// or a closed payment's callback).
+    EventsResend,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 3] = [
+    pub const ALL: [Scope; 5] = [
         Scope::PaymentsCreate,
         Scope::PaymentsRead,
         Scope::PaymentsTest,
+        Scope::EventsRead,
+        Scope::EventsResend,
     ];
 
     /// The scope string.
@@ -253,6 +260,8 @@ impl Scope {
             Scope::PaymentsCreate => "payments:create",
             Scope::PaymentsRead => "payments:read",
             Scope::PaymentsTest => "payments:test",
+            Scope::EventsRead => "events:read",
+            Scope::EventsResend => "events:resend",
         }
     }
 }
@@ -293,6 +302,11 @@ pub enum Endpoint {
     GetProject,
     /// `POST /api/v1/test/payments/{id}/complete` and `.../cancel`.
     TestHelper,
+    /// `GET /api/v1/events` and `GET /api/v1/events/{id}`.
+    ReadEvents,
+    /// `POST /api/v1/events/{id}/resend`, `POST /api/v1/events/recover` and
+    /// `POST /api/v1/payments/{id}/resend_callback`.
+    ResendEvents,
 }
 
 impl Endpoint {
@@ -303,6 +317,8 @@ impl Endpoint {
             Endpoint::GetPayment | Endpoint::ListPayments => Some(Scope::PaymentsRead),
             Endpoint::GetProject => None,
             Endpoint::TestHelper => Some(Scope::PaymentsTest),
+            Endpoint::ReadEvents => Some(Scope::EventsRead),
+            Endpoint::ResendEvents => Some(Scope::EventsResend),
         }
     }
 
@@ -421,7 +437,19 @@ mod tests {
         assert_eq!("payments:create".parse(), Ok(Scope::PaymentsCreate));
         assert_eq!("payments:read".parse(), Ok(Scope::PaymentsRead));
         assert_eq!("payments:test".parse(), Ok(Scope::PaymentsTest));
+        assert_eq!("events:read".parse(), Ok(Scope::EventsRead));
+        assert_eq!("events:resend".parse(), Ok(Scope::EventsResend));
         assert!("payments:*".parse::<Scope>().is_err());
+        assert_eq!(
+            Endpoint::ReadEvents.check_scope(&[Scope::PaymentsRead]),
+            Err(MissingScope(Scope::EventsRead)),
+            "reading payments does not read events"
+        );
+        assert_eq!(
+            Endpoint::ResendEvents.check_scope(&[Scope::EventsRead]),
+            Err(MissingScope(Scope::EventsResend)),
+            "reading events does not resend them"
+        );
         assert!("Payments:read".parse::<Scope>().is_err());
 
         assert_eq!(

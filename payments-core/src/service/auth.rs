@@ -431,7 +431,10 @@ impl PaymentService {
         // JSON; the X-Request-ID of a signed request one the server can echo.
         check_single_value_headers(req.parts.headers)?;
         check_content_type(req.parts.headers, !req.parts.body.is_empty())?;
-        let always_signed = matches!(req.endpoint, Endpoint::CreatePayment | Endpoint::TestHelper);
+        let always_signed = matches!(
+            req.endpoint,
+            Endpoint::CreatePayment | Endpoint::TestHelper | Endpoint::ResendEvents
+        );
         let has_signature = req
             .parts
             .headers
@@ -524,7 +527,7 @@ impl PaymentService {
 
         // 4. Signature and digest, then 5. the nonce.
         let needs_signature = match req.endpoint {
-            Endpoint::CreatePayment | Endpoint::TestHelper => true,
+            Endpoint::CreatePayment | Endpoint::TestHelper | Endpoint::ResendEvents => true,
             _ => project.signature_required,
         };
         let mut pending = None;

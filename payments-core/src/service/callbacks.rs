@@ -12,7 +12,7 @@ use crate::ids::{EventId, PaymentId};
 use crate::project::AuditRecord;
 use crate::store::{Retained, StoreError};
 use crate::transition::{self, Trigger};
-use crate::ApiError;
+use crate::{ApiError, ErrorCode};
 
 /// The setting that holds callback dispatch: empty or absent means dispatch runs; any other
 /// value is the reason it is held (who, when, why). A dispatcher checks it before claiming.
@@ -118,16 +118,16 @@ impl PaymentService {
         }
         let mut report = BulkResend::default();
         for (payment_id, failed) in payments {
-            match self.resend_one(payment_id, actor).await? {
+            match self.resend_one(payment_id, actor, false).await? {
                 Ok((event_id, answered)) => report.resent.push(ResentPayment {
                     payment_id,
                     failed: answered,
                     event_id,
                 }),
-                Err(reason) => report.skipped.push(SkippedPayment {
+                Err(e) => report.skipped.push(SkippedPayment {
                     payment_id,
                     failed,
-                    reason,
+                    reason: e.message,
                 }),
             }
         }
@@ -153,15 +153,21 @@ impl PaymentService {
         Ok(report)
     }
 
-    /// One payment's resend answering its failures: `Ok(Err(reason))` when it is skipped.
-    async fn resend_one(
+    /// One payment's manual resend answering its failed events: the new event and the failed
+    /// events it answered, or `Ok(Err(why))` when it is not sent (`409 invalid_transition`,
+    /// or `404 payment_not_found`). Without failed events to answer, nothing is sent (another
+    /// resend answered them meanwhile) unless `even_without_failures`: then the resend is
+    /// committed on its own (the merchant's resend of any closed payment).
+    pub(super) async fn resend_one(
         &self,
         id: PaymentId,
         actor: &Actor,
-    ) -> Result<Result<(EventId, Vec<EventId>), String>, StoreError> {
+        even_without_failures: bool,
+    ) -> Result<Result<(EventId, Vec<EventId>), ApiError>, StoreError> {
+        let refused = |why: &str| Ok(Err(ApiError::new(ErrorCode::InvalidTransition, why)));
         for _ in 0..8 {
             let Some(before) = self.ports.store.payment(id).await? else {
-                return Ok(Err("the payment no longer exists".into()));
+                return Ok(Err(super::payment_not_found()));
             };
             let now = self.ports.clock.now();
             let t = match transition::apply(
@@ -171,7 +177,7 @@ impl PaymentService {
                 self.ports.rng.as_ref(),
             ) {
                 Ok(t) => t,
-                Err(e) => return Ok(Err(ApiError::from(e).message)),
+                Err(e) => return Ok(Err(ApiError::from(e))),
             };
             let audit = AuditRecord {
                 at: now,
@@ -183,14 +189,22 @@ impl PaymentService {
             };
             let change = self.change_of(&before, &t, Some(audit)).await?;
             let Some(event) = change.event.as_ref() else {
-                return Ok(Err(
-                    "no callback URL at any level (payment, project, merchant)".into(),
-                ));
+                return refused("no callback URL at any level (payment, project, merchant)");
             };
             let event_id = event.event.event_id;
             match self.ports.store.commit_resend(&change).await {
+                Ok(answered) if answered.is_empty() && even_without_failures => {
+                    match self.ports.store.commit_change(&change).await {
+                        Ok(()) => {
+                            self.woken(change.event)?;
+                            return Ok(Ok((event_id, answered)));
+                        }
+                        Err(StoreError::Conflict) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
                 Ok(answered) if answered.is_empty() => {
-                    return Ok(Err("already resent by another operator".into()))
+                    return refused("already resent by another operator")
                 }
                 Ok(answered) => {
                     self.woken(change.event)?;
@@ -200,7 +214,7 @@ impl PaymentService {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Err("the payment is changing too often; try again".into()))
+        refused("the payment is changing too often; try again")
     }
 
     /// Why callback dispatch is held, or `None` when it runs.

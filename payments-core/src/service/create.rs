@@ -389,6 +389,7 @@ impl PaymentService {
             expires_at: now + project.lifetime,
             version: 1,
             fingerprint: fingerprint.to_string(),
+            metadata: req.metadata.clone(),
         };
         Ok((payment, pricing))
     }

@@ -11,7 +11,7 @@ use base64::Engine;
 use super::PaymentService;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::PaymentId;
-use crate::payment::{Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus};
+use crate::payment::{Flow, MerchantPaymentId, Metadata, Payment, PaymentMethod, PaymentStatus};
 use crate::project::Project;
 use crate::store::{PaymentQuery, StoreError};
 use crate::Timestamp;
@@ -39,6 +39,9 @@ pub struct PaymentListQuery {
     pub merchant_payment_id: Option<MerchantPaymentId>,
     /// `merchant_payment_id_prefix`: payments whose id starts with this (case-sensitive).
     pub merchant_payment_id_prefix: Option<String>,
+    /// `metadata[<key>]=<value>`: payments whose metadata has this key with this value (one
+    /// key per query).
+    pub metadata: Option<(String, String)>,
     /// `limit`: 1 to [`MAX_LIST_LIMIT`], default [`DEFAULT_LIST_LIMIT`].
     pub limit: usize,
     /// `cursor`: where the page starts (a previous page's `next_cursor`).
@@ -55,6 +58,7 @@ impl Default for PaymentListQuery {
             created_to: None,
             merchant_payment_id: None,
             merchant_payment_id_prefix: None,
+            metadata: None,
             limit: DEFAULT_LIST_LIMIT,
             cursor: None,
         }
@@ -84,114 +88,192 @@ impl PaymentListQuery {
     /// parameter at most once; an unknown parameter, an empty value or one that does not
     /// parse is refused (a misspelt filter must not list every payment).
     pub fn parse(query: &str) -> Result<PaymentListQuery, ListQueryError> {
-        let bad = |what: String| Err(ListQueryError(what));
         let mut q = PaymentListQuery::default();
-        let mut seen: Vec<String> = Vec::new();
-        for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
-            if seen.iter().any(|s| *s == name) {
-                return bad(format!("{name}: given more than once"));
-            }
-            seen.push(name.to_string());
-            let value = value.as_ref();
-            if value.is_empty() {
-                return bad(format!("{name}: empty"));
-            }
-            match name.as_ref() {
-                "status" => match value.parse() {
-                    Ok(s) => q.status = Some(s),
-                    Err(_) => {
-                        let all: Vec<&str> =
-                            PaymentStatus::ALL.iter().map(|s| s.as_str()).collect();
-                        return bad(format!("status: expected one of {}", all.join(", ")));
+        let mut window = ListWindow::new(&mut q.created_from, &mut q.created_to, &mut q.limit);
+        let mut cursor = None;
+        read_query(
+            query,
+            "status, payment_method, flow, created_from, created_to, merchant_payment_id, \
+             merchant_payment_id_prefix, metadata[<key>], limit, cursor",
+            |name, value| {
+                match name {
+                    "status" => q.status = Some(parse_status(value)?),
+                    "payment_method" => match value.parse() {
+                        Ok(m) => q.payment_method = Some(m),
+                        Err(_) => {
+                            let all: Vec<&str> =
+                                PaymentMethod::ALL.iter().map(|m| m.as_str()).collect();
+                            return bad(format!(
+                                "payment_method: expected one of {}",
+                                all.join(", ")
+                            ));
+                        }
+                    },
+                    "flow" => match value.parse() {
+                        Ok(f) => q.flow = Some(f),
+                        Err(_) => return bad("flow: expected runtime_live or project_test".into()),
+                    },
+                    "merchant_payment_id" => match MerchantPaymentId::parse(value) {
+                        Some(m) => q.merchant_payment_id = Some(m),
+                        None => {
+                            return bad(
+                                "merchant_payment_id: 1-64 characters of A-Z a-z 0-9 . _ : -"
+                                    .into(),
+                            )
+                        }
+                    },
+                    "merchant_payment_id_prefix" => {
+                        if MerchantPaymentId::parse(value).is_none() {
+                            return bad("merchant_payment_id_prefix: 1-64 characters of A-Z a-z 0-9 . _ : -"
+                                .into());
+                        }
+                        q.merchant_payment_id_prefix = Some(value.to_string());
                     }
-                },
-                "payment_method" => match value.parse() {
-                    Ok(m) => q.payment_method = Some(m),
-                    Err(_) => {
-                        let all: Vec<&str> =
-                            PaymentMethod::ALL.iter().map(|m| m.as_str()).collect();
-                        return bad(format!(
-                            "payment_method: expected one of {}",
-                            all.join(", ")
-                        ));
-                    }
-                },
-                "flow" => match value.parse() {
-                    Ok(f) => q.flow = Some(f),
-                    Err(_) => return bad("flow: expected runtime_live or project_test".into()),
-                },
-                "created_from" | "created_to" => {
-                    let Some(t) = Timestamp::parse_rfc3339(value) else {
-                        return bad(format!(
-                            "{name}: expected an RFC 3339 time such as 2026-10-01T12:00:00Z"
-                        ));
-                    };
-                    if name == "created_from" {
-                        q.created_from = Some(t);
-                    } else {
-                        q.created_to = Some(t);
+                    "cursor" => cursor = Some(parse_cursor(value)?),
+                    _ => {
+                        if let Some(key) = name
+                            .strip_prefix("metadata[")
+                            .and_then(|k| k.strip_suffix(']'))
+                        {
+                            if q.metadata.is_some() {
+                                return bad("metadata: one key per query".into());
+                            }
+                            if !Metadata::is_valid_key(key) {
+                                return bad(format!(
+                                    "{name}: a key is 1-40 characters from A-Za-z0-9._:-"
+                                ));
+                            }
+                            if !Metadata::is_valid_value(value) {
+                                return bad(format!("{name}: a value is at most 500 characters"));
+                            }
+                            q.metadata = Some((key.to_string(), value.to_string()));
+                        } else {
+                            return window.read(name, value);
+                        }
                     }
                 }
-                "merchant_payment_id" => match MerchantPaymentId::parse(value) {
-                    Some(m) => q.merchant_payment_id = Some(m),
-                    None => {
-                        return bad(
-                            "merchant_payment_id: 1-64 characters of A-Z a-z 0-9 . _ : -".into(),
-                        )
-                    }
-                },
-                "merchant_payment_id_prefix" => {
-                    if MerchantPaymentId::parse(value).is_none() {
-                        return bad(
-                            "merchant_payment_id_prefix: 1-64 characters of A-Z a-z 0-9 . _ : -"
-                                .into(),
-                        );
-                    }
-                    q.merchant_payment_id_prefix = Some(value.to_string());
-                }
-                "limit" => match value.parse::<usize>() {
-                    Ok(n) if (1..=MAX_LIST_LIMIT).contains(&n) && !value.starts_with('+') => {
-                        q.limit = n
-                    }
-                    _ => return bad(format!("limit: a whole number from 1 to {MAX_LIST_LIMIT}")),
-                },
-                "cursor" => match PaymentCursor::parse(value) {
-                    Some(c) => q.cursor = Some(c),
-                    None => {
-                        return bad(
-                            "cursor: not a cursor of this list (pass `next_cursor` as it came)"
-                                .into(),
-                        )
-                    }
-                },
-                _ => {
-                    return bad(format!(
-                        "{name}: unknown parameter (status, payment_method, flow, created_from, \
-                         created_to, merchant_payment_id, merchant_payment_id_prefix, limit, \
-                         cursor)"
-                    ))
-                }
-            }
-        }
-        if let (Some(from), Some(to)) = (q.created_from, q.created_to) {
-            if from >= to {
-                return bad("created_from: must be before created_to".into());
-            }
-        }
+                Ok(true)
+            },
+        )?;
+        window.check()?;
+        q.cursor = cursor;
         Ok(q)
     }
 }
 
-/// Where a page of the list starts: after the payment created at `created_at` with id `id`,
-/// in the list's order (newest first, ties by id). On the wire it is opaque: base64url of
+fn bad<T>(what: String) -> Result<T, ListQueryError> {
+    Err(ListQueryError(what))
+}
+
+fn parse_status(value: &str) -> Result<PaymentStatus, ListQueryError> {
+    value.parse().or_else(|_| {
+        let all: Vec<&str> = PaymentStatus::ALL.iter().map(|s| s.as_str()).collect();
+        bad(format!("status: expected one of {}", all.join(", ")))
+    })
+}
+
+pub(super) fn parse_cursor<I: std::str::FromStr>(
+    value: &str,
+) -> Result<ListCursor<I>, ListQueryError> {
+    ListCursor::parse(value).ok_or_else(|| {
+        ListQueryError("cursor: not a cursor of this list (pass `next_cursor` as it came)".into())
+    })
+}
+
+/// Reads a list's query string: each parameter at most once and never empty; `each` takes a
+/// parameter and answers `Ok(false)` for a name it does not know, which is refused naming
+/// the `known` ones.
+pub(super) fn read_query(
+    query: &str,
+    known: &str,
+    mut each: impl FnMut(&str, &str) -> Result<bool, ListQueryError>,
+) -> Result<(), ListQueryError> {
+    let mut seen: Vec<String> = Vec::new();
+    for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        if seen.iter().any(|s| *s == name) {
+            return bad(format!("{name}: given more than once"));
+        }
+        seen.push(name.to_string());
+        if value.is_empty() {
+            return bad(format!("{name}: empty"));
+        }
+        if !each(&name, &value)? {
+            return bad(format!("{name}: unknown parameter ({known})"));
+        }
+    }
+    Ok(())
+}
+
+/// The parameters every list reads the same way: `created_from`, `created_to` and `limit`.
+pub(super) struct ListWindow<'a> {
+    created_from: &'a mut Option<Timestamp>,
+    created_to: &'a mut Option<Timestamp>,
+    limit: &'a mut usize,
+}
+
+impl<'a> ListWindow<'a> {
+    pub(super) fn new(
+        created_from: &'a mut Option<Timestamp>,
+        created_to: &'a mut Option<Timestamp>,
+        limit: &'a mut usize,
+    ) -> Self {
+        ListWindow {
+            created_from,
+            created_to,
+            limit,
+        }
+    }
+
+    /// Reads one of the shared parameters: `Ok(false)` for another name.
+    pub(super) fn read(&mut self, name: &str, value: &str) -> Result<bool, ListQueryError> {
+        match name {
+            "created_from" | "created_to" => {
+                let Some(t) = Timestamp::parse_rfc3339(value) else {
+                    return bad(format!(
+                        "{name}: expected an RFC 3339 time such as 2026-10-01T12:00:00Z"
+                    ));
+                };
+                if name == "created_from" {
+                    *self.created_from = Some(t);
+                } else {
+                    *self.created_to = Some(t);
+                }
+            }
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if (1..=MAX_LIST_LIMIT).contains(&n) && !value.starts_with('+') => {
+                    *self.limit = n
+                }
+                _ => return bad(format!("limit: a whole number from 1 to {MAX_LIST_LIMIT}")),
+            },
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The range is not empty.
+    pub(super) fn check(&self) -> Result<(), ListQueryError> {
+        match (*self.created_from, *self.created_to) {
+            (Some(from), Some(to)) if from >= to => {
+                bad("created_from: must be before created_to".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Where a page of a list starts: after the item created at `created_at` with id `id`, in the
+/// list's order (newest first, ties by id). On the wire it is opaque: base64url of
 /// `v1:<unix millis>:<id>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PaymentCursor {
-    /// The creation time of the last payment of the previous page.
+pub struct ListCursor<I> {
+    /// The creation time of the last item of the previous page.
     pub created_at: Timestamp,
     /// Its id.
-    pub id: PaymentId,
+    pub id: I,
 }
+
+/// The cursor of the payment list.
+pub type PaymentCursor = ListCursor<PaymentId>;
 
 impl PaymentCursor {
     /// The cursor after `payment`.
@@ -201,9 +283,11 @@ impl PaymentCursor {
             id: payment.id,
         }
     }
+}
 
+impl<I: std::str::FromStr> ListCursor<I> {
     /// Reads a cursor as [`Display`](fmt::Display) wrote it.
-    pub fn parse(s: &str) -> Option<PaymentCursor> {
+    pub fn parse(s: &str) -> Option<ListCursor<I>> {
         let bytes = URL_SAFE_NO_PAD.decode(s).ok()?;
         let text = std::str::from_utf8(&bytes).ok()?;
         let rest = text.strip_prefix("v1:")?;
@@ -211,14 +295,14 @@ impl PaymentCursor {
         if millis.starts_with('+') {
             return None;
         }
-        Some(PaymentCursor {
+        Some(ListCursor {
             created_at: Timestamp::from_unix_millis(millis.parse().ok()?),
             id: id.parse().ok()?,
         })
     }
 }
 
-impl fmt::Display for PaymentCursor {
+impl<I: fmt::Display> fmt::Display for ListCursor<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = format!("v1:{}:{}", self.created_at.unix_millis(), self.id);
         f.write_str(&URL_SAFE_NO_PAD.encode(text))
@@ -256,6 +340,7 @@ impl PaymentService {
                 created_to: query.created_to,
                 merchant_payment_id: query.merchant_payment_id.clone(),
                 merchant_payment_id_prefix: query.merchant_payment_id_prefix.clone(),
+                metadata: query.metadata.clone(),
                 before: query.cursor.map(|c| (c.created_at, c.id)),
                 limit: query.limit + 1,
             })
@@ -321,6 +406,11 @@ mod tests {
         assert_eq!(q.merchant_payment_id_prefix.as_deref(), Some("order-"));
         assert_eq!(q.limit, 50);
         assert_eq!(q.flow, Some(Flow::ProjectTest));
+        assert_eq!(
+            PaymentListQuery::parse("metadata%5Border%5D=A-17").map(|q| q.metadata),
+            Ok(Some(("order".to_string(), "A-17".to_string()))),
+            "metadata[key]=value, brackets encoded or not"
+        );
         for (bad, word) in [
             ("status=done", "status:"),
             ("flow=test", "flow:"),
@@ -341,6 +431,9 @@ mod tests {
                 "merchant_payment_id_prefix:",
             ),
             ("cursor=abc", "cursor:"),
+            ("metadata%5Ba+b%5D=1", "metadata[a b]:"),
+            ("metadata[order]=1&metadata[shop]=2", "one key"),
+            ("metadata[order]=%0A", "metadata[order]:"),
         ] {
             let e = PaymentListQuery::parse(bad).expect_err(bad);
             assert!(e.0.contains(word), "{bad}: {e}");

@@ -5,6 +5,7 @@ mod auth;
 mod batch;
 mod callbacks;
 mod create;
+mod events;
 mod listing;
 mod notify;
 mod operate;
@@ -44,8 +45,11 @@ pub use callbacks::{
     CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
 };
 pub use create::{CreateError, CreateOutcome, CreateStatus};
+pub use events::{
+    event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, MAX_EVENT_WAIT,
+};
 pub use listing::{
-    ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, DEFAULT_LIST_LIMIT,
+    ListCursor, ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
 };
 pub use notify::{

@@ -27,6 +27,7 @@ pub fn request(merchant_payment_id: &str, amount: &str, method: PaymentMethod) -
         bank_code: None,
         is_intrabank: false,
         callback_url: None,
+        metadata: Default::default(),
     }
 }
 
@@ -88,5 +89,6 @@ pub fn payment(
         expires_at: created_at + lifetime,
         version: 1,
         fingerprint: request.fingerprint(request.bank_code.as_deref()),
+        metadata: request.metadata.clone(),
     }
 }

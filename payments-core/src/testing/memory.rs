@@ -391,12 +391,7 @@ impl OutboxStore for MemoryStore {
             .iter()
             .filter(|r| {
                 let e = &r.outbox.event;
-                e.project_id == q.project
-                    && q.state.is_none_or(|s| r.outbox.state == s)
-                    && q.payment.is_none_or(|p| e.payment_id == p)
-                    && q.created_from.is_none_or(|t| e.created_at >= t)
-                    && q.created_to.is_none_or(|t| e.created_at < t)
-                    && q.before.is_none_or(|b| (e.created_at, e.event_id) < b)
+                q.matches(&r.outbox) && q.before.is_none_or(|b| (e.created_at, e.event_id) < b)
             })
             .cloned()
             .collect();

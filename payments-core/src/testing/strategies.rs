@@ -212,13 +212,17 @@ pub fn created_payment() -> impl Strategy<Value = Payment> {
             option::of(select(vec!["Сбербанк", "Т-Банк"])),
             option::of(select(CALLBACK_URLS.to_vec())),
         ),
-        (T0..T0 + 100_000_000_000, 1_000u64..=86_400_000),
+        (
+            T0..T0 + 100_000_000_000,
+            1_000u64..=86_400_000,
+            option::of("[a-z]{1,8}"),
+        ),
     )
         .prop_map(
             |(
                 (id, project_id, merchant_payment_id),
                 (flow, amount, payment_method, is_intrabank, bank, url),
-                (created, lifetime_ms),
+                (created, lifetime_ms, order),
             )| {
                 let callback_url = url.map(|u| {
                     CallbackUrl::parse(u, AddressPolicy::default())
@@ -233,6 +237,17 @@ pub fn created_payment() -> impl Strategy<Value = Payment> {
                     bank_code: bank.map(str::to_string),
                     is_intrabank,
                     callback_url,
+                    // Some payments carry metadata (with a value that is not ASCII), so that
+                    // every store's round trip keeps it.
+                    metadata: order
+                        .map(|o| {
+                            crate::payment::Metadata::from_json(&serde_json::json!({
+                                "order": o,
+                                "note": "заказ №1",
+                            }))
+                            .expect("valid metadata")
+                        })
+                        .unwrap_or_default(),
                 };
                 fixtures::payment(
                     id,

@@ -99,7 +99,13 @@ fn check_body(ev: &CallbackEvent, p: &Payment) -> Result<(), TestCaseError> {
     let b = body(ev);
     let obj = b.as_object().expect("the body is a JSON object");
     let keys: HashSet<&str> = obj.keys().map(String::as_str).collect();
-    prop_assert_eq!(keys, BODY_FIELDS.into_iter().collect::<HashSet<_>>());
+    // The spec's fields, and `metadata` exactly when the payment has some.
+    let mut expected: HashSet<&str> = BODY_FIELDS.into_iter().collect();
+    if !p.metadata.is_empty() {
+        expected.insert("metadata");
+        prop_assert_eq!(&b["metadata"], &serde_json::to_value(&p.metadata).unwrap());
+    }
+    prop_assert_eq!(keys, expected);
     prop_assert_eq!(&b["id"], &Value::from(p.id.to_string()));
     prop_assert_eq!(&b["event_id"], &Value::from(ev.event_id.to_string()));
     prop_assert_eq!(&b["status"], &Value::from(p.status.as_str()));

@@ -642,3 +642,80 @@ async fn simultaneous_sign_ins_check_at_most_the_accounts_limit() {
         "checked {checked}, throttled {throttled}: {statuses:?}"
     );
 }
+
+/// "Send callback" on the card of a closed test payment: a merchant's user sends the test
+/// payment's callback (a manual resend with `is_test: true`), which is audited; the button is
+/// not there while the payment is open, and a live payment's resend stays support's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merchant_user_sends_a_closed_test_payments_callback() {
+    let c = Cabinet::start_with(|s| s.callbacks.dispatch = false).await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    c.server
+        .patch_project(payments_core::service::ProjectPatch {
+            test_mode: Some(true),
+            callback_url: Some(Some("https://shop.example.com/callbacks".into())),
+            ..Default::default()
+        })
+        .await;
+    let client = c.server.client();
+    let created = client
+        .create_payment(
+            &json!({"merchant_payment_id": "tcb-1", "amount": "1500", "payment_method": "sbp"}),
+        )
+        .await
+        .expect("a create");
+    assert_eq!(created.json["is_test"], true, "{}", created.json);
+    let id = created.json["id"].as_str().expect("id").to_string();
+
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let card = owner.get(&format!("/payments/{id}")).await;
+    assert!(card.body.contains("test-paid"), "the outcome buttons first");
+    assert!(!card.body.contains("test-send-callback"), "not while open");
+    let refused = owner.post(&format!("/payments/{id}/resend"), &[]).await;
+    assert_eq!(refused.status, 409, "an open payment is not resent");
+
+    let paid = owner.post(&format!("/payments/{id}/test/paid"), &[]).await;
+    assert_eq!(paid.status, 303, "{}", paid.body);
+    let card = owner.get(&format!("/payments/{id}")).await;
+    assert!(card.body.contains("test-send-callback"), "{}", card.body);
+    let sent = owner.post(&format!("/payments/{id}/resend"), &[]).await;
+    assert_eq!(sent.status, 303, "{}", sent.body);
+    assert_eq!(
+        sent.location.as_deref(),
+        Some(format!("/payments/{id}?done=resent").as_str())
+    );
+    let events = c
+        .server
+        .state
+        .service
+        .store()
+        .events_for_payment(id.parse().expect("an id"))
+        .await
+        .expect("events");
+    assert_eq!(events.len(), 1, "one event: the one sent by hand");
+    let body: serde_json::Value =
+        serde_json::from_slice(&events[0].outbox.event.body).expect("JSON");
+    assert_eq!(
+        (body["is_test"].clone(), body["status"].clone()),
+        (json!(true), json!("completed"))
+    );
+    assert_eq!(events[0].outbox.max_attempts, 1);
+    let audit = c
+        .cabinet()
+        .store()
+        .cabinet_audit(&payments_cabinet::store::AuditQuery {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("the audit log");
+    assert!(
+        audit
+            .records
+            .iter()
+            .any(|r| r.action == "test_payment.resend_callback" && r.success),
+        "{:?}",
+        audit.records
+    );
+}

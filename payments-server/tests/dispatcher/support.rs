@@ -409,6 +409,7 @@ impl World {
             expires_at: now + Duration::from_secs(3600),
             version: 1,
             fingerprint: String::new(),
+            metadata: Default::default(),
         };
         self.store
             .insert_payment(&payment)

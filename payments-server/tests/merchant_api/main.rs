@@ -2,7 +2,9 @@
 //! dir per test, requests signed by the core's signer.
 
 mod creates;
+mod events;
 mod list;
+mod metadata;
 mod reads;
 mod refusals;
 mod server;

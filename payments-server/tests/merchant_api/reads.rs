@@ -62,7 +62,13 @@ async fn reads_project_banks_and_request_ids() {
     );
     assert_eq!(
         r.json["scopes"],
-        json!(["payments:create", "payments:read", "payments:test"])
+        json!([
+            "payments:create",
+            "payments:read",
+            "payments:test",
+            "events:read",
+            "events:resend"
+        ])
     );
     // Unknown and malformed ids -> 404 payment_not_found.
     for id in ["00000000-0000-4000-8000-000000000000", "not-a-uuid"] {

@@ -604,3 +604,115 @@ async fn decimal_strings_on_request() {
         &r,
     );
 }
+
+/// The events API's answers validate against the file: every operation, success and refusal.
+#[tokio::test]
+async fn event_responses_validate_against_the_file() {
+    let spec = spec();
+    // Dispatch off: the events stay pending, with no attempt to a host that does not exist.
+    let s = TestServer::start(|s| s.callbacks.dispatch = false).await;
+    let c = &s.client();
+    let mut seen = BTreeSet::new();
+    let mut b = create_body("oa-ev-1", "100");
+    b["callback_url"] = json!("https://shop.example.com/callbacks");
+    b["metadata"] = json!({"order": "A-1001", "shop": "north"});
+    let r = c.create_payment(&b).await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.json["metadata"]["order"], "A-1001");
+    check(&spec, &mut seen, "/api/v1/payments", "POST", &r);
+    let r = c.list_payments("metadata[shop]=north").await.unwrap();
+    assert_eq!(r.json["data"][0]["metadata"]["shop"], "north", "{}", r.json);
+    check(&spec, &mut seen, "/api/v1/payments", "GET", &r);
+    let id = r.json["data"][0]["id"].as_str().unwrap().to_string();
+    let confirmed = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/payments/{id}/confirm",
+            s.operator_url
+        ))
+        .bearer_auth(s.operator_token.expose())
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(confirmed.status(), StatusCode::OK);
+
+    let list = "/api/v1/events";
+    let r = c.list_events("").await.unwrap();
+    assert_eq!(
+        (r.status, r.json["data"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1))
+    );
+    check(&spec, &mut seen, list, "GET", &r);
+    let event = r.json["data"][0]["id"].as_str().unwrap().to_string();
+    let r = c.list_events("wait=31").await.unwrap();
+    check(&spec, &mut seen, list, "GET", &r);
+    let read_only = s
+        .state
+        .service
+        .issue_token(s.project(), vec![Scope::PaymentsRead], &Actor("t".into()))
+        .await
+        .unwrap();
+    let r = c
+        .with_token(read_only.token.expose())
+        .list_events("")
+        .await
+        .unwrap();
+    check(&spec, &mut seen, list, "GET", &r);
+
+    let one = "/api/v1/events/{id}";
+    let r = c.get_event(&event).await.unwrap();
+    check(&spec, &mut seen, one, "GET", &r);
+    let r = c.get_event("not-an-id").await.unwrap();
+    check(&spec, &mut seen, one, "GET", &r);
+
+    let resend = "/api/v1/events/{id}/resend";
+    let r = c.resend_event(&event).await.unwrap();
+    check(&spec, &mut seen, resend, "POST", &r);
+    let r = c
+        .resend_event("0192f3a4-5b6c-7d8e-9f00-112233445566")
+        .await
+        .unwrap();
+    check(&spec, &mut seen, resend, "POST", &r);
+
+    let send = "/api/v1/payments/{id}/resend_callback";
+    let r = c.resend_payment_callback(&id).await.unwrap();
+    check(&spec, &mut seen, send, "POST", &r);
+    let open = c
+        .create_payment(&create_body("oa-ev-open", "100"))
+        .await
+        .unwrap();
+    let r = c
+        .resend_payment_callback(open.json["id"].as_str().unwrap())
+        .await
+        .unwrap();
+    check(&spec, &mut seen, send, "POST", &r);
+
+    let recover = "/api/v1/events/recover";
+    let r = c
+        .recover_events("2026-01-01T00:00:00Z", None)
+        .await
+        .unwrap();
+    check(&spec, &mut seen, recover, "POST", &r);
+    let r = c.recover_events("soon", None).await.unwrap();
+    check(&spec, &mut seen, recover, "POST", &r);
+    s.stop().await;
+
+    for (method, path, status) in [
+        ("GET", list, 200),
+        ("GET", list, 400),
+        ("GET", list, 403),
+        ("GET", one, 200),
+        ("GET", one, 404),
+        ("POST", resend, 202),
+        ("POST", resend, 404),
+        ("POST", send, 202),
+        ("POST", send, 409),
+        ("POST", recover, 200),
+        ("POST", recover, 400),
+    ] {
+        assert!(
+            seen.contains(&(method.to_string(), path.to_string(), status)),
+            "not exercised: {method} {path} {status}"
+        );
+    }
+}

@@ -63,6 +63,19 @@ pub async fn payment_listing<S: Store>(store: &S) {
             p.payment_method = PaymentMethod::CardTransfer;
             p.merchant_payment_id = MerchantPaymentId::parse("order_3").expect("valid");
         }
+        // Metadata: the shop of payments 1, 2 and 4 (and of the other project's 6).
+        let shop = match n {
+            1 | 4 | 6 => Some("north"),
+            2 => Some("south"),
+            _ => None,
+        };
+        if let Some(shop) = shop {
+            p.metadata = crate::payment::Metadata::from_json(&serde_json::json!({
+                "shop": shop,
+                "shop.name": format!("Магазин \"{shop}\""),
+            }))
+            .expect("valid");
+        }
         inserted(store, &p).await;
         all.push(p);
     }
@@ -150,6 +163,38 @@ pub async fn payment_listing<S: Store>(store: &S) {
         vec![payment_id(4), payment_id(2)],
         "filters together"
     );
+    // One metadata key with its value, exact; a key with `.` is one key, not a path.
+    let tagged = |key: &'static str, value: &'static str| {
+        query(&move |q| q.metadata = Some((key.to_string(), value.to_string())))
+    };
+    for (key, value, expected) in [
+        ("shop", "north", vec![4, 1]),
+        ("shop", "south", vec![2]),
+        ("shop", "North", vec![]),
+        ("shop", "nort", vec![]),
+        ("shop.name", "Магазин \"north\"", vec![4, 1]),
+        ("name", "Магазин \"north\"", vec![]),
+        ("order", "north", vec![]),
+    ] {
+        assert_eq!(
+            ids(store
+                .find_payments(&tagged(key, value))
+                .await
+                .expect("find")),
+            expected.into_iter().map(payment_id).collect::<Vec<_>>(),
+            "metadata[{key}]={value}"
+        );
+    }
+    assert_eq!(
+        store
+            .find_payments(&tagged("shop", "south"))
+            .await
+            .expect("find")[0]
+            .metadata
+            .get("shop.name"),
+        Some("Магазин \"south\""),
+        "read back whole"
+    );
     assert_eq!(
         ids(store
             .find_payments(&query(&|q| q.flow = Some(Flow::ProjectTest)))
@@ -188,15 +233,7 @@ pub async fn event_listing<S: Store>(store: &S) {
         .await
         .expect("record");
     let query = |f: &dyn Fn(&mut EventQuery)| {
-        let mut q = EventQuery {
-            project: project_id(1),
-            state: None,
-            payment: None,
-            created_from: None,
-            created_to: None,
-            before: None,
-            limit: 100,
-        };
+        let mut q = EventQuery::new(project_id(1), 100);
         f(&mut q);
         q
     };
@@ -228,6 +265,26 @@ pub async fn event_listing<S: Store>(store: &S) {
             .await
             .expect("find")),
         vec![e1.event.event_id]
+    );
+    let one = |id: EventId| query(&move |q: &mut EventQuery| q.event = Some(id));
+    assert_eq!(
+        store
+            .find_events(&one(e2.event.event_id))
+            .await
+            .expect("find"),
+        vec![found[1].clone()],
+        "one event by its id, with its attempts"
+    );
+    assert!(
+        store
+            .find_events(&EventQuery {
+                project: project_id(2),
+                ..one(e2.event.event_id)
+            })
+            .await
+            .expect("find")
+            .is_empty(),
+        "another project's event is not found by its id"
     );
     assert!(store
         .find_events(&query(&|q| q.project = project_id(2)))

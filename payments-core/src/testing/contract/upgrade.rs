@@ -337,15 +337,7 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
         .unwrap_or_else(|e| fail(round, "find_payments", e));
     assert_eq!(listed, vec![next.clone()], "{}", ctx("find_payments"));
     let events = store
-        .find_events(&EventQuery {
-            project: project.id,
-            state: None,
-            payment: None,
-            created_from: None,
-            created_to: None,
-            before: None,
-            limit: 10,
-        })
+        .find_events(&EventQuery::new(project.id, 10))
         .await
         .unwrap_or_else(|e| fail(round, "find_events", e));
     assert_eq!(events.len(), 1, "{}", ctx("find_events"));

@@ -281,13 +281,8 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("find_payments", |s| s
         .find_payments(&PaymentQuery::new(p.id, 10)));
     let _ = same!("find_events", |s| s.find_events(&EventQuery {
-        project: p.id,
-        state: None,
         payment: Some(pay.id),
-        created_from: None,
-        created_to: None,
-        before: None,
-        limit: 10,
+        ..EventQuery::new(p.id, 10)
     }));
 
     // The payer page's link, and a token's last use.

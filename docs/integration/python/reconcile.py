@@ -1,0 +1,61 @@
+"""Reconcile one order: find its payment by metadata in the list, read the payment's callback
+events, and resend the newest one (a new event_id, one attempt). Prints one JSON summary line.
+
+    python3 reconcile.py --credentials ../../../data/sandbox-credentials.json --order order-42
+
+The token needs payments:read, events:read and events:resend (the sandbox's has them).
+"""
+
+import argparse
+import json
+import sys
+import urllib.parse
+
+from payments_client import PaymentsClient, credentials_from_file
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--credentials", required=True)
+parser.add_argument("--project", default="demo")
+parser.add_argument("--order", required=True)
+args = parser.parse_args()
+
+c = credentials_from_file(args.credentials, args.project)
+client = PaymentsClient(c["base_url"], c["token"], c["keyid"], c["private_key_pem"])
+
+
+def fail(step, r):
+    print(f"{step}: HTTP {r.status} {r.text} (X-Request-ID {r.request_id})", file=sys.stderr)
+    sys.exit(1)
+
+
+# The list, filtered by one metadata key; the query string is part of what is signed.
+query = urllib.parse.urlencode({"metadata[order]": args.order, "limit": 10})
+listed = client.send("GET", f"/api/v1/payments?{query}")
+if listed.status != 200:
+    fail("list", listed)
+ids = [p["id"] for p in listed.json["data"]]
+if len(ids) != 1:
+    fail("list: expected one payment", listed)
+
+# The payment's callback events, newest first, each with its attempts.
+events = client.send("GET", "/api/v1/events?" + urllib.parse.urlencode({"payment_id": ids[0]}))
+if events.status != 200:
+    fail("events", events)
+data = events.json["data"]
+for e in data:
+    tried = ", ".join(a["result"] for a in e["attempts"]) or "not tried yet"
+    print(f"event {e['id']} {e['type']} {e['status']}: {e['delivery_state']} ({tried})", file=sys.stderr)
+if not data:
+    fail("events: none for the payment", events)
+
+# Resend the newest: a new event with a new event_id, delivered once.
+resent = client.send("POST", f"/api/v1/events/{data[0]['id']}/resend")
+if resent.status != 202:
+    fail("resend", resent)
+
+print(json.dumps({
+    "listed": ids,
+    "events": len(data),
+    "resent": resent.status,
+    "new_event": resent.json["id"],
+}))

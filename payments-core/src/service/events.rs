@@ -1,0 +1,327 @@
+//! The merchant's events API: `GET /api/v1/events` (a project's callback events with their
+//! attempts, newest first, paged like the payment list), `GET /api/v1/events/{id}`, and the
+//! merchant's own recovery: resending one event, every undelivered event since a time, or a
+//! closed payment's callback. Every resend is the spec's manual resend (a new event with a new
+//! `event_id`, the payment's current closed status, one attempt) and is audited with the token
+//! that asked for it.
+
+use std::time::Duration;
+
+use super::listing::{parse_cursor, read_query, ListCursor, ListWindow};
+use super::{Actor, PaymentService};
+use crate::error::{ApiError, ErrorCode};
+use crate::event::{DeliveryState, EventRecord, FailedEventFilter};
+use crate::ids::{EventId, PaymentId};
+use crate::project::{Project, TokenRecord};
+use crate::store::{EventQuery, StoreError};
+use crate::Timestamp;
+
+use super::listing::ListQueryError;
+
+/// The longest a list of events may wait for a new event (`wait`, seconds).
+pub const MAX_EVENT_WAIT: Duration = Duration::from_secs(30);
+
+/// The cursor of the event list.
+pub type EventCursor = ListCursor<EventId>;
+
+/// The filters and page of `GET /api/v1/events`, read with [`EventListQuery::parse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventListQuery {
+    /// `delivery_state`: only events that are `pending`, `delivered` or `failed` (every
+    /// attempt failed: "not delivered").
+    pub delivery_state: Option<DeliveryState>,
+    /// `payment_id`: only this payment's events.
+    pub payment_id: Option<PaymentId>,
+    /// `created_from` (RFC 3339): queued at or after.
+    pub created_from: Option<Timestamp>,
+    /// `created_to` (RFC 3339): queued before.
+    pub created_to: Option<Timestamp>,
+    /// `limit`: 1 to [`MAX_LIST_LIMIT`](super::MAX_LIST_LIMIT), default
+    /// [`DEFAULT_LIST_LIMIT`](super::DEFAULT_LIST_LIMIT).
+    pub limit: usize,
+    /// `cursor`: where the page starts (a previous page's `next_cursor`).
+    pub cursor: Option<EventCursor>,
+    /// `wait` (whole seconds, at most [`MAX_EVENT_WAIT`]): when the first page is empty, how
+    /// long the adapter may hold the request for an event to arrive (a long poll); zero by
+    /// default. Only the first page waits.
+    pub wait: Duration,
+}
+
+impl Default for EventListQuery {
+    fn default() -> Self {
+        EventListQuery {
+            delivery_state: None,
+            payment_id: None,
+            created_from: None,
+            created_to: None,
+            limit: super::DEFAULT_LIST_LIMIT,
+            cursor: None,
+            wait: Duration::ZERO,
+        }
+    }
+}
+
+impl EventListQuery {
+    /// Reads a query string (without the `?`) as strictly as the payment list: every parameter
+    /// at most once, never empty, none unknown.
+    pub fn parse(query: &str) -> Result<EventListQuery, ListQueryError> {
+        let mut q = EventListQuery::default();
+        let mut window = ListWindow::new(&mut q.created_from, &mut q.created_to, &mut q.limit);
+        let mut cursor = None;
+        read_query(
+            query,
+            "delivery_state, payment_id, created_from, created_to, limit, cursor, wait",
+            |name, value| {
+                match name {
+                    "delivery_state" => match DeliveryState::parse(value) {
+                        Some(s) => q.delivery_state = Some(s),
+                        None => {
+                            return Err(ListQueryError(
+                                "delivery_state: expected pending, delivered or failed".into(),
+                            ))
+                        }
+                    },
+                    "payment_id" => match value.parse() {
+                        Ok(id) => q.payment_id = Some(id),
+                        Err(_) => {
+                            return Err(ListQueryError(
+                                "payment_id: expected a payment id (a UUID)".into(),
+                            ))
+                        }
+                    },
+                    "wait" => match value.parse::<u64>() {
+                        Ok(n) if n <= MAX_EVENT_WAIT.as_secs() && !value.starts_with('+') => {
+                            q.wait = Duration::from_secs(n)
+                        }
+                        _ => {
+                            return Err(ListQueryError(format!(
+                                "wait: whole seconds from 0 to {}",
+                                MAX_EVENT_WAIT.as_secs()
+                            )))
+                        }
+                    },
+                    "cursor" => cursor = Some(parse_cursor(value)?),
+                    _ => return window.read(name, value),
+                }
+                Ok(true)
+            },
+        )?;
+        window.check()?;
+        q.cursor = cursor;
+        Ok(q)
+    }
+
+    /// The store query of this page for `project`, one past the limit.
+    fn store_query(&self, project: &Project) -> EventQuery {
+        EventQuery {
+            state: self.delivery_state,
+            payment: self.payment_id,
+            created_from: self.created_from,
+            created_to: self.created_to,
+            before: self.cursor.map(|c| (c.created_at, c.id)),
+            ..EventQuery::new(project.id, self.limit + 1)
+        }
+    }
+}
+
+/// A page of a project's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventPage {
+    /// The events with their attempts, newest first.
+    pub events: Vec<EventRecord>,
+    /// The cursor of the next page; `None` on the last page.
+    pub next_cursor: Option<EventCursor>,
+}
+
+/// What `POST /api/v1/events/recover` did: the spec's manual resend for each payment with
+/// undelivered events in the range.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// The new events, each answering the failed events of its payment.
+    pub resent: Vec<super::ResentPayment>,
+    /// The payments left alone, and why.
+    pub skipped: Vec<super::SkippedPayment>,
+    /// Whether more failed events than one call takes ([`MAX_FAILED_BATCH`]) matched: call
+    /// again.
+    ///
+    /// [`MAX_FAILED_BATCH`]: super::MAX_FAILED_BATCH
+    pub more: bool,
+}
+
+/// The actor a merchant's token is audited as: `api-token:<prefix>`.
+pub fn token_actor(token: &TokenRecord) -> Actor {
+    Actor(format!("api-token:{}", token.prefix))
+}
+
+/// `404 not_found` for an event that does not exist or is another project's.
+pub fn event_not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such event in this project")
+}
+
+impl PaymentService {
+    /// A page of `project`'s callback events as `query` asks, newest first by queueing time
+    /// (ties by event id), each with its attempts. Events are kept for the events' retention
+    /// period ([`Retention::events`](super::Retention)).
+    pub async fn list_events(
+        &self,
+        project: &Project,
+        query: &EventListQuery,
+    ) -> Result<EventPage, StoreError> {
+        let mut found = self
+            .ports
+            .store
+            .find_events(&query.store_query(project))
+            .await?;
+        let more = found.len() > query.limit;
+        found.truncate(query.limit);
+        let next_cursor = if more {
+            found.last().map(|r| EventCursor {
+                created_at: r.outbox.event.created_at,
+                id: r.outbox.event.event_id,
+            })
+        } else {
+            None
+        };
+        Ok(EventPage {
+            events: found,
+            next_cursor,
+        })
+    }
+
+    /// One event of `project` with its attempts; `None` when it does not exist or belongs to
+    /// another project.
+    pub async fn project_event(
+        &self,
+        project: &Project,
+        id: EventId,
+    ) -> Result<Option<EventRecord>, StoreError> {
+        let found = self
+            .ports
+            .store
+            .find_events(&EventQuery {
+                event: Some(id),
+                ..EventQuery::new(project.id, 1)
+            })
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    /// Resends the callback of the payment of `project`'s event `id` (which may be
+    /// delivered, failed or pending): a manual resend of the payment's current closed status,
+    /// answering its failed events. `404 not_found` for an unknown event, `409
+    /// invalid_transition` when the payment is not closed (any more) or has no callback URL.
+    /// Returns the new event.
+    pub async fn resend_event(
+        &self,
+        project: &Project,
+        id: EventId,
+        actor: &Actor,
+    ) -> Result<EventRecord, ApiError> {
+        let event = self
+            .project_event(project, id)
+            .await?
+            .ok_or_else(event_not_found)?;
+        self.resend_payment_callback(project, event.outbox.event.payment_id, actor)
+            .await
+    }
+
+    /// The merchant's "send callback" for a closed payment of `project`, test payments
+    /// included (the spec's support resend: a real signed request, `is_test: true` for a test
+    /// payment): a new event with a new `event_id`, one attempt. `404 payment_not_found` for
+    /// a payment of another project. Returns the new event.
+    pub async fn resend_payment_callback(
+        &self,
+        project: &Project,
+        payment: PaymentId,
+        actor: &Actor,
+    ) -> Result<EventRecord, ApiError> {
+        match self.ports.store.payment(payment).await? {
+            Some(p) if p.project_id == project.id => {}
+            _ => return Err(super::payment_not_found()),
+        }
+        let (event_id, _) = self.resend_one(payment, actor, true).await??;
+        self.project_event(project, event_id)
+            .await?
+            .ok_or_else(|| ApiError::internal("the resent event is not in the store"))
+    }
+
+    /// Resends every undelivered (failed, not yet answered) event of `project` queued at or
+    /// after `since` (and before `until`, when given): one manual resend per payment, at most
+    /// [`MAX_FAILED_BATCH`](super::MAX_FAILED_BATCH) failed events a call. Audited as a bulk
+    /// resend by `actor`, and each payment's resend on its own.
+    pub async fn recover_events(
+        &self,
+        project: &Project,
+        since: Timestamp,
+        until: Option<Timestamp>,
+        actor: &Actor,
+    ) -> Result<Recovered, StoreError> {
+        let filter = FailedEventFilter {
+            project: Some(project.id),
+            host: None,
+            since: Some(since),
+            until,
+        };
+        let report = self
+            .resend_failed_callbacks(&filter, super::MAX_FAILED_BATCH, actor)
+            .await?;
+        let taken: usize = report.resent.iter().map(|r| r.failed.len()).sum::<usize>()
+            + report.skipped.iter().map(|s| s.failed.len()).sum::<usize>();
+        let more = taken >= super::MAX_FAILED_BATCH;
+        Ok(Recovered {
+            resent: report.resent,
+            skipped: report.skipped,
+            more,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_event_query_is_read_strictly() {
+        assert_eq!(EventListQuery::parse(""), Ok(EventListQuery::default()));
+        let q = EventListQuery::parse(
+            "delivery_state=failed&created_from=2026-10-01T00:00:00Z&limit=100&wait=30\
+             &payment_id=0192f3a4-5b6c-7d8e-9f00-112233445566",
+        )
+        .expect("valid");
+        assert_eq!(q.delivery_state, Some(DeliveryState::Failed));
+        assert_eq!(q.limit, 100);
+        assert_eq!(q.wait, Duration::from_secs(30));
+        assert!(q.payment_id.is_some());
+        let c = EventCursor {
+            created_at: Timestamp::from_unix_millis(1_790_000_000_123),
+            id: "0192f3a4-5b6c-7d8e-9f00-112233445566"
+                .parse()
+                .expect("an id"),
+        };
+        assert_eq!(
+            EventListQuery::parse(&format!("cursor={c}"))
+                .expect("valid")
+                .cursor,
+            Some(c)
+        );
+        for (bad, word) in [
+            ("delivery_state=lost", "delivery_state:"),
+            ("status=completed", "unknown parameter"),
+            ("wait=31", "wait:"),
+            ("wait=-1", "wait:"),
+            ("wait=+1", "wait:"),
+            ("payment_id=42", "payment_id:"),
+            ("limit=0", "limit:"),
+            ("limit=1&limit=2", "more than once"),
+            ("cursor=abc", "cursor:"),
+            (
+                "created_from=2026-10-02T00:00:00Z&created_to=2026-10-01T00:00:00Z",
+                "before",
+            ),
+        ] {
+            let e = EventListQuery::parse(bad).expect_err(bad);
+            assert!(e.0.contains(word), "{bad}: {e}");
+            assert_eq!(ApiError::from(e).code, ErrorCode::BadRequest);
+        }
+    }
+}
