@@ -26,7 +26,10 @@ const POLL_EVERY: Duration = Duration::from_millis(500);
 /// `GET /api/v1/events`: a page of the project's events, newest first. With `wait=N` and no
 /// cursor, an empty page is held up to N seconds until an event arrives (a long poll; the
 /// request gives its concurrency slot back while it waits, and answers at once when the
-/// server begins to shut down).
+/// server begins to shut down). At most [`LongPolls::PER_PROJECT`] of a project's long polls
+/// wait at once on this node; another is answered at once, as without `wait`.
+///
+/// [`LongPolls::PER_PROJECT`]: crate::state::LongPolls::PER_PROJECT
 #[tracing::instrument(name = "list_events", skip_all, fields(request_id = %rid.0))]
 pub(crate) async fn list_events(
     State(st): State<AppState>,
@@ -38,7 +41,16 @@ pub(crate) async fn list_events(
     let ctx = st.service.accept(a.auth).await?;
     drop(a._permit);
     let query = EventListQuery::parse(&query)?;
-    let deadline = tokio::time::Instant::now() + query.wait;
+    // A place among the project's waiting long polls; without one the page is answered now.
+    let place = (query.wait > Duration::ZERO && query.cursor.is_none())
+        .then(|| st.long_polls.enter(ctx.project.id))
+        .flatten();
+    let wait = if place.is_some() {
+        query.wait
+    } else {
+        Duration::ZERO
+    };
+    let deadline = tokio::time::Instant::now() + wait;
     let mut stopping = st.stopping.subscribe();
     let page = loop {
         let page = st.service.list_events(&ctx.project, &query).await?;

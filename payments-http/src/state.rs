@@ -75,6 +75,9 @@ pub struct SharedState {
     /// Set to `true` when the server begins to shut down: a request that waits on purpose (the
     /// events list's long poll) answers at once instead of holding the drain up.
     pub stopping: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The long polls of the events list waiting now, per project (at most
+    /// [`LongPolls::PER_PROJECT`] wait at once; more answer at once).
+    pub long_polls: Arc<LongPolls>,
 }
 
 /// Records when project tokens authenticate requests, for the cabinet's "last used": at most
@@ -158,6 +161,67 @@ impl OutboxWaker for NotifyWaker {
     }
 }
 
+/// The events list's long polls waiting now, by project: a project's client that opens many
+/// (each holds a connection and reads the store twice a second) gets immediate answers past
+/// [`LongPolls::PER_PROJECT`], so it costs no more than polling and cannot crowd others out.
+#[derive(Debug, Default)]
+pub struct LongPolls(std::sync::Mutex<std::collections::HashMap<payments_core::ProjectId, usize>>);
+
+impl LongPolls {
+    /// The most long polls of one project that wait at once.
+    pub const PER_PROJECT: usize = 4;
+
+    /// A place for one more waiting long poll of `project`, or `None` when it has
+    /// [`Self::PER_PROJECT`] already; the place is given back when the guard is dropped.
+    pub fn enter(self: &Arc<Self>, project: payments_core::ProjectId) -> Option<LongPollGuard> {
+        let mut waiting = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = waiting.entry(project).or_insert(0);
+        if *n >= Self::PER_PROJECT {
+            return None;
+        }
+        *n += 1;
+        Some(LongPollGuard {
+            polls: self.clone(),
+            project,
+        })
+    }
+
+    /// How many long polls of `project` wait now.
+    pub fn waiting(&self, project: payments_core::ProjectId) -> usize {
+        let waiting = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        waiting.get(&project).copied().unwrap_or(0)
+    }
+}
+
+/// One waiting long poll's place ([`LongPolls::enter`]).
+#[derive(Debug)]
+pub struct LongPollGuard {
+    polls: Arc<LongPolls>,
+    project: payments_core::ProjectId,
+}
+
+impl Drop for LongPollGuard {
+    fn drop(&mut self) {
+        let mut waiting = self
+            .polls
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = waiting.get_mut(&self.project) {
+            *n -= 1;
+            if *n == 0 {
+                waiting.remove(&self.project);
+            }
+        }
+    }
+}
+
 impl AppState {
     /// State over a service; adds the dispatcher's wake-up call to the service (and so to
     /// every clone of it, including the caller's).
@@ -179,6 +243,7 @@ impl AppState {
             token_use: Arc::new(TokenUse::new(&service)),
             cabinet_store: None,
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
+            long_polls: Arc::default(),
             service,
         }))
     }

@@ -671,7 +671,7 @@ async fn screenshots() {
         .await
         .expect("confirmed");
     let t = test
-        .create_payment(&json!({"merchant_payment_id": "test-order-1", "amount": "2500", "payment_method": "card_transfer"}))
+        .create_payment(&json!({"merchant_payment_id": "test-order-1", "amount": "2500", "payment_method": "card_transfer", "callback_url": url}))
         .await
         .expect("a create");
     let test_payment = t.json["id"].as_str().expect("id").to_string();
@@ -736,6 +736,20 @@ async fn screenshots() {
     b.screenshot("15-payment-card").await;
     b.open(&format!("/payments/{test_payment}")).await;
     b.screenshot("16-test-payment-card").await;
+    // The outcome "paid", then "Send callback" on the closed test payment.
+    b.click("#test-paid").await;
+    b.screenshot("25-test-payment-closed").await;
+    b.click("#test-send-callback").await;
+    assert_eq!(b.text("#payment-status").await, "completed");
+    assert!(
+        b.text("body").await.contains("A callback was queued"),
+        "the callback was sent"
+    );
+    // Its delivery to the receiver shows under the card's events.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    b.open(&format!("/payments/{test_payment}?done=resent"))
+        .await;
+    b.screenshot("26-test-callback-sent").await;
     b.open(&format!("/projects/{project}/deliveries")).await;
     b.screenshot("17-deliveries").await;
     b.open("/security").await;

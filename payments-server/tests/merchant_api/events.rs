@@ -506,3 +506,55 @@ async fn listen_forwards_a_test_payments_callback_to_a_local_receiver_that_verif
     assert_eq!(refused[0].status, Some(401), "{}", refused[0].line);
     s.stop().await;
 }
+
+/// A project's long polls beyond four are answered at once: a client that opens many costs no
+/// more than polling. The four that wait all see the event that ends their wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_four_long_polls_of_a_project_wait_at_once() {
+    let s = TestServer::start(|s| s.callbacks.dispatch = false).await;
+    s.patch_project(ProjectPatch {
+        callback_url: Some(Some("https://shop.example.com/callbacks".into())),
+        ..Default::default()
+    })
+    .await;
+    let c = s.client();
+    let r = c
+        .create_payment(&body("lp-1", "100"))
+        .await
+        .expect("a create");
+    let id = str_of(&r.json["id"]);
+    confirm(&s, &id).await;
+    let since = crate::support::now_rfc3339().replace('+', "%2B");
+    let q = format!("created_from={since}&wait=10");
+    let mut waiting = Vec::new();
+    for _ in 0..4 {
+        let (c, q) = (c.clone(), q.clone());
+        waiting.push(tokio::spawn(async move {
+            c.list_events(&q).await.expect("a page")
+        }));
+    }
+    let started = Instant::now();
+    while s.state.long_polls.waiting(s.project()) < 4 {
+        assert!(started.elapsed() < Duration::from_secs(10), "four wait");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let fifth = Instant::now();
+    let r = c.list_events(&q).await.expect("a page");
+    assert_eq!((r.status, len(&r.json)), (StatusCode::OK, 0), "{}", r.json);
+    assert!(
+        fifth.elapsed() < Duration::from_secs(2),
+        "the fifth is answered at once"
+    );
+    let sent = c.resend_payment_callback(&id).await.expect("an answer");
+    assert_eq!(sent.status, StatusCode::ACCEPTED, "{}", sent.json);
+    for w in waiting {
+        let page = w.await.expect("a poll");
+        assert_eq!(page.json["data"][0]["id"], sent.json["id"], "{}", page.json);
+    }
+    assert_eq!(
+        s.state.long_polls.waiting(s.project()),
+        0,
+        "every place given back"
+    );
+    s.stop().await;
+}
