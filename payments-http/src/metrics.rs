@@ -13,6 +13,7 @@
 //! histogram's lock is per series.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
@@ -207,7 +208,27 @@ pub struct Metrics {
     store_latency: Family<KindLabels, Histogram, fn() -> Histogram>,
     store_errors: Family<CauseLabels, Counter>,
     build_info: Family<BuildLabels, Gauge>,
+    stuck_creates: Counter,
     dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
+    rate_ages: std::sync::OnceLock<RateAgesSource>,
+}
+
+/// A registered [`RateAges`] (a closure has no `Debug`).
+struct RateAgesSource(RateAges);
+
+impl std::fmt::Debug for RateAgesSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RateAges(..)")
+    }
+}
+
+/// The age of each currency's last good rate, in seconds, read at each scrape
+/// ([`Metrics::report_rate_ages`]).
+pub type RateAges = Arc<dyn Fn() -> Vec<(String, f64)> + Send + Sync>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CurrencyLabels {
+    currency: String,
 }
 
 impl Default for Metrics {
@@ -223,6 +244,7 @@ impl Default for Metrics {
         let store_latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let store_errors = Family::<CauseLabels, Counter>::default();
         let build_info = Family::<BuildLabels, Gauge>::default();
+        let stuck_creates = Counter::default();
         let mut registry = Registry::default();
         // Counters are exposed with `_total` appended: payments_http_requests_total.
         registry.register(
@@ -274,6 +296,12 @@ impl Default for Metrics {
             store_errors.clone(),
         );
         registry.register(
+            "payments_stuck_creates",
+            "Payments the sweeper found still in created past 60 s (the provider call never \
+             finished) and closed as error / provider_result_ambiguous",
+            stuck_creates.clone(),
+        );
+        registry.register(
             "payments_build_info",
             "The running build: version and database schema version (always 1)",
             build_info.clone(),
@@ -290,7 +318,9 @@ impl Default for Metrics {
             store_latency,
             store_errors,
             build_info,
+            stuck_creates,
             dropped_log_lines: std::sync::OnceLock::new(),
+            rate_ages: std::sync::OnceLock::new(),
         }
     }
 }
@@ -302,6 +332,19 @@ impl Metrics {
     /// and without one the metric is left out. A second source is ignored.
     pub fn count_dropped_log_lines(&self, source: fn() -> u64) {
         let _ = self.dropped_log_lines.set(source);
+    }
+
+    /// Exposes `payments_rate_age_seconds{currency}`, read from `source` at each scrape: how
+    /// old each currency's last good rate is (the server's live rate source gives it; a rate
+    /// source that never ages gives none). A second source is ignored.
+    pub fn report_rate_ages(&self, source: RateAges) {
+        let _ = self.rate_ages.set(RateAgesSource(source));
+    }
+
+    /// Counts payments the sweeper closed because their create never finished
+    /// (`payments_stuck_creates_total`).
+    pub fn count_stuck_creates(&self, n: usize) {
+        self.stuck_creates.inc_by(n as u64);
     }
 
     /// Records one request: route, method, status and latency.
@@ -444,6 +487,19 @@ impl Metrics {
                 "payments_database_size_bytes",
                 "Size of the database files (database, wal)",
                 files,
+            );
+        }
+        if let Some(source) = self.rate_ages.get() {
+            let ages =
+                Family::<CurrencyLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+            for (currency, age) in (source.0)() {
+                ages.get_or_create(&CurrencyLabels { currency }).set(age);
+            }
+            scrape.register(
+                "payments_rate_age_seconds",
+                "Age of each currency's last good rate from the rate source (currency * until \
+                 the first good answer: the time since the start)",
+                ages,
             );
         }
         let mut counter = |name: &str, help: &str, v: u64| {

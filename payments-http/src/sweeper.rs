@@ -33,8 +33,19 @@ pub const RETENTION_PAUSE: Duration = Duration::from_millis(20);
 /// It stops when `true` is sent on `stop` or when the sender is dropped, and logs which (a
 /// dropped sender is a warning: an embedder that let the handle go stops the sweeper, and
 /// expiry with it, perhaps without meaning to). A `false` sent does not stop it.
-pub async fn run(service: PaymentService, interval: Duration, mut stop: watch::Receiver<bool>) {
-    match sweep_until_stopped(&service, interval, &mut stop).await {
+pub async fn run(service: PaymentService, interval: Duration, stop: watch::Receiver<bool>) {
+    run_counted(service, None, interval, stop).await
+}
+
+/// [`run`], counting the stuck creates it closes into `metrics`
+/// (`payments_stuck_creates_total`) when given.
+pub async fn run_counted(
+    service: PaymentService,
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    match sweep_until_stopped(&service, metrics.as_deref(), interval, &mut stop).await {
         Stopped::Asked => tracing::info!("the lifecycle sweeper stopped: asked to"),
         Stopped::SenderDropped => tracing::warn!(
             "the lifecycle sweeper stopped: its stop sender was dropped (keep the sender while \
@@ -71,6 +82,7 @@ async fn stop_requested(stop: &mut watch::Receiver<bool>) -> Stopped {
 
 async fn sweep_until_stopped(
     service: &PaymentService,
+    metrics: Option<&crate::metrics::Metrics>,
     interval: Duration,
     stop: &mut watch::Receiver<bool>,
 ) -> Stopped {
@@ -84,7 +96,7 @@ async fn sweep_until_stopped(
                 false
             }
         };
-        if my_turn && sweep_due(service, stop).await {
+        if my_turn && sweep_due(service, metrics, stop).await {
             return Stopped::Asked;
         }
         if last_purge.elapsed() >= NONCE_PURGE_EVERY {
@@ -154,7 +166,11 @@ async fn apply_retention(
 
 /// Sweeps in batches until fewer than a batch are due; `true` when `stop` turned true
 /// meanwhile.
-async fn sweep_due(service: &PaymentService, stop: &watch::Receiver<bool>) -> bool {
+async fn sweep_due(
+    service: &PaymentService,
+    metrics: Option<&crate::metrics::Metrics>,
+    stop: &watch::Receiver<bool>,
+) -> bool {
     loop {
         // Checked between batches too: after a mass expiry (millions of payments due at
         // once) the batches can go on for many minutes, and shutdown must not wait for them.
@@ -163,6 +179,9 @@ async fn sweep_due(service: &PaymentService, stop: &watch::Receiver<bool>) -> bo
         }
         match service.sweep(SWEEP_BATCH).await {
             Ok(report) => {
+                if let Some(m) = metrics {
+                    m.count_stuck_creates(report.recovered);
+                }
                 if report.expired + report.recovered > 0 {
                     tracing::info!(
                         expired = report.expired,

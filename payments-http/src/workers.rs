@@ -48,9 +48,34 @@ impl Workers {
         dispatcher: Option<Dispatcher>,
         sweep_interval: Duration,
     ) -> Workers {
+        Workers::spawn(service, None, dispatcher, sweep_interval)
+    }
+
+    /// [`Workers::start`] over `state`'s service, the sweeper counting into `state`'s metrics
+    /// (`payments_stuck_creates_total`).
+    pub fn start_for(
+        state: &AppState,
+        dispatcher: Option<Dispatcher>,
+        sweep_interval: Duration,
+    ) -> Workers {
+        Workers::spawn(
+            &state.service,
+            Some(state.metrics.clone()),
+            dispatcher,
+            sweep_interval,
+        )
+    }
+
+    fn spawn(
+        service: &PaymentService,
+        metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+        dispatcher: Option<Dispatcher>,
+        sweep_interval: Duration,
+    ) -> Workers {
         let (stop, stopped) = watch::channel(false);
-        let sweeper = tokio::spawn(crate::sweeper::run(
+        let sweeper = tokio::spawn(crate::sweeper::run_counted(
             service.clone(),
+            metrics,
             sweep_interval,
             stopped.clone(),
         ));
@@ -76,11 +101,7 @@ impl Workers {
     /// [`DispatcherError`] when the dispatcher's HTTP client cannot be built.
     pub fn for_state(state: &AppState) -> Result<Workers, DispatcherError> {
         let dispatcher = Dispatcher::for_state(state, DispatcherConfig::default())?;
-        Ok(Workers::start(
-            &state.service,
-            Some(dispatcher),
-            SWEEP_INTERVAL,
-        ))
+        Ok(Workers::start_for(state, Some(dispatcher), SWEEP_INTERVAL))
     }
 
     /// Whether the dispatcher runs (it was given to [`Workers::start`]).

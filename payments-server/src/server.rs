@@ -207,13 +207,19 @@ impl ApplicationBuilder {
             ) as Arc<dyn RequisiteProvider>),
             (None, _) => None,
         };
+        // The live rate source is kept as itself too: its rates' ages are a metric.
+        let mut http_rates: Option<Arc<HttpRates>> = None;
         let rates = match (rates, settings.upstream.rate_source) {
             (Some(r), _) => Some(r),
-            (None, RateSourceKind::Http) => Some(Arc::new(
-                HttpRates::start(&settings, upstream_clock.clone())
-                    .await
-                    .map_err(start_err)?,
-            ) as Arc<dyn RateSource>),
+            (None, RateSourceKind::Http) => {
+                let live = Arc::new(
+                    HttpRates::start(&settings, upstream_clock.clone())
+                        .await
+                        .map_err(start_err)?,
+                );
+                http_rates = Some(live.clone());
+                Some(live as Arc<dyn RateSource>)
+            }
             (None, _) => None,
         };
         if settings.environment == Environment::Production {
@@ -265,6 +271,9 @@ impl ApplicationBuilder {
         };
         let metrics = Arc::new(payments_http::metrics::Metrics::default());
         metrics.count_dropped_log_lines(crate::telemetry::dropped_log_lines);
+        if let Some(live) = http_rates {
+            metrics.report_rate_ages(Arc::new(move || live.ages()));
+        }
         metrics.set_build_info(
             env!("CARGO_PKG_VERSION"),
             owned_store.as_ref().map(OpenedStore::schema_version),
@@ -628,8 +637,8 @@ impl Application {
         });
         // With dispatch off the dispatcher is built (so its settings are still checked) but
         // never run: events stay pending in the outbox for a later server.
-        let workers = payments_http::workers::Workers::start(
-            &state.service,
+        let workers = payments_http::workers::Workers::start_for(
+            &state,
             settings.callbacks.dispatch.then_some(dispatcher),
             settings.tuning.sweep_interval,
         );

@@ -116,3 +116,108 @@ fn the_dockerfile_passes_hadolint() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// --- Prometheus alert rules (packaging/prometheus) ------------------------------------------
+
+fn prometheus_dir() -> PathBuf {
+    repo().join("packaging/prometheus")
+}
+
+fn yaml(name: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(prometheus_dir().join(name)).expect("the rules file");
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The alerts of the rules file with their expressions.
+fn alerts() -> Vec<(String, String)> {
+    yaml("payments.rules.yml")["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_array().expect("rules").clone())
+        .map(|r| {
+            (
+                r["alert"].as_str().expect("an alert").to_string(),
+                r["expr"].as_str().expect("an expression").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every alert names a runbook that exists, every metric it reads is one the server writes
+/// (the metrics table of docs/operations.md; a node-exporter or blackbox metric would be
+/// named there too), and the unit tests expect each alert to fire at least once and to stay
+/// quiet at least once.
+#[test]
+fn every_alert_reads_real_metrics_has_a_runbook_and_a_test_both_ways() {
+    let operations =
+        std::fs::read_to_string(repo().join("docs/operations.md")).expect("operations.md");
+    let rules = yaml("payments.rules.yml");
+    for rule in rules["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_array().expect("rules").clone())
+    {
+        let name = rule["alert"].as_str().expect("an alert");
+        let runbook = rule["annotations"]["runbook"].as_str().expect("a runbook");
+        let file = runbook.split('#').next().expect("a path");
+        assert!(
+            repo().join(file).is_file(),
+            "{name}: {runbook} is not a file"
+        );
+        let expr = rule["expr"].as_str().expect("an expression");
+        let metrics: Vec<&str> = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("payments_"))
+            .collect();
+        assert!(!metrics.is_empty(), "{name} reads no payments_ metric");
+        for metric in metrics {
+            let base = metric.strip_suffix("_bucket").unwrap_or(metric).to_string();
+            assert!(
+                operations.contains(&format!("`{base}`")),
+                "{name}: {metric} is not in the metrics table of docs/operations.md"
+            );
+        }
+    }
+    let tests = yaml("payments.rules.test.yml");
+    for (alert, _) in alerts() {
+        let evals: Vec<&serde_json::Value> = tests["tests"]
+            .as_array()
+            .expect("tests")
+            .iter()
+            .flat_map(|t| t["alert_rule_test"].as_array().expect("alert_rule_test"))
+            .filter(|e| e["alertname"] == alert.as_str())
+            .collect();
+        let fires =
+            |e: &&serde_json::Value| e["exp_alerts"].as_array().is_some_and(|a| !a.is_empty());
+        assert!(evals.iter().any(fires), "no test shows {alert} firing");
+        assert!(
+            evals.iter().any(|e| !fires(e)),
+            "no test shows {alert} quiet (healthy, or before its `for`)"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs promtool (Debian prometheus)"]
+fn the_alert_rules_pass_promtool_check_and_every_alert_fires_on_its_failure() {
+    require("promtool");
+    for args in [
+        ["check", "rules", "payments.rules.yml"],
+        ["test", "rules", "payments.rules.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(prometheus_dir())
+            .output()
+            .expect("promtool runs");
+        assert!(
+            out.status.success(),
+            "promtool {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

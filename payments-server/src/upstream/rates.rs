@@ -52,6 +52,11 @@ struct Cache {
     clock: Arc<dyn Clock>,
     /// The last good answer and when it was fetched.
     rates: RwLock<Option<(Timestamp, BTreeMap<String, Decimal>)>>,
+    /// When each currency was last in a good answer (a currency that leaves the answers keeps
+    /// ageing), for `payments_rate_age_seconds`.
+    seen: RwLock<BTreeMap<String, Timestamp>>,
+    /// When the source started: the age reported before the first good answer.
+    started: Timestamp,
 }
 
 impl std::fmt::Debug for Cache {
@@ -75,6 +80,7 @@ impl HttpRates {
             UpstreamError("rate_source = \"http\" needs upstream_rates_url".into())
         })?;
         let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
+        let started = clock.now();
         let cache = Arc::new(Cache {
             client: upstream_client(settings)?,
             url,
@@ -82,6 +88,8 @@ impl HttpRates {
             max_age: settings.upstream.rates_max_age,
             clock,
             rates: RwLock::new(None),
+            seen: RwLock::new(BTreeMap::new()),
+            started,
         });
         let first_ok = cache.refresh().await;
         let refresh = settings.upstream.rates_refresh;
@@ -92,6 +100,14 @@ impl HttpRates {
     /// The courses now in use (empty when none, or too old).
     pub fn current(&self) -> BTreeMap<String, Decimal> {
         self.cache.fresh().unwrap_or_default()
+    }
+
+    /// How old each currency's last good rate is, in seconds, by the service clock; before
+    /// the first good answer, `*` with the time since the start. For
+    /// `payments_rate_age_seconds`: creates in a currency answer `422 payment_rate_unavailable`
+    /// once its age passes `rates_max_age`.
+    pub fn ages(&self) -> Vec<(String, f64)> {
+        self.cache.ages()
     }
 }
 
@@ -121,11 +137,7 @@ impl Cache {
         match self.fetch().await {
             Ok(rates) => {
                 tracing::debug!(currencies = rates.len(), "live rates refreshed");
-                *self
-                    .rates
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    Some((self.clock.now(), rates));
+                self.keep(rates);
                 true
             }
             Err(e) => {
@@ -143,6 +155,44 @@ impl Cache {
         }
         let body = read_limited(response, MAX_ANSWER_BYTES).await?;
         parse_rates(&body)
+    }
+
+    /// Keeps a good answer, stamped now.
+    fn keep(&self, rates: BTreeMap<String, Decimal>) {
+        let now = self.clock.now();
+        {
+            let mut seen = self
+                .seen
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for currency in rates.keys() {
+                seen.insert(currency.clone(), now);
+            }
+        }
+        *self
+            .rates
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((now, rates));
+    }
+
+    /// See [`HttpRates::ages`].
+    fn ages(&self) -> Vec<(String, f64)> {
+        let now = self.clock.now();
+        let age = |at: Timestamp| {
+            if at <= now {
+                now.duration_since(at).as_secs_f64()
+            } else {
+                0.0
+            }
+        };
+        let seen = self
+            .seen
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.is_empty() {
+            return vec![("*".to_string(), age(self.started))];
+        }
+        seen.iter().map(|(c, at)| (c.clone(), age(*at))).collect()
     }
 
     /// The rates if fetched within the staleness limit.
@@ -239,6 +289,8 @@ mod tests {
             max_age: Duration::from_secs(300),
             clock: Arc::new(clock.clone()),
             rates: RwLock::new(None),
+            seen: RwLock::new(BTreeMap::new()),
+            started: clock.now(),
         };
         assert_eq!(cache.fresh(), None, "nothing fetched yet");
         let rates = BTreeMap::from([("RUB".to_string(), Decimal::new(9550, 2))]);
@@ -254,5 +306,37 @@ mod tests {
         assert_eq!(cache.fresh(), None, "older than rates_max_age");
         clock.set(Timestamp::from_unix_millis(1_800_000_000_000 - 1));
         assert_eq!(cache.fresh(), None, "fetched after the clock's now");
+    }
+
+    /// `payments_rate_age_seconds`: the time since the start before any good answer; then per
+    /// currency since its last good answer, a currency that left the answers ageing on.
+    #[test]
+    fn each_currency_ages_from_its_last_good_answer() {
+        use payments_core::testing::ManualClock;
+        let clock = ManualClock::new(Timestamp::from_unix_millis(1_800_000_000_000));
+        let cache = Cache {
+            client: reqwest::Client::new(),
+            url: reqwest::Url::parse("http://127.0.0.1:9/rates").unwrap(),
+            signer: UpstreamSigner::new(Vec::new(), Arc::new(clock.clone())),
+            max_age: Duration::from_secs(300),
+            clock: Arc::new(clock.clone()),
+            rates: RwLock::new(None),
+            seen: RwLock::new(BTreeMap::new()),
+            started: clock.now(),
+        };
+        clock.advance(Duration::from_secs(42));
+        assert_eq!(cache.ages(), vec![("*".to_string(), 42.0)]);
+        let both = BTreeMap::from([
+            ("KZT".to_string(), Decimal::from(480)),
+            ("RUB".to_string(), Decimal::new(9550, 2)),
+        ]);
+        cache.keep(both);
+        clock.advance(Duration::from_secs(10));
+        cache.keep(BTreeMap::from([("RUB".to_string(), Decimal::new(9600, 2))]));
+        clock.advance(Duration::from_millis(2500));
+        assert_eq!(
+            cache.ages(),
+            vec![("KZT".to_string(), 12.5), ("RUB".to_string(), 2.5)]
+        );
     }
 }

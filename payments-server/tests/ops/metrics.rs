@@ -69,3 +69,59 @@ async fn metrics_behind_a_token_and_on_their_own_listener() {
     assert_eq!(resp.status().as_u16(), 404, "only /metrics there");
     s.stop().await;
 }
+
+/// A payment left in `created` (its create's process died before the provider's answer was
+/// recorded) is closed by the sweeper 60 s later and counted in
+/// `payments_stuck_creates_total`, the metric of the *Creates stuck* alert.
+#[tokio::test]
+async fn a_stuck_create_is_closed_and_counted() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use payments_core::payment::{Flow, PaymentMethod};
+    use payments_core::testing::fixtures;
+    use payments_core::Clock;
+    use payments_server::testing::ShiftedClock;
+
+    let clock = ShiftedClock::new();
+    let s = TestServer::start_with_clock(Arc::new(clock.clone()), |_| {}).await;
+    assert_eq!(s.metric("payments_stuck_creates_total ").await, 0.0);
+    let request = fixtures::request("stuck-1", "1500", PaymentMethod::Sbp);
+    let payment = fixtures::payment(
+        "0192f3a4-5b6c-7d8e-9f00-112233445566".parse().unwrap(),
+        s.project(),
+        &request,
+        Flow::RuntimeLive,
+        clock.now(),
+        Duration::from_secs(900),
+    );
+    s.state
+        .service
+        .store()
+        .insert_payment(&payment)
+        .await
+        .expect("inserted");
+    // Not yet: a create may take its provider's 15 s budget.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.metric("payments_stuck_creates_total ").await, 0.0);
+    clock.advance(Duration::from_secs(61));
+    let mut closed = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let p = s
+            .state
+            .service
+            .store()
+            .payment(payment.id)
+            .await
+            .expect("read")
+            .expect("the payment");
+        if p.status.as_str() == "error" {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the sweeper closes it");
+    assert_eq!(s.metric("payments_stuck_creates_total ").await, 1.0);
+    s.stop().await;
+}

@@ -46,6 +46,19 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
         stale.json
     );
     assert_eq!(stale.code(), Some("payment_rate_unavailable"));
+    // The metric the *Rates stale* alert reads: both currencies' last good rate is as old as
+    // the clock's step (at least).
+    let age = |currency: &'static str| {
+        let s = &s;
+        async move {
+            s.metric(&format!(
+                "payments_rate_age_seconds{{currency=\"{currency}\"}} "
+            ))
+            .await
+        }
+    };
+    assert!(age("RUB").await >= 1.3, "{}", age("RUB").await);
+    assert!(age("KZT").await >= 1.3);
     // Nothing was taken: the same merchant_payment_id works once rates are back.
     u.set_rates(Some(json!({"rates": {"RUB": "100"}})));
     let mut recovered = None;
@@ -63,6 +76,9 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
         r.json["merchant_information"]["course"].to_string(),
         "100.00"
     );
+    // RUB is fresh again; KZT, which the upstream no longer quotes, ages on.
+    assert!(age("RUB").await < 1.0, "{}", age("RUB").await);
+    assert!(age("KZT").await >= 1.3);
 
     // A malformed answer is not used either: the previous rates age out.
     u.set_rates_and_wait(Some(json!({"rates": {"RUB": "-1"}})))
