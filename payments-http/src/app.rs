@@ -77,7 +77,10 @@ pub fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
             state.clone(),
             crate::metrics::observe,
         ))
-        .layer(middleware::from_fn(crate::error::answer_errors))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::error::answer_errors,
+        ))
         .with_state(state)
 }
 

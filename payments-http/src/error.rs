@@ -157,10 +157,16 @@ impl AccessNote {
 /// refuses request targets and header sections over the limits, writes the JSON error body
 /// (with the request id and `X-Request-ID`) of every error answer, and writes the request's
 /// access line (target `payments_http::access`, at info): method, route template, status,
-/// error code, latency, project, operator and request id, for every answer including the
-/// refusals (`401`, `403`, `429`, `503`, `414`, `431`).
-pub async fn answer_errors(mut req: Request, next: Next) -> Response {
+/// error code, latency, project, operator, the client address (the peer, or the address a
+/// trusted proxy forwarded: [`client_address`]) and request id, for every answer including
+/// the refusals (`401`, `403`, `429`, `503`, `414`, `431`).
+pub async fn answer_errors(
+    axum::extract::State(st): axum::extract::State<crate::AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let start = Instant::now();
+    let client = client_address(&req, st.service.auth_config());
     let rid = RequestId::from_headers(req.headers());
     let method = crate::metrics::MethodLabel::of(req.method());
     let route = req
@@ -189,10 +195,31 @@ pub async fn answer_errors(mut req: Request, next: Next) -> Response {
         latency_ms = (start.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
         project = note.project.get().map_or("-", String::as_str),
         operator = note.operator.get().map_or("-", String::as_str),
+        client = client.as_deref().unwrap_or("-"),
         request_id = rid.0.as_str(),
         "request"
     );
     resp
+}
+
+/// The client's address as the allow-list sees it: the connection's peer, or, from a trusted
+/// proxy, the nearest untrusted `X-Forwarded-For` entry; `None` when the router is served
+/// without `ConnectInfo` or a trusted proxy forwarded something that is not an address.
+pub fn client_address(req: &Request, auth: &payments_core::service::AuthConfig) -> Option<String> {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()?
+        .0
+        .ip();
+    let forwarded: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    payments_core::auth::allowlist::client_ip(peer, &forwarded, &auth.trusted_proxies)
+        .ok()
+        .map(|ip| ip.to_string())
 }
 
 fn over_limits(req: &Request) -> Option<ApiError> {

@@ -351,7 +351,11 @@ async fn create_payment(
     let p = &outcome.payment;
     // Support needs to match a payer's report to a payment; the requisite is masked.
     let requisite = p.requisites.as_ref().map(|r| mask_requisite(&r.requisite));
+    // The request id and project at the event's top level too: a JSON line carries the span's
+    // fields only nested under `span`, and support searches by `request_id`.
     tracing::info!(
+        request_id = %rid.0,
+        project_id = %project.id,
         payment_id = %p.id,
         status = p.status.as_str(),
         created = status == StatusCode::CREATED,

@@ -30,6 +30,33 @@ pub enum OpenError {
     Query(String),
 }
 
+/// What went wrong, in full: the server's SQLSTATE and message (with its detail and hint)
+/// when it sent one, otherwise the client's error with every cause under it. The client's own
+/// text for a server error is only "db error", which says nothing (a wrong password, a
+/// missing database and a shutdown all print it).
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(d) = e.as_db_error() {
+        let mut text = format!("{}: {}", d.code().code(), d.message());
+        if let Some(detail) = d.detail() {
+            text.push_str(&format!(" ({detail})"));
+        }
+        if let Some(hint) = d.hint() {
+            text.push_str(&format!("; hint: {hint}"));
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(&format!(": {more}"));
+        }
+        source = s.source();
+    }
+    text
+}
+
 /// Maps a database failure. Lost connections, timeouts, cancellations, overload, a database
 /// shutting down and serialization or deadlock aborts are "not now" (`Unavailable`, `503`),
 /// the message starting with its [`UnavailableCause`] (`disk full: `, `locked: `, `io: `,
@@ -39,16 +66,12 @@ pub(crate) fn db(e: tokio_postgres::Error) -> StoreError {
         if *code == SqlState::DATA_CORRUPTED || *code == SqlState::INDEX_CORRUPTED {
             return StoreError::Corrupt(e.to_string());
         }
-        let detail = e.as_db_error().map_or_else(
-            || e.to_string(),
-            |d| format!("{}: {}", d.code().code(), d.message()),
-        );
-        return cause_of(code).error(format_args!("database: {detail}"));
+        return cause_of(code).error(format_args!("database: {}", describe(&e)));
     }
     if e.is_closed() {
         return UnavailableCause::Closed.error("the database connection was closed");
     }
-    let text = e.to_string();
+    let text = describe(&e);
     if text.contains("error deserializing") || text.contains("invalid column") {
         return StoreError::Corrupt(text);
     }

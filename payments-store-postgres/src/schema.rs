@@ -102,7 +102,7 @@ async fn connect_one(config: &Config) -> Result<(Client, JoinHandle<()>), OpenEr
     let (client, connection) = config
         .connect(NoTls)
         .await
-        .map_err(|e| OpenError::Connect(e.to_string()))?;
+        .map_err(|e| OpenError::Connect(crate::error::describe(&e)))?;
     let task = tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -122,10 +122,7 @@ pub(crate) async fn migrate_with(
 
 /// A failure's SQLSTATE and message (or the client's text when the server sent none).
 fn detail(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(d) => format!("{}: {}", d.code().code(), d.message()),
-        None => e.to_string(),
-    }
+    crate::error::describe(e)
 }
 
 fn query_error(e: tokio_postgres::Error) -> OpenError {

@@ -138,6 +138,20 @@ async fn an_unreachable_database_is_unavailable_within_the_limits() {
     assert!(matches!(err, OpenError::Connect(_)), "{err:?}");
 
     let base = support::database_url();
+    // A database that does not exist: the server's own words and SQLSTATE, not the client's
+    // "db error" (what `payments-server status` and a failed start print).
+    let missing = match base.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/payments_no_such_database"),
+        None => panic!("DATABASE_URL names a database: {base}"),
+    };
+    let err = PgStore::connect(&missing, PgOptions::default())
+        .await
+        .expect_err("no such database");
+    let text = err.to_string();
+    assert!(
+        text.contains("3D000") && text.contains("payments_no_such_database"),
+        "{text}"
+    );
     // A pool of one whose connection is held: the next call waits the pool's limit, then 503.
     let url = support::fresh_schema(&base).await;
     let store = PgStore::connect(

@@ -20,7 +20,8 @@ pub enum TokenCommand {
     Issue {
         /// Project id.
         project: String,
-        /// Scopes: payments:create, payments:read, payments:test (repeat or comma-separate).
+        /// Scopes: payments:create, payments:read, payments:test, events:read, events:resend
+        /// (repeat or comma-separate).
         #[arg(long = "scope", required = true, value_delimiter = ',')]
         scopes: Vec<String>,
     },

@@ -497,8 +497,34 @@ async fn paid_in_a_test_project_and_a_support_resend() {
     b.open(&format!("/projects/{test_project}")).await;
     b.fill("#callback_url", &url).await;
     b.click("form[action$='/callback-url'] button").await;
-    // A merchant user has no resend.
-    b.open(&format!("/payments/{id}/resend")).await;
+    // The owner sends the closed test payment's callback ("Send callback": a real signed
+    // request with is_test true, no support needed); a live payment's resend stays support's.
+    b.open(&format!("/payments/{id}")).await;
+    b.click("#test-send-callback").await;
+    assert!(b.text(".notice").await.contains("callback was queued"));
+    wait_until("the owner's callback", || !got.lock().unwrap().is_empty()).await;
+    let body: serde_json::Value = serde_json::from_slice(&got.lock().unwrap()[0].1).expect("JSON");
+    assert_eq!(
+        (body["is_test"].clone(), body["status"].clone()),
+        (json!(true), json!("completed"))
+    );
+    assert!(
+        b.all("#resend-link").await.is_empty(),
+        "support's resend is not shown"
+    );
+    let live = c
+        .server
+        .client()
+        .create_payment(
+            &json!({"merchant_payment_id": "live-1", "amount": "2500", "payment_method": "sbp"}),
+        )
+        .await
+        .expect("a create");
+    b.open(&format!(
+        "/payments/{}/resend",
+        live.json["id"].as_str().expect("id")
+    ))
+    .await;
     assert_eq!(b.heading().await, "Not found");
     b.open("/projects").await;
     b.sign_out().await;
@@ -511,14 +537,15 @@ async fn paid_in_a_test_project_and_a_support_resend() {
     assert!(b.heading().await.starts_with("Resend the callback"));
     b.click_text("Resend the callback").await;
     assert!(b.text(".notice").await.contains("callback was queued"));
-    wait_until("the resent callback", || !got.lock().unwrap().is_empty()).await;
-    let body: serde_json::Value = serde_json::from_slice(&got.lock().unwrap()[0].1).expect("JSON");
+    wait_until("the resent callback", || got.lock().unwrap().len() == 2).await;
+    let body: serde_json::Value = serde_json::from_slice(&got.lock().unwrap()[1].1).expect("JSON");
     assert_eq!(body["is_test"], true);
     assert_eq!(body["status"], "completed");
     b.open(&format!("/projects/{test_project}/deliveries"))
         .await;
+    // Both events (the owner's and support's) delivered.
     for _ in 0..100 {
-        if b.source().await.contains("HTTP 200") {
+        if b.source().await.matches("HTTP 200").count() >= 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
