@@ -208,7 +208,7 @@ pub struct Metrics {
     store_latency: Family<KindLabels, Histogram, fn() -> Histogram>,
     store_errors: Family<CauseLabels, Counter>,
     build_info: Family<BuildLabels, Gauge>,
-    stuck_creates: Counter,
+    stuck_creates: Family<OutcomeLabels, Counter>,
     dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
     rate_ages: std::sync::OnceLock<RateAgesSource>,
 }
@@ -244,7 +244,12 @@ impl Default for Metrics {
         let store_latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let store_errors = Family::<CauseLabels, Counter>::default();
         let build_info = Family::<BuildLabels, Gauge>::default();
-        let stuck_creates = Counter::default();
+        let stuck_creates = Family::<OutcomeLabels, Counter>::default();
+        // Both outcomes from the start: an alert on `ambiguous` needs a series before the
+        // first one.
+        for outcome in ["recovered", "ambiguous"] {
+            drop(stuck_creates.get_or_create(&OutcomeLabels { outcome }));
+        }
         let mut registry = Registry::default();
         // Counters are exposed with `_total` appended: payments_http_requests_total.
         registry.register(
@@ -297,8 +302,9 @@ impl Default for Metrics {
         );
         registry.register(
             "payments_stuck_creates",
-            "Payments the sweeper found still in created past 60 s (the provider call never \
-             finished) and closed as error / provider_result_ambiguous",
+            "Payments the sweeper found still in created past 60 s (their create never \
+             recorded the provider's answer), by outcome: recovered (the provider asked again \
+             answered) or ambiguous (it could not say: error / provider_result_ambiguous)",
             stuck_creates.clone(),
         );
         registry.register(
@@ -341,10 +347,17 @@ impl Metrics {
         let _ = self.rate_ages.set(RateAgesSource(source));
     }
 
-    /// Counts payments the sweeper closed because their create never finished
-    /// (`payments_stuck_creates_total`).
-    pub fn count_stuck_creates(&self, n: usize) {
-        self.stuck_creates.inc_by(n as u64);
+    /// Counts payments the sweeper found left in `created` by a create that never finished
+    /// (`payments_stuck_creates_total{outcome}`): `recovered` by asking the provider again,
+    /// or `ambiguous` when it could not say.
+    pub fn count_stuck_creates(&self, recovered: usize, ambiguous: usize) {
+        for (outcome, n) in [("recovered", recovered), ("ambiguous", ambiguous)] {
+            if n > 0 {
+                self.stuck_creates
+                    .get_or_create(&OutcomeLabels { outcome })
+                    .inc_by(n as u64);
+            }
+        }
     }
 
     /// Records one request: route, method, status and latency.

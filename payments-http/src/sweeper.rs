@@ -180,16 +180,25 @@ async fn sweep_due(
         match service.sweep(SWEEP_BATCH).await {
             Ok(report) => {
                 if let Some(m) = metrics {
-                    m.count_stuck_creates(report.recovered);
+                    m.count_stuck_creates(report.recovered, report.ambiguous);
                 }
-                if report.expired + report.recovered > 0 {
+                if report.ambiguous > 0 {
+                    tracing::warn!(
+                        ambiguous = report.ambiguous,
+                        "lifecycle sweep: creates that never recorded their provider's answer, \
+                         and the provider could not say either, closed as \
+                         provider_result_ambiguous: reconcile them with the provider"
+                    );
+                }
+                if report.changed() > 0 {
                     tracing::info!(
                         expired = report.expired,
                         recovered = report.recovered,
+                        ambiguous = report.ambiguous,
                         "lifecycle sweep"
                     );
                 }
-                if report.expired + report.recovered < SWEEP_BATCH {
+                if report.changed() < SWEEP_BATCH {
                     return false;
                 }
             }

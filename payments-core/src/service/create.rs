@@ -192,7 +192,7 @@ impl PaymentService {
         if let (Ok((payment, pricing)), true) = (&candidate, self.ports.provider.issues_locally()) {
             match self.call_provider(payment).await {
                 outcome @ ProviderOutcome::Issued(_) => {
-                    decided = Some(self.decide(payment, *pricing, outcome)?);
+                    decided = Some(self.decide(payment, Some(*pricing), outcome)?);
                 }
                 outcome => asked = Some(outcome),
             }
@@ -242,7 +242,7 @@ impl PaymentService {
                     Some(outcome) => outcome,
                     None => self.call_provider(&payment).await,
                 };
-                self.decide(&payment, pricing, outcome)?
+                self.decide(&payment, Some(pricing), outcome)?
             }
         };
         let stored = match self.commit(&payment, &t, None).await {
@@ -272,11 +272,16 @@ impl PaymentService {
     fn decide(
         &self,
         payment: &Payment,
-        pricing: Pricing,
+        pricing: Option<Pricing>,
         outcome: ProviderOutcome,
     ) -> Result<(Transition, Option<String>), CreateError> {
         let (trigger, not_routable) = match outcome {
             ProviderOutcome::Issued(r) => {
+                let pricing = pricing.ok_or_else(|| {
+                    CreateError::Defect(
+                        "requisites were issued to a payment without a price".into(),
+                    )
+                })?;
                 let bank = r.bank_name.map(|name| {
                     self.ports
                         .catalog
@@ -394,6 +399,70 @@ impl PaymentService {
         Ok((payment, pricing))
     }
 
+    /// Resolves a payment left in `created` by a create that never recorded its provider's
+    /// answer (the process died, the store went away mid-create): asks the provider again for
+    /// the same payment id (a provider answers a repeated request for a payment id with its
+    /// first answer, docs/providers.md) and applies the answer as the create would have: the
+    /// requisites, priced at the course of now and the fee of the project's contract, or
+    /// `error` with the provider's refusal. `provider_result_ambiguous` only when the provider
+    /// cannot say (no answer within its budget, an ambiguous answer) or requisites it issued
+    /// cannot be priced any more (no rate, the contract no longer covers the payment).
+    /// Nothing when the payment is not in `created` any more (another node, the sweeper or
+    /// the create itself got there first).
+    pub async fn recover_create(&self, payment: &Payment) -> Result<Recovery, StoreError> {
+        if payment.status != PaymentStatus::Created {
+            return Ok(Recovery::Raced);
+        }
+        let outcome = match self.call_provider(payment).await {
+            ProviderOutcome::Issued(r) => match self.price_now(payment).await? {
+                Ok(pricing) => (ProviderOutcome::Issued(r), Some(pricing)),
+                Err(why) => (
+                    ProviderOutcome::Ambiguous(format!(
+                        "the provider issued requisites on recovery, but the payment cannot be \
+                         priced now: {why}"
+                    )),
+                    None,
+                ),
+            },
+            other => (other, None),
+        };
+        let ambiguous = matches!(outcome.0, ProviderOutcome::Ambiguous(_));
+        let (t, _) = match self.decide(payment, outcome.1, outcome.0) {
+            Ok(decided) => decided,
+            Err(_) => return Ok(Recovery::Raced),
+        };
+        match self.commit(payment, &t, None).await {
+            Ok(_) if ambiguous => Ok(Recovery::Ambiguous),
+            Ok(_) => Ok(Recovery::Resolved),
+            Err(StoreError::Conflict) => Ok(Recovery::Raced),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The price a payment's requisites are fixed at now: the course of now and the fee of
+    /// its project's contract; why not, as text.
+    async fn price_now(&self, payment: &Payment) -> Result<Result<Pricing, String>, StoreError> {
+        let (project, _) = self.owner_of(payment).await?;
+        let fee_percent =
+            match project
+                .contract
+                .cover(payment.payment_method, payment.currency, &payment.amount)
+            {
+                Ok(fee) => fee,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+        let course = match self.course(payment.currency).await {
+            Ok(course) => course,
+            Err(why) => return Ok(Err(why.to_string())),
+        };
+        Ok(Course::new(course)
+            .map(|course| Pricing {
+                course,
+                fee_percent,
+            })
+            .map_err(|_| RateFailure::Unusable.to_string()))
+    }
+
     /// The rate source's answer within its budget; no answer in time is no rate
     /// (`422 payment_rate_unavailable`, with [`RateFailure::TimedOut`] as its cause), so a slow
     /// rate API cannot hold creates without limit.
@@ -443,8 +512,21 @@ impl PaymentService {
         }
         let mut payment = existing;
         let deadline: Timestamp = self.ports.clock.now() + self.config.duplicate_wait;
-        while payment.status == PaymentStatus::Created && self.ports.clock.now() < deadline {
-            self.ports.clock.sleep(self.config.duplicate_poll).await;
+        // A payment still in `created` once its create's provider budget (and a margin) has
+        // passed lost its create (the process died, the store went away): the repeat asks the
+        // provider again, once, instead of waiting for the sweeper, and answers the outcome.
+        let lost_after = payment.created_at + self.config.provider_budget + RECOVER_AFTER_MARGIN;
+        let mut asked = false;
+        while payment.status == PaymentStatus::Created {
+            let now = self.ports.clock.now();
+            if !asked && now >= lost_after {
+                asked = true;
+                self.recover_create(&payment).await?;
+            } else if now >= deadline {
+                break;
+            } else {
+                self.ports.clock.sleep(self.config.duplicate_poll).await;
+            }
             payment = self
                 .ports
                 .store
@@ -457,6 +539,24 @@ impl PaymentService {
             payment,
         })
     }
+}
+
+/// How long after its create's provider budget a payment still in `created` is taken as lost:
+/// a repeat of its create then asks the provider again ([`PaymentService::recover_create`]).
+pub const RECOVER_AFTER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What [`PaymentService::recover_create`] did.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// The provider answered (requisites, or none): the payment is `processing` or `error`
+    /// (`provider_no_requisites`) as that answer says.
+    Resolved,
+    /// The provider could not say, or issued requisites could not be priced: `error` /
+    /// `provider_result_ambiguous`.
+    Ambiguous,
+    /// Nothing: the payment had left `created` (someone else resolved it first).
+    Raced,
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub use callbacks::{
     describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
     CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
 };
-pub use create::{CreateError, CreateOutcome, CreateStatus};
+pub use create::{CreateError, CreateOutcome, CreateStatus, Recovery, RECOVER_AFTER_MARGIN};
 pub use events::{
     event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, MAX_EVENT_WAIT,
 };
@@ -57,7 +57,7 @@ pub use notify::{
     TransferReport, NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION,
     NOTIFICATION_REASON_MAX_CHARS, UPSTREAM_NONCE_SCOPE,
 };
-pub use operate::{Actor, OperateError, OperationResult, SweepReport};
+pub use operate::{Actor, OperateError, OperationResult, SweepReport, RECOVERIES_PER_SWEEP};
 pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN_SETTING};
 pub use provision::{
     contract_from_json, project_json, project_value, secrets_from_records, AdminError, NewToken,

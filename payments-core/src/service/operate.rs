@@ -7,7 +7,7 @@ use super::{AuthError, Authenticated, PaymentService};
 use crate::amount::Amount;
 use crate::event::OutboxEvent;
 use crate::ids::PaymentId;
-use crate::payment::{Payment, PaymentErrorCode, PaymentStatus};
+use crate::payment::{Payment, PaymentStatus};
 use crate::project::{AuditRecord, Project};
 use crate::store::{purge_all, Retained, StoreError, NONCE_PURGE_BATCH};
 use crate::transition::{self, TransitionError, Trigger};
@@ -38,9 +38,25 @@ pub struct OperationResult {
 pub struct SweepReport {
     /// `processing` payments canceled at the end of their lifetime.
     pub expired: usize,
-    /// `created` payments moved to `error` (`provider_result_ambiguous`).
+    /// `created` payments past their create resolved by asking the provider again
+    /// ([`PaymentService::recover_create`]): now `processing`, or `error` with the
+    /// provider's refusal.
     pub recovered: usize,
+    /// `created` payments past their create that the provider could not resolve: `error` /
+    /// `provider_result_ambiguous`.
+    pub ambiguous: usize,
 }
+
+impl SweepReport {
+    /// The payments the sweep changed.
+    pub fn changed(&self) -> usize {
+        self.expired + self.recovered + self.ambiguous
+    }
+}
+
+/// The most payments left in `created` one sweep asks the provider about, all at once (each
+/// call may take the provider's whole budget; the others wait for the next sweep).
+pub const RECOVERIES_PER_SWEEP: usize = 16;
 
 fn payment_json(p: &Payment) -> Option<String> {
     serde_json::to_string(&p.view()).ok()
@@ -286,25 +302,36 @@ impl PaymentService {
         let now = self.ports.clock.now();
         let due = self.ports.store.due_payments(now, limit).await?;
         let mut report = SweepReport::default();
+        let mut stuck = Vec::new();
         for p in due {
-            let trigger = match p.status {
-                PaymentStatus::Processing => Trigger::Expire,
-                PaymentStatus::Created => Trigger::RequisitesRefused {
-                    code: PaymentErrorCode::ProviderResultAmbiguous,
-                    comment: "no requisite provider result was recorded within 60 s".to_string(),
-                },
+            match p.status {
+                PaymentStatus::Processing => {}
+                PaymentStatus::Created => {
+                    stuck.push(p);
+                    continue;
+                }
                 _ => continue,
-            };
-            let t = match transition::apply(&p, trigger, now, self.ports.rng.as_ref()) {
+            }
+            let t = match transition::apply(&p, Trigger::Expire, now, self.ports.rng.as_ref()) {
                 Ok(t) => t,
                 Err(_) => continue,
             };
             match self.commit(&p, &t, None).await {
-                Ok(_) if p.status == PaymentStatus::Processing => report.expired += 1,
-                Ok(_) => report.recovered += 1,
+                Ok(_) => report.expired += 1,
                 // Someone else changed it first (a confirmation racing the expiry): theirs wins.
                 Err(StoreError::Conflict) => {}
                 Err(e) => return Err(e),
+            }
+        }
+        // Creates that never recorded their provider's answer: the provider is asked again,
+        // a few at once (each may take its budget); the rest wait for the next sweep.
+        stuck.truncate(RECOVERIES_PER_SWEEP);
+        let recoveries = stuck.iter().map(|p| self.recover_create(p));
+        for result in futures_util::future::join_all(recoveries).await {
+            match result? {
+                super::Recovery::Resolved => report.recovered += 1,
+                super::Recovery::Ambiguous => report.ambiguous += 1,
+                super::Recovery::Raced => {}
             }
         }
         Ok(report)

@@ -88,10 +88,13 @@ fn callback_destination_precedence_payment_then_project_then_merchant() {
     }
 }
 
+/// A crash during the provider call leaves the payment in `created`; 60 s later the sweep asks
+/// the provider again for the same payment id, and the payment gets what it answers:
+/// requisites (here), or `error` with `provider_result_ambiguous` when it cannot say (below).
+/// No callback either way.
 #[test]
-fn a_payment_stuck_in_created_becomes_error_after_60_s_without_callback() {
+fn a_payment_stuck_in_created_is_resolved_by_asking_the_provider_again_after_60_s() {
     let s = setup();
-    // A crash during the provider call leaves the payment in created.
     let mut stuck = common::fixture();
     stuck.project_id = s.project.id;
     stuck.callback_url = Some(url("https://pay.example.com/x"));
@@ -100,18 +103,64 @@ fn a_payment_stuck_in_created_becomes_error_after_60_s_without_callback() {
         payments_core::store::InsertOutcome::Inserted
     );
     s.h.advance(Duration::from_millis(59_999));
-    assert_eq!(s.sweep().recovered, 0);
+    assert_eq!(s.sweep().changed(), 0);
     assert_eq!(s.stored(stuck.id).status, PaymentStatus::Created);
     s.h.advance(Duration::from_millis(1));
     let report = s.sweep();
-    assert_eq!((report.recovered, report.expired), (1, 0));
+    assert_eq!(
+        (report.recovered, report.ambiguous, report.expired),
+        (1, 0, 0)
+    );
+    let p = s.stored(stuck.id);
+    assert_eq!(p.status, PaymentStatus::Processing);
+    assert!(p.requisites.is_some() && p.pricing.is_some(), "{p:?}");
+    assert_eq!(p.updated_at, ts(T_CREATED + 60_000));
+    assert!(s.events(stuck.id).is_empty());
+}
+
+/// A repeat of the create of a payment stuck in `created`, once the provider budget and 5 s
+/// have passed since the create, asks the provider itself and answers the resolved payment
+/// (before that it waits, as for a create still running).
+#[test]
+fn a_repeat_of_a_lost_create_resolves_it_after_the_provider_budget() {
+    let s = setup();
+    let mut stuck = common::fixture();
+    stuck.project_id = s.project.id;
+    block_on(s.h.store.insert_payment(&stuck)).unwrap();
+    // 15 s of provider budget and 5 s of margin after the create: taken as lost.
+    s.h.advance(Duration::from_secs(20));
+    let again = s.create(&body("order-1001", "3400")).unwrap();
+    assert_eq!(again.status, CreateStatus::Existing);
+    assert_eq!(again.payment.id, stuck.id);
+    assert_eq!(again.payment.status, PaymentStatus::Processing);
+    assert!(again.payment.requisites.is_some());
+    // The sweeper finds nothing left to do.
+    s.h.advance(Duration::from_secs(60));
+    assert_eq!(s.sweep().changed(), 0);
+}
+
+#[test]
+fn a_stuck_payment_the_provider_cannot_resolve_becomes_error_ambiguous_without_callback() {
+    let s = setup();
+    let mut stuck = common::fixture();
+    stuck.project_id = s.project.id;
+    stuck.callback_url = Some(url("https://pay.example.com/x"));
+    // The test provider answers `.14` as ambiguous.
+    let amount = payments_core::amount::Amount::parse("100.14").unwrap();
+    (stuck.amount, stuck.initial_amount) = (amount, amount);
+    block_on(s.h.store.insert_payment(&stuck)).unwrap();
+    s.h.advance(Duration::from_millis(60_000));
+    let report = s.sweep();
+    assert_eq!(
+        (report.recovered, report.ambiguous, report.expired),
+        (0, 1, 0)
+    );
     let p = s.stored(stuck.id);
     assert_eq!(p.status, PaymentStatus::Error);
     assert_eq!(
         p.failure.unwrap().code,
         PaymentErrorCode::ProviderResultAmbiguous
     );
-    assert_eq!(p.updated_at, ts(T_CREATED + 60_000));
     assert!(s.events(stuck.id).is_empty());
 }
 

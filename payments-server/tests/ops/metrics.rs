@@ -71,10 +71,10 @@ async fn metrics_behind_a_token_and_on_their_own_listener() {
 }
 
 /// A payment left in `created` (its create's process died before the provider's answer was
-/// recorded) is closed by the sweeper 60 s later and counted in
-/// `payments_stuck_creates_total`, the metric of the *Creates stuck* alert.
+/// recorded) is resolved by the sweeper 60 s later, by asking the provider again (the
+/// sandbox's issues a requisite), and counted in `payments_stuck_creates_total{outcome}`.
 #[tokio::test]
-async fn a_stuck_create_is_closed_and_counted() {
+async fn a_stuck_create_is_recovered_and_counted() {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -85,7 +85,19 @@ async fn a_stuck_create_is_closed_and_counted() {
 
     let clock = ShiftedClock::new();
     let s = TestServer::start_with_clock(Arc::new(clock.clone()), |_| {}).await;
-    assert_eq!(s.metric("payments_stuck_creates_total ").await, 0.0);
+    let count = |outcome: &'static str| {
+        let s = &s;
+        async move {
+            s.metric(&format!(
+                "payments_stuck_creates_total{{outcome=\"{outcome}\"}} "
+            ))
+            .await
+        }
+    };
+    assert_eq!(
+        (count("recovered").await, count("ambiguous").await),
+        (0.0, 0.0)
+    );
     let request = fixtures::request("stuck-1", "1500", PaymentMethod::Sbp);
     let payment = fixtures::payment(
         "0192f3a4-5b6c-7d8e-9f00-112233445566".parse().unwrap(),
@@ -103,7 +115,7 @@ async fn a_stuck_create_is_closed_and_counted() {
         .expect("inserted");
     // Not yet: a create may take its provider's 15 s budget.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(s.metric("payments_stuck_creates_total ").await, 0.0);
+    assert_eq!(count("recovered").await, 0.0);
     clock.advance(Duration::from_secs(61));
     let mut closed = false;
     for _ in 0..100 {
@@ -116,12 +128,19 @@ async fn a_stuck_create_is_closed_and_counted() {
             .await
             .expect("read")
             .expect("the payment");
-        if p.status.as_str() == "error" {
+        if p.status.as_str() == "processing" {
+            assert!(
+                p.requisites.is_some(),
+                "with the requisite the provider issued"
+            );
             closed = true;
             break;
         }
     }
-    assert!(closed, "the sweeper closes it");
-    assert_eq!(s.metric("payments_stuck_creates_total ").await, 1.0);
+    assert!(closed, "the sweeper resolves it");
+    assert_eq!(
+        (count("recovered").await, count("ambiguous").await),
+        (1.0, 0.0)
+    );
     s.stop().await;
 }

@@ -253,3 +253,128 @@ async fn over_https_the_upstream_certificate_is_checked_against_the_configured_c
     assert_eq!(u.seen(|s| s.requests.len()), 1);
     s.stop().await;
 }
+
+/// A payment left in `created` by a create that never recorded the upstream's answer (here:
+/// written as the create's insert would be, and no more) is resolved by asking the upstream
+/// again for the same payment id: by the merchant's repeat of the create once the provider
+/// budget and 5 s have passed (the repeat answers the final payment at once), by the sweeper
+/// 60 s after the create, and as `provider_result_ambiguous` only when the upstream cannot
+/// say.
+#[tokio::test]
+async fn a_create_cut_off_before_its_answer_was_recorded_is_recovered_from_the_upstream() {
+    use std::sync::Arc;
+
+    use payments_core::payment::{Flow, PaymentMethod};
+    use payments_core::testing::fixtures;
+    use payments_core::Clock;
+    use payments_server::testing::ShiftedClock;
+
+    let u = Upstream::start(Mode::Issue).await;
+    let clock = ShiftedClock::new();
+    let s = {
+        let u = u.clone();
+        TestServer::start_with_clock(Arc::new(clock.clone()), move |s| {
+            u.configure(s);
+            s.callbacks.dispatch = false;
+        })
+        .await
+    };
+    // What a create leaves when its process dies during the provider call.
+    let cut_off = |mpid: &str, n: u128| {
+        let request = fixtures::request(mpid, "100", PaymentMethod::Sbp);
+        fixtures::payment(
+            payments_core::PaymentId::from_uuid(uuid_of(n)),
+            s.project(),
+            &request,
+            Flow::RuntimeLive,
+            clock.now(),
+            Duration::from_secs(900),
+        )
+    };
+    let store = s.state.service.store().clone();
+    let read = |id: payments_core::PaymentId| {
+        let store = store.clone();
+        async move { store.payment(id).await.unwrap().unwrap() }
+    };
+
+    // 1. The merchant repeats the create 21 s later: the repeat asks the upstream and answers
+    //    the payment with the requisite the upstream issued for it.
+    let first = cut_off("cut-1", 1);
+    store.insert_payment(&first).await.unwrap();
+    clock.advance(Duration::from_secs(21));
+    let started = Instant::now();
+    let again = s
+        .client()
+        .create_payment(&body("cut-1", "100"))
+        .await
+        .unwrap();
+    assert_eq!(again.status, StatusCode::OK, "{}", again.json);
+    assert_eq!(again.json["status"], "processing", "{}", again.json);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered without waiting"
+    );
+    let issued = u.seen(|seen| seen.issued.get(&first.id.to_string()).cloned());
+    assert_eq!(again.json["requisite"].as_str(), issued.as_deref());
+    assert!(again.json["merchant_information"]["course"].is_number());
+
+    // 2. Nobody repeats: the sweeper asks 60 s after the create.
+    let second = cut_off("cut-2", 2);
+    store.insert_payment(&second).await.unwrap();
+    clock.advance(Duration::from_secs(61));
+    let mut recovered = read(second.id).await;
+    for _ in 0..100 {
+        if recovered.status.as_str() != "created" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        recovered = read(second.id).await;
+    }
+    assert_eq!(recovered.status.as_str(), "processing");
+    assert_eq!(
+        recovered.requisites.map(|r| r.requisite),
+        u.seen(|seen| seen.issued.get(&second.id.to_string()).cloned())
+    );
+    assert_eq!(
+        s.metric("payments_stuck_creates_total{outcome=\"recovered\"} ")
+            .await,
+        1.0
+    );
+
+    // 3. The upstream cannot say (a 500): provider_result_ambiguous, counted as such.
+    u.set_mode(Mode::Status(500));
+    let third = cut_off("cut-3", 3);
+    store.insert_payment(&third).await.unwrap();
+    clock.advance(Duration::from_secs(61));
+    let mut closed = read(third.id).await;
+    for _ in 0..200 {
+        if closed.status.as_str() != "created" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        closed = read(third.id).await;
+    }
+    assert_eq!(closed.status.as_str(), "error");
+    assert_eq!(
+        closed.failure.map(|f| f.code.as_str()),
+        Some("provider_result_ambiguous")
+    );
+    assert_eq!(
+        s.metric("payments_stuck_creates_total{outcome=\"ambiguous\"} ")
+            .await,
+        1.0
+    );
+    // Each payment was asked about once per attempt, with its id as the idempotency key.
+    u.seen(|seen| {
+        assert!(seen.requests.iter().all(|(pid, key)| pid == key
+            && [first.id, second.id, third.id]
+                .iter()
+                .any(|id| id.to_string() == *pid)));
+    });
+    s.stop().await;
+}
+
+/// A time-ordered-looking payment id from a small number.
+fn uuid_of(n: u128) -> uuid::Uuid {
+    uuid::Uuid::from_u128(0x0192_f3a4_5b6c_7d8e_9f00_0000_0000_0000 | n)
+}
