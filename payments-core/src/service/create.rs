@@ -512,9 +512,10 @@ impl PaymentService {
         }
         let mut payment = existing;
         let deadline: Timestamp = self.ports.clock.now() + self.config.duplicate_wait;
-        // A payment still in `created` once its create's provider budget (and a margin) has
+        // A payment still in `created` once its create's provider budget (and a second) has
         // passed lost its create (the process died, the store went away): the repeat asks the
-        // provider again, once, instead of waiting for the sweeper, and answers the outcome.
+        // provider again, once, instead of waiting for the sweeper, and answers the outcome
+        // (so a repeat may take its wait and then the provider's budget).
         let lost_after = payment.created_at + self.config.provider_budget + RECOVER_AFTER_MARGIN;
         let mut asked = false;
         while payment.status == PaymentStatus::Created {
@@ -543,7 +544,10 @@ impl PaymentService {
 
 /// How long after its create's provider budget a payment still in `created` is taken as lost:
 /// a repeat of its create then asks the provider again ([`PaymentService::recover_create`]).
-pub const RECOVER_AFTER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+/// With the 15 s budget that is 16 s after the create, which is when the wait of a repeat that
+/// arrived with the create ends (`duplicate_wait`, 16 s): every repeat that waits sees the
+/// payment resolved, by its create or by itself.
+pub const RECOVER_AFTER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What [`PaymentService::recover_create`] did.
 #[non_exhaustive]

@@ -118,7 +118,7 @@ fn a_payment_stuck_in_created_is_resolved_by_asking_the_provider_again_after_60_
     assert!(s.events(stuck.id).is_empty());
 }
 
-/// A repeat of the create of a payment stuck in `created`, once the provider budget and 5 s
+/// A repeat of the create of a payment stuck in `created`, once the provider budget and 1 s
 /// have passed since the create, asks the provider itself and answers the resolved payment
 /// (before that it waits, as for a create still running).
 #[test]
@@ -127,7 +127,7 @@ fn a_repeat_of_a_lost_create_resolves_it_after_the_provider_budget() {
     let mut stuck = common::fixture();
     stuck.project_id = s.project.id;
     block_on(s.h.store.insert_payment(&stuck)).unwrap();
-    // 15 s of provider budget and 5 s of margin after the create: taken as lost.
+    // 15 s of provider budget and 1 s of margin after the create (here 20 s): taken as lost.
     s.h.advance(Duration::from_secs(20));
     let again = s.create(&body("order-1001", "3400")).unwrap();
     assert_eq!(again.status, CreateStatus::Existing);

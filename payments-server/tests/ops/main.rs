@@ -5,6 +5,7 @@
 
 mod access_log;
 mod backup;
+mod crash;
 mod failed;
 mod lock;
 mod metrics;

@@ -257,7 +257,7 @@ async fn over_https_the_upstream_certificate_is_checked_against_the_configured_c
 /// A payment left in `created` by a create that never recorded the upstream's answer (here:
 /// written as the create's insert would be, and no more) is resolved by asking the upstream
 /// again for the same payment id: by the merchant's repeat of the create once the provider
-/// budget and 5 s have passed (the repeat answers the final payment at once), by the sweeper
+/// budget and 1 s have passed (the repeat answers the final payment at once), by the sweeper
 /// 60 s after the create, and as `provider_result_ambiguous` only when the upstream cannot
 /// say.
 #[tokio::test]
