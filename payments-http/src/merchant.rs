@@ -592,6 +592,13 @@ async fn not_ready(st: &AppState) -> Option<String> {
     if let Err(e) = payments_core::settings::READ_PROBE.get(&**store).await {
         return Some(format!("the store cannot read: {e}"));
     }
+    // The read every authenticated request starts with (token, project and merchant in one
+    // lookup), for a token that does not exist: a node whose statements the database no
+    // longer accepts (a schema changed under a build that cannot read it) is not ready, as
+    // it could not serve a merchant.
+    if let Err(e) = store.auth_lookup(&[0u8; 32], None).await {
+        return Some(format!("the store cannot authenticate requests: {e}"));
+    }
     let mut probe = st.write_probe.lock().await;
     if let Some((at, ok)) = *probe {
         if ok && at.elapsed() < WRITE_PROBE_REUSE {

@@ -104,3 +104,29 @@ async fn readyz_is_503_while_another_process_holds_the_write_lock() {
     .await;
     s.stop().await;
 }
+
+/// A node that could not authenticate a merchant's request (here: the tokens' table is gone
+/// from under it, as a schema changed by a build it cannot read would be) is not ready, though
+/// it still reads and writes its settings.
+#[tokio::test]
+async fn readyz_is_503_when_requests_cannot_be_authenticated() {
+    let s = TestServer::sandbox().await;
+    let ready = get(format!("{}/readyz", s.merchant_url)).await;
+    assert_eq!(ready.0, 200, "{}", ready.1);
+    let db = rusqlite::Connection::open(s.dir.path().join("payments.db")).expect("open");
+    db.execute_batch("ALTER TABLE tokens RENAME TO tokens_elsewhere")
+        .expect("rename");
+    let (status, body) = get(format!("{}/readyz", s.merchant_url)).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cannot authenticate requests")),
+        "{body}"
+    );
+    db.execute_batch("ALTER TABLE tokens_elsewhere RENAME TO tokens")
+        .expect("rename back");
+    let (status, body) = get(format!("{}/readyz", s.merchant_url)).await;
+    assert_eq!(status, 200, "ready again: {body}");
+    s.stop().await;
+}
