@@ -54,27 +54,40 @@ pub struct CreatePayment {
     pub metadata: Metadata,
 }
 
-/// The body's top-level members in order, duplicates kept so they can be refused.
-struct Members(Vec<(String, Value)>);
+/// An object's members in order, duplicates kept so they can be refused.
+struct Members<T = Value>(Vec<(String, T)>);
 
-impl<'de> Deserialize<'de> for Members {
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Members<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Members;
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Members<T>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<T>, A::Error> {
                 let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Value>()? {
+                while let Some((k, v)) = map.next_entry::<String, T>()? {
                     out.push((k, v));
                 }
                 Ok(Members(out))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(std::marker::PhantomData))
     }
+}
+
+/// A key the body's `metadata` object gives twice (the parsed value keeps only the last):
+/// read again from the raw bytes, only for a body that has a metadata object.
+fn duplicate_metadata_key(body: &[u8]) -> Option<String> {
+    let Members(members) =
+        serde_json::from_slice::<Members<Box<serde_json::value::RawValue>>>(body).ok()?;
+    let (_, raw) = members.into_iter().find(|(k, _)| k == "metadata")?;
+    let Members(keys) = serde_json::from_str::<Members>(raw.get()).ok()?;
+    let mut seen = std::collections::HashSet::new();
+    keys.into_iter()
+        .map(|(k, _)| k)
+        .find(|k| !seen.insert(k.clone()))
 }
 
 /// Why a create request's body was refused: `400 bad_request` with the error's text.
@@ -183,7 +196,14 @@ impl CreatePayment {
         };
         let metadata = match metadata {
             None => Metadata::default(),
-            Some(v) => Metadata::from_json(&v).map_err(|e| bad("metadata", e))?,
+            Some(v) => {
+                if v.is_object() {
+                    if let Some(key) = duplicate_metadata_key(body) {
+                        return Err(bad("metadata", format!("duplicate key {key:?}")));
+                    }
+                }
+                Metadata::from_json(&v).map_err(|e| bad("metadata", e))?
+            }
         };
         Ok(CreatePayment {
             metadata,
@@ -330,6 +350,13 @@ mod tests {
         );
         assert_eq!(ab.metadata.get("b"), Some("2"));
         assert!(msg(&format!(r#"{{{base},"metadata":"a=1"}}"#)).starts_with("metadata:"));
+        assert_eq!(
+            msg(&format!(
+                r#"{{{base},"metadata":{{"a":"1","b":"2","a":"3"}}}}"#
+            )),
+            r#"metadata: duplicate key "a""#,
+            "a key given twice is refused, not the last one kept"
+        );
     }
 
     #[test]
