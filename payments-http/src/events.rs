@@ -103,9 +103,7 @@ pub(crate) async fn resend_event(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    let a = admitted(&st, Endpoint::ResendEvents, req, None).await?;
-    no_body(&a.body)?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = resend_request(&st, req).await?;
     let id: EventId = id.parse().map_err(|_| event_not_found())?;
     let event = st
         .service
@@ -123,9 +121,7 @@ pub(crate) async fn resend_payment_callback(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    let a = admitted(&st, Endpoint::ResendEvents, req, None).await?;
-    no_body(&a.body)?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = resend_request(&st, req).await?;
     let id: PaymentId = id.parse().map_err(|_| payment_not_found())?;
     let event = st
         .service
@@ -193,6 +189,17 @@ pub(crate) async fn recover_events(
         StatusCode::OK,
         &json!({"resent": resent, "skipped": skipped, "has_more": report.more}),
     ))
+}
+
+/// A resend request authenticated (scope `events:resend`, always signed) with its empty body
+/// checked and its nonce recorded: the caller.
+async fn resend_request(
+    st: &AppState,
+    req: Request,
+) -> Result<payments_core::service::AuthContext, HttpError> {
+    let a = admitted(st, Endpoint::ResendEvents, req, None).await?;
+    no_body(&a.body)?;
+    Ok(st.service.accept(a.auth).await?)
 }
 
 /// A resend takes no body: anything in it is a client's mistake worth naming.

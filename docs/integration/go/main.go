@@ -68,19 +68,7 @@ func create(args []string) int {
 	method := fs.String("method", "sbp", "payment_method")
 	callbackURL := fs.String("callback-url", "", "callback_url")
 	_ = fs.Parse(args)
-	raw, err := os.ReadFile(*credsPath)
-	if err != nil {
-		panic(err)
-	}
-	var c credentials
-	if err := json.Unmarshal(raw, &c); err != nil {
-		panic(err)
-	}
-	key, err := ParsePrivateKey(c.PrivateKeyPEM)
-	if err != nil {
-		panic(err)
-	}
-	client := &Client{BaseURL: c.BaseURL, Token: c.Token, KeyID: c.KeyID, Key: key, HTTP: &http.Client{}}
+	client := clientFrom(*credsPath)
 	payment := map[string]any{
 		"merchant_payment_id": *order, "amount": *amount, "payment_method": *method,
 		// Your own keys, echoed in the payment, the list (filterable) and the callback body.
@@ -131,15 +119,9 @@ func create(args []string) int {
 	return 0
 }
 
-// reconcile finds an order's payment by metadata in the list, reads its callback events and
-// resends the newest (a new event_id, one attempt); it prints one JSON summary line. The
-// token needs payments:read, events:read and events:resend.
-func reconcile(args []string) int {
-	fs := flag.NewFlagSet("reconcile", flag.ExitOnError)
-	credsPath := fs.String("credentials", "data/sandbox-credentials.json", "sandbox-credentials.json")
-	order := fs.String("order", "", "merchant_payment_id (also metadata.order)")
-	_ = fs.Parse(args)
-	raw, err := os.ReadFile(*credsPath)
+// clientFrom reads the sandbox credentials file and makes a signing client from it.
+func clientFrom(path string) *Client {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		panic(err)
 	}
@@ -151,7 +133,18 @@ func reconcile(args []string) int {
 	if err != nil {
 		panic(err)
 	}
-	client := &Client{BaseURL: c.BaseURL, Token: c.Token, KeyID: c.KeyID, Key: key, HTTP: &http.Client{}}
+	return &Client{BaseURL: c.BaseURL, Token: c.Token, KeyID: c.KeyID, Key: key, HTTP: &http.Client{}}
+}
+
+// reconcile finds an order's payment by metadata in the list, reads its callback events and
+// resends the newest (a new event_id, one attempt); it prints one JSON summary line. The
+// token needs payments:read, events:read and events:resend.
+func reconcile(args []string) int {
+	fs := flag.NewFlagSet("reconcile", flag.ExitOnError)
+	credsPath := fs.String("credentials", "data/sandbox-credentials.json", "sandbox-credentials.json")
+	order := fs.String("order", "", "merchant_payment_id (also metadata.order)")
+	_ = fs.Parse(args)
+	client := clientFrom(*credsPath)
 	ctx := context.Background()
 	fail := func(step string, r *Response, err error) int {
 		if err != nil {

@@ -276,13 +276,9 @@ mod tests {
         }
     }
 
-    /// Fresh up to `rates_max_age` after the fetch on the service clock; stale after it, and
-    /// stale when the clock was set back before the fetch.
-    #[test]
-    fn the_rates_age_on_the_service_clock() {
-        use payments_core::testing::ManualClock;
-        let clock = ManualClock::new(Timestamp::from_unix_millis(1_800_000_000_000));
-        let cache = Cache {
+    /// A cache with a 300 s `rates_max_age` on `clock` that fetches nothing.
+    fn cache_on(clock: &payments_core::testing::ManualClock) -> Cache {
+        Cache {
             client: reqwest::Client::new(),
             url: reqwest::Url::parse("http://127.0.0.1:9/rates").unwrap(),
             signer: UpstreamSigner::new(Vec::new(), Arc::new(clock.clone())),
@@ -291,7 +287,16 @@ mod tests {
             rates: RwLock::new(None),
             seen: RwLock::new(BTreeMap::new()),
             started: clock.now(),
-        };
+        }
+    }
+
+    /// Fresh up to `rates_max_age` after the fetch on the service clock; stale after it, and
+    /// stale when the clock was set back before the fetch.
+    #[test]
+    fn the_rates_age_on_the_service_clock() {
+        use payments_core::testing::ManualClock;
+        let clock = ManualClock::new(Timestamp::from_unix_millis(1_800_000_000_000));
+        let cache = cache_on(&clock);
         assert_eq!(cache.fresh(), None, "nothing fetched yet");
         let rates = BTreeMap::from([("RUB".to_string(), Decimal::new(9550, 2))]);
         *cache.rates.write().unwrap() = Some((clock.now(), rates.clone()));
@@ -314,16 +319,7 @@ mod tests {
     fn each_currency_ages_from_its_last_good_answer() {
         use payments_core::testing::ManualClock;
         let clock = ManualClock::new(Timestamp::from_unix_millis(1_800_000_000_000));
-        let cache = Cache {
-            client: reqwest::Client::new(),
-            url: reqwest::Url::parse("http://127.0.0.1:9/rates").unwrap(),
-            signer: UpstreamSigner::new(Vec::new(), Arc::new(clock.clone())),
-            max_age: Duration::from_secs(300),
-            clock: Arc::new(clock.clone()),
-            rates: RwLock::new(None),
-            seen: RwLock::new(BTreeMap::new()),
-            started: clock.now(),
-        };
+        let cache = cache_on(&clock);
         clock.advance(Duration::from_secs(42));
         assert_eq!(cache.ages(), vec![("*".to_string(), 42.0)]);
         let both = BTreeMap::from([

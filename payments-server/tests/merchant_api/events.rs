@@ -26,7 +26,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use crate::support::body;
+use crate::support::{body, confirm};
 
 /// A receiver on 127.0.0.1:0 that answers `500` until `ok` is set, then `200`; it passes on
 /// every request's headers and body.
@@ -65,21 +65,6 @@ async fn switch_receiver() -> Switch {
         ok,
         got,
     }
-}
-
-/// Confirms a live payment through the operator API (its callback is queued).
-async fn confirm(s: &TestServer, id: &str) {
-    let r = reqwest::Client::new()
-        .post(format!(
-            "{}/operator/v1/payments/{id}/confirm",
-            s.operator_url
-        ))
-        .bearer_auth(s.operator_token.expose())
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("the confirm is answered");
-    assert_eq!(r.status(), StatusCode::OK);
 }
 
 /// Lists `query` until `done` holds for the page (at most 15 s).
@@ -265,6 +250,25 @@ async fn events_are_listed_read_resent_and_recovered_by_the_merchant() {
         assert_eq!(r.status, resend, "{}", r.json);
         assert_eq!(r.code(), Some("insufficient_scope"));
     }
+    // A resend is always signed (like a create), whatever the project's policy; a read only
+    // when the policy says so.
+    let unsigned = c
+        .prepare(
+            reqwest::Method::POST,
+            &format!("/api/v1/events/{}/resend", str_of(&newest["id"])),
+            b"",
+            None,
+        )
+        .expect("a request");
+    let r = c.send(&unsigned).await.expect("an answer");
+    assert_eq!(r.code(), Some("signature_invalid"), "{}", r.json);
+    let unsigned = c
+        .prepare(reqwest::Method::GET, "/api/v1/events?limit=1", b"", None)
+        .expect("a request");
+    assert_eq!(
+        c.send(&unsigned).await.expect("an answer").status,
+        StatusCode::OK
+    );
     // An open payment cannot be resent.
     let open = c
         .create_payment(&body("ev-open", "100"))

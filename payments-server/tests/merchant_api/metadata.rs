@@ -9,7 +9,7 @@ use payments_server::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::support::body;
+use crate::support::{body, confirm};
 
 fn with_metadata(mpid: &str, metadata: Value) -> Value {
     let mut b = body(mpid, "100");
@@ -151,17 +151,7 @@ async fn metadata_is_kept_echoed_filtered_and_part_of_the_fingerprint() {
             .as_str()
             .expect("an id")
             .to_string();
-        let confirmed = reqwest::Client::new()
-            .post(format!(
-                "{}/operator/v1/payments/{id}/confirm",
-                s.operator_url
-            ))
-            .bearer_auth(s.operator_token.expose())
-            .json(&json!({}))
-            .send()
-            .await
-            .expect("a confirm");
-        assert_eq!(confirmed.status(), StatusCode::OK);
+        confirm(&s, &id).await;
         let sent = c.resend_payment_callback(&id).await.expect("an answer");
         assert_eq!(sent.status, StatusCode::ACCEPTED, "{}", sent.json);
         assert_eq!(

@@ -19,3 +19,18 @@ pub(crate) fn now() -> payments_core::Timestamp {
 pub(crate) fn now_rfc3339() -> String {
     now().to_rfc3339()
 }
+
+/// Confirms a live payment through the operator API (its callback is queued).
+pub(crate) async fn confirm(s: &payments_server::testing::TestServer, id: &str) {
+    let r = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/payments/{id}/confirm",
+            s.operator_url
+        ))
+        .bearer_auth(s.operator_token.expose())
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .expect("the confirm is answered");
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+}
