@@ -78,14 +78,6 @@ func create(args []string) int {
 		payment["callback_url"] = *callbackURL
 	}
 	ctx := context.Background()
-	fail := func(step string, r *Response, err error) int {
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", step, err)
-		} else {
-			fmt.Fprintf(os.Stderr, "%s: HTTP %d %s (X-Request-ID %s)\n", step, r.Status, r.Body, r.RequestID)
-		}
-		return 1
-	}
 	first, err := client.CreatePayment(ctx, payment, 5)
 	if err != nil || (first.Status != 201 && first.Status != 200) {
 		return fail("create", first, err)
@@ -119,6 +111,17 @@ func create(args []string) int {
 	return 0
 }
 
+// fail prints why a step failed (the transport error, or the answer with its request id)
+// and returns the exit code.
+func fail(step string, r *Response, err error) int {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", step, err)
+	} else {
+		fmt.Fprintf(os.Stderr, "%s: HTTP %d %s (X-Request-ID %s)\n", step, r.Status, r.Body, r.RequestID)
+	}
+	return 1
+}
+
 // clientFrom reads the sandbox credentials file and makes a signing client from it.
 func clientFrom(path string) *Client {
 	raw, err := os.ReadFile(path)
@@ -146,14 +149,6 @@ func reconcile(args []string) int {
 	_ = fs.Parse(args)
 	client := clientFrom(*credsPath)
 	ctx := context.Background()
-	fail := func(step string, r *Response, err error) int {
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", step, err)
-		} else {
-			fmt.Fprintf(os.Stderr, "%s: HTTP %d %s (X-Request-ID %s)\n", step, r.Status, r.Body, r.RequestID)
-		}
-		return 1
-	}
 	// The list, filtered by one metadata key; the query string is part of what is signed.
 	query := url.Values{"metadata[order]": {*order}, "limit": {"10"}}.Encode()
 	listed, err := client.Send(ctx, "GET", "/api/v1/payments?"+query, nil)

@@ -57,7 +57,7 @@ pub use notify::{
     TransferReport, NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION,
     NOTIFICATION_REASON_MAX_CHARS, UPSTREAM_NONCE_SCOPE,
 };
-pub use operate::{Actor, OperateError, OperationResult, SweepReport, RECOVERIES_PER_SWEEP};
+pub use operate::{Actor, OperateError, OperationResult, SweepReport};
 pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN_SETTING};
 pub use provision::{
     contract_from_json, project_json, project_value, secrets_from_records, AdminError, NewToken,

@@ -54,10 +54,6 @@ impl SweepReport {
     }
 }
 
-/// The most payments left in `created` one sweep asks the provider about, all at once (each
-/// call may take the provider's whole budget; the others wait for the next sweep).
-pub const RECOVERIES_PER_SWEEP: usize = 16;
-
 fn payment_json(p: &Payment) -> Option<String> {
     serde_json::to_string(&p.view()).ok()
 }
@@ -295,9 +291,10 @@ impl PaymentService {
     }
 
     /// One pass of the lifecycle sweeper: cancels `processing` payments whose lifetime ran out
-    /// (with their callback) and moves payments stuck in `created` for 60 s to `error` with
-    /// `provider_result_ambiguous` (no callback). Looks at most `limit` due payments, found
-    /// through the store's due-time index.
+    /// (with their callback) and resolves payments stuck in `created` for 60 s by asking the
+    /// provider again ([`PaymentService::recover_create`], no callback), all of the batch at
+    /// once after the expiries. Looks at most `limit` due payments, found through the store's
+    /// due-time index.
     pub async fn sweep(&self, limit: usize) -> Result<SweepReport, StoreError> {
         let now = self.ports.clock.now();
         let due = self.ports.store.due_payments(now, limit).await?;
@@ -323,9 +320,11 @@ impl PaymentService {
                 Err(e) => return Err(e),
             }
         }
-        // Creates that never recorded their provider's answer: the provider is asked again,
-        // a few at once (each may take its budget); the rest wait for the next sweep.
-        stuck.truncate(RECOVERIES_PER_SWEEP);
+        // Creates that never recorded their provider's answer: the provider is asked again
+        // about every one of the batch at once, after the expiries, so the sweep takes at most
+        // one provider budget, and every stuck payment of the batch leaves `created` (with a
+        // cap, thousands of stuck payments after a crash under load, due before the expiries,
+        // would hold the expiries back for one provider budget per capful).
         let recoveries = stuck.iter().map(|p| self.recover_create(p));
         for result in futures_util::future::join_all(recoveries).await {
             match result? {

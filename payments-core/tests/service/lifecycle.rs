@@ -139,6 +139,25 @@ fn a_repeat_of_a_lost_create_resolves_it_after_the_provider_budget() {
     assert_eq!(s.sweep().changed(), 0);
 }
 
+/// After a crash under load, every stuck payment of a sweep's batch is resolved by that sweep
+/// (asked about at once), so the expiries behind them wait one sweep, not one per few.
+#[test]
+fn one_sweep_resolves_every_stuck_payment_of_its_batch() {
+    let s = setup();
+    for n in 0..40u128 {
+        let mut stuck = common::fixture();
+        stuck.project_id = s.project.id;
+        stuck.id = payments_core::PaymentId::from_uuid(uuid::Uuid::from_u128(0x0192_0000 + n));
+        stuck.merchant_payment_id =
+            payments_core::payment::MerchantPaymentId::parse(&format!("stuck-{n}")).unwrap();
+        block_on(s.h.store.insert_payment(&stuck)).unwrap();
+    }
+    s.h.advance(Duration::from_millis(60_000));
+    let report = block_on(s.h.service.sweep(40)).unwrap();
+    assert_eq!((report.recovered, report.ambiguous), (40, 0));
+    assert_eq!(s.sweep().changed(), 0, "nothing left");
+}
+
 #[test]
 fn a_stuck_payment_the_provider_cannot_resolve_becomes_error_ambiguous_without_callback() {
     let s = setup();
