@@ -373,7 +373,7 @@ pub struct MetricsSettings {
 }
 
 /// `[secrets]`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SecretsSettings {
     /// The key file sealing callback secrets at rest (default `<data_dir>/secrets.key`;
@@ -383,6 +383,21 @@ pub struct SecretsSettings {
     /// Previous key files: secrets sealed with them still open, until
     /// `payments-server callback-secret reseal` seals them with the current key.
     pub previous_key_files: Vec<PathBuf>,
+    /// Seal the requisites of payments (card or phone number, holder name, QR and bank-app
+    /// links) in the database with the same key (on by default). Turn it off only while
+    /// nodes of a build before sealing still serve the database (a rolling upgrade), then
+    /// on, and run `payments-server callback-secret reseal`.
+    pub seal_requisites: bool,
+}
+
+impl Default for SecretsSettings {
+    fn default() -> SecretsSettings {
+        SecretsSettings {
+            key_file: None,
+            previous_key_files: Vec::new(),
+            seal_requisites: true,
+        }
+    }
 }
 
 /// `[log]`.

@@ -288,6 +288,7 @@ impl ApplicationBuilder {
                 rng,
             },
             cabinet_store.as_deref(),
+            owned_store.as_ref(),
             Setup::Serve,
             Some(metrics.clone()),
         )
@@ -793,6 +794,38 @@ impl OpenedStore {
         }
     }
 
+    /// The sealing of the store's requisites at rest, which [`open_service`] and
+    /// [`Application::build`] install the secrets key on.
+    pub fn requisite_sealing(&self) -> &payments_store_sqlite::RequisiteSealing {
+        match self {
+            OpenedStore::Sqlite(s) => s.requisite_sealing(),
+            #[cfg(feature = "postgres")]
+            OpenedStore::Postgres(s) => s.requisite_sealing(),
+        }
+    }
+
+    /// Seals every payment's requisites under the current key (`callback-secret reseal`).
+    pub async fn reseal_requisites(
+        &self,
+    ) -> Result<payments_store_sqlite::RequisiteReseal, payments_core::store::StoreError> {
+        match self {
+            OpenedStore::Sqlite(s) => s.reseal_requisites().await,
+            #[cfg(feature = "postgres")]
+            OpenedStore::Postgres(s) => s.reseal_requisites().await,
+        }
+    }
+
+    /// How many payments hold requisites sealed under each key id.
+    pub async fn sealed_requisite_keys(
+        &self,
+    ) -> Result<Vec<(String, u64)>, payments_core::store::StoreError> {
+        match self {
+            OpenedStore::Sqlite(s) => s.sealed_requisite_keys().await,
+            #[cfg(feature = "postgres")]
+            OpenedStore::Postgres(s) => s.sealed_requisite_keys().await,
+        }
+    }
+
     /// The schema version this build writes (one numbering for both engines).
     pub fn schema_version(&self) -> u32 {
         match self {
@@ -913,6 +946,7 @@ pub async fn open_service(settings: &Settings, setup: Setup) -> Result<OpenedSer
             rng: None,
         },
         Some(cabinet.as_ref()),
+        Some(&store),
         setup,
         None,
     )
@@ -983,6 +1017,7 @@ async fn service_over(
     settings: &Settings,
     ports: PortChoices,
     cabinet: Option<&dyn CabinetStore>,
+    opened: Option<&OpenedStore>,
     setup: Setup,
     metrics: Option<Arc<payments_http::metrics::Metrics>>,
 ) -> Result<PaymentService, StartError> {
@@ -999,9 +1034,20 @@ async fn service_over(
     let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
     let key = crate::data_dir::key_file(settings);
     if !key.exists() {
-        check_key_may_be_created(settings, &key, store.as_ref(), cabinet, setup).await?;
+        check_key_may_be_created(settings, &key, store.as_ref(), cabinet, opened, setup).await?;
     }
     let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref()).map_err(start_err)?;
+    if let Some(opened) = opened {
+        let writes = if settings.secrets.seal_requisites {
+            payments_store_sqlite::SealWrites::Sealed
+        } else {
+            payments_store_sqlite::SealWrites::Plain
+        };
+        opened
+            .requisite_sealing()
+            .install(sealing.clone(), rng.clone(), writes)
+            .map_err(start_err)?;
+    }
     let provider: Arc<dyn RequisiteProvider> = ports
         .provider
         .unwrap_or_else(|| Arc::new(SandboxProvider::new(store.clone())));
@@ -1075,6 +1121,7 @@ async fn check_key_may_be_created(
     key: &std::path::Path,
     store: &dyn Store,
     cabinet: Option<&dyn CabinetStore>,
+    opened: Option<&OpenedStore>,
     setup: Setup,
 ) -> Result<(), StartError> {
     let previous = settings
@@ -1084,13 +1131,21 @@ async fn check_key_may_be_created(
         .map(|path| crate::data_dir::read_key_file(path).map(|k| k.id().to_string()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(start_err)?;
-    let sealed = sealed_records(store, cabinet, &previous)
+    let mut sealed = sealed_records(store, cabinet, &previous)
         .await
         .map_err(start_err)?;
+    if let Some(opened) = opened {
+        let keys = opened.sealed_requisite_keys().await.map_err(start_err)?;
+        sealed += keys
+            .iter()
+            .filter(|(id, _)| !previous.contains(id))
+            .map(|(_, n)| usize::try_from(*n).unwrap_or(usize::MAX))
+            .sum::<usize>();
+    }
     if sealed > 0 {
         return Err(start_err(format!(
             "no secrets key at {}, but the database holds {sealed} sealed secret(s) (callback \
-             secrets, TOTP keys) that only the key that sealed them opens: restore that key \
+             secrets, TOTP keys, payment requisites) that only the key that sealed them opens: restore that key \
              file from its backup, or point secrets.key_file at it (docs/operations.md, \
              callback secrets at rest)",
             key.display()

@@ -34,6 +34,7 @@ use deadpool_postgres::{
     Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
 };
 use payments_core::store::{StoreError, UnavailableCause};
+use payments_store_sql::sealing::{StoredRequisites, RESEAL_PAGE};
 use tokio_postgres::NoTls;
 
 mod cabinet;
@@ -49,6 +50,7 @@ mod store;
 pub mod testing;
 
 pub use error::OpenError;
+pub use payments_store_sql::sealing::{RequisiteReseal, RequisiteSealing, SealWrites};
 pub use ratelimit::PgRateLimiter;
 pub use schema::{inspect, migrate, DatabaseInfo, SCHEMA_VERSION};
 
@@ -103,6 +105,8 @@ impl Default for PgOptions {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// The keys requisites are sealed with ([`PgStore::requisite_sealing`]); clones share it.
+    sealing: RequisiteSealing,
 }
 
 impl fmt::Debug for PgStore {
@@ -200,12 +204,82 @@ impl PgStore {
             }))
             .build()
             .map_err(|e| OpenError::Connect(e.to_string()))?;
-        Ok(PgStore { pool })
+        Ok(PgStore {
+            pool,
+            sealing: RequisiteSealing::new(),
+        })
     }
 
     /// A pooled connection, or [`StoreError::Unavailable`] when none comes in time.
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
         self.pool.get().await.map_err(pool_error)
+    }
+
+    /// The sealing of this store's requisites at rest: empty (requisites written in clear)
+    /// until the keys are installed on it, which a server does right after connecting, once
+    /// it knows its key ([`RequisiteSealing::install`]).
+    pub fn requisite_sealing(&self) -> &RequisiteSealing {
+        &self.sealing
+    }
+
+    /// How many payments hold requisites sealed under each key id (a full scan; what a
+    /// server checks before creating a missing key).
+    pub async fn sealed_requisite_keys(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let client = self.client().await?;
+        codec::query(
+            &client,
+            codec::sql(&payments_store_sql::statements::REQUISITE_KEYS),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| codec::read(row, |c| Ok((c.text("key_id")?, c.num::<u64>("n")?))))
+        .collect()
+    }
+
+    /// Seals, under the current key, the requisites of every payment that holds them in clear
+    /// or under a previous key, a page of [`RESEAL_PAGE`] payments at a time, each row only
+    /// if it is unchanged since it was read (the step of a key rotation after callback
+    /// secrets, and of turning sealing on for payments written before it). A value that does
+    /// not open under the installed keys stops it with [`StoreError::Corrupt`].
+    pub async fn reseal_requisites(&self) -> Result<RequisiteReseal, StoreError> {
+        use payments_store_sql::statements as st;
+        let client = self.client().await?;
+        let mut report = RequisiteReseal::default();
+        let mut after = String::new();
+        loop {
+            let rows = codec::query(
+                &client,
+                codec::sql(&st::REQUISITES_PAGE),
+                &[&after, &codec::limit(RESEAL_PAGE)],
+            )
+            .await?;
+            for row in &rows {
+                let stored = codec::read(row, StoredRequisites::from_row)?;
+                if !stored.needs_reseal(&self.sealing) {
+                    report.current += 1;
+                    continue;
+                }
+                let values = codec::params(stored.reseal_values(stored.resealed(&self.sealing)?));
+                let changed = codec::execute(
+                    &client,
+                    codec::sql(&st::REQUISITES_RESEAL),
+                    &codec::refs(&values),
+                )
+                .await?;
+                if changed == 1 {
+                    report.resealed += 1;
+                } else {
+                    report.changed_meanwhile += 1;
+                }
+            }
+            match rows.last() {
+                Some(row) if rows.len() == RESEAL_PAGE => {
+                    after = codec::read(row, |c| c.text("id"))?;
+                }
+                _ => return Ok(report),
+            }
+        }
     }
 
     /// The global rate limiter over this store's pool.

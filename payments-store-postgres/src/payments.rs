@@ -8,40 +8,49 @@ use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::Timestamp;
 use payments_store_sql::listing;
-use payments_store_sql::record::{payment_values, PAYMENT_COLUMNS, PAYMENT_NCOLS};
+use payments_store_sql::record::{
+    payment_from_row, payment_values, PAYMENT_COLUMNS, PAYMENT_NCOLS,
+};
+use payments_store_sql::sealing::RequisiteSealing;
 use payments_store_sql::sql::list;
 use payments_store_sql::statements as st;
 use tokio_postgres::types::ToSql;
 
 use crate::codec::{
-    self, decode, execute, execute_raw, params, query, query_opt, read, refs, sql, Param, SqlValue,
+    self, execute, execute_raw, params, query, query_opt, read, refs, sql, Param, SqlValue,
 };
 use crate::error::{db, unique_violation};
 use crate::{directory, outbox};
 
 /// A payment's values as parameters, in [`PAYMENT_COLUMNS`] order.
-fn payment_params(p: &Payment) -> Result<Vec<Param>, StoreError> {
-    Ok(params(payment_values(p)?))
+fn payment_params(p: &Payment, s: &RequisiteSealing) -> Result<Vec<Param>, StoreError> {
+    Ok(params(payment_values(p, s)?))
 }
 
 async fn query_payments<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<Payment>, StoreError> {
-    query(c, sql, params).await?.iter().map(decode).collect()
+    query(c, sql, params)
+        .await?
+        .iter()
+        .map(|row| read(row, |cols| payment_from_row(cols, s)))
+        .collect()
 }
 
 /// Inserts unless (project, merchant payment id) is taken; the unique key decides. A taken
 /// key is read back in a new statement: at READ COMMITTED it sees the row that won.
 pub(crate) async fn insert<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     p: &Payment,
 ) -> Result<InsertOutcome, StoreError> {
-    let values = payment_params(p)?;
+    let values = payment_params(p, s)?;
     match execute_raw(c, sql(&st::PAYMENT_INSERT), &refs(&values)).await {
         Ok(1) => Ok(InsertOutcome::Inserted),
-        Ok(_) => by_merchant_id(c, p.project_id, &p.merchant_payment_id)
+        Ok(_) => by_merchant_id(c, s, p.project_id, &p.merchant_payment_id)
             .await?
             .map(InsertOutcome::Existing)
             .ok_or_else(|| StoreError::Corrupt("the conflicting payment vanished".into())),
@@ -97,10 +106,11 @@ static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
 /// [`ADMIT_SQL`]: `None` when the nonce was live (nothing written), else the insert's outcome.
 pub(crate) async fn admit<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     nonce: payments_core::store::NonceUse<'_>,
     p: &Payment,
 ) -> Result<Option<InsertOutcome>, StoreError> {
-    let values = payment_params(p)?;
+    let values = payment_params(p, s)?;
     let project = nonce.project.to_string();
     let (expires, now) = (nonce.expires_at.unix_millis(), nonce.now.unix_millis());
     let mut params = refs(&values);
@@ -127,7 +137,7 @@ pub(crate) async fn admit<C: GenericClient>(
     if inserted == 1 {
         return Ok(Some(InsertOutcome::Inserted));
     }
-    by_merchant_id(c, p.project_id, &p.merchant_payment_id)
+    by_merchant_id(c, s, p.project_id, &p.merchant_payment_id)
         .await?
         .map(|existing| Some(InsertOutcome::Existing(existing)))
         .ok_or_else(|| StoreError::Corrupt("the conflicting payment vanished".into()))
@@ -136,9 +146,10 @@ pub(crate) async fn admit<C: GenericClient>(
 /// A payment by id.
 pub(crate) async fn by_id<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     id: PaymentId,
 ) -> Result<Option<Payment>, StoreError> {
-    Ok(query_payments(c, sql(&st::PAYMENT), &[&id.to_string()])
+    Ok(query_payments(c, s, sql(&st::PAYMENT), &[&id.to_string()])
         .await?
         .pop())
 }
@@ -146,11 +157,13 @@ pub(crate) async fn by_id<C: GenericClient>(
 /// A payment by (project, merchant payment id).
 pub(crate) async fn by_merchant_id<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     project: ProjectId,
     mpid: &MerchantPaymentId,
 ) -> Result<Option<Payment>, StoreError> {
     Ok(query_payments(
         c,
+        s,
         sql(&st::PAYMENT_BY_MERCHANT_ID),
         &[&project.to_string(), &mpid.as_str()],
     )
@@ -162,9 +175,10 @@ pub(crate) async fn by_merchant_id<C: GenericClient>(
 /// transaction: an error leaves it to be rolled back.
 pub(crate) async fn commit_change<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     change: &PaymentChange,
 ) -> Result<(), StoreError> {
-    let mut values = payment_params(&change.payment)?;
+    let mut values = payment_params(&change.payment, s)?;
     values.push(Param(SqlValue::uint(change.expected_version, "version")?));
     let updated = execute(c, sql(&st::PAYMENT_UPDATE), &refs(&values)).await?;
     if updated == 0 {
@@ -193,11 +207,13 @@ pub(crate) async fn commit_change<C: GenericClient>(
 /// Due payments, earliest first, through the partial `due_at` index.
 pub(crate) async fn due<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     now: Timestamp,
     limit: usize,
 ) -> Result<Vec<Payment>, StoreError> {
     query_payments(
         c,
+        s,
         sql(&st::PAYMENTS_DUE),
         &[&now.unix_millis(), &codec::limit(limit)],
     )
@@ -207,6 +223,7 @@ pub(crate) async fn due<C: GenericClient>(
 /// A page of a project's payments, newest first by `(created_at, id)` (the cabinet's list).
 pub(crate) async fn find<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     q: &payments_core::store::PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
     let narrow = match listing::prefix_count(q, codec::D) {
@@ -218,7 +235,7 @@ pub(crate) async fn find<C: GenericClient>(
         None => false,
     };
     let (sql, values) = listing::payment_page(q, codec::D, narrow);
-    query_payments(c, &sql, &refs(&params(values))).await
+    query_payments(c, s, &sql, &refs(&params(values))).await
 }
 
 /// Locks the payment's row until the transaction ends; `false` if there is no such payment.

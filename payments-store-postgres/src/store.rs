@@ -28,6 +28,8 @@ use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
 
 use crate::error::db;
+use payments_store_sql::sealing::RequisiteSealing;
+
 use crate::{cabinet, directory, outbox, payments, PgStore};
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
@@ -36,6 +38,7 @@ use crate::{cabinet, directory, outbox, payments, PgStore};
 /// A transaction of the PostgreSQL store: its steps on one pooled connection's transaction.
 struct PgTx<'a, 'c> {
     tx: &'a deadpool_postgres::Transaction<'c>,
+    sealing: &'a RequisiteSealing,
 }
 
 #[async_trait]
@@ -49,7 +52,7 @@ impl Transaction for PgTx<'_, '_> {
     }
 
     async fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        payments::insert(self.tx, payment).await
+        payments::insert(self.tx, self.sealing, payment).await
     }
 
     async fn payment_by_merchant_id(
@@ -57,11 +60,11 @@ impl Transaction for PgTx<'_, '_> {
         project: ProjectId,
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError> {
-        payments::by_merchant_id(self.tx, project, merchant_payment_id).await
+        payments::by_merchant_id(self.tx, self.sealing, project, merchant_payment_id).await
     }
 
     async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError> {
-        payments::commit_change(self.tx, change).await
+        payments::commit_change(self.tx, self.sealing, change).await
     }
 
     /// Locks in the usual order: the payment row first (`FOR UPDATE`), so concurrent resends
@@ -117,7 +120,7 @@ macro_rules! in_transaction {
 impl PaymentStore for PgStore {
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
         let client = self.client().await?;
-        payments::by_id(&client, id).await
+        payments::by_id(&client, &self.sealing, id).await
     }
 
     async fn payment_by_merchant_id(
@@ -126,17 +129,17 @@ impl PaymentStore for PgStore {
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError> {
         let client = self.client().await?;
-        payments::by_merchant_id(&client, project, merchant_payment_id).await
+        payments::by_merchant_id(&client, &self.sealing, project, merchant_payment_id).await
     }
 
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
         let client = self.client().await?;
-        payments::due(&client, now, limit).await
+        payments::due(&client, &self.sealing, now, limit).await
     }
 
     async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
         let client = self.client().await?;
-        payments::find(&client, query).await
+        payments::find(&client, &self.sealing, query).await
     }
 }
 
@@ -421,16 +424,21 @@ impl PayerPageStore for PgStore {
 impl Store for PgStore {
     async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
         let client = self.client().await?;
-        payments::insert(&client, payment).await
+        payments::insert(&client, &self.sealing, payment).await
     }
     /// A change without an event or audit record is one statement (autocommit, durable); with
     /// them, one transaction.
     async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
         if change.event.is_none() && change.audit.is_none() {
             let client = self.client().await?;
-            return payments::commit_change(&client, change).await;
+            return payments::commit_change(&client, &self.sealing, change).await;
         }
-        in_transaction!(self, |tx| payments::commit_change(&tx, change).await)
+        in_transaction!(self, |tx| payments::commit_change(
+            &tx,
+            &self.sealing,
+            change
+        )
+        .await)
     }
     async fn use_nonce(
         &self,
@@ -489,7 +497,11 @@ impl Store for PgStore {
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        let answer = work(&mut PgTx { tx: &tx }).await;
+        let answer = work(&mut PgTx {
+            tx: &tx,
+            sealing: &self.sealing,
+        })
+        .await;
         match answer {
             Ok(value) => {
                 tx.commit().await.map_err(db)?;
@@ -513,7 +525,7 @@ impl Store for PgStore {
         let client = self.client().await?;
         let (found, payment) = tokio::join!(
             directory::auth_lookup(&client, hash, keyid),
-            payments::by_id(&client, id)
+            payments::by_id(&client, &self.sealing, id)
         );
         let found = found?;
         let payment = match found.token {
@@ -546,12 +558,14 @@ impl Store for PgStore {
         let client = self.client().await?;
         match (nonce, candidate) {
             (None, None) => Ok(
-                match payments::by_merchant_id(&client, project, merchant_payment_id).await? {
+                match payments::by_merchant_id(&client, &self.sealing, project, merchant_payment_id)
+                    .await?
+                {
                     Some(existing) => AdmitOutcome::Existing(existing),
                     None => AdmitOutcome::Free,
                 },
             ),
-            (None, Some(p)) => Ok(match payments::insert(&client, p).await? {
+            (None, Some(p)) => Ok(match payments::insert(&client, &self.sealing, p).await? {
                 InsertOutcome::Inserted => AdmitOutcome::Inserted,
                 InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
             }),
@@ -560,13 +574,20 @@ impl Store for PgStore {
                     return Ok(AdmitOutcome::Replayed);
                 }
                 Ok(
-                    match payments::by_merchant_id(&client, project, merchant_payment_id).await? {
+                    match payments::by_merchant_id(
+                        &client,
+                        &self.sealing,
+                        project,
+                        merchant_payment_id,
+                    )
+                    .await?
+                    {
                         Some(existing) => AdmitOutcome::Existing(existing),
                         None => AdmitOutcome::Free,
                     },
                 )
             }
-            (Some(n), Some(p)) => match payments::admit(&client, n, p).await? {
+            (Some(n), Some(p)) => match payments::admit(&client, &self.sealing, n, p).await? {
                 None => Ok(AdmitOutcome::Replayed),
                 Some(InsertOutcome::Inserted) => Ok(AdmitOutcome::Inserted),
                 Some(InsertOutcome::Existing(existing)) => Ok(AdmitOutcome::Existing(existing)),

@@ -365,3 +365,100 @@ async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
         "{err:?}"
     );
 }
+
+/// Requisites are sealed in the database and read back in clear; a node writing in clear (a
+/// rolling upgrade) and a rotation are both settled by the re-seal; a node without the key
+/// refuses them as corrupt, never shows them sealed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
+    use std::sync::Arc;
+
+    use payments_core::sealing::{SealingKey, SealingKeys};
+    use payments_core::testing::contract::{full_payment, project_id};
+    use payments_core::testing::SeededRandom;
+    use payments_store_postgres::SealWrites;
+
+    let url = support::fresh_schema(&support::database_url()).await;
+    let keys = |current: u8, previous: &[u8]| {
+        SealingKeys::new(
+            SealingKey::from_bytes([current; 32]),
+            previous
+                .iter()
+                .map(|k| SealingKey::from_bytes([*k; 32]))
+                .collect(),
+        )
+    };
+    let node = |current: u8, previous: &'static [u8], writes: SealWrites| {
+        let url = url.clone();
+        async move {
+            let store = PgStore::connect(&url, support::options()).await.unwrap();
+            store
+                .requisite_sealing()
+                .install(
+                    keys(current, previous),
+                    Arc::new(SeededRandom::new(u64::from(current))),
+                    writes,
+                )
+                .unwrap();
+            store
+        }
+    };
+    let raw = |n: u128| {
+        let url = url.clone();
+        async move {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(connection);
+            let row = client
+                .query_one(
+                    "SELECT requisite, holder_name FROM payments WHERE id = $1",
+                    &[&payment_id(n).to_string()],
+                )
+                .await
+                .expect("the row");
+            (row.get::<_, String>(0), row.get::<_, String>(1))
+        }
+    };
+    let key_a = keys(1, &[]).current_id().unwrap().to_string();
+    let key_b = keys(2, &[]).current_id().unwrap().to_string();
+
+    let a = node(1, &[], SealWrites::Sealed).await;
+    let p = full_payment(payment_id(1), project_id(1), "sealed-1");
+    a.insert_payment(&p).await.unwrap();
+    let (requisite, holder) = raw(1).await;
+    assert!(
+        requisite.starts_with(&format!("v1.{key_a}.")),
+        "{requisite}"
+    );
+    assert!(holder.starts_with(&format!("v1.{key_a}.")), "{holder}");
+    assert_eq!(a.payment(payment_id(1)).await.unwrap(), Some(p.clone()));
+    assert_eq!(a.sealed_requisite_keys().await.unwrap(), vec![(key_a, 1)]);
+
+    let plain = node(1, &[], SealWrites::Plain).await;
+    let q = full_payment(payment_id(2), project_id(1), "plain-2");
+    plain.insert_payment(&q).await.unwrap();
+    assert_eq!(raw(2).await.0, "2200123456789010");
+    assert_eq!(plain.payment(payment_id(1)).await.unwrap(), Some(p.clone()));
+
+    let stranger = node(9, &[], SealWrites::Sealed).await;
+    assert!(matches!(
+        stranger.payment(payment_id(1)).await,
+        Err(StoreError::Corrupt(_))
+    ));
+
+    let b = node(2, &[1], SealWrites::Sealed).await;
+    let report = b.reseal_requisites().await.unwrap();
+    assert_eq!(
+        (report.resealed, report.current, report.changed_meanwhile),
+        (2, 0, 0)
+    );
+    assert_eq!(b.sealed_requisite_keys().await.unwrap(), vec![(key_b, 2)]);
+    assert_eq!(b.reseal_requisites().await.unwrap().current, 2);
+    assert_eq!(b.payment(payment_id(2)).await.unwrap(), Some(q));
+    assert!(
+        a.payment(payment_id(1)).await.is_err(),
+        "key 1 alone no longer opens it"
+    );
+}

@@ -30,6 +30,7 @@ pub mod listing;
 pub mod record;
 pub mod row;
 pub mod schema;
+pub mod sealing;
 pub mod sql;
 pub mod statements;
 pub mod value;

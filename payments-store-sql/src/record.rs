@@ -27,6 +27,7 @@ use payments_core::store::StoreError;
 
 use crate::codec::{self, corrupt};
 use crate::row::Cols;
+use crate::sealing::RequisiteSealing;
 use crate::value::SqlValue;
 
 /// A stored aggregate: its table's columns, and the conversions between it and a row.
@@ -366,9 +367,14 @@ pub const PAYMENT_COLUMNS: [&str; PAYMENT_NCOLS] = [
 ];
 
 /// A payment's values, one per [`PAYMENT_COLUMNS`] entry (a fixed-size array: the payment is
-/// written on every create and change).
-pub fn payment_values(p: &Payment) -> Result<[SqlValue; PAYMENT_NCOLS], StoreError> {
-    let req = p.requisites.as_ref();
+/// written on every create and change), its requisites sealed by `sealing`
+/// ([`crate::sealing`]).
+pub fn payment_values(
+    p: &Payment,
+    sealing: &RequisiteSealing,
+) -> Result<[SqlValue; PAYMENT_NCOLS], StoreError> {
+    let req = sealing.seal_payment(p)?;
+    let req = req.as_ref();
     let pricing = p.pricing.as_ref();
     let failure = p.failure.as_ref();
     Ok([
@@ -406,10 +412,16 @@ pub fn payment_values(p: &Payment) -> Result<[SqlValue; PAYMENT_NCOLS], StoreErr
     ])
 }
 
-impl Record for Payment {
-    const COLUMNS: &'static [&'static str] = &PAYMENT_COLUMNS;
+/// A payment read from a row of [`PAYMENT_COLUMNS`], its requisites opened by `sealing`.
+/// (Not a [`Record`]: decoding a payment always needs the store's sealing.)
+pub fn payment_from_row(c: &Cols<'_>, sealing: &RequisiteSealing) -> Result<Payment, StoreError> {
+    let mut payment = payment_as_stored(c)?;
+    sealing.open_payment(&mut payment)?;
+    Ok(payment)
+}
 
-    fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
+fn payment_as_stored(c: &Cols<'_>) -> Result<Payment, StoreError> {
+    {
         let requisites = match c.opt_text("requisite")? {
             None => None,
             Some(requisite) => Some(Requisites {
@@ -470,10 +482,6 @@ impl Record for Payment {
                 }
             },
         })
-    }
-
-    fn values(&self) -> Result<Vec<SqlValue>, StoreError> {
-        Ok(payment_values(self)?.into())
     }
 }
 

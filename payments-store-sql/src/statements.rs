@@ -17,6 +17,7 @@ use crate::record::{
     Record, ATTEMPT_ROW_COLUMNS, PAYMENT_COLUMNS, PAYMENT_IMMUTABLE, PAYMENT_NCOLS,
     SECRET_ROW_COLUMNS,
 };
+use crate::sealing::SEALED_COLUMNS;
 use crate::sql::{insert, list, select, upsert, Sql};
 use crate::value::SqlValue;
 
@@ -197,6 +198,43 @@ pub static PAYMENT_BY_MERCHANT_ID: Sql =
 /// At most `$2` payments due at `$1`, earliest first, through the partial `due_at` index.
 pub static PAYMENTS_DUE: Sql = Sql::new(|_| {
     payments_where("due_at IS NOT NULL AND due_at <= $1 ORDER BY due_at, id LIMIT $2")
+});
+
+/// The sealed requisite columns ([`SEALED_COLUMNS`]) of at most `$2` payments with
+/// requisites whose id sorts after `$1`, by id: a re-seal's page.
+pub static REQUISITES_PAGE: Sql = Sql::new(|_| {
+    format!(
+        "SELECT id, {} FROM payments WHERE requisite IS NOT NULL AND id > $1 ORDER BY id LIMIT $2",
+        list(&SEALED_COLUMNS)
+    )
+});
+
+/// How many payments hold requisites sealed under each key id (`key_id`, `n`): what a server
+/// checks before it creates a missing key (a new key could not open them). A full scan.
+pub static REQUISITE_KEYS: Sql = Sql::new(|_| {
+    "SELECT substr(requisite, 4, 8) AS key_id, count(*) AS n FROM payments \
+     WHERE requisite LIKE 'v1.%' GROUP BY substr(requisite, 4, 8)"
+        .to_string()
+});
+
+/// Sets payment `$1`'s sealed requisite columns to `$2..$5` only while they still hold
+/// `$6..$9` (a payment rewritten meanwhile is left to the next re-seal).
+pub static REQUISITES_RESEAL: Sql = Sql::new(|d| {
+    let n = SEALED_COLUMNS.len();
+    let sets: Vec<String> = SEALED_COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{c} = ${}", i + 2))
+        .collect();
+    let same: String = SEALED_COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!(" AND {c} {} ${}", d.is_same(), i + 2 + n))
+        .collect();
+    format!(
+        "UPDATE payments SET {} WHERE id = $1{same}",
+        sets.join(", ")
+    )
 });
 
 /// `SELECT` every payment column `FROM payments WHERE` `condition` (with `$n` placeholders).

@@ -4,10 +4,13 @@
 use std::collections::HashMap;
 
 use payments_core::payment::Payment;
+use payments_core::sealing::{SealingKey, SealingKeys};
 use payments_core::store::StoreError;
 use payments_core::testing::strategies;
-use payments_store_sql::record::{payment_values, PAYMENT_COLUMNS};
-use payments_store_sql::{Cols, Dialect, Record, SqlRow, SqlValue};
+use payments_core::RandomSource;
+use payments_store_sql::record::{payment_from_row, payment_values, PAYMENT_COLUMNS};
+use payments_store_sql::sealing::{RequisiteSealing, SealWrites};
+use payments_store_sql::{Cols, Dialect, SqlRow, SqlValue};
 use proptest::prelude::*;
 
 /// A row made of named values, read as the bundled stores read theirs: a value of another kind
@@ -66,25 +69,87 @@ impl SqlRow for ValuesRow {
 }
 
 fn read_payment(row: &ValuesRow) -> Result<Payment, StoreError> {
-    Payment::from_row(&Cols::new(row))
+    payment_from_row(&Cols::new(row), &RequisiteSealing::new())
 }
 
 fn row_of(p: &Payment) -> ValuesRow {
+    sealed_row_of(p, &RequisiteSealing::new())
+}
+
+fn sealed_row_of(p: &Payment, sealing: &RequisiteSealing) -> ValuesRow {
     ValuesRow::of(
         &PAYMENT_COLUMNS,
-        payment_values(p).expect("a payment encodes").into(),
+        payment_values(p, sealing)
+            .expect("a payment encodes")
+            .into(),
     )
+}
+
+/// Nonces from a counter: every seal differs.
+#[derive(Default)]
+struct Counter(std::sync::atomic::AtomicU64);
+
+impl RandomSource for Counter {
+    fn fill(&self, buf: &mut [u8]) {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = n.to_le_bytes()[i % 8];
+        }
+    }
+}
+
+fn sealing(key: u8) -> RequisiteSealing {
+    let s = RequisiteSealing::new();
+    let keys = SealingKeys::new(SealingKey::from_bytes([key; 32]), Vec::new());
+    s.install(
+        keys,
+        std::sync::Arc::new(Counter::default()),
+        SealWrites::Sealed,
+    )
+    .expect("installed once");
+    s
+}
+
+/// The text of every value of a row.
+fn texts(row: &ValuesRow) -> Vec<String> {
+    row.0
+        .values()
+        .filter_map(|v| match v {
+            SqlValue::Text(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 proptest! {
     #[test]
     fn every_payment_reads_back_as_written(p in strategies::payment()) {
         prop_assert_eq!(read_payment(&row_of(&p)).expect("it decodes"), p.clone());
-        // The record's generic encoding is the same as the payment's fixed-size one.
+    }
+
+    /// Sealed, a payment reads back the same through the same keys, and no stored text holds
+    /// its requisite or holder name; through other keys (or none) it is refused as corrupt,
+    /// never shown sealed.
+    #[test]
+    fn sealed_requisites_read_back_and_are_stored_in_no_text(p in strategies::payment()) {
+        let keys = sealing(1);
+        let row = sealed_row_of(&p, &keys);
         prop_assert_eq!(
-            p.values().expect("it encodes"),
-            Vec::from(payment_values(&p).expect("it encodes"))
+            payment_from_row(&Cols::new(&row), &keys).expect("it decodes"),
+            p.clone()
         );
+        if let Some(r) = &p.requisites {
+            for text in texts(&row) {
+                prop_assert!(!text.contains(&r.requisite), "{} in {}", r.requisite, text);
+                prop_assert!(!text.contains(&r.holder_name), "{} in {}", r.holder_name, text);
+            }
+            for other in [sealing(2), RequisiteSealing::new()] {
+                prop_assert!(matches!(
+                    payment_from_row(&Cols::new(&row), &other),
+                    Err(StoreError::Corrupt(_))
+                ));
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payments_core::store::{StoreError, UnavailableCause};
+use payments_store_sql::sealing::{StoredRequisites, RESEAL_PAGE};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
@@ -35,6 +36,7 @@ mod writer;
 
 pub use backup::{backup, BackupError, BackupReport};
 pub use error::OpenError;
+pub use payments_store_sql::sealing::{RequisiteReseal, RequisiteSealing, SealWrites};
 pub use schema::SCHEMA_VERSION;
 
 use readers::Readers;
@@ -112,6 +114,8 @@ pub struct SqliteStore {
     read_permits: Arc<Semaphore>,
     /// Authentication lookups, kept while the directory does not change.
     auth_cache: Arc<auth_cache::AuthCache>,
+    /// The keys requisites are sealed with ([`SqliteStore::requisite_sealing`]).
+    sealing: RequisiteSealing,
 }
 
 impl SqliteStore {
@@ -139,8 +143,12 @@ impl SqliteStore {
         // up to 64 KiB and spills to a temporary file beyond (in memory, one large job held
         // hundreds of MB). The writer opens savepoints only after a job failed, so a batch's
         // sub-journal is that of one statement at a time (see the writer's module).
+        // secure_delete = FAST: the bytes of a row that is changed or deleted are zeroed where
+        // that costs no extra I/O (inside the page being written anyway), so a requisite that
+        // was once in clear (before sealing, or written by a rolling upgrade's node) does not
+        // stay behind in free space after `reseal` seals it.
         conn.execute_batch(&format!(
-            "PRAGMA synchronous = {};",
+            "PRAGMA synchronous = {}; PRAGMA secure_delete = FAST;",
             options.synchronous.pragma()
         ))?;
         conn.set_prepared_statement_cache_capacity(64);
@@ -177,7 +185,56 @@ impl SqliteStore {
             read_permits: Arc::new(Semaphore::new(readers.len())),
             auth_cache: Arc::default(),
             readers: Arc::new(Readers::new(readers)),
+            sealing: RequisiteSealing::new(),
         })
+    }
+
+    /// The sealing of this store's requisites at rest: empty (requisites written in clear)
+    /// until the keys are installed on it, which a server does right after opening, once it
+    /// knows its key ([`RequisiteSealing::install`]).
+    pub fn requisite_sealing(&self) -> &RequisiteSealing {
+        &self.sealing
+    }
+
+    /// How many payments hold requisites sealed under each key id (a full scan; what a
+    /// server checks before creating a missing key).
+    pub async fn sealed_requisite_keys(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(codec::sql(&payments_store_sql::statements::REQUISITE_KEYS))
+                .map_err(error::db)?;
+            let mut rows = stmt.query([]).map_err(error::db)?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(error::db)? {
+                let row = codec::SqliteRow::new(row);
+                let c = codec::Cols::new(&row);
+                out.push((c.text("key_id")?, c.num::<u64>("n")?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Seals, under the current key, the requisites of every payment that holds them in clear
+    /// or under a previous key, a page of [`RESEAL_PAGE`] payments per write transaction (the
+    /// step of a key rotation after callback secrets, and of turning sealing on for payments
+    /// written before it). A value that does not open under the installed keys stops it with
+    /// [`StoreError::Corrupt`].
+    pub async fn reseal_requisites(&self) -> Result<RequisiteReseal, StoreError> {
+        let mut report = RequisiteReseal::default();
+        let mut after = String::new();
+        loop {
+            let s = self.sealing.clone();
+            let from = after.clone();
+            let (page, last, done) = self.write(move |c| reseal_page(c, &s, &from)).await?;
+            report.resealed += page.resealed;
+            report.current += page.current;
+            report.changed_meanwhile += page.changed_meanwhile;
+            match last {
+                Some(id) if !done => after = id,
+                _ => return Ok(report),
+            }
+        }
     }
 
     /// Stops accepting writes, commits the writes already queued and stops the writer thread;
@@ -259,4 +316,49 @@ impl Drop for SqliteStore {
     fn drop(&mut self) {
         self.writer.close();
     }
+}
+
+/// One page of [`SqliteStore::reseal_requisites`] after the id `after`: what it did, the last
+/// id read, and whether it was the last page.
+fn reseal_page(
+    conn: &mut Connection,
+    sealing: &RequisiteSealing,
+    after: &str,
+) -> Result<(RequisiteReseal, Option<String>, bool), StoreError> {
+    use payments_store_sql::statements as st;
+    let rows = {
+        let mut stmt = conn
+            .prepare_cached(codec::sql(&st::REQUISITES_PAGE))
+            .map_err(error::db)?;
+        let mut rows = stmt
+            .query(rusqlite::params![after, codec::limit(RESEAL_PAGE)])
+            .map_err(error::db)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(error::db)? {
+            out.push(StoredRequisites::from_row(&codec::Cols::new(
+                &codec::SqliteRow::new(row),
+            ))?);
+        }
+        out
+    };
+    let mut report = RequisiteReseal::default();
+    for row in &rows {
+        if !row.needs_reseal(sealing) {
+            report.current += 1;
+            continue;
+        }
+        let values = row.reseal_values(row.resealed(sealing)?);
+        let changed = conn
+            .prepare_cached(codec::sql(&st::REQUISITES_RESEAL))
+            .map_err(error::db)?
+            .execute(codec::params(values))
+            .map_err(error::db)?;
+        if changed == 1 {
+            report.resealed += 1;
+        } else {
+            report.changed_meanwhile += 1;
+        }
+    }
+    let last = rows.last().map(|r| r.id.to_string());
+    Ok((report, last, rows.len() < RESEAL_PAGE))
 }

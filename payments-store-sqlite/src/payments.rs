@@ -6,16 +6,18 @@ use payments_core::store::PaymentQuery;
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::Timestamp;
 use payments_store_sql::listing;
-use payments_store_sql::record::{payment_values, PAYMENT_COLUMNS};
+use payments_store_sql::record::{payment_from_row, payment_values, PAYMENT_COLUMNS};
+use payments_store_sql::sealing::RequisiteSealing;
 use payments_store_sql::statements as st;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::codec::{self, params, sql, Cols, Record, SqlValue, SqliteRow};
+use crate::codec::{self, params, sql, Cols, SqlValue, SqliteRow};
 use crate::error::{db, is_unique_violation};
 use crate::{directory, outbox};
 
 fn query_payments(
     conn: &Connection,
+    sealing: &RequisiteSealing,
     sql: &str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<Payment>, StoreError> {
@@ -25,21 +27,25 @@ fn query_payments(
     while let Some(row) = rows.next().map_err(db)? {
         // Every payment statement selects exactly the payment columns, in order.
         let row = SqliteRow::ordered(row, &PAYMENT_COLUMNS);
-        out.push(Payment::from_row(&Cols::new(&row))?);
+        out.push(payment_from_row(&Cols::new(&row), sealing)?);
     }
     Ok(out)
 }
 
 /// Inserts unless (project, merchant payment id) is taken; the unique index decides.
-pub(crate) fn insert(conn: &Connection, p: &Payment) -> Result<InsertOutcome, StoreError> {
-    let values = payment_values(p)?;
+pub(crate) fn insert(
+    conn: &Connection,
+    sealing: &RequisiteSealing,
+    p: &Payment,
+) -> Result<InsertOutcome, StoreError> {
+    let values = payment_values(p, sealing)?;
     let mut stmt = conn.prepare_cached(sql(&st::PAYMENT_INSERT)).map_err(db)?;
     match stmt.execute(params(values)) {
         Ok(1) => {
             count_status(conn, p.status.as_str(), 1)?;
             Ok(InsertOutcome::Inserted)
         }
-        Ok(_) => by_merchant_id(conn, p.project_id, &p.merchant_payment_id)?
+        Ok(_) => by_merchant_id(conn, sealing, p.project_id, &p.merchant_payment_id)?
             .map(InsertOutcome::Existing)
             .ok_or_else(|| StoreError::Corrupt("the conflicting payment vanished".into())),
         // The id itself is taken (the payment id is the table's primary key).
@@ -51,18 +57,24 @@ pub(crate) fn insert(conn: &Connection, p: &Payment) -> Result<InsertOutcome, St
 }
 
 /// A payment by id.
-pub(crate) fn by_id(conn: &Connection, id: PaymentId) -> Result<Option<Payment>, StoreError> {
-    Ok(query_payments(conn, sql(&st::PAYMENT), [id.to_string()])?.pop())
+pub(crate) fn by_id(
+    conn: &Connection,
+    sealing: &RequisiteSealing,
+    id: PaymentId,
+) -> Result<Option<Payment>, StoreError> {
+    Ok(query_payments(conn, sealing, sql(&st::PAYMENT), [id.to_string()])?.pop())
 }
 
 /// A payment by (project, merchant payment id).
 pub(crate) fn by_merchant_id(
     conn: &Connection,
+    sealing: &RequisiteSealing,
     project: ProjectId,
     mpid: &MerchantPaymentId,
 ) -> Result<Option<Payment>, StoreError> {
     Ok(query_payments(
         conn,
+        sealing,
         sql(&st::PAYMENT_BY_MERCHANT_ID),
         [project.to_string(), mpid.as_str().to_string()],
     )?
@@ -71,7 +83,11 @@ pub(crate) fn by_merchant_id(
 
 /// The version check, payment update, status counts, outbox row and audit row of one change.
 /// One writer job: any error rolls all of it back.
-pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result<(), StoreError> {
+pub(crate) fn commit_change(
+    conn: &Connection,
+    sealing: &RequisiteSealing,
+    change: &PaymentChange,
+) -> Result<(), StoreError> {
     let id = change.payment.id.to_string();
     // The status before the change, for the counts (the writer's transaction holds the row).
     let before: Option<String> = conn
@@ -83,7 +99,7 @@ pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result
     let Some(before) = before else {
         return Err(StoreError::NotFound(format!("payment {id}")));
     };
-    let values = payment_values(&change.payment)?;
+    let values = payment_values(&change.payment, sealing)?;
     let expected = SqlValue::uint(change.expected_version, "version")?;
     let updated = conn
         .prepare_cached(sql(&st::PAYMENT_UPDATE))
@@ -109,7 +125,11 @@ pub(crate) fn commit_change(conn: &Connection, change: &PaymentChange) -> Result
 
 /// A page of a project's payments, newest first by `(created_at, id)`, through the
 /// `(project_id, created_at, id)` index.
-pub(crate) fn find(conn: &Connection, q: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
+pub(crate) fn find(
+    conn: &Connection,
+    sealing: &RequisiteSealing,
+    q: &PaymentQuery,
+) -> Result<Vec<Payment>, StoreError> {
     let narrow = match listing::prefix_count(q, codec::D) {
         Some((sql, values)) => {
             let found: i64 = conn
@@ -121,17 +141,19 @@ pub(crate) fn find(conn: &Connection, q: &PaymentQuery) -> Result<Vec<Payment>, 
         None => false,
     };
     let (sql, values) = listing::payment_page(q, codec::D, narrow);
-    query_payments(conn, &sql, params(values))
+    query_payments(conn, sealing, &sql, params(values))
 }
 
 /// Due payments, earliest first, through the partial `due_at` index.
 pub(crate) fn due(
     conn: &Connection,
+    sealing: &RequisiteSealing,
     now: Timestamp,
     limit: usize,
 ) -> Result<Vec<Payment>, StoreError> {
     query_payments(
         conn,
+        sealing,
         sql(&st::PAYMENTS_DUE),
         params![now.unix_millis(), codec::limit(limit)],
     )
@@ -212,11 +234,11 @@ mod tests {
             if n % 2 == 0 {
                 p.payment_method = PaymentMethod::CardTransfer;
             }
-            insert(&conn, &p).expect("insert");
+            insert(&conn, &RequisiteSealing::new(), &p).expect("insert");
         }
         let ids = |q: &PaymentQuery, narrow: bool| {
             let (sql, values) = listing::payment_page(q, codec::D, narrow);
-            query_payments(&conn, &sql, params(values))
+            query_payments(&conn, &RequisiteSealing::new(), &sql, params(values))
                 .expect("a page")
                 .into_iter()
                 .map(|p| p.merchant_payment_id.as_str().to_string())
@@ -233,7 +255,7 @@ mod tests {
             );
             q.payment_method = Some(PaymentMethod::CardTransfer);
             q.limit = 2;
-            let first = find(&conn, &q).expect("a page");
+            let first = find(&conn, &RequisiteSealing::new(), &q).expect("a page");
             assert_eq!(ids(&q, true), ids(&q, false), "{prefix}, a method");
             if let Some(last) = first.last() {
                 q.before = Some((last.created_at, last.id));

@@ -28,12 +28,15 @@ use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
 
+use payments_store_sql::sealing::RequisiteSealing;
+
 use crate::{cabinet, directory, nonces, outbox, payments, SqliteStore};
 
 /// A transaction of the SQLite store: its steps on the writer connection, inside the writer's
 /// transaction (one job of a group commit).
 struct SqliteTx<'a> {
     conn: &'a mut Connection,
+    sealing: &'a RequisiteSealing,
 }
 
 #[async_trait]
@@ -47,7 +50,7 @@ impl Transaction for SqliteTx<'_> {
     }
 
     async fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        payments::insert(self.conn, payment)
+        payments::insert(self.conn, self.sealing, payment)
     }
 
     async fn payment_by_merchant_id(
@@ -55,11 +58,11 @@ impl Transaction for SqliteTx<'_> {
         project: ProjectId,
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError> {
-        payments::by_merchant_id(self.conn, project, merchant_payment_id)
+        payments::by_merchant_id(self.conn, self.sealing, project, merchant_payment_id)
     }
 
     async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError> {
-        payments::commit_change(self.conn, change)
+        payments::commit_change(self.conn, self.sealing, change)
     }
 
     async fn mark_resent(
@@ -74,7 +77,8 @@ impl Transaction for SqliteTx<'_> {
 #[async_trait]
 impl PaymentStore for SqliteStore {
     async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
-        self.read_short(move |c| payments::by_id(c, id)).await
+        let s = self.sealing.clone();
+        self.read_short(move |c| payments::by_id(c, &s, id)).await
     }
 
     async fn payment_by_merchant_id(
@@ -83,17 +87,20 @@ impl PaymentStore for SqliteStore {
         merchant_payment_id: &MerchantPaymentId,
     ) -> Result<Option<Payment>, StoreError> {
         let mpid = merchant_payment_id.clone();
-        self.read(move |c| payments::by_merchant_id(c, project, &mpid))
+        let s = self.sealing.clone();
+        self.read(move |c| payments::by_merchant_id(c, &s, project, &mpid))
             .await
     }
 
     async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
-        self.read(move |c| payments::due(c, now, limit)).await
+        let s = self.sealing.clone();
+        self.read(move |c| payments::due(c, &s, now, limit)).await
     }
 
     async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
         let q = query.clone();
-        self.read(move |c| payments::find(c, &q)).await
+        let s = self.sealing.clone();
+        self.read(move |c| payments::find(c, &s, &q)).await
     }
 }
 
@@ -432,8 +439,12 @@ impl Store for SqliteStore {
     }
 
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
+        let sealing = self.sealing.clone();
         self.write(move |conn| {
-            let mut tx = SqliteTx { conn };
+            let mut tx = SqliteTx {
+                conn,
+                sealing: &sealing,
+            };
             work(&mut tx).now_or_never().unwrap_or_else(|| {
                 Err(StoreError::Corrupt(
                     "a transaction's work waited for something outside the store".into(),
@@ -453,11 +464,12 @@ impl Store for SqliteStore {
         let hash = *hash;
         let keyid = keyid.cloned();
         let cache = Arc::clone(&self.auth_cache);
+        let s = self.sealing.clone();
         self.read_short(move |c| {
             directory::snapshot(c, || {
                 let found = cache.lookup(c, &hash, keyid.as_ref())?;
                 let payment = match found.token {
-                    Some(_) => payments::by_id(c, id)?,
+                    Some(_) => payments::by_id(c, &s, id)?,
                     None => None,
                 };
                 Ok((found, payment))

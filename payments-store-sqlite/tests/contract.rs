@@ -3,16 +3,28 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use payments_core::testing::contract;
-use payments_store_sqlite::{SqliteOptions, SqliteStore};
+use std::sync::Arc;
+
+use payments_core::sealing::{SealingKey, SealingKeys};
+use payments_core::testing::{contract, SeededRandom};
+use payments_store_sqlite::{SealWrites, SqliteOptions, SqliteStore};
 
 /// Opens (creating and migrating) the database at `file`: blocking work, handed to the
 /// blocking pool as an async caller does.
+/// Requisites are sealed (as a server runs it), so every check also round-trips them through
+/// the sealing.
 async fn open(file: PathBuf) -> SqliteStore {
-    tokio::task::spawn_blocking(move || SqliteStore::open(file, SqliteOptions::default()))
-        .await
-        .expect("opening does not panic")
-        .expect("open the database")
+    let store =
+        tokio::task::spawn_blocking(move || SqliteStore::open(file, SqliteOptions::default()))
+            .await
+            .expect("opening does not panic")
+            .expect("open the database");
+    let keys = SealingKeys::new(SealingKey::from_bytes([3; 32]), Vec::new());
+    store
+        .requisite_sealing()
+        .install(keys, Arc::new(SeededRandom::new(3)), SealWrites::Sealed)
+        .expect("installed once");
+    store
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

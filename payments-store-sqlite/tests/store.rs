@@ -14,7 +14,9 @@ use payments_core::testing::contract::{
 };
 use payments_core::Timestamp;
 use payments_store_sql::schema::SchemaError;
-use payments_store_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous, SCHEMA_VERSION};
+use payments_store_sqlite::{
+    OpenError, SealWrites, SqliteOptions, SqliteStore, Synchronous, SCHEMA_VERSION,
+};
 use tempfile::TempDir;
 
 fn fresh() -> (TempDir, Arc<SqliteStore>) {
@@ -1000,4 +1002,124 @@ async fn the_database_files_are_owner_only() {
         .expect("open")
         .close();
     assert_eq!(mode(&old), 0o600);
+}
+
+/// Keys `current` (sealing) and `previous` (opening only), as a server installs them.
+fn keys(current: u8, previous: &[u8]) -> payments_core::sealing::SealingKeys {
+    use payments_core::sealing::{SealingKey, SealingKeys};
+    SealingKeys::new(
+        SealingKey::from_bytes([current; 32]),
+        previous
+            .iter()
+            .map(|k| SealingKey::from_bytes([*k; 32]))
+            .collect(),
+    )
+}
+
+fn install(store: &SqliteStore, current: u8, previous: &[u8], writes: SealWrites) {
+    store
+        .requisite_sealing()
+        .install(
+            keys(current, previous),
+            Arc::new(payments_core::testing::SeededRandom::new(u64::from(
+                current,
+            ))),
+            writes,
+        )
+        .expect("installed once");
+}
+
+/// The stored requisite columns of payment `n`, as the file holds them.
+fn raw_requisites(path: &std::path::Path, n: u128) -> Vec<Option<String>> {
+    let conn = rusqlite::Connection::open(path).expect("open the file");
+    conn.query_row(
+        "SELECT requisite, holder_name, qrcode_link, deeplink_url FROM payments WHERE id = ?1",
+        [payment_id(n).to_string()],
+        |r| (0..4).map(|i| r.get::<_, Option<String>>(i)).collect(),
+    )
+    .expect("the payment's row")
+}
+
+/// Requisites are sealed in the file and read back in clear through every read path; a
+/// rotation's re-seal moves them to the new key; a store without the key refuses them as
+/// corrupt; writes in clear (a rolling upgrade) are sealed by the next re-seal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("store.db");
+    let a = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&a, 1, &[], SealWrites::Sealed);
+    let p = full_payment(payment_id(1), project_id(1), "sealed-1");
+    let req = p
+        .requisites
+        .clone()
+        .expect("the full payment has requisites");
+    assert_eq!(a.insert_payment(&p).await.unwrap(), InsertOutcome::Inserted);
+    let raw = raw_requisites(&path, 1);
+    let key_a = keys(1, &[]).current_id().unwrap().to_string();
+    for value in raw.iter() {
+        let value = value.as_deref().expect("all four are set");
+        assert!(value.starts_with(&format!("v1.{key_a}.")), "{value}");
+    }
+    assert_eq!(a.payment(payment_id(1)).await.unwrap(), Some(p.clone()));
+    let mut q = payments_core::store::PaymentQuery::new(project_id(1), 10);
+    q.merchant_payment_id_prefix = Some("sealed".into());
+    assert_eq!(a.find_payments(&q).await.unwrap(), vec![p.clone()]);
+    assert_eq!(
+        a.sealed_requisite_keys().await.unwrap(),
+        vec![(key_a.clone(), 1)]
+    );
+    // A change writes them sealed again, under a fresh nonce.
+    let next = changed(&p, PaymentStatus::Completed, T0);
+    a.commit_change(&PaymentChange {
+        payment: next.clone(),
+        expected_version: p.version,
+        event: None,
+        audit: None,
+    })
+    .await
+    .unwrap();
+    let rewritten = raw_requisites(&path, 1);
+    assert_ne!(rewritten, raw);
+    assert_eq!(a.payment(payment_id(1)).await.unwrap(), Some(next.clone()));
+    a.close();
+
+    // Without the key, the payment is refused, never shown sealed.
+    let stranger = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&stranger, 9, &[], SealWrites::Sealed);
+    assert!(matches!(
+        stranger.payment(payment_id(1)).await,
+        Err(StoreError::Corrupt(_))
+    ));
+    stranger.close();
+
+    // A rolling upgrade's node writes in clear; the rotation's re-seal seals everything.
+    let plain = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&plain, 1, &[], SealWrites::Plain);
+    let q2 = sample_payment(payment_id(2), project_id(1), "plain-2");
+    let mut q2 = changed(&q2, PaymentStatus::Processing, T0);
+    q2.requisites = Some(req.clone());
+    plain.insert_payment(&q2).await.unwrap();
+    assert_eq!(
+        raw_requisites(&path, 2)[0].as_deref(),
+        Some(req.requisite.as_str())
+    );
+    plain.close();
+    let b = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&b, 2, &[1], SealWrites::Sealed);
+    let report = b.reseal_requisites().await.unwrap();
+    assert_eq!(
+        (report.resealed, report.current, report.changed_meanwhile),
+        (2, 0, 0)
+    );
+    let key_b = keys(2, &[]).current_id().unwrap().to_string();
+    assert_eq!(b.sealed_requisite_keys().await.unwrap(), vec![(key_b, 2)]);
+    assert_eq!(b.reseal_requisites().await.unwrap().current, 2);
+    assert_eq!(b.payment(payment_id(1)).await.unwrap(), Some(next));
+    assert_eq!(b.payment(payment_id(2)).await.unwrap(), Some(q2));
+    b.close();
+    // The old key alone opens nothing any more.
+    let old = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&old, 1, &[], SealWrites::Sealed);
+    assert!(old.payment(payment_id(2)).await.is_err());
 }

@@ -11,6 +11,7 @@ use payments_core::ApiError;
 use serde_json::{json, Value};
 
 use super::output::{fields, table, Output};
+use crate::server::OpenedStore;
 use payments_http::operator::{body, lookup, view};
 
 /// Token commands.
@@ -190,7 +191,7 @@ pub(super) async fn key(
 
 pub(super) async fn callback_secret(
     svc: &PaymentService,
-    cabinet_store: &Arc<dyn CabinetStore>,
+    store: &OpenedStore,
     command: CallbackSecretCommand,
     actor: &Actor,
 ) -> Result<Output, ApiError> {
@@ -210,7 +211,10 @@ pub(super) async fn callback_secret(
         CallbackSecretCommand::Reseal => {
             let report = svc.reseal_callback_secrets(actor).await?;
             // The web cabinet's TOTP keys are sealed with the same key file.
-            let (totp_resealed, totp_current) = reseal_totp_keys(svc, cabinet_store).await?;
+            let (totp_resealed, totp_current) =
+                reseal_totp_keys(svc, &store.cabinet_store()).await?;
+            // And the payments' requisites, a page per transaction.
+            let requisites = store.reseal_requisites().await?;
             Ok(Output::new(
                 json!({
                     "key_id": report.key_id,
@@ -218,12 +222,35 @@ pub(super) async fn callback_secret(
                     "already_current": report.current,
                     "totp_keys_resealed": totp_resealed,
                     "totp_keys_already_current": totp_current,
+                    "requisites_resealed": requisites.resealed,
+                    "requisites_already_current": requisites.current,
+                    "requisites_changed_meanwhile": requisites.changed_meanwhile,
                 }),
                 format!(
                     "Callback secrets sealed with key {}: {} re-sealed, {} already were.\n\
                      Cabinet TOTP keys: {} re-sealed, {} already were.\n\
-                     Previous key files can now be removed from secrets_previous_key_files.",
-                    report.key_id, report.resealed, report.current, totp_resealed, totp_current
+                     Payment requisites: {} re-sealed, {} already were{}.\n\
+                     {}",
+                    report.key_id,
+                    report.resealed,
+                    report.current,
+                    totp_resealed,
+                    totp_current,
+                    requisites.resealed,
+                    requisites.current,
+                    if requisites.changed_meanwhile > 0 {
+                        format!(
+                            ", {} changed meanwhile (run it again)",
+                            requisites.changed_meanwhile
+                        )
+                    } else {
+                        String::new()
+                    },
+                    if requisites.changed_meanwhile > 0 {
+                        "Keep the previous key files until a run re-seals everything."
+                    } else {
+                        "Previous key files can now be removed from secrets_previous_key_files."
+                    }
                 ),
             ))
         }

@@ -24,15 +24,13 @@ mod users;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use std::sync::Arc;
 
-use payments_cabinet::store::CabinetStore;
 use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde::Serialize;
 
 use crate::config::Settings;
-use crate::server::{open_service, Setup};
+use crate::server::{open_service, OpenedStore, Setup};
 
 pub use check::{check_receiver_command, CheckReceiverArgs};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
@@ -184,10 +182,9 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     let opened = open_service(&settings, common.setup())
         .await
         .map_err(|e| e.0)?;
-    let cabinet_store = opened.store.cabinet_store();
     let result = execute(
         &opened.service,
-        &cabinet_store,
+        &opened.store,
         command,
         &cli_actor(),
         &settings,
@@ -201,18 +198,19 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
 
 async fn execute(
     svc: &PaymentService,
-    cabinet_store: &Arc<dyn CabinetStore>,
+    store: &OpenedStore,
     command: OperatorCommand,
     actor: &Actor,
     #[cfg_attr(not(feature = "cabinet"), allow(unused_variables))] settings: &Settings,
 ) -> Result<Output, ApiError> {
+    let cabinet_store = &store.cabinet_store();
     match command {
         OperatorCommand::Merchant(g) => directory::merchant(svc, g.command, actor).await,
         OperatorCommand::Project(g) => directory::project(svc, g.command, actor).await,
         OperatorCommand::Token(g) => credentials::token(svc, g.command, actor).await,
         OperatorCommand::Key(g) => credentials::key(svc, g.command, actor).await,
         OperatorCommand::CallbackSecret(g) => {
-            credentials::callback_secret(svc, cabinet_store, g.command, actor).await
+            credentials::callback_secret(svc, store, g.command, actor).await
         }
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,

@@ -4,6 +4,7 @@
 //! `/metrics` behind a token.
 
 mod access_log;
+mod at_rest;
 mod backup;
 mod crash;
 mod failed;

@@ -4,7 +4,11 @@
 
 #![allow(dead_code)]
 
-use payments_store_postgres::{PgOptions, PgStore};
+use std::sync::Arc;
+
+use payments_core::sealing::{SealingKey, SealingKeys};
+use payments_core::testing::SeededRandom;
+use payments_store_postgres::{PgOptions, PgStore, SealWrites};
 
 pub use payments_store_postgres::testing::{database_url, fresh_schema};
 
@@ -16,12 +20,24 @@ pub fn options() -> PgOptions {
     }
 }
 
-/// A store on a fresh schema.
+/// A store on a fresh schema, its requisites sealed as a server runs it.
 pub async fn fresh_store(base: &str) -> PgStore {
     let url = fresh_schema(base).await;
-    PgStore::connect(&url, options())
-        .await
-        .expect("connect and migrate")
+    sealed(
+        PgStore::connect(&url, options())
+            .await
+            .expect("connect and migrate"),
+    )
+}
+
+/// `store` with the test key installed (the same for every node of a test).
+pub fn sealed(store: PgStore) -> PgStore {
+    let keys = SealingKeys::new(SealingKey::from_bytes([3; 32]), Vec::new());
+    store
+        .requisite_sealing()
+        .install(keys, Arc::new(SeededRandom::new(3)), SealWrites::Sealed)
+        .expect("installed once");
+    store
 }
 
 /// `n` stores with separate pools on one fresh schema (N nodes on one database).
@@ -29,11 +45,11 @@ pub async fn fresh_nodes(base: &str, n: usize) -> Vec<PgStore> {
     let url = fresh_schema(base).await;
     let mut stores = Vec::with_capacity(n);
     for _ in 0..n {
-        stores.push(
+        stores.push(sealed(
             PgStore::connect(&url, options())
                 .await
                 .expect("connect and migrate"),
-        );
+        ));
     }
     stores
 }

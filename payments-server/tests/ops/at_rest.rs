@@ -1,0 +1,177 @@
+//! Requisites at rest: after creates through a real server, neither the SQLite files (the
+//! database, its WAL) nor a `pg_dump` hold any card or phone number or holder name the
+//! payments were issued, while the API still answers them. A server told to write them in
+//! clear (a rolling upgrade's setting) does, which shows the scan finds them when they are
+//! there; `callback-secret reseal` then seals those too and leaves no copy behind.
+
+use std::path::Path;
+
+use payments_client::{MerchantClient, SandboxCredentials};
+use serde_json::json;
+
+use crate::support::{cli_json, serve, serve_with, wait_ready};
+
+/// `n` creates (both methods) through the server at the data dir's sandbox credentials: each
+/// payment's id, merchant payment id, requisite and holder name.
+async fn create(data: &Path, tag: &str, n: usize) -> Vec<[String; 4]> {
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let client = MerchantClient::from_credentials(&creds).unwrap();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let method = if i % 2 == 0 { "card_transfer" } else { "sbp" };
+        let mpid = format!("at-rest-{tag}-{i}");
+        let body = json!({"merchant_payment_id": mpid, "amount": "1500.00",
+                          "payment_method": method});
+        // Paced as a client of the project's rate limit is: a 429 waits and repeats.
+        let r = loop {
+            let r = client.create_payment(&body).await.unwrap();
+            if r.status.as_u16() != 429 {
+                break r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        };
+        assert_eq!(r.status.as_u16(), 201, "{}", r.json);
+        assert_eq!(r.json["status"], "processing", "{}", r.json);
+        let field = |name: &str| r.json[name].as_str().unwrap().to_string();
+        out.push([field("id"), mpid, field("requisite"), field("holder_name")]);
+    }
+    out
+}
+
+/// Each payment's GET still answers its requisite and holder name.
+async fn readable(data: &Path, payments: &[[String; 4]]) {
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let client = MerchantClient::from_credentials(&creds).unwrap();
+    for [id, _, requisite, holder] in payments {
+        let r = loop {
+            let r = client.get_payment(id).await.unwrap();
+            if r.status.as_u16() != 429 {
+                break r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        };
+        assert_eq!(r.status.as_u16(), 200, "{}", r.json);
+        assert_eq!(r.json["requisite"], requisite.as_str());
+        assert_eq!(r.json["holder_name"], holder.as_str());
+    }
+}
+
+/// Which of the payments' merchant ids and requisites (or holder names) occur in `bytes`.
+fn found(bytes: &[u8], payments: &[[String; 4]]) -> (usize, Vec<String>) {
+    let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+    let ids = payments.iter().filter(|p| has(&p[1])).count();
+    let secrets = payments
+        .iter()
+        .flat_map(|p| [&p[2], &p[3]])
+        .filter(|s| has(s))
+        .cloned()
+        .collect();
+    (ids, secrets)
+}
+
+/// The bytes of every file of the SQLite database (the database, its WAL and shared memory).
+fn sqlite_files(data: &Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for name in ["payments.db", "payments.db-wal", "payments.db-shm"] {
+        if let Ok(b) = std::fs::read(data.join(name)) {
+            bytes.extend(b);
+        }
+    }
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_files_hold_no_requisite() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+
+    // Sealed (the default): 100 creates, none of them in the files; the API answers them.
+    let (mut server, base, _) = serve(&data, &[]);
+    wait_ready(&mut server, &base).await;
+    let sealed = create(&data, "sealed", 100).await;
+    readable(&data, &sealed).await;
+    drop(server);
+    let (ids, secrets) = found(&sqlite_files(&data), &sealed);
+    assert_eq!(ids, 100, "the scan reads the payments' rows");
+    assert!(secrets.is_empty(), "in the files: {secrets:?}");
+
+    // In clear (a rolling upgrade's setting): the scan finds every one.
+    let (mut server, base, _) = serve_with(
+        &data,
+        "127.0.0.1",
+        &[],
+        &[("PAYMENTS_SECRETS__SEAL_REQUISITES", "false")],
+    );
+    wait_ready(&mut server, &base).await;
+    let clear = create(&data, "clear", 20).await;
+    drop(server);
+    let (ids, secrets) = found(&sqlite_files(&data), &clear);
+    assert_eq!(ids, 20, "the scan reads the payments' rows");
+    assert_eq!(secrets.len(), 40, "written in clear: {secrets:?}");
+
+    // The re-seal seals them, and leaves no copy of them behind in the files.
+    let out = cli_json(&data, &["callback-secret", "reseal"]);
+    assert_eq!(out["requisites_resealed"], 20, "{out}");
+    assert_eq!(out["requisites_already_current"], 100, "{out}");
+    let (_, secrets) = found(&sqlite_files(&data), &clear);
+    assert!(secrets.is_empty(), "still in the files: {secrets:?}");
+    let (mut server, base, _) = serve(&data, &[]);
+    wait_ready(&mut server, &base).await;
+    readable(&data, &clear).await;
+    readable(&data, &sealed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn a_pg_dump_holds_no_requisite() {
+    let base_url = crate::support::database_url();
+    let url = crate::support::fresh_schema(&base_url).await;
+    let schema = url
+        .rsplit_once("search_path%3D")
+        .map(|(_, s)| s.to_string())
+        .expect("the test schema's name");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let dump = || {
+        let out = std::process::Command::new("pg_dump")
+            .args(["--schema", &schema, "--data-only", &base_url])
+            .output()
+            .expect("pg_dump runs (Debian's postgresql-client)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+
+    let (mut server, base, _) = serve(&data, &["--database-url", &url]);
+    wait_ready(&mut server, &base).await;
+    let sealed = create(&data, "sealed", 100).await;
+    readable(&data, &sealed).await;
+    drop(server);
+    let (ids, secrets) = found(&dump(), &sealed);
+    assert_eq!(ids, 100, "the dump holds the payments' rows");
+    assert!(secrets.is_empty(), "in the dump: {secrets:?}");
+
+    let (mut server, base, _) = serve_with(
+        &data,
+        "127.0.0.1",
+        &["--database-url", &url],
+        &[("PAYMENTS_SECRETS__SEAL_REQUISITES", "false")],
+    );
+    wait_ready(&mut server, &base).await;
+    let clear = create(&data, "clear", 10).await;
+    drop(server);
+    let (ids, secrets) = found(&dump(), &clear);
+    assert_eq!((ids, secrets.len()), (10, 20), "in clear: {secrets:?}");
+
+    let out = cli_json(
+        &data,
+        &["callback-secret", "reseal", "--database-url", &url],
+    );
+    assert_eq!(out["requisites_resealed"], 10, "{out}");
+    assert_eq!(out["requisites_already_current"], 100, "{out}");
+    let (_, secrets) = found(&dump(), &clear);
+    assert!(secrets.is_empty(), "still in the dump: {secrets:?}");
+}
