@@ -48,6 +48,7 @@ mod schema;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 
 pub use error::OpenError;
 pub use payments_store_sql::sealing::{RequisiteReseal, RequisiteSealing, SealWrites};
@@ -120,12 +121,13 @@ impl fmt::Debug for PgStore {
     }
 }
 
-/// The connection settings of `url` with the options' timeouts and session settings.
-pub(crate) fn pg_config(
-    url: &str,
-    options: &PgOptions,
-) -> Result<tokio_postgres::Config, OpenError> {
-    let mut config: tokio_postgres::Config = url
+/// The connection settings of `url` with the options' timeouts and session settings, and its
+/// transport (in clear, or TLS with `sslmode=verify-full`; see [`tls`]).
+pub(crate) fn pg_config(url: &str, options: &PgOptions) -> Result<tls::Target, OpenError> {
+    let params = tls::split(url)?;
+    let transport = tls::transport(params.root.as_deref())?;
+    let mut config: tokio_postgres::Config = params
+        .url
         .parse()
         .map_err(|e: tokio_postgres::Error| OpenError::Url(e.to_string()))?;
     if config.get_application_name().is_none() {
@@ -148,7 +150,10 @@ pub(crate) fn pg_config(
         .keepalives_interval((options.keepalive_idle / 3).max(Duration::from_secs(1)))
         .keepalives_retries(3)
         .tcp_user_timeout(options.tcp_user_timeout);
-    Ok(config)
+    if matches!(transport, tls::Transport::Verified(_)) {
+        config.ssl_mode(tokio_postgres::config::SslMode::Require);
+    }
+    Ok(tls::Target { config, transport })
 }
 
 impl PgStore {
@@ -160,11 +165,11 @@ impl PgStore {
     /// newer build wrote is refused ([`SchemaError::NewerSchema`](payments_store_sql::schema::SchemaError::NewerSchema)) unless that build only
     /// expanded the schema.
     pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, OpenError> {
-        let config = pg_config(url, &options)?;
+        let target = pg_config(url, &options)?;
         if options.migrate {
-            schema::migrate_with(&config, options.migration_lock_timeout).await?;
+            schema::migrate_with(&target, options.migration_lock_timeout).await?;
         }
-        let store = Self::pool_only(config, &options)?;
+        let store = Self::pool_only(target, &options)?;
         // One connection up front: a wrong password or a missing database fails here.
         let client = store
             .client()
@@ -177,17 +182,16 @@ impl PgStore {
         Ok(store)
     }
 
-    fn pool_only(
-        config: tokio_postgres::Config,
-        options: &PgOptions,
-    ) -> Result<PgStore, OpenError> {
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+    fn pool_only(target: tls::Target, options: &PgOptions) -> Result<PgStore, OpenError> {
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match target.transport {
+            tls::Transport::Plain => Manager::from_config(target.config, NoTls, manager_config),
+            tls::Transport::Verified(tls) => {
+                Manager::from_config(target.config, tls, manager_config)
+            }
+        };
         let max_lifetime = options.max_lifetime;
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))

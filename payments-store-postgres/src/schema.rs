@@ -9,7 +9,9 @@
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, NoTls};
+
+use crate::tls::{Target, Transport};
 
 use payments_store_sql::schema::{self, BASELINE, BASELINE_MIN_READER};
 
@@ -57,8 +59,8 @@ const MIGRATION_LOCK: i64 = 0x7061_796d_656e_7473;
 /// migrate` subcommand); returns the version before and after. Waits at most `lock_wait` for
 /// a migration another node is running.
 pub async fn migrate(url: &str, lock_wait: Duration) -> Result<(u32, u32), OpenError> {
-    let config = crate::pg_config(url, &crate::PgOptions::default())?;
-    migrate_with(&config, lock_wait).await
+    let target = crate::pg_config(url, &crate::PgOptions::default())?;
+    migrate_with(&target, lock_wait).await
 }
 
 /// What [`inspect`] reads of a database without changing it.
@@ -76,8 +78,8 @@ pub struct DatabaseInfo {
 /// Connects to `url` and reads its schema version and size, changing nothing (for
 /// `payments-server status`, which must work on a database that needs `migrate`).
 pub async fn inspect(url: &str) -> Result<DatabaseInfo, OpenError> {
-    let config = crate::pg_config(url, &crate::PgOptions::default())?;
-    let (client, task) = connect_one(&config).await?;
+    let target = crate::pg_config(url, &crate::PgOptions::default())?;
+    let (client, task) = connect_one(&target).await?;
     let result = async {
         let (schema_version, min_reader) = read_version(&client).await?;
         let row = client
@@ -98,22 +100,32 @@ pub async fn inspect(url: &str) -> Result<DatabaseInfo, OpenError> {
 
 /// One connection outside the pool, and the task driving it (it ends when the client is
 /// dropped).
-async fn connect_one(config: &Config) -> Result<(Client, JoinHandle<()>), OpenError> {
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|e| OpenError::Connect(crate::error::describe(&e)))?;
-    let task = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok((client, task))
+async fn connect_one(target: &Target) -> Result<(Client, JoinHandle<()>), OpenError> {
+    let refused = |e: tokio_postgres::Error| OpenError::Connect(crate::error::describe(&e));
+    let task = match &target.transport {
+        Transport::Plain => {
+            let (client, connection) = target.config.connect(NoTls).await.map_err(refused)?;
+            let task = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            (client, task)
+        }
+        Transport::Verified(tls) => {
+            let (client, connection) = target.config.connect(tls.clone()).await.map_err(refused)?;
+            let task = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            (client, task)
+        }
+    };
+    Ok(task)
 }
 
 pub(crate) async fn migrate_with(
-    config: &Config,
+    target: &Target,
     lock_wait: Duration,
 ) -> Result<(u32, u32), OpenError> {
-    let (client, task) = connect_one(config).await?;
+    let (client, task) = connect_one(target).await?;
     let result = locked_migrate(&client, lock_wait).await;
     drop(client);
     let _ = task.await;

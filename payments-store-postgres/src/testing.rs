@@ -75,3 +75,106 @@ pub const DOWNGRADE_TO_VERSION_1: &str = "
     ALTER TABLE outbox_events DROP COLUMN resent_by;
     ALTER TABLE delivery_attempts DROP COLUMN response_excerpt;
     DELETE FROM schema_migrations WHERE version > 1;";
+
+/// The certificates of the test database's TLS ([`tls_database`]).
+#[derive(Debug, Clone)]
+pub struct TestTls {
+    /// The CA that signed the server's certificate (for `sslrootcert`).
+    pub ca: std::path::PathBuf,
+    /// A CA that signed nothing the server has: trusting it alone, a connection must fail.
+    pub other_ca: std::path::PathBuf,
+}
+
+/// Turns TLS on in the test database's server, with a certificate for `127.0.0.1` (its IP
+/// address only: a connection to `localhost` does not match it) signed by a test CA, and
+/// answers the CA files. The server's data dir must be writable by the test (`.ci/run` sets
+/// `PAYMENTS_TEST_PG_DATA` to it): the files are written there, owned by the server's user,
+/// and `ssl` is turned on with `ALTER SYSTEM` and a reload, so a later restart of that server
+/// keeps it. Connections without TLS keep working. Files from an earlier run are reused.
+///
+/// # Panics
+/// Without `PAYMENTS_TEST_PG_DATA`, or when the server does not turn TLS on.
+pub async fn tls_database(base: &str) -> TestTls {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    static ONCE: tokio::sync::OnceCell<TestTls> = tokio::sync::OnceCell::const_new();
+    ONCE.get_or_init(|| async {
+        let data = std::path::PathBuf::from(std::env::var("PAYMENTS_TEST_PG_DATA").expect(
+            "PAYMENTS_TEST_PG_DATA is not set: the TLS test writes the server's certificate \
+             into the test database's data dir (.ci/run sets it)",
+        ));
+        let owner = std::fs::metadata(&data).expect("the database's data dir");
+        let file = |name: &str| data.join(format!("payments-test-{name}"));
+        let tls = TestTls {
+            ca: file("ca.pem"),
+            other_ca: file("other-ca.pem"),
+        };
+        let (cert, key) = (file("server.crt"), file("server.key"));
+        if ![&tls.ca, &tls.other_ca, &cert, &key]
+            .iter()
+            .all(|p| p.exists())
+        {
+            let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+            let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+            ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            ca.distinguished_name
+                .push(rcgen::DnType::CommonName, "payments test CA");
+            let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
+            let other_key = rcgen::KeyPair::generate().expect("a CA key");
+            let mut other = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+            other.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let other_cert = other.self_signed(&other_key).expect("another CA");
+            let server_key = rcgen::KeyPair::generate().expect("a server key");
+            let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+                .expect("server params")
+                .signed_by(&server_key, &ca_cert, &ca_key)
+                .expect("the server certificate");
+            for (path, text, mode) in [
+                (&tls.ca, ca_cert.pem(), 0o644),
+                (&tls.other_ca, other_cert.pem(), 0o644),
+                (&cert, server.pem(), 0o644),
+                (&key, server_key.serialize_pem(), 0o600),
+            ] {
+                std::fs::write(path, text).expect("write into the database's data dir");
+                std::os::unix::fs::chown(path, Some(owner.uid()), Some(owner.gid()))
+                    .expect("give the file to the database server's user");
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                    .expect("set the file's mode");
+            }
+        }
+        let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
+            .await
+            .expect("connect to DATABASE_URL");
+        tokio::spawn(connection);
+        // One statement each: ALTER SYSTEM refuses to run in a transaction block.
+        for statement in [
+            format!("ALTER SYSTEM SET ssl_cert_file = '{}'", cert.display()),
+            format!("ALTER SYSTEM SET ssl_key_file = '{}'", key.display()),
+            "ALTER SYSTEM SET ssl = on".to_string(),
+            "SELECT pg_reload_conf()".to_string(),
+        ] {
+            client
+                .batch_execute(&statement)
+                .await
+                .expect("turn TLS on");
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (c, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
+                .await
+                .expect("connect to DATABASE_URL");
+            tokio::spawn(connection);
+            let on: String = c.query_one("SHOW ssl", &[]).await.expect("SHOW ssl").get(0);
+            if on == "on" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the database server did not turn TLS on (its log says why)"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        tls
+    })
+    .await
+    .clone()
+}
