@@ -152,10 +152,7 @@ pub async fn tls_database(base: &str) -> TestTls {
             "ALTER SYSTEM SET ssl = on".to_string(),
             "SELECT pg_reload_conf()".to_string(),
         ] {
-            client
-                .batch_execute(&statement)
-                .await
-                .expect("turn TLS on");
+            client.batch_execute(&statement).await.expect("turn TLS on");
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
