@@ -228,7 +228,11 @@ async fn load(rotation: Rotation, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>)
             continue;
         };
         n += 1;
-        let method = if n.is_multiple_of(2) { "sbp" } else { "card_transfer" };
+        let method = if n.is_multiple_of(2) {
+            "sbp"
+        } else {
+            "card_transfer"
+        };
         let body = json!({"merchant_payment_id": format!("roll-{n}"), "amount": "2500.00",
                           "payment_method": method});
         match client.create_payment(&body).await {

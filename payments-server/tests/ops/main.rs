@@ -6,7 +6,6 @@
 mod access_log;
 mod at_rest;
 mod backup;
-mod crash;
 mod failed;
 mod lock;
 mod metrics;

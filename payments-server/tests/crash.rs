@@ -1,0 +1,235 @@
+//! Creates cut off while they wait for the HTTP provider: the upstream issued a requisite for
+//! each, the node never recorded one. Either the node is killed (SIGKILL) and restarted on the
+//! same data dir, or, on PostgreSQL, the database restarts under the node. The merchant
+//! repeats each create (as it must after a lost answer) and gets its payment in `processing`
+//! with the requisite the upstream issued: the repeat asks the upstream again for the same
+//! payment id, which answers its first answer. Nothing is issued twice.
+//!
+//! A test binary of its own: the database restart would cut the PostgreSQL tests running
+//! beside it in one binary.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use payments_client::{MerchantClient, SandboxCredentials};
+use payments_core::callback::CallbackSecret;
+use payments_examples::upstream::{server_settings, ExampleUpstream};
+use serde_json::json;
+
+#[path = "ops/support.rs"]
+mod support;
+
+use crate::support::{serve, wait_ready};
+
+const SECRET: &str = "whsec_Y3Jhc2gtdGVzdC11cHN0cmVhbS1zZWNyZXQtMDEyMzQ1";
+
+/// How long the upstream holds each answer after issuing: the creates are in flight then.
+const LATE: Duration = Duration::from_secs(3);
+
+/// What cuts the creates off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Disruption {
+    /// SIGKILL the node, start it again.
+    KillTheNode,
+    /// Stop PostgreSQL under the node until the upstream has answered, then start it.
+    RestartTheDatabase,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_cut_off_by_a_sigkill_get_the_requisites_the_upstream_issued() {
+    cut_off(Disruption::KillTheNode).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL (and PAYMENTS_TEST_PG_CTL, PAYMENTS_TEST_PG_DATA)"]
+async fn creates_cut_off_by_a_database_restart_get_the_requisites_the_upstream_issued() {
+    cut_off(Disruption::RestartTheDatabase).await;
+}
+
+/// The test database's server, stopped and started again with its `pg_ctl` (as the user
+/// `postgres`), with the options it was started with (`postmaster.opts`).
+struct Database {
+    pg_ctl: String,
+    data: String,
+    options: String,
+}
+
+impl Database {
+    fn from_env() -> Database {
+        let var = |name: &str| {
+            std::env::var(name).unwrap_or_else(|_| {
+                panic!(
+                    "{name} is not set: the database restart needs the test server's pg_ctl \
+                     and data dir (.ci/run sets both)"
+                )
+            })
+        };
+        let (pg_ctl, data) = (var("PAYMENTS_TEST_PG_CTL"), var("PAYMENTS_TEST_PG_DATA"));
+        // `<postgres binary> "-D" "<data>" "-p" "<port>" ...`: what follows the data dir.
+        let opts = std::fs::read_to_string(format!("{data}/postmaster.opts"))
+            .expect("the server's postmaster.opts");
+        let options = opts
+            .split_once(&format!("\"{data}\""))
+            .map(|(_, rest)| rest.trim().to_string())
+            .expect("postmaster.opts names the data dir");
+        Database {
+            pg_ctl,
+            data,
+            options,
+        }
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let status = std::process::Command::new("runuser")
+            .args([
+                "-u",
+                "postgres",
+                "--",
+                &self.pg_ctl,
+                "-D",
+                &self.data,
+                "-w",
+                "-t",
+                "60",
+            ])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("runuser pg_ctl");
+        assert!(status.success(), "pg_ctl {args:?} failed");
+    }
+
+    /// Fast shutdown: every session cut.
+    fn stop(&self) {
+        self.pg_ctl(&["-m", "fast", "stop"]);
+    }
+
+    fn start(&self) {
+        self.pg_ctl(&["-l", "/dev/null", "-o", &self.options, "start"]);
+    }
+}
+
+async fn cut_off(disruption: Disruption) {
+    let up = ExampleUpstream::new(CallbackSecret::parse(SECRET).unwrap());
+    // Requisites are issued at once and answered LATE.
+    let app = up.router().layer(axum::middleware::from_fn(
+        |req: axum::extract::Request, next: axum::middleware::Next| async move {
+            let late = req.uri().path() == "/requisites";
+            let resp = next.run(req).await;
+            if late {
+                tokio::time::sleep(LATE).await;
+            }
+            resp
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("payments.toml");
+    std::fs::write(&config, server_settings(&upstream, SECRET, "127.0.0.1:0")).unwrap();
+    let config = config.display().to_string();
+    let mut args = vec!["--config".to_string(), config];
+    if disruption == Disruption::RestartTheDatabase {
+        let url = support::fresh_schema(&support::database_url()).await;
+        args.extend(["--database-url".to_string(), url]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (mut server, base, _) = serve(&data, &args);
+    wait_ready(&mut server, &base).await;
+    let creds = || SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let body = |n: usize| {
+        json!({"merchant_payment_id": format!("crash-{n}"), "amount": "1910.00",
+               "payment_method": "card_transfer"})
+    };
+
+    // Five creates, each waiting for the upstream's late answer, when the node dies.
+    let impatient = MerchantClient::from_credentials(&creds())
+        .unwrap()
+        .with_http_client(
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        );
+    let in_flight: Vec<_> = (0..5)
+        .map(|n| {
+            let (c, b) = (impatient.clone(), body(n));
+            tokio::spawn(async move { c.create_payment(&b).await })
+        })
+        .collect();
+    let started = Instant::now();
+    while up.issued() < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the upstream issues"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let server = match disruption {
+        Disruption::KillTheNode => {
+            server.0.kill().unwrap();
+            server.0.wait().unwrap();
+            for create in in_flight {
+                assert!(
+                    create.await.unwrap().is_err(),
+                    "the node died before it answered"
+                );
+            }
+            // The node comes back on the same data dir.
+            let (mut server, base, _) = serve(&data, &args);
+            wait_ready(&mut server, &base).await;
+            server
+        }
+        Disruption::RestartTheDatabase => {
+            // Down while the upstream's answers arrive: the node cannot record them.
+            let database = Database::from_env();
+            database.stop();
+            for create in in_flight {
+                if let Ok(r) = create.await.unwrap() {
+                    assert_ne!(r.json["status"], "processing", "{}", r.json);
+                }
+            }
+            database.start();
+            wait_ready(&mut server, &base).await;
+            server
+        }
+    };
+
+    // The merchant repeats each create.
+    let merchant = MerchantClient::from_credentials(&creds())
+        .unwrap()
+        .with_http_client(
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        );
+    let repeats: Vec<_> = (0..5)
+        .map(|n| {
+            let (c, b) = (merchant.clone(), body(n));
+            tokio::spawn(async move { c.create_payment(&b).await })
+        })
+        .collect();
+    let mut requisites = Vec::new();
+    for repeat in repeats {
+        let r = repeat.await.unwrap().expect("the repeat is answered");
+        assert_eq!(r.status.as_u16(), 200, "{}", r.json);
+        assert_eq!(r.json["status"], "processing", "{}", r.json);
+        requisites.push(r.json["requisite"].as_str().unwrap().to_string());
+    }
+    requisites.sort();
+    requisites.dedup();
+    assert_eq!(requisites.len(), 5, "one requisite each");
+    assert_eq!(
+        up.issued(),
+        5,
+        "no payment got a second requisite: each is the one issued before the crash"
+    );
+    drop(server);
+}
