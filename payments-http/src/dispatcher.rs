@@ -497,7 +497,16 @@ impl Inner {
         };
         let started_at = self.clock.now();
         let began = Instant::now();
-        let outcome = self.attempt(event, &secrets, started_at).await;
+        let span = crate::trace::callback_span(
+            &event_id.to_string(),
+            &event.event.payment_id.to_string(),
+            number,
+        );
+        let outcome = tracing::Instrument::instrument(
+            self.attempt(event, &secrets, started_at),
+            span.clone(),
+        )
+        .await;
         let duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
         let success = outcome.error.is_none();
         let attempt = DeliveryAttempt {
@@ -515,6 +524,7 @@ impl Inner {
         if let Some(reason) = reason {
             self.metrics.observe_delivery_failure(reason);
         }
+        crate::trace::record_result(&span, reason.unwrap_or("delivered"));
         let next_attempt_at = self.service.next_attempt_at(event, &attempt);
         let host = payments_core::event::destination_host(&event.destination);
         tracing::info!(

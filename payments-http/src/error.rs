@@ -174,15 +174,17 @@ pub async fn answer_errors(
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let note = Arc::new(AccessNote::default());
+    let span = crate::trace::request_span(method.as_str(), &route, &rid.0, req.headers());
     let (mut resp, code) = match over_limits(&req) {
         Some(e) => (render(&e, &rid), Some(e.code.as_str())),
         None => {
             req.extensions_mut().insert(rid.clone());
             req.extensions_mut().insert(note.clone());
-            let resp = next.run(req).await;
+            let resp = tracing::Instrument::instrument(next.run(req), span.clone()).await;
             finish(resp, &rid).await
         }
     };
+    crate::trace::record_status(&span, resp.status().as_u16());
     if let Ok(v) = HeaderValue::from_str(&rid.0) {
         resp.headers_mut().insert(REQUEST_ID, v);
     }

@@ -77,6 +77,7 @@ pub mod sandbox;
 pub mod state;
 pub mod sweeper;
 pub mod system;
+pub mod trace;
 pub mod workers;
 
 pub use app::{app, operator_app, serve};

@@ -48,18 +48,22 @@ impl StoreLayer for MeasuredStore {
         op: Op,
         call: BoxFuture<'a, Result<T, StoreError>>,
     ) -> BoxFuture<'a, Result<T, StoreError>> {
-        Box::pin(async move {
-            let start = Instant::now();
-            let result = call.await;
-            // A conflict or a duplicate is an answer the service expects, not a failure of the
-            // store; it is counted all the same, by its own cause.
-            self.metrics.observe_store(
-                op.kind.as_str(),
-                start.elapsed(),
-                result.as_ref().err().map(StoreError::cause),
-            );
-            result
-        })
+        let span = crate::trace::store_span(op.name, op.kind.as_str());
+        Box::pin(tracing::Instrument::instrument(
+            async move {
+                let start = Instant::now();
+                let result = call.await;
+                // A conflict or a duplicate is an answer the service expects, not a failure of the
+                // store; it is counted all the same, by its own cause.
+                self.metrics.observe_store(
+                    op.kind.as_str(),
+                    start.elapsed(),
+                    result.as_ref().err().map(StoreError::cause),
+                );
+                result
+            },
+            span,
+        ))
     }
 }
 
@@ -119,10 +123,13 @@ impl RequisiteProvider for MeasuredProvider {
             start: Instant::now(),
             armed: true,
         };
-        let outcome = self.inner.issue(request).await;
+        let span = crate::trace::provider_span(&request.payment_id.to_string());
+        let outcome =
+            tracing::Instrument::instrument(self.inner.issue(request), span.clone()).await;
         guard.armed = false;
-        self.metrics
-            .observe_provider(provider_outcome(&outcome), guard.start.elapsed());
+        let label = provider_outcome(&outcome);
+        crate::trace::record_outcome(&span, label);
+        self.metrics.observe_provider(label, guard.start.elapsed());
         outcome
     }
 

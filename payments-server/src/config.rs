@@ -100,6 +100,8 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     /// `[secrets]`: the key files sealing callback secrets at rest.
     pub secrets: SecretsSettings,
+    /// `[telemetry]`: OpenTelemetry traces (off unless an endpoint is set).
+    pub telemetry: TelemetrySettings,
     /// `[log]`: the log's format and filter.
     pub log: LogSettings,
     /// `[tuning]`: the knobs a deployment rarely turns.
@@ -359,6 +361,31 @@ impl Default for CabinetSettings {
     }
 }
 
+/// `[telemetry]`: OpenTelemetry traces, exported over OTLP/HTTP (protobuf) when an endpoint is
+/// set (needs the feature `otlp`, on by default).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetrySettings {
+    /// The collector's traces URL, e.g. `http://otel-collector:4318/v1/traces`. None (the
+    /// default): no traces are made or sent.
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` of the spans. `payments-server` by default.
+    pub service_name: String,
+    /// The fraction of traces started here that are kept (0 to 1; 1 by default). A request
+    /// whose `traceparent` says sampled or not keeps its caller's decision.
+    pub sample_ratio: f64,
+}
+
+impl Default for TelemetrySettings {
+    fn default() -> TelemetrySettings {
+        TelemetrySettings {
+            otlp_endpoint: None,
+            service_name: "payments-server".into(),
+            sample_ratio: 1.0,
+        }
+    }
+}
+
 /// `[metrics]`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -497,6 +524,7 @@ impl Default for Settings {
             cabinet: CabinetSettings::default(),
             metrics: MetricsSettings::default(),
             secrets: SecretsSettings::default(),
+            telemetry: TelemetrySettings::default(),
             log: LogSettings::default(),
             tuning: Tuning::default(),
             deprecated: Vec::new(),
@@ -588,6 +616,20 @@ impl Settings {
             return Err(ConfigError(
                 "tls.cert and tls.key must be given together".into(),
             ));
+        }
+        if !(0.0..=1.0).contains(&self.telemetry.sample_ratio) {
+            return Err(ConfigError(
+                "telemetry.sample_ratio: a fraction from 0 to 1".into(),
+            ));
+        }
+        if let Some(endpoint) = &self.telemetry.otlp_endpoint {
+            let url = reqwest::Url::parse(endpoint)
+                .map_err(|e| ConfigError(format!("telemetry.otlp_endpoint: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(ConfigError(
+                    "telemetry.otlp_endpoint: an http:// or https:// URL (OTLP/HTTP)".into(),
+                ));
+            }
         }
         let trimmed = |u: Option<String>| u.map(|u| u.trim_end_matches('/').to_string());
         self.listen.public_url = trimmed(self.listen.public_url);

@@ -149,7 +149,11 @@ fn flag_bool(v: &str) -> Result<bool, String> {
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let settings = settings(&args.common, &args)?;
-    let _log = payments_server::telemetry::init_server(settings.log.format, &settings.log.level);
+    let _log = payments_server::telemetry::init_server(
+        settings.log.format,
+        &settings.log.level,
+        &settings.telemetry,
+    );
     settings.warn_deprecated();
     let app = Application::build(settings).await.map_err(|e| e.0)?;
     if let Some(path) = app.bootstrapped_credentials() {

@@ -26,7 +26,7 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Installs the global subscriber writing each line straight to standard error (once; later
 /// calls are ignored). For the command-line tools: short-lived, every line out before exit.
 pub fn init(format: LogFormat, level: &str) {
-    install(format, level, std::io::stderr);
+    install(format, level, std::io::stderr, None);
 }
 
 /// Installs the global subscriber for the long-running server (once; later calls are ignored).
@@ -42,7 +42,21 @@ pub fn init(format: LogFormat, level: &str) {
 /// `SIGKILL`) are lost: the last 20 ms or so, more when stderr was slow to take them; a panic's
 /// own message goes straight to stderr and may come before the lines queued ahead of it. A
 /// failed write to stderr counts its lines as dropped.
-pub fn init_server(format: LogFormat, level: &str) -> LogGuard {
+///
+/// With `[telemetry] otlp_endpoint` set (and the feature `otlp`), spans are also exported as
+/// OpenTelemetry traces over OTLP/HTTP ([`traces`]); the guard flushes them when dropped.
+pub fn init_server(
+    format: LogFormat,
+    level: &str,
+    telemetry: &crate::config::TelemetrySettings,
+) -> LogGuard {
+    let traces = traces::start(telemetry);
+    let mut guard = init_server_logs(format, level, traces.as_ref().map(|t| t.layer()));
+    guard.traces = traces;
+    guard
+}
+
+fn init_server_logs(format: LogFormat, level: &str, traces: Option<traces::Layer>) -> LogGuard {
     let buffer = Arc::new(LogBuffer::default());
     let flusher = {
         let buffer = Arc::clone(&buffer);
@@ -52,15 +66,19 @@ pub fn init_server(format: LogFormat, level: &str) -> LogGuard {
     };
     match flusher {
         Ok(thread) => {
-            install(format, level, BufferWriter(Arc::clone(&buffer)));
+            install(format, level, BufferWriter(Arc::clone(&buffer)), traces);
             LogGuard {
                 flusher: Some((buffer, thread)),
+                traces: None,
             }
         }
         // No thread for it: write directly, as the tools do.
         Err(_) => {
-            init(format, level);
-            LogGuard { flusher: None }
+            install(format, level, std::io::stderr, traces);
+            LogGuard {
+                flusher: None,
+                traces: None,
+            }
         }
     }
 }
@@ -76,10 +94,15 @@ pub fn dropped_log_lines() -> u64 {
 #[derive(Debug)]
 pub struct LogGuard {
     flusher: Option<(Arc<LogBuffer>, JoinHandle<()>)>,
+    traces: Option<traces::Traces>,
 }
 
 impl Drop for LogGuard {
     fn drop(&mut self) {
+        // The traces first: their exporter may log a failure.
+        if let Some(traces) = self.traces.take() {
+            traces.shutdown();
+        }
         if let Some((buffer, thread)) = self.flusher.take() {
             buffer.lock().closed = true;
             buffer.wake.notify_one();
@@ -230,20 +253,181 @@ impl Write for &LogBuffer {
     }
 }
 
-fn install<W>(format: LogFormat, level: &str, writer: W)
+/// The target of the spans made for traces only (the request, store calls, the provider call,
+/// callback deliveries): the log never shows them, whatever its filter.
+pub const TRACE_TARGET: &str = payments_http::trace::TARGET;
+
+fn install<W>(format: LogFormat, level: &str, writer: W, traces: Option<traces::Layer>)
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let filter = |level: &str| {
+        EnvFilter::try_new(format!("{level},{TRACE_TARGET}=off"))
+            .unwrap_or_else(|_| EnvFilter::new(format!("info,{TRACE_TARGET}=off")))
+    };
     // Colours only for a person at a terminal, not in files or journald.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(writer);
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
+    let fmt = match format {
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
+        LogFormat::Text => fmt.boxed(),
     };
+    let _ = tracing_subscriber::registry()
+        .with(traces)
+        .with(fmt.with_filter(filter(level)))
+        .try_init();
+}
+
+/// OpenTelemetry traces (feature `otlp`): the spans of [`TRACE_TARGET`] and the handlers',
+/// exported over OTLP/HTTP in batches, with W3C trace context (`traceparent`) taken from
+/// requests and passed to the upstream.
+#[cfg(feature = "otlp")]
+pub mod traces {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::WithExportConfig as _;
+    use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+    use tracing_subscriber::Layer as _;
+
+    use crate::config::TelemetrySettings;
+
+    /// The layer that turns spans into OpenTelemetry spans.
+    pub type Layer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+    /// The running exporter.
+    #[derive(Debug)]
+    pub struct Traces {
+        provider: SdkTracerProvider,
+    }
+
+    /// Starts the exporter when `settings` name an endpoint (`None` otherwise, or when it
+    /// cannot be built: that is logged and the server runs without traces).
+    pub fn start(settings: &TelemetrySettings) -> Option<Traces> {
+        let endpoint = settings.otlp_endpoint.clone()?;
+        let (name, ratio) = (settings.service_name.clone(), settings.sample_ratio);
+        // The blocking HTTP client may be neither made nor dropped on an async runtime's
+        // thread: the exporter is built on a thread of its own.
+        let built = std::thread::spawn(move || {
+            let exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_endpoint(endpoint)
+                .with_timeout(std::time::Duration::from_secs(5))
+                .build()
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(
+                SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter)
+                    .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+                        ratio,
+                    ))))
+                    .with_resource(
+                        opentelemetry_sdk::Resource::builder()
+                            .with_service_name(name)
+                            .build(),
+                    )
+                    .build(),
+            )
+        })
+        .join();
+        match built {
+            Ok(Ok(provider)) => {
+                opentelemetry::global::set_text_map_propagator(
+                    opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+                );
+                payments_http::trace::set_remote_parent(remote_parent);
+                Some(Traces { provider })
+            }
+            Ok(Err(e)) => {
+                eprintln!("telemetry.otlp_endpoint: cannot export traces: {e}");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    impl Traces {
+        /// The tracing layer exporting to this provider: the trace-only spans and the
+        /// handlers' spans, at INFO and above.
+        pub fn layer(&self) -> Layer {
+            let filter = tracing_subscriber::filter::Targets::new()
+                .with_target(super::TRACE_TARGET, tracing::Level::INFO)
+                .with_target("payments_http", tracing::Level::INFO)
+                .with_target("payments_core", tracing::Level::INFO)
+                .with_target("payments_server", tracing::Level::INFO);
+            tracing_opentelemetry::layer()
+                .with_tracer(self.provider.tracer("payments-server"))
+                .with_filter(filter)
+                .boxed()
+        }
+
+        /// Exports what is queued and stops (on a thread of its own, see [`start`]).
+        pub fn shutdown(self) {
+            let _ = std::thread::spawn(move || {
+                let _ = self.provider.shutdown();
+            })
+            .join();
+        }
+    }
+
+    /// Makes `span` a child of the trace named by the request's `traceparent`, if any.
+    fn remote_parent(headers: &axum::http::HeaderMap, span: &tracing::Span) {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let context = opentelemetry::global::get_text_map_propagator(|p| {
+            p.extract(&opentelemetry_http::HeaderExtractor(headers))
+        });
+        let _ = span.set_parent(context);
+    }
+
+    /// The headers that carry the current span's trace to an upstream (`traceparent`).
+    pub fn current_context_headers() -> Vec<(String, String)> {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let context = tracing::Span::current().context();
+        let mut out = std::collections::HashMap::new();
+        opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&context, &mut out));
+        out.into_iter().collect()
+    }
+}
+
+/// Without the feature `otlp`: no traces (a configured endpoint is refused at start).
+#[cfg(not(feature = "otlp"))]
+pub mod traces {
+    use crate::config::TelemetrySettings;
+
+    /// No layer.
+    pub type Layer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+    /// Nothing runs.
+    #[derive(Debug)]
+    pub enum Traces {}
+
+    /// Warns when an endpoint is set: this build cannot export.
+    pub fn start(settings: &TelemetrySettings) -> Option<Traces> {
+        if settings.otlp_endpoint.is_some() {
+            eprintln!(
+                "telemetry.otlp_endpoint is set, but this build of payments-server has no \
+                 OpenTelemetry export (build it with the feature otlp, on by default)"
+            );
+        }
+        None
+    }
+
+    impl Traces {
+        /// The layer (never made: there is no `Traces`).
+        pub fn layer(&self) -> Layer {
+            match *self {}
+        }
+
+        /// Nothing to stop.
+        pub fn shutdown(self) {}
+    }
+
+    /// No headers.
+    pub fn current_context_headers() -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]
@@ -283,6 +467,7 @@ mod tests {
         let thread = std::thread::spawn(move || b.write_out(&mut sink));
         let guard = LogGuard {
             flusher: Some((Arc::clone(&buffer), thread)),
+            traces: None,
         };
         (buffer, out, guard)
     }

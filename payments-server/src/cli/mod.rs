@@ -203,7 +203,6 @@ async fn execute(
     actor: &Actor,
     #[cfg_attr(not(feature = "cabinet"), allow(unused_variables))] settings: &Settings,
 ) -> Result<Output, ApiError> {
-    let cabinet_store = &store.cabinet_store();
     match command {
         OperatorCommand::Merchant(g) => directory::merchant(svc, g.command, actor).await,
         OperatorCommand::Project(g) => directory::project(svc, g.command, actor).await,
@@ -218,7 +217,7 @@ async fn execute(
         #[cfg(feature = "cabinet")]
         OperatorCommand::User(g) => {
             let url = cabinet_url(settings);
-            users::user(svc, Some(cabinet_store), g.command, actor, &url).await
+            users::user(svc, Some(&store.cabinet_store()), g.command, actor, &url).await
         }
     }
 }

@@ -131,18 +131,23 @@ impl RequisiteProvider for HttpProvider {
         let (tx, rx) = oneshot::channel();
         let inner = self.inner.clone();
         let request = request.clone();
-        tokio::spawn(async move {
-            let outcome = inner.exchange(&request).await;
-            if let Err(late) = tx.send(outcome) {
-                // The service's budget ended first: the payment is already ambiguous.
-                tracing::warn!(
-                    payment_id = %request.payment_id,
-                    outcome = payments_http::measured::provider_outcome(&late),
-                    "requisite provider: an answer after the budget; the payment stays \
-                     provider_result_ambiguous (reconcile with the upstream)"
-                );
-            }
-        });
+        // The task carries the caller's span: its trace goes on to the upstream.
+        let span = tracing::Span::current();
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let outcome = inner.exchange(&request).await;
+                if let Err(late) = tx.send(outcome) {
+                    // The service's budget ended first: the payment is already ambiguous.
+                    tracing::warn!(
+                        payment_id = %request.payment_id,
+                        outcome = payments_http::measured::provider_outcome(&late),
+                        "requisite provider: an answer after the budget; the payment stays \
+                         provider_result_ambiguous (reconcile with the upstream)"
+                    );
+                }
+            },
+            span,
+        ));
         rx.await.unwrap_or_else(|_| {
             ProviderOutcome::Ambiguous("the requisite request ended abnormally".into())
         })
@@ -191,12 +196,16 @@ impl Inner {
     }
 
     async fn attempt(&self, request: &RequisiteRequest, body: &[u8]) -> Attempt {
-        let builder = self
+        let mut builder = self
             .client
             .post(self.url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(IDEMPOTENCY_KEY_HEADER, request.payment_id.to_string())
             .body(body.to_vec());
+        // The trace goes on to the upstream (`traceparent`) when traces are exported.
+        for (name, value) in crate::telemetry::traces::current_context_headers() {
+            builder = builder.header(name, value);
+        }
         let response = match self.signer.sign(builder, body).send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return Attempt::NotSent(error_text(&e)),

@@ -284,6 +284,7 @@ pub async fn stop_and_read_log(mut server: ServerProcess) -> (String, Vec<Value>
     (log, lines)
 }
 
+#[allow(unused_imports)]
 pub use payments_store_postgres::testing::{database_url, fresh_schema};
 
 /// A client of the database at `url`.
