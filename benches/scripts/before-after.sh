@@ -8,6 +8,10 @@
 #   T_BEFORE=../before/target/release T_AFTER=target/release \
 #     benches/scripts/before-after.sh [REPS=3] [CONNECTIONS="64 16"]
 #
+# ENV_BEFORE / ENV_AFTER: extra `NAME=value` settings for each build's server (space
+# separated), to compare two settings of one build, e.g. T_BEFORE=T_AFTER=target/release
+# ENV_BEFORE="PAYMENTS_SECRETS__SEAL_REQUISITES=false" (requisites in clear against sealed).
+#
 # Each rep runs both builds, one at a time on the same ports (18080/18081/18090), each on a
 # fresh data directory under ${PERF_DIR:-/tmp/perf}/before-after; the order of the two builds
 # flips every rep. Before each build's block it waits (polling every 20 s, at most LOAD_WAIT
@@ -57,11 +61,13 @@ wait_for_quiet() {
 # block BUILD REP: one server of BUILD (before|after) and its reference, every connection count.
 block() {
   local build=$1 rep=$2 t dir conns
-  if [ "$build" = before ]; then t=$T_BEFORE; else t=$T_AFTER; fi
+  local extra
+  if [ "$build" = before ]; then t=$T_BEFORE extra=${ENV_BEFORE:-}; else t=$T_AFTER extra=${ENV_AFTER:-}; fi
   dir=$OUT/$build-$rep
   rm -rf "$dir" && mkdir -p "$dir"
   wait_for_quiet
-  PAYMENTS_SYNCHRONOUS=full PAYMENTS_ALLOW_LOCAL_CALLBACKS=1 \
+  # shellcheck disable=SC2086 # $extra is a list of NAME=value words
+  env PAYMENTS_SYNCHRONOUS=full PAYMENTS_ALLOW_LOCAL_CALLBACKS=1 $extra \
     "$t/payments-server" serve --data-dir "$dir" \
     --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 2>"$dir/server.log" &
   SERVER=$!
