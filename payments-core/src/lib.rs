@@ -90,6 +90,7 @@
 //!     version: 1,
 //!     fingerprint: request.fingerprint(None),
 //!     metadata: request.metadata.clone(),
+//!     route: None,
 //! };
 //!
 //! // ... and two transitions. `apply` never mutates: it returns the next payment.
@@ -163,6 +164,7 @@ pub mod payment;
 pub mod project;
 pub mod provider;
 pub mod request;
+pub mod routing;
 pub mod sealing;
 pub mod service;
 pub mod settings;

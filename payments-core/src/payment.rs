@@ -337,6 +337,19 @@ pub struct Payment {
     pub fingerprint: String,
     /// The merchant's own keys from the create request (empty without them); never changes.
     pub metadata: Metadata,
+    /// The provider the payment was routed to (the one asked last, recorded before it was
+    /// asked) and why: for operators and the payment's recovery, never shown to merchants
+    /// or payers. `None` for payments from before routing.
+    pub route: Option<ProviderRoute>,
+}
+
+/// Which provider a payment was routed to, and why ([`crate::routing`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderRoute {
+    /// The provider asked (last).
+    pub provider: crate::routing::ProviderName,
+    /// The routing decision, for operators.
+    pub reason: String,
 }
 
 /// The most keys a payment's [`Metadata`] holds.

@@ -113,6 +113,12 @@ pub enum ProviderOutcome {
     NotRoutable(String),
     /// The result is unknown: the payment goes to `error` (`provider_result_ambiguous`).
     Ambiguous(String),
+    /// The provider was not reached, or refused the request before accepting it (no
+    /// connection, a `4xx`): nothing was issued. With several providers the next one may be
+    /// asked ([`crate::routing::Failover`]); the last one's is taken as
+    /// [`ProviderOutcome::Ambiguous`] (the payment goes to `error`,
+    /// `provider_result_ambiguous`, as before this variant existed).
+    Unavailable(String),
 }
 
 /// Issues transfer requisites. Called at most once per payment, within a 15 s budget; no
@@ -171,6 +177,31 @@ pub trait RequisiteProvider: Send + Sync {
     ///   be lost.
     fn issues_locally(&self) -> bool {
         false
+    }
+
+    /// The providers to ask for `request`, in order, and why ([`crate::routing::Router`]
+    /// routes across several). Default: this provider alone, named
+    /// [`ProviderName::DEFAULT`](crate::routing::ProviderName::DEFAULT).
+    fn plan(&self, request: &RequisiteRequest) -> crate::routing::Plan {
+        let _ = request;
+        crate::routing::Plan {
+            providers: vec![crate::routing::ProviderName::parse(
+                crate::routing::ProviderName::DEFAULT,
+            )
+            .expect("a valid name")],
+            reason: "one provider".into(),
+        }
+    }
+
+    /// Asks the provider `name` of this provider's [`plan`](Self::plan)s. Default:
+    /// [`issue`](Self::issue) (a provider that does not route is its only provider).
+    async fn issue_with(
+        &self,
+        name: &crate::routing::ProviderName,
+        request: &RequisiteRequest,
+    ) -> ProviderOutcome {
+        let _ = name;
+        self.issue(request).await
     }
 }
 

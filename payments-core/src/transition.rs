@@ -176,6 +176,7 @@ impl From<TransitionError> for ApiError {
 /// #     version: 1,
 /// #     fingerprint: request.fingerprint(None),
 /// #     metadata: request.metadata.clone(),
+/// #     route: None,
 /// # };
 /// use std::time::Duration;
 ///

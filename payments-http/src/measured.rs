@@ -94,6 +94,7 @@ pub fn provider_outcome(o: &ProviderOutcome) -> &'static str {
         ProviderOutcome::NoRequisites(_) => "no_requisites",
         ProviderOutcome::NotRoutable(_) => "not_routable",
         ProviderOutcome::Ambiguous(_) => "ambiguous",
+        ProviderOutcome::Unavailable(_) => "unavailable",
         #[allow(unreachable_patterns)]
         _ => "other",
     }
@@ -117,13 +118,42 @@ impl Drop for CallGuard<'_> {
 
 #[async_trait]
 impl RequisiteProvider for MeasuredProvider {
+    fn plan(&self, request: &RequisiteRequest) -> payments_core::routing::Plan {
+        self.inner.plan(request)
+    }
+
+    /// One provider's call, measured in total and per provider.
+    async fn issue_with(
+        &self,
+        name: &payments_core::routing::ProviderName,
+        request: &RequisiteRequest,
+    ) -> ProviderOutcome {
+        let mut guard = CallGuard {
+            metrics: &self.metrics,
+            start: Instant::now(),
+            armed: true,
+        };
+        let span = crate::trace::provider_span(&request.payment_id.to_string(), name.as_str());
+        let outcome =
+            tracing::Instrument::instrument(self.inner.issue_with(name, request), span.clone())
+                .await;
+        guard.armed = false;
+        let label = provider_outcome(&outcome);
+        crate::trace::record_outcome(&span, label);
+        let latency = guard.start.elapsed();
+        self.metrics.observe_provider(label, latency);
+        self.metrics
+            .observe_provider_attempt(name.as_str(), label, latency);
+        outcome
+    }
+
     async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome {
         let mut guard = CallGuard {
             metrics: &self.metrics,
             start: Instant::now(),
             armed: true,
         };
-        let span = crate::trace::provider_span(&request.payment_id.to_string());
+        let span = crate::trace::provider_span(&request.payment_id.to_string(), "-");
         let outcome =
             tracing::Instrument::instrument(self.inner.issue(request), span.clone()).await;
         guard.armed = false;

@@ -133,6 +133,23 @@ struct OutcomeLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProviderOutcomeLabels {
+    provider: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProviderLabels {
+    provider: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProviderStateLabels {
+    provider: String,
+    state: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StatusLabels {
     status: String,
 }
@@ -205,12 +222,28 @@ pub struct Metrics {
     events_failed: Counter,
     provider_calls: Family<OutcomeLabels, Counter>,
     provider_latency: Family<OutcomeLabels, Histogram, fn() -> Histogram>,
+    provider_attempts: Family<ProviderOutcomeLabels, Counter>,
+    provider_attempt_latency: Family<ProviderLabels, Histogram, fn() -> Histogram>,
     store_latency: Family<KindLabels, Histogram, fn() -> Histogram>,
     store_errors: Family<CauseLabels, Counter>,
     build_info: Family<BuildLabels, Gauge>,
     stuck_creates: Family<OutcomeLabels, Counter>,
     dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
     rate_ages: std::sync::OnceLock<RateAgesSource>,
+    provider_health: std::sync::OnceLock<ProviderHealthSource>,
+}
+
+/// Each provider's breaker state (`closed`, `open`, `half_open`) and issue rate, read at each
+/// scrape ([`Metrics::report_provider_health`]).
+pub type ProviderHealth = Arc<dyn Fn() -> Vec<(String, &'static str, f64)> + Send + Sync>;
+
+/// A registered [`ProviderHealth`].
+struct ProviderHealthSource(ProviderHealth);
+
+impl std::fmt::Debug for ProviderHealthSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProviderHealth(..)")
+    }
 }
 
 /// A registered [`RateAges`] (a closure has no `Debug`).
@@ -240,6 +273,9 @@ impl Default for Metrics {
         let events_failed = Counter::default();
         let provider_calls = Family::<OutcomeLabels, Counter>::default();
         let provider_latency =
+            Family::new_with_constructor(provider_histogram as fn() -> Histogram);
+        let provider_attempts = Family::<ProviderOutcomeLabels, Counter>::default();
+        let provider_attempt_latency =
             Family::new_with_constructor(provider_histogram as fn() -> Histogram);
         let store_latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let store_errors = Family::<CauseLabels, Counter>::default();
@@ -290,6 +326,18 @@ impl Default for Metrics {
             provider_latency.clone(),
         );
         registry.register(
+            "payments_provider_attempts",
+            "Calls of each requisite provider by outcome (issued, no_requisites, not_routable, \
+             unavailable: not reached, ambiguous, abandoned): with several providers, one create \
+             may call more than one",
+            provider_attempts.clone(),
+        );
+        registry.register(
+            "payments_provider_attempt_duration_seconds",
+            "Latency of each requisite provider's calls",
+            provider_attempt_latency.clone(),
+        );
+        registry.register(
             "payments_store_operation_duration_seconds",
             "Store call latency by kind (read, write)",
             store_latency.clone(),
@@ -321,12 +369,15 @@ impl Default for Metrics {
             events_failed,
             provider_calls,
             provider_latency,
+            provider_attempts,
+            provider_attempt_latency,
             store_latency,
             store_errors,
             build_info,
             stuck_creates,
             dropped_log_lines: std::sync::OnceLock::new(),
             rate_ages: std::sync::OnceLock::new(),
+            provider_health: std::sync::OnceLock::new(),
         }
     }
 }
@@ -338,6 +389,33 @@ impl Metrics {
     /// and without one the metric is left out. A second source is ignored.
     pub fn count_dropped_log_lines(&self, source: fn() -> u64) {
         let _ = self.dropped_log_lines.set(source);
+    }
+
+    /// Records one call of the provider `provider`: its outcome and latency.
+    pub fn observe_provider_attempt(
+        &self,
+        provider: &str,
+        outcome: &'static str,
+        latency: Duration,
+    ) {
+        self.provider_attempts
+            .get_or_create(&ProviderOutcomeLabels {
+                provider: provider.to_string(),
+                outcome,
+            })
+            .inc();
+        self.provider_attempt_latency
+            .get_or_create(&ProviderLabels {
+                provider: provider.to_string(),
+            })
+            .observe(latency.as_secs_f64());
+    }
+
+    /// Exposes `payments_provider_breaker{provider,state}` (1 for the provider's state, 0 for
+    /// the others) and `payments_provider_issue_rate{provider}`, read from `source` at each
+    /// scrape (the router's health). A second source is ignored.
+    pub fn report_provider_health(&self, source: ProviderHealth) {
+        let _ = self.provider_health.set(ProviderHealthSource(source));
     }
 
     /// Exposes `payments_rate_age_seconds{currency}`, read from `source` at each scrape: how
@@ -500,6 +578,34 @@ impl Metrics {
                 "payments_database_size_bytes",
                 "Size of the database files (database, wal)",
                 files,
+            );
+        }
+        if let Some(source) = self.provider_health.get() {
+            let states = Family::<ProviderStateLabels, Gauge>::default();
+            let rates =
+                Family::<ProviderLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+            for (provider, state, rate) in (source.0)() {
+                for s in ["closed", "open", "half_open"] {
+                    states
+                        .get_or_create(&ProviderStateLabels {
+                            provider: provider.clone(),
+                            state: s,
+                        })
+                        .set(i64::from(s == state));
+                }
+                rates.get_or_create(&ProviderLabels { provider }).set(rate);
+            }
+            scrape.register(
+                "payments_provider_breaker",
+                "Each requisite provider's circuit breaker: 1 for its state (closed: routed to; \
+                 open: taken out after failures; half_open: one probe in flight)",
+                states,
+            );
+            scrape.register(
+                "payments_provider_issue_rate",
+                "Each requisite provider's recent share of calls that issued requisites (moving \
+                 average)",
+                rates,
             );
         }
         if let Some(source) = self.rate_ages.get() {

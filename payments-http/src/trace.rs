@@ -64,13 +64,14 @@ pub fn store_span(op: &'static str, kind: &'static str) -> Span {
 
 /// The span of one requisite provider call (`otel.kind = client`); the outcome is recorded
 /// with [`record_outcome`].
-pub fn provider_span(payment_id: &str) -> Span {
+pub fn provider_span(payment_id: &str, provider: &str) -> Span {
     tracing::info_span!(
         target: TARGET,
         "provider",
         otel.name = "provider issue",
         otel.kind = "client",
         payment_id = %payment_id,
+        payments.provider = %provider,
         payments.provider.outcome = tracing::field::Empty,
     )
 }

@@ -29,6 +29,8 @@ use crate::codec::{self, corrupt};
 use crate::row::Cols;
 use crate::sealing::RequisiteSealing;
 use crate::value::SqlValue;
+use payments_core::payment::ProviderRoute;
+use payments_core::routing::ProviderName;
 
 /// A stored aggregate: its table's columns, and the conversions between it and a row.
 pub trait Record: Sized {
@@ -311,7 +313,7 @@ impl Record for AuditRecord {
 // --- payments --------------------------------------------------------------------------------
 
 /// The number of payment columns.
-pub const PAYMENT_NCOLS: usize = 30;
+pub const PAYMENT_NCOLS: usize = 32;
 
 /// The payment columns fixed at creation: an update never writes them, and a change that
 /// would alter them is refused as [`StoreError::Conflict`] (the store's `commit_change`
@@ -364,6 +366,8 @@ pub const PAYMENT_COLUMNS: [&str; PAYMENT_NCOLS] = [
     "fingerprint",
     "due_at",
     "metadata",
+    "provider",
+    "route_reason",
 ];
 
 /// A payment's values, one per [`PAYMENT_COLUMNS`] entry (a fixed-size array: the payment is
@@ -409,6 +413,8 @@ pub fn payment_values(
         SqlValue::text(p.fingerprint.as_str()),
         SqlValue::opt_ts(p.due_at()),
         SqlValue::opt_text(p.metadata.to_json_text().as_deref()),
+        SqlValue::opt_text(p.route.as_ref().map(|r| r.provider.as_str())),
+        SqlValue::opt_text(p.route.as_ref().map(|r| r.reason.as_str())),
     ])
 }
 
@@ -480,6 +486,14 @@ fn payment_as_stored(c: &Cols<'_>) -> Result<Payment, StoreError> {
                 Some(text) => {
                     Metadata::from_json_text(&text).map_err(|e| corrupt("metadata", e))?
                 }
+            },
+            route: match (c.opt_text("provider")?, c.opt_text("route_reason")?) {
+                (None, None) => None,
+                (Some(provider), Some(reason)) => Some(ProviderRoute {
+                    provider: ProviderName::parse(&provider).map_err(|e| corrupt("provider", e))?,
+                    reason,
+                }),
+                other => return Err(corrupt("route", other)),
             },
         })
     }

@@ -65,6 +65,16 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: "ALTER TABLE payments ADD COLUMN metadata TEXT;",
         min_reader: BASELINE_MIN_READER,
     },
+    // 13: the provider a payment was routed to, and why (several providers). Expand: two
+    // nullable columns; a build of schema 12 names its columns and never sees them.
+    Migration {
+        name: "payment route",
+        sqlite: "ALTER TABLE payments ADD COLUMN provider TEXT;\n\
+                 ALTER TABLE payments ADD COLUMN route_reason TEXT;",
+        postgres: "ALTER TABLE payments ADD COLUMN provider TEXT;\n\
+                   ALTER TABLE payments ADD COLUMN route_reason TEXT;",
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
 
 /// The schema version this build writes, on either engine.

@@ -9,13 +9,15 @@ use crate::clock::Timestamp;
 use crate::error::{ErrorCause, RateFailure};
 use crate::ids::PaymentId;
 use crate::payment::{
-    Currency, Flow, MerchantPaymentId, Payment, PaymentErrorCode, PaymentStatus, Requisites,
+    Currency, Flow, MerchantPaymentId, Payment, PaymentErrorCode, PaymentStatus, ProviderRoute,
+    Requisites,
 };
 use crate::project::{Merchant, NotCovered, Project};
 use crate::provider::{ProviderOutcome, RequisiteRequest};
 use crate::request::{CreatePayment, RequestError};
+use crate::routing::{Failover, ProviderName};
 use crate::settlement::{Course, Pricing};
-use crate::store::{AdmitOutcome, StoreError};
+use crate::store::{AdmitOutcome, PaymentChange, StoreError};
 use crate::transition::{self, Transition, TransitionError, Trigger};
 use crate::{ApiError, ErrorCode};
 
@@ -189,8 +191,16 @@ impl PaymentService {
         // requisites to is stored with them by the admission's write, the create's only one.
         let mut asked = None;
         let mut decided = None;
-        if let (Ok((payment, pricing)), true) = (&candidate, self.ports.provider.issues_locally()) {
-            match self.call_provider(payment).await {
+        let mut candidate = candidate;
+        if let (Ok((payment, pricing)), true) =
+            (&mut candidate, self.ports.provider.issues_locally())
+        {
+            // Nothing is stored yet: a failover only changes the candidate's route.
+            let deadline = self.ports.clock.now() + self.config.provider_budget;
+            match self
+                .call_provider(payment, Ask::Unrecorded, deadline)
+                .await?
+            {
                 outcome @ ProviderOutcome::Issued(_) => {
                     decided = Some(self.decide(payment, Some(*pricing), outcome)?);
                 }
@@ -215,7 +225,7 @@ impl PaymentService {
                 },
             )
             .await?;
-        let (payment, pricing) = match (admitted, candidate) {
+        let (mut payment, pricing) = match (admitted, candidate) {
             (AdmitOutcome::Replayed, _) => return Err(CreateError::Replayed),
             // An earlier request, or a concurrent one that won the unique index.
             (AdmitOutcome::Existing(existing), _) => {
@@ -240,7 +250,11 @@ impl PaymentService {
             None => {
                 let outcome = match asked {
                     Some(outcome) => outcome,
-                    None => self.call_provider(&payment).await,
+                    None => {
+                        let deadline = payment.created_at + self.config.provider_budget;
+                        self.call_provider(&mut payment, Ask::Recorded, deadline)
+                            .await?
+                    }
                 };
                 self.decide(&payment, Some(pricing), outcome)?
             }
@@ -318,7 +332,9 @@ impl PaymentService {
                 },
                 Some(comment),
             ),
-            ProviderOutcome::Ambiguous(comment) => (
+            // Not reached (the last provider of the plan): nothing was issued, but the wire
+            // has no other code for it than before routing existed.
+            ProviderOutcome::Ambiguous(comment) | ProviderOutcome::Unavailable(comment) => (
                 Trigger::RequisitesRefused {
                     code: PaymentErrorCode::ProviderResultAmbiguous,
                     comment,
@@ -367,7 +383,7 @@ impl PaymentService {
         };
 
         let now = self.ports.clock.now();
-        let payment = Payment {
+        let mut payment = Payment {
             id: PaymentId::generate_ordered(now, self.ports.rng.as_ref()),
             project_id: project.id,
             merchant_payment_id: req.merchant_payment_id.clone(),
@@ -395,7 +411,14 @@ impl PaymentService {
             version: 1,
             fingerprint: fingerprint.to_string(),
             metadata: req.metadata.clone(),
+            route: None,
         };
+        // The first provider of the plan, recorded with the insert, before it is asked.
+        let plan = self.ports.provider.plan(&requisite_request(&payment));
+        payment.route = plan.providers.first().map(|provider| ProviderRoute {
+            provider: provider.clone(),
+            reason: plan.reason.clone(),
+        });
         Ok((payment, pricing))
     }
 
@@ -413,7 +436,15 @@ impl PaymentService {
         if payment.status != PaymentStatus::Created {
             return Ok(Recovery::Raced);
         }
-        let outcome = match self.call_provider(payment).await {
+        // The provider the payment was routed to, and no other: it may have issued.
+        let payment = &mut payment.clone();
+        let deadline = self.ports.clock.now() + self.config.provider_budget;
+        let asked = match self.call_provider(payment, Ask::Again, deadline).await {
+            Ok(outcome) => outcome,
+            Err(StoreError::Conflict) => return Ok(Recovery::Raced),
+            Err(e) => return Err(e),
+        };
+        let outcome = match asked {
             ProviderOutcome::Issued(r) => match self.price_now(payment).await? {
                 Ok(pricing) => (ProviderOutcome::Issued(r), Some(pricing)),
                 Err(why) => (
@@ -475,28 +506,74 @@ impl PaymentService {
         }
     }
 
-    /// The provider call within its budget; no answer in time is ambiguous.
-    async fn call_provider(&self, payment: &Payment) -> ProviderOutcome {
-        let request = RequisiteRequest {
-            payment_id: payment.id,
-            amount: payment.amount,
-            currency: payment.currency,
-            payment_method: payment.payment_method,
-            geo_code: payment.geo_code,
-            bank_code: payment.bank_code.clone(),
-            is_intrabank: payment.is_intrabank,
-            is_test: payment.is_test(),
-        };
-        let call = self.ports.provider.issue(&request);
-        let budget = self.ports.clock.sleep(self.config.provider_budget);
-        let outcome = match select(call, budget).await {
-            Either::Left((outcome, _)) => outcome,
-            Either::Right(((), _)) => ProviderOutcome::Ambiguous(format!(
-                "the requisite provider did not answer within {} s",
-                self.config.provider_budget.as_secs()
-            )),
-        };
-        outcome
+    /// Asks the payment's provider (its route's; the plan's first for a payment from before
+    /// routing) within `deadline`; no answer in time is ambiguous. With [`Ask::Recorded`] or
+    /// [`Ask::Unrecorded`], a definite refusal ([`Failover::Next`]) moves on to the next
+    /// provider of the plan not asked yet, while the deadline allows, recording the switch on
+    /// the payment first ([`Ask::Recorded`]: a write, so that a crash during the next call
+    /// leaves the payment naming the provider that may have issued). An answer that may have
+    /// issued ends it: never a second provider after it.
+    async fn call_provider(
+        &self,
+        payment: &mut Payment,
+        ask: Ask,
+        deadline: Timestamp,
+    ) -> Result<ProviderOutcome, StoreError> {
+        let request = requisite_request(payment);
+        let provider = &self.ports.provider;
+        let mut asked: Vec<ProviderName> = Vec::new();
+        loop {
+            let name = match &payment.route {
+                Some(route) => route.provider.clone(),
+                None => match provider.plan(&request).providers.into_iter().next() {
+                    Some(first) => first,
+                    None => {
+                        return Ok(ProviderOutcome::NotRoutable(provider.plan(&request).reason))
+                    }
+                },
+            };
+            let left = deadline.duration_since(self.ports.clock.now());
+            let call = provider.issue_with(&name, &request);
+            let budget = self.ports.clock.sleep(left);
+            let outcome = match select(call, budget).await {
+                Either::Left((outcome, _)) => outcome,
+                Either::Right(((), _)) => ProviderOutcome::Ambiguous(format!(
+                    "the requisite provider {name} did not answer within {} s",
+                    self.config.provider_budget.as_secs()
+                )),
+            };
+            asked.push(name.clone());
+            if ask == Ask::Again || Failover::after(&outcome) == Failover::Decide {
+                return Ok(outcome);
+            }
+            let plan = provider.plan(&request);
+            let next = plan.providers.into_iter().find(|p| !asked.contains(p));
+            let (Some(next), true) = (next, self.ports.clock.now() < deadline) else {
+                return Ok(outcome);
+            };
+            let mut switched = payment.clone();
+            switched.route = Some(ProviderRoute {
+                provider: next,
+                reason: format!(
+                    "failover after {name}: {}; {}",
+                    refusal_text(&outcome),
+                    plan.reason
+                ),
+            });
+            if ask == Ask::Recorded {
+                switched.version += 1;
+                self.ports
+                    .store
+                    .commit_change(&PaymentChange {
+                        payment: switched.clone(),
+                        expected_version: payment.version,
+                        event: None,
+                        audit: None,
+                    })
+                    .await?;
+            }
+            *payment = switched;
+        }
     }
 
     /// A repeat of an accepted `merchant_payment_id`: the same request gets the existing
@@ -663,5 +740,40 @@ mod tests {
                 assert_eq!(api.cause.as_deref(), Some(&ErrorCause::Rate(why)));
             }
         }
+    }
+}
+
+/// How [`PaymentService::call_provider`] may ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// A create whose payment is stored: failover, each switch written first.
+    Recorded,
+    /// A create whose payment is not stored yet (a local provider): failover in memory.
+    Unrecorded,
+    /// A recovery: the payment's own provider only.
+    Again,
+}
+
+/// What a provider is asked for a payment.
+fn requisite_request(payment: &Payment) -> RequisiteRequest {
+    RequisiteRequest {
+        payment_id: payment.id,
+        amount: payment.amount,
+        currency: payment.currency,
+        payment_method: payment.payment_method,
+        geo_code: payment.geo_code,
+        bank_code: payment.bank_code.clone(),
+        is_intrabank: payment.is_intrabank,
+        is_test: payment.is_test(),
+    }
+}
+
+/// A refusal's text, for the route's record.
+fn refusal_text(outcome: &ProviderOutcome) -> String {
+    match outcome {
+        ProviderOutcome::NoRequisites(c) => format!("no requisites ({c})"),
+        ProviderOutcome::NotRoutable(c) => format!("not routable ({c})"),
+        ProviderOutcome::Unavailable(c) => format!("not reached ({c})"),
+        _ => "refused".to_string(),
     }
 }

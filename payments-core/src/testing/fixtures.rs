@@ -90,5 +90,6 @@ pub fn payment(
         version: 1,
         fingerprint: request.fingerprint(request.bank_code.as_deref()),
         metadata: request.metadata.clone(),
+        route: None,
     }
 }

@@ -249,14 +249,25 @@ pub fn created_payment() -> impl Strategy<Value = Payment> {
                         })
                         .unwrap_or_default(),
                 };
-                fixtures::payment(
+                let mut p = fixtures::payment(
                     id,
                     project_id,
                     &request,
                     flow,
                     Timestamp::from_unix_millis(created),
                     Duration::from_millis(lifetime_ms),
-                )
+                );
+                // Intrabank payments were routed (any field would do): both forms round-trip.
+                if p.is_intrabank {
+                    p.route = Some(crate::payment::ProviderRoute {
+                        provider: crate::routing::ProviderName::parse("bank-b_2")
+                            .expect("a valid name"),
+                        reason: "priority, then weight x health (bank-b_2:0.97); \
+                                 not eligible: bank-a: bank"
+                            .into(),
+                    });
+                }
+                p
             },
         )
 }

@@ -252,12 +252,23 @@ impl Harness {
 
     /// [`Harness::new`] with other authentication settings (trusted proxies, ...).
     pub fn with_auth(seed: u64, auth: AuthConfig) -> Harness {
+        Self::with_ports(seed, auth, |_, provider| provider)
+    }
+
+    /// A harness whose service asks the provider `wrap` makes of the test provider (a router
+    /// over several, say), given the harness's clock.
+    pub fn with_ports(
+        seed: u64,
+        auth: AuthConfig,
+        wrap: impl FnOnce(&ManualClock, Arc<dyn RequisiteProvider>) -> Arc<dyn RequisiteProvider>,
+    ) -> Harness {
         let store = Arc::new(MemoryStore::new());
         let clock = ManualClock::new(ts(T_CREATED));
         let provider = Arc::new(TestProvider::default());
         let rates = Arc::new(TestRates::with(Currency::RUB, "100"));
         let catalog = Arc::new(BankCatalog::embedded());
-        let service = Self::build(&store, &clock, &provider, &rates, &catalog, &auth, seed);
+        let asked = wrap(&clock, provider.clone());
+        let service = Self::build(&store, &clock, &asked, &rates, &catalog, &auth, seed);
         Harness {
             store,
             clock,
@@ -273,7 +284,7 @@ impl Harness {
     fn build(
         store: &Arc<MemoryStore>,
         clock: &ManualClock,
-        provider: &Arc<TestProvider>,
+        provider: &Arc<dyn RequisiteProvider>,
         rates: &Arc<TestRates>,
         catalog: &Arc<BankCatalog>,
         auth: &AuthConfig,
@@ -296,10 +307,11 @@ impl Harness {
 
     /// Drops the service and builds a new one over the same store, clock and ports ("restart").
     pub fn restart(&mut self, seed: u64) {
+        let provider: Arc<dyn RequisiteProvider> = self.provider.clone();
         self.service = Self::build(
             &self.store,
             &self.clock,
-            &self.provider,
+            &provider,
             &self.rates,
             &self.catalog,
             &self.auth,

@@ -13,6 +13,7 @@ mod operator;
 mod ops;
 mod provider;
 mod provisioning;
+mod routing;
 mod support;
 mod test_mode;
 mod wire;

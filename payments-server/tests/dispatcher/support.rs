@@ -410,6 +410,7 @@ impl World {
             version: 1,
             fingerprint: String::new(),
             metadata: Default::default(),
+            route: None,
         };
         self.store
             .insert_payment(&payment)

@@ -1,0 +1,918 @@
+//! Routing across several requisite providers: which providers may serve a payment
+//! ([`Coverage`]), in which order they are tried ([`RoutingRule`], by default priority, then
+//! weight adjusted by each provider's recent health), and when a provider is taken out for a
+//! while ([`BreakerConfig`], [`Health`]).
+//!
+//! The [`Router`] is itself a [`RequisiteProvider`], so the service is given one provider as
+//! before; the service asks it for a [`Plan`] and calls the plan's providers one at a time,
+//! recording on the payment which one it is about to ask *before* it asks (the first with the
+//! payment's insert, a later one with a write of its own). The failover rule lives in
+//! [`Failover::after`]: a definite refusal (no requisites, not covered, not reached) moves on
+//! to the next provider within the create's budget; an answer that may have issued a
+//! requisite (a timeout after sending, an ambiguous answer) ends the create there, and the
+//! payment's recovery asks that same provider again, never another one.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rust_decimal::Decimal;
+
+use crate::bank::CountryCode;
+use crate::clock::{Clock, Timestamp};
+use crate::payment::{Currency, PaymentMethod};
+use crate::provider::{ProviderOutcome, RequisiteProvider, RequisiteRequest};
+
+/// A provider's name: 1 to 40 characters of `[a-z0-9_-]`, as configured and as recorded on
+/// payments.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProviderName(String);
+
+impl ProviderName {
+    /// The name of the only provider of a service that routes nowhere else.
+    pub const DEFAULT: &'static str = "default";
+
+    /// `name` if it is a valid provider name.
+    pub fn parse(name: &str) -> Result<ProviderName, String> {
+        let ok = !name.is_empty()
+            && name.len() <= 40
+            && name
+                .bytes()
+                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'));
+        if ok {
+            Ok(ProviderName(name.to_string()))
+        } else {
+            Err(format!(
+                "provider name {name:?}: 1 to 40 characters of a-z, 0-9, _ and -"
+            ))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProviderName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An hour range of the day, UTC, `from` inclusive, `to` exclusive, in minutes since
+/// midnight; `from > to` wraps past midnight (22:00-06:00).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hours {
+    /// First minute of the day served.
+    pub from: u16,
+    /// First minute of the day no longer served.
+    pub to: u16,
+}
+
+impl Hours {
+    /// `HH:MM-HH:MM` (UTC).
+    pub fn parse(text: &str) -> Result<Hours, String> {
+        let minute = |t: &str| -> Option<u16> {
+            let (h, m) = t.trim().split_once(':')?;
+            let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
+            (h <= 24 && m < 60 && h * 60 + m <= 24 * 60).then_some(h * 60 + m)
+        };
+        let (a, b) = text
+            .split_once('-')
+            .ok_or_else(|| format!("hours {text:?}: HH:MM-HH:MM (UTC)"))?;
+        match (minute(a), minute(b)) {
+            (Some(from), Some(to)) if from != to => Ok(Hours { from, to }),
+            _ => Err(format!(
+                "hours {text:?}: HH:MM-HH:MM (UTC), two different times"
+            )),
+        }
+    }
+
+    /// Whether `at` falls in the range.
+    pub fn contains(&self, at: Timestamp) -> bool {
+        let minute = u16::try_from((at.unix_millis().rem_euclid(86_400_000)) / 60_000)
+            .expect("minutes of a day fit");
+        if self.from < self.to {
+            (self.from..self.to).contains(&minute)
+        } else {
+            minute >= self.from || minute < self.to
+        }
+    }
+}
+
+/// What a provider serves. Every field left `None` (or empty) serves everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Payment methods.
+    pub methods: Vec<PaymentMethod>,
+    /// Currencies.
+    pub currencies: Vec<Currency>,
+    /// Payers' countries.
+    pub geo_codes: Vec<CountryCode>,
+    /// The payer's banks (catalog names); a payment without a bank is served.
+    pub banks: Vec<String>,
+    /// Banks (catalog names) this provider does not serve.
+    pub not_banks: Vec<String>,
+    /// `Some(false)`: no intrabank payments; `Some(true)`: only intrabank ones.
+    pub intrabank: Option<bool>,
+    /// Smallest amount served (inclusive).
+    pub min_amount: Option<Decimal>,
+    /// Largest amount served (inclusive).
+    pub max_amount: Option<Decimal>,
+    /// The hours served (UTC).
+    pub hours: Option<Hours>,
+}
+
+impl Coverage {
+    /// `Ok` if this coverage serves `request` at `now`, else why not (for the record).
+    pub fn covers(&self, request: &RequisiteRequest, now: Timestamp) -> Result<(), &'static str> {
+        if !self.methods.is_empty() && !self.methods.contains(&request.payment_method) {
+            return Err("method");
+        }
+        if !self.currencies.is_empty() && !self.currencies.contains(&request.currency) {
+            return Err("currency");
+        }
+        if !self.geo_codes.is_empty() && !self.geo_codes.contains(&request.geo_code) {
+            return Err("geo_code");
+        }
+        if let Some(bank) = &request.bank_code {
+            let is = |list: &[String]| list.iter().any(|b| b.eq_ignore_ascii_case(bank));
+            if (!self.banks.is_empty() && !is(&self.banks)) || is(&self.not_banks) {
+                return Err("bank");
+            }
+        }
+        if self.intrabank.is_some_and(|i| i != request.is_intrabank) {
+            return Err("intrabank");
+        }
+        let amount = request.amount.as_decimal();
+        if self.min_amount.is_some_and(|m| amount < m)
+            || self.max_amount.is_some_and(|m| amount > m)
+        {
+            return Err("amount");
+        }
+        if self.hours.is_some_and(|h| !h.contains(now)) {
+            return Err("hours");
+        }
+        Ok(())
+    }
+}
+
+/// When a provider is taken out of routing, and how it comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerConfig {
+    /// Consecutive failures (ambiguous answers, providers not reached) that open the breaker.
+    pub failures: u32,
+    /// How long an open breaker keeps the provider out before one probe is let through.
+    pub open_for: Duration,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> BreakerConfig {
+        BreakerConfig {
+            failures: 5,
+            open_for: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A breaker's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// The provider is routed to.
+    Closed,
+    /// The provider is out until the time given.
+    Open {
+        /// When one probe may go through.
+        until: Timestamp,
+    },
+    /// One probe is in flight: its answer closes or opens the breaker again.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// `closed`, `open` or `half_open`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open { .. } => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// A provider's recent health: its breaker and moving averages of its issue rate and latency.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Health {
+    /// The breaker.
+    pub breaker: BreakerState,
+    /// Consecutive failures so far.
+    pub failures_in_a_row: u32,
+    /// Moving average of the share of calls that issued requisites (starts at 1).
+    pub issue_rate: f64,
+    /// Moving average of a call's latency, in milliseconds (starts at 0).
+    pub latency_ms: f64,
+}
+
+impl Default for Health {
+    fn default() -> Health {
+        Health {
+            breaker: BreakerState::Closed,
+            failures_in_a_row: 0,
+            issue_rate: 1.0,
+            latency_ms: 0.0,
+        }
+    }
+}
+
+/// The weight of the newest observation in the moving averages.
+const EWMA: f64 = 0.1;
+
+/// What a call's outcome says about the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It issued.
+    Issued,
+    /// It answered, without requisites (a refusal is a healthy answer).
+    Refused,
+    /// It failed: not reached, or an answer nobody can read.
+    Failed,
+}
+
+impl Verdict {
+    /// The verdict of `outcome`.
+    pub fn of(outcome: &ProviderOutcome) -> Verdict {
+        match outcome {
+            ProviderOutcome::Issued(_) => Verdict::Issued,
+            ProviderOutcome::NoRequisites(_) | ProviderOutcome::NotRoutable(_) => Verdict::Refused,
+            _ => Verdict::Failed,
+        }
+    }
+}
+
+impl Health {
+    /// Whether the provider may be asked at `now`: closed, or open past its time (the caller
+    /// then takes the probe: [`Health::take_probe`]).
+    pub fn routable(&self, now: Timestamp) -> bool {
+        match self.breaker {
+            BreakerState::Closed => true,
+            BreakerState::Open { until } => now >= until,
+            BreakerState::HalfOpen => false,
+        }
+    }
+
+    /// An open breaker past its time lets one probe through (half-open).
+    pub fn take_probe(&mut self, now: Timestamp) {
+        if matches!(self.breaker, BreakerState::Open { until } if now >= until) {
+            self.breaker = BreakerState::HalfOpen;
+        }
+    }
+
+    /// Records a call's verdict and latency at `now`.
+    pub fn observe(
+        &mut self,
+        verdict: Verdict,
+        latency: Duration,
+        now: Timestamp,
+        cfg: BreakerConfig,
+    ) {
+        let issued = if verdict == Verdict::Issued { 1.0 } else { 0.0 };
+        self.issue_rate += EWMA * (issued - self.issue_rate);
+        let ms = latency.as_secs_f64() * 1000.0;
+        self.latency_ms = if self.latency_ms == 0.0 {
+            ms
+        } else {
+            self.latency_ms + EWMA * (ms - self.latency_ms)
+        };
+        if verdict == Verdict::Failed {
+            self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
+            let open = self.breaker == BreakerState::HalfOpen
+                || self.failures_in_a_row >= cfg.failures.max(1);
+            if open {
+                self.breaker = BreakerState::Open {
+                    until: now + cfg.open_for,
+                };
+            }
+        } else {
+            self.failures_in_a_row = 0;
+            self.breaker = BreakerState::Closed;
+        }
+    }
+
+    /// The health factor a rule may scale a provider's weight by: its issue rate, halved
+    /// for each second of average latency, never below 1 % (an unhealthy provider keeps a
+    /// trickle, so it can show that it recovered).
+    pub fn score(&self) -> f64 {
+        let slow = 1.0 + self.latency_ms / 1000.0;
+        (self.issue_rate / slow).clamp(0.01, 1.0)
+    }
+}
+
+/// One eligible provider as a [`RoutingRule`] sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Its name.
+    pub name: ProviderName,
+    /// Lower is tried first.
+    pub priority: u32,
+    /// Share among providers of the same priority.
+    pub weight: u32,
+    /// Its recent health.
+    pub health: Health,
+}
+
+/// Orders the eligible providers of a request: the first is asked first, the next after a
+/// definite refusal, and so on. An embedder may supply its own ([`Router::with_rule`]); it
+/// may leave candidates out but never add any: the router keeps only eligible ones.
+pub trait RoutingRule: Send + Sync {
+    /// The candidates' indexes in the order to try, and a short reason for the record.
+    fn order(&self, request: &RequisiteRequest, candidates: &[Candidate]) -> (Vec<usize>, String);
+}
+
+/// The bundled rule: by priority; within one priority, by weight times health, drawn
+/// per payment (a payment id picks, so the shares follow the weights and a repeat of a
+/// payment's plan is the same while nothing changes).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PriorityWeightHealth;
+
+impl RoutingRule for PriorityWeightHealth {
+    fn order(&self, request: &RequisiteRequest, candidates: &[Candidate]) -> (Vec<usize>, String) {
+        let mut left: Vec<usize> = (0..candidates.len()).collect();
+        let mut order = Vec::with_capacity(left.len());
+        let mut draw = u64::from_le_bytes(
+            request.payment_id.as_uuid().as_bytes()[8..16]
+                .try_into()
+                .expect("8 bytes"),
+        );
+        while !left.is_empty() {
+            let top = left
+                .iter()
+                .map(|&i| candidates[i].priority)
+                .min()
+                .expect("not empty");
+            let tier: Vec<usize> = left
+                .iter()
+                .copied()
+                .filter(|&i| candidates[i].priority == top)
+                .collect();
+            let share =
+                |i: usize| f64::from(candidates[i].weight.max(1)) * candidates[i].health.score();
+            let total: f64 = tier.iter().map(|&i| share(i)).sum();
+            // A point in [0, total) from the payment's id, then the candidate it falls on.
+            draw = draw.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
+            let mut point = (draw >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let mut pick = *tier.last().expect("not empty");
+            for &i in &tier {
+                if point < share(i) {
+                    pick = i;
+                    break;
+                }
+                point -= share(i);
+            }
+            order.push(pick);
+            left.retain(|&i| i != pick);
+        }
+        let reason = format!(
+            "priority, then weight x health ({})",
+            order
+                .iter()
+                .map(|&i| format!("{}:{:.2}", candidates[i].name, candidates[i].health.score()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        (order, reason)
+    }
+}
+
+/// One provider of a [`Router`].
+pub struct Route {
+    /// Its name.
+    pub name: ProviderName,
+    /// The provider.
+    pub provider: Arc<dyn RequisiteProvider>,
+    /// What it serves.
+    pub coverage: Coverage,
+    /// Lower is tried first (default 0).
+    pub priority: u32,
+    /// Share among the providers of one priority (default 1).
+    pub weight: u32,
+}
+
+impl fmt::Debug for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Route")
+            .field("name", &self.name)
+            .field("coverage", &self.coverage)
+            .field("priority", &self.priority)
+            .field("weight", &self.weight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The providers to ask for one payment, in order, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The providers, first asked first.
+    pub providers: Vec<ProviderName>,
+    /// Why this order, and why the others were left out (for operators).
+    pub reason: String,
+}
+
+/// What the service does after a provider's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failover {
+    /// The answer decides the payment.
+    Decide,
+    /// A definite refusal: the next provider of the plan may be asked, if any and in time.
+    Next,
+}
+
+impl Failover {
+    /// The rule: issued, or an answer that may have issued (ambiguous), decides; a definite
+    /// refusal (no requisites, not routable, not reached) lets the next provider be asked.
+    pub fn after(outcome: &ProviderOutcome) -> Failover {
+        match outcome {
+            ProviderOutcome::NoRequisites(_)
+            | ProviderOutcome::NotRoutable(_)
+            | ProviderOutcome::Unavailable(_) => Failover::Next,
+            _ => Failover::Decide,
+        }
+    }
+}
+
+/// A provider that composes providers: eligibility by coverage and breaker, order by a
+/// [`RoutingRule`], health from every answer. As a [`RequisiteProvider`] on its own (an
+/// embedder calling `issue`), it asks the plan's providers in turn with the failover rule.
+pub struct Router {
+    routes: Vec<Route>,
+    rule: Arc<dyn RoutingRule>,
+    health: Mutex<HashMap<ProviderName, Health>>,
+    breaker: BreakerConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router")
+            .field("routes", &self.routes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Router {
+    /// A router over `routes` (names must differ) with the bundled rule and breaker.
+    pub fn new(routes: Vec<Route>, clock: Arc<dyn Clock>) -> Result<Router, String> {
+        if routes.is_empty() {
+            return Err("a router needs at least one provider".into());
+        }
+        for (i, r) in routes.iter().enumerate() {
+            if routes[..i].iter().any(|o| o.name == r.name) {
+                return Err(format!("provider {} is configured twice", r.name));
+            }
+        }
+        Ok(Router {
+            routes,
+            rule: Arc::new(PriorityWeightHealth),
+            health: Mutex::new(HashMap::new()),
+            breaker: BreakerConfig::default(),
+            clock,
+        })
+    }
+
+    /// The same router with `rule` ordering the candidates.
+    pub fn with_rule(mut self, rule: Arc<dyn RoutingRule>) -> Router {
+        self.rule = rule;
+        self
+    }
+
+    /// The same router with another breaker.
+    pub fn with_breaker(mut self, breaker: BreakerConfig) -> Router {
+        self.breaker = breaker;
+        self
+    }
+
+    /// The routes.
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProviderName, Health>> {
+        self.health
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Each provider's health now.
+    pub fn health(&self) -> Vec<(ProviderName, Health)> {
+        let health = self.lock();
+        self.routes
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    health.get(&r.name).copied().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// The plan for `request`: its eligible providers (covering it, breaker closed or due a
+    /// probe) in the rule's order. An empty plan means no provider may serve it now.
+    pub fn plan(&self, request: &RequisiteRequest) -> Plan {
+        let now = self.clock.now();
+        let health = self.lock();
+        let mut skipped = Vec::new();
+        let mut candidates = Vec::new();
+        for r in &self.routes {
+            let h = health.get(&r.name).copied().unwrap_or_default();
+            if let Err(why) = r.coverage.covers(request, now) {
+                skipped.push(format!("{}: {why}", r.name));
+            } else if !h.routable(now) {
+                skipped.push(format!("{}: breaker {}", r.name, h.breaker.as_str()));
+            } else {
+                candidates.push(Candidate {
+                    name: r.name.clone(),
+                    priority: r.priority,
+                    weight: r.weight,
+                    health: h,
+                });
+            }
+        }
+        drop(health);
+        let (order, why) = if candidates.is_empty() {
+            (Vec::new(), "no eligible provider".to_string())
+        } else {
+            self.rule.order(request, &candidates)
+        };
+        let mut providers = Vec::new();
+        for i in order {
+            if let Some(c) = candidates.get(i) {
+                if !providers.contains(&c.name) {
+                    providers.push(c.name.clone());
+                }
+            }
+        }
+        let mut reason = why;
+        if !skipped.is_empty() {
+            reason.push_str(&format!("; not eligible: {}", skipped.join(", ")));
+        }
+        Plan { providers, reason }
+    }
+
+    /// Asks the provider `name` (a probe if its breaker is due one) and records its health.
+    /// A name that is not configured is answered as not reached.
+    pub async fn issue_with(
+        &self,
+        name: &ProviderName,
+        request: &RequisiteRequest,
+    ) -> ProviderOutcome {
+        let Some(route) = self.routes.iter().find(|r| &r.name == name) else {
+            return ProviderOutcome::Unavailable(format!("provider {name} is not configured"));
+        };
+        let started = self.clock.now();
+        self.lock()
+            .entry(name.clone())
+            .or_default()
+            .take_probe(started);
+        let outcome = route.provider.issue(request).await;
+        let now = self.clock.now();
+        let latency = now.duration_since(started);
+        self.lock().entry(name.clone()).or_default().observe(
+            Verdict::of(&outcome),
+            latency,
+            now,
+            self.breaker,
+        );
+        outcome
+    }
+}
+
+#[async_trait]
+impl RequisiteProvider for Router {
+    fn plan(&self, request: &RequisiteRequest) -> Plan {
+        Router::plan(self, request)
+    }
+
+    async fn issue_with(&self, name: &ProviderName, request: &RequisiteRequest) -> ProviderOutcome {
+        Router::issue_with(self, name, request).await
+    }
+
+    async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome {
+        let plan = self.plan(request);
+        let mut last = ProviderOutcome::NotRoutable(plan.reason.clone());
+        for name in &plan.providers {
+            last = self.issue_with(name, request).await;
+            if Failover::after(&last) == Failover::Decide {
+                break;
+            }
+        }
+        last
+    }
+
+    fn issues_locally(&self) -> bool {
+        self.routes.iter().all(|r| r.provider.issues_locally())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::amount::Amount;
+    use crate::ids::PaymentId;
+    use crate::provider::IssuedRequisites;
+    use crate::testing::ManualClock;
+
+    const T0: Timestamp = Timestamp::from_unix_millis(1_790_812_800_000);
+
+    /// A provider answering from a script (the last answer repeats), counting its calls.
+    struct Scripted {
+        answers: Vec<ProviderOutcome>,
+        calls: AtomicUsize,
+        log: Arc<Mutex<Vec<String>>>,
+        name: String,
+    }
+
+    #[async_trait]
+    impl RequisiteProvider for Scripted {
+        async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            self.log.lock().unwrap().push(self.name.clone());
+            self.answers[n.min(self.answers.len() - 1)].clone()
+        }
+    }
+
+    fn request(
+        amount: &str,
+        method: PaymentMethod,
+        bank: Option<&str>,
+        seed: u128,
+    ) -> RequisiteRequest {
+        RequisiteRequest {
+            payment_id: PaymentId::from_uuid(uuid::Uuid::from_u128(seed)),
+            amount: Amount::parse(amount).unwrap(),
+            currency: Currency::RUB,
+            payment_method: method,
+            geo_code: CountryCode::RU,
+            bank_code: bank.map(str::to_string),
+            is_intrabank: false,
+            is_test: false,
+        }
+    }
+
+    fn outcome(kind: u8) -> ProviderOutcome {
+        match kind % 5 {
+            0 => ProviderOutcome::Issued(IssuedRequisites::new("79001234567", "I. I.")),
+            1 => ProviderOutcome::NoRequisites("none".into()),
+            2 => ProviderOutcome::NotRoutable("no".into()),
+            3 => ProviderOutcome::Unavailable("down".into()),
+            _ => ProviderOutcome::Ambiguous("timeout".into()),
+        }
+    }
+
+    fn router(
+        specs: &[(Coverage, u32, u32, Vec<u8>)],
+        clock: Arc<ManualClock>,
+    ) -> (Router, Arc<Mutex<Vec<String>>>) {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let routes = specs
+            .iter()
+            .enumerate()
+            .map(|(i, (coverage, priority, weight, answers))| Route {
+                name: ProviderName::parse(&format!("p{i}")).unwrap(),
+                provider: Arc::new(Scripted {
+                    answers: answers.iter().map(|&k| outcome(k)).collect(),
+                    calls: AtomicUsize::new(0),
+                    log: log.clone(),
+                    name: format!("p{i}"),
+                }),
+                coverage: coverage.clone(),
+                priority: *priority,
+                weight: *weight,
+            })
+            .collect();
+        (Router::new(routes, clock).unwrap(), log)
+    }
+
+    fn coverage() -> impl Strategy<Value = Coverage> {
+        (
+            proptest::sample::subsequence(
+                vec![PaymentMethod::Sbp, PaymentMethod::CardTransfer],
+                0..=2,
+            ),
+            proptest::sample::subsequence(
+                vec!["Сбербанк".to_string(), "Т-Банк".to_string()],
+                0..=2,
+            ),
+            proptest::option::of(100u32..5_000),
+            proptest::option::of(1_000u32..100_000),
+        )
+            .prop_map(|(methods, not_banks, min, max)| Coverage {
+                methods,
+                not_banks,
+                min_amount: min.map(Decimal::from),
+                max_amount: max.map(Decimal::from),
+                ..Coverage::default()
+            })
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        futures_util::FutureExt::now_or_never(f).expect("the scripted providers answer at once")
+    }
+
+    #[test]
+    fn coverage_by_every_field() {
+        let r = request("1500.00", PaymentMethod::Sbp, Some("Сбербанк"), 1);
+        let all = Coverage::default();
+        assert_eq!(all.covers(&r, T0), Ok(()));
+        let c = |f: fn(&mut Coverage)| {
+            let mut c = Coverage::default();
+            f(&mut c);
+            c.covers(&r, T0)
+        };
+        assert_eq!(
+            c(|c| c.methods = vec![PaymentMethod::CardTransfer]),
+            Err("method")
+        );
+        assert_eq!(c(|c| c.banks = vec!["Т-Банк".into()]), Err("bank"));
+        assert_eq!(c(|c| c.not_banks = vec!["Сбербанк".into()]), Err("bank"));
+        assert_eq!(
+            c(|c| c.min_amount = Some(Decimal::from(2000))),
+            Err("amount")
+        );
+        assert_eq!(
+            c(|c| c.max_amount = Some(Decimal::from(1000))),
+            Err("amount")
+        );
+        assert_eq!(c(|c| c.intrabank = Some(true)), Err("intrabank"));
+        assert_eq!(
+            c(|c| c.geo_codes = vec![CountryCode::parse("kz").unwrap()]),
+            Err("geo_code")
+        );
+        // T0 is 00:00 UTC.
+        assert_eq!(
+            c(|c| c.hours = Some(Hours::parse("22:00-06:00").unwrap())),
+            Ok(())
+        );
+        assert_eq!(
+            c(|c| c.hours = Some(Hours::parse("09:00-18:00").unwrap())),
+            Err("hours")
+        );
+        assert!(Hours::parse("9-18").is_err() && Hours::parse("10:00-10:00").is_err());
+    }
+
+    #[test]
+    fn the_breaker_opens_after_failures_and_a_probe_closes_it() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let spec = (Coverage::default(), 0, 1, vec![3, 3, 3, 3, 3, 3, 0]);
+        let (router, log) = router(&[spec], clock.clone());
+        let router = router.with_breaker(BreakerConfig {
+            failures: 3,
+            open_for: Duration::from_secs(30),
+        });
+        let r = request("1500.00", PaymentMethod::Sbp, None, 7);
+        for _ in 0..3 {
+            assert!(matches!(
+                block_on(router.issue(&r)),
+                ProviderOutcome::Unavailable(_)
+            ));
+        }
+        assert_eq!(router.health()[0].1.breaker.as_str(), "open");
+        let plan = router.plan(&r);
+        assert!(plan.providers.is_empty(), "{plan:?}");
+        assert!(plan.reason.contains("p0: breaker open"), "{}", plan.reason);
+        assert!(matches!(
+            block_on(router.issue(&r)),
+            ProviderOutcome::NotRoutable(_)
+        ));
+        assert_eq!(log.lock().unwrap().len(), 3, "not asked while open");
+        // After the cool-down one probe goes through; it fails: open again.
+        clock.advance(Duration::from_secs(30));
+        assert_eq!(router.plan(&r).providers.len(), 1);
+        assert!(matches!(
+            block_on(router.issue(&r)),
+            ProviderOutcome::Unavailable(_)
+        ));
+        assert_eq!(router.health()[0].1.breaker.as_str(), "open");
+        clock.advance(Duration::from_secs(30));
+        // Two more failures are scripted, then it issues: the probe closes the breaker.
+        let _ = block_on(router.issue(&r));
+        clock.advance(Duration::from_secs(30));
+        let _ = block_on(router.issue(&r));
+        clock.advance(Duration::from_secs(30));
+        assert!(matches!(
+            block_on(router.issue(&r)),
+            ProviderOutcome::Issued(_)
+        ));
+        assert_eq!(router.health()[0].1.breaker.as_str(), "closed");
+    }
+
+    #[test]
+    fn weights_share_one_priority_and_priorities_go_first() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let specs = [
+            (Coverage::default(), 1, 1, vec![0]),
+            (Coverage::default(), 0, 3, vec![0]),
+            (Coverage::default(), 0, 1, vec![0]),
+        ];
+        let (router, _) = router(&specs, clock);
+        let mut first = [0usize; 3];
+        for seed in 0..4000u128 {
+            let plan = router.plan(&request("1500.00", PaymentMethod::Sbp, None, seed * 7919));
+            assert_eq!(plan.providers.len(), 3);
+            assert_eq!(
+                plan.providers[2].as_str(),
+                "p0",
+                "the lower priority is last"
+            );
+            first[plan.providers[0].as_str()[1..].parse::<usize>().unwrap()] += 1;
+        }
+        assert_eq!(first[0], 0);
+        let share = first[1] as f64 / 4000.0;
+        assert!(
+            (0.70..0.80).contains(&share),
+            "weight 3 of 4: {share} ({first:?})"
+        );
+    }
+
+    proptest! {
+        /// Whatever the providers cover and however healthy they are, a plan holds only
+        /// providers that cover the request and whose breaker lets them be asked, each once,
+        /// and every such provider.
+        #[test]
+        fn a_plan_holds_exactly_the_eligible_providers(
+            specs in proptest::collection::vec((coverage(), 0u32..3, 1u32..5), 1..6),
+            open in proptest::collection::vec(any::<bool>(), 6),
+            amount in 1u32..200_000,
+            card in any::<bool>(),
+            bank in proptest::option::of(proptest::sample::select(vec!["Сбербанк", "Т-Банк", "Альфа"])),
+            seed in any::<u128>(),
+        ) {
+            let clock = Arc::new(ManualClock::new(T0));
+            let specs: Vec<_> = specs.into_iter().map(|(c, p, w)| (c, p, w, vec![4])).collect();
+            let (router, _) = router(&specs, clock);
+            let method = if card { PaymentMethod::CardTransfer } else { PaymentMethod::Sbp };
+            let r = request(&format!("{amount}.00"), method, bank, seed);
+            // Open the breakers of some providers (five ambiguous answers each).
+            for (i, o) in open.iter().enumerate().take(specs.len()) {
+                if *o {
+                    let name = ProviderName::parse(&format!("p{i}")).unwrap();
+                    for _ in 0..5 {
+                        block_on(router.issue_with(&name, &r));
+                    }
+                }
+            }
+            let plan = router.plan(&r);
+            let mut seen = std::collections::HashSet::new();
+            for name in &plan.providers {
+                prop_assert!(seen.insert(name.clone()), "{} twice", name);
+                let i: usize = name.as_str()[1..].parse().unwrap();
+                prop_assert!(specs[i].0.covers(&r, T0).is_ok(), "{} does not cover", name);
+                prop_assert!(!open[i], "{} has its breaker open", name);
+            }
+            let eligible = (0..specs.len())
+                .filter(|&i| specs[i].0.covers(&r, T0).is_ok() && !open[i])
+                .count();
+            prop_assert_eq!(plan.providers.len(), eligible);
+        }
+
+        /// Asked through the router, providers are tried in the plan's order until one
+        /// issues or answers what may have issued: never another one after an ambiguous
+        /// answer, and after a definite refusal the next one.
+        #[test]
+        fn never_a_second_provider_after_an_ambiguous_answer(
+            scripts in proptest::collection::vec(0u8..5, 1..6),
+            seed in any::<u128>(),
+        ) {
+            let clock = Arc::new(ManualClock::new(T0));
+            let specs: Vec<_> = scripts
+                .iter()
+                .map(|&k| (Coverage::default(), 0, 1, vec![k]))
+                .collect();
+            let (router, log) = router(&specs, clock);
+            let r = request("1500.00", PaymentMethod::Sbp, None, seed);
+            let plan = router.plan(&r);
+            let answer = block_on(router.issue(&r));
+            let asked = log.lock().unwrap().clone();
+            let planned: Vec<String> = plan.providers.iter().map(|p| p.to_string()).collect();
+            prop_assert_eq!(&asked[..], &planned[..asked.len()], "asked in the plan's order");
+            for (n, name) in asked.iter().enumerate() {
+                let i: usize = name[1..].parse().unwrap();
+                let last = n + 1 == asked.len();
+                // Issued (0) or ambiguous (4) may have issued: the end. The others refuse.
+                if matches!(scripts[i], 0 | 4) {
+                    prop_assert!(last, "{} may have issued, yet more were asked", name);
+                } else {
+                    prop_assert!(!last || asked.len() == planned.len(), "stopped after a refusal of {}", name);
+                }
+            }
+            let last: usize = asked.last().unwrap()[1..].parse().unwrap();
+            prop_assert_eq!(answer, outcome(scripts[last]));
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Several providers behind the core's router: routing by coverage, failover after a definite
+//! refusal (the switch recorded on the payment before the next provider is asked), no
+//! failover after an answer that may have issued, and a recovery that asks the provider the
+//! payment names, never another.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use async_trait::async_trait;
+use futures_executor::block_on;
+use payments_core::auth::Environment;
+use payments_core::payment::{PaymentErrorCode, PaymentMethod, PaymentStatus};
+use payments_core::provider::{ProviderOutcome, RequisiteProvider, RequisiteRequest};
+use payments_core::routing::{Coverage, ProviderName, Route, Router};
+use payments_core::service::{AuthConfig, Recovery};
+use payments_core::store::PaymentStore;
+
+use crate::common::{merchant, project, Harness};
+use crate::support::body;
+
+/// Answers what it is told (or never, while `hang`), counting its calls.
+#[derive(Default)]
+struct Told {
+    answer: Mutex<Option<ProviderOutcome>>,
+    hang: std::sync::atomic::AtomicBool,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl RequisiteProvider for Told {
+    async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.answer
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or(ProviderOutcome::NoRequisites("told nothing".into()))
+    }
+}
+
+struct Three {
+    h: Harness,
+    project: payments_core::ids::ProjectId,
+    /// Refuses (no requisites) unless told otherwise; priority 0.
+    first: Arc<Told>,
+    /// Priority 1.
+    second: Arc<Told>,
+}
+
+/// `first` (priority 0, `first_covers`) and `second` (priority 1, a told provider) before the
+/// harness's test provider (`healthy`, priority 2).
+fn three(first_covers: Coverage) -> Three {
+    let first = Arc::new(Told::default());
+    let second = Arc::new(Told::default());
+    let (f, s2) = (first.clone(), second.clone());
+    let h = Harness::with_ports(
+        11,
+        AuthConfig::for_environment(Environment::Sandbox),
+        move |clock, healthy| {
+            let route =
+                |name: &str, provider: Arc<dyn RequisiteProvider>, priority, coverage| Route {
+                    name: ProviderName::parse(name).unwrap(),
+                    provider,
+                    coverage,
+                    priority,
+                    weight: 1,
+                };
+            Arc::new(
+                Router::new(
+                    vec![
+                        route("first", f, 0, first_covers),
+                        route("second", s2, 1, Coverage::default()),
+                        route("healthy", healthy, 2, Coverage::default()),
+                    ],
+                    Arc::new(clock.clone()),
+                )
+                .unwrap(),
+            )
+        },
+    );
+    let m = merchant(1, Some("https://merchant.example.com/all"));
+    let p = project(1, &m, false, None);
+    h.add(&m, &p);
+    Three {
+        h,
+        project: p.id,
+        first,
+        second,
+    }
+}
+
+fn issued(requisite: &str) -> ProviderOutcome {
+    ProviderOutcome::Issued(payments_core::provider::IssuedRequisites::new(
+        requisite, "I. I.",
+    ))
+}
+
+#[test]
+fn a_definite_refusal_moves_on_and_the_payment_records_who_issued() {
+    let t = three(Coverage::default());
+    *t.second.answer.lock().unwrap() = Some(ProviderOutcome::Unavailable("down".into()));
+    let out = block_on(t.h.create(t.project, body("f1", "1500.00").as_bytes())).unwrap();
+    let p = out.payment;
+    assert_eq!(p.status, PaymentStatus::Processing);
+    assert_eq!(p.requisites.as_ref().unwrap().holder_name, "TEST HOLDER");
+    let route = p.route.as_ref().unwrap();
+    assert_eq!(route.provider.as_str(), "healthy");
+    assert!(
+        route.reason.contains("failover after second: not reached"),
+        "{}",
+        route.reason
+    );
+    assert_eq!(t.first.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(t.second.calls.load(Ordering::SeqCst), 1);
+    // Created (1), routed to second (2), to healthy (3), issued (4).
+    assert_eq!(p.version, 4);
+    assert_eq!(block_on(t.h.store.payment(p.id)).unwrap().unwrap(), p);
+    // The merchant's view never names the provider.
+    let json = serde_json::to_string(&p.view()).unwrap();
+    assert!(
+        !json.contains("healthy") && !json.contains("route"),
+        "{json}"
+    );
+}
+
+#[test]
+fn coverage_routes_around_a_provider() {
+    let cards_only = Coverage {
+        methods: vec![PaymentMethod::CardTransfer],
+        ..Coverage::default()
+    };
+    let t = three(cards_only);
+    *t.first.answer.lock().unwrap() = Some(issued("2200000000000001"));
+    *t.second.answer.lock().unwrap() = Some(issued("79000000001"));
+    let sbp = block_on(t.h.create(t.project, body("c1", "1500.00").as_bytes())).unwrap();
+    assert_eq!(sbp.payment.route.unwrap().provider.as_str(), "second");
+    let card = serde_json::json!({"merchant_payment_id": "c2", "amount": "1500.00",
+                                  "payment_method": "card_transfer"})
+    .to_string();
+    let card = block_on(t.h.create(t.project, card.as_bytes())).unwrap();
+    let route = card.payment.route.unwrap();
+    assert_eq!(route.provider.as_str(), "first");
+    assert_eq!(
+        t.first.calls.load(Ordering::SeqCst),
+        1,
+        "asked for the card only"
+    );
+}
+
+#[test]
+fn an_ambiguous_answer_ends_the_create_and_the_recovery_asks_that_provider_only() {
+    let t = three(Coverage::default());
+    *t.first.answer.lock().unwrap() = Some(ProviderOutcome::Ambiguous("timed out".into()));
+    let out = block_on(t.h.create(t.project, body("a1", "1500.00").as_bytes())).unwrap();
+    let p = out.payment;
+    assert_eq!(p.status, PaymentStatus::Error);
+    assert_eq!(
+        p.failure.as_ref().unwrap().code,
+        PaymentErrorCode::ProviderResultAmbiguous
+    );
+    assert_eq!(p.route.as_ref().unwrap().provider.as_str(), "first");
+    assert_eq!(
+        t.second.calls.load(Ordering::SeqCst),
+        0,
+        "never a second provider"
+    );
+    assert_eq!(t.h.provider.calls.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names() {
+    let t = three(Coverage::default());
+    // First refuses; second takes the request and never answers (the node dies there).
+    t.second.hang.store(true, Ordering::SeqCst);
+    {
+        let b = body("cut1", "1500.00");
+        let mut create = pin!(t.h.create(t.project, b.as_bytes()));
+        let poll = create
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(matches!(poll, Poll::Pending));
+        // Dropped here: the process died while second was being asked.
+    }
+    let mpid = payments_core::payment::MerchantPaymentId::parse("cut1").unwrap();
+    let stuck = block_on(t.h.store.payment_by_merchant_id(t.project, &mpid))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stuck.status, PaymentStatus::Created);
+    assert_eq!(
+        stuck.route.as_ref().unwrap().provider.as_str(),
+        "second",
+        "the switch was recorded before second was asked"
+    );
+    // Second answers now, with what it issued then.
+    t.second.hang.store(false, Ordering::SeqCst);
+    *t.second.answer.lock().unwrap() = Some(issued("79000000042"));
+    let calls_before = t.first.calls.load(Ordering::SeqCst);
+    let recovery = block_on(t.h.service.recover_create(&stuck)).unwrap();
+    assert_eq!(recovery, Recovery::Resolved);
+    let p = block_on(t.h.store.payment(stuck.id)).unwrap().unwrap();
+    assert_eq!(p.status, PaymentStatus::Processing);
+    assert_eq!(p.requisites.unwrap().requisite, "79000000042");
+    assert_eq!(
+        t.first.calls.load(Ordering::SeqCst),
+        calls_before,
+        "first not asked again"
+    );
+    assert_eq!(t.h.provider.calls.load(Ordering::SeqCst), 0, "nor healthy");
+}
