@@ -224,6 +224,7 @@ pub struct Metrics {
     provider_latency: Family<OutcomeLabels, Histogram, fn() -> Histogram>,
     provider_attempts: Family<ProviderOutcomeLabels, Counter>,
     provider_attempt_latency: Family<ProviderLabels, Histogram, fn() -> Histogram>,
+    provider_completed: Family<ProviderLabels, Counter>,
     store_latency: Family<KindLabels, Histogram, fn() -> Histogram>,
     store_errors: Family<CauseLabels, Counter>,
     build_info: Family<BuildLabels, Gauge>,
@@ -277,6 +278,7 @@ impl Default for Metrics {
         let provider_attempts = Family::<ProviderOutcomeLabels, Counter>::default();
         let provider_attempt_latency =
             Family::new_with_constructor(provider_histogram as fn() -> Histogram);
+        let provider_completed = Family::<ProviderLabels, Counter>::default();
         let store_latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         let store_errors = Family::<CauseLabels, Counter>::default();
         let build_info = Family::<BuildLabels, Gauge>::default();
@@ -338,6 +340,12 @@ impl Default for Metrics {
             provider_attempt_latency.clone(),
         );
         registry.register(
+            "payments_provider_completed",
+            "Payments a provider reported paid (completed by its notification): with the \
+             issued attempts, each provider's conversion",
+            provider_completed.clone(),
+        );
+        registry.register(
             "payments_store_operation_duration_seconds",
             "Store call latency by kind (read, write)",
             store_latency.clone(),
@@ -371,6 +379,7 @@ impl Default for Metrics {
             provider_latency,
             provider_attempts,
             provider_attempt_latency,
+            provider_completed,
             store_latency,
             store_errors,
             build_info,
@@ -409,6 +418,15 @@ impl Metrics {
                 provider: provider.to_string(),
             })
             .observe(latency.as_secs_f64());
+    }
+
+    /// Counts a payment the provider `provider` reported paid.
+    pub fn observe_provider_completed(&self, provider: &str) {
+        self.provider_completed
+            .get_or_create(&ProviderLabels {
+                provider: provider.to_string(),
+            })
+            .inc();
     }
 
     /// Exposes `payments_provider_breaker{provider,state}` (1 for the provider's state, 0 for

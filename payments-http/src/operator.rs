@@ -39,6 +39,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/operator/v1/payments/{id}/recheck/resolve"),
     ("POST", "/operator/v1/payments/{id}/callbacks/resend"),
     ("GET", "/operator/v1/payments/{id}/events"),
+    ("GET", "/operator/v1/providers"),
 ];
 
 /// The routes of the operator listener served without the operator token.
@@ -68,6 +69,7 @@ fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
         ("POST", "/operator/v1/payments/{id}/recheck/resolve") => post(resolve),
         ("POST", "/operator/v1/payments/{id}/callbacks/resend") => post(resend),
         ("GET", "/operator/v1/payments/{id}/events") => get(events),
+        ("GET", "/operator/v1/providers") => get(providers),
         ("GET", "/metrics") => get(metrics),
         _ => return None,
     })
@@ -332,4 +334,55 @@ async fn events(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> O
 
 async fn metrics(State(st): State<AppState>, headers: axum::http::HeaderMap) -> OpResult {
     crate::metrics::serve(&st, &headers).await
+}
+
+/// `GET /operator/v1/providers`: this node's requisite providers (with `[[upstream.providers]]`)
+/// as its router sees them now: place in the routing, coverage, breaker and recent health.
+/// Health is per node (each node keeps its own); an empty list with one provider.
+async fn providers(State(st): State<AppState>) -> Response {
+    use axum::response::IntoResponse;
+    let Some(router) = &st.router else {
+        return Json(serde_json::json!({ "providers": [] })).into_response();
+    };
+    let health = router.health();
+    let list: Vec<serde_json::Value> = router
+        .routes()
+        .iter()
+        .map(|r| {
+            let h = health
+                .iter()
+                .find(|(n, _)| n == &r.name)
+                .map(|(_, h)| *h)
+                .unwrap_or_default();
+            let c = &r.coverage;
+            serde_json::json!({
+                "name": r.name.as_str(),
+                "priority": r.priority,
+                "weight": r.weight,
+                "coverage": {
+                    "methods": c.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+                    "currencies": c.currencies.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
+                    "geo_codes": c.geo_codes.iter().map(|g| g.as_str()).collect::<Vec<_>>(),
+                    "banks": c.banks,
+                    "not_banks": c.not_banks,
+                    "intrabank": c.intrabank,
+                    "min_amount": c.min_amount.map(|d| d.to_string()),
+                    "max_amount": c.max_amount.map(|d| d.to_string()),
+                    "hours": c.hours.map(|h| format!(
+                        "{:02}:{:02}-{:02}:{:02}",
+                        h.from / 60, h.from % 60, h.to / 60, h.to % 60
+                    )),
+                },
+                "breaker": h.breaker.as_str(),
+                "open_until": match h.breaker {
+                    payments_core::routing::BreakerState::Open { until } => Some(until.to_rfc3339()),
+                    _ => None,
+                },
+                "failures_in_a_row": h.failures_in_a_row,
+                "issue_rate": h.issue_rate,
+                "latency_ms": h.latency_ms,
+            })
+        })
+        .collect();
+    Json(serde_json::json!({ "providers": list })).into_response()
 }

@@ -78,6 +78,9 @@ pub struct SharedState {
     /// The long polls of the events list waiting now, per project (at most
     /// [`LongPolls::PER_PROJECT`] wait at once; more answer at once).
     pub long_polls: Arc<LongPolls>,
+    /// The router over several requisite providers, whose live health the operator API shows
+    /// (`GET /operator/v1/providers`); `None` with one provider.
+    pub router: Option<Arc<payments_core::routing::Router>>,
 }
 
 /// Records when project tokens authenticate requests, for the cabinet's "last used": at most
@@ -244,6 +247,7 @@ impl AppState {
             cabinet_store: None,
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             long_polls: Arc::default(),
+            router: None,
             service,
         }))
     }
@@ -284,6 +288,12 @@ impl AppState {
     /// The token `/metrics` requires; `None`: open.
     pub fn with_metrics_token(mut self, token: Option<Arc<SecretString>>) -> Self {
         self.shared().metrics_token = token;
+        self
+    }
+
+    /// The router over several requisite providers (its health on the operator API).
+    pub fn with_router(mut self, router: Option<Arc<payments_core::routing::Router>>) -> Self {
+        self.shared().router = router;
         self
     }
 

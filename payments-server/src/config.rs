@@ -287,9 +287,127 @@ pub struct Upstream {
     #[serde(with = "duration")]
     pub rates_max_age: Duration,
     /// The provider-notification listener (off by default): the upstream's signed reports of
-    /// confirmed and failed transfers, at `POST /upstream/v1/notifications`.
+    /// confirmed and failed transfers, at `POST /upstream/v1/notifications` (verified with
+    /// `secrets`) and, for each of `providers`, `POST /upstream/v1/notifications/<name>`
+    /// (verified with that provider's secrets).
     #[serde(with = "opt_text")]
     pub listen: Option<SocketAddr>,
+    /// Failures in a row (not reached, ambiguous) that take one of `providers` out of routing
+    /// (its circuit breaker opens); default 5.
+    pub breaker_failures: u32,
+    /// How long an open breaker keeps its provider out before one probe; default `30s`.
+    #[serde(with = "duration")]
+    pub breaker_open: Duration,
+    /// Several HTTP requisite providers by name (`[[upstream.providers]]`), routed by their
+    /// coverage, priority, weight and health (docs/providers.md, "Several providers"). Empty
+    /// (the default): the one provider of `url` and `secrets`.
+    pub providers: Vec<ProviderSettings>,
+}
+
+/// One requisite provider of `[[upstream.providers]]`: its endpoint and credentials, what it
+/// covers, and its place in the routing. A coverage list left empty covers everything.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// Its name (1-40 of `a-z0-9_-`): in metrics, the route recorded on payments, and the
+    /// notification path `/upstream/v1/notifications/<name>`.
+    pub name: String,
+    /// Its requisite endpoint (`https://`, or `http://` to loopback).
+    pub url: String,
+    /// Its HMAC secrets (`whsec_...`): requests to it are signed with them, its notifications
+    /// verify with them and no other provider's.
+    #[serde(with = "text_list")]
+    pub secrets: Vec<CallbackSecret>,
+    /// Lower is asked first (default 0).
+    #[serde(default)]
+    pub priority: u32,
+    /// Share among the providers of one priority (default 1).
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// One request's time limit (default: `upstream.timeout`).
+    #[serde(default, with = "opt_duration")]
+    pub timeout: Option<Duration>,
+    /// Methods served (`sbp`, `card_transfer`).
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Currencies served (`RUB`, ...).
+    #[serde(default)]
+    pub currencies: Vec<String>,
+    /// Payers' countries served (`ru`, ...).
+    #[serde(default)]
+    pub geo_codes: Vec<String>,
+    /// Payers' banks served (catalog names); a payment without a bank is served.
+    #[serde(default)]
+    pub banks: Vec<String>,
+    /// Payers' banks not served.
+    #[serde(default)]
+    pub not_banks: Vec<String>,
+    /// `true`: intrabank payments only; `false`: none.
+    #[serde(default)]
+    pub intrabank: Option<bool>,
+    /// Smallest amount served (inclusive), as a decimal string.
+    #[serde(default)]
+    pub min_amount: Option<String>,
+    /// Largest amount served (inclusive).
+    #[serde(default)]
+    pub max_amount: Option<String>,
+    /// Hours served, `HH:MM-HH:MM` UTC (wrapping past midnight allowed).
+    #[serde(default)]
+    pub hours: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl ProviderSettings {
+    /// Its name, checked.
+    pub fn provider_name(&self) -> Result<payments_core::routing::ProviderName, String> {
+        payments_core::routing::ProviderName::parse(&self.name)
+    }
+
+    /// Its coverage, every value checked.
+    pub fn coverage(&self) -> Result<payments_core::routing::Coverage, String> {
+        use payments_core::bank::CountryCode;
+        use payments_core::payment::{Currency, PaymentMethod};
+        use payments_core::routing::{Coverage, Hours};
+        let at = |what: &str, e: String| format!("upstream.providers {}: {what}: {e}", self.name);
+        let amount = |v: &Option<String>, what: &str| {
+            v.as_deref()
+                .map(|a| a.parse::<Decimal>().map_err(|e| at(what, e.to_string())))
+                .transpose()
+        };
+        Ok(Coverage {
+            methods: self
+                .methods
+                .iter()
+                .map(|m| {
+                    m.parse::<PaymentMethod>()
+                        .map_err(|_| at("methods", m.clone()))
+                })
+                .collect::<Result<_, _>>()?,
+            currencies: self
+                .currencies
+                .iter()
+                .map(|c| Currency::parse(c).ok_or_else(|| at("currencies", c.clone())))
+                .collect::<Result<_, _>>()?,
+            geo_codes: self
+                .geo_codes
+                .iter()
+                .map(|g| CountryCode::parse(g).ok_or_else(|| at("geo_codes", g.clone())))
+                .collect::<Result<_, _>>()?,
+            banks: self.banks.clone(),
+            not_banks: self.not_banks.clone(),
+            intrabank: self.intrabank,
+            min_amount: amount(&self.min_amount, "min_amount")?,
+            max_amount: amount(&self.max_amount, "max_amount")?,
+            hours: self
+                .hours
+                .as_deref()
+                .map(|h| Hours::parse(h).map_err(|e| at("hours", e)))
+                .transpose()?,
+        })
+    }
 }
 
 impl Default for Upstream {
@@ -310,6 +428,9 @@ impl Default for Upstream {
             rates_refresh: Duration::from_secs(30),
             rates_max_age: Duration::from_secs(300),
             listen: None,
+            breaker_failures: 5,
+            breaker_open: Duration::from_secs(30),
+            providers: Vec::new(),
         }
     }
 }
@@ -691,7 +812,33 @@ impl Settings {
             ConfigError(format!("{what} needs {setting} (docs/providers.md)"))
         };
         let u = &mut self.upstream;
-        if u.provider == ProviderKind::Http {
+        if !u.providers.is_empty() {
+            if u.provider != ProviderKind::Http {
+                return Err(ConfigError(
+                    "upstream.providers needs upstream.provider = \"http\" (docs/providers.md)"
+                        .into(),
+                ));
+            }
+            let mut names = std::collections::HashSet::new();
+            for p in &u.providers {
+                let name = p.provider_name().map_err(ConfigError)?;
+                if !names.insert(name) {
+                    return Err(ConfigError(format!(
+                        "upstream.providers: {} is configured twice",
+                        p.name
+                    )));
+                }
+                if p.secrets.is_empty() {
+                    return Err(ConfigError(format!(
+                        "upstream.providers {}: secrets are needed",
+                        p.name
+                    )));
+                }
+                check_upstream_url(&p.url)
+                    .map_err(|e| ConfigError(format!("upstream.providers {}: url: {e}", p.name)))?;
+                p.coverage().map_err(ConfigError)?;
+            }
+        } else if u.provider == ProviderKind::Http {
             if u.url.is_none() {
                 return Err(needs("upstream.provider = \"http\"", "upstream.url"));
             }
@@ -705,7 +852,7 @@ impl Settings {
                 "upstream.rates_url",
             ));
         }
-        if u.listen.is_some() && u.secrets.is_empty() {
+        if u.listen.is_some() && u.secrets.is_empty() && u.providers.is_empty() {
             return Err(needs("upstream.listen", "upstream.secrets"));
         }
         for (name, url) in [
@@ -1393,6 +1540,28 @@ mod text_map {
 
 /// A duration written with its unit: `"30s"`, `"250ms"`, `"1m 30s"`, `"90d"` (humantime's
 /// syntax), written back in the largest unit that is exact.
+/// An optional duration; absent is `None`.
+mod opt_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => super::duration::serialize(v, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        #[derive(Deserialize)]
+        struct Wrapped(#[serde(with = "super::duration")] Duration);
+        Ok(Option::<Wrapped>::deserialize(d)?.map(|w| w.0))
+    }
+}
+
 mod duration {
     use std::time::Duration;
 

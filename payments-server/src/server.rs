@@ -17,7 +17,7 @@ use payments_cabinet::store::CabinetStore;
 use payments_cabinet::{Cabinet, CabinetConfig, CabinetState};
 use payments_core::auth::Environment;
 use payments_core::bank::BankCatalog;
-use payments_core::callback::{AddressPolicy, CallbackVerifier};
+use payments_core::callback::AddressPolicy;
 use payments_core::provider::{RateSource, RequisiteProvider};
 use payments_core::ratelimit::RateLimiter;
 use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
@@ -79,8 +79,8 @@ pub struct Application {
     owned_store: Option<OpenedStore>,
     merchant: TcpListener,
     operator: TcpListener,
-    /// The provider-notification listener and its verifier (`upstream_listen`).
-    upstream: Option<(TcpListener, CallbackVerifier)>,
+    /// The provider-notification listener and its verifiers (`upstream_listen`).
+    upstream: Option<(TcpListener, crate::upstream::notify::Verifiers)>,
     /// The web cabinet's listener and state; `None` when the store keeps no cabinet records
     /// (and always without feature `cabinet`).
     cabinet: Option<(TcpListener, CabinetPart)>,
@@ -199,8 +199,17 @@ impl ApplicationBuilder {
         // The settings' upstream ports (`provider = "http"`, `rate_source = "http"`) when the
         // caller gave none: real ports, so production starts with them.
         let upstream_clock: Arc<dyn Clock> = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        // With `[[upstream.providers]]`, the core's router over them; its health is a metric.
+        let mut router: Option<Arc<payments_core::routing::Router>> = None;
         let provider = match (provider, settings.upstream.provider) {
             (Some(p), _) => Some(p),
+            (None, ProviderKind::Http) if !settings.upstream.providers.is_empty() => {
+                let routed = Arc::new(
+                    HttpProvider::router(&settings, upstream_clock.clone()).map_err(start_err)?,
+                );
+                router = Some(routed.clone());
+                Some(routed as Arc<dyn RequisiteProvider>)
+            }
             (None, ProviderKind::Http) => Some(Arc::new(
                 HttpProvider::from_settings(&settings, upstream_clock.clone())
                     .map_err(start_err)?,
@@ -274,6 +283,15 @@ impl ApplicationBuilder {
         if let Some(live) = http_rates {
             metrics.report_rate_ages(Arc::new(move || live.ages()));
         }
+        if let Some(router) = router.clone() {
+            metrics.report_provider_health(Arc::new(move || {
+                router
+                    .health()
+                    .into_iter()
+                    .map(|(name, h)| (name.to_string(), h.breaker.as_str(), h.issue_rate))
+                    .collect()
+            }));
+        }
         metrics.set_build_info(
             env!("CARGO_PKG_VERSION"),
             owned_store.as_ref().map(OpenedStore::schema_version),
@@ -307,7 +325,8 @@ impl ApplicationBuilder {
             .with_body_timeout(settings.tuning.body_timeout)
             .with_metrics(metrics)
             .with_metrics_token(settings.metrics.token.clone().map(Arc::new))
-            .with_database_file(database_file);
+            .with_database_file(database_file)
+            .with_router(router);
         if let Some(limiter) = rate_limiter {
             state = state.with_rate_limiter(limiter);
         }
@@ -332,7 +351,7 @@ impl ApplicationBuilder {
         let upstream = match settings.upstream.listen {
             Some(addr) => Some((
                 bind(addr)?,
-                CallbackVerifier::new(settings.upstream.secrets.clone()),
+                crate::upstream::notify::Verifiers::of(&settings),
             )),
             None => None,
         };

@@ -246,6 +246,19 @@ impl PaymentService {
         verifier: &CallbackVerifier,
         signed: SignedNotification<'_>,
     ) -> Result<NotificationOutcome, NotificationError> {
+        self.apply_provider_notification_from(verifier, signed, None)
+            .await
+    }
+
+    /// [`apply_provider_notification`](Self::apply_provider_notification) from the provider
+    /// `from` (verified with its secrets): a payment routed to another provider is not this
+    /// provider's to report on, and is answered as not found.
+    pub async fn apply_provider_notification_from(
+        &self,
+        verifier: &CallbackVerifier,
+        signed: SignedNotification<'_>,
+        from: Option<&crate::routing::ProviderName>,
+    ) -> Result<NotificationOutcome, NotificationError> {
         let now = self.ports.clock.now();
         verifier
             .verify(signed.timestamp, signed.signature, signed.body, now)
@@ -267,13 +280,14 @@ impl PaymentService {
             return Err(NotificationError::Replayed);
         }
         let notification = ProviderNotification::parse(signed.body)?;
-        self.apply_notification(notification).await
+        self.apply_notification(notification, from).await
     }
 
     /// Applies a verified, parsed notification once per notification id.
     async fn apply_notification(
         &self,
         notification: ProviderNotification,
+        from: Option<&crate::routing::ProviderName>,
     ) -> Result<NotificationOutcome, NotificationError> {
         let id_key = format!("upstream-notification:{}", notification.notification_id);
         let actor = format!("upstream notification:{}", notification.notification_id);
@@ -292,6 +306,11 @@ impl PaymentService {
                 .payment(notification.payment_id)
                 .await?
                 .ok_or(NotificationError::PaymentNotFound)?;
+            if let (Some(from), Some(route)) = (from, &before.route) {
+                if &route.provider != from {
+                    return Err(NotificationError::PaymentNotFound);
+                }
+            }
             let now = self.ports.clock.now();
             let key = NonceUse {
                 project: UPSTREAM_NONCE_SCOPE,

@@ -37,11 +37,8 @@ pub use rates::HttpRates;
 /// The provider-notification API as a router, verifying with `verifier` (the upstream's
 /// secrets), with the middleware of the merchant API; bind it to its own listener
 /// (`upstream_listen`).
-pub fn upstream_app(
-    state: payments_http::AppState,
-    verifier: payments_core::callback::CallbackVerifier,
-) -> axum::Router {
-    payments_http::app::with_middleware(notify::routes(verifier), state)
+pub fn upstream_app(state: payments_http::AppState, verifiers: notify::Verifiers) -> axum::Router {
+    payments_http::app::with_middleware(notify::routes(verifiers), state)
 }
 
 /// The largest upstream answer (or notification body) read, in bytes: 64 KiB.

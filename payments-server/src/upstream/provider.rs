@@ -123,6 +123,49 @@ impl HttpProvider {
             }),
         })
     }
+
+    /// The provider `p` of `[[upstream.providers]]`: its URL, secrets and time limit, the
+    /// upstream client settings (CA file, pool) of `[upstream]`.
+    pub fn for_provider(
+        settings: &Settings,
+        p: &crate::config::ProviderSettings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<HttpProvider, UpstreamError> {
+        let url = crate::config::check_upstream_url(&p.url)
+            .map_err(|e| UpstreamError(format!("upstream.providers {}: {e}", p.name)))?;
+        Ok(HttpProvider {
+            inner: Arc::new(Inner {
+                client: upstream_client(settings)?,
+                url,
+                signer: UpstreamSigner::new(p.secrets.clone(), clock),
+                timeout: p.timeout.unwrap_or(settings.upstream.timeout),
+            }),
+        })
+    }
+
+    /// The router over `[[upstream.providers]]`, each an HTTP provider.
+    pub fn router(
+        settings: &Settings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<payments_core::routing::Router, UpstreamError> {
+        use payments_core::routing::{Route, Router};
+        let mut routes = Vec::new();
+        for p in &settings.upstream.providers {
+            routes.push(Route {
+                name: p.provider_name().map_err(UpstreamError)?,
+                provider: Arc::new(HttpProvider::for_provider(settings, p, clock.clone())?),
+                coverage: p.coverage().map_err(UpstreamError)?,
+                priority: p.priority,
+                weight: p.weight,
+            });
+        }
+        Ok(Router::new(routes, clock)
+            .map_err(UpstreamError)?
+            .with_breaker(payments_core::routing::BreakerConfig {
+                failures: settings.upstream.breaker_failures.max(1),
+                open_for: settings.upstream.breaker_open,
+            }))
+    }
 }
 
 #[async_trait]
@@ -201,6 +244,8 @@ impl Inner {
             .post(self.url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(IDEMPOTENCY_KEY_HEADER, request.payment_id.to_string())
+            // This provider's own limit (`[[upstream.providers]] timeout`).
+            .timeout(self.timeout)
             .body(body.to_vec());
         // The trace goes on to the upstream (`traceparent`) when traces are exported.
         for (name, value) in crate::telemetry::traces::current_context_headers() {
@@ -247,6 +292,14 @@ impl Attempt {
     fn outcome(self, request: &RequisiteRequest) -> ProviderOutcome {
         let body = match self {
             Attempt::Answer(body) => body,
+            // Nothing reached the upstream, or it refused the request before accepting it:
+            // nothing was issued (another provider may be asked).
+            Attempt::NotSent(_) | Attempt::Status(400..=407 | 409..=499) => {
+                return ProviderOutcome::Unavailable(format!(
+                    "requisite provider: {}",
+                    self.describe()
+                ))
+            }
             other => {
                 return ProviderOutcome::Ambiguous(format!(
                     "requisite provider: {}",

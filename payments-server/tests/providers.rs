@@ -1,0 +1,327 @@
+//! Three example upstreams behind `[[upstream.providers]]` (issue 44): `a` (sbp only,
+//! priority 0) refuses payers of one bank; `b` (priority 1) is told to be slow, or to refuse
+//! every request before accepting it; `c` (priority 2) is healthy. Over a real server:
+//!
+//! - routing by coverage: a card payment never reaches `a`;
+//! - failover on a refusal within the budget: `a` refuses the bank, `b` issues;
+//! - no failover after a timeout: `b` took the request and answered too late, the payment is
+//!   `provider_result_ambiguous` with `b` on record, and `c` never hears of it (a create cut
+//!   off during a failover is recovered from the provider it names: the core's service
+//!   tests);
+//! - the breaker: `b` refusing every request is out of routing after 3 failures, `c` serves
+//!   meanwhile, and after the 2 s cool-down one probe brings `b` back;
+//! - notifications on each provider's own path verify with its own secret only, and a
+//!   provider cannot report on a payment another provider issued.
+
+#[path = "ops/support.rs"]
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use payments_client::{MerchantClient, SandboxCredentials};
+use payments_core::callback::CallbackSecret;
+use payments_examples::upstream::ExampleUpstream;
+use payments_server::testing::free_port;
+use serde_json::{json, Value};
+
+use crate::support::{serve, wait_ready};
+
+const SECRET_A: &str = "whsec_cHJvdmlkZXItYS1zZWNyZXQtMDEyMzQ1Njc4OWFiY2Q";
+const SECRET_B: &str = "whsec_cHJvdmlkZXItYi1zZWNyZXQtMDEyMzQ1Njc4OWFiY2Q";
+const SECRET_C: &str = "whsec_cHJvdmlkZXItYy1zZWNyZXQtMDEyMzQ1Njc4OWFiY2Q";
+const REFUSED_BANK: &str = "Т-Банк";
+
+/// How an upstream behaves now.
+#[derive(Default)]
+struct Behaviour {
+    /// Answer each requisite request this many ms late (after issuing).
+    late_ms: AtomicU64,
+    /// Answer `401` to every requisite request (refused before acceptance).
+    refuse_all: AtomicBool,
+    /// Answer `no_requisites` to payers of [`REFUSED_BANK`].
+    refuse_bank: AtomicBool,
+    /// Requisite requests received.
+    requests: AtomicUsize,
+}
+
+struct Upstream {
+    example: ExampleUpstream,
+    behaviour: Arc<Behaviour>,
+    base: String,
+}
+
+async fn upstream(secret: &str) -> Upstream {
+    let example = ExampleUpstream::new(CallbackSecret::parse(secret).unwrap());
+    let behaviour = Arc::new(Behaviour::default());
+    let b = behaviour.clone();
+    let app = example.router().layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let b = b.clone();
+            async move {
+                use axum::response::IntoResponse;
+                if req.uri().path() != "/requisites" {
+                    return next.run(req).await;
+                }
+                b.requests.fetch_add(1, Ordering::SeqCst);
+                if b.refuse_all.load(Ordering::SeqCst) {
+                    return axum::http::StatusCode::UNAUTHORIZED.into_response();
+                }
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+                let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                if b.refuse_bank.load(Ordering::SeqCst) && parsed["bank_code"] == REFUSED_BANK {
+                    return axum::Json(json!({"payment_id": parsed["payment_id"],
+                        "result": "no_requisites", "reason": "this bank's payers are not served"}))
+                    .into_response();
+                }
+                let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+                let resp = next.run(req).await;
+                let late = b.late_ms.load(Ordering::SeqCst);
+                if late > 0 {
+                    tokio::time::sleep(Duration::from_millis(late)).await;
+                }
+                resp
+            }
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Upstream {
+        example,
+        behaviour,
+        base,
+    }
+}
+
+fn requests(u: &Upstream) -> usize {
+    u.behaviour.requests.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_upstreams_route_fail_over_recover_and_break() {
+    let (a, b, c) = (
+        upstream(SECRET_A).await,
+        upstream(SECRET_B).await,
+        upstream(SECRET_C).await,
+    );
+    a.behaviour.refuse_bank.store(true, Ordering::SeqCst);
+    let notify = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    for (u, name) in [(&a, "a"), (&b, "b"), (&c, "c")] {
+        u.example
+            .set_notify_url(&format!("http://{notify}/upstream/v1/notifications/{name}"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("payments.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[upstream]
+provider = "http"
+listen = "{notify}"
+provider_budget = "3s"
+breaker_failures = 3
+breaker_open = "2s"
+
+[[upstream.providers]]
+name = "a"
+url = "{a}/requisites"
+secrets = ["{SECRET_A}"]
+priority = 0
+methods = ["sbp"]
+
+[[upstream.providers]]
+name = "b"
+url = "{b}/requisites"
+secrets = ["{SECRET_B}"]
+priority = 1
+timeout = "1s"
+
+[[upstream.providers]]
+name = "c"
+url = "{c}/requisites"
+secrets = ["{SECRET_C}"]
+priority = 2
+"#,
+            a = a.base,
+            b = b.base,
+            c = c.base
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let (mut server, base, operator) = serve(&data, &["--config", &config]);
+    wait_ready(&mut server, &base).await;
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let merchant = MerchantClient::from_credentials(&creds).unwrap();
+    let create = |mpid: &str, method: &str, bank: Option<&str>| {
+        let mut body = json!({"merchant_payment_id": mpid, "amount": "1500.00",
+                              "payment_method": method});
+        if let Some(bank) = bank {
+            body["bank_code"] = json!(bank);
+        }
+        let merchant = merchant.clone();
+        async move {
+            loop {
+                let r = merchant.create_payment(&body).await.unwrap();
+                if r.status.as_u16() != 429 {
+                    return r;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let counts = || (requests(&a), requests(&b), requests(&c));
+
+    // Routing by coverage: a card payment skips `a` (sbp only); `b` issues.
+    let r = create("card-1", "card_transfer", None).await;
+    assert_eq!(r.json["status"], "processing", "{}", r.json);
+    assert_eq!(counts(), (0, 1, 0));
+    let card_1 = r.json["id"].as_str().unwrap().to_string();
+
+    // Failover on a refusal: `a` refuses the bank's payer, `b` issues, within the budget.
+    let r = create("bank-1", "sbp", Some(REFUSED_BANK)).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.json);
+    assert_eq!(r.json["status"], "processing", "{}", r.json);
+    assert_eq!(counts(), (1, 2, 0));
+    // Another payer of `a`'s: `a` issues.
+    let r = create("sbp-1", "sbp", None).await;
+    assert_eq!(r.json["status"], "processing", "{}", r.json);
+    assert_eq!(counts(), (2, 2, 0));
+
+    // No failover after a timeout: `b` takes the request, answers after its 1 s limit.
+    b.behaviour.late_ms.store(1_500, Ordering::SeqCst);
+    let r = create("late-1", "card_transfer", None).await;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.json);
+    assert_eq!(
+        r.json["error_code"], "provider_result_ambiguous",
+        "{}",
+        r.json
+    );
+    let late_id = r.json["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        counts(),
+        (2, 3, 0),
+        "never a second provider after the timeout"
+    );
+    b.behaviour.late_ms.store(0, Ordering::SeqCst);
+    // The payment went to `error` at once (the answer timed out): it is not recovered on a
+    // repeat; the create's answer was final. The provider that may have issued is `b`, and
+    // an operator reconciles with it: `c` never heard of the payment.
+    let again = create("late-1", "card_transfer", None).await;
+    assert_eq!(again.status.as_u16(), 200);
+    assert_eq!(again.json["id"], late_id.as_str());
+    assert_eq!(requests(&c), 0);
+
+    // The breaker: `b` refuses every request before accepting it (nothing issued), so each
+    // card payment fails over to `c`. The timeout above was `b`'s first failure in a row:
+    // two refusals make three, and `b` is out of routing for the third payment.
+    b.behaviour.refuse_all.store(true, Ordering::SeqCst);
+    for n in 0..3 {
+        let r = create(&format!("brk-{n}"), "card_transfer", None).await;
+        assert_eq!(r.json["status"], "processing", "{}", r.json);
+    }
+    assert_eq!(counts(), (2, 5, 3));
+    let metrics = || {
+        let url = format!("{operator}/metrics");
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    let text = metrics().await;
+    assert!(
+        text.contains("payments_provider_breaker{provider=\"b\",state=\"open\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("payments_provider_attempts_total{provider=\"b\",outcome=\"unavailable\"} 2")
+    );
+    // The operator API shows it: b out of routing until its probe.
+    let operator_token = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(data.join("sandbox-credentials.json")).unwrap(),
+    )
+    .unwrap()["operator_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let view = reqwest::Client::new()
+        .get(format!("{operator}/operator/v1/providers"))
+        .bearer_auth(&operator_token)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let names: Vec<&str> = view["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"], "{view}");
+    let pb = &view["providers"][1];
+    assert_eq!(pb["breaker"], "open", "{view}");
+    assert!(pb["open_until"].is_string(), "{view}");
+    assert_eq!(pb["failures_in_a_row"], 3, "{view}");
+    assert_eq!(view["providers"][0]["coverage"]["methods"], json!(["sbp"]));
+    let r = create("brk-3", "card_transfer", None).await;
+    assert_eq!(r.json["status"], "processing", "{}", r.json);
+    assert_eq!(
+        counts(),
+        (2, 5, 4),
+        "b is not asked while its breaker is open"
+    );
+    // After the cool-down one probe goes to `b`, healthy again: the breaker closes.
+    b.behaviour.refuse_all.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let r = create("probe-1", "card_transfer", None).await;
+    assert_eq!(r.json["status"], "processing", "{}", r.json);
+    assert_eq!(counts(), (2, 6, 4), "the probe went to b");
+    let text = metrics().await;
+    assert!(
+        text.contains("payments_provider_breaker{provider=\"b\",state=\"closed\"} 1"),
+        "{text}"
+    );
+
+    // Notifications: `b` reports on its own payment (card-1) on its own path.
+    let refused = a.example.report("n-a-1", &card_1, true, None).await;
+    // `a` signs with its own secret on its own path: verified, but card-1 is not `a`'s.
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.starts_with("404") && e.contains("payment_not_found")),
+        "{refused:?}"
+    );
+    // An impostor with `a`'s secret on `b`'s path: the signature does not verify.
+    let impostor = ExampleUpstream::new(CallbackSecret::parse(SECRET_A).unwrap());
+    impostor.set_notify_url(&format!("http://{notify}/upstream/v1/notifications/b"));
+    let forged = impostor.report("n-forged", &card_1, true, None).await;
+    assert!(
+        forged
+            .as_ref()
+            .is_err_and(|e| e.starts_with("401") && e.contains("signature_invalid")),
+        "{forged:?}"
+    );
+    let applied = b
+        .example
+        .report("n-b-1", &card_1, true, None)
+        .await
+        .unwrap();
+    assert_eq!(applied["applied"], true, "{applied}");
+    assert_eq!(applied["status"], "completed", "{applied}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = merchant.get_payment(&card_1).await.unwrap();
+        if got.json["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", got.json);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
