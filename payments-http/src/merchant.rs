@@ -360,6 +360,8 @@ async fn create_payment(
         status = p.status.as_str(),
         created = status == StatusCode::CREATED,
         requisite = requisite.as_deref().unwrap_or("-"),
+        provider = p.route.as_ref().map_or("-", |r| r.provider.as_str()),
+        route = p.route.as_ref().map_or("-", |r| r.reason.as_str()),
         "payment create answered"
     );
     let page_url = page_url(&st, &project, p).await?;
