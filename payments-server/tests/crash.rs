@@ -231,5 +231,20 @@ async fn cut_off(disruption: Disruption) {
         5,
         "no payment got a second requisite: each is the one issued before the crash"
     );
+    // The operator's reconciliation list has the five recoveries, none left unresolved.
+    let mut reconcile = vec!["payment", "reconcile"];
+    if let Some(i) = args.iter().position(|a| *a == "--database-url") {
+        reconcile.extend(["--database-url", args[i + 1]]);
+    }
+    let list = support::cli_json(&data, &reconcile);
+    assert_eq!(list["recovered"], 5, "{list}");
+    assert_eq!(list["unresolved"], 0, "{list}");
+    let kinds: Vec<&str> = list["payments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["recovered (resolved)"; 5], "{list}");
     drop(server);
 }

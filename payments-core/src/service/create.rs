@@ -12,7 +12,7 @@ use crate::payment::{
     Currency, Flow, MerchantPaymentId, Payment, PaymentErrorCode, PaymentStatus, ProviderRoute,
     Requisites,
 };
-use crate::project::{Merchant, NotCovered, Project};
+use crate::project::{AuditRecord, Merchant, NotCovered, Project};
 use crate::provider::{ProviderOutcome, RequisiteRequest};
 use crate::request::{CreatePayment, RequestError};
 use crate::routing::{Failover, ProviderName};
@@ -457,17 +457,79 @@ impl PaymentService {
             },
             other => (other, None),
         };
-        let ambiguous = matches!(outcome.0, ProviderOutcome::Ambiguous(_));
+        let ambiguous = matches!(
+            outcome.0,
+            ProviderOutcome::Ambiguous(_) | ProviderOutcome::Unavailable(_)
+        );
         let (t, _) = match self.decide(payment, outcome.1, outcome.0) {
             Ok(decided) => decided,
             Err(_) => return Ok(Recovery::Raced),
         };
-        match self.commit(payment, &t, None).await {
+        // On the audit log, for reconciliation (`payments-server payment reconcile`).
+        let audit = AuditRecord {
+            at: t.payment.updated_at,
+            actor: "recovery".into(),
+            action: RECOVERY_ACTION.into(),
+            target: payment.id.to_string(),
+            before: None,
+            after: Some(
+                serde_json::json!({
+                    "outcome": if ambiguous { "ambiguous" } else { "resolved" },
+                    "status": t.payment.status.as_str(),
+                    "provider": payment.route.as_ref().map(|r| r.provider.as_str()),
+                })
+                .to_string(),
+            ),
+        };
+        match self.commit(payment, &t, Some(audit)).await {
             Ok(_) if ambiguous => Ok(Recovery::Ambiguous),
             Ok(_) => Ok(Recovery::Resolved),
             Err(StoreError::Conflict) => Ok(Recovery::Raced),
             Err(e) => Err(e),
         }
+    }
+
+    /// The payments to reconcile with the providers, across every project: unresolved
+    /// creates (still `created` past the provider budget and a second), ambiguous payments
+    /// created since `since`, and the last `limit` recoveries on the audit log. At most
+    /// `limit` of each kind per project, newest first.
+    pub async fn reconciliation(
+        &self,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Reconciliation, StoreError> {
+        use crate::store::{MerchantStoreExt, PaymentQuery};
+        let store = &self.ports.store;
+        let lost_before = self
+            .ports
+            .clock
+            .now()
+            .saturating_sub(self.config.provider_budget + RECOVER_AFTER_MARGIN);
+        let mut out = Reconciliation::default();
+        for project in store.projects().await? {
+            let mut q = PaymentQuery::new(project.id, limit);
+            q.status = Some(PaymentStatus::Created);
+            q.created_to = Some(lost_before);
+            out.unresolved.extend(store.find_payments(&q).await?);
+            let mut q = PaymentQuery::new(project.id, limit);
+            q.status = Some(PaymentStatus::Error);
+            q.created_from = Some(since);
+            out.ambiguous
+                .extend(store.find_payments(&q).await?.into_iter().filter(|p| {
+                    p.failure
+                        .as_ref()
+                        .is_some_and(|f| f.code == PaymentErrorCode::ProviderResultAmbiguous)
+                }));
+        }
+        // The audit log is read newest first; recoveries are a small share of it.
+        out.recovered = store
+            .audit_records(limit.saturating_mul(50).max(1_000))
+            .await?
+            .into_iter()
+            .filter(|r| r.action == RECOVERY_ACTION)
+            .take(limit)
+            .collect();
+        Ok(out)
     }
 
     /// The price a payment's requisites are fixed at now: the course of now and the fee of
@@ -625,6 +687,24 @@ impl PaymentService {
 /// arrived with the create ends (`duplicate_wait`, 16 s): every repeat that waits sees the
 /// payment resolved, by its create or by itself.
 pub const RECOVER_AFTER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The audit action of a recovered create ([`PaymentService::recover_create`]); its `after`
+/// holds `outcome` (`resolved` or `ambiguous`), `status` and `provider`.
+pub const RECOVERY_ACTION: &str = "payment.recover";
+
+/// What an operator reconciles with the providers: payments still in `created` past their
+/// create's budget (no answer recorded yet), payments `error` / `provider_result_ambiguous`
+/// (a provider may have issued), and the recoveries on record
+/// ([`PaymentService::reconciliation`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reconciliation {
+    /// Still in `created` past the create's budget and a margin: not resolved yet.
+    pub unresolved: Vec<Payment>,
+    /// `error` / `provider_result_ambiguous`, created in the window asked for.
+    pub ambiguous: Vec<Payment>,
+    /// The recoveries on the audit log, newest first (the audit records).
+    pub recovered: Vec<AuditRecord>,
+}
 
 /// What [`PaymentService::recover_create`] did.
 #[non_exhaustive]

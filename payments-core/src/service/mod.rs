@@ -44,7 +44,10 @@ pub use callbacks::{
     describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
     CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
 };
-pub use create::{CreateError, CreateOutcome, CreateStatus, Recovery, RECOVER_AFTER_MARGIN};
+pub use create::{
+    CreateError, CreateOutcome, CreateStatus, Reconciliation, Recovery, RECOVERY_ACTION,
+    RECOVER_AFTER_MARGIN,
+};
 pub use events::{
     event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, MAX_EVENT_WAIT,
 };

@@ -171,6 +171,14 @@ fn an_ambiguous_answer_ends_the_create_and_the_recovery_asks_that_provider_only(
         "never a second provider"
     );
     assert_eq!(t.h.provider.calls.load(Ordering::SeqCst), 0);
+    // On the operator's reconciliation list, naming the provider that may have issued.
+    let since = payments_core::Timestamp::from_unix_millis(0);
+    let r = block_on(t.h.service.reconciliation(since, 10)).unwrap();
+    assert_eq!(r.ambiguous.len(), 1);
+    assert_eq!(
+        r.ambiguous[0].route.as_ref().unwrap().provider.as_str(),
+        "first"
+    );
 }
 
 #[test]
@@ -197,6 +205,15 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
         "second",
         "the switch was recorded before second was asked"
     );
+    // Past its budget it is on the operator's reconciliation list, unresolved.
+    t.h.advance(std::time::Duration::from_secs(17));
+    let since = payments_core::Timestamp::from_unix_millis(0);
+    let r = block_on(t.h.service.reconciliation(since, 10)).unwrap();
+    assert_eq!(
+        r.unresolved.iter().map(|p| p.id).collect::<Vec<_>>(),
+        [stuck.id]
+    );
+    assert!(r.recovered.is_empty());
     // Second answers now, with what it issued then.
     t.second.hang.store(false, Ordering::SeqCst);
     *t.second.answer.lock().unwrap() = Some(issued("79000000042"));
@@ -212,4 +229,13 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
         "first not asked again"
     );
     assert_eq!(t.h.provider.calls.load(Ordering::SeqCst), 0, "nor healthy");
+    // Resolved now, and its recovery is on record with the provider it asked.
+    let r = block_on(t.h.service.reconciliation(since, 10)).unwrap();
+    assert!(r.unresolved.is_empty());
+    assert_eq!(r.recovered.len(), 1);
+    assert_eq!(r.recovered[0].target, stuck.id.to_string());
+    let after: serde_json::Value =
+        serde_json::from_str(r.recovered[0].after.as_deref().unwrap()).unwrap();
+    assert_eq!(after["outcome"], "resolved");
+    assert_eq!(after["provider"], "second");
 }

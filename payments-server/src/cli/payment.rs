@@ -58,6 +58,17 @@ pub enum PaymentCommand {
         /// Payment id.
         id: String,
     },
+    /// What to reconcile with the requisite providers: creates still unresolved (no answer
+    /// recorded past the provider budget), payments error / provider_result_ambiguous (a
+    /// provider may have issued), and the recoveries of interrupted creates.
+    Reconcile {
+        /// Ambiguous payments created since (RFC 3339; default: 7 days ago).
+        #[arg(long)]
+        since: Option<String>,
+        /// At most this many of each kind per project (recoveries: in all).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
 }
 
 /// `audit` arguments.
@@ -86,6 +97,9 @@ pub(super) async fn payment(
     command: PaymentCommand,
     actor: &Actor,
 ) -> Result<Output, ApiError> {
+    if let PaymentCommand::Reconcile { since, limit } = &command {
+        return reconcile(svc, since.as_deref(), *limit).await;
+    }
     let (id, trigger) = match command {
         PaymentCommand::Confirm { id, amount: a } => (id, Trigger::Confirm { amount: amount(a)? }),
         PaymentCommand::Cancel { id } => (id, Trigger::Cancel),
@@ -116,6 +130,7 @@ pub(super) async fn payment(
             }
             return Ok(Output::new(json!({ "events": list }), text));
         }
+        PaymentCommand::Reconcile { .. } => unreachable!("answered above"),
         PaymentCommand::Show { id } => {
             let pid = lookup::payment_id(&id)?;
             let p = svc.store().payment(pid).await?.ok_or_else(|| {
@@ -160,5 +175,78 @@ pub(super) async fn audit(svc: &PaymentService, limit: usize) -> Result<Output, 
     Ok(Output::new(
         json!({ "records": list }),
         table(&["AT", "ACTOR", "ACTION", "TARGET"], rows),
+    ))
+}
+
+/// `payment reconcile`: the three lists, as JSON and as a table.
+async fn reconcile(
+    svc: &PaymentService,
+    since: Option<&str>,
+    limit: usize,
+) -> Result<Output, ApiError> {
+    let since = match since {
+        Some(s) => payments_core::Timestamp::parse_rfc3339(s.trim()).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "--since: {s:?} is not an RFC 3339 time like 2026-10-01T12:00:00Z"
+            ))
+        })?,
+        None => svc
+            .ports()
+            .clock
+            .now()
+            .saturating_sub(std::time::Duration::from_secs(7 * 86_400)),
+    };
+    let r = svc.reconciliation(since, limit.max(1)).await?;
+    let provider = |p: &payments_core::payment::Payment| {
+        p.route
+            .as_ref()
+            .map_or("-".to_string(), |r| r.provider.to_string())
+    };
+    let row = |kind: &str, p: &payments_core::payment::Payment| {
+        json!({
+            "kind": kind,
+            "payment_id": p.id.to_string(),
+            "project_id": p.project_id.to_string(),
+            "merchant_payment_id": p.merchant_payment_id.as_str(),
+            "provider": provider(p),
+            "created_at": p.created_at.to_rfc3339(),
+            "status": p.status.as_str(),
+        })
+    };
+    let mut rows: Vec<Value> = r.unresolved.iter().map(|p| row("unresolved", p)).collect();
+    rows.extend(r.ambiguous.iter().map(|p| row("ambiguous", p)));
+    for a in &r.recovered {
+        let after: Value = a
+            .after
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or(Value::Null);
+        rows.push(json!({
+            "kind": format!("recovered ({})", after["outcome"].as_str().unwrap_or("-")),
+            "payment_id": a.target,
+            "project_id": Value::Null,
+            "merchant_payment_id": Value::Null,
+            "provider": after["provider"].as_str().unwrap_or("-"),
+            "created_at": a.at.to_rfc3339(),
+            "status": after["status"].as_str().unwrap_or("-"),
+        }));
+    }
+    let table_rows = rows
+        .iter()
+        .map(|r| {
+            ["kind", "payment_id", "provider", "status", "created_at"]
+                .iter()
+                .map(|k| r[k].as_str().unwrap_or("-").to_string())
+                .collect()
+        })
+        .collect();
+    Ok(Output::new(
+        json!({
+            "unresolved": r.unresolved.len(),
+            "ambiguous": r.ambiguous.len(),
+            "recovered": r.recovered.len(),
+            "payments": rows,
+        }),
+        table(&["KIND", "PAYMENT", "PROVIDER", "STATUS", "AT"], table_rows),
     ))
 }
