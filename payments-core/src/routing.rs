@@ -576,16 +576,45 @@ impl Router {
             .entry(name.clone())
             .or_default()
             .take_probe(started);
+        // A call the service abandons (its budget ended first) is a failure: without this a
+        // probe cut off that way would leave the breaker half open, the provider out for good.
+        let mut pending = Pending {
+            router: self,
+            name,
+            started,
+            armed: true,
+        };
         let outcome = route.provider.issue(request).await;
+        pending.armed = false;
+        self.observe(name, Verdict::of(&outcome), started);
+        outcome
+    }
+
+    fn observe(&self, name: &ProviderName, verdict: Verdict, started: Timestamp) {
         let now = self.clock.now();
-        let latency = now.duration_since(started);
         self.lock().entry(name.clone()).or_default().observe(
-            Verdict::of(&outcome),
-            latency,
+            verdict,
+            now.duration_since(started),
             now,
             self.breaker,
         );
-        outcome
+    }
+}
+
+/// Records a failure for a call dropped before it answered.
+struct Pending<'a> {
+    router: &'a Router,
+    name: &'a ProviderName,
+    started: Timestamp,
+    armed: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.router
+                .observe(self.name, Verdict::Failed, self.started);
+        }
     }
 }
 
@@ -810,6 +839,60 @@ mod tests {
             ProviderOutcome::Issued(_)
         ));
         assert_eq!(router.health()[0].1.breaker.as_str(), "closed");
+    }
+
+    #[test]
+    fn a_probe_abandoned_by_the_caller_opens_the_breaker_again() {
+        struct Hangs;
+        #[async_trait]
+        impl RequisiteProvider for Hangs {
+            async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+                std::future::pending().await
+            }
+        }
+        let clock = Arc::new(ManualClock::new(T0));
+        let router = Router::new(
+            vec![Route {
+                name: ProviderName::parse("slow").unwrap(),
+                provider: Arc::new(Hangs),
+                coverage: Coverage::default(),
+                priority: 0,
+                weight: 1,
+            }],
+            clock.clone(),
+        )
+        .unwrap()
+        .with_breaker(BreakerConfig {
+            failures: 1,
+            open_for: Duration::from_secs(30),
+        });
+        let r = request("1500.00", PaymentMethod::Sbp, None, 3);
+        let name = ProviderName::parse("slow").unwrap();
+        let poll_once_and_drop = || {
+            let mut call = Box::pin(router.issue_with(&name, &r));
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            assert!(std::future::Future::poll(call.as_mut(), &mut cx).is_pending());
+        };
+        poll_once_and_drop();
+        assert_eq!(
+            router.health()[0].1.breaker.as_str(),
+            "open",
+            "an abandoned call failed"
+        );
+        clock.advance(Duration::from_secs(30));
+        poll_once_and_drop();
+        assert_eq!(
+            router.health()[0].1.breaker.as_str(),
+            "open",
+            "the abandoned probe opened it again instead of leaving it half open"
+        );
+        clock.advance(Duration::from_secs(30));
+        assert_eq!(
+            router.plan(&r).providers.len(),
+            1,
+            "and it is probed again later"
+        );
     }
 
     #[test]
