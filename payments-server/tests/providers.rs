@@ -190,6 +190,7 @@ priority = 2
     let r = create("bank-1", "sbp", Some(REFUSED_BANK)).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.json);
     assert_eq!(r.json["status"], "processing", "{}", r.json);
+    let bank_1 = r.json["id"].as_str().unwrap().to_string();
     assert_eq!(counts(), (1, 2, 0));
     // Another payer of `a`'s: `a` issues.
     let r = create("sbp-1", "sbp", None).await;
@@ -307,6 +308,24 @@ priority = 2
             .as_ref()
             .is_err_and(|e| e.starts_with("401") && e.contains("signature_invalid")),
         "{forged:?}"
+    );
+    // The operator sees where each payment went, and why.
+    let shown = support::cli_json(&data, &["payment", "show", &card_1]);
+    assert_eq!(shown["route"]["provider"], "b", "{shown}");
+    assert!(
+        shown["route"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not eligible: a: method"),
+        "{shown}"
+    );
+    let bank_1 = support::cli_json(&data, &["payment", "show", &bank_1]);
+    assert!(
+        bank_1["route"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("failover after a: no requisites"),
+        "{bank_1}"
     );
     let applied = b
         .example

@@ -139,7 +139,13 @@ pub(super) async fn payment(
                     "payment not found",
                 )
             })?;
-            return Ok(Output::object(json!(p.view())));
+            // For the operator: the merchant's Payment resource and the routing decision.
+            let mut shown = json!(p.view());
+            shown["route"] = match &p.route {
+                Some(r) => json!({ "provider": r.provider.as_str(), "reason": r.reason }),
+                None => Value::Null,
+            };
+            return Ok(Output::object(shown));
         }
     };
     let id = lookup::payment_id(&id)?;
