@@ -374,21 +374,12 @@ async fn without_migrate_an_older_database_is_refused_and_left_unchanged() {
 async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
     use std::sync::Arc;
 
-    use payments_core::sealing::{SealingKey, SealingKeys};
     use payments_core::testing::contract::{full_payment, project_id};
     use payments_core::testing::SeededRandom;
     use payments_store_postgres::SealWrites;
 
     let url = support::fresh_schema(&support::database_url()).await;
-    let keys = |current: u8, previous: &[u8]| {
-        SealingKeys::new(
-            SealingKey::from_bytes([current; 32]),
-            previous
-                .iter()
-                .map(|k| SealingKey::from_bytes([*k; 32]))
-                .collect(),
-        )
-    };
+    let keys = payments_core::testing::sealing_keys;
     let node = |current: u8, previous: &'static [u8], writes: SealWrites| {
         let url = url.clone();
         async move {

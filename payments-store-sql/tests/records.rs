@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use payments_core::payment::Payment;
-use payments_core::sealing::{SealingKey, SealingKeys};
 use payments_core::store::StoreError;
 use payments_core::testing::strategies;
 use payments_core::RandomSource;
@@ -100,7 +99,7 @@ impl RandomSource for Counter {
 
 fn sealing(key: u8) -> RequisiteSealing {
     let s = RequisiteSealing::new();
-    let keys = SealingKeys::new(SealingKey::from_bytes([key; 32]), Vec::new());
+    let keys = payments_core::testing::sealing_keys(key, &[]);
     s.install(
         keys,
         std::sync::Arc::new(Counter::default()),

@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use std::sync::Arc;
 
-use payments_core::sealing::{SealingKey, SealingKeys};
 use payments_core::testing::{contract, SeededRandom};
 use payments_store_sqlite::{SealWrites, SqliteOptions, SqliteStore};
 
@@ -19,7 +18,7 @@ async fn open(file: PathBuf) -> SqliteStore {
             .await
             .expect("opening does not panic")
             .expect("open the database");
-    let keys = SealingKeys::new(SealingKey::from_bytes([3; 32]), Vec::new());
+    let keys = payments_core::testing::sealing_keys(3, &[]);
     store
         .requisite_sealing()
         .install(keys, Arc::new(SeededRandom::new(3)), SealWrites::Sealed)

@@ -1004,23 +1004,11 @@ async fn the_database_files_are_owner_only() {
     assert_eq!(mode(&old), 0o600);
 }
 
-/// Keys `current` (sealing) and `previous` (opening only), as a server installs them.
-fn keys(current: u8, previous: &[u8]) -> payments_core::sealing::SealingKeys {
-    use payments_core::sealing::{SealingKey, SealingKeys};
-    SealingKeys::new(
-        SealingKey::from_bytes([current; 32]),
-        previous
-            .iter()
-            .map(|k| SealingKey::from_bytes([*k; 32]))
-            .collect(),
-    )
-}
-
 fn install(store: &SqliteStore, current: u8, previous: &[u8], writes: SealWrites) {
     store
         .requisite_sealing()
         .install(
-            keys(current, previous),
+            payments_core::testing::sealing_keys(current, previous),
             Arc::new(payments_core::testing::SeededRandom::new(u64::from(
                 current,
             ))),
@@ -1056,7 +1044,10 @@ async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
         .expect("the full payment has requisites");
     assert_eq!(a.insert_payment(&p).await.unwrap(), InsertOutcome::Inserted);
     let raw = raw_requisites(&path, 1);
-    let key_a = keys(1, &[]).current_id().unwrap().to_string();
+    let key_a = payments_core::testing::sealing_keys(1, &[])
+        .current_id()
+        .unwrap()
+        .to_string();
     for value in raw.iter() {
         let value = value.as_deref().expect("all four are set");
         assert!(value.starts_with(&format!("v1.{key_a}.")), "{value}");
@@ -1112,7 +1103,10 @@ async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
         (report.resealed, report.current, report.changed_meanwhile),
         (2, 0, 0)
     );
-    let key_b = keys(2, &[]).current_id().unwrap().to_string();
+    let key_b = payments_core::testing::sealing_keys(2, &[])
+        .current_id()
+        .unwrap()
+        .to_string();
     assert_eq!(b.sealed_requisite_keys().await.unwrap(), vec![(key_b, 2)]);
     assert_eq!(b.reseal_requisites().await.unwrap().current, 2);
     assert_eq!(b.payment(payment_id(1)).await.unwrap(), Some(next));

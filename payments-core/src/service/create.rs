@@ -587,12 +587,13 @@ impl PaymentService {
         loop {
             let name = match &payment.route {
                 Some(route) => route.provider.clone(),
-                None => match provider.plan(&request).providers.into_iter().next() {
-                    Some(first) => first,
-                    None => {
-                        return Ok(ProviderOutcome::NotRoutable(provider.plan(&request).reason))
+                None => {
+                    let plan = provider.plan(&request);
+                    match plan.providers.into_iter().next() {
+                        Some(first) => first,
+                        None => return Ok(ProviderOutcome::NotRoutable(plan.reason)),
                     }
-                },
+                }
             };
             let left = deadline.duration_since(self.ports.clock.now());
             let call = provider.issue_with(&name, &request);

@@ -93,3 +93,16 @@ pub fn payment(
         route: None,
     }
 }
+
+/// Sealing keys made of repeated bytes: `current` seals, each of `previous` only opens (tests
+/// of sealed values and key rotations).
+pub fn sealing_keys(current: u8, previous: &[u8]) -> crate::sealing::SealingKeys {
+    use crate::sealing::{SealingKey, SealingKeys};
+    SealingKeys::new(
+        SealingKey::from_bytes([current; 32]),
+        previous
+            .iter()
+            .map(|k| SealingKey::from_bytes([*k; 32]))
+            .collect(),
+    )
+}

@@ -11,4 +11,5 @@ pub mod strategies;
 
 pub use caller::TestCaller;
 pub use clock::{ManualClock, SeededRandom};
+pub use fixtures::sealing_keys;
 pub use memory::MemoryStore;

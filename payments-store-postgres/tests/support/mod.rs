@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use payments_core::sealing::{SealingKey, SealingKeys};
 use payments_core::testing::SeededRandom;
 use payments_store_postgres::{PgOptions, PgStore, SealWrites};
 
@@ -32,7 +31,7 @@ pub async fn fresh_store(base: &str) -> PgStore {
 
 /// `store` with the test key installed (the same for every node of a test).
 pub fn sealed(store: PgStore) -> PgStore {
-    let keys = SealingKeys::new(SealingKey::from_bytes([3; 32]), Vec::new());
+    let keys = payments_core::testing::sealing_keys(3, &[]);
     store
         .requisite_sealing()
         .install(keys, Arc::new(SeededRandom::new(3)), SealWrites::Sealed)
