@@ -107,6 +107,7 @@ async fn create(store: &SqliteStore, n: u64, one_write: bool) {
     }
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: processing,
             expected_version: 1,
             event: None,

@@ -36,6 +36,7 @@ async fn create(store: &SqliteStore, n: u64) {
     assert_eq!(admitted, AdmitOutcome::Inserted, "every create is new");
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: changed(&p, PaymentStatus::Processing, T0),
             expected_version: 1,
             event: None,

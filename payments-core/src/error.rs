@@ -38,6 +38,12 @@ pub enum ErrorCode {
     RequestReplayed,
     /// `409 invalid_transition`: the operation is not allowed in the payment's current status.
     InvalidTransition,
+    /// `409 insufficient_balance`: an operator's payout larger than the project's balance,
+    /// without a reason to force it.
+    InsufficientBalance,
+    /// `409 payout_reference_conflict`: the project has a payout with this transaction hash
+    /// and another amount or destination.
+    PayoutReferenceConflict,
     /// `405 method_not_allowed`: the path exists, but not with this method.
     MethodNotAllowed,
     /// `408 request_timeout`: the request body did not arrive within the body timeout.
@@ -70,7 +76,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and agreement tests.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidGeoCode,
         ErrorCode::TokenInvalid,
@@ -82,6 +88,8 @@ impl ErrorCode {
         ErrorCode::PaymentIdempotencyConflict,
         ErrorCode::RequestReplayed,
         ErrorCode::InvalidTransition,
+        ErrorCode::InsufficientBalance,
+        ErrorCode::PayoutReferenceConflict,
         ErrorCode::MethodNotAllowed,
         ErrorCode::RequestTimeout,
         ErrorCode::BodyTooLarge,
@@ -111,6 +119,8 @@ impl ErrorCode {
             ErrorCode::PaymentIdempotencyConflict => "payment_idempotency_conflict",
             ErrorCode::RequestReplayed => "request_replayed",
             ErrorCode::InvalidTransition => "invalid_transition",
+            ErrorCode::InsufficientBalance => "insufficient_balance",
+            ErrorCode::PayoutReferenceConflict => "payout_reference_conflict",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::BodyTooLarge => "body_too_large",

@@ -98,6 +98,10 @@ uuid_id!(
     TokenId
 );
 uuid_id!(
+    /// A ledger entry's id ([`crate::ledger`]): a credit, reversal, adjustment or payout.
+    EntryId
+);
+uuid_id!(
     /// A web cabinet user's id.
     UserId
 );

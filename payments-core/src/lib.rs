@@ -140,13 +140,16 @@ pub mod callback;
 pub mod clock;
 pub mod error;
 pub mod ids;
+pub mod ledger;
 pub mod random;
 pub mod ratelimit;
 pub mod secret;
 
 pub use clock::{Clock, Timestamp};
 pub use error::{ApiError, ErrorCode};
-pub use ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId};
+pub use ids::{
+    EntryId, EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
+};
 pub use random::RandomSource;
 pub use secret::{Secret, SecretString};
 

@@ -11,6 +11,7 @@ use crate::event::{
     DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting, TxReference};
 use crate::payer::PaymentPageRecord;
 use crate::payment::{Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus};
 use crate::project::{
@@ -25,9 +26,9 @@ mod tx;
 /// `use payments_core::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AuditStore, CallbackSecretStore, CredentialStore, CredentialStoreExt, MerchantStore,
-        MerchantStoreExt, OperatorStore, OperatorStoreExt, OutboxStore, PayerPageStore,
-        PayerPageStoreExt, PaymentStore, Store,
+        AuditStore, CallbackSecretStore, CredentialStore, CredentialStoreExt, LedgerStore,
+        MerchantStore, MerchantStoreExt, OperatorStore, OperatorStoreExt, OutboxStore,
+        PayerPageStore, PayerPageStoreExt, PaymentStore, Store,
     };
 }
 
@@ -178,6 +179,10 @@ pub struct PaymentChange {
     pub event: Option<OutboxEvent>,
     /// The audit record to insert in the same transaction.
     pub audit: Option<AuditRecord>,
+    /// The ledger entry the change makes ([`crate::ledger::payment_posting`]), appended in the
+    /// same transaction ([`Balance::post`](crate::ledger::Balance::post)); a second entry for
+    /// the same payment version is refused ([`StoreError::Duplicate`]).
+    pub ledger: Option<Posting>,
 }
 
 /// A page of a project's payments, newest first.
@@ -247,6 +252,75 @@ impl PaymentQuery {
                 .metadata
                 .as_ref()
                 .is_none_or(|(k, v)| payment.metadata.get(k) == Some(v.as_str()))
+    }
+}
+
+/// A page of a project's ledger entries ([`LedgerStore::find_entries`]), in the ledger's
+/// order (by `(created_at, seq)`, which is the order of `seq`) or the reverse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryQuery {
+    /// The project.
+    pub project: ProjectId,
+    /// Only this kind.
+    pub kind: Option<EntryKind>,
+    /// Recorded at or after.
+    pub created_from: Option<Timestamp>,
+    /// Recorded before.
+    pub created_to: Option<Timestamp>,
+    /// Only the payout with this reference (at most one).
+    pub reference: Option<TxReference>,
+    /// Only this payment's entries.
+    pub payment: Option<PaymentId>,
+    /// Only entries after this `(created_at, seq)` in the order asked (the next page).
+    pub after: Option<(Timestamp, u64)>,
+    /// Oldest first (an export, a reconciliation) instead of newest first (a list).
+    pub oldest_first: bool,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl EntryQuery {
+    /// The newest `limit` entries of `project`, no filter.
+    pub fn new(project: ProjectId, limit: usize) -> EntryQuery {
+        EntryQuery {
+            project,
+            kind: None,
+            created_from: None,
+            created_to: None,
+            reference: None,
+            payment: None,
+            after: None,
+            oldest_first: false,
+            limit,
+        }
+    }
+
+    /// Whether `entry` passes the filters (the page aside).
+    pub fn matches(&self, entry: &LedgerEntry) -> bool {
+        let p = &entry.posting;
+        p.project_id == self.project
+            && self.kind.is_none_or(|k| p.kind == k)
+            && self.created_from.is_none_or(|t| p.at >= t)
+            && self.created_to.is_none_or(|t| p.at < t)
+            && self
+                .reference
+                .as_ref()
+                .is_none_or(|r| p.reference.as_ref() == Some(r))
+            && self
+                .payment
+                .is_none_or(|id| p.payment.is_some_and(|(pid, _)| pid == id))
+    }
+
+    /// Whether `entry` comes after the cursor in the order asked.
+    pub fn is_after_cursor(&self, entry: &LedgerEntry) -> bool {
+        self.after.is_none_or(|c| {
+            let key = (entry.posting.at, entry.seq);
+            if self.oldest_first {
+                key > c
+            } else {
+                key < c
+            }
+        })
     }
 }
 
@@ -527,6 +601,26 @@ pub trait OutboxStore: Send + Sync {
     /// A page of a project's callback events with their attempts (see [`EventQuery`]),
     /// newest first by `(created_at, event_id)`.
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
+}
+
+/// The project balances ([`crate::ledger`]): each project's append-only ledger of entries
+/// and the balance kept beside it. Entries are appended in the transactions that cause them
+/// ([`PaymentChange::ledger`], [`Transaction::append_posting`]); this trait reads them.
+#[async_trait]
+pub trait LedgerStore: Send + Sync {
+    /// A project's balance (one row); [`Balance::empty`] for a project without entries.
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError>;
+    /// A page of a project's entries (see [`EntryQuery`]), through the index on
+    /// `(project, created_at, seq)`.
+    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// The count and sum of each kind of a project's entries recorded in `[from, to)`, kinds
+    /// without entries left out: a statement's lines, summed by the database.
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError>;
 }
 
 /// What [`CredentialStore::auth_lookup`] found; each part `None` when absent.
@@ -919,6 +1013,7 @@ pub trait Store:
     + OperatorStore
     + AuditStore
     + PayerPageStore
+    + LedgerStore
 {
     /// A cheap check that the store answers (for `/readyz`).
     fn is_ready(&self) -> bool {

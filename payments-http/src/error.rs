@@ -68,7 +68,9 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::PaymentNotFound | ErrorCode::NotFound => 404,
         ErrorCode::PaymentIdempotencyConflict
         | ErrorCode::RequestReplayed
-        | ErrorCode::InvalidTransition => 409,
+        | ErrorCode::InvalidTransition
+        | ErrorCode::InsufficientBalance
+        | ErrorCode::PayoutReferenceConflict => 409,
         ErrorCode::MethodNotAllowed => 405,
         ErrorCode::RequestTimeout => 408,
         ErrorCode::BodyTooLarge => 413,

@@ -64,6 +64,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod balance;
 pub mod deadline;
 pub mod dispatcher;
 pub mod error;

@@ -42,6 +42,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/events/{id}/resend"),
     ("POST", "/api/v1/events/recover"),
     ("POST", "/api/v1/payments/{id}/resend_callback"),
+    ("GET", "/api/v1/balance"),
+    ("GET", "/api/v1/balance/entries"),
+    ("GET", "/api/v1/balance/statement"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
 ];
@@ -76,6 +79,9 @@ fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
         ("POST", "/api/v1/payments/{id}/resend_callback") => {
             post(crate::events::resend_payment_callback)
         }
+        ("GET", "/api/v1/balance") => get(crate::balance::get_balance),
+        ("GET", "/api/v1/balance/entries") => get(crate::balance::list_entries),
+        ("GET", "/api/v1/balance/statement") => get(crate::balance::statement),
         ("GET", "/healthz") => get(healthz),
         ("GET", "/readyz") => get(readyz),
         ("POST", "/api/v1/test/payments/{id}/complete") => post(test_complete),
@@ -288,9 +294,10 @@ pub(crate) async fn admitted(
     let (parts, body) = req.into_parts();
     // The project resource has no decimals: the header means nothing there.
     let decimals = match endpoint {
-        Endpoint::GetProject | Endpoint::ReadEvents | Endpoint::ResendEvents => {
-            DecimalFormat::Number
-        }
+        Endpoint::GetProject
+        | Endpoint::ReadEvents
+        | Endpoint::ResendEvents
+        | Endpoint::ReadBalance => DecimalFormat::Number,
         _ => decimal_format(&parts.headers)?,
     };
     // The deadline middleware of `app()` bounds this read too; `read_body`'s own timeout is

@@ -229,6 +229,8 @@ pub struct Metrics {
     store_errors: Family<CauseLabels, Counter>,
     build_info: Family<BuildLabels, Gauge>,
     stuck_creates: Family<OutcomeLabels, Counter>,
+    ledger_differences: Gauge,
+    ledger_reconciliations: Counter,
     dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
     rate_ages: std::sync::OnceLock<RateAgesSource>,
     provider_health: std::sync::OnceLock<ProviderHealthSource>,
@@ -283,6 +285,8 @@ impl Default for Metrics {
         let store_errors = Family::<CauseLabels, Counter>::default();
         let build_info = Family::<BuildLabels, Gauge>::default();
         let stuck_creates = Family::<OutcomeLabels, Counter>::default();
+        let ledger_differences = Gauge::default();
+        let ledger_reconciliations = Counter::default();
         // Both outcomes from the start: an alert on `ambiguous` needs a series before the
         // first one.
         for outcome in ["recovered", "ambiguous"] {
@@ -364,6 +368,17 @@ impl Default for Metrics {
             stuck_creates.clone(),
         );
         registry.register(
+            "payments_ledger_differences",
+            "Differences between the project balances and their payments and payouts that the \
+             last ledger reconciliation found (0: every balance reconciles)",
+            ledger_differences.clone(),
+        );
+        registry.register(
+            "payments_ledger_reconciliations",
+            "Ledger reconciliations run (by the server's schedule or the operator)",
+            ledger_reconciliations.clone(),
+        );
+        registry.register(
             "payments_build_info",
             "The running build: version and database schema version (always 1)",
             build_info.clone(),
@@ -384,6 +399,8 @@ impl Default for Metrics {
             store_errors,
             build_info,
             stuck_creates,
+            ledger_differences,
+            ledger_reconciliations,
             dropped_log_lines: std::sync::OnceLock::new(),
             rate_ages: std::sync::OnceLock::new(),
             provider_health: std::sync::OnceLock::new(),
@@ -454,6 +471,14 @@ impl Metrics {
                     .inc_by(n as u64);
             }
         }
+    }
+
+    /// Records a ledger reconciliation: `payments_ledger_differences` becomes the number of
+    /// differences it found, `payments_ledger_reconciliations_total` counts it.
+    pub fn ledger_reconciled(&self, report: &payments_core::service::LedgerReport) {
+        self.ledger_differences
+            .set(i64::try_from(report.differences.len()).unwrap_or(i64::MAX));
+        self.ledger_reconciliations.inc();
     }
 
     /// Records one request: route, method, status and latency.

@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod callbacks;
+pub mod ledger;
 pub mod lookup;
 pub mod provision;
 #[cfg(feature = "cabinet")]
@@ -52,6 +53,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
     let mut list = ROUTES.to_vec();
     list.extend_from_slice(provision::ROUTES);
     list.extend_from_slice(callbacks::ROUTES);
+    list.extend_from_slice(ledger::ROUTES);
     #[cfg(feature = "cabinet")]
     list.extend_from_slice(users::ROUTES);
     list.extend_from_slice(PUBLIC_ROUTES);
@@ -97,7 +99,8 @@ pub fn routes(state: AppState) -> Router<AppState> {
             Router::new(),
             callbacks::ROUTES,
             callbacks::handler,
-        ));
+        ))
+        .merge(add_routes(Router::new(), ledger::ROUTES, ledger::handler));
     #[cfg(feature = "cabinet")]
     let api = api.merge(users::routes());
     let api = api.route_layer(middleware::from_fn_with_state(state, require_operator));
@@ -125,6 +128,9 @@ mod route_tests {
                 callbacks::handler(method, path).is_some(),
                 "{method} {path}"
             );
+        }
+        for (method, path) in ledger::ROUTES {
+            assert!(ledger::handler(method, path).is_some(), "{method} {path}");
         }
         #[cfg(feature = "cabinet")]
         for (method, path) in users::ROUTES {

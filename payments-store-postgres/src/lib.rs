@@ -41,6 +41,7 @@ mod cabinet;
 mod codec;
 mod directory;
 mod error;
+mod ledger;
 mod outbox;
 mod payments;
 mod ratelimit;

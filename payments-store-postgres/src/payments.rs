@@ -171,8 +171,8 @@ pub(crate) async fn by_merchant_id<C: GenericClient>(
     .pop())
 }
 
-/// The version check, payment update, outbox row and audit row of one change. Call inside a
-/// transaction: an error leaves it to be rolled back.
+/// The version check, payment update, outbox row, audit row and ledger entry of one change.
+/// Call inside a transaction: an error leaves it to be rolled back.
 pub(crate) async fn commit_change<C: GenericClient>(
     c: &C,
     s: &RequisiteSealing,
@@ -200,6 +200,9 @@ pub(crate) async fn commit_change<C: GenericClient>(
     }
     if let Some(audit) = &change.audit {
         directory::append_audit(c, audit).await?;
+    }
+    if let Some(posting) = &change.ledger {
+        crate::ledger::append(c, posting).await?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEven
 use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
 };
+use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
@@ -24,13 +25,13 @@ use payments_core::store::{
     OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged,
     Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
-use payments_core::store::{EventQuery, PaymentQuery};
+use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
 
 use crate::error::db;
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, outbox, payments, PgStore};
+use crate::{cabinet, directory, ledger, outbox, payments, PgStore};
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
@@ -80,6 +81,18 @@ impl Transaction for PgTx<'_, '_> {
             return Ok(Vec::new());
         }
         outbox::mark_resent(self.tx, payment, resend).await
+    }
+
+    async fn lock_balance(&mut self, project: ProjectId) -> Result<Balance, StoreError> {
+        ledger::lock_balance(self.tx, project).await
+    }
+
+    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
+        ledger::append(self.tx, posting).await
+    }
+
+    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
+        directory::append_audit(self.tx, record).await
     }
 }
 
@@ -421,15 +434,38 @@ impl PayerPageStore for PgStore {
 }
 
 #[async_trait]
+impl LedgerStore for PgStore {
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+        let client = self.client().await?;
+        ledger::balance(&client, project).await
+    }
+
+    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+        let client = self.client().await?;
+        ledger::find(&client, query).await
+    }
+
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+        let client = self.client().await?;
+        ledger::totals(&client, project, from, to).await
+    }
+}
+
+#[async_trait]
 impl Store for PgStore {
     async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
         let client = self.client().await?;
         payments::insert(&client, &self.sealing, payment).await
     }
-    /// A change without an event or audit record is one statement (autocommit, durable); with
-    /// them, one transaction.
+    /// A change without an event, audit record or ledger entry is one statement (autocommit,
+    /// durable); with them, one transaction.
     async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        if change.event.is_none() && change.audit.is_none() {
+        if change.event.is_none() && change.audit.is_none() && change.ledger.is_none() {
             let client = self.client().await?;
             return payments::commit_change(&client, &self.sealing, change).await;
         }

@@ -10,6 +10,7 @@
 //!   getters) and the typed access built on it once ([`Cols`]);
 //! - [`value`]: the values a statement binds ([`SqlValue`]), which each backend hands to its
 //!   driver;
+//! - [`ledger`]: the project ledger's rows and statements;
 //! - [`codec`]: the text forms of values that are not a column type (scopes, contracts, URLs);
 //! - [`schema`]: one schema numbering for both engines and the rule that compares versions;
 //! - [`sql`]: statement text shared by both engines, written once with PostgreSQL's `$n`
@@ -26,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod codec;
+pub mod ledger;
 pub mod listing;
 pub mod record;
 pub mod row;

@@ -75,7 +75,50 @@ pub const MIGRATIONS: &[Migration] = &[
                    ALTER TABLE payments ADD COLUMN route_reason TEXT;",
         min_reader: BASELINE_MIN_READER,
     },
+    // 14: the project ledger (the balance, its entries, payouts). Expand: new tables only; a
+    // build of schema 13 never reads them (and writes no entry: its completions are found by
+    // the reconciliation, `payments-server ledger reconcile`).
+    Migration {
+        name: "project ledger",
+        sqlite: LEDGER_DDL,
+        postgres: LEDGER_DDL,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 14's tables, the same text on both engines (SQLite reads `BIGINT` as `INTEGER`).
+const LEDGER_DDL: &str = "CREATE TABLE ledger_balances (\n\
+    project_id TEXT NOT NULL PRIMARY KEY,\n\
+    entries BIGINT NOT NULL,\n\
+    balance BIGINT NOT NULL,\n\
+    credits BIGINT NOT NULL,\n\
+    reversals BIGINT NOT NULL,\n\
+    recheck_adjustments BIGINT NOT NULL,\n\
+    operator_adjustments BIGINT NOT NULL,\n\
+    payouts BIGINT NOT NULL,\n\
+    updated_at BIGINT\n\
+);\n\
+CREATE TABLE ledger_entries (\n\
+    project_id TEXT NOT NULL,\n\
+    seq BIGINT NOT NULL,\n\
+    id TEXT NOT NULL UNIQUE,\n\
+    kind TEXT NOT NULL,\n\
+    amount BIGINT NOT NULL,\n\
+    balance_after BIGINT NOT NULL,\n\
+    created_at BIGINT NOT NULL,\n\
+    payment_id TEXT,\n\
+    payment_version BIGINT,\n\
+    destination TEXT,\n\
+    reference TEXT,\n\
+    reason TEXT,\n\
+    actor TEXT,\n\
+    PRIMARY KEY (project_id, seq)\n\
+);\n\
+CREATE UNIQUE INDEX ledger_entries_payment_version ON ledger_entries \
+(payment_id, payment_version) WHERE payment_id IS NOT NULL;\n\
+CREATE UNIQUE INDEX ledger_entries_reference ON ledger_entries \
+(project_id, reference) WHERE reference IS NOT NULL;\n\
+CREATE INDEX ledger_entries_time ON ledger_entries (project_id, created_at, seq);";
 
 /// The schema version this build writes, on either engine.
 pub const SCHEMA_VERSION: u32 = BASELINE + MIGRATIONS.len() as u32;

@@ -24,6 +24,7 @@ mod codec;
 mod directory;
 mod error;
 mod files;
+mod ledger;
 mod nonces;
 mod outbox;
 mod payments;

@@ -120,6 +120,9 @@ pub(crate) fn commit_change(
     if let Some(audit) = &change.audit {
         directory::append_audit(conn, audit)?;
     }
+    if let Some(posting) = &change.ledger {
+        crate::ledger::append(conn, posting)?;
+    }
     Ok(())
 }
 

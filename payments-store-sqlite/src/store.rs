@@ -13,6 +13,7 @@ use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEven
 use payments_core::ids::{
     EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
 };
+use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
@@ -24,13 +25,13 @@ use payments_core::store::{
     OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store,
     StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
-use payments_core::store::{EventQuery, PaymentQuery};
+use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
 
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, nonces, outbox, payments, SqliteStore};
+use crate::{cabinet, directory, ledger, nonces, outbox, payments, SqliteStore};
 
 /// A transaction of the SQLite store: its steps on the writer connection, inside the writer's
 /// transaction (one job of a group commit).
@@ -71,6 +72,40 @@ impl Transaction for SqliteTx<'_> {
         resend: EventId,
     ) -> Result<Vec<EventId>, StoreError> {
         outbox::mark_resent(self.conn, payment, resend)
+    }
+
+    async fn lock_balance(&mut self, project: ProjectId) -> Result<Balance, StoreError> {
+        ledger::lock_balance(self.conn, project)
+    }
+
+    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
+        ledger::append(self.conn, posting)
+    }
+
+    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
+        directory::append_audit(self.conn, record)
+    }
+}
+
+#[async_trait]
+impl LedgerStore for SqliteStore {
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+        self.read_short(move |c| ledger::balance(c, project)).await
+    }
+
+    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+        let q = query.clone();
+        self.read(move |c| ledger::find(c, &q)).await
+    }
+
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+        self.read(move |c| ledger::totals(c, project, from, to))
+            .await
     }
 }
 

@@ -93,6 +93,7 @@ fn crash_child() {
                             });
                             store
                                 .commit_change(&PaymentChange {
+                                    ledger: None,
                                     payment: expected(n, version),
                                     expected_version: version - 1,
                                     event: Some(expected_event(n, version)),

@@ -120,6 +120,7 @@ async fn a_failing_request_does_not_abort_its_batch() {
     let v2 = changed(&base, PaymentStatus::Processing, T0);
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v2.clone(),
             expected_version: 1,
             event: None,
@@ -153,6 +154,7 @@ async fn a_failing_request_does_not_abort_its_batch() {
                     let stale = changed(&base, PaymentStatus::Error, T0);
                     let r = store
                         .commit_change(&PaymentChange {
+                            ledger: None,
                             event: Some(sample_event(&stale, event_id(i), T0)),
                             audit: Some(sample_audit(T0, "stale", "x")),
                             payment: stale,
@@ -310,7 +312,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 13);
+    assert_eq!(SCHEMA_VERSION, 14);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -367,6 +369,7 @@ async fn data_survives_a_reopen() {
         store.insert_payment(&p).await.expect("insert");
         store
             .commit_change(&PaymentChange {
+                ledger: None,
                 payment: next.clone(),
                 expected_version: p.version,
                 event: Some(event.clone()),
@@ -520,6 +523,7 @@ async fn a_change_to_a_field_fixed_at_creation_is_refused() {
     next.fingerprint = "another request".to_string();
     let refused = store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: next.clone(),
             expected_version: p.version,
             event: None,
@@ -533,6 +537,7 @@ async fn a_change_to_a_field_fixed_at_creation_is_refused() {
     next.amount = payments_core::amount::Amount::parse("1.5").expect("an amount");
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: next.clone(),
             expected_version: p.version,
             event: None,
@@ -1063,6 +1068,7 @@ async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
     // A change writes them sealed again, under a fresh nonce.
     let next = changed(&p, PaymentStatus::Completed, T0);
     a.commit_change(&PaymentChange {
+        ledger: None,
         payment: next.clone(),
         expected_version: p.version,
         event: None,

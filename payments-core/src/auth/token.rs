@@ -242,16 +242,19 @@ pub enum Scope {
     /// `events:resend`: resend callbacks (one event, every undelivered event since a time,
     /// or a closed payment's callback).
     EventsResend,
+    /// `balance:read`: the project's balance, its ledger entries and statements.
+    BalanceRead,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 5] = [
+    pub const ALL: [Scope; 6] = [
         Scope::PaymentsCreate,
         Scope::PaymentsRead,
         Scope::PaymentsTest,
         Scope::EventsRead,
         Scope::EventsResend,
+        Scope::BalanceRead,
     ];
 
     /// The scope string.
@@ -262,6 +265,7 @@ impl Scope {
             Scope::PaymentsTest => "payments:test",
             Scope::EventsRead => "events:read",
             Scope::EventsResend => "events:resend",
+            Scope::BalanceRead => "balance:read",
         }
     }
 }
@@ -307,6 +311,9 @@ pub enum Endpoint {
     /// `POST /api/v1/events/{id}/resend`, `POST /api/v1/events/recover` and
     /// `POST /api/v1/payments/{id}/resend_callback`.
     ResendEvents,
+    /// `GET /api/v1/balance`, `GET /api/v1/balance/entries` and
+    /// `GET /api/v1/balance/statement`.
+    ReadBalance,
 }
 
 impl Endpoint {
@@ -319,6 +326,7 @@ impl Endpoint {
             Endpoint::TestHelper => Some(Scope::PaymentsTest),
             Endpoint::ReadEvents => Some(Scope::EventsRead),
             Endpoint::ResendEvents => Some(Scope::EventsResend),
+            Endpoint::ReadBalance => Some(Scope::BalanceRead),
         }
     }
 

@@ -632,6 +632,8 @@ impl PaymentService {
                         expected_version: payment.version,
                         event: None,
                         audit: None,
+                        // A route changes no money.
+                        ledger: None,
                     })
                     .await?;
             }

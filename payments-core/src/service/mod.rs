@@ -6,6 +6,7 @@ mod batch;
 mod callbacks;
 mod create;
 mod events;
+mod ledger;
 mod listing;
 mod notify;
 mod operate;
@@ -50,6 +51,10 @@ pub use create::{
 };
 pub use events::{
     event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, MAX_EVENT_WAIT,
+};
+pub use ledger::{
+    parse_period, EntryCursor, EntryListQuery, EntryPage, LedgerDifference, LedgerError,
+    LedgerReport, PayoutRequest, MAX_STATEMENT_DAYS,
 };
 pub use listing::{
     ListCursor, ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, DEFAULT_LIST_LIMIT,
@@ -466,7 +471,8 @@ impl PaymentService {
     }
 
     /// The store change of a transition: the payment, its outbox row (if a destination exists
-    /// at any level) and the audit record.
+    /// at any level), the audit record and the ledger entry, when the change moves the
+    /// project's balance ([`crate::ledger::payment_posting`]).
     async fn change_of(
         &self,
         before: &Payment,
@@ -480,11 +486,17 @@ impl PaymentService {
             }
             None => None,
         };
+        let ledger = crate::ledger::payment_posting(
+            before,
+            &t.payment,
+            crate::ids::EntryId::generate_ordered(t.payment.updated_at, self.ports.rng.as_ref()),
+        );
         Ok(PaymentChange {
             payment: t.payment.clone(),
             expected_version: before.version,
             event: outbox,
             audit,
+            ledger,
         })
     }
 

@@ -25,13 +25,14 @@ use futures_util::future::BoxFuture;
 
 use super::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
-    ClaimedEvent, CredentialStore, EventQuery, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
-    OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentQuery, PaymentStore,
-    Purged, Retained, Store, StoreError, TokenKey, TxOutput, TxWork,
+    ClaimedEvent, CredentialStore, EntryQuery, EventQuery, InsertOutcome, LeaseToken, LedgerStore,
+    MerchantStore, NonceUse, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange,
+    PaymentQuery, PaymentStore, Purged, Retained, Store, StoreError, TokenKey, TxOutput, TxWork,
 };
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
 use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment};
 use crate::project::{
@@ -513,6 +514,28 @@ impl<L: StoreLayer> PayerPageStore for Layered<L> {
     ) -> Result<Option<PaymentPageRecord>, StoreError> {
         let op = Op::read("find_payment_page");
         self.around(op, self.inner().find_payment_page(key)).await
+    }
+}
+
+#[async_trait]
+impl<L: StoreLayer> LedgerStore for Layered<L> {
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+        let op = Op::read("balance");
+        self.around(op, self.inner().balance(project)).await
+    }
+    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+        let op = Op::read("find_entries");
+        self.around(op, self.inner().find_entries(query)).await
+    }
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+        let op = Op::read("entry_totals");
+        self.around(op, self.inner().entry_totals(project, from, to))
+            .await
     }
 }
 

@@ -26,7 +26,9 @@ use futures_util::future::BoxFuture;
 use super::{AdmitOutcome, InsertOutcome, NonceUse, PaymentChange, Store, StoreError};
 use crate::clock::Timestamp;
 use crate::ids::{EventId, PaymentId, ProjectId};
+use crate::ledger::{Balance, LedgerEntry, Posting};
 use crate::payment::{MerchantPaymentId, Payment};
+use crate::project::AuditRecord;
 
 /// The steps of one transaction. Every step sees the transaction's earlier steps; none is
 /// visible to anyone else before the transaction commits, and none stays when it rolls back.
@@ -56,6 +58,16 @@ pub trait Transaction: Send {
         payment: PaymentId,
         resend: EventId,
     ) -> Result<Vec<EventId>, StoreError>;
+    /// The project's balance, locked until the transaction ends (another transaction that
+    /// appends to the project's ledger waits), so what the work decides on it still holds at
+    /// its commit.
+    async fn lock_balance(&mut self, project: ProjectId) -> Result<Balance, StoreError>;
+    /// Appends `posting` to its project's ledger ([`Balance::post`]) and keeps the balance; a
+    /// second entry for one payment version, or a second payout with one reference in a
+    /// project, is [`StoreError::Duplicate`].
+    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError>;
+    /// Appends an audit record.
+    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError>;
 }
 
 /// What a [`TxWork`] answers, boxed (the port is used as `dyn Store`, so

@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
 use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
@@ -22,7 +23,7 @@ use crate::store::{
     PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey,
     Transaction, TxOutput, TxWork,
 };
-use crate::store::{EventQuery, PaymentQuery};
+use crate::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use crate::SecretString;
 
 /// Everything in one mutex: each trait call is one atomic step, like a transaction.
@@ -55,6 +56,10 @@ struct State {
     payment_pages: HashMap<PaymentId, PaymentPageRecord>,
     /// Payment changes committed (each a write of its own in a real store).
     changes: u64,
+    /// Each project's balance.
+    balances: BTreeMap<ProjectId, Balance>,
+    /// Every ledger entry, in the order appended.
+    entries: Vec<LedgerEntry>,
 }
 
 impl State {
@@ -66,6 +71,9 @@ impl State {
             .ok_or_else(|| StoreError::NotFound(format!("payment {}", change.payment.id)))?;
         if current.version != change.expected_version {
             return Err(StoreError::Conflict);
+        }
+        if let Some(p) = &change.ledger {
+            self.check_posting(p)?;
         }
         if let Some(ev) = &change.event {
             if self
@@ -92,7 +100,44 @@ impl State {
         if let Some(a) = &change.audit {
             self.audit.push(a.clone());
         }
+        if let Some(p) = &change.ledger {
+            self.append_posting(p)?;
+        }
         Ok(())
+    }
+
+    /// A project's balance.
+    fn balance(&self, project: ProjectId) -> Balance {
+        self.balances
+            .get(&project)
+            .cloned()
+            .unwrap_or_else(|| Balance::empty(project))
+    }
+
+    /// The uniqueness of a posting: one entry per payment version, one payout per reference
+    /// in a project, one entry per id.
+    fn check_posting(&self, p: &Posting) -> Result<(), StoreError> {
+        let taken = self.entries.iter().any(|e| {
+            let q = &e.posting;
+            q.id == p.id
+                || (p.payment.is_some() && q.payment == p.payment)
+                || (p.reference.is_some()
+                    && q.project_id == p.project_id
+                    && q.reference == p.reference)
+        });
+        if taken {
+            return Err(StoreError::Duplicate(format!("ledger entry {}", p.id)));
+        }
+        Ok(())
+    }
+
+    /// Appends a posting ([`Balance::post`]).
+    fn append_posting(&mut self, p: &Posting) -> Result<LedgerEntry, StoreError> {
+        self.check_posting(p)?;
+        let (entry, after) = self.balance(p.project_id).post(p)?;
+        self.balances.insert(p.project_id, after);
+        self.entries.push(entry.clone());
+        Ok(entry)
     }
 
     /// Stores `payment` unless its merchant payment id is taken.
@@ -136,6 +181,22 @@ impl State {
 
 /// How to undo one step of a transaction.
 type Undo = Box<dyn FnOnce(&mut State) + Send>;
+
+impl MemoryTx<'_> {
+    /// How to undo an append to `project`'s ledger (nothing without one).
+    fn ledger_undo(&self, project: Option<ProjectId>) -> Option<Undo> {
+        let project = project?;
+        let before = self.st.balances.get(&project).cloned();
+        let entries = self.st.entries.len();
+        Some(Box::new(move |st: &mut State| {
+            st.entries.truncate(entries);
+            match before {
+                Some(b) => st.balances.insert(project, b),
+                None => st.balances.remove(&project),
+            };
+        }))
+    }
+}
 
 /// One transaction of the memory store: its steps, each with how to undo it.
 struct MemoryTx<'a> {
@@ -196,6 +257,7 @@ impl Transaction for MemoryTx<'_> {
             self.st.leases.len(),
             self.st.audit.len(),
         );
+        let ledger = self.ledger_undo(change.ledger.as_ref().map(|p| p.project_id));
         self.st.commit_change(change)?;
         let id = change.payment.id;
         self.undo.push(Box::new(move |st| {
@@ -207,6 +269,25 @@ impl Transaction for MemoryTx<'_> {
             st.audit.truncate(audit);
             st.changes -= 1;
         }));
+        self.undo.extend(ledger);
+        Ok(())
+    }
+
+    async fn lock_balance(&mut self, project: ProjectId) -> Result<Balance, StoreError> {
+        Ok(self.st.balance(project))
+    }
+
+    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
+        let undo = self.ledger_undo(Some(posting.project_id));
+        let entry = self.st.append_posting(posting)?;
+        self.undo.extend(undo);
+        Ok(entry)
+    }
+
+    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.st.audit.push(record.clone());
+        let n = self.st.audit.len() - 1;
+        self.undo.push(Box::new(move |st| st.audit.truncate(n)));
         Ok(())
     }
 
@@ -702,6 +783,51 @@ impl PayerPageStore for MemoryStore {
             PageKey::Payment(payment) => pages.get(&payment).cloned(),
             PageKey::TokenHash(hash) => pages.values().find(|p| &p.token_hash == hash).cloned(),
         })
+    }
+}
+
+#[async_trait]
+impl LedgerStore for MemoryStore {
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+        Ok(self.lock().balance(project))
+    }
+
+    async fn find_entries(&self, q: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+        let st = self.lock();
+        let found = st
+            .entries
+            .iter()
+            .filter(|e| q.matches(e) && q.is_after_cursor(e));
+        let mut found: Vec<LedgerEntry> = if q.oldest_first {
+            found.take(q.limit).cloned().collect()
+        } else {
+            let mut all: Vec<&LedgerEntry> = found.collect();
+            all.reverse();
+            all.into_iter().take(q.limit).cloned().collect()
+        };
+        found.truncate(q.limit);
+        Ok(found)
+    }
+
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+        let st = self.lock();
+        let mut lines: BTreeMap<EntryKind, KindTotal> = BTreeMap::new();
+        for e in st.entries.iter().filter(|e| {
+            e.posting.project_id == project && e.posting.at >= from && e.posting.at < to
+        }) {
+            let line = lines.entry(e.posting.kind).or_default();
+            line.count += 1;
+            line.sum = line
+                .sum
+                .checked_add(e.posting.amount)
+                .ok_or_else(|| StoreError::Corrupt("a sum out of range".into()))?;
+        }
+        Ok(lines.into_iter().collect())
     }
 }
 

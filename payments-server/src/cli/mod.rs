@@ -14,6 +14,7 @@
 mod check;
 mod credentials;
 mod directory;
+mod ledger;
 mod ops;
 mod output;
 mod payment;
@@ -35,6 +36,7 @@ use crate::server::{open_service, OpenedStore, Setup};
 pub use check::{check_receiver_command, CheckReceiverArgs};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
 pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, ProjectSettings};
+pub use ledger::LedgerCommand;
 pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
@@ -121,6 +123,8 @@ pub enum OperatorCommand {
     Audit(AuditArgs),
     /// Callbacks as a whole: failed (list), resend-failed (bulk), hold, release, status.
     Callbacks(Group<CallbacksCommand>),
+    /// Project balances: balance, entries, statement, payout, adjust, reconcile.
+    Ledger(Group<LedgerCommand>),
     /// Web cabinet users: add (prints an invitation link), list, invite, disable, enable.
     #[cfg(feature = "cabinet")]
     User(Group<UserCommand>),
@@ -137,6 +141,7 @@ impl OperatorCommand {
             OperatorCommand::Payment(g) => (&g.common, g.json),
             OperatorCommand::Audit(a) => (&a.common, a.json),
             OperatorCommand::Callbacks(g) => (&g.common, g.json),
+            OperatorCommand::Ledger(g) => (&g.common, g.json),
             #[cfg(feature = "cabinet")]
             OperatorCommand::User(g) => (&g.common, g.json),
         }
@@ -193,6 +198,9 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     opened.store.close();
     let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
     print_output(&out, json);
+    if out.failed {
+        return Err("the command found problems (printed above)".into());
+    }
     Ok(())
 }
 
@@ -214,6 +222,7 @@ async fn execute(
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
         OperatorCommand::Callbacks(g) => ops::callbacks(svc, g.command, actor).await,
+        OperatorCommand::Ledger(g) => ledger::ledger(svc, g.command, actor).await,
         #[cfg(feature = "cabinet")]
         OperatorCommand::User(g) => {
             let url = cabinet_url(settings);

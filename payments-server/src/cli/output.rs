@@ -7,17 +7,23 @@ use serde_json::Value;
 pub(super) struct Output {
     pub(super) json: Value,
     pub(super) text: String,
+    /// The command's answer is a failure (printed, then the exit status is 1).
+    pub(super) failed: bool,
 }
 
 impl Output {
     pub(super) fn new(json: Value, text: String) -> Output {
-        Output { json, text }
+        Output {
+            json,
+            text,
+            failed: false,
+        }
     }
 
     /// The JSON, and as text the object's fields one per line.
     pub(super) fn object(json: Value) -> Output {
         let text = fields(&json, 0);
-        Output { json, text }
+        Output::new(json, text)
     }
 }
 

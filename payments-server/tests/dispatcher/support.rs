@@ -429,6 +429,7 @@ impl World {
         };
         self.store
             .commit_change(&PaymentChange {
+                ledger: None,
                 payment: payment.clone(),
                 expected_version: 1,
                 event: Some(outbox),

@@ -123,6 +123,18 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("concurrent_payment_pages", |s| {
             Box::pin(concurrent_payment_pages(s))
         }),
+        ("ledger_follows_payment_changes", |s| {
+            Box::pin(ledger_follows_payment_changes(s))
+        }),
+        ("payouts_and_adjustments", |s| {
+            Box::pin(payouts_and_adjustments(s))
+        }),
+        ("entry_pages_and_totals", |s| {
+            Box::pin(entry_pages_and_totals(s))
+        }),
+        ("ledger_append_is_all_or_nothing", |s| {
+            Box::pin(ledger_append_is_all_or_nothing(s))
+        }),
     ]
 }
 
@@ -151,6 +163,7 @@ pub fn shared_checks<S: Store>() -> Vec<SharedCheck<S>> {
         ("directory_changes_reach_every_handle", |h| {
             Box::pin(directory_changes_reach_every_handle(h))
         }),
+        ("concurrent_payouts", |h| Box::pin(concurrent_payouts(h))),
     ]
 }
 
@@ -210,6 +223,7 @@ where
 
 mod data;
 mod directory;
+mod ledger;
 mod listing;
 mod operations;
 mod outbox;
@@ -220,6 +234,7 @@ mod wrapper;
 
 pub use data::*;
 pub use directory::*;
+pub use ledger::*;
 pub use listing::*;
 pub use operations::*;
 pub use outbox::*;

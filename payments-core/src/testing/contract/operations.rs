@@ -32,6 +32,7 @@ async fn queue_for<S: Store>(
     };
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v2,
             expected_version: 1,
             event: Some(ev.clone()),
@@ -87,6 +88,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
     for (before, after) in [(&p1, &v2), (&v2, &v3)] {
         store
             .commit_change(&PaymentChange {
+                ledger: None,
                 payment: after.clone(),
                 expected_version: before.version,
                 event: None,
@@ -100,6 +102,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
     v4.version += 1;
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v4,
             expected_version: v3.version,
             event: None,
@@ -111,6 +114,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
     let stale = changed(&p2, PaymentStatus::Processing, T0 + ms(3));
     let err = store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: stale,
             expected_version: 7,
             event: None,
@@ -266,6 +270,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
     resend.event.kind = EventKind::ManualResend;
     resend.max_attempts = 1;
     let change = PaymentChange {
+        ledger: None,
         payment: p.clone(),
         expected_version: p.version,
         event: Some(resend.clone()),
@@ -307,6 +312,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
     stale.event.kind = EventKind::ManualResend;
     let err = store
         .commit_resend(&PaymentChange {
+            ledger: None,
             payment: p3.clone(),
             expected_version: p3.version + 5,
             event: Some(stale),
@@ -506,6 +512,7 @@ pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
     e2.event.kind = EventKind::ManualResend;
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: p.clone(),
             expected_version: p.version,
             event: Some(e2.clone()),
@@ -522,6 +529,7 @@ pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
             resend.event.kind = EventKind::ManualResend;
             resend.max_attempts = 1;
             PaymentChange {
+                ledger: None,
                 payment: p.clone(),
                 expected_version: p.version,
                 event: Some(resend),

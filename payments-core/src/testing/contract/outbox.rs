@@ -9,6 +9,7 @@ pub(super) async fn queue_event<S: Store>(store: &S, n: u128, due: Timestamp) ->
     let ev = sample_event(&v2, event_id(n), due);
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v2,
             expected_version: 1,
             event: Some(ev.clone()),

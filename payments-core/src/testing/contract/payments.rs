@@ -106,6 +106,7 @@ pub async fn payment_round_trip<S: Store>(store: &S) {
     });
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: next.clone(),
             expected_version: full.version,
             event: None,
@@ -158,6 +159,7 @@ pub async fn commit_change<S: Store>(store: &S) {
     let audit = sample_audit(T0 + ms(100), "payment.issue", &p.id.to_string());
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v2.clone(),
             expected_version: 1,
             event: Some(ev.clone()),
@@ -189,6 +191,7 @@ pub async fn commit_change<S: Store>(store: &S) {
     };
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v2.clone(),
             expected_version: 2,
             event: Some(resend.clone()),
@@ -211,6 +214,7 @@ pub async fn commit_change<S: Store>(store: &S) {
     let ghost = sample_payment(payment_id(9), project_id(1), "ghost");
     let err = store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: changed(&ghost, PaymentStatus::Processing, T0),
             expected_version: 1,
             event: None,
@@ -232,6 +236,7 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
     let v2 = changed(&p, PaymentStatus::Processing, T0 + ms(1));
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v2.clone(),
             expected_version: 1,
             event: Some(sample_event(&v2, event_id(1), T0)),
@@ -244,6 +249,7 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
     let stale = changed(&p, PaymentStatus::Error, T0 + ms(2));
     let err = store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: stale.clone(),
             expected_version: 1,
             event: Some(sample_event(&stale, event_id(2), T0)),
@@ -267,6 +273,7 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
     let v3 = changed(&v2, PaymentStatus::Completed, T0 + ms(3));
     let err = store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: v3.clone(),
             expected_version: 2,
             event: Some(sample_event(&v3, event_id(1), T0)),
@@ -338,6 +345,7 @@ pub async fn due_payments<S: Store>(store: &S) {
     for (p, v) in [(p3, 1), (p2, 1)] {
         store
             .commit_change(&PaymentChange {
+                ledger: None,
                 payment: p,
                 expected_version: v,
                 event: None,
@@ -399,6 +407,7 @@ pub async fn backlog_by_status<S: Store>(store: &S) {
     for (next, from) in [(&processing, &created), (&same_status, &processing)] {
         store
             .commit_change(&PaymentChange {
+                ledger: None,
                 payment: next.clone(),
                 expected_version: from.version,
                 event: None,
@@ -508,6 +517,7 @@ pub async fn commit_change_once<S: Store>(store: &S) {
     };
     let v2 = changed(&p, PaymentStatus::Processing, T0 + ms(1));
     let change = |payment: &Payment, expected_version, event: u128, action: &str| PaymentChange {
+        ledger: None,
         payment: payment.clone(),
         expected_version,
         event: Some(sample_event(payment, event_id(event), T0)),
@@ -895,6 +905,7 @@ pub async fn single_writes_match_the_generic_path<S: Store>(store: &S) {
     let change = |p: &Payment, n: u128, at: i64| {
         let next = changed(p, PaymentStatus::Processing, T0 + ms(at));
         PaymentChange {
+            ledger: None,
             event: Some(sample_event(&next, event_id(n), T0 + ms(at))),
             audit: Some(sample_audit(
                 T0 + ms(at),
@@ -942,6 +953,7 @@ pub async fn transact_is_all_or_nothing<S: Store>(store: &S) {
     inserted(store, &first).await;
     let second = sample_payment(payment_id(2), a, "tx-2");
     let change = PaymentChange {
+        ledger: None,
         payment: changed(&first, PaymentStatus::Processing, T0 + ms(5)),
         expected_version: first.version,
         event: None,

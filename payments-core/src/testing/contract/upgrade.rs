@@ -255,6 +255,7 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     let event = sample_event(&next, event_id(id(round, 1)), at);
     store
         .commit_change(&PaymentChange {
+            ledger: None,
             payment: next.clone(),
             expected_version: p.version,
             event: Some(event.clone()),

@@ -8,12 +8,13 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::event::{FailedEvent, FailedEventFilter};
+use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
 use crate::store::{
-    AuditStore, Backlog, CallbackSecretStore, CredentialStore, EventQuery, LeaseToken,
-    MerchantStore, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentQuery, PaymentStore,
-    Purged, Retained, TokenKey, TxOutput, TxWork, UnavailableCause,
+    AuditStore, Backlog, CallbackSecretStore, CredentialStore, EntryQuery, EventQuery, LeaseToken,
+    LedgerStore, MerchantStore, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentQuery,
+    PaymentStore, Purged, Retained, TokenKey, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -251,6 +252,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     // A change with its event and audit record; the outbox.
     let canceled = changed(&pay, PaymentStatus::Canceled, T0 + ms(100));
     let change = PaymentChange {
+        ledger: None,
         payment: canceled.clone(),
         expected_version: pay.version,
         event: Some(sample_event(&canceled, event_id(1), T0 + ms(100))),
@@ -284,6 +286,12 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         payment: Some(pay.id),
         ..EventQuery::new(p.id, 10)
     }));
+    let _ = same!("balance", |s| s.balance(p.id));
+    let _ = same!("find_entries", |s| s.find_entries(&EntryQuery {
+        oldest_first: true,
+        ..EntryQuery::new(p.id, 10)
+    }));
+    let _ = same!("entry_totals", |s| s.entry_totals(p.id, T0, T0 + ms(1_000)));
 
     // The payer page's link, and a token's last use.
     let page_token = crate::payer::PageToken::generate(&crate::testing::SeededRandom::new(37));
@@ -300,6 +308,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     resend.event.kind = EventKind::ManualResend;
     resend.max_attempts = 1;
     let resend = PaymentChange {
+        ledger: None,
         payment: canceled.clone(),
         expected_version: canceled.version,
         event: Some(resend),
@@ -324,6 +333,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     };
     let completed = changed(&pay2, PaymentStatus::Completed, T0 + ms(400));
     let once = PaymentChange {
+        ledger: None,
         payment: completed,
         expected_version: pay2.version,
         event: None,
@@ -690,6 +700,27 @@ impl PayerPageStore for Probe {
 }
 
 #[async_trait]
+impl LedgerStore for Probe {
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+        self.saw("balance");
+        self.memory.balance(project).await
+    }
+    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.saw("find_entries");
+        self.memory.find_entries(query).await
+    }
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+        self.saw("entry_totals");
+        self.memory.entry_totals(project, from, to).await
+    }
+}
+
+#[async_trait]
 impl Store for Probe {
     async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
         self.saw("insert_payment");
@@ -981,6 +1012,7 @@ mod tests {
             "OperatorStore",
             "AuditStore",
             "PayerPageStore",
+            "LedgerStore",
             "Store",
         ];
         let declared = |src: &str, header: &dyn Fn(&str) -> String| {
@@ -1079,6 +1111,24 @@ mod tests {
         }
         async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
             self.0.find_events(query).await
+        }
+    }
+
+    #[async_trait]
+    impl LedgerStore for Naive {
+        async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+            self.0.balance(project).await
+        }
+        async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+            self.0.find_entries(query).await
+        }
+        async fn entry_totals(
+            &self,
+            project: ProjectId,
+            from: Timestamp,
+            to: Timestamp,
+        ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+            self.0.entry_totals(project, from, to).await
         }
     }
 
