@@ -1,8 +1,9 @@
 //! The merchant web cabinet: sign-in with a password and a TOTP code (forced enrolment, replay
 //! protection, recovery codes, throttling, store-backed sessions), Projects and API ->
 //! project -> External API access (tokens, keys, IP allow-list, callback URL and secret),
-//! payments with the sandbox's Paid / Canceled buttons and support's operations, callback
-//! deliveries, the security page and the audit log.
+//! payments with the sandbox's Paid / Canceled buttons and support's operations, the project's
+//! balance with statements and streamed CSV exports (`web::export`), callback deliveries, the
+//! security page and the audit log.
 //!
 //! It is one more adapter over `payments-core`: every payment, project and credential change
 //! is a [`PaymentService`](payments_core::service::PaymentService) operation, the same the

@@ -7,6 +7,8 @@
 //! request changes nothing even before the `SameSite=Strict` session cookie is considered.
 
 mod auth;
+mod balance;
+pub mod export;
 pub mod payer;
 mod payments;
 mod projects;
@@ -143,6 +145,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/projects/{id}/callback-secret"),
     ("POST", "/projects/{id}/callback-secret"),
     ("GET", "/projects/{id}/payments"),
+    ("GET", "/projects/{id}/payments.csv"),
+    ("GET", "/projects/{id}/balance"),
+    ("GET", "/projects/{id}/balance/entries.csv"),
     ("GET", "/projects/{id}/deliveries"),
     ("GET", "/payments/{id}"),
     ("POST", "/payments/{id}/test/paid"),
@@ -199,6 +204,12 @@ pub fn router(state: CabinetState) -> Router {
             get(projects::roll_secret_page).post(projects::roll_secret),
         )
         .route("/projects/{id}/payments", get(payments::list))
+        .route("/projects/{id}/payments.csv", get(payments::payments_csv))
+        .route("/projects/{id}/balance", get(balance::page))
+        .route(
+            "/projects/{id}/balance/entries.csv",
+            get(balance::entries_csv),
+        )
         .route("/projects/{id}/deliveries", get(payments::deliveries))
         .route("/payments/{id}", get(payments::card))
         .route("/payments/{id}/test/paid", post(payments::test_paid))

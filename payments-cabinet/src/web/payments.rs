@@ -15,6 +15,7 @@ use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::Timestamp;
 
+use super::export;
 use super::projects::{project_view, visible_project};
 use super::views::{
     when, AttemptRow, Card, CardField, CardPayment, Choice, Confirm, Deliveries, EventView, Link,
@@ -52,8 +53,33 @@ pub(crate) struct PaymentFilters {
     before: String,
 }
 
+impl PaymentFilters {
+    /// The store query of these filters for `project` (a page of `limit` payments).
+    fn query(&self, project: &Project, limit: usize) -> PaymentQuery {
+        PaymentQuery {
+            status: self.status.parse().ok(),
+            created_from: date(&self.from),
+            created_to: date(&self.to).map(|t| t + DAY),
+            merchant_payment_id: MerchantPaymentId::parse(self.merchant_payment_id.trim()),
+            before: cursor::<PaymentId>(&self.before),
+            ..PaymentQuery::new(project.id, limit)
+        }
+    }
+
+    /// The query string of the filters (the page cursor aside).
+    fn query_string(&self) -> String {
+        format!(
+            "status={}&from={}&to={}&merchant_payment_id={}",
+            encode(&self.status),
+            encode(&self.from),
+            encode(&self.to),
+            encode(&self.merchant_payment_id),
+        )
+    }
+}
+
 /// A page cursor: `<unix millis>_<id>`.
-fn cursor<T: std::str::FromStr>(s: &str) -> Option<(Timestamp, T)> {
+pub(crate) fn cursor<T: std::str::FromStr>(s: &str) -> Option<(Timestamp, T)> {
     let (t, id) = s.split_once('_')?;
     Some((
         Timestamp::from_unix_millis(t.parse().ok()?),
@@ -73,17 +99,7 @@ pub(crate) async fn list(
 ) -> PageResult {
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let status: Option<PaymentStatus> = f.status.parse().ok();
-    let mpid = MerchantPaymentId::parse(f.merchant_payment_id.trim());
-    let query = PaymentQuery {
-        project: project.id,
-        status,
-        created_from: date(&f.from),
-        created_to: date(&f.to).map(|t| t + DAY),
-        merchant_payment_id: mpid.clone(),
-        before: cursor::<PaymentId>(&f.before),
-        limit: PAGE_SIZE + 1,
-        ..PaymentQuery::new(project.id, PAGE_SIZE + 1)
-    };
+    let query = f.query(&project, PAGE_SIZE + 1);
     let mut found = st
         .cabinet
         .service()
@@ -96,12 +112,9 @@ pub(crate) async fn list(
     let next = more.then(|| {
         let last = found.last().expect("a full page has a last row");
         format!(
-            "/projects/{}/payments?status={}&from={}&to={}&merchant_payment_id={}&before={}_{}",
+            "/projects/{}/payments?{}&before={}_{}",
             project.id,
-            encode(&f.status),
-            encode(&f.from),
-            encode(&f.to),
-            encode(&f.merchant_payment_id),
+            f.query_string(),
             last.created_at.unix_millis(),
             last.id
         )
@@ -140,9 +153,31 @@ pub(crate) async fn list(
         from: f.from.clone(),
         to: f.to.clone(),
         merchant_payment_id: f.merchant_payment_id.clone(),
+        csv: format!("/projects/{}/payments.csv?{}", project.id, f.query_string()),
         payments: rows,
         next,
     }))
+}
+
+/// `GET /projects/{id}/payments.csv` with the list's filters (`status`, `from`, `to`,
+/// `merchant_payment_id`): every matching payment, newest first, streamed
+/// ([`export::payments_csv`]).
+pub(crate) async fn payments_csv(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(f): Query<PaymentFilters>,
+) -> PageResult {
+    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let query = f.query(&project, export::EXPORT_PAGE);
+    let stream = export::payments_csv(st.cabinet.service().store().clone(), query);
+    export::download(&format!("payments-{}.csv", project.id), stream)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cabinet: the payments export failed");
+            PageError::Unavailable("The service cannot answer now. Try again in a moment.".into())
+                .render(&st)
+        })
 }
 
 /// A payment the user may see (through its project), or "not found".

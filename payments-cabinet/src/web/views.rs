@@ -323,6 +323,8 @@ pub(crate) struct Payments {
     pub(crate) from: String,
     pub(crate) to: String,
     pub(crate) merchant_payment_id: String,
+    /// The export of every payment the filters match.
+    pub(crate) csv: String,
     pub(crate) payments: Vec<PaymentRow>,
     pub(crate) next: Option<String>,
 }
@@ -456,4 +458,70 @@ pub(crate) struct AuditFamily {
     pub(crate) value: &'static str,
     pub(crate) label: &'static str,
     pub(crate) selected: bool,
+}
+
+/// A USDT amount as shown: 4 decimals, a negative one marked (`class="neg"`).
+#[derive(Debug, Clone)]
+pub(crate) struct Money {
+    pub(crate) text: String,
+    pub(crate) negative: bool,
+}
+
+/// A kind of ledger entry with its sum (and, in a statement, its count).
+#[derive(Debug, Clone)]
+pub(crate) struct KindLine {
+    pub(crate) kind: &'static str,
+    pub(crate) label: &'static str,
+    pub(crate) count: Option<u64>,
+    pub(crate) sum: Money,
+}
+
+/// A statement of a period as shown.
+#[derive(Debug, Clone)]
+pub(crate) struct StatementView {
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) opening: Money,
+    pub(crate) lines: Vec<KindLine>,
+    pub(crate) count: u64,
+    pub(crate) closing: Money,
+}
+
+/// A ledger entry in the balance tab's list.
+#[derive(Debug, Clone)]
+pub(crate) struct EntryRow {
+    pub(crate) seq: u64,
+    pub(crate) at: String,
+    pub(crate) at_text: String,
+    pub(crate) kind: &'static str,
+    pub(crate) label: &'static str,
+    pub(crate) amount: Money,
+    pub(crate) balance_after: Money,
+    pub(crate) payment: Option<String>,
+    pub(crate) payment_version: u64,
+    pub(crate) destination: Option<String>,
+    pub(crate) reference: Option<String>,
+    pub(crate) reason: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "balance.html")]
+pub(crate) struct BalancePage {
+    pub(crate) chrome: Chrome,
+    pub(crate) tab: &'static str,
+    pub(crate) project: ProjectView,
+    pub(crate) balance: Money,
+    pub(crate) entries_total: u64,
+    /// The last entry's time (`<time datetime>`, text).
+    pub(crate) updated: Option<(String, String)>,
+    pub(crate) totals: Vec<KindLine>,
+    /// The period's dates as given (or as read, once valid).
+    pub(crate) from: String,
+    pub(crate) to: String,
+    /// The entries export of the period (a valid period only).
+    pub(crate) csv: Option<String>,
+    pub(crate) statement: Option<StatementView>,
+    pub(crate) entries: Vec<EntryRow>,
+    /// The link to the next (older) page of entries.
+    pub(crate) next: Option<String>,
 }

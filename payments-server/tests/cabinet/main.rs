@@ -3,6 +3,7 @@
 //! cookies and timeouts, invitation links, the sandbox's demo user, and the pages' form
 //! markup. The browser tests (`tests/cabinet_browser/`) drive the same pages in Chromium.
 
+mod balance;
 mod support;
 mod visitor;
 
@@ -568,6 +569,7 @@ async fn every_control_has_a_label_and_security_headers_are_sent() {
         "/projects".to_string(),
         format!("/projects/{project}"),
         format!("/projects/{project}/payments"),
+        format!("/projects/{project}/balance"),
         format!("/projects/{project}/deliveries"),
         "/security".to_string(),
         "/audit".to_string(),
