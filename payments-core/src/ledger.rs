@@ -604,10 +604,27 @@ pub fn credited(p: &Payment) -> Usdt {
         .unwrap_or(Usdt::ZERO)
 }
 
+/// Whether a payment's credit, were it a completed live payment, is within the ledger's range
+/// ([`MAX_USDT_UNITS`]); always for a test payment or one without a pricing. The state
+/// machine refuses a completion that is not ([`crate::transition::apply`]), so every credit
+/// a payment can have is one [`credited`] gives.
+pub fn credit_fits(p: &Payment) -> bool {
+    if p.is_test() {
+        return true;
+    }
+    p.merchant_information()
+        .is_none_or(|s| Usdt::from_decimal(s.amount_usdt_rate).is_some())
+}
+
 /// The entry a payment change makes, if the change moves money: `after` contributes
 /// ([`credited`]) something else than `before` did. The entry names `after`'s version and
-/// happens at `after.updated_at`.
-pub fn payment_posting(before: &Payment, after: &Payment, id: EntryId) -> Option<Posting> {
+/// happens at `after.updated_at`; `id` makes its id, called only when there is an entry (so a
+/// change that moves no money draws no randomness).
+pub fn payment_posting(
+    before: &Payment,
+    after: &Payment,
+    id: impl FnOnce() -> EntryId,
+) -> Option<Posting> {
     let (was, is) = (credited(before), credited(after));
     if was == is {
         return None;
@@ -618,7 +635,7 @@ pub fn payment_posting(before: &Payment, after: &Payment, id: EntryId) -> Option
         _ => EntryKind::RecheckAdjustment,
     };
     Some(Posting {
-        id,
+        id: id(),
         project_id: after.project_id,
         kind,
         amount: is.checked_sub(was)?,

@@ -367,6 +367,13 @@ pub fn apply(
         }
     }
 
+    // The project balance holds every live payment's credit: a completion whose USDT credit
+    // would be beyond its range is refused, never left out of the balance.
+    if next.status == Completed && !crate::ledger::credit_fits(&next) {
+        return Err(illegal(
+            "the amount's USDT credit is beyond what a project balance holds (10^12 USDT)",
+        ));
+    }
     next.updated_at = now;
     next.version = payment.version + 1;
     let event = match notify {

@@ -486,11 +486,9 @@ impl PaymentService {
             }
             None => None,
         };
-        let ledger = crate::ledger::payment_posting(
-            before,
-            &t.payment,
-            crate::ids::EntryId::generate_ordered(t.payment.updated_at, self.ports.rng.as_ref()),
-        );
+        let ledger = crate::ledger::payment_posting(before, &t.payment, || {
+            crate::ids::EntryId::generate_ordered(t.payment.updated_at, self.ports.rng.as_ref())
+        });
         Ok(PaymentChange {
             payment: t.payment.clone(),
             expected_version: before.version,

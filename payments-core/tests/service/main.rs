@@ -6,6 +6,7 @@
 mod common;
 
 mod create;
+mod ledger;
 mod lifecycle;
 mod local_provider;
 mod notify;

@@ -7,8 +7,10 @@ use std::time::Duration;
 use payments_core::amount::Amount;
 use payments_core::event::{CallbackEvent, EventKind};
 use payments_core::payment::{Payment, PaymentStatus};
+use payments_core::settlement::{Pricing, Settlement};
 use payments_core::testing::{strategies, SeededRandom};
 use payments_core::transition::{apply, RecheckOutcome, Trigger};
+use payments_core::Decimal;
 use payments_core::{ApiError, ErrorCode, Timestamp};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -26,14 +28,19 @@ struct Model {
     amount: Amount,
     has_requisites: bool,
     appeal_from: Option<PaymentStatus>,
+    /// The course and fee fixed at issue.
+    pricing: Option<Pricing>,
+    /// A test payment.
+    is_test: bool,
 }
 
 /// The spec's table: the status after `trigger`, or `None` when it is illegal; and the amount.
 fn expected(m: &Model, trigger: &Trigger, now: Timestamp, expires_at: Timestamp) -> Option<Model> {
     let mut next = m.clone();
     let to = match (m.status, trigger) {
-        (Created, Trigger::RequisitesIssued { .. }) => {
+        (Created, Trigger::RequisitesIssued { pricing, .. }) => {
             next.has_requisites = true;
+            next.pricing = Some(*pricing);
             Processing
         }
         (Created, Trigger::RequisitesRefused { .. }) => Error,
@@ -67,6 +74,15 @@ fn expected(m: &Model, trigger: &Trigger, now: Timestamp, expires_at: Timestamp)
         _ => return None,
     };
     next.status = to;
+    // The project balance's range: a live completion whose USDT credit (amount_usdt_rate)
+    // is beyond 10^12 USDT is refused.
+    if to == Completed && !next.is_test {
+        let pricing = next.pricing.as_ref().expect("completed with a pricing");
+        let credit = Settlement::compute(&next.amount, pricing).amount_usdt_rate;
+        if credit > Decimal::from(1_000_000_000_000i64) - Decimal::new(1, 4) {
+            return None;
+        }
+    }
     Some(next)
 }
 
@@ -193,6 +209,8 @@ proptest! {
             amount: p.amount,
             has_requisites: false,
             appeal_from: None,
+            pricing: None,
+            is_test: start.is_test(),
         };
         let mut now = p.created_at;
         let mut event_ids = HashSet::new();

@@ -41,7 +41,7 @@ fn ledger_change(before: &Payment, after: &Payment, entry: u128) -> PaymentChang
         expected_version: before.version,
         event: None,
         audit: None,
-        ledger: ledger::payment_posting(before, after, entry_id(entry)),
+        ledger: ledger::payment_posting(before, after, || entry_id(entry)),
     }
 }
 
