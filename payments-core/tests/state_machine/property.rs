@@ -158,9 +158,9 @@ fn check_body(ev: &CallbackEvent, p: &Payment) -> Result<(), TestCaseError> {
             };
             prop_assert!(two(b["rate"].to_string()), "{}", b["rate"]);
             prop_assert!(two(b["course"].to_string()), "{}", b["course"]);
-            let course: rust_decimal::Decimal = b["course"].to_string().parse().unwrap();
+            let course: Decimal = b["course"].to_string().parse().unwrap();
             prop_assert!(course <= pricing.course.as_decimal());
-            let rate: rust_decimal::Decimal = b["rate"].to_string().parse().unwrap();
+            let rate: Decimal = b["rate"].to_string().parse().unwrap();
             prop_assert_eq!(rate, pricing.fee_percent.as_decimal());
         }
     }
