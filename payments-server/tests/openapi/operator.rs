@@ -261,6 +261,107 @@ async fn real_operator_answers_validate_against_the_file() {
     check(&spec, "/operator/v1/users/{id}", "PATCH", s, &b);
     assert_eq!(b["disabled"], true, "{b}");
 
+    // The ledger: a payout refused beyond the (empty) balance, an adjustment, the payout, its
+    // retry, a conflicting one, refusals, the entries and the reconciliation.
+    let ledger = |tail: &str| format!("/operator/v1/projects/{project_id}/{tail}");
+    let payouts = "/operator/v1/projects/{id}/payouts";
+    let (s, b) = call(Method::GET, ledger("balance"), None).await;
+    check(&spec, "/operator/v1/projects/{id}/balance", "GET", s, &b);
+    assert_eq!((s, &b["balance"]), (200, &json!("0.0000")), "{b}");
+    let payout = json!({
+        "amount": "125.5",
+        "destination": "TANZBbGv9EdRS3PpbVWg2DVUoM4HVm57Bk",
+        "reference": "0xEACF83AC6BCFCF7A0D626662D31480DCC38CF899993B4E94527AF81FE8F36C86",
+    });
+    let (s, b) = call(Method::POST, ledger("payouts"), Some(payout.clone())).await;
+    check(&spec, payouts, "POST", s, &b);
+    assert_eq!(
+        (s, &b["code"]),
+        (409, &json!("insufficient_balance")),
+        "{b}"
+    );
+    let (s, b) = call(
+        Method::POST,
+        ledger("adjustments"),
+        Some(json!({"amount": "200", "reason": "opening balance"})),
+    )
+    .await;
+    check(
+        &spec,
+        "/operator/v1/projects/{id}/adjustments",
+        "POST",
+        s,
+        &b,
+    );
+    assert_eq!((s, &b["balance_after"]), (201, &json!("200.0000")), "{b}");
+    let (s, first) = call(Method::POST, ledger("payouts"), Some(payout.clone())).await;
+    check(&spec, payouts, "POST", s, &first);
+    assert_eq!(s, 201, "{first}");
+    assert_eq!(
+        (
+            &first["amount"],
+            &first["balance_after"],
+            &first["reference"]
+        ),
+        (
+            &json!("-125.5000"),
+            &json!("74.5000"),
+            &json!("eacf83ac6bcfcf7a0d626662d31480dcc38cf899993b4e94527af81fe8f36c86")
+        ),
+        "{first}"
+    );
+    let (s, b) = call(Method::POST, ledger("payouts"), Some(payout.clone())).await;
+    check(&spec, payouts, "POST", s, &b);
+    assert_eq!((s, &b["id"]), (200, &first["id"]), "{b}");
+    let mut other = payout.clone();
+    other["amount"] = json!("1");
+    let (s, b) = call(Method::POST, ledger("payouts"), Some(other)).await;
+    check(&spec, payouts, "POST", s, &b);
+    assert_eq!(
+        (s, &b["code"]),
+        (409, &json!("payout_reference_conflict")),
+        "{b}"
+    );
+    let mut typo = payout.clone();
+    typo["destination"] = json!("TANZBbGv9EdRS3PpbVWg2DVUoM4HVm57Bj");
+    let (s, b) = call(Method::POST, ledger("payouts"), Some(typo)).await;
+    check(&spec, payouts, "POST", s, &b);
+    assert_eq!(s, 400, "{b}");
+    let (s, b) = call(
+        Method::POST,
+        "/operator/v1/projects/00000000-0000-4000-8000-000000000000/payouts".into(),
+        Some(payout),
+    )
+    .await;
+    check(&spec, payouts, "POST", s, &b);
+    assert_eq!(s, 404, "{b}");
+    let (s, b) = call(Method::GET, ledger("balance/entries?kind=payout"), None).await;
+    check(
+        &spec,
+        "/operator/v1/projects/{id}/balance/entries",
+        "GET",
+        s,
+        &b,
+    );
+    assert_eq!(b["data"].as_array().map(Vec::len), Some(1), "{b}");
+    let (s, b) = call(Method::GET, ledger("balance/entries?kind=refund"), None).await;
+    check(
+        &spec,
+        "/operator/v1/projects/{id}/balance/entries",
+        "GET",
+        s,
+        &b,
+    );
+    assert_eq!(s, 400, "{b}");
+    let (s, b) = call(
+        Method::POST,
+        "/operator/v1/ledger/reconcile".into(),
+        Some(json!({"repair": false})),
+    )
+    .await;
+    check(&spec, "/operator/v1/ledger/reconcile", "POST", s, &b);
+    assert_eq!((s, &b["differences"]), (200, &json!([])), "{b}");
+
     let (s, b) = call(Method::GET, "/operator/v1/audit?limit=5".into(), None).await;
     check(&spec, "/operator/v1/audit", "GET", s, &b);
     assert_eq!(s, 200);

@@ -716,3 +716,140 @@ async fn event_responses_validate_against_the_file() {
         );
     }
 }
+
+/// The balance API's answers validate against the file: every operation, success and refusal.
+#[tokio::test]
+async fn balance_responses_validate_against_the_file() {
+    let spec = spec();
+    let s = start().await;
+    let c = &s.client();
+    let mut seen = BTreeSet::new();
+    let balance = "/api/v1/balance";
+    let entries = "/api/v1/balance/entries";
+    let statement = "/api/v1/balance/statement";
+
+    let r = c.get(balance).await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(
+        (&r.json["balance"], &r.json["updated_at"]),
+        (&json!("0.0000"), &Value::Null)
+    );
+    check(&spec, &mut seen, balance, "GET", &r);
+
+    // Two live payments completed by the operator: two credits of 30.2600 (3400 at course
+    // 100, fee 11 %).
+    let operator = reqwest::Client::new();
+    for mpid in ["oa-bal-1", "oa-bal-2"] {
+        let r = c.create_payment(&create_body(mpid, "3400")).await.unwrap();
+        assert_eq!(r.status, StatusCode::CREATED);
+        let id = r.json["id"].as_str().unwrap();
+        let confirmed = operator
+            .post(format!(
+                "{}/operator/v1/payments/{id}/confirm",
+                s.operator_url
+            ))
+            .bearer_auth(s.operator_token.expose())
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(confirmed.status(), StatusCode::OK);
+    }
+    let r = c.get(balance).await.unwrap();
+    assert_eq!(
+        (&r.json["balance"], &r.json["credits"], &r.json["entries"]),
+        (&json!("60.5200"), &json!("60.5200"), &json!(2)),
+        "{}",
+        r.json
+    );
+    check(&spec, &mut seen, balance, "GET", &r);
+    let r = c.get("/api/v1/balance?limit=1").await.unwrap();
+    assert_eq!(r.code(), Some("bad_request"));
+    check(&spec, &mut seen, balance, "GET", &r);
+
+    // Entries: a page with a cursor, the last page, a refused kind.
+    let r = c.get("/api/v1/balance/entries?limit=1").await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["data"][0]["seq"], 2, "{}", r.json);
+    check(&spec, &mut seen, entries, "GET", &r);
+    let newest = r.json["data"][0]["created_at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cursor = r.json["next_cursor"]
+        .as_str()
+        .expect("a cursor")
+        .to_string();
+    let r = c
+        .get(&format!(
+            "/api/v1/balance/entries?kind=credit&cursor={cursor}"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        (&r.json["data"][0]["seq"], &r.json["has_more"]),
+        (&json!(1), &json!(false)),
+        "{}",
+        r.json
+    );
+    assert_eq!(r.json["data"][0]["amount"], "30.2600");
+    check(&spec, &mut seen, entries, "GET", &r);
+    let r = c.get("/api/v1/balance/entries?kind=refund").await.unwrap();
+    assert_eq!(r.code(), Some("bad_request"));
+    check(&spec, &mut seen, entries, "GET", &r);
+
+    // A statement around the entries; a period without its end.
+    let at = payments_core::Timestamp::parse_rfc3339(&newest).unwrap();
+    let day = std::time::Duration::from_secs(86_400);
+    let (from, to) = (
+        at.saturating_sub(day).to_rfc3339(),
+        at.saturating_add(day).to_rfc3339(),
+    );
+    let r = c
+        .get(&format!("{statement}?from={from}&to={to}"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(
+        (&r.json["opening"], &r.json["closing"]),
+        (&json!("0.0000"), &json!("60.5200")),
+        "{}",
+        r.json
+    );
+    assert_eq!(r.json["lines"]["credit"]["count"], 2, "{}", r.json);
+    check(&spec, &mut seen, statement, "GET", &r);
+    let r = c.get(&format!("{statement}?from={from}")).await.unwrap();
+    assert_eq!(r.code(), Some("bad_request"));
+    check(&spec, &mut seen, statement, "GET", &r);
+
+    // A token without balance:read.
+    let read_only = s
+        .state
+        .service
+        .issue_token(s.project(), vec![Scope::PaymentsRead], &Actor("t".into()))
+        .await
+        .unwrap();
+    let r = c
+        .with_token(read_only.token.expose())
+        .get(balance)
+        .await
+        .unwrap();
+    assert_eq!(r.code(), Some("insufficient_scope"));
+    check(&spec, &mut seen, balance, "GET", &r);
+    s.stop().await;
+
+    for (method, path, status) in [
+        ("GET", balance, 200),
+        ("GET", balance, 400),
+        ("GET", balance, 403),
+        ("GET", entries, 200),
+        ("GET", entries, 400),
+        ("GET", statement, 200),
+        ("GET", statement, 400),
+    ] {
+        assert!(
+            seen.contains(&(method.to_string(), path.to_string(), status)),
+            "not exercised: {method} {path} {status}"
+        );
+    }
+}
