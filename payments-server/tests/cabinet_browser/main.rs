@@ -11,6 +11,7 @@
 #[path = "../cabinet/support.rs"]
 mod support;
 
+mod balance;
 mod browser;
 mod payer;
 
