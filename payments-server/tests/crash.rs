@@ -46,6 +46,17 @@ async fn creates_cut_off_by_a_database_restart_get_the_requisites_the_upstream_i
     cut_off(Disruption::RestartTheDatabase).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_cut_off_by_a_sigkill_leave_a_balance_that_reconciles() {
+    completions_cut_off(Disruption::KillTheNode).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL (and PAYMENTS_TEST_PG_CTL, PAYMENTS_TEST_PG_DATA)"]
+async fn completions_cut_off_by_a_database_restart_leave_a_balance_that_reconciles() {
+    completions_cut_off(Disruption::RestartTheDatabase).await;
+}
+
 /// The test database's server, stopped and started again with its `pg_ctl` (as the user
 /// `postgres`), with the options it was started with (`postmaster.opts`).
 struct Database {
@@ -247,4 +258,156 @@ async fn cut_off(disruption: Disruption) {
         .collect();
     assert_eq!(kinds, ["recovered (resolved)"; 5], "{list}");
     drop(server);
+}
+
+/// Operator confirms of live payments in flight when the node is killed (or PostgreSQL
+/// restarts under it): each completion and its ledger credit are written together or not at
+/// all. After the operator confirms what is left, the reconciliation (`payments-server ledger
+/// reconcile`, exit status 0) finds no difference, and the balance is exactly the sum of the
+/// completed payments' `amount_usdt_rate`, one credit each.
+async fn completions_cut_off(disruption: Disruption) {
+    const N: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut args: Vec<String> = Vec::new();
+    if disruption == Disruption::RestartTheDatabase {
+        let url = support::fresh_schema(&support::database_url()).await;
+        args.extend(["--database-url".to_string(), url]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let with_db = |cmd: &[&str]| -> Vec<String> {
+        cmd.iter()
+            .chain(args.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let (mut server, base, operator) = serve(&data, &args);
+    wait_ready(&mut server, &base).await;
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    // The sandbox project leaves test mode: its payments are live and credit the balance.
+    let project = creds.project_id.to_string();
+    let set = with_db(&["project", "set", &project, "--test-mode", "off"]);
+    support::cli_json(&data, &set.iter().map(String::as_str).collect::<Vec<_>>());
+    let merchant = MerchantClient::from_credentials(&creds).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..N {
+        let r = merchant
+            .create_payment(&json!({"merchant_payment_id": format!("paid-{n}"),
+                                   "amount": format!("{}.55", 1000 + n * 37),
+                                   "payment_method": "sbp"}))
+            .await
+            .expect("created");
+        assert_eq!(r.json["status"], "processing", "{}", r.json);
+        assert_eq!(r.json["is_test"], false, "{}", r.json);
+        ids.push(r.json["id"].as_str().unwrap().to_string());
+    }
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let token = creds.operator_token.expose().clone();
+    let confirm = |id: String, base: String| {
+        let (client, token) = (client.clone(), token.clone());
+        async move {
+            client
+                .post(format!("{base}/operator/v1/payments/{id}/confirm"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        }
+    };
+    // Every confirm at once; the disruption lands once a quarter of them are answered, while
+    // the others are being written.
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let in_flight: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let (c, answered) = (confirm(id.clone(), operator.clone()), answered.clone());
+            tokio::spawn(async move {
+                let r = c.await;
+                answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                r
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    while answered.load(std::sync::atomic::Ordering::SeqCst) < N / 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "confirms are answered"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let (server, operator) = match disruption {
+        Disruption::KillTheNode => {
+            server.0.kill().unwrap();
+            server.0.wait().unwrap();
+            let cut = count_cut(in_flight).await;
+            println!("{cut} of {N} confirms were cut off by the SIGKILL");
+            let (mut server, base, operator) = serve(&data, &args);
+            wait_ready(&mut server, &base).await;
+            (server, operator)
+        }
+        Disruption::RestartTheDatabase => {
+            let database = Database::from_env();
+            database.stop();
+            let cut = count_cut(in_flight).await;
+            println!("{cut} of {N} confirms failed while PostgreSQL was down");
+            database.start();
+            wait_ready(&mut server, &base).await;
+            (server, operator)
+        }
+    };
+    // The operator confirms what is left: a payment completed before the disruption is
+    // refused (already completed), every other one completes now.
+    let mut credits = payments_core::ledger::Usdt::ZERO;
+    for id in &ids {
+        let status = confirm(id.clone(), operator.clone())
+            .await
+            .expect("answered");
+        assert!(status == 200 || status == 409, "{id}: {status}");
+        let shown: serde_json::Value = client
+            .get(format!("{operator}/operator/v1/payments/{id}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(shown["status"], "completed", "{shown}");
+        let rate = shown["merchant_information"]["amount_usdt_rate"]
+            .as_str()
+            .unwrap();
+        credits = credits
+            .checked_add(payments_core::ledger::Usdt::parse(rate).unwrap())
+            .unwrap();
+    }
+    let reconcile = with_db(&["ledger", "reconcile"]);
+    let report = support::cli_json(
+        &data,
+        &reconcile.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(report["differences"], json!([]), "{report}");
+    assert_eq!(report["entries"], N, "{report}");
+    let balance = with_db(&["ledger", "balance", &project]);
+    let balance = support::cli_json(
+        &data,
+        &balance.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert_eq!(balance["balance"], credits.to_string(), "{balance}");
+    assert_eq!(balance["entries"], N, "{balance}");
+    drop(server);
+}
+
+/// How many of the confirms got no `200`.
+async fn count_cut(in_flight: Vec<tokio::task::JoinHandle<Result<u16, reqwest::Error>>>) -> usize {
+    let mut cut = 0;
+    for c in in_flight {
+        if c.await.unwrap().map_or(true, |s| s != 200) {
+            cut += 1;
+        }
+    }
+    cut
 }

@@ -9,6 +9,7 @@ mod common;
 mod access;
 mod cli;
 mod credentials;
+mod ledger;
 mod payments;
 mod provisioning;
 mod support;
