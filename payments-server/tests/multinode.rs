@@ -789,7 +789,41 @@ async fn three_nodes_one_database_kills_and_a_database_restart() {
         );
     }
 
-    // 6. Receipts against recorded attempts, per event.
+    // 6. The ledger: one credit per completed payment, written with its completion whatever
+    // node, kill or restart; the reconciliation (on node 0's operator API) finds nothing.
+    let credits: i64 = db
+        .query_one(
+            "SELECT count(*) FROM ledger_entries l JOIN payments p ON p.id = l.payment_id \
+             WHERE p.merchant_payment_id LIKE 'order-%' AND l.kind = 'credit'",
+            &[],
+        )
+        .await
+        .expect("credits")
+        .get(0);
+    assert_eq!(
+        usize::try_from(credits).expect("a count"),
+        completed,
+        "one credit per completed payment"
+    );
+    let report: Value = http
+        .post(format!(
+            "http://{}/operator/v1/ledger/reconcile",
+            cluster.nodes[0].operator
+        ))
+        .bearer_auth(creds.operator_token.expose())
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("the reconciliation answers")
+        .json()
+        .await
+        .expect("its report");
+    assert_eq!(
+        report["differences"],
+        json!([]),
+        "the ledger reconciles: {report}"
+    );
+    // 7. Receipts against recorded attempts, per event.
     let events = db
         .query(
             "SELECT e.event_id, e.state, \
@@ -854,43 +888,6 @@ async fn three_nodes_one_database_kills_and_a_database_restart() {
         states.get("delivered").copied().unwrap_or(0) > 0,
         "some events were delivered: {states:?}"
     );
-    drop(receipts);
-
-    // 7. The ledger: one credit per completed payment, written with its completion whatever
-    // node, kill or restart; the reconciliation (on node 0's operator API) finds nothing.
-    let credits: i64 = db
-        .query_one(
-            "SELECT count(*) FROM ledger_entries l JOIN payments p ON p.id = l.payment_id \
-             WHERE p.merchant_payment_id LIKE 'order-%' AND l.kind = 'credit'",
-            &[],
-        )
-        .await
-        .expect("credits")
-        .get(0);
-    assert_eq!(
-        usize::try_from(credits).expect("a count"),
-        completed,
-        "one credit per completed payment"
-    );
-    let report: serde_json::Value = http
-        .post(format!(
-            "http://{}/operator/v1/ledger/reconcile",
-            cluster.nodes[0].operator
-        ))
-        .bearer_auth(creds.operator_token.expose())
-        .json(&serde_json::json!({}))
-        .send()
-        .await
-        .expect("the reconciliation answers")
-        .json()
-        .await
-        .expect("its report");
-    assert_eq!(
-        report["differences"],
-        serde_json::json!([]),
-        "the ledger reconciles: {report}"
-    );
-    let receipts = receiver.receipts.lock().expect("lock");
     let total_receipts: usize = receipts.values().map(Vec::len).sum();
     say(&format!(
         "{ids} ids {statuses:?}, {} answers, {replays} replay pairs, {} events {:?}, \
