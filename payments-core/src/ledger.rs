@@ -270,7 +270,9 @@ impl Serialize for EntryKind {
 }
 
 /// A USDT address a payout is sent to: TRON (TRC-20: `T` and 33 base58 characters, its
-/// checksum verified) or Ethereum (ERC-20: `0x` and 40 hexadecimal digits).
+/// checksum verified) or Ethereum (ERC-20: `0x` and 40 hexadecimal digits, kept in lower
+/// case: the mixed case of EIP-55 is a checksum of the same address, so one address has one
+/// spelling here and a retry written in another case is the same payout).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UsdtAddress(String);
 
@@ -288,7 +290,7 @@ impl UsdtAddress {
     pub fn parse(s: &str) -> Result<UsdtAddress, String> {
         if let Some(hex) = s.strip_prefix("0x") {
             if hex.len() == 40 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Ok(UsdtAddress(s.to_string()));
+                return Ok(UsdtAddress(format!("0x{}", hex.to_ascii_lowercase())));
             }
             return Err("an Ethereum (ERC-20) address is 0x and 40 hexadecimal digits".into());
         }
@@ -309,7 +311,7 @@ impl UsdtAddress {
         Err("expected a TRON (T...) or Ethereum (0x...) USDT address".into())
     }
 
-    /// The address as given.
+    /// The address: a TRON address as given, an Ethereum one in lower case.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -807,6 +809,15 @@ mod tests {
         assert!(UsdtAddress::parse("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6").is_err());
         assert!(UsdtAddress::parse("T0000000000000000000000000000000O").is_err());
         let eth = "0xdAC17F958D2ee523a2206206994597C13D831ec7";
+        assert_eq!(
+            UsdtAddress::parse(eth).unwrap(),
+            UsdtAddress::parse(&eth.to_ascii_lowercase()).unwrap(),
+            "one address, one spelling"
+        );
+        assert_eq!(
+            UsdtAddress::parse(eth).unwrap().as_str(),
+            "0xdac17f958d2ee523a2206206994597c13d831ec7"
+        );
         assert_eq!(
             UsdtAddress::parse(eth).unwrap().network(),
             UsdtNetwork::Ethereum

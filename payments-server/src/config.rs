@@ -610,6 +610,13 @@ pub struct Tuning {
     /// brings in a quarter of the wait). 8 cut CPU per create by about a tenth at saturation
     /// and added about 1 ms to the median at 5,000 creates/s (docs/performance.md).
     pub signature_batch_min: usize,
+    /// How often one node of the deployment reconciles the project balances
+    /// (`payments-server ledger reconcile` without `--repair`) and sets
+    /// `payments_ledger_differences`; default `24h`, the first run a minute after start;
+    /// `0s` turns it off. It reads every payment and entry: on a large database choose a
+    /// quiet hour's interval or run it from a timer through the operator API.
+    #[serde(with = "duration")]
+    pub ledger_reconcile_interval: Duration,
 }
 
 impl Default for Tuning {
@@ -624,6 +631,7 @@ impl Default for Tuning {
             signature_batch: payments_core::service::DEFAULT_MAX_BATCH,
             signature_batch_wait: Duration::from_millis(1),
             signature_batch_min: 1,
+            ledger_reconcile_interval: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -663,8 +663,18 @@ impl Application {
             settings.tuning.sweep_interval,
         );
 
+        let reconciler = (!settings.tuning.ledger_reconcile_interval.is_zero()).then(|| {
+            tokio::spawn(reconcile_ledger(
+                state.clone(),
+                settings.tuning.ledger_reconcile_interval,
+            ))
+        });
+
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        if let Some(r) = &reconciler {
+            r.abort();
+        }
         // Connections that have not sent a byte yet are closed now, not at their header
         // timeout: the drain below waits for every accepted connection.
         let _ = draining_tx.send(true);
@@ -1357,3 +1367,57 @@ async fn purge_cabinet(cabinet: Cabinet, interval: Duration) {
 
 /// How long to wait between sweeps when the last one was a full batch.
 pub const BUSY_SWEEP: Duration = Duration::from_millis(10);
+
+/// Reconciles the project balances every `interval` (the first time a minute after start, or
+/// after `interval` when shorter), on one node of a deployment at a time (the store's turn
+/// `ledger-reconcile`), and sets `payments_ledger_differences`; a difference is logged as a
+/// warning naming the project and payment. Runs until aborted.
+async fn reconcile_ledger(state: AppState, interval: Duration) {
+    use payments_core::Clock as _;
+    let mut wait = interval.min(Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(wait).await;
+        wait = interval;
+        let now = SystemClock.now();
+        let turn = state
+            .service
+            .store()
+            .take_turn("ledger-reconcile", now, now.saturating_add(interval))
+            .await;
+        match turn {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "ledger reconciliation: no turn (the store failed)");
+                continue;
+            }
+        }
+        match state
+            .service
+            .reconcile_ledger(false, &payments_core::service::Actor::system())
+            .await
+        {
+            Ok(report) => {
+                state.metrics.ledger_reconciled(&report);
+                for d in &report.differences {
+                    tracing::warn!(
+                        project_id = %d.project_id,
+                        payment_id = ?d.payment_id.map(|p| p.to_string()),
+                        expected = %d.expected,
+                        recorded = %d.recorded,
+                        "ledger difference: {}",
+                        d.what
+                    );
+                }
+                tracing::info!(
+                    projects = report.projects,
+                    payments = report.payments,
+                    entries = report.entries,
+                    differences = report.differences.len(),
+                    "ledger reconciled"
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "ledger reconciliation failed"),
+        }
+    }
+}

@@ -144,3 +144,33 @@ async fn a_stuck_create_is_recovered_and_counted() {
     );
     s.stop().await;
 }
+
+/// The server reconciles the project balances on its own schedule
+/// (`tuning.ledger_reconcile_interval`) and says so on `/metrics`.
+#[tokio::test]
+async fn the_server_reconciles_the_ledger_on_its_schedule() {
+    let s = TestServer::start(|s| {
+        s.tuning.ledger_reconcile_interval = std::time::Duration::from_millis(200);
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/metrics", s.operator_url);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let text = client.get(&url).send().await.unwrap().text().await.unwrap();
+        let runs = sample(&text, "payments_ledger_reconciliations_total").unwrap_or(0.0);
+        if runs >= 2.0 {
+            assert_eq!(
+                sample(&text, "payments_ledger_differences"),
+                Some(0.0),
+                "{text}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no scheduled reconciliation in 20 s: {text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
