@@ -17,6 +17,7 @@ mod callback_verifier;
 mod content_digest;
 mod create_body;
 mod forwarded_for;
+mod ledger_input;
 mod operator_body;
 mod public_key;
 pub mod seeds;
@@ -28,6 +29,7 @@ pub use callback_verifier::check as callback_verifier;
 pub use content_digest::check as content_digest;
 pub use create_body::check as create_body;
 pub use forwarded_for::check as forwarded_for;
+pub use ledger_input::check as ledger_input;
 pub use operator_body::check as operator_body;
 pub use public_key::check as public_key;
 pub use signature::check as signature;
@@ -47,6 +49,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("allow_list", allow_list),
     ("forwarded_for", forwarded_for),
     ("callback_verifier", callback_verifier),
+    ("ledger_input", ledger_input),
 ];
 
 /// The byte that separates the parts of a multi-part input.

@@ -93,8 +93,48 @@ pub fn seeds() -> Vec<Seed> {
     for (name, data) in callback_verifier() {
         add("callback_verifier", &name, data);
     }
+    for (i, parts) in LEDGER_INPUTS.iter().enumerate() {
+        let parts: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
+        add("ledger_input", &format!("test-{i:02}"), join(&parts));
+    }
     out
 }
+
+/// The ledger's inputs of the unit and integration tests: `[query, amount, address,
+/// reference]`.
+const LEDGER_INPUTS: &[[&str; 4]] = &[
+    [
+        "kind=payout&limit=5",
+        "125.5",
+        "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    ],
+    [
+        "from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z",
+        "-3.25",
+        "0xdAC17F958D2ee523a2206206994597C13D831ec7",
+        "0xABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABAB",
+    ],
+    [
+        "cursor=djE6MTc5MDg1NjAwMDAwMDo0Mg&created_from=2026-10-01T00:00:00Z",
+        "999999999999.9999",
+        "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6u",
+        "abc",
+    ],
+    [
+        "kind=refund&kind=credit",
+        "1.00001",
+        "bc1qxy2kgdygjrsqtzq2n0yrf2493p83kkfjhx0wlh",
+        "",
+    ],
+    [
+        "from=2025-01-01T00:00:00Z&to=2026-11-01T00:00:00Z",
+        "0",
+        "0x",
+        "g",
+    ],
+    ["limit=0&limit=+5", "-0", "T", "0x"],
+];
 
 /// A counter as randomness, for reproducible nonces.
 struct Counter;

@@ -28,7 +28,13 @@ pub(crate) async fn append<C: GenericClient>(
     posting: &Posting,
 ) -> Result<LedgerEntry, StoreError> {
     let (entry, after) = lock_balance(c, posting.project_id).await?.post(posting)?;
-    duplicate(write_record(c, &lg::ENTRY_INSERT, &entry).await?, || {
+    // The two writes sent together (pipelined on the connection): the balance row's lock is
+    // held one round trip less. An error in either fails the transaction.
+    let (inserted, updated) = tokio::join!(
+        write_record(c, &lg::ENTRY_INSERT, &entry),
+        write_record(c, &lg::BALANCE_UPDATE, &after)
+    );
+    duplicate(inserted?, || {
         format!(
             "a ledger entry for {}",
             posting
@@ -38,9 +44,7 @@ pub(crate) async fn append<C: GenericClient>(
                 .unwrap_or_else(|| format!("entry {}", posting.id))
         )
     })?;
-    duplicate(write_record(c, &lg::BALANCE_UPDATE, &after).await?, || {
-        "the balance row".into()
-    })?;
+    duplicate(updated?, || "the balance row".into())?;
     Ok(entry)
 }
 

@@ -54,6 +54,9 @@ async fn a_completion_credits_the_balance_and_payouts_debit_it_once() {
     assert_eq!(created.status, 201, "{}", created.text);
     assert_eq!(created.body["is_test"], false);
     let id = created.body["id"].as_str().unwrap().to_string();
+    // A create writes no ledger entry: only a completion does.
+    let created_only = balance(reader.clone()).await;
+    assert_eq!(created_only.body["entries"], 0, "{}", created_only.text);
     let confirmed = app
         .op("POST", &format!("/operator/v1/payments/{id}/confirm"), None)
         .await;

@@ -369,6 +369,32 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
             .unwrap_or_else(|e| fail(round, "payment_page_by_hash", e)),
         Some(page)
     );
+
+    // The ledger: an operator's entry under the balance's lock, the balance, a page, totals.
+    let posting = super::adjustment(project.id, id(round, 1), 12_345, at);
+    let posted = crate::ledger::post(store, posting, true, sample_audit(at, "ledger.adjust", "u"))
+        .await
+        .unwrap_or_else(|e| fail(round, "ledger post", e));
+    assert!(
+        matches!(posted, crate::ledger::Posted::Appended(ref e) if e.seq == 1),
+        "{}: {posted:?}",
+        ctx("ledger post")
+    );
+    let balance = store
+        .balance(project.id)
+        .await
+        .unwrap_or_else(|e| fail(round, "balance", e));
+    assert_eq!(balance.balance.units(), 12_345, "{}", ctx("balance"));
+    let entries = store
+        .find_entries(&crate::store::EntryQuery::new(project.id, 5))
+        .await
+        .unwrap_or_else(|e| fail(round, "find_entries", e));
+    assert_eq!(entries.len(), 1, "{}", ctx("find_entries"));
+    let totals = store
+        .entry_totals(project.id, at, at + ms(1))
+        .await
+        .unwrap_or_else(|e| fail(round, "entry_totals", e));
+    assert_eq!(totals.len(), 1, "{}", ctx("entry_totals"));
     (merchant.id, project.id)
 }
 
