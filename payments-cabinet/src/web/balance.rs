@@ -214,12 +214,18 @@ pub(crate) async fn page(
         .statement(project.id, period.start(), period.end())
         .await
         .map_err(failed)?;
+    let after = cursor::<u64>(&q.after);
+    // Newest first, the cursor's time bounds the range too (see `export::entries_csv`).
+    let created_to = match after {
+        Some((t, _)) => period.end().min(t + std::time::Duration::from_millis(1)),
+        None => period.end(),
+    };
     let mut found = service
         .store()
         .find_entries(&EntryQuery {
             created_from: Some(period.start()),
-            created_to: Some(period.end()),
-            after: cursor::<u64>(&q.after),
+            created_to: Some(created_to),
+            after,
             ..EntryQuery::new(project.id, PAGE_SIZE + 1)
         })
         .await
