@@ -195,11 +195,20 @@ pub fn entry_page(q: &EntryQuery, dialect: Dialect) -> (String, Vec<SqlValue>) {
     if let Some(kind) = q.kind {
         w.add(" AND kind = ?", SqlValue::text(kind.as_str()));
     }
-    if let Some(t) = q.created_from {
-        w.add(" AND created_at >= ?", SqlValue::ts(t));
+    // One bound on each side of `created_at`, the tighter one: an index range is read from
+    // the first bound SQLite finds, and a looser one before it (the period's start under a
+    // cursor deep in it) would make every page re-read the rows before it.
+    let mut lower = q.created_from.map(|t| (">=", t));
+    let mut upper = q.created_to.map(|t| ("<", t));
+    if let Some((t, _)) = q.after {
+        if q.oldest_first {
+            lower = Some((">=", lower.map_or(t, |(_, from)| from.max(t))));
+        } else if upper.is_none_or(|(_, to)| t < to) {
+            upper = Some(("<=", t));
+        }
     }
-    if let Some(t) = q.created_to {
-        w.add(" AND created_at < ?", SqlValue::ts(t));
+    for (op, t) in [lower, upper].into_iter().flatten() {
+        w.add(&format!(" AND created_at {op} ?"), SqlValue::ts(t));
     }
     if let Some(r) = &q.reference {
         w.add(" AND reference = ?", SqlValue::text(r.as_str()));
@@ -213,8 +222,7 @@ pub fn entry_page(q: &EntryQuery, dialect: Dialect) -> (String, Vec<SqlValue>) {
         ("<", "DESC")
     };
     if let Some((t, seq)) = q.after {
-        // The time bound alone is what an index range is read from; the pair decides ties.
-        w.add(&format!(" AND created_at {cmp}= ?"), SqlValue::ts(t));
+        // The pair decides ties at the cursor's time.
         w.add(&format!(" AND (created_at {cmp} ?"), SqlValue::ts(t));
         w.add(
             &format!(" OR seq {cmp} ?)"),
@@ -271,12 +279,41 @@ mod tests {
         let (sql, _) = entry_page(
             &EntryQuery {
                 oldest_first: true,
-                ..q
+                ..q.clone()
             },
             Dialect::Sqlite,
         );
         assert!(sql.contains("created_at >= ?2 AND (created_at > ?3 OR seq > ?4)"));
         assert!(sql.ends_with("ORDER BY created_at ASC, seq ASC LIMIT ?5"));
+        // With a period too: one bound on each side, the tighter one (a cursor deep in a
+        // period must not re-read the period's start).
+        let ts = Timestamp::from_unix_millis;
+        let bounds = |q: EntryQuery| {
+            let (sql, values) = entry_page(&q, Dialect::Postgres);
+            let n = sql.matches("created_at >").count() + sql.matches("created_at <").count();
+            (n, values)
+        };
+        let period = EntryQuery {
+            created_from: Some(ts(1)),
+            created_to: Some(ts(9)),
+            ..q.clone()
+        };
+        let (n, values) = bounds(EntryQuery {
+            oldest_first: true,
+            ..period.clone()
+        });
+        // project, lower (the cursor's 5 > 1), upper 9, the tie pair, the limit: three
+        // comparisons of created_at.
+        assert_eq!((n, values.len()), (3, 6));
+        assert_eq!(values[1], SqlValue::ts(ts(5)));
+        let (_, values) = bounds(period.clone());
+        // Newest first: lower 1, upper the cursor's 5 (below 9).
+        assert_eq!(values[1..3], [SqlValue::ts(ts(1)), SqlValue::ts(ts(5))]);
+        let (_, values) = bounds(EntryQuery {
+            after: Some((ts(20), 7)),
+            ..period
+        });
+        assert_eq!(values[1..3], [SqlValue::ts(ts(1)), SqlValue::ts(ts(9))]);
     }
 
     #[test]

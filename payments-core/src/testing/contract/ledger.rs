@@ -298,6 +298,24 @@ pub async fn entry_pages_and_totals<S: Store>(store: &S) {
         .await
         .expect("page");
     assert_eq!(seqs(&up), vec![5, 6, 7]);
+    // A period and a cursor together: the cursor inside the period, and the period's end
+    // before the cursor.
+    let window = |oldest_first, after: (i64, u64)| EntryQuery {
+        created_from: Some(T0 + ms(2_000)),
+        created_to: Some(T0 + ms(7_000)),
+        after: Some((T0 + ms(after.0), after.1)),
+        oldest_first,
+        ..EntryQuery::new(project, 10)
+    };
+    for (q, want) in [
+        (window(false, (4_000, 4)), vec![3, 2]),
+        (window(true, (3_000, 3)), vec![4, 5, 6]),
+        (window(false, (7_000, 7)), vec![6, 5, 4, 3, 2]),
+        (window(true, (1_000, 1)), vec![2, 3, 4, 5, 6]),
+    ] {
+        let found = store.find_entries(&q).await.expect("a page");
+        assert_eq!(seqs(&found), want, "{q:?}");
+    }
     let payouts = store
         .find_entries(&EntryQuery {
             kind: Some(EntryKind::Payout),
