@@ -10,10 +10,9 @@ use axum::response::Response;
 use payments_core::auth::Endpoint;
 use payments_core::service::{parse_period, EntryListQuery};
 use payments_core::ApiError;
-use serde_json::json;
 
 use crate::error::{HttpError, RequestId};
-use crate::merchant::{admitted, json_response};
+use crate::merchant::{admitted, json_response, page_json};
 use crate::state::AppState;
 
 /// `GET /api/v1/balance`: the project's balance (USDT, 4 decimals, decimal strings) and the
@@ -48,11 +47,7 @@ pub(crate) async fn list_entries(
     let data: Vec<_> = page.entries.iter().map(|e| e.view()).collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({
-            "data": data,
-            "has_more": page.next_cursor.is_some(),
-            "next_cursor": page.next_cursor.map(|c| c.to_string()),
-        }),
+        &page_json(data, page.next_cursor),
     ))
 }
 

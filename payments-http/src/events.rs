@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::{HttpError, RequestId};
-use crate::merchant::{admitted, json_response};
+use crate::merchant::{admitted, json_response, page_json};
 use crate::state::AppState;
 
 /// How often a long poll looks for a new event. The store is asked, not this process: an
@@ -66,11 +66,7 @@ pub(crate) async fn list_events(
     let data: Vec<_> = page.events.iter().map(|e| e.view()).collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({
-            "data": data,
-            "has_more": page.next_cursor.is_some(),
-            "next_cursor": page.next_cursor.map(|c| c.to_string()),
-        }),
+        &page_json(data, page.next_cursor),
     ))
 }
 

@@ -113,12 +113,7 @@ async fn entries(
         let query = EntryListQuery::parse(query.as_deref().unwrap_or_default())?;
         let page = st.service.list_entries(&project, &query).await?;
         let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();
-        Ok(Json(json!({
-            "data": data,
-            "has_more": page.next_cursor.is_some(),
-            "next_cursor": page.next_cursor.map(|c| c.to_string()),
-        }))
-        .into_response())
+        Ok(Json(crate::merchant::page_json(data, page.next_cursor)).into_response())
     })
     .await
 }
