@@ -43,8 +43,13 @@ async fn creates_cut_off_by_a_sigkill_get_the_requisites_the_upstream_issued() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: DATABASE_URL (and PAYMENTS_TEST_PG_CTL, PAYMENTS_TEST_PG_DATA)"]
 async fn creates_cut_off_by_a_database_restart_get_the_requisites_the_upstream_issued() {
+    let _only = THE_DATABASE.lock().await;
     cut_off(Disruption::RestartTheDatabase).await;
 }
+
+/// The tests of this binary that stop the test database take turns: run together (the test
+/// harness runs a binary's tests in parallel) each would cut the other off.
+static THE_DATABASE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_cut_off_by_a_sigkill_leave_a_balance_that_reconciles() {
@@ -54,6 +59,7 @@ async fn completions_cut_off_by_a_sigkill_leave_a_balance_that_reconciles() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: DATABASE_URL (and PAYMENTS_TEST_PG_CTL, PAYMENTS_TEST_PG_DATA)"]
 async fn completions_cut_off_by_a_database_restart_leave_a_balance_that_reconciles() {
+    let _only = THE_DATABASE.lock().await;
     completions_cut_off(Disruption::RestartTheDatabase).await;
 }
 
