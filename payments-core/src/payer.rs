@@ -7,7 +7,10 @@
 //! - exactly `amount` as stored (its text, never re-rounded), `holder_name` and the bank;
 //! - a card number in groups of four, copied as digits only ([`card_display`]);
 //! - an `sbp` phone number shown formatted and copied in E.164 ([`phone_e164`]);
-//! - the deadline `created_at` + the project lifetime (the payment's `expires_at`).
+//! - the deadline `created_at` + the project lifetime (the payment's `expires_at`);
+//! - a payment closed by the end of its lifetime reads differently from one canceled before
+//!   it ([`payer_state`]: `Expired` against `Canceled`);
+//! - the shop is named: the project's `name`.
 //!
 //! The link's token ([`PageToken`]) is 128 random bits from the [`RandomSource`] port, not
 //! derived from the time-ordered payment id. The store keeps it with its SHA-256, and a
@@ -23,6 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::clock::Timestamp;
 use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentMethod, PaymentStatus};
+use crate::project::Project;
 use crate::secret::SecretString;
 use crate::RandomSource;
 
@@ -173,9 +177,10 @@ pub enum PayerState {
     Pay(ShownRequisite),
     /// `completed`: paid.
     Completed,
-    /// `canceled`: not paid (canceled, or the lifetime ran out and the sweeper closed it).
+    /// `canceled` before the deadline: the merchant (or an operator) canceled it.
     Canceled,
-    /// `processing` but past the deadline (the sweeper has not closed it yet): too late.
+    /// The deadline has passed unpaid: `processing` past it (the sweeper has not closed it
+    /// yet), or `canceled` at or after it (see [`payer_state`]).
     Expired,
     /// `error`: no requisites could be issued.
     Failed,
@@ -197,6 +202,15 @@ impl PayerState {
         }
     }
 
+    /// Whether the page's outcome is final: paid, canceled, out of time or failed. Only an
+    /// operator's re-check changes such a payment again, so an open page stops watching it.
+    pub const fn is_final(&self) -> bool {
+        matches!(
+            self,
+            PayerState::Completed | PayerState::Canceled | PayerState::Expired | PayerState::Failed
+        )
+    }
+
     /// The requisite, only in [`PayerState::Pay`].
     pub fn requisite(&self) -> Option<&ShownRequisite> {
         match self {
@@ -211,6 +225,8 @@ impl PayerState {
 pub struct PayerView {
     /// The page's language (the project's setting).
     pub language: PageLanguage,
+    /// The shop: the project's name, as the merchant named it (text, not markup).
+    pub shop: String,
     /// What to show now.
     pub state: PayerState,
     /// The amount to transfer, exactly as stored (its decimal text).
@@ -228,10 +244,11 @@ pub struct PayerView {
 }
 
 impl PayerView {
-    /// The view of `payment` at `now` in `language`.
-    pub fn of(payment: &Payment, language: PageLanguage, now: Timestamp) -> PayerView {
+    /// The view of `payment` of `project` at `now`, in the project's language.
+    pub fn of(payment: &Payment, project: &Project, now: Timestamp) -> PayerView {
         PayerView {
-            language,
+            language: project.payer_language,
+            shop: project.name.clone(),
             state: payer_state(payment, now),
             amount: payment.amount.as_decimal().to_string(),
             currency: payment.currency.as_str().to_string(),
@@ -253,6 +270,17 @@ impl PayerView {
 }
 
 /// What the payer may see of `payment` at `now` (see the module's rules).
+///
+/// A `canceled` payment reads as [`PayerState::Expired`] when it was canceled at or after its
+/// deadline (`updated_at >= expires_at`: a canceled payment's `updated_at` is the time of the
+/// change that canceled it, as nothing else changes it), and as [`PayerState::Canceled`] when
+/// before. The payment does not record which trigger closed it, so the time tells: the
+/// sweeper's expiry ([`Trigger::Expire`](crate::transition::Trigger::Expire)) is only allowed
+/// at or after the deadline, so it always reads `Expired`, and a cancellation before the
+/// deadline always reads `Canceled`. A cancellation after the deadline reads `Expired` too:
+/// the page already told the payer the time had run out. So does a re-check (of a payment
+/// already closed) that ends `canceled` after the deadline: the one case where the rule names
+/// the time rather than the trigger.
 pub fn payer_state(payment: &Payment, now: Timestamp) -> PayerState {
     match payment.status {
         PaymentStatus::Created => PayerState::Preparing,
@@ -262,6 +290,7 @@ pub fn payer_state(payment: &Payment, now: Timestamp) -> PayerState {
             None => PayerState::Preparing,
         },
         PaymentStatus::Completed => PayerState::Completed,
+        PaymentStatus::Canceled if payment.updated_at >= payment.expires_at => PayerState::Expired,
         PaymentStatus::Canceled => PayerState::Canceled,
         PaymentStatus::Error => PayerState::Failed,
         PaymentStatus::Appeal => PayerState::Checking,

@@ -59,6 +59,10 @@ proptest! {
         }
         match p.status {
             PaymentStatus::Completed => prop_assert_eq!(&state, &PayerState::Completed),
+            // Canceled at or after the deadline: the time ran out; before it: canceled.
+            PaymentStatus::Canceled if p.updated_at >= p.expires_at => {
+                prop_assert_eq!(&state, &PayerState::Expired)
+            }
             PaymentStatus::Canceled => prop_assert_eq!(&state, &PayerState::Canceled),
             PaymentStatus::Error => prop_assert_eq!(&state, &PayerState::Failed),
             PaymentStatus::Appeal => prop_assert_eq!(&state, &PayerState::Checking),
@@ -67,9 +71,17 @@ proptest! {
             }
             _ => {}
         }
-        let view = PayerView::of(&p, PageLanguage::En, now);
+        prop_assert_eq!(
+            state.is_final(),
+            matches!(p.status, PaymentStatus::Completed | PaymentStatus::Canceled | PaymentStatus::Error)
+                || (p.status == PaymentStatus::Processing && now >= p.expires_at),
+            "{:?}", state
+        );
+        let m = merchant(1, None);
+        let view = PayerView::of(&p, &project(1, &m, false, None), now);
         prop_assert_eq!(view.amount, p.amount.as_decimal().to_string());
         prop_assert_eq!(view.deadline, p.expires_at);
+        prop_assert_eq!(view.shop, "project 1");
     }
 }
 
@@ -77,7 +89,8 @@ proptest! {
 fn amounts_are_shown_as_stored() {
     let mut p = fixture();
     p.amount = amount("3400.50");
-    let view = PayerView::of(&p, PageLanguage::Ru, p.created_at);
+    let m = merchant(1, None);
+    let view = PayerView::of(&p, &project(1, &m, false, None), p.created_at);
     assert_eq!(view.amount, "3400.50", "never re-rounded or normalised");
 }
 
@@ -177,7 +190,36 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         .expect("the page");
     assert_eq!(view.state, PayerState::Completed);
 
-    // Expired before the sweeper ran: the outcome, no requisite.
+    // Canceled before the deadline: "canceled", and it stays so after the deadline.
+    let third = h
+        .create(
+            p.id,
+            br#"{"merchant_payment_id":"o-3","amount":"10","payment_method":"sbp"}"#,
+        )
+        .await
+        .expect("a create")
+        .payment;
+    let canceled = h
+        .service
+        .payment_page_token(&on, &third)
+        .await
+        .unwrap()
+        .expect("a link");
+    h.service
+        .operate(third.id, Trigger::Cancel, &actor)
+        .await
+        .expect("canceled");
+    let state = |token: PageToken| async move {
+        h.service
+            .payer_page(token.as_str())
+            .await
+            .expect("the page")
+            .state
+    };
+    assert_eq!(state(canceled.clone()).await, PayerState::Canceled);
+
+    // Expired before the sweeper ran: the outcome, no requisite; after the sweeper closed
+    // it, the same outcome (the time ran out), not a cancellation.
     h.advance(Duration::from_secs(16 * 60));
     let view = h
         .service
@@ -185,6 +227,21 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         .await
         .expect("the page");
     assert_eq!(view.state, PayerState::Expired);
+    assert_eq!(view.shop, on.name);
+    let swept = h.service.sweep(100).await.expect("a sweep");
+    assert!(swept.expired >= 1, "{swept:?}");
+    assert_eq!(
+        h.service
+            .store()
+            .payment(second.id)
+            .await
+            .expect("read")
+            .expect("stored")
+            .status,
+        PaymentStatus::Canceled
+    );
+    assert_eq!(state(other.clone()).await, PayerState::Expired);
+    assert_eq!(state(canceled).await, PayerState::Canceled);
 
     // Every wrong link is the same 404: malformed, unknown, a payment id, a project turned off.
     let unknown = PageToken::parse("AAAAAAAAAAAAAAAAAAAAAA").unwrap();

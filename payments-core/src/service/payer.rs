@@ -64,10 +64,6 @@ impl PaymentService {
             .await?
             .filter(|p| p.payer_page)
             .ok_or(ReadError::NotFound)?;
-        Ok(PayerView::of(
-            &payment,
-            project.payer_language,
-            self.ports.clock.now(),
-        ))
+        Ok(PayerView::of(&payment, &project, self.ports.clock.now()))
     }
 }
