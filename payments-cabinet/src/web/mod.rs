@@ -164,6 +164,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/security/sessions/{id}/revoke"),
     ("GET", "/audit"),
     ("GET", "/pay/{token}"),
+    ("GET", "/pay/{token}/status"),
     ("GET", "/pay/assets/payer.css"),
     ("GET", "/pay/assets/payer.js"),
 ];
@@ -234,6 +235,7 @@ pub fn router(state: CabinetState) -> Router {
         )
         .route("/audit", get(security::audit))
         .route("/pay/{token}", get(payer::show))
+        .route("/pay/{token}/status", get(payer::status))
         .route("/pay/assets/payer.css", get(payer::stylesheet))
         .route("/pay/assets/payer.js", get(payer::script))
         .fallback(not_found)

@@ -3,10 +3,14 @@
 //! answers a [`PayerView`]); this module only renders it, in the project's language.
 //!
 //! The page works without JavaScript: the deadline is a `<time datetime>` with the time and
-//! the minutes left written by the server, and the page reloads itself at the deadline (and
-//! every few seconds while requisites are being picked). `payer.js`, from the same origin,
-//! adds the ticking countdown and the copy buttons. The page's own Content-Security-Policy
-//! allows that one script and the one stylesheet from this origin, nothing else.
+//! the minutes left written by the server, and while the payment may still change a "Refresh
+//! status" link reloads it (no `<meta http-equiv="refresh">`: a page that reloads itself under
+//! a screen reader's cursor fails WCAG 2.2.1). `payer.js`, from the same origin, adds the
+//! ticking countdown, the copy buttons and the live status: it asks `/pay/{token}/status` (the
+//! `status` handler) every few seconds while the payment is open and, when the answer differs
+//! from what the page shows, fetches the page again and puts its new content in place,
+//! announced by a polite status region. The page's own Content-Security-Policy allows that one
+//! script, the one stylesheet and requests to this origin, nothing else.
 //!
 //! [`PaymentService::payer_page`]: payments_core::service::PaymentService::payer_page
 
@@ -18,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use payments_core::payer::{PageLanguage, PayerState, PayerView, ShownRequisite};
 use payments_core::payment::PaymentMethod;
 use payments_core::{ApiError, ErrorCode, Timestamp};
+use serde::Serialize;
 
 use super::CabinetState;
 
@@ -26,10 +31,10 @@ pub const PAYER_STYLESHEET: &str = include_str!("../../assets/payer.css");
 /// The payer page's script (countdown and copy buttons), embedded.
 pub const PAYER_SCRIPT: &str = include_str!("../../assets/payer.js");
 
-/// The payer page's policy: its own stylesheet and script, nothing else; no form posts, no
-/// framing, no connections.
+/// The payer page's policy: its own stylesheet and script, requests to its own origin (the
+/// status the script asks for), nothing else; no form posts, no framing.
 pub const PAYER_CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; \
-    img-src 'self'; connect-src 'none'; form-action 'none'; frame-ancestors 'none'; \
+    img-src 'self'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; \
     base-uri 'none'";
 
 pub use crate::payer_page_url;
@@ -39,6 +44,8 @@ pub use crate::payer_page_url;
 pub(crate) struct Texts {
     pub(crate) lang: &'static str,
     pub(crate) title: &'static str,
+    pub(crate) shop: &'static str,
+    pub(crate) refresh: &'static str,
     pub(crate) order: &'static str,
     pub(crate) amount: &'static str,
     pub(crate) sum: &'static str,
@@ -73,6 +80,8 @@ pub(crate) struct Texts {
 const EN: Texts = Texts {
     lang: "en",
     title: "Payment",
+    shop: "Shop",
+    refresh: "Refresh status",
     order: "Order",
     amount: "Amount to transfer",
     sum: "Amount",
@@ -96,19 +105,19 @@ const EN: Texts = Texts {
     test: "Test payment: no money moves.",
     preparing: (
         "Preparing the payment details",
-        "This page refreshes itself in a few seconds.",
+        "They will appear on this page in a few seconds.",
     ),
     completed: (
         "Payment received",
         "Thank you. You can return to the shop.",
     ),
     canceled: (
-        "Payment canceled",
-        "These payment details are no longer valid: do not transfer to them. To try again, return to the shop.",
+        "The payment was canceled",
+        "Its payment details are no longer valid: do not transfer to them. To pay, return to the shop.",
     ),
     expired: (
         "The time to pay has run out",
-        "These payment details are no longer valid: do not transfer to them. To try again, return to the shop.",
+        "No payment arrived in time. These payment details are no longer valid: do not transfer to them. To try again, return to the shop.",
     ),
     failed: (
         "The payment could not be prepared",
@@ -128,6 +137,8 @@ const EN: Texts = Texts {
 const RU: Texts = Texts {
     lang: "ru",
     title: "Оплата",
+    shop: "Магазин",
+    refresh: "Обновить статус",
     order: "Заказ",
     amount: "Сумма перевода",
     sum: "Сумма",
@@ -151,16 +162,16 @@ const RU: Texts = Texts {
     test: "Тестовый платёж: деньги не переводятся.",
     preparing: (
         "Готовим реквизиты",
-        "Страница обновится сама через несколько секунд.",
+        "Они появятся на этой странице через несколько секунд.",
     ),
     completed: ("Оплата получена", "Спасибо! Можно вернуться в магазин."),
     canceled: (
         "Платёж отменён",
-        "Реквизиты больше не действуют: не переводите по ним. Чтобы попробовать снова, вернитесь в магазин.",
+        "Его реквизиты больше не действуют: не переводите по ним. Чтобы оплатить, вернитесь в магазин.",
     ),
     expired: (
         "Время на оплату истекло",
-        "Реквизиты больше не действуют: не переводите по ним. Чтобы попробовать снова, вернитесь в магазин.",
+        "Оплата не поступила вовремя. Реквизиты больше не действуют: не переводите по ним. Чтобы попробовать снова, вернитесь в магазин.",
     ),
     failed: (
         "Не удалось подготовить платёж",
@@ -218,9 +229,13 @@ pub(crate) struct RequisiteBlock {
 #[template(path = "payer.html")]
 pub(crate) struct PayerPage {
     pub(crate) t: &'static Texts,
+    pub(crate) shop: String,
     pub(crate) heading: &'static str,
     pub(crate) message: &'static str,
     pub(crate) state: &'static str,
+    pub(crate) phase: &'static str,
+    /// The page's own path (`/pay/<token>`): the "Refresh status" link.
+    pub(crate) path: String,
     pub(crate) amount: String,
     pub(crate) currency: String,
     pub(crate) order: String,
@@ -228,7 +243,6 @@ pub(crate) struct PayerPage {
     pub(crate) deadline_iso: String,
     pub(crate) deadline_text: String,
     pub(crate) minutes_left: u64,
-    pub(crate) refresh: Option<u64>,
     pub(crate) is_test: bool,
 }
 
@@ -260,22 +274,54 @@ fn requisite_block(t: &Texts, r: &ShownRequisite) -> RequisiteBlock {
     }
 }
 
-pub(crate) fn page(view: &PayerView) -> PayerPage {
+/// How the page's state may go on: `open` (the payer pays, or details are being prepared:
+/// it changes within seconds or minutes), `waiting` (a re-check: it changes within hours or
+/// days), `closed` (a final outcome: only an operator's re-check changes it). The script asks
+/// for the status often while `open`, seldom while `waiting`, and stops once `closed`.
+pub(crate) fn phase(state: &PayerState) -> &'static str {
+    match state {
+        _ if state.is_final() => "closed",
+        PayerState::Checking => "waiting",
+        _ => "open",
+    }
+}
+
+/// `GET /pay/{token}/status`: what the page shows, in two words.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub(crate) struct PayerStatus {
+    /// The page's state, as its `<main data-state>` says: `pay`, `preparing`, `completed`,
+    /// `canceled`, `expired`, `failed`, `checking`.
+    pub(crate) status: &'static str,
+    /// [`phase`]: `open`, `waiting`, `closed`.
+    pub(crate) phase: &'static str,
+}
+
+pub(crate) fn status_of(view: &PayerView) -> PayerStatus {
+    PayerStatus {
+        status: view.state.as_str(),
+        phase: phase(&view.state),
+    }
+}
+
+pub(crate) fn page(view: &PayerView, token: &str) -> PayerPage {
     let t = texts(view.language);
-    let ((heading, message), refresh) = match &view.state {
-        PayerState::Pay(_) => ((t.title, ""), Some(view.seconds_left() + 1)),
-        PayerState::Preparing => (t.preparing, Some(5)),
-        PayerState::Completed => (t.completed, None),
-        PayerState::Canceled => (t.canceled, None),
-        PayerState::Expired => (t.expired, None),
-        PayerState::Failed => (t.failed, None),
-        PayerState::Checking => (t.checking, Some(60)),
+    let (heading, message) = match &view.state {
+        PayerState::Pay(_) => (t.title, ""),
+        PayerState::Preparing => t.preparing,
+        PayerState::Completed => t.completed,
+        PayerState::Canceled => t.canceled,
+        PayerState::Expired => t.expired,
+        PayerState::Failed => t.failed,
+        PayerState::Checking => t.checking,
     };
     PayerPage {
         t,
+        shop: view.shop.clone(),
         heading,
         message,
         state: view.state.as_str(),
+        phase: phase(&view.state),
+        path: format!("/pay/{token}"),
         amount: view.amount.clone(),
         currency: view.currency.clone(),
         order: view.merchant_payment_id.clone(),
@@ -283,7 +329,6 @@ pub(crate) fn page(view: &PayerView) -> PayerPage {
         deadline_iso: view.deadline.to_rfc3339(),
         deadline_text: format_deadline(t, view.deadline),
         minutes_left: view.seconds_left().div_ceil(60),
-        refresh,
         is_test: view.is_test,
     }
 }
@@ -304,9 +349,31 @@ fn with_policy(mut response: Response) -> Response {
 /// `GET /pay/{token}`: the page, or the same `404` for every link that is not a live page.
 pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
     match st.cabinet.service().payer_page(&token).await {
-        Ok(view) => with_policy(super::ok(&page(&view))),
+        // The view exists only for a well-formed token: it is safe in the page's links.
+        Ok(view) => with_policy(super::ok(&page(&view, &token))),
         Err(e) => with_policy(missing(e.into())),
     }
+}
+
+/// `GET /pay/{token}/status`: `{"status": "pay", "phase": "open"}` ([`PayerStatus`]), never
+/// cached; for every link that is not a live page, the page's own `404`, byte for byte.
+pub(crate) async fn status(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
+    match st.cabinet.service().payer_page(&token).await {
+        Ok(view) => with_policy(status_response(&status_of(&view))),
+        Err(e) => with_policy(missing(e.into())),
+    }
+}
+
+fn status_response(status: &PayerStatus) -> Response {
+    let body = serde_json::to_string(status).unwrap_or_default();
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 fn missing(e: ApiError) -> Response {
@@ -353,6 +420,133 @@ mod tests {
         let at = Timestamp::from_unix_secs(1_790_856_900);
         assert_eq!(format_deadline(&EN, at), "1 October 2026, 12:15 UTC");
         assert_eq!(format_deadline(&RU, at), "1 октября 2026, 12:15 UTC");
+    }
+
+    fn view(state: PayerState, language: PageLanguage) -> PayerView {
+        PayerView {
+            language,
+            shop: "Tea & <Coffee> \"Shop\"".into(),
+            state,
+            amount: "3400.50".into(),
+            currency: "RUB".into(),
+            merchant_payment_id: "order-1".into(),
+            deadline: Timestamp::from_unix_secs(1_790_856_900),
+            now: Timestamp::from_unix_secs(1_790_856_000),
+            is_test: false,
+        }
+    }
+
+    fn card() -> PayerState {
+        PayerState::Pay(ShownRequisite {
+            method: PaymentMethod::CardTransfer,
+            display: "2200 0000 0000 0011".into(),
+            copy: "2200000000000011".into(),
+            holder_name: "IVAN I.".into(),
+            bank: Some("Bank".into()),
+            qr_payload: None,
+            deeplink: None,
+        })
+    }
+
+    const TOKEN: &str = "AAAAAAAAAAAAAAAAAAAAAA";
+
+    #[test]
+    fn the_status_says_the_pages_state_and_whether_it_may_still_change() {
+        let cases = [
+            (card(), r#"{"status":"pay","phase":"open"}"#),
+            (
+                PayerState::Preparing,
+                r#"{"status":"preparing","phase":"open"}"#,
+            ),
+            (
+                PayerState::Checking,
+                r#"{"status":"checking","phase":"waiting"}"#,
+            ),
+            (
+                PayerState::Completed,
+                r#"{"status":"completed","phase":"closed"}"#,
+            ),
+            (
+                PayerState::Canceled,
+                r#"{"status":"canceled","phase":"closed"}"#,
+            ),
+            (
+                PayerState::Expired,
+                r#"{"status":"expired","phase":"closed"}"#,
+            ),
+            (
+                PayerState::Failed,
+                r#"{"status":"failed","phase":"closed"}"#,
+            ),
+        ];
+        for (state, json) in cases {
+            let v = view(state, PageLanguage::En);
+            let status = status_of(&v);
+            assert_eq!(serde_json::to_string(&status).unwrap(), json);
+            // The status is what the page shows: its <main data-state> and data-phase.
+            let html = page(&v, TOKEN).render().unwrap();
+            assert!(
+                html.contains(&format!(
+                    "data-state=\"{}\" data-phase=\"{}\" data-status=\"/pay/{TOKEN}/status\"",
+                    status.status, status.phase
+                )),
+                "{html}"
+            );
+        }
+        let r = status_response(&status_of(&view(PayerState::Completed, PageLanguage::En)));
+        assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+    }
+
+    #[test]
+    fn no_page_refreshes_itself_and_an_open_one_has_a_refresh_link() {
+        for language in PageLanguage::ALL {
+            let t = texts(language);
+            for state in [
+                card(),
+                PayerState::Preparing,
+                PayerState::Checking,
+                PayerState::Completed,
+                PayerState::Canceled,
+                PayerState::Expired,
+                PayerState::Failed,
+            ] {
+                let open = !state.is_final();
+                let html = page(&view(state, language), TOKEN).render().unwrap();
+                assert!(!html.contains("http-equiv"), "{html}");
+                let link = format!("href=\"/pay/{TOKEN}\">{}</a>", t.refresh);
+                assert_eq!(html.contains(&link), open, "{html}");
+                assert!(html.contains(r#"role="status" aria-live="polite""#));
+                assert!(!html.contains("<script>"), "no inline script");
+            }
+        }
+    }
+
+    #[test]
+    fn the_shop_is_named_as_text() {
+        let html = page(&view(card(), PageLanguage::Ru), TOKEN)
+            .render()
+            .unwrap();
+        assert!(
+            html.contains("<strong id=\"shop\">Tea &#38; &#60;Coffee&#62; &#34;Shop&#34;</strong>"),
+            "{html}"
+        );
+        assert!(!html.contains("<Coffee>"));
+    }
+
+    #[test]
+    fn expiry_and_cancellation_read_differently() {
+        for language in PageLanguage::ALL {
+            let t = texts(language);
+            assert_ne!(t.expired.0, t.canceled.0);
+            assert_ne!(t.expired.1, t.canceled.1);
+            let expired = page(&view(PayerState::Expired, language), TOKEN);
+            let canceled = page(&view(PayerState::Canceled, language), TOKEN);
+            assert_eq!(expired.heading, t.expired.0);
+            assert_eq!(canceled.heading, t.canceled.0);
+        }
+        assert_eq!(EN.expired.0, "The time to pay has run out");
+        assert_eq!(EN.canceled.0, "The payment was canceled");
     }
 
     #[test]

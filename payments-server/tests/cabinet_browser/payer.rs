@@ -1,9 +1,11 @@
 //! The hosted payer page in headless Chromium: a card number in groups of four whose copy
 //! button puts the digits only on the clipboard, an `sbp` phone shown formatted and copied in
 //! E.164, the outcome and no requisite after a confirmation and after expiry, the same bare
-//! 404 for every wrong link, no horizontal scroll at 320 px, and the project's language.
+//! 404 for every wrong link, no horizontal scroll at 320 px, the project's language, and the
+//! live status: an open page turning to "paid" within 10 s of a confirmation, in place, without
+//! a reload and without a `meta refresh`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use payments_core::payer::PageLanguage;
 use payments_core::service::{Actor, ProjectPatch};
@@ -249,13 +251,12 @@ async fn payer_page_shows_the_rules_in_a_real_browser() {
     // After expiry (the sweeper has not run yet): the outcome, no requisite.
     c.clock.advance(Duration::from_secs(16 * 60));
     b.open(&sbp_path).await;
-    // Before the sweeper: the deadline passed; after it (it may run first on a loaded
-    // machine): canceled. Either way an outcome, never the requisite.
-    let heading = b.heading().await;
-    assert!(
-        heading == "The time to pay has run out" || heading == "Payment canceled",
-        "{heading}"
-    );
+    // Before the sweeper and after it (it may run first on a loaded machine): the time ran
+    // out, never the requisite.
+    assert_eq!(b.heading().await, "The time to pay has run out");
+    c.server.state.service.sweep(100).await.expect("a sweep");
+    b.open(&sbp_path).await;
+    assert_eq!(b.heading().await, "The time to pay has run out");
     assert!(b.all("#requisite, #qr, #copy-requisite").await.is_empty());
     assert!(!b.source().await.contains(&phone[2..]), "no stale phone");
     b.close().await;
@@ -303,12 +304,169 @@ async fn payer_page_shows_the_rules_in_a_real_browser() {
     c.server.stop().await;
 }
 
+/// `POST` to the operator API (an empty body); its status.
+async fn operator(c: &Cabinet, path: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}{path}", c.server.operator_url))
+        .bearer_auth(c.server.operator_token.expose())
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("the operator API answers")
+        .status()
+        .as_u16()
+}
+
+/// Whether the document is still the one marked by [`mark`]: no reload, no navigation, the
+/// same `<main>` element.
+async fn same_document(b: &Browser) -> bool {
+    b.client
+        .execute(
+            "return window.__firstLoad === 'marked' \
+               && window.__main === document.getElementById('main') \
+               && performance.getEntriesByType('navigation').length === 1 \
+               && performance.getEntriesByType('navigation')[0].type === 'navigate';",
+            vec![],
+        )
+        .await
+        .expect("asked")
+        .as_bool()
+        .expect("a boolean")
+}
+
+/// Marks the loaded document, so that a reload (which starts a new one) shows.
+async fn mark(b: &Browser) {
+    b.client
+        .execute(
+            "window.__firstLoad = 'marked'; window.__main = document.getElementById('main');",
+            vec![],
+        )
+        .await
+        .expect("marked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: chromium and chromedriver"]
+async fn payer_page_turns_paid_in_place_within_10_s_of_a_confirmation() {
+    let c = Cabinet::start().await;
+    page_on(&c, PageLanguage::En).await;
+    let card = create(&c, "order-live-1", "700", "card_transfer").await;
+    let id = card["id"].as_str().expect("id").to_string();
+    let path = page_path(&c, &card);
+    let b = Browser::start(c.url()).await;
+    b.open(&path).await;
+    assert_eq!(b.heading().await, "Payment");
+    assert_eq!(b.text("#shop").await, "Demo project");
+    assert_eq!(
+        b.el("#main")
+            .await
+            .attr("data-state")
+            .await
+            .expect("attr")
+            .as_deref(),
+        Some("pay")
+    );
+    // No self-refresh: the page changes only through its script.
+    assert!(
+        b.all("meta[http-equiv]").await.is_empty(),
+        "no meta refresh"
+    );
+    // The script keeps the page up to date: the no-script "Refresh status" link is hidden.
+    assert!(!b
+        .el("#refresh")
+        .await
+        .is_displayed()
+        .await
+        .expect("displayed?"));
+    mark(&b).await;
+    // Let it ask a few times before the payment changes (its backoff grows meanwhile).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(b.heading().await, "Payment");
+    assert!(same_document(&b).await);
+
+    // Paid, through the operator API: the page says so within 10 s, in place.
+    assert_eq!(
+        operator(&c, &format!("/operator/v1/payments/{id}/confirm")).await,
+        200
+    );
+    let confirmed = Instant::now();
+    let mut heading = String::new();
+    while confirmed.elapsed() < Duration::from_secs(10) {
+        heading = b.heading().await;
+        if heading == "Payment received" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        heading,
+        "Payment received",
+        "not shown within 10 s of the confirmation ({:?})",
+        confirmed.elapsed()
+    );
+    assert!(same_document(&b).await, "the page was not reloaded");
+    assert_eq!(
+        b.el("#main")
+            .await
+            .attr("data-state")
+            .await
+            .expect("attr")
+            .as_deref(),
+        Some("completed")
+    );
+    // Announced by the polite status region; no requisite left, no refresh link.
+    let live = b.el("#live").await;
+    assert_eq!(
+        live.attr("aria-live").await.expect("attr").as_deref(),
+        Some("polite")
+    );
+    let mut said = String::new();
+    for _ in 0..50 {
+        said = b
+            .client
+            .execute(
+                "return document.getElementById('live').textContent;",
+                vec![],
+            )
+            .await
+            .expect("asked")
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if !said.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(said, "Payment received");
+    assert!(b
+        .all("#requisite, #copy-requisite, #left, #refresh")
+        .await
+        .is_empty());
+    assert!(b
+        .client
+        .title()
+        .await
+        .expect("a title")
+        .starts_with("Payment received"));
+    b.close().await;
+    c.server.stop().await;
+}
+
 fn shown_card(digits: &str) -> String {
     payments_core::payer::card_display(digits).0
 }
 
-/// The payer page's screenshots (desktop and 320 px, Russian and English) into
-/// `CABINET_SCREENSHOTS` (run with `--ignored`).
+/// The page at desktop width, 390 px (a common phone) and 320 px (a small one).
+async fn shots(b: &Browser, name: &str) {
+    b.screenshot(&format!("{name}-desktop")).await;
+    b.screenshot_at(&format!("{name}-390"), 390).await;
+    b.screenshot_at(&format!("{name}-320"), 320).await;
+}
+
+/// The payer page's screenshots (desktop, 390 px and 320 px, Russian and English: paying by
+/// card and by `sbp`, paid, canceled, out of time) into `CABINET_SCREENSHOTS` (run with
+/// `--ignored`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "writes the documentation's screenshots"]
 async fn payer_page_screenshots() {
@@ -327,15 +485,40 @@ async fn payer_page_screenshots() {
         )
         .await
         .expect("confirmed");
+    let canceled = create(&c, "order-1045", "990", "card_transfer").await;
+    assert_eq!(
+        operator(
+            &c,
+            &format!(
+                "/operator/v1/payments/{}/cancel",
+                canceled["id"].as_str().expect("id")
+            )
+        )
+        .await,
+        200
+    );
+    let expired = create(&c, "order-1046", "990", "card_transfer").await;
     let b = Browser::start(c.url()).await;
     for language in [PageLanguage::Ru, PageLanguage::En] {
         page_on(&c, language).await;
         let l = language.as_str();
-        for (name, payment) in [("card", &card), ("sbp", &sbp), ("completed", &done)] {
+        for (name, payment) in [
+            ("card", &card),
+            ("sbp", &sbp),
+            ("completed", &done),
+            ("canceled", &canceled),
+        ] {
             b.open(&page_path(&c, payment)).await;
-            b.screenshot(&format!("payer-{name}-{l}-desktop")).await;
-            b.screenshot_at(&format!("payer-{name}-{l}-320"), 320).await;
+            shots(&b, &format!("payer-{name}-{l}")).await;
         }
+    }
+    // Past the deadline (the other pages are taken already).
+    c.clock.advance(Duration::from_secs(16 * 60));
+    c.server.state.service.sweep(100).await.expect("a sweep");
+    for language in [PageLanguage::Ru, PageLanguage::En] {
+        page_on(&c, language).await;
+        b.open(&page_path(&c, &expired)).await;
+        shots(&b, &format!("payer-expired-{}", language.as_str())).await;
     }
     b.close().await;
     c.server.stop().await;

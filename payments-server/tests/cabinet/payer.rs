@@ -1,0 +1,202 @@
+//! The hosted payer page's status over real HTTP (`GET /pay/{token}/status`): what the page
+//! shows in two words, never cached, the page's own `404` for every wrong link; the page itself
+//! names the shop, never refreshes itself, and reads differently after an expiry and after a
+//! cancellation.
+
+use std::time::Duration;
+
+use payments_core::payer::PageLanguage;
+use payments_core::service::ProjectPatch;
+use serde_json::{json, Value};
+
+use crate::support::Cabinet;
+
+/// The demo project with the payer page on, in English.
+async fn page_on(c: &Cabinet) {
+    c.server
+        .patch_project(ProjectPatch {
+            payer_page: Some(true),
+            payer_language: Some(PageLanguage::En),
+            ..ProjectPatch::default()
+        })
+        .await;
+}
+
+/// A payment of the demo project: its id and its page's path (`/pay/<token>`).
+async fn create(c: &Cabinet, order: &str) -> (String, String) {
+    let created = c
+        .server
+        .client()
+        .create_payment(&json!({
+            "merchant_payment_id": order, "amount": "1500", "payment_method": "card_transfer"
+        }))
+        .await
+        .expect("a create");
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    let url = created.json["payment_page_url"]
+        .as_str()
+        .expect("payment_page_url")
+        .to_string();
+    let path = url
+        .strip_prefix(c.url().trim_end_matches('/'))
+        .expect("under the cabinet's URL")
+        .to_string();
+    (created.json["id"].as_str().expect("id").to_string(), path)
+}
+
+/// `POST` to the operator API; its status.
+async fn operator(c: &Cabinet, path: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}{path}", c.server.operator_url))
+        .bearer_auth(c.server.operator_token.expose())
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("the operator API answers")
+        .status()
+        .as_u16()
+}
+
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+async fn get(c: &Cabinet, path: &str) -> Answer {
+    let r = reqwest::Client::new()
+        .get(format!("{}{path}", c.url()))
+        .send()
+        .await
+        .expect("an answer");
+    Answer {
+        status: r.status().as_u16(),
+        headers: r.headers().clone(),
+        body: r.text().await.expect("a body"),
+    }
+}
+
+/// The status of the page at `path`, checked to be uncached JSON.
+async fn status(c: &Cabinet, path: &str) -> Value {
+    let a = get(c, &format!("{path}/status")).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.headers["cache-control"], "no-store");
+    assert_eq!(a.headers["content-type"], "application/json");
+    serde_json::from_str(&a.body).expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_payer_pages_status_follows_the_payment_and_tells_nothing_else() {
+    let c = Cabinet::start().await;
+    page_on(&c).await;
+    let (paid, paid_path) = create(&c, "order-status-1").await;
+    let (canceled, canceled_path) = create(&c, "order-status-2").await;
+    let (_, expiring_path) = create(&c, "order-status-3").await;
+
+    // Open: the two words and nothing else (no amount, requisite, order or shop).
+    let s = status(&c, &paid_path).await;
+    assert_eq!(s, json!({"status": "pay", "phase": "open"}));
+    // The page: its shop, no self-refresh, a refresh link, the status address it polls.
+    let page = get(&c, &paid_path).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body
+            .contains("<strong id=\"shop\">Demo project</strong>"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("http-equiv"), "no meta refresh");
+    assert!(page
+        .body
+        .contains(&format!("data-status=\"{paid_path}/status\"")));
+    assert!(page
+        .body
+        .contains(&format!("href=\"{paid_path}\">Refresh status</a>")));
+    let csp = page.headers["content-security-policy"]
+        .to_str()
+        .expect("text");
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("connect-src 'self'"),
+        "{csp}"
+    );
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+
+    // Confirmed through the operator API: completed, closed.
+    assert_eq!(
+        operator(&c, &format!("/operator/v1/payments/{paid}/confirm")).await,
+        200
+    );
+    assert_eq!(
+        status(&c, &paid_path).await,
+        json!({"status": "completed", "phase": "closed"})
+    );
+    let page = get(&c, &paid_path).await;
+    assert!(
+        page.body.contains("<h1>Payment received</h1>"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("Refresh status"),
+        "a closed page has no refresh link"
+    );
+
+    // Canceled before the deadline: a cancellation.
+    assert_eq!(
+        operator(&c, &format!("/operator/v1/payments/{canceled}/cancel")).await,
+        200
+    );
+    assert_eq!(
+        status(&c, &canceled_path).await,
+        json!({"status": "canceled", "phase": "closed"})
+    );
+
+    // Past the deadline, before and after the sweeper closes it: the time ran out, not a
+    // cancellation; the one canceled before the deadline stays a cancellation.
+    c.clock.advance(Duration::from_secs(16 * 60));
+    let expired = json!({"status": "expired", "phase": "closed"});
+    assert_eq!(status(&c, &expiring_path).await, expired);
+    c.server.state.service.sweep(100).await.expect("a sweep");
+    assert_eq!(status(&c, &expiring_path).await, expired);
+    let page = get(&c, &expiring_path).await;
+    assert!(
+        page.body.contains("<h1>The time to pay has run out</h1>"),
+        "{}",
+        page.body
+    );
+    let page = get(&c, &canceled_path).await;
+    assert!(
+        page.body.contains("<h1>The payment was canceled</h1>"),
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        status(&c, &canceled_path).await,
+        json!({"status": "canceled", "phase": "closed"})
+    );
+
+    // Every wrong link: the page's own 404, byte for byte, never cached.
+    let missing = get(&c, "/pay/AAAAAAAAAAAAAAAAAAAAAA").await;
+    assert_eq!(missing.status, 404);
+    for wrong in [
+        "/pay/AAAAAAAAAAAAAAAAAAAAAA/status".to_string(),
+        format!("/pay/{paid}/status"),
+        format!("{}x/status", &paid_path[..paid_path.len() - 1]),
+        "/pay/short/status".to_string(),
+    ] {
+        let a = get(&c, &wrong).await;
+        assert_eq!(a.status, 404, "{wrong}");
+        assert_eq!(a.body, missing.body, "{wrong}");
+        assert_eq!(a.headers["cache-control"], "no-store", "{wrong}");
+    }
+    // A project that turned its page off: the same 404.
+    c.server
+        .patch_project(ProjectPatch {
+            payer_page: Some(false),
+            ..ProjectPatch::default()
+        })
+        .await;
+    let a = get(&c, &format!("{paid_path}/status")).await;
+    assert_eq!((a.status, a.body), (404, missing.body));
+    c.server.stop().await;
+}
