@@ -158,6 +158,7 @@ async fn cut_off(disruption: Disruption) {
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (mut server, base, _) = serve(&data, &args);
+    drain_stderr(&mut server);
     wait_ready(&mut server, &base).await;
     let creds = || SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
     let body = |n: usize| {
@@ -200,6 +201,7 @@ async fn cut_off(disruption: Disruption) {
             }
             // The node comes back on the same data dir.
             let (mut server, base, _) = serve(&data, &args);
+            drain_stderr(&mut server);
             wait_ready(&mut server, &base).await;
             server
         }
@@ -288,6 +290,7 @@ async fn completions_cut_off(disruption: Disruption) {
             .collect()
     };
     let (mut server, base, operator) = serve(&data, &args);
+    drain_stderr(&mut server);
     wait_ready(&mut server, &base).await;
     let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
     // The sandbox project leaves test mode: its payments are live and credit the balance.
@@ -352,6 +355,7 @@ async fn completions_cut_off(disruption: Disruption) {
             let cut = count_cut(in_flight).await;
             println!("{cut} of {N} confirms were cut off by the SIGKILL");
             let (mut server, base, operator) = serve(&data, &args);
+            drain_stderr(&mut server);
             wait_ready(&mut server, &base).await;
             (server, operator)
         }
@@ -416,4 +420,15 @@ async fn count_cut(in_flight: Vec<tokio::task::JoinHandle<Result<u16, reqwest::E
         }
     }
     cut
+}
+
+/// Reads the node's standard error as it comes (and throws it away): a database outage makes
+/// the node log an error per failed request, and a pipe nobody reads fills at 64 KiB, after
+/// which the node's error lines (written at once, not queued) block its runtime.
+fn drain_stderr(server: &mut support::ServerProcess) {
+    if let Some(mut stderr) = server.0.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        });
+    }
 }
