@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::store::{
     CabinetAuditRecord, CabinetStore, InviteRecord, Role, SessionProof, SessionRecord,
-    SessionStage, UserRecord,
+    SessionStage, SlotRecord, UserRecord,
 };
 use payments_core::ids::{MerchantId, ProjectId, SessionId, UserId};
 use payments_core::project::AuditRecord;
@@ -65,6 +65,10 @@ pub struct CabinetConfig {
     /// million: with inputs cut to 254 characters, a few hundred MiB at most); `None` sets no
     /// bound. Whatever fills the log, its size stays bounded.
     pub audit_max_records: Option<u64>,
+    /// How long a one-time slot waits for the page it was made for (5 min): a value shown
+    /// once, or a refused form carried through the redirect to the page that shows it again
+    /// ([`Cabinet::put_slot`]).
+    pub slot_ttl: Duration,
 }
 
 impl Default for CabinetConfig {
@@ -95,6 +99,7 @@ impl Default for CabinetConfig {
             password_wait: Duration::from_secs(2),
             audit_retention: Some(Duration::from_secs(400 * 86_400)),
             audit_max_records: Some(1_000_000),
+            slot_ttl: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -114,6 +119,8 @@ pub struct Purged {
     pub failures: u64,
     /// Audit records past their retention or beyond the most kept.
     pub audit: u64,
+    /// One-time slots past their expiry (never taken).
+    pub slots: u64,
 }
 
 /// Who is asking: the client address and browser, for sessions, throttling and the audit log.
@@ -1253,6 +1260,75 @@ impl Cabinet {
         Ok((new, codes))
     }
 
+    fn slot_context(owner: Option<SessionId>, id_hash: &[u8; 32]) -> String {
+        use base64::Engine as _;
+        format!(
+            "slot:{}:{}",
+            owner.map_or_else(String::new, |s| s.to_string()),
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id_hash)
+        )
+    }
+
+    /// Keeps `payload` (what a page will show once) in a new one-time slot of `owner` for
+    /// [`CabinetConfig::slot_ttl`], sealed at rest like TOTP keys and callback secrets (when a
+    /// sealing key is configured; bound to the slot and its owner), and answers the slot's id:
+    /// 32 random bytes in base64url, which only the page's URL carries (the store keeps its
+    /// SHA-256). `owner` is the session the page is for; `None` only for the sign-in and
+    /// invitation pages, which have no session and whose slots hold no secret.
+    pub async fn put_slot(
+        &self,
+        owner: Option<SessionId>,
+        payload: &str,
+    ) -> Result<String, ApiError> {
+        let id = secrets::random_token(self.rng());
+        let id_hash = secrets::token_hash(&id);
+        let keys = &self.service.config().sealing;
+        let stored = if keys.is_configured() {
+            keys.seal(payload, &Self::slot_context(owner, &id_hash), self.rng())
+                .map_err(|e| ApiError::internal(format!("sealing a one-time slot: {e}")))?
+        } else {
+            payload.to_string()
+        };
+        let now = self.now();
+        self.store
+            .put_slot(&SlotRecord {
+                id_hash,
+                owner,
+                payload: stored.into(),
+                created_at: now,
+                expires_at: now + self.config.slot_ttl,
+            })
+            .await?;
+        Ok(id)
+    }
+
+    /// Takes the one-time slot `id` for `owner`: its payload, once, before its expiry.
+    /// `None` for a slot taken already, expired, another owner's, or an id that is none.
+    pub async fn take_slot(
+        &self,
+        owner: Option<SessionId>,
+        id: &str,
+    ) -> Result<Option<String>, ApiError> {
+        // A slot id is 43 characters of base64url.
+        if id.is_empty() || id.len() > 64 {
+            return Ok(None);
+        }
+        let id_hash = secrets::token_hash(id);
+        let Some(slot) = self.store.take_slot(&id_hash, owner, self.now()).await? else {
+            return Ok(None);
+        };
+        let stored = slot.payload.expose();
+        if !payments_core::sealing::SealingKeys::is_sealed(stored) {
+            return Ok(Some(stored.to_string()));
+        }
+        self.service
+            .config()
+            .sealing
+            .open(stored, &Self::slot_context(owner, &id_hash))
+            .map(Some)
+            .map_err(|e| ApiError::internal(format!("a one-time slot does not open: {e}")))
+    }
+
     /// The user's sessions, oldest first.
     pub async fn sessions(&self, current: &Current) -> Result<Vec<SessionRecord>, ApiError> {
         Ok(self.store.user_sessions(current.user.id).await?)
@@ -1289,7 +1365,7 @@ impl Cabinet {
     }
 
     /// Deletes sessions past their timeouts, failures older than the longest throttling
-    /// window and audit records past [`CabinetConfig::audit_retention`] or beyond
+    /// window, one-time slots past their expiry and audit records past [`CabinetConfig::audit_retention`] or beyond
     /// [`CabinetConfig::audit_max_records`] (in batches of [`AUDIT_PURGE_BATCH`], at most
     /// [`AUDIT_PURGE_BATCHES`] a call); the server runs it on a timer.
     pub async fn purge(&self) -> Result<Purged, ApiError> {
@@ -1328,10 +1404,12 @@ impl Cabinet {
                 break;
             }
         }
+        let slots = self.store.purge_slots(now).await?;
         Ok(Purged {
             sessions,
             failures,
             audit,
+            slots,
         })
     }
 

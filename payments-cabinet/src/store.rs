@@ -1,5 +1,6 @@
 //! The web cabinet's storage port: users, their password hashes and TOTP secrets, recovery
-//! codes, sessions, invitations, sign-in failures (throttling) and the cabinet's audit log.
+//! codes, sessions, invitations, one-time slots (what a page shows once), sign-in failures
+//! (throttling) and the cabinet's audit log.
 //! What the cabinet shows of payments, events, tokens and payer page links it reads through the
 //! service's [`Store`](payments_core::store::Store).
 //!
@@ -8,7 +9,8 @@
 //! only keeps the records and makes the few steps that must be atomic atomic: a TOTP step is
 //! used at most once ([`CabinetStore::advance_session`] moves the user's last step forward
 //! only), a recovery code is consumed in the same write as the sign-in it allows, an invitation
-//! is taken once.
+//! is taken once, and so is a one-time slot ([`CabinetStore::take_slot`]: what a page shows
+//! once).
 //!
 //! This module is all of the crate that a store needs: with `default-features = false` the
 //! crate is the port alone (no web framework, templates or password hashing), which is how the
@@ -194,7 +196,8 @@ pub struct CabinetAuditRecord {
 /// Users are unique by e-mail; sessions and invitations by the hash of their token. The writes
 /// that decide something are atomic: [`advance_session`](Self::advance_session) (a TOTP step
 /// used once, a recovery code consumed once, an enrolment confirmed once, together with the
-/// session change) and [`find_invite`](Self::find_invite) with [`InviteUse::Take`].
+/// session change), [`find_invite`](Self::find_invite) with [`InviteUse::Take`] and
+/// [`take_slot`](Self::take_slot).
 #[async_trait]
 pub trait CabinetStore: Send + Sync {
     /// Stores a new user; [`StoreError::Duplicate`] if the e-mail (or id) is taken.
@@ -261,6 +264,21 @@ pub trait CabinetStore: Send + Sync {
     /// Forgets the failures `which` names; returns how many.
     async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError>;
 
+    /// Stores a one-time slot; [`StoreError::Duplicate`] if its id hash exists.
+    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError>;
+    /// Takes the slot with id hash `hash` if `owner` owns it and it is live at `now` (its
+    /// `expires_at` later than `now`): deletes it and answers it in one step, so that exactly
+    /// one of concurrent takers gets it. A slot of another owner is neither answered nor
+    /// deleted; an expired one is not answered.
+    async fn take_slot(
+        &self,
+        hash: &[u8; 32],
+        owner: Option<SessionId>,
+        now: Timestamp,
+    ) -> Result<Option<SlotRecord>, StoreError>;
+    /// Deletes the slots expired at `now` (`expires_at` at or before it); returns how many.
+    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError>;
+
     /// Appends a record to the cabinet's audit log.
     async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError>;
     /// A page of the records `query` asks for, newest first (in the order they were
@@ -276,6 +294,26 @@ pub trait CabinetStore: Send + Sync {
         keep: Option<u64>,
         limit: usize,
     ) -> Result<u64, StoreError>;
+}
+
+/// A one-time slot: a value the cabinet shows once (a new API token, a rotated callback
+/// secret, new recovery codes), or what a refused form carries to the page that shows it
+/// again, kept for the one `GET` that the `303` answering the `POST` leads to. The first read
+/// by its owner before its expiry takes it ([`CabinetStore::take_slot`]); a reload finds
+/// nothing, so it neither shows the value again nor repeats the action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotRecord {
+    /// SHA-256 of the slot's id; unique. The id itself travels only in the page's URL.
+    pub id_hash: [u8; 32],
+    /// The session it was made for: only that session takes it. `None` for the pages of
+    /// sign-in and invitations, which have no session yet (their slots hold no secret).
+    pub owner: Option<SessionId>,
+    /// What the page shows, sealed like callback secrets (the cabinet seals and opens it).
+    pub payload: SecretString,
+    /// When it was made.
+    pub created_at: Timestamp,
+    /// From this time on it is not answered (and is purged).
+    pub expires_at: Timestamp,
 }
 
 /// Which cabinet audit records [`CabinetStore::cabinet_audit`] lists: every filter that is set

@@ -676,3 +676,81 @@ async fn the_audit_log_is_bounded_by_age_and_by_size() {
     assert_eq!(all().await, kept_before, "the newest five stay");
     assert_eq!(w.cabinet.purge().await.expect("purge").audit, 0);
 }
+
+/// A one-time slot is sealed at rest under the sealing key (bound to its id and owner), taken
+/// once by its owner's session before its five minutes are up, and purged once expired.
+#[tokio::test]
+async fn one_time_slots_are_sealed_taken_once_by_their_session_and_purged() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    w.support_user("b@support.example").await;
+    let (cookie, _, _) = w.enrolled("a@support.example").await;
+    let mine = w.current(&cookie).await.session.id;
+    let (other, _, _) = w.enrolled("b@support.example").await;
+    let theirs = w.current(&other).await.session.id;
+    let payload = r#"{"value":"nl_test_secret-token"}"#;
+
+    // At rest: a sealed string, the value nowhere in it.
+    let peeked = w
+        .cabinet
+        .put_slot(Some(mine), payload)
+        .await
+        .expect("a slot");
+    let stored = w
+        .accounts
+        .take_slot(&secrets::token_hash(&peeked), Some(mine), w.clock.now())
+        .await
+        .expect("store")
+        .expect("the slot");
+    assert!(stored.payload.expose().starts_with("v1."), "sealed");
+    assert!(!stored.payload.expose().contains("secret-token"));
+    assert_eq!(stored.expires_at, w.clock.now() + Duration::from_secs(300));
+
+    // Taken once, by its own session only.
+    let id = w
+        .cabinet
+        .put_slot(Some(mine), payload)
+        .await
+        .expect("a slot");
+    assert_eq!(
+        w.cabinet.take_slot(Some(theirs), &id).await.expect("take"),
+        None
+    );
+    assert_eq!(w.cabinet.take_slot(None, &id).await.expect("take"), None);
+    assert_eq!(
+        w.cabinet.take_slot(Some(mine), &id).await.expect("take"),
+        Some(payload.to_string())
+    );
+    assert_eq!(
+        w.cabinet.take_slot(Some(mine), &id).await.expect("take"),
+        None,
+        "once"
+    );
+    assert_eq!(
+        w.cabinet
+            .take_slot(Some(mine), "not a slot")
+            .await
+            .expect("take"),
+        None
+    );
+
+    // Five minutes, then gone; the purge deletes what was never read.
+    let late = w
+        .cabinet
+        .put_slot(Some(mine), payload)
+        .await
+        .expect("a slot");
+    let anonymous = w.cabinet.put_slot(None, "{}").await.expect("a slot");
+    w.clock.advance(Duration::from_secs(300));
+    assert_eq!(
+        w.cabinet.take_slot(Some(mine), &late).await.expect("take"),
+        None
+    );
+    assert_eq!(w.cabinet.purge().await.expect("purge").slots, 2);
+    w.clock.advance(Duration::from_secs(3600));
+    assert_eq!(
+        w.cabinet.take_slot(None, &anonymous).await.expect("take"),
+        None
+    );
+    assert_eq!(w.cabinet.purge().await.expect("purge").slots, 0);
+}

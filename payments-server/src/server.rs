@@ -1337,8 +1337,8 @@ fn serve_cabinet(
 /// their retention are deleted.
 pub const CABINET_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 
-/// Deletes the cabinet's expired sessions, old failures and audit records past retention
-/// every `interval`, until aborted.
+/// Deletes the cabinet's expired sessions, old failures, expired one-time slots and audit
+/// records past retention every `interval`, until aborted.
 #[cfg(feature = "cabinet")]
 async fn purge_cabinet(cabinet: Cabinet, interval: Duration) {
     loop {
@@ -1348,14 +1348,16 @@ async fn purge_cabinet(cabinet: Cabinet, interval: Duration) {
                 tracing::info!(
                     sessions = p.sessions,
                     failures = p.failures,
+                    slots = p.slots,
                     audit = p.audit,
                     "cabinet: expired records deleted, audit records past retention among them"
                 );
             }
-            Ok(p) if p.sessions + p.failures > 0 => {
+            Ok(p) if p.sessions + p.failures + p.slots > 0 => {
                 tracing::debug!(
                     sessions = p.sessions,
                     failures = p.failures,
+                    slots = p.slots,
                     "cabinet: expired records deleted"
                 );
             }

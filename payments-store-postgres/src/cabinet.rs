@@ -1,5 +1,5 @@
-//! The web cabinet's records as SQL: users, recovery codes, sessions, invitations, sign-in
-//! failures, the cabinet audit log and token use. The sign-in step ([`advance_session`]) is
+//! The web cabinet's records as SQL: users, recovery codes, sessions, invitations, one-time
+//! slots, sign-in failures, the cabinet audit log and token use. The sign-in step ([`advance_session`]) is
 //! one transaction: the old session's row is locked first, the proof's conditional write
 //! decides, and a refused proof rolls back. Statements and rows are the shared ones
 //! ([`payments_store_sql::statements`]).
@@ -7,15 +7,16 @@
 use deadpool_postgres::GenericClient;
 use payments_cabinet::store::{
     AuditPage, AuditQuery, CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord,
-    UserRecord,
+    SlotRecord, UserRecord,
 };
 use payments_core::ids::{PaymentId, SessionId, TokenId, UserId};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
 use payments_store_sql::listing;
-use payments_store_sql::record::Record;
+use payments_store_sql::record::{slot_owner, Record};
 use payments_store_sql::statements as st;
+use payments_store_sql::SqlValue;
 
 use crate::codec::{self, execute, query, query_opt, read, record, records, sql, write_record};
 use crate::error::{db, duplicate};
@@ -238,6 +239,34 @@ pub(crate) async fn take_invite<C: GenericClient>(
 ) -> Result<Option<InviteRecord>, StoreError> {
     let found: Option<InviteRecord> = record(c, &st::INVITE_TAKE, &[&hash.as_slice()]).await?;
     Ok(found.filter(|i| i.expires_at > now))
+}
+
+// --- one-time slots --------------------------------------------------------------------------
+
+pub(crate) async fn put_slot<C: GenericClient>(c: &C, slot: &SlotRecord) -> Result<(), StoreError> {
+    duplicate(write_record(c, &st::SLOT_INSERT, slot).await?, || {
+        "slot".into()
+    })?;
+    Ok(())
+}
+
+/// One `DELETE ... RETURNING`: of concurrent takes exactly one deletes the row (the others
+/// wait on its lock and then find it gone).
+pub(crate) async fn take_slot<C: GenericClient>(
+    c: &C,
+    hash: &[u8; 32],
+    owner: Option<SessionId>,
+    now: Timestamp,
+) -> Result<Option<SlotRecord>, StoreError> {
+    let values = codec::params([SqlValue::blob(*hash), slot_owner(owner), SqlValue::ts(now)]);
+    record(c, &st::SLOT_TAKE, &codec::refs(&values)).await
+}
+
+pub(crate) async fn purge_slots<C: GenericClient>(
+    c: &C,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
+    execute(c, sql(&st::SLOTS_PURGE), &[&now.unix_millis()]).await
 }
 
 // --- failures --------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use payments_cabinet::store::{
     AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
-    SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
+    SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
@@ -735,6 +735,26 @@ impl CabinetStore for PgStore {
             InviteUse::Peek => cabinet::invite(&client, hash, now).await,
             InviteUse::Take => cabinet::take_invite(&client, hash, now).await,
         }
+    }
+
+    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        cabinet::put_slot(&client, slot).await
+    }
+
+    async fn take_slot(
+        &self,
+        hash: &[u8; 32],
+        owner: Option<SessionId>,
+        now: Timestamp,
+    ) -> Result<Option<SlotRecord>, StoreError> {
+        let client = self.client().await?;
+        cabinet::take_slot(&client, hash, owner, now).await
+    }
+
+    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        cabinet::purge_slots(&client, now).await
     }
 
     async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {

@@ -57,6 +57,7 @@ pub async fn fresh_schema(base: &str) -> String {
 /// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
 /// and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP TABLE cabinet_slots;
     DROP TABLE ledger_entries, ledger_balances;
     ALTER TABLE payments DROP COLUMN route_reason; ALTER TABLE payments DROP COLUMN provider;
     ALTER TABLE payments DROP COLUMN metadata;

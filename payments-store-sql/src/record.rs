@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use payments_cabinet::store::{
-    CabinetAuditRecord, InviteRecord, Role, SessionRecord, SessionStage, UserRecord,
+    CabinetAuditRecord, InviteRecord, Role, SessionRecord, SessionStage, SlotRecord, UserRecord,
 };
 use payments_core::bank::CountryCode;
 use payments_core::event::{CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, OutboxEvent};
@@ -735,6 +735,43 @@ impl Record for InviteRecord {
             SqlValue::ts(self.expires_at),
         ])
     }
+}
+
+impl Record for SlotRecord {
+    const COLUMNS: &'static [&'static str] =
+        &["id_hash", "owner", "payload", "created_at", "expires_at"];
+
+    /// The owner is stored as text, empty for none, so that one equality finds a slot of
+    /// either kind.
+    fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
+        let owner = c.text("owner")?;
+        Ok(SlotRecord {
+            id_hash: c.bytes32("id_hash")?,
+            owner: if owner.is_empty() {
+                None
+            } else {
+                Some(owner.parse().map_err(|_| corrupt("owner", &owner))?)
+            },
+            payload: c.text("payload")?.into(),
+            created_at: c.ts("created_at")?,
+            expires_at: c.ts("expires_at")?,
+        })
+    }
+
+    fn values(&self) -> Result<Vec<SqlValue>, StoreError> {
+        Ok(vec![
+            SqlValue::blob(self.id_hash),
+            slot_owner(self.owner),
+            SqlValue::text(self.payload.expose()),
+            SqlValue::ts(self.created_at),
+            SqlValue::ts(self.expires_at),
+        ])
+    }
+}
+
+/// A slot's owner as stored: the session id, or empty text for none.
+pub fn slot_owner(owner: Option<payments_core::ids::SessionId>) -> SqlValue {
+    SqlValue::text(owner.map_or_else(String::new, |s| s.to_string()))
 }
 
 impl Record for CabinetAuditRecord {

@@ -84,6 +84,29 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: LEDGER_DDL,
         min_reader: BASELINE_MIN_READER,
     },
+    // 15: the cabinet's one-time slots (what a page shows once: a new token, a rotated
+    // callback secret, recovery codes; a refused form's input and errors). Expand: a new
+    // table; a build of schema 14 never reads it.
+    Migration {
+        name: "cabinet one-time slots",
+        sqlite: "CREATE TABLE cabinet_slots (\n\
+                 id_hash    BLOB    NOT NULL PRIMARY KEY,\n\
+                 owner      TEXT    NOT NULL,\n\
+                 payload    TEXT    NOT NULL,\n\
+                 created_at INTEGER NOT NULL,\n\
+                 expires_at INTEGER NOT NULL\n\
+                 ) WITHOUT ROWID;\n\
+                 CREATE INDEX cabinet_slots_expires ON cabinet_slots (expires_at);",
+        postgres: "CREATE TABLE cabinet_slots (\n\
+                   id_hash    BYTEA  NOT NULL PRIMARY KEY,\n\
+                   owner      TEXT   NOT NULL,\n\
+                   payload    TEXT   NOT NULL,\n\
+                   created_at BIGINT NOT NULL,\n\
+                   expires_at BIGINT NOT NULL\n\
+                   );\n\
+                   CREATE INDEX cabinet_slots_expires ON cabinet_slots (expires_at);",
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
 
 /// Migration 14's tables, the same text on both engines (SQLite reads `BIGINT` as `INTEGER`).

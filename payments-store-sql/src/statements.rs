@@ -2,7 +2,7 @@
 //! A statement that only one engine runs, or whose SQL really differs, lives in its backend.
 
 use payments_cabinet::store::{
-    CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, UserRecord,
+    CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord, SlotRecord, UserRecord,
 };
 use payments_core::clock::Timestamp;
 use payments_core::event::{DeliveryAttempt, OutboxEvent};
@@ -460,6 +460,21 @@ pub static INVITE_TAKE: Sql = Sql::new(|_| {
         list(InviteRecord::COLUMNS)
     )
 });
+
+/// Stores a one-time slot.
+pub static SLOT_INSERT: Sql = Sql::new(|_| insert("cabinet_slots", SlotRecord::COLUMNS));
+/// Deletes and returns the slot with id hash `$1` if owner `$2` owns it and it is live at
+/// `$3`: one statement, so of concurrent takes exactly one deletes the row.
+pub static SLOT_TAKE: Sql = Sql::new(|_| {
+    format!(
+        "DELETE FROM cabinet_slots WHERE id_hash = $1 AND owner = $2 AND expires_at > $3 \
+         RETURNING {}",
+        list(SlotRecord::COLUMNS)
+    )
+});
+/// Deletes the slots expired at `$1`.
+pub static SLOTS_PURGE: Sql =
+    Sql::new(|_| "DELETE FROM cabinet_slots WHERE expires_at <= $1".to_string());
 
 // --- the web cabinet: failures, audit, token use, payer pages -------------------------------
 

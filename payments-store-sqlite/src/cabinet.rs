@@ -1,23 +1,25 @@
-//! The web cabinet's records as SQL: users, recovery codes, sessions, invitations, sign-in
-//! failures, the cabinet audit log and token use. The sign-in step
+//! The web cabinet's records as SQL: users, recovery codes, sessions, invitations, one-time
+//! slots, sign-in failures, the cabinet audit log and token use. The sign-in step
 //! ([`advance_session`]) runs in one writer job: its conditional update is the first write,
 //! so a refused proof writes nothing. Statements and rows are the shared ones
 //! ([`payments_store_sql::statements`]).
 
 use payments_cabinet::store::{
     AuditPage, AuditQuery, CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord,
-    UserRecord,
+    SlotRecord, UserRecord,
 };
 use payments_core::ids::{PaymentId, SessionId, TokenId, UserId};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::store::StoreError;
 use payments_core::Timestamp;
 use payments_store_sql::listing;
-use payments_store_sql::record::Record;
+use payments_store_sql::record::{slot_owner, Record};
 use payments_store_sql::statements as st;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::codec::{self, execute, execute_raw, query, record, record_params, records, sql};
+use crate::codec::{
+    self, execute, execute_raw, query, record, record_params, records, sql, SqlValue,
+};
 use crate::error::{corrupt, db, duplicate};
 
 // --- users -----------------------------------------------------------------------------------
@@ -204,6 +206,33 @@ pub(crate) fn take_invite(
 ) -> Result<Option<InviteRecord>, StoreError> {
     let found: Option<InviteRecord> = record(conn, &st::INVITE_TAKE, [hash.as_slice()])?;
     Ok(found.filter(|i| i.expires_at > now))
+}
+
+// --- one-time slots --------------------------------------------------------------------------
+
+pub(crate) fn put_slot(conn: &Connection, slot: &SlotRecord) -> Result<(), StoreError> {
+    execute_raw(conn, &st::SLOT_INSERT, record_params(slot)?)
+        .map_err(|e| duplicate(e, || "slot".into()))?;
+    Ok(())
+}
+
+/// One `DELETE ... RETURNING`: of concurrent takes (the writer runs them one after another
+/// anyway) the first deletes the row and the others find none.
+pub(crate) fn take_slot(
+    conn: &Connection,
+    hash: &[u8; 32],
+    owner: Option<SessionId>,
+    now: Timestamp,
+) -> Result<Option<SlotRecord>, StoreError> {
+    record(
+        conn,
+        &st::SLOT_TAKE,
+        codec::params([SqlValue::blob(*hash), slot_owner(owner), SqlValue::ts(now)]),
+    )
+}
+
+pub(crate) fn purge_slots(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
+    Ok(execute(conn, &st::SLOTS_PURGE, [now.unix_millis()])? as u64)
 }
 
 // --- failures --------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use futures_util::FutureExt;
 use payments_cabinet::store::{
     AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
-    SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
+    SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::ids::{
@@ -618,6 +618,26 @@ impl CabinetStore for SqliteStore {
                     .await
             }
         }
+    }
+
+    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError> {
+        let slot = slot.clone();
+        self.write(move |c| cabinet::put_slot(c, &slot)).await
+    }
+
+    async fn take_slot(
+        &self,
+        hash: &[u8; 32],
+        owner: Option<SessionId>,
+        now: Timestamp,
+    ) -> Result<Option<SlotRecord>, StoreError> {
+        let hash = *hash;
+        self.write(move |c| cabinet::take_slot(c, &hash, owner, now))
+            .await
+    }
+
+    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(move |c| cabinet::purge_slots(c, now)).await
     }
 
     async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {

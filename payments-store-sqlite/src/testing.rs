@@ -5,6 +5,7 @@
 /// later migration adds is dropped. Every new migration extends it (the upgrade tests of this
 /// crate and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_2: &str = "
+    DROP TABLE cabinet_slots;
     DROP TABLE ledger_entries; DROP TABLE ledger_balances;
     ALTER TABLE payments DROP COLUMN route_reason; ALTER TABLE payments DROP COLUMN provider;
     ALTER TABLE payments DROP COLUMN metadata;

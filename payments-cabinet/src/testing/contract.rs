@@ -1,7 +1,7 @@
 //! The cabinet store's contract: the documented meaning of every method of [`CabinetStore`],
 //! as async checks any store runs against itself (users, sessions and the sign-in step that
-//! uses a TOTP step or a recovery code once, enrolment, invitations, sign-in failures, the
-//! cabinet's audit log). [`MemoryCabinetStore`](super::MemoryCabinetStore) is the reference;
+//! uses a TOTP step or a recovery code once, enrolment, invitations, one-time slots, sign-in
+//! failures, the cabinet's audit log). [`MemoryCabinetStore`](super::MemoryCabinetStore) is the reference;
 //! the SQLite and PostgreSQL stores run the same checks. What the cabinet reads through the
 //! core's port (token use, the listings, payer page links) is checked by the core's suite
 //! (`payments_core::testing::contract`).
@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::store::{
     AuditQuery, CabinetAuditRecord, CabinetStore, CabinetStoreExt, InviteRecord, Role,
-    SessionProof, SessionRecord, SessionStage, UserRecord,
+    SessionProof, SessionRecord, SessionStage, SlotRecord, UserRecord,
 };
 
 /// Every check of the suite with its name, in a stable order.
@@ -37,6 +37,10 @@ pub fn cabinet_checks<S: CabinetStore>() -> Vec<Check<S>> {
         }),
         ("cabinet_enrolment", |s| Box::pin(cabinet_enrolment(s))),
         ("cabinet_invites", |s| Box::pin(cabinet_invites(s))),
+        ("cabinet_slots", |s| Box::pin(cabinet_slots(s))),
+        ("cabinet_concurrent_slot_takes", |s| {
+            Box::pin(cabinet_concurrent_slot_takes(s))
+        }),
         ("cabinet_failures", |s| Box::pin(cabinet_failures(s))),
         ("cabinet_audit_log", |s| Box::pin(cabinet_audit_log(s))),
     ]
@@ -585,6 +589,109 @@ pub async fn cabinet_invites<S: CabinetStore>(store: &S) {
     );
 }
 
+fn sample_slot(n: u8, owner: Option<SessionId>, expires: Timestamp) -> SlotRecord {
+    SlotRecord {
+        id_hash: hash(n),
+        owner,
+        payload: format!("v1.k.sealed-payload-{n}").into(),
+        created_at: T0 + ms(i64::from(n)),
+        expires_at: expires,
+    }
+}
+
+/// A one-time slot is taken once, by its owner only (another session, or none, neither gets
+/// it nor spoils it), only before its expiry; an anonymous slot (no owner) is taken only
+/// without a session; expired slots are purged and live ones kept. Every field round-trips.
+pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
+    let (a, b) = (Some(session_id(1)), Some(session_id(2)));
+    let s1 = sample_slot(1, a, T0 + ms(1000));
+    let s2 = sample_slot(2, None, T0 + ms(1000));
+    let s3 = sample_slot(3, a, T0 + ms(100));
+    for s in [&s1, &s2, &s3] {
+        store.put_slot(s).await.expect("put_slot");
+    }
+    assert!(
+        matches!(store.put_slot(&s1).await, Err(StoreError::Duplicate(_))),
+        "an id is one slot's"
+    );
+    assert_eq!(
+        store.take_slot(&s1.id_hash, b, T0).await.expect("take"),
+        None,
+        "another session's slot is refused"
+    );
+    assert_eq!(
+        store.take_slot(&s1.id_hash, None, T0).await.expect("take"),
+        None,
+        "a session's slot is refused without a session"
+    );
+    assert_eq!(
+        store.take_slot(&s1.id_hash, a, T0).await.expect("take"),
+        Some(s1.clone()),
+        "the owner takes it, untouched by the refused takes"
+    );
+    assert_eq!(
+        store.take_slot(&s1.id_hash, a, T0).await.expect("take"),
+        None,
+        "taken once"
+    );
+    assert_eq!(
+        store.take_slot(&s2.id_hash, a, T0).await.expect("take"),
+        None,
+        "an anonymous slot is not a session's"
+    );
+    assert_eq!(
+        store.take_slot(&s2.id_hash, None, T0).await.expect("take"),
+        Some(s2.clone())
+    );
+    assert_eq!(
+        store.take_slot(&hash(99), a, T0).await.expect("take"),
+        None,
+        "no such slot"
+    );
+    assert_eq!(
+        store
+            .take_slot(&s3.id_hash, a, T0 + ms(100))
+            .await
+            .expect("take"),
+        None,
+        "expired at its expiry"
+    );
+    let s4 = sample_slot(4, b, T0 + ms(101));
+    store.put_slot(&s4).await.expect("put_slot");
+    assert_eq!(
+        store.purge_slots(T0 + ms(100)).await.expect("purge"),
+        1,
+        "the expired slot only"
+    );
+    assert_eq!(
+        store.take_slot(&s3.id_hash, a, T0).await.expect("take"),
+        None,
+        "purged"
+    );
+    assert_eq!(
+        store
+            .take_slot(&s4.id_hash, b, T0 + ms(100))
+            .await
+            .expect("take"),
+        Some(s4),
+        "a live slot outlives the purge"
+    );
+    assert_eq!(store.purge_slots(T0 + ms(5000)).await.expect("purge"), 0);
+}
+
+/// Of many concurrent takes of one slot by its owner, exactly one gets it.
+pub async fn cabinet_concurrent_slot_takes<S: CabinetStore>(store: &S) {
+    let owner = Some(session_id(1));
+    let slot = sample_slot(1, owner, T0 + ms(1000));
+    store.put_slot(&slot).await.expect("put_slot");
+    let results = join_all((0..16).map(|_| store.take_slot(&slot.id_hash, owner, T0))).await;
+    let taken: Vec<SlotRecord> = results
+        .into_iter()
+        .filter_map(|r| r.expect("take"))
+        .collect();
+    assert_eq!(taken, vec![slot], "one slot, one reader");
+}
+
 /// Failures are counted per key since a time, oldest first up to a limit, cleared per key and
 /// purged by age.
 pub async fn cabinet_failures<S: CabinetStore>(store: &S) {
@@ -956,6 +1063,28 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
             .unwrap_or_else(|e| fail(round, "take_invite", e)),
         Some(invite)
     );
+    let slot = SlotRecord {
+        id_hash: hash_of(round, 6),
+        owner: Some(session.id),
+        payload: format!("v1.k.round-{round}").into(),
+        created_at: at,
+        expires_at: at + ms(60_000),
+    };
+    store
+        .put_slot(&slot)
+        .await
+        .unwrap_or_else(|e| fail(round, "put_slot", e));
+    assert_eq!(
+        store
+            .take_slot(&slot.id_hash, slot.owner, at)
+            .await
+            .unwrap_or_else(|e| fail(round, "take_slot", e)),
+        Some(slot)
+    );
+    store
+        .purge_slots(T0)
+        .await
+        .unwrap_or_else(|e| fail(round, "purge_slots", e));
     let key_name = format!("upgrade:{round}");
     store
         .record_failure(&key_name, at)

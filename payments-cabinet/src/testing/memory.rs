@@ -11,7 +11,7 @@ use payments_core::Timestamp;
 
 use crate::store::{
     AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
-    SessionKey, SessionProof, SessionRecord, SessionScope, UserKey, UserRecord,
+    SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
 };
 
 /// The cabinet's records in one mutex: each call is one atomic step, like a transaction.
@@ -41,6 +41,7 @@ struct CabinetState {
     recovery_codes: HashMap<UserId, Vec<[u8; 32]>>,
     sessions: Vec<SessionRecord>,
     invites: Vec<InviteRecord>,
+    slots: Vec<SlotRecord>,
     failures: Vec<(String, Timestamp)>,
     /// The audit log with each record's sequence number (the next is the last's plus one).
     audit: Vec<(u64, CabinetAuditRecord)>,
@@ -281,6 +282,39 @@ impl CabinetStore for MemoryCabinetStore {
             FailureScope::One { .. } => true,
         });
         Ok((n - st.failures.len()) as u64)
+    }
+
+    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        if st.slots.iter().any(|s| s.id_hash == slot.id_hash) {
+            return Err(StoreError::Duplicate("slot".into()));
+        }
+        st.slots.push(slot.clone());
+        Ok(())
+    }
+
+    async fn take_slot(
+        &self,
+        hash: &[u8; 32],
+        owner: Option<SessionId>,
+        now: Timestamp,
+    ) -> Result<Option<SlotRecord>, StoreError> {
+        let mut st = self.lock();
+        let Some(index) = st
+            .slots
+            .iter()
+            .position(|s| &s.id_hash == hash && s.owner == owner && s.expires_at > now)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(st.slots.remove(index)))
+    }
+
+    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError> {
+        let mut st = self.lock();
+        let n = st.slots.len();
+        st.slots.retain(|s| s.expires_at > now);
+        Ok((n - st.slots.len()) as u64)
     }
 
     async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
