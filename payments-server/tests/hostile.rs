@@ -404,7 +404,8 @@ async fn a_silent_connection_does_not_hold_the_shutdown() {
 /// check of about 19 MiB: the checks run in the cabinet's bounded pool (half the cores), so
 /// the process's resident memory grows by at most the pool's share (`BOUND_MIB`) and signed
 /// creates on the merchant API keep being answered quickly meanwhile. The refused sign-ins
-/// are `401` (checked), `429` or `503` (the pool busy, `Retry-After`); none other.
+/// are `401` (checked), `429` or `503` (the pool busy, `Retry-After`); none other (each the
+/// status of the sign-in page that the refusal's `303` leads to, which the client follows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sign_in_burst_bounds_memory_and_leaves_the_merchant_api_alone() {
     /// Growth of resident memory allowed during the burst: the pool's checks (at most 8 here,

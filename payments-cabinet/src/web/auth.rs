@@ -7,9 +7,10 @@ use axum::response::Response;
 use qrcode::render::svg;
 use qrcode::QrCode;
 
-use super::views::{Code, Enrol, InvitePage, Link, Message, Recovery, RecoveryCodes, SignIn};
+use super::once::{self, answer, with_errors, Flash, Slot};
+use super::views::{Code, Enrol, InvitePage, Link, Message, Recovery, SignIn};
 use super::{
-    html, ok, refusal, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
+    html, ok, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
     CabinetState, FormData, Half, PageError, PageResult,
 };
 use crate::accounts::{Client, SignInError};
@@ -19,6 +20,15 @@ use crate::accounts::{Client, SignInError};
 pub(crate) struct Done {
     #[serde(default)]
     done: Option<String>,
+    #[serde(default)]
+    flash: Option<String>,
+}
+
+/// A refused form shown again after its redirect (`?flash=<slot>`).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct Again {
+    #[serde(default)]
+    flash: Option<String>,
 }
 
 fn done_notice(done: &Done) -> Option<String> {
@@ -34,10 +44,20 @@ pub(crate) async fn sign_in_page(
     State(st): State<CabinetState>,
     Query(done): Query<Done>,
 ) -> Response {
-    ok(&SignIn {
-        chrome: st.chrome("Sign in", None).notice(done_notice(&done)),
-        email: String::new(),
-    })
+    // A refused sign-in's message and e-mail: no session yet, so the slot has no owner.
+    let flash = match once::flash(&st, None, done.flash.as_deref(), "sign-in").await {
+        Ok(f) => f,
+        Err(page) => return page,
+    };
+    let chrome = st.chrome("Sign in", None).notice(done_notice(&done));
+    let page = ok(&SignIn {
+        chrome: with_errors(chrome, flash.as_ref()),
+        email: flash
+            .as_ref()
+            .and_then(|f| f.typed("email"))
+            .unwrap_or_default(),
+    });
+    answer(flash.as_ref(), page)
 }
 
 pub(crate) async fn sign_in(
@@ -62,36 +82,49 @@ pub(crate) async fn sign_in(
             with_cookie(&st, see_other(next), session.cookie.expose())
         }
         Err(e) => {
-            let page = html(
-                StatusCode::OK,
-                &SignIn {
-                    chrome: st.chrome("Sign in", None).error("email", e.to_string()),
-                    email,
-                },
-            );
-            refusal(&e, StatusCode::UNAUTHORIZED, page)
+            let flash = Flash::refused("sign-in", &e, StatusCode::UNAUTHORIZED, "email")
+                .input("email", email);
+            once::refuse(&st, None, "/sign-in", "", flash).await
         }
     }
 }
 
-pub(crate) async fn code_page(State(st): State<CabinetState>, half: Half) -> Response {
+pub(crate) async fn code_page(
+    State(st): State<CabinetState>,
+    half: Half,
+    Query(q): Query<Again>,
+) -> Response {
     if half.current.user.totp_confirmed_at.is_none() {
         return see_other("/sign-in/enrol");
     }
-    ok(&Code {
-        chrome: st.chrome("Two-factor code", Some(&half.current)),
+    let owner = Some(half.current.session.id);
+    let flash = match once::flash(&st, owner, q.flash.as_deref(), "code").await {
+        Ok(f) => f,
+        Err(page) => return page,
+    };
+    let chrome = st.chrome("Two-factor code", Some(&half.current));
+    let page = ok(&Code {
+        chrome: with_errors(chrome, flash.as_ref()),
         email: half.current.user.email,
-    })
+    });
+    answer(flash.as_ref(), page)
 }
 
-/// The answer to a refused second step: the page again with the error, or sign-in when the
-/// session ended.
-fn refused(st: &CabinetState, e: SignInError, page: impl FnOnce(String) -> Response) -> Response {
+/// The answer to a refused second step: `303` to the step's page, which shows the error
+/// once, or to sign-in when the session ended.
+async fn refused(
+    st: &CabinetState,
+    half: &Half,
+    e: SignInError,
+    page: &str,
+    path: &str,
+    field: &str,
+) -> Response {
     match e {
         SignInError::SessionEnded => without_cookie(st, see_other("/sign-in?done=ended")),
         other => {
-            let response = page(other.to_string());
-            refusal(&other, StatusCode::UNAUTHORIZED, response)
+            let flash = Flash::refused(page, &other, StatusCode::UNAUTHORIZED, field);
+            once::refuse(st, Some(half.current.session.id), path, "", flash).await
         }
     }
 }
@@ -108,22 +141,26 @@ pub(crate) async fn code(
         .await
     {
         Ok(session) => with_cookie(&st, see_other("/projects"), session.cookie.expose()),
-        Err(e) => refused(&st, e, |message| {
-            ok(&Code {
-                chrome: st
-                    .chrome("Two-factor code", Some(&half.current))
-                    .error("code", message),
-                email: half.current.user.email.clone(),
-            })
-        }),
+        Err(e) => refused(&st, &half, e, "code", "/sign-in/code", "code").await,
     }
 }
 
-pub(crate) async fn recovery_page(State(st): State<CabinetState>, half: Half) -> Response {
-    ok(&Recovery {
-        chrome: st.chrome("Sign in with a recovery code", Some(&half.current)),
+pub(crate) async fn recovery_page(
+    State(st): State<CabinetState>,
+    half: Half,
+    Query(q): Query<Again>,
+) -> Response {
+    let owner = Some(half.current.session.id);
+    let flash = match once::flash(&st, owner, q.flash.as_deref(), "recovery").await {
+        Ok(f) => f,
+        Err(page) => return page,
+    };
+    let chrome = st.chrome("Sign in with a recovery code", Some(&half.current));
+    let page = ok(&Recovery {
+        chrome: with_errors(chrome, flash.as_ref()),
         email: half.current.user.email,
-    })
+    });
+    answer(flash.as_ref(), page)
 }
 
 pub(crate) async fn recovery(
@@ -147,14 +184,17 @@ pub(crate) async fn recovery(
             see_other("/security?done=recovery_used"),
             session.cookie.expose(),
         ),
-        Err(e) => refused(&st, e, |message| {
-            ok(&Recovery {
-                chrome: st
-                    .chrome("Sign in with a recovery code", Some(&half.current))
-                    .error("recovery_code", message),
-                email: half.current.user.email.clone(),
-            })
-        }),
+        Err(e) => {
+            refused(
+                &st,
+                &half,
+                e,
+                "recovery",
+                "/sign-in/recovery",
+                "recovery_code",
+            )
+            .await
+        }
     }
 }
 
@@ -196,30 +236,35 @@ fn grouped(key: &str) -> String {
         .join(" ")
 }
 
-async fn enrol_view(st: &CabinetState, half: &Half, error: Option<String>) -> PageResult {
+async fn enrol_view(st: &CabinetState, half: &Half, flash: Option<&str>) -> PageResult {
     if half.current.user.totp_confirmed_at.is_some() {
         return Err(see_other(second_step_path(&half.current)));
     }
+    let flash = once::flash(st, Some(half.current.session.id), flash, "enrol").await?;
     let enrolment = st
         .cabinet
         .enrolment(&half.current)
         .await
         .map_err(|e| PageError::from(e).render(st))?;
-    let mut chrome = st.chrome("Set up two-factor sign-in", Some(&half.current));
-    if let Some(m) = error {
-        chrome = chrome.error("code", m);
-    }
-    Ok(ok(&Enrol {
-        chrome,
+    let chrome = st.chrome("Set up two-factor sign-in", Some(&half.current));
+    let page = ok(&Enrol {
+        chrome: with_errors(chrome, flash.as_ref()),
         email: half.current.user.email.clone(),
         qr_svg: qr_svg(&enrolment.uri),
         uri: enrolment.uri,
         key_grouped: grouped(&enrolment.key_base32),
-    }))
+    });
+    Ok(answer(flash.as_ref(), page))
 }
 
-pub(crate) async fn enrol_page(State(st): State<CabinetState>, half: Half) -> Response {
-    enrol_view(&st, &half, None).await.unwrap_or_else(|e| e)
+pub(crate) async fn enrol_page(
+    State(st): State<CabinetState>,
+    half: Half,
+    Query(q): Query<Again>,
+) -> Response {
+    enrol_view(&st, &half, q.flash.as_deref())
+        .await
+        .unwrap_or_else(|e| e)
 }
 
 pub(crate) async fn enrol(
@@ -235,24 +280,17 @@ pub(crate) async fn enrol(
         .await
     {
         Ok((session, codes)) => {
-            let page = ok(&RecoveryCodes {
-                chrome: st.chrome("Two-factor sign-in is set up", Some(&current)),
+            // The codes are shown once, by the new session, on the page the answer leads to.
+            let slot = Slot::Codes {
+                title: "Two-factor sign-in is set up".into(),
+                section: String::new(),
                 codes,
                 next: "/projects".into(),
-            });
+            };
+            let page = once::show_once(&st, session.record.id, slot).await;
             with_cookie(&st, page, session.cookie.expose())
         }
-        Err(SignInError::SessionEnded) => without_cookie(&st, see_other("/sign-in?done=ended")),
-        Err(e) => {
-            let half = Half {
-                current,
-                cookie: half.cookie,
-            };
-            match enrol_view(&st, &half, Some(e.to_string())).await {
-                Ok(page) => refusal(&e, StatusCode::UNAUTHORIZED, page),
-                Err(page) => page,
-            }
-        }
+        Err(e) => refused(&st, &half, e, "enrol", "/sign-in/enrol", "code").await,
     }
 }
 
@@ -278,13 +316,22 @@ pub(crate) async fn sign_out(
 pub(crate) async fn invite_page(
     State(st): State<CabinetState>,
     Path(token): Path<String>,
+    Query(q): Query<Again>,
 ) -> Response {
     match st.cabinet.invite_user(&token).await {
-        Ok(user) => ok(&InvitePage {
-            chrome: st.chrome("Set your password", None),
-            email: user.email,
-            token,
-        }),
+        Ok(user) => {
+            let flash = match once::flash(&st, None, q.flash.as_deref(), "invite").await {
+                Ok(f) => f,
+                Err(page) => return page,
+            };
+            let chrome = st.chrome("Set your password", None);
+            let page = ok(&InvitePage {
+                chrome: with_errors(chrome, flash.as_ref()),
+                email: user.email,
+                token,
+            });
+            answer(flash.as_ref(), page)
+        }
         Err(e) => invite_gone(&st, e.message),
     }
 }
@@ -306,33 +353,32 @@ pub(crate) async fn invite(
     client: Client,
     form: FormData,
 ) -> Response {
-    let user = match st.cabinet.invite_user(&token).await {
-        Ok(u) => u,
-        Err(e) => return invite_gone(&st, e.message),
-    };
+    // A link that is not (or no longer) valid: its page says so.
+    let page = format!("/invite/{}", super::payments::encode(&token));
+    if st.cabinet.invite_user(&token).await.is_err() {
+        return see_other(&page);
+    }
     let again = |field: &str, message: String| {
-        html(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            &InvitePage {
-                chrome: st.chrome("Set your password", None).error(field, message),
-                email: user.email.clone(),
-                token: token.clone(),
-            },
-        )
+        // No session yet: the slot has no owner and holds the message only (never a password).
+        let flash = Flash::new("invite", StatusCode::UNPROCESSABLE_ENTITY).error(field, message);
+        once::refuse(&st, None, &page, "", flash)
     };
     let password = form.get("password");
     if password != form.get("password_again") {
-        return again("password_again", "The two passwords differ.".into());
+        return again("password_again", "The two passwords differ.".into()).await;
     }
     match st.cabinet.set_password(&token, password, &client).await {
         Ok(_) => without_cookie(&st, see_other("/sign-in?done=password")),
-        Err(e) if e.code == payments_core::ErrorCode::BadRequest => again(
-            "password",
-            e.message
-                .strip_prefix("password: ")
-                .unwrap_or(&e.message)
-                .to_string(),
-        ),
-        Err(e) => invite_gone(&st, e.message),
+        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
+            again(
+                "password",
+                e.message
+                    .strip_prefix("password: ")
+                    .unwrap_or(&e.message)
+                    .to_string(),
+            )
+            .await
+        }
+        Err(_) => see_other(&page),
     }
 }

@@ -1,6 +1,8 @@
 //! The cabinet's pages as an axum router: server-rendered HTML that works without JavaScript,
-//! one embedded stylesheet, plain forms with redirect after POST (shown-once secrets are the
-//! exception: they are the POST's answer, never stored to be shown again).
+//! one embedded stylesheet, plain forms, and post/redirect/get for every form: a `POST` is
+//! answered `303 See Other` to a `GET` page, so that a reload never sends a form again. A
+//! value shown once (a new token, a rotated callback secret, recovery codes) and a refused
+//! form's errors reach that page through a one-time slot in the store (module `once`).
 //!
 //! Every request passes [`guard`]: security headers on every answer, and for every state
 //! change (any method but GET and HEAD) the Fetch Metadata / `Origin` check, so a cross-site
@@ -9,6 +11,7 @@
 mod auth;
 mod balance;
 pub mod export;
+mod once;
 pub mod payer;
 mod payments;
 mod projects;
@@ -163,6 +166,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/security/recovery-codes"),
     ("POST", "/security/sessions/{id}/revoke"),
     ("GET", "/audit"),
+    ("GET", "/shown/{slot}"),
     ("GET", "/pay/{token}"),
     ("GET", "/pay/{token}/status"),
     ("GET", "/pay/assets/payer.css"),
@@ -234,6 +238,7 @@ pub fn router(state: CabinetState) -> Router {
             post(security::revoke_session),
         )
         .route("/audit", get(security::audit))
+        .route("/shown/{slot}", get(once::shown))
         .route("/pay/{token}", get(payer::show))
         .route("/pay/{token}/status", get(payer::status))
         .route("/pay/assets/payer.css", get(payer::stylesheet))
@@ -394,28 +399,6 @@ impl PageError {
 pub(crate) type PageResult = Result<Response, Response>;
 
 /// Renders a template with a status.
-/// `response` (a page showing a refused sign-in step) with the refusal's status: `429` when
-/// throttled, `503` when the store failed or every password check is busy (with
-/// `Retry-After`), `otherwise` for a wrong password or code.
-pub(crate) fn refusal(
-    e: &crate::accounts::SignInError,
-    otherwise: StatusCode,
-    mut response: Response,
-) -> Response {
-    use crate::accounts::SignInError;
-    *response.status_mut() = match e {
-        SignInError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
-        SignInError::Store(_) | SignInError::Busy => StatusCode::SERVICE_UNAVAILABLE,
-        _ => otherwise,
-    };
-    if *e == SignInError::Busy {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
-    }
-    response
-}
-
 pub(crate) fn html(status: StatusCode, page: &impl Template) -> Response {
     match page.render() {
         Ok(body) => (

@@ -16,12 +16,13 @@ use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::Timestamp;
 
 use super::export;
+use super::once::{self, Flash};
 use super::projects::{project_view, visible_project};
 use super::views::{
     when, AttemptRow, Card, CardField, CardPayment, Choice, Confirm, Deliveries, EventView, Link,
     PaymentRow, Payments,
 };
-use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
+use super::{ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
 use crate::accounts::{Change, Client, Current};
 
 /// Rows per page of the lists.
@@ -420,6 +421,13 @@ async fn card_page(
 pub(crate) struct CardQuery {
     #[serde(default)]
     done: Option<String>,
+    #[serde(default)]
+    flash: Option<String>,
+}
+
+/// The name of a payment card in a refused operation's slot.
+fn card_name(payment: &Payment) -> String {
+    format!("payment:{}", payment.id)
 }
 
 pub(crate) async fn card(
@@ -434,12 +442,24 @@ pub(crate) async fn card(
         Some("resent") => Some("A callback was queued: it appears under Callback events.".into()),
         _ => None,
     };
-    let page = card_page(&st, &signed.current, &payment, &project, notice, None).await?;
-    Ok(ok(&page))
+    // A refused operation, once: its reason and status.
+    let flash = once::flash(
+        &st,
+        Some(signed.current.session.id),
+        q.flash.as_deref(),
+        &card_name(&payment),
+    )
+    .await?;
+    let error = flash
+        .as_ref()
+        .and_then(|f| f.errors.first())
+        .map(|(_, m)| m.clone());
+    let page = ok(&card_page(&st, &signed.current, &payment, &project, notice, error).await?);
+    Ok(once::answer(flash.as_ref(), page))
 }
 
-/// Runs a payment operation for the signed-in user and shows the card again: after success
-/// through a redirect, after a refusal with the reason (`409`/`400`).
+/// Runs a payment operation for the signed-in user and shows the card again through a
+/// redirect: after a refusal the card shows the reason once, with its status (`409`/`400`).
 async fn run_operation(
     st: &CabinetState,
     signed: &Signed,
@@ -509,9 +529,15 @@ async fn run_operation(
             Ok(see_other(&format!("/payments/{}?done={done}", payment.id)))
         }
         Err((code, message)) => {
-            let page =
-                card_page(st, &signed.current, &payment, &project, None, Some(message)).await?;
-            Ok(html(code, &page))
+            let flash = Flash::new(card_name(&payment), code).error("payment-status", message);
+            Ok(once::refuse(
+                st,
+                Some(signed.current.session.id),
+                &format!("/payments/{}", payment.id),
+                "",
+                flash,
+            )
+            .await)
         }
     }
 }

@@ -13,11 +13,12 @@ use payments_core::project::{Merchant, Project};
 use payments_core::service::ProjectPatch;
 use payments_core::Timestamp;
 
+use super::once::{self, Flash, Slot};
 use super::views::{
     when, when_text, Access, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
-    ProjectView, Projects, SecretLine, ShownOnce, TokenRow,
+    ProjectView, Projects, SecretLine, TokenRow,
 };
-use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
+use super::{ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
 use crate::accounts::{Change, Client, Current};
 use payments_core::store::CredentialStoreExt;
 use payments_core::store::MerchantStoreExt;
@@ -162,6 +163,8 @@ pub(crate) struct AccessQuery {
     done: Option<String>,
     #[serde(default)]
     key: Option<String>,
+    #[serde(default)]
+    flash: Option<String>,
 }
 
 /// Values the access page shows besides the stored state (a refused form's input and errors).
@@ -348,6 +351,28 @@ pub(crate) async fn access(
         notice: access_notice(&q),
         ..Draft::default()
     };
+    // A refused form of this page, once: its errors and what was typed.
+    let flash = once::flash(
+        &st,
+        Some(signed.current.session.id),
+        q.flash.as_deref(),
+        &access_page_name(&project),
+    )
+    .await?;
+    if let Some(f) = &flash {
+        draft.errors.clone_from(&f.errors);
+        draft.key_input = f.typed("public_key").unwrap_or_default();
+        draft.allow_list = f.typed("ip_allow_list");
+        draft.callback_url = f.typed("callback_url");
+        draft.allow_errors = f
+            .lines
+            .iter()
+            .map(|(line, message)| LineError {
+                line: *line,
+                message: message.clone(),
+            })
+            .collect();
+    }
     if let Some(k) = &q.key {
         let registered = st
             .cabinet
@@ -361,20 +386,37 @@ pub(crate) async fn access(
             draft.highlight_key = Some(k.keyid.to_string());
         }
     }
-    let page = access_page(&st, &signed.current, &project, &merchant, draft).await?;
-    Ok(ok(&page))
+    let page = ok(&access_page(&st, &signed.current, &project, &merchant, draft).await?);
+    Ok(once::answer(flash.as_ref(), page))
 }
 
-/// The access page again with a refused form's input and errors (`422`).
+/// The name of a project's access page in a refused form's slot.
+fn access_page_name(project: &Project) -> String {
+    format!("access:{}", project.id)
+}
+
+/// A refused form of the access page: `303` to the page, which shows `flash` (its errors and
+/// input) once with `422`; `anchor` is the form's section.
 async fn refused(
     st: &CabinetState,
     signed: &Signed,
     project: &Project,
-    merchant: &Merchant,
-    draft: Draft,
+    anchor: &str,
+    flash: Flash,
 ) -> PageResult {
-    let page = access_page(st, &signed.current, project, merchant, draft).await?;
-    Ok(html(StatusCode::UNPROCESSABLE_ENTITY, &page))
+    Ok(once::refuse(
+        st,
+        Some(signed.current.session.id),
+        &format!("/projects/{}", project.id),
+        anchor,
+        flash,
+    )
+    .await)
+}
+
+/// A refused form of `project`'s access page, answered `422`.
+fn refusal(project: &Project) -> Flash {
+    Flash::new(access_page_name(project), StatusCode::UNPROCESSABLE_ENTITY)
 }
 
 fn access_path(project: &Project, query: &str, anchor: &str) -> String {
@@ -393,11 +435,8 @@ pub(crate) async fn create_token(
     let scopes = match scopes {
         Ok(s) if !s.is_empty() => s,
         _ => {
-            let draft = Draft {
-                errors: vec![("scopes".into(), "Choose at least one scope.".into())],
-                ..Draft::default()
-            };
-            return refused(&st, &signed, &project, &merchant, draft).await;
+            let flash = refusal(&project).error("scopes", "Choose at least one scope.");
+            return refused(&st, &signed, &project, "tokens", flash).await;
         }
     };
     let issued = st
@@ -421,13 +460,10 @@ pub(crate) async fn create_token(
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let scopes: Vec<&str> = issued.record.scopes.iter().map(|s| s.as_str()).collect();
-    Ok(ok(&ShownOnce {
-        chrome: st
-            .chrome(
-                format!("{}: new token", project.name),
-                Some(&signed.current),
-            )
-            .section("projects"),
+    // Shown once, on the page this answer leads to: a reload there issues nothing.
+    let slot = Slot::Value {
+        title: format!("{}: new token", project.name),
+        section: "projects".into(),
         heading: "Your new API token".into(),
         label: "Token".into(),
         value: issued.token.expose().to_string(),
@@ -437,7 +473,8 @@ pub(crate) async fn create_token(
                 .into(),
         ],
         back: access_path(&project, "", "tokens"),
-    }))
+    };
+    Ok(once::show_once(&st, signed.current.session.id, slot).await)
 }
 
 fn confirm_page(
@@ -576,12 +613,10 @@ pub(crate) async fn register_key(
                 .strip_prefix("public_key: ")
                 .unwrap_or(&text)
                 .to_string();
-            let draft = Draft {
-                errors: vec![("public_key".into(), format!("Public key: {message}"))],
-                key_input: input.to_string(),
-                ..Draft::default()
-            };
-            refused(&st, &signed, &project, &merchant, draft).await
+            let flash = refusal(&project)
+                .error("public_key", format!("Public key: {message}"))
+                .input("public_key", input);
+            refused(&st, &signed, &project, "keys", flash).await
         }
         Err(e) => Err(PageError::from(e).render(&st)),
     }
@@ -687,21 +722,22 @@ pub(crate) async fn allow_list(
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let text = form.get("ip_allow_list").to_string();
     let (rules, allow_errors) = allow_list_lines(&text);
-    let refuse = |allow_errors: Vec<LineError>, errors: Vec<(String, String)>| Draft {
-        allow_list: Some(text.clone()),
-        allow_errors,
-        errors,
-        ..Draft::default()
-    };
-    if !allow_errors.is_empty() {
-        return refused(
+    let refuse = |flash: Flash| {
+        refused(
             &st,
             &signed,
             &project,
-            &merchant,
-            refuse(allow_errors, vec![]),
+            "allow-list",
+            flash.input("ip_allow_list", text.clone()),
         )
-        .await;
+    };
+    if !allow_errors.is_empty() {
+        let mut flash = refusal(&project);
+        flash.lines = allow_errors
+            .into_iter()
+            .map(|e| (e.line, e.message))
+            .collect();
+        return refuse(flash).await;
     }
     let before = project.ip_allow_list.join(", ");
     let patch = ProjectPatch {
@@ -736,8 +772,7 @@ pub(crate) async fn allow_list(
             )))
         }
         Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
-            let draft = refuse(vec![], vec![("ip_allow_list".into(), e.to_string())]);
-            refused(&st, &signed, &project, &merchant, draft).await
+            refuse(refusal(&project).error("ip_allow_list", e.to_string())).await
         }
         Err(e) => Err(PageError::from(e).render(&st)),
     }
@@ -788,12 +823,10 @@ pub(crate) async fn callback_url(
             )))
         }
         Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
-            let draft = Draft {
-                errors: vec![("callback_url".into(), format!("Callback URL: {e}"))],
-                callback_url: Some(url),
-                ..Draft::default()
-            };
-            refused(&st, &signed, &project, &merchant, draft).await
+            let flash = refusal(&project)
+                .error("callback_url", format!("Callback URL: {e}"))
+                .input("callback_url", url);
+            refused(&st, &signed, &project, "callback", flash).await
         }
         Err(e) => Err(PageError::from(e).render(&st)),
     }
@@ -876,10 +909,10 @@ pub(crate) async fn roll_secret(
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let hours = overlap_hours();
-    Ok(ok(&ShownOnce {
-        chrome: st
-            .chrome(format!("{}: new callback secret", project.name), Some(&signed.current))
-            .section("projects"),
+    // Shown once, on the page this answer leads to: a reload there rotates nothing.
+    let slot = Slot::Value {
+        title: format!("{}: new callback secret", project.name),
+        section: "projects".into(),
         heading: "Your new callback secret".into(),
         label: "Callback secret".into(),
         value: secret.expose().to_string(),
@@ -888,7 +921,8 @@ pub(crate) async fn roll_secret(
             "Verify X-Callback-Signature with HMAC-SHA256 over the timestamp, a dot and the body (docs/callbacks.md).".into(),
         ],
         back: access_path(&project, "", "callback"),
-    }))
+    };
+    Ok(once::show_once(&st, signed.current.session.id, slot).await)
 }
 
 #[cfg(test)]

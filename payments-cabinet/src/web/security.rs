@@ -6,11 +6,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::ids::SessionId;
 
+use super::once::{self, Flash, Slot};
 use super::payments::encode;
-use super::views::{when, Audit, AuditFamily, AuditRow, RecoveryCodes, Security, SessionRow};
+use super::views::{when, Audit, AuditFamily, AuditRow, Security, SessionRow};
 use super::{
-    html, ok, see_other, with_cookie, without_cookie, CabinetState, FormData, PageError,
-    PageResult, Signed,
+    ok, see_other, with_cookie, without_cookie, CabinetState, FormData, PageError, PageResult,
+    Signed,
 };
 use crate::accounts::{ChangeError, Client, Current, SignInError};
 
@@ -53,6 +54,8 @@ pub(crate) struct AuditFilters {
 pub(crate) struct SecurityQuery {
     #[serde(default)]
     done: Option<String>,
+    #[serde(default)]
+    flash: Option<String>,
 }
 
 async fn security_page(
@@ -113,20 +116,38 @@ pub(crate) async fn page(
         ),
         _ => None,
     };
-    let page = security_page(&st, &signed.current, notice, Vec::new()).await?;
-    Ok(ok(&page))
+    // A refused form of this page, once: its errors and status.
+    let flash = once::flash(
+        &st,
+        Some(signed.current.session.id),
+        q.flash.as_deref(),
+        "security",
+    )
+    .await?;
+    let errors = flash
+        .as_ref()
+        .map(|f| {
+            f.errors
+                .iter()
+                .map(|(field, m)| (field.as_str(), m.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let page = ok(&security_page(&st, &signed.current, notice, errors).await?);
+    Ok(once::answer(flash.as_ref(), page))
+}
+
+/// A refused form of the security page: `303` to the page, which shows `flash` once.
+async fn again(st: &CabinetState, signed: &Signed, flash: Flash) -> PageResult {
+    Ok(once::refuse(st, Some(signed.current.session.id), "/security", "", flash).await)
 }
 
 async fn refused(st: &CabinetState, signed: &Signed, e: SignInError, field: &str) -> PageResult {
     if e == SignInError::SessionEnded {
         return Ok(without_cookie(st, see_other("/sign-in?done=ended")));
     }
-    let page = security_page(st, &signed.current, None, vec![(field, e.to_string())]).await?;
-    Ok(super::refusal(
-        &e,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        html(StatusCode::OK, &page),
-    ))
+    let flash = Flash::refused("security", &e, StatusCode::UNPROCESSABLE_ENTITY, field);
+    again(st, signed, flash).await
 }
 
 pub(crate) async fn change_password(
@@ -153,8 +174,9 @@ pub(crate) async fn change_password(
             session.cookie.expose(),
         )),
         Err(ChangeError::Rule(m)) => {
-            let page = security_page(&st, &signed.current, None, vec![("new_password", m)]).await?;
-            Ok(html(StatusCode::UNPROCESSABLE_ENTITY, &page))
+            let flash =
+                Flash::new("security", StatusCode::UNPROCESSABLE_ENTITY).error("new_password", m);
+            again(&st, &signed, flash).await
         }
         Err(ChangeError::Refused(e)) => {
             let field = match e {
@@ -178,13 +200,14 @@ pub(crate) async fn regenerate_codes(
         .await
     {
         Ok((session, codes)) => {
-            let page = ok(&RecoveryCodes {
-                chrome: st
-                    .chrome("New recovery codes", Some(&signed.current))
-                    .section("security"),
+            // Shown once, by the renewed session, on the page the answer leads to.
+            let slot = Slot::Codes {
+                title: "New recovery codes".into(),
+                section: "security".into(),
                 codes,
                 next: "/security".into(),
-            });
+            };
+            let page = once::show_once(&st, session.record.id, slot).await;
             Ok(with_cookie(&st, page, session.cookie.expose()))
         }
         Err(e) => refused(&st, &signed, e, "rc-code").await,

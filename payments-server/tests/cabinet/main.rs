@@ -4,6 +4,7 @@
 //! markup. The browser tests (`tests/cabinet_browser/`) drive the same pages in Chromium.
 
 mod balance;
+mod once;
 mod payer;
 mod support;
 mod visitor;
@@ -30,8 +31,10 @@ async fn enrolled(c: &Cabinet, email: &str) -> (Visitor, Vec<u8>) {
     assert_eq!(page.status, 200, "{}", page.body);
     let key = totp_key(&page.body);
     let done = v.post("/sign-in/enrol", &[("code", &c.code(&key))]).await;
-    assert_eq!(done.status, 200, "{}", done.body);
-    assert_eq!(recovery_codes(&done.body).len(), 10);
+    assert_eq!(done.status, 303, "{}", done.body);
+    let codes = v.follow(&done).await;
+    assert_eq!(codes.status, 200, "{}", codes.body);
+    assert_eq!(recovery_codes(&codes.body).len(), 10);
     (v, key)
 }
 
@@ -203,10 +206,11 @@ async fn state_changes_need_the_cabinets_own_pages_and_a_session_of_the_owner() 
         .expect("project");
     assert!(stored.ip_allow_list.is_empty(), "nothing was saved");
 
-    // The owner, from the cabinet's own page: issued.
+    // The owner, from the cabinet's own page: issued, and shown on the page it leads to.
     let p = owner.post(&path, &form).await;
-    assert_eq!(p.status, 200, "{}", p.body);
-    assert!(p.body.contains("nl_test_"), "the token is shown once");
+    assert_eq!(p.status, 303, "{}", p.body);
+    let shown = owner.follow(&p).await;
+    assert!(shown.body.contains("nl_test_"), "the token is shown once");
     assert_eq!(tokens_of(&c, project).await, before + 1);
     c.server.stop().await;
 }
@@ -465,8 +469,14 @@ async fn an_invitation_link_sets_the_password_once() {
     let p = v
         .post(&path, &[("password", "short"), ("password_again", "short")])
         .await;
-    assert_eq!(p.status, 422);
-    assert!(p.body.contains("at least 12 characters"), "{}", p.body);
+    assert_eq!(p.status, 303, "{}", p.body);
+    let again = v.follow(&p).await;
+    assert_eq!(again.status, 422);
+    assert!(
+        again.body.contains("at least 12 characters"),
+        "{}",
+        again.body
+    );
     let p = v
         .post(
             &path,
@@ -476,7 +486,16 @@ async fn an_invitation_link_sets_the_password_once() {
             ],
         )
         .await;
-    assert_eq!(p.status, 422);
+    let again = v.follow(&p).await;
+    assert_eq!(again.status, 422);
+    assert!(again.body.contains("differ"), "{}", again.body);
+    assert!(
+        !p.location
+            .as_deref()
+            .unwrap_or_default()
+            .contains("something"),
+        "nothing typed travels in the URL"
+    );
     let p = v
         .post(
             &path,
@@ -491,7 +510,7 @@ async fn an_invitation_link_sets_the_password_once() {
             &[("password", PASSWORD), ("password_again", PASSWORD)],
         )
         .await;
-    assert_eq!(p.status, 404);
+    assert_eq!(v.follow(&p).await.status, 404);
     let p = v
         .post(
             "/sign-in",
@@ -610,31 +629,39 @@ async fn every_control_has_a_label_and_security_headers_are_sent() {
 
 /// Over real sockets: after 2 wrong passwords, 30 wrong and the right one sent at once are
 /// checked at most 3 times (the limit is 5 per account per 15 minutes); the others are
-/// answered `429` unchecked. (When all 31 are counted before any is checked, each sees 30
-/// others and none is checked: the limit errs on the side of checking less.)
+/// answered `429` unchecked (on the sign-in page their `303` leads to). (When all 31 are
+/// counted before any is checked, each sees 30 others and none is checked: the limit errs on
+/// the side of checking less.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn simultaneous_sign_ins_check_at_most_the_accounts_limit() {
     let c = Cabinet::start().await;
     c.user("target@support.example", Role::Support).await;
     for _ in 0..2 {
-        let p = Visitor::new(c.url())
+        let mut v = Visitor::new(c.url());
+        let p = v
             .post(
                 "/sign-in",
                 &[("email", "target@support.example"), ("password", "wrong!")],
             )
             .await;
-        assert_eq!(p.status, 401, "{}", p.body);
+        let again = v.follow(&p).await;
+        assert_eq!(again.status, 401, "{}", again.body);
     }
     let burst = (0..31).map(|n| {
         let mut v = Visitor::new(c.url());
         async move {
             let password = if n == 20 { PASSWORD } else { "wrong!" };
-            v.post(
-                "/sign-in",
-                &[("email", "target@support.example"), ("password", password)],
-            )
-            .await
-            .status
+            let p = v
+                .post(
+                    "/sign-in",
+                    &[("email", "target@support.example"), ("password", password)],
+                )
+                .await;
+            // A refusal leads back to the sign-in page, which answers with its status.
+            match p.location.as_deref() {
+                Some(to) if to.starts_with("/sign-in?flash=") => v.follow(&p).await.status,
+                _ => p.status,
+            }
         }
     });
     let statuses = futures_util::future::join_all(burst).await;
@@ -676,7 +703,14 @@ async fn a_merchant_user_sends_a_closed_test_payments_callback() {
     assert!(card.body.contains("test-paid"), "the outcome buttons first");
     assert!(!card.body.contains("test-send-callback"), "not while open");
     let refused = owner.post(&format!("/payments/{id}/resend"), &[]).await;
-    assert_eq!(refused.status, 409, "an open payment is not resent");
+    let card = owner.follow(&refused).await;
+    assert_eq!(card.status, 409, "an open payment is not resent");
+    assert!(card.body.contains("error-summary"), "{}", card.body);
+    assert_eq!(
+        owner.get(&format!("/payments/{id}")).await.status,
+        200,
+        "the refusal is shown once"
+    );
 
     let paid = owner.post(&format!("/payments/{id}/test/paid"), &[]).await;
     assert_eq!(paid.status, 303, "{}", paid.body);

@@ -92,6 +92,15 @@ impl Visitor {
         self.send(req).await
     }
 
+    /// GET the page a redirect (`303` after a POST) leads to, as a browser does next.
+    pub async fn follow(&mut self, redirect: &Page) -> Page {
+        assert_eq!(redirect.status, 303, "a redirect: {}", redirect.body);
+        let to = redirect.location.clone().expect("a Location");
+        // The fragment stays in the browser.
+        let to = to.split('#').next().unwrap_or_default().to_string();
+        self.get(&to).await
+    }
+
     /// POST a form as the cabinet's own page would.
     pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
         self.post_as(Site::Same, path, form).await

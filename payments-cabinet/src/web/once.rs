@@ -1,0 +1,341 @@
+//! Post/redirect/get through one-time slots. Every form's `POST` is answered `303 See Other`
+//! to a `GET` page, so that reloading what the browser shows never sends the form again:
+//!
+//! - a value shown once (a new API token, a rotated callback secret, new recovery codes) is
+//!   kept, sealed, in a one-time slot of the session ([`Cabinet::put_slot`]) and the `POST`
+//!   redirects to `GET /shown/<slot>`, which takes the slot (deletes it in the same store
+//!   step) and shows it. A reload, a second tab, another session or a late visit finds the
+//!   slot gone and answers `410` "already shown", doing nothing;
+//! - a refused form (a wrong code, a bad allow-list line) keeps its errors and what was typed
+//!   in a slot too, and redirects to the form's own page with `?flash=<slot>`, which shows it
+//!   once with the refusal's status (`401`, `422`, `429` ...). Nothing the user typed travels
+//!   in a URL.
+//!
+//! Slots live in the cabinet's store, so any node of a deployment answers the redirect.
+//!
+//! [`Cabinet::put_slot`]: crate::accounts::Cabinet::put_slot
+
+use axum::extract::{Path, State};
+use axum::http::header::{self, HeaderValue};
+use axum::http::StatusCode;
+use axum::response::Response;
+use payments_core::ids::SessionId;
+use serde::{Deserialize, Serialize};
+
+use super::views::{Chrome, Link, Message, RecoveryCodes, ShownOnce};
+use super::{html, see_other, CabinetState, PageError, Signed};
+use crate::accounts::SignInError;
+
+/// What a one-time slot holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Slot {
+    /// One value shown once (a token, a callback secret) and the page around it.
+    Value {
+        title: String,
+        section: String,
+        heading: String,
+        label: String,
+        value: String,
+        notes: Vec<String>,
+        back: String,
+    },
+    /// Recovery codes shown once.
+    Codes {
+        title: String,
+        section: String,
+        codes: Vec<String>,
+        next: String,
+    },
+    /// A refused form, for the page that shows it again.
+    Form(Flash),
+}
+
+/// A refused form carried through the redirect: the page it is for, the status that page
+/// answers with, the errors and what was typed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Flash {
+    /// The page it is for (`sign-in`, `access:<project>` ...); another page ignores it.
+    pub(crate) page: String,
+    /// The status of the page that shows it (`422`, `401`, `429` ...).
+    pub(crate) status: u16,
+    /// `Retry-After` seconds, when the refusal says when to try again.
+    #[serde(default)]
+    pub(crate) retry_after: Option<u32>,
+    /// Errors by field id (an empty field: the page's own message).
+    #[serde(default)]
+    pub(crate) errors: Vec<(String, String)>,
+    /// Per-line errors of a text area (the IP allow-list): line number and message.
+    #[serde(default)]
+    pub(crate) lines: Vec<(usize, String)>,
+    /// What was typed, by field name, to fill the form again.
+    #[serde(default)]
+    pub(crate) inputs: Vec<(String, String)>,
+}
+
+impl Flash {
+    /// A refused form of `page` answered `status`.
+    pub(crate) fn new(page: impl Into<String>, status: StatusCode) -> Flash {
+        Flash {
+            page: page.into(),
+            status: status.as_u16(),
+            ..Flash::default()
+        }
+    }
+
+    /// A refused sign-in step (`otherwise`: the status of a wrong password or code): `429`
+    /// when throttled, `503` with `Retry-After` when the store failed or every password check
+    /// is busy; the message on `field`.
+    pub(crate) fn refused(
+        page: impl Into<String>,
+        e: &SignInError,
+        otherwise: StatusCode,
+        field: &str,
+    ) -> Flash {
+        let status = match e {
+            SignInError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
+            SignInError::Store(_) | SignInError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            _ => otherwise,
+        };
+        Flash {
+            retry_after: (*e == SignInError::Busy).then_some(2),
+            ..Flash::new(page, status)
+        }
+        .error(field, e.to_string())
+    }
+
+    /// With an error on `field`.
+    pub(crate) fn error(mut self, field: &str, message: impl Into<String>) -> Flash {
+        self.errors.push((field.to_string(), message.into()));
+        self
+    }
+
+    /// With what was typed into `field`.
+    pub(crate) fn input(mut self, field: &str, value: impl Into<String>) -> Flash {
+        self.inputs.push((field.to_string(), value.into()));
+        self
+    }
+
+    /// What was typed into `field`, if it was carried.
+    pub(crate) fn typed(&self, field: &str) -> Option<String> {
+        self.inputs
+            .iter()
+            .find(|(f, _)| f == field)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// The status the page answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.status).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY)
+    }
+
+    /// `response` (the page showing the form again) with the refusal's status.
+    pub(crate) fn answer(&self, mut response: Response) -> Response {
+        *response.status_mut() = self.status();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// `page` answered with the status of the refused form it shows, if any.
+pub(crate) fn answer(flash: Option<&Flash>, page: Response) -> Response {
+    match flash {
+        Some(f) => f.answer(page),
+        None => page,
+    }
+}
+
+/// `chrome` with a refused form's errors, if any.
+pub(crate) fn with_errors(mut chrome: Chrome, flash: Option<&Flash>) -> Chrome {
+    for (field, message) in flash.map(|f| f.errors.as_slice()).unwrap_or_default() {
+        chrome = chrome.error(field, message.clone());
+    }
+    chrome
+}
+
+/// Keeps `slot` for `owner`; its id.
+async fn put(st: &CabinetState, owner: Option<SessionId>, slot: &Slot) -> Result<String, Response> {
+    let payload = serde_json::to_string(slot).expect("a slot serialises");
+    st.cabinet
+        .put_slot(owner, &payload)
+        .await
+        .map_err(|e| PageError::from(e).render(st))
+}
+
+/// Takes slot `id` of `owner`, if there is one to take.
+async fn take(
+    st: &CabinetState,
+    owner: Option<SessionId>,
+    id: &str,
+) -> Result<Option<Slot>, Response> {
+    let Some(payload) = st
+        .cabinet
+        .take_slot(owner, id)
+        .await
+        .map_err(|e| PageError::from(e).render(st))?
+    else {
+        return Ok(None);
+    };
+    match serde_json::from_str(&payload) {
+        Ok(slot) => Ok(Some(slot)),
+        Err(e) => {
+            tracing::error!(error = %e, "cabinet: a one-time slot does not read");
+            Ok(None)
+        }
+    }
+}
+
+/// The answer to a `POST` that made a value to show once: the value goes into a one-time slot
+/// of `owner` (the session that will show it: for a step that renews the session, the new
+/// one) and the answer is `303` to `GET /shown/<slot>`.
+pub(crate) async fn show_once(st: &CabinetState, owner: SessionId, slot: Slot) -> Response {
+    match put(st, Some(owner), &slot).await {
+        Ok(id) => see_other(&format!("/shown/{id}")),
+        Err(page) => page,
+    }
+}
+
+/// The answer to a refused form: `flash` goes into a one-time slot of `owner` and the answer
+/// is `303` to `path` (the form's page, without query) with `?flash=<slot>` and `#anchor`.
+pub(crate) async fn refuse(
+    st: &CabinetState,
+    owner: Option<SessionId>,
+    path: &str,
+    anchor: &str,
+    flash: Flash,
+) -> Response {
+    match put(st, owner, &Slot::Form(flash)).await {
+        Ok(id) => {
+            let anchor = if anchor.is_empty() {
+                String::new()
+            } else {
+                format!("#{anchor}")
+            };
+            see_other(&format!("{path}?flash={id}{anchor}"))
+        }
+        Err(page) => page,
+    }
+}
+
+/// The refused form `id` of `owner` for `page`, taken; `None` when there is none (a reload),
+/// or it is another page's.
+pub(crate) async fn flash(
+    st: &CabinetState,
+    owner: Option<SessionId>,
+    id: Option<&str>,
+    page: &str,
+) -> Result<Option<Flash>, Response> {
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    Ok(match take(st, owner, id).await? {
+        Some(Slot::Form(f)) if f.page == page => Some(f),
+        _ => None,
+    })
+}
+
+/// `GET /shown/{slot}`: the value kept in the slot, once, to the session it was made for;
+/// anything else (a reload, another session, a late visit) is "already shown" (`410`), and
+/// nothing is done.
+pub(crate) async fn shown(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path(id): Path<String>,
+) -> Response {
+    let current = &signed.current;
+    let slot = match take(&st, Some(current.session.id), &id).await {
+        Ok(slot) => slot,
+        Err(page) => return page,
+    };
+    let mut response = match slot {
+        Some(Slot::Value {
+            title,
+            section,
+            heading,
+            label,
+            value,
+            notes,
+            back,
+        }) => html(
+            StatusCode::OK,
+            &ShownOnce {
+                chrome: st
+                    .chrome(title, Some(current))
+                    .section(section_of(&section)),
+                heading,
+                label,
+                value,
+                notes,
+                back,
+            },
+        ),
+        Some(Slot::Codes {
+            title,
+            section,
+            codes,
+            next,
+        }) => html(
+            StatusCode::OK,
+            &RecoveryCodes {
+                chrome: st
+                    .chrome(title, Some(current))
+                    .section(section_of(&section)),
+                codes,
+                next,
+            },
+        ),
+        Some(Slot::Form(_)) | None => html(
+            StatusCode::GONE,
+            &Message {
+                chrome: st.chrome("Already shown", Some(current)),
+                text: ALREADY_SHOWN.to_string(),
+                link: Some(Link::new("/projects", "Back to the cabinet")),
+            },
+        ),
+    };
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The navigation section a slot names (`projects`, `security`), as the layout takes it.
+fn section_of(name: &str) -> &'static str {
+    match name {
+        "projects" => "projects",
+        "security" => "security",
+        _ => "",
+    }
+}
+
+/// What a second look at a shown-once page says.
+pub(crate) const ALREADY_SHOWN: &str = "Already shown: this value was displayed once and is \
+    not kept to be shown again (reloading the page does not repeat what made it). If you lost \
+    it, issue a new one.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_reads_back_as_written() {
+        let slot = Slot::Form(
+            Flash::new("access:p", StatusCode::UNPROCESSABLE_ENTITY)
+                .error("ip_allow_list", "line 2 is not an address")
+                .input("ip_allow_list", "10.0.0.1\n<x>"),
+        );
+        let text = serde_json::to_string(&slot).expect("serialises");
+        match serde_json::from_str::<Slot>(&text).expect("reads") {
+            Slot::Form(f) => {
+                assert_eq!(f.status(), StatusCode::UNPROCESSABLE_ENTITY);
+                assert_eq!(f.typed("ip_allow_list").as_deref(), Some("10.0.0.1\n<x>"));
+                assert_eq!(f.errors.len(), 1);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
