@@ -67,7 +67,8 @@ async fn reads_project_banks_and_request_ids() {
             "payments:read",
             "payments:test",
             "events:read",
-            "events:resend"
+            "events:resend",
+            "balance:read"
         ])
     );
     // Unknown and malformed ids -> 404 payment_not_found.
