@@ -235,6 +235,17 @@ impl EntryKind {
         EntryKind::OperatorAdjustment,
     ];
 
+    /// The kind of the entry that takes a payment's contribution from `was` to `is` (not
+    /// equal): a credit from nothing, a reversal to nothing, a re-check adjustment between
+    /// two amounts.
+    pub fn of_change(was: Usdt, is: Usdt) -> EntryKind {
+        match (was.is_zero(), is.is_zero()) {
+            (true, _) => EntryKind::Credit,
+            (_, true) => EntryKind::Reversal,
+            _ => EntryKind::RecheckAdjustment,
+        }
+    }
+
     /// The wire and stored name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -631,15 +642,10 @@ pub fn payment_posting(
     if was == is {
         return None;
     }
-    let kind = match (was.is_zero(), is.is_zero()) {
-        (true, _) => EntryKind::Credit,
-        (_, true) => EntryKind::Reversal,
-        _ => EntryKind::RecheckAdjustment,
-    };
     Some(Posting {
+        kind: EntryKind::of_change(was, is),
         id: id(),
         project_id: after.project_id,
-        kind,
         amount: is.checked_sub(was)?,
         at: after.updated_at,
         payment: Some((after.id, after.version)),

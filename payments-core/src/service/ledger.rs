@@ -492,15 +492,12 @@ impl PaymentService {
         let mut by_payment: HashMap<PaymentId, Usdt> = HashMap::new();
         let mut sum = Usdt::ZERO;
         let mut seq = 0u64;
-        let mut after = None;
+        let mut pages = EntryPages::new(EntryQuery::new(project, RECONCILE_PAGE));
         loop {
-            let page = store
-                .find_entries(&EntryQuery {
-                    after,
-                    oldest_first: true,
-                    ..EntryQuery::new(project, RECONCILE_PAGE)
-                })
-                .await?;
+            let page = pages.next(&**store).await?;
+            if page.is_empty() {
+                break;
+            }
             for e in &page {
                 report.entries += 1;
                 seq += 1;
@@ -525,10 +522,6 @@ impl PaymentService {
                     *part = part.checked_add(e.posting.amount).unwrap_or(*part);
                 }
             }
-            if page.len() < RECONCILE_PAGE {
-                break;
-            }
-            after = page.last().map(|e| (e.posting.at, e.seq));
         }
         if balance.balance != sum || balance.entries != seq {
             report.differences.push(difference(
@@ -601,23 +594,20 @@ impl PaymentService {
                 return Ok(false);
             };
             let mut recorded = Usdt::ZERO;
-            let mut after = None;
+            let mut pages = EntryPages::new(EntryQuery {
+                payment: Some(p.id),
+                ..EntryQuery::new(p.project_id, RECONCILE_PAGE)
+            });
             loop {
-                let page = store
-                    .find_entries(&EntryQuery {
-                        payment: Some(p.id),
-                        after,
-                        oldest_first: true,
-                        ..EntryQuery::new(p.project_id, RECONCILE_PAGE)
-                    })
-                    .await?;
-                for e in &page {
-                    recorded = recorded.checked_add(e.posting.amount).unwrap_or(recorded);
-                }
-                if page.len() < RECONCILE_PAGE {
+                let page = pages.next(&**store).await?;
+                if page.is_empty() {
                     break;
                 }
-                after = page.last().map(|e| (e.posting.at, e.seq));
+                for e in &page {
+                    recorded = recorded
+                        .checked_add(e.posting.amount)
+                        .ok_or_else(|| StoreError::Corrupt("a ledger sum out of range".into()))?;
+                }
             }
             let expected = ledger::credited(&current);
             let Some(amount) = expected.checked_sub(recorded) else {
@@ -626,11 +616,7 @@ impl PaymentService {
             if amount.is_zero() {
                 return Ok(false);
             }
-            let kind = match (recorded.is_zero(), expected.is_zero()) {
-                (true, _) => EntryKind::Credit,
-                (_, true) => EntryKind::Reversal,
-                _ => EntryKind::RecheckAdjustment,
-            };
+            let kind = EntryKind::of_change(recorded, expected);
             let now = self.ports.clock.now();
             let mut next = current.clone();
             next.version += 1;
@@ -661,6 +647,40 @@ impl PaymentService {
             }
         }
         Ok(false)
+    }
+}
+
+/// A query's entries oldest first, [`RECONCILE_PAGE`] at a time, through the
+/// `(created_at, seq)` cursor.
+struct EntryPages {
+    query: EntryQuery,
+    done: bool,
+}
+
+impl EntryPages {
+    fn new(query: EntryQuery) -> EntryPages {
+        EntryPages {
+            query: EntryQuery {
+                oldest_first: true,
+                limit: RECONCILE_PAGE,
+                ..query
+            },
+            done: false,
+        }
+    }
+
+    /// The next page; empty once every entry was read.
+    async fn next(
+        &mut self,
+        store: &dyn crate::store::Store,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        if self.done {
+            return Ok(Vec::new());
+        }
+        let page = store.find_entries(&self.query).await?;
+        self.done = page.len() < self.query.limit;
+        self.query.after = page.last().map(|e| (e.posting.at, e.seq));
+        Ok(page)
     }
 }
 
