@@ -107,7 +107,76 @@ pub const MIGRATIONS: &[Migration] = &[
                    CREATE INDEX cabinet_slots_expires ON cabinet_slots (expires_at);",
         min_reader: BASELINE_MIN_READER,
     },
+    // 16: finding a payment (the cabinet's search, the list API's `amount` and
+    // `requisite_last4`) and a project's return URL on the payer page. Expand: nullable
+    // columns and new indexes; a build of schema 15 names its columns and never sees them.
+    // The last four digits are kept in clear beside the sealed requisite (they are what a
+    // receipt prints); a payment written by an older build has none until it is written again.
+    Migration {
+        name: "payment search and return URL",
+        sqlite: SEARCH_DDL,
+        postgres: SEARCH_DDL,
+        min_reader: BASELINE_MIN_READER,
+    },
+    // 17: the merchant API's request log (the cabinet's "Requests" page). Expand: a new
+    // table; a build of schema 16 never reads it and writes no rows to it.
+    Migration {
+        name: "request log",
+        sqlite: "CREATE TABLE request_log (\n\
+                 id                  INTEGER PRIMARY KEY,\n\
+                 project_id          TEXT    NOT NULL,\n\
+                 at                  INTEGER NOT NULL,\n\
+                 method              TEXT    NOT NULL,\n\
+                 path                TEXT    NOT NULL,\n\
+                 status              INTEGER NOT NULL,\n\
+                 error_code          TEXT,\n\
+                 request_id          TEXT    NOT NULL,\n\
+                 latency_us          INTEGER NOT NULL,\n\
+                 source              TEXT    NOT NULL,\n\
+                 merchant_payment_id TEXT,\n\
+                 payment_id          TEXT,\n\
+                 clock_skew_ms       INTEGER,\n\
+                 diagnosis           TEXT\n\
+                 );\n\
+                 CREATE INDEX request_log_project ON request_log (project_id, at, id);",
+        postgres: "CREATE TABLE request_log (\n\
+                   id                  BIGSERIAL PRIMARY KEY,\n\
+                   project_id          TEXT    NOT NULL,\n\
+                   at                  BIGINT  NOT NULL,\n\
+                   method              TEXT    NOT NULL,\n\
+                   path                TEXT    NOT NULL,\n\
+                   status              INTEGER NOT NULL,\n\
+                   error_code          TEXT,\n\
+                   request_id          TEXT    NOT NULL,\n\
+                   latency_us          BIGINT  NOT NULL,\n\
+                   source              TEXT    NOT NULL,\n\
+                   merchant_payment_id TEXT,\n\
+                   payment_id          TEXT,\n\
+                   clock_skew_ms       BIGINT,\n\
+                   diagnosis           TEXT\n\
+                   );\n\
+                   CREATE INDEX request_log_project ON request_log (project_id, at, id);",
+        min_reader: BASELINE_MIN_READER,
+    },
+    // 18: a project token's name and optional expiry (the cabinet's External API access).
+    // Expand: nullable columns; a build of schema 17 never reads them (it would accept an
+    // expired token: upgrade every node before relying on expiry).
+    Migration {
+        name: "token name and expiry",
+        sqlite: "ALTER TABLE tokens ADD COLUMN name TEXT;\n\
+                 ALTER TABLE tokens ADD COLUMN expires_at INTEGER;",
+        postgres: "ALTER TABLE tokens ADD COLUMN name TEXT;\n\
+                   ALTER TABLE tokens ADD COLUMN expires_at BIGINT;",
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 16's columns and indexes, the same text on both engines.
+const SEARCH_DDL: &str = "ALTER TABLE payments ADD COLUMN requisite_last4 TEXT;\n\
+ALTER TABLE projects ADD COLUMN return_url TEXT;\n\
+CREATE INDEX payments_project_last4 ON payments (project_id, requisite_last4, created_at, id) \
+WHERE requisite_last4 IS NOT NULL;\n\
+CREATE INDEX payments_project_amount ON payments (project_id, amount, created_at, id);";
 
 /// Migration 14's tables, the same text on both engines (SQLite reads `BIGINT` as `INTEGER`).
 const LEDGER_DDL: &str = "CREATE TABLE ledger_balances (\n\

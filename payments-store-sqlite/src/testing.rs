@@ -5,6 +5,10 @@
 /// later migration adds is dropped. Every new migration extends it (the upgrade tests of this
 /// crate and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_2: &str = "
+    ALTER TABLE tokens DROP COLUMN expires_at; ALTER TABLE tokens DROP COLUMN name;
+    DROP TABLE request_log;
+    DROP INDEX payments_project_last4; DROP INDEX payments_project_amount;
+    ALTER TABLE payments DROP COLUMN requisite_last4; ALTER TABLE projects DROP COLUMN return_url;
     DROP TABLE cabinet_slots;
     DROP TABLE ledger_entries; DROP TABLE ledger_balances;
     ALTER TABLE payments DROP COLUMN route_reason; ALTER TABLE payments DROP COLUMN provider;
