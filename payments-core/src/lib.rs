@@ -167,6 +167,7 @@ pub mod payment;
 pub mod project;
 pub mod provider;
 pub mod request;
+pub mod request_log;
 pub mod routing;
 pub mod sealing;
 pub mod service;

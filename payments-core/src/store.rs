@@ -18,6 +18,7 @@ use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use crate::{ApiError, ErrorCode, SecretString};
+use crate::request_log::{RequestLogEntry, RequestLogQuery};
 
 mod layer;
 mod tx;
@@ -28,7 +29,7 @@ pub mod prelude {
     pub use super::{
         AuditStore, CallbackSecretStore, CredentialStore, CredentialStoreExt, LedgerStore,
         MerchantStore, MerchantStoreExt, OperatorStore, OperatorStoreExt, OutboxStore,
-        PayerPageStore, PayerPageStoreExt, PaymentStore, Store,
+        PayerPageStore, PayerPageStoreExt, PaymentStore, RequestLogStore, Store,
     };
 }
 
@@ -636,6 +637,31 @@ pub struct AuthLookup {
     pub key: Option<KeyRecord>,
 }
 
+/// The merchant API's request log ([`crate::request_log`]): each project's recent requests,
+/// written in batches off the requests' path, read newest first, kept under a
+/// [`RequestLogPolicy`](crate::request_log::RequestLogPolicy).
+#[async_trait]
+pub trait RequestLogStore: Send + Sync {
+    /// Appends `entries` (their `id` is ignored: the store numbers them in the order given,
+    /// after every stored one) in one transaction, then deletes, for each project among them,
+    /// its requests beyond the newest `keep` by `(at, id)`: a project's log never holds more
+    /// than `keep` once a write returned.
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError>;
+    /// A page of a project's requests (see [`RequestLogQuery`]), newest first by `(at, id)`,
+    /// through the index on `(project_id, at, id)`.
+    async fn find_requests(
+        &self,
+        query: &RequestLogQuery,
+    ) -> Result<Vec<RequestLogEntry>, StoreError>;
+    /// Retention by age: deletes at most `limit` requests (of any project) that arrived before
+    /// `before`, oldest first, in one transaction.
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError>;
+}
+
 /// Merchants and their projects.
 #[async_trait]
 pub trait MerchantStore: Send + Sync {
@@ -1027,6 +1053,7 @@ pub trait Store:
         crate::settings::WRITE_PROBE
             .set(self, &"ok".to_string())
             .await
+    + RequestLogStore
     }
 
     /// A manual resend that answers failed events, in one transaction: if the payment of

@@ -45,6 +45,7 @@ mod ledger;
 mod outbox;
 mod payments;
 mod ratelimit;
+mod request_log;
 mod schema;
 mod store;
 #[cfg(feature = "testing")]

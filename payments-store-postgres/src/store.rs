@@ -19,6 +19,8 @@ use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
+use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
+use payments_core::store::RequestLogStore;
 use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
     ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
@@ -31,7 +33,7 @@ use payments_core::{SecretString, Timestamp};
 use crate::error::db;
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, outbox, payments, PgStore};
+use crate::{cabinet, directory, ledger, outbox, payments, request_log, PgStore};
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
@@ -430,6 +432,37 @@ impl PayerPageStore for PgStore {
             PageKey::Payment(payment) => cabinet::payment_page(&client, payment).await,
             PageKey::TokenHash(hash) => cabinet::payment_page_by_hash(&client, hash).await,
         }
+    }
+}
+
+#[async_trait]
+impl RequestLogStore for PgStore {
+    /// One transaction: the inserts, then each project's trim.
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        request_log::append(&tx, entries, keep).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    async fn find_requests(
+        &self,
+        query: &RequestLogQuery,
+    ) -> Result<Vec<RequestLogEntry>, StoreError> {
+        let client = self.client().await?;
+        request_log::find(&client, query).await
+    }
+
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        let client = self.client().await?;
+        request_log::purge(&client, before, limit).await
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`value`]: the values a statement binds ([`SqlValue`]), which each backend hands to its
 //!   driver;
 //! - [`ledger`]: the project ledger's rows and statements;
+//! - [`request_log`]: the merchant API's request log;
 //! - [`codec`]: the text forms of values that are not a column type (scopes, contracts, URLs);
 //! - [`schema`]: one schema numbering for both engines and the rule that compares versions;
 //! - [`sql`]: statement text shared by both engines, written once with PostgreSQL's `$n`
@@ -30,6 +31,7 @@ pub mod codec;
 pub mod ledger;
 pub mod listing;
 pub mod record;
+pub mod request_log;
 pub mod row;
 pub mod schema;
 pub mod sealing;

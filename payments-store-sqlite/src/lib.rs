@@ -29,6 +29,7 @@ mod nonces;
 mod outbox;
 mod payments;
 mod readers;
+mod request_log;
 mod schema;
 mod store;
 #[cfg(feature = "testing")]

@@ -19,6 +19,8 @@ use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
+use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
+use payments_core::store::RequestLogStore;
 use payments_core::store::{
     AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
     CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore,
@@ -31,7 +33,7 @@ use rusqlite::Connection;
 
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, nonces, outbox, payments, SqliteStore};
+use crate::{cabinet, directory, ledger, nonces, outbox, payments, request_log, SqliteStore};
 
 /// A transaction of the SQLite store: its steps on the writer connection, inside the writer's
 /// transaction (one job of a group commit).
@@ -84,6 +86,35 @@ impl Transaction for SqliteTx<'_> {
 
     async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
         directory::append_audit(self.conn, record)
+    }
+}
+
+#[async_trait]
+impl RequestLogStore for SqliteStore {
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let entries = entries.to_vec();
+        self.write(move |c| request_log::append(c, &entries, keep))
+            .await
+    }
+
+    async fn find_requests(
+        &self,
+        query: &RequestLogQuery,
+    ) -> Result<Vec<RequestLogEntry>, StoreError> {
+        let q = query.clone();
+        self.read(move |c| request_log::find(c, &q)).await
+    }
+
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        self.write(move |c| request_log::purge(c, before, limit))
+            .await
     }
 }
 

@@ -14,6 +14,7 @@ mod operator;
 mod payer;
 mod provision;
 mod provisioning;
+mod request_log;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,7 @@ pub use auth::{
     AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, RequestFormError,
     SINGLE_VALUE_HEADERS,
 };
+pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};
 pub use batch::{Announced, BatchStats, SignatureBatcher, DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT};
 pub use callbacks::{
     describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
@@ -99,6 +101,8 @@ pub struct ServiceConfig {
     /// ([`PaymentService::purge_expired_records`]).
     pub retention: Retention,
 }
+    /// How much of the merchant API's request log is kept ([`crate::request_log`]).
+    pub request_log: crate::request_log::RequestLogPolicy,
 
 impl Default for ServiceConfig {
     fn default() -> Self {
@@ -112,6 +116,7 @@ impl Default for ServiceConfig {
             sealing: crate::sealing::SealingKeys::none(),
             retention: Retention::default(),
         }
+            request_log: crate::request_log::RequestLogPolicy::default(),
     }
 }
 

@@ -27,7 +27,8 @@ use super::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
     ClaimedEvent, CredentialStore, EntryQuery, EventQuery, InsertOutcome, LeaseToken, LedgerStore,
     MerchantStore, NonceUse, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange,
-    PaymentQuery, PaymentStore, Purged, Retained, Store, StoreError, TokenKey, TxOutput, TxWork,
+    PaymentQuery, PaymentStore, Purged, RequestLogStore, Retained, Store, StoreError, TokenKey,
+    TxOutput, TxWork,
 };
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
@@ -38,6 +39,7 @@ use crate::payment::{MerchantPaymentId, Payment};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
+use crate::request_log::{RequestLogEntry, RequestLogQuery};
 use crate::SecretString;
 
 /// Whether a store operation reads or writes (for a metric's label, a log's level).
@@ -535,6 +537,31 @@ impl<L: StoreLayer> LedgerStore for Layered<L> {
     ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
         let op = Op::read("entry_totals");
         self.around(op, self.inner().entry_totals(project, from, to))
+            .await
+    }
+}
+
+#[async_trait]
+impl<L: StoreLayer> RequestLogStore for Layered<L> {
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let op = Op::write("append_requests");
+        self.around(op, self.inner().append_requests(entries, keep))
+            .await
+    }
+    async fn find_requests(
+        &self,
+        query: &RequestLogQuery,
+    ) -> Result<Vec<RequestLogEntry>, StoreError> {
+        let op = Op::read("find_requests");
+        self.around(op, self.inner().find_requests(query)).await
+    }
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        let op = Op::write("purge_requests");
+        self.around(op, self.inner().purge_requests(before, limit))
             .await
     }
 }

@@ -17,6 +17,8 @@ use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
+use crate::request_log::{RequestLogEntry, RequestLogQuery};
+use crate::store::RequestLogStore;
 use crate::store::{
     AttemptRecorded, AuditStore, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
     InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore, OutboxStore, PageKey,
@@ -60,6 +62,10 @@ struct State {
     balances: BTreeMap<ProjectId, Balance>,
     /// Every ledger entry, in the order appended.
     entries: Vec<LedgerEntry>,
+    /// The request log, in the order written.
+    requests: Vec<RequestLogEntry>,
+    /// The last request log id given.
+    request_seq: u64,
 }
 
 impl State {
@@ -783,6 +789,68 @@ impl PayerPageStore for MemoryStore {
             PageKey::Payment(payment) => pages.get(&payment).cloned(),
             PageKey::TokenHash(hash) => pages.values().find(|p| &p.token_hash == hash).cloned(),
         })
+    }
+}
+
+#[async_trait]
+impl RequestLogStore for MemoryStore {
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let mut touched = Vec::new();
+        for e in entries {
+            st.request_seq += 1;
+            let id = st.request_seq;
+            st.requests.push(RequestLogEntry { id, ..e.clone() });
+            if !touched.contains(&e.project_id) {
+                touched.push(e.project_id);
+            }
+        }
+        for project in touched {
+            let mut mine: Vec<(Timestamp, u64)> = st
+                .requests
+                .iter()
+                .filter(|r| r.project_id == project)
+                .map(|r| (r.at, r.id))
+                .collect();
+            if mine.len() > keep {
+                mine.sort_unstable_by(|a, b| b.cmp(a));
+                let cut = mine[keep];
+                st.requests
+                    .retain(|r| r.project_id != project || (r.at, r.id) > cut);
+            }
+        }
+        Ok(())
+    }
+
+    async fn find_requests(&self, q: &RequestLogQuery) -> Result<Vec<RequestLogEntry>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<RequestLogEntry> = st
+            .requests
+            .iter()
+            .filter(|e| q.matches(e))
+            .cloned()
+            .collect();
+        found.sort_unstable_by_key(|e| std::cmp::Reverse((e.at, e.id)));
+        found.truncate(q.limit);
+        Ok(found)
+    }
+
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        let mut st = self.lock();
+        let mut old: Vec<(Timestamp, u64)> = st
+            .requests
+            .iter()
+            .filter(|r| r.at < before)
+            .map(|r| (r.at, r.id))
+            .collect();
+        old.sort_unstable();
+        old.truncate(limit);
+        st.requests.retain(|r| !old.contains(&(r.at, r.id)));
+        Ok(Purged::of_batch(old.len() as u64, limit))
     }
 }
 

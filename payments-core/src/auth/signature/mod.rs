@@ -31,7 +31,13 @@ pub use self::error::{SignatureError, SignatureFailure, SANDBOX_KEY_HINT};
 pub use self::policy::SignaturePolicy;
 pub use self::request::HttpRequestParts;
 pub use self::signer::{sign_request, SigParam, SignError, SignOptions, SignedHeaders};
-pub use self::verify::{PreparedSignature, VerifiedSignature};
+pub use self::verify::{signature_created, PreparedSignature, VerifiedSignature};
+
+/// A signature base with the value of every credential component (a covered `authorization`)
+/// replaced by `[redacted]`.
+pub fn redacted_base(base: &str) -> String {
+    error::redact_signature_base(base)
+}
 
 /// The label the service prefers when a request carries several signatures.
 pub const PREFERRED_LABEL: &str = "sig1";

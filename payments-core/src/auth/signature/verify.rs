@@ -56,6 +56,37 @@ pub struct VerifiedSignature {
     pub covered: Vec<String>,
 }
 
+/// The `created` parameter (Unix seconds) of the signature the verifier would choose in
+/// `headers` (`sig1`, or the only one), without checking anything else; `None` when there is
+/// none or the fields do not parse. For the request log's clock skew, read whether or not the
+/// signature verified.
+pub fn signature_created(headers: &[(&str, &[u8])]) -> Option<i64> {
+    let parts = HttpRequestParts {
+        method: "",
+        scheme: "",
+        authority: "",
+        path_and_query: "/",
+        headers,
+        body: &[],
+    };
+    let input = structured_field(
+        &parts,
+        "signature-input",
+        SignatureFailure::MalformedSignatureInput,
+    )
+    .ok()??;
+    let inputs = parse_dictionary(&input, SignatureFailure::MalformedSignatureInput).ok()?;
+    let entry = match inputs.get(PREFERRED_LABEL) {
+        Some(entry) => entry,
+        None if inputs.len() == 1 => inputs.first()?.1,
+        None => return None,
+    };
+    let sfv::ListEntry::InnerList(covered) = entry else {
+        return None;
+    };
+    Params::parse(&covered.params).ok()?.created
+}
+
 impl PreparedSignature {
     /// Parses and checks the signature of `parts` under `policy` at `now`, and builds the
     /// signature base. Errors after the base was built carry it.

@@ -138,6 +138,16 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
     ]
 }
 
+        ("request_log_round_trip_and_order", |s| {
+            Box::pin(request_log_round_trip_and_order(s))
+        }),
+        ("request_log_filters", |s| Box::pin(request_log_filters(s))),
+        ("request_log_keeps_the_newest", |s| {
+            Box::pin(request_log_keeps_the_newest(s))
+        }),
+        ("request_log_purge_by_age", |s| {
+            Box::pin(request_log_purge_by_age(s))
+        }),
 /// A boxed check future borrowing several handles on one database.
 pub type SharedCheckFuture<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
@@ -232,6 +242,7 @@ mod ratelimit;
 mod upgrade;
 mod wrapper;
 
+mod request_log;
 pub use data::*;
 pub use directory::*;
 pub use ledger::*;
@@ -243,6 +254,7 @@ pub use ratelimit::*;
 pub use upgrade::*;
 pub use wrapper::*;
 
+pub use request_log::*;
 #[cfg(test)]
 mod tests {
     use super::*;

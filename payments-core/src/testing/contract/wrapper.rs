@@ -11,6 +11,8 @@ use crate::event::{FailedEvent, FailedEventFilter};
 use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
+use crate::request_log::{RequestLogEntry, RequestLogQuery};
+use crate::store::RequestLogStore;
 use crate::store::{
     AuditStore, Backlog, CallbackSecretStore, CredentialStore, EntryQuery, EventQuery, LeaseToken,
     LedgerStore, MerchantStore, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentQuery,
@@ -388,6 +390,12 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("revoke_token", |s| s.revoke_token(p.id, t.id, T0 + ms(700)));
     let _ = same!("auth_lookup", |s| s.auth_lookup(&t.hash, Some(&k.keyid)));
     let _ = same!("active_key_projects", |s| s.active_key_projects(&k.keyid));
+    let logged = sample_request(p.id, T0 + ms(800), 401);
+    let _ = same!("append_requests", |s| s
+        .append_requests(std::slice::from_ref(&logged), 10));
+    let _ = same!("find_requests", |s| s
+        .find_requests(&RequestLogQuery::new(p.id, 10)));
+    let _ = same!("purge_requests", |s| s.purge_requests(T0 + ms(900), 10));
 
     walk
 }
@@ -721,6 +729,29 @@ impl LedgerStore for Probe {
 }
 
 #[async_trait]
+impl RequestLogStore for Probe {
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        self.saw("append_requests");
+        self.memory.append_requests(entries, keep).await
+    }
+    async fn find_requests(
+        &self,
+        query: &RequestLogQuery,
+    ) -> Result<Vec<RequestLogEntry>, StoreError> {
+        self.saw("find_requests");
+        self.memory.find_requests(query).await
+    }
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        self.saw("purge_requests");
+        self.memory.purge_requests(before, limit).await
+    }
+}
+
+#[async_trait]
 impl Store for Probe {
     async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
         self.saw("insert_payment");
@@ -958,6 +989,8 @@ mod tests {
             "take_turn",
             "commit_change_once",
             "admit_create",
+            "append_requests",
+            "purge_requests",
         ]
         .into_iter()
         .collect();
@@ -1013,6 +1046,7 @@ mod tests {
             "AuditStore",
             "PayerPageStore",
             "LedgerStore",
+            "RequestLogStore",
             "Store",
         ];
         let declared = |src: &str, header: &dyn Fn(&str) -> String| {
@@ -1111,6 +1145,30 @@ mod tests {
         }
         async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
             self.0.find_events(query).await
+        }
+    }
+
+    #[async_trait]
+    impl RequestLogStore for Naive {
+        async fn append_requests(
+            &self,
+            entries: &[RequestLogEntry],
+            keep: usize,
+        ) -> Result<(), StoreError> {
+            self.0.append_requests(entries, keep).await
+        }
+        async fn find_requests(
+            &self,
+            query: &RequestLogQuery,
+        ) -> Result<Vec<RequestLogEntry>, StoreError> {
+            self.0.find_requests(query).await
+        }
+        async fn purge_requests(
+            &self,
+            before: Timestamp,
+            limit: usize,
+        ) -> Result<Purged, StoreError> {
+            self.0.purge_requests(before, limit).await
         }
     }
 

@@ -1,0 +1,86 @@
+//! The request log's operations ([`crate::request_log`]): the writer's batches, the
+//! cabinet's pages and integration health, and the purge by age, each under the service's
+//! [`RequestLogPolicy`](crate::request_log::RequestLogPolicy).
+
+use super::PaymentService;
+use crate::request_log::{IntegrationHealth, RequestLogEntry, RequestLogQuery};
+use crate::store::StoreError;
+use crate::{ProjectId, Timestamp};
+
+/// The batch the purge by age deletes in: one writer job or one statement each.
+pub const REQUEST_LOG_PURGE_BATCH: usize = 5_000;
+
+/// A page of a project's request log, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLogPage {
+    /// The requests of the page.
+    pub requests: Vec<RequestLogEntry>,
+    /// Where the next page starts (`(at, id)` of the last request shown), when there is one.
+    pub next: Option<(Timestamp, u64)>,
+}
+
+impl PaymentService {
+    /// Writes a batch of logged requests, keeping each project's newest
+    /// [`RequestLogPolicy::keep`](crate::request_log::RequestLogPolicy::keep).
+    pub async fn record_requests(&self, entries: &[RequestLogEntry]) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let keep = self.config().request_log.keep;
+        self.ports.store.append_requests(entries, keep).await
+    }
+
+    /// A page of `query.project`'s request log as `query` asks, within the retention window
+    /// (requests older than [`RequestLogPolicy::max_age`] are never shown, purged or not).
+    ///
+    /// [`RequestLogPolicy::max_age`]: crate::request_log::RequestLogPolicy::max_age
+    pub async fn request_log(&self, query: &RequestLogQuery) -> Result<RequestLogPage, StoreError> {
+        let now = self.ports.clock.now();
+        let since = self.config().request_log.since(now);
+        let limit = query.limit.max(1);
+        let mut q = query.clone();
+        q.since = Some(q.since.map_or(since, |s| s.max(since)));
+        q.limit = limit + 1;
+        let mut requests = self.ports.store.find_requests(&q).await?;
+        let more = requests.len() > limit;
+        requests.truncate(limit);
+        let next = more
+            .then(|| requests.last().map(|e| (e.at, e.id)))
+            .flatten();
+        Ok(RequestLogPage { requests, next })
+    }
+
+    /// The integration health of `project` over its whole logged window (at most
+    /// [`RequestLogPolicy::keep`](crate::request_log::RequestLogPolicy::keep) requests, none
+    /// older than the retention), as [`IntegrationHealth::of`] reads it.
+    pub async fn integration_health(
+        &self,
+        project: ProjectId,
+    ) -> Result<IntegrationHealth, StoreError> {
+        let policy = self.config().request_log;
+        let q = RequestLogQuery {
+            since: Some(policy.since(self.ports.clock.now())),
+            ..RequestLogQuery::new(project, policy.keep.max(1))
+        };
+        let entries = self.ports.store.find_requests(&q).await?;
+        Ok(IntegrationHealth::of(&entries))
+    }
+
+    /// Deletes every logged request older than the retention, in batches of
+    /// [`REQUEST_LOG_PURGE_BATCH`]; returns how many.
+    pub async fn purge_request_log(&self) -> Result<u64, StoreError> {
+        let before = self.config().request_log.since(self.ports.clock.now());
+        let mut deleted = 0;
+        loop {
+            let batch = self
+                .ports
+                .store
+                .purge_requests(before, REQUEST_LOG_PURGE_BATCH)
+                .await?;
+            deleted += batch.deleted;
+            if !batch.more {
+                return Ok(deleted);
+            }
+        }
+    }
+}
