@@ -7,13 +7,15 @@ use axum::response::Response;
 use qrcode::render::svg;
 use qrcode::QrCode;
 
+use super::i18n::{tr, trf};
 use super::once::{self, answer, with_errors, Flash, Slot};
-use super::views::{Code, Enrol, InvitePage, Link, Message, Recovery, SignIn};
+use super::views::{when_text, Code, Enrol, InvitePage, Link, Message, Recovery, SignIn};
 use super::{
     html, ok, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
     CabinetState, FormData, Half, PageError, PageResult,
 };
 use crate::accounts::{Client, SignInError};
+use crate::secrets::{PasswordRule, PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS};
 
 /// What the sign-in page may say after a redirect.
 #[derive(Debug, serde::Deserialize)]
@@ -33,9 +35,9 @@ pub(crate) struct Again {
 
 fn done_notice(done: &Done) -> Option<String> {
     match done.done.as_deref() {
-        Some("password") => Some("Your password is set. Sign in with it.".into()),
-        Some("signed_out") => Some("You are signed out.".into()),
-        Some("ended") => Some("The session has ended. Sign in again.".into()),
+        Some("password") => Some(tr("Your password is set. Sign in with it.").into()),
+        Some("signed_out") => Some(tr("You are signed out.").into()),
+        Some("ended") => Some(tr("The session has ended. Sign in again.").into()),
         _ => None,
     }
 }
@@ -49,7 +51,7 @@ pub(crate) async fn sign_in_page(
         Ok(f) => f,
         Err(page) => return page,
     };
-    let chrome = st.chrome("Sign in", None).notice(done_notice(&done));
+    let chrome = st.chrome(tr("Sign in"), None).notice(done_notice(&done));
     let page = ok(&SignIn {
         chrome: with_errors(chrome, flash.as_ref()),
         email: flash
@@ -102,7 +104,7 @@ pub(crate) async fn code_page(
         Ok(f) => f,
         Err(page) => return page,
     };
-    let chrome = st.chrome("Two-factor code", Some(&half.current));
+    let chrome = st.chrome(tr("Two-factor code"), Some(&half.current));
     let page = ok(&Code {
         chrome: with_errors(chrome, flash.as_ref()),
         email: half.current.user.email,
@@ -155,7 +157,7 @@ pub(crate) async fn recovery_page(
         Ok(f) => f,
         Err(page) => return page,
     };
-    let chrome = st.chrome("Sign in with a recovery code", Some(&half.current));
+    let chrome = st.chrome(tr("Sign in with a recovery code"), Some(&half.current));
     let page = ok(&Recovery {
         chrome: with_errors(chrome, flash.as_ref()),
         email: half.current.user.email,
@@ -198,9 +200,56 @@ pub(crate) async fn recovery(
     }
 }
 
+/// A sign-in step's refusal in the page's language (the account's message names no value but
+/// the time a throttle ends, in the cabinet's date format).
+pub(crate) fn sign_in_refusal(e: &SignInError) -> String {
+    match e {
+        SignInError::BadPassword => tr("The e-mail address or the password is not right.").into(),
+        SignInError::BadCode => {
+            tr("The code is not right, or it was already used. Wait for the next code.").into()
+        }
+        SignInError::BadRecoveryCode => {
+            tr("The recovery code is not right, or it was already used.").into()
+        }
+        SignInError::Throttled { until } => trf(
+            "Too many failed attempts. Try again after {time}.",
+            &[("time", &when_text(*until))],
+        ),
+        SignInError::Busy => {
+            tr("The service is busy checking other sign-ins. Try again in a few seconds.").into()
+        }
+        SignInError::SessionEnded => tr("The session has ended. Sign in again.").into(),
+        SignInError::Store(_) => tr("The service cannot answer now. Try again in a moment.").into(),
+    }
+}
+
+/// A refused new password (`message`: the account's `password: <rule>`) in the page's
+/// language: each [`PasswordRule`] has its text; another message is shown as it is.
+pub(crate) fn password_refusal(message: &str) -> String {
+    let rule = message.strip_prefix("password: ").unwrap_or(message);
+    let rules = [
+        PasswordRule::TooShort,
+        PasswordRule::TooLong,
+        PasswordRule::IsEmail,
+    ];
+    match rules.into_iter().find(|r| r.to_string() == rule) {
+        Some(PasswordRule::TooShort) => trf(
+            "The password must have at least {count} characters.",
+            &[("count", &PASSWORD_MIN_CHARS)],
+        ),
+        Some(PasswordRule::TooLong) => trf(
+            "The password must have at most {count} characters.",
+            &[("count", &PASSWORD_MAX_CHARS)],
+        ),
+        Some(PasswordRule::IsEmail) => tr("The password must not be the e-mail address.").into(),
+        None => rule.to_string(),
+    }
+}
+
 /// The QR code of `uri` as an SVG element (no XML declaration: it is inlined).
 pub(crate) fn qr_svg(uri: &str) -> String {
-    qr_svg_named(uri, "QR code for the authenticator app").expect("an otpauth URI fits a QR code")
+    qr_svg_named(uri, tr("QR code for the authenticator app"))
+        .expect("an otpauth URI fits a QR code")
 }
 
 /// The QR code of `data` as an SVG element with the accessible name `label` (escaped here);
@@ -246,7 +295,7 @@ async fn enrol_view(st: &CabinetState, half: &Half, flash: Option<&str>) -> Page
         .enrolment(&half.current)
         .await
         .map_err(|e| PageError::from(e).render(st))?;
-    let chrome = st.chrome("Set up two-factor sign-in", Some(&half.current));
+    let chrome = st.chrome(tr("Set up two-factor sign-in"), Some(&half.current));
     let page = ok(&Enrol {
         chrome: with_errors(chrome, flash.as_ref()),
         email: half.current.user.email.clone(),
@@ -282,7 +331,7 @@ pub(crate) async fn enrol(
         Ok((session, codes)) => {
             // The codes are shown once, by the new session, on the page the answer leads to.
             let slot = Slot::Codes {
-                title: "Two-factor sign-in is set up".into(),
+                title: tr("Two-factor sign-in is set up").into(),
                 section: String::new(),
                 codes,
                 next: "/projects".into(),
@@ -324,7 +373,7 @@ pub(crate) async fn invite_page(
                 Ok(f) => f,
                 Err(page) => return page,
             };
-            let chrome = st.chrome("Set your password", None);
+            let chrome = st.chrome(tr("Set your password"), None);
             let page = ok(&InvitePage {
                 chrome: with_errors(chrome, flash.as_ref()),
                 email: user.email,
@@ -332,17 +381,18 @@ pub(crate) async fn invite_page(
             });
             answer(flash.as_ref(), page)
         }
-        Err(e) => invite_gone(&st, e.message),
+        Err(e) if e.code == payments_core::ErrorCode::NotFound => invite_gone(&st),
+        Err(e) => PageError::from(e).render(&st),
     }
 }
 
-fn invite_gone(st: &CabinetState, message: String) -> Response {
+fn invite_gone(st: &CabinetState) -> Response {
     html(
         StatusCode::NOT_FOUND,
         &Message {
-            chrome: st.chrome("Invitation link not valid", None),
-            text: message,
-            link: Some(Link::new("/sign-in", "Sign in")),
+            chrome: st.chrome(tr("Invitation link not valid"), None),
+            text: tr("This invitation link is not valid: it was used, replaced or has expired. Ask your operator for a new one.").into(),
+            link: Some(Link::new("/sign-in", tr("Sign in"))),
         },
     )
 }
@@ -365,19 +415,12 @@ pub(crate) async fn invite(
     };
     let password = form.get("password");
     if password != form.get("password_again") {
-        return again("password_again", "The two passwords differ.".into()).await;
+        return again("password_again", tr("The two passwords differ.").into()).await;
     }
     match st.cabinet.set_password(&token, password, &client).await {
         Ok(_) => without_cookie(&st, see_other("/sign-in?done=password")),
         Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
-            again(
-                "password",
-                e.message
-                    .strip_prefix("password: ")
-                    .unwrap_or(&e.message)
-                    .to_string(),
-            )
-            .await
+            again("password", password_refusal(&e.message)).await
         }
         Err(_) => see_other(&page),
     }

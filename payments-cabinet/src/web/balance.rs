@@ -14,6 +14,7 @@ use time::macros::format_description;
 use time::{Date, OffsetDateTime};
 
 use super::export::{self, download};
+use super::i18n::{tr, trf};
 use super::payments::{cursor, PAGE_SIZE};
 use super::projects::{project_view, visible_project};
 use super::views::{when, BalancePage, EntryRow, FieldError, KindLine, Link, Money, StatementView};
@@ -59,10 +60,23 @@ fn date(field: &str, value: &str) -> Result<Option<Date>, FieldError> {
         .map(Some)
         .map_err(|_| FieldError {
             field: field.to_string(),
-            message: format!(
-                "{field}: {value:?} is not a date; write it as YYYY-MM-DD, for example 2026-10-01"
+            message: trf(
+                "{field}: {value} is not a date; write it as YYYY-MM-DD, for example 2026-10-01",
+                &[
+                    ("field", &field_name(field)),
+                    ("value", &format!("{value:?}")),
+                ],
             ),
         })
+}
+
+/// A period field's name as its label says it.
+fn field_name(field: &str) -> &'static str {
+    if field == "from" {
+        tr("From")
+    } else {
+        tr("To")
+    }
 }
 
 /// The period `from` and `to` name (`YYYY-MM-DD`, UTC days, `to` included). Without `to`, it
@@ -78,8 +92,9 @@ pub(crate) fn read_period(from: &str, to: &str, today: Date) -> Result<Period, V
     if from > to {
         return Err(vec![FieldError {
             field: "from".into(),
-            message: format!(
-                "from: the period's first day ({from}) is after its last day ({to}); choose a first day on or before the last"
+            message: trf(
+                "{field}: the period's first day ({from}) is after its last day ({to}); choose a first day on or before the last",
+                &[("field", &field_name("from")), ("from", &from), ("to", &to)],
             ),
         }]);
     }
@@ -109,11 +124,11 @@ fn money(u: Usdt) -> Money {
 /// A kind's name on the pages, plural (a statement's line) and singular (an entry).
 fn label(kind: EntryKind) -> (&'static str, &'static str) {
     match kind {
-        EntryKind::Credit => ("Credits", "Credit"),
-        EntryKind::Reversal => ("Reversals", "Reversal"),
-        EntryKind::RecheckAdjustment => ("Re-check adjustments", "Re-check adjustment"),
-        EntryKind::Payout => ("Payouts", "Payout"),
-        EntryKind::OperatorAdjustment => ("Operator adjustments", "Operator adjustment"),
+        EntryKind::Credit => (tr("Credits"), tr("Credit")),
+        EntryKind::Reversal => (tr("Reversals"), tr("Reversal")),
+        EntryKind::RecheckAdjustment => (tr("Re-check adjustments"), tr("Re-check adjustment")),
+        EntryKind::Payout => (tr("Payouts"), tr("Payout")),
+        EntryKind::OperatorAdjustment => (tr("Operator adjustments"), tr("Operator adjustment")),
     }
 }
 
@@ -181,9 +196,12 @@ pub(crate) async fn page(
     let balance = service.balance(project.id).await.map_err(failed)?;
     let today = day_of(service.ports().clock.now());
     let mut chrome = st
-        .chrome(format!("{}: balance", project.name), Some(&signed.current))
+        .chrome(
+            trf("{project}: balance", &[("project", &project.name)]),
+            Some(&signed.current),
+        )
         .section("projects")
-        .crumbs(vec![Link::new("/projects", "Projects and API")]);
+        .crumbs(vec![Link::new("/projects", tr("Projects and API"))]);
     let mut page = BalancePage {
         chrome: chrome.clone(),
         tab: "balance",
@@ -277,7 +295,7 @@ pub(crate) async fn entries_csv(
     let name = format!("balance-{}-{}-{}.csv", project.id, period.from, period.to);
     download(&name, stream).await.map_err(|e| {
         tracing::error!(error = %e, "cabinet: the entries export failed");
-        PageError::Unavailable("The service cannot answer now. Try again in a moment.".into())
+        PageError::Unavailable(tr("The service cannot answer now. Try again in a moment.").into())
             .render(&st)
     })
 }

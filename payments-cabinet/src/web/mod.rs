@@ -11,6 +11,7 @@
 mod auth;
 mod balance;
 pub mod export;
+pub mod i18n;
 mod once;
 pub mod payer;
 mod payments;
@@ -35,6 +36,7 @@ use axum::Router;
 use payments_core::{ApiError, ErrorCode};
 
 use crate::accounts::{Cabinet, Client, Current};
+use i18n::tr;
 use views::{Chrome, Message};
 
 /// The stylesheet, embedded.
@@ -124,6 +126,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
     ("GET", "/healthz"),
     ("GET", "/assets/cabinet.css"),
+    ("POST", "/language"),
     ("GET", "/sign-in"),
     ("POST", "/sign-in"),
     ("GET", "/sign-in/code"),
@@ -181,6 +184,7 @@ pub fn router(state: CabinetState) -> Router {
         .route("/", get(home))
         .route("/healthz", get(|| async { "ok" }))
         .route("/assets/cabinet.css", get(stylesheet))
+        .route("/language", post(language))
         .route("/sign-in", get(auth::sign_in_page).post(auth::sign_in))
         .route("/sign-in/code", get(auth::code_page).post(auth::code))
         .route(
@@ -267,6 +271,28 @@ async fn stylesheet() -> Response {
         .into_response()
 }
 
+/// `POST /language`: the language switch. Keeps the chosen language in the `cabinet-lang`
+/// cookie (a year) and answers `303` back to the page it was sent from (`back`, a path on
+/// this site only; anything else goes to `/`). An unknown language changes nothing.
+async fn language(State(st): State<CabinetState>, form: FormData) -> Response {
+    let back = i18n::safe_back(form.get("back"));
+    let Some(lang) = i18n::Lang::from_code(form.get("lang")) else {
+        return see_other(back);
+    };
+    let secure = if st.tls { "; Secure" } else { "" };
+    let cookie = format!(
+        "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age=31536000{secure}",
+        i18n::LANG_COOKIE,
+        lang.code()
+    );
+    let mut response = see_other(back);
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("a constant cookie"),
+    );
+    response
+}
+
 async fn not_found(State(st): State<CabinetState>) -> Response {
     PageError::NotFound.render(&st)
 }
@@ -279,13 +305,27 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
 /// with any method but GET and HEAD is refused (`403`, nothing runs) unless its
 /// `Sec-Fetch-Site` is `same-origin`, or, without that header, its `Origin` is the cabinet's
 /// own. A request with neither is refused too: every browser sends one of them with a POST.
+///
+/// The request runs in its language ([`i18n::of_request`]): whatever it renders, an error
+/// page included, reads it through [`i18n::current`].
 pub async fn guard(State(st): State<CabinetState>, req: Request, next: Next) -> Response {
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-    let mut response = if safe || same_origin(&st, req.headers()) {
-        next.run(req).await
-    } else {
-        PageError::CrossSite.render(&st)
+    let scope = i18n::Scope {
+        lang: i18n::of_request(req.headers()),
+        here: if safe {
+            i18n::page_of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
+        } else {
+            "/".to_string()
+        },
     };
+    let mut response = i18n::scope(scope, async {
+        if safe || same_origin(&st, req.headers()) {
+            next.run(req).await
+        } else {
+            PageError::CrossSite.render(&st)
+        }
+    })
+    .await;
     let h = response.headers_mut();
     // A page with a policy of its own (the payer page) keeps it.
     if !h.contains_key("content-security-policy") {
@@ -361,7 +401,7 @@ impl<E: Into<ApiError>> From<E> for PageError {
             _ => {
                 tracing::error!(code = %e.code, message = %e.message, "cabinet: request failed");
                 PageError::Unavailable(
-                    "The service cannot answer now. Try again in a moment.".into(),
+                    tr("The service cannot answer now. Try again in a moment.").into(),
                 )
             }
         }
@@ -373,23 +413,23 @@ impl PageError {
         let (status, title, text) = match self {
             PageError::NotFound => (
                 StatusCode::NOT_FOUND,
-                "Not found",
-                "There is no such page, or it is not yours to see.".to_string(),
+                tr("Not found"),
+                tr("There is no such page, or it is not yours to see.").to_string(),
             ),
             PageError::CrossSite => (
                 StatusCode::FORBIDDEN,
-                "Refused",
-                "The request did not come from the cabinet's own pages, so nothing was changed."
+                tr("Refused"),
+                tr("The request did not come from the cabinet's own pages, so nothing was changed.")
                     .to_string(),
             ),
-            PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, "Not accepted", m),
-            PageError::Conflict(m) => (StatusCode::CONFLICT, "Not possible now", m),
-            PageError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, "Unavailable", m),
+            PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, tr("Not accepted"), m),
+            PageError::Conflict(m) => (StatusCode::CONFLICT, tr("Not possible now"), m),
+            PageError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, tr("Unavailable"), m),
         };
         let page = Message {
             chrome: st.chrome(title, None),
             text,
-            link: Some(views::Link::new("/", "Back to the cabinet")),
+            link: Some(views::Link::new("/", tr("Back to the cabinet"))),
         };
         html(status, &page)
     }
@@ -597,7 +637,7 @@ impl FromRequest<CabinetState> for FormData {
                 let mut slow = (
                     StatusCode::REQUEST_TIMEOUT,
                     [(header::CONNECTION, "close")],
-                    "The form did not arrive in time.",
+                    tr("The form did not arrive in time."),
                 )
                     .into_response();
                 slow.headers_mut().insert(

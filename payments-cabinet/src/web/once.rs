@@ -22,6 +22,7 @@ use axum::response::Response;
 use payments_core::ids::SessionId;
 use serde::{Deserialize, Serialize};
 
+use super::i18n::tr;
 use super::views::{Chrome, Link, Message, RecoveryCodes, ShownOnce};
 use super::{html, see_other, CabinetState, PageError, Signed};
 use crate::accounts::SignInError;
@@ -101,7 +102,7 @@ impl Flash {
             retry_after: (*e == SignInError::Busy).then_some(2),
             ..Flash::new(page, status)
         }
-        .error(field, e.to_string())
+        .error(field, super::auth::sign_in_refusal(e))
     }
 
     /// With an error on `field`.
@@ -291,9 +292,9 @@ pub(crate) async fn shown(
         Some(Slot::Form(_)) | None => html(
             StatusCode::GONE,
             &Message {
-                chrome: st.chrome("Already shown", Some(current)),
-                text: ALREADY_SHOWN.to_string(),
-                link: Some(Link::new("/projects", "Back to the cabinet")),
+                chrome: st.chrome(tr("Already shown"), Some(current)),
+                text: already_shown().to_string(),
+                link: Some(Link::new("/projects", tr("Back to the cabinet"))),
             },
         ),
     };
@@ -313,9 +314,9 @@ fn section_of(name: &str) -> &'static str {
 }
 
 /// What a second look at a shown-once page says.
-pub(crate) const ALREADY_SHOWN: &str = "Already shown: this value was displayed once and is \
-    not kept to be shown again (reloading the page does not repeat what made it). If you lost \
-    it, issue a new one.";
+fn already_shown() -> &'static str {
+    tr("Already shown: this value was displayed once and is not kept to be shown again (reloading the page does not repeat what made it). If you lost it, issue a new one.")
+}
 
 #[cfg(test)]
 mod tests {

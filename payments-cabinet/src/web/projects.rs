@@ -13,6 +13,7 @@ use payments_core::project::{Merchant, Project};
 use payments_core::service::ProjectPatch;
 use payments_core::Timestamp;
 
+use super::i18n::tr;
 use super::once::{self, Flash, Slot};
 use super::views::{
     when, when_text, Access, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
@@ -54,15 +55,15 @@ pub(crate) async fn visible_project(
 fn state_text(p: &Project, m: &Merchant) -> String {
     let mut parts = Vec::new();
     parts.push(if p.active {
-        "active"
+        tr("active")
     } else {
-        "inactive (tokens refused)"
+        tr("inactive (tokens refused)")
     });
     if p.paused {
-        parts.push("paused (new payments refused)");
+        parts.push(tr("paused (new payments refused)"));
     }
     if m.paused {
-        parts.push("merchant paused");
+        parts.push(tr("merchant paused"));
     }
     parts.join(", ")
 }
@@ -150,7 +151,7 @@ pub(crate) async fn list(State(st): State<CabinetState>, signed: Signed) -> Page
         .collect();
     Ok(ok(&Projects {
         chrome: st
-            .chrome("Projects and API", Some(&signed.current))
+            .chrome(tr("Projects and API"), Some(&signed.current))
             .section("projects"),
         groups,
     }))
@@ -256,7 +257,7 @@ async fn access_page(
             Some(current),
         )
         .section("projects")
-        .crumbs(vec![Link::new("/projects", "Projects and API")])
+        .crumbs(vec![Link::new("/projects", tr("Projects and API"))])
         .notice(draft.notice);
     for (field, message) in draft.errors {
         chrome = chrome.error(&field, message);

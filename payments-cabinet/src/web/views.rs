@@ -4,6 +4,7 @@
 use askama::Template;
 use payments_core::Timestamp;
 
+use super::i18n::{self, tr, Lang};
 use crate::accounts::Current;
 
 /// A link.
@@ -41,6 +42,10 @@ pub(crate) struct UserChip {
 /// page can share: title, product, environment badge, notices and errors).
 #[derive(Debug, Clone)]
 pub(crate) struct Chrome {
+    /// The page's language (`<html lang>`, every text through [`Chrome::t`]).
+    pub(crate) lang: Lang,
+    /// The page the language switch returns to (this one).
+    pub(crate) here: String,
     pub(crate) title: String,
     pub(crate) product: String,
     pub(crate) sandbox: bool,
@@ -63,12 +68,14 @@ impl Chrome {
             .map(|c| UserChip {
                 email: c.user.email.clone(),
                 role: if c.is_support() {
-                    "support"
+                    tr("support")
                 } else {
-                    "merchant"
+                    tr("merchant")
                 },
             });
         Chrome {
+            lang: i18n::current(),
+            here: i18n::here(),
             title,
             product: product.to_string(),
             sandbox,
@@ -78,6 +85,33 @@ impl Chrome {
             notice: None,
             errors: Vec::new(),
         }
+    }
+
+    /// `key` (an English text of the catalog) in the page's language.
+    pub(crate) fn t<'a>(&self, key: &'a str) -> &'a str {
+        self.lang.t(key)
+    }
+
+    /// `key` in the page's language with its placeholder `{name}` filled by `value`.
+    pub(crate) fn f1<V: std::fmt::Display + ?Sized>(
+        &self,
+        key: &str,
+        name: &str,
+        value: &V,
+    ) -> String {
+        self.lang.f(key, &[(name, &value)])
+    }
+
+    /// `key` in the page's language with two placeholders filled.
+    pub(crate) fn f2<V: std::fmt::Display + ?Sized, W: std::fmt::Display + ?Sized>(
+        &self,
+        key: &str,
+        name: &str,
+        value: &V,
+        name2: &str,
+        value2: &W,
+    ) -> String {
+        self.lang.f(key, &[(name, &value), (name2, &value2)])
     }
 
     /// The error of a field, if any (the templates call it).
