@@ -141,6 +141,8 @@ impl IntoResponse for HttpError {
 pub struct AccessNote {
     project: OnceLock<String>,
     operator: OnceLock<String>,
+    merchant_payment_id: OnceLock<String>,
+    payment: OnceLock<payments_core::PaymentId>,
 }
 
 impl AccessNote {
@@ -152,6 +154,16 @@ impl AccessNote {
     /// The operator who made the request (`operator:<name>`).
     pub fn set_operator(&self, actor: &str) {
         let _ = self.operator.set(actor.to_string());
+    }
+
+    /// A create's `merchant_payment_id` (for the request log's retries).
+    pub fn set_merchant_payment_id(&self, id: &str) {
+        let _ = self.merchant_payment_id.set(id.to_string());
+    }
+
+    /// The payment a read asked for (for the request log's polling).
+    pub fn set_payment(&self, id: payments_core::PaymentId) {
+        let _ = self.payment.set(id);
     }
 }
 
@@ -177,8 +189,9 @@ pub async fn answer_errors(
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let note = Arc::new(AccessNote::default());
     let span = crate::trace::request_span(method.as_str(), &route, &rid.0, req.headers());
-    let (mut resp, code) = match over_limits(&req) {
-        Some(e) => (render(&e, &rid), Some(e.code.as_str())),
+    let logged = st.request_log.as_ref().map(|_| Arrival::of(&req, &st));
+    let (mut resp, code, error) = match over_limits(&req) {
+        Some(e) => (render(&e, &rid), Some(e.code.as_str()), None),
         None => {
             req.extensions_mut().insert(rid.clone());
             req.extensions_mut().insert(note.clone());
@@ -203,7 +216,87 @@ pub async fn answer_errors(
         request_id = rid.0.as_str(),
         "request"
     );
+    if let (Some(log), Some(arrival)) = (&st.request_log, logged) {
+        if let Some(entry) = arrival.entry(
+            &note,
+            resp.status().as_u16(),
+            code,
+            error.as_deref(),
+            &rid,
+            start.elapsed(),
+            client.as_deref(),
+        ) {
+            log.note(entry);
+        }
+    }
     resp
+}
+
+/// What the request log needs of a request as it arrives (read only while the log is on).
+struct Arrival {
+    at: payments_core::Timestamp,
+    method: String,
+    path: String,
+    /// The signature's `created`, Unix seconds.
+    created: Option<i64>,
+}
+
+impl Arrival {
+    fn of(req: &Request, st: &crate::AppState) -> Arrival {
+        let uri = req
+            .extensions()
+            .get::<axum::extract::OriginalUri>()
+            .map_or(req.uri(), |o| &o.0);
+        let headers: Vec<(&str, &[u8])> = req
+            .headers()
+            .iter()
+            .filter(|(n, _)| *n == "signature-input")
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect();
+        Arrival {
+            at: st.service.ports().clock.now(),
+            method: req.method().as_str().to_string(),
+            path: payments_core::request_log::bounded_path(uri.path()),
+            created: payments_core::auth::signature::signature_created(&headers),
+        }
+    }
+
+    /// The log's entry, when a merchant request was attributed to a project (an operator's
+    /// request, or one whose token is unknown, is nobody's).
+    #[allow(clippy::too_many_arguments)]
+    fn entry(
+        self,
+        note: &AccessNote,
+        status: u16,
+        code: Option<&str>,
+        error: Option<&ApiError>,
+        rid: &RequestId,
+        latency: std::time::Duration,
+        client: Option<&str>,
+    ) -> Option<payments_core::request_log::RequestLogEntry> {
+        if note.operator.get().is_some() {
+            return None;
+        }
+        let project_id = note.project.get()?.parse().ok()?;
+        Some(payments_core::request_log::RequestLogEntry {
+            id: 0,
+            project_id,
+            at: self.at,
+            method: self.method,
+            path: self.path,
+            status,
+            error_code: code.map(str::to_string),
+            request_id: rid.0.clone(),
+            latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            source: client.unwrap_or("-").to_string(),
+            merchant_payment_id: note.merchant_payment_id.get().cloned(),
+            payment_id: note.payment.get().copied(),
+            clock_skew_ms: self
+                .created
+                .map(|c| c.saturating_mul(1000).saturating_sub(self.at.unix_millis())),
+            diagnosis: error.and_then(payments_core::request_log::SignatureDiagnosis::of),
+        })
+    }
 }
 
 /// The client's address as the allow-list sees it: the connection's peer, or, from a trusted
@@ -251,12 +344,16 @@ fn over_limits(req: &Request) -> Option<ApiError> {
 }
 
 /// Writes the body of an error answer: ours from its extension; one the framework made (plain
-/// text or empty) from its status. Other answers pass unchanged. With the error code, if any.
-async fn finish(resp: Response, rid: &RequestId) -> (Response, Option<&'static str>) {
+/// text or empty) from its status. Other answers pass unchanged. With the error code, if any,
+/// and our error (for the request log's diagnosis).
+async fn finish(
+    resp: Response,
+    rid: &RequestId,
+) -> (Response, Option<&'static str>, Option<Arc<ApiError>>) {
     if let Some(PendingError(e)) = resp.extensions().get::<PendingError>().cloned() {
         let mut answer = render(&e, rid);
         carry_headers(resp.headers(), &mut answer);
-        return (answer, Some(e.code.as_str()));
+        return (answer, Some(e.code.as_str()), Some(e));
     }
     let status = resp.status();
     let is_json = resp
@@ -264,7 +361,7 @@ async fn finish(resp: Response, rid: &RequestId) -> (Response, Option<&'static s
         .get("content-type")
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return (resp, None);
+        return (resp, None, None);
     }
     let (parts, body) = resp.into_parts();
     // The framework's own text is short (a rejection reason); read at most 1 KiB of it.
@@ -294,7 +391,7 @@ async fn finish(resp: Response, rid: &RequestId) -> (Response, Option<&'static s
     };
     let mut answer = render(&ApiError::new(code, message), rid);
     carry_headers(&parts.headers, &mut answer);
-    (answer, Some(code.as_str()))
+    (answer, Some(code.as_str()), None)
 }
 
 /// Headers the original answer set (e.g. `Allow` on a `405`) stay on the rendered one, except

@@ -73,6 +73,7 @@ pub mod measured;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;
+pub mod request_log;
 pub mod resolver;
 pub mod sandbox;
 pub mod state;

@@ -337,6 +337,10 @@ async fn create_payment(
     axum::Extension(rid): axum::Extension<RequestId>,
     req: Request,
 ) -> Result<Response, HttpError> {
+    let note = req
+        .extensions()
+        .get::<std::sync::Arc<crate::error::AccessNote>>()
+        .cloned();
     let a = admitted(&st, Endpoint::CreatePayment, req, None).await?;
     let project = a.auth.context().project.clone();
     tracing::Span::current().record("project_id", tracing::field::display(project.id));
@@ -369,6 +373,9 @@ async fn create_payment(
         _ => StatusCode::OK,
     };
     let p = &outcome.payment;
+    if let Some(note) = &note {
+        note.set_merchant_payment_id(p.merchant_payment_id.as_str());
+    }
     // Support needs to match a payer's report to a payment; the requisite is masked.
     let requisite = p.requisites.as_ref().map(|r| mask_requisite(&r.requisite));
     // The request id and project at the event's top level too: a JSON line carries the span's
@@ -417,7 +424,15 @@ async fn get_payment(
 ) -> Result<Response, HttpError> {
     // The payment is read with the credentials (one store round trip); an id that does not
     // parse is, like an unknown one, 404 after every authentication check.
-    let a = admitted(&st, Endpoint::GetPayment, req, id.parse().ok()).await?;
+    let wanted: Option<PaymentId> = id.parse().ok();
+    if let (Some(note), Some(id)) = (
+        req.extensions()
+            .get::<std::sync::Arc<crate::error::AccessNote>>(),
+        wanted,
+    ) {
+        note.set_payment(id);
+    }
+    let a = admitted(&st, Endpoint::GetPayment, req, wanted).await?;
     let decimals = a.decimals;
     let ctx = st.service.accept(a.auth).await?;
     let payment = ctx.payment.ok_or_else(payment_not_found)?;

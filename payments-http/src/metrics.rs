@@ -231,6 +231,7 @@ pub struct Metrics {
     stuck_creates: Family<OutcomeLabels, Counter>,
     ledger_differences: Gauge,
     ledger_reconciliations: Counter,
+    request_log_dropped: Counter,
     dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
     rate_ages: std::sync::OnceLock<RateAgesSource>,
     provider_health: std::sync::OnceLock<ProviderHealthSource>,
@@ -287,6 +288,7 @@ impl Default for Metrics {
         let stuck_creates = Family::<OutcomeLabels, Counter>::default();
         let ledger_differences = Gauge::default();
         let ledger_reconciliations = Counter::default();
+        let request_log_dropped = Counter::default();
         // Both outcomes from the start: an alert on `ambiguous` needs a series before the
         // first one.
         for outcome in ["recovered", "ambiguous"] {
@@ -379,6 +381,12 @@ impl Default for Metrics {
             ledger_reconciliations.clone(),
         );
         registry.register(
+            "payments_request_log_dropped",
+            "Merchant requests left out of the request log because its queue was full (the \
+             request itself was answered as usual)",
+            request_log_dropped.clone(),
+        );
+        registry.register(
             "payments_build_info",
             "The running build: version and database schema version (always 1)",
             build_info.clone(),
@@ -401,6 +409,7 @@ impl Default for Metrics {
             stuck_creates,
             ledger_differences,
             ledger_reconciliations,
+            request_log_dropped,
             dropped_log_lines: std::sync::OnceLock::new(),
             rate_ages: std::sync::OnceLock::new(),
             provider_health: std::sync::OnceLock::new(),
@@ -415,6 +424,12 @@ impl Metrics {
     /// and without one the metric is left out. A second source is ignored.
     pub fn count_dropped_log_lines(&self, source: fn() -> u64) {
         let _ = self.dropped_log_lines.set(source);
+    }
+
+    /// Counts a merchant request the request log's full queue dropped
+    /// (`payments_request_log_dropped_total`).
+    pub fn count_request_log_dropped(&self) {
+        self.request_log_dropped.inc();
     }
 
     /// Records one call of the provider `provider`: its outcome and latency.

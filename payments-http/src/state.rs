@@ -81,6 +81,8 @@ pub struct SharedState {
     /// The router over several requisite providers, whose live health the operator API shows
     /// (`GET /operator/v1/providers`); `None` with one provider.
     pub router: Option<Arc<payments_core::routing::Router>>,
+    /// The merchant API's request log ([`crate::request_log`]); `None`: off, nothing noted.
+    pub request_log: Option<Arc<crate::request_log::RequestLog>>,
 }
 
 /// Records when project tokens authenticate requests, for the cabinet's "last used": at most
@@ -248,6 +250,7 @@ impl AppState {
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             long_polls: Arc::default(),
             router: None,
+            request_log: None,
             service,
         }))
     }
@@ -300,6 +303,12 @@ impl AppState {
     /// The SQLite database file whose size `/metrics` reports.
     pub fn with_database_file(mut self, file: Option<Arc<Path>>) -> Self {
         self.shared().database_file = file;
+        self
+    }
+
+    /// Notes every merchant request attributed to a project into `log` (`None`: off).
+    pub fn with_request_log(mut self, log: Option<Arc<crate::request_log::RequestLog>>) -> Self {
+        self.shared().request_log = log;
         self
     }
 

@@ -130,7 +130,7 @@ async fn apply_retention(
     service: &PaymentService,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<Stopped> {
-    let (mut events, mut audit) = (0u64, 0u64);
+    let (mut events, mut audit, mut requests) = (0u64, 0u64, 0u64);
     loop {
         if *stop.borrow() {
             return Some(Stopped::Asked);
@@ -139,8 +139,9 @@ async fn apply_retention(
             Ok(r) => {
                 events += r.events;
                 audit += r.audit;
+                requests += r.requests;
                 let full = RETENTION_BATCH as u64;
-                if r.events < full && r.audit < full {
+                if r.events < full && r.audit < full && r.requests < full {
                     break;
                 }
             }
@@ -154,11 +155,12 @@ async fn apply_retention(
             stopped = stop_requested(stop) => return Some(stopped),
         }
     }
-    if events + audit > 0 {
+    if events + audit + requests > 0 {
         tracing::info!(
             events,
             audit,
-            "retention: finished callback events and audit records deleted"
+            requests,
+            "retention: finished callback events, audit records and logged requests deleted"
         );
     }
     None

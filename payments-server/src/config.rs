@@ -617,6 +617,16 @@ pub struct Tuning {
     /// quiet hour's interval or run it from a timer through the operator API.
     #[serde(with = "duration")]
     pub ledger_reconcile_interval: Duration,
+    /// Whether the merchant API's requests are logged per project for the cabinet's Requests
+    /// page (default `true`): written off the request's path through a bounded queue.
+    pub request_log: bool,
+    /// The logged requests that wait for the log's writer at most (default 4,096, at least
+    /// 1); when it is full a request is left out of the log and counted in
+    /// `payments_request_log_dropped_total`, never slowed.
+    pub request_log_queue: usize,
+    /// The requests each project's log keeps at most, the newest (default 1,000, at least
+    /// 1); none older than 7 days either way.
+    pub request_log_keep: usize,
 }
 
 impl Default for Tuning {
@@ -632,6 +642,9 @@ impl Default for Tuning {
             signature_batch_wait: Duration::from_millis(1),
             signature_batch_min: 1,
             ledger_reconcile_interval: Duration::from_secs(24 * 3600),
+            request_log: true,
+            request_log_queue: 4_096,
+            request_log_keep: 1_000,
         }
     }
 }
@@ -773,6 +786,8 @@ impl Settings {
         t.header_timeout = t.header_timeout.max(Duration::from_millis(100));
         t.idle_timeout = t.idle_timeout.max(Duration::from_secs(1));
         t.body_timeout = t.body_timeout.max(Duration::from_millis(100));
+        t.request_log_queue = t.request_log_queue.max(1);
+        t.request_log_keep = t.request_log_keep.max(1);
         self.tls.watch_interval = self.tls.watch_interval.max(Duration::from_millis(100));
         if self.tls.operator && self.tls.cert.is_none() {
             return Err(ConfigError(

@@ -330,6 +330,18 @@ impl ApplicationBuilder {
         if let Some(limiter) = rate_limiter {
             state = state.with_rate_limiter(limiter);
         }
+        if settings.tuning.request_log {
+            let config = payments_http::request_log::RequestLogConfig {
+                queue: settings.tuning.request_log_queue,
+                ..Default::default()
+            };
+            let (log, _writer) = payments_http::request_log::RequestLog::start(
+                state.service.clone(),
+                config,
+                state.metrics.clone(),
+            );
+            state = state.with_request_log(Some(log));
+        }
 
         let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
             let l = TcpListener::bind(addr)
@@ -1121,6 +1133,10 @@ async fn service_over(
     Ok(service)
 }
 
+        request_log: payments_core::request_log::RequestLogPolicy {
+            keep: settings.tuning.request_log_keep,
+            ..Default::default()
+        },
 /// The environment rule of the core ([`PaymentService::record_environment`]) as a start
 /// needs it: `serve` records it; a command only checks it (and warns when none is recorded).
 async fn check_environment(service: &PaymentService, record: bool) -> Result<(), StartError> {

@@ -48,6 +48,9 @@ pub struct PurgeReport {
     pub events: u64,
     /// Audit records deleted.
     pub audit: u64,
+    /// Logged merchant requests deleted (older than
+    /// [`RequestLogPolicy::max_age`](crate::request_log::RequestLogPolicy::max_age)).
+    pub requests: u64,
 }
 
 /// A payment whose failed events a bulk resend answered.
@@ -284,7 +287,8 @@ impl PaymentService {
 
     /// One retention batch: deletes at most `batch` finished events (with their attempts)
     /// and `batch` audit records older than [`ServiceConfig::retention`](super::ServiceConfig)
-    /// allows. The sweeper repeats it, pausing between batches, until both come back short.
+    /// allows, and `batch` logged requests older than its `request_log` policy. The sweeper
+    /// repeats it, pausing between batches, until each comes back short.
     pub async fn purge_expired_records(&self, batch: usize) -> Result<PurgeReport, StoreError> {
         let now = self.ports.clock.now();
         let retention = self.config.retention;
@@ -302,6 +306,13 @@ impl PaymentService {
             let store = &self.ports.store;
             report.audit = store.purge(Retained::Audit, before, batch).await?.deleted;
         }
+        let before = self.config.request_log.since(now);
+        report.requests = self
+            .ports
+            .store
+            .purge_requests(before, batch)
+            .await?
+            .deleted;
         Ok(report)
     }
 }

@@ -7,5 +7,6 @@ mod list;
 mod metadata;
 mod reads;
 mod refusals;
+mod request_log;
 mod server;
 mod support;

@@ -1,0 +1,167 @@
+//! The merchant API's request log, written off the request's path: the error middleware
+//! ([`crate::error::answer_errors`]) notes each merchant request it can attribute to a project
+//! into a bounded queue with [`RequestLog::note`], which never waits (a full queue drops the
+//! entry and counts it in `payments_request_log_dropped_total`); one writer task takes the
+//! queue in batches and hands each to the core
+//! ([`PaymentService::record_requests`](payments_core::service::PaymentService::record_requests)),
+//! which keeps each project's newest entries.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use payments_core::request_log::RequestLogEntry;
+use payments_core::service::PaymentService;
+use tokio::sync::mpsc;
+
+use crate::metrics::Metrics;
+
+/// How the request log is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLogConfig {
+    /// The entries waiting for the writer at most; more are dropped (and counted).
+    pub queue: usize,
+    /// The entries one write takes at most.
+    pub batch: usize,
+}
+
+impl Default for RequestLogConfig {
+    /// A queue of 4,096 entries, written 256 at a time.
+    fn default() -> Self {
+        RequestLogConfig {
+            queue: 4_096,
+            batch: 256,
+        }
+    }
+}
+
+/// The sending side of the request log: cheap to note into, never waits.
+#[derive(Debug)]
+pub struct RequestLog {
+    queue: mpsc::Sender<RequestLogEntry>,
+    dropped: AtomicU64,
+    metrics: Arc<Metrics>,
+}
+
+impl RequestLog {
+    /// A request log whose entries wait in a queue of `config.queue` (at least 1), and the
+    /// receiving end for [`RequestLog::write`].
+    pub fn new(
+        config: RequestLogConfig,
+        metrics: Arc<Metrics>,
+    ) -> (RequestLog, mpsc::Receiver<RequestLogEntry>) {
+        let (queue, rx) = mpsc::channel(config.queue.max(1));
+        (
+            RequestLog {
+                queue,
+                dropped: AtomicU64::new(0),
+                metrics,
+            },
+            rx,
+        )
+    }
+
+    /// A request log with its writer running on the current tokio runtime: entries go to
+    /// `service` in batches of `config.batch`. The writer ends when the log is dropped and its
+    /// queue is written.
+    pub fn start(
+        service: PaymentService,
+        config: RequestLogConfig,
+        metrics: Arc<Metrics>,
+    ) -> (Arc<RequestLog>, tokio::task::JoinHandle<()>) {
+        let (log, rx) = RequestLog::new(config, metrics);
+        let writer = tokio::spawn(RequestLog::write(service, rx, config.batch));
+        (Arc::new(log), writer)
+    }
+
+    /// Queues `entry` for the writer without waiting; `false` when the queue was full (or the
+    /// writer gone) and the entry was dropped and counted.
+    pub fn note(&self, entry: RequestLogEntry) -> bool {
+        match self.queue.try_send(entry) {
+            Ok(()) => true,
+            Err(_) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.metrics.count_request_log_dropped();
+                false
+            }
+        }
+    }
+
+    /// The entries dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The writer: takes what waits (up to `batch`) and writes it as one batch, until every
+    /// sender is gone. A failed write is logged and its entries are lost (the log is a
+    /// debugging aid; the requests themselves were answered).
+    pub async fn write(
+        service: PaymentService,
+        mut rx: mpsc::Receiver<RequestLogEntry>,
+        batch: usize,
+    ) {
+        let batch = batch.max(1);
+        let mut entries = Vec::with_capacity(batch);
+        while rx.recv_many(&mut entries, batch).await > 0 {
+            if let Err(e) = service.record_requests(&entries).await {
+                tracing::warn!(
+                    error = %e,
+                    entries = entries.len(),
+                    "request log: a batch was not written"
+                );
+            }
+            entries.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> RequestLogEntry {
+        RequestLogEntry {
+            id: 0,
+            project_id: "00000000-0000-4000-8000-000000000001".parse().unwrap(),
+            at: payments_core::Timestamp::from_unix_millis(1),
+            method: "POST".into(),
+            path: "/api/v1/payments".into(),
+            status: 201,
+            error_code: None,
+            request_id: "r".into(),
+            latency_us: 1,
+            source: "-".into(),
+            merchant_payment_id: None,
+            payment_id: None,
+            clock_skew_ms: None,
+            diagnosis: None,
+        }
+    }
+
+    /// With nobody taking the queue, the note past its size is dropped and counted, and the
+    /// caller goes on: `note` is not async, it cannot wait for room.
+    #[test]
+    fn a_full_queue_drops_and_counts_without_waiting() {
+        let metrics = Arc::new(Metrics::default());
+        let (log, rx) = RequestLog::new(
+            RequestLogConfig {
+                queue: 2,
+                batch: 10,
+            },
+            metrics.clone(),
+        );
+        assert!(log.note(entry()));
+        assert!(log.note(entry()));
+        assert!(!log.note(entry()), "the third does not fit");
+        assert!(!log.note(entry()));
+        assert_eq!(log.dropped(), 2);
+        let scrape = metrics.render(&Default::default(), Default::default());
+        assert!(
+            scrape.contains("payments_request_log_dropped_total 2"),
+            "{scrape}"
+        );
+        // A writer gone drops too.
+        drop(rx);
+        assert!(!log.note(entry()));
+        assert_eq!(log.dropped(), 3);
+    }
+}

@@ -1,0 +1,152 @@
+//! The request log over a real socket: the requests a merchant's client sends reach its
+//! project's log off the request path, a refused signature with its diagnosis, and the
+//! integration health reads them.
+
+use std::time::Duration;
+
+use payments_client::SignSpec;
+use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
+use payments_server::testing::TestServer;
+use reqwest::{Method, StatusCode};
+
+use crate::support::body;
+
+/// The project's log once it holds a request with `request_id` (the writer is a task of its
+/// own: an answer comes before its entry is written).
+async fn logged(s: &TestServer, request_id: &str) -> Vec<RequestLogEntry> {
+    for _ in 0..500 {
+        let page = s
+            .state
+            .service
+            .request_log(&RequestLogQuery::new(s.project(), 100))
+            .await
+            .expect("the log reads");
+        if page.requests.iter().any(|e| e.request_id == request_id) {
+            return page.requests;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("request {request_id} never reached the log");
+}
+
+#[tokio::test]
+async fn a_refused_signature_is_logged_with_its_diagnosis() {
+    let s = TestServer::sandbox().await;
+    let c = &s.client();
+    // A create, and its retry with the same merchant_payment_id.
+    let created = c.create_payment(&body("rl-1", "100")).await.unwrap();
+    assert_eq!(created.status, StatusCode::CREATED);
+    let again = c.create_payment(&body("rl-1", "100")).await.unwrap();
+    assert_eq!(again.status, StatusCode::OK);
+    // Two reads of it at once: polling faster than every 5 s.
+    let id = created.json["id"].as_str().unwrap().to_string();
+    for _ in 0..2 {
+        assert_eq!(c.get_payment(&id).await.unwrap().status, StatusCode::OK);
+    }
+    // A request of an unknown token is nobody's: not logged.
+    let stranger = c
+        .with_token("nl_test_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+        .create_payment(&body("rl-2", "100"))
+        .await
+        .unwrap();
+    assert_eq!(stranger.status, StatusCode::UNAUTHORIZED);
+    // Signed 30 s in the past with the project's key, then one byte of the signature
+    // changed: it does not verify.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let spec = SignSpec {
+        created: Some(now - 30),
+        ..Default::default()
+    };
+    let b = serde_json::to_vec(&body("rl-3", "100")).unwrap();
+    let mut forged = c
+        .prepare(Method::POST, "/api/v1/payments", &b, Some(&spec))
+        .unwrap();
+    let signature = forged
+        .headers
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case("signature"))
+        .expect("a Signature header");
+    let at = signature.1.find(":").unwrap() + 1;
+    let flipped = if &signature.1[at..=at] == "A" {
+        "B"
+    } else {
+        "A"
+    };
+    signature.1.replace_range(at..=at, flipped);
+    let refused = c.send(&forged).await.unwrap();
+    assert_eq!(refused.code(), Some("signature_invalid"));
+    let rid = refused.headers["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+
+    let log = logged(&s, &rid).await;
+    let row = log.iter().find(|e| e.request_id == rid).unwrap();
+    assert_eq!(
+        (row.method.as_str(), row.path.as_str(), row.status),
+        ("POST", "/api/v1/payments", 401)
+    );
+    assert_eq!(row.error_code.as_deref(), Some("signature_invalid"));
+    assert_eq!(row.source, "127.0.0.1");
+    let skew = row.clock_skew_ms.expect("the signature's created was read");
+    assert!((-40_000..=-25_000).contains(&skew), "skew {skew} ms");
+    let d = row.diagnosis.as_ref().expect("a diagnosis");
+    assert_eq!(d.reason, "signature does not verify");
+    let base = d.signature_base.as_deref().expect("the base verified");
+    assert!(base.contains("\"@method\": POST"), "{base}");
+    assert!(d.covered.iter().any(|c| c == "content-digest"), "{d:?}");
+    assert!(
+        !base.contains(s.creds().token.expose()),
+        "the token never reaches the log"
+    );
+    // The creates carry their merchant payment id, the reads their payment.
+    let creates: Vec<_> = log
+        .iter()
+        .filter(|e| e.merchant_payment_id.as_deref() == Some("rl-1"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(creates, [200, 201]);
+    assert!(log
+        .iter()
+        .all(|e| e.merchant_payment_id.as_deref() != Some("rl-2")));
+    assert_eq!(log.len(), 5, "{log:#?}");
+    assert!(log.iter().all(|e| e.latency_us > 0));
+
+    let health = s
+        .state
+        .service
+        .integration_health(s.project())
+        .await
+        .unwrap();
+    assert_eq!(health.requests, 5);
+    assert_eq!((health.create_retries, health.retried_ids), (1, 1));
+    assert_eq!(health.fast_polled_payments, 1);
+    assert_eq!(health.client_errors, 1);
+    assert_eq!(health.client_errors_by_code[0].code, "signature_invalid");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_log_is_off_when_the_settings_say_so() {
+    let s = TestServer::start(|settings| settings.tuning.request_log = false).await;
+    let c = &s.client();
+    assert_eq!(
+        c.create_payment(&body("off-1", "100"))
+            .await
+            .unwrap()
+            .status,
+        StatusCode::CREATED
+    );
+    assert!(s.state.request_log.is_none(), "no log, no queue, no writer");
+    let page = s
+        .state
+        .service
+        .request_log(&RequestLogQuery::new(s.project(), 10))
+        .await
+        .unwrap();
+    assert!(page.requests.is_empty(), "{:?}", page.requests);
+    s.stop().await;
+}
