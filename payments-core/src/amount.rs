@@ -113,6 +113,30 @@ impl Amount {
     pub fn normalized(&self) -> String {
         self.0.normalize().to_string()
     }
+
+    /// Every text an equal amount may be stored as: the value at each scale from its
+    /// shortest to [`MAX_SCALE`] (`100.5` -> `100.5`, `100.50`, ... `100.500000`). A store
+    /// keeps an amount's text with the scale it was received with, so an exact match by value
+    /// is a match on one of these.
+    ///
+    /// ```
+    /// use payments_core::amount::Amount;
+    ///
+    /// let s = Amount::parse("100.50").unwrap().spellings();
+    /// assert_eq!(s.first().map(String::as_str), Some("100.5"));
+    /// assert_eq!(s.last().map(String::as_str), Some("100.500000"));
+    /// assert_eq!(s.len(), 6);
+    /// ```
+    pub fn spellings(&self) -> Vec<String> {
+        let shortest = self.0.normalize();
+        (shortest.scale()..=MAX_SCALE)
+            .map(|scale| {
+                let mut d = shortest;
+                d.rescale(scale);
+                d.to_string()
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for Amount {

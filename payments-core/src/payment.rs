@@ -283,6 +283,43 @@ pub struct Requisites {
     pub deeplink_url: Option<String>,
 }
 
+impl Requisites {
+    /// The last four digits of the requisite (a card number's or a phone's), what a receipt
+    /// prints and what the cabinet's search and the list API's `requisite_last4` find a
+    /// payment by: the requisite's digits only (spaces, `+` and dashes dropped), the last
+    /// four of them; `None` when it holds fewer than four digits.
+    ///
+    /// ```
+    /// use payments_core::payment::Requisites;
+    ///
+    /// let r = |s: &str| Requisites {
+    ///     requisite: s.into(),
+    ///     holder_name: "IVAN I.".into(),
+    ///     bank: None,
+    ///     qrcode_link: None,
+    ///     deeplink_url: None,
+    /// };
+    /// assert_eq!(r("2200123456789010").last4().as_deref(), Some("9010"));
+    /// assert_eq!(r("+7 (900) 123-45-67").last4().as_deref(), Some("4567"));
+    /// assert_eq!(r("12-3").last4(), None);
+    /// ```
+    pub fn last4(&self) -> Option<String> {
+        last4_of(&self.requisite)
+    }
+}
+
+/// The last four digits of `text`'s digits ([`Requisites::last4`]).
+pub fn last4_of(text: &str) -> Option<String> {
+    let digits: Vec<char> = text.chars().filter(char::is_ascii_digit).collect();
+    (digits.len() >= 4).then(|| digits[digits.len() - 4..].iter().collect())
+}
+
+/// Whether `s` is what a search by the last four digits of a requisite takes: exactly four
+/// ASCII digits.
+pub fn is_last4(s: &str) -> bool {
+    s.len() == 4 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// A payment, as stored and as the state machine sees it.
 ///
 /// Deliberately not `#[non_exhaustive]`: a store rebuilds every stored payment from its row
@@ -447,6 +484,12 @@ impl Payment {
     /// `true` for a project test payment.
     pub fn is_test(&self) -> bool {
         self.flow == Flow::ProjectTest
+    }
+
+    /// The last four digits of the payment's requisite ([`Requisites::last4`]); `None`
+    /// before requisites are issued.
+    pub fn requisite_last4(&self) -> Option<String> {
+        self.requisites.as_ref().and_then(Requisites::last4)
     }
 
     /// The settlement at the current amount; `None` until requisites are issued.

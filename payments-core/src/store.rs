@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::amount::Amount;
 use crate::clock::Timestamp;
 use crate::event::{
     DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
@@ -207,6 +208,11 @@ pub struct PaymentQuery {
     pub payment_method: Option<PaymentMethod>,
     /// Only this flow (regular or project test payments).
     pub flow: Option<Flow>,
+    /// Only payments whose current amount equals this by value (`100.5` finds `100.50`).
+    pub amount: Option<Amount>,
+    /// Only payments whose requisite ends in these four digits
+    /// ([`Requisites::last4`](crate::payment::Requisites::last4)).
+    pub requisite_last4: Option<String>,
     /// Only payments before this `(created_at, id)` in the order (the next page).
     pub before: Option<(Timestamp, PaymentId)>,
     /// At most this many.
@@ -226,6 +232,8 @@ impl PaymentQuery {
             metadata: None,
             payment_method: None,
             flow: None,
+            amount: None,
+            requisite_last4: None,
             before: None,
             limit,
         }
@@ -253,6 +261,11 @@ impl PaymentQuery {
                 .metadata
                 .as_ref()
                 .is_none_or(|(k, v)| payment.metadata.get(k) == Some(v.as_str()))
+            && self.amount.is_none_or(|a| payment.amount == a)
+            && self
+                .requisite_last4
+                .as_deref()
+                .is_none_or(|l| payment.requisite_last4().as_deref() == Some(l))
     }
 }
 

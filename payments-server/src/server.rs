@@ -856,6 +856,18 @@ impl OpenedStore {
         }
     }
 
+    /// Gives payments written before schema 16 the last four digits of their requisite
+    /// (`payment backfill-last4`).
+    pub async fn backfill_requisite_last4(
+        &self,
+    ) -> Result<payments_store_sqlite::Last4Backfill, payments_core::store::StoreError> {
+        match self {
+            OpenedStore::Sqlite(s) => s.backfill_requisite_last4().await,
+            #[cfg(feature = "postgres")]
+            OpenedStore::Postgres(s) => s.backfill_requisite_last4().await,
+        }
+    }
+
     /// How many payments hold requisites sealed under each key id.
     pub async fn sealed_requisite_keys(
         &self,
@@ -1121,6 +1133,10 @@ async fn service_over(
         sealing,
         provider_budget: settings.upstream.provider_budget,
         retention: settings.retention(),
+        request_log: payments_core::request_log::RequestLogPolicy {
+            keep: settings.tuning.request_log_keep,
+            ..Default::default()
+        },
         ..ServiceConfig::default()
     };
     let mut auth = AuthConfig::for_environment(settings.environment);
@@ -1133,10 +1149,6 @@ async fn service_over(
     Ok(service)
 }
 
-        request_log: payments_core::request_log::RequestLogPolicy {
-            keep: settings.tuning.request_log_keep,
-            ..Default::default()
-        },
 /// The environment rule of the core ([`PaymentService::record_environment`]) as a start
 /// needs it: `serve` records it; a command only checks it (and warns when none is recorded).
 async fn check_environment(service: &PaymentService, record: bool) -> Result<(), StartError> {

@@ -53,7 +53,9 @@ pub mod testing;
 mod tls;
 
 pub use error::OpenError;
-pub use payments_store_sql::sealing::{RequisiteReseal, RequisiteSealing, SealWrites};
+pub use payments_store_sql::sealing::{
+    Last4Backfill, RequisiteReseal, RequisiteSealing, SealWrites,
+};
 pub use ratelimit::PgRateLimiter;
 pub use schema::{inspect, migrate, DatabaseInfo, SCHEMA_VERSION};
 
@@ -278,6 +280,41 @@ impl PgStore {
                 } else {
                     report.changed_meanwhile += 1;
                 }
+            }
+            match rows.last() {
+                Some(row) if rows.len() == RESEAL_PAGE => {
+                    after = codec::read(row, |c| c.text("id"))?;
+                }
+                _ => return Ok(report),
+            }
+        }
+    }
+
+    /// Gives every payment written before schema 16 (a requisite, no `requisite_last4`) the
+    /// last four digits of its requisite, a page of [`RESEAL_PAGE`] payments at a time, each
+    /// row only while it still has none and the same requisite (`payments-server payment
+    /// backfill-last4`). Idempotent: a second run finds nothing but requisites too short.
+    pub async fn backfill_requisite_last4(&self) -> Result<Last4Backfill, StoreError> {
+        use payments_store_sql::statements as st;
+        let client = self.client().await?;
+        let mut report = Last4Backfill::default();
+        let mut after = String::new();
+        loop {
+            let rows = codec::query(
+                &client,
+                codec::sql(&st::LAST4_MISSING_PAGE),
+                &[&after, &codec::limit(RESEAL_PAGE)],
+            )
+            .await?;
+            for row in &rows {
+                let Some(values) = codec::read(row, |c| report.values(c, &self.sealing))? else {
+                    continue;
+                };
+                let values = codec::params(values);
+                let changed =
+                    codec::execute(&client, codec::sql(&st::LAST4_SET), &codec::refs(&values))
+                        .await?;
+                report.count(changed);
             }
             match rows.last() {
                 Some(row) if rows.len() == RESEAL_PAGE => {

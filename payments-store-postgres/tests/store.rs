@@ -454,3 +454,72 @@ async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
         "key 1 alone no longer opens it"
     );
 }
+
+/// Payments written before schema 16 (a sealed requisite, no `requisite_last4`) are found by
+/// their last four digits after the backfill; a second run has nothing left to do; a
+/// requisite too short is counted, not guessed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn the_last4_backfill_makes_old_payments_findable() {
+    use std::sync::Arc;
+
+    use payments_core::store::{InsertOutcome, PaymentQuery};
+    use payments_core::testing::contract::{full_payment, project_id};
+    use payments_core::testing::SeededRandom;
+    use payments_store_postgres::SealWrites;
+
+    let url = support::fresh_schema(&support::database_url()).await;
+    let store = PgStore::connect(&url, support::options()).await.unwrap();
+    store
+        .requisite_sealing()
+        .install(
+            payments_core::testing::sealing_keys(1, &[]),
+            Arc::new(SeededRandom::new(1)),
+            SealWrites::Sealed,
+        )
+        .unwrap();
+    let by_last4 = |last4: &str| {
+        let mut q = PaymentQuery::new(project_id(1), 10);
+        q.requisite_last4 = Some(last4.to_string());
+        q
+    };
+    for (n, requisite) in [
+        (1u128, "2200123456789010"),
+        (2, "+7 900 555-90-10"),
+        (3, "12-3"),
+    ] {
+        let mut p = full_payment(payment_id(n), project_id(1), &format!("old-{n}"));
+        p.created_at = T0 + Duration::from_secs(u64::try_from(n).expect("small"));
+        p.requisites.as_mut().expect("requisites").requisite = requisite.to_string();
+        assert_eq!(
+            store.insert_payment(&p).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+    }
+    let found =
+        |v: Vec<payments_core::payment::Payment>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(
+        found(store.find_payments(&by_last4("9010")).await.unwrap()),
+        vec![payment_id(2), payment_id(1)],
+        "written by this build: found at once"
+    );
+    exec(&url, "UPDATE payments SET requisite_last4 = NULL").await;
+    assert!(store
+        .find_payments(&by_last4("9010"))
+        .await
+        .unwrap()
+        .is_empty());
+    let report = store.backfill_requisite_last4().await.unwrap();
+    assert_eq!(
+        (report.filled, report.too_short, report.changed_meanwhile),
+        (2, 1, 0)
+    );
+    assert_eq!(
+        found(store.find_payments(&by_last4("9010")).await.unwrap()),
+        vec![payment_id(2), payment_id(1)],
+        "found after the backfill"
+    );
+    let again = store.backfill_requisite_last4().await.unwrap();
+    assert_eq!((again.filled, again.too_short), (0, 1), "idempotent");
+    store.close();
+}

@@ -116,8 +116,9 @@ fn add_prefix(w: &mut Conditions, dialect: Dialect, prefix: &str, indexed: bool)
 
 /// A page of a project's payments (see [`PaymentQuery`]), newest first by `(created_at, id)`,
 /// every payment column selected. Read through the `(project_id, created_at, id)` index, or
-/// `(project_id, status, created_at, id)`, `(project_id, payment_method, created_at, id)` or
-/// `(project_id, flow, created_at, id)` for a filter on those; with a merchant payment id
+/// `(project_id, status, created_at, id)`, `(project_id, payment_method, created_at, id)`,
+/// `(project_id, flow, created_at, id)`, `(project_id, amount, created_at, id)` or
+/// `(project_id, requisite_last4, created_at, id)` for a filter on those; with a merchant payment id
 /// prefix that `narrow_prefix` says matches few payments ([`prefix_count`]), its matches are
 /// read first through `(project_id, merchant_payment_id)` and then sorted.
 pub fn payment_page(
@@ -166,6 +167,21 @@ pub fn payment_page(
     }
     if let Some(f) = q.flow {
         w.add(" AND flow = ?", SqlValue::text(f.as_str()));
+    }
+    if let Some(a) = q.amount {
+        // The amount is kept with the scale it came with: an equal value is one of its
+        // spellings, read through `(project_id, amount, created_at, id)`.
+        let spellings = a.spellings();
+        for (i, text) in spellings.into_iter().enumerate() {
+            let piece = if i == 0 { " AND amount IN (?" } else { ", ?" };
+            w.add(piece, SqlValue::Text(text));
+        }
+        w.sql.push(')');
+    }
+    if let Some(l) = &q.requisite_last4 {
+        // Through `(project_id, requisite_last4, created_at, id)`; a payment written before
+        // schema 16 has none until `payments-server migrate` fills it in.
+        w.add(" AND requisite_last4 = ?", SqlValue::text(l));
     }
     if let Some((key, value)) = &q.metadata {
         // No index: the rows the other conditions leave are read in time order and their

@@ -313,7 +313,7 @@ impl Record for AuditRecord {
 // --- payments --------------------------------------------------------------------------------
 
 /// The number of payment columns.
-pub const PAYMENT_NCOLS: usize = 32;
+pub const PAYMENT_NCOLS: usize = 33;
 
 /// The payment columns fixed at creation: an update never writes them, and a change that
 /// would alter them is refused as [`StoreError::Conflict`] (the store's `commit_change`
@@ -368,6 +368,7 @@ pub const PAYMENT_COLUMNS: [&str; PAYMENT_NCOLS] = [
     "metadata",
     "provider",
     "route_reason",
+    "requisite_last4",
 ];
 
 /// A payment's values, one per [`PAYMENT_COLUMNS`] entry (a fixed-size array: the payment is
@@ -415,6 +416,8 @@ pub fn payment_values(
         SqlValue::opt_text(p.metadata.to_json_text().as_deref()),
         SqlValue::opt_text(p.route.as_ref().map(|r| r.provider.as_str())),
         SqlValue::opt_text(p.route.as_ref().map(|r| r.reason.as_str())),
+        // In clear beside the sealed requisite: what the search finds it by (schema 16).
+        SqlValue::opt_text(p.requisite_last4().as_deref()),
     ])
 }
 

@@ -250,6 +250,55 @@ pub struct RequisiteReseal {
     pub changed_meanwhile: usize,
 }
 
+/// What a store's backfill of `requisite_last4` did (payments written before schema 16 have
+/// none until it runs or they are written again).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Last4Backfill {
+    /// Payments given their last four digits.
+    pub filled: usize,
+    /// Payments whose requisite holds fewer than four digits (nothing to find them by).
+    pub too_short: usize,
+    /// Payments written between the backfill's read and its write (they wrote their own).
+    pub changed_meanwhile: usize,
+}
+
+impl Last4Backfill {
+    /// The parameters of [`LAST4_SET`](crate::statements::LAST4_SET) for a row of
+    /// [`LAST4_MISSING_PAGE`](crate::statements::LAST4_MISSING_PAGE), its requisite opened
+    /// by `sealing` and cut by the core's rule
+    /// ([`Requisites::last4`](payments_core::payment::Requisites::last4)); `None` (counted
+    /// as too short) when it has fewer than four digits.
+    pub fn values(
+        &mut self,
+        c: &Cols<'_>,
+        sealing: &RequisiteSealing,
+    ) -> Result<Option<Vec<SqlValue>>, StoreError> {
+        let id: PaymentId = c.parsed("id")?;
+        let stored = c.text("requisite")?;
+        let plain = sealing.open(id, SEALED_COLUMNS[0], stored.clone())?;
+        match payments_core::payment::last4_of(&plain) {
+            None => {
+                self.too_short += 1;
+                Ok(None)
+            }
+            Some(last4) => Ok(Some(vec![
+                SqlValue::display(id),
+                SqlValue::Text(last4),
+                SqlValue::Text(stored),
+            ])),
+        }
+    }
+
+    /// Counts the outcome of one [`LAST4_SET`](crate::statements::LAST4_SET).
+    pub fn count(&mut self, changed: u64) {
+        if changed == 1 {
+            self.filled += 1;
+        } else {
+            self.changed_meanwhile += 1;
+        }
+    }
+}
+
 /// Payments read per page of a re-seal.
 pub const RESEAL_PAGE: usize = 500;
 

@@ -237,6 +237,23 @@ pub static REQUISITES_RESEAL: Sql = Sql::new(|d| {
     )
 });
 
+/// The id and stored (sealed) requisite of at most `$2` payments with a requisite but no
+/// `requisite_last4` (written before schema 16) whose id sorts after `$1`, by id: a page of
+/// the last-four backfill ([`crate::sealing::Last4Backfill`]).
+pub static LAST4_MISSING_PAGE: Sql = Sql::new(|_| {
+    "SELECT id, requisite FROM payments \
+     WHERE requisite IS NOT NULL AND requisite_last4 IS NULL AND id > $1 ORDER BY id LIMIT $2"
+        .to_string()
+});
+
+/// Sets payment `$1`'s `requisite_last4` to `$2` only while it has none and its stored
+/// requisite is still `$3` (a payment rewritten meanwhile wrote its own).
+pub static LAST4_SET: Sql = Sql::new(|_| {
+    "UPDATE payments SET requisite_last4 = $2 \
+     WHERE id = $1 AND requisite_last4 IS NULL AND requisite = $3"
+        .to_string()
+});
+
 /// `SELECT` every payment column `FROM payments WHERE` `condition` (with `$n` placeholders).
 pub fn payments_where(condition: &str) -> String {
     format!(

@@ -38,7 +38,9 @@ mod writer;
 
 pub use backup::{backup, BackupError, BackupReport};
 pub use error::OpenError;
-pub use payments_store_sql::sealing::{RequisiteReseal, RequisiteSealing, SealWrites};
+pub use payments_store_sql::sealing::{
+    Last4Backfill, RequisiteReseal, RequisiteSealing, SealWrites,
+};
 pub use schema::SCHEMA_VERSION;
 
 use readers::Readers;
@@ -239,6 +241,28 @@ impl SqliteStore {
         }
     }
 
+    /// Gives every payment written before schema 16 (a requisite, no `requisite_last4`) the
+    /// last four digits of its requisite, a page of [`RESEAL_PAGE`] payments per write
+    /// transaction, each row only while it still has none and the same requisite
+    /// (`payments-server payment backfill-last4`). Idempotent: a second run finds nothing
+    /// but requisites too short.
+    pub async fn backfill_requisite_last4(&self) -> Result<Last4Backfill, StoreError> {
+        let mut report = Last4Backfill::default();
+        let mut after = String::new();
+        loop {
+            let s = self.sealing.clone();
+            let from = after.clone();
+            let (page, last, done) = self.write(move |c| last4_page(c, &s, &from)).await?;
+            report.filled += page.filled;
+            report.too_short += page.too_short;
+            report.changed_meanwhile += page.changed_meanwhile;
+            match last {
+                Some(id) if !done => after = id,
+                _ => return Ok(report),
+            }
+        }
+    }
+
     /// Stops accepting writes, commits the writes already queued and stops the writer thread;
     /// later writes are [`StoreError::Unavailable`], reads keep working. Blocks until the
     /// writer has finished. Idempotent; also done on drop.
@@ -318,6 +342,46 @@ impl Drop for SqliteStore {
     fn drop(&mut self) {
         self.writer.close();
     }
+}
+
+/// One page of [`SqliteStore::backfill_requisite_last4`] after the id `after`: what it did,
+/// the last id read, and whether it was the last page.
+fn last4_page(
+    conn: &mut Connection,
+    sealing: &RequisiteSealing,
+    after: &str,
+) -> Result<(Last4Backfill, Option<String>, bool), StoreError> {
+    use payments_store_sql::statements as st;
+    let mut report = Last4Backfill::default();
+    let mut updates = Vec::new();
+    let mut last = None;
+    let mut n = 0;
+    {
+        let mut stmt = conn
+            .prepare_cached(codec::sql(&st::LAST4_MISSING_PAGE))
+            .map_err(error::db)?;
+        let mut rows = stmt
+            .query(rusqlite::params![after, codec::limit(RESEAL_PAGE)])
+            .map_err(error::db)?;
+        while let Some(row) = rows.next().map_err(error::db)? {
+            let row = codec::SqliteRow::new(row);
+            let c = codec::Cols::new(&row);
+            n += 1;
+            last = Some(c.text("id")?);
+            if let Some(values) = report.values(&c, sealing)? {
+                updates.push(values);
+            }
+        }
+    }
+    for values in updates {
+        let changed = conn
+            .prepare_cached(codec::sql(&st::LAST4_SET))
+            .map_err(error::db)?
+            .execute(codec::params(values))
+            .map_err(error::db)?;
+        report.count(changed as u64);
+    }
+    Ok((report, last, n < RESEAL_PAGE))
 }
 
 /// One page of [`SqliteStore::reseal_requisites`] after the id `after`: what it did, the last

@@ -1123,3 +1123,63 @@ async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
     install(&old, 1, &[], SealWrites::Sealed);
     assert!(old.payment(payment_id(2)).await.is_err());
 }
+
+/// Payments written before schema 16 (a sealed requisite, no `requisite_last4`) are found by
+/// their last four digits after the backfill, which opens each requisite and cuts it by the
+/// core's rule; a second run has nothing left to do; a requisite too short is counted, not
+/// guessed. A payment written by this build has its last four from the write itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last4_backfill_makes_old_payments_findable() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&store, 1, &[], SealWrites::Sealed);
+    let by_last4 = |last4: &str| {
+        let mut q = payments_core::store::PaymentQuery::new(project_id(1), 10);
+        q.requisite_last4 = Some(last4.to_string());
+        q
+    };
+    for (n, requisite) in [
+        (1u128, "2200123456789010"),
+        (2, "+7 900 555-90-10"),
+        (3, "12-3"),
+    ] {
+        let mut p = full_payment(payment_id(n), project_id(1), &format!("old-{n}"));
+        p.created_at = T0 + std::time::Duration::from_secs(u64::try_from(n).expect("small"));
+        p.requisites.as_mut().expect("requisites").requisite = requisite.to_string();
+        assert_eq!(
+            store.insert_payment(&p).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+    }
+    let found =
+        |v: Vec<payments_core::payment::Payment>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(
+        found(store.find_payments(&by_last4("9010")).await.unwrap()),
+        vec![payment_id(2), payment_id(1)],
+        "written by this build: found at once"
+    );
+    // As an older build wrote them.
+    rusqlite::Connection::open(&path)
+        .expect("open the file")
+        .execute("UPDATE payments SET requisite_last4 = NULL", [])
+        .expect("cleared");
+    assert!(store
+        .find_payments(&by_last4("9010"))
+        .await
+        .unwrap()
+        .is_empty());
+    let report = store.backfill_requisite_last4().await.unwrap();
+    assert_eq!(
+        (report.filled, report.too_short, report.changed_meanwhile),
+        (2, 1, 0)
+    );
+    assert_eq!(
+        found(store.find_payments(&by_last4("9010")).await.unwrap()),
+        vec![payment_id(2), payment_id(1)],
+        "found after the backfill"
+    );
+    let again = store.backfill_requisite_last4().await.unwrap();
+    assert_eq!((again.filled, again.too_short), (0, 1), "idempotent");
+    store.close();
+}

@@ -241,6 +241,30 @@ impl CallbackSecrets {
     }
 }
 
+impl CallbackSecrets {
+    /// The `X-Callback-Timestamp` and `X-Callback-Signature` an attempt made at `at` was sent
+    /// with, recomputed from the secrets held now (what the cabinet shows of a delivered
+    /// request; the secrets themselves are never shown): exact for an attempt made since the
+    /// current secret was issued (with the previous one during its overlap), and for one made
+    /// while the previous secret signed alone; `None` for an attempt signed by a secret no
+    /// longer held (before the previous one, or during its own overlap, whose older secret a
+    /// rotation dropped).
+    pub fn signature_at(&self, at: Timestamp, body: &[u8]) -> Option<AttemptSignature> {
+        if at >= self.current.created_at {
+            return Some(self.sign_attempt(at, body));
+        }
+        let previous = self.previous.as_ref()?;
+        if at >= previous.created_at + ROTATION_OVERLAP {
+            let timestamp = at.unix_secs();
+            return Some(AttemptSignature {
+                timestamp,
+                signature: signature_header(&[&previous.secret], timestamp, body),
+            });
+        }
+        None
+    }
+}
+
 /// The signature headers of one delivery attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptSignature {
@@ -275,6 +299,47 @@ mod tests {
 
     fn secret(s: &str) -> CallbackSecret {
         CallbackSecret::parse(s).expect("test secrets are well-formed")
+    }
+
+    #[test]
+    fn a_past_attempt_is_signed_again_only_with_the_secrets_it_was_signed_with() {
+        let t0 = Timestamp::from_unix_millis(1_790_000_000_000);
+        let day = ROTATION_OVERLAP;
+        let mut ring = CallbackSecrets::new(secret(SECRET_A), t0);
+        let at = t0 + Duration::from_secs(60);
+        assert_eq!(
+            ring.signature_at(at, BODY),
+            Some(ring.sign_attempt(at, BODY))
+        );
+        assert_eq!(
+            ring.signature_at(t0 - Duration::from_secs(1), BODY),
+            None,
+            "before any secret"
+        );
+        // A rotation three days later: A alone signed on day 2, both during the overlap.
+        let rotated = t0 + day * 3;
+        ring.rotate(secret(SECRET_B), rotated);
+        let day2 = t0 + day * 2;
+        let alone = ring.signature_at(day2, BODY).expect("A signed alone");
+        assert_eq!(
+            alone.signature,
+            format!(
+                "v1={}",
+                sign_payload(&secret(SECRET_A), day2.unix_secs(), BODY)
+            )
+        );
+        let both = ring
+            .signature_at(rotated + Duration::from_secs(5), BODY)
+            .expect("the overlap");
+        assert_eq!(both.signature.matches("v1=").count(), 2);
+        // During A's own first day an older secret (dropped by the rotation) may have signed
+        // beside it: not shown rather than shown wrong.
+        let mut again = CallbackSecrets::new(secret(SECRET_A), t0 + day);
+        again.rotate(secret(SECRET_B), t0 + day + Duration::from_secs(3600));
+        assert_eq!(
+            again.signature_at(t0 + day + Duration::from_secs(60), BODY),
+            None
+        );
     }
 
     #[test]

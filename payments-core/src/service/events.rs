@@ -148,6 +148,26 @@ pub struct Recovered {
     pub more: bool,
 }
 
+/// The request one delivery attempt sent, as the merchant may see it: the exact body and the
+/// headers (the signature included, never the secret) ([`PaymentService::sent_request`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentRequest {
+    /// The body, byte for byte (JSON, UTF-8).
+    pub body: String,
+    /// Each attempt's headers, in attempt order.
+    pub attempts: Vec<SentHeaders>,
+}
+
+/// The headers one attempt sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentHeaders {
+    /// The attempt's number (1 for the first).
+    pub attempt: u32,
+    /// `(name, value)` in the order sent. A signature the secrets held now cannot reproduce
+    /// (a secret since dropped by a rotation) is `None`.
+    pub headers: Vec<(&'static str, Option<String>)>,
+}
+
 /// The actor a merchant's token is audited as: `api-token:<prefix>`.
 pub fn token_actor(token: &TokenRecord) -> Actor {
     Actor(format!("api-token:{}", token.prefix))
@@ -204,6 +224,45 @@ impl PaymentService {
             })
             .await?;
         Ok(found.into_iter().next())
+    }
+
+    /// The request each attempt of `event` (an event of `project`) sent: its body and its
+    /// headers, the signature recomputed from the project's callback secrets for the attempt's
+    /// time ([`CallbackSecrets::signature_at`](crate::callback::CallbackSecrets::signature_at)).
+    pub async fn sent_request(
+        &self,
+        project: &Project,
+        event: &EventRecord,
+    ) -> Result<SentRequest, ApiError> {
+        use crate::callback::{EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+        if event.outbox.event.project_id != project.id {
+            return Err(event_not_found());
+        }
+        let secrets = self.signing_secrets(project.id).await?;
+        let body = &event.outbox.event.body;
+        let attempts = event
+            .attempts
+            .iter()
+            .map(|a| {
+                let signed = secrets.signature_at(a.started_at, body);
+                SentHeaders {
+                    attempt: a.attempt,
+                    headers: vec![
+                        ("Content-Type", Some("application/json".to_string())),
+                        (
+                            EVENT_ID_HEADER,
+                            Some(event.outbox.event.event_id.to_string()),
+                        ),
+                        (TIMESTAMP_HEADER, Some(a.started_at.unix_secs().to_string())),
+                        (SIGNATURE_HEADER, signed.map(|s| s.signature)),
+                    ],
+                }
+            })
+            .collect();
+        Ok(SentRequest {
+            body: String::from_utf8_lossy(body).into_owned(),
+            attempts,
+        })
     }
 
     /// Resends the callback of the payment of `project`'s event `id` (which may be

@@ -9,9 +9,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
 use super::PaymentService;
+use crate::amount::Amount;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::PaymentId;
-use crate::payment::{Flow, MerchantPaymentId, Metadata, Payment, PaymentMethod, PaymentStatus};
+use crate::payment::{
+    is_last4, Flow, MerchantPaymentId, Metadata, Payment, PaymentMethod, PaymentStatus,
+};
 use crate::project::Project;
 use crate::store::{PaymentQuery, StoreError};
 use crate::Timestamp;
@@ -42,6 +45,11 @@ pub struct PaymentListQuery {
     /// `metadata[<key>]=<value>`: payments whose metadata has this key with this value (one
     /// key per query).
     pub metadata: Option<(String, String)>,
+    /// `amount`: payments whose current amount equals this by value (`100.5` finds `100.50`).
+    pub amount: Option<Amount>,
+    /// `requisite_last4`: payments whose requisite (card number or phone) ends in these four
+    /// digits.
+    pub requisite_last4: Option<String>,
     /// `limit`: 1 to [`MAX_LIST_LIMIT`], default [`DEFAULT_LIST_LIMIT`].
     pub limit: usize,
     /// `cursor`: where the page starts (a previous page's `next_cursor`).
@@ -59,6 +67,8 @@ impl Default for PaymentListQuery {
             merchant_payment_id: None,
             merchant_payment_id_prefix: None,
             metadata: None,
+            amount: None,
+            requisite_last4: None,
             limit: DEFAULT_LIST_LIMIT,
             cursor: None,
         }
@@ -94,7 +104,7 @@ impl PaymentListQuery {
         read_query(
             query,
             "status, payment_method, flow, created_from, created_to, merchant_payment_id, \
-             merchant_payment_id_prefix, metadata[<key>], limit, cursor",
+             merchant_payment_id_prefix, metadata[<key>], amount, requisite_last4, limit, cursor",
             |name, value| {
                 match name {
                     "status" => q.status = Some(parse_status(value)?),
@@ -129,6 +139,8 @@ impl PaymentListQuery {
                         }
                         q.merchant_payment_id_prefix = Some(value.to_string());
                     }
+                    "amount" => q.amount = Some(parse_amount(value)?),
+                    "requisite_last4" => q.requisite_last4 = Some(parse_last4(value)?),
                     "cursor" => cursor = Some(parse_cursor(value)?),
                     _ => {
                         if let Some(key) = name
@@ -163,6 +175,21 @@ impl PaymentListQuery {
 
 fn bad<T>(what: String) -> Result<T, ListQueryError> {
     Err(ListQueryError(what))
+}
+
+/// Reads `amount`: a positive decimal as the payment's `amount` takes it (at most 6 decimals);
+/// it matches by value, whatever the scale.
+pub fn parse_amount(value: &str) -> Result<Amount, ListQueryError> {
+    Amount::parse(value).map_err(|e| ListQueryError(format!("amount: {e}")))
+}
+
+/// Reads `requisite_last4`: exactly four digits.
+pub fn parse_last4(value: &str) -> Result<String, ListQueryError> {
+    if is_last4(value) {
+        Ok(value.to_string())
+    } else {
+        bad("requisite_last4: exactly four digits 0-9".into())
+    }
 }
 
 fn parse_status(value: &str) -> Result<PaymentStatus, ListQueryError> {
@@ -309,6 +336,64 @@ impl<I: fmt::Display> fmt::Display for ListCursor<I> {
     }
 }
 
+/// What one search box holds, as the cabinet's payment search reads it
+/// ([`SearchTerm::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchTerm {
+    /// A payment id (a UUID): that payment.
+    PaymentId(PaymentId),
+    /// Exactly four digits: the last four of a requisite.
+    RequisiteLast4(String),
+    /// A decimal with a dot, or a whole number of other than four digits: an amount.
+    Amount(Amount),
+    /// Anything else a merchant payment id may hold: a prefix of one.
+    MerchantPaymentIdPrefix(String),
+}
+
+impl SearchTerm {
+    /// Reads a search box (trimmed): a UUID is a payment id; exactly four digits the last four
+    /// of a requisite (an amount of four whole digits is written with decimals, `1000.00`);
+    /// another number an amount; else a merchant payment id prefix. Text none of these takes
+    /// (spaces inside, characters no merchant payment id holds) is refused, saying what the
+    /// box takes.
+    pub fn parse(text: &str) -> Result<SearchTerm, ListQueryError> {
+        let text = text.trim();
+        if let Ok(id) = text.parse::<PaymentId>() {
+            return Ok(SearchTerm::PaymentId(id));
+        }
+        if is_last4(text) {
+            return Ok(SearchTerm::RequisiteLast4(text.to_string()));
+        }
+        if text.bytes().any(|b| b.is_ascii_digit()) {
+            if let Ok(a) = Amount::parse(text) {
+                return Ok(SearchTerm::Amount(a));
+            }
+        }
+        if MerchantPaymentId::parse(text).is_some() {
+            return Ok(SearchTerm::MerchantPaymentIdPrefix(text.to_string()));
+        }
+        bad(
+            "search: a payment id, the last 4 digits of a card or phone, an amount \
+             (100.50) or the start of your payment id (A-Z a-z 0-9 . _ : -)"
+                .into(),
+        )
+    }
+
+    /// `query` narrowed by this term (a payment id is looked up by id, not listed: `query`
+    /// is returned as it is).
+    pub fn narrow(&self, mut query: PaymentListQuery) -> PaymentListQuery {
+        match self {
+            SearchTerm::PaymentId(_) => {}
+            SearchTerm::RequisiteLast4(l) => query.requisite_last4 = Some(l.clone()),
+            SearchTerm::Amount(a) => query.amount = Some(*a),
+            SearchTerm::MerchantPaymentIdPrefix(p) => {
+                query.merchant_payment_id_prefix = Some(p.clone())
+            }
+        }
+        query
+    }
+}
+
 /// A page of a project's payments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentPage {
@@ -341,6 +426,8 @@ impl PaymentService {
                 merchant_payment_id: query.merchant_payment_id.clone(),
                 merchant_payment_id_prefix: query.merchant_payment_id_prefix.clone(),
                 metadata: query.metadata.clone(),
+                amount: query.amount,
+                requisite_last4: query.requisite_last4.clone(),
                 before: query.cursor.map(|c| (c.created_at, c.id)),
                 limit: query.limit + 1,
             })
@@ -354,6 +441,39 @@ impl PaymentService {
         };
         Ok(PaymentPage {
             payments: found,
+            next_cursor,
+        })
+    }
+}
+
+impl PaymentService {
+    /// A page of the payments of every project in `projects` as `query` asks (a merchant's
+    /// projects, for the cabinet's search): each project's page through
+    /// [`PaymentService::list_payments`] from the same cursor, merged newest first by
+    /// `(created_at, id)` and cut to the limit. The order is one order across projects, so
+    /// the next page starts after the last payment shown and none is skipped or repeated.
+    pub async fn list_payments_across(
+        &self,
+        projects: &[Project],
+        query: &PaymentListQuery,
+    ) -> Result<PaymentPage, StoreError> {
+        let mut merged = Vec::new();
+        let mut more = false;
+        for project in projects {
+            let page = self.list_payments(project, query).await?;
+            more |= page.next_cursor.is_some();
+            merged.extend(page.payments);
+        }
+        merged.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
+        more |= merged.len() > query.limit;
+        merged.truncate(query.limit);
+        let next_cursor = if more {
+            merged.last().map(PaymentCursor::after)
+        } else {
+            None
+        };
+        Ok(PaymentPage {
+            payments: merged,
             next_cursor,
         })
     }
@@ -434,10 +554,100 @@ mod tests {
             ("metadata%5Ba+b%5D=1", "metadata[a b]:"),
             ("metadata[order]=1&metadata[shop]=2", "one key"),
             ("metadata[order]=%0A", "metadata[order]:"),
+            ("amount=0", "amount: must be positive"),
+            ("amount=1e3", "amount: must be a plain decimal"),
+            ("amount=-5", "amount:"),
+            ("amount=1.0000001", "amount: must have at most 6"),
+            ("amount=100,50", "amount:"),
+            ("requisite_last4=123", "requisite_last4:"),
+            ("requisite_last4=12345", "requisite_last4:"),
+            ("requisite_last4=12a4", "requisite_last4:"),
+            (
+                "requisite_last4=%D9%A1%D9%A2%D9%A3%D9%A4",
+                "requisite_last4:",
+            ),
+            ("requisite_last4=+123", "requisite_last4:"),
         ] {
             let e = PaymentListQuery::parse(bad).expect_err(bad);
             assert!(e.0.contains(word), "{bad}: {e}");
             assert_eq!(ApiError::from(e).code, ErrorCode::BadRequest);
         }
+    }
+
+    #[test]
+    fn amount_and_last4_read_by_value_and_exactly() {
+        let q = PaymentListQuery::parse("amount=100.5&requisite_last4=0042").expect("valid");
+        assert_eq!(q.amount, Amount::parse("100.50").ok(), "by value");
+        assert_eq!(
+            q.requisite_last4.as_deref(),
+            Some("0042"),
+            "leading zeros kept"
+        );
+        // Every amount the payment API accepts reads back equal, at any scale it is written.
+        for text in [
+            "1",
+            "0.000001",
+            "100.50",
+            "999999999999999999.999999",
+            "007.10",
+        ] {
+            let a = parse_amount(text).expect(text);
+            for spelling in a.spellings() {
+                assert_eq!(parse_amount(&spelling), Ok(a), "{text} as {spelling}");
+            }
+        }
+        // Four digits and only four ASCII digits.
+        for n in 0..10_000u32 {
+            assert!(parse_last4(&format!("{n:04}")).is_ok());
+        }
+        for bad in [
+            "", "1", "123", "12345", " 123", "123 ", "12.3", "١٢٣٤", "+123", "-123",
+        ] {
+            assert!(parse_last4(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_search_box_reads_each_kind_of_key() {
+        let id = "0192f3a4-5b6c-7d8e-9f00-112233445566";
+        assert_eq!(
+            SearchTerm::parse(&format!(" {id} ")),
+            Ok(SearchTerm::PaymentId(id.parse().expect("an id")))
+        );
+        for (text, expected) in [
+            ("4242", SearchTerm::RequisiteLast4("4242".into())),
+            ("0042", SearchTerm::RequisiteLast4("0042".into())),
+            (
+                "100.50",
+                SearchTerm::Amount(Amount::parse("100.5").expect("amount")),
+            ),
+            (
+                "1000.00",
+                SearchTerm::Amount(Amount::parse("1000").expect("amount")),
+            ),
+            (
+                "15",
+                SearchTerm::Amount(Amount::parse("15").expect("amount")),
+            ),
+            (
+                "12345",
+                SearchTerm::Amount(Amount::parse("12345").expect("amount")),
+            ),
+            (
+                "order-1",
+                SearchTerm::MerchantPaymentIdPrefix("order-1".into()),
+            ),
+            ("A", SearchTerm::MerchantPaymentIdPrefix("A".into())),
+            ("1.2.3", SearchTerm::MerchantPaymentIdPrefix("1.2.3".into())),
+            ("0", SearchTerm::MerchantPaymentIdPrefix("0".into())),
+        ] {
+            assert_eq!(SearchTerm::parse(text), Ok(expected), "{text}");
+        }
+        for junk in ["", "  ", "order 1", "заказ", "a%b"] {
+            let e = SearchTerm::parse(junk).expect_err(junk);
+            assert!(e.0.starts_with("search:"), "{junk}: {e}");
+        }
+        let q = SearchTerm::RequisiteLast4("4242".into()).narrow(PaymentListQuery::default());
+        assert_eq!(q.requisite_last4.as_deref(), Some("4242"));
     }
 }

@@ -52,15 +52,16 @@ pub use create::{
     RECOVER_AFTER_MARGIN,
 };
 pub use events::{
-    event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, MAX_EVENT_WAIT,
+    event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, SentHeaders,
+    SentRequest, MAX_EVENT_WAIT,
 };
 pub use ledger::{
     parse_period, EntryCursor, EntryListQuery, EntryPage, LedgerDifference, LedgerError,
     LedgerReport, PayoutRequest, MAX_STATEMENT_DAYS,
 };
 pub use listing::{
-    ListCursor, ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, DEFAULT_LIST_LIMIT,
-    MAX_LIST_LIMIT,
+    parse_amount, parse_last4, ListCursor, ListQueryError, PaymentCursor, PaymentListQuery,
+    PaymentPage, SearchTerm, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT,
 };
 pub use notify::{
     NotificationError, NotificationOutcome, ProviderNotification, SignedNotification,

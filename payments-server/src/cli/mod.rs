@@ -117,7 +117,8 @@ pub enum OperatorCommand {
     Key(Group<KeyCommand>),
     /// Callback secrets: rotate (shown once), reseal (with the current key file).
     CallbackSecret(Group<CallbackSecretCommand>),
-    /// Payment operations: confirm, cancel, recheck, resolve, resend, events, show.
+    /// Payment operations: confirm, cancel, recheck, resolve, resend, events, show,
+    /// reconcile, backfill-last4.
     Payment(Group<PaymentCommand>),
     /// The audit trail, newest first.
     Audit(AuditArgs),
@@ -218,6 +219,9 @@ async fn execute(
         OperatorCommand::Key(g) => credentials::key(svc, g.command, actor).await,
         OperatorCommand::CallbackSecret(g) => {
             credentials::callback_secret(svc, store, g.command, actor).await
+        }
+        OperatorCommand::Payment(g) if matches!(g.command, PaymentCommand::BackfillLast4) => {
+            payment::backfill_last4(store).await
         }
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,

@@ -58,6 +58,10 @@ pub enum PaymentCommand {
         /// Payment id.
         id: String,
     },
+    /// Give payments written before schema 16 the last four digits of their requisite, so
+    /// that the cabinet's search and the list API's `requisite_last4` find them (run once
+    /// after `migrate`; idempotent, safe while serving).
+    BackfillLast4,
     /// What to reconcile with the requisite providers: creates still unresolved (no answer
     /// recorded past the provider budget), payments error / provider_result_ambiguous (a
     /// provider may have issued), and the recoveries of interrupted creates.
@@ -90,6 +94,23 @@ fn amount(a: Option<String>) -> Result<Option<Amount>, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("amount: {e}")))
     })
     .transpose()
+}
+
+/// `payment backfill-last4`: the store's backfill of `requisite_last4`.
+pub(super) async fn backfill_last4(store: &crate::server::OpenedStore) -> Result<Output, ApiError> {
+    let r = store.backfill_requisite_last4().await?;
+    Ok(Output::new(
+        json!({
+            "filled": r.filled,
+            "too_short": r.too_short,
+            "changed_meanwhile": r.changed_meanwhile,
+        }),
+        format!(
+            "Last four digits written for {} payments; {} have a requisite of fewer than four \
+             digits; {} were written meanwhile (they have their own).",
+            r.filled, r.too_short, r.changed_meanwhile
+        ),
+    ))
 }
 
 pub(super) async fn payment(
@@ -131,6 +152,11 @@ pub(super) async fn payment(
             return Ok(Output::new(json!({ "events": list }), text));
         }
         PaymentCommand::Reconcile { .. } => unreachable!("answered above"),
+        PaymentCommand::BackfillLast4 => {
+            return Err(ApiError::bad_request(
+                "backfill-last4 runs on the store (payments-server payment backfill-last4)",
+            ))
+        }
         PaymentCommand::Show { id } => {
             let pid = lookup::payment_id(&id)?;
             let p = svc.store().payment(pid).await?.ok_or_else(|| {

@@ -189,8 +189,49 @@ async fn pages_newest_first_neither_skip_nor_repeat_while_payments_are_created()
         "{window:?}"
     );
 
+    // The amount by value, whatever the scale; the last four digits of the requisite.
+    for (mpid, amount) in [("a-1", "250.50"), ("a-2", "250.5"), ("a-3", "25.05")] {
+        let r = c
+            .create_payment(&body(mpid, amount))
+            .await
+            .expect("a create");
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    }
+    let r = c.list_payments("amount=250.500").await.expect("a page");
+    assert_eq!(ids_of(&r), ["a-2", "a-1"]);
+    let a3 = c.list_payments("amount=25.05").await.expect("a page");
+    assert_eq!(ids_of(&a3), ["a-3"]);
+    let requisite = a3.json["data"][0]["requisite"]
+        .as_str()
+        .expect("the sandbox issued a requisite")
+        .to_string();
+    let digits: String = requisite.chars().filter(char::is_ascii_digit).collect();
+    let last4 = &digits[digits.len() - 4..];
+    let r = c
+        .list_payments(&format!("requisite_last4={last4}&limit=100"))
+        .await
+        .expect("a page");
+    assert!(ids_of(&r).contains(&"a-3".to_string()), "{}", r.json);
+    assert!(
+        r.json["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .all(|p| p["requisite"].as_str().is_some_and(|q| q
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect::<String>()
+                .ends_with(last4))),
+        "{}",
+        r.json
+    );
+
     // Refusals: 400 naming the parameter, before anything is listed.
     for (query, word) in [
+        ("amount=0", "amount"),
+        ("amount=1e3", "amount"),
+        ("requisite_last4=123", "requisite_last4"),
+        ("requisite_last4=12a4", "requisite_last4"),
         ("limit=0", "limit"),
         ("limit=101", "limit"),
         ("stauts=completed", "stauts"),

@@ -69,6 +69,28 @@ pub async fn payment_listing<S: Store>(store: &S) {
             2 => Some("south"),
             _ => None,
         };
+        // The amount, written at several scales, and the requisite, written several ways
+        // (the other project's 6 matches both and must not be found).
+        p.amount = amount(match n {
+            1 => "100.5",
+            4 => "100.500000",
+            6 => "100.50",
+            2 => "1005",
+            _ => "7",
+        });
+        let requisite = match n {
+            1 | 6 => Some("2200000000004242"),
+            2 => Some("+7 (900) 111-42-42"),
+            3 => Some("79001114243"),
+            _ => None,
+        };
+        p.requisites = requisite.map(|r| Requisites {
+            requisite: r.to_string(),
+            holder_name: "IVAN I.".to_string(),
+            bank: None,
+            qrcode_link: None,
+            deeplink_url: None,
+        });
         if let Some(shop) = shop {
             p.metadata = crate::payment::Metadata::from_json(&serde_json::json!({
                 "shop": shop,
@@ -201,6 +223,52 @@ pub async fn payment_listing<S: Store>(store: &S) {
             .await
             .expect("find")),
         vec![payment_id(5)]
+    );
+    // The amount by value, whatever the scale it was written with; the last four digits of
+    // the requisite's digits.
+    for (text, expected) in [
+        ("100.5", vec![4, 1]),
+        ("100.50", vec![4, 1]),
+        ("100.5000", vec![4, 1]),
+        ("1005", vec![2]),
+        ("1005.000000", vec![2]),
+        ("10.05", vec![]),
+        ("100", vec![]),
+    ] {
+        assert_eq!(
+            ids(store
+                .find_payments(&query(&|q| q.amount = Some(amount(text))))
+                .await
+                .expect("find")),
+            expected.into_iter().map(payment_id).collect::<Vec<_>>(),
+            "amount {text}"
+        );
+    }
+    for (last4, expected) in [
+        ("4242", vec![2, 1]),
+        ("4243", vec![3]),
+        ("0424", vec![]),
+        ("2200", vec![]),
+    ] {
+        assert_eq!(
+            ids(store
+                .find_payments(&query(&|q| q.requisite_last4 = Some(last4.to_string())))
+                .await
+                .expect("find")),
+            expected.into_iter().map(payment_id).collect::<Vec<_>>(),
+            "requisite_last4 {last4}"
+        );
+    }
+    assert_eq!(
+        ids(store
+            .find_payments(&query(&|q| {
+                q.requisite_last4 = Some("4242".into());
+                q.amount = Some(amount("100.5"));
+            }))
+            .await
+            .expect("find")),
+        vec![payment_id(1)],
+        "amount and last four together"
     );
     let first = store
         .find_payments(&query(&|q| q.limit = 2))
