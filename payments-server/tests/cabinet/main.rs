@@ -4,6 +4,7 @@
 //! markup. The browser tests (`tests/cabinet_browser/`) drive the same pages in Chromium.
 
 mod balance;
+mod language;
 mod once;
 mod payer;
 mod support;

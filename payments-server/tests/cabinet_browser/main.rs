@@ -13,6 +13,7 @@ mod support;
 
 mod balance;
 mod browser;
+mod language;
 mod payer;
 mod reload;
 
