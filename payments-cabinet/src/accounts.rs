@@ -809,7 +809,7 @@ impl Cabinet {
                     merchant,
                     client,
                     "sign_in.password",
-                    "throttled",
+                    THROTTLED,
                 )
                 .await?;
                 return Err(e);
@@ -828,15 +828,14 @@ impl Cabinet {
             other => {
                 let merchant = other.as_ref().and_then(|u| u.role.merchant());
                 let user_id = other.as_ref().map(|u| u.id);
-                self.audit_attempt(
-                    &email,
-                    user_id,
-                    merchant,
-                    client,
-                    "sign_in.password",
-                    "refused",
-                )
-                .await?;
+                // The result column says "refused"; the detail says why, as a reason.
+                let why = match &other {
+                    None => "no account with this e-mail",
+                    Some(u) if u.disabled => "the account is disabled",
+                    Some(_) => "wrong password",
+                };
+                self.audit_attempt(&email, user_id, merchant, client, "sign_in.password", why)
+                    .await?;
                 return Err(SignInError::BadPassword);
             }
         };
@@ -1011,7 +1010,7 @@ impl Cabinet {
             Err(e) => {
                 self.audit(
                     self.record(&current.user, client, action, false)
-                        .detail("throttled"),
+                        .detail(THROTTLED),
                 )
                 .await?;
                 return Err(e);
@@ -1452,14 +1451,9 @@ impl Cabinet {
     ) -> Result<(), StoreError> {
         let now = self.now();
         let mut detail = detail.to_string();
-        if user.is_none() || detail == "throttled" {
+        if user.is_none() || detail == THROTTLED {
             let source = client.address.map_or_else(|| "unknown".into(), source_of);
-            let what = if user.is_none() {
-                "unknown account"
-            } else {
-                "known account"
-            };
-            let key = format!("{source} {action} {detail} {what}");
+            let key = format!("{source} {action} {detail}");
             let window = self.config.address_limit.window;
             let counted = self
                 .refusals
@@ -1470,8 +1464,8 @@ impl Cabinet {
                 return Ok(());
             };
             detail = format!(
-                "{detail} ({what}; {count} from {source} in this window of {} min; the \
-                 audit log shows the 1st, 2nd, 4th, 8th ...)",
+                "{detail}; attempt {count} from {source} in this {}-minute window (the log \
+                 keeps the 1st, 2nd, 4th, 8th ...)",
                 window.as_secs() / 60
             );
         }
@@ -1570,6 +1564,10 @@ impl From<ApiError> for ChangeError {
         ChangeError::Refused(e.into())
     }
 }
+
+/// The audit detail of a refused step that was throttled: the result column already says
+/// "refused", so the detail names the reason only.
+const THROTTLED: &str = "throttled: too many attempts";
 
 trait RecordExt {
     fn detail(self, d: &str) -> Self;

@@ -595,7 +595,7 @@ async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
     assert!(rows.iter().any(|r| r
         .detail
         .as_deref()
-        .is_some_and(|d| d.starts_with("throttled (unknown account; 256 "))));
+        .is_some_and(|d| d.starts_with("throttled: too many attempts; attempt 256 from "))));
     assert!(
         rows.iter().all(|r| !r.email.contains("secret")),
         "a password typed as an e-mail is not kept: {rows:#?}"
@@ -753,4 +753,51 @@ async fn one_time_slots_are_sealed_taken_once_by_their_session_and_purged() {
         None
     );
     assert_eq!(w.cabinet.purge().await.expect("purge").slots, 0);
+}
+
+/// A refused password step reads as a sentence in the audit log: the result column says
+/// "refused" and the detail says why, never "refused" again ("refused refused").
+#[tokio::test]
+async fn a_refused_sign_in_is_audited_with_its_reason_not_refused_twice() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    let _ = w
+        .cabinet
+        .sign_in("a@support.example", "not the password", &client(), None)
+        .await;
+    let _ = w
+        .cabinet
+        .sign_in(
+            "nobody@support.example",
+            "not the password",
+            &client(),
+            None,
+        )
+        .await;
+    let rows = w
+        .accounts
+        .cabinet_audit(&AuditQuery {
+            limit: 100,
+            ..AuditQuery::default()
+        })
+        .await
+        .expect("the audit log")
+        .records;
+    let refused: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.action == "sign_in.password" && !r.success)
+        .filter_map(|r| r.detail.as_deref())
+        .collect();
+    assert_eq!(refused.len(), 2, "{rows:#?}");
+    assert!(refused.contains(&"wrong password"), "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .any(|d| d.starts_with("no account with this e-mail; attempt 1 from ")),
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().all(|d| !d.contains("refused")),
+        "the detail does not repeat the result: {refused:?}"
+    );
 }

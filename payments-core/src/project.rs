@@ -204,6 +204,23 @@ pub struct TokenRecord {
     pub created_at: Timestamp,
     /// Revocation time; a revoked token fails at once.
     pub revoked_at: Option<Timestamp>,
+    /// What the merchant calls it (`shop backend`); `None` for a token issued without one.
+    pub name: Option<String>,
+    /// When it stops working, if it was issued with a lifetime: from that moment it is
+    /// refused as a revoked one is.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl TokenRecord {
+    /// Whether the token has expired at `now` (its expiry is the first moment it is refused).
+    pub fn expired_at(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
+
+    /// Whether a request made at `now` may use the token: neither revoked nor expired.
+    pub fn usable_at(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && !self.expired_at(now)
+    }
 }
 
 /// An operator token, as stored: its name, hash and display prefix, never the token.

@@ -112,6 +112,8 @@ mod tests {
                 scopes: Vec::new(),
                 created_at: at,
                 revoked_at: None,
+                name: None,
+                expires_at: None,
             },
             token: "nl_test_abcdefSECRETREST".into(),
         };

@@ -157,6 +157,8 @@ impl Record for TokenRecord {
         "scopes",
         "created_at",
         "revoked_at",
+        "name",
+        "expires_at",
     ];
 
     fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
@@ -168,6 +170,8 @@ impl Record for TokenRecord {
             scopes: codec::parse_scopes(&c.text("scopes")?)?,
             created_at: c.ts("created_at")?,
             revoked_at: c.opt_ts("revoked_at")?,
+            name: c.opt_text("name")?,
+            expires_at: c.opt_ts("expires_at")?,
         })
     }
 
@@ -180,6 +184,8 @@ impl Record for TokenRecord {
             SqlValue::text(codec::scopes_text(&self.scopes)),
             SqlValue::ts(self.created_at),
             SqlValue::opt_ts(self.revoked_at),
+            SqlValue::opt_text(self.name.as_deref()),
+            SqlValue::opt_ts(self.expires_at),
         ])
     }
 }

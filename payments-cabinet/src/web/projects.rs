@@ -173,7 +173,6 @@ pub(crate) struct AccessQuery {
 struct Draft {
     notice: Option<String>,
     errors: Vec<(String, String)>,
-    key_input: String,
     allow_list: Option<String>,
     allow_errors: Vec<LineError>,
     callback_url: Option<String>,
@@ -275,7 +274,6 @@ async fn access_page(
         tokens,
         scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
         keys,
-        key_input: draft.key_input,
         allow_list: draft
             .allow_list
             .unwrap_or_else(|| project.ip_allow_list.join("\n")),
@@ -362,7 +360,6 @@ pub(crate) async fn access(
     .await?;
     if let Some(f) = &flash {
         draft.errors.clone_from(&f.errors);
-        draft.key_input = f.typed("public_key").unwrap_or_default();
         draft.allow_list = f.typed("ip_allow_list");
         draft.callback_url = f.typed("callback_url");
         draft.allow_errors = f
@@ -614,9 +611,9 @@ pub(crate) async fn register_key(
                 .strip_prefix("public_key: ")
                 .unwrap_or(&text)
                 .to_string();
-            let flash = refusal(&project)
-                .error("public_key", format!("Public key: {message}"))
-                .input("public_key", input);
+            // What was pasted is never carried back into the page (nor kept in the slot):
+            // it may be a private key, and a public key is pasted again in a moment.
+            let flash = refusal(&project).error("public_key", format!("Public key: {message}"));
             refused(&st, &signed, &project, "keys", flash).await
         }
         Err(e) => Err(PageError::from(e).render(&st)),

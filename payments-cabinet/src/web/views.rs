@@ -309,7 +309,6 @@ pub(crate) struct Access {
     pub(crate) tokens: Vec<TokenRow>,
     pub(crate) scopes: Vec<&'static str>,
     pub(crate) keys: Vec<KeyRow>,
-    pub(crate) key_input: String,
     pub(crate) allow_list: String,
     pub(crate) allow_errors: Vec<LineError>,
     pub(crate) callback_url: String,
@@ -477,6 +476,8 @@ pub(crate) struct Audit {
     pub(crate) chrome: Chrome,
     pub(crate) scope: String,
     pub(crate) families: Vec<AuditFamily>,
+    /// The action as a phrase (`Password sign-in`).
+    pub(crate) action_text: String,
     /// The result filter as given: `ok`, `refused` or empty.
     pub(crate) result: String,
     pub(crate) email: String,

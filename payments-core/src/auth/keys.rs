@@ -32,8 +32,9 @@ pub enum KeyError {
     /// PEM armour that cannot be decoded (bad lines, bad base64, mismatched labels).
     #[error("malformed PEM: {0}")]
     MalformedPem(String),
-    /// A PEM private key was given where the public key belongs.
-    #[error("this is a private key; register the PEM \"PUBLIC KEY\" (or the raw 32-byte public key in base64), and keep the private key secret")]
+    /// Private key material was given where the public key belongs: a PEM or OpenSSH private
+    /// key, a PKCS#8 structure in base64, or a 64-byte secret key (seed and public key).
+    #[error("this is a private key, and a private key must never leave your machine; it was not stored, but treat it as exposed: generate a new key pair, register its public key (the PEM \"PUBLIC KEY\" or the raw 32-byte public key in base64) and stop using this one")]
     PrivateKeyGiven,
     /// A PEM block with another label (`CERTIFICATE`, `RSA PUBLIC KEY`, ...).
     #[error("unsupported PEM label \"{0}\": expected \"PUBLIC KEY\"")]
@@ -51,7 +52,7 @@ pub enum KeyError {
     #[error("an Ed25519 public key is 32 bytes, got {0}")]
     WrongLength(usize),
     /// The 32 bytes are not the encoding of a curve point.
-    #[error("not a valid Ed25519 public key (not a curve point)")]
+    #[error("these 32 bytes are not an Ed25519 public key (not a curve point); if they are your private key (the 32-byte seed), treat it as exposed and generate a new key pair")]
     InvalidPoint,
     /// A small-order point: signatures under it prove nothing.
     #[error("weak Ed25519 public key (small-order point)")]
@@ -66,6 +67,9 @@ pub enum KeyError {
 /// <https://www.rfc-editor.org/rfc/rfc8410#section-4>
 pub fn parse_public_key(input: &str) -> Result<VerifyingKey, KeyError> {
     let input = input.trim();
+    if looks_like_private_key(input) {
+        return Err(KeyError::PrivateKeyGiven);
+    }
     if input.contains("-----BEGIN") {
         let (label, der) =
             pem::decode_vec(input.as_bytes()).map_err(|e| KeyError::MalformedPem(e.to_string()))?;
@@ -87,6 +91,27 @@ pub fn parse_public_key(input: &str) -> Result<VerifyingKey, KeyError> {
         .try_into()
         .map_err(|_| KeyError::WrongLength(raw.len()))?;
     public_key_from_raw(&raw)
+}
+
+/// Whether `input` holds private key material rather than a public key: any armour naming a
+/// private key (PEM `PRIVATE KEY` of every kind, OpenSSH, PuTTY), readable or not; a PKCS#8
+/// private key structure in bare base64 (the body of a PEM `PRIVATE KEY`); or 64 bytes in
+/// base64 whose second half is the public key of the first (the NaCl/libsodium secret key).
+/// A raw 32-byte seed cannot be told from a public key by its bytes; it is refused only when
+/// it is not a curve point ([`KeyError::InvalidPoint`]).
+pub fn looks_like_private_key(input: &str) -> bool {
+    if input.contains("PRIVATE KEY") || input.contains("PuTTY-User-Key-File") {
+        return true;
+    }
+    let compact: String = input.split_whitespace().collect();
+    let Ok(raw) = STANDARD_PAD_OPTIONAL.decode(compact.as_bytes()) else {
+        return false;
+    };
+    if raw.len() == 64 {
+        let seed: [u8; 32] = raw[..32].try_into().expect("32 bytes");
+        return SigningKey::from_bytes(&seed).verifying_key().as_bytes()[..] == raw[32..];
+    }
+    raw.first() == Some(&0x30) && SigningKey::from_pkcs8_der(&raw).is_ok()
 }
 
 fn public_key_from_spki(der: &[u8]) -> Result<VerifyingKey, KeyError> {
@@ -223,7 +248,7 @@ mod tests {
             Err(KeyError::UnexpectedPemLabel("CERTIFICATE".to_owned()))
         );
         assert!(matches!(
-            parse_public_key("-----BEGIN PUBLIC KEY-----\nMCowBQ\n-----END PRIVATE KEY-----\n"),
+            parse_public_key("-----BEGIN PUBLIC KEY-----\nMCowBQ\n-----END CERTIFICATE-----\n"),
             Err(KeyError::MalformedPem(_))
         ));
         assert!(matches!(
@@ -263,9 +288,47 @@ mod tests {
         let mut identity = [0u8; 32];
         identity[0] = 1;
         assert_eq!(parse_public_key(&b64(&identity)), Err(KeyError::WeakKey));
+        assert!(KeyError::PrivateKeyGiven
+            .to_string()
+            .contains("must never leave your machine"));
+    }
+
+    /// Every form of private key a merchant may paste is refused as a private key, whether
+    /// or not it decodes: PEM, OpenSSH, PuTTY, the PKCS#8 body without armour, the 64-byte
+    /// secret key; a 64-byte value that is not a key pair stays a wrong length.
+    #[test]
+    fn private_key_material_in_every_form_is_refused_as_such() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let mut keypair = key.to_bytes().to_vec();
+        keypair.extend_from_slice(key.verifying_key().as_bytes());
+        let body: String = signing_key_to_pem(&key)
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        let openssh = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACBvdGhlciBieXRlcyBvZiBhIGtleSBwYWlyIGZvciB0ZXN0cw==\n-----END OPENSSH PRIVATE KEY-----\n";
+        let putty = "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\n";
+        let broken = "-----BEGIN PRIVATE KEY-----\nnot base64 at all\n";
+        for input in [
+            signing_key_to_pem(&key),
+            openssh.to_string(),
+            putty.to_string(),
+            broken.to_string(),
+            body,
+            b64(&keypair),
+        ] {
+            assert!(looks_like_private_key(&input), "{input}");
+            assert_eq!(
+                parse_public_key(&input),
+                Err(KeyError::PrivateKeyGiven),
+                "{input}"
+            );
+        }
+        let public = key.verifying_key();
+        assert!(!looks_like_private_key(&public_key_to_pem(&public)));
+        assert!(!looks_like_private_key(&public_key_to_base64(&public)));
         assert_eq!(
-            KeyError::PrivateKeyGiven.to_string(),
-            "this is a private key; register the PEM \"PUBLIC KEY\" (or the raw 32-byte public key in base64), and keep the private key secret"
+            parse_public_key(&b64(&[1; 64])),
+            Err(KeyError::WrongLength(64))
         );
     }
 

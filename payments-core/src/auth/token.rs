@@ -205,6 +205,10 @@ pub enum TokenRefusal {
     /// The token was revoked.
     #[error("the token was revoked")]
     Revoked,
+    /// The token was issued with a lifetime, and it has ended: refused as a revoked token
+    /// is (the same code), with its own reason.
+    #[error("the token has expired")]
+    Expired,
     /// The token's project is inactive (or gone).
     #[error("the project is not active")]
     ProjectInactive,

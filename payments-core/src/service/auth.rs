@@ -478,8 +478,13 @@ impl PaymentService {
             .token
             .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(&hash))
             .ok_or(TokenRefusal::Unknown)?;
+        // An expired token is refused as a revoked one is (`401 token_invalid`), whatever
+        // store or cache the record came from: the rule reads the record and the clock.
         if token.revoked_at.is_some() {
             return Err(TokenRefusal::Revoked.into());
+        }
+        if token.expired_at(now) {
+            return Err(TokenRefusal::Expired.into());
         }
         let project = found
             .project
@@ -608,6 +613,7 @@ mod tests {
             TokenRefusal::Missing.into(),
             TokenRefusal::OtherEnvironment(Environment::Production).into(),
             TokenRefusal::Revoked.into(),
+            TokenRefusal::Expired.into(),
             MissingScope(Scope::PaymentsCreate).into(),
             IpRefusal::NotListed(IpAddr::from([192, 0, 2, 9])).into(),
             IpRefusal::ClientUnknown("the server does not know the client address").into(),
@@ -684,6 +690,7 @@ mod tests {
                     false
                 ),
                 expect("token_invalid", "the token was revoked", None, false),
+                expect("token_invalid", "the token has expired", None, false),
                 expect(
                     "insufficient_scope",
                     "token lacks the scope payments:create",

@@ -71,8 +71,9 @@ pub use notify::{
 pub use operate::{Actor, OperateError, OperationResult, SweepReport};
 pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN_SETTING};
 pub use provision::{
-    contract_from_json, project_json, project_value, secrets_from_records, AdminError, NewToken,
-    ProjectPatch, MAX_LIFETIME,
+    contract_from_json, project_json, project_value, secrets_from_records, token_name, AdminError,
+    NewToken, ProjectPatch, TokenRequest, MAX_LIFETIME, TOKEN_LIFETIME_MAX, TOKEN_LIFETIME_MIN,
+    TOKEN_NAME_MAX,
 };
 pub use provisioning::{
     Credentials, KeySource, Provision, ProvisionError, Provisioned, PROVISION_TURN,

@@ -133,6 +133,49 @@ pub struct ProjectPatch {
     pub payer_language: Option<PageLanguage>,
 }
 
+/// What a new project token is to be: its scopes, what the merchant calls it, and how long
+/// it works (`None`: until revoked).
+#[derive(Debug, Clone, Default)]
+pub struct TokenRequest {
+    /// Granted scopes (at least one).
+    pub scopes: Vec<Scope>,
+    /// A name, trimmed; 1 to [`TOKEN_NAME_MAX`] characters, no control characters.
+    pub name: Option<String>,
+    /// From issue to expiry; 1 day to [`TOKEN_LIFETIME_MAX`].
+    pub lifetime: Option<Duration>,
+}
+
+/// The longest token name, in characters.
+pub const TOKEN_NAME_MAX: usize = 64;
+
+/// The longest lifetime a token may be issued with (ten years).
+pub const TOKEN_LIFETIME_MAX: Duration = Duration::from_secs(3650 * 86_400);
+
+/// The shortest lifetime a token may be issued with (a day).
+pub const TOKEN_LIFETIME_MIN: Duration = Duration::from_secs(86_400);
+
+/// A token name as stored: trimmed, refused when empty, longer than [`TOKEN_NAME_MAX`]
+/// characters or holding a control character.
+pub fn token_name(name: &str) -> Result<String, AdminError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(AdminError::invalid(
+            "name: give the token a name (such as \"shop backend\")",
+        ));
+    }
+    if name.chars().count() > TOKEN_NAME_MAX {
+        return Err(AdminError::invalid(format!(
+            "name: at most {TOKEN_NAME_MAX} characters"
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(AdminError::invalid(
+            "name: no line breaks or control characters",
+        ));
+    }
+    Ok(name.to_string())
+}
+
 /// An issued token: the record stored and the secret, shown once.
 #[derive(Debug)]
 pub struct NewToken {
@@ -405,11 +448,27 @@ impl PaymentService {
         Ok(p)
     }
 
-    /// Issues a token with `scopes`; the token is in the answer once and never again.
+    /// Issues a token with `scopes`, no name and no expiry; the token is in the answer once
+    /// and never again.
     pub async fn issue_token(
         &self,
         project: ProjectId,
         scopes: Vec<Scope>,
+        actor: &Actor,
+    ) -> Result<NewToken, AdminError> {
+        let request = TokenRequest {
+            scopes,
+            ..TokenRequest::default()
+        };
+        self.issue_token_as(project, request, actor).await
+    }
+
+    /// Issues a token as `request` says (scopes, a name, a lifetime); the token is in the
+    /// answer once and never again. From its expiry on, it is refused as a revoked token is.
+    pub async fn issue_token_as(
+        &self,
+        project: ProjectId,
+        request: TokenRequest,
         actor: &Actor,
     ) -> Result<NewToken, AdminError> {
         self.ports
@@ -417,22 +476,33 @@ impl PaymentService {
             .project(project)
             .await?
             .ok_or_else(|| not_found("project"))?;
-        if scopes.is_empty() {
+        if request.scopes.is_empty() {
             return Err(AdminError::invalid("a token needs at least one scope"));
         }
+        let name = request.name.as_deref().map(token_name).transpose()?;
+        if let Some(l) = request.lifetime {
+            if !(TOKEN_LIFETIME_MIN..=TOKEN_LIFETIME_MAX).contains(&l) {
+                return Err(AdminError::invalid(
+                    "expires: a token lives from 1 day to 3650 days, or until revoked",
+                ));
+            }
+        }
+        let now = self.ports.clock.now();
         let issued = IssuedToken::generate(self.auth.environment, self.ports.rng.as_ref());
         let record = TokenRecord {
             id: TokenId::generate(self.ports.rng.as_ref()),
             project_id: project,
             hash: *issued.hash.as_bytes(),
             prefix: issued.token_prefix.clone(),
-            scopes,
-            created_at: self.ports.clock.now(),
+            scopes: request.scopes,
+            created_at: now,
             revoked_at: None,
+            name,
+            expires_at: request.lifetime.map(|l| now + l),
         };
         self.ports.store.insert_token(&record).await?;
         let scopes: Vec<&str> = record.scopes.iter().map(|s| s.as_str()).collect();
-        self.audit(audit(actor, "token.issue", record.id.to_string(), None, Some(serde_json::json!({"project_id": project, "prefix": record.prefix, "scopes": scopes}).to_string()), record.created_at)).await?;
+        self.audit(audit(actor, "token.issue", record.id.to_string(), None, Some(serde_json::json!({"project_id": project, "prefix": record.prefix, "scopes": scopes, "name": record.name, "expires_at": record.expires_at}).to_string()), record.created_at)).await?;
         Ok(NewToken {
             record,
             token: SecretString::from(issued.secret()),

@@ -49,6 +49,8 @@ impl TestCaller {
                 scopes: Scope::ALL.to_vec(),
                 created_at: now,
                 revoked_at: None,
+                name: Some("test caller".into()),
+                expires_at: None,
             })
             .await
             .expect("the test token is stored");

@@ -10,9 +10,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, MethodRouter};
 use axum::{Json, Router};
-use payments_core::service::project_value;
+use payments_core::service::{project_value, TokenRequest};
 use payments_core::ApiError;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 use super::body::{self, Body};
 use super::{lookup, view, Op, OpResult};
@@ -243,13 +244,19 @@ async fn issue_token(
     body: Bytes,
 ) -> OpResult {
     op.answer(async {
-        let b = Body::parse(&body, &["scopes"])?;
+        let b = Body::parse(&body, &["scopes", "name", "expires_in_days"])?;
         let names = b
             .strings("scopes")?
             .ok_or_else(|| ApiError::bad_request("scopes: is required"))?;
-        let scopes = body::scopes(&names)?;
+        let request = TokenRequest {
+            scopes: body::scopes(&names)?,
+            name: b.string("name")?,
+            lifetime: b
+                .u64("expires_in_days")?
+                .map(|d| Duration::from_secs(d.saturating_mul(86_400))),
+        };
         let id = lookup::project(&st.service, &id).await?.id;
-        let issued = st.service.issue_token(id, scopes, &op.actor).await?;
+        let issued = st.service.issue_token_as(id, request, &op.actor).await?;
         Ok(created(view::issued_token(&issued)))
     })
     .await

@@ -29,6 +29,8 @@ pub fn token(t: &TokenRecord) -> Value {
         "scopes": scopes,
         "created_at": t.created_at,
         "revoked_at": t.revoked_at,
+        "name": t.name,
+        "expires_at": t.expires_at,
     })
 }
 

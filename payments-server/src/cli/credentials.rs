@@ -6,9 +6,10 @@ use clap::Subcommand;
 use std::sync::Arc;
 
 use payments_cabinet::store::CabinetStore;
-use payments_core::service::{Actor, PaymentService};
+use payments_core::service::{Actor, PaymentService, TokenRequest};
 use payments_core::ApiError;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 use super::output::{fields, table, Output};
 use crate::server::OpenedStore;
@@ -25,6 +26,12 @@ pub enum TokenCommand {
         /// (repeat or comma-separate).
         #[arg(long = "scope", required = true, value_delimiter = ',')]
         scopes: Vec<String>,
+        /// What the token is for (`shop backend`): shown in the cabinet and the list.
+        #[arg(long)]
+        name: Option<String>,
+        /// Days until the token stops working (1 to 3650); without it, until revoked.
+        #[arg(long = "expires-in-days")]
+        expires_in_days: Option<u64>,
     },
     /// List a project's tokens (prefixes only).
     List {
@@ -93,10 +100,19 @@ pub(super) async fn token(
     actor: &Actor,
 ) -> Result<Output, ApiError> {
     match command {
-        TokenCommand::Issue { project, scopes } => {
-            let scopes = body::scopes(&scopes)?;
+        TokenCommand::Issue {
+            project,
+            scopes,
+            name,
+            expires_in_days,
+        } => {
+            let request = TokenRequest {
+                scopes: body::scopes(&scopes)?,
+                name,
+                lifetime: expires_in_days.map(|d| Duration::from_secs(d.saturating_mul(86_400))),
+            };
             let id = lookup::project(svc, &project).await?.id;
-            let issued = svc.issue_token(id, scopes, actor).await?;
+            let issued = svc.issue_token_as(id, request, actor).await?;
             let json = view::issued_token(&issued);
             let text = format!(
                 "Token (shown once; store it now, it cannot be shown again):\n  {}\n\n{}",
@@ -115,7 +131,9 @@ pub(super) async fn token(
                         t.id.to_string(),
                         t.prefix.clone(),
                         scopes.join(","),
+                        t.name.clone().unwrap_or_else(|| "-".into()),
                         t.created_at.to_string(),
+                        t.expires_at.map_or("-".into(), |r| r.to_string()),
                         t.revoked_at.map_or("-".into(), |r| r.to_string()),
                     ]
                 })
@@ -123,7 +141,12 @@ pub(super) async fn token(
             let json: Vec<Value> = list.iter().map(view::token).collect();
             Ok(Output::new(
                 json!({ "tokens": json }),
-                table(&["ID", "PREFIX", "SCOPES", "CREATED", "REVOKED"], rows),
+                table(
+                    &[
+                        "ID", "PREFIX", "SCOPES", "NAME", "CREATED", "EXPIRES", "REVOKED",
+                    ],
+                    rows,
+                ),
             ))
         }
         TokenCommand::Revoke { project, token_id } => {

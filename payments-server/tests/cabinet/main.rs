@@ -3,6 +3,7 @@
 //! cookies and timeouts, invitation links, the sandbox's demo user, and the pages' form
 //! markup. The browser tests (`tests/cabinet_browser/`) drive the same pages in Chromium.
 
+mod access;
 mod balance;
 mod language;
 mod once;

@@ -8,7 +8,7 @@ use payments_client::SignSpec;
 use payments_core::auth::keys::generate_signing_key;
 use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::{Actor, ProjectPatch, TokenRequest};
 use payments_http::system::OsRandom;
 use payments_server::testing::{ShiftedClock, TestServer};
 use reqwest::{Method, StatusCode};
@@ -169,6 +169,72 @@ async fn token_and_signature_rejections_take_nothing() {
             .status,
         StatusCode::CREATED
     );
+    s.stop().await;
+}
+
+/// A token issued with a lifetime works until its expiry and from then on is refused as a
+/// revoked token is (`401 token_invalid`), the second request too (whatever the server
+/// keeps of the first lookup); a token without one keeps working.
+#[tokio::test]
+async fn an_expired_token_is_refused_like_a_revoked_one() {
+    let clock = ShiftedClock::new();
+    let s = TestServer::start_with_clock(Arc::new(clock.clone()), |_| {}).await;
+    let c = &s.client();
+    let actor = Actor("t".into());
+    let request = |lifetime| TokenRequest {
+        scopes: vec![Scope::PaymentsCreate, Scope::PaymentsRead],
+        name: Some("shop backend".into()),
+        lifetime,
+    };
+    let service = &s.state.service;
+    let month = Duration::from_secs(30 * 86_400);
+    let expiring = service
+        .issue_token_as(s.project(), request(Some(month)), &actor)
+        .await
+        .unwrap();
+    let lasting = service
+        .issue_token_as(s.project(), request(None), &actor)
+        .await
+        .unwrap();
+    let expiring = c.with_token(expiring.token.expose());
+    let lasting_token = lasting.token;
+    let r = expiring
+        .create_payment(&body("exp-1", "100"))
+        .await
+        .unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    let id = r.json["id"].as_str().expect("an id").to_string();
+    clock.advance(month - Duration::from_secs(1));
+    let r = expiring.get_payment(&id).await.unwrap();
+    assert_eq!(
+        r.status,
+        StatusCode::OK,
+        "a second before expiry: {}",
+        r.json
+    );
+    clock.advance(Duration::from_secs(1));
+    for _ in 0..2 {
+        let r = expiring
+            .create_payment(&body("exp-2", "100"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::UNAUTHORIZED, Some("token_invalid")),
+            "{}",
+            r.json
+        );
+        assert_eq!(r.json["message"], "the token has expired", "{}", r.json);
+    }
+    // The token without a lifetime still reads (an unsigned GET: the client signs with the
+    // real clock, which is a month behind the server's now).
+    let r = reqwest::Client::new()
+        .get(format!("{}/api/v1/payments/{id}", c.base_url()))
+        .bearer_auth(lasting_token.expose())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
     s.stop().await;
 }
 

@@ -185,6 +185,8 @@ pub(super) fn token(n: u128, project: ProjectId, scopes: Vec<Scope>) -> TokenRec
         scopes,
         created_at: T0 + ms(i64::try_from(n).expect("small")),
         revoked_at: None,
+        name: Some(format!("token {n}")),
+        expires_at: None,
     }
 }
 

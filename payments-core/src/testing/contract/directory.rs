@@ -168,6 +168,63 @@ pub async fn tokens<S: Store>(store: &S) {
     );
 }
 
+/// A token's name and expiry are kept as given (a token without them reads back without), by
+/// every read: by hash, the project's list and `auth_lookup`, the second time too (a store
+/// that keeps lookups keeps the expiry with them). From its expiry on, the record the
+/// authentication reads is refused by the core's rule ([`TokenRecord::usable_at`]), a moment
+/// before it is not.
+pub async fn token_names_and_expiry<S: Store>(store: &S) {
+    let m = sample_merchant(1, "First");
+    let p = sample_project(1, m.id);
+    store.put_merchant(&m).await.expect("put_merchant");
+    store.put_project(&p).await.expect("put_project");
+    let expires = T0 + ms(30 * 86_400_000);
+    let named = TokenRecord {
+        name: Some("shop backend, ünïcode".into()),
+        expires_at: Some(expires),
+        ..token(1, p.id, vec![Scope::PaymentsRead])
+    };
+    let bare = TokenRecord {
+        name: None,
+        expires_at: None,
+        ..token(2, p.id, vec![Scope::PaymentsRead])
+    };
+    for t in [&named, &bare] {
+        store.insert_token(t).await.expect("insert_token");
+        assert_eq!(
+            store.token_by_hash(&t.hash).await.expect("token").as_ref(),
+            Some(t)
+        );
+    }
+    assert_eq!(
+        store.tokens(p.id).await.expect("tokens"),
+        vec![named.clone(), bare.clone()]
+    );
+    for _ in 0..2 {
+        let found = store
+            .auth_lookup(&named.hash, None)
+            .await
+            .expect("auth_lookup")
+            .token
+            .expect("the token");
+        assert_eq!(found.expires_at, Some(expires));
+        assert!(found.usable_at(expires - ms(1)), "a moment before expiry");
+        assert!(!found.usable_at(expires), "refused from its expiry on");
+        let (found, _) = store
+            .auth_lookup_with_payment(&named.hash, None, payment_id(1))
+            .await
+            .expect("auth_lookup_with_payment");
+        assert!(!found.token.expect("the token").usable_at(expires + ms(1)));
+        let never = store
+            .auth_lookup(&bare.hash, None)
+            .await
+            .expect("auth_lookup")
+            .token
+            .expect("the token");
+        assert!(never.usable_at(T0 + ms(100 * 365 * 86_400_000)));
+    }
+}
+
 /// `auth_lookup` finds a token's project, merchant and the named key of that project (revoked
 /// records too: the caller decides); an unknown token finds nothing. `auth_lookup_with_payment`
 /// adds the payment by id, whatever its project (the caller checks the owner).

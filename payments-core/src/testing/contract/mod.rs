@@ -98,6 +98,9 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
             Box::pin(merchants_and_projects(s))
         }),
         ("tokens", |s| Box::pin(tokens(s))),
+        ("token_names_and_expiry", |s| {
+            Box::pin(token_names_and_expiry(s))
+        }),
         ("keys", |s| Box::pin(keys(s))),
         ("key_owners", |s| Box::pin(key_owners(s))),
         ("auth_lookups", |s| Box::pin(auth_lookups(s))),
