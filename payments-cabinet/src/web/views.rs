@@ -463,7 +463,10 @@ pub(crate) struct AuditRow {
     pub(crate) at_text: String,
     pub(crate) email: String,
     pub(crate) address: String,
+    /// The action's code (`sign_in.password`), for filters and scripts.
     pub(crate) action: String,
+    /// The action as a phrase (`Password sign-in`).
+    pub(crate) action_text: String,
     pub(crate) success: bool,
     pub(crate) project: Option<String>,
     pub(crate) target: String,
@@ -476,8 +479,6 @@ pub(crate) struct Audit {
     pub(crate) chrome: Chrome,
     pub(crate) scope: String,
     pub(crate) families: Vec<AuditFamily>,
-    /// The action as a phrase (`Password sign-in`).
-    pub(crate) action_text: String,
     /// The result filter as given: `ok`, `refused` or empty.
     pub(crate) result: String,
     pub(crate) email: String,
