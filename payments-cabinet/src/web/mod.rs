@@ -11,7 +11,7 @@
 mod auth;
 mod balance;
 pub mod export;
-pub mod i18n;
+pub(crate) mod i18n;
 mod once;
 pub mod payer;
 mod payments;
@@ -306,8 +306,8 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
 /// `Sec-Fetch-Site` is `same-origin`, or, without that header, its `Origin` is the cabinet's
 /// own. A request with neither is refused too: every browser sends one of them with a POST.
 ///
-/// The request runs in its language ([`i18n::of_request`]): whatever it renders, an error
-/// page included, reads it through [`i18n::current`].
+/// The request runs in its language (the `cabinet-lang` cookie's, else the one
+/// `Accept-Language` prefers): whatever it renders, an error page included, reads it.
 pub async fn guard(State(st): State<CabinetState>, req: Request, next: Next) -> Response {
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
     let scope = i18n::Scope {
