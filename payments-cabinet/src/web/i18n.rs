@@ -40,9 +40,6 @@ pub enum Lang {
 }
 
 impl Lang {
-    /// Both languages, English first.
-    pub const ALL: [Lang; 2] = [Lang::En, Lang::Ru];
-
     /// The BCP 47 tag (`<html lang>`, the cookie's value).
     pub fn code(self) -> &'static str {
         match self {
