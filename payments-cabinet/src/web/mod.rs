@@ -427,7 +427,7 @@ impl PageError {
             PageError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, tr("Unavailable"), m),
         };
         let page = Message {
-            chrome: st.chrome(title, None),
+            chrome,
             text,
             link: Some(views::Link::new("/", tr("Back to the cabinet"))),
         };
@@ -451,6 +451,10 @@ pub(crate) fn html(status: StatusCode, page: &impl Template) -> Response {
             tracing::error!(error = %e, "cabinet: a template did not render");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
+        // The language switch of an error page leads to the cabinet's start, so that every
+        // refusal reads the same whatever was asked for.
+        let mut chrome = st.chrome(title, None);
+        chrome.here = "/".into();
                 "the page could not be rendered",
             )
                 .into_response()
