@@ -16,6 +16,7 @@ mod once;
 pub mod payer;
 mod payments;
 mod projects;
+mod requests;
 mod security;
 pub(crate) mod views;
 
@@ -155,6 +156,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/projects/{id}/balance"),
     ("GET", "/projects/{id}/balance/entries.csv"),
     ("GET", "/projects/{id}/deliveries"),
+    ("GET", "/projects/{id}/requests"),
     ("GET", "/payments/{id}"),
     ("POST", "/payments/{id}/test/paid"),
     ("POST", "/payments/{id}/test/canceled"),
@@ -220,6 +222,7 @@ pub fn router(state: CabinetState) -> Router {
             get(balance::entries_csv),
         )
         .route("/projects/{id}/deliveries", get(payments::deliveries))
+        .route("/projects/{id}/requests", get(requests::page))
         .route("/payments/{id}", get(payments::card))
         .route("/payments/{id}/test/paid", post(payments::test_paid))
         .route(

@@ -16,6 +16,7 @@ mod browser;
 mod language;
 mod payer;
 mod reload;
+mod requests;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

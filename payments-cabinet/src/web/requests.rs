@@ -1,0 +1,222 @@
+//! A project's Requests tab (`/projects/{id}/requests`): the merchant API requests the
+//! project's tokens made recently (the request log, [`payments_core::request_log`]), newest
+//! first in pages, filtered by status (a class such as `4xx`, or one status) and error code;
+//! a refused signature's row shows what the server verified. Above them the integration
+//! health over the whole logged window, as the core computes it
+//! ([`PaymentService::integration_health`](payments_core::service::PaymentService::integration_health)).
+//! Whoever may see the project's payments sees its requests ([`visible_project`]).
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use payments_core::request_log::{
+    IntegrationHealth, RequestLogEntry, RequestLogQuery, StatusFilter, MIN_POLL_INTERVAL,
+};
+
+use super::i18n::{tr, trf};
+use super::payments::{cursor, encode, PAGE_SIZE};
+use super::projects::{project_view, visible_project};
+use super::views::{when, Chrome, Link, ProjectView};
+use super::{html, ok, CabinetState, PageError, PageResult, Signed};
+
+/// The query of the tab: `status` (`4xx`, `401`, ...), `code`, and the page's cursor
+/// (`<unix millis>_<id>` of the last request shown).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct RequestFilters {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    before: String,
+}
+
+/// One request as the table shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestRow {
+    pub(crate) at: String,
+    pub(crate) at_text: String,
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) status: u16,
+    pub(crate) ok: bool,
+    pub(crate) code: String,
+    pub(crate) request_id: String,
+    pub(crate) latency: String,
+    pub(crate) source: String,
+    pub(crate) skew: Option<String>,
+    pub(crate) diagnosis: Option<DiagnosisView>,
+}
+
+/// A refused signature's diagnosis as the row shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct DiagnosisView {
+    pub(crate) reason: String,
+    pub(crate) hint: Option<String>,
+    pub(crate) covered: String,
+    pub(crate) base: Option<String>,
+}
+
+/// One error code's share of the `4xx` answers.
+#[derive(Debug, Clone)]
+pub(crate) struct CodeLine {
+    pub(crate) code: String,
+    pub(crate) count: u64,
+    pub(crate) share: String,
+}
+
+/// The integration health as the page shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct HealthView {
+    pub(crate) requests: u64,
+    pub(crate) client_errors: u64,
+    pub(crate) codes: Vec<CodeLine>,
+    pub(crate) create_retries: u64,
+    pub(crate) retried_ids: u64,
+    pub(crate) fast_polled: u64,
+    pub(crate) shortest_poll: Option<String>,
+    pub(crate) skew_samples: u64,
+    pub(crate) median_skew: Option<String>,
+    pub(crate) max_skew: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "requests.html")]
+pub(crate) struct RequestsPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) tab: &'static str,
+    pub(crate) project: ProjectView,
+    pub(crate) health: HealthView,
+    pub(crate) keep: usize,
+    pub(crate) days: u64,
+    pub(crate) poll_seconds: u64,
+    pub(crate) status: String,
+    pub(crate) code: String,
+    pub(crate) requests: Vec<RequestRow>,
+    pub(crate) next: Option<String>,
+}
+
+/// Milliseconds as seconds with one decimal and a sign (`+1.5 s`, `-30.0 s`).
+fn seconds(ms: i64) -> String {
+    format!("{:+.1} s", ms as f64 / 1000.0)
+}
+
+/// Per mille as a percentage with one decimal.
+fn percent(permille: u64) -> String {
+    format!("{}.{} %", permille / 10, permille % 10)
+}
+
+fn health_view(h: &IntegrationHealth) -> HealthView {
+    HealthView {
+        requests: h.requests,
+        client_errors: h.client_errors,
+        codes: h
+            .client_errors_by_code
+            .iter()
+            .map(|c| CodeLine {
+                code: c.code.clone(),
+                count: c.count,
+                share: percent(c.permille),
+            })
+            .collect(),
+        create_retries: h.create_retries,
+        retried_ids: h.retried_ids,
+        fast_polled: h.fast_polled_payments,
+        shortest_poll: h
+            .shortest_poll_interval
+            .map(|d| format!("{:.1} s", d.as_secs_f64())),
+        skew_samples: h.skew_samples,
+        median_skew: h.median_skew_ms.map(seconds),
+        max_skew: h.max_skew_ms.map(seconds),
+    }
+}
+
+fn row(e: &RequestLogEntry) -> RequestRow {
+    let (at, at_text) = when(e.at);
+    RequestRow {
+        at,
+        at_text,
+        method: e.method.clone(),
+        path: e.path.clone(),
+        status: e.status,
+        ok: e.status < 400,
+        code: e.error_code.clone().unwrap_or_default(),
+        request_id: e.request_id.clone(),
+        latency: format!("{:.1} ms", e.latency_us as f64 / 1000.0),
+        source: e.source.clone(),
+        skew: e.clock_skew_ms.map(seconds),
+        diagnosis: e.diagnosis.as_ref().map(|d| DiagnosisView {
+            reason: d.reason.clone(),
+            hint: d.hint.clone(),
+            covered: d.covered.join(" "),
+            base: d.signature_base.clone(),
+        }),
+    }
+}
+
+/// `GET /projects/{id}/requests`.
+pub(crate) async fn page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(f): Query<RequestFilters>,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let service = st.cabinet.service();
+    let failed = |e: payments_core::store::StoreError| PageError::from(e).render(&st);
+    let health = service
+        .integration_health(project.id)
+        .await
+        .map_err(failed)?;
+    let policy = service.config().request_log;
+    let mut chrome = st
+        .chrome(
+            trf("{project}: requests", &[("project", &project.name)]),
+            Some(&signed.current),
+        )
+        .section("projects")
+        .crumbs(vec![Link::new("/projects", tr("Projects and API"))]);
+    let mut page = RequestsPage {
+        chrome: chrome.clone(),
+        tab: "requests",
+        project: project_view(&project, &merchant),
+        health: health_view(&health),
+        keep: policy.keep,
+        days: policy.max_age.as_secs() / 86_400,
+        poll_seconds: MIN_POLL_INTERVAL.as_secs(),
+        status: f.status.clone(),
+        code: f.code.clone(),
+        requests: Vec::new(),
+        next: None,
+    };
+    let status = match f.status.trim() {
+        "" => None,
+        s => match StatusFilter::parse(s) {
+            Ok(s) => Some(s),
+            Err(message) => {
+                chrome = chrome.error("status", message);
+                page.chrome = chrome;
+                return Ok(html(StatusCode::BAD_REQUEST, &page));
+            }
+        },
+    };
+    let code = f.code.trim();
+    let query = RequestLogQuery {
+        status,
+        error_code: (!code.is_empty()).then(|| code.to_string()),
+        before: cursor::<u64>(&f.before),
+        ..RequestLogQuery::new(project.id, PAGE_SIZE)
+    };
+    let found = service.request_log(&query).await.map_err(failed)?;
+    page.requests = found.requests.iter().map(row).collect();
+    page.next = found.next.map(|(at, id)| {
+        format!(
+            "/projects/{}/requests?status={}&code={}&before={}_{id}",
+            project.id,
+            encode(&f.status),
+            encode(&f.code),
+            at.unix_millis()
+        )
+    });
+    Ok(ok(&page))
+}
