@@ -3,7 +3,8 @@
 //! adjustments a day later), the balance and the statement as the operator API reads them,
 //! negative amounts drawn in red, and a period chosen in the form. With
 //! `CABINET_SCREENSHOTS=<dir>` it writes `27-balance.png` (the current month) and
-//! `28-balance-statement.png` (one day's statement) for docs/cabinet.md.
+//! `28-balance-statement.png` (one day's statement) for docs/cabinet.md, each also at 390 px
+//! (`-390.png`).
 
 use std::time::Duration;
 
@@ -144,6 +145,7 @@ async fn the_balance_tab_shows_every_kind_of_entry_and_a_chosen_period() {
     // The current month so far: its closing is the balance now.
     assert_eq!(b.text("#closing").await, b.text("#balance").await);
     b.screenshot("27-balance").await;
+    b.screenshot_at("27-balance-390", 390).await;
 
     // The payout's day alone, chosen in the form: the opening is the balance after the
     // payments' entries, the lines are the payout and the adjustments.
@@ -193,6 +195,7 @@ async fn the_balance_tab_shows_every_kind_of_entry_and_a_chosen_period() {
         .await
         .contains("Reason: Bank fee of the returned transfer"));
     b.screenshot("28-balance-statement").await;
+    b.screenshot_at("28-balance-statement-390", 390).await;
 
     // A bad period says so on the page.
     b.open(&format!("/projects/{project}/balance?from=2026-02-30"))

@@ -280,7 +280,8 @@ impl Browser {
         self.open("/sign-in").await;
         self.fill("#email", email).await;
         self.fill("#password", password).await;
-        self.click("form button[type=submit]").await;
+        self.click("form[action='/sign-in'] button[type=submit]")
+            .await;
     }
 
     /// Signs out through the header's button.

@@ -4,9 +4,9 @@
 //!
 //! Every test here needs Debian's `chromium` and `chromium-driver` and is ignored in a plain
 //! `cargo test` (the summary counts it); `-- --include-ignored` runs them (`.ci/run` does).
-//! `CABINET_SCREENSHOTS=<dir>` writes a PNG of each page the `screenshots` test visits
-//! (`cargo test -p payments-http --features testing --test cabinet_browser -- --ignored
-//! screenshots`).
+//! `CABINET_SCREENSHOTS=<dir>` writes a PNG of each page the layout walk visits, at 1,280 and
+//! 390 px ([`layout`]: `CABINET_SCREENSHOTS=$PWD/docs/cabinet cargo test -p payments-server
+//! --all-features --test cabinet_browser -- --include-ignored every_page`).
 
 #[path = "../cabinet/support.rs"]
 mod support;
@@ -14,6 +14,7 @@ mod support;
 mod balance;
 mod browser;
 mod language;
+mod layout;
 mod payer;
 mod reload;
 mod requests;
@@ -641,186 +642,4 @@ async fn over_tls_the_session_cookie_is_host_prefixed_secure_httponly_and_strict
     assert_eq!(b.heading().await, "Projects and API");
     b.close().await;
     c.server.stop().await;
-}
-
-/// Walks every page with demo data and writes a PNG of each to `CABINET_SCREENSHOTS` (the
-/// pictures of docs/cabinet.md): `CABINET_SCREENSHOTS=docs/cabinet cargo test -p payments-http
-/// --features testing --test cabinet_browser -- --ignored screenshots`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "writes the documentation's screenshots; run on demand"]
-async fn screenshots() {
-    let c = Cabinet::start_with(|s| {
-        s.callbacks.allow_local = true;
-        s.callbacks.retry_delays =
-            payments_core::callback::RetrySchedule::parse_delays("1,1").expect("delays");
-    })
-    .await;
-    let demo = c.demo_merchant().await;
-    c.user("anna@shop.example", Role::Merchant(demo)).await;
-    c.user("sam@support.example", Role::Support).await;
-    let (url, _) = receiver().await;
-    let creds = c.server.creds().clone();
-    let project = c.server.project();
-    let live = c.server.client();
-    let test = MerchantClient::from_credentials(&creds.for_test_project().expect("test"))
-        .expect("a client");
-    let svc = &c.server.state.service;
-    let actor = Actor("operator".into());
-    svc.update_project(
-        project,
-        payments_core::service::ProjectPatch {
-            callback_url: Some(Some(url.clone())),
-            ..Default::default()
-        },
-        &actor,
-    )
-    .await
-    .expect("a callback URL");
-    let mut ids = Vec::new();
-    for (n, (amount, method)) in [
-        ("1500", "sbp"),
-        ("3400", "card_transfer"),
-        ("12000", "sbp"),
-        ("780.50", "card_transfer"),
-        ("2500", "sbp"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let r = live
-            .create_payment(&json!({"merchant_payment_id": format!("order-10{n}"), "amount": amount, "payment_method": method}))
-            .await
-            .expect("a create");
-        ids.push(r.json["id"].as_str().expect("id").parse().expect("an id"));
-    }
-    svc.operate(ids[0], Trigger::Confirm { amount: None }, &actor)
-        .await
-        .expect("confirmed");
-    svc.operate(ids[1], Trigger::Cancel, &actor)
-        .await
-        .expect("canceled");
-    // One callback that fails: a closed port.
-    let r = live
-        .create_payment(&json!({"merchant_payment_id": "order-200", "amount": "990", "payment_method": "sbp", "callback_url": "http://127.0.0.1:9/callbacks"}))
-        .await
-        .expect("a create");
-    let failing = r.json["id"].as_str().expect("id").parse().expect("an id");
-    svc.operate(failing, Trigger::Confirm { amount: None }, &actor)
-        .await
-        .expect("confirmed");
-    let t = test
-        .create_payment(&json!({"merchant_payment_id": "test-order-1", "amount": "2500", "payment_method": "card_transfer", "callback_url": url}))
-        .await
-        .expect("a create");
-    let test_payment = t.json["id"].as_str().expect("id").to_string();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-
-    let b = browser!(c);
-    b.open("/sign-in").await;
-    b.screenshot("01-sign-in").await;
-    b.password_step("anna@shop.example", PASSWORD).await;
-    b.screenshot("02-enrol").await;
-    let key_text = b.text("#totp-key").await;
-    let key = payments_cabinet::secrets::totp_key_from_base32(&key_text.replace(' ', ""))
-        .expect("base32");
-    b.fill("#code", &c.code(&key)).await;
-    b.click("form[action='/sign-in/enrol'] button").await;
-    b.screenshot("03-recovery-codes").await;
-    b.click_text("I have saved the codes, continue").await;
-    b.sign_out().await;
-    b.password_step("anna@shop.example", PASSWORD).await;
-    b.screenshot("04-code").await;
-    b.fill("#code", "123 456").await;
-    b.click("form[action='/sign-in/code'] button").await;
-    b.screenshot("05-code-refused").await;
-    b.click_text("Use a recovery code instead").await;
-    b.screenshot("06-recovery-sign-in").await;
-    b.open("/sign-in/code").await;
-    code_step(&c, &b, &key).await;
-    b.screenshot("07-projects").await;
-    b.click_text("Demo project").await;
-    b.click("form[action$='/tokens'] button").await;
-    b.screenshot("09-token-shown-once").await;
-    b.click_text("Done").await;
-    let pem = public_key_to_pem(&generate_signing_key(&OsRandom).verifying_key());
-    b.fill("#public_key", &pem).await;
-    b.click("form[action$='/keys'] button").await;
-    b.screenshot("08-external-api-access").await;
-    b.fill(
-        "#ip_allow_list",
-        "203.0.113.0/24\n198.51.100.7/24\nlocalhost",
-    )
-    .await;
-    b.click("form[action$='/allow-list'] button").await;
-    b.screenshot("10-allow-list-errors").await;
-    b.open(&format!("/projects/{project}")).await;
-    let revoke = b
-        .el("#tokens tbody a")
-        .await
-        .attr("href")
-        .await
-        .expect("attr")
-        .expect("a link");
-    b.open(&revoke).await;
-    b.screenshot("11-revoke-token-confirm").await;
-    b.open(&format!("/projects/{project}/callback-secret"))
-        .await;
-    b.screenshot("12-callback-secret-confirm").await;
-    b.click("form button.primary").await;
-    b.screenshot("13-callback-secret-shown-once").await;
-    b.open(&format!("/projects/{project}/payments")).await;
-    b.screenshot("14-payments").await;
-    b.open(&format!("/payments/{}", ids[0])).await;
-    b.screenshot("15-payment-card").await;
-    b.open(&format!("/payments/{test_payment}")).await;
-    b.screenshot("16-test-payment-card").await;
-    // The outcome "paid", then "Send callback" on the closed test payment.
-    b.click("#test-paid").await;
-    b.screenshot("25-test-payment-closed").await;
-    b.click("#test-send-callback").await;
-    assert_eq!(b.text("#payment-status").await, "completed");
-    assert!(
-        b.text("body").await.contains("A callback was queued"),
-        "the callback was sent"
-    );
-    // Its delivery to the receiver shows under the card's events.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    b.open(&format!("/payments/{test_payment}?done=resent"))
-        .await;
-    b.screenshot("26-test-callback-sent").await;
-    b.open(&format!("/projects/{project}/deliveries")).await;
-    b.screenshot("17-deliveries").await;
-    b.open("/security").await;
-    b.screenshot("18-security").await;
-    b.open("/audit").await;
-    b.screenshot("19-audit").await;
-    b.open(&format!("/projects/{}", uuid_like())).await;
-    b.screenshot("20-not-found").await;
-    b.open("/projects").await;
-    b.sign_out().await;
-
-    let (key2, _) = first_sign_in(&c, &b, "sam@support.example").await;
-    let _ = key2;
-    b.click_text("I have saved the codes, continue").await;
-    b.screenshot("21-projects-support").await;
-    b.open(&format!("/payments/{}", ids[2])).await;
-    b.screenshot("22-payment-card-support").await;
-    b.click("#resend-link").await;
-    b.screenshot("23-resend-confirm").await;
-    b.open("/projects").await;
-    b.sign_out().await;
-
-    let invite = c
-        .cabinet()
-        .create_user("new.colleague@shop.example", Role::Merchant(demo), &actor)
-        .await
-        .expect("a user");
-    b.open(&format!("/invite/{}", invite.token.expose())).await;
-    b.screenshot("24-invitation").await;
-    b.close().await;
-    c.server.stop().await;
-}
-
-fn uuid_like() -> &'static str {
-    "00000000-0000-4000-8000-000000000000"
 }
