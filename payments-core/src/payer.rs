@@ -241,6 +241,8 @@ pub struct PayerView {
     pub now: Timestamp,
     /// A sandbox test payment (no money moves).
     pub is_test: bool,
+    /// Where "Back to the shop" leads: the project's return URL, when it has one.
+    pub return_url: Option<String>,
 }
 
 impl PayerView {
@@ -256,6 +258,7 @@ impl PayerView {
             deadline: payment.expires_at,
             now,
             is_test: payment.is_test(),
+            return_url: project.return_url.as_ref().map(|u| u.as_str().to_string()),
         }
     }
 
@@ -383,6 +386,56 @@ pub fn phone_display(e164: &str) -> String {
         .map(|c| std::str::from_utf8(c).expect("ASCII digits"))
         .collect();
     format!("+{}", groups.join(" "))
+}
+
+/// The most characters a project's return URL may have.
+pub const RETURN_URL_MAX: usize = 2000;
+
+/// A project's return URL: where the payer page's "Back to the shop" link leads. An absolute
+/// `https` URL with a host and no user name or password in it, at most [`RETURN_URL_MAX`]
+/// characters ([`ReturnUrl::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReturnUrl(String);
+
+impl ReturnUrl {
+    /// Reads a return URL (trimmed), or says what is wrong with it.
+    ///
+    /// ```
+    /// use payments_core::payer::ReturnUrl;
+    ///
+    /// assert!(ReturnUrl::parse("https://shop.example/orders").is_ok());
+    /// assert!(ReturnUrl::parse("http://shop.example/").is_err());
+    /// assert!(ReturnUrl::parse("javascript:alert(1)").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<ReturnUrl, String> {
+        let text = text.trim();
+        if text.chars().count() > RETURN_URL_MAX {
+            return Err(format!("at most {RETURN_URL_MAX} characters"));
+        }
+        let url = url::Url::parse(text)
+            .map_err(|e| format!("not an absolute URL ({e}): write it as https://shop.example/"))?;
+        if url.scheme() != "https" {
+            return Err("must start with https:// (the payer leaves a secure page)".into());
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("must name a host (https://shop.example/)".into());
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err("must not hold a user name or password".into());
+        }
+        Ok(ReturnUrl(url.to_string()))
+    }
+
+    /// The URL's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ReturnUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Whether a page may link to `url`: an absolute URL whose scheme is not one that runs code or
@@ -546,5 +599,32 @@ mod tests {
             let t = PageToken::generate(&Fixed(bytes));
             prop_assert_eq!(PageToken::parse(t.as_str()), Some(t.clone()));
         }
+    }
+
+    #[test]
+    fn a_return_url_is_https_with_a_host_and_no_credentials() {
+        for good in [
+            "https://shop.example",
+            " https://shop.example/orders?id=1#done ",
+            "https://магазин.рф/",
+            "https://shop.example:8443/back",
+        ] {
+            assert!(ReturnUrl::parse(good).is_ok(), "{good}");
+        }
+        for (bad, word) in [
+            ("http://shop.example/", "https://"),
+            ("shop.example", "absolute"),
+            ("", "absolute"),
+            ("javascript:alert(1)", "https://"),
+            ("data:text/html,x", "https://"),
+            ("https://user:pass@shop.example/", "user name"),
+            ("https://user@shop.example/", "user name"),
+            ("https://", "absolute"),
+        ] {
+            let e = ReturnUrl::parse(bad).expect_err(bad);
+            assert!(e.contains(word), "{bad}: {e}");
+        }
+        let long = format!("https://shop.example/{}", "a".repeat(RETURN_URL_MAX));
+        assert!(ReturnUrl::parse(&long).unwrap_err().contains("at most"));
     }
 }

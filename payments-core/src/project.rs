@@ -183,6 +183,8 @@ pub struct Project {
     pub payer_page: bool,
     /// The payer page's language.
     pub payer_language: crate::payer::PageLanguage,
+    /// Where the payer page's "Back to the shop" link leads; none by default.
+    pub return_url: Option<crate::payer::ReturnUrl>,
     /// Creation time.
     pub created_at: Timestamp,
 }

@@ -90,6 +90,7 @@ impl Record for Project {
         "paused",
         "payer_page",
         "payer_language",
+        "return_url",
     ];
 
     fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
@@ -116,6 +117,12 @@ impl Record for Project {
                 let l = c.text("payer_language")?;
                 l.parse().map_err(|_| corrupt("payer_language", l))?
             },
+            return_url: c
+                .opt_text("return_url")?
+                .map(|u| {
+                    payments_core::payer::ReturnUrl::parse(&u).map_err(|_| corrupt("return_url", u))
+                })
+                .transpose()?,
             created_at: c.ts("created_at")?,
         })
     }
@@ -142,6 +149,7 @@ impl Record for Project {
             SqlValue::flag(self.paused),
             SqlValue::flag(self.payer_page),
             SqlValue::text(self.payer_language.as_str()),
+            SqlValue::opt_text(self.return_url.as_ref().map(|u| u.as_str())),
         ])
     }
 }

@@ -149,6 +149,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/projects/{id}/keys/{keyid}/revoke"),
     ("POST", "/projects/{id}/allow-list"),
     ("POST", "/projects/{id}/callback-url"),
+    ("GET", "/projects/{id}/payer-page"),
+    ("POST", "/projects/{id}/payer-page"),
     ("GET", "/projects/{id}/callback-secret"),
     ("POST", "/projects/{id}/callback-secret"),
     ("GET", "/projects/{id}/payments"),
@@ -156,7 +158,13 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/projects/{id}/balance"),
     ("GET", "/projects/{id}/balance/entries.csv"),
     ("GET", "/projects/{id}/deliveries"),
+    ("GET", "/projects/{id}/deliveries/recover"),
+    ("POST", "/projects/{id}/deliveries/recover"),
+    ("GET", "/projects/{id}/events/{event}"),
+    ("GET", "/projects/{id}/events/{event}/resend"),
+    ("POST", "/projects/{id}/events/{event}/resend"),
     ("GET", "/projects/{id}/requests"),
+    ("GET", "/payments/search"),
     ("GET", "/payments/{id}"),
     ("POST", "/payments/{id}/test/paid"),
     ("POST", "/payments/{id}/test/canceled"),
@@ -211,6 +219,10 @@ pub fn router(state: CabinetState) -> Router {
         .route("/projects/{id}/allow-list", post(projects::allow_list))
         .route("/projects/{id}/callback-url", post(projects::callback_url))
         .route(
+            "/projects/{id}/payer-page",
+            get(payer::settings_page).post(payer::save_settings),
+        )
+        .route(
             "/projects/{id}/callback-secret",
             get(projects::roll_secret_page).post(projects::roll_secret),
         )
@@ -222,7 +234,17 @@ pub fn router(state: CabinetState) -> Router {
             get(balance::entries_csv),
         )
         .route("/projects/{id}/deliveries", get(payments::deliveries))
+        .route(
+            "/projects/{id}/deliveries/recover",
+            get(payments::recover_page).post(payments::recover),
+        )
+        .route("/projects/{id}/events/{event}", get(payments::event_page))
+        .route(
+            "/projects/{id}/events/{event}/resend",
+            get(payments::event_resend_page).post(payments::event_resend),
+        )
         .route("/projects/{id}/requests", get(requests::page))
+        .route("/payments/search", get(payments::search))
         .route("/payments/{id}", get(payments::card))
         .route("/payments/{id}/test/paid", post(payments::test_paid))
         .route(

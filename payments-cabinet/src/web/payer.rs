@@ -75,10 +75,13 @@ pub(crate) struct Texts {
     pub(crate) checking: (&'static str, &'static str),
     pub(crate) not_found: (&'static str, &'static str),
     pub(crate) months: [&'static str; 12],
+    /// The return link's words before the shop's name ("Back to").
+    pub(crate) back: &'static str,
 }
 
 const EN: Texts = Texts {
     lang: "en",
+    back: "Back to",
     title: "Payment",
     shop: "Shop",
     refresh: "Refresh status",
@@ -136,6 +139,7 @@ const EN: Texts = Texts {
 
 const RU: Texts = Texts {
     lang: "ru",
+    back: "Вернуться в магазин",
     title: "Оплата",
     shop: "Магазин",
     refresh: "Обновить статус",
@@ -244,6 +248,8 @@ pub(crate) struct PayerPage {
     pub(crate) deadline_text: String,
     pub(crate) minutes_left: u64,
     pub(crate) is_test: bool,
+    /// The project's return URL: the "Back to <shop>" link.
+    pub(crate) return_url: Option<String>,
 }
 
 /// The payer page's "not found" (the same for every wrong link).
@@ -330,6 +336,7 @@ pub(crate) fn page(view: &PayerView, token: &str) -> PayerPage {
         deadline_text: format_deadline(t, view.deadline),
         minutes_left: view.seconds_left().div_ceil(60),
         is_test: view.is_test,
+        return_url: view.return_url.clone(),
     }
 }
 
@@ -409,6 +416,169 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+// --- the project's payer page settings (the merchant's) --------------------------------------
+
+/// `GET /projects/{id}/payer-page`: the payer page's switch, language and return URL.
+#[derive(Template)]
+#[template(path = "payer_settings.html")]
+pub(crate) struct PayerSettings {
+    pub(crate) chrome: super::views::Chrome,
+    pub(crate) project_id: String,
+    pub(crate) on: bool,
+    pub(crate) languages: Vec<(&'static str, &'static str, bool)>,
+    pub(crate) return_url: String,
+}
+
+/// What a redirect back to the settings may say.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct SettingsQuery {
+    #[serde(default)]
+    done: Option<String>,
+    #[serde(default)]
+    flash: Option<String>,
+}
+
+/// The settings page's name in a refused form's slot.
+fn settings_name(project: &payments_core::project::Project) -> String {
+    format!("payer-settings:{}", project.id)
+}
+
+pub(crate) async fn settings_page(
+    State(st): State<CabinetState>,
+    signed: super::Signed,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<SettingsQuery>,
+) -> super::PageResult {
+    let (project, _) = super::projects::visible_project(&st, &signed.current, &id).await?;
+    let flash = super::once::flash(
+        &st,
+        Some(signed.current.session.id),
+        q.flash.as_deref(),
+        &settings_name(&project),
+    )
+    .await?;
+    let notice = (q.done.as_deref() == Some("saved"))
+        .then(|| "The payer page settings are saved.".to_string());
+    let chrome = st
+        .chrome(
+            format!("{}: payer page", project.name),
+            Some(&signed.current),
+        )
+        .section("projects")
+        .crumbs(vec![
+            super::views::Link::new("/projects", "Projects and API"),
+            super::views::Link::new(format!("/projects/{}", project.id), project.name.clone()),
+        ])
+        .notice(notice);
+    let chrome = super::once::with_errors(chrome, flash.as_ref());
+    let typed = |f: &str| flash.as_ref().and_then(|x| x.typed(f));
+    let language = typed("payer_language")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(project.payer_language);
+    let page = PayerSettings {
+        chrome,
+        project_id: project.id.to_string(),
+        on: typed("payer_page").map_or(project.payer_page, |v| v == "on"),
+        languages: PageLanguage::ALL
+            .iter()
+            .map(|l| {
+                let name = match l {
+                    PageLanguage::En => "English",
+                    _ => "Russian",
+                };
+                (l.as_str(), name, *l == language)
+            })
+            .collect(),
+        return_url: typed("return_url").unwrap_or_else(|| {
+            project
+                .return_url
+                .as_ref()
+                .map(|u| u.as_str().to_string())
+                .unwrap_or_default()
+        }),
+    };
+    Ok(super::once::answer(flash.as_ref(), super::ok(&page)))
+}
+
+/// `POST /projects/{id}/payer-page`: the operator API's project patch (`payer_page`,
+/// `payer_language`, `return_url`; the core checks the URL), audited; the reason on the form
+/// after a refusal (`422`).
+pub(crate) async fn save_settings(
+    State(st): State<CabinetState>,
+    signed: super::Signed,
+    client: crate::accounts::Client,
+    Path(id): Path<String>,
+    form: super::FormData,
+) -> super::PageResult {
+    let (project, merchant) = super::projects::visible_project(&st, &signed.current, &id).await?;
+    let on = form.get("payer_page") == "on";
+    let language = form.get("payer_language").to_string();
+    let url = form.get("return_url").trim().to_string();
+    let back = format!("/projects/{}/payer-page", project.id);
+    let refuse = |field: &str, message: String| {
+        super::once::Flash::new(settings_name(&project), StatusCode::UNPROCESSABLE_ENTITY)
+            .error(field, message)
+            .input("payer_page", if on { "on" } else { "off" })
+            .input("payer_language", language.clone())
+            .input("return_url", url.clone())
+    };
+    let Ok(parsed) = language.parse::<PageLanguage>() else {
+        let flash = refuse(
+            "payer_language",
+            "Language: choose English or Russian.".into(),
+        );
+        return Ok(
+            super::once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await,
+        );
+    };
+    let patch = payments_core::service::ProjectPatch {
+        payer_page: Some(on),
+        payer_language: Some(parsed),
+        return_url: Some((!url.is_empty()).then(|| url.clone())),
+        ..Default::default()
+    };
+    match st
+        .cabinet
+        .service()
+        .update_project(project.id, patch, &signed.current.actor())
+        .await
+    {
+        Ok(after) => {
+            st.cabinet
+                .audit_change(
+                    &signed.current,
+                    &client,
+                    crate::accounts::Change {
+                        merchant: merchant.id,
+                        project: Some(project.id),
+                        action: "project.payer_page",
+                        target: &project.id.to_string(),
+                        detail: Some(format!(
+                            "{}, {}, return URL {}",
+                            if after.payer_page { "on" } else { "off" },
+                            after.payer_language.as_str(),
+                            after.return_url.as_ref().map_or("none", |u| u.as_str())
+                        )),
+                    },
+                )
+                .await
+                .map_err(|e| super::PageError::from(e).render(&st))?;
+            Ok(super::see_other(&format!("{back}?done=saved")))
+        }
+        Err(e) if e.code() == ErrorCode::BadRequest => {
+            let message = e.to_string();
+            let field = if message.contains("return_url") {
+                "return_url"
+            } else {
+                "payer_page"
+            };
+            let flash = refuse(field, message.replacen("return_url: ", "Return URL: ", 1));
+            Ok(super::once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await)
+        }
+        Err(e) => Err(super::PageError::from(e).render(&st)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,6 +603,34 @@ mod tests {
             deadline: Timestamp::from_unix_secs(1_790_856_900),
             now: Timestamp::from_unix_secs(1_790_856_000),
             is_test: false,
+            return_url: None,
+        }
+    }
+
+    #[test]
+    fn the_return_link_names_the_shop_only_when_set() {
+        let mut v = view(PayerState::Completed, PageLanguage::En);
+        let html = page(&v, TOKEN).render().unwrap();
+        assert!(!html.contains("return-url"), "no link without a return URL");
+        v.return_url = Some("https://shop.example/orders?id=1&x=\"y\"".into());
+        for (language, words) in [
+            (PageLanguage::En, "Back to"),
+            (PageLanguage::Ru, "Вернуться в магазин"),
+        ] {
+            v.language = language;
+            let html = page(&v, TOKEN).render().unwrap();
+            assert!(
+                html.contains(
+                    "<a id=\"return-url\" class=\"button secondary\" href=\"https://shop.example/orders?id=1&#38;x=&#34;y&#34;\" rel=\"noopener\">"
+                ),
+                "{html}"
+            );
+            assert!(
+                html.contains(&format!(
+                    "{words} Tea &#38; &#60;Coffee&#62; &#34;Shop&#34;</a>"
+                )),
+                "{html}"
+            );
         }
     }
 

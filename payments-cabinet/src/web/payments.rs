@@ -4,7 +4,7 @@
 //! support.
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use payments_core::amount::Amount;
 use payments_core::event::{DeliveryState, EventRecord};
@@ -19,11 +19,15 @@ use super::export;
 use super::once::{self, Flash};
 use super::projects::{project_view, visible_project};
 use super::views::{
-    when, AttemptRow, Card, CardField, CardPayment, Choice, Confirm, Deliveries, EventView, Link,
-    PaymentRow, Payments,
+    when, AttemptRow, Card, CardField, CardPayment, Choice, Chrome, Confirm, Deliveries, EventView,
+    Link, PaymentRow, Payments,
 };
-use super::{ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
+use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
 use crate::accounts::{Change, Client, Current};
+use crate::store::Role;
+use askama::Template;
+use payments_core::service::{PaymentCursor, PaymentListQuery, SearchTerm};
+use payments_core::store::MerchantStoreExt;
 
 /// Rows per page of the lists.
 pub const PAGE_SIZE: usize = 50;
@@ -215,15 +219,70 @@ fn card_fields(p: &Payment) -> Vec<CardField> {
         .into_iter()
         .map(|(name, value)| {
             let code = name.ends_with("id") || name.ends_with("_url") || name.ends_with("link");
-            CardField { name, value, code }
+            // A time of the resource reads in the cabinet's one format.
+            let value = if name.ends_with("_at") {
+                super::views::when_in_text(&value)
+            } else {
+                value
+            };
+            CardField {
+                label: field_label(&name),
+                name,
+                value,
+                code,
+            }
         })
         .collect();
     fields.push(CardField {
+        label: "Version (changes with every change)".into(),
         name: "version".into(),
         value: p.version.to_string(),
         code: false,
     });
     fields
+}
+
+/// A field of the payment resource as a phrase; the API name stays beside it on the card.
+/// A field this table does not know yet (a later addition to the resource) is shown by its
+/// API name.
+fn field_label(name: &str) -> String {
+    if let Some(key) = name.strip_prefix("metadata.") {
+        return format!("Metadata: {key}");
+    }
+    let label = match name {
+        "id" => "Payment id",
+        "merchant_payment_id" => "Your payment id",
+        "flow" => "Flow",
+        "status" => "Status",
+        "amount" => "Amount",
+        "initial_amount" => "Amount asked at creation",
+        "currency" => "Currency",
+        "geo_code" => "Country",
+        "payment_method" => "Payment method",
+        "is_intrabank" => "Same-bank transfer only",
+        "bank_code" => "Payer's bank asked for",
+        "requisite_bank" => "Bank of the requisite",
+        "callback_url" => "Callback URL",
+        "is_test" => "Test payment",
+        "requisite" => "Card number or phone to pay to",
+        "holder_name" => "Recipient's name",
+        "qrcode_link" => "QR code link",
+        "deeplink_url" => "Bank app link",
+        "error_code" => "Error code",
+        "error_comment" => "Error comment",
+        "payment_page_url" => "Payer page",
+        "created_at" => "Created",
+        "updated_at" => "Last changed",
+        "expires_at" => "Expires",
+        "merchant_information.course" => "Exchange rate (currency per USDT)",
+        "merchant_information.rate" => "Fee, percent",
+        "merchant_information.amount_usdt" => "Amount in USDT",
+        "merchant_information.fee" => "Fee in the payment currency",
+        "merchant_information.amount_rate" => "Amount after the fee",
+        "merchant_information.amount_usdt_rate" => "Credited to the balance, USDT",
+        other => other,
+    };
+    label.to_string()
 }
 
 /// A JSON value with object members kept in document order.
@@ -320,6 +379,10 @@ fn flatten(prefix: &str, members: Vec<(String, Member)>, out: &mut Vec<(String, 
 /// ([`payments_core::event::DeliveryAttempt::result_for_merchant`]).
 pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
     let o = &r.outbox;
+    let href = format!(
+        "/projects/{}/events/{}",
+        o.event.project_id, o.event.event_id
+    );
     let (created, created_text) = when(o.event.created_at);
     EventView {
         event_id: o.event.event_id.to_string(),
@@ -335,7 +398,7 @@ pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
         created_text,
         attempts_made: o.attempts,
         max_attempts: o.max_attempts,
-        next: o.next_attempt_at.map(|t| t.to_rfc3339()),
+        next: o.next_attempt_at.map(when),
         attempts: r
             .attempts
             .iter()
@@ -359,6 +422,7 @@ pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
                 }
             })
             .collect(),
+        href,
     }
 }
 
@@ -367,9 +431,18 @@ async fn card_page(
     current: &Current,
     payment: &Payment,
     project: &Project,
+    origin: &str,
     notice: Option<String>,
     error: Option<String>,
 ) -> Result<Card, Response> {
+    // The payer page's link, as the merchant API's read gives it (made at the first read).
+    let payment_page_url = st
+        .cabinet
+        .service()
+        .payment_page_token(project, payment)
+        .await
+        .map_err(|e| PageError::from(payments_core::ApiError::from(e)).render(st))?
+        .map(|token| payments_cabinet_url(origin, &token));
     let events = st
         .cabinet
         .service()
@@ -406,6 +479,8 @@ async fn card_page(
         test_buttons: payment.is_test() && payment.status == PaymentStatus::Processing,
         test_callback: payment.is_test() && payment.status.is_closed() && !support,
         support,
+        merchant_resend: !support && !payment.is_test() && payment.status.is_closed(),
+        payment_page_url,
         events: events
             .iter()
             .rev()
@@ -430,9 +505,31 @@ fn card_name(payment: &Payment) -> String {
     format!("payment:{}", payment.id)
 }
 
+/// The origin the user reached the cabinet at (its public origin when set), for absolute
+/// links such as the payer page's.
+fn origin(st: &CabinetState, headers: &HeaderMap) -> String {
+    match &st.public_origin {
+        Some(o) => o.trim_end_matches('/').to_string(),
+        None => format!(
+            "{}://{}",
+            if st.tls { "https" } else { "http" },
+            headers
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("localhost")
+        ),
+    }
+}
+
+/// The payer page's absolute link under `origin`.
+fn payments_cabinet_url(origin: &str, token: &payments_core::payer::PageToken) -> String {
+    crate::payer_page_url(origin, token)
+}
+
 pub(crate) async fn card(
     State(st): State<CabinetState>,
     signed: Signed,
+    headers: HeaderMap,
     Path(id): Path<String>,
     Query(q): Query<CardQuery>,
 ) -> PageResult {
@@ -454,7 +551,17 @@ pub(crate) async fn card(
         .as_ref()
         .and_then(|f| f.errors.first())
         .map(|(_, m)| m.clone());
-    let page = ok(&card_page(&st, &signed.current, &payment, &project, notice, error).await?);
+    let origin = origin(&st, &headers);
+    let page = ok(&card_page(
+        &st,
+        &signed.current,
+        &payment,
+        &project,
+        &origin,
+        notice,
+        error,
+    )
+    .await?);
     Ok(once::answer(flash.as_ref(), page))
 }
 
@@ -482,9 +589,9 @@ async fn run_operation(
                 let e = payments_core::ApiError::from(e);
                 (status(&e), e.message)
             }),
-        // The merchant's "send callback" of a closed test payment (the spec's resend, which
-        // the merchant may ask for a test payment): the merchant API's operation.
-        Ok(Trigger::ResendCallback) if payment.is_test() && !signed.current.is_support() => service
+        // The merchant's "send callback" of a closed payment, test or live (the spec's manual
+        // resend): the merchant API's operation (`POST /api/v1/payments/{id}/resend`).
+        Ok(Trigger::ResendCallback) if !signed.current.is_support() => service
             .resend_payment_callback(&project, payment.id, &actor)
             .await
             .map(|_| Trigger::ResendCallback)
@@ -502,7 +609,7 @@ async fn run_operation(
     };
     match result {
         Ok(trigger) => {
-            let name = if test || !signed.current.is_support() {
+            let name = if test || (payment.is_test() && !signed.current.is_support()) {
                 format!("test_payment.{}", trigger.name())
             } else {
                 format!("payment.{}", trigger.name())
@@ -646,10 +753,6 @@ pub(crate) async fn resend_page(
     Path(id): Path<String>,
 ) -> PageResult {
     let (payment, _) = visible_payment(&st, &signed.current, &id).await?;
-    // Support resends any payment's callback; a merchant's user a test payment's.
-    if !signed.current.is_support() && !payment.is_test() {
-        return Err(PageError::NotFound.render(&st));
-    }
     Ok(ok(&Confirm {
         chrome: st
             .chrome(
@@ -702,6 +805,15 @@ pub(crate) struct DeliveryFilters {
     to: String,
     #[serde(default)]
     before: String,
+    /// After a recovery: how many payments were resent and skipped, and whether more remain.
+    #[serde(default)]
+    recovered: Option<usize>,
+    #[serde(default)]
+    skipped: Option<usize>,
+    #[serde(default)]
+    more: Option<bool>,
+    #[serde(default)]
+    flash: Option<String>,
 }
 
 pub(crate) async fn deliveries(
@@ -748,14 +860,43 @@ pub(crate) async fn deliveries(
             last.event_id
         )
     });
-    Ok(ok(&Deliveries {
-        chrome: st
-            .chrome(
-                format!("{}: callback deliveries", project.name),
-                Some(&signed.current),
-            )
-            .section("projects")
-            .crumbs(vec![Link::new("/projects", "Projects and API")]),
+    let notice = f.recovered.map(|n| {
+        let mut text = format!(
+            "Resent the callbacks of {n} payments; {} skipped.",
+            f.skipped.unwrap_or(0)
+        );
+        if f.more == Some(true) {
+            text.push_str(" More undelivered events remain: resend again.");
+        }
+        text
+    });
+    let flash = once::flash(
+        &st,
+        Some(signed.current.session.id),
+        f.flash.as_deref(),
+        &deliveries_name(&project),
+    )
+    .await?;
+    let chrome = st
+        .chrome(
+            format!("{}: callback deliveries", project.name),
+            Some(&signed.current),
+        )
+        .section("projects")
+        .crumbs(vec![Link::new("/projects", "Projects and API")])
+        .notice(notice);
+    let chrome = once::with_errors(chrome, flash.as_ref());
+    let since = if f.from.trim().is_empty() {
+        (st.cabinet.service().ports().clock.now() - DAY)
+            .to_rfc3339()
+            .chars()
+            .take(10)
+            .collect()
+    } else {
+        f.from.trim().to_string()
+    };
+    let page = ok(&Deliveries {
+        chrome,
         tab: "deliveries",
         project: project_view(&project, &merchant),
         states: ["pending", "delivered", "failed"]
@@ -773,9 +914,551 @@ pub(crate) async fn deliveries(
             .map(|e| event_view(e, signed.current.is_support()))
             .collect(),
         show_payment: true,
-        resend: signed.current.is_support(),
+        resend: true,
         next,
+        since,
+    });
+    Ok(once::answer(flash.as_ref(), page))
+}
+
+// --- a callback event's page, the merchant's resend and recovery -----------------------------
+
+/// One attempt's headers as the event page shows them.
+#[derive(Debug, Clone)]
+pub(crate) struct HeaderBlock {
+    pub(crate) attempt: u32,
+    /// `(name, value)`; a value the cabinet cannot reproduce reads as such.
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+/// `GET /projects/{id}/events/{event}`: the event with its attempts, the exact body sent and
+/// each attempt's headers, and its resend.
+#[derive(Template)]
+#[template(path = "event.html")]
+pub(crate) struct EventPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) project_id: String,
+    pub(crate) events: Vec<EventView>,
+    pub(crate) show_payment: bool,
+    pub(crate) resend: bool,
+    pub(crate) body: String,
+    pub(crate) sent: Vec<HeaderBlock>,
+}
+
+/// The name of an event page in a refused operation's slot.
+fn event_name(event: EventId) -> String {
+    format!("event:{event}")
+}
+
+/// A project's event the user may see, or "not found".
+async fn visible_event(
+    st: &CabinetState,
+    current: &Current,
+    project: &str,
+    event: &str,
+) -> Result<(Project, EventRecord), Response> {
+    let (project, _) = visible_project(st, current, project).await?;
+    let not_found = || PageError::NotFound.render(st);
+    let id: EventId = event.parse().map_err(|_| not_found())?;
+    let record = st
+        .cabinet
+        .service()
+        .project_event(&project, id)
+        .await
+        .map_err(|e| PageError::from(e).render(st))?
+        .ok_or_else(not_found)?;
+    Ok((project, record))
+}
+
+pub(crate) async fn event_page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path((project, event)): Path<(String, String)>,
+    Query(q): Query<CardQuery>,
+) -> PageResult {
+    let (project, record) = visible_event(&st, &signed.current, &project, &event).await?;
+    let event_id = record.outbox.event.event_id;
+    let sent = st
+        .cabinet
+        .service()
+        .sent_request(&project, &record)
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    let flash = once::flash(
+        &st,
+        Some(signed.current.session.id),
+        q.flash.as_deref(),
+        &event_name(event_id),
+    )
+    .await?;
+    let notice = match q.done.as_deref() {
+        Some("resent") => Some(
+            "A new callback event was queued: this is it. Its one attempt appears here.".into(),
+        ),
+        _ => None,
+    };
+    let mut chrome = st
+        .chrome(format!("Callback event {event_id}"), Some(&signed.current))
+        .section("projects")
+        .crumbs(vec![
+            Link::new("/projects", "Projects and API"),
+            Link::new(
+                format!("/projects/{}/deliveries", project.id),
+                format!("{}: callback deliveries", project.name),
+            ),
+        ])
+        .notice(notice);
+    chrome = once::with_errors(chrome, flash.as_ref());
+    let page = EventPage {
+        chrome,
+        project_id: project.id.to_string(),
+        events: vec![event_view(&record, signed.current.is_support())],
+        show_payment: true,
+        resend: false,
+        body: sent.body,
+        sent: sent
+            .attempts
+            .into_iter()
+            .map(|a| HeaderBlock {
+                attempt: a.attempt,
+                headers: a
+                    .headers
+                    .into_iter()
+                    .map(|(name, value)| {
+                        (
+                            name.to_string(),
+                            value.unwrap_or_else(|| {
+                                "(signed with a secret since replaced: not shown)".into()
+                            }),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    Ok(once::answer(flash.as_ref(), ok(&page)))
+}
+
+pub(crate) async fn event_resend_page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path((project, event)): Path<(String, String)>,
+) -> PageResult {
+    let (project, record) = visible_event(&st, &signed.current, &project, &event).await?;
+    let e = &record.outbox.event;
+    let back = format!("/projects/{}/events/{}", project.id, e.event_id);
+    Ok(ok(&Confirm {
+        chrome: st
+            .chrome("Resend this callback?", Some(&signed.current))
+            .section("projects"),
+        paragraphs: vec![
+            format!(
+                "A new callback event with a new event_id and payment {}'s current status is sent once, signed like any callback, to the payment's callback destination. No automatic retries follow.",
+                e.payment_id
+            ),
+            "Only a closed payment's callback can be resent; for another the service refuses and says why.".into(),
+        ],
+        action: format!("{back}/resend"),
+        button: "Resend the callback".into(),
+        danger: false,
+        cancel: back,
     }))
+}
+
+/// `POST /projects/{id}/events/{event}/resend`: the merchant API's resend of an event
+/// (`POST /api/v1/events/{id}/resend`), audited; the new event's page after it, the reason
+/// on this event's page after a refusal.
+pub(crate) async fn event_resend(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path((project, event)): Path<(String, String)>,
+) -> PageResult {
+    let (project, record) = visible_event(&st, &signed.current, &project, &event).await?;
+    let id = record.outbox.event.event_id;
+    let actor = signed.current.actor();
+    match st
+        .cabinet
+        .service()
+        .resend_event(&project, id, &actor)
+        .await
+    {
+        Ok(new) => {
+            st.cabinet
+                .audit_change(
+                    &signed.current,
+                    &client,
+                    Change {
+                        merchant: project.merchant_id,
+                        project: Some(project.id),
+                        action: "event.resend",
+                        target: &id.to_string(),
+                        detail: Some(format!("new event {}", new.outbox.event.event_id)),
+                    },
+                )
+                .await
+                .map_err(|e| PageError::from(e).render(&st))?;
+            Ok(see_other(&format!(
+                "/projects/{}/events/{}?done=resent",
+                project.id, new.outbox.event.event_id
+            )))
+        }
+        Err(e) => {
+            let flash = Flash::new(event_name(id), status(&e)).error("resend", e.message);
+            Ok(once::refuse(
+                &st,
+                Some(signed.current.session.id),
+                &format!("/projects/{}/events/{id}", project.id),
+                "",
+                flash,
+            )
+            .await)
+        }
+    }
+}
+
+/// The "since" of a recovery: a date (`YYYY-MM-DD`, from its UTC midnight).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct RecoverForm {
+    #[serde(default)]
+    since: String,
+}
+
+/// The page name of the deliveries list in a refused operation's slot.
+fn deliveries_name(project: &Project) -> String {
+    format!("deliveries:{}", project.id)
+}
+
+pub(crate) async fn recover_page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(f): Query<RecoverForm>,
+) -> PageResult {
+    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let back = format!("/projects/{}/deliveries", project.id);
+    let Some(since) = date(&f.since) else {
+        let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)
+            .error("since", "Since: a date as YYYY-MM-DD.");
+        return Ok(once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await);
+    };
+    Ok(ok(&Confirm {
+        chrome: st
+            .chrome(
+                format!("Resend what was not delivered since {}?", f.since.trim()),
+                Some(&signed.current),
+            )
+            .section("projects"),
+        paragraphs: vec![
+            format!(
+                "Every callback event of {} queued since {} UTC whose delivery failed (every attempt failed, not answered since) is answered by one new event per payment: the payment's current status, a new event_id, one attempt.",
+                project.name,
+                since.to_rfc3339()
+            ),
+            "Payments that are not closed any more, or have no callback URL, are skipped and listed.".into(),
+        ],
+        action: format!("{back}/recover?since={}", encode(f.since.trim())),
+        button: "Resend undelivered callbacks".into(),
+        danger: false,
+        cancel: back,
+    }))
+}
+
+/// `POST /projects/{id}/deliveries/recover?since=`: the merchant API's recovery
+/// (`POST /api/v1/events/recover`), audited by the core as a bulk resend.
+pub(crate) async fn recover(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    Path(id): Path<String>,
+    Query(f): Query<RecoverForm>,
+) -> PageResult {
+    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let back = format!("/projects/{}/deliveries", project.id);
+    let Some(since) = date(&f.since) else {
+        let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)
+            .error("since", "Since: a date as YYYY-MM-DD.");
+        return Ok(once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await);
+    };
+    let report = st
+        .cabinet
+        .service()
+        .recover_events(&project, since, None, &signed.current.actor())
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    st.cabinet
+        .audit_change(
+            &signed.current,
+            &client,
+            Change {
+                merchant: project.merchant_id,
+                project: Some(project.id),
+                action: "events.recover",
+                target: &project.id.to_string(),
+                detail: Some(format!(
+                    "since {}: {} resent, {} skipped",
+                    since.to_rfc3339(),
+                    report.resent.len(),
+                    report.skipped.len()
+                )),
+            },
+        )
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    Ok(see_other(&format!(
+        "{back}?recovered={}&skipped={}&more={}",
+        report.resent.len(),
+        report.skipped.len(),
+        report.more
+    )))
+}
+
+// --- the search across projects --------------------------------------------------------------
+
+/// One payment found by the search, with its project.
+#[derive(Debug, Clone)]
+pub(crate) struct SearchRow {
+    pub(crate) row: PaymentRow,
+    pub(crate) project_id: String,
+    pub(crate) project_name: String,
+}
+
+/// `GET /payments/search`: one box over every project the user may see.
+#[derive(Template)]
+#[template(path = "search.html")]
+pub(crate) struct SearchPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) q: String,
+    pub(crate) statuses: Vec<Choice>,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    /// What the box was read as ("an amount: 100.50"); `None` without a search.
+    pub(crate) read_as: Option<String>,
+    /// How many projects were searched.
+    pub(crate) projects: usize,
+    pub(crate) payments: Vec<SearchRow>,
+    pub(crate) next: Option<String>,
+}
+
+/// The search's query string.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct SearchForm {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    to: String,
+    #[serde(default)]
+    cursor: String,
+}
+
+impl SearchForm {
+    /// The query string of the search (the cursor aside).
+    fn query_string(&self) -> String {
+        format!(
+            "q={}&status={}&from={}&to={}",
+            encode(self.q.trim()),
+            encode(&self.status),
+            encode(&self.from),
+            encode(&self.to),
+        )
+    }
+
+    /// The list query of the filters besides the box, or the fields in error.
+    fn list_query(&self) -> Result<PaymentListQuery, Vec<(&'static str, String)>> {
+        let mut errors = Vec::new();
+        let mut q = PaymentListQuery {
+            limit: PAGE_SIZE,
+            ..PaymentListQuery::default()
+        };
+        if !self.status.is_empty() {
+            match self.status.parse() {
+                Ok(s) => q.status = Some(s),
+                Err(_) => errors.push(("status", "Status: choose one from the list.".into())),
+            }
+        }
+        for (field, value) in [("from", &self.from), ("to", &self.to)] {
+            if value.trim().is_empty() {
+                continue;
+            }
+            match date(value) {
+                Some(t) if field == "from" => q.created_from = Some(t),
+                Some(t) => q.created_to = Some(t + DAY),
+                None => errors.push((field, format!("{value}: a date as YYYY-MM-DD"))),
+            }
+        }
+        if let (Some(from), Some(to)) = (q.created_from, q.created_to) {
+            if from >= to {
+                errors.push(("to", "Created to: on or after Created from.".into()));
+            }
+        }
+        if !self.cursor.is_empty() {
+            match PaymentCursor::parse(&self.cursor) {
+                Some(c) => q.cursor = Some(c),
+                None => errors.push(("q", "The page link is broken: search again.".into())),
+            }
+        }
+        if errors.is_empty() {
+            Ok(q)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// The projects a user may search: a merchant's user its merchant's, support every one.
+async fn searchable_projects(
+    st: &CabinetState,
+    current: &Current,
+) -> Result<Vec<Project>, Response> {
+    let projects = st
+        .cabinet
+        .service()
+        .store()
+        .projects()
+        .await
+        .map_err(|e| PageError::from(e).render(st))?;
+    Ok(match current.user.role {
+        Role::Merchant(m) => projects
+            .into_iter()
+            .filter(|p| p.merchant_id == m)
+            .collect(),
+        Role::Support => projects,
+    })
+}
+
+/// `GET /payments/search`: the box is read by the core ([`SearchTerm::parse`]): a payment id
+/// opens that payment's card, anything else lists the matching payments of every project the
+/// user may see, newest first, through the list API's operation
+/// ([`PaymentService::list_payments_across`](payments_core::service::PaymentService::list_payments_across)).
+pub(crate) async fn search(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Query(f): Query<SearchForm>,
+) -> PageResult {
+    let projects = searchable_projects(&st, &signed.current).await?;
+    let status: Option<PaymentStatus> = f.status.parse().ok();
+    let mut chrome = st
+        .chrome("Search payments", Some(&signed.current))
+        .section("search");
+    let mut page = SearchPage {
+        chrome: chrome.clone(),
+        q: f.q.clone(),
+        statuses: PaymentStatus::ALL
+            .iter()
+            .map(|s| Choice {
+                value: s.as_str(),
+                selected: Some(*s) == status,
+            })
+            .collect(),
+        from: f.from.clone(),
+        to: f.to.clone(),
+        read_as: None,
+        projects: projects.len(),
+        payments: Vec::new(),
+        next: None,
+    };
+    let searched =
+        !(f.q.trim().is_empty() && f.status.is_empty() && f.from.is_empty() && f.to.is_empty());
+    if !searched {
+        return Ok(ok(&page));
+    }
+    let term = if f.q.trim().is_empty() {
+        None
+    } else {
+        match SearchTerm::parse(&f.q) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                page.chrome = chrome.error("q", e.0);
+                return Ok(html(StatusCode::BAD_REQUEST, &page));
+            }
+        }
+    };
+    let query = match f.list_query() {
+        Ok(q) => q,
+        Err(errors) => {
+            for (field, message) in errors {
+                chrome = chrome.error(field, message);
+            }
+            page.chrome = chrome;
+            return Ok(html(StatusCode::BAD_REQUEST, &page));
+        }
+    };
+    let names = |id| {
+        projects
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.name.clone())
+            .unwrap_or_default()
+    };
+    let row = |p: &Payment| {
+        let (created, created_text) = when(p.created_at);
+        SearchRow {
+            row: PaymentRow {
+                id: p.id.to_string(),
+                created,
+                created_text,
+                merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
+                amount: p.amount.to_string(),
+                currency: p.currency.as_str().to_string(),
+                method: p.payment_method.as_str().to_string(),
+                status: p.status.as_str().to_string(),
+                test: p.is_test(),
+            },
+            project_id: p.project_id.to_string(),
+            project_name: names(p.project_id),
+        }
+    };
+    let found = match &term {
+        Some(SearchTerm::PaymentId(id)) => {
+            page.read_as = Some(format!("a payment id: {id}"));
+            let payment = st
+                .cabinet
+                .service()
+                .store()
+                .payment(*id)
+                .await
+                .map_err(|e| PageError::from(e).render(&st))?
+                .filter(|p| projects.iter().any(|x| x.id == p.project_id));
+            if let Some(p) = payment {
+                return Ok(see_other(&format!("/payments/{}", p.id)));
+            }
+            Vec::new()
+        }
+        term => {
+            let query = match term {
+                Some(t) => {
+                    page.read_as = Some(match t {
+                        SearchTerm::RequisiteLast4(l) => {
+                            format!("the last 4 digits of a card or phone: {l}")
+                        }
+                        SearchTerm::Amount(a) => format!("an amount: {a}"),
+                        SearchTerm::MerchantPaymentIdPrefix(p) => {
+                            format!("the start of merchant_payment_id: {p}")
+                        }
+                        SearchTerm::PaymentId(_) => unreachable!("looked up above"),
+                    });
+                    t.narrow(query)
+                }
+                None => query,
+            };
+            let found = st
+                .cabinet
+                .service()
+                .list_payments_across(&projects, &query)
+                .await
+                .map_err(|e| PageError::from(e).render(&st))?;
+            page.next = found
+                .next_cursor
+                .map(|c| format!("/payments/search?{}&cursor={}", f.query_string(), c));
+            found.payments
+        }
+    };
+    page.payments = found.iter().map(row).collect();
+    Ok(ok(&page))
 }
 
 #[cfg(test)]

@@ -365,6 +365,9 @@ pub(crate) struct Payments {
 /// A field of the payment card.
 #[derive(Debug, Clone)]
 pub(crate) struct CardField {
+    /// The field as a phrase ("USDT rate").
+    pub(crate) label: String,
+    /// The API's name of it (`merchant_information.amount_usdt_rate`), shown small beside.
     pub(crate) name: String,
     pub(crate) value: String,
     pub(crate) code: bool,
@@ -401,8 +404,11 @@ pub(crate) struct EventView {
     pub(crate) created_text: String,
     pub(crate) attempts_made: u32,
     pub(crate) max_attempts: u32,
-    pub(crate) next: Option<String>,
+    /// When the next attempt is due (`datetime`, text).
+    pub(crate) next: Option<(String, String)>,
     pub(crate) attempts: Vec<AttemptRow>,
+    /// The event's page (its body and headers, its resend).
+    pub(crate) href: String,
 }
 
 #[derive(Template)]
@@ -415,6 +421,10 @@ pub(crate) struct Card {
     /// The "Send callback" button of a closed test payment (a merchant's user).
     pub(crate) test_callback: bool,
     pub(crate) support: bool,
+    /// A merchant's "Resend callback" of a closed live payment (behind a confirmation).
+    pub(crate) merchant_resend: bool,
+    /// The payer page's link, when the payment has one.
+    pub(crate) payment_page_url: Option<String>,
     pub(crate) events: Vec<EventView>,
     pub(crate) show_payment: bool,
     pub(crate) resend: bool,
@@ -487,6 +497,8 @@ pub(crate) struct Audit {
     pub(crate) records: Vec<AuditRow>,
     /// The link to the next (older) page.
     pub(crate) next: Option<String>,
+    /// The "Resend what was not delivered since" form's date (`YYYY-MM-DD`).
+    pub(crate) since: String,
 }
 
 /// A family of actions in the audit log's filter.

@@ -131,6 +131,9 @@ pub struct ProjectPatch {
     pub payer_page: Option<bool>,
     /// The payer page's language.
     pub payer_language: Option<PageLanguage>,
+    /// The payer page's return URL (`Some(None)` removes it): https only
+    /// ([`ReturnUrl::parse`](crate::payer::ReturnUrl::parse)).
+    pub return_url: Option<Option<String>>,
 }
 
 /// What a new project token is to be: its scopes, what the merchant calls it, and how long
@@ -321,6 +324,7 @@ impl PaymentService {
             rate_limit: RateLimit::default(),
             payer_page: false,
             payer_language: PageLanguage::default(),
+            return_url: None,
             created_at: self.ports.clock.now(),
         }
     }
@@ -444,6 +448,15 @@ impl PaymentService {
         }
         if let Some(language) = patch.payer_language {
             p.payer_language = language;
+        }
+        if let Some(url) = patch.return_url {
+            p.return_url = match url.as_deref().map(str::trim) {
+                None | Some("") => None,
+                Some(text) => Some(
+                    crate::payer::ReturnUrl::parse(text)
+                        .map_err(|e| bad(format!("return_url: {e}")))?,
+                ),
+            };
         }
         Ok(p)
     }
@@ -886,6 +899,7 @@ pub fn project_value(p: &Project) -> serde_json::Value {
         "rate_limit": {"per_second": p.rate_limit.per_second, "burst": p.rate_limit.burst},
         "payer_page": p.payer_page,
         "payer_language": p.payer_language.as_str(),
+        "return_url": p.return_url.as_ref().map(|u| u.as_str()),
         "created_at": p.created_at,
     })
 }

@@ -225,6 +225,7 @@ pub fn project(n: u128, merchant: &Merchant, test_mode: bool, callback: Option<&
         rate_limit: RateLimit::default(),
         payer_page: false,
         payer_language: payments_core::payer::PageLanguage::Ru,
+        return_url: None,
         created_at: ts(T_CREATED - 86_400_000),
     }
 }

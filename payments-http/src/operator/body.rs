@@ -216,7 +216,8 @@ impl<'de> Visitor<'de> for FirstDuplicateVisitor {
 
 /// The project settings of a create or patch body: `name`, `active`, `test_mode`,
 /// `lifetime_seconds`, `contract`, `callback_url` (`null` clears), `ip_allow_list`,
-/// `signature_required`, `rate_limit`, `paused`, `payer_page`, `payer_language` (`ru`, `en`).
+/// `signature_required`, `rate_limit`, `paused`, `payer_page`, `payer_language` (`ru`, `en`),
+/// `return_url` (https only; `null` clears).
 pub fn project_patch(body: &Body) -> Result<ProjectPatch, ApiError> {
     Ok(ProjectPatch {
         name: body.string("name")?,
@@ -235,6 +236,7 @@ pub fn project_patch(body: &Body) -> Result<ProjectPatch, ApiError> {
         paused: body.bool("paused")?,
         rate_limit: body.get("rate_limit").map(rate_limit).transpose()?,
         payer_page: body.bool("payer_page")?,
+        return_url: body.nullable_string("return_url")?,
         payer_language: body
             .string("payer_language")?
             .map(|l| l.parse())

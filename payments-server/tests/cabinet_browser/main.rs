@@ -15,9 +15,11 @@ mod balance;
 mod browser;
 mod language;
 mod layout;
+mod merchant_control;
 mod payer;
 mod reload;
 mod requests;
+mod search;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -510,7 +512,7 @@ async fn paid_in_a_test_project_and_a_support_resend() {
     b.fill("#callback_url", &url).await;
     b.click("form[action$='/callback-url'] button").await;
     // The owner sends the closed test payment's callback ("Send callback": a real signed
-    // request with is_test true, no support needed); a live payment's resend stays support's.
+    // request with is_test true, no support needed).
     b.open(&format!("/payments/{id}")).await;
     b.click("#test-send-callback").await;
     assert!(b.text(".notice").await.contains("callback was queued"));
@@ -532,12 +534,16 @@ async fn paid_in_a_test_project_and_a_support_resend() {
         )
         .await
         .expect("a create");
-    b.open(&format!(
-        "/payments/{}/resend",
-        live.json["id"].as_str().expect("id")
-    ))
-    .await;
-    assert_eq!(b.heading().await, "Not found");
+    // A live payment still open: the merchant's resend is refused by the service, saying why.
+    let live_id = live.json["id"].as_str().expect("id");
+    b.open(&format!("/payments/{live_id}")).await;
+    assert!(
+        b.all("#merchant-resend-link").await.is_empty(),
+        "only when closed"
+    );
+    b.open(&format!("/payments/{live_id}/resend")).await;
+    b.click_text("Resend the callback").await;
+    assert!(b.errors().await.contains("closed"), "{}", b.errors().await);
     b.open("/projects").await;
     b.sign_out().await;
 

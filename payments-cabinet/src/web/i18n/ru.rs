@@ -15,6 +15,7 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Sandbox", "Песочница"),
     ("Main", "Основное меню"),
     ("Projects", "Проекты"),
+    ("Search payments", "Поиск платежей"),
     ("Security", "Безопасность"),
     ("Audit log", "Журнал аудита"),
     ("Sign out", "Выйти"),

@@ -169,6 +169,7 @@ pub(super) fn sample_project(n: u128, merchant: MerchantId) -> Project {
         // Not the defaults, so that a store that drops them fails the round trip.
         payer_page: true,
         payer_language: crate::payer::PageLanguage::En,
+        return_url: None,
         created_at: T0,
     }
 }
