@@ -167,7 +167,7 @@ pub enum SignInError {
     #[error("The recovery code is not right, or it was already used.")]
     BadRecoveryCode,
     /// Too many failures: nothing is checked until `until`.
-    #[error("Too many failed attempts. Try again after {}.", until.to_rfc3339())]
+    #[error("Too many failed attempts. Try again after {}.", crate::web::views::when_text(*until))]
     Throttled {
         /// When attempts are checked again.
         until: Timestamp,
@@ -1138,26 +1138,43 @@ impl Cabinet {
         client: &Client,
         action: &str,
     ) -> Result<NewSession, SignInError> {
+        self.reauthenticate_with(current, cookie, code, client, action, false)
+            .await
+    }
+
+    /// [`reauthenticate`](Self::reauthenticate), also with one of the user's recovery codes
+    /// (consumed) when `recovery` allows it: a code with a letter in it is taken for one.
+    async fn reauthenticate_with(
+        &self,
+        current: &Current,
+        cookie: &str,
+        code: &str,
+        client: &Client,
+        action: &str,
+        recovery: bool,
+    ) -> Result<NewSession, SignInError> {
         let keys = self.code_keys(current.user.id, client);
         let at = self.begin_attempt(&keys).await?;
         let key = self.totp_key(&current.user)?;
-        let step = key
-            .as_deref()
-            .and_then(|k| secrets::matching_step(k, code, self.now().unix_secs()));
+        let proof = if recovery && code.chars().any(|c| c.is_ascii_alphabetic()) {
+            Some(SessionProof::RecoveryCode(secrets::recovery_code_hash(
+                code,
+            )))
+        } else {
+            key.as_deref()
+                .and_then(|k| secrets::matching_step(k, code, self.now().unix_secs()))
+                .map(SessionProof::TotpStep)
+        };
         let new = self.session_record(
             current.user.id,
             SessionStage::Full,
             current.session.signed_in_at,
             client,
         );
-        let accepted = match step {
-            Some(step) => {
+        let accepted = match proof {
+            Some(proof) => {
                 self.store
-                    .advance_session(
-                        &secrets::token_hash(cookie),
-                        &new.record,
-                        &SessionProof::TotpStep(step),
-                    )
+                    .advance_session(&secrets::token_hash(cookie), &new.record, &proof)
                     .await?
             }
             None => false,
@@ -1257,6 +1274,132 @@ impl Cabinet {
         self.audit(self.record(&current.user, client, "recovery_codes.regenerate", true))
             .await?;
         Ok((new, codes))
+    }
+
+    /// Starts moving the authenticator to a new device: the current password and a current
+    /// code (from the app in use, or one of the recovery codes, which is consumed) make a new
+    /// key, answered once to be shown and kept (sealed, in a one-time slot of the session) by
+    /// the caller until [`confirm_reenrolment`](Self::confirm_reenrolment). Nothing changes
+    /// yet: the old key keeps working until a code of the new one confirms it. The session
+    /// gets a new id, as after every code.
+    pub async fn begin_reenrolment(
+        &self,
+        current: &Current,
+        cookie: &str,
+        current_password: &str,
+        code: &str,
+        client: &Client,
+    ) -> Result<(NewSession, Enrolment), SignInError> {
+        const ACTION: &str = "two_factor.reenrol";
+        if current.user.totp_confirmed_at.is_none() {
+            return Err(SignInError::SessionEnded);
+        }
+        let mut keys = vec![(account_key(&current.user.email), self.config.account_limit)];
+        keys.extend(self.address_key(client));
+        let at = self.begin_attempt(&keys).await?;
+        let checked = self
+            .verify(current_password, current.user.password_hash.as_deref())
+            .await;
+        if !matches!(checked, Ok(true)) {
+            if let Err(busy) = checked {
+                // A busy pool checked nothing: not counted.
+                self.forget_attempt(&keys, at).await?;
+                return Err(busy);
+            }
+            // A wrong password counts towards the account's throttle, as at sign-in.
+            self.audit(
+                self.record(&current.user, client, ACTION, false)
+                    .detail("wrong current password"),
+            )
+            .await?;
+            return Err(SignInError::BadPassword);
+        }
+        self.forget_attempt(&keys, at).await?;
+        let new = self
+            .reauthenticate_with(current, cookie, code, client, ACTION, true)
+            .await?;
+        let key = secrets::new_totp_key(self.rng());
+        Ok((
+            new,
+            Enrolment {
+                key_base32: secrets::totp_key_base32(&key),
+                uri: secrets::otpauth_uri(&key, &self.config.issuer, &current.user.email),
+            },
+        ))
+    }
+
+    /// Confirms the new key of [`begin_reenrolment`](Self::begin_reenrolment) with a code
+    /// from the new device: only then does it replace the old key (which stops working at
+    /// once), the code's time step counts as used, the user's other sessions end and the
+    /// change is audited. A wrong code changes nothing (throttled like sign-in codes); a code
+    /// of a time step already used asks for the app's next one. This session gets a new id.
+    pub async fn confirm_reenrolment(
+        &self,
+        current: &Current,
+        cookie: &str,
+        key_base32: &str,
+        code: &str,
+        client: &Client,
+    ) -> Result<NewSession, SignInError> {
+        const ACTION: &str = "two_factor.reenrol";
+        let key = secrets::totp_key_from_base32(key_base32)
+            .ok_or_else(|| SignInError::from(ApiError::internal("a pending key is not base32")))?;
+        let keys = self.code_keys(current.user.id, client);
+        let at = self.begin_attempt(&keys).await?;
+        let Some(step) = secrets::matching_step(&key, code, self.now().unix_secs()) else {
+            self.audit(
+                self.record(&current.user, client, ACTION, false)
+                    .detail("wrong code from the new authenticator"),
+            )
+            .await?;
+            return Err(SignInError::BadCode);
+        };
+        let new = self.session_record(
+            current.user.id,
+            SessionStage::Full,
+            current.session.signed_in_at,
+            client,
+        );
+        if !self
+            .store
+            .advance_session(
+                &secrets::token_hash(cookie),
+                &new.record,
+                &SessionProof::TotpStep(step),
+            )
+            .await?
+        {
+            // The new key's code of a time step already used (the old key's code a moment
+            // ago): the app's next code will do.
+            return Err(SignInError::BadCode);
+        }
+        self.attempt_succeeded(&keys, at).await?;
+        let text = secrets::totp_key_base32(&key);
+        let sealing = &self.service.config().sealing;
+        let stored = if sealing.is_configured() {
+            sealing
+                .seal(&text, &Self::key_context(current.user.id), self.rng())
+                .map_err(|e| ApiError::internal(format!("sealing a TOTP key: {e}")))?
+        } else {
+            text
+        };
+        let mut user = self
+            .store
+            .user(current.user.id)
+            .await?
+            .ok_or(SignInError::SessionEnded)?;
+        user.totp_secret = Some(stored.into());
+        user.totp_confirmed_at = Some(self.now());
+        self.store.update_user(&user).await?;
+        let ended = self
+            .store
+            .delete_user_sessions(user.id, Some(new.record.id))
+            .await?;
+        self.audit(self.record(&user, client, ACTION, true).detail(&format!(
+            "the new authenticator replaces the old one; {ended} other session(s) ended"
+        )))
+        .await?;
+        Ok(new)
     }
 
     fn slot_context(owner: Option<SessionId>, id_hash: &[u8; 32]) -> String {

@@ -277,7 +277,7 @@ pub(crate) fn qr_svg_named(data: &str, label: &str) -> Option<String> {
 }
 
 /// The key in groups of four characters, as authenticator apps show it.
-fn grouped(key: &str) -> String {
+pub(crate) fn grouped(key: &str) -> String {
     key.as_bytes()
         .chunks(4)
         .map(|c| String::from_utf8_lossy(c).into_owned())

@@ -177,6 +177,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/security"),
     ("POST", "/security/password"),
     ("POST", "/security/recovery-codes"),
+    ("POST", "/security/authenticator"),
+    ("GET", "/security/authenticator/confirm"),
+    ("POST", "/security/authenticator/confirm"),
     ("POST", "/security/sessions/{id}/revoke"),
     ("GET", "/audit"),
     ("GET", "/shown/{slot}"),
@@ -262,6 +265,11 @@ pub fn router(state: CabinetState) -> Router {
         .route("/security", get(security::page))
         .route("/security/password", post(security::change_password))
         .route("/security/recovery-codes", post(security::regenerate_codes))
+        .route("/security/authenticator", post(security::begin_reenrolment))
+        .route(
+            "/security/authenticator/confirm",
+            get(security::reenrolment_page).post(security::confirm_reenrolment),
+        )
         .route(
             "/security/sessions/{id}/revoke",
             post(security::revoke_session),

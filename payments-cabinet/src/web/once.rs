@@ -23,7 +23,7 @@ use payments_core::ids::SessionId;
 use serde::{Deserialize, Serialize};
 
 use super::i18n::tr;
-use super::views::{Chrome, Link, Message, RecoveryCodes, ShownOnce};
+use super::views::{Chrome, Link, Message, RecoveryCodes, Reenrol, ShownOnce};
 use super::{html, see_other, CabinetState, PageError, Signed};
 use crate::accounts::SignInError;
 
@@ -50,6 +50,15 @@ pub(crate) enum Slot {
     },
     /// A refused form, for the page that shows it again.
     Form(Flash),
+    /// A new authenticator key, shown once with the form that confirms it; `pending` is the
+    /// slot that keeps the key for the confirmation.
+    NewAuthenticator {
+        key_base32: String,
+        uri: String,
+        pending: String,
+    },
+    /// A new authenticator key waiting for its first code (taken by the confirmation).
+    PendingKey { key_base32: String },
 }
 
 /// A refused form carried through the redirect: the page it is for, the status that page
@@ -159,7 +168,11 @@ pub(crate) fn with_errors(mut chrome: Chrome, flash: Option<&Flash>) -> Chrome {
 }
 
 /// Keeps `slot` for `owner`; its id.
-async fn put(st: &CabinetState, owner: Option<SessionId>, slot: &Slot) -> Result<String, Response> {
+pub(crate) async fn put(
+    st: &CabinetState,
+    owner: Option<SessionId>,
+    slot: &Slot,
+) -> Result<String, Response> {
     let payload = serde_json::to_string(slot).expect("a slot serialises");
     st.cabinet
         .put_slot(owner, &payload)
@@ -168,7 +181,7 @@ async fn put(st: &CabinetState, owner: Option<SessionId>, slot: &Slot) -> Result
 }
 
 /// Takes slot `id` of `owner`, if there is one to take.
-async fn take(
+pub(crate) async fn take(
     st: &CabinetState,
     owner: Option<SessionId>,
     id: &str,
@@ -289,7 +302,23 @@ pub(crate) async fn shown(
                 next,
             },
         ),
-        Some(Slot::Form(_)) | None => html(
+        Some(Slot::NewAuthenticator {
+            key_base32,
+            uri,
+            pending,
+        }) => html(
+            StatusCode::OK,
+            &Reenrol {
+                chrome: st
+                    .chrome("Move the authenticator to a new device", Some(current))
+                    .section("security"),
+                qr_svg: Some(super::auth::qr_svg(&uri)),
+                uri: Some(uri),
+                key_grouped: Some(super::auth::grouped(&key_base32)),
+                pending,
+            },
+        ),
+        Some(Slot::Form(_) | Slot::PendingKey { .. }) | None => html(
             StatusCode::GONE,
             &Message {
                 chrome: st.chrome(tr("Already shown"), Some(current)),

@@ -10,8 +10,9 @@ use payments_core::auth::{IpAllowList, Scope};
 use payments_core::callback::ROTATION_OVERLAP;
 use payments_core::ids::{KeyId, ProjectId, TokenId};
 use payments_core::project::{Merchant, Project};
-use payments_core::service::ProjectPatch;
+use payments_core::service::{ProjectPatch, TokenRequest};
 use payments_core::Timestamp;
+use std::time::Duration;
 
 use super::i18n::tr;
 use super::once::{self, Flash, Slot};
@@ -68,7 +69,7 @@ fn state_text(p: &Project, m: &Merchant) -> String {
     parts.join(", ")
 }
 
-fn duration_text(d: std::time::Duration) -> String {
+fn duration_text(d: Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, (s % 3600) / 60, s % 60) {
         (0, m, 0) => format!("{m} min"),
@@ -173,6 +174,8 @@ pub(crate) struct AccessQuery {
 struct Draft {
     notice: Option<String>,
     errors: Vec<(String, String)>,
+    token_name: String,
+    token_lifetime: String,
     allow_list: Option<String>,
     allow_errors: Vec<LineError>,
     callback_url: Option<String>,
@@ -198,12 +201,14 @@ async fn access_page(
         .token_last_used(&ids)
         .await
         .map_err(render)?;
+    let now = service.ports().clock.now();
     let mut tokens: Vec<TokenRow> = tokens
         .iter()
         .map(|t| {
             let (created, created_text) = when(t.created_at);
             TokenRow {
                 id: t.id.to_string(),
+                name: t.name.clone().unwrap_or_else(|| "unnamed".into()),
                 prefix: t.prefix.clone(),
                 scopes: t
                     .scopes
@@ -213,15 +218,19 @@ async fn access_page(
                     .join(", "),
                 created,
                 created_text,
+                expires: t.expires_at.map(when),
                 last_used: used
                     .iter()
                     .find(|(id, _)| *id == t.id)
-                    .map_or("never".to_string(), |(_, at)| when_text(*at)),
-                state: match t.revoked_at {
-                    Some(at) => format!("revoked {}", when_text(at)),
-                    None => "active".into(),
+                    .map(|(_, at)| when(*at)),
+                state: match (t.revoked_at, t.expires_at) {
+                    (Some(at), _) => format!("revoked {}", when_text(at)),
+                    (None, Some(at)) if t.expired_at(now) => {
+                        format!("expired {} (refused as revoked)", when_text(at))
+                    }
+                    _ => "active".into(),
                 },
-                active: t.revoked_at.is_none(),
+                active: t.usable_at(now),
             }
         })
         .collect();
@@ -247,7 +256,6 @@ async fn access_page(
         })
         .collect();
     keys.sort_by(|a, b| b.active.cmp(&a.active).then(b.created.cmp(&a.created)));
-    let now = service.ports().clock.now();
     let secrets = store.callback_secrets(project.id).await.map_err(render)?;
     let secret_lines = secret_status(&secrets, now);
     let mut chrome = st
@@ -274,6 +282,9 @@ async fn access_page(
         tokens,
         scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
         keys,
+        token_name: draft.token_name,
+        lifetimes: TOKEN_LIFETIMES.to_vec(),
+        token_lifetime: draft.token_lifetime,
         allow_list: draft
             .allow_list
             .unwrap_or_else(|| project.ip_allow_list.join("\n")),
@@ -360,6 +371,8 @@ pub(crate) async fn access(
     .await?;
     if let Some(f) = &flash {
         draft.errors.clone_from(&f.errors);
+        draft.token_name = f.typed("name").unwrap_or_default();
+        draft.token_lifetime = f.typed("expires").unwrap_or_default();
         draft.allow_list = f.typed("ip_allow_list");
         draft.callback_url = f.typed("callback_url");
         draft.allow_errors = f
@@ -417,6 +430,25 @@ fn refusal(project: &Project) -> Flash {
     Flash::new(access_page_name(project), StatusCode::UNPROCESSABLE_ENTITY)
 }
 
+/// The lifetimes a new token may be given in the cabinet: days (empty: until revoked) and
+/// label. The core takes any lifetime of 1 to 3650 days.
+const TOKEN_LIFETIMES: &[(&str, &str)] = &[
+    ("", "Never (until revoked)"),
+    ("30", "30 days"),
+    ("90", "90 days"),
+    ("365", "365 days"),
+];
+
+/// The lifetime chosen in the form: `Some(None)` for never, `None` for a value not offered.
+fn token_lifetime(value: &str) -> Option<Option<Duration>> {
+    let (days, _) = TOKEN_LIFETIMES.iter().find(|(v, _)| *v == value)?;
+    Some(
+        days.parse::<u64>()
+            .ok()
+            .map(|d| Duration::from_secs(d * 86_400)),
+    )
+}
+
 fn access_path(project: &Project, query: &str, anchor: &str) -> String {
     format!("/projects/{}{query}#{anchor}", project.id)
 }
@@ -429,20 +461,53 @@ pub(crate) async fn create_token(
     form: FormData,
 ) -> PageResult {
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let name = form.get("name").to_string();
+    let expires = form.get("expires").trim().to_string();
+    let refuse = |field: &str, message: String| {
+        let flash = refusal(&project)
+            .error(field, message)
+            .input("name", name.clone())
+            .input("expires", expires.clone());
+        refused(&st, &signed, &project, "tokens", flash)
+    };
     let scopes: Result<Vec<Scope>, _> = form.all("scopes").iter().map(|s| s.parse()).collect();
     let scopes = match scopes {
         Ok(s) if !s.is_empty() => s,
-        _ => {
-            let flash = refusal(&project).error("scopes", "Choose at least one scope.");
-            return refused(&st, &signed, &project, "tokens", flash).await;
-        }
+        _ => return refuse("scopes", "Choose at least one scope.".into()).await,
     };
-    let issued = st
+    let Some(lifetime) = token_lifetime(&expires) else {
+        return refuse(
+            "expires",
+            "Expires: choose one of the offered periods.".into(),
+        )
+        .await;
+    };
+    let request = TokenRequest {
+        scopes,
+        name: Some(name.clone()),
+        lifetime,
+    };
+    let issued = match st
         .cabinet
         .service()
-        .issue_token(project.id, scopes, &signed.current.actor())
+        .issue_token_as(project.id, request, &signed.current.actor())
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+    {
+        Ok(issued) => issued,
+        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
+            let text = e.to_string();
+            let (field, label) = if text.starts_with("name: ") {
+                ("name", "Name")
+            } else if text.starts_with("expires: ") {
+                ("expires", "Expires")
+            } else {
+                ("scopes", "Scopes")
+            };
+            let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m);
+            return refuse(field, format!("{label}: {message}")).await;
+        }
+        Err(e) => return Err(PageError::from(e).render(&st)),
+    };
     st.cabinet
         .audit_change(
             &signed.current,
@@ -452,13 +517,31 @@ pub(crate) async fn create_token(
                 project: Some(project.id),
                 action: "token.issue",
                 target: &issued.record.id.to_string(),
-                detail: Some(format!("prefix {}", issued.record.prefix)),
+                detail: Some(match issued.record.expires_at {
+                    Some(at) => format!(
+                        "\"{}\", prefix {}, expires {}",
+                        issued.record.name.as_deref().unwrap_or_default(),
+                        issued.record.prefix,
+                        when_text(at)
+                    ),
+                    None => format!(
+                        "\"{}\", prefix {}, no expiry",
+                        issued.record.name.as_deref().unwrap_or_default(),
+                        issued.record.prefix
+                    ),
+                }),
             },
         )
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let scopes: Vec<&str> = issued.record.scopes.iter().map(|s| s.as_str()).collect();
     // Shown once, on the page this answer leads to: a reload there issues nothing.
+    let until = issued
+        .record
+        .expires_at
+        .map_or("works until revoked".to_string(), |at| {
+            format!("expires {}", when_text(at))
+        });
     let slot = Slot::Value {
         title: format!("{}: new token", project.name),
         section: "projects".into(),
@@ -466,7 +549,11 @@ pub(crate) async fn create_token(
         label: "Token".into(),
         value: issued.token.expose().to_string(),
         notes: vec![
-            format!("Scopes: {}.", scopes.join(", ")),
+            format!(
+                "{}: scopes {}; {until}.",
+                issued.record.name.as_deref().unwrap_or_default(),
+                scopes.join(", "),
+            ),
             "Send it as Authorization: Bearer <token>. The list shows only its prefix from now on."
                 .into(),
         ],
@@ -504,7 +591,10 @@ pub(crate) async fn revoke_token_page(
     Ok(confirm_page(
         &st,
         &signed.current,
-        format!("Revoke token {}…?", record.prefix),
+        match &record.name {
+            Some(name) => format!("Revoke token \u{201c}{name}\u{201d} ({}…)?", record.prefix),
+            None => format!("Revoke token {}…?", record.prefix),
+        },
         vec![
             format!(
                 "Requests with the token {}… of project {} will fail with 401 token_invalid from the moment you confirm. This cannot be undone; issue a new token first if something still uses it.",

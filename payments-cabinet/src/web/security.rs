@@ -8,7 +8,7 @@ use payments_core::ids::SessionId;
 
 use super::once::{self, Flash, Slot};
 use super::payments::encode;
-use super::views::{when, Audit, AuditFamily, AuditRow, Security, SessionRow};
+use super::views::{when, Audit, AuditFamily, AuditRow, Reenrol, Security, SessionRow};
 use super::{
     ok, see_other, with_cookie, without_cookie, CabinetState, FormData, PageError, PageResult,
     Signed,
@@ -161,6 +161,10 @@ pub(crate) async fn page(
     let notice = match q.done.as_deref() {
         Some("password") => Some("Your password is changed; your other sessions have ended.".into()),
         Some("session_revoked") => Some("That session has ended.".into()),
+        Some("authenticator") => Some(
+            "The authenticator on your new device is set up: sign-in now asks for its codes, the old app's codes no longer work, and your other sessions have ended."
+                .into(),
+        ),
         Some("recovery_used") => Some(
             "You signed in with a recovery code, which is now used up. Make new codes if few are left."
                 .into(),
@@ -262,6 +266,143 @@ pub(crate) async fn regenerate_codes(
             Ok(with_cookie(&st, page, session.cookie.expose()))
         }
         Err(e) => refused(&st, &signed, e, "rc-code").await,
+    }
+}
+
+/// The name of the new-device confirmation page in a refused form's slot.
+const REENROL_PAGE: &str = "reenrol";
+
+/// `POST /security/authenticator`: the password and a current code (or a recovery code)
+/// start moving the authenticator to a new device. The new key waits in a one-time slot of
+/// the renewed session; the answer leads to the page that shows it once, with the form for
+/// the new device's first code.
+pub(crate) async fn begin_reenrolment(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    form: FormData,
+) -> PageResult {
+    match st
+        .cabinet
+        .begin_reenrolment(
+            &signed.current,
+            &signed.cookie,
+            form.get("current_password"),
+            form.get("code"),
+            &client,
+        )
+        .await
+    {
+        Ok((session, enrolment)) => {
+            let owner = Some(session.record.id);
+            let pending = Slot::PendingKey {
+                key_base32: enrolment.key_base32.clone(),
+            };
+            let page = match once::put(&st, owner, &pending).await {
+                Ok(pending) => {
+                    let slot = Slot::NewAuthenticator {
+                        key_base32: enrolment.key_base32,
+                        uri: enrolment.uri,
+                        pending,
+                    };
+                    once::show_once(&st, session.record.id, slot).await
+                }
+                Err(page) => page,
+            };
+            Ok(with_cookie(&st, page, session.cookie.expose()))
+        }
+        Err(e) => {
+            let field = match e {
+                SignInError::BadPassword => "au-password",
+                _ => "au-code",
+            };
+            refused(&st, &signed, e, field).await
+        }
+    }
+}
+
+/// `GET /security/authenticator/confirm`: the confirmation form again after a refused code
+/// (the key is not shown again); without a refusal to show, the security page.
+pub(crate) async fn reenrolment_page(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Query(q): Query<SecurityQuery>,
+) -> PageResult {
+    let flash = once::flash(
+        &st,
+        Some(signed.current.session.id),
+        q.flash.as_deref(),
+        REENROL_PAGE,
+    )
+    .await?;
+    let Some(flash) = flash else {
+        return Ok(see_other("/security"));
+    };
+    let chrome = st
+        .chrome(
+            "Move the authenticator to a new device",
+            Some(&signed.current),
+        )
+        .section("security");
+    let page = ok(&Reenrol {
+        chrome: once::with_errors(chrome, Some(&flash)),
+        qr_svg: None,
+        uri: None,
+        key_grouped: None,
+        pending: flash.typed("pending").unwrap_or_default(),
+    });
+    Ok(flash.answer(page))
+}
+
+/// `POST /security/authenticator/confirm`: the new device's first code. Right, the new key
+/// replaces the old one and the other sessions end; wrong, nothing changes and the form
+/// comes back (the key kept in a new slot); a key no longer kept (used, or its slot's five
+/// minutes past) sends the user back to start again.
+pub(crate) async fn confirm_reenrolment(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    form: FormData,
+) -> PageResult {
+    let owner = Some(signed.current.session.id);
+    let key_base32 = match once::take(&st, owner, form.get("pending")).await? {
+        Some(Slot::PendingKey { key_base32 }) => key_base32,
+        _ => {
+            let flash = Flash::new("security", StatusCode::GONE).error(
+                "au-code",
+                "The new key is no longer kept (it was confirmed, or five minutes passed): start again.",
+            );
+            return again(&st, &signed, flash).await;
+        }
+    };
+    match st
+        .cabinet
+        .confirm_reenrolment(
+            &signed.current,
+            &signed.cookie,
+            &key_base32,
+            form.get("code"),
+            &client,
+        )
+        .await
+    {
+        Ok(session) => Ok(with_cookie(
+            &st,
+            see_other("/security?done=authenticator"),
+            session.cookie.expose(),
+        )),
+        Err(SignInError::SessionEnded) => Ok(without_cookie(&st, see_other("/sign-in?done=ended"))),
+        Err(e) => {
+            let pending = once::put(&st, owner, &Slot::PendingKey { key_base32 }).await?;
+            let flash = Flash::refused(
+                REENROL_PAGE,
+                &e,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "new-code",
+            )
+            .input("pending", pending);
+            Ok(once::refuse(&st, owner, "/security/authenticator/confirm", "", flash).await)
+        }
     }
 }
 

@@ -146,16 +146,26 @@ impl Chrome {
     }
 }
 
-/// A time for `<time datetime>` and as text.
+/// A time for `<time datetime>` (RFC 3339, to the millisecond) and as text in the cabinet's
+/// one date format, `2026-11-27 14:03 UTC`: every page that shows a time shows it so.
 pub(crate) fn when(t: Timestamp) -> (String, String) {
     let iso = t.to_rfc3339();
-    let text = format!("{} {} UTC", &iso[..10], &iso[11..19]);
-    (iso, text)
+    (iso, when_text(t))
 }
 
-/// A time as text only.
+/// A time as text only, in the cabinet's one format (`2026-11-27 14:03 UTC`).
 pub(crate) fn when_text(t: Timestamp) -> String {
-    when(t).1
+    let iso = t.to_rfc3339();
+    format!("{} {} UTC", &iso[..10], &iso[11..16])
+}
+
+/// An RFC 3339 time found in a text (a field of the payment resource) in the cabinet's
+/// format; any other text as it is.
+pub(crate) fn when_in_text(value: &str) -> String {
+    match Timestamp::parse_rfc3339(value) {
+        Some(t) if value.len() >= 20 && value.as_bytes()[10] == b'T' => when_text(t),
+        _ => value.to_string(),
+    }
 }
 
 #[derive(Template)]
@@ -206,6 +216,21 @@ pub(crate) struct Enrol {
     pub(crate) qr_svg: String,
     pub(crate) uri: String,
     pub(crate) key_grouped: String,
+}
+
+/// Moving the authenticator to a new device: the new key (once, right after the password and
+/// a current code) and the form for the new device's first code.
+#[derive(Template)]
+#[template(path = "reenrol.html")]
+pub(crate) struct Reenrol {
+    pub(crate) chrome: Chrome,
+    /// The new key as a QR code, its link and its text; `None` on a second look (a wrong
+    /// code: the key is not shown again).
+    pub(crate) qr_svg: Option<String>,
+    pub(crate) uri: Option<String>,
+    pub(crate) key_grouped: Option<String>,
+    /// The one-time slot that keeps the new key until its first code.
+    pub(crate) pending: String,
 }
 
 #[derive(Template)]
@@ -267,12 +292,19 @@ pub(crate) struct ProjectView {
 #[derive(Debug, Clone)]
 pub(crate) struct TokenRow {
     pub(crate) id: String,
+    /// Its name; a token issued without one reads "unnamed".
+    pub(crate) name: String,
     pub(crate) prefix: String,
     pub(crate) scopes: String,
     pub(crate) created: String,
     pub(crate) created_text: String,
-    pub(crate) last_used: String,
+    /// When it expires (`datetime`, text); `None`: until revoked.
+    pub(crate) expires: Option<(String, String)>,
+    /// When a request last used it, if one has (`datetime`, text).
+    pub(crate) last_used: Option<(String, String)>,
+    /// Active, expired or revoked (with when).
     pub(crate) state: String,
+    /// Neither revoked nor expired: it can be revoked.
     pub(crate) active: bool,
 }
 
@@ -309,6 +341,12 @@ pub(crate) struct Access {
     pub(crate) tokens: Vec<TokenRow>,
     pub(crate) scopes: Vec<&'static str>,
     pub(crate) keys: Vec<KeyRow>,
+    /// The token name typed into a refused form.
+    pub(crate) token_name: String,
+    /// The lifetimes offered for a new token: value (days, empty: never) and label.
+    pub(crate) lifetimes: Vec<(&'static str, &'static str)>,
+    /// The lifetime chosen in a refused form.
+    pub(crate) token_lifetime: String,
     pub(crate) allow_list: String,
     pub(crate) allow_errors: Vec<LineError>,
     pub(crate) callback_url: String,
@@ -444,6 +482,8 @@ pub(crate) struct Deliveries {
     pub(crate) show_payment: bool,
     pub(crate) resend: bool,
     pub(crate) next: Option<String>,
+    /// The "Resend what was not delivered since" form's date (`YYYY-MM-DD`).
+    pub(crate) since: String,
 }
 
 #[derive(Debug, Clone)]
@@ -497,8 +537,6 @@ pub(crate) struct Audit {
     pub(crate) records: Vec<AuditRow>,
     /// The link to the next (older) page.
     pub(crate) next: Option<String>,
-    /// The "Resend what was not delivered since" form's date (`YYYY-MM-DD`).
-    pub(crate) since: String,
 }
 
 /// A family of actions in the audit log's filter.
@@ -572,4 +610,22 @@ pub(crate) struct BalancePage {
     pub(crate) entries: Vec<EntryRow>,
     /// The link to the next (older) page of entries.
     pub(crate) next: Option<String>,
+}
+
+#[cfg(test)]
+mod date_format_tests {
+    use super::*;
+
+    /// The one date format of the cabinet: minutes, `UTC`, and the exact time in `datetime`.
+    #[test]
+    fn times_read_as_one_format() {
+        let t = Timestamp::parse_rfc3339("2026-11-27T14:03:59.123Z").expect("a time");
+        let (iso, text) = when(t);
+        assert_eq!(text, "2026-11-27 14:03 UTC");
+        assert_eq!(Timestamp::parse_rfc3339(&iso).expect("RFC 3339"), t);
+        assert_eq!(when_text(t), text);
+        assert_eq!(when_in_text("2026-11-27T14:03:59.123Z"), text);
+        assert_eq!(when_in_text("completed"), "completed");
+        assert_eq!(when_in_text("2026-11-27"), "2026-11-27");
+    }
 }

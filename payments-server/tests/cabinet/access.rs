@@ -7,8 +7,10 @@ use payments_core::auth::keys::{generate_signing_key, signing_key_to_pem};
 use payments_core::store::CredentialStoreExt;
 use payments_http::system::OsRandom;
 
+use std::time::Duration;
+
 use crate::enrolled;
-use crate::support::Cabinet;
+use crate::support::{between, Cabinet};
 
 /// Every private key form: the refusal says it must be treated as exposed, and neither the
 /// page after the redirect nor anything of it holds a line of what was pasted.
@@ -62,5 +64,108 @@ async fn a_pasted_private_key_is_refused_and_never_shown_back() {
     }
     let keys = c.server.state.service.store().keys(project).await;
     assert_eq!(keys.expect("keys").len(), before, "nothing registered");
+    c.server.stop().await;
+}
+
+/// A token is created with a name (trimmed, required, at most 64 characters) and one of the
+/// offered lifetimes; the list shows its name, creation, expiry and, once it has passed,
+/// "expired" with no revoke link. A refused form keeps the name typed and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_have_names_and_expiry_in_the_cabinet() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    c.user("later@shop.example", Role::Merchant(demo)).await;
+    let project = c.server.project();
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let path = format!("/projects/{project}/tokens");
+
+    // Refusals: no name, a name too long, a lifetime not offered; each keeps the name.
+    for (name, expires, error) in [
+        ("   ", "30", "Name: give the token a name"),
+        (&"x".repeat(65)[..], "", "Name: at most 64 characters"),
+        (
+            "shop backend",
+            "7",
+            "Expires: choose one of the offered periods",
+        ),
+    ] {
+        let p = owner
+            .post(
+                &path,
+                &[
+                    ("name", name),
+                    ("expires", expires),
+                    ("scopes", "payments:read"),
+                ],
+            )
+            .await;
+        assert_eq!(p.status, 303, "{}", p.body);
+        let page = owner.follow(&p).await;
+        assert_eq!(page.status, 422, "{}", page.body);
+        assert!(page.body.contains(error), "{error}: {}", page.body);
+        if !name.trim().is_empty() {
+            assert!(
+                page.body.contains(&format!("value=\"{name}\"")),
+                "{}",
+                page.body
+            );
+        }
+    }
+    let before = c.server.state.service.store().tokens(project).await;
+    let before = before.expect("tokens").len();
+
+    // A named token for 30 days, and one without expiry.
+    for (name, expires) in [("  shop backend  ", "30"), ("reports", "")] {
+        let p = owner
+            .post(
+                &path,
+                &[
+                    ("name", name),
+                    ("expires", expires),
+                    ("scopes", "payments:read"),
+                ],
+            )
+            .await;
+        assert_eq!(p.status, 303, "{}", p.body);
+        let shown = owner.follow(&p).await;
+        assert_eq!(shown.status, 200, "{}", shown.body);
+        assert!(shown.body.contains(name.trim()), "{}", shown.body);
+    }
+    let tokens = c.server.state.service.store().tokens(project).await;
+    let tokens = tokens.expect("tokens");
+    assert_eq!(tokens.len(), before + 2);
+    let backend = tokens
+        .iter()
+        .find(|t| t.name.as_deref() == Some("shop backend"))
+        .expect("trimmed and stored");
+    let expires = backend.expires_at.expect("an expiry");
+    assert_eq!(
+        expires,
+        backend.created_at + Duration::from_secs(30 * 86_400)
+    );
+    assert!(tokens
+        .iter()
+        .any(|t| t.name.as_deref() == Some("reports") && t.expires_at.is_none()));
+    let page = owner.get(&format!("/projects/{project}")).await;
+    let list = between(&page.body, "id=\"tokens\"", "</table>").expect("the list");
+    assert!(
+        list.contains("shop backend") && list.contains("reports"),
+        "{list}"
+    );
+    assert!(
+        list.contains(&format!("datetime=\"{}\"", expires.to_rfc3339())),
+        "{list}"
+    );
+    assert!(list.contains(">never<"), "{list}");
+
+    // 31 days on: the token is listed as expired, without a revoke link.
+    c.clock.advance(Duration::from_secs(31 * 86_400));
+    let (mut later, _) = enrolled(&c, "later@shop.example").await;
+    let page = later.get(&format!("/projects/{project}")).await;
+    let list = between(&page.body, "id=\"tokens\"", "</table>").expect("the list");
+    let row = between(list, "shop backend", "</tr>").expect("the row");
+    assert!(row.contains("expired"), "{row}");
+    assert!(!row.contains("/revoke"), "{row}");
     c.server.stop().await;
 }

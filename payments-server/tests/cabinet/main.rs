@@ -162,7 +162,7 @@ async fn state_changes_need_the_cabinets_own_pages_and_a_session_of_the_owner() 
         .await;
     let project = c.server.project();
     let path = format!("/projects/{project}/tokens");
-    let form = [("scopes", "payments:read")];
+    let form = [("name", "shop backend"), ("scopes", "payments:read")];
     let before = tokens_of(&c, project).await;
 
     let (mut owner, _) = enrolled(&c, "owner@shop.example").await;

@@ -70,7 +70,7 @@ async fn a_value_shown_once_is_shown_by_one_get_of_its_own_session() {
     let p = owner
         .post(
             &format!("/projects/{project}/tokens"),
-            &[("scopes", "payments:read")],
+            &[("name", "shop backend"), ("scopes", "payments:read")],
         )
         .await;
     let shown = to_shown(&p);
@@ -125,7 +125,7 @@ async fn a_value_shown_once_is_shown_by_one_get_of_its_own_session() {
     let p = owner
         .post(
             &format!("/projects/{project}/tokens"),
-            &[("scopes", "payments:read")],
+            &[("name", "shop backend"), ("scopes", "payments:read")],
         )
         .await;
     let shown = to_shown(&p);

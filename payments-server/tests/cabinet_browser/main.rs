@@ -17,6 +17,7 @@ mod language;
 mod layout;
 mod merchant_control;
 mod payer;
+mod reenrol;
 mod reload;
 mod requests;
 mod search;
@@ -296,6 +297,7 @@ async fn external_api_access_tokens_keys_allow_list_and_secret_rotation() {
 
     // A token with two scopes, shown once, used for a signed create.
     b.toggle("#scope-3").await; // payments:test off
+    b.fill("#token-name", "shop backend").await;
     b.click("form[action$='/tokens'] button").await;
     let token = b
         .el("#secret-value")
@@ -319,7 +321,9 @@ async fn external_api_access_tokens_keys_allow_list_and_secret_rotation() {
     assert!(row.contains(&token[..14]), "the prefix is listed: {row}");
     assert!(row.contains("payments:create, payments:read"), "{row}");
     assert!(row.contains("UTC"), "created and last used: {row}");
-    assert!(!row.contains("never"), "the token was used: {row}");
+    assert!(row.contains("shop backend"), "its name: {row}");
+    assert!(row.contains("never"), "no expiry: {row}");
+    assert!(!row.contains("not yet"), "the token was used: {row}");
     assert!(
         !b.source().await.contains(&token),
         "the token is not shown again"

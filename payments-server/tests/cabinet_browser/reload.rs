@@ -80,6 +80,7 @@ async fn reloading_a_shown_once_page_repeats_nothing() {
     // A new token: shown, reloaded, still exactly one more token.
     let before = store.tokens(project).await.expect("tokens");
     b.open(&format!("/projects/{project}")).await;
+    b.fill("#token-name", "shop backend").await;
     b.click("form[action$='/tokens'] button").await;
     let token = b
         .el("#secret-value")

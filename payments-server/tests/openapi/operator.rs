@@ -167,7 +167,7 @@ async fn real_operator_answers_validate_against_the_file() {
     let (s, token) = call(
         Method::POST,
         format!("/operator/v1/projects/{project_id}/tokens"),
-        Some(json!({"scopes": ["payments:read"]})),
+        Some(json!({"scopes": ["payments:read"], "name": " shop backend ", "expires_in_days": 90})),
     )
     .await;
     check(
@@ -178,6 +178,8 @@ async fn real_operator_answers_validate_against_the_file() {
         &token,
     );
     assert_eq!(s, 201, "{token}");
+    assert_eq!(token["name"], "shop backend", "trimmed: {token}");
+    assert!(token["expires_at"].is_string(), "{token}");
     let (s, b) = call(
         Method::GET,
         format!("/operator/v1/projects/{project_id}/tokens"),
