@@ -175,3 +175,53 @@ async fn a_pg_dump_holds_no_requisite() {
     let (_, secrets) = found(&dump(), &clear);
     assert!(secrets.is_empty(), "still in the dump: {secrets:?}");
 }
+
+/// `payment backfill-last4` gives payments written without their last four digits (as a
+/// build before schema 16 wrote them) the digits of their sealed requisite, through a real
+/// data dir and its key file; the list API then finds them by `requisite_last4`; a second run
+/// fills nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last4_backfill_makes_old_payments_findable() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (mut server, base, _) = serve(&data, &[]);
+    wait_ready(&mut server, &base).await;
+    let made = create(&data, "last4", 6).await;
+    drop(server);
+    let cleared = rusqlite::Connection::open(data.join("payments.db"))
+        .unwrap()
+        .execute("UPDATE payments SET requisite_last4 = NULL", [])
+        .unwrap();
+    assert!(cleared >= 6, "{cleared}");
+
+    let out = cli_json(&data, &["payment", "backfill-last4"]);
+    assert_eq!(out["filled"].as_u64(), Some(cleared as u64), "{out}");
+    assert_eq!(out["too_short"], 0, "{out}");
+    let again = cli_json(&data, &["payment", "backfill-last4"]);
+    assert_eq!(again["filled"], 0, "{again}");
+
+    let (mut server, base, _) = serve(&data, &[]);
+    wait_ready(&mut server, &base).await;
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let client = MerchantClient::from_credentials(&creds).unwrap();
+    for [id, _, requisite, _] in &made {
+        let digits: String = requisite.chars().filter(char::is_ascii_digit).collect();
+        let r = client
+            .list_payments(&format!(
+                "requisite_last4={}&limit=100",
+                &digits[digits.len() - 4..]
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.status.as_u16(), 200, "{}", r.json);
+        assert!(
+            r.json["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["id"] == id.as_str()),
+            "{requisite}: {}",
+            r.json
+        );
+    }
+}
