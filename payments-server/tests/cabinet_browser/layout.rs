@@ -465,6 +465,18 @@ pub async fn walk(v: &mut Checks) {
     v.page(&b, "17-deliveries").await;
     b.open(&format!("/projects/{test_project}/payments")).await;
     v.check(&b, "test project's payments").await;
+    // The request log: a create whose signature was changed, with its diagnosis (the
+    // signature base the server verified), the health counts, a filter and a refused one.
+    let forged = crate::requests::refused_create(&c, "order-forged").await;
+    crate::requests::logged(&c, &forged).await;
+    b.open(&format!("/projects/{project}/requests")).await;
+    v.page(&b, "29-requests").await;
+    b.fill("#status", "4xx").await;
+    b.click("form.filters button").await;
+    v.check(&b, "requests: 4xx").await;
+    b.fill("#status", "9xx").await;
+    b.click("form.filters button").await;
+    v.check(&b, "requests: a refused filter").await;
     b.open(&format!("/projects/{project}/balance")).await;
     v.check(&b, "balance").await;
     b.click("form.filters button").await;

@@ -2,8 +2,8 @@
 //! server with one byte of its signature changed; the tab shows the `401` row with its
 //! request id and the diagnosis (the reason, the covered components, the signature base the
 //! server verified), the integration health counts it, and the status filter keeps it. The
-//! support role sees the tab too. With `CABINET_SCREENSHOTS=<dir>` it writes
-//! `29-requests.png` for docs/cabinet.md.
+//! support role sees the tab too. (Its pictures, `29-requests.png` and `-390.png`, come from
+//! the layout walk, `layout.rs`.)
 
 use payments_cabinet::store::Role;
 use reqwest::Method;
@@ -13,8 +13,8 @@ use crate::browser::Browser;
 use crate::support::Cabinet;
 
 /// A create signed with the project's key whose signature then had one byte changed: the
-/// request id the server answered.
-async fn refused_create(c: &Cabinet, mpid: &str) -> String {
+/// request id the server answered (also the layout walk's refused request).
+pub(crate) async fn refused_create(c: &Cabinet, mpid: &str) -> String {
     let client = c.server.client();
     let body = serde_json::to_vec(
         &json!({"merchant_payment_id": mpid, "amount": "100", "payment_method": "sbp"}),
@@ -44,6 +44,26 @@ async fn refused_create(c: &Cabinet, mpid: &str) -> String {
         .to_string()
 }
 
+/// Waits until the demo project's request log holds `rid` (the log is written off the request
+/// path).
+pub(crate) async fn logged(c: &Cabinet, rid: &str) {
+    let query = payments_core::request_log::RequestLogQuery::new(c.server.project(), 10);
+    for _ in 0..500 {
+        let page = c
+            .server
+            .state
+            .service
+            .request_log(&query)
+            .await
+            .expect("the log reads");
+        if page.requests.iter().any(|e| e.request_id == rid) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the refused request {rid} did not reach the log");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium: chromium and chromedriver"]
 async fn the_requests_tab_shows_a_refused_signature_with_its_diagnosis() {
@@ -61,24 +81,7 @@ async fn the_requests_tab_shows_a_refused_signature_with_its_diagnosis() {
         .expect("a create");
     assert_eq!(created.status.as_u16(), 201, "{}", created.json);
     let rid = refused_create(&c, "req-2").await;
-    // The log is written off the request path: wait until the core reads the row.
-    let query = payments_core::request_log::RequestLogQuery::new(c.server.project(), 10);
-    let mut written = false;
-    for _ in 0..500 {
-        let page = c
-            .server
-            .state
-            .service
-            .request_log(&query)
-            .await
-            .expect("the log reads");
-        if page.requests.iter().any(|e| e.request_id == rid) {
-            written = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(written, "the refused request reached the log");
+    logged(&c, &rid).await;
 
     let b = Browser::start(c.url()).await;
     crate::first_sign_in(&c, &b, "anna@shop.example").await;
@@ -110,7 +113,6 @@ async fn the_requests_tab_shows_a_refused_signature_with_its_diagnosis() {
     let codes = b.text("#health-codes").await;
     assert!(codes.contains("signature_invalid"), "{codes}");
     assert!(codes.contains("50.0 %"), "one of two requests: {codes}");
-    b.screenshot("29-requests").await;
     // The status filter: 2xx leaves only the create; an unreadable status is a field error.
     b.fill("#status", "2xx").await;
     b.click("form.filters button").await;
