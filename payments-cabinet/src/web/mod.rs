@@ -459,6 +459,10 @@ impl PageError {
             PageError::Conflict(m) => (StatusCode::CONFLICT, tr("Not possible now"), m),
             PageError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, tr("Unavailable"), m),
         };
+        // The language switch of an error page leads to the cabinet's start, so that every
+        // refusal reads the same whatever was asked for.
+        let mut chrome = st.chrome(title, None);
+        chrome.here = "/".into();
         let page = Message {
             chrome,
             text,
@@ -484,10 +488,6 @@ pub(crate) fn html(status: StatusCode, page: &impl Template) -> Response {
             tracing::error!(error = %e, "cabinet: a template did not render");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
-        // The language switch of an error page leads to the cabinet's start, so that every
-        // refusal reads the same whatever was asked for.
-        let mut chrome = st.chrome(title, None);
-        chrome.here = "/".into();
                 "the page could not be rendered",
             )
                 .into_response()
