@@ -26,6 +26,7 @@ use payments_core::auth::keys::{generate_signing_key, public_key_to_pem};
 use payments_core::payer::PageLanguage;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::transition::Trigger;
+use payments_core::Clock;
 use payments_http::system::OsRandom;
 use serde_json::{json, Value};
 
@@ -463,6 +464,40 @@ pub async fn walk(v: &mut Checks) {
     v.page(&b, "26-test-callback-sent").await;
     b.open(&format!("/projects/{project}/deliveries")).await;
     v.page(&b, "17-deliveries").await;
+    // An event's own page (the exact request), its resend and a recovery, confirmed first.
+    b.click("a.event-link").await;
+    v.page(&b, "31-event").await;
+    b.click("#event-resend-link").await;
+    v.check(&b, "event resend confirm").await;
+    let today = &c.clock.now().to_rfc3339()[..10];
+    b.open(&format!(
+        "/projects/{project}/deliveries/recover?since={today}"
+    ))
+    .await;
+    v.check(&b, "deliveries recovery confirm").await;
+    b.open(&format!(
+        "/projects/{project}/deliveries/recover?since=soon"
+    ))
+    .await;
+    v.check(&b, "deliveries recovery refused").await;
+    b.open(&format!("/payments/{}", ids[0])).await;
+    b.click("#merchant-resend-link").await;
+    v.check(&b, "merchant's resend confirm").await;
+    // Payment search across the merchant's projects.
+    b.click("#nav-search").await;
+    v.check(&b, "payment search").await;
+    b.fill("#q", "order-10").await;
+    b.click("#search-submit").await;
+    v.page(&b, "30-payment-search").await;
+    b.fill("#q", "nothing-like-this").await;
+    b.click("#search-submit").await;
+    v.check(&b, "payment search: none").await;
+    // The payer page's settings, and a return URL refused.
+    b.open(&format!("/projects/{project}/payer-page")).await;
+    v.page(&b, "32-payer-page-settings").await;
+    b.fill("#return_url", "http://shop.example/orders").await;
+    b.click("#payer-settings-save").await;
+    v.check(&b, "payer page settings refused").await;
     b.open(&format!("/projects/{test_project}/payments")).await;
     v.check(&b, "test project's payments").await;
     // The request log: a create whose signature was changed, with its diagnosis (the
@@ -490,6 +525,18 @@ pub async fn walk(v: &mut Checks) {
     b.fill("#pw-code", "123456").await;
     b.click("form[action='/security/password'] button").await;
     v.check(&b, "password change refused").await;
+    // The authenticator on a new device: the new key shown once, a wrong code refused.
+    b.open("/security").await;
+    c.next_step();
+    b.fill("#au-password", PASSWORD).await;
+    b.fill("#au-code", &c.code(&key)).await;
+    b.click("form[action='/security/authenticator'] button")
+        .await;
+    v.page(&b, "33-new-authenticator").await;
+    b.fill("#new-code", "000000").await;
+    b.click("form[action='/security/authenticator/confirm'] button")
+        .await;
+    v.check(&b, "new authenticator refused").await;
     b.open("/audit").await;
     v.page(&b, "19-audit").await;
     b.open(&format!("/projects/{}", uuid_like())).await;
