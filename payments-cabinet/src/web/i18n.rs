@@ -74,11 +74,17 @@ impl Lang {
     }
 
     /// `key` (an English text of the catalog) in this language; a text the catalog lacks
-    /// stays English (the completeness test keeps that from happening).
+    /// stays English (the completeness test keeps that from happening). A key may start with
+    /// a context, `session|Sign out`, where the same English says different things in
+    /// Russian: English shows the text after the bar.
     pub fn t(self, key: &str) -> &str {
+        let english = match key.split_once('|') {
+            Some((context, text)) if context.chars().all(|c| c.is_ascii_lowercase()) => text,
+            _ => key,
+        };
         match self {
-            Lang::En => key,
-            Lang::Ru => RUSSIAN.get(key).copied().unwrap_or(key),
+            Lang::En => english,
+            Lang::Ru => RUSSIAN.get(key).copied().unwrap_or(english),
         }
     }
 

@@ -199,6 +199,10 @@ fn placeholders_are_filled_by_name_in_either_language() {
     assert_eq!(fill("{a} and {b", &[("a", &1)]), "1 and {b");
     assert_eq!(fill("{x}", &[]), "{x}");
     assert_eq!(Lang::Ru.t("not in the catalog"), "not in the catalog");
+    assert_eq!(Lang::En.t("session|Sign out"), "Sign out");
+    assert_eq!(Lang::Ru.t("session|Sign out"), "Завершить");
+    assert_eq!(Lang::Ru.t("nocontext|Sign out"), "Sign out");
+    assert_eq!(Lang::En.t("a|b c|d"), "b c|d");
 }
 
 #[test]
