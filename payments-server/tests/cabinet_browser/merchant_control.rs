@@ -77,6 +77,8 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
 
     // The card of the closed live payment: the merchant's resend, behind a confirmation.
     let b = Browser::start(c.url()).await;
+    // Each new page state at 320, 390 and 1,280 px, with axe-core.
+    let mut layout = crate::layout::Checks::new();
     first_sign_in(&c, &b, "owner@shop.example").await;
     b.click_text("I have saved the codes, continue").await;
     b.open(&format!("/payments/{id}")).await;
@@ -84,6 +86,7 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
         b.all("#resend-link").await.is_empty(),
         "support's operations are not shown"
     );
+    layout.check(&b, "card with a merchant's resend").await;
     b.click("#merchant-resend-link").await;
     assert!(
         b.heading().await.starts_with("Resend the callback"),
@@ -142,6 +145,7 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
         );
     }
     assert!(!b.source().await.contains("whsec_"), "never the secret");
+    layout.check(&b, "event page").await;
 
     // The event's own resend: a third request, and the new event's page.
     b.click("#event-resend-link").await;
@@ -160,6 +164,7 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
     // delivered since a date (nothing failed here: none resent, said so).
     b.open(&format!("/projects/{project}/deliveries")).await;
     assert!(!b.all(".event-resend").await.is_empty());
+    layout.check(&b, "deliveries with the recovery form").await;
     b.click("#recover-submit").await;
     assert!(b
         .heading()
@@ -198,6 +203,7 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
             "{action} audited"
         );
     }
+    layout.assert_clean();
     let _ = Arc::strong_count(&got);
     b.close().await;
     c.server.stop().await;
@@ -229,6 +235,8 @@ async fn a_merchant_sets_the_payer_page_and_its_return_link() {
     let id = created.json["id"].as_str().expect("id").to_string();
 
     let b = Browser::start(c.url()).await;
+    // Each new page state at 320, 390 and 1,280 px, with axe-core.
+    let mut layout = crate::layout::Checks::new();
     first_sign_in(&c, &b, "owner@shop.example").await;
     b.click_text("I have saved the codes, continue").await;
     b.open(&format!("/payments/{id}")).await;
@@ -248,6 +256,7 @@ async fn a_merchant_sets_the_payer_page_and_its_return_link() {
         "{}",
         b.errors().await
     );
+    layout.check(&b, "payer page settings refused").await;
     let store = c.server.state.service.store().clone();
     let unchanged = payments_core::store::MerchantStoreExt::project(&*store, project)
         .await
@@ -294,6 +303,9 @@ async fn a_merchant_sets_the_payer_page_and_its_return_link() {
         Some("https://shop.example/orders")
     );
     assert!(b.text("#return-url").await.starts_with("Back to"));
+    b.open(&format!("/payments/{id}")).await;
+    layout.check(&b, "card with payment_page_url").await;
+    layout.assert_clean();
     b.close().await;
     c.server.stop().await;
 }

@@ -128,6 +128,8 @@ async fn the_search_finds_by_each_key_across_the_merchants_projects_only() {
     .await;
 
     let b = Browser::start(c.url()).await;
+    // Each page state of the search at 320, 390 and 1,280 px, with axe-core.
+    let mut layout = crate::layout::Checks::new();
     first_sign_in(&c, &b, "owner@shop.example").await;
     b.click_text("I have saved the codes, continue").await;
 
@@ -159,6 +161,7 @@ async fn the_search_finds_by_each_key_across_the_merchants_projects_only() {
         found.contains("Demo test project"),
         "the project is named: {found}"
     );
+    layout.check(&b, "search results").await;
 
     // The payment id opens that payment's card; another merchant's id finds nothing.
     b.open(&format!("/payments/search?q={}", a.id)).await;
@@ -235,6 +238,8 @@ async fn the_search_finds_by_each_key_across_the_merchants_projects_only() {
     search(&b, "q=order%201").await;
     assert!(b.errors().await.contains("search:"), "{}", b.errors().await);
     let _ = b2;
+    layout.check(&b, "search refused").await;
+    layout.assert_clean();
     b.close().await;
     c.server.stop().await;
 }
