@@ -541,6 +541,31 @@ pub async fn walk(v: &mut Checks) {
     v.page(&b, "19-audit").await;
     b.open(&format!("/projects/{}", uuid_like())).await;
     v.page(&b, "20-not-found").await;
+    // The same pages in Russian (longer words, other labels).
+    b.open("/projects").await;
+    b.click("#language-switch").await;
+    for (label, path) in [
+        ("projects", "/projects".to_string()),
+        ("External API access", format!("/projects/{project}")),
+        ("payments", format!("/projects/{project}/payments")),
+        ("payment card", format!("/payments/{}", ids[0])),
+        ("test payment card", format!("/payments/{test_payment}")),
+        ("deliveries", format!("/projects/{project}/deliveries")),
+        ("balance", format!("/projects/{project}/balance")),
+        ("requests", format!("/projects/{project}/requests")),
+        ("payment search", "/payments/search?q=order-10".to_string()),
+        (
+            "payer page settings",
+            format!("/projects/{project}/payer-page"),
+        ),
+        ("security", "/security".to_string()),
+        ("audit", "/audit".to_string()),
+    ] {
+        b.open(&path).await;
+        v.check(&b, &format!("{label}, in Russian")).await;
+    }
+    b.open("/projects").await;
+    b.click("#language-switch").await;
     b.open("/projects").await;
     b.sign_out().await;
 
