@@ -474,4 +474,56 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "ещё не выпущен (он создаётся при первой доставке и никому не показывается: выпустите секрет, чтобы проверять колбэки)",
     ),
     ("Issue a new secret", "Выпустить новый секрет"),
+    // The payment card and the payer page's settings (payment.html, payer_settings.html).
+    (
+        "The payer page is a page of this service that shows the payer how to pay: the amount, the card number or phone to transfer to, the deadline and the outcome. When it is on, POST /api/v1/payments and GET /api/v1/payments/{id} answer its link as payment_page_url; send your payer there.",
+        "Страница оплаты — страница этого сервиса, которая показывает плательщику, как оплатить: сумму, номер карты или телефона для перевода, срок и результат. Когда она включена, POST /api/v1/payments и GET /api/v1/payments/{id} возвращают её ссылку в поле payment_page_url; направляйте плательщика туда.",
+    ),
+    (
+        "Show the payer page (answer payment_page_url)",
+        "Показывать страницу оплаты (возвращать payment_page_url)",
+    ),
+    ("The page's language", "Язык страницы"),
+    (
+        "Return URL: the page's “Back to the shop” link (optional, https:// only)",
+        "URL возврата: ссылка «Вернуться в магазин» на странице (необязательно, только https://)",
+    ),
+    ("Save", "Сохранить"),
+    ("TEST PAYMENT", "ТЕСТОВЫЙ ПЛАТЁЖ"),
+    (
+        "project in test mode: no money moves, no automatic callback. Choose the outcome with the buttons below; read the result with",
+        "проект в тестовом режиме: деньги не переводятся, колбэк автоматически не отправляется. Выберите исход кнопками ниже; результат можно получить запросом",
+    ),
+    ("Status:", "Статус:"),
+    ("Test outcome", "Тестовый исход"),
+    ("Paid", "Оплачен"),
+    ("Canceled", "Отменён"),
+    ("Test callback", "Тестовый колбэк"),
+    (
+        "Send this closed test payment's callback to your callback URL: a real signed request with is_test: true and a new event_id, sent once. It appears under Callback events below.",
+        "Отправить колбэк этого закрытого тестового платежа на ваш URL для колбэков: настоящий подписанный запрос с is_test: true и новым event_id, один раз. Он появится ниже, в разделе «События колбэков».",
+    ),
+    ("Send callback", "Отправить колбэк"),
+    ("Callback", "Колбэк"),
+    (
+        "Send this closed payment's callback again: a new signed request with a new event_id and the current status, sent once.",
+        "Отправить колбэк этого закрытого платежа ещё раз: новый подписанный запрос с новым event_id и текущим статусом, один раз.",
+    ),
+    ("Resend callback", "Отправить колбэк повторно"),
+    ("Operator actions", "Действия оператора"),
+    (
+        "Confirm; received amount if different (optional)",
+        "Подтвердить; полученная сумма, если отличается (необязательно)",
+    ),
+    ("Confirm", "Подтвердить"),
+    ("Start re-check", "Начать перепроверку"),
+    ("Resolve the re-check as", "Завершить перепроверку как"),
+    ("completed", "завершён"),
+    ("canceled", "отменён"),
+    ("unchanged", "без изменений"),
+    ("Amount (with completed, optional)", "Сумма (для «завершён», необязательно)"),
+    ("Resolve", "Завершить"),
+    ("Payer page:", "Страница оплаты:"),
+    // The payment card.
+    ("API field", "Поле API"),
 ];
