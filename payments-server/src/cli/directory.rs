@@ -112,6 +112,12 @@ pub struct ProjectSettings {
     /// The payer page's language: ru or en.
     #[arg(long, value_name = "ru|en")]
     payer_language: Option<String>,
+    /// The payer page's "Back to the shop" link: an https URL.
+    #[arg(long, value_name = "URL", conflicts_with = "clear_return_url")]
+    return_url: Option<String>,
+    /// Remove the payer page's return link.
+    #[arg(long)]
+    clear_return_url: bool,
 }
 
 /// Project commands.
@@ -241,6 +247,11 @@ fn project_patch(s: ProjectSettings) -> Result<ProjectPatch, ApiError> {
         rate_limit: s.rate_limit.as_deref().map(parse_rate_limit).transpose()?,
         payer_page: s.payer_page.map(OnOff::bool),
         payer_language: s.payer_language.as_deref().map(str::parse).transpose()?,
+        return_url: if s.clear_return_url {
+            Some(None)
+        } else {
+            s.return_url.map(Some)
+        },
         ..ProjectPatch::default()
     })
 }

@@ -10,6 +10,7 @@ mod failed;
 mod lock;
 mod metrics;
 mod migrations;
+mod project_cli;
 mod readyz;
 mod support;
 mod tls;
