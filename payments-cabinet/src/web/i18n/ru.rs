@@ -526,4 +526,33 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Payer page:", "Страница оплаты:"),
     // The payment card.
     ("API field", "Поле API"),
+    // A callback event and the search (event.html, search.html).
+    ("Callback event", "Событие колбэка"),
+    ("Request body", "Тело запроса"),
+    (
+        "The exact bytes every attempt of this event sent (POST to the destination above).",
+        "Ровно те байты, которые отправляла каждая попытка этого события (POST по адресу выше).",
+    ),
+    ("Request headers", "Заголовки запроса"),
+    ("No attempt yet.", "Попыток ещё не было."),
+    ("Attempt {number}", "Попытка {number}"),
+    ("Header", "Заголовок"),
+    ("Value", "Значение"),
+    (
+        "The signature is HMAC-SHA256 of {signed} with the project's callback secret (never shown here); two v1= values during a rotation's overlap.",
+        "Подпись — HMAC-SHA256 от {signed} на секрете колбэков проекта (здесь он не показывается); во время смены секрета значений v1= два.",
+    ),
+    ("Resend this callback", "Отправить этот колбэк повторно"),
+    (
+        "Payment id, merchant_payment_id (start), amount or last 4 digits of the card or phone",
+        "ID платежа, merchant_payment_id (начало), сумма или последние 4 цифры карты или телефона",
+    ),
+    ("Search", "Найти"),
+    ("Projects searched: {count}.", "Поиск по проектам: {count}."),
+    (
+        "A payment id opens its card; four digits are the end of a card number or phone; a number with a dot (or of other than four digits) is an amount, matched exactly (1000.00 for one thousand); anything else is the start of your merchant_payment_id.",
+        "ID платежа открывает его карточку; четыре цифры — окончание номера карты или телефона; число с точкой (или не из четырёх цифр) — сумма, ищется точное совпадение (1000.00 — одна тысяча); всё остальное — начало вашего merchant_payment_id.",
+    ),
+    ("Searching by {what}.", "Поиск по признаку: {what}."),
+    ("Payments found, newest first", "Найденные платежи, сначала новые"),
 ];
