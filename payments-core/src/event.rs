@@ -180,7 +180,168 @@ pub struct DeliveryAttempt {
     pub response_excerpt: Option<String>,
 }
 
+/// Why a delivery attempt failed, from a small fixed set: what the dispatcher records at the
+/// start of [`DeliveryAttempt::error`] ([`record`](Self::record): the kind's prefix, then the
+/// technical detail), what [`DeliveryAttempt::error_kind`] reads back and what people are
+/// shown ([`text`](Self::text)).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryErrorKind {
+    /// No answer (or no whole answer) within the attempt's time.
+    Timeout,
+    /// The receiver's host refused the TCP connection (nothing listens on the port).
+    ConnectionRefused,
+    /// The callback URL's host name did not resolve.
+    DnsFailure,
+    /// The TLS handshake failed: an untrusted or mismatched certificate, or a receiver that
+    /// does not speak TLS on an `https` URL.
+    TlsError,
+    /// Another failure to connect (unreachable network, reset during the connection).
+    ConnectFailed,
+    /// The callback URL's host resolved to an address the policy refuses (private, loopback).
+    RefusedAddress,
+    /// The callback URL is not one the service sends to (its scheme, or a setting).
+    RefusedDestination,
+    /// A redirect: not followed, the attempt failed.
+    Redirect,
+    /// The receiver answered with a status outside 2xx.
+    HttpStatus,
+    /// The answer's body broke off.
+    ResponseBroken,
+    /// The request failed before any answer, for another reason.
+    RequestFailed,
+}
+
+impl DeliveryErrorKind {
+    /// Every kind.
+    pub const ALL: [DeliveryErrorKind; 11] = [
+        DeliveryErrorKind::Timeout,
+        DeliveryErrorKind::ConnectionRefused,
+        DeliveryErrorKind::DnsFailure,
+        DeliveryErrorKind::TlsError,
+        DeliveryErrorKind::ConnectFailed,
+        DeliveryErrorKind::RefusedAddress,
+        DeliveryErrorKind::RefusedDestination,
+        DeliveryErrorKind::Redirect,
+        DeliveryErrorKind::HttpStatus,
+        DeliveryErrorKind::ResponseBroken,
+        DeliveryErrorKind::RequestFailed,
+    ];
+
+    /// The start of the recorded error text of this kind (stable: stored rows are read by it).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            DeliveryErrorKind::Timeout => "timeout",
+            DeliveryErrorKind::ConnectionRefused => "connection refused",
+            DeliveryErrorKind::DnsFailure => "dns failure",
+            DeliveryErrorKind::TlsError => "tls error",
+            DeliveryErrorKind::ConnectFailed => "connect failed",
+            DeliveryErrorKind::RefusedAddress => "forbidden address",
+            DeliveryErrorKind::RefusedDestination => "destination refused",
+            DeliveryErrorKind::Redirect => "redirect",
+            DeliveryErrorKind::HttpStatus => "http status",
+            DeliveryErrorKind::ResponseBroken => "reading the response",
+            DeliveryErrorKind::RequestFailed => "request",
+        }
+    }
+
+    /// The text to record: the kind's prefix and the technical detail (`connection refused:
+    /// tcp connect error: ...`).
+    pub fn record(self, detail: &str) -> String {
+        if detail.is_empty() {
+            self.prefix().to_string()
+        } else {
+            format!("{}: {detail}", self.prefix())
+        }
+    }
+
+    /// What it means, for people (the cabinet, the events API): no address, resolver or TLS
+    /// library message, nothing of a network the reader has no business seeing.
+    pub fn text(self) -> &'static str {
+        match self {
+            DeliveryErrorKind::Timeout => "timeout: no answer in time",
+            DeliveryErrorKind::ConnectionRefused => "connection refused",
+            DeliveryErrorKind::DnsFailure => {
+                "DNS failure: the callback URL's host name did not resolve"
+            }
+            DeliveryErrorKind::TlsError => {
+                "TLS failure: the receiver's certificate or TLS handshake was not accepted"
+            }
+            DeliveryErrorKind::ConnectFailed => "could not connect to the receiver",
+            DeliveryErrorKind::RefusedAddress => {
+                "refused by the address policy: the callback URL's host is not a public address"
+            }
+            DeliveryErrorKind::RefusedDestination => {
+                "refused: the callback URL is not one the service sends to"
+            }
+            DeliveryErrorKind::Redirect => "redirect not followed",
+            DeliveryErrorKind::HttpStatus => "an answer outside 2xx",
+            DeliveryErrorKind::ResponseBroken => "the answer broke off",
+            DeliveryErrorKind::RequestFailed => "the request failed before an answer",
+        }
+    }
+}
+
 impl DeliveryAttempt {
+    /// The kind of failure, read from the start of [`error`](Self::error) (texts recorded
+    /// with [`DeliveryErrorKind::record`]; an older `connect: ...` text is told apart by its
+    /// detail: DNS, TLS, connection refused); `None` for a success. A status outside 2xx
+    /// without an error text is [`DeliveryErrorKind::HttpStatus`].
+    pub fn error_kind(&self) -> Option<DeliveryErrorKind> {
+        use DeliveryErrorKind as K;
+        if self.success {
+            return None;
+        }
+        let error = self.error.as_deref().unwrap_or("");
+        let starts_with = |prefix: &str| {
+            error.starts_with(prefix)
+                && error[prefix.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !c.is_ascii_alphabetic())
+        };
+        let starts = |k: K| starts_with(k.prefix());
+        let kind = [
+            K::ConnectFailed,
+            K::ConnectionRefused,
+            K::DnsFailure,
+            K::TlsError,
+            K::RefusedAddress,
+            K::RefusedDestination,
+            K::Redirect,
+            K::HttpStatus,
+            K::ResponseBroken,
+            K::Timeout,
+            K::RequestFailed,
+        ]
+        .into_iter()
+        .find(|k| starts(*k));
+        if let Some(k) = kind {
+            return Some(k);
+        }
+        if starts_with("connect") {
+            // `connect: ...`, recorded before the kinds were told apart at the source.
+            let lower = error.to_ascii_lowercase();
+            let mentions = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+            return Some(
+                if mentions(&["dns", "lookup", "resolve", "name or service not known"]) {
+                    K::DnsFailure
+                } else if mentions(&["certificate", "tls", "handshake", "ssl"]) {
+                    K::TlsError
+                } else if mentions(&["connection refused"]) {
+                    K::ConnectionRefused
+                } else {
+                    K::ConnectFailed
+                },
+            );
+        }
+        Some(match self.http_status {
+            Some(s) if (300..400).contains(&s) => K::Redirect,
+            Some(_) => K::HttpStatus,
+            None => K::RequestFailed,
+        })
+    }
+
     /// Why the attempt failed, as a label from a small fixed set (`redirect`, `http_4xx`,
     /// `http_5xx`, `timeout`, `response`, `connect`, `forbidden_address`,
     /// `destination_refused`, `request`); `None` for a success. Reads the texts the bundled
@@ -191,18 +352,21 @@ impl DeliveryAttempt {
         if self.success {
             return None;
         }
-        let error = self.error.as_deref().unwrap_or("");
+        use DeliveryErrorKind as K;
+        let kind = self.error_kind()?;
         Some(match self.http_status {
             Some(s) if (300..400).contains(&s) => "redirect",
             Some(s) if (400..500).contains(&s) => "http_4xx",
             Some(s) if s >= 500 => "http_5xx",
-            Some(_) if error.starts_with("timeout") => "timeout",
+            Some(_) if kind == K::Timeout => "timeout",
             Some(_) => "response",
-            None if error.starts_with("timeout") => "timeout",
-            None if error.starts_with("connect") => "connect",
-            None if error.starts_with("forbidden address") => "forbidden_address",
-            None if error.starts_with("destination refused") => "destination_refused",
-            None => "request",
+            None => match kind {
+                K::Timeout => "timeout",
+                K::ConnectionRefused | K::DnsFailure | K::TlsError | K::ConnectFailed => "connect",
+                K::RefusedAddress => "forbidden_address",
+                K::RefusedDestination => "destination_refused",
+                _ => "request",
+            },
         })
     }
 
@@ -213,36 +377,35 @@ impl DeliveryAttempt {
     /// network the merchant has no business seeing. Built on
     /// [`failure_reason`](Self::failure_reason).
     pub fn result_for_merchant(&self) -> String {
-        let error = self.error.as_deref().unwrap_or("");
-        let lower = error.to_ascii_lowercase();
-        let mentions = |words: &[&str]| words.iter().any(|w| lower.contains(w));
-        match (self.http_status, self.failure_reason()) {
-            (Some(s), Some("redirect")) => format!("HTTP {s}: redirect not followed"),
-            (Some(s), Some("timeout")) => format!("HTTP {s}: the answer did not finish in time"),
-            (Some(s), Some("response")) if error.starts_with("reading the response") => {
-                format!("HTTP {s}: the answer broke off")
-            }
+        use DeliveryErrorKind as K;
+        let Some(kind) = self.error_kind() else {
+            return self
+                .http_status
+                .map_or_else(|| "delivered".into(), |s| format!("HTTP {s}"));
+        };
+        match (self.http_status, kind) {
+            (Some(s), K::Redirect) => format!("HTTP {s}: redirect not followed"),
+            (Some(s), K::Timeout) => format!("HTTP {s}: the answer did not finish in time"),
+            (Some(s), K::ResponseBroken) => format!("HTTP {s}: the answer broke off"),
             (Some(s), _) => format!("HTTP {s}"),
-            (None, Some("forbidden_address")) => {
-                "refused by the address policy: the callback URL's host is not a public \
-                 address"
-                    .into()
+            (None, K::RequestFailed) if self.error.as_deref().unwrap_or("").is_empty() => {
+                "no answer".into()
             }
-            (None, Some("destination_refused")) => {
-                "refused: the callback URL is not one the service sends to".into()
-            }
-            (None, Some("timeout")) => "timeout: no answer in time".into(),
-            (None, _) if mentions(&["dns", "lookup", "resolve", "name or service not known"]) => {
-                "DNS failure: the callback URL's host name did not resolve".into()
-            }
-            (None, _) if mentions(&["certificate", "tls", "handshake", "ssl"]) => {
-                "TLS failure: the receiver's certificate or TLS handshake was not accepted".into()
-            }
-            (None, _) if mentions(&["connection refused"]) => "connection refused".into(),
-            (None, Some("connect")) => "could not connect to the receiver".into(),
-            (None, _) if error.is_empty() => "no answer".into(),
-            (None, _) => "the request failed before an answer".into(),
+            (None, kind) => kind.text().into(),
         }
+    }
+
+    /// The technical detail of the failure (the library's message after the kind's prefix),
+    /// for the operator and support; `None` when there is none beyond the kind.
+    pub fn error_detail(&self) -> Option<&str> {
+        let error = self.error.as_deref()?;
+        let detail = match self.error_kind() {
+            Some(k) => error
+                .strip_prefix(k.prefix())
+                .map_or(error, |rest| rest.trim_start_matches(':').trim_start()),
+            None => error,
+        };
+        (!detail.is_empty()).then_some(detail)
     }
 
     /// The event's state and schedule after this attempt, when the dispatcher asks for the
@@ -347,6 +510,41 @@ mod merchant_terms {
             response_excerpt: None,
         }
         .result_for_merchant()
+    }
+
+    /// Every kind reads back from the text recorded for it, whatever the detail says (a TLS
+    /// message that mentions "connection refused" stays a TLS failure), and the detail is what
+    /// follows the prefix.
+    #[test]
+    fn every_kind_reads_back_from_what_is_recorded() {
+        use super::DeliveryErrorKind as K;
+        for kind in K::ALL {
+            let status = match kind {
+                K::Redirect => Some(302),
+                K::HttpStatus => Some(500),
+                K::ResponseBroken => Some(200),
+                _ => None,
+            };
+            let recorded = kind.record("tcp: connection refused by dns over tls");
+            let attempt = DeliveryAttempt {
+                attempt: 1,
+                started_at: Timestamp::from_unix_secs(0),
+                duration_ms: 5,
+                http_status: status,
+                error: Some(recorded.clone()),
+                success: false,
+                response_excerpt: None,
+            };
+            assert_eq!(attempt.error_kind(), Some(kind), "{recorded}");
+            assert_eq!(
+                attempt.error_detail(),
+                Some("tcp: connection refused by dns over tls"),
+                "{recorded}"
+            );
+            if status.is_none() {
+                assert_eq!(attempt.result_for_merchant(), kind.text(), "{recorded}");
+            }
+        }
     }
 
     /// The texts the dispatcher records, as the deliveries page of a merchant shows them: what

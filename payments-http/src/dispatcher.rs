@@ -43,7 +43,9 @@ use payments_core::callback::{
     check_ip, CallbackHost, CallbackSecrets, CallbackUrl, CallbackUrlError, ATTEMPT_TIMEOUT,
     EVENT_ID_HEADER, RESPONSE_READ_LIMIT, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
-use payments_core::event::{response_excerpt, DeliveryAttempt, OutboxEvent, RESPONSE_EXCERPT_MAX};
+use payments_core::event::{
+    response_excerpt, DeliveryAttempt, DeliveryErrorKind as Kind, OutboxEvent, RESPONSE_EXCERPT_MAX,
+};
 use payments_core::service::PaymentService;
 use payments_core::store::{AttemptRecorded, ClaimedEvent, Store};
 use payments_core::{Clock, Timestamp};
@@ -583,14 +585,14 @@ impl Inner {
         let url = match CallbackUrl::parse(event.destination.as_str(), policy) {
             Ok(url) => url,
             Err(CallbackUrlError::ForbiddenAddress(f)) => {
-                return Outcome::failed(format!("forbidden address: {f}"))
+                return Outcome::failed(Kind::RefusedAddress.record(&f.to_string()))
             }
-            Err(e) => return Outcome::failed(format!("destination refused: {e}")),
+            Err(e) => return Outcome::failed(Kind::RefusedDestination.record(&e.to_string())),
         };
         // The connector does not resolve IP literals, so they are checked here.
         if let CallbackHost::Ip(ip) = url.host() {
             if let Err(f) = check_ip(ip.to_canonical(), policy) {
-                return Outcome::failed(format!("forbidden address: {f}"));
+                return Outcome::failed(Kind::RefusedAddress.record(&f.to_string()));
             }
         }
         let body = &event.event.body;
@@ -618,7 +620,11 @@ impl Inner {
         let error = match result {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e),
-            Err(_) => Some(format!("timeout after {:?}", self.config.attempt_timeout)),
+            Err(_) => Some(format!(
+                "{} after {:?}",
+                Kind::Timeout.prefix(),
+                self.config.attempt_timeout
+            )),
         };
         Outcome {
             http_status,
@@ -657,7 +663,7 @@ async fn exchange(
                 *excerpt = Some(response_excerpt(&start));
             }
             Ok(None) => break,
-            Err(e) => return Err(format!("reading the response: {}", error_chain(&e))),
+            Err(e) => return Err(Kind::ResponseBroken.record(&error_chain(&e))),
         }
     }
     *excerpt = Some(response_excerpt(&start));
@@ -665,27 +671,68 @@ async fn exchange(
     if status.is_success() {
         Ok(())
     } else if status.is_redirection() {
-        Err(format!("redirect ({}) not followed", status.as_u16()))
+        Err(format!(
+            "{} ({}) not followed",
+            Kind::Redirect.prefix(),
+            status.as_u16()
+        ))
     } else {
-        Err(format!("http status {}", status.as_u16()))
+        Err(format!("{} {}", Kind::HttpStatus.prefix(), status.as_u16()))
     }
 }
 
-/// The recorded text of a request that got no response.
+/// The recorded text of a request that got no response: its kind, told from the error's
+/// causes by their types (the resolver's, the socket's, rustls'), then the causes' messages.
 fn describe_send_error(e: reqwest::Error) -> String {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    match send_error_kind(&e) {
+        // The policy's own sentence names the address and the name it was resolved from.
+        (Kind::RefusedAddress, Some(policy)) => Kind::RefusedAddress.record(&policy),
+        (kind, _) => kind.record(&error_chain(&e)),
+    }
+}
+
+/// The kind of a request's failure before any answer (with the address policy's refusal,
+/// when that was it).
+fn send_error_kind(e: &reqwest::Error) -> (Kind, Option<String>) {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
-        if let Some(ResolveError::Forbidden(f)) = err.downcast_ref::<ResolveError>() {
-            return format!("forbidden address: {f}");
+        if let Some(r) = err.downcast_ref::<ResolveError>() {
+            return match r {
+                ResolveError::Forbidden(f) => (Kind::RefusedAddress, Some(f.to_string())),
+                ResolveError::Lookup(_) | ResolveError::NoAddress(_) => (Kind::DnsFailure, None),
+            };
+        }
+        if err.is::<rustls::Error>() {
+            return (Kind::TlsError, None);
+        }
+        if let Some(kind) = err.downcast_ref::<io::Error>().and_then(io_error_kind) {
+            return (kind, None);
         }
         source = err.source();
     }
-    if e.is_timeout() {
-        format!("timeout: {}", error_chain(&e))
+    let kind = if e.is_timeout() {
+        Kind::Timeout
     } else if e.is_connect() {
-        format!("connect: {}", error_chain(&e))
+        Kind::ConnectFailed
     } else {
-        format!("request: {}", error_chain(&e))
+        Kind::RequestFailed
+    };
+    (kind, None)
+}
+
+/// The kind an I/O error (the connector's) stands for, looking into the errors it wraps
+/// (`io::Error::source` skips the wrapped error itself): a refused connection, or rustls'
+/// error of a failed handshake.
+fn io_error_kind(mut io: &io::Error) -> Option<Kind> {
+    loop {
+        if io.kind() == io::ErrorKind::ConnectionRefused {
+            return Some(Kind::ConnectionRefused);
+        }
+        let inner = io.get_ref()?;
+        if inner.is::<rustls::Error>() {
+            return Some(Kind::TlsError);
+        }
+        io = inner.downcast_ref::<io::Error>()?;
     }
 }
 

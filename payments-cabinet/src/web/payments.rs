@@ -404,19 +404,17 @@ pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
             .iter()
             .map(|a| {
                 let (started, started_text) = when(a.started_at);
-                let result = match (a.http_status, &a.error) {
-                    _ if !support => a.result_for_merchant(),
-                    (Some(s), None) => format!("HTTP {s}"),
-                    (Some(s), Some(e)) => format!("HTTP {s}: {e}"),
-                    (None, Some(e)) => e.clone(),
-                    (None, None) => "no answer".into(),
-                };
+                // One text for everyone (the core's kind of failure); support also sees the
+                // library's detail beside it.
                 AttemptRow {
                     number: a.attempt,
                     started,
                     started_text,
                     success: a.success,
-                    result,
+                    result: a.result_for_merchant(),
+                    detail: support
+                        .then(|| a.error_detail().map(str::to_string))
+                        .flatten(),
                     latency: a.duration_ms,
                     excerpt: a.response_excerpt.clone().filter(|x| !x.is_empty()),
                 }

@@ -425,7 +425,10 @@ pub(crate) struct AttemptRow {
     pub(crate) started: String,
     pub(crate) started_text: String,
     pub(crate) success: bool,
+    /// What the attempt came to, in words (`connection refused`, `HTTP 500`).
     pub(crate) result: String,
+    /// The failure's technical detail (the library's message), for support only.
+    pub(crate) detail: Option<String>,
     pub(crate) latency: u64,
     pub(crate) excerpt: Option<String>,
 }

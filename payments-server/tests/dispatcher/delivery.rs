@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payments_core::callback::{ATTEMPT_TIMEOUT, RESPONSE_READ_LIMIT};
-use payments_core::event::{DeliveryState, EventKind, EventRecord};
+use payments_core::event::{DeliveryErrorKind, DeliveryState, EventKind, EventRecord};
 use payments_http::dispatcher::DispatcherConfig;
 use payments_http::resolver::StaticLookup;
 use tokio::net::TcpListener;
@@ -118,6 +118,8 @@ async fn a_slow_answer_and_a_stalled_body_time_out() {
     assert_eq!(slow.http_status, None);
     assert!(!slow.success);
     assert_eq!(slow.error.as_deref(), Some("timeout after 1s"));
+    assert_eq!(slow.error_kind(), Some(DeliveryErrorKind::Timeout));
+    assert_eq!(slow.result_for_merchant(), "timeout: no answer in time");
     assert!(
         (1000..3000).contains(&slow.duration_ms),
         "{}",
@@ -185,9 +187,86 @@ async fn a_closed_port_is_a_connect_failure() {
     let d = w.dispatcher(local_config(&pki));
     assert_eq!(d.deliver_due_once().await, 1);
     let a = w.record(payment).await.attempts.remove(0);
-    let error = a.error.unwrap_or_default();
-    assert!(error.starts_with("connect: "), "{error}");
+    let error = a.error.clone().unwrap_or_default();
+    assert!(error.starts_with("connection refused: "), "{error}");
+    assert_eq!(a.error_kind(), Some(DeliveryErrorKind::ConnectionRefused));
+    assert_eq!(a.result_for_merchant(), "connection refused");
     assert_eq!(a.http_status, None);
+}
+
+/// An `https` URL whose receiver speaks plain HTTP: a TLS failure, told by rustls' error (not
+/// by its message), shown as such; the library's words stay in the detail.
+#[tokio::test]
+async fn a_receiver_without_tls_is_a_tls_failure() {
+    let pki = pki();
+    let w = world().await;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind 127.0.0.1:0");
+    let port = listener.local_addr().expect("bound").port();
+    let server = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let (payment, _) = w
+        .event(
+            &format!("https://{HOST}:{port}/cb"),
+            EventKind::Automatic,
+            3,
+        )
+        .await;
+    let d = w.dispatcher(local_config(&pki));
+    assert_eq!(d.deliver_due_once().await, 1);
+    let a = w.record(payment).await.attempts.remove(0);
+    assert_eq!(
+        a.error_kind(),
+        Some(DeliveryErrorKind::TlsError),
+        "{:?}",
+        a.error
+    );
+    assert!(
+        a.error
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("tls error: "),
+        "{:?}",
+        a.error
+    );
+    assert_eq!(
+        a.result_for_merchant(),
+        "TLS failure: the receiver's certificate or TLS handshake was not accepted"
+    );
+    assert!(a.error_detail().is_some_and(|d| !d.is_empty()));
+    server.abort();
+}
+
+/// A host name that does not resolve: a DNS failure, from the resolver's own error.
+#[tokio::test]
+async fn a_name_that_does_not_resolve_is_a_dns_failure() {
+    let pki = pki();
+    let w = world().await;
+    let (payment, _) = w
+        .event("https://nowhere.test/cb", EventKind::Automatic, 3)
+        .await;
+    let d = w.dispatcher(local_config(&pki));
+    assert_eq!(d.deliver_due_once().await, 1);
+    let a = w.record(payment).await.attempts.remove(0);
+    assert_eq!(
+        a.error_kind(),
+        Some(DeliveryErrorKind::DnsFailure),
+        "{:?}",
+        a.error
+    );
+    assert_eq!(
+        a.result_for_merchant(),
+        "DNS failure: the callback URL's host name did not resolve"
+    );
 }
 
 #[tokio::test]
@@ -255,9 +334,10 @@ async fn the_receiver_certificate_is_verified() {
     assert_eq!(untrusted[1], "success");
     let wrong_name = errors(w.record(wrong_name).await);
     assert!(
-        wrong_name.iter().all(|e| e.starts_with("connect: ")),
+        wrong_name.iter().all(|e| e.starts_with("tls error: ")),
         "{wrong_name:?}"
     );
+    assert!(untrusted[0].starts_with("tls error: "), "{untrusted:?}");
     assert!(
         wrong_name[1].contains("not valid for name"),
         "{wrong_name:?}"
