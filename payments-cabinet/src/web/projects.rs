@@ -14,7 +14,7 @@ use payments_core::service::{ProjectPatch, TokenRequest};
 use payments_core::Timestamp;
 use std::time::Duration;
 
-use super::i18n::tr;
+use super::i18n::{tr, trf};
 use super::once::{self, Flash, Slot};
 use super::views::{
     when, when_text, Access, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
@@ -72,10 +72,10 @@ fn state_text(p: &Project, m: &Merchant) -> String {
 fn duration_text(d: Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, m, 0) => format!("{m} min"),
-        (h, 0, 0) => format!("{h} h"),
-        (h, m, 0) => format!("{h} h {m} min"),
-        _ => format!("{s} s"),
+        (0, m, 0) => trf("{m} min", &[("m", &m)]),
+        (h, 0, 0) => trf("{h} h", &[("h", &h)]),
+        (h, m, 0) => trf("{h} h {m} min", &[("h", &h), ("m", &m)]),
+        _ => trf("{s} s", &[("s", &s)]),
     }
 }
 
@@ -88,12 +88,15 @@ pub(crate) fn project_view(p: &Project, m: &Merchant) -> ProjectView {
         lifetime: duration_text(p.lifetime),
         signature_required: p.signature_required,
         payer_page: p.payer_page.then_some(match p.payer_language {
-            payments_core::payer::PageLanguage::En => "on, in English",
-            _ => "on, in Russian",
+            payments_core::payer::PageLanguage::En => tr("on, in English"),
+            _ => tr("on, in Russian"),
         }),
-        rate_limit: format!(
-            "{} requests per second, bursts of {}",
-            p.rate_limit.per_second, p.rate_limit.burst
+        rate_limit: trf(
+            "{rate} requests per second, bursts of {burst}",
+            &[
+                ("rate", &p.rate_limit.per_second),
+                ("burst", &p.rate_limit.burst),
+            ],
         ),
         contract: p
             .contract
@@ -101,18 +104,22 @@ pub(crate) fn project_view(p: &Project, m: &Merchant) -> ProjectView {
             .iter()
             .map(|t| {
                 let bound = |d: Option<String>| d.unwrap_or_else(|| "-".to_string());
-                format!(
-                    "{}: {} to {} {}, fee {} %",
-                    t.method,
-                    bound(t.min_amount.map(|d| d.to_string())),
-                    bound(t.max_amount.map(|d| d.to_string())),
-                    p.contract
-                        .currencies
-                        .iter()
-                        .map(|c| c.as_str())
-                        .collect::<Vec<_>>()
-                        .join("/"),
-                    t.fee_percent.display()
+                let currencies = p
+                    .contract
+                    .currencies
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                trf(
+                    "{method}: {min} to {max} {currencies}, fee {fee} %",
+                    &[
+                        ("method", &t.method),
+                        ("min", &bound(t.min_amount.map(|d| d.to_string()))),
+                        ("max", &bound(t.max_amount.map(|d| d.to_string()))),
+                        ("currencies", &currencies),
+                        ("fee", &t.fee_percent.display()),
+                    ],
                 )
             })
             .collect(),
@@ -208,7 +215,7 @@ async fn access_page(
             let (created, created_text) = when(t.created_at);
             TokenRow {
                 id: t.id.to_string(),
-                name: t.name.clone().unwrap_or_else(|| "unnamed".into()),
+                name: t.name.clone().unwrap_or_else(|| tr("unnamed").into()),
                 prefix: t.prefix.clone(),
                 scopes: t
                     .scopes
@@ -224,11 +231,12 @@ async fn access_page(
                     .find(|(id, _)| *id == t.id)
                     .map(|(_, at)| when(*at)),
                 state: match (t.revoked_at, t.expires_at) {
-                    (Some(at), _) => format!("revoked {}", when_text(at)),
-                    (None, Some(at)) if t.expired_at(now) => {
-                        format!("expired {} (refused as revoked)", when_text(at))
-                    }
-                    _ => "active".into(),
+                    (Some(at), _) => trf("revoked {time}", &[("time", &when_text(at))]),
+                    (None, Some(at)) if t.expired_at(now) => trf(
+                        "expired {time} (refused as revoked)",
+                        &[("time", &when_text(at))],
+                    ),
+                    _ => tr("active").into(),
                 },
                 active: t.usable_at(now),
             }
@@ -247,8 +255,8 @@ async fn access_page(
                 created,
                 created_text,
                 state: match k.revoked_at {
-                    Some(at) => format!("revoked {}", when_text(at)),
-                    None => "active".into(),
+                    Some(at) => trf("revoked {time}", &[("time", &when_text(at))]),
+                    None => tr("active").into(),
                 },
                 active: k.revoked_at.is_none(),
                 highlight: draft.highlight_key.as_deref() == Some(k.keyid.as_str()),
@@ -260,7 +268,10 @@ async fn access_page(
     let secret_lines = secret_status(&secrets, now);
     let mut chrome = st
         .chrome(
-            format!("{}: External API access", project.name),
+            trf(
+                "{project}: External API access",
+                &[("project", &project.name)],
+            ),
             Some(current),
         )
         .section("projects")
@@ -272,7 +283,10 @@ async fn access_page(
     for e in &draft.allow_errors {
         chrome = chrome.error(
             "ip_allow_list",
-            format!("IP allow-list line {}: {}", e.line, e.message),
+            trf(
+                "IP allow-list line {line}: {message}",
+                &[("line", &e.line), ("message", &e.message)],
+            ),
         );
     }
     Ok(Access {
@@ -283,7 +297,10 @@ async fn access_page(
         scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
         keys,
         token_name: draft.token_name,
-        lifetimes: TOKEN_LIFETIMES.to_vec(),
+        lifetimes: TOKEN_LIFETIMES
+            .iter()
+            .map(|days| (*days, lifetime_label(days)))
+            .collect(),
         token_lifetime: draft.token_lifetime,
         allow_list: draft
             .allow_list
@@ -308,30 +325,38 @@ fn secret_status(
 ) -> Vec<SecretLine> {
     let mut lines = Vec::new();
     if let Some(current) = secrets.first() {
+        let time = when_text(current.created_at);
         let origin = if current.revealed {
-            "issued"
+            trf("issued {time}", &[("time", &time)])
         } else {
-            "created at the first delivery and shown to nobody (issue a new one to verify callbacks)"
+            trf(
+                "created at the first delivery, {time}, and shown to nobody (issue a new one to verify callbacks)",
+                &[("time", &time)],
+            )
         };
         lines.push(SecretLine {
-            label: "Current".into(),
-            text: format!("{origin} {}", when_text(current.created_at)),
+            label: tr("Current").into(),
+            text: origin,
         });
         if let Some(previous) = secrets.get(1) {
             let until = current.created_at + ROTATION_OVERLAP;
             lines.push(SecretLine {
-                label: "Previous".into(),
+                label: tr("Previous").into(),
                 text: if now < until {
-                    format!(
-                        "issued {}, still signs (as a second v1 value) until {}",
-                        when_text(previous.created_at),
-                        when_text(until)
+                    trf(
+                        "issued {issued}, still signs (as a second v1 value) until {until}",
+                        &[
+                            ("issued", &when_text(previous.created_at)),
+                            ("until", &when_text(until)),
+                        ],
                     )
                 } else {
-                    format!(
-                        "issued {}, stopped signing {}",
-                        when_text(previous.created_at),
-                        when_text(until)
+                    trf(
+                        "issued {issued}, stopped signing {until}",
+                        &[
+                            ("issued", &when_text(previous.created_at)),
+                            ("until", &when_text(until)),
+                        ],
                     )
                 },
             });
@@ -342,10 +367,12 @@ fn secret_status(
 
 fn access_notice(q: &AccessQuery) -> Option<String> {
     match q.done.as_deref() {
-        Some("token_revoked") => Some("The token is revoked: requests with it now fail.".into()),
-        Some("key_revoked") => Some("The key is revoked: it no longer verifies.".into()),
-        Some("allow_list") => Some("The IP allow-list is saved.".into()),
-        Some("callback_url") => Some("The callback URL is saved.".into()),
+        Some("token_revoked") => {
+            Some(tr("The token is revoked: requests with it now fail.").into())
+        }
+        Some("key_revoked") => Some(tr("The key is revoked: it no longer verifies.").into()),
+        Some("allow_list") => Some(tr("The IP allow-list is saved.").into()),
+        Some("callback_url") => Some(tr("The callback URL is saved.").into()),
         _ => None,
     }
 }
@@ -393,7 +420,7 @@ pub(crate) async fn access(
             .await
             .map_err(|e| PageError::from(e).render(&st))?;
         if let Some(k) = registered {
-            draft.notice = Some(format!("Key {} is registered.", k.keyid));
+            draft.notice = Some(trf("Key {keyid} is registered.", &[("keyid", &k.keyid)]));
             draft.highlight_key = Some(k.keyid.to_string());
         }
     }
@@ -430,18 +457,23 @@ fn refusal(project: &Project) -> Flash {
     Flash::new(access_page_name(project), StatusCode::UNPROCESSABLE_ENTITY)
 }
 
-/// The lifetimes a new token may be given in the cabinet: days (empty: until revoked) and
-/// label. The core takes any lifetime of 1 to 3650 days.
-const TOKEN_LIFETIMES: &[(&str, &str)] = &[
-    ("", "Never (until revoked)"),
-    ("30", "30 days"),
-    ("90", "90 days"),
-    ("365", "365 days"),
-];
+/// The lifetimes a new token may be given in the cabinet, in days (empty: until revoked).
+/// The core takes any lifetime of 1 to 3650 days.
+const TOKEN_LIFETIMES: &[&str] = &["", "30", "90", "365"];
+
+/// A lifetime's label in the form, in the page's language.
+fn lifetime_label(days: &str) -> &'static str {
+    match days {
+        "30" => tr("30 days"),
+        "90" => tr("90 days"),
+        "365" => tr("365 days"),
+        _ => tr("Never (until revoked)"),
+    }
+}
 
 /// The lifetime chosen in the form: `Some(None)` for never, `None` for a value not offered.
 fn token_lifetime(value: &str) -> Option<Option<Duration>> {
-    let (days, _) = TOKEN_LIFETIMES.iter().find(|(v, _)| *v == value)?;
+    let days = TOKEN_LIFETIMES.iter().find(|v| **v == value)?;
     Some(
         days.parse::<u64>()
             .ok()
@@ -473,12 +505,12 @@ pub(crate) async fn create_token(
     let scopes: Result<Vec<Scope>, _> = form.all("scopes").iter().map(|s| s.parse()).collect();
     let scopes = match scopes {
         Ok(s) if !s.is_empty() => s,
-        _ => return refuse("scopes", "Choose at least one scope.".into()).await,
+        _ => return refuse("scopes", tr("Choose at least one scope.").into()).await,
     };
     let Some(lifetime) = token_lifetime(&expires) else {
         return refuse(
             "expires",
-            "Expires: choose one of the offered periods.".into(),
+            tr("Expires: choose one of the offered periods.").into(),
         )
         .await;
     };
@@ -497,13 +529,14 @@ pub(crate) async fn create_token(
         Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
             let text = e.to_string();
             let (field, label) = if text.starts_with("name: ") {
-                ("name", "Name")
+                ("name", tr("Name"))
             } else if text.starts_with("expires: ") {
-                ("expires", "Expires")
+                ("expires", tr("Expires"))
             } else {
-                ("scopes", "Scopes")
+                ("scopes", tr("Scopes"))
             };
             let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m);
+            // The field's name in the page's language, the core's message as it is.
             return refuse(field, format!("{label}: {message}")).await;
         }
         Err(e) => return Err(PageError::from(e).render(&st)),
@@ -539,22 +572,25 @@ pub(crate) async fn create_token(
     let until = issued
         .record
         .expires_at
-        .map_or("works until revoked".to_string(), |at| {
-            format!("expires {}", when_text(at))
+        .map_or(tr("works until revoked").to_string(), |at| {
+            trf("expires {time}", &[("time", &when_text(at))])
         });
     let slot = Slot::Value {
-        title: format!("{}: new token", project.name),
+        title: trf("{project}: new token", &[("project", &project.name)]),
         section: "projects".into(),
-        heading: "Your new API token".into(),
-        label: "Token".into(),
+        heading: tr("Your new API token").into(),
+        label: tr("Token").into(),
         value: issued.token.expose().to_string(),
         notes: vec![
-            format!(
-                "{}: scopes {}; {until}.",
-                issued.record.name.as_deref().unwrap_or_default(),
-                scopes.join(", "),
+            trf(
+                "{name}: scopes {scopes}; {until}.",
+                &[
+                    ("name", &issued.record.name.as_deref().unwrap_or_default()),
+                    ("scopes", &scopes.join(", ")),
+                    ("until", &until),
+                ],
             ),
-            "Send it as Authorization: Bearer <token>. The list shows only its prefix from now on."
+            tr("Send it as Authorization: Bearer <token>. The list shows only its prefix from now on.")
                 .into(),
         ],
         back: access_path(&project, "", "tokens"),
@@ -592,17 +628,20 @@ pub(crate) async fn revoke_token_page(
         &st,
         &signed.current,
         match &record.name {
-            Some(name) => format!("Revoke token \u{201c}{name}\u{201d} ({}…)?", record.prefix),
-            None => format!("Revoke token {}…?", record.prefix),
+            Some(name) => trf(
+                "Revoke token “{name}” ({prefix}…)?",
+                &[("name", name), ("prefix", &record.prefix)],
+            ),
+            None => trf("Revoke token {prefix}…?", &[("prefix", &record.prefix)]),
         },
         vec![
-            format!(
-                "Requests with the token {}… of project {} will fail with 401 token_invalid from the moment you confirm. This cannot be undone; issue a new token first if something still uses it.",
-                record.prefix, project.name
+            trf(
+                "Requests with the token {prefix}… of project {project} will fail with 401 token_invalid from the moment you confirm. This cannot be undone; issue a new token first if something still uses it.",
+                &[("prefix", &record.prefix), ("project", &project.name)],
             ),
         ],
         format!("/projects/{}/tokens/{}/revoke", project.id, record.id),
-        "Revoke the token",
+        tr("Revoke the token"),
         access_path(&project, "", "tokens"),
     ))
 }
@@ -703,7 +742,10 @@ pub(crate) async fn register_key(
                 .to_string();
             // What was pasted is never carried back into the page (nor kept in the slot):
             // it may be a private key, and a public key is pasted again in a moment.
-            let flash = refusal(&project).error("public_key", format!("Public key: {message}"));
+            let flash = refusal(&project).error(
+                "public_key",
+                trf("Public key: {message}", &[("message", &message)]),
+            );
             refused(&st, &signed, &project, "keys", flash).await
         }
         Err(e) => Err(PageError::from(e).render(&st)),
@@ -734,13 +776,13 @@ pub(crate) async fn revoke_key_page(
     Ok(confirm_page(
         &st,
         &signed.current,
-        "Revoke signing key?".into(),
-        vec![format!(
-            "Requests signed with {} will fail with 401 signature_invalid from the moment you confirm. This cannot be undone.",
-            key.keyid
+        tr("Revoke signing key?").into(),
+        vec![trf(
+            "Requests signed with {keyid} will fail with 401 signature_invalid from the moment you confirm. This cannot be undone.",
+            &[("keyid", &key.keyid)],
         )],
         format!("/projects/{}/keys/{}/revoke", project.id, key.keyid),
-        "Revoke the key",
+        tr("Revoke the key"),
         access_path(&project, "", "keys"),
     ))
 }
@@ -912,7 +954,10 @@ pub(crate) async fn callback_url(
         }
         Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
             let flash = refusal(&project)
-                .error("callback_url", format!("Callback URL: {e}"))
+                .error(
+                    "callback_url",
+                    trf("Callback URL: {message}", &[("message", &e)]),
+                )
                 .input("callback_url", url);
             refused(&st, &signed, &project, "callback", flash).await
         }
@@ -940,30 +985,35 @@ pub(crate) async fn roll_secret_page(
         .len();
     let hours = overlap_hours();
     let mut paragraphs = vec![
-        "A new callback secret is shown once, right after it is made.".to_string(),
-        format!(
-            "For {hours} hours after it, callbacks are signed with both the new and the current secret (two v1 values in X-Callback-Signature), so your receiver can switch without losing a callback."
+        tr("A new callback secret is shown once, right after it is made.").to_string(),
+        trf(
+            "For {hours} hours after it, callbacks are signed with both the new and the current secret (two v1 values in X-Callback-Signature), so your receiver can switch without losing a callback.",
+            &[("hours", &hours)],
         ),
-        format!(
-            "At most two secrets are valid at a time: issuing another within those {hours} hours drops the oldest at once."
+        trf(
+            "At most two secrets are valid at a time: issuing another within those {hours} hours drops the oldest at once.",
+            &[("hours", &hours)],
         ),
     ];
     if held == 2 {
         paragraphs.push(
-            "This project has two secrets now: the older of them stops signing when you confirm."
+            tr("This project has two secrets now: the older of them stops signing when you confirm.")
                 .into(),
         );
     }
     Ok(ok(&Confirm {
         chrome: st
             .chrome(
-                format!("{}: issue a callback secret", project.name),
+                trf(
+                    "{project}: issue a callback secret",
+                    &[("project", &project.name)],
+                ),
                 Some(&signed.current),
             )
             .section("projects"),
         paragraphs,
         action: format!("/projects/{}/callback-secret", project.id),
-        button: "Issue a new secret".into(),
+        button: tr("Issue a new secret").into(),
         danger: false,
         cancel: access_path(&project, "", "callback"),
     }))
@@ -999,14 +1049,17 @@ pub(crate) async fn roll_secret(
     let hours = overlap_hours();
     // Shown once, on the page this answer leads to: a reload there rotates nothing.
     let slot = Slot::Value {
-        title: format!("{}: new callback secret", project.name),
+        title: trf("{project}: new callback secret", &[("project", &project.name)]),
         section: "projects".into(),
-        heading: "Your new callback secret".into(),
-        label: "Callback secret".into(),
+        heading: tr("Your new callback secret").into(),
+        label: tr("Callback secret").into(),
         value: secret.expose().to_string(),
         notes: vec![
-            format!("Callbacks are signed with this secret from now on, and for {hours} hours also with the previous one."),
-            "Verify X-Callback-Signature with HMAC-SHA256 over the timestamp, a dot and the body (docs/callbacks.md).".into(),
+            trf(
+                "Callbacks are signed with this secret from now on, and for {hours} hours also with the previous one.",
+                &[("hours", &hours)],
+            ),
+            tr("Verify X-Callback-Signature with HMAC-SHA256 over the timestamp, a dot and the body (docs/callbacks.md).").into(),
         ],
         back: access_path(&project, "", "callback"),
     };
