@@ -241,7 +241,7 @@ async fn run_axe(b: &Browser, axe: &str) -> Vec<String> {
         .client
         .execute_async(
             "const done = arguments[arguments.length - 1]; \
-             axe.run(document, {resultTypes: ['violations']}) \
+             axe.run(document, {resultTypes: ['violations'], rules: {'target-size': {enabled: true}}}) \
                .then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, \
                  nodes: v.nodes.map(n => n.target.join(' '))})))) \
                .catch(e => done({error: String(e)}));",
