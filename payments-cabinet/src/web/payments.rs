@@ -1149,9 +1149,9 @@ pub(crate) async fn recover_page(
             .section("projects"),
         paragraphs: vec![
             format!(
-                "Every callback event of {} queued since {} UTC whose delivery failed (every attempt failed, not answered since) is answered by one new event per payment: the payment's current status, a new event_id, one attempt.",
+                "Every callback event of {} queued since {} whose delivery failed (every attempt failed, not answered since) is answered by one new event per payment: the payment's current status, a new event_id, one attempt.",
                 project.name,
-                since.to_rfc3339()
+                super::views::when_text(since)
             ),
             "Payments that are not closed any more, or have no callback URL, are skipped and listed.".into(),
         ],
@@ -1195,7 +1195,7 @@ pub(crate) async fn recover(
                 target: &project.id.to_string(),
                 detail: Some(format!(
                     "since {}: {} resent, {} skipped",
-                    since.to_rfc3339(),
+                    super::views::when_text(since),
                     report.resent.len(),
                     report.skipped.len()
                 )),

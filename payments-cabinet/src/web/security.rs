@@ -62,6 +62,9 @@ pub(crate) fn action_text(action: &str) -> String {
         "project.ip_allow_list" => "IP allow-list changed",
         "project.callback_url" => "Callback URL changed",
         "callback_secret.rotate" => "Callback secret issued",
+        "project.payer_page" => "Payer page settings changed",
+        "event.resend" => "Callback event sent again",
+        "events.recover" => "Undelivered callbacks sent again",
         _ => "",
     };
     if !known.is_empty() {
