@@ -801,3 +801,103 @@ async fn a_refused_sign_in_is_audited_with_its_reason_not_refused_twice() {
         "the detail does not repeat the result: {refused:?}"
     );
 }
+
+/// Moving the authenticator to a new device: a wrong password is refused (and counted), a
+/// recovery code may stand for the lost phone's code (and is used up), a wrong code of the
+/// new key changes nothing, its right code replaces the old key and ends the other sessions.
+#[tokio::test]
+async fn the_authenticator_moves_to_a_new_key_only_on_its_first_code() {
+    let w = world();
+    w.support_user("a@support.example").await;
+    let (cookie, old, codes) = w.enrolled("a@support.example").await;
+    w.clock.advance(Duration::from_secs(30));
+    let (half, current_half) = w.half("a@support.example").await;
+    let other = w
+        .cabinet
+        .verify_code(&current_half, &half, &w.code(&old), &client())
+        .await
+        .expect("a second session");
+    let current = w.current(&cookie).await;
+    let wrong = w
+        .cabinet
+        .begin_reenrolment(&current, &cookie, "not it", &codes[0], &client())
+        .await;
+    assert_eq!(wrong.err(), Some(SignInError::BadPassword));
+    let (session, enrolment) = w
+        .cabinet
+        .begin_reenrolment(&current, &cookie, PASSWORD, &codes[0], &client())
+        .await
+        .expect("a recovery code stands for the lost phone");
+    let current = w.current(session.cookie.expose()).await;
+    assert_eq!(
+        w.cabinet
+            .recovery_codes_left(&current)
+            .await
+            .expect("store"),
+        9,
+        "the recovery code is used up"
+    );
+    let new = secrets::totp_key_from_base32(&enrolment.key_base32).expect("base32");
+    let cookie = session.cookie.expose().to_string();
+    let refused = w
+        .cabinet
+        .confirm_reenrolment(
+            &current,
+            &cookie,
+            &enrolment.key_base32,
+            &w.code(&old),
+            &client(),
+        )
+        .await;
+    assert_eq!(
+        refused.err(),
+        Some(SignInError::BadCode),
+        "the old key's code"
+    );
+    assert!(w
+        .cabinet
+        .session(other.cookie.expose())
+        .await
+        .expect("store")
+        .is_some());
+    w.clock.advance(Duration::from_secs(30));
+    let done = w
+        .cabinet
+        .confirm_reenrolment(
+            &current,
+            &cookie,
+            &enrolment.key_base32,
+            &w.code(&new),
+            &client(),
+        )
+        .await
+        .expect("the new key's code");
+    assert!(w
+        .cabinet
+        .session(done.cookie.expose())
+        .await
+        .expect("store")
+        .is_some());
+    assert!(
+        w.cabinet
+            .session(other.cookie.expose())
+            .await
+            .expect("store")
+            .is_none(),
+        "the other session ended"
+    );
+    w.clock.advance(Duration::from_secs(30));
+    let (half, current_half) = w.half("a@support.example").await;
+    assert!(
+        w.cabinet
+            .verify_code(&current_half, &half, &w.code(&old), &client())
+            .await
+            .is_err(),
+        "the old key no longer signs in"
+    );
+    let (half, current_half) = w.half("a@support.example").await;
+    w.cabinet
+        .verify_code(&current_half, &half, &w.code(&new), &client())
+        .await
+        .expect("the new key signs in");
+}
