@@ -310,7 +310,7 @@ pub(crate) async fn shown(
             StatusCode::OK,
             &Reenrol {
                 chrome: st
-                    .chrome("Move the authenticator to a new device", Some(current))
+                    .chrome(tr("Move the authenticator to a new device"), Some(current))
                     .section("security"),
                 qr_svg: Some(super::auth::qr_svg(&uri)),
                 uri: Some(uri),

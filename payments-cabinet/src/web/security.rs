@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::ids::SessionId;
 
+use super::i18n::tr;
 use super::once::{self, Flash, Slot};
 use super::payments::encode;
 use super::views::{when, Audit, AuditFamily, AuditRow, Reenrol, Security, SessionRow};
@@ -36,56 +37,81 @@ pub const AUDIT_FAMILIES: &[(&str, &str)] = &[
     ("test_payment", "test outcomes"),
 ];
 
+/// A family's name in the filter, in the page's language ([`AUDIT_FAMILIES`] in English).
+fn family_label(family: &str) -> &'static str {
+    match family {
+        "sign_in" => tr("sign-in: password and codes"),
+        "two_factor" => tr("two-factor enrolment"),
+        "sign_out" => tr("sign-out"),
+        "password" => tr("password changes"),
+        "recovery_codes" => tr("recovery codes"),
+        "session" => tr("sessions ended"),
+        "user" => tr("users"),
+        "token" => tr("API tokens"),
+        "key" => tr("signing keys"),
+        "project" => tr("project settings"),
+        "callback_secret" => tr("callback secrets"),
+        "payment" => tr("payment actions"),
+        "test_payment" => tr("test outcomes"),
+        _ => "",
+    }
+}
+
 /// An audit action as a phrase that reads before "ok" or "refused" and the detail: the
 /// row "Password sign-in | refused | wrong password" reads as a sentence. An action this
 /// table does not know reads as its code.
 pub(crate) fn action_text(action: &str) -> String {
     let known = match action {
-        "sign_in.password" => "Password sign-in",
-        "sign_in.totp" => "Sign-in code",
-        "sign_in.recovery_code" => "Sign-in with a recovery code",
-        "two_factor.enrol" => "Authenticator set up",
-        "two_factor.reenrol" => "Authenticator moved to a new device",
-        "sign_out" => "Sign-out",
-        "password.change" => "Password change",
-        "recovery_codes.regenerate" => "New recovery codes",
-        "session.revoke" => "Session ended",
-        "user.create" => "User created",
-        "user.invite" => "User invited",
-        "user.set_password" => "Password set from an invitation",
-        "user.disable" => "User disabled",
-        "user.enable" => "User enabled",
-        "token.issue" => "API token created",
-        "token.revoke" => "API token revoked",
-        "key.register" => "Signing key registered",
-        "key.revoke" => "Signing key revoked",
-        "project.ip_allow_list" => "IP allow-list changed",
-        "project.callback_url" => "Callback URL changed",
-        "callback_secret.rotate" => "Callback secret issued",
-        "project.payer_page" => "Payer page settings changed",
-        "event.resend" => "Callback event sent again",
-        "events.recover" => "Undelivered callbacks sent again",
+        "sign_in.password" => tr("Password sign-in"),
+        "sign_in.totp" => tr("Sign-in code"),
+        "sign_in.recovery_code" => tr("Sign-in with a recovery code"),
+        "two_factor.enrol" => tr("Authenticator set up"),
+        "two_factor.reenrol" => tr("Authenticator moved to a new device"),
+        "sign_out" => tr("Sign-out"),
+        "password.change" => tr("Password change"),
+        "recovery_codes.regenerate" => tr("New recovery codes"),
+        "session.revoke" => tr("Session ended"),
+        "user.create" => tr("User created"),
+        "user.invite" => tr("User invited"),
+        "user.set_password" => tr("Password set from an invitation"),
+        "user.disable" => tr("User disabled"),
+        "user.enable" => tr("User enabled"),
+        "token.issue" => tr("API token created"),
+        "token.revoke" => tr("API token revoked"),
+        "key.register" => tr("Signing key registered"),
+        "key.revoke" => tr("Signing key revoked"),
+        "project.ip_allow_list" => tr("IP allow-list changed"),
+        "project.callback_url" => tr("Callback URL changed"),
+        "callback_secret.rotate" => tr("Callback secret issued"),
+        "project.payer_page" => tr("Payer page settings changed"),
+        "event.resend" => tr("Callback event sent again"),
+        "events.recover" => tr("Undelivered callbacks sent again"),
         _ => "",
     };
     if !known.is_empty() {
         return known.to_string();
     }
-    let payment = |trigger: &str| match trigger {
-        "requisites_issued" => Some("requisites issued"),
-        "requisites_refused" => Some("requisites refused"),
-        "confirm" => Some("confirmed"),
-        "cancel" => Some("canceled"),
-        "expire" => Some("expired"),
-        "recheck" => Some("re-check started"),
-        "recheck_resolve" => Some("re-check resolved"),
-        "resend_callback" => Some("callback sent again"),
-        _ => None,
+    let phrase = match action {
+        "payment.requisites_issued" => tr("Payment requisites issued"),
+        "payment.requisites_refused" => tr("Payment requisites refused"),
+        "payment.confirm" => tr("Payment confirmed"),
+        "payment.cancel" => tr("Payment canceled"),
+        "payment.expire" => tr("Payment expired"),
+        "payment.recheck" => tr("Payment re-check started"),
+        "payment.recheck_resolve" => tr("Payment re-check resolved"),
+        "payment.resend_callback" => tr("Payment callback sent again"),
+        "test_payment.requisites_issued" => tr("Test payment requisites issued"),
+        "test_payment.requisites_refused" => tr("Test payment requisites refused"),
+        "test_payment.confirm" => tr("Test payment confirmed"),
+        "test_payment.cancel" => tr("Test payment canceled"),
+        "test_payment.expire" => tr("Test payment expired"),
+        "test_payment.recheck" => tr("Test payment re-check started"),
+        "test_payment.recheck_resolve" => tr("Test payment re-check resolved"),
+        "test_payment.resend_callback" => tr("Test payment callback sent again"),
+        _ => "",
     };
-    if let Some(t) = action.strip_prefix("test_payment.").and_then(payment) {
-        return format!("Test payment {t}");
-    }
-    if let Some(t) = action.strip_prefix("payment.").and_then(payment) {
-        return format!("Payment {t}");
+    if !phrase.is_empty() {
+        return phrase.to_string();
     }
     action.to_string()
 }
@@ -126,7 +152,7 @@ async fn security_page(
         .await
         .map_err(render)?;
     let mut chrome = st
-        .chrome("Security", Some(current))
+        .chrome(tr("Security"), Some(current))
         .section("security")
         .notice(notice);
     for (field, message) in errors {
@@ -162,14 +188,16 @@ pub(crate) async fn page(
     Query(q): Query<SecurityQuery>,
 ) -> PageResult {
     let notice = match q.done.as_deref() {
-        Some("password") => Some("Your password is changed; your other sessions have ended.".into()),
-        Some("session_revoked") => Some("That session has ended.".into()),
+        Some("password") => {
+            Some(tr("Your password is changed; your other sessions have ended.").into())
+        }
+        Some("session_revoked") => Some(tr("That session has ended.").into()),
         Some("authenticator") => Some(
-            "The authenticator on your new device is set up: sign-in now asks for its codes, the old app's codes no longer work, and your other sessions have ended."
+            tr("The authenticator on your new device is set up: sign-in now asks for its codes, the old app's codes no longer work, and your other sessions have ended.")
                 .into(),
         ),
         Some("recovery_used") => Some(
-            "You signed in with a recovery code, which is now used up. Make new codes if few are left."
+            tr("You signed in with a recovery code, which is now used up. Make new codes if few are left.")
                 .into(),
         ),
         _ => None,
@@ -232,8 +260,8 @@ pub(crate) async fn change_password(
             session.cookie.expose(),
         )),
         Err(ChangeError::Rule(m)) => {
-            let flash =
-                Flash::new("security", StatusCode::UNPROCESSABLE_ENTITY).error("new_password", m);
+            let flash = Flash::new("security", StatusCode::UNPROCESSABLE_ENTITY)
+                .error("new_password", super::auth::password_refusal(&m));
             again(&st, &signed, flash).await
         }
         Err(ChangeError::Refused(e)) => {
@@ -260,7 +288,7 @@ pub(crate) async fn regenerate_codes(
         Ok((session, codes)) => {
             // Shown once, by the renewed session, on the page the answer leads to.
             let slot = Slot::Codes {
-                title: "New recovery codes".into(),
+                title: tr("New recovery codes").into(),
                 section: "security".into(),
                 codes,
                 next: "/security".into(),
@@ -343,7 +371,7 @@ pub(crate) async fn reenrolment_page(
     };
     let chrome = st
         .chrome(
-            "Move the authenticator to a new device",
+            tr("Move the authenticator to a new device"),
             Some(&signed.current),
         )
         .section("security");
@@ -373,7 +401,7 @@ pub(crate) async fn confirm_reenrolment(
         _ => {
             let flash = Flash::new("security", StatusCode::GONE).error(
                 "au-code",
-                "The new key is no longer kept (it was confirmed, or five minutes passed): start again.",
+                tr("The new key is no longer kept (it was confirmed, or five minutes passed): start again."),
             );
             return again(&st, &signed, flash).await;
         }
@@ -468,20 +496,20 @@ pub(crate) async fn audit(
     });
     let scope = match signed.current.user.role {
         Role::Merchant(_) => {
-            "Sign-ins and changes made in the cabinet by your merchant's users and by support on your projects, newest first."
+            tr("Sign-ins and changes made in the cabinet by your merchant's users and by support on your projects, newest first.")
         }
-        Role::Support => "Every merchant's sign-ins and changes, newest first.",
+        Role::Support => tr("Every merchant's sign-ins and changes, newest first."),
     };
     Ok(ok(&Audit {
         chrome: st
-            .chrome("Audit log", Some(&signed.current))
+            .chrome(tr("Audit log"), Some(&signed.current))
             .section("audit"),
         scope: scope.to_string(),
         families: AUDIT_FAMILIES
             .iter()
-            .map(|(value, label)| AuditFamily {
+            .map(|(value, _)| AuditFamily {
                 value,
-                label,
+                label: family_label(value),
                 selected: query.action.as_deref() == Some(*value),
             })
             .collect(),
@@ -526,7 +554,8 @@ mod tests {
         );
         assert_eq!(action_text("payment.cancel"), "Payment canceled");
         assert_eq!(action_text("payment.unheard_of"), "payment.unheard_of");
-        for (family, _) in super::AUDIT_FAMILIES {
+        for (family, label) in super::AUDIT_FAMILIES {
+            assert_eq!(super::family_label(family), *label, "{family}");
             assert!(!action_text(family).is_empty());
         }
     }
