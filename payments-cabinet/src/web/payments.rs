@@ -16,6 +16,7 @@ use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::Timestamp;
 
 use super::export;
+use super::i18n::{tr, trf};
 use super::once::{self, Flash};
 use super::projects::{project_view, visible_project};
 use super::views::{
@@ -143,9 +144,12 @@ pub(crate) async fn list(
         .collect();
     Ok(ok(&Payments {
         chrome: st
-            .chrome(format!("{}: payments", project.name), Some(&signed.current))
+            .chrome(
+                trf("{project}: payments", &[("project", &project.name)]),
+                Some(&signed.current),
+            )
             .section("projects")
-            .crumbs(vec![Link::new("/projects", "Projects and API")]),
+            .crumbs(vec![Link::new("/projects", tr("Projects and API"))]),
         tab: "payments",
         project: project_view(&project, &merchant),
         statuses: PaymentStatus::ALL
@@ -180,8 +184,10 @@ pub(crate) async fn payments_csv(
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "cabinet: the payments export failed");
-            PageError::Unavailable("The service cannot answer now. Try again in a moment.".into())
-                .render(&st)
+            PageError::Unavailable(
+                tr("The service cannot answer now. Try again in a moment.").into(),
+            )
+            .render(&st)
         })
 }
 
@@ -234,7 +240,7 @@ fn card_fields(p: &Payment) -> Vec<CardField> {
         })
         .collect();
     fields.push(CardField {
-        label: "Version (changes with every change)".into(),
+        label: tr("Version (changes with every change)").into(),
         name: "version".into(),
         value: p.version.to_string(),
         code: false,
@@ -247,39 +253,39 @@ fn card_fields(p: &Payment) -> Vec<CardField> {
 /// API name.
 fn field_label(name: &str) -> String {
     if let Some(key) = name.strip_prefix("metadata.") {
-        return format!("Metadata: {key}");
+        return trf("Metadata: {key}", &[("key", &key)]);
     }
     let label = match name {
-        "id" => "Payment id",
-        "merchant_payment_id" => "Your payment id",
-        "flow" => "Flow",
-        "status" => "Status",
-        "amount" => "Amount",
-        "initial_amount" => "Amount asked at creation",
-        "currency" => "Currency",
-        "geo_code" => "Country",
-        "payment_method" => "Payment method",
-        "is_intrabank" => "Same-bank transfer only",
-        "bank_code" => "Payer's bank asked for",
-        "requisite_bank" => "Bank of the requisite",
-        "callback_url" => "Callback URL",
-        "is_test" => "Test payment",
-        "requisite" => "Card number or phone to pay to",
-        "holder_name" => "Recipient's name",
-        "qrcode_link" => "QR code link",
-        "deeplink_url" => "Bank app link",
-        "error_code" => "Error code",
-        "error_comment" => "Error comment",
-        "payment_page_url" => "Payer page",
-        "created_at" => "Created",
-        "updated_at" => "Last changed",
-        "expires_at" => "Expires",
-        "merchant_information.course" => "Exchange rate (currency per USDT)",
-        "merchant_information.rate" => "Fee, percent",
-        "merchant_information.amount_usdt" => "Amount in USDT",
-        "merchant_information.fee" => "Fee in the payment currency",
-        "merchant_information.amount_rate" => "Amount after the fee",
-        "merchant_information.amount_usdt_rate" => "Credited to the balance, USDT",
+        "id" => tr("Payment id"),
+        "merchant_payment_id" => tr("Your payment id"),
+        "flow" => tr("Flow"),
+        "status" => tr("Status"),
+        "amount" => tr("Amount"),
+        "initial_amount" => tr("Amount asked at creation"),
+        "currency" => tr("Currency"),
+        "geo_code" => tr("Country"),
+        "payment_method" => tr("Payment method"),
+        "is_intrabank" => tr("Same-bank transfer only"),
+        "bank_code" => tr("Payer's bank asked for"),
+        "requisite_bank" => tr("Bank of the requisite"),
+        "callback_url" => tr("Callback URL"),
+        "is_test" => tr("Test payment"),
+        "requisite" => tr("Card number or phone to pay to"),
+        "holder_name" => tr("Recipient's name"),
+        "qrcode_link" => tr("QR code link"),
+        "deeplink_url" => tr("Bank app link"),
+        "error_code" => tr("Error code"),
+        "error_comment" => tr("Error comment"),
+        "payment_page_url" => tr("Payer page"),
+        "created_at" => tr("Created"),
+        "updated_at" => tr("Last changed"),
+        "expires_at" => tr("Expires"),
+        "merchant_information.course" => tr("Exchange rate (currency per USDT)"),
+        "merchant_information.rate" => tr("Fee, percent"),
+        "merchant_information.amount_usdt" => tr("Amount in USDT"),
+        "merchant_information.fee" => tr("Fee in the payment currency"),
+        "merchant_information.amount_rate" => tr("Amount after the fee"),
+        "merchant_information.amount_usdt_rate" => tr("Credited to the balance, USDT"),
         other => other,
     };
     label.to_string()
@@ -450,12 +456,15 @@ async fn card_page(
         .map_err(|e| PageError::from(e).render(st))?;
     let mut chrome = st
         .chrome(
-            format!("Payment {}", payment.merchant_payment_id.as_str()),
+            trf(
+                "Payment {id}",
+                &[("id", &payment.merchant_payment_id.as_str())],
+            ),
             Some(current),
         )
         .section("projects")
         .crumbs(vec![
-            Link::new("/projects", "Projects and API"),
+            Link::new("/projects", tr("Projects and API")),
             Link::new(
                 format!("/projects/{}/payments", project.id),
                 project.name.clone(),
@@ -533,8 +542,13 @@ pub(crate) async fn card(
 ) -> PageResult {
     let (payment, project) = visible_payment(&st, &signed.current, &id).await?;
     let notice = match q.done.as_deref() {
-        Some("operated") => Some(format!("Done: the payment is {}.", payment.status)),
-        Some("resent") => Some("A callback was queued: it appears under Callback events.".into()),
+        Some("operated") => Some(trf(
+            "Done: the payment is {status}.",
+            &[("status", &payment.status)],
+        )),
+        Some("resent") => {
+            Some(tr("A callback was queued: it appears under Callback events.").into())
+        }
         _ => None,
     };
     // A refused operation, once: its reason and status.
@@ -754,20 +768,23 @@ pub(crate) async fn resend_page(
     Ok(ok(&Confirm {
         chrome: st
             .chrome(
-                format!("Resend the callback of {}?", payment.merchant_payment_id.as_str()),
+                trf(
+                    "Resend the callback of {payment}?",
+                    &[("payment", &payment.merchant_payment_id.as_str())],
+                ),
                 Some(&signed.current),
             )
             .section("projects"),
         paragraphs: vec![
-            format!(
-                "A new callback event with a new event_id and the payment's current status ({}) is sent once, signed like any callback, to the payment's callback destination. No automatic retries follow.",
-                payment.status
+            trf(
+                "A new callback event with a new event_id and the payment's current status ({status}) is sent once, signed like any callback, to the payment's callback destination. No automatic retries follow.",
+                &[("status", &payment.status)],
             ),
-            "Only a closed payment can be resent; for another the service refuses and says why."
+            tr("Only a closed payment can be resent; for another the service refuses and says why.")
                 .into(),
         ],
         action: format!("/payments/{}/resend", payment.id),
-        button: "Resend the callback".into(),
+        button: tr("Resend the callback").into(),
         danger: false,
         cancel: format!("/payments/{}", payment.id),
     }))
@@ -859,14 +876,18 @@ pub(crate) async fn deliveries(
         )
     });
     let notice = f.recovered.map(|n| {
-        let mut text = format!(
-            "Resent the callbacks of {n} payments; {} skipped.",
-            f.skipped.unwrap_or(0)
+        let text = trf(
+            "Resent the callbacks of {count} payments; {skipped} skipped.",
+            &[("count", &n), ("skipped", &f.skipped.unwrap_or(0))],
         );
         if f.more == Some(true) {
-            text.push_str(" More undelivered events remain: resend again.");
+            format!(
+                "{text} {}",
+                tr("More undelivered events remain: resend again.")
+            )
+        } else {
+            text
         }
-        text
     });
     let flash = once::flash(
         &st,
@@ -877,11 +898,14 @@ pub(crate) async fn deliveries(
     .await?;
     let chrome = st
         .chrome(
-            format!("{}: callback deliveries", project.name),
+            trf(
+                "{project}: callback deliveries",
+                &[("project", &project.name)],
+            ),
             Some(&signed.current),
         )
         .section("projects")
-        .crumbs(vec![Link::new("/projects", "Projects and API")])
+        .crumbs(vec![Link::new("/projects", tr("Projects and API"))])
         .notice(notice);
     let chrome = once::with_errors(chrome, flash.as_ref());
     let since = if f.from.trim().is_empty() {
@@ -991,18 +1015,24 @@ pub(crate) async fn event_page(
     .await?;
     let notice = match q.done.as_deref() {
         Some("resent") => Some(
-            "A new callback event was queued: this is it. Its one attempt appears here.".into(),
+            tr("A new callback event was queued: this is it. Its one attempt appears here.").into(),
         ),
         _ => None,
     };
     let mut chrome = st
-        .chrome(format!("Callback event {event_id}"), Some(&signed.current))
+        .chrome(
+            trf("Callback event {event}", &[("event", &event_id)]),
+            Some(&signed.current),
+        )
         .section("projects")
         .crumbs(vec![
-            Link::new("/projects", "Projects and API"),
+            Link::new("/projects", tr("Projects and API")),
             Link::new(
                 format!("/projects/{}/deliveries", project.id),
-                format!("{}: callback deliveries", project.name),
+                trf(
+                    "{project}: callback deliveries",
+                    &[("project", &project.name)],
+                ),
             ),
         ])
         .notice(notice);
@@ -1047,17 +1077,17 @@ pub(crate) async fn event_resend_page(
     let back = format!("/projects/{}/events/{}", project.id, e.event_id);
     Ok(ok(&Confirm {
         chrome: st
-            .chrome("Resend this callback?", Some(&signed.current))
+            .chrome(tr("Resend this callback?"), Some(&signed.current))
             .section("projects"),
         paragraphs: vec![
-            format!(
-                "A new callback event with a new event_id and payment {}'s current status is sent once, signed like any callback, to the payment's callback destination. No automatic retries follow.",
-                e.payment_id
+            trf(
+                "A new callback event with a new event_id and payment {payment}'s current status is sent once, signed like any callback, to the payment's callback destination. No automatic retries follow.",
+                &[("payment", &e.payment_id)],
             ),
-            "Only a closed payment's callback can be resent; for another the service refuses and says why.".into(),
+            tr("Only a closed payment's callback can be resent; for another the service refuses and says why.").into(),
         ],
         action: format!("{back}/resend"),
-        button: "Resend the callback".into(),
+        button: tr("Resend the callback").into(),
         danger: false,
         cancel: back,
     }))
@@ -1137,26 +1167,31 @@ pub(crate) async fn recover_page(
     let back = format!("/projects/{}/deliveries", project.id);
     let Some(since) = date(&f.since) else {
         let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)
-            .error("since", "Since: a date as YYYY-MM-DD.");
+            .error("since", tr("Since: a date as YYYY-MM-DD."));
         return Ok(once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await);
     };
     Ok(ok(&Confirm {
         chrome: st
             .chrome(
-                format!("Resend what was not delivered since {}?", f.since.trim()),
+                trf(
+                    "Resend what was not delivered since {date}?",
+                    &[("date", &f.since.trim())],
+                ),
                 Some(&signed.current),
             )
             .section("projects"),
         paragraphs: vec![
-            format!(
-                "Every callback event of {} queued since {} whose delivery failed (every attempt failed, not answered since) is answered by one new event per payment: the payment's current status, a new event_id, one attempt.",
-                project.name,
-                super::views::when_text(since)
+            trf(
+                "Every callback event of {project} queued since {time} whose delivery failed (every attempt failed, not answered since) is answered by one new event per payment: the payment's current status, a new event_id, one attempt.",
+                &[
+                    ("project", &project.name),
+                    ("time", &super::views::when_text(since)),
+                ],
             ),
-            "Payments that are not closed any more, or have no callback URL, are skipped and listed.".into(),
+            tr("Payments that are not closed any more, or have no callback URL, are skipped and listed.").into(),
         ],
         action: format!("{back}/recover?since={}", encode(f.since.trim())),
-        button: "Resend undelivered callbacks".into(),
+        button: tr("Resend undelivered callbacks").into(),
         danger: false,
         cancel: back,
     }))
@@ -1175,7 +1210,7 @@ pub(crate) async fn recover(
     let back = format!("/projects/{}/deliveries", project.id);
     let Some(since) = date(&f.since) else {
         let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)
-            .error("since", "Since: a date as YYYY-MM-DD.");
+            .error("since", tr("Since: a date as YYYY-MM-DD."));
         return Ok(once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await);
     };
     let report = st
@@ -1275,7 +1310,7 @@ impl SearchForm {
         if !self.status.is_empty() {
             match self.status.parse() {
                 Ok(s) => q.status = Some(s),
-                Err(_) => errors.push(("status", "Status: choose one from the list.".into())),
+                Err(_) => errors.push(("status", tr("Status: choose one from the list.").into())),
             }
         }
         for (field, value) in [("from", &self.from), ("to", &self.to)] {
@@ -1285,18 +1320,21 @@ impl SearchForm {
             match date(value) {
                 Some(t) if field == "from" => q.created_from = Some(t),
                 Some(t) => q.created_to = Some(t + DAY),
-                None => errors.push((field, format!("{value}: a date as YYYY-MM-DD"))),
+                None => errors.push((
+                    field,
+                    trf("{value}: a date as YYYY-MM-DD", &[("value", value)]),
+                )),
             }
         }
         if let (Some(from), Some(to)) = (q.created_from, q.created_to) {
             if from >= to {
-                errors.push(("to", "Created to: on or after Created from.".into()));
+                errors.push(("to", tr("Created to: on or after Created from.").into()));
             }
         }
         if !self.cursor.is_empty() {
             match PaymentCursor::parse(&self.cursor) {
                 Some(c) => q.cursor = Some(c),
-                None => errors.push(("q", "The page link is broken: search again.".into())),
+                None => errors.push(("q", tr("The page link is broken: search again.").into())),
             }
         }
         if errors.is_empty() {
@@ -1340,7 +1378,7 @@ pub(crate) async fn search(
     let projects = searchable_projects(&st, &signed.current).await?;
     let status: Option<PaymentStatus> = f.status.parse().ok();
     let mut chrome = st
-        .chrome("Search payments", Some(&signed.current))
+        .chrome(tr("Search payments"), Some(&signed.current))
         .section("search");
     let mut page = SearchPage {
         chrome: chrome.clone(),
@@ -1412,7 +1450,7 @@ pub(crate) async fn search(
     };
     let found = match &term {
         Some(SearchTerm::PaymentId(id)) => {
-            page.read_as = Some(format!("a payment id: {id}"));
+            page.read_as = Some(trf("a payment id: {id}", &[("id", id)]));
             let payment = st
                 .cabinet
                 .service()
@@ -1430,13 +1468,15 @@ pub(crate) async fn search(
             let query = match term {
                 Some(t) => {
                     page.read_as = Some(match t {
-                        SearchTerm::RequisiteLast4(l) => {
-                            format!("the last 4 digits of a card or phone: {l}")
-                        }
-                        SearchTerm::Amount(a) => format!("an amount: {a}"),
-                        SearchTerm::MerchantPaymentIdPrefix(p) => {
-                            format!("the start of merchant_payment_id: {p}")
-                        }
+                        SearchTerm::RequisiteLast4(l) => trf(
+                            "the last 4 digits of a card or phone: {digits}",
+                            &[("digits", l)],
+                        ),
+                        SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
+                        SearchTerm::MerchantPaymentIdPrefix(p) => trf(
+                            "the start of merchant_payment_id: {prefix}",
+                            &[("prefix", p)],
+                        ),
                         SearchTerm::PaymentId(_) => unreachable!("looked up above"),
                     });
                     t.narrow(query)
