@@ -368,10 +368,12 @@ async fn wait_for_settled_writes(s: &TestServer) {
 #[tokio::test]
 async fn the_sandbox_stores_a_payment_with_its_requisites_in_one_write() {
     // Nothing else writes during the test: the sweeper runs once at start (its turn is a
-    // write) and the callback dispatcher, which claims due events every second, is off.
+    // write), the callback dispatcher, which claims due events every second, is off, and so
+    // is the request log (its batches are writes of their own, off the request path).
     let s = TestServer::start(|s| {
         s.tuning.sweep_interval = std::time::Duration::from_secs(3600);
         s.callbacks.dispatch = false;
+        s.tuning.request_log = false;
     })
     .await;
     let c = &s.client();
