@@ -169,3 +169,68 @@ async fn tokens_have_names_and_expiry_in_the_cabinet() {
     assert!(!row.contains("/revoke"), "{row}");
     c.server.stop().await;
 }
+
+/// A delivery that fails before any answer reads in words on the deliveries page, for the
+/// merchant's user without the resolver's message, for support with it as the technical
+/// detail (the dispatcher of the running server makes the attempt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delivery_reads_in_words_and_support_sees_the_detail() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    c.user("help@support.example", Role::Support).await;
+    let created = c
+        .server
+        .client()
+        .create_payment(&serde_json::json!({
+            "merchant_payment_id": "dns-1",
+            "amount": "1500",
+            "payment_method": "sbp",
+            "callback_url": "https://nowhere.invalid/cb"
+        }))
+        .await
+        .expect("a create");
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    let confirmed = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/payments/{}/confirm",
+            c.server.operator_url,
+            created.json["id"].as_str().expect("id")
+        ))
+        .bearer_auth(c.server.operator_token.expose())
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .expect("the operator API answers");
+    assert_eq!(confirmed.status().as_u16(), 200);
+    let project = c.server.project();
+    let path = format!("/projects/{project}/deliveries");
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let mut page = owner.get(&path).await;
+    for _ in 0..100 {
+        if page.body.contains("DNS failure") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        page = owner.get(&path).await;
+    }
+    assert!(
+        page.body
+            .contains("DNS failure: the callback URL&#x27;s host name did not resolve")
+            || page
+                .body
+                .contains("DNS failure: the callback URL's host name did not resolve")
+            || page
+                .body
+                .contains("DNS failure: the callback URL&#39;s host name did not resolve"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Technical detail"), "{}", page.body);
+    assert!(!page.body.contains("dns failure: "), "{}", page.body);
+    let (mut support, _) = enrolled(&c, "help@support.example").await;
+    let page = support.get(&path).await;
+    assert!(page.body.contains("DNS failure"), "{}", page.body);
+    assert!(page.body.contains("Technical detail"), "{}", page.body);
+    c.server.stop().await;
+}
