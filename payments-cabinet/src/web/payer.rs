@@ -24,6 +24,7 @@ use payments_core::payment::PaymentMethod;
 use payments_core::{ApiError, ErrorCode, Timestamp};
 use serde::Serialize;
 
+use super::i18n::{tr, trf};
 use super::CabinetState;
 
 /// The payer page's stylesheet, embedded.
@@ -458,15 +459,15 @@ pub(crate) async fn settings_page(
     )
     .await?;
     let notice = (q.done.as_deref() == Some("saved"))
-        .then(|| "The payer page settings are saved.".to_string());
+        .then(|| tr("The payer page settings are saved.").to_string());
     let chrome = st
         .chrome(
-            format!("{}: payer page", project.name),
+            trf("{project}: payer page", &[("project", &project.name)]),
             Some(&signed.current),
         )
         .section("projects")
         .crumbs(vec![
-            super::views::Link::new("/projects", "Projects and API"),
+            super::views::Link::new("/projects", tr("Projects and API")),
             super::views::Link::new(format!("/projects/{}", project.id), project.name.clone()),
         ])
         .notice(notice);
@@ -483,8 +484,8 @@ pub(crate) async fn settings_page(
             .iter()
             .map(|l| {
                 let name = match l {
-                    PageLanguage::En => "English",
-                    _ => "Russian",
+                    PageLanguage::En => tr("English"),
+                    _ => tr("Russian"),
                 };
                 (l.as_str(), name, *l == language)
             })
@@ -525,7 +526,7 @@ pub(crate) async fn save_settings(
     let Ok(parsed) = language.parse::<PageLanguage>() else {
         let flash = refuse(
             "payer_language",
-            "Language: choose English or Russian.".into(),
+            tr("Language: choose English or Russian.").into(),
         );
         return Ok(
             super::once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await,

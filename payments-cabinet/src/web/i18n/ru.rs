@@ -845,4 +845,10 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ),
     ("an amount: {amount}", "сумма {amount}"),
     ("the start of merchant_payment_id: {prefix}", "начало merchant_payment_id «{prefix}»"),
+    // The payer page's settings in Rust (web/payer.rs).
+    ("The payer page settings are saved.", "Настройки страницы оплаты сохранены."),
+    ("{project}: payer page", "{project}: страница оплаты"),
+    ("English", "английский"),
+    ("Russian", "русский"),
+    ("Language: choose English or Russian.", "Язык: выберите английский или русский."),
 ];
