@@ -3,6 +3,8 @@
 //! the cabinet, a cross-site switch changes nothing, and the cookie wins over the browser's
 //! preference on every page, error pages included.
 
+use payments_cabinet::store::Role;
+
 use crate::support::Cabinet;
 use crate::visitor::{Site, Visitor};
 
@@ -113,5 +115,194 @@ async fn accept_language_then_the_switch_cookie_decide_the_language() {
     assert_eq!(unknown.location.as_deref(), Some("/sign-in"));
     assert!(unknown.set_cookies.is_empty());
 
+    c.server.stop().await;
+}
+
+/// English words of the cabinet's layout and pages that a Russian page must not show.
+const ENGLISH: &[&str] = &[
+    "Projects",
+    "Security",
+    "Audit log",
+    "Sign out",
+    "Skip to content",
+    "There is a problem",
+    "cabinet",
+    "Payments",
+    "Balance",
+    "Callback",
+    "callback",
+    "Status",
+    "Created",
+    "Amount",
+    "Filter",
+    "Search",
+    "Settings",
+    "Tokens",
+    "Signing keys",
+    "Revoke",
+    "Resend",
+    "Save",
+    "Cancel",
+    "Confirm",
+    "Older",
+    "Download",
+    "Action",
+    "Result",
+    "Password",
+    "password",
+    "Recovery",
+    "recovery",
+    "session",
+    "never",
+    "active",
+    "issued",
+    "revoked",
+    "Requests",
+    "requests",
+    "payments",
+    "Payer page",
+    "the",
+    "and",
+];
+
+/// What a person reads on a page: its text and the labels assistive technology reads
+/// (`aria-label`, `title`, `data-label`), without `<code>` and `<pre>` (API names and
+/// values, shown as they are) and without the language switch's own name.
+fn readable(html: &str) -> String {
+    // The product's name (the sandbox's "Payments") is a name: in the title, the brand and the
+    // footer it stays as it is.
+    let mut html = html
+        .replace(">English</button>", "></button>")
+        .replace("· Payments</title>", "</title>")
+        .replace(">Payments</a>", "></a>")
+        .replace("Личный кабинет Payments", "");
+    for (open, close) in [("<code", "</code>"), ("<pre", "</pre>"), ("<svg", "</svg>")] {
+        while let Some(start) = html.find(open) {
+            let Some(end) = html[start..].find(close) else {
+                break;
+            };
+            html.replace_range(start..start + end + close.len(), " ");
+        }
+    }
+    let mut text = String::new();
+    let mut rest = html.as_str();
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        text.push(' ');
+        let Some(close) = rest[open..].find('>') else {
+            break;
+        };
+        let tag = &rest[open..open + close];
+        for attribute in ["aria-label=\"", "title=\"", "data-label=\""] {
+            if let Some(at) = tag.find(attribute) {
+                let value = &tag[at + attribute.len()..];
+                text.push_str(value.split('"').next().unwrap_or_default());
+                text.push(' ');
+            }
+        }
+        rest = &rest[open + close + 1..];
+    }
+    text.push_str(rest);
+    text
+}
+
+/// The words of [`ENGLISH`] that `text` has, as whole words (not part of an API name such
+/// as `callback_url` or `payments:create`).
+fn english_in(text: &str) -> Vec<&'static str> {
+    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '/' || c == '-';
+    ENGLISH
+        .iter()
+        .copied()
+        .filter(|word| {
+            text.match_indices(word).any(|(at, _)| {
+                let before = text[..at].chars().next_back();
+                let rest = &text[at + word.len()..];
+                let mut after = rest.chars();
+                let next = after.next();
+                let scope =
+                    next == Some(':') && after.next().is_some_and(|c| c.is_ascii_lowercase());
+                !before.is_some_and(part) && !next.is_some_and(part) && !scope
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
+    let c = Cabinet::start_with(|s| s.callbacks.dispatch = false).await;
+    let demo = c.demo_merchant().await;
+    c.user("ru@shop.example", Role::Merchant(demo)).await;
+    c.server
+        .patch_project(payments_core::service::ProjectPatch {
+            test_mode: Some(true),
+            callback_url: Some(Some("https://shop.example.com/callbacks".into())),
+            ..Default::default()
+        })
+        .await;
+    let project = c.server.project();
+    let created = c
+        .server
+        .client()
+        .create_payment(
+            &serde_json::json!({"merchant_payment_id": "ru-1", "amount": "1500", "payment_method": "sbp"}),
+        )
+        .await
+        .expect("a create");
+    let id = created.json["id"].as_str().expect("id").to_string();
+
+    let (mut v, _) = crate::enrolled(&c, "ru@shop.example").await;
+    let session = v.cookie.clone().expect("a session");
+    v.cookie = Some(format!("{session}; cabinet-lang=ru"));
+    // A closed test payment with a callback sent by hand: its card, its event, the deliveries.
+    assert_eq!(
+        v.post(&format!("/payments/{id}/test/paid"), &[])
+            .await
+            .status,
+        303
+    );
+    assert_eq!(
+        v.post(&format!("/payments/{id}/resend"), &[]).await.status,
+        303
+    );
+    let events = c
+        .server
+        .state
+        .service
+        .store()
+        .events_for_payment(id.parse().expect("an id"))
+        .await
+        .expect("events");
+    let event = events[0].outbox.event.event_id.to_string();
+
+    for path in [
+        "/projects".to_string(),
+        format!("/projects/{project}"),
+        format!("/projects/{project}/payments"),
+        format!("/projects/{project}/balance"),
+        format!("/projects/{project}/deliveries"),
+        format!("/projects/{project}/requests"),
+        format!("/projects/{project}/payer-page"),
+        format!("/projects/{project}/callback-secret"),
+        format!("/projects/{project}/events/{event}"),
+        format!("/projects/{project}/events/{event}/resend"),
+        format!("/payments/{id}"),
+        format!("/payments/{id}/resend"),
+        "/payments/search".to_string(),
+        "/payments/search?q=ru-".to_string(),
+        "/security".to_string(),
+        "/audit".to_string(),
+        "/no-such-page".to_string(),
+    ] {
+        let page = v.get(&path).await;
+        assert!(
+            page.status == 200 || path == "/no-such-page",
+            "{path}: {}",
+            page.status
+        );
+        assert!(page.body.contains("<html lang=\"ru\">"), "{path}");
+        let text = readable(&page.body);
+        let english = english_in(&text);
+        assert!(english.is_empty(), "{path} shows {english:?}: {text}");
+    }
     c.server.stop().await;
 }
