@@ -583,6 +583,10 @@ pub async fn walk(v: &mut Checks) {
     v.check(&b, "audit as support").await;
     b.open(&format!("/projects/{project}/deliveries")).await;
     v.check(&b, "deliveries as support").await;
+    b.open(&format!("/projects/{project}/requests")).await;
+    v.check(&b, "requests as support").await;
+    b.open("/payments/search?q=order-10").await;
+    v.check(&b, "payment search as support").await;
     b.open("/projects").await;
     b.sign_out().await;
 
