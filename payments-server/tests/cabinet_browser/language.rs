@@ -80,6 +80,12 @@ async fn the_switch_turns_the_cabinet_russian_before_sign_in_and_back() {
             "{section}: {russian:?}"
         );
     }
+    assert!(
+        russian
+            .iter()
+            .all(|t| !t.chars().any(|c| c.is_ascii_alphabetic())),
+        "every section is named in Russian: {russian:?}"
+    );
     assert_eq!(b.text("form[action='/sign-out'] button").await, "Выйти");
 
     // From a page with a query, the switch returns to it, query and all, in English.
