@@ -418,7 +418,7 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Name", "Название"),
     ("Prefix", "Префикс"),
     ("Scopes", "Права"),
-    ("Expires", "Истекает"),
+    ("Expires", "Срок действия"),
     ("Last used", "Последнее использование"),
     ("never", "бессрочно"),
     ("not yet", "ещё нет"),
