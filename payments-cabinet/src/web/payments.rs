@@ -20,8 +20,8 @@ use super::i18n::{tr, trf};
 use super::once::{self, Flash};
 use super::projects::{project_view, visible_project};
 use super::views::{
-    when, AttemptRow, Card, CardField, CardPayment, Choice, Chrome, Confirm, Deliveries, EventView,
-    Link, PaymentRow, Payments,
+    status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, Chrome, Confirm,
+    Deliveries, EventView, Link, PaymentRow, Payments,
 };
 use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
 use crate::accounts::{Change, Client, Current};
@@ -544,7 +544,7 @@ pub(crate) async fn card(
     let notice = match q.done.as_deref() {
         Some("operated") => Some(trf(
             "Done: the payment is {status}.",
-            &[("status", &payment.status)],
+            &[("status", &status_text(payment.status.as_str()))],
         )),
         Some("resent") => {
             Some(tr("A callback was queued: it appears under Callback events.").into())
@@ -778,7 +778,7 @@ pub(crate) async fn resend_page(
         paragraphs: vec![
             trf(
                 "A new callback event with a new event_id and the payment's current status ({status}) is sent once, signed like any callback, to the payment's callback destination. No automatic retries follow.",
-                &[("status", &payment.status)],
+                &[("status", &status_text(payment.status.as_str()))],
             ),
             tr("Only a closed payment can be resent; for another the service refuses and says why.")
                 .into(),

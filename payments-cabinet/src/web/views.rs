@@ -114,6 +114,16 @@ impl Chrome {
         self.lang.f(key, &[(name, &value), (name2, &value2)])
     }
 
+    /// A payment status's name on the page ([`status_text`]).
+    pub(crate) fn status<'a>(&self, code: &'a str) -> &'a str {
+        status_text(code)
+    }
+
+    /// A callback delivery state's name on the page ([`delivery_text`]).
+    pub(crate) fn delivery<'a>(&self, code: &'a str) -> &'a str {
+        delivery_text(code)
+    }
+
     /// The error of a field, if any (the templates call it).
     pub(crate) fn error_for(&self, field: &str) -> Option<&str> {
         self.errors
@@ -143,6 +153,30 @@ impl Chrome {
     pub(crate) fn crumbs(mut self, crumbs: Vec<Link>) -> Chrome {
         self.crumbs = crumbs;
         self
+    }
+}
+
+/// A payment status's name on the pages: in English the API's own word (`completed`), in
+/// Russian its name; an unknown code as it is.
+pub(crate) fn status_text(code: &str) -> &str {
+    match code {
+        "created" => tr("status|created"),
+        "processing" => tr("status|processing"),
+        "completed" => tr("status|completed"),
+        "canceled" => tr("status|canceled"),
+        "error" => tr("status|error"),
+        "appeal" => tr("status|appeal"),
+        _ => code,
+    }
+}
+
+/// A callback delivery state's name on the pages (English: its code, `delivered`).
+pub(crate) fn delivery_text(code: &str) -> &str {
+    match code {
+        "pending" => tr("delivery|pending"),
+        "delivered" => tr("delivery|delivered"),
+        "failed" => tr("delivery|failed"),
+        _ => code,
     }
 }
 

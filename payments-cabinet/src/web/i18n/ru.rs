@@ -851,4 +851,14 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("English", "английский"),
     ("Russian", "русский"),
     ("Language: choose English or Russian.", "Язык: выберите английский или русский."),
+    // Payment statuses and delivery states (English shows the API's word).
+    ("status|created", "создан"),
+    ("status|processing", "ожидает оплаты"),
+    ("status|completed", "завершён"),
+    ("status|canceled", "отменён"),
+    ("status|error", "ошибка"),
+    ("status|appeal", "на перепроверке"),
+    ("delivery|pending", "в очереди"),
+    ("delivery|delivered", "доставлено"),
+    ("delivery|failed", "не доставлено"),
 ];
