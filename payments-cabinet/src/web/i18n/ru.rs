@@ -288,6 +288,8 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     // Payments, deliveries and the audit log (payments.html, deliveries.html, audit.html).
     ("Action", "Действие"),
     ("any", "любой"),
+    ("delivery|any", "любая"),
+    ("action|any", "любое"),
     ("Result", "Результат"),
     ("ok", "успешно"),
     ("refused", "отклонено"),
