@@ -18,8 +18,8 @@ use crate::payment::{Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentSta
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
-use crate::{ApiError, ErrorCode, SecretString};
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
+use crate::{ApiError, ErrorCode, SecretString};
 
 mod layer;
 mod tx;
@@ -637,19 +637,6 @@ pub trait LedgerStore: Send + Sync {
     ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError>;
 }
 
-/// What [`CredentialStore::auth_lookup`] found; each part `None` when absent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AuthLookup {
-    /// The token with the presented hash.
-    pub token: Option<TokenRecord>,
-    /// The token's project.
-    pub project: Option<Project>,
-    /// The project's merchant.
-    pub merchant: Option<Merchant>,
-    /// The project's key with the requested id.
-    pub key: Option<KeyRecord>,
-}
-
 /// The merchant API's request log ([`crate::request_log`]): each project's recent requests,
 /// written in batches off the requests' path, read newest first, kept under a
 /// [`RequestLogPolicy`](crate::request_log::RequestLogPolicy).
@@ -673,6 +660,19 @@ pub trait RequestLogStore: Send + Sync {
     /// Retention by age: deletes at most `limit` requests (of any project) that arrived before
     /// `before`, oldest first, in one transaction.
     async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError>;
+}
+
+/// What [`CredentialStore::auth_lookup`] found; each part `None` when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthLookup {
+    /// The token with the presented hash.
+    pub token: Option<TokenRecord>,
+    /// The token's project.
+    pub project: Option<Project>,
+    /// The project's merchant.
+    pub merchant: Option<Merchant>,
+    /// The project's key with the requested id.
+    pub key: Option<KeyRecord>,
 }
 
 /// Merchants and their projects.
@@ -1053,6 +1053,7 @@ pub trait Store:
     + AuditStore
     + PayerPageStore
     + LedgerStore
+    + RequestLogStore
 {
     /// A cheap check that the store answers (for `/readyz`).
     fn is_ready(&self) -> bool {
@@ -1066,7 +1067,6 @@ pub trait Store:
         crate::settings::WRITE_PROBE
             .set(self, &"ok".to_string())
             .await
-    + RequestLogStore
     }
 
     /// A manual resend that answers failed events, in one transaction: if the payment of

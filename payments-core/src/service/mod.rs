@@ -41,7 +41,6 @@ pub use auth::{
     AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, RequestFormError,
     SINGLE_VALUE_HEADERS,
 };
-pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};
 pub use batch::{Announced, BatchStats, SignatureBatcher, DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT};
 pub use callbacks::{
     describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
@@ -78,6 +77,7 @@ pub use provision::{
 pub use provisioning::{
     Credentials, KeySource, Provision, ProvisionError, Provisioned, PROVISION_TURN,
 };
+pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};
 
 /// Settings of the service.
 #[derive(Debug, Clone)]
@@ -102,9 +102,9 @@ pub struct ServiceConfig {
     /// How long finished callback events and audit records are kept
     /// ([`PaymentService::purge_expired_records`]).
     pub retention: Retention,
-}
     /// How much of the merchant API's request log is kept ([`crate::request_log`]).
     pub request_log: crate::request_log::RequestLogPolicy,
+}
 
 impl Default for ServiceConfig {
     fn default() -> Self {
@@ -117,8 +117,8 @@ impl Default for ServiceConfig {
             retry: RetrySchedule::default(),
             sealing: crate::sealing::SealingKeys::none(),
             retention: Retention::default(),
-        }
             request_log: crate::request_log::RequestLogPolicy::default(),
+        }
     }
 }
 

@@ -138,9 +138,6 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("ledger_append_is_all_or_nothing", |s| {
             Box::pin(ledger_append_is_all_or_nothing(s))
         }),
-    ]
-}
-
         ("request_log_round_trip_and_order", |s| {
             Box::pin(request_log_round_trip_and_order(s))
         }),
@@ -151,6 +148,9 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("request_log_purge_by_age", |s| {
             Box::pin(request_log_purge_by_age(s))
         }),
+    ]
+}
+
 /// A boxed check future borrowing several handles on one database.
 pub type SharedCheckFuture<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
@@ -242,10 +242,10 @@ mod operations;
 mod outbox;
 mod payments;
 mod ratelimit;
+mod request_log;
 mod upgrade;
 mod wrapper;
 
-mod request_log;
 pub use data::*;
 pub use directory::*;
 pub use ledger::*;
@@ -254,10 +254,10 @@ pub use operations::*;
 pub use outbox::*;
 pub use payments::*;
 pub use ratelimit::*;
+pub use request_log::*;
 pub use upgrade::*;
 pub use wrapper::*;
 
-pub use request_log::*;
 #[cfg(test)]
 mod tests {
     use super::*;
