@@ -84,15 +84,16 @@ impl Checks {
         }
     }
 
-    /// Checks the page `b` shows at both widths and, with `CABINET_SCREENSHOTS`, writes its
-    /// pictures `<name>.png` and `<name>-390.png`.
+    /// Checks the page `b` shows ([`Checks::check`]) and, with `CABINET_SCREENSHOTS`, writes
+    /// its pictures `<name>.png` (1,280 px) and `<name>-390.png`.
     pub async fn page(&mut self, b: &Browser, name: &str) {
         self.check(b, name).await;
         b.screenshot(name).await;
         b.screenshot_at(&format!("{name}-390"), 390).await;
     }
 
-    /// Checks the page `b` shows at both widths (`label` names it in a failure).
+    /// Checks the page `b` shows at [`SMALLEST`] (sideways scroll) and at [`WIDTHS`] (sideways
+    /// scroll, ids at 1,280 px, axe-core); `label` names it in a failure.
     pub async fn check(&mut self, b: &Browser, label: &str) {
         self.states += 1;
         let path = b.path().await;
@@ -525,6 +526,18 @@ pub async fn walk(v: &mut Checks) {
     b.fill("#pw-code", "123456").await;
     b.click("form[action='/security/password'] button").await;
     v.check(&b, "password change refused").await;
+    // New recovery codes, shown once.
+    b.open("/security").await;
+    c.next_step();
+    b.fill("#rc-code", &c.code(&key)).await;
+    b.click("form[action='/security/recovery-codes'] button")
+        .await;
+    assert_eq!(
+        b.all("#recovery-codes code").await.len(),
+        10,
+        "new codes shown"
+    );
+    v.check(&b, "new recovery codes").await;
     // The authenticator on a new device: the new key shown once, a wrong code refused.
     b.open("/security").await;
     c.next_step();
@@ -532,6 +545,7 @@ pub async fn walk(v: &mut Checks) {
     b.fill("#au-code", &c.code(&key)).await;
     b.click("form[action='/security/authenticator'] button")
         .await;
+    assert!(!b.all("#totp-key").await.is_empty(), "a new key shown");
     v.page(&b, "33-new-authenticator").await;
     b.fill("#new-code", "000000").await;
     b.click("form[action='/security/authenticator/confirm'] button")
