@@ -259,7 +259,20 @@ impl Browser {
 
     /// The page's `<h1>`.
     pub async fn heading(&self) -> String {
-        self.text("h1").await
+        // Read in one script, not found then read: a page that updates itself (the payer
+        // page) may replace its h1 between the two steps (a stale element).
+        let text = self
+            .client
+            .execute(
+                "const h = document.querySelector('h1'); return h ? h.innerText : null;",
+                vec![],
+            )
+            .await
+            .expect("read the h1");
+        text.as_str()
+            .unwrap_or_else(|| panic!("the page has no h1"))
+            .trim()
+            .to_string()
     }
 
     /// The page's error summary, or empty.
