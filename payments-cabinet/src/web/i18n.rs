@@ -250,12 +250,17 @@ pub(crate) fn safe_back(back: &str) -> &str {
 }
 
 /// The page a switch on the current page returns to: `path_and_query` without its one-time
-/// `flash` parameter (shown once, gone after).
+/// `flash` parameter (shown once, gone after). Empty for a page shown once (`/shown/…`: a new
+/// token, a rotated secret, recovery codes, a new authenticator key): switching there would
+/// load the page again and find it gone, so that page has no switch.
 pub(crate) fn page_of(path_and_query: &str) -> String {
     let (path, query) = match path_and_query.split_once('?') {
         Some((p, q)) => (p, q),
         None => (path_and_query, ""),
     };
+    if path.starts_with("/shown/") {
+        return String::new();
+    }
     let kept: Vec<&str> = query
         .split('&')
         .filter(|p| !p.is_empty() && !p.starts_with("flash="))

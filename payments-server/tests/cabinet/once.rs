@@ -82,6 +82,13 @@ async fn a_value_shown_once_is_shown_by_one_get_of_its_own_session() {
     assert_already_shown(&colleague.get(&shown).await);
     let first = owner.get(&shown).await;
     assert_shown(&first);
+    // No language switch on it: switching would load the page again and find it gone.
+    let switch = "id=\"language-switch\"";
+    assert!(!first.body.contains(switch), "{}", first.body);
+    assert!(
+        owner.get("/projects").await.body.contains(switch),
+        "the switch elsewhere"
+    );
     let token = value_of(&first);
     assert!(token.starts_with("nl_test_"), "{token}");
     let again = owner.get(&shown).await;

@@ -2,8 +2,9 @@
 //! WebDriver (fantoccini, no TLS: ChromeDriver listens on loopback). Each test starts its own
 //! ChromeDriver in a process group of its own and ends the group when done, Chromium included.
 //!
-//! Without `chromium` and `chromedriver` a test is skipped with a message, except in CI
-//! (`CI=true`), where it fails: `.ci/run` installs them.
+//! The tests that use it are ignored in a plain `cargo test` (they need Chromium); asked for
+//! (`--include-ignored`, as `.ci/run` does after installing `chromium` and `chromedriver`),
+//! they fail without a browser, saying what to install.
 
 #![allow(dead_code)]
 

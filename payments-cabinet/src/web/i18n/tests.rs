@@ -270,6 +270,9 @@ fn the_switch_returns_only_to_a_page_of_this_site() {
         "/projects/p/balance?from=2026-10-01&to=2026-10-02"
     );
     assert_eq!(page_of("/audit"), "/audit");
+    // A page shown once has no switch (it could not be shown again after it).
+    assert_eq!(page_of("/shown/abc"), "");
+    assert_eq!(page_of("/shown/abc?flash=x"), "");
 }
 
 /// Rendering: each page that renders from values alone, in Russian, has the Russian texts and
