@@ -31,6 +31,9 @@ pub const PAYMENT_PATH_PREFIX: &str = "/api/v1/payments/";
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// The longest path kept (bytes); a longer one is cut at a character boundary.
 pub const MAX_PATH: usize = 256;
+/// The longest signature base kept (bytes; headers may reach 16 KiB): a longer one is cut at a
+/// character boundary and ends in `…`. Its covered components are read before the cut.
+pub const MAX_BASE: usize = 4096;
 
 /// One logged merchant request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,14 +83,19 @@ impl RequestLogEntry {
 
 /// Cuts `path` to [`MAX_PATH`] bytes at a character boundary.
 pub fn bounded_path(path: &str) -> String {
-    if path.len() <= MAX_PATH {
-        return path.to_string();
+    cut(path, MAX_PATH).to_string()
+}
+
+/// `s` up to `max` bytes, cut at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
     }
-    let mut end = MAX_PATH;
-    while !path.is_char_boundary(end) {
+    let mut end = max;
+    while !s.is_char_boundary(end) {
         end -= 1;
     }
-    path[..end].to_string()
+    &s[..end]
 }
 
 /// What a refused signature's answer can tell the merchant: the reason, where to look next,
@@ -136,6 +144,13 @@ impl SignatureDiagnosis {
         let hint = (e.failure == crate::auth::SignatureFailure::VerificationFailed
             && base.is_some())
         .then(|| KEY_HINT.to_string());
+        let base = base.map(|b| {
+            if b.len() > MAX_BASE {
+                format!("{}…", cut(&b, MAX_BASE))
+            } else {
+                b
+            }
+        });
         SignatureDiagnosis {
             reason: e.failure.to_string(),
             hint,
@@ -570,6 +585,23 @@ mod tests {
         assert_eq!(SignatureDiagnosis::from_json(&d.to_json()), Some(d));
         let api = ApiError::new(crate::ErrorCode::NotFound, "x");
         assert_eq!(SignatureDiagnosis::of(&api), None);
+    }
+
+    #[test]
+    fn a_long_signature_base_is_cut_after_its_components_are_read() {
+        let long = "я".repeat(5_000);
+        let base = format!(
+            "\"@method\": POST\n\"x-long\": {long}\n\"@signature-params\": (\"@method\" \"x-long\")"
+        );
+        let e = SignatureError {
+            failure: crate::auth::SignatureFailure::VerificationFailed,
+            signature_base: Some(base),
+        };
+        let d = SignatureDiagnosis::of_signature(&e);
+        assert_eq!(d.covered, ["@method", "x-long"]);
+        let kept = d.signature_base.expect("a base");
+        assert!(kept.len() <= MAX_BASE + '…'.len_utf8(), "{}", kept.len());
+        assert!(kept.ends_with('…') && kept.starts_with("\"@method\": POST"));
     }
 
     #[test]

@@ -180,7 +180,7 @@ pub fn payment_page(
     }
     if let Some(l) = &q.requisite_last4 {
         // Through `(project_id, requisite_last4, created_at, id)`; a payment written before
-        // schema 16 has none until `payments-server migrate` fills it in.
+        // schema 16 has none until `payments-server payment backfill-last4` fills it in.
         w.add(" AND requisite_last4 = ?", SqlValue::text(l));
     }
     if let Some((key, value)) = &q.metadata {

@@ -138,7 +138,8 @@ pub const MIGRATIONS: &[Migration] = &[
                  clock_skew_ms       INTEGER,\n\
                  diagnosis           TEXT\n\
                  );\n\
-                 CREATE INDEX request_log_project ON request_log (project_id, at, id);",
+                 CREATE INDEX request_log_project ON request_log (project_id, at, id);\n\
+                 CREATE INDEX request_log_at ON request_log (at, id);",
         postgres: "CREATE TABLE request_log (\n\
                    id                  BIGSERIAL PRIMARY KEY,\n\
                    project_id          TEXT    NOT NULL,\n\
@@ -155,7 +156,8 @@ pub const MIGRATIONS: &[Migration] = &[
                    clock_skew_ms       BIGINT,\n\
                    diagnosis           TEXT\n\
                    );\n\
-                   CREATE INDEX request_log_project ON request_log (project_id, at, id);",
+                   CREATE INDEX request_log_project ON request_log (project_id, at, id);\n\
+                   CREATE INDEX request_log_at ON request_log (at, id);",
         min_reader: BASELINE_MIN_READER,
     },
     // 18: a project token's name and optional expiry (the cabinet's External API access).
