@@ -69,6 +69,12 @@ pub struct CabinetConfig {
     /// once, or a refused form carried through the redirect to the page that shows it again
     /// ([`Cabinet::put_slot`]).
     pub slot_ttl: Duration,
+    /// The most one-time slots one session holds (16); a new one deletes the session's
+    /// oldest beyond it, so reloading a refused form in a loop keeps a bounded number.
+    pub slots_per_session: usize,
+    /// The most one-time slots kept in all (100,000, a few hundred bytes each); the purge
+    /// deletes those that expire first beyond it.
+    pub slots_max: u64,
 }
 
 impl Default for CabinetConfig {
@@ -100,6 +106,8 @@ impl Default for CabinetConfig {
             audit_retention: Some(Duration::from_secs(400 * 86_400)),
             audit_max_records: Some(1_000_000),
             slot_ttl: Duration::from_secs(5 * 60),
+            slots_per_session: 16,
+            slots_max: 100_000,
         }
     }
 }
@@ -119,7 +127,8 @@ pub struct Purged {
     pub failures: u64,
     /// Audit records past their retention or beyond the most kept.
     pub audit: u64,
-    /// One-time slots past their expiry (never taken).
+    /// One-time slots past their expiry (never taken) or beyond
+    /// [`CabinetConfig::slots_max`].
     pub slots: u64,
 }
 
@@ -399,6 +408,18 @@ impl std::fmt::Debug for Cabinet {
 
 fn bad_request(m: impl Into<String>) -> ApiError {
     ApiError::bad_request(m)
+}
+
+/// What a refused sign-in may carry back to fill its form again: the e-mail field as typed
+/// (trimmed) when it is an e-mail address of at most 254 characters, and nothing for a
+/// throttled attempt, so a flood of guesses gets its message and no echo of what it sent.
+pub fn refill_email(typed: &str, refusal: &SignInError) -> Option<String> {
+    if matches!(refusal, SignInError::Throttled { .. }) {
+        return None;
+    }
+    normalise_email(typed)
+        .ok()
+        .map(|_| typed.trim().to_string())
 }
 
 /// An e-mail address as stored: trimmed, lower-case; refused unless it looks like
@@ -1402,11 +1423,10 @@ impl Cabinet {
         Ok(new)
     }
 
-    fn slot_context(owner: Option<SessionId>, id_hash: &[u8; 32]) -> String {
+    fn slot_context(owner: SessionId, id_hash: &[u8; 32]) -> String {
         use base64::Engine as _;
         format!(
-            "slot:{}:{}",
-            owner.map_or_else(String::new, |s| s.to_string()),
+            "slot:{owner}:{}",
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id_hash)
         )
     }
@@ -1415,13 +1435,11 @@ impl Cabinet {
     /// [`CabinetConfig::slot_ttl`], sealed at rest like TOTP keys and callback secrets (when a
     /// sealing key is configured; bound to the slot and its owner), and answers the slot's id:
     /// 32 random bytes in base64url, which only the page's URL carries (the store keeps its
-    /// SHA-256). `owner` is the session the page is for; `None` only for the sign-in and
-    /// invitation pages, which have no session and whose slots hold no secret.
-    pub async fn put_slot(
-        &self,
-        owner: Option<SessionId>,
-        payload: &str,
-    ) -> Result<String, ApiError> {
+    /// SHA-256). `owner` is the session the page is for: a request without a session stores
+    /// nothing here (the sign-in and invitation pages carry their refusals in a cookie), so
+    /// what anyone can make the cabinet store is bounded by the sessions they hold, each at
+    /// most [`CabinetConfig::slots_per_session`] slots (the oldest are dropped).
+    pub async fn put_slot(&self, owner: SessionId, payload: &str) -> Result<String, ApiError> {
         let id = secrets::random_token(self.rng());
         let id_hash = secrets::token_hash(&id);
         let keys = &self.service.config().sealing;
@@ -1433,30 +1451,33 @@ impl Cabinet {
         };
         let now = self.now();
         self.store
-            .put_slot(&SlotRecord {
-                id_hash,
-                owner,
-                payload: stored.into(),
-                created_at: now,
-                expires_at: now + self.config.slot_ttl,
-            })
+            .put_slot(
+                &SlotRecord {
+                    id_hash,
+                    owner: Some(owner),
+                    payload: stored.into(),
+                    created_at: now,
+                    expires_at: now + self.config.slot_ttl,
+                },
+                self.config.slots_per_session,
+            )
             .await?;
         Ok(id)
     }
 
     /// Takes the one-time slot `id` for `owner`: its payload, once, before its expiry.
     /// `None` for a slot taken already, expired, another owner's, or an id that is none.
-    pub async fn take_slot(
-        &self,
-        owner: Option<SessionId>,
-        id: &str,
-    ) -> Result<Option<String>, ApiError> {
+    pub async fn take_slot(&self, owner: SessionId, id: &str) -> Result<Option<String>, ApiError> {
         // A slot id is 43 characters of base64url.
         if id.is_empty() || id.len() > 64 {
             return Ok(None);
         }
         let id_hash = secrets::token_hash(id);
-        let Some(slot) = self.store.take_slot(&id_hash, owner, self.now()).await? else {
+        let Some(slot) = self
+            .store
+            .take_slot(&id_hash, Some(owner), self.now())
+            .await?
+        else {
             return Ok(None);
         };
         let stored = slot.payload.expose();
@@ -1546,7 +1567,7 @@ impl Cabinet {
                 break;
             }
         }
-        let slots = self.store.purge_slots(now).await?;
+        let slots = self.store.purge_slots(now, self.config.slots_max).await?;
         Ok(Purged {
             sessions,
             failures,

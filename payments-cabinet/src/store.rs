@@ -264,8 +264,10 @@ pub trait CabinetStore: Send + Sync {
     /// Forgets the failures `which` names; returns how many.
     async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError>;
 
-    /// Stores a one-time slot; [`StoreError::Duplicate`] if its id hash exists.
-    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError>;
+    /// Stores a one-time slot; [`StoreError::Duplicate`] if its id hash exists. Then keeps
+    /// at most `keep` slots of its owner, the newest by `created_at`: the owner's older ones
+    /// are deleted in the same call, so whatever a session does, it holds a bounded number.
+    async fn put_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError>;
     /// Takes the slot with id hash `hash` if `owner` owns it and it is live at `now` (its
     /// `expires_at` later than `now`): deletes it and answers it in one step, so that exactly
     /// one of concurrent takers gets it. A slot of another owner is neither answered nor
@@ -276,8 +278,10 @@ pub trait CabinetStore: Send + Sync {
         owner: Option<SessionId>,
         now: Timestamp,
     ) -> Result<Option<SlotRecord>, StoreError>;
-    /// Deletes the slots expired at `now` (`expires_at` at or before it); returns how many.
-    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError>;
+    /// Deletes the slots expired at `now` (`expires_at` at or before it), then those beyond
+    /// the `keep` that expire last (the oldest go first); returns how many. Deleting needs no
+    /// room of its own worth the name: it runs on a full disk too.
+    async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError>;
 
     /// Appends a record to the cabinet's audit log.
     async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError>;

@@ -691,11 +691,7 @@ async fn one_time_slots_are_sealed_taken_once_by_their_session_and_purged() {
     let payload = r#"{"value":"nl_test_secret-token"}"#;
 
     // At rest: a sealed string, the value nowhere in it.
-    let peeked = w
-        .cabinet
-        .put_slot(Some(mine), payload)
-        .await
-        .expect("a slot");
+    let peeked = w.cabinet.put_slot(mine, payload).await.expect("a slot");
     let stored = w
         .accounts
         .take_slot(&secrets::token_hash(&peeked), Some(mine), w.clock.now())
@@ -707,49 +703,31 @@ async fn one_time_slots_are_sealed_taken_once_by_their_session_and_purged() {
     assert_eq!(stored.expires_at, w.clock.now() + Duration::from_secs(300));
 
     // Taken once, by its own session only.
-    let id = w
-        .cabinet
-        .put_slot(Some(mine), payload)
-        .await
-        .expect("a slot");
+    let id = w.cabinet.put_slot(mine, payload).await.expect("a slot");
+    assert_eq!(w.cabinet.take_slot(theirs, &id).await.expect("take"), None);
     assert_eq!(
-        w.cabinet.take_slot(Some(theirs), &id).await.expect("take"),
-        None
-    );
-    assert_eq!(w.cabinet.take_slot(None, &id).await.expect("take"), None);
-    assert_eq!(
-        w.cabinet.take_slot(Some(mine), &id).await.expect("take"),
+        w.cabinet.take_slot(mine, &id).await.expect("take"),
         Some(payload.to_string())
     );
     assert_eq!(
-        w.cabinet.take_slot(Some(mine), &id).await.expect("take"),
+        w.cabinet.take_slot(mine, &id).await.expect("take"),
         None,
         "once"
     );
     assert_eq!(
-        w.cabinet
-            .take_slot(Some(mine), "not a slot")
-            .await
-            .expect("take"),
+        w.cabinet.take_slot(mine, "not a slot").await.expect("take"),
         None
     );
 
     // Five minutes, then gone; the purge deletes what was never read.
-    let late = w
-        .cabinet
-        .put_slot(Some(mine), payload)
-        .await
-        .expect("a slot");
-    let anonymous = w.cabinet.put_slot(None, "{}").await.expect("a slot");
+    let late = w.cabinet.put_slot(mine, payload).await.expect("a slot");
+    let other = w.cabinet.put_slot(theirs, "{}").await.expect("a slot");
     w.clock.advance(Duration::from_secs(300));
-    assert_eq!(
-        w.cabinet.take_slot(Some(mine), &late).await.expect("take"),
-        None
-    );
+    assert_eq!(w.cabinet.take_slot(mine, &late).await.expect("take"), None);
     assert_eq!(w.cabinet.purge().await.expect("purge").slots, 2);
     w.clock.advance(Duration::from_secs(3600));
     assert_eq!(
-        w.cabinet.take_slot(None, &anonymous).await.expect("take"),
+        w.cabinet.take_slot(theirs, &other).await.expect("take"),
         None
     );
     assert_eq!(w.cabinet.purge().await.expect("purge").slots, 0);

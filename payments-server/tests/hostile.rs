@@ -1,11 +1,13 @@
 //! Hostile clients over real sockets: slow bodies and slow headers do not keep a
 //! well-behaved client out, idle and slow connections are closed after the documented
 //! timeouts, a body shorter than announced is answered, the connection cap answers `503` and
-//! closes without growing memory, HTTP/2 is not spoken in clear text, and a burst of cabinet
-//! sign-ins neither takes the memory nor slows the merchant API.
+//! closes without growing memory, HTTP/2 is not spoken in clear text, a burst of cabinet
+//! sign-ins neither takes the memory nor slows the merchant API, and a flood of refused
+//! sign-ins does not fill the disk.
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use payments_server::testing::TestServer;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -610,5 +612,123 @@ async fn idle_http2_connections_that_answer_pings_are_closed() {
             "connection {n} closed {idle:?} after its request (idle timeout {IDLE:?})"
         );
     }
+    ts.stop().await;
+}
+
+/// The bytes of every file under `dir` (the data dir: the database, its WAL, the key files).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("the data dir reads")
+        .filter_map(Result::ok)
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// 10,000 refused sign-ins from one address, each with an e-mail field of about 64 KiB (the
+/// most a cabinet form takes): wrong passwords, then throttled. A refused form without a
+/// session is carried back in the browser's cookie, never stored, and only a valid e-mail
+/// address of at most 254 characters is carried at all; so the data dir grows by at most a
+/// few MiB (the WAL's pages, the failure counters that the throttle keeps per source), where
+/// a stored refusal each once grew it by 1 GB in 30 s. The page the refusal leads to still
+/// says why, without echoing the junk, and the merchant API still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_sign_ins_do_not_fill_the_disk() {
+    const SIGN_INS: usize = 10_000;
+    const BOUND_MIB: u64 = 8;
+    let _shared = RSS_ALONE.read().await;
+    let ts = TestServer::sandbox().await;
+    let cabinet = ts
+        .cabinet_url
+        .clone()
+        .expect("the sandbox runs the cabinet");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let junk = format!(
+        "{}@x.example",
+        "a".repeat(payments_cabinet::web::MAX_FORM_BYTES - 200)
+    );
+    let sign_in = |email: String| {
+        let http = http.clone();
+        let url = format!("{cabinet}/sign-in");
+        async move {
+            http.post(url)
+                .header("sec-fetch-site", "same-origin")
+                .form(&[("email", email), ("password", "guess".into())])
+                .send()
+                .await
+                .expect("the cabinet answers")
+        }
+    };
+    // Warm: the first refusal's writes (the schema's pages, the WAL) are in the baseline.
+    let first = sign_in(junk.clone()).await;
+    assert_eq!(first.status(), 303);
+    let before = dir_bytes(ts.dir.path());
+    let started = Instant::now();
+    let answers: Vec<reqwest::Response> = futures_util::stream::iter(0..SIGN_INS)
+        .map(|_| sign_in(junk.clone()))
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let took = started.elapsed();
+    assert!(
+        answers.iter().all(|r| r.status() == 303),
+        "every refusal redirects to the sign-in page"
+    );
+    let cookie = answers
+        .last()
+        .and_then(|r| r.headers().get("set-cookie"))
+        .and_then(|v| v.to_str().ok())
+        .expect("the refusal travels in a cookie")
+        .to_string();
+    assert!(
+        cookie.len() < 2200,
+        "a small cookie: {} bytes",
+        cookie.len()
+    );
+    let after = dir_bytes(ts.dir.path());
+    let grown_kib = after.saturating_sub(before) / 1024;
+    eprintln!(
+        "{SIGN_INS} refused sign-ins with {} KiB e-mails in {took:?}: the data dir grew \
+         {grown_kib} KiB ({before} -> {after} bytes)",
+        junk.len() / 1024
+    );
+    assert!(
+        grown_kib <= BOUND_MIB * 1024,
+        "the data dir grew {grown_kib} KiB for {SIGN_INS} refused sign-ins (bound {BOUND_MIB} MiB)"
+    );
+    // The page the last refusal leads to says why (throttled by now), without the junk.
+    let to = answers
+        .last()
+        .and_then(|r| r.headers().get("location"))
+        .and_then(|v| v.to_str().ok())
+        .expect("a Location")
+        .to_string();
+    let pair = cookie.split(';').next().expect("a pair").to_string();
+    let page = http
+        .get(format!("{cabinet}{to}"))
+        .header("cookie", pair)
+        .send()
+        .await
+        .expect("the cabinet answers");
+    assert_eq!(page.status(), 429, "throttled by now");
+    let body = page.text().await.expect("a body");
+    assert!(body.contains("Too many failed attempts"), "{body}");
+    assert!(!body.contains("aaaaaaaaaaaaaaaa"), "the junk is not echoed");
+    let answer = ts
+        .client()
+        .create_payment(&json!({
+            "merchant_payment_id": "after-the-flood",
+            "amount": "3400",
+            "payment_method": "sbp",
+        }))
+        .await
+        .expect("the server answers");
+    assert_eq!(answer.status, 201, "{}", answer.json);
     ts.stop().await;
 }

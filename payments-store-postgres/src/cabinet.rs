@@ -243,10 +243,20 @@ pub(crate) async fn take_invite<C: GenericClient>(
 
 // --- one-time slots --------------------------------------------------------------------------
 
-pub(crate) async fn put_slot<C: GenericClient>(c: &C, slot: &SlotRecord) -> Result<(), StoreError> {
+/// Two statements without a transaction: the trim deletes only slots outside the owner's
+/// newest `keep` at its own moment, so a concurrent put of the same owner never loses its
+/// new slot to it.
+pub(crate) async fn put_slot<C: GenericClient>(
+    c: &C,
+    slot: &SlotRecord,
+    keep: usize,
+) -> Result<(), StoreError> {
     duplicate(write_record(c, &st::SLOT_INSERT, slot).await?, || {
         "slot".into()
     })?;
+    let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+    let values = codec::params([slot_owner(slot.owner), SqlValue::Int(keep)]);
+    execute(c, sql(&st::SLOT_TRIM), &codec::refs(&values)).await?;
     Ok(())
 }
 
@@ -265,8 +275,11 @@ pub(crate) async fn take_slot<C: GenericClient>(
 pub(crate) async fn purge_slots<C: GenericClient>(
     c: &C,
     now: Timestamp,
+    keep: u64,
 ) -> Result<u64, StoreError> {
-    execute(c, sql(&st::SLOTS_PURGE), &[&now.unix_millis()]).await
+    let expired = execute(c, sql(&st::SLOTS_PURGE), &[&now.unix_millis()]).await?;
+    let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+    Ok(expired + execute(c, sql(&st::SLOTS_OVER), &[&keep]).await?)
 }
 
 // --- failures --------------------------------------------------------------------------------

@@ -770,9 +770,9 @@ impl CabinetStore for PgStore {
         }
     }
 
-    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError> {
+    async fn put_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
         let client = self.client().await?;
-        cabinet::put_slot(&client, slot).await
+        cabinet::put_slot(&client, slot, keep).await
     }
 
     async fn take_slot(
@@ -785,9 +785,9 @@ impl CabinetStore for PgStore {
         cabinet::take_slot(&client, hash, owner, now).await
     }
 
-    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError> {
+    async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        cabinet::purge_slots(&client, now).await
+        cabinet::purge_slots(&client, now, keep).await
     }
 
     async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {

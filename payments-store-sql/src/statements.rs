@@ -18,7 +18,7 @@ use crate::record::{
     SECRET_ROW_COLUMNS,
 };
 use crate::sealing::SEALED_COLUMNS;
-use crate::sql::{insert, list, select, upsert, Sql};
+use crate::sql::{insert, list, select, upsert, Dialect, Sql};
 use crate::value::SqlValue;
 
 // --- merchants and projects ------------------------------------------------------------------
@@ -489,9 +489,27 @@ pub static SLOT_TAKE: Sql = Sql::new(|_| {
         list(SlotRecord::COLUMNS)
     )
 });
+/// Deletes the slots of owner `$1` but the newest `$2` (by `created_at`).
+pub static SLOT_TRIM: Sql = Sql::new(|_| {
+    "DELETE FROM cabinet_slots WHERE owner = $1 AND id_hash NOT IN (\
+     SELECT id_hash FROM cabinet_slots WHERE owner = $1 \
+     ORDER BY created_at DESC, id_hash DESC LIMIT $2)"
+        .to_string()
+});
 /// Deletes the slots expired at `$1`.
 pub static SLOTS_PURGE: Sql =
     Sql::new(|_| "DELETE FROM cabinet_slots WHERE expires_at <= $1".to_string());
+/// Deletes the slots beyond the `$1` that expire last.
+pub static SLOTS_OVER: Sql = Sql::new(|d| {
+    let all = match d {
+        Dialect::Sqlite => "LIMIT -1",
+        Dialect::Postgres => "LIMIT ALL",
+    };
+    format!(
+        "DELETE FROM cabinet_slots WHERE id_hash IN (SELECT id_hash FROM cabinet_slots \
+         ORDER BY expires_at DESC, id_hash DESC {all} OFFSET $1)"
+    )
+});
 
 // --- the web cabinet: failures, audit, token use, payer pages -------------------------------
 

@@ -210,9 +210,20 @@ pub(crate) fn take_invite(
 
 // --- one-time slots --------------------------------------------------------------------------
 
-pub(crate) fn put_slot(conn: &Connection, slot: &SlotRecord) -> Result<(), StoreError> {
+/// The insert and the owner's trim are one job of the writer: one transaction.
+pub(crate) fn put_slot(
+    conn: &Connection,
+    slot: &SlotRecord,
+    keep: usize,
+) -> Result<(), StoreError> {
     execute_raw(conn, &st::SLOT_INSERT, record_params(slot)?)
         .map_err(|e| duplicate(e, || "slot".into()))?;
+    let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+    execute(
+        conn,
+        &st::SLOT_TRIM,
+        codec::params([slot_owner(slot.owner), SqlValue::Int(keep)]),
+    )?;
     Ok(())
 }
 
@@ -231,8 +242,10 @@ pub(crate) fn take_slot(
     )
 }
 
-pub(crate) fn purge_slots(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
-    Ok(execute(conn, &st::SLOTS_PURGE, [now.unix_millis()])? as u64)
+pub(crate) fn purge_slots(conn: &Connection, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
+    let expired = execute(conn, &st::SLOTS_PURGE, [now.unix_millis()])? as u64;
+    let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+    Ok(expired + execute(conn, &st::SLOTS_OVER, [keep])? as u64)
 }
 
 // --- failures --------------------------------------------------------------------------------

@@ -651,9 +651,9 @@ impl CabinetStore for SqliteStore {
         }
     }
 
-    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError> {
+    async fn put_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
         let slot = slot.clone();
-        self.write(move |c| cabinet::put_slot(c, &slot)).await
+        self.write(move |c| cabinet::put_slot(c, &slot, keep)).await
     }
 
     async fn take_slot(
@@ -667,8 +667,9 @@ impl CabinetStore for SqliteStore {
             .await
     }
 
-    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError> {
-        self.write(move |c| cabinet::purge_slots(c, now)).await
+    async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
+        self.write(move |c| cabinet::purge_slots(c, now, keep))
+            .await
     }
 
     async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {

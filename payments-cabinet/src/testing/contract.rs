@@ -38,6 +38,7 @@ pub fn cabinet_checks<S: CabinetStore>() -> Vec<Check<S>> {
         ("cabinet_enrolment", |s| Box::pin(cabinet_enrolment(s))),
         ("cabinet_invites", |s| Box::pin(cabinet_invites(s))),
         ("cabinet_slots", |s| Box::pin(cabinet_slots(s))),
+        ("cabinet_slot_bounds", |s| Box::pin(cabinet_slot_bounds(s))),
         ("cabinet_concurrent_slot_takes", |s| {
             Box::pin(cabinet_concurrent_slot_takes(s))
         }),
@@ -608,10 +609,10 @@ pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
     let s2 = sample_slot(2, None, T0 + ms(1000));
     let s3 = sample_slot(3, a, T0 + ms(100));
     for s in [&s1, &s2, &s3] {
-        store.put_slot(s).await.expect("put_slot");
+        store.put_slot(s, 16).await.expect("put_slot");
     }
     assert!(
-        matches!(store.put_slot(&s1).await, Err(StoreError::Duplicate(_))),
+        matches!(store.put_slot(&s1, 16).await, Err(StoreError::Duplicate(_))),
         "an id is one slot's"
     );
     assert_eq!(
@@ -657,9 +658,9 @@ pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
         "expired at its expiry"
     );
     let s4 = sample_slot(4, b, T0 + ms(101));
-    store.put_slot(&s4).await.expect("put_slot");
+    store.put_slot(&s4, 16).await.expect("put_slot");
     assert_eq!(
-        store.purge_slots(T0 + ms(100)).await.expect("purge"),
+        store.purge_slots(T0 + ms(100), 1000).await.expect("purge"),
         1,
         "the expired slot only"
     );
@@ -676,14 +677,68 @@ pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
         Some(s4),
         "a live slot outlives the purge"
     );
-    assert_eq!(store.purge_slots(T0 + ms(5000)).await.expect("purge"), 0);
+    assert_eq!(
+        store.purge_slots(T0 + ms(5000), 1000).await.expect("purge"),
+        0
+    );
+}
+
+/// An owner keeps its newest `keep` slots (a new one deletes its oldest beyond them, never
+/// another owner's), and the purge keeps at most `keep` slots in all, those that expire last.
+pub async fn cabinet_slot_bounds<S: CabinetStore>(store: &S) {
+    let (a, b) = (Some(session_id(1)), Some(session_id(2)));
+    let theirs = sample_slot(50, b, T0 + ms(10_000));
+    store.put_slot(&theirs, 3).await.expect("put_slot");
+    let mine: Vec<SlotRecord> = (1..=5)
+        .map(|n| sample_slot(n, a, T0 + ms(1000 + i64::from(n))))
+        .collect();
+    for s in &mine {
+        store.put_slot(s, 3).await.expect("put_slot");
+    }
+    for s in &mine[..2] {
+        assert_eq!(
+            store.take_slot(&s.id_hash, a, T0).await.expect("take"),
+            None,
+            "an owner's oldest beyond 3 are gone"
+        );
+    }
+    assert_eq!(
+        store
+            .take_slot(&mine[2].id_hash, a, T0)
+            .await
+            .expect("take"),
+        Some(mine[2].clone()),
+        "its newest 3 are kept"
+    );
+    // Left: mine[3], mine[4] and theirs (which expires last). Keep 2: mine[3] goes.
+    assert_eq!(store.purge_slots(T0, 2).await.expect("purge"), 1);
+    assert_eq!(
+        store
+            .take_slot(&mine[3].id_hash, a, T0)
+            .await
+            .expect("take"),
+        None,
+        "the first to expire goes first"
+    );
+    assert_eq!(
+        store.take_slot(&theirs.id_hash, b, T0).await.expect("take"),
+        Some(theirs),
+        "another owner's slot outlives both bounds"
+    );
+    assert_eq!(
+        store
+            .take_slot(&mine[4].id_hash, a, T0)
+            .await
+            .expect("take"),
+        Some(mine[4].clone())
+    );
 }
 
 /// Of many concurrent takes of one slot by its owner, exactly one gets it.
 pub async fn cabinet_concurrent_slot_takes<S: CabinetStore>(store: &S) {
     let owner = Some(session_id(1));
     let slot = sample_slot(1, owner, T0 + ms(1000));
-    store.put_slot(&slot).await.expect("put_slot");
+    store.put_slot(&slot, 16).await.expect("put_slot");
     let results = join_all((0..16).map(|_| store.take_slot(&slot.id_hash, owner, T0))).await;
     let taken: Vec<SlotRecord> = results
         .into_iter()
@@ -1071,7 +1126,7 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         expires_at: at + ms(60_000),
     };
     store
-        .put_slot(&slot)
+        .put_slot(&slot, 16)
         .await
         .unwrap_or_else(|e| fail(round, "put_slot", e));
     assert_eq!(
@@ -1082,7 +1137,7 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         Some(slot)
     );
     store
-        .purge_slots(T0)
+        .purge_slots(T0, 100_000)
         .await
         .unwrap_or_else(|e| fail(round, "purge_slots", e));
     let key_name = format!("upgrade:{round}");

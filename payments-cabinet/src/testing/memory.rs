@@ -284,12 +284,22 @@ impl CabinetStore for MemoryCabinetStore {
         Ok((n - st.failures.len()) as u64)
     }
 
-    async fn put_slot(&self, slot: &SlotRecord) -> Result<(), StoreError> {
+    async fn put_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
         let mut st = self.lock();
         if st.slots.iter().any(|s| s.id_hash == slot.id_hash) {
             return Err(StoreError::Duplicate("slot".into()));
         }
         st.slots.push(slot.clone());
+        let mut owners: Vec<(Timestamp, [u8; 32])> = st
+            .slots
+            .iter()
+            .filter(|s| s.owner == slot.owner)
+            .map(|s| (s.created_at, s.id_hash))
+            .collect();
+        owners.sort_unstable_by(|a, b| b.cmp(a));
+        let kept: Vec<[u8; 32]> = owners.iter().take(keep).map(|(_, id)| *id).collect();
+        st.slots
+            .retain(|s| s.owner != slot.owner || kept.contains(&s.id_hash));
         Ok(())
     }
 
@@ -310,10 +320,14 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(Some(st.slots.remove(index)))
     }
 
-    async fn purge_slots(&self, now: Timestamp) -> Result<u64, StoreError> {
+    async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
         let mut st = self.lock();
         let n = st.slots.len();
         st.slots.retain(|s| s.expires_at > now);
+        st.slots
+            .sort_unstable_by_key(|s| std::cmp::Reverse((s.expires_at, s.id_hash)));
+        st.slots
+            .truncate(usize::try_from(keep).unwrap_or(usize::MAX));
         Ok((n - st.slots.len()) as u64)
     }
 

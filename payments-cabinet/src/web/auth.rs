@@ -14,7 +14,7 @@ use super::{
     html, ok, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
     CabinetState, FormData, Half, PageError, PageResult,
 };
-use crate::accounts::{Client, SignInError};
+use crate::accounts::{refill_email, Client, SignInError};
 use crate::secrets::{PasswordRule, PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS};
 
 /// What the sign-in page may say after a redirect.
@@ -44,13 +44,11 @@ fn done_notice(done: &Done) -> Option<String> {
 
 pub(crate) async fn sign_in_page(
     State(st): State<CabinetState>,
+    headers: HeaderMap,
     Query(done): Query<Done>,
 ) -> Response {
-    // A refused sign-in's message and e-mail: no session yet, so the slot has no owner.
-    let flash = match once::flash(&st, None, done.flash.as_deref(), "sign-in").await {
-        Ok(f) => f,
-        Err(page) => return page,
-    };
+    // A refused sign-in's message and e-mail: no session yet, so they came in a cookie.
+    let flash = once::anonymous_flash(&st, &headers, done.flash.as_deref(), "sign-in");
     let chrome = st.chrome(tr("Sign in"), None).notice(done_notice(&done));
     let page = ok(&SignIn {
         chrome: with_errors(chrome, flash.as_ref()),
@@ -59,7 +57,7 @@ pub(crate) async fn sign_in_page(
             .and_then(|f| f.typed("email"))
             .unwrap_or_default(),
     });
-    answer(flash.as_ref(), page)
+    once::forget_anonymous(&st, &headers, answer(flash.as_ref(), page))
 }
 
 pub(crate) async fn sign_in(
@@ -84,9 +82,11 @@ pub(crate) async fn sign_in(
             with_cookie(&st, see_other(next), session.cookie.expose())
         }
         Err(e) => {
-            let flash = Flash::refused("sign-in", &e, StatusCode::UNAUTHORIZED, "email")
-                .input("email", email);
-            once::refuse(&st, None, "/sign-in", "", flash).await
+            let mut flash = Flash::refused("sign-in", &e, StatusCode::UNAUTHORIZED, "email");
+            if let Some(email) = refill_email(&email, &e) {
+                flash = flash.input("email", email);
+            }
+            once::refuse_anonymous(&st, "/sign-in", flash)
         }
     }
 }
@@ -99,7 +99,7 @@ pub(crate) async fn code_page(
     if half.current.user.totp_confirmed_at.is_none() {
         return see_other("/sign-in/enrol");
     }
-    let owner = Some(half.current.session.id);
+    let owner = half.current.session.id;
     let flash = match once::flash(&st, owner, q.flash.as_deref(), "code").await {
         Ok(f) => f,
         Err(page) => return page,
@@ -126,7 +126,7 @@ async fn refused(
         SignInError::SessionEnded => without_cookie(st, see_other("/sign-in?done=ended")),
         other => {
             let flash = Flash::refused(page, &other, StatusCode::UNAUTHORIZED, field);
-            once::refuse(st, Some(half.current.session.id), path, "", flash).await
+            once::refuse(st, half.current.session.id, path, "", flash).await
         }
     }
 }
@@ -152,7 +152,7 @@ pub(crate) async fn recovery_page(
     half: Half,
     Query(q): Query<Again>,
 ) -> Response {
-    let owner = Some(half.current.session.id);
+    let owner = half.current.session.id;
     let flash = match once::flash(&st, owner, q.flash.as_deref(), "recovery").await {
         Ok(f) => f,
         Err(page) => return page,
@@ -289,7 +289,7 @@ async fn enrol_view(st: &CabinetState, half: &Half, flash: Option<&str>) -> Page
     if half.current.user.totp_confirmed_at.is_some() {
         return Err(see_other(second_step_path(&half.current)));
     }
-    let flash = once::flash(st, Some(half.current.session.id), flash, "enrol").await?;
+    let flash = once::flash(st, half.current.session.id, flash, "enrol").await?;
     let enrolment = st
         .cabinet
         .enrolment(&half.current)
@@ -364,22 +364,20 @@ pub(crate) async fn sign_out(
 
 pub(crate) async fn invite_page(
     State(st): State<CabinetState>,
+    headers: HeaderMap,
     Path(token): Path<String>,
     Query(q): Query<Again>,
 ) -> Response {
     match st.cabinet.invite_user(&token).await {
         Ok(user) => {
-            let flash = match once::flash(&st, None, q.flash.as_deref(), "invite").await {
-                Ok(f) => f,
-                Err(page) => return page,
-            };
+            let flash = once::anonymous_flash(&st, &headers, q.flash.as_deref(), "invite");
             let chrome = st.chrome(tr("Set your password"), None);
             let page = ok(&InvitePage {
                 chrome: with_errors(chrome, flash.as_ref()),
                 email: user.email,
                 token,
             });
-            answer(flash.as_ref(), page)
+            once::forget_anonymous(&st, &headers, answer(flash.as_ref(), page))
         }
         Err(e) if e.code == payments_core::ErrorCode::NotFound => invite_gone(&st),
         Err(e) => PageError::from(e).render(&st),
@@ -409,18 +407,18 @@ pub(crate) async fn invite(
         return see_other(&page);
     }
     let again = |field: &str, message: String| {
-        // No session yet: the slot has no owner and holds the message only (never a password).
+        // No session yet: the browser's cookie carries the message only (never a password).
         let flash = Flash::new("invite", StatusCode::UNPROCESSABLE_ENTITY).error(field, message);
-        once::refuse(&st, None, &page, "", flash)
+        once::refuse_anonymous(&st, &page, flash)
     };
     let password = form.get("password");
     if password != form.get("password_again") {
-        return again("password_again", tr("The two passwords differ.").into()).await;
+        return again("password_again", tr("The two passwords differ.").into());
     }
     match st.cabinet.set_password(&token, password, &client).await {
         Ok(_) => without_cookie(&st, see_other("/sign-in?done=password")),
         Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
-            again("password", password_refusal(&e.message)).await
+            again("password", password_refusal(&e.message))
         }
         Err(_) => see_other(&page),
     }

@@ -540,7 +540,11 @@ where
 
 /// The session cookie's value, if the request has one.
 pub(crate) fn session_cookie(st: &CabinetState, headers: &HeaderMap) -> Option<String> {
-    let name = st.cookie_name();
+    cookie(headers, st.cookie_name()).filter(|v| v.len() <= 128)
+}
+
+/// The value of the request's cookie `name`, when it has one that is not empty.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -549,7 +553,7 @@ pub(crate) fn session_cookie(st: &CabinetState, headers: &HeaderMap) -> Option<S
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(n, _)| *n == name)
         .map(|(_, v)| v.to_string())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .filter(|v| !v.is_empty())
 }
 
 /// A fully signed-in user (password and second factor). Without one, pages redirect to

@@ -11,12 +11,17 @@
 //!   once with the refusal's status (`401`, `422`, `429` ...). Nothing the user typed travels
 //!   in a URL.
 //!
-//! Slots live in the cabinet's store, so any node of a deployment answers the redirect.
+//! Slots live in the cabinet's store, so any node of a deployment answers the redirect. Only
+//! a session has slots (at most [`CabinetConfig::slots_per_session`]): a page without one (sign-in, an
+//! invitation) carries its refused form in a short-lived cookie of the browser instead
+//! ([`refuse_anonymous`]), so that no request without a session makes the cabinet store
+//! anything for its form: a flood of refused sign-ins cannot fill the disk.
 //!
 //! [`Cabinet::put_slot`]: crate::accounts::Cabinet::put_slot
+//! [`CabinetConfig::slots_per_session`]: crate::accounts::CabinetConfig::slots_per_session
 
 use axum::extract::{Path, State};
-use axum::http::header::{self, HeaderValue};
+use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::ids::SessionId;
@@ -170,7 +175,7 @@ pub(crate) fn with_errors(mut chrome: Chrome, flash: Option<&Flash>) -> Chrome {
 /// Keeps `slot` for `owner`; its id.
 pub(crate) async fn put(
     st: &CabinetState,
-    owner: Option<SessionId>,
+    owner: SessionId,
     slot: &Slot,
 ) -> Result<String, Response> {
     let payload = serde_json::to_string(slot).expect("a slot serialises");
@@ -183,7 +188,7 @@ pub(crate) async fn put(
 /// Takes slot `id` of `owner`, if there is one to take.
 pub(crate) async fn take(
     st: &CabinetState,
-    owner: Option<SessionId>,
+    owner: SessionId,
     id: &str,
 ) -> Result<Option<Slot>, Response> {
     let Some(payload) = st
@@ -207,7 +212,7 @@ pub(crate) async fn take(
 /// of `owner` (the session that will show it: for a step that renews the session, the new
 /// one) and the answer is `303` to `GET /shown/<slot>`.
 pub(crate) async fn show_once(st: &CabinetState, owner: SessionId, slot: Slot) -> Response {
-    match put(st, Some(owner), &slot).await {
+    match put(st, owner, &slot).await {
         Ok(id) => see_other(&format!("/shown/{id}")),
         Err(page) => page,
     }
@@ -217,7 +222,7 @@ pub(crate) async fn show_once(st: &CabinetState, owner: SessionId, slot: Slot) -
 /// is `303` to `path` (the form's page, without query) with `?flash=<slot>` and `#anchor`.
 pub(crate) async fn refuse(
     st: &CabinetState,
-    owner: Option<SessionId>,
+    owner: SessionId,
     path: &str,
     anchor: &str,
     flash: Flash,
@@ -239,7 +244,7 @@ pub(crate) async fn refuse(
 /// or it is another page's.
 pub(crate) async fn flash(
     st: &CabinetState,
-    owner: Option<SessionId>,
+    owner: SessionId,
     id: Option<&str>,
     page: &str,
 ) -> Result<Option<Flash>, Response> {
@@ -252,6 +257,109 @@ pub(crate) async fn flash(
     })
 }
 
+/// The cookie that carries a refused form of a page without a session over TLS: `__Host-`
+/// pins it to this host, so no other site or subdomain can set it.
+pub const SECURE_FLASH_COOKIE: &str = "__Host-cabinet-flash";
+/// The same over plain HTTP (local development).
+pub const PLAIN_FLASH_COOKIE: &str = "cabinet-flash";
+/// The most bytes of a refusal carried in the cookie (its messages and an e-mail address of
+/// at most 254 characters take far less; browsers keep 4 KiB a cookie).
+const MAX_FLASH_COOKIE: usize = 2048;
+
+fn flash_cookie_name(st: &CabinetState) -> &'static str {
+    if st.tls {
+        SECURE_FLASH_COOKIE
+    } else {
+        PLAIN_FLASH_COOKIE
+    }
+}
+
+/// What `?flash=` names for a refusal carried in the cookie: the start of its SHA-256, so
+/// that the page shows the refusal it was redirected for and no older one.
+fn flash_tag(value: &str) -> String {
+    use base64::Engine as _;
+    let digest = crate::secrets::token_hash(value);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest[..12])
+}
+
+/// The answer to a refused form of a page without a session (sign-in, an invitation): the
+/// refusal goes into a short-lived cookie of the browser (never into the store) and the
+/// answer is `303` to `path` with `?flash=<tag>`. What the cookie carries is what the form
+/// may show again: the messages and what the caller chose to keep (the sign-in keeps a valid
+/// e-mail address at most, [`crate::accounts::refill_email`]).
+pub(crate) fn refuse_anonymous(st: &CabinetState, path: &str, mut flash: Flash) -> Response {
+    use base64::Engine as _;
+    let encode = |f: &Flash| {
+        let json = serde_json::to_vec(f).expect("a refusal serialises");
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    };
+    let mut value = encode(&flash);
+    if value.len() > MAX_FLASH_COOKIE {
+        // Never expected (the caller keeps inputs short): the messages alone, then nothing.
+        flash.inputs.clear();
+        value = encode(&flash);
+    }
+    if value.len() > MAX_FLASH_COOKIE {
+        flash.errors.clear();
+        value = encode(&flash);
+    }
+    debug_assert!(value.len() <= MAX_FLASH_COOKIE, "a refusal cookie is small");
+    let secure = if st.tls { "; Secure" } else { "" };
+    let cookie = format!(
+        "{}={value}; Path=/; Max-Age=300; HttpOnly; SameSite=Strict{secure}",
+        flash_cookie_name(st)
+    );
+    let mut response = see_other(&format!("{path}?flash={}", flash_tag(&value)));
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&cookie).expect("base64url and fixed attributes"),
+    );
+    response
+}
+
+/// The refused form of `page` that a page without a session was redirected with
+/// (`?flash=<tag>` naming the browser's refusal cookie); `None` without one, for another
+/// page, or after it was shown (the page clears the cookie: [`forget_anonymous`]).
+pub(crate) fn anonymous_flash(
+    st: &CabinetState,
+    headers: &HeaderMap,
+    tag: Option<&str>,
+    page: &str,
+) -> Option<Flash> {
+    use base64::Engine as _;
+    let tag = tag?;
+    let value = super::cookie(headers, flash_cookie_name(st))?;
+    if value.len() > MAX_FLASH_COOKIE || flash_tag(&value) != tag {
+        return None;
+    }
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(value)
+        .ok()?;
+    serde_json::from_slice::<Flash>(&json)
+        .ok()
+        .filter(|f| f.page == page)
+}
+
+/// `response` clearing the refusal cookie when the request had one: a refusal is shown once.
+pub(crate) fn forget_anonymous(
+    st: &CabinetState,
+    headers: &HeaderMap,
+    mut response: Response,
+) -> Response {
+    if super::cookie(headers, flash_cookie_name(st)).is_some() {
+        let secure = if st.tls { "; Secure" } else { "" };
+        let cookie = format!(
+            "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{secure}",
+            flash_cookie_name(st)
+        );
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            HeaderValue::from_str(&cookie).expect("fixed text"),
+        );
+    }
+    response
+}
+
 /// `GET /shown/{slot}`: the value kept in the slot, once, to the session it was made for;
 /// anything else (a reload, another session, a late visit) is "already shown" (`410`), and
 /// nothing is done.
@@ -261,7 +369,7 @@ pub(crate) async fn shown(
     Path(id): Path<String>,
 ) -> Response {
     let current = &signed.current;
-    let slot = match take(&st, Some(current.session.id), &id).await {
+    let slot = match take(&st, current.session.id, &id).await {
         Ok(slot) => slot,
         Err(page) => return page,
     };

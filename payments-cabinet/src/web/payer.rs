@@ -453,7 +453,7 @@ pub(crate) async fn settings_page(
     let (project, _) = super::projects::visible_project(&st, &signed.current, &id).await?;
     let flash = super::once::flash(
         &st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         q.flash.as_deref(),
         &settings_name(&project),
     )
@@ -528,9 +528,7 @@ pub(crate) async fn save_settings(
             "payer_language",
             tr("Language: choose English or Russian.").into(),
         );
-        return Ok(
-            super::once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await,
-        );
+        return Ok(super::once::refuse(&st, signed.current.session.id, &back, "", flash).await);
     };
     let patch = payments_core::service::ProjectPatch {
         payer_page: Some(on),
@@ -574,7 +572,7 @@ pub(crate) async fn save_settings(
                 "payer_page"
             };
             let flash = refuse(field, message.replacen("return_url: ", "Return URL: ", 1));
-            Ok(super::once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await)
+            Ok(super::once::refuse(&st, signed.current.session.id, &back, "", flash).await)
         }
         Err(e) => Err(super::PageError::from(e).render(&st)),
     }

@@ -554,7 +554,7 @@ pub(crate) async fn card(
     // A refused operation, once: its reason and status.
     let flash = once::flash(
         &st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         q.flash.as_deref(),
         &card_name(&payment),
     )
@@ -651,7 +651,7 @@ async fn run_operation(
             let flash = Flash::new(card_name(&payment), code).error("payment-status", message);
             Ok(once::refuse(
                 st,
-                Some(signed.current.session.id),
+                signed.current.session.id,
                 &format!("/payments/{}", payment.id),
                 "",
                 flash,
@@ -891,7 +891,7 @@ pub(crate) async fn deliveries(
     });
     let flash = once::flash(
         &st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         f.flash.as_deref(),
         &deliveries_name(&project),
     )
@@ -1008,7 +1008,7 @@ pub(crate) async fn event_page(
         .map_err(|e| PageError::from(e).render(&st))?;
     let flash = once::flash(
         &st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         q.flash.as_deref(),
         &event_name(event_id),
     )
@@ -1135,7 +1135,7 @@ pub(crate) async fn event_resend(
             let flash = Flash::new(event_name(id), status(&e)).error("resend", e.message);
             Ok(once::refuse(
                 &st,
-                Some(signed.current.session.id),
+                signed.current.session.id,
                 &format!("/projects/{}/events/{id}", project.id),
                 "",
                 flash,
@@ -1168,7 +1168,7 @@ pub(crate) async fn recover_page(
     let Some(since) = date(&f.since) else {
         let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)
             .error("since", tr("Since: a date as YYYY-MM-DD."));
-        return Ok(once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await);
+        return Ok(once::refuse(&st, signed.current.session.id, &back, "", flash).await);
     };
     Ok(ok(&Confirm {
         chrome: st
@@ -1211,7 +1211,7 @@ pub(crate) async fn recover(
     let Some(since) = date(&f.since) else {
         let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)
             .error("since", tr("Since: a date as YYYY-MM-DD."));
-        return Ok(once::refuse(&st, Some(signed.current.session.id), &back, "", flash).await);
+        return Ok(once::refuse(&st, signed.current.session.id, &back, "", flash).await);
     };
     let report = st
         .cabinet

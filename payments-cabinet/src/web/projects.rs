@@ -391,7 +391,7 @@ pub(crate) async fn access(
     // A refused form of this page, once: its errors and what was typed.
     let flash = once::flash(
         &st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         q.flash.as_deref(),
         &access_page_name(&project),
     )
@@ -444,7 +444,7 @@ async fn refused(
 ) -> PageResult {
     Ok(once::refuse(
         st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         &format!("/projects/{}", project.id),
         anchor,
         flash,

@@ -205,7 +205,7 @@ pub(crate) async fn page(
     // A refused form of this page, once: its errors and status.
     let flash = once::flash(
         &st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         q.flash.as_deref(),
         "security",
     )
@@ -225,7 +225,7 @@ pub(crate) async fn page(
 
 /// A refused form of the security page: `303` to the page, which shows `flash` once.
 async fn again(st: &CabinetState, signed: &Signed, flash: Flash) -> PageResult {
-    Ok(once::refuse(st, Some(signed.current.session.id), "/security", "", flash).await)
+    Ok(once::refuse(st, signed.current.session.id, "/security", "", flash).await)
 }
 
 async fn refused(st: &CabinetState, signed: &Signed, e: SignInError, field: &str) -> PageResult {
@@ -325,7 +325,7 @@ pub(crate) async fn begin_reenrolment(
         .await
     {
         Ok((session, enrolment)) => {
-            let owner = Some(session.record.id);
+            let owner = session.record.id;
             let pending = Slot::PendingKey {
                 key_base32: enrolment.key_base32.clone(),
             };
@@ -361,7 +361,7 @@ pub(crate) async fn reenrolment_page(
 ) -> PageResult {
     let flash = once::flash(
         &st,
-        Some(signed.current.session.id),
+        signed.current.session.id,
         q.flash.as_deref(),
         REENROL_PAGE,
     )
@@ -395,7 +395,7 @@ pub(crate) async fn confirm_reenrolment(
     client: Client,
     form: FormData,
 ) -> PageResult {
-    let owner = Some(signed.current.session.id);
+    let owner = signed.current.session.id;
     let key_base32 = match once::take(&st, owner, form.get("pending")).await? {
         Some(Slot::PendingKey { key_base32 }) => key_base32,
         _ => {

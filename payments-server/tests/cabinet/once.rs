@@ -192,13 +192,39 @@ async fn a_refused_form_comes_back_once_through_the_redirect() {
     let to = p.location.clone().expect("a Location");
     assert!(to.starts_with("/sign-in?flash="), "{to}");
     assert!(!to.contains("owner"), "nothing typed in the URL: {to}");
+    // Without a session nothing is stored: the refusal travels in the browser's cookie, so
+    // another browser following the same URL sees the plain form.
+    let cookie = p
+        .set_cookies
+        .iter()
+        .find(|c| c.starts_with("cabinet-flash="))
+        .expect("the refusal's cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=300"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    let stranger = Visitor::new(c.url()).get(&to).await;
+    assert_eq!(stranger.status, 200, "not this browser's refusal");
+    assert!(!stranger.body.contains("not right"));
     let again = v.get(&to).await;
     assert_eq!(again.status, 401, "{}", again.body);
     assert!(again.body.contains("not right"), "{}", again.body);
     assert!(again.body.contains("value=\"owner@shop.example\""));
+    assert_eq!(v.flash, None, "shown once: the page clears the cookie");
     let reload = v.get(&to).await;
     assert_eq!(reload.status, 200, "a reload shows the plain form");
     assert!(!reload.body.contains("not right"));
+    // What is not an e-mail address is not carried back (a password typed into the wrong
+    // field, junk): the message alone.
+    let p = v
+        .post(
+            "/sign-in",
+            &[("email", "hunter2 not@ mail"), ("password", "x")],
+        )
+        .await;
+    let again = v.follow(&p).await;
+    assert_eq!(again.status, 401, "{}", again.body);
+    assert!(again.body.contains("not right"), "{}", again.body);
+    assert!(!again.body.contains("hunter2"), "{}", again.body);
 
     // The allow-list: each bad line named, what was typed kept, nothing saved.
     let (mut owner, _) = enrolled(&c, "owner@shop.example").await;

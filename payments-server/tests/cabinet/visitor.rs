@@ -22,6 +22,9 @@ pub struct Page {
 pub struct Visitor {
     pub base: String,
     pub cookie: Option<String>,
+    /// The refusal cookie of a page without a session (`cabinet-flash=...`), kept beside the
+    /// session's as a browser keeps both.
+    pub flash: Option<String>,
     http: reqwest::Client,
 }
 
@@ -43,6 +46,7 @@ impl Visitor {
         Visitor {
             base: base.trim_end_matches('/').to_string(),
             cookie: None,
+            flash: None,
             http: reqwest::Client::builder()
                 .redirect(Policy::none())
                 .build()
@@ -51,9 +55,15 @@ impl Visitor {
     }
 
     async fn send(&mut self, req: reqwest::RequestBuilder) -> Page {
-        let req = match &self.cookie {
-            Some(c) => req.header("cookie", c.clone()),
-            None => req,
+        let jar: Vec<&str> = [&self.cookie, &self.flash]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        let req = if jar.is_empty() {
+            req
+        } else {
+            req.header("cookie", jar.join("; "))
         };
         let resp = req.send().await.expect("the cabinet answers");
         let status = resp.status().as_u16();
@@ -70,10 +80,15 @@ impl Visitor {
             .collect();
         for line in &set_cookies {
             let pair = line.split(';').next().unwrap_or("").trim();
+            let slot = if pair.contains("cabinet-flash=") {
+                &mut self.flash
+            } else {
+                &mut self.cookie
+            };
             if line.contains("Max-Age=0") {
-                self.cookie = None;
+                *slot = None;
             } else if !pair.is_empty() {
-                self.cookie = Some(pair.to_string());
+                *slot = Some(pair.to_string());
             }
         }
         let body = resp.text().await.expect("a body");
