@@ -185,6 +185,11 @@ pub struct StoreSettings {
     /// SQLite durability: `full` (default) or `normal`.
     #[serde(with = "text")]
     pub synchronous: Durability,
+    /// SQLite: MiB kept free for a full disk in `<data-dir>/payments.db-reserve` (default 32;
+    /// 0 keeps none). When a write finds the disk full, the file is deleted and only purges
+    /// run until they freed room (or the disk has room again), so a full disk recovers by
+    /// itself once what filled it expires.
+    pub reserve_mib: u64,
 }
 
 impl Default for StoreSettings {
@@ -193,6 +198,7 @@ impl Default for StoreSettings {
             database_url: None,
             pool_size: 16,
             synchronous: Durability::Full,
+            reserve_mib: 32,
         }
     }
 }

@@ -1042,6 +1042,7 @@ fn open_sqlite(
             Durability::Normal => Synchronous::Normal,
         },
         migrate,
+        reserve_bytes: settings.store.reserve_mib.saturating_mul(1 << 20),
         ..SqliteOptions::default()
     };
     Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {

@@ -40,6 +40,8 @@ pub fn test_settings(data_dir: &std::path::Path) -> Settings {
     settings.cabinet.listen = any_port;
     settings.upstream.listen = None;
     settings.metrics.listen = None;
+    // A small disk reserve: the tests start hundreds of servers.
+    settings.store.reserve_mib = 1;
     settings
 }
 

@@ -30,6 +30,7 @@ mod outbox;
 mod payments;
 mod readers;
 mod request_log;
+mod reserve;
 mod schema;
 mod store;
 #[cfg(feature = "testing")]
@@ -44,6 +45,7 @@ pub use payments_store_sql::sealing::{
 pub use schema::SCHEMA_VERSION;
 
 use readers::Readers;
+use reserve::{Reserve, Writes};
 use writer::Writer;
 
 /// How hard SQLite works to make a commit durable (`PRAGMA synchronous`).
@@ -92,6 +94,12 @@ pub struct SqliteOptions {
     /// database with [`SchemaError::NeedsMigration`](payments_store_sql::schema::SchemaError::NeedsMigration) instead of changing its schema (only
     /// `payments-server migrate` and `serve` change the schema).
     pub migrate: bool,
+    /// Bytes kept free for a full disk in a reserve file beside the database
+    /// (`<database>-reserve`), released when a write finds the disk full so that the purges
+    /// can still run there; meanwhile only they are admitted (module `reserve`). 0 (none) by
+    /// default, so that a full disk stays full until space is freed by hand; the server keeps
+    /// 32 MiB (`[store] reserve_mib`).
+    pub reserve_bytes: u64,
 }
 
 impl Default for SqliteOptions {
@@ -104,6 +112,7 @@ impl Default for SqliteOptions {
             queue_capacity: 4096,
             read_only: false,
             migrate: true,
+            reserve_bytes: 0,
         }
     }
 }
@@ -120,6 +129,8 @@ pub struct SqliteStore {
     auth_cache: Arc<auth_cache::AuthCache>,
     /// The keys requisites are sealed with ([`SqliteStore::requisite_sealing`]).
     sealing: RequisiteSealing,
+    /// Room kept for a full disk.
+    reserve: Arc<Reserve>,
 }
 
 impl SqliteStore {
@@ -184,7 +195,13 @@ impl SqliteStore {
             nonces::catch_up
         };
         let writer = Writer::start(conn, options.max_batch, options.queue_capacity, begin)?;
+        let reserve = if options.read_only {
+            Reserve::none()
+        } else {
+            Reserve::hold(path, options.reserve_bytes)
+        };
         Ok(SqliteStore {
+            reserve: Arc::new(reserve),
             writer,
             read_permits: Arc::new(Semaphore::new(readers.len())),
             auth_cache: Arc::default(),
@@ -278,7 +295,35 @@ impl SqliteStore {
         R: Send + 'static,
         F: FnMut(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        self.writer.write(write).await
+        self.reserve.admit(Writes::Grows)?;
+        let result = self.writer.write(write).await;
+        self.after_write(&result);
+        result
+    }
+
+    /// [`SqliteStore::write`] for a write that only deletes (a purge): admitted on a full
+    /// disk too, in the room of the released reserve. While only such writes run, each one
+    /// looks whether the database has room again (its free pages).
+    async fn free<R, F>(&self, write: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.reserve.admit(Writes::Frees)?;
+        let result = self.writer.write(write).await;
+        self.after_write(&result);
+        if result.is_ok() && self.reserve.freeing_only() {
+            let free = self.read_short(free_bytes).await?;
+            self.reserve.database_has_room(free);
+        }
+        result
+    }
+
+    fn after_write<R>(&self, result: &Result<R, StoreError>) {
+        if self.reserve.after(result) {
+            let reserve = Arc::clone(&self.reserve);
+            tokio::task::spawn_blocking(move || reserve.make());
+        }
     }
 
     /// Runs `read` on a pooled read-only connection on tokio's blocking threads. A read first
@@ -329,6 +374,18 @@ impl SqliteStore {
             }
         }
     }
+}
+
+/// The bytes of the database's free pages: room inside the file that new rows take without
+/// growing it.
+fn free_bytes(conn: &Connection) -> Result<u64, StoreError> {
+    let pages: u64 = conn
+        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+        .map_err(error::db)?;
+    let size: u64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .map_err(error::db)?;
+    Ok(pages.saturating_mul(size))
 }
 
 /// The schema version of the database at `path` (0 for an empty one), read without changing

@@ -113,7 +113,7 @@ impl RequestLogStore for SqliteStore {
     }
 
     async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
-        self.write(move |c| request_log::purge(c, before, limit))
+        self.free(move |c| request_log::purge(c, before, limit))
             .await
     }
 }
@@ -490,15 +490,15 @@ impl Store for SqliteStore {
     ) -> Result<Purged, StoreError> {
         match what {
             Retained::Nonces => {
-                self.write(move |c| nonces::purge_nonces(c, before, limit))
+                self.free(move |c| nonces::purge_nonces(c, before, limit))
                     .await
             }
             Retained::FinishedEvents => self
-                .write(move |c| outbox::purge_finished(c, before, limit))
+                .free(move |c| outbox::purge_finished(c, before, limit))
                 .await
                 .map(|n| Purged::of_batch(n, limit)),
             Retained::Audit => self
-                .write(move |c| directory::purge_audit(c, before, limit))
+                .free(move |c| directory::purge_audit(c, before, limit))
                 .await
                 .map(|n| Purged::of_batch(n, limit)),
         }
@@ -604,7 +604,7 @@ impl CabinetStore for SqliteStore {
     }
 
     async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
-        self.write(move |c| match which {
+        self.free(move |c| match which {
             SessionScope::One(id) => Ok(u64::from(cabinet::delete_session(c, id)?)),
             SessionScope::User { user, keep } => cabinet::delete_user_sessions(c, user, keep),
             SessionScope::Stale {
@@ -668,8 +668,7 @@ impl CabinetStore for SqliteStore {
     }
 
     async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
-        self.write(move |c| cabinet::purge_slots(c, now, keep))
-            .await
+        self.free(move |c| cabinet::purge_slots(c, now, keep)).await
     }
 
     async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
@@ -696,8 +695,7 @@ impl CabinetStore for SqliteStore {
                 self.write(move |c| cabinet::clear_failures(c, &key)).await
             }
             FailureScope::Before(before) => {
-                self.write(move |c| cabinet::purge_failures(c, before))
-                    .await
+                self.free(move |c| cabinet::purge_failures(c, before)).await
             }
             FailureScope::One { key, at } => {
                 let key = key.to_string();
@@ -723,7 +721,7 @@ impl CabinetStore for SqliteStore {
         keep: Option<u64>,
         limit: usize,
     ) -> Result<u64, StoreError> {
-        self.write(move |c| cabinet::purge_audit(c, before, keep, limit))
+        self.free(move |c| cabinet::purge_audit(c, before, keep, limit))
             .await
     }
 }
