@@ -434,12 +434,16 @@ async fn a_sign_in_burst_bounds_memory_and_leaves_the_merchant_api_alone() {
         .await
         .expect("the server answers");
     assert_eq!(first.status, 201, "{}", first.json);
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
     let sign_in = |n: u32| {
         let http = http.clone();
-        let url = format!("{cabinet}/sign-in");
+        let cabinet = cabinet.clone();
         async move {
-            http.post(url)
+            let refused = http
+                .post(format!("{cabinet}/sign-in"))
                 .header("sec-fetch-site", "same-origin")
                 .header(
                     "x-forwarded-for",
@@ -450,8 +454,8 @@ async fn a_sign_in_burst_bounds_memory_and_leaves_the_merchant_api_alone() {
                     ("password", "guess".into()),
                 ])
                 .send()
-                .await
-                .map(|r| r.status().as_u16())
+                .await?;
+            follow_refusal(&http, &cabinet, &refused).await
         }
     };
     assert_eq!(sign_in(9999).await.expect("answers"), 401);
@@ -613,6 +617,32 @@ async fn idle_http2_connections_that_answer_pings_are_closed() {
         );
     }
     ts.stop().await;
+}
+
+/// The status of the page a refused cabinet form's `303` leads to, followed as a browser does:
+/// with the refusal's cookie (it carries what the page shows).
+async fn follow_refusal(
+    http: &reqwest::Client,
+    cabinet: &str,
+    refused: &reqwest::Response,
+) -> reqwest::Result<u16> {
+    let header = |name: &str| {
+        refused
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let (Some(to), Some(cookie)) = (header("location"), header("set-cookie")) else {
+        return Ok(refused.status().as_u16());
+    };
+    let pair = cookie.split(';').next().unwrap_or_default().to_string();
+    let page = http
+        .get(format!("{cabinet}{to}"))
+        .header("cookie", pair)
+        .send()
+        .await?;
+    Ok(page.status().as_u16())
 }
 
 /// The bytes of every file under `dir` (the data dir: the database, its WAL, the key files).
