@@ -868,19 +868,10 @@ pub(super) fn checked_name(name: &str) -> Result<String, AdminError> {
     Ok(name.to_string())
 }
 
-/// Bidirectional controls (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) and the
-/// line and paragraph separators (U+2028, U+2029).
+/// Bidirectional controls ([`crate::text::is_bidi_control`]) and the line and paragraph
+/// separators (U+2028, U+2029).
 fn is_format_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061C}'
-            | '\u{200E}'
-            | '\u{200F}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2066}'..='\u{2069}'
-    )
+    crate::text::is_bidi_control(c) || crate::text::is_line_separator(c)
 }
 
 fn merchant_json(m: &Merchant) -> String {
