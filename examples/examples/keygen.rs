@@ -1,7 +1,8 @@
 //! Generates an Ed25519 key pair for request signing, with the OS random generator:
 //! `<dir>/private.pem` (PKCS#8, mode 0600; keep it on the merchant's server) and
 //! `<dir>/public.pem` (SPKI; register it in the cabinet). Prints the keyid and the raw public
-//! key in base64, the two forms the cabinet accepts besides the PEM file.
+//! key in base64: the cabinet takes the raw key only with the keyid beside it (a raw key could
+//! be a private seed pasted by mistake), so the PEM file is the simpler form.
 //!
 //! ```sh
 //! cargo run -p payments-examples --example keygen -- ./keys
@@ -71,6 +72,8 @@ fn run(args: &Args) -> Result<(), String> {
     println!("public key:  {}", public_path.display());
     println!("keyid:       {}", keyid(&public));
     println!("raw public key (base64): {}", public_key_to_base64(&public));
-    println!("Register public.pem (or the raw key) in the cabinet; sign with private.pem.");
+    println!(
+        "Register public.pem in the cabinet (or the raw key with this keyid); sign with private.pem."
+    );
     Ok(())
 }

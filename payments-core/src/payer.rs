@@ -26,9 +26,73 @@ use sha2::{Digest, Sha256};
 use crate::clock::Timestamp;
 use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentMethod, PaymentStatus};
-use crate::project::Project;
+use crate::project::{Project, RateLimit};
+use crate::ratelimit::{BoundedRateLimiter, RateDecision};
 use crate::secret::SecretString;
 use crate::RandomSource;
+
+/// How often one page's status may be asked (`GET /pay/{token}/status`): 1 a second, 10 at
+/// once. The page's script asks at most every 2 s while the payment is open (slower while it
+/// does not change), and at once when the page comes back into view: far below it, even with
+/// the page open in a few tabs.
+pub const STATUS_PER_LINK: RateLimit = RateLimit {
+    per_second: 1,
+    burst: 10,
+};
+/// How often one source (an IPv4 address, an IPv6 /64) may ask for statuses, of any links: 20
+/// a second, 100 at once, room for the payers behind one carrier-grade NAT (a page asks about
+/// every 8 s once its payment stops changing) and far below a scan for links.
+pub const STATUS_PER_SOURCE: RateLimit = RateLimit {
+    per_second: 20,
+    burst: 100,
+};
+/// The most links and the most sources the status limits hold at once, each.
+pub const STATUS_LIMIT_KEYS: usize = 65_536;
+
+/// The payer page status poll's limits: per source, then per link
+/// ([`STATUS_PER_SOURCE`], [`STATUS_PER_LINK`]), each in a [`BoundedRateLimiter`] of
+/// [`STATUS_LIMIT_KEYS`] keys (about 2 MiB each at most), in this process. The source is
+/// asked first: a source over its limit spends nothing of the links', so a flood of made-up
+/// links from one address fills no table; from many addresses it fills at most the bound.
+/// The links are counted before they are looked up, known or not: the lookup is what costs.
+#[derive(Debug)]
+pub struct StatusPollLimits {
+    by_source: BoundedRateLimiter,
+    by_link: BoundedRateLimiter,
+}
+
+impl Default for StatusPollLimits {
+    fn default() -> Self {
+        StatusPollLimits::new(STATUS_PER_SOURCE, STATUS_PER_LINK, STATUS_LIMIT_KEYS)
+    }
+}
+
+impl StatusPollLimits {
+    /// Limits of `per_source` and `per_link`, each holding at most `keys` keys.
+    pub fn new(per_source: RateLimit, per_link: RateLimit, keys: usize) -> Self {
+        StatusPollLimits {
+            by_source: BoundedRateLimiter::new(per_source, keys),
+            by_link: BoundedRateLimiter::new(per_link, keys),
+        }
+    }
+
+    /// Whether a status request for `token` from `source` (as the cabinet groups addresses;
+    /// `None` when the address is unknown: only the link's limit applies) passes at `now`.
+    pub fn acquire(&self, source: Option<&str>, token: &str, now: Timestamp) -> RateDecision {
+        if let Some(source) = source {
+            let decision = self.by_source.acquire(source, now);
+            if decision != RateDecision::Allowed {
+                return decision;
+            }
+        }
+        self.by_link.acquire(token, now)
+    }
+
+    /// How many sources and links the limits hold.
+    pub fn held(&self) -> (usize, usize) {
+        (self.by_source.len(), self.by_link.len())
+    }
+}
 
 /// Random bytes in a page token (128 bits).
 pub const TOKEN_BYTES: usize = 16;

@@ -399,9 +399,11 @@ pub const METADATA_MAX_VALUE_CHARS: usize = 500;
 /// The merchant's keys on a payment (order, customer, shop...): at most
 /// [`METADATA_MAX_KEYS`] keys of 1 to [`METADATA_MAX_KEY_CHARS`] characters from
 /// `A-Z a-z 0-9 _ . : -`, each with a string value of at most [`METADATA_MAX_VALUE_CHARS`]
-/// characters without control characters. Set on create, part of the idempotency
-/// fingerprint, echoed in the Payment resource and in callback bodies, never interpreted.
-/// Keys are kept in byte order.
+/// characters without control characters nor characters that make it read differently from
+/// what it is ([`crate::text::misleading`]: bidirectional controls, zero-width and invisible
+/// characters, line separators), since values are shown in the cabinet and in the merchant's
+/// own pages. Set on create, part of the idempotency fingerprint, echoed in the Payment
+/// resource and in callback bodies, never interpreted. Keys are kept in byte order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct Metadata(std::collections::BTreeMap<String, String>);
@@ -415,14 +417,37 @@ impl Metadata {
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
     }
 
-    /// Whether `value` is a valid metadata value.
+    /// Whether `value` is a valid metadata value ([`Metadata::check_value`]).
     pub fn is_valid_value(value: &str) -> bool {
-        value.chars().count() <= METADATA_MAX_VALUE_CHARS && !value.chars().any(char::is_control)
+        Metadata::check_value(value).is_ok()
+    }
+
+    /// Why `value` is not a valid metadata value, if it is not: the same rule for a create and
+    /// for the list's `metadata[key]=value` filter.
+    pub fn check_value(value: &str) -> Result<(), MetadataValueError> {
+        if value.chars().count() > METADATA_MAX_VALUE_CHARS {
+            return Err(MetadataValueError::TooLong);
+        }
+        for c in value.chars() {
+            if c.is_control() {
+                return Err(MetadataValueError::Control(c));
+            }
+            if let Some(kind) = crate::text::misleading(c) {
+                return Err(MetadataValueError::Misleading { found: c, kind });
+            }
+        }
+        Ok(())
     }
 
     /// Reads the `metadata` member of a create request: a JSON object of string values (an
     /// empty object is no metadata). The error says what is wrong, naming the key.
     pub fn from_json(value: &serde_json::Value) -> Result<Metadata, String> {
+        Metadata::read(value, true)
+    }
+
+    /// [`Metadata::from_json`]; `new` false for a stored value, which is read whatever later
+    /// rules refuse (values stored before the rule on misleading characters stay readable).
+    fn read(value: &serde_json::Value, new: bool) -> Result<Metadata, String> {
         let object = value
             .as_object()
             .ok_or("must be an object of string values")?;
@@ -439,10 +464,15 @@ impl Metadata {
             let v = v
                 .as_str()
                 .ok_or_else(|| format!("{k}: the value must be a string"))?;
-            if !Metadata::is_valid_value(v) {
-                return Err(format!(
-                    "{k}: at most {METADATA_MAX_VALUE_CHARS} characters, no control characters"
-                ));
+            match Metadata::check_value(v) {
+                Ok(()) => {}
+                Err(MetadataValueError::Misleading { .. }) if !new => {}
+                Err(e @ MetadataValueError::Misleading { .. }) => return Err(format!("{k}: {e}")),
+                Err(_) => {
+                    return Err(format!(
+                        "{k}: at most {METADATA_MAX_VALUE_CHARS} characters, no control characters"
+                    ))
+                }
             }
             keys.insert(k.clone(), v.to_string());
         }
@@ -473,8 +503,28 @@ impl Metadata {
     /// Reads the stored form back.
     pub fn from_json_text(text: &str) -> Result<Metadata, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        Metadata::from_json(&value)
+        Metadata::read(&value, false)
     }
+}
+
+/// Why a metadata value is refused ([`Metadata::check_value`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataValueError {
+    /// More than [`METADATA_MAX_VALUE_CHARS`] characters.
+    #[error("a value is at most {METADATA_MAX_VALUE_CHARS} characters")]
+    TooLong,
+    /// A control character (NUL, a line break, ESC, DEL, C1...).
+    #[error("a value has no control characters (found {})", crate::text::code_point(*.0))]
+    Control(char),
+    /// A character that makes the value read differently from what it is.
+    #[error("{} ({kind}) is not allowed: a value must read as it is, without bidirectional controls, zero-width or invisible characters", crate::text::code_point(*found))]
+    Misleading {
+        /// The character.
+        found: char,
+        /// What it is ([`crate::text::misleading`]).
+        kind: &'static str,
+    },
 }
 
 /// How long a payment may stay in `created` before it is taken as a crashed provider call.
@@ -602,6 +652,44 @@ impl Serialize for PaymentView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value that reads differently from what it is (a bidirectional override, a zero-width
+    /// space) is refused on create, naming the key and the character; one stored before the
+    /// rule is still read back.
+    #[test]
+    fn metadata_values_refuse_characters_that_reorder_or_hide_text() {
+        for (c, kind) in [
+            ('\u{202E}', "bidirectional"),
+            ('\u{2066}', "bidirectional"),
+            ('\u{200F}', "bidirectional"),
+            ('\u{061C}', "bidirectional"),
+            ('\u{200B}', "invisible"),
+            ('\u{200D}', "invisible"),
+            ('\u{2060}', "invisible"),
+            ('\u{FEFF}', "invisible"),
+            ('\u{2028}', "separator"),
+        ] {
+            let value = format!("paid{c}diap");
+            let e = Metadata::from_json(&serde_json::json!({ "note": value })).unwrap_err();
+            let code = format!("U+{:04X}", u32::from(c));
+            assert!(
+                e.starts_with("note: ") && e.contains(&code) && e.contains(kind),
+                "{e}"
+            );
+            assert!(!Metadata::is_valid_value(&value));
+            let stored = serde_json::json!({ "note": value }).to_string();
+            assert_eq!(
+                Metadata::from_json_text(&stored).unwrap().get("note"),
+                Some(value.as_str()),
+                "a stored value is read back"
+            );
+        }
+        let fine = serde_json::json!({"note": "Заказ №7, «срочно» 😀 e\u{0301}"});
+        assert!(Metadata::from_json(&fine).is_ok());
+        // The old rules keep their words.
+        let e = Metadata::from_json(&serde_json::json!({"k": "a\nb"})).unwrap_err();
+        assert!(e.contains("control"), "{e}");
+    }
 
     #[test]
     fn currency_debug_shows_the_code() {

@@ -7,7 +7,8 @@
 //! [`RequestLogPolicy::keep`] rows, none older than [`RequestLogPolicy::max_age`]).
 //! Nothing secret is kept: no body, no token, no signature; the path without its query; for a
 //! refused signature the [`SignatureDiagnosis`] (the reason, the covered components and the
-//! signature base the server verified, with a covered `authorization` redacted).
+//! signature base the server verified, with every value the diagnosis does not need shown as
+//! `[redacted]`: [`logged_base`]).
 //!
 //! [`IntegrationHealth::of`] decides what the summary says: the share of `4xx` answers by
 //! error code, creates that reuse a `merchant_payment_id`, payments read more often than the
@@ -98,10 +99,72 @@ fn cut(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// The header fields whose values a logged signature base keeps ([`logged_base`]): those the
+/// service requires a signature to cover, and the body's type. None is a credential, and the
+/// entry holds `x-request-id` and the nonce (in `@signature-params`) anyway.
+pub const LOGGED_FIELDS: [&str; 4] = [
+    "content-digest",
+    "content-type",
+    "x-request-id",
+    "x-request-nonce",
+];
+
+/// The derived components whose values a logged signature base keeps whole ([`logged_base`]);
+/// `@query`, `@target-uri` and `@request-target` are kept without their query (the log keeps
+/// no query anywhere: filter values may be personal data).
+pub const LOGGED_DERIVED: [&str; 4] = ["@method", "@path", "@authority", "@scheme"];
+
+/// The derived components that carry the query, kept up to their `?`.
+const QUERY_DERIVED: [&str; 3] = ["@query", "@target-uri", "@request-target"];
+
+/// What stands for a value the log does not keep.
+const REDACTED: &str = crate::secret::REDACTED;
+
+/// The signature base as the request log keeps it: every line stays, so the merchant sees
+/// each covered component and its place, but only the values a signature failure's diagnosis
+/// needs are kept: [`LOGGED_DERIVED`], [`LOGGED_FIELDS`], the `@signature-params` line, and
+/// `@query`, `@target-uri`, `@request-target` up to their query (`?[redacted]`). Every other
+/// value (a `cookie`, an API key header, `authorization`) reads `[redacted]`: the log is kept
+/// for days and read by every user of the project and by support. Applying it twice changes
+/// nothing.
+pub fn logged_base(base: &str) -> String {
+    base.split('\n')
+        .map(logged_line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One line of [`logged_base`]. A line that is not `"name": value` (the end of a base cut at
+/// [`MAX_BASE`]) holds no value and stays.
+fn logged_line(line: &str) -> String {
+    let Some((name, value)) = line
+        .strip_prefix('"')
+        .and_then(|l| l.split_once('"'))
+        .and_then(|(name, rest)| Some((name, rest.strip_prefix(": ")?)))
+    else {
+        return line.to_owned();
+    };
+    if name == "@signature-params"
+        || LOGGED_DERIVED.contains(&name)
+        || LOGGED_FIELDS.contains(&name)
+    {
+        line.to_owned()
+    } else if QUERY_DERIVED.contains(&name) {
+        match value.split_once('?') {
+            Some((before, query)) if !query.is_empty() => {
+                format!("\"{name}\": {before}?{REDACTED}")
+            }
+            _ => line.to_owned(),
+        }
+    } else {
+        format!("\"{name}\": {REDACTED}")
+    }
+}
+
 /// What a refused signature's answer can tell the merchant: the reason, where to look next,
 /// the covered components in signed order and the signature base the server built (each line
-/// `"component": value`), with a covered `authorization` redacted. A merchant diffs the base
-/// with what the client signed: the first line that differs is the component that differed.
+/// `"component": value`), as [`logged_base`] keeps it. A merchant diffs the base with what the
+/// client signed: the first line that differs is the component that differed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignatureDiagnosis {
     /// Why the signature was refused (`signature does not verify`, `covered header
@@ -119,14 +182,16 @@ pub struct SignatureDiagnosis {
 }
 
 /// What the server says when the base it verified equals the one the client signed.
-const KEY_HINT: &str = "the signature base is what the server verified: if it equals the base \
-     your client signed, the private key is not the one registered under this keyid; else the \
-     first line that differs is the component that differed";
+const KEY_HINT: &str = "the signature base is what the server verified (values shown as \
+     [redacted] are not kept; compare those with your client's own record): if it equals the \
+     base your client signed, the private key is not the one registered under this keyid; else \
+     the first line that differs is the component that differed";
 
 impl SignatureDiagnosis {
     /// The diagnosis of an answer refused for its signature (the core's verifier put the
-    /// [`SignatureError`] in its cause), else `None`. The base is the redacted one the error
-    /// carries, in every environment: the cabinet shows it only to the project's own users.
+    /// [`SignatureError`] in its cause), else `None`. The base is [`logged_base`] of the one
+    /// the error carries, in every environment: the cabinet shows it only to the project's own
+    /// users and support.
     pub fn of(error: &ApiError) -> Option<SignatureDiagnosis> {
         match error.cause.as_deref() {
             Some(ErrorCause::Signature(e)) => Some(Self::of_signature(e)),
@@ -136,10 +201,7 @@ impl SignatureDiagnosis {
 
     /// The diagnosis of a refused signature.
     pub fn of_signature(e: &SignatureError) -> SignatureDiagnosis {
-        let base = e
-            .signature_base
-            .as_deref()
-            .map(crate::auth::signature::redacted_base);
+        let base = e.signature_base.as_deref().map(logged_base);
         let covered = base.as_deref().map(covered_of).unwrap_or_default();
         let hint = (e.failure == crate::auth::SignatureFailure::VerificationFailed
             && base.is_some())
@@ -164,9 +226,12 @@ impl SignatureDiagnosis {
         serde_json::to_string(self).expect("a diagnosis is plain strings")
     }
 
-    /// Reads the stored form; `None` when it is not one.
+    /// Reads the stored form; `None` when it is not one. The base is read through
+    /// [`logged_base`], so an entry written before it kept fewer values shows no more.
     pub fn from_json(text: &str) -> Option<SignatureDiagnosis> {
-        serde_json::from_str(text).ok()
+        let mut d: SignatureDiagnosis = serde_json::from_str(text).ok()?;
+        d.signature_base = d.signature_base.as_deref().map(logged_base);
+        Some(d)
     }
 }
 
@@ -587,18 +652,63 @@ mod tests {
         assert_eq!(SignatureDiagnosis::of(&api), None);
     }
 
+    /// Every covered value the diagnosis does not need reads `[redacted]`, its line kept; the
+    /// query is cut from every component that holds it; a stored entry of before reads so too.
+    #[test]
+    fn the_log_keeps_only_the_values_a_diagnosis_needs() {
+        let base = "\"@method\": POST\n\"@authority\": api.example\n\"@scheme\": https\n\
+                    \"@path\": /api/v1/payments\n\"@query\": ?email=a%40b.example\n\
+                    \"@target-uri\": https://api.example/api/v1/payments?email=a%40b.example\n\
+                    \"@request-target\": /api/v1/payments?\n\
+                    \"content-type\": application/json\n\"content-digest\": sha-256=:AAA=:\n\
+                    \"x-request-id\": rid-1\n\"x-request-nonce\": nonce-0123456789abcdef\n\
+                    \"cookie\": session=s3cret\n\"x-api-key\": k3y\n\"authorization\": Bearer sk\n\
+                    \"proxy-authorization\": Basic cHc=\n\"x-empty\": \n\
+                    \"@signature-params\": (\"@method\" \"cookie\");created=1;keyid=\"k\"";
+        let e = SignatureError {
+            failure: crate::auth::SignatureFailure::VerificationFailed,
+            signature_base: Some(base.into()),
+        };
+        let d = SignatureDiagnosis::of_signature(&e);
+        let kept = d.signature_base.as_deref().expect("a base");
+        let expected = "\"@method\": POST\n\"@authority\": api.example\n\"@scheme\": https\n\
+                        \"@path\": /api/v1/payments\n\"@query\": ?[redacted]\n\
+                        \"@target-uri\": https://api.example/api/v1/payments?[redacted]\n\
+                        \"@request-target\": /api/v1/payments?\n\
+                        \"content-type\": application/json\n\"content-digest\": sha-256=:AAA=:\n\
+                        \"x-request-id\": rid-1\n\"x-request-nonce\": nonce-0123456789abcdef\n\
+                        \"cookie\": [redacted]\n\"x-api-key\": [redacted]\n\
+                        \"authorization\": [redacted]\n\"proxy-authorization\": [redacted]\n\
+                        \"x-empty\": [redacted]\n\
+                        \"@signature-params\": (\"@method\" \"cookie\");created=1;keyid=\"k\"";
+        assert_eq!(kept, expected);
+        assert_eq!(d.covered.len(), 16, "{:?}", d.covered);
+        assert_eq!(logged_base(kept), kept, "twice changes nothing");
+        // An entry stored before the rule: read back with no more than the rule keeps.
+        let old = SignatureDiagnosis {
+            signature_base: Some(base.into()),
+            ..d.clone()
+        };
+        assert_eq!(SignatureDiagnosis::from_json(&old.to_json()), Some(d));
+        // The end of a cut base holds no value and stays.
+        assert_eq!(
+            logged_base("\"@method\": GET\n\"cook…"),
+            "\"@method\": GET\n\"cook…"
+        );
+    }
+
     #[test]
     fn a_long_signature_base_is_cut_after_its_components_are_read() {
         let long = "я".repeat(5_000);
         let base = format!(
-            "\"@method\": POST\n\"x-long\": {long}\n\"@signature-params\": (\"@method\" \"x-long\")"
+            "\"@method\": POST\n\"@path\": /{long}\n\"@signature-params\": (\"@method\" \"@path\")"
         );
         let e = SignatureError {
             failure: crate::auth::SignatureFailure::VerificationFailed,
             signature_base: Some(base),
         };
         let d = SignatureDiagnosis::of_signature(&e);
-        assert_eq!(d.covered, ["@method", "x-long"]);
+        assert_eq!(d.covered, ["@method", "@path"]);
         let kept = d.signature_base.expect("a base");
         assert!(kept.len() <= MAX_BASE + '…'.len_utf8(), "{}", kept.len());
         assert!(kept.ends_with('…') && kept.starts_with("\"@method\": POST"));

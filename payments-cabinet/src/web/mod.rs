@@ -69,6 +69,9 @@ pub struct CabinetState {
     /// answered `408` and its connection closed, so that trickled bodies cannot hold the
     /// cabinet's (and the payer pages') connections.
     pub body_timeout: std::time::Duration,
+    /// The payer page status poll's limits per source and per link (the core's rule), shared
+    /// by every clone of the state.
+    pub payer_status_limits: Arc<payments_core::payer::StatusPollLimits>,
 }
 
 impl CabinetState {
@@ -80,6 +83,7 @@ impl CabinetState {
             public_origin: None,
             product: Arc::from("Payments"),
             body_timeout: std::time::Duration::from_secs(10),
+            payer_status_limits: Arc::default(),
         }
     }
 

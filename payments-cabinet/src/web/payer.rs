@@ -21,11 +21,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use payments_core::payer::{PageLanguage, PayerState, PayerView, ShownRequisite};
 use payments_core::payment::PaymentMethod;
+use payments_core::ratelimit::RateDecision;
 use payments_core::{ApiError, ErrorCode, Timestamp};
 use serde::Serialize;
 
 use super::i18n::{tr, trf};
 use super::CabinetState;
+use crate::accounts::{source_of, Client};
 
 /// The payer page's stylesheet, embedded.
 pub const PAYER_STYLESHEET: &str = include_str!("../../assets/payer.css");
@@ -364,12 +366,42 @@ pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<Strin
 }
 
 /// `GET /pay/{token}/status`: `{"status": "pay", "phase": "open"}` ([`PayerStatus`]), never
-/// cached; for every link that is not a live page, the page's own `404`, byte for byte.
-pub(crate) async fn status(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
+/// cached; for every link that is not a live page, the page's own `404`, byte for byte. Asked
+/// too often from one source or for one link ([`payments_core::payer::StatusPollLimits`]), `429` with `Retry-After`
+/// before anything is looked up: the page's script then waits longer.
+pub(crate) async fn status(
+    State(st): State<CabinetState>,
+    client: Client,
+    Path(token): Path<String>,
+) -> Response {
+    let now = st.cabinet.service().ports().clock.now();
+    let source = client.address.map(source_of);
+    let limits = &st.payer_status_limits;
+    if let RateDecision::Limited { retry_after } = limits.acquire(source.as_deref(), &token, now) {
+        return with_policy(too_many(retry_after));
+    }
     match st.cabinet.service().payer_page(&token).await {
         Ok(view) => with_policy(status_response(&status_of(&view))),
         Err(e) => with_policy(missing(e.into())),
     }
+}
+
+/// `429` with `Retry-After` (whole seconds, at least 1), never cached.
+fn too_many(retry_after: std::time::Duration) -> Response {
+    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (header::RETRY_AFTER, HeaderValue::from(secs.max(1))),
+        ],
+        r#"{"code":"rate_limited"}"#,
+    )
+        .into_response()
 }
 
 fn status_response(status: &PayerStatus) -> Response {
@@ -507,7 +539,7 @@ pub(crate) async fn settings_page(
 pub(crate) async fn save_settings(
     State(st): State<CabinetState>,
     signed: super::Signed,
-    client: crate::accounts::Client,
+    client: Client,
     Path(id): Path<String>,
     form: super::FormData,
 ) -> super::PageResult {

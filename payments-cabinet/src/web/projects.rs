@@ -6,11 +6,12 @@ use crate::store::Role;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use payments_core::auth::keys::{KeyConfirmation, KeyConfirmationError};
 use payments_core::auth::{IpAllowList, Scope};
 use payments_core::callback::ROTATION_OVERLAP;
 use payments_core::ids::{KeyId, ProjectId, TokenId};
 use payments_core::project::{Merchant, Project};
-use payments_core::service::{ProjectPatch, TokenRequest};
+use payments_core::service::{AdminError, ProjectPatch, TokenRequest};
 use payments_core::Timestamp;
 use std::time::Duration;
 
@@ -707,10 +708,13 @@ pub(crate) async fn register_key(
 ) -> PageResult {
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let input = form.get("public_key");
+    // A raw 32-byte key is saved only with the keyid the merchant's generator printed: it may
+    // be a private seed, whose keyid is another (the core's rule, `KeyConfirmation::pasted`).
+    let confirmation = KeyConfirmation::pasted(Some(form.get("expected_keyid")));
     match st
         .cabinet
         .service()
-        .register_key(project.id, input, &signed.current.actor())
+        .register_key_confirmed(project.id, input, confirmation, &signed.current.actor())
         .await
     {
         Ok(record) => {
@@ -734,6 +738,11 @@ pub(crate) async fn register_key(
                 "keys",
             )))
         }
+        Err(AdminError::KeyUnconfirmed(e)) => {
+            // Nothing pasted comes back; the keyid of it does, for the merchant to compare.
+            let flash = refusal(&project).error("expected_keyid", unconfirmed(&e));
+            refused(&st, &signed, &project, "keys", flash).await
+        }
         Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
             let text = e.to_string();
             let message = text
@@ -749,6 +758,21 @@ pub(crate) async fn register_key(
             refused(&st, &signed, &project, "keys", flash).await
         }
         Err(e) => Err(PageError::from(e).render(&st)),
+    }
+}
+
+/// What the key form says when the keyid of a pasted key was not confirmed.
+fn unconfirmed(e: &KeyConfirmationError) -> String {
+    let keyid = e.derived().as_str();
+    match e {
+        KeyConfirmationError::Mismatch { .. } => trf(
+            "What you pasted has keyid {keyid}, not the keyid you gave: it is not the public key your key generator printed that keyid for, and nothing was registered. If you pasted your private key, treat it as exposed and generate a new key pair.",
+            &[("keyid", &keyid)],
+        ),
+        _ => trf(
+            "What you pasted is a raw 32-byte key with keyid {keyid}, and nothing was registered: a raw key cannot be told from a private key's seed. If {keyid} is the keyid your key generator printed, paste the key again with it below; or paste the PEM public key.",
+            &[("keyid", &keyid)],
+        ),
     }
 }
 

@@ -59,6 +59,92 @@ pub enum KeyError {
     WeakKey,
 }
 
+/// The form a public key was registered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyForm {
+    /// A PEM `PUBLIC KEY` (SPKI): its label says it is a public key.
+    Pem,
+    /// 32 raw bytes in base64: a public key, or a private key's 32-byte seed that happens to
+    /// be a curve point (about half of all seeds are), which no check of the bytes can tell.
+    Raw,
+}
+
+/// Why a key was not confirmed as the one the merchant meant ([`KeyConfirmation::check`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyConfirmationError {
+    /// A raw 32-byte key given without the keyid that confirms it.
+    #[error("a raw 32-byte key cannot be told from a private key's 32-byte seed: what was given has keyid {derived}; give the keyid your key generator printed to confirm it is your public key, or register the PEM public key")]
+    Unconfirmed {
+        /// The keyid of what was given.
+        derived: KeyId,
+    },
+    /// The keyid of what was given is not the one expected.
+    #[error("what was given has keyid {derived}, not the keyid expected: it is not the public key your key generator printed that keyid for (if it is your private key, treat it as exposed and generate a new key pair)")]
+    Mismatch {
+        /// The keyid of what was given.
+        derived: KeyId,
+    },
+}
+
+impl KeyConfirmationError {
+    /// The keyid of what was given.
+    pub fn derived(&self) -> &KeyId {
+        match self {
+            KeyConfirmationError::Unconfirmed { derived }
+            | KeyConfirmationError::Mismatch { derived } => derived,
+        }
+    }
+}
+
+/// What confirms that a key being registered is the merchant's public key: the keyid the
+/// merchant's own key generator printed (`examples/keygen` prints it), compared with the
+/// keyid of what was given. A PEM `PUBLIC KEY` is unambiguous and needs no confirmation; a raw
+/// 32-byte key may be a pasted private seed, and only the keyid tells: the seed's keyid is not
+/// the one the generator printed for the key pair.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyConfirmation<'a> {
+    /// The keyid the merchant expects; when given, the key's keyid must equal it (whatever
+    /// the form).
+    pub expected_keyid: Option<&'a str>,
+    /// Whether a raw 32-byte key needs `expected_keyid`.
+    pub raw_needs_keyid: bool,
+}
+
+impl<'a> KeyConfirmation<'a> {
+    /// A key pasted by a person into a form (the cabinet): a raw key needs its keyid. The
+    /// mistake it catches, a private seed pasted as the public key, is a person's.
+    pub fn pasted(expected_keyid: Option<&'a str>) -> Self {
+        KeyConfirmation {
+            expected_keyid,
+            raw_needs_keyid: true,
+        }
+    }
+
+    /// A key sent by a program (the operator API, the CLI): the keyid is checked when given;
+    /// a raw key without one is registered as API v1 always did.
+    pub fn given(expected_keyid: Option<&'a str>) -> Self {
+        KeyConfirmation {
+            expected_keyid,
+            raw_needs_keyid: false,
+        }
+    }
+
+    /// The key's keyid when the confirmation holds. An empty `expected_keyid` counts as none;
+    /// surrounding whitespace is ignored.
+    pub fn check(&self, key: &VerifyingKey, form: KeyForm) -> Result<KeyId, KeyConfirmationError> {
+        let derived = keyid(key);
+        match self.expected_keyid.map(str::trim).filter(|e| !e.is_empty()) {
+            Some(expected) if expected == derived.as_str() => Ok(derived),
+            Some(_) => Err(KeyConfirmationError::Mismatch { derived }),
+            None if form == KeyForm::Raw && self.raw_needs_keyid => {
+                Err(KeyConfirmationError::Unconfirmed { derived })
+            }
+            None => Ok(derived),
+        }
+    }
+}
+
 /// Parses a registered public key: a PEM `PUBLIC KEY` (SPKI, RFC 8410) or the 32-byte raw key
 /// in standard base64. Surrounding whitespace is ignored, and so is text before a PEM block
 /// (RFC 7468 section 2), as [`parse_signing_key_pem`] ignores it: a private key PEM after a
@@ -66,6 +152,11 @@ pub enum KeyError {
 ///
 /// <https://www.rfc-editor.org/rfc/rfc8410#section-4>
 pub fn parse_public_key(input: &str) -> Result<VerifyingKey, KeyError> {
+    parse_public_key_form(input).map(|(key, _)| key)
+}
+
+/// [`parse_public_key`], and the form the key was given in.
+pub fn parse_public_key_form(input: &str) -> Result<(VerifyingKey, KeyForm), KeyError> {
     let input = input.trim();
     if looks_like_private_key(input) {
         return Err(KeyError::PrivateKeyGiven);
@@ -74,7 +165,7 @@ pub fn parse_public_key(input: &str) -> Result<VerifyingKey, KeyError> {
         let (label, der) =
             pem::decode_vec(input.as_bytes()).map_err(|e| KeyError::MalformedPem(e.to_string()))?;
         return match label {
-            "PUBLIC KEY" => public_key_from_spki(&der),
+            "PUBLIC KEY" => public_key_from_spki(&der).map(|key| (key, KeyForm::Pem)),
             "PRIVATE KEY"
             | "ENCRYPTED PRIVATE KEY"
             | "OPENSSH PRIVATE KEY"
@@ -90,7 +181,7 @@ pub fn parse_public_key(input: &str) -> Result<VerifyingKey, KeyError> {
         .as_slice()
         .try_into()
         .map_err(|_| KeyError::WrongLength(raw.len()))?;
-    public_key_from_raw(&raw)
+    public_key_from_raw(&raw).map(|key| (key, KeyForm::Raw))
 }
 
 /// Whether `input` holds private key material rather than a public key: any armour naming a
@@ -235,6 +326,70 @@ mod tests {
             pem
         );
         assert_eq!(keyid(&pem), keyid(&parse_public_key(raw).unwrap()));
+    }
+
+    /// A raw key pasted into a form needs the keyid its generator printed; a private seed
+    /// pasted as the public key has another keyid and is refused; a PEM key needs none, and a
+    /// keyid given for it must be its own.
+    #[test]
+    fn a_raw_key_is_confirmed_by_the_keyid_its_generator_printed() {
+        // A key pair whose seed is also a curve point: pasted, it parses as a public key.
+        let pair = (1..=u8::MAX)
+            .map(|n| SigningKey::from_bytes(&[n; 32]))
+            .find(|k| parse_public_key(&b64(&k.to_bytes())).is_ok())
+            .expect("about half of all seeds are points");
+        let printed = keyid(&pair.verifying_key());
+        let raw = public_key_to_base64(&pair.verifying_key());
+        let (key, form) = parse_public_key_form(&raw).unwrap();
+        assert_eq!(form, KeyForm::Raw);
+        assert_eq!(
+            KeyConfirmation::pasted(None).check(&key, form),
+            Err(KeyConfirmationError::Unconfirmed {
+                derived: printed.clone()
+            })
+        );
+        assert_eq!(
+            KeyConfirmation::pasted(Some(" ")).check(&key, form),
+            Err(KeyConfirmationError::Unconfirmed {
+                derived: printed.clone()
+            })
+        );
+        let with_printed = format!(" {printed}\n");
+        assert_eq!(
+            KeyConfirmation::pasted(Some(&with_printed)).check(&key, form),
+            Ok(printed.clone())
+        );
+        // The seed itself, a curve point here, pasted as the public key.
+        let seed = b64(&pair.to_bytes());
+        let (as_point, form) = parse_public_key_form(&seed).expect("this seed is a point");
+        let err = KeyConfirmation::pasted(Some(printed.as_str()))
+            .check(&as_point, form)
+            .unwrap_err();
+        assert!(
+            matches!(err, KeyConfirmationError::Mismatch { .. }),
+            "{err}"
+        );
+        assert_ne!(err.derived(), &printed);
+        assert!(err.to_string().contains("treat it as exposed"), "{err}");
+        // A program's raw key without a keyid passes as before; with one, it must match.
+        assert_eq!(
+            KeyConfirmation::given(None).check(&key, KeyForm::Raw),
+            Ok(printed.clone())
+        );
+        assert!(KeyConfirmation::given(Some("ed25519-x"))
+            .check(&key, KeyForm::Raw)
+            .is_err());
+        // A PEM key is unambiguous.
+        let (pem_key, pem_form) =
+            parse_public_key_form(&public_key_to_pem(&pair.verifying_key())).unwrap();
+        assert_eq!(pem_form, KeyForm::Pem);
+        assert_eq!(
+            KeyConfirmation::pasted(None).check(&pem_key, pem_form),
+            Ok(printed.clone())
+        );
+        assert!(KeyConfirmation::pasted(Some("ed25519-x"))
+            .check(&pem_key, pem_form)
+            .is_err());
     }
 
     #[test]

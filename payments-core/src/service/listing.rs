@@ -155,8 +155,8 @@ impl PaymentListQuery {
                                     "{name}: a key is 1-40 characters from A-Za-z0-9._:-"
                                 ));
                             }
-                            if !Metadata::is_valid_value(value) {
-                                return bad(format!("{name}: a value is at most 500 characters"));
+                            if let Err(e) = Metadata::check_value(value) {
+                                return bad(format!("{name}: {e}"));
                             }
                             q.metadata = Some((key.to_string(), value.to_string()));
                         } else {
@@ -554,6 +554,8 @@ mod tests {
             ("metadata%5Ba+b%5D=1", "metadata[a b]:"),
             ("metadata[order]=1&metadata[shop]=2", "one key"),
             ("metadata[order]=%0A", "metadata[order]:"),
+            ("metadata[note]=ab%E2%80%AEc", "metadata[note]: U+202E"),
+            ("metadata[note]=a%E2%80%8Bb", "metadata[note]: U+200B"),
             ("amount=0", "amount: must be positive"),
             ("amount=1e3", "amount: must be a plain decimal"),
             ("amount=-5", "amount:"),

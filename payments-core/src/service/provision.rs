@@ -8,7 +8,7 @@ use ed25519_dalek::VerifyingKey;
 use rust_decimal::Decimal;
 
 use super::{Actor, PaymentService};
-use crate::auth::keys::{keyid, parse_public_key};
+use crate::auth::keys::{parse_public_key_form, KeyConfirmation, KeyConfirmationError};
 use crate::auth::token::IssuedToken;
 use crate::auth::{Environment, IpAllowList, Scope};
 use crate::callback::destination::{CallbackUrl, CallbackUrlError};
@@ -38,6 +38,10 @@ pub enum AdminError {
     /// key, a scope list, a reason.
     #[error("{0}")]
     Invalid(String),
+    /// A key whose keyid was not confirmed (`400 bad_request`): a raw 32-byte key given
+    /// without the keyid a person must confirm it with, or a keyid that is not the key's.
+    #[error("expected_keyid: {0}")]
+    KeyUnconfirmed(#[source] KeyConfirmationError),
     /// A callback URL the callback policy refuses (`400 bad_request`).
     #[error(transparent)]
     CallbackUrl(#[from] CallbackUrlError),
@@ -65,7 +69,9 @@ impl AdminError {
     /// The stable code it is answered with.
     pub fn code(&self) -> ErrorCode {
         match self {
-            AdminError::Invalid(_) | AdminError::CallbackUrl(_) => ErrorCode::BadRequest,
+            AdminError::Invalid(_) | AdminError::CallbackUrl(_) | AdminError::KeyUnconfirmed(_) => {
+                ErrorCode::BadRequest
+            }
             AdminError::NotFound(_) => ErrorCode::NotFound,
             AdminError::OperatorTokenInvalid => ErrorCode::TokenInvalid,
             AdminError::Secret(_) => ErrorCode::Internal,
@@ -563,10 +569,28 @@ impl PaymentService {
     /// for one project could otherwise be replayed against every other project holding the key.
     /// One key, one project: the `keyid` of a signature then names the only project it can be
     /// used with.
+    ///
+    /// Nothing is checked besides the key: a raw 32-byte key is registered as it is (API v1's
+    /// answer); [`PaymentService::register_key_confirmed`] checks a keyid too.
     pub async fn register_key(
         &self,
         project: ProjectId,
         input: &str,
+        actor: &Actor,
+    ) -> Result<KeyRecord, AdminError> {
+        self.register_key_confirmed(project, input, KeyConfirmation::default(), actor)
+            .await
+    }
+
+    /// [`PaymentService::register_key`] once `confirmation` holds
+    /// ([`KeyConfirmation::check`]): a raw 32-byte key may be a private key's seed, which only
+    /// the keyid the merchant's generator printed tells apart. A key that is not confirmed is
+    /// [`AdminError::KeyUnconfirmed`] and nothing is stored.
+    pub async fn register_key_confirmed(
+        &self,
+        project: ProjectId,
+        input: &str,
+        confirmation: KeyConfirmation<'_>,
         actor: &Actor,
     ) -> Result<KeyRecord, AdminError> {
         self.ports
@@ -574,9 +598,11 @@ impl PaymentService {
             .project(project)
             .await?
             .ok_or_else(|| not_found("project"))?;
-        let key: VerifyingKey =
-            parse_public_key(input).map_err(|e| AdminError::invalid(format!("public_key: {e}")))?;
-        let id = keyid(&key);
+        let (key, form): (VerifyingKey, _) = parse_public_key_form(input)
+            .map_err(|e| AdminError::invalid(format!("public_key: {e}")))?;
+        let id = confirmation
+            .check(&key, form)
+            .map_err(AdminError::KeyUnconfirmed)?;
         let elsewhere = self.ports.store.active_key_projects(&id).await?;
         if elsewhere.iter().any(|p| *p != project) {
             return Err(AdminError::invalid(format!(
@@ -842,19 +868,10 @@ pub(super) fn checked_name(name: &str) -> Result<String, AdminError> {
     Ok(name.to_string())
 }
 
-/// Bidirectional controls (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) and the
-/// line and paragraph separators (U+2028, U+2029).
+/// Bidirectional controls ([`crate::text::is_bidi_control`]) and the line and paragraph
+/// separators (U+2028, U+2029).
 fn is_format_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061C}'
-            | '\u{200E}'
-            | '\u{200F}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2066}'..='\u{2069}'
-    )
+    crate::text::is_bidi_control(c) || crate::text::is_line_separator(c)
 }
 
 fn merchant_json(m: &Merchant) -> String {

@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, MethodRouter};
 use axum::{Json, Router};
+use payments_core::auth::keys::KeyConfirmation;
 use payments_core::service::{project_value, TokenRequest};
 use payments_core::ApiError;
 use serde_json::{json, Value};
@@ -295,10 +296,15 @@ async fn register_key(
     body: Bytes,
 ) -> OpResult {
     op.answer(async {
-        let b = Body::parse(&body, &["public_key"])?;
+        let b = Body::parse(&body, &["public_key", "expected_keyid"])?;
         let public_key = b.required_string("public_key")?;
+        let expected = b.string("expected_keyid")?;
         let id = lookup::project(&st.service, &id).await?.id;
-        let record = st.service.register_key(id, &public_key, &op.actor).await?;
+        let confirmation = KeyConfirmation::given(expected.as_deref());
+        let record = st
+            .service
+            .register_key_confirmed(id, &public_key, confirmation, &op.actor)
+            .await?;
         Ok(created(view::key(&record)))
     })
     .await

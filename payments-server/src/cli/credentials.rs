@@ -6,6 +6,7 @@ use clap::Subcommand;
 use std::sync::Arc;
 
 use payments_cabinet::store::CabinetStore;
+use payments_core::auth::keys::KeyConfirmation;
 use payments_core::service::{Actor, PaymentService, TokenRequest};
 use payments_core::ApiError;
 use serde_json::{json, Value};
@@ -65,6 +66,10 @@ pub enum KeyCommand {
         /// The 32-byte raw public key in base64.
         #[arg(long, value_name = "RAW")]
         base64: Option<String>,
+        /// The keyid your key generator printed: the key is registered only if its keyid is
+        /// this one (a raw key may be a private key's seed pasted by mistake).
+        #[arg(long, value_name = "KEYID")]
+        expected_keyid: Option<String>,
     },
     /// List a project's keys.
     List {
@@ -171,6 +176,7 @@ pub(super) async fn key(
             project,
             file,
             base64,
+            expected_keyid,
         } => {
             let input = match (file, base64) {
                 (Some(path), _) => crate::files::read_limited_string(&path, crate::files::PEM)
@@ -179,7 +185,10 @@ pub(super) async fn key(
                 (None, None) => return Err(ApiError::bad_request("give --file or --base64")),
             };
             let id = lookup::project(svc, &project).await?.id;
-            let record = svc.register_key(id, &input, actor).await?;
+            let confirmation = KeyConfirmation::given(expected_keyid.as_deref());
+            let record = svc
+                .register_key_confirmed(id, &input, confirmation, actor)
+                .await?;
             Ok(Output::object(view::key(&record)))
         }
         KeyCommand::List { project } => {

@@ -67,6 +67,86 @@ async fn a_pasted_private_key_is_refused_and_never_shown_back() {
     c.server.stop().await;
 }
 
+/// A raw 32-byte key could be a private key's seed: the form registers it only with the keyid
+/// its generator printed. Without one, or with another, the page shows the keyid of what was
+/// pasted (never what was pasted) and nothing is saved; with the right one it is saved. A
+/// private seed that is a curve point, pasted with the key pair's keyid, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_key_is_registered_only_with_the_keyid_its_generator_printed() {
+    use base64::Engine as _;
+    use payments_core::auth::keys::{keyid, parse_public_key, public_key_to_base64};
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let project = c.server.project();
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let keys = || async {
+        let store = c.server.state.service.store();
+        let keys = store.keys(project).await.expect("keys");
+        keys.into_iter().map(|k| k.keyid).collect::<Vec<_>>()
+    };
+    let before = keys().await;
+    // A key pair whose seed is also a point: pasted, the seed parses as a public key.
+    let pair = std::iter::repeat_with(|| generate_signing_key(&OsRandom))
+        .take(64)
+        .find(|k| {
+            let seed = base64::engine::general_purpose::STANDARD.encode(k.to_bytes());
+            parse_public_key(&seed).is_ok()
+        })
+        .expect("about half of all seeds are points");
+    let printed = keyid(&pair.verifying_key());
+    let raw = public_key_to_base64(&pair.verifying_key());
+    let seed = base64::engine::general_purpose::STANDARD.encode(pair.to_bytes());
+    let seed_keyid = keyid(&parse_public_key(&seed).unwrap());
+    for (pasted, expected, shown) in [
+        (&raw, "", &printed),
+        (&raw, "ed25519-not-this-one", &printed),
+        (&seed, printed.as_str(), &seed_keyid),
+        (&seed, "", &seed_keyid),
+    ] {
+        let p = owner
+            .post(
+                &format!("/projects/{project}/keys"),
+                &[
+                    ("public_key", pasted.as_str()),
+                    ("expected_keyid", expected),
+                ],
+            )
+            .await;
+        assert_eq!(p.status, 303, "{}", p.body);
+        let page = owner.follow(&p).await;
+        assert_eq!(page.status, 422, "{expected:?}: {}", page.body);
+        assert!(
+            page.body.contains(shown.as_str()) && page.body.contains("nothing was registered"),
+            "{expected:?}: {}",
+            page.body
+        );
+        assert!(
+            !page.body.contains(&pasted[..20]),
+            "what was pasted is not in the page"
+        );
+        assert_eq!(keys().await, before, "nothing saved for {expected:?}");
+    }
+    // The right keyid: saved, and the page says so.
+    let p = owner
+        .post(
+            &format!("/projects/{project}/keys"),
+            &[
+                ("public_key", raw.as_str()),
+                ("expected_keyid", printed.as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(p.status, 303, "{}", p.body);
+    let page = owner.follow(&p).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains(&format!("Key {printed} is registered")));
+    let after = keys().await;
+    assert_eq!(after.len(), before.len() + 1);
+    assert!(after.contains(&printed));
+    c.server.stop().await;
+}
+
 /// A token is created with a name (trimmed, required, at most 64 characters) and one of the
 /// offered lifetimes; the list shows its name, creation, expiry and, once it has passed,
 /// "expired" with no revoke link. A refused form keeps the name typed and says why.

@@ -200,3 +200,89 @@ async fn the_payer_pages_status_follows_the_payment_and_tells_nothing_else() {
     assert_eq!((a.status, a.body), (404, missing.body));
     c.server.stop().await;
 }
+
+/// The status poll is limited per link and per source, before any lookup: the page's own
+/// rhythm (every 2 s, the clock stepped) never meets the limit; a burst on one link does,
+/// with `429` and `Retry-After`; a scan of made-up links from one address is stopped after
+/// its source's burst, real links from it included, until the source has rested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_poll_is_limited_per_link_and_per_source() {
+    use payments_core::payer::{STATUS_PER_LINK, STATUS_PER_SOURCE};
+    let c = Cabinet::start().await;
+    page_on(&c).await;
+    let (_, path) = create(&c, "order-poll-1").await;
+    let status_of = format!("{path}/status");
+    // The script's rhythm while the payment is open: never faster than every 2 s.
+    for _ in 0..60 {
+        assert_eq!(get(&c, &status_of).await.status, 200);
+        c.clock.advance(Duration::from_secs(2));
+    }
+    // A burst on one link: its allowance, then 429 with a wait.
+    c.clock.advance(Duration::from_secs(60));
+    let mut answers = Vec::new();
+    for _ in 0..3 * STATUS_PER_LINK.burst {
+        answers.push(get(&c, &status_of).await);
+    }
+    let passed = answers.iter().take_while(|a| a.status == 200).count();
+    assert!(
+        passed >= STATUS_PER_LINK.burst as usize && passed < answers.len(),
+        "{passed} passed of {}",
+        answers.len()
+    );
+    let limited = answers.last().expect("answers");
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    assert_eq!(limited.headers["cache-control"], "no-store");
+    let wait: u64 = limited.headers["retry-after"]
+        .to_str()
+        .expect("Retry-After")
+        .parse()
+        .expect("seconds");
+    assert!((1..=2).contains(&wait), "Retry-After: {wait}");
+    c.clock.advance(Duration::from_secs(wait));
+    assert_eq!(get(&c, &status_of).await.status, 200, "after the wait");
+
+    // A scan of made-up links from one address (one connection, as a scanner would): stopped
+    // after the source's burst; the clock runs meanwhile, so the sustained rate adds some.
+    c.clock.advance(Duration::from_secs(60));
+    let http = reqwest::Client::new();
+    let ask = |path: String| {
+        let http = http.clone();
+        let url = format!("{}{path}", c.url());
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .expect("an answer")
+                .status()
+                .as_u16()
+        }
+    };
+    let burst = STATUS_PER_SOURCE.burst as usize;
+    let started = std::time::Instant::now();
+    let (mut found, mut refused) = (0, 0);
+    for i in 0..3 * burst {
+        match ask(format!("/pay/{i:0>22}/status")).await {
+            404 => found += 1,
+            429 => refused += 1,
+            other => panic!("{other}"),
+        }
+    }
+    let refilled = STATUS_PER_SOURCE.per_second as f64 * started.elapsed().as_secs_f64();
+    assert!(
+        found >= burst && (found as f64) <= burst as f64 + refilled + 1.0 && refused > 0,
+        "{found} looked up, {refused} refused in {:?}",
+        started.elapsed()
+    );
+    // Its real links too, for as long as it has not rested.
+    let mut real = Vec::new();
+    for _ in 0..20 {
+        real.push(ask(status_of.clone()).await);
+    }
+    assert!(
+        real.contains(&429),
+        "the source is limited for every link: {real:?}"
+    );
+    c.clock.advance(Duration::from_secs(60));
+    assert_eq!(get(&c, &status_of).await.status, 200, "rested");
+    c.server.stop().await;
+}

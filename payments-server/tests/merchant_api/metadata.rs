@@ -111,6 +111,14 @@ async fn metadata_is_kept_echoed_filtered_and_part_of_the_fingerprint() {
         .await
         .expect("an answer");
     assert_eq!(list.code(), Some("bad_request"), "one key per query");
+    // The filter applies the create's rule: a value no create may have is refused alike.
+    let list = c
+        .list_payments("metadata[note]=paid%E2%80%AEdiap")
+        .await
+        .expect("an answer");
+    assert_eq!(list.code(), Some("bad_request"), "{}", list.json);
+    let message = list.json["message"].as_str().unwrap_or_default();
+    assert!(message.contains("metadata[note]: U+202E"), "{message}");
 
     // Refusals name the field and take nothing.
     let many: serde_json::Map<String, Value> =
@@ -122,6 +130,11 @@ async fn metadata_is_kept_echoed_filtered_and_part_of_the_fingerprint() {
         (json!({"k".repeat(41): "v"}), "key"),
         (json!({"k": "v".repeat(501)}), "at most 500"),
         (json!({"k": "line\nbreak"}), "control"),
+        // Characters that make a value read differently: named with the key.
+        (json!({"note": "paid\u{202E}diap"}), "note: U+202E"),
+        (json!({"note": "a\u{2067}b"}), "note: U+2067"),
+        (json!({"note": "pay\u{200B}pal"}), "note: U+200B"),
+        (json!({"note": "\u{FEFF}x"}), "note: U+FEFF"),
         (json!(["order"]), "object"),
     ] {
         let r = c

@@ -76,6 +76,24 @@ async fn a_refused_signature_is_logged_with_its_diagnosis() {
         "A"
     };
     signature.1.replace_range(at..=at, flipped);
+    // It also covers a cookie, an API key header and the body's type: the log keeps the
+    // type, and of the other two only that they were covered.
+    let input = forged
+        .headers
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case("signature-input"))
+        .expect("a Signature-Input header");
+    assert!(input.1.contains("\"x-request-nonce\")"), "{}", input.1);
+    input.1 = input.1.replace(
+        "\"x-request-nonce\")",
+        "\"x-request-nonce\" \"content-type\" \"cookie\" \"x-api-key\")",
+    );
+    forged
+        .headers
+        .push(("Cookie".into(), "session=s3cret-cookie-value".into()));
+    forged
+        .headers
+        .push(("X-Api-Key".into(), "k3y-secret-value".into()));
     let refused = c.send(&forged).await.unwrap();
     assert_eq!(refused.code(), Some("signature_invalid"));
     let rid = refused.headers["x-request-id"]
@@ -102,6 +120,21 @@ async fn a_refused_signature_is_logged_with_its_diagnosis() {
         !base.contains(s.creds().token.expose()),
         "the token never reaches the log"
     );
+    for kept in [
+        "\"cookie\": [redacted]\n",
+        "\"x-api-key\": [redacted]\n",
+        "\"content-type\": application/json\n",
+        "\"@path\": /api/v1/payments\n",
+        "\"content-digest\": sha-256=:",
+        "\"@signature-params\": (\"@method\"",
+    ] {
+        assert!(base.contains(kept), "{kept:?} not in {base}");
+    }
+    assert!(
+        !base.contains("s3cret") && !base.contains("k3y-secret"),
+        "a covered cookie or key never reaches the log: {base}"
+    );
+    assert!(d.covered.iter().any(|c| c == "cookie"), "{d:?}");
     // The creates carry their merchant payment id, the reads their payment.
     let creates: Vec<_> = log
         .iter()

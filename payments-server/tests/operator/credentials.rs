@@ -92,12 +92,21 @@ async fn key_register_list_revoke_and_revocation_is_immediate() {
     let p = provision(&app).await;
     let keys = format!("/operator/v1/projects/{}/keys", p.project_id);
 
-    // A second key as raw base64.
+    // A second key as raw base64: with an expected_keyid that is not its own, refused and
+    // not stored; without one (API v1) or with its own, registered.
     let second = Signer::generate();
     let raw = STANDARD.encode(second.key.verifying_key().to_bytes());
-    let reg = app
-        .op("POST", &keys, Some(json!({"public_key": raw})))
-        .await;
+    let wrong = json!({"public_key": raw, "expected_keyid": "ed25519-not-this-one"});
+    let refused = app.op("POST", &keys, Some(wrong)).await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(
+        refused.message().starts_with("expected_keyid: ")
+            && refused.message().contains(second.keyid.as_str()),
+        "{}",
+        refused.text
+    );
+    let confirmed = json!({"public_key": raw, "expected_keyid": second.keyid.as_str()});
+    let reg = app.op("POST", &keys, Some(confirmed)).await;
     assert_eq!(reg.status, 201, "{}", reg.text);
     assert_eq!(reg.body["keyid"], second.keyid.as_str());
     assert_eq!(reg.body["public_key"], raw.as_str());

@@ -626,6 +626,22 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ),
     ("Revoke the token", "Отозвать токен"),
     ("Public key: {message}", "Открытый ключ: {message}"),
+    (
+        "The keyid your key generator printed (needed for a raw 32-byte key)",
+        "keyid, который вывел ваш генератор ключей (нужен для «сырого» 32-байтного ключа)",
+    ),
+    (
+        "A raw key could also be a private key's seed: the key is registered only when its keyid is this one. A PEM public key needs none.",
+        "«Сырой» ключ может оказаться и зерном закрытого ключа: ключ регистрируется, только если его keyid совпадает с этим. Открытому ключу в PEM он не нужен.",
+    ),
+    (
+        "What you pasted has keyid {keyid}, not the keyid you gave: it is not the public key your key generator printed that keyid for, and nothing was registered. If you pasted your private key, treat it as exposed and generate a new key pair.",
+        "У вставленного ключа keyid {keyid}, а не тот, что вы указали: это не открытый ключ, для которого генератор вывел этот keyid, и ничего не зарегистрировано. Если вы вставили закрытый ключ, считайте его раскрытым и создайте новую пару ключей.",
+    ),
+    (
+        "What you pasted is a raw 32-byte key with keyid {keyid}, and nothing was registered: a raw key cannot be told from a private key's seed. If {keyid} is the keyid your key generator printed, paste the key again with it below; or paste the PEM public key.",
+        "Вставлен «сырой» 32-байтный ключ с keyid {keyid}, и ничего не зарегистрировано: «сырой» ключ нельзя отличить от зерна закрытого ключа. Если {keyid} — это keyid, который вывел ваш генератор ключей, вставьте ключ ещё раз и укажите этот keyid ниже; или вставьте открытый ключ в PEM.",
+    ),
     ("Revoke signing key?", "Отозвать ключ подписи?"),
     (
         "Requests signed with {keyid} will fail with 401 signature_invalid from the moment you confirm. This cannot be undone.",
