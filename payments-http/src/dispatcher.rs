@@ -29,11 +29,12 @@
 //!   slot, then its host's, and only then a global one, so a delivery waiting for a busy host
 //!   holds no slot another project needs, and one project never holds more than
 //!   `per_project` of the global slots (half of them by default).
-//! - Claimed events waiting for a slot are bounded in memory: at most `2 x per_host` per
-//!   project and host, `2 x per_project` per project and `4 x concurrency` in all
-//!   (`Held`). A claimed event beyond them is not kept: it stays leased and is claimed again
-//!   after its lease, so one busy host's backlog is passed over by the claims and cannot keep
-//!   other hosts' due events from being claimed.
+//! - Claimed events waiting for a slot are bounded in memory: a project holding
+//!   `per_project` events is busy and the claims skip its events
+//!   ([`claim_due_events_except`]), which stay due in the store, unleased; so a
+//!   project holds at most `per_project + concurrency`, and `4 x concurrency` are held in all.
+//!   One project's backlog (one busy host's) never keeps other projects' due events from
+//!   being claimed.
 //! - Shutdown claims nothing more and waits only for attempts already started.
 //!
 //! One attempt (spec "Events", "Request" and "Delivery and retries"): a fresh timestamp and
@@ -41,6 +42,8 @@
 //! address-checking client of [`crate::resolver`], one deadline over connect, headers and body,
 //! at most [`RESPONSE_READ_LIMIT`] bytes of the response read, redirects never followed, any
 //! `2xx` a success.
+//!
+//! [`claim_due_events_except`]: payments_core::store::OutboxStore::claim_due_events_except
 
 use std::collections::HashMap;
 use std::fmt;
@@ -246,7 +249,7 @@ impl Dispatcher {
                 global: Arc::new(Semaphore::new(config.concurrency)),
                 hosts: Bounds::new(config.per_host),
                 projects: Bounds::new(config.per_project),
-                held: Arc::default(),
+                held: Arc::new(Mutex::new(Held::new(&config))),
                 service,
                 store,
                 clock,
@@ -291,11 +294,13 @@ impl Dispatcher {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let inner = &self.inner;
+        let freed = inner.held_table().freed.clone();
         let mut tasks = JoinSet::new();
         loop {
-            // Claims never wait for a slot: the claimed events wait on their own tasks, as
-            // many as `Held` allows, so a batch of one busy host's events is passed over and
-            // the next claim reaches the events behind it.
+            // Claims never wait for a slot: the claimed events wait on their own tasks, and
+            // the claims skip the projects that hold as many as they may have in flight
+            // (`Held`), so one project's backlog stays in the store and the claims reach the
+            // events due behind it.
             let room = inner.held_limit().saturating_sub(tasks.len());
             let limit = room.min(inner.config.concurrency);
             let mut full_batch = false;
@@ -315,6 +320,8 @@ impl Dispatcher {
                 Some(done) = tasks.join_next(), if limit == 0 && !tasks.is_empty() => {
                     log_task_end(done);
                 }
+                // A busy project's delivery ended: its events may be claimed again.
+                () = freed.notified() => {}
                 () = self.notify.notified() => {}
                 () = tokio::time::sleep(inner.config.poll_interval) => {}
             }
@@ -400,41 +407,59 @@ impl<K: std::hash::Hash + Eq + Clone> Bounds<K> {
 }
 
 /// The claimed events a dispatcher holds (waiting for a slot or in flight), counted per
-/// project and per project and host. What bounds them: at most `2 x per_host` per project and
-/// host (a host's slots in flight and as many waiting), `2 x per_project` per project, and the
-/// run loop claims no more once `4 x concurrency` are held. So the events waiting in memory
-/// stay bounded whatever the store has due, and one project's backlog leaves room for every
-/// other project's events.
-#[derive(Debug, Default)]
+/// project. A project holding `per_project` (as many as it may have in flight) is *busy*: the
+/// claims skip its events ([`OutboxStore::claim_due_events_except`]), which stay due in the
+/// store, unleased, so one project's backlog never hides the events due behind it. A claim
+/// made while a project was not busy adds at most `concurrency` of its events, so a project
+/// holds at most `per_project + concurrency`; with a store that cannot skip, an event beyond
+/// that is left to its lease. The run loop claims no more once `4 x concurrency` are held in
+/// all. So the events waiting in memory stay bounded whatever the store has due.
+///
+/// [`OutboxStore::claim_due_events_except`]: payments_core::store::OutboxStore::claim_due_events_except
+#[derive(Debug)]
 struct Held {
     projects: HashMap<ProjectId, usize>,
-    pairs: HashMap<(ProjectId, String), usize>,
+    /// `per_project`: from this many a project is busy.
+    busy_at: usize,
+    /// `per_project + concurrency`: the most one project holds.
+    cap: usize,
+    /// Told when a busy project stops being busy: its events may be claimed again.
+    freed: Arc<Notify>,
 }
 
 impl Held {
-    /// A place for one more event of `project` to `host`, or `None` when either is full.
-    fn admit(
-        held: &Arc<Mutex<Held>>,
-        config: &DispatcherConfig,
-        project: ProjectId,
-        host: &str,
-    ) -> Option<Place> {
+    fn new(config: &DispatcherConfig) -> Held {
+        Held {
+            projects: HashMap::new(),
+            busy_at: config.per_project.max(1),
+            cap: config.per_project.saturating_add(config.concurrency),
+            freed: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The busy projects, whose events the next claim skips.
+    fn busy(&self) -> Vec<ProjectId> {
+        self.projects
+            .iter()
+            .filter(|(_, n)| **n >= self.busy_at)
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    /// A place for one more event of `project`, or `None` when it holds all it may.
+    fn admit(held: &Arc<Mutex<Held>>, project: ProjectId) -> Option<Place> {
         let mut table = held
             .lock()
             .expect("the held table is never locked across a panic");
-        let key = (project, host.to_owned());
-        let in_project = table.projects.get(&project).copied().unwrap_or(0);
-        let in_pair = table.pairs.get(&key).copied().unwrap_or(0);
-        if in_project >= config.per_project.saturating_mul(2)
-            || in_pair >= config.per_host.saturating_mul(2)
-        {
+        let cap = table.cap;
+        let n = table.projects.entry(project).or_insert(0);
+        if *n >= cap {
             return None;
         }
-        *table.projects.entry(project).or_insert(0) += 1;
-        *table.pairs.entry(key.clone()).or_insert(0) += 1;
+        *n += 1;
         Some(Place {
             held: held.clone(),
-            key,
+            project,
         })
     }
 }
@@ -442,7 +467,7 @@ impl Held {
 /// One event's place in [`Held`], given back when its delivery task ends (also by a panic).
 struct Place {
     held: Arc<Mutex<Held>>,
-    key: (ProjectId, String),
+    project: ProjectId,
 }
 
 impl Drop for Place {
@@ -451,18 +476,17 @@ impl Drop for Place {
             .held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let project = self.key.0;
-        if let Some(n) = table.projects.get_mut(&project) {
-            *n -= 1;
-            if *n == 0 {
-                table.projects.remove(&project);
-            }
+        let busy_at = table.busy_at;
+        let Some(n) = table.projects.get_mut(&self.project) else {
+            return;
+        };
+        *n -= 1;
+        let left = *n;
+        if left == 0 {
+            table.projects.remove(&self.project);
         }
-        if let Some(n) = table.pairs.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                table.pairs.remove(&self.key);
-            }
+        if left + 1 == busy_at {
+            table.freed.notify_one();
         }
     }
 }
@@ -540,10 +564,16 @@ impl Inner {
         self.config.concurrency.saturating_mul(4)
     }
 
-    /// Claims up to `limit` due events and spawns one delivery task for each that [`Held`]
-    /// admits; returns how many were claimed. An event not admitted (its project, or its
-    /// project's host, has as many events waiting as allowed) stays leased and is claimed
-    /// again after its lease. Claims nothing while dispatch is held.
+    fn held_table(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held
+            .lock()
+            .expect("the held table is never locked across a panic")
+    }
+
+    /// Claims up to `limit` due events of the projects that are not busy ([`Held`]) and
+    /// spawns one delivery task for each; returns how many were claimed. An event [`Held`]
+    /// does not admit (only with a store that cannot skip busy projects) stays leased and is
+    /// claimed again after its lease. Claims nothing while dispatch is held.
     async fn claim_and_spawn(
         self: &Arc<Self>,
         limit: usize,
@@ -553,16 +583,16 @@ impl Inner {
             return Ok(0);
         }
         let now = self.clock.now();
+        let busy = self.held_table().busy();
         let events = self
             .store
-            .claim_due_events(now, limit, self.config.lease)
+            .claim_due_events_except(now, limit, self.config.lease, &busy)
             .await?;
         let claimed = events.len();
         let mut passed_over = 0usize;
         for event in events {
             let host = host_key(&event.event);
-            let project = event.event.event.project_id;
-            let Some(place) = Held::admit(&self.held, &self.config, project, &host) else {
+            let Some(place) = Held::admit(&self.held, event.event.event.project_id) else {
                 passed_over += 1;
                 continue;
             };
@@ -573,8 +603,8 @@ impl Inner {
             tracing::info!(
                 passed_over,
                 lease_secs = self.config.lease.as_secs(),
-                "callback: claimed events left to their lease: their project or host has as \
-                 many deliveries waiting as allowed"
+                "callback: claimed events left to their lease: their project holds as many \
+                 deliveries as allowed (a store that cannot skip busy projects)"
             );
         }
         debug_assert!(tasks.len() <= self.held_limit() + limit);

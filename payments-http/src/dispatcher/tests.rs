@@ -62,37 +62,44 @@ fn reads_extra_roots_from_pem() {
 }
 
 #[test]
-fn claimed_events_held_are_bounded_per_project_and_host_and_given_back() {
+fn a_project_holding_its_slots_is_busy_and_its_places_are_bounded_and_given_back() {
     let config = DispatcherConfig {
-        per_host: 2,
-        per_project: 3,
+        concurrency: 4,
+        per_project: 2,
         ..DispatcherConfig::default()
     };
-    let held = Arc::new(Mutex::new(Held::default()));
+    let held = Arc::new(Mutex::new(Held::new(&config)));
+    let freed = held.lock().expect("not poisoned").freed.clone();
     let a: ProjectId = "00000000-0000-4000-8000-000000000001"
         .parse()
         .expect("an id");
     let b: ProjectId = "00000000-0000-4000-8000-000000000002"
         .parse()
         .expect("an id");
-    // One host of A: its 2 slots and 2 waiting, no more.
-    let mut places: Vec<Place> = (0..4)
-        .map(|_| Held::admit(&held, &config, a, "slow.test").expect("room"))
-        .collect();
-    assert!(Held::admit(&held, &config, a, "slow.test").is_none());
-    // A's other hosts: up to 2 x per_project for the project in all.
-    places.extend((0..2).map(|_| Held::admit(&held, &config, a, "other.test").expect("room")));
-    assert!(Held::admit(&held, &config, a, "third.test").is_none());
-    // Another project is not affected, even on the same host.
-    let b_place = Held::admit(&held, &config, b, "slow.test").expect("B has room");
-    // Every place is given back: the tables forget what is not held.
+    let busy = |held: &Arc<Mutex<Held>>| held.lock().expect("not poisoned").busy();
+    let mut places = vec![Held::admit(&held, a).expect("room")];
+    assert!(busy(&held).is_empty());
+    places.push(Held::admit(&held, a).expect("room"));
+    assert_eq!(busy(&held), vec![a], "per_project held: the claims skip A");
+    // What a claim made before A was busy may still bring: up to per_project + concurrency.
+    places.extend((0..4).map(|_| Held::admit(&held, a).expect("room")));
+    assert!(Held::admit(&held, a).is_none(), "A holds all it may");
+    // Another project is not affected.
+    let b_place = Held::admit(&held, b).expect("B has room");
+    assert_eq!(busy(&held), vec![a]);
+    // Back under per_project, A is claimed again, and the run loop is told.
+    places.truncate(2);
+    assert!(futures_util::FutureExt::now_or_never(freed.notified()).is_none());
+    places.truncate(1);
+    assert!(
+        futures_util::FutureExt::now_or_never(freed.notified()).is_some(),
+        "told when A stopped being busy"
+    );
+    assert!(busy(&held).is_empty());
+    // Every place is given back: the table forgets what is not held.
     drop(places);
     drop(b_place);
-    let table = held.lock().expect("not poisoned");
-    assert!(
-        table.projects.is_empty() && table.pairs.is_empty(),
-        "{table:?}"
-    );
+    assert!(held.lock().expect("not poisoned").projects.is_empty());
 }
 
 #[test]
