@@ -26,6 +26,23 @@ use crate::ids::ProjectId;
 use crate::project::RateLimit;
 use crate::store::StoreError;
 
+/// The default budget of a project's merchant-triggered callback resends
+/// ([`ServiceConfig::resend_budget`](crate::service::ServiceConfig::resend_budget)): 1,000 at
+/// once (one whole `POST /api/v1/events/recover`), then 5 a second (18,000 an hour).
+///
+/// Why: every resend is a request the dispatcher makes to the merchant's receiver, and a
+/// resend costs the merchant one API request, so without a budget of its own one project
+/// could queue callbacks 50 times a second for as long as it likes. At 5 a second a project's
+/// resends are drained even by receivers that never answer (its share of the dispatcher, half
+/// of the global slots, each held for the 10 s attempt timeout, makes 12.8 attempts a
+/// second), so what it has queued stays about one burst. A merchant recovering from an
+/// outage resends its failed callbacks in one call; clicking "send callback" by hand never
+/// meets the limit.
+pub const RESEND_BUDGET: RateLimit = RateLimit {
+    per_second: 5,
+    burst: 1_000,
+};
+
 /// The GCRA parameters of a rate limit, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {

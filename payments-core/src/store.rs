@@ -591,6 +591,22 @@ pub trait OutboxStore: Send + Sync {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<ClaimedEvent>, StoreError>;
+    /// [`claim_due_events`](Self::claim_due_events) leaving the events of the projects in
+    /// `skip` unclaimed (neither returned nor leased): a dispatcher that already holds as many
+    /// of a project's events as it keeps asks for everyone else's, so that the project's
+    /// backlog stays due in the store instead of hiding the events due behind it. The default
+    /// ignores `skip`; the bundled stores implement it (a dispatcher over a store that does not
+    /// leaves the events it cannot keep to their lease).
+    async fn claim_due_events_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+        skip: &[ProjectId],
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let _ = skip;
+        self.claim_due_events(now, limit, lease).await
+    }
     /// Records an attempt made under the lease `lease` and, when that lease is still the
     /// event's current one, the event's next step, in one transaction:
     /// `next_attempt_at = Some(t)` keeps it pending, `None` ends it as delivered (on success)

@@ -2,8 +2,8 @@
 //!
 //! Events are claimed from the store with a lease (a crash mid-attempt leaves the event to be
 //! retried once the lease ends: at-least-once delivery), delivered on their own tasks under a
-//! global and a per-host concurrency bound, and every attempt is recorded together with the
-//! time of the next one, so the retry schedule survives restarts. The core decides what is
+//! per-project, a per-host and a global concurrency bound, and every attempt is recorded
+//! together with the time of the next one, so the retry schedule survives restarts. The core decides what is
 //! sent ([`payments_core::event`]), how it is signed ([`CallbackSecrets::sign_attempt`]) and
 //! when it is retried ([`PaymentService::next_attempt_at`] over the service's
 //! [`RetrySchedule`](payments_core::callback::RetrySchedule)); this module does the I/O.
@@ -23,7 +23,18 @@
 //! - The destination is checked again at every attempt against the service's current
 //!   callback policy, and the address connected to is the address checked (the resolver).
 //! - At most [`DispatcherConfig::concurrency`] attempts are in flight, at most
-//!   [`DispatcherConfig::per_host`] to one host; the host table holds only hosts in use.
+//!   [`DispatcherConfig::per_host`] to one host and [`DispatcherConfig::per_project`] for one
+//!   project; the host and project tables hold only hosts and projects in use.
+//! - No project's receivers hold another project's callbacks: a delivery takes its project's
+//!   slot, then its host's, and only then a global one, so a delivery waiting for a busy host
+//!   holds no slot another project needs, and one project never holds more than
+//!   `per_project` of the global slots (half of them by default).
+//! - Claimed events waiting for a slot are bounded in memory: a project holding
+//!   `per_project` events is busy and the claims skip its events
+//!   ([`claim_due_events_except`]), which stay due in the store, unleased; so a
+//!   project holds at most `per_project + concurrency`, and `4 x concurrency` are held in all.
+//!   One project's backlog (one busy host's) never keeps other projects' due events from
+//!   being claimed.
 //! - Shutdown claims nothing more and waits only for attempts already started.
 //!
 //! One attempt (spec "Events", "Request" and "Delivery and retries"): a fresh timestamp and
@@ -31,6 +42,8 @@
 //! address-checking client of [`crate::resolver`], one deadline over connect, headers and body,
 //! at most [`RESPONSE_READ_LIMIT`] bytes of the response read, redirects never followed, any
 //! `2xx` a success.
+//!
+//! [`claim_due_events_except`]: payments_core::store::OutboxStore::claim_due_events_except
 
 use std::collections::HashMap;
 use std::fmt;
@@ -48,10 +61,10 @@ use payments_core::event::{
 };
 use payments_core::service::PaymentService;
 use payments_core::store::{AttemptRecorded, ClaimedEvent, Store};
-use payments_core::{Clock, Timestamp};
+use payments_core::{Clock, ProjectId, Timestamp};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::CertificateDer;
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::metrics::Metrics;
@@ -71,6 +84,10 @@ pub struct DispatcherConfig {
     pub concurrency: usize,
     /// Attempts in flight at once to one destination host.
     pub per_host: usize,
+    /// Attempts in flight at once for one project, whatever its hosts: keep it below
+    /// `concurrency`, so that the rest of the slots stay free for other projects' callbacks
+    /// however slow one project's receivers are.
+    pub per_project: usize,
     /// The one deadline of an attempt: connect, TLS, request, response headers and body read.
     pub attempt_timeout: Duration,
     /// The most response body bytes read.
@@ -93,6 +110,7 @@ impl Default for DispatcherConfig {
         DispatcherConfig {
             concurrency: 256,
             per_host: 64,
+            per_project: 128,
             attempt_timeout: ATTEMPT_TIMEOUT,
             read_limit: RESPONSE_READ_LIMIT,
             poll_interval: Duration::from_secs(1),
@@ -120,9 +138,9 @@ impl DispatcherConfig {
     /// Refuses settings the dispatcher cannot work with: no concurrency at all, or a lease
     /// that does not outlast an attempt.
     pub fn validate(&self) -> Result<(), DispatcherError> {
-        if self.concurrency == 0 || self.per_host == 0 {
+        if self.concurrency == 0 || self.per_host == 0 || self.per_project == 0 {
             return Err(DispatcherError::Config(
-                "concurrency and per_host must be at least 1".into(),
+                "concurrency, per_host and per_project must be at least 1".into(),
             ));
         }
         if self.lease <= self.attempt_timeout {
@@ -187,7 +205,10 @@ struct Inner {
     config: DispatcherConfig,
     metrics: Arc<Metrics>,
     global: Arc<Semaphore>,
-    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
+    hosts: Bounds<String>,
+    projects: Bounds<ProjectId>,
+    /// The claimed events this dispatcher holds, waiting or in flight.
+    held: Arc<Mutex<Held>>,
     stopping: watch::Sender<bool>,
     /// The last reading of the dispatch hold: when, and the reason if held.
     hold: Mutex<Option<(Instant, Option<String>)>>,
@@ -226,13 +247,15 @@ impl Dispatcher {
         Ok(Dispatcher {
             inner: Arc::new(Inner {
                 global: Arc::new(Semaphore::new(config.concurrency)),
+                hosts: Bounds::new(config.per_host),
+                projects: Bounds::new(config.per_project),
+                held: Arc::new(Mutex::new(Held::new(&config))),
                 service,
                 store,
                 clock,
                 client,
                 config,
                 metrics,
-                hosts: Mutex::new(HashMap::new()),
                 stopping,
                 hold: Mutex::new(None),
             }),
@@ -271,25 +294,36 @@ impl Dispatcher {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let inner = &self.inner;
+        let freed = inner.held_table().freed.clone();
         let mut tasks = JoinSet::new();
         loop {
-            let free = inner.global.available_permits();
-            // With every slot taken, or a full batch claimed, more may be due: look again as
-            // soon as a slot frees.
-            let mut saturated = free == 0;
-            if free > 0 {
-                match inner.claim_and_spawn(free, &mut tasks).await {
-                    Ok(claimed) => saturated = claimed == free,
+            // Claims never wait for a slot: the claimed events wait on their own tasks, and
+            // the claims skip the projects that hold as many as they may have in flight
+            // (`Held`), so one project's backlog stays in the store and the claims reach the
+            // events due behind it.
+            let room = inner.held_limit().saturating_sub(tasks.len());
+            let limit = room.min(inner.config.concurrency);
+            let mut full_batch = false;
+            if limit > 0 {
+                match inner.claim_and_spawn(limit, &mut tasks).await {
+                    Ok(claimed) => full_batch = claimed == limit,
                     Err(e) => tracing::warn!(error = %e, "callback outbox: claim failed"),
                 }
             }
             tokio::select! {
+                biased;
                 () = &mut shutdown => break,
-                () = self.notify.notified() => {}
-                () = tokio::time::sleep(inner.config.poll_interval) => {}
-                Some(done) = tasks.join_next(), if saturated && !tasks.is_empty() => {
+                // More may be due: claim again at once (each claim leases what it took, so
+                // this ends with the due events).
+                () = std::future::ready(()), if full_batch => {}
+                // Holding all it may: look again as soon as a delivery ends.
+                Some(done) = tasks.join_next(), if limit == 0 && !tasks.is_empty() => {
                     log_task_end(done);
                 }
+                // A busy project's delivery ended: its events may be claimed again.
+                () = freed.notified() => {}
+                () = self.notify.notified() => {}
+                () = tokio::time::sleep(inner.config.poll_interval) => {}
             }
             while let Some(done) = tasks.try_join_next() {
                 log_task_end(done);
@@ -320,6 +354,140 @@ impl Dispatcher {
             log_task_end(done);
         }
         claimed
+    }
+}
+
+/// The host an event's deliveries are bounded by: the destination's name (lower-case) or
+/// address.
+fn host_key(event: &OutboxEvent) -> String {
+    match event.destination.host() {
+        CallbackHost::Domain(name) => name.to_ascii_lowercase(),
+        CallbackHost::Ip(ip) => ip.to_string(),
+        _ => event.destination.as_str().to_owned(),
+    }
+}
+
+/// A concurrency bound per key (host, project), made when a delivery first needs it and
+/// forgotten when the last one lets it go, so the table holds only the keys in use.
+struct Bounds<K> {
+    per_key: usize,
+    table: Mutex<HashMap<K, Arc<Semaphore>>>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Bounds<K> {
+    fn new(per_key: usize) -> Self {
+        Bounds {
+            per_key,
+            table: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, Arc<Semaphore>>> {
+        self.table
+            .lock()
+            .expect("a bound table lock is never held across a panic")
+    }
+
+    /// The bound of `key`, shared by its deliveries.
+    fn get(&self, key: &K) -> Arc<Semaphore> {
+        self.lock()
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_key)))
+            .clone()
+    }
+
+    /// Forgets `key`'s bound once no delivery holds it, so the table does not grow forever.
+    fn release(&self, key: &K, semaphore: Arc<Semaphore>) {
+        let mut table = self.lock();
+        // Clones are only taken under this lock: two references are the table's and ours.
+        if Arc::strong_count(&semaphore) == 2 {
+            table.remove(key);
+        }
+    }
+}
+
+/// The claimed events a dispatcher holds (waiting for a slot or in flight), counted per
+/// project. A project holding `per_project` (as many as it may have in flight) is *busy*: the
+/// claims skip its events ([`OutboxStore::claim_due_events_except`]), which stay due in the
+/// store, unleased, so one project's backlog never hides the events due behind it. A claim
+/// made while a project was not busy adds at most `concurrency` of its events, so a project
+/// holds at most `per_project + concurrency`; with a store that cannot skip, an event beyond
+/// that is left to its lease. The run loop claims no more once `4 x concurrency` are held in
+/// all. So the events waiting in memory stay bounded whatever the store has due.
+///
+/// [`OutboxStore::claim_due_events_except`]: payments_core::store::OutboxStore::claim_due_events_except
+#[derive(Debug)]
+struct Held {
+    projects: HashMap<ProjectId, usize>,
+    /// `per_project`: from this many a project is busy.
+    busy_at: usize,
+    /// `per_project + concurrency`: the most one project holds.
+    cap: usize,
+    /// Told when a busy project stops being busy: its events may be claimed again.
+    freed: Arc<Notify>,
+}
+
+impl Held {
+    fn new(config: &DispatcherConfig) -> Held {
+        Held {
+            projects: HashMap::new(),
+            busy_at: config.per_project.max(1),
+            cap: config.per_project.saturating_add(config.concurrency),
+            freed: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The busy projects, whose events the next claim skips.
+    fn busy(&self) -> Vec<ProjectId> {
+        self.projects
+            .iter()
+            .filter(|(_, n)| **n >= self.busy_at)
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    /// A place for one more event of `project`, or `None` when it holds all it may.
+    fn admit(held: &Arc<Mutex<Held>>, project: ProjectId) -> Option<Place> {
+        let mut table = held
+            .lock()
+            .expect("the held table is never locked across a panic");
+        let cap = table.cap;
+        let n = table.projects.entry(project).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(Place {
+            held: held.clone(),
+            project,
+        })
+    }
+}
+
+/// One event's place in [`Held`], given back when its delivery task ends (also by a panic).
+struct Place {
+    held: Arc<Mutex<Held>>,
+    project: ProjectId,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut table = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let busy_at = table.busy_at;
+        let Some(n) = table.projects.get_mut(&self.project) else {
+            return;
+        };
+        *n -= 1;
+        let left = *n;
+        if left == 0 {
+            table.projects.remove(&self.project);
+        }
+        if left + 1 == busy_at {
+            table.freed.notify_one();
+        }
     }
 }
 
@@ -391,8 +559,21 @@ impl Inner {
         held
     }
 
-    /// Claims up to `limit` due events and spawns one delivery task each; returns how many.
-    /// Claims nothing while dispatch is held.
+    /// The most claimed events held at once, waiting or in flight ([`Held`]).
+    fn held_limit(&self) -> usize {
+        self.config.concurrency.saturating_mul(4)
+    }
+
+    fn held_table(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held
+            .lock()
+            .expect("the held table is never locked across a panic")
+    }
+
+    /// Claims up to `limit` due events of the projects that are not busy ([`Held`]) and
+    /// spawns one delivery task for each; returns how many were claimed. An event [`Held`]
+    /// does not admit (only with a store that cannot skip busy projects) stays leased and is
+    /// claimed again after its lease. Claims nothing while dispatch is held.
     async fn claim_and_spawn(
         self: &Arc<Self>,
         limit: usize,
@@ -402,57 +583,41 @@ impl Inner {
             return Ok(0);
         }
         let now = self.clock.now();
+        let busy = self.held_table().busy();
         let events = self
             .store
-            .claim_due_events(now, limit, self.config.lease)
+            .claim_due_events_except(now, limit, self.config.lease, &busy)
             .await?;
         let claimed = events.len();
+        let mut passed_over = 0usize;
         for event in events {
-            let permit = self
-                .global
-                .clone()
-                .acquire_owned()
-                .await
-                .expect("the global semaphore is never closed");
+            let host = host_key(&event.event);
+            let Some(place) = Held::admit(&self.held, event.event.event.project_id) else {
+                passed_over += 1;
+                continue;
+            };
             let inner = self.clone();
-            tasks.spawn(async move { inner.deliver(event, permit).await });
+            tasks.spawn(async move { inner.deliver(event, host, place).await });
         }
+        if passed_over > 0 {
+            tracing::info!(
+                passed_over,
+                lease_secs = self.config.lease.as_secs(),
+                "callback: claimed events left to their lease: their project holds as many \
+                 deliveries as allowed (a store that cannot skip busy projects)"
+            );
+        }
+        debug_assert!(tasks.len() <= self.held_limit() + limit);
         Ok(claimed)
     }
 
-    /// The concurrency bound of one destination host, shared by its deliveries in flight.
-    fn host_semaphore(&self, host: &str) -> Arc<Semaphore> {
-        let mut hosts = self
-            .hosts
-            .lock()
-            .expect("the host table lock is never held across a panic");
-        hosts
-            .entry(host.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.config.per_host)))
-            .clone()
-    }
-
-    /// Forgets a host's bound once no delivery holds it, so the table does not grow forever.
-    fn release_host(&self, host: &str, semaphore: Arc<Semaphore>) {
-        let mut hosts = self
-            .hosts
-            .lock()
-            .expect("the host table lock is never held across a panic");
-        // Clones are only taken under this lock: two references are the table's and ours.
-        if Arc::strong_count(&semaphore) == 2 {
-            hosts.remove(host);
-        }
-    }
-
-    /// One attempt of a claimed event, within the host's bound, and its record.
-    async fn deliver(self: Arc<Self>, claimed: ClaimedEvent, _global: OwnedSemaphorePermit) {
+    /// One attempt of a claimed event, within its project's, its host's and the global bound,
+    /// and its record.
+    async fn deliver(self: Arc<Self>, claimed: ClaimedEvent, host: String, _place: Place) {
         let event = &claimed.event;
-        let host = match event.destination.host() {
-            CallbackHost::Domain(name) => name.to_owned(),
-            CallbackHost::Ip(ip) => ip.to_string(),
-            _ => event.destination.as_str().to_owned(),
-        };
-        let semaphore = self.host_semaphore(&host);
+        let project = event.event.project_id;
+        let project_bound = self.projects.get(&project);
+        let host_bound = self.hosts.get(&host);
         let mut stopping = self.stopping.subscribe();
         // An attempt starts only while its lease still covers a whole attempt; otherwise the
         // event could be claimed again while this one runs. Giving up leaves it to the next
@@ -461,28 +626,39 @@ impl Inner {
             .config
             .lease
             .saturating_sub(self.config.attempt_timeout);
-        let permit = tokio::select! {
-            permit = tokio::time::timeout(wait_limit, semaphore.clone().acquire_owned()) => {
-                match permit {
-                    Ok(permit) => Some(permit),
-                    Err(_) => {
-                        tracing::warn!(
-                            event_id = %event.event.event_id,
-                            %host,
-                            "callback: the host stayed busy for the whole lease; retried later"
-                        );
-                        None
-                    }
+        // The project's slot first (only its own deliveries want it), then the host's, and a
+        // global slot last: waiting for a busy host holds nothing another project needs.
+        let slots = async {
+            let p = project_bound.clone().acquire_owned().await;
+            let h = host_bound.clone().acquire_owned().await;
+            let g = self.global.clone().acquire_owned().await;
+            (p, h, g)
+        };
+        let permits = tokio::select! {
+            permits = tokio::time::timeout(wait_limit, slots) => {
+                if permits.is_err() {
+                    tracing::warn!(
+                        event_id = %event.event.event_id,
+                        %host,
+                        "callback: no slot for the project or host for the whole lease; \
+                         retried later"
+                    );
                 }
+                permits.ok()
             }
             // Shutting down before the attempt started: the lease brings it back later.
             _ = stopping.wait_for(|stop| *stop) => None,
         };
-        if let Some(permit) = permit {
-            let _host_permit = permit.expect("host semaphores are never closed");
+        if let Some((p, h, g)) = permits {
+            let _slots = (
+                p.expect("project semaphores are never closed"),
+                h.expect("host semaphores are never closed"),
+                g.expect("the global semaphore is never closed"),
+            );
             self.attempt_and_record(&claimed).await;
         }
-        self.release_host(&host, semaphore);
+        self.projects.release(&project, project_bound);
+        self.hosts.release(&host, host_bound);
     }
 
     async fn attempt_and_record(&self, claimed: &ClaimedEvent) {

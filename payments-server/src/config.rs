@@ -216,6 +216,15 @@ pub struct Callbacks {
     pub concurrency: usize,
     /// Deliveries in flight at once to one host (default 64).
     pub per_host: usize,
+    /// Deliveries in flight at once for one project, whatever its hosts (default: half of
+    /// `concurrency`, at least 1): the other slots stay free for other projects' callbacks
+    /// however slow one project's receivers are.
+    pub per_project: Option<usize>,
+    /// Each project's budget of resends its merchant asks for (resend, "send callback",
+    /// recovery): at most this many at once (default 1,000)...
+    pub resend_burst: u32,
+    /// ... then this many a second (default 5). Over it a resend is `429 rate_limited`.
+    pub resend_per_second: u32,
     /// How long a claimed event stays leased to the node that claimed it (default `60s`; more
     /// than the 10 s attempt timeout). After a node dies mid-attempt, its events are attempted
     /// again by another node once this ends.
@@ -236,11 +245,31 @@ impl Default for Callbacks {
             dispatch: true,
             concurrency: 256,
             per_host: 64,
+            per_project: None,
+            resend_burst: payments_core::ratelimit::RESEND_BUDGET.burst,
+            resend_per_second: payments_core::ratelimit::RESEND_BUDGET.per_second,
             lease: Duration::from_secs(60),
             retry_delays: RetrySchedule::default(),
             ca_file: None,
             allow_local: false,
         }
+    }
+}
+
+impl Callbacks {
+    /// The resend budget of each project (`resend_burst`, `resend_per_second`).
+    pub fn resend_budget(&self) -> payments_core::project::RateLimit {
+        payments_core::project::RateLimit {
+            per_second: self.resend_per_second,
+            burst: self.resend_burst,
+        }
+    }
+
+    /// `per_project`, or its default: half of `concurrency` (at least 1).
+    pub fn per_project(&self) -> usize {
+        self.per_project
+            .unwrap_or(self.concurrency / 2)
+            .clamp(1, self.concurrency.max(1))
     }
 }
 
@@ -708,6 +737,7 @@ impl Settings {
         Ok(DispatcherConfig {
             concurrency: self.callbacks.concurrency,
             per_host: self.callbacks.per_host,
+            per_project: self.callbacks.per_project(),
             lease: self.callbacks.lease,
             extra_roots,
             ..DispatcherConfig::default()
@@ -784,6 +814,9 @@ impl Settings {
         self.cabinet.public_url = trimmed(self.cabinet.public_url);
         self.callbacks.concurrency = self.callbacks.concurrency.max(1);
         self.callbacks.per_host = self.callbacks.per_host.max(1);
+        self.callbacks.per_project = self.callbacks.per_project.map(|n| n.max(1));
+        self.callbacks.resend_burst = self.callbacks.resend_burst.max(1);
+        self.callbacks.resend_per_second = self.callbacks.resend_per_second.max(1);
         let t = &mut self.tuning;
         t.sweep_interval = t.sweep_interval.max(Duration::from_millis(10));
         t.max_connections = t.max_connections.max(1);

@@ -1131,6 +1131,7 @@ async fn service_over(
             allow_local: settings.callbacks.allow_local,
         },
         retry: settings.callbacks.retry_delays.clone(),
+        resend_budget: settings.callbacks.resend_budget(),
         sealing,
         provider_budget: settings.upstream.provider_budget,
         retention: settings.retention(),

@@ -142,7 +142,18 @@ impl TestServer {
     /// `|s| s.environment = Environment::Production`). `TEST_LOG=1` prints the server's log.
     pub async fn start(configure: impl FnOnce(&mut Settings)) -> TestServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        TestServer::start_in(dir, configure, None).await
+        TestServer::start_in(dir, configure, None, None).await
+    }
+
+    /// [`TestServer::start`] with callback destinations looked up by `lookup` (e.g. a
+    /// `payments_http::resolver::StaticLookup` making test names resolve to 127.0.0.1, with
+    /// `callbacks.allow_local` set).
+    pub async fn start_resolving(
+        lookup: Arc<dyn payments_http::resolver::HostLookup>,
+        configure: impl FnOnce(&mut Settings),
+    ) -> TestServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        TestServer::start_in(dir, configure, None, Some(lookup)).await
     }
 
     /// [`TestServer::start`] with the service on `clock` (e.g. a [`ShiftedClock`], to move
@@ -152,7 +163,7 @@ impl TestServer {
         configure: impl FnOnce(&mut Settings),
     ) -> TestServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        TestServer::start_in(dir, configure, Some(clock)).await
+        TestServer::start_in(dir, configure, Some(clock), None).await
     }
 
     /// Stops this server gracefully and starts another over the same data dir (same database
@@ -161,13 +172,14 @@ impl TestServer {
     /// [`TestServer::credentials`] carries its URLs.
     pub async fn restart(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
         self.shut_down().await;
-        TestServer::start_in(self.dir, configure, None).await
+        TestServer::start_in(self.dir, configure, None, None).await
     }
 
     async fn start_in(
         dir: TempDir,
         configure: impl FnOnce(&mut Settings),
         clock: Option<Arc<dyn Clock>>,
+        lookup: Option<Arc<dyn payments_http::resolver::HostLookup>>,
     ) -> TestServer {
         if std::env::var_os("TEST_LOG").is_some() {
             crate::telemetry::init(Default::default(), "info");
@@ -195,6 +207,9 @@ impl TestServer {
         }
         if let Some(clock) = clock {
             builder = builder.clock(clock);
+        }
+        if let Some(lookup) = lookup {
+            builder = builder.callback_lookup(lookup);
         }
         let app = builder.build().await.expect("the server starts");
         let state = app.state().clone();

@@ -7,7 +7,7 @@ use deadpool_postgres::GenericClient;
 use payments_core::event::{
     DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
-use payments_core::ids::{EventId, PaymentId};
+use payments_core::ids::{EventId, PaymentId, ProjectId};
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
 use payments_core::Timestamp;
 use payments_store_sql::listing;
@@ -43,13 +43,16 @@ pub(crate) async fn claim_due<C: GenericClient>(
     now: Timestamp,
     limit: usize,
     lease: Duration,
+    skip: &[ProjectId],
 ) -> Result<Vec<ClaimedEvent>, StoreError> {
     let until = (now + lease).unix_millis();
+    let skipped: Vec<String> = skip.iter().map(ToString::to_string).collect();
     let rows = query(
         c,
         "WITH due AS ( \
            SELECT seq, next_attempt_at AS prev_at FROM outbox_events \
             WHERE state = 'pending' AND next_attempt_at <= $1 \
+              AND NOT (project_id = ANY($4::text[])) \
             ORDER BY next_attempt_at, seq LIMIT $2 \
             FOR UPDATE SKIP LOCKED) \
          UPDATE outbox_events o SET next_attempt_at = $3, lease_token = o.lease_token + 1 \
@@ -57,7 +60,7 @@ pub(crate) async fn claim_due<C: GenericClient>(
          RETURNING o.seq, o.event_id, o.payment_id, o.project_id, o.status, o.kind, o.body, \
            o.created_at, o.destination, o.state, o.attempts, o.max_attempts, o.lease_token, \
            due.prev_at",
-        &[&now.unix_millis(), &codec::limit(limit), &until],
+        &[&now.unix_millis(), &codec::limit(limit), &until, &skipped],
     )
     .await?;
     let mut claimed = rows

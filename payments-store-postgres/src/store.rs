@@ -167,7 +167,18 @@ impl OutboxStore for PgStore {
         lease: Duration,
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let client = self.client().await?;
-        outbox::claim_due(&client, now, limit, lease).await
+        outbox::claim_due(&client, now, limit, lease, &[]).await
+    }
+
+    async fn claim_due_events_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+        skip: &[ProjectId],
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let client = self.client().await?;
+        outbox::claim_due(&client, now, limit, lease, skip).await
     }
 
     async fn record_attempt(

@@ -5,7 +5,7 @@ use std::time::Duration;
 use payments_core::event::{
     DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
-use payments_core::ids::{EventId, PaymentId};
+use payments_core::ids::{EventId, PaymentId, ProjectId};
 use payments_core::store::EventQuery;
 use payments_core::store::{AttemptRecorded, ClaimedEvent, LeaseToken, StoreError};
 use payments_core::Timestamp;
@@ -35,28 +35,34 @@ fn event_from_row(row: &Row<'_>) -> Result<OutboxEvent, StoreError> {
     OutboxEvent::from_row(&Cols::new(&SqliteRow::new(row)))
 }
 
-/// Claims due pending events, earliest first, moves them to `now + lease` and increments their
-/// lease tokens. Runs on the one writer connection, inside its transaction, so no other claim
-/// can interleave.
+/// Claims due pending events, earliest first, except those of the projects in `skip`, moves
+/// them to `now + lease` and increments their lease tokens. Runs on the one writer connection,
+/// inside its transaction, so no other claim can interleave.
 pub(crate) fn claim_due(
     conn: &Connection,
     now: Timestamp,
     limit: usize,
     lease: Duration,
+    skip: &[ProjectId],
 ) -> Result<Vec<ClaimedEvent>, StoreError> {
     let mut claimed = Vec::new();
     let mut seqs = Vec::new();
     {
+        // The skipped projects as a JSON array of their ids (UUIDs: nothing to escape), so
+        // that one cached statement serves any number of them.
+        let ids: Vec<String> = skip.iter().map(|p| format!("\"{p}\"")).collect();
+        let skipped = format!("[{}]", ids.join(","));
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT seq, lease_token, {} FROM outbox_events \
                  WHERE state = 'pending' AND next_attempt_at <= ?1 \
+                 AND project_id NOT IN (SELECT value FROM json_each(?3)) \
                  ORDER BY next_attempt_at, seq LIMIT ?2",
                 list(OutboxEvent::COLUMNS)
             ))
             .map_err(db)?;
         let mut rows = stmt
-            .query(params![now.unix_millis(), codec::limit(limit)])
+            .query(params![now.unix_millis(), codec::limit(limit), skipped])
             .map_err(db)?;
         while let Some(row) = rows.next().map_err(db)? {
             seqs.push(row.get::<_, i64>("seq").map_err(db)?);

@@ -178,7 +178,19 @@ impl OutboxStore for SqliteStore {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
-        self.write(move |c| outbox::claim_due(c, now, limit, lease))
+        self.write(move |c| outbox::claim_due(c, now, limit, lease, &[]))
+            .await
+    }
+
+    async fn claim_due_events_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+        skip: &[ProjectId],
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let skip = skip.to_vec();
+        self.write(move |c| outbox::claim_due(c, now, limit, lease, &skip))
             .await
     }
 

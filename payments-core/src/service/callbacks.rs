@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Actor, PaymentService};
 use crate::event::{FailedEvent, FailedEventFilter};
-use crate::ids::{EventId, PaymentId};
+use crate::ids::{EventId, PaymentId, ProjectId};
 use crate::project::AuditRecord;
 use crate::store::{Retained, StoreError};
 use crate::transition::{self, Trigger};
@@ -109,6 +109,19 @@ impl PaymentService {
         limit: usize,
         actor: &Actor,
     ) -> Result<BulkResend, StoreError> {
+        self.bulk_resend(filter, limit, actor, None).await
+    }
+
+    /// [`resend_failed_callbacks`](Self::resend_failed_callbacks), taking the resends from
+    /// `budget`'s resend budget when given (a merchant's recovery): the payments beyond what
+    /// it has left are skipped with the reason.
+    pub(super) async fn bulk_resend(
+        &self,
+        filter: &FailedEventFilter,
+        limit: usize,
+        actor: &Actor,
+        budget: Option<ProjectId>,
+    ) -> Result<BulkResend, StoreError> {
         let failed = self.failed_callbacks(filter, limit).await?;
         // One resend per payment, in the order of its oldest failure.
         let mut payments: Vec<(PaymentId, Vec<EventId>)> = Vec::new();
@@ -120,6 +133,23 @@ impl PaymentService {
             }
         }
         let mut report = BulkResend::default();
+        if let Some(project) = budget {
+            let grant = self.take_resends(project, payments.len()).await?;
+            let allowed = usize::try_from(grant.allowed).unwrap_or(usize::MAX);
+            if let Some(retry_after) = grant.retry_after {
+                let reason =
+                    super::events::resend_budget_message(self.config.resend_budget, retry_after);
+                let over = payments.split_off(allowed.min(payments.len()));
+                report.skipped = over
+                    .into_iter()
+                    .map(|(payment_id, failed)| SkippedPayment {
+                        payment_id,
+                        failed,
+                        reason: reason.clone(),
+                    })
+                    .collect();
+            }
+        }
         for (payment_id, failed) in payments {
             match self.resend_one(payment_id, actor, false).await? {
                 Ok((event_id, answered)) => report.resent.push(ResentPayment {

@@ -3,7 +3,10 @@
 //! merchant's own recovery: resending one event, every undelivered event since a time, or a
 //! closed payment's callback. Every resend is the spec's manual resend (a new event with a new
 //! `event_id`, the payment's current closed status, one attempt) and is audited with the token
-//! that asked for it.
+//! that asked for it. Every resend a merchant asks for comes out of the project's resend budget
+//! ([`ServiceConfig::resend_budget`](super::ServiceConfig::resend_budget)): over it, a single
+//! resend is `429 rate_limited` with `Retry-After`, and a recovery resends what the budget
+//! allows and lists the rest as skipped, with the reason.
 
 use std::time::Duration;
 
@@ -11,8 +14,9 @@ use super::listing::{parse_cursor, read_query, ListCursor, ListWindow};
 use super::{Actor, PaymentService};
 use crate::error::{ApiError, ErrorCode};
 use crate::event::{DeliveryState, EventRecord, FailedEventFilter};
-use crate::ids::{EventId, PaymentId};
-use crate::project::{Project, TokenRecord};
+use crate::ids::{EventId, PaymentId, ProjectId};
+use crate::project::{Project, RateLimit, TokenRecord};
+use crate::ratelimit::{Gcra, Grant, RateLimiter as _};
 use crate::store::{EventQuery, StoreError};
 use crate::Timestamp;
 
@@ -178,7 +182,42 @@ pub fn event_not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "no such event in this project")
 }
 
+/// Why a resend was refused for the project's resend budget: the sentence of the `429
+/// rate_limited` answer and of a recovery's skipped payment.
+pub fn resend_budget_message(budget: RateLimit, retry_after: Duration) -> String {
+    format!(
+        "rate_limited: the project's callback resends are used up ({} at once, then {} a \
+         second); retry after {} s",
+        budget.burst,
+        budget.per_second,
+        whole_seconds(retry_after)
+    )
+}
+
+/// `retry_after` in whole seconds, rounded up, at least 1 (a `Retry-After` value).
+fn whole_seconds(retry_after: Duration) -> u64 {
+    let secs = retry_after.as_secs();
+    let rounded = if retry_after.subsec_nanos() > 0 {
+        secs.saturating_add(1)
+    } else {
+        secs
+    };
+    rounded.max(1)
+}
+
 impl PaymentService {
+    /// Takes `n` resends from `project`'s resend budget: the first `allowed` may be sent.
+    pub(super) async fn take_resends(
+        &self,
+        project: ProjectId,
+        n: usize,
+    ) -> Result<Grant, StoreError> {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let rule = Gcra::new(self.config.resend_budget);
+        let now = self.ports.clock.now();
+        self.resends.acquire_many(project, rule, now, n).await
+    }
+
     /// A page of `project`'s callback events as `query` asks, newest first by queueing time
     /// (ties by event id), each with its attempts. Events are kept for the events' retention
     /// period ([`Retention::events`](super::Retention)).
@@ -298,6 +337,14 @@ impl PaymentService {
             Some(p) if p.project_id == project.id => {}
             _ => return Err(super::payment_not_found()),
         }
+        if let Some(retry_after) = self.take_resends(project.id, 1).await?.retry_after {
+            let budget = self.config.resend_budget;
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                resend_budget_message(budget, retry_after),
+            )
+            .with_retry_after(whole_seconds(retry_after)));
+        }
         let (event_id, _) = self.resend_one(payment, actor, true).await??;
         self.project_event(project, event_id)
             .await?
@@ -306,7 +353,9 @@ impl PaymentService {
 
     /// Resends every undelivered (failed, not yet answered) event of `project` queued at or
     /// after `since` (and before `until`, when given): one manual resend per payment, at most
-    /// [`MAX_FAILED_BATCH`](super::MAX_FAILED_BATCH) failed events a call. Audited as a bulk
+    /// [`MAX_FAILED_BATCH`](super::MAX_FAILED_BATCH) failed events a call, and no more
+    /// payments than the project's resend budget has left: the others are skipped with the
+    /// reason ([`resend_budget_message`]) and stay failed for a later call. Audited as a bulk
     /// resend by `actor`, and each payment's resend on its own.
     pub async fn recover_events(
         &self,
@@ -322,7 +371,7 @@ impl PaymentService {
             until,
         };
         let report = self
-            .resend_failed_callbacks(&filter, super::MAX_FAILED_BATCH, actor)
+            .bulk_resend(&filter, super::MAX_FAILED_BATCH, actor, Some(project.id))
             .await?;
         let taken: usize = report.resent.iter().map(|r| r.failed.len()).sum::<usize>()
             + report.skipped.iter().map(|s| s.failed.len()).sum::<usize>();

@@ -51,8 +51,8 @@ pub use create::{
     RECOVER_AFTER_MARGIN,
 };
 pub use events::{
-    event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, SentHeaders,
-    SentRequest, MAX_EVENT_WAIT,
+    event_not_found, resend_budget_message, token_actor, EventCursor, EventListQuery, EventPage,
+    Recovered, SentHeaders, SentRequest, MAX_EVENT_WAIT,
 };
 pub use ledger::{
     parse_period, EntryCursor, EntryListQuery, EntryPage, LedgerDifference, LedgerError,
@@ -104,6 +104,10 @@ pub struct ServiceConfig {
     pub retention: Retention,
     /// How much of the merchant API's request log is kept ([`crate::request_log`]).
     pub request_log: crate::request_log::RequestLogPolicy,
+    /// Each project's budget of callback resends its merchant asks for (resend of an event,
+    /// "send callback" of a payment, recovery): at most `burst` at once, then `per_second`
+    /// ([`RESEND_BUDGET`](crate::ratelimit::RESEND_BUDGET)). Kept in this process: each node gives a project its budget.
+    pub resend_budget: crate::project::RateLimit,
 }
 
 impl Default for ServiceConfig {
@@ -118,6 +122,7 @@ impl Default for ServiceConfig {
             sealing: crate::sealing::SealingKeys::none(),
             retention: Retention::default(),
             request_log: crate::request_log::RequestLogPolicy::default(),
+            resend_budget: crate::ratelimit::RESEND_BUDGET,
         }
     }
 }
@@ -284,6 +289,8 @@ pub struct PaymentService {
     /// The merchants this process is provisioning now (shared by every clone): a second call
     /// for one of them is busy, as one on another node is through the store's turn.
     provisioning: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// What each project has left of its resend budget (shared by every clone).
+    resends: Arc<crate::ratelimit::LocalRateLimiter>,
 }
 
 impl std::fmt::Debug for PaymentService {
@@ -351,6 +358,7 @@ impl PaymentService {
             auth: Arc::new(auth),
             wakers: Arc::default(),
             provisioning: Arc::default(),
+            resends: Arc::default(),
         }
     }
 

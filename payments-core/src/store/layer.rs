@@ -280,6 +280,19 @@ impl<L: StoreLayer> OutboxStore for Layered<L> {
         let call = self.inner().claim_due_events(now, limit, lease);
         self.around(op, call).await
     }
+    async fn claim_due_events_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+        skip: &[ProjectId],
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let op = Op::write("claim_due_events_except");
+        let call = self
+            .inner()
+            .claim_due_events_except(now, limit, lease, skip);
+        self.around(op, call).await
+    }
     async fn record_attempt(
         &self,
         event_id: EventId,

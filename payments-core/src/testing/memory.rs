@@ -392,6 +392,16 @@ impl OutboxStore for MemoryStore {
         limit: usize,
         lease: Duration,
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        self.claim_due_events_except(now, limit, lease, &[]).await
+    }
+
+    async fn claim_due_events_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+        skip: &[ProjectId],
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
         let mut st = self.lock();
         let mut due: Vec<usize> = st
             .events
@@ -400,6 +410,7 @@ impl OutboxStore for MemoryStore {
             .filter(|(_, e)| {
                 e.outbox.state == DeliveryState::Pending
                     && e.outbox.next_attempt_at.is_some_and(|t| t <= now)
+                    && !skip.contains(&e.outbox.event.project_id)
             })
             .map(|(i, _)| i)
             .collect();

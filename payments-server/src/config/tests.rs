@@ -366,11 +366,21 @@ fn takes_its_part_of_the_server_settings() {
     settings.callbacks.per_host = 2;
     let c = settings.dispatcher().expect("usable settings");
     assert_eq!((c.concurrency, c.per_host), (8, 2));
+    assert_eq!(c.per_project, 4, "half of concurrency by default");
+    settings.callbacks.per_project = Some(6);
+    assert_eq!(settings.dispatcher().expect("usable").per_project, 6);
+    settings.callbacks.per_project = Some(100);
+    assert_eq!(
+        settings.dispatcher().expect("usable").per_project,
+        8,
+        "never more than concurrency"
+    );
     assert_eq!(c.extra_roots, vec![cert.der().clone()]);
     assert_eq!(c.attempt_timeout, payments_core::callback::ATTEMPT_TIMEOUT);
 
     let d = Settings::defaults().dispatcher().expect("defaults");
     assert!(d.extra_roots.is_empty());
+    assert_eq!((d.concurrency, d.per_host, d.per_project), (256, 64, 128));
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 mod addresses;
 mod delivery;
+mod fairness;
 mod schedule;
 mod secrets;
 mod server;

@@ -562,3 +562,84 @@ async fn at_most_four_long_polls_of_a_project_wait_at_once() {
     );
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resends_beyond_the_projects_budget_are_refused_and_recovery_says_what_it_skipped() {
+    let rx = switch_receiver().await;
+    // A budget of 3 resends at once, then 1 a second (the default is 1,000, then 5 a second).
+    let s = TestServer::start(|s| {
+        s.callbacks.allow_local = true;
+        s.callbacks.retry_delays = RetrySchedule::single();
+        s.callbacks.resend_burst = 3;
+        s.callbacks.resend_per_second = 1;
+    })
+    .await;
+    let c = s.client();
+    // Five live payments whose one callback fails (500).
+    let mut payments = Vec::new();
+    for i in 0..5 {
+        let mut b = body(&format!("budget-{i}"), "100");
+        b["callback_url"] = json!(rx.url);
+        let r = c.create_payment(&b).await.expect("a create");
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+        let id = str_of(&r.json["id"]);
+        confirm(&s, &id).await;
+        payments.push(id);
+    }
+    let failed = until(&c, "delivery_state=failed", |p| len(p) == 5).await;
+    let oldest = &failed["data"][4];
+
+    // The recovery resends what the budget allows and names the rest, with the reason; a
+    // single resend right after it (the budget refills one a second) is refused: 429
+    // rate_limited with Retry-After.
+    let r = c
+        .recover_events(&str_of(&oldest["created_at"]), None)
+        .await
+        .expect("an answer");
+    let refused = c
+        .resend_payment_callback(&payments[0])
+        .await
+        .expect("an answer");
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(
+        r.json["resent"].as_array().map(Vec::len),
+        Some(3),
+        "{}",
+        r.json
+    );
+    let skipped = r.json["skipped"].as_array().expect("skipped");
+    assert_eq!(skipped.len(), 2, "{}", r.json);
+    for s in skipped {
+        let reason = str_of(&s["reason"]);
+        assert!(
+            reason.starts_with("rate_limited: the project's callback resends are used up (3 at once, then 1 a second); retry after "),
+            "{reason}"
+        );
+        assert_eq!(s["failed"].as_array().map(Vec::len), Some(1));
+    }
+    let skipped_ids: HashSet<String> = skipped.iter().map(|s| str_of(&s["payment_id"])).collect();
+    let resent_ids: HashSet<String> = r.json["resent"]
+        .as_array()
+        .expect("resent")
+        .iter()
+        .map(|e| str_of(&e["payment_id"]))
+        .collect();
+    assert!(skipped_ids.is_disjoint(&resent_ids));
+    assert_eq!(skipped_ids.len() + resent_ids.len(), 5);
+
+    assert_eq!(
+        refused.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        refused.json
+    );
+    assert_eq!(refused.code(), Some("rate_limited"));
+    let retry_after: u64 = refused
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("a Retry-After in seconds");
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    s.stop().await;
+}

@@ -94,6 +94,9 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
             Box::pin(outbox_claim_and_lease(s))
         }),
         ("outbox_attempts", |s| Box::pin(outbox_attempts(s))),
+        ("outbox_claim_skipping_projects", |s| {
+            Box::pin(outbox_claim_skipping_projects(s))
+        }),
         ("merchants_and_projects", |s| {
             Box::pin(merchants_and_projects(s))
         }),

@@ -75,6 +75,53 @@ pub async fn outbox_claim_and_lease<S: Store>(store: &S) {
     assert_eq!(store.backlog().await.expect("backlog").pending_events, 4);
 }
 
+/// A claim that skips projects neither returns nor leases their events: they stay due, in
+/// their place, for the next claim that does not skip them.
+pub async fn outbox_claim_skipping_projects<S: Store>(store: &S) {
+    let lease = Duration::from_secs(30);
+    // Project 1's events are due first; project 2's after them.
+    queue_event(store, 1, T0 + ms(100)).await;
+    queue_event(store, 2, T0 + ms(200)).await;
+    let p = sample_payment(payment_id(3), project_id(2), "o3");
+    inserted(store, &p).await;
+    let v2 = changed(&p, PaymentStatus::Processing, T0);
+    store
+        .commit_change(&PaymentChange {
+            ledger: None,
+            payment: v2.clone(),
+            expected_version: 1,
+            event: Some(sample_event(&v2, event_id(3), T0 + ms(300))),
+            audit: None,
+        })
+        .await
+        .expect("commit_change");
+    let ids = |v: &[ClaimedEvent]| v.iter().map(|e| e.event.event.event_id).collect::<Vec<_>>();
+    let now = T0 + ms(1000);
+
+    let others = store
+        .claim_due_events_except(now, 10, lease, &[project_id(1)])
+        .await
+        .expect("claim");
+    assert_eq!(
+        ids(&others),
+        vec![event_id(3)],
+        "project 1's events are skipped"
+    );
+    let none = store
+        .claim_due_events_except(now, 10, lease, &[project_id(1), project_id(2)])
+        .await
+        .expect("claim");
+    assert!(none.is_empty(), "{:?}", ids(&none));
+    // Project 1's events were not leased: the next claim takes them, still first.
+    let rest = store.claim_due_events(now, 10, lease).await.expect("claim");
+    assert_eq!(ids(&rest), vec![event_id(1), event_id(2)]);
+    assert_eq!(
+        rest[0].event.next_attempt_at,
+        Some(T0 + ms(100)),
+        "still due when it was"
+    );
+}
+
 /// `record_attempt` keeps an event pending (rescheduled), or ends it delivered or failed;
 /// attempts are listed in order; finished events are never claimed.
 pub async fn outbox_attempts<S: Store>(store: &S) {

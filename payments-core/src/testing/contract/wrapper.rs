@@ -268,6 +268,12 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         10,
         Duration::from_secs(30)
     ));
+    let _ = same!("claim_due_events_except", |s| s.claim_due_events_except(
+        T0 + ms(200),
+        10,
+        Duration::from_secs(30),
+        &[project_id(2)]
+    ));
     let lease = claimed
         .ok()
         .and_then(|c| c.first().map(|c| c.lease))
@@ -479,6 +485,18 @@ impl OutboxStore for Probe {
     ) -> Result<Vec<ClaimedEvent>, StoreError> {
         self.saw("claim_due_events");
         self.memory.claim_due_events(now, limit, lease).await
+    }
+    async fn claim_due_events_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        lease: Duration,
+        skip: &[ProjectId],
+    ) -> Result<Vec<ClaimedEvent>, StoreError> {
+        self.saw("claim_due_events_except");
+        self.memory
+            .claim_due_events_except(now, limit, lease, skip)
+            .await
     }
     async fn record_attempt(
         &self,
@@ -969,6 +987,7 @@ mod tests {
             "use_nonce",
             "purge",
             "claim_due_events",
+            "claim_due_events_except",
             "record_attempt",
             "put_merchant",
             "put_project",
