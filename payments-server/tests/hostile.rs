@@ -619,13 +619,14 @@ async fn idle_http2_connections_that_answer_pings_are_closed() {
     ts.stop().await;
 }
 
-/// The status of the page a refused cabinet form's `303` leads to, followed as a browser does:
-/// with the refusal's cookie (it carries what the page shows).
-async fn follow_refusal(
+/// The page a refused cabinet form's `303` leads to, followed as a browser does: with the
+/// refusal's cookie (it carries what the page shows); `None` for an answer that is no such
+/// redirect.
+async fn refusal_page(
     http: &reqwest::Client,
     cabinet: &str,
     refused: &reqwest::Response,
-) -> reqwest::Result<u16> {
+) -> reqwest::Result<Option<reqwest::Response>> {
     let header = |name: &str| {
         refused
             .headers()
@@ -634,7 +635,7 @@ async fn follow_refusal(
             .map(str::to_string)
     };
     let (Some(to), Some(cookie)) = (header("location"), header("set-cookie")) else {
-        return Ok(refused.status().as_u16());
+        return Ok(None);
     };
     let pair = cookie.split(';').next().unwrap_or_default().to_string();
     let page = http
@@ -642,7 +643,19 @@ async fn follow_refusal(
         .header("cookie", pair)
         .send()
         .await?;
-    Ok(page.status().as_u16())
+    Ok(Some(page))
+}
+
+/// The status of [`refusal_page`], or of the answer itself when it is no such redirect.
+async fn follow_refusal(
+    http: &reqwest::Client,
+    cabinet: &str,
+    refused: &reqwest::Response,
+) -> reqwest::Result<u16> {
+    Ok(match refusal_page(http, cabinet, refused).await? {
+        Some(page) => page.status().as_u16(),
+        None => refused.status().as_u16(),
+    })
 }
 
 /// The bytes of every file under `dir` (the data dir: the database, its WAL, the key files).
@@ -733,19 +746,11 @@ async fn refused_sign_ins_do_not_fill_the_disk() {
         "the data dir grew {grown_kib} KiB for {SIGN_INS} refused sign-ins (bound {BOUND_MIB} MiB)"
     );
     // The page the last refusal leads to says why (throttled by now), without the junk.
-    let to = answers
-        .last()
-        .and_then(|r| r.headers().get("location"))
-        .and_then(|v| v.to_str().ok())
-        .expect("a Location")
-        .to_string();
-    let pair = cookie.split(';').next().expect("a pair").to_string();
-    let page = http
-        .get(format!("{cabinet}{to}"))
-        .header("cookie", pair)
-        .send()
+    let last = answers.last().expect("answers");
+    let page = refusal_page(&http, &cabinet, last)
         .await
-        .expect("the cabinet answers");
+        .expect("the cabinet answers")
+        .expect("a redirect with its cookie");
     assert_eq!(page.status(), 429, "throttled by now");
     let body = page.text().await.expect("a body");
     assert!(body.contains("Too many failed attempts"), "{body}");
