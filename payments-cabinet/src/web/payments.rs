@@ -109,8 +109,7 @@ pub(crate) async fn list(
     let mut found = st
         .cabinet
         .service()
-        .store()
-        .find_payments(&query)
+        .payments_page(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let more = found.len() > PAGE_SIZE;
@@ -852,8 +851,7 @@ pub(crate) async fn deliveries(
     let mut found = st
         .cabinet
         .service()
-        .store()
-        .find_events(&query)
+        .events_page(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let more = found.len() > PAGE_SIZE;

@@ -15,6 +15,7 @@ mod payer;
 mod provision;
 mod provisioning;
 mod request_log;
+mod scans;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +79,7 @@ pub use provisioning::{
     Credentials, KeySource, Provision, ProvisionError, Provisioned, PROVISION_TURN,
 };
 pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};
+pub use scans::{scans_refused, ScanBudget, ScanPlace};
 
 /// Settings of the service.
 #[derive(Debug, Clone)]
@@ -104,6 +106,8 @@ pub struct ServiceConfig {
     pub retention: Retention,
     /// How much of the merchant API's request log is kept ([`crate::request_log`]).
     pub request_log: crate::request_log::RequestLogPolicy,
+    /// How many list reads of one project run at once ([`ScanBudget`]).
+    pub scans: ScanBudget,
 }
 
 impl Default for ServiceConfig {
@@ -118,6 +122,7 @@ impl Default for ServiceConfig {
             sealing: crate::sealing::SealingKeys::none(),
             retention: Retention::default(),
             request_log: crate::request_log::RequestLogPolicy::default(),
+            scans: ScanBudget::default(),
         }
     }
 }
@@ -284,6 +289,8 @@ pub struct PaymentService {
     /// The merchants this process is provisioning now (shared by every clone): a second call
     /// for one of them is busy, as one on another node is through the store's turn.
     provisioning: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// The list reads under way, by project ([`ScanBudget`]; shared by every clone).
+    scan_places: Arc<scans::ScanPlaces>,
 }
 
 impl std::fmt::Debug for PaymentService {
@@ -351,6 +358,7 @@ impl PaymentService {
             auth: Arc::new(auth),
             wakers: Arc::default(),
             provisioning: Arc::default(),
+            scan_places: Arc::default(),
         }
     }
 
