@@ -1,6 +1,7 @@
 //! Fairness on the read path over real sockets: merchant A, with a project of many payments and
 //! events, runs every scan it may ask for (a metadata filter with a value nobody has, the
-//! events list filtered by `delivery_state`, the same as long polls) while merchant B creates
+//! events list filtered by `delivery_state`, the same as long polls, the cabinet's deliveries
+//! page filtered by state) while merchant B creates
 //! and reads payments; B's create p99 and read p50 stay within twice the same run's baseline,
 //! on SQLite and on PostgreSQL.
 //!
@@ -269,11 +270,138 @@ struct Answers {
     timed_out: AtomicUsize,
 }
 
-/// `clients` of A asking `query` of the list at `path` about once a second each (the long
-/// polls ask again as soon as they are answered) until `stop`.
+/// Who asks for A's lists: its API client, or a signed-in cabinet user (the session cookie
+/// and the cabinet's URL).
+#[derive(Clone)]
+enum Asker {
+    Api(Box<MerchantClient>),
+    Cabinet(reqwest::Client, String, String),
+}
+
+impl Asker {
+    /// The status and body of a GET of `path_and_query`.
+    async fn get(&self, path_and_query: &str) -> (u16, String) {
+        match self {
+            Asker::Api(a) => {
+                let r = a.get(path_and_query).await.expect("A is answered");
+                (r.status.as_u16(), r.json.to_string())
+            }
+            Asker::Cabinet(http, base, cookie) => {
+                let r = http
+                    .get(format!("{base}{path_and_query}"))
+                    .header("cookie", cookie)
+                    .send()
+                    .await
+                    .expect("the cabinet answers");
+                (r.status().as_u16(), String::new())
+            }
+        }
+    }
+}
+
+/// A cabinet user of A's merchant, signed in (password, then TOTP enrolment): the session
+/// cookie.
+async fn cabinet_session(ts: &TestServer, project: &str) -> String {
+    use payments_cabinet::secrets;
+    use payments_core::store::MerchantStoreExt;
+    let merchant = ts
+        .state
+        .service
+        .store()
+        .project(project.parse().expect("a project id"))
+        .await
+        .expect("store")
+        .expect("A's project")
+        .merchant_id;
+    let cabinet = ts.cabinet.as_ref().expect("the cabinet runs");
+    let actor = payments_core::service::Actor("test".into());
+    let invite = cabinet
+        .create_user(
+            "a@shop.example",
+            payments_cabinet::store::Role::Merchant(merchant),
+            &actor,
+        )
+        .await
+        .expect("a user");
+    let password = "correct horse battery staple";
+    cabinet
+        .set_password(invite.token.expose(), password, &Default::default())
+        .await
+        .expect("a password");
+    let base = ts.cabinet_url.clone().expect("the cabinet listens");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let post = |path: &str, cookie: Option<&str>, form: Vec<(&str, String)>| {
+        let mut req = http
+            .post(format!("{base}{path}"))
+            .header("sec-fetch-site", "same-origin")
+            .header("origin", &base)
+            .form(&form);
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        req.send()
+    };
+    let cookie_of = |r: &reqwest::Response| {
+        r.headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter(|l| !l.contains("Max-Age=0"))
+            .filter_map(|l| l.split(';').next())
+            .next_back()
+            .map(str::to_string)
+    };
+    let signed = post(
+        "/sign-in",
+        None,
+        vec![
+            ("email", "a@shop.example".into()),
+            ("password", password.into()),
+        ],
+    )
+    .await
+    .expect("the cabinet answers");
+    assert_eq!(signed.status().as_u16(), 303);
+    let half = cookie_of(&signed).expect("a session cookie");
+    let enrol = http
+        .get(format!("{base}/sign-in/enrol"))
+        .header("cookie", &half)
+        .send()
+        .await
+        .expect("the cabinet answers")
+        .text()
+        .await
+        .expect("a page");
+    let start = "id=\"totp-key\" class=\"key\">";
+    let key = enrol
+        .split(start)
+        .nth(1)
+        .and_then(|r| r.split("</code>").next());
+    let key = secrets::totp_key_from_base32(&key.expect("the key is shown").replace(' ', ""))
+        .expect("base32");
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs(),
+    )
+    .expect("seconds");
+    let code = secrets::totp_code(&key, secrets::totp_step(now));
+    let done = post("/sign-in/enrol", Some(&half), vec![("code", code)])
+        .await
+        .expect("the cabinet answers");
+    assert_eq!(done.status().as_u16(), 303);
+    cookie_of(&done).unwrap_or(half)
+}
+
+/// `clients` asking `query` of the list at `path` about once a second each (the long polls
+/// ask again as soon as they are answered) until `stop`.
 fn attack(
-    a: &MerchantClient,
-    path: &'static str,
+    asker: &Asker,
+    path: &str,
     query: &'static str,
     clients: usize,
     stop: &Arc<AtomicBool>,
@@ -281,19 +409,17 @@ fn attack(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..clients)
         .map(|_| {
-            let (a, stop, answers) = (a.clone(), stop.clone(), answers.clone());
+            let (a, stop, answers) = (asker.clone(), stop.clone(), answers.clone());
+            let path = path.to_string();
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
-                    let r = a
-                        .get(&format!("{path}?{query}"))
-                        .await
-                        .expect("A is answered");
-                    match r.status.as_u16() {
+                    let (status, body) = a.get(&format!("{path}?{query}")).await;
+                    match status {
                         200 => &answers.ok,
                         429 => &answers.limited,
                         503 => &answers.timed_out,
-                        other => panic!("A's {path}?{query}: {other} {}", r.json),
+                        other => panic!("A's {path}?{query}: {other} {body}"),
                     }
                     .fetch_add(1, Ordering::Relaxed);
                     if let Some(rest) = Duration::from_secs(1).checked_sub(started.elapsed()) {
@@ -358,31 +484,48 @@ async fn fairness(engine: Engine) {
         "baseline: B's create p99 {:?}, read p50 {:?}",
         baseline.create_p99, baseline.read_p50
     );
-    let attacks: [(&str, &'static str, &'static str, usize); 3] = [
+    let api = Asker::Api(Box::new(a));
+    let cabinet = Asker::Cabinet(
+        reqwest::Client::new(),
+        ts.cabinet_url.clone().expect("the cabinet listens"),
+        cabinet_session(&ts, &project_a).await,
+    );
+    let deliveries = format!("/projects/{project_a}/deliveries");
+    let attacks: [(&str, &Asker, &str, &'static str, usize); 4] = [
         (
             "8 metadata scans",
+            &api,
             "/api/v1/payments",
             "metadata%5Border%5D=nobody&limit=100",
             8,
         ),
         (
             "8 delivery_state lists",
+            &api,
             "/api/v1/events",
             "delivery_state=failed&limit=100",
             8,
         ),
         (
             "4 long polls",
+            &api,
             "/api/v1/events",
             "delivery_state=failed&wait=30",
             4,
         ),
+        (
+            "8 cabinet deliveries pages",
+            &cabinet,
+            &deliveries,
+            "state=failed",
+            8,
+        ),
     ];
     let mut failures = Vec::new();
-    for (name, path, query, clients) in attacks {
+    for (name, asker, path, query, clients) in attacks {
         let stop = Arc::new(AtomicBool::new(false));
         let answers = Arc::new(Answers::default());
-        let tasks = attack(&a, path, query, clients, &stop, &answers);
+        let tasks = attack(asker, path, query, clients, &stop, &answers);
         tokio::time::sleep(Duration::from_millis(300)).await;
         let during = measure_b(&b, name).await;
         stop.store(true, Ordering::Relaxed);
