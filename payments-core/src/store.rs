@@ -90,18 +90,23 @@ pub enum UnavailableCause {
     Closed,
     /// Too much work queued, or a connection could not be had in time.
     Overloaded,
+    /// A read ran past the store's time limit for one read and was stopped (SQLite's
+    /// progress handler, PostgreSQL's `statement_timeout`): a filter that reads too much of a
+    /// project. Answered `503 service_unavailable` telling the caller to narrow the filters.
+    TimedOut,
     /// Anything else.
     Other,
 }
 
 impl UnavailableCause {
     /// Every cause, in a stable order.
-    pub const ALL: [UnavailableCause; 6] = [
+    pub const ALL: [UnavailableCause; 7] = [
         UnavailableCause::DiskFull,
         UnavailableCause::Locked,
         UnavailableCause::Io,
         UnavailableCause::Closed,
         UnavailableCause::Overloaded,
+        UnavailableCause::TimedOut,
         UnavailableCause::Other,
     ];
 
@@ -114,6 +119,7 @@ impl UnavailableCause {
             UnavailableCause::Io => "io",
             UnavailableCause::Closed => "closed",
             UnavailableCause::Overloaded => "overloaded",
+            UnavailableCause::TimedOut => "timed out",
             UnavailableCause::Other => "other",
         }
     }
@@ -145,6 +151,11 @@ impl StoreError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let api = match &e {
+            // Retrying the same read would read as much again: no `Retry-After`.
+            StoreError::Unavailable {
+                cause: UnavailableCause::TimedOut,
+                ..
+            } => ApiError::new(ErrorCode::ServiceUnavailable, READ_TIMED_OUT),
             StoreError::Unavailable { .. } => ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "the service is temporarily unavailable",
@@ -156,6 +167,10 @@ impl From<StoreError> for ApiError {
         api.with_cause(crate::error::ErrorCause::Store(e))
     }
 }
+
+/// The message of a read stopped by the store's time limit ([`UnavailableCause::TimedOut`]).
+pub const READ_TIMED_OUT: &str = "the read took longer than this service allows for one read: \
+narrow the filters (a created_from/created_to window, a status) and ask again";
 
 /// The answer of [`Store::insert_payment`].
 // The payment is returned by value once per create; boxing it would buy nothing.
@@ -1258,8 +1273,13 @@ mod tests {
             );
             let api = ApiError::from(e);
             assert_eq!(api.code, ErrorCode::ServiceUnavailable);
-            assert_eq!(api.message, "the service is temporarily unavailable");
-            assert_eq!(api.retry_after, Some(1));
+            if cause == UnavailableCause::TimedOut {
+                assert_eq!(api.message, READ_TIMED_OUT);
+                assert_eq!(api.retry_after, None, "the same read would time out again");
+            } else {
+                assert_eq!(api.message, "the service is temporarily unavailable");
+                assert_eq!(api.retry_after, Some(1));
+            }
         }
     }
 }

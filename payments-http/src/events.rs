@@ -27,7 +27,9 @@ const POLL_EVERY: Duration = Duration::from_millis(500);
 /// cursor, an empty page is held up to N seconds until an event arrives (a long poll; the
 /// request gives its concurrency slot back while it waits, and answers at once when the
 /// server begins to shut down). At most [`LongPolls::PER_PROJECT`] of a project's long polls
-/// wait at once on this node; another is answered at once, as without `wait`.
+/// wait at once on this node; another is answered at once, as without `wait`. Every read, the
+/// re-reads included, runs under the project's list budget (`ScanBudget`): a re-read that
+/// finds no free place skips its turn.
 ///
 /// [`LongPolls::PER_PROJECT`]: crate::state::LongPolls::PER_PROJECT
 #[tracing::instrument(name = "list_events", skip_all, fields(request_id = %rid.0))]
@@ -52,17 +54,21 @@ pub(crate) async fn list_events(
     };
     let deadline = tokio::time::Instant::now() + wait;
     let mut stopping = st.stopping.subscribe();
-    let page = loop {
-        let page = st.service.list_events(&ctx.project, &query).await?;
+    let mut page = st.service.list_events(&ctx.project, &query).await?;
+    loop {
         let now = tokio::time::Instant::now();
         if !page.events.is_empty() || query.cursor.is_some() || now >= deadline {
-            break page;
+            break;
         }
         tokio::select! {
             () = tokio::time::sleep(POLL_EVERY.min(deadline - now)) => {}
-            _ = stopping.wait_for(|stop| *stop) => break page,
+            _ = stopping.wait_for(|stop| *stop) => break,
         }
-    };
+        // Under the project's list budget; without a free place now, the next turn looks.
+        if let Some(newer) = st.service.recheck_events(&ctx.project, &query).await? {
+            page = newer;
+        }
+    }
     let data: Vec<_> = page.events.iter().map(|e| e.view()).collect();
     Ok(json_response(
         StatusCode::OK,

@@ -662,6 +662,15 @@ pub struct Tuning {
     /// The requests each project's log keeps at most, the newest (default 1,000, at least
     /// 1); none older than 7 days either way.
     pub request_log_keep: usize,
+    /// The list reads (payment list and search, events list and long poll, the cabinet's
+    /// list pages) one project runs at once on this node (default 2, at least 1); another
+    /// waits up to a second for a place, then is answered `429 rate_limited`. See
+    /// `payments_core::service::ScanBudget`.
+    pub scans_per_project: usize,
+    /// The longest one list read may run in the database before it is stopped and answered
+    /// `503 service_unavailable` ("narrow the filters"); default `5s`, at least `100ms`.
+    #[serde(with = "duration")]
+    pub scan_timeout: Duration,
 }
 
 impl Default for Tuning {
@@ -680,6 +689,8 @@ impl Default for Tuning {
             request_log: true,
             request_log_queue: 4_096,
             request_log_keep: 1_000,
+            scans_per_project: payments_core::service::ScanBudget::default().per_project,
+            scan_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -827,6 +838,8 @@ impl Settings {
         t.body_timeout = t.body_timeout.max(Duration::from_millis(100));
         t.request_log_queue = t.request_log_queue.max(1);
         t.request_log_keep = t.request_log_keep.max(1);
+        t.scans_per_project = t.scans_per_project.max(1);
+        t.scan_timeout = t.scan_timeout.max(Duration::from_millis(100));
         self.tls.watch_interval = self.tls.watch_interval.max(Duration::from_millis(100));
         if self.tls.operator && self.tls.cert.is_none() {
             return Err(ConfigError(

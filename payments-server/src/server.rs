@@ -20,7 +20,7 @@ use payments_core::bank::BankCatalog;
 use payments_core::callback::AddressPolicy;
 use payments_core::provider::{RateSource, RequisiteProvider};
 use payments_core::ratelimit::RateLimiter;
-use payments_core::service::{AuthConfig, PaymentService, Ports, ServiceConfig};
+use payments_core::service::{AuthConfig, PaymentService, Ports, ScanBudget, ServiceConfig};
 use payments_core::settings::Setting;
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
@@ -940,6 +940,7 @@ pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedSt
         Some(url) => {
             let options = PgOptions {
                 pool_size: settings.store.pool_size,
+                scan_timeout: settings.tuning.scan_timeout,
                 migrate: create,
                 ..PgOptions::default()
             };
@@ -1043,6 +1044,7 @@ fn open_sqlite(
         },
         migrate,
         reserve_bytes: settings.store.reserve_mib.saturating_mul(1 << 20),
+        scan_timeout: settings.tuning.scan_timeout,
         ..SqliteOptions::default()
     };
     Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
@@ -1138,6 +1140,10 @@ async fn service_over(
         request_log: payments_core::request_log::RequestLogPolicy {
             keep: settings.tuning.request_log_keep,
             ..Default::default()
+        },
+        scans: ScanBudget {
+            per_project: settings.tuning.scans_per_project,
+            ..ScanBudget::default()
         },
         ..ServiceConfig::default()
     };

@@ -139,7 +139,9 @@ impl TestServer {
     }
 
     /// A server whose settings are the test defaults changed by `configure` (e.g.
-    /// `|s| s.environment = Environment::Production`). `TEST_LOG=1` prints the server's log.
+    /// `|s| s.environment = Environment::Production`), over a fresh SQLite data dir, or over
+    /// PostgreSQL when `configure` sets `store.database_url`. `TEST_LOG=1` prints the server's
+    /// log.
     pub async fn start(configure: impl FnOnce(&mut Settings)) -> TestServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
         TestServer::start_in(dir, configure, None, None).await
@@ -164,6 +166,13 @@ impl TestServer {
     ) -> TestServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
         TestServer::start_in(dir, configure, Some(clock), None).await
+    }
+
+    /// A server over the data dir `dir` (one a stopped server left, [`TestServer::stop_keeping_dir`]),
+    /// with the test defaults changed by `configure`: for a test that changes the database
+    /// between two runs (seeds rows, takes a migration back).
+    pub async fn start_over(dir: TempDir, configure: impl FnOnce(&mut Settings)) -> TestServer {
+        TestServer::start_in(dir, configure, None, None).await
     }
 
     /// Stops this server gracefully and starts another over the same data dir (same database
@@ -193,14 +202,23 @@ impl TestServer {
         // The test server is an embedding that chooses the sandbox provider and the fixed
         // rates itself, in production too, so that production behaviour (tokens, test
         // helpers, TLS) can be tested without an upstream; `provider = "http"` and
-        // `rate_source = "http"` get the settings' upstream ports, as `serve` does.
-        let store = open_store(&settings, true).expect("the test database opens");
-        let dyn_store: Arc<dyn Store> = store.clone();
-        let mut builder = Application::builder(settings.clone())
-            .store(dyn_store.clone())
-            .cabinet_store(store.clone());
-        if settings.upstream.provider == ProviderKind::Sandbox {
-            builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
+        // `rate_source = "http"` get the settings' upstream ports, as `serve` does. With
+        // `store.database_url` the application opens that PostgreSQL database itself, as
+        // `serve` does, with its own sandbox provider.
+        let store = settings
+            .store
+            .database_url
+            .is_none()
+            .then(|| open_store(&settings, true).expect("the test database opens"));
+        let mut builder = Application::builder(settings.clone());
+        if let Some(store) = &store {
+            let dyn_store: Arc<dyn Store> = store.clone();
+            builder = builder
+                .store(dyn_store.clone())
+                .cabinet_store(store.clone());
+            if settings.upstream.provider == ProviderKind::Sandbox {
+                builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
+            }
         }
         if settings.upstream.rate_source == RateSourceKind::Fixed {
             builder = builder.rates(Arc::new(FixedRates(settings.rates.clone())));
@@ -244,7 +262,9 @@ impl TestServer {
             })
             .await
             .expect("the server stops cleanly");
-            store.close();
+            if let Some(store) = store {
+                store.close();
+            }
         });
         TestServer {
             state,

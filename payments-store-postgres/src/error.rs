@@ -100,8 +100,10 @@ fn cause_of(code: &SqlState) -> UnavailableCause {
         || *code == SqlState::CANNOT_CONNECT_NOW
     {
         UnavailableCause::Closed
+    } else if *code == SqlState::QUERY_CANCELED {
+        // `statement_timeout` (this store cancels nothing else): a read that ran too long.
+        UnavailableCause::TimedOut
     } else if *code == SqlState::TOO_MANY_CONNECTIONS
-        || *code == SqlState::QUERY_CANCELED
         || *code == SqlState::CONFIGURATION_LIMIT_EXCEEDED
         || class == "53"
     {

@@ -19,6 +19,12 @@
 //! default of hours), and a maximum connection age (old connections are retired). Statements
 //! are prepared once per connection (`prepare_cached`).
 //!
+//! Fairness between projects: a list read (the payment list and search, the events list)
+//! takes one of the pool's connections only with a permit, and the permits leave
+//! [`PgOptions::reserved`] connections to everything else (the token check, the rate limit,
+//! creates), so no project's scans make another's requests wait for a connection; and it
+//! runs in a read-only transaction whose `statement_timeout` is [`PgOptions::scan_timeout`].
+//!
 //! Migrations are embedded and applied by [`migrate`] (or [`PgStore::connect`] with
 //! [`PgOptions::migrate`], as `payments-server serve` does) under an advisory lock with a
 //! bounded wait, so nodes starting together apply them once. A connect without `migrate`
@@ -28,6 +34,7 @@
 #![deny(missing_docs)]
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{
@@ -35,6 +42,7 @@ use deadpool_postgres::{
 };
 use payments_core::store::{StoreError, UnavailableCause};
 use payments_store_sql::sealing::{StoredRequisites, RESEAL_PAGE};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::NoTls;
 
 mod cabinet;
@@ -80,6 +88,14 @@ pub struct PgOptions {
     pub tcp_user_timeout: Duration,
     /// Longest a statement may run (`statement_timeout`). 30 s by default.
     pub statement_timeout: Duration,
+    /// Longest one list read (the payment list and search, the events list) may run: its
+    /// transaction's `statement_timeout` (`SET LOCAL`). A read stopped by it fails as
+    /// unavailable with the cause `TimedOut`. 5 s by default.
+    pub scan_timeout: Duration,
+    /// Connections of the pool that list reads never take: lists run on at most
+    /// `pool_size - reserved` connections (at least 1) at once, so the token check, the rate
+    /// limit and writes always find one. 4 by default.
+    pub reserved: usize,
     /// How long [`PgStore::connect`] waits for another node's migration (the advisory lock)
     /// before giving up. 60 s by default.
     pub migration_lock_timeout: Duration,
@@ -100,6 +116,8 @@ impl Default for PgOptions {
             keepalive_idle: Duration::from_secs(10),
             tcp_user_timeout: Duration::from_secs(10),
             statement_timeout: Duration::from_secs(30),
+            scan_timeout: Duration::from_secs(5),
+            reserved: 4,
             migration_lock_timeout: Duration::from_secs(60),
             migrate: true,
         }
@@ -110,6 +128,12 @@ impl Default for PgOptions {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// One permit per connection list reads may take ([`PgOptions::reserved`]).
+    scan_permits: Arc<Semaphore>,
+    /// [`PgOptions::scan_timeout`].
+    scan_timeout: Duration,
+    /// [`PgOptions::wait_timeout`]: also the longest a list read waits for a permit.
+    wait_timeout: Duration,
     /// The keys requisites are sealed with ([`PgStore::requisite_sealing`]); clones share it.
     sealing: RequisiteSealing,
 }
@@ -212,10 +236,40 @@ impl PgStore {
             }))
             .build()
             .map_err(|e| OpenError::Connect(e.to_string()))?;
+        let pool_size = options.pool_size.max(1);
         Ok(PgStore {
             pool,
+            scan_permits: Arc::new(Semaphore::new(
+                pool_size.saturating_sub(options.reserved).max(1),
+            )),
+            scan_timeout: options.scan_timeout,
+            wait_timeout: options.wait_timeout,
             sealing: RequisiteSealing::new(),
         })
+    }
+
+    /// A permit to take a pool connection for a list read ([`PgOptions::reserved`]), or
+    /// [`StoreError::Unavailable`] (overloaded) when none comes within the pool's wait.
+    pub(crate) async fn scan_permit(&self) -> Result<OwnedSemaphorePermit, StoreError> {
+        match tokio::time::timeout(
+            self.wait_timeout,
+            Arc::clone(&self.scan_permits).acquire_owned(),
+        )
+        .await
+        {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) => Err(UnavailableCause::Closed.error("the store is closed")),
+            Err(_) => Err(UnavailableCause::Overloaded
+                .error("no connection for a list read came in time (every list connection busy)")),
+        }
+    }
+
+    /// The statement that limits a list read's transaction ([`PgOptions::scan_timeout`]).
+    pub(crate) fn scan_limit(&self) -> String {
+        format!(
+            "SET LOCAL statement_timeout = {}",
+            self.scan_timeout.as_millis().max(1)
+        )
     }
 
     /// A pooled connection, or [`StoreError::Unavailable`] when none comes in time.

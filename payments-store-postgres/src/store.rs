@@ -116,6 +116,27 @@ macro_rules! in_snapshot {
     }};
 }
 
+/// [`in_snapshot!`] for a list read: it first takes a list permit (so the reserved
+/// connections stay free for the short reads and writes) and limits its transaction to the
+/// store's `scan_timeout`.
+macro_rules! in_scan {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let _permit = $store.scan_permit().await?;
+        let mut client = $store.client().await?;
+        let $tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db)?;
+        $tx.batch_execute(&$store.scan_limit()).await.map_err(db)?;
+        let value = $body?;
+        $tx.commit().await.map_err(db)?;
+        Ok(value)
+    }};
+}
+
 macro_rules! in_transaction {
     ($store:expr, |$tx:ident| $body:expr) => {{
         let mut client = $store.client().await?;
@@ -153,8 +174,7 @@ impl PaymentStore for PgStore {
     }
 
     async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
-        let client = self.client().await?;
-        payments::find(&client, &self.sealing, query).await
+        in_scan!(self, |tx| payments::find(&tx, &self.sealing, query).await)
     }
 }
 
@@ -214,7 +234,7 @@ impl OutboxStore for PgStore {
 
     /// The events and their attempts from one snapshot.
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-        in_snapshot!(self, |tx| outbox::find(&tx, query).await)
+        in_scan!(self, |tx| outbox::find(&tx, query).await)
     }
 }
 

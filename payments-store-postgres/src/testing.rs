@@ -57,6 +57,7 @@ pub async fn fresh_schema(base: &str) -> String {
 /// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
 /// and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP INDEX outbox_events_project_state;
     ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN name;
     DROP TABLE request_log;
     DROP INDEX payments_project_last4, payments_project_amount;

@@ -523,3 +523,93 @@ async fn the_last4_backfill_makes_old_payments_findable() {
     assert_eq!((again.filled, again.too_short), (0, 1), "idempotent");
     store.close();
 }
+
+/// A list read runs at most `scan_timeout`: a metadata filter that has to read 200,000
+/// payments is stopped and fails as unavailable with the cause `TimedOut` (answered `503`,
+/// "narrow the filters"); an indexed page of the same project is answered as always.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn a_list_read_past_its_time_limit_is_stopped() {
+    use payments_core::store::{PaymentQuery, UnavailableCause};
+    use payments_core::testing::contract::{project_id, sample_payment};
+
+    let base = support::database_url();
+    let url = support::fresh_schema(&base).await;
+    let store = PgStore::connect(
+        &url,
+        PgOptions {
+            scan_timeout: Duration::from_millis(20),
+            ..support::options()
+        },
+    )
+    .await
+    .expect("connect");
+    let p = sample_payment(payment_id(1), project_id(1), "template");
+    store.insert_payment(&p).await.expect("insert");
+    exec(
+        &url,
+        &format!(
+            // Replica mode skips the status counts' trigger (not what is tested here).
+            "SET session_replication_role = replica; \
+             INSERT INTO payments SELECT '00000000-0000-4000-8000-' || lpad(n::text, 12, '0'), \
+             project_id, 'copy-' || n, {rest} FROM generate_series(1, 200000) AS n, payments \
+             WHERE id = '{id}'; SET session_replication_role = origin; ANALYZE payments;",
+            rest = payment_columns_after_mpid(&url).await,
+            id = p.id,
+        ),
+    )
+    .await;
+    let scan = PaymentQuery {
+        metadata: Some(("order".into(), "nobody".into())),
+        ..PaymentQuery::new(project_id(1), 21)
+    };
+    let started = Instant::now();
+    let stopped = store.find_payments(&scan).await;
+    assert!(
+        matches!(
+            &stopped,
+            Err(StoreError::Unavailable {
+                cause: UnavailableCause::TimedOut,
+                ..
+            })
+        ),
+        "{stopped:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let page = store
+        .find_payments(&PaymentQuery::new(project_id(1), 21))
+        .await
+        .expect("an indexed page is answered");
+    assert_eq!(page.len(), 21);
+}
+
+/// The columns of `payments` after `merchant_payment_id`, in table order, comma-separated.
+async fn payment_columns_after_mpid(url: &str) -> String {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(conn);
+    let columns: Vec<String> = client
+        .query(
+            "SELECT column_name::text FROM information_schema.columns WHERE table_schema = \
+             current_schema() AND table_name = 'payments' ORDER BY ordinal_position",
+            &[],
+        )
+        .await
+        .expect("columns")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    drop(client);
+    let _ = task.await;
+    let at = columns
+        .iter()
+        .position(|c| c == "merchant_payment_id")
+        .expect("the column");
+    assert_eq!(&columns[..at], ["id", "project_id"], "{columns:?}");
+    columns[at + 1..].join(", ")
+}

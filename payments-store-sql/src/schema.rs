@@ -171,7 +171,21 @@ pub const MIGRATIONS: &[Migration] = &[
                    ALTER TABLE tokens ADD COLUMN expires_at BIGINT;",
         min_reader: BASELINE_MIN_READER,
     },
+    // 19: the events list filtered by `delivery_state` (the merchant API's and the cabinet's
+    // deliveries page) through an index instead of a read of every event of the project.
+    // Expand: a new index only; a build of schema 18 never names it.
+    Migration {
+        name: "events by delivery state",
+        sqlite: EVENT_STATE_DDL,
+        postgres: EVENT_STATE_DDL,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 19's index, the same text on both engines: a project's events in one delivery
+/// state, newest first, in the order of the events list (`created_at DESC, event_id DESC`).
+const EVENT_STATE_DDL: &str = "CREATE INDEX outbox_events_project_state ON outbox_events \
+(project_id, state, created_at, event_id);";
 
 /// Migration 16's columns and indexes, the same text on both engines.
 const SEARCH_DDL: &str = "ALTER TABLE payments ADD COLUMN requisite_last4 TEXT;\n\

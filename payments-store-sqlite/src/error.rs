@@ -66,6 +66,8 @@ pub(crate) fn db(e: rusqlite::Error) -> StoreError {
                 | ErrorCode::ReadOnly
                 | ErrorCode::CannotOpen
                 | ErrorCode::PermissionDenied => UnavailableCause::Io,
+                // Only the read time limit's progress handler interrupts a statement.
+                ErrorCode::OperationInterrupted => UnavailableCause::TimedOut,
                 _ => UnavailableCause::Other,
             };
             cause.error(&e)

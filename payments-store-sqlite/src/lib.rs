@@ -5,12 +5,17 @@
 //! small pool of read-only connections, which in WAL mode never wait for the writer. Uniqueness
 //! (merchant payment id, nonce), optimistic concurrency and the atomic state change plus outbox
 //! row are decided by the database.
+//!
+//! Fairness between projects on the read path: the short reads (the token check of every
+//! request, a payment by its id, a balance) have connections of their own that a list never
+//! takes, so no project's scans make another's creates wait; and a list read is stopped once
+//! it has run for [`SqliteOptions::scan_timeout`] (a progress handler interrupts it).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use payments_core::store::{StoreError, UnavailableCause};
 use payments_store_sql::sealing::{StoredRequisites, RESEAL_PAGE};
@@ -78,8 +83,18 @@ pub struct SqliteOptions {
     /// How long a connection waits for a lock held by another process before the operation
     /// fails as unavailable. 5 s by default.
     pub busy_timeout: Duration,
-    /// Read-only connections in the reader pool (at least 1). 4 by default.
+    /// Read-only connections in the reader pool (at least 1), which lists, counts and the
+    /// background work's reads share. 4 by default.
     pub readers: usize,
+    /// Read-only connections kept for the short reads: the token check of every request, a
+    /// payment by its id, a balance (at least 1). A list never takes one, so a project's
+    /// scans cannot make another project's requests wait for a connection. 2 by default.
+    pub short_readers: usize,
+    /// The longest one list read (the payment list and search, the events list, the
+    /// cabinet's list pages) may run before it is stopped and fails as unavailable (cause
+    /// [`UnavailableCause::TimedOut`]): what bounds the work a filter without an index makes.
+    /// 5 s by default.
+    pub scan_timeout: Duration,
     /// Most write requests committed in one transaction. 256 by default.
     pub max_batch: usize,
     /// Write requests that may wait for the writer before callers wait to enqueue. 4096 by
@@ -108,6 +123,8 @@ impl Default for SqliteOptions {
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(5),
             readers: 4,
+            short_readers: 2,
+            scan_timeout: Duration::from_secs(5),
             max_batch: 256,
             queue_capacity: 4096,
             read_only: false,
@@ -125,6 +142,12 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     /// One permit per reader connection.
     read_permits: Arc<Semaphore>,
+    /// The connections of the short reads ([`SqliteOptions::short_readers`]).
+    short: Arc<Readers>,
+    /// One permit per short-read connection.
+    short_permits: Arc<Semaphore>,
+    /// [`SqliteOptions::scan_timeout`].
+    scan_timeout: Duration,
     /// Authentication lookups, kept while the directory does not change.
     auth_cache: Arc<auth_cache::AuthCache>,
     /// The keys requisites are sealed with ([`SqliteStore::requisite_sealing`]).
@@ -179,16 +202,8 @@ impl SqliteStore {
             nonces::open_index(&conn)?;
         }
 
-        let mut readers = Vec::with_capacity(options.readers.max(1));
-        for _ in 0..options.readers.max(1) {
-            let reader = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )?;
-            reader.busy_timeout(options.busy_timeout)?;
-            reader.set_prepared_statement_cache_capacity(64);
-            readers.push(reader);
-        }
+        let readers = open_readers(path, options.readers, options.busy_timeout)?;
+        let short = open_readers(path, options.short_readers, options.busy_timeout)?;
         let begin: writer::Begin = if options.read_only {
             |_, _| Ok(())
         } else {
@@ -206,6 +221,9 @@ impl SqliteStore {
             read_permits: Arc::new(Semaphore::new(readers.len())),
             auth_cache: Arc::default(),
             readers: Arc::new(Readers::new(readers)),
+            short_permits: Arc::new(Semaphore::new(short.len())),
+            short: Arc::new(Readers::new(short)),
+            scan_timeout: options.scan_timeout,
             sealing: RequisiteSealing::new(),
         })
     }
@@ -348,31 +366,52 @@ impl SqliteStore {
         .map_err(|e| UnavailableCause::Other.error(format_args!("the read did not finish: {e}")))?
     }
 
+    /// Runs a list `read` ([`SqliteOptions::scan_timeout`]) on a pooled connection: SQLite
+    /// checks the time every [`PROGRESS_STEPS`] virtual machine steps and interrupts the read
+    /// once it has run that long, which fails as [`UnavailableCause::TimedOut`]. The time
+    /// counts from when the read has its connection, not while it waits for one.
+    async fn read_limited<R, F>(&self, read: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let limit = self.scan_timeout;
+        self.read(move |conn| {
+            let _limit = TimeLimit::set(conn, limit);
+            read(conn)
+        })
+        .await
+    }
+
     /// Runs a short `read` (a few indexed lookups of rows in the page cache, tens of
-    /// microseconds) where the caller already runs, on the tokio worker, when a reader
-    /// connection is free: no hand-off to a blocking thread and back (two thread switches,
-    /// about a tenth of a create's CPU). When every connection is busy it falls back to
-    /// [`SqliteStore::read`], which waits for one without blocking the worker. For reads whose
-    /// cost is bounded by a handful of rows only (the authentication lookups, a payment by id):
-    /// a scan, an unbounded list or a count stays on the blocking pool, which protects the
-    /// runtime from them.
+    /// microseconds) on one of the short-read connections, which no list or scan ever takes:
+    /// the token check of every request and a payment by id never wait behind a project's
+    /// scans. It runs where the caller already runs, on the tokio worker (no hand-off to a
+    /// blocking thread and back: two thread switches, about a tenth of a create's CPU); when
+    /// every short connection is busy it waits (asynchronously) for one, which is a wait of
+    /// microseconds. For reads whose cost is bounded by a handful of rows only: a scan, an
+    /// unbounded list or a count stays on the blocking pool, which protects the runtime from
+    /// them.
     async fn read_short<R, F>(&self, read: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
     {
-        match Arc::clone(&self.read_permits).try_acquire_owned() {
-            // A permit guarantees an idle connection: `with` does not wait.
-            Ok(permit) => {
-                let result = self.readers.with(read);
-                drop(permit);
-                result
-            }
-            Err(tokio::sync::TryAcquireError::NoPermits) => self.read(read).await,
+        let closed = |_| UnavailableCause::Closed.error("the store is closed");
+        let permit = match Arc::clone(&self.short_permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(tokio::sync::TryAcquireError::NoPermits) => Arc::clone(&self.short_permits)
+                .acquire_owned()
+                .await
+                .map_err(closed)?,
             Err(tokio::sync::TryAcquireError::Closed) => {
-                Err(UnavailableCause::Closed.error("the store is closed"))
+                return Err(UnavailableCause::Closed.error("the store is closed"))
             }
-        }
+        };
+        // A permit guarantees an idle connection: `with` does not wait.
+        let result = self.short.with(read);
+        drop(permit);
+        result
     }
 }
 
@@ -386,6 +425,56 @@ fn free_bytes(conn: &Connection) -> Result<u64, StoreError> {
         .query_row("PRAGMA page_size", [], |r| r.get(0))
         .map_err(error::db)?;
     Ok(pages.saturating_mul(size))
+}
+
+/// How many SQLite virtual machine steps a limited read runs between two looks at the clock,
+/// where it also yields its CPU (a few hundred microseconds of work at most).
+const PROGRESS_STEPS: std::ffi::c_int = 10_000;
+
+/// A time limit on the reads of one connection while it lives ([`SqliteStore::read_limited`]);
+/// removed on drop, also when the read panics, so the connection goes back to the pool
+/// without it.
+struct TimeLimit<'c>(&'c Connection);
+
+impl<'c> TimeLimit<'c> {
+    fn set(conn: &'c Connection, limit: Duration) -> TimeLimit<'c> {
+        let deadline = Instant::now() + limit;
+        conn.progress_handler(
+            PROGRESS_STEPS,
+            Some(move || {
+                // A long read gives way at each look: a request that just woke (a create's
+                // token check, its commit) runs now instead of after the scan's time slice.
+                std::thread::yield_now();
+                Instant::now() >= deadline
+            }),
+        );
+        TimeLimit(conn)
+    }
+}
+
+impl Drop for TimeLimit<'_> {
+    fn drop(&mut self) {
+        self.0.progress_handler(0, None::<fn() -> bool>);
+    }
+}
+
+/// `n` (at least 1) read-only connections to the database at `path`.
+fn open_readers(
+    path: &Path,
+    n: usize,
+    busy_timeout: Duration,
+) -> Result<Vec<Connection>, OpenError> {
+    (0..n.max(1))
+        .map(|_| {
+            let reader = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            reader.busy_timeout(busy_timeout)?;
+            reader.set_prepared_statement_cache_capacity(64);
+            Ok(reader)
+        })
+        .collect()
 }
 
 /// The schema version of the database at `path` (0 for an empty one), read without changing
@@ -484,4 +573,105 @@ fn reseal_page(
     }
     let last = rows.last().map(|r| r.id.to_string());
     Ok((report, last, rows.len() < RESEAL_PAGE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read that never ends on its own.
+    const ENDLESS: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) \
+                           SELECT count(*) FROM c";
+
+    fn store(readers: usize, scan_timeout: Duration) -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = SqliteOptions {
+            readers,
+            scan_timeout,
+            synchronous: Synchronous::Normal,
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open(dir.path().join("t.db"), options).expect("open");
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn a_list_read_is_stopped_at_its_time_limit_and_the_connection_serves_on() {
+        let (_dir, store) = store(1, Duration::from_millis(200));
+        let started = Instant::now();
+        let stopped = store
+            .read_limited(|c| {
+                c.query_row(ENDLESS, [], |r| r.get::<_, i64>(0))
+                    .map_err(error::db)
+            })
+            .await;
+        assert!(
+            matches!(
+                &stopped,
+                Err(StoreError::Unavailable {
+                    cause: UnavailableCause::TimedOut,
+                    ..
+                })
+            ),
+            "{stopped:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // The one connection went back without its limit: an unlimited read of a second
+        // is not stopped.
+        let counted = store
+            .read(|c| {
+                c.query_row(
+                    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c \
+                     WHERE x < 300000) SELECT count(*) FROM c",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(error::db)
+            })
+            .await;
+        assert_eq!(counted, Ok(300_000));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn short_reads_do_not_wait_for_a_pool_busy_with_scans() {
+        let (_dir, store) = store(1, Duration::from_secs(3));
+        let store = Arc::new(store);
+        let scanning = {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                store
+                    .read_limited(|c| {
+                        c.query_row(ENDLESS, [], |r| r.get::<_, i64>(0))
+                            .map_err(error::db)
+                    })
+                    .await
+            })
+        };
+        // The pool's one connection is taken by the scan.
+        for _ in 0..200 {
+            if store.read_permits.available_permits() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(store.read_permits.available_permits(), 0, "the scan runs");
+        let started = Instant::now();
+        let one = store
+            .read_short(|c| {
+                c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
+                    .map_err(error::db)
+            })
+            .await;
+        assert_eq!(one, Ok(1));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "a short read waited {:?} behind the scan",
+            started.elapsed()
+        );
+        assert!(scanning.await.expect("the scan ends").is_err());
+    }
 }

@@ -166,7 +166,7 @@ impl PaymentStore for SqliteStore {
     async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
         let q = query.clone();
         let s = self.sealing.clone();
-        self.read(move |c| payments::find(c, &s, &q)).await
+        self.read_limited(move |c| payments::find(c, &s, &q)).await
     }
 }
 
@@ -222,7 +222,7 @@ impl OutboxStore for SqliteStore {
     /// The events and their attempts in one read transaction (one snapshot).
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
         let q = query.clone();
-        self.read(move |c| directory::snapshot(c, || outbox::find(c, &q)))
+        self.read_limited(move |c| directory::snapshot(c, || outbox::find(c, &q)))
             .await
     }
 }

@@ -312,7 +312,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 18);
+    assert_eq!(SCHEMA_VERSION, 19);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -322,6 +322,31 @@ fn a_fresh_database_gets_the_current_schema_version() {
     // Opening again applies nothing and keeps the version.
     drop(SqliteStore::open(&path, SqliteOptions::default()).expect("reopen"));
     assert_eq!(user_version(&path), SCHEMA_VERSION);
+}
+
+/// The events list filtered by `delivery_state` (the merchant API's and the cabinet's) reads
+/// through schema 19's index, in the list's order: no read of every event of the project, no
+/// sort.
+#[test]
+fn the_events_of_one_delivery_state_are_read_through_their_index() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("plan.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT event_id FROM outbox_events \
+             WHERE project_id = ?1 AND state = ?2 AND created_at >= ?3 \
+             ORDER BY created_at DESC, event_id DESC LIMIT 21",
+        )
+        .expect("a plan")
+        .query_map(rusqlite::params!["p", "failed", 0], |r| r.get(3))
+        .expect("the plan's rows")
+        .collect::<Result<_, _>>()
+        .expect("text");
+    let plan = plan.join("; ");
+    assert!(plan.contains("outbox_events_project_state"), "{plan}");
+    assert!(!plan.contains("TEMP B-TREE"), "sorted apart: {plan}");
 }
 
 #[test]

@@ -426,6 +426,8 @@ pub(crate) enum PageError {
     Conflict(String),
     /// 503/500 with a message.
     Unavailable(String),
+    /// 429: the project's list budget is spent for now.
+    TooMany(String),
 }
 
 impl<E: Into<ApiError>> From<E> for PageError {
@@ -435,6 +437,14 @@ impl<E: Into<ApiError>> From<E> for PageError {
             ErrorCode::NotFound | ErrorCode::PaymentNotFound => PageError::NotFound,
             ErrorCode::BadRequest => PageError::BadRequest(e.message),
             ErrorCode::InvalidTransition => PageError::Conflict(e.message),
+            ErrorCode::RateLimited => PageError::TooMany(
+                tr("This project's lists are being read too often at once. Try again in a moment.")
+                    .into(),
+            ),
+            ErrorCode::ServiceUnavailable if read_timed_out(&e) => PageError::Unavailable(
+                tr("The list took too long to read. Narrow the filters (a shorter period) and try again.")
+                    .into(),
+            ),
             _ => {
                 tracing::error!(code = %e.code, message = %e.message, "cabinet: request failed");
                 PageError::Unavailable(
@@ -443,6 +453,19 @@ impl<E: Into<ApiError>> From<E> for PageError {
             }
         }
     }
+}
+
+/// Whether `e` is a list read the store stopped at its time limit.
+fn read_timed_out(e: &ApiError) -> bool {
+    use payments_core::error::ErrorCause;
+    use payments_core::store::{StoreError, UnavailableCause};
+    matches!(
+        e.cause.as_deref(),
+        Some(ErrorCause::Store(StoreError::Unavailable {
+            cause: UnavailableCause::TimedOut,
+            ..
+        }))
+    )
 }
 
 impl PageError {
@@ -462,6 +485,7 @@ impl PageError {
             PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, tr("Not accepted"), m),
             PageError::Conflict(m) => (StatusCode::CONFLICT, tr("Not possible now"), m),
             PageError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, tr("Unavailable"), m),
+            PageError::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, tr("Too many requests"), m),
         };
         // The language switch of an error page leads to the cabinet's start, so that every
         // refusal reads the same whatever was asked for.

@@ -109,8 +109,7 @@ pub(crate) async fn list(
     let mut found = st
         .cabinet
         .service()
-        .store()
-        .find_payments(&query)
+        .payments_page(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let more = found.len() > PAGE_SIZE;
@@ -179,7 +178,21 @@ pub(crate) async fn payments_csv(
 ) -> PageResult {
     let (project, _) = visible_project(&st, &signed.current, &id).await?;
     let query = f.query(&project, export::EXPORT_PAGE);
-    let stream = export::payments_csv(st.cabinet.service().store().clone(), query);
+    // The export reads the whole filtered list: one of the project's list places, held
+    // until the stream is dropped (sent or abandoned), as every list read takes one.
+    let place = st
+        .cabinet
+        .service()
+        .scan_place(project.id)
+        .await
+        .map_err(|e| PageError::from(e).render(&st))?;
+    let stream = futures_util::StreamExt::map(
+        export::payments_csv(st.cabinet.service().store().clone(), query),
+        move |chunk| {
+            let _held = &place;
+            chunk
+        },
+    );
     export::download(&format!("payments-{}.csv", project.id), stream)
         .await
         .map_err(|e| {
@@ -852,8 +865,7 @@ pub(crate) async fn deliveries(
     let mut found = st
         .cabinet
         .service()
-        .store()
-        .find_events(&query)
+        .events_page(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let more = found.len() > PAGE_SIZE;

@@ -115,6 +115,25 @@ impl EventListQuery {
         Ok(q)
     }
 
+    /// The page of what the store found for [`EventListQuery::store_query`] (one past the
+    /// limit): cut to the limit, with the next page's cursor when there is more.
+    fn page(&self, mut found: Vec<EventRecord>) -> EventPage {
+        let more = found.len() > self.limit;
+        found.truncate(self.limit);
+        let next_cursor = if more {
+            found.last().map(|r| EventCursor {
+                created_at: r.outbox.event.created_at,
+                id: r.outbox.event.event_id,
+            })
+        } else {
+            None
+        };
+        EventPage {
+            events: found,
+            next_cursor,
+        }
+    }
+
     /// The store query of this page for `project`, one past the limit.
     fn store_query(&self, project: &Project) -> EventQuery {
         EventQuery {
@@ -219,32 +238,45 @@ impl PaymentService {
     }
 
     /// A page of `project`'s callback events as `query` asks, newest first by queueing time
-    /// (ties by event id), each with its attempts. Events are kept for the events' retention
-    /// period ([`Retention::events`](super::Retention)).
+    /// (ties by event id), each with its attempts, read under the project's list budget
+    /// ([`PaymentService::events_page`]). Events are kept for the events' retention period
+    /// ([`Retention::events`](super::Retention)).
     pub async fn list_events(
         &self,
         project: &Project,
         query: &EventListQuery,
-    ) -> Result<EventPage, StoreError> {
-        let mut found = self
+    ) -> Result<EventPage, ApiError> {
+        let found = self.events_page(&query.store_query(project)).await?;
+        Ok(query.page(found))
+    }
+
+    /// A long poll's re-read of [`PaymentService::list_events`]: the page when one of the
+    /// project's list places is free now, `None` when not (the poll looks again at its next
+    /// turn instead of waiting: a project's long polls never hold more places than its
+    /// budget, and never fail for want of one).
+    pub async fn recheck_events(
+        &self,
+        project: &Project,
+        query: &EventListQuery,
+    ) -> Result<Option<EventPage>, ApiError> {
+        let Some(_place) = self.scan_place_now(project.id) else {
+            return Ok(None);
+        };
+        let found = self
             .ports
             .store
             .find_events(&query.store_query(project))
             .await?;
-        let more = found.len() > query.limit;
-        found.truncate(query.limit);
-        let next_cursor = if more {
-            found.last().map(|r| EventCursor {
-                created_at: r.outbox.event.created_at,
-                id: r.outbox.event.event_id,
-            })
-        } else {
-            None
-        };
-        Ok(EventPage {
-            events: found,
-            next_cursor,
-        })
+        Ok(Some(query.page(found)))
+    }
+
+    /// The events a store query finds, read under the project's list budget
+    /// ([`ScanBudget`](super::ScanBudget): `429 rate_limited` when the project already runs
+    /// as many list reads as it may) and the store's time limit for one read. The API's
+    /// events list and the cabinet's deliveries page read through here.
+    pub async fn events_page(&self, query: &EventQuery) -> Result<Vec<EventRecord>, ApiError> {
+        let _place = self.scan_place(query.project).await?;
+        Ok(self.ports.store.find_events(query).await?)
     }
 
     /// One event of `project` with its attempts; `None` when it does not exist or belongs to

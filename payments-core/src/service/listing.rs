@@ -16,7 +16,7 @@ use crate::payment::{
     is_last4, Flow, MerchantPaymentId, Metadata, Payment, PaymentMethod, PaymentStatus,
 };
 use crate::project::Project;
-use crate::store::{PaymentQuery, StoreError};
+use crate::store::PaymentQuery;
 use crate::Timestamp;
 
 /// The payments one page holds unless `limit` says otherwise.
@@ -405,18 +405,16 @@ pub struct PaymentPage {
 
 impl PaymentService {
     /// A page of `project`'s payments as `query` asks: newest first by creation time (ties by
-    /// id), through an index for each filter. A payment created while a client pages through
-    /// the list is not on the later pages (they hold older payments); none is skipped or
-    /// repeated.
+    /// id), through an index for each filter but metadata (see [`PaymentService::payments_page`]
+    /// for the budget it runs under). A payment created while a client pages through the list
+    /// is not on the later pages (they hold older payments); none is skipped or repeated.
     pub async fn list_payments(
         &self,
         project: &Project,
         query: &PaymentListQuery,
-    ) -> Result<PaymentPage, StoreError> {
+    ) -> Result<PaymentPage, ApiError> {
         let mut found = self
-            .ports
-            .store
-            .find_payments(&PaymentQuery {
+            .payments_page(&PaymentQuery {
                 project: project.id,
                 status: query.status,
                 payment_method: query.payment_method,
@@ -444,6 +442,16 @@ impl PaymentService {
             next_cursor,
         })
     }
+
+    /// The payments a store query finds, read under the project's list budget
+    /// ([`ScanBudget`](super::ScanBudget): `429 rate_limited` when the project already runs
+    /// as many list reads as it may) and the store's time limit for one read (`503
+    /// service_unavailable`, "narrow the filters"). Every list of payments reads through
+    /// here: the API's list, the cabinet's list, search and export.
+    pub async fn payments_page(&self, query: &PaymentQuery) -> Result<Vec<Payment>, ApiError> {
+        let _place = self.scan_place(query.project).await?;
+        Ok(self.ports.store.find_payments(query).await?)
+    }
 }
 
 impl PaymentService {
@@ -456,7 +464,7 @@ impl PaymentService {
         &self,
         projects: &[Project],
         query: &PaymentListQuery,
-    ) -> Result<PaymentPage, StoreError> {
+    ) -> Result<PaymentPage, ApiError> {
         let mut merged = Vec::new();
         let mut more = false;
         for project in projects {

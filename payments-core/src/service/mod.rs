@@ -15,6 +15,7 @@ mod payer;
 mod provision;
 mod provisioning;
 mod request_log;
+mod scans;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +79,7 @@ pub use provisioning::{
     Credentials, KeySource, Provision, ProvisionError, Provisioned, PROVISION_TURN,
 };
 pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};
+pub use scans::{scans_refused, ScanBudget, ScanPlace};
 
 /// Settings of the service.
 #[derive(Debug, Clone)]
@@ -108,6 +110,8 @@ pub struct ServiceConfig {
     /// "send callback" of a payment, recovery): at most `burst` at once, then `per_second`
     /// ([`RESEND_BUDGET`](crate::ratelimit::RESEND_BUDGET)). Kept in this process: each node gives a project its budget.
     pub resend_budget: crate::project::RateLimit,
+    /// How many list reads of one project run at once ([`ScanBudget`]).
+    pub scans: ScanBudget,
 }
 
 impl Default for ServiceConfig {
@@ -123,6 +127,7 @@ impl Default for ServiceConfig {
             retention: Retention::default(),
             request_log: crate::request_log::RequestLogPolicy::default(),
             resend_budget: crate::ratelimit::RESEND_BUDGET,
+            scans: ScanBudget::default(),
         }
     }
 }
@@ -291,6 +296,8 @@ pub struct PaymentService {
     provisioning: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// What each project has left of its resend budget (shared by every clone).
     resends: Arc<crate::ratelimit::LocalRateLimiter>,
+    /// The list reads under way, by project ([`ScanBudget`]; shared by every clone).
+    scan_places: Arc<scans::ScanPlaces>,
 }
 
 impl std::fmt::Debug for PaymentService {
@@ -359,6 +366,7 @@ impl PaymentService {
             wakers: Arc::default(),
             provisioning: Arc::default(),
             resends: Arc::default(),
+            scan_places: Arc::default(),
         }
     }
 

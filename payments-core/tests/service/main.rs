@@ -15,6 +15,7 @@ mod ops;
 mod provider;
 mod provisioning;
 mod routing;
+mod scans;
 mod support;
 mod test_mode;
 mod wire;

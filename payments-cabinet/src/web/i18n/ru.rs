@@ -44,6 +44,15 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "The service cannot answer now. Try again in a moment.",
         "Сервис сейчас не отвечает. Попробуйте ещё раз через минуту.",
     ),
+    ("Too many requests", "Слишком много запросов"),
+    (
+        "This project's lists are being read too often at once. Try again in a moment.",
+        "Списки этого проекта сейчас читаются слишком часто. Попробуйте ещё раз через минуту.",
+    ),
+    (
+        "The list took too long to read. Narrow the filters (a shorter period) and try again.",
+        "Список читался слишком долго. Сузьте фильтры (возьмите период короче) и попробуйте ещё раз.",
+    ),
     ("Back to the cabinet", "Вернуться в кабинет"),
     ("The form did not arrive in time.", "Форма не была получена вовремя."),
     // Sign-in (sign_in.html, code.html, recovery.html, web/auth.rs).
