@@ -441,38 +441,35 @@ impl Metadata {
 
     /// Reads the `metadata` member of a create request: a JSON object of string values (an
     /// empty object is no metadata). The error says what is wrong, naming the key.
-    pub fn from_json(value: &serde_json::Value) -> Result<Metadata, String> {
+    pub fn from_json(value: &serde_json::Value) -> Result<Metadata, MetadataError> {
         Metadata::read(value, true)
     }
 
     /// [`Metadata::from_json`]; `new` false for a stored value, which is read whatever later
     /// rules refuse (values stored before the rule on misleading characters stay readable).
-    fn read(value: &serde_json::Value, new: bool) -> Result<Metadata, String> {
-        let object = value
-            .as_object()
-            .ok_or("must be an object of string values")?;
+    fn read(value: &serde_json::Value, new: bool) -> Result<Metadata, MetadataError> {
+        let object = value.as_object().ok_or(MetadataError::NotAnObject)?;
         if object.len() > METADATA_MAX_KEYS {
-            return Err(format!("at most {METADATA_MAX_KEYS} keys"));
+            return Err(MetadataError::TooManyKeys);
         }
         let mut keys = std::collections::BTreeMap::new();
         for (k, v) in object {
             if !Metadata::is_valid_key(k) {
-                return Err(format!(
-                    "key {k:?}: 1-{METADATA_MAX_KEY_CHARS} characters from A-Za-z0-9._:-"
-                ));
+                return Err(MetadataError::Key(k.clone()));
             }
             let v = v
                 .as_str()
-                .ok_or_else(|| format!("{k}: the value must be a string"))?;
+                .ok_or_else(|| MetadataError::NotAString(k.clone()))?;
             match Metadata::check_value(v) {
                 Ok(()) => {}
                 Err(MetadataValueError::Misleading { .. }) if !new => {}
-                Err(e @ MetadataValueError::Misleading { .. }) => return Err(format!("{k}: {e}")),
-                Err(_) => {
-                    return Err(format!(
-                        "{k}: at most {METADATA_MAX_VALUE_CHARS} characters, no control characters"
-                    ))
+                Err(source @ MetadataValueError::Misleading { .. }) => {
+                    return Err(MetadataError::Misleading {
+                        key: k.clone(),
+                        source,
+                    })
                 }
+                Err(_) => return Err(MetadataError::Value(k.clone())),
             }
             keys.insert(k.clone(), v.to_string());
         }
@@ -501,10 +498,45 @@ impl Metadata {
     }
 
     /// Reads the stored form back.
-    pub fn from_json_text(text: &str) -> Result<Metadata, String> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_json_text(text: &str) -> Result<Metadata, MetadataError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| MetadataError::Json(e.to_string()))?;
         Metadata::read(&value, false)
     }
+}
+
+/// Why a `metadata` object is refused ([`Metadata::from_json`]); it says what is wrong,
+/// naming the key.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// Not a JSON object.
+    #[error("must be an object of string values")]
+    NotAnObject,
+    /// More than [`METADATA_MAX_KEYS`] keys.
+    #[error("at most {METADATA_MAX_KEYS} keys")]
+    TooManyKeys,
+    /// A key that is not 1 to [`METADATA_MAX_KEY_CHARS`] characters of `A-Z a-z 0-9 _ . : -`.
+    #[error("key {0:?}: 1-{METADATA_MAX_KEY_CHARS} characters from A-Za-z0-9._:-")]
+    Key(String),
+    /// A value that is no string.
+    #[error("{0}: the value must be a string")]
+    NotAString(String),
+    /// A value that is too long or holds a control character.
+    #[error("{0}: at most {METADATA_MAX_VALUE_CHARS} characters, no control characters")]
+    Value(String),
+    /// A value with a character that makes it read differently from what it is.
+    #[error("{key}: {source}")]
+    Misleading {
+        /// The key.
+        key: String,
+        /// The character and what it is.
+        #[source]
+        source: MetadataValueError,
+    },
+    /// The stored form is no JSON (the parser's words).
+    #[error("not JSON: {0}")]
+    Json(String),
 }
 
 /// Why a metadata value is refused ([`Metadata::check_value`]).
@@ -670,7 +702,9 @@ mod tests {
             ('\u{2028}', "separator"),
         ] {
             let value = format!("paid{c}diap");
-            let e = Metadata::from_json(&serde_json::json!({ "note": value })).unwrap_err();
+            let e = Metadata::from_json(&serde_json::json!({ "note": value }))
+                .unwrap_err()
+                .to_string();
             let code = format!("U+{:04X}", u32::from(c));
             assert!(
                 e.starts_with("note: ") && e.contains(&code) && e.contains(kind),
@@ -688,7 +722,8 @@ mod tests {
         assert!(Metadata::from_json(&fine).is_ok());
         // The old rules keep their words.
         let e = Metadata::from_json(&serde_json::json!({"k": "a\nb"})).unwrap_err();
-        assert!(e.contains("control"), "{e}");
+        assert_eq!(e, MetadataError::Value("k".into()));
+        assert!(e.to_string().contains("control"), "{e}");
     }
 
     #[test]
