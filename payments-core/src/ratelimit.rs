@@ -43,6 +43,13 @@ pub const RESEND_BUDGET: RateLimit = RateLimit {
     burst: 1_000,
 };
 
+/// A wait as a `Retry-After` value: whole seconds, rounded up, at least 1 (a client that
+/// waits what it is told must not come back a moment early, nor be told 0).
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    secs.max(1)
+}
+
 /// The GCRA parameters of a rate limit, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
@@ -567,6 +574,14 @@ impl RateLimiter for CoalescingRateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_after_is_whole_seconds_rounded_up_and_never_zero() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(200)), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1_001)), 2);
+    }
 
     /// Each key has its own allowance, and a flood of made-up keys holds at most the
     /// capacity; keys at rest go first, and a key dropped for room starts afresh.

@@ -98,18 +98,25 @@ impl Transaction for PgTx<'_, '_> {
     }
 }
 
-/// Runs `$body` (an async block using `$tx`) in a read-only `REPEATABLE READ` transaction on a
-/// pooled connection: every statement of it reads the same snapshot.
+/// A read-only `REPEATABLE READ` transaction on `client`: every statement of it reads the same
+/// snapshot.
+async fn snapshot(
+    client: &mut deadpool_postgres::Client,
+) -> Result<deadpool_postgres::Transaction<'_>, StoreError> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(db)
+}
+
+/// Runs `$body` (an async block using `$tx`) in a [`snapshot`] on a pooled connection.
 macro_rules! in_snapshot {
     ($store:expr, |$tx:ident| $body:expr) => {{
         let mut client = $store.client().await?;
-        let $tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(db)?;
+        let $tx = snapshot(&mut client).await?;
         let value = $body?;
         $tx.commit().await.map_err(db)?;
         Ok(value)
@@ -123,13 +130,7 @@ macro_rules! in_scan {
     ($store:expr, |$tx:ident| $body:expr) => {{
         let _permit = $store.scan_permit().await?;
         let mut client = $store.client().await?;
-        let $tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(db)?;
+        let $tx = snapshot(&mut client).await?;
         $tx.batch_execute(&$store.scan_limit()).await.map_err(db)?;
         let value = $body?;
         $tx.commit().await.map_err(db)?;

@@ -331,8 +331,10 @@ impl SqliteStore {
         let result = self.writer.write(write).await;
         self.after_write(&result);
         if result.is_ok() && self.reserve.freeing_only() {
-            let free = self.read_short(free_bytes).await?;
-            self.reserve.database_has_room(free);
+            // The purge is done whatever this look finds; a failed look waits for the next.
+            if let Ok(free) = self.read_short(free_bytes).await {
+                self.reserve.database_has_room(free);
+            }
         }
         result
     }

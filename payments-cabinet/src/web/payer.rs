@@ -388,7 +388,7 @@ pub(crate) async fn status(
 
 /// `429` with `Retry-After` (whole seconds, at least 1), never cached.
 fn too_many(retry_after: std::time::Duration) -> Response {
-    let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+    let secs = payments_core::ratelimit::retry_after_secs(retry_after);
     (
         StatusCode::TOO_MANY_REQUESTS,
         [
@@ -397,7 +397,7 @@ fn too_many(retry_after: std::time::Duration) -> Response {
                 HeaderValue::from_static("application/json"),
             ),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-            (header::RETRY_AFTER, HeaderValue::from(secs.max(1))),
+            (header::RETRY_AFTER, HeaderValue::from(secs)),
         ],
         r#"{"code":"rate_limited"}"#,
     )

@@ -285,8 +285,8 @@ impl From<AuthError> for ApiError {
             AuthError::Scope(e) => e.into(),
             AuthError::Ip(e) => e.into(),
             AuthError::RateLimited { retry_after } => {
-                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-                ApiError::new(ErrorCode::RateLimited, e.to_string()).with_retry_after(secs.max(1))
+                ApiError::new(ErrorCode::RateLimited, e.to_string())
+                    .with_retry_after(crate::ratelimit::retry_after_secs(retry_after))
             }
             AuthError::Signature { error, debug: true } => {
                 error.into_api_error(Environment::Sandbox)

@@ -16,7 +16,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::event::{DeliveryState, EventRecord, FailedEventFilter};
 use crate::ids::{EventId, PaymentId, ProjectId};
 use crate::project::{Project, RateLimit, TokenRecord};
-use crate::ratelimit::{Gcra, Grant, RateLimiter as _};
+use crate::ratelimit::{retry_after_secs, Gcra, Grant, RateLimiter as _};
 use crate::store::{EventQuery, StoreError};
 use crate::Timestamp;
 
@@ -209,19 +209,8 @@ pub fn resend_budget_message(budget: RateLimit, retry_after: Duration) -> String
          second); retry after {} s",
         budget.burst,
         budget.per_second,
-        whole_seconds(retry_after)
+        retry_after_secs(retry_after)
     )
-}
-
-/// `retry_after` in whole seconds, rounded up, at least 1 (a `Retry-After` value).
-fn whole_seconds(retry_after: Duration) -> u64 {
-    let secs = retry_after.as_secs();
-    let rounded = if retry_after.subsec_nanos() > 0 {
-        secs.saturating_add(1)
-    } else {
-        secs
-    };
-    rounded.max(1)
 }
 
 impl PaymentService {
@@ -375,7 +364,7 @@ impl PaymentService {
                 ErrorCode::RateLimited,
                 resend_budget_message(budget, retry_after),
             )
-            .with_retry_after(whole_seconds(retry_after)));
+            .with_retry_after(retry_after_secs(retry_after)));
         }
         let (event_id, _) = self.resend_one(payment, actor, true).await??;
         self.project_event(project, event_id)
