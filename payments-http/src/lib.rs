@@ -78,6 +78,7 @@ pub mod operator;
 pub mod request_log;
 pub mod resolver;
 pub mod sandbox;
+pub mod scrape;
 pub mod state;
 pub mod sweeper;
 pub mod system;
