@@ -953,13 +953,13 @@ def check_docs(root, doc, report):
     with open(lib, encoding="utf8") as f:
         _, masked = lex(f.read())
     pub_mods = set(re.findall(r"(?m)^\s*pub\s+mod\s+(\w+)", masked))
-    sec = re.search(r"(?ms)^#+ `" + re.escape(CORE_CRATE) + r"`.*?\n((?:\|.*\n)+)", text)
+    sec = re.search(r"(?ms)^#+ `" + re.escape(CORE_CRATE) + r"`.*?\n((?:\|[^\n]*\n)+)", text)
     if not sec:
         problems.append(f"{doc}: no module table under a heading naming `{CORE_CRATE}`")
     else:
         doc_mods = set()
         for row in sec.group(1).splitlines()[2:]:
-            first = row.split("|")[1]
+            first = row.split("|")[1] if row.count("|") > 1 else ""
             doc_mods |= set(re.findall(r"`(\w+)`", first))
         for m in sorted(pub_mods - doc_mods):
             problems.append(f"{doc}: module table lacks `{m}` (a `pub mod` of {CORE_CRATE}/src/lib.rs)")
