@@ -27,8 +27,9 @@ The counts:
   another module of the crate in production code (`use crate::..`, `use super::..`,
   `use self::..`, `crate::a::b` in code, a child module by name), resolved through `pub use`
   re-exports to the module that defines the item; cycles are the strongly connected components
-  (Tarjan) of more than one module. An import of an item defined in an ancestor module (a child
-  using its parent's items) is "upward", printed for information;
+  (Tarjan) of more than one module. A module's use of its own descendants is the direction of
+  the module tree and no edge; an import of an item defined in an ancestor module (a child
+  using its parent's items) is "upward", counted and printed for information;
 - the longest production function (lines from `fn` to its closing brace), `transition::apply`
   excepted as the state table (EXEMPT_FUNCTIONS);
 - `Result<_, String>` in production code.
@@ -638,9 +639,6 @@ def expand_use(tree):
     return out
 
 
-DOWNWARD_FREE = os.environ.get("SHAPE_DOWN", "1") == "1"
-
-
 def is_ancestor(a, b):
     """Whether module a is a proper ancestor of module b."""
     p = b.parent
@@ -730,7 +728,7 @@ class Graph:
         if target is None or target is mod:
             return
         self.places.setdefault((mod.name, target.name), place)
-        if DOWNWARD_FREE and is_ancestor(mod, target):
+        if is_ancestor(mod, target):
             return  # a module uses its own child modules: the tree's own direction
         self.edges[mod.name].add(target.name)
         # upward: the item is defined in one of mod's ancestors
