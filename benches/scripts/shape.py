@@ -483,6 +483,11 @@ def port_traits(crate):
             open_pos = m.end() - 1
             close = match_brace(text, open_pos)
             body = text[open_pos + 1 : close]
+            # A port listing's `@sync { .. }` group (payments-core's store/port.rs) holds methods
+            # of the trait itself: its braces are not a level.
+            for sm in reversed(list(re.finditer(r"@sync\s*\{", body))):
+                end = match_brace(body, sm.end() - 1)
+                body = body[: sm.start()] + " " * (sm.end() - sm.start()) + body[sm.end() : end] + " " + body[end + 1 :]
             depth_at = brace_depths(body, 0, len(body))
             required, provided, is_async = [], [], False
             for fm in re.finditer(r"\b(async\s+)?(?:unsafe\s+)?fn\s+(\w+)", body):
