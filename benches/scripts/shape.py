@@ -903,7 +903,7 @@ def print_table(r):
     if not any_cycle:
         p("  none")
     upward = [
-        f"{n} {c['upward_imports']} ({c['upward_pairs']} module pairs)"
+        f"{n} {c['upward_imports']} ({c['upward_pairs']} pair{'' if c['upward_pairs'] == 1 else 's'} of modules)"
         for n, c in r["crates"].items()
         if c["upward_imports"]
     ]
