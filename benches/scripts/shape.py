@@ -39,6 +39,7 @@ import glob
 import json
 import os
 import re
+import signal
 import sys
 
 # Budgets (issue 56, "Must show"). A count over its budget fails `--check`.
@@ -998,6 +999,8 @@ def check_docs(root, doc, report):
 
 
 def main():
+    # `shape.py | head` ends quietly
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     ap.add_argument("--json", action="store_true")
