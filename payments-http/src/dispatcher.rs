@@ -805,7 +805,7 @@ impl Inner {
         .await;
         let error = match result {
             Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e),
+            Ok(Err(e)) => Some(e.to_string()),
             Err(_) => Some(format!(
                 "{} after {:?}",
                 Kind::Timeout.prefix(),
@@ -834,8 +834,8 @@ async fn exchange(
     read_limit: usize,
     http_status: &mut Option<u16>,
     excerpt: &mut Option<String>,
-) -> Result<(), String> {
-    let mut response = request.send().await.map_err(describe_send_error)?;
+) -> Result<(), ExchangeError> {
+    let mut response = request.send().await.map_err(ExchangeError::Send)?;
     let status = response.status();
     *http_status = Some(status.as_u16());
     let mut read = 0usize;
@@ -849,7 +849,7 @@ async fn exchange(
                 *excerpt = Some(response_excerpt(&start));
             }
             Ok(None) => break,
-            Err(e) => return Err(Kind::ResponseBroken.record(&error_chain(&e))),
+            Err(e) => return Err(ExchangeError::ResponseBroken(e)),
         }
     }
     *excerpt = Some(response_excerpt(&start));
@@ -857,23 +857,36 @@ async fn exchange(
     if status.is_success() {
         Ok(())
     } else if status.is_redirection() {
-        Err(format!(
-            "{} ({}) not followed",
-            Kind::Redirect.prefix(),
-            status.as_u16()
-        ))
+        Err(ExchangeError::Redirect(status))
     } else {
-        Err(format!("{} {}", Kind::HttpStatus.prefix(), status.as_u16()))
+        Err(ExchangeError::Status(status))
     }
+}
+
+/// Why an exchange got no successful answer; its text is what the attempt records.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    /// No response: the kind told from the error's causes.
+    #[error("{}", describe_send_error(.0))]
+    Send(#[source] reqwest::Error),
+    /// The body broke off.
+    #[error("{}", Kind::ResponseBroken.record(&error_chain(.0)))]
+    ResponseBroken(#[source] reqwest::Error),
+    /// A redirect, which is never followed.
+    #[error("{} ({}) not followed", Kind::Redirect.prefix(), .0.as_u16())]
+    Redirect(reqwest::StatusCode),
+    /// Any other status but a success.
+    #[error("{} {}", Kind::HttpStatus.prefix(), .0.as_u16())]
+    Status(reqwest::StatusCode),
 }
 
 /// The recorded text of a request that got no response: its kind, told from the error's
 /// causes by their types (the resolver's, the socket's, rustls'), then the causes' messages.
-fn describe_send_error(e: reqwest::Error) -> String {
-    match send_error_kind(&e) {
+fn describe_send_error(e: &reqwest::Error) -> String {
+    match send_error_kind(e) {
         // The policy's own sentence names the address and the name it was resolved from.
         (Kind::RefusedAddress, Some(policy)) => Kind::RefusedAddress.record(&policy),
-        (kind, _) => kind.record(&error_chain(&e)),
+        (kind, _) => kind.record(&error_chain(e)),
     }
 }
 
