@@ -661,10 +661,11 @@ impl Inner {
         self.hosts.release(&host, host_bound);
     }
 
+    /// One attempt of a claimed event: its signing secrets, the attempt, its metrics and log
+    /// lines, and its record (which schedules the next attempt).
     async fn attempt_and_record(&self, claimed: &ClaimedEvent) {
         let event = &claimed.event;
         let event_id = event.event.event_id;
-        let number = event.attempts.saturating_add(1);
         let secrets = match self
             .service
             .directory()
@@ -678,18 +679,39 @@ impl Inner {
                 return;
             }
         };
+        let (attempt, span) = self.timed_attempt(event, &secrets).await;
+        self.metrics.observe_delivery(if attempt.success {
+            "success"
+        } else {
+            "failure"
+        });
+        let reason = failure_reason(&attempt);
+        if let Some(reason) = reason {
+            self.metrics.observe_delivery_failure(reason);
+        }
+        crate::trace::record_result(&span, reason.unwrap_or("delivered"));
+        let next_attempt_at = self.service.callbacks().next_attempt_at(event, &attempt);
+        self.log_attempt(event, &attempt, reason, next_attempt_at);
+        self.record(claimed, &attempt).await;
+    }
+
+    /// Sends attempt number `attempts + 1` of `event` in its trace span and times it.
+    async fn timed_attempt(
+        &self,
+        event: &OutboxEvent,
+        secrets: &CallbackSecrets,
+    ) -> (DeliveryAttempt, tracing::Span) {
+        let number = event.attempts.saturating_add(1);
         let started_at = self.clock.now();
         let began = Instant::now();
         let span = crate::trace::callback_span(
-            &event_id.to_string(),
+            &event.event.event_id.to_string(),
             &event.event.payment_id.to_string(),
             number,
         );
-        let outcome = tracing::Instrument::instrument(
-            self.attempt(event, &secrets, started_at),
-            span.clone(),
-        )
-        .await;
+        let outcome =
+            tracing::Instrument::instrument(self.attempt(event, secrets, started_at), span.clone())
+                .await;
         let duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
         let success = outcome.error.is_none();
         let attempt = DeliveryAttempt {
@@ -701,28 +723,33 @@ impl Inner {
             success,
             response_excerpt: outcome.excerpt,
         };
-        self.metrics
-            .observe_delivery(if success { "success" } else { "failure" });
-        let reason = failure_reason(&attempt);
-        if let Some(reason) = reason {
-            self.metrics.observe_delivery_failure(reason);
-        }
-        crate::trace::record_result(&span, reason.unwrap_or("delivered"));
-        let next_attempt_at = self.service.callbacks().next_attempt_at(event, &attempt);
+        (attempt, span)
+    }
+
+    /// The attempt's log line, and when it was the last one, the event's failure (a metric
+    /// and a warning).
+    fn log_attempt(
+        &self,
+        event: &OutboxEvent,
+        attempt: &DeliveryAttempt,
+        reason: Option<&'static str>,
+        next_attempt_at: Option<Timestamp>,
+    ) {
+        let event_id = event.event.event_id;
         let host = payments_core::event::destination_host(&event.destination);
         tracing::info!(
             %event_id,
             payment_id = %event.event.payment_id,
             host = host.as_str(),
-            attempt = number,
+            attempt = attempt.attempt,
             http_status = attempt.http_status.map_or(0, u64::from),
             reason = reason.unwrap_or("delivered"),
             error = attempt.error.as_deref().unwrap_or(""),
-            duration_ms,
+            duration_ms = attempt.duration_ms,
             next_attempt_at = next_attempt_at.map(|t| t.to_rfc3339()).as_deref().unwrap_or("-"),
             "callback attempt"
         );
-        if !success && next_attempt_at.is_none() {
+        if !attempt.success && next_attempt_at.is_none() {
             // The event is failed: nothing more is sent unless an operator resends it.
             self.metrics.observe_event_failed();
             tracing::warn!(
@@ -730,16 +757,21 @@ impl Inner {
                 payment_id = %event.event.payment_id,
                 project_id = %event.event.project_id,
                 host = host.as_str(),
-                attempts = number,
+                attempts = attempt.attempt,
                 http_status = attempt.http_status.map_or(0, u64::from),
                 last_error = attempt.error.as_deref().unwrap_or(""),
                 "callback failed: every attempt used; listed by `payments-server callbacks failed`"
             );
         }
+    }
+
+    /// Records the attempt; a record that fails leaves the event to come back with its lease.
+    async fn record(&self, claimed: &ClaimedEvent, attempt: &DeliveryAttempt) {
+        let event_id = claimed.event.event.event_id;
         match self
             .service
             .callbacks()
-            .record_attempt(claimed, &attempt)
+            .record_attempt(claimed, attempt)
             .await
         {
             Ok(AttemptRecorded::Stale) => {
