@@ -218,11 +218,11 @@ pub async fn cabinet_sessions<S: CabinetStore>(store: &S) {
         None
     );
     assert!(store
-        .touch_session(s1.id, T0 + ms(500))
+        .update_session_seen(s1.id, T0 + ms(500))
         .await
         .expect("touch"));
     assert!(store
-        .touch_session(s1.id, T0 + ms(100))
+        .update_session_seen(s1.id, T0 + ms(100))
         .await
         .expect("touch"));
     let seen = store
@@ -232,7 +232,7 @@ pub async fn cabinet_sessions<S: CabinetStore>(store: &S) {
         .expect("there");
     assert_eq!(seen.last_seen_at, T0 + ms(500), "never backwards");
     assert!(!store
-        .touch_session(session_id(99), T0)
+        .update_session_seen(session_id(99), T0)
         .await
         .expect("touch"));
     let ids = |v: Vec<SessionRecord>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
@@ -408,13 +408,13 @@ pub async fn cabinet_concurrent_steps<S: CabinetStore>(store: &S) {
 pub async fn cabinet_recovery_codes<S: CabinetStore>(store: &S) {
     let u = sample_user(1, "a@shop.example", Role::Support);
     store.insert_user(&u).await.expect("insert_user");
-    assert_eq!(store.recovery_codes_left(u.id).await.expect("left"), 0);
+    assert_eq!(store.count_recovery_codes(u.id).await.expect("left"), 0);
     let codes: Vec<[u8; 32]> = (1..=10).map(hash).collect();
     store
-        .replace_recovery_codes(u.id, &codes)
+        .update_recovery_codes(u.id, &codes)
         .await
         .expect("replace");
-    assert_eq!(store.recovery_codes_left(u.id).await.expect("left"), 10);
+    assert_eq!(store.count_recovery_codes(u.id).await.expect("left"), 10);
     let h1 = sample_session(1, u.id, SessionStage::Password, T0);
     let h2 = sample_session(2, u.id, SessionStage::Password, T0);
     store.insert_session(&h1).await.expect("insert");
@@ -428,7 +428,7 @@ pub async fn cabinet_recovery_codes<S: CabinetStore>(store: &S) {
         )
         .await
         .expect("advance"));
-    assert_eq!(store.recovery_codes_left(u.id).await.expect("left"), 9);
+    assert_eq!(store.count_recovery_codes(u.id).await.expect("left"), 9);
     assert!(
         !store
             .advance_session(
@@ -448,12 +448,12 @@ pub async fn cabinet_recovery_codes<S: CabinetStore>(store: &S) {
         )
         .await
         .expect("advance"));
-    assert_eq!(store.recovery_codes_left(u.id).await.expect("left"), 9);
+    assert_eq!(store.count_recovery_codes(u.id).await.expect("left"), 9);
     store
-        .replace_recovery_codes(u.id, &[hash(50), hash(51)])
+        .update_recovery_codes(u.id, &[hash(50), hash(51)])
         .await
         .expect("replace");
-    assert_eq!(store.recovery_codes_left(u.id).await.expect("left"), 2);
+    assert_eq!(store.count_recovery_codes(u.id).await.expect("left"), 2);
     assert!(
         !store
             .advance_session(
@@ -512,7 +512,7 @@ pub async fn cabinet_enrolment<S: CabinetStore>(store: &S) {
     assert_eq!(after.totp_confirmed_at, Some(T0 + ms(9)));
     assert_eq!(after.totp_secret, u.totp_secret);
     step_used(store, u.id, 77, 90).await;
-    assert_eq!(store.recovery_codes_left(u.id).await.expect("left"), 3);
+    assert_eq!(store.count_recovery_codes(u.id).await.expect("left"), 3);
     let h3 = sample_session(3, u.id, SessionStage::Password, T0);
     store.insert_session(&h3).await.expect("insert");
     assert!(
@@ -541,10 +541,13 @@ pub async fn cabinet_invites<S: CabinetStore>(store: &S) {
     let i2 = invite(2, user_id(1), T0 + ms(1000));
     let i3 = invite(3, user_id(2), T0 + ms(1000));
     for i in [&i1, &i2, &i3] {
-        store.put_invite(i).await.expect("put_invite");
+        store.insert_invite(i).await.expect("insert_invite");
     }
     assert_eq!(
-        store.invite(&i1.token_hash, T0).await.expect("invite"),
+        store
+            .find_invite(&i1.token_hash, T0)
+            .await
+            .expect("find_invite"),
         None,
         "replaced by the user's newer invitation"
     );
@@ -554,15 +557,18 @@ pub async fn cabinet_invites<S: CabinetStore>(store: &S) {
         "replaced by the user's newer invitation"
     );
     assert_eq!(
-        store.invite(&i2.token_hash, T0).await.expect("invite"),
+        store
+            .find_invite(&i2.token_hash, T0)
+            .await
+            .expect("find_invite"),
         Some(i2.clone()),
         "looking does not take"
     );
     assert_eq!(
         store
-            .invite(&i3.token_hash, T0 + ms(1000))
+            .find_invite(&i3.token_hash, T0 + ms(1000))
             .await
-            .expect("invite"),
+            .expect("find_invite"),
         None,
         "not live at its expiry"
     );
@@ -609,10 +615,13 @@ pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
     let s2 = sample_slot(2, None, T0 + ms(1000));
     let s3 = sample_slot(3, a, T0 + ms(100));
     for s in [&s1, &s2, &s3] {
-        store.put_slot(s, 16).await.expect("put_slot");
+        store.insert_slot(s, 16).await.expect("insert_slot");
     }
     assert!(
-        matches!(store.put_slot(&s1, 16).await, Err(StoreError::Duplicate(_))),
+        matches!(
+            store.insert_slot(&s1, 16).await,
+            Err(StoreError::Duplicate(_))
+        ),
         "an id is one slot's"
     );
     assert_eq!(
@@ -658,9 +667,12 @@ pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
         "expired at its expiry"
     );
     let s4 = sample_slot(4, b, T0 + ms(101));
-    store.put_slot(&s4, 16).await.expect("put_slot");
+    store.insert_slot(&s4, 16).await.expect("insert_slot");
     assert_eq!(
-        store.purge_slots(T0 + ms(100), 1000).await.expect("purge"),
+        store
+            .delete_expired_slots(T0 + ms(100), 1000)
+            .await
+            .expect("purge"),
         1,
         "the expired slot only"
     );
@@ -678,7 +690,10 @@ pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
         "a live slot outlives the purge"
     );
     assert_eq!(
-        store.purge_slots(T0 + ms(5000), 1000).await.expect("purge"),
+        store
+            .delete_expired_slots(T0 + ms(5000), 1000)
+            .await
+            .expect("purge"),
         0
     );
 }
@@ -688,12 +703,12 @@ pub async fn cabinet_slots<S: CabinetStore>(store: &S) {
 pub async fn cabinet_slot_bounds<S: CabinetStore>(store: &S) {
     let (a, b) = (Some(session_id(1)), Some(session_id(2)));
     let theirs = sample_slot(50, b, T0 + ms(10_000));
-    store.put_slot(&theirs, 3).await.expect("put_slot");
+    store.insert_slot(&theirs, 3).await.expect("insert_slot");
     let mine: Vec<SlotRecord> = (1..=5)
         .map(|n| sample_slot(n, a, T0 + ms(1000 + i64::from(n))))
         .collect();
     for s in &mine {
-        store.put_slot(s, 3).await.expect("put_slot");
+        store.insert_slot(s, 3).await.expect("insert_slot");
     }
     for s in &mine[..2] {
         assert_eq!(
@@ -711,7 +726,7 @@ pub async fn cabinet_slot_bounds<S: CabinetStore>(store: &S) {
         "its newest 3 are kept"
     );
     // Left: mine[3], mine[4] and theirs (which expires last). Keep 2: mine[3] goes.
-    assert_eq!(store.purge_slots(T0, 2).await.expect("purge"), 1);
+    assert_eq!(store.delete_expired_slots(T0, 2).await.expect("purge"), 1);
     assert_eq!(
         store
             .take_slot(&mine[3].id_hash, a, T0)
@@ -738,7 +753,7 @@ pub async fn cabinet_slot_bounds<S: CabinetStore>(store: &S) {
 pub async fn cabinet_concurrent_slot_takes<S: CabinetStore>(store: &S) {
     let owner = Some(session_id(1));
     let slot = sample_slot(1, owner, T0 + ms(1000));
-    store.put_slot(&slot, 16).await.expect("put_slot");
+    store.insert_slot(&slot, 16).await.expect("insert_slot");
     let results = join_all((0..16).map(|_| store.take_slot(&slot.id_hash, owner, T0))).await;
     let taken: Vec<SlotRecord> = results
         .into_iter()
@@ -752,24 +767,24 @@ pub async fn cabinet_concurrent_slot_takes<S: CabinetStore>(store: &S) {
 pub async fn cabinet_failures<S: CabinetStore>(store: &S) {
     for n in [5, 1, 3, 2, 4] {
         store
-            .record_failure("account:a@shop.example", T0 + ms(n))
+            .insert_failure("account:a@shop.example", T0 + ms(n))
             .await
             .expect("record");
     }
     store
-        .record_failure("address:203.0.113.7", T0 + ms(2))
+        .insert_failure("address:203.0.113.7", T0 + ms(2))
         .await
         .expect("record");
     assert_eq!(
         store
-            .failures_since("account:a@shop.example", T0 + ms(2), 10)
+            .find_failures("account:a@shop.example", T0 + ms(2), 10)
             .await
             .expect("since"),
         vec![T0 + ms(2), T0 + ms(3), T0 + ms(4), T0 + ms(5)]
     );
     assert_eq!(
         store
-            .failures_since("account:a@shop.example", T0, 2)
+            .find_failures("account:a@shop.example", T0, 2)
             .await
             .expect("since"),
         vec![T0 + ms(1), T0 + ms(2)]
@@ -779,13 +794,13 @@ pub async fn cabinet_failures<S: CabinetStore>(store: &S) {
         .await
         .expect("clear");
     assert!(store
-        .failures_since("account:a@shop.example", T0, 10)
+        .find_failures("account:a@shop.example", T0, 10)
         .await
         .expect("since")
         .is_empty());
     assert_eq!(
         store
-            .failures_since("address:203.0.113.7", T0, 10)
+            .find_failures("address:203.0.113.7", T0, 10)
             .await
             .expect("since"),
         vec![T0 + ms(2)]
@@ -793,7 +808,7 @@ pub async fn cabinet_failures<S: CabinetStore>(store: &S) {
     // One attempt is forgotten, the newest of its key and time; others stay.
     for at in [T0 + ms(7), T0 + ms(7), T0 + ms(8)] {
         store
-            .record_failure("address:203.0.113.7", at)
+            .insert_failure("address:203.0.113.7", at)
             .await
             .expect("record");
     }
@@ -807,7 +822,7 @@ pub async fn cabinet_failures<S: CabinetStore>(store: &S) {
         .expect("forget none");
     assert_eq!(
         store
-            .failures_since("address:203.0.113.7", T0, 10)
+            .find_failures("address:203.0.113.7", T0, 10)
             .await
             .expect("since"),
         vec![T0 + ms(2), T0 + ms(7), T0 + ms(8)]
@@ -818,7 +833,7 @@ pub async fn cabinet_failures<S: CabinetStore>(store: &S) {
         .await
         .expect("clear");
     assert!(store
-        .failures_since("address:203.0.113.7", T0, 10)
+        .find_failures("address:203.0.113.7", T0, 10)
         .await
         .expect("since")
         .is_empty());
@@ -847,9 +862,9 @@ pub async fn cabinet_audit_log<S: CabinetStore>(store: &S) {
     let r4 = record(4, None, true);
     let r5 = record(5, Some(merchant_id(1)), false);
     for r in [&r1, &r2, &r3, &r4, &r5] {
-        store.append_cabinet_audit(r).await.expect("append");
+        store.insert_cabinet_audit(r).await.expect("append");
     }
-    let page = |q: AuditQuery| async move { store.cabinet_audit(&q).await.expect("audit") };
+    let page = |q: AuditQuery| async move { store.find_cabinet_audit(&q).await.expect("audit") };
     let all = AuditQuery {
         limit: 10,
         ..AuditQuery::default()
@@ -952,7 +967,7 @@ pub async fn cabinet_audit_log<S: CabinetStore>(store: &S) {
     // Retention: by age among the oldest `limit`, then by size.
     assert_eq!(
         store
-            .purge_cabinet_audit(T0 + ms(3), None, 1)
+            .delete_cabinet_audit(T0 + ms(3), None, 1)
             .await
             .expect("purge"),
         1,
@@ -960,7 +975,7 @@ pub async fn cabinet_audit_log<S: CabinetStore>(store: &S) {
     );
     assert_eq!(
         store
-            .purge_cabinet_audit(T0 + ms(3), None, 10)
+            .delete_cabinet_audit(T0 + ms(3), None, 10)
             .await
             .expect("purge"),
         1,
@@ -968,7 +983,7 @@ pub async fn cabinet_audit_log<S: CabinetStore>(store: &S) {
     );
     assert_eq!(
         store
-            .purge_cabinet_audit(T0, Some(2), 10)
+            .delete_cabinet_audit(T0, Some(2), 10)
             .await
             .expect("purge"),
         1,
@@ -976,7 +991,7 @@ pub async fn cabinet_audit_log<S: CabinetStore>(store: &S) {
     );
     assert_eq!(
         store
-            .purge_cabinet_audit(T0, Some(2), 10)
+            .delete_cabinet_audit(T0, Some(2), 10)
             .await
             .expect("purge"),
         0
@@ -987,7 +1002,7 @@ pub async fn cabinet_audit_log<S: CabinetStore>(store: &S) {
     );
     // Appending after a purge continues the order.
     let r6 = record(6, None, true);
-    store.append_cabinet_audit(&r6).await.expect("append");
+    store.insert_cabinet_audit(&r6).await.expect("append");
     assert_eq!(page(all).await.records, vec![r6, r5, r4]);
 }
 
@@ -1055,14 +1070,14 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         .unwrap_or_else(|e| fail(round, "users", e))
         .contains(&user));
     store
-        .replace_recovery_codes(user.id, &[hash_of(round, 3)])
+        .update_recovery_codes(user.id, &[hash_of(round, 3)])
         .await
-        .unwrap_or_else(|e| fail(round, "replace_recovery_codes", e));
+        .unwrap_or_else(|e| fail(round, "update_recovery_codes", e));
     assert_eq!(
         store
-            .recovery_codes_left(user.id)
+            .count_recovery_codes(user.id)
             .await
-            .unwrap_or_else(|e| fail(round, "recovery_codes_left", e)),
+            .unwrap_or_else(|e| fail(round, "count_recovery_codes", e)),
         1
     );
     let session = SessionRecord {
@@ -1101,14 +1116,14 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         expires_at: at + ms(60_000),
     };
     store
-        .put_invite(&invite)
+        .insert_invite(&invite)
         .await
-        .unwrap_or_else(|e| fail(round, "put_invite", e));
+        .unwrap_or_else(|e| fail(round, "insert_invite", e));
     assert_eq!(
         store
-            .invite(&invite.token_hash, at)
+            .find_invite(&invite.token_hash, at)
             .await
-            .unwrap_or_else(|e| fail(round, "invite", e)),
+            .unwrap_or_else(|e| fail(round, "find_invite", e)),
         Some(invite.clone())
     );
     assert_eq!(
@@ -1126,9 +1141,9 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         expires_at: at + ms(60_000),
     };
     store
-        .put_slot(&slot, 16)
+        .insert_slot(&slot, 16)
         .await
-        .unwrap_or_else(|e| fail(round, "put_slot", e));
+        .unwrap_or_else(|e| fail(round, "insert_slot", e));
     assert_eq!(
         store
             .take_slot(&slot.id_hash, slot.owner, at)
@@ -1137,19 +1152,19 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         Some(slot)
     );
     store
-        .purge_slots(T0, 100_000)
+        .delete_expired_slots(T0, 100_000)
         .await
-        .unwrap_or_else(|e| fail(round, "purge_slots", e));
+        .unwrap_or_else(|e| fail(round, "delete_expired_slots", e));
     let key_name = format!("upgrade:{round}");
     store
-        .record_failure(&key_name, at)
+        .insert_failure(&key_name, at)
         .await
-        .unwrap_or_else(|e| fail(round, "record_failure", e));
+        .unwrap_or_else(|e| fail(round, "insert_failure", e));
     assert_eq!(
         store
-            .failures_since(&key_name, at, 10)
+            .find_failures(&key_name, at, 10)
             .await
-            .unwrap_or_else(|e| fail(round, "failures_since", e)),
+            .unwrap_or_else(|e| fail(round, "find_failures", e)),
         vec![at]
     );
     let cabinet_audit = CabinetAuditRecord {
@@ -1165,9 +1180,9 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         detail: None,
     };
     store
-        .append_cabinet_audit(&cabinet_audit)
+        .insert_cabinet_audit(&cabinet_audit)
         .await
-        .unwrap_or_else(|e| fail(round, "append_cabinet_audit", e));
+        .unwrap_or_else(|e| fail(round, "insert_cabinet_audit", e));
     let query = AuditQuery {
         merchant: Some(merchant),
         action: Some("upgrade".into()),
@@ -1178,14 +1193,14 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
     };
     assert_eq!(
         store
-            .cabinet_audit(&query)
+            .find_cabinet_audit(&query)
             .await
-            .unwrap_or_else(|e| fail(round, "cabinet_audit", e))
+            .unwrap_or_else(|e| fail(round, "find_cabinet_audit", e))
             .records,
         vec![cabinet_audit]
     );
     store
-        .purge_cabinet_audit(T0, Some(u64::MAX), 1)
+        .delete_cabinet_audit(T0, Some(u64::MAX), 1)
         .await
-        .unwrap_or_else(|e| fail(round, "purge_cabinet_audit", e));
+        .unwrap_or_else(|e| fail(round, "delete_cabinet_audit", e));
 }

@@ -70,7 +70,8 @@ pub(crate) async fn sign_in(
     let old = session_cookie(&st, &headers);
     match st
         .cabinet
-        .sign_in(&email, form.get("password"), &client, old.as_deref())
+        .sign_in()
+        .password(&email, form.get("password"), &client, old.as_deref())
         .await
     {
         Ok((session, user)) => {
@@ -139,7 +140,8 @@ pub(crate) async fn code(
 ) -> Response {
     match st
         .cabinet
-        .verify_code(&half.current, &half.cookie, form.get("code"), &client)
+        .sign_in()
+        .code(&half.current, &half.cookie, form.get("code"), &client)
         .await
     {
         Ok(session) => with_cookie(&st, see_other("/projects"), session.cookie.expose()),
@@ -173,7 +175,8 @@ pub(crate) async fn recovery(
 ) -> Response {
     match st
         .cabinet
-        .verify_recovery_code(
+        .sign_in()
+        .recovery_code(
             &half.current,
             &half.cookie,
             form.get("recovery_code"),
@@ -292,6 +295,7 @@ async fn enrol_view(st: &CabinetState, half: &Half, flash: Option<&str>) -> Page
     let flash = once::flash(st, half.current.session.id, flash, "enrol").await?;
     let enrolment = st
         .cabinet
+        .two_factor()
         .enrolment(&half.current)
         .await
         .map_err(|e| PageError::from(e).render(st))?;
@@ -325,6 +329,7 @@ pub(crate) async fn enrol(
     let current = half.current.clone();
     match st
         .cabinet
+        .two_factor()
         .confirm_enrolment(&current, &half.cookie, form.get("code"), &client)
         .await
     {
@@ -349,9 +354,9 @@ pub(crate) async fn sign_out(
     headers: HeaderMap,
 ) -> Response {
     if let Some(cookie) = session_cookie(&st, &headers) {
-        match st.cabinet.session(&cookie).await {
+        match st.cabinet.sessions().current(&cookie).await {
             Ok(Some(current)) => {
-                if let Err(e) = st.cabinet.sign_out(&current, &client).await {
+                if let Err(e) = st.cabinet.sign_in().sign_out(&current, &client).await {
                     return PageError::from(e).render(&st);
                 }
             }
@@ -368,7 +373,7 @@ pub(crate) async fn invite_page(
     Path(token): Path<String>,
     Query(q): Query<Again>,
 ) -> Response {
-    match st.cabinet.invite_user(&token).await {
+    match st.cabinet.users().invited(&token).await {
         Ok(user) => {
             let flash = once::anonymous_flash(&st, &headers, q.flash.as_deref(), "invite");
             let chrome = st.chrome(tr("Set your password"), None);
@@ -403,7 +408,7 @@ pub(crate) async fn invite(
 ) -> Response {
     // A link that is not (or no longer) valid: its page says so.
     let page = format!("/invite/{}", super::payments::encode(&token));
-    if st.cabinet.invite_user(&token).await.is_err() {
+    if st.cabinet.users().invited(&token).await.is_err() {
         return see_other(&page);
     }
     let again = |field: &str, message: String| {
@@ -415,7 +420,12 @@ pub(crate) async fn invite(
     if password != form.get("password_again") {
         return again("password_again", tr("The two passwords differ.").into());
     }
-    match st.cabinet.set_password(&token, password, &client).await {
+    match st
+        .cabinet
+        .users()
+        .set_password(&token, password, &client)
+        .await
+    {
         Ok(_) => without_cookie(&st, see_other("/sign-in?done=password")),
         Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
             again("password", password_refusal(&e.message))

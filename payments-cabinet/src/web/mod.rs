@@ -606,7 +606,7 @@ async fn session_of(
     let Some(cookie) = session_cookie(st, &parts.headers) else {
         return Ok(None);
     };
-    match st.cabinet.session(&cookie).await {
+    match st.cabinet.sessions().current(&cookie).await {
         Ok(found) => Ok(found.map(|c| (c, cookie))),
         Err(e) => Err(PageError::from(e).render(st)),
     }

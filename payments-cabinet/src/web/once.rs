@@ -2,7 +2,7 @@
 //! to a `GET` page, so that reloading what the browser shows never sends the form again:
 //!
 //! - a value shown once (a new API token, a rotated callback secret, new recovery codes) is
-//!   kept, sealed, in a one-time slot of the session ([`Cabinet::put_slot`]) and the `POST`
+//!   kept, sealed, in a one-time slot of the session ([`Slots::insert`]) and the `POST`
 //!   redirects to `GET /shown/<slot>`, which takes the slot (deletes it in the same store
 //!   step) and shows it. A reload, a second tab, another session or a late visit finds the
 //!   slot gone and answers `410` "already shown", doing nothing;
@@ -17,7 +17,7 @@
 //! ([`refuse_anonymous`]), so that no request without a session makes the cabinet store
 //! anything for its form: a flood of refused sign-ins cannot fill the disk.
 //!
-//! [`Cabinet::put_slot`]: crate::accounts::Cabinet::put_slot
+//! [`Slots::insert`]: crate::accounts::Slots::insert
 //! [`CabinetConfig::slots_per_session`]: crate::accounts::CabinetConfig::slots_per_session
 
 use axum::extract::{Path, State};
@@ -180,7 +180,8 @@ pub(crate) async fn put(
 ) -> Result<String, Response> {
     let payload = serde_json::to_string(slot).expect("a slot serialises");
     st.cabinet
-        .put_slot(owner, &payload)
+        .slots()
+        .insert(owner, &payload)
         .await
         .map_err(|e| PageError::from(e).render(st))
 }
@@ -193,7 +194,8 @@ pub(crate) async fn take(
 ) -> Result<Option<Slot>, Response> {
     let Some(payload) = st
         .cabinet
-        .take_slot(owner, id)
+        .slots()
+        .take(owner, id)
         .await
         .map_err(|e| PageError::from(e).render(st))?
     else {

@@ -576,7 +576,8 @@ pub(crate) async fn save_settings(
     {
         Ok(after) => {
             st.cabinet
-                .audit_change(
+                .audit_log()
+                .change(
                     &signed.current,
                     &client,
                     crate::accounts::Change {

@@ -640,7 +640,8 @@ async fn run_operation(
                 format!("payment.{}", trigger.name())
             };
             st.cabinet
-                .audit_change(
+                .audit_log()
+                .change(
                     &signed.current,
                     client,
                     Change {
@@ -1125,7 +1126,8 @@ pub(crate) async fn event_resend(
     {
         Ok(new) => {
             st.cabinet
-                .audit_change(
+                .audit_log()
+                .change(
                     &signed.current,
                     &client,
                     Change {
@@ -1232,7 +1234,8 @@ pub(crate) async fn recover(
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     st.cabinet
-        .audit_change(
+        .audit_log()
+        .change(
             &signed.current,
             &client,
             Change {

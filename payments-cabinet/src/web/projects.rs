@@ -543,7 +543,8 @@ pub(crate) async fn create_token(
         Err(e) => return Err(PageError::from(e).render(&st)),
     };
     st.cabinet
-        .audit_change(
+        .audit_log()
+        .change(
             &signed.current,
             &client,
             Change {
@@ -679,7 +680,8 @@ pub(crate) async fn revoke_token(
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     st.cabinet
-        .audit_change(
+        .audit_log()
+        .change(
             &signed.current,
             &client,
             Change {
@@ -719,7 +721,8 @@ pub(crate) async fn register_key(
     {
         Ok(record) => {
             st.cabinet
-                .audit_change(
+                .audit_log()
+                .change(
                     &signed.current,
                     &client,
                     Change {
@@ -825,7 +828,8 @@ pub(crate) async fn revoke_key(
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     st.cabinet
-        .audit_change(
+        .audit_log()
+        .change(
             &signed.current,
             &client,
             Change {
@@ -906,7 +910,8 @@ pub(crate) async fn allow_list(
     {
         Ok(_) => {
             st.cabinet
-                .audit_change(
+                .audit_log()
+                .change(
                     &signed.current,
                     &client,
                     Change {
@@ -957,7 +962,8 @@ pub(crate) async fn callback_url(
                 .as_ref()
                 .map_or("none".to_string(), |u| u.as_str().to_string());
             st.cabinet
-                .audit_change(
+                .audit_log()
+                .change(
                     &signed.current,
                     &client,
                     Change {
@@ -1057,7 +1063,8 @@ pub(crate) async fn roll_secret(
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     st.cabinet
-        .audit_change(
+        .audit_log()
+        .change(
             &signed.current,
             &client,
             Change {

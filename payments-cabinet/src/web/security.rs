@@ -145,9 +145,10 @@ async fn security_page(
     errors: Vec<(&str, String)>,
 ) -> Result<Security, Response> {
     let render = |e| PageError::from(e).render(st);
-    let sessions = st.cabinet.sessions(current).await.map_err(render)?;
+    let sessions = st.cabinet.sessions().list(current).await.map_err(render)?;
     let codes_left = st
         .cabinet
+        .two_factor()
         .recovery_codes_left(current)
         .await
         .map_err(render)?;
@@ -244,6 +245,7 @@ pub(crate) async fn change_password(
 ) -> PageResult {
     match st
         .cabinet
+        .sign_in()
         .change_password(
             &signed.current,
             &signed.cookie,
@@ -282,6 +284,7 @@ pub(crate) async fn regenerate_codes(
 ) -> PageResult {
     match st
         .cabinet
+        .two_factor()
         .regenerate_recovery_codes(&signed.current, &signed.cookie, form.get("code"), &client)
         .await
     {
@@ -315,6 +318,7 @@ pub(crate) async fn begin_reenrolment(
 ) -> PageResult {
     match st
         .cabinet
+        .two_factor()
         .begin_reenrolment(
             &signed.current,
             &signed.cookie,
@@ -408,6 +412,7 @@ pub(crate) async fn confirm_reenrolment(
     };
     match st
         .cabinet
+        .two_factor()
         .confirm_reenrolment(
             &signed.current,
             &signed.cookie,
@@ -448,7 +453,8 @@ pub(crate) async fn revoke_session(
     };
     match st
         .cabinet
-        .revoke_session(&signed.current, id, &client)
+        .sessions()
+        .revoke(&signed.current, id, &client)
         .await
     {
         Ok(true) => Ok(see_other("/security?done=session_revoked")),
@@ -483,7 +489,7 @@ pub(crate) async fn audit(
     let page = st
         .cabinet
         .store()
-        .cabinet_audit(&query)
+        .find_cabinet_audit(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
     let next = page.next.map(|cursor| {
