@@ -16,22 +16,22 @@ use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::Timestamp;
 
 use super::export;
+use super::extract::{FormData, Signed};
 use super::i18n::{tr, trf};
 use super::once::{self, Flash};
+use super::page::{html, ok, see_other, OrPage, PageError, PageResult};
 use super::projects::{project_view, visible_project};
+use super::query::{cursor, encode, PAGE_SIZE};
+use super::state::CabinetState;
 use super::views::{
     status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, Chrome, Confirm,
     Deliveries, EventView, Link, PaymentRow, Payments,
 };
-use super::{html, ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
 use crate::accounts::{Change, Client, Current};
 use crate::store::Role;
 use askama::Template;
 use payments_core::service::{PaymentCursor, PaymentListQuery, SearchTerm};
 use payments_core::store::MerchantStoreExt;
-
-/// Rows per page of the lists.
-pub const PAGE_SIZE: usize = 50;
 
 /// A date of a filter (`YYYY-MM-DD`, UTC midnight); `None` when empty or malformed.
 fn date(s: &str) -> Option<Timestamp> {
@@ -84,19 +84,6 @@ impl PaymentFilters {
     }
 }
 
-/// A page cursor: `<unix millis>_<id>`.
-pub(crate) fn cursor<T: std::str::FromStr>(s: &str) -> Option<(Timestamp, T)> {
-    let (t, id) = s.split_once('_')?;
-    Some((
-        Timestamp::from_unix_millis(t.parse().ok()?),
-        id.parse().ok()?,
-    ))
-}
-
-pub(crate) fn encode(s: &str) -> String {
-    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
-}
-
 pub(crate) async fn list(
     State(st): State<CabinetState>,
     signed: Signed,
@@ -111,7 +98,7 @@ pub(crate) async fn list(
         .service()
         .payments_page(&query)
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let more = found.len() > PAGE_SIZE;
     found.truncate(PAGE_SIZE);
     let next = more.then(|| {
@@ -185,7 +172,7 @@ pub(crate) async fn payments_csv(
         .service()
         .scan_place(project.id)
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let stream = futures_util::StreamExt::map(
         export::payments_csv(st.cabinet.service().store().clone(), query),
         move |chunk| {
@@ -218,7 +205,7 @@ async fn visible_payment(
         .store()
         .payment(pid)
         .await
-        .map_err(|e| PageError::from(e).render(st))?
+        .or_page(st)?
         .ok_or_else(not_found)?;
     let (project, _) = visible_project(st, current, &payment.project_id.to_string())
         .await
@@ -466,7 +453,7 @@ async fn card_page(
         .store()
         .events_for_payment(payment.id)
         .await
-        .map_err(|e| PageError::from(e).render(st))?;
+        .or_page(st)?;
     let mut chrome = st
         .chrome(
             trf(
@@ -543,7 +530,7 @@ fn origin(st: &CabinetState, headers: &HeaderMap) -> String {
 
 /// The payer page's absolute link under `origin`.
 fn payments_cabinet_url(origin: &str, token: &payments_core::payer::PageToken) -> String {
-    crate::payer_page_url(origin, token)
+    crate::links::payer_page_url(origin, token)
 }
 
 pub(crate) async fn card(
@@ -653,7 +640,7 @@ async fn run_operation(
                     },
                 )
                 .await
-                .map_err(|e| PageError::from(e).render(st))?;
+                .or_page(st)?;
             let done = if matches!(trigger, Trigger::ResendCallback) {
                 "resent"
             } else {
@@ -868,7 +855,7 @@ pub(crate) async fn deliveries(
         .service()
         .events_page(&query)
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let more = found.len() > PAGE_SIZE;
     found.truncate(PAGE_SIZE);
     let next = more.then(|| {
@@ -1000,7 +987,7 @@ async fn visible_event(
         .service()
         .project_event(&project, id)
         .await
-        .map_err(|e| PageError::from(e).render(st))?
+        .or_page(st)?
         .ok_or_else(not_found)?;
     Ok((project, record))
 }
@@ -1018,7 +1005,7 @@ pub(crate) async fn event_page(
         .service()
         .sent_request(&project, &record)
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let flash = once::flash(
         &st,
         signed.current.session.id,
@@ -1139,7 +1126,7 @@ pub(crate) async fn event_resend(
                     },
                 )
                 .await
-                .map_err(|e| PageError::from(e).render(&st))?;
+                .or_page(&st)?;
             Ok(see_other(&format!(
                 "/projects/{}/events/{}?done=resent",
                 project.id, new.outbox.event.event_id
@@ -1232,7 +1219,7 @@ pub(crate) async fn recover(
         .service()
         .recover_events(&project, since, None, &signed.current.actor())
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     st.cabinet
         .audit_log()
         .change(
@@ -1252,7 +1239,7 @@ pub(crate) async fn recover(
             },
         )
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     Ok(see_other(&format!(
         "{back}?recovered={}&skipped={}&more={}",
         report.resent.len(),
@@ -1365,13 +1352,7 @@ async fn searchable_projects(
     st: &CabinetState,
     current: &Current,
 ) -> Result<Vec<Project>, Response> {
-    let projects = st
-        .cabinet
-        .service()
-        .store()
-        .projects()
-        .await
-        .map_err(|e| PageError::from(e).render(st))?;
+    let projects = st.cabinet.service().store().projects().await.or_page(st)?;
     Ok(match current.user.role {
         Role::Merchant(m) => projects
             .into_iter()
@@ -1472,7 +1453,7 @@ pub(crate) async fn search(
                 .store()
                 .payment(*id)
                 .await
-                .map_err(|e| PageError::from(e).render(&st))?
+                .or_page(&st)?
                 .filter(|p| projects.iter().any(|x| x.id == p.project_id));
             if let Some(p) = payment {
                 return Ok(see_other(&format!("/payments/{}", p.id)));
@@ -1503,7 +1484,7 @@ pub(crate) async fn search(
                 .service()
                 .list_payments_across(&projects, &query)
                 .await
-                .map_err(|e| PageError::from(e).render(&st))?;
+                .or_page(&st)?;
             page.next = found
                 .next_cursor
                 .map(|c| format!("/payments/search?{}&cursor={}", f.query_string(), c));

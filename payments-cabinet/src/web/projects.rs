@@ -15,13 +15,15 @@ use payments_core::service::{AdminError, ProjectPatch, TokenRequest};
 use payments_core::Timestamp;
 use std::time::Duration;
 
+use super::extract::{FormData, Signed};
 use super::i18n::{tr, trf};
 use super::once::{self, Flash, Slot};
+use super::page::{error_page, ok, see_other, OrPage, PageError, PageResult};
+use super::state::CabinetState;
 use super::views::{
     when, when_text, Access, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
     ProjectView, Projects, SecretLine, TokenRow,
 };
-use super::{ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
 use crate::accounts::{Change, Client, Current};
 use payments_core::store::CredentialStoreExt;
 use payments_core::store::MerchantStoreExt;
@@ -36,11 +38,7 @@ pub(crate) async fn visible_project(
     let not_found = || PageError::NotFound.render(st);
     let id: ProjectId = id.parse().map_err(|_| not_found())?;
     let store = st.cabinet.service().store();
-    let project = store
-        .project(id)
-        .await
-        .map_err(|e| PageError::from(e).render(st))?
-        .ok_or_else(not_found)?;
+    let project = store.project(id).await.or_page(st)?.ok_or_else(not_found)?;
     if let Role::Merchant(m) = current.user.role {
         if m != project.merchant_id {
             return Err(not_found());
@@ -49,7 +47,7 @@ pub(crate) async fn visible_project(
     let merchant = store
         .merchant(project.merchant_id)
         .await
-        .map_err(|e| PageError::from(e).render(st))?
+        .or_page(st)?
         .ok_or_else(not_found)?;
     Ok((project, merchant))
 }
@@ -129,7 +127,7 @@ pub(crate) fn project_view(p: &Project, m: &Merchant) -> ProjectView {
 
 pub(crate) async fn list(State(st): State<CabinetState>, signed: Signed) -> PageResult {
     let store = st.cabinet.service().store();
-    let render = |e| PageError::from(e).render(&st);
+    let render = |e| error_page(e, &st);
     let merchants = match signed.current.user.role {
         Role::Merchant(m) => store
             .merchant(m)
@@ -199,7 +197,7 @@ async fn access_page(
 ) -> Result<Access, Response> {
     let service = st.cabinet.service();
     let store = service.store();
-    let render = |e| PageError::from(e).render(st);
+    let render = |e| error_page(e, st);
     let tokens = store.tokens(project.id).await.map_err(render)?;
     let ids: Vec<TokenId> = tokens.iter().map(|t| t.id).collect();
     let used = st
@@ -419,7 +417,7 @@ pub(crate) async fn access(
             .store()
             .key(project.id, &KeyId::new(k.clone()))
             .await
-            .map_err(|e| PageError::from(e).render(&st))?;
+            .or_page(&st)?;
         if let Some(k) = registered {
             draft.notice = Some(trf("Key {keyid} is registered.", &[("keyid", &k.keyid)]));
             draft.highlight_key = Some(k.keyid.to_string());
@@ -540,7 +538,7 @@ pub(crate) async fn create_token(
             // The field's name in the page's language, the core's message as it is.
             return refuse(field, format!("{label}: {message}")).await;
         }
-        Err(e) => return Err(PageError::from(e).render(&st)),
+        Err(e) => return Err(error_page(e, &st)),
     };
     st.cabinet
         .audit_log()
@@ -568,7 +566,7 @@ pub(crate) async fn create_token(
             },
         )
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let scopes: Vec<&str> = issued.record.scopes.iter().map(|s| s.as_str()).collect();
     // Shown once, on the page this answer leads to: a reload there issues nothing.
     let until = issued
@@ -660,7 +658,7 @@ async fn own_token(
         .store()
         .tokens(project.id)
         .await
-        .map_err(|e| PageError::from(e).render(st))?
+        .or_page(st)?
         .into_iter()
         .find(|t| t.id == id)
         .ok_or_else(not_found)
@@ -678,7 +676,7 @@ pub(crate) async fn revoke_token(
         .service()
         .revoke_token(project.id, record.id, &signed.current.actor())
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     st.cabinet
         .audit_log()
         .change(
@@ -693,7 +691,7 @@ pub(crate) async fn revoke_token(
             },
         )
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     Ok(see_other(&access_path(
         &project,
         "?done=token_revoked",
@@ -734,7 +732,7 @@ pub(crate) async fn register_key(
                     },
                 )
                 .await
-                .map_err(|e| PageError::from(e).render(&st))?;
+                .or_page(&st)?;
             Ok(see_other(&access_path(
                 &project,
                 &format!("?key={}", record.keyid),
@@ -760,7 +758,7 @@ pub(crate) async fn register_key(
             );
             refused(&st, &signed, &project, "keys", flash).await
         }
-        Err(e) => Err(PageError::from(e).render(&st)),
+        Err(e) => Err(error_page(e, &st)),
     }
 }
 
@@ -789,7 +787,7 @@ async fn own_key(
         .store()
         .key(project.id, &KeyId::new(keyid))
         .await
-        .map_err(|e| PageError::from(e).render(st))?
+        .or_page(st)?
         .ok_or_else(|| PageError::NotFound.render(st))
 }
 
@@ -826,7 +824,7 @@ pub(crate) async fn revoke_key(
         .service()
         .revoke_key(project.id, &key.keyid, &signed.current.actor())
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     st.cabinet
         .audit_log()
         .change(
@@ -841,7 +839,7 @@ pub(crate) async fn revoke_key(
             },
         )
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     Ok(see_other(&access_path(
         &project,
         "?done=key_revoked",
@@ -923,7 +921,7 @@ pub(crate) async fn allow_list(
                     },
                 )
                 .await
-                .map_err(|e| PageError::from(e).render(&st))?;
+                .or_page(&st)?;
             Ok(see_other(&access_path(
                 &project,
                 "?done=allow_list",
@@ -933,7 +931,7 @@ pub(crate) async fn allow_list(
         Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
             refuse(refusal(&project).error("ip_allow_list", e.to_string())).await
         }
-        Err(e) => Err(PageError::from(e).render(&st)),
+        Err(e) => Err(error_page(e, &st)),
     }
 }
 
@@ -975,7 +973,7 @@ pub(crate) async fn callback_url(
                     },
                 )
                 .await
-                .map_err(|e| PageError::from(e).render(&st))?;
+                .or_page(&st)?;
             Ok(see_other(&access_path(
                 &project,
                 "?done=callback_url",
@@ -991,7 +989,7 @@ pub(crate) async fn callback_url(
                 .input("callback_url", url);
             refused(&st, &signed, &project, "callback", flash).await
         }
-        Err(e) => Err(PageError::from(e).render(&st)),
+        Err(e) => Err(error_page(e, &st)),
     }
 }
 
@@ -1011,7 +1009,7 @@ pub(crate) async fn roll_secret_page(
         .store()
         .callback_secrets(project.id)
         .await
-        .map_err(|e| PageError::from(e).render(&st))?
+        .or_page(&st)?
         .len();
     let hours = overlap_hours();
     let mut paragraphs = vec![
@@ -1061,7 +1059,7 @@ pub(crate) async fn roll_secret(
         .service()
         .rotate_callback_secret(project.id, &signed.current.actor())
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     st.cabinet
         .audit_log()
         .change(
@@ -1076,7 +1074,7 @@ pub(crate) async fn roll_secret(
             },
         )
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let hours = overlap_hours();
     // Shown once, on the page this answer leads to: a reload there rotates nothing.
     let slot = Slot::Value {

@@ -6,14 +6,13 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::ids::SessionId;
 
+use super::extract::{with_cookie, without_cookie, FormData, Signed};
 use super::i18n::tr;
 use super::once::{self, Flash, Slot};
-use super::payments::encode;
+use super::page::{error_page, ok, see_other, OrPage, PageError, PageResult};
+use super::query::encode;
+use super::state::CabinetState;
 use super::views::{when, Audit, AuditFamily, AuditRow, Reenrol, Security, SessionRow};
-use super::{
-    ok, see_other, with_cookie, without_cookie, CabinetState, FormData, PageError, PageResult,
-    Signed,
-};
 use crate::accounts::{ChangeError, Client, Current, SignInError};
 
 /// Records of the audit log on one page (older ones on the next pages).
@@ -144,7 +143,7 @@ async fn security_page(
     notice: Option<String>,
     errors: Vec<(&str, String)>,
 ) -> Result<Security, Response> {
-    let render = |e| PageError::from(e).render(st);
+    let render = |e| error_page(e, st);
     let sessions = st.cabinet.sessions().list(current).await.map_err(render)?;
     let codes_left = st
         .cabinet
@@ -263,7 +262,7 @@ pub(crate) async fn change_password(
         )),
         Err(ChangeError::Rule(m)) => {
             let flash = Flash::new("security", StatusCode::UNPROCESSABLE_ENTITY)
-                .error("new_password", super::auth::password_refusal(&m));
+                .error("new_password", super::refusals::password_refusal(&m));
             again(&st, &signed, flash).await
         }
         Err(ChangeError::Refused(e)) => {
@@ -459,7 +458,7 @@ pub(crate) async fn revoke_session(
     {
         Ok(true) => Ok(see_other("/security?done=session_revoked")),
         Ok(false) => Err(PageError::NotFound.render(&st)),
-        Err(e) => Err(PageError::from(e).render(&st)),
+        Err(e) => Err(error_page(e, &st)),
     }
 }
 
@@ -491,7 +490,7 @@ pub(crate) async fn audit(
         .store()
         .find_cabinet_audit(&query)
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let next = page.next.map(|cursor| {
         format!(
             "/audit?action={}&result={}&email={}&before={cursor}",
