@@ -521,6 +521,7 @@ pub(crate) async fn create_token(
     let issued = match st
         .cabinet
         .service()
+        .directory()
         .issue_token_as(project.id, request, &signed.current.actor())
         .await
     {
@@ -674,6 +675,7 @@ pub(crate) async fn revoke_token(
     let record = own_token(&st, &project, &token).await?;
     st.cabinet
         .service()
+        .directory()
         .revoke_token(project.id, record.id, &signed.current.actor())
         .await
         .or_page(&st)?;
@@ -714,6 +716,7 @@ pub(crate) async fn register_key(
     match st
         .cabinet
         .service()
+        .directory()
         .register_key_confirmed(project.id, input, confirmation, &signed.current.actor())
         .await
     {
@@ -822,6 +825,7 @@ pub(crate) async fn revoke_key(
     let key = own_key(&st, &project, &keyid).await?;
     st.cabinet
         .service()
+        .directory()
         .revoke_key(project.id, &key.keyid, &signed.current.actor())
         .await
         .or_page(&st)?;
@@ -903,6 +907,7 @@ pub(crate) async fn allow_list(
     match st
         .cabinet
         .service()
+        .directory()
         .update_project(project.id, patch, &signed.current.actor())
         .await
     {
@@ -951,6 +956,7 @@ pub(crate) async fn callback_url(
     match st
         .cabinet
         .service()
+        .directory()
         .update_project(project.id, patch, &signed.current.actor())
         .await
     {
@@ -1057,6 +1063,7 @@ pub(crate) async fn roll_secret(
     let secret = st
         .cabinet
         .service()
+        .directory()
         .rotate_callback_secret(project.id, &signed.current.actor())
         .await
         .or_page(&st)?;
