@@ -10,10 +10,12 @@
 
 mod auth;
 mod balance;
+mod deliveries;
 pub mod export;
 mod extract;
 pub(crate) mod i18n;
 mod once;
+mod operations;
 mod page;
 pub mod payer;
 mod payments;
@@ -22,6 +24,7 @@ mod qr;
 mod query;
 mod refusals;
 mod requests;
+mod search;
 mod security;
 mod state;
 pub(crate) mod views;
@@ -158,31 +161,31 @@ pub fn router(state: CabinetState) -> Router {
             "/projects/{id}/balance/entries.csv",
             get(balance::entries_csv),
         )
-        .route("/projects/{id}/deliveries", get(payments::deliveries))
+        .route("/projects/{id}/deliveries", get(deliveries::deliveries))
         .route(
             "/projects/{id}/deliveries/recover",
-            get(payments::recover_page).post(payments::recover),
+            get(deliveries::recover_page).post(deliveries::recover),
         )
-        .route("/projects/{id}/events/{event}", get(payments::event_page))
+        .route("/projects/{id}/events/{event}", get(deliveries::event_page))
         .route(
             "/projects/{id}/events/{event}/resend",
-            get(payments::event_resend_page).post(payments::event_resend),
+            get(deliveries::event_resend_page).post(deliveries::event_resend),
         )
         .route("/projects/{id}/requests", get(requests::page))
-        .route("/payments/search", get(payments::search))
+        .route("/payments/search", get(search::search))
         .route("/payments/{id}", get(payments::card))
-        .route("/payments/{id}/test/paid", post(payments::test_paid))
+        .route("/payments/{id}/test/paid", post(operations::test_paid))
         .route(
             "/payments/{id}/test/canceled",
-            post(payments::test_canceled),
+            post(operations::test_canceled),
         )
-        .route("/payments/{id}/confirm", post(payments::confirm))
-        .route("/payments/{id}/cancel", post(payments::cancel))
-        .route("/payments/{id}/recheck", post(payments::recheck))
-        .route("/payments/{id}/resolve", post(payments::resolve))
+        .route("/payments/{id}/confirm", post(operations::confirm))
+        .route("/payments/{id}/cancel", post(operations::cancel))
+        .route("/payments/{id}/recheck", post(operations::recheck))
+        .route("/payments/{id}/resolve", post(operations::resolve))
         .route(
             "/payments/{id}/resend",
-            get(payments::resend_page).post(payments::resend),
+            get(operations::resend_page).post(operations::resend),
         )
         .route("/security", get(security::page))
         .route("/security/password", post(security::change_password))

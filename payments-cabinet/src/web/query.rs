@@ -18,3 +18,14 @@ pub(crate) fn cursor<T: std::str::FromStr>(s: &str) -> Option<(Timestamp, T)> {
 pub(crate) fn encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
+
+/// A date of a filter (`YYYY-MM-DD`, UTC midnight); `None` when empty or malformed.
+pub(crate) fn date(s: &str) -> Option<Timestamp> {
+    let s = s.trim();
+    if s.len() != 10 {
+        return None;
+    }
+    Timestamp::parse_rfc3339(&format!("{s}T00:00:00Z"))
+}
+
+pub(crate) const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
