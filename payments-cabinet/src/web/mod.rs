@@ -10,6 +10,7 @@
 
 mod auth;
 mod balance;
+mod credentials;
 mod deliveries;
 pub mod export;
 mod extract;
@@ -26,6 +27,7 @@ mod refusals;
 mod requests;
 mod search;
 mod security;
+mod settings;
 mod state;
 pub(crate) mod views;
 
@@ -134,25 +136,25 @@ pub fn router(state: CabinetState) -> Router {
         .route("/invite/{token}", get(auth::invite_page).post(auth::invite))
         .route("/projects", get(projects::list))
         .route("/projects/{id}", get(projects::access))
-        .route("/projects/{id}/tokens", post(projects::create_token))
+        .route("/projects/{id}/tokens", post(credentials::create_token))
         .route(
             "/projects/{id}/tokens/{token}/revoke",
-            get(projects::revoke_token_page).post(projects::revoke_token),
+            get(credentials::revoke_token_page).post(credentials::revoke_token),
         )
-        .route("/projects/{id}/keys", post(projects::register_key))
+        .route("/projects/{id}/keys", post(credentials::register_key))
         .route(
             "/projects/{id}/keys/{keyid}/revoke",
-            get(projects::revoke_key_page).post(projects::revoke_key),
+            get(credentials::revoke_key_page).post(credentials::revoke_key),
         )
-        .route("/projects/{id}/allow-list", post(projects::allow_list))
-        .route("/projects/{id}/callback-url", post(projects::callback_url))
+        .route("/projects/{id}/allow-list", post(settings::allow_list))
+        .route("/projects/{id}/callback-url", post(settings::callback_url))
         .route(
             "/projects/{id}/payer-page",
             get(payer::settings_page).post(payer::save_settings),
         )
         .route(
             "/projects/{id}/callback-secret",
-            get(projects::roll_secret_page).post(projects::roll_secret),
+            get(settings::roll_secret_page).post(settings::roll_secret),
         )
         .route("/projects/{id}/payments", get(payments::list))
         .route("/projects/{id}/payments.csv", get(payments::payments_csv))
