@@ -100,7 +100,8 @@ pub async fn bootstrap_sandbox(
     if let Some((cabinet, url)) = cabinet {
         let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
         cabinet
-            .create_user_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
+            .users()
+            .create_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
             .await?;
         creds = creds.with_cabinet_user(url, DEMO_CABINET_EMAIL, password.into());
     }
