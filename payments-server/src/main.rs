@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use payments_server::cli::{settings, CheckReceiverArgs, CliError, CommonArgs, OperatorCommand};
+use payments_server::config::NotABoolean;
 use payments_server::server::{open_service, shutdown_signal, Application};
 use serde::Serialize;
 
@@ -155,7 +156,7 @@ enum FlagError {
     Empty,
     /// Not a boolean.
     #[error(transparent)]
-    NotABoolean(#[from] payments_server::config::ConfigError),
+    NotABoolean(#[from] NotABoolean),
 }
 
 async fn serve(args: ServeArgs) -> Result<(), CliError> {
