@@ -279,6 +279,11 @@ impl ApplicationBuilder {
     /// Opens the store (unless given), builds the service, bootstraps an empty sandbox and
     /// binds the listeners. In production the bundled sandbox provider and fixed rates are
     /// refused: a production server issues real requisites at real rates or does not start.
+    ///
+    /// The steps, in order: the upstream ports (checked for production), the store with the
+    /// data dir's lock, the service over them (which records the environment and checks the
+    /// sealing key), the handlers' state, the listeners, TLS, the dispatcher's settings, and
+    /// in the sandbox the credentials file.
     pub async fn build(self) -> Result<Application, StartError> {
         let ApplicationBuilder {
             settings,
