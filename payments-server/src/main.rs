@@ -200,7 +200,7 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), CliError> {
     payments_server::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
     let opened = open_service(&settings, common.setup()).await?;
-    let token = opened.service.issue_operator_token().await;
+    let token = opened.service.directory().issue_operator_token().await;
     opened.store.close();
     println!("{}", token.map_err(CliError::OperatorToken)?);
     Ok(())

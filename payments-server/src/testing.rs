@@ -263,6 +263,7 @@ impl TestServer {
             Some(c) => c.operator_token.clone(),
             None => state
                 .service
+                .directory()
                 .issue_operator_token()
                 .await
                 .expect("an operator token")
@@ -315,6 +316,7 @@ impl TestServer {
     pub async fn patch_project(&self, patch: ProjectPatch) {
         self.state
             .service
+            .directory()
             .update_project(self.project(), patch, &Actor("test".into()))
             .await
             .expect("the patch applies");

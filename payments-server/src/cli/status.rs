@@ -165,7 +165,7 @@ pub async fn status(settings: &Settings) -> StatusReport {
         report.oldest_pending_event_age_s = backlog.oldest_pending_event.map(age);
         report.oldest_overdue_payment_age_s =
             backlog.oldest_due_payment.filter(|t| *t <= now).map(age);
-        report.callback_hold = opened.service.callback_hold().await?;
+        report.callback_hold = opened.service.callbacks().callback_hold().await?;
         report.callback_held = Some(report.callback_hold.is_some());
         Ok(())
     }
