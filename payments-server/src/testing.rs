@@ -133,6 +133,26 @@ pub struct TestServer {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// Runs `app` on a task of its own until the sender is used (or dropped), then closes
+/// `store`.
+fn run_in_background(
+    app: Application,
+    store: Option<Arc<SqliteStore>>,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        app.run_until_stopped(async {
+            let _ = rx.await;
+        })
+        .await
+        .expect("the server stops cleanly");
+        if let Some(store) = store {
+            store.close();
+        }
+    });
+    (tx, task)
+}
+
 /// The test server's application: the sandbox provider over `store` and the fixed rates,
 /// unless the settings name the upstream's (see [`TestServer::start_in`]).
 fn builder(
@@ -269,17 +289,7 @@ impl TestServer {
                 .expect("an operator token")
                 .into(),
         };
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            app.run_until_stopped(async {
-                let _ = rx.await;
-            })
-            .await
-            .expect("the server stops cleanly");
-            if let Some(store) = store {
-                store.close();
-            }
-        });
+        let (tx, task) = run_in_background(app, store);
         TestServer {
             state,
             merchant_url,
