@@ -802,34 +802,17 @@ impl Application {
             draining: Some(draining_rx),
         };
         let serving = Serving::start(listeners, &state, &settings, tls.as_ref(), &limits);
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let reloader = tls.map(|config| spawn_tls_watch(config, &settings, stop_rx));
-        // With dispatch off the dispatcher is built (so its settings are still checked) but
-        // never run: events stay pending in the outbox for a later server.
-        let workers = payments_http::workers::Workers::start_for(
-            &state,
-            settings.callbacks.dispatch.then_some(dispatcher),
-            settings.tuning.sweep_interval,
-        );
-        let interval = settings.tuning.ledger_reconcile_interval;
-        let reconciler =
-            (!interval.is_zero()).then(|| tokio::spawn(reconcile_ledger(state.clone(), interval)));
+        let background = Background::start(&state, &settings, dispatcher, tls);
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
-        if let Some(r) = &reconciler {
-            r.abort();
-        }
+        background.stop_reconciler();
         // Connections that have not sent a byte yet are closed now, not at their header
         // timeout: the drain below waits for every accepted connection.
         let _ = draining_tx.send(true);
         state.stopping.send_replace(true);
         serving.drain(settings.tuning.shutdown_grace).await;
-        workers.stop().await;
-        let _ = stop_tx.send(true);
-        if let Some(reloader) = reloader {
-            let _ = reloader.await;
-        }
+        background.stop().await;
         if let Some(store) = owned_store {
             store.close();
         }
@@ -961,6 +944,59 @@ impl Serving {
         }
         if let Some(purge) = self.purge {
             purge.abort();
+        }
+    }
+}
+
+/// The tasks beside the listeners: the workers (callback dispatcher, lifecycle sweeper), the
+/// ledger reconciler and the TLS certificate's reloader.
+struct Background {
+    workers: payments_http::workers::Workers,
+    reconciler: Option<tokio::task::JoinHandle<()>>,
+    reloader: Option<tokio::task::JoinHandle<()>>,
+    stop_reloader: watch::Sender<bool>,
+}
+
+impl Background {
+    fn start(
+        state: &AppState,
+        settings: &Settings,
+        dispatcher: Dispatcher,
+        tls: Option<RustlsConfig>,
+    ) -> Background {
+        let (stop_reloader, stop_rx) = watch::channel(false);
+        let reloader = tls.map(|config| spawn_tls_watch(config, settings, stop_rx));
+        // With dispatch off the dispatcher is built (so its settings are still checked) but
+        // never run: events stay pending in the outbox for a later server.
+        let workers = payments_http::workers::Workers::start_for(
+            state,
+            settings.callbacks.dispatch.then_some(dispatcher),
+            settings.tuning.sweep_interval,
+        );
+        let interval = settings.tuning.ledger_reconcile_interval;
+        let reconciler =
+            (!interval.is_zero()).then(|| tokio::spawn(reconcile_ledger(state.clone(), interval)));
+        Background {
+            workers,
+            reconciler,
+            reloader,
+            stop_reloader,
+        }
+    }
+
+    /// Stops the reconciler at once: it repairs nothing, and a later start reconciles again.
+    fn stop_reconciler(&self) {
+        if let Some(r) = &self.reconciler {
+            r.abort();
+        }
+    }
+
+    /// Stops the workers (each finishes what it holds), then the reloader.
+    async fn stop(self) {
+        self.workers.stop().await;
+        let _ = self.stop_reloader.send(true);
+        if let Some(reloader) = self.reloader {
+            let _ = reloader.await;
         }
     }
 }
