@@ -108,7 +108,8 @@ impl HttpProvider {
             .url
             .as_deref()
             .ok_or_else(|| UpstreamError("provider = \"http\" needs upstream_url".into()))?;
-        let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
+        let url =
+            crate::config::check_upstream_url(url).map_err(|e| UpstreamError(e.to_string()))?;
         if settings.upstream.secrets.is_empty() {
             return Err(UpstreamError(
                 "provider = \"http\" needs upstream_secrets".into(),
@@ -152,9 +153,11 @@ impl HttpProvider {
         let mut routes = Vec::new();
         for p in &settings.upstream.providers {
             routes.push(Route {
-                name: p.provider_name().map_err(UpstreamError)?,
+                name: p
+                    .provider_name()
+                    .map_err(|e| UpstreamError(e.to_string()))?,
                 provider: Arc::new(HttpProvider::for_provider(settings, p, clock.clone())?),
-                coverage: p.coverage().map_err(UpstreamError)?,
+                coverage: p.coverage().map_err(|e| UpstreamError(e.to_string()))?,
                 priority: p.priority,
                 weight: p.weight,
             });

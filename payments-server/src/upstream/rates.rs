@@ -79,7 +79,8 @@ impl HttpRates {
         let url = settings.upstream.rates_url.as_deref().ok_or_else(|| {
             UpstreamError("rate_source = \"http\" needs upstream_rates_url".into())
         })?;
-        let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
+        let url =
+            crate::config::check_upstream_url(url).map_err(|e| UpstreamError(e.to_string()))?;
         let started = clock.now();
         let cache = Arc::new(Cache {
             client: upstream_client(settings)?,
