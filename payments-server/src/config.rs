@@ -397,15 +397,15 @@ fn one() -> u32 {
 
 impl ProviderSettings {
     /// Its name, checked.
-    pub fn provider_name(&self) -> Result<payments_core::routing::ProviderName, String> {
-        payments_core::routing::ProviderName::parse(&self.name)
+    pub fn provider_name(&self) -> Result<payments_core::provider::ProviderName, String> {
+        payments_core::provider::ProviderName::parse(&self.name).map_err(|e| e.to_string())
     }
 
     /// Its coverage, every value checked.
-    pub fn coverage(&self) -> Result<payments_core::routing::Coverage, String> {
+    pub fn coverage(&self) -> Result<payments_providers::Coverage, String> {
         use payments_core::bank::CountryCode;
         use payments_core::payment::{Currency, PaymentMethod};
-        use payments_core::routing::{Coverage, Hours};
+        use payments_providers::{Coverage, Hours};
         let at = |what: &str, e: String| format!("upstream.providers {}: {what}: {e}", self.name);
         let amount = |v: &Option<String>, what: &str| {
             v.as_deref()
@@ -439,7 +439,7 @@ impl ProviderSettings {
             hours: self
                 .hours
                 .as_deref()
-                .map(|h| Hours::parse(h).map_err(|e| at("hours", e)))
+                .map(|h| Hours::parse(h).map_err(|e| at("hours", e.to_string())))
                 .transpose()?,
         })
     }
@@ -702,7 +702,7 @@ impl Default for Settings {
             environment: Environment::Sandbox,
             data_dir: PathBuf::from("./data"),
             bank_catalog: None,
-            rates: payments_http::sandbox::FixedRates::sandbox_defaults().0,
+            rates: payments_providers::sandbox::FixedRates::sandbox_defaults().0,
             listen: Listen::default(),
             tls: Tls::default(),
             store: StoreSettings::default(),
@@ -997,21 +997,7 @@ impl Provider for TomlFile {
 /// An upstream URL: `https://`, or `http://` to a loopback host (`localhost`, 127.0.0.0/8,
 /// `[::1]`): the request and the shared secret's signatures never cross a network in clear.
 pub fn check_upstream_url(url: &str) -> Result<reqwest::Url, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-    let loopback = match parsed.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err(format!("{url:?} has no host")),
-    };
-    match parsed.scheme() {
-        "https" => Ok(parsed),
-        "http" if loopback => Ok(parsed),
-        "http" => Err(format!(
-            "{url:?}: http:// only to a loopback address; use https://"
-        )),
-        other => Err(format!("{url:?}: scheme {other} is not http(s)")),
-    }
+    payments_providers::upstream::check_url(url).map_err(|e| e.to_string())
 }
 
 /// What [`EnvLayer`] calls itself in figment's metadata.

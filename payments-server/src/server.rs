@@ -24,6 +24,8 @@ use payments_core::service::{AuthConfig, PaymentService, Ports, ScanBudget, Serv
 use payments_core::settings::Setting;
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
+use payments_providers::sandbox::{FixedRates, SandboxProvider};
+use payments_providers::upstream::HttpRates;
 #[cfg(feature = "postgres")]
 use payments_store_postgres::{PgOptions, PgStore};
 use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -31,10 +33,8 @@ use tokio::sync::watch;
 
 use crate::config::{Durability, ProviderKind, RateSourceKind, Settings};
 use crate::listener::{CappedAcceptor, ConnectionLimits};
-use crate::upstream::{HttpProvider, HttpRates};
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::resolver::HostLookup;
-use payments_http::sandbox::{FixedRates, SandboxProvider};
 use payments_http::state::AppState;
 use payments_http::system::{OsRandom, SystemClock};
 
@@ -199,20 +199,20 @@ impl ApplicationBuilder {
         // The settings' upstream ports (`provider = "http"`, `rate_source = "http"`) when the
         // caller gave none: real ports, so production starts with them.
         let upstream_clock: Arc<dyn Clock> = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        // With `[[upstream.providers]]`, the core's router over them; its health is a metric.
-        let mut router: Option<Arc<payments_core::routing::Router>> = None;
+        // With `[[upstream.providers]]`, a router over them; its health is a metric.
+        let mut router: Option<Arc<payments_providers::Router>> = None;
         let provider = match (provider, settings.upstream.provider) {
             (Some(p), _) => Some(p),
             (None, ProviderKind::Http) if !settings.upstream.providers.is_empty() => {
                 let routed = Arc::new(
-                    HttpProvider::router(&settings, upstream_clock.clone()).map_err(start_err)?,
+                    crate::upstream::router(&settings, upstream_clock.clone())
+                        .map_err(start_err)?,
                 );
                 router = Some(routed.clone());
                 Some(routed as Arc<dyn RequisiteProvider>)
             }
             (None, ProviderKind::Http) => Some(Arc::new(
-                HttpProvider::from_settings(&settings, upstream_clock.clone())
-                    .map_err(start_err)?,
+                crate::upstream::provider(&settings, upstream_clock.clone()).map_err(start_err)?,
             ) as Arc<dyn RequisiteProvider>),
             (None, _) => None,
         };
@@ -222,7 +222,7 @@ impl ApplicationBuilder {
             (Some(r), _) => Some(r),
             (None, RateSourceKind::Http) => {
                 let live = Arc::new(
-                    HttpRates::start(&settings, upstream_clock.clone())
+                    crate::upstream::rates(&settings, upstream_clock.clone())
                         .await
                         .map_err(start_err)?,
                 );
@@ -326,7 +326,7 @@ impl ApplicationBuilder {
             .with_metrics(metrics)
             .with_metrics_token(settings.metrics.token.clone().map(Arc::new))
             .with_database_file(database_file)
-            .with_router(router);
+            .with_providers(router.map(crate::upstream::provider_status));
         if let Some(limiter) = rate_limiter {
             state = state.with_rate_limiter(limiter);
         }
