@@ -129,3 +129,23 @@ impl Coverage {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hours_print_as_they_parse() {
+        for text in ["22:00-06:00", "09:30-18:05", "00:00-24:00"] {
+            assert_eq!(Hours::parse(text).unwrap().to_string(), text);
+        }
+        assert_eq!(
+            Hours::parse("9-18").unwrap_err().to_string(),
+            "hours \"9-18\": HH:MM-HH:MM (UTC), two different times"
+        );
+        assert_eq!(
+            Hours::parse("0900").unwrap_err(),
+            HoursError::Form("0900".into())
+        );
+    }
+}

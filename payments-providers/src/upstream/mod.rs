@@ -310,3 +310,62 @@ pub(crate) async fn read_limited(
     }
     Ok(body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls_are_https_or_loopback_http() {
+        for ok in [
+            "https://bank.example/requisites",
+            "http://localhost:8080/r",
+            "http://127.0.0.2/r",
+            "http://[::1]:9/r",
+        ] {
+            assert!(check_url(ok).is_ok(), "{ok}");
+        }
+        let refused = |url: &str| check_url(url).expect_err(url).to_string();
+        assert_eq!(
+            refused("http://bank.example/r"),
+            "\"http://bank.example/r\": http:// only to a loopback address; use https://"
+        );
+        assert_eq!(
+            refused("ftp://bank.example/r"),
+            "\"ftp://bank.example/r\": scheme ftp is not http(s)"
+        );
+        assert!(matches!(
+            check_url("bank.example"),
+            Err(UrlError::Parse { .. })
+        ));
+        assert!(std::error::Error::source(&check_url("::").unwrap_err()).is_some());
+    }
+
+    #[test]
+    fn a_router_needs_distinct_providers() {
+        let clock: Arc<dyn Clock> = Arc::new(payments_core::testing::ManualClock::new(
+            Timestamp::from_unix_secs(1_790_856_000),
+        ));
+        let provider = |name: &str| ProviderConfig {
+            name: ProviderName::parse(name).expect("a valid name"),
+            url: "http://127.0.0.1:9/r".into(),
+            secrets: Vec::new(),
+            timeout: None,
+            coverage: Coverage::default(),
+            priority: 0,
+            weight: 1,
+        };
+        let mut config = UpstreamConfig::default();
+        assert!(matches!(
+            router(&config, clock.clone()),
+            Err(UpstreamError::Router(RouterError::NoProvider))
+        ));
+        config.providers = vec![provider("a"), provider("a")];
+        assert_eq!(
+            router(&config, clock.clone()).unwrap_err().to_string(),
+            "upstream: provider a is configured twice"
+        );
+        config.providers = vec![provider("a"), provider("b")];
+        assert_eq!(router(&config, clock).unwrap().routes().len(), 2);
+    }
+}
