@@ -154,3 +154,30 @@ pub fn provider_status(router: Arc<Router>) -> ProviderStatusSource {
             .collect()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server's `[upstream]` defaults and the adapters' own defaults are the same values,
+    /// so an embedder with `UpstreamConfig::default()` gets what the server gets.
+    #[test]
+    fn the_default_settings_give_the_adapters_defaults() {
+        let server = config(&Settings::default()).expect("the defaults name no CA file");
+        let own = UpstreamConfig::default();
+        let values = |c: &UpstreamConfig| {
+            (
+                c.public_roots,
+                c.timeout,
+                c.connect_timeout,
+                c.pool_idle,
+                c.pool_idle_timeout,
+                c.rates_refresh,
+                c.rates_max_age,
+                c.breaker,
+            )
+        };
+        assert_eq!(values(&server), values(&own));
+        assert!(server.url.is_none() && server.providers.is_empty() && server.roots.is_empty());
+    }
+}
