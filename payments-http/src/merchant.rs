@@ -144,13 +144,13 @@ pub async fn read_body(
     }
 }
 
-/// Authenticates the raw request for `endpoint` (see [`PaymentService::authenticate`]),
+/// Authenticates the raw request for `endpoint` (see [`Gate::authenticate`](payments_core::service::Gate::authenticate)),
 /// reading `payment` with the credentials (see [`AuthRequest::payment`]). The signature is
 /// verified against the path the client sent: under a prefix (`Router::nest`) that is the
 /// original URI, prefix included. The client address comes from `ConnectInfo` when the router
 /// is served with it; otherwise it is unknown (see [`crate::app()`]).
 ///
-/// [`PaymentService::authenticate`]: payments_core::service::PaymentService::authenticate
+/// [`Gate::authenticate`]: payments_core::service::Gate::authenticate
 pub async fn authenticate(
     st: &AppState,
     endpoint: Endpoint,
@@ -200,7 +200,7 @@ pub async fn authenticate(
         inner: st.rate_limiter.as_ref(),
         note: note.as_deref(),
     };
-    let auth = st.service.authenticate(&request, &limiter).await?;
+    let auth = st.service.gate().authenticate(&request, &limiter).await?;
     if let Some(note) = &note {
         note.set_project(auth.context().project.id);
     }
@@ -361,7 +361,11 @@ async fn create_payment(
     let create = tokio::spawn(Box::pin(
         async move {
             let _permit = permit;
-            task_state.service.create_payment(auth, &body).await
+            task_state
+                .service
+                .payments()
+                .create_payment(auth, &body)
+                .await
         }
         .instrument(tracing::Span::current()),
     ));
@@ -410,6 +414,7 @@ async fn page_url(
     };
     Ok(st
         .service
+        .payments()
         .payment_page_token(project, payment)
         .await?
         .map(|token| payments_cabinet::payer_page_url(base, &token)))
@@ -434,7 +439,7 @@ async fn get_payment(
     }
     let a = admitted(&st, Endpoint::GetPayment, req, wanted).await?;
     let decimals = a.decimals;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let payment = ctx.payment.ok_or_else(payment_not_found)?;
     let page_url = page_url(&st, &ctx.project, &payment).await?;
     Ok(json_response(
@@ -458,9 +463,13 @@ async fn list_payments(
     let query = req.uri().query().unwrap_or_default().to_string();
     let a = admitted(&st, Endpoint::ListPayments, req, None).await?;
     let decimals = a.decimals;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let query = PaymentListQuery::parse(&query)?;
-    let page = st.service.list_payments(&ctx.project, &query).await?;
+    let page = st
+        .service
+        .payments()
+        .list_payments(&ctx.project, &query)
+        .await?;
     let data: Vec<_> = page
         .payments
         .iter()
@@ -479,7 +488,7 @@ async fn get_project(
     req: Request,
 ) -> Result<Response, HttpError> {
     let a = admitted(&st, Endpoint::GetProject, req, None).await?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let scopes: Vec<&str> = ctx.token.scopes.iter().map(|s| s.as_str()).collect();
     Ok(json_response(
         StatusCode::OK,
@@ -566,11 +575,16 @@ async fn test_helper(
     let a = admitted(&st, Endpoint::TestHelper, req, None).await?;
     let decimals = a.decimals;
     let payment = match helper_amount(&a.body, complete) {
-        Ok(amount) if complete => st.service.test_complete(a.auth, &id, amount).await?,
-        Ok(_) => st.service.test_cancel(a.auth, &id).await?,
+        Ok(amount) if complete => {
+            st.service
+                .payments()
+                .test_complete(a.auth, &id, amount)
+                .await?
+        }
+        Ok(_) => st.service.payments().test_cancel(a.auth, &id).await?,
         Err(e) => {
             // A bad body still spends the nonce: the request was signed and verified.
-            st.service.accept(a.auth).await?;
+            st.service.gate().accept(a.auth).await?;
             return Err(e.into());
         }
     };

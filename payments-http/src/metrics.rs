@@ -742,7 +742,7 @@ pub async fn store_gauges(st: &AppState) -> StoreGauges {
     let service = &st.service;
     let store = service.store();
     let now = service.ports().clock.now();
-    let (backlog, hold) = tokio::join!(store.backlog(), service.callback_hold());
+    let (backlog, hold) = tokio::join!(store.backlog(), service.callbacks().callback_hold());
     let backlog = backlog.ok();
     let age = |t: Option<payments_core::Timestamp>| {
         t.map_or(0.0, |t| {
@@ -811,7 +811,8 @@ pub async fn serve(
     Ok((
         axum::http::StatusCode::OK,
         [("content-type", CONTENT_TYPE)],
-        st.metrics.render(&gauges, st.service.signature_batches()),
+        st.metrics
+            .render(&gauges, st.service.gate().signature_batches()),
     )
         .into_response())
 }

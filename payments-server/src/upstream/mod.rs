@@ -1,13 +1,13 @@
 //! The server's upstream: the settings' `[upstream]` turned into the plain configuration of
 //! the adapters of `payments-providers` ([`config`], then [`provider`], [`router`], [`rates`]),
 //! and the listener on which the upstream reports confirmed and failed transfers ([`notify`];
-//! the core decides what they do, [`PaymentService::apply_provider_notification`]).
+//! the core decides what they do, [`Payments::apply_provider_notification`]).
 //!
 //! Notifications are signed with the scheme of the merchant callbacks, with the secrets of
 //! `upstream_secrets` (or of each `[[upstream.providers]]` entry), and verified with
 //! [`CallbackVerifier`].
 //!
-//! [`PaymentService::apply_provider_notification`]: payments_core::service::PaymentService::apply_provider_notification
+//! [`Payments::apply_provider_notification`]: payments_core::service::Payments::apply_provider_notification
 //! [`CallbackVerifier`]: payments_core::callback::CallbackVerifier
 
 pub mod notify;
