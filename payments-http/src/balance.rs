@@ -11,8 +11,9 @@ use payments_core::auth::Endpoint;
 use payments_core::service::{parse_period, EntryListQuery};
 use payments_core::ApiError;
 
+use crate::admission::admitted;
 use crate::error::{HttpError, RequestId};
-use crate::merchant::{admitted, json_response, page_json};
+use crate::json::{json_response, page_json};
 use crate::state::AppState;
 
 /// `GET /api/v1/balance`: the project's balance (USDT, 4 decimals, decimal strings) and the

@@ -15,8 +15,9 @@ use payments_core::{ApiError, EventId, PaymentId, Timestamp};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::admission::admitted;
 use crate::error::{HttpError, RequestId};
-use crate::merchant::{admitted, json_response, page_json};
+use crate::json::{json_response, page_json};
 use crate::state::AppState;
 
 /// How often a long poll looks for a new event. The store is asked, not this process: an

@@ -347,7 +347,7 @@ async fn events(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> O
 }
 
 async fn metrics(State(st): State<AppState>, headers: axum::http::HeaderMap) -> OpResult {
-    crate::metrics::serve(&st, &headers).await
+    crate::scrape::serve(&st, &headers).await
 }
 
 /// `GET /operator/v1/providers`: this node's requisite providers (with `[[upstream.providers]]`)

@@ -113,7 +113,7 @@ async fn entries(
         let query = EntryListQuery::parse(query.as_deref().unwrap_or_default())?;
         let page = st.service.balances().list_entries(&project, &query).await?;
         let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();
-        Ok(Json(crate::merchant::page_json(data, page.next_cursor)).into_response())
+        Ok(Json(crate::json::page_json(data, page.next_cursor)).into_response())
     })
     .await
 }
