@@ -384,7 +384,7 @@ pub struct Payment {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderRoute {
     /// The provider asked (last).
-    pub provider: crate::provider::ProviderName,
+    pub provider: crate::ids::ProviderName,
     /// The routing decision, for operators.
     pub reason: String,
 }
