@@ -28,8 +28,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{check_url, client, read_limited, ProviderConfig, UpstreamConfig};
-use super::{UpstreamError, UpstreamSigner, IDEMPOTENCY_KEY_HEADER, MAX_ANSWER_BYTES};
+use crate::upstream::client::{client, read_limited, UpstreamSigner};
+use crate::upstream::client::{IDEMPOTENCY_KEY_HEADER, MAX_ANSWER_BYTES};
+use crate::upstream::config::{check_url, ProviderConfig, UpstreamConfig, UpstreamError};
 
 /// Attempts of one request at most (the first and two more).
 const MAX_ATTEMPTS: u32 = 3;

@@ -24,8 +24,8 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use tokio::task::AbortHandle;
 
-use super::{check_url, client, read_limited, ReadError, UpstreamConfig, UpstreamError};
-use super::{UpstreamSigner, MAX_ANSWER_BYTES};
+use crate::upstream::client::{client, read_limited, ReadError, UpstreamSigner, MAX_ANSWER_BYTES};
+use crate::upstream::config::{check_url, UpstreamConfig, UpstreamError};
 
 /// The longest pause after a failed fetch, whatever `rates_refresh` says.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
