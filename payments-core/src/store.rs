@@ -19,7 +19,7 @@ use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
-use crate::{ApiError, ErrorCode, SecretString};
+use crate::SecretString;
 
 mod layer;
 mod tx;
@@ -148,23 +148,9 @@ impl StoreError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        let api = match &e {
-            // Retrying the same read would read as much again: no `Retry-After`.
-            StoreError::Unavailable {
-                cause: UnavailableCause::TimedOut,
-                ..
-            } => ApiError::new(ErrorCode::ServiceUnavailable, READ_TIMED_OUT),
-            StoreError::Unavailable { .. } => ApiError::new(
-                ErrorCode::ServiceUnavailable,
-                "the service is temporarily unavailable",
-            )
-            .with_retry_after(1),
-            StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m.clone()),
-            other => ApiError::internal(other.to_string()),
-        };
-        api.with_cause(crate::error::ErrorCause::Store(e))
+impl From<crate::ledger::PostError> for StoreError {
+    fn from(e: crate::ledger::PostError) -> Self {
+        StoreError::Corrupt(e.to_string())
     }
 }
 
@@ -972,7 +958,7 @@ pub trait AuditStore: Send + Sync {
 }
 
 /// The setting [`Store::check_writable`] writes by default.
-pub const WRITE_PROBE_SETTING: &str = crate::settings::WRITE_PROBE.name();
+pub const WRITE_PROBE_SETTING: &str = "store.write_probe";
 
 /// A request nonce to record (see [`Store::use_nonce`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1093,11 +1079,9 @@ pub trait Store:
 
     /// Whether the store can write now (for `/readyz`): a real, tiny write, so that a full
     /// disk, a read-only database or a lock held elsewhere shows. The default writes the
-    /// setting [`crate::settings::WRITE_PROBE`].
+    /// setting [`WRITE_PROBE_SETTING`].
     async fn check_writable(&self) -> Result<(), StoreError> {
-        crate::settings::WRITE_PROBE
-            .set(self, &"ok".to_string())
-            .await
+        self.put_setting(WRITE_PROBE_SETTING, "ok").await
     }
 
     /// A manual resend that answers failed events, in one transaction: if the payment of
@@ -1252,6 +1236,7 @@ pub trait Store:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{ApiError, ErrorCode};
 
     /// The cause is a value, not a word read back from the text: a detail that reads like
     /// another cause changes nothing, and the answer on the wire is the fixed `503`.
