@@ -216,7 +216,7 @@ mod tests {
     use payments_core::Timestamp;
 
     use super::*;
-    use payments_http::sandbox::{FixedRates, SandboxProvider};
+    use payments_providers::sandbox::{FixedRates, SandboxProvider};
 
     fn service(environment: Environment) -> PaymentService {
         let store: Arc<dyn payments_core::store::Store> = Arc::new(MemoryStore::new());

@@ -399,15 +399,16 @@ impl ProviderSettings {
     /// Its name, checked.
     pub fn provider_name(
         &self,
-    ) -> Result<payments_core::routing::ProviderName, ProviderSettingError> {
-        payments_core::routing::ProviderName::parse(&self.name).map_err(ProviderSettingError::Name)
+    ) -> Result<payments_core::provider::ProviderName, ProviderSettingError> {
+        payments_core::provider::ProviderName::parse(&self.name)
+            .map_err(|e| ProviderSettingError::Name(e.to_string()))
     }
 
     /// Its coverage, every value checked.
-    pub fn coverage(&self) -> Result<payments_core::routing::Coverage, ProviderSettingError> {
+    pub fn coverage(&self) -> Result<payments_providers::Coverage, ProviderSettingError> {
         use payments_core::bank::CountryCode;
         use payments_core::payment::{Currency, PaymentMethod};
-        use payments_core::routing::{Coverage, Hours};
+        use payments_providers::{Coverage, Hours};
         let at = |what, reason: String| ProviderSettingError::Coverage {
             name: self.name.clone(),
             what,
@@ -452,7 +453,7 @@ impl ProviderSettings {
             hours: self
                 .hours
                 .as_deref()
-                .map(|h| Hours::parse(h).map_err(|e| at("hours", e)))
+                .map(|h| Hours::parse(h).map_err(|e| at("hours", e.to_string())))
                 .transpose()?,
         })
     }
@@ -760,7 +761,7 @@ impl Default for Settings {
             environment: Environment::Sandbox,
             data_dir: PathBuf::from("./data"),
             bank_catalog: None,
-            rates: payments_http::sandbox::FixedRates::sandbox_defaults().0,
+            rates: payments_providers::sandbox::FixedRates::sandbox_defaults().0,
             listen: Listen::default(),
             tls: Tls::default(),
             store: StoreSettings::default(),
@@ -1087,55 +1088,11 @@ impl Provider for TomlFile {
 /// An upstream URL: `https://`, or `http://` to a loopback host (`localhost`, 127.0.0.0/8,
 /// `[::1]`): the request and the shared secret's signatures never cross a network in clear.
 pub fn check_upstream_url(url: &str) -> Result<reqwest::Url, UpstreamUrlError> {
-    let parsed = reqwest::Url::parse(url).map_err(|source| UpstreamUrlError::NotAUrl {
-        url: url.to_string(),
-        source,
-    })?;
-    let loopback = match parsed.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err(UpstreamUrlError::NoHost(url.to_string())),
-    };
-    match parsed.scheme() {
-        "https" => Ok(parsed),
-        "http" if loopback => Ok(parsed),
-        "http" => Err(UpstreamUrlError::ClearToNetwork(url.to_string())),
-        other => Err(UpstreamUrlError::Scheme {
-            url: url.to_string(),
-            scheme: other.to_string(),
-        }),
-    }
+    payments_providers::upstream::check_url(url)
 }
 
 /// Why an upstream URL is refused ([`check_upstream_url`]).
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamUrlError {
-    /// Not a URL.
-    #[error("{url:?} is not a URL: {source}")]
-    NotAUrl {
-        /// The text given.
-        url: String,
-        /// The parser's complaint.
-        #[source]
-        source: url::ParseError,
-    },
-    /// A URL without a host.
-    #[error("{0:?} has no host")]
-    NoHost(String),
-    /// `http://` to an address that is not loopback.
-    #[error("{0:?}: http:// only to a loopback address; use https://")]
-    ClearToNetwork(String),
-    /// Neither `http` nor `https`.
-    #[error("{url:?}: scheme {scheme} is not http(s)")]
-    Scheme {
-        /// The URL.
-        url: String,
-        /// Its scheme.
-        scheme: String,
-    },
-}
+pub use payments_providers::upstream::UrlError as UpstreamUrlError;
 
 /// What [`EnvLayer`] calls itself in figment's metadata.
 const ENV_LAYER: &str = "PAYMENTS_* environment variables";

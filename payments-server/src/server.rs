@@ -25,6 +25,8 @@ use payments_core::service::{AuthConfig, PaymentService, Ports, ScanBudget, Serv
 use payments_core::settings::Setting;
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
+use payments_providers::sandbox::{FixedRates, SandboxProvider};
+use payments_providers::upstream::HttpRates;
 #[cfg(feature = "postgres")]
 use payments_store_postgres::{PgOptions, PgStore};
 use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -32,10 +34,8 @@ use tokio::sync::watch;
 
 use crate::config::{Durability, ProviderKind, RateSourceKind, Settings};
 use crate::listener::{CappedAcceptor, ConnectionLimits};
-use crate::upstream::{HttpProvider, HttpRates};
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::resolver::HostLookup;
-use payments_http::sandbox::{FixedRates, SandboxProvider};
 use payments_http::state::AppState;
 use payments_http::system::{OsRandom, SystemClock};
 
@@ -46,7 +46,7 @@ use payments_http::system::{OsRandom, SystemClock};
 pub enum StartError {
     /// The settings' upstream adapters could not be built.
     #[error(transparent)]
-    Upstream(#[from] crate::upstream::UpstreamError),
+    Upstream(#[from] crate::upstream::SetupError),
     /// `environment = production` with a bundled port (sandbox provider, fixed rates).
     #[error(
         "environment = production needs {} of its own: the bundled sandbox provider issues \
@@ -352,7 +352,7 @@ struct UpstreamPorts {
     provider: Option<Arc<dyn RequisiteProvider>>,
     rates: Option<Arc<dyn RateSource>>,
     /// With `[[upstream.providers]]`, the core's router over them; its health is a metric.
-    router: Option<Arc<payments_core::routing::Router>>,
+    router: Option<Arc<payments_providers::Router>>,
     /// The live rate source as itself too: its rates' ages are a metric.
     live_rates: Option<Arc<HttpRates>>,
 }
@@ -371,11 +371,11 @@ impl UpstreamPorts {
         let provider = match (provider, settings.upstream.provider) {
             (Some(p), _) => Some(p),
             (None, ProviderKind::Http) if !settings.upstream.providers.is_empty() => {
-                let routed = Arc::new(HttpProvider::router(settings, clock.clone())?);
+                let routed = Arc::new(crate::upstream::router(settings, clock.clone())?);
                 router = Some(routed.clone());
                 Some(routed as Arc<dyn RequisiteProvider>)
             }
-            (None, ProviderKind::Http) => Some(Arc::new(HttpProvider::from_settings(
+            (None, ProviderKind::Http) => Some(Arc::new(crate::upstream::provider(
                 settings,
                 clock.clone(),
             )?) as Arc<dyn RequisiteProvider>),
@@ -385,7 +385,7 @@ impl UpstreamPorts {
         let rates = match (rates, settings.upstream.rate_source) {
             (Some(r), _) => Some(r),
             (None, RateSourceKind::Http) => {
-                let live = Arc::new(HttpRates::start(settings, clock).await?);
+                let live = Arc::new(crate::upstream::rates(settings, clock).await?);
                 live_rates = Some(live.clone());
                 Some(live as Arc<dyn RateSource>)
             }
@@ -511,7 +511,7 @@ fn app_state(
     service: PaymentService,
     metrics: Arc<payments_http::metrics::Metrics>,
     stores: &StoreChoice,
-    router: Option<Arc<payments_core::routing::Router>>,
+    router: Option<Arc<payments_providers::Router>>,
 ) -> AppState {
     let database_file = match &stores.owned {
         Some(OpenedStore::Sqlite(_)) => Some(
@@ -528,7 +528,7 @@ fn app_state(
         .with_metrics(metrics)
         .with_metrics_token(settings.metrics.token.clone().map(Arc::new))
         .with_database_file(database_file)
-        .with_router(router);
+        .with_providers(router.map(crate::upstream::provider_status));
     if let Some(limiter) = stores.rate_limiter.clone() {
         state = state.with_rate_limiter(limiter);
     }

@@ -15,6 +15,7 @@ use payments_core::clock::Sleep;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::store::Store;
 use payments_core::{Clock, ProjectId, SecretString, Timestamp};
+use payments_providers::sandbox::{FixedRates, SandboxProvider};
 use payments_store_sqlite::SqliteStore;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
@@ -22,7 +23,6 @@ use tokio::sync::oneshot;
 use crate::bootstrap::CREDENTIALS_FILE;
 use crate::config::{ProviderKind, RateSourceKind, Settings};
 use crate::server::{open_store, Application, ApplicationBuilder};
-use payments_http::sandbox::{FixedRates, SandboxProvider};
 use payments_http::system::SystemClock;
 use payments_http::AppState;
 

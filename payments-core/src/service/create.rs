@@ -13,9 +13,9 @@ use crate::payment::{
     Requisites,
 };
 use crate::project::{AuditRecord, Merchant, NotCovered, Project};
+use crate::provider::{Failover, ProviderName};
 use crate::provider::{ProviderOutcome, RequisiteRequest};
 use crate::request::{CreatePayment, RequestError};
-use crate::routing::{Failover, ProviderName};
 use crate::settlement::{Course, Pricing};
 use crate::store::{AdmitOutcome, PaymentChange, StoreError};
 use crate::transition::{self, Transition, TransitionError, Trigger};
