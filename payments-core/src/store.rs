@@ -33,7 +33,7 @@ pub mod prelude {
     pub use super::{
         AuditStore, CallbackSecretStore, CredentialStore, CredentialStoreExt, LedgerStore,
         MerchantStore, MerchantStoreExt, OperatorStore, OperatorStoreExt, OutboxStore,
-        PayerPageStore, PayerPageStoreExt, PaymentStore, RequestLogStore, Store,
+        PayerPageStore, PayerPageStoreExt, PaymentStore, RequestLogStore, SettingStore, Store,
     };
 }
 
@@ -677,6 +677,8 @@ impl<S: CredentialStore + ?Sized> CredentialStoreExt for S {}
 crate::__storage_port!(CallbackSecretStore declare_port! {});
 
 crate::__storage_port!(OperatorStore declare_port! {});
+
+crate::__storage_port!(SettingStore declare_port! {});
 
 /// The lookups by name over [`OperatorStore::find_operator_tokens`] (not part of the port).
 #[async_trait]

@@ -25,7 +25,7 @@ use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
     ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
     OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged,
-    Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    Retained, SettingStore, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
 use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
@@ -420,7 +420,10 @@ impl OperatorStore for PgStore {
         let client = self.client().await?;
         directory::expire_operator_token(&client, id, at).await
     }
+}
 
+#[async_trait]
+impl SettingStore for PgStore {
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         directory::setting(&client, name).await

@@ -24,8 +24,8 @@ use payments_core::store::RequestLogStore;
 use payments_core::store::{
     AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
     CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore,
-    OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store,
-    StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
+    SettingStore, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
 use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
@@ -413,7 +413,10 @@ impl OperatorStore for SqliteStore {
         self.write(move |c| directory::expire_operator_token(c, id, at))
             .await
     }
+}
 
+#[async_trait]
+impl SettingStore for SqliteStore {
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         let name = name.to_string();
         self.read(move |c| directory::setting(c, &name)).await

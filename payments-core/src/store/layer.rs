@@ -85,7 +85,7 @@ impl Op {
 ///
 /// use futures_util::future::BoxFuture;
 /// use payments_core::store::{
-///     CallbackSecretStore, CredentialStore, MerchantStore, OperatorStore, Layered, Op, OpKind, Store, StoreError, StoreLayer,
+///     Layered, Op, OpKind, SettingStore, Store, StoreError, StoreLayer,
 /// };
 ///
 /// struct CountWrites {
@@ -151,7 +151,8 @@ pub trait StoreLayer: Send + Sync {
 
 /// The [`Store`] made of a [`StoreLayer`]: every method of every repository of the port
 /// ([`PaymentStore`], [`OutboxStore`], [`MerchantStore`], [`CredentialStore`],
-/// [`CallbackSecretStore`], [`OperatorStore`], [`AuditStore`], [`PayerPageStore`]) and of
+/// [`CallbackSecretStore`], [`OperatorStore`], [`SettingStore`], [`AuditStore`],
+/// [`PayerPageStore`], [`LedgerStore`], [`RequestLogStore`]) and of
 /// [`Store`], required and provided,
 /// goes to the same method of the layer's inner store, through [`StoreLayer::around`]
 /// (except `is_ready`, which goes straight to it). So the inner store's overrides (one-write

@@ -289,7 +289,7 @@ macro_rules! __storage_port {
     (OperatorStore $($cb:ident)::+ ! $args:tt) => {
         $($cb)::+! {
             $args
-            /// The operator's named tokens and the service's settings.
+            /// The operator's named tokens.
             pub trait OperatorStore: Send + Sync {
                 /// Stores an issued operator token; [`StoreError::Duplicate`] if its id or hash exists.
                 write fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError>;
@@ -304,7 +304,15 @@ macro_rules! __storage_port {
                 /// Ends an operator token's validity at `at` (now for a revocation, later for a rotation's
                 /// overlap), unless it already ends earlier; `false` if there is no such token.
                 write fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError>;
+            }
+        }
+    };
 
+    (SettingStore $($cb:ident)::+ ! $args:tt) => {
+        $($cb)::+! {
+            $args
+            /// The service's settings: text under a name ([`crate::settings`] types them).
+            pub trait SettingStore: Send + Sync {
                 /// A named setting (e.g. the operator token hash).
                 read fn setting(&self, name: &str) -> Result<Option<String>, StoreError>;
 
@@ -484,6 +492,7 @@ macro_rules! __storage_port {
                 + CredentialStore
                 + CallbackSecretStore
                 + OperatorStore
+                + SettingStore
                 + AuditStore
                 + PayerPageStore
                 + LedgerStore
@@ -662,6 +671,7 @@ macro_rules! __storage_port {
         $crate::__storage_port!(CredentialStore $($cb)::+ ! $args);
         $crate::__storage_port!(CallbackSecretStore $($cb)::+ ! $args);
         $crate::__storage_port!(OperatorStore $($cb)::+ ! $args);
+        $crate::__storage_port!(SettingStore $($cb)::+ ! $args);
         $crate::__storage_port!(AuditStore $($cb)::+ ! $args);
         $crate::__storage_port!(PayerPageStore $($cb)::+ ! $args);
         $crate::__storage_port!(LedgerStore $($cb)::+ ! $args);

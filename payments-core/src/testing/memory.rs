@@ -22,8 +22,8 @@ use crate::store::RequestLogStore;
 use crate::store::{
     AttemptRecorded, AuditStore, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
     InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore, OutboxStore, PageKey,
-    PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey,
-    Transaction, TxOutput, TxWork,
+    PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, SettingStore, Store, StoreError,
+    TokenKey, Transaction, TxOutput, TxWork,
 };
 use crate::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use crate::SecretString;
@@ -740,7 +740,10 @@ impl OperatorStore for MemoryStore {
             None => Ok(false),
         }
     }
+}
 
+#[async_trait]
+impl SettingStore for MemoryStore {
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         Ok(self.lock().settings.get(name).cloned())
     }

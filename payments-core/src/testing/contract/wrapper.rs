@@ -16,7 +16,7 @@ use crate::store::RequestLogStore;
 use crate::store::{
     AuditStore, Backlog, CallbackSecretStore, CredentialStore, EntryQuery, EventQuery, LeaseToken,
     LedgerStore, MerchantStore, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentQuery,
-    PaymentStore, Purged, Retained, TokenKey, TxOutput, TxWork, UnavailableCause,
+    PaymentStore, Purged, Retained, SettingStore, TokenKey, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -949,19 +949,22 @@ mod tests {
             self.0.expire_operator_token(id, at).await
         }
 
+        async fn find_operator_tokens(
+            &self,
+            hash: Option<&[u8; 32]>,
+        ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+            self.0.find_operator_tokens(hash).await
+        }
+    }
+
+    #[async_trait]
+    impl SettingStore for Naive {
         async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
             self.0.setting(name).await
         }
 
         async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
             self.0.put_setting(name, value).await
-        }
-
-        async fn find_operator_tokens(
-            &self,
-            hash: Option<&[u8; 32]>,
-        ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-            self.0.find_operator_tokens(hash).await
         }
     }
 
