@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use deadpool_postgres::GenericClient;
 use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
+    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{AuthLookup, StoreError};
 use payments_core::{SecretString, Timestamp};
@@ -268,27 +268,8 @@ pub(crate) async fn replace_secret<C: GenericClient>(
     Ok(n > 0)
 }
 
-// --- settings, audit and turns ---------------------------------------------------------------
-
-pub(crate) async fn setting<C: GenericClient>(
-    c: &C,
-    name: &str,
-) -> Result<Option<String>, StoreError> {
-    query_opt(c, sql(&st::SETTING), &[&name])
-        .await?
-        .as_ref()
-        .map(|row| read(row, |c| c.text("value")))
-        .transpose()
-}
-
-pub(crate) async fn put_setting<C: GenericClient>(
-    c: &C,
-    name: &str,
-    value: &str,
-) -> Result<(), StoreError> {
-    execute(c, sql(&st::SETTING_PUT), &[&name, &value]).await?;
-    Ok(())
-}
+// --- audit inside transactions, purges and turns (the rest of the audit trail, the settings
+// and the operator tokens are in payments_store_sql::port) ----------------------------------
 
 /// Appends an audit record (also inside [`crate::payments::commit_change`]).
 pub(crate) async fn append_audit<C: GenericClient>(
@@ -297,14 +278,6 @@ pub(crate) async fn append_audit<C: GenericClient>(
 ) -> Result<(), StoreError> {
     write_record(c, &st::AUDIT_INSERT, a).await?.map_err(db)?;
     Ok(())
-}
-
-/// The newest `limit` records, newest first.
-pub(crate) async fn audit_records<C: GenericClient>(
-    c: &C,
-    limit: usize,
-) -> Result<Vec<AuditRecord>, StoreError> {
-    records(c, &st::AUDIT_NEWEST, &[&codec::limit(limit)]).await
 }
 
 /// Takes `task`'s turn until `until` if the current turn ended at `now`: the primary key and
@@ -339,48 +312,4 @@ pub(crate) async fn purge_audit<C: GenericClient>(
         &[&before.unix_millis(), &codec::limit(limit)],
     )
     .await
-}
-
-// --- operator tokens -------------------------------------------------------------------------
-
-/// Stores an operator token; a taken id or hash is `Duplicate`.
-pub(crate) async fn insert_operator_token<C: GenericClient>(
-    c: &C,
-    t: &OperatorTokenRecord,
-) -> Result<(), StoreError> {
-    duplicate(
-        write_record(c, &st::OPERATOR_TOKEN_INSERT, t).await?,
-        || "operator token".into(),
-    )?;
-    Ok(())
-}
-
-/// An operator token by the hash of the presented token, expired or not.
-pub(crate) async fn operator_token_by_hash<C: GenericClient>(
-    c: &C,
-    hash: &[u8; 32],
-) -> Result<Option<OperatorTokenRecord>, StoreError> {
-    record(c, &st::OPERATOR_TOKEN_BY_HASH, &[&&hash[..]]).await
-}
-
-/// Every operator token in issue order.
-pub(crate) async fn operator_tokens<C: GenericClient>(
-    c: &C,
-) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-    records(c, &st::OPERATOR_TOKENS, &[]).await
-}
-
-/// Ends a token's validity at `at` unless it ends earlier already.
-pub(crate) async fn expire_operator_token<C: GenericClient>(
-    c: &C,
-    id: TokenId,
-    at: Timestamp,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        c,
-        sql(&st::OPERATOR_TOKEN_EXPIRE),
-        &[&at.unix_millis(), &id.to_string()],
-    )
-    .await?;
-    Ok(n > 0)
 }

@@ -17,15 +17,13 @@ use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting}
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
+    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
-use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
-use payments_core::store::RequestLogStore;
 use payments_core::store::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
-    ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
-    OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged,
-    Retained, SettingStore, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    AdmitOutcome, AttemptRecorded, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
+    CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OutboxStore, PageKey,
+    PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey,
+    Transaction, TxOutput, TxWork,
 };
 use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
@@ -33,7 +31,7 @@ use payments_core::{SecretString, Timestamp};
 use crate::error::db;
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, outbox, payments, request_log, PgStore};
+use crate::{cabinet, directory, ledger, outbox, payments, PgStore};
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
@@ -396,59 +394,6 @@ impl CallbackSecretStore for PgStore {
 }
 
 #[async_trait]
-impl OperatorStore for PgStore {
-    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::insert_operator_token(&client, token).await
-    }
-
-    async fn find_operator_tokens(
-        &self,
-        hash: Option<&[u8; 32]>,
-    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        let client = self.client().await?;
-        match hash {
-            Some(hash) => Ok(directory::operator_token_by_hash(&client, hash)
-                .await?
-                .into_iter()
-                .collect()),
-            None => directory::operator_tokens(&client).await,
-        }
-    }
-
-    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        directory::expire_operator_token(&client, id, at).await
-    }
-}
-
-#[async_trait]
-impl SettingStore for PgStore {
-    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
-        let client = self.client().await?;
-        directory::setting(&client, name).await
-    }
-
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::put_setting(&client, name, value).await
-    }
-}
-
-#[async_trait]
-impl AuditStore for PgStore {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::append_audit(&client, record).await
-    }
-
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::audit_records(&client, limit).await
-    }
-}
-
-#[async_trait]
 impl PayerPageStore for PgStore {
     async fn ensure_payment_page(
         &self,
@@ -467,37 +412,6 @@ impl PayerPageStore for PgStore {
             PageKey::Payment(payment) => cabinet::payment_page(&client, payment).await,
             PageKey::TokenHash(hash) => cabinet::payment_page_by_hash(&client, hash).await,
         }
-    }
-}
-
-#[async_trait]
-impl RequestLogStore for PgStore {
-    /// One transaction: the inserts, then each project's trim.
-    async fn append_requests(
-        &self,
-        entries: &[RequestLogEntry],
-        keep: usize,
-    ) -> Result<(), StoreError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        request_log::append(&tx, entries, keep).await?;
-        tx.commit().await.map_err(db)
-    }
-
-    async fn find_requests(
-        &self,
-        query: &RequestLogQuery,
-    ) -> Result<Vec<RequestLogEntry>, StoreError> {
-        let client = self.client().await?;
-        request_log::find(&client, query).await
-    }
-
-    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
-        let client = self.client().await?;
-        request_log::purge(&client, before, limit).await
     }
 }
 

@@ -1,16 +1,16 @@
-//! Merchants, projects, credentials, settings and the audit trail as SQL. The statements and
+//! Merchants, projects, credentials and the audit trail's writes inside transactions as SQL. The statements and
 //! row conversions are the shared ones ([`payments_store_sql::statements`]); this file runs
 //! them on a rusqlite connection.
 
 use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
+    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
 use payments_core::store::{AuthLookup, StoreError};
 use payments_core::{SecretString, Timestamp};
 use payments_store_sql::record::secret_values;
 use payments_store_sql::statements as st;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use crate::codec::{self, execute, execute_raw, params, query, record, record_params, records};
 use crate::error::{db, duplicate};
@@ -234,70 +234,13 @@ pub(crate) fn replace_secret(
     Ok(n > 0)
 }
 
-// --- operator tokens -------------------------------------------------------------------------
-
-/// Stores an operator token; a taken id or hash is `Duplicate`.
-pub(crate) fn insert_operator_token(
-    conn: &Connection,
-    t: &OperatorTokenRecord,
-) -> Result<(), StoreError> {
-    execute_raw(conn, &st::OPERATOR_TOKEN_INSERT, record_params(t)?)
-        .map_err(|e| duplicate(e, || "operator token".into()))?;
-    Ok(())
-}
-
-pub(crate) fn operator_token_by_hash(
-    conn: &Connection,
-    hash: &[u8; 32],
-) -> Result<Option<OperatorTokenRecord>, StoreError> {
-    record(conn, &st::OPERATOR_TOKEN_BY_HASH, [&hash[..]])
-}
-
-pub(crate) fn operator_tokens(conn: &Connection) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-    records(conn, &st::OPERATOR_TOKENS, [])
-}
-
-/// Ends a token's validity at `at` unless it ends earlier already.
-pub(crate) fn expire_operator_token(
-    conn: &Connection,
-    id: TokenId,
-    at: Timestamp,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        conn,
-        &st::OPERATOR_TOKEN_EXPIRE,
-        params![at.unix_millis(), id.to_string()],
-    )?;
-    Ok(n > 0)
-}
-
-// --- settings and audit ----------------------------------------------------------------------
-
-pub(crate) fn setting(conn: &Connection, name: &str) -> Result<Option<String>, StoreError> {
-    conn.prepare_cached(codec::sql(&st::SETTING))
-        .map_err(db)?
-        .query_row([name], |r| r.get(0))
-        .optional()
-        .map_err(db)
-}
-
-pub(crate) fn put_setting(conn: &Connection, name: &str, value: &str) -> Result<(), StoreError> {
-    execute(conn, &st::SETTING_PUT, [name, value])?;
-    Ok(())
-}
+// --- audit (the rest of the audit trail, the settings and the operator tokens are in
+// payments_store_sql::port) -------------------------------------------------------------------
 
 /// Appends an audit record (also inside [`crate::payments::commit_change`]).
 pub(crate) fn append_audit(conn: &Connection, a: &AuditRecord) -> Result<(), StoreError> {
     execute(conn, &st::AUDIT_INSERT, record_params(a)?)?;
     Ok(())
-}
-
-/// The newest `limit` records, newest first.
-pub(crate) fn audit_records(
-    conn: &Connection,
-    limit: usize,
-) -> Result<Vec<AuditRecord>, StoreError> {
-    records(conn, &st::AUDIT_NEWEST, [codec::limit(limit)])
 }
 
 /// Deletes at most `limit` of the oldest audit records written before `before`.

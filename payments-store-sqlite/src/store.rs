@@ -17,15 +17,13 @@ use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting}
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
+    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
-use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
-use payments_core::store::RequestLogStore;
 use payments_core::store::{
-    AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
-    CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore,
-    OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
-    SettingStore, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    AttemptRecorded, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
+    InsertOutcome, LeaseToken, MerchantStore, NonceUse, OutboxStore, PageKey, PayerPageStore,
+    PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction,
+    TxOutput, TxWork,
 };
 use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
@@ -33,7 +31,7 @@ use rusqlite::Connection;
 
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, nonces, outbox, payments, request_log, SqliteStore};
+use crate::{cabinet, directory, ledger, nonces, outbox, payments, SqliteStore};
 
 /// A transaction of the SQLite store: its steps on the writer connection, inside the writer's
 /// transaction (one job of a group commit).
@@ -86,35 +84,6 @@ impl Transaction for SqliteTx<'_> {
 
     async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
         directory::append_audit(self.conn, record)
-    }
-}
-
-#[async_trait]
-impl RequestLogStore for SqliteStore {
-    async fn append_requests(
-        &self,
-        entries: &[RequestLogEntry],
-        keep: usize,
-    ) -> Result<(), StoreError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let entries = entries.to_vec();
-        self.write(move |c| request_log::append(c, &entries, keep))
-            .await
-    }
-
-    async fn find_requests(
-        &self,
-        query: &RequestLogQuery,
-    ) -> Result<Vec<RequestLogEntry>, StoreError> {
-        let q = query.clone();
-        self.read(move |c| request_log::find(c, &q)).await
-    }
-
-    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
-        self.free(move |c| request_log::purge(c, before, limit))
-            .await
     }
 }
 
@@ -388,60 +357,6 @@ impl CallbackSecretStore for SqliteStore {
 }
 
 #[async_trait]
-impl OperatorStore for SqliteStore {
-    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
-        let t = token.clone();
-        self.write(move |c| directory::insert_operator_token(c, &t))
-            .await
-    }
-
-    async fn find_operator_tokens(
-        &self,
-        hash: Option<&[u8; 32]>,
-    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        let hash = hash.copied();
-        self.read(move |c| match &hash {
-            Some(hash) => Ok(directory::operator_token_by_hash(c, hash)?
-                .into_iter()
-                .collect()),
-            None => directory::operator_tokens(c),
-        })
-        .await
-    }
-
-    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
-        self.write(move |c| directory::expire_operator_token(c, id, at))
-            .await
-    }
-}
-
-#[async_trait]
-impl SettingStore for SqliteStore {
-    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
-        let name = name.to_string();
-        self.read(move |c| directory::setting(c, &name)).await
-    }
-
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        let (name, value) = (name.to_string(), value.to_string());
-        self.write(move |c| directory::put_setting(c, &name, &value))
-            .await
-    }
-}
-
-#[async_trait]
-impl AuditStore for SqliteStore {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let r = record.clone();
-        self.write(move |c| directory::append_audit(c, &r)).await
-    }
-
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        self.read(move |c| directory::audit_records(c, limit)).await
-    }
-}
-
-#[async_trait]
 impl PayerPageStore for SqliteStore {
     async fn ensure_payment_page(
         &self,
@@ -583,7 +498,7 @@ impl CabinetStore for SqliteStore {
                 self.read(move |c| Ok(cabinet::user_by_email(c, &email)?.into_iter().collect()))
                     .await
             }
-            UserKey::All => self.read(cabinet::users).await,
+            UserKey::All => self.read(|c| cabinet::users(c)).await,
         }
     }
 

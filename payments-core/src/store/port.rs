@@ -717,3 +717,60 @@ macro_rules! declare_port {
 }
 
 pub(crate) use declare_port;
+
+/// Implements traits of the storage port for a store type by handing every method, provided
+/// ones included, to the same method of what `$store`'s method `$via()` returns (which
+/// implements those traits): `delegate_port!(SqliteStore => sql; SettingStore, AuditStore);`.
+/// Made from the port's listing, so a method added to one of the traits is delegated without
+/// a line in the store's crate. The SQL stores reach their shared implementation
+/// (`payments_store_sql::port`) this way.
+#[macro_export]
+macro_rules! delegate_port {
+    ($store:ty => $via:ident; $($trait:ident),+ $(,)?) => {
+        $(
+            $crate::__storage_port!($trait $crate::__delegate_port_trait! { [$store] $via });
+        )+
+    };
+}
+
+/// One trait of [`delegate_port!`](crate::delegate_port), from its listing.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __delegate_port_trait {
+    (
+        { [$store:ty] $via:ident }
+        $(#[$tattr:meta])*
+        pub trait $trait:ident : $sup:ident $(+ $more:ident)* {
+            $(
+                $(#[$mattr:meta])*
+                $kind:ident fn $name:ident (
+                    &$s:ident $(, $arg:ident : $aty:ty)* $(,)?
+                ) -> Result<$ok:ty, StoreError> $end:tt
+            )*
+            $(@sync {
+                $(
+                    $(#[$sattr:meta])*
+                    fn $sname:ident (&$ss:ident) -> $sret:ty $sbody:block
+                )*
+            })?
+        }
+    ) => {
+        const _: () = {
+            use $crate::store::port_types::*;
+
+            #[async_trait]
+            impl $trait for $store {
+                $($(
+                    fn $sname(&self) -> $sret {
+                        self.$via().$sname()
+                    }
+                )*)?
+                $(
+                    async fn $name(&self $(, $arg: $aty)*) -> Result<$ok, StoreError> {
+                        self.$via().$name($($arg),*).await
+                    }
+                )*
+            }
+        };
+    };
+}

@@ -1,0 +1,204 @@
+//! The storage port implemented once for both SQL engines: [`Shared`] over an engine's
+//! [`Runtime`]. Each method is one job of statements over a [`Conn`], with the place it runs
+//! ([`On`]) chosen here, once. An engine's store type hands the ports to it with
+//! `payments_core::delegate_port!(MyStore => sql; SettingStore, ...)`, where `sql()` returns
+//! `Shared(self)`; the ports not listed there still have each engine's own glue.
+//!
+//! Adding a method to a port implemented here touches the port's listing, this file and the
+//! memory store.
+
+use payments_core::ids::TokenId;
+use payments_core::project::{AuditRecord, OperatorTokenRecord};
+use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
+use payments_core::store::port_types::async_trait;
+use payments_core::store::{
+    AuditStore, OperatorStore, Purged, RequestLogStore, SettingStore, StoreError,
+};
+use payments_core::Timestamp;
+
+use crate::codec;
+use crate::request_log as rl;
+use crate::row::Cols;
+use crate::runtime::{execute, job, query, record, records, BoxFuture, Conn, On, Runtime};
+use crate::statements as st;
+use crate::value::SqlValue;
+use crate::{Record, Sql};
+
+/// The shared implementation of the ports, over the engine `R`.
+#[derive(Debug)]
+pub struct Shared<'r, R: ?Sized>(pub &'r R);
+
+impl<'r, R: Runtime + ?Sized> Shared<'r, R> {
+    /// Runs `step` with its own copy of `args` (a job may run more than once) on `on`.
+    fn run<A, T, F>(&self, on: On, args: A, step: F) -> BoxFuture<'r, Result<T, StoreError>>
+    where
+        A: Clone + Send + 'static,
+        T: Send + 'static,
+        F: for<'c> Fn(&'c dyn Conn, A) -> BoxFuture<'c, Result<T, StoreError>> + Send + 'static,
+    {
+        self.0.run(on, job(move |c| step(c, args.clone())))
+    }
+}
+
+// --- settings --------------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> SettingStore for Shared<'_, R> {
+    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.run(On::Read, name.to_string(), |c, name| {
+            Box::pin(setting(c, name))
+        })
+        .await
+    }
+
+    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let values = vec![SqlValue::text(name), SqlValue::text(value)];
+        self.run(On::Write, values, |c, values| {
+            Box::pin(write(c, &st::SETTING_PUT, values))
+        })
+        .await
+    }
+}
+
+async fn setting(c: &dyn Conn, name: String) -> Result<Option<String>, StoreError> {
+    fn value(c: &Cols<'_>) -> Result<String, StoreError> {
+        c.text("value")
+    }
+    let text = st::SETTING.text(c.dialect());
+    Ok(query(c, text, vec![SqlValue::text(name)], value)
+        .await?
+        .pop())
+}
+
+/// Runs a statement that writes and answers nothing.
+async fn write(c: &dyn Conn, s: &Sql, values: Vec<SqlValue>) -> Result<(), StoreError> {
+    execute(c, s, values).await.map(drop)
+}
+
+// --- operator tokens -------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> OperatorStore for Shared<'_, R> {
+    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
+        self.run(On::Write, token.values()?, |c, values| {
+            Box::pin(async move {
+                let text = st::OPERATOR_TOKEN_INSERT.text(c.dialect());
+                c.execute_unique(text, values, "operator token")
+                    .await
+                    .map(drop)
+            })
+        })
+        .await
+    }
+
+    async fn find_operator_tokens(
+        &self,
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        self.run(On::Read, hash.copied(), |c, hash| {
+            Box::pin(async move {
+                match hash {
+                    Some(h) => {
+                        let values = vec![SqlValue::blob(h.to_vec())];
+                        let found = record(c, &st::OPERATOR_TOKEN_BY_HASH, values).await?;
+                        Ok(found.into_iter().collect())
+                    }
+                    None => records(c, &st::OPERATOR_TOKENS, Vec::new()).await,
+                }
+            })
+        })
+        .await
+    }
+
+    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
+        let values = vec![SqlValue::ts(at), SqlValue::display(id)];
+        self.run(On::Write, values, |c, values| {
+            Box::pin(async move { Ok(execute(c, &st::OPERATOR_TOKEN_EXPIRE, values).await? > 0) })
+        })
+        .await
+    }
+}
+
+// --- the audit trail -------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> AuditStore for Shared<'_, R> {
+    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.run(On::Write, record.values()?, |c, values| {
+            Box::pin(write(c, &st::AUDIT_INSERT, values))
+        })
+        .await
+    }
+
+    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        let values = vec![SqlValue::Int(codec::limit(limit))];
+        self.run(On::Read, values, |c, values| {
+            Box::pin(records(c, &st::AUDIT_NEWEST, values))
+        })
+        .await
+    }
+}
+
+// --- the request log -------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
+    /// One transaction: the inserts, then each project's trim.
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut inserts = Vec::with_capacity(entries.len());
+        let mut projects = Vec::new();
+        for e in entries {
+            inserts.push(rl::insert_values(e)?);
+            if !projects.contains(&e.project_id) {
+                projects.push(e.project_id);
+            }
+        }
+        let trims: Vec<_> = projects
+            .into_iter()
+            .map(|p| rl::trim_values(p, keep))
+            .collect();
+        self.run(On::Transaction, (inserts, trims), |c, (inserts, trims)| {
+            Box::pin(async move {
+                for values in inserts {
+                    execute(c, &rl::INSERT, values).await?;
+                }
+                for values in trims {
+                    execute(c, &rl::TRIM, values).await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn find_requests(
+        &self,
+        query: &RequestLogQuery,
+    ) -> Result<Vec<RequestLogEntry>, StoreError> {
+        self.run(On::Read, query.clone(), |c, q| {
+            Box::pin(async move {
+                let (text, values) = rl::page(&q, c.dialect());
+                self::query(c, &text, values, RequestLogEntry::from_row).await
+            })
+        })
+        .await
+    }
+
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        let values = vec![SqlValue::ts(before), SqlValue::Int(codec::limit(limit))];
+        self.run(On::Purge, values, move |c, values| {
+            Box::pin(async move {
+                let n = execute(c, &rl::PURGE, values).await?;
+                Ok(Purged::of_batch(n, limit))
+            })
+        })
+        .await
+    }
+}
