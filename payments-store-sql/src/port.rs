@@ -58,7 +58,17 @@ impl<R: Runtime + ?Sized> SettingStore for Shared<'_, R> {
         })
         .await
     }
+
+    async fn delete_setting(&self, name: &str) -> Result<bool, StoreError> {
+        self.run(On::Write, vec![SqlValue::text(name)], |c, values| {
+            Box::pin(async move { Ok(execute(c, &SETTING_DELETE, values).await? > 0) })
+        })
+        .await
+    }
 }
+
+/// Deletes the setting named `$1`.
+static SETTING_DELETE: Sql = Sql::new(|_| "DELETE FROM settings WHERE name = $1".to_string());
 
 async fn setting(c: &dyn Conn, name: String) -> Result<Option<String>, StoreError> {
     fn value(c: &Cols<'_>) -> Result<String, StoreError> {

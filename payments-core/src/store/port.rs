@@ -318,6 +318,10 @@ macro_rules! __storage_port {
 
                 /// Sets a named setting.
                 write fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
+
+                /// Removes a named setting, so that it reads as never set (a typed setting as
+                /// its default again); `false` if it was not set.
+                write fn delete_setting(&self, name: &str) -> Result<bool, StoreError>;
             }
         }
     };

@@ -754,6 +754,10 @@ impl SettingStore for MemoryStore {
             .insert(name.to_string(), value.to_string());
         Ok(())
     }
+
+    async fn delete_setting(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().settings.remove(name).is_some())
+    }
 }
 
 #[async_trait]
