@@ -119,6 +119,7 @@ async fn the_embedding_takes_a_signed_payment_and_sends_its_callback() {
         .expect("a payment id");
     state
         .service
+        .payments()
         .operate(id, Trigger::Confirm { amount: None }, &Actor::system())
         .await
         .expect("confirmed");

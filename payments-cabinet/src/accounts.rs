@@ -935,7 +935,7 @@ impl Cabinet {
 
     /// Re-seals every stored TOTP key that is not sealed under the current sealing key
     /// (plaintext, or a previous key) with the current key, like
-    /// [`PaymentService::reseal_callback_secrets`] for callback secrets; answers (re-sealed,
+    /// [`Directory::reseal_callback_secrets`](payments_core::service::Directory::reseal_callback_secrets) for callback secrets; answers (re-sealed,
     /// already current). Refused without a configured key.
     pub async fn reseal_totp_keys(&self) -> Result<(u64, u64), ApiError> {
         let keys = &self.service.config().sealing;

@@ -248,7 +248,7 @@ impl fmt::Debug for SealingKeys {
     }
 }
 
-/// What [`PaymentService::reseal_callback_secrets`](crate::service::PaymentService::reseal_callback_secrets) did.
+/// What [`Directory::reseal_callback_secrets`](crate::service::Directory::reseal_callback_secrets) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResealReport {
     /// The id of the key everything is now sealed with.

@@ -151,7 +151,7 @@ pub const LEGACY_OPERATOR_TOKEN_SHA256: Setting<String> = Setting::new("operator
 pub const WRITE_PROBE: Setting<String> = Setting::new("store.write_probe");
 
 /// The environment the database belongs to (`sandbox` or `production`), recorded once by
-/// [`PaymentService::record_environment`](crate::service::PaymentService::record_environment):
+/// [`ServiceState::record_environment`](crate::service::ServiceState::record_environment):
 /// tokens issued in one environment carry its prefix and fail in the other.
 pub const ENVIRONMENT: Setting<crate::auth::Environment> = Setting::new("server.environment");
 

@@ -1,6 +1,6 @@
 //! Hostile input at the authentication boundary ("Hostile input", defects 5-8): requests built
 //! by hand (signed with the core's signer), authenticated through
-//! `PaymentService::authenticate` as the HTTP adapter does it.
+//! `Gate::authenticate` as the HTTP adapter does it.
 
 mod common;
 
@@ -119,6 +119,7 @@ impl Req {
             payment: None,
         };
         service
+            .gate()
             .authenticate(&request, &payments_core::ratelimit::Unlimited)
             .await
             .map_err(ApiError::from)
@@ -143,8 +144,12 @@ fn provisioned_with(
         h.store.put_merchant(&m).await.unwrap();
         h.store.put_project(&p).await.unwrap();
     });
-    let token = block_on(h.service.issue_token(p.id, Scope::ALL.to_vec(), &actor()))
-        .expect("a token is issued");
+    let token = block_on(
+        h.service
+            .directory()
+            .issue_token(p.id, Scope::ALL.to_vec(), &actor()),
+    )
+    .expect("a token is issued");
     (m, p, format!("Bearer {}", token.token.expose()))
 }
 
@@ -154,9 +159,13 @@ fn actor() -> Actor {
 
 fn register(h: &Harness, project: ProjectId, key: &SigningKey) -> Result<(), ApiError> {
     let public = STANDARD.encode(key.verifying_key().to_bytes());
-    block_on(h.service.register_key(project, &public, &actor()))
-        .map(|_| ())
-        .map_err(ApiError::from)
+    block_on(
+        h.service
+            .directory()
+            .register_key(project, &public, &actor()),
+    )
+    .map(|_| ())
+    .map_err(ApiError::from)
 }
 
 fn refused(r: Result<Authenticated, ApiError>) -> ApiError {
@@ -184,7 +193,7 @@ fn a_key_active_on_one_project_is_refused_on_another_so_its_requests_cannot_be_r
     let signed = Req::create().signed(&h, &key, None);
     let first = signed.clone_with("authorization", &token_a);
     let auth = block_on(first.authenticate(&h.service)).expect("project A accepts its request");
-    block_on(h.service.accept(auth)).expect("the nonce is recorded");
+    block_on(h.service.gate().accept(auth)).expect("the nonce is recorded");
     // ... and replayed with project B's token: B has no such key.
     let replay = signed.clone_with("authorization", &token_b);
     let e = refused(block_on(replay.authenticate(&h.service)));
@@ -194,6 +203,7 @@ fn a_key_active_on_one_project_is_refused_on_another_so_its_requests_cannot_be_r
     // Once revoked on A, the key may move to B.
     block_on(
         h.service
+            .directory()
             .revoke_key(a.id, &keyid(&key.verifying_key()), &actor()),
     )
     .unwrap();
@@ -272,7 +282,12 @@ fn patch_project(
     project: ProjectId,
     patch: ProjectPatch,
 ) -> Result<Project, ApiError> {
-    block_on(h.service.update_project(project, patch, &actor())).map_err(ApiError::from)
+    block_on(
+        h.service
+            .directory()
+            .update_project(project, patch, &actor()),
+    )
+    .map_err(ApiError::from)
 }
 
 #[test]
@@ -361,12 +376,15 @@ fn names_with_control_or_bidi_characters_are_refused() {
         let e = rename(name).expect_err(name);
         assert_eq!(e.code, ErrorCode::BadRequest, "{name:?}");
         assert!(e.message.contains(found), "{name:?}: {e}");
-        let e = block_on(h.service.create_merchant(name, None, &actor())).expect_err(name);
+        let e =
+            block_on(h.service.directory().create_merchant(name, None, &actor())).expect_err(name);
         assert_eq!(e.code(), ErrorCode::BadRequest, "{name:?}");
-        let e = block_on(
-            h.service
-                .create_project(m.id, name, ProjectPatch::default(), &actor()),
-        )
+        let e = block_on(h.service.directory().create_project(
+            m.id,
+            name,
+            ProjectPatch::default(),
+            &actor(),
+        ))
         .expect_err(name);
         assert_eq!(e.code(), ErrorCode::BadRequest, "{name:?}");
     }
@@ -405,11 +423,11 @@ fn single_valued_headers_sent_twice_are_refused_before_the_token() {
 #[test]
 fn the_operator_token_scheme_is_read_in_any_case_like_the_merchant_one() {
     let h = Harness::new(85);
-    let token = block_on(h.service.issue_operator_token()).expect("an operator token");
+    let token = block_on(h.service.directory().issue_operator_token()).expect("an operator token");
     for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
         let header = format!("{scheme} {token}");
         assert!(
-            block_on(h.service.check_operator_token(Some(&header))).is_ok(),
+            block_on(h.service.directory().check_operator_token(Some(&header))).is_ok(),
             "{scheme}"
         );
     }
@@ -419,7 +437,8 @@ fn the_operator_token_scheme_is_read_in_any_case_like_the_merchant_one() {
         token.clone(),
         "Bearer op_wrong".to_string(),
     ] {
-        let e = block_on(h.service.check_operator_token(Some(&header))).expect_err(&header);
+        let e =
+            block_on(h.service.directory().check_operator_token(Some(&header))).expect_err(&header);
         assert_eq!(e.code(), ErrorCode::TokenInvalid);
     }
     // The merchant side reads any case too.

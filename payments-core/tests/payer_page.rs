@@ -111,13 +111,18 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
 
     // Off: no link, and the page is not there.
     assert_eq!(
-        h.service.payment_page_token(&p, &payment).await.unwrap(),
+        h.service
+            .payments()
+            .payment_page_token(&p, &payment)
+            .await
+            .unwrap(),
         None
     );
 
     let actor = Actor("test".into());
     let on = h
         .service
+        .directory()
         .update_project(
             p.id,
             ProjectPatch {
@@ -131,11 +136,17 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         .expect("turned on");
     let token = h
         .service
+        .payments()
         .payment_page_token(&on, &payment)
         .await
         .unwrap()
         .expect("a link");
-    let again = h.service.payment_page_token(&on, &payment).await.unwrap();
+    let again = h
+        .service
+        .payments()
+        .payment_page_token(&on, &payment)
+        .await
+        .unwrap();
     assert_eq!(again, Some(token.clone()), "one link per payment");
     assert!(!token.as_str().contains(&payment.id.to_string()[..8]));
     // Another payment's link is another random token.
@@ -149,6 +160,7 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         .payment;
     let other = h
         .service
+        .payments()
         .payment_page_token(&on, &second)
         .await
         .unwrap()
@@ -159,6 +171,7 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
     foreign.id = project_id(9);
     assert_eq!(
         h.service
+            .payments()
             .payment_page_token(&foreign, &payment)
             .await
             .unwrap(),
@@ -167,6 +180,7 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
 
     let view = h
         .service
+        .payments()
         .payer_page(token.as_str())
         .await
         .expect("the page");
@@ -180,11 +194,13 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
 
     // Closed: the outcome.
     h.service
+        .payments()
         .operate(payment.id, Trigger::Confirm { amount: None }, &actor)
         .await
         .expect("confirmed");
     let view = h
         .service
+        .payments()
         .payer_page(token.as_str())
         .await
         .expect("the page");
@@ -201,16 +217,19 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         .payment;
     let canceled = h
         .service
+        .payments()
         .payment_page_token(&on, &third)
         .await
         .unwrap()
         .expect("a link");
     h.service
+        .payments()
         .operate(third.id, Trigger::Cancel, &actor)
         .await
         .expect("canceled");
     let state = |token: PageToken| async move {
         h.service
+            .payments()
             .payer_page(token.as_str())
             .await
             .expect("the page")
@@ -223,12 +242,13 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
     h.advance(Duration::from_secs(16 * 60));
     let view = h
         .service
+        .payments()
         .payer_page(other.as_str())
         .await
         .expect("the page");
     assert_eq!(view.state, PayerState::Expired);
     assert_eq!(view.shop, on.name);
-    let swept = h.service.sweep(100).await.expect("a sweep");
+    let swept = h.service.payments().sweep(100).await.expect("a sweep");
     assert!(swept.expired >= 1, "{swept:?}");
     assert_eq!(
         h.service
@@ -251,10 +271,16 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         payment.id.to_string(),
         format!("{}=", token.as_str()),
     ] {
-        let e = h.service.payer_page(&wrong).await.expect_err("not a page");
+        let e = h
+            .service
+            .payments()
+            .payer_page(&wrong)
+            .await
+            .expect_err("not a page");
         assert_eq!(e.code(), ErrorCode::PaymentNotFound, "{wrong}");
     }
     h.service
+        .directory()
         .update_project(
             p.id,
             ProjectPatch {
@@ -265,6 +291,11 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         )
         .await
         .expect("turned off");
-    let e = h.service.payer_page(token.as_str()).await.expect_err("off");
+    let e = h
+        .service
+        .payments()
+        .payer_page(token.as_str())
+        .await
+        .expect_err("off");
     assert_eq!(e.code(), ErrorCode::PaymentNotFound);
 }

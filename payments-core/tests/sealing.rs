@@ -66,10 +66,12 @@ fn actor() -> Actor {
 
 async fn project(service: &PaymentService) -> ProjectId {
     let merchant = service
+        .directory()
         .create_merchant("Shop", None, &actor())
         .await
         .unwrap();
     service
+        .directory()
         .create_project(merchant.id, "Site", ProjectPatch::default(), &actor())
         .await
         .unwrap()
@@ -79,6 +81,7 @@ async fn project(service: &PaymentService) -> ProjectId {
 /// The secret that signs now.
 async fn signing(service: &PaymentService, project: ProjectId) -> Result<String, ErrorCode> {
     let ring = service
+        .directory()
         .signing_secrets(project)
         .await
         .map_err(|e| e.code())?;
@@ -103,6 +106,7 @@ fn the_store_holds_sealed_secrets_and_a_rotation_reseals_them() {
         let with_a = service(&store, SealingKeys::new(a.clone(), Vec::new()));
         let pid = project(&with_a).await;
         let secret = with_a
+            .directory()
             .rotate_callback_secret(pid, &actor())
             .await
             .unwrap()
@@ -123,14 +127,22 @@ fn the_store_holds_sealed_secrets_and_a_rotation_reseals_them() {
         // Rotation: b current, a previous: still signs; the re-seal moves every secret to b.
         let rotating = service(&store, SealingKeys::new(b.clone(), vec![a.clone()]));
         assert_eq!(signing(&rotating, pid).await.unwrap(), secret);
-        let report = rotating.reseal_callback_secrets(&actor()).await.unwrap();
+        let report = rotating
+            .directory()
+            .reseal_callback_secrets(&actor())
+            .await
+            .unwrap();
         assert_eq!(
             (report.key_id.as_str(), report.resealed, report.current),
             (b.id(), 1, 0)
         );
         let raw = stored(&store, pid).await;
         assert!(raw[0].starts_with(&format!("v1.{}.", b.id())), "{raw:?}");
-        let again = rotating.reseal_callback_secrets(&actor()).await.unwrap();
+        let again = rotating
+            .directory()
+            .reseal_callback_secrets(&actor())
+            .await
+            .unwrap();
         assert_eq!((again.resealed, again.current), (0, 1));
 
         // a dropped: b alone signs with the same secret.
@@ -150,6 +162,7 @@ fn a_plaintext_secret_from_before_sealing_signs_until_resealed() {
         let old = service(&store, SealingKeys::none());
         let pid = project(&old).await;
         let secret = old
+            .directory()
             .rotate_callback_secret(pid, &actor())
             .await
             .unwrap()
@@ -159,7 +172,11 @@ fn a_plaintext_secret_from_before_sealing_signs_until_resealed() {
         let a = key(1);
         let sealed = service(&store, SealingKeys::new(a.clone(), Vec::new()));
         assert_eq!(signing(&sealed, pid).await.unwrap(), secret);
-        let report = sealed.reseal_callback_secrets(&actor()).await.unwrap();
+        let report = sealed
+            .directory()
+            .reseal_callback_secrets(&actor())
+            .await
+            .unwrap();
         assert_eq!((report.resealed, report.current), (1, 0));
         let raw = stored(&store, pid).await;
         assert!(raw[0].starts_with(&format!("v1.{}.", a.id())), "{raw:?}");
@@ -167,6 +184,7 @@ fn a_plaintext_secret_from_before_sealing_signs_until_resealed() {
 
         // The next rotation seals the new secret and keeps the (re-sealed) previous one.
         let next = sealed
+            .directory()
             .rotate_callback_secret(pid, &actor())
             .await
             .unwrap()
@@ -174,7 +192,7 @@ fn a_plaintext_secret_from_before_sealing_signs_until_resealed() {
         let raw = stored(&store, pid).await;
         assert_eq!(raw.len(), 2);
         assert!(raw.iter().all(|r| r.starts_with("v1.")), "{raw:?}");
-        let ring = sealed.signing_secrets(pid).await.unwrap();
+        let ring = sealed.directory().signing_secrets(pid).await.unwrap();
         assert_eq!(ring.current().secret.expose(), next);
         assert_eq!(ring.previous().unwrap().secret.expose(), secret);
     });
@@ -192,6 +210,7 @@ fn a_secret_created_at_first_delivery_is_sealed_too_and_reseal_needs_a_key() {
         assert_eq!(signing(&sealed, pid).await.unwrap(), secret);
 
         let err = service(&store, SealingKeys::none())
+            .directory()
             .reseal_callback_secrets(&actor())
             .await
             .unwrap_err();
@@ -205,7 +224,11 @@ fn a_sealed_secret_moved_to_another_project_does_not_open() {
         let store = Arc::new(MemoryStore::new());
         let sealed = service(&store, SealingKeys::new(key(1), Vec::new()));
         let (p1, p2) = (project(&sealed).await, project(&sealed).await);
-        sealed.rotate_callback_secret(p1, &actor()).await.unwrap();
+        sealed
+            .directory()
+            .rotate_callback_secret(p1, &actor())
+            .await
+            .unwrap();
         let record = store.callback_secrets(p1).await.unwrap().remove(0);
         store.add_callback_secret(p2, &record).await.unwrap();
         assert_eq!(signing(&sealed, p2).await, Err(ErrorCode::Internal));

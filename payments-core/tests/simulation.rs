@@ -340,7 +340,7 @@ impl World {
         };
         let want = expected(l, &op);
         let id = l.id;
-        let result = block_on(self.h.service.operate(
+        let result = block_on(self.h.service.payments().operate(
             id,
             op.trigger(),
             &Actor("operator:sim".into()),
@@ -428,7 +428,7 @@ impl World {
                 .advance(Duration::from_millis(1 + self.dice.below(240_000))),
         }
         let now = self.now();
-        let report = block_on(self.h.service.sweep(100_000)).unwrap();
+        let report = block_on(self.h.service.payments().sweep(100_000)).unwrap();
         let mut expired = 0;
         for i in 0..self.lives.len() {
             let l = &mut self.lives[i];

@@ -54,7 +54,7 @@ pub fn metrics_app(state: AppState) -> Router {
         axum::routing::get(
             |axum::extract::State(st): axum::extract::State<AppState>,
              headers: axum::http::HeaderMap| async move {
-                crate::metrics::serve(&st, &headers).await
+                crate::scrape::serve(&st, &headers).await
             },
         ),
     );
@@ -75,7 +75,7 @@ pub fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::metrics::observe,
+            crate::scrape::observe,
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -11,8 +11,9 @@ use payments_core::auth::Endpoint;
 use payments_core::service::{parse_period, EntryListQuery};
 use payments_core::ApiError;
 
+use crate::admission::admitted;
 use crate::error::{HttpError, RequestId};
-use crate::merchant::{admitted, json_response, page_json};
+use crate::json::{json_response, page_json};
 use crate::state::AppState;
 
 /// `GET /api/v1/balance`: the project's balance (USDT, 4 decimals, decimal strings) and the
@@ -25,9 +26,9 @@ pub(crate) async fn get_balance(
 ) -> Result<Response, HttpError> {
     let query = req.uri().query().map(str::to_string);
     let a = admitted(&st, Endpoint::ReadBalance, req, None).await?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     no_query(query.as_deref())?;
-    let balance = st.service.balance(ctx.project.id).await?;
+    let balance = st.service.balances().balance(ctx.project.id).await?;
     Ok(json_response(StatusCode::OK, &balance.view()))
 }
 
@@ -41,9 +42,13 @@ pub(crate) async fn list_entries(
 ) -> Result<Response, HttpError> {
     let query = req.uri().query().unwrap_or_default().to_string();
     let a = admitted(&st, Endpoint::ReadBalance, req, None).await?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let query = EntryListQuery::parse(&query)?;
-    let page = st.service.list_entries(&ctx.project, &query).await?;
+    let page = st
+        .service
+        .balances()
+        .list_entries(&ctx.project, &query)
+        .await?;
     let data: Vec<_> = page.entries.iter().map(|e| e.view()).collect();
     Ok(json_response(
         StatusCode::OK,
@@ -61,9 +66,13 @@ pub(crate) async fn statement(
 ) -> Result<Response, HttpError> {
     let query = req.uri().query().unwrap_or_default().to_string();
     let a = admitted(&st, Endpoint::ReadBalance, req, None).await?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let (from, to) = parse_period(&query)?;
-    let statement = st.service.statement(ctx.project.id, from, to).await?;
+    let statement = st
+        .service
+        .balances()
+        .statement(ctx.project.id, from, to)
+        .await?;
     Ok(json_response(StatusCode::OK, &statement.view()))
 }
 

@@ -5,7 +5,7 @@
 //! per-project, a per-host and a global concurrency bound, and every attempt is recorded
 //! together with the time of the next one, so the retry schedule survives restarts. The core decides what is
 //! sent ([`payments_core::event`]), how it is signed ([`CallbackSecrets::sign_attempt`]) and
-//! when it is retried ([`PaymentService::next_attempt_at`] over the service's
+//! when it is retried ([`Callbacks::next_attempt_at`](payments_core::service::Callbacks::next_attempt_at) over the service's
 //! [`RetrySchedule`](payments_core::callback::RetrySchedule)); this module does the I/O.
 //!
 //! # Invariants
@@ -14,7 +14,7 @@
 //!   [`DispatcherConfig::attempt_timeout`], checked by [`DispatcherConfig::validate`]); so two
 //!   dispatchers (or two runs) never attempt one event at the same time.
 //! - Every attempt that sent a request is recorded with the time of the next one in one store
-//!   call ([`PaymentService::record_attempt`]); an attempt that could not be recorded is
+//!   call ([`Callbacks::record_attempt`](payments_core::service::Callbacks::record_attempt)); an attempt that could not be recorded is
 //!   repeated after the lease (at least once, never lost).
 //! - The record carries the claim's lease token: should a lease run out mid-attempt anyway
 //!   (a paused process, clocks of two nodes apart) and another dispatcher claim the event,
@@ -227,7 +227,7 @@ impl fmt::Debug for Dispatcher {
 
 impl Dispatcher {
     /// A dispatcher over the service's store and clock; secrets come from
-    /// [`PaymentService::signing_secrets`] (which creates an unrevealed one at the first
+    /// [`Directory::signing_secrets`](payments_core::service::Directory::signing_secrets) (which creates an unrevealed one at the first
     /// delivery of a project without any).
     pub fn new(
         service: PaymentService,
@@ -518,7 +518,7 @@ impl Outcome {
 }
 
 impl Inner {
-    /// Whether dispatch is held ([`PaymentService::callback_hold`]), read at most once per
+    /// Whether dispatch is held ([`Callbacks::callback_hold`](payments_core::service::Callbacks::callback_hold)), read at most once per
     /// [`HOLD_RECHECK`]; a change is logged once. A store that cannot say is taken as not
     /// held (claims would fail the same way and are logged).
     async fn held(&self) -> bool {
@@ -533,7 +533,7 @@ impl Inner {
                 }
             }
         }
-        let reason = match self.service.callback_hold().await {
+        let reason = match self.service.callbacks().callback_hold().await {
             Ok(reason) => reason,
             Err(e) => {
                 tracing::warn!(error = %e, "callback dispatch: cannot read the hold");
@@ -665,7 +665,12 @@ impl Inner {
         let event = &claimed.event;
         let event_id = event.event.event_id;
         let number = event.attempts.saturating_add(1);
-        let secrets = match self.service.signing_secrets(event.event.project_id).await {
+        let secrets = match self
+            .service
+            .directory()
+            .signing_secrets(event.event.project_id)
+            .await
+        {
             Ok(secrets) => secrets,
             Err(e) => {
                 // Nothing was sent: not an attempt. The lease brings the event back later.
@@ -703,7 +708,7 @@ impl Inner {
             self.metrics.observe_delivery_failure(reason);
         }
         crate::trace::record_result(&span, reason.unwrap_or("delivered"));
-        let next_attempt_at = self.service.next_attempt_at(event, &attempt);
+        let next_attempt_at = self.service.callbacks().next_attempt_at(event, &attempt);
         let host = payments_core::event::destination_host(&event.destination);
         tracing::info!(
             %event_id,
@@ -731,7 +736,12 @@ impl Inner {
                 "callback failed: every attempt used; listed by `payments-server callbacks failed`"
             );
         }
-        match self.service.record_attempt(claimed, &attempt).await {
+        match self
+            .service
+            .callbacks()
+            .record_attempt(claimed, &attempt)
+            .await
+        {
             Ok(AttemptRecorded::Stale) => {
                 // The lease ran out during the attempt and another dispatcher holds the event
                 // now: its schedule stands, this attempt is only on record.

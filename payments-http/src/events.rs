@@ -15,8 +15,9 @@ use payments_core::{ApiError, EventId, PaymentId, Timestamp};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::admission::admitted;
 use crate::error::{HttpError, RequestId};
-use crate::merchant::{admitted, json_response, page_json};
+use crate::json::{json_response, page_json};
 use crate::state::AppState;
 
 /// How often a long poll looks for a new event. The store is asked, not this process: an
@@ -40,7 +41,7 @@ pub(crate) async fn list_events(
 ) -> Result<Response, HttpError> {
     let query = req.uri().query().unwrap_or_default().to_string();
     let a = admitted(&st, Endpoint::ReadEvents, req, None).await?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     drop(a._permit);
     let query = EventListQuery::parse(&query)?;
     // A place among the project's waiting long polls; without one the page is answered now.
@@ -54,7 +55,11 @@ pub(crate) async fn list_events(
     };
     let deadline = tokio::time::Instant::now() + wait;
     let mut stopping = st.stopping.subscribe();
-    let mut page = st.service.list_events(&ctx.project, &query).await?;
+    let mut page = st
+        .service
+        .callbacks()
+        .list_events(&ctx.project, &query)
+        .await?;
     loop {
         let now = tokio::time::Instant::now();
         if !page.events.is_empty() || query.cursor.is_some() || now >= deadline {
@@ -65,7 +70,12 @@ pub(crate) async fn list_events(
             _ = stopping.wait_for(|stop| *stop) => break,
         }
         // Under the project's list budget; without a free place now, the next turn looks.
-        if let Some(newer) = st.service.recheck_events(&ctx.project, &query).await? {
+        if let Some(newer) = st
+            .service
+            .callbacks()
+            .recheck_events(&ctx.project, &query)
+            .await?
+        {
             page = newer;
         }
     }
@@ -86,10 +96,11 @@ pub(crate) async fn get_event(
     req: Request,
 ) -> Result<Response, HttpError> {
     let a = admitted(&st, Endpoint::ReadEvents, req, None).await?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let id: EventId = id.parse().map_err(|_| event_not_found())?;
     let event = st
         .service
+        .callbacks()
         .project_event(&ctx.project, id)
         .await?
         .ok_or_else(event_not_found)?;
@@ -109,6 +120,7 @@ pub(crate) async fn resend_event(
     let id: EventId = id.parse().map_err(|_| event_not_found())?;
     let event = st
         .service
+        .callbacks()
         .resend_event(&ctx.project, id, &token_actor(&ctx.token))
         .await?;
     Ok(json_response(StatusCode::ACCEPTED, &event.view()))
@@ -127,6 +139,7 @@ pub(crate) async fn resend_payment_callback(
     let id: PaymentId = id.parse().map_err(|_| payment_not_found())?;
     let event = st
         .service
+        .callbacks()
         .resend_payment_callback(&ctx.project, id, &token_actor(&ctx.token))
         .await?;
     Ok(json_response(StatusCode::ACCEPTED, &event.view()))
@@ -172,9 +185,10 @@ pub(crate) async fn recover_events(
     if until.is_some_and(|u| u <= since) {
         return Err(ApiError::bad_request("since: must be before until").into());
     }
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let report = st
         .service
+        .callbacks()
         .recover_events(&ctx.project, since, until, &token_actor(&ctx.token))
         .await?;
     let resent: Vec<_> = report
@@ -201,7 +215,7 @@ async fn resend_request(
 ) -> Result<payments_core::service::AuthContext, HttpError> {
     let a = admitted(st, Endpoint::ResendEvents, req, None).await?;
     no_body(&a.body)?;
-    Ok(st.service.accept(a.auth).await?)
+    Ok(st.service.gate().accept(a.auth).await?)
 }
 
 /// A resend takes no body: anything in it is a client's mistake worth naming.

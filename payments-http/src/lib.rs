@@ -63,12 +63,14 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod app;
 pub mod balance;
 pub mod deadline;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
+mod json;
 pub mod measured;
 pub mod merchant;
 pub mod metrics;
@@ -76,6 +78,7 @@ pub mod operator;
 pub mod request_log;
 pub mod resolver;
 pub mod sandbox;
+pub mod scrape;
 pub mod state;
 pub mod sweeper;
 pub mod system;

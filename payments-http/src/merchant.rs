@@ -2,30 +2,28 @@
 //! `GET /api/v1/payments/{id}`, `GET /api/v1/project`, `GET /api/v1/banks`, the events API
 //! ([`crate::events`]), the sandbox test helpers, `/healthz`, `/readyz`.
 
-use std::net::SocketAddr;
-
-use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, OriginalUri, Path, Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
-use payments_core::amount::{Amount, DecimalFormat};
-use payments_core::auth::{Endpoint, Environment, HttpRequestParts};
+use payments_core::amount::Amount;
+use payments_core::auth::{Endpoint, Environment};
 use payments_core::bank::parse_geo_query;
-use payments_core::ratelimit::{Gcra, RateDecision, RateLimiter};
 use payments_core::service::payment_not_found;
-use payments_core::service::{AuthRequest, Authenticated, CreateStatus, PaymentListQuery};
-use payments_core::{ApiError, ErrorCode, PaymentId};
+use payments_core::service::{CreateStatus, PaymentListQuery};
+use payments_core::{ApiError, PaymentId};
 use serde::Deserialize;
 use tracing::Instrument;
 
+pub use crate::admission::{
+    admit, authenticate, decimal_format, read_body, DECIMALS_HEADER, MAX_BODY,
+};
+use crate::admission::{admitted, Admitted};
 use crate::error::{HttpError, RequestId};
+use crate::json::{json_response, page_json};
 use crate::state::AppState;
-
-/// Largest accepted request body (16 KiB); larger is `413 body_too_large`, read no further.
-pub const MAX_BODY: usize = 16 * 1024;
 
 /// Every route of the merchant API as `(method, path template)`, in every environment.
 ///
@@ -101,236 +99,6 @@ pub fn routes(environment: Environment) -> Router<AppState> {
         })
 }
 
-/// Reads the body up to [`MAX_BODY`] within `timeout`: a larger declared length is refused
-/// before reading, a stream that grows past the limit is cut off (`413 body_too_large`), and
-/// a body still incomplete after `timeout` (a slow or lying client) is `408 request_timeout`.
-pub async fn read_body(
-    body: Body,
-    declared: Option<&HeaderValue>,
-    timeout: std::time::Duration,
-) -> Result<Bytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::BodyTooLarge,
-            format!("request body exceeds {MAX_BODY} bytes"),
-        )
-    };
-    if let Some(len) = declared
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > MAX_BODY as u64 {
-            return Err(too_large());
-        }
-    }
-    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) => {
-            let over_limit = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            Err(if over_limit {
-                too_large()
-            } else {
-                ApiError::bad_request("the request body could not be read to its end")
-            })
-        }
-        Err(_) => Err(ApiError::new(
-            ErrorCode::RequestTimeout,
-            format!(
-                "the request body did not arrive within {} ms",
-                timeout.as_millis()
-            ),
-        )),
-    }
-}
-
-/// Authenticates the raw request for `endpoint` (see [`PaymentService::authenticate`]),
-/// reading `payment` with the credentials (see [`AuthRequest::payment`]). The signature is
-/// verified against the path the client sent: under a prefix (`Router::nest`) that is the
-/// original URI, prefix included. The client address comes from `ConnectInfo` when the router
-/// is served with it; otherwise it is unknown (see [`crate::app()`]).
-///
-/// [`PaymentService::authenticate`]: payments_core::service::PaymentService::authenticate
-pub async fn authenticate(
-    st: &AppState,
-    endpoint: Endpoint,
-    parts: &axum::http::request::Parts,
-    body: &[u8],
-    payment: Option<PaymentId>,
-) -> Result<Authenticated, ApiError> {
-    let headers: Vec<(&str, &[u8])> = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_bytes()))
-        .collect();
-    let authority = parts
-        .headers
-        .get("host")
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| parts.uri.authority().map(|a| a.as_str()))
-        .unwrap_or("");
-    let uri = parts
-        .extensions
-        .get::<OriginalUri>()
-        .map_or(&parts.uri, |o| &o.0);
-    let peer = parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
-    let request = AuthRequest {
-        endpoint,
-        parts: HttpRequestParts {
-            method: parts.method.as_str(),
-            scheme: &st.public_scheme,
-            authority,
-            path_and_query: uri.path_and_query().map_or("/", |pq| pq.as_str()),
-            headers: &headers,
-            body,
-        },
-        peer,
-        payment,
-    };
-    let note = parts
-        .extensions
-        .get::<std::sync::Arc<crate::error::AccessNote>>()
-        .cloned();
-    // The access line names the project once it is known, also for a 429 or a 401
-    // signature_invalid: the limiter is asked once the project is known.
-    let limiter = NotingLimiter {
-        inner: st.rate_limiter.as_ref(),
-        note: note.as_deref(),
-    };
-    let auth = st.service.authenticate(&request, &limiter).await?;
-    if let Some(note) = &note {
-        note.set_project(auth.context().project.id);
-    }
-    st.token_use
-        .note(auth.context().token.id, st.service.ports().clock.now());
-    Ok(auth)
-}
-
-/// The server's rate limiter, noting the project on the request's access line when the core
-/// asks it (the project is known from then on, also for a `429` or a `401` that follows).
-struct NotingLimiter<'a> {
-    inner: &'a dyn RateLimiter,
-    note: Option<&'a crate::error::AccessNote>,
-}
-
-#[async_trait::async_trait]
-impl RateLimiter for NotingLimiter<'_> {
-    async fn acquire(
-        &self,
-        project: payments_core::ProjectId,
-        rule: Gcra,
-        now: payments_core::Timestamp,
-    ) -> Result<RateDecision, payments_core::store::StoreError> {
-        if let Some(note) = self.note {
-            note.set_project(project);
-        }
-        self.inner.acquire(project, rule, now).await
-    }
-}
-
-/// A permit from the in-flight limit, or `503` when the server is saturated.
-pub fn admit(st: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
-    st.in_flight.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            ErrorCode::ServiceUnavailable,
-            "the service is overloaded; retry shortly",
-        )
-        .with_retry_after(1)
-    })
-}
-
-/// An authenticated merchant request, in decisions.md's order: the body read up to the size
-/// limit (`413`) within the body timeout (`408`), a slot in the in-flight limit (`503` when
-/// saturated), then authentication. The slot is taken only once the body is in: a client that
-/// trickles its body holds a connection (bounded by the connection cap and the timeout), never
-/// a slot other clients need.
-pub(crate) struct Admitted {
-    pub(crate) _permit: tokio::sync::OwnedSemaphorePermit,
-    pub(crate) auth: Authenticated,
-    pub(crate) body: Bytes,
-    /// How the answer writes its decimals (`X-Decimals`).
-    pub(crate) decimals: DecimalFormat,
-}
-
-/// The request header that opts in to decimals as JSON strings.
-pub const DECIMALS_HEADER: &str = "x-decimals";
-
-/// The `X-Decimals` request header: absent or `number` keeps API v1's JSON numbers; `string`
-/// writes the Payment resource's decimals as JSON strings with the same text, for clients whose
-/// JSON parser cannot keep decimals. Anything else, or the header twice, is `400 bad_request`,
-/// decided before the body is read or a nonce is spent.
-pub fn decimal_format(headers: &axum::http::HeaderMap) -> Result<DecimalFormat, ApiError> {
-    let mut values = headers.get_all(DECIMALS_HEADER).iter();
-    let Some(value) = values.next() else {
-        return Ok(DecimalFormat::Number);
-    };
-    if values.next().is_some() {
-        return Err(ApiError::new(
-            ErrorCode::BadRequest,
-            "X-Decimals: the header is sent more than once",
-        ));
-    }
-    value
-        .to_str()
-        .ok()
-        .and_then(|v| DecimalFormat::parse(v.trim()))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::BadRequest,
-                "X-Decimals: expected `number` (the default) or `string`",
-            )
-        })
-}
-
-pub(crate) async fn admitted(
-    st: &AppState,
-    endpoint: Endpoint,
-    req: Request,
-    payment: Option<PaymentId>,
-) -> Result<Admitted, ApiError> {
-    let (parts, body) = req.into_parts();
-    // The project resource has no decimals: the header means nothing there.
-    let decimals = match endpoint {
-        Endpoint::GetProject
-        | Endpoint::ReadEvents
-        | Endpoint::ResendEvents
-        | Endpoint::ReadBalance => DecimalFormat::Number,
-        _ => decimal_format(&parts.headers)?,
-    };
-    // The deadline middleware of `app()` bounds this read too; `read_body`'s own timeout is
-    // for `routes()` mounted without it, and costs one timer per create.
-    let body = read_body(body, parts.headers.get("content-length"), st.body_timeout).await?;
-    let permit = admit(st)?;
-    let auth = authenticate(st, endpoint, &parts, &body, payment).await?;
-    Ok(Admitted {
-        _permit: permit,
-        auth,
-        body,
-        decimals,
-    })
-}
-
-/// A page of a list as every list of the API answers it: `{"data", "has_more",
-/// "next_cursor"}`, `has_more` exactly when there is a next cursor.
-pub(crate) fn page_json<T: serde::Serialize>(
-    data: Vec<T>,
-    next_cursor: Option<impl std::fmt::Display>,
-) -> serde_json::Value {
-    serde_json::json!({
-        "data": data,
-        "has_more": next_cursor.is_some(),
-        "next_cursor": next_cursor.map(|c| c.to_string()),
-    })
-}
-
-pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
-    let body = serde_json::to_vec(value).expect("response values are plain data");
-    (status, [("content-type", "application/json")], body).into_response()
-}
-
 #[tracing::instrument(name = "create_payment", skip_all, fields(request_id = %rid.0, project_id))]
 async fn create_payment(
     State(st): State<AppState>,
@@ -361,7 +129,11 @@ async fn create_payment(
     let create = tokio::spawn(Box::pin(
         async move {
             let _permit = permit;
-            task_state.service.create_payment(auth, &body).await
+            task_state
+                .service
+                .payments()
+                .create_payment(auth, &body)
+                .await
         }
         .instrument(tracing::Span::current()),
     ));
@@ -410,6 +182,7 @@ async fn page_url(
     };
     Ok(st
         .service
+        .payments()
         .payment_page_token(project, payment)
         .await?
         .map(|token| payments_cabinet::payer_page_url(base, &token)))
@@ -434,7 +207,7 @@ async fn get_payment(
     }
     let a = admitted(&st, Endpoint::GetPayment, req, wanted).await?;
     let decimals = a.decimals;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let payment = ctx.payment.ok_or_else(payment_not_found)?;
     let page_url = page_url(&st, &ctx.project, &payment).await?;
     Ok(json_response(
@@ -458,9 +231,13 @@ async fn list_payments(
     let query = req.uri().query().unwrap_or_default().to_string();
     let a = admitted(&st, Endpoint::ListPayments, req, None).await?;
     let decimals = a.decimals;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let query = PaymentListQuery::parse(&query)?;
-    let page = st.service.list_payments(&ctx.project, &query).await?;
+    let page = st
+        .service
+        .payments()
+        .list_payments(&ctx.project, &query)
+        .await?;
     let data: Vec<_> = page
         .payments
         .iter()
@@ -479,7 +256,7 @@ async fn get_project(
     req: Request,
 ) -> Result<Response, HttpError> {
     let a = admitted(&st, Endpoint::GetProject, req, None).await?;
-    let ctx = st.service.accept(a.auth).await?;
+    let ctx = st.service.gate().accept(a.auth).await?;
     let scopes: Vec<&str> = ctx.token.scopes.iter().map(|s| s.as_str()).collect();
     Ok(json_response(
         StatusCode::OK,
@@ -566,11 +343,16 @@ async fn test_helper(
     let a = admitted(&st, Endpoint::TestHelper, req, None).await?;
     let decimals = a.decimals;
     let payment = match helper_amount(&a.body, complete) {
-        Ok(amount) if complete => st.service.test_complete(a.auth, &id, amount).await?,
-        Ok(_) => st.service.test_cancel(a.auth, &id).await?,
+        Ok(amount) if complete => {
+            st.service
+                .payments()
+                .test_complete(a.auth, &id, amount)
+                .await?
+        }
+        Ok(_) => st.service.payments().test_cancel(a.auth, &id).await?,
         Err(e) => {
             // A bad body still spends the nonce: the request was signed and verified.
-            st.service.accept(a.auth).await?;
+            st.service.gate().accept(a.auth).await?;
             return Err(e.into());
         }
     };

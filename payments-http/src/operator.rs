@@ -166,7 +166,11 @@ async fn require_operator(
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
-    let actor = st.service.check_operator_token(authorization).await?;
+    let actor = st
+        .service
+        .directory()
+        .check_operator_token(authorization)
+        .await?;
     if let Some(note) = req
         .extensions()
         .get::<std::sync::Arc<crate::error::AccessNote>>()
@@ -216,7 +220,11 @@ pub(crate) type OpResult = Result<Response, HttpError>;
 async fn operate(st: &AppState, op: &Op, id: &str, trigger: Result<Trigger, ApiError>) -> OpResult {
     op.answer(async {
         let id = lookup::payment_id(id)?;
-        let result = st.service.operate(id, trigger?, &op.actor).await?;
+        let result = st
+            .service
+            .payments()
+            .operate(id, trigger?, &op.actor)
+            .await?;
         Ok(Json(view::operation(&result)).into_response())
     })
     .await
@@ -339,7 +347,7 @@ async fn events(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> O
 }
 
 async fn metrics(State(st): State<AppState>, headers: axum::http::HeaderMap) -> OpResult {
-    crate::metrics::serve(&st, &headers).await
+    crate::scrape::serve(&st, &headers).await
 }
 
 /// `GET /operator/v1/providers`: this node's requisite providers (with `[[upstream.providers]]`)

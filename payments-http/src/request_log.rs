@@ -3,7 +3,7 @@
 //! into a bounded queue with [`RequestLog::note`], which never waits (a full queue drops the
 //! entry and counts it in `payments_request_log_dropped_total`); one writer task takes the
 //! queue in batches and hands each to the core
-//! ([`PaymentService::record_requests`](payments_core::service::PaymentService::record_requests)),
+//! ([`RequestLog::record_requests`](payments_core::service::RequestLog::record_requests)),
 //! which keeps each project's newest entries.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,7 +102,7 @@ impl RequestLog {
         let batch = batch.max(1);
         let mut entries = Vec::with_capacity(batch);
         while rx.recv_many(&mut entries, batch).await > 0 {
-            if let Err(e) = service.record_requests(&entries).await {
+            if let Err(e) = service.requests().record_requests(&entries).await {
                 tracing::warn!(
                     error = %e,
                     entries = entries.len(),

@@ -233,7 +233,9 @@ impl AppState {
     /// `public_scheme` is `http` or `https`: the scheme the merchants' signatures cover.
     pub fn new(service: PaymentService, public_scheme: &str) -> Self {
         let outbox_notify = Arc::new(Notify::new());
-        service.add_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
+        service
+            .callbacks()
+            .add_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
         AppState(Arc::new(SharedState {
             public_scheme: public_scheme.into(),
             rate_limiter: Arc::new(LocalRateLimiter::new()),

@@ -23,10 +23,10 @@ pub const RETENTION_PAUSE: Duration = Duration::from_millis(20);
 /// expired payments wake the dispatcher through the service (see `AppState::new`).
 ///
 /// Every [`RETENTION_EVERY`] (and once shortly after the start) it also applies the service's
-/// retention ([`PaymentService::purge_expired_records`]) in batches of [`RETENTION_BATCH`]
+/// retention ([`Callbacks::purge_expired_records`](payments_core::service::Callbacks::purge_expired_records)) in batches of [`RETENTION_BATCH`]
 /// rows with [`RETENTION_PAUSE`] between them, until nothing more is due.
 /// With several nodes on one database, each tick's sweep and each purge run on the node that
-/// takes the task's turn ([`PaymentService::take_turn`]); the others skip it. (A sweep racing
+/// takes the task's turn ([`Payments::take_turn`](payments_core::service::Payments::take_turn)); the others skip it. (A sweep racing
 /// another would still be correct, each change being checked against the payment's version;
 /// the turns only spare the duplicate work.)
 ///
@@ -89,7 +89,7 @@ async fn sweep_until_stopped(
     let mut last_purge = Instant::now();
     let mut last_retention: Option<Instant> = None;
     loop {
-        let my_turn = match service.take_turn("sweep", interval).await {
+        let my_turn = match service.payments().take_turn("sweep", interval).await {
             Ok(turn) => turn,
             Err(e) => {
                 tracing::warn!(error = %e, "lifecycle sweep: cannot take a turn");
@@ -101,9 +101,13 @@ async fn sweep_until_stopped(
         }
         if last_purge.elapsed() >= NONCE_PURGE_EVERY {
             last_purge = Instant::now();
-            match service.take_turn("nonce-purge", NONCE_PURGE_EVERY).await {
+            match service
+                .payments()
+                .take_turn("nonce-purge", NONCE_PURGE_EVERY)
+                .await
+            {
                 Ok(true) => {
-                    if let Err(e) = service.purge_nonces().await {
+                    if let Err(e) = service.payments().purge_nonces().await {
                         tracing::warn!(error = %e, "nonce purge failed");
                     }
                 }
@@ -135,7 +139,11 @@ async fn apply_retention(
         if *stop.borrow() {
             return Some(Stopped::Asked);
         }
-        match service.purge_expired_records(RETENTION_BATCH).await {
+        match service
+            .callbacks()
+            .purge_expired_records(RETENTION_BATCH)
+            .await
+        {
             Ok(r) => {
                 events += r.events;
                 audit += r.audit;
@@ -179,7 +187,7 @@ async fn sweep_due(
         if *stop.borrow() {
             return true;
         }
-        match service.sweep(SWEEP_BATCH).await {
+        match service.payments().sweep(SWEEP_BATCH).await {
             Ok(report) => {
                 if let Some(m) = metrics {
                     m.count_stuck_creates(report.recovered, report.ambiguous);

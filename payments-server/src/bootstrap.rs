@@ -50,7 +50,7 @@ pub async fn bootstrap_sandbox(
     if environment != Environment::Sandbox {
         return Err(ApiError::bad_request(format!(
             "the sandbox bootstrap runs only in the sandbox, and this service is {environment}: \
-             provision a production merchant with PaymentService::provision \
+             provision a production merchant with Directory::provision \
              (docs/embedding.md, \"The first merchant\")"
         )));
     }
@@ -60,6 +60,7 @@ pub async fn bootstrap_sandbox(
     }
     // Nodes starting together on one empty shared database: one of them bootstraps.
     if !service
+        .payments()
         .take_turn("sandbox-bootstrap", BOOTSTRAP_TURN)
         .await?
     {
@@ -67,6 +68,7 @@ pub async fn bootstrap_sandbox(
     }
     let actor = Actor("bootstrap".to_string());
     let provisioned = service
+        .directory()
         .provision(&Provision::new("Demo merchant", "Demo project"), &actor)
         .await
         .map_err(|e| ApiError::internal(format!("the sandbox's demo merchant: {e}")))?;
@@ -76,7 +78,7 @@ pub async fn bootstrap_sandbox(
         return Ok(None);
     };
     let test_project = bootstrap_test_project(service, merchant.id, &actor).await?;
-    let operator_token = service.issue_operator_token().await?;
+    let operator_token = service.directory().issue_operator_token().await?;
     let demo = TestProjectCredentials::new(
         &project.id.to_string(),
         credentials.token,
@@ -161,13 +163,16 @@ async fn bootstrap_test_project(
         ..ProjectPatch::default()
     };
     let project = service
+        .directory()
         .create_project(merchant, "Demo test project", patch, actor)
         .await?;
     let token = service
+        .directory()
         .issue_token(project.id, Scope::ALL.to_vec(), actor)
         .await?;
     let key = generate_signing_key(service.ports().rng.as_ref());
     let record = service
+        .directory()
         .register_key(project.id, &public_key_to_pem(&key.verifying_key()), actor)
         .await?;
     Ok(TestProjectCredentials::new(

@@ -192,7 +192,7 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
     let opened = open_service(&settings, common.setup())
         .await
         .map_err(|e| e.0)?;
-    let token = opened.service.issue_operator_token().await;
+    let token = opened.service.directory().issue_operator_token().await;
     opened.store.close();
     println!("{}", token.map_err(|e| e.to_string())?);
     Ok(())

@@ -727,7 +727,14 @@ impl Application {
     /// TLS, and whether callbacks are sent (a hold read from the store is named).
     async fn log_start(&self) {
         let s = &self.settings;
-        let hold = self.state.service.callback_hold().await.ok().flatten();
+        let hold = self
+            .state
+            .service
+            .callbacks()
+            .callback_hold()
+            .await
+            .ok()
+            .flatten();
         let dispatch = match (s.callbacks.dispatch, &hold) {
             (false, _) => "off".to_string(),
             (true, Some(reason)) => format!("held: {reason}"),
@@ -1432,6 +1439,7 @@ async fn reconcile_ledger(state: AppState, interval: Duration) {
         }
         match state
             .service
+            .balances()
             .reconcile_ledger(false, &payments_core::service::Actor::system())
             .await
         {

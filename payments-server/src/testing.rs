@@ -250,6 +250,7 @@ impl TestServer {
             Some(c) => c.operator_token.clone(),
             None => state
                 .service
+                .directory()
                 .issue_operator_token()
                 .await
                 .expect("an operator token")
@@ -302,6 +303,7 @@ impl TestServer {
     pub async fn patch_project(&self, patch: ProjectPatch) {
         self.state
             .service
+            .directory()
             .update_project(self.project(), patch, &Actor("test".into()))
             .await
             .expect("the patch applies");

@@ -68,7 +68,7 @@ async fn signing_secret(settings: &Settings, project: ProjectId) -> Result<Strin
     let opened = open_service(settings, Setup::CommandCreatingKey)
         .await
         .map_err(|e| e.0)?;
-    let result = opened.service.signing_secrets(project).await;
+    let result = opened.service.directory().signing_secrets(project).await;
     opened.store.close();
     result
         .map(|ring| ring.current().secret.expose().to_string())
@@ -222,6 +222,7 @@ async fn a_plaintext_secret_from_an_older_data_dir_signs_and_is_resealed() {
     let opened = open_service(&settings, Setup::Command).await.unwrap();
     let report = opened
         .service
+        .directory()
         .reseal_callback_secrets(&payments_core::service::Actor("test".into()))
         .await
         .unwrap();

@@ -49,17 +49,24 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
     // A merchant, as an operator provisions one.
     let svc = app.state().service.clone();
     let actor = Actor("test".into());
-    let m = svc.create_merchant("Shop", None, &actor).await.unwrap();
+    let m = svc
+        .directory()
+        .create_merchant("Shop", None, &actor)
+        .await
+        .unwrap();
     let p = svc
+        .directory()
         .create_project(m.id, "Web", ProjectPatch::default(), &actor)
         .await
         .unwrap();
     let token = svc
+        .directory()
         .issue_token(p.id, Scope::ALL.to_vec(), &actor)
         .await
         .unwrap();
     let key = generate_signing_key(&OsRandom);
-    svc.register_key(p.id, &public_key_to_pem(&key.verifying_key()), &actor)
+    svc.directory()
+        .register_key(p.id, &public_key_to_pem(&key.verifying_key()), &actor)
         .await
         .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

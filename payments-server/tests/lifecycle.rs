@@ -256,6 +256,7 @@ async fn test_payments_and_their_helpers() {
     let (url, mut rx) = receiver().await;
     s.state
         .service
+        .directory()
         .update_project(
             s.project(),
             ProjectPatch {
@@ -342,6 +343,7 @@ async fn test_payments_and_their_helpers() {
     // Helpers refuse live payments and need the payments:test scope.
     s.state
         .service
+        .directory()
         .update_project(
             s.project(),
             ProjectPatch {
@@ -374,6 +376,7 @@ async fn test_payments_and_their_helpers() {
     let create_only = s
         .state
         .service
+        .directory()
         .issue_token(
             s.project(),
             vec![payments_core::auth::Scope::PaymentsCreate],
@@ -451,7 +454,7 @@ async fn the_sweeper_stops_between_batches() {
         stop,
         events: AtomicUsize::new(0),
     });
-    s.state.service.add_outbox_waker(waker.clone());
+    s.state.service.callbacks().add_outbox_waker(waker.clone());
     let run = sweeper::run(s.state.service.clone(), Duration::from_secs(3600), stopped);
     tokio::time::timeout(Duration::from_secs(60), run)
         .await

@@ -288,10 +288,12 @@ async fn an_operation_by_any_clone_of_the_service_wakes_the_dispatcher() {
     );
     let actor = Actor("embedder".into());
     let merchant = service
+        .directory()
         .create_merchant("M", Some("https://merchant.example.com/cb".into()), &actor)
         .await
         .expect("a merchant");
     let project = service
+        .directory()
         .create_project(merchant.id, "P", ProjectPatch::default(), &actor)
         .await
         .expect("a project");
@@ -308,6 +310,7 @@ async fn an_operation_by_any_clone_of_the_service_wakes_the_dispatcher() {
     let state = AppState::new(service, "http");
     let woken = state.outbox_notify.notified();
     let result = embedders_clone
+        .payments()
         .operate(payment.id, Trigger::Confirm { amount: None }, &actor)
         .await
         .expect("confirmed");

@@ -49,7 +49,7 @@ async fn create_verify_only(State(st): State<AppState>, req: Request) -> Respons
     };
     let verified = match authenticate(&st, Endpoint::CreatePayment, &parts, &body, None).await {
         // The same nonce write as a create makes, alone.
-        Ok(auth) => st.service.accept(auth).await.map_err(Into::into),
+        Ok(auth) => st.service.gate().accept(auth).await.map_err(Into::into),
         Err(e) => Err(e),
     };
     match verified {

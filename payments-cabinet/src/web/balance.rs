@@ -193,7 +193,11 @@ pub(crate) async fn page(
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let service = st.cabinet.service();
     let failed = |e: payments_core::store::StoreError| PageError::from(e).render(&st);
-    let balance = service.balance(project.id).await.map_err(failed)?;
+    let balance = service
+        .balances()
+        .balance(project.id)
+        .await
+        .map_err(failed)?;
     let today = day_of(service.ports().clock.now());
     let mut chrome = st
         .chrome(
@@ -229,6 +233,7 @@ pub(crate) async fn page(
     };
     let (from, to) = (period.from.to_string(), period.to.to_string());
     let statement = service
+        .balances()
         .statement(project.id, period.start(), period.end())
         .await
         .map_err(failed)?;

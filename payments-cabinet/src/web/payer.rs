@@ -1,5 +1,5 @@
 //! The hosted payer page (`/pay/{token}`), served beside the cabinet: what the payer of one
-//! payment sees. The core decides everything shown ([`PaymentService::payer_page`]
+//! payment sees. The core decides everything shown ([`Payments::payer_page`](payments_core::service::Payments::payer_page)
 //! answers a [`PayerView`]); this module only renders it, in the project's language.
 //!
 //! The page works without JavaScript: the deadline is a `<time datetime>` with the time and
@@ -12,7 +12,7 @@
 //! announced by a polite status region. The page's own Content-Security-Policy allows that one
 //! script, the one stylesheet and requests to this origin, nothing else.
 //!
-//! [`PaymentService::payer_page`]: payments_core::service::PaymentService::payer_page
+//! [`Payments::payer_page`]: payments_core::service::Payments::payer_page
 
 use askama::Template;
 use axum::extract::{Path, State};
@@ -358,7 +358,7 @@ fn with_policy(mut response: Response) -> Response {
 
 /// `GET /pay/{token}`: the page, or the same `404` for every link that is not a live page.
 pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
-    match st.cabinet.service().payer_page(&token).await {
+    match st.cabinet.service().payments().payer_page(&token).await {
         // The view exists only for a well-formed token: it is safe in the page's links.
         Ok(view) => with_policy(super::ok(&page(&view, &token))),
         Err(e) => with_policy(missing(e.into())),
@@ -380,7 +380,7 @@ pub(crate) async fn status(
     if let RateDecision::Limited { retry_after } = limits.acquire(source.as_deref(), &token, now) {
         return with_policy(too_many(retry_after));
     }
-    match st.cabinet.service().payer_page(&token).await {
+    match st.cabinet.service().payments().payer_page(&token).await {
         Ok(view) => with_policy(status_response(&status_of(&view))),
         Err(e) => with_policy(missing(e.into())),
     }
@@ -571,6 +571,7 @@ pub(crate) async fn save_settings(
     match st
         .cabinet
         .service()
+        .directory()
         .update_project(project.id, patch, &signed.current.actor())
         .await
     {

@@ -109,6 +109,7 @@ pub(crate) async fn list(
     let mut found = st
         .cabinet
         .service()
+        .payments()
         .payments_page(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -456,6 +457,7 @@ async fn card_page(
     let payment_page_url = st
         .cabinet
         .service()
+        .payments()
         .payment_page_token(project, payment)
         .await
         .map_err(|e| PageError::from(payments_core::ApiError::from(e)).render(st))?
@@ -607,6 +609,7 @@ async fn run_operation(
         Err(m) => Err((StatusCode::BAD_REQUEST, m)),
         // The sandbox buttons: the test helpers' operation, allowed to the project's users.
         Ok(t) if test => service
+            .payments()
             .test_outcome(&project, &payment.id.to_string(), t.clone(), &actor)
             .await
             .map(|_| t)
@@ -617,12 +620,14 @@ async fn run_operation(
         // The merchant's "send callback" of a closed payment, test or live (the spec's manual
         // resend): the merchant API's operation (`POST /api/v1/payments/{id}/resend`).
         Ok(Trigger::ResendCallback) if !signed.current.is_support() => service
+            .callbacks()
             .resend_payment_callback(&project, payment.id, &actor)
             .await
             .map(|_| Trigger::ResendCallback)
             .map_err(|e| (status(&e), e.message)),
         // Support's operations: the operator's.
         Ok(t) if signed.current.is_support() => service
+            .payments()
             .operate(payment.id, t.clone(), &actor)
             .await
             .map(|_| t)
@@ -865,6 +870,7 @@ pub(crate) async fn deliveries(
     let mut found = st
         .cabinet
         .service()
+        .callbacks()
         .events_page(&query)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -997,6 +1003,7 @@ async fn visible_event(
     let record = st
         .cabinet
         .service()
+        .callbacks()
         .project_event(&project, id)
         .await
         .map_err(|e| PageError::from(e).render(st))?
@@ -1015,6 +1022,7 @@ pub(crate) async fn event_page(
     let sent = st
         .cabinet
         .service()
+        .callbacks()
         .sent_request(&project, &record)
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -1120,6 +1128,7 @@ pub(crate) async fn event_resend(
     match st
         .cabinet
         .service()
+        .callbacks()
         .resend_event(&project, id, &actor)
         .await
     {
@@ -1228,6 +1237,7 @@ pub(crate) async fn recover(
     let report = st
         .cabinet
         .service()
+        .callbacks()
         .recover_events(&project, since, None, &signed.current.actor())
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -1381,7 +1391,7 @@ async fn searchable_projects(
 /// `GET /payments/search`: the box is read by the core ([`SearchTerm::parse`]): a payment id
 /// opens that payment's card, anything else lists the matching payments of every project the
 /// user may see, newest first, through the list API's operation
-/// ([`PaymentService::list_payments_across`](payments_core::service::PaymentService::list_payments_across)).
+/// ([`Payments::list_payments_across`](payments_core::service::Payments::list_payments_across)).
 pub(crate) async fn search(
     State(st): State<CabinetState>,
     signed: Signed,
@@ -1498,6 +1508,7 @@ pub(crate) async fn search(
             let found = st
                 .cabinet
                 .service()
+                .payments()
                 .list_payments_across(&projects, &query)
                 .await
                 .map_err(|e| PageError::from(e).render(&st))?;

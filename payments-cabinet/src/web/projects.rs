@@ -523,6 +523,7 @@ pub(crate) async fn create_token(
     let issued = match st
         .cabinet
         .service()
+        .directory()
         .issue_token_as(project.id, request, &signed.current.actor())
         .await
     {
@@ -675,6 +676,7 @@ pub(crate) async fn revoke_token(
     let record = own_token(&st, &project, &token).await?;
     st.cabinet
         .service()
+        .directory()
         .revoke_token(project.id, record.id, &signed.current.actor())
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -714,6 +716,7 @@ pub(crate) async fn register_key(
     match st
         .cabinet
         .service()
+        .directory()
         .register_key_confirmed(project.id, input, confirmation, &signed.current.actor())
         .await
     {
@@ -821,6 +824,7 @@ pub(crate) async fn revoke_key(
     let key = own_key(&st, &project, &keyid).await?;
     st.cabinet
         .service()
+        .directory()
         .revoke_key(project.id, &key.keyid, &signed.current.actor())
         .await
         .map_err(|e| PageError::from(e).render(&st))?;
@@ -901,6 +905,7 @@ pub(crate) async fn allow_list(
     match st
         .cabinet
         .service()
+        .directory()
         .update_project(project.id, patch, &signed.current.actor())
         .await
     {
@@ -948,6 +953,7 @@ pub(crate) async fn callback_url(
     match st
         .cabinet
         .service()
+        .directory()
         .update_project(project.id, patch, &signed.current.actor())
         .await
     {
@@ -1053,6 +1059,7 @@ pub(crate) async fn roll_secret(
     let secret = st
         .cabinet
         .service()
+        .directory()
         .rotate_callback_secret(project.id, &signed.current.actor())
         .await
         .map_err(|e| PageError::from(e).render(&st))?;

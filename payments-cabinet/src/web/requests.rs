@@ -3,7 +3,7 @@
 //! first in pages, filtered by status (a class such as `4xx`, or one status) and error code;
 //! a refused signature's row shows what the server verified. Above them the integration
 //! health over the whole logged window, as the core computes it
-//! ([`PaymentService::integration_health`](payments_core::service::PaymentService::integration_health)).
+//! ([`RequestLog::integration_health`](payments_core::service::RequestLog::integration_health)).
 //! Whoever may see the project's payments sees its requests ([`visible_project`]).
 
 use askama::Template;
@@ -165,6 +165,7 @@ pub(crate) async fn page(
     let service = st.cabinet.service();
     let failed = |e: payments_core::store::StoreError| PageError::from(e).render(&st);
     let health = service
+        .requests()
         .integration_health(project.id)
         .await
         .map_err(failed)?;
@@ -207,7 +208,11 @@ pub(crate) async fn page(
         before: cursor::<u64>(&f.before),
         ..RequestLogQuery::new(project.id, PAGE_SIZE)
     };
-    let found = service.request_log(&query).await.map_err(failed)?;
+    let found = service
+        .requests()
+        .request_log(&query)
+        .await
+        .map_err(failed)?;
     page.requests = found.requests.iter().map(row).collect();
     page.next = found.next.map(|(at, id)| {
         format!(

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::PaymentService;
+use super::Gate;
 use crate::auth::nonce::nonce_expires_at;
 use crate::auth::token::parse_bearer;
 use crate::auth::{
@@ -136,10 +136,10 @@ impl PendingNonce {
 /// A request that passed every authentication check (token, scope, allow-list, rate limit,
 /// signature and digest) but whose one-time nonce is not recorded yet.
 ///
-/// Every merchant operation of [`PaymentService`] takes it by value and records the nonce
-/// before it acts ([`PaymentService::create_payment`] in the same store write as the payment),
+/// Every merchant operation of the services takes it by value and records the nonce
+/// before it acts ([`Payments::create_payment`](super::Payments::create_payment) in the same store write as the payment),
 /// so an operation cannot run on a request whose nonce was forgotten: the only way to the
-/// caller's [`AuthContext`] by value is [`PaymentService::accept`], which records it.
+/// caller's [`AuthContext`] by value is [`Gate::accept`], which records it.
 #[must_use = "the request is authenticated only once an operation consumes it (its nonce is unrecorded)"]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
@@ -217,7 +217,7 @@ impl From<RequestFormError> for ApiError {
     }
 }
 
-/// Why [`PaymentService::authenticate`] refused a request, each with the stable code of its
+/// Why [`Gate::authenticate`] refused a request, each with the stable code of its
 /// answer ([`AuthError::code`]); the message of that answer is the error's text.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -253,7 +253,7 @@ pub enum AuthError {
     #[error("missing X-Request-Nonce")]
     MissingNonce,
     /// The request's nonce was used already (`409 request_replayed`), from
-    /// [`PaymentService::accept`].
+    /// [`Gate::accept`].
     #[error("{REPLAYED}")]
     Replayed,
     /// The store, or the rate limiter's store, failed (`503`, or `500` for corrupt data).
@@ -386,11 +386,11 @@ fn check_signed_request_id(headers: &[(&str, &[u8])]) -> Result<(), RequestFormE
 pub(crate) const REPLAYED: &str =
     "this X-Request-Nonce was already used; sign every request with a new nonce";
 
-impl PaymentService {
+impl Gate<'_> {
     /// Records the request's nonce (`409 request_replayed` if it was used already) and hands
     /// over the caller's context: the way to an authenticated caller for operations that read
     /// (`GET` endpoints) or that the embedder carries out itself.
-    pub async fn accept(&self, auth: Authenticated) -> Result<AuthContext, AuthError> {
+    pub async fn accept(self, auth: Authenticated) -> Result<AuthContext, AuthError> {
         let (ctx, nonce) = auth.into_parts();
         if let Some(nonce) = nonce {
             if !self.use_nonce(&nonce).await? {
@@ -401,7 +401,7 @@ impl PaymentService {
     }
 
     /// Records a verified request's nonce: `false` when it was used already (a replay).
-    pub(crate) async fn use_nonce(&self, nonce: &PendingNonce) -> Result<bool, StoreError> {
+    pub(crate) async fn use_nonce(self, nonce: &PendingNonce) -> Result<bool, StoreError> {
         let n = nonce.to_use();
         self.ports
             .store
@@ -420,7 +420,7 @@ impl PaymentService {
     /// travels in the returned [`Authenticated`] and is recorded by the operation that
     /// consumes it.
     pub async fn authenticate(
-        &self,
+        self,
         req: &AuthRequest<'_>,
         limiter: &dyn RateLimiter,
     ) -> Result<Authenticated, AuthError> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Actor, PaymentService};
+use super::{Actor, Callbacks};
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, PaymentId, ProjectId};
 use crate::project::AuditRecord;
@@ -75,7 +75,7 @@ pub struct SkippedPayment {
     pub reason: String,
 }
 
-/// The result of [`PaymentService::resend_failed_callbacks`].
+/// The result of [`Callbacks::resend_failed_callbacks`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BulkResend {
     /// The payments resent, in the order of their oldest failed event.
@@ -84,11 +84,11 @@ pub struct BulkResend {
     pub skipped: Vec<SkippedPayment>,
 }
 
-impl PaymentService {
+impl Callbacks<'_> {
     /// The failed callback events nobody has resent yet that match `filter`, oldest first, at
     /// most `limit` (capped at [`MAX_FAILED_BATCH`]), each with its last attempt.
     pub async fn failed_callbacks(
-        &self,
+        self,
         filter: &FailedEventFilter,
         limit: usize,
     ) -> Result<Vec<FailedEvent>, StoreError> {
@@ -104,7 +104,7 @@ impl PaymentService {
     /// the filter and the counts. A payment that cannot be resent (not closed any more, no
     /// callback URL left) is skipped with the reason and stays in the failed list.
     pub async fn resend_failed_callbacks(
-        &self,
+        self,
         filter: &FailedEventFilter,
         limit: usize,
         actor: &Actor,
@@ -116,7 +116,7 @@ impl PaymentService {
     /// `budget`'s resend budget when given (a merchant's recovery): the payments beyond what
     /// it has left are skipped with the reason.
     pub(super) async fn bulk_resend(
-        &self,
+        self,
         filter: &FailedEventFilter,
         limit: usize,
         actor: &Actor,
@@ -192,7 +192,7 @@ impl PaymentService {
     /// resend answered them meanwhile) unless `even_without_failures`: then the resend is
     /// committed on its own (the merchant's resend of any closed payment).
     pub(super) async fn resend_one(
-        &self,
+        self,
         id: PaymentId,
         actor: &Actor,
         even_without_failures: bool,
@@ -251,7 +251,7 @@ impl PaymentService {
     }
 
     /// Why callback dispatch is held, or `None` when it runs.
-    pub async fn callback_hold(&self) -> Result<Option<String>, StoreError> {
+    pub async fn callback_hold(self) -> Result<Option<String>, StoreError> {
         Ok(crate::settings::CALLBACK_HOLD
             .get(&*self.ports.store)
             .await?
@@ -262,7 +262,7 @@ impl PaymentService {
     /// in flight finish) until [`release_callbacks`](Self::release_callbacks). Events keep
     /// being queued. Audited as `callbacks.hold`.
     pub async fn hold_callbacks(
-        &self,
+        self,
         reason: &str,
         actor: &Actor,
     ) -> Result<String, super::AdminError> {
@@ -281,11 +281,11 @@ impl PaymentService {
 
     /// Releases a hold of callback dispatch; held events are sent at once. Audited as
     /// `callbacks.release` (also when nothing was held).
-    pub async fn release_callbacks(&self, actor: &Actor) -> Result<(), StoreError> {
+    pub async fn release_callbacks(self, actor: &Actor) -> Result<(), StoreError> {
         self.set_hold("", "callbacks.release", actor).await
     }
 
-    async fn set_hold(&self, value: &str, action: &str, actor: &Actor) -> Result<(), StoreError> {
+    async fn set_hold(self, value: &str, action: &str, actor: &Actor) -> Result<(), StoreError> {
         let before = self.callback_hold().await?;
         crate::settings::CALLBACK_HOLD
             .set(&*self.ports.store, &value.to_string())
@@ -319,7 +319,7 @@ impl PaymentService {
     /// and `batch` audit records older than [`ServiceConfig::retention`](super::ServiceConfig)
     /// allows, and `batch` logged requests older than its `request_log` policy. The sweeper
     /// repeats it, pausing between batches, until each comes back short.
-    pub async fn purge_expired_records(&self, batch: usize) -> Result<PurgeReport, StoreError> {
+    pub async fn purge_expired_records(self, batch: usize) -> Result<PurgeReport, StoreError> {
         let now = self.ports.clock.now();
         let retention = self.config.retention;
         let mut report = PurgeReport::default();

@@ -3,7 +3,7 @@
 use futures_util::future::{select, Either};
 
 use super::auth::{Authenticated, PendingNonce, REPLAYED};
-use super::PaymentService;
+use super::Payments;
 use crate::bank::{Bank, BankNotFound};
 use crate::clock::Timestamp;
 use crate::error::{ErrorCause, RateFailure};
@@ -21,7 +21,7 @@ use crate::store::{AdmitOutcome, PaymentChange, StoreError};
 use crate::transition::{self, Transition, TransitionError, Trigger};
 use crate::{ApiError, ErrorCode};
 
-/// Why [`PaymentService::create_payment`] refused a create, each with the stable code of its
+/// Why [`Payments::create_payment`] refused a create, each with the stable code of its
 /// answer ([`CreateError::code`]); the message of that answer is the error's text.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,7 +136,7 @@ pub struct CreateOutcome {
     pub payment: Payment,
 }
 
-impl PaymentService {
+impl Payments<'_> {
     /// `POST /api/v1/payments`: creates a payment from the body of an authenticated request.
     ///
     /// The request's nonce is recorded in the same store write as the payment
@@ -153,7 +153,7 @@ impl PaymentService {
     ///
     /// [`Store::admit_create`]: crate::store::Store::admit_create
     pub async fn create_payment(
-        &self,
+        self,
         auth: Authenticated,
         body: &[u8],
     ) -> Result<CreateOutcome, CreateError> {
@@ -163,7 +163,7 @@ impl PaymentService {
             Ok(req) => req,
             Err(e) => {
                 if let Some(nonce) = &nonce {
-                    if !self.use_nonce(nonce).await? {
+                    if !self.gate().use_nonce(nonce).await? {
                         return Err(CreateError::Replayed);
                     }
                 }
@@ -284,7 +284,7 @@ impl PaymentService {
     /// The transition a provider's answer makes of the stored `created` payment, and the
     /// comment of a `422 payment_not_routable` answer.
     fn decide(
-        &self,
+        self,
         payment: &Payment,
         pricing: Option<Pricing>,
         outcome: ProviderOutcome,
@@ -350,7 +350,7 @@ impl PaymentService {
     /// The payment a create would store, or the business rule it breaks (paused merchant or
     /// project, bank, contract, rate).
     async fn candidate(
-        &self,
+        self,
         project: &Project,
         merchant: &Merchant,
         req: &CreatePayment,
@@ -432,7 +432,7 @@ impl PaymentService {
     /// cannot be priced any more (no rate, the contract no longer covers the payment).
     /// Nothing when the payment is not in `created` any more (another node, the sweeper or
     /// the create itself got there first).
-    pub async fn recover_create(&self, payment: &Payment) -> Result<Recovery, StoreError> {
+    pub async fn recover_create(self, payment: &Payment) -> Result<Recovery, StoreError> {
         if payment.status != PaymentStatus::Created {
             return Ok(Recovery::Raced);
         }
@@ -494,7 +494,7 @@ impl PaymentService {
     /// created since `since`, and the last `limit` recoveries on the audit log. At most
     /// `limit` of each kind per project, newest first.
     pub async fn reconciliation(
-        &self,
+        self,
         since: Timestamp,
         limit: usize,
     ) -> Result<Reconciliation, StoreError> {
@@ -534,7 +534,7 @@ impl PaymentService {
 
     /// The price a payment's requisites are fixed at now: the course of now and the fee of
     /// its project's contract; why not, as text.
-    async fn price_now(&self, payment: &Payment) -> Result<Result<Pricing, String>, StoreError> {
+    async fn price_now(self, payment: &Payment) -> Result<Result<Pricing, String>, StoreError> {
         let (project, _) = self.owner_of(payment).await?;
         let fee_percent =
             match project
@@ -559,7 +559,7 @@ impl PaymentService {
     /// The rate source's answer within its budget; no answer in time is no rate
     /// (`422 payment_rate_unavailable`, with [`RateFailure::TimedOut`] as its cause), so a slow
     /// rate API cannot hold creates without limit.
-    async fn course(&self, currency: Currency) -> Result<rust_decimal::Decimal, RateFailure> {
+    async fn course(self, currency: Currency) -> Result<rust_decimal::Decimal, RateFailure> {
         let call = self.ports.rates.course(currency);
         let budget = self.ports.clock.sleep(self.config.rate_budget);
         match select(call, budget).await {
@@ -576,7 +576,7 @@ impl PaymentService {
     /// leaves the payment naming the provider that may have issued). An answer that may have
     /// issued ends it: never a second provider after it.
     async fn call_provider(
-        &self,
+        self,
         payment: &mut Payment,
         ask: Ask,
         deadline: Timestamp,
@@ -645,7 +645,7 @@ impl PaymentService {
     /// payment (waiting, bounded, while the first request's provider call runs); a different
     /// one is `409 payment_idempotency_conflict`.
     async fn repeat(
-        &self,
+        self,
         existing: Payment,
         fingerprint: &str,
     ) -> Result<CreateOutcome, CreateError> {
@@ -685,20 +685,20 @@ impl PaymentService {
 }
 
 /// How long after its create's provider budget a payment still in `created` is taken as lost:
-/// a repeat of its create then asks the provider again ([`PaymentService::recover_create`]).
+/// a repeat of its create then asks the provider again ([`Payments::recover_create`]).
 /// With the 15 s budget that is 16 s after the create, which is when the wait of a repeat that
 /// arrived with the create ends (`duplicate_wait`, 16 s): every repeat that waits sees the
 /// payment resolved, by its create or by itself.
 pub const RECOVER_AFTER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The audit action of a recovered create ([`PaymentService::recover_create`]); its `after`
+/// The audit action of a recovered create ([`Payments::recover_create`]); its `after`
 /// holds `outcome` (`resolved` or `ambiguous`), `status` and `provider`.
 pub const RECOVERY_ACTION: &str = "payment.recover";
 
 /// What an operator reconciles with the providers: payments still in `created` past their
 /// create's budget (no answer recorded yet), payments `error` / `provider_result_ambiguous`
 /// (a provider may have issued), and the recoveries on record
-/// ([`PaymentService::reconciliation`]).
+/// ([`Payments::reconciliation`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reconciliation {
     /// Still in `created` past the create's budget and a margin: not resolved yet.
@@ -709,7 +709,7 @@ pub struct Reconciliation {
     pub recovered: Vec<AuditRecord>,
 }
 
-/// What [`PaymentService::recover_create`] did.
+/// What [`Payments::recover_create`] did.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recovery {

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::listing::{parse_cursor, read_query, ListCursor, ListWindow};
-use super::{Actor, PaymentService};
+use super::{Actor, Callbacks};
 use crate::error::{ApiError, ErrorCode};
 use crate::event::{DeliveryState, EventRecord, FailedEventFilter};
 use crate::ids::{EventId, PaymentId, ProjectId};
@@ -172,7 +172,7 @@ pub struct Recovered {
 }
 
 /// The request one delivery attempt sent, as the merchant may see it: the exact body and the
-/// headers (the signature included, never the secret) ([`PaymentService::sent_request`]).
+/// headers (the signature included, never the secret) ([`Callbacks::sent_request`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentRequest {
     /// The body, byte for byte (JSON, UTF-8).
@@ -213,10 +213,10 @@ pub fn resend_budget_message(budget: RateLimit, retry_after: Duration) -> String
     )
 }
 
-impl PaymentService {
+impl Callbacks<'_> {
     /// Takes `n` resends from `project`'s resend budget: the first `allowed` may be sent.
     pub(super) async fn take_resends(
-        &self,
+        self,
         project: ProjectId,
         n: usize,
     ) -> Result<Grant, StoreError> {
@@ -228,10 +228,10 @@ impl PaymentService {
 
     /// A page of `project`'s callback events as `query` asks, newest first by queueing time
     /// (ties by event id), each with its attempts, read under the project's list budget
-    /// ([`PaymentService::events_page`]). Events are kept for the events' retention period
+    /// ([`Callbacks::events_page`]). Events are kept for the events' retention period
     /// ([`Retention::events`](super::Retention)).
     pub async fn list_events(
-        &self,
+        self,
         project: &Project,
         query: &EventListQuery,
     ) -> Result<EventPage, ApiError> {
@@ -239,12 +239,12 @@ impl PaymentService {
         Ok(query.page(found))
     }
 
-    /// A long poll's re-read of [`PaymentService::list_events`]: the page when one of the
+    /// A long poll's re-read of [`Callbacks::list_events`]: the page when one of the
     /// project's list places is free now, `None` when not (the poll looks again at its next
     /// turn instead of waiting: a project's long polls never hold more places than its
     /// budget, and never fail for want of one).
     pub async fn recheck_events(
-        &self,
+        self,
         project: &Project,
         query: &EventListQuery,
     ) -> Result<Option<EventPage>, ApiError> {
@@ -263,7 +263,7 @@ impl PaymentService {
     /// ([`ScanBudget`](super::ScanBudget): `429 rate_limited` when the project already runs
     /// as many list reads as it may) and the store's time limit for one read. The API's
     /// events list and the cabinet's deliveries page read through here.
-    pub async fn events_page(&self, query: &EventQuery) -> Result<Vec<EventRecord>, ApiError> {
+    pub async fn events_page(self, query: &EventQuery) -> Result<Vec<EventRecord>, ApiError> {
         let _place = self.scan_place(query.project).await?;
         Ok(self.ports.store.find_events(query).await?)
     }
@@ -271,7 +271,7 @@ impl PaymentService {
     /// One event of `project` with its attempts; `None` when it does not exist or belongs to
     /// another project.
     pub async fn project_event(
-        &self,
+        self,
         project: &Project,
         id: EventId,
     ) -> Result<Option<EventRecord>, StoreError> {
@@ -290,7 +290,7 @@ impl PaymentService {
     /// headers, the signature recomputed from the project's callback secrets for the attempt's
     /// time ([`CallbackSecrets::signature_at`](crate::callback::CallbackSecrets::signature_at)).
     pub async fn sent_request(
-        &self,
+        self,
         project: &Project,
         event: &EventRecord,
     ) -> Result<SentRequest, ApiError> {
@@ -298,7 +298,7 @@ impl PaymentService {
         if event.outbox.event.project_id != project.id {
             return Err(event_not_found());
         }
-        let secrets = self.signing_secrets(project.id).await?;
+        let secrets = self.directory().signing_secrets(project.id).await?;
         let body = &event.outbox.event.body;
         let attempts = event
             .attempts
@@ -331,7 +331,7 @@ impl PaymentService {
     /// invalid_transition` when the payment is not closed (any more) or has no callback URL.
     /// Returns the new event.
     pub async fn resend_event(
-        &self,
+        self,
         project: &Project,
         id: EventId,
         actor: &Actor,
@@ -349,7 +349,7 @@ impl PaymentService {
     /// payment): a new event with a new `event_id`, one attempt. `404 payment_not_found` for
     /// a payment of another project. Returns the new event.
     pub async fn resend_payment_callback(
-        &self,
+        self,
         project: &Project,
         payment: PaymentId,
         actor: &Actor,
@@ -379,7 +379,7 @@ impl PaymentService {
     /// reason ([`resend_budget_message`]) and stay failed for a later call. Audited as a bulk
     /// resend by `actor`, and each payment's resend on its own.
     pub async fn recover_events(
-        &self,
+        self,
         project: &Project,
         since: Timestamp,
         until: Option<Timestamp>,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::listing::{parse_cursor, read_query, ListCursor, ListQueryError, ListWindow};
-use super::{Actor, PaymentService};
+use super::{Actor, Balances};
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::{EntryId, PaymentId, ProjectId};
 use crate::ledger::{
@@ -235,15 +235,15 @@ pub struct LedgerReport {
 /// How many payments or entries the reconciliation reads per page.
 const RECONCILE_PAGE: usize = 1_000;
 
-impl PaymentService {
+impl Balances<'_> {
     /// A project's balance.
-    pub async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+    pub async fn balance(self, project: ProjectId) -> Result<Balance, StoreError> {
         self.ports.store.balance(project).await
     }
 
     /// A page of `project`'s ledger entries as `query` asks, newest first.
     pub async fn list_entries(
-        &self,
+        self,
         project: &Project,
         query: &EntryListQuery,
     ) -> Result<EntryPage, StoreError> {
@@ -272,7 +272,7 @@ impl PaymentService {
     /// before `from`), each kind's count and sum in the period (summed by the store), and the
     /// closing balance.
     pub async fn statement(
-        &self,
+        self,
         project: ProjectId,
         from: Timestamp,
         to: Timestamp,
@@ -314,7 +314,7 @@ impl PaymentService {
     /// the payout recorded first (a retry: `false`), another one with the same reference is a
     /// conflict. `true` with a payout recorded now.
     pub async fn record_payout(
-        &self,
+        self,
         project: ProjectId,
         payout: &PayoutRequest,
         actor: &Actor,
@@ -364,7 +364,7 @@ impl PaymentService {
     /// Records an operator adjustment of `project`'s balance (either sign, not zero) with a
     /// reason, audited as `actor`.
     pub async fn record_adjustment(
-        &self,
+        self,
         project: ProjectId,
         amount: Usdt,
         reason: &str,
@@ -393,7 +393,7 @@ impl PaymentService {
 
     /// The project must exist; then [`ledger::post`].
     async fn post_checked(
-        &self,
+        self,
         project: ProjectId,
         posting: Posting,
         forced: bool,
@@ -414,7 +414,7 @@ impl PaymentService {
     }
 
     async fn payout_by_reference(
-        &self,
+        self,
         project: ProjectId,
         reference: &TxReference,
     ) -> Result<Option<LedgerEntry>, StoreError> {
@@ -429,7 +429,7 @@ impl PaymentService {
             .pop())
     }
 
-    fn ledger_audit(&self, posting: &Posting, action: &str, actor: &Actor) -> AuditRecord {
+    fn ledger_audit(self, posting: &Posting, action: &str, actor: &Actor) -> AuditRecord {
         let after = serde_json::json!({
             "entry_id": posting.id,
             "kind": posting.kind,
@@ -458,7 +458,7 @@ impl PaymentService {
     /// every payment and entry in pages; holds one sum per payment with entries of the project
     /// being read.
     pub async fn reconcile_ledger(
-        &self,
+        self,
         repair: bool,
         actor: &Actor,
     ) -> Result<LedgerReport, StoreError> {
@@ -473,7 +473,7 @@ impl PaymentService {
     }
 
     async fn reconcile_project(
-        &self,
+        self,
         project: ProjectId,
         repair: bool,
         actor: &Actor,
@@ -587,7 +587,7 @@ impl PaymentService {
     /// only if the payment is still at the version read, so a change that lands meanwhile
     /// (and its own entry) is never counted twice: the payment and its entries are read
     /// again, up to a few times. `false` when nothing was needed any more.
-    async fn repair_payment(&self, p: &Payment, actor: &Actor) -> Result<bool, StoreError> {
+    async fn repair_payment(self, p: &Payment, actor: &Actor) -> Result<bool, StoreError> {
         let store = &self.ports.store;
         for _ in 0..4 {
             let Some(current) = store.payment(p.id).await? else {

@@ -8,7 +8,7 @@ use std::fmt;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
-use super::PaymentService;
+use super::Payments;
 use crate::amount::Amount;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::PaymentId;
@@ -403,13 +403,13 @@ pub struct PaymentPage {
     pub next_cursor: Option<PaymentCursor>,
 }
 
-impl PaymentService {
+impl Payments<'_> {
     /// A page of `project`'s payments as `query` asks: newest first by creation time (ties by
-    /// id), through an index for each filter but metadata (see [`PaymentService::payments_page`]
+    /// id), through an index for each filter but metadata (see [`Payments::payments_page`]
     /// for the budget it runs under). A payment created while a client pages through the list
     /// is not on the later pages (they hold older payments); none is skipped or repeated.
     pub async fn list_payments(
-        &self,
+        self,
         project: &Project,
         query: &PaymentListQuery,
     ) -> Result<PaymentPage, ApiError> {
@@ -448,20 +448,20 @@ impl PaymentService {
     /// as many list reads as it may) and the store's time limit for one read (`503
     /// service_unavailable`, "narrow the filters"). Every list of payments reads through
     /// here: the API's list, the cabinet's list, search and export.
-    pub async fn payments_page(&self, query: &PaymentQuery) -> Result<Vec<Payment>, ApiError> {
+    pub async fn payments_page(self, query: &PaymentQuery) -> Result<Vec<Payment>, ApiError> {
         let _place = self.scan_place(query.project).await?;
         Ok(self.ports.store.find_payments(query).await?)
     }
 }
 
-impl PaymentService {
+impl Payments<'_> {
     /// A page of the payments of every project in `projects` as `query` asks (a merchant's
     /// projects, for the cabinet's search): each project's page through
-    /// [`PaymentService::list_payments`] from the same cursor, merged newest first by
+    /// [`Payments::list_payments`] from the same cursor, merged newest first by
     /// `(created_at, id)` and cut to the limit. The order is one order across projects, so
     /// the next page starts after the last payment shown and none is skipped or repeated.
     pub async fn list_payments_across(
-        &self,
+        self,
         projects: &[Project],
         query: &PaymentListQuery,
     ) -> Result<PaymentPage, ApiError> {

@@ -102,7 +102,7 @@ pub struct ServiceConfig {
     /// as they are; the server configures a key file).
     pub sealing: crate::sealing::SealingKeys,
     /// How long finished callback events and audit records are kept
-    /// ([`PaymentService::purge_expired_records`]).
+    /// ([`Callbacks::purge_expired_records`]).
     pub retention: Retention,
     /// How much of the merchant API's request log is kept ([`crate::request_log`]).
     pub request_log: crate::request_log::RequestLogPolicy,
@@ -208,11 +208,17 @@ pub trait OutboxWaker: Send + Sync {
 /// The payment service: every operation of the API over the [`Ports`], deciding everything
 /// and doing no I/O of its own. Clones share the ports and the outbox wakers.
 ///
-/// A merchant's request goes through [`authenticate`](Self::authenticate), which returns an
-/// [`Authenticated`] value; the operation consumes it ([`create_payment`](Self::create_payment),
-/// [`test_complete`](Self::test_complete), [`accept`](Self::accept) for reads), so the
-/// request's one-time nonce is always recorded. Operator actions go through
-/// [`operate`](Self::operate), the lifecycle through [`sweep`](Self::sweep).
+/// Its operations are grouped in services by bounded context, each borrowed for a call:
+/// [`payments`](ServiceState::payments) ([`Payments`]), [`directory`](ServiceState::directory)
+/// ([`Directory`]), [`callbacks`](ServiceState::callbacks) ([`Callbacks`]),
+/// [`balances`](ServiceState::balances) ([`Balances`]), [`gate`](ServiceState::gate)
+/// ([`Gate`]) and [`requests`](ServiceState::requests) ([`RequestLog`]).
+///
+/// A merchant's request goes through [`Gate::authenticate`], which returns an
+/// [`Authenticated`] value; the operation consumes it ([`Payments::create_payment`],
+/// [`Payments::test_complete`], [`Gate::accept`] for reads), so the request's one-time nonce
+/// is always recorded. Operator actions go through [`Payments::operate`], the lifecycle
+/// through [`Payments::sweep`].
 ///
 /// The service over an in-memory store and a manual clock (feature `testing`), one signed
 /// create and the operator's confirmation:
@@ -260,8 +266,9 @@ pub trait OutboxWaker: Send + Sync {
 ///     AuthConfig::for_environment(Environment::Sandbox),
 /// );
 /// let actor = Actor("setup".into());
-/// let merchant = service.create_merchant("Shop", None, &actor).await.unwrap();
+/// let merchant = service.directory().create_merchant("Shop", None, &actor).await.unwrap();
 /// let project = service
+///     .directory()
 ///     .create_project(merchant.id, "Web", ProjectPatch::default(), &actor)
 ///     .await
 ///     .unwrap();
@@ -275,6 +282,7 @@ pub trait OutboxWaker: Send + Sync {
 ///
 /// // The transfer arrived: the operator confirms; the callback event is queued with it.
 /// let done = service
+///     .payments()
 ///     .operate(created.id, Trigger::Confirm { amount: None }, &actor)
 ///     .await
 ///     .unwrap();
@@ -283,30 +291,106 @@ pub trait OutboxWaker: Send + Sync {
 /// ```
 #[derive(Clone)]
 pub struct PaymentService {
+    shared: Arc<ServiceState>,
+}
+
+/// What every service of a [`PaymentService`] shares: the ports, the settings and the
+/// process-wide state (outbox wakers, the signature batcher, the provisioning turns, the resend
+/// budgets, the list reads under way). Reached only through the services, which read it as
+/// their own ([`Deref`](std::ops::Deref)); nothing of it is public.
+pub struct ServiceState {
     // Behind `Arc`s: a clone (one per request that moves the service into a task) copies
     // pointers, not the settings' lists and strings.
     ports: Arc<Ports>,
     config: Arc<ServiceConfig>,
     auth: Arc<AuthConfig>,
-    wakers: Arc<std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>>,
+    wakers: std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>,
     /// Verifies the signatures of concurrent requests together (shared by every clone).
-    batcher: Arc<SignatureBatcher>,
+    batcher: SignatureBatcher,
     /// The merchants this process is provisioning now (shared by every clone): a second call
     /// for one of them is busy, as one on another node is through the store's turn.
-    provisioning: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    provisioning: std::sync::Mutex<std::collections::HashSet<String>>,
     /// What each project has left of its resend budget (shared by every clone).
-    resends: Arc<crate::ratelimit::LocalRateLimiter>,
+    resends: crate::ratelimit::LocalRateLimiter,
     /// The list reads under way, by project ([`ScanBudget`]; shared by every clone).
     scan_places: Arc<scans::ScanPlaces>,
+}
+
+impl std::fmt::Debug for ServiceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceState")
+            .field("config", &self.config)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for PaymentService {
+    type Target = ServiceState;
+    fn deref(&self) -> &ServiceState {
+        &self.shared
+    }
 }
 
 impl std::fmt::Debug for PaymentService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PaymentService")
-            .field("config", &self.config)
-            .field("auth", &self.auth)
+            .field("config", &self.shared.config)
+            .field("auth", &self.shared.auth)
             .finish_non_exhaustive()
     }
+}
+
+/// Declares the services by bounded context: each a view of the [`ServiceState`] a
+/// [`PaymentService`] holds, borrowed for one call (`service.payments().create_payment(..)`),
+/// reading the shared state as its own.
+macro_rules! services {
+    ($($(#[$doc:meta])* $name:ident => $accessor:ident;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub struct $name<'a> {
+            state: &'a ServiceState,
+        }
+
+        impl std::ops::Deref for $name<'_> {
+            type Target = ServiceState;
+            fn deref(&self) -> &ServiceState {
+                self.state
+            }
+        }
+
+        impl std::fmt::Debug for $name<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name)).finish_non_exhaustive()
+            }
+        }
+
+        impl ServiceState {
+            #[doc = concat!("The [`", stringify!($name), "`] service.")]
+            pub fn $accessor(&self) -> $name<'_> {
+                $name { state: self }
+            }
+        }
+    )*};
+}
+
+services! {
+    /// Payments: create, read and list, operate (support's triggers, the sandbox's test
+    /// outcomes), the lifecycle sweep, provider notifications and the payer page.
+    Payments => payments;
+    /// Directory and credentials: merchants, projects, API tokens, keys, callback secrets,
+    /// operator tokens, provisioning.
+    Directory => directory;
+    /// Callbacks and events: the outbox's schedule, the events API, resends, recovery, holds,
+    /// retention.
+    Callbacks => callbacks;
+    /// The project balance ledger: balance, entries, statements, payouts, adjustments,
+    /// reconciliation.
+    Balances => balances;
+    /// The merchant API's gate: authentication of signed requests and their one-time nonces.
+    Gate => gate;
+    /// The merchant API's request log: recording, reading, the integration's health, purging.
+    RequestLog => requests;
 }
 
 /// `404 payment_not_found`: no such payment in the caller's project (also for an id that
@@ -355,30 +439,35 @@ impl From<ReadError> for ApiError {
 impl PaymentService {
     /// A service over `ports`.
     pub fn new(ports: Ports, config: ServiceConfig, auth: AuthConfig) -> Self {
-        PaymentService {
+        let state = ServiceState {
             ports: Arc::new(ports),
             config: Arc::new(config),
-            batcher: Arc::new(
-                SignatureBatcher::new(auth.signature_batch.max(1), auth.signature_batch_wait)
-                    .with_min_fill(auth.signature_batch_min),
-            ),
+            batcher: SignatureBatcher::new(auth.signature_batch.max(1), auth.signature_batch_wait)
+                .with_min_fill(auth.signature_batch_min),
             auth: Arc::new(auth),
-            wakers: Arc::default(),
-            provisioning: Arc::default(),
-            resends: Arc::default(),
-            scan_places: Arc::default(),
+            wakers: Default::default(),
+            provisioning: Default::default(),
+            resends: Default::default(),
+            scan_places: Default::default(),
+        };
+        PaymentService {
+            shared: Arc::new(state),
         }
     }
+}
 
+impl Callbacks<'_> {
     /// Tells `waker` about every callback event this service, and every clone of it, commits
     /// from now on (see [`OutboxWaker`]).
-    pub fn add_outbox_waker(&self, waker: Arc<dyn OutboxWaker>) {
+    pub fn add_outbox_waker(self, waker: Arc<dyn OutboxWaker>) {
         self.wakers
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(waker);
     }
+}
 
+impl ServiceState {
     /// The authentication settings.
     pub fn auth_config(&self) -> &AuthConfig {
         &self.auth
@@ -419,12 +508,16 @@ impl PaymentService {
         }
         Ok(())
     }
+}
 
+impl Gate<'_> {
     /// The signature batcher's counters (batches, signatures, fallbacks, timeouts).
-    pub fn signature_batches(&self) -> BatchStats {
+    pub fn signature_batches(self) -> BatchStats {
         self.batcher.stats()
     }
+}
 
+impl ServiceState {
     /// The ports.
     pub fn ports(&self) -> &Ports {
         &self.ports
@@ -444,11 +537,13 @@ impl PaymentService {
     pub fn catalog(&self) -> &BankCatalog {
         &self.ports.catalog
     }
+}
 
+impl Payments<'_> {
     /// A payment of `project` by its id as given in a path: unknown, malformed and other
     /// projects' ids are all `404 payment_not_found`.
     pub async fn payment_of_project(
-        &self,
+        self,
         project: &Project,
         id: &str,
     ) -> Result<Payment, ReadError> {
@@ -458,7 +553,9 @@ impl PaymentService {
             _ => Err(ReadError::NotFound),
         }
     }
+}
 
+impl ServiceState {
     /// Commits a transition: the new payment version, its callback event (when a destination
     /// exists at any level) and the audit record, in one store transaction.
     async fn commit(
@@ -587,13 +684,15 @@ impl PaymentService {
             _ => self.config.retry.max_attempts(),
         }
     }
+}
 
+impl Callbacks<'_> {
     /// When the attempt after `attempt` is due: `None` ends the event (delivered on success,
     /// failed once its attempts are used up, and a manual resend after its one attempt
     /// whatever its row says); otherwise the retry schedule's next delay after the start of
     /// this attempt.
     pub fn next_attempt_at(
-        &self,
+        self,
         event: &OutboxEvent,
         attempt: &DeliveryAttempt,
     ) -> Option<Timestamp> {
@@ -612,7 +711,7 @@ impl PaymentService {
     /// attempt is recorded and the newer holder's schedule stands
     /// ([`AttemptRecorded::Stale`]).
     pub async fn record_attempt(
-        &self,
+        self,
         claimed: &ClaimedEvent,
         attempt: &DeliveryAttempt,
     ) -> Result<AttemptRecorded, StoreError> {
@@ -622,7 +721,9 @@ impl PaymentService {
             .record_attempt(claimed.event.event.event_id, claimed.lease, attempt, next)
             .await
     }
+}
 
+impl ServiceState {
     /// Applies a trigger with the state machine and commits it, re-reading and retrying when
     /// another writer changed the payment in between (optimistic concurrency).
     async fn apply(

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::PaymentService;
+use super::Payments;
 use crate::amount::Amount;
 use crate::callback::{CallbackVerifier, CallbackVerifyError};
 use crate::event::OutboxEvent;
@@ -237,12 +237,12 @@ pub struct NotificationOutcome {
     pub event: Option<OutboxEvent>,
 }
 
-impl PaymentService {
+impl Payments<'_> {
     /// Applies a signed provider notification (see the module `service::notify` for the checks and
     /// their answers). `verifier` holds the upstream's secrets; the timestamp tolerance is
     /// the verifier's (300 s, as for callbacks).
     pub async fn apply_provider_notification(
-        &self,
+        self,
         verifier: &CallbackVerifier,
         signed: SignedNotification<'_>,
     ) -> Result<NotificationOutcome, NotificationError> {
@@ -254,7 +254,7 @@ impl PaymentService {
     /// `from` (verified with its secrets): a payment routed to another provider is not this
     /// provider's to report on, and is answered as not found.
     pub async fn apply_provider_notification_from(
-        &self,
+        self,
         verifier: &CallbackVerifier,
         signed: SignedNotification<'_>,
         from: Option<&crate::routing::ProviderName>,
@@ -285,7 +285,7 @@ impl PaymentService {
 
     /// Applies a verified, parsed notification once per notification id.
     async fn apply_notification(
-        &self,
+        self,
         notification: ProviderNotification,
         from: Option<&crate::routing::ProviderName>,
     ) -> Result<NotificationOutcome, NotificationError> {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{AuthError, Authenticated, PaymentService};
+use super::{AuthError, Authenticated, Payments};
 use crate::amount::Amount;
 use crate::event::OutboxEvent;
 use crate::ids::PaymentId;
@@ -39,7 +39,7 @@ pub struct SweepReport {
     /// `processing` payments canceled at the end of their lifetime.
     pub expired: usize,
     /// `created` payments past their create resolved by asking the provider again
-    /// ([`PaymentService::recover_create`]): now `processing`, or `error` with the
+    /// ([`Payments::recover_create`]): now `processing`, or `error` with the
     /// provider's refusal.
     pub recovered: usize,
     /// `created` payments past their create that the provider could not resolve: `error` /
@@ -58,7 +58,7 @@ fn payment_json(p: &Payment) -> Option<String> {
     serde_json::to_string(&p.view()).ok()
 }
 
-/// Why an operation on a payment ([`PaymentService::operate`], the test helpers) was
+/// Why an operation on a payment ([`Payments::operate`], the test helpers) was
 /// refused, each with the stable code of its answer ([`OperateError::code`]); the message of
 /// that answer is the error's text.
 #[non_exhaustive]
@@ -141,11 +141,11 @@ impl From<super::ReadError> for OperateError {
     }
 }
 
-impl PaymentService {
+impl Payments<'_> {
     /// Applies an operator action (confirm, cancel, re-check, resolve, resend) to a payment.
     /// An illegal one is `409 invalid_transition` naming the current status.
     pub async fn operate(
-        &self,
+        self,
         id: PaymentId,
         trigger: Trigger,
         actor: &Actor,
@@ -180,7 +180,7 @@ impl PaymentService {
     /// payment of the caller's project that is `processing` (optionally with another amount).
     /// Anything else is `409 invalid_transition`. Records the request's nonce first.
     pub async fn test_complete(
-        &self,
+        self,
         auth: Authenticated,
         id: &str,
         amount: Option<Amount>,
@@ -191,11 +191,7 @@ impl PaymentService {
 
     /// Sandbox test helper (`POST /api/v1/test/payments/{id}/cancel`): cancels a test payment
     /// of the caller's project that is `processing`. Records the request's nonce first.
-    pub async fn test_cancel(
-        &self,
-        auth: Authenticated,
-        id: &str,
-    ) -> Result<Payment, OperateError> {
+    pub async fn test_cancel(self, auth: Authenticated, id: &str) -> Result<Payment, OperateError> {
         self.test_action(auth, id, Trigger::Cancel).await
     }
 
@@ -206,7 +202,7 @@ impl PaymentService {
     /// `processing` test payment of that project (any other id is `404 payment_not_found`);
     /// any other trigger is `409 invalid_transition`.
     pub async fn test_outcome(
-        &self,
+        self,
         project: &Project,
         id: &str,
         trigger: Trigger,
@@ -219,12 +215,12 @@ impl PaymentService {
     }
 
     async fn test_action(
-        &self,
+        self,
         auth: Authenticated,
         id: &str,
         trigger: Trigger,
     ) -> Result<Payment, OperateError> {
-        let ctx = self.accept(auth).await?;
+        let ctx = self.gate().accept(auth).await?;
         let actor = Actor(format!(
             "project:{} token:{}",
             ctx.project.id, ctx.token.prefix
@@ -234,7 +230,7 @@ impl PaymentService {
     }
 
     async fn test_transition(
-        &self,
+        self,
         project: &Project,
         id: &str,
         trigger: Trigger,
@@ -275,7 +271,7 @@ impl PaymentService {
 
     /// Deletes the used nonces whose retention ended (a replay of them fails on its expired
     /// signature anyway); returns how many. The sweeper calls it about once a minute.
-    pub async fn purge_nonces(&self) -> Result<u64, StoreError> {
+    pub async fn purge_nonces(self) -> Result<u64, StoreError> {
         let now = self.ports.clock.now();
         let store = &*self.ports.store;
         purge_all(store, Retained::Nonces, now, NONCE_PURGE_BATCH).await
@@ -285,17 +281,17 @@ impl PaymentService {
     /// `period` ([`Store::take_turn`](crate::store::Store::take_turn)): with several nodes on
     /// one database, one of them sweeps (or purges) per period, and if it stops, another takes
     /// over after the period.
-    pub async fn take_turn(&self, task: &str, period: Duration) -> Result<bool, StoreError> {
+    pub async fn take_turn(self, task: &str, period: Duration) -> Result<bool, StoreError> {
         let now = self.ports.clock.now();
         self.ports.store.take_turn(task, now, now + period).await
     }
 
     /// One pass of the lifecycle sweeper: cancels `processing` payments whose lifetime ran out
     /// (with their callback) and resolves payments stuck in `created` for 60 s by asking the
-    /// provider again ([`PaymentService::recover_create`], no callback), all of the batch at
+    /// provider again ([`Payments::recover_create`], no callback), all of the batch at
     /// once after the expiries. Looks at most `limit` due payments, found through the store's
     /// due-time index.
-    pub async fn sweep(&self, limit: usize) -> Result<SweepReport, StoreError> {
+    pub async fn sweep(self, limit: usize) -> Result<SweepReport, StoreError> {
         let now = self.ports.clock.now();
         let due = self.ports.store.due_payments(now, limit).await?;
         let mut report = SweepReport::default();

@@ -4,7 +4,7 @@
 //! and the CLI ask here; they decide nothing about tokens themselves.
 //!
 //! The single unnamed token of earlier versions (the setting [`OPERATOR_TOKEN_SETTING`]) keeps
-//! working, as actor `operator`, until [`PaymentService::issue_operator_token`] replaces it.
+//! working, as actor `operator`, until [`Directory::issue_operator_token`] replaces it.
 
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::AdminError;
-use super::{Actor, PaymentService};
+use super::{Actor, Directory};
 use crate::ids::TokenId;
 use crate::project::{AuditRecord, OperatorTokenRecord};
 use crate::secret::SecretString;
@@ -24,7 +24,7 @@ use crate::store::OperatorStoreExt;
 /// The setting holding the SHA-256 (hex) of the unnamed operator token of earlier versions.
 pub const OPERATOR_TOKEN_SETTING: &str = crate::settings::LEGACY_OPERATOR_TOKEN_SHA256.name();
 
-/// The name of the token [`PaymentService::issue_operator_token`] issues (the sandbox
+/// The name of the token [`Directory::issue_operator_token`] issues (the sandbox
 /// bootstrap's, and `payments-server operator-token` without a subcommand).
 pub const DEFAULT_OPERATOR_TOKEN_NAME: &str = "default";
 
@@ -80,12 +80,12 @@ fn record_json(r: &OperatorTokenRecord) -> String {
     .to_string()
 }
 
-impl PaymentService {
+impl Directory<'_> {
     /// Issues the [`DEFAULT_OPERATOR_TOKEN_NAME`] token, ending at once every earlier token of
     /// that name and the unnamed token of earlier versions: the previous "one operator token"
     /// stops working. Audited as `operator_token.issue` by `system`. Returns the token, shown
     /// once.
-    pub async fn issue_operator_token(&self) -> Result<String, AdminError> {
+    pub async fn issue_operator_token(self) -> Result<String, AdminError> {
         let now = self.ports.clock.now();
         for t in self.ports.store.operator_tokens().await? {
             if t.name == DEFAULT_OPERATOR_TOKEN_NAME && t.is_valid_at(now) {
@@ -105,7 +105,7 @@ impl PaymentService {
     /// until revoked). A name that has a valid token already is refused: rotate it instead.
     /// Audited as `operator_token.issue` by `actor`.
     pub async fn issue_named_operator_token(
-        &self,
+        self,
         name: &str,
         lifetime: Option<Duration>,
         actor: &Actor,
@@ -129,7 +129,7 @@ impl PaymentService {
     }
 
     async fn mint_operator_token(
-        &self,
+        self,
         name: &str,
         lifetime: Option<Duration>,
         actor: &Actor,
@@ -156,7 +156,7 @@ impl PaymentService {
     }
 
     async fn audit_token(
-        &self,
+        self,
         action: &str,
         after: &OperatorTokenRecord,
         before: Option<&OperatorTokenRecord>,
@@ -178,13 +178,13 @@ impl PaymentService {
 
     /// Every operator token ever issued (expired ones included), in issue order; never the
     /// tokens themselves.
-    pub async fn operator_tokens(&self) -> Result<Vec<OperatorTokenRecord>, AdminError> {
+    pub async fn operator_tokens(self) -> Result<Vec<OperatorTokenRecord>, AdminError> {
         Ok(self.ports.store.operator_tokens().await?)
     }
 
     /// The tokens `which` names that are valid now: the tokens of that name, or the one token
     /// with that id. None is `404 not_found`.
-    async fn valid_tokens(&self, which: &str) -> Result<Vec<OperatorTokenRecord>, AdminError> {
+    async fn valid_tokens(self, which: &str) -> Result<Vec<OperatorTokenRecord>, AdminError> {
         let now = self.ports.clock.now();
         let which = which.trim();
         let id: Option<TokenId> = which.parse().ok();
@@ -208,7 +208,7 @@ impl PaymentService {
     /// request with one is `401 token_invalid`. Audited as `operator_token.revoke`. Returns
     /// the revoked records.
     pub async fn revoke_operator_token(
-        &self,
+        self,
         which: &str,
         actor: &Actor,
     ) -> Result<Vec<OperatorTokenRecord>, AdminError> {
@@ -230,7 +230,7 @@ impl PaymentService {
     /// the holder can switch without a gap. The new token inherits no end of the old ones.
     /// Audited as `operator_token.rotate`.
     pub async fn rotate_operator_token(
-        &self,
+        self,
         name: &str,
         overlap: Duration,
         actor: &Actor,
@@ -262,7 +262,7 @@ impl PaymentService {
     /// (actor `operator`, compared in constant time). A missing, malformed, expired or wrong
     /// token is `401 token_invalid`. No part of the token goes to the audit trail.
     pub async fn check_operator_token(
-        &self,
+        self,
         authorization: Option<&str>,
     ) -> Result<Actor, AdminError> {
         let presented = authorization

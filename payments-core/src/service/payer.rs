@@ -1,13 +1,13 @@
 //! The hosted payer page: which payments have one, their links, and what a link shows.
 
-use super::{PaymentService, ReadError};
+use super::{Payments, ReadError};
 use crate::payer::{PageToken, PayerView, PaymentPageRecord};
 use crate::payment::Payment;
 use crate::project::Project;
 use crate::store::MerchantStoreExt;
 use crate::store::PayerPageStoreExt;
 
-impl PaymentService {
+impl Payments<'_> {
     /// The payer page token of `payment`, when its project (`project`) has the page on and
     /// the store keeps payer page links (the cabinet's part of the store); `None` otherwise.
     /// The first call for a payment makes its token (128 random bits from the
@@ -15,7 +15,7 @@ impl PaymentService {
     /// the same one. A payment created before the project turned the page on gets its link
     /// at its next read.
     pub async fn payment_page_token(
-        &self,
+        self,
         project: &Project,
         payment: &Payment,
     ) -> Result<Option<PageToken>, ReadError> {
@@ -43,7 +43,7 @@ impl PaymentService {
     /// What the payer page at `token` shows now. A token that is malformed or unknown, or of a
     /// payment whose project has the page off, is `404 payment_not_found`, the same answer for
     /// each, so a wrong link learns nothing.
-    pub async fn payer_page(&self, token: &str) -> Result<PayerView, ReadError> {
+    pub async fn payer_page(self, token: &str) -> Result<PayerView, ReadError> {
         let token = PageToken::parse(token).ok_or(ReadError::NotFound)?;
         let page = self
             .ports

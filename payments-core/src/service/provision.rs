@@ -7,7 +7,7 @@ use std::time::Duration;
 use ed25519_dalek::VerifyingKey;
 use rust_decimal::Decimal;
 
-use super::{Actor, PaymentService};
+use super::{Actor, Directory, ServiceState};
 use crate::auth::keys::{parse_public_key_form, KeyConfirmation, KeyConfirmationError};
 use crate::auth::token::IssuedToken;
 use crate::auth::{Environment, IpAllowList, Scope};
@@ -216,16 +216,16 @@ fn not_found(what: &str) -> AdminError {
     AdminError::NotFound(format!("{what} not found"))
 }
 
-fn parse_url(url: Option<String>, svc: &PaymentService) -> Result<Option<CallbackUrl>, AdminError> {
+fn parse_url(url: Option<String>, svc: &ServiceState) -> Result<Option<CallbackUrl>, AdminError> {
     url.filter(|u| !u.trim().is_empty())
         .map(|u| CallbackUrl::parse(u.trim(), svc.config.callback_policy).map_err(AdminError::from))
         .transpose()
 }
 
-impl PaymentService {
+impl Directory<'_> {
     /// Creates a merchant.
     pub async fn create_merchant(
-        &self,
+        self,
         name: &str,
         callback_url: Option<String>,
         actor: &Actor,
@@ -235,7 +235,7 @@ impl PaymentService {
             id: MerchantId::generate(self.ports.rng.as_ref()),
             name,
             paused: false,
-            callback_url: parse_url(callback_url, self)?,
+            callback_url: parse_url(callback_url, &self)?,
             created_at: self.ports.clock.now(),
         };
         self.ports.store.put_merchant(&merchant).await?;
@@ -253,7 +253,7 @@ impl PaymentService {
 
     /// Pauses or resumes a merchant and/or sets its common callback URL.
     pub async fn update_merchant(
-        &self,
+        self,
         id: MerchantId,
         paused: Option<bool>,
         callback_url: Option<Option<String>>,
@@ -269,7 +269,7 @@ impl PaymentService {
             m.paused = p;
         }
         if let Some(url) = callback_url {
-            m.callback_url = parse_url(url, self)?;
+            m.callback_url = parse_url(url, &self)?;
         }
         store.put_merchant(&m).await?;
         self.audit(audit(
@@ -287,7 +287,7 @@ impl PaymentService {
     /// Creates a project of a merchant with the standard contract and default settings, then
     /// applies `patch`.
     pub async fn create_project(
-        &self,
+        self,
         merchant: MerchantId,
         name: &str,
         patch: ProjectPatch,
@@ -314,7 +314,7 @@ impl PaymentService {
     }
 
     /// A project of `merchant` named `name` with the standard contract and default settings.
-    fn blank_project(&self, merchant: MerchantId, name: String) -> Project {
+    fn blank_project(self, merchant: MerchantId, name: String) -> Project {
         Project {
             id: ProjectId::generate(self.ports.rng.as_ref()),
             merchant_id: merchant,
@@ -335,15 +335,15 @@ impl PaymentService {
         }
     }
 
-    /// Checks `patch` as [`PaymentService::create_project`] would apply it, writing nothing.
-    pub(super) fn check_patch(&self, patch: &ProjectPatch) -> Result<(), AdminError> {
+    /// Checks `patch` as [`Directory::create_project`] would apply it, writing nothing.
+    pub(super) fn check_patch(self, patch: &ProjectPatch) -> Result<(), AdminError> {
         let template = self.blank_project(MerchantId::from_uuid(uuid::Uuid::nil()), "-".into());
         self.patched(template, patch.clone()).map(|_| ())
     }
 
     /// Changes a project's settings; they take effect with the next request.
     pub async fn update_project(
-        &self,
+        self,
         id: ProjectId,
         patch: ProjectPatch,
         actor: &Actor,
@@ -368,7 +368,7 @@ impl PaymentService {
         Ok(after)
     }
 
-    fn patched(&self, mut p: Project, patch: ProjectPatch) -> Result<Project, AdminError> {
+    fn patched(self, mut p: Project, patch: ProjectPatch) -> Result<Project, AdminError> {
         let bad = AdminError::Invalid;
         if let Some(name) = patch.name {
             p.name = checked_name(&name)?;
@@ -421,7 +421,7 @@ impl PaymentService {
             p.contract = c;
         }
         if let Some(url) = patch.callback_url {
-            p.callback_url = parse_url(url, self)?;
+            p.callback_url = parse_url(url, &self)?;
         }
         if let Some(rules) = patch.ip_allow_list {
             if rules.len() > IpAllowList::MAX_RULES {
@@ -470,7 +470,7 @@ impl PaymentService {
     /// Issues a token with `scopes`, no name and no expiry; the token is in the answer once
     /// and never again.
     pub async fn issue_token(
-        &self,
+        self,
         project: ProjectId,
         scopes: Vec<Scope>,
         actor: &Actor,
@@ -485,7 +485,7 @@ impl PaymentService {
     /// Issues a token as `request` says (scopes, a name, a lifetime); the token is in the
     /// answer once and never again. From its expiry on, it is refused as a revoked token is.
     pub async fn issue_token_as(
-        &self,
+        self,
         project: ProjectId,
         request: TokenRequest,
         actor: &Actor,
@@ -530,7 +530,7 @@ impl PaymentService {
 
     /// Revokes a token: the next request with it fails.
     pub async fn revoke_token(
-        &self,
+        self,
         project: ProjectId,
         id: TokenId,
         actor: &Actor,
@@ -571,9 +571,9 @@ impl PaymentService {
     /// used with.
     ///
     /// Nothing is checked besides the key: a raw 32-byte key is registered as it is (API v1's
-    /// answer); [`PaymentService::register_key_confirmed`] checks a keyid too.
+    /// answer); [`Directory::register_key_confirmed`] checks a keyid too.
     pub async fn register_key(
-        &self,
+        self,
         project: ProjectId,
         input: &str,
         actor: &Actor,
@@ -582,12 +582,12 @@ impl PaymentService {
             .await
     }
 
-    /// [`PaymentService::register_key`] once `confirmation` holds
+    /// [`Directory::register_key`] once `confirmation` holds
     /// ([`KeyConfirmation::check`]): a raw 32-byte key may be a private key's seed, which only
     /// the keyid the merchant's generator printed tells apart. A key that is not confirmed is
     /// [`AdminError::KeyUnconfirmed`] and nothing is stored.
     pub async fn register_key_confirmed(
-        &self,
+        self,
         project: ProjectId,
         input: &str,
         confirmation: KeyConfirmation<'_>,
@@ -641,7 +641,7 @@ impl PaymentService {
 
     /// Revokes a key: it stops verifying with the next request.
     pub async fn revoke_key(
-        &self,
+        self,
         project: ProjectId,
         id: &KeyId,
         actor: &Actor,
@@ -674,7 +674,7 @@ impl PaymentService {
     /// Issues a new callback secret (shown once). The previous one keeps signing for 24 h; at
     /// most two are valid.
     pub async fn rotate_callback_secret(
-        &self,
+        self,
         project: ProjectId,
         actor: &Actor,
     ) -> Result<SecretString, AdminError> {
@@ -711,7 +711,7 @@ impl PaymentService {
 
     /// The secrets that sign a delivery now. If the project has none, one is created and
     /// revealed to nobody (the merchant must issue a new one to verify callbacks).
-    pub async fn signing_secrets(&self, project: ProjectId) -> Result<CallbackSecrets, AdminError> {
+    pub async fn signing_secrets(self, project: ProjectId) -> Result<CallbackSecrets, AdminError> {
         let store = &self.ports.store;
         let mut records = store.callback_secrets(project).await?;
         if records.is_empty() {
@@ -733,7 +733,7 @@ impl PaymentService {
     /// (plaintext from before sealing, or a previous key) with the current key: the step of a
     /// key rotation after which the previous key can be dropped. The secrets' values do not
     /// change. Refused without a configured key.
-    pub async fn reseal_callback_secrets(&self, actor: &Actor) -> Result<ResealReport, AdminError> {
+    pub async fn reseal_callback_secrets(self, actor: &Actor) -> Result<ResealReport, AdminError> {
         let keys = &self.config.sealing;
         let key_id = keys
             .current_id()
@@ -780,7 +780,7 @@ impl PaymentService {
 
     /// A callback secret as the store keeps it: sealed for its project when keys are
     /// configured, as it is otherwise.
-    fn seal_secret(&self, project: ProjectId, secret: &str) -> Result<SecretString, AdminError> {
+    fn seal_secret(self, project: ProjectId, secret: &str) -> Result<SecretString, AdminError> {
         let keys = &self.config.sealing;
         if !keys.is_configured() {
             return Ok(SecretString::from(secret));
@@ -793,7 +793,7 @@ impl PaymentService {
     /// A stored callback secret's value. A plaintext one (stored before sealing existed)
     /// is taken as it is, until the next rotation or re-seal seals it.
     fn open_secret(
-        &self,
+        self,
         project: ProjectId,
         stored: &SecretString,
     ) -> Result<SecretString, AdminError> {
@@ -811,7 +811,7 @@ impl PaymentService {
             })
     }
 
-    async fn audit(&self, record: AuditRecord) -> Result<(), AdminError> {
+    async fn audit(self, record: AuditRecord) -> Result<(), AdminError> {
         self.ports
             .store
             .append_audit(&record)

@@ -1,5 +1,5 @@
 //! A merchant, its first project and the project's credentials in one call:
-//! [`PaymentService::provision`].
+//! [`Directory::provision`].
 //!
 //! The directory has no transaction over several records, so "all or nothing" is kept by the
 //! order of the writes and a marker per merchant (`provision.<merchant id>`: `pending`, then
@@ -16,7 +16,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use super::provision::{checked_name, ProjectPatch};
-use super::{Actor, PaymentService};
+use super::{Actor, Directory};
 use crate::auth::keys::{
     generate_signing_key, keyid, parse_public_key, public_key_to_pem, signing_key_to_pem,
 };
@@ -100,7 +100,7 @@ pub enum KeySource {
     Register(String),
 }
 
-/// What [`PaymentService::provision`] sets up: a merchant, one project of it and the project's
+/// What [`Directory::provision`] sets up: a merchant, one project of it and the project's
 /// credentials. The merchant's and the project's names identify the provisioning: a second
 /// call with the same names is the same provisioning.
 #[derive(Debug, Clone)]
@@ -199,7 +199,7 @@ impl Credentials {
     }
 }
 
-/// What [`PaymentService::provision`] answers.
+/// What [`Directory::provision`] answers.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Provisioned {
@@ -278,11 +278,11 @@ impl From<crate::store::StoreError> for ProvisionError {
     }
 }
 
-impl PaymentService {
+impl Directory<'_> {
     /// Sets up a merchant, its project and the project's credentials (token, signing key,
     /// callback secret and, when asked, an operator token) in any environment, all or nothing
     /// and idempotently (see the module's documentation). Records the service's environment
-    /// in the store ([`PaymentService::record_environment`]); a store of the other
+    /// in the store ([`ServiceState::record_environment`](super::ServiceState::record_environment)); a store of the other
     /// environment is refused.
     /// - the first call that finishes answers the credentials;
     /// - a call after it writes nothing and answers the records without credentials;
@@ -295,7 +295,7 @@ impl PaymentService {
     /// [`ProvisionError`]: invalid input and ambiguous names before anything is written;
     /// [`ProvisionError::Failed`] when a write fails.
     pub async fn provision(
-        &self,
+        self,
         request: &Provision,
         actor: &Actor,
     ) -> Result<Provisioned, ProvisionError> {
@@ -338,7 +338,7 @@ impl PaymentService {
             return Err(ProvisionError::Busy(merchant_name));
         };
         let turn = format!("provision:{merchant_name}");
-        if !self.take_turn(&turn, PROVISION_TURN).await? {
+        if !self.payments().take_turn(&turn, PROVISION_TURN).await? {
             return Err(ProvisionError::Busy(merchant_name));
         }
         // Again under the turn: another call may have finished in between.
@@ -438,7 +438,7 @@ impl PaymentService {
     /// The finished provisioning of these names, if there is one; an error when the names do
     /// not identify one provisioning.
     async fn provisioned(
-        &self,
+        self,
         merchant_name: &str,
         project_name: &str,
     ) -> Result<Option<Provisioned>, ProvisionError> {
@@ -469,7 +469,7 @@ impl PaymentService {
     }
 
     /// Whether a valid operator token is named `name`.
-    async fn has_operator_token(&self, name: &str) -> Result<bool, ProvisionError> {
+    async fn has_operator_token(self, name: &str) -> Result<bool, ProvisionError> {
         let now = self.ports.clock.now();
         Ok(self
             .operator_tokens()
@@ -478,7 +478,7 @@ impl PaymentService {
             .any(|t| t.name == name.trim() && t.is_valid_at(now)))
     }
 
-    async fn merchant_named(&self, name: &str) -> Result<Option<Merchant>, ProvisionError> {
+    async fn merchant_named(self, name: &str) -> Result<Option<Merchant>, ProvisionError> {
         let mut found: Vec<Merchant> = self
             .ports
             .store
@@ -497,7 +497,7 @@ impl PaymentService {
 
     /// The merchant's project named `name`, and whether the merchant has any project.
     async fn project_named(
-        &self,
+        self,
         merchant: &Merchant,
         name: &str,
     ) -> Result<(Option<Project>, bool), ProvisionError> {

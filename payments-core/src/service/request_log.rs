@@ -2,7 +2,7 @@
 //! cabinet's pages and integration health, and the purge by age, each under the service's
 //! [`RequestLogPolicy`](crate::request_log::RequestLogPolicy).
 
-use super::PaymentService;
+use super::RequestLog;
 use crate::request_log::{IntegrationHealth, RequestLogEntry, RequestLogQuery};
 use crate::store::StoreError;
 use crate::{ProjectId, Timestamp};
@@ -19,10 +19,10 @@ pub struct RequestLogPage {
     pub next: Option<(Timestamp, u64)>,
 }
 
-impl PaymentService {
+impl RequestLog<'_> {
     /// Writes a batch of logged requests, keeping each project's newest
     /// [`RequestLogPolicy::keep`](crate::request_log::RequestLogPolicy::keep).
-    pub async fn record_requests(&self, entries: &[RequestLogEntry]) -> Result<(), StoreError> {
+    pub async fn record_requests(self, entries: &[RequestLogEntry]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -34,7 +34,7 @@ impl PaymentService {
     /// (requests older than [`RequestLogPolicy::max_age`] are never shown, purged or not).
     ///
     /// [`RequestLogPolicy::max_age`]: crate::request_log::RequestLogPolicy::max_age
-    pub async fn request_log(&self, query: &RequestLogQuery) -> Result<RequestLogPage, StoreError> {
+    pub async fn request_log(self, query: &RequestLogQuery) -> Result<RequestLogPage, StoreError> {
         let now = self.ports.clock.now();
         let since = self.config().request_log.since(now);
         let limit = query.limit.max(1);
@@ -54,7 +54,7 @@ impl PaymentService {
     /// [`RequestLogPolicy::keep`](crate::request_log::RequestLogPolicy::keep) requests, none
     /// older than the retention), as [`IntegrationHealth::of`] reads it.
     pub async fn integration_health(
-        &self,
+        self,
         project: ProjectId,
     ) -> Result<IntegrationHealth, StoreError> {
         let policy = self.config().request_log;
@@ -68,7 +68,7 @@ impl PaymentService {
 
     /// Deletes every logged request older than the retention, in batches of
     /// [`REQUEST_LOG_PURGE_BATCH`]; returns how many.
-    pub async fn purge_request_log(&self) -> Result<u64, StoreError> {
+    pub async fn purge_request_log(self) -> Result<u64, StoreError> {
         let before = self.config().request_log.since(self.ports.clock.now());
         let mut deleted = 0;
         loop {

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::PaymentService;
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::ProjectId;
 
@@ -120,7 +119,7 @@ pub fn scans_refused() -> ApiError {
     .with_retry_after(1)
 }
 
-impl PaymentService {
+impl super::ServiceState {
     /// A place for one list read of `project`: at once when the project runs fewer than
     /// [`ScanBudget::per_project`], else after waiting up to [`ScanBudget::wait`] for one
     /// (looking every 20 ms on the service's clock); [`scans_refused`] when none came.

@@ -1,6 +1,6 @@
 //! A merchant calling the service in-process: a token and a signing key stored for a project,
 //! and requests signed and authenticated exactly as the HTTP adapter does it, so that tests
-//! of the service take the one authenticated path ([`PaymentService::authenticate`]) instead
+//! of the service take the one authenticated path ([`Gate::authenticate`](crate::service::Gate::authenticate)) instead
 //! of a shortcut around it.
 
 use base64::engine::general_purpose::STANDARD;
@@ -80,7 +80,7 @@ impl TestCaller {
     }
 
     /// Signs a request to `endpoint` (`method`, `path`, `body`, created at the service's
-    /// clock) and authenticates it through [`PaymentService::authenticate`] from 127.0.0.1,
+    /// clock) and authenticates it through [`Gate::authenticate`](crate::service::Gate::authenticate) from 127.0.0.1,
     /// with no rate limit.
     pub async fn authenticate(
         &self,
@@ -124,6 +124,7 @@ impl TestCaller {
             payment: None,
         };
         service
+            .gate()
             .authenticate(&request, &crate::ratelimit::Unlimited)
             .await
             .map_err(ApiError::from)
@@ -145,6 +146,7 @@ impl TestCaller {
             )
             .await?;
         service
+            .payments()
             .create_payment(auth, body)
             .await
             .map_err(ApiError::from)

@@ -128,7 +128,7 @@ pub fn create_request_json() -> impl Strategy<Value = Value> {
     )
 }
 
-/// A valid create body as bytes, ready for `PaymentService::create_payment` or
+/// A valid create body as bytes, ready for `Payments::create_payment` or
 /// [`CreatePayment::parse`].
 pub fn create_request_body() -> impl Strategy<Value = Vec<u8>> {
     create_request_json().prop_map(|v| {

@@ -242,7 +242,7 @@ pub struct Harness {
     /// The authentication settings the service was built with.
     pub auth: AuthConfig,
     /// Each added project's credentials: every request of these tests is signed and goes
-    /// through `PaymentService::authenticate`, as over HTTP.
+    /// through `Gate::authenticate`, as over HTTP.
     pub callers: Mutex<HashMap<ProjectId, Arc<TestCaller>>>,
 }
 
@@ -362,6 +362,7 @@ impl Harness {
             .test_helper(&self.service, id, "complete")
             .await?;
         self.service
+            .payments()
             .test_complete(auth, id, amount)
             .await
             .map_err(ApiError::from)
@@ -374,6 +375,7 @@ impl Harness {
             .test_helper(&self.service, id, "cancel")
             .await?;
         self.service
+            .payments()
             .test_cancel(auth, id)
             .await
             .map_err(ApiError::from)

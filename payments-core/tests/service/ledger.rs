@@ -116,7 +116,7 @@ fn check(s: &Setup, project: ProjectId) -> Result<(), TestCaseError> {
         credited = credited.checked_add(c).unwrap();
     }
     prop_assert!(by_payment.is_empty(), "entries of unknown payments");
-    let balance = block_on(s.h.service.balance(project)).unwrap();
+    let balance = block_on(s.h.service.balances().balance(project)).unwrap();
     prop_assert_eq!(balance.balance, running);
     prop_assert_eq!(balance.entries, entries.len() as u64);
     // The statement of it: completed live payments' amount_usdt_rate, minus payouts,
@@ -164,7 +164,7 @@ proptest! {
             match step {
                 Step::Operate(n, pause, trigger) => {
                     s.h.advance(pause);
-                    let _ = block_on(s.h.service.operate(ids[n], trigger, &actor));
+                    let _ = block_on(s.h.service.payments().operate(ids[n], trigger, &actor));
                 }
                 Step::Payout(units, forced) => {
                     reference += 1;
@@ -174,8 +174,8 @@ proptest! {
                         reference: format!("{reference:064x}").parse().unwrap(),
                         force_reason: forced.then(|| "paid by hand".to_string()),
                     };
-                    let before = block_on(s.h.service.balance(s.project.id)).unwrap();
-                    match block_on(s.h.service.record_payout(s.project.id, &request, &actor)) {
+                    let before = block_on(s.h.service.balances().balance(s.project.id)).unwrap();
+                    match block_on(s.h.service.balances().record_payout(s.project.id, &request, &actor)) {
                         Ok((e, new)) => {
                             prop_assert!(new);
                             prop_assert!(forced || before.balance.units() >= units);
@@ -188,7 +188,7 @@ proptest! {
                     }
                 }
                 Step::Adjust(units) => {
-                    block_on(s.h.service.record_adjustment(
+                    block_on(s.h.service.balances().record_adjustment(
                         s.project.id,
                         Usdt::from_units(units),
                         "correction",
@@ -200,7 +200,7 @@ proptest! {
             check(&s, s.project.id)?;
         }
         prop_assert!(entries(&s, test_project.id).is_empty(), "test payments never touch a balance");
-        let report = block_on(s.h.service.reconcile_ledger(false, &actor)).unwrap();
+        let report = block_on(s.h.service.balances().reconcile_ledger(false, &actor)).unwrap();
         prop_assert!(report.differences.is_empty(), "{:?}", report.differences);
         prop_assert_eq!(report.payments, 4);
     }
@@ -214,7 +214,7 @@ fn a_completion_credits_and_a_payout_debits_once() {
     let s = setup();
     let p = s.created(&body("order-1", "3400"));
     s.operate(p.id, Trigger::Confirm { amount: None }).unwrap();
-    let b = block_on(s.h.service.balance(s.project.id)).unwrap();
+    let b = block_on(s.h.service.balances().balance(s.project.id)).unwrap();
     assert_eq!(b.balance.to_string(), "30.2600");
     let actor = Actor("operator:alice".into());
     let payout = |amount: &str| PayoutRequest {
@@ -223,10 +223,11 @@ fn a_completion_credits_and_a_payout_debits_once() {
         reference: "ab".repeat(32).parse().unwrap(),
         force_reason: None,
     };
-    let refused = block_on(
-        s.h.service
-            .record_payout(s.project.id, &payout("30.2601"), &actor),
-    );
+    let refused = block_on(s.h.service.balances().record_payout(
+        s.project.id,
+        &payout("30.2601"),
+        &actor,
+    ));
     assert_eq!(
         refused.unwrap_err(),
         LedgerError::BeyondBalance {
@@ -234,32 +235,35 @@ fn a_completion_credits_and_a_payout_debits_once() {
             balance: Usdt::parse("30.26").unwrap()
         }
     );
-    let (first, new) = block_on(
-        s.h.service
-            .record_payout(s.project.id, &payout("30"), &actor),
-    )
+    let (first, new) = block_on(s.h.service.balances().record_payout(
+        s.project.id,
+        &payout("30"),
+        &actor,
+    ))
     .unwrap();
     assert!(new);
     assert_eq!(first.balance_after.to_string(), "0.2600");
-    let (again, new) = block_on(
-        s.h.service
-            .record_payout(s.project.id, &payout("30"), &actor),
-    )
+    let (again, new) = block_on(s.h.service.balances().record_payout(
+        s.project.id,
+        &payout("30"),
+        &actor,
+    ))
     .unwrap();
     assert_eq!(
         (again, new),
         (first.clone(), false),
         "a retry answers the first record"
     );
-    let other = block_on(
-        s.h.service
-            .record_payout(s.project.id, &payout("0.1"), &actor),
-    );
+    let other = block_on(s.h.service.balances().record_payout(
+        s.project.id,
+        &payout("0.1"),
+        &actor,
+    ));
     assert_eq!(
         other.unwrap_err(),
         LedgerError::ReferenceConflict(first.posting.id)
     );
-    let b = block_on(s.h.service.balance(s.project.id)).unwrap();
+    let b = block_on(s.h.service.balances().balance(s.project.id)).unwrap();
     assert_eq!(
         (b.entries, b.balance.to_string()),
         (2, "0.2600".to_string())
@@ -294,16 +298,16 @@ fn the_reconciliation_finds_and_repairs_a_missing_credit() {
     )
     .unwrap();
     let actor = Actor("operator:alice".into());
-    let report = block_on(s.h.service.reconcile_ledger(false, &actor)).unwrap();
+    let report = block_on(s.h.service.balances().reconcile_ledger(false, &actor)).unwrap();
     assert_eq!(report.differences.len(), 1, "{:?}", report.differences);
     let d = &report.differences[0];
     assert_eq!(
         (d.payment_id, d.expected.to_string(), d.recorded.to_string()),
         (Some(p.id), "30.2600".to_string(), "0.0000".to_string())
     );
-    let repaired = block_on(s.h.service.reconcile_ledger(true, &actor)).unwrap();
+    let repaired = block_on(s.h.service.balances().reconcile_ledger(true, &actor)).unwrap();
     assert_eq!(repaired.repaired, 1);
-    let after = block_on(s.h.service.reconcile_ledger(false, &actor)).unwrap();
+    let after = block_on(s.h.service.balances().reconcile_ledger(false, &actor)).unwrap();
     assert!(after.differences.is_empty(), "{:?}", after.differences);
     assert_eq!(
         s.stored(p.id).version,
@@ -311,7 +315,7 @@ fn the_reconciliation_finds_and_repairs_a_missing_credit() {
         "the repair is a version"
     );
     assert_eq!(
-        block_on(s.h.service.balance(s.project.id))
+        block_on(s.h.service.balances().balance(s.project.id))
             .unwrap()
             .balance
             .to_string(),

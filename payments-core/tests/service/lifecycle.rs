@@ -153,7 +153,7 @@ fn one_sweep_resolves_every_stuck_payment_of_its_batch() {
         block_on(s.h.store.insert_payment(&stuck)).unwrap();
     }
     s.h.advance(Duration::from_millis(60_000));
-    let report = block_on(s.h.service.sweep(40)).unwrap();
+    let report = block_on(s.h.service.payments().sweep(40)).unwrap();
     assert_eq!((report.recovered, report.ambiguous), (40, 0));
     assert_eq!(s.sweep().changed(), 0, "nothing left");
 }

@@ -27,7 +27,7 @@ fn verifier() -> CallbackVerifier {
 fn send_at(s: &Setup, body: &str, at: i64) -> Result<NotificationOutcome, ApiError> {
     let signature = signature_header(&[&secret()], at, body.as_bytes());
     let timestamp = at.to_string();
-    block_on(s.h.service.apply_provider_notification(
+    block_on(s.h.service.payments().apply_provider_notification(
         &verifier(),
         SignedNotification {
             timestamp: &timestamp,
@@ -126,7 +126,7 @@ fn refusals_change_nothing() {
     // Tampered: the body changed after signing.
     let signature = signature_header(&[&secret()], now, good.as_bytes());
     let tampered = good.replace("confirmed", "failed");
-    let r = block_on(s.h.service.apply_provider_notification(
+    let r = block_on(s.h.service.payments().apply_provider_notification(
         &verifier(),
         SignedNotification {
             timestamp: &now.to_string(),

@@ -37,9 +37,12 @@ fn fail_three_times(s: &crate::support::Setup, id: payments_core::PaymentId) {
             success: false,
             response_excerpt: None,
         };
-        let next = s.h.service.next_attempt_at(&event.event, &attempt);
+        let next =
+            s.h.service
+                .callbacks()
+                .next_attempt_at(&event.event, &attempt);
         assert_eq!(next.is_none(), n == 3, "attempt {n}");
-        let recorded = block_on(s.h.service.record_attempt(&event, &attempt)).unwrap();
+        let recorded = block_on(s.h.service.callbacks().record_attempt(&event, &attempt)).unwrap();
         assert_eq!(
             recorded,
             AttemptRecorded::Applied,
@@ -62,7 +65,7 @@ fn failed_callbacks_are_listed_and_resent_in_bulk_once() {
     s.operate(b.id, Trigger::StartRecheck).unwrap();
 
     let all = FailedEventFilter::default();
-    let failed = block_on(s.h.service.failed_callbacks(&all, 100)).unwrap();
+    let failed = block_on(s.h.service.callbacks().failed_callbacks(&all, 100)).unwrap();
     assert_eq!(failed.len(), 2);
     assert_eq!(
         failed[0].last_attempt.as_ref().map(|a| a.attempt),
@@ -70,7 +73,12 @@ fn failed_callbacks_are_listed_and_resent_in_bulk_once() {
         "with its last attempt"
     );
 
-    let report = block_on(s.h.service.resend_failed_callbacks(&all, 100, &alice())).unwrap();
+    let report = block_on(
+        s.h.service
+            .callbacks()
+            .resend_failed_callbacks(&all, 100, &alice()),
+    )
+    .unwrap();
     assert_eq!(report.resent.len(), 1);
     assert_eq!(report.resent[0].payment_id, a.id);
     assert_eq!(report.skipped.len(), 1);
@@ -94,10 +102,15 @@ fn failed_callbacks_are_listed_and_resent_in_bulk_once() {
         "a new event id"
     );
     // Only b's failure is left; a second bulk resend does not resend a again.
-    let left = block_on(s.h.service.failed_callbacks(&all, 100)).unwrap();
+    let left = block_on(s.h.service.callbacks().failed_callbacks(&all, 100)).unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].outbox.event.payment_id, b.id);
-    let again = block_on(s.h.service.resend_failed_callbacks(&all, 100, &alice())).unwrap();
+    let again = block_on(
+        s.h.service
+            .callbacks()
+            .resend_failed_callbacks(&all, 100, &alice()),
+    )
+    .unwrap();
     assert!(again.resent.is_empty());
     assert_eq!(s.events(a.id).len(), 2);
 
@@ -116,14 +129,28 @@ fn failed_callbacks_are_listed_and_resent_in_bulk_once() {
 #[test]
 fn the_hold_is_set_released_and_audited() {
     let s = setup();
-    assert_eq!(block_on(s.h.service.callback_hold()).unwrap(), None);
-    let e = block_on(s.h.service.hold_callbacks("  ", &alice())).unwrap_err();
+    assert_eq!(
+        block_on(s.h.service.callbacks().callback_hold()).unwrap(),
+        None
+    );
+    let e = block_on(s.h.service.callbacks().hold_callbacks("  ", &alice())).unwrap_err();
     assert_eq!(e.code(), ErrorCode::BadRequest);
-    let held = block_on(s.h.service.hold_callbacks("receiver maintenance", &alice())).unwrap();
+    let held = block_on(
+        s.h.service
+            .callbacks()
+            .hold_callbacks("receiver maintenance", &alice()),
+    )
+    .unwrap();
     assert!(held.starts_with("receiver maintenance (held by operator:alice at "));
-    assert_eq!(block_on(s.h.service.callback_hold()).unwrap(), Some(held));
-    block_on(s.h.service.release_callbacks(&alice())).unwrap();
-    assert_eq!(block_on(s.h.service.callback_hold()).unwrap(), None);
+    assert_eq!(
+        block_on(s.h.service.callbacks().callback_hold()).unwrap(),
+        Some(held)
+    );
+    block_on(s.h.service.callbacks().release_callbacks(&alice())).unwrap();
+    assert_eq!(
+        block_on(s.h.service.callbacks().callback_hold()).unwrap(),
+        None
+    );
     let actions: Vec<String> = block_on(s.h.store.audit_records(10))
         .unwrap()
         .into_iter()
@@ -140,14 +167,14 @@ fn retention_keeps_what_is_younger_than_its_period() {
     fail_three_times(&s, p.id);
     // 89 days later: the event stays (90 days by default), the audit too (400 days).
     s.h.advance(Duration::from_secs(89 * 86_400));
-    let r = block_on(s.h.service.purge_expired_records(100)).unwrap();
+    let r = block_on(s.h.service.callbacks().purge_expired_records(100)).unwrap();
     assert_eq!((r.events, r.audit), (0, 0));
     s.h.advance(Duration::from_secs(2 * 86_400));
-    let r = block_on(s.h.service.purge_expired_records(100)).unwrap();
+    let r = block_on(s.h.service.callbacks().purge_expired_records(100)).unwrap();
     assert_eq!((r.events, r.audit), (1, 0));
     assert!(s.events(p.id).is_empty());
     s.h.advance(Duration::from_secs(310 * 86_400));
-    let r = block_on(s.h.service.purge_expired_records(100)).unwrap();
+    let r = block_on(s.h.service.callbacks().purge_expired_records(100)).unwrap();
     assert_eq!(
         r.audit, 1,
         "the confirmation's audit record, after 400 days"
@@ -159,32 +186,64 @@ fn named_tokens_rotate_with_an_overlap_and_name_the_actor() {
     let s = setup();
     let svc = &s.h.service;
     let bearer = |t: &str| format!("Bearer {t}");
-    let a1 = block_on(svc.issue_named_operator_token("alice", None, &alice())).unwrap();
-    let actor = block_on(svc.check_operator_token(Some(&bearer(a1.token.expose())))).unwrap();
+    let a1 = block_on(
+        svc.directory()
+            .issue_named_operator_token("alice", None, &alice()),
+    )
+    .unwrap();
+    let actor = block_on(
+        svc.directory()
+            .check_operator_token(Some(&bearer(a1.token.expose()))),
+    )
+    .unwrap();
     assert_eq!(actor.0, "operator:alice");
     // A second token with the name is refused: that is what rotation is for.
-    let e = block_on(svc.issue_named_operator_token("alice", None, &alice())).unwrap_err();
+    let e = block_on(
+        svc.directory()
+            .issue_named_operator_token("alice", None, &alice()),
+    )
+    .unwrap_err();
     assert_eq!(e.code(), ErrorCode::BadRequest);
 
-    let a2 =
-        block_on(svc.rotate_operator_token("alice", Duration::from_secs(3600), &alice())).unwrap();
+    let a2 = block_on(svc.directory().rotate_operator_token(
+        "alice",
+        Duration::from_secs(3600),
+        &alice(),
+    ))
+    .unwrap();
     s.h.advance(Duration::from_secs(3599));
     for t in [&a1.token, &a2.token] {
-        assert!(block_on(svc.check_operator_token(Some(&bearer(t.expose())))).is_ok());
+        assert!(block_on(
+            svc.directory()
+                .check_operator_token(Some(&bearer(t.expose())))
+        )
+        .is_ok());
     }
     s.h.advance(Duration::from_secs(1));
-    let old = block_on(svc.check_operator_token(Some(&bearer(a1.token.expose())))).unwrap_err();
+    let old = block_on(
+        svc.directory()
+            .check_operator_token(Some(&bearer(a1.token.expose()))),
+    )
+    .unwrap_err();
     assert_eq!(old.code(), ErrorCode::TokenInvalid, "the overlap ended");
-    assert!(block_on(svc.check_operator_token(Some(&bearer(a2.token.expose())))).is_ok());
+    assert!(block_on(
+        svc.directory()
+            .check_operator_token(Some(&bearer(a2.token.expose())))
+    )
+    .is_ok());
 
-    let revoked = block_on(svc.revoke_operator_token("alice", &alice())).unwrap();
+    let revoked = block_on(svc.directory().revoke_operator_token("alice", &alice())).unwrap();
     assert_eq!(revoked.len(), 1);
-    let e = block_on(svc.check_operator_token(Some(&bearer(a2.token.expose())))).unwrap_err();
+    let e = block_on(
+        svc.directory()
+            .check_operator_token(Some(&bearer(a2.token.expose()))),
+    )
+    .unwrap_err();
     assert_eq!(e.code(), ErrorCode::TokenInvalid);
-    let e = block_on(svc.revoke_operator_token("alice", &alice())).unwrap_err();
+    let e = block_on(svc.directory().revoke_operator_token("alice", &alice())).unwrap_err();
     assert_eq!(e.code(), ErrorCode::NotFound);
 
-    let listed = block_on(svc.operator_tokens()).unwrap();
+    let listed = block_on(svc.directory().operator_tokens()).unwrap();
     assert_eq!(listed.len(), 2);
     assert!(listed
         .iter()
@@ -206,10 +265,10 @@ fn named_tokens_rotate_with_an_overlap_and_name_the_actor() {
     );
 
     // The default token replaces the one before it at once.
-    let d1 = block_on(svc.issue_operator_token()).unwrap();
-    let d2 = block_on(svc.issue_operator_token()).unwrap();
-    assert!(block_on(svc.check_operator_token(Some(&bearer(&d1)))).is_err());
-    let actor = block_on(svc.check_operator_token(Some(&bearer(&d2)))).unwrap();
+    let d1 = block_on(svc.directory().issue_operator_token()).unwrap();
+    let d2 = block_on(svc.directory().issue_operator_token()).unwrap();
+    assert!(block_on(svc.directory().check_operator_token(Some(&bearer(&d1)))).is_err());
+    let actor = block_on(svc.directory().check_operator_token(Some(&bearer(&d2)))).unwrap();
     assert_eq!(actor.0, "operator:default");
 }
 

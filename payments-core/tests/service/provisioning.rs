@@ -1,4 +1,4 @@
-//! `PaymentService::provision` on a production service: credentials once, all or nothing
+//! `Directory::provision` on a production service: credentials once, all or nothing
 //! under a store that fails any one write, idempotent afterwards.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,22 +148,26 @@ fn assert_finished(store: &Arc<MemoryStore>, done: &Provisioned) {
 fn provisioning_answers_credentials_once_then_changes_nothing() {
     let store = Arc::new(MemoryStore::new());
     let svc = service(&store, None, 1);
-    let done = block_on(svc.provision(&request(), &actor())).expect("provisioned");
+    let done = block_on(svc.directory().provision(&request(), &actor())).expect("provisioned");
     assert_finished(&store, &done);
     let creds = done.credentials.as_ref().unwrap();
     assert!(creds.operator_token.is_some());
-    let secrets = block_on(svc.signing_secrets(done.project.id)).unwrap();
+    let secrets = block_on(svc.directory().signing_secrets(done.project.id)).unwrap();
     assert_eq!(
         secrets.current().secret.expose(),
         creds.callback_secret.expose().as_str(),
         "the returned callback secret signs the project's callbacks"
     );
     let op = creds.operator_token.as_ref().unwrap().expose().clone();
-    let who = block_on(svc.check_operator_token(Some(&format!("Bearer {op}")))).expect("valid");
+    let who = block_on(
+        svc.directory()
+            .check_operator_token(Some(&format!("Bearer {op}"))),
+    )
+    .expect("valid");
     assert_eq!(who.0, "operator:shop-ops");
 
     let trail = block_on(audit_len(&store));
-    let again = block_on(svc.provision(&request(), &actor())).expect("idempotent");
+    let again = block_on(svc.directory().provision(&request(), &actor())).expect("idempotent");
     assert!(again.credentials.is_none(), "credentials are answered once");
     assert_eq!(
         (again.merchant.id, again.project.id),
@@ -182,24 +186,25 @@ fn a_call_that_fails_at_any_write_is_finished_by_the_next() {
     let writes = {
         let store = Arc::new(MemoryStore::new());
         let (svc, layer) = service_at(&store, None, 1, 0);
-        block_on(svc.provision(&request(), &actor())).expect("provisioned");
+        block_on(svc.directory().provision(&request(), &actor())).expect("provisioned");
         layer.layer().writes.load(Ordering::SeqCst)
     };
     assert!(writes > 10, "a provisioning is many writes ({writes})");
     for fail_at in 0..writes {
         let store = Arc::new(MemoryStore::new());
         let failing = service(&store, Some(fail_at), 7);
-        let err = block_on(failing.provision(&request(), &actor())).unwrap_err();
+        let err = block_on(failing.directory().provision(&request(), &actor())).unwrap_err();
         assert!(
             matches!(err, ProvisionError::Failed(_) | ProvisionError::Busy(_)),
             "write {fail_at}: {err}"
         );
         // The turn of the stopped call runs out before the next call may take it.
         let later = service_at(&store, None, 8, 61).0;
-        let done = block_on(later.provision(&request(), &actor()))
+        let done = block_on(later.directory().provision(&request(), &actor()))
             .unwrap_or_else(|e| panic!("after a failure at write {fail_at}: {e}"));
         assert_finished(&store, &done);
-        let again = block_on(later.provision(&request(), &actor())).expect("idempotent");
+        let again =
+            block_on(later.directory().provision(&request(), &actor())).expect("idempotent");
         assert!(again.credentials.is_none(), "write {fail_at}");
     }
 }
@@ -212,9 +217,9 @@ fn a_registered_key_is_kept_across_a_stopped_call() {
     let store = Arc::new(MemoryStore::new());
     // Stop after the key's registration (merchant, audit, marker, project, audit, key, ...).
     let failing = service(&store, Some(7), 5);
-    assert!(block_on(failing.provision(&request, &actor())).is_err());
+    assert!(block_on(failing.directory().provision(&request, &actor())).is_err());
     let later = service_at(&store, None, 6, 61).0;
-    let done = block_on(later.provision(&request, &actor())).expect("finished");
+    let done = block_on(later.directory().provision(&request, &actor())).expect("finished");
     let creds = done.credentials.as_ref().unwrap();
     assert!(creds.private_key_pem.is_none());
     assert_eq!(creds.keyid, keyid(&key.verifying_key()));
@@ -230,7 +235,7 @@ fn refusals_write_nothing() {
     let no_scopes = Provision::new("Shop", "Main").with_scopes(Vec::new());
     let bad_token_name = Provision::new("Shop", "Main").with_operator_token("no spaces allowed");
     for r in [bad_key, bad_name, no_scopes, bad_token_name] {
-        let e = block_on(svc.provision(&r, &actor())).unwrap_err();
+        let e = block_on(svc.directory().provision(&r, &actor())).unwrap_err();
         assert!(matches!(e, ProvisionError::Invalid(_)), "{e}");
     }
     assert_eq!(block_on(audit_len(&store)), 0);
@@ -241,13 +246,21 @@ fn refusals_write_nothing() {
 fn names_that_are_not_one_provisioning_are_refused() {
     let store = Arc::new(MemoryStore::new());
     let svc = service(&store, None, 1);
-    let m = block_on(svc.create_merchant("Shop", None, &actor())).unwrap();
-    block_on(svc.create_project(m.id, "Main", Default::default(), &actor())).unwrap();
-    let e = block_on(svc.provision(&request(), &actor())).unwrap_err();
+    let m = block_on(svc.directory().create_merchant("Shop", None, &actor())).unwrap();
+    block_on(
+        svc.directory()
+            .create_project(m.id, "Main", Default::default(), &actor()),
+    )
+    .unwrap();
+    let e = block_on(svc.directory().provision(&request(), &actor())).unwrap_err();
     assert!(matches!(e, ProvisionError::Ambiguous(_)), "{e}");
-    block_on(svc.create_merchant("Twice", None, &actor())).unwrap();
-    block_on(svc.create_merchant("Twice", None, &actor())).unwrap();
-    let e = block_on(svc.provision(&Provision::new("Twice", "Main"), &actor())).unwrap_err();
+    block_on(svc.directory().create_merchant("Twice", None, &actor())).unwrap();
+    block_on(svc.directory().create_merchant("Twice", None, &actor())).unwrap();
+    let e = block_on(
+        svc.directory()
+            .provision(&Provision::new("Twice", "Main"), &actor()),
+    )
+    .unwrap_err();
     assert!(matches!(e, ProvisionError::Ambiguous(_)), "{e}");
 }
 
@@ -302,10 +315,10 @@ fn a_second_call_while_one_is_under_way_is_busy() {
         AuthConfig::for_environment(Environment::Production),
     );
     let (request, actor) = (request(), actor());
-    let first = svc.provision(&request, &actor);
+    let first = svc.directory().provision(&request, &actor);
     let second = async {
         // The first call waits at its merchant's write: this one finds it under way.
-        let answer = svc.clone().provision(&request, &actor).await;
+        let answer = svc.clone().directory().provision(&request, &actor).await;
         open.send(()).expect("the first call waits");
         answer
     };
@@ -319,7 +332,12 @@ fn a_second_call_while_one_is_under_way_is_busy() {
 #[test]
 fn the_secret_type_hides_the_credentials_in_debug_output() {
     let store = Arc::new(MemoryStore::new());
-    let done = block_on(service(&store, None, 1).provision(&request(), &actor())).unwrap();
+    let done = block_on(
+        service(&store, None, 1)
+            .directory()
+            .provision(&request(), &actor()),
+    )
+    .unwrap();
     let shown = format!("{done:?}");
     let token: &SecretString = &done.credentials.as_ref().unwrap().token;
     assert!(!shown.contains(token.expose().as_str()), "{shown}");
@@ -329,7 +347,7 @@ fn the_secret_type_hides_the_credentials_in_debug_output() {
 fn provisioning_records_the_environment_and_refuses_the_other_ones_store() {
     let store = Arc::new(MemoryStore::new());
     let svc = service(&store, None, 1);
-    block_on(svc.provision(&request(), &actor())).expect("provisioned");
+    block_on(svc.directory().provision(&request(), &actor())).expect("provisioned");
     assert_eq!(
         block_on(svc.recorded_environment()).unwrap(),
         Some(Environment::Production)
@@ -348,7 +366,12 @@ fn provisioning_records_the_environment_and_refuses_the_other_ones_store() {
         ServiceConfig::default(),
         Environment::Sandbox.into(),
     );
-    let e = block_on(sandbox.provision(&Provision::new("Other", "Main"), &actor())).unwrap_err();
+    let e = block_on(
+        sandbox
+            .directory()
+            .provision(&Provision::new("Other", "Main"), &actor()),
+    )
+    .unwrap_err();
     assert!(matches!(e, ProvisionError::Invalid(_)), "{e}");
     assert_eq!(block_on(store.merchants()).unwrap().len(), 1);
 }

@@ -173,7 +173,7 @@ fn an_ambiguous_answer_ends_the_create_and_the_recovery_asks_that_provider_only(
     assert_eq!(t.h.provider.calls.load(Ordering::SeqCst), 0);
     // On the operator's reconciliation list, naming the provider that may have issued.
     let since = payments_core::Timestamp::from_unix_millis(0);
-    let r = block_on(t.h.service.reconciliation(since, 10)).unwrap();
+    let r = block_on(t.h.service.payments().reconciliation(since, 10)).unwrap();
     assert_eq!(r.ambiguous.len(), 1);
     assert_eq!(
         r.ambiguous[0].route.as_ref().unwrap().provider.as_str(),
@@ -208,7 +208,7 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
     // Past its budget it is on the operator's reconciliation list, unresolved.
     t.h.advance(std::time::Duration::from_secs(17));
     let since = payments_core::Timestamp::from_unix_millis(0);
-    let r = block_on(t.h.service.reconciliation(since, 10)).unwrap();
+    let r = block_on(t.h.service.payments().reconciliation(since, 10)).unwrap();
     assert_eq!(
         r.unresolved.iter().map(|p| p.id).collect::<Vec<_>>(),
         [stuck.id]
@@ -218,7 +218,7 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
     t.second.hang.store(false, Ordering::SeqCst);
     *t.second.answer.lock().unwrap() = Some(issued("79000000042"));
     let calls_before = t.first.calls.load(Ordering::SeqCst);
-    let recovery = block_on(t.h.service.recover_create(&stuck)).unwrap();
+    let recovery = block_on(t.h.service.payments().recover_create(&stuck)).unwrap();
     assert_eq!(recovery, Recovery::Resolved);
     let p = block_on(t.h.store.payment(stuck.id)).unwrap().unwrap();
     assert_eq!(p.status, PaymentStatus::Processing);
@@ -230,7 +230,7 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
     );
     assert_eq!(t.h.provider.calls.load(Ordering::SeqCst), 0, "nor healthy");
     // Resolved now, and its recovery is on record with the provider it asked.
-    let r = block_on(t.h.service.reconciliation(since, 10)).unwrap();
+    let r = block_on(t.h.service.payments().reconciliation(since, 10)).unwrap();
     assert!(r.unresolved.is_empty());
     assert_eq!(r.recovered.len(), 1);
     assert_eq!(r.recovered[0].target, stuck.id.to_string());

@@ -48,7 +48,7 @@ fn a_project_over_its_list_budget_waits_then_is_refused_and_others_list_on() {
 
     // A third list of A waits (on the service's clock) and is refused once a second passed.
     let (refused, ()) = block_on(async {
-        futures_util::future::join(h.service.list_payments(&a, &all), async {
+        futures_util::future::join(h.service.payments().list_payments(&a, &all), async {
             for _ in 0..200 {
                 h.advance(Duration::from_millis(10));
                 YieldOnce(false).await;
@@ -60,15 +60,18 @@ fn a_project_over_its_list_budget_waits_then_is_refused_and_others_list_on() {
     assert_eq!(e.code, ErrorCode::RateLimited, "{e:?}");
     assert_eq!(e.retry_after, Some(1));
     // B's lists are not counted against A's.
-    block_on(h.service.list_payments(&b, &all)).expect("B lists");
+    block_on(h.service.payments().list_payments(&b, &all)).expect("B lists");
     let q = EventListQuery::default();
-    block_on(h.service.list_events(&b, &q)).expect("B lists its events");
+    block_on(h.service.callbacks().list_events(&b, &q)).expect("B lists its events");
     // A long poll's re-read of A finds no place and skips its turn; it does not fail.
-    assert_eq!(block_on(h.service.recheck_events(&a, &q)), Ok(None));
+    assert_eq!(
+        block_on(h.service.callbacks().recheck_events(&a, &q)),
+        Ok(None)
+    );
 
     drop(first);
-    block_on(h.service.list_payments(&a, &all)).expect("a place given back is free");
-    assert!(block_on(h.service.recheck_events(&a, &q))
+    block_on(h.service.payments().list_payments(&a, &all)).expect("a place given back is free");
+    assert!(block_on(h.service.callbacks().recheck_events(&a, &q))
         .expect("a re-read")
         .is_some());
     drop(second);

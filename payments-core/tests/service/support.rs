@@ -70,6 +70,7 @@ impl Setup {
         block_on(
             self.h
                 .service
+                .payments()
                 .operate(id, trigger, &Actor("operator:alice".into())),
         )
         .map(|r| r.payment)
@@ -77,7 +78,7 @@ impl Setup {
     }
 
     pub(crate) fn sweep(&self) -> payments_core::service::SweepReport {
-        block_on(self.h.service.sweep(1_000)).unwrap()
+        block_on(self.h.service.payments().sweep(1_000)).unwrap()
     }
 }
 

@@ -63,7 +63,12 @@ fn test_mode_payments_are_test_payments_without_automatic_callbacks() {
     assert_eq!(s.stored(r.id).status, PaymentStatus::Canceled);
     assert!(s.events(r.id).is_empty());
     // A manual resend is a real event with is_test true.
-    let resent = block_on(s.h.service.operate(q.id, Trigger::ResendCallback, &actor)).unwrap();
+    let resent = block_on(
+        s.h.service
+            .payments()
+            .operate(q.id, Trigger::ResendCallback, &actor),
+    )
+    .unwrap();
     let ev = resent.event.expect("resend queues an event");
     assert_eq!(ev.event.kind, EventKind::ManualResend);
     let b: serde_json::Value = serde_json::from_slice(&ev.event.body).unwrap();

@@ -180,6 +180,7 @@ async fn list_failed(
         };
         let events = st
             .service
+            .callbacks()
             .failed_callbacks(&filter, failed_limit(limit)?)
             .await?;
         let list: Vec<Value> = events.iter().map(failed_json).collect();
@@ -202,6 +203,7 @@ async fn resend_failed(State(st): State<AppState>, op: Op, body: Bytes) -> OpRes
         let limit = failed_limit(b.u64("limit")?)?;
         let report = st
             .service
+            .callbacks()
             .resend_failed_callbacks(&filter, limit, &op.actor)
             .await?;
         Ok(Json(bulk_json(&report)).into_response())
@@ -210,8 +212,10 @@ async fn resend_failed(State(st): State<AppState>, op: Op, body: Bytes) -> OpRes
 }
 
 async fn show_hold(State(st): State<AppState>, op: Op) -> OpResult {
-    op.answer(async { Ok(Json(hold_json(st.service.callback_hold().await?)).into_response()) })
-        .await
+    op.answer(async {
+        Ok(Json(hold_json(st.service.callbacks().callback_hold().await?)).into_response())
+    })
+    .await
 }
 
 async fn hold(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {
@@ -219,6 +223,7 @@ async fn hold(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {
         let b = Body::parse(&body, &["reason"])?;
         let reason = st
             .service
+            .callbacks()
             .hold_callbacks(&b.required_string("reason")?, &op.actor)
             .await?;
         Ok(Json(hold_json(Some(reason))).into_response())
@@ -228,7 +233,7 @@ async fn hold(State(st): State<AppState>, op: Op, body: Bytes) -> OpResult {
 
 async fn release(State(st): State<AppState>, op: Op) -> Result<Response, crate::error::HttpError> {
     op.answer(async {
-        st.service.release_callbacks(&op.actor).await?;
+        st.service.callbacks().release_callbacks(&op.actor).await?;
         Ok(Json(hold_json(None)).into_response())
     })
     .await

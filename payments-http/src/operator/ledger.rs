@@ -96,7 +96,7 @@ fn amount_text(b: &Body, name: &str) -> Result<String, ApiError> {
 async fn balance(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
     op.answer(async {
         let project = lookup::project(&st.service, &id).await?;
-        let b = st.service.balance(project.id).await?;
+        let b = st.service.balances().balance(project.id).await?;
         Ok(Json(b.view()).into_response())
     })
     .await
@@ -111,9 +111,9 @@ async fn entries(
     op.answer(async {
         let project = lookup::project(&st.service, &id).await?;
         let query = EntryListQuery::parse(query.as_deref().unwrap_or_default())?;
-        let page = st.service.list_entries(&project, &query).await?;
+        let page = st.service.balances().list_entries(&project, &query).await?;
         let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();
-        Ok(Json(crate::merchant::page_json(data, page.next_cursor)).into_response())
+        Ok(Json(crate::json::page_json(data, page.next_cursor)).into_response())
     })
     .await
 }
@@ -138,6 +138,7 @@ async fn payout(
         )?;
         let (entry, new) = st
             .service
+            .balances()
             .record_payout(project.id, &request, &op.actor)
             .await?;
         let status = if new {
@@ -162,6 +163,7 @@ async fn adjustment(
         let amount = adjustment_amount(&amount_text(&b, "amount")?)?;
         let entry = st
             .service
+            .balances()
             .record_adjustment(project.id, amount, &b.required_string("reason")?, &op.actor)
             .await?;
         Ok((StatusCode::CREATED, Json(entry.view())).into_response())
@@ -178,6 +180,7 @@ async fn reconcile(
         let b = Body::parse(&body, &["repair"])?;
         let report = st
             .service
+            .balances()
             .reconcile_ledger(b.bool("repair")?.unwrap_or(false), &op.actor)
             .await?;
         st.metrics.ledger_reconciled(&report);

@@ -95,6 +95,7 @@ async fn create_merchant(State(st): State<AppState>, op: Op, body: Bytes) -> OpR
         let b = Body::parse(&body, &["name", "callback_url"])?;
         let m = st
             .service
+            .directory()
             .create_merchant(
                 &b.required_string("name")?,
                 b.string("callback_url")?,
@@ -138,6 +139,7 @@ async fn update_merchant(
         let id = lookup::merchant(&st.service, &id).await?.id;
         let m = st
             .service
+            .directory()
             .update_merchant(
                 id,
                 b.bool("paused")?,
@@ -192,6 +194,7 @@ async fn create_project(State(st): State<AppState>, op: Op, body: Bytes) -> OpRe
         let merchant = lookup::merchant(&st.service, &merchant_id).await?;
         let p = st
             .service
+            .directory()
             .create_project(merchant.id, &name, patch, &op.actor)
             .await?;
         Ok(created(project_value(&p)))
@@ -232,7 +235,11 @@ async fn update_project(
         let b = Body::parse(&body, &PROJECT_PATCH_FIELDS)?;
         let patch = body::project_patch(&b)?;
         let id = lookup::project(&st.service, &id).await?.id;
-        let p = st.service.update_project(id, patch, &op.actor).await?;
+        let p = st
+            .service
+            .directory()
+            .update_project(id, patch, &op.actor)
+            .await?;
         Ok(ok(project_value(&p)))
     })
     .await
@@ -257,7 +264,11 @@ async fn issue_token(
                 .map(|d| Duration::from_secs(d.saturating_mul(86_400))),
         };
         let id = lookup::project(&st.service, &id).await?.id;
-        let issued = st.service.issue_token_as(id, request, &op.actor).await?;
+        let issued = st
+            .service
+            .directory()
+            .issue_token_as(id, request, &op.actor)
+            .await?;
         Ok(created(view::issued_token(&issued)))
     })
     .await
@@ -283,7 +294,10 @@ async fn revoke_token(
     op.answer(async {
         let project = lookup::project(&st.service, &id).await?.id;
         let token = lookup::token_id(&token_id)?;
-        st.service.revoke_token(project, token, &op.actor).await?;
+        st.service
+            .directory()
+            .revoke_token(project, token, &op.actor)
+            .await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     })
     .await
@@ -303,6 +317,7 @@ async fn register_key(
         let confirmation = KeyConfirmation::given(expected.as_deref());
         let record = st
             .service
+            .directory()
             .register_key_confirmed(id, &public_key, confirmation, &op.actor)
             .await?;
         Ok(created(view::key(&record)))
@@ -330,6 +345,7 @@ async fn revoke_key(
     op.answer(async {
         let project = lookup::project(&st.service, &id).await?.id;
         st.service
+            .directory()
             .revoke_key(project, &lookup::key_id(&keyid), &op.actor)
             .await?;
         Ok(StatusCode::NO_CONTENT.into_response())
@@ -346,7 +362,11 @@ async fn rotate_callback_secret(
     op.answer(async {
         Body::parse(&body, &[])?;
         let id = lookup::project(&st.service, &id).await?.id;
-        let secret = st.service.rotate_callback_secret(id, &op.actor).await?;
+        let secret = st
+            .service
+            .directory()
+            .rotate_callback_secret(id, &op.actor)
+            .await?;
         Ok(created(
             json!({ "project_id": id, "callback_secret": secret }),
         ))

@@ -117,7 +117,7 @@ pub(super) async fn token(
                 lifetime: expires_in_days.map(|d| Duration::from_secs(d.saturating_mul(86_400))),
             };
             let id = lookup::project(svc, &project).await?.id;
-            let issued = svc.issue_token_as(id, request, actor).await?;
+            let issued = svc.directory().issue_token_as(id, request, actor).await?;
             let json = view::issued_token(&issued);
             let text = format!(
                 "Token (shown once; store it now, it cannot be shown again):\n  {}\n\n{}",
@@ -157,7 +157,7 @@ pub(super) async fn token(
         TokenCommand::Revoke { project, token_id } => {
             let project = lookup::project(svc, &project).await?.id;
             let token = lookup::token_id(&token_id)?;
-            svc.revoke_token(project, token, actor).await?;
+            svc.directory().revoke_token(project, token, actor).await?;
             Ok(Output::new(
                 json!({ "revoked": token }),
                 format!("Token {token} revoked."),
@@ -187,6 +187,7 @@ pub(super) async fn key(
             let id = lookup::project(svc, &project).await?.id;
             let confirmation = KeyConfirmation::given(expected_keyid.as_deref());
             let record = svc
+                .directory()
                 .register_key_confirmed(id, &input, confirmation, actor)
                 .await?;
             Ok(Output::object(view::key(&record)))
@@ -212,7 +213,7 @@ pub(super) async fn key(
         KeyCommand::Revoke { project, keyid } => {
             let project = lookup::project(svc, &project).await?.id;
             let keyid = lookup::key_id(&keyid);
-            svc.revoke_key(project, &keyid, actor).await?;
+            svc.directory().revoke_key(project, &keyid, actor).await?;
             Ok(Output::new(
                 json!({ "revoked": keyid }),
                 format!("Key {keyid} revoked."),
@@ -230,7 +231,7 @@ pub(super) async fn callback_secret(
     match command {
         CallbackSecretCommand::Rotate { project } => {
             let id = lookup::project(svc, &project).await?.id;
-            let secret = svc.rotate_callback_secret(id, actor).await?;
+            let secret = svc.directory().rotate_callback_secret(id, actor).await?;
             Ok(Output::new(
                 json!({ "project_id": id, "callback_secret": secret }),
                 format!(
@@ -241,7 +242,7 @@ pub(super) async fn callback_secret(
             ))
         }
         CallbackSecretCommand::Reseal => {
-            let report = svc.reseal_callback_secrets(actor).await?;
+            let report = svc.directory().reseal_callback_secrets(actor).await?;
             // The web cabinet's TOTP keys are sealed with the same key file.
             let (totp_resealed, totp_current) =
                 reseal_totp_keys(svc, &store.cabinet_store()).await?;

@@ -169,12 +169,18 @@ pub(super) async fn merchant(
 ) -> Result<Output, ApiError> {
     let update = |id: String, paused: Option<bool>, url: Option<Option<String>>| async move {
         let id = lookup::merchant(svc, &id).await?.id;
-        let m = svc.update_merchant(id, paused, url, actor).await?;
+        let m = svc
+            .directory()
+            .update_merchant(id, paused, url, actor)
+            .await?;
         Ok::<_, ApiError>(Output::object(view::merchant(&m)))
     };
     match command {
         MerchantCommand::Create { name, callback_url } => {
-            let m = svc.create_merchant(&name, callback_url, actor).await?;
+            let m = svc
+                .directory()
+                .create_merchant(&name, callback_url, actor)
+                .await?;
             Ok(Output::object(view::merchant(&m)))
         }
         MerchantCommand::List => {
@@ -284,7 +290,10 @@ pub(super) async fn project(
         } => {
             let patch = project_patch(settings)?;
             let merchant = lookup::merchant(svc, &merchant).await?.id;
-            let p = svc.create_project(merchant, &name, patch, actor).await?;
+            let p = svc
+                .directory()
+                .create_project(merchant, &name, patch, actor)
+                .await?;
             Ok(Output::object(project_value(&p)))
         }
         ProjectCommand::Show { id } => Ok(Output::object(project_value(
@@ -327,7 +336,7 @@ pub(super) async fn project(
                 ));
             }
             let id = lookup::project(svc, &id).await?.id;
-            let p = svc.update_project(id, patch, actor).await?;
+            let p = svc.directory().update_project(id, patch, actor).await?;
             Ok(Output::object(project_value(&p)))
         }
     }

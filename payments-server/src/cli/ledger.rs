@@ -115,7 +115,7 @@ pub(super) async fn ledger(
     match command {
         LedgerCommand::Balance { project } => {
             let p = lookup::project(svc, &project).await?;
-            Ok(Output::object(svc.balance(p.id).await?.view()))
+            Ok(Output::object(svc.balances().balance(p.id).await?.view()))
         }
         LedgerCommand::Entries {
             project,
@@ -131,7 +131,7 @@ pub(super) async fn ledger(
                 q.push(format!("limit={l}"));
             }
             let query = EntryListQuery::parse(&q.join("&"))?;
-            let page = svc.list_entries(&p, &query).await?;
+            let page = svc.balances().list_entries(&p, &query).await?;
             let rows = page.entries.iter().map(entry_row).collect();
             let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();
             Ok(Output::new(
@@ -143,7 +143,9 @@ pub(super) async fn ledger(
             let p = lookup::project(svc, &project).await?;
             let query = url_query(&[("from", &from), ("to", &to)]);
             let (from, to) = parse_period(&query)?;
-            Ok(Output::object(svc.statement(p.id, from, to).await?.view()))
+            Ok(Output::object(
+                svc.balances().statement(p.id, from, to).await?.view(),
+            ))
         }
         LedgerCommand::Payout {
             project,
@@ -154,7 +156,7 @@ pub(super) async fn ledger(
         } => {
             let p = lookup::project(svc, &project).await?;
             let request = payout_request(&amount, &destination, &reference, force_reason)?;
-            let (entry, new) = svc.record_payout(p.id, &request, actor).await?;
+            let (entry, new) = svc.balances().record_payout(p.id, &request, actor).await?;
             let mut out = Output::object(entry.view());
             if !new {
                 out.text = format!("already recorded (the same transaction):\n{}", out.text);
@@ -168,11 +170,14 @@ pub(super) async fn ledger(
         } => {
             let p = lookup::project(svc, &project).await?;
             let amount = adjustment_amount(&amount)?;
-            let entry = svc.record_adjustment(p.id, amount, &reason, actor).await?;
+            let entry = svc
+                .balances()
+                .record_adjustment(p.id, amount, &reason, actor)
+                .await?;
             Ok(Output::object(entry.view()))
         }
         LedgerCommand::Reconcile { repair } => {
-            let report = svc.reconcile_ledger(repair, actor).await?;
+            let report = svc.balances().reconcile_ledger(repair, actor).await?;
             let json = report_json(&report);
             let mut text = format!(
                 "{} projects, {} payments, {} entries read; {} differences{}\n",

@@ -107,7 +107,7 @@ pub(super) async fn callbacks(
     match command {
         CallbacksCommand::Failed(a) => {
             let (f, limit) = filter(svc, &a).await?;
-            let events = svc.failed_callbacks(&f, limit).await?;
+            let events = svc.callbacks().failed_callbacks(&f, limit).await?;
             let list: Vec<Value> = events.iter().map(failed_json).collect();
             let rows = events
                 .iter()
@@ -134,7 +134,10 @@ pub(super) async fn callbacks(
         }
         CallbacksCommand::ResendFailed(a) => {
             let (f, limit) = filter(svc, &a).await?;
-            let report = svc.resend_failed_callbacks(&f, limit, actor).await?;
+            let report = svc
+                .callbacks()
+                .resend_failed_callbacks(&f, limit, actor)
+                .await?;
             let mut text = format!(
                 "Resent {} payment(s); skipped {}.\n",
                 report.resent.len(),
@@ -155,21 +158,21 @@ pub(super) async fn callbacks(
             Ok(Output::new(bulk_json(&report), text))
         }
         CallbacksCommand::Hold { reason } => {
-            let held = svc.hold_callbacks(&reason, actor).await?;
+            let held = svc.callbacks().hold_callbacks(&reason, actor).await?;
             Ok(Output::new(
                 hold_json(Some(held.clone())),
                 format!("Callback dispatch held: {held}\n"),
             ))
         }
         CallbacksCommand::Release => {
-            svc.release_callbacks(actor).await?;
+            svc.callbacks().release_callbacks(actor).await?;
             Ok(Output::new(
                 hold_json(None),
                 "Callback dispatch released: queued events are sent now.\n".into(),
             ))
         }
         CallbacksCommand::Status => {
-            let hold = svc.callback_hold().await?;
+            let hold = svc.callbacks().callback_hold().await?;
             let store = svc.store();
             let backlog = store.backlog().await?;
             let mut v = hold_json(hold);
@@ -217,12 +220,13 @@ pub(super) async fn operator_token(
         } => {
             let lifetime = expires_in_days.map(|d| Duration::from_secs(d.saturating_mul(86_400)));
             let t = svc
+                .directory()
                 .issue_named_operator_token(&name, lifetime, actor)
                 .await?;
             Ok(issued(&t, now))
         }
         OperatorTokenCommand::List => {
-            let tokens = svc.operator_tokens().await?;
+            let tokens = svc.directory().operator_tokens().await?;
             let list: Vec<Value> = tokens.iter().map(|t| operator_token_json(t, now)).collect();
             let rows = tokens
                 .iter()
@@ -243,7 +247,7 @@ pub(super) async fn operator_token(
             ))
         }
         OperatorTokenCommand::Revoke { which } => {
-            let revoked = svc.revoke_operator_token(&which, actor).await?;
+            let revoked = svc.directory().revoke_operator_token(&which, actor).await?;
             let list: Vec<Value> = revoked
                 .iter()
                 .map(|t| operator_token_json(t, now))
@@ -258,7 +262,10 @@ pub(super) async fn operator_token(
             overlap_hours,
         } => {
             let overlap = Duration::from_secs(overlap_hours.saturating_mul(3600));
-            let t = svc.rotate_operator_token(&name, overlap, actor).await?;
+            let t = svc
+                .directory()
+                .rotate_operator_token(&name, overlap, actor)
+                .await?;
             let mut out = issued(&t, now);
             out.text.push_str(&format!(
                 "The previous token of {name} keeps working for {overlap_hours} h.\n"

@@ -175,7 +175,7 @@ pub(super) async fn payment(
         }
     };
     let id = lookup::payment_id(&id)?;
-    let result = svc.operate(id, trigger, actor).await?;
+    let result = svc.payments().operate(id, trigger, actor).await?;
     let json = view::operation(&result);
     let mut text = fields(&json["payment"], 0);
     if let Some(e) = &result.event {
@@ -228,7 +228,7 @@ async fn reconcile(
             .now()
             .saturating_sub(std::time::Duration::from_secs(7 * 86_400)),
     };
-    let r = svc.reconciliation(since, limit.max(1)).await?;
+    let r = svc.payments().reconciliation(since, limit.max(1)).await?;
     let provider = |p: &payments_core::payment::Payment| {
         p.route
             .as_ref()

@@ -168,6 +168,7 @@ pub async fn status(settings: &Settings) -> StatusReport {
             backlog.oldest_due_payment.filter(|t| *t <= now).map(age);
         report.callback_hold = opened
             .service
+            .callbacks()
             .callback_hold()
             .await
             .map_err(|e| e.to_string())?;

@@ -6,7 +6,7 @@
 //! - [`rates::HttpRates`] (`rate_source = "http"`): the upstream's rates endpoint, cached and
 //!   refreshed in the background, unused once older than the staleness limit.
 //! - [`notify`]: the listener on which the upstream reports confirmed and failed transfers;
-//!   the core decides what they do ([`PaymentService::apply_provider_notification`]).
+//!   the core decides what they do ([`Payments::apply_provider_notification`](payments_core::service::Payments::apply_provider_notification)).
 //!
 //! Both directions are signed with the scheme of the merchant callbacks
 //! (`X-Callback-Timestamp`, `X-Callback-Signature: v1=<hex HMAC-SHA256 of "{timestamp}.{body}">`)
@@ -14,7 +14,7 @@
 //! code as a merchant's callback receiver, and we verify its notifications with
 //! [`CallbackVerifier`]. Answers are read up to [`MAX_ANSWER_BYTES`]; more is refused.
 //!
-//! [`PaymentService::apply_provider_notification`]: payments_core::service::PaymentService::apply_provider_notification
+//! [`Payments::apply_provider_notification`]: payments_core::service::Payments::apply_provider_notification
 //! [`CallbackVerifier`]: payments_core::callback::CallbackVerifier
 
 pub mod notify;

@@ -1,11 +1,11 @@
 //! The provider-notification endpoint, `POST /upstream/v1/notifications`, served on its own
 //! listener (`upstream_listen`) that the merchant API does not share: the upstream reports a
 //! confirmed or failed transfer, signed like our callbacks. The handler hands the headers and
-//! the raw body to [`PaymentService::apply_provider_notification`], which verifies, decides
+//! the raw body to [`Payments::apply_provider_notification`](payments_core::service::Payments::apply_provider_notification), which verifies, decides
 //! and records; errors are the JSON error body of the other APIs (docs/providers.md,
 //! "Notifications").
 //!
-//! [`PaymentService::apply_provider_notification`]: payments_core::service::PaymentService::apply_provider_notification
+//! [`Payments::apply_provider_notification`]: payments_core::service::Payments::apply_provider_notification
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -119,6 +119,7 @@ async fn apply(
     };
     let out = st
         .service
+        .payments()
         .apply_provider_notification_from(
             verifier,
             SignedNotification {

@@ -156,7 +156,13 @@ async fn the_payer_pages_status_follows_the_payment_and_tells_nothing_else() {
     c.clock.advance(Duration::from_secs(16 * 60));
     let expired = json!({"status": "expired", "phase": "closed"});
     assert_eq!(status(&c, &expiring_path).await, expired);
-    c.server.state.service.sweep(100).await.expect("a sweep");
+    c.server
+        .state
+        .service
+        .payments()
+        .sweep(100)
+        .await
+        .expect("a sweep");
     assert_eq!(status(&c, &expiring_path).await, expired);
     let page = get(&c, &expiring_path).await;
     assert!(

@@ -70,10 +70,12 @@ impl Cabinet {
         let svc = &self.server.state.service;
         let actor = Actor("test".into());
         let m = svc
+            .directory()
             .create_merchant(name, None, &actor)
             .await
             .expect("merchant");
         let p = svc
+            .directory()
             .create_project(m.id, &format!("{name} site"), Default::default(), &actor)
             .await
             .expect("project");

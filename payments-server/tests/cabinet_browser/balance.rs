@@ -58,7 +58,8 @@ async fn the_balance_tab_shows_every_kind_of_entry_and_a_chosen_period() {
     // Four credits; a re-check cancels one (a reversal) and lowers another (a re-check
     // adjustment); the fifth payment stays open.
     for id in &ids[..4] {
-        svc.operate(*id, Trigger::Confirm { amount: None }, &actor)
+        svc.payments()
+            .operate(*id, Trigger::Confirm { amount: None }, &actor)
             .await
             .expect("confirmed");
     }
@@ -71,10 +72,12 @@ async fn the_balance_tab_shows_every_kind_of_entry_and_a_chosen_period() {
             },
         ),
     ] {
-        svc.operate(id, Trigger::StartRecheck, &actor)
+        svc.payments()
+            .operate(id, Trigger::StartRecheck, &actor)
             .await
             .expect("a re-check");
-        svc.operate(id, Trigger::ResolveRecheck(outcome), &actor)
+        svc.payments()
+            .operate(id, Trigger::ResolveRecheck(outcome), &actor)
             .await
             .expect("resolved");
     }

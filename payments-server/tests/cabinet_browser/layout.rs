@@ -322,16 +322,19 @@ pub async fn walk(v: &mut Checks) {
         let r = create(&live, json!({"merchant_payment_id": format!("order-10{n}"), "amount": amount, "payment_method": method})).await;
         ids.push(r["id"].as_str().expect("id").parse().expect("an id"));
     }
-    svc.operate(ids[0], Trigger::Confirm { amount: None }, &actor)
+    svc.payments()
+        .operate(ids[0], Trigger::Confirm { amount: None }, &actor)
         .await
         .expect("confirmed");
-    svc.operate(ids[1], Trigger::Cancel, &actor)
+    svc.payments()
+        .operate(ids[1], Trigger::Cancel, &actor)
         .await
         .expect("canceled");
     // One callback that fails: a closed port.
     let r = create(&live, json!({"merchant_payment_id": "order-200", "amount": "990", "payment_method": "sbp", "callback_url": "http://127.0.0.1:9/callbacks"})).await;
     let failing = r["id"].as_str().expect("id").parse().expect("an id");
-    svc.operate(failing, Trigger::Confirm { amount: None }, &actor)
+    svc.payments()
+        .operate(failing, Trigger::Confirm { amount: None }, &actor)
         .await
         .expect("confirmed");
     let t = create(&test, json!({"merchant_payment_id": "test-order-1", "amount": "2500", "payment_method": "card_transfer", "callback_url": url})).await;
@@ -624,13 +627,14 @@ pub async fn walk(v: &mut Checks) {
         (&done, Trigger::Confirm { amount: None }),
         (&canceled, Trigger::Cancel),
     ] {
-        svc.operate(
-            p["id"].as_str().expect("id").parse().expect("an id"),
-            trigger,
-            &actor,
-        )
-        .await
-        .expect("operated");
+        svc.payments()
+            .operate(
+                p["id"].as_str().expect("id").parse().expect("an id"),
+                trigger,
+                &actor,
+            )
+            .await
+            .expect("operated");
     }
     for language in [PageLanguage::En, PageLanguage::Ru] {
         c.server
@@ -653,7 +657,7 @@ pub async fn walk(v: &mut Checks) {
     b.open("/pay/not-a-token").await;
     v.check(&b, "payer page: a wrong link").await;
     c.clock.advance(Duration::from_secs(16 * 60));
-    svc.sweep(100).await.expect("a sweep");
+    svc.payments().sweep(100).await.expect("a sweep");
     b.open(&payer_path(&c, &card)).await;
     v.check(&b, "payer page: out of time").await;
     b.close().await;

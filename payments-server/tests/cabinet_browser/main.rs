@@ -429,6 +429,7 @@ async fn external_api_access_tokens_keys_allow_list_and_secret_rotation() {
     c.server
         .state
         .service
+        .payments()
         .operate(
             payment,
             Trigger::Confirm { amount: None },

@@ -45,7 +45,8 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
         .expect("id")
         .parse()
         .expect("an id");
-    svc.operate(id, Trigger::Confirm { amount: None }, &Actor("test".into()))
+    svc.payments()
+        .operate(id, Trigger::Confirm { amount: None }, &Actor("test".into()))
         .await
         .expect("confirmed");
     wait_until("the completion's callback", || {
@@ -53,6 +54,7 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
     })
     .await;
     let secret = svc
+        .directory()
         .signing_secrets(project)
         .await
         .expect("the secrets")

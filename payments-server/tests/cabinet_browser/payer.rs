@@ -234,6 +234,7 @@ async fn payer_page_shows_the_rules_in_a_real_browser() {
     c.server
         .state
         .service
+        .payments()
         .operate(
             card["id"].as_str().expect("id").parse().expect("an id"),
             Trigger::Confirm { amount: None },
@@ -254,7 +255,13 @@ async fn payer_page_shows_the_rules_in_a_real_browser() {
     // Before the sweeper and after it (it may run first on a loaded machine): the time ran
     // out, never the requisite.
     assert_eq!(b.heading().await, "The time to pay has run out");
-    c.server.state.service.sweep(100).await.expect("a sweep");
+    c.server
+        .state
+        .service
+        .payments()
+        .sweep(100)
+        .await
+        .expect("a sweep");
     b.open(&sbp_path).await;
     assert_eq!(b.heading().await, "The time to pay has run out");
     assert!(b.all("#requisite, #qr, #copy-requisite").await.is_empty());
@@ -478,6 +485,7 @@ async fn payer_page_screenshots() {
     c.server
         .state
         .service
+        .payments()
         .operate(
             done["id"].as_str().expect("id").parse().expect("an id"),
             Trigger::Confirm { amount: None },
@@ -514,7 +522,13 @@ async fn payer_page_screenshots() {
     }
     // Past the deadline (the other pages are taken already).
     c.clock.advance(Duration::from_secs(16 * 60));
-    c.server.state.service.sweep(100).await.expect("a sweep");
+    c.server
+        .state
+        .service
+        .payments()
+        .sweep(100)
+        .await
+        .expect("a sweep");
     for language in [PageLanguage::Ru, PageLanguage::En] {
         page_on(&c, language).await;
         b.open(&page_path(&c, &expired)).await;

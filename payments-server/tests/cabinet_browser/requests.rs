@@ -53,6 +53,7 @@ pub(crate) async fn logged(c: &Cabinet, rid: &str) {
             .server
             .state
             .service
+            .requests()
             .request_log(&query)
             .await
             .expect("the log reads");

@@ -95,10 +95,12 @@ impl MerchantB {
     async fn new(service: &PaymentService, port: u16) -> MerchantB {
         let actor = Actor("test".into());
         let merchant = service
+            .directory()
             .create_merchant("Merchant B", None, &actor)
             .await
             .expect("merchant B");
         let project = service
+            .directory()
             .create_project(merchant.id, "B", ProjectPatch::default(), &actor)
             .await
             .expect("project B");
@@ -129,6 +131,7 @@ impl MerchantB {
             .expect("B's payment is created");
         let queued = Instant::now();
         let done = service
+            .payments()
             .operate(
                 created.payment.id,
                 Trigger::Confirm { amount: None },
@@ -181,6 +184,7 @@ async fn a_payments(s: &TestServer, ports: &[u16]) -> Vec<PaymentId> {
             .expect("a payment id");
         s.state
             .service
+            .payments()
             .operate(id, Trigger::Confirm { amount: None }, &Actor("test".into()))
             .await
             .expect("A's payment is confirmed");

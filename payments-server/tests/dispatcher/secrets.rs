@@ -16,6 +16,7 @@ async fn both_secrets_sign_during_the_rotation_overlap_then_only_the_new_one() {
     let old = w.secret.clone();
     let new = w
         .service
+        .directory()
         .rotate_callback_secret(w.project, &Actor("test".into()))
         .await
         .expect("rotated");
@@ -59,6 +60,7 @@ async fn a_project_without_a_secret_gets_an_unrevealed_one_at_first_delivery() {
     let mut rx = receiver(&pki, |_| Reply::Status(200)).await;
     let other = w
         .service
+        .directory()
         .create_project(
             w.store
                 .project(w.project)

@@ -308,15 +308,18 @@ pub(crate) async fn world() -> World {
     );
     let actor = Actor("test".into());
     let merchant = service
+        .directory()
         .create_merchant("Merchant", None, &actor)
         .await
         .expect("merchant created");
     let project = service
+        .directory()
         .create_project(merchant.id, "Project", ProjectPatch::default(), &actor)
         .await
         .expect("project created")
         .id;
     let secret = service
+        .directory()
         .rotate_callback_secret(project, &actor)
         .await
         .expect("secret issued");

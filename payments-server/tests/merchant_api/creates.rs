@@ -222,6 +222,7 @@ async fn invalid_bodies_and_business_rules() {
         .merchant_id;
     s.state
         .service
+        .directory()
         .update_merchant(merchant, Some(true), None, &Actor("t".into()))
         .await
         .unwrap();
@@ -230,6 +231,7 @@ async fn invalid_bodies_and_business_rules() {
     assert!(r.json.get("payment_id").is_none());
     s.state
         .service
+        .directory()
         .update_merchant(merchant, Some(false), None, &Actor("t".into()))
         .await
         .unwrap();

@@ -237,6 +237,7 @@ async fn events_are_listed_read_resent_and_recovered_by_the_merchant() {
         let t = s
             .state
             .service
+            .directory()
             .issue_token(s.project(), scopes, &actor)
             .await
             .expect("a token");

@@ -272,6 +272,7 @@ async fn the_list_needs_payments_read_follows_the_signature_policy_and_shares_th
         let t = s
             .state
             .service
+            .directory()
             .issue_token(s.project(), scopes, &actor)
             .await
             .expect("a token");

@@ -40,6 +40,7 @@ async fn token_and_signature_rejections_take_nothing() {
     let read_only = s
         .state
         .service
+        .directory()
         .issue_token(s.project(), vec![Scope::PaymentsRead], &actor)
         .await
         .unwrap();
@@ -56,6 +57,7 @@ async fn token_and_signature_rejections_take_nothing() {
     let extra = s
         .state
         .service
+        .directory()
         .issue_token(s.project(), vec![Scope::PaymentsCreate], &actor)
         .await
         .unwrap();
@@ -69,6 +71,7 @@ async fn token_and_signature_rejections_take_nothing() {
     );
     s.state
         .service
+        .directory()
         .revoke_token(s.project(), extra.record.id, &actor)
         .await
         .unwrap();
@@ -189,10 +192,12 @@ async fn an_expired_token_is_refused_like_a_revoked_one() {
     let service = &s.state.service;
     let month = Duration::from_secs(30 * 86_400);
     let expiring = service
+        .directory()
         .issue_token_as(s.project(), request(Some(month)), &actor)
         .await
         .unwrap();
     let lasting = service
+        .directory()
         .issue_token_as(s.project(), request(None), &actor)
         .await
         .unwrap();
@@ -387,9 +392,9 @@ async fn a_batch_with_one_forged_signature_refuses_only_that_request() {
     })
     .await;
     let c = s.client();
-    let before = s.state.service.signature_batches();
+    let before = s.state.service.gate().signature_batches();
     let mut rounds = 0;
-    while s.state.service.signature_batches().fallbacks == before.fallbacks {
+    while s.state.service.gate().signature_batches().fallbacks == before.fallbacks {
         rounds += 1;
         assert!(
             rounds <= 40,
@@ -444,7 +449,7 @@ async fn a_batch_with_one_forged_signature_refuses_only_that_request() {
             }
         }
     }
-    let after = s.state.service.signature_batches();
+    let after = s.state.service.gate().signature_batches();
     assert!(
         after.signatures - before.signatures > after.batches - before.batches,
         "some batch held more than one signature: {after:?}"

@@ -18,6 +18,7 @@ async fn logged(s: &TestServer, request_id: &str) -> Vec<RequestLogEntry> {
         let page = s
             .state
             .service
+            .requests()
             .request_log(&RequestLogQuery::new(s.project(), 100))
             .await
             .expect("the log reads");
@@ -151,6 +152,7 @@ async fn a_refused_signature_is_logged_with_its_diagnosis() {
     let health = s
         .state
         .service
+        .requests()
         .integration_health(s.project())
         .await
         .unwrap();
@@ -177,6 +179,7 @@ async fn the_log_is_off_when_the_settings_say_so() {
     let page = s
         .state
         .service
+        .requests()
         .request_log(&RequestLogQuery::new(s.project(), 10))
         .await
         .unwrap();

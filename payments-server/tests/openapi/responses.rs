@@ -171,6 +171,7 @@ async fn real_responses_validate_against_the_file() {
     let create_only = s
         .state
         .service
+        .directory()
         .issue_token(s.project(), vec![Scope::PaymentsCreate], &Actor("t".into()))
         .await
         .unwrap();
@@ -275,6 +276,7 @@ async fn real_responses_validate_against_the_file() {
     let read_only = s
         .state
         .service
+        .directory()
         .issue_token(s.project(), vec![Scope::PaymentsRead], &Actor("t".into()))
         .await
         .unwrap();
@@ -649,6 +651,7 @@ async fn event_responses_validate_against_the_file() {
     let read_only = s
         .state
         .service
+        .directory()
         .issue_token(s.project(), vec![Scope::PaymentsRead], &Actor("t".into()))
         .await
         .unwrap();
@@ -826,6 +829,7 @@ async fn balance_responses_validate_against_the_file() {
     let read_only = s
         .state
         .service
+        .directory()
         .issue_token(s.project(), vec![Scope::PaymentsRead], &Actor("t".into()))
         .await
         .unwrap();

@@ -219,7 +219,13 @@ async fn callback_secret_rotation_shows_the_secret_once_and_keeps_two() {
 
     // Behind the API: the newest and the one before sign; the bootstrap secret is gone.
     let pid = project.parse().unwrap();
-    let ring = app.state.service.signing_secrets(pid).await.unwrap();
+    let ring = app
+        .state
+        .service
+        .directory()
+        .signing_secrets(pid)
+        .await
+        .unwrap();
     let now = app.state.service.ports().clock.now();
     let signing: Vec<&str> = ring
         .signing_secrets(now)

@@ -104,8 +104,13 @@ upstream_listen = "{notifications}"
     let opened = open_service(&settings, Setup::Serve).await.unwrap();
     let svc = &opened.service;
     let actor = Actor("test".into());
-    let m = svc.create_merchant("Shop", None, &actor).await.unwrap();
+    let m = svc
+        .directory()
+        .create_merchant("Shop", None, &actor)
+        .await
+        .unwrap();
     let project = svc
+        .directory()
         .create_project(
             m.id,
             "Web",
@@ -118,14 +123,17 @@ upstream_listen = "{notifications}"
         .await
         .unwrap();
     let token = svc
+        .directory()
         .issue_token(project.id, Scope::ALL.to_vec(), &actor)
         .await
         .unwrap();
     let key = generate_signing_key(&OsRandom);
-    svc.register_key(project.id, &public_key_to_pem(&key.verifying_key()), &actor)
+    svc.directory()
+        .register_key(project.id, &public_key_to_pem(&key.verifying_key()), &actor)
         .await
         .unwrap();
     let secret = svc
+        .directory()
         .rotate_callback_secret(project.id, &actor)
         .await
         .unwrap();
