@@ -7,7 +7,7 @@
 use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
-use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
+use payments_core::ids::{KeyId, ProjectId, TokenId};
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
 };
@@ -22,44 +22,6 @@ use crate::codec::{
     PgRow, Record,
 };
 use crate::error::{db, duplicate};
-
-// --- merchants and projects ------------------------------------------------------------------
-
-pub(crate) async fn put_merchant<C: GenericClient>(c: &C, m: &Merchant) -> Result<(), StoreError> {
-    write_record(c, &st::MERCHANT_PUT, m).await?.map_err(db)?;
-    Ok(())
-}
-
-pub(crate) async fn merchant<C: GenericClient>(
-    c: &C,
-    id: MerchantId,
-) -> Result<Option<Merchant>, StoreError> {
-    record(c, &st::MERCHANT, &[&id.to_string()]).await
-}
-
-pub(crate) async fn merchants<C: GenericClient>(c: &C) -> Result<Vec<Merchant>, StoreError> {
-    records(c, &st::MERCHANTS, &[]).await
-}
-
-/// Inserts or replaces a project; its merchant must exist.
-pub(crate) async fn put_project<C: GenericClient>(c: &C, p: &Project) -> Result<(), StoreError> {
-    if merchant(c, p.merchant_id).await?.is_none() {
-        return Err(StoreError::NotFound(format!("merchant {}", p.merchant_id)));
-    }
-    write_record(c, &st::PROJECT_PUT, p).await?.map_err(db)?;
-    Ok(())
-}
-
-pub(crate) async fn project<C: GenericClient>(
-    c: &C,
-    id: ProjectId,
-) -> Result<Option<Project>, StoreError> {
-    record(c, &st::PROJECT, &[&id.to_string()]).await
-}
-
-pub(crate) async fn projects<C: GenericClient>(c: &C) -> Result<Vec<Project>, StoreError> {
-    records(c, &st::PROJECTS, &[]).await
-}
 
 // --- tokens and keys -------------------------------------------------------------------------
 

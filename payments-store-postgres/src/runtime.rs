@@ -90,5 +90,5 @@ impl PgStore {
 
 payments_core::delegate_port!(
     PgStore => sql;
-    SettingStore, OperatorStore, AuditStore, RequestLogStore
+    SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore
 );

@@ -10,22 +10,18 @@ use payments_cabinet::store::{
     SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
-use payments_core::ids::{
-    EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
-};
-use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
+use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, SessionId, TokenId, UserId};
+use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
-};
+use payments_core::project::{AuditRecord, KeyRecord, SecretRecord, TokenRecord};
 use payments_core::store::{
     AdmitOutcome, AttemptRecorded, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
-    CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OutboxStore, PageKey,
-    PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey,
-    Transaction, TxOutput, TxWork,
+    CredentialStore, InsertOutcome, LeaseToken, NonceUse, OutboxStore, PageKey, PayerPageStore,
+    PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction,
+    TxOutput, TxWork,
 };
-use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
+use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
 
 use crate::error::db;
@@ -238,37 +234,6 @@ impl OutboxStore for PgStore {
 }
 
 #[async_trait]
-impl MerchantStore for PgStore {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::put_merchant(&client, merchant).await
-    }
-
-    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
-        let client = self.client().await?;
-        match only {
-            Some(id) => Ok(directory::merchant(&client, id)
-                .await?
-                .into_iter()
-                .collect()),
-            None => directory::merchants(&client).await,
-        }
-    }
-
-    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
-        let client = self.client().await?;
-        match only {
-            Some(id) => Ok(directory::project(&client, id).await?.into_iter().collect()),
-            None => directory::projects(&client).await,
-        }
-    }
-
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| directory::put_project(&tx, project).await)
-    }
-}
-
-#[async_trait]
 impl CredentialStore for PgStore {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
@@ -412,29 +377,6 @@ impl PayerPageStore for PgStore {
             PageKey::Payment(payment) => cabinet::payment_page(&client, payment).await,
             PageKey::TokenHash(hash) => cabinet::payment_page_by_hash(&client, hash).await,
         }
-    }
-}
-
-#[async_trait]
-impl LedgerStore for PgStore {
-    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
-        let client = self.client().await?;
-        ledger::balance(&client, project).await
-    }
-
-    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-        let client = self.client().await?;
-        ledger::find(&client, query).await
-    }
-
-    async fn entry_totals(
-        &self,
-        project: ProjectId,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-        let client = self.client().await?;
-        ledger::totals(&client, project, from, to).await
     }
 }
 

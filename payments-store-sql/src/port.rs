@@ -7,16 +7,19 @@
 //! Adding a method to a port implemented here touches the port's listing, this file and the
 //! memory store.
 
-use payments_core::ids::TokenId;
-use payments_core::project::{AuditRecord, OperatorTokenRecord};
+use payments_core::ids::{MerchantId, ProjectId, TokenId};
+use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
+use payments_core::project::{AuditRecord, Merchant, OperatorTokenRecord, Project};
 use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
 use payments_core::store::port_types::async_trait;
 use payments_core::store::{
-    AuditStore, OperatorStore, Purged, RequestLogStore, SettingStore, StoreError,
+    AuditStore, EntryQuery, LedgerStore, MerchantStore, OperatorStore, Purged, RequestLogStore,
+    SettingStore, StoreError,
 };
 use payments_core::Timestamp;
 
 use crate::codec;
+use crate::ledger as lg;
 use crate::request_log as rl;
 use crate::row::Cols;
 use crate::runtime::{execute, job, query, record, records, BoxFuture, Conn, On, Runtime};
@@ -207,6 +210,109 @@ impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
             Box::pin(async move {
                 let n = execute(c, &rl::PURGE, values).await?;
                 Ok(Purged::of_batch(n, limit))
+            })
+        })
+        .await
+    }
+}
+
+// --- merchants and projects ------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> MerchantStore for Shared<'_, R> {
+    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+        self.run(On::Write, merchant.values()?, |c, values| {
+            Box::pin(write(c, &st::MERCHANT_PUT, values))
+        })
+        .await
+    }
+
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
+        self.run(On::Read, only, |c, only| {
+            Box::pin(async move {
+                match only {
+                    Some(id) => merchant(c, id).await.map(|m| m.into_iter().collect()),
+                    None => records(c, &st::MERCHANTS, Vec::new()).await,
+                }
+            })
+        })
+        .await
+    }
+
+    /// Its merchant must exist: read and written in one transaction.
+    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+        let args = (project.merchant_id, project.values()?);
+        self.run(On::Transaction, args, |c, (merchant_id, values)| {
+            Box::pin(async move {
+                if merchant(c, merchant_id).await?.is_none() {
+                    return Err(StoreError::NotFound(format!("merchant {merchant_id}")));
+                }
+                write(c, &st::PROJECT_PUT, values).await
+            })
+        })
+        .await
+    }
+
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
+        self.run(On::Read, only, |c, only| {
+            Box::pin(async move {
+                match only {
+                    Some(id) => {
+                        let found = record(c, &st::PROJECT, vec![SqlValue::display(id)]).await?;
+                        Ok(found.into_iter().collect())
+                    }
+                    None => records(c, &st::PROJECTS, Vec::new()).await,
+                }
+            })
+        })
+        .await
+    }
+}
+
+async fn merchant(c: &dyn Conn, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+    record(c, &st::MERCHANT, vec![SqlValue::display(id)]).await
+}
+
+// --- the project ledger's reads (its appends are steps of a transaction) ---------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> LedgerStore for Shared<'_, R> {
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+        self.run(On::ShortRead, project, |c, project| {
+            Box::pin(async move {
+                let found = record(c, &lg::BALANCE, vec![SqlValue::display(project)]).await?;
+                Ok(found.unwrap_or_else(|| Balance::empty(project)))
+            })
+        })
+        .await
+    }
+
+    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.run(On::Read, query.clone(), |c, q| {
+            Box::pin(async move {
+                let (text, values) = lg::entry_page(&q, c.dialect());
+                self::query(c, &text, values, LedgerEntry::from_row).await
+            })
+        })
+        .await
+    }
+
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+        let values = vec![
+            SqlValue::display(project),
+            SqlValue::ts(from),
+            SqlValue::ts(to),
+        ];
+        self.run(On::Read, values, |c, values| {
+            Box::pin(async move {
+                let text = lg::ENTRY_TOTALS.text(c.dialect());
+                let lines = query(c, text, values, lg::totals_line).await?;
+                Ok(lg::in_kind_order(lines))
             })
         })
         .await

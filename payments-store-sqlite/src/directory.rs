@@ -15,36 +15,15 @@ use rusqlite::{params, Connection};
 use crate::codec::{self, execute, execute_raw, params, query, record, record_params, records};
 use crate::error::{db, duplicate};
 
-// --- merchants and projects ------------------------------------------------------------------
-
-pub(crate) fn put_merchant(conn: &Connection, m: &Merchant) -> Result<(), StoreError> {
-    execute(conn, &st::MERCHANT_PUT, record_params(m)?)?;
-    Ok(())
-}
+// --- merchants and projects, as the authentication lookup reads them (the port's methods are
+// in payments_store_sql::port) ----------------------------------------------------------------
 
 pub(crate) fn merchant(conn: &Connection, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
     record(conn, &st::MERCHANT, [id.to_string()])
 }
 
-pub(crate) fn merchants(conn: &Connection) -> Result<Vec<Merchant>, StoreError> {
-    records(conn, &st::MERCHANTS, [])
-}
-
-/// Inserts or replaces a project; its merchant must exist.
-pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreError> {
-    if merchant(conn, p.merchant_id)?.is_none() {
-        return Err(StoreError::NotFound(format!("merchant {}", p.merchant_id)));
-    }
-    execute(conn, &st::PROJECT_PUT, record_params(p)?)?;
-    Ok(())
-}
-
 pub(crate) fn project(conn: &Connection, id: ProjectId) -> Result<Option<Project>, StoreError> {
     record(conn, &st::PROJECT, [id.to_string()])
-}
-
-pub(crate) fn projects(conn: &Connection) -> Result<Vec<Project>, StoreError> {
-    records(conn, &st::PROJECTS, [])
 }
 
 // --- tokens and keys -------------------------------------------------------------------------

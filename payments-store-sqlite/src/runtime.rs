@@ -115,5 +115,5 @@ impl SqliteStore {
 
 payments_core::delegate_port!(
     SqliteStore => sql;
-    SettingStore, OperatorStore, AuditStore, RequestLogStore
+    SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore
 );

@@ -10,22 +10,17 @@ use payments_cabinet::store::{
     SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
 };
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
-use payments_core::ids::{
-    EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
-};
-use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
+use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, SessionId, TokenId, UserId};
+use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
-};
+use payments_core::project::{AuditRecord, KeyRecord, SecretRecord, TokenRecord};
 use payments_core::store::{
     AttemptRecorded, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
-    InsertOutcome, LeaseToken, MerchantStore, NonceUse, OutboxStore, PageKey, PayerPageStore,
-    PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction,
-    TxOutput, TxWork,
+    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange,
+    PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
-use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
+use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::{SecretString, Timestamp};
 use rusqlite::Connection;
 
@@ -84,28 +79,6 @@ impl Transaction for SqliteTx<'_> {
 
     async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
         directory::append_audit(self.conn, record)
-    }
-}
-
-#[async_trait]
-impl LedgerStore for SqliteStore {
-    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
-        self.read_short(move |c| ledger::balance(c, project)).await
-    }
-
-    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-        let q = query.clone();
-        self.read(move |c| ledger::find(c, &q)).await
-    }
-
-    async fn entry_totals(
-        &self,
-        project: ProjectId,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-        self.read(move |c| ledger::totals(c, project, from, to))
-            .await
     }
 }
 
@@ -193,35 +166,6 @@ impl OutboxStore for SqliteStore {
         let q = query.clone();
         self.read_limited(move |c| directory::snapshot(c, || outbox::find(c, &q)))
             .await
-    }
-}
-
-#[async_trait]
-impl MerchantStore for SqliteStore {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
-        let m = merchant.clone();
-        self.write(move |c| directory::put_merchant(c, &m)).await
-    }
-
-    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
-        self.read(move |c| match only {
-            Some(id) => Ok(directory::merchant(c, id)?.into_iter().collect()),
-            None => directory::merchants(c),
-        })
-        .await
-    }
-
-    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
-        self.read(move |c| match only {
-            Some(id) => Ok(directory::project(c, id)?.into_iter().collect()),
-            None => directory::projects(c),
-        })
-        .await
-    }
-
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
-        let p = project.clone();
-        self.write(move |c| directory::put_project(c, &p)).await
     }
 }
 
