@@ -1,25 +1,22 @@
-//! Merchants, projects, credentials, settings, the audit trail and turns of background work
-//! as SQL. The statements and row conversions are the shared ones
+//! Credentials and the steps inside transactions (an audit record, purges, turns of background
+//! work) as SQL. The statements and row conversions are the shared ones
 //! ([`payments_store_sql::statements`]); this file runs them on a PostgreSQL connection and
-//! adds what only PostgreSQL does: the one-statement authentication join, advisory locks
-//! around a project's secrets, and turns between nodes.
+//! adds what only PostgreSQL does: the one-statement authentication join and turns between
+//! nodes. The settings, operator tokens, audit pages, merchants, projects and callback secrets
+//! are in `payments_store_sql::port`.
 
 use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
 use payments_core::ids::{KeyId, ProjectId, TokenId};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
-};
+use payments_core::project::{AuditRecord, KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::store::{AuthLookup, StoreError};
-use payments_core::{SecretString, Timestamp};
-use payments_store_sql::record::secret_values;
+use payments_core::Timestamp;
 use payments_store_sql::sql::aliased;
 use payments_store_sql::statements as st;
 
 use crate::codec::{
-    self, execute, params, query, query_opt, read, record, records, refs, sql, write_record, Cols,
-    PgRow, Record,
+    self, execute, query, query_opt, read, record, records, sql, write_record, Cols, PgRow, Record,
 };
 use crate::error::{db, duplicate};
 
@@ -157,74 +154,6 @@ pub(crate) async fn revoke_key<C: GenericClient>(
         c,
         sql(&st::KEY_REVOKE),
         &[&at.unix_millis(), &project.to_string(), &keyid.as_str()],
-    )
-    .await?;
-    Ok(n > 0)
-}
-
-// --- callback secrets ------------------------------------------------------------------------
-
-/// Newest first (the most recently added has the largest `seq`).
-pub(crate) async fn secrets<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    records(c, &st::SECRETS, &[&project.to_string()]).await
-}
-
-/// Locks the project's secrets so that concurrent additions on two nodes apply one after the
-/// other.
-async fn lock_project_secrets<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-) -> Result<(), StoreError> {
-    query(
-        c,
-        "SELECT pg_advisory_xact_lock(hashtextextended('callback_secrets:' || $1, 0))",
-        &[&project.to_string()],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Adds a secret and deletes all but the two newest. Call inside a transaction.
-pub(crate) async fn add_secret<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<(), StoreError> {
-    lock_project_secrets(c, project).await?;
-    let values = params(secret_values(project, s)?);
-    execute(c, sql(&st::SECRET_INSERT), &refs(&values)).await?;
-    execute(c, sql(&st::SECRET_TRIM), &[&project.to_string()]).await?;
-    Ok(())
-}
-
-/// Adds `s` if the project has no secret; the project's secrets after. Call inside a
-/// transaction.
-pub(crate) async fn add_secret_if_none<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    lock_project_secrets(c, project).await?;
-    if secrets(c, project).await?.is_empty() {
-        add_secret(c, project, s).await?;
-    }
-    secrets(c, project).await
-}
-
-/// Replaces the stored value `old` of a project's secret with `new`; `false` if none has it.
-pub(crate) async fn replace_secret<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-    old: &SecretString,
-    new: &SecretString,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        c,
-        sql(&st::SECRET_REPLACE),
-        &[&project.to_string(), &old.expose(), &new.expose()],
     )
     .await?;
     Ok(n > 0)

@@ -90,5 +90,6 @@ impl PgStore {
 
 payments_core::delegate_port!(
     PgStore => sql;
-    SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore
+    SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore,
+    CallbackSecretStore
 );

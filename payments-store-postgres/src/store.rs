@@ -14,15 +14,14 @@ use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, SessionId, TokenI
 use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
-use payments_core::project::{AuditRecord, KeyRecord, SecretRecord, TokenRecord};
+use payments_core::project::{AuditRecord, KeyRecord, TokenRecord};
 use payments_core::store::{
-    AdmitOutcome, AttemptRecorded, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
-    CredentialStore, InsertOutcome, LeaseToken, NonceUse, OutboxStore, PageKey, PayerPageStore,
-    PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction,
-    TxOutput, TxWork,
+    AdmitOutcome, AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, CredentialStore,
+    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange,
+    PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
 use payments_core::store::{EventQuery, PaymentQuery};
-use payments_core::{SecretString, Timestamp};
+use payments_core::Timestamp;
 
 use crate::error::db;
 use payments_store_sql::sealing::RequisiteSealing;
@@ -318,43 +317,6 @@ impl CredentialStore for PgStore {
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
         directory::revoke_key(&client, project, keyid, at).await
-    }
-}
-
-#[async_trait]
-impl CallbackSecretStore for PgStore {
-    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::secrets(&client, project).await
-    }
-
-    async fn add_callback_secret(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| directory::add_secret(&tx, project, secret).await)
-    }
-
-    async fn add_callback_secret_if_none(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<Vec<SecretRecord>, StoreError> {
-        in_transaction!(self, |tx| directory::add_secret_if_none(
-            &tx, project, secret
-        )
-        .await)
-    }
-
-    async fn replace_callback_secret(
-        &self,
-        project: ProjectId,
-        old: &SecretString,
-        new: &SecretString,
-    ) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        directory::replace_secret(&client, project, old, new).await
     }
 }
 

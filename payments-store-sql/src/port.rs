@@ -9,23 +9,24 @@
 
 use payments_core::ids::{MerchantId, ProjectId, TokenId};
 use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
-use payments_core::project::{AuditRecord, Merchant, OperatorTokenRecord, Project};
+use payments_core::project::{AuditRecord, Merchant, OperatorTokenRecord, Project, SecretRecord};
 use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
 use payments_core::store::port_types::async_trait;
 use payments_core::store::{
-    AuditStore, EntryQuery, LedgerStore, MerchantStore, OperatorStore, Purged, RequestLogStore,
-    SettingStore, StoreError,
+    AuditStore, CallbackSecretStore, EntryQuery, LedgerStore, MerchantStore, OperatorStore, Purged,
+    RequestLogStore, SettingStore, StoreError,
 };
-use payments_core::Timestamp;
+use payments_core::{SecretString, Timestamp};
 
 use crate::codec;
 use crate::ledger as lg;
+use crate::record::secret_values;
 use crate::request_log as rl;
 use crate::row::Cols;
 use crate::runtime::{execute, job, query, record, records, BoxFuture, Conn, On, Runtime};
 use crate::statements as st;
 use crate::value::SqlValue;
-use crate::{Record, Sql};
+use crate::{Dialect, Record, Sql};
 
 /// The shared implementation of the ports, over the engine `R`.
 #[derive(Debug)]
@@ -316,5 +317,106 @@ impl<R: Runtime + ?Sized> LedgerStore for Shared<'_, R> {
             })
         })
         .await
+    }
+}
+
+// --- callback secrets ------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> CallbackSecretStore for Shared<'_, R> {
+    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
+        self.run(On::Read, project, |c, project| {
+            Box::pin(secrets(c, project))
+        })
+        .await
+    }
+
+    /// One transaction: the insert and the trim to the two newest.
+    async fn add_callback_secret(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<(), StoreError> {
+        let values = secret_values(project, secret)?;
+        self.run(
+            On::Transaction,
+            (project, values),
+            |c, (project, values)| {
+                Box::pin(async move {
+                    lock_secrets(c, project).await?;
+                    add_secret(c, project, values).await
+                })
+            },
+        )
+        .await
+    }
+
+    async fn add_callback_secret_if_none(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<Vec<SecretRecord>, StoreError> {
+        let values = secret_values(project, secret)?;
+        self.run(
+            On::Transaction,
+            (project, values),
+            |c, (project, values)| {
+                Box::pin(async move {
+                    lock_secrets(c, project).await?;
+                    if secrets(c, project).await?.is_empty() {
+                        add_secret(c, project, values).await?;
+                    }
+                    secrets(c, project).await
+                })
+            },
+        )
+        .await
+    }
+
+    async fn replace_callback_secret(
+        &self,
+        project: ProjectId,
+        old: &SecretString,
+        new: &SecretString,
+    ) -> Result<bool, StoreError> {
+        let values = vec![
+            SqlValue::display(project),
+            SqlValue::text(old.expose()),
+            SqlValue::text(new.expose()),
+        ];
+        self.run(On::Write, values, |c, values| {
+            Box::pin(async move { Ok(execute(c, &st::SECRET_REPLACE, values).await? > 0) })
+        })
+        .await
+    }
+}
+
+async fn secrets(c: &dyn Conn, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
+    records(c, &st::SECRETS, vec![SqlValue::display(project)]).await
+}
+
+/// Inserts a secret (its [`secret_values`]) and deletes all but the project's two newest.
+async fn add_secret(
+    c: &dyn Conn,
+    project: ProjectId,
+    values: Vec<SqlValue>,
+) -> Result<(), StoreError> {
+    execute(c, &st::SECRET_INSERT, values).await?;
+    execute(c, &st::SECRET_TRIM, vec![SqlValue::display(project)]).await?;
+    Ok(())
+}
+
+/// Queues the transactions that change one project's secrets one after the other, whichever
+/// node runs them: PostgreSQL's transaction-scoped advisory lock; nothing in SQLite, whose one
+/// writer runs them in turn already.
+async fn lock_secrets(c: &dyn Conn, project: ProjectId) -> Result<(), StoreError> {
+    match c.dialect() {
+        Dialect::Postgres => {
+            let lock =
+                "SELECT pg_advisory_xact_lock(hashtextextended('callback_secrets:' || $1, 0))";
+            c.query(lock, vec![SqlValue::display(project)], &mut |_| Ok(()))
+                .await
+        }
+        Dialect::Sqlite => Ok(()),
     }
 }

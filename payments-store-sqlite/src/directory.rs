@@ -3,16 +3,13 @@
 //! them on a rusqlite connection.
 
 use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, Project, SecretRecord, TokenRecord,
-};
+use payments_core::project::{AuditRecord, KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::store::{AuthLookup, StoreError};
-use payments_core::{SecretString, Timestamp};
-use payments_store_sql::record::secret_values;
+use payments_core::Timestamp;
 use payments_store_sql::statements as st;
 use rusqlite::{params, Connection};
 
-use crate::codec::{self, execute, execute_raw, params, query, record, record_params, records};
+use crate::codec::{self, execute, execute_raw, query, record, record_params, records};
 use crate::error::{db, duplicate};
 
 // --- merchants and projects, as the authentication lookup reads them (the port's methods are
@@ -161,54 +158,6 @@ pub(crate) fn revoke_key(
         conn,
         &st::KEY_REVOKE,
         params![at.unix_millis(), project.to_string(), keyid.as_str()],
-    )?;
-    Ok(n > 0)
-}
-
-// --- callback secrets ------------------------------------------------------------------------
-
-/// Newest first (the most recently added has the largest `seq`).
-pub(crate) fn secrets(
-    conn: &Connection,
-    project: ProjectId,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    records(conn, &st::SECRETS, [project.to_string()])
-}
-
-/// Adds a secret and deletes all but the two newest.
-pub(crate) fn add_secret(
-    conn: &Connection,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<(), StoreError> {
-    execute(conn, &st::SECRET_INSERT, params(secret_values(project, s)?))?;
-    execute(conn, &st::SECRET_TRIM, [project.to_string()])?;
-    Ok(())
-}
-
-/// Adds `s` if the project has no secret; the project's secrets after.
-pub(crate) fn add_secret_if_none(
-    conn: &Connection,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    if secrets(conn, project)?.is_empty() {
-        add_secret(conn, project, s)?;
-    }
-    secrets(conn, project)
-}
-
-/// Replaces the stored value `old` of a project's secret with `new`; `false` if none has it.
-pub(crate) fn replace_secret(
-    conn: &Connection,
-    project: ProjectId,
-    old: &SecretString,
-    new: &SecretString,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        conn,
-        &st::SECRET_REPLACE,
-        params![project.to_string(), old.expose(), new.expose()],
     )?;
     Ok(n > 0)
 }

@@ -115,5 +115,6 @@ impl SqliteStore {
 
 payments_core::delegate_port!(
     SqliteStore => sql;
-    SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore
+    SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore,
+    CallbackSecretStore
 );

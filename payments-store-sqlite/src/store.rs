@@ -14,14 +14,14 @@ use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, SessionId, TokenI
 use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
-use payments_core::project::{AuditRecord, KeyRecord, SecretRecord, TokenRecord};
+use payments_core::project::{AuditRecord, KeyRecord, TokenRecord};
 use payments_core::store::{
-    AttemptRecorded, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
-    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange,
-    PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken,
+    NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
+    Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
 use payments_core::store::{EventQuery, PaymentQuery};
-use payments_core::{SecretString, Timestamp};
+use payments_core::Timestamp;
 use rusqlite::Connection;
 
 use payments_store_sql::sealing::RequisiteSealing;
@@ -258,44 +258,6 @@ impl CredentialStore for SqliteStore {
     ) -> Result<bool, StoreError> {
         let keyid = keyid.clone();
         self.write(move |c| directory::revoke_key(c, project, &keyid, at))
-            .await
-    }
-}
-
-#[async_trait]
-impl CallbackSecretStore for SqliteStore {
-    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
-        self.read(move |c| directory::secrets(c, project)).await
-    }
-
-    async fn add_callback_secret(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<(), StoreError> {
-        let s = secret.clone();
-        self.write(move |c| directory::add_secret(c, project, &s))
-            .await
-    }
-
-    async fn add_callback_secret_if_none(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<Vec<SecretRecord>, StoreError> {
-        let s = secret.clone();
-        self.write(move |c| directory::add_secret_if_none(c, project, &s))
-            .await
-    }
-
-    async fn replace_callback_secret(
-        &self,
-        project: ProjectId,
-        old: &SecretString,
-        new: &SecretString,
-    ) -> Result<bool, StoreError> {
-        let (old, new) = (old.clone(), new.clone());
-        self.write(move |c| directory::replace_secret(c, project, &old, &new))
             .await
     }
 }
