@@ -10,8 +10,6 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::{ApiError, ErrorCode};
-
 /// The catalog file, embedded so that the core reads no file at run time.
 const EMBEDDED_JSON: &str = include_str!("../data/banks.json");
 
@@ -100,26 +98,26 @@ pub enum BankNotFound {
     },
 }
 
-impl From<BankNotFound> for ApiError {
-    fn from(e: BankNotFound) -> ApiError {
-        ApiError::new(ErrorCode::BankNotFound, e.to_string())
-    }
-}
-
 /// Parses the `geo_code` query parameter of `GET /api/v1/banks`.
 ///
 /// The value must be exactly two Latin letters; lower case is accepted and upper-cased
 /// (`ru` keeps RU), surrounding whitespace is not trimmed. Anything else (`R`, `RUS`, `1A`,
 /// the empty string, `Ру`) is `400 invalid_geo_code`. A well-formed code of a country the
 /// catalog does not cover is not an error: its listing is empty.
-pub fn parse_geo_query(raw: &str) -> Result<CountryCode, ApiError> {
+pub fn parse_geo_query(raw: &str) -> Result<CountryCode, InvalidGeoCode> {
     CountryCode::parse(raw).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::InvalidGeoCode,
-            format!("geo_code must be two Latin letters, got {}", echo(raw)),
-        )
+        InvalidGeoCode(format!(
+            "geo_code must be two Latin letters, got {}",
+            echo(raw)
+        ))
     })
 }
+
+/// A `geo_code` query parameter that is not two Latin letters (`400 invalid_geo_code`); the
+/// message echoes the value, escaped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidGeoCode(String);
 
 /// One catalog entry: an institution of one country, by the name its customers know.
 ///

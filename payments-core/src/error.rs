@@ -7,9 +7,16 @@
 
 use std::fmt;
 
-use crate::auth::SignatureError;
+use crate::auth::signature::SANDBOX_KEY_HINT;
+use crate::auth::token::{MissingScope, TokenRefusal};
+use crate::auth::{Environment, SignatureError, SignatureFailure};
+use crate::bank::{BankNotFound, InvalidGeoCode};
+use crate::callback::destination::CallbackUrlError;
 use crate::ids::PaymentId;
-use crate::store::StoreError;
+use crate::payer::UnknownLanguage;
+use crate::project::NotCovered;
+use crate::request_log::SignatureDiagnosis;
+use crate::store::{StoreError, UnavailableCause, READ_TIMED_OUT};
 
 /// A stable error code and the HTTP status that goes with it.
 #[non_exhaustive]
@@ -252,6 +259,119 @@ impl ApiError {
     pub fn with_retry_after(mut self, seconds: u64) -> Self {
         self.retry_after = Some(seconds);
         self
+    }
+}
+
+impl ApiError {
+    /// The diagnosis of an answer refused for its signature (the verifier put the
+    /// [`SignatureError`] in its cause), else `None`. The base is
+    /// [`logged_base`](crate::request_log::logged_base) of the one the error carries, in every
+    /// environment: the cabinet shows it only to the project's own users and support.
+    pub fn signature_diagnosis(&self) -> Option<SignatureDiagnosis> {
+        match self.cause.as_deref() {
+            Some(ErrorCause::Signature(e)) => Some(SignatureDiagnosis::of_signature(e)),
+            _ => None,
+        }
+    }
+}
+
+// How each narrower error of the model is answered on the wire: written here, once, so
+// that the model's modules import no wire type.
+
+impl From<BankNotFound> for ApiError {
+    fn from(e: BankNotFound) -> ApiError {
+        ApiError::new(ErrorCode::BankNotFound, e.to_string())
+    }
+}
+
+impl From<InvalidGeoCode> for ApiError {
+    fn from(e: InvalidGeoCode) -> ApiError {
+        ApiError::new(ErrorCode::InvalidGeoCode, e.to_string())
+    }
+}
+
+impl From<TokenRefusal> for ApiError {
+    fn from(e: TokenRefusal) -> ApiError {
+        ApiError::new(ErrorCode::TokenInvalid, e.to_string())
+    }
+}
+
+impl From<MissingScope> for ApiError {
+    fn from(e: MissingScope) -> ApiError {
+        ApiError::new(ErrorCode::InsufficientScope, e.to_string())
+    }
+}
+
+impl From<CallbackUrlError> for ApiError {
+    /// Every refused callback URL is a `400 bad_request` carrying the error's message.
+    fn from(e: CallbackUrlError) -> ApiError {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<NotCovered> for ApiError {
+    fn from(e: NotCovered) -> ApiError {
+        ApiError::new(ErrorCode::PaymentNotCovered, e.to_string())
+    }
+}
+
+impl From<UnknownLanguage> for ApiError {
+    fn from(e: UnknownLanguage) -> ApiError {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        let api = match &e {
+            // Retrying the same read would read as much again: no `Retry-After`.
+            StoreError::Unavailable {
+                cause: UnavailableCause::TimedOut,
+                ..
+            } => ApiError::new(ErrorCode::ServiceUnavailable, READ_TIMED_OUT),
+            StoreError::Unavailable { .. } => ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the service is temporarily unavailable",
+            )
+            .with_retry_after(1),
+            StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m.clone()),
+            other => ApiError::internal(other.to_string()),
+        };
+        api.with_cause(ErrorCause::Store(e))
+    }
+}
+
+impl SignatureError {
+    /// `401 signature_invalid` with the reason as message, plus the signature base in the
+    /// sandbox only (`decisions.md`: a debugging aid, never in production). The value of a
+    /// covered `authorization` component (the bearer token) is redacted from the base, here
+    /// and in the error kept as the cause (which logs may print).
+    ///
+    /// In the sandbox a signature that does not verify says where to look next: with the
+    /// server's base beside it, a base equal to the client's leaves only the key (another
+    /// project's private key under this project's `keyid` showed nothing in a diff).
+    pub fn into_api_error(mut self, env: Environment) -> ApiError {
+        self.redact_base();
+        let mut message = self.failure.to_string();
+        if env == Environment::Sandbox
+            && self.failure == SignatureFailure::VerificationFailed
+            && self.signature_base.is_some()
+        {
+            message.push_str(SANDBOX_KEY_HINT);
+        }
+        let mut api = ApiError::new(ErrorCode::SignatureInvalid, message);
+        if env == Environment::Sandbox {
+            api.signature_base = self.signature_base.clone();
+        }
+        api.with_cause(ErrorCause::Signature(self))
+    }
+}
+
+impl From<SignatureError> for ApiError {
+    /// `401 signature_invalid` with the reason as message and without the signature base
+    /// (the safe default); use [`SignatureError::into_api_error`] to include it in the sandbox.
+    fn from(e: SignatureError) -> Self {
+        e.into_api_error(Environment::Production)
     }
 }
 

@@ -19,7 +19,7 @@
 //!   last entry before it).
 //! - Payouts ([`EntryKind::Payout`], recorded by the operator with a [`UsdtAddress`] and a
 //!   [`TxReference`]) and operator adjustments ([`EntryKind::OperatorAdjustment`], with a
-//!   reason) are written by [`post`] in one transaction with their audit record; a payout
+//!   reason) are written by [`post_entry`](crate::service::post_entry) in one transaction with their audit record; a payout
 //!   beyond the balance is refused unless it is forced with a reason.
 //!
 //! Amounts are [`Usdt`]: exact, 4 decimal places, signed, the settlement's truncated figures
@@ -27,7 +27,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use rust_decimal::Decimal;
 use serde::{Serialize, Serializer};
@@ -36,8 +35,6 @@ use sha2::{Digest, Sha256};
 use crate::clock::Timestamp;
 use crate::ids::{EntryId, PaymentId, ProjectId};
 use crate::payment::{Payment, PaymentStatus, UnknownValue};
-use crate::project::AuditRecord;
-use crate::store::{transact, Store, StoreError};
 
 /// Decimal places of every ledger amount.
 pub const USDT_SCALE: u32 = 4;
@@ -533,12 +530,6 @@ pub enum PostError {
     Overflow,
 }
 
-impl From<PostError> for StoreError {
-    fn from(e: PostError) -> Self {
-        StoreError::Corrupt(e.to_string())
-    }
-}
-
 impl Balance {
     /// The balance of a project without entries.
     pub fn empty(project_id: ProjectId) -> Balance {
@@ -711,49 +702,6 @@ impl Statement {
             "closing": self.closing,
         })
     }
-}
-
-/// What [`post`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Posted {
-    /// The entry was appended (with its audit record).
-    Appended(LedgerEntry),
-    /// A payout beyond the balance without a reason to force it: nothing was written. The
-    /// balance at the time.
-    BeyondBalance(Usdt),
-}
-
-/// Appends an operator's `posting` (a payout or an adjustment) with its `audit` record in one
-/// transaction. A payout larger than the balance is refused ([`Posted::BeyondBalance`]) unless
-/// `forced`; the check and the append see the same balance (the store locks it). A payout
-/// whose reference the project already has is [`StoreError::Duplicate`].
-pub async fn post<S: Store + ?Sized>(
-    store: &S,
-    posting: Posting,
-    forced: bool,
-    audit: AuditRecord,
-) -> Result<Posted, StoreError> {
-    let owned = Arc::new((posting, audit));
-    transact(store, move |tx| {
-        let owned = Arc::clone(&owned);
-        Box::pin(async move {
-            let (posting, audit) = &*owned;
-            let balance = tx.lock_balance(posting.project_id).await?;
-            if posting.kind == EntryKind::Payout
-                && !forced
-                && balance
-                    .balance
-                    .checked_add(posting.amount)
-                    .is_none_or(|b| b.units() < 0)
-            {
-                return Ok(Posted::BeyondBalance(balance.balance));
-            }
-            let entry = tx.append_posting(posting).await?;
-            tx.append_audit(audit).await?;
-            Ok(Posted::Appended(entry))
-        })
-    })
-    .await
 }
 
 #[cfg(test)]

@@ -17,7 +17,6 @@
 //! page is looked up by the hash only ([`PaymentPageRecord`]).
 
 use std::fmt;
-use std::str::FromStr;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -26,8 +25,10 @@ use sha2::{Digest, Sha256};
 use crate::clock::Timestamp;
 use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentMethod, PaymentStatus};
+pub use crate::project::{
+    PageLanguage, ReturnUrl, ReturnUrlError, UnknownLanguage, RETURN_URL_MAX,
+};
 use crate::project::{Project, RateLimit};
-use crate::ratelimit::{BoundedRateLimiter, RateDecision};
 use crate::secret::SecretString;
 use crate::RandomSource;
 
@@ -48,51 +49,6 @@ pub const STATUS_PER_SOURCE: RateLimit = RateLimit {
 };
 /// The most links and the most sources the status limits hold at once, each.
 pub const STATUS_LIMIT_KEYS: usize = 65_536;
-
-/// The payer page status poll's limits: per source, then per link
-/// ([`STATUS_PER_SOURCE`], [`STATUS_PER_LINK`]), each in a [`BoundedRateLimiter`] of
-/// [`STATUS_LIMIT_KEYS`] keys (about 2 MiB each at most), in this process. The source is
-/// asked first: a source over its limit spends nothing of the links', so a flood of made-up
-/// links from one address fills no table; from many addresses it fills at most the bound.
-/// The links are counted before they are looked up, known or not: the lookup is what costs.
-#[derive(Debug)]
-pub struct StatusPollLimits {
-    by_source: BoundedRateLimiter,
-    by_link: BoundedRateLimiter,
-}
-
-impl Default for StatusPollLimits {
-    fn default() -> Self {
-        StatusPollLimits::new(STATUS_PER_SOURCE, STATUS_PER_LINK, STATUS_LIMIT_KEYS)
-    }
-}
-
-impl StatusPollLimits {
-    /// Limits of `per_source` and `per_link`, each holding at most `keys` keys.
-    pub fn new(per_source: RateLimit, per_link: RateLimit, keys: usize) -> Self {
-        StatusPollLimits {
-            by_source: BoundedRateLimiter::new(per_source, keys),
-            by_link: BoundedRateLimiter::new(per_link, keys),
-        }
-    }
-
-    /// Whether a status request for `token` from `source` (as the cabinet groups addresses;
-    /// `None` when the address is unknown: only the link's limit applies) passes at `now`.
-    pub fn acquire(&self, source: Option<&str>, token: &str, now: Timestamp) -> RateDecision {
-        if let Some(source) = source {
-            let decision = self.by_source.acquire(source, now);
-            if decision != RateDecision::Allowed {
-                return decision;
-            }
-        }
-        self.by_link.acquire(token, now)
-    }
-
-    /// How many sources and links the limits hold.
-    pub fn held(&self) -> (usize, usize) {
-        (self.by_source.len(), self.by_link.len())
-    }
-}
 
 /// Random bytes in a page token (128 bits).
 pub const TOKEN_BYTES: usize = 16;
@@ -168,48 +124,6 @@ impl PaymentPageRecord {
     /// The stored token, when it is well formed and matches its hash.
     pub fn page_token(&self) -> Option<PageToken> {
         PageToken::parse(self.token.expose()).filter(|t| t.hash() == self.token_hash)
-    }
-}
-
-/// The payer page's language, a project setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum PageLanguage {
-    /// Russian (the default: the service's default geography is RU).
-    #[default]
-    Ru,
-    /// English.
-    En,
-}
-
-impl PageLanguage {
-    /// Every language, in a stable order.
-    pub const ALL: [PageLanguage; 2] = [PageLanguage::Ru, PageLanguage::En];
-
-    /// The BCP 47 tag (`ru`, `en`): the setting's value and the page's `lang`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PageLanguage::Ru => "ru",
-            PageLanguage::En => "en",
-        }
-    }
-}
-
-impl FromStr for PageLanguage {
-    type Err = crate::ApiError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "ru" => Ok(PageLanguage::Ru),
-            "en" => Ok(PageLanguage::En),
-            other => Err(crate::ApiError::bad_request(format!(
-                "payer_language: {other:?} is not one of \"ru\", \"en\""
-            ))),
-        }
-    }
-}
-
-impl fmt::Display for PageLanguage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -452,56 +366,6 @@ pub fn phone_display(e164: &str) -> String {
     format!("+{}", groups.join(" "))
 }
 
-/// The most characters a project's return URL may have.
-pub const RETURN_URL_MAX: usize = 2000;
-
-/// A project's return URL: where the payer page's "Back to the shop" link leads. An absolute
-/// `https` URL with a host and no user name or password in it, at most [`RETURN_URL_MAX`]
-/// characters ([`ReturnUrl::parse`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReturnUrl(String);
-
-impl ReturnUrl {
-    /// Reads a return URL (trimmed), or says what is wrong with it.
-    ///
-    /// ```
-    /// use payments_core::payer::ReturnUrl;
-    ///
-    /// assert!(ReturnUrl::parse("https://shop.example/orders").is_ok());
-    /// assert!(ReturnUrl::parse("http://shop.example/").is_err());
-    /// assert!(ReturnUrl::parse("javascript:alert(1)").is_err());
-    /// ```
-    pub fn parse(text: &str) -> Result<ReturnUrl, String> {
-        let text = text.trim();
-        if text.chars().count() > RETURN_URL_MAX {
-            return Err(format!("at most {RETURN_URL_MAX} characters"));
-        }
-        let url = url::Url::parse(text)
-            .map_err(|e| format!("not an absolute URL ({e}): write it as https://shop.example/"))?;
-        if url.scheme() != "https" {
-            return Err("must start with https:// (the payer leaves a secure page)".into());
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err("must name a host (https://shop.example/)".into());
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err("must not hold a user name or password".into());
-        }
-        Ok(ReturnUrl(url.to_string()))
-    }
-
-    /// The URL's text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ReturnUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Whether a page may link to `url`: an absolute URL whose scheme is not one that runs code or
 /// reads local data in the browser (`javascript:`, `data:`, `vbscript:`, `file:`, `blob:`).
 /// Bank-app schemes (`bank100000000111://...`) and `https` pass.
@@ -685,10 +549,13 @@ mod tests {
             ("https://user@shop.example/", "user name"),
             ("https://", "absolute"),
         ] {
-            let e = ReturnUrl::parse(bad).expect_err(bad);
+            let e = ReturnUrl::parse(bad).expect_err(bad).to_string();
             assert!(e.contains(word), "{bad}: {e}");
         }
         let long = format!("https://shop.example/{}", "a".repeat(RETURN_URL_MAX));
-        assert!(ReturnUrl::parse(&long).unwrap_err().contains("at most"));
+        assert!(ReturnUrl::parse(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("at most"));
     }
 }

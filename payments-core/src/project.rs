@@ -1,5 +1,7 @@
 //! Merchants, projects and their settings, contracts and credentials as the core sees them.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use rust_decimal::Decimal;
@@ -12,7 +14,6 @@ use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use crate::payment::{Currency, PaymentMethod};
 use crate::secret::SecretString;
 use crate::settlement::FeePercent;
-use crate::{ApiError, ErrorCode};
 
 /// The default payment lifetime: 15 minutes from creation.
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(15 * 60);
@@ -85,12 +86,6 @@ pub enum NotCovered {
         /// The method.
         method: PaymentMethod,
     },
-}
-
-impl From<NotCovered> for ApiError {
-    fn from(e: NotCovered) -> ApiError {
-        ApiError::new(ErrorCode::PaymentNotCovered, e.to_string())
-    }
 }
 
 impl Contract {
@@ -182,9 +177,9 @@ pub struct Project {
     /// Whether its payments have a hosted payer page (and `payment_page_url`).
     pub payer_page: bool,
     /// The payer page's language.
-    pub payer_language: crate::payer::PageLanguage,
+    pub payer_language: PageLanguage,
     /// Where the payer page's "Back to the shop" link leads; none by default.
-    pub return_url: Option<crate::payer::ReturnUrl>,
+    pub return_url: Option<ReturnUrl>,
     /// Creation time.
     pub created_at: Timestamp,
 }
@@ -291,4 +286,118 @@ pub struct AuditRecord {
     pub before: Option<String>,
     /// State after, as JSON text.
     pub after: Option<String>,
+}
+/// The payer page's language, a project setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PageLanguage {
+    /// Russian (the default: the service's default geography is RU).
+    #[default]
+    Ru,
+    /// English.
+    En,
+}
+
+impl PageLanguage {
+    /// Every language, in a stable order.
+    pub const ALL: [PageLanguage; 2] = [PageLanguage::Ru, PageLanguage::En];
+
+    /// The BCP 47 tag (`ru`, `en`): the setting's value and the page's `lang`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PageLanguage::Ru => "ru",
+            PageLanguage::En => "en",
+        }
+    }
+}
+
+impl FromStr for PageLanguage {
+    type Err = UnknownLanguage;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ru" => Ok(PageLanguage::Ru),
+            "en" => Ok(PageLanguage::En),
+            other => Err(UnknownLanguage(other.to_string())),
+        }
+    }
+}
+
+/// A `payer_language` that is not one of the page's languages (`400 bad_request`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("payer_language: {0:?} is not one of \"ru\", \"en\"")]
+pub struct UnknownLanguage(String);
+
+impl fmt::Display for PageLanguage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The most characters a project's return URL may have.
+pub const RETURN_URL_MAX: usize = 2000;
+
+/// A project's return URL: where the payer page's "Back to the shop" link leads. An absolute
+/// `https` URL with a host and no user name or password in it, at most [`RETURN_URL_MAX`]
+/// characters ([`ReturnUrl::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReturnUrl(String);
+
+impl ReturnUrl {
+    /// Reads a return URL (trimmed), or says what is wrong with it.
+    ///
+    /// ```
+    /// use payments_core::payer::ReturnUrl;
+    ///
+    /// assert!(ReturnUrl::parse("https://shop.example/orders").is_ok());
+    /// assert!(ReturnUrl::parse("http://shop.example/").is_err());
+    /// assert!(ReturnUrl::parse("javascript:alert(1)").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<ReturnUrl, ReturnUrlError> {
+        let text = text.trim();
+        if text.chars().count() > RETURN_URL_MAX {
+            return Err(ReturnUrlError::TooLong);
+        }
+        let url = url::Url::parse(text).map_err(ReturnUrlError::NotAbsolute)?;
+        if url.scheme() != "https" {
+            return Err(ReturnUrlError::NotHttps);
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(ReturnUrlError::NoHost);
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(ReturnUrlError::Credentials);
+        }
+        Ok(ReturnUrl(url.to_string()))
+    }
+
+    /// The URL's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ReturnUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a text is not a [`ReturnUrl`].
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReturnUrlError {
+    /// Longer than [`RETURN_URL_MAX`].
+    #[error("at most {RETURN_URL_MAX} characters")]
+    TooLong,
+    /// Not an absolute URL.
+    #[error("not an absolute URL ({0}): write it as https://shop.example/")]
+    NotAbsolute(#[source] url::ParseError),
+    /// Another scheme than `https`.
+    #[error("must start with https:// (the payer leaves a secure page)")]
+    NotHttps,
+    /// No host.
+    #[error("must name a host (https://shop.example/)")]
+    NoHost,
+    /// A user name or password in it.
+    #[error("must not hold a user name or password")]
+    Credentials,
 }

@@ -20,8 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::SignatureError;
-use crate::error::ErrorCause;
-use crate::{ApiError, PaymentId, ProjectId, Timestamp};
+use crate::{PaymentId, ProjectId, Timestamp};
 
 /// The route of a create, as logged.
 pub const CREATE_PATH: &str = "/api/v1/payments";
@@ -188,17 +187,6 @@ const KEY_HINT: &str = "the signature base is what the server verified (values s
      the first line that differs is the component that differed";
 
 impl SignatureDiagnosis {
-    /// The diagnosis of an answer refused for its signature (the core's verifier put the
-    /// [`SignatureError`] in its cause), else `None`. The base is [`logged_base`] of the one
-    /// the error carries, in every environment: the cabinet shows it only to the project's own
-    /// users and support.
-    pub fn of(error: &ApiError) -> Option<SignatureDiagnosis> {
-        match error.cause.as_deref() {
-            Some(ErrorCause::Signature(e)) => Some(Self::of_signature(e)),
-            _ => None,
-        }
-    }
-
     /// The diagnosis of a refused signature.
     pub fn of_signature(e: &SignatureError) -> SignatureDiagnosis {
         let base = e.signature_base.as_deref().map(logged_base);
@@ -464,6 +452,7 @@ impl IntegrationHealth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ApiError;
 
     fn project() -> ProjectId {
         "00000000-0000-4000-8000-000000000001".parse().unwrap()
@@ -649,7 +638,7 @@ mod tests {
         assert!(!kept.contains("Bearer sk"), "{kept}");
         assert_eq!(SignatureDiagnosis::from_json(&d.to_json()), Some(d));
         let api = ApiError::new(crate::ErrorCode::NotFound, "x");
-        assert_eq!(SignatureDiagnosis::of(&api), None);
+        assert_eq!(api.signature_diagnosis(), None);
     }
 
     /// Every covered value the diagnosis does not need reads `[redacted]`, its line kept; the

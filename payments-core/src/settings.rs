@@ -148,7 +148,7 @@ pub const CALLBACK_HOLD: Setting<String> = Setting::new("callbacks.hold");
 pub const LEGACY_OPERATOR_TOKEN_SHA256: Setting<String> = Setting::new("operator.token_sha256");
 
 /// What a readiness check writes to prove the store takes writes.
-pub const WRITE_PROBE: Setting<String> = Setting::new("store.write_probe");
+pub const WRITE_PROBE: Setting<String> = Setting::new(crate::store::WRITE_PROBE_SETTING);
 
 /// The environment the database belongs to (`sandbox` or `production`), recorded once by
 /// [`ServiceState::record_environment`](crate::service::ServiceState::record_environment):

@@ -19,7 +19,7 @@ use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
-use crate::{ApiError, ErrorCode, SecretString};
+use crate::SecretString;
 
 mod layer;
 mod port;
@@ -178,23 +178,9 @@ impl StoreError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        let api = match &e {
-            // Retrying the same read would read as much again: no `Retry-After`.
-            StoreError::Unavailable {
-                cause: UnavailableCause::TimedOut,
-                ..
-            } => ApiError::new(ErrorCode::ServiceUnavailable, READ_TIMED_OUT),
-            StoreError::Unavailable { .. } => ApiError::new(
-                ErrorCode::ServiceUnavailable,
-                "the service is temporarily unavailable",
-            )
-            .with_retry_after(1),
-            StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m.clone()),
-            other => ApiError::internal(other.to_string()),
-        };
-        api.with_cause(crate::error::ErrorCause::Store(e))
+impl From<crate::ledger::PostError> for StoreError {
+    fn from(e: crate::ledger::PostError) -> Self {
+        StoreError::Corrupt(e.to_string())
     }
 }
 
@@ -702,7 +688,7 @@ impl<S: OperatorStore + ?Sized> OperatorStoreExt for S {}
 crate::__storage_port!(AuditStore declare_port! {});
 
 /// The setting [`Store::check_writable`] writes by default.
-pub const WRITE_PROBE_SETTING: &str = crate::settings::WRITE_PROBE.name();
+pub const WRITE_PROBE_SETTING: &str = "store.write_probe";
 
 /// A request nonce to record (see [`Store::use_nonce`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -738,6 +724,7 @@ crate::__storage_port!(Store declare_port! {});
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{ApiError, ErrorCode};
 
     /// The cause is a value, not a word read back from the text: a detail that reads like
     /// another cause changes nothing, and the answer on the wire is the fixed `503`.

@@ -294,7 +294,7 @@ impl Arrival {
             clock_skew_ms: self
                 .created
                 .map(|c| c.saturating_mul(1000).saturating_sub(self.at.unix_millis())),
-            diagnosis: error.and_then(payments_core::request_log::SignatureDiagnosis::of),
+            diagnosis: error.and_then(ApiError::signature_diagnosis),
         })
     }
 }

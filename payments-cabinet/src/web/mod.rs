@@ -15,6 +15,7 @@ pub(crate) mod i18n;
 mod once;
 pub mod payer;
 mod payments;
+pub mod poll_limits;
 mod projects;
 mod requests;
 mod security;
@@ -71,7 +72,7 @@ pub struct CabinetState {
     pub body_timeout: std::time::Duration,
     /// The payer page status poll's limits per source and per link (the core's rule), shared
     /// by every clone of the state.
-    pub payer_status_limits: Arc<payments_core::payer::StatusPollLimits>,
+    pub payer_status_limits: Arc<poll_limits::StatusPollLimits>,
 }
 
 impl CabinetState {

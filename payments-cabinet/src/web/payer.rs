@@ -367,7 +367,7 @@ pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<Strin
 
 /// `GET /pay/{token}/status`: `{"status": "pay", "phase": "open"}` ([`PayerStatus`]), never
 /// cached; for every link that is not a live page, the page's own `404`, byte for byte. Asked
-/// too often from one source or for one link ([`payments_core::payer::StatusPollLimits`]), `429` with `Retry-After`
+/// too often from one source or for one link ([`StatusPollLimits`](super::poll_limits::StatusPollLimits)), `429` with `Retry-After`
 /// before anything is looked up: the page's script then waits longer.
 pub(crate) async fn status(
     State(st): State<CabinetState>,

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
-use crate::{ApiError, ErrorCode, RandomSource};
+use crate::RandomSource;
 
 /// Random bytes in a token.
 pub const TOKEN_RANDOM_BYTES: usize = 32;
@@ -214,22 +214,10 @@ pub enum TokenRefusal {
     ProjectInactive,
 }
 
-impl From<TokenRefusal> for ApiError {
-    fn from(e: TokenRefusal) -> ApiError {
-        ApiError::new(ErrorCode::TokenInvalid, e.to_string())
-    }
-}
-
 /// A token without the scope its endpoint requires: `403 insufficient_scope`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("token lacks the scope {0}")]
 pub struct MissingScope(pub Scope);
-
-impl From<MissingScope> for ApiError {
-    fn from(e: MissingScope) -> ApiError {
-        ApiError::new(ErrorCode::InsufficientScope, e.to_string())
-    }
-}
 
 /// A permission granted to a token.
 #[non_exhaustive]
@@ -348,6 +336,7 @@ impl Endpoint {
 mod tests {
     use super::*;
     use crate::random::Fixed;
+    use crate::{ApiError, ErrorCode};
 
     #[test]
     fn generated_tokens_carry_the_environment_prefix() {

@@ -1,6 +1,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::*;
+use crate::{ApiError, ErrorCode};
 
 /// The 35 countries the spec's Bank section names.
 const SPEC_COUNTRIES: [&str; 35] = [
@@ -307,11 +308,13 @@ fn geo_query_accepts_two_latin_letters_in_either_case() {
 #[test]
 fn geo_query_rejects_anything_else() {
     for raw in ["R", "RUS", "1A", "", "Ру", " RU", "R U", "R-"] {
-        let err = parse_geo_query(raw).expect_err(raw);
+        let err = ApiError::from(parse_geo_query(raw).expect_err(raw));
         assert_eq!(err.code, ErrorCode::InvalidGeoCode, "{raw:?}");
     }
     assert_eq!(
-        parse_geo_query("RUS").expect_err("three letters").message,
+        parse_geo_query("RUS")
+            .expect_err("three letters")
+            .to_string(),
         "geo_code must be two Latin letters, got \"RUS\""
     );
 }

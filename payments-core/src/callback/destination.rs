@@ -37,7 +37,6 @@ use serde::{Serialize, Serializer};
 use url::{Host, Url};
 
 use super::address::{check_ip, AddressPolicy, ForbiddenAddress};
-use crate::ApiError;
 
 /// The maximum length of a callback URL, in characters.
 pub const MAX_URL_LENGTH: usize = 2048;
@@ -95,13 +94,6 @@ pub enum CallbackUrlError {
     /// IPv4 host not written as `a.b.c.d`).
     #[error("callback_url is read differently by different URL parsers: {0}")]
     Ambiguous(&'static str),
-}
-
-impl From<CallbackUrlError> for ApiError {
-    /// Every refused callback URL is a `400 bad_request` carrying the error's message.
-    fn from(e: CallbackUrlError) -> ApiError {
-        ApiError::bad_request(e.to_string())
-    }
 }
 
 /// The host of a [`CallbackUrl`].
@@ -270,6 +262,8 @@ pub fn resolve_destination<'a>(
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
+
+    use crate::ApiError;
 
     use super::super::address::RangeKind;
     use super::*;

@@ -9,7 +9,8 @@ use serde_json::json;
 use super::{Actor, Callbacks};
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::ids::{EventId, PaymentId, ProjectId};
-use crate::project::AuditRecord;
+use crate::project::{AuditRecord, RateLimit};
+use crate::ratelimit::retry_after_secs;
 use crate::store::{Retained, StoreError};
 use crate::transition::{self, Trigger};
 use crate::{ApiError, ErrorCode};
@@ -84,6 +85,18 @@ pub struct BulkResend {
     pub skipped: Vec<SkippedPayment>,
 }
 
+/// Why a resend was refused for the project's resend budget: the sentence of the `429
+/// rate_limited` answer and of a recovery's skipped payment.
+pub fn resend_budget_message(budget: RateLimit, retry_after: Duration) -> String {
+    format!(
+        "rate_limited: the project's callback resends are used up ({} at once, then {} a \
+         second); retry after {} s",
+        budget.burst,
+        budget.per_second,
+        retry_after_secs(retry_after)
+    )
+}
+
 impl Callbacks<'_> {
     /// The failed callback events nobody has resent yet that match `filter`, oldest first, at
     /// most `limit` (capped at [`MAX_FAILED_BATCH`]), each with its last attempt.
@@ -137,8 +150,7 @@ impl Callbacks<'_> {
             let grant = self.take_resends(project, payments.len()).await?;
             let allowed = usize::try_from(grant.allowed).unwrap_or(usize::MAX);
             if let Some(retry_after) = grant.retry_after {
-                let reason =
-                    super::events::resend_budget_message(self.config.resend_budget, retry_after);
+                let reason = resend_budget_message(self.config.resend_budget, retry_after);
                 let over = payments.split_off(allowed.min(payments.len()));
                 report.skipped = over
                     .into_iter()

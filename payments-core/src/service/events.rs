@@ -10,12 +10,13 @@
 
 use std::time::Duration;
 
+use super::callbacks::resend_budget_message;
 use super::listing::{parse_cursor, read_query, ListCursor, ListWindow};
 use super::{Actor, Callbacks};
 use crate::error::{ApiError, ErrorCode};
 use crate::event::{DeliveryState, EventRecord, FailedEventFilter};
 use crate::ids::{EventId, PaymentId, ProjectId};
-use crate::project::{Project, RateLimit, TokenRecord};
+use crate::project::{Project, TokenRecord};
 use crate::ratelimit::{retry_after_secs, Gcra, Grant, RateLimiter as _};
 use crate::store::{EventQuery, StoreError};
 use crate::Timestamp;
@@ -199,18 +200,6 @@ pub fn token_actor(token: &TokenRecord) -> Actor {
 /// `404 not_found` for an event that does not exist or is another project's.
 pub fn event_not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "no such event in this project")
-}
-
-/// Why a resend was refused for the project's resend budget: the sentence of the `429
-/// rate_limited` answer and of a recovery's skipped payment.
-pub fn resend_budget_message(budget: RateLimit, retry_after: Duration) -> String {
-    format!(
-        "rate_limited: the project's callback resends are used up ({} at once, then {} a \
-         second); retry after {} s",
-        budget.burst,
-        budget.per_second,
-        retry_after_secs(retry_after)
-    )
 }
 
 impl Callbacks<'_> {

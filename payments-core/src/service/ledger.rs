@@ -3,18 +3,18 @@
 //! reconciliation that recomputes every balance from the payments and the operator's entries.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::listing::{parse_cursor, read_query, ListCursor, ListQueryError, ListWindow};
 use super::{Actor, Balances};
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::{EntryId, PaymentId, ProjectId};
 use crate::ledger::{
-    self, Balance, EntryKind, LedgerEntry, Posted, Posting, Statement, TxReference, Usdt,
-    UsdtAddress,
+    self, Balance, EntryKind, LedgerEntry, Posting, Statement, TxReference, Usdt, UsdtAddress,
 };
 use crate::payment::Payment;
 use crate::project::{AuditRecord, Project};
-use crate::store::{EntryQuery, PaymentQuery, StoreError};
+use crate::store::{transact, EntryQuery, PaymentQuery, Store, StoreError};
 use crate::Timestamp;
 
 /// The cursor of the entry list: `(created_at, seq)` of the last entry of a page.
@@ -391,7 +391,7 @@ impl Balances<'_> {
         self.post_checked(project, posting, true, audit).await
     }
 
-    /// The project must exist; then [`ledger::post`].
+    /// The project must exist; then [`post_entry`].
     async fn post_checked(
         self,
         project: ProjectId,
@@ -404,7 +404,7 @@ impl Balances<'_> {
             return Err(LedgerError::NoProject);
         }
         let amount = posting.amount;
-        match ledger::post(&*self.ports.store, posting, forced, audit).await? {
+        match post_entry(&*self.ports.store, posting, forced, audit).await? {
             Posted::Appended(entry) => Ok(entry),
             Posted::BeyondBalance(balance) => Err(LedgerError::BeyondBalance {
                 amount: amount.neg(),
@@ -670,10 +670,7 @@ impl EntryPages {
     }
 
     /// The next page; empty once every entry was read.
-    async fn next(
-        &mut self,
-        store: &dyn crate::store::Store,
-    ) -> Result<Vec<LedgerEntry>, StoreError> {
+    async fn next(&mut self, store: &dyn Store) -> Result<Vec<LedgerEntry>, StoreError> {
         if self.done {
             return Ok(Vec::new());
         }
@@ -695,6 +692,49 @@ fn same_payout(existing: LedgerEntry, payout: &PayoutRequest) -> Result<LedgerEn
     } else {
         Err(LedgerError::ReferenceConflict(p.id))
     }
+}
+
+/// What [`post_entry`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Posted {
+    /// The entry was appended (with its audit record).
+    Appended(LedgerEntry),
+    /// A payout beyond the balance without a reason to force it: nothing was written. The
+    /// balance at the time.
+    BeyondBalance(Usdt),
+}
+
+/// Appends an operator's `posting` (a payout or an adjustment) with its `audit` record in one
+/// transaction. A payout larger than the balance is refused ([`Posted::BeyondBalance`]) unless
+/// `forced`; the check and the append see the same balance (the store locks it). A payout
+/// whose reference the project already has is [`StoreError::Duplicate`].
+pub async fn post_entry<S: Store + ?Sized>(
+    store: &S,
+    posting: Posting,
+    forced: bool,
+    audit: AuditRecord,
+) -> Result<Posted, StoreError> {
+    let owned = Arc::new((posting, audit));
+    transact(store, move |tx| {
+        let owned = Arc::clone(&owned);
+        Box::pin(async move {
+            let (posting, audit) = &*owned;
+            let balance = tx.lock_balance(posting.project_id).await?;
+            if posting.kind == EntryKind::Payout
+                && !forced
+                && balance
+                    .balance
+                    .checked_add(posting.amount)
+                    .is_none_or(|b| b.units() < 0)
+            {
+                return Ok(Posted::BeyondBalance(balance.balance));
+            }
+            let entry = tx.append_posting(posting).await?;
+            tx.append_audit(audit).await?;
+            Ok(Posted::Appended(entry))
+        })
+    })
+    .await
 }
 
 #[cfg(test)]

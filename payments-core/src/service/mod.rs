@@ -44,20 +44,20 @@ pub use auth::{
 };
 pub use batch::{Announced, BatchStats, SignatureBatcher, DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT};
 pub use callbacks::{
-    describe_filter, BulkResend, PurgeReport, ResentPayment, Retention, SkippedPayment,
-    CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
+    describe_filter, resend_budget_message, BulkResend, PurgeReport, ResentPayment, Retention,
+    SkippedPayment, CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
 };
 pub use create::{
     CreateError, CreateOutcome, CreateStatus, Reconciliation, Recovery, RECOVERY_ACTION,
     RECOVER_AFTER_MARGIN,
 };
 pub use events::{
-    event_not_found, resend_budget_message, token_actor, EventCursor, EventListQuery, EventPage,
-    Recovered, SentHeaders, SentRequest, MAX_EVENT_WAIT,
+    event_not_found, token_actor, EventCursor, EventListQuery, EventPage, Recovered, SentHeaders,
+    SentRequest, MAX_EVENT_WAIT,
 };
 pub use ledger::{
-    parse_period, EntryCursor, EntryListQuery, EntryPage, LedgerDifference, LedgerError,
-    LedgerReport, PayoutRequest, MAX_STATEMENT_DAYS,
+    parse_period, post_entry, EntryCursor, EntryListQuery, EntryPage, LedgerDifference,
+    LedgerError, LedgerReport, PayoutRequest, Posted, MAX_STATEMENT_DAYS,
 };
 pub use listing::{
     parse_amount, parse_last4, ListCursor, ListQueryError, PaymentCursor, PaymentListQuery,

@@ -504,11 +504,9 @@ macro_rules! __storage_port {
             {
                 /// Whether the store can write now (for `/readyz`): a real, tiny write, so that a full
                 /// disk, a read-only database or a lock held elsewhere shows. The default writes the
-                /// setting [`crate::settings::WRITE_PROBE`].
+                /// setting [`WRITE_PROBE_SETTING`].
                 write fn check_writable(&self) -> Result<(), StoreError> {
-                    $crate::settings::WRITE_PROBE
-                        .set(self, &"ok".to_string())
-                        .await
+                    self.put_setting(WRITE_PROBE_SETTING, "ok").await
                 }
 
                 /// A manual resend that answers failed events, in one transaction: if the payment of

@@ -3,8 +3,6 @@
 
 use crate::auth::digest::DigestError;
 use crate::auth::nonce::NonceError;
-use crate::auth::token::Environment;
-use crate::{ApiError, ErrorCode};
 
 /// Why a signature was refused. Every variant has its own message; all map to
 /// `401 signature_invalid`.
@@ -142,7 +140,7 @@ const CREDENTIAL_COMPONENTS: [&str; 2] = ["authorization", "proxy-authorization"
 
 /// The signature base with the value of every credential component (a covered
 /// `authorization`, whose value is the bearer token) replaced by `[redacted]`.
-pub(crate) fn redact_signature_base(base: &str) -> String {
+pub(super) fn redact_signature_base(base: &str) -> String {
     base.split('\n')
         .map(|line| {
             CREDENTIAL_COMPONENTS
@@ -164,35 +162,9 @@ pub const SANDBOX_KEY_HINT: &str = ": signature_base is the base the server veri
      under this keyid (another project's key, or a replaced one)";
 
 impl SignatureError {
-    /// `401 signature_invalid` with the reason as message, plus the signature base in the
-    /// sandbox only (`decisions.md`: a debugging aid, never in production). The value of a
-    /// covered `authorization` component (the bearer token) is redacted from the base, here
-    /// and in the error kept as the cause (which logs may print).
-    ///
-    /// In the sandbox a signature that does not verify says where to look next: with the
-    /// server's base beside it, a base equal to the client's leaves only the key (another
-    /// project's private key under this project's `keyid` showed nothing in a diff).
-    pub fn into_api_error(mut self, env: Environment) -> ApiError {
+    /// Redacts the value of a covered `authorization` component (the bearer token) from the
+    /// signature base it carries, before it is shown or kept.
+    pub(crate) fn redact_base(&mut self) {
         self.signature_base = self.signature_base.as_deref().map(redact_signature_base);
-        let mut message = self.failure.to_string();
-        if env == Environment::Sandbox
-            && self.failure == SignatureFailure::VerificationFailed
-            && self.signature_base.is_some()
-        {
-            message.push_str(SANDBOX_KEY_HINT);
-        }
-        let mut api = ApiError::new(ErrorCode::SignatureInvalid, message);
-        if env == Environment::Sandbox {
-            api.signature_base = self.signature_base.clone();
-        }
-        api.with_cause(crate::error::ErrorCause::Signature(self))
-    }
-}
-
-impl From<SignatureError> for ApiError {
-    /// `401 signature_invalid` with the reason as message and without the signature base
-    /// (the safe default); use [`SignatureError::into_api_error`] to include it in the sandbox.
-    fn from(e: SignatureError) -> Self {
-        e.into_api_error(Environment::Production)
     }
 }

@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::ids::EntryId;
-use crate::ledger::{self, Balance, EntryKind, Posted, Posting, TxReference, Usdt, UsdtAddress};
+use crate::ledger::{self, Balance, EntryKind, Posting, TxReference, Usdt, UsdtAddress};
+use crate::service::Posted;
 use crate::store::EntryQuery;
 
 /// Entry id `n`.
@@ -194,7 +195,7 @@ pub async fn payouts_and_adjustments<S: Store>(store: &S) {
     let (a, b) = (project_id(1), project_id(2));
     let audit = |n: &str| sample_audit(T0, "ledger.payout", n);
     let post = |posting: Posting, forced: bool, target: &'static str| async move {
-        ledger::post(store, posting, forced, audit(target)).await
+        crate::service::post_entry(store, posting, forced, audit(target)).await
     };
     assert_eq!(
         post(payout(a, 1, 10_000, T0), false, "p1").await,
@@ -270,7 +271,7 @@ pub async fn entry_pages_and_totals<S: Store>(store: &S) {
         } else {
             adjustment(project, n, 1_000, at)
         };
-        ledger::post(store, posting, true, sample_audit(at, "ledger", "x"))
+        crate::service::post_entry(store, posting, true, sample_audit(at, "ledger", "x"))
             .await
             .expect("post");
     }
@@ -381,7 +382,7 @@ pub async fn ledger_append_is_all_or_nothing<S: Store>(store: &S) {
 pub async fn concurrent_payouts<S: Store>(handles: &[&S]) {
     let project = project_id(1);
     let first = handles[0];
-    ledger::post(
+    crate::service::post_entry(
         first,
         adjustment(project, 1, 25_000, T0),
         true,
@@ -392,7 +393,7 @@ pub async fn concurrent_payouts<S: Store>(handles: &[&S]) {
     let tries = handles.iter().cycle().take(6).enumerate().map(|(i, h)| {
         let n = 10 + u128::try_from(i).expect("small");
         async move {
-            ledger::post(
+            crate::service::post_entry(
                 *h,
                 payout(project, n, 10_000, T0 + ms(1)),
                 false,

@@ -372,11 +372,12 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
 
     // The ledger: an operator's entry under the balance's lock, the balance, a page, totals.
     let posting = adjustment(project.id, id(round, 1), 12_345, at);
-    let posted = crate::ledger::post(store, posting, true, sample_audit(at, "ledger.adjust", "u"))
-        .await
-        .unwrap_or_else(|e| fail(round, "ledger post", e));
+    let posted =
+        crate::service::post_entry(store, posting, true, sample_audit(at, "ledger.adjust", "u"))
+            .await
+            .unwrap_or_else(|e| fail(round, "ledger post", e));
     assert!(
-        matches!(posted, crate::ledger::Posted::Appended(ref e) if e.seq == 1),
+        matches!(posted, crate::service::Posted::Appended(ref e) if e.seq == 1),
         "{}: {posted:?}",
         ctx("ledger post")
     );
