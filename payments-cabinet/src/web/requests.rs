@@ -195,7 +195,7 @@ pub(crate) async fn page(
         s => match StatusFilter::parse(s) {
             Ok(s) => Some(s),
             Err(message) => {
-                chrome = chrome.error("status", message);
+                chrome = chrome.error("status", message.to_string());
                 page.chrome = chrome;
                 return Ok(html(StatusCode::BAD_REQUEST, &page));
             }
