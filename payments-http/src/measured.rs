@@ -171,7 +171,7 @@ impl RequisiteProvider for MeasuredProvider {
 #[cfg(test)]
 mod tests {
     use payments_core::service::BatchStats;
-    use payments_core::store::{OperatorStore, PaymentChange, PaymentStore};
+    use payments_core::store::{PaymentChange, PaymentStore, SettingStore};
     use payments_core::testing::{contract, MemoryStore};
 
     use super::*;

@@ -6,28 +6,23 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
-use payments_core::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
-use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
+use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, TokenId};
+use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
-};
-use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
-use payments_core::store::RequestLogStore;
+use payments_core::project::{AuditRecord, KeyRecord, TokenRecord};
 use payments_core::store::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
-    ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
-    OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged,
-    Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    AdmitOutcome, AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, CredentialStore,
+    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange,
+    PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
-use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
-use payments_core::{SecretString, Timestamp};
+use payments_core::store::{EventQuery, PaymentQuery};
+use payments_core::Timestamp;
 
 use crate::error::db;
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, outbox, payments, request_log, PgStore};
+use crate::{cabinet, directory, ledger, outbox, payments, PgStore};
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
@@ -234,37 +229,6 @@ impl OutboxStore for PgStore {
 }
 
 #[async_trait]
-impl MerchantStore for PgStore {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::put_merchant(&client, merchant).await
-    }
-
-    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
-        let client = self.client().await?;
-        match only {
-            Some(id) => Ok(directory::merchant(&client, id)
-                .await?
-                .into_iter()
-                .collect()),
-            None => directory::merchants(&client).await,
-        }
-    }
-
-    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
-        let client = self.client().await?;
-        match only {
-            Some(id) => Ok(directory::project(&client, id).await?.into_iter().collect()),
-            None => directory::projects(&client).await,
-        }
-    }
-
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| directory::put_project(&tx, project).await)
-    }
-}
-
-#[async_trait]
 impl CredentialStore for PgStore {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
@@ -353,93 +317,6 @@ impl CredentialStore for PgStore {
 }
 
 #[async_trait]
-impl CallbackSecretStore for PgStore {
-    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::secrets(&client, project).await
-    }
-
-    async fn add_callback_secret(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| directory::add_secret(&tx, project, secret).await)
-    }
-
-    async fn add_callback_secret_if_none(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<Vec<SecretRecord>, StoreError> {
-        in_transaction!(self, |tx| directory::add_secret_if_none(
-            &tx, project, secret
-        )
-        .await)
-    }
-
-    async fn replace_callback_secret(
-        &self,
-        project: ProjectId,
-        old: &SecretString,
-        new: &SecretString,
-    ) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        directory::replace_secret(&client, project, old, new).await
-    }
-}
-
-#[async_trait]
-impl OperatorStore for PgStore {
-    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::insert_operator_token(&client, token).await
-    }
-
-    async fn find_operator_tokens(
-        &self,
-        hash: Option<&[u8; 32]>,
-    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        let client = self.client().await?;
-        match hash {
-            Some(hash) => Ok(directory::operator_token_by_hash(&client, hash)
-                .await?
-                .into_iter()
-                .collect()),
-            None => directory::operator_tokens(&client).await,
-        }
-    }
-
-    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        directory::expire_operator_token(&client, id, at).await
-    }
-
-    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
-        let client = self.client().await?;
-        directory::setting(&client, name).await
-    }
-
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::put_setting(&client, name, value).await
-    }
-}
-
-#[async_trait]
-impl AuditStore for PgStore {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::append_audit(&client, record).await
-    }
-
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::audit_records(&client, limit).await
-    }
-}
-
-#[async_trait]
 impl PayerPageStore for PgStore {
     async fn ensure_payment_page(
         &self,
@@ -458,60 +335,6 @@ impl PayerPageStore for PgStore {
             PageKey::Payment(payment) => cabinet::payment_page(&client, payment).await,
             PageKey::TokenHash(hash) => cabinet::payment_page_by_hash(&client, hash).await,
         }
-    }
-}
-
-#[async_trait]
-impl RequestLogStore for PgStore {
-    /// One transaction: the inserts, then each project's trim.
-    async fn append_requests(
-        &self,
-        entries: &[RequestLogEntry],
-        keep: usize,
-    ) -> Result<(), StoreError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        request_log::append(&tx, entries, keep).await?;
-        tx.commit().await.map_err(db)
-    }
-
-    async fn find_requests(
-        &self,
-        query: &RequestLogQuery,
-    ) -> Result<Vec<RequestLogEntry>, StoreError> {
-        let client = self.client().await?;
-        request_log::find(&client, query).await
-    }
-
-    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
-        let client = self.client().await?;
-        request_log::purge(&client, before, limit).await
-    }
-}
-
-#[async_trait]
-impl LedgerStore for PgStore {
-    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
-        let client = self.client().await?;
-        ledger::balance(&client, project).await
-    }
-
-    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-        let client = self.client().await?;
-        ledger::find(&client, query).await
-    }
-
-    async fn entry_totals(
-        &self,
-        project: ProjectId,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-        let client = self.client().await?;
-        ledger::totals(&client, project, from, to).await
     }
 }
 

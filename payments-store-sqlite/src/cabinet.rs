@@ -416,7 +416,7 @@ impl CabinetUsers for SqliteStore {
                 self.read(move |c| Ok(user_by_email(c, &email)?.into_iter().collect()))
                     .await
             }
-            UserKey::All => self.read(users).await,
+            UserKey::All => self.read(|c| users(c)).await,
         }
     }
 
