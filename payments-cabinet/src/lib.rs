@@ -25,6 +25,7 @@
 
 #[cfg(feature = "web")]
 pub mod accounts;
+mod links;
 #[cfg(feature = "web")]
 pub mod secrets;
 pub mod store;
@@ -35,11 +36,6 @@ pub mod web;
 
 #[cfg(feature = "web")]
 pub use accounts::{Cabinet, CabinetConfig, Client, Purged};
+pub use links::payer_page_url;
 #[cfg(feature = "web")]
 pub use web::{router, CabinetState};
-
-/// The payer page of `token` under the cabinet at `base` (`https://pay.example/pay/<token>`):
-/// the link the merchant API gives a payment whose project has payer pages.
-pub fn payer_page_url(base: &str, token: &payments_core::payer::PageToken) -> String {
-    format!("{}/pay/{}", base.trim_end_matches('/'), token.as_str())
-}

@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use payments_cabinet::accounts::{Cabinet, CabinetConfig, Client, Current, SignInError};
 use payments_cabinet::secrets;
 use payments_cabinet::store::CabinetStoreExt;
-use payments_cabinet::store::{AuditQuery, CabinetStore, Role, SessionStage};
+use payments_cabinet::store::{
+    AuditQuery, CabinetAuditLog, CabinetSlots, Role, SessionStage, SignInFailures,
+};
 use payments_cabinet::testing::MemoryCabinetStore;
 use payments_core::auth::Environment;
 use payments_core::payment::Currency;
@@ -89,10 +91,12 @@ impl World {
     async fn support_user(&self, email: &str) {
         let invite = self
             .cabinet
-            .create_user(email, Role::Support, &Actor("t".into()))
+            .users()
+            .create(email, Role::Support, &Actor("t".into()))
             .await
             .expect("a user");
         self.cabinet
+            .users()
             .set_password(invite.token.expose(), PASSWORD, &client())
             .await
             .expect("a password");
@@ -100,7 +104,8 @@ impl World {
 
     async fn current(&self, cookie: &str) -> Current {
         self.cabinet
-            .session(cookie)
+            .sessions()
+            .current(cookie)
             .await
             .expect("store")
             .expect("a live session")
@@ -114,15 +119,22 @@ impl World {
     async fn enrolled(&self, email: &str) -> (String, Vec<u8>, Vec<String>) {
         let (half, _) = self
             .cabinet
-            .sign_in(email, PASSWORD, &client(), None)
+            .sign_in()
+            .password(email, PASSWORD, &client(), None)
             .await
             .expect("the password");
         let cookie = half.cookie.expose().to_string();
         let current = self.current(&cookie).await;
-        let enrolment = self.cabinet.enrolment(&current).await.expect("enrolment");
+        let enrolment = self
+            .cabinet
+            .two_factor()
+            .enrolment(&current)
+            .await
+            .expect("enrolment");
         let key = secrets::totp_key_from_base32(&enrolment.key_base32).expect("base32");
         let (full, codes) = self
             .cabinet
+            .two_factor()
             .confirm_enrolment(&current, &cookie, &self.code(&key), &client())
             .await
             .expect("confirmed");
@@ -132,7 +144,8 @@ impl World {
     async fn half(&self, email: &str) -> (String, Current) {
         let (half, _) = self
             .cabinet
-            .sign_in(email, PASSWORD, &client(), None)
+            .sign_in()
+            .password(email, PASSWORD, &client(), None)
             .await
             .expect("the password");
         let cookie = half.cookie.expose().to_string();
@@ -161,25 +174,34 @@ async fn a_totp_step_signs_in_once_and_the_key_is_sealed_at_rest() {
     let (cookie, current) = w.half("a@support.example").await;
     let refused = w
         .cabinet
-        .verify_code(&current, &cookie, &w.code(&key), &client())
+        .sign_in()
+        .code(&current, &cookie, &w.code(&key), &client())
         .await;
     assert_eq!(refused.unwrap_err(), SignInError::BadCode);
     // A code of the previous step is older than the last one used: refused too.
     let previous = secrets::totp_code(&key, secrets::totp_step(w.clock.now().unix_secs()) - 1);
     let refused = w
         .cabinet
-        .verify_code(&current, &cookie, &previous, &client())
+        .sign_in()
+        .code(&current, &cookie, &previous, &client())
         .await;
     assert_eq!(refused.unwrap_err(), SignInError::BadCode);
     w.clock.advance(Duration::from_secs(30));
     let full = w
         .cabinet
-        .verify_code(&current, &cookie, &w.code(&key), &client())
+        .sign_in()
+        .code(&current, &cookie, &w.code(&key), &client())
         .await
         .expect("the next step's code");
     assert_eq!(full.record.stage, SessionStage::Full);
     assert_ne!(full.cookie.expose(), &cookie, "a new id");
-    assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
+    assert!(w
+        .cabinet
+        .sessions()
+        .current(&cookie)
+        .await
+        .expect("store")
+        .is_none());
 }
 
 #[tokio::test]
@@ -189,7 +211,8 @@ async fn five_failures_throttle_for_fifteen_minutes_from_the_oldest_counted() {
     for _ in 0..5 {
         let e = w
             .cabinet
-            .sign_in("a@support.example", "wrong password!", &client(), None)
+            .sign_in()
+            .password("a@support.example", "wrong password!", &client(), None)
             .await
             .unwrap_err();
         assert_eq!(e, SignInError::BadPassword);
@@ -198,7 +221,8 @@ async fn five_failures_throttle_for_fifteen_minutes_from_the_oldest_counted() {
     let first_failure = w.clock.now() - Duration::from_secs(5 * 60);
     match w
         .cabinet
-        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .sign_in()
+        .password("a@support.example", PASSWORD, &client(), None)
         .await
     {
         Err(SignInError::Throttled { until }) => {
@@ -210,13 +234,15 @@ async fn five_failures_throttle_for_fifteen_minutes_from_the_oldest_counted() {
     w.clock.set(first_failure + Duration::from_secs(15 * 60));
     assert!(w
         .cabinet
-        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .sign_in()
+        .password("a@support.example", PASSWORD, &client(), None)
         .await
         .is_ok());
     // Success cleared the account's failures.
     let e = w
         .cabinet
-        .sign_in("a@support.example", "wrong password!", &client(), None)
+        .sign_in()
+        .password("a@support.example", "wrong password!", &client(), None)
         .await
         .unwrap_err();
     assert_eq!(e, SignInError::BadPassword);
@@ -229,7 +255,8 @@ async fn twenty_failures_from_one_address_throttle_every_account() {
     for n in 0..20 {
         let _ = w
             .cabinet
-            .sign_in(
+            .sign_in()
+            .password(
                 &format!("guess{n}@x.example"),
                 "wrong password!",
                 &client(),
@@ -239,7 +266,8 @@ async fn twenty_failures_from_one_address_throttle_every_account() {
     }
     let e = w
         .cabinet
-        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .sign_in()
+        .password("a@support.example", PASSWORD, &client(), None)
         .await
         .unwrap_err();
     assert!(matches!(e, SignInError::Throttled { .. }), "{e:?}");
@@ -249,7 +277,8 @@ async fn twenty_failures_from_one_address_throttle_every_account() {
     };
     assert!(w
         .cabinet
-        .sign_in("a@support.example", PASSWORD, &elsewhere, None)
+        .sign_in()
+        .password("a@support.example", PASSWORD, &elsewhere, None)
         .await
         .is_ok());
 }
@@ -263,7 +292,8 @@ async fn simultaneous_guesses_check_at_most_the_limit() {
     for _ in 0..2 {
         let e = w
             .cabinet
-            .sign_in("a@support.example", "wrong password!", &client(), None)
+            .sign_in()
+            .password("a@support.example", "wrong password!", &client(), None)
             .await
             .unwrap_err();
         assert_eq!(e, SignInError::BadPassword);
@@ -273,7 +303,8 @@ async fn simultaneous_guesses_check_at_most_the_limit() {
         tokio::spawn(async move {
             let password = if n == 15 { PASSWORD } else { "wrong password!" };
             w.cabinet
-                .sign_in("a@support.example", password, &client(), None)
+                .sign_in()
+                .password("a@support.example", password, &client(), None)
                 .await
                 .map(|_| ())
         })
@@ -294,7 +325,7 @@ async fn simultaneous_guesses_check_at_most_the_limit() {
     // What was refused unchecked is not a failure: the account holds 5 at most.
     let failures = w
         .accounts
-        .failures_since(
+        .find_failures(
             "account:a@support.example",
             Timestamp::from_unix_secs(0),
             100,
@@ -325,7 +356,8 @@ async fn password_checks_beyond_the_pool_are_refused_busy_and_not_counted() {
         let w = w.clone();
         tokio::spawn(async move {
             w.cabinet
-                .sign_in(
+                .sign_in()
+                .password(
                     &format!("nobody{n}@x.example"),
                     "wrong password!",
                     &client(),
@@ -352,7 +384,7 @@ async fn password_checks_beyond_the_pool_are_refused_busy_and_not_counted() {
     assert_eq!(busy + checked, 8, "{answers:?}");
     let counted = w
         .accounts
-        .failures_since("address:203.0.113.9", Timestamp::from_unix_secs(0), 100)
+        .find_failures("address:203.0.113.9", Timestamp::from_unix_secs(0), 100)
         .await
         .expect("store");
     assert_eq!(counted.len(), checked, "only checked attempts are failures");
@@ -370,7 +402,8 @@ async fn an_ipv6_source_is_throttled_by_its_slash_64() {
     for n in 0..20 {
         let _ = w
             .cabinet
-            .sign_in(
+            .sign_in()
+            .password(
                 &format!("guess{n}@x.example"),
                 "wrong password!",
                 &from(&format!("2001:db8:1:2::{n:x}")),
@@ -380,7 +413,8 @@ async fn an_ipv6_source_is_throttled_by_its_slash_64() {
     }
     let e = w
         .cabinet
-        .sign_in(
+        .sign_in()
+        .password(
             "a@support.example",
             PASSWORD,
             &from("2001:db8:1:2:ffff::1"),
@@ -391,7 +425,8 @@ async fn an_ipv6_source_is_throttled_by_its_slash_64() {
     assert!(matches!(e, SignInError::Throttled { .. }), "{e:?}");
     assert!(w
         .cabinet
-        .sign_in(
+        .sign_in()
+        .password(
             "a@support.example",
             PASSWORD,
             &from("2001:db8:1:3::1"),
@@ -413,15 +448,32 @@ async fn sessions_end_at_their_timeouts_and_are_purged() {
     assert_eq!(current.session.stage, SessionStage::Password);
     w.clock.advance(Duration::from_secs(10 * 60));
     assert!(
-        w.cabinet.session(&cookie).await.expect("store").is_none(),
+        w.cabinet
+            .sessions()
+            .current(&cookie)
+            .await
+            .expect("store")
+            .is_none(),
         "ten minutes for the second factor"
     );
     w.clock.advance(Duration::from_secs(60));
     let (cookie, key, _) = w.enrolled("a@support.example").await;
     w.clock.advance(Duration::from_secs(30 * 60 - 1));
-    assert!(w.cabinet.session(&cookie).await.expect("store").is_some());
+    assert!(w
+        .cabinet
+        .sessions()
+        .current(&cookie)
+        .await
+        .expect("store")
+        .is_some());
     w.clock.advance(Duration::from_secs(30 * 60));
-    assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
+    assert!(w
+        .cabinet
+        .sessions()
+        .current(&cookie)
+        .await
+        .expect("store")
+        .is_none());
     let _ = key;
     assert_eq!(
         w.cabinet.purge().await.expect("purge").sessions,
@@ -431,7 +483,13 @@ async fn sessions_end_at_their_timeouts_and_are_purged() {
     let (cookie, _) = w.half("a@support.example").await;
     w.clock.advance(Duration::from_secs(13 * 3600));
     assert_eq!(w.cabinet.purge().await.expect("purge").sessions, 1);
-    assert!(w.cabinet.session(&cookie).await.expect("store").is_none());
+    assert!(w
+        .cabinet
+        .sessions()
+        .current(&cookie)
+        .await
+        .expect("store")
+        .is_none());
 }
 
 #[tokio::test]
@@ -444,7 +502,8 @@ async fn a_password_change_needs_the_current_password_and_a_fresh_code() {
         let (half, current) = w.half("a@support.example").await;
         let full = w
             .cabinet
-            .verify_code(&current, &half, &w.code(&key), &client())
+            .sign_in()
+            .code(&current, &half, &w.code(&key), &client())
             .await
             .expect("a second session");
         (full.cookie.expose().to_string(), (), ())
@@ -453,6 +512,7 @@ async fn a_password_change_needs_the_current_password_and_a_fresh_code() {
     w.clock.advance(Duration::from_secs(30));
     let wrong = w
         .cabinet
+        .sign_in()
         .change_password(
             &current,
             &cookie,
@@ -465,6 +525,7 @@ async fn a_password_change_needs_the_current_password_and_a_fresh_code() {
     assert!(wrong.is_err());
     let short = w
         .cabinet
+        .sign_in()
         .change_password(
             &current,
             &cookie,
@@ -477,6 +538,7 @@ async fn a_password_change_needs_the_current_password_and_a_fresh_code() {
     assert!(short.is_err());
     let new = w
         .cabinet
+        .sign_in()
         .change_password(
             &current,
             &cookie,
@@ -488,18 +550,25 @@ async fn a_password_change_needs_the_current_password_and_a_fresh_code() {
         .await
         .expect("changed");
     assert!(
-        w.cabinet.session(&other).await.expect("store").is_none(),
+        w.cabinet
+            .sessions()
+            .current(&other)
+            .await
+            .expect("store")
+            .is_none(),
         "other sessions end"
     );
     assert!(w
         .cabinet
-        .session(new.cookie.expose())
+        .sessions()
+        .current(new.cookie.expose())
         .await
         .expect("store")
         .is_some());
     assert!(w
         .cabinet
-        .sign_in("a@support.example", "a brand new password", &client(), None)
+        .sign_in()
+        .password("a@support.example", "a brand new password", &client(), None)
         .await
         .is_ok());
 }
@@ -529,8 +598,22 @@ async fn totp_keys_are_resealed_under_a_new_key() {
         AuthConfig::for_environment(Environment::Sandbox),
     );
     let rotated = Cabinet::new(service, w.accounts.clone(), CabinetConfig::default());
-    assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (1, 0));
-    assert_eq!(rotated.reseal_totp_keys().await.expect("resealed"), (0, 1));
+    assert_eq!(
+        rotated
+            .two_factor()
+            .reseal_totp_keys()
+            .await
+            .expect("resealed"),
+        (1, 0)
+    );
+    assert_eq!(
+        rotated
+            .two_factor()
+            .reseal_totp_keys()
+            .await
+            .expect("resealed"),
+        (0, 1)
+    );
     // Under the new key alone, the user still signs in with the same key.
     let service = PaymentService::new(
         Ports::new(
@@ -549,17 +632,20 @@ async fn totp_keys_are_resealed_under_a_new_key() {
     let only_new = Cabinet::new(service, w.accounts.clone(), CabinetConfig::default());
     w.clock.advance(Duration::from_secs(30));
     let (half, _) = only_new
-        .sign_in("a@support.example", PASSWORD, &client(), None)
+        .sign_in()
+        .password("a@support.example", PASSWORD, &client(), None)
         .await
         .expect("the password");
     let current = only_new
-        .session(half.cookie.expose())
+        .sessions()
+        .current(half.cookie.expose())
         .await
         .expect("store")
         .expect("live");
     let code = secrets::totp_code(&key, secrets::totp_step(w.clock.now().unix_secs()));
     only_new
-        .verify_code(&current, half.cookie.expose(), &code, &client())
+        .sign_in()
+        .code(&current, half.cookie.expose(), &code, &client())
         .await
         .expect("the key opens under the new sealing key");
 }
@@ -578,12 +664,13 @@ async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
         };
         let _ = w
             .cabinet
-            .sign_in(&typed, "wrong password!", &client(), None)
+            .sign_in()
+            .password(&typed, "wrong password!", &client(), None)
             .await;
     }
     let rows = w
         .accounts
-        .cabinet_audit(&AuditQuery {
+        .find_cabinet_audit(&AuditQuery {
             limit: 10_000,
             ..AuditQuery::default()
         })
@@ -608,13 +695,14 @@ async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
     };
     let e = w
         .cabinet
-        .sign_in(&long, "wrong password!", &elsewhere, None)
+        .sign_in()
+        .password(&long, "wrong password!", &elsewhere, None)
         .await
         .unwrap_err();
     assert_eq!(e, SignInError::BadPassword);
     let under_raw_key = w
         .accounts
-        .failures_since(&format!("account:{long}"), Timestamp::from_unix_secs(0), 10)
+        .find_failures(&format!("account:{long}"), Timestamp::from_unix_secs(0), 10)
         .await
         .expect("store");
     assert!(
@@ -623,7 +711,7 @@ async fn junk_sign_ins_add_a_bounded_number_of_audit_rows() {
     );
     let by_address = w
         .accounts
-        .failures_since("address:198.51.100.7", Timestamp::from_unix_secs(0), 10)
+        .find_failures("address:198.51.100.7", Timestamp::from_unix_secs(0), 10)
         .await
         .expect("store");
     assert_eq!(by_address.len(), 1, "the attempt was counted");
@@ -644,7 +732,7 @@ async fn the_audit_log_is_bounded_by_age_and_by_size() {
     );
     let all = || async {
         w.accounts
-            .cabinet_audit(&AuditQuery {
+            .find_cabinet_audit(&AuditQuery {
                 limit: 1000,
                 ..AuditQuery::default()
             })
@@ -667,7 +755,8 @@ async fn the_audit_log_is_bounded_by_age_and_by_size() {
         };
         let _ = w
             .cabinet
-            .sign_in("new@support.example", "wrong password!", &from, None)
+            .sign_in()
+            .password("new@support.example", "wrong password!", &from, None)
             .await;
     }
     assert!(all().await.len() > 5);
@@ -691,7 +780,12 @@ async fn one_time_slots_are_sealed_taken_once_by_their_session_and_purged() {
     let payload = r#"{"value":"nl_test_secret-token"}"#;
 
     // At rest: a sealed string, the value nowhere in it.
-    let peeked = w.cabinet.put_slot(mine, payload).await.expect("a slot");
+    let peeked = w
+        .cabinet
+        .slots()
+        .insert(mine, payload)
+        .await
+        .expect("a slot");
     let stored = w
         .accounts
         .take_slot(&secrets::token_hash(&peeked), Some(mine), w.clock.now())
@@ -703,31 +797,56 @@ async fn one_time_slots_are_sealed_taken_once_by_their_session_and_purged() {
     assert_eq!(stored.expires_at, w.clock.now() + Duration::from_secs(300));
 
     // Taken once, by its own session only.
-    let id = w.cabinet.put_slot(mine, payload).await.expect("a slot");
-    assert_eq!(w.cabinet.take_slot(theirs, &id).await.expect("take"), None);
+    let id = w
+        .cabinet
+        .slots()
+        .insert(mine, payload)
+        .await
+        .expect("a slot");
     assert_eq!(
-        w.cabinet.take_slot(mine, &id).await.expect("take"),
+        w.cabinet.slots().take(theirs, &id).await.expect("take"),
+        None
+    );
+    assert_eq!(
+        w.cabinet.slots().take(mine, &id).await.expect("take"),
         Some(payload.to_string())
     );
     assert_eq!(
-        w.cabinet.take_slot(mine, &id).await.expect("take"),
+        w.cabinet.slots().take(mine, &id).await.expect("take"),
         None,
         "once"
     );
     assert_eq!(
-        w.cabinet.take_slot(mine, "not a slot").await.expect("take"),
+        w.cabinet
+            .slots()
+            .take(mine, "not a slot")
+            .await
+            .expect("take"),
         None
     );
 
     // Five minutes, then gone; the purge deletes what was never read.
-    let late = w.cabinet.put_slot(mine, payload).await.expect("a slot");
-    let other = w.cabinet.put_slot(theirs, "{}").await.expect("a slot");
+    let late = w
+        .cabinet
+        .slots()
+        .insert(mine, payload)
+        .await
+        .expect("a slot");
+    let other = w
+        .cabinet
+        .slots()
+        .insert(theirs, "{}")
+        .await
+        .expect("a slot");
     w.clock.advance(Duration::from_secs(300));
-    assert_eq!(w.cabinet.take_slot(mine, &late).await.expect("take"), None);
+    assert_eq!(
+        w.cabinet.slots().take(mine, &late).await.expect("take"),
+        None
+    );
     assert_eq!(w.cabinet.purge().await.expect("purge").slots, 2);
     w.clock.advance(Duration::from_secs(3600));
     assert_eq!(
-        w.cabinet.take_slot(theirs, &other).await.expect("take"),
+        w.cabinet.slots().take(theirs, &other).await.expect("take"),
         None
     );
     assert_eq!(w.cabinet.purge().await.expect("purge").slots, 0);
@@ -741,11 +860,13 @@ async fn a_refused_sign_in_is_audited_with_its_reason_not_refused_twice() {
     w.support_user("a@support.example").await;
     let _ = w
         .cabinet
-        .sign_in("a@support.example", "not the password", &client(), None)
+        .sign_in()
+        .password("a@support.example", "not the password", &client(), None)
         .await;
     let _ = w
         .cabinet
-        .sign_in(
+        .sign_in()
+        .password(
             "nobody@support.example",
             "not the password",
             &client(),
@@ -754,7 +875,7 @@ async fn a_refused_sign_in_is_audited_with_its_reason_not_refused_twice() {
         .await;
     let rows = w
         .accounts
-        .cabinet_audit(&AuditQuery {
+        .find_cabinet_audit(&AuditQuery {
             limit: 100,
             ..AuditQuery::default()
         })
@@ -792,23 +913,27 @@ async fn the_authenticator_moves_to_a_new_key_only_on_its_first_code() {
     let (half, current_half) = w.half("a@support.example").await;
     let other = w
         .cabinet
-        .verify_code(&current_half, &half, &w.code(&old), &client())
+        .sign_in()
+        .code(&current_half, &half, &w.code(&old), &client())
         .await
         .expect("a second session");
     let current = w.current(&cookie).await;
     let wrong = w
         .cabinet
+        .two_factor()
         .begin_reenrolment(&current, &cookie, "not it", &codes[0], &client())
         .await;
     assert_eq!(wrong.err(), Some(SignInError::BadPassword));
     let (session, enrolment) = w
         .cabinet
+        .two_factor()
         .begin_reenrolment(&current, &cookie, PASSWORD, &codes[0], &client())
         .await
         .expect("a recovery code stands for the lost phone");
     let current = w.current(session.cookie.expose()).await;
     assert_eq!(
         w.cabinet
+            .two_factor()
             .recovery_codes_left(&current)
             .await
             .expect("store"),
@@ -819,6 +944,7 @@ async fn the_authenticator_moves_to_a_new_key_only_on_its_first_code() {
     let cookie = session.cookie.expose().to_string();
     let refused = w
         .cabinet
+        .two_factor()
         .confirm_reenrolment(
             &current,
             &cookie,
@@ -834,13 +960,15 @@ async fn the_authenticator_moves_to_a_new_key_only_on_its_first_code() {
     );
     assert!(w
         .cabinet
-        .session(other.cookie.expose())
+        .sessions()
+        .current(other.cookie.expose())
         .await
         .expect("store")
         .is_some());
     w.clock.advance(Duration::from_secs(30));
     let done = w
         .cabinet
+        .two_factor()
         .confirm_reenrolment(
             &current,
             &cookie,
@@ -852,13 +980,15 @@ async fn the_authenticator_moves_to_a_new_key_only_on_its_first_code() {
         .expect("the new key's code");
     assert!(w
         .cabinet
-        .session(done.cookie.expose())
+        .sessions()
+        .current(done.cookie.expose())
         .await
         .expect("store")
         .is_some());
     assert!(
         w.cabinet
-            .session(other.cookie.expose())
+            .sessions()
+            .current(other.cookie.expose())
             .await
             .expect("store")
             .is_none(),
@@ -868,14 +998,16 @@ async fn the_authenticator_moves_to_a_new_key_only_on_its_first_code() {
     let (half, current_half) = w.half("a@support.example").await;
     assert!(
         w.cabinet
-            .verify_code(&current_half, &half, &w.code(&old), &client())
+            .sign_in()
+            .code(&current_half, &half, &w.code(&old), &client())
             .await
             .is_err(),
         "the old key no longer signs in"
     );
     let (half, current_half) = w.half("a@support.example").await;
     w.cabinet
-        .verify_code(&current_half, &half, &w.code(&new), &client())
+        .sign_in()
+        .code(&current_half, &half, &w.code(&new), &client())
         .await
         .expect("the new key signs in");
 }

@@ -1,5 +1,5 @@
 //! Identifiers: UUID newtypes for payments, projects, merchants, events, tokens and the web
-//! cabinet's users and sessions, and the signing key id string.
+//! cabinet's users and sessions, the signing key id string and the requisite provider's name.
 
 use std::fmt;
 use std::str::FromStr;
@@ -129,6 +129,51 @@ impl KeyId {
 }
 
 impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A provider's name: 1 to 40 characters of `[a-z0-9_-]`, as configured and as recorded on
+/// payments.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProviderName(String);
+
+/// A provider name that breaks the rule of [`ProviderName`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("provider name {name:?}: 1 to 40 characters of a-z, 0-9, _ and -")]
+pub struct ProviderNameError {
+    /// The name refused.
+    pub name: String,
+}
+
+impl ProviderName {
+    /// The name of the only provider of a service that routes nowhere else.
+    pub const DEFAULT: &'static str = "default";
+
+    /// `name` if it is a valid provider name.
+    pub fn parse(name: &str) -> Result<ProviderName, ProviderNameError> {
+        let ok = !name.is_empty()
+            && name.len() <= 40
+            && name
+                .bytes()
+                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'));
+        if ok {
+            Ok(ProviderName(name.to_string()))
+        } else {
+            Err(ProviderNameError {
+                name: name.to_string(),
+            })
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProviderName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }

@@ -293,30 +293,51 @@ pub enum UsdtNetwork {
     Ethereum,
 }
 
+/// Why a text is not a [`UsdtAddress`].
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// `0x` not followed by 40 hexadecimal digits.
+    #[error("an Ethereum (ERC-20) address is 0x and 40 hexadecimal digits")]
+    EthereumForm,
+    /// `T...` that is not base58.
+    #[error("a TRON (TRC-20) address is written in base58")]
+    TronBase58,
+    /// `T...` of another length or version byte.
+    #[error("a TRON (TRC-20) address is T and 33 base58 characters")]
+    TronForm,
+    /// A TRON address whose checksum does not match.
+    #[error("the TRON address's checksum does not match (a typo?)")]
+    TronChecksum,
+    /// Neither network's form.
+    #[error("expected a TRON (T...) or Ethereum (0x...) USDT address")]
+    Network,
+}
+
 impl UsdtAddress {
     /// Reads an address; the error says what is wrong.
-    pub fn parse(s: &str) -> Result<UsdtAddress, String> {
+    pub fn parse(s: &str) -> Result<UsdtAddress, AddressError> {
         if let Some(hex) = s.strip_prefix("0x") {
             if hex.len() == 40 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Ok(UsdtAddress(format!("0x{}", hex.to_ascii_lowercase())));
             }
-            return Err("an Ethereum (ERC-20) address is 0x and 40 hexadecimal digits".into());
+            return Err(AddressError::EthereumForm);
         }
         if s.starts_with('T') {
             let bytes = bs58::decode(s)
                 .into_vec()
-                .map_err(|_| "a TRON (TRC-20) address is written in base58".to_string())?;
+                .map_err(|_| AddressError::TronBase58)?;
             // 0x41, 20 bytes of address, 4 bytes of double-SHA-256 checksum.
             if s.len() != 34 || bytes.len() != 25 || bytes[0] != 0x41 {
-                return Err("a TRON (TRC-20) address is T and 33 base58 characters".into());
+                return Err(AddressError::TronForm);
             }
             let digest = Sha256::digest(Sha256::digest(&bytes[..21]));
             if digest[..4] != bytes[21..] {
-                return Err("the TRON address's checksum does not match (a typo?)".into());
+                return Err(AddressError::TronChecksum);
             }
             return Ok(UsdtAddress(s.to_string()));
         }
-        Err("expected a TRON (T...) or Ethereum (0x...) USDT address".into())
+        Err(AddressError::Network)
     }
 
     /// The address: a TRON address as given, an Ethereum one in lower case.
@@ -341,7 +362,7 @@ impl fmt::Display for UsdtAddress {
 }
 
 impl FromStr for UsdtAddress {
-    type Err = String;
+    type Err = AddressError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         UsdtAddress::parse(s)
     }
@@ -355,12 +376,12 @@ pub struct TxReference(String);
 
 impl TxReference {
     /// Reads a transaction hash.
-    pub fn parse(s: &str) -> Result<TxReference, String> {
+    pub fn parse(s: &str) -> Result<TxReference, TxReferenceError> {
         let hex = s.strip_prefix("0x").unwrap_or(s);
         if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             Ok(TxReference(hex.to_ascii_lowercase()))
         } else {
-            Err("a transaction hash is 64 hexadecimal digits (0x optional)".into())
+            Err(TxReferenceError)
         }
     }
 
@@ -377,7 +398,7 @@ impl fmt::Display for TxReference {
 }
 
 impl FromStr for TxReference {
-    type Err = String;
+    type Err = TxReferenceError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         TxReference::parse(s)
     }
@@ -388,17 +409,31 @@ pub const MAX_REASON_CHARS: usize = 500;
 
 /// Checks an operator's reason: 1 to [`MAX_REASON_CHARS`] characters, not blank, no control
 /// characters.
-pub fn check_reason(reason: &str) -> Result<(), String> {
+pub fn check_reason(reason: &str) -> Result<(), ReasonError> {
     if reason.trim().is_empty() {
-        return Err("must not be empty".into());
+        return Err(ReasonError::Empty);
     }
     if reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(char::is_control) {
-        return Err(format!(
-            "at most {MAX_REASON_CHARS} characters, no control characters"
-        ));
+        return Err(ReasonError::Form);
     }
     Ok(())
 }
+
+/// Why an operator's reason is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReasonError {
+    /// Blank.
+    #[error("must not be empty")]
+    Empty,
+    /// Too long, or with control characters.
+    #[error("at most {MAX_REASON_CHARS} characters, no control characters")]
+    Form,
+}
+
+/// A transaction hash that is not 64 hexadecimal digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a transaction hash is 64 hexadecimal digits (0x optional)")]
+pub struct TxReferenceError;
 
 /// An entry to append to a project's ledger: what changed and why. The store gives it its
 /// place ([`Balance::post`]).
@@ -759,7 +794,10 @@ mod tests {
         );
         // One character changed: the checksum no longer matches.
         let typo = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6u";
-        assert!(UsdtAddress::parse(typo).unwrap_err().contains("checksum"));
+        assert!(UsdtAddress::parse(typo)
+            .unwrap_err()
+            .to_string()
+            .contains("checksum"));
         assert!(UsdtAddress::parse("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6").is_err());
         assert!(UsdtAddress::parse("T0000000000000000000000000000000O").is_err());
         let eth = "0xdAC17F958D2ee523a2206206994597C13D831ec7";

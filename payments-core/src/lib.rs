@@ -168,7 +168,6 @@ pub mod project;
 pub mod provider;
 pub mod request;
 pub mod request_log;
-pub mod routing;
 pub mod sealing;
 pub mod service;
 pub mod settings;

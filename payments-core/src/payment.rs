@@ -380,11 +380,11 @@ pub struct Payment {
     pub route: Option<ProviderRoute>,
 }
 
-/// Which provider a payment was routed to, and why ([`crate::routing`]).
+/// Which provider a payment was routed to, and why ([`crate::provider::Plan`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderRoute {
     /// The provider asked (last).
-    pub provider: crate::routing::ProviderName,
+    pub provider: crate::ids::ProviderName,
     /// The routing decision, for operators.
     pub reason: String,
 }

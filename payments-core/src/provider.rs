@@ -12,7 +12,42 @@ use rust_decimal::Decimal;
 use crate::amount::Amount;
 use crate::bank::CountryCode;
 use crate::ids::PaymentId;
+pub use crate::ids::{ProviderName, ProviderNameError};
 use crate::payment::{Currency, PaymentMethod};
+
+/// The providers to ask for one payment, in order, and why
+/// ([`RequisiteProvider::plan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The providers, first asked first.
+    pub providers: Vec<ProviderName>,
+    /// Why this order, and why the others were left out (for operators).
+    pub reason: String,
+}
+
+/// What the service does after a provider's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failover {
+    /// The answer decides the payment.
+    Decide,
+    /// A definite refusal: the next provider of the plan may be asked, if any and in time.
+    Next,
+}
+
+impl Failover {
+    /// The rule: issued, or an answer that may have issued (ambiguous), decides; a definite
+    /// refusal (no requisites, not routable, not reached) lets the next provider be asked.
+    /// Never another provider after an ambiguous answer: the payment's recovery asks that
+    /// same provider again.
+    pub fn after(outcome: &ProviderOutcome) -> Failover {
+        match outcome {
+            ProviderOutcome::NoRequisites(_)
+            | ProviderOutcome::NotRoutable(_)
+            | ProviderOutcome::Unavailable(_) => Failover::Next,
+            _ => Failover::Decide,
+        }
+    }
+}
 
 /// What the provider is asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,10 +150,24 @@ pub enum ProviderOutcome {
     Ambiguous(String),
     /// The provider was not reached, or refused the request before accepting it (no
     /// connection, a `4xx`): nothing was issued. With several providers the next one may be
-    /// asked ([`crate::routing::Failover`]); the last one's is taken as
+    /// asked ([`Failover`]); the last one's is taken as
     /// [`ProviderOutcome::Ambiguous`] (the payment goes to `error`,
     /// `provider_result_ambiguous`, as before this variant existed).
     Unavailable(String),
+}
+
+impl ProviderOutcome {
+    /// The outcome's name, for logs and metrics: `issued`, `no_requisites`, `not_routable`,
+    /// `ambiguous` or `unavailable`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProviderOutcome::Issued(_) => "issued",
+            ProviderOutcome::NoRequisites(_) => "no_requisites",
+            ProviderOutcome::NotRoutable(_) => "not_routable",
+            ProviderOutcome::Ambiguous(_) => "ambiguous",
+            ProviderOutcome::Unavailable(_) => "unavailable",
+        }
+    }
 }
 
 /// Issues transfer requisites. Called at most once per payment, within a 15 s budget; no
@@ -179,27 +228,22 @@ pub trait RequisiteProvider: Send + Sync {
         false
     }
 
-    /// The providers to ask for `request`, in order, and why ([`crate::routing::Router`]
-    /// routes across several). Default: this provider alone, named
-    /// [`ProviderName::DEFAULT`](crate::routing::ProviderName::DEFAULT).
-    fn plan(&self, request: &RequisiteRequest) -> crate::routing::Plan {
+    /// The providers to ask for `request`, in order, and why (a router, such as the one of
+    /// `payments-providers`, routes across several). Default: this provider alone, named
+    /// [`ProviderName::DEFAULT`].
+    fn plan(&self, request: &RequisiteRequest) -> Plan {
         let _ = request;
-        crate::routing::Plan {
-            providers: vec![crate::routing::ProviderName::parse(
-                crate::routing::ProviderName::DEFAULT,
-            )
-            .expect("a valid name")],
+        Plan {
+            providers: vec![
+                ProviderName::parse(ProviderName::DEFAULT).expect("the default name is valid")
+            ],
             reason: "one provider".into(),
         }
     }
 
     /// Asks the provider `name` of this provider's [`plan`](Self::plan)s. Default:
     /// [`issue`](Self::issue) (a provider that does not route is its only provider).
-    async fn issue_with(
-        &self,
-        name: &crate::routing::ProviderName,
-        request: &RequisiteRequest,
-    ) -> ProviderOutcome {
+    async fn issue_with(&self, name: &ProviderName, request: &RequisiteRequest) -> ProviderOutcome {
         let _ = name;
         self.issue(request).await
     }

@@ -241,9 +241,14 @@ pub enum StatusFilter {
     Exactly(u16),
 }
 
+/// A `status` filter that is neither a status class nor a status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("status: {0:?} is neither a status class (2xx, 4xx, 5xx) nor a status (100-599)")]
+pub struct StatusFilterError(String);
+
 impl StatusFilter {
     /// Reads `2xx`/`4xx`/`5xx` (any class 1-5) or a status `100`-`599`.
-    pub fn parse(text: &str) -> Result<StatusFilter, String> {
+    pub fn parse(text: &str) -> Result<StatusFilter, StatusFilterError> {
         let t = text.trim().to_ascii_lowercase();
         if let Some(c) = t.strip_suffix("xx") {
             if let Ok(c @ 1..=5) = c.parse::<u16>() {
@@ -252,9 +257,7 @@ impl StatusFilter {
         } else if let Ok(s @ 100..=599) = t.parse::<u16>() {
             return Ok(StatusFilter::Exactly(s));
         }
-        Err(format!(
-            "status: {text:?} is neither a status class (2xx, 4xx, 5xx) nor a status (100-599)"
-        ))
+        Err(StatusFilterError(text.to_string()))
     }
 
     /// Whether `status` passes.

@@ -1,7 +1,7 @@
 //! The named settings kept in the store, typed.
 //!
-//! The store keeps settings as text under a name ([`OperatorStore::setting`] and
-//! [`OperatorStore::put_setting`]: one primitive for every backend). Code does not use those
+//! The store keeps settings as text under a name ([`SettingStore::setting`] and
+//! [`SettingStore::put_setting`]: one primitive for every backend). Code does not use those
 //! directly: each setting is a [`Setting`] constant with its name and value type, so a name is
 //! written once, a value is parsed in one place, and a value that does not parse is
 //! [`StoreError::Corrupt`] instead of a silent default. The core's settings are here; an
@@ -27,7 +27,7 @@ use std::fmt::Display;
 use std::marker::PhantomData;
 use std::str::FromStr;
 
-use crate::store::{OperatorStore, StoreError};
+use crate::store::{SettingStore, StoreError};
 
 /// A setting named `name` whose value is a `T`, stored as its `Display` text and read back with
 /// its `FromStr`.
@@ -66,7 +66,7 @@ impl<T: FromStr + Display> Setting<T> {
 
     /// The stored value; `None` when it was never set. A stored text that does not parse as a
     /// `T` is [`StoreError::Corrupt`].
-    pub async fn get<S: OperatorStore + ?Sized>(&self, store: &S) -> Result<Option<T>, StoreError> {
+    pub async fn get<S: SettingStore + ?Sized>(&self, store: &S) -> Result<Option<T>, StoreError> {
         match store.setting(self.name).await? {
             None => Ok(None),
             Some(text) => text.parse().map(Some).map_err(|_| {
@@ -76,7 +76,7 @@ impl<T: FromStr + Display> Setting<T> {
     }
 
     /// Stores `value`.
-    pub async fn set<S: OperatorStore + ?Sized>(
+    pub async fn set<S: SettingStore + ?Sized>(
         &self,
         store: &S,
         value: &T,
@@ -113,7 +113,7 @@ impl<T: FromStr + Display> SettingFamily<T> {
 
     /// The value stored for `key`; `None` when it was never set. A stored text that does not
     /// parse as a `T` is [`StoreError::Corrupt`].
-    pub async fn get<S: OperatorStore + ?Sized>(
+    pub async fn get<S: SettingStore + ?Sized>(
         &self,
         store: &S,
         key: &(dyn Display + Sync),
@@ -129,7 +129,7 @@ impl<T: FromStr + Display> SettingFamily<T> {
     }
 
     /// Stores `value` for `key`.
-    pub async fn set<S: OperatorStore + ?Sized>(
+    pub async fn set<S: SettingStore + ?Sized>(
         &self,
         store: &S,
         key: &(dyn Display + Sync),

@@ -118,14 +118,14 @@ impl Drop for CallGuard<'_> {
 
 #[async_trait]
 impl RequisiteProvider for MeasuredProvider {
-    fn plan(&self, request: &RequisiteRequest) -> payments_core::routing::Plan {
+    fn plan(&self, request: &RequisiteRequest) -> payments_core::provider::Plan {
         self.inner.plan(request)
     }
 
     /// One provider's call, measured in total and per provider.
     async fn issue_with(
         &self,
-        name: &payments_core::routing::ProviderName,
+        name: &payments_core::provider::ProviderName,
         request: &RequisiteRequest,
     ) -> ProviderOutcome {
         let mut guard = CallGuard {
@@ -171,7 +171,7 @@ impl RequisiteProvider for MeasuredProvider {
 #[cfg(test)]
 mod tests {
     use payments_core::service::BatchStats;
-    use payments_core::store::{OperatorStore, PaymentChange, PaymentStore};
+    use payments_core::store::{PaymentChange, PaymentStore, SettingStore};
     use payments_core::testing::{contract, MemoryStore};
 
     use super::*;

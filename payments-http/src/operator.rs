@@ -355,46 +355,33 @@ async fn metrics(State(st): State<AppState>, headers: axum::http::HeaderMap) -> 
 /// Health is per node (each node keeps its own); an empty list with one provider.
 async fn providers(State(st): State<AppState>) -> Response {
     use axum::response::IntoResponse;
-    let Some(router) = &st.router else {
+    let Some(source) = &st.providers else {
         return Json(serde_json::json!({ "providers": [] })).into_response();
     };
-    let health = router.health();
-    let list: Vec<serde_json::Value> = router
-        .routes()
-        .iter()
-        .map(|r| {
-            let h = health
-                .iter()
-                .find(|(n, _)| n == &r.name)
-                .map(|(_, h)| *h)
-                .unwrap_or_default();
-            let c = &r.coverage;
+    let list: Vec<serde_json::Value> = source()
+        .into_iter()
+        .map(|p| {
+            let c = &p.coverage;
             serde_json::json!({
-                "name": r.name.as_str(),
-                "priority": r.priority,
-                "weight": r.weight,
+                "name": p.name,
+                "priority": p.priority,
+                "weight": p.weight,
                 "coverage": {
-                    "methods": c.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
-                    "currencies": c.currencies.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
-                    "geo_codes": c.geo_codes.iter().map(|g| g.as_str()).collect::<Vec<_>>(),
+                    "methods": c.methods,
+                    "currencies": c.currencies,
+                    "geo_codes": c.geo_codes,
                     "banks": c.banks,
                     "not_banks": c.not_banks,
                     "intrabank": c.intrabank,
-                    "min_amount": c.min_amount.map(|d| d.to_string()),
-                    "max_amount": c.max_amount.map(|d| d.to_string()),
-                    "hours": c.hours.map(|h| format!(
-                        "{:02}:{:02}-{:02}:{:02}",
-                        h.from / 60, h.from % 60, h.to / 60, h.to % 60
-                    )),
+                    "min_amount": c.min_amount,
+                    "max_amount": c.max_amount,
+                    "hours": c.hours,
                 },
-                "breaker": h.breaker.as_str(),
-                "open_until": match h.breaker {
-                    payments_core::routing::BreakerState::Open { until } => Some(until.to_rfc3339()),
-                    _ => None,
-                },
-                "failures_in_a_row": h.failures_in_a_row,
-                "issue_rate": h.issue_rate,
-                "latency_ms": h.latency_ms,
+                "breaker": p.breaker,
+                "open_until": p.open_until.map(|t| t.to_rfc3339()),
+                "failures_in_a_row": p.failures_in_a_row,
+                "issue_rate": p.issue_rate,
+                "latency_ms": p.latency_ms,
             })
         })
         .collect();

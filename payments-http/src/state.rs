@@ -78,9 +78,9 @@ pub struct SharedState {
     /// The long polls of the events list waiting now, per project (at most
     /// [`LongPolls::PER_PROJECT`] wait at once; more answer at once).
     pub long_polls: Arc<LongPolls>,
-    /// The router over several requisite providers, whose live health the operator API shows
+    /// The requisite providers' routing and live health, which the operator API shows
     /// (`GET /operator/v1/providers`); `None` with one provider.
-    pub router: Option<Arc<payments_core::routing::Router>>,
+    pub providers: Option<crate::providers::ProviderStatusSource>,
     /// The merchant API's request log ([`crate::request_log`]); `None`: off, nothing noted.
     pub request_log: Option<Arc<crate::request_log::RequestLog>>,
 }
@@ -251,7 +251,7 @@ impl AppState {
             cabinet_store: None,
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             long_polls: Arc::default(),
-            router: None,
+            providers: None,
             request_log: None,
             service,
         }))
@@ -296,9 +296,12 @@ impl AppState {
         self
     }
 
-    /// The router over several requisite providers (its health on the operator API).
-    pub fn with_router(mut self, router: Option<Arc<payments_core::routing::Router>>) -> Self {
-        self.shared().router = router;
+    /// The source of the requisite providers' status (routing and health, on the operator API).
+    pub fn with_providers(
+        mut self,
+        source: Option<crate::providers::ProviderStatusSource>,
+    ) -> Self {
+        self.shared().providers = source;
         self
     }
 

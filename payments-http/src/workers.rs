@@ -133,10 +133,10 @@ mod tests {
     use payments_core::service::{AuthConfig, Ports, ServiceConfig};
     use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
     use payments_core::Timestamp;
+    use payments_providers::sandbox::{FixedRates, SandboxProvider};
 
     use super::*;
     use crate::dispatcher::DispatcherConfig;
-    use crate::sandbox::{FixedRates, SandboxProvider};
     use crate::AppState;
 
     fn state() -> AppState {

@@ -100,7 +100,8 @@ pub async fn bootstrap_sandbox(
     if let Some((cabinet, url)) = cabinet {
         let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
         cabinet
-            .create_user_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
+            .users()
+            .create_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
             .await?;
         creds = creds.with_cabinet_user(url, DEMO_CABINET_EMAIL, password.into());
     }
@@ -116,6 +117,24 @@ pub async fn bootstrap_sandbox(
     Ok(Some(path))
 }
 
+/// Why the credentials file could not be brought to this start's listeners.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum RefreshError {
+    /// The file could not be read or is not a credentials file.
+    #[error(transparent)]
+    Read(#[from] payments_client::CredentialsError),
+    /// The new file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The credentials file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Brings an existing credentials file to this start's listeners. The file is written once,
 /// by the first start, with that start's URLs; a server restarted on other ports (or with
 /// another `listen.public_url`) would leave every client that reads it (the quickstart, the
@@ -128,12 +147,12 @@ pub fn refresh_credentials(
     base_url: &str,
     operator_url: &str,
     cabinet_url: Option<&str>,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<PathBuf>, RefreshError> {
     let path = data_dir.join(CREDENTIALS_FILE);
     if !path.exists() {
         return Ok(None);
     }
-    let found = SandboxCredentials::from_file(&path).map_err(|e| e.to_string())?;
+    let found = SandboxCredentials::from_file(&path)?;
     let before = serde_json::to_vec_pretty(&found).expect("plain strings serialise");
     let current = found.at(base_url, operator_url, cabinet_url);
     let after = serde_json::to_vec_pretty(&current).expect("plain strings serialise");
@@ -146,7 +165,10 @@ pub fn refresh_credentials(
     let _ = std::fs::remove_file(&fresh);
     write_private(&fresh, &after)
         .and_then(|()| std::fs::rename(&fresh, &path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(|source| RefreshError::Write {
+            path: path.clone(),
+            source,
+        })?;
     Ok(Some(path))
 }
 
@@ -194,7 +216,7 @@ mod tests {
     use payments_core::Timestamp;
 
     use super::*;
-    use payments_http::sandbox::{FixedRates, SandboxProvider};
+    use payments_providers::sandbox::{FixedRates, SandboxProvider};
 
     fn service(environment: Environment) -> PaymentService {
         let store: Arc<dyn payments_core::store::Store> = Arc::new(MemoryStore::new());

@@ -397,19 +397,33 @@ fn one() -> u32 {
 
 impl ProviderSettings {
     /// Its name, checked.
-    pub fn provider_name(&self) -> Result<payments_core::routing::ProviderName, String> {
-        payments_core::routing::ProviderName::parse(&self.name)
+    pub fn provider_name(
+        &self,
+    ) -> Result<payments_core::provider::ProviderName, ProviderSettingError> {
+        payments_core::provider::ProviderName::parse(&self.name)
+            .map_err(|e| ProviderSettingError::Name(e.to_string()))
     }
 
     /// Its coverage, every value checked.
-    pub fn coverage(&self) -> Result<payments_core::routing::Coverage, String> {
+    pub fn coverage(&self) -> Result<payments_providers::Coverage, ProviderSettingError> {
         use payments_core::bank::CountryCode;
         use payments_core::payment::{Currency, PaymentMethod};
-        use payments_core::routing::{Coverage, Hours};
-        let at = |what: &str, e: String| format!("upstream.providers {}: {what}: {e}", self.name);
-        let amount = |v: &Option<String>, what: &str| {
+        use payments_providers::{Coverage, Hours};
+        let at = |what, reason: String| ProviderSettingError::Coverage {
+            name: self.name.clone(),
+            what,
+            reason,
+        };
+        let amount = |v: &Option<String>, what| {
             v.as_deref()
-                .map(|a| a.parse::<Decimal>().map_err(|e| at(what, e.to_string())))
+                .map(|a| {
+                    a.parse::<Decimal>()
+                        .map_err(|source| ProviderSettingError::Amount {
+                            name: self.name.clone(),
+                            what,
+                            source,
+                        })
+                })
                 .transpose()
         };
         Ok(Coverage {
@@ -439,10 +453,55 @@ impl ProviderSettings {
             hours: self
                 .hours
                 .as_deref()
-                .map(|h| Hours::parse(h).map_err(|e| at("hours", e)))
+                .map(|h| Hours::parse(h).map_err(|e| at("hours", e.to_string())))
                 .transpose()?,
         })
     }
+}
+
+/// Why one of `[[upstream.providers]]` is not usable.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderSettingError {
+    /// Its name is not a provider name (the core's reason).
+    #[error("{0}")]
+    Name(String),
+    /// Two providers have one name.
+    #[error("upstream.providers: {0} is configured twice")]
+    Twice(String),
+    /// A provider without secrets.
+    #[error("upstream.providers {0}: secrets are needed")]
+    NoSecrets(String),
+    /// Its URL is refused.
+    #[error("upstream.providers {name}: url: {source}")]
+    Url {
+        /// The provider.
+        name: String,
+        /// Why.
+        #[source]
+        source: UpstreamUrlError,
+    },
+    /// A value of its coverage is not one: the value, or the reason.
+    #[error("upstream.providers {name}: {what}: {reason}")]
+    Coverage {
+        /// The provider.
+        name: String,
+        /// The coverage setting.
+        what: &'static str,
+        /// The value refused, or why.
+        reason: String,
+    },
+    /// An amount of its coverage is not a decimal.
+    #[error("upstream.providers {name}: {what}: {source}")]
+    Amount {
+        /// The provider.
+        name: String,
+        /// `min_amount` or `max_amount`.
+        what: &'static str,
+        /// The parser's complaint.
+        #[source]
+        source: rust_decimal::Error,
+    },
 }
 
 impl Default for Upstream {
@@ -702,7 +761,7 @@ impl Default for Settings {
             environment: Environment::Sandbox,
             data_dir: PathBuf::from("./data"),
             bank_catalog: None,
-            rates: payments_http::sandbox::FixedRates::sandbox_defaults().0,
+            rates: payments_providers::sandbox::FixedRates::sandbox_defaults().0,
             listen: Listen::default(),
             tls: Tls::default(),
             store: StoreSettings::default(),
@@ -720,18 +779,55 @@ impl Default for Settings {
     }
 }
 
-/// A setting that could not be used.
+/// A setting that could not be used; the text names the setting (or the variable) and, for
+/// one read from a file, the file.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// A layer could not be read, or a value is not of its setting's type: each of figment's
+    /// errors on one line, joined by `; `.
+    #[error("{}", describe(.0))]
+    Layers(#[source] Box<figment::Error>),
+    /// Settings that go together, or a value out of its range (the text names the setting).
+    #[error("{0}")]
+    Invalid(&'static str),
+    /// `telemetry.otlp_endpoint` is not a URL.
+    #[error("telemetry.otlp_endpoint: {0}")]
+    OtlpEndpoint(#[source] url::ParseError),
+    /// A setting needs another one.
+    #[error("{what} needs {setting} (docs/providers.md)")]
+    Needs {
+        /// The setting (with its value) that needs another.
+        what: &'static str,
+        /// The setting it needs.
+        setting: &'static str,
+    },
+    /// One of `[[upstream.providers]]` is not usable.
+    #[error(transparent)]
+    Provider(#[from] ProviderSettingError),
+    /// An upstream URL (`upstream.url`, `upstream.rates_url`) is refused.
+    #[error("{setting}: {source}")]
+    UpstreamUrl {
+        /// The setting.
+        setting: &'static str,
+        /// Why.
+        #[source]
+        source: UpstreamUrlError,
+    },
+}
+
+/// A value that is not one of the booleans [`parse_bool`] accepts.
+#[derive(Debug, thiserror::Error)]
+#[error("expected a boolean, got {0:?}")]
+pub struct NotABoolean(pub String);
 
 /// A boolean in the forms the environment variables accept: `1`/`true`/`yes`/`on` and
 /// `0`/`false`/`no`/`off` (any case), and the empty string as `false`.
-pub fn parse_bool(v: &str) -> Result<bool, ConfigError> {
+pub fn parse_bool(v: &str) -> Result<bool, NotABoolean> {
     match v.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" | "" => Ok(false),
-        other => Err(ConfigError(format!("expected a boolean, got {other:?}"))),
+        other => Err(NotABoolean(other.to_string())),
     }
 }
 
@@ -794,7 +890,10 @@ impl Settings {
     /// Extracts and checks the settings of `layers`; an error names the setting (the
     /// variable for one from the environment) and the file it came from.
     pub fn from_figment(layers: &Figment) -> Result<Settings, ConfigError> {
-        layers.extract::<Settings>().map_err(describe)?.checked()
+        layers
+            .extract::<Settings>()
+            .map_err(|e| ConfigError::Layers(Box::new(e)))?
+            .checked()
     }
 
     /// Checks what one value alone cannot show and normalises: the TLS certificate and key
@@ -802,21 +901,20 @@ impl Settings {
     /// floor.
     pub fn checked(mut self) -> Result<Settings, ConfigError> {
         if self.tls.cert.is_some() != self.tls.key.is_some() {
-            return Err(ConfigError(
-                "tls.cert and tls.key must be given together".into(),
+            return Err(ConfigError::Invalid(
+                "tls.cert and tls.key must be given together",
             ));
         }
         if !(0.0..=1.0).contains(&self.telemetry.sample_ratio) {
-            return Err(ConfigError(
-                "telemetry.sample_ratio: a fraction from 0 to 1".into(),
+            return Err(ConfigError::Invalid(
+                "telemetry.sample_ratio: a fraction from 0 to 1",
             ));
         }
         if let Some(endpoint) = &self.telemetry.otlp_endpoint {
-            let url = reqwest::Url::parse(endpoint)
-                .map_err(|e| ConfigError(format!("telemetry.otlp_endpoint: {e}")))?;
+            let url = reqwest::Url::parse(endpoint).map_err(ConfigError::OtlpEndpoint)?;
             if !matches!(url.scheme(), "http" | "https") {
-                return Err(ConfigError(
-                    "telemetry.otlp_endpoint: an http:// or https:// URL (OTLP/HTTP)".into(),
+                return Err(ConfigError::Invalid(
+                    "telemetry.otlp_endpoint: an http:// or https:// URL (OTLP/HTTP)",
                 ));
             }
         }
@@ -842,8 +940,8 @@ impl Settings {
         t.scan_timeout = t.scan_timeout.max(Duration::from_millis(100));
         self.tls.watch_interval = self.tls.watch_interval.max(Duration::from_millis(100));
         if self.tls.operator && self.tls.cert.is_none() {
-            return Err(ConfigError(
-                "tls.operator needs tls.cert and tls.key".into(),
+            return Err(ConfigError::Invalid(
+                "tls.operator needs tls.cert and tls.key",
             ));
         }
         if self
@@ -852,17 +950,16 @@ impl Settings {
             .as_ref()
             .is_some_and(|t| t.expose().trim().len() < 16)
         {
-            return Err(ConfigError(
-                "metrics.token: at least 16 characters (e.g. openssl rand -hex 24)".into(),
+            return Err(ConfigError::Invalid(
+                "metrics.token: at least 16 characters (e.g. openssl rand -hex 24)",
             ));
         }
         self.check_upstream()?;
         if let Some(url) = &self.store.database_url {
             let url = url.expose();
             if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-                return Err(ConfigError(
-                    "store.database_url: expected postgres://user:password@host:port/database"
-                        .into(),
+                return Err(ConfigError::Invalid(
+                    "store.database_url: expected postgres://user:password@host:port/database",
                 ));
             }
         }
@@ -883,35 +980,26 @@ impl Settings {
     /// `http` rates need `rates_url`, the notification listener needs secrets; the URLs are
     /// `https://` (or `http://` to loopback); the CA file is readable later, at start.
     fn check_upstream(&mut self) -> Result<(), ConfigError> {
-        let needs = |what: &str, setting: &str| {
-            ConfigError(format!("{what} needs {setting} (docs/providers.md)"))
-        };
+        let needs = |what, setting| ConfigError::Needs { what, setting };
         let u = &mut self.upstream;
         if !u.providers.is_empty() {
             if u.provider != ProviderKind::Http {
-                return Err(ConfigError(
-                    "upstream.providers needs upstream.provider = \"http\" (docs/providers.md)"
-                        .into(),
-                ));
+                return Err(needs("upstream.providers", "upstream.provider = \"http\""));
             }
             let mut names = std::collections::HashSet::new();
             for p in &u.providers {
-                let name = p.provider_name().map_err(ConfigError)?;
+                let name = p.provider_name()?;
                 if !names.insert(name) {
-                    return Err(ConfigError(format!(
-                        "upstream.providers: {} is configured twice",
-                        p.name
-                    )));
+                    return Err(ProviderSettingError::Twice(p.name.clone()).into());
                 }
                 if p.secrets.is_empty() {
-                    return Err(ConfigError(format!(
-                        "upstream.providers {}: secrets are needed",
-                        p.name
-                    )));
+                    return Err(ProviderSettingError::NoSecrets(p.name.clone()).into());
                 }
-                check_upstream_url(&p.url)
-                    .map_err(|e| ConfigError(format!("upstream.providers {}: url: {e}", p.name)))?;
-                p.coverage().map_err(ConfigError)?;
+                check_upstream_url(&p.url).map_err(|source| ProviderSettingError::Url {
+                    name: p.name.clone(),
+                    source,
+                })?;
+                p.coverage()?;
             }
         } else if u.provider == ProviderKind::Http {
             if u.url.is_none() {
@@ -935,7 +1023,10 @@ impl Settings {
             ("upstream.rates_url", &u.rates_url),
         ] {
             if let Some(url) = url {
-                check_upstream_url(url).map_err(|e| ConfigError(format!("{name}: {e}")))?;
+                check_upstream_url(url).map_err(|source| ConfigError::UpstreamUrl {
+                    setting: name,
+                    source,
+                })?;
             }
         }
         if u.ca_only && u.ca_file.is_none() {
@@ -996,23 +1087,12 @@ impl Provider for TomlFile {
 
 /// An upstream URL: `https://`, or `http://` to a loopback host (`localhost`, 127.0.0.0/8,
 /// `[::1]`): the request and the shared secret's signatures never cross a network in clear.
-pub fn check_upstream_url(url: &str) -> Result<reqwest::Url, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-    let loopback = match parsed.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err(format!("{url:?} has no host")),
-    };
-    match parsed.scheme() {
-        "https" => Ok(parsed),
-        "http" if loopback => Ok(parsed),
-        "http" => Err(format!(
-            "{url:?}: http:// only to a loopback address; use https://"
-        )),
-        other => Err(format!("{url:?}: scheme {other} is not http(s)")),
-    }
+pub fn check_upstream_url(url: &str) -> Result<reqwest::Url, UpstreamUrlError> {
+    payments_providers::upstream::check_url(url)
 }
+
+/// Why an upstream URL is refused ([`check_upstream_url`]).
+pub use payments_providers::upstream::UrlError as UpstreamUrlError;
 
 /// What [`EnvLayer`] calls itself in figment's metadata.
 const ENV_LAYER: &str = "PAYMENTS_* environment variables";
@@ -1133,7 +1213,7 @@ fn renamed(key: &str, value: &Value) -> Option<(&'static str, Unit)> {
 }
 
 /// A flat name's number in its unit, as a duration setting (`"60000ms"`).
-fn in_unit(value: Value, unit: Unit, name: &str) -> Result<Value, String> {
+fn in_unit(value: Value, unit: Unit, name: &str) -> Result<Value, LayerError> {
     let suffix = match unit {
         Unit::Same => return Ok(value),
         Unit::Millis => "ms",
@@ -1151,7 +1231,35 @@ fn in_unit(value: Value, unit: Unit, name: &str) -> Result<Value, String> {
     };
     number
         .map(|n| Value::from(format!("{n}{suffix}")))
-        .ok_or_else(|| format!("{name}: expected a whole number, got {value:?}"))
+        .ok_or_else(|| LayerError::NotWholeNumber {
+            name: name.to_string(),
+            value,
+        })
+}
+
+/// Why a layer's value could not be read as its setting, before figment sees it; figment
+/// takes it as a message (`figment::Error::from(String)`).
+#[derive(Debug, thiserror::Error)]
+enum LayerError {
+    /// A flat name's number (`_ms`, `_seconds`, ...) that is not a whole number.
+    #[error("{name}: expected a whole number, got {value:?}")]
+    NotWholeNumber { name: String, value: Value },
+    /// A variable of a boolean setting.
+    #[error("{var}: {source}")]
+    Boolean {
+        var: String,
+        #[source]
+        source: NotABoolean,
+    },
+    /// A variable of a numeric setting.
+    #[error("{var}: expected a number, got {raw:?}")]
+    NotNumber { var: String, raw: String },
+}
+
+impl From<LayerError> for figment::Error {
+    fn from(e: LayerError) -> figment::Error {
+        figment::Error::from(e.to_string())
+    }
 }
 
 /// Sets `value` at the dotted `path` of `dict`, making the sections on the way. A value
@@ -1184,7 +1292,7 @@ fn insert_at(dict: &mut Dict, path: &str, value: Value) -> bool {
 
 /// Moves the flat names of earlier releases in `dict` to their places now, converting the
 /// numbers of `_ms`, `_us`, `_seconds` and `_days` names to durations.
-fn move_renamed(dict: &mut Dict) -> Result<(), String> {
+fn move_renamed(dict: &mut Dict) -> Result<(), LayerError> {
     let keys: Vec<String> = dict.keys().cloned().collect();
     for key in keys {
         let Some(value) = dict.get(&key) else {
@@ -1315,13 +1423,18 @@ impl Provider for EnvLayer {
             };
             let value = match (unit, default) {
                 (Unit::Same, Value::Bool(..)) => {
-                    Value::from(parse_bool(&raw).map_err(|e| format!("{var}: {}", e.0))?)
+                    let parsed = parse_bool(&raw).map_err(|source| LayerError::Boolean {
+                        var: var.clone(),
+                        source,
+                    });
+                    Value::from(parsed?)
                 }
-                (Unit::Same, Value::Num(..)) => Value::from(
-                    raw.trim()
-                        .parse::<u64>()
-                        .map_err(|_| format!("{var}: expected a number, got {raw:?}"))?,
-                ),
+                (Unit::Same, Value::Num(..)) => Value::from(raw.trim().parse::<u64>().map_err(
+                    |_| LayerError::NotNumber {
+                        var: var.clone(),
+                        raw: raw.to_string(),
+                    },
+                )?),
                 (Unit::Same, Value::Array(..)) => Value::from(
                     raw.split(',')
                         .map(str::trim)
@@ -1343,8 +1456,9 @@ impl Provider for EnvLayer {
 }
 
 /// figment's errors as one line each, named by setting (or variable) and file.
-fn describe(error: figment::Error) -> ConfigError {
+fn describe(error: &figment::Error) -> String {
     let lines: Vec<String> = error
+        .clone()
         .into_iter()
         .map(|e| {
             let from_env = e.metadata.as_ref().is_some_and(|m| m.name == ENV_LAYER);
@@ -1372,18 +1486,41 @@ fn describe(error: figment::Error) -> ConfigError {
             }
         })
         .collect();
-    ConfigError(lines.join("; "))
+    lines.join("; ")
 }
 
 /// A setting written as one string; `parse` says what is wrong with a bad one.
 trait Text: Sized {
-    fn parse(s: &str) -> Result<Self, String>;
+    type Err: std::fmt::Display;
+    fn parse(s: &str) -> Result<Self, Self::Err>;
     fn text(&self) -> String;
 }
 
+/// Why a [`Text`] setting of this crate's own spelling was refused.
+#[derive(Debug, thiserror::Error)]
+enum TextError {
+    #[error("{0:?} is not an address like 127.0.0.1:8080")]
+    Address(String),
+    #[error("{0:?} is not an address or CIDR network")]
+    Network(String),
+    #[error("{0:?} is not a decimal")]
+    Decimal(String),
+    /// One of a few words, `expected` naming them.
+    #[error("expected {expected}, got {got:?}")]
+    Choice { expected: &'static str, got: String },
+}
+
+fn choice(expected: &'static str, got: &str) -> TextError {
+    TextError::Choice {
+        expected,
+        got: got.to_string(),
+    }
+}
+
 impl Text for Environment {
-    fn parse(s: &str) -> Result<Self, String> {
-        Environment::from_str(s).map_err(|e| e.to_string())
+    type Err = <Environment as FromStr>::Err;
+    fn parse(s: &str) -> Result<Self, Self::Err> {
+        Environment::from_str(s)
     }
     fn text(&self) -> String {
         self.to_string()
@@ -1391,9 +1528,9 @@ impl Text for Environment {
 }
 
 impl Text for SocketAddr {
-    fn parse(s: &str) -> Result<Self, String> {
-        s.parse()
-            .map_err(|_| format!("{s:?} is not an address like 127.0.0.1:8080"))
+    type Err = TextError;
+    fn parse(s: &str) -> Result<Self, TextError> {
+        s.parse().map_err(|_| TextError::Address(s.to_string()))
     }
     fn text(&self) -> String {
         self.to_string()
@@ -1401,11 +1538,12 @@ impl Text for SocketAddr {
 }
 
 impl Text for Durability {
-    fn parse(s: &str) -> Result<Self, String> {
+    type Err = TextError;
+    fn parse(s: &str) -> Result<Self, TextError> {
         match s.to_ascii_lowercase().as_str() {
             "full" => Ok(Durability::Full),
             "normal" => Ok(Durability::Normal),
-            _ => Err(format!("expected full or normal, got {s:?}")),
+            _ => Err(choice("full or normal", s)),
         }
     }
     fn text(&self) -> String {
@@ -1418,11 +1556,12 @@ impl Text for Durability {
 }
 
 impl Text for LogFormat {
-    fn parse(s: &str) -> Result<Self, String> {
+    type Err = TextError;
+    fn parse(s: &str) -> Result<Self, TextError> {
         match s {
             "text" => Ok(LogFormat::Text),
             "json" => Ok(LogFormat::Json),
-            _ => Err(format!("expected text or json, got {s:?}")),
+            _ => Err(choice("text or json", s)),
         }
     }
     fn text(&self) -> String {
@@ -1435,8 +1574,9 @@ impl Text for LogFormat {
 }
 
 impl Text for RetrySchedule {
-    fn parse(s: &str) -> Result<Self, String> {
-        RetrySchedule::parse_delays(s).map_err(|e| e.to_string())
+    type Err = payments_core::callback::RetryDelaysError;
+    fn parse(s: &str) -> Result<Self, Self::Err> {
+        RetrySchedule::parse_delays(s)
     }
     fn text(&self) -> String {
         self.to_string()
@@ -1444,10 +1584,11 @@ impl Text for RetrySchedule {
 }
 
 impl Text for IpNet {
-    fn parse(s: &str) -> Result<Self, String> {
+    type Err = TextError;
+    fn parse(s: &str) -> Result<Self, TextError> {
         s.parse::<IpNet>()
             .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
-            .map_err(|_| format!("{s:?} is not an address or CIDR network"))
+            .map_err(|_| TextError::Network(s.to_string()))
     }
     fn text(&self) -> String {
         self.to_string()
@@ -1455,11 +1596,12 @@ impl Text for IpNet {
 }
 
 impl Text for ProviderKind {
-    fn parse(s: &str) -> Result<Self, String> {
+    type Err = TextError;
+    fn parse(s: &str) -> Result<Self, TextError> {
         match s {
             "sandbox" => Ok(ProviderKind::Sandbox),
             "http" => Ok(ProviderKind::Http),
-            _ => Err(format!("expected sandbox or http, got {s:?}")),
+            _ => Err(choice("sandbox or http", s)),
         }
     }
     fn text(&self) -> String {
@@ -1472,11 +1614,12 @@ impl Text for ProviderKind {
 }
 
 impl Text for RateSourceKind {
-    fn parse(s: &str) -> Result<Self, String> {
+    type Err = TextError;
+    fn parse(s: &str) -> Result<Self, TextError> {
         match s {
             "fixed" => Ok(RateSourceKind::Fixed),
             "http" => Ok(RateSourceKind::Http),
-            _ => Err(format!("expected fixed or http, got {s:?}")),
+            _ => Err(choice("fixed or http", s)),
         }
     }
     fn text(&self) -> String {
@@ -1490,8 +1633,9 @@ impl Text for RateSourceKind {
 
 impl Text for CallbackSecret {
     /// The error never repeats the value (it may be a secret with a typo).
-    fn parse(s: &str) -> Result<Self, String> {
-        CallbackSecret::parse(s).map_err(|e| e.to_string())
+    type Err = payments_core::callback::CallbackSecretError;
+    fn parse(s: &str) -> Result<Self, Self::Err> {
+        CallbackSecret::parse(s)
     }
     fn text(&self) -> String {
         self.expose().to_string()
@@ -1499,8 +1643,9 @@ impl Text for CallbackSecret {
 }
 
 impl Text for Decimal {
-    fn parse(s: &str) -> Result<Self, String> {
-        Decimal::from_str(s).map_err(|_| format!("{s:?} is not a decimal"))
+    type Err = TextError;
+    fn parse(s: &str) -> Result<Self, TextError> {
+        Decimal::from_str(s).map_err(|_| TextError::Decimal(s.to_string()))
     }
     fn text(&self) -> String {
         self.to_string()

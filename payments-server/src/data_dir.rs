@@ -16,7 +16,7 @@ use payments_core::sealing::{SealingKey, SealingKeys, KEY_LEN};
 use payments_core::RandomSource;
 
 use crate::config::Settings;
-use crate::files::Limit;
+use crate::files::{FileError, Limit};
 
 /// The database file in the data dir.
 pub const DATABASE_FILE: &str = "payments.db";
@@ -27,9 +27,99 @@ pub const SECRETS_KEY_FILE: &str = "secrets.key";
 /// A key file is one line of base64: 64 KiB is far more than it needs.
 pub const KEY_FILE_LIMIT: Limit = Limit::new(64 * 1024, "a secrets key file");
 
+/// Why the data dir, its lock or a secrets key file could not be used.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    /// A directory could not be created.
+    #[error("cannot create {}: {source}", dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A key file could not be read (missing, unreadable, over its limit, not text).
+    #[error("secrets key file: {0}")]
+    ReadKey(#[source] FileError),
+    /// A key file does not hold one line of base64.
+    #[error("secrets key file {}: not base64", path.display())]
+    KeyNotBase64 {
+        /// The key file.
+        path: PathBuf,
+        /// The decoder's complaint.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// A key file holds another number of bytes than a key has.
+    #[error("secrets key file {}: {len} bytes, expected {KEY_LEN}", path.display())]
+    KeyLength {
+        /// The key file.
+        path: PathBuf,
+        /// The bytes it holds.
+        len: usize,
+    },
+    /// A new key file could not be written.
+    #[error("cannot create secrets key file {}: {source}", path.display())]
+    CreateKey {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The lock file could not be opened.
+    #[error("cannot open the lock file {}: {source}", path.display())]
+    OpenLock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the lock.
+    #[error(
+        "the data dir {} is in use: {} holds {}; one server per data dir (stop it, or give \
+         this one another --data-dir)",
+        dir.display(),
+        holder.as_deref().map_or_else(
+            || "another process".to_string(),
+            |pid| format!("another process (pid {pid})")
+        ),
+        path.display()
+    )]
+    InUse {
+        /// The data dir.
+        dir: PathBuf,
+        /// The lock file.
+        path: PathBuf,
+        /// The process id the lock file names, if it names one.
+        holder: Option<String>,
+    },
+    /// The lock could not be taken for another reason than a holder.
+    #[error("cannot lock {}: {source}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// This process's id could not be written into the lock file.
+    #[error("cannot write {}: {source}", path.display())]
+    WriteLock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Creates `dir` (and missing parents) owner-only, 0700. An existing directory is left as it
 /// is, with a warning if others may read it (the files inside are owner-only anyway).
-pub fn create_dir(dir: &Path) -> Result<(), String> {
+pub fn create_dir(dir: &Path) -> Result<(), DataDirError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -49,7 +139,10 @@ pub fn create_dir(dir: &Path) -> Result<(), String> {
     }
     builder
         .create(dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+        .map_err(|source| DataDirError::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 /// The configured key file: `secrets_key_file`, else `<data_dir>/secrets.key`.
@@ -63,7 +156,10 @@ pub fn key_file(settings: &Settings) -> PathBuf {
 
 /// The sealing keys of the settings: the key file (created with a key from `rng` when
 /// missing) seals, the previous key files still open.
-pub fn sealing_keys(settings: &Settings, rng: &dyn RandomSource) -> Result<SealingKeys, String> {
+pub fn sealing_keys(
+    settings: &Settings,
+    rng: &dyn RandomSource,
+) -> Result<SealingKeys, DataDirError> {
     let path = key_file(settings);
     let current = if path.exists() {
         read_key_file(&path)?
@@ -81,16 +177,21 @@ pub fn sealing_keys(settings: &Settings, rng: &dyn RandomSource) -> Result<Seali
 }
 
 /// Reads a key file: one line of base64 holding 32 bytes.
-pub fn read_key_file(path: &Path) -> Result<SealingKey, String> {
-    let what = |m: &dyn std::fmt::Display| format!("secrets key file {}: {m}", path.display());
-    let text = crate::files::read_limited_string(path, KEY_FILE_LIMIT)
-        .map_err(|e| format!("secrets key file: {e}"))?;
+pub fn read_key_file(path: &Path) -> Result<SealingKey, DataDirError> {
+    let text =
+        crate::files::read_limited_string(path, KEY_FILE_LIMIT).map_err(DataDirError::ReadKey)?;
     let bytes = STANDARD
         .decode(text.trim())
-        .map_err(|_| what(&"not base64"))?;
+        .map_err(|source| DataDirError::KeyNotBase64 {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let bytes: [u8; KEY_LEN] = bytes
         .try_into()
-        .map_err(|b: Vec<u8>| what(&format!("{} bytes, expected {KEY_LEN}", b.len())))?;
+        .map_err(|b: Vec<u8>| DataDirError::KeyLength {
+            path: path.to_path_buf(),
+            len: b.len(),
+        })?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -111,8 +212,7 @@ pub fn read_key_file(path: &Path) -> Result<SealingKey, String> {
 /// Writes a new key file (mode 0600) unless one appears meanwhile: the key is written to a
 /// temporary file beside it and linked into place, so a concurrent start or command either
 /// creates the file or reads the complete one the other created.
-pub fn create_key_file(path: &Path, rng: &dyn RandomSource) -> Result<SealingKey, String> {
-    let err = |e: std::io::Error| format!("cannot create secrets key file {}: {e}", path.display());
+pub fn create_key_file(path: &Path, rng: &dyn RandomSource) -> Result<SealingKey, DataDirError> {
     if let Some(dir) = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty() && !d.exists())
@@ -143,7 +243,10 @@ pub fn create_key_file(path: &Path, rng: &dyn RandomSource) -> Result<SealingKey
             Ok(SealingKey::from_bytes(bytes))
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key_file(path),
-        Err(e) => Err(err(e)),
+        Err(source) => Err(DataDirError::CreateKey {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -169,7 +272,7 @@ impl DataDirLock {
 
 /// Takes the data dir's lock ([`LOCK_FILE`], created 0600 when missing) and writes this
 /// process's id into it; another holder is an error naming its process id.
-pub fn lock(dir: &Path) -> Result<DataDirLock, String> {
+pub fn lock(dir: &Path) -> Result<DataDirLock, DataDirError> {
     use std::io::{Read, Seek};
     let path = dir.join(LOCK_FILE);
     let mut options = std::fs::OpenOptions::new();
@@ -181,32 +284,32 @@ pub fn lock(dir: &Path) -> Result<DataDirLock, String> {
     }
     let mut file = options
         .open(&path)
-        .map_err(|e| format!("cannot open the lock file {}: {e}", path.display()))?;
+        .map_err(|source| DataDirError::OpenLock {
+            path: path.clone(),
+            source,
+        })?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            let who = if holder.is_empty() {
-                "another process".to_string()
-            } else {
-                format!("another process (pid {holder})")
-            };
-            return Err(format!(
-                "the data dir {} is in use: {who} holds {}; one server per data dir (stop it, \
-                 or give this one another --data-dir)",
-                dir.display(),
-                path.display()
-            ));
+            let holder = Some(holder.trim().to_string()).filter(|h| !h.is_empty());
+            return Err(DataDirError::InUse {
+                dir: dir.to_path_buf(),
+                path,
+                holder,
+            });
         }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(format!("cannot lock {}: {e}", path.display()));
+        Err(std::fs::TryLockError::Error(source)) => {
+            return Err(DataDirError::Lock { path, source });
         }
     }
     file.set_len(0)
         .and_then(|()| file.rewind())
         .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(|source| DataDirError::WriteLock {
+            path: path.clone(),
+            source,
+        })?;
     Ok(DataDirLock { _file: file, path })
 }

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use payments_server::cli::{settings, CheckReceiverArgs, CommonArgs, OperatorCommand};
+use payments_server::cli::{settings, CheckReceiverArgs, CliError, CommonArgs, OperatorCommand};
+use payments_server::config::NotABoolean;
 use payments_server::server::{open_service, shutdown_signal, Application};
 use serde::Serialize;
 
@@ -140,14 +141,25 @@ struct ServeArgs {
 
 /// A boolean flag value in the forms `PAYMENTS_*` booleans take; an empty value is refused
 /// here (on the command line it is more likely an unset shell variable than a choice).
-fn flag_bool(v: &str) -> Result<bool, String> {
+fn flag_bool(v: &str) -> Result<bool, FlagError> {
     if v.trim().is_empty() {
-        return Err("expected on or off".into());
+        return Err(FlagError::Empty);
     }
-    payments_server::config::parse_bool(v).map_err(|e| e.0)
+    Ok(payments_server::config::parse_bool(v)?)
 }
 
-async fn serve(args: ServeArgs) -> Result<(), String> {
+/// Why a `--callback-dispatch` value was refused.
+#[derive(Debug, thiserror::Error)]
+enum FlagError {
+    /// An empty value.
+    #[error("expected on or off")]
+    Empty,
+    /// Not a boolean.
+    #[error(transparent)]
+    NotABoolean(#[from] NotABoolean),
+}
+
+async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let settings = settings(&args.common, &args)?;
     let _log = payments_server::telemetry::init_server(
         settings.log.format,
@@ -155,16 +167,14 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         &settings.telemetry,
     );
     settings.warn_deprecated();
-    let app = Application::build(settings).await.map_err(|e| e.0)?;
+    let app = Application::build(settings).await?;
     if let Some(path) = app.bootstrapped_credentials() {
         tracing::info!(file = %path.display(), "sandbox bootstrapped: credentials written (token, keys, secrets are in that file only)");
     }
-    app.run_until_stopped(shutdown_signal())
-        .await
-        .map_err(|e| e.0)
+    Ok(app.run_until_stopped(shutdown_signal()).await?)
 }
 
-async fn backup(args: BackupArgs) -> Result<(), String> {
+async fn backup(args: BackupArgs) -> Result<(), CliError> {
     let settings = settings(&args.common, &args.common)?;
     payments_server::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
@@ -181,7 +191,7 @@ async fn backup(args: BackupArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
+async fn operator_token(args: OperatorTokenArgs) -> Result<(), CliError> {
     if let Some(command) = args.command {
         return payments_server::cli::run_operator_token(&args.common, args.json, command).await;
     }
@@ -189,22 +199,18 @@ async fn operator_token(args: OperatorTokenArgs) -> Result<(), String> {
     let settings = settings(&common, &common)?;
     payments_server::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
-    let opened = open_service(&settings, common.setup())
-        .await
-        .map_err(|e| e.0)?;
+    let opened = open_service(&settings, common.setup()).await?;
     let token = opened.service.directory().issue_operator_token().await;
     opened.store.close();
-    println!("{}", token.map_err(|e| e.to_string())?);
+    println!("{}", token.map_err(CliError::OperatorToken)?);
     Ok(())
 }
 
-async fn migrate(common: CommonArgs) -> Result<(), String> {
+async fn migrate(common: CommonArgs) -> Result<(), CliError> {
     let settings = settings(&common, &common)?;
     payments_server::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
-    let (before, after) = payments_server::server::migrate(&settings)
-        .await
-        .map_err(|e| e.0)?;
+    let (before, after) = payments_server::server::migrate(&settings).await?;
     if before == after {
         println!("schema version {after}: nothing to apply");
     } else {

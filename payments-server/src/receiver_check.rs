@@ -219,10 +219,22 @@ impl CheckOptions {
 pub enum CheckError {
     /// The callback policy refuses the destination.
     #[error("destination refused by the callback policy: {0} (a local receiver needs callbacks.allow_local / PAYMENTS_CALLBACKS__ALLOW_LOCAL=1, development only)")]
-    Refused(String),
+    Refused(#[source] RefusedDestination),
     /// The HTTP client could not be built.
     #[error(transparent)]
     Client(#[from] payments_http::resolver::ClientBuildError),
+}
+
+/// What the callback policy refuses in a destination.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum RefusedDestination {
+    /// The URL (scheme, host, length, ...).
+    #[error(transparent)]
+    Url(#[from] payments_core::callback::CallbackUrlError),
+    /// The IP address the URL names.
+    #[error(transparent)]
+    Address(#[from] payments_core::callback::ForbiddenAddress),
 }
 
 /// The result of one case.
@@ -338,9 +350,9 @@ impl Report {
 /// Checks that the callback policy allows `url`, as the dispatcher does before each attempt
 /// (the resolver checks the addresses of a name at connect time).
 pub fn check_destination(url: &str, policy: AddressPolicy) -> Result<CallbackUrl, CheckError> {
-    let url = CallbackUrl::parse(url, policy).map_err(|e| CheckError::Refused(e.to_string()))?;
+    let url = CallbackUrl::parse(url, policy).map_err(|e| CheckError::Refused(e.into()))?;
     if let CallbackHost::Ip(ip) = url.host() {
-        check_ip(ip.to_canonical(), policy).map_err(|f| CheckError::Refused(f.to_string()))?;
+        check_ip(ip.to_canonical(), policy).map_err(|f| CheckError::Refused(f.into()))?;
     }
     Ok(url)
 }

@@ -20,10 +20,13 @@ use payments_core::bank::BankCatalog;
 use payments_core::callback::AddressPolicy;
 use payments_core::provider::{RateSource, RequisiteProvider};
 use payments_core::ratelimit::RateLimiter;
+use payments_core::sealing::SealingKeys;
 use payments_core::service::{AuthConfig, PaymentService, Ports, ScanBudget, ServiceConfig};
 use payments_core::settings::Setting;
 use payments_core::store::Store;
 use payments_core::{Clock, RandomSource};
+use payments_providers::sandbox::{FixedRates, SandboxProvider};
+use payments_providers::upstream::HttpRates;
 #[cfg(feature = "postgres")]
 use payments_store_postgres::{PgOptions, PgStore};
 use payments_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -31,20 +34,120 @@ use tokio::sync::watch;
 
 use crate::config::{Durability, ProviderKind, RateSourceKind, Settings};
 use crate::listener::{CappedAcceptor, ConnectionLimits};
-use crate::upstream::{HttpProvider, HttpRates};
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::resolver::HostLookup;
-use payments_http::sandbox::{FixedRates, SandboxProvider};
 use payments_http::state::AppState;
 use payments_http::system::{OsRandom, SystemClock};
 
-/// Why the server could not start.
+/// Why the server (or an operator command's service) could not start. The text is what the
+/// operator reads; the cause is the [source](std::error::Error::source).
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct StartError(pub String);
-
-fn start_err(m: impl std::fmt::Display) -> StartError {
-    StartError(m.to_string())
+pub enum StartError {
+    /// The settings' upstream adapters could not be built.
+    #[error(transparent)]
+    Upstream(#[from] crate::upstream::SetupError),
+    /// `environment = production` with a bundled port (sandbox provider, fixed rates).
+    #[error(
+        "environment = production needs {} of its own: the bundled sandbox provider issues \
+         fake requisites and the fixed rates are not market rates. Connect the upstream \
+         (provider = \"http\", rate_source = \"http\"; docs/providers.md), set environment to \
+         sandbox (--environment sandbox, PAYMENTS_ENVIRONMENT=sandbox) to try the service, or \
+         embed it with real ports (Application::builder(settings).provider(..).rates(..))",
+        missing.join(" and ")
+    )]
+    BundledPortsInProduction {
+        /// What is missing: "a requisite provider", "an exchange-rate source".
+        missing: Vec<&'static str>,
+    },
+    /// The data dir, its lock or a secrets key file.
+    #[error(transparent)]
+    DataDir(#[from] crate::data_dir::DataDirError),
+    /// `store.database_url` in a build without PostgreSQL.
+    #[error("{NO_POSTGRES}")]
+    NoPostgres,
+    /// The PostgreSQL database could not be opened or migrated.
+    #[cfg(feature = "postgres")]
+    #[error("database_url: {0}")]
+    Postgres(#[source] payments_store_postgres::OpenError),
+    /// A command found no SQLite database in the data dir (only `serve` creates one).
+    #[error(
+        "no database at {} (is --data-dir right? `payments-server serve` creates it)",
+        .0.display()
+    )]
+    NoDatabase(PathBuf),
+    /// The SQLite database could not be opened, read or migrated.
+    #[error("{}: {source}", path.display())]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: payments_store_sqlite::OpenError,
+    },
+    /// The bank catalog file could not be read.
+    #[error("bank catalog: {0}")]
+    BankCatalogFile(#[source] crate::files::FileError),
+    /// The bank catalog file is not a catalog.
+    #[error("bank catalog {}: {source}", path.display())]
+    BankCatalog {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: payments_core::bank::CatalogError,
+    },
+    /// The store failed while the start read it.
+    #[error(transparent)]
+    Store(#[from] payments_core::store::StoreError),
+    /// The secrets key is missing while the database holds secrets only it opens.
+    #[error(
+        "no secrets key at {}, but the database holds {sealed} sealed secret(s) (callback \
+         secrets, TOTP keys, payment requisites) that only the key that sealed them opens: \
+         restore that key file from its backup, or point secrets.key_file at it \
+         (docs/operations.md, callback secrets at rest)",
+        key.display()
+    )]
+    SealedWithoutKey {
+        /// The configured key file.
+        key: PathBuf,
+        /// How many sealed secrets the database holds.
+        sealed: usize,
+    },
+    /// The secrets key is missing and this command may not create it.
+    #[error(
+        "no secrets key at {}: `payments-server serve` creates it at its first start; pass \
+         --create-key to create it now, or point secrets.key_file at the existing key",
+        .0.display()
+    )]
+    NoKey(PathBuf),
+    /// The database belongs to the other environment.
+    #[error("{0} (pass --environment to choose)")]
+    Environment(#[source] payments_core::service::AdminError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A bound listener could not be made non-blocking.
+    #[error("{0}")]
+    Nonblocking(#[source] std::io::Error),
+    /// The TLS certificate or key file could not be read.
+    #[error("TLS: {0}")]
+    TlsFile(#[source] crate::files::FileError),
+    /// The TLS certificate and key do not make a configuration.
+    #[error("TLS certificate or key: {0}")]
+    Tls(#[source] std::io::Error),
+    /// The callback dispatcher's settings.
+    #[error("callback dispatcher: {0}")]
+    Dispatcher(#[source] payments_http::dispatcher::DispatcherError),
+    /// The sandbox's first-start bootstrap failed.
+    #[error("sandbox bootstrap: {}", .0.message)]
+    Bootstrap(#[source] payments_core::ApiError),
 }
 
 /// A built, bound server, not yet serving: both listeners, the callback dispatcher, the
@@ -77,18 +180,10 @@ pub struct Application {
     settings: Settings,
     state: AppState,
     owned_store: Option<OpenedStore>,
-    merchant: TcpListener,
-    operator: TcpListener,
-    /// The provider-notification listener and its verifiers (`upstream_listen`).
-    upstream: Option<(TcpListener, crate::upstream::notify::Verifiers)>,
-    /// The web cabinet's listener and state; `None` when the store keeps no cabinet records
-    /// (and always without feature `cabinet`).
-    cabinet: Option<(TcpListener, CabinetPart)>,
+    listeners: Listeners,
     tls: Option<RustlsConfig>,
     dispatcher: DispatcherConfig,
     credentials: Option<PathBuf>,
-    /// `GET /metrics` on a listener of its own (`metrics_listen`).
-    metrics: Option<TcpListener>,
     /// The data dir's lock, held until the server stops.
     lock: Option<crate::data_dir::DataDirLock>,
 }
@@ -184,6 +279,11 @@ impl ApplicationBuilder {
     /// Opens the store (unless given), builds the service, bootstraps an empty sandbox and
     /// binds the listeners. In production the bundled sandbox provider and fixed rates are
     /// refused: a production server issues real requisites at real rates or does not start.
+    ///
+    /// The steps, in order: the upstream ports (checked for production), the store with the
+    /// data dir's lock, the service over them (which records the environment and checks the
+    /// sealing key), the handlers' state, the listeners, TLS, the dispatcher's settings, and
+    /// in the sandbox the credentials file.
     pub async fn build(self) -> Result<Application, StartError> {
         let ApplicationBuilder {
             settings,
@@ -196,94 +296,136 @@ impl ApplicationBuilder {
             rng,
             callback_lookup,
         } = self;
-        // The settings' upstream ports (`provider = "http"`, `rate_source = "http"`) when the
-        // caller gave none: real ports, so production starts with them.
-        let upstream_clock: Arc<dyn Clock> = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        // With `[[upstream.providers]]`, the core's router over them; its health is a metric.
-        let mut router: Option<Arc<payments_core::routing::Router>> = None;
+        let upstream = UpstreamPorts::connect(&settings, provider, rates, clock.clone()).await?;
+        upstream.check_production(&settings)?;
+        warn_development_settings(&settings);
+        let stores = StoreChoice::open(&settings, store, cabinet_store, rate_limiter).await?;
+        let metrics = upstream.metrics(stores.owned.as_ref());
+        let ports = PortChoices {
+            store: stores.store.clone(),
+            provider: upstream.provider,
+            rates: upstream.rates,
+            clock,
+            rng,
+        };
+        let service = service_over(
+            &settings,
+            ports,
+            stores.cabinet.as_deref(),
+            stores.owned.as_ref(),
+            Setup::Serve,
+            Some(metrics.clone()),
+        )
+        .await?;
+        let state = app_state(&settings, service, metrics, &stores, upstream.router);
+        let listeners = Listeners::bind(&settings, &state)?;
+        let tls = load_tls(&settings).await?;
+        let mut dispatcher = settings.dispatcher().map_err(StartError::Dispatcher)?;
+        if let Some(lookup) = callback_lookup {
+            dispatcher.lookup = lookup;
+        }
+        let mut app = Application {
+            dispatcher,
+            settings,
+            state,
+            owned_store: stores.owned,
+            listeners,
+            tls,
+            credentials: None,
+            lock: stores.lock,
+        };
+        app.state = app
+            .state
+            .clone()
+            .with_cabinet_url(app.cabinet_url().map(Arc::from));
+        if app.settings.environment == Environment::Sandbox {
+            app.bootstrap_sandbox().await?;
+        }
+        Ok(app)
+    }
+}
+
+/// The requisite provider and rate source: the caller's, else the settings' upstream
+/// adapters (`provider = "http"`, `rate_source = "http"`), else none (the bundled sandbox
+/// ones, given later by [`service_over`]).
+struct UpstreamPorts {
+    provider: Option<Arc<dyn RequisiteProvider>>,
+    rates: Option<Arc<dyn RateSource>>,
+    /// With `[[upstream.providers]]`, the core's router over them; its health is a metric.
+    router: Option<Arc<payments_providers::Router>>,
+    /// The live rate source as itself too: its rates' ages are a metric.
+    live_rates: Option<Arc<HttpRates>>,
+}
+
+impl UpstreamPorts {
+    /// Completes the caller's ports with the settings' upstream adapters: real ports, so
+    /// production starts with them.
+    async fn connect(
+        settings: &Settings,
+        provider: Option<Arc<dyn RequisiteProvider>>,
+        rates: Option<Arc<dyn RateSource>>,
+        clock: Option<Arc<dyn Clock>>,
+    ) -> Result<UpstreamPorts, StartError> {
+        let clock: Arc<dyn Clock> = clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let mut router = None;
         let provider = match (provider, settings.upstream.provider) {
             (Some(p), _) => Some(p),
             (None, ProviderKind::Http) if !settings.upstream.providers.is_empty() => {
-                let routed = Arc::new(
-                    HttpProvider::router(&settings, upstream_clock.clone()).map_err(start_err)?,
-                );
+                let routed = Arc::new(crate::upstream::router(settings, clock.clone())?);
                 router = Some(routed.clone());
                 Some(routed as Arc<dyn RequisiteProvider>)
             }
-            (None, ProviderKind::Http) => Some(Arc::new(
-                HttpProvider::from_settings(&settings, upstream_clock.clone())
-                    .map_err(start_err)?,
-            ) as Arc<dyn RequisiteProvider>),
+            (None, ProviderKind::Http) => Some(Arc::new(crate::upstream::provider(
+                settings,
+                clock.clone(),
+            )?) as Arc<dyn RequisiteProvider>),
             (None, _) => None,
         };
-        // The live rate source is kept as itself too: its rates' ages are a metric.
-        let mut http_rates: Option<Arc<HttpRates>> = None;
+        let mut live_rates = None;
         let rates = match (rates, settings.upstream.rate_source) {
             (Some(r), _) => Some(r),
             (None, RateSourceKind::Http) => {
-                let live = Arc::new(
-                    HttpRates::start(&settings, upstream_clock.clone())
-                        .await
-                        .map_err(start_err)?,
-                );
-                http_rates = Some(live.clone());
+                let live = Arc::new(crate::upstream::rates(settings, clock).await?);
+                live_rates = Some(live.clone());
                 Some(live as Arc<dyn RateSource>)
             }
             (None, _) => None,
         };
-        if settings.environment == Environment::Production {
-            let missing: Vec<&str> = [
-                provider.is_none().then_some("a requisite provider"),
-                rates.is_none().then_some("an exchange-rate source"),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
-            if !missing.is_empty() {
-                return Err(start_err(format!(
-                    "environment = production needs {} of its own: the bundled sandbox provider \
-                     issues fake requisites and the fixed rates are not market rates. Connect the \
-                     upstream (provider = \"http\", rate_source = \"http\"; docs/providers.md), \
-                     set environment to sandbox (--environment sandbox, \
-                     PAYMENTS_ENVIRONMENT=sandbox) to try the service, or embed it with real \
-                     ports (Application::builder(settings).provider(..).rates(..))",
-                    missing.join(" and ")
-                )));
-            }
+        Ok(UpstreamPorts {
+            provider,
+            rates,
+            router,
+            live_rates,
+        })
+    }
+
+    /// In production the bundled sandbox provider and fixed rates are refused.
+    fn check_production(&self, settings: &Settings) -> Result<(), StartError> {
+        if settings.environment != Environment::Production {
+            return Ok(());
         }
-        if settings.callbacks.allow_local {
-            tracing::warn!("PAYMENTS_CALLBACKS__ALLOW_LOCAL is on: http:// and loopback callback URLs are accepted (development only)");
-        }
-        if settings.callbacks.retry_delays != payments_core::callback::RetrySchedule::default() {
-            tracing::warn!(delays = %settings.callbacks.retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
-        }
-        if !settings.callbacks.dispatch {
-            tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
-        }
-        // One server per data dir: the lock is taken before the database is opened. Nodes on
-        // a shared PostgreSQL database take turns in the database instead (take_turn, SKIP
-        // LOCKED claims), so they take no lock and may share a data dir (its secrets key).
-        crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
-        let lock = if settings.store.database_url.is_some() && store.is_none() {
-            None
+        let missing: Vec<&'static str> = [
+            self.provider.is_none().then_some("a requisite provider"),
+            self.rates.is_none().then_some("an exchange-rate source"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if missing.is_empty() {
+            Ok(())
         } else {
-            Some(crate::data_dir::lock(&settings.data_dir).map_err(start_err)?)
-        };
-        let (store, cabinet_store, owned_store, rate_limiter) = match store {
-            Some(store) => (store, cabinet_store, None, rate_limiter),
-            None => {
-                let opened = open_database(&settings, true).await?;
-                let limiter = rate_limiter.or_else(|| opened.rate_limiter());
-                let cabinet = cabinet_store.unwrap_or_else(|| opened.cabinet_store());
-                (opened.store(), Some(cabinet), Some(opened), limiter)
-            }
-        };
+            Err(StartError::BundledPortsInProduction { missing })
+        }
+    }
+
+    /// The server's metrics, reporting the live rates' ages and the router's health.
+    fn metrics(&self, owned: Option<&OpenedStore>) -> Arc<payments_http::metrics::Metrics> {
         let metrics = Arc::new(payments_http::metrics::Metrics::default());
         metrics.count_dropped_log_lines(crate::telemetry::dropped_log_lines);
-        if let Some(live) = http_rates {
+        if let Some(live) = self.live_rates.clone() {
             metrics.report_rate_ages(Arc::new(move || live.ages()));
         }
-        if let Some(router) = router.clone() {
+        if let Some(router) = self.router.clone() {
             metrics.report_provider_health(Arc::new(move || {
                 router
                     .health()
@@ -294,61 +436,134 @@ impl ApplicationBuilder {
         }
         metrics.set_build_info(
             env!("CARGO_PKG_VERSION"),
-            owned_store.as_ref().map(OpenedStore::schema_version),
+            owned.map(OpenedStore::schema_version),
         );
-        let service = service_over(
-            &settings,
-            PortChoices {
-                store,
-                provider,
-                rates,
-                clock,
-                rng,
-            },
-            cabinet_store.as_deref(),
-            owned_store.as_ref(),
-            Setup::Serve,
-            Some(metrics.clone()),
-        )
-        .await?;
-        let database_file = match &owned_store {
-            Some(OpenedStore::Sqlite(_)) => Some(
-                settings
-                    .data_dir
-                    .join(crate::data_dir::DATABASE_FILE)
-                    .into(),
-            ),
-            _ => None,
-        };
-        let mut state = AppState::new(service, settings.public_scheme())
-            .with_cabinet_store(cabinet_store)
-            .with_body_timeout(settings.tuning.body_timeout)
-            .with_metrics(metrics)
-            .with_metrics_token(settings.metrics.token.clone().map(Arc::new))
-            .with_database_file(database_file)
-            .with_router(router);
-        if let Some(limiter) = rate_limiter {
-            state = state.with_rate_limiter(limiter);
-        }
-        if settings.tuning.request_log {
-            let config = payments_http::request_log::RequestLogConfig {
-                queue: settings.tuning.request_log_queue,
-                ..Default::default()
-            };
-            let (log, _writer) = payments_http::request_log::RequestLog::start(
-                state.service.clone(),
-                config,
-                state.metrics.clone(),
-            );
-            state = state.with_request_log(Some(log));
-        }
+        metrics
+    }
+}
 
-        let bind = |addr: SocketAddr| -> Result<TcpListener, StartError> {
-            let l = TcpListener::bind(addr)
-                .map_err(|e| start_err(format!("cannot listen on {addr}: {e}")))?;
-            l.set_nonblocking(true).map_err(start_err)?;
-            Ok(l)
+/// Warns about the settings meant for development only.
+fn warn_development_settings(settings: &Settings) {
+    if settings.callbacks.allow_local {
+        tracing::warn!("PAYMENTS_CALLBACKS__ALLOW_LOCAL is on: http:// and loopback callback URLs are accepted (development only)");
+    }
+    if settings.callbacks.retry_delays != payments_core::callback::RetrySchedule::default() {
+        tracing::warn!(delays = %settings.callbacks.retry_delays, "callback retry delays differ from the spec's 30,60 (development setting)");
+    }
+    if !settings.callbacks.dispatch {
+        tracing::warn!("callback dispatch is off (callback_dispatch = false): callback events are stored in the outbox but not sent until a server with dispatch on runs over this data dir");
+    }
+}
+
+/// The store an application runs on: the caller's, or the one the settings name (opened
+/// here, closed at shutdown), with the cabinet's store, the rate limiter and the data dir's
+/// lock that go with it.
+struct StoreChoice {
+    store: Arc<dyn Store>,
+    cabinet: Option<Arc<dyn CabinetStore>>,
+    /// The store opened here (closed at shutdown); `None` for the caller's.
+    owned: Option<OpenedStore>,
+    rate_limiter: Option<Arc<dyn RateLimiter>>,
+    lock: Option<crate::data_dir::DataDirLock>,
+}
+
+impl StoreChoice {
+    /// Takes the data dir's lock and opens the settings' store, unless the caller gave one.
+    async fn open(
+        settings: &Settings,
+        store: Option<Arc<dyn Store>>,
+        cabinet: Option<Arc<dyn CabinetStore>>,
+        rate_limiter: Option<Arc<dyn RateLimiter>>,
+    ) -> Result<StoreChoice, StartError> {
+        // One server per data dir: the lock is taken before the database is opened. Nodes on
+        // a shared PostgreSQL database take turns in the database instead (take_turn, SKIP
+        // LOCKED claims), so they take no lock and may share a data dir (its secrets key).
+        crate::data_dir::create_dir(&settings.data_dir)?;
+        let lock = if settings.store.database_url.is_some() && store.is_none() {
+            None
+        } else {
+            Some(crate::data_dir::lock(&settings.data_dir)?)
         };
+        if let Some(store) = store {
+            return Ok(StoreChoice {
+                store,
+                cabinet,
+                owned: None,
+                rate_limiter,
+                lock,
+            });
+        }
+        let opened = open_database(settings, true).await?;
+        Ok(StoreChoice {
+            store: opened.store(),
+            cabinet: Some(cabinet.unwrap_or_else(|| opened.cabinet_store())),
+            rate_limiter: rate_limiter.or_else(|| opened.rate_limiter()),
+            owned: Some(opened),
+            lock,
+        })
+    }
+}
+
+/// The handlers' shared state over `service`: the settings' HTTP tuning, the metrics, the
+/// store's companions and, with `tuning.request_log`, the request log's writer.
+fn app_state(
+    settings: &Settings,
+    service: PaymentService,
+    metrics: Arc<payments_http::metrics::Metrics>,
+    stores: &StoreChoice,
+    router: Option<Arc<payments_providers::Router>>,
+) -> AppState {
+    let database_file = match &stores.owned {
+        Some(OpenedStore::Sqlite(_)) => Some(
+            settings
+                .data_dir
+                .join(crate::data_dir::DATABASE_FILE)
+                .into(),
+        ),
+        _ => None,
+    };
+    let mut state = AppState::new(service, settings.public_scheme())
+        .with_cabinet_store(stores.cabinet.clone())
+        .with_body_timeout(settings.tuning.body_timeout)
+        .with_metrics(metrics)
+        .with_metrics_token(settings.metrics.token.clone().map(Arc::new))
+        .with_database_file(database_file)
+        .with_providers(router.map(crate::upstream::provider_status));
+    if let Some(limiter) = stores.rate_limiter.clone() {
+        state = state.with_rate_limiter(limiter);
+    }
+    if settings.tuning.request_log {
+        let config = payments_http::request_log::RequestLogConfig {
+            queue: settings.tuning.request_log_queue,
+            ..Default::default()
+        };
+        let (log, _writer) = payments_http::request_log::RequestLog::start(
+            state.service.clone(),
+            config,
+            state.metrics.clone(),
+        );
+        state = state.with_request_log(Some(log));
+    }
+    state
+}
+
+/// The bound listeners of an [`Application`], not yet serving.
+#[derive(Debug)]
+struct Listeners {
+    merchant: TcpListener,
+    operator: TcpListener,
+    /// `GET /metrics` on a listener of its own (`metrics_listen`).
+    metrics: Option<TcpListener>,
+    /// The provider-notification listener and its verifiers (`upstream_listen`).
+    upstream: Option<(TcpListener, crate::upstream::notify::Verifiers)>,
+    /// The web cabinet's listener and state; `None` when the store keeps no cabinet records
+    /// (and always without feature `cabinet`).
+    cabinet: Option<(TcpListener, CabinetPart)>,
+}
+
+impl Listeners {
+    /// Binds every listener the settings name (port 0 works), non-blocking.
+    fn bind(settings: &Settings, state: &AppState) -> Result<Listeners, StartError> {
         let merchant = bind(settings.listen.merchant)?;
         let operator = bind(settings.listen.operator)?;
         let metrics = settings.metrics.listen.map(bind).transpose()?;
@@ -363,91 +578,88 @@ impl ApplicationBuilder {
         let upstream = match settings.upstream.listen {
             Some(addr) => Some((
                 bind(addr)?,
-                crate::upstream::notify::Verifiers::of(&settings),
+                crate::upstream::notify::Verifiers::of(settings),
             )),
             None => None,
         };
-        let cabinet = match cabinet_state(&state, &settings) {
+        let cabinet = match cabinet_state(state, settings) {
             Some(cabinet) => Some((bind(settings.cabinet.listen)?, cabinet)),
             None => None,
         };
-        let tls = match (&settings.tls.cert, &settings.tls.key) {
-            (Some(cert), Some(key)) => {
-                let read = |path| {
-                    crate::files::read_limited(path, crate::files::PEM)
-                        .map_err(|e| start_err(format!("TLS: {e}")))
-                };
-                Some(
-                    RustlsConfig::from_pem(read(cert)?, read(key)?)
-                        .await
-                        .map_err(|e| start_err(format!("TLS certificate or key: {e}")))?,
-                )
-            }
-            _ => None,
-        };
-        let mut dispatcher = settings
-            .dispatcher()
-            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?;
-        if let Some(lookup) = callback_lookup {
-            dispatcher.lookup = lookup;
-        }
-        let mut app = Application {
-            dispatcher,
-            settings,
-            state,
-            owned_store,
+        Ok(Listeners {
             merchant,
             operator,
+            metrics,
             upstream,
             cabinet,
-            tls,
-            credentials: None,
-            metrics,
-            lock,
-        };
-        app.state = app
-            .state
-            .clone()
-            .with_cabinet_url(app.cabinet_url().map(Arc::from));
-        if app.settings.environment == Environment::Sandbox {
-            let cabinet_url = app.cabinet_url();
-            #[cfg(feature = "cabinet")]
-            let cabinet = app.cabinet().zip(cabinet_url.as_deref());
-            #[cfg(not(feature = "cabinet"))]
-            let cabinet = cabinet_url.and(None);
-            app.credentials = crate::bootstrap::bootstrap_sandbox(
-                &app.state.service,
-                &app.settings.data_dir,
-                &app.base_url(),
-                &app.operator_url(),
-                cabinet,
-            )
-            .await
-            .map_err(|e| start_err(format!("sandbox bootstrap: {}", e.message)))?;
-            if app.credentials.is_none() {
-                let cabinet_url = app.cabinet_url();
-                match crate::bootstrap::refresh_credentials(
-                    &app.settings.data_dir,
-                    &app.base_url(),
-                    &app.operator_url(),
-                    cabinet_url.as_deref(),
-                ) {
-                    Ok(Some(path)) => tracing::info!(
-                        file = %path.display(),
-                        base_url = %app.base_url(),
-                        operator_url = %app.operator_url(),
-                        "sandbox credentials: URLs brought to this start's listeners"
-                    ),
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(
-                        error = %e,
-                        "sandbox credentials: the file keeps its old URLs; delete it with the \
-                         data dir for a fresh sandbox"
-                    ),
-                }
-            }
+        })
+    }
+}
+
+/// A non-blocking listener on `addr`.
+fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    let listener = TcpListener::bind(addr).map_err(|source| StartError::Listen { addr, source })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(StartError::Nonblocking)?;
+    Ok(listener)
+}
+
+/// The TLS configuration of `tls_cert` and `tls_key`, when both are set.
+async fn load_tls(settings: &Settings) -> Result<Option<RustlsConfig>, StartError> {
+    let (Some(cert), Some(key)) = (&settings.tls.cert, &settings.tls.key) else {
+        return Ok(None);
+    };
+    let read = |path| crate::files::read_limited(path, crate::files::PEM);
+    let cert = read(cert).map_err(StartError::TlsFile)?;
+    let key = read(key).map_err(StartError::TlsFile)?;
+    let config = RustlsConfig::from_pem(cert, key)
+        .await
+        .map_err(StartError::Tls)?;
+    Ok(Some(config))
+}
+
+impl Application {
+    /// The sandbox's first start writes its credentials file; a later start brings the
+    /// file's URLs to this start's listeners.
+    async fn bootstrap_sandbox(&mut self) -> Result<(), StartError> {
+        let cabinet_url = self.cabinet_url();
+        #[cfg(feature = "cabinet")]
+        let cabinet = self.cabinet().zip(cabinet_url.as_deref());
+        #[cfg(not(feature = "cabinet"))]
+        let cabinet = cabinet_url.as_ref().and(None);
+        self.credentials = crate::bootstrap::bootstrap_sandbox(
+            &self.state.service,
+            &self.settings.data_dir,
+            &self.base_url(),
+            &self.operator_url(),
+            cabinet,
+        )
+        .await
+        .map_err(StartError::Bootstrap)?;
+        if self.credentials.is_some() {
+            return Ok(());
         }
-        Ok(app)
+        match crate::bootstrap::refresh_credentials(
+            &self.settings.data_dir,
+            &self.base_url(),
+            &self.operator_url(),
+            cabinet_url.as_deref(),
+        ) {
+            Ok(Some(path)) => tracing::info!(
+                file = %path.display(),
+                base_url = %self.base_url(),
+                operator_url = %self.operator_url(),
+                "sandbox credentials: URLs brought to this start's listeners"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                error = %e,
+                "sandbox credentials: the file keeps its old URLs; delete it with the \
+                 data dir for a fresh sandbox"
+            ),
+        }
+        Ok(())
     }
 }
 
@@ -474,21 +686,24 @@ impl Application {
 
     /// The merchant listener's address.
     pub fn merchant_addr(&self) -> SocketAddr {
-        self.merchant
+        self.listeners
+            .merchant
             .local_addr()
             .expect("a bound listener has an address")
     }
 
     /// The operator listener's address.
     pub fn operator_addr(&self) -> SocketAddr {
-        self.operator
+        self.listeners
+            .operator
             .local_addr()
             .expect("a bound listener has an address")
     }
 
     /// The provider-notification listener's address, when `upstream_listen` is set.
     pub fn upstream_addr(&self) -> Option<SocketAddr> {
-        self.upstream
+        self.listeners
+            .upstream
             .as_ref()
             .map(|(l, _)| l.local_addr().expect("a bound listener has an address"))
     }
@@ -524,7 +739,8 @@ impl Application {
 
     /// The web cabinet listener's address, when the cabinet runs.
     pub fn cabinet_addr(&self) -> Option<SocketAddr> {
-        self.cabinet
+        self.listeners
+            .cabinet
             .as_ref()
             .map(|(l, _)| l.local_addr().expect("a bound listener has an address"))
     }
@@ -545,7 +761,7 @@ impl Application {
     /// The web cabinet (users, sign-in), when it runs.
     #[cfg(feature = "cabinet")]
     pub fn cabinet(&self) -> Option<&Cabinet> {
-        self.cabinet.as_ref().map(|(_, st)| &st.cabinet)
+        self.listeners.cabinet.as_ref().map(|(_, st)| &st.cabinet)
     }
 
     /// The credentials file written at this start, if the sandbox was bootstrapped now.
@@ -569,151 +785,34 @@ impl Application {
             settings,
             state,
             owned_store,
-            merchant,
-            operator,
-            upstream,
-            cabinet,
+            listeners,
             tls,
             dispatcher,
-            metrics,
             lock,
             ..
         } = self;
-        let dispatcher = Dispatcher::for_state(&state, dispatcher)
-            .map_err(|e| start_err(format!("callback dispatcher: {e}")))?;
-        let merchant_handle = Handle::new();
-        let operator_handle = Handle::new();
-        let merchant_app =
-            payments_http::app(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-        let operator_app = payments_http::operator_app(state.clone())
-            .into_make_service_with_connect_info::<SocketAddr>();
+        let dispatcher =
+            Dispatcher::for_state(&state, dispatcher).map_err(StartError::Dispatcher)?;
         let (draining_tx, draining_rx) = watch::channel(false);
-        let limits = |tls: bool| ConnectionLimits {
+        let limits = ConnectionLimits {
             max_connections: settings.tuning.max_connections,
             header_timeout: settings.tuning.header_timeout,
-            tls,
+            tls: false,
             idle_timeout: settings.tuning.idle_timeout,
-            draining: Some(draining_rx.clone()),
+            draining: Some(draining_rx),
         };
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let reloader = tls.clone().map(|cfg| {
-            tokio::spawn(crate::tls::watch(
-                cfg,
-                settings.tls.cert.clone().unwrap_or_default(),
-                settings.tls.key.clone().unwrap_or_default(),
-                settings.tls.watch_interval,
-                stop_rx.clone(),
-            ))
-        });
-        let cabinet_handle = Handle::new();
-        let cabinet_task = cabinet.map(|(listener, cabinet_state)| {
-            serve_cabinet(
-                listener,
-                cabinet_state,
-                tls.as_ref(),
-                &limits,
-                &cabinet_handle,
-            )
-        });
-        let merchant_task = match tls.clone() {
-            Some(cfg) => {
-                let limits = limits(true);
-                let mut server = axum_server::from_tcp_rustls(merchant, cfg)
-                    .map(|tls| CappedAcceptor::new(tls, &limits));
-                limits.configure(server.http_builder());
-                tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
-            }
-            None => {
-                let limits = limits(false);
-                let mut server = axum_server::from_tcp(merchant)
-                    .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
-                limits.configure(server.http_builder());
-                tokio::spawn(server.handle(merchant_handle.clone()).serve(merchant_app))
-            }
-        };
-        let operator_task = match tls.filter(|_| settings.tls.operator) {
-            Some(cfg) => {
-                let limits = limits(true);
-                let mut server = axum_server::from_tcp_rustls(operator, cfg)
-                    .map(|tls| CappedAcceptor::new(tls, &limits));
-                limits.configure(server.http_builder());
-                tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
-            }
-            None => {
-                let limits = limits(false);
-                let mut server = axum_server::from_tcp(operator)
-                    .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
-                limits.configure(server.http_builder());
-                tokio::spawn(server.handle(operator_handle.clone()).serve(operator_app))
-            }
-        };
-        let upstream_handle = Handle::new();
-        let upstream_task = upstream.map(|(listener, verifier)| {
-            let app = crate::upstream_app(state.clone(), verifier)
-                .into_make_service_with_connect_info::<SocketAddr>();
-            let limits = limits(false);
-            let mut server = axum_server::from_tcp(listener)
-                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
-            limits.configure(server.http_builder());
-            tokio::spawn(server.handle(upstream_handle.clone()).serve(app))
-        });
-        let metrics_handle = Handle::new();
-        let metrics_task = metrics.map(|listener| {
-            let app = payments_http::app::metrics_app(state.clone())
-                .into_make_service_with_connect_info::<SocketAddr>();
-            let limits = limits(false);
-            let mut server = axum_server::from_tcp(listener)
-                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
-            limits.configure(server.http_builder());
-            tokio::spawn(server.handle(metrics_handle.clone()).serve(app))
-        });
-        // With dispatch off the dispatcher is built (so its settings are still checked) but
-        // never run: events stay pending in the outbox for a later server.
-        let workers = payments_http::workers::Workers::start_for(
-            &state,
-            settings.callbacks.dispatch.then_some(dispatcher),
-            settings.tuning.sweep_interval,
-        );
-
-        let reconciler = (!settings.tuning.ledger_reconcile_interval.is_zero()).then(|| {
-            tokio::spawn(reconcile_ledger(
-                state.clone(),
-                settings.tuning.ledger_reconcile_interval,
-            ))
-        });
+        let serving = Serving::start(listeners, &state, &settings, tls.as_ref(), &limits);
+        let background = Background::start(&state, &settings, dispatcher, tls);
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
-        if let Some(r) = &reconciler {
-            r.abort();
-        }
+        background.stop_reconciler();
         // Connections that have not sent a byte yet are closed now, not at their header
         // timeout: the drain below waits for every accepted connection.
         let _ = draining_tx.send(true);
         state.stopping.send_replace(true);
-        for handle in [
-            &merchant_handle,
-            &operator_handle,
-            &upstream_handle,
-            &metrics_handle,
-            &cabinet_handle,
-        ] {
-            handle.graceful_shutdown(Some(settings.tuning.shutdown_grace));
-        }
-        let _ = merchant_task.await;
-        if let Some((task, purge)) = cabinet_task {
-            let _ = task.await;
-            purge.abort();
-        }
-        let _ = operator_task.await;
-        for task in [upstream_task, metrics_task].into_iter().flatten() {
-            let _ = task.await;
-        }
-        workers.stop().await;
-        let _ = stop_tx.send(true);
-        if let Some(reloader) = reloader {
-            let _ = reloader.await;
-        }
+        serving.drain(settings.tuning.shutdown_grace).await;
+        background.stop().await;
         if let Some(store) = owned_store {
             store.close();
         }
@@ -755,6 +854,7 @@ impl Application {
             upstream_listen = self.upstream_addr().map(|a| a.to_string()).as_deref().unwrap_or("-"),
             cabinet = self.cabinet_url().as_deref().unwrap_or("off"),
             metrics_listen = self
+                .listeners
                 .metrics
                 .as_ref()
                 .and_then(|l| l.local_addr().ok())
@@ -776,10 +876,174 @@ impl Application {
 
     /// The `/metrics` listener's address, when `metrics_listen` is set.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics
+        self.listeners
+            .metrics
             .as_ref()
             .map(|l| l.local_addr().expect("a bound listener has an address"))
     }
+}
+
+/// The listeners being served: each one's handle and task, in the order they are drained
+/// (merchant, cabinet, operator, provider notifications, metrics), and the cabinet's purge.
+struct Serving {
+    tasks: Vec<(Handle, tokio::task::JoinHandle<std::io::Result<()>>)>,
+    purge: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Serving {
+    /// Serves each listener with its router: TLS on the merchant and cabinet listeners when
+    /// configured, on the operator listener with `operator_tls` too.
+    fn start(
+        listeners: Listeners,
+        state: &AppState,
+        settings: &Settings,
+        tls: Option<&RustlsConfig>,
+        limits: &ConnectionLimits,
+    ) -> Serving {
+        let Listeners {
+            merchant,
+            operator,
+            metrics,
+            upstream,
+            cabinet,
+        } = listeners;
+        let mut tasks = vec![serve(
+            merchant,
+            payments_http::app(state.clone()),
+            tls,
+            limits,
+        )];
+        let mut purge = None;
+        if let Some((listener, cabinet_state)) = cabinet {
+            let (router, purging) = cabinet_router(cabinet_state);
+            purge = Some(purging);
+            tasks.push(serve(listener, router, tls, limits));
+        }
+        let operator_tls = tls.filter(|_| settings.tls.operator);
+        let operator_app = payments_http::operator_app(state.clone());
+        tasks.push(serve(operator, operator_app, operator_tls, limits));
+        if let Some((listener, verifiers)) = upstream {
+            let app = crate::upstream_app(state.clone(), verifiers);
+            tasks.push(serve(listener, app, None, limits));
+        }
+        if let Some(listener) = metrics {
+            let app = payments_http::app::metrics_app(state.clone());
+            tasks.push(serve(listener, app, None, limits));
+        }
+        Serving { tasks, purge }
+    }
+
+    /// Stops accepting on every listener and waits for the requests in flight, each
+    /// listener for up to `grace`.
+    async fn drain(self, grace: Duration) {
+        for (handle, _) in &self.tasks {
+            handle.graceful_shutdown(Some(grace));
+        }
+        for (_, task) in self.tasks {
+            let _ = task.await;
+        }
+        if let Some(purge) = self.purge {
+            purge.abort();
+        }
+    }
+}
+
+/// The tasks beside the listeners: the workers (callback dispatcher, lifecycle sweeper), the
+/// ledger reconciler and the TLS certificate's reloader.
+struct Background {
+    workers: payments_http::workers::Workers,
+    reconciler: Option<tokio::task::JoinHandle<()>>,
+    reloader: Option<tokio::task::JoinHandle<()>>,
+    stop_reloader: watch::Sender<bool>,
+}
+
+impl Background {
+    fn start(
+        state: &AppState,
+        settings: &Settings,
+        dispatcher: Dispatcher,
+        tls: Option<RustlsConfig>,
+    ) -> Background {
+        let (stop_reloader, stop_rx) = watch::channel(false);
+        let reloader = tls.map(|config| spawn_tls_watch(config, settings, stop_rx));
+        // With dispatch off the dispatcher is built (so its settings are still checked) but
+        // never run: events stay pending in the outbox for a later server.
+        let workers = payments_http::workers::Workers::start_for(
+            state,
+            settings.callbacks.dispatch.then_some(dispatcher),
+            settings.tuning.sweep_interval,
+        );
+        let interval = settings.tuning.ledger_reconcile_interval;
+        let reconciler =
+            (!interval.is_zero()).then(|| tokio::spawn(reconcile_ledger(state.clone(), interval)));
+        Background {
+            workers,
+            reconciler,
+            reloader,
+            stop_reloader,
+        }
+    }
+
+    /// Stops the reconciler at once: it repairs nothing, and a later start reconciles again.
+    fn stop_reconciler(&self) {
+        if let Some(r) = &self.reconciler {
+            r.abort();
+        }
+    }
+
+    /// Stops the workers (each finishes what it holds), then the reloader.
+    async fn stop(self) {
+        self.workers.stop().await;
+        let _ = self.stop_reloader.send(true);
+        if let Some(reloader) = self.reloader {
+            let _ = reloader.await;
+        }
+    }
+}
+
+/// Serves `app` on `listener` (with TLS when given) under the connection `limits`.
+fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<&RustlsConfig>,
+    limits: &ConnectionLimits,
+) -> (Handle, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let handle = Handle::new();
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
+    let limits = ConnectionLimits {
+        tls: tls.is_some(),
+        ..limits.clone()
+    };
+    let task = match tls {
+        Some(config) => {
+            let mut server = axum_server::from_tcp_rustls(listener, config.clone())
+                .map(|tls| CappedAcceptor::new(tls, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(handle.clone()).serve(app))
+        }
+        None => {
+            let mut server = axum_server::from_tcp(listener)
+                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
+            limits.configure(server.http_builder());
+            tokio::spawn(server.handle(handle.clone()).serve(app))
+        }
+    };
+    (handle, task)
+}
+
+/// Reloads the TLS certificate on SIGHUP and when its files change, until `stop`.
+fn spawn_tls_watch(
+    config: RustlsConfig,
+    settings: &Settings,
+    stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(crate::tls::watch(
+        config,
+        settings.tls.cert.clone().unwrap_or_default(),
+        settings.tls.key.clone().unwrap_or_default(),
+        settings.tls.watch_interval,
+        stop,
+    ))
 }
 
 /// The service over the settings' store (the data dir's SQLite, or PostgreSQL with
@@ -914,20 +1178,20 @@ pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
         #[cfg(feature = "postgres")]
         Some(url) => payments_store_postgres::migrate(url.expose(), Duration::from_secs(60))
             .await
-            .map_err(|e| start_err(format!("database_url: {e}"))),
+            .map_err(StartError::Postgres),
         #[cfg(not(feature = "postgres"))]
-        Some(_) => Err(start_err(NO_POSTGRES)),
+        Some(_) => Err(StartError::NoPostgres),
         None => {
             let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
-            let before = if db.exists() {
-                payments_store_sqlite::schema_version(&db)
-                    .map_err(|e| start_err(format!("{}: {e}", db.display())))?
-            } else {
-                return Err(start_err(format!(
-                    "no database at {} (is --data-dir right? `payments-server serve` creates it)",
-                    db.display()
-                )));
-            };
+            if !db.exists() {
+                return Err(StartError::NoDatabase(db));
+            }
+            let before = payments_store_sqlite::schema_version(&db).map_err(|source| {
+                StartError::Sqlite {
+                    path: db.clone(),
+                    source,
+                }
+            })?;
             open_sqlite(settings, false, true)?.close();
             Ok((before, payments_store_sqlite::SCHEMA_VERSION))
         }
@@ -942,7 +1206,7 @@ pub async fn migrate(settings: &Settings) -> Result<(u32, u32), StartError> {
 pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedStore, StartError> {
     match &settings.store.database_url {
         #[cfg(not(feature = "postgres"))]
-        Some(_) => Err(start_err(NO_POSTGRES)),
+        Some(_) => Err(StartError::NoPostgres),
         #[cfg(feature = "postgres")]
         Some(url) => {
             let options = PgOptions {
@@ -953,7 +1217,7 @@ pub async fn open_database(settings: &Settings, create: bool) -> Result<OpenedSt
             };
             let store = PgStore::connect(url.expose(), options)
                 .await
-                .map_err(|e| start_err(format!("database_url: {e}")))?;
+                .map_err(StartError::Postgres)?;
             Ok(OpenedStore::Postgres(store))
         }
         None => open_store(settings, create).map(OpenedStore::Sqlite),
@@ -1037,12 +1301,9 @@ fn open_sqlite(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
     if create {
-        crate::data_dir::create_dir(&settings.data_dir).map_err(start_err)?;
+        crate::data_dir::create_dir(&settings.data_dir)?;
     } else if !db.exists() {
-        return Err(start_err(format!(
-            "no database at {} (is --data-dir right? `payments-server serve` creates it)",
-            db.display()
-        )));
+        return Err(StartError::NoDatabase(db));
     }
     let options = SqliteOptions {
         synchronous: match settings.store.synchronous {
@@ -1054,9 +1315,9 @@ fn open_sqlite(
         scan_timeout: settings.tuning.scan_timeout,
         ..SqliteOptions::default()
     };
-    Ok(Arc::new(SqliteStore::open(&db, options).map_err(|e| {
-        start_err(format!("{}: {e}", db.display()))
-    })?))
+    let store = SqliteStore::open(&db, options)
+        .map_err(|source| StartError::Sqlite { path: db, source })?;
+    Ok(Arc::new(store))
 }
 
 /// The ports a caller chose; `None` is the bundled default.
@@ -1084,22 +1345,14 @@ async fn service_over(
     setup: Setup,
     metrics: Option<Arc<payments_http::metrics::Metrics>>,
 ) -> Result<PaymentService, StartError> {
-    let catalog = match &settings.bank_catalog {
-        None => BankCatalog::embedded(),
-        Some(path) => {
-            let text = crate::files::read_limited_string(path, crate::files::BANK_CATALOG)
-                .map_err(|e| start_err(format!("bank catalog: {e}")))?;
-            BankCatalog::from_json(&text)
-                .map_err(|e| start_err(format!("bank catalog {}: {e}", path.display())))?
-        }
-    };
+    let catalog = bank_catalog(settings)?;
     let store = ports.store;
     let rng = ports.rng.unwrap_or_else(|| Arc::new(OsRandom));
     let key = crate::data_dir::key_file(settings);
     if !key.exists() {
         check_key_may_be_created(settings, &key, store.as_ref(), cabinet, opened, setup).await?;
     }
-    let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref()).map_err(start_err)?;
+    let sealing = crate::data_dir::sealing_keys(settings, rng.as_ref())?;
     if let Some(opened) = opened {
         let writes = if settings.secrets.seal_requisites {
             payments_store_sqlite::SealWrites::Sealed
@@ -1109,7 +1362,7 @@ async fn service_over(
         opened
             .requisite_sealing()
             .install(sealing.clone(), rng.clone(), writes)
-            .map_err(start_err)?;
+            .expect("a store opened for this service has no requisite keys installed yet");
     }
     let provider: Arc<dyn RequisiteProvider> = ports
         .provider
@@ -1135,7 +1388,31 @@ async fn service_over(
         rng,
     )
     .with_catalog(Arc::new(catalog));
-    let config = ServiceConfig {
+    let service = PaymentService::new(
+        ports,
+        service_config(settings, sealing),
+        auth_config(settings),
+    );
+    check_environment(&service, setup == Setup::Serve).await?;
+    Ok(service)
+}
+
+/// The settings' bank catalog (`bank_catalog`), else the embedded one.
+fn bank_catalog(settings: &Settings) -> Result<BankCatalog, StartError> {
+    let Some(path) = &settings.bank_catalog else {
+        return Ok(BankCatalog::embedded());
+    };
+    let text = crate::files::read_limited_string(path, crate::files::BANK_CATALOG)
+        .map_err(StartError::BankCatalogFile)?;
+    BankCatalog::from_json(&text).map_err(|source| StartError::BankCatalog {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// The core's service settings of the server's settings, sealing with `sealing`.
+fn service_config(settings: &Settings, sealing: SealingKeys) -> ServiceConfig {
+    ServiceConfig {
         callback_policy: AddressPolicy {
             allow_local: settings.callbacks.allow_local,
         },
@@ -1153,24 +1430,25 @@ async fn service_over(
             ..ScanBudget::default()
         },
         ..ServiceConfig::default()
-    };
+    }
+}
+
+/// The core's authentication settings: the environment's, with the trusted proxies and the
+/// signature batching of the settings.
+fn auth_config(settings: &Settings) -> AuthConfig {
     let mut auth = AuthConfig::for_environment(settings.environment);
     auth.trusted_proxies = settings.listen.trusted_proxies.clone();
     auth.signature_batch = settings.tuning.signature_batch;
     auth.signature_batch_wait = settings.tuning.signature_batch_wait;
     auth.signature_batch_min = settings.tuning.signature_batch_min;
-    let service = PaymentService::new(ports, config, auth);
-    check_environment(&service, setup == Setup::Serve).await?;
-    Ok(service)
+    auth
 }
 
 /// The environment rule of the core ([`PaymentService::record_environment`]) as a start
 /// needs it: `serve` records it; a command only checks it (and warns when none is recorded).
 async fn check_environment(service: &PaymentService, record: bool) -> Result<(), StartError> {
     let env = service.auth_config().environment;
-    let refused = |e: payments_core::service::AdminError| {
-        start_err(format!("{e} (pass --environment to choose)"))
-    };
+    let refused = StartError::Environment;
     if record {
         return service.record_environment().await.map_err(refused);
     }
@@ -1201,13 +1479,10 @@ async fn check_key_may_be_created(
         .previous_key_files
         .iter()
         .map(|path| crate::data_dir::read_key_file(path).map(|k| k.id().to_string()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(start_err)?;
-    let mut sealed = sealed_records(store, cabinet, &previous)
-        .await
-        .map_err(start_err)?;
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut sealed = sealed_records(store, cabinet, &previous).await?;
     if let Some(opened) = opened {
-        let keys = opened.sealed_requisite_keys().await.map_err(start_err)?;
+        let keys = opened.sealed_requisite_keys().await?;
         sealed += keys
             .iter()
             .filter(|(id, _)| !previous.contains(id))
@@ -1215,20 +1490,13 @@ async fn check_key_may_be_created(
             .sum::<usize>();
     }
     if sealed > 0 {
-        return Err(start_err(format!(
-            "no secrets key at {}, but the database holds {sealed} sealed secret(s) (callback \
-             secrets, TOTP keys, payment requisites) that only the key that sealed them opens: restore that key \
-             file from its backup, or point secrets.key_file at it (docs/operations.md, \
-             callback secrets at rest)",
-            key.display()
-        )));
+        return Err(StartError::SealedWithoutKey {
+            key: key.to_path_buf(),
+            sealed,
+        });
     }
     if !setup.may_create_key() {
-        return Err(start_err(format!(
-            "no secrets key at {}: `payments-server serve` creates it at its first start; pass \
-             --create-key to create it now, or point secrets.key_file at the existing key",
-            key.display()
-        )));
+        return Err(StartError::NoKey(key.to_path_buf()));
     }
     Ok(())
 }
@@ -1325,54 +1593,18 @@ fn cabinet_state(_: &AppState, _: &Settings) -> Option<CabinetPart> {
     None
 }
 
-/// Serves the web cabinet on `listener` (with TLS when given) and starts its purge task.
+/// The web cabinet's router, and its purge task started.
 #[cfg(feature = "cabinet")]
-fn serve_cabinet(
-    listener: TcpListener,
-    cabinet_state: CabinetPart,
-    tls: Option<&RustlsConfig>,
-    limits: &dyn Fn(bool) -> ConnectionLimits,
-    handle: &Handle,
-) -> (
-    tokio::task::JoinHandle<std::io::Result<()>>,
-    tokio::task::JoinHandle<()>,
-) {
+fn cabinet_router(cabinet_state: CabinetPart) -> (axum::Router, tokio::task::JoinHandle<()>) {
     let purge = tokio::spawn(purge_cabinet(
         cabinet_state.cabinet.clone(),
         CABINET_PURGE_INTERVAL,
     ));
-    let app =
-        payments_cabinet::router(cabinet_state).into_make_service_with_connect_info::<SocketAddr>();
-    let task = match tls {
-        Some(cfg) => {
-            let limits = limits(true);
-            let mut server = axum_server::from_tcp_rustls(listener, cfg.clone())
-                .map(|tls| CappedAcceptor::new(tls, &limits));
-            limits.configure(server.http_builder());
-            tokio::spawn(server.handle(handle.clone()).serve(app))
-        }
-        None => {
-            let limits = limits(false);
-            let mut server = axum_server::from_tcp(listener)
-                .acceptor(CappedAcceptor::new(DefaultAcceptor, &limits));
-            limits.configure(server.http_builder());
-            tokio::spawn(server.handle(handle.clone()).serve(app))
-        }
-    };
-    (task, purge)
+    (payments_cabinet::router(cabinet_state), purge)
 }
 
 #[cfg(not(feature = "cabinet"))]
-fn serve_cabinet(
-    _: TcpListener,
-    cabinet_state: CabinetPart,
-    _: Option<&RustlsConfig>,
-    _: &dyn Fn(bool) -> ConnectionLimits,
-    _: &Handle,
-) -> (
-    tokio::task::JoinHandle<std::io::Result<()>>,
-    tokio::task::JoinHandle<()>,
-) {
+fn cabinet_router(cabinet_state: CabinetPart) -> (axum::Router, tokio::task::JoinHandle<()>) {
     match cabinet_state {}
 }
 

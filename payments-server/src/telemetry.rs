@@ -315,9 +315,8 @@ pub mod traces {
                 .with_http()
                 .with_endpoint(endpoint)
                 .with_timeout(std::time::Duration::from_secs(5))
-                .build()
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(
+                .build()?;
+            Ok::<_, opentelemetry_otlp::ExporterBuildError>(
                 SdkTracerProvider::builder()
                     .with_batch_exporter(exporter)
                     .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(

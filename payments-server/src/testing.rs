@@ -15,13 +15,14 @@ use payments_core::clock::Sleep;
 use payments_core::service::{Actor, ProjectPatch};
 use payments_core::store::Store;
 use payments_core::{Clock, ProjectId, SecretString, Timestamp};
+use payments_providers::sandbox::{FixedRates, SandboxProvider};
+use payments_store_sqlite::SqliteStore;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
 use crate::bootstrap::CREDENTIALS_FILE;
 use crate::config::{ProviderKind, RateSourceKind, Settings};
-use crate::server::{open_store, Application};
-use payments_http::sandbox::{FixedRates, SandboxProvider};
+use crate::server::{open_store, Application, ApplicationBuilder};
 use payments_http::system::SystemClock;
 use payments_http::AppState;
 
@@ -132,6 +133,56 @@ pub struct TestServer {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// Runs `app` on a task of its own until the sender is used (or dropped), then closes
+/// `store`.
+fn run_in_background(
+    app: Application,
+    store: Option<Arc<SqliteStore>>,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        app.run_until_stopped(async {
+            let _ = rx.await;
+        })
+        .await
+        .expect("the server stops cleanly");
+        if let Some(store) = store {
+            store.close();
+        }
+    });
+    (tx, task)
+}
+
+/// The test server's application: the sandbox provider over `store` and the fixed rates,
+/// unless the settings name the upstream's (see [`TestServer::start_in`]).
+fn builder(
+    settings: &Settings,
+    store: Option<&Arc<SqliteStore>>,
+    clock: Option<Arc<dyn Clock>>,
+    lookup: Option<Arc<dyn payments_http::resolver::HostLookup>>,
+) -> ApplicationBuilder {
+    let mut builder = Application::builder(settings.clone());
+    if let Some(store) = store {
+        let dyn_store: Arc<dyn Store> = store.clone();
+        builder = builder
+            .store(dyn_store.clone())
+            .cabinet_store(store.clone());
+        if settings.upstream.provider == ProviderKind::Sandbox {
+            builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
+        }
+    }
+    if settings.upstream.rate_source == RateSourceKind::Fixed {
+        builder = builder.rates(Arc::new(FixedRates(settings.rates.clone())));
+    }
+    if let Some(clock) = clock {
+        builder = builder.clock(clock);
+    }
+    if let Some(lookup) = lookup {
+        builder = builder.callback_lookup(lookup);
+    }
+    builder
+}
+
 impl TestServer {
     /// A bootstrapped sandbox with the defaults and a 50 ms sweep interval.
     pub async fn sandbox() -> TestServer {
@@ -210,26 +261,10 @@ impl TestServer {
             .database_url
             .is_none()
             .then(|| open_store(&settings, true).expect("the test database opens"));
-        let mut builder = Application::builder(settings.clone());
-        if let Some(store) = &store {
-            let dyn_store: Arc<dyn Store> = store.clone();
-            builder = builder
-                .store(dyn_store.clone())
-                .cabinet_store(store.clone());
-            if settings.upstream.provider == ProviderKind::Sandbox {
-                builder = builder.provider(Arc::new(SandboxProvider::new(dyn_store)));
-            }
-        }
-        if settings.upstream.rate_source == RateSourceKind::Fixed {
-            builder = builder.rates(Arc::new(FixedRates(settings.rates.clone())));
-        }
-        if let Some(clock) = clock {
-            builder = builder.clock(clock);
-        }
-        if let Some(lookup) = lookup {
-            builder = builder.callback_lookup(lookup);
-        }
-        let app = builder.build().await.expect("the server starts");
+        let app = builder(&settings, store.as_ref(), clock, lookup)
+            .build()
+            .await
+            .expect("the server starts");
         let state = app.state().clone();
         let merchant_url = app.base_url();
         let operator_url = app.operator_url();
@@ -238,14 +273,12 @@ impl TestServer {
         let cabinet_url = app.cabinet_url();
         #[cfg(feature = "cabinet")]
         let cabinet = app.cabinet().cloned();
-        let credentials = credentials_file
-            .exists()
-            .then(|| {
-                SandboxCredentials::from_file(&credentials_file)
-                    .expect("the credentials file reads")
-            })
-            // The file keeps the URLs of the server that bootstrapped the data dir.
-            .map(|c| c.at(&merchant_url, &operator_url, cabinet_url.as_deref()));
+        let credentials = credentials_file.exists().then(|| {
+            SandboxCredentials::from_file(&credentials_file)
+                .expect("the credentials file reads")
+                // The file keeps the URLs of the server that bootstrapped the data dir.
+                .at(&merchant_url, &operator_url, cabinet_url.as_deref())
+        });
         let operator_token = match &credentials {
             Some(c) => c.operator_token.clone(),
             None => state
@@ -256,17 +289,7 @@ impl TestServer {
                 .expect("an operator token")
                 .into(),
         };
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            app.run_until_stopped(async {
-                let _ = rx.await;
-            })
-            .await
-            .expect("the server stops cleanly");
-            if let Some(store) = store {
-                store.close();
-            }
-        });
+        let (tx, task) = run_in_background(app, store);
         TestServer {
             state,
             merchant_url,

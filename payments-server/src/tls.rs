@@ -15,16 +15,26 @@ fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
     Some((meta.modified().ok()?, meta.len()))
 }
 
+/// Why a certificate and key were not loaded.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// A file could not be read (it names the file).
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
+    /// The files do not make a certificate and its key.
+    #[error("TLS certificate or key: {0}")]
+    Pair(#[source] std::io::Error),
+}
+
 /// Loads `cert` and `key` (read with the PEM size limit) into `config`.
-pub async fn reload(config: &RustlsConfig, cert: &Path, key: &Path) -> Result<(), String> {
-    let read = |path: &Path| {
-        crate::files::read_limited(path, crate::files::PEM).map_err(|e| e.to_string())
-    };
+pub async fn reload(config: &RustlsConfig, cert: &Path, key: &Path) -> Result<(), ReloadError> {
+    let read = |path: &Path| crate::files::read_limited(path, crate::files::PEM);
     let (cert_pem, key_pem) = (read(cert)?, read(key)?);
     config
         .reload_from_pem(cert_pem, key_pem)
         .await
-        .map_err(|e| format!("TLS certificate or key: {e}"))
+        .map_err(ReloadError::Pair)
 }
 
 /// Reloads `config` on SIGHUP and whenever `cert` or `key` changes, until `stop` turns true.
@@ -71,7 +81,7 @@ pub async fn watch(
             Err(e) => tracing::error!(
                 reason = why,
                 cert = %cert.display(),
-                error = e.as_str(),
+                error = %e,
                 "TLS certificate not reloaded: the one in use stays"
             ),
         }

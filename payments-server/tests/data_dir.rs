@@ -67,7 +67,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 async fn signing_secret(settings: &Settings, project: ProjectId) -> Result<String, String> {
     let opened = open_service(settings, Setup::CommandCreatingKey)
         .await
-        .map_err(|e| e.0)?;
+        .map_err(|e| e.to_string())?;
     let result = opened.service.directory().signing_secrets(project).await;
     opened.store.close();
     result
@@ -152,7 +152,7 @@ async fn the_database_holds_callback_secrets_sealed() {
     let serve = open_service(&settings(&copy), Setup::Serve)
         .await
         .unwrap_err()
-        .0;
+        .to_string();
     assert!(serve.contains("holds 1 sealed secret(s)"), "{serve}");
     assert!(!copy.join(SECRETS_KEY_FILE).exists());
     assert!(!contains(&all_bytes(&copy), body));

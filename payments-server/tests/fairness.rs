@@ -316,7 +316,8 @@ async fn cabinet_session(ts: &TestServer, project: &str) -> String {
     let cabinet = ts.cabinet.as_ref().expect("the cabinet runs");
     let actor = payments_core::service::Actor("test".into());
     let invite = cabinet
-        .create_user(
+        .users()
+        .create(
             "a@shop.example",
             payments_cabinet::store::Role::Merchant(merchant),
             &actor,
@@ -325,6 +326,7 @@ async fn cabinet_session(ts: &TestServer, project: &str) -> String {
         .expect("a user");
     let password = "correct horse battery staple";
     cabinet
+        .users()
         .set_password(invite.token.expose(), password, &Default::default())
         .await
         .expect("a password");

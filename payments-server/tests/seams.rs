@@ -18,9 +18,9 @@ use payments_core::service::{
 use payments_core::testing::{MemoryStore, TestCaller};
 use payments_core::transition::Trigger;
 use payments_core::Clock;
-use payments_http::sandbox::{FixedRates, SandboxProvider};
 use payments_http::system::{OsRandom, SystemClock};
 use payments_http::AppState;
+use payments_providers::sandbox::{FixedRates, SandboxProvider};
 use payments_server::testing::TestServer;
 use serde_json::{json, Value};
 

@@ -3,11 +3,16 @@
 //! one transaction: the old session's row is locked first, the proof's conditional write
 //! decides, and a refused proof rolls back. Statements and rows are the shared ones
 //! ([`payments_store_sql::statements`]).
+//!
+//! The cabinet's ports on [`PgStore`] ([`CabinetUsers`], [`CabinetSessions`], [`CabinetInvites`],
+//! [`SignInFailures`], [`CabinetSlots`], [`CabinetAuditLog`]) are at the end: each call takes a pooled connection.
 
+use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use payments_cabinet::store::{
-    AuditPage, AuditQuery, CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord,
-    SlotRecord, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditLog, CabinetAuditRecord, CabinetInvites, CabinetSessions,
+    CabinetSlots, CabinetUsers, FailureScope, InviteRecord, SessionKey, SessionProof,
+    SessionRecord, SessionScope, SignInFailures, SlotRecord, UserKey, UserRecord,
 };
 use payments_core::ids::{PaymentId, SessionId, TokenId, UserId};
 use payments_core::payer::PaymentPageRecord;
@@ -20,6 +25,7 @@ use payments_store_sql::SqlValue;
 
 use crate::codec::{self, execute, query, query_opt, read, record, records, sql, write_record};
 use crate::error::{db, duplicate};
+use crate::PgStore;
 
 // --- users -----------------------------------------------------------------------------------
 
@@ -61,7 +67,7 @@ pub(crate) async fn users<C: GenericClient>(c: &C) -> Result<Vec<UserRecord>, St
 // --- recovery codes --------------------------------------------------------------------------
 
 /// Replaces the user's codes; the caller runs it in a transaction.
-pub(crate) async fn replace_recovery_codes<C: GenericClient>(
+pub(crate) async fn update_recovery_codes<C: GenericClient>(
     c: &C,
     user: UserId,
     codes: &[[u8; 32]],
@@ -79,7 +85,7 @@ pub(crate) async fn replace_recovery_codes<C: GenericClient>(
     Ok(())
 }
 
-pub(crate) async fn recovery_codes_left<C: GenericClient>(
+pub(crate) async fn count_recovery_codes<C: GenericClient>(
     c: &C,
     user: UserId,
 ) -> Result<u32, StoreError> {
@@ -108,7 +114,7 @@ pub(crate) async fn session_by_token<C: GenericClient>(
     record(c, &st::SESSION_BY_TOKEN, &[&hash.as_slice()]).await
 }
 
-pub(crate) async fn touch_session<C: GenericClient>(
+pub(crate) async fn update_session_seen<C: GenericClient>(
     c: &C,
     id: SessionId,
     at: Timestamp,
@@ -196,7 +202,7 @@ pub(crate) async fn advance_session<C: GenericClient>(
     };
     if proved {
         if let SessionProof::Enrolment { recovery_codes, .. } = proof {
-            replace_recovery_codes(c, new.user_id, recovery_codes).await?;
+            update_recovery_codes(c, new.user_id, recovery_codes).await?;
         }
     }
     if !proved {
@@ -211,7 +217,7 @@ pub(crate) async fn advance_session<C: GenericClient>(
 
 /// Stores an invitation and deletes the user's earlier ones; the caller runs it in a
 /// transaction.
-pub(crate) async fn put_invite<C: GenericClient>(
+pub(crate) async fn insert_invite<C: GenericClient>(
     c: &C,
     i: &InviteRecord,
 ) -> Result<(), StoreError> {
@@ -222,7 +228,7 @@ pub(crate) async fn put_invite<C: GenericClient>(
     Ok(())
 }
 
-pub(crate) async fn invite<C: GenericClient>(
+pub(crate) async fn find_invite<C: GenericClient>(
     c: &C,
     hash: &[u8; 32],
     now: Timestamp,
@@ -246,7 +252,7 @@ pub(crate) async fn take_invite<C: GenericClient>(
 /// Two statements without a transaction: the trim deletes only slots outside the owner's
 /// newest `keep` at its own moment, so a concurrent put of the same owner never loses its
 /// new slot to it.
-pub(crate) async fn put_slot<C: GenericClient>(
+pub(crate) async fn insert_slot<C: GenericClient>(
     c: &C,
     slot: &SlotRecord,
     keep: usize,
@@ -272,7 +278,7 @@ pub(crate) async fn take_slot<C: GenericClient>(
     record(c, &st::SLOT_TAKE, &codec::refs(&values)).await
 }
 
-pub(crate) async fn purge_slots<C: GenericClient>(
+pub(crate) async fn delete_expired_slots<C: GenericClient>(
     c: &C,
     now: Timestamp,
     keep: u64,
@@ -284,7 +290,7 @@ pub(crate) async fn purge_slots<C: GenericClient>(
 
 // --- failures --------------------------------------------------------------------------------
 
-pub(crate) async fn record_failure<C: GenericClient>(
+pub(crate) async fn insert_failure<C: GenericClient>(
     c: &C,
     key: &str,
     at: Timestamp,
@@ -293,7 +299,7 @@ pub(crate) async fn record_failure<C: GenericClient>(
     Ok(())
 }
 
-pub(crate) async fn failures_since<C: GenericClient>(
+pub(crate) async fn find_failures<C: GenericClient>(
     c: &C,
     key: &str,
     since: Timestamp,
@@ -331,7 +337,7 @@ pub(crate) async fn purge_failures<C: GenericClient>(
 
 // --- audit -----------------------------------------------------------------------------------
 
-pub(crate) async fn append_audit<C: GenericClient>(
+pub(crate) async fn insert_audit<C: GenericClient>(
     c: &C,
     r: &CabinetAuditRecord,
 ) -> Result<(), StoreError> {
@@ -341,7 +347,7 @@ pub(crate) async fn append_audit<C: GenericClient>(
     Ok(())
 }
 
-pub(crate) async fn audit<C: GenericClient>(
+pub(crate) async fn find_audit<C: GenericClient>(
     c: &C,
     q: &AuditQuery,
 ) -> Result<AuditPage, StoreError> {
@@ -358,7 +364,7 @@ pub(crate) async fn audit<C: GenericClient>(
     Ok(AuditPage::of(found, q.limit))
 }
 
-pub(crate) async fn purge_audit<C: GenericClient>(
+pub(crate) async fn delete_audit<C: GenericClient>(
     c: &C,
     before: Timestamp,
     keep: Option<u64>,
@@ -443,4 +449,209 @@ pub(crate) async fn ensure_payment_page<C: GenericClient>(
     payment_page(c, page.payment_id)
         .await?
         .ok_or_else(|| StoreError::Corrupt("the payment page just stored is missing".into()))
+}
+
+// --- the ports ---------------------------------------------------------------------------
+
+/// Runs `$body` on one pooled connection's transaction: committed when it answers `Ok`, rolled
+/// back (dropped) otherwise.
+macro_rules! in_transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut client = $store.client().await?;
+        let $tx = client.transaction().await.map_err(db)?;
+        let result = $body;
+        match result {
+            Ok(value) => {
+                $tx.commit().await.map_err(db)?;
+                Ok(value)
+            }
+            Err(e) => Err(e),
+        }
+    }};
+}
+
+#[async_trait]
+impl CabinetUsers for PgStore {
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        insert_user(&client, user).await
+    }
+
+    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        update_user(&client, user).await
+    }
+
+    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
+        let client = self.client().await?;
+        let one = match key {
+            UserKey::Id(id) => user(&client, id).await?,
+            UserKey::Email(email) => user_by_email(&client, email).await?,
+            UserKey::All => return users(&client).await,
+        };
+        Ok(one.into_iter().collect())
+    }
+
+    async fn update_recovery_codes(
+        &self,
+        user: UserId,
+        codes: &[[u8; 32]],
+    ) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| update_recovery_codes(&tx, user, codes).await)
+    }
+
+    async fn count_recovery_codes(&self, user: UserId) -> Result<u32, StoreError> {
+        let client = self.client().await?;
+        count_recovery_codes(&client, user).await
+    }
+}
+
+#[async_trait]
+impl CabinetSessions for PgStore {
+    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        insert_session(&client, session).await
+    }
+
+    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
+        let client = self.client().await?;
+        match key {
+            SessionKey::TokenHash(hash) => {
+                Ok(session_by_token(&client, hash).await?.into_iter().collect())
+            }
+            SessionKey::User(user) => user_sessions(&client, user).await,
+        }
+    }
+
+    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        match which {
+            SessionScope::One(id) => Ok(u64::from(delete_session(&client, id).await?)),
+            SessionScope::User { user, keep } => delete_user_sessions(&client, user, keep).await,
+            SessionScope::Stale {
+                idle_before,
+                signed_in_before,
+            } => purge_sessions(&client, idle_before, signed_in_before).await,
+        }
+    }
+
+    async fn update_session_seen(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        update_session_seen(&client, id, at).await
+    }
+
+    /// One transaction: a refused proof rolls back, so it writes nothing.
+    async fn advance_session(
+        &self,
+        old: &[u8; 32],
+        new: &SessionRecord,
+        proof: &SessionProof,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db)?;
+        if !advance_session(&tx, old, new, proof).await? {
+            tx.rollback().await.map_err(db)?;
+            return Ok(false);
+        }
+        tx.commit().await.map_err(db)?;
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl CabinetInvites for PgStore {
+    async fn insert_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
+        in_transaction!(self, |tx| insert_invite(&tx, invite).await)
+    }
+
+    async fn find_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let client = self.client().await?;
+        find_invite(&client, hash, now).await
+    }
+
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let client = self.client().await?;
+        take_invite(&client, hash, now).await
+    }
+}
+
+#[async_trait]
+impl CabinetSlots for PgStore {
+    async fn insert_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        insert_slot(&client, slot, keep).await
+    }
+
+    async fn take_slot(
+        &self,
+        hash: &[u8; 32],
+        owner: Option<SessionId>,
+        now: Timestamp,
+    ) -> Result<Option<SlotRecord>, StoreError> {
+        let client = self.client().await?;
+        take_slot(&client, hash, owner, now).await
+    }
+
+    async fn delete_expired_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        delete_expired_slots(&client, now, keep).await
+    }
+}
+
+#[async_trait]
+impl SignInFailures for PgStore {
+    async fn insert_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        insert_failure(&client, key, at).await
+    }
+
+    async fn find_failures(
+        &self,
+        key: &str,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        let client = self.client().await?;
+        find_failures(&client, key, since, limit).await
+    }
+
+    async fn delete_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        match which {
+            FailureScope::Key(key) => clear_failures(&client, key).await,
+            FailureScope::Before(before) => purge_failures(&client, before).await,
+            FailureScope::One { key, at } => forget_one_failure(&client, key, at).await,
+        }
+    }
+}
+
+#[async_trait]
+impl CabinetAuditLog for PgStore {
+    async fn insert_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        insert_audit(&client, record).await
+    }
+
+    async fn find_cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
+        let client = self.client().await?;
+        find_audit(&client, query).await
+    }
+
+    async fn delete_cabinet_audit(
+        &self,
+        before: Timestamp,
+        keep: Option<u64>,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        delete_audit(&client, before, keep, limit).await
+    }
 }

@@ -1,65 +1,24 @@
-//! Merchants, projects, credentials, settings, the audit trail and turns of background work
-//! as SQL. The statements and row conversions are the shared ones
+//! Credentials and the steps inside transactions (an audit record, purges, turns of background
+//! work) as SQL. The statements and row conversions are the shared ones
 //! ([`payments_store_sql::statements`]); this file runs them on a PostgreSQL connection and
-//! adds what only PostgreSQL does: the one-statement authentication join, advisory locks
-//! around a project's secrets, and turns between nodes.
+//! adds what only PostgreSQL does: the one-statement authentication join and turns between
+//! nodes. The settings, operator tokens, audit pages, merchants, projects and callback secrets
+//! are in `payments_store_sql::port`.
 
 use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
-use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
-};
+use payments_core::ids::{KeyId, ProjectId, TokenId};
+use payments_core::project::{AuditRecord, KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::store::{AuthLookup, StoreError};
-use payments_core::{SecretString, Timestamp};
-use payments_store_sql::record::secret_values;
+use payments_core::Timestamp;
 use payments_store_sql::sql::aliased;
 use payments_store_sql::statements as st;
 
 use crate::codec::{
-    self, execute, params, query, query_opt, read, record, records, refs, sql, write_record, Cols,
-    PgRow, Record,
+    self, execute, query, query_opt, read, record, records, sql, write_record, Cols, PgRow, Record,
 };
 use crate::error::{db, duplicate};
-
-// --- merchants and projects ------------------------------------------------------------------
-
-pub(crate) async fn put_merchant<C: GenericClient>(c: &C, m: &Merchant) -> Result<(), StoreError> {
-    write_record(c, &st::MERCHANT_PUT, m).await?.map_err(db)?;
-    Ok(())
-}
-
-pub(crate) async fn merchant<C: GenericClient>(
-    c: &C,
-    id: MerchantId,
-) -> Result<Option<Merchant>, StoreError> {
-    record(c, &st::MERCHANT, &[&id.to_string()]).await
-}
-
-pub(crate) async fn merchants<C: GenericClient>(c: &C) -> Result<Vec<Merchant>, StoreError> {
-    records(c, &st::MERCHANTS, &[]).await
-}
-
-/// Inserts or replaces a project; its merchant must exist.
-pub(crate) async fn put_project<C: GenericClient>(c: &C, p: &Project) -> Result<(), StoreError> {
-    if merchant(c, p.merchant_id).await?.is_none() {
-        return Err(StoreError::NotFound(format!("merchant {}", p.merchant_id)));
-    }
-    write_record(c, &st::PROJECT_PUT, p).await?.map_err(db)?;
-    Ok(())
-}
-
-pub(crate) async fn project<C: GenericClient>(
-    c: &C,
-    id: ProjectId,
-) -> Result<Option<Project>, StoreError> {
-    record(c, &st::PROJECT, &[&id.to_string()]).await
-}
-
-pub(crate) async fn projects<C: GenericClient>(c: &C) -> Result<Vec<Project>, StoreError> {
-    records(c, &st::PROJECTS, &[]).await
-}
 
 // --- tokens and keys -------------------------------------------------------------------------
 
@@ -200,95 +159,8 @@ pub(crate) async fn revoke_key<C: GenericClient>(
     Ok(n > 0)
 }
 
-// --- callback secrets ------------------------------------------------------------------------
-
-/// Newest first (the most recently added has the largest `seq`).
-pub(crate) async fn secrets<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    records(c, &st::SECRETS, &[&project.to_string()]).await
-}
-
-/// Locks the project's secrets so that concurrent additions on two nodes apply one after the
-/// other.
-async fn lock_project_secrets<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-) -> Result<(), StoreError> {
-    query(
-        c,
-        "SELECT pg_advisory_xact_lock(hashtextextended('callback_secrets:' || $1, 0))",
-        &[&project.to_string()],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Adds a secret and deletes all but the two newest. Call inside a transaction.
-pub(crate) async fn add_secret<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<(), StoreError> {
-    lock_project_secrets(c, project).await?;
-    let values = params(secret_values(project, s)?);
-    execute(c, sql(&st::SECRET_INSERT), &refs(&values)).await?;
-    execute(c, sql(&st::SECRET_TRIM), &[&project.to_string()]).await?;
-    Ok(())
-}
-
-/// Adds `s` if the project has no secret; the project's secrets after. Call inside a
-/// transaction.
-pub(crate) async fn add_secret_if_none<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    lock_project_secrets(c, project).await?;
-    if secrets(c, project).await?.is_empty() {
-        add_secret(c, project, s).await?;
-    }
-    secrets(c, project).await
-}
-
-/// Replaces the stored value `old` of a project's secret with `new`; `false` if none has it.
-pub(crate) async fn replace_secret<C: GenericClient>(
-    c: &C,
-    project: ProjectId,
-    old: &SecretString,
-    new: &SecretString,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        c,
-        sql(&st::SECRET_REPLACE),
-        &[&project.to_string(), &old.expose(), &new.expose()],
-    )
-    .await?;
-    Ok(n > 0)
-}
-
-// --- settings, audit and turns ---------------------------------------------------------------
-
-pub(crate) async fn setting<C: GenericClient>(
-    c: &C,
-    name: &str,
-) -> Result<Option<String>, StoreError> {
-    query_opt(c, sql(&st::SETTING), &[&name])
-        .await?
-        .as_ref()
-        .map(|row| read(row, |c| c.text("value")))
-        .transpose()
-}
-
-pub(crate) async fn put_setting<C: GenericClient>(
-    c: &C,
-    name: &str,
-    value: &str,
-) -> Result<(), StoreError> {
-    execute(c, sql(&st::SETTING_PUT), &[&name, &value]).await?;
-    Ok(())
-}
+// --- audit inside transactions, purges and turns (the rest of the audit trail, the settings
+// and the operator tokens are in payments_store_sql::port) ----------------------------------
 
 /// Appends an audit record (also inside [`crate::payments::commit_change`]).
 pub(crate) async fn append_audit<C: GenericClient>(
@@ -297,14 +169,6 @@ pub(crate) async fn append_audit<C: GenericClient>(
 ) -> Result<(), StoreError> {
     write_record(c, &st::AUDIT_INSERT, a).await?.map_err(db)?;
     Ok(())
-}
-
-/// The newest `limit` records, newest first.
-pub(crate) async fn audit_records<C: GenericClient>(
-    c: &C,
-    limit: usize,
-) -> Result<Vec<AuditRecord>, StoreError> {
-    records(c, &st::AUDIT_NEWEST, &[&codec::limit(limit)]).await
 }
 
 /// Takes `task`'s turn until `until` if the current turn ended at `now`: the primary key and
@@ -339,48 +203,4 @@ pub(crate) async fn purge_audit<C: GenericClient>(
         &[&before.unix_millis(), &codec::limit(limit)],
     )
     .await
-}
-
-// --- operator tokens -------------------------------------------------------------------------
-
-/// Stores an operator token; a taken id or hash is `Duplicate`.
-pub(crate) async fn insert_operator_token<C: GenericClient>(
-    c: &C,
-    t: &OperatorTokenRecord,
-) -> Result<(), StoreError> {
-    duplicate(
-        write_record(c, &st::OPERATOR_TOKEN_INSERT, t).await?,
-        || "operator token".into(),
-    )?;
-    Ok(())
-}
-
-/// An operator token by the hash of the presented token, expired or not.
-pub(crate) async fn operator_token_by_hash<C: GenericClient>(
-    c: &C,
-    hash: &[u8; 32],
-) -> Result<Option<OperatorTokenRecord>, StoreError> {
-    record(c, &st::OPERATOR_TOKEN_BY_HASH, &[&&hash[..]]).await
-}
-
-/// Every operator token in issue order.
-pub(crate) async fn operator_tokens<C: GenericClient>(
-    c: &C,
-) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-    records(c, &st::OPERATOR_TOKENS, &[]).await
-}
-
-/// Ends a token's validity at `at` unless it ends earlier already.
-pub(crate) async fn expire_operator_token<C: GenericClient>(
-    c: &C,
-    id: TokenId,
-    at: Timestamp,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        c,
-        sql(&st::OPERATOR_TOKEN_EXPIRE),
-        &[&at.unix_millis(), &id.to_string()],
-    )
-    .await?;
-    Ok(n > 0)
 }

@@ -53,7 +53,7 @@ mod ledger;
 mod outbox;
 mod payments;
 mod ratelimit;
-mod request_log;
+mod runtime;
 mod schema;
 mod store;
 #[cfg(feature = "testing")]

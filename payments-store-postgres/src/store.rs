@@ -5,35 +5,24 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use payments_cabinet::store::{
-    AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
-    SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
-};
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
-use payments_core::ids::{
-    EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
-};
-use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
+use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, TokenId};
+use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
-};
-use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
-use payments_core::store::RequestLogStore;
+use payments_core::project::{AuditRecord, KeyRecord, TokenRecord};
 use payments_core::store::{
-    AdmitOutcome, AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore,
-    ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse,
-    OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged,
-    Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    AdmitOutcome, AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, CredentialStore,
+    InsertOutcome, LeaseToken, NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange,
+    PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
-use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
-use payments_core::{SecretString, Timestamp};
+use payments_core::store::{EventQuery, PaymentQuery};
+use payments_core::Timestamp;
 
 use crate::error::db;
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, outbox, payments, request_log, PgStore};
+use crate::{cabinet, directory, ledger, outbox, payments, PgStore};
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
@@ -240,37 +229,6 @@ impl OutboxStore for PgStore {
 }
 
 #[async_trait]
-impl MerchantStore for PgStore {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::put_merchant(&client, merchant).await
-    }
-
-    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
-        let client = self.client().await?;
-        match only {
-            Some(id) => Ok(directory::merchant(&client, id)
-                .await?
-                .into_iter()
-                .collect()),
-            None => directory::merchants(&client).await,
-        }
-    }
-
-    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
-        let client = self.client().await?;
-        match only {
-            Some(id) => Ok(directory::project(&client, id).await?.into_iter().collect()),
-            None => directory::projects(&client).await,
-        }
-    }
-
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| directory::put_project(&tx, project).await)
-    }
-}
-
-#[async_trait]
 impl CredentialStore for PgStore {
     async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
         let client = self.client().await?;
@@ -359,93 +317,6 @@ impl CredentialStore for PgStore {
 }
 
 #[async_trait]
-impl CallbackSecretStore for PgStore {
-    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::secrets(&client, project).await
-    }
-
-    async fn add_callback_secret(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| directory::add_secret(&tx, project, secret).await)
-    }
-
-    async fn add_callback_secret_if_none(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<Vec<SecretRecord>, StoreError> {
-        in_transaction!(self, |tx| directory::add_secret_if_none(
-            &tx, project, secret
-        )
-        .await)
-    }
-
-    async fn replace_callback_secret(
-        &self,
-        project: ProjectId,
-        old: &SecretString,
-        new: &SecretString,
-    ) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        directory::replace_secret(&client, project, old, new).await
-    }
-}
-
-#[async_trait]
-impl OperatorStore for PgStore {
-    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::insert_operator_token(&client, token).await
-    }
-
-    async fn find_operator_tokens(
-        &self,
-        hash: Option<&[u8; 32]>,
-    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        let client = self.client().await?;
-        match hash {
-            Some(hash) => Ok(directory::operator_token_by_hash(&client, hash)
-                .await?
-                .into_iter()
-                .collect()),
-            None => directory::operator_tokens(&client).await,
-        }
-    }
-
-    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        directory::expire_operator_token(&client, id, at).await
-    }
-
-    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
-        let client = self.client().await?;
-        directory::setting(&client, name).await
-    }
-
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::put_setting(&client, name, value).await
-    }
-}
-
-#[async_trait]
-impl AuditStore for PgStore {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        directory::append_audit(&client, record).await
-    }
-
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        let client = self.client().await?;
-        directory::audit_records(&client, limit).await
-    }
-}
-
-#[async_trait]
 impl PayerPageStore for PgStore {
     async fn ensure_payment_page(
         &self,
@@ -464,60 +335,6 @@ impl PayerPageStore for PgStore {
             PageKey::Payment(payment) => cabinet::payment_page(&client, payment).await,
             PageKey::TokenHash(hash) => cabinet::payment_page_by_hash(&client, hash).await,
         }
-    }
-}
-
-#[async_trait]
-impl RequestLogStore for PgStore {
-    /// One transaction: the inserts, then each project's trim.
-    async fn append_requests(
-        &self,
-        entries: &[RequestLogEntry],
-        keep: usize,
-    ) -> Result<(), StoreError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        request_log::append(&tx, entries, keep).await?;
-        tx.commit().await.map_err(db)
-    }
-
-    async fn find_requests(
-        &self,
-        query: &RequestLogQuery,
-    ) -> Result<Vec<RequestLogEntry>, StoreError> {
-        let client = self.client().await?;
-        request_log::find(&client, query).await
-    }
-
-    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
-        let client = self.client().await?;
-        request_log::purge(&client, before, limit).await
-    }
-}
-
-#[async_trait]
-impl LedgerStore for PgStore {
-    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
-        let client = self.client().await?;
-        ledger::balance(&client, project).await
-    }
-
-    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-        let client = self.client().await?;
-        ledger::find(&client, query).await
-    }
-
-    async fn entry_totals(
-        &self,
-        project: ProjectId,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-        let client = self.client().await?;
-        ledger::totals(&client, project, from, to).await
     }
 }
 
@@ -694,175 +511,5 @@ impl Store for PgStore {
                 Some(InsertOutcome::Existing(existing)) => Ok(AdmitOutcome::Existing(existing)),
             },
         }
-    }
-}
-
-#[async_trait]
-impl CabinetStore for PgStore {
-    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::insert_user(&client, user).await
-    }
-
-    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::update_user(&client, user).await
-    }
-
-    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
-        let client = self.client().await?;
-        let one = match key {
-            UserKey::Id(id) => cabinet::user(&client, id).await?,
-            UserKey::Email(email) => cabinet::user_by_email(&client, email).await?,
-            UserKey::All => return cabinet::users(&client).await,
-        };
-        Ok(one.into_iter().collect())
-    }
-
-    async fn replace_recovery_codes(
-        &self,
-        user: UserId,
-        codes: &[[u8; 32]],
-    ) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| cabinet::replace_recovery_codes(&tx, user, codes)
-            .await)
-    }
-
-    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {
-        let client = self.client().await?;
-        cabinet::recovery_codes_left(&client, user).await
-    }
-
-    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::insert_session(&client, session).await
-    }
-
-    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
-        let client = self.client().await?;
-        match key {
-            SessionKey::TokenHash(hash) => Ok(cabinet::session_by_token(&client, hash)
-                .await?
-                .into_iter()
-                .collect()),
-            SessionKey::User(user) => cabinet::user_sessions(&client, user).await,
-        }
-    }
-
-    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        match which {
-            SessionScope::One(id) => Ok(u64::from(cabinet::delete_session(&client, id).await?)),
-            SessionScope::User { user, keep } => {
-                cabinet::delete_user_sessions(&client, user, keep).await
-            }
-            SessionScope::Stale {
-                idle_before,
-                signed_in_before,
-            } => cabinet::purge_sessions(&client, idle_before, signed_in_before).await,
-        }
-    }
-
-    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        cabinet::touch_session(&client, id, at).await
-    }
-
-    /// One transaction: a refused proof rolls back, so it writes nothing.
-    async fn advance_session(
-        &self,
-        old: &[u8; 32],
-        new: &SessionRecord,
-        proof: &SessionProof,
-    ) -> Result<bool, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db)?;
-        if !cabinet::advance_session(&tx, old, new, proof).await? {
-            tx.rollback().await.map_err(db)?;
-            return Ok(false);
-        }
-        tx.commit().await.map_err(db)?;
-        Ok(true)
-    }
-
-    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
-        in_transaction!(self, |tx| cabinet::put_invite(&tx, invite).await)
-    }
-
-    async fn find_invite(
-        &self,
-        hash: &[u8; 32],
-        now: Timestamp,
-        then: InviteUse,
-    ) -> Result<Option<InviteRecord>, StoreError> {
-        let client = self.client().await?;
-        match then {
-            InviteUse::Peek => cabinet::invite(&client, hash, now).await,
-            InviteUse::Take => cabinet::take_invite(&client, hash, now).await,
-        }
-    }
-
-    async fn put_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::put_slot(&client, slot, keep).await
-    }
-
-    async fn take_slot(
-        &self,
-        hash: &[u8; 32],
-        owner: Option<SessionId>,
-        now: Timestamp,
-    ) -> Result<Option<SlotRecord>, StoreError> {
-        let client = self.client().await?;
-        cabinet::take_slot(&client, hash, owner, now).await
-    }
-
-    async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        cabinet::purge_slots(&client, now, keep).await
-    }
-
-    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::record_failure(&client, key, at).await
-    }
-
-    async fn failures_since(
-        &self,
-        key: &str,
-        since: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<Timestamp>, StoreError> {
-        let client = self.client().await?;
-        cabinet::failures_since(&client, key, since, limit).await
-    }
-
-    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        match which {
-            FailureScope::Key(key) => cabinet::clear_failures(&client, key).await,
-            FailureScope::Before(before) => cabinet::purge_failures(&client, before).await,
-            FailureScope::One { key, at } => cabinet::forget_one_failure(&client, key, at).await,
-        }
-    }
-
-    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        cabinet::append_audit(&client, record).await
-    }
-
-    async fn cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
-        let client = self.client().await?;
-        cabinet::audit(&client, query).await
-    }
-
-    async fn purge_cabinet_audit(
-        &self,
-        before: Timestamp,
-        keep: Option<u64>,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        cabinet::purge_audit(&client, before, keep, limit).await
     }
 }

@@ -15,7 +15,9 @@
 //! - [`codec`]: the text forms of values that are not a column type (scopes, contracts, URLs);
 //! - [`schema`]: one schema numbering for both engines and the rule that compares versions;
 //! - [`sql`]: statement text shared by both engines, written once with PostgreSQL's `$n`
-//!   placeholders and turned into SQLite's `?n` by the [`Dialect`] seam.
+//!   placeholders and turned into SQLite's `?n` by the [`Dialect`] seam;
+//! - [`port`]: the port methods implemented once for both engines, over the runtime seam of
+//!   [`runtime`] ("run this job on the writer", "on a pooled connection").
 //!
 //! Each backend keeps only its runtime: connections, transactions, locking, the SQLite
 //! writer's group commit, PostgreSQL's pool and advisory locks, and the few statements whose
@@ -30,9 +32,11 @@
 pub mod codec;
 pub mod ledger;
 pub mod listing;
+pub mod port;
 pub mod record;
 pub mod request_log;
 pub mod row;
+pub mod runtime;
 pub mod schema;
 pub mod sealing;
 pub mod sql;

@@ -30,7 +30,7 @@ use crate::row::Cols;
 use crate::sealing::RequisiteSealing;
 use crate::value::SqlValue;
 use payments_core::payment::ProviderRoute;
-use payments_core::routing::ProviderName;
+use payments_core::provider::ProviderName;
 
 /// A stored aggregate: its table's columns, and the conversions between it and a row.
 pub trait Record: Sized {

@@ -3,10 +3,15 @@
 //! ([`advance_session`]) runs in one writer job: its conditional update is the first write,
 //! so a refused proof writes nothing. Statements and rows are the shared ones
 //! ([`payments_store_sql::statements`]).
+//!
+//! The cabinet's ports on [`SqliteStore`] ([`CabinetUsers`], [`CabinetSessions`], [`CabinetInvites`],
+//! [`SignInFailures`], [`CabinetSlots`], [`CabinetAuditLog`]) are at the end: writes go to the writer thread, reads to the pool.
 
+use async_trait::async_trait;
 use payments_cabinet::store::{
-    AuditPage, AuditQuery, CabinetAuditRecord, InviteRecord, SessionProof, SessionRecord,
-    SlotRecord, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditLog, CabinetAuditRecord, CabinetInvites, CabinetSessions,
+    CabinetSlots, CabinetUsers, FailureScope, InviteRecord, SessionKey, SessionProof,
+    SessionRecord, SessionScope, SignInFailures, SlotRecord, UserKey, UserRecord,
 };
 use payments_core::ids::{PaymentId, SessionId, TokenId, UserId};
 use payments_core::payer::PaymentPageRecord;
@@ -21,6 +26,7 @@ use crate::codec::{
     self, execute, execute_raw, query, record, record_params, records, sql, SqlValue,
 };
 use crate::error::{corrupt, db, duplicate};
+use crate::SqliteStore;
 
 // --- users -----------------------------------------------------------------------------------
 
@@ -56,7 +62,7 @@ pub(crate) fn users(conn: &Connection) -> Result<Vec<UserRecord>, StoreError> {
 
 // --- recovery codes --------------------------------------------------------------------------
 
-pub(crate) fn replace_recovery_codes(
+pub(crate) fn update_recovery_codes(
     conn: &Connection,
     user: UserId,
     codes: &[[u8; 32]],
@@ -74,7 +80,7 @@ pub(crate) fn replace_recovery_codes(
     Ok(())
 }
 
-pub(crate) fn recovery_codes_left(conn: &Connection, user: UserId) -> Result<u32, StoreError> {
+pub(crate) fn count_recovery_codes(conn: &Connection, user: UserId) -> Result<u32, StoreError> {
     let n: i64 = conn
         .prepare_cached(sql(&st::RECOVERY_CODES_LEFT))
         .map_err(db)?
@@ -98,7 +104,7 @@ pub(crate) fn session_by_token(
     record(conn, &st::SESSION_BY_TOKEN, [hash.as_slice()])
 }
 
-pub(crate) fn touch_session(
+pub(crate) fn update_session_seen(
     conn: &Connection,
     id: SessionId,
     at: Timestamp,
@@ -171,7 +177,7 @@ pub(crate) fn advance_session(
         return Ok(false);
     }
     if let SessionProof::Enrolment { recovery_codes, .. } = proof {
-        replace_recovery_codes(conn, new.user_id, recovery_codes)?;
+        update_recovery_codes(conn, new.user_id, recovery_codes)?;
     }
     delete_session(conn, current.id)?;
     insert_session(conn, new)?;
@@ -180,14 +186,14 @@ pub(crate) fn advance_session(
 
 // --- invitations -----------------------------------------------------------------------------
 
-pub(crate) fn put_invite(conn: &Connection, i: &InviteRecord) -> Result<(), StoreError> {
+pub(crate) fn insert_invite(conn: &Connection, i: &InviteRecord) -> Result<(), StoreError> {
     execute(conn, &st::INVITES_DELETE, [i.user_id.to_string()])?;
     execute_raw(conn, &st::INVITE_INSERT, record_params(i)?)
         .map_err(|e| duplicate(e, || "invitation".into()))?;
     Ok(())
 }
 
-pub(crate) fn invite(
+pub(crate) fn find_invite(
     conn: &Connection,
     hash: &[u8; 32],
     now: Timestamp,
@@ -211,7 +217,7 @@ pub(crate) fn take_invite(
 // --- one-time slots --------------------------------------------------------------------------
 
 /// The insert and the owner's trim are one job of the writer: one transaction.
-pub(crate) fn put_slot(
+pub(crate) fn insert_slot(
     conn: &Connection,
     slot: &SlotRecord,
     keep: usize,
@@ -242,7 +248,11 @@ pub(crate) fn take_slot(
     )
 }
 
-pub(crate) fn purge_slots(conn: &Connection, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
+pub(crate) fn delete_expired_slots(
+    conn: &Connection,
+    now: Timestamp,
+    keep: u64,
+) -> Result<u64, StoreError> {
     let expired = execute(conn, &st::SLOTS_PURGE, [now.unix_millis()])? as u64;
     let keep = i64::try_from(keep).unwrap_or(i64::MAX);
     Ok(expired + execute(conn, &st::SLOTS_OVER, [keep])? as u64)
@@ -250,7 +260,7 @@ pub(crate) fn purge_slots(conn: &Connection, now: Timestamp, keep: u64) -> Resul
 
 // --- failures --------------------------------------------------------------------------------
 
-pub(crate) fn record_failure(
+pub(crate) fn insert_failure(
     conn: &Connection,
     key: &str,
     at: Timestamp,
@@ -259,7 +269,7 @@ pub(crate) fn record_failure(
     Ok(())
 }
 
-pub(crate) fn failures_since(
+pub(crate) fn find_failures(
     conn: &Connection,
     key: &str,
     since: Timestamp,
@@ -295,12 +305,12 @@ pub(crate) fn purge_failures(conn: &Connection, before: Timestamp) -> Result<u64
 
 // --- audit -----------------------------------------------------------------------------------
 
-pub(crate) fn append_audit(conn: &Connection, r: &CabinetAuditRecord) -> Result<(), StoreError> {
+pub(crate) fn insert_audit(conn: &Connection, r: &CabinetAuditRecord) -> Result<(), StoreError> {
     execute(conn, &st::CABINET_AUDIT_INSERT, record_params(r)?)?;
     Ok(())
 }
 
-pub(crate) fn audit(conn: &Connection, q: &AuditQuery) -> Result<AuditPage, StoreError> {
+pub(crate) fn find_audit(conn: &Connection, q: &AuditQuery) -> Result<AuditPage, StoreError> {
     let (sql, values) = listing::audit_page(q, codec::D);
     let found = query(conn, &sql, codec::params(values), |c| {
         Ok((c.num::<u64>("seq")?, CabinetAuditRecord::from_row(c)?))
@@ -308,7 +318,7 @@ pub(crate) fn audit(conn: &Connection, q: &AuditQuery) -> Result<AuditPage, Stor
     Ok(AuditPage::of(found, q.limit))
 }
 
-pub(crate) fn purge_audit(
+pub(crate) fn delete_audit(
     conn: &Connection,
     before: Timestamp,
     keep: Option<u64>,
@@ -379,4 +389,198 @@ pub(crate) fn ensure_payment_page(
         .map_err(|e| duplicate(e, || "payment page token".into()))?;
     payment_page(conn, page.payment_id)?
         .ok_or_else(|| StoreError::Corrupt("the payment page just stored is missing".into()))
+}
+
+// --- the ports ---------------------------------------------------------------------------
+
+#[async_trait]
+impl CabinetUsers for SqliteStore {
+    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let u = user.clone();
+        self.write(move |c| insert_user(c, &u)).await
+    }
+
+    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
+        let u = user.clone();
+        self.write(move |c| update_user(c, &u)).await
+    }
+
+    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
+        match key {
+            UserKey::Id(id) => {
+                self.read(move |c| Ok(user(c, id)?.into_iter().collect()))
+                    .await
+            }
+            UserKey::Email(email) => {
+                let email = email.to_string();
+                self.read(move |c| Ok(user_by_email(c, &email)?.into_iter().collect()))
+                    .await
+            }
+            UserKey::All => self.read(|c| users(c)).await,
+        }
+    }
+
+    async fn update_recovery_codes(
+        &self,
+        user: UserId,
+        codes: &[[u8; 32]],
+    ) -> Result<(), StoreError> {
+        let codes = codes.to_vec();
+        self.write(move |c| update_recovery_codes(c, user, &codes))
+            .await
+    }
+
+    async fn count_recovery_codes(&self, user: UserId) -> Result<u32, StoreError> {
+        self.read(move |c| count_recovery_codes(c, user)).await
+    }
+}
+
+#[async_trait]
+impl CabinetSessions for SqliteStore {
+    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        let s = session.clone();
+        self.write(move |c| insert_session(c, &s)).await
+    }
+
+    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
+        match key {
+            SessionKey::TokenHash(hash) => {
+                let hash = *hash;
+                self.read(move |c| Ok(session_by_token(c, &hash)?.into_iter().collect()))
+                    .await
+            }
+            SessionKey::User(user) => self.read(move |c| user_sessions(c, user)).await,
+        }
+    }
+
+    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
+        self.free(move |c| match which {
+            SessionScope::One(id) => Ok(u64::from(delete_session(c, id)?)),
+            SessionScope::User { user, keep } => delete_user_sessions(c, user, keep),
+            SessionScope::Stale {
+                idle_before,
+                signed_in_before,
+            } => purge_sessions(c, idle_before, signed_in_before),
+        })
+        .await
+    }
+
+    async fn update_session_seen(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
+        self.write(move |c| update_session_seen(c, id, at)).await
+    }
+
+    async fn advance_session(
+        &self,
+        old: &[u8; 32],
+        new: &SessionRecord,
+        proof: &SessionProof,
+    ) -> Result<bool, StoreError> {
+        let (old, new, proof) = (*old, new.clone(), proof.clone());
+        self.write(move |c| advance_session(c, &old, &new, &proof))
+            .await
+    }
+}
+
+#[async_trait]
+impl CabinetInvites for SqliteStore {
+    async fn insert_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
+        let i = invite.clone();
+        self.write(move |c| insert_invite(c, &i)).await
+    }
+
+    async fn find_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let hash = *hash;
+        self.read(move |c| find_invite(c, &hash, now)).await
+    }
+
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let hash = *hash;
+        self.write(move |c| take_invite(c, &hash, now)).await
+    }
+}
+
+#[async_trait]
+impl CabinetSlots for SqliteStore {
+    async fn insert_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
+        let slot = slot.clone();
+        self.write(move |c| insert_slot(c, &slot, keep)).await
+    }
+
+    async fn take_slot(
+        &self,
+        hash: &[u8; 32],
+        owner: Option<SessionId>,
+        now: Timestamp,
+    ) -> Result<Option<SlotRecord>, StoreError> {
+        let hash = *hash;
+        self.write(move |c| take_slot(c, &hash, owner, now)).await
+    }
+
+    async fn delete_expired_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
+        self.free(move |c| delete_expired_slots(c, now, keep)).await
+    }
+}
+
+#[async_trait]
+impl SignInFailures for SqliteStore {
+    async fn insert_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
+        let key = key.to_string();
+        self.write(move |c| insert_failure(c, &key, at)).await
+    }
+
+    async fn find_failures(
+        &self,
+        key: &str,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Timestamp>, StoreError> {
+        let key = key.to_string();
+        self.read(move |c| find_failures(c, &key, since, limit))
+            .await
+    }
+
+    async fn delete_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
+        match which {
+            FailureScope::Key(key) => {
+                let key = key.to_string();
+                self.write(move |c| clear_failures(c, &key)).await
+            }
+            FailureScope::Before(before) => self.free(move |c| purge_failures(c, before)).await,
+            FailureScope::One { key, at } => {
+                let key = key.to_string();
+                self.write(move |c| forget_one_failure(c, &key, at)).await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl CabinetAuditLog for SqliteStore {
+    async fn insert_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
+        let r = record.clone();
+        self.write(move |c| insert_audit(c, &r)).await
+    }
+
+    async fn find_cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
+        let q = query.clone();
+        self.read(move |c| find_audit(c, &q)).await
+    }
+
+    async fn delete_cabinet_audit(
+        &self,
+        before: Timestamp,
+        keep: Option<u64>,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        self.free(move |c| delete_audit(c, before, keep, limit))
+            .await
+    }
 }

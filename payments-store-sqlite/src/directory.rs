@@ -1,50 +1,26 @@
-//! Merchants, projects, credentials, settings and the audit trail as SQL. The statements and
+//! Merchants, projects, credentials and the audit trail's writes inside transactions as SQL. The statements and
 //! row conversions are the shared ones ([`payments_store_sql::statements`]); this file runs
 //! them on a rusqlite connection.
 
 use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
-};
+use payments_core::project::{AuditRecord, KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::store::{AuthLookup, StoreError};
-use payments_core::{SecretString, Timestamp};
-use payments_store_sql::record::secret_values;
+use payments_core::Timestamp;
 use payments_store_sql::statements as st;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
-use crate::codec::{self, execute, execute_raw, params, query, record, record_params, records};
+use crate::codec::{self, execute, execute_raw, query, record, record_params, records};
 use crate::error::{db, duplicate};
 
-// --- merchants and projects ------------------------------------------------------------------
-
-pub(crate) fn put_merchant(conn: &Connection, m: &Merchant) -> Result<(), StoreError> {
-    execute(conn, &st::MERCHANT_PUT, record_params(m)?)?;
-    Ok(())
-}
+// --- merchants and projects, as the authentication lookup reads them (the port's methods are
+// in payments_store_sql::port) ----------------------------------------------------------------
 
 pub(crate) fn merchant(conn: &Connection, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
     record(conn, &st::MERCHANT, [id.to_string()])
 }
 
-pub(crate) fn merchants(conn: &Connection) -> Result<Vec<Merchant>, StoreError> {
-    records(conn, &st::MERCHANTS, [])
-}
-
-/// Inserts or replaces a project; its merchant must exist.
-pub(crate) fn put_project(conn: &Connection, p: &Project) -> Result<(), StoreError> {
-    if merchant(conn, p.merchant_id)?.is_none() {
-        return Err(StoreError::NotFound(format!("merchant {}", p.merchant_id)));
-    }
-    execute(conn, &st::PROJECT_PUT, record_params(p)?)?;
-    Ok(())
-}
-
 pub(crate) fn project(conn: &Connection, id: ProjectId) -> Result<Option<Project>, StoreError> {
     record(conn, &st::PROJECT, [id.to_string()])
-}
-
-pub(crate) fn projects(conn: &Connection) -> Result<Vec<Project>, StoreError> {
-    records(conn, &st::PROJECTS, [])
 }
 
 // --- tokens and keys -------------------------------------------------------------------------
@@ -186,118 +162,13 @@ pub(crate) fn revoke_key(
     Ok(n > 0)
 }
 
-// --- callback secrets ------------------------------------------------------------------------
-
-/// Newest first (the most recently added has the largest `seq`).
-pub(crate) fn secrets(
-    conn: &Connection,
-    project: ProjectId,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    records(conn, &st::SECRETS, [project.to_string()])
-}
-
-/// Adds a secret and deletes all but the two newest.
-pub(crate) fn add_secret(
-    conn: &Connection,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<(), StoreError> {
-    execute(conn, &st::SECRET_INSERT, params(secret_values(project, s)?))?;
-    execute(conn, &st::SECRET_TRIM, [project.to_string()])?;
-    Ok(())
-}
-
-/// Adds `s` if the project has no secret; the project's secrets after.
-pub(crate) fn add_secret_if_none(
-    conn: &Connection,
-    project: ProjectId,
-    s: &SecretRecord,
-) -> Result<Vec<SecretRecord>, StoreError> {
-    if secrets(conn, project)?.is_empty() {
-        add_secret(conn, project, s)?;
-    }
-    secrets(conn, project)
-}
-
-/// Replaces the stored value `old` of a project's secret with `new`; `false` if none has it.
-pub(crate) fn replace_secret(
-    conn: &Connection,
-    project: ProjectId,
-    old: &SecretString,
-    new: &SecretString,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        conn,
-        &st::SECRET_REPLACE,
-        params![project.to_string(), old.expose(), new.expose()],
-    )?;
-    Ok(n > 0)
-}
-
-// --- operator tokens -------------------------------------------------------------------------
-
-/// Stores an operator token; a taken id or hash is `Duplicate`.
-pub(crate) fn insert_operator_token(
-    conn: &Connection,
-    t: &OperatorTokenRecord,
-) -> Result<(), StoreError> {
-    execute_raw(conn, &st::OPERATOR_TOKEN_INSERT, record_params(t)?)
-        .map_err(|e| duplicate(e, || "operator token".into()))?;
-    Ok(())
-}
-
-pub(crate) fn operator_token_by_hash(
-    conn: &Connection,
-    hash: &[u8; 32],
-) -> Result<Option<OperatorTokenRecord>, StoreError> {
-    record(conn, &st::OPERATOR_TOKEN_BY_HASH, [&hash[..]])
-}
-
-pub(crate) fn operator_tokens(conn: &Connection) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-    records(conn, &st::OPERATOR_TOKENS, [])
-}
-
-/// Ends a token's validity at `at` unless it ends earlier already.
-pub(crate) fn expire_operator_token(
-    conn: &Connection,
-    id: TokenId,
-    at: Timestamp,
-) -> Result<bool, StoreError> {
-    let n = execute(
-        conn,
-        &st::OPERATOR_TOKEN_EXPIRE,
-        params![at.unix_millis(), id.to_string()],
-    )?;
-    Ok(n > 0)
-}
-
-// --- settings and audit ----------------------------------------------------------------------
-
-pub(crate) fn setting(conn: &Connection, name: &str) -> Result<Option<String>, StoreError> {
-    conn.prepare_cached(codec::sql(&st::SETTING))
-        .map_err(db)?
-        .query_row([name], |r| r.get(0))
-        .optional()
-        .map_err(db)
-}
-
-pub(crate) fn put_setting(conn: &Connection, name: &str, value: &str) -> Result<(), StoreError> {
-    execute(conn, &st::SETTING_PUT, [name, value])?;
-    Ok(())
-}
+// --- audit (the rest of the audit trail, the settings and the operator tokens are in
+// payments_store_sql::port) -------------------------------------------------------------------
 
 /// Appends an audit record (also inside [`crate::payments::commit_change`]).
 pub(crate) fn append_audit(conn: &Connection, a: &AuditRecord) -> Result<(), StoreError> {
     execute(conn, &st::AUDIT_INSERT, record_params(a)?)?;
     Ok(())
-}
-
-/// The newest `limit` records, newest first.
-pub(crate) fn audit_records(
-    conn: &Connection,
-    limit: usize,
-) -> Result<Vec<AuditRecord>, StoreError> {
-    records(conn, &st::AUDIT_NEWEST, [codec::limit(limit)])
 }
 
 /// Deletes at most `limit` of the oldest audit records written before `before`.

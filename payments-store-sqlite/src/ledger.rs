@@ -1,14 +1,13 @@
-//! The project ledger on SQLite: the shared statements of `payments_store_sql::ledger`, run on
-//! the writer (appends) or a reader (balance, pages, totals).
+//! The project ledger's appends on SQLite, steps of the writer's transaction: the shared
+//! statements of `payments_store_sql::ledger` (the reads are in `payments_store_sql::port`).
 
 use payments_core::ids::ProjectId;
-use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
-use payments_core::store::{EntryQuery, StoreError};
-use payments_core::Timestamp;
+use payments_core::ledger::{Balance, LedgerEntry, Posting};
+use payments_core::store::StoreError;
 use payments_store_sql::ledger as lg;
 use rusqlite::Connection;
 
-use crate::codec::{self, execute, params, query, record, record_params, sql, Record, SqlValue};
+use crate::codec::{execute, params, record, record_params, sql, SqlValue};
 use crate::error::{db, is_unique_violation};
 
 /// The project's balance row, created when missing; the writer's transaction holds it.
@@ -44,38 +43,4 @@ pub(crate) fn append(conn: &Connection, posting: &Posting) -> Result<LedgerEntry
     }
     execute(conn, &lg::BALANCE_UPDATE, record_params(&after)?)?;
     Ok(entry)
-}
-
-/// A project's balance.
-pub(crate) fn balance(conn: &Connection, project: ProjectId) -> Result<Balance, StoreError> {
-    Ok(
-        record(conn, &lg::BALANCE, params([SqlValue::display(project)]))?
-            .unwrap_or_else(|| Balance::empty(project)),
-    )
-}
-
-/// A page of entries.
-pub(crate) fn find(conn: &Connection, q: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-    let (text, values) = lg::entry_page(q, codec::D);
-    query(conn, &text, params(values), LedgerEntry::from_row)
-}
-
-/// The count and sum of each kind in `[from, to)`.
-pub(crate) fn totals(
-    conn: &Connection,
-    project: ProjectId,
-    from: Timestamp,
-    to: Timestamp,
-) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-    let lines = query(
-        conn,
-        sql(&lg::ENTRY_TOTALS),
-        params([
-            SqlValue::display(project),
-            SqlValue::ts(from),
-            SqlValue::ts(to),
-        ]),
-        lg::totals_line,
-    )?;
-    Ok(lg::in_kind_order(lines))
 }

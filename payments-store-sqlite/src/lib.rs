@@ -34,8 +34,8 @@ mod nonces;
 mod outbox;
 mod payments;
 mod readers;
-mod request_log;
 mod reserve;
+mod runtime;
 mod schema;
 mod store;
 #[cfg(feature = "testing")]
@@ -332,7 +332,7 @@ impl SqliteStore {
         self.after_write(&result);
         if result.is_ok() && self.reserve.freeing_only() {
             // The purge is done whatever this look finds; a failed look waits for the next.
-            if let Ok(free) = self.read_short(free_bytes).await {
+            if let Ok(free) = self.read_short(|c| free_bytes(c)).await {
                 self.reserve.database_has_room(free);
             }
         }
@@ -353,7 +353,7 @@ impl SqliteStore {
     async fn read<R, F>(&self, read: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
         let permit = Arc::clone(&self.read_permits)
             .acquire_owned()
@@ -379,6 +379,7 @@ impl SqliteStore {
     {
         let limit = self.scan_timeout;
         self.read(move |conn| {
+            let conn = &*conn;
             let _limit = TimeLimit::set(conn, limit);
             read(conn)
         })
@@ -397,7 +398,7 @@ impl SqliteStore {
     async fn read_short<R, F>(&self, read: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
     {
         let closed = |_| UnavailableCause::Closed.error("the store is closed");
         let permit = match Arc::clone(&self.short_permits).try_acquire_owned() {

@@ -26,7 +26,7 @@ impl Readers {
     /// a blocking thread.
     pub(crate) fn with<R>(
         &self,
-        read: impl FnOnce(&Connection) -> Result<R, StoreError>,
+        read: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let conn = {
             let mut idle = self
@@ -43,14 +43,14 @@ impl Readers {
                     .expect("the reader pool lock is never held across a panic");
             }
         };
-        let lease = Lease {
+        let mut lease = Lease {
             pool: self,
             conn: Some(conn),
         };
         read(
             lease
                 .conn
-                .as_ref()
+                .as_mut()
                 .expect("a lease holds its connection until dropped"),
         )
     }

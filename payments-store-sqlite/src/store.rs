@@ -5,35 +5,24 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::FutureExt;
-use payments_cabinet::store::{
-    AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
-    SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
-};
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
-use payments_core::ids::{
-    EventId, KeyId, MerchantId, PaymentId, ProjectId, SessionId, TokenId, UserId,
-};
-use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
+use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, TokenId};
+use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
-use payments_core::project::{
-    AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
-};
-use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
-use payments_core::store::RequestLogStore;
+use payments_core::project::{AuditRecord, KeyRecord, TokenRecord};
 use payments_core::store::{
-    AttemptRecorded, AuditStore, AuthLookup, Backlog, CallbackSecretStore, ClaimedEvent,
-    CredentialStore, InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore,
-    OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store,
-    StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken,
+    NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
+    Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
-use payments_core::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
-use payments_core::{SecretString, Timestamp};
+use payments_core::store::{EventQuery, PaymentQuery};
+use payments_core::Timestamp;
 use rusqlite::Connection;
 
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, nonces, outbox, payments, request_log, SqliteStore};
+use crate::{cabinet, directory, ledger, nonces, outbox, payments, SqliteStore};
 
 /// A transaction of the SQLite store: its steps on the writer connection, inside the writer's
 /// transaction (one job of a group commit).
@@ -86,57 +75,6 @@ impl Transaction for SqliteTx<'_> {
 
     async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
         directory::append_audit(self.conn, record)
-    }
-}
-
-#[async_trait]
-impl RequestLogStore for SqliteStore {
-    async fn append_requests(
-        &self,
-        entries: &[RequestLogEntry],
-        keep: usize,
-    ) -> Result<(), StoreError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let entries = entries.to_vec();
-        self.write(move |c| request_log::append(c, &entries, keep))
-            .await
-    }
-
-    async fn find_requests(
-        &self,
-        query: &RequestLogQuery,
-    ) -> Result<Vec<RequestLogEntry>, StoreError> {
-        let q = query.clone();
-        self.read(move |c| request_log::find(c, &q)).await
-    }
-
-    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
-        self.free(move |c| request_log::purge(c, before, limit))
-            .await
-    }
-}
-
-#[async_trait]
-impl LedgerStore for SqliteStore {
-    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
-        self.read_short(move |c| ledger::balance(c, project)).await
-    }
-
-    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-        let q = query.clone();
-        self.read(move |c| ledger::find(c, &q)).await
-    }
-
-    async fn entry_totals(
-        &self,
-        project: ProjectId,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-        self.read(move |c| ledger::totals(c, project, from, to))
-            .await
     }
 }
 
@@ -224,35 +162,6 @@ impl OutboxStore for SqliteStore {
         let q = query.clone();
         self.read_limited(move |c| directory::snapshot(c, || outbox::find(c, &q)))
             .await
-    }
-}
-
-#[async_trait]
-impl MerchantStore for SqliteStore {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
-        let m = merchant.clone();
-        self.write(move |c| directory::put_merchant(c, &m)).await
-    }
-
-    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
-        self.read(move |c| match only {
-            Some(id) => Ok(directory::merchant(c, id)?.into_iter().collect()),
-            None => directory::merchants(c),
-        })
-        .await
-    }
-
-    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
-        self.read(move |c| match only {
-            Some(id) => Ok(directory::project(c, id)?.into_iter().collect()),
-            None => directory::projects(c),
-        })
-        .await
-    }
-
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
-        let p = project.clone();
-        self.write(move |c| directory::put_project(c, &p)).await
     }
 }
 
@@ -346,95 +255,6 @@ impl CredentialStore for SqliteStore {
         let keyid = keyid.clone();
         self.write(move |c| directory::revoke_key(c, project, &keyid, at))
             .await
-    }
-}
-
-#[async_trait]
-impl CallbackSecretStore for SqliteStore {
-    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
-        self.read(move |c| directory::secrets(c, project)).await
-    }
-
-    async fn add_callback_secret(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<(), StoreError> {
-        let s = secret.clone();
-        self.write(move |c| directory::add_secret(c, project, &s))
-            .await
-    }
-
-    async fn add_callback_secret_if_none(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<Vec<SecretRecord>, StoreError> {
-        let s = secret.clone();
-        self.write(move |c| directory::add_secret_if_none(c, project, &s))
-            .await
-    }
-
-    async fn replace_callback_secret(
-        &self,
-        project: ProjectId,
-        old: &SecretString,
-        new: &SecretString,
-    ) -> Result<bool, StoreError> {
-        let (old, new) = (old.clone(), new.clone());
-        self.write(move |c| directory::replace_secret(c, project, &old, &new))
-            .await
-    }
-}
-
-#[async_trait]
-impl OperatorStore for SqliteStore {
-    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
-        let t = token.clone();
-        self.write(move |c| directory::insert_operator_token(c, &t))
-            .await
-    }
-
-    async fn find_operator_tokens(
-        &self,
-        hash: Option<&[u8; 32]>,
-    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        let hash = hash.copied();
-        self.read(move |c| match &hash {
-            Some(hash) => Ok(directory::operator_token_by_hash(c, hash)?
-                .into_iter()
-                .collect()),
-            None => directory::operator_tokens(c),
-        })
-        .await
-    }
-
-    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
-        self.write(move |c| directory::expire_operator_token(c, id, at))
-            .await
-    }
-
-    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
-        let name = name.to_string();
-        self.read(move |c| directory::setting(c, &name)).await
-    }
-
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        let (name, value) = (name.to_string(), value.to_string());
-        self.write(move |c| directory::put_setting(c, &name, &value))
-            .await
-    }
-}
-
-#[async_trait]
-impl AuditStore for SqliteStore {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        let r = record.clone();
-        self.write(move |c| directory::append_audit(c, &r)).await
-    }
-
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        self.read(move |c| directory::audit_records(c, limit)).await
     }
 }
 
@@ -554,186 +374,5 @@ impl Store for SqliteStore {
             })
         })
         .await
-    }
-}
-
-#[async_trait]
-impl CabinetStore for SqliteStore {
-    async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
-        let u = user.clone();
-        self.write(move |c| cabinet::insert_user(c, &u)).await
-    }
-
-    async fn update_user(&self, user: &UserRecord) -> Result<(), StoreError> {
-        let u = user.clone();
-        self.write(move |c| cabinet::update_user(c, &u)).await
-    }
-
-    async fn find_users(&self, key: UserKey<'_>) -> Result<Vec<UserRecord>, StoreError> {
-        match key {
-            UserKey::Id(id) => {
-                self.read(move |c| Ok(cabinet::user(c, id)?.into_iter().collect()))
-                    .await
-            }
-            UserKey::Email(email) => {
-                let email = email.to_string();
-                self.read(move |c| Ok(cabinet::user_by_email(c, &email)?.into_iter().collect()))
-                    .await
-            }
-            UserKey::All => self.read(cabinet::users).await,
-        }
-    }
-
-    async fn replace_recovery_codes(
-        &self,
-        user: UserId,
-        codes: &[[u8; 32]],
-    ) -> Result<(), StoreError> {
-        let codes = codes.to_vec();
-        self.write(move |c| cabinet::replace_recovery_codes(c, user, &codes))
-            .await
-    }
-
-    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {
-        self.read(move |c| cabinet::recovery_codes_left(c, user))
-            .await
-    }
-
-    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        let s = session.clone();
-        self.write(move |c| cabinet::insert_session(c, &s)).await
-    }
-
-    async fn find_sessions(&self, key: SessionKey<'_>) -> Result<Vec<SessionRecord>, StoreError> {
-        match key {
-            SessionKey::TokenHash(hash) => {
-                let hash = *hash;
-                self.read(move |c| Ok(cabinet::session_by_token(c, &hash)?.into_iter().collect()))
-                    .await
-            }
-            SessionKey::User(user) => self.read(move |c| cabinet::user_sessions(c, user)).await,
-        }
-    }
-
-    async fn delete_sessions(&self, which: SessionScope) -> Result<u64, StoreError> {
-        self.free(move |c| match which {
-            SessionScope::One(id) => Ok(u64::from(cabinet::delete_session(c, id)?)),
-            SessionScope::User { user, keep } => cabinet::delete_user_sessions(c, user, keep),
-            SessionScope::Stale {
-                idle_before,
-                signed_in_before,
-            } => cabinet::purge_sessions(c, idle_before, signed_in_before),
-        })
-        .await
-    }
-
-    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
-        self.write(move |c| cabinet::touch_session(c, id, at)).await
-    }
-
-    async fn advance_session(
-        &self,
-        old: &[u8; 32],
-        new: &SessionRecord,
-        proof: &SessionProof,
-    ) -> Result<bool, StoreError> {
-        let (old, new, proof) = (*old, new.clone(), proof.clone());
-        self.write(move |c| cabinet::advance_session(c, &old, &new, &proof))
-            .await
-    }
-
-    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
-        let i = invite.clone();
-        self.write(move |c| cabinet::put_invite(c, &i)).await
-    }
-
-    async fn find_invite(
-        &self,
-        hash: &[u8; 32],
-        now: Timestamp,
-        then: InviteUse,
-    ) -> Result<Option<InviteRecord>, StoreError> {
-        let hash = *hash;
-        match then {
-            InviteUse::Peek => self.read(move |c| cabinet::invite(c, &hash, now)).await,
-            InviteUse::Take => {
-                self.write(move |c| cabinet::take_invite(c, &hash, now))
-                    .await
-            }
-        }
-    }
-
-    async fn put_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
-        let slot = slot.clone();
-        self.write(move |c| cabinet::put_slot(c, &slot, keep)).await
-    }
-
-    async fn take_slot(
-        &self,
-        hash: &[u8; 32],
-        owner: Option<SessionId>,
-        now: Timestamp,
-    ) -> Result<Option<SlotRecord>, StoreError> {
-        let hash = *hash;
-        self.write(move |c| cabinet::take_slot(c, &hash, owner, now))
-            .await
-    }
-
-    async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
-        self.free(move |c| cabinet::purge_slots(c, now, keep)).await
-    }
-
-    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
-        let key = key.to_string();
-        self.write(move |c| cabinet::record_failure(c, &key, at))
-            .await
-    }
-
-    async fn failures_since(
-        &self,
-        key: &str,
-        since: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<Timestamp>, StoreError> {
-        let key = key.to_string();
-        self.read(move |c| cabinet::failures_since(c, &key, since, limit))
-            .await
-    }
-
-    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
-        match which {
-            FailureScope::Key(key) => {
-                let key = key.to_string();
-                self.write(move |c| cabinet::clear_failures(c, &key)).await
-            }
-            FailureScope::Before(before) => {
-                self.free(move |c| cabinet::purge_failures(c, before)).await
-            }
-            FailureScope::One { key, at } => {
-                let key = key.to_string();
-                self.write(move |c| cabinet::forget_one_failure(c, &key, at))
-                    .await
-            }
-        }
-    }
-
-    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
-        let r = record.clone();
-        self.write(move |c| cabinet::append_audit(c, &r)).await
-    }
-
-    async fn cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
-        let q = query.clone();
-        self.read(move |c| cabinet::audit(c, &q)).await
-    }
-
-    async fn purge_cabinet_audit(
-        &self,
-        before: Timestamp,
-        keep: Option<u64>,
-        limit: usize,
-    ) -> Result<u64, StoreError> {
-        self.free(move |c| cabinet::purge_audit(c, before, keep, limit))
-            .await
     }
 }

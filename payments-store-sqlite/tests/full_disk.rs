@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use payments_cabinet::store::{CabinetStore, SlotRecord};
+use payments_cabinet::store::{CabinetSlots, SlotRecord};
 use payments_core::store::{Store, StoreError, UnavailableCause};
 use payments_core::Timestamp;
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
@@ -75,7 +75,7 @@ fn slot(n: u32) -> SlotRecord {
 /// Puts slots until the disk is full; how many went in.
 async fn fill(store: &SqliteStore) -> u32 {
     for n in 0..10_000 {
-        let put = store.put_slot(&slot(n), usize::MAX).await;
+        let put = store.insert_slot(&slot(n), usize::MAX).await;
         if is_disk_full(&put) {
             return n;
         }
@@ -119,13 +119,13 @@ async fn a_full_disk_recovers_by_itself_once_the_flood_stops() {
     // readiness probe (a real write) says the store cannot write.
     for n in 0..100 {
         assert!(is_disk_full(
-            &store.put_slot(&slot(20_000 + n), usize::MAX).await
+            &store.insert_slot(&slot(20_000 + n), usize::MAX).await
         ));
     }
     assert!(is_disk_full(&store.check_writable().await));
     // The flood stops; its rows expire; the purge runs in the reserve's room and frees them.
     let purged = store
-        .purge_slots(at(1000), 100_000)
+        .delete_expired_slots(at(1000), 100_000)
         .await
         .expect("the purge runs on the full disk");
     assert_eq!(purged, u64::from(stored));
@@ -136,7 +136,7 @@ async fn a_full_disk_recovers_by_itself_once_the_flood_stops() {
         .expect("the store takes writes again");
     for n in 0..20 {
         store
-            .put_slot(&slot(30_000 + n), usize::MAX)
+            .insert_slot(&slot(30_000 + n), usize::MAX)
             .await
             .expect("a new slot fits in the freed pages");
     }
@@ -147,7 +147,7 @@ async fn a_full_disk_recovers_by_itself_once_the_flood_stops() {
     let bare = open(&bare_disk.path("payments.db"), 0);
     let stored = fill(&bare).await;
     assert!(stored > 100);
-    let purge = bare.purge_slots(at(1000), 100_000).await;
+    let purge = bare.delete_expired_slots(at(1000), 100_000).await;
     assert!(
         is_disk_full(&purge),
         "without a reserve the purge fails on the full disk: {purge:?}"

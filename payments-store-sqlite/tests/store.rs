@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use payments_core::payment::PaymentStatus;
 use payments_core::store::{
-    purge_all, AdmitOutcome, AuditStore, InsertOutcome, MerchantStoreExt, NonceUse, OperatorStore,
-    OutboxStore, PaymentChange, PaymentStore, Retained, Store, StoreError, NONCE_PURGE_BATCH,
+    purge_all, AdmitOutcome, AuditStore, InsertOutcome, MerchantStoreExt, NonceUse, OutboxStore,
+    PaymentChange, PaymentStore, Retained, SettingStore, Store, StoreError, NONCE_PURGE_BATCH,
 };
 use payments_core::testing::contract::{
     changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,

@@ -1,4 +1,4 @@
-//! [`MemoryCabinetStore`]: the cabinet's port in memory, the reference implementation of its
+//! [`MemoryCabinetStore`]: the cabinet's ports in memory, the reference implementation of their
 //! contract, for tests and embedders' own tests.
 
 use std::collections::{BTreeMap, HashMap};
@@ -10,8 +10,9 @@ use payments_core::store::StoreError;
 use payments_core::Timestamp;
 
 use crate::store::{
-    AuditPage, AuditQuery, CabinetAuditRecord, CabinetStore, FailureScope, InviteRecord, InviteUse,
-    SessionKey, SessionProof, SessionRecord, SessionScope, SlotRecord, UserKey, UserRecord,
+    AuditPage, AuditQuery, CabinetAuditLog, CabinetAuditRecord, CabinetInvites, CabinetSessions,
+    CabinetSlots, CabinetUsers, FailureScope, InviteRecord, SessionKey, SessionProof,
+    SessionRecord, SessionScope, SignInFailures, SlotRecord, UserKey, UserRecord,
 };
 
 /// The cabinet's records in one mutex: each call is one atomic step, like a transaction.
@@ -49,7 +50,7 @@ struct CabinetState {
 }
 
 #[async_trait]
-impl CabinetStore for MemoryCabinetStore {
+impl CabinetUsers for MemoryCabinetStore {
     async fn insert_user(&self, user: &UserRecord) -> Result<(), StoreError> {
         let mut st = self.lock();
         let c = &mut *st;
@@ -92,7 +93,7 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(users)
     }
 
-    async fn replace_recovery_codes(
+    async fn update_recovery_codes(
         &self,
         user: UserId,
         codes: &[[u8; 32]],
@@ -101,14 +102,17 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(())
     }
 
-    async fn recovery_codes_left(&self, user: UserId) -> Result<u32, StoreError> {
+    async fn count_recovery_codes(&self, user: UserId) -> Result<u32, StoreError> {
         Ok(self
             .lock()
             .recovery_codes
             .get(&user)
             .map_or(0, |c| c.len() as u32))
     }
+}
 
+#[async_trait]
+impl CabinetSessions for MemoryCabinetStore {
     async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
         let mut st = self.lock();
         let c = &mut *st;
@@ -122,7 +126,7 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(())
     }
 
-    async fn touch_session(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
+    async fn update_session_seen(&self, id: SessionId, at: Timestamp) -> Result<bool, StoreError> {
         let mut st = self.lock();
         match st.sessions.iter_mut().find(|s| s.id == id) {
             Some(s) => {
@@ -218,8 +222,11 @@ impl CabinetStore for MemoryCabinetStore {
         c.sessions.push(new.clone());
         Ok(true)
     }
+}
 
-    async fn put_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl CabinetInvites for MemoryCabinetStore {
+    async fn insert_invite(&self, invite: &InviteRecord) -> Result<(), StoreError> {
         let mut st = self.lock();
         st.invites.retain(|i| i.user_id != invite.user_id);
         st.invites.push(invite.clone());
@@ -230,26 +237,35 @@ impl CabinetStore for MemoryCabinetStore {
         &self,
         hash: &[u8; 32],
         now: Timestamp,
-        then: InviteUse,
+    ) -> Result<Option<InviteRecord>, StoreError> {
+        let st = self.lock();
+        let found = st.invites.iter().find(|i| &i.token_hash == hash);
+        Ok(found.filter(|i| i.expires_at > now).cloned())
+    }
+
+    async fn take_invite(
+        &self,
+        hash: &[u8; 32],
+        now: Timestamp,
     ) -> Result<Option<InviteRecord>, StoreError> {
         let mut st = self.lock();
         let invites = &mut st.invites;
         let Some(index) = invites.iter().position(|i| &i.token_hash == hash) else {
             return Ok(None);
         };
-        let invite = match then {
-            InviteUse::Peek => invites[index].clone(),
-            InviteUse::Take => invites.remove(index),
-        };
+        let invite = invites.remove(index);
         Ok((invite.expires_at > now).then_some(invite))
     }
+}
 
-    async fn record_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
+#[async_trait]
+impl SignInFailures for MemoryCabinetStore {
+    async fn insert_failure(&self, key: &str, at: Timestamp) -> Result<(), StoreError> {
         self.lock().failures.push((key.to_string(), at));
         Ok(())
     }
 
-    async fn failures_since(
+    async fn find_failures(
         &self,
         key: &str,
         since: Timestamp,
@@ -267,7 +283,7 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(times)
     }
 
-    async fn forget_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
+    async fn delete_failures(&self, which: FailureScope<'_>) -> Result<u64, StoreError> {
         let mut st = self.lock();
         let n = st.failures.len();
         if let FailureScope::One { key, at } = which {
@@ -283,8 +299,11 @@ impl CabinetStore for MemoryCabinetStore {
         });
         Ok((n - st.failures.len()) as u64)
     }
+}
 
-    async fn put_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
+#[async_trait]
+impl CabinetSlots for MemoryCabinetStore {
+    async fn insert_slot(&self, slot: &SlotRecord, keep: usize) -> Result<(), StoreError> {
         let mut st = self.lock();
         if st.slots.iter().any(|s| s.id_hash == slot.id_hash) {
             return Err(StoreError::Duplicate("slot".into()));
@@ -320,7 +339,7 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(Some(st.slots.remove(index)))
     }
 
-    async fn purge_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
+    async fn delete_expired_slots(&self, now: Timestamp, keep: u64) -> Result<u64, StoreError> {
         let mut st = self.lock();
         let n = st.slots.len();
         st.slots.retain(|s| s.expires_at > now);
@@ -330,8 +349,11 @@ impl CabinetStore for MemoryCabinetStore {
             .truncate(usize::try_from(keep).unwrap_or(usize::MAX));
         Ok((n - st.slots.len()) as u64)
     }
+}
 
-    async fn append_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl CabinetAuditLog for MemoryCabinetStore {
+    async fn insert_cabinet_audit(&self, record: &CabinetAuditRecord) -> Result<(), StoreError> {
         let mut st = self.lock();
         st.audit_seq += 1;
         let seq = st.audit_seq;
@@ -339,7 +361,7 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(())
     }
 
-    async fn cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
+    async fn find_cabinet_audit(&self, query: &AuditQuery) -> Result<AuditPage, StoreError> {
         let st = self.lock();
         let found: Vec<(u64, &CabinetAuditRecord)> = st
             .audit
@@ -352,7 +374,7 @@ impl CabinetStore for MemoryCabinetStore {
         Ok(AuditPage::of(found, query.limit))
     }
 
-    async fn purge_cabinet_audit(
+    async fn delete_cabinet_audit(
         &self,
         before: Timestamp,
         keep: Option<u64>,

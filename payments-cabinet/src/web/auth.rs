@@ -4,18 +4,19 @@
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use qrcode::render::svg;
-use qrcode::QrCode;
 
-use super::i18n::{tr, trf};
-use super::once::{self, answer, with_errors, Flash, Slot};
-use super::views::{when_text, Code, Enrol, InvitePage, Link, Message, Recovery, SignIn};
-use super::{
-    html, ok, second_step_path, see_other, session_cookie, with_cookie, without_cookie,
-    CabinetState, FormData, Half, PageError, PageResult,
+use super::extract::{
+    second_step_path, session_cookie, with_cookie, without_cookie, FormData, Half,
 };
+use super::i18n::tr;
+use super::once::{self, answer, with_errors, Flash, Slot};
+use super::page::{error_page, html, ok, see_other, OrPage, PageResult};
+use super::qr::{grouped, qr_svg};
+use super::query::encode;
+use super::refusals::password_refusal;
+use super::state::CabinetState;
+use super::views::{Code, Enrol, InvitePage, Link, Message, Recovery, SignIn};
 use crate::accounts::{refill_email, Client, SignInError};
-use crate::secrets::{PasswordRule, PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS};
 
 /// What the sign-in page may say after a redirect.
 #[derive(Debug, serde::Deserialize)]
@@ -70,7 +71,8 @@ pub(crate) async fn sign_in(
     let old = session_cookie(&st, &headers);
     match st
         .cabinet
-        .sign_in(&email, form.get("password"), &client, old.as_deref())
+        .sign_in()
+        .password(&email, form.get("password"), &client, old.as_deref())
         .await
     {
         Ok((session, user)) => {
@@ -139,7 +141,8 @@ pub(crate) async fn code(
 ) -> Response {
     match st
         .cabinet
-        .verify_code(&half.current, &half.cookie, form.get("code"), &client)
+        .sign_in()
+        .code(&half.current, &half.cookie, form.get("code"), &client)
         .await
     {
         Ok(session) => with_cookie(&st, see_other("/projects"), session.cookie.expose()),
@@ -173,7 +176,8 @@ pub(crate) async fn recovery(
 ) -> Response {
     match st
         .cabinet
-        .verify_recovery_code(
+        .sign_in()
+        .recovery_code(
             &half.current,
             &half.cookie,
             form.get("recovery_code"),
@@ -200,91 +204,6 @@ pub(crate) async fn recovery(
     }
 }
 
-/// A sign-in step's refusal in the page's language (the account's message names no value but
-/// the time a throttle ends, in the cabinet's date format).
-pub(crate) fn sign_in_refusal(e: &SignInError) -> String {
-    match e {
-        SignInError::BadPassword => tr("The e-mail address or the password is not right.").into(),
-        SignInError::BadCode => {
-            tr("The code is not right, or it was already used. Wait for the next code.").into()
-        }
-        SignInError::BadRecoveryCode => {
-            tr("The recovery code is not right, or it was already used.").into()
-        }
-        SignInError::Throttled { until } => trf(
-            "Too many failed attempts. Try again after {time}.",
-            &[("time", &when_text(*until))],
-        ),
-        SignInError::Busy => {
-            tr("The service is busy checking other sign-ins. Try again in a few seconds.").into()
-        }
-        SignInError::SessionEnded => tr("The session has ended. Sign in again.").into(),
-        SignInError::Store(_) => tr("The service cannot answer now. Try again in a moment.").into(),
-    }
-}
-
-/// A refused new password (`message`: the account's `password: <rule>`) in the page's
-/// language: each [`PasswordRule`] has its text; another message is shown as it is.
-pub(crate) fn password_refusal(message: &str) -> String {
-    let rule = message.strip_prefix("password: ").unwrap_or(message);
-    let rules = [
-        PasswordRule::TooShort,
-        PasswordRule::TooLong,
-        PasswordRule::IsEmail,
-    ];
-    match rules.into_iter().find(|r| r.to_string() == rule) {
-        Some(PasswordRule::TooShort) => trf(
-            "The password must have at least {count} characters.",
-            &[("count", &PASSWORD_MIN_CHARS)],
-        ),
-        Some(PasswordRule::TooLong) => trf(
-            "The password must have at most {count} characters.",
-            &[("count", &PASSWORD_MAX_CHARS)],
-        ),
-        Some(PasswordRule::IsEmail) => tr("The password must not be the e-mail address.").into(),
-        None => rule.to_string(),
-    }
-}
-
-/// The QR code of `uri` as an SVG element (no XML declaration: it is inlined).
-pub(crate) fn qr_svg(uri: &str) -> String {
-    qr_svg_named(uri, tr("QR code for the authenticator app"))
-        .expect("an otpauth URI fits a QR code")
-}
-
-/// The QR code of `data` as an SVG element with the accessible name `label` (escaped here);
-/// `None` when `data` is too long for a QR code.
-pub(crate) fn qr_svg_named(data: &str, label: &str) -> Option<String> {
-    let code = QrCode::new(data.as_bytes()).ok()?;
-    let image = code
-        .render::<svg::Color<'_>>()
-        .min_dimensions(200, 200)
-        .quiet_zone(true)
-        .dark_color(svg::Color("#000000"))
-        .light_color(svg::Color("#ffffff"))
-        .build();
-    let start = image.find("<svg").unwrap_or(0);
-    // An accessible name for the image.
-    let label = label
-        .replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;");
-    Some(image[start..].replacen(
-        "<svg",
-        &format!("<svg role=\"img\" aria-label=\"{label}\""),
-        1,
-    ))
-}
-
-/// The key in groups of four characters, as authenticator apps show it.
-pub(crate) fn grouped(key: &str) -> String {
-    key.as_bytes()
-        .chunks(4)
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 async fn enrol_view(st: &CabinetState, half: &Half, flash: Option<&str>) -> PageResult {
     if half.current.user.totp_confirmed_at.is_some() {
         return Err(see_other(second_step_path(&half.current)));
@@ -292,9 +211,10 @@ async fn enrol_view(st: &CabinetState, half: &Half, flash: Option<&str>) -> Page
     let flash = once::flash(st, half.current.session.id, flash, "enrol").await?;
     let enrolment = st
         .cabinet
+        .two_factor()
         .enrolment(&half.current)
         .await
-        .map_err(|e| PageError::from(e).render(st))?;
+        .or_page(st)?;
     let chrome = st.chrome(tr("Set up two-factor sign-in"), Some(&half.current));
     let page = ok(&Enrol {
         chrome: with_errors(chrome, flash.as_ref()),
@@ -325,6 +245,7 @@ pub(crate) async fn enrol(
     let current = half.current.clone();
     match st
         .cabinet
+        .two_factor()
         .confirm_enrolment(&current, &half.cookie, form.get("code"), &client)
         .await
     {
@@ -349,14 +270,14 @@ pub(crate) async fn sign_out(
     headers: HeaderMap,
 ) -> Response {
     if let Some(cookie) = session_cookie(&st, &headers) {
-        match st.cabinet.session(&cookie).await {
+        match st.cabinet.sessions().current(&cookie).await {
             Ok(Some(current)) => {
-                if let Err(e) = st.cabinet.sign_out(&current, &client).await {
-                    return PageError::from(e).render(&st);
+                if let Err(e) = st.cabinet.sign_in().sign_out(&current, &client).await {
+                    return error_page(e, &st);
                 }
             }
             Ok(None) => {}
-            Err(e) => return PageError::from(e).render(&st),
+            Err(e) => return error_page(e, &st),
         }
     }
     without_cookie(&st, see_other("/sign-in?done=signed_out"))
@@ -368,7 +289,7 @@ pub(crate) async fn invite_page(
     Path(token): Path<String>,
     Query(q): Query<Again>,
 ) -> Response {
-    match st.cabinet.invite_user(&token).await {
+    match st.cabinet.users().invited(&token).await {
         Ok(user) => {
             let flash = once::anonymous_flash(&st, &headers, q.flash.as_deref(), "invite");
             let chrome = st.chrome(tr("Set your password"), None);
@@ -380,7 +301,7 @@ pub(crate) async fn invite_page(
             once::forget_anonymous(&st, &headers, answer(flash.as_ref(), page))
         }
         Err(e) if e.code == payments_core::ErrorCode::NotFound => invite_gone(&st),
-        Err(e) => PageError::from(e).render(&st),
+        Err(e) => error_page(e, &st),
     }
 }
 
@@ -402,8 +323,8 @@ pub(crate) async fn invite(
     form: FormData,
 ) -> Response {
     // A link that is not (or no longer) valid: its page says so.
-    let page = format!("/invite/{}", super::payments::encode(&token));
-    if st.cabinet.invite_user(&token).await.is_err() {
+    let page = format!("/invite/{}", encode(&token));
+    if st.cabinet.users().invited(&token).await.is_err() {
         return see_other(&page);
     }
     let again = |field: &str, message: String| {
@@ -415,7 +336,12 @@ pub(crate) async fn invite(
     if password != form.get("password_again") {
         return again("password_again", tr("The two passwords differ.").into());
     }
-    match st.cabinet.set_password(&token, password, &client).await {
+    match st
+        .cabinet
+        .users()
+        .set_password(&token, password, &client)
+        .await
+    {
         Ok(_) => without_cookie(&st, see_other("/sign-in?done=password")),
         Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
             again("password", password_refusal(&e.message))

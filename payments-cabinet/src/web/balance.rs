@@ -14,11 +14,13 @@ use time::macros::format_description;
 use time::{Date, OffsetDateTime};
 
 use super::export::{self, download};
+use super::extract::Signed;
 use super::i18n::{tr, trf};
-use super::payments::{cursor, PAGE_SIZE};
+use super::page::{error_page, html, PageError, PageResult};
 use super::projects::{project_view, visible_project};
+use super::query::{cursor, PAGE_SIZE};
+use super::state::CabinetState;
 use super::views::{when, BalancePage, EntryRow, FieldError, KindLine, Link, Money, StatementView};
-use super::{html, CabinetState, PageError, PageResult, Signed};
 
 const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
 
@@ -192,7 +194,7 @@ pub(crate) async fn page(
 ) -> PageResult {
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let service = st.cabinet.service();
-    let failed = |e: payments_core::store::StoreError| PageError::from(e).render(&st);
+    let failed = |e: payments_core::store::StoreError| error_page(e, &st);
     let balance = service
         .balances()
         .balance(project.id)

@@ -10,122 +10,45 @@
 
 mod auth;
 mod balance;
+mod credentials;
+mod deliveries;
 pub mod export;
+mod extract;
 pub(crate) mod i18n;
 mod once;
+mod operations;
+mod page;
 pub mod payer;
 mod payments;
 pub mod poll_limits;
 mod projects;
+mod qr;
+mod query;
+mod refusals;
 mod requests;
+mod search;
 mod security;
+mod settings;
+mod state;
 pub(crate) mod views;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use crate::store::SessionStage;
-use askama::Template;
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
+use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
-use axum::http::request::Parts;
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
-use payments_core::{ApiError, ErrorCode};
 
-use crate::accounts::{Cabinet, Client, Current};
-use i18n::tr;
-use views::{Chrome, Message};
+use extract::{FormData, Signed};
+use page::{see_other, PageError};
+pub use state::{CabinetState, PLAIN_COOKIE, SECURE_COOKIE};
 
 /// The stylesheet, embedded.
 pub const STYLESHEET: &str = include_str!("../../assets/cabinet.css");
 
 /// The longest form body accepted (64 KiB; a PEM key or an allow-list is far less).
 pub const MAX_FORM_BYTES: usize = 64 * 1024;
-
-/// The session cookie's name over TLS: `__Host-` pins it to this host, path `/`, `Secure`.
-pub const SECURE_COOKIE: &str = "__Host-cabinet";
-/// The session cookie's name over plain HTTP (local development): browsers refuse a
-/// `__Host-` cookie without `Secure`, and `Secure` cookies need TLS.
-pub const PLAIN_COOKIE: &str = "cabinet";
-
-/// What the router needs: the cabinet and how it is served.
-#[derive(Debug, Clone)]
-pub struct CabinetState {
-    /// The cabinet over the payment service.
-    pub cabinet: Cabinet,
-    /// Served over TLS: the cookie is `__Host-` and `Secure`.
-    pub tls: bool,
-    /// The cabinet's public origin (`https://cabinet.example`), when it is behind a proxy
-    /// that changes `Host`; state changes must come from it. Default: the request's own
-    /// origin (scheme and `Host`).
-    pub public_origin: Option<String>,
-    /// The product name in titles.
-    pub product: Arc<str>,
-    /// How long a form's body may take to arrive after its headers (10 s): a slower one is
-    /// answered `408` and its connection closed, so that trickled bodies cannot hold the
-    /// cabinet's (and the payer pages') connections.
-    pub body_timeout: std::time::Duration,
-    /// The payer page status poll's limits per source and per link (the core's rule), shared
-    /// by every clone of the state.
-    pub payer_status_limits: Arc<poll_limits::StatusPollLimits>,
-}
-
-impl CabinetState {
-    /// State serving `cabinet`; `tls` as the listener is.
-    pub fn new(cabinet: Cabinet, tls: bool) -> Self {
-        CabinetState {
-            cabinet,
-            tls,
-            public_origin: None,
-            product: Arc::from("Payments"),
-            body_timeout: std::time::Duration::from_secs(10),
-            payer_status_limits: Arc::default(),
-        }
-    }
-
-    fn cookie_name(&self) -> &'static str {
-        if self.tls {
-            SECURE_COOKIE
-        } else {
-            PLAIN_COOKIE
-        }
-    }
-
-    /// A `Set-Cookie` value carrying a session.
-    fn set_cookie(&self, value: &str) -> HeaderValue {
-        let secure = if self.tls { "; Secure" } else { "" };
-        HeaderValue::from_str(&format!(
-            "{}={value}; Path=/; HttpOnly; SameSite=Strict{secure}",
-            self.cookie_name()
-        ))
-        .expect("the cookie value is base64url")
-    }
-
-    /// A `Set-Cookie` value deleting the session cookie.
-    fn clear_cookie(&self) -> HeaderValue {
-        let secure = if self.tls { "; Secure" } else { "" };
-        HeaderValue::from_str(&format!(
-            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}",
-            self.cookie_name()
-        ))
-        .expect("a constant cookie")
-    }
-
-    pub(crate) fn chrome(&self, title: impl Into<String>, current: Option<&Current>) -> Chrome {
-        Chrome::new(
-            title.into(),
-            &self.product,
-            self.cabinet.service().auth_config().environment
-                == payments_core::auth::Environment::Sandbox,
-            current,
-        )
-    }
-}
 
 /// Every `(method, path)` the cabinet serves.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -214,25 +137,25 @@ pub fn router(state: CabinetState) -> Router {
         .route("/invite/{token}", get(auth::invite_page).post(auth::invite))
         .route("/projects", get(projects::list))
         .route("/projects/{id}", get(projects::access))
-        .route("/projects/{id}/tokens", post(projects::create_token))
+        .route("/projects/{id}/tokens", post(credentials::create_token))
         .route(
             "/projects/{id}/tokens/{token}/revoke",
-            get(projects::revoke_token_page).post(projects::revoke_token),
+            get(credentials::revoke_token_page).post(credentials::revoke_token),
         )
-        .route("/projects/{id}/keys", post(projects::register_key))
+        .route("/projects/{id}/keys", post(credentials::register_key))
         .route(
             "/projects/{id}/keys/{keyid}/revoke",
-            get(projects::revoke_key_page).post(projects::revoke_key),
+            get(credentials::revoke_key_page).post(credentials::revoke_key),
         )
-        .route("/projects/{id}/allow-list", post(projects::allow_list))
-        .route("/projects/{id}/callback-url", post(projects::callback_url))
+        .route("/projects/{id}/allow-list", post(settings::allow_list))
+        .route("/projects/{id}/callback-url", post(settings::callback_url))
         .route(
             "/projects/{id}/payer-page",
             get(payer::settings_page).post(payer::save_settings),
         )
         .route(
             "/projects/{id}/callback-secret",
-            get(projects::roll_secret_page).post(projects::roll_secret),
+            get(settings::roll_secret_page).post(settings::roll_secret),
         )
         .route("/projects/{id}/payments", get(payments::list))
         .route("/projects/{id}/payments.csv", get(payments::payments_csv))
@@ -241,31 +164,31 @@ pub fn router(state: CabinetState) -> Router {
             "/projects/{id}/balance/entries.csv",
             get(balance::entries_csv),
         )
-        .route("/projects/{id}/deliveries", get(payments::deliveries))
+        .route("/projects/{id}/deliveries", get(deliveries::deliveries))
         .route(
             "/projects/{id}/deliveries/recover",
-            get(payments::recover_page).post(payments::recover),
+            get(deliveries::recover_page).post(deliveries::recover),
         )
-        .route("/projects/{id}/events/{event}", get(payments::event_page))
+        .route("/projects/{id}/events/{event}", get(deliveries::event_page))
         .route(
             "/projects/{id}/events/{event}/resend",
-            get(payments::event_resend_page).post(payments::event_resend),
+            get(deliveries::event_resend_page).post(deliveries::event_resend),
         )
         .route("/projects/{id}/requests", get(requests::page))
-        .route("/payments/search", get(payments::search))
+        .route("/payments/search", get(search::search))
         .route("/payments/{id}", get(payments::card))
-        .route("/payments/{id}/test/paid", post(payments::test_paid))
+        .route("/payments/{id}/test/paid", post(operations::test_paid))
         .route(
             "/payments/{id}/test/canceled",
-            post(payments::test_canceled),
+            post(operations::test_canceled),
         )
-        .route("/payments/{id}/confirm", post(payments::confirm))
-        .route("/payments/{id}/cancel", post(payments::cancel))
-        .route("/payments/{id}/recheck", post(payments::recheck))
-        .route("/payments/{id}/resolve", post(payments::resolve))
+        .route("/payments/{id}/confirm", post(operations::confirm))
+        .route("/payments/{id}/cancel", post(operations::cancel))
+        .route("/payments/{id}/recheck", post(operations::recheck))
+        .route("/payments/{id}/resolve", post(operations::resolve))
         .route(
             "/payments/{id}/resend",
-            get(payments::resend_page).post(payments::resend),
+            get(operations::resend_page).post(operations::resend),
         )
         .route("/security", get(security::page))
         .route("/security/password", post(security::change_password))
@@ -412,333 +335,6 @@ pub fn same_origin(st: &CabinetState, headers: &HeaderMap) -> bool {
         },
     };
     origin.eq_ignore_ascii_case(&expected)
-}
-
-/// A page's failure, rendered as a page with its status.
-#[derive(Debug)]
-pub(crate) enum PageError {
-    /// 404: also for what exists but the user may not see.
-    NotFound,
-    /// 403: a cross-site state change.
-    CrossSite,
-    /// 400 with a message.
-    BadRequest(String),
-    /// 409 with a message.
-    Conflict(String),
-    /// 503/500 with a message.
-    Unavailable(String),
-    /// 429: the project's list budget is spent for now.
-    TooMany(String),
-}
-
-impl<E: Into<ApiError>> From<E> for PageError {
-    fn from(e: E) -> Self {
-        let e: ApiError = e.into();
-        match e.code {
-            ErrorCode::NotFound | ErrorCode::PaymentNotFound => PageError::NotFound,
-            ErrorCode::BadRequest => PageError::BadRequest(e.message),
-            ErrorCode::InvalidTransition => PageError::Conflict(e.message),
-            ErrorCode::RateLimited => PageError::TooMany(
-                tr("This project's lists are being read too often at once. Try again in a moment.")
-                    .into(),
-            ),
-            ErrorCode::ServiceUnavailable if read_timed_out(&e) => PageError::Unavailable(
-                tr("The list took too long to read. Narrow the filters (a shorter period) and try again.")
-                    .into(),
-            ),
-            _ => {
-                tracing::error!(code = %e.code, message = %e.message, "cabinet: request failed");
-                PageError::Unavailable(
-                    tr("The service cannot answer now. Try again in a moment.").into(),
-                )
-            }
-        }
-    }
-}
-
-/// Whether `e` is a list read the store stopped at its time limit.
-fn read_timed_out(e: &ApiError) -> bool {
-    use payments_core::error::ErrorCause;
-    use payments_core::store::{StoreError, UnavailableCause};
-    matches!(
-        e.cause.as_deref(),
-        Some(ErrorCause::Store(StoreError::Unavailable {
-            cause: UnavailableCause::TimedOut,
-            ..
-        }))
-    )
-}
-
-impl PageError {
-    pub(crate) fn render(self, st: &CabinetState) -> Response {
-        let (status, title, text) = match self {
-            PageError::NotFound => (
-                StatusCode::NOT_FOUND,
-                tr("Not found"),
-                tr("There is no such page, or it is not yours to see.").to_string(),
-            ),
-            PageError::CrossSite => (
-                StatusCode::FORBIDDEN,
-                tr("Refused"),
-                tr("The request did not come from the cabinet's own pages, so nothing was changed.")
-                    .to_string(),
-            ),
-            PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, tr("Not accepted"), m),
-            PageError::Conflict(m) => (StatusCode::CONFLICT, tr("Not possible now"), m),
-            PageError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, tr("Unavailable"), m),
-            PageError::TooMany(m) => (StatusCode::TOO_MANY_REQUESTS, tr("Too many requests"), m),
-        };
-        // The language switch of an error page leads to the cabinet's start, so that every
-        // refusal reads the same whatever was asked for.
-        let mut chrome = st.chrome(title, None);
-        chrome.here = "/".into();
-        let page = Message {
-            chrome,
-            text,
-            link: Some(views::Link::new("/", tr("Back to the cabinet"))),
-        };
-        html(status, &page)
-    }
-}
-
-/// A page's answer: a page or an error page.
-pub(crate) type PageResult = Result<Response, Response>;
-
-/// Renders a template with a status.
-pub(crate) fn html(status: StatusCode, page: &impl Template) -> Response {
-    match page.render() {
-        Ok(body) => (
-            status,
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            body,
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "cabinet: a template did not render");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the page could not be rendered",
-            )
-                .into_response()
-        }
-    }
-}
-
-/// Renders a template with `200`.
-pub(crate) fn ok(page: &impl Template) -> Response {
-    html(StatusCode::OK, page)
-}
-
-/// A `303 See Other` to `to` (after a POST).
-pub(crate) fn see_other(to: &str) -> Response {
-    Redirect::to(to).into_response()
-}
-
-/// The client of a request: its address (through the service's trusted proxies) and browser.
-impl<S: Send + Sync> FromRequestParts<S> for Client
-where
-    CabinetState: axum::extract::FromRef<S>,
-{
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let st = <CabinetState as axum::extract::FromRef<S>>::from_ref(state);
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip());
-        let xff: Vec<&str> = parts
-            .headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        let proxies = &st.cabinet.service().auth_config().trusted_proxies;
-        let address = peer.and_then(|p| payments_core::auth::client_ip(p, &xff, proxies).ok());
-        let user_agent = parts
-            .headers
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .map(|ua| ua.chars().take(160).collect());
-        Ok(Client {
-            address,
-            user_agent,
-        })
-    }
-}
-
-/// The session cookie's value, if the request has one.
-pub(crate) fn session_cookie(st: &CabinetState, headers: &HeaderMap) -> Option<String> {
-    cookie(headers, st.cookie_name()).filter(|v| v.len() <= 128)
-}
-
-/// The value of the request's cookie `name`, when it has one that is not empty.
-pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v.to_string())
-        .filter(|v| !v.is_empty())
-}
-
-/// A fully signed-in user (password and second factor). Without one, pages redirect to
-/// sign-in (or to the second step of a half session).
-#[derive(Debug, Clone)]
-pub(crate) struct Signed {
-    pub(crate) current: Current,
-    pub(crate) cookie: String,
-}
-
-/// A user past the password step only (the code and enrolment pages).
-#[derive(Debug, Clone)]
-pub(crate) struct Half {
-    pub(crate) current: Current,
-    pub(crate) cookie: String,
-}
-
-async fn session_of(
-    parts: &Parts,
-    st: &CabinetState,
-) -> Result<Option<(Current, String)>, Response> {
-    let Some(cookie) = session_cookie(st, &parts.headers) else {
-        return Ok(None);
-    };
-    match st.cabinet.session(&cookie).await {
-        Ok(found) => Ok(found.map(|c| (c, cookie))),
-        Err(e) => Err(PageError::from(e).render(st)),
-    }
-}
-
-impl FromRequestParts<CabinetState> for Signed {
-    type Rejection = Response;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        st: &CabinetState,
-    ) -> Result<Self, Self::Rejection> {
-        match session_of(parts, st).await? {
-            Some((current, cookie)) if current.session.stage == SessionStage::Full => {
-                Ok(Signed { current, cookie })
-            }
-            Some((current, _)) => Err(see_other(second_step_path(&current))),
-            None => Err(see_other("/sign-in")),
-        }
-    }
-}
-
-impl axum::extract::OptionalFromRequestParts<CabinetState> for Signed {
-    type Rejection = Response;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        st: &CabinetState,
-    ) -> Result<Option<Self>, Self::Rejection> {
-        Ok(match session_of(parts, st).await? {
-            Some((current, cookie)) if current.session.stage == SessionStage::Full => {
-                Some(Signed { current, cookie })
-            }
-            _ => None,
-        })
-    }
-}
-
-impl FromRequestParts<CabinetState> for Half {
-    type Rejection = Response;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        st: &CabinetState,
-    ) -> Result<Self, Self::Rejection> {
-        match session_of(parts, st).await? {
-            Some((current, cookie)) if current.session.stage == SessionStage::Password => {
-                Ok(Half { current, cookie })
-            }
-            Some(_) => Err(see_other("/projects")),
-            None => Err(see_other("/sign-in")),
-        }
-    }
-}
-
-/// Where a half-signed-in user goes next: enrolment without a confirmed key, else the code.
-pub(crate) fn second_step_path(current: &Current) -> &'static str {
-    if current.user.totp_confirmed_at.is_some() {
-        "/sign-in/code"
-    } else {
-        "/sign-in/enrol"
-    }
-}
-
-/// A submitted form (`application/x-www-form-urlencoded`), every field in order; repeated
-/// fields (checkboxes) are kept.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct FormData(Vec<(String, String)>);
-
-impl FormData {
-    /// The first value of `name`, or empty.
-    pub(crate) fn get(&self, name: &str) -> &str {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or("", |(_, v)| v.as_str())
-    }
-
-    /// Every value of `name`.
-    pub(crate) fn all(&self, name: &str) -> Vec<&str> {
-        self.0
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-}
-
-impl FromRequest<CabinetState> for FormData {
-    type Rejection = Response;
-
-    async fn from_request(req: Request, state: &CabinetState) -> Result<Self, Self::Rejection> {
-        let read = Bytes::from_request(req, state);
-        let bytes = match tokio::time::timeout(state.body_timeout, read).await {
-            Ok(read) => read.map_err(IntoResponse::into_response)?,
-            Err(_) => {
-                let mut slow = (
-                    StatusCode::REQUEST_TIMEOUT,
-                    [(header::CONNECTION, "close")],
-                    tr("The form did not arrive in time."),
-                )
-                    .into_response();
-                slow.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; charset=utf-8"),
-                );
-                return Err(slow);
-            }
-        };
-        Ok(FormData(
-            url::form_urlencoded::parse(&bytes)
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-        ))
-    }
-}
-
-/// Adds a session cookie to a response.
-pub(crate) fn with_cookie(st: &CabinetState, mut response: Response, cookie: &str) -> Response {
-    response
-        .headers_mut()
-        .append(header::SET_COOKIE, st.set_cookie(cookie));
-    response
-}
-
-/// Adds the deletion of the session cookie to a response.
-pub(crate) fn without_cookie(st: &CabinetState, mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .append(header::SET_COOKIE, st.clear_cookie());
-    response
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! to a `GET` page, so that reloading what the browser shows never sends the form again:
 //!
 //! - a value shown once (a new API token, a rotated callback secret, new recovery codes) is
-//!   kept, sealed, in a one-time slot of the session ([`Cabinet::put_slot`]) and the `POST`
+//!   kept, sealed, in a one-time slot of the session ([`Slots::insert`]) and the `POST`
 //!   redirects to `GET /shown/<slot>`, which takes the slot (deletes it in the same store
 //!   step) and shows it. A reload, a second tab, another session or a late visit finds the
 //!   slot gone and answers `410` "already shown", doing nothing;
@@ -17,7 +17,7 @@
 //! ([`refuse_anonymous`]), so that no request without a session makes the cabinet store
 //! anything for its form: a flood of refused sign-ins cannot fill the disk.
 //!
-//! [`Cabinet::put_slot`]: crate::accounts::Cabinet::put_slot
+//! [`Slots::insert`]: crate::accounts::Slots::insert
 //! [`CabinetConfig::slots_per_session`]: crate::accounts::CabinetConfig::slots_per_session
 
 use axum::extract::{Path, State};
@@ -27,9 +27,11 @@ use axum::response::Response;
 use payments_core::ids::SessionId;
 use serde::{Deserialize, Serialize};
 
+use super::extract::{cookie, Signed};
 use super::i18n::tr;
+use super::page::{html, see_other, OrPage};
+use super::state::CabinetState;
 use super::views::{Chrome, Link, Message, RecoveryCodes, Reenrol, ShownOnce};
-use super::{html, see_other, CabinetState, PageError, Signed};
 use crate::accounts::SignInError;
 
 /// What a one-time slot holds.
@@ -116,7 +118,7 @@ impl Flash {
             retry_after: (*e == SignInError::Busy).then_some(2),
             ..Flash::new(page, status)
         }
-        .error(field, super::auth::sign_in_refusal(e))
+        .error(field, super::refusals::sign_in_refusal(e))
     }
 
     /// With an error on `field`.
@@ -179,10 +181,7 @@ pub(crate) async fn put(
     slot: &Slot,
 ) -> Result<String, Response> {
     let payload = serde_json::to_string(slot).expect("a slot serialises");
-    st.cabinet
-        .put_slot(owner, &payload)
-        .await
-        .map_err(|e| PageError::from(e).render(st))
+    st.cabinet.slots().insert(owner, &payload).await.or_page(st)
 }
 
 /// Takes slot `id` of `owner`, if there is one to take.
@@ -191,12 +190,7 @@ pub(crate) async fn take(
     owner: SessionId,
     id: &str,
 ) -> Result<Option<Slot>, Response> {
-    let Some(payload) = st
-        .cabinet
-        .take_slot(owner, id)
-        .await
-        .map_err(|e| PageError::from(e).render(st))?
-    else {
+    let Some(payload) = st.cabinet.slots().take(owner, id).await.or_page(st)? else {
         return Ok(None);
     };
     match serde_json::from_str(&payload) {
@@ -328,7 +322,7 @@ pub(crate) fn anonymous_flash(
 ) -> Option<Flash> {
     use base64::Engine as _;
     let tag = tag?;
-    let value = super::cookie(headers, flash_cookie_name(st))?;
+    let value = cookie(headers, flash_cookie_name(st))?;
     if value.len() > MAX_FLASH_COOKIE || flash_tag(&value) != tag {
         return None;
     }
@@ -346,7 +340,7 @@ pub(crate) fn forget_anonymous(
     headers: &HeaderMap,
     mut response: Response,
 ) -> Response {
-    if super::cookie(headers, flash_cookie_name(st)).is_some() {
+    if cookie(headers, flash_cookie_name(st)).is_some() {
         let secure = if st.tls { "; Secure" } else { "" };
         let cookie = format!(
             "{}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{secure}",
@@ -420,9 +414,9 @@ pub(crate) async fn shown(
                 chrome: st
                     .chrome(tr("Move the authenticator to a new device"), Some(current))
                     .section("security"),
-                qr_svg: Some(super::auth::qr_svg(&uri)),
+                qr_svg: Some(super::qr::qr_svg(&uri)),
                 uri: Some(uri),
-                key_grouped: Some(super::auth::grouped(&key_base32)),
+                key_grouped: Some(super::qr::grouped(&key_base32)),
                 pending,
             },
         ),

@@ -25,8 +25,10 @@ use payments_core::ratelimit::RateDecision;
 use payments_core::{ApiError, ErrorCode, Timestamp};
 use serde::Serialize;
 
+use super::extract::{FormData, Signed};
 use super::i18n::{tr, trf};
-use super::CabinetState;
+use super::page::{error_page, html, ok, see_other, OrPage, PageResult};
+use super::state::CabinetState;
 use crate::accounts::{source_of, Client};
 
 /// The payer page's stylesheet, embedded.
@@ -40,7 +42,7 @@ pub const PAYER_CSP: &str = "default-src 'none'; style-src 'self'; script-src 's
     img-src 'self'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; \
     base-uri 'none'";
 
-pub use crate::payer_page_url;
+pub use crate::links::payer_page_url;
 
 /// The words of the page in one language.
 #[derive(Debug)]
@@ -278,7 +280,7 @@ fn requisite_block(t: &Texts, r: &ShownRequisite) -> RequisiteBlock {
         qr_svg: r
             .qr_payload
             .as_deref()
-            .and_then(|p| super::auth::qr_svg_named(p, t.qr)),
+            .and_then(|p| super::qr::qr_svg_named(p, t.qr)),
         deeplink: r.deeplink.clone(),
     }
 }
@@ -360,7 +362,7 @@ fn with_policy(mut response: Response) -> Response {
 pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
     match st.cabinet.service().payments().payer_page(&token).await {
         // The view exists only for a well-formed token: it is safe in the page's links.
-        Ok(view) => with_policy(super::ok(&page(&view, &token))),
+        Ok(view) => with_policy(ok(&page(&view, &token))),
         Err(e) => with_policy(missing(e.into())),
     }
 }
@@ -425,7 +427,7 @@ fn missing(e: ApiError) -> Response {
         }
     };
     // Which language a wrong link's page would have is not known: Russian and English both.
-    super::html(status, &PayerMissing { ru: &RU, en: &EN })
+    html(status, &PayerMissing { ru: &RU, en: &EN })
 }
 
 /// `GET /pay/assets/payer.css`.
@@ -478,10 +480,10 @@ fn settings_name(project: &payments_core::project::Project) -> String {
 
 pub(crate) async fn settings_page(
     State(st): State<CabinetState>,
-    signed: super::Signed,
+    signed: Signed,
     Path(id): Path<String>,
     axum::extract::Query(q): axum::extract::Query<SettingsQuery>,
-) -> super::PageResult {
+) -> PageResult {
     let (project, _) = super::projects::visible_project(&st, &signed.current, &id).await?;
     let flash = super::once::flash(
         &st,
@@ -530,7 +532,7 @@ pub(crate) async fn settings_page(
                 .unwrap_or_default()
         }),
     };
-    Ok(super::once::answer(flash.as_ref(), super::ok(&page)))
+    Ok(super::once::answer(flash.as_ref(), ok(&page)))
 }
 
 /// `POST /projects/{id}/payer-page`: the operator API's project patch (`payer_page`,
@@ -538,11 +540,11 @@ pub(crate) async fn settings_page(
 /// after a refusal (`422`).
 pub(crate) async fn save_settings(
     State(st): State<CabinetState>,
-    signed: super::Signed,
+    signed: Signed,
     client: Client,
     Path(id): Path<String>,
-    form: super::FormData,
-) -> super::PageResult {
+    form: FormData,
+) -> PageResult {
     let (project, merchant) = super::projects::visible_project(&st, &signed.current, &id).await?;
     let on = form.get("payer_page") == "on";
     let language = form.get("payer_language").to_string();
@@ -577,7 +579,8 @@ pub(crate) async fn save_settings(
     {
         Ok(after) => {
             st.cabinet
-                .audit_change(
+                .audit_log()
+                .change(
                     &signed.current,
                     &client,
                     crate::accounts::Change {
@@ -594,8 +597,8 @@ pub(crate) async fn save_settings(
                     },
                 )
                 .await
-                .map_err(|e| super::PageError::from(e).render(&st))?;
-            Ok(super::see_other(&format!("{back}?done=saved")))
+                .or_page(&st)?;
+            Ok(see_other(&format!("{back}?done=saved")))
         }
         Err(e) if e.code() == ErrorCode::BadRequest => {
             let message = e.to_string();
@@ -607,7 +610,7 @@ pub(crate) async fn save_settings(
             let flash = refuse(field, message.replacen("return_url: ", "Return URL: ", 1));
             Ok(super::once::refuse(&st, signed.current.session.id, &back, "", flash).await)
         }
-        Err(e) => Err(super::PageError::from(e).render(&st)),
+        Err(e) => Err(error_page(e, &st)),
     }
 }
 

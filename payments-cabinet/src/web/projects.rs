@@ -1,28 +1,30 @@
-//! Projects and API -> project -> External API access: tokens, signing keys, the IP
-//! allow-list, the callback URL and secret, and the settings a merchant may see. Every change
-//! is a call of the core's provisioning operation, recorded in both audit logs.
+//! Projects and API: the list of projects, and a project's External API access page (tokens,
+//! signing keys, the IP allow-list, the callback URL and secret, the settings a merchant may
+//! see). The access page's forms are in `credentials` (tokens, keys) and `settings` (allow-list,
+//! callback URL and secret); every change is a call of the core's provisioning operation,
+//! recorded in both audit logs.
 
 use crate::store::Role;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use payments_core::auth::keys::{KeyConfirmation, KeyConfirmationError};
-use payments_core::auth::{IpAllowList, Scope};
+use payments_core::auth::Scope;
 use payments_core::callback::ROTATION_OVERLAP;
 use payments_core::ids::{KeyId, ProjectId, TokenId};
 use payments_core::project::{Merchant, Project};
-use payments_core::service::{AdminError, ProjectPatch, TokenRequest};
 use payments_core::Timestamp;
 use std::time::Duration;
 
+use super::extract::Signed;
 use super::i18n::{tr, trf};
-use super::once::{self, Flash, Slot};
+use super::once::{self, Flash};
+use super::page::{error_page, ok, OrPage, PageError, PageResult};
+use super::state::CabinetState;
 use super::views::{
     when, when_text, Access, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
     ProjectView, Projects, SecretLine, TokenRow,
 };
-use super::{ok, see_other, CabinetState, FormData, PageError, PageResult, Signed};
-use crate::accounts::{Change, Client, Current};
+use crate::accounts::Current;
 use payments_core::store::CredentialStoreExt;
 use payments_core::store::MerchantStoreExt;
 
@@ -36,11 +38,7 @@ pub(crate) async fn visible_project(
     let not_found = || PageError::NotFound.render(st);
     let id: ProjectId = id.parse().map_err(|_| not_found())?;
     let store = st.cabinet.service().store();
-    let project = store
-        .project(id)
-        .await
-        .map_err(|e| PageError::from(e).render(st))?
-        .ok_or_else(not_found)?;
+    let project = store.project(id).await.or_page(st)?.ok_or_else(not_found)?;
     if let Role::Merchant(m) = current.user.role {
         if m != project.merchant_id {
             return Err(not_found());
@@ -49,7 +47,7 @@ pub(crate) async fn visible_project(
     let merchant = store
         .merchant(project.merchant_id)
         .await
-        .map_err(|e| PageError::from(e).render(st))?
+        .or_page(st)?
         .ok_or_else(not_found)?;
     Ok((project, merchant))
 }
@@ -129,7 +127,7 @@ pub(crate) fn project_view(p: &Project, m: &Merchant) -> ProjectView {
 
 pub(crate) async fn list(State(st): State<CabinetState>, signed: Signed) -> PageResult {
     let store = st.cabinet.service().store();
-    let render = |e| PageError::from(e).render(&st);
+    let render = |e| error_page(e, &st);
     let merchants = match signed.current.user.role {
         Role::Merchant(m) => store
             .merchant(m)
@@ -199,7 +197,7 @@ async fn access_page(
 ) -> Result<Access, Response> {
     let service = st.cabinet.service();
     let store = service.store();
-    let render = |e| PageError::from(e).render(st);
+    let render = |e| error_page(e, st);
     let tokens = store.tokens(project.id).await.map_err(render)?;
     let ids: Vec<TokenId> = tokens.iter().map(|t| t.id).collect();
     let used = st
@@ -419,7 +417,7 @@ pub(crate) async fn access(
             .store()
             .key(project.id, &KeyId::new(k.clone()))
             .await
-            .map_err(|e| PageError::from(e).render(&st))?;
+            .or_page(&st)?;
         if let Some(k) = registered {
             draft.notice = Some(trf("Key {keyid} is registered.", &[("keyid", &k.keyid)]));
             draft.highlight_key = Some(k.keyid.to_string());
@@ -436,7 +434,7 @@ fn access_page_name(project: &Project) -> String {
 
 /// A refused form of the access page: `303` to the page, which shows `flash` (its errors and
 /// input) once with `422`; `anchor` is the form's section.
-async fn refused(
+pub(crate) async fn refused(
     st: &CabinetState,
     signed: &Signed,
     project: &Project,
@@ -454,7 +452,7 @@ async fn refused(
 }
 
 /// A refused form of `project`'s access page, answered `422`.
-fn refusal(project: &Project) -> Flash {
+pub(crate) fn refusal(project: &Project) -> Flash {
     Flash::new(access_page_name(project), StatusCode::UNPROCESSABLE_ENTITY)
 }
 
@@ -473,7 +471,7 @@ fn lifetime_label(days: &str) -> &'static str {
 }
 
 /// The lifetime chosen in the form: `Some(None)` for never, `None` for a value not offered.
-fn token_lifetime(value: &str) -> Option<Option<Duration>> {
+pub(crate) fn token_lifetime(value: &str) -> Option<Option<Duration>> {
     let days = TOKEN_LIFETIMES.iter().find(|v| **v == value)?;
     Some(
         days.parse::<u64>()
@@ -482,125 +480,11 @@ fn token_lifetime(value: &str) -> Option<Option<Duration>> {
     )
 }
 
-fn access_path(project: &Project, query: &str, anchor: &str) -> String {
+pub(crate) fn access_path(project: &Project, query: &str, anchor: &str) -> String {
     format!("/projects/{}{query}#{anchor}", project.id)
 }
 
-pub(crate) async fn create_token(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    client: Client,
-    Path(id): Path<String>,
-    form: FormData,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let name = form.get("name").to_string();
-    let expires = form.get("expires").trim().to_string();
-    let refuse = |field: &str, message: String| {
-        let flash = refusal(&project)
-            .error(field, message)
-            .input("name", name.clone())
-            .input("expires", expires.clone());
-        refused(&st, &signed, &project, "tokens", flash)
-    };
-    let scopes: Result<Vec<Scope>, _> = form.all("scopes").iter().map(|s| s.parse()).collect();
-    let scopes = match scopes {
-        Ok(s) if !s.is_empty() => s,
-        _ => return refuse("scopes", tr("Choose at least one scope.").into()).await,
-    };
-    let Some(lifetime) = token_lifetime(&expires) else {
-        return refuse(
-            "expires",
-            tr("Expires: choose one of the offered periods.").into(),
-        )
-        .await;
-    };
-    let request = TokenRequest {
-        scopes,
-        name: Some(name.clone()),
-        lifetime,
-    };
-    let issued = match st
-        .cabinet
-        .service()
-        .directory()
-        .issue_token_as(project.id, request, &signed.current.actor())
-        .await
-    {
-        Ok(issued) => issued,
-        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
-            let text = e.to_string();
-            let (field, label) = if text.starts_with("name: ") {
-                ("name", tr("Name"))
-            } else if text.starts_with("expires: ") {
-                ("expires", tr("Expires"))
-            } else {
-                ("scopes", tr("Scopes"))
-            };
-            let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m);
-            // The field's name in the page's language, the core's message as it is.
-            return refuse(field, format!("{label}: {message}")).await;
-        }
-        Err(e) => return Err(PageError::from(e).render(&st)),
-    };
-    st.cabinet
-        .audit_change(
-            &signed.current,
-            &client,
-            Change {
-                merchant: merchant.id,
-                project: Some(project.id),
-                action: "token.issue",
-                target: &issued.record.id.to_string(),
-                detail: Some(match issued.record.expires_at {
-                    Some(at) => format!(
-                        "\"{}\", prefix {}, expires {}",
-                        issued.record.name.as_deref().unwrap_or_default(),
-                        issued.record.prefix,
-                        when_text(at)
-                    ),
-                    None => format!(
-                        "\"{}\", prefix {}, no expiry",
-                        issued.record.name.as_deref().unwrap_or_default(),
-                        issued.record.prefix
-                    ),
-                }),
-            },
-        )
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?;
-    let scopes: Vec<&str> = issued.record.scopes.iter().map(|s| s.as_str()).collect();
-    // Shown once, on the page this answer leads to: a reload there issues nothing.
-    let until = issued
-        .record
-        .expires_at
-        .map_or(tr("works until revoked").to_string(), |at| {
-            trf("expires {time}", &[("time", &when_text(at))])
-        });
-    let slot = Slot::Value {
-        title: trf("{project}: new token", &[("project", &project.name)]),
-        section: "projects".into(),
-        heading: tr("Your new API token").into(),
-        label: tr("Token").into(),
-        value: issued.token.expose().to_string(),
-        notes: vec![
-            trf(
-                "{name}: scopes {scopes}; {until}.",
-                &[
-                    ("name", &issued.record.name.as_deref().unwrap_or_default()),
-                    ("scopes", &scopes.join(", ")),
-                    ("until", &until),
-                ],
-            ),
-            tr("Send it as Authorization: Bearer <token>. The list shows only its prefix from now on.")
-                .into(),
-        ],
-        back: access_path(&project, "", "tokens"),
-    };
-    Ok(once::show_once(&st, signed.current.session.id, slot).await)
-}
-
-fn confirm_page(
+pub(crate) fn confirm_page(
     st: &CabinetState,
     current: &Current,
     title: String,
@@ -619,506 +503,9 @@ fn confirm_page(
     })
 }
 
-pub(crate) async fn revoke_token_page(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    Path((id, token)): Path<(String, String)>,
-) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
-    let record = own_token(&st, &project, &token).await?;
-    Ok(confirm_page(
-        &st,
-        &signed.current,
-        match &record.name {
-            Some(name) => trf(
-                "Revoke token “{name}” ({prefix}…)?",
-                &[("name", name), ("prefix", &record.prefix)],
-            ),
-            None => trf("Revoke token {prefix}…?", &[("prefix", &record.prefix)]),
-        },
-        vec![
-            trf(
-                "Requests with the token {prefix}… of project {project} will fail with 401 token_invalid from the moment you confirm. This cannot be undone; issue a new token first if something still uses it.",
-                &[("prefix", &record.prefix), ("project", &project.name)],
-            ),
-        ],
-        format!("/projects/{}/tokens/{}/revoke", project.id, record.id),
-        tr("Revoke the token"),
-        access_path(&project, "", "tokens"),
-    ))
-}
-
-async fn own_token(
-    st: &CabinetState,
-    project: &Project,
-    token: &str,
-) -> Result<payments_core::project::TokenRecord, Response> {
-    let not_found = || PageError::NotFound.render(st);
-    let id: TokenId = token.parse().map_err(|_| not_found())?;
-    st.cabinet
-        .service()
-        .store()
-        .tokens(project.id)
-        .await
-        .map_err(|e| PageError::from(e).render(st))?
-        .into_iter()
-        .find(|t| t.id == id)
-        .ok_or_else(not_found)
-}
-
-pub(crate) async fn revoke_token(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    client: Client,
-    Path((id, token)): Path<(String, String)>,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let record = own_token(&st, &project, &token).await?;
-    st.cabinet
-        .service()
-        .directory()
-        .revoke_token(project.id, record.id, &signed.current.actor())
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?;
-    st.cabinet
-        .audit_change(
-            &signed.current,
-            &client,
-            Change {
-                merchant: merchant.id,
-                project: Some(project.id),
-                action: "token.revoke",
-                target: &record.id.to_string(),
-                detail: Some(format!("prefix {}", record.prefix)),
-            },
-        )
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?;
-    Ok(see_other(&access_path(
-        &project,
-        "?done=token_revoked",
-        "tokens",
-    )))
-}
-
-pub(crate) async fn register_key(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    client: Client,
-    Path(id): Path<String>,
-    form: FormData,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let input = form.get("public_key");
-    // A raw 32-byte key is saved only with the keyid the merchant's generator printed: it may
-    // be a private seed, whose keyid is another (the core's rule, `KeyConfirmation::pasted`).
-    let confirmation = KeyConfirmation::pasted(Some(form.get("expected_keyid")));
-    match st
-        .cabinet
-        .service()
-        .directory()
-        .register_key_confirmed(project.id, input, confirmation, &signed.current.actor())
-        .await
-    {
-        Ok(record) => {
-            st.cabinet
-                .audit_change(
-                    &signed.current,
-                    &client,
-                    Change {
-                        merchant: merchant.id,
-                        project: Some(project.id),
-                        action: "key.register",
-                        target: record.keyid.as_str(),
-                        detail: None,
-                    },
-                )
-                .await
-                .map_err(|e| PageError::from(e).render(&st))?;
-            Ok(see_other(&access_path(
-                &project,
-                &format!("?key={}", record.keyid),
-                "keys",
-            )))
-        }
-        Err(AdminError::KeyUnconfirmed(e)) => {
-            // Nothing pasted comes back; the keyid of it does, for the merchant to compare.
-            let flash = refusal(&project).error("expected_keyid", unconfirmed(&e));
-            refused(&st, &signed, &project, "keys", flash).await
-        }
-        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
-            let text = e.to_string();
-            let message = text
-                .strip_prefix("public_key: ")
-                .unwrap_or(&text)
-                .to_string();
-            // What was pasted is never carried back into the page (nor kept in the slot):
-            // it may be a private key, and a public key is pasted again in a moment.
-            let flash = refusal(&project).error(
-                "public_key",
-                trf("Public key: {message}", &[("message", &message)]),
-            );
-            refused(&st, &signed, &project, "keys", flash).await
-        }
-        Err(e) => Err(PageError::from(e).render(&st)),
-    }
-}
-
-/// What the key form says when the keyid of a pasted key was not confirmed.
-fn unconfirmed(e: &KeyConfirmationError) -> String {
-    let keyid = e.derived().as_str();
-    match e {
-        KeyConfirmationError::Mismatch { .. } => trf(
-            "What you pasted has keyid {keyid}, not the keyid you gave: it is not the public key your key generator printed that keyid for, and nothing was registered. If you pasted your private key, treat it as exposed and generate a new key pair.",
-            &[("keyid", &keyid)],
-        ),
-        _ => trf(
-            "What you pasted is a raw 32-byte key with keyid {keyid}, and nothing was registered: a raw key cannot be told from a private key's seed. If {keyid} is the keyid your key generator printed, paste the key again with it below; or paste the PEM public key.",
-            &[("keyid", &keyid)],
-        ),
-    }
-}
-
-async fn own_key(
-    st: &CabinetState,
-    project: &Project,
-    keyid: &str,
-) -> Result<payments_core::project::KeyRecord, Response> {
-    st.cabinet
-        .service()
-        .store()
-        .key(project.id, &KeyId::new(keyid))
-        .await
-        .map_err(|e| PageError::from(e).render(st))?
-        .ok_or_else(|| PageError::NotFound.render(st))
-}
-
-pub(crate) async fn revoke_key_page(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    Path((id, keyid)): Path<(String, String)>,
-) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
-    let key = own_key(&st, &project, &keyid).await?;
-    Ok(confirm_page(
-        &st,
-        &signed.current,
-        tr("Revoke signing key?").into(),
-        vec![trf(
-            "Requests signed with {keyid} will fail with 401 signature_invalid from the moment you confirm. This cannot be undone.",
-            &[("keyid", &key.keyid)],
-        )],
-        format!("/projects/{}/keys/{}/revoke", project.id, key.keyid),
-        tr("Revoke the key"),
-        access_path(&project, "", "keys"),
-    ))
-}
-
-pub(crate) async fn revoke_key(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    client: Client,
-    Path((id, keyid)): Path<(String, String)>,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let key = own_key(&st, &project, &keyid).await?;
-    st.cabinet
-        .service()
-        .directory()
-        .revoke_key(project.id, &key.keyid, &signed.current.actor())
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?;
-    st.cabinet
-        .audit_change(
-            &signed.current,
-            &client,
-            Change {
-                merchant: merchant.id,
-                project: Some(project.id),
-                action: "key.revoke",
-                target: key.keyid.as_str(),
-                detail: None,
-            },
-        )
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?;
-    Ok(see_other(&access_path(
-        &project,
-        "?done=key_revoked",
-        "keys",
-    )))
-}
-
-/// The allow-list's lines: blank lines dropped, each other line checked by the core's parser
-/// on its own so that every bad line gets its own error (line numbers as typed).
-fn allow_list_lines(text: &str) -> (Vec<String>, Vec<LineError>) {
-    let mut rules = Vec::new();
-    let mut errors = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let rule = line.trim();
-        if rule.is_empty() {
-            continue;
-        }
-        match IpAllowList::parse([rule]) {
-            Ok(_) => rules.push(rule.to_string()),
-            Err(e) => errors.push(LineError {
-                line: i + 1,
-                message: e.to_string(),
-            }),
-        }
-    }
-    (rules, errors)
-}
-
-pub(crate) async fn allow_list(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    client: Client,
-    Path(id): Path<String>,
-    form: FormData,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let text = form.get("ip_allow_list").to_string();
-    let (rules, allow_errors) = allow_list_lines(&text);
-    let refuse = |flash: Flash| {
-        refused(
-            &st,
-            &signed,
-            &project,
-            "allow-list",
-            flash.input("ip_allow_list", text.clone()),
-        )
-    };
-    if !allow_errors.is_empty() {
-        let mut flash = refusal(&project);
-        flash.lines = allow_errors
-            .into_iter()
-            .map(|e| (e.line, e.message))
-            .collect();
-        return refuse(flash).await;
-    }
-    let before = project.ip_allow_list.join(", ");
-    let patch = ProjectPatch {
-        ip_allow_list: Some(rules.clone()),
-        ..ProjectPatch::default()
-    };
-    match st
-        .cabinet
-        .service()
-        .directory()
-        .update_project(project.id, patch, &signed.current.actor())
-        .await
-    {
-        Ok(_) => {
-            st.cabinet
-                .audit_change(
-                    &signed.current,
-                    &client,
-                    Change {
-                        merchant: merchant.id,
-                        project: Some(project.id),
-                        action: "project.ip_allow_list",
-                        target: &project.id.to_string(),
-                        detail: Some(format!("[{before}] -> [{}]", rules.join(", "))),
-                    },
-                )
-                .await
-                .map_err(|e| PageError::from(e).render(&st))?;
-            Ok(see_other(&access_path(
-                &project,
-                "?done=allow_list",
-                "allow-list",
-            )))
-        }
-        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
-            refuse(refusal(&project).error("ip_allow_list", e.to_string())).await
-        }
-        Err(e) => Err(PageError::from(e).render(&st)),
-    }
-}
-
-pub(crate) async fn callback_url(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    client: Client,
-    Path(id): Path<String>,
-    form: FormData,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let url = form.get("callback_url").trim().to_string();
-    let patch = ProjectPatch {
-        callback_url: Some((!url.is_empty()).then(|| url.clone())),
-        ..ProjectPatch::default()
-    };
-    match st
-        .cabinet
-        .service()
-        .directory()
-        .update_project(project.id, patch, &signed.current.actor())
-        .await
-    {
-        Ok(after) => {
-            let shown = after
-                .callback_url
-                .as_ref()
-                .map_or("none".to_string(), |u| u.as_str().to_string());
-            st.cabinet
-                .audit_change(
-                    &signed.current,
-                    &client,
-                    Change {
-                        merchant: merchant.id,
-                        project: Some(project.id),
-                        action: "project.callback_url",
-                        target: &project.id.to_string(),
-                        detail: Some(shown),
-                    },
-                )
-                .await
-                .map_err(|e| PageError::from(e).render(&st))?;
-            Ok(see_other(&access_path(
-                &project,
-                "?done=callback_url",
-                "callback",
-            )))
-        }
-        Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
-            let flash = refusal(&project)
-                .error(
-                    "callback_url",
-                    trf("Callback URL: {message}", &[("message", &e)]),
-                )
-                .input("callback_url", url);
-            refused(&st, &signed, &project, "callback", flash).await
-        }
-        Err(e) => Err(PageError::from(e).render(&st)),
-    }
-}
-
-fn overlap_hours() -> u64 {
-    ROTATION_OVERLAP.as_secs() / 3600
-}
-
-pub(crate) async fn roll_secret_page(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    Path(id): Path<String>,
-) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
-    let held = st
-        .cabinet
-        .service()
-        .store()
-        .callback_secrets(project.id)
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?
-        .len();
-    let hours = overlap_hours();
-    let mut paragraphs = vec![
-        tr("A new callback secret is shown once, right after it is made.").to_string(),
-        trf(
-            "For {hours} hours after it, callbacks are signed with both the new and the current secret (two v1 values in X-Callback-Signature), so your receiver can switch without losing a callback.",
-            &[("hours", &hours)],
-        ),
-        trf(
-            "At most two secrets are valid at a time: issuing another within those {hours} hours drops the oldest at once.",
-            &[("hours", &hours)],
-        ),
-    ];
-    if held == 2 {
-        paragraphs.push(
-            tr("This project has two secrets now: the older of them stops signing when you confirm.")
-                .into(),
-        );
-    }
-    Ok(ok(&Confirm {
-        chrome: st
-            .chrome(
-                trf(
-                    "{project}: issue a callback secret",
-                    &[("project", &project.name)],
-                ),
-                Some(&signed.current),
-            )
-            .section("projects"),
-        paragraphs,
-        action: format!("/projects/{}/callback-secret", project.id),
-        button: tr("Issue a new secret").into(),
-        danger: false,
-        cancel: access_path(&project, "", "callback"),
-    }))
-}
-
-pub(crate) async fn roll_secret(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    client: Client,
-    Path(id): Path<String>,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let secret = st
-        .cabinet
-        .service()
-        .directory()
-        .rotate_callback_secret(project.id, &signed.current.actor())
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?;
-    st.cabinet
-        .audit_change(
-            &signed.current,
-            &client,
-            Change {
-                merchant: merchant.id,
-                project: Some(project.id),
-                action: "callback_secret.rotate",
-                target: &project.id.to_string(),
-                detail: None,
-            },
-        )
-        .await
-        .map_err(|e| PageError::from(e).render(&st))?;
-    let hours = overlap_hours();
-    // Shown once, on the page this answer leads to: a reload there rotates nothing.
-    let slot = Slot::Value {
-        title: trf("{project}: new callback secret", &[("project", &project.name)]),
-        section: "projects".into(),
-        heading: tr("Your new callback secret").into(),
-        label: tr("Callback secret").into(),
-        value: secret.expose().to_string(),
-        notes: vec![
-            trf(
-                "Callbacks are signed with this secret from now on, and for {hours} hours also with the previous one.",
-                &[("hours", &hours)],
-            ),
-            tr("Verify X-Callback-Signature with HMAC-SHA256 over the timestamp, a dot and the body (docs/callbacks.md).").into(),
-        ],
-        back: access_path(&project, "", "callback"),
-    };
-    Ok(once::show_once(&st, signed.current.session.id, slot).await)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_bad_line_of_an_allow_list_is_named() {
-        let (rules, errors) =
-            allow_list_lines("203.0.113.7\n\n  10.0.0.0/8 \nnot-an-ip\n10.0.0.1/8\n2001:db8::/32");
-        assert_eq!(rules, vec!["203.0.113.7", "10.0.0.0/8", "2001:db8::/32"]);
-        let lines: Vec<usize> = errors.iter().map(|e| e.line).collect();
-        assert_eq!(lines, vec![4, 5]);
-        assert!(
-            errors[0].message.contains("not-an-ip"),
-            "{}",
-            errors[0].message
-        );
-        assert!(
-            errors[1].message.contains("10.0.0.0/8"),
-            "{}",
-            errors[1].message
-        );
-    }
 
     #[test]
     fn durations_read_as_people_write_them() {

@@ -13,11 +13,13 @@ use payments_core::request_log::{
     IntegrationHealth, RequestLogEntry, RequestLogQuery, StatusFilter, MIN_POLL_INTERVAL,
 };
 
+use super::extract::Signed;
 use super::i18n::{tr, trf};
-use super::payments::{cursor, encode, PAGE_SIZE};
+use super::page::{error_page, html, ok, PageResult};
 use super::projects::{project_view, visible_project};
+use super::query::{cursor, encode, PAGE_SIZE};
+use super::state::CabinetState;
 use super::views::{when, Chrome, Link, ProjectView};
-use super::{html, ok, CabinetState, PageError, PageResult, Signed};
 
 /// The query of the tab: `status` (`4xx`, `401`, ...), `code`, and the page's cursor
 /// (`<unix millis>_<id>` of the last request shown).
@@ -163,7 +165,7 @@ pub(crate) async fn page(
 ) -> PageResult {
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let service = st.cabinet.service();
-    let failed = |e: payments_core::store::StoreError| PageError::from(e).render(&st);
+    let failed = |e: payments_core::store::StoreError| error_page(e, &st);
     let health = service
         .requests()
         .integration_health(project.id)
@@ -195,7 +197,7 @@ pub(crate) async fn page(
         s => match StatusFilter::parse(s) {
             Ok(s) => Some(s),
             Err(message) => {
-                chrome = chrome.error("status", message);
+                chrome = chrome.error("status", message.to_string());
                 page.chrome = chrome;
                 return Ok(html(StatusCode::BAD_REQUEST, &page));
             }

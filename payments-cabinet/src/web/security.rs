@@ -6,14 +6,13 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::ids::SessionId;
 
+use super::extract::{with_cookie, without_cookie, FormData, Signed};
 use super::i18n::tr;
 use super::once::{self, Flash, Slot};
-use super::payments::encode;
+use super::page::{error_page, ok, see_other, OrPage, PageError, PageResult};
+use super::query::encode;
+use super::state::CabinetState;
 use super::views::{when, Audit, AuditFamily, AuditRow, Reenrol, Security, SessionRow};
-use super::{
-    ok, see_other, with_cookie, without_cookie, CabinetState, FormData, PageError, PageResult,
-    Signed,
-};
 use crate::accounts::{ChangeError, Client, Current, SignInError};
 
 /// Records of the audit log on one page (older ones on the next pages).
@@ -144,10 +143,11 @@ async fn security_page(
     notice: Option<String>,
     errors: Vec<(&str, String)>,
 ) -> Result<Security, Response> {
-    let render = |e| PageError::from(e).render(st);
-    let sessions = st.cabinet.sessions(current).await.map_err(render)?;
+    let render = |e| error_page(e, st);
+    let sessions = st.cabinet.sessions().list(current).await.map_err(render)?;
     let codes_left = st
         .cabinet
+        .two_factor()
         .recovery_codes_left(current)
         .await
         .map_err(render)?;
@@ -244,6 +244,7 @@ pub(crate) async fn change_password(
 ) -> PageResult {
     match st
         .cabinet
+        .sign_in()
         .change_password(
             &signed.current,
             &signed.cookie,
@@ -261,7 +262,7 @@ pub(crate) async fn change_password(
         )),
         Err(ChangeError::Rule(m)) => {
             let flash = Flash::new("security", StatusCode::UNPROCESSABLE_ENTITY)
-                .error("new_password", super::auth::password_refusal(&m));
+                .error("new_password", super::refusals::password_refusal(&m));
             again(&st, &signed, flash).await
         }
         Err(ChangeError::Refused(e)) => {
@@ -282,6 +283,7 @@ pub(crate) async fn regenerate_codes(
 ) -> PageResult {
     match st
         .cabinet
+        .two_factor()
         .regenerate_recovery_codes(&signed.current, &signed.cookie, form.get("code"), &client)
         .await
     {
@@ -315,6 +317,7 @@ pub(crate) async fn begin_reenrolment(
 ) -> PageResult {
     match st
         .cabinet
+        .two_factor()
         .begin_reenrolment(
             &signed.current,
             &signed.cookie,
@@ -408,6 +411,7 @@ pub(crate) async fn confirm_reenrolment(
     };
     match st
         .cabinet
+        .two_factor()
         .confirm_reenrolment(
             &signed.current,
             &signed.cookie,
@@ -448,12 +452,13 @@ pub(crate) async fn revoke_session(
     };
     match st
         .cabinet
-        .revoke_session(&signed.current, id, &client)
+        .sessions()
+        .revoke(&signed.current, id, &client)
         .await
     {
         Ok(true) => Ok(see_other("/security?done=session_revoked")),
         Ok(false) => Err(PageError::NotFound.render(&st)),
-        Err(e) => Err(PageError::from(e).render(&st)),
+        Err(e) => Err(error_page(e, &st)),
     }
 }
 
@@ -483,9 +488,9 @@ pub(crate) async fn audit(
     let page = st
         .cabinet
         .store()
-        .cabinet_audit(&query)
+        .find_cabinet_audit(&query)
         .await
-        .map_err(|e| PageError::from(e).render(&st))?;
+        .or_page(&st)?;
     let next = page.next.map(|cursor| {
         format!(
             "/audit?action={}&result={}&email={}&before={cursor}",

@@ -5,6 +5,7 @@ use askama::Template;
 use payments_core::Timestamp;
 
 use super::i18n::{self, tr, Lang};
+pub(crate) use crate::accounts::when_text;
 use crate::accounts::Current;
 
 /// A link.
@@ -185,12 +186,6 @@ pub(crate) fn delivery_text(code: &str) -> &str {
 pub(crate) fn when(t: Timestamp) -> (String, String) {
     let iso = t.to_rfc3339();
     (iso, when_text(t))
-}
-
-/// A time as text only, in the cabinet's one format (`2026-11-27 14:03 UTC`).
-pub(crate) fn when_text(t: Timestamp) -> String {
-    let iso = t.to_rfc3339();
-    format!("{} {} UTC", &iso[..10], &iso[11..16])
 }
 
 /// An RFC 3339 time found in a text (a field of the payment resource) in the cabinet's

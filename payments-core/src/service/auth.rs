@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::Gate;
+use super::{Announced, Gate};
 use crate::auth::nonce::nonce_expires_at;
 use crate::auth::token::parse_bearer;
 use crate::auth::{
@@ -15,11 +15,11 @@ use crate::auth::{
     PreparedSignature, SignatureError, SignaturePolicy, TokenHash, TokenRefusal,
 };
 use crate::clock::Timestamp;
-use crate::ids::{PaymentId, ProjectId};
+use crate::ids::{KeyId, PaymentId, ProjectId};
 use crate::payment::Payment;
-use crate::project::{Merchant, Project, TokenRecord};
+use crate::project::{KeyRecord, Merchant, Project, TokenRecord};
 use crate::ratelimit::{Gcra, RateDecision, RateLimiter};
-use crate::store::{NonceUse, StoreError};
+use crate::store::{AuthLookup, NonceUse, StoreError};
 use crate::{ApiError, ErrorCode};
 
 /// Authentication settings of a deployment.
@@ -424,27 +424,10 @@ impl Gate<'_> {
         req: &AuthRequest<'_>,
         limiter: &dyn RateLimiter,
     ) -> Result<Authenticated, AuthError> {
-        let cfg = &self.auth;
-        let store = &self.ports.store;
-
-        // 0. The form of the request: single-valued headers sent once; a body declared as
-        // JSON; the X-Request-ID of a signed request one the server can echo.
-        check_single_value_headers(req.parts.headers)?;
-        check_content_type(req.parts.headers, !req.parts.body.is_empty())?;
-        let always_signed = matches!(
-            req.endpoint,
-            Endpoint::CreatePayment | Endpoint::TestHelper | Endpoint::ResendEvents
-        );
-        let has_signature = req
-            .parts
-            .headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
-        if always_signed || has_signature {
-            check_signed_request_id(req.parts.headers)?;
-        }
-
-        // 1. Token, project, merchant, scope.
+        // 0. The form of the request.
+        let always_signed = check_form(req)?;
+        // 1. Token, project, merchant, scope (the key and the payment read in the same trip).
+        let now = self.ports.clock.now();
         let header = req
             .parts
             .headers
@@ -452,13 +435,12 @@ impl Gate<'_> {
             .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
             .map(|(_, v)| *v)
             .ok_or(TokenRefusal::Missing)?;
-        let hash = parse_bearer(header, cfg.environment)?;
+        let hash = parse_bearer(header, self.auth.environment)?;
         // The signature is parsed (pure work, no I/O) before the store is asked, so that the
         // key is read in the same round trip as the token; its errors are reported in their
         // place in the order below, after the token, allow-list and rate-limit checks.
-        let now = self.ports.clock.now();
-        let prepared = (always_signed || has_signature)
-            .then(|| PreparedSignature::prepare(&req.parts, &cfg.policy, now));
+        let prepared = (always_signed || has_signature(req))
+            .then(|| PreparedSignature::prepare(&req.parts, &self.auth.policy, now));
         let keyid = prepared
             .as_ref()
             .and_then(|p| p.as_ref().ok())
@@ -466,59 +448,13 @@ impl Gate<'_> {
         // A well-formed signature will most likely be verified: a batch started by a
         // concurrent request meanwhile waits for it (dropped, it waits no more).
         let announced = keyid.is_some().then(|| self.batcher.announce());
-        let (found, payment) = match req.payment {
-            Some(id) => {
-                store
-                    .auth_lookup_with_payment(hash.as_bytes(), keyid, id)
-                    .await?
-            }
-            None => (store.auth_lookup(hash.as_bytes(), keyid).await?, None),
-        };
-        let token = found
-            .token
-            .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(&hash))
-            .ok_or(TokenRefusal::Unknown)?;
-        // An expired token is refused as a revoked one is (`401 token_invalid`), whatever
-        // store or cache the record came from: the rule reads the record and the clock.
-        if token.revoked_at.is_some() {
-            return Err(TokenRefusal::Revoked.into());
-        }
-        if token.expired_at(now) {
-            return Err(TokenRefusal::Expired.into());
-        }
-        let project = found
-            .project
-            .filter(|p| p.active)
-            .ok_or(TokenRefusal::ProjectInactive)?;
-        let merchant = found.merchant.ok_or(TokenRefusal::ProjectInactive)?;
+        let (found, payment) = self.lookup(req, hash.as_bytes(), keyid).await?;
+        let (token, project, merchant) =
+            admit_token(found.token, found.project, found.merchant, &hash, now)?;
         req.endpoint.check_scope(&token.scopes)?;
-
         // 2. IP allow-list, on the client address (X-Forwarded-For only from trusted proxies).
-        // A line that is not UTF-8 is kept (lossily) so that it reads as a malformed entry.
-        let xff: Vec<std::borrow::Cow<'_, str>> = req
-            .parts
-            .headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
-            .map(|(_, v)| String::from_utf8_lossy(v))
-            .collect();
-        let xff: Vec<&str> = xff.iter().map(|l| l.as_ref()).collect();
-        let client = match req.peer {
-            None => Err("the server does not know the client address"),
-            Some(peer) => client_ip(peer, &xff, &cfg.trusted_proxies).map_err(|_| {
-                "an X-Forwarded-For entry from a trusted proxy is not an IP address, so the \
-                 client address is unknown"
-            }),
-        };
-        if !project.ip_allow_list.is_empty() {
-            let list = IpAllowList::parse(project.ip_allow_list.iter().map(String::as_str))
-                .map_err(|e| {
-                    StoreError::Corrupt(format!("project {}'s allow-list: {e}", project.id))
-                })?;
-            let client = client.map_err(IpRefusal::ClientUnknown)?;
-            list.check(client)?;
-        }
-
+        let client = client_address(req, &self.auth.trusted_proxies);
+        check_allow_list(&project, client)?;
         // 3. Rate limit.
         match limiter
             .acquire(project.id, Gcra::new(project.rate_limit), now)
@@ -529,64 +465,174 @@ impl Gate<'_> {
                 return Err(AuthError::RateLimited { retry_after });
             }
         }
-
         // 4. Signature and digest, then 5. the nonce.
-        let needs_signature = match req.endpoint {
-            Endpoint::CreatePayment | Endpoint::TestHelper | Endpoint::ResendEvents => true,
-            _ => project.signature_required,
+        let signed = always_signed || project.signature_required;
+        let nonce = if signed {
+            let prepared = prepared
+                .unwrap_or_else(|| PreparedSignature::prepare(&req.parts, &self.auth.policy, now));
+            Some(
+                self.verify(prepared, found.key, announced, project.id, now)
+                    .await?,
+            )
+        } else {
+            None
         };
-        let mut pending = None;
-        if needs_signature {
-            let debug = |error: SignatureError| AuthError::Signature {
-                error,
-                debug: cfg.signature_debug,
-            };
-            let prepared = match prepared {
-                Some(p) => p,
-                // A GET of a project that requires signatures, sent without Signature-Input.
-                None => PreparedSignature::prepare(&req.parts, &cfg.policy, now),
-            }
-            .map_err(debug)?;
-            // The key record is read (and its revocation checked) on every request; only the
-            // decompression of its bytes is cached.
-            let key = found
-                .key
-                .filter(|k| k.revoked_at.is_none())
-                .and_then(|k| self.batcher.key(&k.public_key))
-                .ok_or_else(|| debug(prepared.unknown_keyid()))?;
-            let announced = announced.unwrap_or_else(|| self.batcher.announce());
-            let valid = self
-                .batcher
-                .verify(
-                    announced,
-                    key,
-                    prepared.signature_base().as_bytes(),
-                    prepared.signature(),
-                    self.ports.clock.as_ref(),
-                )
-                .await;
-            if !valid {
-                return Err(debug(prepared.verification_failed()));
-            }
-            let nonce = prepared.nonce().ok_or(AuthError::MissingNonce)?;
-            pending = Some(PendingNonce {
-                project: project.id,
-                nonce: nonce.as_str().to_string(),
-                now,
-            });
-        }
         Ok(Authenticated {
             ctx: AuthContext {
                 token,
                 merchant,
                 client_ip: client.ok(),
-                signed: needs_signature,
+                signed,
                 payment: payment.filter(|p| p.project_id == project.id),
                 project,
             },
-            nonce: pending,
+            nonce,
         })
     }
+
+    /// The token's record (with its project and merchant), the signing key's and, for a
+    /// request about one payment, that payment: one store round trip.
+    async fn lookup(
+        self,
+        req: &AuthRequest<'_>,
+        hash: &[u8; 32],
+        keyid: Option<&KeyId>,
+    ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
+        let store = &self.ports.store;
+        match req.payment {
+            Some(id) => store.auth_lookup_with_payment(hash, keyid, id).await,
+            None => Ok((store.auth_lookup(hash, keyid).await?, None)),
+        }
+    }
+
+    /// Step 4: the signature (a prepared one, or why it could not be prepared) verified with
+    /// the project's key (a revoked or unknown one is `unknown keyid`), in a batch with the
+    /// concurrent requests' signatures; answers the nonce to record.
+    async fn verify(
+        self,
+        prepared: Result<PreparedSignature, SignatureError>,
+        key: Option<KeyRecord>,
+        announced: Option<Announced<'_>>,
+        project: ProjectId,
+        now: Timestamp,
+    ) -> Result<PendingNonce, AuthError> {
+        let debug = |error: SignatureError| AuthError::Signature {
+            error,
+            debug: self.auth.signature_debug,
+        };
+        let prepared = prepared.map_err(debug)?;
+        // The key record is read (and its revocation checked) on every request; only the
+        // decompression of its bytes is cached.
+        let key = key
+            .filter(|k| k.revoked_at.is_none())
+            .and_then(|k| self.batcher.key(&k.public_key))
+            .ok_or_else(|| debug(prepared.unknown_keyid()))?;
+        let announced = announced.unwrap_or_else(|| self.batcher.announce());
+        let valid = self
+            .batcher
+            .verify(
+                announced,
+                key,
+                prepared.signature_base().as_bytes(),
+                prepared.signature(),
+                self.ports.clock.as_ref(),
+            )
+            .await;
+        if !valid {
+            return Err(debug(prepared.verification_failed()));
+        }
+        let nonce = prepared.nonce().ok_or(AuthError::MissingNonce)?;
+        Ok(PendingNonce {
+            project,
+            nonce: nonce.as_str().to_string(),
+            now,
+        })
+    }
+}
+
+/// Step 0, the form of the request: single-valued headers sent once; a body declared as JSON;
+/// the X-Request-ID of a signed request one the server can echo. Answers whether the endpoint
+/// is always signed.
+fn check_form(req: &AuthRequest<'_>) -> Result<bool, AuthError> {
+    check_single_value_headers(req.parts.headers)?;
+    check_content_type(req.parts.headers, !req.parts.body.is_empty())?;
+    let always_signed = matches!(
+        req.endpoint,
+        Endpoint::CreatePayment | Endpoint::TestHelper | Endpoint::ResendEvents
+    );
+    if always_signed || has_signature(req) {
+        check_signed_request_id(req.parts.headers)?;
+    }
+    Ok(always_signed)
+}
+
+/// Whether the request carries a `Signature-Input`.
+fn has_signature(req: &AuthRequest<'_>) -> bool {
+    req.parts
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"))
+}
+
+/// Step 1: the token found by its hash (compared again in constant time), neither revoked nor
+/// expired (by the record and the clock, whatever store or cache it came from), of an active
+/// project with its merchant.
+fn admit_token(
+    token: Option<TokenRecord>,
+    project: Option<Project>,
+    merchant: Option<Merchant>,
+    hash: &TokenHash,
+    now: Timestamp,
+) -> Result<(TokenRecord, Project, Merchant), AuthError> {
+    let token = token
+        .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(hash))
+        .ok_or(TokenRefusal::Unknown)?;
+    if token.revoked_at.is_some() {
+        return Err(TokenRefusal::Revoked.into());
+    }
+    if token.expired_at(now) {
+        return Err(TokenRefusal::Expired.into());
+    }
+    let project = project
+        .filter(|p| p.active)
+        .ok_or(TokenRefusal::ProjectInactive)?;
+    let merchant = merchant.ok_or(TokenRefusal::ProjectInactive)?;
+    Ok((token, project, merchant))
+}
+
+/// The client's address: the peer, or the address trusted proxies forwarded. A line that is
+/// not UTF-8 is kept (lossily) so that it reads as a malformed entry.
+fn client_address(req: &AuthRequest<'_>, trusted: &[IpNet]) -> Result<IpAddr, &'static str> {
+    let xff: Vec<std::borrow::Cow<'_, str>> = req
+        .parts
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
+        .map(|(_, v)| String::from_utf8_lossy(v))
+        .collect();
+    let xff: Vec<&str> = xff.iter().map(|l| l.as_ref()).collect();
+    match req.peer {
+        None => Err("the server does not know the client address"),
+        Some(peer) => client_ip(peer, &xff, trusted).map_err(|_| {
+            "an X-Forwarded-For entry from a trusted proxy is not an IP address, so the \
+             client address is unknown"
+        }),
+    }
+}
+
+/// Step 2: a project with an allow-list admits only a known client address on it.
+fn check_allow_list(
+    project: &Project,
+    client: Result<IpAddr, &'static str>,
+) -> Result<(), AuthError> {
+    if project.ip_allow_list.is_empty() {
+        return Ok(());
+    }
+    let list = IpAllowList::parse(project.ip_allow_list.iter().map(String::as_str))
+        .map_err(|e| StoreError::Corrupt(format!("project {}'s allow-list: {e}", project.id)))?;
+    let client = client.map_err(IpRefusal::ClientUnknown)?;
+    list.check(client)?;
+    Ok(())
 }
 
 #[cfg(test)]

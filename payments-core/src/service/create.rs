@@ -13,9 +13,9 @@ use crate::payment::{
     Requisites,
 };
 use crate::project::{AuditRecord, Merchant, NotCovered, Project};
+use crate::provider::{Failover, ProviderName};
 use crate::provider::{ProviderOutcome, RequisiteRequest};
 use crate::request::{CreatePayment, RequestError};
-use crate::routing::{Failover, ProviderName};
 use crate::settlement::{Course, Pricing};
 use crate::store::{AdmitOutcome, PaymentChange, StoreError};
 use crate::transition::{self, Transition, TransitionError, Trigger};
@@ -534,7 +534,7 @@ impl Payments<'_> {
 
     /// The price a payment's requisites are fixed at now: the course of now and the fee of
     /// its project's contract; why not, as text.
-    async fn price_now(self, payment: &Payment) -> Result<Result<Pricing, String>, StoreError> {
+    async fn price_now(self, payment: &Payment) -> Result<Result<Pricing, NoPrice>, StoreError> {
         let (project, _) = self.owner_of(payment).await?;
         let fee_percent =
             match project
@@ -542,18 +542,18 @@ impl Payments<'_> {
                 .cover(payment.payment_method, payment.currency, &payment.amount)
             {
                 Ok(fee) => fee,
-                Err(e) => return Ok(Err(e.to_string())),
+                Err(e) => return Ok(Err(NoPrice::NotCovered(e))),
             };
         let course = match self.course(payment.currency).await {
             Ok(course) => course,
-            Err(why) => return Ok(Err(why.to_string())),
+            Err(why) => return Ok(Err(NoPrice::Rate(why))),
         };
         Ok(Course::new(course)
             .map(|course| Pricing {
                 course,
                 fee_percent,
             })
-            .map_err(|_| RateFailure::Unusable.to_string()))
+            .map_err(|_| NoPrice::Rate(RateFailure::Unusable)))
     }
 
     /// The rate source's answer within its budget; no answer in time is no rate
@@ -721,6 +721,18 @@ pub enum Recovery {
     Ambiguous,
     /// Nothing: the payment had left `created` (someone else resolved it first).
     Raced,
+}
+
+/// Why a recovered payment's requisites cannot be priced now: its project's contract no longer
+/// covers it, or there is no usable rate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoPrice {
+    /// The contract does not cover the payment.
+    #[error(transparent)]
+    NotCovered(#[from] NotCovered),
+    /// No usable rate.
+    #[error("{0}")]
+    Rate(RateFailure),
 }
 
 #[cfg(test)]

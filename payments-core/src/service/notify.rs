@@ -257,7 +257,7 @@ impl Payments<'_> {
         self,
         verifier: &CallbackVerifier,
         signed: SignedNotification<'_>,
-        from: Option<&crate::routing::ProviderName>,
+        from: Option<&crate::provider::ProviderName>,
     ) -> Result<NotificationOutcome, NotificationError> {
         let now = self.ports.clock.now();
         verifier
@@ -287,7 +287,7 @@ impl Payments<'_> {
     async fn apply_notification(
         self,
         notification: ProviderNotification,
-        from: Option<&crate::routing::ProviderName>,
+        from: Option<&crate::provider::ProviderName>,
     ) -> Result<NotificationOutcome, NotificationError> {
         let id_key = format!("upstream-notification:{}", notification.notification_id);
         let actor = format!("upstream notification:{}", notification.notification_id);

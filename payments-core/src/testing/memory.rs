@@ -22,8 +22,8 @@ use crate::store::RequestLogStore;
 use crate::store::{
     AttemptRecorded, AuditStore, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
     InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore, OutboxStore, PageKey,
-    PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, Store, StoreError, TokenKey,
-    Transaction, TxOutput, TxWork,
+    PayerPageStore, PaymentChange, PaymentStore, Purged, Retained, SettingStore, Store, StoreError,
+    TokenKey, Transaction, TxOutput, TxWork,
 };
 use crate::store::{EntryQuery, EventQuery, LedgerStore, PaymentQuery};
 use crate::SecretString;
@@ -740,7 +740,10 @@ impl OperatorStore for MemoryStore {
             None => Ok(false),
         }
     }
+}
 
+#[async_trait]
+impl SettingStore for MemoryStore {
     async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
         Ok(self.lock().settings.get(name).cloned())
     }
@@ -750,6 +753,10 @@ impl OperatorStore for MemoryStore {
             .settings
             .insert(name.to_string(), value.to_string());
         Ok(())
+    }
+
+    async fn delete_setting(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().settings.remove(name).is_some())
     }
 }
 

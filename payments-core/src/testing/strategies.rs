@@ -260,7 +260,7 @@ pub fn created_payment() -> impl Strategy<Value = Payment> {
                 // Intrabank payments were routed (any field would do): both forms round-trip.
                 if p.is_intrabank {
                     p.route = Some(crate::payment::ProviderRoute {
-                        provider: crate::routing::ProviderName::parse("bank-b_2")
+                        provider: crate::provider::ProviderName::parse("bank-b_2")
                             .expect("a valid name"),
                         reason: "priority, then weight x health (bank-b_2:0.97); \
                                  not eligible: bank-a: bank"

@@ -1,4 +1,4 @@
-//! Several providers behind the core's router: routing by coverage, failover after a definite
+//! Several providers behind the router of `payments-providers`: routing by coverage, failover after a definite
 //! refusal (the switch recorded on the payment before the next provider is asked), no
 //! failover after an answer that may have issued, and a recovery that asks the provider the
 //! payment names, never another.
@@ -13,10 +13,10 @@ use async_trait::async_trait;
 use futures_executor::block_on;
 use payments_core::auth::Environment;
 use payments_core::payment::{PaymentErrorCode, PaymentMethod, PaymentStatus};
-use payments_core::provider::{ProviderOutcome, RequisiteProvider, RequisiteRequest};
-use payments_core::routing::{Coverage, ProviderName, Route, Router};
+use payments_core::provider::{ProviderName, ProviderOutcome, RequisiteProvider, RequisiteRequest};
 use payments_core::service::{AuthConfig, Recovery};
 use payments_core::store::PaymentStore;
+use payments_providers::{Coverage, Route, Router};
 
 use crate::common::{merchant, project, Harness};
 use crate::support::body;

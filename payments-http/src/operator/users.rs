@@ -108,13 +108,19 @@ pub async fn create_user(
         }
         _ => return Err(ApiError::bad_request("role: must be merchant or support")),
     };
-    let invite = cabinet.create_user(email, role, actor).await?;
+    let invite = cabinet.users().create(email, role, actor).await?;
     Ok(invite_json(&invite, cabinet_url))
 }
 
 /// Every user.
 pub async fn list_users(cabinet: &Cabinet) -> Result<Value, ApiError> {
-    let users: Vec<Value> = cabinet.users().await?.iter().map(user_value).collect();
+    let users: Vec<Value> = cabinet
+        .users()
+        .list()
+        .await?
+        .iter()
+        .map(user_value)
+        .collect();
     Ok(json!({ "users": users }))
 }
 
@@ -125,7 +131,7 @@ pub async fn invite_user(
     actor: &Actor,
     cabinet_url: Option<&str>,
 ) -> Result<Value, ApiError> {
-    let invite = cabinet.invite(user_id(id)?, actor).await?;
+    let invite = cabinet.users().invite(user_id(id)?, actor).await?;
     Ok(invite_json(&invite, cabinet_url))
 }
 
@@ -136,7 +142,10 @@ pub async fn set_disabled(
     disabled: bool,
     actor: &Actor,
 ) -> Result<Value, ApiError> {
-    let user = cabinet.set_disabled(user_id(id)?, disabled, actor).await?;
+    let user = cabinet
+        .users()
+        .set_disabled(user_id(id)?, disabled, actor)
+        .await?;
     Ok(user_value(&user))
 }
 

@@ -3,7 +3,7 @@
 use clap::Args;
 use payments_core::callback::{AddressPolicy, CallbackSecret};
 
-use super::{settings, CommonArgs};
+use super::{settings, CliError, CommonArgs};
 use crate::receiver_check::{check_receiver, CheckOptions};
 
 /// Arguments of `check-receiver`.
@@ -24,20 +24,20 @@ pub struct CheckReceiverArgs {
 }
 
 /// Runs the series, prints the table; `Ok(false)` when a case failed.
-pub async fn check_receiver_command(args: CheckReceiverArgs) -> Result<bool, String> {
+pub async fn check_receiver_command(args: CheckReceiverArgs) -> Result<bool, CliError> {
     let settings = settings(&args.common, &args.common)?;
     crate::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
-    let secret = CallbackSecret::parse(args.secret.trim()).map_err(|e| format!("--secret: {e}"))?;
+    let secret = CallbackSecret::parse(args.secret.trim()).map_err(CliError::Secret)?;
     let policy = AddressPolicy {
         allow_local: settings.callbacks.allow_local,
     };
     let mut options = CheckOptions::new(args.url, secret, policy);
     options.payment_id = args.payment_id;
     if let Some(path) = &settings.callbacks.ca_file {
-        options.extra_roots = crate::files::read_pem_roots(path).map_err(|e| e.to_string())?;
+        options.extra_roots = crate::files::read_pem_roots(path)?;
     }
-    let report = check_receiver(&options).await.map_err(|e| e.to_string())?;
+    let report = check_receiver(&options).await?;
     print!("{}", report.render());
     Ok(report.passed())
 }

@@ -298,7 +298,7 @@ async fn reseal_totp_keys(
     cabinet_store: &Arc<dyn CabinetStore>,
 ) -> Result<(u64, u64), ApiError> {
     let cabinet = payments_http::operator::users::cabinet(svc, Some(cabinet_store))?;
-    cabinet.reseal_totp_keys().await
+    cabinet.two_factor().reseal_totp_keys().await
 }
 
 /// A build without the web cabinet cannot re-seal its users' TOTP keys: refused while the

@@ -121,24 +121,7 @@ pub(super) async fn ledger(
             project,
             kind,
             limit,
-        } => {
-            let p = lookup::project(svc, &project).await?;
-            let mut q = Vec::new();
-            if let Some(k) = kind {
-                q.push(format!("kind={k}"));
-            }
-            if let Some(l) = limit {
-                q.push(format!("limit={l}"));
-            }
-            let query = EntryListQuery::parse(&q.join("&"))?;
-            let page = svc.balances().list_entries(&p, &query).await?;
-            let rows = page.entries.iter().map(entry_row).collect();
-            let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();
-            Ok(Output::new(
-                json!({"data": data, "has_more": page.next_cursor.is_some()}),
-                table(&ENTRY_HEADER, rows),
-            ))
-        }
+        } => entries(svc, &project, kind, limit).await,
         LedgerCommand::Statement { project, from, to } => {
             let p = lookup::project(svc, &project).await?;
             let query = url_query(&[("from", &from), ("to", &to)]);
@@ -176,34 +159,63 @@ pub(super) async fn ledger(
                 .await?;
             Ok(Output::object(entry.view()))
         }
-        LedgerCommand::Reconcile { repair } => {
-            let report = svc.balances().reconcile_ledger(repair, actor).await?;
-            let json = report_json(&report);
-            let mut text = format!(
-                "{} projects, {} payments, {} entries read; {} differences{}\n",
-                report.projects,
-                report.payments,
-                report.entries,
-                report.differences.len(),
-                if repair {
-                    format!(", {} repaired", report.repaired)
-                } else {
-                    String::new()
-                }
-            );
-            for d in &report.differences {
-                text.push_str(&fields(
-                    &json!({"project_id": d.project_id, "payment_id": d.payment_id,
-                            "expected": d.expected, "recorded": d.recorded, "what": d.what}),
-                    2,
-                ));
-                text.push('\n');
-            }
-            let mut out = Output::new(json, text);
-            out.failed = !report.differences.is_empty();
-            Ok(out)
-        }
+        LedgerCommand::Reconcile { repair } => reconcile(svc, repair, actor).await,
     }
+}
+
+/// `ledger entries`: the project's entries, newest first, through the API's query.
+async fn entries(
+    svc: &PaymentService,
+    project: &str,
+    kind: Option<String>,
+    limit: Option<usize>,
+) -> Result<Output, ApiError> {
+    let p = lookup::project(svc, project).await?;
+    let mut q = Vec::new();
+    if let Some(k) = kind {
+        q.push(format!("kind={k}"));
+    }
+    if let Some(l) = limit {
+        q.push(format!("limit={l}"));
+    }
+    let query = EntryListQuery::parse(&q.join("&"))?;
+    let page = svc.balances().list_entries(&p, &query).await?;
+    let rows = page.entries.iter().map(entry_row).collect();
+    let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();
+    Ok(Output::new(
+        json!({"data": data, "has_more": page.next_cursor.is_some()}),
+        table(&ENTRY_HEADER, rows),
+    ))
+}
+
+/// `ledger reconcile [--repair]`: the report, each difference listed; `failed` when there
+/// is one.
+async fn reconcile(svc: &PaymentService, repair: bool, actor: &Actor) -> Result<Output, ApiError> {
+    let report = svc.balances().reconcile_ledger(repair, actor).await?;
+    let json = report_json(&report);
+    let mut text = format!(
+        "{} projects, {} payments, {} entries read; {} differences{}\n",
+        report.projects,
+        report.payments,
+        report.entries,
+        report.differences.len(),
+        if repair {
+            format!(", {} repaired", report.repaired)
+        } else {
+            String::new()
+        }
+    );
+    for d in &report.differences {
+        text.push_str(&fields(
+            &json!({"project_id": d.project_id, "payment_id": d.payment_id,
+                    "expected": d.expected, "recorded": d.recorded, "what": d.what}),
+            2,
+        ));
+        text.push('\n');
+    }
+    let mut out = Output::new(json, text);
+    out.failed = !report.differences.is_empty();
+    Ok(out)
 }
 
 /// A query string of `pairs`, each value percent-encoded.

@@ -30,8 +30,8 @@ use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde::Serialize;
 
-use crate::config::Settings;
-use crate::server::{open_service, OpenedStore, Setup};
+use crate::config::{ConfigError, Settings};
+use crate::server::{open_service, OpenedStore, Setup, StartError};
 
 pub use check::{check_receiver_command, CheckReceiverArgs};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
@@ -43,6 +43,42 @@ pub use payment::{AuditArgs, PaymentCommand};
 pub use status::{status, status_command, StatusReport};
 #[cfg(feature = "cabinet")]
 pub use users::{cabinet_url, UserCommand};
+
+/// Why a command failed; `payments-server` prints it after its name and exits non-zero.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The settings could not be loaded.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The store or the service could not be opened.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The service refused or failed the operation (`code: message`).
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// A new operator token could not be issued.
+    #[error(transparent)]
+    OperatorToken(payments_core::service::AdminError),
+    /// The command ran and printed problems it found.
+    #[error("the command found problems (printed above)")]
+    Problems,
+    /// The backup could not be written.
+    #[error(transparent)]
+    Backup(#[from] payments_store_sqlite::BackupError),
+    /// `status` could not read the whole report (printed above); the reason.
+    #[error("status incomplete: {0}")]
+    StatusIncomplete(String),
+    /// `--secret` of `check-receiver` is not a callback secret.
+    #[error("--secret: {0}")]
+    Secret(#[source] payments_core::callback::CallbackSecretError),
+    /// `callbacks.ca_file` could not be used.
+    #[error(transparent)]
+    CaFile(#[from] payments_http::dispatcher::DispatcherError),
+    /// `check-receiver` could not send its cases.
+    #[error(transparent)]
+    Check(#[from] crate::receiver_check::CheckError),
+}
 
 /// Settings every command shares. Serialized, it is the flag layer of these flags (only the
 /// ones given).
@@ -88,8 +124,8 @@ impl CommonArgs {
 /// Loads the settings: the defaults, the `--config` file, `PAYMENTS_*` variables, then `flags`
 /// (`common` itself, or a command's arguments that flatten it and serialize only the flags
 /// given).
-pub fn settings(common: &CommonArgs, flags: impl Serialize) -> Result<Settings, String> {
-    Settings::load(common.config.as_deref(), flags).map_err(|e| e.0)
+pub fn settings(common: &CommonArgs, flags: impl Serialize) -> Result<Settings, ConfigError> {
+    Settings::load(common.config.as_deref(), flags)
 }
 
 /// A command group: the shared settings, the output format and the command.
@@ -180,14 +216,12 @@ fn process_uid() -> Option<u32> {
 }
 
 /// Runs an operator command on the data dir's database and prints its result.
-pub async fn run(command: OperatorCommand) -> Result<(), String> {
+pub async fn run(command: OperatorCommand) -> Result<(), CliError> {
     let (common, json) = command.common();
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
-    let opened = open_service(&settings, common.setup())
-        .await
-        .map_err(|e| e.0)?;
+    let opened = open_service(&settings, common.setup()).await?;
     let result = execute(
         &opened.service,
         &opened.store,
@@ -197,10 +231,10 @@ pub async fn run(command: OperatorCommand) -> Result<(), String> {
     )
     .await;
     opened.store.close();
-    let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
+    let out = result?;
     print_output(&out, json);
     if out.failed {
-        return Err("the command found problems (printed above)".into());
+        return Err(CliError::Problems);
     }
     Ok(())
 }
@@ -240,16 +274,14 @@ pub async fn run_operator_token(
     common: &CommonArgs,
     json: bool,
     command: OperatorTokenCommand,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
-    let opened = open_service(&settings, common.setup())
-        .await
-        .map_err(|e| e.0)?;
+    let opened = open_service(&settings, common.setup()).await?;
     let result = ops::operator_token(&opened.service, command, &cli_actor()).await;
     opened.store.close();
-    let out = result.map_err(|e| format!("{}: {}", e.code, e.message))?;
+    let out = result?;
     print_output(&out, json);
     Ok(())
 }
@@ -284,7 +316,7 @@ pub fn backup_hold_reason(at: payments_core::Timestamp) -> String {
 pub fn backup(
     settings: &Settings,
     file: &std::path::Path,
-) -> Result<payments_store_sqlite::BackupReport, String> {
+) -> Result<payments_store_sqlite::BackupReport, CliError> {
     use payments_core::Clock as _;
     let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
     let reason = backup_hold_reason(payments_http::system::SystemClock.now());
@@ -293,5 +325,5 @@ pub fn backup(
         file,
         &[(payments_core::service::CALLBACK_HOLD_SETTING, &reason)],
     )
-    .map_err(|e| e.0)
+    .map_err(CliError::Backup)
 }

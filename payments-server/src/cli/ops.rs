@@ -105,33 +105,7 @@ pub(super) async fn callbacks(
     actor: &Actor,
 ) -> Result<Output, ApiError> {
     match command {
-        CallbacksCommand::Failed(a) => {
-            let (f, limit) = filter(svc, &a).await?;
-            let events = svc.callbacks().failed_callbacks(&f, limit).await?;
-            let list: Vec<Value> = events.iter().map(failed_json).collect();
-            let rows = events
-                .iter()
-                .map(|e| {
-                    let last = e.last_attempt.as_ref();
-                    vec![
-                        e.outbox.event.created_at.to_string(),
-                        e.outbox.event.payment_id.to_string(),
-                        payments_core::event::destination_host(&e.outbox.destination),
-                        e.outbox.attempts.to_string(),
-                        last.and_then(|a| a.error.clone()).unwrap_or_default(),
-                    ]
-                })
-                .collect();
-            let text = if events.is_empty() {
-                "No failed callbacks.\n".to_string()
-            } else {
-                table(
-                    &["QUEUED", "PAYMENT", "HOST", "ATTEMPTS", "LAST ERROR"],
-                    rows,
-                )
-            };
-            Ok(Output::new(json!({ "events": list }), text))
-        }
+        CallbacksCommand::Failed(a) => failed(svc, &a).await,
         CallbacksCommand::ResendFailed(a) => {
             let (f, limit) = filter(svc, &a).await?;
             let report = svc
@@ -181,6 +155,35 @@ pub(super) async fn callbacks(
             Ok(Output::object(v))
         }
     }
+}
+
+/// `callbacks failed`: the failed callbacks that match, oldest first, as a table.
+async fn failed(svc: &PaymentService, a: &FailedFilterArgs) -> Result<Output, ApiError> {
+    let (f, limit) = filter(svc, a).await?;
+    let events = svc.callbacks().failed_callbacks(&f, limit).await?;
+    let list: Vec<Value> = events.iter().map(failed_json).collect();
+    let rows = events
+        .iter()
+        .map(|e| {
+            let last = e.last_attempt.as_ref();
+            vec![
+                e.outbox.event.created_at.to_string(),
+                e.outbox.event.payment_id.to_string(),
+                payments_core::event::destination_host(&e.outbox.destination),
+                e.outbox.attempts.to_string(),
+                last.and_then(|a| a.error.clone()).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let text = if events.is_empty() {
+        "No failed callbacks.\n".to_string()
+    } else {
+        table(
+            &["QUEUED", "PAYMENT", "HOST", "ATTEMPTS", "LAST ERROR"],
+            rows,
+        )
+    };
+    Ok(Output::new(json!({ "events": list }), text))
 }
 
 /// An operator token as listed (never the token).

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{settings, CommonArgs};
+use super::{settings, CliError, CommonArgs};
 use crate::config::Settings;
 use crate::server::{open_service, Setup};
 
@@ -145,16 +145,15 @@ pub async fn status(settings: &Settings) -> StatusReport {
     let opened = match open_service(settings, Setup::Command).await {
         Ok(opened) => opened,
         Err(e) => {
-            report.error = Some(e.0);
+            report.error = Some(e.to_string());
             return report;
         }
     };
     let store = opened.service.store().clone();
     let now = opened.service.ports().clock.now();
     let age = |t: payments_core::Timestamp| (now.unix_millis() - t.unix_millis()).max(0) / 1000;
-    let result: Result<(), String> = async {
-        let e = |e: payments_core::store::StoreError| e.to_string();
-        let backlog = store.backlog().await.map_err(e)?;
+    let result: Result<(), payments_core::store::StoreError> = async {
+        let backlog = store.backlog().await?;
         report.payments = backlog
             .by_status
             .into_iter()
@@ -166,18 +165,13 @@ pub async fn status(settings: &Settings) -> StatusReport {
         report.oldest_pending_event_age_s = backlog.oldest_pending_event.map(age);
         report.oldest_overdue_payment_age_s =
             backlog.oldest_due_payment.filter(|t| *t <= now).map(age);
-        report.callback_hold = opened
-            .service
-            .callbacks()
-            .callback_hold()
-            .await
-            .map_err(|e| e.to_string())?;
+        report.callback_hold = opened.service.callbacks().callback_hold().await?;
         report.callback_held = Some(report.callback_hold.is_some());
         Ok(())
     }
     .await;
     if let Err(e) = result {
-        report.error = Some(e);
+        report.error = Some(e.to_string());
     }
     opened.store.close();
     report
@@ -258,7 +252,7 @@ impl std::fmt::Display for StatusReport {
 
 /// `payments-server status [--json]`: prints the report; exits non-zero when the database
 /// could not be read (missing, older than the build, unreachable).
-pub async fn status_command(common: &CommonArgs, json: bool) -> Result<(), String> {
+pub async fn status_command(common: &CommonArgs, json: bool) -> Result<(), CliError> {
     let settings = settings(common, common)?;
     crate::telemetry::init(settings.log.format, "warn");
     settings.warn_deprecated();
@@ -266,13 +260,14 @@ pub async fn status_command(common: &CommonArgs, json: bool) -> Result<(), Strin
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&report)
+                .expect("a report of strings and numbers serialises")
         );
     } else {
         println!("{report}");
     }
     match &report.error {
-        Some(e) => Err(format!("status incomplete: {e}")),
+        Some(e) => Err(CliError::StatusIncomplete(e.clone())),
         None => Ok(()),
     }
 }

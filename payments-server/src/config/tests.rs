@@ -160,8 +160,8 @@ fn flags_override_the_environment_and_only_the_flags_given() {
 fn bad_values_are_named() {
     jailed(Some("synchronous = \"off\"\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("store.synchronous"), "{}", e.0);
-        assert!(e.0.contains("payments.toml"), "{}", e.0);
+        assert!(e.to_string().starts_with("store.synchronous"), "{}", e);
+        assert!(e.to_string().contains("payments.toml"), "{}", e);
     });
     jailed(None, &[], |file| {
         let flags = Flags {
@@ -169,39 +169,51 @@ fn bad_values_are_named() {
             ..Flags::default()
         };
         let e = load(file, flags).unwrap_err();
-        assert!(e.0.starts_with("listen.merchant"), "{}", e.0);
+        assert!(e.to_string().starts_with("listen.merchant"), "{}", e);
     });
     jailed(Some("lissten = 1\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("lissten: not a setting"), "{}", e.0);
+        assert!(e.to_string().starts_with("lissten: not a setting"), "{}", e);
     });
     jailed(None, &[("PAYMENTS_LISTEN", "nowhere")], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("PAYMENTS_LISTEN__MERCHANT:"), "{}", e.0);
+        assert!(
+            e.to_string().starts_with("PAYMENTS_LISTEN__MERCHANT:"),
+            "{}",
+            e
+        );
     });
     jailed(None, &[("PAYMENTS_SWEEP_INTERVAL_MS", "soon")], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("PAYMENTS_SWEEP_INTERVAL_MS"), "{}", e.0);
+        assert!(
+            e.to_string().starts_with("PAYMENTS_SWEEP_INTERVAL_MS"),
+            "{}",
+            e
+        );
     });
     jailed(Some("[rates]\nRUB = \"many\"\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("rates: RUB"), "{}", e.0);
+        assert!(e.to_string().starts_with("rates: RUB"), "{}", e);
     });
     jailed(Some("tls_cert = \"/etc/cert.pem\"\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.contains("tls.cert and tls.key"), "{}", e.0);
+        assert!(e.to_string().contains("tls.cert and tls.key"), "{}", e);
     });
     jailed(None, &[], |_| {
         let missing = Path::new("/nonexistent/payments.toml");
         let e = load(Some(missing), Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("/nonexistent/payments.toml: "), "{}", e.0);
+        assert!(
+            e.to_string().starts_with("/nonexistent/payments.toml: "),
+            "{}",
+            e
+        );
     });
     // A settings file is read up to 1 MiB, never whole: `--config /dev/zero` is refused at once.
     #[cfg(unix)]
     jailed(None, &[], |_| {
         let e = load(Some(Path::new("/dev/zero")), Flags::default()).unwrap_err();
         assert_eq!(
-            e.0,
+            e.to_string(),
             "/dev/zero: larger than 1 MiB, the limit for a settings file (TOML)"
         );
     });
@@ -235,7 +247,11 @@ fn callback_dispatch_is_on_by_default_and_layers_like_the_other_booleans() {
     }
     jailed(None, &[("PAYMENTS_CALLBACK_DISPATCH", "later")], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("PAYMENTS_CALLBACK_DISPATCH"), "{}", e.0);
+        assert!(
+            e.to_string().starts_with("PAYMENTS_CALLBACK_DISPATCH"),
+            "{}",
+            e
+        );
     });
 
     jailed(file_off, &[], |file| {
@@ -327,7 +343,7 @@ fn upstream_settings_that_do_not_go_together_are_refused() {
     let refused = |file: &str, expect: &str| {
         jailed(Some(file), &[], |f| {
             let e = load(f, Flags::default()).unwrap_err();
-            assert!(e.0.contains(expect), "{file}: {}", e.0);
+            assert!(e.to_string().contains(expect), "{file}: {}", e);
         });
     };
     refused("provider = \"http\"\n", "needs upstream.url");
@@ -410,22 +426,27 @@ fn sections_durations_and_section_variables() {
     });
     jailed(Some("[callbacks]\nlease = 60000\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("callbacks.lease"), "{}", e.0);
+        assert!(e.to_string().starts_with("callbacks.lease"), "{}", e);
     });
     jailed(Some("[callbacks]\nlease = \"soon\"\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.contains("not a duration like"), "{}", e.0);
+        assert!(e.to_string().contains("not a duration like"), "{}", e);
     });
     jailed(None, &[("PAYMENTS_TUNING__BODY_TIMEOUT", "10")], |file| {
         let e = load(file, Flags::default()).unwrap_err();
-        assert!(e.0.starts_with("PAYMENTS_TUNING__BODY_TIMEOUT"), "{}", e.0);
+        assert!(
+            e.to_string().starts_with("PAYMENTS_TUNING__BODY_TIMEOUT"),
+            "{}",
+            e
+        );
     });
     jailed(Some("[callbacks]\nconcurency = 8\n"), &[], |file| {
         let e = load(file, Flags::default()).unwrap_err();
         assert!(
-            e.0.starts_with("callbacks.concurency: not a setting"),
+            e.to_string()
+                .starts_with("callbacks.concurency: not a setting"),
             "{}",
-            e.0
+            e
         );
     });
 }

@@ -1,38 +1,31 @@
-//! The upstream adapters: the server's real ports for a payment company's own systems, chosen
-//! in the settings and specified on the wire in `docs/providers.md`.
+//! The server's upstream: the settings' `[upstream]` turned into the plain configuration of
+//! the adapters of `payments-providers` ([`config`], then [`provider`], [`router`], [`rates`]),
+//! and the listener on which the upstream reports confirmed and failed transfers ([`notify`];
+//! the core decides what they do, [`Payments::apply_provider_notification`]).
 //!
-//! - [`provider::HttpProvider`] (`provider = "http"`): a signed `POST` per payment to the
-//!   upstream's requisite endpoint.
-//! - [`rates::HttpRates`] (`rate_source = "http"`): the upstream's rates endpoint, cached and
-//!   refreshed in the background, unused once older than the staleness limit.
-//! - [`notify`]: the listener on which the upstream reports confirmed and failed transfers;
-//!   the core decides what they do ([`Payments::apply_provider_notification`](payments_core::service::Payments::apply_provider_notification)).
-//!
-//! Both directions are signed with the scheme of the merchant callbacks
-//! (`X-Callback-Timestamp`, `X-Callback-Signature: v1=<hex HMAC-SHA256 of "{timestamp}.{body}">`)
-//! with the secrets of `upstream_secrets`, so the upstream verifies our requests with the same
-//! code as a merchant's callback receiver, and we verify its notifications with
-//! [`CallbackVerifier`]. Answers are read up to [`MAX_ANSWER_BYTES`]; more is refused.
+//! Notifications are signed with the scheme of the merchant callbacks, with the secrets of
+//! `upstream_secrets` (or of each `[[upstream.providers]]` entry), and verified with
+//! [`CallbackVerifier`].
 //!
 //! [`Payments::apply_provider_notification`]: payments_core::service::Payments::apply_provider_notification
 //! [`CallbackVerifier`]: payments_core::callback::CallbackVerifier
 
 pub mod notify;
-pub mod provider;
-pub mod rates;
 
 use std::sync::Arc;
 
-use payments_core::callback::{CallbackSecret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
-use payments_core::{Clock, Timestamp};
+use payments_core::Clock;
+use payments_http::dispatcher::DispatcherError;
+use payments_http::providers::{CoverageStatus, ProviderStatus, ProviderStatusSource};
+use payments_providers::upstream::UpstreamError;
+use payments_providers::upstream::{HttpProvider, HttpRates, ProviderConfig, UpstreamConfig};
+use payments_providers::{BreakerConfig, BreakerState, Router};
 
 use crate::config::Settings;
 use crate::files::read_pem_roots;
-use payments_http::resolver::rustls_client_builder;
 
 pub use notify::NOTIFICATIONS_PATH;
-pub use provider::HttpProvider;
-pub use rates::HttpRates;
+pub use payments_providers::upstream::MAX_ANSWER_BYTES;
 
 /// The provider-notification API as a router, verifying with `verifier` (the upstream's
 /// secrets), with the middleware of the merchant API; bind it to its own listener
@@ -41,94 +34,150 @@ pub fn upstream_app(state: payments_http::AppState, verifiers: notify::Verifiers
     payments_http::app::with_middleware(notify::routes(verifiers), state)
 }
 
-/// The largest upstream answer (or notification body) read, in bytes: 64 KiB.
-pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
-
-/// The header carrying the payment id on requisite requests (the upstream's idempotency key).
-pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
-
-/// Why the upstream client could not be built.
+/// Why the settings' upstream adapters could not be set up.
 #[derive(Debug, thiserror::Error)]
-#[error("upstream: {0}")]
-pub struct UpstreamError(pub String);
+#[non_exhaustive]
+pub enum SetupError {
+    /// `upstream.ca_file` could not be read.
+    #[error("upstream: {0}")]
+    CaFile(#[source] DispatcherError),
+    /// An `[[upstream.providers]]` entry the settings refuse.
+    #[error("upstream: {0}")]
+    Provider(#[source] crate::config::ProviderSettingError),
+    /// The adapter refused its configuration.
+    #[error(transparent)]
+    Adapter(#[from] UpstreamError),
+}
 
-/// The HTTP client for the upstream: rustls with the public roots (unless `upstream_ca_only`)
-/// and `upstream_ca_file`, no redirects or proxy, the connect and request time limits and the
-/// connection pool of the settings. The upstream is the operator's own choice, so the public
-/// address policy of callbacks does not apply to it.
-pub fn upstream_client(settings: &Settings) -> Result<reqwest::Client, UpstreamError> {
-    let roots = match &settings.upstream.ca_file {
-        Some(path) => read_pem_roots(path).map_err(|e| UpstreamError(e.to_string()))?,
+/// The adapters' configuration of `settings`: its `[upstream]` values, the CA file read,
+/// the trace headers of the telemetry.
+pub fn config(settings: &Settings) -> Result<UpstreamConfig, SetupError> {
+    let u = &settings.upstream;
+    let roots = match &u.ca_file {
+        Some(path) => read_pem_roots(path).map_err(SetupError::CaFile)?,
         None => Vec::new(),
     };
-    let builder = rustls_client_builder(
-        &roots,
-        !settings.upstream.ca_only,
-        settings.upstream.connect_timeout,
-    )
-    .map_err(|e| UpstreamError(format!("CA certificates: {e}")))?;
-    builder
-        .timeout(settings.upstream.timeout)
-        .pool_max_idle_per_host(settings.upstream.pool_idle)
-        .pool_idle_timeout(settings.upstream.pool_idle_timeout)
-        .user_agent(concat!("payments-upstream/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| UpstreamError(format!("HTTP client: {e}")))
+    let mut providers = Vec::new();
+    for p in &u.providers {
+        providers.push(ProviderConfig {
+            name: p.provider_name().map_err(SetupError::Provider)?,
+            url: p.url.clone(),
+            secrets: p.secrets.clone(),
+            timeout: p.timeout,
+            coverage: p.coverage().map_err(SetupError::Provider)?,
+            priority: p.priority,
+            weight: p.weight,
+        });
+    }
+    Ok(UpstreamConfig {
+        url: u.url.clone(),
+        rates_url: u.rates_url.clone(),
+        secrets: u.secrets.clone(),
+        roots,
+        public_roots: !u.ca_only,
+        timeout: u.timeout,
+        connect_timeout: u.connect_timeout,
+        pool_idle: u.pool_idle,
+        pool_idle_timeout: u.pool_idle_timeout,
+        rates_refresh: u.rates_refresh,
+        rates_max_age: u.rates_max_age,
+        breaker: BreakerConfig {
+            failures: u.breaker_failures,
+            open_for: u.breaker_open,
+        },
+        providers,
+        trace_headers: crate::telemetry::traces::current_context_headers,
+    })
 }
 
-/// Signs upstream requests with every configured secret (the newest first), as the
-/// dispatcher signs callbacks during a rotation.
-#[derive(Clone)]
-pub struct UpstreamSigner {
-    secrets: Vec<CallbackSecret>,
-    clock: Arc<dyn Clock>,
+/// The one requisite provider of `provider = "http"` (`upstream_url`, `upstream_secrets`).
+pub fn provider(settings: &Settings, clock: Arc<dyn Clock>) -> Result<HttpProvider, SetupError> {
+    Ok(HttpProvider::new(&config(settings)?, clock)?)
 }
 
-impl std::fmt::Debug for UpstreamSigner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamSigner")
-            .field("secrets", &self.secrets.len())
-            .finish_non_exhaustive()
-    }
+/// The router over `[[upstream.providers]]`, each an HTTP provider.
+pub fn router(settings: &Settings, clock: Arc<dyn Clock>) -> Result<Router, SetupError> {
+    Ok(payments_providers::upstream::router(
+        &config(settings)?,
+        clock,
+    )?)
 }
 
-impl UpstreamSigner {
-    /// A signer with `secrets` (at least one) over `clock`.
-    pub fn new(secrets: Vec<CallbackSecret>, clock: Arc<dyn Clock>) -> UpstreamSigner {
-        UpstreamSigner { secrets, clock }
-    }
-
-    /// `request` with the timestamp and signature headers over `body`, signed now.
-    pub fn sign(&self, request: reqwest::RequestBuilder, body: &[u8]) -> reqwest::RequestBuilder {
-        let now: Timestamp = self.clock.now();
-        let refs: Vec<&CallbackSecret> = self.secrets.iter().collect();
-        let timestamp = now.unix_secs();
-        let signature = payments_core::callback::signature_header(&refs, timestamp, body);
-        request
-            .header(TIMESTAMP_HEADER, timestamp.to_string())
-            .header(SIGNATURE_HEADER, signature)
-    }
+/// The live rates of `rate_source = "http"`, fetched once and then refreshed.
+pub async fn rates(settings: &Settings, clock: Arc<dyn Clock>) -> Result<HttpRates, SetupError> {
+    Ok(HttpRates::start(&config(settings)?, clock).await?)
 }
 
-/// Reads at most `limit` bytes of a response body; more is an error (the rest is never read,
-/// and dropping the response closes the connection).
-pub(crate) async fn read_limited(
-    mut response: reqwest::Response,
-    limit: usize,
-) -> Result<Vec<u8>, String> {
-    if response.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(format!("the answer exceeds {limit} bytes"));
+/// What the operator API shows of `router`'s providers, read at each request.
+pub fn provider_status(router: Arc<Router>) -> ProviderStatusSource {
+    Arc::new(move || {
+        let health = router.health();
+        router
+            .routes()
+            .iter()
+            .map(|r| {
+                let h = health
+                    .iter()
+                    .find(|(n, _)| n == &r.name)
+                    .map(|(_, h)| *h)
+                    .unwrap_or_default();
+                let c = &r.coverage;
+                ProviderStatus {
+                    name: r.name.to_string(),
+                    priority: r.priority,
+                    weight: r.weight,
+                    coverage: CoverageStatus {
+                        methods: c.methods.iter().map(|m| m.as_str().to_string()).collect(),
+                        currencies: c
+                            .currencies
+                            .iter()
+                            .map(|x| x.as_str().to_string())
+                            .collect(),
+                        geo_codes: c.geo_codes.iter().map(|g| g.as_str().to_string()).collect(),
+                        banks: c.banks.clone(),
+                        not_banks: c.not_banks.clone(),
+                        intrabank: c.intrabank,
+                        min_amount: c.min_amount.map(|d| d.to_string()),
+                        max_amount: c.max_amount.map(|d| d.to_string()),
+                        hours: c.hours.map(|h| h.to_string()),
+                    },
+                    breaker: h.breaker.as_str(),
+                    open_until: match h.breaker {
+                        BreakerState::Open { until } => Some(until),
+                        _ => None,
+                    },
+                    failures_in_a_row: h.failures_in_a_row,
+                    issue_rate: h.issue_rate,
+                    latency_ms: h.latency_ms,
+                }
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server's `[upstream]` defaults and the adapters' own defaults are the same values,
+    /// so an embedder with `UpstreamConfig::default()` gets what the server gets.
+    #[test]
+    fn the_default_settings_give_the_adapters_defaults() {
+        let server = config(&Settings::default()).expect("the defaults name no CA file");
+        let own = UpstreamConfig::default();
+        let values = |c: &UpstreamConfig| {
+            (
+                c.public_roots,
+                c.timeout,
+                c.connect_timeout,
+                c.pool_idle,
+                c.pool_idle_timeout,
+                c.rates_refresh,
+                c.rates_max_age,
+                c.breaker,
+            )
+        };
+        assert_eq!(values(&server), values(&own));
+        assert!(server.url.is_none() && server.providers.is_empty() && server.roots.is_empty());
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| format!("reading the answer: {e}"))?
-    {
-        if body.len() + chunk.len() > limit {
-            return Err(format!("the answer exceeds {limit} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }

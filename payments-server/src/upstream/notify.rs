@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
 use payments_core::callback::{CallbackVerifier, SIGNATURE_HEADER, TIMESTAMP_HEADER};
-use payments_core::routing::ProviderName;
+use payments_core::provider::ProviderName;
 use payments_core::service::{SignedNotification, TransferReport};
 use payments_core::ApiError;
 

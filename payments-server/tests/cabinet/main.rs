@@ -64,7 +64,7 @@ async fn the_audit_log_pages_and_filters() {
     let at = payments_core::Timestamp::from_unix_secs(1_790_000_000);
     for n in 0..150 {
         store
-            .append_cabinet_audit(&CabinetAuditRecord {
+            .insert_cabinet_audit(&CabinetAuditRecord {
                 at,
                 user_id: None,
                 email: format!("clerk{}@shop.example", n % 3),
@@ -458,7 +458,8 @@ async fn an_invitation_link_sets_the_password_once() {
     let demo = c.demo_merchant().await;
     let invite = c
         .cabinet()
-        .create_user(
+        .users()
+        .create(
             "New.User@Shop.example",
             Role::Merchant(demo),
             &payments_core::service::Actor("test".into()),
@@ -745,7 +746,7 @@ async fn a_merchant_user_sends_a_closed_test_payments_callback() {
     let audit = c
         .cabinet()
         .store()
-        .cabinet_audit(&payments_cabinet::store::AuditQuery {
+        .find_cabinet_audit(&payments_cabinet::store::AuditQuery {
             limit: 100,
             ..Default::default()
         })

@@ -86,10 +86,12 @@ impl Cabinet {
     pub async fn user(&self, email: &str, role: Role) {
         let invite = self
             .cabinet()
-            .create_user(email, role, &Actor("test".into()))
+            .users()
+            .create(email, role, &Actor("test".into()))
             .await
             .expect("a new user");
         self.cabinet()
+            .users()
             .set_password(invite.token.expose(), PASSWORD, &Default::default())
             .await
             .expect("the password is set");

@@ -598,7 +598,8 @@ pub async fn walk(v: &mut Checks) {
     // An invitation: the page, a refusal.
     let invite = c
         .cabinet()
-        .create_user("new.colleague@shop.example", Role::Merchant(demo), &actor)
+        .users()
+        .create("new.colleague@shop.example", Role::Merchant(demo), &actor)
         .await
         .expect("a user");
     b.open(&format!("/invite/{}", invite.token.expose())).await;

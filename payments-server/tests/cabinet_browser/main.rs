@@ -218,7 +218,7 @@ async fn first_sign_in_enrols_and_codes_are_used_once_and_failures_throttled() {
     let audit = c
         .cabinet()
         .store()
-        .cabinet_audit(&AuditQuery {
+        .find_cabinet_audit(&AuditQuery {
             merchant: Some(demo),
             limit: 200,
             ..AuditQuery::default()

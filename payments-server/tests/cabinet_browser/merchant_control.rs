@@ -190,7 +190,7 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
     let audit = c
         .cabinet()
         .store()
-        .cabinet_audit(&AuditQuery {
+        .find_cabinet_audit(&AuditQuery {
             limit: 100,
             ..AuditQuery::default()
         })

@@ -49,18 +49,21 @@ async fn the_authenticator_moves_to_a_new_device_and_the_old_one_stops_working()
     c.next_step();
     let (half, _) = c
         .cabinet()
-        .sign_in(email, PASSWORD, &client, None)
+        .sign_in()
+        .password(email, PASSWORD, &client, None)
         .await
         .expect("the password");
     let current = c
         .cabinet()
-        .session(half.cookie.expose())
+        .sessions()
+        .current(half.cookie.expose())
         .await
         .expect("store")
         .expect("a half session");
     let other = c
         .cabinet()
-        .verify_code(&current, half.cookie.expose(), &c.code(&old), &client)
+        .sign_in()
+        .code(&current, half.cookie.expose(), &c.code(&old), &client)
         .await
         .expect("the old key signs in");
 
@@ -103,7 +106,8 @@ async fn the_authenticator_moves_to_a_new_device_and_the_old_one_stops_working()
     assert!(b.all("#totp-key").await.is_empty(), "the key is shown once");
     assert!(
         c.cabinet()
-            .session(other.cookie.expose())
+            .sessions()
+            .current(other.cookie.expose())
             .await
             .expect("store")
             .is_some(),
@@ -121,7 +125,8 @@ async fn the_authenticator_moves_to_a_new_device_and_the_old_one_stops_working()
     );
     assert!(
         c.cabinet()
-            .session(other.cookie.expose())
+            .sessions()
+            .current(other.cookie.expose())
             .await
             .expect("store")
             .is_none(),
@@ -130,7 +135,7 @@ async fn the_authenticator_moves_to_a_new_device_and_the_old_one_stops_working()
     let audit = c
         .cabinet()
         .store()
-        .cabinet_audit(&AuditQuery {
+        .find_cabinet_audit(&AuditQuery {
             limit: 100,
             ..AuditQuery::default()
         })

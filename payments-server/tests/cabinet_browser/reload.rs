@@ -33,7 +33,7 @@ async fn says_already_shown(b: &Browser, shown: &str) {
 async fn audited(c: &Cabinet, action: &str) -> usize {
     c.cabinet()
         .store()
-        .cabinet_audit(&AuditQuery {
+        .find_cabinet_audit(&AuditQuery {
             action: Some(action.into()),
             limit: 100,
             ..AuditQuery::default()
@@ -69,7 +69,7 @@ async fn reloading_a_shown_once_page_repeats_nothing() {
     assert_eq!(
         c.cabinet()
             .store()
-            .recovery_codes_left(user.id)
+            .count_recovery_codes(user.id)
             .await
             .expect("store"),
         10

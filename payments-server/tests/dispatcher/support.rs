@@ -26,7 +26,7 @@ use payments_core::{Clock, EventId, PaymentId, ProjectId, Timestamp};
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::metrics::Metrics;
 use payments_http::resolver::StaticLookup;
-use payments_http::sandbox::{FixedRates, SandboxProvider};
+use payments_providers::sandbox::{FixedRates, SandboxProvider};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;

@@ -292,7 +292,7 @@ async fn magic_amounts() {
     assert_eq!(ra.len(), 16);
     assert_ne!(ra, rb);
     assert_eq!(
-        payments_http::sandbox::luhn_check_digit(&ra[..15]).to_string(),
+        payments_providers::sandbox::luhn_check_digit(&ra[..15]).to_string(),
         &ra[15..]
     );
     s.stop().await;

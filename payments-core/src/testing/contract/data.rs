@@ -95,7 +95,7 @@ pub fn full_payment(id: PaymentId, project: ProjectId, merchant_payment_id: &str
     p.version = 42;
     p.fingerprint = "{\"amount\":\"0.000001\",\"n\":[1,2]}".to_string();
     p.route = Some(crate::payment::ProviderRoute {
-        provider: crate::routing::ProviderName::parse("upstream-2").expect("a valid name"),
+        provider: crate::provider::ProviderName::parse("upstream-2").expect("a valid name"),
         reason: "failover after upstream-1: no requisites".to_string(),
     });
     p

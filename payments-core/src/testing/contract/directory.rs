@@ -532,7 +532,8 @@ pub async fn callback_secrets<S: Store>(store: &S) {
     );
 }
 
-/// Settings are absent until set and overwritten by a second set.
+/// Settings are absent until set, overwritten by a second set, and absent again once deleted
+/// (a delete says whether there was one; it leaves the other settings alone).
 pub async fn settings<S: Store>(store: &S) {
     assert_eq!(
         store.setting("operator_token").await.expect("setting"),
@@ -554,6 +555,27 @@ pub async fn settings<S: Store>(store: &S) {
     assert_eq!(
         store.setting("other").await.expect("setting"),
         Some(String::new())
+    );
+
+    assert_eq!(store.delete_setting("operator_token").await, Ok(true));
+    assert_eq!(store.delete_setting("operator_token").await, Ok(false));
+    assert_eq!(store.delete_setting("never set").await, Ok(false));
+    assert_eq!(
+        store.setting("operator_token").await.expect("setting"),
+        None
+    );
+    assert_eq!(
+        store.setting("other").await.expect("setting"),
+        Some(String::new()),
+        "a delete leaves the other settings alone"
+    );
+    store
+        .put_setting("operator_token", "again")
+        .await
+        .expect("put_setting");
+    assert_eq!(
+        store.setting("operator_token").await.expect("setting"),
+        Some("again".to_string())
     );
 }
 

@@ -16,7 +16,7 @@ use crate::store::RequestLogStore;
 use crate::store::{
     AuditStore, Backlog, CallbackSecretStore, CredentialStore, EntryQuery, EventQuery, LeaseToken,
     LedgerStore, MerchantStore, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentQuery,
-    PaymentStore, Purged, Retained, TokenKey, TxOutput, TxWork, UnavailableCause,
+    PaymentStore, Purged, Retained, SettingStore, TokenKey, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
 use crate::SecretString;
@@ -449,418 +449,93 @@ impl Probe {
     }
 }
 
-#[async_trait]
-impl PaymentStore for Probe {
-    async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
-        self.saw("payment");
-        self.memory.payment(id).await
-    }
-    async fn payment_by_merchant_id(
-        &self,
-        project: ProjectId,
-        merchant_payment_id: &MerchantPaymentId,
-    ) -> Result<Option<Payment>, StoreError> {
-        self.saw("payment_by_merchant_id");
-        self.memory
-            .payment_by_merchant_id(project, merchant_payment_id)
-            .await
-    }
-    async fn due_payments(&self, now: Timestamp, limit: usize) -> Result<Vec<Payment>, StoreError> {
-        self.saw("due_payments");
-        self.memory.due_payments(now, limit).await
-    }
-    async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
-        self.saw("find_payments");
-        self.memory.find_payments(query).await
-    }
-}
-
-#[async_trait]
-impl OutboxStore for Probe {
-    async fn claim_due_events(
-        &self,
-        now: Timestamp,
-        limit: usize,
-        lease: Duration,
-    ) -> Result<Vec<ClaimedEvent>, StoreError> {
-        self.saw("claim_due_events");
-        self.memory.claim_due_events(now, limit, lease).await
-    }
-    async fn claim_due_events_except(
-        &self,
-        now: Timestamp,
-        limit: usize,
-        lease: Duration,
-        skip: &[ProjectId],
-    ) -> Result<Vec<ClaimedEvent>, StoreError> {
-        self.saw("claim_due_events_except");
-        self.memory
-            .claim_due_events_except(now, limit, lease, skip)
-            .await
-    }
-    async fn record_attempt(
-        &self,
-        event_id: EventId,
-        lease: LeaseToken,
-        attempt: &DeliveryAttempt,
-        next_attempt_at: Option<Timestamp>,
-    ) -> Result<AttemptRecorded, StoreError> {
-        self.saw("record_attempt");
-        self.memory
-            .record_attempt(event_id, lease, attempt, next_attempt_at)
-            .await
-    }
-    async fn events_for_payment(&self, payment: PaymentId) -> Result<Vec<EventRecord>, StoreError> {
-        self.saw("events_for_payment");
-        self.memory.events_for_payment(payment).await
-    }
-    async fn failed_events(
-        &self,
-        filter: &FailedEventFilter,
-        limit: usize,
-    ) -> Result<Vec<FailedEvent>, StoreError> {
-        self.saw("failed_events");
-        self.memory.failed_events(filter, limit).await
-    }
-    async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-        self.saw("find_events");
-        self.memory.find_events(query).await
-    }
-}
-
-#[async_trait]
-impl MerchantStore for Probe {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
-        self.saw("put_merchant");
-        self.memory.put_merchant(merchant).await
-    }
-
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
-        self.saw("put_project");
-        self.memory.put_project(project).await
-    }
-
-    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
-        self.saw("find_merchants");
-        self.memory.find_merchants(only).await
-    }
-
-    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
-        self.saw("find_projects");
-        self.memory.find_projects(only).await
-    }
-}
-
-#[async_trait]
-impl CredentialStore for Probe {
-    async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
-        self.saw("insert_token");
-        self.memory.insert_token(token).await
-    }
-
-    async fn revoke_token(
-        &self,
-        project: ProjectId,
-        id: TokenId,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.saw("revoke_token");
-        self.memory.revoke_token(project, id, at).await
-    }
-
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        self.saw("record_token_use");
-        self.memory.record_token_use(token, at).await
-    }
-
-    async fn token_last_used(
-        &self,
-        tokens: &[TokenId],
-    ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-        self.saw("token_last_used");
-        self.memory.token_last_used(tokens).await
-    }
-
-    async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
-        self.saw("insert_key");
-        self.memory.insert_key(key).await
-    }
-
-    async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
-        self.saw("active_key_projects");
-        self.memory.active_key_projects(keyid).await
-    }
-
-    async fn auth_lookup(
-        &self,
-        hash: &[u8; 32],
-        keyid: Option<&KeyId>,
-    ) -> Result<AuthLookup, StoreError> {
-        self.saw("auth_lookup");
-        self.memory.auth_lookup(hash, keyid).await
-    }
-
-    async fn revoke_key(
-        &self,
-        project: ProjectId,
-        keyid: &KeyId,
-        at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.saw("revoke_key");
-        self.memory.revoke_key(project, keyid, at).await
-    }
-
-    async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
-        self.saw("find_tokens");
-        self.memory.find_tokens(key).await
-    }
-
-    async fn find_keys(
-        &self,
-        project: ProjectId,
-        only: Option<&KeyId>,
-    ) -> Result<Vec<KeyRecord>, StoreError> {
-        self.saw("find_keys");
-        self.memory.find_keys(project, only).await
-    }
-}
-
-#[async_trait]
-impl CallbackSecretStore for Probe {
-    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
-        self.saw("callback_secrets");
-        self.memory.callback_secrets(project).await
-    }
-
-    async fn add_callback_secret(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<(), StoreError> {
-        self.saw("add_callback_secret");
-        self.memory.add_callback_secret(project, secret).await
-    }
-
-    async fn add_callback_secret_if_none(
-        &self,
-        project: ProjectId,
-        secret: &SecretRecord,
-    ) -> Result<Vec<SecretRecord>, StoreError> {
-        self.saw("add_callback_secret_if_none");
-        self.memory
-            .add_callback_secret_if_none(project, secret)
-            .await
-    }
-
-    async fn replace_callback_secret(
-        &self,
-        project: ProjectId,
-        old: &SecretString,
-        new: &SecretString,
-    ) -> Result<bool, StoreError> {
-        self.saw("replace_callback_secret");
-        self.memory.replace_callback_secret(project, old, new).await
-    }
-}
-
-#[async_trait]
-impl OperatorStore for Probe {
-    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
-        self.saw("insert_operator_token");
-        self.memory.insert_operator_token(token).await
-    }
-
-    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
-        self.saw("expire_operator_token");
-        self.memory.expire_operator_token(id, at).await
-    }
-
-    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
-        self.saw("setting");
-        self.memory.setting(name).await
-    }
-
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        self.saw("put_setting");
-        self.memory.put_setting(name, value).await
-    }
-
-    async fn find_operator_tokens(
-        &self,
-        hash: Option<&[u8; 32]>,
-    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-        self.saw("find_operator_tokens");
-        self.memory.find_operator_tokens(hash).await
-    }
-}
-
-#[async_trait]
-impl AuditStore for Probe {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
-        self.saw("append_audit");
-        self.memory.append_audit(record).await
-    }
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-        self.saw("audit_records");
-        self.memory.audit_records(limit).await
-    }
-}
-
-#[async_trait]
-impl PayerPageStore for Probe {
-    async fn ensure_payment_page(
-        &self,
-        page: &PaymentPageRecord,
-    ) -> Result<PaymentPageRecord, StoreError> {
-        self.saw("ensure_payment_page");
-        self.memory.ensure_payment_page(page).await
-    }
-
-    async fn find_payment_page(
-        &self,
-        key: PageKey<'_>,
-    ) -> Result<Option<PaymentPageRecord>, StoreError> {
-        self.saw("find_payment_page");
-        self.memory.find_payment_page(key).await
-    }
-}
-
-#[async_trait]
-impl LedgerStore for Probe {
-    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
-        self.saw("balance");
-        self.memory.balance(project).await
-    }
-    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.saw("find_entries");
-        self.memory.find_entries(query).await
-    }
-    async fn entry_totals(
-        &self,
-        project: ProjectId,
-        from: Timestamp,
-        to: Timestamp,
-    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-        self.saw("entry_totals");
-        self.memory.entry_totals(project, from, to).await
-    }
-}
-
-#[async_trait]
-impl RequestLogStore for Probe {
-    async fn append_requests(
-        &self,
-        entries: &[RequestLogEntry],
-        keep: usize,
-    ) -> Result<(), StoreError> {
-        self.saw("append_requests");
-        self.memory.append_requests(entries, keep).await
-    }
-    async fn find_requests(
-        &self,
-        query: &RequestLogQuery,
-    ) -> Result<Vec<RequestLogEntry>, StoreError> {
-        self.saw("find_requests");
-        self.memory.find_requests(query).await
-    }
-    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
-        self.saw("purge_requests");
-        self.memory.purge_requests(before, limit).await
-    }
-}
-
-#[async_trait]
-impl Store for Probe {
-    async fn insert_payment(&self, payment: &Payment) -> Result<InsertOutcome, StoreError> {
-        self.saw("insert_payment");
-        self.memory.insert_payment(payment).await
-    }
-    async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
-        self.saw("commit_change");
-        self.memory.commit_change(change).await
-    }
-    async fn use_nonce(
-        &self,
-        project: ProjectId,
-        nonce: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.saw("use_nonce");
-        self.memory.use_nonce(project, nonce, now, expires_at).await
-    }
-    fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
-    }
-    async fn check_writable(&self) -> Result<(), StoreError> {
-        self.saw("check_writable");
-        if !self.is_ready() {
+/// What the probe answers to a call, after recording it: the memory store's answer, except
+/// where a switch of the probe decides.
+macro_rules! probe_answer {
+    ($probe:ident, check_writable()) => {{
+        if !$probe.is_ready() {
             return Err(Probe::closed());
         }
-        self.memory.check_writable().await
-    }
-    async fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
-        self.saw("commit_resend");
-        self.memory.commit_resend(change).await
-    }
-    async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
-        self.saw("transact");
-        self.memory.transact(work).await
-    }
-    async fn backlog(&self) -> Result<Backlog, StoreError> {
-        self.saw("backlog");
-        self.memory.backlog().await
-    }
-    async fn purge(
-        &self,
-        what: Retained,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<Purged, StoreError> {
-        self.saw("purge");
-        self.memory.purge(what, before, limit).await
-    }
-    async fn take_turn(
-        &self,
-        task: &str,
-        now: Timestamp,
-        until: Timestamp,
-    ) -> Result<bool, StoreError> {
-        self.saw("take_turn");
-        if !self.turn.load(Ordering::SeqCst) {
+        $probe.memory.check_writable().await
+    }};
+    ($probe:ident, take_turn($($arg:ident),*)) => {{
+        if !$probe.turn.load(Ordering::SeqCst) {
             return Ok(false);
         }
-        self.memory.take_turn(task, now, until).await
-    }
-    async fn auth_lookup_with_payment(
-        &self,
-        hash: &[u8; 32],
-        keyid: Option<&KeyId>,
-        id: PaymentId,
-    ) -> Result<(AuthLookup, Option<Payment>), StoreError> {
-        self.saw("auth_lookup_with_payment");
-        self.memory.auth_lookup_with_payment(hash, keyid, id).await
-    }
-    async fn commit_change_once(
-        &self,
-        key: NonceUse<'_>,
-        change: Option<&PaymentChange>,
-    ) -> Result<bool, StoreError> {
-        self.saw("commit_change_once");
-        self.memory.commit_change_once(key, change).await
-    }
-    async fn admit_create(
-        &self,
-        nonce: Option<NonceUse<'_>>,
-        project: ProjectId,
-        merchant_payment_id: &MerchantPaymentId,
-        candidate: Option<&Payment>,
-    ) -> Result<AdmitOutcome, StoreError> {
-        self.saw("admit_create");
-        self.memory
-            .admit_create(nonce, project, merchant_payment_id, candidate)
-            .await
-    }
+        $probe.memory.take_turn($($arg),*).await
+    }};
+    ($probe:ident, $name:ident($($arg:ident),*)) => {
+        $probe.memory.$name($($arg),*).await
+    };
+}
+
+/// Implements a trait of the port for [`Probe`] from its listing (`store/port.rs`): every
+/// `async` method records its name and answers as [`probe_answer!`] says; `is_ready` follows
+/// the switch.
+macro_rules! probe_port {
+    (
+        {}
+        $(#[$tattr:meta])*
+        pub trait $trait:ident : $sup:ident $(+ $more:ident)* {
+            $(
+                $(#[$mattr:meta])*
+                $kind:ident fn $name:ident (
+                    &$s:ident $(, $arg:ident : $aty:ty)* $(,)?
+                ) -> Result<$ok:ty, StoreError> $end:tt
+            )*
+            $(@sync {
+                $(
+                    $(#[$sattr:meta])*
+                    fn $sname:ident (&$ss:ident) -> $sret:ty $sbody:block
+                )*
+            })?
+        }
+    ) => {
+        #[async_trait]
+        impl $trait for Probe {
+            $($(
+                fn $sname(&self) -> $sret {
+                    self.ready.load(Ordering::SeqCst)
+                }
+            )*)?
+            $(
+                async fn $name(&self $(, $arg: $aty)*) -> Result<$ok, StoreError> {
+                    self.saw(stringify!($name));
+                    probe_answer!(self, $name($($arg),*))
+                }
+            )*
+        }
+    };
+}
+
+crate::__storage_port!(all probe_port! {});
+
+/// Collects the name of every `async` method of a trait of the port into `$names`, and of
+/// every provided one (a default body) into `$provided`.
+#[cfg(test)]
+macro_rules! method_names {
+    (
+        {$names:ident $provided:ident}
+        $(#[$tattr:meta])*
+        pub trait $trait:ident : $sup:ident $(+ $more:ident)* {
+            $(
+                $(#[$mattr:meta])*
+                $kind:ident fn $name:ident (
+                    &$s:ident $(, $arg:ident : $aty:ty)* $(,)?
+                ) -> Result<$ok:ty, StoreError> $end:tt
+            )*
+            $(@sync $sync:tt)?
+        }
+    ) => {
+        $(
+            $names.insert(stringify!($name));
+            method_names!(@provided $provided $name $end);
+        )*
+    };
+    (@provided $provided:ident $name:ident ;) => {};
+    (@provided $provided:ident $name:ident { $($default:tt)* }) => {
+        $provided.insert(stringify!($name));
+    };
 }
 
 #[cfg(test)]
@@ -1016,383 +691,79 @@ mod tests {
         assert_eq!(writes, expected, "the writes; every other call reads");
     }
 
-    /// The names of the methods declared in the blocks of `src` whose first line starts with
-    /// one of `headers` (up to the next line that is `}`).
-    fn methods_in(src: &str, headers: &[&str]) -> BTreeSet<String> {
-        let mut found = BTreeSet::new();
-        let mut inside = false;
-        for line in src.lines() {
-            if inside && line == "}" {
-                inside = false;
-            } else if !inside {
-                inside = headers.iter().any(|h| line.starts_with(h));
-            } else {
-                let t = line.trim_start();
-                if let Some(rest) = t.strip_prefix("async fn ").or(t.strip_prefix("fn ")) {
-                    let end = rest
-                        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                        .unwrap_or(rest.len());
-                    found.insert(rest[..end].to_string());
-                }
-            }
-        }
-        found
-    }
-
-    /// Panics unless `found` (what `who` does with methods) is `port`.
-    fn same_methods(port: &BTreeSet<String>, found: &BTreeSet<String>, who: &str) {
-        let missing: Vec<_> = port.difference(found).collect();
-        let extra: Vec<_> = found.difference(port).collect();
-        assert!(
-            missing.is_empty() && extra.is_empty(),
-            "{who} every method of the port (store.rs), but not {missing:?}; and {extra:?} are \
-             not methods of the port"
-        );
-    }
-
-    /// A method added to the port, a provided one included (which would compile in a
-    /// `Layered` and silently lose the inner store's override), must be added to `Layered`,
-    /// the probe and the walk of `check_wrapper` too.
+    /// `Layered`, the probe and `Naive` are made from the port's listing, so they have every
+    /// method of it. The walk of `check_wrapper` is written by hand (it needs data that each
+    /// call can use); it must call every provided method, whose loss in a hand-written wrapper
+    /// compiles and runs silently (a required one a wrapper cannot leave out), and only
+    /// methods of the port.
     #[test]
-    fn every_method_of_the_port_is_forwarded_probed_and_checked() {
-        let traits = [
-            "PaymentStore",
-            "OutboxStore",
-            "MerchantStore",
-            "CredentialStore",
-            "CallbackSecretStore",
-            "OperatorStore",
-            "AuditStore",
-            "PayerPageStore",
-            "LedgerStore",
-            "RequestLogStore",
-            "Store",
-        ];
-        let declared = |src: &str, header: &dyn Fn(&str) -> String| {
-            let headers: Vec<String> = traits.iter().map(|t| header(t)).collect();
-            let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-            methods_in(src, &headers)
-        };
-        let port = declared(include_str!("../../store.rs"), &|t| {
-            format!("pub trait {t}:")
-        });
+    fn every_provided_method_of_the_port_is_walked_by_check_wrapper() {
+        let (mut port, mut provided) = (BTreeSet::new(), BTreeSet::new());
+        crate::__storage_port!(all method_names! {port provided});
         assert!(
-            port.len() > 40 && port.contains("admit_create") && port.contains("auth_lookup"),
-            "the port's methods are read from store.rs: {port:?}"
+            port.len() > 40
+                && provided.contains("admit_create")
+                && provided.contains("auth_lookup")
+                && !provided.contains("transact"),
+            "the port's methods come from its listing: {provided:?} of {port:?}"
         );
-        let layered = declared(include_str!("../../store/layer.rs"), &|t| {
-            format!("impl<L: StoreLayer> {t} for Layered<L> {{")
-        });
-        same_methods(&port, &layered, "`Layered` (store/layer.rs) writes out");
-        let probed = declared(include_str!("wrapper.rs"), &|t| {
-            format!("impl {t} for Probe {{")
-        });
-        same_methods(&port, &probed, "the probe of check_wrapper records");
-
         let probe = Arc::new(Probe::new());
         let layered = Layered::new(Plain(probe.clone()));
         let walk = futures_executor::block_on(methods_through(&probe, &layered));
-        let mut checked: BTreeSet<String> = walk.methods.iter().map(|m| m.to_string()).collect();
-        // Checked by check_wrapper on their own.
-        checked.extend(["is_ready".to_string()]);
-        same_methods(&port, &checked, "check_wrapper calls");
+        let walked: BTreeSet<&str> = walk.methods.iter().copied().collect();
+        let missing: Vec<_> = provided.difference(&walked).collect();
+        let extra: Vec<_> = walked.difference(&port).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "check_wrapper walks every provided method of the port, but not {missing:?}; and \
+             {extra:?} are not methods of the port"
+        );
     }
 
     /// A wrapper as one writes it by hand: every required method forwarded, the provided
     /// ones left at their defaults.
     struct Naive(Arc<dyn Store>);
 
-    #[async_trait]
-    impl PaymentStore for Naive {
-        async fn payment(&self, id: PaymentId) -> Result<Option<Payment>, StoreError> {
-            self.0.payment(id).await
-        }
-        async fn payment_by_merchant_id(
-            &self,
-            project: ProjectId,
-            merchant_payment_id: &MerchantPaymentId,
-        ) -> Result<Option<Payment>, StoreError> {
-            self.0
-                .payment_by_merchant_id(project, merchant_payment_id)
-                .await
-        }
-        async fn due_payments(
-            &self,
-            now: Timestamp,
-            limit: usize,
-        ) -> Result<Vec<Payment>, StoreError> {
-            self.0.due_payments(now, limit).await
-        }
-        async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
-            self.0.find_payments(query).await
-        }
+    /// Implements a trait of the port for [`Naive`] from its listing: the required methods
+    /// forwarded, the provided ones (and `@sync` ones) left at the port's defaults. It walks
+    /// the listing one method at a time, gathering the forwarded ones, then writes the impl.
+    macro_rules! naive_port {
+        ({} $(#[$tattr:meta])* pub trait $trait:ident : $sup:ident $(+ $more:ident)* {
+            $($body:tt)*
+        }) => {
+            naive_port!(@walk $trait [] $($body)*);
+        };
+        (@walk $trait:ident [$($done:tt)*]
+            $(#[$mattr:meta])*
+            $kind:ident fn $name:ident (&$s:ident $(, $arg:ident : $aty:ty)* $(,)?)
+                -> Result<$ok:ty, StoreError>;
+            $($rest:tt)*
+        ) => {
+            naive_port!(@walk $trait [
+                $($done)*
+                async fn $name(&self $(, $arg: $aty)*) -> Result<$ok, StoreError> {
+                    self.0.$name($($arg),*).await
+                }
+            ] $($rest)*);
+        };
+        (@walk $trait:ident [$($done:tt)*]
+            $(#[$mattr:meta])*
+            $kind:ident fn $name:ident (&$s:ident $(, $arg:ident : $aty:ty)* $(,)?)
+                -> Result<$ok:ty, StoreError> $default:block
+            $($rest:tt)*
+        ) => {
+            naive_port!(@walk $trait [$($done)*] $($rest)*);
+        };
+        (@walk $trait:ident [$($done:tt)*] @sync $sync:tt) => {
+            naive_port!(@walk $trait [$($done)*]);
+        };
+        (@walk $trait:ident [$($done:tt)*]) => {
+            #[async_trait]
+            impl $trait for Naive {
+                $($done)*
+            }
+        };
     }
 
-    #[async_trait]
-    impl OutboxStore for Naive {
-        async fn claim_due_events(
-            &self,
-            now: Timestamp,
-            limit: usize,
-            lease: Duration,
-        ) -> Result<Vec<ClaimedEvent>, StoreError> {
-            self.0.claim_due_events(now, limit, lease).await
-        }
-        async fn record_attempt(
-            &self,
-            event_id: EventId,
-            lease: LeaseToken,
-            attempt: &DeliveryAttempt,
-            next_attempt_at: Option<Timestamp>,
-        ) -> Result<AttemptRecorded, StoreError> {
-            self.0
-                .record_attempt(event_id, lease, attempt, next_attempt_at)
-                .await
-        }
-        async fn events_for_payment(
-            &self,
-            payment: PaymentId,
-        ) -> Result<Vec<EventRecord>, StoreError> {
-            self.0.events_for_payment(payment).await
-        }
-        async fn failed_events(
-            &self,
-            filter: &FailedEventFilter,
-            limit: usize,
-        ) -> Result<Vec<FailedEvent>, StoreError> {
-            self.0.failed_events(filter, limit).await
-        }
-        async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
-            self.0.find_events(query).await
-        }
-    }
-
-    #[async_trait]
-    impl RequestLogStore for Naive {
-        async fn append_requests(
-            &self,
-            entries: &[RequestLogEntry],
-            keep: usize,
-        ) -> Result<(), StoreError> {
-            self.0.append_requests(entries, keep).await
-        }
-        async fn find_requests(
-            &self,
-            query: &RequestLogQuery,
-        ) -> Result<Vec<RequestLogEntry>, StoreError> {
-            self.0.find_requests(query).await
-        }
-        async fn purge_requests(
-            &self,
-            before: Timestamp,
-            limit: usize,
-        ) -> Result<Purged, StoreError> {
-            self.0.purge_requests(before, limit).await
-        }
-    }
-
-    #[async_trait]
-    impl LedgerStore for Naive {
-        async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
-            self.0.balance(project).await
-        }
-        async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
-            self.0.find_entries(query).await
-        }
-        async fn entry_totals(
-            &self,
-            project: ProjectId,
-            from: Timestamp,
-            to: Timestamp,
-        ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
-            self.0.entry_totals(project, from, to).await
-        }
-    }
-
-    #[async_trait]
-    impl MerchantStore for Naive {
-        async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
-            self.0.put_merchant(merchant).await
-        }
-
-        async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
-            self.0.put_project(project).await
-        }
-
-        async fn find_merchants(
-            &self,
-            only: Option<MerchantId>,
-        ) -> Result<Vec<Merchant>, StoreError> {
-            self.0.find_merchants(only).await
-        }
-
-        async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
-            self.0.find_projects(only).await
-        }
-    }
-
-    #[async_trait]
-    impl CredentialStore for Naive {
-        async fn insert_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
-            self.0.insert_token(token).await
-        }
-
-        async fn revoke_token(
-            &self,
-            project: ProjectId,
-            id: TokenId,
-            at: Timestamp,
-        ) -> Result<bool, StoreError> {
-            self.0.revoke_token(project, id, at).await
-        }
-
-        async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-            self.0.record_token_use(token, at).await
-        }
-
-        async fn token_last_used(
-            &self,
-            tokens: &[TokenId],
-        ) -> Result<Vec<(TokenId, Timestamp)>, StoreError> {
-            self.0.token_last_used(tokens).await
-        }
-
-        async fn insert_key(&self, key: &KeyRecord) -> Result<(), StoreError> {
-            self.0.insert_key(key).await
-        }
-
-        async fn revoke_key(
-            &self,
-            project: ProjectId,
-            keyid: &KeyId,
-            at: Timestamp,
-        ) -> Result<bool, StoreError> {
-            self.0.revoke_key(project, keyid, at).await
-        }
-
-        async fn find_tokens(&self, key: TokenKey<'_>) -> Result<Vec<TokenRecord>, StoreError> {
-            self.0.find_tokens(key).await
-        }
-
-        async fn find_keys(
-            &self,
-            project: ProjectId,
-            only: Option<&KeyId>,
-        ) -> Result<Vec<KeyRecord>, StoreError> {
-            self.0.find_keys(project, only).await
-        }
-    }
-
-    #[async_trait]
-    impl CallbackSecretStore for Naive {
-        async fn callback_secrets(
-            &self,
-            project: ProjectId,
-        ) -> Result<Vec<SecretRecord>, StoreError> {
-            self.0.callback_secrets(project).await
-        }
-
-        async fn add_callback_secret(
-            &self,
-            project: ProjectId,
-            secret: &SecretRecord,
-        ) -> Result<(), StoreError> {
-            self.0.add_callback_secret(project, secret).await
-        }
-
-        async fn add_callback_secret_if_none(
-            &self,
-            project: ProjectId,
-            secret: &SecretRecord,
-        ) -> Result<Vec<SecretRecord>, StoreError> {
-            self.0.add_callback_secret_if_none(project, secret).await
-        }
-
-        async fn replace_callback_secret(
-            &self,
-            project: ProjectId,
-            old: &SecretString,
-            new: &SecretString,
-        ) -> Result<bool, StoreError> {
-            self.0.replace_callback_secret(project, old, new).await
-        }
-    }
-
-    #[async_trait]
-    impl OperatorStore for Naive {
-        async fn insert_operator_token(
-            &self,
-            token: &OperatorTokenRecord,
-        ) -> Result<(), StoreError> {
-            self.0.insert_operator_token(token).await
-        }
-
-        async fn expire_operator_token(
-            &self,
-            id: TokenId,
-            at: Timestamp,
-        ) -> Result<bool, StoreError> {
-            self.0.expire_operator_token(id, at).await
-        }
-
-        async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
-            self.0.setting(name).await
-        }
-
-        async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
-            self.0.put_setting(name, value).await
-        }
-
-        async fn find_operator_tokens(
-            &self,
-            hash: Option<&[u8; 32]>,
-        ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
-            self.0.find_operator_tokens(hash).await
-        }
-    }
-
-    #[async_trait]
-    impl AuditStore for Naive {
-        async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
-            self.0.append_audit(record).await
-        }
-        async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
-            self.0.audit_records(limit).await
-        }
-    }
-
-    #[async_trait]
-    impl PayerPageStore for Naive {
-        async fn ensure_payment_page(
-            &self,
-            page: &PaymentPageRecord,
-        ) -> Result<PaymentPageRecord, StoreError> {
-            self.0.ensure_payment_page(page).await
-        }
-
-        async fn find_payment_page(
-            &self,
-            key: PageKey<'_>,
-        ) -> Result<Option<PaymentPageRecord>, StoreError> {
-            self.0.find_payment_page(key).await
-        }
-    }
-
-    #[async_trait]
-    impl Store for Naive {
-        async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
-            self.0.transact(work).await
-        }
-        async fn backlog(&self) -> Result<Backlog, StoreError> {
-            self.0.backlog().await
-        }
-        async fn purge(
-            &self,
-            what: Retained,
-            before: Timestamp,
-            limit: usize,
-        ) -> Result<Purged, StoreError> {
-            self.0.purge(what, before, limit).await
-        }
-    }
+    crate::__storage_port!(all naive_port! {});
 }

@@ -28,9 +28,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{read_limited, upstream_client, UpstreamError, UpstreamSigner};
-use super::{IDEMPOTENCY_KEY_HEADER, MAX_ANSWER_BYTES};
-use crate::config::Settings;
+use crate::upstream::client::{client, read_limited, UpstreamSigner};
+use crate::upstream::client::{IDEMPOTENCY_KEY_HEADER, MAX_ANSWER_BYTES};
+use crate::upstream::config::{check_url, ProviderConfig, UpstreamConfig, UpstreamError};
 
 /// Attempts of one request at most (the first and two more).
 const MAX_ATTEMPTS: u32 = 3;
@@ -75,7 +75,7 @@ struct WireRequisite {
     deeplink_url: Option<String>,
 }
 
-/// The provider of `provider = "http"`.
+/// The provider of `provider = "http"`: one upstream requisite endpoint.
 #[derive(Clone)]
 pub struct HttpProvider {
     inner: Arc<Inner>,
@@ -86,6 +86,7 @@ struct Inner {
     url: reqwest::Url,
     signer: UpstreamSigner,
     timeout: Duration,
+    trace_headers: fn() -> Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for HttpProvider {
@@ -97,74 +98,55 @@ impl std::fmt::Debug for HttpProvider {
 }
 
 impl HttpProvider {
-    /// The provider of the settings (`upstream_url`, `upstream_secrets`, the client settings),
-    /// signing with `clock`'s time.
-    pub fn from_settings(
-        settings: &Settings,
+    /// The provider of `config.url` and `config.secrets` (at least one), with the client of
+    /// `config`, signing with `clock`'s time.
+    pub fn new(
+        config: &UpstreamConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<HttpProvider, UpstreamError> {
-        let url = settings
-            .upstream
-            .url
-            .as_deref()
-            .ok_or_else(|| UpstreamError("provider = \"http\" needs upstream_url".into()))?;
-        let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
-        if settings.upstream.secrets.is_empty() {
-            return Err(UpstreamError(
-                "provider = \"http\" needs upstream_secrets".into(),
-            ));
-        }
-        Ok(HttpProvider {
-            inner: Arc::new(Inner {
-                client: upstream_client(settings)?,
-                url,
-                signer: UpstreamSigner::new(settings.upstream.secrets.clone(), clock),
-                timeout: settings.upstream.timeout,
-            }),
-        })
-    }
-
-    /// The provider `p` of `[[upstream.providers]]`: its URL, secrets and time limit, the
-    /// upstream client settings (CA file, pool) of `[upstream]`.
-    pub fn for_provider(
-        settings: &Settings,
-        p: &crate::config::ProviderSettings,
-        clock: Arc<dyn Clock>,
-    ) -> Result<HttpProvider, UpstreamError> {
-        let url = crate::config::check_upstream_url(&p.url)
-            .map_err(|e| UpstreamError(format!("upstream.providers {}: {e}", p.name)))?;
-        Ok(HttpProvider {
-            inner: Arc::new(Inner {
-                client: upstream_client(settings)?,
-                url,
-                signer: UpstreamSigner::new(p.secrets.clone(), clock),
-                timeout: p.timeout.unwrap_or(settings.upstream.timeout),
-            }),
-        })
-    }
-
-    /// The router over `[[upstream.providers]]`, each an HTTP provider.
-    pub fn router(
-        settings: &Settings,
-        clock: Arc<dyn Clock>,
-    ) -> Result<payments_core::routing::Router, UpstreamError> {
-        use payments_core::routing::{Route, Router};
-        let mut routes = Vec::new();
-        for p in &settings.upstream.providers {
-            routes.push(Route {
-                name: p.provider_name().map_err(UpstreamError)?,
-                provider: Arc::new(HttpProvider::for_provider(settings, p, clock.clone())?),
-                coverage: p.coverage().map_err(UpstreamError)?,
-                priority: p.priority,
-                weight: p.weight,
+        const ADAPTER: &str = "provider = \"http\"";
+        let url = config.url.as_deref().ok_or(UpstreamError::Missing {
+            adapter: ADAPTER,
+            needs: "upstream_url",
+        })?;
+        let url = check_url(url)?;
+        if config.secrets.is_empty() {
+            return Err(UpstreamError::Missing {
+                adapter: ADAPTER,
+                needs: "upstream_secrets",
             });
         }
-        Ok(Router::new(routes, clock)
-            .map_err(UpstreamError)?
-            .with_breaker(payments_core::routing::BreakerConfig {
-                failures: settings.upstream.breaker_failures.max(1),
-                open_for: settings.upstream.breaker_open,
-            }))
+        Ok(HttpProvider {
+            inner: Arc::new(Inner {
+                client: client(config)?,
+                url,
+                signer: UpstreamSigner::new(config.secrets.clone(), clock),
+                timeout: config.timeout,
+                trace_headers: config.trace_headers,
+            }),
+        })
+    }
+
+    /// The routed provider `p`: its URL, secrets and time limit, with the client of `config`
+    /// (trust roots, pool).
+    pub fn for_provider(
+        config: &UpstreamConfig,
+        p: &ProviderConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<HttpProvider, UpstreamError> {
+        let url = check_url(&p.url).map_err(|source| UpstreamError::ProviderUrl {
+            name: p.name.clone(),
+            source,
+        })?;
+        Ok(HttpProvider {
+            inner: Arc::new(Inner {
+                client: client(config)?,
+                url,
+                signer: UpstreamSigner::new(p.secrets.clone(), clock),
+                timeout: p.timeout.unwrap_or(config.timeout),
+                trace_headers: config.trace_headers,
+            }),
+        })
     }
 }
 
@@ -183,7 +165,7 @@ impl RequisiteProvider for HttpProvider {
                     // The service's budget ended first: the payment is already ambiguous.
                     tracing::warn!(
                         payment_id = %request.payment_id,
-                        outcome = payments_http::measured::provider_outcome(&late),
+                        outcome = late.as_str(),
                         "requisite provider: an answer after the budget; the payment stays \
                          provider_result_ambiguous (reconcile with the upstream)"
                     );
@@ -248,7 +230,7 @@ impl Inner {
             .timeout(self.timeout)
             .body(body.to_vec());
         // The trace goes on to the upstream (`traceparent`) when traces are exported.
-        for (name, value) in crate::telemetry::traces::current_context_headers() {
+        for (name, value) in (self.trace_headers)() {
             builder = builder.header(name, value);
         }
         let response = match self.signer.sign(builder, body).send().await {
@@ -262,7 +244,7 @@ impl Inner {
         }
         match read_limited(response, MAX_ANSWER_BYTES).await {
             Ok(bytes) => Attempt::Answer(bytes),
-            Err(e) => Attempt::Failed(e),
+            Err(e) => Attempt::Failed(e.to_string()),
         }
     }
 }
@@ -313,14 +295,37 @@ impl Attempt {
     }
 }
 
+/// Why a `200` answer is malformed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// Not the answer's JSON.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// The answer of another payment.
+    #[error("payment_id {0:?} is not the payment asked for")]
+    OtherPayment(String),
+    /// `issued` without the requisite.
+    #[error("result issued without a requisite")]
+    NoRequisite,
+    /// A requisite field out of its rule.
+    #[error("{field}: {rule}")]
+    Field {
+        /// The field (`requisite.holder_name`, ...).
+        field: &'static str,
+        /// Its rule.
+        rule: String,
+    },
+    /// A result this version does not know.
+    #[error("unknown result {0:?}")]
+    UnknownResult(String),
+}
+
 /// The outcome a `200` answer states, or why it is malformed.
-fn parse_answer(body: &[u8], request: &RequisiteRequest) -> Result<ProviderOutcome, String> {
-    let answer: WireAnswer = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+fn parse_answer(body: &[u8], request: &RequisiteRequest) -> Result<ProviderOutcome, AnswerError> {
+    let answer: WireAnswer = serde_json::from_slice(body)?;
     if answer.payment_id != request.payment_id.to_string() {
-        return Err(format!(
-            "payment_id {:?} is not the payment asked for",
-            answer.payment_id
-        ));
+        return Err(AnswerError::OtherPayment(answer.payment_id));
     }
     let reason = |default: &str| {
         let r = answer.reason.clone().unwrap_or_else(|| default.to_string());
@@ -328,9 +333,7 @@ fn parse_answer(body: &[u8], request: &RequisiteRequest) -> Result<ProviderOutco
     };
     Ok(match answer.result.as_str() {
         "issued" => {
-            let r = answer
-                .requisite
-                .ok_or("result issued without a requisite")?;
+            let r = answer.requisite.ok_or(AnswerError::NoRequisite)?;
             let mut issued = IssuedRequisites::new(
                 text("requisite.requisite", r.requisite, 64)?,
                 text("requisite.holder_name", r.holder_name, 128)?,
@@ -352,28 +355,30 @@ fn parse_answer(body: &[u8], request: &RequisiteRequest) -> Result<ProviderOutco
         "no_requisites" => ProviderOutcome::NoRequisites(reason("no requisites available")),
         "not_routable" => ProviderOutcome::NotRoutable(reason("the payment cannot be routed")),
         "ambiguous" => ProviderOutcome::Ambiguous(reason("the upstream's result is unknown")),
-        other => return Err(format!("unknown result {other:?}")),
+        other => return Err(AnswerError::UnknownResult(other.to_string())),
     })
 }
 
 /// A non-empty text field of at most `max` characters without control characters.
-fn text(field: &str, value: String, max: usize) -> Result<String, String> {
+fn text(field: &'static str, value: String, max: usize) -> Result<String, AnswerError> {
     let trimmed = value.trim();
     if trimmed.is_empty() || trimmed.chars().count() > max || trimmed.chars().any(char::is_control)
     {
-        return Err(format!(
-            "{field}: 1 to {max} characters without control characters"
-        ));
+        return Err(AnswerError::Field {
+            field,
+            rule: format!("1 to {max} characters without control characters"),
+        });
     }
     Ok(trimmed.to_string())
 }
 
 /// A link shown to the payer: `https://`, at most 2048 characters.
-fn link(field: &str, value: String) -> Result<String, String> {
+fn link(field: &'static str, value: String) -> Result<String, AnswerError> {
     if value.len() > 2048 || !value.starts_with("https://") || value.chars().any(char::is_control) {
-        return Err(format!(
-            "{field}: an https:// URL of at most 2048 characters"
-        ));
+        return Err(AnswerError::Field {
+            field,
+            rule: "an https:// URL of at most 2048 characters".into(),
+        });
     }
     Ok(value)
 }
@@ -421,7 +426,7 @@ mod tests {
         }
     }
 
-    fn parse(json: serde_json::Value) -> Result<ProviderOutcome, String> {
+    fn parse(json: serde_json::Value) -> Result<ProviderOutcome, AnswerError> {
         parse_answer(&serde_json::to_vec(&json).unwrap(), &request())
     }
 
@@ -437,8 +442,9 @@ mod tests {
         assert_eq!(
             parse(
                 serde_json::json!({"payment_id": id, "result": "no_requisites", "reason": "pool empty"})
-            ),
-            Ok(ProviderOutcome::NoRequisites("pool empty".into()))
+            )
+            .ok(),
+            Some(ProviderOutcome::NoRequisites("pool empty".into()))
         );
         assert!(matches!(
             parse(serde_json::json!({"payment_id": id, "result": "not_routable"})),

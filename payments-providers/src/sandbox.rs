@@ -21,7 +21,7 @@ use payments_core::provider::{
     IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
 };
 use payments_core::settings::Setting;
-use payments_core::store::Store;
+use payments_core::store::{Store, StoreError};
 use rust_decimal::Decimal;
 use tokio::sync::Mutex;
 
@@ -72,18 +72,11 @@ impl SandboxProvider {
 
     /// The next unused sequence number; reserves a block in the store when the current one is
     /// used up, so numbers are never reused, also across restarts.
-    async fn sequence(&self) -> Result<u64, String> {
+    async fn sequence(&self) -> Result<u64, StoreError> {
         let mut next = self.next.lock().await;
         if next.0 >= next.1 {
-            let start = SEQUENCE
-                .get(&*self.store)
-                .await
-                .map_err(|e| e.to_string())?
-                .unwrap_or(1);
-            SEQUENCE
-                .set(&*self.store, &(start + BLOCK))
-                .await
-                .map_err(|e| e.to_string())?;
+            let start = SEQUENCE.get(&*self.store).await?.unwrap_or(1);
+            SEQUENCE.set(&*self.store, &(start + BLOCK)).await?;
             *next = (start, start + BLOCK);
         }
         let n = next.0;

@@ -24,8 +24,8 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use tokio::task::AbortHandle;
 
-use super::{read_limited, upstream_client, UpstreamError, UpstreamSigner, MAX_ANSWER_BYTES};
-use crate::config::Settings;
+use crate::upstream::client::{client, read_limited, ReadError, UpstreamSigner, MAX_ANSWER_BYTES};
+use crate::upstream::config::{check_url, UpstreamConfig, UpstreamError};
 
 /// The longest pause after a failed fetch, whatever `rates_refresh` says.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
@@ -34,6 +34,41 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 #[serde(deny_unknown_fields)]
 struct WireRates {
     rates: BTreeMap<String, serde_json::Value>,
+}
+
+/// Why a fetch of the rates was refused; the rates in use stay.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RatesError {
+    /// The request failed.
+    #[error("{0}")]
+    Request(#[from] reqwest::Error),
+    /// An answer with another status than `200`.
+    #[error("the upstream answered {0}")]
+    Status(reqwest::StatusCode),
+    /// The answer's body was not read whole.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// Not the answer's JSON.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A key that is not a currency code.
+    #[error("{0}: not a currency code")]
+    Currency(String),
+    /// A course that is neither a number nor a decimal string.
+    #[error("{0}: a course is a number or a decimal string")]
+    CourseType(String),
+    /// A course that is not a decimal.
+    #[error("{currency}: {text:?} is not a decimal")]
+    CourseText {
+        /// The currency.
+        currency: String,
+        /// The course as given.
+        text: String,
+    },
+    /// A course of zero or less.
+    #[error("{0}: a course is positive")]
+    NotPositive(String),
 }
 
 /// The rate source of `rate_source = "http"`. Dropping it stops the background refresh.
@@ -70,29 +105,31 @@ impl std::fmt::Debug for Cache {
 }
 
 impl HttpRates {
-    /// Fetches the rates once (a failure is logged: creates answer `422` until a fetch
-    /// succeeds) and starts the background refresh every `rates_refresh`.
+    /// Fetches the rates of `config.rates_url` once (a failure is logged: creates answer
+    /// `422` until a fetch succeeds) and starts the background refresh every
+    /// `config.rates_refresh`.
     pub async fn start(
-        settings: &Settings,
+        config: &UpstreamConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<HttpRates, UpstreamError> {
-        let url = settings.upstream.rates_url.as_deref().ok_or_else(|| {
-            UpstreamError("rate_source = \"http\" needs upstream_rates_url".into())
+        let url = config.rates_url.as_deref().ok_or(UpstreamError::Missing {
+            adapter: "rate_source = \"http\"",
+            needs: "upstream_rates_url",
         })?;
-        let url = crate::config::check_upstream_url(url).map_err(UpstreamError)?;
+        let url = check_url(url)?;
         let started = clock.now();
         let cache = Arc::new(Cache {
-            client: upstream_client(settings)?,
+            client: client(config)?,
             url,
-            signer: UpstreamSigner::new(settings.upstream.secrets.clone(), clock.clone()),
-            max_age: settings.upstream.rates_max_age,
+            signer: UpstreamSigner::new(config.secrets.clone(), clock.clone()),
+            max_age: config.rates_max_age,
             clock,
             rates: RwLock::new(None),
             seen: RwLock::new(BTreeMap::new()),
             started,
         });
         let first_ok = cache.refresh().await;
-        let refresh = settings.upstream.rates_refresh;
+        let refresh = config.rates_refresh;
         let refresher = tokio::spawn(run(Arc::downgrade(&cache), refresh, first_ok)).abort_handle();
         Ok(HttpRates { cache, refresher })
     }
@@ -147,11 +184,11 @@ impl Cache {
         }
     }
 
-    async fn fetch(&self) -> Result<BTreeMap<String, Decimal>, String> {
+    async fn fetch(&self) -> Result<BTreeMap<String, Decimal>, RatesError> {
         let request = self.signer.sign(self.client.get(self.url.clone()), b"");
-        let response = request.send().await.map_err(|e| e.to_string())?;
+        let response = request.send().await?;
         if response.status().as_u16() != 200 {
-            return Err(format!("the upstream answered {}", response.status()));
+            return Err(RatesError::Status(response.status()));
         }
         let body = read_limited(response, MAX_ANSWER_BYTES).await?;
         parse_rates(&body)
@@ -217,24 +254,23 @@ impl Cache {
 }
 
 /// The courses of a rates answer; one bad course refuses the whole answer.
-fn parse_rates(body: &[u8]) -> Result<BTreeMap<String, Decimal>, String> {
-    let wire: WireRates = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+fn parse_rates(body: &[u8]) -> Result<BTreeMap<String, Decimal>, RatesError> {
+    let wire: WireRates = serde_json::from_slice(body)?;
     let mut rates = BTreeMap::new();
     for (currency, value) in wire.rates {
-        Currency::parse(&currency).ok_or_else(|| format!("{currency}: not a currency code"))?;
+        if Currency::parse(&currency).is_none() {
+            return Err(RatesError::Currency(currency));
+        }
         let text = match &value {
             serde_json::Value::Number(n) => n.to_string(),
             serde_json::Value::String(s) => s.clone(),
-            _ => {
-                return Err(format!(
-                    "{currency}: a course is a number or a decimal string"
-                ))
-            }
+            _ => return Err(RatesError::CourseType(currency)),
         };
-        let course = Decimal::from_str(&text)
-            .map_err(|_| format!("{currency}: {text:?} is not a decimal"))?;
+        let Ok(course) = Decimal::from_str(&text) else {
+            return Err(RatesError::CourseText { currency, text });
+        };
         if course <= Decimal::ZERO {
-            return Err(format!("{currency}: a course is positive"));
+            return Err(RatesError::NotPositive(currency));
         }
         rates.insert(currency, course);
     }

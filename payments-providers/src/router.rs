@@ -6,7 +6,7 @@
 //! The [`Router`] is itself a [`RequisiteProvider`], so the service is given one provider as
 //! before; the service asks it for a [`Plan`] and calls the plan's providers one at a time,
 //! recording on the payment which one it is about to ask *before* it asks (the first with the
-//! payment's insert, a later one with a write of its own). The failover rule lives in
+//! payment's insert, a later one with a write of its own). The failover rule is the core's,
 //! [`Failover::after`]: a definite refusal (no requisites, not covered, not reached) moves on
 //! to the next provider within the create's budget; an answer that may have issued a
 //! requisite (a timeout after sending, an ambiguous answer) ends the create there, and the
@@ -15,299 +15,26 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
-use rust_decimal::Decimal;
+use payments_core::clock::{Clock, Timestamp};
+use payments_core::provider::{
+    Failover, Plan, ProviderName, ProviderOutcome, RequisiteProvider, RequisiteRequest,
+};
 
-use crate::bank::CountryCode;
-use crate::clock::{Clock, Timestamp};
-use crate::payment::{Currency, PaymentMethod};
-use crate::provider::{ProviderOutcome, RequisiteProvider, RequisiteRequest};
+use crate::coverage::Coverage;
+use crate::health::{BreakerConfig, Health, Verdict};
 
-/// A provider's name: 1 to 40 characters of `[a-z0-9_-]`, as configured and as recorded on
-/// payments.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProviderName(String);
-
-impl ProviderName {
-    /// The name of the only provider of a service that routes nowhere else.
-    pub const DEFAULT: &'static str = "default";
-
-    /// `name` if it is a valid provider name.
-    pub fn parse(name: &str) -> Result<ProviderName, String> {
-        let ok = !name.is_empty()
-            && name.len() <= 40
-            && name
-                .bytes()
-                .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-'));
-        if ok {
-            Ok(ProviderName(name.to_string()))
-        } else {
-            Err(format!(
-                "provider name {name:?}: 1 to 40 characters of a-z, 0-9, _ and -"
-            ))
-        }
-    }
-
-    /// The name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ProviderName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// An hour range of the day, UTC, `from` inclusive, `to` exclusive, in minutes since
-/// midnight; `from > to` wraps past midnight (22:00-06:00).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hours {
-    /// First minute of the day served.
-    pub from: u16,
-    /// First minute of the day no longer served.
-    pub to: u16,
-}
-
-impl Hours {
-    /// `HH:MM-HH:MM` (UTC).
-    pub fn parse(text: &str) -> Result<Hours, String> {
-        let minute = |t: &str| -> Option<u16> {
-            let (h, m) = t.trim().split_once(':')?;
-            let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
-            (h <= 24 && m < 60 && h * 60 + m <= 24 * 60).then_some(h * 60 + m)
-        };
-        let (a, b) = text
-            .split_once('-')
-            .ok_or_else(|| format!("hours {text:?}: HH:MM-HH:MM (UTC)"))?;
-        match (minute(a), minute(b)) {
-            (Some(from), Some(to)) if from != to => Ok(Hours { from, to }),
-            _ => Err(format!(
-                "hours {text:?}: HH:MM-HH:MM (UTC), two different times"
-            )),
-        }
-    }
-
-    /// Whether `at` falls in the range.
-    pub fn contains(&self, at: Timestamp) -> bool {
-        let minute = u16::try_from((at.unix_millis().rem_euclid(86_400_000)) / 60_000)
-            .expect("minutes of a day fit");
-        if self.from < self.to {
-            (self.from..self.to).contains(&minute)
-        } else {
-            minute >= self.from || minute < self.to
-        }
-    }
-}
-
-/// What a provider serves. Every field left `None` (or empty) serves everything.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Coverage {
-    /// Payment methods.
-    pub methods: Vec<PaymentMethod>,
-    /// Currencies.
-    pub currencies: Vec<Currency>,
-    /// Payers' countries.
-    pub geo_codes: Vec<CountryCode>,
-    /// The payer's banks (catalog names); a payment without a bank is served.
-    pub banks: Vec<String>,
-    /// Banks (catalog names) this provider does not serve.
-    pub not_banks: Vec<String>,
-    /// `Some(false)`: no intrabank payments; `Some(true)`: only intrabank ones.
-    pub intrabank: Option<bool>,
-    /// Smallest amount served (inclusive).
-    pub min_amount: Option<Decimal>,
-    /// Largest amount served (inclusive).
-    pub max_amount: Option<Decimal>,
-    /// The hours served (UTC).
-    pub hours: Option<Hours>,
-}
-
-impl Coverage {
-    /// `Ok` if this coverage serves `request` at `now`, else why not (for the record).
-    pub fn covers(&self, request: &RequisiteRequest, now: Timestamp) -> Result<(), &'static str> {
-        if !self.methods.is_empty() && !self.methods.contains(&request.payment_method) {
-            return Err("method");
-        }
-        if !self.currencies.is_empty() && !self.currencies.contains(&request.currency) {
-            return Err("currency");
-        }
-        if !self.geo_codes.is_empty() && !self.geo_codes.contains(&request.geo_code) {
-            return Err("geo_code");
-        }
-        if let Some(bank) = &request.bank_code {
-            let is = |list: &[String]| list.iter().any(|b| b.eq_ignore_ascii_case(bank));
-            if (!self.banks.is_empty() && !is(&self.banks)) || is(&self.not_banks) {
-                return Err("bank");
-            }
-        }
-        if self.intrabank.is_some_and(|i| i != request.is_intrabank) {
-            return Err("intrabank");
-        }
-        let amount = request.amount.as_decimal();
-        if self.min_amount.is_some_and(|m| amount < m)
-            || self.max_amount.is_some_and(|m| amount > m)
-        {
-            return Err("amount");
-        }
-        if self.hours.is_some_and(|h| !h.contains(now)) {
-            return Err("hours");
-        }
-        Ok(())
-    }
-}
-
-/// When a provider is taken out of routing, and how it comes back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BreakerConfig {
-    /// Consecutive failures (ambiguous answers, providers not reached) that open the breaker.
-    pub failures: u32,
-    /// How long an open breaker keeps the provider out before one probe is let through.
-    pub open_for: Duration,
-}
-
-impl Default for BreakerConfig {
-    fn default() -> BreakerConfig {
-        BreakerConfig {
-            failures: 5,
-            open_for: Duration::from_secs(30),
-        }
-    }
-}
-
-/// A breaker's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakerState {
-    /// The provider is routed to.
-    Closed,
-    /// The provider is out until the time given.
-    Open {
-        /// When one probe may go through.
-        until: Timestamp,
-    },
-    /// One probe is in flight: its answer closes or opens the breaker again.
-    HalfOpen,
-}
-
-impl BreakerState {
-    /// `closed`, `open` or `half_open`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open { .. } => "open",
-            BreakerState::HalfOpen => "half_open",
-        }
-    }
-}
-
-/// A provider's recent health: its breaker and moving averages of its issue rate and latency.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Health {
-    /// The breaker.
-    pub breaker: BreakerState,
-    /// Consecutive failures so far.
-    pub failures_in_a_row: u32,
-    /// Moving average of the share of calls that issued requisites (starts at 1).
-    pub issue_rate: f64,
-    /// Moving average of a call's latency, in milliseconds (starts at 0).
-    pub latency_ms: f64,
-}
-
-impl Default for Health {
-    fn default() -> Health {
-        Health {
-            breaker: BreakerState::Closed,
-            failures_in_a_row: 0,
-            issue_rate: 1.0,
-            latency_ms: 0.0,
-        }
-    }
-}
-
-/// The weight of the newest observation in the moving averages.
-const EWMA: f64 = 0.1;
-
-/// What a call's outcome says about the provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// It issued.
-    Issued,
-    /// It answered, without requisites (a refusal is a healthy answer).
-    Refused,
-    /// It failed: not reached, or an answer nobody can read.
-    Failed,
-}
-
-impl Verdict {
-    /// The verdict of `outcome`.
-    pub fn of(outcome: &ProviderOutcome) -> Verdict {
-        match outcome {
-            ProviderOutcome::Issued(_) => Verdict::Issued,
-            ProviderOutcome::NoRequisites(_) | ProviderOutcome::NotRoutable(_) => Verdict::Refused,
-            _ => Verdict::Failed,
-        }
-    }
-}
-
-impl Health {
-    /// Whether the provider may be asked at `now`: closed, or open past its time (the caller
-    /// then takes the probe: [`Health::take_probe`]).
-    pub fn routable(&self, now: Timestamp) -> bool {
-        match self.breaker {
-            BreakerState::Closed => true,
-            BreakerState::Open { until } => now >= until,
-            BreakerState::HalfOpen => false,
-        }
-    }
-
-    /// An open breaker past its time lets one probe through (half-open).
-    pub fn take_probe(&mut self, now: Timestamp) {
-        if matches!(self.breaker, BreakerState::Open { until } if now >= until) {
-            self.breaker = BreakerState::HalfOpen;
-        }
-    }
-
-    /// Records a call's verdict and latency at `now`.
-    pub fn observe(
-        &mut self,
-        verdict: Verdict,
-        latency: Duration,
-        now: Timestamp,
-        cfg: BreakerConfig,
-    ) {
-        let issued = if verdict == Verdict::Issued { 1.0 } else { 0.0 };
-        self.issue_rate += EWMA * (issued - self.issue_rate);
-        let ms = latency.as_secs_f64() * 1000.0;
-        self.latency_ms = if self.latency_ms == 0.0 {
-            ms
-        } else {
-            self.latency_ms + EWMA * (ms - self.latency_ms)
-        };
-        if verdict == Verdict::Failed {
-            self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
-            let open = self.breaker == BreakerState::HalfOpen
-                || self.failures_in_a_row >= cfg.failures.max(1);
-            if open {
-                self.breaker = BreakerState::Open {
-                    until: now + cfg.open_for,
-                };
-            }
-        } else {
-            self.failures_in_a_row = 0;
-            self.breaker = BreakerState::Closed;
-        }
-    }
-
-    /// The health factor a rule may scale a provider's weight by: its issue rate, halved
-    /// for each second of average latency, never below 1 % (an unhealthy provider keeps a
-    /// trickle, so it can show that it recovered).
-    pub fn score(&self) -> f64 {
-        let slow = 1.0 + self.latency_ms / 1000.0;
-        (self.issue_rate / slow).clamp(0.01, 1.0)
-    }
+/// Why a router cannot be built from its routes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RouterError {
+    /// No route at all.
+    #[error("a router needs at least one provider")]
+    NoProvider,
+    /// Two routes of one name.
+    #[error("provider {0} is configured twice")]
+    Twice(ProviderName),
 }
 
 /// One eligible provider as a [`RoutingRule`] sees it.
@@ -411,37 +138,6 @@ impl fmt::Debug for Route {
     }
 }
 
-/// The providers to ask for one payment, in order, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
-    /// The providers, first asked first.
-    pub providers: Vec<ProviderName>,
-    /// Why this order, and why the others were left out (for operators).
-    pub reason: String,
-}
-
-/// What the service does after a provider's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failover {
-    /// The answer decides the payment.
-    Decide,
-    /// A definite refusal: the next provider of the plan may be asked, if any and in time.
-    Next,
-}
-
-impl Failover {
-    /// The rule: issued, or an answer that may have issued (ambiguous), decides; a definite
-    /// refusal (no requisites, not routable, not reached) lets the next provider be asked.
-    pub fn after(outcome: &ProviderOutcome) -> Failover {
-        match outcome {
-            ProviderOutcome::NoRequisites(_)
-            | ProviderOutcome::NotRoutable(_)
-            | ProviderOutcome::Unavailable(_) => Failover::Next,
-            _ => Failover::Decide,
-        }
-    }
-}
-
 /// A provider that composes providers: eligibility by coverage and breaker, order by a
 /// [`RoutingRule`], health from every answer. As a [`RequisiteProvider`] on its own (an
 /// embedder calling `issue`), it asks the plan's providers in turn with the failover rule.
@@ -463,13 +159,13 @@ impl fmt::Debug for Router {
 
 impl Router {
     /// A router over `routes` (names must differ) with the bundled rule and breaker.
-    pub fn new(routes: Vec<Route>, clock: Arc<dyn Clock>) -> Result<Router, String> {
+    pub fn new(routes: Vec<Route>, clock: Arc<dyn Clock>) -> Result<Router, RouterError> {
         if routes.is_empty() {
-            return Err("a router needs at least one provider".into());
+            return Err(RouterError::NoProvider);
         }
         for (i, r) in routes.iter().enumerate() {
             if routes[..i].iter().any(|o| o.name == r.name) {
-                return Err(format!("provider {} is configured twice", r.name));
+                return Err(RouterError::Twice(r.name.clone()));
             }
         }
         Ok(Router {
@@ -651,11 +347,18 @@ mod tests {
 
     use proptest::prelude::*;
 
+    use std::time::Duration;
+
+    use payments_core::amount::Amount;
+    use payments_core::bank::CountryCode;
+    use payments_core::ids::PaymentId;
+    use payments_core::payment::{Currency, PaymentMethod};
+    use payments_core::provider::IssuedRequisites;
+    use payments_core::testing::ManualClock;
+    use rust_decimal::Decimal;
+
     use super::*;
-    use crate::amount::Amount;
-    use crate::ids::PaymentId;
-    use crate::provider::IssuedRequisites;
-    use crate::testing::ManualClock;
+    use crate::coverage::Hours;
 
     const T0: Timestamp = Timestamp::from_unix_millis(1_790_812_800_000);
 

@@ -1,0 +1,266 @@
+//! The search box: payments found by id, merchant payment id or requisites across the
+//! projects the user sees.
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use payments_core::payment::{Payment, PaymentStatus};
+use payments_core::project::Project;
+
+use super::extract::Signed;
+use super::i18n::{tr, trf};
+use super::page::{html, ok, see_other, OrPage, PageResult};
+use super::query::{date, encode, DAY, PAGE_SIZE};
+use super::state::CabinetState;
+use super::views::{when, Choice, Chrome, PaymentRow};
+use crate::accounts::Current;
+use crate::store::Role;
+use askama::Template;
+use payments_core::service::{PaymentCursor, PaymentListQuery, SearchTerm};
+use payments_core::store::MerchantStoreExt;
+
+/// One payment found by the search, with its project.
+#[derive(Debug, Clone)]
+pub(crate) struct SearchRow {
+    pub(crate) row: PaymentRow,
+    pub(crate) project_id: String,
+    pub(crate) project_name: String,
+}
+
+/// `GET /payments/search`: one box over every project the user may see.
+#[derive(Template)]
+#[template(path = "search.html")]
+pub(crate) struct SearchPage {
+    pub(crate) chrome: Chrome,
+    pub(crate) q: String,
+    pub(crate) statuses: Vec<Choice>,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    /// What the box was read as ("an amount: 100.50"); `None` without a search.
+    pub(crate) read_as: Option<String>,
+    /// How many projects were searched.
+    pub(crate) projects: usize,
+    pub(crate) payments: Vec<SearchRow>,
+    pub(crate) next: Option<String>,
+}
+
+/// The search's query string.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct SearchForm {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    to: String,
+    #[serde(default)]
+    cursor: String,
+}
+
+impl SearchForm {
+    /// The query string of the search (the cursor aside).
+    fn query_string(&self) -> String {
+        format!(
+            "q={}&status={}&from={}&to={}",
+            encode(self.q.trim()),
+            encode(&self.status),
+            encode(&self.from),
+            encode(&self.to),
+        )
+    }
+
+    /// The list query of the filters besides the box, or the fields in error.
+    fn list_query(&self) -> Result<PaymentListQuery, Vec<(&'static str, String)>> {
+        let mut errors = Vec::new();
+        let mut q = PaymentListQuery {
+            limit: PAGE_SIZE,
+            ..PaymentListQuery::default()
+        };
+        if !self.status.is_empty() {
+            match self.status.parse() {
+                Ok(s) => q.status = Some(s),
+                Err(_) => errors.push(("status", tr("Status: choose one from the list.").into())),
+            }
+        }
+        for (field, value) in [("from", &self.from), ("to", &self.to)] {
+            if value.trim().is_empty() {
+                continue;
+            }
+            match date(value) {
+                Some(t) if field == "from" => q.created_from = Some(t),
+                Some(t) => q.created_to = Some(t + DAY),
+                None => errors.push((
+                    field,
+                    trf("{value}: a date as YYYY-MM-DD", &[("value", value)]),
+                )),
+            }
+        }
+        if let (Some(from), Some(to)) = (q.created_from, q.created_to) {
+            if from >= to {
+                errors.push(("to", tr("Created to: on or after Created from.").into()));
+            }
+        }
+        if !self.cursor.is_empty() {
+            match PaymentCursor::parse(&self.cursor) {
+                Some(c) => q.cursor = Some(c),
+                None => errors.push(("q", tr("The page link is broken: search again.").into())),
+            }
+        }
+        if errors.is_empty() {
+            Ok(q)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// The projects a user may search: a merchant's user its merchant's, support every one.
+async fn searchable_projects(
+    st: &CabinetState,
+    current: &Current,
+) -> Result<Vec<Project>, Response> {
+    let projects = st.cabinet.service().store().projects().await.or_page(st)?;
+    Ok(match current.user.role {
+        Role::Merchant(m) => projects
+            .into_iter()
+            .filter(|p| p.merchant_id == m)
+            .collect(),
+        Role::Support => projects,
+    })
+}
+
+/// `GET /payments/search`: the box is read by the core ([`SearchTerm::parse`]): a payment id
+/// opens that payment's card, anything else lists the matching payments of every project the
+/// user may see, newest first, through the list API's operation
+/// ([`Payments::list_payments_across`](payments_core::service::Payments::list_payments_across)).
+pub(crate) async fn search(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Query(f): Query<SearchForm>,
+) -> PageResult {
+    let projects = searchable_projects(&st, &signed.current).await?;
+    let status: Option<PaymentStatus> = f.status.parse().ok();
+    let mut chrome = st
+        .chrome(tr("Search payments"), Some(&signed.current))
+        .section("search");
+    let mut page = SearchPage {
+        chrome: chrome.clone(),
+        q: f.q.clone(),
+        statuses: PaymentStatus::ALL
+            .iter()
+            .map(|s| Choice {
+                value: s.as_str(),
+                selected: Some(*s) == status,
+            })
+            .collect(),
+        from: f.from.clone(),
+        to: f.to.clone(),
+        read_as: None,
+        projects: projects.len(),
+        payments: Vec::new(),
+        next: None,
+    };
+    let searched =
+        !(f.q.trim().is_empty() && f.status.is_empty() && f.from.is_empty() && f.to.is_empty());
+    if !searched {
+        return Ok(ok(&page));
+    }
+    let term = if f.q.trim().is_empty() {
+        None
+    } else {
+        match SearchTerm::parse(&f.q) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                page.chrome = chrome.error("q", e.0);
+                return Ok(html(StatusCode::BAD_REQUEST, &page));
+            }
+        }
+    };
+    let query = match f.list_query() {
+        Ok(q) => q,
+        Err(errors) => {
+            for (field, message) in errors {
+                chrome = chrome.error(field, message);
+            }
+            page.chrome = chrome;
+            return Ok(html(StatusCode::BAD_REQUEST, &page));
+        }
+    };
+    let names = |id| {
+        projects
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.name.clone())
+            .unwrap_or_default()
+    };
+    let row = |p: &Payment| {
+        let (created, created_text) = when(p.created_at);
+        SearchRow {
+            row: PaymentRow {
+                id: p.id.to_string(),
+                created,
+                created_text,
+                merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
+                amount: p.amount.to_string(),
+                currency: p.currency.as_str().to_string(),
+                method: p.payment_method.as_str().to_string(),
+                status: p.status.as_str().to_string(),
+                test: p.is_test(),
+            },
+            project_id: p.project_id.to_string(),
+            project_name: names(p.project_id),
+        }
+    };
+    let found = match &term {
+        Some(SearchTerm::PaymentId(id)) => {
+            page.read_as = Some(trf("a payment id: {id}", &[("id", id)]));
+            let payment = st
+                .cabinet
+                .service()
+                .store()
+                .payment(*id)
+                .await
+                .or_page(&st)?
+                .filter(|p| projects.iter().any(|x| x.id == p.project_id));
+            if let Some(p) = payment {
+                return Ok(see_other(&format!("/payments/{}", p.id)));
+            }
+            Vec::new()
+        }
+        term => {
+            let query = match term {
+                Some(t) => {
+                    page.read_as = Some(match t {
+                        SearchTerm::RequisiteLast4(l) => trf(
+                            "the last 4 digits of a card or phone: {digits}",
+                            &[("digits", l)],
+                        ),
+                        SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
+                        SearchTerm::MerchantPaymentIdPrefix(p) => trf(
+                            "the start of merchant_payment_id: {prefix}",
+                            &[("prefix", p)],
+                        ),
+                        SearchTerm::PaymentId(_) => unreachable!("looked up above"),
+                    });
+                    t.narrow(query)
+                }
+                None => query,
+            };
+            let found = st
+                .cabinet
+                .service()
+                .payments()
+                .list_payments_across(&projects, &query)
+                .await
+                .or_page(&st)?;
+            page.next = found
+                .next_cursor
+                .map(|c| format!("/payments/search?{}&cursor={}", f.query_string(), c));
+            found.payments
+        }
+    };
+    page.payments = found.iter().map(row).collect();
+    Ok(ok(&page))
+}

@@ -1,0 +1,422 @@
+//! The storage port implemented once for both SQL engines: [`Shared`] over an engine's
+//! [`Runtime`]. Each method is one job of statements over a [`Conn`], with the place it runs
+//! ([`On`]) chosen here, once. An engine's store type hands the ports to it with
+//! `payments_core::delegate_port!(MyStore => sql; SettingStore, ...)`, where `sql()` returns
+//! `Shared(self)`; the ports not listed there still have each engine's own glue.
+//!
+//! Adding a method to a port implemented here touches the port's listing, this file and the
+//! memory store.
+
+use payments_core::ids::{MerchantId, ProjectId, TokenId};
+use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
+use payments_core::project::{AuditRecord, Merchant, OperatorTokenRecord, Project, SecretRecord};
+use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
+use payments_core::store::port_types::async_trait;
+use payments_core::store::{
+    AuditStore, CallbackSecretStore, EntryQuery, LedgerStore, MerchantStore, OperatorStore, Purged,
+    RequestLogStore, SettingStore, StoreError,
+};
+use payments_core::{SecretString, Timestamp};
+
+use crate::codec;
+use crate::ledger as lg;
+use crate::record::secret_values;
+use crate::request_log as rl;
+use crate::row::Cols;
+use crate::runtime::{execute, job, query, record, records, BoxFuture, Conn, On, Runtime};
+use crate::statements as st;
+use crate::value::SqlValue;
+use crate::{Dialect, Record, Sql};
+
+/// The shared implementation of the ports, over the engine `R`.
+#[derive(Debug)]
+pub struct Shared<'r, R: ?Sized>(pub &'r R);
+
+impl<'r, R: Runtime + ?Sized> Shared<'r, R> {
+    /// Runs `step` with its own copy of `args` (a job may run more than once) on `on`.
+    fn run<A, T, F>(&self, on: On, args: A, step: F) -> BoxFuture<'r, Result<T, StoreError>>
+    where
+        A: Clone + Send + 'static,
+        T: Send + 'static,
+        F: for<'c> Fn(&'c dyn Conn, A) -> BoxFuture<'c, Result<T, StoreError>> + Send + 'static,
+    {
+        self.0.run(on, job(move |c| step(c, args.clone())))
+    }
+}
+
+// --- settings --------------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> SettingStore for Shared<'_, R> {
+    async fn setting(&self, name: &str) -> Result<Option<String>, StoreError> {
+        self.run(On::Read, name.to_string(), |c, name| {
+            Box::pin(setting(c, name))
+        })
+        .await
+    }
+
+    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+        let values = vec![SqlValue::text(name), SqlValue::text(value)];
+        self.run(On::Write, values, |c, values| {
+            Box::pin(write(c, &st::SETTING_PUT, values))
+        })
+        .await
+    }
+
+    async fn delete_setting(&self, name: &str) -> Result<bool, StoreError> {
+        self.run(On::Write, vec![SqlValue::text(name)], |c, values| {
+            Box::pin(async move { Ok(execute(c, &SETTING_DELETE, values).await? > 0) })
+        })
+        .await
+    }
+}
+
+/// Deletes the setting named `$1`.
+static SETTING_DELETE: Sql = Sql::new(|_| "DELETE FROM settings WHERE name = $1".to_string());
+
+async fn setting(c: &dyn Conn, name: String) -> Result<Option<String>, StoreError> {
+    fn value(c: &Cols<'_>) -> Result<String, StoreError> {
+        c.text("value")
+    }
+    let text = st::SETTING.text(c.dialect());
+    Ok(query(c, text, vec![SqlValue::text(name)], value)
+        .await?
+        .pop())
+}
+
+/// Runs a statement that writes and answers nothing.
+async fn write(c: &dyn Conn, s: &Sql, values: Vec<SqlValue>) -> Result<(), StoreError> {
+    execute(c, s, values).await.map(drop)
+}
+
+// --- operator tokens -------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> OperatorStore for Shared<'_, R> {
+    async fn insert_operator_token(&self, token: &OperatorTokenRecord) -> Result<(), StoreError> {
+        self.run(On::Write, token.values()?, |c, values| {
+            Box::pin(async move {
+                let text = st::OPERATOR_TOKEN_INSERT.text(c.dialect());
+                c.execute_unique(text, values, "operator token")
+                    .await
+                    .map(drop)
+            })
+        })
+        .await
+    }
+
+    async fn find_operator_tokens(
+        &self,
+        hash: Option<&[u8; 32]>,
+    ) -> Result<Vec<OperatorTokenRecord>, StoreError> {
+        self.run(On::Read, hash.copied(), |c, hash| {
+            Box::pin(async move {
+                match hash {
+                    Some(h) => {
+                        let values = vec![SqlValue::blob(h.to_vec())];
+                        let found = record(c, &st::OPERATOR_TOKEN_BY_HASH, values).await?;
+                        Ok(found.into_iter().collect())
+                    }
+                    None => records(c, &st::OPERATOR_TOKENS, Vec::new()).await,
+                }
+            })
+        })
+        .await
+    }
+
+    async fn expire_operator_token(&self, id: TokenId, at: Timestamp) -> Result<bool, StoreError> {
+        let values = vec![SqlValue::ts(at), SqlValue::display(id)];
+        self.run(On::Write, values, |c, values| {
+            Box::pin(async move { Ok(execute(c, &st::OPERATOR_TOKEN_EXPIRE, values).await? > 0) })
+        })
+        .await
+    }
+}
+
+// --- the audit trail -------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> AuditStore for Shared<'_, R> {
+    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+        self.run(On::Write, record.values()?, |c, values| {
+            Box::pin(write(c, &st::AUDIT_INSERT, values))
+        })
+        .await
+    }
+
+    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+        let values = vec![SqlValue::Int(codec::limit(limit))];
+        self.run(On::Read, values, |c, values| {
+            Box::pin(records(c, &st::AUDIT_NEWEST, values))
+        })
+        .await
+    }
+}
+
+// --- the request log -------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
+    /// One transaction: the inserts, then each project's trim.
+    async fn append_requests(
+        &self,
+        entries: &[RequestLogEntry],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut inserts = Vec::with_capacity(entries.len());
+        let mut projects = Vec::new();
+        for e in entries {
+            inserts.push(rl::insert_values(e)?);
+            if !projects.contains(&e.project_id) {
+                projects.push(e.project_id);
+            }
+        }
+        let trims: Vec<_> = projects
+            .into_iter()
+            .map(|p| rl::trim_values(p, keep))
+            .collect();
+        self.run(On::Transaction, (inserts, trims), |c, (inserts, trims)| {
+            Box::pin(async move {
+                for values in inserts {
+                    execute(c, &rl::INSERT, values).await?;
+                }
+                for values in trims {
+                    execute(c, &rl::TRIM, values).await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn find_requests(
+        &self,
+        query: &RequestLogQuery,
+    ) -> Result<Vec<RequestLogEntry>, StoreError> {
+        self.run(On::Read, query.clone(), |c, q| {
+            Box::pin(async move {
+                let (text, values) = rl::page(&q, c.dialect());
+                self::query(c, &text, values, RequestLogEntry::from_row).await
+            })
+        })
+        .await
+    }
+
+    async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        let values = vec![SqlValue::ts(before), SqlValue::Int(codec::limit(limit))];
+        self.run(On::Purge, values, move |c, values| {
+            Box::pin(async move {
+                let n = execute(c, &rl::PURGE, values).await?;
+                Ok(Purged::of_batch(n, limit))
+            })
+        })
+        .await
+    }
+}
+
+// --- merchants and projects ------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> MerchantStore for Shared<'_, R> {
+    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+        self.run(On::Write, merchant.values()?, |c, values| {
+            Box::pin(write(c, &st::MERCHANT_PUT, values))
+        })
+        .await
+    }
+
+    async fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError> {
+        self.run(On::Read, only, |c, only| {
+            Box::pin(async move {
+                match only {
+                    Some(id) => merchant(c, id).await.map(|m| m.into_iter().collect()),
+                    None => records(c, &st::MERCHANTS, Vec::new()).await,
+                }
+            })
+        })
+        .await
+    }
+
+    /// Its merchant must exist: read and written in one transaction.
+    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+        let args = (project.merchant_id, project.values()?);
+        self.run(On::Transaction, args, |c, (merchant_id, values)| {
+            Box::pin(async move {
+                if merchant(c, merchant_id).await?.is_none() {
+                    return Err(StoreError::NotFound(format!("merchant {merchant_id}")));
+                }
+                write(c, &st::PROJECT_PUT, values).await
+            })
+        })
+        .await
+    }
+
+    async fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError> {
+        self.run(On::Read, only, |c, only| {
+            Box::pin(async move {
+                match only {
+                    Some(id) => {
+                        let found = record(c, &st::PROJECT, vec![SqlValue::display(id)]).await?;
+                        Ok(found.into_iter().collect())
+                    }
+                    None => records(c, &st::PROJECTS, Vec::new()).await,
+                }
+            })
+        })
+        .await
+    }
+}
+
+async fn merchant(c: &dyn Conn, id: MerchantId) -> Result<Option<Merchant>, StoreError> {
+    record(c, &st::MERCHANT, vec![SqlValue::display(id)]).await
+}
+
+// --- the project ledger's reads (its appends are steps of a transaction) ---------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> LedgerStore for Shared<'_, R> {
+    async fn balance(&self, project: ProjectId) -> Result<Balance, StoreError> {
+        self.run(On::ShortRead, project, |c, project| {
+            Box::pin(async move {
+                let found = record(c, &lg::BALANCE, vec![SqlValue::display(project)]).await?;
+                Ok(found.unwrap_or_else(|| Balance::empty(project)))
+            })
+        })
+        .await
+    }
+
+    async fn find_entries(&self, query: &EntryQuery) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.run(On::Read, query.clone(), |c, q| {
+            Box::pin(async move {
+                let (text, values) = lg::entry_page(&q, c.dialect());
+                self::query(c, &text, values, LedgerEntry::from_row).await
+            })
+        })
+        .await
+    }
+
+    async fn entry_totals(
+        &self,
+        project: ProjectId,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(EntryKind, KindTotal)>, StoreError> {
+        let values = vec![
+            SqlValue::display(project),
+            SqlValue::ts(from),
+            SqlValue::ts(to),
+        ];
+        self.run(On::Read, values, |c, values| {
+            Box::pin(async move {
+                let text = lg::ENTRY_TOTALS.text(c.dialect());
+                let lines = query(c, text, values, lg::totals_line).await?;
+                Ok(lg::in_kind_order(lines))
+            })
+        })
+        .await
+    }
+}
+
+// --- callback secrets ------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> CallbackSecretStore for Shared<'_, R> {
+    async fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
+        self.run(On::Read, project, |c, project| {
+            Box::pin(secrets(c, project))
+        })
+        .await
+    }
+
+    /// One transaction: the insert and the trim to the two newest.
+    async fn add_callback_secret(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<(), StoreError> {
+        let values = secret_values(project, secret)?;
+        self.run(
+            On::Transaction,
+            (project, values),
+            |c, (project, values)| {
+                Box::pin(async move {
+                    lock_secrets(c, project).await?;
+                    add_secret(c, project, values).await
+                })
+            },
+        )
+        .await
+    }
+
+    async fn add_callback_secret_if_none(
+        &self,
+        project: ProjectId,
+        secret: &SecretRecord,
+    ) -> Result<Vec<SecretRecord>, StoreError> {
+        let values = secret_values(project, secret)?;
+        self.run(
+            On::Transaction,
+            (project, values),
+            |c, (project, values)| {
+                Box::pin(async move {
+                    lock_secrets(c, project).await?;
+                    if secrets(c, project).await?.is_empty() {
+                        add_secret(c, project, values).await?;
+                    }
+                    secrets(c, project).await
+                })
+            },
+        )
+        .await
+    }
+
+    async fn replace_callback_secret(
+        &self,
+        project: ProjectId,
+        old: &SecretString,
+        new: &SecretString,
+    ) -> Result<bool, StoreError> {
+        let values = vec![
+            SqlValue::display(project),
+            SqlValue::text(old.expose()),
+            SqlValue::text(new.expose()),
+        ];
+        self.run(On::Write, values, |c, values| {
+            Box::pin(async move { Ok(execute(c, &st::SECRET_REPLACE, values).await? > 0) })
+        })
+        .await
+    }
+}
+
+async fn secrets(c: &dyn Conn, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError> {
+    records(c, &st::SECRETS, vec![SqlValue::display(project)]).await
+}
+
+/// Inserts a secret (its [`secret_values`]) and deletes all but the project's two newest.
+async fn add_secret(
+    c: &dyn Conn,
+    project: ProjectId,
+    values: Vec<SqlValue>,
+) -> Result<(), StoreError> {
+    execute(c, &st::SECRET_INSERT, values).await?;
+    execute(c, &st::SECRET_TRIM, vec![SqlValue::display(project)]).await?;
+    Ok(())
+}
+
+/// Queues the transactions that change one project's secrets one after the other, whichever
+/// node runs them: PostgreSQL's transaction-scoped advisory lock; nothing in SQLite, whose one
+/// writer runs them in turn already.
+async fn lock_secrets(c: &dyn Conn, project: ProjectId) -> Result<(), StoreError> {
+    match c.dialect() {
+        Dialect::Postgres => {
+            let lock =
+                "SELECT pg_advisory_xact_lock(hashtextextended('callback_secrets:' || $1, 0))";
+            c.query(lock, vec![SqlValue::display(project)], &mut |_| Ok(()))
+                .await
+        }
+        Dialect::Sqlite => Ok(()),
+    }
+}
