@@ -116,8 +116,21 @@ pub fn authority_of(base_url: &str) -> &str {
 
 /// The socket address of a base URL (IP literals only: the load generator talks to local
 /// servers).
-pub fn socket_addr_of(base_url: &str) -> Result<SocketAddr, String> {
+pub fn socket_addr_of(base_url: &str) -> Result<SocketAddr, BaseUrlError> {
     authority_of(base_url)
         .parse()
-        .map_err(|e| format!("{base_url}: expected http://IP:PORT ({e})"))
+        .map_err(|source| BaseUrlError {
+            base_url: base_url.to_owned(),
+            source,
+        })
+}
+
+/// A base URL that is not `http://IP:PORT`.
+#[derive(Debug, thiserror::Error)]
+#[error("{base_url}: expected http://IP:PORT ({source})")]
+pub struct BaseUrlError {
+    /// The URL.
+    pub base_url: String,
+    /// Why its authority is no socket address.
+    pub source: std::net::AddrParseError,
 }

@@ -17,9 +17,10 @@ use std::sync::Arc;
 use clap::Parser;
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::SecretString;
-use payments_examples::cli::ApiArgs;
+use payments_examples::cli::{ApiArgs, ApiArgsError};
+use payments_examples::receiver::ReceiverDbError;
 use payments_examples::receiver::CALLBACK_PATH;
-use payments_examples::{receiver_router, Receiver, ReceiverDb};
+use payments_examples::{receiver_router, LoadCredentialsError, Receiver, ReceiverDb};
 use payments_http::system::SystemClock;
 
 /// Receives payment callbacks.
@@ -60,7 +61,27 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
+/// Why the receiver stopped.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error(transparent)]
+    Credentials(#[from] LoadCredentialsError),
+    #[error("--secret: {0}")]
+    Secret(#[source] payments_core::callback::CallbackSecretError),
+    #[error(transparent)]
+    Db(#[from] ReceiverDbError),
+    #[error(transparent)]
+    Api(#[from] ApiArgsError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Serve(std::io::Error),
+}
+
+async fn run(args: Args) -> Result<(), RunError> {
     let secrets = if args.secrets.is_empty() {
         vec![payments_examples::load_credentials(&args.api.credentials)?.callback_secret]
     } else {
@@ -68,7 +89,7 @@ async fn run(args: Args) -> Result<(), String> {
     };
     let secrets = secrets
         .iter()
-        .map(|s| CallbackSecret::parse(s.expose().trim()).map_err(|e| format!("--secret: {e}")))
+        .map(|s| CallbackSecret::parse(s.expose().trim()).map_err(RunError::Secret))
         .collect::<Result<Vec<_>, _>>()?;
     let receiver = Receiver::new(
         CallbackVerifier::new(secrets),
@@ -78,7 +99,10 @@ async fn run(args: Args) -> Result<(), String> {
     );
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+        .map_err(|source| RunError::Listen {
+            addr: args.listen,
+            source,
+        })?;
     tracing::info!(
         "receiving callbacks at http://{}{CALLBACK_PATH}; database {}",
         args.listen,
@@ -89,5 +113,5 @@ async fn run(args: Args) -> Result<(), String> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(RunError::Serve)
 }

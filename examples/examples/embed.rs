@@ -41,11 +41,8 @@ pub async fn application(dir: &Path, config: ServiceConfig) -> Result<App, Box<d
     let ports = system_ports(Arc::new(store), Arc::new(Own), Arc::new(Own));
     let service = PaymentService::new(ports, config, Environment::Production.into());
     // The first merchant, on the first start; the database is production's from now on.
-    let first = Provision::new("My shop", "Web");
-    let first = service
-        .directory()
-        .provision(&first, &Actor::system())
-        .await?;
+    let (merchant, system) = (Provision::new("My shop", "Web"), Actor::system());
+    let first = service.directory().provision(&merchant, &system).await?;
     let state = AppState::new(service, "http"); // the scheme clients sign: "https" behind TLS
     let shop = Router::new().route("/", get(|| async { "my shop" }));
     let router = shop.nest("/payments", app(state.clone()));

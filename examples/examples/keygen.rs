@@ -38,32 +38,55 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<(), String> {
+/// Why no key pair was written.
+#[derive(Debug, thiserror::Error)]
+enum KeygenError {
+    #[error("{} exists; refusing to overwrite a key (choose another directory)", .0.display())]
+    Exists(PathBuf),
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn run(args: &Args) -> Result<(), KeygenError> {
     let private_path = args.dir.join("private.pem");
     let public_path = args.dir.join("public.pem");
     // Check both before writing either, so a refusal leaves nothing half-written.
     for path in [&private_path, &public_path] {
         if path.exists() {
-            return Err(format!(
-                "{} exists; refusing to overwrite a key (choose another directory)",
-                path.display()
-            ));
+            return Err(KeygenError::Exists(path.clone()));
         }
     }
-    std::fs::create_dir_all(&args.dir)
-        .map_err(|e| format!("cannot create {}: {e}", args.dir.display()))?;
+    std::fs::create_dir_all(&args.dir).map_err(|source| KeygenError::Create {
+        path: args.dir.clone(),
+        source,
+    })?;
 
     let key = generate_signing_key(&OsRandom);
     let public = key.verifying_key();
     // create_new: a file appearing between the check and now is still not overwritten.
-    write_private(&private_path, signing_key_to_pem(&key).as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", private_path.display()))?;
+    write_private(&private_path, signing_key_to_pem(&key).as_bytes()).map_err(|source| {
+        KeygenError::Write {
+            path: private_path.clone(),
+            source,
+        }
+    })?;
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&public_path)
         .and_then(|mut f| f.write_all(public_key_to_pem(&public).as_bytes()))
-        .map_err(|e| format!("cannot write {}: {e}", public_path.display()))?;
+        .map_err(|source| KeygenError::Write {
+            path: public_path.clone(),
+            source,
+        })?;
 
     println!(
         "private key: {} (mode 0600, keep it secret)",

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use payments_client::MerchantClient;
 use payments_examples::advice::{describe, jitter, retry_after};
-use payments_examples::cli::ApiArgs;
-use payments_examples::create::{create_with_retries, RetryPolicy};
+use payments_examples::cli::{ApiArgs, ApiArgsError};
+use payments_examples::create::{create_with_retries, CreateError, RetryPolicy};
 use payments_examples::display::{exact, payer_instructions, settlement};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -70,7 +70,28 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: &Args) -> Result<(), String> {
+/// Why the payment did not reach an end the client can act on.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error(transparent)]
+    Api(#[from] ApiArgsError),
+    #[error(transparent)]
+    Create(#[from] CreateError),
+    #[error("no requisites ({code}: {comment}); offer the payer another attempt under a NEW merchant_payment_id")]
+    NoRequisites { code: String, comment: String },
+    #[error("poll: {0}")]
+    Poll(String),
+    #[error(
+        "still {status} after {minutes} min; reconcile it later with GET /api/v1/payments/{id}"
+    )]
+    StillOpen {
+        status: String,
+        minutes: u64,
+        id: String,
+    },
+}
+
+async fn run(args: &Args) -> Result<(), RunError> {
     let timeout = Duration::from_secs(args.timeout_secs).max(MIN_TIMEOUT);
     let http = args.api.http_client(
         reqwest::Client::builder()
@@ -109,11 +130,10 @@ async fn run(args: &Args) -> Result<(), String> {
     );
     if payment["status"] == "error" {
         // Saved without requisites; no callback follows, and the id is taken.
-        return Err(format!(
-            "no requisites ({}: {}); offer the payer another attempt under a NEW merchant_payment_id",
-            exact(&payment["error_code"]),
-            exact(&payment["error_comment"])
-        ));
+        return Err(RunError::NoRequisites {
+            code: exact(&payment["error_code"]),
+            comment: exact(&payment["error_comment"]),
+        });
     }
     match payer_instructions(&payment) {
         Some(text) => println!("\n{text}\n"),
@@ -124,7 +144,7 @@ async fn run(args: &Args) -> Result<(), String> {
 
 /// Reads the payment every 5-10 s (with jitter; the project shares one rate limit) until it
 /// closes or `limit` passes. Callbacks tell the same sooner; polling is the fallback.
-async fn poll(client: &MerchantClient, id: &str, limit: Duration) -> Result<(), String> {
+async fn poll(client: &MerchantClient, id: &str, limit: Duration) -> Result<(), RunError> {
     let started = Instant::now();
     let mut last_status = String::new();
     while started.elapsed() < limit {
@@ -167,13 +187,14 @@ async fn poll(client: &MerchantClient, id: &str, limit: Duration) -> Result<(), 
                 }
                 println!("poll: {}; waiting {wait:.1?}", describe(&resp));
             }
-            Ok(resp) => return Err(format!("poll: {}", describe(&resp))),
+            Ok(resp) => return Err(RunError::Poll(describe(&resp))),
             Err(e) => println!("poll: {e}; trying again"),
         }
         tokio::time::sleep(wait).await;
     }
-    Err(format!(
-        "still {last_status} after {} min; reconcile it later with GET /api/v1/payments/{id}",
-        limit.as_secs() / 60
-    ))
+    Err(RunError::StillOpen {
+        status: last_status,
+        minutes: limit.as_secs() / 60,
+        id: id.to_owned(),
+    })
 }

@@ -2,8 +2,11 @@
 
 use std::path::PathBuf;
 
-use payments_client::{MerchantClient, SandboxCredentials};
+use payments_client::files::FileError;
+use payments_client::{ClientError, MerchantClient, SandboxCredentials};
 use payments_core::SecretString;
+
+use crate::LoadCredentialsError;
 
 /// The largest `--ca-file` read (a CA bundle).
 const CA_FILE: payments_client::files::Limit =
@@ -35,27 +38,64 @@ pub struct ApiArgs {
     pub ca_file: Option<PathBuf>,
 }
 
+/// Why the flags and the credentials file give no client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiArgsError {
+    /// `--ca-file` or `--private-key` could not be read.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// `--ca-file` is not a PEM bundle.
+    #[error("{}: {source}", path.display())]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// What reqwest found wrong.
+        source: reqwest::Error,
+    },
+    /// `--ca-file` holds no certificate.
+    #[error("{}: no PEM certificate in it", path.display())]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    /// The credentials file could not be read.
+    #[error(transparent)]
+    Credentials(#[from] LoadCredentialsError),
+    /// The token, key or base URL was refused.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
 impl ApiArgs {
     /// `builder` finished, trusting the certificates of `--ca-file` too.
-    pub fn http_client(&self, builder: reqwest::ClientBuilder) -> Result<reqwest::Client, String> {
+    pub fn http_client(
+        &self,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest::Client, ApiArgsError> {
         let mut builder = builder;
         if let Some(path) = &self.ca_file {
-            let pem =
-                payments_client::files::read_limited(path, CA_FILE).map_err(|e| e.to_string())?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let pem = payments_client::files::read_limited(path, CA_FILE)?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
+                ApiArgsError::CaFile {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
             if certs.is_empty() {
-                return Err(format!("{}: no PEM certificate in it", path.display()));
+                return Err(ApiArgsError::NoCertificate { path: path.clone() });
             }
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
             }
         }
-        builder.build().map_err(|e| e.to_string())
+        Ok(builder.build()?)
     }
 
     /// A signing client from the flags and the credentials file (trusting `--ca-file`).
-    pub fn client(&self) -> Result<MerchantClient, String> {
+    pub fn client(&self) -> Result<MerchantClient, ApiArgsError> {
         let file = if self.base_url.is_some() && self.token.is_some() && self.private_key.is_some()
         {
             None
@@ -77,12 +117,11 @@ impl ApiArgs {
         };
         let pem = match &self.private_key {
             Some(path) => {
-                payments_client::files::read_limited_string(path, payments_client::files::PEM)
-                    .map_err(|e| e.to_string())?
+                payments_client::files::read_limited_string(path, payments_client::files::PEM)?
             }
             None => from_file(|c| c.private_key_pem.expose()),
         };
-        let client = MerchantClient::new(&base_url, &token, &pem).map_err(|e| e.to_string())?;
+        let client = MerchantClient::new(&base_url, &token, &pem)?;
         Ok(match &self.ca_file {
             // The client's own settings (a 30 s timeout), trusting the CA file too.
             Some(_) => client.with_http_client(self.http_client(

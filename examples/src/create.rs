@@ -31,6 +31,83 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Why a create stopped without an accepted payment; each text says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// Every send went unanswered (timeout, TLS, connection).
+    #[error(
+        "no answer after {attempts} attempts (last: {}: {source}); the same merchant_payment_id is safe to send again later",
+        no_answer(.source)
+    )]
+    NoAnswer {
+        /// Sends made.
+        attempts: u32,
+        /// The last send's failure.
+        source: reqwest::Error,
+    },
+    /// The request could not be made (a body or signing error).
+    #[error("create: {0}")]
+    Client(#[source] ClientError),
+    /// `400`: the request is invalid.
+    #[error("the request is invalid, nothing was created; fix it and send again: {0}")]
+    FixRequest(String),
+    /// `401`/`403`: the token or the project's settings.
+    #[error("check the token and project settings: {0}")]
+    FixCredentials(String),
+    /// The signature was refused.
+    #[error("signature rejected: {reason}\ncheck the private key, the keyid and this machine's clock{}",
+        .signature_base.as_ref().map(|base| format!("\nthe server verified this signature base (sandbox only):\n{base}")).unwrap_or_default()
+    )]
+    FixSignature {
+        /// The server's reason.
+        reason: String,
+        /// The signature base the sandbox verified, when it says.
+        signature_base: Option<String>,
+    },
+    /// The id holds a payment saved in error.
+    #[error("{code}: payment {payment_id} was saved in error and holds this merchant_payment_id; a new attempt needs a new id")]
+    SavedInError {
+        /// The error code.
+        code: String,
+        /// The payment holding the id.
+        payment_id: String,
+    },
+    /// The id belongs to another request.
+    #[error("{code}: this merchant_payment_id belongs to a different request; use a new id for a new payment")]
+    IdTaken {
+        /// The error code.
+        code: String,
+    },
+    /// Refused, nothing created.
+    #[error("{code}: nothing was created and the id is still free; {hint}")]
+    NotAccepted {
+        /// The error code.
+        code: String,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// `404`.
+    #[error("not found (is the base URL right?): {0}")]
+    NotFound(String),
+    /// Still busy after every attempt.
+    #[error("{code} after {attempts} attempts; send the same request later")]
+    RetryLater {
+        /// The code or status.
+        code: String,
+        /// Sends made.
+        attempts: u32,
+    },
+    /// An answer the spec does not describe.
+    #[error("unexpected answer: {0}")]
+    Unexpected(String),
+    /// No attempt was allowed (`max_attempts` of 0) or none answered.
+    #[error("no answer after {attempts} attempts; the same merchant_payment_id is safe to send again later")]
+    Exhausted {
+        /// Sends allowed.
+        attempts: u32,
+    },
+}
+
 /// Why a request got no answer, in words for the log: a timeout, a TLS handshake the client
 /// refused (an untrusted certificate: a private CA needs `--ca-file`), no connection at all,
 /// or a connection lost.
@@ -61,7 +138,7 @@ pub async fn create_with_retries(
     body: &Value,
     policy: &RetryPolicy,
     log: impl Fn(&str),
-) -> Result<Value, String> {
+) -> Result<Value, CreateError> {
     let RetryPolicy {
         max_attempts,
         base,
@@ -76,17 +153,19 @@ pub async fn create_with_retries(
                 // happened; the same merchant_payment_id makes the repeat safe.
                 let kind = no_answer(&e);
                 let wait = backoff(attempt, base, cap);
-                log(&format!("attempt {attempt}: {kind} ({e}); retrying in {wait:.1?}"));
+                log(&format!(
+                    "attempt {attempt}: {kind} ({e}); retrying in {wait:.1?}"
+                ));
                 tokio::time::sleep(wait).await;
                 continue;
             }
-            Err(ClientError::Http(e)) => {
-                return Err(format!(
-                    "no answer after {max_attempts} attempts (last: {}: {e}); the same merchant_payment_id is safe to send again later",
-                    no_answer(&e)
-                ))
+            Err(ClientError::Http(source)) => {
+                return Err(CreateError::NoAnswer {
+                    attempts: max_attempts,
+                    source,
+                })
             }
-            Err(e) => return Err(format!("create: {e}")),
+            Err(e) => return Err(CreateError::Client(e)),
         };
         match next_step(&resp) {
             NextStep::Accepted { created } => {
@@ -95,65 +174,52 @@ pub async fn create_with_retries(
                 }
                 return Ok(resp.json);
             }
-            NextStep::FixRequest(why) => {
-                return Err(format!(
-                    "the request is invalid, nothing was created; fix it and send again: {why}"
-                ))
-            }
-            NextStep::FixCredentials(why) => {
-                return Err(format!("check the token and project settings: {why}"))
-            }
+            NextStep::FixRequest(why) => return Err(CreateError::FixRequest(why)),
+            NextStep::FixCredentials(why) => return Err(CreateError::FixCredentials(why)),
             NextStep::FixSignature {
                 reason,
                 signature_base,
             } => {
-                let mut msg = format!(
-                    "signature rejected: {reason}\ncheck the private key, the keyid and this machine's clock"
-                );
-                if let Some(base) = signature_base {
-                    msg.push_str("\nthe server verified this signature base (sandbox only):\n");
-                    msg.push_str(&base);
-                }
-                return Err(msg);
+                return Err(CreateError::FixSignature {
+                    reason,
+                    signature_base,
+                })
             }
             NextStep::Resign => {
                 // The same signed bytes arrived twice; sign again and send at once.
-                log(&format!("attempt {attempt}: nonce already used; signing again"));
+                log(&format!(
+                    "attempt {attempt}: nonce already used; signing again"
+                ));
                 continue;
             }
             NextStep::NewMerchantPaymentId { code, payment_id } => {
                 return Err(match payment_id {
-                    Some(p) => format!(
-                        "{code}: payment {p} was saved in error and holds this merchant_payment_id; a new attempt needs a new id"
-                    ),
-                    None => format!(
-                        "{code}: this merchant_payment_id belongs to a different request; use a new id for a new payment"
-                    ),
+                    Some(payment_id) => CreateError::SavedInError { code, payment_id },
+                    None => CreateError::IdTaken { code },
                 })
             }
             NextStep::NotAccepted { code, hint } => {
-                return Err(format!(
-                    "{code}: nothing was created and the id is still free; {hint}"
-                ))
+                return Err(CreateError::NotAccepted { code, hint })
             }
-            NextStep::NotFound(why) => {
-                return Err(format!("not found (is the base URL right?): {why}"))
-            }
+            NextStep::NotFound(why) => return Err(CreateError::NotFound(why)),
             NextStep::RetryLater { code, after } if !last => {
                 let wait = after.unwrap_or_else(|| backoff(attempt, base, cap))
                     + jitter(Duration::from_millis(500));
-                log(&format!("attempt {attempt}: {code}; retrying in {wait:.1?}"));
+                log(&format!(
+                    "attempt {attempt}: {code}; retrying in {wait:.1?}"
+                ));
                 tokio::time::sleep(wait).await;
             }
             NextStep::RetryLater { code, .. } => {
-                return Err(format!(
-                    "{code} after {max_attempts} attempts; send the same request later"
-                ))
+                return Err(CreateError::RetryLater {
+                    code,
+                    attempts: max_attempts,
+                })
             }
-            NextStep::Unexpected(why) => return Err(format!("unexpected answer: {why}")),
+            NextStep::Unexpected(why) => return Err(CreateError::Unexpected(why)),
         }
     }
-    Err(format!(
-        "no answer after {max_attempts} attempts; the same merchant_payment_id is safe to send again later"
-    ))
+    Err(CreateError::Exhausted {
+        attempts: max_attempts,
+    })
 }

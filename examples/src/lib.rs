@@ -24,12 +24,23 @@ pub mod upstream;
 pub use quickstart::{quickstart, quickstart_with_callback, QuickstartReport};
 pub use receiver::{receiver_router, Receiver, ReceiverDb};
 
+/// A sandbox credentials file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadCredentialsError {
+    /// The file is not there or not readable: the sandbox has not started yet.
+    #[error(
+        "{0} (start the sandbox first: cargo run -p payments-server --bin payments-server -- serve)"
+    )]
+    NotStarted(#[source] CredentialsError),
+    /// The file is there but not valid credentials.
+    #[error(transparent)]
+    Invalid(CredentialsError),
+}
+
 /// Reads a sandbox credentials file (`<data-dir>/sandbox-credentials.json`).
-pub fn load_credentials(path: &Path) -> Result<SandboxCredentials, String> {
+pub fn load_credentials(path: &Path) -> Result<SandboxCredentials, LoadCredentialsError> {
     SandboxCredentials::from_file(path).map_err(|e| match e {
-        CredentialsError::Read { .. } => format!(
-            "{e} (start the sandbox first: cargo run -p payments-server --bin payments-server -- serve)"
-        ),
-        e => e.to_string(),
+        e @ CredentialsError::Read { .. } => LoadCredentialsError::NotStarted(e),
+        e => LoadCredentialsError::Invalid(e),
     })
 }

@@ -71,6 +71,23 @@ pub struct Forwarded {
     pub line: String,
 }
 
+/// Why a round of [`Listener::poll`] forwarded nothing (the next round tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The forwarding HTTP client could not be built.
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    /// The events API could not be asked.
+    #[error("events: {0}")]
+    Events(#[source] payments_client::ClientError),
+    /// The events API refused (token, scope, signature, rate limit): code, message, request id.
+    #[error("events: {0}")]
+    Refused(String),
+    /// The answer is no event page.
+    #[error("events: an answer that is no event page: {0}")]
+    NotAPage(#[source] serde_json::Error),
+}
+
 /// Follows the events of a project and forwards the new ones ([`Listener::poll`]).
 #[derive(Debug)]
 pub struct Listener {
@@ -85,12 +102,11 @@ pub struct Listener {
 
 impl Listener {
     /// A listener over `client` (the project's token and key).
-    pub fn new(client: MerchantClient, config: ListenConfig) -> Result<Listener, String> {
+    pub fn new(client: MerchantClient, config: ListenConfig) -> Result<Listener, ListenError> {
         let http = reqwest::Client::builder()
             .timeout(config.forward_timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         Ok(Listener {
             client,
             http,
@@ -103,8 +119,8 @@ impl Listener {
     /// One round: asks for the events since the last round (waiting up to `wait` on the
     /// server when there is none), forwards each new one oldest first and returns what was
     /// forwarded. An error of the events API (token, scope, signature, rate limit) is
-    /// returned as text for the caller to print; the next round tries again.
-    pub async fn poll(&mut self, wait: Duration) -> Result<Vec<Forwarded>, String> {
+    /// returned for the caller to print; the next round tries again.
+    pub async fn poll(&mut self, wait: Duration) -> Result<Vec<Forwarded>, ListenError> {
         let mut events = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
@@ -123,12 +139,11 @@ impl Listener {
                 .client
                 .list_events(&query)
                 .await
-                .map_err(|e| format!("events: {e}"))?;
+                .map_err(ListenError::Events)?;
             if resp.status != reqwest::StatusCode::OK {
-                return Err(format!("events: {}", describe(&resp)));
+                return Err(ListenError::Refused(describe(&resp)));
             }
-            let page: Page = serde_json::from_slice(&resp.body)
-                .map_err(|e| format!("events: an answer that is no event page: {e}"))?;
+            let page: Page = serde_json::from_slice(&resp.body).map_err(ListenError::NotAPage)?;
             events.extend(page.data);
             match page.next_cursor {
                 Some(c) => cursor = Some(c),

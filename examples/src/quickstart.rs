@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use payments_client::{ApiResponse, MerchantClient, SandboxCredentials};
+use payments_client::{ApiResponse, ClientError, MerchantClient, SandboxCredentials};
 use serde_json::{json, Value};
 
 use crate::advice::{describe, next_step, NextStep};
@@ -67,8 +67,80 @@ impl fmt::Display for QuickstartReport {
     }
 }
 
+/// The step where the quickstart stopped, and why (the text starts with the step's name).
+#[derive(Debug, thiserror::Error)]
+pub enum QuickstartError {
+    /// The credentials make no client.
+    #[error("credentials: {0}")]
+    Credentials(#[source] ClientError),
+    /// The create got no answer.
+    #[error("create: cannot reach {base_url}: {source}")]
+    Unreachable {
+        /// The merchant API.
+        base_url: String,
+        /// Why.
+        source: ClientError,
+    },
+    /// The create's signature was refused; the sandbox said what it verified.
+    #[error("create: {reason}\nthe server verified this signature base:\n{signature_base}")]
+    Signature {
+        /// The server's reason.
+        reason: String,
+        /// The signature base the server verified.
+        signature_base: String,
+    },
+    /// The create was not accepted as new.
+    #[error("create: {0:?}")]
+    NotCreated(NextStep),
+    /// The create's answer has no payment id.
+    #[error("create: the answer has no payment id")]
+    NoPaymentId,
+    /// The created payment shows no requisite.
+    #[error("create: expected a processing payment with a requisite, got status {0}")]
+    NoRequisite(String),
+    /// The confirmation's HTTP client could not be built.
+    #[error("confirm: {0}")]
+    ConfirmClient(#[source] reqwest::Error),
+    /// The operator API got no answer.
+    #[error("confirm: cannot reach the operator API at {url}: {source}")]
+    OperatorUnreachable {
+        /// The confirm URL.
+        url: String,
+        /// Why.
+        source: reqwest::Error,
+    },
+    /// The operator API's answer is not JSON.
+    #[error("confirm: the answer is not JSON: {0}")]
+    ConfirmNotJson(#[source] reqwest::Error),
+    /// The operator API refused the confirmation.
+    #[error("confirm: {status} {code}: {message}")]
+    ConfirmRefused {
+        /// The HTTP status.
+        status: u16,
+        /// The error code.
+        code: String,
+        /// The error message.
+        message: String,
+    },
+    /// The confirmed payment is not completed.
+    #[error("confirm: expected status completed, got {0}")]
+    NotConfirmed(String),
+    /// The read-back got no answer.
+    #[error("get: {0}")]
+    Get(#[source] ClientError),
+    /// The read-back was refused.
+    #[error("get: {0}")]
+    GetRefused(String),
+    /// The payment read back is not completed.
+    #[error("get: expected status completed, got {0}")]
+    NotCompleted(String),
+    /// The payment read back has no settlement.
+    #[error("get: no merchant_information")]
+    NoSettlement,
+}
+
 /// Runs the quickstart against the sandbox described by `creds`.
-pub async fn quickstart(creds: &SandboxCredentials) -> Result<QuickstartReport, String> {
+pub async fn quickstart(creds: &SandboxCredentials) -> Result<QuickstartReport, QuickstartError> {
     quickstart_with_callback(creds, None).await
 }
 
@@ -77,9 +149,8 @@ pub async fn quickstart(creds: &SandboxCredentials) -> Result<QuickstartReport, 
 pub async fn quickstart_with_callback(
     creds: &SandboxCredentials,
     callback_url: Option<&str>,
-) -> Result<QuickstartReport, String> {
-    let client =
-        MerchantClient::from_credentials(creds).map_err(|e| format!("credentials: {e}"))?;
+) -> Result<QuickstartReport, QuickstartError> {
+    let client = MerchantClient::from_credentials(creds).map_err(QuickstartError::Credentials)?;
     let merchant_payment_id = format!("quickstart-{}", unix_millis());
 
     // 1. Create (signed), as card_transfer so the card grouping shows.
@@ -91,52 +162,49 @@ pub async fn quickstart_with_callback(
     if let Some(url) = callback_url {
         body["callback_url"] = url.into();
     }
-    let created = client
-        .create_payment(&body)
-        .await
-        .map_err(|e| format!("create: cannot reach {}: {e}", client.base_url()))?;
+    let created =
+        client
+            .create_payment(&body)
+            .await
+            .map_err(|source| QuickstartError::Unreachable {
+                base_url: client.base_url().to_string(),
+                source,
+            })?;
     expect_created(&created)?;
     let payment = &created.json;
     let payment_id = payment
         .get("id")
         .and_then(Value::as_str)
-        .ok_or("create: the answer has no payment id")?
+        .ok_or(QuickstartError::NoPaymentId)?
         .to_owned();
 
     // 2. The requisite, as the payer sees it.
-    let payer_instructions = payer_instructions(payment).ok_or_else(|| {
-        format!(
-            "create: expected a processing payment with a requisite, got status {}",
-            exact(&payment["status"])
-        )
-    })?;
+    let payer_instructions = payer_instructions(payment)
+        .ok_or_else(|| QuickstartError::NoRequisite(exact(&payment["status"])))?;
 
     // 3. The operator confirms the money arrived.
     let confirmed = confirm(creds, &payment_id).await?;
     if confirmed["payment"]["status"] != "completed" {
-        return Err(format!(
-            "confirm: expected status completed, got {}",
-            exact(&confirmed["payment"]["status"])
-        ));
+        return Err(QuickstartError::NotConfirmed(exact(
+            &confirmed["payment"]["status"],
+        )));
     }
 
     // 4. The merchant reads the payment back: the source of truth.
     let read = client
         .get_payment(&payment_id)
         .await
-        .map_err(|e| format!("get: {e}"))?;
+        .map_err(QuickstartError::Get)?;
     if read.status != reqwest::StatusCode::OK {
-        return Err(format!("get: {}", describe(&read)));
+        return Err(QuickstartError::GetRefused(describe(&read)));
     }
     let final_status = exact(&read.json["status"]);
     if final_status != "completed" {
-        return Err(format!(
-            "get: expected status completed, got {final_status}"
-        ));
+        return Err(QuickstartError::NotCompleted(final_status));
     }
 
     // 5. The settlement credited to the project.
-    let settlement = settlement(&read.json).ok_or("get: no merchant_information")?;
+    let settlement = settlement(&read.json).ok_or(QuickstartError::NoSettlement)?;
     Ok(QuickstartReport {
         payment_id,
         merchant_payment_id,
@@ -150,25 +218,26 @@ pub async fn quickstart_with_callback(
     })
 }
 
-fn expect_created(resp: &ApiResponse) -> Result<(), String> {
+fn expect_created(resp: &ApiResponse) -> Result<(), QuickstartError> {
     match next_step(resp) {
         NextStep::Accepted { created: true } => Ok(()),
         NextStep::FixSignature {
             reason,
-            signature_base: Some(base),
-        } => Err(format!(
-            "create: {reason}\nthe server verified this signature base:\n{base}"
-        )),
-        other => Err(format!("create: {other:?}")),
+            signature_base: Some(signature_base),
+        } => Err(QuickstartError::Signature {
+            reason,
+            signature_base,
+        }),
+        other => Err(QuickstartError::NotCreated(other)),
     }
 }
 
 /// `POST /operator/v1/payments/{id}/confirm` with the operator token.
-async fn confirm(creds: &SandboxCredentials, payment_id: &str) -> Result<Value, String> {
+async fn confirm(creds: &SandboxCredentials, payment_id: &str) -> Result<Value, QuickstartError> {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(15))
         .build()
-        .map_err(|e| format!("confirm: {e}"))?;
+        .map_err(QuickstartError::ConfirmClient)?;
     let url = format!(
         "{}/operator/v1/payments/{payment_id}/confirm",
         creds.operator_url.trim_end_matches('/')
@@ -180,19 +249,18 @@ async fn confirm(creds: &SandboxCredentials, payment_id: &str) -> Result<Value, 
         .body("{}")
         .send()
         .await
-        .map_err(|e| format!("confirm: cannot reach the operator API at {url}: {e}"))?;
+        .map_err(|source| QuickstartError::OperatorUnreachable {
+            url: url.clone(),
+            source,
+        })?;
     let status = resp.status();
-    let body: Value = resp
-        .json()
-        .await
-        .map_err(|e| format!("confirm: the answer is not JSON: {e}"))?;
+    let body: Value = resp.json().await.map_err(QuickstartError::ConfirmNotJson)?;
     if status != reqwest::StatusCode::OK {
-        return Err(format!(
-            "confirm: {} {}: {}",
-            status.as_u16(),
-            exact(&body["code"]),
-            exact(&body["message"])
-        ));
+        return Err(QuickstartError::ConfirmRefused {
+            status: status.as_u16(),
+            code: exact(&body["code"]),
+            message: exact(&body["message"]),
+        });
     }
     Ok(body)
 }

@@ -11,7 +11,7 @@
 //!
 //! If the `GET` fails, nothing is recorded and the answer is `503`, so the service retries.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use payments_client::MerchantClient;
+use payments_client::{ClientError, MerchantClient};
 use payments_core::callback::{
     CallbackVerifier, EVENT_ID_HEADER, EVENT_ID_RETENTION, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
@@ -37,6 +37,42 @@ pub const CALLBACK_PATH: &str = "/callbacks";
 #[derive(Debug, Clone)]
 pub struct ReceiverDb {
     conn: Arc<Mutex<Connection>>,
+}
+
+/// Why the receiver's database did not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiverDbError {
+    /// The database file could not be opened.
+    #[error("{}: {source}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: rusqlite::Error,
+    },
+    /// The schema could not be created.
+    #[error("receiver schema: {0}")]
+    Schema(#[source] rusqlite::Error),
+    /// A statement failed.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// The blocking task running a statement failed.
+    #[error("database task: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Why a payment could not be read back from the API.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadPaymentError {
+    /// No answer.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// An error answer: code, message and request id.
+    #[error("{0}")]
+    Refused(String),
+    /// The answer is another payment.
+    #[error("the API returned another payment")]
+    OtherPayment,
 }
 
 /// An order's payment state as the receiver stored it.
@@ -60,17 +96,20 @@ pub struct OrderState {
 
 impl ReceiverDb {
     /// Opens (creating if needed) the database file.
-    pub fn open(path: &Path) -> Result<ReceiverDb, String> {
-        let conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn open(path: &Path) -> Result<ReceiverDb, ReceiverDbError> {
+        let conn = Connection::open(path).map_err(|source| ReceiverDbError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
         Self::init(conn)
     }
 
     /// An in-memory database (tests).
-    pub fn in_memory() -> Result<ReceiverDb, String> {
-        Self::init(Connection::open_in_memory().map_err(|e| e.to_string())?)
+    pub fn in_memory() -> Result<ReceiverDb, ReceiverDbError> {
+        Self::init(Connection::open_in_memory()?)
     }
 
-    fn init(conn: Connection) -> Result<ReceiverDb, String> {
+    fn init(conn: Connection) -> Result<ReceiverDb, ReceiverDbError> {
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA busy_timeout = 5000;
@@ -91,24 +130,27 @@ impl ReceiverDb {
                  updated_at          INTEGER NOT NULL
              );",
         )
-        .map_err(|e| format!("receiver schema: {e}"))?;
+        .map_err(ReceiverDbError::Schema)?;
         Ok(ReceiverDb {
             conn: Arc::new(Mutex::new(conn)),
         })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> Result<T, String> {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, ReceiverDbError> {
         // A panic while holding the lock leaves SQLite consistent (transactions roll back on
         // drop), so a poisoned lock is still usable.
         let mut conn = self
             .conn
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut conn).map_err(|e| e.to_string())
+        Ok(f(&mut conn)?)
     }
 
     /// Whether `event_id` was processed (and not yet purged).
-    pub fn is_processed(&self, event_id: &str) -> Result<bool, String> {
+    pub fn is_processed(&self, event_id: &str) -> Result<bool, ReceiverDbError> {
         self.with(|c| {
             c.query_row(
                 "SELECT 1 FROM processed_events WHERE event_id = ?1",
@@ -128,7 +170,7 @@ impl ReceiverDb {
         event_id: &str,
         now: Timestamp,
         order: &OrderUpdate,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, ReceiverDbError> {
         let now_ms = now.unix_millis();
         let horizon = (now - EVENT_ID_RETENTION).unix_millis();
         self.with(|c| {
@@ -172,7 +214,7 @@ impl ReceiverDb {
     }
 
     /// The stored state of one order.
-    pub fn order(&self, payment_id: &str) -> Result<Option<OrderState>, String> {
+    pub fn order(&self, payment_id: &str) -> Result<Option<OrderState>, ReceiverDbError> {
         self.with(|c| {
             c.query_row(
                 "SELECT payment_id, merchant_payment_id, status, amount, currency, last_event_id,
@@ -196,7 +238,7 @@ impl ReceiverDb {
     }
 
     /// How many event ids are remembered.
-    pub fn processed_events(&self) -> Result<i64, String> {
+    pub fn processed_events(&self) -> Result<i64, ReceiverDbError> {
         self.with(|c| c.query_row("SELECT count(*) FROM processed_events", [], |r| r.get(0)))
     }
 }
@@ -313,7 +355,7 @@ async fn callback(State(r): State<Arc<Receiver>>, headers: HeaderMap, body: Byte
     match blocking(move || db.is_processed(&id)).await {
         Ok(true) => return answer(StatusCode::OK, "duplicate", event_id),
         Ok(false) => {}
-        Err(e) => return answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e),
+        Err(e) => return answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e.to_string()),
     }
 
     // 3. The payment as the API has it now.
@@ -321,7 +363,7 @@ async fn callback(State(r): State<Arc<Receiver>>, headers: HeaderMap, body: Byte
         Ok(u) => u,
         Err(e) => {
             tracing::warn!(payment_id, error = %e, "cannot read the payment; the service will retry");
-            return answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e);
+            return answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e.to_string());
         }
     };
     let told = event.get("status").map(exact).unwrap_or_default();
@@ -338,21 +380,21 @@ async fn callback(State(r): State<Arc<Receiver>>, headers: HeaderMap, body: Byte
             answer(StatusCode::OK, "applied", update.status)
         }
         Ok(false) => answer(StatusCode::OK, "duplicate", event_id),
-        Err(e) => answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e),
+        Err(e) => answer(StatusCode::SERVICE_UNAVAILABLE, "retry", e.to_string()),
     }
 }
 
-async fn read_payment(client: &MerchantClient, payment_id: &str) -> Result<OrderUpdate, String> {
-    let resp = client
-        .get_payment(payment_id)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn read_payment(
+    client: &MerchantClient,
+    payment_id: &str,
+) -> Result<OrderUpdate, ReadPaymentError> {
+    let resp = client.get_payment(payment_id).await?;
     if resp.status != StatusCode::OK {
-        return Err(crate::advice::describe(&resp));
+        return Err(ReadPaymentError::Refused(crate::advice::describe(&resp)));
     }
     let p = &resp.json;
     if p.get("id").and_then(Value::as_str) != Some(payment_id) {
-        return Err("the API returned another payment".to_owned());
+        return Err(ReadPaymentError::OtherPayment);
     }
     Ok(OrderUpdate {
         payment_id: payment_id.to_owned(),
@@ -364,9 +406,7 @@ async fn read_payment(client: &MerchantClient, payment_id: &str) -> Result<Order
 }
 
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| format!("database task: {e}"))?
+    f: impl FnOnce() -> Result<T, ReceiverDbError> + Send + 'static,
+) -> Result<T, ReceiverDbError> {
+    tokio::task::spawn_blocking(f).await?
 }

@@ -147,14 +147,14 @@ impl ExampleUpstream {
         payment_id: &str,
         confirmed: bool,
         amount: Option<&str>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ReportError> {
         let url = self
             .inner
             .notify_url
             .lock()
             .expect("never poisoned")
             .clone()
-            .ok_or("no notification URL set")?;
+            .ok_or(ReportError::NoNotifyUrl)?;
         let mut body = json!({
             "notification_id": notification_id,
             "payment_id": payment_id,
@@ -163,9 +163,9 @@ impl ExampleUpstream {
         if let Some(a) = amount {
             body["amount"] = json!(a);
         }
-        let body = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
-        let mut last = String::new();
-        for attempt in 0..5u32 {
+        let body = serde_json::to_vec(&body)?;
+        let mut attempt = 0u32;
+        loop {
             if attempt > 0 {
                 // At least a second apart: the same second would be the same signed request
                 // (a replay, 409).
@@ -183,21 +183,64 @@ impl ExampleUpstream {
                 .body(body.clone())
                 .send()
                 .await;
-            match sent {
-                Ok(r) if r.status().is_success() => {
-                    return r.json().await.map_err(|e| e.to_string())
-                }
+            let failure = match sent {
+                Ok(r) if r.status().is_success() => return Ok(r.json().await?),
                 // A 4xx is the service's final word on this notification.
                 Ok(r) if r.status().is_client_error() => {
                     let status = r.status();
-                    return Err(format!("{status}: {}", r.text().await.unwrap_or_default()));
+                    return Err(ReportError::Refused {
+                        status,
+                        body: r.text().await.unwrap_or_default(),
+                    });
                 }
-                Ok(r) => last = format!("{}", r.status()),
-                Err(e) => last = e.to_string(),
+                Ok(r) => Unanswered::Status(r.status()),
+                Err(e) => Unanswered::Send(e),
+            };
+            attempt += 1;
+            if attempt == REPORT_ATTEMPTS {
+                return Err(ReportError::NotTaken(failure));
             }
         }
-        Err(format!("the service did not take the notification: {last}"))
     }
+}
+
+/// Sends of one notification at most.
+const REPORT_ATTEMPTS: u32 = 5;
+
+/// Why [`ExampleUpstream::report`] did not get the service's answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// [`ExampleUpstream::set_notify_url`] was not called.
+    #[error("no notification URL set")]
+    NoNotifyUrl,
+    /// The notification could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    /// The service's answer could not be read.
+    #[error(transparent)]
+    Answer(#[from] reqwest::Error),
+    /// The service refused the notification (a `4xx`, its final word).
+    #[error("{status}: {body}")]
+    Refused {
+        /// The status.
+        status: StatusCode,
+        /// The answer's body.
+        body: String,
+    },
+    /// Every attempt failed; the last one's failure.
+    #[error("the service did not take the notification: {0}")]
+    NotTaken(#[source] Unanswered),
+}
+
+/// How the last attempt of a notification failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Unanswered {
+    /// A status that is neither success nor `4xx`.
+    #[error("{0}")]
+    Status(StatusCode),
+    /// No answer.
+    #[error(transparent)]
+    Send(reqwest::Error),
 }
 
 async fn requisites(State(u): State<ExampleUpstream>, headers: HeaderMap, body: Bytes) -> Response {
@@ -250,7 +293,7 @@ async fn demo_transfer(
     let id = format!("demo-{payment_id}-{outcome}");
     match u.report(&id, &payment_id, confirmed, None).await {
         Ok(answer) => Json(answer).into_response(),
-        Err(e) => (StatusCode::BAD_GATEWAY, e).into_response(),
+        Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     }
 }
 

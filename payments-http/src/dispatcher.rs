@@ -661,10 +661,11 @@ impl Inner {
         self.hosts.release(&host, host_bound);
     }
 
+    /// One attempt of a claimed event: its signing secrets, the attempt, its metrics and log
+    /// lines, and its record (which schedules the next attempt).
     async fn attempt_and_record(&self, claimed: &ClaimedEvent) {
         let event = &claimed.event;
         let event_id = event.event.event_id;
-        let number = event.attempts.saturating_add(1);
         let secrets = match self
             .service
             .directory()
@@ -678,18 +679,39 @@ impl Inner {
                 return;
             }
         };
+        let (attempt, span) = self.timed_attempt(event, &secrets).await;
+        self.metrics.observe_delivery(if attempt.success {
+            "success"
+        } else {
+            "failure"
+        });
+        let reason = failure_reason(&attempt);
+        if let Some(reason) = reason {
+            self.metrics.observe_delivery_failure(reason);
+        }
+        crate::trace::record_result(&span, reason.unwrap_or("delivered"));
+        let next_attempt_at = self.service.callbacks().next_attempt_at(event, &attempt);
+        self.log_attempt(event, &attempt, reason, next_attempt_at);
+        self.record(claimed, &attempt).await;
+    }
+
+    /// Sends attempt number `attempts + 1` of `event` in its trace span and times it.
+    async fn timed_attempt(
+        &self,
+        event: &OutboxEvent,
+        secrets: &CallbackSecrets,
+    ) -> (DeliveryAttempt, tracing::Span) {
+        let number = event.attempts.saturating_add(1);
         let started_at = self.clock.now();
         let began = Instant::now();
         let span = crate::trace::callback_span(
-            &event_id.to_string(),
+            &event.event.event_id.to_string(),
             &event.event.payment_id.to_string(),
             number,
         );
-        let outcome = tracing::Instrument::instrument(
-            self.attempt(event, &secrets, started_at),
-            span.clone(),
-        )
-        .await;
+        let outcome =
+            tracing::Instrument::instrument(self.attempt(event, secrets, started_at), span.clone())
+                .await;
         let duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
         let success = outcome.error.is_none();
         let attempt = DeliveryAttempt {
@@ -701,28 +723,33 @@ impl Inner {
             success,
             response_excerpt: outcome.excerpt,
         };
-        self.metrics
-            .observe_delivery(if success { "success" } else { "failure" });
-        let reason = failure_reason(&attempt);
-        if let Some(reason) = reason {
-            self.metrics.observe_delivery_failure(reason);
-        }
-        crate::trace::record_result(&span, reason.unwrap_or("delivered"));
-        let next_attempt_at = self.service.callbacks().next_attempt_at(event, &attempt);
+        (attempt, span)
+    }
+
+    /// The attempt's log line, and when it was the last one, the event's failure (a metric
+    /// and a warning).
+    fn log_attempt(
+        &self,
+        event: &OutboxEvent,
+        attempt: &DeliveryAttempt,
+        reason: Option<&'static str>,
+        next_attempt_at: Option<Timestamp>,
+    ) {
+        let event_id = event.event.event_id;
         let host = payments_core::event::destination_host(&event.destination);
         tracing::info!(
             %event_id,
             payment_id = %event.event.payment_id,
             host = host.as_str(),
-            attempt = number,
+            attempt = attempt.attempt,
             http_status = attempt.http_status.map_or(0, u64::from),
             reason = reason.unwrap_or("delivered"),
             error = attempt.error.as_deref().unwrap_or(""),
-            duration_ms,
+            duration_ms = attempt.duration_ms,
             next_attempt_at = next_attempt_at.map(|t| t.to_rfc3339()).as_deref().unwrap_or("-"),
             "callback attempt"
         );
-        if !success && next_attempt_at.is_none() {
+        if !attempt.success && next_attempt_at.is_none() {
             // The event is failed: nothing more is sent unless an operator resends it.
             self.metrics.observe_event_failed();
             tracing::warn!(
@@ -730,16 +757,21 @@ impl Inner {
                 payment_id = %event.event.payment_id,
                 project_id = %event.event.project_id,
                 host = host.as_str(),
-                attempts = number,
+                attempts = attempt.attempt,
                 http_status = attempt.http_status.map_or(0, u64::from),
                 last_error = attempt.error.as_deref().unwrap_or(""),
                 "callback failed: every attempt used; listed by `payments-server callbacks failed`"
             );
         }
+    }
+
+    /// Records the attempt; a record that fails leaves the event to come back with its lease.
+    async fn record(&self, claimed: &ClaimedEvent, attempt: &DeliveryAttempt) {
+        let event_id = claimed.event.event.event_id;
         match self
             .service
             .callbacks()
-            .record_attempt(claimed, &attempt)
+            .record_attempt(claimed, attempt)
             .await
         {
             Ok(AttemptRecorded::Stale) => {
@@ -805,7 +837,7 @@ impl Inner {
         .await;
         let error = match result {
             Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e),
+            Ok(Err(e)) => Some(e.to_string()),
             Err(_) => Some(format!(
                 "{} after {:?}",
                 Kind::Timeout.prefix(),
@@ -834,8 +866,8 @@ async fn exchange(
     read_limit: usize,
     http_status: &mut Option<u16>,
     excerpt: &mut Option<String>,
-) -> Result<(), String> {
-    let mut response = request.send().await.map_err(describe_send_error)?;
+) -> Result<(), ExchangeError> {
+    let mut response = request.send().await.map_err(ExchangeError::Send)?;
     let status = response.status();
     *http_status = Some(status.as_u16());
     let mut read = 0usize;
@@ -849,7 +881,7 @@ async fn exchange(
                 *excerpt = Some(response_excerpt(&start));
             }
             Ok(None) => break,
-            Err(e) => return Err(Kind::ResponseBroken.record(&error_chain(&e))),
+            Err(e) => return Err(ExchangeError::ResponseBroken(e)),
         }
     }
     *excerpt = Some(response_excerpt(&start));
@@ -857,23 +889,36 @@ async fn exchange(
     if status.is_success() {
         Ok(())
     } else if status.is_redirection() {
-        Err(format!(
-            "{} ({}) not followed",
-            Kind::Redirect.prefix(),
-            status.as_u16()
-        ))
+        Err(ExchangeError::Redirect(status))
     } else {
-        Err(format!("{} {}", Kind::HttpStatus.prefix(), status.as_u16()))
+        Err(ExchangeError::Status(status))
     }
+}
+
+/// Why an exchange got no successful answer; its text is what the attempt records.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    /// No response: the kind told from the error's causes.
+    #[error("{}", describe_send_error(.0))]
+    Send(#[source] reqwest::Error),
+    /// The body broke off.
+    #[error("{}", Kind::ResponseBroken.record(&error_chain(.0)))]
+    ResponseBroken(#[source] reqwest::Error),
+    /// A redirect, which is never followed.
+    #[error("{} ({}) not followed", Kind::Redirect.prefix(), .0.as_u16())]
+    Redirect(reqwest::StatusCode),
+    /// Any other status but a success.
+    #[error("{} {}", Kind::HttpStatus.prefix(), .0.as_u16())]
+    Status(reqwest::StatusCode),
 }
 
 /// The recorded text of a request that got no response: its kind, told from the error's
 /// causes by their types (the resolver's, the socket's, rustls'), then the causes' messages.
-fn describe_send_error(e: reqwest::Error) -> String {
-    match send_error_kind(&e) {
+fn describe_send_error(e: &reqwest::Error) -> String {
+    match send_error_kind(e) {
         // The policy's own sentence names the address and the name it was resolved from.
         (Kind::RefusedAddress, Some(policy)) => Kind::RefusedAddress.record(&policy),
-        (kind, _) => kind.record(&error_chain(&e)),
+        (kind, _) => kind.record(&error_chain(e)),
     }
 }
 

@@ -266,150 +266,165 @@ struct CurrencyLabels {
 
 impl Default for Metrics {
     fn default() -> Metrics {
-        let requests = Family::<RequestLabels, Counter>::default();
-        let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        let deliveries = Family::<OutcomeLabels, Counter>::default();
-        let delivery_failures = Family::<ReasonLabels, Counter>::default();
-        let events_failed = Counter::default();
-        let provider_calls = Family::<OutcomeLabels, Counter>::default();
-        let provider_latency =
-            Family::new_with_constructor(provider_histogram as fn() -> Histogram);
-        let provider_attempts = Family::<ProviderOutcomeLabels, Counter>::default();
-        let provider_attempt_latency =
-            Family::new_with_constructor(provider_histogram as fn() -> Histogram);
-        let provider_completed = Family::<ProviderLabels, Counter>::default();
-        let store_latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        let store_errors = Family::<CauseLabels, Counter>::default();
-        let build_info = Family::<BuildLabels, Gauge>::default();
         let stuck_creates = Family::<OutcomeLabels, Counter>::default();
-        let ledger_differences = Gauge::default();
-        let ledger_reconciliations = Counter::default();
-        let request_log_dropped = Counter::default();
         // Both outcomes from the start: an alert on `ambiguous` needs a series before the
         // first one.
         for outcome in ["recovered", "ambiguous"] {
             drop(stuck_creates.get_or_create(&OutcomeLabels { outcome }));
         }
-        let mut registry = Registry::default();
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            deliveries: Family::default(),
+            delivery_failures: Family::default(),
+            events_failed: Counter::default(),
+            provider_calls: Family::default(),
+            provider_latency: Family::new_with_constructor(provider_histogram as fn() -> Histogram),
+            provider_attempts: Family::default(),
+            provider_attempt_latency: Family::new_with_constructor(
+                provider_histogram as fn() -> Histogram,
+            ),
+            provider_completed: Family::default(),
+            store_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            store_errors: Family::default(),
+            build_info: Family::default(),
+            stuck_creates,
+            ledger_differences: Gauge::default(),
+            ledger_reconciliations: Counter::default(),
+            request_log_dropped: Counter::default(),
+            dropped_log_lines: std::sync::OnceLock::new(),
+            rate_ages: std::sync::OnceLock::new(),
+            provider_health: std::sync::OnceLock::new(),
+        };
+        // The registration order is the exposition's order.
+        metrics.register_requests();
+        metrics.register_callbacks();
+        metrics.register_providers();
+        metrics.register_store();
+        metrics.register_operations();
+        metrics
+    }
+}
+
+/// The registration of the process's metric families, one group per step of
+/// [`Metrics::default`].
+impl Metrics {
+    /// The HTTP requests: counts and latency.
+    fn register_requests(&mut self) {
         // Counters are exposed with `_total` appended: payments_http_requests_total.
-        registry.register(
+        self.registry.register(
             "payments_http_requests",
             "Requests by route, method and status",
-            requests.clone(),
+            self.requests.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_http_request_duration_seconds",
             "Request latency",
-            latency.clone(),
+            self.latency.clone(),
         );
-        registry.register(
+    }
+
+    /// The callback deliveries: attempts, failures by reason, events that failed.
+    fn register_callbacks(&mut self) {
+        self.registry.register(
             "payments_callback_attempts",
             "Callback delivery attempts by outcome",
-            deliveries.clone(),
+            self.deliveries.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_callback_attempt_failures",
             "Failed callback attempts by reason (timeout, connect, http_4xx, http_5xx, \
              redirect, forbidden_address, destination_refused, response, request)",
-            delivery_failures.clone(),
+            self.delivery_failures.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_callback_events_failed",
             "Callback events that used every attempt without a 2xx",
-            events_failed.clone(),
+            self.events_failed.clone(),
         );
-        registry.register(
+    }
+
+    /// The requisite providers: the service's calls, each provider's attempts, completions.
+    fn register_providers(&mut self) {
+        self.registry.register(
             "payments_provider_requests",
             "Requisite provider calls by outcome (issued, no_requisites, not_routable, \
              ambiguous, abandoned: the service's budget ended first)",
-            provider_calls.clone(),
+            self.provider_calls.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_provider_request_duration_seconds",
             "Requisite provider call latency by outcome",
-            provider_latency.clone(),
+            self.provider_latency.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_provider_attempts",
             "Calls of each requisite provider by outcome (issued, no_requisites, not_routable, \
              unavailable: not reached, ambiguous, abandoned): with several providers, one create \
              may call more than one",
-            provider_attempts.clone(),
+            self.provider_attempts.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_provider_attempt_duration_seconds",
             "Latency of each requisite provider's calls",
-            provider_attempt_latency.clone(),
+            self.provider_attempt_latency.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_provider_completed",
             "Payments a provider reported paid (completed by its notification): with the \
              issued attempts, each provider's conversion",
-            provider_completed.clone(),
+            self.provider_completed.clone(),
         );
-        registry.register(
+    }
+
+    /// The store calls: latency by kind, errors by cause.
+    fn register_store(&mut self) {
+        self.registry.register(
             "payments_store_operation_duration_seconds",
             "Store call latency by kind (read, write)",
-            store_latency.clone(),
+            self.store_latency.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_store_errors",
             "Store errors by cause (disk full, locked, io, closed, overloaded, other, \
              corrupt, conflict, duplicate, not found)",
-            store_errors.clone(),
+            self.store_errors.clone(),
         );
-        registry.register(
+    }
+
+    /// The background work and the build: stuck creates, ledger reconciliations, the request
+    /// log's drops, the build information.
+    fn register_operations(&mut self) {
+        self.registry.register(
             "payments_stuck_creates",
             "Payments the sweeper found still in created past 60 s (their create never \
              recorded the provider's answer), by outcome: recovered (the provider asked again \
              answered) or ambiguous (it could not say: error / provider_result_ambiguous)",
-            stuck_creates.clone(),
+            self.stuck_creates.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_ledger_differences",
             "Differences between the project balances and their payments and payouts that the \
              last ledger reconciliation found (0: every balance reconciles)",
-            ledger_differences.clone(),
+            self.ledger_differences.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_ledger_reconciliations",
             "Ledger reconciliations run (by the server's schedule or the operator)",
-            ledger_reconciliations.clone(),
+            self.ledger_reconciliations.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_request_log_dropped",
             "Merchant requests left out of the request log because its queue was full (the \
              request itself was answered as usual)",
-            request_log_dropped.clone(),
+            self.request_log_dropped.clone(),
         );
-        registry.register(
+        self.registry.register(
             "payments_build_info",
             "The running build: version and database schema version (always 1)",
-            build_info.clone(),
+            self.build_info.clone(),
         );
-        Metrics {
-            registry,
-            requests,
-            latency,
-            deliveries,
-            delivery_failures,
-            events_failed,
-            provider_calls,
-            provider_latency,
-            provider_attempts,
-            provider_attempt_latency,
-            provider_completed,
-            store_latency,
-            store_errors,
-            build_info,
-            stuck_creates,
-            ledger_differences,
-            ledger_reconciliations,
-            request_log_dropped,
-            dropped_log_lines: std::sync::OnceLock::new(),
-            rate_ages: std::sync::OnceLock::new(),
-            provider_health: std::sync::OnceLock::new(),
-        }
     }
 }
 
@@ -571,137 +586,17 @@ impl Metrics {
     /// The text exposition, with the store gauges and the signature batcher's counters read by
     /// the caller.
     pub fn render(&self, store: &StoreGauges, signatures: BatchStats) -> String {
-        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let payments = Family::<StatusLabels, Gauge>::default();
-        for (status, n) in &store.payments_by_status {
-            payments
-                .get_or_create(&StatusLabels {
-                    status: status.clone(),
-                })
-                .set(gauge(*n));
-        }
         // The store gauges are read per scrape: a registry of their own, rendered after the
         // counters, so a status that has no payments left disappears instead of going stale.
         let mut scrape = Registry::default();
-        scrape.register("payments_payments", "Payments stored, by status", payments);
-        let mut int = |name: &str, help: &str, v: Option<u64>| {
-            if let Some(v) = v {
-                let g = Gauge::<i64>::default();
-                g.set(gauge(v));
-                scrape.register(name, help, g);
-            }
-        };
-        int(
-            "payments_outbox_pending",
-            "Callback events waiting for delivery",
-            store.outbox_pending,
-        );
-        int(
-            "payments_outbox_failed",
-            "Failed callback events no resend has answered (payments-server callbacks failed)",
-            store.outbox_failed,
-        );
-        int(
-            "payments_callback_dispatch_held",
-            "1 while callback dispatch is held (payments-server callbacks release)",
-            store.dispatch_held.map(u64::from),
-        );
-        let mut float = |name: &str, help: &str, v: Option<f64>| {
-            if let Some(v) = v {
-                let g = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-                g.set(v);
-                scrape.register(name, help, g);
-            }
-        };
-        float(
-            "payments_outbox_oldest_pending_age_seconds",
-            "Age of the oldest callback event waiting for delivery (0 when none waits)",
-            store.oldest_pending_age,
-        );
-        float(
-            "payments_sweeper_lag_seconds",
-            "How long the most overdue payment has been due for the sweeper (0 when none is)",
-            store.sweeper_lag,
-        );
-        if !store.database_bytes.is_empty() {
-            let files = Family::<FileLabels, Gauge>::default();
-            for (file, n) in &store.database_bytes {
-                files.get_or_create(&FileLabels { file }).set(gauge(*n));
-            }
-            scrape.register(
-                "payments_database_size_bytes",
-                "Size of the database files (database, wal)",
-                files,
-            );
-        }
-        if let Some(source) = self.provider_health.get() {
-            let states = Family::<ProviderStateLabels, Gauge>::default();
-            let rates =
-                Family::<ProviderLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-            for (provider, state, rate) in (source.0)() {
-                for s in ["closed", "open", "half_open"] {
-                    states
-                        .get_or_create(&ProviderStateLabels {
-                            provider: provider.clone(),
-                            state: s,
-                        })
-                        .set(i64::from(s == state));
-                }
-                rates.get_or_create(&ProviderLabels { provider }).set(rate);
-            }
-            scrape.register(
-                "payments_provider_breaker",
-                "Each requisite provider's circuit breaker: 1 for its state (closed: routed to; \
-                 open: taken out after failures; half_open: one probe in flight)",
-                states,
-            );
-            scrape.register(
-                "payments_provider_issue_rate",
-                "Each requisite provider's recent share of calls that issued requisites (moving \
-                 average)",
-                rates,
-            );
-        }
-        if let Some(source) = self.rate_ages.get() {
-            let ages =
-                Family::<CurrencyLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-            for (currency, age) in (source.0)() {
-                ages.get_or_create(&CurrencyLabels { currency }).set(age);
-            }
-            scrape.register(
-                "payments_rate_age_seconds",
-                "Age of each currency's last good rate from the rate source (currency * until \
-                 the first good answer: the time since the start)",
-                ages,
-            );
-        }
-        let mut counter = |name: &str, help: &str, v: u64| {
-            let c = Counter::<u64>::default();
-            c.inc_by(v);
-            scrape.register(name, help, c);
-        };
-        counter(
-            "payments_signature_batches",
-            "Signature verifications run, a signature verified alone counting as a batch of one",
-            signatures.batches,
-        );
-        counter(
-            "payments_signatures_verified",
-            "Request signatures verified, alone or in batches",
-            signatures.signatures,
-        );
-        counter(
-            "payments_signature_batch_fallbacks",
-            "Batches of more than one signature that held a refused one",
-            signatures.fallbacks,
-        );
-        counter(
-            "payments_signature_batch_timeouts",
-            "Batches that stopped waiting for announced signatures at the batch wait bound",
-            signatures.timeouts,
-        );
+        register_store_counts(&mut scrape, store);
+        register_store_ages(&mut scrape, store);
+        self.register_provider_health(&mut scrape);
+        self.register_rate_ages(&mut scrape);
+        register_signatures(&mut scrape, signatures);
         if let Some(source) = self.dropped_log_lines.get() {
-            counter(
+            register_counter(
+                &mut scrape,
                 "payments_log_lines_dropped",
                 "Log lines dropped because standard error did not take them (8 MiB queued)",
                 source(),
@@ -714,6 +609,175 @@ impl Metrics {
             .expect("writing to a String does not fail");
         out
     }
+
+    /// `payments_provider_breaker` and `payments_provider_issue_rate`, when a source of the
+    /// providers' health is registered.
+    fn register_provider_health(&self, scrape: &mut Registry) {
+        let Some(source) = self.provider_health.get() else {
+            return;
+        };
+        let states = Family::<ProviderStateLabels, Gauge>::default();
+        let rates = Family::<ProviderLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        for (provider, state, rate) in (source.0)() {
+            for s in ["closed", "open", "half_open"] {
+                states
+                    .get_or_create(&ProviderStateLabels {
+                        provider: provider.clone(),
+                        state: s,
+                    })
+                    .set(i64::from(s == state));
+            }
+            rates.get_or_create(&ProviderLabels { provider }).set(rate);
+        }
+        scrape.register(
+            "payments_provider_breaker",
+            "Each requisite provider's circuit breaker: 1 for its state (closed: routed to; \
+             open: taken out after failures; half_open: one probe in flight)",
+            states,
+        );
+        scrape.register(
+            "payments_provider_issue_rate",
+            "Each requisite provider's recent share of calls that issued requisites (moving \
+             average)",
+            rates,
+        );
+    }
+
+    /// `payments_rate_age_seconds`, when a source of the rates' ages is registered.
+    fn register_rate_ages(&self, scrape: &mut Registry) {
+        let Some(source) = self.rate_ages.get() else {
+            return;
+        };
+        let ages = Family::<CurrencyLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        for (currency, age) in (source.0)() {
+            ages.get_or_create(&CurrencyLabels { currency }).set(age);
+        }
+        scrape.register(
+            "payments_rate_age_seconds",
+            "Age of each currency's last good rate from the rate source (currency * until \
+             the first good answer: the time since the start)",
+            ages,
+        );
+    }
+}
+
+/// A count as a gauge's value (saturating).
+fn saturating_gauge(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// An integer gauge `name`, left out when the store could not say.
+fn register_int(scrape: &mut Registry, name: &str, help: &str, v: Option<u64>) {
+    if let Some(v) = v {
+        let g = Gauge::<i64>::default();
+        g.set(saturating_gauge(v));
+        scrape.register(name, help, g);
+    }
+}
+
+/// A float gauge `name`, left out when the store could not say.
+fn register_float(scrape: &mut Registry, name: &str, help: &str, v: Option<f64>) {
+    if let Some(v) = v {
+        let g = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        g.set(v);
+        scrape.register(name, help, g);
+    }
+}
+
+/// A counter `name` at `v`.
+fn register_counter(scrape: &mut Registry, name: &str, help: &str, v: u64) {
+    let c = Counter::<u64>::default();
+    c.inc_by(v);
+    scrape.register(name, help, c);
+}
+
+/// The store's counts: payments by status, the outbox's pending and failed events, whether
+/// dispatch is held.
+fn register_store_counts(scrape: &mut Registry, store: &StoreGauges) {
+    let payments = Family::<StatusLabels, Gauge>::default();
+    for (status, n) in &store.payments_by_status {
+        payments
+            .get_or_create(&StatusLabels {
+                status: status.clone(),
+            })
+            .set(saturating_gauge(*n));
+    }
+    scrape.register("payments_payments", "Payments stored, by status", payments);
+    register_int(
+        scrape,
+        "payments_outbox_pending",
+        "Callback events waiting for delivery",
+        store.outbox_pending,
+    );
+    register_int(
+        scrape,
+        "payments_outbox_failed",
+        "Failed callback events no resend has answered (payments-server callbacks failed)",
+        store.outbox_failed,
+    );
+    register_int(
+        scrape,
+        "payments_callback_dispatch_held",
+        "1 while callback dispatch is held (payments-server callbacks release)",
+        store.dispatch_held.map(u64::from),
+    );
+}
+
+/// The store's ages and sizes: the oldest pending event, the sweeper's lag, the database files.
+fn register_store_ages(scrape: &mut Registry, store: &StoreGauges) {
+    register_float(
+        scrape,
+        "payments_outbox_oldest_pending_age_seconds",
+        "Age of the oldest callback event waiting for delivery (0 when none waits)",
+        store.oldest_pending_age,
+    );
+    register_float(
+        scrape,
+        "payments_sweeper_lag_seconds",
+        "How long the most overdue payment has been due for the sweeper (0 when none is)",
+        store.sweeper_lag,
+    );
+    if !store.database_bytes.is_empty() {
+        let files = Family::<FileLabels, Gauge>::default();
+        for (file, n) in &store.database_bytes {
+            files
+                .get_or_create(&FileLabels { file })
+                .set(saturating_gauge(*n));
+        }
+        scrape.register(
+            "payments_database_size_bytes",
+            "Size of the database files (database, wal)",
+            files,
+        );
+    }
+}
+
+/// The signature batcher's counters.
+fn register_signatures(scrape: &mut Registry, signatures: BatchStats) {
+    register_counter(
+        scrape,
+        "payments_signature_batches",
+        "Signature verifications run, a signature verified alone counting as a batch of one",
+        signatures.batches,
+    );
+    register_counter(
+        scrape,
+        "payments_signatures_verified",
+        "Request signatures verified, alone or in batches",
+        signatures.signatures,
+    );
+    register_counter(
+        scrape,
+        "payments_signature_batch_fallbacks",
+        "Batches of more than one signature that held a refused one",
+        signatures.fallbacks,
+    );
+    register_counter(
+        scrape,
+        "payments_signature_batch_timeouts",
+        "Batches that stopped waiting for announced signatures at the batch wait bound",
+        signatures.timeouts,
+    );
 }
 
 #[cfg(test)]

@@ -84,12 +84,16 @@ async fn the_quickstart_fails_on_an_unexpected_answer() {
     wrong.operator_token = "op_wrong".into();
     let err = quickstart(&wrong)
         .await
-        .expect_err("a wrong operator token fails");
+        .expect_err("a wrong operator token fails")
+        .to_string();
     assert!(err.starts_with("confirm: 401 token_invalid"), "{err}");
 
     let mut wrong = server.creds().clone();
     wrong.token = format!("{}x", server.creds().token.expose()).into();
-    let err = quickstart(&wrong).await.expect_err("a wrong token fails");
+    let err = quickstart(&wrong)
+        .await
+        .expect_err("a wrong token fails")
+        .to_string();
     assert!(err.starts_with("create: FixCredentials"), "{err}");
     server.stop().await;
 }
@@ -462,7 +466,8 @@ async fn a_private_ca_is_named_and_trusted_with_ca_file() {
         .with_http_client(args.http_client(reqwest::Client::builder()).expect("http"));
     let e = create_with_retries(&untrusting, &body, &once, |_| {})
         .await
-        .expect_err("an untrusted certificate is refused");
+        .expect_err("an untrusted certificate is refused")
+        .to_string();
     assert!(e.contains("the TLS handshake failed"), "{e}");
     assert!(e.contains("--ca-file"), "{e}");
 
