@@ -66,6 +66,7 @@
 pub mod admission;
 pub mod app;
 pub mod balance;
+pub mod batch;
 pub mod deadline;
 pub mod dispatcher;
 pub mod error;

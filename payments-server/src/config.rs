@@ -691,7 +691,7 @@ pub struct Tuning {
     #[serde(with = "duration")]
     pub body_timeout: Duration,
     /// Most signatures of concurrent requests verified in one Ed25519 batch (default 64; 1
-    /// verifies each request's alone). See `payments_core::service::SignatureBatcher`.
+    /// verifies each request's alone). See `payments_http::batch::SignatureBatcher`.
     pub signature_batch: usize,
     /// Longest a request waits for the other signatures of its batch; default `1ms` (the
     /// runtime's timer rounds up to whole milliseconds). A request alone does not wait.
@@ -741,7 +741,7 @@ impl Default for Tuning {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(10),
-            signature_batch: payments_core::service::DEFAULT_MAX_BATCH,
+            signature_batch: payments_http::batch::DEFAULT_MAX_BATCH,
             signature_batch_wait: Duration::from_millis(1),
             signature_batch_min: 1,
             ledger_reconcile_interval: Duration::from_secs(24 * 3600),

@@ -3,6 +3,7 @@
 //! works), runs the APIs, the cabinet, the callback dispatcher (unless `callback_dispatch` is
 //! off) and the lifecycle sweeper, and shuts down gracefully.
 
+use payments_http::batch::SignatureBatcher;
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -1387,7 +1388,8 @@ async fn service_over(
         ports.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         rng,
     )
-    .with_catalog(Arc::new(catalog));
+    .with_catalog(Arc::new(catalog))
+    .with_verifier(signature_batcher(settings));
     let service = PaymentService::new(
         ports,
         service_config(settings, sealing),
@@ -1433,15 +1435,22 @@ fn service_config(settings: &Settings, sealing: SealingKeys) -> ServiceConfig {
     }
 }
 
-/// The core's authentication settings: the environment's, with the trusted proxies and the
-/// signature batching of the settings.
+/// The core's authentication settings: the environment's, with the trusted proxies of the
+/// settings.
 fn auth_config(settings: &Settings) -> AuthConfig {
     let mut auth = AuthConfig::for_environment(settings.environment);
     auth.trusted_proxies = settings.listen.trusted_proxies.clone();
-    auth.signature_batch = settings.tuning.signature_batch;
-    auth.signature_batch_wait = settings.tuning.signature_batch_wait;
-    auth.signature_batch_min = settings.tuning.signature_batch_min;
     auth
+}
+
+/// The merchant API's signature verifier: concurrent requests' signatures verified in
+/// batches of the settings' size and wait.
+fn signature_batcher(settings: &Settings) -> Arc<SignatureBatcher> {
+    let t = &settings.tuning;
+    Arc::new(
+        SignatureBatcher::new(t.signature_batch.max(1), t.signature_batch_wait)
+            .with_min_fill(t.signature_batch_min),
+    )
 }
 
 /// The environment rule of the core ([`PaymentService::record_environment`]) as a start

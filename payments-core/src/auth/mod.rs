@@ -12,6 +12,7 @@ pub mod nonce;
 mod sf;
 pub mod signature;
 pub mod token;
+pub mod verifier;
 
 pub use allowlist::{
     canonical_network, client_ip, AllowListError, IpAllowList, IpRefusal, UnknownClient,

@@ -7,9 +7,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::{Announced, Gate};
+use super::Gate;
 use crate::auth::nonce::nonce_expires_at;
 use crate::auth::token::parse_bearer;
+use crate::auth::verifier::{announce, Announcement};
 use crate::auth::{
     client_ip, Endpoint, Environment, HttpRequestParts, IpAllowList, IpRefusal, MissingScope,
     PreparedSignature, SignatureError, SignaturePolicy, TokenHash, TokenRefusal,
@@ -33,23 +34,6 @@ pub struct AuthConfig {
     pub policy: SignaturePolicy,
     /// Return the server's signature base in `401 signature_invalid` (sandbox only).
     pub signature_debug: bool,
-    /// Most signatures of concurrent requests verified in one batch ([`SignatureBatcher`]);
-    /// 1 verifies each request's alone. [`DEFAULT_MAX_BATCH`] by default.
-    ///
-    /// [`SignatureBatcher`]: crate::service::SignatureBatcher
-    /// [`DEFAULT_MAX_BATCH`]: crate::service::DEFAULT_MAX_BATCH
-    pub signature_batch: usize,
-    /// Longest a request waits for the other signatures of its batch
-    /// ([`DEFAULT_MAX_WAIT`](crate::service::DEFAULT_MAX_WAIT) by default); a request alone
-    /// does not wait.
-    pub signature_batch_wait: std::time::Duration,
-    /// Signatures a batch waits for at least, within `signature_batch_wait`, once batches form
-    /// ([`SignatureBatcher::with_min_fill`]); 1 (the default) waits for none beyond the
-    /// requests announced before the batch and those the recent rate brings in a quarter of
-    /// the wait (see [`SignatureBatcher`](super::SignatureBatcher)).
-    ///
-    /// [`SignatureBatcher::with_min_fill`]: crate::service::SignatureBatcher::with_min_fill
-    pub signature_batch_min: usize,
 }
 
 impl From<Environment> for AuthConfig {
@@ -68,9 +52,6 @@ impl AuthConfig {
             trusted_proxies: Vec::new(),
             policy: SignaturePolicy::strict(),
             signature_debug: environment == Environment::Sandbox,
-            signature_batch: super::batch::DEFAULT_MAX_BATCH,
-            signature_batch_wait: super::batch::DEFAULT_MAX_WAIT,
-            signature_batch_min: 1,
         }
     }
 }
@@ -447,7 +428,9 @@ impl Gate<'_> {
             .map(PreparedSignature::keyid);
         // A well-formed signature will most likely be verified: a batch started by a
         // concurrent request meanwhile waits for it (dropped, it waits no more).
-        let announced = keyid.is_some().then(|| self.batcher.announce());
+        let announced = keyid
+            .is_some()
+            .then(|| announce(self.ports.verifier.as_ref()));
         let (found, payment) = self.lookup(req, hash.as_bytes(), keyid).await?;
         let (token, project, merchant) =
             admit_token(found.token, found.project, found.merchant, &hash, now)?;
@@ -512,7 +495,7 @@ impl Gate<'_> {
         self,
         prepared: Result<PreparedSignature, SignatureError>,
         key: Option<KeyRecord>,
-        announced: Option<Announced<'_>>,
+        announced: Option<Announcement<'_>>,
         project: ProjectId,
         now: Timestamp,
     ) -> Result<PendingNonce, AuthError> {
@@ -525,13 +508,14 @@ impl Gate<'_> {
         // decompression of its bytes is cached.
         let key = key
             .filter(|k| k.revoked_at.is_none())
-            .and_then(|k| self.batcher.key(&k.public_key))
+            .and_then(|k| self.ports.verifier.key(&k.public_key))
             .ok_or_else(|| debug(prepared.unknown_keyid()))?;
-        let announced = announced.unwrap_or_else(|| self.batcher.announce());
+        let announced = announced.unwrap_or_else(|| announce(self.ports.verifier.as_ref()));
         let valid = self
-            .batcher
+            .ports
+            .verifier
             .verify(
-                announced,
+                announced.redeem(),
                 key,
                 prepared.signature_base().as_bytes(),
                 prepared.signature(),

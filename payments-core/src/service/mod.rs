@@ -2,7 +2,6 @@
 //! provider, the state machine and the store. It decides; adapters carry out.
 
 mod auth;
-mod batch;
 mod callbacks;
 mod create;
 mod events;
@@ -20,6 +19,7 @@ mod scans;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::auth::verifier::SignatureVerifier;
 use crate::bank::BankCatalog;
 use crate::callback::address::AddressPolicy;
 use crate::callback::resolve_destination;
@@ -37,12 +37,12 @@ use crate::store::{AttemptRecorded, ClaimedEvent, NonceUse, PaymentChange, Store
 use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
+pub use crate::auth::verifier::BatchStats;
 pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
     AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, RequestFormError,
     SINGLE_VALUE_HEADERS,
 };
-pub use batch::{Announced, BatchStats, SignatureBatcher, DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT};
 pub use callbacks::{
     describe_filter, resend_budget_message, BulkResend, PurgeReport, ResentPayment, Retention,
     SkippedPayment, CALLBACK_HOLD_SETTING, MAX_FAILED_BATCH,
@@ -161,6 +161,9 @@ pub struct Ports {
     pub rng: Arc<dyn RandomSource>,
     /// The bank catalog.
     pub catalog: Arc<BankCatalog>,
+    /// Verifies requests' signatures ([`AloneVerifier`](crate::auth::verifier::AloneVerifier)
+    /// by default; `payments-http`'s batcher verifies concurrent ones together).
+    pub verifier: Arc<dyn SignatureVerifier>,
 }
 
 impl Ports {
@@ -179,7 +182,14 @@ impl Ports {
             clock,
             rng,
             catalog: Arc::new(BankCatalog::embedded()),
+            verifier: Arc::new(crate::auth::verifier::AloneVerifier::default()),
         }
+    }
+
+    /// The same ports with another signature verifier.
+    pub fn with_verifier(mut self, verifier: Arc<dyn SignatureVerifier>) -> Ports {
+        self.verifier = verifier;
+        self
     }
 
     /// The same ports with another bank catalog (a file of your own, `bank_catalog`).
@@ -305,8 +315,6 @@ pub struct ServiceState {
     config: Arc<ServiceConfig>,
     auth: Arc<AuthConfig>,
     wakers: std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>,
-    /// Verifies the signatures of concurrent requests together (shared by every clone).
-    batcher: SignatureBatcher,
     /// The merchants this process is provisioning now (shared by every clone): a second call
     /// for one of them is busy, as one on another node is through the store's turn.
     provisioning: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -442,8 +450,6 @@ impl PaymentService {
         let state = ServiceState {
             ports: Arc::new(ports),
             config: Arc::new(config),
-            batcher: SignatureBatcher::new(auth.signature_batch.max(1), auth.signature_batch_wait)
-                .with_min_fill(auth.signature_batch_min),
             auth: Arc::new(auth),
             wakers: Default::default(),
             provisioning: Default::default(),
@@ -513,7 +519,7 @@ impl ServiceState {
 impl Gate<'_> {
     /// The signature batcher's counters (batches, signatures, fallbacks, timeouts).
     pub fn signature_batches(self) -> BatchStats {
-        self.batcher.stats()
+        self.ports.verifier.stats()
     }
 }
 

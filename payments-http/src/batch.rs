@@ -1,4 +1,5 @@
-//! Verifying the signatures of concurrent requests in batches ([`auth::batch`]).
+//! Verifying the signatures of concurrent requests in batches ([`auth::batch`]): the
+//! merchant API's [`SignatureVerifier`], which the core's gate asks through its port.
 //!
 //! A request that will verify a signature [announces](SignatureBatcher::announce) it before
 //! it reads its credentials; when it has its key it [submits](SignatureBatcher::verify) the
@@ -38,7 +39,7 @@
 //! verifies its signature alone; a leader whose task is dropped while it waits verifies and
 //! answers its batch in the drop.
 //!
-//! [`auth::batch`]: crate::auth::batch
+//! [`auth::batch`]: payments_core::auth::batch
 
 use std::future::Future;
 use std::pin::Pin;
@@ -50,8 +51,10 @@ use std::time::Duration;
 use ed25519_dalek::Signature;
 use futures_channel::oneshot;
 
-use crate::auth::batch::{verify_alone, verify_each, CachedKey, Check, KeyCache};
-use crate::clock::Clock;
+use async_trait::async_trait;
+use payments_core::auth::batch::{verify_alone, verify_each, CachedKey, Check, KeyCache};
+use payments_core::auth::verifier::{announce, Announcement, BatchStats, SignatureVerifier};
+use payments_core::Clock;
 
 /// How many signatures a batch holds at most by default.
 pub const DEFAULT_MAX_BATCH: usize = 64;
@@ -66,21 +69,6 @@ pub const FILL_BUDGET_DIVISOR: u32 = 4;
 /// which a server short of work (a few clients, each waiting for its answer) pays in
 /// throughput: 3 % fewer creates/s at 4 connections when batches waited for two.
 pub const MIN_RATE_FILL: usize = 3;
-
-/// Counters of a [`SignatureBatcher`], for tests and metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BatchStats {
-    /// Batches verified (a signature verified alone counts as a batch of one).
-    pub batches: u64,
-    /// Signatures verified in them.
-    pub signatures: u64,
-    /// Batches of more than one signature that held a refused one (refused by the checks
-    /// before the batch equation, or found when the equation failed and each signature was
-    /// verified alone).
-    pub fallbacks: u64,
-    /// Batches that stopped waiting at `max_wait`.
-    pub timeouts: u64,
-}
 
 /// The batches of concurrent requests' signatures, and the cache of decompressed keys.
 pub struct SignatureBatcher {
@@ -197,33 +185,6 @@ struct Entry {
     reply: Option<oneshot::Sender<bool>>,
 }
 
-/// An announced signature: hand it to [`SignatureBatcher::verify`], or drop it when the
-/// request ends before its signature is verified.
-#[must_use = "an announcement that is neither verified nor dropped holds up the batch until its bound"]
-pub struct Announced<'a> {
-    batcher: &'a SignatureBatcher,
-    seq: u64,
-    live: bool,
-}
-
-impl std::fmt::Debug for Announced<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Announced")
-            .field("live", &self.live)
-            .finish()
-    }
-}
-
-impl Drop for Announced<'_> {
-    fn drop(&mut self) {
-        if self.live {
-            let mut q = self.batcher.lock();
-            q.resolve(self.seq);
-            self.batcher.wake_leader_if_ready(&mut q);
-        }
-    }
-}
-
 impl SignatureBatcher {
     /// Batches of at most `max_batch` signatures, for which a request waits at most
     /// `max_wait`.
@@ -255,106 +216,22 @@ impl SignatureBatcher {
         self
     }
 
-    /// The decompressed key of `bytes`, from the cache when seen before; `None` when the bytes
-    /// are not a point on the curve.
-    pub fn key(&self, bytes: &[u8; 32]) -> Option<CachedKey> {
-        self.keys.get(bytes)
-    }
-
-    /// The counters so far.
-    pub fn stats(&self) -> BatchStats {
-        BatchStats {
-            batches: self.batches.load(Ordering::Relaxed),
-            signatures: self.signatures.load(Ordering::Relaxed),
-            fallbacks: self.fallbacks.load(Ordering::Relaxed),
-            timeouts: self.timeouts.load(Ordering::Relaxed),
-        }
-    }
-
     /// Announces a signature that this request is about to verify, so that a batch started
     /// meanwhile waits for it (within its bound).
-    pub fn announce(&self) -> Announced<'_> {
-        let mut q = self.lock();
-        q.announced += 1;
-        let seq = q.next_seq;
-        q.next_seq += 1;
-        Announced {
-            batcher: self,
-            seq,
-            live: true,
-        }
+    pub fn announce(&self) -> Announcement<'_> {
+        announce(self)
     }
 
-    /// Verifies `signature` of `message` by `key` with `verify_strict`'s answer, in a batch
-    /// with the signatures of concurrent requests. `clock` bounds the wait.
+    /// [`SignatureVerifier::verify`] of an announcement.
     pub async fn verify(
         &self,
-        mut announced: Announced<'_>,
+        announced: Announcement<'_>,
         key: CachedKey,
         message: &[u8],
         signature: &Signature,
         clock: &dyn Clock,
     ) -> bool {
-        announced.live = false;
-        let now = clock.now().unix_millis();
-        let receiver = {
-            let mut q = self.lock();
-            q.rate.tick(now);
-            q.resolve(announced.seq);
-            let leads = q.pending.is_empty();
-            if self.max_batch == 1 || (leads && q.announced == 0 && q.last_batch <= 1) {
-                // Alone, with no sign of concurrent requests: nothing to wait for.
-                q.last_batch = 1;
-                drop(q);
-                self.count(1, false);
-                return verify_alone(&Check {
-                    key: &key,
-                    message,
-                    signature,
-                });
-            }
-            let (reply, receiver) = if leads {
-                (None, None)
-            } else {
-                let (tx, rx) = oneshot::channel();
-                (Some(tx), Some(rx))
-            };
-            if leads {
-                // Wait for the requests announced so far, not for later ones, and for the
-                // signatures expected soon at the recent rate.
-                q.horizon = q.next_seq;
-                q.waiting_for = q.announced;
-                let expected = Some(q.rate.expected_in(self.max_wait / FILL_BUDGET_DIVISOR))
-                    .filter(|n| *n >= MIN_RATE_FILL)
-                    .unwrap_or(1);
-                q.fill = q
-                    .ceiling
-                    .map_or(expected, |c| expected.min(c))
-                    .clamp(self.min_fill, self.max_batch);
-            }
-            q.pending.push(Entry {
-                key,
-                message: message.to_vec(),
-                signature: *signature,
-                reply,
-            });
-            if !leads {
-                self.wake_leader_if_ready(&mut q);
-            }
-            receiver
-        };
-        match receiver {
-            Some(rx) => match rx.await {
-                Ok(valid) => valid,
-                // The leader went away without answering: verify alone.
-                Err(_) => verify_alone(&Check {
-                    key: &key,
-                    message,
-                    signature,
-                }),
-            },
-            None => self.lead(clock).await,
-        }
+        SignatureVerifier::verify(self, announced.redeem(), key, message, signature, clock).await
     }
 
     /// Waits for the batch to fill (within the bound), verifies it and answers the others;
@@ -502,20 +379,122 @@ impl Drop for LeaderGuard<'_> {
     }
 }
 
+#[async_trait]
+impl SignatureVerifier for SignatureBatcher {
+    fn open_ticket(&self) -> u64 {
+        let mut q = self.lock();
+        q.announced += 1;
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        seq
+    }
+
+    fn withdraw(&self, ticket: u64) {
+        let mut q = self.lock();
+        q.resolve(ticket);
+        self.wake_leader_if_ready(&mut q);
+    }
+
+    fn key(&self, bytes: &[u8; 32]) -> Option<CachedKey> {
+        self.keys.get(bytes)
+    }
+
+    /// Verifies `signature` of `message` by `key` with `verify_strict`'s answer, in a batch
+    /// with the signatures of concurrent requests. `clock` bounds the wait.
+    async fn verify(
+        &self,
+        ticket: u64,
+        key: CachedKey,
+        message: &[u8],
+        signature: &Signature,
+        clock: &dyn Clock,
+    ) -> bool {
+        let now = clock.now().unix_millis();
+        let receiver = {
+            let mut q = self.lock();
+            q.rate.tick(now);
+            q.resolve(ticket);
+            let leads = q.pending.is_empty();
+            if self.max_batch == 1 || (leads && q.announced == 0 && q.last_batch <= 1) {
+                // Alone, with no sign of concurrent requests: nothing to wait for.
+                q.last_batch = 1;
+                drop(q);
+                self.count(1, false);
+                return verify_alone(&Check {
+                    key: &key,
+                    message,
+                    signature,
+                });
+            }
+            let (reply, receiver) = if leads {
+                (None, None)
+            } else {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            };
+            if leads {
+                // Wait for the requests announced so far, not for later ones, and for the
+                // signatures expected soon at the recent rate.
+                q.horizon = q.next_seq;
+                q.waiting_for = q.announced;
+                let expected = Some(q.rate.expected_in(self.max_wait / FILL_BUDGET_DIVISOR))
+                    .filter(|n| *n >= MIN_RATE_FILL)
+                    .unwrap_or(1);
+                q.fill = q
+                    .ceiling
+                    .map_or(expected, |c| expected.min(c))
+                    .clamp(self.min_fill, self.max_batch);
+            }
+            q.pending.push(Entry {
+                key,
+                message: message.to_vec(),
+                signature: *signature,
+                reply,
+            });
+            if !leads {
+                self.wake_leader_if_ready(&mut q);
+            }
+            receiver
+        };
+        match receiver {
+            Some(rx) => match rx.await {
+                Ok(valid) => valid,
+                // The leader went away without answering: verify alone.
+                Err(_) => verify_alone(&Check {
+                    key: &key,
+                    message,
+                    signature,
+                }),
+            },
+            None => self.lead(clock).await,
+        }
+    }
+
+    /// The counters so far.
+    fn stats(&self) -> BatchStats {
+        BatchStats {
+            batches: self.batches.load(Ordering::Relaxed),
+            signatures: self.signatures.load(Ordering::Relaxed),
+            fallbacks: self.fallbacks.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use ed25519_dalek::{Signer, SigningKey};
     use futures_util::future::join_all;
 
     use super::*;
-    use crate::clock::Sleep;
+    use payments_core::clock::Sleep;
 
     /// A clock whose timers never fire: a batch ends only when filled.
     struct NeverClock;
 
     impl Clock for NeverClock {
-        fn now(&self) -> crate::Timestamp {
-            crate::Timestamp::from_unix_secs(0)
+        fn now(&self) -> payments_core::Timestamp {
+            payments_core::Timestamp::from_unix_secs(0)
         }
         fn sleep(&self, _: Duration) -> Sleep {
             Box::pin(futures_util::future::pending())
@@ -526,8 +505,8 @@ mod tests {
     struct ImmediateClock;
 
     impl Clock for ImmediateClock {
-        fn now(&self) -> crate::Timestamp {
-            crate::Timestamp::from_unix_secs(0)
+        fn now(&self) -> payments_core::Timestamp {
+            payments_core::Timestamp::from_unix_secs(0)
         }
         fn sleep(&self, _: Duration) -> Sleep {
             Box::pin(futures_util::future::ready(()))
@@ -723,8 +702,8 @@ mod tests {
     }
 
     impl Clock for ManualClock {
-        fn now(&self) -> crate::Timestamp {
-            crate::Timestamp::from_unix_millis(self.ms.load(Ordering::Relaxed))
+        fn now(&self) -> payments_core::Timestamp {
+            payments_core::Timestamp::from_unix_millis(self.ms.load(Ordering::Relaxed))
         }
         fn sleep(&self, _: Duration) -> Sleep {
             if self.fire.load(Ordering::Relaxed) {
