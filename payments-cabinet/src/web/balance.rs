@@ -8,7 +8,8 @@
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use payments_core::ledger::{Balance, EntryKind, LedgerEntry, Statement, Usdt};
-use payments_core::store::EntryQuery;
+use payments_core::project::Project;
+use payments_core::store::{EntryQuery, StoreError};
 use payments_core::Timestamp;
 use time::macros::format_description;
 use time::{Date, OffsetDateTime};
@@ -194,7 +195,7 @@ pub(crate) async fn page(
 ) -> PageResult {
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let service = st.cabinet.service();
-    let failed = |e: payments_core::store::StoreError| error_page(e, &st);
+    let failed = |e: StoreError| error_page(e, &st);
     let balance = service
         .balances()
         .balance(project.id)
@@ -239,24 +240,9 @@ pub(crate) async fn page(
         .statement(project.id, period.start(), period.end())
         .await
         .map_err(failed)?;
-    let after = cursor::<u64>(&q.after);
-    // Newest first, the cursor's time bounds the range too (see `export::entries_csv`).
-    let created_to = match after {
-        Some((t, _)) => period.end().min(t + std::time::Duration::from_millis(1)),
-        None => period.end(),
-    };
-    let mut found = service
-        .store()
-        .find_entries(&EntryQuery {
-            created_from: Some(period.start()),
-            created_to: Some(created_to),
-            after,
-            ..EntryQuery::new(project.id, PAGE_SIZE + 1)
-        })
+    let (found, more) = page_entries(&st, &project, period, &q.after)
         .await
         .map_err(failed)?;
-    let more = found.len() > PAGE_SIZE;
-    found.truncate(PAGE_SIZE);
     page.next = more.then(|| {
         let last = found.last().expect("a full page has a last row");
         format!(
@@ -275,6 +261,36 @@ pub(crate) async fn page(
     page.from = from;
     page.to = to;
     Ok(html(StatusCode::OK, &page))
+}
+
+/// A page of the period's entries, newest first, after the cursor `after`, and whether more
+/// follow.
+async fn page_entries(
+    st: &CabinetState,
+    project: &Project,
+    period: Period,
+    after: &str,
+) -> Result<(Vec<LedgerEntry>, bool), StoreError> {
+    let after = cursor::<u64>(after);
+    // Newest first, the cursor's time bounds the range too (see `export::entries_csv`).
+    let created_to = match after {
+        Some((t, _)) => period.end().min(t + std::time::Duration::from_millis(1)),
+        None => period.end(),
+    };
+    let mut found = st
+        .cabinet
+        .service()
+        .store()
+        .find_entries(&EntryQuery {
+            created_from: Some(period.start()),
+            created_to: Some(created_to),
+            after,
+            ..EntryQuery::new(project.id, PAGE_SIZE + 1)
+        })
+        .await?;
+    let more = found.len() > PAGE_SIZE;
+    found.truncate(PAGE_SIZE);
+    Ok((found, more))
 }
 
 /// `GET /projects/{id}/balance/entries.csv?from=YYYY-MM-DD&to=YYYY-MM-DD`: the period's

@@ -6,8 +6,8 @@ use axum::response::Response;
 use payments_core::auth::keys::{KeyConfirmation, KeyConfirmationError};
 use payments_core::auth::Scope;
 use payments_core::ids::{KeyId, TokenId};
-use payments_core::project::Project;
-use payments_core::service::{AdminError, TokenRequest};
+use payments_core::project::{Project, TokenRecord};
+use payments_core::service::{AdminError, NewToken, TokenRequest};
 
 use super::extract::{FormData, Signed};
 use super::i18n::{tr, trf};
@@ -64,17 +64,8 @@ pub(crate) async fn create_token(
     {
         Ok(issued) => issued,
         Err(e) if e.code() == payments_core::ErrorCode::BadRequest => {
-            let text = e.to_string();
-            let (field, label) = if text.starts_with("name: ") {
-                ("name", tr("Name"))
-            } else if text.starts_with("expires: ") {
-                ("expires", tr("Expires"))
-            } else {
-                ("scopes", tr("Scopes"))
-            };
-            let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m);
-            // The field's name in the page's language, the core's message as it is.
-            return refuse(field, format!("{label}: {message}")).await;
+            let (field, message) = token_refusal(&e);
+            return refuse(field, message).await;
         }
         Err(e) => return Err(error_page(e, &st)),
     };
@@ -88,32 +79,57 @@ pub(crate) async fn create_token(
                 project: Some(project.id),
                 action: "token.issue",
                 target: &issued.record.id.to_string(),
-                detail: Some(match issued.record.expires_at {
-                    Some(at) => format!(
-                        "\"{}\", prefix {}, expires {}",
-                        issued.record.name.as_deref().unwrap_or_default(),
-                        issued.record.prefix,
-                        when_text(at)
-                    ),
-                    None => format!(
-                        "\"{}\", prefix {}, no expiry",
-                        issued.record.name.as_deref().unwrap_or_default(),
-                        issued.record.prefix
-                    ),
-                }),
+                detail: Some(token_detail(&issued.record)),
             },
         )
         .await
         .or_page(&st)?;
+    let slot = token_slot(&project, &issued);
+    Ok(once::show_once(&st, signed.current.session.id, slot).await)
+}
+
+/// A refused token form's field and message: the field's name in the page's language, the
+/// core's message as it is.
+fn token_refusal(e: &AdminError) -> (&'static str, String) {
+    let text = e.to_string();
+    let (field, label) = if text.starts_with("name: ") {
+        ("name", tr("Name"))
+    } else if text.starts_with("expires: ") {
+        ("expires", tr("Expires"))
+    } else {
+        ("scopes", tr("Scopes"))
+    };
+    let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m);
+    (field, format!("{label}: {message}"))
+}
+
+/// The audit log's detail of an issued token: its name, prefix and expiry.
+fn token_detail(record: &TokenRecord) -> String {
+    match record.expires_at {
+        Some(at) => format!(
+            "\"{}\", prefix {}, expires {}",
+            record.name.as_deref().unwrap_or_default(),
+            record.prefix,
+            when_text(at)
+        ),
+        None => format!(
+            "\"{}\", prefix {}, no expiry",
+            record.name.as_deref().unwrap_or_default(),
+            record.prefix
+        ),
+    }
+}
+
+/// The new token, shown once, on the page the answer leads to: a reload there issues nothing.
+fn token_slot(project: &Project, issued: &NewToken) -> Slot {
     let scopes: Vec<&str> = issued.record.scopes.iter().map(|s| s.as_str()).collect();
-    // Shown once, on the page this answer leads to: a reload there issues nothing.
     let until = issued
         .record
         .expires_at
         .map_or(tr("works until revoked").to_string(), |at| {
             trf("expires {time}", &[("time", &when_text(at))])
         });
-    let slot = Slot::Value {
+    Slot::Value {
         title: trf("{project}: new token", &[("project", &project.name)]),
         section: "projects".into(),
         heading: tr("Your new API token").into(),
@@ -131,9 +147,8 @@ pub(crate) async fn create_token(
             tr("Send it as Authorization: Bearer <token>. The list shows only its prefix from now on.")
                 .into(),
         ],
-        back: access_path(&project, "", "tokens"),
-    };
-    Ok(once::show_once(&st, signed.current.session.id, slot).await)
+        back: access_path(project, "", "tokens"),
+    }
 }
 
 pub(crate) async fn revoke_token_page(
@@ -169,7 +184,7 @@ async fn own_token(
     st: &CabinetState,
     project: &Project,
     token: &str,
-) -> Result<payments_core::project::TokenRecord, Response> {
+) -> Result<TokenRecord, Response> {
     let not_found = || PageError::NotFound.render(st);
     let id: TokenId = token.parse().map_err(|_| not_found())?;
     st.cabinet

@@ -46,34 +46,23 @@ pub(crate) struct DeliveryFilters {
     flash: Option<String>,
 }
 
-pub(crate) async fn deliveries(
-    State(st): State<CabinetState>,
-    signed: Signed,
-    Path(id): Path<String>,
-    Query(f): Query<DeliveryFilters>,
-) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
-    let state = DeliveryState::parse(f.state.trim());
-    let query = EventQuery {
-        project: project.id,
-        state,
-        payment: f.payment.trim().parse().ok(),
-        event: None,
-        created_from: date(&f.from),
-        created_to: date(&f.to).map(|t| t + DAY),
-        before: cursor::<EventId>(&f.before),
-        limit: PAGE_SIZE + 1,
-    };
-    let mut found = st
-        .cabinet
-        .service()
-        .callbacks()
-        .events_page(&query)
-        .await
-        .or_page(&st)?;
-    let more = found.len() > PAGE_SIZE;
-    found.truncate(PAGE_SIZE);
-    let next = more.then(|| {
+impl DeliveryFilters {
+    /// The list query of the filters: one row more than a page, to know whether more follow.
+    fn query(&self, project: &Project) -> EventQuery {
+        EventQuery {
+            project: project.id,
+            state: DeliveryState::parse(self.state.trim()),
+            payment: self.payment.trim().parse().ok(),
+            event: None,
+            created_from: date(&self.from),
+            created_to: date(&self.to).map(|t| t + DAY),
+            before: cursor::<EventId>(&self.before),
+            limit: PAGE_SIZE + 1,
+        }
+    }
+
+    /// The link to the next page, after the last of the (full) page `found`.
+    fn next_link(&self, project: &Project, found: &[EventRecord]) -> String {
         let last = &found
             .last()
             .expect("a full page has a last row")
@@ -82,28 +71,65 @@ pub(crate) async fn deliveries(
         format!(
             "/projects/{}/deliveries?state={}&payment={}&from={}&to={}&before={}_{}",
             project.id,
-            encode(&f.state),
-            encode(&f.payment),
-            encode(&f.from),
-            encode(&f.to),
+            encode(&self.state),
+            encode(&self.payment),
+            encode(&self.from),
+            encode(&self.to),
             last.created_at.unix_millis(),
             last.event_id
         )
-    });
-    let notice = f.recovered.map(|n| {
-        let text = trf(
-            "Resent the callbacks of {count} payments; {skipped} skipped.",
-            &[("count", &n), ("skipped", &f.skipped.unwrap_or(0))],
-        );
-        if f.more == Some(true) {
-            format!(
-                "{text} {}",
-                tr("More undelivered events remain: resend again.")
-            )
+    }
+
+    /// After a recovery: how many payments were resent and skipped, and whether more remain.
+    fn recovery_notice(&self) -> Option<String> {
+        self.recovered.map(|n| {
+            let text = trf(
+                "Resent the callbacks of {count} payments; {skipped} skipped.",
+                &[("count", &n), ("skipped", &self.skipped.unwrap_or(0))],
+            );
+            if self.more == Some(true) {
+                format!(
+                    "{text} {}",
+                    tr("More undelivered events remain: resend again.")
+                )
+            } else {
+                text
+            }
+        })
+    }
+
+    /// The date the recovery form starts from: the filter's, else a day ago.
+    fn since(&self, st: &CabinetState) -> String {
+        if self.from.trim().is_empty() {
+            (st.cabinet.service().ports().clock.now() - DAY)
+                .to_rfc3339()
+                .chars()
+                .take(10)
+                .collect()
         } else {
-            text
+            self.from.trim().to_string()
         }
-    });
+    }
+}
+
+pub(crate) async fn deliveries(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(f): Query<DeliveryFilters>,
+) -> PageResult {
+    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let state = DeliveryState::parse(f.state.trim());
+    let mut found = st
+        .cabinet
+        .service()
+        .callbacks()
+        .events_page(&f.query(&project))
+        .await
+        .or_page(&st)?;
+    let more = found.len() > PAGE_SIZE;
+    found.truncate(PAGE_SIZE);
+    let next = more.then(|| f.next_link(&project, &found));
     let flash = once::flash(
         &st,
         signed.current.session.id,
@@ -121,17 +147,9 @@ pub(crate) async fn deliveries(
         )
         .section("projects")
         .crumbs(vec![Link::new("/projects", tr("Projects and API"))])
-        .notice(notice);
+        .notice(f.recovery_notice());
     let chrome = once::with_errors(chrome, flash.as_ref());
-    let since = if f.from.trim().is_empty() {
-        (st.cabinet.service().ports().clock.now() - DAY)
-            .to_rfc3339()
-            .chars()
-            .take(10)
-            .collect()
-    } else {
-        f.from.trim().to_string()
-    };
+    let since = f.since(&st);
     let page = ok(&Deliveries {
         chrome,
         tab: "deliveries",

@@ -37,7 +37,7 @@ use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 
 use extract::{FormData, Signed};
@@ -120,7 +120,19 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// The cabinet as a router. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`
 /// so that sessions, throttling and the audit log see the client address.
 pub fn router(state: CabinetState) -> Router {
-    use axum::routing::post;
+    Router::new()
+        .merge(sign_in_routes())
+        .merge(project_routes())
+        .merge(payment_routes())
+        .merge(security_routes())
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
+        .with_state(state)
+}
+
+/// The home page, health, assets, language and the sign-in pages.
+fn sign_in_routes() -> Router<CabinetState> {
     Router::new()
         .route("/", get(home))
         .route("/healthz", get(|| async { "ok" }))
@@ -135,6 +147,11 @@ pub fn router(state: CabinetState) -> Router {
         .route("/sign-in/enrol", get(auth::enrol_page).post(auth::enrol))
         .route("/sign-out", post(auth::sign_out))
         .route("/invite/{token}", get(auth::invite_page).post(auth::invite))
+}
+
+/// A project's pages: the access page and its forms, payments, balance, deliveries, requests.
+fn project_routes() -> Router<CabinetState> {
+    Router::new()
         .route("/projects", get(projects::list))
         .route("/projects/{id}", get(projects::access))
         .route("/projects/{id}/tokens", post(credentials::create_token))
@@ -175,6 +192,11 @@ pub fn router(state: CabinetState) -> Router {
             get(deliveries::event_resend_page).post(deliveries::event_resend),
         )
         .route("/projects/{id}/requests", get(requests::page))
+}
+
+/// The search, the payment card and its operations, and the payer's page.
+fn payment_routes() -> Router<CabinetState> {
+    Router::new()
         .route("/payments/search", get(search::search))
         .route("/payments/{id}", get(payments::card))
         .route("/payments/{id}/test/paid", post(operations::test_paid))
@@ -190,6 +212,15 @@ pub fn router(state: CabinetState) -> Router {
             "/payments/{id}/resend",
             get(operations::resend_page).post(operations::resend),
         )
+        .route("/pay/{token}", get(payer::show))
+        .route("/pay/{token}/status", get(payer::status))
+        .route("/pay/assets/payer.css", get(payer::stylesheet))
+        .route("/pay/assets/payer.js", get(payer::script))
+}
+
+/// The security page and its forms, the audit log and the once-shown values.
+fn security_routes() -> Router<CabinetState> {
+    Router::new()
         .route("/security", get(security::page))
         .route("/security/password", post(security::change_password))
         .route("/security/recovery-codes", post(security::regenerate_codes))
@@ -204,14 +235,6 @@ pub fn router(state: CabinetState) -> Router {
         )
         .route("/audit", get(security::audit))
         .route("/shown/{slot}", get(once::shown))
-        .route("/pay/{token}", get(payer::show))
-        .route("/pay/{token}/status", get(payer::status))
-        .route("/pay/assets/payer.css", get(payer::stylesheet))
-        .route("/pay/assets/payer.js", get(payer::script))
-        .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES))
-        .with_state(state)
 }
 
 async fn home(current: Option<Signed>) -> Redirect {

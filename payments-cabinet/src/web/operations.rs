@@ -4,7 +4,10 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use payments_core::amount::Amount;
+use axum::response::Response;
+use payments_core::amount::{Amount, AmountError};
+use payments_core::payment::Payment;
+use payments_core::project::Project;
 use payments_core::transition::{RecheckOutcome, Trigger};
 
 use super::extract::{FormData, Signed};
@@ -16,6 +19,23 @@ use super::state::CabinetState;
 use super::views::{status_text, Confirm};
 use crate::accounts::{Change, Client};
 
+/// A refused operation form: the text shown on the card, under the payment's status.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OperationFormError {
+    /// The amount field does not parse.
+    #[error("amount: {0}")]
+    Amount(#[source] AmountError),
+    /// An amount with a resolution other than `completed`.
+    #[error("amount: only with status completed")]
+    AmountWithoutCompleted,
+    /// A resolution status the service does not know.
+    #[error("status: must be completed, canceled or unchanged")]
+    Status,
+}
+
+/// Why an operation was refused: the card's status and the reason it shows.
+type Refusal = (StatusCode, String);
+
 /// Runs a payment operation for the signed-in user and shows the card again through a
 /// redirect: after a refusal the card shows the reason once, with its status (`409`/`400`).
 async fn run_operation(
@@ -23,66 +43,20 @@ async fn run_operation(
     signed: &Signed,
     client: &Client,
     id: &str,
-    trigger: Result<Trigger, String>,
+    trigger: Result<Trigger, OperationFormError>,
     test: bool,
 ) -> PageResult {
     let (payment, project) = visible_payment(st, &signed.current, id).await?;
-    let service = st.cabinet.service();
-    let actor = signed.current.actor();
     let result = match trigger {
-        Err(m) => Err((StatusCode::BAD_REQUEST, m)),
-        // The sandbox buttons: the test helpers' operation, allowed to the project's users.
-        Ok(t) if test => service
-            .payments()
-            .test_outcome(&project, &payment.id.to_string(), t.clone(), &actor)
-            .await
-            .map(|_| t)
-            .map_err(|e| {
-                let e = payments_core::ApiError::from(e);
-                (status(&e), e.message)
-            }),
-        // The merchant's "send callback" of a closed payment, test or live (the spec's manual
-        // resend): the merchant API's operation (`POST /api/v1/payments/{id}/resend`).
-        Ok(Trigger::ResendCallback) if !signed.current.is_support() => service
-            .callbacks()
-            .resend_payment_callback(&project, payment.id, &actor)
-            .await
-            .map(|_| Trigger::ResendCallback)
-            .map_err(|e| (status(&e), e.message)),
-        // Support's operations: the operator's.
-        Ok(t) if signed.current.is_support() => service
-            .payments()
-            .operate(payment.id, t.clone(), &actor)
-            .await
-            .map(|_| t)
-            .map_err(|e| {
-                let e = payments_core::ApiError::from(e);
-                (status(&e), e.message)
-            }),
-        Ok(_) => return Err(PageError::NotFound.render(st)),
+        Err(e) => Err((StatusCode::BAD_REQUEST, e.to_string())),
+        Ok(t) => match perform(st, signed, &payment, &project, t, test).await {
+            Some(result) => result,
+            None => return Err(PageError::NotFound.render(st)),
+        },
     };
     match result {
         Ok(trigger) => {
-            let name = if test || (payment.is_test() && !signed.current.is_support()) {
-                format!("test_payment.{}", trigger.name())
-            } else {
-                format!("payment.{}", trigger.name())
-            };
-            st.cabinet
-                .audit_log()
-                .change(
-                    &signed.current,
-                    client,
-                    Change {
-                        merchant: project.merchant_id,
-                        project: Some(project.id),
-                        action: &name,
-                        target: &payment.id.to_string(),
-                        detail: None,
-                    },
-                )
-                .await
-                .or_page(st)?;
+            audit(st, signed, client, &payment, &project, &trigger, test).await?;
             let done = if matches!(trigger, Trigger::ResendCallback) {
                 "resent"
             } else {
@@ -104,6 +78,81 @@ async fn run_operation(
     }
 }
 
+/// Asks the service for the operation: the sandbox buttons, the merchant's resend of the
+/// callback, or support's operations. `None` when the signed-in user may not run it.
+async fn perform(
+    st: &CabinetState,
+    signed: &Signed,
+    payment: &Payment,
+    project: &Project,
+    trigger: Trigger,
+    test: bool,
+) -> Option<Result<Trigger, Refusal>> {
+    let service = st.cabinet.service();
+    let actor = signed.current.actor();
+    let refused = |e: payments_core::ApiError| (status(&e), e.message);
+    let result = match trigger {
+        // The sandbox buttons: the test helpers' operation, allowed to the project's users.
+        t if test => service
+            .payments()
+            .test_outcome(project, &payment.id.to_string(), t.clone(), &actor)
+            .await
+            .map(|_| t)
+            .map_err(|e| refused(e.into())),
+        // The merchant's "send callback" of a closed payment, test or live (the spec's manual
+        // resend): the merchant API's operation (`POST /api/v1/payments/{id}/resend`).
+        Trigger::ResendCallback if !signed.current.is_support() => service
+            .callbacks()
+            .resend_payment_callback(project, payment.id, &actor)
+            .await
+            .map(|_| Trigger::ResendCallback)
+            .map_err(refused),
+        // Support's operations: the operator's.
+        t if signed.current.is_support() => service
+            .payments()
+            .operate(payment.id, t.clone(), &actor)
+            .await
+            .map(|_| t)
+            .map_err(|e| refused(e.into())),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// Writes the operation done into the audit log (`payment.*`, or `test_payment.*` for the
+/// sandbox's).
+async fn audit(
+    st: &CabinetState,
+    signed: &Signed,
+    client: &Client,
+    payment: &Payment,
+    project: &Project,
+    trigger: &Trigger,
+    test: bool,
+) -> Result<(), Response> {
+    let name = if test || (payment.is_test() && !signed.current.is_support()) {
+        format!("test_payment.{}", trigger.name())
+    } else {
+        format!("payment.{}", trigger.name())
+    };
+    st.cabinet
+        .audit_log()
+        .change(
+            &signed.current,
+            client,
+            Change {
+                merchant: project.merchant_id,
+                project: Some(project.id),
+                action: &name,
+                target: &payment.id.to_string(),
+                detail: None,
+            },
+        )
+        .await
+        .or_page(st)?;
+    Ok(())
+}
+
 pub(crate) fn status(e: &payments_core::ApiError) -> StatusCode {
     match e.code {
         payments_core::ErrorCode::BadRequest => StatusCode::BAD_REQUEST,
@@ -115,14 +164,14 @@ pub(crate) fn status(e: &payments_core::ApiError) -> StatusCode {
     }
 }
 
-fn amount(s: &str) -> Result<Option<Amount>, String> {
+fn amount(s: &str) -> Result<Option<Amount>, OperationFormError> {
     let s = s.trim();
     if s.is_empty() {
         return Ok(None);
     }
     Amount::parse(s)
         .map(Some)
-        .map_err(|e| format!("amount: {e}"))
+        .map_err(OperationFormError::Amount)
 }
 
 pub(crate) async fn test_paid(
@@ -193,9 +242,9 @@ pub(crate) async fn resolve(
             ("canceled", None) => RecheckOutcome::Canceled,
             ("unchanged", None) => RecheckOutcome::Unchanged,
             ("canceled" | "unchanged", Some(_)) => {
-                return Err("amount: only with status completed".to_string())
+                return Err(OperationFormError::AmountWithoutCompleted)
             }
-            _ => return Err("status: must be completed, canceled or unchanged".to_string()),
+            _ => return Err(OperationFormError::Status),
         };
         Ok(Trigger::ResolveRecheck(outcome))
     });

@@ -11,7 +11,7 @@ use axum::response::Response;
 use payments_core::auth::Scope;
 use payments_core::callback::ROTATION_OVERLAP;
 use payments_core::ids::{KeyId, ProjectId, TokenId};
-use payments_core::project::{Merchant, Project};
+use payments_core::project::{KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::Timestamp;
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use super::once::{self, Flash};
 use super::page::{error_page, ok, OrPage, PageError, PageResult};
 use super::state::CabinetState;
 use super::views::{
-    when, when_text, Access, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
+    when, when_text, Access, Chrome, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
     ProjectView, Projects, SecretLine, TokenRow,
 };
 use crate::accounts::Current;
@@ -208,7 +208,47 @@ async fn access_page(
         .await
         .map_err(render)?;
     let now = service.ports().clock.now();
-    let mut tokens: Vec<TokenRow> = tokens
+    let tokens = token_rows(&tokens, &used, now);
+    let keys = store.keys(project.id).await.map_err(render)?;
+    let keys = key_rows(&keys, draft.highlight_key.as_deref());
+    let secrets = store.callback_secrets(project.id).await.map_err(render)?;
+    let secret_lines = secret_status(&secrets, now);
+    let chrome = access_chrome(st, current, project, &draft);
+    Ok(Access {
+        chrome,
+        tab: "access",
+        project: project_view(project, merchant),
+        tokens,
+        scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
+        keys,
+        token_name: draft.token_name,
+        lifetimes: TOKEN_LIFETIMES
+            .iter()
+            .map(|days| (*days, lifetime_label(days)))
+            .collect(),
+        token_lifetime: draft.token_lifetime,
+        allow_list: draft
+            .allow_list
+            .unwrap_or_else(|| project.ip_allow_list.join("\n")),
+        allow_errors: draft.allow_errors,
+        callback_url: draft.callback_url.unwrap_or_else(|| {
+            project
+                .callback_url
+                .as_ref()
+                .map(|u| u.as_str().to_string())
+                .unwrap_or_default()
+        }),
+        secrets: secret_lines,
+    })
+}
+
+/// The access page's tokens, the usable ones first, newest first.
+fn token_rows(
+    tokens: &[TokenRecord],
+    used: &[(TokenId, Timestamp)],
+    now: Timestamp,
+) -> Vec<TokenRow> {
+    let mut rows: Vec<TokenRow> = tokens
         .iter()
         .map(|t| {
             let (created, created_text) = when(t.created_at);
@@ -241,11 +281,14 @@ async fn access_page(
             }
         })
         .collect();
-    tokens.sort_by(|a, b| b.active.cmp(&a.active).then(b.created.cmp(&a.created)));
-    let mut keys: Vec<KeyRow> = store
-        .keys(project.id)
-        .await
-        .map_err(render)?
+    rows.sort_by(|a, b| b.active.cmp(&a.active).then(b.created.cmp(&a.created)));
+    rows
+}
+
+/// The access page's signing keys, the active ones first, newest first; `highlight` is the
+/// key just added.
+fn key_rows(keys: &[KeyRecord], highlight: Option<&str>) -> Vec<KeyRow> {
+    let mut rows: Vec<KeyRow> = keys
         .iter()
         .map(|k| {
             let (created, created_text) = when(k.created_at);
@@ -258,13 +301,16 @@ async fn access_page(
                     None => tr("active").into(),
                 },
                 active: k.revoked_at.is_none(),
-                highlight: draft.highlight_key.as_deref() == Some(k.keyid.as_str()),
+                highlight: highlight == Some(k.keyid.as_str()),
             }
         })
         .collect();
-    keys.sort_by(|a, b| b.active.cmp(&a.active).then(b.created.cmp(&a.created)));
-    let secrets = store.callback_secrets(project.id).await.map_err(render)?;
-    let secret_lines = secret_status(&secrets, now);
+    rows.sort_by(|a, b| b.active.cmp(&a.active).then(b.created.cmp(&a.created)));
+    rows
+}
+
+/// The access page's chrome, with the draft's notice and the refused form's errors.
+fn access_chrome(st: &CabinetState, current: &Current, project: &Project, draft: &Draft) -> Chrome {
     let mut chrome = st
         .chrome(
             trf(
@@ -275,9 +321,9 @@ async fn access_page(
         )
         .section("projects")
         .crumbs(vec![Link::new("/projects", tr("Projects and API"))])
-        .notice(draft.notice);
-    for (field, message) in draft.errors {
-        chrome = chrome.error(&field, message);
+        .notice(draft.notice.clone());
+    for (field, message) in &draft.errors {
+        chrome = chrome.error(field, message.clone());
     }
     for e in &draft.allow_errors {
         chrome = chrome.error(
@@ -288,32 +334,7 @@ async fn access_page(
             ),
         );
     }
-    Ok(Access {
-        chrome,
-        tab: "access",
-        project: project_view(project, merchant),
-        tokens,
-        scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
-        keys,
-        token_name: draft.token_name,
-        lifetimes: TOKEN_LIFETIMES
-            .iter()
-            .map(|days| (*days, lifetime_label(days)))
-            .collect(),
-        token_lifetime: draft.token_lifetime,
-        allow_list: draft
-            .allow_list
-            .unwrap_or_else(|| project.ip_allow_list.join("\n")),
-        allow_errors: draft.allow_errors,
-        callback_url: draft.callback_url.unwrap_or_else(|| {
-            project
-                .callback_url
-                .as_ref()
-                .map(|u| u.as_str().to_string())
-                .unwrap_or_default()
-        }),
-        secrets: secret_lines,
-    })
+    chrome
 }
 
 /// The status of a project's callback secrets (newest first, at most two): when the current

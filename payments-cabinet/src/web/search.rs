@@ -44,6 +44,9 @@ pub(crate) struct SearchPage {
     pub(crate) next: Option<String>,
 }
 
+/// The fields in error, each with its message.
+type FieldErrors = Vec<(&'static str, String)>;
+
 /// The search's query string.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(crate) struct SearchForm {
@@ -72,7 +75,7 @@ impl SearchForm {
     }
 
     /// The list query of the filters besides the box, or the fields in error.
-    fn list_query(&self) -> Result<PaymentListQuery, Vec<(&'static str, String)>> {
+    fn list_query(&self) -> Result<PaymentListQuery, FieldErrors> {
         let mut errors = Vec::new();
         let mut q = PaymentListQuery {
             limit: PAGE_SIZE,
@@ -141,45 +144,17 @@ pub(crate) async fn search(
     Query(f): Query<SearchForm>,
 ) -> PageResult {
     let projects = searchable_projects(&st, &signed.current).await?;
-    let status: Option<PaymentStatus> = f.status.parse().ok();
     let mut chrome = st
         .chrome(tr("Search payments"), Some(&signed.current))
         .section("search");
-    let mut page = SearchPage {
-        chrome: chrome.clone(),
-        q: f.q.clone(),
-        statuses: PaymentStatus::ALL
-            .iter()
-            .map(|s| Choice {
-                value: s.as_str(),
-                selected: Some(*s) == status,
-            })
-            .collect(),
-        from: f.from.clone(),
-        to: f.to.clone(),
-        read_as: None,
-        projects: projects.len(),
-        payments: Vec::new(),
-        next: None,
-    };
+    let mut page = search_page(chrome.clone(), &f, projects.len());
     let searched =
         !(f.q.trim().is_empty() && f.status.is_empty() && f.from.is_empty() && f.to.is_empty());
     if !searched {
         return Ok(ok(&page));
     }
-    let term = if f.q.trim().is_empty() {
-        None
-    } else {
-        match SearchTerm::parse(&f.q) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                page.chrome = chrome.error("q", e.0);
-                return Ok(html(StatusCode::BAD_REQUEST, &page));
-            }
-        }
-    };
-    let query = match f.list_query() {
-        Ok(q) => q,
+    let (term, query) = match read_form(&f) {
+        Ok(read) => read,
         Err(errors) => {
             for (field, message) in errors {
                 chrome = chrome.error(field, message);
@@ -188,34 +163,9 @@ pub(crate) async fn search(
             return Ok(html(StatusCode::BAD_REQUEST, &page));
         }
     };
-    let names = |id| {
-        projects
-            .iter()
-            .find(|p| p.id == id)
-            .map(|p| p.name.clone())
-            .unwrap_or_default()
-    };
-    let row = |p: &Payment| {
-        let (created, created_text) = when(p.created_at);
-        SearchRow {
-            row: PaymentRow {
-                id: p.id.to_string(),
-                created,
-                created_text,
-                merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
-                amount: p.amount.to_string(),
-                currency: p.currency.as_str().to_string(),
-                method: p.payment_method.as_str().to_string(),
-                status: p.status.as_str().to_string(),
-                test: p.is_test(),
-            },
-            project_id: p.project_id.to_string(),
-            project_name: names(p.project_id),
-        }
-    };
+    page.read_as = term.as_ref().map(read_as);
     let found = match &term {
         Some(SearchTerm::PaymentId(id)) => {
-            page.read_as = Some(trf("a payment id: {id}", &[("id", id)]));
             let payment = st
                 .cabinet
                 .service()
@@ -231,21 +181,7 @@ pub(crate) async fn search(
         }
         term => {
             let query = match term {
-                Some(t) => {
-                    page.read_as = Some(match t {
-                        SearchTerm::RequisiteLast4(l) => trf(
-                            "the last 4 digits of a card or phone: {digits}",
-                            &[("digits", l)],
-                        ),
-                        SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
-                        SearchTerm::MerchantPaymentIdPrefix(p) => trf(
-                            "the start of merchant_payment_id: {prefix}",
-                            &[("prefix", p)],
-                        ),
-                        SearchTerm::PaymentId(_) => unreachable!("looked up above"),
-                    });
-                    t.narrow(query)
-                }
+                Some(t) => t.narrow(query),
                 None => query,
             };
             let found = st
@@ -261,6 +197,79 @@ pub(crate) async fn search(
             found.payments
         }
     };
-    page.payments = found.iter().map(row).collect();
+    page.payments = found.iter().map(|p| search_row(p, &projects)).collect();
     Ok(ok(&page))
+}
+
+/// The search page as the form was filled, nothing found yet.
+fn search_page(chrome: Chrome, f: &SearchForm, projects: usize) -> SearchPage {
+    let status: Option<PaymentStatus> = f.status.parse().ok();
+    SearchPage {
+        chrome,
+        q: f.q.clone(),
+        statuses: PaymentStatus::ALL
+            .iter()
+            .map(|s| Choice {
+                value: s.as_str(),
+                selected: Some(*s) == status,
+            })
+            .collect(),
+        from: f.from.clone(),
+        to: f.to.clone(),
+        read_as: None,
+        projects,
+        payments: Vec::new(),
+        next: None,
+    }
+}
+
+/// The box's term (none when it is empty) and the list query of the other filters, or the
+/// fields in error: the box's alone when it is refused, else the other filters'.
+fn read_form(f: &SearchForm) -> Result<(Option<SearchTerm>, PaymentListQuery), FieldErrors> {
+    let term = if f.q.trim().is_empty() {
+        None
+    } else {
+        Some(SearchTerm::parse(&f.q).map_err(|e| vec![("q", e.0)])?)
+    };
+    Ok((term, f.list_query()?))
+}
+
+/// What the box was read as, shown above the payments found.
+fn read_as(term: &SearchTerm) -> String {
+    match term {
+        SearchTerm::PaymentId(id) => trf("a payment id: {id}", &[("id", id)]),
+        SearchTerm::RequisiteLast4(l) => trf(
+            "the last 4 digits of a card or phone: {digits}",
+            &[("digits", l)],
+        ),
+        SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
+        SearchTerm::MerchantPaymentIdPrefix(p) => trf(
+            "the start of merchant_payment_id: {prefix}",
+            &[("prefix", p)],
+        ),
+    }
+}
+
+/// One payment found, with the name of its project.
+fn search_row(p: &Payment, projects: &[Project]) -> SearchRow {
+    let (created, created_text) = when(p.created_at);
+    SearchRow {
+        row: PaymentRow {
+            id: p.id.to_string(),
+            created,
+            created_text,
+            merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
+            amount: p.amount.to_string(),
+            currency: p.currency.as_str().to_string(),
+            method: p.payment_method.as_str().to_string(),
+            status: p.status.as_str().to_string(),
+            test: p.is_test(),
+        },
+        project_id: p.project_id.to_string(),
+        project_name: projects
+            .iter()
+            .find(|x| x.id == p.project_id)
+            .map(|x| x.name.clone())
+            .unwrap_or_default(),
+    }
 }

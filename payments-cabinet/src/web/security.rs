@@ -1,6 +1,6 @@
 //! The security page (password change, recovery codes, sessions) and the audit log.
 
-use crate::store::{AuditQuery, Role};
+use crate::store::{AuditQuery, CabinetAuditRecord, Role};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -521,27 +521,26 @@ pub(crate) async fn audit(
         result: f.result.clone(),
         email,
         filtered: query.action.is_some() || query.success.is_some() || query.email.is_some(),
-        records: page
-            .records
-            .iter()
-            .map(|r| {
-                let (at, at_text) = when(r.at);
-                AuditRow {
-                    at,
-                    at_text,
-                    email: r.email.clone(),
-                    address: r.address.clone().unwrap_or_default(),
-                    action: r.action.clone(),
-                    action_text: action_text(&r.action),
-                    success: r.success,
-                    project: r.project_id.map(|p| p.to_string()),
-                    target: r.target.clone(),
-                    detail: r.detail.clone().unwrap_or_default(),
-                }
-            })
-            .collect(),
+        records: page.records.iter().map(audit_row).collect(),
         next,
     }))
+}
+
+/// One record of the audit log as the page lists it.
+fn audit_row(r: &CabinetAuditRecord) -> AuditRow {
+    let (at, at_text) = when(r.at);
+    AuditRow {
+        at,
+        at_text,
+        email: r.email.clone(),
+        address: r.address.clone().unwrap_or_default(),
+        action: r.action.clone(),
+        action_text: action_text(&r.action),
+        success: r.success,
+        project: r.project_id.map(|p| p.to_string()),
+        target: r.target.clone(),
+        detail: r.detail.clone().unwrap_or_default(),
+    }
 }
 
 #[cfg(test)]
