@@ -127,25 +127,50 @@ fn string<'v>(field: &str, v: &'v Value) -> Result<&'v str, RequestError> {
     v.as_str().ok_or_else(|| bad(field, "must be a string"))
 }
 
+/// The body's members in the order of [`FIELDS`]: an unknown or repeated field is refused,
+/// and `null` for an optional field is the same as leaving it out.
+fn fields_of(body: &[u8]) -> Result<[Option<Value>; 9], RequestError> {
+    let Members(members) =
+        serde_json::from_slice(body).map_err(|e| RequestError::NotAnObject(e.to_string()))?;
+    let mut slots: [Option<Value>; 9] = Default::default();
+    for (k, v) in members {
+        let i = FIELDS
+            .iter()
+            .position(|f| *f == k)
+            .ok_or_else(|| bad(&k, "unknown field"))?;
+        if slots[i].is_some() {
+            return Err(bad(&k, "duplicate field"));
+        }
+        slots[i] = Some(v);
+    }
+    Ok(slots.map(|s| s.filter(|v| !v.is_null())))
+}
+
+/// `bank_code`: a string of at most 200 characters, trimmed; blank is none.
+fn bank_code(v: &Value) -> Result<Option<String>, RequestError> {
+    let s = string("bank_code", v)?.trim();
+    if s.chars().count() > 200 {
+        return Err(bad("bank_code", "must be at most 200 characters"));
+    }
+    Ok((!s.is_empty()).then(|| s.to_string()))
+}
+
+/// `metadata`: an object without a repeated key (read from the raw `body`, which the parsed
+/// value no longer shows) whose entries [`Metadata::from_json`] accepts.
+fn metadata_of(v: &Value, body: &[u8]) -> Result<Metadata, RequestError> {
+    if v.is_object() {
+        if let Some(key) = duplicate_metadata_key(body) {
+            return Err(bad("metadata", format!("duplicate key {key:?}")));
+        }
+    }
+    Metadata::from_json(v).map_err(|e| bad("metadata", e))
+}
+
 impl CreatePayment {
     /// Parses and validates a raw body. `policy` decides which callback URLs are acceptable.
     pub fn parse(body: &[u8], policy: AddressPolicy) -> Result<CreatePayment, RequestError> {
-        let Members(members) =
-            serde_json::from_slice(body).map_err(|e| RequestError::NotAnObject(e.to_string()))?;
-        let mut slots: [Option<Value>; 9] = Default::default();
-        for (k, v) in members {
-            let i = FIELDS
-                .iter()
-                .position(|f| *f == k)
-                .ok_or_else(|| bad(&k, "unknown field"))?;
-            if slots[i].is_some() {
-                return Err(bad(&k, "duplicate field"));
-            }
-            slots[i] = Some(v);
-        }
-        // `null` for an optional field is the same as leaving it out.
         let [mpid, amount, method, currency, geo, bank, intrabank, callback, metadata] =
-            slots.map(|s| s.filter(|v| !v.is_null()));
+            fields_of(body)?;
 
         let mpid = mpid.ok_or_else(|| bad("merchant_payment_id", "is required"))?;
         let merchant_payment_id = MerchantPaymentId::parse(string("merchant_payment_id", &mpid)?)
@@ -174,16 +199,7 @@ impl CreatePayment {
             Some(v) => CountryCode::parse(string("geo_code", &v)?)
                 .ok_or_else(|| bad("geo_code", "must be two Latin letters"))?,
         };
-        let bank_code = match bank {
-            None => None,
-            Some(v) => {
-                let s = string("bank_code", &v)?.trim();
-                if s.chars().count() > 200 {
-                    return Err(bad("bank_code", "must be at most 200 characters"));
-                }
-                (!s.is_empty()).then(|| s.to_string())
-            }
-        };
+        let bank_code = bank.map(|v| bank_code(&v)).transpose()?.flatten();
         let is_intrabank = match intrabank {
             None => false,
             Some(v) => v
@@ -196,14 +212,7 @@ impl CreatePayment {
         };
         let metadata = match metadata {
             None => Metadata::default(),
-            Some(v) => {
-                if v.is_object() {
-                    if let Some(key) = duplicate_metadata_key(body) {
-                        return Err(bad("metadata", format!("duplicate key {key:?}")));
-                    }
-                }
-                Metadata::from_json(&v).map_err(|e| bad("metadata", e))?
-            }
+            Some(v) => metadata_of(&v, body)?,
         };
         Ok(CreatePayment {
             metadata,

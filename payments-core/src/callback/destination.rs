@@ -111,6 +111,52 @@ pub enum CallbackHost<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CallbackUrl(Url);
 
+/// The host a callback may go to under `policy`: a name (not `localhost` unless local
+/// addresses are allowed) or an address [`check_ip`] accepts.
+fn check_host(url: &Url, policy: AddressPolicy) -> Result<(), CallbackUrlError> {
+    match url.host() {
+        None => return Err(CallbackUrlError::MissingHost),
+        Some(Host::Domain(domain)) => {
+            // A trailing dot names the same host ("localhost." is localhost).
+            let name = domain.strip_suffix('.').unwrap_or(domain);
+            if name.is_empty() {
+                return Err(CallbackUrlError::MissingHost);
+            }
+            let local = name == "localhost" || name.ends_with(".localhost");
+            if local && !policy.allow_local {
+                return Err(CallbackUrlError::Localhost {
+                    host: domain.to_owned(),
+                });
+            }
+        }
+        Some(Host::Ipv4(v4)) => {
+            check_ip(IpAddr::V4(v4), policy).map_err(CallbackUrlError::ForbiddenAddress)?
+        }
+        Some(Host::Ipv6(v6)) => {
+            check_ip(IpAddr::V6(v6), policy).map_err(CallbackUrlError::ForbiddenAddress)?
+        }
+    }
+    Ok(())
+}
+
+/// The host as written: not percent-encoded, and an IPv4 address as four decimal numbers.
+fn check_written_host(url: &Url, authority: &str) -> Result<(), CallbackUrlError> {
+    if authority.contains('%') {
+        return Err(CallbackUrlError::Ambiguous("a percent-encoded host"));
+    }
+    if let Some(Host::Ipv4(v4)) = url.host() {
+        let written = authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _port)| host);
+        if written != v4.to_string() {
+            return Err(CallbackUrlError::Ambiguous(
+                "an IPv4 host must be written as four decimal numbers (a.b.c.d)",
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl CallbackUrl {
     /// Validates `s` as a callback destination under `policy`.
     ///
@@ -164,43 +210,10 @@ impl CallbackUrl {
         if url.port() == Some(0) {
             return Err(CallbackUrlError::PortZero);
         }
-        match url.host() {
-            None => return Err(CallbackUrlError::MissingHost),
-            Some(Host::Domain(domain)) => {
-                // A trailing dot names the same host ("localhost." is localhost).
-                let name = domain.strip_suffix('.').unwrap_or(domain);
-                if name.is_empty() {
-                    return Err(CallbackUrlError::MissingHost);
-                }
-                let local = name == "localhost" || name.ends_with(".localhost");
-                if local && !policy.allow_local {
-                    return Err(CallbackUrlError::Localhost {
-                        host: domain.to_owned(),
-                    });
-                }
-            }
-            Some(Host::Ipv4(v4)) => {
-                check_ip(IpAddr::V4(v4), policy).map_err(CallbackUrlError::ForbiddenAddress)?
-            }
-            Some(Host::Ipv6(v6)) => {
-                check_ip(IpAddr::V6(v6), policy).map_err(CallbackUrlError::ForbiddenAddress)?
-            }
-        }
+        check_host(&url, policy)?;
         // After the address check, so that a refused address is named as such whatever its
         // spelling.
-        if authority.contains('%') {
-            return Err(CallbackUrlError::Ambiguous("a percent-encoded host"));
-        }
-        if let Some(Host::Ipv4(v4)) = url.host() {
-            let written = authority
-                .rsplit_once(':')
-                .map_or(authority, |(host, _port)| host);
-            if written != v4.to_string() {
-                return Err(CallbackUrlError::Ambiguous(
-                    "an IPv4 host must be written as four decimal numbers (a.b.c.d)",
-                ));
-            }
-        }
+        check_written_host(&url, authority)?;
         let length = url.as_str().chars().count();
         if length > MAX_URL_LENGTH {
             return Err(CallbackUrlError::TooLong { length });

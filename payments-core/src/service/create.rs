@@ -21,6 +21,10 @@ use crate::store::{AdmitOutcome, PaymentChange, StoreError};
 use crate::transition::{self, Transition, TransitionError, Trigger};
 use crate::{ApiError, ErrorCode};
 
+/// A provider's answer decided: the payment's transition, and the comment of a
+/// `422 payment_not_routable` answer.
+type Decision = (Transition, Option<String>);
+
 /// Why [`Payments::create_payment`] refused a create, each with the stable code of its
 /// answer ([`CreateError::code`]); the message of that answer is the error's text.
 #[non_exhaustive]
@@ -159,54 +163,23 @@ impl Payments<'_> {
     ) -> Result<CreateOutcome, CreateError> {
         let (ctx, nonce) = auth.into_parts();
         let (project, merchant) = (&ctx.project, &ctx.merchant);
-        let req = match CreatePayment::parse(body, self.config.callback_policy) {
-            Ok(req) => req,
-            Err(e) => {
-                if let Some(nonce) = &nonce {
-                    if !self.gate().use_nonce(nonce).await? {
-                        return Err(CreateError::Replayed);
-                    }
-                }
-                return Err(e.into());
-            }
-        };
-        let catalog = &self.ports.catalog;
+        let req = self.parse_spending_nonce(body, nonce.as_ref()).await?;
         let resolved = req
             .bank_code
             .as_deref()
-            .map(|b| catalog.resolve(b, req.geo_code));
+            .map(|b| self.ports.catalog.resolve(b, req.geo_code));
         let fingerprint = req.fingerprint(
             resolved
                 .as_ref()
                 .and_then(|r| r.as_ref().ok())
                 .map(|b| b.name()),
         );
-
         // The business rules are evaluated now but count only if the id is free: a repeat of
         // an accepted request gets its payment even if the rules changed since.
-        let candidate = self
+        let mut candidate = self
             .candidate(project, merchant, &req, resolved, &fingerprint)
             .await;
-        // A provider that answers locally is asked before the admission: a payment it issues
-        // requisites to is stored with them by the admission's write, the create's only one.
-        let mut asked = None;
-        let mut decided = None;
-        let mut candidate = candidate;
-        if let (Ok((payment, pricing)), true) =
-            (&mut candidate, self.ports.provider.issues_locally())
-        {
-            // Nothing is stored yet: a failover only changes the candidate's route.
-            let deadline = self.ports.clock.now() + self.config.provider_budget;
-            match self
-                .call_provider(payment, Ask::Unrecorded, deadline)
-                .await?
-            {
-                outcome @ ProviderOutcome::Issued(_) => {
-                    decided = Some(self.decide(payment, Some(*pricing), outcome)?);
-                }
-                outcome => asked = Some(outcome),
-            }
-        }
+        let (asked, decided) = self.ask_locally(&mut candidate).await?;
         // (Requisites issued make no event and answer 201: nothing is left to write.)
         let one_write = decided
             .as_ref()
@@ -247,19 +220,85 @@ impl Payments<'_> {
                 })
             }
             Some(decided) => decided,
-            None => {
-                let outcome = match asked {
-                    Some(outcome) => outcome,
-                    None => {
-                        let deadline = payment.created_at + self.config.provider_budget;
-                        self.call_provider(&mut payment, Ask::Recorded, deadline)
-                            .await?
+            None => self.ask_recorded(&mut payment, pricing, asked).await?,
+        };
+        self.store_answer(&payment, t, not_routable).await
+    }
+
+    /// The body parsed; a body that does not parse still spends the request's nonce (a replay
+    /// of it is `409 request_replayed`, not a second `400`).
+    async fn parse_spending_nonce(
+        self,
+        body: &[u8],
+        nonce: Option<&PendingNonce>,
+    ) -> Result<CreatePayment, CreateError> {
+        match CreatePayment::parse(body, self.config.callback_policy) {
+            Ok(req) => Ok(req),
+            Err(e) => {
+                if let Some(nonce) = nonce {
+                    if !self.gate().use_nonce(nonce).await? {
+                        return Err(CreateError::Replayed);
                     }
-                };
-                self.decide(&payment, Some(pricing), outcome)?
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// A provider that answers locally is asked before the admission: a payment it issues
+    /// requisites to is stored with them by the admission's write, the create's only one.
+    /// Answers the provider's other outcome (to apply after the admission) or the decision of
+    /// issued requisites; nothing when the provider is not asked now.
+    async fn ask_locally(
+        self,
+        candidate: &mut Result<(Payment, Pricing), CreateError>,
+    ) -> Result<(Option<ProviderOutcome>, Option<Decision>), CreateError> {
+        let Ok((payment, pricing)) = candidate else {
+            return Ok((None, None));
+        };
+        if !self.ports.provider.issues_locally() {
+            return Ok((None, None));
+        }
+        // Nothing is stored yet: a failover only changes the candidate's route.
+        let deadline = self.ports.clock.now() + self.config.provider_budget;
+        match self
+            .call_provider(payment, Ask::Unrecorded, deadline)
+            .await?
+        {
+            outcome @ ProviderOutcome::Issued(_) => {
+                Ok((None, Some(self.decide(payment, Some(*pricing), outcome)?)))
+            }
+            outcome => Ok((Some(outcome), None)),
+        }
+    }
+
+    /// After the admission: the provider's answer (`asked` before, or asked now within the
+    /// budget from the payment's creation) turned into the payment's transition.
+    async fn ask_recorded(
+        self,
+        payment: &mut Payment,
+        pricing: Pricing,
+        asked: Option<ProviderOutcome>,
+    ) -> Result<Decision, CreateError> {
+        let outcome = match asked {
+            Some(outcome) => outcome,
+            None => {
+                let deadline = payment.created_at + self.config.provider_budget;
+                self.call_provider(payment, Ask::Recorded, deadline).await?
             }
         };
-        let stored = match self.commit(&payment, &t, None).await {
+        self.decide(payment, Some(pricing), outcome)
+    }
+
+    /// Commits the provider's answer to the stored payment and answers the create: the payment
+    /// as stored, or `422 payment_not_routable` with its id.
+    async fn store_answer(
+        self,
+        payment: &Payment,
+        t: Transition,
+        not_routable: Option<String>,
+    ) -> Result<CreateOutcome, CreateError> {
+        let stored = match self.commit(payment, &t, None).await {
             Ok(_) => t.payment,
             // The stuck-create sweeper got there first (only after 60 s): report what is stored.
             Err(StoreError::Conflict) => {

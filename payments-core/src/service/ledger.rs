@@ -235,6 +235,23 @@ pub struct LedgerReport {
 /// How many payments or entries the reconciliation reads per page.
 const RECONCILE_PAGE: usize = 1_000;
 
+/// A difference the reconciliation found in `project`'s ledger.
+fn difference(
+    project: ProjectId,
+    payment_id: Option<PaymentId>,
+    expected: Usdt,
+    recorded: Usdt,
+    what: String,
+) -> LedgerDifference {
+    LedgerDifference {
+        project_id: project,
+        payment_id,
+        expected,
+        recorded,
+        what,
+    }
+}
+
 impl Balances<'_> {
     /// A project's balance.
     pub async fn balance(self, project: ProjectId) -> Result<Balance, StoreError> {
@@ -479,15 +496,19 @@ impl Balances<'_> {
         actor: &Actor,
         report: &mut LedgerReport,
     ) -> Result<(), StoreError> {
+        let by_payment = self.check_entries(project, report).await?;
+        self.check_payments(project, by_payment, repair, actor, report)
+            .await
+    }
+
+    /// The entries, oldest first: their running sum and numbering against each entry's and the
+    /// balance row's; answers each payment's part of them.
+    async fn check_entries(
+        self,
+        project: ProjectId,
+        report: &mut LedgerReport,
+    ) -> Result<HashMap<PaymentId, Usdt>, StoreError> {
         let store = &self.ports.store;
-        let difference = |payment_id, expected, recorded, what: String| LedgerDifference {
-            project_id: project,
-            payment_id,
-            expected,
-            recorded,
-            what,
-        };
-        // The entries, oldest first: their sum, their numbering, each payment's part.
         let balance = store.balance(project).await?;
         let mut by_payment: HashMap<PaymentId, Usdt> = HashMap::new();
         let mut sum = Usdt::ZERO;
@@ -506,6 +527,7 @@ impl Balances<'_> {
                     .ok_or_else(|| StoreError::Corrupt("a ledger sum out of range".into()))?;
                 if e.seq != seq || e.balance_after != sum {
                     report.differences.push(difference(
+                        project,
                         e.posting.payment.map(|(id, _)| id),
                         sum,
                         e.balance_after,
@@ -525,6 +547,7 @@ impl Balances<'_> {
         }
         if balance.balance != sum || balance.entries != seq {
             report.differences.push(difference(
+                project,
                 None,
                 sum,
                 balance.balance,
@@ -534,10 +557,25 @@ impl Balances<'_> {
                 ),
             ));
         }
-        // The payments, newest first: what each contributes now against its entries.
+        Ok(by_payment)
+    }
+
+    /// The payments, newest first: what each contributes now against its entries
+    /// (`by_payment`, emptied as they are matched; repaired when asked), then the entries of
+    /// payments that are not the project's.
+    async fn check_payments(
+        self,
+        project: ProjectId,
+        mut by_payment: HashMap<PaymentId, Usdt>,
+        repair: bool,
+        actor: &Actor,
+        report: &mut LedgerReport,
+    ) -> Result<(), StoreError> {
         let mut before = None;
         loop {
-            let page = store
+            let page = self
+                .ports
+                .store
                 .find_payments(&PaymentQuery {
                     before,
                     ..PaymentQuery::new(project, RECONCILE_PAGE)
@@ -549,6 +587,7 @@ impl Balances<'_> {
                 let recorded = by_payment.remove(&p.id).unwrap_or_default();
                 if expected != recorded {
                     report.differences.push(difference(
+                        project,
                         Some(p.id),
                         expected,
                         recorded,
@@ -572,6 +611,7 @@ impl Balances<'_> {
         for (id, recorded) in by_payment {
             if !recorded.is_zero() {
                 report.differences.push(difference(
+                    project,
                     Some(id),
                     Usdt::ZERO,
                     recorded,

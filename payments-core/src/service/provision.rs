@@ -212,6 +212,57 @@ fn audit(
     }
 }
 
+/// A contract a project may have: at least one method and one currency, none listed twice (whose
+/// terms would apply?), no method whose minimum is above its maximum.
+fn check_contract(c: &Contract) -> Result<(), AdminError> {
+    let bad = AdminError::Invalid;
+    if c.methods.is_empty() || c.currencies.is_empty() {
+        return Err(bad(
+            "contract needs at least one method and one currency".into()
+        ));
+    }
+    for (i, t) in c.methods.iter().enumerate() {
+        if c.methods[..i].iter().any(|o| o.method == t.method) {
+            return Err(bad(format!(
+                "contract: method {} is listed twice",
+                t.method
+            )));
+        }
+    }
+    for (i, cur) in c.currencies.iter().enumerate() {
+        if c.currencies[..i].contains(cur) {
+            return Err(bad(format!("contract: currency {cur} is listed twice")));
+        }
+    }
+    for t in &c.methods {
+        if let (Some(min), Some(max)) = (t.min_amount, t.max_amount) {
+            if min > max {
+                return Err(bad(format!(
+                    "contract: min_amount above max_amount for {}",
+                    t.method
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An allow-list a project may have: at most [`IpAllowList::MAX_RULES`] entries, each one
+/// that parses.
+fn check_allow_list(rules: &[String]) -> Result<(), AdminError> {
+    let bad = AdminError::Invalid;
+    if rules.len() > IpAllowList::MAX_RULES {
+        return Err(bad(format!(
+            "ip_allow_list: at most {} entries (got {}); use CIDR networks",
+            IpAllowList::MAX_RULES,
+            rules.len()
+        )));
+    }
+    IpAllowList::parse(rules.iter().map(String::as_str))
+        .map_err(|e| bad(format!("ip_allow_list: {e}")))?;
+    Ok(())
+}
+
 fn not_found(what: &str) -> AdminError {
     AdminError::NotFound(format!("{what} not found"))
 }
@@ -389,50 +440,14 @@ impl Directory<'_> {
             p.lifetime = l;
         }
         if let Some(c) = patch.contract {
-            if c.methods.is_empty() || c.currencies.is_empty() {
-                return Err(bad(
-                    "contract needs at least one method and one currency".into()
-                ));
-            }
-            // A method or currency listed twice is ambiguous (whose terms apply?), so refused.
-            for (i, t) in c.methods.iter().enumerate() {
-                if c.methods[..i].iter().any(|o| o.method == t.method) {
-                    return Err(bad(format!(
-                        "contract: method {} is listed twice",
-                        t.method
-                    )));
-                }
-            }
-            for (i, cur) in c.currencies.iter().enumerate() {
-                if c.currencies[..i].contains(cur) {
-                    return Err(bad(format!("contract: currency {cur} is listed twice")));
-                }
-            }
-            for t in &c.methods {
-                if let (Some(min), Some(max)) = (t.min_amount, t.max_amount) {
-                    if min > max {
-                        return Err(bad(format!(
-                            "contract: min_amount above max_amount for {}",
-                            t.method
-                        )));
-                    }
-                }
-            }
+            check_contract(&c)?;
             p.contract = c;
         }
         if let Some(url) = patch.callback_url {
             p.callback_url = parse_url(url, &self)?;
         }
         if let Some(rules) = patch.ip_allow_list {
-            if rules.len() > IpAllowList::MAX_RULES {
-                return Err(bad(format!(
-                    "ip_allow_list: at most {} entries (got {}); use CIDR networks",
-                    IpAllowList::MAX_RULES,
-                    rules.len()
-                )));
-            }
-            IpAllowList::parse(rules.iter().map(String::as_str))
-                .map_err(|e| bad(format!("ip_allow_list: {e}")))?;
+            check_allow_list(&rules)?;
             p.ip_allow_list = rules;
         }
         if let Some(paused) = patch.paused {

@@ -21,7 +21,7 @@ use crate::auth::keys::{
     generate_signing_key, keyid, parse_public_key, public_key_to_pem, signing_key_to_pem,
 };
 use crate::auth::Scope;
-use crate::ids::KeyId;
+use crate::ids::{KeyId, ProjectId};
 use crate::project::{Merchant, Project};
 use crate::settings::SettingFamily;
 use crate::store::{CredentialStoreExt, MerchantStoreExt};
@@ -278,6 +278,15 @@ impl From<crate::store::StoreError> for ProvisionError {
     }
 }
 
+/// A provisioning request's values, checked ([`Directory::check_request`]).
+struct Checked {
+    merchant: String,
+    project: String,
+    /// The keyid of the merchant's own key, if it gave one.
+    kept: Option<KeyId>,
+    settings: ProjectPatch,
+}
+
 impl Directory<'_> {
     /// Sets up a merchant, its project and the project's credentials (token, signing key,
     /// callback secret and, when asked, an operator token) in any environment, all or nothing
@@ -299,121 +308,39 @@ impl Directory<'_> {
         request: &Provision,
         actor: &Actor,
     ) -> Result<Provisioned, ProvisionError> {
-        let invalid = |e: super::AdminError| ProvisionError::Invalid(e.to_string());
-        let merchant_name = checked_name(&request.merchant).map_err(invalid)?;
-        let project_name = checked_name(&request.project).map_err(invalid)?;
-        if request.scopes.is_empty() {
-            return Err(ProvisionError::Invalid(
-                "a token needs at least one scope".into(),
-            ));
-        }
-        // The merchant's own key, read once: its keyid is the one to keep on a resume.
-        let kept = match &request.key {
-            KeySource::Register(pem) => {
-                Some(keyid(&parse_public_key(pem).map_err(|e| {
-                    ProvisionError::Invalid(format!("public_key: {e}"))
-                })?))
-            }
-            KeySource::Generate => None,
-        };
-        if let Some(name) = &request.operator_token {
-            super::operator::check_token_name(name).map_err(invalid)?;
-        }
-        let settings = ProjectPatch {
-            active: None,
-            ..request.settings.clone()
-        };
-        self.check_patch(&settings).map_err(invalid)?;
+        let checked = self.check_request(request)?;
         // The credentials are this environment's (`nl_live_` or `nl_test_` tokens): the store
         // is recorded as its, and a store of the other environment is refused.
         self.record_environment().await.map_err(|e| match e {
             super::AdminError::Invalid(m) => ProvisionError::Invalid(m),
             e => ProvisionError::Failed(e.into()),
         })?;
-
-        if let Some(done) = self.provisioned(&merchant_name, &project_name).await? {
+        let (merchant_name, project_name) = (&checked.merchant, &checked.project);
+        if let Some(done) = self.provisioned(merchant_name, project_name).await? {
             return Ok(done);
         }
-        let Some(_held) = Held::take(&self.provisioning, &merchant_name) else {
-            return Err(ProvisionError::Busy(merchant_name));
+        let Some(_held) = Held::take(&self.provisioning, merchant_name) else {
+            return Err(ProvisionError::Busy(merchant_name.clone()));
         };
         let turn = format!("provision:{merchant_name}");
         if !self.payments().take_turn(&turn, PROVISION_TURN).await? {
-            return Err(ProvisionError::Busy(merchant_name));
+            return Err(ProvisionError::Busy(merchant_name.clone()));
         }
         // Again under the turn: another call may have finished in between.
-        if let Some(done) = self.provisioned(&merchant_name, &project_name).await? {
+        if let Some(done) = self.provisioned(merchant_name, project_name).await? {
             return Ok(done);
         }
         let store = &self.ports.store;
-        let merchant = match self.merchant_named(&merchant_name).await? {
-            Some(m) => m,
-            None => {
-                if let Some(name) = &request.operator_token {
-                    if self.has_operator_token(name).await? {
-                        return Err(ProvisionError::Invalid(format!(
-                            "operator token name {name} has a valid token already"
-                        )));
-                    }
-                }
-                self.create_merchant(&merchant_name, None, actor).await?
-            }
-        };
-        if STATE.get(&**store, &merchant.id).await? != Some(State::Pending) {
-            STATE.set(&**store, &merchant.id, &State::Pending).await?;
-        }
-        let project = match self.project_named(&merchant, &project_name).await?.0 {
-            Some(p) => p,
-            None => {
-                self.create_project(merchant.id, &project_name, settings, actor)
-                    .await?
-            }
-        };
-        // Whatever a stopped call issued was never handed out: revoke it before issuing anew.
-        for t in store.tokens(project.id).await? {
-            if t.revoked_at.is_none() {
-                self.revoke_token(project.id, t.id, actor).await?;
-            }
-        }
-        let mut registered = None;
-        for k in store.keys(project.id).await? {
-            if k.revoked_at.is_some() {
-                continue;
-            }
-            if kept.as_ref() == Some(&k.keyid) {
-                registered = Some(k.keyid);
-            } else {
-                self.revoke_key(project.id, &k.keyid, actor).await?;
-            }
-        }
-        let (keyid, private_key_pem) = match (&request.key, registered) {
-            (KeySource::Register(_), Some(id)) => (id, None),
-            (KeySource::Register(pem), None) => {
-                (self.register_key(project.id, pem, actor).await?.keyid, None)
-            }
-            (KeySource::Generate, _) => {
-                let key = generate_signing_key(self.ports.rng.as_ref());
-                let pem = public_key_to_pem(&key.verifying_key());
-                let record = self.register_key(project.id, &pem, actor).await?;
-                (
-                    record.keyid,
-                    Some(SecretString::from(signing_key_to_pem(&key))),
-                )
-            }
-        };
+        let (merchant, project) = self.records(request, &checked, actor).await?;
+        let registered = self
+            .revoke_unhanded(project.id, checked.kept.as_ref(), actor)
+            .await?;
+        let (keyid, private_key_pem) = self
+            .issue_key(&request.key, registered, project.id, actor)
+            .await?;
         let callback_secret = self.rotate_callback_secret(project.id, actor).await?;
         let operator_token = match &request.operator_token {
-            // A token of the name is one a stopped call issued: replaced at once.
-            Some(name) if self.has_operator_token(name).await? => Some(
-                self.rotate_operator_token(name, Duration::ZERO, actor)
-                    .await?
-                    .token,
-            ),
-            Some(name) => Some(
-                self.issue_named_operator_token(name, None, actor)
-                    .await?
-                    .token,
-            ),
+            Some(name) => Some(self.operator_token_anew(name, actor).await?),
             None => None,
         };
         // The token last: a project is usable from the first request with it.
@@ -432,6 +359,153 @@ impl Directory<'_> {
                 callback_secret,
                 operator_token,
             }),
+        })
+    }
+
+    /// The request's values checked before anything is written: the names, the scopes, the
+    /// merchant's own key (read once: its keyid is the one to keep on a resume), the operator
+    /// token's name and the project's settings.
+    fn check_request(self, request: &Provision) -> Result<Checked, ProvisionError> {
+        let invalid = |e: super::AdminError| ProvisionError::Invalid(e.to_string());
+        let merchant = checked_name(&request.merchant).map_err(invalid)?;
+        let project = checked_name(&request.project).map_err(invalid)?;
+        if request.scopes.is_empty() {
+            return Err(ProvisionError::Invalid(
+                "a token needs at least one scope".into(),
+            ));
+        }
+        let kept = match &request.key {
+            KeySource::Register(pem) => {
+                Some(keyid(&parse_public_key(pem).map_err(|e| {
+                    ProvisionError::Invalid(format!("public_key: {e}"))
+                })?))
+            }
+            KeySource::Generate => None,
+        };
+        if let Some(name) = &request.operator_token {
+            super::operator::check_token_name(name).map_err(invalid)?;
+        }
+        let settings = ProjectPatch {
+            active: None,
+            ..request.settings.clone()
+        };
+        self.check_patch(&settings).map_err(invalid)?;
+        Ok(Checked {
+            merchant,
+            project,
+            kept,
+            settings,
+        })
+    }
+
+    /// The merchant (marked pending) and its project, found by name or created.
+    async fn records(
+        self,
+        request: &Provision,
+        checked: &Checked,
+        actor: &Actor,
+    ) -> Result<(Merchant, Project), ProvisionError> {
+        let store = &self.ports.store;
+        let merchant = match self.merchant_named(&checked.merchant).await? {
+            Some(m) => m,
+            None => {
+                if let Some(name) = &request.operator_token {
+                    if self.has_operator_token(name).await? {
+                        return Err(ProvisionError::Invalid(format!(
+                            "operator token name {name} has a valid token already"
+                        )));
+                    }
+                }
+                self.create_merchant(&checked.merchant, None, actor).await?
+            }
+        };
+        if STATE.get(&**store, &merchant.id).await? != Some(State::Pending) {
+            STATE.set(&**store, &merchant.id, &State::Pending).await?;
+        }
+        let project = match self.project_named(&merchant, &checked.project).await?.0 {
+            Some(p) => p,
+            None => {
+                self.create_project(
+                    merchant.id,
+                    &checked.project,
+                    checked.settings.clone(),
+                    actor,
+                )
+                .await?
+            }
+        };
+        Ok((merchant, project))
+    }
+
+    /// Whatever a stopped call issued was never handed out: revokes it before issuing anew,
+    /// except the merchant's own key (`kept`), which is answered when it is registered.
+    async fn revoke_unhanded(
+        self,
+        project: ProjectId,
+        kept: Option<&KeyId>,
+        actor: &Actor,
+    ) -> Result<Option<KeyId>, ProvisionError> {
+        let store = &self.ports.store;
+        for t in store.tokens(project).await? {
+            if t.revoked_at.is_none() {
+                self.revoke_token(project, t.id, actor).await?;
+            }
+        }
+        let mut registered = None;
+        for k in store.keys(project).await? {
+            if k.revoked_at.is_some() {
+                continue;
+            }
+            if kept == Some(&k.keyid) {
+                registered = Some(k.keyid);
+            } else {
+                self.revoke_key(project, &k.keyid, actor).await?;
+            }
+        }
+        Ok(registered)
+    }
+
+    /// The project's signing key: the merchant's own (registered now, or `registered`
+    /// before), or one generated here whose private half is answered once.
+    async fn issue_key(
+        self,
+        source: &KeySource,
+        registered: Option<KeyId>,
+        project: ProjectId,
+        actor: &Actor,
+    ) -> Result<(KeyId, Option<SecretString>), ProvisionError> {
+        Ok(match (source, registered) {
+            (KeySource::Register(_), Some(id)) => (id, None),
+            (KeySource::Register(pem), None) => {
+                (self.register_key(project, pem, actor).await?.keyid, None)
+            }
+            (KeySource::Generate, _) => {
+                let key = generate_signing_key(self.ports.rng.as_ref());
+                let pem = public_key_to_pem(&key.verifying_key());
+                let record = self.register_key(project, &pem, actor).await?;
+                (
+                    record.keyid,
+                    Some(SecretString::from(signing_key_to_pem(&key))),
+                )
+            }
+        })
+    }
+
+    /// An operator token of `name`, issued now: a token of the name is one a stopped call
+    /// issued, replaced at once.
+    async fn operator_token_anew(
+        self,
+        name: &str,
+        actor: &Actor,
+    ) -> Result<SecretString, ProvisionError> {
+        Ok(if self.has_operator_token(name).await? {
+            self.rotate_operator_token(name, Duration::ZERO, actor)
+                .await?
+                .token
+        } else {
+            self.issue_named_operator_token(name, None, actor)
+                .await?
+                .token
         })
     }
 
