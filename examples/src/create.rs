@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use payments_client::{ClientError, MerchantClient};
+use payments_client::{ApiResponse, ClientError, MerchantClient};
 use serde_json::Value;
 
 use crate::advice::{backoff, jitter, next_step, NextStep};
@@ -146,63 +146,23 @@ pub async fn create_with_retries(
     } = *policy;
     for attempt in 1..=max_attempts {
         let last = attempt == max_attempts;
-        let resp = match client.create_payment(body).await {
-            Ok(resp) => resp,
-            Err(ClientError::Http(e)) if !last => {
-                // Timeout, refused or dropped connection: the create may or may not have
-                // happened; the same merchant_payment_id makes the repeat safe.
-                let kind = no_answer(&e);
-                let wait = backoff(attempt, base, cap);
-                log(&format!(
-                    "attempt {attempt}: {kind} ({e}); retrying in {wait:.1?}"
-                ));
-                tokio::time::sleep(wait).await;
-                continue;
-            }
-            Err(ClientError::Http(source)) => {
-                return Err(CreateError::NoAnswer {
-                    attempts: max_attempts,
-                    source,
-                })
-            }
-            Err(e) => return Err(CreateError::Client(e)),
+        let Some(resp) = send(client, body, attempt, policy, &log).await? else {
+            continue;
         };
-        match next_step(&resp) {
-            NextStep::Accepted { created } => {
+        match act(next_step(&resp), last, max_attempts)? {
+            Act::Accept { created } => {
                 if !created {
                     log("(the payment already existed: an earlier attempt had created it)");
                 }
                 return Ok(resp.json);
             }
-            NextStep::FixRequest(why) => return Err(CreateError::FixRequest(why)),
-            NextStep::FixCredentials(why) => return Err(CreateError::FixCredentials(why)),
-            NextStep::FixSignature {
-                reason,
-                signature_base,
-            } => {
-                return Err(CreateError::FixSignature {
-                    reason,
-                    signature_base,
-                })
-            }
-            NextStep::Resign => {
+            Act::Resign => {
                 // The same signed bytes arrived twice; sign again and send at once.
                 log(&format!(
                     "attempt {attempt}: nonce already used; signing again"
                 ));
-                continue;
             }
-            NextStep::NewMerchantPaymentId { code, payment_id } => {
-                return Err(match payment_id {
-                    Some(payment_id) => CreateError::SavedInError { code, payment_id },
-                    None => CreateError::IdTaken { code },
-                })
-            }
-            NextStep::NotAccepted { code, hint } => {
-                return Err(CreateError::NotAccepted { code, hint })
-            }
-            NextStep::NotFound(why) => return Err(CreateError::NotFound(why)),
-            NextStep::RetryLater { code, after } if !last => {
+            Act::Wait { code, after } => {
                 let wait = after.unwrap_or_else(|| backoff(attempt, base, cap))
                     + jitter(Duration::from_millis(500));
                 log(&format!(
@@ -210,16 +170,80 @@ pub async fn create_with_retries(
                 ));
                 tokio::time::sleep(wait).await;
             }
-            NextStep::RetryLater { code, .. } => {
-                return Err(CreateError::RetryLater {
-                    code,
-                    attempts: max_attempts,
-                })
-            }
-            NextStep::Unexpected(why) => return Err(CreateError::Unexpected(why)),
         }
     }
     Err(CreateError::Exhausted {
         attempts: max_attempts,
     })
+}
+
+/// One send: the answer, or `None` after an unanswered send that is not the last (logged,
+/// and waited out with a backoff).
+async fn send(
+    client: &MerchantClient,
+    body: &Value,
+    attempt: u32,
+    policy: &RetryPolicy,
+    log: &impl Fn(&str),
+) -> Result<Option<ApiResponse>, CreateError> {
+    let last = attempt == policy.max_attempts;
+    match client.create_payment(body).await {
+        Ok(resp) => Ok(Some(resp)),
+        Err(ClientError::Http(e)) if !last => {
+            // Timeout, refused or dropped connection: the create may or may not have
+            // happened; the same merchant_payment_id makes the repeat safe.
+            let kind = no_answer(&e);
+            let wait = backoff(attempt, policy.base, policy.cap);
+            log(&format!(
+                "attempt {attempt}: {kind} ({e}); retrying in {wait:.1?}"
+            ));
+            tokio::time::sleep(wait).await;
+            Ok(None)
+        }
+        Err(ClientError::Http(source)) => Err(CreateError::NoAnswer {
+            attempts: policy.max_attempts,
+            source,
+        }),
+        Err(e) => Err(CreateError::Client(e)),
+    }
+}
+
+/// What the retry loop does after an answer, when it goes on.
+enum Act {
+    /// Return the payment (`created`: this send created it).
+    Accept { created: bool },
+    /// Sign again and send at once.
+    Resign,
+    /// Wait (`after`, else the backoff) and send again.
+    Wait {
+        code: String,
+        after: Option<Duration>,
+    },
+}
+
+/// The step's error when it says stop (a busy answer on the `last` send included), else what
+/// to do next.
+fn act(step: NextStep, last: bool, attempts: u32) -> Result<Act, CreateError> {
+    match step {
+        NextStep::Accepted { created } => Ok(Act::Accept { created }),
+        NextStep::FixRequest(why) => Err(CreateError::FixRequest(why)),
+        NextStep::FixCredentials(why) => Err(CreateError::FixCredentials(why)),
+        NextStep::FixSignature {
+            reason,
+            signature_base,
+        } => Err(CreateError::FixSignature {
+            reason,
+            signature_base,
+        }),
+        NextStep::Resign => Ok(Act::Resign),
+        NextStep::NewMerchantPaymentId { code, payment_id } => Err(match payment_id {
+            Some(payment_id) => CreateError::SavedInError { code, payment_id },
+            None => CreateError::IdTaken { code },
+        }),
+        NextStep::NotAccepted { code, hint } => Err(CreateError::NotAccepted { code, hint }),
+        NextStep::NotFound(why) => Err(CreateError::NotFound(why)),
+        NextStep::RetryLater { code, after } if !last => Ok(Act::Wait { code, after }),
+        NextStep::RetryLater { code, .. } => Err(CreateError::RetryLater { code, attempts }),
+        NextStep::Unexpected(why) => Err(CreateError::Unexpected(why)),
+    }
 }

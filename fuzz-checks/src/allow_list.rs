@@ -41,10 +41,41 @@ pub fn check(data: &[u8]) {
         IpAllowList::parse(rules.iter().copied()),
         "deterministic"
     );
+    let Some(list) = parsed_list(&rules, &result) else {
+        return;
+    };
 
+    let texts: Vec<String> = list.networks().iter().map(IpNet::to_string).collect();
+    assert_eq!(
+        IpAllowList::parse(texts.iter().map(String::as_str)).as_ref(),
+        Ok(list),
+        "the stored networks do not parse back: {texts:?}"
+    );
+
+    let mut probes = rule_probes(&rules, list);
+    probes.extend(
+        probe_bytes
+            .chunks_exact(4)
+            .map(|c| IpAddr::from(<[u8; 4]>::try_from(c).expect("4 bytes"))),
+    );
+    probes.extend(
+        probe_bytes
+            .chunks_exact(16)
+            .map(|c| IpAddr::from(<[u8; 16]>::try_from(c).expect("16 bytes"))),
+    );
+    for ip in probes {
+        check_probe(list, ip, &texts);
+    }
+}
+
+/// Checks the list against its rules parsed one by one; returns the list when it parsed.
+fn parsed_list<'a>(
+    rules: &[&str],
+    result: &'a Result<IpAllowList, AllowListError>,
+) -> Option<&'a IpAllowList> {
     let alone: Vec<Result<IpAllowList, AllowListError>> =
         rules.iter().map(|r| IpAllowList::parse([*r])).collect();
-    let list = match (&result, alone.iter().position(Result::is_err)) {
+    match (result, alone.iter().position(Result::is_err)) {
         (Ok(list), None) => {
             let networks: Vec<IpNet> = alone
                 .iter()
@@ -55,7 +86,7 @@ pub fn check(data: &[u8]) {
                 })
                 .collect();
             assert_eq!(list.networks(), networks, "the list is not its rules");
-            list
+            Some(list)
         }
         (Err(e), Some(first)) => {
             assert_eq!(
@@ -67,19 +98,15 @@ pub fn check(data: &[u8]) {
                 assert_eq!(network.trunc(), *network);
                 assert!(IpAllowList::parse([network.to_string().as_str()]).is_ok());
             }
-            return;
+            None
         }
         (Ok(_), Some(i)) => panic!("the list parses although rule {:?} does not", rules[i]),
         (Err(e), None) => panic!("every rule parses but the list does not: {e}"),
-    };
+    }
+}
 
-    let texts: Vec<String> = list.networks().iter().map(IpNet::to_string).collect();
-    assert_eq!(
-        IpAllowList::parse(texts.iter().map(String::as_str)).as_ref(),
-        Ok(list),
-        "the stored networks do not parse back: {texts:?}"
-    );
-
+/// Checks each rule's network and its ends; returns the ends and the addresses just outside.
+fn rule_probes(rules: &[&str], list: &IpAllowList) -> Vec<IpAddr> {
     let mut probes = Vec::new();
     for (rule, net) in rules.iter().zip(list.networks()) {
         assert_eq!(net.trunc(), *net, "host bits stored: {rule:?}");
@@ -104,31 +131,24 @@ pub fn check(data: &[u8]) {
         probes.extend(neighbours(net.network()));
         probes.extend(neighbours(net.broadcast()));
     }
-    probes.extend(
-        probe_bytes
-            .chunks_exact(4)
-            .map(|c| IpAddr::from(<[u8; 4]>::try_from(c).expect("4 bytes"))),
-    );
-    probes.extend(
-        probe_bytes
-            .chunks_exact(16)
-            .map(|c| IpAddr::from(<[u8; 16]>::try_from(c).expect("16 bytes"))),
-    );
-    for ip in probes {
-        let canonical = ip.to_canonical();
-        let expected = list.is_empty() || list.networks().iter().any(|n| n.contains(&canonical));
-        let allowed = list.allows(ip);
-        assert_eq!(allowed, expected, "allows({ip}) for {texts:?}");
-        assert_eq!(list.allows(canonical), allowed, "{ip} and {canonical}");
-        if let IpAddr::V4(v4) = ip {
-            assert_eq!(
-                list.allows(IpAddr::V6(v4.to_ipv6_mapped())),
-                allowed,
-                "{ip} mapped"
-            );
-        }
-        assert_eq!(list.check(ip).is_ok(), allowed, "check({ip})");
+    probes
+}
+
+/// `allows` and `check` on one address agree with the networks' `contains`.
+fn check_probe(list: &IpAllowList, ip: IpAddr, texts: &[String]) {
+    let canonical = ip.to_canonical();
+    let expected = list.is_empty() || list.networks().iter().any(|n| n.contains(&canonical));
+    let allowed = list.allows(ip);
+    assert_eq!(allowed, expected, "allows({ip}) for {texts:?}");
+    assert_eq!(list.allows(canonical), allowed, "{ip} and {canonical}");
+    if let IpAddr::V4(v4) = ip {
+        assert_eq!(
+            list.allows(IpAddr::V6(v4.to_ipv6_mapped())),
+            allowed,
+            "{ip} mapped"
+        );
     }
+    assert_eq!(list.check(ip).is_ok(), allowed, "check({ip})");
 }
 
 fn neighbours(ip: IpAddr) -> [IpAddr; 2] {

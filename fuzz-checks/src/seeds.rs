@@ -185,11 +185,21 @@ fn signed(
 }
 
 fn signature() -> Vec<(String, Vec<u8>)> {
-    let body = br#"{"merchant_payment_id":"o-1","amount":"100","payment_method":"sbp"}"#;
-    let names = |n: &[&str]| Some(n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
     let mut out = vec![
         ("rfc9421-b26".to_owned(), B26_REQUEST.to_vec()),
         ("rfc9421-b4".to_owned(), B4_REQUEST.to_vec()),
+    ];
+    out.extend(signed_requests());
+    out.extend(b26_edits());
+    out
+}
+
+/// Requests signed here with the test key: the strict defaults, every derived component, a
+/// nonce and an extra parameter.
+fn signed_requests() -> Vec<(String, Vec<u8>)> {
+    let body = br#"{"merchant_payment_id":"o-1","amount":"100","payment_method":"sbp"}"#;
+    let names = |n: &[&str]| Some(n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+    vec![
         (
             "strict-post".to_owned(),
             signed("POST", "/api/v1/payments", body, None, None),
@@ -246,10 +256,13 @@ fn signature() -> Vec<(String, Vec<u8>)> {
                 ]),
             ),
         ),
-    ];
-    // Hand-made edits of B.2.6: a duplicate label, a component parameter, an unknown derived
-    // component, a non-ASCII covered value (refused); another `Signature` member (ignored);
-    // two labels without `sig1` (refused).
+    ]
+}
+
+/// Hand-made edits of B.2.6: a duplicate label, a component parameter, an unknown derived
+/// component, a non-ASCII covered value (refused); another `Signature` member (ignored); two
+/// labels without `sig1` (refused).
+fn b26_edits() -> Vec<(String, Vec<u8>)> {
     let b26 = String::from_utf8_lossy(B26_REQUEST).into_owned();
     let edits: [(&str, &str, &str); 6] = [
         (
@@ -275,10 +288,10 @@ fn signature() -> Vec<(String, Vec<u8>)> {
             "Signature-Input: other=(\"@method\");created=1618884473;keyid=\"k\", sig-b26=",
         ),
     ];
-    for (name, from, to) in edits {
-        out.push((name.to_owned(), b26.replacen(from, to, 1).into_bytes()));
-    }
-    out
+    edits
+        .into_iter()
+        .map(|(name, from, to)| (name.to_owned(), b26.replacen(from, to, 1).into_bytes()))
+        .collect()
 }
 
 fn content_digest() -> Vec<(String, Vec<u8>)> {

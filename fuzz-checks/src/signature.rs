@@ -24,7 +24,7 @@
 use std::sync::OnceLock;
 
 use base64::Engine as _;
-use ed25519_dalek::{Signer as _, SigningKey};
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use payments_core::auth::keys::parse_signing_key_pem;
 use payments_core::auth::signature::{
     HttpRequestParts, PreparedSignature, SignatureError, SignaturePolicy,
@@ -218,7 +218,25 @@ fn check_under(request: &Request, policy: &SignaturePolicy, now: Timestamp, stri
     {
         return;
     }
-    let label = prepared.label().to_owned();
+    let resigned = resign(request, &prepared, &base, &params);
+    let key = test_key().verifying_key();
+    check_round_trip(&resigned, policy, now, &prepared, &covered, &key);
+
+    let checks_digest = strict || covered.iter().any(|c| c == "content-digest");
+    let signed = Signed {
+        policy,
+        now,
+        base: &base,
+        covered: &covered,
+        key: &key,
+    };
+    check_mutations(&resigned, &signed, checks_digest);
+}
+
+/// The request without its signature headers, signed again over `base` with the RFC test key
+/// and the canonical `Signature-Input` (`label=<params>`).
+fn resign(request: &Request, prepared: &PreparedSignature, base: &str, params: &str) -> Request {
+    let label = prepared.label();
     let signature = test_key().sign(base.as_bytes());
     let mut resigned = request.without("signature").without("signature-input");
     resigned.headers.push((
@@ -233,6 +251,20 @@ fn check_under(request: &Request, policy: &SignaturePolicy, now: Timestamp, stri
         )
         .into_bytes(),
     ));
+    resigned
+}
+
+/// The re-signed request prepares to the same base and parameters, and verifies.
+fn check_round_trip(
+    resigned: &Request,
+    policy: &SignaturePolicy,
+    now: Timestamp,
+    prepared: &PreparedSignature,
+    covered: &[String],
+    key: &VerifyingKey,
+) {
+    let base = prepared.signature_base();
+    let label = prepared.label().to_owned();
     let again = match resigned.prepare(policy, now) {
         Ok(p) => p,
         Err(e) => panic!("the canonical re-signed request does not prepare: {e:?}"),
@@ -257,16 +289,34 @@ fn check_under(request: &Request, policy: &SignaturePolicy, now: Timestamp, stri
         )
     );
     assert_eq!(again.nonce(), prepared.nonce());
-    let key = test_key().verifying_key();
-    let verified = match again.verify(&key) {
+    let verified = match again.verify(key) {
         Ok(v) => v,
         Err(e) => panic!("the re-signed base does not verify: {e:?}"),
     };
     assert_eq!(verified.covered, covered);
     assert_eq!(verified.label, label);
+}
 
-    let checks_digest = strict || covered.iter().any(|c| c == "content-digest");
-    for (mutated, affected, what) in mutations(&resigned, &covered) {
+/// What a re-signed request was prepared and signed with.
+struct Signed<'a> {
+    policy: &'a SignaturePolicy,
+    now: Timestamp,
+    base: &'a str,
+    covered: &'a [String],
+    key: &'a VerifyingKey,
+}
+
+/// A covered change changes the base or fails and no longer verifies; an uncovered change
+/// leaves the base as it was; a changed body fails when the digest is checked.
+fn check_mutations(resigned: &Request, signed: &Signed<'_>, checks_digest: bool) {
+    let Signed {
+        policy,
+        now,
+        base,
+        covered,
+        key,
+    } = *signed;
+    for (mutated, affected, what) in mutations(resigned, covered) {
         let touches = affected.iter().any(|a| covered.contains(a));
         match mutated.prepare(policy, now) {
             Ok(p) if touches => {
@@ -276,7 +326,7 @@ fn check_under(request: &Request, policy: &SignaturePolicy, now: Timestamp, stri
                     "{what}: a covered change leaves the base unchanged"
                 );
                 assert!(
-                    p.verify(&key).is_err(),
+                    p.verify(key).is_err(),
                     "{what}: the signature verifies for another request"
                 );
             }

@@ -126,30 +126,7 @@ pub fn payment_page(
     dialect: Dialect,
     narrow_prefix: bool,
 ) -> (String, Vec<SqlValue>) {
-    let columns = list(&PAYMENT_COLUMNS);
-    let project = || SqlValue::display(q.project);
-    let mut w = match q.merchant_payment_id_prefix.as_deref() {
-        Some(prefix) if narrow_prefix => {
-            let mut w = Conditions::new(format!(
-                "WITH matches AS MATERIALIZED (SELECT {columns} FROM payments WHERE "
-            ));
-            w.add("project_id = ?", project());
-            add_prefix(&mut w, dialect, prefix, true);
-            w.add(
-                &format!(") SELECT {columns} FROM matches WHERE project_id = ?"),
-                project(),
-            );
-            w
-        }
-        prefix => {
-            let mut w = Conditions::new(format!("SELECT {columns} FROM payments WHERE "));
-            w.add("project_id = ?", project());
-            if let Some(prefix) = prefix {
-                add_prefix(&mut w, dialect, prefix, false);
-            }
-            w
-        }
-    };
+    let mut w = payment_source(q, dialect, narrow_prefix);
     if let Some(status) = q.status {
         w.add(" AND status = ?", SqlValue::text(status.as_str()));
     }
@@ -184,17 +161,7 @@ pub fn payment_page(
         w.add(" AND requisite_last4 = ?", SqlValue::text(l));
     }
     if let Some((key, value)) = &q.metadata {
-        // No index: the rows the other conditions leave are read in time order and their
-        // JSON looked into (narrow by time at scale). The key is a bound value, and its
-        // characters (A-Za-z0-9._:-) need no quoting inside the JSON path.
-        match dialect {
-            Dialect::Sqlite => w.add(
-                " AND json_extract(metadata, ?)",
-                SqlValue::Text(format!("$.\"{key}\"")),
-            ),
-            Dialect::Postgres => w.add(" AND metadata::jsonb ->> ?::text", SqlValue::text(key)),
-        }
-        w.add(" = ?", SqlValue::text(value));
+        add_metadata(&mut w, dialect, key, value);
     }
     if let Some((t, id)) = q.before {
         w.before(dialect, "created_at", "id", t, id.to_string());
@@ -204,6 +171,50 @@ pub fn payment_page(
         SqlValue::Int(limit(q.limit)),
     );
     w.finish(dialect)
+}
+
+/// The head of [`payment_page`]'s statement: the project's payments, or, with a `narrow_prefix`,
+/// the prefix's matches read first through `(project_id, merchant_payment_id)`.
+fn payment_source(q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) -> Conditions {
+    let columns = list(&PAYMENT_COLUMNS);
+    let project = || SqlValue::display(q.project);
+    match q.merchant_payment_id_prefix.as_deref() {
+        Some(prefix) if narrow_prefix => {
+            let mut w = Conditions::new(format!(
+                "WITH matches AS MATERIALIZED (SELECT {columns} FROM payments WHERE "
+            ));
+            w.add("project_id = ?", project());
+            add_prefix(&mut w, dialect, prefix, true);
+            w.add(
+                &format!(") SELECT {columns} FROM matches WHERE project_id = ?"),
+                project(),
+            );
+            w
+        }
+        prefix => {
+            let mut w = Conditions::new(format!("SELECT {columns} FROM payments WHERE "));
+            w.add("project_id = ?", project());
+            if let Some(prefix) = prefix {
+                add_prefix(&mut w, dialect, prefix, false);
+            }
+            w
+        }
+    }
+}
+
+/// Appends "the metadata's `key` is `value`".
+fn add_metadata(w: &mut Conditions, dialect: Dialect, key: &str, value: &str) {
+    // No index: the rows the other conditions leave are read in time order and their
+    // JSON looked into (narrow by time at scale). The key is a bound value, and its
+    // characters (A-Za-z0-9._:-) need no quoting inside the JSON path.
+    match dialect {
+        Dialect::Sqlite => w.add(
+            " AND json_extract(metadata, ?)",
+            SqlValue::Text(format!("$.\"{key}\"")),
+        ),
+        Dialect::Postgres => w.add(" AND metadata::jsonb ->> ?::text", SqlValue::text(key)),
+    }
+    w.add(" = ?", SqlValue::text(value));
 }
 
 /// A page of a project's events (see [`EventQuery`]), newest first by

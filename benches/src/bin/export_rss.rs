@@ -14,7 +14,7 @@
 //! cargo run --release -p payments-benches --bin export_rss -- --entries 1000000
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -266,27 +266,11 @@ fn report(what: &str, r: &Run) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = Args::parse();
-    let tmp;
-    let dir = match &args.dir {
-        Some(d) => d.clone(),
-        None => {
-            tmp = tempfile_dir();
-            tmp.clone()
-        }
-    };
+    let dir = args.dir.clone().unwrap_or_else(tempfile_dir);
     std::fs::create_dir_all(&dir).expect("the directory");
     let path = dir.join("export-rss.db");
     let _ = std::fs::remove_file(&path);
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &path,
-            SqliteOptions {
-                synchronous: Synchronous::Normal,
-                ..SqliteOptions::default()
-            },
-        )
-        .expect("a store"),
-    );
+    let store = open_store(&path);
     let project = ProjectId::from_uuid(uuid::Uuid::from_u128(0x0aa));
     // A month (31 days) of entries, evenly spaced.
     let t0 = Timestamp::parse_rfc3339("2026-10-01T00:00:00Z").expect("a time");
@@ -295,7 +279,41 @@ async fn main() {
     let (rss0, hwm0) = rss();
     println!("start: RSS {:.1} MiB, peak {:.1} MiB", mib(rss0), mib(hwm0));
     seed(&store, project, &args, t0, step).await;
-    let size = std::fs::metadata(&path).map_or(0, |m| m.len())
+    report_seeded(&path);
+    let small_to = t0 + step * u32::try_from(args.small).unwrap_or(u32::MAX);
+    let all_to = t0 + month;
+    // A first small export warms the reader connections and their caches.
+    let _ = direct(&store, project, t0, small_to, false).await;
+    let runs = export_runs(&store, project, t0, small_to, all_to).await;
+    for (what, r) in &runs {
+        report(what, r);
+    }
+    compare(&runs);
+    let (_, hwm) = rss();
+    println!("process peak since the last reset: {:.1} MiB", mib(hwm));
+    drop(store);
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A fresh SQLite store at `path` (synchronous = NORMAL).
+fn open_store(path: &Path) -> Arc<dyn Store> {
+    Arc::new(
+        SqliteStore::open(
+            path,
+            SqliteOptions {
+                synchronous: Synchronous::Normal,
+                ..SqliteOptions::default()
+            },
+        )
+        .expect("a store"),
+    )
+}
+
+/// Prints the database's size (with its WAL) and the RSS after seeding.
+fn report_seeded(path: &Path) {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len())
         + std::fs::metadata(path.with_extension("db-wal")).map_or(0, |m| m.len());
     let (rss1, hwm1) = rss();
     println!(
@@ -304,39 +322,47 @@ async fn main() {
         mib(rss1),
         mib(hwm1)
     );
-    let small_to = t0 + step * u32::try_from(args.small).unwrap_or(u32::MAX);
-    let all_to = t0 + month;
-    // A first small export warms the reader connections and their caches.
-    let _ = direct(&store, project, t0, small_to, false).await;
-    let runs = [
+}
+
+/// The six exports, in order: direct, over HTTP and kept (the control), each small then the
+/// whole month.
+async fn export_runs(
+    store: &Arc<dyn Store>,
+    project: ProjectId,
+    t0: Timestamp,
+    small_to: Timestamp,
+    all_to: Timestamp,
+) -> [(&'static str, Run); 6] {
+    [
         (
             "direct, small",
-            direct(&store, project, t0, small_to, false).await,
+            direct(store, project, t0, small_to, false).await,
         ),
         (
             "direct, whole month",
-            direct(&store, project, t0, all_to, false).await,
+            direct(store, project, t0, all_to, false).await,
         ),
         (
             "over HTTP, small",
-            over_http(&store, project, t0, small_to).await,
+            over_http(store, project, t0, small_to).await,
         ),
         (
             "over HTTP, whole month",
-            over_http(&store, project, t0, all_to).await,
+            over_http(store, project, t0, all_to).await,
         ),
         (
             "control: kept, small",
-            direct(&store, project, t0, small_to, true).await,
+            direct(store, project, t0, small_to, true).await,
         ),
         (
             "control: kept, whole month",
-            direct(&store, project, t0, all_to, true).await,
+            direct(store, project, t0, all_to, true).await,
         ),
-    ];
-    for (what, r) in &runs {
-        report(what, r);
-    }
+    ]
+}
+
+/// Prints, for each way of exporting, the whole month against the small export.
+fn compare(runs: &[(&str, Run); 6]) {
     for (small, large, how) in [
         (0, 1, "direct"),
         (2, 3, "over HTTP"),
@@ -352,12 +378,6 @@ async fn main() {
             mib(s.peak.saturating_sub(s.rss_before)),
             mib(l.peak.saturating_sub(l.rss_before)),
         );
-    }
-    let (_, hwm) = rss();
-    println!("process peak since the last reset: {:.1} MiB", mib(hwm));
-    drop(store);
-    if args.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
