@@ -294,9 +294,9 @@ priority = 2
     let refused = a.example.report("n-a-1", &card_1, true, None).await;
     // `a` signs with its own secret on its own path: verified, but card-1 is not `a`'s.
     assert!(
-        refused
-            .as_ref()
-            .is_err_and(|e| e.starts_with("404") && e.contains("payment_not_found")),
+        refused.as_ref().is_err_and(
+            |e| e.to_string().starts_with("404") && e.to_string().contains("payment_not_found")
+        ),
         "{refused:?}"
     );
     // An impostor with `a`'s secret on `b`'s path: the signature does not verify.
@@ -304,9 +304,9 @@ priority = 2
     impostor.set_notify_url(&format!("http://{notify}/upstream/v1/notifications/b"));
     let forged = impostor.report("n-forged", &card_1, true, None).await;
     assert!(
-        forged
-            .as_ref()
-            .is_err_and(|e| e.starts_with("401") && e.contains("signature_invalid")),
+        forged.as_ref().is_err_and(
+            |e| e.to_string().starts_with("401") && e.to_string().contains("signature_invalid")
+        ),
         "{forged:?}"
     );
     // The operator sees where each payment went, and why.
