@@ -406,7 +406,7 @@ impl Gate<'_> {
         limiter: &dyn RateLimiter,
     ) -> Result<Authenticated, AuthError> {
         // 0. The form of the request.
-        let always_signed = check_form(req)?;
+        let (always_signed, has_signature) = check_form(req)?;
         // 1. Token, project, merchant, scope (the key and the payment read in the same trip).
         let now = self.ports.clock.now();
         let header = req
@@ -420,7 +420,7 @@ impl Gate<'_> {
         // The signature is parsed (pure work, no I/O) before the store is asked, so that the
         // key is read in the same round trip as the token; its errors are reported in their
         // place in the order below, after the token, allow-list and rate-limit checks.
-        let prepared = (always_signed || has_signature(req))
+        let prepared = (always_signed || has_signature)
             .then(|| PreparedSignature::prepare(&req.parts, &self.auth.policy, now));
         let keyid = prepared
             .as_ref()
@@ -536,26 +536,23 @@ impl Gate<'_> {
 
 /// Step 0, the form of the request: single-valued headers sent once; a body declared as JSON;
 /// the X-Request-ID of a signed request one the server can echo. Answers whether the endpoint
-/// is always signed.
-fn check_form(req: &AuthRequest<'_>) -> Result<bool, AuthError> {
+/// is always signed, and whether the request carries a `Signature-Input`.
+fn check_form(req: &AuthRequest<'_>) -> Result<(bool, bool), AuthError> {
     check_single_value_headers(req.parts.headers)?;
     check_content_type(req.parts.headers, !req.parts.body.is_empty())?;
     let always_signed = matches!(
         req.endpoint,
         Endpoint::CreatePayment | Endpoint::TestHelper | Endpoint::ResendEvents
     );
-    if always_signed || has_signature(req) {
-        check_signed_request_id(req.parts.headers)?;
-    }
-    Ok(always_signed)
-}
-
-/// Whether the request carries a `Signature-Input`.
-fn has_signature(req: &AuthRequest<'_>) -> bool {
-    req.parts
+    let has_signature = req
+        .parts
         .headers
         .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"))
+        .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
+    if always_signed || has_signature {
+        check_signed_request_id(req.parts.headers)?;
+    }
+    Ok((always_signed, has_signature))
 }
 
 /// Step 1: the token found by its hash (compared again in constant time), neither revoked nor
