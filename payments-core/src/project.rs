@@ -401,3 +401,20 @@ pub enum ReturnUrlError {
     #[error("must not hold a user name or password")]
     Credentials,
 }
+
+impl Contract {
+    /// The contract a new project gets unless told otherwise: both methods, RUB, amounts
+    /// 10 to 1,000,000, fee 11 %.
+    pub fn standard() -> Contract {
+        let terms = |method| MethodTerms {
+            method,
+            min_amount: Some(Decimal::from(10)),
+            max_amount: Some(Decimal::from(1_000_000)),
+            fee_percent: FeePercent::new(Decimal::from(11)).expect("11 is a valid fee percent"),
+        };
+        Contract {
+            currencies: vec![Currency::RUB],
+            methods: PaymentMethod::ALL.into_iter().map(terms).collect(),
+        }
+    }
+}

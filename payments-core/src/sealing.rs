@@ -248,7 +248,8 @@ impl fmt::Debug for SealingKeys {
     }
 }
 
-/// What [`Directory::reseal_callback_secrets`](crate::service::Directory::reseal_callback_secrets) did.
+/// What a re-seal of the callback secrets did (`payments-directory`'s
+/// `Directory::reseal_callback_secrets`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResealReport {
     /// The id of the key everything is now sealed with.

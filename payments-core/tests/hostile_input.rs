@@ -4,6 +4,7 @@
 
 mod common;
 
+use payments_directory::DirectoryAccess;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,12 +17,11 @@ use common::{merchant, project, Harness};
 use payments_core::auth::signature::{sign_request, SignOptions};
 use payments_core::auth::{keyid, Endpoint, Environment, HttpRequestParts, Scope};
 use payments_core::project::{Merchant, Project};
-use payments_core::service::{
-    contract_from_json, Actor, AuthConfig, AuthRequest, Authenticated, PaymentService, ProjectPatch,
-};
+use payments_core::service::{Actor, AuthConfig, AuthRequest, Authenticated, PaymentService};
 use payments_core::store::MerchantStore;
 use payments_core::testing::SeededRandom;
 use payments_core::{ApiError, ErrorCode, ProjectId};
+use payments_directory::{contract_from_json, ProjectPatch};
 
 /// Header lines as sent: names and raw values.
 type Headers = Vec<(String, Vec<u8>)>;

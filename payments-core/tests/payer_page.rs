@@ -4,15 +4,17 @@
 
 mod common;
 
+use payments_directory::DirectoryAccess;
 use std::time::Duration;
 
 use common::*;
 use payments_core::payer::{payer_state, PageLanguage, PageToken, PayerState, PayerView};
 use payments_core::payment::{PaymentMethod, PaymentStatus};
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::testing::strategies;
 use payments_core::transition::Trigger;
 use payments_core::ErrorCode;
+use payments_directory::ProjectPatch;
 use proptest::prelude::*;
 
 fn any_status() -> impl Strategy<Value = PaymentStatus> {

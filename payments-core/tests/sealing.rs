@@ -2,6 +2,7 @@
 //! the current key, signing opens it, a key rotation re-seals without changing the secrets,
 //! and a plaintext secret from before sealing still signs until it is re-sealed.
 
+use payments_directory::DirectoryAccess;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -10,12 +11,11 @@ use payments_core::auth::Environment;
 use payments_core::payment::Currency;
 use payments_core::provider::{ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest};
 use payments_core::sealing::{SealingKey, SealingKeys};
-use payments_core::service::{
-    Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig,
-};
+use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::store::CallbackSecretStore;
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
 use payments_core::{ErrorCode, ProjectId, Timestamp};
+use payments_directory::ProjectPatch;
 use rust_decimal::Decimal;
 
 /// Never asked: these tests make no payment.
@@ -81,7 +81,7 @@ async fn project(service: &PaymentService) -> ProjectId {
 /// The secret that signs now.
 async fn signing(service: &PaymentService, project: ProjectId) -> Result<String, ErrorCode> {
     let ring = service
-        .directory()
+        .callbacks()
         .signing_secrets(project)
         .await
         .map_err(|e| e.code())?;
@@ -192,7 +192,7 @@ fn a_plaintext_secret_from_before_sealing_signs_until_resealed() {
         let raw = stored(&store, pid).await;
         assert_eq!(raw.len(), 2);
         assert!(raw.iter().all(|r| r.starts_with("v1.")), "{raw:?}");
-        let ring = sealed.directory().signing_secrets(pid).await.unwrap();
+        let ring = sealed.callbacks().signing_secrets(pid).await.unwrap();
         assert_eq!(ring.current().secret.expose(), next);
         assert_eq!(ring.previous().unwrap().secret.expose(), secret);
     });

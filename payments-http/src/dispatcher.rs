@@ -227,7 +227,7 @@ impl fmt::Debug for Dispatcher {
 
 impl Dispatcher {
     /// A dispatcher over the service's store and clock; secrets come from
-    /// [`Directory::signing_secrets`](payments_core::service::Directory::signing_secrets) (which creates an unrevealed one at the first
+    /// [`Callbacks::signing_secrets`](payments_core::service::Callbacks::signing_secrets) (which creates an unrevealed one at the first
     /// delivery of a project without any).
     pub fn new(
         service: PaymentService,
@@ -668,7 +668,7 @@ impl Inner {
         let event_id = event.event.event_id;
         let secrets = match self
             .service
-            .directory()
+            .callbacks()
             .signing_secrets(event.event.project_id)
             .await
         {

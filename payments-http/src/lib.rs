@@ -101,10 +101,10 @@ pub mod prelude {
     pub use payments_core::provider::{
         IssuedRequisites, ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest,
     };
-    pub use payments_core::service::{
-        Actor, AuthConfig, Credentials, PaymentService, Ports, Provision, ProvisionError,
-        Provisioned, ServiceConfig,
-    };
+    pub use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
     pub use payments_core::{async_trait, Decimal};
+    pub use payments_directory::{
+        Credentials, DirectoryAccess, Provision, ProvisionError, Provisioned,
+    };
 }
 pub use state::{AppState, SharedState};

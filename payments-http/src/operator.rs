@@ -11,6 +11,7 @@ pub mod provision;
 pub mod users;
 pub mod view;
 
+use payments_directory::DirectoryAccess;
 use std::future::Future;
 
 use axum::extract::{FromRequestParts, Path, Request, State};

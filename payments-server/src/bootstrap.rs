@@ -6,14 +6,16 @@
 //! `<data-dir>/sandbox-credentials.json` (mode 0600). Secrets go to that file only, never to
 //! the log.
 
+use payments_directory::DirectoryAccess;
 use std::path::{Path, PathBuf};
 
 use payments_client::{SandboxCredentials, TestProjectCredentials};
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem, signing_key_to_pem};
 use payments_core::auth::{Environment, Scope};
-use payments_core::service::{Actor, PaymentService, ProjectPatch, Provision};
+use payments_core::service::{Actor, PaymentService};
 use payments_core::store::MerchantStoreExt;
 use payments_core::ApiError;
+use payments_directory::{ProjectPatch, Provision};
 
 /// The credentials file's name inside the data dir.
 pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";

@@ -9,6 +9,7 @@
 //! the store, its schema version and queues. `check-receiver` checks a merchant's callback
 //! receiver ([`payments_server::receiver_check`]).
 
+use payments_directory::DirectoryAccess;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

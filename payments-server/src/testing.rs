@@ -4,6 +4,7 @@
 //! addresses ([`test_settings`], [`free_port`]), so that no test binds a fixed port and a test
 //! run passes beside a sandbox on its default ports.
 
+use payments_directory::DirectoryAccess;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +13,10 @@ use std::time::Duration;
 use payments_cabinet::Cabinet;
 use payments_client::{MerchantClient, SandboxCredentials};
 use payments_core::clock::Sleep;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::store::Store;
 use payments_core::{Clock, ProjectId, SecretString, Timestamp};
+use payments_directory::ProjectPatch;
 use payments_providers::sandbox::{FixedRates, SandboxProvider};
 use payments_store_sqlite::SqliteStore;
 use tempfile::TempDir;

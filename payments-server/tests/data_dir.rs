@@ -4,6 +4,7 @@
 
 #![cfg(unix)]
 
+use payments_directory::DirectoryAccess;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,7 +69,7 @@ async fn signing_secret(settings: &Settings, project: ProjectId) -> Result<Strin
     let opened = open_service(settings, Setup::CommandCreatingKey)
         .await
         .map_err(|e| e.to_string())?;
-    let result = opened.service.directory().signing_secrets(project).await;
+    let result = opened.service.callbacks().signing_secrets(project).await;
     opened.store.close();
     result
         .map(|ring| ring.current().secret.expose().to_string())

@@ -2,13 +2,15 @@
 //! builds it from a settings file (provider, rates and notifications over HTTP): a payment
 //! from create to completed.
 
+use payments_directory::DirectoryAccess;
 use std::net::SocketAddr;
 
 use payments_client::MerchantClient;
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem, signing_key_to_pem};
 use payments_core::auth::Scope;
 use payments_core::callback::CallbackSecret;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
+use payments_directory::ProjectPatch;
 use payments_examples::upstream::{self, server_settings, ExampleUpstream};
 use payments_http::system::OsRandom;
 use payments_server::config::Settings;

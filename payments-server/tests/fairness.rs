@@ -18,7 +18,7 @@ use ed25519_dalek::SigningKey;
 use payments_client::MerchantClient;
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem};
 use payments_core::project::RateLimit;
-use payments_core::service::ProjectPatch;
+use payments_directory::ProjectPatch;
 use payments_http::system::OsRandom;
 use payments_server::config::{Durability, Settings};
 use payments_server::testing::TestServer;

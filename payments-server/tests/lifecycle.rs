@@ -1,15 +1,17 @@
 //! Payment lifecycles end to end over real sockets: operator decisions and re-checks ending in
 //! verified callbacks, sandbox test payments and their helper endpoints.
 
+use payments_directory::DirectoryAccess;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use payments_core::callback::{CallbackSecret, CallbackVerifier, RetrySchedule};
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::store::MerchantStoreExt;
 use payments_core::Timestamp;
+use payments_directory::ProjectPatch;
 use payments_server::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::json;

@@ -3,6 +3,7 @@
 //! error answer in the JSON error body with `X-Request-ID`, operations of any clone of the
 //! service waking the dispatcher, and a production server refusing the sandbox ports.
 
+use payments_directory::DirectoryAccess;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,12 +13,11 @@ use payments_client::MerchantClient;
 use payments_core::auth::keys::parse_signing_key_pem;
 use payments_core::auth::signature::{sign_request, SignOptions};
 use payments_core::auth::{keyid, Environment, HttpRequestParts};
-use payments_core::service::{
-    Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig,
-};
+use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::testing::{MemoryStore, TestCaller};
 use payments_core::transition::Trigger;
 use payments_core::Clock;
+use payments_directory::ProjectPatch;
 use payments_http::system::{OsRandom, SystemClock};
 use payments_http::AppState;
 use payments_providers::sandbox::{FixedRates, SandboxProvider};

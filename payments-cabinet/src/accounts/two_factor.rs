@@ -261,7 +261,7 @@ impl TwoFactor<'_> {
 
     /// Re-seals every stored TOTP key that is not sealed under the current sealing key
     /// (plaintext, or a previous key) with the current key, like
-    /// [`Directory::reseal_callback_secrets`](payments_core::service::Directory::reseal_callback_secrets) for callback secrets; answers (re-sealed,
+    /// [`Directory::reseal_callback_secrets`](payments_directory::Directory::reseal_callback_secrets) for callback secrets; answers (re-sealed,
     /// already current). Refused without a configured key.
     pub async fn reseal_totp_keys(&self) -> Result<(u64, u64), ApiError> {
         let keys = &self.0.service.config().sealing;

@@ -7,7 +7,9 @@ use payments_core::auth::keys::{KeyConfirmation, KeyConfirmationError};
 use payments_core::auth::Scope;
 use payments_core::ids::{KeyId, TokenId};
 use payments_core::project::{Project, TokenRecord};
-use payments_core::service::{AdminError, NewToken, TokenRequest};
+use payments_core::service::AdminError;
+use payments_directory::DirectoryAccess;
+use payments_directory::{NewToken, TokenRequest};
 
 use super::extract::{FormData, Signed};
 use super::i18n::{tr, trf};

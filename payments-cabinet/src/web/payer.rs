@@ -23,6 +23,7 @@ use payments_core::payer::{PageLanguage, PayerState, PayerView, ShownRequisite};
 use payments_core::payment::PaymentMethod;
 use payments_core::ratelimit::RateDecision;
 use payments_core::{ApiError, ErrorCode, Timestamp};
+use payments_directory::DirectoryAccess;
 use serde::Serialize;
 
 use super::extract::{FormData, Signed};
@@ -564,7 +565,7 @@ pub(crate) async fn save_settings(
         );
         return Ok(super::once::refuse(&st, signed.current.session.id, &back, "", flash).await);
     };
-    let patch = payments_core::service::ProjectPatch {
+    let patch = payments_directory::ProjectPatch {
         payer_page: Some(on),
         payer_language: Some(parsed),
         return_url: Some((!url.is_empty()).then(|| url.clone())),

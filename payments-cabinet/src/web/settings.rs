@@ -4,7 +4,8 @@
 use axum::extract::{Path, State};
 use payments_core::auth::IpAllowList;
 use payments_core::callback::ROTATION_OVERLAP;
-use payments_core::service::ProjectPatch;
+use payments_directory::DirectoryAccess;
+use payments_directory::ProjectPatch;
 
 use super::extract::{FormData, Signed};
 use super::i18n::{tr, trf};

@@ -287,7 +287,7 @@ impl Callbacks<'_> {
         if event.outbox.event.project_id != project.id {
             return Err(event_not_found());
         }
-        let secrets = self.directory().signing_secrets(project.id).await?;
+        let secrets = self.callbacks().signing_secrets(project.id).await?;
         let body = &event.outbox.event.body;
         let attempts = event
             .attempts

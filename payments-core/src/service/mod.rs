@@ -1,6 +1,7 @@
 //! The service: orchestration of parsing, bank resolution, contract, rates, the requisite
 //! provider, the state machine and the store. It decides; adapters carry out.
 
+mod admin;
 mod auth;
 mod callbacks;
 mod create;
@@ -9,12 +10,10 @@ mod ledger;
 mod listing;
 mod notify;
 mod operate;
-mod operator;
 mod payer;
-mod provision;
-mod provisioning;
 mod request_log;
 mod scans;
+mod secrets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +37,7 @@ use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
 pub use crate::auth::verifier::BatchStats;
+pub use admin::AdminError;
 pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
     AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, RequestFormError,
@@ -69,17 +69,9 @@ pub use notify::{
     NOTIFICATION_REASON_MAX_CHARS, UPSTREAM_NONCE_SCOPE,
 };
 pub use operate::{Actor, OperateError, OperationResult, SweepReport};
-pub use operator::{NewOperatorToken, DEFAULT_OPERATOR_TOKEN_NAME, OPERATOR_TOKEN_SETTING};
-pub use provision::{
-    contract_from_json, project_json, project_value, secrets_from_records, token_name, AdminError,
-    NewToken, ProjectPatch, TokenRequest, MAX_LIFETIME, TOKEN_LIFETIME_MAX, TOKEN_LIFETIME_MIN,
-    TOKEN_NAME_MAX,
-};
-pub use provisioning::{
-    Credentials, KeySource, Provision, ProvisionError, Provisioned, PROVISION_TURN,
-};
 pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};
 pub use scans::{scans_refused, ScanBudget, ScanPlace};
+pub use secrets::secrets_from_records;
 
 /// Settings of the service.
 #[derive(Debug, Clone)]
@@ -219,10 +211,12 @@ pub trait OutboxWaker: Send + Sync {
 /// and doing no I/O of its own. Clones share the ports and the outbox wakers.
 ///
 /// Its operations are grouped in services by bounded context, each borrowed for a call:
-/// [`payments`](ServiceState::payments) ([`Payments`]), [`directory`](ServiceState::directory)
-/// ([`Directory`]), [`callbacks`](ServiceState::callbacks) ([`Callbacks`]),
-/// [`balances`](ServiceState::balances) ([`Balances`]), [`gate`](ServiceState::gate)
-/// ([`Gate`]) and [`requests`](ServiceState::requests) ([`RequestLog`]).
+/// [`payments`](ServiceState::payments) ([`Payments`]), [`callbacks`](ServiceState::callbacks)
+/// ([`Callbacks`]), [`balances`](ServiceState::balances) ([`Balances`]),
+/// [`gate`](ServiceState::gate) ([`Gate`]) and [`requests`](ServiceState::requests)
+/// ([`RequestLog`]). The directory (merchants, projects, credentials, provisioning) is a
+/// bounded context of its own over the same state, in the `payments-directory` crate
+/// (`service.directory()` with its `DirectoryAccess` in scope).
 ///
 /// A merchant's request goes through [`Gate::authenticate`], which returns an
 /// [`Authenticated`] value; the operation consumes it ([`Payments::create_payment`],
@@ -243,10 +237,11 @@ pub trait OutboxWaker: Send + Sync {
 /// use payments_core::bank::BankCatalog;
 /// use payments_core::payment::{Currency, PaymentStatus};
 /// use payments_core::provider::*;
-/// use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig};
+/// use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
 /// use payments_core::testing::{ManualClock, MemoryStore, SeededRandom, TestCaller};
 /// use payments_core::transition::Trigger;
 /// use payments_core::Timestamp;
+/// use payments_directory::{DirectoryAccess, ProjectPatch};
 /// use rust_decimal::Decimal;
 ///
 /// struct Pool;
@@ -386,9 +381,6 @@ services! {
     /// Payments: create, read and list, operate (support's triggers, the sandbox's test
     /// outcomes), the lifecycle sweep, provider notifications and the payer page.
     Payments => payments;
-    /// Directory and credentials: merchants, projects, API tokens, keys, callback secrets,
-    /// operator tokens, provisioning.
-    Directory => directory;
     /// Callbacks and events: the outbox's schedule, the events API, resends, recovery, holds,
     /// retention.
     Callbacks => callbacks;
@@ -542,6 +534,13 @@ impl ServiceState {
     /// The bank catalog.
     pub fn catalog(&self) -> &BankCatalog {
         &self.ports.catalog
+    }
+
+    /// The merchants this process is provisioning now, shared by every clone: the directory's
+    /// turn within one process (`payments-directory`'s provisioning; the store's turn covers
+    /// other nodes).
+    pub fn provisioning_turns(&self) -> &std::sync::Mutex<std::collections::HashSet<String>> {
+        &self.provisioning
     }
 }
 

@@ -1,6 +1,7 @@
 //! Operations over the service: failed callbacks resent in bulk, the dispatch hold, retention
 //! and named operator tokens (issue, rotation with an overlap, revocation, the audit's actor).
 
+use payments_directory::DirectoryAccess;
 use std::time::Duration;
 
 use futures_executor::block_on;

@@ -1,6 +1,7 @@
 //! `Directory::provision` on a production service: credentials once, all or nothing
 //! under a store that fails any one write, idempotent afterwards.
 
+use payments_directory::DirectoryAccess;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,15 +13,14 @@ use payments_core::auth::keys::{
     generate_signing_key, keyid, parse_signing_key_pem, public_key_to_pem,
 };
 use payments_core::auth::Environment;
-use payments_core::service::{
-    Actor, AuthConfig, PaymentService, Ports, Provision, ProvisionError, Provisioned, ServiceConfig,
-};
+use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::store::{
     AuditStore, CredentialStoreExt, Layered, MerchantStoreExt, Op, OpKind, Store, StoreError,
     StoreLayer, UnavailableCause,
 };
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
 use payments_core::SecretString;
+use payments_directory::{Provision, ProvisionError, Provisioned};
 
 use crate::common::{ts, TestProvider, TestRates, T_CREATED};
 
@@ -152,7 +152,7 @@ fn provisioning_answers_credentials_once_then_changes_nothing() {
     assert_finished(&store, &done);
     let creds = done.credentials.as_ref().unwrap();
     assert!(creds.operator_token.is_some());
-    let secrets = block_on(svc.directory().signing_secrets(done.project.id)).unwrap();
+    let secrets = block_on(svc.callbacks().signing_secrets(done.project.id)).unwrap();
     assert_eq!(
         secrets.current().secret.expose(),
         creds.callback_secret.expose().as_str(),

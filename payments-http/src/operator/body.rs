@@ -10,9 +10,9 @@ use std::time::Duration;
 use payments_core::amount::Amount;
 use payments_core::auth::Scope;
 use payments_core::project::{Contract, RateLimit};
-use payments_core::service::{contract_from_json, ProjectPatch};
 use payments_core::transition::{RecheckOutcome, Trigger};
 use payments_core::ApiError;
+use payments_directory::{contract_from_json, ProjectPatch};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 

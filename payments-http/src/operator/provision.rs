@@ -2,6 +2,7 @@
 //! secrets and the audit trail. Each handler reads its input strictly and calls the core's
 //! provisioning function, which checks the values and writes the audit record.
 
+use payments_directory::DirectoryAccess;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
@@ -11,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, MethodRouter};
 use axum::{Json, Router};
 use payments_core::auth::keys::KeyConfirmation;
-use payments_core::service::{project_value, TokenRequest};
 use payments_core::ApiError;
+use payments_directory::{project_value, TokenRequest};
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -1,11 +1,12 @@
 //! The JSON forms of merchants, tokens, keys and audit records: what the operator API answers
 //! and what the CLI prints with `--json`, so the two cannot drift apart. Projects use the
-//! core's [`payments_core::service::project_value`].
+//! core's [`payments_directory::project_value`].
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use payments_core::project::{AuditRecord, KeyRecord, Merchant, TokenRecord};
-use payments_core::service::{NewToken, OperationResult};
+use payments_core::service::OperationResult;
+use payments_directory::NewToken;
 use serde_json::{json, Value};
 
 /// A merchant.

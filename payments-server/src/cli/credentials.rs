@@ -1,5 +1,6 @@
 //! Token, key and callback-secret commands.
 
+use payments_directory::DirectoryAccess;
 use std::path::PathBuf;
 
 use clap::Subcommand;
@@ -7,8 +8,9 @@ use std::sync::Arc;
 
 use payments_cabinet::store::CabinetStore;
 use payments_core::auth::keys::KeyConfirmation;
-use payments_core::service::{Actor, PaymentService, TokenRequest};
+use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
+use payments_directory::TokenRequest;
 use serde_json::{json, Value};
 use std::time::Duration;
 

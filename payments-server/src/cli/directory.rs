@@ -1,12 +1,14 @@
 //! Merchant and project commands.
 
+use payments_directory::DirectoryAccess;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use payments_core::project::RateLimit;
-use payments_core::service::{project_value, Actor, PaymentService, ProjectPatch};
+use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
+use payments_directory::{project_value, ProjectPatch};
 use serde_json::{json, Value};
 
 use super::output::{table, yes_no, Output};

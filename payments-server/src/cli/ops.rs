@@ -1,12 +1,14 @@
 //! Operations from a terminal: failed callbacks (list, bulk resend), the dispatch hold, named
 //! operator tokens. The same core functions and JSON forms as the operator API.
 
+use payments_directory::DirectoryAccess;
 use std::time::Duration;
 
 use clap::Subcommand;
 use payments_core::project::OperatorTokenRecord;
-use payments_core::service::{Actor, NewOperatorToken, PaymentService};
+use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
+use payments_directory::NewOperatorToken;
 use serde_json::{json, Value};
 
 use super::output::{fields, table, Output};

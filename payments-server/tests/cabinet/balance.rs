@@ -167,7 +167,7 @@ async fn the_balance_tab_statements_and_exports_follow_the_ledger() {
 
     // A test payment, completed through the test helpers: no entry (checked below).
     c.server
-        .patch_project(payments_core::service::ProjectPatch {
+        .patch_project(payments_directory::ProjectPatch {
             test_mode: Some(true),
             ..Default::default()
         })

@@ -233,7 +233,7 @@ async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
     let demo = c.demo_merchant().await;
     c.user("ru@shop.example", Role::Merchant(demo)).await;
     c.server
-        .patch_project(payments_core::service::ProjectPatch {
+        .patch_project(payments_directory::ProjectPatch {
             test_mode: Some(true),
             callback_url: Some(Some("https://shop.example.com/callbacks".into())),
             ..Default::default()

@@ -687,7 +687,7 @@ async fn a_merchant_user_sends_a_closed_test_payments_callback() {
     let demo = c.demo_merchant().await;
     c.user("owner@shop.example", Role::Merchant(demo)).await;
     c.server
-        .patch_project(payments_core::service::ProjectPatch {
+        .patch_project(payments_directory::ProjectPatch {
             test_mode: Some(true),
             callback_url: Some(Some("https://shop.example.com/callbacks".into())),
             ..Default::default()

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use payments_core::payer::PageLanguage;
-use payments_core::service::ProjectPatch;
+use payments_directory::ProjectPatch;
 use serde_json::{json, Value};
 
 use crate::support::Cabinet;

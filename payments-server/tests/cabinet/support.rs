@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use payments_directory::DirectoryAccess;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -24,9 +24,10 @@ use payments_cabinet::store::Role;
 use payments_client::MerchantClient;
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem};
 use payments_core::payer::PageLanguage;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::transition::Trigger;
 use payments_core::Clock;
+use payments_directory::ProjectPatch;
 use payments_http::system::OsRandom;
 use serde_json::{json, Value};
 

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use payments_cabinet::store::{AuditQuery, Role};
 use payments_core::callback::CallbackVerifier;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::transition::Trigger;
 use payments_core::Clock;
+use payments_directory::ProjectPatch;
 use serde_json::json;
 
 use crate::browser::Browser;
@@ -54,7 +55,7 @@ async fn a_merchant_resends_callbacks_and_reads_what_was_sent() {
     })
     .await;
     let secret = svc
-        .directory()
+        .callbacks()
         .signing_secrets(project)
         .await
         .expect("the secrets")

@@ -8,8 +8,9 @@
 use std::time::{Duration, Instant};
 
 use payments_core::payer::PageLanguage;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::transition::Trigger;
+use payments_directory::ProjectPatch;
 use serde_json::json;
 
 use crate::browser::Browser;

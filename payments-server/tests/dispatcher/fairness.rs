@@ -6,15 +6,17 @@
 //! (16 slots, 8 per host, so the five slow hosts could take 40), so that a few dozen resends
 //! are a flood and the test takes a few seconds.
 
+use payments_directory::DirectoryAccess;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use payments_core::service::{Actor, PaymentService, ProjectPatch};
+use payments_core::service::{Actor, PaymentService};
 use payments_core::testing::TestCaller;
 use payments_core::transition::Trigger;
 use payments_core::PaymentId;
+use payments_directory::ProjectPatch;
 use payments_http::resolver::StaticLookup;
 use payments_server::testing::TestServer;
 use tokio::io::AsyncWriteExt;

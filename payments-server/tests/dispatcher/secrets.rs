@@ -2,8 +2,10 @@
 
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::event::EventKind;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::store::CallbackSecretStore;
+use payments_directory::DirectoryAccess;
+use payments_directory::ProjectPatch;
 
 use crate::support::{advance, local_config, pki, receiver, world, Reply, World, HOST};
 use payments_core::store::MerchantStoreExt;

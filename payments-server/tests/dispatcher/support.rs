@@ -1,6 +1,7 @@
 //! Fixtures shared by the modules: a test CA and certificates, the HTTPS receiver, and
 //! the world (service, in-memory store, manual clock) that commits events to deliver.
 
+use payments_directory::DirectoryAccess;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,12 +18,11 @@ use payments_core::event::{CallbackEvent, DeliveryState, EventKind, EventRecord,
 use payments_core::payment::{
     Currency, Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus,
 };
-use payments_core::service::{
-    Actor, AuthConfig, PaymentService, Ports, ProjectPatch, ServiceConfig,
-};
+use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
 use payments_core::store::{OutboxStore, PaymentChange, Store};
 use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
 use payments_core::{Clock, EventId, PaymentId, ProjectId, Timestamp};
+use payments_directory::ProjectPatch;
 use payments_http::dispatcher::{Dispatcher, DispatcherConfig};
 use payments_http::metrics::Metrics;
 use payments_http::resolver::StaticLookup;

@@ -2,7 +2,9 @@
 //! invalid bodies and business rules, magic amounts, and concurrent identical creates.
 
 use payments_client::SignSpec;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
+use payments_directory::DirectoryAccess;
+use payments_directory::ProjectPatch;
 use payments_server::testing::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::json;

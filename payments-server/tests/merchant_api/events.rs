@@ -4,6 +4,7 @@
 //! the token), the long poll, "send callback" for a closed test payment, and `listen`
 //! forwarding that callback to a local receiver that verifies it.
 
+use payments_directory::DirectoryAccess;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,8 +16,9 @@ use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use payments_client::MerchantClient;
 use payments_core::auth::Scope;
 use payments_core::callback::{CallbackSecret, CallbackVerifier, RetrySchedule};
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::Timestamp;
+use payments_directory::ProjectPatch;
 use payments_examples::listen::{ListenConfig, Listener};
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{receiver_router, Receiver, ReceiverDb};

@@ -2,11 +2,13 @@
 //! a payment while creates run beside them, each filter, strict query parameters, the scope,
 //! the project's signature policy (the query string is signed) and the shared rate limit.
 
+use payments_directory::DirectoryAccess;
 use std::collections::HashSet;
 
 use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
+use payments_directory::ProjectPatch;
 use payments_server::testing::TestServer;
 use reqwest::{Method, StatusCode};
 

@@ -4,7 +4,7 @@
 //! created without it.
 
 use payments_core::callback::RetrySchedule;
-use payments_core::service::ProjectPatch;
+use payments_directory::ProjectPatch;
 use payments_server::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use payments_core::service::ProjectPatch;
+use payments_directory::ProjectPatch;
 use payments_server::testing::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::json;

@@ -1,6 +1,7 @@
 //! Refused requests take nothing: token and signature rejections, size, rate and address
 //! limits, and `X-Forwarded-For` honoured only from trusted proxies.
 
+use payments_directory::DirectoryAccess;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +9,8 @@ use payments_client::SignSpec;
 use payments_core::auth::keys::generate_signing_key;
 use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
-use payments_core::service::{Actor, ProjectPatch, TokenRequest};
+use payments_core::service::Actor;
+use payments_directory::{ProjectPatch, TokenRequest};
 use payments_http::system::OsRandom;
 use payments_server::testing::{ShiftedClock, TestServer};
 use reqwest::{Method, StatusCode};

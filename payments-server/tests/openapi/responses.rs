@@ -1,12 +1,14 @@
 //! Real responses of the real server validate against the file and carry its required
 //! headers.
 
+use payments_directory::DirectoryAccess;
 use std::collections::BTreeSet;
 
 use payments_client::{ApiResponse, SignSpec};
 use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
+use payments_directory::ProjectPatch;
 use payments_server::testing::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -222,7 +222,7 @@ async fn callback_secret_rotation_shows_the_secret_once_and_keeps_two() {
     let ring = app
         .state
         .service
-        .directory()
+        .callbacks()
         .signing_secrets(pid)
         .await
         .unwrap();

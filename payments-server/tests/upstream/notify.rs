@@ -1,8 +1,8 @@
 //! Provider notifications over the notification listener: applied once, every refusal with
 //! its own status and nothing changed, audited.
 
-use payments_core::service::ProjectPatch;
 use payments_core::PaymentId;
+use payments_directory::ProjectPatch;
 use payments_server::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::json;

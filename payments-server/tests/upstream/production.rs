@@ -2,6 +2,7 @@
 //! notifications configured: it starts (production refuses only the sandbox ports) and
 //! completes a payment end to end, the merchant's callback included.
 
+use payments_directory::DirectoryAccess;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,8 +15,9 @@ use payments_client::MerchantClient;
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem, signing_key_to_pem};
 use payments_core::auth::Scope;
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
-use payments_core::service::{Actor, ProjectPatch};
+use payments_core::service::Actor;
 use payments_core::Timestamp;
+use payments_directory::ProjectPatch;
 use payments_http::system::OsRandom;
 use payments_server::config::Settings;
 use payments_server::server::{open_service, Setup};

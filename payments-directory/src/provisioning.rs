@@ -15,17 +15,18 @@ use std::str::FromStr;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::provision::{checked_name, ProjectPatch};
-use super::{Actor, Directory};
-use crate::auth::keys::{
+use crate::provision::{checked_name, ProjectPatch};
+use crate::Directory;
+use payments_core::auth::keys::{
     generate_signing_key, keyid, parse_public_key, public_key_to_pem, signing_key_to_pem,
 };
-use crate::auth::Scope;
-use crate::ids::{KeyId, ProjectId};
-use crate::project::{Merchant, Project};
-use crate::settings::SettingFamily;
-use crate::store::{CredentialStoreExt, MerchantStoreExt};
-use crate::{ApiError, ErrorCode, SecretString};
+use payments_core::auth::Scope;
+use payments_core::ids::{KeyId, ProjectId};
+use payments_core::project::{Merchant, Project};
+use payments_core::service::{Actor, AdminError};
+use payments_core::settings::SettingFamily;
+use payments_core::store::{CredentialStoreExt, MerchantStoreExt};
+use payments_core::{ApiError, ErrorCode, SecretString};
 
 /// How long one call holds a merchant's provisioning: a second call meanwhile is
 /// [`ProvisionError::Busy`]; a call that died holding it blocks the next one this long.
@@ -266,14 +267,14 @@ impl From<ApiError> for ProvisionError {
     }
 }
 
-impl From<super::AdminError> for ProvisionError {
-    fn from(e: super::AdminError) -> ProvisionError {
+impl From<AdminError> for ProvisionError {
+    fn from(e: AdminError) -> ProvisionError {
         ProvisionError::Failed(e.into())
     }
 }
 
-impl From<crate::store::StoreError> for ProvisionError {
-    fn from(e: crate::store::StoreError) -> ProvisionError {
+impl From<payments_core::store::StoreError> for ProvisionError {
+    fn from(e: payments_core::store::StoreError) -> ProvisionError {
         ProvisionError::Failed(e.into())
     }
 }
@@ -312,14 +313,14 @@ impl Directory<'_> {
         // The credentials are this environment's (`nl_live_` or `nl_test_` tokens): the store
         // is recorded as its, and a store of the other environment is refused.
         self.record_environment().await.map_err(|e| match e {
-            super::AdminError::Invalid(m) => ProvisionError::Invalid(m),
+            AdminError::Invalid(m) => ProvisionError::Invalid(m),
             e => ProvisionError::Failed(e.into()),
         })?;
         let (merchant_name, project_name) = (&checked.merchant, &checked.project);
         if let Some(done) = self.provisioned(merchant_name, project_name).await? {
             return Ok(done);
         }
-        let Some(_held) = Held::take(&self.provisioning, merchant_name) else {
+        let Some(_held) = Held::take(self.provisioning_turns(), merchant_name) else {
             return Err(ProvisionError::Busy(merchant_name.clone()));
         };
         let turn = format!("provision:{merchant_name}");
@@ -330,7 +331,7 @@ impl Directory<'_> {
         if let Some(done) = self.provisioned(merchant_name, project_name).await? {
             return Ok(done);
         }
-        let store = &self.ports.store;
+        let store = &self.ports().store;
         let (merchant, project) = self.records(request, &checked, actor).await?;
         let registered = self
             .revoke_unhanded(project.id, checked.kept.as_ref(), actor)
@@ -366,7 +367,7 @@ impl Directory<'_> {
     /// merchant's own key (read once: its keyid is the one to keep on a resume), the operator
     /// token's name and the project's settings.
     fn check_request(self, request: &Provision) -> Result<Checked, ProvisionError> {
-        let invalid = |e: super::AdminError| ProvisionError::Invalid(e.to_string());
+        let invalid = |e: AdminError| ProvisionError::Invalid(e.to_string());
         let merchant = checked_name(&request.merchant).map_err(invalid)?;
         let project = checked_name(&request.project).map_err(invalid)?;
         if request.scopes.is_empty() {
@@ -405,7 +406,7 @@ impl Directory<'_> {
         checked: &Checked,
         actor: &Actor,
     ) -> Result<(Merchant, Project), ProvisionError> {
-        let store = &self.ports.store;
+        let store = &self.ports().store;
         let merchant = match self.merchant_named(&checked.merchant).await? {
             Some(m) => m,
             None => {
@@ -445,7 +446,7 @@ impl Directory<'_> {
         kept: Option<&KeyId>,
         actor: &Actor,
     ) -> Result<Option<KeyId>, ProvisionError> {
-        let store = &self.ports.store;
+        let store = &self.ports().store;
         for t in store.tokens(project).await? {
             if t.revoked_at.is_none() {
                 self.revoke_token(project, t.id, actor).await?;
@@ -480,7 +481,7 @@ impl Directory<'_> {
                 (self.register_key(project, pem, actor).await?.keyid, None)
             }
             (KeySource::Generate, _) => {
-                let key = generate_signing_key(self.ports.rng.as_ref());
+                let key = generate_signing_key(self.ports().rng.as_ref());
                 let pem = public_key_to_pem(&key.verifying_key());
                 let record = self.register_key(project, &pem, actor).await?;
                 (
@@ -519,7 +520,7 @@ impl Directory<'_> {
         let Some(merchant) = self.merchant_named(merchant_name).await? else {
             return Ok(None);
         };
-        let state = STATE.get(&*self.ports.store, &merchant.id).await?;
+        let state = STATE.get(&*self.ports().store, &merchant.id).await?;
         let (project, any_project) = self.project_named(&merchant, project_name).await?;
         match (state, project) {
             (Some(State::Complete), Some(project)) => Ok(Some(Provisioned {
@@ -544,7 +545,7 @@ impl Directory<'_> {
 
     /// Whether a valid operator token is named `name`.
     async fn has_operator_token(self, name: &str) -> Result<bool, ProvisionError> {
-        let now = self.ports.clock.now();
+        let now = self.ports().clock.now();
         Ok(self
             .operator_tokens()
             .await?
@@ -554,7 +555,7 @@ impl Directory<'_> {
 
     async fn merchant_named(self, name: &str) -> Result<Option<Merchant>, ProvisionError> {
         let mut found: Vec<Merchant> = self
-            .ports
+            .ports()
             .store
             .merchants()
             .await?
@@ -576,7 +577,7 @@ impl Directory<'_> {
         name: &str,
     ) -> Result<(Option<Project>, bool), ProvisionError> {
         let projects: Vec<Project> = self
-            .ports
+            .ports()
             .store
             .projects()
             .await?

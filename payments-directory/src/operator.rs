@@ -14,15 +14,17 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::AdminError;
-use super::{Actor, Directory};
-use crate::ids::TokenId;
-use crate::project::{AuditRecord, OperatorTokenRecord};
-use crate::secret::SecretString;
-use crate::store::OperatorStoreExt;
+use crate::Directory;
+use payments_core::ids::TokenId;
+use payments_core::project::{AuditRecord, OperatorTokenRecord};
+use payments_core::secret::SecretString;
+use payments_core::service::Actor;
+use payments_core::service::AdminError;
+use payments_core::store::OperatorStoreExt;
 
 /// The setting holding the SHA-256 (hex) of the unnamed operator token of earlier versions.
-pub const OPERATOR_TOKEN_SETTING: &str = crate::settings::LEGACY_OPERATOR_TOKEN_SHA256.name();
+pub const OPERATOR_TOKEN_SETTING: &str =
+    payments_core::settings::LEGACY_OPERATOR_TOKEN_SHA256.name();
 
 /// The name of the token [`Directory::issue_operator_token`] issues (the sandbox
 /// bootstrap's, and `payments-server operator-token` without a subcommand).
@@ -86,14 +88,14 @@ impl Directory<'_> {
     /// stops working. Audited as `operator_token.issue` by `system`. Returns the token, shown
     /// once.
     pub async fn issue_operator_token(self) -> Result<String, AdminError> {
-        let now = self.ports.clock.now();
-        for t in self.ports.store.operator_tokens().await? {
+        let now = self.ports().clock.now();
+        for t in self.ports().store.operator_tokens().await? {
             if t.name == DEFAULT_OPERATOR_TOKEN_NAME && t.is_valid_at(now) {
-                self.ports.store.expire_operator_token(t.id, now).await?;
+                self.ports().store.expire_operator_token(t.id, now).await?;
             }
         }
-        crate::settings::LEGACY_OPERATOR_TOKEN_SHA256
-            .set(&*self.ports.store, &String::new())
+        payments_core::settings::LEGACY_OPERATOR_TOKEN_SHA256
+            .set(&*self.ports().store, &String::new())
             .await?;
         let issued = self
             .mint_operator_token(DEFAULT_OPERATOR_TOKEN_NAME, None, &Actor::system())
@@ -111,9 +113,9 @@ impl Directory<'_> {
         actor: &Actor,
     ) -> Result<NewOperatorToken, AdminError> {
         let name = check_token_name(name)?;
-        let now = self.ports.clock.now();
+        let now = self.ports().clock.now();
         if self
-            .ports
+            .ports()
             .store
             .operator_tokens()
             .await?
@@ -135,18 +137,18 @@ impl Directory<'_> {
         actor: &Actor,
     ) -> Result<NewOperatorToken, AdminError> {
         let mut bytes = [0u8; 32];
-        self.ports.rng.fill(&mut bytes);
+        self.ports().rng.fill(&mut bytes);
         let token = format!("op_{}", URL_SAFE_NO_PAD.encode(bytes));
-        let now = self.ports.clock.now();
+        let now = self.ports().clock.now();
         let record = OperatorTokenRecord {
-            id: TokenId::generate(self.ports.rng.as_ref()),
+            id: TokenId::generate(self.ports().rng.as_ref()),
             name: name.to_string(),
             hash: sha256(&token),
             prefix: token.chars().take(9).collect(),
             created_at: now,
             expires_at: lifetime.map(|l| now.saturating_add(l)),
         };
-        self.ports.store.insert_operator_token(&record).await?;
+        self.ports().store.insert_operator_token(&record).await?;
         self.audit_token("operator_token.issue", &record, None, actor)
             .await?;
         Ok(NewOperatorToken {
@@ -162,10 +164,10 @@ impl Directory<'_> {
         before: Option<&OperatorTokenRecord>,
         actor: &Actor,
     ) -> Result<(), AdminError> {
-        self.ports
+        self.ports()
             .store
             .append_audit(&AuditRecord {
-                at: self.ports.clock.now(),
+                at: self.ports().clock.now(),
                 actor: actor.0.clone(),
                 action: action.into(),
                 target: after.name.clone(),
@@ -179,17 +181,17 @@ impl Directory<'_> {
     /// Every operator token ever issued (expired ones included), in issue order; never the
     /// tokens themselves.
     pub async fn operator_tokens(self) -> Result<Vec<OperatorTokenRecord>, AdminError> {
-        Ok(self.ports.store.operator_tokens().await?)
+        Ok(self.ports().store.operator_tokens().await?)
     }
 
     /// The tokens `which` names that are valid now: the tokens of that name, or the one token
     /// with that id. None is `404 not_found`.
     async fn valid_tokens(self, which: &str) -> Result<Vec<OperatorTokenRecord>, AdminError> {
-        let now = self.ports.clock.now();
+        let now = self.ports().clock.now();
         let which = which.trim();
         let id: Option<TokenId> = which.parse().ok();
         let found: Vec<OperatorTokenRecord> = self
-            .ports
+            .ports()
             .store
             .operator_tokens()
             .await?
@@ -212,10 +214,10 @@ impl Directory<'_> {
         which: &str,
         actor: &Actor,
     ) -> Result<Vec<OperatorTokenRecord>, AdminError> {
-        let now = self.ports.clock.now();
+        let now = self.ports().clock.now();
         let mut revoked = Vec::new();
         for t in self.valid_tokens(which).await? {
-            self.ports.store.expire_operator_token(t.id, now).await?;
+            self.ports().store.expire_operator_token(t.id, now).await?;
             let mut after = t.clone();
             after.expires_at = Some(now);
             self.audit_token("operator_token.revoke", &after, Some(&t), actor)
@@ -242,9 +244,12 @@ impl Directory<'_> {
             ));
         }
         let old = self.valid_tokens(name).await?;
-        let until = self.ports.clock.now().saturating_add(overlap);
+        let until = self.ports().clock.now().saturating_add(overlap);
         for t in &old {
-            self.ports.store.expire_operator_token(t.id, until).await?;
+            self.ports()
+                .store
+                .expire_operator_token(t.id, until)
+                .await?;
         }
         let issued = self.mint_operator_token(name, None, actor).await?;
         for t in &old {
@@ -274,19 +279,19 @@ impl Directory<'_> {
         // Looked up by its hash, like project tokens: the lookup reveals nothing of a token
         // that is not known.
         if let Some(t) = self
-            .ports
+            .ports()
             .store
             .operator_token_by_hash(&sha256(presented))
             .await?
         {
-            return if t.is_valid_at(self.ports.clock.now()) {
+            return if t.is_valid_at(self.ports().clock.now()) {
                 Ok(Actor(format!("operator:{}", t.name)))
             } else {
                 Err(invalid())
             };
         }
-        let expected = crate::settings::LEGACY_OPERATOR_TOKEN_SHA256
-            .get(&*self.ports.store)
+        let expected = payments_core::settings::LEGACY_OPERATOR_TOKEN_SHA256
+            .get(&*self.ports().store)
             .await?
             .filter(|h| !h.is_empty())
             .ok_or_else(invalid)?;

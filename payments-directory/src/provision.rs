@@ -7,108 +7,29 @@ use std::time::Duration;
 use ed25519_dalek::VerifyingKey;
 use rust_decimal::Decimal;
 
-use super::{Actor, Directory, ServiceState};
-use crate::auth::keys::{parse_public_key_form, KeyConfirmation, KeyConfirmationError};
-use crate::auth::token::IssuedToken;
-use crate::auth::{Environment, IpAllowList, Scope};
-use crate::callback::destination::{CallbackUrl, CallbackUrlError};
-use crate::callback::signing::{CallbackSecret, CallbackSecrets};
-use crate::ids::{KeyId, MerchantId, ProjectId, TokenId};
-use crate::payer::PageLanguage;
-use crate::payment::{Currency, PaymentMethod};
-use crate::project::{
+use crate::Directory;
+use payments_core::auth::keys::{parse_public_key_form, KeyConfirmation};
+use payments_core::auth::token::IssuedToken;
+use payments_core::auth::{Environment, IpAllowList, Scope};
+use payments_core::callback::destination::CallbackUrl;
+use payments_core::callback::signing::CallbackSecret;
+use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
+use payments_core::payer::PageLanguage;
+use payments_core::payment::{Currency, PaymentMethod};
+use payments_core::project::{
     AuditRecord, Contract, KeyRecord, Merchant, MethodTerms, Project, RateLimit, SecretRecord,
     TokenRecord, DEFAULT_LIFETIME,
 };
-use crate::sealing::{ResealReport, SealingKeys};
-use crate::settlement::FeePercent;
-use crate::store::CredentialStoreExt;
-use crate::store::MerchantStoreExt;
-use crate::store::StoreError;
-use crate::{ApiError, ErrorCode, SecretString};
-
-/// Why an administrative operation was refused: the directory (merchants, projects, their
-/// tokens, keys and callback secrets), operator tokens, the callback hold and the
-/// environment record. Each cause has the stable code of its answer ([`AdminError::code`]);
-/// the message of that answer is the error's text.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AdminError {
-    /// Input refused before anything was written (`400 bad_request`): a name, a setting, a
-    /// key, a scope list, a reason.
-    #[error("{0}")]
-    Invalid(String),
-    /// A key whose keyid was not confirmed (`400 bad_request`): a raw 32-byte key given
-    /// without the keyid a person must confirm it with, or a keyid that is not the key's.
-    #[error("expected_keyid: {0}")]
-    KeyUnconfirmed(#[source] KeyConfirmationError),
-    /// A callback URL the callback policy refuses (`400 bad_request`).
-    #[error(transparent)]
-    CallbackUrl(#[from] CallbackUrlError),
-    /// No such merchant, project, token, key or operator token (`404 not_found`).
-    #[error("{0}")]
-    NotFound(String),
-    /// A missing, malformed, expired or unknown operator token (`401 token_invalid`).
-    #[error("missing or invalid operator token")]
-    OperatorTokenInvalid,
-    /// A callback secret that cannot be sealed, opened or read back (`500 internal_error`):
-    /// a sealing key that does not match the stored data, or a damaged row.
-    #[error("{0}")]
-    Secret(String),
-    /// The store failed (`503`, or `500` for corrupt data).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl AdminError {
-    /// Input refused (`400 bad_request`) with this message.
-    pub fn invalid(message: impl Into<String>) -> AdminError {
-        AdminError::Invalid(message.into())
-    }
-
-    /// The stable code it is answered with.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            AdminError::Invalid(_) | AdminError::CallbackUrl(_) | AdminError::KeyUnconfirmed(_) => {
-                ErrorCode::BadRequest
-            }
-            AdminError::NotFound(_) => ErrorCode::NotFound,
-            AdminError::OperatorTokenInvalid => ErrorCode::TokenInvalid,
-            AdminError::Secret(_) => ErrorCode::Internal,
-            AdminError::Store(e) => ApiError::from(e.clone()).code,
-        }
-    }
-}
-
-impl From<AdminError> for ApiError {
-    fn from(e: AdminError) -> ApiError {
-        match e {
-            AdminError::Store(e) => e.into(),
-            AdminError::CallbackUrl(e) => e.into(),
-            e => ApiError::new(e.code(), e.to_string()),
-        }
-    }
-}
+use payments_core::sealing::ResealReport;
+use payments_core::service::{Actor, AdminError, ServiceState};
+use payments_core::settlement::FeePercent;
+use payments_core::store::CredentialStoreExt;
+use payments_core::store::MerchantStoreExt;
+use payments_core::store::StoreError;
+use payments_core::SecretString;
 
 /// Longest accepted payment lifetime (7 days).
 pub const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
-
-impl Contract {
-    /// The contract a new project gets unless told otherwise: both methods, RUB, amounts
-    /// 10 to 1,000,000, fee 11 %.
-    pub fn standard() -> Contract {
-        let terms = |method| MethodTerms {
-            method,
-            min_amount: Some(Decimal::from(10)),
-            max_amount: Some(Decimal::from(1_000_000)),
-            fee_percent: FeePercent::new(Decimal::from(11)).expect("11 is a valid fee percent"),
-        };
-        Contract {
-            currencies: vec![Currency::RUB],
-            methods: PaymentMethod::ALL.into_iter().map(terms).collect(),
-        }
-    }
-}
 
 /// Changes to a project's settings; `None` leaves a setting as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -138,7 +59,7 @@ pub struct ProjectPatch {
     /// The payer page's language.
     pub payer_language: Option<PageLanguage>,
     /// The payer page's return URL (`Some(None)` removes it): https only
-    /// ([`ReturnUrl::parse`](crate::payer::ReturnUrl::parse)).
+    /// ([`ReturnUrl::parse`](payments_core::payer::ReturnUrl::parse)).
     pub return_url: Option<Option<String>>,
 }
 
@@ -200,7 +121,7 @@ fn audit(
     target: String,
     before: Option<String>,
     after: Option<String>,
-    at: crate::Timestamp,
+    at: payments_core::Timestamp,
 ) -> AuditRecord {
     AuditRecord {
         at,
@@ -269,7 +190,9 @@ fn not_found(what: &str) -> AdminError {
 
 fn parse_url(url: Option<String>, svc: &ServiceState) -> Result<Option<CallbackUrl>, AdminError> {
     url.filter(|u| !u.trim().is_empty())
-        .map(|u| CallbackUrl::parse(u.trim(), svc.config.callback_policy).map_err(AdminError::from))
+        .map(|u| {
+            CallbackUrl::parse(u.trim(), svc.config().callback_policy).map_err(AdminError::from)
+        })
         .transpose()
 }
 
@@ -283,13 +206,13 @@ impl Directory<'_> {
     ) -> Result<Merchant, AdminError> {
         let name = checked_name(name)?;
         let merchant = Merchant {
-            id: MerchantId::generate(self.ports.rng.as_ref()),
+            id: MerchantId::generate(self.ports().rng.as_ref()),
             name,
             paused: false,
             callback_url: parse_url(callback_url, &self)?,
-            created_at: self.ports.clock.now(),
+            created_at: self.ports().clock.now(),
         };
-        self.ports.store.put_merchant(&merchant).await?;
+        self.ports().store.put_merchant(&merchant).await?;
         self.audit(audit(
             actor,
             "merchant.create",
@@ -310,7 +233,7 @@ impl Directory<'_> {
         callback_url: Option<Option<String>>,
         actor: &Actor,
     ) -> Result<Merchant, AdminError> {
-        let store = &self.ports.store;
+        let store = &self.ports().store;
         let before = store
             .merchant(id)
             .await?
@@ -329,7 +252,7 @@ impl Directory<'_> {
             id.to_string(),
             Some(merchant_json(&before)),
             Some(merchant_json(&m)),
-            self.ports.clock.now(),
+            self.ports().clock.now(),
         ))
         .await?;
         Ok(m)
@@ -344,14 +267,14 @@ impl Directory<'_> {
         patch: ProjectPatch,
         actor: &Actor,
     ) -> Result<Project, AdminError> {
-        self.ports
+        self.ports()
             .store
             .merchant(merchant)
             .await?
             .ok_or_else(|| not_found("merchant"))?;
         let project = self.blank_project(merchant, checked_name(name)?);
         let project = self.patched(project, patch)?;
-        self.ports.store.put_project(&project).await?;
+        self.ports().store.put_project(&project).await?;
         self.audit(audit(
             actor,
             "project.create",
@@ -367,7 +290,7 @@ impl Directory<'_> {
     /// A project of `merchant` named `name` with the standard contract and default settings.
     fn blank_project(self, merchant: MerchantId, name: String) -> Project {
         Project {
-            id: ProjectId::generate(self.ports.rng.as_ref()),
+            id: ProjectId::generate(self.ports().rng.as_ref()),
             merchant_id: merchant,
             name,
             active: true,
@@ -382,7 +305,7 @@ impl Directory<'_> {
             payer_page: false,
             payer_language: PageLanguage::default(),
             return_url: None,
-            created_at: self.ports.clock.now(),
+            created_at: self.ports().clock.now(),
         }
     }
 
@@ -400,20 +323,20 @@ impl Directory<'_> {
         actor: &Actor,
     ) -> Result<Project, AdminError> {
         let before = self
-            .ports
+            .ports()
             .store
             .project(id)
             .await?
             .ok_or_else(|| not_found("project"))?;
         let after = self.patched(before.clone(), patch)?;
-        self.ports.store.put_project(&after).await?;
+        self.ports().store.put_project(&after).await?;
         self.audit(audit(
             actor,
             "project.update",
             id.to_string(),
             Some(project_json(&before)),
             Some(project_json(&after)),
-            self.ports.clock.now(),
+            self.ports().clock.now(),
         ))
         .await?;
         Ok(after)
@@ -428,7 +351,7 @@ impl Directory<'_> {
             p.active = a;
         }
         if let Some(t) = patch.test_mode {
-            if t && self.auth.environment != Environment::Sandbox {
+            if t && self.auth_config().environment != Environment::Sandbox {
                 return Err(bad("test mode exists only in the sandbox".into()));
             }
             p.test_mode = t;
@@ -474,7 +397,7 @@ impl Directory<'_> {
             p.return_url = match url.as_deref().map(str::trim) {
                 None | Some("") => None,
                 Some(text) => Some(
-                    crate::payer::ReturnUrl::parse(text)
+                    payments_core::payer::ReturnUrl::parse(text)
                         .map_err(|e| bad(format!("return_url: {e}")))?,
                 ),
             };
@@ -505,7 +428,7 @@ impl Directory<'_> {
         request: TokenRequest,
         actor: &Actor,
     ) -> Result<NewToken, AdminError> {
-        self.ports
+        self.ports()
             .store
             .project(project)
             .await?
@@ -521,10 +444,11 @@ impl Directory<'_> {
                 ));
             }
         }
-        let now = self.ports.clock.now();
-        let issued = IssuedToken::generate(self.auth.environment, self.ports.rng.as_ref());
+        let now = self.ports().clock.now();
+        let issued =
+            IssuedToken::generate(self.auth_config().environment, self.ports().rng.as_ref());
         let record = TokenRecord {
-            id: TokenId::generate(self.ports.rng.as_ref()),
+            id: TokenId::generate(self.ports().rng.as_ref()),
             project_id: project,
             hash: *issued.hash.as_bytes(),
             prefix: issued.token_prefix.clone(),
@@ -534,7 +458,7 @@ impl Directory<'_> {
             name,
             expires_at: request.lifetime.map(|l| now + l),
         };
-        self.ports.store.insert_token(&record).await?;
+        self.ports().store.insert_token(&record).await?;
         let scopes: Vec<&str> = record.scopes.iter().map(|s| s.as_str()).collect();
         self.audit(audit(actor, "token.issue", record.id.to_string(), None, Some(serde_json::json!({"project_id": project, "prefix": record.prefix, "scopes": scopes, "name": record.name, "expires_at": record.expires_at}).to_string()), record.created_at)).await?;
         Ok(NewToken {
@@ -550,12 +474,12 @@ impl Directory<'_> {
         id: TokenId,
         actor: &Actor,
     ) -> Result<(), AdminError> {
-        let now = self.ports.clock.now();
-        let state = |revoked_at: Option<crate::Timestamp>| {
+        let now = self.ports().clock.now();
+        let state = |revoked_at: Option<payments_core::Timestamp>| {
             Some(serde_json::json!({"project_id": project, "revoked_at": revoked_at}).to_string())
         };
         let before = self
-            .ports
+            .ports()
             .store
             .tokens(project)
             .await?
@@ -563,7 +487,7 @@ impl Directory<'_> {
             .find(|t| t.id == id)
             .ok_or_else(|| not_found("token"))?
             .revoked_at;
-        if !self.ports.store.revoke_token(project, id, now).await? {
+        if !self.ports().store.revoke_token(project, id, now).await? {
             return Err(not_found("token"));
         }
         self.audit(audit(
@@ -608,7 +532,7 @@ impl Directory<'_> {
         confirmation: KeyConfirmation<'_>,
         actor: &Actor,
     ) -> Result<KeyRecord, AdminError> {
-        self.ports
+        self.ports()
             .store
             .project(project)
             .await?
@@ -618,7 +542,7 @@ impl Directory<'_> {
         let id = confirmation
             .check(&key, form)
             .map_err(AdminError::KeyUnconfirmed)?;
-        let elsewhere = self.ports.store.active_key_projects(&id).await?;
+        let elsewhere = self.ports().store.active_key_projects(&id).await?;
         if elsewhere.iter().any(|p| *p != project) {
             return Err(AdminError::invalid(format!(
                 "key {id} is active on another project; a key signs for one project only \
@@ -629,10 +553,10 @@ impl Directory<'_> {
             keyid: id,
             project_id: project,
             public_key: key.to_bytes(),
-            created_at: self.ports.clock.now(),
+            created_at: self.ports().clock.now(),
             revoked_at: None,
         };
-        self.ports
+        self.ports()
             .store
             .insert_key(&record)
             .await
@@ -661,18 +585,18 @@ impl Directory<'_> {
         id: &KeyId,
         actor: &Actor,
     ) -> Result<(), AdminError> {
-        let now = self.ports.clock.now();
-        let state = |revoked_at: Option<crate::Timestamp>| {
+        let now = self.ports().clock.now();
+        let state = |revoked_at: Option<payments_core::Timestamp>| {
             Some(serde_json::json!({"project_id": project, "revoked_at": revoked_at}).to_string())
         };
         let before = self
-            .ports
+            .ports()
             .store
             .key(project, id)
             .await?
             .ok_or_else(|| not_found("key"))?
             .revoked_at;
-        if !self.ports.store.revoke_key(project, id, now).await? {
+        if !self.ports().store.revoke_key(project, id, now).await? {
             return Err(not_found("key"));
         }
         self.audit(audit(
@@ -693,21 +617,21 @@ impl Directory<'_> {
         project: ProjectId,
         actor: &Actor,
     ) -> Result<SecretString, AdminError> {
-        self.ports
+        self.ports()
             .store
             .project(project)
             .await?
             .ok_or_else(|| not_found("project"))?;
-        let secret = CallbackSecret::generate(self.ports.rng.as_ref());
-        let now = self.ports.clock.now();
+        let secret = CallbackSecret::generate(self.ports().rng.as_ref());
+        let now = self.ports().clock.now();
         let record = SecretRecord {
-            secret: self.seal_secret(project, secret.expose())?,
+            secret: self.callbacks().seal_secret(project, secret.expose())?,
             created_at: now,
             revealed: true,
         };
         // The trail records how many secrets are stored (at most two), never the secrets.
-        let held = self.ports.store.callback_secrets(project).await?.len();
-        self.ports
+        let held = self.ports().store.callback_secrets(project).await?.len();
+        self.ports()
             .store
             .add_callback_secret(project, &record)
             .await?;
@@ -724,37 +648,17 @@ impl Directory<'_> {
         Ok(SecretString::from(secret.expose()))
     }
 
-    /// The secrets that sign a delivery now. If the project has none, one is created and
-    /// revealed to nobody (the merchant must issue a new one to verify callbacks).
-    pub async fn signing_secrets(self, project: ProjectId) -> Result<CallbackSecrets, AdminError> {
-        let store = &self.ports.store;
-        let mut records = store.callback_secrets(project).await?;
-        if records.is_empty() {
-            let secret = CallbackSecret::generate(self.ports.rng.as_ref());
-            let record = SecretRecord {
-                secret: self.seal_secret(project, secret.expose())?,
-                created_at: self.ports.clock.now(),
-                revealed: false,
-            };
-            records = store.add_callback_secret_if_none(project, &record).await?;
-        }
-        for record in &mut records {
-            record.secret = self.open_secret(project, &record.secret)?;
-        }
-        secrets_from_records(&records)
-    }
-
     /// Re-seals every stored callback secret that is not sealed under the current key
     /// (plaintext from before sealing, or a previous key) with the current key: the step of a
     /// key rotation after which the previous key can be dropped. The secrets' values do not
     /// change. Refused without a configured key.
     pub async fn reseal_callback_secrets(self, actor: &Actor) -> Result<ResealReport, AdminError> {
-        let keys = &self.config.sealing;
+        let keys = &self.config().sealing;
         let key_id = keys
             .current_id()
             .ok_or_else(|| AdminError::invalid("no sealing key is configured"))?
             .to_string();
-        let store = &self.ports.store;
+        let store = &self.ports().store;
         let mut report = ResealReport {
             key_id,
             resealed: 0,
@@ -766,8 +670,8 @@ impl Directory<'_> {
                     report.current += 1;
                     continue;
                 }
-                let value = self.open_secret(project.id, &record.secret)?;
-                let sealed = self.seal_secret(project.id, value.expose())?;
+                let value = self.callbacks().open_secret(project.id, &record.secret)?;
+                let sealed = self.callbacks().seal_secret(project.id, value.expose())?;
                 // `false`: rotated meanwhile, and the new secret was sealed with this key.
                 if store
                     .replace_callback_secret(project.id, &record.secret, &sealed)
@@ -777,7 +681,7 @@ impl Directory<'_> {
                 }
             }
         }
-        let now = self.ports.clock.now();
+        let now = self.ports().clock.now();
         self.audit(audit(
             actor,
             "callback_secret.reseal",
@@ -793,41 +697,8 @@ impl Directory<'_> {
         Ok(report)
     }
 
-    /// A callback secret as the store keeps it: sealed for its project when keys are
-    /// configured, as it is otherwise.
-    fn seal_secret(self, project: ProjectId, secret: &str) -> Result<SecretString, AdminError> {
-        let keys = &self.config.sealing;
-        if !keys.is_configured() {
-            return Ok(SecretString::from(secret));
-        }
-        keys.seal(secret, &secret_context(project), self.ports.rng.as_ref())
-            .map(SecretString::from)
-            .map_err(|e| AdminError::Secret(format!("cannot seal a callback secret: {e}")))
-    }
-
-    /// A stored callback secret's value. A plaintext one (stored before sealing existed)
-    /// is taken as it is, until the next rotation or re-seal seals it.
-    fn open_secret(
-        self,
-        project: ProjectId,
-        stored: &SecretString,
-    ) -> Result<SecretString, AdminError> {
-        if !SealingKeys::is_sealed(stored.expose()) {
-            return Ok(stored.clone());
-        }
-        self.config
-            .sealing
-            .open(stored.expose(), &secret_context(project))
-            .map(SecretString::from)
-            .map_err(|e| {
-                AdminError::Secret(format!(
-                    "stored callback secret of project {project} cannot be opened: {e}"
-                ))
-            })
-    }
-
     async fn audit(self, record: AuditRecord) -> Result<(), AdminError> {
-        self.ports
+        self.ports()
             .store
             .append_audit(&record)
             .await
@@ -835,38 +706,12 @@ impl Directory<'_> {
     }
 }
 
-/// What the sealing of a callback secret is bound to: its project, so that a sealed value
-/// copied to another project's row does not open.
-fn secret_context(project: ProjectId) -> String {
-    format!("callback_secret:{project}")
-}
-
-/// Rebuilds the rotation state from records holding the secrets' values (newest first).
-pub fn secrets_from_records(records: &[SecretRecord]) -> Result<CallbackSecrets, AdminError> {
-    let parse = |r: &SecretRecord| {
-        CallbackSecret::parse(r.secret.expose())
-            .map_err(|e| AdminError::Secret(format!("stored callback secret is invalid: {e}")))
-    };
-    let (newest, older) = records
-        .split_first()
-        .ok_or_else(|| AdminError::Secret("no callback secret".into()))?;
-    let ring = match older.first() {
-        Some(prev) => {
-            let mut ring = CallbackSecrets::new(parse(prev)?, prev.created_at);
-            ring.rotate(parse(newest)?, newest.created_at);
-            ring
-        }
-        None => CallbackSecrets::new(parse(newest)?, newest.created_at),
-    };
-    Ok(ring)
-}
-
 /// A merchant or project name: 1 to 200 characters after trimming, none of them a control
 /// character (NUL, ESC, DEL, C1...) or a character that reorders or hides text (bidirectional
 /// controls such as U+202E, line and paragraph separators): names are shown in the operator
 /// API, the CLI, logs and the merchant's `GET /api/v1/project`, where such characters spoof
 /// or break what is shown.
-pub(super) fn checked_name(name: &str) -> Result<String, AdminError> {
+pub(crate) fn checked_name(name: &str) -> Result<String, AdminError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         return Err(AdminError::invalid("name must be 1 to 200 characters"));
@@ -883,10 +728,10 @@ pub(super) fn checked_name(name: &str) -> Result<String, AdminError> {
     Ok(name.to_string())
 }
 
-/// Bidirectional controls ([`crate::text::is_bidi_control`]) and the line and paragraph
+/// Bidirectional controls ([`payments_core::text::is_bidi_control`]) and the line and paragraph
 /// separators (U+2028, U+2029).
 fn is_format_control(c: char) -> bool {
-    crate::text::is_bidi_control(c) || crate::text::is_line_separator(c)
+    payments_core::text::is_bidi_control(c) || payments_core::text::is_line_separator(c)
 }
 
 fn merchant_json(m: &Merchant) -> String {
@@ -984,4 +829,37 @@ pub fn contract_from_json(v: &serde_json::Value) -> Result<Contract, AdminError>
         currencies,
         methods,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use payments_core::project::TokenRecord;
+    use payments_core::Timestamp;
+
+    use super::NewToken;
+
+    #[test]
+    fn an_issued_token_does_not_print_its_secret() {
+        let at = Timestamp::from_unix_secs(1_700_000_000);
+        let token = NewToken {
+            record: TokenRecord {
+                id: "00000000-0000-4000-8000-000000000001".parse().unwrap(),
+                project_id: "00000000-0000-4000-8000-000000000002".parse().unwrap(),
+                hash: [7; 32],
+                prefix: "nl_test_abcdef".into(),
+                scopes: Vec::new(),
+                created_at: at,
+                revoked_at: None,
+                name: None,
+                expires_at: None,
+            },
+            token: "nl_test_abcdefSECRETREST".into(),
+        };
+        let debug = format!("{token:?}");
+        assert!(!debug.contains("SECRETREST"), "{debug}");
+        assert!(
+            debug.contains("nl_test_abcdef"),
+            "the prefix stays visible: {debug}"
+        );
+    }
 }
