@@ -21,6 +21,7 @@ use hdrhistogram::Histogram;
 use payments_core::payment::{Flow, PaymentMethod, PaymentStatus};
 use payments_core::store::{PaymentQuery, Store};
 use payments_core::testing::contract::{payment_id, project_id, sample_payment, T0};
+use payments_core::testing::Matches;
 use payments_core::{PaymentId, Timestamp};
 use payments_store_sqlite::{SqliteOptions, SqliteStore};
 

@@ -14,14 +14,14 @@
 //!   the same cursor; a statement period that parses is non-empty and at most 367 days.
 
 use payments_core::ledger::{TxReference, Usdt, UsdtAddress, UsdtNetwork};
-use payments_core::service::{parse_period, EntryCursor, EntryListQuery, MAX_STATEMENT_DAYS};
+use payments_core::service::{EntryCursor, MAX_STATEMENT_DAYS};
 
 /// Runs the target on the fuzzer's bytes `data`; panics when a property does not hold (see the
 /// module's documentation).
 pub fn check(data: &[u8]) {
     let [query, amount, address, reference] = crate::split::<4>(data);
     if let Ok(query) = std::str::from_utf8(query) {
-        if let Ok(q) = EntryListQuery::parse(query) {
+        if let Ok(q) = payments_http::query::entry_list(query) {
             assert!((1..=100).contains(&q.limit), "limit {}", q.limit);
             if let Some(c) = q.cursor {
                 assert_eq!(
@@ -31,7 +31,7 @@ pub fn check(data: &[u8]) {
                 );
             }
         }
-        if let Ok((from, to)) = parse_period(query) {
+        if let Ok((from, to)) = payments_http::query::period(query) {
             assert!(from < to, "an empty period");
             assert!(to.duration_since(from).as_secs() <= MAX_STATEMENT_DAYS * 86_400);
         }

@@ -269,35 +269,6 @@ impl PaymentQuery {
             limit,
         }
     }
-
-    /// Whether `payment` passes the filters (the page aside).
-    pub fn matches(&self, payment: &Payment) -> bool {
-        payment.project_id == self.project
-            && self.status.is_none_or(|s| payment.status == s)
-            && self
-                .payment_method
-                .is_none_or(|m| payment.payment_method == m)
-            && self.flow.is_none_or(|f| payment.flow == f)
-            && self.created_from.is_none_or(|t| payment.created_at >= t)
-            && self.created_to.is_none_or(|t| payment.created_at < t)
-            && self
-                .merchant_payment_id
-                .as_ref()
-                .is_none_or(|m| &payment.merchant_payment_id == m)
-            && self
-                .merchant_payment_id_prefix
-                .as_deref()
-                .is_none_or(|p| payment.merchant_payment_id.as_str().starts_with(p))
-            && self
-                .metadata
-                .as_ref()
-                .is_none_or(|(k, v)| payment.metadata.get(k) == Some(v.as_str()))
-            && self.amount.is_none_or(|a| payment.amount == a)
-            && self
-                .requisite_last4
-                .as_deref()
-                .is_none_or(|l| payment.requisite_last4().as_deref() == Some(l))
-    }
 }
 
 /// A page of a project's ledger entries ([`LedgerStore::find_entries`]), in the ledger's
@@ -338,34 +309,6 @@ impl EntryQuery {
             oldest_first: false,
             limit,
         }
-    }
-
-    /// Whether `entry` passes the filters (the page aside).
-    pub fn matches(&self, entry: &LedgerEntry) -> bool {
-        let p = &entry.posting;
-        p.project_id == self.project
-            && self.kind.is_none_or(|k| p.kind == k)
-            && self.created_from.is_none_or(|t| p.at >= t)
-            && self.created_to.is_none_or(|t| p.at < t)
-            && self
-                .reference
-                .as_ref()
-                .is_none_or(|r| p.reference.as_ref() == Some(r))
-            && self
-                .payment
-                .is_none_or(|id| p.payment.is_some_and(|(pid, _)| pid == id))
-    }
-
-    /// Whether `entry` comes after the cursor in the order asked.
-    pub fn is_after_cursor(&self, entry: &LedgerEntry) -> bool {
-        self.after.is_none_or(|c| {
-            let key = (entry.posting.at, entry.seq);
-            if self.oldest_first {
-                key > c
-            } else {
-                key < c
-            }
-        })
     }
 }
 

@@ -120,7 +120,7 @@ impl Req {
         };
         service
             .gate()
-            .authenticate(&request, &payments_core::ratelimit::Unlimited)
+            .authenticate(&request, &payments_core::testing::Unlimited)
             .await
             .map_err(ApiError::from)
     }

@@ -8,7 +8,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::auth::Endpoint;
-use payments_core::service::{parse_period, EntryListQuery};
+
 use payments_core::ApiError;
 
 use crate::admission::admitted;
@@ -43,7 +43,7 @@ pub(crate) async fn list_entries(
     let query = req.uri().query().unwrap_or_default().to_string();
     let a = admitted(&st, Endpoint::ReadBalance, req, None).await?;
     let ctx = st.service.gate().accept(a.auth).await?;
-    let query = EntryListQuery::parse(&query)?;
+    let query = crate::query::entry_list(&query)?;
     let page = st
         .service
         .balances()
@@ -67,7 +67,7 @@ pub(crate) async fn statement(
     let query = req.uri().query().unwrap_or_default().to_string();
     let a = admitted(&st, Endpoint::ReadBalance, req, None).await?;
     let ctx = st.service.gate().accept(a.auth).await?;
-    let (from, to) = parse_period(&query)?;
+    let (from, to) = crate::query::period(&query)?;
     let statement = st
         .service
         .balances()

@@ -10,7 +10,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use payments_core::auth::Endpoint;
-use payments_core::service::{event_not_found, payment_not_found, token_actor, EventListQuery};
+use payments_core::service::{event_not_found, payment_not_found, token_actor};
 use payments_core::{ApiError, EventId, PaymentId, Timestamp};
 use serde::Deserialize;
 use serde_json::json;
@@ -43,7 +43,7 @@ pub(crate) async fn list_events(
     let a = admitted(&st, Endpoint::ReadEvents, req, None).await?;
     let ctx = st.service.gate().accept(a.auth).await?;
     drop(a._permit);
-    let query = EventListQuery::parse(&query)?;
+    let query = crate::query::event_list(&query)?;
     // A place among the project's waiting long polls; without one the page is answered now.
     let place = (query.wait > Duration::ZERO && query.cursor.is_none())
         .then(|| st.long_polls.enter(ctx.project.id))

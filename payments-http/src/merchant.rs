@@ -12,7 +12,7 @@ use payments_core::amount::Amount;
 use payments_core::auth::{Endpoint, Environment};
 use payments_core::bank::parse_geo_query;
 use payments_core::service::payment_not_found;
-use payments_core::service::{CreateStatus, PaymentListQuery};
+use payments_core::service::CreateStatus;
 use payments_core::{ApiError, PaymentId};
 use serde::Deserialize;
 use tracing::Instrument;
@@ -232,7 +232,7 @@ async fn list_payments(
     let a = admitted(&st, Endpoint::ListPayments, req, None).await?;
     let decimals = a.decimals;
     let ctx = st.service.gate().accept(a.auth).await?;
-    let query = PaymentListQuery::parse(&query)?;
+    let query = crate::query::payment_list(&query)?;
     let page = st
         .service
         .payments()

@@ -1102,7 +1102,7 @@ impl OpenedStore {
             // A node's concurrent requests of one project share a round trip.
             #[cfg(feature = "postgres")]
             OpenedStore::Postgres(s) => Some(Arc::new(
-                payments_core::ratelimit::CoalescingRateLimiter::new(Arc::new(s.rate_limiter())),
+                payments_http::coalescing::CoalescingRateLimiter::new(Arc::new(s.rate_limiter())),
             )),
         }
     }

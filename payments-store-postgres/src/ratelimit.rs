@@ -14,7 +14,7 @@ use crate::PgStore;
 /// project). It runs in its own autocommit statement, never inside a create's transaction, so
 /// a project's creates do not queue behind its bucket row, and an UNLOGGED table's commit
 /// waits for no flush. The server puts a
-/// [`CoalescingRateLimiter`](payments_core::ratelimit::CoalescingRateLimiter) in front of it,
+/// `payments_http::coalescing::CoalescingRateLimiter` in front of it,
 /// so that a node's concurrent requests of one project share one statement.
 #[derive(Debug, Clone)]
 pub struct PgRateLimiter {

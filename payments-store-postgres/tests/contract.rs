@@ -7,8 +7,8 @@ mod support;
 
 use std::sync::Arc;
 
-use payments_core::ratelimit::CoalescingRateLimiter;
 use payments_core::testing::contract;
+use payments_http::coalescing::CoalescingRateLimiter;
 use payments_store_postgres::{PgRateLimiter, PgStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

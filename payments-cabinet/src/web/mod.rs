@@ -14,6 +14,7 @@ mod credentials;
 mod deliveries;
 pub mod export;
 mod extract;
+pub mod health;
 pub(crate) mod i18n;
 mod once;
 mod operations;

@@ -2,18 +2,16 @@
 //! project's tokens made recently (the request log, [`payments_core::request_log`]), newest
 //! first in pages, filtered by status (a class such as `4xx`, or one status) and error code;
 //! a refused signature's row shows what the server verified. Above them the integration
-//! health over the whole logged window, as the core computes it
-//! ([`RequestLog::integration_health`](payments_core::service::RequestLog::integration_health)).
+//! health over the whole logged window ([`integration_health`]).
 //! Whoever may see the project's payments sees its requests ([`visible_project`]).
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use payments_core::request_log::{
-    IntegrationHealth, RequestLogEntry, RequestLogQuery, StatusFilter, MIN_POLL_INTERVAL,
-};
+use payments_core::request_log::{RequestLogEntry, RequestLogQuery, StatusFilter};
 
 use super::extract::Signed;
+use super::health::{integration_health, IntegrationHealth, MIN_POLL_INTERVAL};
 use super::i18n::{tr, trf};
 use super::page::{error_page, html, ok, PageResult};
 use super::projects::{project_view, visible_project};
@@ -166,9 +164,7 @@ pub(crate) async fn page(
     let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
     let service = st.cabinet.service();
     let failed = |e: payments_core::store::StoreError| error_page(e, &st);
-    let health = service
-        .requests()
-        .integration_health(project.id)
+    let health = integration_health(service, project.id)
         .await
         .map_err(failed)?;
     let policy = service.config().request_log;

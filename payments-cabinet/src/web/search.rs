@@ -16,8 +16,72 @@ use super::views::{when, Choice, Chrome, PaymentRow};
 use crate::accounts::Current;
 use crate::store::Role;
 use askama::Template;
-use payments_core::service::{PaymentCursor, PaymentListQuery, SearchTerm};
+use payments_core::amount::Amount;
+use payments_core::ids::PaymentId;
+use payments_core::payment::{is_last4, MerchantPaymentId};
+use payments_core::service::{
+    ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, PaymentService,
+};
 use payments_core::store::MerchantStoreExt;
+use payments_core::ApiError;
+
+/// What one search box holds, as the cabinet's payment search reads it
+/// ([`SearchTerm::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SearchTerm {
+    /// A payment id (a UUID): that payment.
+    PaymentId(PaymentId),
+    /// Exactly four digits: the last four of a requisite.
+    RequisiteLast4(String),
+    /// A decimal with a dot, or a whole number of other than four digits: an amount.
+    Amount(Amount),
+    /// Anything else a merchant payment id may hold: a prefix of one.
+    MerchantPaymentIdPrefix(String),
+}
+
+impl SearchTerm {
+    /// Reads a search box (trimmed): a UUID is a payment id; exactly four digits the last four
+    /// of a requisite (an amount of four whole digits is written with decimals, `1000.00`);
+    /// another number an amount; else a merchant payment id prefix. Text none of these takes
+    /// (spaces inside, characters no merchant payment id holds) is refused, saying what the
+    /// box takes.
+    pub fn parse(text: &str) -> Result<SearchTerm, ListQueryError> {
+        let text = text.trim();
+        if let Ok(id) = text.parse::<PaymentId>() {
+            return Ok(SearchTerm::PaymentId(id));
+        }
+        if is_last4(text) {
+            return Ok(SearchTerm::RequisiteLast4(text.to_string()));
+        }
+        if text.bytes().any(|b| b.is_ascii_digit()) {
+            if let Ok(a) = Amount::parse(text) {
+                return Ok(SearchTerm::Amount(a));
+            }
+        }
+        if MerchantPaymentId::parse(text).is_some() {
+            return Ok(SearchTerm::MerchantPaymentIdPrefix(text.to_string()));
+        }
+        Err(ListQueryError(
+            "search: a payment id, the last 4 digits of a card or phone, an amount \
+             (100.50) or the start of your payment id (A-Z a-z 0-9 . _ : -)"
+                .into(),
+        ))
+    }
+
+    /// `query` narrowed by this term (a payment id is looked up by id, not listed: `query`
+    /// is returned as it is).
+    pub fn narrow(&self, mut query: PaymentListQuery) -> PaymentListQuery {
+        match self {
+            SearchTerm::PaymentId(_) => {}
+            SearchTerm::RequisiteLast4(l) => query.requisite_last4 = Some(l.clone()),
+            SearchTerm::Amount(a) => query.amount = Some(*a),
+            SearchTerm::MerchantPaymentIdPrefix(p) => {
+                query.merchant_payment_id_prefix = Some(p.clone())
+            }
+        }
+        query
+    }
+}
 
 /// One payment found by the search, with its project.
 #[derive(Debug, Clone)]
@@ -134,10 +198,10 @@ async fn searchable_projects(
     })
 }
 
-/// `GET /payments/search`: the box is read by the core ([`SearchTerm::parse`]): a payment id
+/// `GET /payments/search`: the box is read by [`SearchTerm::parse`]: a payment id
 /// opens that payment's card, anything else lists the matching payments of every project the
 /// user may see, newest first, through the list API's operation
-/// ([`Payments::list_payments_across`](payments_core::service::Payments::list_payments_across)).
+/// ([`list_payments_across`]).
 pub(crate) async fn search(
     State(st): State<CabinetState>,
     signed: Signed,
@@ -184,11 +248,7 @@ pub(crate) async fn search(
                 Some(t) => t.narrow(query),
                 None => query,
             };
-            let found = st
-                .cabinet
-                .service()
-                .payments()
-                .list_payments_across(&projects, &query)
+            let found = list_payments_across(st.cabinet.service(), &projects, &query)
                 .await
                 .or_page(&st)?;
             page.next = found
@@ -271,5 +331,85 @@ fn search_row(p: &Payment, projects: &[Project]) -> SearchRow {
             .find(|x| x.id == p.project_id)
             .map(|x| x.name.clone())
             .unwrap_or_default(),
+    }
+}
+
+/// A page of the payments of every project in `projects` as `query` asks (a merchant's
+/// projects, for the cabinet's search): each project's page through
+/// [`Payments::list_payments`](payments_core::service::Payments::list_payments) from the same cursor, merged newest first by
+/// `(created_at, id)` and cut to the limit. The order is one order across projects, so
+/// the next page starts after the last payment shown and none is skipped or repeated.
+async fn list_payments_across(
+    service: &PaymentService,
+    projects: &[Project],
+    query: &PaymentListQuery,
+) -> Result<PaymentPage, ApiError> {
+    let mut merged = Vec::new();
+    let mut more = false;
+    for project in projects {
+        let page = service.payments().list_payments(project, query).await?;
+        more |= page.next_cursor.is_some();
+        merged.extend(page.payments);
+    }
+    merged.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
+    more |= merged.len() > query.limit;
+    merged.truncate(query.limit);
+    let next_cursor = if more {
+        merged.last().map(PaymentCursor::after)
+    } else {
+        None
+    };
+    Ok(PaymentPage {
+        payments: merged,
+        next_cursor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_box_reads_each_kind_of_key() {
+        let id = "0192f3a4-5b6c-7d8e-9f00-112233445566";
+        assert_eq!(
+            SearchTerm::parse(&format!(" {id} ")),
+            Ok(SearchTerm::PaymentId(id.parse().expect("an id")))
+        );
+        for (text, expected) in [
+            ("4242", SearchTerm::RequisiteLast4("4242".into())),
+            ("0042", SearchTerm::RequisiteLast4("0042".into())),
+            (
+                "100.50",
+                SearchTerm::Amount(Amount::parse("100.5").expect("amount")),
+            ),
+            (
+                "1000.00",
+                SearchTerm::Amount(Amount::parse("1000").expect("amount")),
+            ),
+            (
+                "15",
+                SearchTerm::Amount(Amount::parse("15").expect("amount")),
+            ),
+            (
+                "12345",
+                SearchTerm::Amount(Amount::parse("12345").expect("amount")),
+            ),
+            (
+                "order-1",
+                SearchTerm::MerchantPaymentIdPrefix("order-1".into()),
+            ),
+            ("A", SearchTerm::MerchantPaymentIdPrefix("A".into())),
+            ("1.2.3", SearchTerm::MerchantPaymentIdPrefix("1.2.3".into())),
+            ("0", SearchTerm::MerchantPaymentIdPrefix("0".into())),
+        ] {
+            assert_eq!(SearchTerm::parse(text), Ok(expected), "{text}");
+        }
+        for junk in ["", "  ", "order 1", "заказ", "a%b"] {
+            let e = SearchTerm::parse(junk).expect_err(junk);
+            assert!(e.0.starts_with("search:"), "{junk}: {e}");
+        }
+        let q = SearchTerm::RequisiteLast4("4242".into()).narrow(PaymentListQuery::default());
+        assert_eq!(q.requisite_last4.as_deref(), Some("4242"));
     }
 }

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use super::callbacks::resend_budget_message;
-use super::listing::{parse_cursor, read_query, ListCursor, ListWindow};
+use super::listing::ListCursor;
 use super::{Actor, Callbacks};
 use crate::error::{ApiError, ErrorCode};
 use crate::event::{DeliveryState, EventRecord, FailedEventFilter};
@@ -21,15 +21,13 @@ use crate::ratelimit::{retry_after_secs, Gcra, Grant, RateLimiter as _};
 use crate::store::{EventQuery, StoreError};
 use crate::Timestamp;
 
-use super::listing::ListQueryError;
-
 /// The longest a list of events may wait for a new event (`wait`, seconds).
 pub const MAX_EVENT_WAIT: Duration = Duration::from_secs(30);
 
 /// The cursor of the event list.
 pub type EventCursor = ListCursor<EventId>;
 
-/// The filters and page of `GET /api/v1/events`, read with [`EventListQuery::parse`].
+/// The filters and page of `GET /api/v1/events`, read with `payments_http::query::event_list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventListQuery {
     /// `delivery_state`: only events that are `pending`, `delivered` or `failed` (every
@@ -67,55 +65,6 @@ impl Default for EventListQuery {
 }
 
 impl EventListQuery {
-    /// Reads a query string (without the `?`) as strictly as the payment list: every parameter
-    /// at most once, never empty, none unknown.
-    pub fn parse(query: &str) -> Result<EventListQuery, ListQueryError> {
-        let mut q = EventListQuery::default();
-        let mut window = ListWindow::new(&mut q.created_from, &mut q.created_to, &mut q.limit);
-        let mut cursor = None;
-        read_query(
-            query,
-            "delivery_state, payment_id, created_from, created_to, limit, cursor, wait",
-            |name, value| {
-                match name {
-                    "delivery_state" => match DeliveryState::parse(value) {
-                        Some(s) => q.delivery_state = Some(s),
-                        None => {
-                            return Err(ListQueryError(
-                                "delivery_state: expected pending, delivered or failed".into(),
-                            ))
-                        }
-                    },
-                    "payment_id" => match value.parse() {
-                        Ok(id) => q.payment_id = Some(id),
-                        Err(_) => {
-                            return Err(ListQueryError(
-                                "payment_id: expected a payment id (a UUID)".into(),
-                            ))
-                        }
-                    },
-                    "wait" => match value.parse::<u64>() {
-                        Ok(n) if n <= MAX_EVENT_WAIT.as_secs() && !value.starts_with('+') => {
-                            q.wait = Duration::from_secs(n)
-                        }
-                        _ => {
-                            return Err(ListQueryError(format!(
-                                "wait: whole seconds from 0 to {}",
-                                MAX_EVENT_WAIT.as_secs()
-                            )))
-                        }
-                    },
-                    "cursor" => cursor = Some(parse_cursor(value)?),
-                    _ => return window.read(name, value),
-                }
-                Ok(true)
-            },
-        )?;
-        window.check()?;
-        q.cursor = cursor;
-        Ok(q)
-    }
-
     /// The page of what the store found for [`EventListQuery::store_query`] (one past the
     /// limit): cut to the limit, with the next page's cursor when there is more.
     fn page(&self, mut found: Vec<EventRecord>) -> EventPage {
@@ -391,55 +340,5 @@ impl Callbacks<'_> {
             skipped: report.skipped,
             more,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_event_query_is_read_strictly() {
-        assert_eq!(EventListQuery::parse(""), Ok(EventListQuery::default()));
-        let q = EventListQuery::parse(
-            "delivery_state=failed&created_from=2026-10-01T00:00:00Z&limit=100&wait=30\
-             &payment_id=0192f3a4-5b6c-7d8e-9f00-112233445566",
-        )
-        .expect("valid");
-        assert_eq!(q.delivery_state, Some(DeliveryState::Failed));
-        assert_eq!(q.limit, 100);
-        assert_eq!(q.wait, Duration::from_secs(30));
-        assert!(q.payment_id.is_some());
-        let c = EventCursor {
-            created_at: Timestamp::from_unix_millis(1_790_000_000_123),
-            id: "0192f3a4-5b6c-7d8e-9f00-112233445566"
-                .parse()
-                .expect("an id"),
-        };
-        assert_eq!(
-            EventListQuery::parse(&format!("cursor={c}"))
-                .expect("valid")
-                .cursor,
-            Some(c)
-        );
-        for (bad, word) in [
-            ("delivery_state=lost", "delivery_state:"),
-            ("status=completed", "unknown parameter"),
-            ("wait=31", "wait:"),
-            ("wait=-1", "wait:"),
-            ("wait=+1", "wait:"),
-            ("payment_id=42", "payment_id:"),
-            ("limit=0", "limit:"),
-            ("limit=1&limit=2", "more than once"),
-            ("cursor=abc", "cursor:"),
-            (
-                "created_from=2026-10-02T00:00:00Z&created_to=2026-10-01T00:00:00Z",
-                "before",
-            ),
-        ] {
-            let e = EventListQuery::parse(bad).expect_err(bad);
-            assert!(e.0.contains(word), "{bad}: {e}");
-            assert_eq!(ApiError::from(e).code, ErrorCode::BadRequest);
-        }
     }
 }

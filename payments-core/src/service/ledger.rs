@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::listing::{parse_cursor, read_query, ListCursor, ListQueryError, ListWindow};
+use super::listing::ListCursor;
 use super::{Actor, Balances};
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::{EntryId, PaymentId, ProjectId};
@@ -21,7 +21,7 @@ use crate::Timestamp;
 pub type EntryCursor = ListCursor<u64>;
 
 /// The filters and page of `GET /api/v1/balance/entries`, read with
-/// [`EntryListQuery::parse`].
+/// `payments_http::query::entry_list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryListQuery {
     /// `kind`: only this kind of entry.
@@ -50,41 +50,6 @@ impl Default for EntryListQuery {
 }
 
 impl EntryListQuery {
-    /// Reads a query string (without the `?`) as strictly as the other lists: every parameter
-    /// at most once, never empty, none unknown.
-    pub fn parse(query: &str) -> Result<EntryListQuery, ListQueryError> {
-        let mut q = EntryListQuery::default();
-        let mut window = ListWindow::new(&mut q.created_from, &mut q.created_to, &mut q.limit);
-        let mut cursor = None;
-        let mut kind = None;
-        read_query(
-            query,
-            "kind, created_from, created_to, limit, cursor",
-            |name, value| {
-                match name {
-                    "kind" => match value.parse() {
-                        Ok(k) => kind = Some(k),
-                        Err(_) => {
-                            let all: Vec<&str> =
-                                EntryKind::ALL.iter().map(|k| k.as_str()).collect();
-                            return Err(ListQueryError(format!(
-                                "kind: expected one of {}",
-                                all.join(", ")
-                            )));
-                        }
-                    },
-                    "cursor" => cursor = Some(parse_cursor(value)?),
-                    _ => return window.read(name, value),
-                }
-                Ok(true)
-            },
-        )?;
-        window.check()?;
-        q.kind = kind;
-        q.cursor = cursor;
-        Ok(q)
-    }
-
     /// The store query of this page for `project`, one past the limit, newest first.
     fn store_query(&self, project: ProjectId) -> EntryQuery {
         EntryQuery {
@@ -99,40 +64,6 @@ impl EntryListQuery {
 
 /// The longest period a statement covers (a year and a day: a calendar year in any zone).
 pub const MAX_STATEMENT_DAYS: u64 = 367;
-
-/// Reads a statement's period from a query string: `from` and `to`, both required, RFC 3339,
-/// `from` before `to` (the period is `[from, to)`), at most [`MAX_STATEMENT_DAYS`] apart;
-/// any other parameter is refused by name.
-pub fn parse_period(query: &str) -> Result<(Timestamp, Timestamp), ListQueryError> {
-    let (mut from, mut to) = (None, None);
-    read_query(query, "from, to", |name, value| {
-        let slot = match name {
-            "from" => &mut from,
-            "to" => &mut to,
-            _ => return Ok(false),
-        };
-        *slot = Some(Timestamp::parse_rfc3339(value).ok_or_else(|| {
-            ListQueryError(format!(
-                "{name}: expected an RFC 3339 time such as 2026-10-01T00:00:00Z"
-            ))
-        })?);
-        Ok(true)
-    })?;
-    let (Some(from), Some(to)) = (from, to) else {
-        return Err(ListQueryError(
-            "from and to are required (RFC 3339 times; the period is [from, to))".into(),
-        ));
-    };
-    if from >= to {
-        return Err(ListQueryError("from: must be before to".into()));
-    }
-    if to.duration_since(from).as_secs() > MAX_STATEMENT_DAYS * 86_400 {
-        return Err(ListQueryError(format!(
-            "to: a statement covers at most {MAX_STATEMENT_DAYS} days"
-        )));
-    }
-    Ok((from, to))
-}
 
 /// A page of a project's ledger entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -775,53 +706,4 @@ pub async fn post_entry<S: Store + ?Sized>(
         })
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_period_is_two_ordered_times_and_nothing_else() {
-        let (from, to) = parse_period("from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z").unwrap();
-        assert_eq!(to.duration_since(from).as_secs(), 31 * 86_400);
-        for (q, says) in [
-            ("from=2026-10-01T00:00:00Z", "required"),
-            (
-                "from=2026-10-02T00:00:00Z&to=2026-10-01T00:00:00Z",
-                "before",
-            ),
-            ("from=2026-10-01&to=2026-11-01T00:00:00Z", "RFC 3339"),
-            (
-                "from=2025-01-01T00:00:00Z&to=2026-11-01T00:00:00Z",
-                "at most",
-            ),
-            (
-                "from=2026-10-01T00:00:00Z&from=2026-10-01T00:00:00Z",
-                "more than once",
-            ),
-            ("since=2026-10-01T00:00:00Z", "unknown"),
-            ("from=", "empty"),
-        ] {
-            let e = parse_period(q).unwrap_err();
-            assert!(e.0.contains(says), "{q}: {}", e.0);
-        }
-    }
-
-    #[test]
-    fn the_entry_list_reads_its_kind_strictly() {
-        let q = EntryListQuery::parse("kind=payout&limit=5").unwrap();
-        assert_eq!((q.kind, q.limit), (Some(EntryKind::Payout), 5));
-        assert!(EntryListQuery::parse("kind=refund")
-            .unwrap_err()
-            .0
-            .contains("credit"));
-        assert!(EntryListQuery::parse("status=completed").is_err());
-        let cursor = EntryCursor {
-            created_at: Timestamp::from_unix_millis(1_790_856_000_000),
-            id: 42,
-        };
-        let q = EntryListQuery::parse(&format!("cursor={cursor}")).unwrap();
-        assert_eq!(q.cursor, Some(cursor));
-    }
 }

@@ -56,12 +56,12 @@ pub use events::{
     SentRequest, MAX_EVENT_WAIT,
 };
 pub use ledger::{
-    parse_period, post_entry, EntryCursor, EntryListQuery, EntryPage, LedgerDifference,
-    LedgerError, LedgerReport, PayoutRequest, Posted, MAX_STATEMENT_DAYS,
+    post_entry, EntryCursor, EntryListQuery, EntryPage, LedgerDifference, LedgerError,
+    LedgerReport, PayoutRequest, Posted, MAX_STATEMENT_DAYS,
 };
 pub use listing::{
-    parse_amount, parse_last4, ListCursor, ListQueryError, PaymentCursor, PaymentListQuery,
-    PaymentPage, SearchTerm, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT,
+    ListCursor, ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
 };
 pub use notify::{
     NotificationError, NotificationOutcome, ProviderNotification, SignedNotification,

@@ -3,9 +3,9 @@
 //! [`RequestLogPolicy`](crate::request_log::RequestLogPolicy).
 
 use super::RequestLog;
-use crate::request_log::{IntegrationHealth, RequestLogEntry, RequestLogQuery};
+use crate::request_log::{RequestLogEntry, RequestLogQuery};
 use crate::store::StoreError;
-use crate::{ProjectId, Timestamp};
+use crate::Timestamp;
 
 /// The batch the purge by age deletes in: one writer job or one statement each.
 pub const REQUEST_LOG_PURGE_BATCH: usize = 5_000;
@@ -48,22 +48,6 @@ impl RequestLog<'_> {
             .then(|| requests.last().map(|e| (e.at, e.id)))
             .flatten();
         Ok(RequestLogPage { requests, next })
-    }
-
-    /// The integration health of `project` over its whole logged window (at most
-    /// [`RequestLogPolicy::keep`](crate::request_log::RequestLogPolicy::keep) requests, none
-    /// older than the retention), as [`IntegrationHealth::of`] reads it.
-    pub async fn integration_health(
-        self,
-        project: ProjectId,
-    ) -> Result<IntegrationHealth, StoreError> {
-        let policy = self.config().request_log;
-        let q = RequestLogQuery {
-            since: Some(policy.since(self.ports.clock.now())),
-            ..RequestLogQuery::new(project, policy.keep.max(1))
-        };
-        let entries = self.ports.store.find_requests(&q).await?;
-        Ok(IntegrationHealth::of(&entries))
     }
 
     /// Deletes every logged request older than the retention, in batches of

@@ -125,7 +125,7 @@ impl TestCaller {
         };
         service
             .gate()
-            .authenticate(&request, &crate::ratelimit::Unlimited)
+            .authenticate(&request, &crate::testing::Unlimited)
             .await
             .map_err(ApiError::from)
     }

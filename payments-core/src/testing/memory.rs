@@ -1,6 +1,7 @@
 //! An in-memory [`Store`]: the reference implementation of the store contract, for tests,
 //! simulations and embedders' own tests.
 
+use crate::testing::matching::{AfterCursor, Matches};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;

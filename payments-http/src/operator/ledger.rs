@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Json;
 use payments_core::ledger::{TxReference, Usdt, UsdtAddress};
-use payments_core::service::{EntryListQuery, LedgerReport, PayoutRequest};
+use payments_core::service::{LedgerReport, PayoutRequest};
 use payments_core::ApiError;
 use serde_json::{json, Value};
 
@@ -110,7 +110,7 @@ async fn entries(
 ) -> OpResult {
     op.answer(async {
         let project = lookup::project(&st.service, &id).await?;
-        let query = EntryListQuery::parse(query.as_deref().unwrap_or_default())?;
+        let query = crate::query::entry_list(query.as_deref().unwrap_or_default())?;
         let page = st.service.balances().list_entries(&project, &query).await?;
         let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();
         Ok(Json(crate::json::page_json(data, page.next_cursor)).into_response())

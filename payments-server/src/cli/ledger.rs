@@ -4,7 +4,7 @@
 
 use clap::Subcommand;
 use payments_core::ledger::LedgerEntry;
-use payments_core::service::{parse_period, Actor, EntryListQuery, PaymentService};
+use payments_core::service::{Actor, PaymentService};
 use payments_core::ApiError;
 use serde_json::{json, Value};
 
@@ -125,7 +125,7 @@ pub(super) async fn ledger(
         LedgerCommand::Statement { project, from, to } => {
             let p = lookup::project(svc, &project).await?;
             let query = url_query(&[("from", &from), ("to", &to)]);
-            let (from, to) = parse_period(&query)?;
+            let (from, to) = payments_http::query::period(&query)?;
             Ok(Output::object(
                 svc.balances().statement(p.id, from, to).await?.view(),
             ))
@@ -178,7 +178,7 @@ async fn entries(
     if let Some(l) = limit {
         q.push(format!("limit={l}"));
     }
-    let query = EntryListQuery::parse(&q.join("&"))?;
+    let query = payments_http::query::entry_list(&q.join("&"))?;
     let page = svc.balances().list_entries(&p, &query).await?;
     let rows = page.entries.iter().map(entry_row).collect();
     let data: Vec<Value> = page.entries.iter().map(|e| e.view()).collect();

@@ -149,11 +149,7 @@ async fn a_refused_signature_is_logged_with_its_diagnosis() {
     assert_eq!(log.len(), 5, "{log:#?}");
     assert!(log.iter().all(|e| e.latency_us > 0));
 
-    let health = s
-        .state
-        .service
-        .requests()
-        .integration_health(s.project())
+    let health = payments_cabinet::web::health::integration_health(&s.state.service, s.project())
         .await
         .unwrap();
     assert_eq!(health.requests, 5);

@@ -5,6 +5,7 @@
 use super::*;
 use crate::request_log::{RequestLogEntry, RequestLogQuery, SignatureDiagnosis, StatusFilter};
 use crate::store::Purged;
+use crate::testing::matching::Matches;
 
 /// A logged request of `project` at `at` answered `status` (a `4xx` or `5xx` with a code).
 pub fn sample_request(project: ProjectId, at: Timestamp, status: u16) -> RequestLogEntry {
