@@ -260,16 +260,14 @@ impl TestServer {
             }
             None => None,
         };
-        let operator_token = match &credentials {
-            Some(c) => c.operator_token.clone(),
-            None => state
-                .service
-                .directory()
-                .issue_operator_token()
-                .await
-                .expect("an operator token")
-                .into(),
-        };
+        let endpoints = Endpoints::new(
+            state.clone(),
+            merchant_url,
+            operator_url,
+            cabinet_url,
+            credentials,
+        )
+        .await;
         let (stop, stopped) = watch::channel(false);
         let until = |mut stopped: watch::Receiver<bool>| async move {
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -299,14 +297,7 @@ impl TestServer {
         });
         let workers = Workers::start_for(&state, dispatcher, config.sweep_interval);
         TestServer {
-            endpoints: Endpoints {
-                state,
-                merchant_url,
-                operator_url,
-                operator_token,
-                cabinet_url,
-                credentials,
-            },
+            endpoints,
             #[cfg(feature = "cabinet")]
             cabinet: Some(cabinet),
             dir,
@@ -349,6 +340,35 @@ impl std::ops::Deref for TestServer {
 }
 
 impl Endpoints {
+    /// The endpoints of a server serving `state` at these URLs. The operator token is the
+    /// sandbox credentials', else one issued now (a production server has no credentials).
+    pub async fn new(
+        state: AppState,
+        merchant_url: String,
+        operator_url: String,
+        cabinet_url: Option<String>,
+        credentials: Option<SandboxCredentials>,
+    ) -> Endpoints {
+        let operator_token = match &credentials {
+            Some(c) => c.operator_token.clone(),
+            None => state
+                .service
+                .directory()
+                .issue_operator_token()
+                .await
+                .expect("an operator token")
+                .into(),
+        };
+        Endpoints {
+            state,
+            merchant_url,
+            operator_url,
+            operator_token,
+            cabinet_url,
+            credentials,
+        }
+    }
+
     /// The sandbox credentials.
     pub fn creds(&self) -> &SandboxCredentials {
         self.credentials.as_ref().expect("a sandbox server")

@@ -5,7 +5,6 @@
 //! itself), so that no test binds a fixed port and a test run passes beside a sandbox on its
 //! default ports. Its [`Endpoints`] and [`ShiftedClock`] are payments-http's test server's.
 
-use payments_directory::DirectoryAccess;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -271,26 +270,11 @@ impl TestServer {
                 // The file keeps the URLs of the server that bootstrapped the data dir.
                 .at(&merchant_url, &operator_url, cabinet_url.as_deref())
         });
-        let operator_token = match &credentials {
-            Some(c) => c.operator_token.clone(),
-            None => state
-                .service
-                .directory()
-                .issue_operator_token()
-                .await
-                .expect("an operator token")
-                .into(),
-        };
+        let endpoints =
+            Endpoints::new(state, merchant_url, operator_url, cabinet_url, credentials).await;
         let (tx, task) = run_in_background(app, store);
         TestServer {
-            endpoints: Endpoints {
-                state,
-                merchant_url,
-                operator_url,
-                operator_token,
-                cabinet_url,
-                credentials,
-            },
+            endpoints,
             notifications_url,
             metrics_url,
             #[cfg(feature = "cabinet")]
