@@ -1,4 +1,4 @@
-//! A test server of this crate (feature `testing`): the merchant API ([`app()`](crate::app)),
+//! A test server of this crate (feature `testing`): the merchant API ([`app()`](crate::app())),
 //! the operator API ([`operator_app`](crate::operator_app)), with feature `cabinet` the web
 //! cabinet, and the [`Workers`] (callback dispatcher, lifecycle sweeper) over one
 //! [`AppState`], each router on its own listener on 127.0.0.1:0, over a fresh SQLite database
@@ -186,7 +186,7 @@ impl TestServer {
     /// Stops this server gracefully and starts another over the same database (and sealing
     /// key, and sandbox credentials: no new bootstrap) with the defaults changed by
     /// `configure`; the settings of this run are not carried over. The new server listens on
-    /// new ports; [`TestServer::credentials`] carries its URLs.
+    /// new ports; [`Endpoints::credentials`] carry its URLs.
     pub async fn restart(mut self, configure: impl FnOnce(&mut TestConfig)) -> TestServer {
         self.shut_down().await;
         let credentials = self.endpoints.credentials;

@@ -220,7 +220,7 @@ impl TestServer {
     /// Stops this server gracefully and starts another over the same data dir (same database
     /// and credentials file, so no new bootstrap) with the test defaults changed by `configure`;
     /// the settings of this run are not carried over. The new server listens on new ports;
-    /// [`TestServer::credentials`] carries its URLs.
+    /// [`Endpoints::credentials`] carry its URLs.
     pub async fn restart(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
         self.shut_down().await;
         TestServer::start_in(self.dir, configure, None, None).await
