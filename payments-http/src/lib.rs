@@ -11,7 +11,10 @@
 //!
 //! Features: `cabinet` adds the web cabinet's users to the operator API
 //! (`/operator/v1/users`, [`operator::users`]); without it no part of the web cabinet is
-//! compiled.
+//! compiled. `sandbox` adds `sandbox::bootstrap`, the sandbox's demo merchant and its
+//! credentials. `testing` adds `testing::TestServer`: the routers (and with `cabinet` the web
+//! cabinet) and the workers on 127.0.0.1:0 over a temporary SQLite database, what this crate's
+//! integration tests run on.
 //!
 //! Every error answer, the framework's own included, is the JSON error body with the request
 //! id, written once by [`error::answer_errors`].
@@ -81,10 +84,14 @@ pub mod providers;
 pub mod query;
 pub mod request_log;
 pub mod resolver;
+#[cfg(feature = "sandbox")]
+pub mod sandbox;
 pub mod scrape;
 pub mod state;
 pub mod sweeper;
 pub mod system;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod trace;
 pub mod workers;
 

@@ -87,6 +87,20 @@ impl MeasuredProvider {
     }
 }
 
+/// The service's store and requisite provider, both measured into `metrics`: what a server
+/// gives [`Ports::new`](payments_core::service::Ports::new) for `/metrics` to show the store's
+/// and the provider's latency and errors.
+pub fn measure(
+    store: Arc<dyn Store>,
+    provider: Arc<dyn RequisiteProvider>,
+    metrics: &Arc<Metrics>,
+) -> (Arc<dyn Store>, Arc<dyn RequisiteProvider>) {
+    (
+        Arc::new(MeasuredStore::new(store, metrics.clone())),
+        Arc::new(MeasuredProvider::new(provider, metrics.clone())),
+    )
+}
+
 /// The metrics label of a provider's answer.
 pub fn provider_outcome(o: &ProviderOutcome) -> &'static str {
     match o {

@@ -81,7 +81,9 @@ fn the_adapter_and_the_sqlite_store_stay_small() {
 #[test]
 fn the_cabinet_feature_brings_the_cabinet_and_only_then() {
     let without = normal_dependencies(&["payments-http"], &[]);
-    let with = normal_dependencies(&["payments-http"], &["payments-http/cabinet"]);
+    // `cabinet`, not `payments-http/cabinet`: that names the feature of the dependency
+    // `payments-http` (the crate's own dev-dependency, for its tests' `testing` feature).
+    let with = normal_dependencies(&["payments-http"], &["cabinet"]);
     for web in ["askama ", "argon2 ", "totp-rs "] {
         assert!(
             !without.iter().any(|c| c.starts_with(web)),

@@ -4,43 +4,26 @@
 //! without operator calls), and a web cabinet user of the demo merchant with a password (it
 //! sets up its two-factor code at first sign-in), written to
 //! `<data-dir>/sandbox-credentials.json` (mode 0600). Secrets go to that file only, never to
-//! the log.
+//! the log. The provisioning is payments-http's ([`payments_http::sandbox`]); the file is this
+//! crate's.
 
-use payments_directory::DirectoryAccess;
 use std::path::{Path, PathBuf};
 
-use payments_client::{SandboxCredentials, TestProjectCredentials};
-use payments_core::auth::keys::{generate_signing_key, public_key_to_pem, signing_key_to_pem};
-use payments_core::auth::{Environment, Scope};
-use payments_core::service::{Actor, PaymentService};
-use payments_core::store::MerchantStoreExt;
+use payments_client::SandboxCredentials;
+use payments_core::auth::Environment;
+use payments_core::service::PaymentService;
 use payments_core::ApiError;
-use payments_directory::{ProjectPatch, Provision};
+
+pub use payments_http::sandbox::{DemoCabinet, DEMO_CABINET_EMAIL};
 
 /// The credentials file's name inside the data dir.
 pub const CREDENTIALS_FILE: &str = "sandbox-credentials.json";
 
-/// The demo merchant's cabinet user.
-pub const DEMO_CABINET_EMAIL: &str = "demo@merchant.example";
-
-/// Bootstraps an empty sandbox; `None` when the store already has merchants or the file exists.
-/// How long the node that bootstraps a shared database holds the turn: the others skip the
-/// bootstrap meanwhile (and afterwards find the merchant it created).
-const BOOTSTRAP_TURN: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// The web cabinet and its URL, in which the demo merchant gets a user (feature `cabinet`).
-#[cfg(feature = "cabinet")]
-pub type DemoCabinet<'a> = (&'a payments_cabinet::Cabinet, &'a str);
-/// Without feature `cabinet` there is no cabinet to give a demo user.
-#[cfg(not(feature = "cabinet"))]
-pub type DemoCabinet<'a> = (std::convert::Infallible, &'a str);
-
-/// With `cabinet` (the cabinet and its URL), the demo merchant gets a cabinet user.
+/// Bootstraps an empty sandbox ([`payments_http::sandbox::bootstrap`]) and writes its
+/// credentials file; `None` when the store already has merchants or the file exists. With
+/// `cabinet` (the cabinet and its URL), the demo merchant gets a cabinet user.
 ///
-/// A service that is not the sandbox's is refused before anything is written (the test-mode
-/// project and the sandbox's credentials file exist only there): it used to write the demo
-/// merchant, project, token, key and callback secret, then fail at the test project, and
-/// every later call answered `Ok(None)` with those credentials lost.
+/// A service that is not the sandbox's is refused before anything is written.
 pub async fn bootstrap_sandbox(
     service: &PaymentService,
     data_dir: &Path,
@@ -48,69 +31,15 @@ pub async fn bootstrap_sandbox(
     operator_url: &str,
     cabinet: Option<DemoCabinet<'_>>,
 ) -> Result<Option<PathBuf>, ApiError> {
-    let environment = service.auth_config().environment;
-    if environment != Environment::Sandbox {
-        return Err(ApiError::bad_request(format!(
-            "the sandbox bootstrap runs only in the sandbox, and this service is {environment}: \
-             provision a production merchant with Directory::provision \
-             (docs/embedding.md, \"The first merchant\")"
-        )));
-    }
     let path = data_dir.join(CREDENTIALS_FILE);
-    if path.exists() || !service.store().merchants().await?.is_empty() {
+    if path.exists() && service.auth_config().environment == Environment::Sandbox {
         return Ok(None);
     }
-    // Nodes starting together on one empty shared database: one of them bootstraps.
-    if !service
-        .payments()
-        .take_turn("sandbox-bootstrap", BOOTSTRAP_TURN)
-        .await?
-    {
-        return Ok(None);
-    }
-    let actor = Actor("bootstrap".to_string());
-    let provisioned = service
-        .directory()
-        .provision(&Provision::new("Demo merchant", "Demo project"), &actor)
-        .await
-        .map_err(|e| ApiError::internal(format!("the sandbox's demo merchant: {e}")))?;
-    let (merchant, project) = (provisioned.merchant, provisioned.project);
-    let Some(credentials) = provisioned.credentials else {
-        // Another node provisioned it meanwhile: its credentials are in its file.
+    let Some(creds) =
+        payments_http::sandbox::bootstrap(service, base_url, operator_url, cabinet).await?
+    else {
         return Ok(None);
     };
-    let test_project = bootstrap_test_project(service, merchant.id, &actor).await?;
-    let operator_token = service.directory().issue_operator_token().await?;
-    let demo = TestProjectCredentials::new(
-        &project.id.to_string(),
-        credentials.token,
-        credentials.keyid.as_str(),
-        credentials
-            .private_key_pem
-            .expect("a generated key's private key is returned"),
-    );
-    #[cfg_attr(not(feature = "cabinet"), allow(unused_mut))]
-    let mut creds = SandboxCredentials::new(
-        base_url,
-        operator_url,
-        demo,
-        credentials.callback_secret,
-        operator_token.into(),
-    )
-    .with_test_project(test_project);
-    #[cfg(feature = "cabinet")]
-    if let Some((cabinet, url)) = cabinet {
-        let password = payments_cabinet::secrets::random_token(service.ports().rng.as_ref());
-        cabinet
-            .users()
-            .create_with_password(DEMO_CABINET_EMAIL, merchant.id, &password, &actor)
-            .await?;
-        creds = creds.with_cabinet_user(url, DEMO_CABINET_EMAIL, password.into());
-    }
-    #[cfg(not(feature = "cabinet"))]
-    if let Some((never, _)) = cabinet {
-        match never {}
-    }
     write_private(
         &path,
         &serde_json::to_vec_pretty(&creds).expect("plain strings serialise"),
@@ -174,39 +103,6 @@ pub fn refresh_credentials(
     Ok(Some(path))
 }
 
-/// The test-mode project of the demo merchant: a token with every scope and a key pair. No
-/// callback secret: test payments send no callbacks on their own; a manual resend needs one
-/// issued first (`payments-server callback-secret rotate <project>`).
-async fn bootstrap_test_project(
-    service: &PaymentService,
-    merchant: payments_core::MerchantId,
-    actor: &Actor,
-) -> Result<TestProjectCredentials, ApiError> {
-    let patch = ProjectPatch {
-        test_mode: Some(true),
-        ..ProjectPatch::default()
-    };
-    let project = service
-        .directory()
-        .create_project(merchant, "Demo test project", patch, actor)
-        .await?;
-    let token = service
-        .directory()
-        .issue_token(project.id, Scope::ALL.to_vec(), actor)
-        .await?;
-    let key = generate_signing_key(service.ports().rng.as_ref());
-    let record = service
-        .directory()
-        .register_key(project.id, &public_key_to_pem(&key.verifying_key()), actor)
-        .await?;
-    Ok(TestProjectCredentials::new(
-        &project.id.to_string(),
-        token.token,
-        record.keyid.as_str(),
-        signing_key_to_pem(&key).into(),
-    ))
-}
-
 pub use crate::files::write_private;
 
 #[cfg(test)]
@@ -214,6 +110,7 @@ mod tests {
     use std::sync::Arc;
 
     use payments_core::service::{AuthConfig, Ports, ServiceConfig};
+    use payments_core::store::MerchantStoreExt;
     use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
     use payments_core::Timestamp;
 

@@ -1369,14 +1369,8 @@ async fn service_over(
         .provider
         .unwrap_or_else(|| Arc::new(SandboxProvider::new(store.clone())));
     // Measured for /metrics: latency and outcome of every call, the store's errors by cause.
-    let (store, provider): (Arc<dyn Store>, Arc<dyn RequisiteProvider>) = match metrics {
-        Some(m) => (
-            Arc::new(payments_http::measured::MeasuredStore::new(
-                store,
-                m.clone(),
-            )),
-            Arc::new(payments_http::measured::MeasuredProvider::new(provider, m)),
-        ),
+    let (store, provider) = match metrics {
+        Some(m) => payments_http::measured::measure(store, provider, &m),
         None => (store, provider),
     };
     let ports = Ports::new(

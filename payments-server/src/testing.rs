@@ -1,22 +1,19 @@
 //! A real server for tests (feature `testing`): the whole `Application` on 127.0.0.1:0 over a
 //! fresh SQLite data dir, for this crate's integration tests, the examples' tests and embedders'
-//! own tests; and the one place where every test of the workspace gets its listening
-//! addresses ([`test_settings`], [`free_port`]), so that no test binds a fixed port and a test
-//! run passes beside a sandbox on its default ports.
+//! own tests; and the place where the tests of the workspace get their listening addresses
+//! ([`test_settings`], [`free_port`]; `payments_http::testing::TestServer` binds 127.0.0.1:0
+//! itself), so that no test binds a fixed port and a test run passes beside a sandbox on its
+//! default ports. Its [`Endpoints`] and [`ShiftedClock`] are payments-http's test server's.
 
-use payments_directory::DirectoryAccess;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(feature = "cabinet")]
 use payments_cabinet::Cabinet;
-use payments_client::{MerchantClient, SandboxCredentials};
-use payments_core::clock::Sleep;
-use payments_core::service::Actor;
+use payments_client::SandboxCredentials;
 use payments_core::store::Store;
-use payments_core::{Clock, ProjectId, SecretString, Timestamp};
-use payments_directory::ProjectPatch;
+use payments_core::Clock;
 use payments_providers::sandbox::{FixedRates, SandboxProvider};
 use payments_store_sqlite::SqliteStore;
 use tempfile::TempDir;
@@ -25,8 +22,7 @@ use tokio::sync::oneshot;
 use crate::bootstrap::CREDENTIALS_FILE;
 use crate::config::{ProviderKind, RateSourceKind, Settings};
 use crate::server::{open_store, Application, ApplicationBuilder};
-use payments_http::system::SystemClock;
-use payments_http::AppState;
+pub use payments_http::testing::{Endpoints, ShiftedClock};
 
 /// The defaults over `data_dir` with every listener on 127.0.0.1:0 (the merchant, operator and
 /// cabinet listeners; the upstream and metrics listeners stay off): what a test builds its
@@ -110,25 +106,18 @@ fn below_ephemeral_range() -> (u16, u16) {
 /// A running server.
 #[derive(Debug)]
 pub struct TestServer {
-    /// The server's state (its service), for looking behind the API.
-    pub state: AppState,
-    /// `http://127.0.0.1:<port>` of the merchant API.
-    pub merchant_url: String,
-    /// `http://127.0.0.1:<port>` of the operator API.
-    pub operator_url: String,
+    /// The state (its service), the merchant, operator and cabinet URLs, the operator token
+    /// and the sandbox credentials (`None` in production, which never bootstraps), with the
+    /// requests a test makes through them ([`Endpoints::client`], [`Endpoints::metric`]):
+    /// also the test server's own by dereference (`server.state`, `server.client()`).
+    pub endpoints: Endpoints,
     /// The provider-notification URL, when `upstream_listen` is set.
     pub notifications_url: Option<String>,
     /// `http://127.0.0.1:<port>` of the `/metrics` listener, when `metrics_listen` is set.
     pub metrics_url: Option<String>,
-    /// The operator token.
-    pub operator_token: SecretString,
-    /// `http://127.0.0.1:<port>` of the web cabinet, when it runs.
-    pub cabinet_url: Option<String>,
     /// The web cabinet (users, sign-in), when it runs.
     #[cfg(feature = "cabinet")]
     pub cabinet: Option<Cabinet>,
-    /// The sandbox credentials (`None` in production, which never bootstraps).
-    pub credentials: Option<SandboxCredentials>,
     /// The data dir, deleted on drop.
     pub dir: TempDir,
     stop: Option<oneshot::Sender<()>>,
@@ -231,7 +220,7 @@ impl TestServer {
     /// Stops this server gracefully and starts another over the same data dir (same database
     /// and credentials file, so no new bootstrap) with the test defaults changed by `configure`;
     /// the settings of this run are not carried over. The new server listens on new ports;
-    /// [`TestServer::credentials`] carries its URLs.
+    /// [`Endpoints::credentials`] carry its URLs.
     pub async fn restart(mut self, configure: impl FnOnce(&mut Settings)) -> TestServer {
         self.shut_down().await;
         TestServer::start_in(self.dir, configure, None, None).await
@@ -281,75 +270,19 @@ impl TestServer {
                 // The file keeps the URLs of the server that bootstrapped the data dir.
                 .at(&merchant_url, &operator_url, cabinet_url.as_deref())
         });
-        let operator_token = match &credentials {
-            Some(c) => c.operator_token.clone(),
-            None => state
-                .service
-                .directory()
-                .issue_operator_token()
-                .await
-                .expect("an operator token")
-                .into(),
-        };
+        let endpoints =
+            Endpoints::new(state, merchant_url, operator_url, cabinet_url, credentials).await;
         let (tx, task) = run_in_background(app, store);
         TestServer {
-            state,
-            merchant_url,
-            operator_url,
+            endpoints,
             notifications_url,
             metrics_url,
-            operator_token,
-            cabinet_url,
             #[cfg(feature = "cabinet")]
             cabinet,
-            credentials,
             dir,
             stop: Some(tx),
             task: Some(task),
         }
-    }
-
-    /// The sandbox credentials.
-    pub fn creds(&self) -> &SandboxCredentials {
-        self.credentials.as_ref().expect("a sandbox server")
-    }
-
-    /// A signing client for the sandbox's demo project.
-    pub fn client(&self) -> MerchantClient {
-        MerchantClient::from_credentials(self.creds()).expect("the bootstrapped key parses")
-    }
-
-    /// The demo project's id.
-    pub fn project(&self) -> ProjectId {
-        self.creds().project_id.parse().expect("a UUID")
-    }
-
-    /// Changes the demo project's settings through the core.
-    pub async fn patch_project(&self, patch: ProjectPatch) {
-        self.state
-            .service
-            .directory()
-            .update_project(self.project(), patch, &Actor("test".into()))
-            .await
-            .expect("the patch applies");
-    }
-
-    /// The value of the first `/metrics` sample (operator listener) whose line starts with
-    /// `prefix` (a name, or a name and the start of its labels).
-    pub async fn metric(&self, prefix: &str) -> f64 {
-        let text = reqwest::get(format!("{}/metrics", self.operator_url))
-            .await
-            .expect("the operator listener answers")
-            .text()
-            .await
-            .expect("metrics text");
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"));
-        line.rsplit_once(' ')
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or_else(|| panic!("a value: {line}"))
     }
 
     /// Stops the server gracefully and waits for it.
@@ -374,35 +307,10 @@ impl TestServer {
     }
 }
 
-/// The system clock moved forward by an offset that a test can grow: the server runs on real
-/// time (timers sleep for real), but a test can step past a TOTP time step or a session
-/// timeout at once instead of sleeping.
-#[derive(Debug, Clone, Default)]
-pub struct ShiftedClock {
-    offset_ms: Arc<std::sync::atomic::AtomicI64>,
-}
+impl std::ops::Deref for TestServer {
+    type Target = Endpoints;
 
-impl ShiftedClock {
-    /// The system clock, not shifted yet.
-    pub fn new() -> ShiftedClock {
-        ShiftedClock::default()
-    }
-
-    /// Moves this clock `d` further ahead of the system clock.
-    pub fn advance(&self, d: Duration) {
-        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        self.offset_ms
-            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Clock for ShiftedClock {
-    fn now(&self) -> Timestamp {
-        let offset = self.offset_ms.load(std::sync::atomic::Ordering::SeqCst);
-        Timestamp::from_unix_millis(SystemClock.now().unix_millis().saturating_add(offset))
-    }
-
-    fn sleep(&self, duration: Duration) -> Sleep {
-        SystemClock.sleep(duration)
+    fn deref(&self) -> &Endpoints {
+        &self.endpoints
     }
 }

@@ -8,7 +8,8 @@
 //! 390 px ([`layout`]: `CABINET_SCREENSHOTS=$PWD/docs/cabinet cargo test -p payments-server
 //! --all-features --test cabinet_browser -- --include-ignored every_page`).
 
-#[path = "../cabinet/support.rs"]
+/// The cabinet tests' helpers (payments-http's), over this crate's test server.
+#[path = "../../../payments-http/tests/cabinet/support.rs"]
 mod support;
 
 mod balance;
@@ -37,6 +38,8 @@ use payments_core::store::MerchantStoreExt;
 use payments_core::transition::Trigger;
 use payments_core::Clock;
 use payments_http::system::OsRandom;
+use payments_server::config::Settings as ServerSettings;
+use payments_server::testing::TestServer;
 use serde_json::json;
 use support::{Cabinet, PASSWORD};
 

@@ -1,5 +1,5 @@
 //! One project's slow receivers do not delay another project's callbacks (issue 58, item 3):
-//! the whole server (`TestServer`) with its real dispatcher, merchant A's resends sent over the
+//! the test server (`TestServer`) with its real dispatcher, merchant A's resends sent over the
 //! merchant API to five host names whose receivers hold every request open, and merchant B's
 //! callbacks to a receiver that answers at once. B's delay is compared to a baseline measured
 //! in the same run before A's flood. The dispatcher is made small through its settings
@@ -18,7 +18,7 @@ use payments_core::transition::Trigger;
 use payments_core::PaymentId;
 use payments_directory::ProjectPatch;
 use payments_http::resolver::StaticLookup;
-use payments_server::testing::TestServer;
+use payments_http::testing::TestServer;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -202,10 +202,12 @@ async fn a_merchants_slow_receivers_do_not_delay_another_merchants_callbacks() {
         .iter()
         .chain([&B_HOST])
         .fold(StaticLookup::new(), |l, host| l.with(host, [localhost]));
-    let s = TestServer::start_resolving(Arc::new(lookup), |s| {
-        s.callbacks.allow_local = true;
-        s.callbacks.concurrency = 16;
-        s.callbacks.per_host = 8;
+    let s = TestServer::start(|s| {
+        s.dispatcher.lookup = Arc::new(lookup);
+        s.service.callback_policy.allow_local = true;
+        s.dispatcher.concurrency = 16;
+        s.dispatcher.per_host = 8;
+        s.dispatcher.per_project = 8;
     })
     .await;
     let service = s.state.service.clone();

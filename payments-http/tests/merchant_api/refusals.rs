@@ -12,7 +12,7 @@ use payments_core::project::RateLimit;
 use payments_core::service::Actor;
 use payments_directory::{ProjectPatch, TokenRequest};
 use payments_http::system::OsRandom;
-use payments_server::testing::{ShiftedClock, TestServer};
+use payments_http::testing::{ShiftedClock, TestServer};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -341,7 +341,7 @@ async fn size_rate_and_address_limits() {
 #[tokio::test]
 async fn forwarded_for_is_used_only_from_trusted_proxies() {
     let s = TestServer::start(|s| {
-        s.listen.trusted_proxies = vec!["127.0.0.0/8".parse().expect("a network")];
+        s.auth.trusted_proxies = vec!["127.0.0.0/8".parse().expect("a network")];
     })
     .await;
     s.patch_project(ProjectPatch {

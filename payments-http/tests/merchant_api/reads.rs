@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use payments_directory::ProjectPatch;
-use payments_server::testing::TestServer;
+use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 

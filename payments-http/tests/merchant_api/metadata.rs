@@ -5,7 +5,7 @@
 
 use payments_core::callback::RetrySchedule;
 use payments_directory::ProjectPatch;
-use payments_server::testing::TestServer;
+use payments_http::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -20,8 +20,8 @@ fn with_metadata(mpid: &str, metadata: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_is_kept_echoed_filtered_and_part_of_the_fingerprint() {
     let s = TestServer::start(|s| {
-        s.callbacks.dispatch = false;
-        s.callbacks.retry_delays = RetrySchedule::single();
+        s.dispatch = false;
+        s.service.retry = RetrySchedule::single();
     })
     .await;
     // Dispatch is off: the events are only queued (their bodies are what is checked).

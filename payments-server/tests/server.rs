@@ -1,5 +1,6 @@
-//! The server as run: no secret in the test server's `Debug`, the built binary as a new user
-//! runs it, and TLS on the merchant listener.
+//! The server as run: no secret in the test server's `Debug`, the sandbox's credentials file
+//! names the demo cabinet user, the built binary as a new user runs it, and TLS on the
+//! merchant listener.
 
 use std::time::Duration;
 
@@ -7,8 +8,11 @@ use payments_client::{MerchantClient, SandboxCredentials};
 use payments_server::bootstrap::CREDENTIALS_FILE;
 use payments_server::testing::TestServer;
 use reqwest::StatusCode;
+use serde_json::json;
 
-use crate::support::body;
+fn body(mpid: &str, amount: &str) -> serde_json::Value {
+    json!({"merchant_payment_id": mpid, "amount": amount, "payment_method": "sbp"})
+}
 
 #[tokio::test]
 async fn debug_of_the_test_server_shows_no_secret() {
@@ -23,6 +27,25 @@ async fn debug_of_the_test_server_shows_no_secret() {
     ] {
         assert!(!debug.contains(secret.expose().as_str()), "{debug}");
     }
+    s.stop().await;
+}
+
+/// The sandbox's credentials file names the demo merchant's cabinet user (its sign-in is
+/// tested with the cabinet, in payments-http).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_credentials_file_names_the_demo_cabinet_user() {
+    let s = TestServer::sandbox().await;
+    let file: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.dir.path().join(CREDENTIALS_FILE)).expect("the file"),
+    )
+    .expect("JSON");
+    for member in ["cabinet_url", "cabinet_email", "cabinet_password"] {
+        assert!(
+            file[member].as_str().is_some_and(|s| !s.is_empty()),
+            "{member}"
+        );
+    }
+    assert_eq!(file["cabinet_url"].as_str(), s.cabinet_url.as_deref());
     s.stop().await;
 }
 

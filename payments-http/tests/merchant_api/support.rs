@@ -21,7 +21,7 @@ pub(crate) fn now_rfc3339() -> String {
 }
 
 /// Confirms a live payment through the operator API (its callback is queued).
-pub(crate) async fn confirm(s: &payments_server::testing::TestServer, id: &str) {
+pub(crate) async fn confirm(s: &payments_http::testing::TestServer, id: &str) {
     let r = reqwest::Client::new()
         .post(format!(
             "{}/operator/v1/payments/{id}/confirm",

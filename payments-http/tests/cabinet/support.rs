@@ -1,6 +1,12 @@
 //! Helpers of the cabinet tests: a sandbox server on a shifted clock (to step past TOTP time
 //! steps and timeouts without sleeping), users with passwords, and reading what the pages
 //! show (the TOTP key of the enrolment page, recovery codes).
+//!
+//! Shared with payments-server's browser tests (`payments-server/tests/cabinet_browser/`),
+//! which include this file: the test server is the including crate's `crate::TestServer`
+//! (here payments-http's, there the whole server) with its settings `crate::ServerSettings`.
+//! Both test servers have the same `start_with_clock`, `cabinet` and, by dereference,
+//! `payments_http::testing::Endpoints`.
 
 #![allow(dead_code)]
 
@@ -13,7 +19,9 @@ use payments_cabinet::store::Role;
 use payments_core::service::Actor;
 use payments_core::store::MerchantStoreExt;
 use payments_core::{Clock, MerchantId};
-use payments_server::testing::{ShiftedClock, TestServer};
+use payments_http::testing::ShiftedClock;
+
+use crate::{ServerSettings, TestServer};
 
 /// A password the tests give their users.
 pub const PASSWORD: &str = "correct horse battery staple";
@@ -31,9 +39,7 @@ impl Cabinet {
     }
 
     /// A bootstrapped sandbox with settings changed by `configure`.
-    pub async fn start_with(
-        configure: impl FnOnce(&mut payments_server::config::Settings),
-    ) -> Cabinet {
+    pub async fn start_with(configure: impl FnOnce(&mut ServerSettings)) -> Cabinet {
         let clock = ShiftedClock::new();
         let server = TestServer::start_with_clock(Arc::new(clock.clone()), configure).await;
         Cabinet { server, clock }

@@ -229,7 +229,7 @@ fn english_in(text: &str) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
-    let c = Cabinet::start_with(|s| s.callbacks.dispatch = false).await;
+    let c = Cabinet::start_with(|s| s.dispatch = false).await;
     let demo = c.demo_merchant().await;
     c.user("ru@shop.example", Role::Merchant(demo)).await;
     c.server

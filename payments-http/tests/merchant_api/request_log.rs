@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use payments_client::SignSpec;
 use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
-use payments_server::testing::TestServer;
+use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
 
 use crate::support::body;
@@ -162,7 +162,7 @@ async fn a_refused_signature_is_logged_with_its_diagnosis() {
 
 #[tokio::test]
 async fn the_log_is_off_when_the_settings_say_so() {
-    let s = TestServer::start(|settings| settings.tuning.request_log = false).await;
+    let s = TestServer::start(|settings| settings.request_log = false).await;
     let c = &s.client();
     assert_eq!(
         c.create_payment(&body("off-1", "100"))

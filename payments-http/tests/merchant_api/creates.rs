@@ -5,7 +5,7 @@ use payments_client::SignSpec;
 use payments_core::service::Actor;
 use payments_directory::DirectoryAccess;
 use payments_directory::ProjectPatch;
-use payments_server::testing::TestServer;
+use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -375,9 +375,9 @@ async fn the_sandbox_stores_a_payment_with_its_requisites_in_one_write() {
     // write), the callback dispatcher, which claims due events every second, is off, and so
     // is the request log (its batches are writes of their own, off the request path).
     let s = TestServer::start(|s| {
-        s.tuning.sweep_interval = std::time::Duration::from_secs(3600);
-        s.callbacks.dispatch = false;
-        s.tuning.request_log = false;
+        s.sweep_interval = std::time::Duration::from_secs(3600);
+        s.dispatch = false;
+        s.request_log = false;
     })
     .await;
     let c = &s.client();

@@ -1,5 +1,5 @@
-//! The whole server (`TestServer`) with a plain-HTTP receiver: holding callbacks with
-//! `callback_dispatch = false`, over real sockets and a restart on the same data dir.
+//! The routers and workers (`TestServer`) with a plain-HTTP receiver: holding callbacks with
+//! the dispatcher off, over real sockets and a restart on the same database.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,8 +8,7 @@ use std::time::Duration;
 use payments_core::callback::{CallbackSecret, CallbackVerifier};
 use payments_core::event::{DeliveryState, EventRecord};
 use payments_core::{PaymentId, Timestamp};
-use payments_server::config::Settings;
-use payments_server::testing::TestServer;
+use payments_http::testing::{TestConfig, TestServer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -56,10 +55,10 @@ async fn plain_receiver() -> Receiver {
 }
 
 /// Test settings with local callbacks allowed and dispatch on or off.
-fn dispatch(on: bool) -> impl FnOnce(&mut Settings) {
+fn dispatch(on: bool) -> impl FnOnce(&mut TestConfig) {
     move |s| {
-        s.callbacks.allow_local = true;
-        s.callbacks.dispatch = on;
+        s.service.callback_policy.allow_local = true;
+        s.dispatch = on;
     }
 }
 
@@ -134,7 +133,7 @@ async fn with_dispatch_off_the_event_waits_in_the_outbox_until_a_server_with_dis
         .expect("readyz answers");
     assert_eq!(ready.status().as_u16(), 200, "ready with dispatch off");
 
-    // A server with dispatch on over the same data dir sends it, signed with the secret.
+    // A server with dispatch on over the same database sends it, signed with the secret.
     let s = s.restart(dispatch(true)).await;
     let got = tokio::time::timeout(Duration::from_secs(10), rx.got.recv())
         .await

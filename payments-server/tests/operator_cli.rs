@@ -5,13 +5,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use payments_client::SandboxCredentials;
-use payments_core::auth::keys::public_key_to_pem;
+use payments_client::{MerchantClient, SandboxCredentials};
+use payments_core::auth::keys::{generate_signing_key, keyid, public_key_to_pem};
+use payments_http::system::OsRandom;
 use payments_server::bootstrap::CREDENTIALS_FILE;
 use payments_server::testing::{free_port, test_settings};
 use serde_json::{json, Value};
-
-use crate::common::{create_payment, Signer};
 
 /// A `payments-server serve` child process, killed on drop (also when a test panics).
 struct ServerProcess(Child);
@@ -116,9 +115,9 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
     );
     let token_value = token["token"].as_str().unwrap();
     assert!(token_value.starts_with("nl_test_"));
-    let signer = Signer::generate();
+    let signing_key = generate_signing_key(&OsRandom);
     let pem_path = d.join("second.pub.pem");
-    std::fs::write(&pem_path, public_key_to_pem(&signer.key.verifying_key())).unwrap();
+    std::fs::write(&pem_path, public_key_to_pem(&signing_key.verifying_key())).unwrap();
     let key = cli(
         d,
         &[
@@ -129,7 +128,7 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
             pem_path.to_str().unwrap(),
         ],
     );
-    assert_eq!(key["keyid"], signer.keyid.as_str());
+    assert_eq!(key["keyid"], keyid(&signing_key.verifying_key()).as_str());
     let secret = cli(d, &["callback-secret", "rotate", project_id]);
     assert!(secret["callback_secret"]
         .as_str()
@@ -137,10 +136,13 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
         .starts_with("whsec_"));
 
     // The running server serves the project provisioned beside it.
-    let created = create_payment(&client, &base, token_value, &signer, "777").await;
-    assert_eq!(created.status, 201, "{}", created.text);
-    assert_eq!(created.body["status"], "processing");
-    let payment_id = created.body["id"].as_str().unwrap();
+    let second = MerchantClient::from_key(&base, token_value, signing_key).unwrap();
+    let order =
+        |id: &str| json!({"merchant_payment_id": id, "amount": "777", "payment_method": "sbp"});
+    let created = second.create_payment(&order("cli-order-1")).await.unwrap();
+    assert_eq!(created.status, 201, "{}", created.json);
+    assert_eq!(created.json["status"], "processing");
+    let payment_id = created.json["id"].as_str().unwrap();
 
     // Payment operations and listings through the CLI, acting on the server's payment.
     let confirmed = cli(d, &["payment", "confirm", payment_id, "--amount", "770"]);
@@ -173,9 +175,9 @@ async fn cli_provisions_a_second_project_that_makes_a_signed_create() {
     // Revoking through the CLI takes effect in the running server at once.
     let token_id = token["id"].as_str().unwrap();
     cli(d, &["token", "revoke", project_id, token_id]);
-    let refused = create_payment(&client, &base, token_value, &signer, "777").await;
+    let refused = second.create_payment(&order("cli-order-2")).await.unwrap();
     assert_eq!(refused.status, 401);
-    assert_eq!(refused.code(), "token_invalid");
+    assert_eq!(refused.json["code"], "token_invalid");
 }
 
 /// `key register --file /dev/zero` reads at most 64 KiB + 1 byte and names the file and the

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use payments_client::MerchantClient;
 use payments_core::auth::Scope;
 use payments_core::callback::{CallbackSecret, CallbackVerifier, RetrySchedule};
+use payments_core::project::RateLimit;
 use payments_core::service::Actor;
 use payments_core::Timestamp;
 use payments_directory::ProjectPatch;
@@ -23,7 +24,7 @@ use payments_examples::listen::{ListenConfig, Listener};
 use payments_examples::receiver::CALLBACK_PATH;
 use payments_examples::{receiver_router, Receiver, ReceiverDb};
 use payments_http::system::SystemClock;
-use payments_server::testing::TestServer;
+use payments_http::testing::TestServer;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -101,8 +102,8 @@ fn str_of(v: &Value) -> String {
 async fn events_are_listed_read_resent_and_recovered_by_the_merchant() {
     let mut rx = switch_receiver().await;
     let s = TestServer::start(|s| {
-        s.callbacks.allow_local = true;
-        s.callbacks.retry_delays = RetrySchedule::single();
+        s.service.callback_policy.allow_local = true;
+        s.service.retry = RetrySchedule::single();
     })
     .await;
     let c = s.client();
@@ -414,7 +415,7 @@ async fn listen_forwards_a_test_payments_callback_to_a_local_receiver_that_verif
         .expect("bind");
     let dead = format!("http://{}/cb", closed.local_addr().expect("bound"));
     drop(closed);
-    let s = TestServer::start(|s| s.callbacks.allow_local = true).await;
+    let s = TestServer::start(|s| s.service.callback_policy.allow_local = true).await;
     s.patch_project(ProjectPatch {
         test_mode: Some(true),
         callback_url: Some(Some(dead)),
@@ -518,7 +519,7 @@ async fn listen_forwards_a_test_payments_callback_to_a_local_receiver_that_verif
 /// more than polling. The four that wait all see the event that ends their wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_four_long_polls_of_a_project_wait_at_once() {
-    let s = TestServer::start(|s| s.callbacks.dispatch = false).await;
+    let s = TestServer::start(|s| s.dispatch = false).await;
     s.patch_project(ProjectPatch {
         callback_url: Some(Some("https://shop.example.com/callbacks".into())),
         ..Default::default()
@@ -571,10 +572,12 @@ async fn resends_beyond_the_projects_budget_are_refused_and_recovery_says_what_i
     let rx = switch_receiver().await;
     // A budget of 3 resends at once, then 1 a second (the default is 1,000, then 5 a second).
     let s = TestServer::start(|s| {
-        s.callbacks.allow_local = true;
-        s.callbacks.retry_delays = RetrySchedule::single();
-        s.callbacks.resend_burst = 3;
-        s.callbacks.resend_per_second = 1;
+        s.service.callback_policy.allow_local = true;
+        s.service.retry = RetrySchedule::single();
+        s.service.resend_budget = RateLimit {
+            burst: 3,
+            per_second: 1,
+        };
     })
     .await;
     let c = s.client();

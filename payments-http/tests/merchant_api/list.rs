@@ -9,7 +9,7 @@ use payments_core::auth::Scope;
 use payments_core::project::RateLimit;
 use payments_core::service::Actor;
 use payments_directory::ProjectPatch;
-use payments_server::testing::TestServer;
+use payments_http::testing::TestServer;
 use reqwest::{Method, StatusCode};
 
 use crate::support::body;

@@ -1,5 +1,5 @@
-//! Test helpers: a real server on 127.0.0.1:0 over a fresh data dir, an operator API client,
-//! and merchant requests signed with the core's signer.
+//! Test helpers: the test server (`payments_http::testing::TestServer`) on 127.0.0.1:0 over a
+//! fresh database, an operator API client, and merchant requests signed with the core's signer.
 
 #![allow(dead_code)]
 
@@ -8,9 +8,8 @@ use payments_client::{MerchantClient, SandboxCredentials, SignSpec};
 use payments_core::auth::keys::{keyid, parse_signing_key_pem};
 use payments_core::KeyId;
 use payments_http::system::OsRandom;
+use payments_http::testing::TestServer;
 use payments_http::AppState;
-use payments_server::config::Durability;
-use payments_server::testing::TestServer;
 use serde_json::Value;
 
 /// A running server and what a test needs to talk to it.
@@ -27,7 +26,7 @@ pub struct TestApp {
     pub state: AppState,
     /// HTTP client.
     pub client: reqwest::Client,
-    /// The running server; its data dir goes when it is dropped.
+    /// The running server; its database goes when it is dropped.
     server: Option<TestServer>,
 }
 
@@ -72,8 +71,7 @@ impl TestApp {
     async fn start(environment: &str) -> TestApp {
         let environment = environment.parse().expect("sandbox or production");
         let server = TestServer::start(|s| {
-            s.environment = environment;
-            s.store.synchronous = Durability::Normal;
+            s.auth = payments_core::service::AuthConfig::for_environment(environment);
         })
         .await;
         TestApp {
