@@ -21,6 +21,7 @@ use crate::callback::address::AddressPolicy;
 use crate::callback::destination::CallbackUrl;
 use crate::clock::Timestamp;
 use crate::ids::{PaymentId, ProjectId};
+use crate::ledger::credit_fits;
 use crate::payment::{
     Currency, Flow, MerchantPaymentId, Payment, PaymentErrorCode, PaymentFailure, PaymentMethod,
     PaymentStatus, Requisites,
@@ -319,10 +320,26 @@ pub fn payment_in(status: PaymentStatus) -> BoxedStrategy<Payment> {
                 p.status = status;
                 p.updated_at = p.created_at + Duration::from_millis(later);
                 p.version = 1 + changes;
-                p
+                within_credit_limit(p)
             },
         )
         .boxed()
+}
+
+/// `p` with a credit the ledger can hold: a course so low that the amount's credit would pass
+/// the 10^12 USDT limit (a payment the rules never complete, whose `credited` would read 0)
+/// becomes one that credits at most 10^10 USDT (100, or the amount / 10^10 rounded up).
+fn within_credit_limit(mut p: Payment) -> Payment {
+    if !credit_fits(&p) {
+        let course = (p.amount.as_decimal() / Decimal::from(10_000_000_000u64))
+            .ceil()
+            .max(Decimal::ONE_HUNDRED);
+        if let Some(pricing) = p.pricing.as_mut() {
+            pricing.course = Course::new(course).expect("at most 10^5 for an amount below 10^15");
+        }
+    }
+    debug_assert!(credit_fits(&p), "{:?} {:?}", p.amount, p.pricing);
+    p
 }
 
 /// A consistent payment in any status.
@@ -376,4 +393,20 @@ pub fn timed_triggers(
         (0..=max).prop_map(Duration::from_millis),
     ];
     vec((step, trigger()), len)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{credit_fits, payment};
+
+    proptest! {
+        /// A payment the strategies make is one the rules allow: its credit fits the ledger's
+        /// limit (10^12 USDT), so `credited` never has to turn it into 0.
+        #[test]
+        fn every_payment_made_has_a_credit_within_the_limit(p in payment()) {
+            prop_assert!(credit_fits(&p), "{:?} {:?}", p.amount, p.pricing);
+        }
+    }
 }
