@@ -1,7 +1,7 @@
 //! The named settings kept in the store, typed.
 //!
 //! The store keeps settings as text under a name ([`SettingStore::setting`] and
-//! [`SettingStore::put_setting`]: one primitive for every backend). Code does not use those
+//! [`SettingStore::upsert_setting`]: one primitive for every backend). Code does not use those
 //! directly: each setting is a [`Setting`] constant with its name and value type, so a name is
 //! written once, a value is parsed in one place, and a value that does not parse is
 //! [`StoreError::Corrupt`] instead of a silent default. The core's settings are here; an
@@ -81,7 +81,7 @@ impl<T: FromStr + Display> Setting<T> {
         store: &S,
         value: &T,
     ) -> Result<(), StoreError> {
-        store.put_setting(self.name, &value.to_string()).await
+        store.upsert_setting(self.name, &value.to_string()).await
     }
 }
 
@@ -135,7 +135,9 @@ impl<T: FromStr + Display> SettingFamily<T> {
         key: &(dyn Display + Sync),
         value: &T,
     ) -> Result<(), StoreError> {
-        store.put_setting(&self.name(key), &value.to_string()).await
+        store
+            .upsert_setting(&self.name(key), &value.to_string())
+            .await
     }
 }
 
@@ -172,7 +174,7 @@ mod tests {
             N.set(&store, &7).await.expect("set");
             assert_eq!(N.get(&store).await, Ok(Some(7)));
             assert_eq!(store.setting("test.n").await, Ok(Some("7".to_string())));
-            store.put_setting("test.n", "seven").await.expect("put");
+            store.upsert_setting("test.n", "seven").await.expect("put");
             assert!(
                 matches!(N.get(&store).await, Err(StoreError::Corrupt(m)) if m.contains("test.n")),
                 "a stored text that does not parse is corrupt"

@@ -141,8 +141,8 @@ fn provisioned_with(
     let mut p = project(n, &m, false, None);
     edit(&mut p);
     block_on(async {
-        h.store.put_merchant(&m).await.unwrap();
-        h.store.put_project(&p).await.unwrap();
+        h.store.upsert_merchant(&m).await.unwrap();
+        h.store.upsert_project(&p).await.unwrap();
     });
     let token = block_on(
         h.service

@@ -230,7 +230,7 @@ fn a_sealed_secret_moved_to_another_project_does_not_open() {
             .await
             .unwrap();
         let record = store.callback_secrets(p1).await.unwrap().remove(0);
-        store.add_callback_secret(p2, &record).await.unwrap();
+        store.insert_callback_secret(p2, &record).await.unwrap();
         assert_eq!(signing(&sealed, p2).await, Err(ErrorCode::Internal));
     });
 }

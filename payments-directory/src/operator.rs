@@ -166,7 +166,7 @@ impl Directory<'_> {
     ) -> Result<(), AdminError> {
         self.ports()
             .store
-            .append_audit(&AuditRecord {
+            .insert_audit(&AuditRecord {
                 at: self.ports().clock.now(),
                 actor: actor.0.clone(),
                 action: action.into(),

@@ -212,7 +212,7 @@ impl Directory<'_> {
             callback_url: parse_url(callback_url, &self)?,
             created_at: self.ports().clock.now(),
         };
-        self.ports().store.put_merchant(&merchant).await?;
+        self.ports().store.upsert_merchant(&merchant).await?;
         self.audit(audit(
             actor,
             "merchant.create",
@@ -245,7 +245,7 @@ impl Directory<'_> {
         if let Some(url) = callback_url {
             m.callback_url = parse_url(url, &self)?;
         }
-        store.put_merchant(&m).await?;
+        store.upsert_merchant(&m).await?;
         self.audit(audit(
             actor,
             "merchant.update",
@@ -274,7 +274,7 @@ impl Directory<'_> {
             .ok_or_else(|| not_found("merchant"))?;
         let project = self.blank_project(merchant, checked_name(name)?);
         let project = self.patched(project, patch)?;
-        self.ports().store.put_project(&project).await?;
+        self.ports().store.upsert_project(&project).await?;
         self.audit(audit(
             actor,
             "project.create",
@@ -329,7 +329,7 @@ impl Directory<'_> {
             .await?
             .ok_or_else(|| not_found("project"))?;
         let after = self.patched(before.clone(), patch)?;
-        self.ports().store.put_project(&after).await?;
+        self.ports().store.upsert_project(&after).await?;
         self.audit(audit(
             actor,
             "project.update",
@@ -542,7 +542,7 @@ impl Directory<'_> {
         let id = confirmation
             .check(&key, form)
             .map_err(AdminError::KeyUnconfirmed)?;
-        let elsewhere = self.ports().store.active_key_projects(&id).await?;
+        let elsewhere = self.ports().store.find_active_key_projects(&id).await?;
         if elsewhere.iter().any(|p| *p != project) {
             return Err(AdminError::invalid(format!(
                 "key {id} is active on another project; a key signs for one project only \
@@ -633,7 +633,7 @@ impl Directory<'_> {
         let held = self.ports().store.callback_secrets(project).await?.len();
         self.ports()
             .store
-            .add_callback_secret(project, &record)
+            .insert_callback_secret(project, &record)
             .await?;
         let state = |n: usize| Some(serde_json::json!({ "stored_secrets": n }).to_string());
         self.audit(audit(
@@ -700,7 +700,7 @@ impl Directory<'_> {
     async fn audit(self, record: AuditRecord) -> Result<(), AdminError> {
         self.ports()
             .store
-            .append_audit(&record)
+            .insert_audit(&record)
             .await
             .map_err(AdminError::from)
     }

@@ -132,7 +132,7 @@ impl TokenUse {
         }
         let store = self.store.clone();
         tokio::spawn(async move {
-            if let Err(e) = store.record_token_use(token, at).await {
+            if let Err(e) = store.update_token_use(token, at).await {
                 tracing::warn!(error = %e, "token use not recorded");
             }
         });

@@ -243,7 +243,7 @@ async fn expiry_sends_the_canceled_callback() {
         .unwrap()
         .unwrap();
     p.lifetime = Duration::from_millis(500);
-    s.state.service.store().put_project(&p).await.unwrap();
+    s.state.service.store().upsert_project(&p).await.unwrap();
     let created = s.client().create_payment(&json!({"merchant_payment_id": "exp-1", "amount": "100", "payment_method": "card_transfer"})).await.unwrap();
     let cb = next_verified(&mut rx, s.creds().callback_secret.expose()).await;
     assert_eq!(cb["status"], "canceled");

@@ -381,7 +381,7 @@ pub(crate) async fn delete_audit<C: GenericClient>(
 
 // --- token use -------------------------------------------------------------------------------
 
-pub(crate) async fn record_token_use<C: GenericClient>(
+pub(crate) async fn update_token_use<C: GenericClient>(
     c: &C,
     token: TokenId,
     at: Timestamp,
@@ -439,7 +439,7 @@ pub(crate) async fn payment_page_by_hash<C: GenericClient>(
 /// inserts for one payment the later ones wait on the key and do nothing once the first
 /// commits; the `SELECT`, a new statement, sees the winner. A token hash another payment
 /// holds violates its unique index: `Duplicate`.
-pub(crate) async fn ensure_payment_page<C: GenericClient>(
+pub(crate) async fn insert_payment_page_if_none<C: GenericClient>(
     c: &C,
     page: &PaymentPageRecord,
 ) -> Result<PaymentPageRecord, StoreError> {

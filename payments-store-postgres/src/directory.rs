@@ -133,7 +133,7 @@ pub(crate) async fn keys<C: GenericClient>(
 }
 
 /// The projects holding an unrevoked key with this id.
-pub(crate) async fn active_key_projects<C: GenericClient>(
+pub(crate) async fn find_active_key_projects<C: GenericClient>(
     c: &C,
     keyid: &KeyId,
 ) -> Result<Vec<ProjectId>, StoreError> {
@@ -163,7 +163,7 @@ pub(crate) async fn revoke_key<C: GenericClient>(
 // and the operator tokens are in payments_store_sql::port) ----------------------------------
 
 /// Appends an audit record (also inside [`crate::payments::commit_change`]).
-pub(crate) async fn append_audit<C: GenericClient>(
+pub(crate) async fn insert_audit<C: GenericClient>(
     c: &C,
     a: &AuditRecord,
 ) -> Result<(), StoreError> {

@@ -238,7 +238,7 @@ pub(crate) async fn failed_count<C: GenericClient>(c: &C) -> Result<u64, StoreEr
 /// READ COMMITTED a concurrent resend of the same failures waits on their row locks and then
 /// finds them answered (the condition is checked again on the committed row), so each
 /// failure is answered once.
-pub(crate) async fn mark_resent<C: GenericClient>(
+pub(crate) async fn update_resent<C: GenericClient>(
     c: &C,
     payment: PaymentId,
     resend: EventId,

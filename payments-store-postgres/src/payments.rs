@@ -199,7 +199,7 @@ pub(crate) async fn commit_change<C: GenericClient>(
         outbox::insert(c, event).await?;
     }
     if let Some(audit) = &change.audit {
-        directory::append_audit(c, audit).await?;
+        directory::insert_audit(c, audit).await?;
     }
     if let Some(posting) = &change.ledger {
         crate::ledger::append(c, posting).await?;

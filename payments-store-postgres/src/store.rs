@@ -62,7 +62,7 @@ impl Transaction for PgTx<'_, '_> {
     /// Locks in the usual order: the payment row first (`FOR UPDATE`), so concurrent resends
     /// of one payment queue on it, then the marks of its unanswered failures (at READ
     /// COMMITTED a waiting resend finds them answered).
-    async fn mark_resent(
+    async fn update_resent(
         &mut self,
         payment: PaymentId,
         resend: EventId,
@@ -71,19 +71,19 @@ impl Transaction for PgTx<'_, '_> {
         if !payments::lock(self.tx, payment).await? {
             return Ok(Vec::new());
         }
-        outbox::mark_resent(self.tx, payment, resend).await
+        outbox::update_resent(self.tx, payment, resend).await
     }
 
     async fn lock_balance(&mut self, project: ProjectId) -> Result<Balance, StoreError> {
         ledger::lock_balance(self.tx, project).await
     }
 
-    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
+    async fn insert_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
         ledger::append(self.tx, posting).await
     }
 
-    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
-        directory::append_audit(self.tx, record).await
+    async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
+        directory::insert_audit(self.tx, record).await
     }
 }
 
@@ -271,9 +271,9 @@ impl CredentialStore for PgStore {
         directory::revoke_token(&client, project, id, at).await
     }
 
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+    async fn update_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
         let client = self.client().await?;
-        cabinet::record_token_use(&client, token, at).await
+        cabinet::update_token_use(&client, token, at).await
     }
 
     async fn token_last_used(
@@ -290,9 +290,9 @@ impl CredentialStore for PgStore {
     }
 
     /// One query over the keys table instead of one read per project.
-    async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
+    async fn find_active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
         let client = self.client().await?;
-        directory::active_key_projects(&client, keyid).await
+        directory::find_active_key_projects(&client, keyid).await
     }
 
     /// One connection and one snapshot for the token, project, merchant and key.
@@ -318,12 +318,12 @@ impl CredentialStore for PgStore {
 
 #[async_trait]
 impl PayerPageStore for PgStore {
-    async fn ensure_payment_page(
+    async fn insert_payment_page_if_none(
         &self,
         page: &PaymentPageRecord,
     ) -> Result<PaymentPageRecord, StoreError> {
         let client = self.client().await?;
-        cabinet::ensure_payment_page(&client, page).await
+        cabinet::insert_payment_page_if_none(&client, page).await
     }
 
     async fn find_payment_page(

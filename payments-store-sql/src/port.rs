@@ -55,7 +55,7 @@ impl<R: Runtime + ?Sized> SettingStore for Shared<'_, R> {
         .await
     }
 
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+    async fn upsert_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
         let values = vec![SqlValue::text(name), SqlValue::text(value)];
         self.run(On::Write, values, |c, values| {
             Box::pin(write(c, &st::SETTING_PUT, values))
@@ -137,14 +137,14 @@ impl<R: Runtime + ?Sized> OperatorStore for Shared<'_, R> {
 
 #[async_trait]
 impl<R: Runtime + ?Sized> AuditStore for Shared<'_, R> {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+    async fn insert_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
         self.run(On::Write, record.values()?, |c, values| {
             Box::pin(write(c, &st::AUDIT_INSERT, values))
         })
         .await
     }
 
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+    async fn find_audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         let values = vec![SqlValue::Int(codec::limit(limit))];
         self.run(On::Read, values, |c, values| {
             Box::pin(records(c, &st::AUDIT_NEWEST, values))
@@ -158,7 +158,7 @@ impl<R: Runtime + ?Sized> AuditStore for Shared<'_, R> {
 #[async_trait]
 impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
     /// One transaction: the inserts, then each project's trim.
-    async fn append_requests(
+    async fn insert_requests(
         &self,
         entries: &[RequestLogEntry],
         keep: usize,
@@ -221,7 +221,7 @@ impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
 
 #[async_trait]
 impl<R: Runtime + ?Sized> MerchantStore for Shared<'_, R> {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+    async fn upsert_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
         self.run(On::Write, merchant.values()?, |c, values| {
             Box::pin(write(c, &st::MERCHANT_PUT, values))
         })
@@ -241,7 +241,7 @@ impl<R: Runtime + ?Sized> MerchantStore for Shared<'_, R> {
     }
 
     /// Its merchant must exist: read and written in one transaction.
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+    async fn upsert_project(&self, project: &Project) -> Result<(), StoreError> {
         let args = (project.merchant_id, project.values()?);
         self.run(On::Transaction, args, |c, (merchant_id, values)| {
             Box::pin(async move {
@@ -332,7 +332,7 @@ impl<R: Runtime + ?Sized> CallbackSecretStore for Shared<'_, R> {
     }
 
     /// One transaction: the insert and the trim to the two newest.
-    async fn add_callback_secret(
+    async fn insert_callback_secret(
         &self,
         project: ProjectId,
         secret: &SecretRecord,
@@ -351,7 +351,7 @@ impl<R: Runtime + ?Sized> CallbackSecretStore for Shared<'_, R> {
         .await
     }
 
-    async fn add_callback_secret_if_none(
+    async fn insert_callback_secret_if_none(
         &self,
         project: ProjectId,
         secret: &SecretRecord,

@@ -334,7 +334,7 @@ pub(crate) fn delete_audit(
 
 // --- token use -------------------------------------------------------------------------------
 
-pub(crate) fn record_token_use(
+pub(crate) fn update_token_use(
     conn: &Connection,
     token: TokenId,
     at: Timestamp,
@@ -381,7 +381,7 @@ pub(crate) fn payment_page_by_hash(
     record(conn, &st::PAGE_BY_HASH, [&hash[..]])
 }
 
-pub(crate) fn ensure_payment_page(
+pub(crate) fn insert_payment_page_if_none(
     conn: &Connection,
     page: &PaymentPageRecord,
 ) -> Result<PaymentPageRecord, StoreError> {

@@ -136,7 +136,7 @@ pub(crate) fn keys(conn: &Connection, project: ProjectId) -> Result<Vec<KeyRecor
 }
 
 /// The projects holding an unrevoked key with this id.
-pub(crate) fn active_key_projects(
+pub(crate) fn find_active_key_projects(
     conn: &Connection,
     keyid: &KeyId,
 ) -> Result<Vec<ProjectId>, StoreError> {
@@ -166,7 +166,7 @@ pub(crate) fn revoke_key(
 // payments_store_sql::port) -------------------------------------------------------------------
 
 /// Appends an audit record (also inside [`crate::payments::commit_change`]).
-pub(crate) fn append_audit(conn: &Connection, a: &AuditRecord) -> Result<(), StoreError> {
+pub(crate) fn insert_audit(conn: &Connection, a: &AuditRecord) -> Result<(), StoreError> {
     execute(conn, &st::AUDIT_INSERT, record_params(a)?)?;
     Ok(())
 }

@@ -254,7 +254,7 @@ pub(crate) fn failed_count(conn: &Connection) -> Result<u64, StoreError> {
 }
 
 /// Marks the unanswered failed events of `payment` as answered by `resend`; their ids.
-pub(crate) fn mark_resent(
+pub(crate) fn update_resent(
     conn: &Connection,
     payment: PaymentId,
     resend: EventId,

@@ -118,7 +118,7 @@ pub(crate) fn commit_change(
         outbox::insert(conn, event)?;
     }
     if let Some(audit) = &change.audit {
-        directory::append_audit(conn, audit)?;
+        directory::insert_audit(conn, audit)?;
     }
     if let Some(posting) = &change.ledger {
         crate::ledger::append(conn, posting)?;

@@ -57,24 +57,24 @@ impl Transaction for SqliteTx<'_> {
         payments::commit_change(self.conn, self.sealing, change)
     }
 
-    async fn mark_resent(
+    async fn update_resent(
         &mut self,
         payment: PaymentId,
         resend: EventId,
     ) -> Result<Vec<EventId>, StoreError> {
-        outbox::mark_resent(self.conn, payment, resend)
+        outbox::update_resent(self.conn, payment, resend)
     }
 
     async fn lock_balance(&mut self, project: ProjectId) -> Result<Balance, StoreError> {
         ledger::lock_balance(self.conn, project)
     }
 
-    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
+    async fn insert_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
         ledger::append(self.conn, posting)
     }
 
-    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
-        directory::append_audit(self.conn, record)
+    async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
+        directory::insert_audit(self.conn, record)
     }
 }
 
@@ -206,8 +206,8 @@ impl CredentialStore for SqliteStore {
             .await
     }
 
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
-        self.write(move |c| cabinet::record_token_use(c, token, at))
+    async fn update_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+        self.write(move |c| cabinet::update_token_use(c, token, at))
             .await
     }
 
@@ -226,9 +226,9 @@ impl CredentialStore for SqliteStore {
     }
 
     /// One query over the keys table instead of one read per project.
-    async fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
+    async fn find_active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
         let keyid = keyid.clone();
-        self.read(move |c| directory::active_key_projects(c, &keyid))
+        self.read(move |c| directory::find_active_key_projects(c, &keyid))
             .await
     }
 
@@ -260,12 +260,12 @@ impl CredentialStore for SqliteStore {
 
 #[async_trait]
 impl PayerPageStore for SqliteStore {
-    async fn ensure_payment_page(
+    async fn insert_payment_page_if_none(
         &self,
         page: &PaymentPageRecord,
     ) -> Result<PaymentPageRecord, StoreError> {
         let p = page.clone();
-        self.write(move |c| cabinet::ensure_payment_page(c, &p))
+        self.write(move |c| cabinet::insert_payment_page_if_none(c, &p))
             .await
     }
 

@@ -191,7 +191,11 @@ async fn a_failing_request_does_not_abort_its_batch() {
         .await
         .expect("events")
         .is_empty());
-    assert!(store.audit_records(100).await.expect("audit").is_empty());
+    assert!(store
+        .find_audit_records(100)
+        .await
+        .expect("audit")
+        .is_empty());
 }
 
 /// `admit_create` is one write: when the insert fails (here a reused payment id), the nonce
@@ -402,7 +406,7 @@ async fn data_survives_a_reopen() {
             })
             .await
             .expect("commit");
-        store.put_setting("k", "v").await.expect("setting");
+        store.upsert_setting("k", "v").await.expect("setting");
         assert!(store
             .use_nonce(
                 project_id(1),
@@ -1016,7 +1020,7 @@ async fn the_database_files_are_owner_only() {
     let path = dir.path().join("new.db");
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     store
-        .put_setting("files.check", "on")
+        .upsert_setting("files.check", "on")
         .await
         .expect("a write, so that the WAL has content");
     for suffix in ["", "-wal", "-shm"] {

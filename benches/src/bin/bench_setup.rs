@@ -130,7 +130,7 @@ async fn main() {
             let store = SqliteStore::open(&db, SqliteOptions::default()).expect("the store opens");
             for mut p in store.projects().await.expect("projects") {
                 p.rate_limit = RateLimit { per_second, burst };
-                store.put_project(&p).await.expect("put_project");
+                store.upsert_project(&p).await.expect("upsert_project");
                 println!("project {}: {per_second}/s, burst {burst}", p.id);
             }
             store.close();

@@ -132,7 +132,7 @@ async fn seed(
             let batch = Arc::clone(&batch);
             Box::pin(async move {
                 for p in batch.iter() {
-                    tx.append_posting(p).await?;
+                    tx.insert_posting(p).await?;
                 }
                 Ok(())
             })

@@ -142,7 +142,7 @@ impl Cabinet {
         Ok(self
             .service
             .store()
-            .append_audit(&AuditRecord {
+            .insert_audit(&AuditRecord {
                 at: self.now(),
                 actor: actor.0.clone(),
                 action: action.to_string(),

@@ -369,7 +369,7 @@ mod tests {
             let posting = Arc::new(posting);
             transact(&*store, move |tx| {
                 let posting = Arc::clone(&posting);
-                Box::pin(async move { tx.append_posting(&posting).await.map(|_| ()) })
+                Box::pin(async move { tx.insert_posting(&posting).await.map(|_| ()) })
             })
             .await
             .expect("appended");

@@ -179,7 +179,7 @@ impl Callbacks<'_> {
         let now = self.ports.clock.now();
         self.ports
             .store
-            .append_audit(&AuditRecord {
+            .insert_audit(&AuditRecord {
                 at: now,
                 actor: actor.0.clone(),
                 action: "callbacks.resend_failed".into(),
@@ -304,7 +304,7 @@ impl Callbacks<'_> {
             .await?;
         self.ports
             .store
-            .append_audit(&AuditRecord {
+            .insert_audit(&AuditRecord {
                 at: self.ports.clock.now(),
                 actor: actor.0.clone(),
                 action: action.into(),

@@ -562,7 +562,7 @@ impl Payments<'_> {
         }
         // The audit log is read newest first; recoveries are a small share of it.
         out.recovered = store
-            .audit_records(limit.saturating_mul(50).max(1_000))
+            .find_audit_records(limit.saturating_mul(50).max(1_000))
             .await?
             .into_iter()
             .filter(|r| r.action == RECOVERY_ACTION)

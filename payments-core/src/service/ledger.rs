@@ -700,8 +700,8 @@ pub async fn post_entry<S: Store + ?Sized>(
             {
                 return Ok(Posted::BeyondBalance(balance.balance));
             }
-            let entry = tx.append_posting(posting).await?;
-            tx.append_audit(audit).await?;
+            let entry = tx.insert_posting(posting).await?;
+            tx.insert_audit(audit).await?;
             Ok(Posted::Appended(entry))
         })
     })

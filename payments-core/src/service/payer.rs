@@ -28,7 +28,7 @@ impl Payments<'_> {
             None => {
                 let token = PageToken::generate(self.ports.rng.as_ref());
                 let candidate = PaymentPageRecord::new(payment.id, &token, self.ports.clock.now());
-                pages.ensure_payment_page(&candidate).await?
+                pages.insert_payment_page_if_none(&candidate).await?
             }
         };
         match stored.page_token() {

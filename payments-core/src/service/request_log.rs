@@ -27,7 +27,7 @@ impl RequestLog<'_> {
             return Ok(());
         }
         let keep = self.config().request_log.keep;
-        self.ports.store.append_requests(entries, keep).await
+        self.ports.store.insert_requests(entries, keep).await
     }
 
     /// A page of `query.project`'s request log as `query` asks, within the retention window

@@ -22,7 +22,9 @@ impl Callbacks<'_> {
                 created_at: self.ports.clock.now(),
                 revealed: false,
             };
-            records = store.add_callback_secret_if_none(project, &record).await?;
+            records = store
+                .insert_callback_secret_if_none(project, &record)
+                .await?;
         }
         for record in &mut records {
             record.secret = self.open_secret(project, &record.secret)?;

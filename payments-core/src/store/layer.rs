@@ -119,7 +119,7 @@ impl Op {
 ///         inner: Arc::new(MemoryStore::new()),
 ///         writes: AtomicU64::new(0),
 ///     });
-///     store.put_setting("greeting", "hello").await.unwrap();
+///     store.upsert_setting("greeting", "hello").await.unwrap();
 ///     assert_eq!(store.setting("greeting").await.unwrap().as_deref(), Some("hello"));
 ///     assert_eq!(store.layer().writes.load(Ordering::Relaxed), 1);
 ///

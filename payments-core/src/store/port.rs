@@ -134,14 +134,14 @@ macro_rules! __storage_port {
             /// Merchants and their projects.
             pub trait MerchantStore: Send + Sync {
                 /// Inserts or replaces a merchant.
-                write fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError>;
+                write fn upsert_merchant(&self, merchant: &Merchant) -> Result<(), StoreError>;
 
                 /// The merchant with id `only` (none or one), or every merchant by id when `only` is
                 /// `None`.
                 read fn find_merchants(&self, only: Option<MerchantId>) -> Result<Vec<Merchant>, StoreError>;
 
                 /// Inserts or replaces a project.
-                write fn put_project(&self, project: &Project) -> Result<(), StoreError>;
+                write fn upsert_project(&self, project: &Project) -> Result<(), StoreError>;
 
                 /// The project with id `only` (none or one), or every project by id when `only` is `None`.
                 read fn find_projects(&self, only: Option<ProjectId>) -> Result<Vec<Project>, StoreError>;
@@ -171,7 +171,7 @@ macro_rules! __storage_port {
                 ) -> Result<bool, StoreError>;
 
                 /// Records that `token` authenticated a request at `at` (the latest time is kept).
-                write fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError>;
+                write fn update_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError>;
 
                 /// When each of `tokens` was last used, for those used at all.
                 read fn token_last_used(
@@ -194,7 +194,7 @@ macro_rules! __storage_port {
                 /// (registration refuses a key active on another project, so normally at most one). The
                 /// default asks [`MerchantStore::find_projects`], then [`Self::find_keys`] of each: one read per project, for a
                 /// rare operator action; a store that can should answer it in one query.
-                read fn active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
+                read fn find_active_key_projects(&self, keyid: &KeyId) -> Result<Vec<ProjectId>, StoreError> {
                     let mut found = Vec::new();
                     for project in self.projects().await? {
                         if let Some(key) = self.key(project.id, keyid).await? {
@@ -260,14 +260,14 @@ macro_rules! __storage_port {
                 read fn callback_secrets(&self, project: ProjectId) -> Result<Vec<SecretRecord>, StoreError>;
 
                 /// Adds a secret and keeps only the two newest, atomically.
-                write fn add_callback_secret(
+                write fn insert_callback_secret(
                     &self,
                     project: ProjectId,
                     secret: &SecretRecord,
                 ) -> Result<(), StoreError>;
 
                 /// Adds `secret` only if the project has none; returns the project's secrets after.
-                write fn add_callback_secret_if_none(
+                write fn insert_callback_secret_if_none(
                     &self,
                     project: ProjectId,
                     secret: &SecretRecord,
@@ -317,7 +317,7 @@ macro_rules! __storage_port {
                 read fn setting(&self, name: &str) -> Result<Option<String>, StoreError>;
 
                 /// Sets a named setting.
-                write fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
+                write fn upsert_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
 
                 /// Removes a named setting, so that it reads as never set (a typed setting as
                 /// its default again); `false` if it was not set.
@@ -332,9 +332,9 @@ macro_rules! __storage_port {
             /// The audit trail.
             pub trait AuditStore: Send + Sync {
                 /// Appends a record.
-                write fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
+                write fn insert_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
                 /// The newest `limit` records, newest first.
-                read fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
+                read fn find_audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
             }
         }
     };
@@ -349,7 +349,7 @@ macro_rules! __storage_port {
                 /// answers the payment's stored link either way (a payment's link never changes; of
                 /// concurrent calls for one payment exactly one stores its record, every call answers
                 /// that one). [`StoreError::Duplicate`] if another payment's link has the same token hash.
-                write fn ensure_payment_page(
+                write fn insert_payment_page_if_none(
                     &self,
                     page: &PaymentPageRecord,
                 ) -> Result<PaymentPageRecord, StoreError>;
@@ -368,7 +368,7 @@ macro_rules! __storage_port {
             $args
             /// The project balances ([`crate::ledger`]): each project's append-only ledger of entries
             /// and the balance kept beside it. Entries are appended in the transactions that cause them
-            /// ([`PaymentChange::ledger`], [`Transaction::append_posting`]); this trait reads them.
+            /// ([`PaymentChange::ledger`], [`Transaction::insert_posting`]); this trait reads them.
             pub trait LedgerStore: Send + Sync {
                 /// A project's balance (one row); [`Balance::empty`] for a project without entries.
                 read fn balance(&self, project: ProjectId) -> Result<Balance, StoreError>;
@@ -398,7 +398,7 @@ macro_rules! __storage_port {
                 /// after every stored one) in one transaction, then deletes, for each project among them,
                 /// its requests beyond the newest `keep` by `(at, id)`: a project's log never holds more
                 /// than `keep` once a write returned.
-                write fn append_requests(
+                write fn insert_requests(
                     &self,
                     entries: &[RequestLogEntry],
                     keep: usize,
@@ -506,7 +506,7 @@ macro_rules! __storage_port {
                 /// disk, a read-only database or a lock held elsewhere shows. The default writes the
                 /// setting [`WRITE_PROBE_SETTING`].
                 write fn check_writable(&self) -> Result<(), StoreError> {
-                    self.put_setting(WRITE_PROBE_SETTING, "ok").await
+                    self.upsert_setting(WRITE_PROBE_SETTING, "ok").await
                 }
 
                 /// A manual resend that answers failed events, in one transaction: if the payment of

@@ -53,7 +53,7 @@ pub trait Transaction: Send {
     async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError>;
     /// Marks the failed events of `payment` that no resend has answered yet as answered by the
     /// event `resend`; their ids, in queueing order.
-    async fn mark_resent(
+    async fn update_resent(
         &mut self,
         payment: PaymentId,
         resend: EventId,
@@ -65,9 +65,9 @@ pub trait Transaction: Send {
     /// Appends `posting` to its project's ledger ([`Balance::post`]) and keeps the balance; a
     /// second entry for one payment version, or a second payout with one reference in a
     /// project, is [`StoreError::Duplicate`].
-    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError>;
+    async fn insert_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError>;
     /// Appends an audit record.
-    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError>;
+    async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError>;
 }
 
 /// What a [`TxWork`] answers, boxed (the port is used as `dyn Store`, so
@@ -270,7 +270,7 @@ pub async fn commit_resend<S: Store + ?Sized>(
     transact(store, move |tx| {
         let change = Arc::clone(&change);
         Box::pin(async move {
-            let answered = tx.mark_resent(change.payment.id, resend).await?;
+            let answered = tx.update_resent(change.payment.id, resend).await?;
             if !answered.is_empty() {
                 tx.commit_change(&change).await?;
             }

@@ -108,7 +108,7 @@ impl State {
             self.audit.push(a.clone());
         }
         if let Some(p) = &change.ledger {
-            self.append_posting(p)?;
+            self.insert_posting(p)?;
         }
         Ok(())
     }
@@ -139,7 +139,7 @@ impl State {
     }
 
     /// Appends a posting ([`Balance::post`]).
-    fn append_posting(&mut self, p: &Posting) -> Result<LedgerEntry, StoreError> {
+    fn insert_posting(&mut self, p: &Posting) -> Result<LedgerEntry, StoreError> {
         self.check_posting(p)?;
         let (entry, after) = self.balance(p.project_id).post(p)?;
         self.balances.insert(p.project_id, after);
@@ -284,21 +284,21 @@ impl Transaction for MemoryTx<'_> {
         Ok(self.st.balance(project))
     }
 
-    async fn append_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
+    async fn insert_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
         let undo = self.ledger_undo(Some(posting.project_id));
-        let entry = self.st.append_posting(posting)?;
+        let entry = self.st.insert_posting(posting)?;
         self.undo.extend(undo);
         Ok(entry)
     }
 
-    async fn append_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
+    async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
         self.st.audit.push(record.clone());
         let n = self.st.audit.len() - 1;
         self.undo.push(Box::new(move |st| st.audit.truncate(n)));
         Ok(())
     }
 
-    async fn mark_resent(
+    async fn update_resent(
         &mut self,
         payment: PaymentId,
         resend: EventId,
@@ -504,7 +504,7 @@ impl OutboxStore for MemoryStore {
 
 #[async_trait]
 impl MerchantStore for MemoryStore {
-    async fn put_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
+    async fn upsert_merchant(&self, merchant: &Merchant) -> Result<(), StoreError> {
         self.lock().merchants.insert(merchant.id, merchant.clone());
         Ok(())
     }
@@ -517,7 +517,7 @@ impl MerchantStore for MemoryStore {
         })
     }
 
-    async fn put_project(&self, project: &Project) -> Result<(), StoreError> {
+    async fn upsert_project(&self, project: &Project) -> Result<(), StoreError> {
         let mut st = self.lock();
         if !st.merchants.contains_key(&project.merchant_id) {
             return Err(StoreError::NotFound(format!(
@@ -582,7 +582,7 @@ impl CredentialStore for MemoryStore {
         }
     }
 
-    async fn record_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
+    async fn update_token_use(&self, token: TokenId, at: Timestamp) -> Result<(), StoreError> {
         let mut st = self.lock();
         let last = st.token_use.entry(token).or_insert(at);
         *last = (*last).max(at);
@@ -658,7 +658,7 @@ impl CallbackSecretStore for MemoryStore {
             .unwrap_or_default())
     }
 
-    async fn add_callback_secret(
+    async fn insert_callback_secret(
         &self,
         project: ProjectId,
         secret: &SecretRecord,
@@ -670,7 +670,7 @@ impl CallbackSecretStore for MemoryStore {
         Ok(())
     }
 
-    async fn add_callback_secret_if_none(
+    async fn insert_callback_secret_if_none(
         &self,
         project: ProjectId,
         secret: &SecretRecord,
@@ -749,7 +749,7 @@ impl SettingStore for MemoryStore {
         Ok(self.lock().settings.get(name).cloned())
     }
 
-    async fn put_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
+    async fn upsert_setting(&self, name: &str, value: &str) -> Result<(), StoreError> {
         self.lock()
             .settings
             .insert(name.to_string(), value.to_string());
@@ -763,12 +763,12 @@ impl SettingStore for MemoryStore {
 
 #[async_trait]
 impl AuditStore for MemoryStore {
-    async fn append_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
+    async fn insert_audit(&self, record: &AuditRecord) -> Result<(), StoreError> {
         self.lock().audit.push(record.clone());
         Ok(())
     }
 
-    async fn audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
+    async fn find_audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         Ok(self
             .lock()
             .audit
@@ -782,7 +782,7 @@ impl AuditStore for MemoryStore {
 
 #[async_trait]
 impl PayerPageStore for MemoryStore {
-    async fn ensure_payment_page(
+    async fn insert_payment_page_if_none(
         &self,
         page: &PaymentPageRecord,
     ) -> Result<PaymentPageRecord, StoreError> {
@@ -813,7 +813,7 @@ impl PayerPageStore for MemoryStore {
 
 #[async_trait]
 impl RequestLogStore for MemoryStore {
-    async fn append_requests(
+    async fn insert_requests(
         &self,
         entries: &[RequestLogEntry],
         keep: usize,

@@ -323,8 +323,8 @@ impl Harness {
     /// Stores a merchant and a project, with a token and a key for the project.
     pub fn add(&self, merchant: &Merchant, project: &Project) {
         futures_executor::block_on(async {
-            self.store.put_merchant(merchant).await.unwrap();
-            self.store.put_project(project).await.unwrap();
+            self.store.upsert_merchant(merchant).await.unwrap();
+            self.store.upsert_project(project).await.unwrap();
         });
         let mut callers = self.callers.lock().unwrap();
         if !callers.contains_key(&project.id) {

@@ -110,7 +110,7 @@ fn contract_violations_are_not_covered_and_take_nothing() {
         .contract
         .methods
         .retain(|t| t.method == payments_core::payment::PaymentMethod::Sbp);
-    block_on(MerchantStore::put_project(s.h.store.as_ref(), &sbp_only)).unwrap();
+    block_on(MerchantStore::upsert_project(s.h.store.as_ref(), &sbp_only)).unwrap();
     let create = |b: &str| block_on(s.h.create(sbp_only.id, b.as_bytes()));
     for (b, needle) in [
         (
@@ -181,7 +181,7 @@ fn no_rate_is_rate_unavailable_and_takes_nothing() {
 fn a_paused_merchant_is_not_routable_and_takes_nothing() {
     let mut s = setup();
     s.merchant.paused = true;
-    block_on(s.h.store.put_merchant(&s.merchant)).unwrap();
+    block_on(s.h.store.upsert_merchant(&s.merchant)).unwrap();
     let e = code(s.create(&body("p1", "100")));
     assert_eq!(e.code, ErrorCode::PaymentNotRoutable);
     assert_eq!(e.payment_id, None);

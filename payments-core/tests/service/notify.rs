@@ -63,7 +63,7 @@ fn a_confirmation_completes_the_payment_once_with_its_callback_and_audit() {
     assert_eq!(out.payment.status, PaymentStatus::Completed);
     assert!(out.event.is_some(), "the merchant callback is queued");
     assert_eq!(s.events(p.id).len(), 1);
-    let audit = block_on(s.h.store.audit_records(1)).unwrap();
+    let audit = block_on(s.h.store.find_audit_records(1)).unwrap();
     assert_eq!(audit[0].actor, "upstream notification:up-1");
     assert_eq!(audit[0].action, "payment.confirm");
     assert_eq!(audit[0].target, p.id.to_string());
@@ -74,7 +74,7 @@ fn a_confirmation_completes_the_payment_once_with_its_callback_and_audit() {
     assert!(!again.applied);
     assert_eq!(again.payment, s.stored(p.id));
     assert_eq!(s.events(p.id).len(), 1);
-    assert_eq!(block_on(s.h.store.audit_records(10)).unwrap().len(), 1);
+    assert_eq!(block_on(s.h.store.find_audit_records(10)).unwrap().len(), 1);
 
     // After the operator re-opened the case, the old notification still changes nothing.
     s.operate(p.id, payments_core::transition::Trigger::Cancel)

@@ -74,7 +74,7 @@ fn operator_operations_go_through_the_state_machine_with_audit_records() {
         events.iter().map(|e| e.outbox.event.event_id).collect();
     assert_eq!(ids.len(), 5);
 
-    let mut audit = block_on(s.h.store.audit_records(100)).unwrap();
+    let mut audit = block_on(s.h.store.find_audit_records(100)).unwrap();
     audit.reverse();
     let actions: Vec<&str> = audit.iter().map(|a| a.action.as_str()).collect();
     assert_eq!(

@@ -115,7 +115,7 @@ fn failed_callbacks_are_listed_and_resent_in_bulk_once() {
     assert!(again.resent.is_empty());
     assert_eq!(s.events(a.id).len(), 2);
 
-    let audit = block_on(s.h.store.audit_records(100)).unwrap();
+    let audit = block_on(s.h.store.find_audit_records(100)).unwrap();
     let bulk = audit
         .iter()
         .find(|r| r.action == "callbacks.resend_failed")
@@ -152,7 +152,7 @@ fn the_hold_is_set_released_and_audited() {
         block_on(s.h.service.callbacks().callback_hold()).unwrap(),
         None
     );
-    let actions: Vec<String> = block_on(s.h.store.audit_records(10))
+    let actions: Vec<String> = block_on(s.h.store.find_audit_records(10))
         .unwrap()
         .into_iter()
         .map(|r| r.action)
@@ -249,7 +249,7 @@ fn named_tokens_rotate_with_an_overlap_and_name_the_actor() {
     assert!(listed
         .iter()
         .all(|t| t.name == "alice" && t.prefix.starts_with("op_")));
-    let actions: Vec<String> = block_on(s.h.store.audit_records(10))
+    let actions: Vec<String> = block_on(s.h.store.find_audit_records(10))
         .unwrap()
         .into_iter()
         .rev()

@@ -97,7 +97,7 @@ fn service(store: &Arc<MemoryStore>, fail_at: Option<usize>, seed: u64) -> Payme
 
 /// How many audit records the store holds.
 async fn audit_len(store: &MemoryStore) -> usize {
-    store.audit_records(10_000).await.unwrap().len()
+    store.find_audit_records(10_000).await.unwrap().len()
 }
 
 fn actor() -> Actor {
@@ -264,7 +264,7 @@ fn names_that_are_not_one_provisioning_are_refused() {
     assert!(matches!(e, ProvisionError::Ambiguous(_)), "{e}");
 }
 
-/// Holds the first `put_merchant` until `gate` opens.
+/// Holds the first `upsert_merchant` until `gate` opens.
 struct Gated {
     inner: Arc<dyn Store>,
     gate: Mutex<Option<oneshot::Receiver<()>>>,
@@ -280,7 +280,7 @@ impl StoreLayer for Gated {
         op: Op,
         call: BoxFuture<'a, Result<T, StoreError>>,
     ) -> BoxFuture<'a, Result<T, StoreError>> {
-        let gate = (op.name == "put_merchant")
+        let gate = (op.name == "upsert_merchant")
             .then(|| self.gate.lock().unwrap().take())
             .flatten();
         Box::pin(async move {

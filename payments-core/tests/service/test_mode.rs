@@ -38,7 +38,7 @@ fn test_mode_payments_are_test_payments_without_automatic_callbacks() {
         assert_eq!(e.code, ErrorCode::InvalidTransition);
         assert!(e.message.contains("completed"), "{}", e.message);
     }
-    let audit = block_on(s.h.store.audit_records(10)).unwrap();
+    let audit = block_on(s.h.store.find_audit_records(10)).unwrap();
     assert_eq!(audit[0].action, "test_payment.confirm");
     // The actor is the calling project and its token's prefix, decided by the core.
     assert!(

@@ -90,5 +90,8 @@ pub fn payment_id(id: &str) -> Result<PaymentId, ApiError> {
 
 /// The newest `limit` audit records (at most [`MAX_AUDIT`]), newest first.
 pub async fn audit(service: &PaymentService, limit: usize) -> Result<Vec<AuditRecord>, ApiError> {
-    Ok(service.store().audit_records(limit.min(MAX_AUDIT)).await?)
+    Ok(service
+        .store()
+        .find_audit_records(limit.min(MAX_AUDIT))
+        .await?)
 }

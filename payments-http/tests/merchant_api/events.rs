@@ -357,7 +357,7 @@ async fn events_are_listed_read_resent_and_recovered_by_the_merchant() {
         .state
         .service
         .store()
-        .audit_records(100)
+        .find_audit_records(100)
         .await
         .expect("the audit log");
     let token_actor = format!("api-token:{}", &s.creds().token.expose()[..14]);

@@ -25,7 +25,7 @@ async fn unpaid_past_lifetime_is_canceled_by_the_sweeper() {
         .unwrap()
         .unwrap();
     p.lifetime = Duration::from_millis(300);
-    s.state.service.store().put_project(&p).await.unwrap();
+    s.state.service.store().upsert_project(&p).await.unwrap();
     let r = s
         .client()
         .create_payment(&body("exp-1", "100"))

@@ -44,7 +44,7 @@ async fn state(s: &TestServer, id: &str) -> (String, usize, usize) {
     let store = s.state.service.store();
     let p = store.payment(pid).await.unwrap().unwrap();
     let events = store.events_for_payment(pid).await.unwrap().len();
-    let audit = store.audit_records(1000).await.unwrap().len();
+    let audit = store.find_audit_records(1000).await.unwrap().len();
     (p.status.to_string(), events, audit)
 }
 
@@ -62,7 +62,7 @@ async fn a_valid_notification_completes_the_payment_and_queues_the_callback_once
     let (status, events, audit_after) = state(&s, &id).await;
     assert_eq!((status.as_str(), events), ("completed", 1));
     assert_eq!(audit_after, audit + 1, "audited");
-    let record = &s.state.service.store().audit_records(1).await.unwrap()[0];
+    let record = &s.state.service.store().find_audit_records(1).await.unwrap()[0];
     assert_eq!(record.actor, "upstream notification:up-1");
     assert_eq!(record.action, "payment.confirm");
     let got = s.client().get_payment(&id).await.unwrap();

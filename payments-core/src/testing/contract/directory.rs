@@ -10,8 +10,8 @@ use crate::SecretString;
 pub async fn merchants_and_projects<S: Store>(store: &S) {
     let m2 = sample_merchant(2, "Second");
     let mut m1 = sample_merchant(1, "First");
-    store.put_merchant(&m2).await.expect("put_merchant");
-    store.put_merchant(&m1).await.expect("put_merchant");
+    store.upsert_merchant(&m2).await.expect("upsert_merchant");
+    store.upsert_merchant(&m1).await.expect("upsert_merchant");
     assert_eq!(
         store.merchant(m1.id).await.expect("merchant"),
         Some(m1.clone())
@@ -19,7 +19,7 @@ pub async fn merchants_and_projects<S: Store>(store: &S) {
     m1.paused = true;
     m1.name = "First, renamed".to_string();
     m1.callback_url = Some(url("https://first.example/hook"));
-    store.put_merchant(&m1).await.expect("put_merchant");
+    store.upsert_merchant(&m1).await.expect("upsert_merchant");
     assert_eq!(
         store.merchants().await.expect("merchants"),
         vec![m1.clone(), m2.clone()]
@@ -32,7 +32,7 @@ pub async fn merchants_and_projects<S: Store>(store: &S) {
     let orphan = sample_project(1, merchant_id(9));
     assert!(
         matches!(
-            store.put_project(&orphan).await,
+            store.upsert_project(&orphan).await,
             Err(StoreError::NotFound(_))
         ),
         "a project needs its merchant"
@@ -70,8 +70,8 @@ pub async fn merchants_and_projects<S: Store>(store: &S) {
     };
     full.created_at = T0 + ms(77);
     let bare = sample_project(1, m2.id);
-    store.put_project(&full).await.expect("put_project");
-    store.put_project(&bare).await.expect("put_project");
+    store.upsert_project(&full).await.expect("upsert_project");
+    store.upsert_project(&bare).await.expect("upsert_project");
     let stored = store.project(full.id).await.expect("project");
     assert_eq!(stored.as_ref(), Some(&full));
     let terms = &stored.expect("stored").contract.methods[0];
@@ -89,7 +89,10 @@ pub async fn merchants_and_projects<S: Store>(store: &S) {
     renamed.contract.methods.truncate(1);
     renamed.ip_allow_list.clear();
     renamed.callback_url = None;
-    store.put_project(&renamed).await.expect("put_project");
+    store
+        .upsert_project(&renamed)
+        .await
+        .expect("upsert_project");
     assert_eq!(
         store.project(full.id).await.expect("project"),
         Some(renamed)
@@ -176,8 +179,8 @@ pub async fn tokens<S: Store>(store: &S) {
 pub async fn token_names_and_expiry<S: Store>(store: &S) {
     let m = sample_merchant(1, "First");
     let p = sample_project(1, m.id);
-    store.put_merchant(&m).await.expect("put_merchant");
-    store.put_project(&p).await.expect("put_project");
+    store.upsert_merchant(&m).await.expect("upsert_merchant");
+    store.upsert_project(&p).await.expect("upsert_project");
     let expires = T0 + ms(30 * 86_400_000);
     let named = TokenRecord {
         name: Some("shop backend, ünïcode".into()),
@@ -231,9 +234,9 @@ pub async fn token_names_and_expiry<S: Store>(store: &S) {
 pub async fn auth_lookups<S: Store>(store: &S) {
     let m = sample_merchant(1, "First");
     let (p, other) = (sample_project(1, m.id), sample_project(2, m.id));
-    store.put_merchant(&m).await.expect("put_merchant");
-    store.put_project(&p).await.expect("put_project");
-    store.put_project(&other).await.expect("put_project");
+    store.upsert_merchant(&m).await.expect("upsert_merchant");
+    store.upsert_project(&p).await.expect("upsert_project");
+    store.upsert_project(&other).await.expect("upsert_project");
     let t = token(1, p.id, vec![Scope::PaymentsRead]);
     store.insert_token(&t).await.expect("insert_token");
     let k = key(p.id, "ed25519-k1", 1);
@@ -298,8 +301,8 @@ pub async fn directory_changes_reach_every_handle<S: Store>(handles: &[&S]) {
     let (writer, reader) = (handles[0], handles[handles.len() - 1]);
     let m = sample_merchant(1, "First");
     let p = sample_project(1, m.id);
-    writer.put_merchant(&m).await.expect("put_merchant");
-    writer.put_project(&p).await.expect("put_project");
+    writer.upsert_merchant(&m).await.expect("upsert_merchant");
+    writer.upsert_project(&p).await.expect("upsert_project");
     let t = token(1, p.id, vec![Scope::PaymentsCreate]);
     writer.insert_token(&t).await.expect("insert_token");
     let k = key(p.id, "ed25519-k1", 1);
@@ -317,11 +320,17 @@ pub async fn directory_changes_reach_every_handle<S: Store>(handles: &[&S]) {
 
     let mut changed = p.clone();
     changed.ip_allow_list = vec!["198.51.100.7".to_string()];
-    writer.put_project(&changed).await.expect("put_project");
+    writer
+        .upsert_project(&changed)
+        .await
+        .expect("upsert_project");
     assert_eq!(lookup().await.project, Some(changed));
     let mut paused = m.clone();
     paused.paused = true;
-    writer.put_merchant(&paused).await.expect("put_merchant");
+    writer
+        .upsert_merchant(&paused)
+        .await
+        .expect("upsert_merchant");
     assert_eq!(lookup().await.merchant, Some(paused));
     assert!(writer
         .revoke_key(p.id, &keyid, T0)
@@ -340,7 +349,7 @@ pub async fn directory_changes_reach_every_handle<S: Store>(handles: &[&S]) {
     assert_eq!(found.token.and_then(|t| t.revoked_at), Some(T0));
 }
 
-/// `active_key_projects` names every project holding an unrevoked key with the id, and no
+/// `find_active_key_projects` names every project holding an unrevoked key with the id, and no
 /// project whose key with it is revoked.
 pub async fn key_owners<S: Store>(store: &S) {
     let m = sample_merchant(1, "First");
@@ -349,9 +358,9 @@ pub async fn key_owners<S: Store>(store: &S) {
         sample_project(2, m.id),
         sample_project(3, m.id),
     );
-    store.put_merchant(&m).await.expect("put_merchant");
+    store.upsert_merchant(&m).await.expect("upsert_merchant");
     for p in [&a, &b, &c] {
-        store.put_project(p).await.expect("put_project");
+        store.upsert_project(p).await.expect("upsert_project");
     }
     let shared = KeyId::new("ed25519-SHARED");
     for (p, byte) in [(&a, 1), (&b, 2)] {
@@ -365,9 +374,9 @@ pub async fn key_owners<S: Store>(store: &S) {
         .await
         .expect("insert_key");
     let mut owners = store
-        .active_key_projects(&shared)
+        .find_active_key_projects(&shared)
         .await
-        .expect("active_key_projects");
+        .expect("find_active_key_projects");
     owners.sort();
     let mut expected = vec![a.id, b.id];
     expected.sort();
@@ -378,17 +387,17 @@ pub async fn key_owners<S: Store>(store: &S) {
         .expect("revoke_key");
     assert_eq!(
         store
-            .active_key_projects(&shared)
+            .find_active_key_projects(&shared)
             .await
-            .expect("active_key_projects"),
+            .expect("find_active_key_projects"),
         vec![b.id],
         "a revoked key is no longer active"
     );
     assert_eq!(
         store
-            .active_key_projects(&KeyId::new("ed25519-NONE"))
+            .find_active_key_projects(&KeyId::new("ed25519-NONE"))
             .await
-            .expect("active_key_projects"),
+            .expect("find_active_key_projects"),
         Vec::<ProjectId>::new()
     );
 }
@@ -454,13 +463,13 @@ pub async fn callback_secrets<S: Store>(store: &S) {
     let (a, b) = (project_id(1), project_id(2));
     assert!(store.callback_secrets(a).await.expect("secrets").is_empty());
     let (s1, s2, s3) = (secret(1, false), secret(2, true), secret(3, true));
-    store.add_callback_secret(a, &s1).await.expect("add");
+    store.insert_callback_secret(a, &s1).await.expect("add");
     assert_eq!(
         store.callback_secrets(a).await.expect("secrets"),
         vec![s1.clone()]
     );
-    store.add_callback_secret(a, &s2).await.expect("add");
-    store.add_callback_secret(a, &s3).await.expect("add");
+    store.insert_callback_secret(a, &s2).await.expect("add");
+    store.insert_callback_secret(a, &s3).await.expect("add");
     assert_eq!(
         store.callback_secrets(a).await.expect("secrets"),
         vec![s3.clone(), s2.clone()]
@@ -469,7 +478,7 @@ pub async fn callback_secrets<S: Store>(store: &S) {
     let auto = secret(4, false);
     assert_eq!(
         store
-            .add_callback_secret_if_none(a, &auto)
+            .insert_callback_secret_if_none(a, &auto)
             .await
             .expect("add_if_none"),
         vec![s3.clone(), s2.clone()],
@@ -477,14 +486,14 @@ pub async fn callback_secrets<S: Store>(store: &S) {
     );
     assert_eq!(
         store
-            .add_callback_secret_if_none(b, &auto)
+            .insert_callback_secret_if_none(b, &auto)
             .await
             .expect("add_if_none"),
         vec![auto.clone()]
     );
     assert_eq!(
         store
-            .add_callback_secret_if_none(b, &s1)
+            .insert_callback_secret_if_none(b, &s1)
             .await
             .expect("add_if_none"),
         vec![auto.clone()]
@@ -540,14 +549,17 @@ pub async fn settings<S: Store>(store: &S) {
         None
     );
     store
-        .put_setting("operator_token", "abc")
+        .upsert_setting("operator_token", "abc")
         .await
-        .expect("put_setting");
-    store.put_setting("other", "").await.expect("put_setting");
+        .expect("upsert_setting");
     store
-        .put_setting("operator_token", "def ü")
+        .upsert_setting("other", "")
         .await
-        .expect("put_setting");
+        .expect("upsert_setting");
+    store
+        .upsert_setting("operator_token", "def ü")
+        .await
+        .expect("upsert_setting");
     assert_eq!(
         store.setting("operator_token").await.expect("setting"),
         Some("def ü".to_string())
@@ -570,9 +582,9 @@ pub async fn settings<S: Store>(store: &S) {
         "a delete leaves the other settings alone"
     );
     store
-        .put_setting("operator_token", "again")
+        .upsert_setting("operator_token", "again")
         .await
-        .expect("put_setting");
+        .expect("upsert_setting");
     assert_eq!(
         store.setting("operator_token").await.expect("setting"),
         Some("again".to_string())
@@ -582,14 +594,18 @@ pub async fn settings<S: Store>(store: &S) {
 /// The audit trail lists the newest `limit` records newest first, including those written by
 /// `commit_change`.
 pub async fn audit<S: Store>(store: &S) {
-    assert!(store.audit_records(10).await.expect("audit").is_empty());
+    assert!(store
+        .find_audit_records(10)
+        .await
+        .expect("audit")
+        .is_empty());
     let r1 = sample_audit(T0, "token.issue", "t1");
     let mut r2 = sample_audit(T0, "token.revoke", "t1");
     r2.before = None;
     r2.after = Some("{}".to_string());
     r2.actor = "system".to_string();
-    store.append_audit(&r1).await.expect("append");
-    store.append_audit(&r2).await.expect("append");
+    store.insert_audit(&r1).await.expect("append");
+    store.insert_audit(&r2).await.expect("append");
     let p = sample_payment(payment_id(1), project_id(1), "o1");
     inserted(store, &p).await;
     let r3 = sample_audit(T0 + ms(1), "payment.cancel", &p.id.to_string());
@@ -604,14 +620,14 @@ pub async fn audit<S: Store>(store: &S) {
         .await
         .expect("commit_change");
     let r4 = sample_audit(T0, "key.register", "k");
-    store.append_audit(&r4).await.expect("append");
+    store.insert_audit(&r4).await.expect("append");
     assert_eq!(
-        store.audit_records(3).await.expect("audit"),
+        store.find_audit_records(3).await.expect("audit"),
         vec![r4.clone(), r3.clone(), r2.clone()]
     );
     assert_eq!(
-        store.audit_records(100).await.expect("audit"),
+        store.find_audit_records(100).await.expect("audit"),
         vec![r4, r3, r2, r1]
     );
-    assert!(store.audit_records(0).await.expect("audit").is_empty());
+    assert!(store.find_audit_records(0).await.expect("audit").is_empty());
 }

@@ -244,7 +244,7 @@ pub async fn payouts_and_adjustments<S: Store>(store: &S) {
         ),
         (3, -4_000, -29_000)
     );
-    let audited = store.audit_records(10).await.expect("audit");
+    let audited = store.find_audit_records(10).await.expect("audit");
     assert_eq!(
         audited.len(),
         4,
@@ -359,7 +359,7 @@ pub async fn ledger_append_is_all_or_nothing<S: Store>(store: &S) {
     let failed = crate::store::transact(store, move |tx| {
         let posting = std::sync::Arc::clone(&posting);
         Box::pin(async move {
-            tx.append_posting(&posting).await?;
+            tx.insert_posting(&posting).await?;
             Err::<(), _>(StoreError::Conflict)
         })
     })

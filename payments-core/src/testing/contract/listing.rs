@@ -18,15 +18,15 @@ fn hash(n: u8) -> [u8; 32] {
 /// The latest use of a token is kept; unused tokens are not answered.
 pub async fn token_use<S: Store>(store: &S) {
     store
-        .record_token_use(token_id(1), T0 + ms(50))
+        .update_token_use(token_id(1), T0 + ms(50))
         .await
         .expect("record");
     store
-        .record_token_use(token_id(1), T0 + ms(20))
+        .update_token_use(token_id(1), T0 + ms(20))
         .await
         .expect("record");
     store
-        .record_token_use(token_id(2), T0 + ms(5))
+        .update_token_use(token_id(2), T0 + ms(5))
         .await
         .expect("record");
     let mut used = store
@@ -398,11 +398,17 @@ pub async fn payment_pages<S: Store>(store: &S) {
     );
     let first = page(1, 1);
     assert_eq!(
-        store.ensure_payment_page(&first).await.expect("store"),
+        store
+            .insert_payment_page_if_none(&first)
+            .await
+            .expect("store"),
         first,
         "the first link is stored and answered, every field as given"
     );
-    let again = store.ensure_payment_page(&page(1, 2)).await.expect("again");
+    let again = store
+        .insert_payment_page_if_none(&page(1, 2))
+        .await
+        .expect("again");
     assert_eq!(again, first, "a payment's link never changes");
     assert_eq!(
         store.payment_page_by_hash(&hash(2)).await.expect("read"),
@@ -418,7 +424,10 @@ pub async fn payment_pages<S: Store>(store: &S) {
         Some(first.clone())
     );
     let other = page(2, 3);
-    store.ensure_payment_page(&other).await.expect("another");
+    store
+        .insert_payment_page_if_none(&other)
+        .await
+        .expect("another");
     assert_eq!(
         store.payment_page_by_hash(&hash(3)).await.expect("read"),
         Some(other)
@@ -426,7 +435,7 @@ pub async fn payment_pages<S: Store>(store: &S) {
     let clash = page(3, 1);
     assert!(
         matches!(
-            store.ensure_payment_page(&clash).await,
+            store.insert_payment_page_if_none(&clash).await,
             Err(StoreError::Duplicate(_))
         ),
         "a token hash belongs to one payment"
@@ -437,7 +446,12 @@ pub async fn payment_pages<S: Store>(store: &S) {
 /// Concurrent first links for one payment: every call answers the same stored link.
 pub async fn concurrent_payment_pages<S: Store>(store: &S) {
     let candidates: Vec<_> = (10..18u8).map(|t| page(7, t)).collect();
-    let answers = join_all(candidates.iter().map(|p| store.ensure_payment_page(p))).await;
+    let answers = join_all(
+        candidates
+            .iter()
+            .map(|p| store.insert_payment_page_if_none(p)),
+    )
+    .await;
     let answers: Vec<_> = answers.into_iter().map(|a| a.expect("ensure")).collect();
     assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
     assert!(candidates.contains(&answers[0]));

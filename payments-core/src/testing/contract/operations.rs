@@ -288,7 +288,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
         list(FailedEventFilter::default(), 10).await,
         vec![event_id(2), event_id(3)]
     );
-    let audits = store.audit_records(10).await.expect("audit").len();
+    let audits = store.find_audit_records(10).await.expect("audit").len();
 
     // Resent again (a second operator): nothing is written.
     let mut again = change.clone();
@@ -300,7 +300,10 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
         Vec::new()
     );
     assert_eq!(events(store, payment_id(1)).await.len(), 2);
-    assert_eq!(store.audit_records(10).await.expect("audit").len(), audits);
+    assert_eq!(
+        store.find_audit_records(10).await.expect("audit").len(),
+        audits
+    );
 
     // A resend whose change conflicts writes nothing, the failures stay unanswered.
     let p3 = store
@@ -382,9 +385,9 @@ pub async fn retention_purges<S: Store>(store: &S) {
 
     for (i, at) in [0, 10, 20, 30].into_iter().enumerate() {
         store
-            .append_audit(&sample_audit(T0 + ms(at), "a", &format!("t{i}")))
+            .insert_audit(&sample_audit(T0 + ms(at), "a", &format!("t{i}")))
             .await
-            .expect("append_audit");
+            .expect("insert_audit");
     }
     assert_eq!(
         store
@@ -403,7 +406,7 @@ pub async fn retention_purges<S: Store>(store: &S) {
         1
     );
     let left: Vec<String> = store
-        .audit_records(10)
+        .find_audit_records(10)
         .await
         .expect("audit")
         .into_iter()
@@ -571,7 +574,7 @@ pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
         "the two failures and one resend: {events:?}"
     );
     assert_eq!(
-        store.audit_records(100).await.expect("audit").len(),
+        store.find_audit_records(100).await.expect("audit").len(),
         1,
         "one resend's audit record"
     );

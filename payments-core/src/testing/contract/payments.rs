@@ -180,7 +180,10 @@ pub async fn commit_change<S: Store>(store: &S) {
         }]
     );
     assert_eq!(recorded[0].outbox.event.body, ev.event.body, "body frozen");
-    assert_eq!(store.audit_records(10).await.expect("audit"), vec![audit]);
+    assert_eq!(
+        store.find_audit_records(10).await.expect("audit"),
+        vec![audit]
+    );
     assert_eq!(store.backlog().await.expect("backlog").pending_events, 1);
 
     // Event only: the payment stays at version 2.
@@ -209,7 +212,7 @@ pub async fn commit_change<S: Store>(store: &S) {
         .map(|e| e.outbox)
         .collect();
     assert_eq!(recorded, vec![ev, resend]);
-    assert_eq!(store.audit_records(10).await.expect("audit").len(), 1);
+    assert_eq!(store.find_audit_records(10).await.expect("audit").len(), 1);
 
     let ghost = sample_payment(payment_id(9), project_id(1), "ghost");
     let err = store
@@ -266,7 +269,11 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
         1,
         "no event from a conflict"
     );
-    assert!(store.audit_records(10).await.expect("audit").is_empty());
+    assert!(store
+        .find_audit_records(10)
+        .await
+        .expect("audit")
+        .is_empty());
     assert_eq!(store.backlog().await.expect("backlog").pending_events, 1);
 
     // Reusing an event id fails the whole change.
@@ -286,7 +293,11 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
     );
     assert_eq!(store.payment(p.id).await.expect("payment"), Some(v2));
     assert_eq!(events(store, p.id).await.len(), 1);
-    assert!(store.audit_records(10).await.expect("audit").is_empty());
+    assert!(store
+        .find_audit_records(10)
+        .await
+        .expect("audit")
+        .is_empty());
 }
 
 /// Only `created` and `processing` payments are due, at their [`Payment::due_at`], earliest
@@ -559,7 +570,7 @@ pub async fn commit_change_once<S: Store>(store: &S) {
         Some(v2.clone())
     );
     assert_eq!(events(store, p.id).await.len(), 1);
-    assert_eq!(store.audit_records(10).await.expect("audit").len(), 1);
+    assert_eq!(store.find_audit_records(10).await.expect("audit").len(), 1);
 
     // Keys are per scope: the same text under another scope is free.
     let other = NonceUse {
@@ -940,7 +951,7 @@ pub async fn single_writes_match_the_generic_path<S: Store>(store: &S) {
         assert_eq!(events.len(), 1, "{by}: the event of the change only");
         assert_eq!(events[0].outbox, *c.event.as_ref().expect("an event"));
     }
-    let audit = store.audit_records(10).await.expect("audit");
+    let audit = store.find_audit_records(10).await.expect("audit");
     assert_eq!(audit.len(), 2, "both changes' audit records: {audit:?}");
 }
 
@@ -984,7 +995,7 @@ pub async fn transact_is_all_or_nothing<S: Store>(store: &S) {
         .await;
         let stored = store.payment(second.id).await.expect("payment");
         let current = store.payment(first.id).await.expect("payment");
-        let audit = store.audit_records(10).await.expect("audit");
+        let audit = store.find_audit_records(10).await.expect("audit");
         if fail {
             assert_eq!(answer, Err(StoreError::Conflict));
             assert_eq!(stored, None, "the failed work's insert is rolled back");

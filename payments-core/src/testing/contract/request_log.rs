@@ -66,11 +66,11 @@ pub async fn request_log_round_trip_and_order<S: Store>(store: &S) {
     let older = sample_request(p, T0 + ms(1), 409);
     let newest = sample_request(p, T0 + ms(9), 201);
     store
-        .append_requests(&[read.clone(), second.clone(), older.clone()], 100)
+        .insert_requests(&[read.clone(), second.clone(), older.clone()], 100)
         .await
         .expect("append");
     store
-        .append_requests(
+        .insert_requests(
             &[newest.clone(), sample_request(other, T0 + ms(7), 500)],
             100,
         )
@@ -124,7 +124,7 @@ pub async fn request_log_filters<S: Store>(store: &S) {
         .into_iter()
         .map(|(t, s)| sample_request(p, T0 + ms(t), s))
         .collect();
-    store.append_requests(&log, 100).await.expect("append");
+    store.insert_requests(&log, 100).await.expect("append");
     let statuses = |page: Vec<RequestLogEntry>| page.iter().map(|e| e.status).collect::<Vec<_>>();
     let q = |f: &dyn Fn(&mut RequestLogQuery)| {
         let mut q = RequestLogQuery::new(p, 10);
@@ -186,13 +186,13 @@ pub async fn request_log_keeps_the_newest<S: Store>(store: &S) {
     let theirs: Vec<_> = (0..4)
         .map(|t| sample_request(other, T0 + ms(t), 200))
         .collect();
-    store.append_requests(&theirs, 100).await.expect("append");
+    store.insert_requests(&theirs, 100).await.expect("append");
     // Written out of time order: the newest by time are kept, not the last written.
     let mine: Vec<_> = [5, 1, 4, 2, 3]
         .into_iter()
         .map(|t| sample_request(p, T0 + ms(t), 200))
         .collect();
-    store.append_requests(&mine, 3).await.expect("append");
+    store.insert_requests(&mine, 3).await.expect("append");
     let kept: Vec<_> = page(store, &RequestLogQuery::new(p, 10))
         .await
         .iter()
@@ -202,7 +202,7 @@ pub async fn request_log_keeps_the_newest<S: Store>(store: &S) {
     // Batch by batch too.
     for t in 6..9 {
         store
-            .append_requests(&[sample_request(p, T0 + ms(t), 200)], 3)
+            .insert_requests(&[sample_request(p, T0 + ms(t), 200)], 3)
             .await
             .expect("append");
     }
@@ -217,7 +217,7 @@ pub async fn request_log_keeps_the_newest<S: Store>(store: &S) {
         4,
         "another project's log is its own"
     );
-    store.append_requests(&[], 3).await.expect("an empty batch");
+    store.insert_requests(&[], 3).await.expect("an empty batch");
 }
 
 /// The purge deletes requests older than its time, of every project, at most `limit` a batch,
@@ -227,7 +227,7 @@ pub async fn request_log_purge_by_age<S: Store>(store: &S) {
     let log: Vec<_> = (0..5)
         .map(|t| sample_request(if t % 2 == 0 { p } else { other }, T0 + ms(t * 10), 200))
         .collect();
-    store.append_requests(&log, 100).await.expect("append");
+    store.insert_requests(&log, 100).await.expect("append");
     let first = store.purge_requests(T0 + ms(35), 2).await.expect("purge");
     assert_eq!((first.deleted, first.more), (2, true));
     let rest = store.purge_requests(T0 + ms(35), 10).await.expect("purge");

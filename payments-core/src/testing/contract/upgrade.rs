@@ -46,9 +46,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     // The directory.
     let merchant = sample_merchant(id(round, 1), "Upgrade Ltd");
     store
-        .put_merchant(&merchant)
+        .upsert_merchant(&merchant)
         .await
-        .unwrap_or_else(|e| fail(round, "put_merchant", e));
+        .unwrap_or_else(|e| fail(round, "upsert_merchant", e));
     assert_eq!(
         store
             .merchant(merchant.id)
@@ -63,9 +63,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
         .contains(&merchant));
     let project = sample_project(id(round, 1), merchant.id);
     store
-        .put_project(&project)
+        .upsert_project(&project)
         .await
-        .unwrap_or_else(|e| fail(round, "put_project", e));
+        .unwrap_or_else(|e| fail(round, "upsert_project", e));
     assert_eq!(
         store
             .project(project.id)
@@ -124,9 +124,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     );
     assert_eq!(
         store
-            .active_key_projects(&k.keyid)
+            .find_active_key_projects(&k.keyid)
             .await
-            .unwrap_or_else(|e| fail(round, "active_key_projects", e)),
+            .unwrap_or_else(|e| fail(round, "find_active_key_projects", e)),
         vec![project.id]
     );
     let found = store
@@ -146,9 +146,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     );
     let s = secret(1, false);
     store
-        .add_callback_secret(project.id, &s)
+        .insert_callback_secret(project.id, &s)
         .await
-        .unwrap_or_else(|e| fail(round, "add_callback_secret", e));
+        .unwrap_or_else(|e| fail(round, "insert_callback_secret", e));
     assert_eq!(
         store
             .callback_secrets(project.id)
@@ -182,9 +182,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
         .contains(&op));
     let name = format!("upgrade.round.{round}");
     store
-        .put_setting(&name, "on")
+        .upsert_setting(&name, "on")
         .await
-        .unwrap_or_else(|e| fail(round, "put_setting", e));
+        .unwrap_or_else(|e| fail(round, "upsert_setting", e));
     assert_eq!(
         store
             .setting(&name)
@@ -194,14 +194,14 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     );
     let audit = sample_audit(at, "upgrade", &format!("round {round}"));
     store
-        .append_audit(&audit)
+        .insert_audit(&audit)
         .await
-        .unwrap_or_else(|e| fail(round, "append_audit", e));
+        .unwrap_or_else(|e| fail(round, "insert_audit", e));
     assert_eq!(
         store
-            .audit_records(1)
+            .find_audit_records(1)
             .await
-            .unwrap_or_else(|e| fail(round, "audit_records", e)),
+            .unwrap_or_else(|e| fail(round, "find_audit_records", e)),
         vec![audit]
     );
 
@@ -318,9 +318,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
 
     // What the cabinet shows.
     store
-        .record_token_use(tok.id, at)
+        .update_token_use(tok.id, at)
         .await
-        .unwrap_or_else(|e| fail(round, "record_token_use", e));
+        .unwrap_or_else(|e| fail(round, "update_token_use", e));
     assert_eq!(
         store
             .token_last_used(&[tok.id])
@@ -350,9 +350,9 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     };
     assert_eq!(
         store
-            .ensure_payment_page(&page)
+            .insert_payment_page_if_none(&page)
             .await
-            .unwrap_or_else(|e| fail(round, "ensure_payment_page", e)),
+            .unwrap_or_else(|e| fail(round, "insert_payment_page_if_none", e)),
         page
     );
     assert_eq!(

@@ -26,7 +26,7 @@ use crate::SecretString;
 ///
 /// - a method of the port, required or provided, does not reach the probe as itself, exactly
 ///   once (a provided method such as `admit_create`, `auth_lookup`, `auth_lookup_with_payment`,
-///   `active_key_projects`, `check_writable` or `take_turn` left at the port's default reaches
+///   `find_active_key_projects`, `check_writable` or `take_turn` left at the port's default reaches
 ///   it as the required calls its default is made of, and so loses the store's override: one
 ///   write becomes several round trips, a turn decided in the database becomes `true` on every
 ///   node);
@@ -189,10 +189,10 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let pay3 = sample_payment(payment_id(3), p.id, "w3");
 
     // The directory, and the lookups made of it.
-    let _ = same!("put_merchant", |s| s.put_merchant(&m));
+    let _ = same!("upsert_merchant", |s| s.upsert_merchant(&m));
     let _ = same!("find_merchants", |s| s.find_merchants(Some(m.id)));
     let _ = same!("find_merchants", |s| s.find_merchants(None));
-    let _ = same!("put_project", |s| s.put_project(&p));
+    let _ = same!("upsert_project", |s| s.upsert_project(&p));
     let _ = same!("find_projects", |s| s.find_projects(Some(p.id)));
     let _ = same!("find_projects", |s| s.find_projects(None));
     let _ = same!("insert_token", |s| s.insert_token(&t));
@@ -201,7 +201,8 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("insert_key", |s| s.insert_key(&k));
     let _ = same!("find_keys", |s| s.find_keys(p.id, Some(&k.keyid)));
     let _ = same!("find_keys", |s| s.find_keys(p.id, None));
-    let _ = same!("active_key_projects", |s| s.active_key_projects(&k.keyid));
+    let _ = same!("find_active_key_projects", |s| s
+        .find_active_key_projects(&k.keyid));
     let _ = same!("auth_lookup", |s| s.auth_lookup(&t.hash, Some(&k.keyid)));
 
     // Payments and the create path.
@@ -304,13 +305,14 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     // The payer page's link, and a token's last use.
     let page_token = crate::payer::PageToken::generate(&crate::testing::SeededRandom::new(37));
     let page = PaymentPageRecord::new(pay.id, &page_token, T0 + ms(150));
-    let _ = same!("ensure_payment_page", |s| s.ensure_payment_page(&page));
+    let _ = same!("insert_payment_page_if_none", |s| s
+        .insert_payment_page_if_none(&page));
     let _ = same!("find_payment_page", |s| s
         .find_payment_page(PageKey::Payment(pay.id)));
     let _ = same!("find_payment_page", |s| s
         .find_payment_page(PageKey::TokenHash(&page_token.hash())));
-    let _ = same!("record_token_use", |s| s
-        .record_token_use(t.id, T0 + ms(160)));
+    let _ = same!("update_token_use", |s| s
+        .update_token_use(t.id, T0 + ms(160)));
     let _ = same!("token_last_used", |s| s.token_last_used(&[t.id]));
     let mut resend = sample_event(&canceled, event_id(2), T0 + ms(300));
     resend.event.kind = EventKind::ManualResend;
@@ -360,9 +362,10 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
 
     // Secrets, operator tokens, settings, the audit trail, turns, revocations.
     let (s1, s2, s3) = (secret(1, false), secret(2, true), secret(3, false));
-    let _ = same!("add_callback_secret", |s| s.add_callback_secret(p.id, &s1));
-    let _ = same!("add_callback_secret_if_none", |s| s
-        .add_callback_secret_if_none(p.id, &s2));
+    let _ = same!("insert_callback_secret", |s| s
+        .insert_callback_secret(p.id, &s1));
+    let _ = same!("insert_callback_secret_if_none", |s| s
+        .insert_callback_secret_if_none(p.id, &s2));
     let _ = same!("replace_callback_secret", |s| s
         .replace_callback_secret(p.id, &s1.secret, &s3.secret));
     let _ = same!("callback_secrets", |s| s.callback_secrets(p.id));
@@ -381,24 +384,26 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("expire_operator_token", |s| s
         .expire_operator_token(operator.id, T0 + ms(500)));
     let _ = same!("find_operator_tokens", |s| s.find_operator_tokens(None));
-    let _ = same!("put_setting", |s| s.put_setting("wrapper.check", "on"));
+    let _ = same!("upsert_setting", |s| s
+        .upsert_setting("wrapper.check", "on"));
     let _ = same!("setting", |s| s.setting("wrapper.check"));
     let _ = same!("check_writable", |s| s.check_writable());
-    let _ = same!("append_audit", |s| s.append_audit(&sample_audit(
+    let _ = same!("insert_audit", |s| s.insert_audit(&sample_audit(
         T0 + ms(600),
         "key.revoke",
         "w1"
     )));
-    let _ = same!("audit_records", |s| s.audit_records(10));
+    let _ = same!("find_audit_records", |s| s.find_audit_records(10));
     let _ = same!("purge", |s| s.purge(Retained::Audit, T0 + ms(200), 1));
     let _ = same!("take_turn", |s| s.take_turn("sweep", T0, T0 + ms(1000)));
     let _ = same!("revoke_key", |s| s.revoke_key(p.id, &k.keyid, T0 + ms(700)));
     let _ = same!("revoke_token", |s| s.revoke_token(p.id, t.id, T0 + ms(700)));
     let _ = same!("auth_lookup", |s| s.auth_lookup(&t.hash, Some(&k.keyid)));
-    let _ = same!("active_key_projects", |s| s.active_key_projects(&k.keyid));
+    let _ = same!("find_active_key_projects", |s| s
+        .find_active_key_projects(&k.keyid));
     let logged = sample_request(p.id, T0 + ms(800), 401);
-    let _ = same!("append_requests", |s| s
-        .append_requests(std::slice::from_ref(&logged), 10));
+    let _ = same!("insert_requests", |s| s
+        .insert_requests(std::slice::from_ref(&logged), 10));
     let _ = same!("find_requests", |s| s
         .find_requests(&RequestLogQuery::new(p.id, 10)));
     let _ = same!("purge_requests", |s| s.purge_requests(T0 + ms(900), 10));
@@ -603,8 +608,8 @@ mod tests {
             "`commit_change_once` through the wrapper reached the store as [\"transact\"]",
             "`auth_lookup` through the wrapper reached the store as [\"find_tokens\", \"find_projects\", \"find_merchants\", \"find_keys\"]",
             "`auth_lookup_with_payment` through",
-            "`active_key_projects` through",
-            "`check_writable` through the wrapper reached the store as [\"put_setting\"]",
+            "`find_active_key_projects` through",
+            "`check_writable` through the wrapper reached the store as [\"upsert_setting\"]",
             "`take_turn` through the wrapper reached the store as []",
             "`check_writable` of a closed store answered Ok(())",
             "`is_ready` stays true",
@@ -656,34 +661,34 @@ mod tests {
             .collect();
         let expected: BTreeSet<&str> = [
             "insert_payment",
-            "ensure_payment_page",
-            "record_token_use",
+            "insert_payment_page_if_none",
+            "update_token_use",
             "commit_change",
             "use_nonce",
             "purge",
             "claim_due_events",
             "claim_due_events_except",
             "record_attempt",
-            "put_merchant",
-            "put_project",
+            "upsert_merchant",
+            "upsert_project",
             "insert_token",
             "revoke_token",
             "insert_key",
             "revoke_key",
-            "add_callback_secret",
-            "add_callback_secret_if_none",
+            "insert_callback_secret",
+            "insert_callback_secret_if_none",
             "replace_callback_secret",
             "insert_operator_token",
             "expire_operator_token",
-            "put_setting",
-            "append_audit",
+            "upsert_setting",
+            "insert_audit",
             "check_writable",
             "commit_resend",
             "transact",
             "take_turn",
             "commit_change_once",
             "admit_create",
-            "append_requests",
+            "insert_requests",
             "purge_requests",
         ]
         .into_iter()
