@@ -19,7 +19,9 @@ use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
-use axum::{Json, Router};
+use axum::Router;
+
+use crate::json::Json;
 use payments_core::event::EventRecord;
 use payments_core::service::{check_content_type, check_single_value_headers, Actor};
 use payments_core::transition::Trigger;

@@ -2,13 +2,11 @@
 //! in bulk as the spec's manual resends) and the dispatch hold. The CLI's `callbacks`
 //! commands use the same functions and JSON forms.
 
-use std::collections::HashMap;
-
+use crate::json::Json;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put, MethodRouter};
-use axum::Json;
 use payments_core::event::{destination_host, FailedEvent, FailedEventFilter};
 use payments_core::service::{BulkResend, PaymentService, MAX_FAILED_BATCH};
 use payments_core::{ApiError, Timestamp};
@@ -149,11 +147,8 @@ pub fn hold_json(reason: Option<String>) -> Value {
     json!({ "held": reason.is_some(), "reason": reason })
 }
 
-async fn list_failed(
-    State(st): State<AppState>,
-    op: Op,
-    Query(q): Query<HashMap<String, String>>,
-) -> OpResult {
+async fn list_failed(State(st): State<AppState>, op: Op, RawQuery(raw): RawQuery) -> OpResult {
+    let q = crate::json::query_map(raw.as_deref());
     op.answer(async {
         if let Some(k) = q
             .keys()

@@ -2,12 +2,12 @@
 //! and adjustments the operator records, and the reconciliation. The CLI's `ledger` commands
 //! use the same functions and JSON forms.
 
+use crate::json::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
-use axum::Json;
 use payments_core::ledger::{TxReference, Usdt, UsdtAddress};
 use payments_core::service::{LedgerReport, PayoutRequest};
 use payments_core::ApiError;

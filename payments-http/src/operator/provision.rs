@@ -6,11 +6,13 @@ use payments_directory::DirectoryAccess;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, MethodRouter};
-use axum::{Json, Router};
+use axum::Router;
+
+use crate::json::Json;
 use payments_core::auth::keys::KeyConfirmation;
 use payments_core::ApiError;
 use payments_directory::{project_value, TokenRequest};
@@ -203,11 +205,8 @@ async fn create_project(State(st): State<AppState>, op: Op, body: Bytes) -> OpRe
     .await
 }
 
-async fn list_projects(
-    State(st): State<AppState>,
-    op: Op,
-    Query(q): Query<HashMap<String, String>>,
-) -> OpResult {
+async fn list_projects(State(st): State<AppState>, op: Op, RawQuery(raw): RawQuery) -> OpResult {
+    let q = crate::json::query_map(raw.as_deref());
     op.answer(async {
         query_only(&q, &["merchant_id"])?;
         let list: Vec<Value> =
@@ -375,11 +374,8 @@ async fn rotate_callback_secret(
     .await
 }
 
-async fn audit(
-    State(st): State<AppState>,
-    op: Op,
-    Query(q): Query<HashMap<String, String>>,
-) -> OpResult {
+async fn audit(State(st): State<AppState>, op: Op, RawQuery(raw): RawQuery) -> OpResult {
+    let q = crate::json::query_map(raw.as_deref());
     op.answer(async {
         query_only(&q, &["limit"])?;
         let limit = match q.get("limit") {

@@ -8,7 +8,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post, MethodRouter};
-use axum::{Json, Router};
+use axum::Router;
+
+use crate::json::Json;
 use payments_cabinet::accounts::{user_value, Invite};
 use payments_cabinet::{Cabinet, CabinetConfig};
 use std::sync::Arc;
