@@ -190,7 +190,7 @@ pub(crate) async fn page(
     };
     let status = match f.status.trim() {
         "" => None,
-        s => match StatusFilter::parse(s) {
+        s => match status_filter(s) {
             Ok(s) => Some(s),
             Err(message) => {
                 chrome = chrome.error("status", message.to_string());
@@ -222,4 +222,36 @@ pub(crate) async fn page(
         )
     });
     Ok(ok(&page))
+}
+
+/// A `status` filter that is neither a status class nor a status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("status: {0:?} is neither a status class (2xx, 4xx, 5xx) nor a status (100-599)")]
+struct StatusFilterError(String);
+
+/// Reads the tab's `status` filter: `2xx`/`4xx`/`5xx` (any class 1-5) or a status `100`-`599`.
+fn status_filter(text: &str) -> Result<StatusFilter, StatusFilterError> {
+    let t = text.trim().to_ascii_lowercase();
+    if let Some(c) = t.strip_suffix("xx") {
+        if let Ok(c @ 1..=5) = c.parse::<u16>() {
+            return Ok(StatusFilter::Class(c));
+        }
+    } else if let Ok(s @ 100..=599) = t.parse::<u16>() {
+        return Ok(StatusFilter::Exactly(s));
+    }
+    Err(StatusFilterError(text.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{status_filter, StatusFilter};
+
+    #[test]
+    fn status_filters_read_classes_and_statuses() {
+        assert_eq!(status_filter("4xx"), Ok(StatusFilter::Class(4)));
+        assert_eq!(status_filter(" 401 "), Ok(StatusFilter::Exactly(401)));
+        for bad in ["", "6xx", "xx", "99", "600", "four"] {
+            assert!(status_filter(bad).is_err(), "{bad}");
+        }
+    }
 }
