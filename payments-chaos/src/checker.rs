@@ -452,15 +452,17 @@ fn status_path_valid(e: &Evidence<'_>) -> Verdict {
     )
 }
 
-fn ledger_balances(e: &Evidence<'_>) -> Verdict {
-    let mut v = Vec::new();
-    let entries = &e.fin.entries;
+/// The entries' running sum (checked against each `balance_after` and their numbering),
+/// and the entries by payment.
+fn ledger_entries<'a>(
+    entries: &'a [Value],
+    v: &mut Vec<String>,
+) -> (i128, BTreeMap<&'a str, Vec<&'a Value>>) {
     let mut running: i128 = 0;
     let mut last_seq: Option<i64> = None;
     let mut by_payment: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
     for en in entries {
-        let amount = units(&en["amount"]).unwrap_or(0);
-        running += amount;
+        running += units(&en["amount"]).unwrap_or(0);
         if units(&en["balance_after"]) != Some(running) {
             v.push(format!(
                 "entry {} ({}): balance_after {} but the entries sum to {}",
@@ -471,16 +473,21 @@ fn ledger_balances(e: &Evidence<'_>) -> Verdict {
             ));
         }
         let seq = en["seq"].as_i64().unwrap_or(-1);
-        if let Some(last) = last_seq {
-            if seq != last + 1 {
-                v.push(format!("entries jump from seq {last} to {seq}"));
-            }
+        if let Some(last) = last_seq.filter(|last| seq != last + 1) {
+            v.push(format!("entries jump from seq {last} to {seq}"));
         }
         last_seq = Some(seq);
         if let Some(p) = en["payment_id"].as_str() {
             by_payment.entry(p).or_default().push(en);
         }
     }
+    (running, by_payment)
+}
+
+fn ledger_balances(e: &Evidence<'_>) -> Verdict {
+    let mut v = Vec::new();
+    let entries = &e.fin.entries;
+    let (running, by_payment) = ledger_entries(entries, &mut v);
     for (n, b) in e.fin.balances.iter().enumerate() {
         match b.as_ref().and_then(|b| units(&b["balance"])) {
             Some(balance) if balance == running => {}
@@ -556,10 +563,14 @@ fn fmt_units(u: i128) -> String {
     format!("{sign}{}.{:04}", a / 10_000, a % 10_000)
 }
 
-fn callbacks_delivered(e: &Evidence<'_>) -> Verdict {
-    let mut v = Vec::new();
+/// Each delivery signed, none for a status or a payment that sends none, one body per event
+/// id; the deliveries by event id.
+fn deliveries_by_event<'a>(
+    deliveries: &'a [Delivery],
+    v: &mut Vec<String>,
+) -> BTreeMap<&'a str, Vec<&'a Delivery>> {
     let mut received: BTreeMap<&str, Vec<&Delivery>> = BTreeMap::new();
-    for d in e.deliveries {
+    for d in deliveries {
         received.entry(&d.event_id).or_default().push(d);
         if !d.signed {
             v.push(format!("a delivery of event {} did not verify", d.event_id));
@@ -590,6 +601,12 @@ fn callbacks_delivered(e: &Evidence<'_>) -> Verdict {
             ));
         }
     }
+    received
+}
+
+fn callbacks_delivered(e: &Evidence<'_>) -> Verdict {
+    let mut v = Vec::new();
+    let received = deliveries_by_event(e.deliveries, &mut v);
     let mut listed_ids = BTreeSet::new();
     let mut checked = 0;
     for (id, events) in &e.fin.events {

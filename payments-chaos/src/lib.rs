@@ -93,6 +93,8 @@ pub struct Options {
     pub planted_bug: Option<String>,
     /// Without faults.
     pub calm: bool,
+    /// Only these kinds of fault ([`nemesis::KINDS`]); empty: every kind that can be made.
+    pub faults: Vec<String>,
     /// Every kind of fault must be possible (in CI: a missing `pg_ctl` or a failed mount is
     /// an error, not a fault left out).
     pub strict: bool,
@@ -185,22 +187,18 @@ async fn listener() -> Result<tokio::net::TcpListener, Error> {
     Ok(tokio::net::TcpListener::bind("127.0.0.1:0").await?)
 }
 
-/// One run.
-pub async fn run(opts: &Options) -> Result<Report, Error> {
-    std::fs::create_dir_all(&opts.out)?;
-    let started = Instant::now();
-    let mut left_out = Vec::new();
-    let upstream = Upstream::new(opts.seed);
-    let upstream_listener = listener().await?;
-    let upstream_addr = upstream_listener.local_addr()?;
-    upstream.serve(upstream_listener);
-    let receiver = Receiver::new(opts.seed);
-    let receiver_listener = listener().await?;
-    let receiver_url = format!("http://{}/cb", receiver_listener.local_addr()?);
-    receiver.serve(receiver_listener);
+/// Where the nodes keep their data: the database (URL and server) or the small disk.
+struct Storage {
+    database_url: Option<url::Url>,
+    database: Option<Database>,
+    disk: Option<SmallDisk>,
+    nodes: usize,
+    left_out: Vec<String>,
+}
 
-    let work = tempfile::tempdir()?;
-    let (database_url, database, disk, nodes) = match opts.store {
+async fn storage(opts: &Options) -> Result<Storage, Error> {
+    let mut left_out = Vec::new();
+    match opts.store {
         StoreKind::Postgres => {
             let base = std::env::var("DATABASE_URL")
                 .map_err(|_| Error::Setup("DATABASE_URL is not set (PostgreSQL runs)".into()))?;
@@ -214,7 +212,13 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
                 }
                 left_out.push(why.to_string());
             }
-            (Some(url), database, None, opts.nodes)
+            Ok(Storage {
+                database_url: Some(url),
+                database,
+                disk: None,
+                nodes: opts.nodes,
+                left_out,
+            })
         }
         StoreKind::Sqlite => {
             let disk = match SmallDisk::mount(48) {
@@ -225,46 +229,66 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
                     None
                 }
             };
-            (None, None, disk, 1)
+            Ok(Storage {
+                database_url: None,
+                database: None,
+                disk,
+                nodes: 1,
+                left_out,
+            })
         }
-    };
-    let data_dir = disk
+    }
+}
+
+/// The nodes over `storage`, started (the first bootstraps the sandbox, then the others join).
+async fn start_cluster(
+    opts: &Options,
+    storage: Storage,
+    work: &std::path::Path,
+    upstream: &Upstream,
+    upstream_addr: std::net::SocketAddr,
+) -> Result<Arc<Cluster>, Error> {
+    let data_dir = storage
+        .disk
         .as_ref()
-        .map_or_else(|| work.path().join("data"), |d| d.path().join("data"));
+        .map_or_else(|| work.join("data"), |d| d.path().join("data"));
     std::fs::create_dir_all(&data_dir)?;
     let launch = Launch {
         binary: opts.server.clone(),
-        data_dir: data_dir.clone(),
+        data_dir,
         logs: opts.out.clone(),
-        database_url: database_url.clone(),
+        database_url: storage.database_url.clone(),
         planted_bug: opts.planted_bug.clone(),
     };
-    let database_addr = database_url
+    let database_addr = storage
+        .database_url
         .as_ref()
         .map(cluster::database_addr)
         .transpose()?;
     let mut built = Vec::new();
-    for i in 0..nodes {
+    for i in 0..storage.nodes {
         built.push(Node::new(i, &launch, database_addr, upstream_addr).await?);
     }
-    let cluster = Arc::new(Cluster::new(
+    let mut cluster = Cluster::new(
         launch,
         built,
-        database,
-        disk,
+        storage.database,
+        storage.disk,
         upstream.clone(),
-    ));
-    // One node bootstraps the sandbox (its credentials file), then the others join.
-    cluster.start(0).await?;
-    for i in 1..nodes {
+    );
+    cluster.only = opts.faults.clone();
+    let cluster = Arc::new(cluster);
+    for i in 0..storage.nodes {
         cluster.start(i).await?;
     }
     if let Some(t) = cluster.trouble.lock().expect("trouble lock").first() {
         return Err(Error::Setup(format!("the nodes did not start: {t}")));
     }
-    let world = Arc::new(setup(opts, &cluster, &receiver, &receiver_url, upstream, started).await?);
+    Ok(cluster)
+}
 
-    // The run: the clients and the nemesis at once.
+/// The clients and the nemesis, at once, for the run's length.
+async fn drive(opts: &Options, world: &Arc<World>, cluster: &Arc<Cluster>) {
     let until = Instant::now() + opts.duration;
     let mut tasks = Vec::new();
     for c in 0..opts.clients {
@@ -272,26 +296,64 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         tasks.push(tokio::spawn(client.run(until)));
     }
     if !opts.calm {
-        for i in 0..nodes {
-            tasks.push(tokio::spawn(cluster.clone().node_lane(
-                i,
-                Rng::new(opts.seed, 10 + i as u64),
-                until,
-            )));
+        for i in 0..cluster.nodes.len() {
+            let rng = Rng::new(opts.seed, 10 + i as u64);
+            tasks.push(tokio::spawn(cluster.clone().node_lane(i, rng, until)));
         }
-        tasks.push(tokio::spawn(
-            cluster.clone().shared_lane(Rng::new(opts.seed, 1), until),
-        ));
+        let rng = Rng::new(opts.seed, 1);
+        tasks.push(tokio::spawn(cluster.clone().shared_lane(rng, until)));
     }
     for t in tasks {
         let _ = t.await;
     }
+}
+
+/// One run.
+pub async fn run(opts: &Options) -> Result<Report, Error> {
+    std::fs::create_dir_all(&opts.out)?;
+    let started = Instant::now();
+    let upstream = Upstream::new(opts.seed);
+    let upstream_listener = listener().await?;
+    let upstream_addr = upstream_listener.local_addr()?;
+    upstream.serve(upstream_listener);
+    let receiver = Receiver::new(opts.seed);
+    let receiver_listener = listener().await?;
+    let receiver_url = format!("http://{}/cb", receiver_listener.local_addr()?);
+    receiver.serve(receiver_listener);
+
+    let work = tempfile::tempdir()?;
+    let storage = storage(opts).await?;
+    let left_out = storage.left_out.clone();
+    let cluster = start_cluster(opts, storage, work.path(), &upstream, upstream_addr).await?;
+    let world = setup(&cluster, &receiver, &receiver_url, upstream, started).await?;
+    let world = Arc::new(world);
+    drive(opts, &world, &cluster).await;
 
     // Healed, settled, read, checked.
     cluster.heal_all().await;
     workload::resolve_unknown_creates(&world, Duration::from_secs(90)).await;
     let settled = state::settle(&world, Duration::from_secs(100)).await;
     let fin = state::read(&world).await;
+    let report = judge(opts, &world, &cluster, &receiver, &fin, settled, left_out);
+    world.history.write_jsonl(&opts.out.join("history.jsonl"))?;
+    std::fs::write(
+        opts.out.join("report.json"),
+        serde_json::to_vec_pretty(&report).unwrap_or_default(),
+    )?;
+    drop(cluster);
+    Ok(report)
+}
+
+/// The invariants checked over the history and the final state, with the run's figures.
+fn judge(
+    opts: &Options,
+    world: &World,
+    cluster: &Cluster,
+    receiver: &Receiver,
+    fin: &state::Final,
+    settled: bool,
+    left_out: Vec<String>,
+) -> Report {
     let ops = world.history.ops();
     let unresolved: Vec<String> = world
         .creates
@@ -302,8 +364,6 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         .map(|(k, _)| k.clone())
         .collect();
     let deliveries = receiver.deliveries();
-    let issued = cluster.upstream.issued();
-    let unsigned = cluster.upstream.unsigned();
     let mut trouble = cluster.trouble.lock().expect("trouble lock").clone();
     trouble.extend(
         fin.unreadable
@@ -312,9 +372,9 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     );
     let verdicts = checker::check(&Evidence {
         ops: &ops,
-        fin: &fin,
-        issued: &issued,
-        unsigned: &unsigned,
+        fin,
+        issued: &cluster.upstream.issued(),
+        unsigned: &cluster.upstream.unsigned(),
         deliveries: &deliveries,
         trouble: &trouble,
         unresolved: &unresolved,
@@ -332,10 +392,10 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
             .entry(outcome.to_string())
             .or_default() += 1;
     }
-    let report = Report {
+    Report {
         seed: opts.seed,
         store: opts.store,
-        nodes,
+        nodes: cluster.nodes.len(),
         seconds: opts.duration.as_secs(),
         total_operations: ops.len(),
         unknown: ops.iter().filter(|o| o.outcome == Outcome::Info).count(),
@@ -346,19 +406,11 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
         deliveries: deliveries.len(),
         settled,
         verdicts,
-    };
-    world.history.write_jsonl(&opts.out.join("history.jsonl"))?;
-    std::fs::write(
-        opts.out.join("report.json"),
-        serde_json::to_vec_pretty(&report).unwrap_or_default(),
-    )?;
-    drop(cluster);
-    Ok(report)
+    }
 }
 
 /// The projects' callback URL and rate limit, the merchant clients of every node.
 async fn setup(
-    opts: &Options,
     cluster: &Cluster,
     receiver: &Receiver,
     receiver_url: &str,
@@ -412,7 +464,6 @@ async fn setup(
             notifications: n.notifications_url(),
         });
     }
-    let _ = opts;
     Ok(World {
         history: History::new(started),
         nodes,

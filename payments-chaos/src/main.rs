@@ -45,6 +45,11 @@ struct Args {
     /// No faults.
     #[arg(long)]
     calm: bool,
+    /// Only these kinds of fault (comma-separated: kill, pause, cut_database, cut_upstream,
+    /// clock_jump, database_restart, database_kill, upstream_slow, upstream_failing,
+    /// upstream_ambiguous, disk_full).
+    #[arg(long, value_delimiter = ',')]
+    faults: Vec<String>,
     /// Fail when a kind of fault cannot be made here (default under CI=true).
     #[arg(long)]
     strict: bool,
@@ -87,6 +92,7 @@ async fn main() -> std::process::ExitCode {
         out: args.out,
         planted_bug: args.planted_bug,
         calm: args.calm,
+        faults: args.faults,
         strict: args.strict || std::env::var("CI").is_ok_and(|v| v == "true"),
     };
     println!(

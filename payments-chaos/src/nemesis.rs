@@ -46,6 +46,8 @@ pub struct Cluster {
     pub injected: Mutex<BTreeMap<&'static str, u64>>,
     /// Nodes that did not come back after a restart, and nodes that exited by themselves.
     pub trouble: Mutex<Vec<String>>,
+    /// Only these kinds of fault (empty: all).
+    pub only: Vec<String>,
     http: reqwest::Client,
 }
 
@@ -66,6 +68,7 @@ impl Cluster {
             upstream,
             injected: Mutex::default(),
             trouble: Mutex::default(),
+            only: Vec::new(),
             http: reqwest::Client::new(),
         }
     }
@@ -115,10 +118,17 @@ impl Cluster {
     /// The faults that make sense here.
     fn node_kinds(&self) -> Vec<&'static str> {
         let mut kinds = vec!["kill", "pause", "cut_upstream", "clock_jump"];
-        if self.database.is_some() {
+        if self.node(0).database.is_some() {
             kinds.push("cut_database");
         }
+        self.chosen(kinds)
+    }
+
+    fn chosen(&self, kinds: Vec<&'static str>) -> Vec<&'static str> {
         kinds
+            .into_iter()
+            .filter(|k| self.only.is_empty() || self.only.iter().any(|o| o == k))
+            .collect()
     }
 
     fn shared_kinds(&self) -> Vec<&'static str> {
@@ -129,12 +139,15 @@ impl Cluster {
         if self.disk.is_some() {
             kinds.push("disk_full");
         }
-        kinds
+        self.chosen(kinds)
     }
 
     /// Node `i`'s lane until `until`.
     pub async fn node_lane(self: Arc<Self>, i: usize, mut rng: Rng, until: Instant) {
         let kinds = self.node_kinds();
+        if kinds.is_empty() {
+            return;
+        }
         loop {
             let gap = Duration::from_millis(rng.between(1_500, 5_000));
             let kind = kinds[rng.below(kinds.len() as u64) as usize];
@@ -192,6 +205,9 @@ impl Cluster {
     /// The shared lane until `until`.
     pub async fn shared_lane(self: Arc<Self>, mut rng: Rng, until: Instant) {
         let kinds = self.shared_kinds();
+        if kinds.is_empty() {
+            return;
+        }
         loop {
             let gap = Duration::from_millis(rng.between(2_000, 6_000));
             let kind = kinds[rng.below(kinds.len() as u64) as usize];

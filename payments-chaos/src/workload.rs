@@ -365,10 +365,14 @@ impl Client {
                 .get_mut(mpid)
             {
                 // Unknown until some create of it is answered.
+                // A refusal is an answer too (another body came first: 409), except a replay's:
+                // that one says nothing about the create.
                 entry.2 = match op.outcome {
                     Outcome::Info => true,
                     Outcome::Ok => false,
-                    Outcome::Fail => entry.2,
+                    Outcome::Fail => {
+                        entry.2 && (op.status.is_none() || op.code() == Some("request_replayed"))
+                    }
                 };
             }
         }
