@@ -59,22 +59,59 @@ impl Op {
     }
 }
 
-/// The history of a run, shared by its clients.
+/// One fault of the nemesis: what, on what, from when until when.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fault {
+    /// Its kind (`nemesis::KINDS`).
+    pub kind: &'static str,
+    /// What it hit (`node 1`, `bank-a`, `postgresql`, `disk`).
+    pub target: String,
+    /// Milliseconds since the run started, when it began.
+    pub from_ms: u64,
+    /// When it was healed.
+    pub until_ms: u64,
+}
+
+/// The history of a run, shared by its clients and its nemesis.
 #[derive(Debug, Clone)]
 pub struct History {
     started: Instant,
+    started_unix_ms: u64,
     ops: Arc<Mutex<Vec<Op>>>,
+    faults: Arc<Mutex<Vec<Fault>>>,
     next: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl History {
     /// An empty history whose times count from `started`.
     pub fn new(started: Instant) -> History {
+        let started_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+            .saturating_sub(u64::try_from(started.elapsed().as_millis()).unwrap_or(0));
         History {
             started,
+            started_unix_ms,
             ops: Arc::default(),
+            faults: Arc::default(),
             next: Arc::default(),
         }
+    }
+
+    /// Records a fault that began at `from_ms` and is healed now.
+    pub fn fault(&self, kind: &'static str, target: String, from_ms: u64) {
+        let until_ms = self.now_ms();
+        self.faults.lock().expect("faults lock").push(Fault {
+            kind,
+            target,
+            from_ms,
+            until_ms,
+        });
+    }
+
+    /// Every fault so far.
+    pub fn faults(&self) -> Vec<Fault> {
+        self.faults.lock().expect("faults lock").clone()
     }
 
     /// Milliseconds since the run started.
@@ -101,12 +138,32 @@ impl History {
         ops
     }
 
-    /// Writes the history as JSON lines: an `invoke` line and a completion line per
-    /// operation, in the order they happened.
+    /// Writes the history as JSON lines: a `run` line (its wall-clock start), then an
+    /// `invoke` line and a completion line per operation and a `nemesis` line at the start and
+    /// at the end of each fault, in the order they happened (`at_ms` since the start).
     pub fn write_jsonl(&self, path: &Path) -> std::io::Result<()> {
         use std::io::Write as _;
         let ops = self.ops();
         let mut lines: Vec<(u64, u8, Value)> = Vec::with_capacity(ops.len() * 2);
+        lines.push((
+            0,
+            0,
+            serde_json::json!({"type": "run", "started_unix_ms": self.started_unix_ms, "at_ms": 0}),
+        ));
+        for f in self.faults() {
+            lines.push((
+                f.from_ms,
+                0,
+                serde_json::json!({"type": "nemesis", "phase": "start", "kind": f.kind,
+                    "target": f.target, "at_ms": f.from_ms}),
+            ));
+            lines.push((
+                f.until_ms,
+                1,
+                serde_json::json!({"type": "nemesis", "phase": "healed", "kind": f.kind,
+                    "target": f.target, "at_ms": f.until_ms}),
+            ));
+        }
         for op in &ops {
             lines.push((
                 op.invoked_ms,

@@ -247,6 +247,7 @@ async fn start_cluster(
     work: &std::path::Path,
     upstream: &Upstream,
     upstream_addr: std::net::SocketAddr,
+    history: &History,
 ) -> Result<Arc<Cluster>, Error> {
     let data_dir = storage
         .disk
@@ -275,6 +276,7 @@ async fn start_cluster(
         storage.database,
         storage.disk,
         upstream.clone(),
+        history.clone(),
     );
     cluster.only = opts.faults.clone();
     let cluster = Arc::new(cluster);
@@ -324,8 +326,17 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     let work = tempfile::tempdir()?;
     let storage = storage(opts).await?;
     let left_out = storage.left_out.clone();
-    let cluster = start_cluster(opts, storage, work.path(), &upstream, upstream_addr).await?;
-    let world = setup(&cluster, &receiver, &receiver_url, upstream, started).await?;
+    let history = History::new(started);
+    let cluster = start_cluster(
+        opts,
+        storage,
+        work.path(),
+        &upstream,
+        upstream_addr,
+        &history,
+    )
+    .await?;
+    let world = setup(&cluster, &receiver, &receiver_url, upstream, history).await?;
     let world = Arc::new(world);
     drive(opts, &world, &cluster).await;
 
@@ -415,7 +426,7 @@ async fn setup(
     receiver: &Receiver,
     receiver_url: &str,
     upstream: Upstream,
-    started: Instant,
+    history: History,
 ) -> Result<World, Error> {
     let creds =
         SandboxCredentials::from_file(cluster.launch.data_dir.join("sandbox-credentials.json"))?;
@@ -465,7 +476,7 @@ async fn setup(
         });
     }
     Ok(World {
-        history: History::new(started),
+        history,
         nodes,
         http,
         operator_token: creds.operator_token.expose().to_string(),

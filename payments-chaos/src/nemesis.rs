@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cluster::{wait_ready, Database, Launch, Node, SmallDisk, LEASE};
+use crate::history::History;
 use crate::rng::Rng;
 use crate::upstream::{Mode, Upstream};
 
@@ -48,6 +49,8 @@ pub struct Cluster {
     pub trouble: Mutex<Vec<String>>,
     /// Only these kinds of fault (empty: all).
     pub only: Vec<String>,
+    /// Where the faults are recorded.
+    pub history: History,
     http: reqwest::Client,
 }
 
@@ -59,6 +62,7 @@ impl Cluster {
         database: Option<Database>,
         disk: Option<SmallDisk>,
         upstream: Upstream,
+        history: History,
     ) -> Cluster {
         Cluster {
             launch,
@@ -69,6 +73,7 @@ impl Cluster {
             injected: Mutex::default(),
             trouble: Mutex::default(),
             only: Vec::new(),
+            history,
             http: reqwest::Client::new(),
         }
     }
@@ -159,6 +164,7 @@ impl Cluster {
                 return;
             }
             self.count(kind);
+            let from = self.history.now_ms();
             match kind {
                 "kill" => {
                     self.node(i).kill();
@@ -198,6 +204,12 @@ impl Cluster {
                 }
                 _ => unreachable!("a node fault: {kind}"),
             }
+            let target = if kind == "clock_jump" {
+                format!("node {i} ({jump:+} ms)")
+            } else {
+                format!("node {i}")
+            };
+            self.history.fault(kind, target, from);
             self.note_exits();
         }
     }
@@ -218,6 +230,7 @@ impl Cluster {
                 return;
             }
             self.count(kind);
+            let from = self.history.now_ms();
             match kind {
                 "upstream_slow" | "upstream_failing" | "upstream_ambiguous" => {
                     let mode = match kind {
@@ -240,6 +253,12 @@ impl Cluster {
                 }
                 _ => unreachable!("a shared fault: {kind}"),
             }
+            let target = match kind {
+                "database_restart" | "database_kill" => "postgresql".to_string(),
+                "disk_full" => "disk".to_string(),
+                _ => crate::upstream::PROVIDERS[provider].to_string(),
+            };
+            self.history.fault(kind, target, from);
             self.note_exits();
         }
     }
