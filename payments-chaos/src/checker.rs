@@ -305,34 +305,65 @@ fn requisite_issued_once(e: &Evidence<'_>) -> Verdict {
     )
 }
 
-fn acknowledged_writes_visible(e: &Evidence<'_>) -> Verdict {
-    let mut v = Vec::new();
+/// Each acknowledged payment write: the payment on every node at the end, the event it
+/// queued among the payment's events, and a completion seen in the ledger.
+fn payment_writes_visible(e: &Evidence<'_>, v: &mut Vec<String>) -> usize {
     let mut checked = 0;
+    let writes = [
+        "confirm",
+        "cancel",
+        "resolve",
+        "recheck",
+        "notify",
+        "callback_resend",
+    ];
     for op in e.ops.iter().filter(|o| o.outcome == Outcome::Ok) {
-        if is_create(op)
-            || matches!(
-                op.kind,
-                "confirm" | "cancel" | "resolve" | "recheck" | "notify"
-            )
-        {
-            let Some(id) = payment_of(op) else { continue };
-            checked += 1;
-            match e.fin.per_node.get(id) {
-                None => v.push(format!(
-                    "op {} ({}) acknowledged payment {id}; it is not there at the end",
-                    op.id, op.kind
-                )),
-                Some(views) => {
-                    for (n, view) in views.iter().enumerate() {
-                        if view.is_none() {
-                            v.push(format!("op {} ({}) acknowledged payment {id}; node {n} does not have it at the end", op.id, op.kind));
-                        }
-                    }
-                }
+        if !is_create(op) && !writes.contains(&op.kind) {
+            continue;
+        }
+        let Some(id) = payment_of(op) else { continue };
+        checked += 1;
+        let what = format!("op {} ({}) acknowledged payment {id}", op.id, op.kind);
+        let Some(views) = e.fin.per_node.get(id) else {
+            v.push(format!("{what}; it is not there at the end"));
+            continue;
+        };
+        for (n, view) in views.iter().enumerate() {
+            if view.is_none() {
+                v.push(format!("{what}; node {n} does not have it at the end"));
             }
         }
+        if let Some(event) = op.result["event_id"].as_str() {
+            let listed = e
+                .fin
+                .events
+                .get(id)
+                .is_some_and(|evs| evs.iter().any(|ev| ev["event_id"].as_str() == Some(event)));
+            if !listed {
+                v.push(format!(
+                    "{what} with event {event}; the payment's events lack it"
+                ));
+            }
+        }
+        let live = views
+            .iter()
+            .flatten()
+            .next()
+            .is_some_and(|p| p["is_test"] != json!(true));
+        let credited = e
+            .fin
+            .entries
+            .iter()
+            .any(|en| en["payment_id"].as_str() == Some(id));
+        if live && status_of(op) == Some("completed") && !credited {
+            v.push(format!("{what} completed; the ledger has no entry for it"));
+        }
     }
-    // Every view of a payment at the end agrees across the nodes.
+    checked
+}
+
+/// Every view of a payment at the end agrees across the nodes.
+fn nodes_agree(e: &Evidence<'_>, v: &mut Vec<String>) {
     for (id, views) in &e.fin.per_node {
         let shapes: BTreeSet<String> = views
             .iter()
@@ -348,14 +379,20 @@ fn acknowledged_writes_visible(e: &Evidence<'_>) -> Verdict {
             v.push(format!("the nodes disagree about payment {id}: {shapes:?}"));
         }
     }
-    // Payouts and adjustments: in the ledger once when acknowledged, at most once when unknown.
-    let entries = &e.fin.entries;
+}
+
+/// Payouts and adjustments: in the ledger once when acknowledged, at most once when unknown,
+/// never when refused (an adjustment; a refused payout may repeat an earlier one's reference).
+fn ledger_writes_visible(e: &Evidence<'_>, v: &mut Vec<String>) -> usize {
+    let mut checked = 0;
     for op in e
         .ops
         .iter()
         .filter(|o| matches!(o.kind, "payout" | "adjustment"))
     {
-        let count = entries
+        let count = e
+            .fin
+            .entries
             .iter()
             .filter(|en| match op.kind {
                 "payout" => en["reference"] == op.args["body"]["reference"],
@@ -364,8 +401,7 @@ fn acknowledged_writes_visible(e: &Evidence<'_>) -> Verdict {
             .count();
         checked += 1;
         let wrong = match (op.kind, op.outcome) {
-            ("payout", Outcome::Ok) => count != 1,
-            ("adjustment", Outcome::Ok) => count != 1,
+            (_, Outcome::Ok) => count != 1,
             ("adjustment", Outcome::Fail) => count != 0,
             (_, _) => count > 1,
         };
@@ -376,11 +412,19 @@ fn acknowledged_writes_visible(e: &Evidence<'_>) -> Verdict {
             ));
         }
     }
+    checked
+}
+
+fn acknowledged_writes_visible(e: &Evidence<'_>) -> Verdict {
+    let mut v = Vec::new();
+    let checked = payment_writes_visible(e, &mut v) + ledger_writes_visible(e, &mut v);
+    nodes_agree(e, &mut v);
     verdict(
         "acknowledged_writes_visible",
-        "every acknowledged create and payment change is there at the end on every node, the \
-         nodes agree, and every acknowledged payout and adjustment is in the ledger once \
-         (an unknown one at most once, a refused one never)",
+        "every acknowledged create and payment change is there at the end on every node (its \
+         event among the payment's events, a completion in the ledger), the nodes agree, and \
+         every acknowledged payout and adjustment is in the ledger once (an unknown one at \
+         most once, a refused adjustment never)",
         checked,
         v,
     )
@@ -631,7 +675,20 @@ fn callbacks_delivered(e: &Evidence<'_>) -> Verdict {
         for ev in events {
             checked += 1;
             let event_id = ev["event_id"].as_str().unwrap_or_default();
+            // An event whose every attempt failed (the schedule ran out) is answered by a
+            // later one (the settling's resend) that reached.
+            let answered_later = ev["state"] == json!("failed")
+                && events
+                    .iter()
+                    .skip_while(|later| later["event_id"] != ev["event_id"])
+                    .skip(1)
+                    .any(|later| {
+                        later["event_id"]
+                            .as_str()
+                            .is_some_and(|l| received.contains_key(l))
+                    });
             match received.get(event_id) {
+                None if answered_later => {}
                 None => v.push(format!(
                     "event {event_id} of payment {id} ({}, state {}) never reached the receiver",
                     ev["status"], ev["state"]
