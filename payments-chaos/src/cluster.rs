@@ -205,6 +205,21 @@ impl Node {
         Ok(())
     }
 
+    /// The last line of its current log (why it exited).
+    pub fn last_log_line(&self, launch: &Launch) -> String {
+        let path = launch.logs.join(format!(
+            "node{}-{}.log",
+            self.index,
+            self.starts.saturating_sub(1)
+        ));
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// Whether the process exited by itself (a crash): its status.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         let child = self.child.as_mut()?;

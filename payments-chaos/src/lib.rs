@@ -343,16 +343,39 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
     // Healed, settled, read, checked.
     cluster.heal_all().await;
     workload::resolve_unknown_creates(&world, Duration::from_secs(90)).await;
-    let settled = state::settle(&world, Duration::from_secs(100)).await;
+    let settled = state::settle(&world, Duration::from_secs(150)).await;
     let fin = state::read(&world).await;
     let report = judge(opts, &world, &cluster, &receiver, &fin, settled, left_out);
     world.history.write_jsonl(&opts.out.join("history.jsonl"))?;
+    write_evidence(opts, &receiver, &fin)?;
     std::fs::write(
         opts.out.join("report.json"),
         serde_json::to_vec_pretty(&report).unwrap_or_default(),
     )?;
     drop(cluster);
     Ok(report)
+}
+
+/// What the checker read besides the history, for whoever looks into a failure: the
+/// receiver's deliveries and the final state.
+fn write_evidence(opts: &Options, receiver: &Receiver, fin: &state::Final) -> Result<(), Error> {
+    use std::io::Write as _;
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(opts.out.join("deliveries.jsonl"))?);
+    for d in receiver.deliveries() {
+        let line = json!({"event_id": d.event_id, "signed": d.signed, "answered": d.answered,
+            "body": String::from_utf8_lossy(&d.body)});
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    let snapshot = json!({"payments": fin.per_node, "events": fin.events,
+        "entries": fin.entries, "balances": fin.balances, "reconcile": fin.reconcile,
+        "unreadable": fin.unreadable});
+    std::fs::write(
+        opts.out.join("final.json"),
+        serde_json::to_vec(&snapshot).unwrap_or_default(),
+    )?;
+    Ok(())
 }
 
 /// The invariants checked over the history and the final state, with the run's figures.
@@ -376,6 +399,13 @@ fn judge(
         .collect();
     let deliveries = receiver.deliveries();
     let mut trouble = cluster.trouble.lock().expect("trouble lock").clone();
+    if !settled {
+        trouble.push(
+            "the service did not settle in 150 s after the faults were healed (a payment \
+             still created or processing, or a callback still pending)"
+                .into(),
+        );
+    }
     trouble.extend(
         fin.unreadable
             .iter()
@@ -445,8 +475,12 @@ async fn setup(
         let r = http
             .patch(format!("{operator}/operator/v1/projects/{project}"))
             .bearer_auth(creds.operator_token.expose())
-            .json(&json!({"callback_url": receiver_url,
-                "rate_limit": {"per_second": 5000, "burst": 5000}}))
+            // A minute's lifetime: expiries race the confirmations during the run, and after it
+            // every payment closes before the final state is read.
+            .json(
+                &json!({"callback_url": receiver_url, "lifetime_seconds": 60,
+                "rate_limit": {"per_second": 5000, "burst": 5000}}),
+            )
             .send()
             .await?;
         if !r.status().is_success() {

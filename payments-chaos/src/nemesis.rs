@@ -98,6 +98,10 @@ impl Cluster {
         Ok(())
     }
 
+    /// Waits until node `i` is ready (at most a minute), starting it again, as its service
+    /// manager would (systemd's `Restart=on-failure`, `RestartSec=2`), when it exits because
+    /// its database cannot be reached at start: that is how a node refuses to start without
+    /// its database. Any other exit is trouble.
     async fn ready(&self, i: usize) {
         // The readiness wait holds no lock: a node's addresses never change.
         let url = self.node(i).merchant_url();
@@ -106,12 +110,29 @@ impl Cluster {
             if wait_ready(&self.http, &url, Duration::from_millis(200)).await {
                 return;
             }
-            if let Some(status) = self.node(i).exited() {
-                self.trouble.lock().expect("trouble lock").push(format!(
-                    "node {i} exited ({status}) before it was ready: see its log in {}",
-                    self.launch.logs.display()
-                ));
-                return;
+            let exited = self.node(i).exited();
+            if let Some(status) = exited {
+                let why = self.node(i).last_log_line(&self.launch);
+                if !why.contains("cannot connect to the database") {
+                    self.trouble
+                        .lock()
+                        .expect("trouble lock")
+                        .push(format!("node {i} exited ({status}) at its start: {why}"));
+                }
+                *self
+                    .injected
+                    .lock()
+                    .expect("injected lock")
+                    .entry("restarted_by_supervisor")
+                    .or_default() += 1;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if let Err(e) = self.node(i).start(&self.launch) {
+                    self.trouble
+                        .lock()
+                        .expect("trouble lock")
+                        .push(format!("node {i} did not start again: {e}"));
+                    return;
+                }
             }
         }
         self.trouble

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
 use payments_client::MerchantClient;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -83,20 +84,26 @@ async fn all_pages(client: &MerchantClient, path: &str, query: &str) -> Option<V
     }
 }
 
-/// Waits (at most `within`) until no payment is in `created` and no callback event of a
-/// listed payment is pending; resends failed events once on the way. Returns whether it
-/// settled.
+/// Waits (at most `within`) until no payment is in `created` or `processing` and no callback
+/// event is pending; resends failed events once on the way. Returns whether it settled.
 pub async fn settle(world: &Arc<World>, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     let mut resent = false;
     while Instant::now() < deadline {
-        let created = all_pages(
-            &world.nodes[0].live,
-            "/api/v1/payments",
-            "limit=100&status=created",
-        )
-        .await
-        .map_or(1, |v| v.len());
+        // Nothing open: no create unanswered, no payment left to expire (a minute's lifetime),
+        // so that nothing changes while the final state is read.
+        let mut open = 0;
+        for client in [&world.nodes[0].live, &world.nodes[0].test] {
+            for status in ["created", "processing"] {
+                open += all_pages(
+                    client,
+                    "/api/v1/payments",
+                    &format!("limit=100&status={status}"),
+                )
+                .await
+                .map_or(1, |v| v.len());
+            }
+        }
         let failed = operator_json(world, 0, Method::GET, "/operator/v1/callbacks/failed")
             .await
             .map_or(1, |v| v["events"].as_array().map_or(0, Vec::len));
@@ -111,7 +118,7 @@ pub async fn settle(world: &Arc<World>, within: Duration) -> bool {
             resent = true;
         }
         let pending = count_pending(world).await;
-        if created == 0 && pending == 0 {
+        if open == 0 && pending == 0 {
             return true;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -128,6 +135,27 @@ async fn count_pending(world: &World) -> usize {
     )
     .await
     .map_or(1, |events| events.len())
+}
+
+/// One payment as each node answers it, and its events.
+async fn read_payment(
+    world: &World,
+    id: &str,
+    project: Project,
+) -> (String, Vec<Option<Value>>, Option<Vec<Value>>) {
+    let mut views = Vec::new();
+    for node in &world.nodes {
+        let client = match project {
+            Project::Live => &node.live,
+            Project::Test => &node.test,
+        };
+        views.push(get_json(client, &format!("/api/v1/payments/{id}")).await);
+    }
+    let path = format!("/operator/v1/payments/{id}/events");
+    let events = operator_json(world, 0, Method::GET, &path)
+        .await
+        .map(|e| e["events"].as_array().cloned().unwrap_or_default());
+    (id.to_string(), views, events)
 }
 
 /// Reads the final state.
@@ -161,29 +189,17 @@ pub async fn read(world: &Arc<World>) -> Final {
             ids.push((id.clone(), project));
         }
     }
-    for (id, project) in &ids {
-        let mut views = Vec::new();
-        for node in &world.nodes {
-            let client = match project {
-                Project::Live => &node.live,
-                Project::Test => &node.test,
-            };
-            views.push(get_json(client, &format!("/api/v1/payments/{id}")).await);
-        }
+    // Sixteen payments at a time: thousands of payments, one request per node and one for
+    // the events each.
+    let reads = ids
+        .iter()
+        .map(|(id, project)| read_payment(world, id, *project));
+    let mut reads = futures_util::stream::iter(reads).buffer_unordered(16);
+    while let Some((id, views, events)) = reads.next().await {
         f.per_node.insert(id.clone(), views);
-        let events = operator_json(
-            world,
-            0,
-            Method::GET,
-            &format!("/operator/v1/payments/{id}/events"),
-        )
-        .await;
         match events {
             Some(e) => {
-                f.events.insert(
-                    id.clone(),
-                    e["events"].as_array().cloned().unwrap_or_default(),
-                );
+                f.events.insert(id, e);
             }
             None => f.unreadable.push(format!("the events of {id}")),
         }
