@@ -221,7 +221,7 @@ async fn storage(opts: &Options) -> Result<Storage, Error> {
             })
         }
         StoreKind::Sqlite => {
-            let disk = match SmallDisk::mount(48) {
+            let disk = match SmallDisk::mount(256) {
                 Ok(d) => Some(d),
                 Err(e) if opts.strict => return Err(e),
                 Err(e) => {
