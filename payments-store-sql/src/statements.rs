@@ -202,7 +202,8 @@ pub fn planted_schema(d: Dialect) -> Option<&'static str> {
 /// so a change to one of them is refused (no row matches) rather than dropped silently, and
 /// SQLite leaves the `(project_id, merchant_payment_id)` unique index alone. Parameters are
 /// [`crate::record::payment_values`], then the expected version.
-pub static PAYMENT_UPDATE: Sql = Sql::new(|d| payment_update_sql(d, true));
+pub static PAYMENT_UPDATE: Sql =
+    Sql::new(|d| payment_update_sql(d, &format!("version = ${}", PAYMENT_NCOLS + 1)));
 
 /// [`PAYMENT_UPDATE`], or with the planted bug `unchecked-status-version` (feature
 /// `planted-bugs`) the same update whatever the version stored.
@@ -216,11 +217,13 @@ pub fn payment_update() -> &'static Sql {
 
 /// The update of the planted bug `unchecked-status-version`.
 #[cfg(feature = "planted-bugs")]
-static PAYMENT_UPDATE_PLANTED: Sql = Sql::new(|d| payment_update_sql(d, false));
+static PAYMENT_UPDATE_PLANTED: Sql =
+    Sql::new(|d| payment_update_sql(d, &format!("(version = ${} OR TRUE)", PAYMENT_NCOLS + 1)));
 
-/// [`PAYMENT_UPDATE`]'s text; `checked: false` (the planted bug) matches any version, the
-/// expected version parameter still named so that both take the same parameters.
-fn payment_update_sql(d: Dialect, checked: bool) -> String {
+/// [`PAYMENT_UPDATE`]'s text with `version` as the condition on the version column (the
+/// planted bug's matches any version, its parameter still named so that both take the same
+/// parameters).
+fn payment_update_sql(d: Dialect, version: &str) -> String {
     let (mut sets, mut same) = (Vec::new(), Vec::new());
     for (i, col) in PAYMENT_COLUMNS.iter().enumerate().skip(1) {
         if PAYMENT_IMMUTABLE.contains(col) {
@@ -229,11 +232,6 @@ fn payment_update_sql(d: Dialect, checked: bool) -> String {
             sets.push(format!("{col} = ${}", i + 1));
         }
     }
-    let version = if checked {
-        format!("version = ${}", PAYMENT_NCOLS + 1)
-    } else {
-        format!("(version = ${} OR TRUE)", PAYMENT_NCOLS + 1)
-    };
     format!(
         "UPDATE payments SET {} WHERE id = $1 AND {version}{}",
         sets.join(", "),
