@@ -164,6 +164,8 @@ pub mod amount;
 pub mod event;
 pub mod payer;
 pub mod payment;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod project;
 pub mod provider;
 pub mod request;

@@ -106,6 +106,8 @@ pub struct Settings {
     pub log: LogSettings,
     /// `[tuning]`: the knobs a deployment rarely turns.
     pub tuning: Tuning,
+    /// `[testing]`: for test harnesses only, each refused with `environment = "production"`.
+    pub testing: TestingSettings,
     /// The flat names of earlier releases these settings were read with, one warning each
     /// ("`callback_concurrency` is `callbacks.concurrency` now"): the server logs them at
     /// start. Not a setting.
@@ -754,6 +756,20 @@ impl Default for Tuning {
     }
 }
 
+/// `[testing]`: settings for test harnesses (a history checker that runs real nodes), none of
+/// them allowed with `environment = "production"`: the server refuses to start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TestingSettings {
+    /// A file holding a signed whole number of milliseconds (`-90000`, `45000`): the service's
+    /// clock is the system time plus that offset, the file read again at least every 100 ms
+    /// (`crate::testing_clock`). A missing or unparsable file is an offset of 0.
+    pub clock_offset_file: Option<PathBuf>,
+    /// The name of one planted bug to switch on (`payments_core::planted`); only in a build
+    /// with the `planted-bugs` feature, and refused by any other.
+    pub planted_bug: Option<String>,
+}
+
 impl Default for Settings {
     /// Sandbox on 127.0.0.1:8080 (operator 8081, cabinet 8082) with `./data`.
     fn default() -> Settings {
@@ -774,6 +790,7 @@ impl Default for Settings {
             telemetry: TelemetrySettings::default(),
             log: LogSettings::default(),
             tuning: Tuning::default(),
+            testing: TestingSettings::default(),
             deprecated: Vec::new(),
         }
     }
@@ -805,6 +822,10 @@ pub enum ConfigError {
     /// One of `[[upstream.providers]]` is not usable.
     #[error(transparent)]
     Provider(#[from] ProviderSettingError),
+    /// `testing.planted_bug` names no planted bug.
+    #[cfg(feature = "planted-bugs")]
+    #[error("testing.planted_bug: {0}")]
+    PlantedBug(#[source] payments_core::planted::UnknownBug),
     /// An upstream URL (`upstream.url`, `upstream.rates_url`) is refused.
     #[error("{setting}: {source}")]
     UpstreamUrl {
@@ -964,7 +985,50 @@ impl Settings {
             }
         }
         self.store.pool_size = self.store.pool_size.max(1);
+        self.check_testing()?;
         Ok(self)
+    }
+
+    /// The `[testing]` settings: refused in production; a planted bug only in a build with
+    /// the `planted-bugs` feature, and by one of its names. An empty value is no value.
+    fn check_testing(&mut self) -> Result<(), ConfigError> {
+        let t = &mut self.testing;
+        t.clock_offset_file = t
+            .clock_offset_file
+            .take()
+            .filter(|f| !f.as_os_str().is_empty());
+        t.planted_bug = t
+            .planted_bug
+            .take()
+            .map(|b| b.trim().to_string())
+            .filter(|b| !b.is_empty());
+        if self.environment == Environment::Production {
+            if t.clock_offset_file.is_some() {
+                return Err(ConfigError::Invalid(
+                    "testing.clock_offset_file is for tests only: refused with environment = \
+                     production",
+                ));
+            }
+            if t.planted_bug.is_some() {
+                return Err(ConfigError::Invalid(
+                    "testing.planted_bug is for tests only: refused with environment = production",
+                ));
+            }
+        }
+        if let Some(name) = &t.planted_bug {
+            #[cfg(feature = "planted-bugs")]
+            name.parse::<payments_core::planted::Bug>()
+                .map_err(ConfigError::PlantedBug)?;
+            #[cfg(not(feature = "planted-bugs"))]
+            {
+                let _ = name;
+                return Err(ConfigError::Invalid(
+                    "testing.planted_bug: this payments-server was built without the \
+                     planted-bugs feature",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The service's retention periods (`0s`: forever).

@@ -12,6 +12,9 @@
 //!   over HTTP, and the provider-notification listener).
 //! - `testing` (feature `testing`): the real server on `127.0.0.1:0` over a temporary data
 //!   dir, for integration tests.
+//! - [`testing_clock`]: the clock of `testing.clock_offset_file` (test harnesses; refused in
+//!   production), and with the `planted-bugs` feature `testing.planted_bug`, the switch of
+//!   one of payments-core's planted bugs.
 //!
 //! An embedding that mounts the routers in its own service needs only `payments-http` and a
 //! store crate; this crate is for running the service as it ships.
@@ -29,6 +32,7 @@ pub mod server;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod testing_clock;
 pub mod tls;
 pub mod upstream;
 

@@ -146,6 +146,14 @@ pub enum StartError {
     /// The callback dispatcher's settings.
     #[error("callback dispatcher: {0}")]
     Dispatcher(#[source] payments_http::dispatcher::DispatcherError),
+    /// `testing.planted_bug` names no planted bug.
+    #[cfg(feature = "planted-bugs")]
+    #[error("testing.planted_bug: {0}")]
+    PlantedBug(#[source] payments_core::planted::UnknownBug),
+    /// Another planted bug is on in this process already.
+    #[cfg(feature = "planted-bugs")]
+    #[error("testing.planted_bug: {0}")]
+    PlantedBugTwice(#[source] payments_core::planted::AlreadyActive),
     /// The sandbox's first-start bootstrap failed.
     #[error("sandbox bootstrap: {}", .0.message)]
     Bootstrap(#[source] payments_core::ApiError),
@@ -297,6 +305,9 @@ impl ApplicationBuilder {
             rng,
             callback_lookup,
         } = self;
+        #[cfg(feature = "planted-bugs")]
+        activate_planted_bug(&settings)?;
+        let clock = clock.or_else(|| crate::testing_clock::from_settings(&settings));
         let upstream = UpstreamPorts::connect(&settings, provider, rates, clock.clone()).await?;
         upstream.check_production(&settings)?;
         warn_development_settings(&settings);
@@ -344,6 +355,22 @@ impl ApplicationBuilder {
         }
         Ok(app)
     }
+}
+
+/// Switches on the planted bug of `testing.planted_bug`, if any, for the rest of the process.
+#[cfg(feature = "planted-bugs")]
+fn activate_planted_bug(settings: &Settings) -> Result<(), StartError> {
+    use payments_core::planted::{activate, Bug};
+    let Some(name) = &settings.testing.planted_bug else {
+        return Ok(());
+    };
+    let bug = name.parse::<Bug>().map_err(StartError::PlantedBug)?;
+    activate(bug).map_err(StartError::PlantedBugTwice)?;
+    tracing::warn!(
+        bug = %bug,
+        "testing.planted_bug: a planted bug is on (tests only)"
+    );
+    Ok(())
 }
 
 /// The requisite provider and rate source: the caller's, else the settings' upstream
@@ -1268,7 +1295,7 @@ pub async fn open_service(settings: &Settings, setup: Setup) -> Result<OpenedSer
             store: store.store(),
             provider: None,
             rates: None,
-            clock: None,
+            clock: crate::testing_clock::from_settings(settings),
             rng: None,
         },
         Some(cabinet.as_ref()),

@@ -48,7 +48,7 @@ pub(crate) async fn insert<C: GenericClient>(
     p: &Payment,
 ) -> Result<InsertOutcome, StoreError> {
     let values = payment_params(p, s)?;
-    match execute_raw(c, sql(&st::PAYMENT_INSERT), &refs(&values)).await {
+    match execute_raw(c, sql(st::payment_insert()), &refs(&values)).await {
         Ok(1) => Ok(InsertOutcome::Inserted),
         Ok(_) => by_merchant_id(c, s, p.project_id, &p.merchant_payment_id)
             .await?
@@ -76,7 +76,22 @@ fn column_type(name: &str) -> &'static str {
 /// only if it was, the payment is inserted unless its merchant payment id is taken. Parameters:
 /// the payment's columns (`$1`-`$N`, N = [`PAYMENT_NCOLS`]), then project, nonce, expiry and
 /// now (`$N+1`-`$N+4`).
-static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
+static ADMIT_SQL: LazyLock<String> =
+    LazyLock::new(|| admit_sql_text("ON CONFLICT (project_id, merchant_payment_id) DO NOTHING"));
+
+/// [`ADMIT_SQL`], or with the planted bug `duplicate-merchant-payment-id` (feature
+/// `planted-bugs`, the unique key dropped at open) the same without the conflict clause.
+fn admit_sql() -> &'static str {
+    #[cfg(feature = "planted-bugs")]
+    if payments_core::planted::active(payments_core::planted::Bug::DuplicateMerchantPaymentId) {
+        static PLANTED: LazyLock<String> = LazyLock::new(|| admit_sql_text(""));
+        return &PLANTED;
+    }
+    &ADMIT_SQL
+}
+
+/// [`ADMIT_SQL`]'s text with `on_conflict` after the payment's insert.
+fn admit_sql_text(on_conflict: &str) -> String {
     let values = PAYMENT_COLUMNS
         .iter()
         .enumerate()
@@ -91,7 +106,7 @@ static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
            RETURNING 1), \
          p AS ( \
            INSERT INTO payments ({}) SELECT {} FROM n \
-           ON CONFLICT (project_id, merchant_payment_id) DO NOTHING \
+           {on_conflict} \
            RETURNING 1) \
          SELECT (SELECT count(*) FROM n) AS recorded, (SELECT count(*) FROM p) AS inserted",
         n + 1,
@@ -101,7 +116,7 @@ static ADMIT_SQL: LazyLock<String> = LazyLock::new(|| {
         list(&PAYMENT_COLUMNS),
         values.join(", ")
     )
-});
+}
 
 /// [`ADMIT_SQL`]: `None` when the nonce was live (nothing written), else the insert's outcome.
 pub(crate) async fn admit<C: GenericClient>(
@@ -120,7 +135,7 @@ pub(crate) async fn admit<C: GenericClient>(
         &expires,
         &now,
     ]);
-    let stmt = c.prepare_cached(&ADMIT_SQL).await.map_err(db)?;
+    let stmt = c.prepare_cached(admit_sql()).await.map_err(db)?;
     let result = c.query_one(&stmt, &params).await;
     let row = match result {
         Ok(row) => row,
@@ -180,7 +195,7 @@ pub(crate) async fn commit_change<C: GenericClient>(
 ) -> Result<(), StoreError> {
     let mut values = payment_params(&change.payment, s)?;
     values.push(Param(SqlValue::uint(change.expected_version, "version")?));
-    let updated = execute(c, sql(&st::PAYMENT_UPDATE), &refs(&values)).await?;
+    let updated = execute(c, sql(st::payment_update()), &refs(&values)).await?;
     if updated == 0 {
         let exists = query_opt(
             c,

@@ -192,7 +192,15 @@ async fn locked_migrate(client: &Client, lock_wait: Duration) -> Result<(u32, u3
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let result = apply(client).await;
+    let mut result = apply(client).await;
+    if let (Ok(_), Some(planted)) = (
+        &result,
+        payments_store_sql::statements::planted_schema(payments_store_sql::sql::Dialect::Postgres),
+    ) {
+        if let Err(e) = client.batch_execute(planted).await {
+            result = Err(migration_error(e));
+        }
+    }
     // The lock also ends with the session; an unlock failure is not the migration's.
     let _ = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])

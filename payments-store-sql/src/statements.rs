@@ -166,12 +166,64 @@ pub static PAYMENT_INSERT: Sql = Sql::new(|_| {
     )
 });
 
+/// [`PAYMENT_INSERT`], or with the planted bug `duplicate-merchant-payment-id` (feature
+/// `planted-bugs`) a plain insert: the store dropped the unique index it names.
+pub fn payment_insert() -> &'static Sql {
+    #[cfg(feature = "planted-bugs")]
+    if payments_core::planted::active(payments_core::planted::Bug::DuplicateMerchantPaymentId) {
+        return &PAYMENT_INSERT_PLANTED;
+    }
+    &PAYMENT_INSERT
+}
+
+/// The insert of the planted bug `duplicate-merchant-payment-id`: without a conflict clause.
+#[cfg(feature = "planted-bugs")]
+static PAYMENT_INSERT_PLANTED: Sql = Sql::new(|_| insert("payments", &PAYMENT_COLUMNS));
+
+/// With the planted bug `duplicate-merchant-payment-id` (feature `planted-bugs`), the
+/// statements that drop the `(project_id, merchant_payment_id)` unique index, run by a store
+/// when it opens; none otherwise.
+pub fn planted_schema(d: Dialect) -> Option<&'static str> {
+    #[cfg(feature = "planted-bugs")]
+    if payments_core::planted::active(payments_core::planted::Bug::DuplicateMerchantPaymentId) {
+        return Some(match d {
+            Dialect::Sqlite => "DROP INDEX IF EXISTS payments_merchant_id",
+            Dialect::Postgres => {
+                "ALTER TABLE payments DROP CONSTRAINT IF EXISTS payments_merchant_id"
+            }
+        });
+    }
+    let _ = d;
+    None
+}
+
 /// Updates a payment's mutable columns, only at the expected version (`$30`) and only if the
 /// columns fixed at creation ([`PAYMENT_IMMUTABLE`]) are unchanged: they are matched, not set,
 /// so a change to one of them is refused (no row matches) rather than dropped silently, and
 /// SQLite leaves the `(project_id, merchant_payment_id)` unique index alone. Parameters are
 /// [`crate::record::payment_values`], then the expected version.
-pub static PAYMENT_UPDATE: Sql = Sql::new(|d| {
+pub static PAYMENT_UPDATE: Sql =
+    Sql::new(|d| payment_update_sql(d, &format!("version = ${}", PAYMENT_NCOLS + 1)));
+
+/// [`PAYMENT_UPDATE`], or with the planted bug `unchecked-status-version` (feature
+/// `planted-bugs`) the same update whatever the version stored.
+pub fn payment_update() -> &'static Sql {
+    #[cfg(feature = "planted-bugs")]
+    if payments_core::planted::active(payments_core::planted::Bug::UncheckedStatusVersion) {
+        return &PAYMENT_UPDATE_PLANTED;
+    }
+    &PAYMENT_UPDATE
+}
+
+/// The update of the planted bug `unchecked-status-version`.
+#[cfg(feature = "planted-bugs")]
+static PAYMENT_UPDATE_PLANTED: Sql =
+    Sql::new(|d| payment_update_sql(d, &format!("(version = ${} OR TRUE)", PAYMENT_NCOLS + 1)));
+
+/// [`PAYMENT_UPDATE`]'s text with `version` as the condition on the version column (the
+/// planted bug's matches any version, its parameter still named so that both take the same
+/// parameters).
+fn payment_update_sql(d: Dialect, version: &str) -> String {
     let (mut sets, mut same) = (Vec::new(), Vec::new());
     for (i, col) in PAYMENT_COLUMNS.iter().enumerate().skip(1) {
         if PAYMENT_IMMUTABLE.contains(col) {
@@ -181,12 +233,11 @@ pub static PAYMENT_UPDATE: Sql = Sql::new(|d| {
         }
     }
     format!(
-        "UPDATE payments SET {} WHERE id = $1 AND version = ${}{}",
+        "UPDATE payments SET {} WHERE id = $1 AND {version}{}",
         sets.join(", "),
-        PAYMENT_NCOLS + 1,
         same.concat()
     )
-});
+}
 
 /// A payment by id (`$1`).
 pub static PAYMENT: Sql = Sql::new(|_| payments_where("id = $1"));

@@ -194,6 +194,11 @@ impl SqliteStore {
             schema::check_current(&conn)?;
         } else if options.migrate {
             schema::migrate(&mut conn)?;
+            if let Some(planted) = payments_store_sql::statements::planted_schema(
+                payments_store_sql::sql::Dialect::Sqlite,
+            ) {
+                conn.execute_batch(planted)?;
+            }
         } else {
             schema::check_migrated(&conn)?;
         }

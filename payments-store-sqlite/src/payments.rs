@@ -39,7 +39,7 @@ pub(crate) fn insert(
     p: &Payment,
 ) -> Result<InsertOutcome, StoreError> {
     let values = payment_values(p, sealing)?;
-    let mut stmt = conn.prepare_cached(sql(&st::PAYMENT_INSERT)).map_err(db)?;
+    let mut stmt = conn.prepare_cached(sql(st::payment_insert())).map_err(db)?;
     match stmt.execute(params(values)) {
         Ok(1) => {
             count_status(conn, p.status.as_str(), 1)?;
@@ -102,7 +102,7 @@ pub(crate) fn commit_change(
     let values = payment_values(&change.payment, sealing)?;
     let expected = SqlValue::uint(change.expected_version, "version")?;
     let updated = conn
-        .prepare_cached(sql(&st::PAYMENT_UPDATE))
+        .prepare_cached(sql(st::payment_update()))
         .map_err(db)?
         .execute(params(values.into_iter().chain([expected])))
         .map_err(db)?;

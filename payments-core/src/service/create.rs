@@ -477,6 +477,21 @@ impl Payments<'_> {
         }
         // The provider the payment was routed to, and no other: it may have issued.
         let payment = &mut payment.clone();
+        #[cfg(feature = "planted-bugs")]
+        if crate::planted::active(crate::planted::Bug::RecoveryAsksNextProvider) {
+            let plan = self.ports.provider.plan(&requisite_request(payment));
+            let recorded = payment.route.as_ref().map(|r| r.provider.clone());
+            if let Some(other) = plan
+                .providers
+                .into_iter()
+                .find(|p| Some(p) != recorded.as_ref())
+            {
+                payment.route = Some(ProviderRoute {
+                    provider: other,
+                    reason: plan.reason,
+                });
+            }
+        }
         let deadline = self.ports.clock.now() + self.config.provider_budget;
         let asked = match self.call_provider(payment, Ask::Again, deadline).await {
             Ok(outcome) => outcome,

@@ -614,6 +614,8 @@ impl ServiceState {
         let ledger = crate::ledger::payment_posting(before, &t.payment, || {
             crate::ids::EntryId::generate_ordered(t.payment.updated_at, self.ports.rng.as_ref())
         });
+        #[cfg(feature = "planted-bugs")]
+        let ledger = ledger.filter(|posting| !crate::planted::skips_posting(posting));
         Ok(PaymentChange {
             payment: t.payment.clone(),
             expected_version: before.version,

@@ -508,3 +508,84 @@ fn durations_are_written_in_their_largest_exact_unit() {
         assert_eq!(humantime::parse_duration(text).unwrap(), d, "{text}");
     }
 }
+
+#[test]
+fn testing_settings_are_read_and_refused_in_production() {
+    let env = [("PAYMENTS_TESTING__CLOCK_OFFSET_FILE", "/tmp/offset")];
+    jailed(None, &env, |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(
+            s.testing.clock_offset_file.as_deref(),
+            Some(Path::new("/tmp/offset"))
+        );
+        assert_eq!(s.testing.planted_bug, None);
+    });
+    jailed(
+        Some("[testing]\nclock_offset_file = \"offset.txt\"\n"),
+        &[("PAYMENTS_ENVIRONMENT", "production")],
+        |file| {
+            let e = load(file, Flags::default()).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "testing.clock_offset_file is for tests only: refused with environment = production"
+            );
+        },
+    );
+    jailed(
+        Some("environment = \"production\"\n"),
+        &[("PAYMENTS_TESTING__PLANTED_BUG", "skip-nonce-record")],
+        |file| {
+            let e = load(file, Flags::default()).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "testing.planted_bug is for tests only: refused with environment = production"
+            );
+        },
+    );
+    jailed(None, &[("PAYMENTS_TESTING__PLANTED_BUG", " ")], |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(s.testing.planted_bug, None, "an empty value is no value");
+    });
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+#[test]
+fn a_planted_bug_is_refused_without_the_feature() {
+    jailed(
+        None,
+        &[("PAYMENTS_TESTING__PLANTED_BUG", "skip-nonce-record")],
+        |file| {
+            let e = load(file, Flags::default()).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("built without the planted-bugs feature"),
+                "{e}"
+            );
+        },
+    );
+}
+
+#[cfg(feature = "planted-bugs")]
+#[test]
+fn a_planted_bug_is_named_with_the_feature() {
+    jailed(
+        None,
+        &[("PAYMENTS_TESTING__PLANTED_BUG", "skip-nonce-record")],
+        |file| {
+            let s = load(file, Flags::default()).unwrap();
+            assert_eq!(s.testing.planted_bug.as_deref(), Some("skip-nonce-record"));
+        },
+    );
+    jailed(
+        Some("[testing]\nplanted_bug = \"skip-everything\"\n"),
+        &[],
+        |file| {
+            let e = load(file, Flags::default()).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with("testing.planted_bug: \"skip-everything\" is not a planted bug"),
+                "{e}"
+            );
+        },
+    );
+}
