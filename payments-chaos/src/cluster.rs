@@ -168,9 +168,7 @@ impl Node {
                 .env("PAYMENTS_STORE__DATABASE_URL", url.as_str())
                 .env("PAYMENTS_STORE__POOL_SIZE", "6");
         }
-        if std::env::var_os("PAYMENTS_CHAOS_NO_CLOCK").is_none() {
-            command.env("PAYMENTS_TESTING__CLOCK_OFFSET_FILE", &self.clock_file);
-        }
+        command.env("PAYMENTS_TESTING__CLOCK_OFFSET_FILE", &self.clock_file);
         if let Some(bug) = &launch.planted_bug {
             command.env("PAYMENTS_TESTING__PLANTED_BUG", bug);
         }

@@ -117,6 +117,9 @@ pub async fn settle(world: &Arc<World>, within: Duration) -> bool {
             .await;
             resent = true;
         }
+        if open > 0 {
+            crate::workload::close_open_payments(world).await;
+        }
         let pending = count_pending(world).await;
         if open == 0 && pending == 0 {
             return true;

@@ -835,3 +835,48 @@ pub async fn resolve_unknown_creates(world: &Arc<World>, within: Duration) {
         }
     }
 }
+
+/// After the run: the operator cancels every live payment still `processing`, and the sandbox's
+/// helper every test one, recorded in the history like any operation (one pass; what a cancel
+/// could not close, the lifetime closes). So nothing changes while the final state is read,
+/// without waiting out the payments' lifetime.
+pub async fn close_open_payments(world: &Arc<World>) {
+    let client = Client::new(world.clone(), usize::MAX, Rng::new(0, u64::MAX - 1));
+    for (project, merchant) in [
+        (Project::Live, &world.nodes[0].live),
+        (Project::Test, &world.nodes[0].test),
+    ] {
+        let Ok(page) = merchant.list_payments("limit=100&status=processing").await else {
+            continue;
+        };
+        let ids: Vec<String> = page.json["data"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p["id"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for id in ids {
+            match project {
+                Project::Live => {
+                    client.operate(0, "cancel", &id, json!({})).await;
+                }
+                Project::Test => {
+                    let started = world.history.invoke();
+                    let r = world.nodes[0]
+                        .test
+                        .post(&format!("/api/v1/test/payments/{id}/cancel"), b"")
+                        .await;
+                    client.record(
+                        started,
+                        0,
+                        "test_cancel",
+                        json!({"payment_id": id}),
+                        merchant_result(r),
+                    );
+                }
+            }
+        }
+    }
+}
