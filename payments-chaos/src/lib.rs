@@ -294,7 +294,8 @@ async fn drive(opts: &Options, world: &Arc<World>, cluster: &Arc<Cluster>) {
     let until = Instant::now() + opts.duration;
     let mut tasks = Vec::new();
     for c in 0..opts.clients {
-        let client = Client::new(world.clone(), c, Rng::new(opts.seed, 100 + c as u64));
+        let plan = Rng::new(opts.seed, 100 + c as u64);
+        let client = Client::new(world.clone(), c, plan, Rng::new(opts.seed, 200 + c as u64));
         tasks.push(tokio::spawn(client.run(until)));
     }
     if !opts.calm {

@@ -8,6 +8,8 @@
 //! resends callbacks; the merchant resends and recovers events; test payments are closed by
 //! the sandbox's helpers.
 
+#[cfg(test)]
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -129,42 +131,84 @@ fn merchant_result(r: Result<ApiResponse, ClientError>) -> (Outcome, Option<u16>
     }
 }
 
+/// One step of a client's schedule: the operation, the nodes it goes to (the second for an
+/// operation on two nodes), and the pause after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// The kind of operation.
+    pub kind: &'static str,
+    /// Its node, and the other one when it uses two.
+    pub nodes: [usize; 2],
+    /// Milliseconds to wait after it.
+    pub pause_ms: u64,
+}
+
+/// Draws a client's next step from its schedule stream: three draws each, whatever the
+/// operations answered, so one seed gives every client the same steps on every run (which
+/// payment a step acts on depends on what earlier steps were answered: that comes from the
+/// client's other stream).
+pub fn next_step(plan: &mut Rng, nodes: usize) -> Step {
+    let weights: Vec<u64> = MIX.iter().map(|(_, w)| *w).collect();
+    let kind = MIX[plan.weighted(&weights)].0;
+    let n = nodes as u64;
+    let nodes = [plan.below(n) as usize, plan.below(n) as usize];
+    Step {
+        kind,
+        nodes,
+        pause_ms: plan.below(60),
+    }
+}
+
 /// One client of the run.
 #[derive(Debug)]
 pub struct Client {
     world: Arc<World>,
     index: usize,
+    /// The schedule: steps ([`next_step`]).
+    plan: Rng,
+    /// The choices that depend on the answers (which payment, which amount).
     rng: Rng,
+    step: Step,
+    nodes_used: usize,
     fresh: u64,
 }
 
 impl Client {
-    /// Client `index`, drawing from `rng`.
-    pub fn new(world: Arc<World>, index: usize, rng: Rng) -> Client {
+    /// Client `index`, its schedule drawn from `plan` and its other choices from `rng`.
+    pub fn new(world: Arc<World>, index: usize, plan: Rng, rng: Rng) -> Client {
         Client {
             world,
             index,
+            plan,
             rng,
+            step: Step {
+                kind: "read",
+                nodes: [0, 0],
+                pause_ms: 0,
+            },
+            nodes_used: 0,
             fresh: 0,
         }
     }
 
-    /// Draws and runs operations until `until`.
+    /// Runs its schedule until `until`.
     pub async fn run(mut self, until: Instant) {
-        let weights: Vec<u64> = MIX.iter().map(|(_, w)| *w).collect();
         while Instant::now() < until {
-            let kind = MIX[self.rng.weighted(&weights)].0;
-            self.step(kind).await;
-            let pause = self.rng.below(60);
-            tokio::time::sleep(Duration::from_millis(pause)).await;
+            self.step = next_step(&mut self.plan, self.world.nodes.len());
+            self.nodes_used = 0;
+            self.perform(self.step.kind).await;
+            tokio::time::sleep(Duration::from_millis(self.step.pause_ms)).await;
         }
     }
 
+    /// The step's next node (its first, then its second).
     fn node(&mut self) -> usize {
-        self.rng.below(self.world.nodes.len() as u64) as usize
+        let node = self.step.nodes[self.nodes_used % 2];
+        self.nodes_used += 1;
+        node
     }
 
-    async fn step(&mut self, kind: &'static str) {
+    async fn perform(&mut self, kind: &'static str) {
         match kind {
             "create" => {
                 let (mpid, body) = self.fresh_body(Project::Live);
@@ -819,7 +863,12 @@ pub async fn resolve_unknown_creates(world: &Arc<World>, within: Duration) {
         u.sort_by(|a, b| a.0.cmp(&b.0));
         u
     };
-    let client = Client::new(world.clone(), usize::MAX, Rng::new(0, u64::MAX));
+    let client = Client::new(
+        world.clone(),
+        usize::MAX,
+        Rng::new(0, u64::MAX),
+        Rng::new(0, u64::MAX),
+    );
     let deadline = Instant::now() + within;
     for (i, (mpid, body, project)) in unknown.into_iter().enumerate() {
         let mut node = i % world.nodes.len();
@@ -841,7 +890,12 @@ pub async fn resolve_unknown_creates(world: &Arc<World>, within: Duration) {
 /// could not close, the lifetime closes). So nothing changes while the final state is read,
 /// without waiting out the payments' lifetime.
 pub async fn close_open_payments(world: &Arc<World>) {
-    let client = Client::new(world.clone(), usize::MAX, Rng::new(0, u64::MAX - 1));
+    let client = Client::new(
+        world.clone(),
+        usize::MAX,
+        Rng::new(0, u64::MAX - 1),
+        Rng::new(0, u64::MAX - 1),
+    );
     for (project, merchant) in [
         (Project::Live, &world.nodes[0].live),
         (Project::Test, &world.nodes[0].test),
@@ -878,5 +932,25 @@ pub async fn close_open_payments(world: &Arc<World>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_seed_gives_a_client_the_same_steps_and_another_seed_others() {
+        let steps = |seed: u64| {
+            let mut plan = Rng::new(seed, 100);
+            (0..200)
+                .map(|_| next_step(&mut plan, 3))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(steps(7), steps(7));
+        assert_ne!(steps(7), steps(8));
+        let kinds: BTreeSet<&str> = steps(7).iter().map(|s| s.kind).collect();
+        assert!(kinds.len() > 12, "the mix is drawn: {kinds:?}");
+        assert!(steps(7).iter().all(|s| s.nodes.iter().all(|n| *n < 3)));
     }
 }
