@@ -82,6 +82,10 @@ impl Cluster {
         self.nodes[i].lock().expect("node lock")
     }
 
+    fn note_trouble(&self, what: String) {
+        self.trouble.lock().expect("trouble lock").push(what);
+    }
+
     fn count(&self, kind: &'static str) {
         *self
             .injected
@@ -114,10 +118,7 @@ impl Cluster {
             if let Some(status) = exited {
                 let why = self.node(i).last_log_line(&self.launch);
                 if !why.contains("cannot connect to the database") {
-                    self.trouble
-                        .lock()
-                        .expect("trouble lock")
-                        .push(format!("node {i} exited ({status}) at its start: {why}"));
+                    self.note_trouble(format!("node {i} exited ({status}) at its start: {why}"));
                 }
                 *self
                     .injected
@@ -127,18 +128,12 @@ impl Cluster {
                     .or_default() += 1;
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 if let Err(e) = self.node(i).start(&self.launch) {
-                    self.trouble
-                        .lock()
-                        .expect("trouble lock")
-                        .push(format!("node {i} did not start again: {e}"));
+                    self.note_trouble(format!("node {i} did not start again: {e}"));
                     return;
                 }
             }
         }
-        self.trouble
-            .lock()
-            .expect("trouble lock")
-            .push(format!("node {i} was not ready a minute after its start"));
+        self.note_trouble(format!("node {i} was not ready a minute after its start"));
     }
 
     /// The faults that make sense here.
@@ -191,10 +186,7 @@ impl Cluster {
                     self.node(i).kill();
                     tokio::time::sleep(hold).await;
                     if let Err(e) = self.start(i).await {
-                        self.trouble
-                            .lock()
-                            .expect("trouble lock")
-                            .push(format!("node {i} did not start again: {e}"));
+                        self.note_trouble(format!("node {i} did not start again: {e}"));
                     }
                 }
                 "pause" => {
@@ -299,10 +291,7 @@ impl Cluster {
         })
         .await;
         if let Ok(Err(e)) = result {
-            self.trouble
-                .lock()
-                .expect("trouble lock")
-                .push(format!("the database fault failed: {e}"));
+            self.note_trouble(format!("the database fault failed: {e}"));
         }
     }
 
@@ -311,10 +300,7 @@ impl Cluster {
         for i in 0..self.nodes.len() {
             let mut node = self.node(i);
             if let Some(status) = node.exited() {
-                self.trouble
-                    .lock()
-                    .expect("trouble lock")
-                    .push(format!("node {i} exited by itself: {status}"));
+                self.note_trouble(format!("node {i} exited by itself: {status}"));
                 let _ = node.start(&self.launch);
             }
         }

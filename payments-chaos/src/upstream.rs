@@ -17,6 +17,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use payments_core::callback::{signature_header, CallbackSecret, CallbackVerifier};
 use payments_core::Timestamp;
+use payments_providers::sandbox::luhn_check_digit;
 use serde_json::{json, Value};
 
 /// The providers' names, in their routing priority (the first is asked first).
@@ -96,22 +97,9 @@ fn secret(i: usize) -> CallbackSecret {
     CallbackSecret::parse(SECRETS[i]).expect("the providers' secrets parse")
 }
 
-/// The Luhn check digit appended.
+/// `digits` with their Luhn check digit appended (the sandbox provider's digit).
 fn luhn_complete(digits: &str) -> String {
-    let sum: u32 = digits
-        .bytes()
-        .rev()
-        .enumerate()
-        .map(|(i, b)| {
-            let d = u32::from(b - b'0');
-            match (i % 2 == 0, d * 2) {
-                (true, x) if x > 9 => x - 9,
-                (true, x) => x,
-                (false, _) => d,
-            }
-        })
-        .sum();
-    format!("{digits}{}", (10 - sum % 10) % 10)
+    format!("{digits}{}", luhn_check_digit(digits))
 }
 
 fn unix_now() -> i64 {

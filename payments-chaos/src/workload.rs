@@ -159,6 +159,17 @@ pub fn next_step(plan: &mut Rng, nodes: usize) -> Step {
     }
 }
 
+/// A notification's answer as (outcome, status, body).
+fn notification_result(r: Result<(u16, Value), reqwest::Error>) -> (Outcome, Option<u16>, Value) {
+    match r {
+        Ok((status, body)) => (answered(status), Some(status), body),
+        Err(e) => {
+            let (o, v) = transport(&e);
+            (o, None, v)
+        }
+    }
+}
+
 /// One client of the run.
 #[derive(Debug)]
 pub struct Client {
@@ -573,13 +584,7 @@ impl Client {
             .upstream
             .notify(&self.world.nodes[node].notifications, &n, TIMEOUT)
             .await;
-        let result = match r {
-            Ok((status, body)) => (answered(status), Some(status), body),
-            Err(e) => {
-                let (o, v) = transport(&e);
-                (o, None, v)
-            }
-        };
+        let result = notification_result(r);
         self.record(
             started,
             node,
@@ -689,14 +694,7 @@ impl Client {
                 .upstream
                 .notify(&world.nodes[a].notifications, &n, TIMEOUT)
                 .await;
-            let result = match r {
-                Ok((status, body)) => (answered(status), Some(status), body),
-                Err(e) => {
-                    let (o, v) = transport(&e);
-                    (o, None, v)
-                }
-            };
-            (started, result)
+            (started, notification_result(r))
         };
         let cancel = self.operate(b, "cancel", &id, json!({}));
         let ((started, result), _) = futures_join(confirm, cancel).await;
