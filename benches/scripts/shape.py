@@ -10,7 +10,8 @@
                                                   figures disagree with the code
     --root DIR                                    measure another tree (default: this one)
 
-Production code is a crate's `src/` without `#[cfg(test)]` items, `tests/` and `testing`
+Production code is a crate's `src/` without `#[cfg(test)]` items (nor the items of the feature
+`planted-bugs`, which no production build has), `tests/` and `testing`
 modules (`testing.rs`, `testing/`, `mod testing {}`); a line counts when it is neither blank nor
 only a comment. Crates are the members of the root Cargo.toml; files are found from each crate's
 roots (`src/lib.rs`, `src/main.rs`, `src/bin/*.rs`) through its `mod` declarations, so files
@@ -198,6 +199,10 @@ def line_starts(text):
 
 ATTRS = r"(?:\#\[[^\]]*(?:\[[^\]]*\][^\]]*)*\]\s*)*"
 CFG_TEST = re.compile(r"#\[cfg\((?:test|all\(test[^\]]*)\)\]")
+# Left out of production like tests: the planted bugs of the history checker (feature
+# `planted-bugs`, never in a production build; docs/correctness.md). Matched in the source
+# (the masked text blanks the string), where the masked text has the attribute too.
+CFG_PLANTED = re.compile(r'#\[cfg\(feature\s*=\s*"planted-bugs"\)\]')
 MOD_DECL = re.compile(r"(?m)^[ \t]*(" + ATTRS + r")(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([;{])")
 
 
@@ -264,7 +269,9 @@ class Crate:
         """Find the excluded items and the child modules declared in [start, end) of sf."""
         text = sf.masked
         # #[cfg(test)] items anywhere in this range (nested ones included, cheap enough).
-        for m in CFG_TEST.finditer(text, start, end):
+        planted = [m for m in CFG_PLANTED.finditer(sf.src, start, end) if text[m.start()] == "#"]
+        cfgs = sorted(list(CFG_TEST.finditer(text, start, end)) + planted, key=lambda m: m.start())
+        for m in cfgs:
             if sf.is_excluded(m.start()):
                 continue
             k = m.end()

@@ -71,6 +71,24 @@ class Lines(unittest.TestCase):
         # a.rs: `pub fn two() {` and `}`.
         self.assertEqual(r["crates"]["c"]["production_lines"], 4)
 
+    def test_the_planted_bugs_are_not_production(self):
+        r = measure(
+            {
+                "lib.rs": """                    pub fn one() {
+                        #[cfg(feature = "planted-bugs")]
+                        if planted() {
+                            return;
+                        }
+                    }
+                    #[cfg(feature = "planted-bugs")]
+                    pub mod planted;
+                """,
+                "planted.rs": "pub fn not_counted() {}\n",
+            }
+        )
+        # `pub fn one() {` and `}`.
+        self.assertEqual(r["crates"]["c"]["production_lines"], 2)
+
 
 class Cycles(unittest.TestCase):
     def test_two_modules_importing_each_other_are_a_cycle(self):
