@@ -22,7 +22,8 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 DOC = os.path.join(ROOT, "docs", "correctness.md")
 BEGIN, END = "<!-- long-runs:begin -->", "<!-- long-runs:end -->"
 KINDS = ["kill", "pause", "cut_database", "cut_upstream", "clock_jump", "database_restart",
-         "database_kill", "upstream_slow", "upstream_failing", "upstream_ambiguous", "disk_full"]
+         "database_kill", "upstream_slow", "upstream_failing", "upstream_ambiguous", "disk_full",
+         "restarted_by_supervisor"]
 
 
 def reports():

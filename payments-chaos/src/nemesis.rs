@@ -104,8 +104,8 @@ impl Cluster {
 
     /// Waits until node `i` is ready (at most a minute), starting it again, as its service
     /// manager would (systemd's `Restart=on-failure`, `RestartSec=2`), when it exits because
-    /// its database cannot be reached at start: that is how a node refuses to start without
-    /// its database. Any other exit is trouble.
+    /// its database cannot be reached at start or goes away while it starts: that is how a
+    /// node refuses to start without its database. Any other exit is trouble.
     async fn ready(&self, i: usize) {
         // The readiness wait holds no lock: a node's addresses never change.
         let url = self.node(i).merchant_url();
@@ -117,7 +117,9 @@ impl Cluster {
             let exited = self.node(i).exited();
             if let Some(status) = exited {
                 let why = self.node(i).last_log_line(&self.launch);
-                if !why.contains("cannot connect to the database") {
+                // `payments-server: database_url: ...`: it could not connect, or the connection
+                // closed while it read the schema version (the database restarting).
+                if !why.contains("database_url:") {
                     self.note_trouble(format!("node {i} exited ({status}) at its start: {why}"));
                 }
                 *self
