@@ -298,11 +298,23 @@ impl Cluster {
     }
 
     /// Records nodes that exited by themselves (a crash is an anomaly) and starts them again.
+    /// A start refused without the database (another lane's restart, seen here first) is the
+    /// supervisor's to restart, as in [`Cluster::ready`]; any other exit is trouble.
     fn note_exits(&self) {
         for i in 0..self.nodes.len() {
             let mut node = self.node(i);
             if let Some(status) = node.exited() {
-                self.note_trouble(format!("node {i} exited by itself: {status}"));
+                let why = node.last_log_line(&self.launch);
+                if why.contains("database_url:") {
+                    *self
+                        .injected
+                        .lock()
+                        .expect("injected lock")
+                        .entry("restarted_by_supervisor")
+                        .or_default() += 1;
+                } else {
+                    self.note_trouble(format!("node {i} exited by itself ({status}): {why}"));
+                }
                 let _ = node.start(&self.launch);
             }
         }
