@@ -122,12 +122,7 @@ impl Cluster {
                 if !why.contains("database_url:") {
                     self.note_trouble(format!("node {i} exited ({status}) at its start: {why}"));
                 }
-                *self
-                    .injected
-                    .lock()
-                    .expect("injected lock")
-                    .entry("restarted_by_supervisor")
-                    .or_default() += 1;
+                self.count("restarted_by_supervisor");
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 if let Err(e) = self.node(i).start(&self.launch) {
                     self.note_trouble(format!("node {i} did not start again: {e}"));
@@ -306,12 +301,7 @@ impl Cluster {
             if let Some(status) = node.exited() {
                 let why = node.last_log_line(&self.launch);
                 if why.contains("database_url:") {
-                    *self
-                        .injected
-                        .lock()
-                        .expect("injected lock")
-                        .entry("restarted_by_supervisor")
-                        .or_default() += 1;
+                    self.count("restarted_by_supervisor");
                 } else {
                     self.note_trouble(format!("node {i} exited by itself ({status}): {why}"));
                 }
