@@ -15,8 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use payments_core::callback::{signature_header, CallbackSecret, CallbackVerifier};
-use payments_core::Timestamp;
+use payments_core::callback::{signature_header, CallbackSecret};
 use payments_providers::sandbox::luhn_check_digit;
 use serde_json::{json, Value};
 
@@ -208,26 +207,7 @@ impl Upstream {
     }
 
     fn verified(&self, provider: usize, headers: &HeaderMap, body: &[u8]) -> bool {
-        let header = |n: &str| {
-            headers
-                .get(n)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string()
-        };
-        let timestamp = header("x-callback-timestamp");
-        // The signature itself; a node's clock may be jumped, so its time is taken as given.
-        let Ok(at) = timestamp.parse::<i64>() else {
-            return false;
-        };
-        CallbackVerifier::new(vec![secret(provider)])
-            .verify(
-                &timestamp,
-                &header("x-callback-signature"),
-                body,
-                Timestamp::from_unix_secs(at),
-            )
-            .is_ok()
+        crate::receiver::signature_verifies(vec![secret(provider)], headers, body)
     }
 
     /// Issues (or finds) provider `p`'s requisite for `payment_id`.
