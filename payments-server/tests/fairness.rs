@@ -1,7 +1,7 @@
 //! Fairness on the read path over real sockets: merchant A, with a project of many payments and
-//! events, runs every scan it may ask for (a metadata filter with a value nobody has, the
-//! events list filtered by `delivery_state`, the same as long polls, the cabinet's deliveries
-//! page filtered by state) while merchant B creates
+//! events, runs the lists that once read its whole project (a metadata filter with a value
+//! nobody has, the events list filtered by `delivery_state`, the same as long polls, the
+//! cabinet's deliveries page filtered by state; each now has an index) while merchant B creates
 //! and reads payments; B's create p99 and read p50 stay within twice the same run's baseline,
 //! on SQLite and on PostgreSQL.
 //!
@@ -160,6 +160,7 @@ fn seed_sqlite(db: &std::path::Path, project: &str, template: &str, n: usize) {
          COMMIT; ANALYZE;",
         cols = columns.join(", "),
         exprs = exprs.join(", "),
+        fill = payments_store_postgres::testing::METADATA_FILL,
     );
     conn.execute_batch(&sql).expect("the seed is written");
 }
@@ -206,9 +207,11 @@ async fn seed_postgres(url: &str, project: &str, template: &str, n: usize) {
              'https://a.example/cb', 'delivered', 1, 3, NULL
          FROM generate_series(1, {n}) AS n, payments t WHERE t.id = '{template}';
          SET session_replication_role = origin;
-         ANALYZE payments; ANALYZE outbox_events;",
+         {fill}
+         ANALYZE payments; ANALYZE outbox_events; ANALYZE payment_metadata;",
         cols = columns.join(", "),
         exprs = exprs.join(", "),
+        fill = payments_store_postgres::testing::METADATA_FILL,
     );
     client
         .batch_execute(&sql)

@@ -53,10 +53,17 @@ pub async fn fresh_schema(base: &str) -> String {
     format!("{base}{sep}options=-c%20search_path%3D{name}")
 }
 
+/// The metadata index's fill (schema 20): a test or benchmark that copies payments in SQL
+/// with the triggers off (`session_replication_role = replica`, to skip the status counts')
+/// runs it after, so that the metadata filter finds the copies.
+pub const METADATA_FILL: &str = payments_store_sql::schema::METADATA_FILL_POSTGRES;
+
 /// Takes a migrated schema back to version 1, the first release's: what every later
 /// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
 /// and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP TRIGGER payments_metadata_insert ON payments;
+    DROP FUNCTION payments_metadata_insert(); DROP TABLE payment_metadata;
     DROP INDEX outbox_events_project_state;
     ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN name;
     DROP TABLE request_log;

@@ -524,8 +524,8 @@ async fn the_last4_backfill_makes_old_payments_findable() {
     store.close();
 }
 
-/// A list read runs at most `scan_timeout`: a metadata filter that has to read 200,000
-/// payments is stopped and fails as unavailable with the cause `TimedOut` (answered `503`,
+/// A list read runs at most `scan_timeout`: a merchant payment id prefix of 20,000 payments,
+/// all older than the 180,000 newer ones it reads past in time order, is stopped and fails as unavailable with the cause `TimedOut` (answered `503`,
 /// "narrow the filters"); an indexed page of the same project is answered as always.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: DATABASE_URL"]
@@ -552,7 +552,8 @@ async fn a_list_read_past_its_time_limit_is_stopped() {
             // Replica mode skips the status counts' trigger (not what is tested here).
             "SET session_replication_role = replica; \
              INSERT INTO payments SELECT '00000000-0000-4000-8000-' || lpad(n::text, 12, '0'), \
-             project_id, 'copy-' || n, {rest} FROM generate_series(1, 200000) AS n, payments \
+             project_id, 'copy-' || CASE WHEN n <= 20000 THEN 'old-' ELSE 'new-' END || n, \
+             {rest} FROM generate_series(1, 200000) AS n, payments \
              WHERE id = '{id}'; SET session_replication_role = origin; ANALYZE payments;",
             rest = payment_columns_after_mpid(&url).await,
             id = p.id,
@@ -560,7 +561,7 @@ async fn a_list_read_past_its_time_limit_is_stopped() {
     )
     .await;
     let scan = PaymentQuery {
-        metadata: Some(("order".into(), "nobody".into())),
+        merchant_payment_id_prefix: Some("copy-old-".into()),
         ..PaymentQuery::new(project_id(1), 21)
     };
     let started = Instant::now();

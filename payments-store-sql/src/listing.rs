@@ -118,23 +118,31 @@ fn add_prefix(w: &mut Conditions, dialect: Dialect, prefix: &str, indexed: bool)
 /// every payment column selected. Read through the `(project_id, created_at, id)` index, or
 /// `(project_id, status, created_at, id)`, `(project_id, payment_method, created_at, id)`,
 /// `(project_id, flow, created_at, id)`, `(project_id, amount, created_at, id)` or
-/// `(project_id, requisite_last4, created_at, id)` for a filter on those; with a merchant payment id
-/// prefix that `narrow_prefix` says matches few payments ([`prefix_count`]), its matches are
-/// read first through `(project_id, merchant_payment_id)` and then sorted.
+/// `(project_id, requisite_last4, created_at, id)` for a filter on those; with a metadata
+/// filter, through `payment_metadata`'s key (the project's payments with that key and value,
+/// newest first), each joined to its payment; with a merchant payment id prefix that
+/// `narrow_prefix` says matches few payments ([`prefix_count`]), its matches are read first
+/// through `(project_id, merchant_payment_id)` and then sorted.
 pub fn payment_page(
     q: &PaymentQuery,
     dialect: Dialect,
     narrow_prefix: bool,
 ) -> (String, Vec<SqlValue>) {
     let mut w = payment_source(q, dialect, narrow_prefix);
+    // Through the metadata table, the time and id it orders by are its copies of the
+    // payment's, so that its key serves the order and the time bounds.
+    let (time, id) = match q.metadata {
+        Some(_) => ("m.payment_created_at", "m.payment_id"),
+        None => ("created_at", "id"),
+    };
     if let Some(status) = q.status {
         w.add(" AND status = ?", SqlValue::text(status.as_str()));
     }
     if let Some(t) = q.created_from {
-        w.add(" AND created_at >= ?", SqlValue::ts(t));
+        w.add(&format!(" AND {time} >= ?"), SqlValue::ts(t));
     }
     if let Some(t) = q.created_to {
-        w.add(" AND created_at < ?", SqlValue::ts(t));
+        w.add(&format!(" AND {time} < ?"), SqlValue::ts(t));
     }
     if let Some(m) = &q.merchant_payment_id {
         w.add(" AND merchant_payment_id = ?", SqlValue::text(m.as_str()));
@@ -160,24 +168,38 @@ pub fn payment_page(
         // schema 16 has none until `payments-server payment backfill-last4` fills it in.
         w.add(" AND requisite_last4 = ?", SqlValue::text(l));
     }
-    if let Some((key, value)) = &q.metadata {
-        add_metadata(&mut w, dialect, key, value);
-    }
-    if let Some((t, id)) = q.before {
-        w.before(dialect, "created_at", "id", t, id.to_string());
+    if let Some((t, before)) = q.before {
+        w.before(dialect, time, id, t, before.to_string());
     }
     w.add(
-        " ORDER BY created_at DESC, id DESC LIMIT ?",
+        &format!(" ORDER BY {time} DESC, {id} DESC LIMIT ?"),
         SqlValue::Int(limit(q.limit)),
     );
     w.finish(dialect)
 }
 
-/// The head of [`payment_page`]'s statement: the project's payments, or, with a `narrow_prefix`,
-/// the prefix's matches read first through `(project_id, merchant_payment_id)`.
+/// The head of [`payment_page`]'s statement: the project's payments; with a metadata filter,
+/// the rows of `payment_metadata` with its key and value, each joined to its payment (`m`
+/// read first: SQLite keeps a `CROSS JOIN`'s order); or, with a `narrow_prefix`, the prefix's
+/// matches read first through `(project_id, merchant_payment_id)`.
 fn payment_source(q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) -> Conditions {
     let columns = list(&PAYMENT_COLUMNS);
     let project = || SqlValue::display(q.project);
+    if let Some((key, value)) = &q.metadata {
+        let columns: Vec<String> = PAYMENT_COLUMNS.iter().map(|c| format!("p.{c}")).collect();
+        let mut w = Conditions::new(format!(
+            "SELECT {} FROM payment_metadata m CROSS JOIN payments p WHERE ",
+            columns.join(", ")
+        ));
+        w.add("m.project_id = ?", project());
+        w.add(" AND m.meta_key = ?", SqlValue::text(key));
+        w.add(" AND m.meta_value = ?", SqlValue::text(value));
+        w.sql.push_str(" AND p.id = m.payment_id");
+        if let Some(prefix) = q.merchant_payment_id_prefix.as_deref() {
+            add_prefix(&mut w, dialect, prefix, false);
+        }
+        return w;
+    }
     match q.merchant_payment_id_prefix.as_deref() {
         Some(prefix) if narrow_prefix => {
             let mut w = Conditions::new(format!(
@@ -200,21 +222,6 @@ fn payment_source(q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) -> Co
             w
         }
     }
-}
-
-/// Appends "the metadata's `key` is `value`".
-fn add_metadata(w: &mut Conditions, dialect: Dialect, key: &str, value: &str) {
-    // No index: the rows the other conditions leave are read in time order and their
-    // JSON looked into (narrow by time at scale). The key is a bound value, and its
-    // characters (A-Za-z0-9._:-) need no quoting inside the JSON path.
-    match dialect {
-        Dialect::Sqlite => w.add(
-            " AND json_extract(metadata, ?)",
-            SqlValue::Text(format!("$.\"{key}\"")),
-        ),
-        Dialect::Postgres => w.add(" AND metadata::jsonb ->> ?::text", SqlValue::text(key)),
-    }
-    w.add(" = ?", SqlValue::text(value));
 }
 
 /// A page of a project's events (see [`EventQuery`]), newest first by

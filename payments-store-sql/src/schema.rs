@@ -180,7 +180,96 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: EVENT_STATE_DDL,
         min_reader: BASELINE_MIN_READER,
     },
+    // 20: the list's `metadata[key]=value` filter through an index: each key and value of a
+    // payment's metadata is a row of `payment_metadata`, written by a trigger in the insert's
+    // own transaction (so also by a node of the previous build during a rolling upgrade), and
+    // the payments already written are filled in by the migration itself. Expand: a new table
+    // and a trigger; a build of schema 19 never reads the table. Metadata and the creation
+    // time never change after the insert, and payments are never deleted, so an insert
+    // trigger keeps the table whole.
+    Migration {
+        name: "metadata index",
+        sqlite: METADATA_SQLITE,
+        postgres: METADATA_POSTGRES,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 20's table on both engines: one row per key of a payment's metadata, in the
+/// order the list reads it (a project's payments with one key and value, newest first).
+macro_rules! metadata_table {
+    ($time:literal, $without_rowid:literal) => {
+        concat!(
+            "CREATE TABLE payment_metadata (\n\
+             project_id         TEXT NOT NULL,\n\
+             meta_key           TEXT NOT NULL,\n\
+             meta_value         TEXT NOT NULL,\n\
+             payment_created_at ",
+            $time,
+            " NOT NULL,\n\
+             payment_id         TEXT NOT NULL,\n\
+             PRIMARY KEY (project_id, meta_key, meta_value, payment_created_at, payment_id)\n\
+             )",
+            $without_rowid,
+            ";\n"
+        )
+    };
+}
+
+/// Migration 20's fill: every key and value of the payments' metadata, read by `each` (the
+/// engine's function over a JSON object's members, `key` and `value` as text).
+macro_rules! metadata_fill {
+    ($each:literal) => {
+        concat!(
+            "INSERT INTO payment_metadata \
+             (project_id, meta_key, meta_value, payment_created_at, payment_id) \
+             SELECT p.project_id, j.key, j.value, p.created_at, p.id FROM payments p, ",
+            $each,
+            " j WHERE p.metadata IS NOT NULL;"
+        )
+    };
+}
+
+/// Migration 20 on SQLite: the table, the trigger (`json_each` over the stored JSON object)
+/// and the payments already written.
+const METADATA_SQLITE: &str = concat!(
+    metadata_table!("INTEGER", " WITHOUT ROWID"),
+    "CREATE TRIGGER payments_metadata_insert AFTER INSERT ON payments \
+     WHEN NEW.metadata IS NOT NULL BEGIN \
+     INSERT INTO payment_metadata \
+     (project_id, meta_key, meta_value, payment_created_at, payment_id) \
+     SELECT NEW.project_id, key, value, NEW.created_at, NEW.id FROM json_each(NEW.metadata); \
+     END;\n",
+    metadata_fill!("json_each(p.metadata)")
+);
+
+/// Migration 20 on PostgreSQL: the table, the trigger (`jsonb_each_text` over the stored JSON
+/// object; created before the fill, its lock waits for the inserts under way, so each payment
+/// is written by exactly one of the two) and the payments already written.
+const METADATA_POSTGRES: &str = concat!(
+    metadata_table!("BIGINT", ""),
+    "CREATE FUNCTION payments_metadata_insert() RETURNS trigger LANGUAGE plpgsql AS $$\n\
+     BEGIN\n\
+         INSERT INTO payment_metadata \
+         (project_id, meta_key, meta_value, payment_created_at, payment_id) \
+         SELECT NEW.project_id, j.key, j.value, NEW.created_at, NEW.id \
+         FROM jsonb_each_text(NEW.metadata::jsonb) j;\n\
+         RETURN NULL;\n\
+     END;\n\
+     $$;\n\
+     CREATE TRIGGER payments_metadata_insert AFTER INSERT ON payments \
+     FOR EACH ROW WHEN (NEW.metadata IS NOT NULL) \
+     EXECUTE FUNCTION payments_metadata_insert();\n",
+    metadata_fill!("jsonb_each_text(p.metadata::jsonb)")
+);
+
+/// Migration 20's fill on SQLite: a row of `payment_metadata` for each key of each payment's
+/// metadata. Idempotent only on a table it has not filled yet (the rows are keys).
+pub const METADATA_FILL_SQLITE: &str = metadata_fill!("json_each(p.metadata)");
+
+/// Migration 20's fill on PostgreSQL ([`METADATA_FILL_SQLITE`]), also for a test or benchmark
+/// that wrote payments with the triggers off (`session_replication_role = replica`).
+pub const METADATA_FILL_POSTGRES: &str = metadata_fill!("jsonb_each_text(p.metadata::jsonb)");
 
 /// Migration 19's index, the same text on both engines: a project's events in one delivery
 /// state, newest first, in the order of the events list (`created_at DESC, event_id DESC`).

@@ -150,8 +150,8 @@ pub struct PaymentPage {
 
 impl Payments<'_> {
     /// A page of `project`'s payments as `query` asks: newest first by creation time (ties by
-    /// id), through an index for each filter but metadata (see [`Payments::payments_page`]
-    /// for the budget it runs under). A payment created while a client pages through the list
+    /// id), through an index for each filter but a broad merchant payment id prefix (see
+    /// [`Payments::payments_page`] for the budget it runs under). A payment created while a client pages through the list
     /// is not on the later pages (they hold older payments); none is skipped or repeated.
     pub async fn list_payments(
         self,

@@ -2,8 +2,8 @@
 //!
 //! A list read (the payment list and search, the events list and every re-read of its long
 //! poll, the cabinet's list pages and export) may read much of its project when its filter
-//! has no index (a metadata value nobody has, a merchant payment id prefix that matches
-//! nothing). Each one takes one of its project's places ([`ScanBudget::per_project`]) for as
+//! has no index (a merchant payment id prefix that matches many old payments and few new
+//! ones). Each one takes one of its project's places ([`ScanBudget::per_project`]) for as
 //! long as it reads; one more waits up to [`ScanBudget::wait`] for a place and is then refused
 //! `429 rate_limited` with `Retry-After`. So one project holds at most that many of the
 //! store's read connections, and the others' reads find theirs. The short reads (the token

@@ -217,6 +217,48 @@ pub async fn payment_listing<S: Store>(store: &S) {
         Some("Магазин \"south\""),
         "read back whole"
     );
+    // Through the metadata's own index: with the other filters, the time bounds, the cursor
+    // and the page size, as without it.
+    let north = |f: &dyn Fn(&mut PaymentQuery)| {
+        query(&|q| {
+            q.metadata = Some(("shop".into(), "north".into()));
+            f(q);
+        })
+    };
+    for (what, q, expected) in [
+        (
+            "from",
+            north(&|q| q.created_from = Some(T0 + ms(2000))),
+            vec![4],
+        ),
+        (
+            "to",
+            north(&|q| q.created_to = Some(T0 + ms(4000))),
+            vec![1],
+        ),
+        (
+            "status",
+            north(&|q| q.status = Some(PaymentStatus::Completed)),
+            vec![4],
+        ),
+        (
+            "prefix",
+            north(&|q| q.merchant_payment_id_prefix = Some("order-1".into())),
+            vec![1],
+        ),
+        (
+            "cursor",
+            north(&|q| q.before = Some((T0 + ms(4000), payment_id(4)))),
+            vec![1],
+        ),
+        ("limit", north(&|q| q.limit = 1), vec![4]),
+    ] {
+        assert_eq!(
+            ids(store.find_payments(&q).await.expect("find")),
+            expected.into_iter().map(payment_id).collect::<Vec<_>>(),
+            "metadata[shop]=north and {what}"
+        );
+    }
     assert_eq!(
         ids(store
             .find_payments(&query(&|q| q.flow = Some(Flow::ProjectTest)))
