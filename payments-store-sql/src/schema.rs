@@ -263,12 +263,9 @@ const METADATA_POSTGRES: &str = concat!(
     metadata_fill!("jsonb_each_text(p.metadata::jsonb)")
 );
 
-/// Migration 20's fill on SQLite: a row of `payment_metadata` for each key of each payment's
-/// metadata. Idempotent only on a table it has not filled yet (the rows are keys).
-pub const METADATA_FILL_SQLITE: &str = metadata_fill!("json_each(p.metadata)");
-
-/// Migration 20's fill on PostgreSQL ([`METADATA_FILL_SQLITE`]), also for a test or benchmark
-/// that wrote payments with the triggers off (`session_replication_role = replica`).
+/// Migration 20's fill on PostgreSQL (a row of `payment_metadata` for each key of each
+/// payment's metadata), also for a test or benchmark that wrote payments with the triggers off
+/// (`session_replication_role = replica`). Run once: the rows are keys.
 pub const METADATA_FILL_POSTGRES: &str = metadata_fill!("jsonb_each_text(p.metadata::jsonb)");
 
 /// Migration 19's index, the same text on both engines: a project's events in one delivery
