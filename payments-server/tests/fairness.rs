@@ -160,7 +160,6 @@ fn seed_sqlite(db: &std::path::Path, project: &str, template: &str, n: usize) {
          COMMIT; ANALYZE;",
         cols = columns.join(", "),
         exprs = exprs.join(", "),
-        fill = payments_store_postgres::testing::METADATA_FILL,
     );
     conn.execute_batch(&sql).expect("the seed is written");
 }
