@@ -604,8 +604,100 @@ impl Payment {
             payment: self,
             format,
             page_url: None,
+            masked: false,
         }
     }
+
+    /// The payment as an audit record keeps it (before and after an operator's action):
+    /// [`view`](Payment::view) with the requisite reduced to its last four digits
+    /// ([`masked_requisite`]), the holder's name to initials ([`masked_holder_name`]) and no QR
+    /// or bank-app link (they may carry the number). The requisites are sealed at rest in the
+    /// payment's row; an audit record kept for 400 days must not hold them in clear.
+    pub fn audit_view(&self) -> PaymentView<'_> {
+        PaymentView {
+            masked: true,
+            ..self.view()
+        }
+    }
+}
+
+/// A requisite as an audit record writes it: `****` and its last four digits (`****` alone
+/// when it has fewer than four). Masking a masked value changes nothing.
+///
+/// ```
+/// use payments_core::payment::masked_requisite;
+///
+/// assert_eq!(masked_requisite("2200000000000012"), "****0012");
+/// assert_eq!(masked_requisite("+7 (900) 123-45-67"), "****4567");
+/// assert_eq!(masked_requisite("****4567"), "****4567");
+/// assert_eq!(masked_requisite("12"), "****");
+/// ```
+pub fn masked_requisite(requisite: &str) -> String {
+    format!("****{}", last4_of(requisite).unwrap_or_default())
+}
+
+/// A holder's name as an audit record writes it: the first letter of each word, each with a
+/// dot. Masking a masked value changes nothing.
+///
+/// ```
+/// use payments_core::payment::masked_holder_name;
+///
+/// assert_eq!(masked_holder_name("Ivan Petrov"), "I. P.");
+/// assert_eq!(masked_holder_name("IVAN I."), "I. I.");
+/// assert_eq!(masked_holder_name("I. I."), "I. I.");
+/// ```
+pub fn masked_holder_name(name: &str) -> String {
+    let initials: Vec<String> = name
+        .split_whitespace()
+        .filter_map(|w| w.chars().next())
+        .map(|c| format!("{c}."))
+        .collect();
+    initials.join(" ")
+}
+
+/// The fields of a payment's JSON that [`Payment::audit_view`] masks or leaves out.
+const MASKED_FIELDS: [&str; 4] = ["requisite", "holder_name", "qrcode_link", "deeplink_url"];
+
+/// An audit record's state (`before` or `after`, JSON text) with a payment's requisites masked
+/// as [`Payment::audit_view`] masks them, or `None` when it needs no change (no payment in it,
+/// or masked already). What `callback-secret reseal` applies to the audit records written by
+/// builds that copied the whole payment into them.
+///
+/// ```
+/// use payments_core::payment::mask_audit_state;
+///
+/// let old = r#"{"id":"p1","requisite":"2200000000000012","holder_name":"Ivan Petrov","qrcode_link":"q"}"#;
+/// let new = mask_audit_state(old).unwrap();
+/// let read: serde_json::Value = serde_json::from_str(&new).unwrap();
+/// assert_eq!(read, serde_json::json!({"id": "p1", "requisite": "****0012", "holder_name": "I. P."}));
+/// assert_eq!(mask_audit_state(&new), None, "masked already");
+/// assert_eq!(mask_audit_state(r#"{"held":null}"#), None, "no payment in it");
+/// assert_eq!(mask_audit_state("not json"), None);
+/// ```
+pub fn mask_audit_state(text: &str) -> Option<String> {
+    let serde_json::Value::Object(mut state) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    let mut changed = false;
+    for field in MASKED_FIELDS {
+        let Some(serde_json::Value::String(value)) = state.get(field) else {
+            continue;
+        };
+        let masked = match field {
+            "requisite" => Some(masked_requisite(value)),
+            "holder_name" => Some(masked_holder_name(value)),
+            _ => None,
+        };
+        if masked.as_deref() == Some(value.as_str()) {
+            continue;
+        }
+        changed = true;
+        match masked {
+            Some(m) => state.insert(field.into(), m.into()),
+            None => state.remove(field),
+        };
+    }
+    changed.then(|| serde_json::Value::Object(state).to_string())
 }
 
 /// The Payment resource's JSON: every always-present field (null when empty), `qrcode_link` and
@@ -617,6 +709,8 @@ pub struct PaymentView<'a> {
     payment: &'a Payment,
     format: DecimalFormat,
     page_url: Option<&'a str>,
+    /// Requisites masked ([`Payment::audit_view`]).
+    masked: bool,
 }
 
 impl<'a> PaymentView<'a> {
@@ -654,13 +748,21 @@ impl Serialize for PaymentView<'_> {
             "merchant_information",
             &settlement.as_ref().map(|s| s.view(f)),
         )?;
-        m.serialize_entry("requisite", &req.map(|r| r.requisite.as_str()))?;
-        m.serialize_entry("holder_name", &req.map(|r| r.holder_name.as_str()))?;
-        if let Some(link) = req.and_then(|r| r.qrcode_link.as_deref()) {
-            m.serialize_entry("qrcode_link", link)?;
-        }
-        if let Some(link) = req.and_then(|r| r.deeplink_url.as_deref()) {
-            m.serialize_entry("deeplink_url", link)?;
+        if self.masked {
+            m.serialize_entry("requisite", &req.map(|r| masked_requisite(&r.requisite)))?;
+            m.serialize_entry(
+                "holder_name",
+                &req.map(|r| masked_holder_name(&r.holder_name)),
+            )?;
+        } else {
+            m.serialize_entry("requisite", &req.map(|r| r.requisite.as_str()))?;
+            m.serialize_entry("holder_name", &req.map(|r| r.holder_name.as_str()))?;
+            if let Some(link) = req.and_then(|r| r.qrcode_link.as_deref()) {
+                m.serialize_entry("qrcode_link", link)?;
+            }
+            if let Some(link) = req.and_then(|r| r.deeplink_url.as_deref()) {
+                m.serialize_entry("deeplink_url", link)?;
+            }
         }
         if p.status == PaymentStatus::Error {
             if let Some(f) = &p.failure {

@@ -41,7 +41,7 @@ use deadpool_postgres::{
     Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
 };
 use payments_core::store::{StoreError, UnavailableCause};
-use payments_store_sql::sealing::{StoredRequisites, RESEAL_PAGE};
+use payments_store_sql::sealing::{StoredAuditStates, StoredRequisites, RESEAL_PAGE};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::NoTls;
 
@@ -339,9 +339,11 @@ impl PgStore {
                 Some(row) if rows.len() == RESEAL_PAGE => {
                     after = codec::read(row, |c| c.text("id"))?;
                 }
-                _ => return Ok(report),
+                _ => break,
             }
         }
+        report.audit_records_masked = mask_audit_states(&client).await?;
+        Ok(report)
     }
 
     /// Gives every payment written before schema 16 (a requisite, no `requisite_last4`) the
@@ -400,5 +402,34 @@ fn pool_error(e: PoolError) -> StoreError {
         PoolError::Closed => UnavailableCause::Closed.error("the store is closed"),
         PoolError::Backend(e) => error::db(e),
         other => UnavailableCause::Other.error(format_args!("database connection: {other}")),
+    }
+}
+
+/// Masks the requisites that audit records written by earlier builds copied in clear
+/// ([`StoredAuditStates`]), reading [`RESEAL_PAGE`] records at a time; returns how many
+/// records changed. Idempotent.
+async fn mask_audit_states(client: &deadpool_postgres::Client) -> Result<usize, StoreError> {
+    use payments_store_sql::statements as st;
+    let mut masked = 0;
+    let mut after = 0i64;
+    loop {
+        let rows = codec::query(
+            client,
+            codec::sql(&st::AUDIT_STATES_PAGE),
+            &[&after, &codec::limit(RESEAL_PAGE)],
+        )
+        .await?;
+        for row in &rows {
+            let stored = codec::read(row, StoredAuditStates::from_row)?;
+            if let Some(values) = stored.masked_values() {
+                let values = codec::params(values);
+                let sql = codec::sql(&st::AUDIT_STATES_MASK);
+                masked += codec::execute(client, sql, &codec::refs(&values)).await? as usize;
+            }
+            after = stored.seq;
+        }
+        if rows.len() < RESEAL_PAGE {
+            return Ok(masked);
+        }
     }
 }

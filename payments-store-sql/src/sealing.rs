@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use payments_core::ids::PaymentId;
-use payments_core::payment::{Payment, Requisites};
+use payments_core::payment::{mask_audit_state, Payment, Requisites};
 use payments_core::sealing::SealingKeys;
 use payments_core::store::StoreError;
 use payments_core::RandomSource;
@@ -238,6 +238,46 @@ impl StoredRequisites {
     }
 }
 
+/// One audit record's states as the masking of old records reads them
+/// ([`AUDIT_STATES_PAGE`](crate::statements::AUDIT_STATES_PAGE)): earlier builds copied a
+/// payment's requisites into the records of operator actions in clear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAuditStates {
+    /// The record's sequence number.
+    pub seq: i64,
+    /// Its `before_state`.
+    pub before: Option<String>,
+    /// Its `after_state`.
+    pub after: Option<String>,
+}
+
+impl StoredAuditStates {
+    /// A row of [`AUDIT_STATES_PAGE`](crate::statements::AUDIT_STATES_PAGE).
+    pub fn from_row(c: &Cols<'_>) -> Result<StoredAuditStates, StoreError> {
+        Ok(StoredAuditStates {
+            seq: c.num("seq")?,
+            before: c.opt_text("before_state")?,
+            after: c.opt_text("after_state")?,
+        })
+    }
+
+    /// The parameters of [`AUDIT_STATES_MASK`](crate::statements::AUDIT_STATES_MASK) when
+    /// either state holds requisites in clear ([`payments_core::payment::mask_audit_state`]);
+    /// `None` when the record needs no change.
+    pub fn masked_values(&self) -> Option<Vec<SqlValue>> {
+        let mask = |s: &Option<String>| s.as_deref().and_then(mask_audit_state);
+        let (before, after) = (mask(&self.before), mask(&self.after));
+        if before.is_none() && after.is_none() {
+            return None;
+        }
+        Some(vec![
+            SqlValue::Int(self.seq),
+            SqlValue::opt_text(before.or_else(|| self.before.clone())),
+            SqlValue::opt_text(after.or_else(|| self.after.clone())),
+        ])
+    }
+}
+
 /// What a store's re-seal of requisites did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequisiteReseal {
@@ -248,6 +288,9 @@ pub struct RequisiteReseal {
     pub current: usize,
     /// Payments rewritten between the re-seal's read and its write, left for the next run.
     pub changed_meanwhile: usize,
+    /// Audit records whose copy of a payment held its requisites in clear, now masked
+    /// ([`StoredAuditStates`]).
+    pub audit_records_masked: usize,
 }
 
 /// What a store's backfill of `requisite_last4` did (payments written before schema 16 have

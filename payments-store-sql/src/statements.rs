@@ -145,6 +145,16 @@ pub static AUDIT_INSERT: Sql = Sql::new(|_| insert("audit", AuditRecord::COLUMNS
 /// The newest `$1` audit records, newest first.
 pub static AUDIT_NEWEST: Sql =
     Sql::new(|_| select(AuditRecord::COLUMNS, "audit", "ORDER BY seq DESC LIMIT $1"));
+/// The next `$2` audit records after sequence number `$1` (`seq`, `before_state`,
+/// `after_state`), in order: what `callback-secret reseal` reads to mask requisites that
+/// records written before masking copied in clear.
+pub static AUDIT_STATES_PAGE: Sql = Sql::new(|_| {
+    "SELECT seq, before_state, after_state FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2"
+        .to_string()
+});
+/// Sets audit record `$1`'s states to `$2` (before) and `$3` (after).
+pub static AUDIT_STATES_MASK: Sql =
+    Sql::new(|_| "UPDATE audit SET before_state = $2, after_state = $3 WHERE seq = $1".to_string());
 /// Deletes at most `$2` of the oldest audit records written before `$1` (rows another purge
 /// holds are skipped).
 pub static AUDIT_PURGE: Sql = Sql::new(|d| {

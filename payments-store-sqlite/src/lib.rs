@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use payments_core::store::{StoreError, UnavailableCause};
-use payments_store_sql::sealing::{StoredRequisites, RESEAL_PAGE};
+use payments_store_sql::sealing::{StoredAuditStates, StoredRequisites, RESEAL_PAGE};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
@@ -276,7 +276,25 @@ impl SqliteStore {
             report.changed_meanwhile += page.changed_meanwhile;
             match last {
                 Some(id) if !done => after = id,
-                _ => return Ok(report),
+                _ => break,
+            }
+        }
+        report.audit_records_masked = self.mask_audit_states().await?;
+        Ok(report)
+    }
+
+    /// Masks the requisites that audit records written by earlier builds copied in clear
+    /// ([`StoredAuditStates`]), a page of [`RESEAL_PAGE`] records per write transaction;
+    /// returns how many records changed. Idempotent.
+    async fn mask_audit_states(&self) -> Result<usize, StoreError> {
+        let mut masked = 0;
+        let mut after = 0i64;
+        loop {
+            let (n, last) = self.write(move |c| mask_audit_page(c, after)).await?;
+            masked += n;
+            match last {
+                Some(seq) => after = seq,
+                None => return Ok(masked),
             }
         }
     }
@@ -581,6 +599,37 @@ fn reseal_page(
     }
     let last = rows.last().map(|r| r.id.to_string());
     Ok((report, last, rows.len() < RESEAL_PAGE))
+}
+
+/// One page of [`SqliteStore::mask_audit_states`] after sequence number `after`: how many
+/// records it masked, and the last one read (`None` at the end).
+fn mask_audit_page(conn: &mut Connection, after: i64) -> Result<(usize, Option<i64>), StoreError> {
+    use payments_store_sql::statements as st;
+    let rows = {
+        let mut stmt = conn
+            .prepare_cached(codec::sql(&st::AUDIT_STATES_PAGE))
+            .map_err(error::db)?;
+        let mut rows = stmt
+            .query(rusqlite::params![after, codec::limit(RESEAL_PAGE)])
+            .map_err(error::db)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(error::db)? {
+            out.push(StoredAuditStates::from_row(&codec::Cols::new(
+                &codec::SqliteRow::new(row),
+            ))?);
+        }
+        out
+    };
+    let mut masked = 0;
+    for values in rows.iter().filter_map(StoredAuditStates::masked_values) {
+        masked += conn
+            .prepare_cached(codec::sql(&st::AUDIT_STATES_MASK))
+            .map_err(error::db)?
+            .execute(codec::params(values))
+            .map_err(error::db)?;
+    }
+    let last = rows.last().map(|r| r.seq);
+    Ok((masked, last.filter(|_| rows.len() == RESEAL_PAGE)))
 }
 
 #[cfg(test)]

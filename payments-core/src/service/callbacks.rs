@@ -229,8 +229,8 @@ impl Callbacks<'_> {
                 actor: actor.0.clone(),
                 action: "payment.resend_callback".into(),
                 target: id.to_string(),
-                before: serde_json::to_string(&before.view()).ok(),
-                after: serde_json::to_string(&t.payment.view()).ok(),
+                before: super::operate::payment_json(&before),
+                after: super::operate::payment_json(&t.payment),
             };
             let change = self.change_of(&before, &t, Some(audit)).await?;
             let Some(event) = change.event.as_ref() else {

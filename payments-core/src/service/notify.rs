@@ -336,8 +336,8 @@ impl Payments<'_> {
                 actor: actor.clone(),
                 action: action.clone(),
                 target: before.id.to_string(),
-                before: serde_json::to_string(&before.view()).ok(),
-                after: serde_json::to_string(&t.payment.view()).ok(),
+                before: super::operate::payment_json(&before),
+                after: super::operate::payment_json(&t.payment),
             };
             match self.commit_once(key, &before, &t, audit).await {
                 Ok(Some(event)) => {

@@ -54,8 +54,10 @@ impl SweepReport {
     }
 }
 
-fn payment_json(p: &Payment) -> Option<String> {
-    serde_json::to_string(&p.view()).ok()
+/// A payment as an audit record's state keeps it: requisites masked
+/// ([`Payment::audit_view`]).
+pub(super) fn payment_json(p: &Payment) -> Option<String> {
+    serde_json::to_string(&p.audit_view()).ok()
 }
 
 /// Why an operation on a payment ([`Payments::operate`], the test helpers) was

@@ -260,11 +260,14 @@ pub(super) async fn callback_secret(
                     "requisites_resealed": requisites.resealed,
                     "requisites_already_current": requisites.current,
                     "requisites_changed_meanwhile": requisites.changed_meanwhile,
+                    "audit_records_masked": requisites.audit_records_masked,
                 }),
                 format!(
                     "Callback secrets sealed with key {}: {} re-sealed, {} already were.\n\
                      Cabinet TOTP keys: {} re-sealed, {} already were.\n\
                      Payment requisites: {} re-sealed, {} already were{}.\n\
+                     Audit records with requisites in clear (written by earlier builds): {} \
+                     masked.\n\
                      {}",
                     report.key_id,
                     report.resealed,
@@ -281,6 +284,7 @@ pub(super) async fn callback_secret(
                     } else {
                         String::new()
                     },
+                    requisites.audit_records_masked,
                     if requisites.changed_meanwhile > 0 {
                         "Keep the previous key files until a run re-seals everything."
                     } else {

@@ -3,6 +3,11 @@
 //! payments were issued, while the API still answers them. A server told to write them in
 //! clear (a rolling upgrade's setting) does, which shows the scan finds them when they are
 //! there; `callback-secret reseal` then seals those too and leaves no copy behind.
+//!
+//! Before each scan every operator action on payments has run (confirm, cancel, re-check,
+//! resolve, resend, the sandbox's test helper): each writes an audit record with the payment
+//! before and after, which holds its requisites masked. An audit record as earlier builds
+//! wrote it (the requisites in clear) is masked by the re-seal.
 
 use std::path::Path;
 
@@ -21,7 +26,8 @@ async fn create(data: &Path, tag: &str, n: usize) -> Vec<[String; 4]> {
         let method = if i % 2 == 0 { "card_transfer" } else { "sbp" };
         let mpid = format!("at-rest-{tag}-{i}");
         let body = json!({"merchant_payment_id": mpid, "amount": "1500.00",
-                          "payment_method": method});
+                          "payment_method": method,
+                          "callback_url": "https://merchant.example/callbacks"});
         // Paced as a client of the project's rate limit is: a 429 waits and repeats.
         let r = loop {
             let r = client.create_payment(&body).await.unwrap();
@@ -36,6 +42,70 @@ async fn create(data: &Path, tag: &str, n: usize) -> Vec<[String; 4]> {
         out.push([field("id"), mpid, field("requisite"), field("holder_name")]);
     }
     out
+}
+
+/// A payment of the sandbox's test project, created and completed by the test helper
+/// (`POST /api/v1/test/payments/{id}/complete`, an audited action of the merchant API)
+/// through the running server of `data`: its id, merchant id, requisite and holder name.
+async fn test_helper(data: &Path) -> [String; 4] {
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let test = creds
+        .for_test_project()
+        .expect("the sandbox has a test project");
+    let client = MerchantClient::from_credentials(&test).unwrap();
+    let body = json!({"merchant_payment_id": "at-rest-helper", "amount": "900.00",
+                      "payment_method": "card_transfer"});
+    let r = client.create_payment(&body).await.unwrap();
+    assert_eq!(r.status.as_u16(), 201, "{}", r.json);
+    let field = |name: &str| r.json[name].as_str().unwrap().to_string();
+    let made = [
+        field("id"),
+        field("merchant_payment_id"),
+        field("requisite"),
+        field("holder_name"),
+    ];
+    let helper = format!("/api/v1/test/payments/{}/complete", made[0]);
+    let r = client.post(&helper, b"{}").await.unwrap();
+    assert_eq!(r.status.as_u16(), 200, "{}", r.json);
+    made
+}
+
+/// Every operator action on payments through the CLI, on a stopped server's data (`extra`:
+/// the database arguments): confirm, re-check, resolve, cancel and resend, each writing an
+/// audit record of the payment before and after. The newest records then include the test
+/// helper's ([`test_helper`]).
+fn operate_cli(data: &Path, extra: &[&str], payments: &[[String; 4]]) {
+    let id = |i: usize| payments[i][0].as_str();
+    let steps: [(&[&str], &str); 5] = [
+        (&["payment", "confirm", id(0)], "completed"),
+        (&["payment", "recheck", id(0)], "appeal"),
+        (
+            &["payment", "resolve", id(0), "--status", "completed"],
+            "completed",
+        ),
+        (&["payment", "cancel", id(1)], "canceled"),
+        (&["payment", "resend", id(0)], "completed"),
+    ];
+    for (args, status) in steps {
+        let mut all = args.to_vec();
+        all.extend(extra);
+        let out = cli_json(data, &all);
+        assert_eq!(out["payment"]["status"], status, "{args:?}: {out}");
+    }
+    let audit = cli_json(data, &[&["audit", "--limit", "10"][..], extra].concat());
+    let actions: Vec<&str> = audit["records"].as_array().map_or(Vec::new(), |a| {
+        a.iter().filter_map(|r| r["action"].as_str()).collect()
+    });
+    for action in [
+        "payment.confirm",
+        "payment.recheck",
+        "payment.recheck_resolve",
+        "payment.cancel",
+        "payment.resend_callback",
+        "test_payment.confirm",
+    ] {
+        assert!(actions.contains(&action), "{action}: {audit}");
+    }
 }
 
 /// Each payment's GET still answers its requisite and holder name.
@@ -54,6 +124,14 @@ async fn readable(data: &Path, payments: &[[String; 4]]) {
         assert_eq!(r.json["requisite"], requisite.as_str());
         assert_eq!(r.json["holder_name"], holder.as_str());
     }
+}
+
+/// A payment's state as audit records of earlier builds kept it: its requisite and holder
+/// name in clear.
+fn old_audit_state(p: &[String; 4]) -> String {
+    json!({"id": p[0], "merchant_payment_id": p[1], "status": "completed",
+           "requisite": p[2], "holder_name": p[3]})
+    .to_string()
 }
 
 /// Which of the payments' merchant ids and requisites (or holder names) occur in `bytes`.
@@ -90,10 +168,38 @@ async fn the_sqlite_files_hold_no_requisite() {
     wait_ready(&mut server, &base).await;
     let sealed = create(&data, "sealed", 100).await;
     readable(&data, &sealed).await;
+    let helped = test_helper(&data).await;
     drop(server);
+    operate_cli(&data, &[], &sealed);
     let (ids, secrets) = found(&sqlite_files(&data), &sealed);
     assert_eq!(ids, 100, "the scan reads the payments' rows");
     assert!(secrets.is_empty(), "in the files: {secrets:?}");
+    let (ids, secrets) = found(&sqlite_files(&data), &[helped]);
+    assert_eq!(
+        (ids, secrets.len()),
+        (1, 0),
+        "the test payment: {secrets:?}"
+    );
+
+    // An audit record as earlier builds wrote it (a payment's requisites in clear): the
+    // re-seal masks it and leaves no copy behind; a second run finds nothing to mask.
+    rusqlite::Connection::open(data.join("payments.db"))
+        .unwrap()
+        .execute(
+            "INSERT INTO audit (at, actor, action, target, before_state, after_state) \
+             VALUES (0, 'operator:old', 'payment.confirm', ?1, ?2, ?2)",
+            rusqlite::params![sealed[0][0], old_audit_state(&sealed[0])],
+        )
+        .unwrap();
+    let (_, secrets) = found(&sqlite_files(&data), &sealed[..1]);
+    assert_eq!(secrets.len(), 2, "the old record: {secrets:?}");
+    let out = cli_json(&data, &["callback-secret", "reseal"]);
+    assert_eq!(out["audit_records_masked"], 1, "{out}");
+    assert_eq!(out["requisites_resealed"], 0, "{out}");
+    let (_, secrets) = found(&sqlite_files(&data), &sealed);
+    assert!(secrets.is_empty(), "still in the files: {secrets:?}");
+    let again = cli_json(&data, &["callback-secret", "reseal"]);
+    assert_eq!(again["audit_records_masked"], 0, "{again}");
 
     // In clear (a rolling upgrade's setting): the scan finds every one.
     let (mut server, base, _) = serve_with(
@@ -112,7 +218,8 @@ async fn the_sqlite_files_hold_no_requisite() {
     // The re-seal seals them, and leaves no copy of them behind in the files.
     let out = cli_json(&data, &["callback-secret", "reseal"]);
     assert_eq!(out["requisites_resealed"], 20, "{out}");
-    assert_eq!(out["requisites_already_current"], 100, "{out}");
+    assert_eq!(out["requisites_already_current"], 101, "{out}");
+    assert_eq!(out["audit_records_masked"], 0, "{out}");
     let (_, secrets) = found(&sqlite_files(&data), &clear);
     assert!(secrets.is_empty(), "still in the files: {secrets:?}");
     let (mut server, base, _) = serve(&data, &[]);
@@ -149,10 +256,36 @@ async fn a_pg_dump_holds_no_requisite() {
     wait_ready(&mut server, &base).await;
     let sealed = create(&data, "sealed", 100).await;
     readable(&data, &sealed).await;
+    let helped = test_helper(&data).await;
     drop(server);
+    operate_cli(&data, &["--database-url", &url], &sealed);
+    let (ids, secrets) = found(&dump(), &[helped]);
+    assert_eq!(
+        (ids, secrets.len()),
+        (1, 0),
+        "the test payment: {secrets:?}"
+    );
     let (ids, secrets) = found(&dump(), &sealed);
     assert_eq!(ids, 100, "the dump holds the payments' rows");
     assert!(secrets.is_empty(), "in the dump: {secrets:?}");
+
+    // An audit record as earlier builds wrote it: the re-seal masks it.
+    let db = crate::support::sql(&url).await;
+    db.execute(
+        "INSERT INTO audit (at, actor, action, target, before_state, after_state) \
+         VALUES (0, 'operator:old', 'payment.confirm', $1, $2, $2)",
+        &[&sealed[0][0], &old_audit_state(&sealed[0])],
+    )
+    .await
+    .unwrap();
+    let (_, secrets) = found(&dump(), &sealed[..1]);
+    assert_eq!(secrets.len(), 2, "the old record: {secrets:?}");
+    let reseal = ["callback-secret", "reseal", "--database-url", &url];
+    let out = cli_json(&data, &reseal);
+    assert_eq!(out["audit_records_masked"], 1, "{out}");
+    let (_, secrets) = found(&dump(), &sealed);
+    assert!(secrets.is_empty(), "still in the dump: {secrets:?}");
+    assert_eq!(cli_json(&data, &reseal)["audit_records_masked"], 0);
 
     let (mut server, base, _) = serve_with(
         &data,
@@ -171,7 +304,8 @@ async fn a_pg_dump_holds_no_requisite() {
         &["callback-secret", "reseal", "--database-url", &url],
     );
     assert_eq!(out["requisites_resealed"], 10, "{out}");
-    assert_eq!(out["requisites_already_current"], 100, "{out}");
+    assert_eq!(out["requisites_already_current"], 101, "{out}");
+    assert_eq!(out["audit_records_masked"], 0, "{out}");
     let (_, secrets) = found(&dump(), &clear);
     assert!(secrets.is_empty(), "still in the dump: {secrets:?}");
 }
