@@ -120,6 +120,21 @@ pub enum SealError {
     Corrupt(String),
 }
 
+/// A node's keys that are not the database's: the database records the id of the key its
+/// values are sealed with ([`crate::settings::SEALING_KEY`]), and this node's current key is
+/// another one, not even among its previous keys (two nodes that each created a key file).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this node's sealing key is {current}, but the database's secrets and requisites are sealed \
+     with key {recorded}, which this node does not have"
+)]
+pub struct KeyMismatch {
+    /// The id recorded in the database.
+    pub recorded: String,
+    /// This node's current key id.
+    pub current: String,
+}
+
 /// The keys of a service: one current key (seals) and previous keys (still open). The
 /// default has no key at all: values are stored as given, which suits tests and in-memory
 /// stores; a server over a database configures keys (see `payments-http`).
@@ -152,6 +167,15 @@ impl SealingKeys {
     /// The current key's id.
     pub fn current_id(&self) -> Option<&str> {
         self.current.as_deref().map(SealingKey::id)
+    }
+
+    /// Whether the key with id `id` is among these keys (current or previous): what it sealed
+    /// opens.
+    pub fn opens_with(&self, id: &str) -> bool {
+        self.current
+            .iter()
+            .chain(&self.previous)
+            .any(|k| k.id() == id)
     }
 
     /// Whether `stored` looks like a sealed string (it may still fail to open).

@@ -83,6 +83,16 @@ impl<T: FromStr + Display> Setting<T> {
     ) -> Result<(), StoreError> {
         store.upsert_setting(self.name, &value.to_string()).await
     }
+
+    /// Stores `value` unless a value is stored; `true` when this call stored it (of several
+    /// nodes at once, exactly one).
+    pub async fn insert<S: SettingStore + ?Sized>(
+        &self,
+        store: &S,
+        value: &T,
+    ) -> Result<bool, StoreError> {
+        store.insert_setting(self.name, &value.to_string()).await
+    }
 }
 
 /// A family of settings of one type, one per key: `prefix.key` (the state of each
@@ -156,6 +166,12 @@ pub const WRITE_PROBE: Setting<String> = Setting::new(crate::store::WRITE_PROBE_
 /// [`ServiceState::record_environment`](crate::service::ServiceState::record_environment):
 /// tokens issued in one environment carry its prefix and fail in the other.
 pub const ENVIRONMENT: Setting<crate::auth::Environment> = Setting::new("server.environment");
+
+/// The id of the key the database's secrets and requisites are sealed with
+/// ([`SealingKeys::current_id`](crate::sealing::SealingKeys::current_id)), recorded by the first
+/// node that serves it and replaced when a re-seal completes under a new key
+/// ([`ServiceState::check_sealing_key`](crate::service::ServiceState::check_sealing_key)).
+pub const SEALING_KEY: Setting<String> = Setting::new("secrets.key_id");
 
 /// What a readiness check reads to prove the store answers reads (never written).
 pub const READ_PROBE: Setting<String> = Setting::new("readyz.probe");

@@ -63,6 +63,11 @@ enum Command {
     /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
     /// large response); exits non-zero if any case fails. See docs/callbacks.md.
     CheckReceiver(CheckReceiverArgs),
+    /// The sealing key (callback secrets, TOTP keys, payment requisites): `generate FILE`
+    /// writes a new key (mode 0600, never over an existing file) and prints its id. Every node
+    /// of one database needs the same key file: generate it once and copy it to each node
+    /// before the first start (docs/operations.md, several nodes).
+    SecretsKey(SecretsKeyArgs),
     #[command(flatten)]
     Operator(OperatorCommand),
 }
@@ -77,6 +82,26 @@ struct OperatorTokenArgs {
     json: bool,
     #[command(subcommand)]
     command: Option<payments_server::cli::OperatorTokenCommand>,
+}
+
+/// `secrets-key` arguments.
+#[derive(Debug, Args)]
+struct SecretsKeyArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(subcommand)]
+    command: SecretsKeyCommand,
+}
+
+/// The `secrets-key` subcommands.
+#[derive(Debug, clap::Subcommand)]
+enum SecretsKeyCommand {
+    /// Write a new key to FILE (which must not exist) and print its id.
+    Generate {
+        /// The key file to write, e.g. /etc/payments/secrets.key; default: the settings'
+        /// `secrets.key_file` (`<data_dir>/secrets.key` unless set).
+        file: Option<PathBuf>,
+    },
 }
 
 /// `status` arguments.
@@ -192,6 +217,21 @@ async fn backup(args: BackupArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+fn secrets_key(args: SecretsKeyArgs) -> Result<(), CliError> {
+    let SecretsKeyCommand::Generate { file } = args.command;
+    let file = match file {
+        Some(file) => file,
+        None => payments_server::data_dir::key_file(&settings(&args.common, &args.common)?),
+    };
+    let id = payments_server::cli::generate_key(&file)?;
+    println!(
+        "Key {id} written to {} (mode 0600). Copy this file to every node of the database and \
+         point secrets.key_file at it; keep a backup apart from the database's.",
+        file.display()
+    );
+    Ok(())
+}
+
 async fn operator_token(args: OperatorTokenArgs) -> Result<(), CliError> {
     if let Some(command) = args.command {
         return payments_server::cli::run_operator_token(&args.common, args.json, command).await;
@@ -227,6 +267,7 @@ async fn main() -> ExitCode {
         Command::Serve(args) => serve(args).await,
         Command::OperatorToken(args) => operator_token(args).await,
         Command::Backup(args) => backup(args).await,
+        Command::SecretsKey(args) => secrets_key(args),
         Command::Migrate(common) => migrate(common).await,
         Command::Status(args) => {
             payments_server::cli::status_command(&args.common, args.json).await

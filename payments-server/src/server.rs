@@ -122,6 +122,22 @@ pub enum StartError {
         .0.display()
     )]
     NoKey(PathBuf),
+    /// The key file is not the database's: another node sealed the database's values with its
+    /// own key (each node created one), or the file was replaced.
+    #[error(
+        "{mismatch}: the secrets key file {} is not this database's. Copy the key file of a node \
+         that serves this database to {} on this node (every node needs the same file; during a \
+         key rotation the old key goes in secrets.previous_key_files) and start again \
+         (docs/operations.md, several nodes)",
+        key.display(),
+        key.display()
+    )]
+    KeyMismatch {
+        /// The configured key file.
+        key: PathBuf,
+        /// The ids of the two keys.
+        mismatch: payments_core::sealing::KeyMismatch,
+    },
     /// The database belongs to the other environment.
     #[error("{0} (pass --environment to choose)")]
     Environment(#[source] payments_core::service::AdminError),
@@ -1417,6 +1433,10 @@ async fn service_over(
         auth_config(settings),
     );
     check_environment(&service, setup == Setup::Serve).await?;
+    service
+        .check_sealing_key(setup == Setup::Serve)
+        .await?
+        .map_err(|mismatch| StartError::KeyMismatch { key, mismatch })?;
     Ok(service)
 }
 

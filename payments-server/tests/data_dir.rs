@@ -163,6 +163,99 @@ async fn the_database_holds_callback_secrets_sealed() {
     assert_eq!(signing_secret(&restored, project).await.unwrap(), secret);
 }
 
+/// The message of a start (or command) over `settings` that is refused.
+async fn refused(settings: &Settings, setup: Setup) -> String {
+    match open_service(settings, setup).await {
+        Ok(opened) => {
+            opened.store.close();
+            panic!("{} opened with another key", settings.data_dir.display())
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A node whose key file is not the one the database's values are sealed with (a second node
+/// that created its own key, a replaced file) is refused at start and by commands, naming both
+/// key ids and the fix; nothing is recorded by the refused start.
+#[tokio::test]
+async fn a_node_with_another_key_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let (project, secret) = bootstrapped(&data).await;
+    let key_a = payments_server::data_dir::read_key_file(&data.join(SECRETS_KEY_FILE)).unwrap();
+    let key_b = root.path().join("other.key");
+    let b = payments_server::data_dir::create_key_file(&key_b, &payments_http::system::OsRandom)
+        .unwrap();
+
+    let mut other = settings(&data);
+    other.secrets.key_file = Some(key_b.clone());
+    for setup in [Setup::Serve, Setup::Command] {
+        let message = refused(&other, setup).await;
+        assert!(
+            message.contains(&format!("this node's sealing key is {}", b.id()))
+                && message.contains(&format!("sealed with key {}", key_a.id()))
+                && message.contains("Copy the key file of a node that serves this database"),
+            "{message}"
+        );
+    }
+    // The database's own key still opens it.
+    assert_eq!(
+        signing_secret(&settings(&data), project).await.unwrap(),
+        secret
+    );
+}
+
+/// Two nodes started at once on one fresh PostgreSQL database, each with a data dir of its
+/// own and no key file: each creates a key, one records its key first, and the other is
+/// refused (before, both served and each answered 500 for the other's payments).
+#[tokio::test]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn two_nodes_that_each_create_a_key_cannot_both_serve_one_database() {
+    let base = payments_store_postgres::testing::database_url();
+    let url = payments_store_postgres::testing::fresh_schema(&base).await;
+    let root = tempfile::tempdir().unwrap();
+    let node = |name: &str| {
+        let mut s = settings(&root.path().join(name));
+        s.store.database_url = Some(url.clone().into());
+        s
+    };
+    let (one, two) = (node("one"), node("two"));
+    let (a, b) = tokio::join!(
+        open_service(&one, Setup::Serve),
+        open_service(&two, Setup::Serve)
+    );
+    let (served, message) = match (a, b) {
+        (Ok(s), Err(e)) | (Err(e), Ok(s)) => (s, e.to_string()),
+        (Ok(_), Ok(_)) => panic!("both nodes serve with keys of their own"),
+        (Err(a), Err(b)) => panic!("neither node serves: {a}; {b}"),
+    };
+    served.store.close();
+    assert!(message.contains("is not this database's"), "{message}");
+    let id = |s: &Settings| {
+        payments_server::data_dir::read_key_file(&s.data_dir.join(SECRETS_KEY_FILE))
+            .unwrap()
+            .id()
+            .to_string()
+    };
+    assert_ne!(id(&one), id(&two), "each node created a key of its own");
+    // The refused node serves once it has the first node's key file.
+    let (first, second) = if message.contains(&format!("sealed with key {}", id(&one))) {
+        (&one, &two)
+    } else {
+        (&two, &one)
+    };
+    std::fs::copy(
+        first.data_dir.join(SECRETS_KEY_FILE),
+        second.data_dir.join(SECRETS_KEY_FILE),
+    )
+    .unwrap();
+    open_service(second, Setup::Serve)
+        .await
+        .unwrap()
+        .store
+        .close();
+}
+
 /// Rotation as docs/operations.md describes it: a new key file as `secrets_key_file`, the old
 /// one in `secrets_previous_key_files`, `payments-server callback-secret reseal`, then the old
 /// key removed; the secret signs throughout.
@@ -199,6 +292,12 @@ async fn a_key_rotation_with_reseal_keeps_the_secrets() {
     assert_eq!(report["resealed"], 1, "{report}");
     assert_eq!(report["already_current"], 0, "{report}");
 
+    // The re-seal left nothing under the old key: a node with only the old key is refused.
+    let mut old_only = settings(&data);
+    old_only.secrets.key_file = Some(key_a.clone());
+    let message = refused(&old_only, Setup::Serve).await;
+    assert!(message.contains("is not this database's"), "{message}");
+
     std::fs::remove_file(&key_a).unwrap();
     let mut after = settings(&data);
     after.secrets.key_file = Some(key_b);
@@ -214,6 +313,9 @@ async fn a_plaintext_secret_from_an_older_data_dir_signs_and_is_resealed() {
     let old = "whsec_b2xkZXItZGF0YS1kaXItcGxhaW50ZXh0LXNlY3JldA==";
     let conn = rusqlite::Connection::open(data.join(DATABASE_FILE)).unwrap();
     conn.execute("UPDATE callback_secrets SET secret = ?1", [old])
+        .unwrap();
+    // Nor did such a data dir record a key id.
+    conn.execute("DELETE FROM settings WHERE name = 'secrets.key_id'", [])
         .unwrap();
     drop(conn);
     std::fs::remove_file(data.join(SECRETS_KEY_FILE)).unwrap();

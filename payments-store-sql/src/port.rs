@@ -63,6 +63,14 @@ impl<R: Runtime + ?Sized> SettingStore for Shared<'_, R> {
         .await
     }
 
+    async fn insert_setting(&self, name: &str, value: &str) -> Result<bool, StoreError> {
+        let values = vec![SqlValue::text(name), SqlValue::text(value)];
+        self.run(On::Write, values, |c, values| {
+            Box::pin(async move { Ok(execute(c, &SETTING_INSERT, values).await? > 0) })
+        })
+        .await
+    }
+
     async fn delete_setting(&self, name: &str) -> Result<bool, StoreError> {
         self.run(On::Write, vec![SqlValue::text(name)], |c, values| {
             Box::pin(async move { Ok(execute(c, &SETTING_DELETE, values).await? > 0) })
@@ -70,6 +78,11 @@ impl<R: Runtime + ?Sized> SettingStore for Shared<'_, R> {
         .await
     }
 }
+
+/// Sets the setting named `$1` to `$2` unless it is set.
+static SETTING_INSERT: Sql = Sql::new(|_| {
+    "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING".to_string()
+});
 
 /// Deletes the setting named `$1`.
 static SETTING_DELETE: Sql = Sql::new(|_| "DELETE FROM settings WHERE name = $1".to_string());

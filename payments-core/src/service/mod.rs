@@ -495,6 +495,48 @@ impl ServiceState {
         }
     }
 
+    /// Checks this service's sealing keys against the key the database's values are sealed
+    /// with ([`crate::settings::SEALING_KEY`]): with `record` (a node that serves), a database
+    /// that records none records this service's current key first (of several nodes starting
+    /// at once, one wins and the others are checked against it). The current key or any
+    /// previous key (a rotation under way) passes; another key is the inner
+    /// [`KeyMismatch`](crate::sealing::KeyMismatch). Without a key configured there is nothing
+    /// to check.
+    pub async fn check_sealing_key(
+        &self,
+        record: bool,
+    ) -> Result<Result<(), crate::sealing::KeyMismatch>, StoreError> {
+        let keys = &self.config.sealing;
+        let Some(current) = keys.current_id() else {
+            return Ok(Ok(()));
+        };
+        let setting = crate::settings::SEALING_KEY;
+        if record {
+            setting
+                .insert(&*self.ports.store, &current.to_string())
+                .await?;
+        }
+        Ok(match setting.get(&*self.ports.store).await? {
+            Some(recorded) if !keys.opens_with(&recorded) => Err(crate::sealing::KeyMismatch {
+                recorded,
+                current: current.to_string(),
+            }),
+            _ => Ok(()),
+        })
+    }
+
+    /// Records this service's current sealing key as the database's
+    /// ([`crate::settings::SEALING_KEY`]): what a re-seal that left nothing under another key
+    /// does, so that a node with only the old key is refused from then on.
+    pub async fn adopt_sealing_key(&self) -> Result<(), AdminError> {
+        if let Some(current) = self.config.sealing.current_id() {
+            crate::settings::SEALING_KEY
+                .set(&*self.ports.store, &current.to_string())
+                .await?;
+        }
+        Ok(())
+    }
+
     /// [`check_environment`](Self::check_environment), then records this service's
     /// environment in a store that has none. An embedding calls it once at start (the server
     /// does, at `serve`).

@@ -319,6 +319,10 @@ macro_rules! __storage_port {
                 /// Sets a named setting.
                 write fn upsert_setting(&self, name: &str, value: &str) -> Result<(), StoreError>;
 
+                /// Sets a named setting unless it is set: `true` when this call set it. Of
+                /// several nodes inserting at once, exactly one gets `true`.
+                write fn insert_setting(&self, name: &str, value: &str) -> Result<bool, StoreError>;
+
                 /// Removes a named setting, so that it reads as never set (a typed setting as
                 /// its default again); `false` if it was not set.
                 write fn delete_setting(&self, name: &str) -> Result<bool, StoreError>;

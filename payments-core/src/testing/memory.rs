@@ -756,6 +756,15 @@ impl SettingStore for MemoryStore {
         Ok(())
     }
 
+    async fn insert_setting(&self, name: &str, value: &str) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        if state.settings.contains_key(name) {
+            return Ok(false);
+        }
+        state.settings.insert(name.to_string(), value.to_string());
+        Ok(true)
+    }
+
     async fn delete_setting(&self, name: &str) -> Result<bool, StoreError> {
         Ok(self.lock().settings.remove(name).is_some())
     }

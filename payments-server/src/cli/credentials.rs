@@ -250,6 +250,10 @@ pub(super) async fn callback_secret(
                 reseal_totp_keys(svc, &store.cabinet_store()).await?;
             // And the payments' requisites, a page per transaction.
             let requisites = store.reseal_requisites().await?;
+            if requisites.changed_meanwhile == 0 {
+                // Nothing is left under another key: a node with only the old key is refused.
+                svc.adopt_sealing_key().await?;
+            }
             Ok(Output::new(
                 json!({
                     "key_id": report.key_id,

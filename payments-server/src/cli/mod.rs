@@ -78,6 +78,22 @@ pub enum CliError {
     /// `check-receiver` could not send its cases.
     #[error(transparent)]
     Check(#[from] crate::receiver_check::CheckError),
+    /// `backup` over settings that name PostgreSQL: it copies the data dir's SQLite database
+    /// only, which would be the wrong data (or a stale file).
+    #[error(
+        "backup copies the SQLite database of the data dir, but these settings use PostgreSQL \
+         (store.database_url): back it up with pg_dump, e.g. `pg_dump --format=custom \
+         --file=payments.dump \"$DATABASE_URL\"`, and the secrets key file separately \
+         (docs/runbooks/restore.md)"
+    )]
+    BackupOnPostgres,
+    /// `secrets-key generate` would overwrite a key file.
+    #[error("{}: a key file is there already; a new key never replaces one (move it away first \
+             if it is really not in use)", .0.display())]
+    KeyFileExists(PathBuf),
+    /// `secrets-key generate` could not write the key file.
+    #[error(transparent)]
+    KeyFile(#[from] crate::data_dir::DataDirError),
 }
 
 /// Settings every command shares. Serialized, it is the flag layer of these flags (only the
@@ -311,6 +327,17 @@ pub fn backup_hold_reason(at: payments_core::Timestamp) -> String {
     )
 }
 
+/// `payments-server secrets-key generate <file>`: a new sealing key in a new file (mode 0600),
+/// for the first deploy of several nodes (one key, copied to every node before any of them
+/// starts) and for a rotation. Never overwrites a file. Returns the key's id.
+pub fn generate_key(file: &std::path::Path) -> Result<String, CliError> {
+    if file.exists() {
+        return Err(CliError::KeyFileExists(file.to_path_buf()));
+    }
+    let key = crate::data_dir::create_key_file(file, &payments_http::system::OsRandom)?;
+    Ok(key.id().to_string())
+}
+
 /// `payments-server backup <file>`: an online copy of the data dir's database (see
 /// [`payments_store_sqlite::backup`]) that holds callback dispatch when restored.
 pub fn backup(
@@ -318,6 +345,9 @@ pub fn backup(
     file: &std::path::Path,
 ) -> Result<payments_store_sqlite::BackupReport, CliError> {
     use payments_core::Clock as _;
+    if settings.store.database_url.is_some() {
+        return Err(CliError::BackupOnPostgres);
+    }
     let db = settings.data_dir.join(crate::data_dir::DATABASE_FILE);
     let reason = backup_hold_reason(payments_http::system::SystemClock.now());
     payments_store_sqlite::backup(

@@ -115,3 +115,54 @@ async fn a_restored_backup_started_as_documented_sends_nothing() {
     assert_eq!(release["actor"], "cli:oncall");
     s.stop().await;
 }
+
+/// `backup` over settings that name PostgreSQL refuses and names `pg_dump`, even with a stale
+/// SQLite database in the data dir (which it backed up before, exiting 0); nothing is written.
+#[tokio::test]
+async fn a_backup_of_a_postgresql_node_is_refused_and_names_pg_dump() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("payments.db"), b"a stale database file").unwrap();
+    let file = data.path().join("backup.db");
+    let url = "postgres://payments@127.0.0.1:9/payments";
+    let (ok, out, err) = cli(
+        data.path(),
+        &["backup", file.to_str().unwrap(), "--database-url", url],
+    );
+    assert!(!ok, "refused: {out}");
+    assert!(
+        err.contains("these settings use PostgreSQL") && err.contains("pg_dump"),
+        "{err}"
+    );
+    assert!(!file.exists(), "nothing is written");
+}
+
+/// `secrets-key generate FILE` writes a new owner-only key and prints its id, never over an
+/// existing file.
+#[tokio::test]
+async fn a_generated_key_is_written_once_and_owner_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("keys").join("secrets.key");
+    let (ok, out, err) = cli(
+        dir.path(),
+        &["secrets-key", "generate", key.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+    let id = payments_server::data_dir::read_key_file(&key)
+        .unwrap()
+        .id()
+        .to_string();
+    assert!(out.contains(&format!("Key {id} written to")), "{out}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "owner-only");
+    }
+    let before = std::fs::read(&key).unwrap();
+    let (ok, _, err) = cli(
+        dir.path(),
+        &["secrets-key", "generate", key.to_str().unwrap()],
+    );
+    assert!(!ok && err.contains("a key file is there already"), "{err}");
+    assert_eq!(std::fs::read(&key).unwrap(), before, "the key is unchanged");
+}

@@ -542,7 +542,8 @@ pub async fn callback_secrets<S: Store>(store: &S) {
 }
 
 /// Settings are absent until set, overwritten by a second set, and absent again once deleted
-/// (a delete says whether there was one; it leaves the other settings alone).
+/// (a delete says whether there was one; it leaves the other settings alone). An insert sets
+/// only a setting that is not set, and says whether it did.
 pub async fn settings<S: Store>(store: &S) {
     assert_eq!(
         store.setting("operator_token").await.expect("setting"),
@@ -588,6 +589,17 @@ pub async fn settings<S: Store>(store: &S) {
     assert_eq!(
         store.setting("operator_token").await.expect("setting"),
         Some("again".to_string())
+    );
+    assert_eq!(store.insert_setting("first", "one").await, Ok(true));
+    assert_eq!(store.insert_setting("first", "two").await, Ok(false));
+    assert_eq!(store.insert_setting("operator_token", "x").await, Ok(false));
+    assert_eq!(
+        (
+            store.setting("first").await,
+            store.setting("operator_token").await
+        ),
+        (Ok(Some("one".into())), Ok(Some("again".into()))),
+        "an insert never overwrites"
     );
 }
 
