@@ -9,7 +9,9 @@
 //!   off during a failover is recovered from the provider it names: the core's service
 //!   tests);
 //! - the breaker: `b` refusing every request is out of routing after 3 failures, `c` serves
-//!   meanwhile, and after the 2 s cool-down one probe brings `b` back;
+//!   meanwhile; after the 2 s cool-down, of 20 creates sent at once exactly one goes to `b`
+//!   (its probe, which hangs past b's limit) and the others to `c`; after another cool-down
+//!   one probe brings `b`, healthy again, back;
 //! - notifications on each provider's own path verify with its own secret only, and a
 //!   provider cannot report on a payment another provider issued.
 
@@ -278,12 +280,37 @@ priority = 2
         (2, 5, 4),
         "b is not asked while its breaker is open"
     );
-    // After the cool-down one probe goes to `b`, healthy again: the breaker closes.
+    // After the cool-down `b` is due one probe, and hangs past its 1 s limit: of 20 creates
+    // sent at once, exactly one is its probe (ambiguous), and the others go to `c`.
     b.behaviour.refuse_all.store(false, Ordering::SeqCst);
+    b.behaviour.late_ms.store(1_500, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let rush: Vec<_> = (0..20)
+        .map(|n| tokio::spawn(create(&format!("rush-{n}"), "card_transfer", None)))
+        .collect();
+    let mut ambiguous = 0;
+    for r in rush {
+        let r = r.await.unwrap();
+        assert_eq!(r.status.as_u16(), 201, "{}", r.json);
+        if r.json["error_code"] == "provider_result_ambiguous" {
+            ambiguous += 1;
+        } else {
+            assert_eq!(r.json["status"], "processing", "{}", r.json);
+        }
+    }
+    assert_eq!(
+        counts(),
+        (2, 6, 23),
+        "one probe to b at a time, the others to c"
+    );
+    assert_eq!(ambiguous, 1, "only the probe hung");
+    // The probe failed: after another cool-down one probe goes to `b`, healthy again, and the
+    // breaker closes.
+    b.behaviour.late_ms.store(0, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let r = create("probe-1", "card_transfer", None).await;
     assert_eq!(r.json["status"], "processing", "{}", r.json);
-    assert_eq!(counts(), (2, 6, 4), "the probe went to b");
+    assert_eq!(counts(), (2, 7, 23), "the probe went to b");
     let text = metrics().await;
     assert!(
         text.contains("payments_provider_breaker{provider=\"b\",state=\"closed\"} 1"),
