@@ -18,5 +18,5 @@ pub mod sandbox;
 pub mod upstream;
 
 pub use coverage::{Coverage, Hours, HoursError};
-pub use health::{BreakerConfig, BreakerState, Health, Verdict};
+pub use health::{Admission, BreakerConfig, BreakerState, Health, Probe, Verdict};
 pub use router::{Candidate, PriorityWeightHealth, Route, Router, RouterError, RoutingRule};

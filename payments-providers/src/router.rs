@@ -23,7 +23,7 @@ use payments_core::provider::{
 };
 
 use crate::coverage::Coverage;
-use crate::health::{BreakerConfig, Health, Verdict};
+use crate::health::{Admission, BreakerConfig, Health, Verdict};
 
 /// Why a router cannot be built from its routes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -216,8 +216,55 @@ impl Router {
 
     /// The plan for `request`: its eligible providers (covering it, breaker closed or due a
     /// probe) in the rule's order. An empty plan means no provider may serve it now.
+    ///
+    /// A breaker admits one probe at a time: the plan that names a provider due one reserves
+    /// the probe for the request's payment ([`Health::reserve_probe`]), and every other plan
+    /// leaves the provider out, as if its breaker were still open, until the probe answers.
+    /// The reservation is freed when the payment's create ends at another provider, and
+    /// lapses after the cool-down when its create asks nothing at all.
     pub fn plan(&self, request: &RequisiteRequest) -> Plan {
         let now = self.clock.now();
+        let (candidates, mut skipped) = self.candidates(request, now);
+        let (order, why) = if candidates.is_empty() {
+            (Vec::new(), "no eligible provider".to_string())
+        } else {
+            self.rule.order(request, &candidates)
+        };
+        let mut providers = Vec::new();
+        for i in order {
+            let Some(c) = candidates.get(i) else {
+                continue;
+            };
+            if providers.contains(&c.name) {
+                continue;
+            }
+            // The rule ran without the lock: the reservation checks the breaker again.
+            let probe_taken = c.health.admits(request.payment_id, now) == Admission::Probe
+                && !self
+                    .lock()
+                    .entry(c.name.clone())
+                    .or_default()
+                    .reserve_probe(request.payment_id, now, self.breaker);
+            if probe_taken {
+                skipped.push(format!("{}: breaker half_open", c.name));
+            } else {
+                providers.push(c.name.clone());
+            }
+        }
+        let mut reason = why;
+        if !skipped.is_empty() {
+            reason.push_str(&format!("; not eligible: {}", skipped.join(", ")));
+        }
+        Plan { providers, reason }
+    }
+
+    /// The providers that cover `request` and whose breaker admits its payment at `now`, and
+    /// why each other provider is not eligible.
+    fn candidates(
+        &self,
+        request: &RequisiteRequest,
+        now: Timestamp,
+    ) -> (Vec<Candidate>, Vec<String>) {
         let health = self.lock();
         let mut skipped = Vec::new();
         let mut candidates = Vec::new();
@@ -225,7 +272,7 @@ impl Router {
             let h = health.get(&r.name).copied().unwrap_or_default();
             if let Err(why) = r.coverage.covers(request, now) {
                 skipped.push(format!("{}: {why}", r.name));
-            } else if !h.routable(now) {
+            } else if h.admits(request.payment_id, now) == Admission::Out {
                 skipped.push(format!("{}: breaker {}", r.name, h.breaker.as_str()));
             } else {
                 candidates.push(Candidate {
@@ -236,28 +283,13 @@ impl Router {
                 });
             }
         }
-        drop(health);
-        let (order, why) = if candidates.is_empty() {
-            (Vec::new(), "no eligible provider".to_string())
-        } else {
-            self.rule.order(request, &candidates)
-        };
-        let mut providers = Vec::new();
-        for i in order {
-            if let Some(c) = candidates.get(i) {
-                if !providers.contains(&c.name) {
-                    providers.push(c.name.clone());
-                }
-            }
-        }
-        let mut reason = why;
-        if !skipped.is_empty() {
-            reason.push_str(&format!("; not eligible: {}", skipped.join(", ")));
-        }
-        Plan { providers, reason }
+        (candidates, skipped)
     }
 
-    /// Asks the provider `name` (a probe if its breaker is due one) and records its health.
+    /// Asks the provider `name` and records its health: the breaker's probe when this
+    /// payment's plan reserved it ([`Health::take_probe`]). A call is never refused for its
+    /// breaker: a plan that left the provider out never names it, and a recovery must ask
+    /// the provider that may have issued, whatever its breaker says.
     /// A name that is not configured is answered as not reached.
     pub async fn issue_with(
         &self,
@@ -268,39 +300,63 @@ impl Router {
             return ProviderOutcome::Unavailable(format!("provider {name} is not configured"));
         };
         let started = self.clock.now();
+        // The probe if this payment's plan reserved it (or the breaker is due one); any other
+        // call, a recovery's included, is made whatever the breaker says.
         self.lock()
             .entry(name.clone())
             .or_default()
-            .take_probe(started);
+            .take_probe(request.payment_id, started);
         // A call the service abandons (its budget ended first) is a failure: without this a
         // probe cut off that way would leave the breaker half open, the provider out for good.
         let mut pending = Pending {
             router: self,
             name,
+            request,
             started,
             armed: true,
         };
         let outcome = route.provider.issue(request).await;
         pending.armed = false;
-        self.observe(name, Verdict::of(&outcome), started);
+        let ends = Failover::after(&outcome) == Failover::Decide;
+        self.settle(name, request, Verdict::of(&outcome), started, ends);
         outcome
     }
 
-    fn observe(&self, name: &ProviderName, verdict: Verdict, started: Timestamp) {
+    /// Records the verdict of a call to `name` for `request`, started at `started`. When the
+    /// payment's create `ends` with it, the probes its plan reserved on other providers are
+    /// freed (it will not ask them).
+    fn settle(
+        &self,
+        name: &ProviderName,
+        request: &RequisiteRequest,
+        verdict: Verdict,
+        started: Timestamp,
+        ends: bool,
+    ) {
         let now = self.clock.now();
-        self.lock().entry(name.clone()).or_default().observe(
+        let mut health = self.lock();
+        health.entry(name.clone()).or_default().observe(
             verdict,
             now.duration_since(started),
             now,
             self.breaker,
         );
+        if ends {
+            for (other, h) in health.iter_mut() {
+                if other != name {
+                    h.release_probe(request.payment_id, now);
+                }
+            }
+        }
     }
 }
 
-/// Records a failure for a call dropped before it answered.
+/// Records a failure for a call dropped before it answered (its create ended: its budget
+/// ran out first).
 struct Pending<'a> {
     router: &'a Router,
     name: &'a ProviderName,
+    request: &'a RequisiteRequest,
     started: Timestamp,
     armed: bool,
 }
@@ -309,7 +365,7 @@ impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.router
-                .observe(self.name, Verdict::Failed, self.started);
+                .settle(self.name, self.request, Verdict::Failed, self.started, true);
         }
     }
 }
@@ -596,6 +652,172 @@ mod tests {
             1,
             "and it is probed again later"
         );
+    }
+
+    /// A provider that takes each request and answers (issued) only once its gate is open.
+    struct Gated {
+        open: Arc<std::sync::atomic::AtomicBool>,
+        calls: Arc<AtomicUsize>,
+    }
+
+    #[async_trait]
+    impl RequisiteProvider for Gated {
+        async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let open = self.open.clone();
+            std::future::poll_fn(move |_| {
+                if open.load(Ordering::SeqCst) {
+                    std::task::Poll::Ready(())
+                } else {
+                    std::task::Poll::Pending
+                }
+            })
+            .await;
+            outcome(0)
+        }
+    }
+
+    /// `g`, gated, at `g_priority`, and `ok` (issues at once) at priority 1; `g`'s breaker
+    /// opens on one failure for 30 s. Also `g`'s gate and call count.
+    fn gated_router(
+        g_priority: u32,
+        clock: Arc<ManualClock>,
+    ) -> (Router, Arc<std::sync::atomic::AtomicBool>, Arc<AtomicUsize>) {
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let route = |name: &str, provider: Arc<dyn RequisiteProvider>, priority| Route {
+            name: ProviderName::parse(name).unwrap(),
+            provider,
+            coverage: Coverage::default(),
+            priority,
+            weight: 1,
+        };
+        let ok = Scripted {
+            answers: vec![outcome(0)],
+            calls: AtomicUsize::new(0),
+            log: Arc::new(Mutex::new(Vec::new())),
+            name: "ok".into(),
+        };
+        let gated = Gated {
+            open: open.clone(),
+            calls: calls.clone(),
+        };
+        let routes = vec![
+            route("g", Arc::new(gated), g_priority),
+            route("ok", Arc::new(ok), 1),
+        ];
+        let router = Router::new(routes, clock)
+            .unwrap()
+            .with_breaker(BreakerConfig {
+                failures: 1,
+                open_for: Duration::from_secs(30),
+            });
+        (router, open, calls)
+    }
+
+    /// Polls `call` once with a waker that does nothing; whether it answered.
+    fn poll_once<F: std::future::Future>(call: std::pin::Pin<&mut F>) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        call.poll(&mut cx).is_ready()
+    }
+
+    fn names(plan: &Plan) -> Vec<&str> {
+        plan.providers.iter().map(|p| p.as_str()).collect()
+    }
+
+    #[test]
+    fn a_half_open_breaker_admits_one_probe_at_a_time() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let (router, gate, calls) = gated_router(0, clock.clone());
+        let g = ProviderName::parse("g").unwrap();
+        let r = |seed: u128| request("1500.00", PaymentMethod::Sbp, None, seed);
+        // An abandoned call opens g's breaker.
+        assert!(!poll_once(std::pin::pin!(router.issue_with(&g, &r(100)))));
+        assert_eq!(router.health()[0].1.breaker.as_str(), "open");
+        clock.advance(Duration::from_secs(30));
+        // Twenty plans after the cool-down: the first takes the probe, the others go to ok.
+        let plans: Vec<Plan> = (1..=20).map(|seed| router.plan(&r(seed))).collect();
+        assert_eq!(names(&plans[0]), ["g", "ok"]);
+        for plan in &plans[1..] {
+            assert_eq!(names(plan), ["ok"], "{plan:?}");
+            assert!(
+                plan.reason.contains("g: breaker half_open"),
+                "{}",
+                plan.reason
+            );
+        }
+        // Its own plan again (a failover's) still holds the probe.
+        assert_eq!(names(&router.plan(&r(1))), ["g", "ok"]);
+        // The probe in flight: nobody else, and not its own payment again.
+        let r1 = r(1);
+        let mut probe = std::pin::pin!(router.issue_with(&g, &r1));
+        assert!(!poll_once(probe.as_mut()));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        for seed in [1, 2, 21] {
+            assert_eq!(names(&router.plan(&r(seed))), ["ok"]);
+        }
+        assert_eq!(router.health()[0].1.breaker.as_str(), "half_open");
+        // It answers: closed, and g is routed to again.
+        gate.store(true, Ordering::SeqCst);
+        assert!(poll_once(probe.as_mut()));
+        assert_eq!(router.health()[0].1.breaker.as_str(), "closed");
+        assert_eq!(names(&router.plan(&r(22))), ["g", "ok"]);
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "exactly one probe");
+    }
+
+    #[test]
+    fn a_reserved_probe_is_freed_when_its_payment_is_served_elsewhere_or_lapses() {
+        let clock = Arc::new(ManualClock::new(T0));
+        // g after ok: a plan names it second.
+        let (router, _, calls) = gated_router(2, clock.clone());
+        let g = ProviderName::parse("g").unwrap();
+        let r = |seed: u128| request("1500.00", PaymentMethod::Sbp, None, seed);
+        assert!(!poll_once(std::pin::pin!(router.issue_with(&g, &r(100)))));
+        clock.advance(Duration::from_secs(30));
+        assert_eq!(names(&router.plan(&r(1))), ["ok", "g"]);
+        assert_eq!(names(&router.plan(&r(2))), ["ok"]);
+        // Payment 1 is issued by ok: its create ends there, and the probe is free again.
+        assert!(matches!(
+            block_on(router.issue(&r(1))),
+            ProviderOutcome::Issued(_)
+        ));
+        assert_eq!(names(&router.plan(&r(2))), ["ok", "g"]);
+        assert_eq!(names(&router.plan(&r(3))), ["ok"]);
+        // Payment 2's create never asks anything: after a cool-down another plan takes it.
+        clock.advance(Duration::from_secs(29));
+        assert_eq!(names(&router.plan(&r(3))), ["ok"]);
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(names(&router.plan(&r(3))), ["ok", "g"]);
+        assert_eq!(names(&router.plan(&r(2))), ["ok"]);
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "no probe was sent");
+    }
+
+    #[test]
+    fn a_recovery_asks_its_provider_whatever_the_breaker_says() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let (router, gate, calls) = gated_router(0, clock.clone());
+        let g = ProviderName::parse("g").unwrap();
+        let r = |seed: u128| request("1500.00", PaymentMethod::Sbp, None, seed);
+        assert!(!poll_once(std::pin::pin!(router.issue_with(&g, &r(100)))));
+        gate.store(true, Ordering::SeqCst);
+        // Open: payment 100's recovery asks g again, and its answer closes the breaker.
+        assert!(matches!(
+            block_on(router.issue_with(&g, &r(100))),
+            ProviderOutcome::Issued(_)
+        ));
+        assert_eq!(router.health()[0].1.breaker.as_str(), "closed");
+        // Half open, its probe reserved by payment 1: payment 9's recovery is still asked.
+        gate.store(false, Ordering::SeqCst);
+        assert!(!poll_once(std::pin::pin!(router.issue_with(&g, &r(9)))));
+        clock.advance(Duration::from_secs(30));
+        assert_eq!(names(&router.plan(&r(1))), ["g", "ok"]);
+        gate.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            block_on(router.issue_with(&g, &r(9))),
+            ProviderOutcome::Issued(_)
+        ));
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
+        assert_eq!(router.health()[0].1.breaker.as_str(), "closed");
     }
 
     #[test]

@@ -9,9 +9,13 @@
 //!   off during a failover is recovered from the provider it names: the core's service
 //!   tests);
 //! - the breaker: `b` refusing every request is out of routing after 3 failures, `c` serves
-//!   meanwhile, and after the 2 s cool-down one probe brings `b` back;
+//!   meanwhile; after the 2 s cool-down, of 20 creates sent at once exactly one goes to `b`
+//!   (its probe, which hangs past b's limit) and the others to `c`; after another cool-down
+//!   one probe brings `b`, healthy again, back;
 //! - notifications on each provider's own path verify with its own secret only, and a
-//!   provider cannot report on a payment another provider issued.
+//!   provider cannot report on a payment another provider issued; such a refused report
+//!   records nothing, so the right provider's genuine report with the same timestamp and
+//!   body is applied (replay memory is per provider and keeps accepted requests only).
 
 #[path = "ops/support.rs"]
 mod support;
@@ -22,7 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use payments_client::{MerchantClient, SandboxCredentials};
-use payments_core::callback::CallbackSecret;
+use payments_core::callback::{
+    signature_header, CallbackSecret, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+};
 use payments_examples::upstream::ExampleUpstream;
 use payments_server::testing::free_port;
 use serde_json::{json, Value};
@@ -97,6 +103,33 @@ async fn upstream(secret: &str) -> Upstream {
         behaviour,
         base,
     }
+}
+
+/// Posts `body` to the notification path of `provider`, signed with `secret` at `at` (unix
+/// seconds); the answer's status and JSON body.
+async fn notify_signed(
+    notify: &SocketAddr,
+    provider: &str,
+    secret: &str,
+    at: i64,
+    body: &str,
+) -> (u16, Value) {
+    let secret = CallbackSecret::parse(secret).unwrap();
+    let r = reqwest::Client::new()
+        .post(format!(
+            "http://{notify}/upstream/v1/notifications/{provider}"
+        ))
+        .header("content-type", "application/json")
+        .header(TIMESTAMP_HEADER, at.to_string())
+        .header(
+            SIGNATURE_HEADER,
+            signature_header(&[&secret], at, body.as_bytes()),
+        )
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
 }
 
 fn requests(u: &Upstream) -> usize {
@@ -278,12 +311,37 @@ priority = 2
         (2, 5, 4),
         "b is not asked while its breaker is open"
     );
-    // After the cool-down one probe goes to `b`, healthy again: the breaker closes.
+    // After the cool-down `b` is due one probe, and hangs past its 1 s limit: of 20 creates
+    // sent at once, exactly one is its probe (ambiguous), and the others go to `c`.
     b.behaviour.refuse_all.store(false, Ordering::SeqCst);
+    b.behaviour.late_ms.store(1_500, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let rush: Vec<_> = (0..20)
+        .map(|n| tokio::spawn(create(&format!("rush-{n}"), "card_transfer", None)))
+        .collect();
+    let mut ambiguous = 0;
+    for r in rush {
+        let r = r.await.unwrap();
+        assert_eq!(r.status.as_u16(), 201, "{}", r.json);
+        if r.json["error_code"] == "provider_result_ambiguous" {
+            ambiguous += 1;
+        } else {
+            assert_eq!(r.json["status"], "processing", "{}", r.json);
+        }
+    }
+    assert_eq!(
+        counts(),
+        (2, 6, 23),
+        "one probe to b at a time, the others to c"
+    );
+    assert_eq!(ambiguous, 1, "only the probe hung");
+    // The probe failed: after another cool-down one probe goes to `b`, healthy again, and the
+    // breaker closes.
+    b.behaviour.late_ms.store(0, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let r = create("probe-1", "card_transfer", None).await;
     assert_eq!(r.json["status"], "processing", "{}", r.json);
-    assert_eq!(counts(), (2, 6, 4), "the probe went to b");
+    assert_eq!(counts(), (2, 7, 23), "the probe went to b");
     let text = metrics().await;
     assert!(
         text.contains("payments_provider_breaker{provider=\"b\",state=\"closed\"} 1"),
@@ -327,13 +385,27 @@ priority = 2
             .starts_with("failover after a: no requisites"),
         "{bank_1}"
     );
-    let applied = b
-        .example
-        .report("n-b-1", &card_1, true, None)
-        .await
-        .unwrap();
+    // `a` signs `b`'s report on card-1 and posts it on its own path: refused (404), and it
+    // records nothing. `b`'s genuine report, the same timestamp and body signed with its own
+    // secret, is then applied; only that accepted request is a replay when sent again.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let body = json!({"notification_id": "n-b-1", "payment_id": card_1, "status": "confirmed"})
+        .to_string();
+    let from_a = notify_signed(&notify, "a", SECRET_A, at, &body).await;
+    assert_eq!(from_a.0, 404, "{}", from_a.1);
+    let applied = notify_signed(&notify, "b", SECRET_B, at, &body).await;
+    assert_eq!(applied.0, 200, "{}", applied.1);
+    let applied = applied.1;
     assert_eq!(applied["applied"], true, "{applied}");
     assert_eq!(applied["status"], "completed", "{applied}");
+    let again = notify_signed(&notify, "b", SECRET_B, at, &body).await;
+    assert_eq!(again.0, 409, "{}", again.1);
+    assert_eq!(again.1["code"], "request_replayed", "{}", again.1);
+    let from_a = notify_signed(&notify, "a", SECRET_A, at, &body).await;
+    assert_eq!(from_a.0, 404, "still not a's, and no replay: {}", from_a.1);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let got = merchant.get_payment(&card_1).await.unwrap();

@@ -3,17 +3,20 @@
 //! decided here and carried out by the same state machine, and they are applied once per
 //! upstream notification id (the id is recorded in the same store write as the change).
 //!
-//! The order of the checks, each answered with nothing changed:
+//! The order of the checks, each answered with nothing changed and nothing recorded:
 //!
 //! | check | answer |
 //! |---|---|
 //! | signature and timestamp ([`CallbackVerifier`], 300 s) | `401 signature_invalid` |
-//! | the same signed request (timestamp and body) again | `409 request_replayed` |
+//! | the same signed request (timestamp and body) from the same provider was accepted before | `409 request_replayed` |
 //! | the body | `400 bad_request` |
 //! | the payment | `404 payment_not_found` |
 //! | the notification id was applied before | `200`, `applied: false` |
 //! | the state machine refuses the change | `409 invalid_transition` |
 //! | otherwise | `200`, `applied: true` (the merchant callback is queued with it) |
+//!
+//! Only an accepted request (`200`) is remembered as a signed request, per provider: its
+//! replay is `409 request_replayed`.
 
 use std::time::Duration;
 
@@ -265,22 +268,28 @@ impl Payments<'_> {
             .map_err(NotificationError::Signature)?;
         // A signed request is accepted while its timestamp is within the tolerance either way
         // of the clock, so its replay key must outlive twice the tolerance (and some skew).
-        let mut digest = Sha256::new();
-        digest.update(signed.timestamp.trim_matches([' ', '\t']).as_bytes());
-        digest.update(b".");
-        digest.update(signed.body);
-        let replay_key = format!("upstream-request:{}", hex::encode(digest.finalize()));
+        let replay_key = replay_key(signed, from);
         let keep = verifier.tolerance() * 2 + Duration::from_secs(60);
-        if !self
-            .ports
-            .store
-            .use_nonce(UPSTREAM_NONCE_SCOPE, &replay_key, now, now + keep)
-            .await?
-        {
+        let replay = NonceUse {
+            project: UPSTREAM_NONCE_SCOPE,
+            nonce: &replay_key,
+            now,
+            expires_at: now + keep,
+        };
+        // Only a check here: a request refused below records nothing.
+        if !self.ports.store.commit_change_once(replay, None).await? {
             return Err(NotificationError::Replayed);
         }
         let notification = ProviderNotification::parse(signed.body)?;
-        self.apply_notification(notification, from).await
+        let outcome = self.apply_notification(notification, from).await?;
+        // Accepted (applied now, or its id was applied before): the same signed request from
+        // this provider is a replay from now on. Two at once may both be accepted; the
+        // notification id lets only one of them apply.
+        self.ports
+            .store
+            .use_nonce(UPSTREAM_NONCE_SCOPE, &replay_key, now, now + keep)
+            .await?;
+        Ok(outcome)
     }
 
     /// Applies a verified, parsed notification once per notification id.
@@ -354,5 +363,22 @@ impl Payments<'_> {
             }
         }
         Err(NotificationError::Contended)
+    }
+}
+
+/// The replay key of a signed request from `from` (`None`: the unnamed path): its provider,
+/// timestamp and body, so that one provider's request never makes another's a replay.
+fn replay_key(
+    signed: SignedNotification<'_>,
+    from: Option<&crate::provider::ProviderName>,
+) -> String {
+    let mut digest = Sha256::new();
+    digest.update(signed.timestamp.trim_matches([' ', '\t']).as_bytes());
+    digest.update(b".");
+    digest.update(signed.body);
+    let digest = hex::encode(digest.finalize());
+    match from {
+        Some(provider) => format!("upstream-request:{provider}:{digest}"),
+        None => format!("upstream-request:{digest}"),
     }
 }

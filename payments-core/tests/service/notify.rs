@@ -158,8 +158,15 @@ fn refusals_change_nothing() {
     );
     assert_eq!(s.stored(p.id).status, PaymentStatus::Processing);
     assert!(s.events(p.id).is_empty());
+    // A refused request records nothing: the same signed request again is refused the same
+    // way, never as a replay.
+    assert_eq!(err(send_at(&s, &ghost, now)), ErrorCode::PaymentNotFound);
+    assert_eq!(
+        err(send_at(&s, r#"{"notification_id":"x"}"#, now)),
+        ErrorCode::BadRequest
+    );
 
-    // Replayed: the same signed request twice.
+    // Replayed: the same signed request twice, once accepted.
     assert!(send_at(&s, &good, now).unwrap().applied);
     assert_eq!(err(send_at(&s, &good, now)), ErrorCode::RequestReplayed);
 
@@ -175,6 +182,11 @@ fn refusals_change_nothing() {
     assert_eq!(
         err(send(&s, &confirmed("up-6", e.id))),
         ErrorCode::InvalidTransition
+    );
+    assert_eq!(
+        err(send(&s, &confirmed("up-6", e.id))),
+        ErrorCode::InvalidTransition,
+        "the same signed request again: refused, not a replay"
     );
     assert_eq!(s.stored(e.id).status, PaymentStatus::Error);
 }
