@@ -510,13 +510,14 @@ impl ServiceState {
         let Some(current) = keys.current_id() else {
             return Ok(Ok(()));
         };
-        let setting = crate::settings::SEALING_KEY;
-        if record {
-            setting
-                .insert(&*self.ports.store, &current.to_string())
-                .await?;
+        let (setting, store) = (crate::settings::SEALING_KEY, &*self.ports.store);
+        let mut recorded = setting.get(store).await?;
+        if recorded.is_none() && record {
+            // Of several nodes at once one inserts; each reads back what was recorded.
+            setting.insert(store, &current.to_string()).await?;
+            recorded = setting.get(store).await?;
         }
-        Ok(match setting.get(&*self.ports.store).await? {
+        Ok(match recorded {
             Some(recorded) if !keys.opens_with(&recorded) => Err(crate::sealing::KeyMismatch {
                 recorded,
                 current: current.to_string(),
