@@ -1079,6 +1079,11 @@ impl Settings {
                 "upstream.rates_url",
             ));
         }
+        // The rates requests are signed with `upstream.secrets`, whatever the providers have:
+        // without them every fetch would be refused (401) and every create 422.
+        if u.rate_source == RateSourceKind::Http && u.secrets.is_empty() {
+            return Err(needs("upstream.rate_source = \"http\"", "upstream.secrets"));
+        }
         if u.listen.is_some() && u.secrets.is_empty() && u.providers.is_empty() {
             return Err(needs("upstream.listen", "upstream.secrets"));
         }

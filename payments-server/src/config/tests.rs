@@ -352,6 +352,14 @@ fn upstream_settings_that_do_not_go_together_are_refused() {
         "needs upstream.secrets",
     );
     refused("rate_source = \"http\"\n", "needs upstream.rates_url");
+    // Several providers with secrets of their own: the rates requests still need
+    // upstream.secrets (they were sent unsigned and refused, 401, every time).
+    refused(
+        "[upstream]\nprovider = \"http\"\nrate_source = \"http\"\n\
+         rates_url = \"https://bank.example/rates\"\n[[upstream.providers]]\nname = \"a\"\n\
+         url = \"https://a.example/r\"\nsecrets = [\"whsec_Y2hhb3MtYmFuay1hLXVwc3RyZWFtLXNlY3JldC0wMTIz\"]\n",
+        "upstream.rate_source = \"http\" needs upstream.secrets",
+    );
     refused(
         "upstream_listen = \"127.0.0.1:8082\"\n",
         "needs upstream.secrets",
