@@ -13,7 +13,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -154,6 +154,9 @@ pub struct SqliteStore {
     sealing: RequisiteSealing,
     /// Room kept for a full disk.
     reserve: Arc<Reserve>,
+    /// The database file, whose file system readiness probes for new space (`None`:
+    /// read-only).
+    database: Option<PathBuf>,
 }
 
 impl SqliteStore {
@@ -222,6 +225,7 @@ impl SqliteStore {
         };
         Ok(SqliteStore {
             reserve: Arc::new(reserve),
+            database: (!options.read_only).then(|| path.to_path_buf()),
             writer,
             read_permits: Arc::new(Semaphore::new(readers.len())),
             auth_cache: Arc::default(),
@@ -231,6 +235,12 @@ impl SqliteStore {
             scan_timeout: options.scan_timeout,
             sealing: RequisiteSealing::new(),
         })
+    }
+
+    /// The database file whose file system readiness probes for new space; `None` when
+    /// read-only.
+    pub(crate) fn probe_path(&self) -> Option<PathBuf> {
+        self.database.clone()
     }
 
     /// The sealing of this store's requisites at rest: empty (requisites written in clear)

@@ -16,6 +16,12 @@
 //! store turns back when the database has room inside it again (free pages, made by the
 //! purges, of at least the reserve's size) or the file system has twice the reserve free. The
 //! reserve is made again once the file system has room for it twice over.
+//!
+//! Readiness does not trust a small write to show a full disk: SQLite may rewrite a page in a
+//! WAL that still has room while every insert fails. [`probe_room`] allocates
+//! [`PROBE_BYTES`] of new space in a file beside the database (and removes it) before the
+//! readiness write, so a node on a full file system leaves the balancer's rotation whatever
+//! the WAL still holds, and comes back by itself once there is room.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,6 +32,42 @@ use payments_core::store::{StoreError, UnavailableCause};
 
 /// How often the free space of the file system is looked at while the reserve is missing.
 const LOOK_EVERY: Duration = Duration::from_secs(5);
+
+/// The new space [`probe_room`] allocates: room for a few hundred payments.
+pub const PROBE_BYTES: u64 = 256 << 10;
+
+/// Whether the file system of `database` has [`PROBE_BYTES`] of new space: allocates them
+/// (`fallocate`, no data written) in `<database>-probe` and removes it. `Err(disk full)` when
+/// the file system has no such room. Blocking.
+pub(crate) fn probe_room(database: &Path) -> Result<(), StoreError> {
+    let mut name = database.as_os_str().to_owned();
+    name.push("-probe");
+    let path = PathBuf::from(name);
+    let allocated = (|| -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)?;
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, PROBE_BYTES)?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&path);
+    match allocated {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) => {
+            Err(UnavailableCause::DiskFull.error(format_args!(
+                "the file system has no room for {} KiB of new data",
+                PROBE_BYTES >> 10
+            )))
+        }
+        // A file system without fallocate (or another refusal) proves nothing either way:
+        // the readiness write decides.
+        Err(_) => Ok(()),
+    }
+}
 
 /// The reserve of one store.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use payments_core::project::{AuditRecord, KeyRecord, TokenRecord};
 use payments_core::store::{
     AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken,
     NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
-    Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
+    Store, StoreError, TokenKey, Transaction, TxOutput, TxWork, UnavailableCause,
 };
 use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::Timestamp;
@@ -291,6 +291,22 @@ impl Store for SqliteStore {
     /// Ready while the writer thread runs and accepts writes.
     fn is_ready(&self) -> bool {
         self.writer.is_alive()
+    }
+
+    /// New space on the file system first ([`crate::reserve::probe_room`]: a full disk shows
+    /// whatever the WAL still holds), then the port's small write.
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        if let Some(path) = self.probe_path() {
+            tokio::task::spawn_blocking(move || crate::reserve::probe_room(&path))
+                .await
+                .map_err(|e| UnavailableCause::Other.error(format_args!("the probe: {e}")))??;
+        }
+        payments_core::store::SettingStore::upsert_setting(
+            self,
+            payments_core::store::WRITE_PROBE_SETTING,
+            "ok",
+        )
+        .await
     }
 
     /// The work on the writer thread, as one job of a group commit: the steps run on the
