@@ -277,4 +277,11 @@ pub trait RequisiteProvider: Send + Sync {
 pub trait RateSource: Send + Sync {
     /// The course for `currency`, or `None` when there is no rate.
     async fn course(&self, currency: Currency) -> Option<Decimal>;
+
+    /// Whether it holds any rate that may be used now. A node without one answers every create
+    /// `422 payment_rate_unavailable`, so its `/readyz` says it is not ready. The default:
+    /// always (a fixed table).
+    fn has_rates(&self) -> bool {
+        true
+    }
 }

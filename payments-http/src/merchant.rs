@@ -382,16 +382,27 @@ const WRITE_PROBE_REUSE: std::time::Duration = std::time::Duration::from_secs(1)
 const WRITE_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn readyz(State(st): State<AppState>) -> Response {
-    match not_ready(&st).await {
+    let why = match not_ready(&st).await {
+        Some(reason) => Some(("store unavailable", reason)),
+        // No usable exchange rate: every create would answer 422.
+        None if !st.service.ports().rates.has_rates() => Some((
+            "rates unavailable",
+            "no usable exchange rate: the rates endpoint has not answered well within \
+             upstream.rates_max_age"
+                .to_string(),
+        )),
+        None => None,
+    };
+    match why {
         None => (
             StatusCode::OK,
             [("content-type", "application/json")],
             r#"{"status":"ready"}"#,
         )
             .into_response(),
-        Some(reason) => {
+        Some((status, reason)) => {
             tracing::warn!(reason = reason.as_str(), "not ready");
-            let body = serde_json::json!({ "status": "store unavailable", "reason": reason });
+            let body = serde_json::json!({ "status": status, "reason": reason });
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 [("content-type", "application/json"), ("retry-after", "1")],

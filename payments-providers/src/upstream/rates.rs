@@ -284,6 +284,13 @@ impl RateSource for HttpRates {
             .with_fresh(|rates| rates.get(currency.as_str()).copied())
             .flatten()
     }
+
+    /// A good answer no older than `rates_max_age` with at least one course.
+    fn has_rates(&self) -> bool {
+        self.cache
+            .with_fresh(|rates| !rates.is_empty())
+            .unwrap_or(false)
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The live rate source: courses from the upstream, "no rate" once they are too old, and
-//! recovery when the endpoint answers again.
+//! The live rate source: courses from the upstream, "no rate" once they are too old (and the
+//! node not ready), and recovery when the endpoint answers again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,15 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::support::{body, Mode, Upstream};
+
+/// `/readyz`: its status and body.
+async fn readyz(s: &TestServer) -> (u16, serde_json::Value) {
+    let resp = reqwest::get(format!("{}/readyz", s.merchant_url))
+        .await
+        .expect("the server answers");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or_default())
+}
 
 #[tokio::test]
 async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
@@ -46,6 +55,10 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
         stale.json
     );
     assert_eq!(stale.code(), Some("payment_rate_unavailable"));
+    // Without a usable rate the node is not ready: a balancer sends its creates elsewhere.
+    let (status, ready) = readyz(&s).await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["status"], "rates unavailable", "{ready}");
     // The metric the *Rates stale* alert reads: both currencies' last good rate is as old as
     // the clock's step (at least).
     let age = |currency: &'static str| {
@@ -72,6 +85,8 @@ async fn stale_rates_are_no_rate_until_the_endpoint_answers_again() {
         assert_eq!(r.code(), Some("payment_rate_unavailable"));
     }
     let r = recovered.expect("the rates recover");
+    let (status, ready) = readyz(&s).await;
+    assert_eq!(status, 200, "ready again by itself: {ready}");
     assert_eq!(
         r.json["merchant_information"]["course"].to_string(),
         "100.00"
