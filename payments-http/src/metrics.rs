@@ -598,7 +598,7 @@ impl Metrics {
             register_counter(
                 &mut scrape,
                 "payments_log_lines_dropped",
-                "Log lines dropped because standard error did not take them (8 MiB queued)",
+                "Log lines dropped because standard error did not take them (log.queue_kib queued)",
                 source(),
             );
         }

@@ -653,6 +653,9 @@ pub struct LogSettings {
     pub format: LogFormat,
     /// The filter (`info`, `payments_http=debug`, ...); also `PAYMENTS_LOG`.
     pub level: String,
+    /// KiB of log lines the server holds in memory while standard error does not take them
+    /// (default 8192; under 64 counts as 64): further lines are dropped and counted.
+    pub queue_kib: usize,
 }
 
 impl Default for LogSettings {
@@ -660,6 +663,7 @@ impl Default for LogSettings {
         LogSettings {
             format: LogFormat::Text,
             level: "info".to_string(),
+            queue_kib: 8192,
         }
     }
 }

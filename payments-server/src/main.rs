@@ -187,11 +187,8 @@ enum FlagError {
 
 async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let settings = settings(&args.common, &args)?;
-    let _log = payments_server::telemetry::init_server(
-        settings.log.format,
-        &settings.log.level,
-        &settings.telemetry,
-    );
+    // Held until serve returns: dropping it writes the queued lines (a normal stop loses none).
+    let _log = payments_server::telemetry::init_server(&settings.log, &settings.telemetry);
     settings.warn_deprecated();
     let app = Application::build(settings).await?;
     if let Some(path) = app.bootstrapped_credentials() {

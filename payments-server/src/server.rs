@@ -825,6 +825,12 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
         self.log_start().await;
+        // The startup line on stderr before the node answers (a node killed once it answers
+        // still shows it); a stalled stderr delays the start by a second at most.
+        let _ = tokio::task::spawn_blocking(|| {
+            crate::telemetry::wait_written(Duration::from_secs(1));
+        })
+        .await;
         let Application {
             settings,
             state,

@@ -3,61 +3,62 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+use crate::config::{LogFormat, LogSettings};
 
-/// How long a server log line waits in memory at most before it is written.
+/// How long a per-request log line waits in memory at most before it is written.
 pub const LOG_FLUSH_EVERY: Duration = Duration::from_millis(20);
 /// Bytes of queued lines from which the writer thread writes at once instead of waiting.
 const HIGH_WATER: usize = 64 * 1024;
-/// Bytes of queued lines beyond which further lines are dropped (and counted) until the writer
-/// thread has written: standard error is stalled.
-const CAPACITY: usize = 8 * 1024 * 1024;
+/// The smallest queue (`log.queue_kib`), in bytes.
+const MIN_CAPACITY: usize = 64 * 1024;
 
 /// Lines the server's log writer dropped (see [`init_server`]).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// The server's log queue, once [`init_server`] made it.
+static SERVER_LOG: OnceLock<Arc<LogBuffer>> = OnceLock::new();
 
 /// Installs the global subscriber writing each line straight to standard error (once; later
-/// calls are ignored). For the command-line tools: short-lived, every line out before exit.
+/// calls are ignored). For the command-line tools: short-lived, every line out before exit,
+/// in order with what they print.
 pub fn init(format: LogFormat, level: &str) {
     install(format, level, std::io::stderr, None);
 }
 
 /// Installs the global subscriber for the long-running server (once; later calls are ignored).
-/// The lines every request writes (the access line and the create's support line, at INFO)
-/// are appended to a buffer in memory; a thread of its own writes the buffer to standard error
-/// every [`LOG_FLUSH_EVERY`] (at once past 64 KiB), all queued lines in one write; every other
-/// line (startup, migrations, warnings, errors) is written at once, so it may come before
-/// per-request lines logged up to 20 ms earlier. A request never makes a system call for its
-/// per-request lines, and never waits for standard error for them: when 8 MiB of lines are queued (standard error is stalled), further
-/// lines are dropped and counted (`payments_log_lines_dropped_total`). Keep the returned guard
-/// until the server has stopped: dropping it writes what is queued (lines logged after that go
-/// straight to stderr). Lines queued when the process dies without dropping it (a crash,
-/// `SIGKILL`) are lost: the last 20 ms or so, more when stderr was slow to take them; a panic's
-/// own message goes straight to stderr and may come before the lines queued ahead of it. A
-/// failed write to stderr counts its lines as dropped.
+/// No line is written by the code that logs it: every line is appended to a queue in memory,
+/// and a thread of its own (`log-writer`) writes what is queued to standard error, all of it
+/// in one write. The lines every request writes (the access line and the create's support
+/// line, at INFO) wait up to [`LOG_FLUSH_EVERY`] (less past 64 KiB); any other line (startup,
+/// migrations, warnings, errors) wakes the writer at once. Lines reach stderr in the order
+/// they were logged. When `log.queue_kib` of lines are queued (standard error is stalled: a
+/// pipe nobody reads, a stuck journald), further lines are dropped and counted
+/// (`payments_log_lines_dropped_total`), and once stderr takes lines again the writer logs a
+/// warning saying how many were dropped. Keep the returned guard until the server has stopped:
+/// dropping it writes what is queued (lines logged after that go straight to stderr). Lines
+/// queued when the process dies without dropping it (a crash, `SIGKILL`) are lost: normally
+/// the last 20 ms of per-request lines, more when stderr was slow to take them; a panic's own
+/// message goes straight to stderr and may come before lines queued ahead of it. A failed
+/// write to stderr counts its lines as dropped.
 ///
 /// With `[telemetry] otlp_endpoint` set (and the feature `otlp`), spans are also exported as
 /// OpenTelemetry traces over OTLP/HTTP ([`traces`]); the guard flushes them when dropped.
-pub fn init_server(
-    format: LogFormat,
-    level: &str,
-    telemetry: &crate::config::TelemetrySettings,
-) -> LogGuard {
+pub fn init_server(log: &LogSettings, telemetry: &crate::config::TelemetrySettings) -> LogGuard {
     let traces = traces::start(telemetry);
-    let mut guard = init_server_logs(format, level, traces.as_ref().map(|t| t.layer()));
+    let capacity = log.queue_kib.saturating_mul(1024).max(MIN_CAPACITY);
+    let mut guard = init_server_logs(log, capacity, traces.as_ref().map(|t| t.layer()));
     guard.traces = traces;
     guard
 }
 
-fn init_server_logs(format: LogFormat, level: &str, traces: Option<traces::Layer>) -> LogGuard {
-    let buffer = Arc::new(LogBuffer::default());
+fn init_server_logs(log: &LogSettings, capacity: usize, traces: Option<traces::Layer>) -> LogGuard {
+    let buffer = Arc::new(LogBuffer::new(capacity));
     let flusher = {
         let buffer = Arc::clone(&buffer);
         std::thread::Builder::new()
@@ -66,7 +67,13 @@ fn init_server_logs(format: LogFormat, level: &str, traces: Option<traces::Layer
     };
     match flusher {
         Ok(thread) => {
-            install(format, level, BufferWriter(Arc::clone(&buffer)), traces);
+            let _ = SERVER_LOG.set(Arc::clone(&buffer));
+            install(
+                log.format,
+                &log.level,
+                BufferWriter(Arc::clone(&buffer)),
+                traces,
+            );
             LogGuard {
                 flusher: Some((buffer, thread)),
                 traces: None,
@@ -74,7 +81,7 @@ fn init_server_logs(format: LogFormat, level: &str, traces: Option<traces::Layer
         }
         // No thread for it: write directly, as the tools do.
         Err(_) => {
-            install(format, level, std::io::stderr, traces);
+            install(log.format, &log.level, std::io::stderr, traces);
             LogGuard {
                 flusher: None,
                 traces: None,
@@ -86,6 +93,16 @@ fn init_server_logs(format: LogFormat, level: &str, traces: Option<traces::Layer
 /// Lines the server's log writer dropped so far because standard error was stalled.
 pub fn dropped_log_lines() -> u64 {
     DROPPED.load(Ordering::Relaxed)
+}
+
+/// Waits, at most `limit`, until the server's log writer has written every line logged before
+/// the call (at once without [`init_server`]). Blocks the calling thread: from async code, call
+/// it on a blocking thread. The server calls it after its startup line, before it serves, so
+/// that a node killed once it answers has that line on stderr; a stalled stderr costs `limit`.
+pub fn wait_written(limit: Duration) {
+    if let Some(buffer) = SERVER_LOG.get() {
+        buffer.wait_written(limit);
+    }
 }
 
 /// Keeps the server's log writer thread running; dropping it writes the queued lines and stops
@@ -112,19 +129,39 @@ impl Drop for LogGuard {
 }
 
 /// The server's queued log lines.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct LogBuffer {
     queued: Mutex<Queued>,
+    /// Wakes the writer thread.
     wake: Condvar,
+    /// Told each time the writer thread has written what it took.
+    written: Condvar,
+    /// Bytes of queued lines beyond which further lines are dropped (and counted) until the
+    /// writer thread has taken them: standard error is stalled.
+    capacity: usize,
 }
 
 #[derive(Debug, Default)]
 struct Queued {
     bytes: Vec<u8>,
+    /// A line that must not wait for the flush interval is queued.
+    urgent: bool,
     closed: bool,
+    /// How many times the writer thread took the queue, and how many of those it has written.
+    taken: u64,
+    written: u64,
 }
 
 impl LogBuffer {
+    fn new(capacity: usize) -> LogBuffer {
+        LogBuffer {
+            queued: Mutex::default(),
+            wake: Condvar::new(),
+            written: Condvar::new(),
+            capacity,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queued> {
         self.queued
             .lock()
@@ -132,8 +169,8 @@ impl LogBuffer {
     }
 
     /// Appends one formatted line (the subscriber writes each event with one `write_all`), or
-    /// drops it when [`CAPACITY`] is reached.
-    fn append(&self, line: &[u8]) {
+    /// drops it when the capacity is reached. An `urgent` line wakes the writer thread at once.
+    fn append(&self, line: &[u8], urgent: bool) {
         let mut q = self.lock();
         if q.closed {
             // The writer thread is gone (the server is stopping): straight to stderr.
@@ -141,88 +178,126 @@ impl LogBuffer {
             let _ = std::io::stderr().write_all(line);
             return;
         }
-        if q.bytes.len() + line.len() > CAPACITY {
+        if q.bytes.len() + line.len() > self.capacity {
             drop(q);
             DROPPED.fetch_add(1, Ordering::Relaxed);
             return;
         }
         q.bytes.extend_from_slice(line);
-        if q.bytes.len() >= HIGH_WATER && q.bytes.len() - line.len() < HIGH_WATER {
-            drop(q);
+        let crossed = q.bytes.len() >= HIGH_WATER && q.bytes.len() - line.len() < HIGH_WATER;
+        let wake = (urgent && !q.urgent) || crossed;
+        q.urgent |= urgent;
+        drop(q);
+        if wake {
             self.wake.notify_one();
         }
     }
 
-    /// The writer thread: every [`LOG_FLUSH_EVERY`], or at once past [`HIGH_WATER`], takes
-    /// what is queued and writes it outside the lock; ends once closed and written out.
+    /// The writer thread: takes what is queued (at once for an urgent line or past
+    /// [`HIGH_WATER`], else every [`LOG_FLUSH_EVERY`]) and writes it outside the lock; ends once
+    /// closed and written out. After a write that succeeded, says how many lines were dropped
+    /// since it last said so, if any.
     fn write_out(&self, out: &mut dyn Write) {
         let mut spare = Vec::new();
+        let mut reported = DROPPED.load(Ordering::Relaxed);
         loop {
             let (mut taken, closed) = {
                 let mut q = self.lock();
-                if !q.closed && q.bytes.len() < HIGH_WATER {
+                if !q.closed && !q.urgent && q.bytes.len() < HIGH_WATER {
                     q = self
                         .wake
                         .wait_timeout(q, LOG_FLUSH_EVERY)
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .0;
                 }
+                q.urgent = false;
+                q.taken += 1;
                 (std::mem::replace(&mut q.bytes, spare), q.closed)
             };
-            if !taken.is_empty() && out.write_all(&taken).and_then(|()| out.flush()).is_err() {
+            let ok = taken.is_empty() || out.write_all(&taken).and_then(|()| out.flush()).is_ok();
+            if !ok {
                 // Nowhere to report a failed write of the log itself but the counter.
                 let lines = taken.iter().filter(|b| **b == b'\n').count();
                 DROPPED.fetch_add(u64::try_from(lines).unwrap_or(u64::MAX), Ordering::Relaxed);
             }
             taken.clear();
             spare = taken;
+            {
+                let mut q = self.lock();
+                q.written = q.taken;
+            }
+            self.written.notify_all();
+            if ok {
+                reported = report_dropped(reported);
+            }
             if closed && self.lock().bytes.is_empty() {
                 return;
             }
         }
     }
+
+    /// Waits, at most `limit`, until what is queued now has been written.
+    fn wait_written(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut q = self.lock();
+        let target = q.taken + u64::from(!q.bytes.is_empty());
+        q.urgent = true;
+        self.wake.notify_one();
+        while q.written < target {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            q = self
+                .written
+                .wait_timeout(q, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// Logs a warning when lines were dropped since `reported` (the count last reported); answers
+/// the count now. The warning is queued like any line (and may itself be dropped, and counted).
+fn report_dropped(reported: u64) -> u64 {
+    let now = DROPPED.load(Ordering::Relaxed);
+    if now > reported {
+        tracing::warn!(
+            dropped = now - reported,
+            dropped_total = now,
+            "log lines dropped: standard error did not take them"
+        );
+    }
+    now
 }
 
 /// The targets of the lines every request writes (the access line, the create's support line):
-/// the ones the server queues. Everything else (startup, migrations, warnings, errors,
-/// callbacks) is written at once.
+/// the ones that may wait for the flush interval. Every other line wakes the writer at once.
 const PER_REQUEST_TARGETS: [&str; 2] = ["payments_http::access", "payments_http::merchant"];
 
-/// Whether an event is one of the per-request lines the server queues: at INFO or below (a
-/// warning or an error is written at once), from [`PER_REQUEST_TARGETS`].
-fn queued(meta: &tracing::Metadata<'_>) -> bool {
+/// Whether an event is one of the per-request lines that may wait: at INFO or below (a warning
+/// or an error is urgent), from [`PER_REQUEST_TARGETS`].
+fn may_wait(meta: &tracing::Metadata<'_>) -> bool {
     *meta.level() >= tracing::Level::INFO && PER_REQUEST_TARGETS.contains(&meta.target())
 }
 
-/// The subscriber's writer: per-request lines into the [`LogBuffer`], the rest to stderr.
+/// The subscriber's writer: every line into the [`LogBuffer`].
 struct BufferWriter(Arc<LogBuffer>);
 
-/// Where one line goes.
-enum LineWriter<'a> {
-    Queued(&'a LogBuffer),
-    Direct(std::io::Stderr),
+/// One line on its way into the queue.
+struct LineWriter<'a> {
+    buffer: &'a LogBuffer,
+    urgent: bool,
 }
 
 impl Write for LineWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            LineWriter::Queued(b) => b.write(buf),
-            LineWriter::Direct(e) => e.write(buf),
-        }
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        match self {
-            LineWriter::Queued(b) => b.write_all(buf),
-            LineWriter::Direct(e) => e.write_all(buf),
-        }
+        self.buffer.append(buf, self.urgent);
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            LineWriter::Queued(b) => b.flush(),
-            LineWriter::Direct(e) => e.flush(),
-        }
+        Ok(())
     }
 }
 
@@ -230,26 +305,17 @@ impl<'a> MakeWriter<'a> for BufferWriter {
     type Writer = LineWriter<'a>;
 
     fn make_writer(&'a self) -> LineWriter<'a> {
-        LineWriter::Direct(std::io::stderr())
+        LineWriter {
+            buffer: &self.0,
+            urgent: true,
+        }
     }
 
     fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> LineWriter<'a> {
-        if queued(meta) {
-            LineWriter::Queued(&self.0)
-        } else {
-            LineWriter::Direct(std::io::stderr())
+        LineWriter {
+            buffer: &self.0,
+            urgent: !may_wait(meta),
         }
-    }
-}
-
-impl Write for &LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.append(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -436,6 +502,9 @@ mod tests {
 
     use super::*;
 
+    /// The queue's capacity in these tests: the default `log.queue_kib`.
+    const CAPACITY: usize = 8 * 1024 * 1024;
+
     /// A sink that records what it is given, optionally held until released.
     struct Sink {
         out: Arc<Mutex<Vec<u8>>>,
@@ -456,7 +525,7 @@ mod tests {
     }
 
     fn start(hold: Option<mpsc::Receiver<()>>) -> (Arc<LogBuffer>, Arc<Mutex<Vec<u8>>>, LogGuard) {
-        let buffer = Arc::new(LogBuffer::default());
+        let buffer = Arc::new(LogBuffer::new(CAPACITY));
         let out = Arc::new(Mutex::new(Vec::new()));
         let mut sink = Sink {
             out: Arc::clone(&out),
@@ -474,14 +543,14 @@ mod tests {
     #[test]
     fn queued_lines_are_written_in_order_within_the_flush_interval_and_at_close() {
         let (buffer, out, guard) = start(None);
-        (&*buffer).write_all(b"one\n").unwrap();
-        (&*buffer).write_all(b"two\n").unwrap();
+        buffer.append(b"one\n", false);
+        buffer.append(b"two\n", false);
         let deadline = Instant::now() + Duration::from_secs(5);
         while out.lock().unwrap().as_slice() != b"one\ntwo\n" {
             assert!(Instant::now() < deadline, "not written within 5 s");
             std::thread::sleep(Duration::from_millis(5));
         }
-        (&*buffer).write_all(b"three\n").unwrap();
+        buffer.append(b"three\n", false);
         drop(guard);
         assert_eq!(out.lock().unwrap().as_slice(), b"one\ntwo\nthree\n");
     }
@@ -500,7 +569,7 @@ mod tests {
         // Past the high-water mark in one append, so that the writer thread takes all of it at
         // once and stalls writing it.
         let first: Vec<u8> = line.repeat(HIGH_WATER / 1024 + 1);
-        (&*buffer).write_all(&first).unwrap();
+        buffer.append(&first, false);
         let deadline = Instant::now() + Duration::from_secs(5);
         while !buffer.lock().bytes.is_empty() {
             assert!(Instant::now() < deadline, "the first part was not taken");
@@ -509,12 +578,24 @@ mod tests {
         let dropped_before = dropped_log_lines();
         let lines = CAPACITY / 1024 + 100;
         for _ in 0..lines {
-            (&*buffer).write_all(&line).unwrap();
+            buffer.append(&line, false);
         }
         assert_eq!(dropped_log_lines() - dropped_before, 100);
         release.send(()).unwrap();
         drop(guard);
         let written = out.lock().unwrap().len();
         assert_eq!(written, (HIGH_WATER / 1024 + 1 + CAPACITY / 1024) * 1024);
+    }
+
+    /// A line that must not wait (a warning, the startup line) is written on its own, and
+    /// `wait_written` returns once it is.
+    #[test]
+    fn wait_written_returns_once_the_lines_logged_before_are_written() {
+        let (buffer, out, guard) = start(None);
+        buffer.append(b"request\n", false);
+        buffer.append(b"started\n", true);
+        buffer.wait_written(Duration::from_secs(60));
+        assert_eq!(out.lock().unwrap().as_slice(), b"request\nstarted\n");
+        drop(guard);
     }
 }
