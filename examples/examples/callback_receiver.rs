@@ -10,39 +10,16 @@
 //! `CALLBACK_SECRETS` (comma separated), or `callback_secret` of the credentials file.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use payments_core::callback::{CallbackSecret, CallbackVerifier};
-use payments_core::SecretString;
-use payments_examples::cli::{ApiArgs, ApiArgsError};
-use payments_examples::receiver::ReceiverDbError;
-use payments_examples::receiver::CALLBACK_PATH;
-use payments_examples::{receiver_router, LoadCredentialsError, Receiver, ReceiverDb};
+use payments_examples::cli::ApiArgsError;
+use payments_examples::receiver::{
+    ReceiverArgs, ReceiverArgsError, ReceiverDbError, CALLBACK_PATH,
+};
+use payments_examples::{receiver_router, Receiver, ReceiverDb};
 use payments_http::system::SystemClock;
-
-/// Receives payment callbacks.
-#[derive(Debug, Parser)]
-struct Args {
-    #[command(flatten)]
-    api: ApiArgs,
-    /// The address to listen on.
-    #[arg(long, default_value = "127.0.0.1:9090")]
-    listen: SocketAddr,
-    /// The SQLite file for processed event ids and order states.
-    #[arg(long, default_value = "./receiver.db")]
-    db: PathBuf,
-    /// A callback secret (`whsec_...`); repeat for rotation.
-    #[arg(
-        long = "secret",
-        env = "CALLBACK_SECRETS",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
-    secrets: Vec<SecretString>,
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -51,7 +28,7 @@ async fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let args = Args::parse();
+    let args = ReceiverArgs::parse();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -65,9 +42,7 @@ async fn main() -> ExitCode {
 #[derive(Debug, thiserror::Error)]
 enum RunError {
     #[error(transparent)]
-    Credentials(#[from] LoadCredentialsError),
-    #[error("--secret: {0}")]
-    Secret(#[source] payments_core::callback::CallbackSecretError),
+    Args(#[from] ReceiverArgsError),
     #[error(transparent)]
     Db(#[from] ReceiverDbError),
     #[error(transparent)]
@@ -81,18 +56,9 @@ enum RunError {
     Serve(std::io::Error),
 }
 
-async fn run(args: Args) -> Result<(), RunError> {
-    let secrets = if args.secrets.is_empty() {
-        vec![payments_examples::load_credentials(&args.api.credentials)?.callback_secret]
-    } else {
-        args.secrets
-    };
-    let secrets = secrets
-        .iter()
-        .map(|s| CallbackSecret::parse(s.expose().trim()).map_err(RunError::Secret))
-        .collect::<Result<Vec<_>, _>>()?;
+async fn run(args: ReceiverArgs) -> Result<(), RunError> {
     let receiver = Receiver::new(
-        CallbackVerifier::new(secrets),
+        args.verifier()?,
         ReceiverDb::open(&args.db)?,
         args.api.client()?,
         Arc::new(SystemClock),
@@ -104,8 +70,9 @@ async fn run(args: Args) -> Result<(), RunError> {
             source,
         })?;
     tracing::info!(
-        "receiving callbacks at http://{}{CALLBACK_PATH}; database {}",
+        "receiving callbacks at http://{}{CALLBACK_PATH} for {}; database {}",
         args.listen,
+        args.api.project_line()?,
         args.db.display()
     );
     axum::serve(listener, receiver_router(Arc::new(receiver)))

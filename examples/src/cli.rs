@@ -36,6 +36,19 @@ pub struct ApiArgs {
     /// certificate a private CA signed (or a self-signed one).
     #[arg(long, env = "PAYMENTS_CA_FILE")]
     pub ca_file: Option<PathBuf>,
+    /// Which project of the credentials file to act as: `demo` (`project_id`, `token`,
+    /// `private_key_pem`) or `test` (the sandbox's test-mode project, `test_project`).
+    #[arg(long, env = "PAYMENTS_PROJECT", value_enum, default_value_t = Project::Demo)]
+    pub project: Project,
+}
+
+/// A project of the sandbox credentials file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Project {
+    /// The demo project (the file's `project_id`, `token` and `private_key_pem`).
+    Demo,
+    /// The sandbox's test-mode project (the file's `test_project`).
+    Test,
 }
 
 /// Why the flags and the credentials file give no client.
@@ -67,6 +80,16 @@ pub enum ApiArgsError {
     /// The token, key or base URL was refused.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// `--project test` with a credentials file that has no `test_project`.
+    #[error(
+        "--project test: {} has no test_project (written by an older server; start the \
+         sandbox with a fresh data dir)",
+        path.display()
+    )]
+    NoTestProject {
+        /// The credentials file.
+        path: PathBuf,
+    },
 }
 
 impl ApiArgs {
@@ -94,14 +117,45 @@ impl ApiArgs {
         Ok(builder.build()?)
     }
 
+    /// The credentials file as `--project` picks it: `None` when the flags name the base URL,
+    /// the token and the key (the file is not read then).
+    pub fn credentials(&self) -> Result<Option<SandboxCredentials>, ApiArgsError> {
+        if self.base_url.is_some() && self.token.is_some() && self.private_key.is_some() {
+            return Ok(None);
+        }
+        let file = crate::load_credentials(&self.credentials)?;
+        match self.project {
+            Project::Demo => Ok(Some(file)),
+            Project::Test => match file.for_test_project() {
+                Some(test) => Ok(Some(test)),
+                None => Err(ApiArgsError::NoTestProject {
+                    path: self.credentials.clone(),
+                }),
+            },
+        }
+    }
+
+    /// Which project the client acts as, in words: "the test project 6f1c... of
+    /// ./data/sandbox-credentials.json", or "the project of --token" when the flags name it.
+    pub fn project_line(&self) -> Result<String, ApiArgsError> {
+        let file = match self.credentials()? {
+            Some(file) if self.token.is_none() => file,
+            _ => return Ok("the project of --token".to_string()),
+        };
+        let which = match self.project {
+            Project::Demo => "demo",
+            Project::Test => "test",
+        };
+        Ok(format!(
+            "the {which} project {} of {}",
+            file.project_id,
+            self.credentials.display()
+        ))
+    }
+
     /// A signing client from the flags and the credentials file (trusting `--ca-file`).
     pub fn client(&self) -> Result<MerchantClient, ApiArgsError> {
-        let file = if self.base_url.is_some() && self.token.is_some() && self.private_key.is_some()
-        {
-            None
-        } else {
-            Some(crate::load_credentials(&self.credentials)?)
-        };
+        let file = self.credentials()?;
         let from_file = |pick: fn(&SandboxCredentials) -> &str| {
             file.as_ref()
                 .map(|c| pick(c).to_string())

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::advice::describe;
+use crate::cli::{ApiArgs, ApiArgsError};
 
 /// How long one poll may wait on the server for a new event (the server allows 30 s).
 pub const LONG_POLL: Duration = Duration::from_secs(25);
@@ -27,6 +28,75 @@ pub const LONG_POLL: Duration = Duration::from_secs(25);
 /// How far back each poll looks again, so that an event committed a moment late (by another
 /// node, with a slightly earlier time) is not missed; events already forwarded are skipped.
 const OVERLAP: Duration = Duration::from_secs(5);
+
+/// `listen`'s command line (the `listen` example parses it).
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "listen",
+    about = "Forwards the project's callback events to a local receiver."
+)]
+pub struct ListenArgs {
+    /// Where the API is, how to authenticate, which project to follow (`--project test`).
+    #[command(flatten)]
+    pub api: ApiArgs,
+    /// The local receiver's URL.
+    #[arg(long)]
+    pub forward_to: String,
+    /// The secret the forwarded callbacks are signed with (`whsec_` and at least 32
+    /// characters); the local receiver verifies with it.
+    #[arg(long, env = "PAYMENTS_LISTEN_SECRET", hide_env_values = true)]
+    pub secret: String,
+    /// Also forward the events queued since this RFC 3339 time (default: from now on).
+    #[arg(long)]
+    pub since: Option<String>,
+}
+
+/// Why [`ListenArgs`] give no listener.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenArgsError {
+    /// `--secret` is no callback secret.
+    #[error("--secret: {0}")]
+    Secret(#[source] payments_core::callback::CallbackSecretError),
+    /// `--since` is no RFC 3339 time.
+    #[error("--since: expected an RFC 3339 time such as 2026-10-01T12:00:00Z")]
+    Since,
+    /// The credentials, key, CA file or project could not be used.
+    #[error(transparent)]
+    Api(#[from] ApiArgsError),
+    /// The listener could not be built.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+}
+
+impl ListenArgs {
+    /// The listener these arguments describe, and the line that says what it follows and
+    /// where it forwards ("following the test project ... since ...; forwarding to ...").
+    pub fn listener(&self) -> Result<(Listener, String), ListenArgsError> {
+        let secret = CallbackSecret::parse(&self.secret).map_err(ListenArgsError::Secret)?;
+        let since = match self.since.as_deref() {
+            None => now(),
+            Some(s) => Timestamp::parse_rfc3339(s).ok_or(ListenArgsError::Since)?,
+        };
+        // Longer than the server's long poll.
+        let http = self
+            .api
+            .http_client(reqwest::Client::builder().timeout(Duration::from_secs(40)))?;
+        let client = self.api.client()?.with_http_client(http);
+        let line = format!(
+            "following {} for events since {}; forwarding to {} (Ctrl-C stops)",
+            self.api.project_line()?,
+            since.to_rfc3339(),
+            self.forward_to
+        );
+        let config = ListenConfig {
+            forward_to: self.forward_to.clone(),
+            secret,
+            since,
+            forward_timeout: Duration::from_secs(10),
+        };
+        Ok((Listener::new(client, config)?, line))
+    }
+}
 
 /// One event as the events API lists it: the parts `listen` needs.
 #[derive(Debug, Deserialize)]

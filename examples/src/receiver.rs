@@ -33,6 +33,63 @@ use crate::display::exact;
 /// The path callbacks are posted to.
 pub const CALLBACK_PATH: &str = "/callbacks";
 
+/// `callback_receiver`'s command line (the `callback_receiver` example parses it).
+#[derive(Debug, clap::Parser)]
+#[command(name = "callback_receiver", about = "Receives payment callbacks.")]
+pub struct ReceiverArgs {
+    /// Where the API is, how to authenticate (for the signed GET), which project
+    /// (`--project test`).
+    #[command(flatten)]
+    pub api: crate::cli::ApiArgs,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    pub listen: std::net::SocketAddr,
+    /// The SQLite file for processed event ids and order states.
+    #[arg(long, default_value = "./receiver.db")]
+    pub db: PathBuf,
+    /// A callback secret (`whsec_...`); repeat for rotation.
+    #[arg(
+        long = "secret",
+        env = "CALLBACK_SECRETS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub secrets: Vec<payments_core::SecretString>,
+}
+
+/// Why [`ReceiverArgs`] give no verifier.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiverArgsError {
+    /// The credentials file (for its `callback_secret`) could not be read.
+    #[error(transparent)]
+    Credentials(#[from] crate::LoadCredentialsError),
+    /// A secret is no callback secret.
+    #[error("--secret: {0}")]
+    Secret(#[source] payments_core::callback::CallbackSecretError),
+}
+
+impl ReceiverArgs {
+    /// The verifier of `--secret` (each of them), or of the credentials file's
+    /// `callback_secret` when none is given.
+    pub fn verifier(&self) -> Result<CallbackVerifier, ReceiverArgsError> {
+        let from_file;
+        let secrets = if self.secrets.is_empty() {
+            from_file = [crate::load_credentials(&self.api.credentials)?.callback_secret];
+            &from_file[..]
+        } else {
+            &self.secrets[..]
+        };
+        let secrets = secrets
+            .iter()
+            .map(|s| {
+                payments_core::callback::CallbackSecret::parse(s.expose().trim())
+                    .map_err(ReceiverArgsError::Secret)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CallbackVerifier::new(secrets))
+    }
+}
+
 /// The receiver's SQLite database: processed `event_id`s and the orders' payment state.
 #[derive(Debug, Clone)]
 pub struct ReceiverDb {

@@ -453,6 +453,7 @@ async fn a_private_ca_is_named_and_trusted_with_ca_file() {
         token: None,
         private_key: None,
         ca_file: None,
+        project: payments_examples::cli::Project::Demo,
     };
     let body =
         json!({"merchant_payment_id": "order-ca-1", "amount": "700", "payment_method": "sbp"});
@@ -480,5 +481,117 @@ async fn a_private_ca_is_named_and_trusted_with_ca_file() {
         .await
         .expect("the create goes through");
     assert_eq!(payment["merchant_payment_id"], "order-ca-1");
+    server.stop().await;
+}
+
+/// The README's command for `--example {example}` in the code block that has the laptop
+/// example (`--example listen`): its arguments after `--`, continuation lines joined.
+fn readme_laptop_command(example: &str) -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let block = readme
+        .split("```")
+        .find(|b| b.contains("--example listen"))
+        .expect("the README has the laptop example");
+    let joined = block.replace("\\\n", " ");
+    let line = joined
+        .lines()
+        .rfind(|l| l.contains(&format!("--example {example} ")))
+        .unwrap_or_else(|| panic!("the laptop example starts {example}"));
+    let args = line.split(" -- ").nth(1).expect("arguments after --");
+    args.split_whitespace()
+        .map(|a| a.trim_end_matches('&').to_string())
+        .filter(|a| !a.is_empty())
+        .collect()
+}
+
+/// The README's "callbacks to a laptop", as written: its `callback_receiver` and `listen`
+/// commands (parsed by the examples' own command lines; only the port is the test's and the
+/// credentials file the test server's), a test payment of the sandbox's test project with a
+/// callback URL the sandbox cannot reach, paid and then "send callback": `listen` says it
+/// follows the test project, forwards the callback, and the receiver verifies it (200) and
+/// records the order.
+#[tokio::test]
+async fn the_readmes_laptop_example_verifies_a_forwarded_callback() {
+    use clap::Parser;
+    use payments_examples::listen::ListenArgs;
+    use payments_examples::receiver::ReceiverArgs;
+
+    let server = TestServer::start(|s| s.callbacks.allow_local = true).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let creds_file = dir.path().join("sandbox-credentials.json");
+    std::fs::write(
+        &creds_file,
+        serde_json::to_vec(server.creds()).expect("JSON"),
+    )
+    .expect("write");
+    let creds_arg = creds_file.to_str().expect("UTF-8").to_string();
+    let test_creds = server.creds().for_test_project().expect("a test project");
+
+    // Terminal 1: the receiver, on a port of the test's choosing.
+    let mut argv = vec!["callback_receiver".to_string()];
+    argv.extend(readme_laptop_command("callback_receiver"));
+    argv.extend(["--credentials".into(), creds_arg.clone()]);
+    argv.extend([
+        "--db".into(),
+        dir.path().join("receiver.db").display().to_string(),
+    ]);
+    let args = ReceiverArgs::try_parse_from(&argv).expect("the README's receiver command parses");
+    let db = ReceiverDb::open(&args.db).expect("db");
+    let receiver = Receiver::new(
+        args.verifier().expect("the receiver's secrets"),
+        db.clone(),
+        args.api.client().expect("the receiver's client"),
+        Arc::new(SystemClock),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr: SocketAddr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, receiver_router(Arc::new(receiver))).await });
+
+    // Terminal 2: `listen`, forwarding to that port.
+    let mut argv = vec!["listen".to_string()];
+    argv.extend(
+        readme_laptop_command("listen")
+            .into_iter()
+            .map(|a| a.replace("127.0.0.1:9090", &addr.to_string())),
+    );
+    argv.extend(["--credentials".into(), creds_arg]);
+    let args = ListenArgs::try_parse_from(&argv).expect("the README's listen command parses");
+    let (mut listen, line) = args.listener().expect("a listener");
+    assert!(
+        line.contains(&format!("the test project {}", test_creds.project_id)),
+        "{line}"
+    );
+
+    // A test payment with a callback URL nobody listens on, paid, then "send callback".
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let dead = format!("http://{}/cb", closed.local_addr().expect("bound"));
+    drop(closed);
+    let client = MerchantClient::from_credentials(&test_creds).expect("client");
+    let body = json!({"merchant_payment_id": "order-laptop-1", "amount": "700",
+        "payment_method": "sbp", "callback_url": dead});
+    let created = client.create_payment(&body).await.expect("create");
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    let id = created.json["id"].as_str().expect("an id").to_string();
+    let done = client
+        .post(&format!("/api/v1/test/payments/{id}/complete"), b"")
+        .await
+        .expect("complete");
+    assert_eq!(done.status, StatusCode::OK, "{}", done.json);
+    let sent = client.resend_payment_callback(&id).await.expect("send");
+    assert_eq!(sent.status, StatusCode::ACCEPTED, "{}", sent.json);
+
+    let forwarded = listen.poll(Duration::ZERO).await.expect("a round");
+    assert_eq!(forwarded.len(), 1, "{forwarded:?}");
+    assert_eq!(forwarded[0].status, Some(200), "{}", forwarded[0].line);
+    let order = db
+        .order(&id)
+        .expect("db")
+        .expect("the receiver recorded it");
+    assert_eq!(order.status, "completed");
+    assert_eq!(order.merchant_payment_id, "order-laptop-1");
     server.stop().await;
 }

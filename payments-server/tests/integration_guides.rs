@@ -180,6 +180,8 @@ async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let summary: Value = serde_json::from_slice(&out.stdout).expect("one JSON summary line");
+    // The order number, which `reconcile --order` takes, is printed.
+    assert_eq!(summary["order"], order, "{summary}");
     assert_eq!(summary["create"], 201, "{summary}");
     assert_eq!(summary["repeat"], 200, "{summary}");
     assert_eq!(summary["same_payment"], true, "{summary}");

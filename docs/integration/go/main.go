@@ -101,7 +101,7 @@ func create(args []string) int {
 	}
 	info, _ := read.JSON["merchant_information"].(map[string]any)
 	summary, _ := json.Marshal(map[string]any{
-		"id": first.JSON["id"], "create": first.Status, "repeat": again.Status,
+		"id": first.JSON["id"], "order": first.JSON["merchant_payment_id"], "create": first.Status, "repeat": again.Status,
 		"same_payment": again.JSON["id"] == first.JSON["id"], "get": read.Status,
 		"status":      read.JSON["status"],
 		"amount":      read.JSON["amount"].(json.Number).String(), // exact text, e.g. "3400.50"

@@ -216,7 +216,8 @@ public class Payments {
         }
         ApiResponse read = client.getPayment(first.json().get("id").asText());
         ObjectNode summary = JSON.createObjectNode()
-                .put("id", first.json().get("id").asText()).put("create", first.status()).put("repeat", again.status())
+                .put("id", first.json().get("id").asText())
+                .put("order", first.json().get("merchant_payment_id").asText()).put("create", first.status()).put("repeat", again.status())
                 .put("same_payment", again.json().get("id").equals(first.json().get("id"))).put("get", read.status())
                 .put("status", read.json().get("status").asText())
                 .put("amount", read.json().get("amount").decimalValue().toPlainString()) // "3400.50"

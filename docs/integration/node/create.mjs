@@ -60,6 +60,7 @@ if (read.status !== 200) fail('get', read);
 console.log(
   JSON.stringify({
     id: p.id,
+    order: p.merchant_payment_id, // what reconcile.mjs --order finds
     create: first.status,
     repeat: again.status,
     same_payment: again.json.id === p.id,

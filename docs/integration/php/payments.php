@@ -201,7 +201,7 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
             exit(1);
         }
         echo json_encode([
-            'id' => $first['json']['id'], 'create' => $first['status'], 'repeat' => $again['status'],
+            'id' => $first['json']['id'], 'order' => $first['json']['merchant_payment_id'], 'create' => $first['status'], 'repeat' => $again['status'],
             'same_payment' => $again['json']['id'] === $first['json']['id'], 'get' => $read['status'],
             'status' => $read['json']['status'], 'amount' => $read['json']['amount'], // "3400.50"
             'amount_usdt' => $read['json']['merchant_information']['amount_usdt'] ?? null,

@@ -70,6 +70,7 @@ if read.status != 200:
 info = read.json["merchant_information"] or {}
 print(json.dumps({
     "id": p["id"],
+    "order": p["merchant_payment_id"],  # what reconcile.py --order finds
     "create": first.status,
     "repeat": again.status,
     "same_payment": again.json["id"] == p["id"],

@@ -649,3 +649,53 @@ async fn resends_beyond_the_projects_budget_are_refused_and_recovery_says_what_i
     assert!((1..=2).contains(&retry_after), "{retry_after}");
     s.stop().await;
 }
+
+/// `recover` twice over the same window: a resend that failed is a failed event of the window
+/// that nobody answered, so the second call resends that payment again; once a resend is
+/// delivered, a further call resends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_recover_resends_what_still_fails_and_nothing_delivered() {
+    let rx = switch_receiver().await;
+    let s = TestServer::start(|s| {
+        s.service.callback_policy.allow_local = true;
+        s.service.retry = RetrySchedule::single();
+    })
+    .await;
+    let c = s.client();
+    let mut b = body("rec-1", "100");
+    b["callback_url"] = json!(rx.url);
+    let r = c.create_payment(&b).await.expect("a create");
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    let id = str_of(&r.json["id"]);
+    confirm(&s, &id).await;
+    let failed = until(&c, "delivery_state=failed", |p| len(p) == 1).await;
+    let since = str_of(&failed["data"][0]["created_at"]);
+    let resent = |r: &Value| -> Vec<String> {
+        r["resent"]
+            .as_array()
+            .expect("resent")
+            .iter()
+            .map(|e| str_of(&e["payment_id"]))
+            .collect()
+    };
+
+    // The receiver still fails: the resend fails too, and the next call resends it again.
+    let first = c.recover_events(&since, None).await.expect("an answer");
+    assert_eq!(resent(&first.json), vec![id.clone()], "{}", first.json);
+    until(&c, "delivery_state=failed", |p| len(p) == 2).await;
+    let second = c.recover_events(&since, None).await.expect("an answer");
+    assert_eq!(resent(&second.json), vec![id.clone()], "{}", second.json);
+    let new_event = str_of(&second.json["resent"][0]["event_id"]);
+    until(&c, "delivery_state=failed", |p| len(p) == 3).await;
+
+    // The receiver is back: one more call delivers, and after that nothing is resent.
+    rx.ok.store(true, Ordering::SeqCst);
+    let third = c.recover_events(&since, None).await.expect("an answer");
+    assert_eq!(resent(&third.json), vec![id.clone()], "{}", third.json);
+    assert_ne!(str_of(&third.json["resent"][0]["event_id"]), new_event);
+    until(&c, "delivery_state=delivered", |p| len(p) == 1).await;
+    let fourth = c.recover_events(&since, None).await.expect("an answer");
+    assert_eq!(fourth.json["resent"], json!([]), "{}", fourth.json);
+    assert_eq!(fourth.json["skipped"], json!([]), "{}", fourth.json);
+    s.stop().await;
+}
