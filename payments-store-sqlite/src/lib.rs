@@ -574,21 +574,12 @@ fn reseal_page(
     after: &str,
 ) -> Result<(RequisiteReseal, Option<String>, bool), StoreError> {
     use payments_store_sql::statements as st;
-    let rows = {
-        let mut stmt = conn
-            .prepare_cached(codec::sql(&st::REQUISITES_PAGE))
-            .map_err(error::db)?;
-        let mut rows = stmt
-            .query(rusqlite::params![after, codec::limit(RESEAL_PAGE)])
-            .map_err(error::db)?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(error::db)? {
-            out.push(StoredRequisites::from_row(&codec::Cols::new(
-                &codec::SqliteRow::new(row),
-            ))?);
-        }
-        out
-    };
+    let rows = page(
+        conn,
+        &st::REQUISITES_PAGE,
+        rusqlite::params![after, codec::limit(RESEAL_PAGE)],
+        StoredRequisites::from_row,
+    )?;
     let mut report = RequisiteReseal::default();
     for row in &rows {
         if !row.needs_reseal(sealing) {
@@ -611,25 +602,32 @@ fn reseal_page(
     Ok((report, last, rows.len() < RESEAL_PAGE))
 }
 
+/// The rows of one page statement (`sql` with `params`), each read by `read`.
+fn page<T>(
+    conn: &Connection,
+    sql: &payments_store_sql::sql::Sql,
+    params: impl rusqlite::Params,
+    read: impl Fn(&codec::Cols<'_>) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(codec::sql(sql)).map_err(error::db)?;
+    let mut rows = stmt.query(params).map_err(error::db)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(error::db)? {
+        out.push(read(&codec::Cols::new(&codec::SqliteRow::new(row)))?);
+    }
+    Ok(out)
+}
+
 /// One page of [`SqliteStore::mask_audit_states`] after sequence number `after`: how many
 /// records it masked, and the last one read (`None` at the end).
 fn mask_audit_page(conn: &mut Connection, after: i64) -> Result<(usize, Option<i64>), StoreError> {
     use payments_store_sql::statements as st;
-    let rows = {
-        let mut stmt = conn
-            .prepare_cached(codec::sql(&st::AUDIT_STATES_PAGE))
-            .map_err(error::db)?;
-        let mut rows = stmt
-            .query(rusqlite::params![after, codec::limit(RESEAL_PAGE)])
-            .map_err(error::db)?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(error::db)? {
-            out.push(StoredAuditStates::from_row(&codec::Cols::new(
-                &codec::SqliteRow::new(row),
-            ))?);
-        }
-        out
-    };
+    let rows = page(
+        conn,
+        &st::AUDIT_STATES_PAGE,
+        rusqlite::params![after, codec::limit(RESEAL_PAGE)],
+        StoredAuditStates::from_row,
+    )?;
     let mut masked = 0;
     for values in rows.iter().filter_map(StoredAuditStates::masked_values) {
         masked += conn

@@ -203,25 +203,23 @@ async fn readyz_follows_the_room_on_a_small_file_system() {
     assert_eq!(status, 503, "still ready on a full disk: {body}");
     let reason = body["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("disk full"), "{body}");
-    let created = s
-        .client()
-        .create_payment(&serde_json::json!({
-            "merchant_payment_id": "full-disk-1", "amount": "3400", "payment_method": "sbp",
-        }))
-        .await
-        .expect("the create is answered");
-    assert_eq!(created.status.as_u16(), 503, "{}", created.json);
+    let create = |order: &'static str| {
+        let client = s.client();
+        async move {
+            let body = serde_json::json!({
+                "merchant_payment_id": order, "amount": "3400", "payment_method": "sbp",
+            });
+            let created = client.create_payment(&body).await.expect("answered");
+            (created.status.as_u16(), created.json)
+        }
+    };
+    let (status, body) = create("full-disk-1").await;
+    assert_eq!(status, 503, "{body}");
 
     std::fs::remove_file(&filler).expect("the filler goes");
     let (status, body) = readyz_becomes(&s.merchant_url, 200).await;
     assert_eq!(status, 200, "not ready again with room: {body}");
-    let created = s
-        .client()
-        .create_payment(&serde_json::json!({
-            "merchant_payment_id": "full-disk-2", "amount": "3400", "payment_method": "sbp",
-        }))
-        .await
-        .expect("the create is answered");
-    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    let (status, body) = create("full-disk-2").await;
+    assert_eq!(status, 201, "{body}");
     s.stop().await;
 }
