@@ -293,8 +293,8 @@ impl Store for SqliteStore {
         self.writer.is_alive()
     }
 
-    /// New space on the file system first ([`crate::reserve::probe_room`]: a full disk shows
-    /// whatever the WAL still holds), then the port's small write.
+    /// New space on the file system first (the module `reserve`'s `probe_room`: a full disk
+    /// shows whatever the WAL still holds), then the port's small write.
     async fn check_writable(&self) -> Result<(), StoreError> {
         if let Some(path) = self.probe_path() {
             tokio::task::spawn_blocking(move || crate::reserve::probe_room(&path))
