@@ -242,7 +242,7 @@ async fn payment(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> 
             .payment(id)
             .await?
             .ok_or_else(|| ApiError::new(ErrorCode::PaymentNotFound, "payment not found"))?;
-        Ok(Json(p.view()).into_response())
+        Ok(Json(view::payment(&p)).into_response())
     })
     .await
 }

@@ -367,9 +367,19 @@ priority = 2
         ),
         "{forged:?}"
     );
-    // The operator sees where each payment went, and why.
+    // The operator sees where each payment went, and why: the CLI and the operator API alike.
     let shown = support::cli_json(&data, &["payment", "show", &card_1]);
     assert_eq!(shown["route"]["provider"], "b", "{shown}");
+    let api = reqwest::Client::new()
+        .get(format!("{operator}/operator/v1/payments/{card_1}"))
+        .bearer_auth(&operator_token)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(api["route"], shown["route"], "{api}");
     assert!(
         shown["route"]["reason"]
             .as_str()

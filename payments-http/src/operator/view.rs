@@ -1,9 +1,10 @@
-//! The JSON forms of merchants, tokens, keys and audit records: what the operator API answers
+//! The JSON forms of merchants, tokens, keys, audit records and payments: what the operator API answers
 //! and what the CLI prints with `--json`, so the two cannot drift apart. Projects use the
 //! core's [`payments_directory::project_value`].
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use payments_core::payment::Payment;
 use payments_core::project::{AuditRecord, KeyRecord, Merchant, TokenRecord};
 use payments_core::service::OperationResult;
 use payments_directory::NewToken;
@@ -67,6 +68,18 @@ pub fn audit(r: &AuditRecord) -> Value {
         "before": state(&r.before),
         "after": state(&r.after),
     })
+}
+
+/// A payment as the operator sees it (`GET /operator/v1/payments/{id}`, `payment show`): the
+/// merchant's Payment resource and `route`, the provider the payment was routed to and why
+/// (`null` for payments from before routing, and never shown to merchants or payers).
+pub fn payment(p: &Payment) -> Value {
+    let mut shown = json!(p.view());
+    shown["route"] = match &p.route {
+        Some(r) => json!({ "provider": r.provider.as_str(), "reason": r.reason }),
+        None => Value::Null,
+    };
+    shown
 }
 
 /// The answer of a payment operation: the payment and the callback event queued, if any.

@@ -165,13 +165,7 @@ pub(super) async fn payment(
                     "payment not found",
                 )
             })?;
-            // For the operator: the merchant's Payment resource and the routing decision.
-            let mut shown = json!(p.view());
-            shown["route"] = match &p.route {
-                Some(r) => json!({ "provider": r.provider.as_str(), "reason": r.reason }),
-                None => Value::Null,
-            };
-            return Ok(Output::object(shown));
+            return Ok(Output::object(view::payment(&p)));
         }
     };
     let id = lookup::payment_id(&id)?;

@@ -368,6 +368,20 @@ async fn real_operator_answers_validate_against_the_file() {
     check(&spec, "/operator/v1/audit", "GET", s, &b);
     assert_eq!(s, 200);
 
+    // A payment as the operator sees it: the Payment resource and its route.
+    let created = server
+        .client()
+        .create_payment(&json!({"merchant_payment_id": "spec-1", "amount": "1500",
+                                "payment_method": "sbp"}))
+        .await
+        .expect("answered");
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    let id = created.json["id"].as_str().expect("id");
+    let (s, b) = call(Method::GET, format!("/operator/v1/payments/{id}"), None).await;
+    check(&spec, "/operator/v1/payments/{id}", "GET", s, &b);
+    assert_eq!((s, &b["id"]), (200, &created.json["id"]), "{b}");
+    assert!(b.get("route").is_some(), "the route, null or not: {b}");
+
     // Errors: an unknown payment, a missing token.
     let unknown = "/operator/v1/payments/00000000-0000-4000-8000-000000000000";
     let (s, b) = call(Method::GET, unknown.into(), None).await;
