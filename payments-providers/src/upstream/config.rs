@@ -31,6 +31,11 @@ pub struct UpstreamConfig {
     pub public_roots: bool,
     /// One request's time limit (connect, send, answer); default 15 s.
     pub timeout: Duration,
+    /// The service's budget per create (`upstream.provider_budget`, default 15 s): a request
+    /// that got no answer within its time limit is sent again to the same provider, with the
+    /// same payment id, while this lasts (the provider contract answers the same payment id
+    /// the same way).
+    pub provider_budget: Duration,
     /// Connect (TCP and TLS) time limit; default 5 s.
     pub connect_timeout: Duration,
     /// Idle connections kept open for reuse per host; default 32.
@@ -59,6 +64,7 @@ impl Default for UpstreamConfig {
             roots: Vec::new(),
             public_roots: true,
             timeout: Duration::from_secs(15),
+            provider_budget: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(5),
             pool_idle: 32,
             pool_idle_timeout: Duration::from_secs(90),

@@ -10,7 +10,10 @@
 //!
 //! A connection that could not be made (nothing was sent) and `502`/`503`/`504` are tried
 //! again, with the same body and idempotency key and a fresh signature, while the request
-//! time limit lasts: the upstream answers the same requisite for the same payment id.
+//! time limit lasts: the upstream answers the same requisite for the same payment id. A request
+//! that got no answer within the time limit is sent again the same way, each time with the
+//! whole time limit, while the service's budget for the create lasts and the service still
+//! waits; only when that ends is the payment ambiguous. Another provider is never asked.
 //!
 //! The exchange runs on a task of its own. When the service's budget ends first, the service
 //! has already recorded the payment as ambiguous; the task still reads the late answer and
@@ -36,6 +39,9 @@ use crate::upstream::config::{check_url, ProviderConfig, UpstreamConfig, Upstrea
 const MAX_ATTEMPTS: u32 = 3;
 /// The pause before the second attempt; doubled before each further one.
 const FIRST_RETRY_DELAY: Duration = Duration::from_millis(200);
+/// The most requests of one create that may time out: a time limit set far below the budget
+/// does not make dozens of requests of one payment.
+const MAX_TIMED_OUT: u32 = 4;
 
 /// The requisite request's body.
 #[derive(Debug, Serialize)]
@@ -86,6 +92,8 @@ struct Inner {
     url: reqwest::Url,
     signer: UpstreamSigner,
     timeout: Duration,
+    /// [`UpstreamConfig::provider_budget`].
+    budget: Duration,
     trace_headers: fn() -> Vec<(String, String)>,
 }
 
@@ -122,6 +130,7 @@ impl HttpProvider {
                 url,
                 signer: UpstreamSigner::new(config.secrets.clone(), clock),
                 timeout: config.timeout,
+                budget: config.provider_budget,
                 trace_headers: config.trace_headers,
             }),
         })
@@ -144,6 +153,7 @@ impl HttpProvider {
                 url,
                 signer: UpstreamSigner::new(p.secrets.clone(), clock),
                 timeout: p.timeout.unwrap_or(config.timeout),
+                budget: config.provider_budget,
                 trace_headers: config.trace_headers,
             }),
         })
@@ -160,7 +170,7 @@ impl RequisiteProvider for HttpProvider {
         let span = tracing::Span::current();
         tokio::spawn(tracing::Instrument::instrument(
             async move {
-                let outcome = inner.exchange(&request).await;
+                let outcome = inner.exchange(&request, &tx).await;
                 if let Err(late) = tx.send(outcome) {
                     // The service's budget ended first: the payment is already ambiguous.
                     tracing::warn!(
@@ -180,8 +190,13 @@ impl RequisiteProvider for HttpProvider {
 }
 
 impl Inner {
-    /// The request, its retries and the mapping of the answer.
-    async fn exchange(&self, request: &RequisiteRequest) -> ProviderOutcome {
+    /// The request, its retries and the mapping of the answer; `waiting` is the service's
+    /// end of the answer (a request that timed out is sent again only while it is open).
+    async fn exchange(
+        &self,
+        request: &RequisiteRequest,
+        waiting: &oneshot::Sender<ProviderOutcome>,
+    ) -> ProviderOutcome {
         let body = match serde_json::to_vec(&WireRequest {
             payment_id: request.payment_id.to_string(),
             payment_method: request.payment_method.as_str(),
@@ -195,15 +210,32 @@ impl Inner {
             Ok(body) => body,
             Err(e) => return ProviderOutcome::Ambiguous(format!("request body: {e}")),
         };
-        let deadline = Instant::now() + self.timeout;
+        let budget_ends = Instant::now() + self.budget;
+        let mut deadline = Instant::now() + self.timeout;
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
+        let mut timed_out = 0;
         loop {
             let result = self.attempt(request, &body).await;
+            timed_out += u32::from(matches!(result, Attempt::TimedOut(_)));
+            if matches!(result, Attempt::TimedOut(_))
+                && timed_out < MAX_TIMED_OUT
+                && Instant::now() < budget_ends
+                && !waiting.is_closed()
+            {
+                // No answer in time: the same provider, the same payment id, asked again.
+                tracing::info!(
+                    payment_id = %request.payment_id,
+                    error = %result.describe(),
+                    "requisite provider: no answer in time; asking again"
+                );
+                deadline = Instant::now() + self.timeout;
+                continue;
+            }
             let retry = match &result {
                 Attempt::NotSent(_) => true,
                 Attempt::Status(s) => matches!(s, 502..=504),
-                Attempt::Answer(_) | Attempt::Failed(_) => false,
+                Attempt::Answer(_) | Attempt::Failed(_) | Attempt::TimedOut(_) => false,
             };
             if !retry || attempt >= MAX_ATTEMPTS || Instant::now() + delay >= deadline {
                 return result.outcome(request);
@@ -236,6 +268,7 @@ impl Inner {
         let response = match self.signer.sign(builder, body).send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return Attempt::NotSent(error_text(&e)),
+            Err(e) if e.is_timeout() => return Attempt::TimedOut(error_text(&e)),
             Err(e) => return Attempt::Failed(error_text(&e)),
         };
         let status = response.status().as_u16();
@@ -253,8 +286,10 @@ impl Inner {
 enum Attempt {
     /// No connection: nothing was sent.
     NotSent(String),
-    /// Sent, but the exchange broke (timeout, reset, oversized answer).
+    /// Sent, but the exchange broke (reset, oversized answer).
     Failed(String),
+    /// Sent, and no answer within the time limit.
+    TimedOut(String),
     /// An answer with another status than `200`.
     Status(u16),
     /// A `200` answer's body.
@@ -265,7 +300,7 @@ impl Attempt {
     fn describe(&self) -> String {
         match self {
             Attempt::NotSent(e) => format!("not sent: {e}"),
-            Attempt::Failed(e) => e.clone(),
+            Attempt::Failed(e) | Attempt::TimedOut(e) => e.clone(),
             Attempt::Status(s) => format!("the upstream answered {s}"),
             Attempt::Answer(_) => "an answer".into(),
         }

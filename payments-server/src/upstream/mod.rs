@@ -76,6 +76,7 @@ pub fn config(settings: &Settings) -> Result<UpstreamConfig, SetupError> {
         roots,
         public_roots: !u.ca_only,
         timeout: u.timeout,
+        provider_budget: u.provider_budget,
         connect_timeout: u.connect_timeout,
         pool_idle: u.pool_idle,
         pool_idle_timeout: u.pool_idle_timeout,

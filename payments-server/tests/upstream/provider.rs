@@ -173,6 +173,39 @@ async fn an_answer_after_the_budget_is_ambiguous_and_stays_so_when_it_arrives() 
     s.stop().await;
 }
 
+/// A request that got no answer within `upstream.timeout` is sent again to the same provider
+/// with the same payment id while the budget lasts: the second ask issues the payment (before,
+/// the first timeout made it ambiguous at once).
+#[tokio::test]
+async fn a_provider_that_times_out_once_is_asked_again_and_issues() {
+    let u = Upstream::start(Mode::IssueSlowOnce(Duration::from_secs(2))).await;
+    let s = server(&u, |s| {
+        s.upstream.timeout = Duration::from_millis(400);
+        s.upstream.provider_budget = Duration::from_secs(5);
+    })
+    .await;
+    let created = s
+        .client()
+        .create_payment(&body("slow-once", "100"))
+        .await
+        .unwrap();
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    assert_eq!(created.json["status"], "processing", "{}", created.json);
+    let id = created.json["id"].as_str().unwrap().to_string();
+    u.seen(|seen| {
+        assert_eq!(seen.requests.len(), 2, "{:?}", seen.requests);
+        assert!(
+            seen.requests
+                .iter()
+                .all(|(pid, key)| pid == &id && key == &id),
+            "the same payment id and idempotency key: {:?}",
+            seen.requests
+        );
+        assert_eq!(created.json["requisite"], seen.issued[&id].as_str());
+    });
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn a_budget_from_the_settings_ends_the_wait() {
     let u = Upstream::start(Mode::IssueAfter(Duration::from_secs(3))).await;

@@ -34,6 +34,8 @@ pub(crate) enum Mode {
     Issue,
     /// `issued`, after a pause.
     IssueAfter(Duration),
+    /// `issued`, after a pause for the first request of a payment id, at once for the next.
+    IssueSlowOnce(Duration),
     NoRequisites,
     NotRoutable,
     /// This status with a JSON body.
@@ -128,6 +130,14 @@ async fn requisites(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) 
             let answer = issue(&u);
             tokio::time::sleep(pause).await;
             u.inner.answered.notify_waiters();
+            answer
+        }
+        Mode::IssueSlowOnce(pause) => {
+            let first = u.seen(|seen| seen.requests.iter().filter(|r| r.0 == pid).count()) == 1;
+            let answer = issue(&u);
+            if first {
+                tokio::time::sleep(pause).await;
+            }
             answer
         }
         Mode::NoRequisites => {
