@@ -51,6 +51,8 @@ struct Behaviour {
     refuse_bank: AtomicBool,
     /// Requisite requests received.
     requests: AtomicUsize,
+    /// The payment ids asked for (a request that timed out is sent again with the same id).
+    payments: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 struct Upstream {
@@ -72,12 +74,17 @@ async fn upstream(secret: &str) -> Upstream {
                     return next.run(req).await;
                 }
                 b.requests.fetch_add(1, Ordering::SeqCst);
-                if b.refuse_all.load(Ordering::SeqCst) {
-                    return axum::http::StatusCode::UNAUTHORIZED.into_response();
-                }
                 let (parts, body) = req.into_parts();
                 let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
                 let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                let id = parsed["payment_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                b.payments.lock().unwrap().insert(id);
+                if b.refuse_all.load(Ordering::SeqCst) {
+                    return axum::http::StatusCode::UNAUTHORIZED.into_response();
+                }
                 if b.refuse_bank.load(Ordering::SeqCst) && parsed["bank_code"] == REFUSED_BANK {
                     return axum::Json(json!({"payment_id": parsed["payment_id"],
                         "result": "no_requisites", "reason": "this bank's payers are not served"}))
@@ -132,7 +139,13 @@ async fn notify_signed(
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
+/// How many payments `u` was asked for (distinct payment ids).
 fn requests(u: &Upstream) -> usize {
+    u.behaviour.payments.lock().unwrap().len()
+}
+
+/// How many requisite requests `u` received (a payment asked again counts again).
+fn asks(u: &Upstream) -> usize {
     u.behaviour.requests.load(Ordering::SeqCst)
 }
 
@@ -230,8 +243,10 @@ priority = 2
     assert_eq!(r.json["status"], "processing", "{}", r.json);
     assert_eq!(counts(), (2, 2, 0));
 
-    // No failover after a timeout: `b` takes the request, answers after its 1 s limit.
+    // No failover after a timeout: `b` takes the request, answers after its 1 s limit, and
+    // is asked again (the same payment) until the 3 s budget ends; no other provider is.
     b.behaviour.late_ms.store(1_500, Ordering::SeqCst);
+    let asked_before = asks(&b);
     let r = create("late-1", "card_transfer", None).await;
     assert_eq!(r.status.as_u16(), 201, "{}", r.json);
     assert_eq!(
@@ -244,6 +259,10 @@ priority = 2
         counts(),
         (2, 3, 0),
         "never a second provider after the timeout"
+    );
+    assert!(
+        asks(&b) - asked_before >= 2,
+        "b asked again after its timeout"
     );
     b.behaviour.late_ms.store(0, Ordering::SeqCst);
     // The payment went to `error` at once (the answer timed out): it is not recovered on a
