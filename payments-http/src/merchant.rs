@@ -11,7 +11,8 @@ use payments_core::amount::Amount;
 use payments_core::auth::{Endpoint, Environment};
 use payments_core::bank::parse_geo_query;
 use payments_core::service::payment_not_found;
-use payments_core::service::CreateStatus;
+use payments_core::service::{CreateOutcome, CreateStatus};
+use payments_core::ProjectId;
 use payments_core::{ApiError, PaymentId};
 use tracing::Instrument;
 
@@ -122,16 +123,22 @@ async fn create_payment(
     } = a;
     // The task holds the state too (a pointer's copy: the handler still makes the page link).
     let task_state = st.clone();
+    let (request_id, project_id) = (rid.0.clone(), project.id);
     // Boxed: the create's future is several KiB, and tokio would otherwise copy it into the
     // task and copy the task's stage again when it finishes.
     let create = tokio::spawn(Box::pin(
         async move {
             let _permit = permit;
-            task_state
+            let outcome = task_state
                 .service
                 .payments()
                 .create_payment(auth, &body)
-                .await
+                .await;
+            // Logged by the task: a create committed after its client went away has its line.
+            if let Ok(o) = &outcome {
+                log_create(&request_id, project_id, o);
+            }
+            outcome
         }
         .instrument(tracing::Span::current()),
     ));
@@ -146,26 +153,31 @@ async fn create_payment(
     if let Some(note) = &note {
         note.set_merchant_payment_id(p.merchant_payment_id.as_str());
     }
-    // Support needs to match a payer's report to a payment; the requisite is masked.
-    let requisite = p.requisites.as_ref().map(|r| mask_requisite(&r.requisite));
-    // The request id and project at the event's top level too: a JSON line carries the span's
-    // fields only nested under `span`, and support searches by `request_id`.
-    tracing::info!(
-        request_id = %rid.0,
-        project_id = %project.id,
-        payment_id = %p.id,
-        status = p.status.as_str(),
-        created = status == StatusCode::CREATED,
-        requisite = requisite.as_deref().unwrap_or("-"),
-        provider = p.route.as_ref().map_or("-", |r| r.provider.as_str()),
-        route = p.route.as_ref().map_or("-", |r| r.reason.as_str()),
-        "payment create answered"
-    );
     let page_url = page_url(&st, &project, p).await?;
     Ok(json_response(
         status,
         &p.view_with(decimals).with_page_url(page_url.as_deref()),
     ))
+}
+
+/// The create's line for support (whatever the client did meanwhile): to match a payer's
+/// report to a payment, with the requisite masked. The request id and project are at the
+/// event's top level too: a JSON line carries the span's fields only nested under `span`, and
+/// support searches by `request_id`.
+fn log_create(request_id: &str, project_id: ProjectId, outcome: &CreateOutcome) {
+    let p = &outcome.payment;
+    let requisite = p.requisites.as_ref().map(|r| mask_requisite(&r.requisite));
+    tracing::info!(
+        request_id,
+        project_id = %project_id,
+        payment_id = %p.id,
+        status = p.status.as_str(),
+        created = outcome.status == CreateStatus::Created,
+        requisite = requisite.as_deref().unwrap_or("-"),
+        provider = p.route.as_ref().map_or("-", |r| r.provider.as_str()),
+        route = p.route.as_ref().map_or("-", |r| r.reason.as_str()),
+        "payment create answered"
+    );
 }
 
 /// The payment's `payment_page_url` when its project has the payer page and the cabinet's

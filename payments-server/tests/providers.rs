@@ -444,4 +444,36 @@ priority = 2
         assert!(Instant::now() < deadline, "{}", got.json);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // A create whose client gives up before the answer (`b` is slow again) still ends, and
+    // still writes its line for support.
+    b.behaviour.late_ms.store(1_500, Ordering::SeqCst);
+    let impatient = merchant.clone().with_http_client(
+        reqwest::Client::builder()
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    );
+    let body = json!({"merchant_payment_id": "gone-1", "amount": "1500.00",
+                      "payment_method": "card_transfer"});
+    assert!(impatient.create_payment(&body).await.is_err(), "gave up");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let gone = loop {
+        let page = merchant
+            .list_payments("merchant_payment_id=gone-1")
+            .await
+            .unwrap();
+        let first = &page.json["data"][0];
+        if first["status"] == "error" {
+            break first["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "{}", page.json);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (log, _) = support::stop_and_read_log(server).await;
+    assert!(
+        log.lines()
+            .any(|l| l.contains("payment create answered") && l.contains(&gone)),
+        "no create line for {gone}:\n{log}"
+    );
 }
