@@ -3,6 +3,8 @@
 //! - Every list filter whose name has brackets (`metadata[<key>]`) has a `curl` example with
 //!   `-g` (curl otherwise reads the brackets as a range: "bad range in URL") and one with the
 //!   brackets as `%5B`/`%5D`.
+//! - Every repository path the README and `docs/` name in backticks exists.
+//! - A list of "all scopes" names every scope a token can have.
 
 use std::path::{Path, PathBuf};
 
@@ -63,4 +65,88 @@ fn every_bracket_filter_has_curl_examples_that_work() {
             "curl refuses brackets without -g: {l}"
         );
     }
+}
+
+/// The repository paths `text` names in backticks: a word that starts with one of the
+/// workspace's top-level directories and names a file or directory below it (a line number,
+/// an anchor or a test name after `:` or `#` left out; patterns with `*`, `<` or `...` skipped).
+fn named_paths(text: &str) -> Vec<String> {
+    let tops: Vec<String> = std::fs::read_dir(root())
+        .expect("the workspace root lists")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| format!("{}/", e.file_name().to_string_lossy()))
+        .filter(|d| !d.starts_with("target") && d != "data/")
+        .collect();
+    let mut out = Vec::new();
+    for quoted in text.split('`').skip(1).step_by(2) {
+        for word in quoted.split_whitespace() {
+            let word = word.trim_matches(|c: char| "()[],;\"'".contains(c));
+            let word = word.split([':', '#']).next().unwrap_or_default();
+            if tops.iter().any(|t| word.starts_with(t.as_str()))
+                && word.len() > word.find('/').unwrap_or(0) + 1
+                && !word.contains(['*', '<', '{', '$'])
+                && !word.contains("...")
+            {
+                out.push(word.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Every repository path the README and `docs/` name exists: a renamed or moved file shows
+/// here, not to a reader who follows the path.
+#[test]
+fn every_path_the_docs_name_exists() {
+    let mut docs = vec![root().join("README.md")];
+    for entry in std::fs::read_dir(root().join("docs")).expect("docs/ lists") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            docs.push(path);
+        }
+    }
+    let mut missing = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).expect("the doc reads");
+        for path in named_paths(&text) {
+            if !root().join(&path).exists() {
+                let name = doc
+                    .strip_prefix(root())
+                    .unwrap_or(doc)
+                    .display()
+                    .to_string();
+                missing.push(format!("{name}: {path}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "named but not there:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Where the docs list "all scopes", they list every scope a token can have.
+#[test]
+fn a_list_of_all_scopes_names_every_scope() {
+    use payments_core::auth::token::Scope;
+    let mut lists = 0;
+    for doc in ["README.md", "docs/operations.md", "docs/api.md"] {
+        for line in read(doc).lines() {
+            let Some((_, rest)) = line.split_once("all scopes (") else {
+                continue;
+            };
+            lists += 1;
+            let listed = rest.split(')').next().unwrap_or_default();
+            for scope in Scope::ALL {
+                assert!(
+                    listed.contains(&format!("`{}`", scope.as_str())),
+                    "{doc}: `{}` missing from {line}",
+                    scope.as_str()
+                );
+            }
+        }
+    }
+    assert!(lists > 0, "the bootstrap's scopes are listed somewhere");
 }
