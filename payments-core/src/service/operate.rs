@@ -34,7 +34,7 @@ pub struct OperationResult {
 }
 
 /// What one sweep did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
     /// `processing` payments canceled at the end of their lifetime.
     pub expired: usize,
@@ -45,6 +45,8 @@ pub struct SweepReport {
     /// `created` payments past their create that the provider could not resolve: `error` /
     /// `provider_result_ambiguous`.
     pub ambiguous: usize,
+    /// Those payments (at most one sweep batch), for the warning an operator reconciles from.
+    pub ambiguous_ids: Vec<PaymentId>,
 }
 
 impl SweepReport {
@@ -324,13 +326,18 @@ impl Payments<'_> {
         // cap, thousands of stuck payments after a crash under load, due before the expiries,
         // would hold the expiries back for one provider budget per capful).
         let recoveries = stuck.iter().map(|p| self.recover_create(p));
-        for result in futures_util::future::join_all(recoveries).await {
+        let results = futures_util::future::join_all(recoveries).await;
+        for (p, result) in stuck.iter().zip(results) {
             match result? {
                 super::Recovery::Resolved => report.recovered += 1,
-                super::Recovery::Ambiguous => report.ambiguous += 1,
+                super::Recovery::Ambiguous => {
+                    report.ambiguous += 1;
+                    report.ambiguous_ids.push(p.id);
+                }
                 super::Recovery::Raced => {}
             }
         }
+        debug_assert_eq!(report.ambiguous, report.ambiguous_ids.len());
         Ok(report)
     }
 }

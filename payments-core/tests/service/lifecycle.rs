@@ -174,6 +174,8 @@ fn a_stuck_payment_the_provider_cannot_resolve_becomes_error_ambiguous_without_c
         (report.recovered, report.ambiguous, report.expired),
         (0, 1, 0)
     );
+    // The sweeper's warning names it, for the operator who reconciles it.
+    assert_eq!(report.ambiguous_ids, [stuck.id]);
     let p = s.stored(stuck.id);
     assert_eq!(p.status, PaymentStatus::Error);
     assert_eq!(
