@@ -193,8 +193,11 @@ async fn sweep_due(
                     m.count_stuck_creates(report.recovered, report.ambiguous);
                 }
                 if report.ambiguous > 0 {
-                    let ids: Vec<String> =
-                        report.ambiguous_ids.iter().map(|id| id.to_string()).collect();
+                    let ids: Vec<String> = report
+                        .ambiguous_ids
+                        .iter()
+                        .map(|id| id.to_string())
+                        .collect();
                     tracing::warn!(
                         ambiguous = report.ambiguous,
                         payment_ids = ids.join(",").as_str(),
