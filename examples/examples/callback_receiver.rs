@@ -23,11 +23,7 @@ use payments_http::system::SystemClock;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    payments_examples::init_logging();
     let args = ReceiverArgs::parse();
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -145,6 +145,12 @@ async fn run(args: &Args) -> Result<(), RunError> {
 /// Reads the payment every 5-10 s (with jitter; the project shares one rate limit) until it
 /// closes or `limit` passes. Callbacks tell the same sooner; polling is the fallback.
 async fn poll(client: &MerchantClient, id: &str, limit: Duration) -> Result<(), RunError> {
+    println!(
+        "waiting for payment {id} to close (the payer pays; in the sandbox: POST \
+         /api/v1/test/payments/{id}/complete of a test payment, or the cabinet's Paid button): \
+         reading it every 5-10 s for up to {} min",
+        limit.as_secs() / 60
+    );
     let started = Instant::now();
     let mut last_status = String::new();
     while started.elapsed() < limit {

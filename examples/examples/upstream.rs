@@ -42,11 +42,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    payments_examples::init_logging();
     let args = Args::parse();
     let secret = match CallbackSecret::parse(args.secret.expose()) {
         Ok(s) => s,

@@ -37,6 +37,18 @@ pub enum LoadCredentialsError {
     Invalid(CredentialsError),
 }
 
+/// The examples' log lines on standard output, `RUST_LOG` or `info`: coloured only on a
+/// terminal, so a log file or a pipe gets plain text.
+pub fn init_logging() {
+    use std::io::IsTerminal as _;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
+}
+
 /// Reads a sandbox credentials file (`<data-dir>/sandbox-credentials.json`).
 pub fn load_credentials(path: &Path) -> Result<SandboxCredentials, LoadCredentialsError> {
     SandboxCredentials::from_file(path).map_err(|e| match e {

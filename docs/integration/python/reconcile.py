@@ -28,6 +28,11 @@ def fail(step, r):
     sys.exit(1)
 
 
+def stop(step, why):
+    print(f"{step}: {why}", file=sys.stderr)
+    sys.exit(1)
+
+
 # The list, filtered by one metadata key; the query string is part of what is signed.
 query = urllib.parse.urlencode({"metadata[order]": args.order, "limit": 10})
 listed = client.send("GET", f"/api/v1/payments?{query}")
@@ -35,7 +40,7 @@ if listed.status != 200:
     fail("list", listed)
 ids = [p["id"] for p in listed.json["data"]]
 if len(ids) != 1:
-    fail("list: expected one payment", listed)
+    stop("list", f"{len(ids)} payments have metadata order={args.order}, expected one: {ids}")
 
 # The payment's callback events, newest first, each with its attempts.
 events = client.send("GET", "/api/v1/events?" + urllib.parse.urlencode({"payment_id": ids[0]}))
@@ -46,7 +51,7 @@ for e in data:
     tried = ", ".join(a["result"] for a in e["attempts"]) or "not tried yet"
     print(f"event {e['id']} {e['type']} {e['status']}: {e['delivery_state']} ({tried})", file=sys.stderr)
 if not data:
-    fail("events: none for the payment", events)
+    stop("events", f"payment {ids[0]} has no callback events (no callback URL, or not closed yet)")
 
 # Resend the newest: a new event with a new event_id, delivered once.
 resent = client.send("POST", f"/api/v1/events/{data[0]['id']}/resend")
