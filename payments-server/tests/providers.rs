@@ -302,15 +302,13 @@ priority = 2
         .as_str()
         .unwrap()
         .to_string();
-    let view = reqwest::Client::new()
-        .get(format!("{operator}/operator/v1/providers"))
-        .bearer_auth(&operator_token)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let operator_get = |path: String| {
+        let request = reqwest::Client::new()
+            .get(format!("{operator}{path}"))
+            .bearer_auth(&operator_token);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let view = operator_get("/operator/v1/providers".into()).await;
     let names: Vec<&str> = view["providers"]
         .as_array()
         .unwrap()
@@ -389,15 +387,7 @@ priority = 2
     // The operator sees where each payment went, and why: the CLI and the operator API alike.
     let shown = support::cli_json(&data, &["payment", "show", &card_1]);
     assert_eq!(shown["route"]["provider"], "b", "{shown}");
-    let api = reqwest::Client::new()
-        .get(format!("{operator}/operator/v1/payments/{card_1}"))
-        .bearer_auth(&operator_token)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let api = operator_get(format!("/operator/v1/payments/{card_1}")).await;
     assert_eq!(api["route"], shown["route"], "{api}");
     assert!(
         shown["route"]["reason"]
