@@ -564,16 +564,19 @@ impl Payments<'_> {
             let mut q = PaymentQuery::new(project.id, limit);
             q.status = Some(PaymentStatus::Created);
             q.created_to = Some(lost_before);
-            out.unresolved.extend(store.find_payments(&q).await?);
+            let unresolved = store.find_payments(&q).await?;
+            out.cut |= unresolved.len() >= limit;
+            out.unresolved.extend(unresolved);
             let mut q = PaymentQuery::new(project.id, limit);
             q.status = Some(PaymentStatus::Error);
             q.created_from = Some(since);
-            out.ambiguous
-                .extend(store.find_payments(&q).await?.into_iter().filter(|p| {
-                    p.failure
-                        .as_ref()
-                        .is_some_and(|f| f.code == PaymentErrorCode::ProviderResultAmbiguous)
-                }));
+            let errors = store.find_payments(&q).await?;
+            out.cut |= errors.len() >= limit;
+            out.ambiguous.extend(errors.into_iter().filter(|p| {
+                p.failure
+                    .as_ref()
+                    .is_some_and(|f| f.code == PaymentErrorCode::ProviderResultAmbiguous)
+            }));
         }
         // The audit log is read newest first; recoveries are a small share of it.
         out.recovered = store
@@ -583,6 +586,7 @@ impl Payments<'_> {
             .filter(|r| r.action == RECOVERY_ACTION)
             .take(limit)
             .collect();
+        out.cut |= out.recovered.len() >= limit;
         Ok(out)
     }
 
@@ -761,6 +765,9 @@ pub struct Reconciliation {
     pub ambiguous: Vec<Payment>,
     /// The recoveries on the audit log, newest first (the audit records).
     pub recovered: Vec<AuditRecord>,
+    /// A list was cut at the limit asked for (a project's unresolved or `error` payments, or
+    /// the recoveries in all): more may exist.
+    pub cut: bool,
 }
 
 /// What [`Payments::recover_create`] did.

@@ -214,6 +214,10 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
         [stuck.id]
     );
     assert!(r.recovered.is_empty());
+    assert!(!r.cut, "one unresolved payment under a limit of 10");
+    // A limit of one: the list is full, and says more may exist.
+    let r = block_on(t.h.service.payments().reconciliation(since, 1)).unwrap();
+    assert!(r.cut, "{r:?}");
     // Second answers now, with what it issued then.
     t.second.hang.store(false, Ordering::SeqCst);
     *t.second.answer.lock().unwrap() = Some(issued("79000000042"));

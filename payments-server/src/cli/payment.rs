@@ -266,13 +266,21 @@ async fn reconcile(
                 .collect()
         })
         .collect();
+    let mut text = table(&["KIND", "PAYMENT", "PROVIDER", "STATUS", "AT"], table_rows);
+    if r.cut {
+        text.push_str(&format!(
+            "(cut at --limit {limit} per kind and project: more may exist; ask again with a \
+             larger --limit or a later --since)\n"
+        ));
+    }
     Ok(Output::new(
         json!({
             "unresolved": r.unresolved.len(),
             "ambiguous": r.ambiguous.len(),
             "recovered": r.recovered.len(),
+            "cut": r.cut,
             "payments": rows,
         }),
-        table(&["KIND", "PAYMENT", "PROVIDER", "STATUS", "AT"], table_rows),
+        text,
     ))
 }
