@@ -116,7 +116,11 @@ pub enum UnavailableCause {
     Locked,
     /// The storage refused a read or write (I/O error, read-only file system or database).
     Io,
-    /// The store is closed or its writer stopped.
+    /// The database cannot be reached: the connection is refused, lost, not opened in time, its
+    /// TLS handshake or sign-in fails, or the database is shutting down or starting. What an
+    /// operator pages on (with a node's heartbeat going unanswered: a hung database).
+    Unreachable,
+    /// This store was closed (the node is stopping) or its writer stopped.
     Closed,
     /// Too much work queued, or a connection could not be had in time.
     Overloaded,
@@ -130,10 +134,11 @@ pub enum UnavailableCause {
 
 impl UnavailableCause {
     /// Every cause, in a stable order.
-    pub const ALL: [UnavailableCause; 7] = [
+    pub const ALL: [UnavailableCause; 8] = [
         UnavailableCause::DiskFull,
         UnavailableCause::Locked,
         UnavailableCause::Io,
+        UnavailableCause::Unreachable,
         UnavailableCause::Closed,
         UnavailableCause::Overloaded,
         UnavailableCause::TimedOut,
@@ -147,6 +152,7 @@ impl UnavailableCause {
             UnavailableCause::DiskFull => "disk full",
             UnavailableCause::Locked => "locked",
             UnavailableCause::Io => "io",
+            UnavailableCause::Unreachable => "unreachable",
             UnavailableCause::Closed => "closed",
             UnavailableCause::Overloaded => "overloaded",
             UnavailableCause::TimedOut => "timed out",

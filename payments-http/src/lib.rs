@@ -75,6 +75,7 @@ pub mod deadline;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
+pub mod heartbeat;
 mod json;
 pub mod measured;
 pub mod merchant;

@@ -393,8 +393,16 @@ const WRITE_PROBE_REUSE: std::time::Duration = std::time::Duration::from_secs(1)
 /// ready for more.
 const WRITE_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long `/readyz` waits for the store's reads and write all together: a hung database
+/// (one that answers nothing) makes the node not ready in this time, not at the balancer's
+/// timeout.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 async fn readyz(State(st): State<AppState>) -> Response {
-    let why = match not_ready(&st).await {
+    let answer = tokio::time::timeout(READY_TIMEOUT, not_ready(&st))
+        .await
+        .unwrap_or_else(|_| Some(format!("the store did not answer within {READY_TIMEOUT:?}")));
+    let why = match answer {
         Some(reason) => Some(("store unavailable", reason)),
         // No usable exchange rate: every create would answer 422.
         None if !st.service.ports().rates.has_rates() => Some((

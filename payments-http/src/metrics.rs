@@ -19,6 +19,7 @@ use std::time::Duration;
 use axum::extract::MatchedPath;
 use axum::http::Method;
 use payments_core::service::BatchStats;
+use payments_core::store::UnavailableCause;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -229,8 +230,10 @@ pub struct Metrics {
     ledger_reconciliations: Counter,
     request_log_dropped: Counter,
     dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
+    trace_export_failures: std::sync::OnceLock<fn() -> u64>,
     rate_ages: std::sync::OnceLock<RateAgesSource>,
     provider_health: std::sync::OnceLock<ProviderHealthSource>,
+    store_heartbeat: std::sync::OnceLock<Arc<crate::heartbeat::StoreHeartbeat>>,
 }
 
 /// Each provider's breaker state (`closed`, `open`, `half_open`) and issue rate, read at each
@@ -272,6 +275,14 @@ impl Default for Metrics {
         for outcome in ["recovered", "ambiguous"] {
             drop(stuck_creates.get_or_create(&OutcomeLabels { outcome }));
         }
+        // Every failure cause from the start too: a series born with its first error reads as
+        // no increase to `rate()`, and the store-errors alert would miss an outage's first
+        // minutes (or a short outage entirely).
+        let store_errors = Family::<CauseLabels, Counter>::default();
+        let causes = UnavailableCause::ALL.iter().map(|c| c.as_str());
+        for cause in causes.chain(["corrupt"]) {
+            drop(store_errors.get_or_create(&CauseLabels { cause }));
+        }
         let mut metrics = Metrics {
             registry: Registry::default(),
             requests: Family::default(),
@@ -287,15 +298,17 @@ impl Default for Metrics {
             ),
             provider_completed: Family::default(),
             store_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
-            store_errors: Family::default(),
+            store_errors,
             build_info: Family::default(),
             stuck_creates,
             ledger_differences: Gauge::default(),
             ledger_reconciliations: Counter::default(),
             request_log_dropped: Counter::default(),
             dropped_log_lines: std::sync::OnceLock::new(),
+            trace_export_failures: std::sync::OnceLock::new(),
             rate_ages: std::sync::OnceLock::new(),
             provider_health: std::sync::OnceLock::new(),
+            store_heartbeat: std::sync::OnceLock::new(),
         };
         // The registration order is the exposition's order.
         metrics.register_requests();
@@ -387,8 +400,8 @@ impl Metrics {
         );
         self.registry.register(
             "payments_store_errors",
-            "Store errors by cause (disk full, locked, io, closed, overloaded, other, \
-             corrupt, conflict, duplicate, not found)",
+            "Store errors by cause (disk full, locked, io, unreachable, closed, overloaded, \
+             timed out, other, corrupt, conflict, duplicate, not found)",
             self.store_errors.clone(),
         );
     }
@@ -437,6 +450,15 @@ impl Metrics {
         let _ = self.dropped_log_lines.set(source);
     }
 
+    /// Exposes `payments_trace_export_failures_total`, read from `source` at each scrape: the
+    /// batches of spans the OpenTelemetry exporter could not deliver (the collector refused
+    /// them, did not answer in time, or could not be reached). The server gives its exporter's
+    /// count when traces are on; without a source the metric is left out. A second source is
+    /// ignored.
+    pub fn count_trace_export_failures(&self, source: fn() -> u64) {
+        let _ = self.trace_export_failures.set(source);
+    }
+
     /// Counts a merchant request the request log's full queue dropped
     /// (`payments_request_log_dropped_total`).
     pub fn count_request_log_dropped(&self) {
@@ -477,6 +499,12 @@ impl Metrics {
     /// scrape (the router's health). A second source is ignored.
     pub fn report_provider_health(&self, source: ProviderHealth) {
         let _ = self.provider_health.set(ProviderHealthSource(source));
+    }
+
+    /// The heartbeat whose last answer `payments_store_unanswered_seconds` shows (exposed once
+    /// this is called: [`crate::workers::Workers::start_for`] calls it and runs the heartbeat).
+    pub fn store_heartbeat(&self) -> Arc<crate::heartbeat::StoreHeartbeat> {
+        self.store_heartbeat.get_or_init(Default::default).clone()
     }
 
     /// Exposes `payments_rate_age_seconds{currency}`, read from `source` at each scrape: how
@@ -591,6 +619,16 @@ impl Metrics {
         let mut scrape = Registry::default();
         register_store_counts(&mut scrape, store);
         register_store_ages(&mut scrape, store);
+        if let Some(beat) = self.store_heartbeat.get() {
+            register_float(
+                &mut scrape,
+                "payments_store_unanswered_seconds",
+                "Seconds since the store last answered this node's heartbeat (a one-row read \
+                 every second, allowed 2 s): under about 1 while it answers; it grows while the \
+                 database is unreachable, refuses connections or hangs",
+                Some(beat.unanswered().as_secs_f64()),
+            );
+        }
         self.register_provider_health(&mut scrape);
         self.register_rate_ages(&mut scrape);
         register_signatures(&mut scrape, signatures);
@@ -599,6 +637,15 @@ impl Metrics {
                 &mut scrape,
                 "payments_log_lines_dropped",
                 "Log lines dropped because standard error did not take them (log.queue_kib queued)",
+                source(),
+            );
+        }
+        if let Some(source) = self.trace_export_failures.get() {
+            register_counter(
+                &mut scrape,
+                "payments_trace_export_failures",
+                "Batches of spans the OpenTelemetry exporter could not deliver to \
+                 telemetry.otlp_endpoint (refused, timed out or unreachable): those traces are lost",
                 source(),
             );
         }
@@ -783,6 +830,32 @@ fn register_signatures(scrape: &mut Registry, signatures: BatchStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every failure cause is exposed at 0 before its first error (an alert's `rate()` needs
+    /// the series before the outage), and the gauge is left out until a heartbeat runs.
+    #[test]
+    fn every_cause_is_exposed_from_the_start() {
+        let metrics = Metrics::default();
+        let text = metrics.render(&Default::default(), Default::default());
+        for cause in UnavailableCause::ALL {
+            let line = format!(
+                "payments_store_errors_total{{cause=\"{}\"}} 0",
+                cause.as_str()
+            );
+            assert!(text.contains(&line), "{line} missing:\n{text}");
+        }
+        assert!(!text.contains("payments_store_unanswered_seconds"));
+        // Once a heartbeat is kept, its gauge is exposed.
+        let _beat = metrics.store_heartbeat();
+        let text = metrics.render(&Default::default(), Default::default());
+        let shown: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("payments_store_unanswered_seconds "))
+            .expect("the gauge is exposed")
+            .parse()
+            .unwrap();
+        assert!((0.0..1.0).contains(&shown), "{shown}");
+    }
 
     #[test]
     fn renders_counters_and_histograms() {

@@ -27,14 +27,23 @@ pub async fn observe(State(st): State<AppState>, req: Request, next: Next) -> Re
     resp
 }
 
+/// How long a scrape waits for the store gauges: a hung database leaves them out instead of
+/// failing the whole scrape (Prometheus's `scrape_timeout` is 10 s by default), so the
+/// heartbeat's `payments_store_unanswered_seconds` still reaches the alert.
+pub const STORE_GAUGES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Reads the store gauges, cheaply and all at once ([`payments_core::store::Store::backlog`]);
-/// when the store cannot give them, they are left out of the exposition.
+/// when the store cannot give them within [`STORE_GAUGES_TIMEOUT`], they are left out of the
+/// exposition.
 pub async fn store_gauges(st: &AppState) -> StoreGauges {
     let service = &st.service;
     let store = service.store();
     let now = service.ports().clock.now();
-    let (backlog, hold) = tokio::join!(store.backlog(), service.callbacks().callback_hold());
-    let backlog = backlog.ok();
+    let reads = async { tokio::join!(store.backlog(), service.callbacks().callback_hold()) };
+    let (backlog, hold) = match tokio::time::timeout(STORE_GAUGES_TIMEOUT, reads).await {
+        Ok((backlog, hold)) => (backlog.ok(), hold.ok()),
+        Err(_) => (None, None),
+    };
     let age = |t: Option<payments_core::Timestamp>| {
         t.map_or(0.0, |t| {
             if t < now {
@@ -68,7 +77,7 @@ pub async fn store_gauges(st: &AppState) -> StoreGauges {
         outbox_failed: backlog.as_ref().map(|b| b.failed_events),
         oldest_pending_age: backlog.as_ref().map(|b| age(b.oldest_pending_event)),
         sweeper_lag: backlog.as_ref().map(|b| age(b.oldest_due_payment)),
-        dispatch_held: hold.ok().map(|h| h.is_some()),
+        dispatch_held: hold.map(|h| h.is_some()),
         database_bytes,
     }
 }

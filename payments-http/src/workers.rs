@@ -36,6 +36,8 @@ pub struct Workers {
     stop: watch::Sender<bool>,
     dispatcher: Option<JoinHandle<()>>,
     sweeper: JoinHandle<()>,
+    /// The store's heartbeat ([`crate::heartbeat`]), with metrics to show it in.
+    heartbeat: Option<JoinHandle<()>>,
 }
 
 impl Workers {
@@ -52,7 +54,8 @@ impl Workers {
     }
 
     /// [`Workers::start`] over `state`'s service, the sweeper counting into `state`'s metrics
-    /// (`payments_stuck_creates_total`).
+    /// (`payments_stuck_creates_total`), and the store's heartbeat
+    /// ([`crate::heartbeat`], `payments_store_unanswered_seconds`).
     pub fn start_for(
         state: &AppState,
         dispatcher: Option<Dispatcher>,
@@ -73,6 +76,13 @@ impl Workers {
         sweep_interval: Duration,
     ) -> Workers {
         let (stop, stopped) = watch::channel(false);
+        let heartbeat = metrics.as_ref().map(|m| {
+            tokio::spawn(crate::heartbeat::run(
+                service.store().clone(),
+                m.store_heartbeat(),
+                stopped.clone(),
+            ))
+        });
         let sweeper = tokio::spawn(crate::sweeper::run_counted(
             service.clone(),
             metrics,
@@ -90,6 +100,7 @@ impl Workers {
             stop,
             dispatcher,
             sweeper,
+            heartbeat,
         }
     }
 
@@ -115,6 +126,9 @@ impl Workers {
         let _ = self.stop.send(true);
         if let Err(e) = self.sweeper.await {
             tracing::error!(error = %e, "the lifecycle sweeper ended abnormally");
+        }
+        if let Some(heartbeat) = self.heartbeat {
+            let _ = heartbeat.await;
         }
         if let Some(dispatcher) = self.dispatcher {
             if let Err(e) = dispatcher.await {

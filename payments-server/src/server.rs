@@ -329,6 +329,10 @@ impl ApplicationBuilder {
         warn_development_settings(&settings);
         let stores = StoreChoice::open(&settings, store, cabinet_store, rate_limiter).await?;
         let metrics = upstream.metrics(stores.owned.as_ref());
+        #[cfg(feature = "otlp")]
+        if settings.telemetry.otlp_endpoint.is_some() {
+            metrics.count_trace_export_failures(crate::telemetry::traces::export_failures);
+        }
         let ports = PortChoices {
             store: stores.store.clone(),
             provider: upstream.provider,

@@ -355,10 +355,68 @@ where
 pub mod traces {
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry_otlp::WithExportConfig as _;
-    use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+    use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanExporter};
     use tracing_subscriber::Layer as _;
 
     use crate::config::TelemetrySettings;
+
+    /// Batches of spans the exporter could not deliver since the start.
+    static EXPORT_FAILURES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// Batches of spans the exporter could not deliver since the start (the collector refused
+    /// them, did not answer within 5 s, or could not be reached):
+    /// `payments_trace_export_failures_total`.
+    pub fn export_failures() -> u64 {
+        EXPORT_FAILURES.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// An exporter that counts the batches `E` could not deliver and logs a warning at the
+    /// 1st, 2nd, 4th, 8th, ... failure (an unreachable collector costs a few lines, not one
+    /// per batch).
+    #[derive(Debug)]
+    struct Counted<E>(E);
+
+    impl<E: SpanExporter> SpanExporter for Counted<E> {
+        fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> impl std::future::Future<Output = opentelemetry_sdk::error::OTelSdkResult> + Send
+        {
+            let spans = batch.len();
+            let export = self.0.export(batch);
+            async move {
+                let result = export.await;
+                if let Err(e) = &result {
+                    let n = EXPORT_FAILURES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    if n.is_power_of_two() {
+                        tracing::warn!(
+                            failures = n,
+                            spans,
+                            error = %e,
+                            "traces could not be exported to telemetry.otlp_endpoint: this batch \
+                             is lost (payments_trace_export_failures_total counts them)"
+                        );
+                    }
+                }
+                result
+            }
+        }
+
+        fn shutdown_with_timeout(
+            &mut self,
+            timeout: std::time::Duration,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.shutdown_with_timeout(timeout)
+        }
+
+        fn force_flush(&mut self) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.force_flush()
+        }
+
+        fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+            self.0.set_resource(resource);
+        }
+    }
 
     /// The layer that turns spans into OpenTelemetry spans.
     pub type Layer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
@@ -384,7 +442,7 @@ pub mod traces {
                 .build()?;
             Ok::<_, opentelemetry_otlp::ExporterBuildError>(
                 SdkTracerProvider::builder()
-                    .with_batch_exporter(exporter)
+                    .with_batch_exporter(Counted(exporter))
                     .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
                         ratio,
                     ))))

@@ -53,6 +53,72 @@ fn the_systemd_unit_is_hardened_and_runs_unprivileged() {
     assert!(!unit.contains("User=root"));
 }
 
+/// `payments-admin` runs a command as the unit runs the server: its user, working directory,
+/// environment file, binary and settings file are the unit's, read from the unit file. Seen
+/// failing with the script's user changed to root.
+#[test]
+fn the_admin_wrapper_runs_commands_as_the_unit_does() {
+    let unit = unit_text();
+    let script = std::fs::read_to_string(repo().join("packaging/systemd/payments-admin"))
+        .expect("packaging/systemd/payments-admin");
+    let value = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap_or_else(|| panic!("the unit has no {key}"))
+            .to_string()
+    };
+    let exec = value("ExecStart=");
+    let (binary, rest) = exec.split_once(' ').expect("ExecStart has arguments");
+    let config = rest
+        .split_once("--config ")
+        .expect("ExecStart names --config")
+        .1
+        .split_whitespace()
+        .next()
+        .expect("a settings file");
+    for want in [
+        format!("--uid={}", value("User=")),
+        format!("--gid={}", value("Group=")),
+        format!("--working-directory={}", value("WorkingDirectory=")),
+        format!("--property=EnvironmentFile={}", value("EnvironmentFile=")),
+        format!("--setenv=PAYMENTS_CONFIG={config}"),
+        format!("{binary} \"$@\""),
+    ] {
+        assert!(script.contains(&want), "payments-admin lacks {want}");
+    }
+    let syntax = Command::new("sh")
+        .arg("-n")
+        .arg(repo().join("packaging/systemd/payments-admin"))
+        .status()
+        .expect("sh runs");
+    assert!(syntax.success(), "payments-admin is not valid sh");
+}
+
+/// Every option `payments-admin` gives `systemd-run` is one this systemd knows.
+#[test]
+#[ignore = "needs systemd-run (Debian systemd)"]
+fn the_admin_wrapper_uses_options_systemd_run_has() {
+    require("systemd-run");
+    let help = Command::new("systemd-run").arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let script = std::fs::read_to_string(repo().join("packaging/systemd/payments-admin"))
+        .expect("packaging/systemd/payments-admin");
+    // The options of the `systemd-run` command line (not the comments' examples).
+    let command = script
+        .split_once("exec systemd-run")
+        .expect("payments-admin execs systemd-run")
+        .1;
+    let options: Vec<&str> = command
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.split('=').next().expect("an option"))
+        .collect();
+    assert!(options.len() >= 8, "{options:?}");
+    for option in options {
+        assert!(help.contains(option), "systemd-run has no {option}");
+    }
+}
+
 #[test]
 #[ignore = "needs systemd-analyze (Debian systemd)"]
 fn the_systemd_unit_passes_systemd_analyze_verify() {
@@ -171,7 +237,24 @@ fn every_alert_reads_real_metrics_has_a_runbook_and_a_test_both_ways() {
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .filter(|w| w.starts_with("payments_"))
             .collect();
-        assert!(!metrics.is_empty(), "{name} reads no payments_ metric");
+        // Besides the server's own metrics, Prometheus's `up` (the scrape) and the blackbox
+        // exporter's `probe_success` (the balancer's view of `/readyz`), both named in the
+        // alerts table of docs/operations.md.
+        let outside = [
+            "up{job=\"payments\"}",
+            "probe_success{job=\"payments-readyz\"}",
+        ];
+        let reads_outside = outside.iter().find(|m| expr.contains(*m));
+        if let Some(m) = reads_outside {
+            assert!(
+                operations.contains(m),
+                "{name}: {m} is not in docs/operations.md"
+            );
+        }
+        assert!(
+            !metrics.is_empty() || reads_outside.is_some(),
+            "{name} reads no payments_ metric"
+        );
         for metric in metrics {
             let base = metric.strip_suffix("_bucket").unwrap_or(metric).to_string();
             assert!(

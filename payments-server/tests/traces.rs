@@ -288,3 +288,61 @@ async fn without_an_endpoint_nothing_is_exported_and_the_log_shows_no_trace_span
     assert!(!log.contains("payments_trace"), "{log}");
     assert!(!log.contains("\"name\":\"request\""), "{log}");
 }
+
+/// A collector that refuses every batch: the lost batches are counted on `/metrics`
+/// (`payments_trace_export_failures_total`) and logged, and the server serves as before.
+/// Seen failing before the exporter counted its failures: the metric was absent and the log
+/// silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_the_collector_refuses_are_counted_and_logged() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let otlp = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+    let refuse = Router::new().route(
+        "/v1/traces",
+        post(|| async { StatusCode::SERVICE_UNAVAILABLE }),
+    );
+    tokio::spawn(async move { axum::serve(listener, refuse).await });
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let env = [
+        ("PAYMENTS_TELEMETRY__OTLP_ENDPOINT", otlp.as_str()),
+        // The batch processor's delay (the SDK reads it): a batch every 100 ms, not 5 s.
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let (mut server, base, operator) =
+        serve_with(&data, "127.0.0.1", &["--log-format", "json"], &env);
+    wait_ready(&mut server, &base).await;
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let client = MerchantClient::from_credentials(&creds).unwrap();
+    let r = client
+        .create_payment(
+            &json!({"merchant_payment_id": "lost-trace-1", "amount": "1910.00",
+                    "payment_method": "sbp"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status.as_u16(), 201, "{}", r.json);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = reqwest::get(format!("{operator}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let failures = support::sample(&text, "payments_trace_export_failures_total");
+        if failures.is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no export failure counted in 30 s: {failures:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (log, _) = support::stop_and_read_log(server).await;
+    assert!(
+        log.contains("traces could not be exported to telemetry.otlp_endpoint"),
+        "{log}"
+    );
+}

@@ -59,8 +59,9 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
 
 /// Maps a database failure. Lost connections, timeouts, cancellations, overload, a database
 /// shutting down and serialization or deadlock aborts are "not now" (`Unavailable`, `503`),
-/// the message starting with its [`UnavailableCause`] (`disk full: `, `locked: `, `io: `,
-/// `closed: `, `overloaded: `); data that does not convert is `Corrupt`.
+/// with their [`UnavailableCause`]: a database that cannot be reached (refused, lost, TLS or
+/// sign-in failed, shutting down) is [`UnavailableCause::Unreachable`]; data that does not
+/// convert is `Corrupt`.
 pub(crate) fn db(e: tokio_postgres::Error) -> StoreError {
     if let Some(code) = e.code() {
         if *code == SqlState::DATA_CORRUPTED || *code == SqlState::INDEX_CORRUPTED {
@@ -69,13 +70,31 @@ pub(crate) fn db(e: tokio_postgres::Error) -> StoreError {
         return cause_of(code).error(format_args!("database: {}", describe(&e)));
     }
     if e.is_closed() {
-        return UnavailableCause::Closed.error("the database connection was closed");
+        return UnavailableCause::Unreachable.error("the database connection was closed");
     }
     let text = describe(&e);
     if text.contains("error deserializing") || text.contains("invalid column") {
         return StoreError::Corrupt(text);
     }
+    if is_unreachable(&e) {
+        return UnavailableCause::Unreachable.error(format_args!("database: {text}"));
+    }
     UnavailableCause::Other.error(format_args!("database: {text}"))
+}
+
+/// Whether a client error (one without a SQLSTATE) says the database could not be reached: the
+/// connection failed, broke, timed out, or its TLS handshake or sign-in failed. tokio-postgres
+/// shows an error's kind only as its text (the error's own `Display`, its causes apart).
+fn is_unreachable(e: &tokio_postgres::Error) -> bool {
+    const KINDS: [&str; 6] = [
+        "error connecting to server",
+        "error communicating with the server",
+        "error performing TLS handshake",
+        "timeout waiting for server",
+        "authentication error",
+        "connection closed",
+    ];
+    KINDS.contains(&e.to_string().as_str())
 }
 
 /// The cause of a failure by its SQLSTATE.
@@ -95,11 +114,13 @@ fn cause_of(code: &SqlState) -> UnavailableCause {
     {
         UnavailableCause::Io
     } else if class == "08"
+        || class == "28"
         || *code == SqlState::ADMIN_SHUTDOWN
         || *code == SqlState::CRASH_SHUTDOWN
         || *code == SqlState::CANNOT_CONNECT_NOW
     {
-        UnavailableCause::Closed
+        // A connection exception, a refused sign-in, a database shutting down or starting.
+        UnavailableCause::Unreachable
     } else if *code == SqlState::QUERY_CANCELED {
         // `statement_timeout` (this store cancels nothing else): a read that ran too long.
         UnavailableCause::TimedOut

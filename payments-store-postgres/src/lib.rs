@@ -393,11 +393,16 @@ impl PgStore {
     }
 }
 
-/// A pool failure: every kind of it means "not now" to the caller.
+/// A pool failure: every kind of it means "not now" to the caller. A connection that could
+/// not be opened or checked in time is a database that does not answer
+/// ([`UnavailableCause::Unreachable`]); only the wait for a busy pool's free connection is
+/// overload.
 fn pool_error(e: PoolError) -> StoreError {
     match e {
-        PoolError::Timeout(kind) => UnavailableCause::Overloaded.error(format_args!(
-            "no database connection within the pool's time limit ({kind:?})"
+        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => UnavailableCause::Overloaded
+            .error("no database connection came free within the pool's wait (every one busy)"),
+        PoolError::Timeout(kind) => UnavailableCause::Unreachable.error(format_args!(
+            "the database did not answer a new connection in time ({kind:?})"
         )),
         PoolError::Closed => UnavailableCause::Closed.error("the store is closed"),
         PoolError::Backend(e) => error::db(e),
