@@ -562,6 +562,10 @@ pub enum MetadataValueError {
 /// How long a payment may stay in `created` before it is taken as a crashed provider call.
 pub const STUCK_CREATE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The longest wait between two recoveries of a payment left in `created` whose provider could
+/// not say ([`Payment::due_at`]).
+pub const RECOVERY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 impl Payment {
     /// `true` for a project test payment.
     pub fn is_test(&self) -> bool {
@@ -582,13 +586,29 @@ impl Payment {
     }
 
     /// When the lifecycle sweeper must look at this payment next: the lifetime's end for a
-    /// `processing` payment, the stuck-create deadline for a `created` one, never otherwise.
+    /// `processing` payment, the next recovery of a `created` one, never otherwise.
     pub fn due_at(&self) -> Option<Timestamp> {
         match self.status {
             PaymentStatus::Processing => Some(self.expires_at),
-            PaymentStatus::Created => Some(self.created_at + STUCK_CREATE_AFTER),
+            PaymentStatus::Created => Some(self.recovery_due()),
             _ => None,
         }
+    }
+
+    /// When a payment left in `created` is next asked about: [`STUCK_CREATE_AFTER`] after its
+    /// create; after a deferred recovery (its provider could not say, and the payment's
+    /// `updated_at` records when) twice the payment's age at that recovery later, at least
+    /// [`STUCK_CREATE_AFTER`] and at most [`RECOVERY_BACKOFF_MAX`]: at the ages of 60 s, 3 min,
+    /// 9 min, 24 min, then every 15 minutes. Nothing else moves a `created` payment's
+    /// `updated_at`.
+    fn recovery_due(&self) -> Timestamp {
+        if self.updated_at <= self.created_at {
+            return self.created_at + STUCK_CREATE_AFTER;
+        }
+        let age = self.updated_at.duration_since(self.created_at);
+        let due = self.updated_at + (age * 2).clamp(STUCK_CREATE_AFTER, RECOVERY_BACKOFF_MAX);
+        debug_assert!(due > self.updated_at);
+        due
     }
 
     /// The Payment resource as the API writes it by default (decimals as JSON numbers).

@@ -272,7 +272,7 @@ impl Default for Metrics {
         let stuck_creates = Family::<OutcomeLabels, Counter>::default();
         // Both outcomes from the start: an alert on `ambiguous` needs a series before the
         // first one.
-        for outcome in ["recovered", "ambiguous"] {
+        for outcome in ["recovered", "ambiguous", "deferred"] {
             drop(stuck_creates.get_or_create(&OutcomeLabels { outcome }));
         }
         // Every failure cause from the start too: a series born with its first error reads as
@@ -411,9 +411,11 @@ impl Metrics {
     fn register_operations(&mut self) {
         self.registry.register(
             "payments_stuck_creates",
-            "Payments the sweeper found still in created past 60 s (their create never \
-             recorded the provider's answer), by outcome: recovered (the provider asked again \
-             answered) or ambiguous (it could not say: error / provider_result_ambiguous)",
+            "Recoveries of payments the sweeper found still in created past 60 s (their \
+             create never recorded the provider's answer), by outcome: recovered (the provider \
+             asked again answered), deferred (it could not say yet: asked again later) or \
+             ambiguous (it still could not say at the recovery window's end: error / \
+             provider_result_ambiguous)",
             self.stuck_creates.clone(),
         );
         self.registry.register(
@@ -516,9 +518,15 @@ impl Metrics {
 
     /// Counts payments the sweeper found left in `created` by a create that never finished
     /// (`payments_stuck_creates_total{outcome}`): `recovered` by asking the provider again,
-    /// or `ambiguous` when it could not say.
-    pub fn count_stuck_creates(&self, recovered: usize, ambiguous: usize) {
-        for (outcome, n) in [("recovered", recovered), ("ambiguous", ambiguous)] {
+    /// `deferred` when it could not say yet (asked again later, within the recovery window),
+    /// `ambiguous` when it still could not say at the window's end.
+    pub fn count_stuck_creates(&self, report: &payments_core::service::SweepReport) {
+        let counts = [
+            ("recovered", report.recovered),
+            ("ambiguous", report.ambiguous),
+            ("deferred", report.deferred),
+        ];
+        for (outcome, n) in counts {
             if n > 0 {
                 self.stuck_creates
                     .get_or_create(&OutcomeLabels { outcome })

@@ -190,7 +190,7 @@ async fn sweep_due(
         match service.payments().sweep(SWEEP_BATCH).await {
             Ok(report) => {
                 if let Some(m) = metrics {
-                    m.count_stuck_creates(report.recovered, report.ambiguous);
+                    m.count_stuck_creates(&report);
                 }
                 if report.ambiguous > 0 {
                     let ids: Vec<String> = report
@@ -210,6 +210,7 @@ async fn sweep_due(
                     tracing::info!(
                         expired = report.expired,
                         recovered = report.recovered,
+                        deferred = report.deferred,
                         ambiguous = report.ambiguous,
                         "lifecycle sweep"
                     );

@@ -316,6 +316,11 @@ pub struct Upstream {
     /// time is `provider_result_ambiguous`.
     #[serde(with = "duration")]
     pub provider_budget: Duration,
+    /// How long after its create a payment left in `created` (its create never recorded the
+    /// provider's answer) is asked about again when the provider cannot say, before it is
+    /// closed as `provider_result_ambiguous`; default `1h` (at least the provider budget).
+    #[serde(with = "duration")]
+    pub recovery_window: Duration,
     /// How often the live rates are fetched; default `30s`.
     #[serde(with = "duration")]
     pub rates_refresh: Duration,
@@ -521,6 +526,7 @@ impl Default for Upstream {
             pool_idle: 32,
             pool_idle_timeout: Duration::from_secs(90),
             provider_budget: Duration::from_secs(15),
+            recovery_window: Duration::from_secs(3600),
             rates_refresh: Duration::from_secs(30),
             rates_max_age: Duration::from_secs(300),
             listen: None,
@@ -1109,6 +1115,7 @@ impl Settings {
         u.timeout = u.timeout.max(floor);
         u.connect_timeout = u.connect_timeout.max(floor);
         u.provider_budget = u.provider_budget.max(floor);
+        u.recovery_window = u.recovery_window.max(u.provider_budget);
         u.rates_refresh = u.rates_refresh.max(floor);
         u.rates_max_age = u.rates_max_age.max(floor);
         Ok(())

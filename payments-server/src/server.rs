@@ -1473,6 +1473,7 @@ fn service_config(settings: &Settings, sealing: SealingKeys) -> ServiceConfig {
         resend_budget: settings.callbacks.resend_budget(),
         sealing,
         provider_budget: settings.upstream.provider_budget,
+        recovery_window: settings.upstream.recovery_window,
         retention: settings.retention(),
         request_log: payments_core::request_log::RequestLogPolicy {
             keep: settings.tuning.request_log_keep,

@@ -204,7 +204,7 @@ fn the_readme_counts_every_ignored_test() {
 }
 
 /// The reason of every `#[ignore = "..."]` in the workspace's Rust files (comments aside).
-fn ignore_reasons(dir: &std::path::Path) -> Vec<String> {
+fn ignore_reasons(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).expect("a directory lists") {
         let path = entry.expect("an entry").path();

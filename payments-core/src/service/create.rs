@@ -498,6 +498,16 @@ impl Payments<'_> {
             Err(StoreError::Conflict) => return Ok(Recovery::Raced),
             Err(e) => return Err(e),
         };
+        let asked = match asked {
+            ProviderOutcome::Unavailable(why) | ProviderOutcome::Ambiguous(why) => {
+                let now = self.ports.clock.now();
+                if now < payment.created_at + self.config.recovery_window {
+                    return self.defer_recovery(payment, &why).await;
+                }
+                ProviderOutcome::Ambiguous(undecided(payment, now, &why))
+            }
+            other => other,
+        };
         let outcome = match asked {
             ProviderOutcome::Issued(r) => match self.price_now(payment).await? {
                 Ok(pricing) => (ProviderOutcome::Issued(r), Some(pricing)),
@@ -520,24 +530,56 @@ impl Payments<'_> {
             Err(_) => return Ok(Recovery::Raced),
         };
         // On the audit log, for reconciliation (`payments-server payment reconcile`).
-        let audit = AuditRecord {
-            at: t.payment.updated_at,
-            actor: "recovery".into(),
-            action: RECOVERY_ACTION.into(),
-            target: payment.id.to_string(),
-            before: None,
-            after: Some(
-                serde_json::json!({
-                    "outcome": if ambiguous { "ambiguous" } else { "resolved" },
-                    "status": t.payment.status.as_str(),
-                    "provider": payment.route.as_ref().map(|r| r.provider.as_str()),
-                })
-                .to_string(),
-            ),
-        };
+        let audit = recovery_record(
+            payment,
+            t.payment.updated_at,
+            serde_json::json!({
+                "outcome": if ambiguous { "ambiguous" } else { "resolved" },
+                "status": t.payment.status.as_str(),
+            }),
+        );
         match self.commit(payment, &t, Some(audit)).await {
             Ok(_) if ambiguous => Ok(Recovery::Ambiguous),
             Ok(_) => Ok(Recovery::Resolved),
+            Err(StoreError::Conflict) => Ok(Recovery::Raced),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Leaves a payment whose provider could not say in `created` for a later recovery: its
+    /// `updated_at` becomes now, which moves its next recovery out
+    /// ([`Payment::due_at`]: at the ages of 60 s, 3 min, 9 min, ... every 15 minutes), with an
+    /// audit record (outcome `deferred`, the provider's words).
+    async fn defer_recovery(self, payment: &Payment, why: &str) -> Result<Recovery, StoreError> {
+        let mut later = payment.clone();
+        later.updated_at = self.ports.clock.now().max(payment.updated_at);
+        later.version += 1;
+        debug_assert_eq!(later.status, PaymentStatus::Created);
+        let next = later.due_at();
+        debug_assert!(
+            next > payment.due_at(),
+            "a deferral moves the next recovery out"
+        );
+        let audit = recovery_record(
+            payment,
+            later.updated_at,
+            serde_json::json!({
+                "outcome": "deferred",
+                "status": PaymentStatus::Created.as_str(),
+                "reason": why,
+                "next_at": next.map(Timestamp::to_rfc3339),
+            }),
+        );
+        let change = PaymentChange {
+            payment: later,
+            expected_version: payment.version,
+            event: None,
+            audit: Some(audit),
+            // The payment's money does not change.
+            ledger: None,
+        };
+        match self.ports.store.commit_change(&change).await {
+            Ok(_) => Ok(Recovery::Deferred),
             Err(StoreError::Conflict) => Ok(Recovery::Raced),
             Err(e) => Err(e),
         }
@@ -782,6 +824,31 @@ pub enum Recovery {
     Ambiguous,
     /// Nothing: the payment had left `created` (someone else resolved it first).
     Raced,
+    /// The provider could not say (not reached, or no answer in time) within
+    /// [`ServiceConfig::recovery_window`](super::ServiceConfig::recovery_window) of the
+    /// create: the payment stays `created` and is asked about again later (its
+    /// [`Payment::due_at`] moved out).
+    Deferred,
+}
+
+/// The audit record of one recovery of `payment` at `at`: `after` with the provider asked
+/// (the payment's route) added.
+fn recovery_record(payment: &Payment, at: Timestamp, mut after: serde_json::Value) -> AuditRecord {
+    after["provider"] = payment.route.as_ref().map(|r| r.provider.as_str()).into();
+    AuditRecord {
+        at,
+        actor: "recovery".into(),
+        action: RECOVERY_ACTION.into(),
+        target: payment.id.to_string(),
+        before: None,
+        after: Some(after.to_string()),
+    }
+}
+
+/// The comment of a payment whose provider could not say until its recovery window ended.
+fn undecided(payment: &Payment, now: Timestamp, why: &str) -> String {
+    let minutes = now.duration_since(payment.created_at).as_secs() / 60;
+    format!("the requisite provider could not say what it issued for this payment over {minutes} min of asking; the last ask: {why}")
 }
 
 /// Why a recovered payment's requisites cannot be priced now: its project's contract no longer

@@ -81,6 +81,11 @@ pub struct ServiceConfig {
     /// The requisite provider's time budget (15 s): no answer in time is
     /// `provider_result_ambiguous`.
     pub provider_budget: Duration,
+    /// How long after its create a payment left in `created` is asked about again when its
+    /// provider could not say (not reached, no answer in time) before it is closed as
+    /// `provider_result_ambiguous` ([`Payments::recover_create`]): the time the provider is
+    /// trusted to answer a repeated request with its first answer. 1 hour by default.
+    pub recovery_window: Duration,
     /// The rate source's time budget: no answer in time is `422 payment_rate_unavailable`.
     pub rate_budget: Duration,
     /// How long a duplicate create waits for the first one's provider call.
@@ -111,6 +116,7 @@ impl Default for ServiceConfig {
         ServiceConfig {
             callback_policy: AddressPolicy::default(),
             provider_budget: Duration::from_secs(15),
+            recovery_window: Duration::from_secs(3600),
             rate_budget: Duration::from_secs(3),
             duplicate_wait: Duration::from_secs(16),
             duplicate_poll: Duration::from_millis(20),

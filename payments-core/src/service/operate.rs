@@ -47,12 +47,15 @@ pub struct SweepReport {
     pub ambiguous: usize,
     /// Those payments (at most one sweep batch), for the warning an operator reconciles from.
     pub ambiguous_ids: Vec<PaymentId>,
+    /// `created` payments whose provider could not say yet, left for a later recovery within
+    /// the recovery window ([`super::Recovery::Deferred`]).
+    pub deferred: usize,
 }
 
 impl SweepReport {
     /// The payments the sweep changed.
     pub fn changed(&self) -> usize {
-        self.expired + self.recovered + self.ambiguous
+        self.expired + self.recovered + self.ambiguous + self.deferred
     }
 }
 
@@ -334,6 +337,7 @@ impl Payments<'_> {
                     report.ambiguous += 1;
                     report.ambiguous_ids.push(p.id);
                 }
+                super::Recovery::Deferred => report.deferred += 1,
                 super::Recovery::Raced => {}
             }
         }

@@ -168,8 +168,30 @@ fn a_stuck_payment_the_provider_cannot_resolve_becomes_error_ambiguous_without_c
     let amount = payments_core::amount::Amount::parse("100.14").unwrap();
     (stuck.amount, stuck.initial_amount) = (amount, amount);
     block_on(s.h.store.insert_payment(&stuck)).unwrap();
-    s.h.advance(Duration::from_millis(60_000));
-    let report = s.sweep();
+    // Asked about again while the provider cannot say, later each time, until the recovery
+    // window (1 hour) ends: at the ages of 60 s, 3 min, 9 min, 24 min, then every 15 minutes.
+    let mut deferred_at = Vec::new();
+    let mut age = 0;
+    let report = loop {
+        let due = s
+            .stored(stuck.id)
+            .due_at()
+            .expect("a created payment is due");
+        let next = due.duration_since(stuck.created_at).as_secs();
+        // Not a millisecond earlier.
+        s.h.advance(Duration::from_secs(next - age) - Duration::from_millis(1));
+        assert_eq!(s.sweep().changed(), 0, "not due before {next} s");
+        s.h.advance(Duration::from_millis(1));
+        age = next;
+        let report = s.sweep();
+        if report.deferred == 0 {
+            break report;
+        }
+        assert_eq!(s.stored(stuck.id).status, PaymentStatus::Created);
+        deferred_at.push(age);
+    };
+    assert_eq!(deferred_at, [60, 180, 540, 1440, 2340, 3240]);
+    assert_eq!(age, 4140, "the first ask past the hour");
     assert_eq!(
         (report.recovered, report.ambiguous, report.expired),
         (0, 1, 0)
@@ -178,9 +200,12 @@ fn a_stuck_payment_the_provider_cannot_resolve_becomes_error_ambiguous_without_c
     assert_eq!(report.ambiguous_ids, [stuck.id]);
     let p = s.stored(stuck.id);
     assert_eq!(p.status, PaymentStatus::Error);
-    assert_eq!(
-        p.failure.unwrap().code,
-        PaymentErrorCode::ProviderResultAmbiguous
+    let failure = p.failure.unwrap();
+    assert_eq!(failure.code, PaymentErrorCode::ProviderResultAmbiguous);
+    assert!(
+        failure.comment.contains("over 69 min of asking"),
+        "{}",
+        failure.comment
     );
     assert!(s.events(stuck.id).is_empty());
 }

@@ -218,11 +218,25 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
     // A limit of one: the list is full, and says more may exist.
     let r = block_on(t.h.service.payments().reconciliation(since, 1)).unwrap();
     assert!(r.cut, "{r:?}");
-    // Second answers now, with what it issued then.
+    // Second cannot be reached yet: the payment stays `created`, asked about again later
+    // (twice its age then), and nobody else is asked.
     t.second.hang.store(false, Ordering::SeqCst);
-    *t.second.answer.lock().unwrap() = Some(issued("79000000042"));
+    *t.second.answer.lock().unwrap() = Some(ProviderOutcome::Unavailable("refused".into()));
     let calls_before = t.first.calls.load(Ordering::SeqCst);
     let recovery = block_on(t.h.service.payments().recover_create(&stuck)).unwrap();
+    assert_eq!(recovery, Recovery::Deferred);
+    let deferred = block_on(t.h.store.payment(stuck.id)).unwrap().unwrap();
+    assert_eq!(deferred.status, PaymentStatus::Created);
+    let age = deferred.updated_at.duration_since(deferred.created_at);
+    assert!(age >= std::time::Duration::from_secs(17), "{age:?}");
+    assert_eq!(
+        deferred.due_at(),
+        Some(deferred.updated_at + payments_core::payment::STUCK_CREATE_AFTER),
+        "twice an age under 30 s is below the 60 s floor"
+    );
+    // Second answers now, with what it issued then.
+    *t.second.answer.lock().unwrap() = Some(issued("79000000042"));
+    let recovery = block_on(t.h.service.payments().recover_create(&deferred)).unwrap();
     assert_eq!(recovery, Recovery::Resolved);
     let p = block_on(t.h.store.payment(stuck.id)).unwrap().unwrap();
     assert_eq!(p.status, PaymentStatus::Processing);
@@ -236,10 +250,26 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
     // Resolved now, and its recovery is on record with the provider it asked.
     let r = block_on(t.h.service.payments().reconciliation(since, 10)).unwrap();
     assert!(r.unresolved.is_empty());
-    assert_eq!(r.recovered.len(), 1);
-    assert_eq!(r.recovered[0].target, stuck.id.to_string());
-    let after: serde_json::Value =
-        serde_json::from_str(r.recovered[0].after.as_deref().unwrap()).unwrap();
-    assert_eq!(after["outcome"], "resolved");
-    assert_eq!(after["provider"], "second");
+    assert_eq!(r.recovered.len(), 2, "the deferral and the resolution");
+    let outcomes: Vec<(String, String)> = r
+        .recovered
+        .iter()
+        .map(|a| {
+            assert_eq!(a.target, stuck.id.to_string());
+            let after: serde_json::Value =
+                serde_json::from_str(a.after.as_deref().unwrap()).unwrap();
+            assert_eq!(after["provider"], "second");
+            (
+                after["outcome"].as_str().unwrap().to_string(),
+                after["reason"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("resolved".to_string(), "-".to_string()),
+            ("deferred".to_string(), "refused".to_string())
+        ]
+    );
 }

@@ -95,8 +95,13 @@ async fn a_stuck_create_is_recovered_and_counted() {
         }
     };
     assert_eq!(
-        (count("recovered").await, count("ambiguous").await),
-        (0.0, 0.0)
+        (
+            count("recovered").await,
+            count("ambiguous").await,
+            count("deferred").await
+        ),
+        (0.0, 0.0, 0.0),
+        "every outcome is exposed from the start"
     );
     let request = fixtures::request("stuck-1", "1500", PaymentMethod::Sbp);
     let payment = fixtures::payment(
