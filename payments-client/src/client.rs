@@ -302,6 +302,22 @@ impl MerchantClient {
         })
     }
 
+    /// A prepared request as HTTP/1.1 bytes, as [`send`](Self::send) puts it on the wire
+    /// (request line, `Host`, its headers, `Content-Length`, blank line, body; without the
+    /// headers the transport adds, which no signature covers): the file `payments-server
+    /// check request` reads, and what [`payments_core::service::RawRequest`] parses.
+    pub fn wire(&self, req: &PreparedRequest) -> Vec<u8> {
+        let mut head = format!(
+            "{} {} HTTP/1.1\r\nHost: {}\r\n",
+            req.method, req.path_and_query, self.authority
+        );
+        for (name, value) in &req.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", req.body.len()));
+        [head.as_bytes(), &req.body].concat()
+    }
+
     /// The URL a prepared request is sent to.
     fn url_of(&self, req: &PreparedRequest) -> String {
         format!("{}{}", self.origin, req.path_and_query)

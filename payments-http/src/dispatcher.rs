@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use payments_core::callback::{
     check_ip, CallbackHost, CallbackSecrets, CallbackUrl, CallbackUrlError, ATTEMPT_TIMEOUT,
-    EVENT_ID_HEADER, RESPONSE_READ_LIMIT, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+    RESPONSE_READ_LIMIT,
 };
 use payments_core::event::{
     response_excerpt, DeliveryAttempt, DeliveryErrorKind as Kind, OutboxEvent, RESPONSE_EXCERPT_MAX,
@@ -815,14 +815,11 @@ impl Inner {
         }
         let body = &event.event.body;
         let signature = secrets.sign_attempt(now, body);
-        let request = self
-            .client
-            .post(url.as_str())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(EVENT_ID_HEADER, event.event.event_id.to_string())
-            .header(TIMESTAMP_HEADER, signature.timestamp.to_string())
-            .header(SIGNATURE_HEADER, signature.signature)
-            .body(body.clone());
+        let mut request = self.client.post(url.as_str());
+        for (name, value) in signature.headers(&event.event.event_id.to_string()) {
+            request = request.header(name, value);
+        }
+        let request = request.body(body.clone());
         let mut http_status = None;
         let mut excerpt = None;
         let result = tokio::time::timeout(

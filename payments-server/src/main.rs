@@ -7,14 +7,17 @@
 //! directly; see [`payments_server::cli`]. Only `serve` and `migrate` change the schema: the
 //! other commands refuse a database older than the build, naming `migrate`. `status` reports
 //! the store, its schema version and queues. `check-receiver` checks a merchant's callback
-//! receiver ([`payments_server::receiver_check`]).
+//! receiver ([`payments_server::receiver_check`]); `check request` and `check callback` check a
+//! merchant's signing and callback verification offline.
 
 use payments_directory::DirectoryAccess;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use payments_server::cli::{settings, CheckReceiverArgs, CliError, CommonArgs, OperatorCommand};
+use payments_server::cli::{
+    settings, CheckArgs, CheckReceiverArgs, CliError, CommonArgs, OperatorCommand,
+};
 use payments_server::config::NotABoolean;
 use payments_server::server::{open_service, shutdown_signal, Application};
 use serde::Serialize;
@@ -63,6 +66,10 @@ enum Command {
     /// wrong secret, stale and non-numeric timestamps, unknown scheme, rotation, slow read,
     /// large response); exits non-zero if any case fails. See docs/callbacks.md.
     CheckReceiver(CheckReceiverArgs),
+    /// A merchant's offline checks, with no server and no database: `check request` runs the
+    /// server's signature checks on a captured request, `check callback` writes a signed
+    /// callback or verifies a captured one (docs/integration/README.md).
+    Check(CheckArgs),
     /// The sealing key (callback secrets, TOTP keys, payment requisites): `generate FILE`
     /// writes a new key (mode 0600, never over an existing file) and prints its id. Every node
     /// of one database needs the same key file: generate it once and copy it to each node
@@ -270,6 +277,11 @@ async fn main() -> ExitCode {
             payments_server::cli::status_command(&args.common, args.json).await
         }
         Command::Operator(command) => payments_server::cli::run(command).await,
+        Command::Check(args) => match payments_server::cli::check_command(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
         Command::CheckReceiver(args) => {
             match payments_server::cli::check_receiver_command(args).await {
                 Ok(true) => Ok(()),

@@ -431,17 +431,7 @@ enum Answer {
 impl Checker {
     /// A new event about the payment: its `event_id` and body, shaped as the service's.
     fn event(&self) -> (String, Vec<u8>) {
-        let event_id = uuid_v4(&OsRandom).to_string();
-        let id = serde_json::to_string(&self.payment_id).expect("strings serialise");
-        let body = format!(
-            "{{\"id\":{id},\"event_id\":\"{event_id}\",\"status\":\"completed\",\
-             \"amount\":1500.00,\"initial_amount\":1500.00,\"currency\":\"RUB\",\
-             \"payment_method\":\"sbp\",\"bank_code\":null,\"is_intrabank\":null,\
-             \"merchant_payment_id\":\"check-receiver-{}\",\"rate\":null,\"course\":null,\
-             \"is_test\":true,\"project_id\":null}}",
-            &event_id[..8]
-        );
-        (event_id, body.into_bytes())
+        sample_event(&self.payment_id)
     }
 
     /// The project's secret alone.
@@ -544,8 +534,24 @@ impl Checker {
     }
 }
 
-/// The `event_id` of a body built by [`Checker::event`].
-fn event_id_of(body: &[u8]) -> String {
+/// A new `completed` event about `payment_id`: a fresh `event_id` and the body, shaped as the
+/// service's.
+pub fn sample_event(payment_id: &str) -> (String, Vec<u8>) {
+    let event_id = uuid_v4(&OsRandom).to_string();
+    let id = serde_json::to_string(payment_id).expect("strings serialise");
+    let body = format!(
+        "{{\"id\":{id},\"event_id\":\"{event_id}\",\"status\":\"completed\",\
+         \"amount\":1500.00,\"initial_amount\":1500.00,\"currency\":\"RUB\",\
+         \"payment_method\":\"sbp\",\"bank_code\":null,\"is_intrabank\":null,\
+         \"merchant_payment_id\":\"check-receiver-{}\",\"rate\":null,\"course\":null,\
+         \"is_test\":true,\"project_id\":null}}",
+        &event_id[..8]
+    );
+    (event_id, body.into_bytes())
+}
+
+/// The `event_id` of an event body (empty when it has none).
+pub fn event_id_of(body: &[u8]) -> String {
     serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["event_id"].as_str().map(str::to_owned))

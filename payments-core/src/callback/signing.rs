@@ -274,6 +274,20 @@ pub struct AttemptSignature {
     pub signature: String,
 }
 
+impl AttemptSignature {
+    /// The header lines of the callback `POST` of the event `event_id` signed so, in the order
+    /// the dispatcher sends them: `Content-Type: application/json`, [`EVENT_ID_HEADER`],
+    /// [`TIMESTAMP_HEADER`], [`SIGNATURE_HEADER`].
+    pub fn headers(&self, event_id: &str) -> [(&'static str, String); 4] {
+        [
+            ("Content-Type", "application/json".to_owned()),
+            (EVENT_ID_HEADER, event_id.to_owned()),
+            (TIMESTAMP_HEADER, self.timestamp.to_string()),
+            (SIGNATURE_HEADER, self.signature.clone()),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -413,14 +413,7 @@ impl Gate<'_> {
         let (always_signed, has_signature) = check_form(req)?;
         // 1. Token, project, merchant, scope (the key and the payment read in the same trip).
         let now = self.ports.clock.now();
-        let header = req
-            .parts
-            .headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
-            .map(|(_, v)| *v)
-            .ok_or(TokenRefusal::Missing)?;
-        let hash = parse_bearer(header, self.auth.environment)?;
+        let hash = bearer_of(req.parts.headers, self.auth.environment)?;
         // The signature is parsed (pure work, no I/O) before the store is asked, so that the
         // key is read in the same round trip as the token; its errors are reported in their
         // place in the order below, after the token, allow-list and rate-limit checks.
@@ -542,21 +535,44 @@ impl Gate<'_> {
 /// the X-Request-ID of a signed request one the server can echo. Answers whether the endpoint
 /// is always signed, and whether the request carries a `Signature-Input`.
 fn check_form(req: &AuthRequest<'_>) -> Result<(bool, bool), AuthError> {
-    check_single_value_headers(req.parts.headers)?;
-    check_content_type(req.parts.headers, !req.parts.body.is_empty())?;
     let always_signed = matches!(
         req.endpoint,
         Endpoint::CreatePayment | Endpoint::TestHelper | Endpoint::ResendEvents
     );
-    let has_signature = req
-        .parts
+    let has_signature = check_form_of(&req.parts, always_signed)?;
+    Ok((always_signed, has_signature))
+}
+
+/// [`check_form`] of a request that is signed when `always_signed` (or when it carries a
+/// `Signature-Input`); answers whether it carries one.
+pub(super) fn check_form_of(
+    parts: &HttpRequestParts<'_>,
+    always_signed: bool,
+) -> Result<bool, RequestFormError> {
+    check_single_value_headers(parts.headers)?;
+    check_content_type(parts.headers, !parts.body.is_empty())?;
+    let has_signature = parts
         .headers
         .iter()
         .any(|(n, _)| n.eq_ignore_ascii_case("signature-input"));
     if always_signed || has_signature {
-        check_signed_request_id(req.parts.headers)?;
+        check_signed_request_id(parts.headers)?;
     }
-    Ok((always_signed, has_signature))
+    Ok(has_signature)
+}
+
+/// Step 1's first half: the hash of the `Authorization: Bearer` token of a deployment of
+/// `env` ([`parse_bearer`]); `token_invalid` without one.
+pub(super) fn bearer_of(
+    headers: &[(&str, &[u8])],
+    env: Environment,
+) -> Result<TokenHash, TokenRefusal> {
+    let header = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| *v)
+        .ok_or(TokenRefusal::Missing)?;
+    parse_bearer(header, env)
 }
 
 /// Step 1: the token found by its hash (compared again in constant time), neither revoked nor

@@ -9,6 +9,7 @@ mod events;
 mod ledger;
 mod listing;
 mod notify;
+mod offline;
 mod operate;
 mod payer;
 mod request_log;
@@ -67,6 +68,9 @@ pub use notify::{
     NotificationError, NotificationOutcome, ProviderNotification, SignedNotification,
     TransferReport, NOTIFICATION_ID_MAX_LEN, NOTIFICATION_ID_RETENTION,
     NOTIFICATION_REASON_MAX_CHARS, UPSTREAM_NONCE_SCOPE,
+};
+pub use offline::{
+    check_request_offline, OfflineCheck, RawRequest, RawRequestError, NOT_CHECKED_OFFLINE,
 };
 pub use operate::{Actor, OperateError, OperationResult, SweepReport};
 pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};

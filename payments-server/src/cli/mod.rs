@@ -9,12 +9,14 @@
 //! The commands are split by concern: `directory` (merchants and projects), `credentials`
 //! (tokens, keys, callback secrets), `payment` (payment operations and the audit trail) and
 //! `output` (the text rendering). `check` is `check-receiver`, which sends a merchant's
-//! callback receiver a scored series of callbacks ([`crate::receiver_check`]).
+//! callback receiver a scored series of callbacks ([`crate::receiver_check`]); `offline` is
+//! `check request` and `check callback`, a merchant's checks with no server.
 
 mod check;
 mod credentials;
 mod directory;
 mod ledger;
+mod offline;
 mod ops;
 mod output;
 mod payment;
@@ -37,6 +39,7 @@ pub use check::{check_receiver_command, CheckReceiverArgs};
 pub use credentials::{CallbackSecretCommand, KeyCommand, TokenCommand};
 pub use directory::{parse_rate_limit, MerchantCommand, OnOff, ProjectCommand, ProjectSettings};
 pub use ledger::LedgerCommand;
+pub use offline::{check_command, CheckArgs, CheckCommand, CheckInputError};
 pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
@@ -78,6 +81,9 @@ pub enum CliError {
     /// `check-receiver` could not send its cases.
     #[error(transparent)]
     Check(#[from] crate::receiver_check::CheckError),
+    /// `check request` or `check callback` could not read its input.
+    #[error(transparent)]
+    CheckInput(#[from] CheckInputError),
     /// `backup` over settings that name PostgreSQL: it copies the data dir's SQLite database
     /// only, which would be the wrong data (or a stale file).
     #[error(
