@@ -120,8 +120,13 @@ pub enum CheckInputError {
     Url(String),
 }
 
-fn parse_at(s: &str) -> Result<Timestamp, String> {
-    Timestamp::parse_rfc3339(s).ok_or_else(|| format!("{s:?} is not an RFC 3339 time"))
+/// `--at` is not an RFC 3339 time.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not an RFC 3339 time like 2026-10-01T12:00:00Z")]
+pub struct NotRfc3339(String);
+
+fn parse_at(s: &str) -> Result<Timestamp, NotRfc3339> {
+    Timestamp::parse_rfc3339(s).ok_or_else(|| NotRfc3339(s.to_string()))
 }
 
 /// Runs `check`, prints its result; `Ok(false)` when the request or callback is refused.
