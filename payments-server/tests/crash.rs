@@ -19,7 +19,7 @@ use serde_json::json;
 #[path = "ops/support.rs"]
 mod support;
 
-use crate::support::{serve, wait_ready};
+use crate::support::{serve, wait_ready, Database};
 
 const SECRET: &str = "whsec_Y3Jhc2gtdGVzdC11cHN0cmVhbS1zZWNyZXQtMDEyMzQ1";
 
@@ -61,70 +61,6 @@ async fn completions_cut_off_by_a_sigkill_leave_a_balance_that_reconciles() {
 async fn completions_cut_off_by_a_database_restart_leave_a_balance_that_reconciles() {
     let _only = THE_DATABASE.lock().await;
     completions_cut_off(Disruption::RestartTheDatabase).await;
-}
-
-/// The test database's server, stopped and started again with its `pg_ctl` (as the user
-/// `postgres`), with the options it was started with (`postmaster.opts`).
-struct Database {
-    pg_ctl: String,
-    data: String,
-    options: String,
-}
-
-impl Database {
-    fn from_env() -> Database {
-        let var = |name: &str| {
-            std::env::var(name).unwrap_or_else(|_| {
-                panic!(
-                    "{name} is not set: the database restart needs the test server's pg_ctl \
-                     and data dir (.ci/run sets both)"
-                )
-            })
-        };
-        let (pg_ctl, data) = (var("PAYMENTS_TEST_PG_CTL"), var("PAYMENTS_TEST_PG_DATA"));
-        // `<postgres binary> "-D" "<data>" "-p" "<port>" ...`: what follows the data dir.
-        let opts = std::fs::read_to_string(format!("{data}/postmaster.opts"))
-            .expect("the server's postmaster.opts");
-        let options = opts
-            .split_once(&format!("\"{data}\""))
-            .map(|(_, rest)| rest.trim().to_string())
-            .expect("postmaster.opts names the data dir");
-        Database {
-            pg_ctl,
-            data,
-            options,
-        }
-    }
-
-    fn pg_ctl(&self, args: &[&str]) {
-        let status = std::process::Command::new("runuser")
-            .args([
-                "-u",
-                "postgres",
-                "--",
-                &self.pg_ctl,
-                "-D",
-                &self.data,
-                "-w",
-                "-t",
-                "60",
-            ])
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("runuser pg_ctl");
-        assert!(status.success(), "pg_ctl {args:?} failed");
-    }
-
-    /// Fast shutdown: every session cut.
-    fn stop(&self) {
-        self.pg_ctl(&["-m", "fast", "stop"]);
-    }
-
-    fn start(&self) {
-        self.pg_ctl(&["-l", "/dev/null", "-o", &self.options, "start"]);
-    }
 }
 
 async fn cut_off(disruption: Disruption) {

@@ -17,6 +17,20 @@ use payments_server::testing::{free_addr, TestServer};
 use payments_store_postgres::testing::{database_url, fresh_schema};
 use serde_json::Value;
 
+#[path = "ops/support.rs"]
+mod support;
+
+use crate::support::Database;
+
+/// Starts the stopped database again when dropped, a failing test's included.
+struct StartsAgain<'a>(&'a Database);
+
+impl Drop for StartsAgain<'_> {
+    fn drop(&mut self) {
+        self.0.start();
+    }
+}
+
 /// How long each outage lasts.
 const OUTAGE: Duration = Duration::from_secs(60);
 /// The alert's window from the outage's start (issue: a page within 2 minutes).
@@ -44,7 +58,8 @@ async fn a_stopped_and_a_frozen_database_page_within_two_minutes_then_resolve() 
         "alerts fire while the database answers"
     );
 
-    let stopped = database.stop();
+    database.stop();
+    let stopped = StartsAgain(&database);
     let fired = prometheus
         .wait_firing(FIRE_WITHIN, "the database stopped")
         .await;
@@ -93,106 +108,6 @@ async fn a_stopped_and_a_frozen_database_page_within_two_minutes_then_resolve() 
     let resolved = prometheus.wait_resolved("the database frozen").await;
     println!("frozen for {OUTAGE:?}: fired after {fired:?}, resolved {resolved:?} after the thaw");
     node.stop().await;
-}
-
-/// The test database's server: stopped with its `pg_ctl` (as the user `postgres`) or frozen
-/// with SIGSTOP; each outage ends when its guard is dropped, a failing test's included.
-struct Database {
-    pg_ctl: String,
-    data: String,
-}
-
-impl Database {
-    fn from_env() -> Database {
-        let var = |name: &str| {
-            std::env::var(name).unwrap_or_else(|_| {
-                panic!("{name} is not set: this test stops and freezes the test database (.ci/run sets it)")
-            })
-        };
-        Database {
-            pg_ctl: var("PAYMENTS_TEST_PG_CTL"),
-            data: var("PAYMENTS_TEST_PG_DATA"),
-        }
-    }
-
-    fn pg_ctl(&self, args: &[&str]) {
-        let status = Command::new("runuser")
-            .args(["-u", "postgres", "--", &self.pg_ctl, "-D", &self.data])
-            .args(["-w", "-t", "60"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("runuser pg_ctl");
-        assert!(status.success(), "pg_ctl {args:?} failed");
-    }
-
-    /// Stops the server (fast: every session cut); it starts again, with the options it ran
-    /// with, when the guard is dropped.
-    fn stop(&self) -> Stopped<'_> {
-        let opts = std::fs::read_to_string(format!("{}/postmaster.opts", self.data))
-            .expect("the server's postmaster.opts");
-        let options = opts
-            .split_once(&format!("\"{}\"", self.data))
-            .map(|(_, rest)| rest.trim().to_string())
-            .expect("postmaster.opts names the data dir");
-        self.pg_ctl(&["-m", "fast", "stop"]);
-        Stopped {
-            database: self,
-            options,
-        }
-    }
-
-    /// SIGSTOPs the postmaster and every process it started; SIGCONT when the guard is dropped.
-    fn freeze(&self) -> Frozen {
-        let pid_file = std::fs::read_to_string(format!("{}/postmaster.pid", self.data))
-            .expect("the server's postmaster.pid");
-        let postmaster = pid_file.lines().next().expect("a pid").trim().to_string();
-        let children = Command::new("pgrep")
-            .args(["-P", &postmaster])
-            .output()
-            .expect("pgrep");
-        let mut pids: Vec<String> = String::from_utf8_lossy(&children.stdout)
-            .split_whitespace()
-            .map(str::to_string)
-            .collect();
-        pids.insert(0, postmaster);
-        assert!(
-            pids.len() > 1,
-            "the server has processes besides the postmaster"
-        );
-        signal("-STOP", &pids);
-        Frozen(pids)
-    }
-}
-
-fn signal(which: &str, pids: &[String]) {
-    let status = Command::new("kill")
-        .arg(which)
-        .args(pids)
-        .status()
-        .expect("kill");
-    assert!(status.success(), "kill {which} {pids:?}");
-}
-
-struct Stopped<'a> {
-    database: &'a Database,
-    options: String,
-}
-
-impl Drop for Stopped<'_> {
-    fn drop(&mut self) {
-        self.database
-            .pg_ctl(&["-l", "/dev/null", "-o", &self.options, "start"]);
-    }
-}
-
-struct Frozen(Vec<String>);
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal("-CONT", &self.0);
-    }
 }
 
 /// Prometheus scraping one node every 2 s (a scrape waits 2 s, longer than the node's 1 s for

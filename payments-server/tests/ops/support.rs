@@ -1,5 +1,5 @@
-//! A callback receiver whose answer status a test sets, the operator API, `/metrics` and the
-//! `payments-server` binary.
+//! A callback receiver whose answer status a test sets, the operator API, `/metrics`, the
+//! `payments-server` binary and the test database's server.
 
 #![allow(dead_code)]
 
@@ -294,4 +294,101 @@ pub async fn sql(url: &str) -> tokio_postgres::Client {
         .expect("connect to the database");
     tokio::spawn(connection);
     client
+}
+
+/// The test database's server (`PAYMENTS_TEST_PG_CTL`, `PAYMENTS_TEST_PG_DATA`; `.ci/run`
+/// sets both): stopped and started again with its `pg_ctl` (as the user `postgres`) with the
+/// options it was started with (`postmaster.opts`), or frozen with SIGSTOP.
+pub struct Database {
+    pg_ctl: String,
+    data: String,
+    options: String,
+}
+
+impl Database {
+    pub fn from_env() -> Database {
+        let var = |name: &str| {
+            std::env::var(name).unwrap_or_else(|_| {
+                panic!(
+                    "{name} is not set: the database restart needs the test server's pg_ctl \
+                     and data dir (.ci/run sets both)"
+                )
+            })
+        };
+        let (pg_ctl, data) = (var("PAYMENTS_TEST_PG_CTL"), var("PAYMENTS_TEST_PG_DATA"));
+        // `<postgres binary> "-D" "<data>" "-p" "<port>" ...`: what follows the data dir.
+        let opts = std::fs::read_to_string(format!("{data}/postmaster.opts"))
+            .expect("the server's postmaster.opts");
+        let options = opts
+            .split_once(&format!("\"{data}\""))
+            .map(|(_, rest)| rest.trim().to_string())
+            .expect("postmaster.opts names the data dir");
+        Database {
+            pg_ctl,
+            data,
+            options,
+        }
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let status = Command::new("runuser")
+            .args(["-u", "postgres", "--", &self.pg_ctl, "-D", &self.data])
+            .args(["-w", "-t", "60"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("runuser pg_ctl");
+        assert!(status.success(), "pg_ctl {args:?} failed");
+    }
+
+    /// Fast shutdown: every session cut.
+    pub fn stop(&self) {
+        self.pg_ctl(&["-m", "fast", "stop"]);
+    }
+
+    pub fn start(&self) {
+        self.pg_ctl(&["-l", "/dev/null", "-o", &self.options, "start"]);
+    }
+
+    /// SIGSTOPs the postmaster and every process it started (a hung server: it answers
+    /// nothing, not even an error); SIGCONT when the guard is dropped.
+    pub fn freeze(&self) -> Frozen {
+        let pid_file = std::fs::read_to_string(format!("{}/postmaster.pid", self.data))
+            .expect("the server's postmaster.pid");
+        let postmaster = pid_file.lines().next().expect("a pid").trim().to_string();
+        let children = Command::new("pgrep")
+            .args(["-P", &postmaster])
+            .output()
+            .expect("pgrep");
+        let mut pids: Vec<String> = String::from_utf8_lossy(&children.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        pids.insert(0, postmaster);
+        assert!(
+            pids.len() > 1,
+            "the server has processes besides the postmaster"
+        );
+        signal("-STOP", &pids);
+        Frozen(pids)
+    }
+}
+
+/// A frozen database's processes, sent SIGCONT when dropped.
+pub struct Frozen(Vec<String>);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal("-CONT", &self.0);
+    }
+}
+
+fn signal(which: &str, pids: &[String]) {
+    let status = Command::new("kill")
+        .arg(which)
+        .args(pids)
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {which} {pids:?}");
 }
