@@ -6,7 +6,9 @@
 //! 2. the nodes are replaced one at a time (taken out of the balancer's rotation, SIGTERM,
 //!    drained, replaced by a node of this build with `secrets.seal_requisites = false`, since
 //!    old nodes still read what the new ones write);
-//! 3. once no old node is left, the nodes are restarted one at a time with sealing on, and
+//! 3. the nodes are rolled back to the previous release one at a time, on the migrated schema
+//!    and over what this build wrote in clear, and then forward again, the same way;
+//! 4. once no old node is left, the nodes are restarted one at a time with sealing on, and
 //!    `callback-secret reseal` seals what was written in clear meanwhile.
 //!
 //! Throughout, every create and read is answered by whichever node the rotation gives it:
@@ -384,8 +386,20 @@ async fn a_rolling_upgrade_from_the_previous_release_under_load() {
         assert_eq!(r.status(), 200, "old node {i} on the new schema is ready");
     }
 
-    // 2. and 3. Replace the nodes one at a time: first with requisites in clear, then sealed.
-    for build in [Build::CurrentInClear, Build::Current] {
+    // 2. and 3. Replace the nodes one at a time: first with requisites in clear; then back
+    // to the previous release (a rollback, on the migrated schema, of what this build wrote
+    // in clear) and forward again; then sealed.
+    let mut rolled_back_at = None;
+    let phases = [
+        Build::CurrentInClear,
+        Build::Previous,
+        Build::CurrentInClear,
+        Build::Current,
+    ];
+    for (phase, build) in phases.into_iter().enumerate() {
+        if phase == 2 {
+            rolled_back_at = Some(seen.lock().unwrap().created.len());
+        }
         for i in 0..NODES {
             // Out of rotation, then a moment for requests already routed to it to arrive
             // (a balancer's deregistration delay), then SIGTERM: it drains what it has.
@@ -428,6 +442,20 @@ async fn a_rolling_upgrade_from_the_previous_release_under_load() {
     assert!(
         old_after_migration > 0,
         "the old nodes answered creates on the migrated schema"
+    );
+    // The rollback's nodes served the payments this build had written, and created more.
+    let rolled_back_at = rolled_back_at.expect("the rollback ran");
+    let current_before_rollback = seen.created[..rolled_back_at]
+        .iter()
+        .any(|c| c.build == Build::CurrentInClear);
+    let previous_after_rollback = seen.created[..rolled_back_at]
+        .iter()
+        .rev()
+        .take_while(|c| c.build != Build::CurrentInClear)
+        .any(|c| c.build == Build::Previous);
+    assert!(
+        current_before_rollback && previous_after_rollback,
+        "this build created payments, then the rolled-back nodes did"
     );
     assert!(
         seen.reads.contains(&Build::Previous)
