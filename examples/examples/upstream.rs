@@ -12,7 +12,11 @@
 //! ```
 //!
 //! The shared secret: `--secret` or `UPSTREAM_SECRET` (`whsec_...`, the same value as the
-//! server's `upstream_secrets`).
+//! server's `upstream.secrets`).
+//!
+//! Routing on a laptop: `--provider bank-a=not_routable --provider bank-b` plays two
+//! providers, the first refusing every payment, and prints `[[upstream.providers]]` for both:
+//! every payment fails over to `bank-b` (its route in `GET /operator/v1/payments/{id}`).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -20,7 +24,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use payments_core::callback::CallbackSecret;
 use payments_core::SecretString;
-use payments_examples::upstream::{server_settings, ExampleUpstream};
+use payments_examples::upstream::{providers_settings, server_settings, ExampleUpstream, Mode};
 
 /// Plays the payment company's upstream.
 #[derive(Debug, Parser)]
@@ -38,6 +42,11 @@ struct Args {
         default_value = "http://127.0.0.1:8083/upstream/v1/notifications"
     )]
     notify_url: String,
+    /// Play a named provider too (repeatable): `NAME` or `NAME=MODE`, MODE one of `issue`
+    /// (the default), `no_requisites`, `not_routable`, `slow` (answers after a minute). The
+    /// settings printed then list them as `[[upstream.providers]]`, in the order given.
+    #[arg(long = "provider", value_name = "NAME[=MODE]")]
+    providers: Vec<String>,
 }
 
 #[tokio::main]
@@ -53,6 +62,18 @@ async fn main() -> ExitCode {
     };
     let upstream = ExampleUpstream::new(secret);
     upstream.set_notify_url(&args.notify_url);
+    let mut names = Vec::new();
+    for p in &args.providers {
+        let (name, mode) = p.split_once('=').unwrap_or((p, "issue"));
+        match mode.parse::<Mode>() {
+            Ok(mode) => upstream.play(name, mode),
+            Err(e) => {
+                eprintln!("upstream: --provider {p}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        names.push(name);
+    }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -66,14 +87,16 @@ async fn main() -> ExitCode {
         .nth(2)
         .unwrap_or("127.0.0.1:8083")
         .to_string();
+    // The address bound (a port of 0 chose one).
+    let base = format!("http://{}", listener.local_addr().unwrap_or(args.listen));
+    let settings = if names.is_empty() {
+        server_settings(&base, "<the same secret>", &notify_listen)
+    } else {
+        providers_settings(&base, "<the same secret>", &notify_listen, &names)
+    };
     println!(
-        "example upstream on http://{}; payments-server settings:\n\n{}",
-        args.listen,
-        server_settings(
-            &format!("http://{}", args.listen),
-            "<the same secret>",
-            &notify_listen
-        )
+        "example upstream on {base}; payments-server settings (after the file's top-level \
+         keys):\n\n{settings}"
     );
     match upstream.serve(listener).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,11 @@
 //!   notification to the service's notification URL, retried with a fresh signature until the
 //!   service answers `200` (or a `4xx`, which is final).
 //! - `POST /demo/transfers/{payment_id}/confirm|fail`: the same from a terminal (`curl`).
+//! - Several named providers in one process ([`ExampleUpstream::play`], `--provider
+//!   NAME=MODE` of the example): `POST /providers/{name}/requisites` answers as the provider's
+//!   [`Mode`] says (issue, refuse, or too late), and
+//!   `POST /providers/{name}/demo/transfers/{payment_id}/confirm|fail` reports as that
+//!   provider; [`providers_settings`] prints the `[[upstream.providers]]` entries for them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -39,8 +44,43 @@ struct Inner {
     rates: BTreeMap<String, String>,
     /// Requisites issued, by payment id: the idempotency memory.
     issued: Mutex<HashMap<String, Value>>,
+    /// The named providers it plays, each with how it answers (`/providers/{name}/...`).
+    providers: Mutex<BTreeMap<String, Mode>>,
     http: reqwest::Client,
 }
+
+/// How a named provider of the example upstream answers its requisite requests: one upstream
+/// playing several providers, so that routing and failover can be tried on a laptop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Issues requisites (the same again for a payment id it was asked before).
+    Issue,
+    /// Answers `no_requisites`: a definite refusal, the next provider is asked.
+    NoRequisites,
+    /// Answers `not_routable`: a definite refusal, the next provider is asked.
+    NotRoutable,
+    /// Answers after a minute: past any time limit, so the service takes it as a timeout.
+    Slow,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = UnknownMode;
+
+    fn from_str(s: &str) -> Result<Mode, UnknownMode> {
+        match s {
+            "issue" => Ok(Mode::Issue),
+            "no_requisites" => Ok(Mode::NoRequisites),
+            "not_routable" => Ok(Mode::NotRoutable),
+            "slow" => Ok(Mode::Slow),
+            other => Err(UnknownMode(other.to_string())),
+        }
+    }
+}
+
+/// A provider mode that is none of `issue`, `no_requisites`, `not_routable`, `slow`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a mode: issue, no_requisites, not_routable or slow")]
+pub struct UnknownMode(String);
 
 impl std::fmt::Debug for ExampleUpstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -85,6 +125,7 @@ impl ExampleUpstream {
                 notify_url: Mutex::new(None),
                 rates,
                 issued: Mutex::new(HashMap::new()),
+                providers: Mutex::new(BTreeMap::new()),
                 http: reqwest::Client::builder()
                     .timeout(Duration::from_secs(10))
                     .build()
@@ -103,14 +144,30 @@ impl ExampleUpstream {
         self.inner.issued.lock().expect("never poisoned").len()
     }
 
-    /// The router: `POST /requisites`, `GET /rates`, `POST /demo/transfers/{id}/{outcome}`.
+    /// Plays the provider `name` too, answering as `mode` at `/providers/{name}/requisites`
+    /// (a `[[upstream.providers]]` entry of [`providers_settings`]); a second call changes its
+    /// mode.
+    pub fn play(&self, name: &str, mode: Mode) {
+        let mut providers = self.inner.providers.lock().expect("never poisoned");
+        providers.insert(name.to_string(), mode);
+    }
+
+    /// The router: `POST /requisites`, `GET /rates`, `POST /demo/transfers/{id}/{outcome}`,
+    /// and for each provider it plays ([`ExampleUpstream::play`])
+    /// `POST /providers/{name}/requisites` and
+    /// `POST /providers/{name}/demo/transfers/{id}/{outcome}` (reported as that provider).
     pub fn router(&self) -> Router {
         Router::new()
             .route("/requisites", post(requisites))
+            .route("/providers/{name}/requisites", post(provider_requisites))
             .route("/rates", get(rates))
             .route(
                 "/demo/transfers/{payment_id}/{outcome}",
                 post(demo_transfer),
+            )
+            .route(
+                "/providers/{name}/demo/transfers/{payment_id}/{outcome}",
+                post(provider_demo_transfer),
             )
             .with_state(self.clone())
     }
@@ -148,13 +205,30 @@ impl ExampleUpstream {
         confirmed: bool,
         amount: Option<&str>,
     ) -> Result<Value, ReportError> {
-        let url = self
+        self.report_as(None, notification_id, payment_id, confirmed, amount)
+            .await
+    }
+
+    /// [`ExampleUpstream::report`] as the named provider `provider`, to the service's
+    /// `.../upstream/v1/notifications/<provider>`.
+    pub async fn report_as(
+        &self,
+        provider: Option<&str>,
+        notification_id: &str,
+        payment_id: &str,
+        confirmed: bool,
+        amount: Option<&str>,
+    ) -> Result<Value, ReportError> {
+        let mut url = self
             .inner
             .notify_url
             .lock()
             .expect("never poisoned")
             .clone()
             .ok_or(ReportError::NoNotifyUrl)?;
+        if let Some(name) = provider {
+            url = format!("{}/{name}", url.trim_end_matches('/'));
+        }
         let mut body = json!({
             "notification_id": notification_id,
             "payment_id": payment_id,
@@ -244,13 +318,55 @@ pub enum Unanswered {
 }
 
 async fn requisites(State(u): State<ExampleUpstream>, headers: HeaderMap, body: Bytes) -> Response {
-    if !u.verified(&headers, &body) {
+    answer(&u, Mode::Issue, "the example upstream", &headers, &body).await
+}
+
+/// `POST /providers/{name}/requisites`: the named provider's answer, as its mode says.
+async fn provider_requisites(
+    State(u): State<ExampleUpstream>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mode = u
+        .inner
+        .providers
+        .lock()
+        .expect("never poisoned")
+        .get(&name)
+        .copied();
+    match mode {
+        Some(mode) => answer(&u, mode, &name, &headers, &body).await,
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// A requisite request answered as `mode` by the provider `who`.
+async fn answer(
+    u: &ExampleUpstream,
+    mode: Mode,
+    who: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if !u.verified(headers, body) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+    let Ok(req) = serde_json::from_slice::<Value>(body) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
     let payment_id = req["payment_id"].as_str().unwrap_or_default().to_string();
+    let refusal = |result: &str| {
+        Json(json!({"payment_id": payment_id, "result": result,
+            "reason": format!("{who} answers {result} (its mode)")}))
+        .into_response()
+    };
+    match mode {
+        Mode::NoRequisites => return refusal("no_requisites"),
+        Mode::NotRoutable => return refusal("not_routable"),
+        Mode::Slow => tokio::time::sleep(Duration::from_secs(60)).await,
+        Mode::Issue => {}
+    }
     let method = req["payment_method"].as_str().unwrap_or_default();
     if method != "card_transfer" && method != "sbp" {
         return Json(json!({"payment_id": payment_id, "result": "not_routable",
@@ -285,13 +401,33 @@ async fn demo_transfer(
     State(u): State<ExampleUpstream>,
     Path((payment_id, outcome)): Path<(String, String)>,
 ) -> Response {
-    let confirmed = match outcome.as_str() {
+    transfer(&u, None, &payment_id, &outcome).await
+}
+
+async fn provider_demo_transfer(
+    State(u): State<ExampleUpstream>,
+    Path((name, payment_id, outcome)): Path<(String, String, String)>,
+) -> Response {
+    transfer(&u, Some(&name), &payment_id, &outcome).await
+}
+
+/// Reports the demo transfer of `payment_id` (`confirm` or `fail`), as `provider` if named.
+async fn transfer(
+    u: &ExampleUpstream,
+    provider: Option<&str>,
+    payment_id: &str,
+    outcome: &str,
+) -> Response {
+    let confirmed = match outcome {
         "confirm" => true,
         "fail" => false,
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     let id = format!("demo-{payment_id}-{outcome}");
-    match u.report(&id, &payment_id, confirmed, None).await {
+    match u
+        .report_as(provider, &id, payment_id, confirmed, None)
+        .await
+    {
         Ok(answer) => Json(answer).into_response(),
         Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     }
@@ -305,12 +441,35 @@ pub async fn start(upstream: ExampleUpstream, addr: SocketAddr) -> std::io::Resu
     Ok(url)
 }
 
-/// The settings file lines that connect `payments-server` to an upstream at `base_url` with
-/// `secret`, notifications on `notify_listen`.
+/// The settings file's `[upstream]` table that connects `payments-server` to an upstream at
+/// `base_url` with `secret`, notifications on `notify_listen`. A table: put it after the
+/// file's top-level keys.
 pub fn server_settings(base_url: &str, secret: &str, notify_listen: &str) -> String {
     format!(
-        "provider = \"http\"\nrate_source = \"http\"\nupstream_url = \"{base_url}/requisites\"\n\
-         upstream_rates_url = \"{base_url}/rates\"\nupstream_secrets = [\"{secret}\"]\n\
-         upstream_listen = \"{notify_listen}\"\n"
+        "[upstream]\nprovider = \"http\"\nrate_source = \"http\"\nurl = \"{base_url}/requisites\"\n\
+         rates_url = \"{base_url}/rates\"\nsecrets = [\"{secret}\"]\nlisten = \"{notify_listen}\"\n"
     )
+}
+
+/// [`server_settings`] with the providers the upstream plays ([`ExampleUpstream::play`]),
+/// in the order given (priority 0, 1, ...), instead of one requisite URL: each a
+/// `[[upstream.providers]]` entry at `base_url/providers/{name}/requisites`.
+pub fn providers_settings(
+    base_url: &str,
+    secret: &str,
+    notify_listen: &str,
+    names: &[&str],
+) -> String {
+    let mut out = format!(
+        "[upstream]\nprovider = \"http\"\nrate_source = \"http\"\n\
+         rates_url = \"{base_url}/rates\"\nsecrets = [\"{secret}\"]\nlisten = \"{notify_listen}\"\n"
+    );
+    for (priority, name) in names.iter().enumerate() {
+        out.push_str(&format!(
+            "\n[[upstream.providers]]\nname = \"{name}\"\n\
+             url = \"{base_url}/providers/{name}/requisites\"\nsecrets = [\"{secret}\"]\n\
+             priority = {priority}\n"
+        ));
+    }
+    out
 }

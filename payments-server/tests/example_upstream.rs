@@ -11,16 +11,28 @@ use payments_core::auth::Scope;
 use payments_core::callback::CallbackSecret;
 use payments_core::service::Actor;
 use payments_directory::ProjectPatch;
-use payments_examples::upstream::{self, server_settings, ExampleUpstream};
+use payments_examples::upstream::{
+    self, providers_settings, server_settings, ExampleUpstream, Mode,
+};
 use payments_http::system::OsRandom;
 use payments_server::config::Settings;
 use payments_server::server::Application;
 
 const SECRET: &str = "whsec_ZXhhbXBsZS11cHN0cmVhbS1zZWNyZXQtZm9yLXRlc3Rz";
 
-#[tokio::test]
-async fn a_production_server_completes_a_payment_with_the_example_upstream() {
-    let up = ExampleUpstream::new(CallbackSecret::parse(SECRET).unwrap());
+/// A production server built from a settings file with the upstream's `[upstream]` table
+/// (`upstream` writes it for the upstream's base URL), one provisioned merchant project, and a
+/// client of it. The upstream reports to the server's notification URL.
+struct Running {
+    client: MerchantClient,
+    operator_url: String,
+    operator_token: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<Result<(), payments_server::server::StartError>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn production(up: &ExampleUpstream, upstream: impl Fn(&str) -> String) -> Running {
     let base = upstream::start(up.clone(), SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap();
@@ -33,7 +45,7 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
         format!(
             "data_dir = \"{}\"\nlisten = \"127.0.0.1:0\"\noperator_listen = \"127.0.0.1:0\"\ncabinet_listen = \"127.0.0.1:0\"\n{}",
             dir.path().join("data").display(),
-            server_settings(&base, SECRET, "127.0.0.1:0")
+            upstream(&base)
         ),
     )
     .unwrap();
@@ -47,6 +59,7 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
         .expect("production starts with the upstream's ports");
     up.set_notify_url(&app.notifications_url().expect("notifications are on"));
     let base_url = app.base_url();
+    let operator_url = app.operator_url();
 
     // A merchant, as an operator provisions one.
     let svc = app.state().service.clone();
@@ -66,6 +79,7 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
         .issue_token(p.id, Scope::ALL.to_vec(), &actor)
         .await
         .unwrap();
+    let operator_token = svc.directory().issue_operator_token().await.unwrap();
     let key = generate_signing_key(&OsRandom);
     svc.directory()
         .register_key(p.id, &public_key_to_pem(&key.verifying_key()), &actor)
@@ -75,9 +89,30 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
     let server = tokio::spawn(app.run_until_stopped(async {
         let _ = stopped.await;
     }));
-
     let client =
         MerchantClient::new(&base_url, token.token.expose(), &signing_key_to_pem(&key)).unwrap();
+    Running {
+        client,
+        operator_url,
+        operator_token,
+        stop,
+        server,
+        _dir: dir,
+    }
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.server.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_production_server_completes_a_payment_with_the_example_upstream() {
+    let up = ExampleUpstream::new(CallbackSecret::parse(SECRET).unwrap());
+    let run = production(&up, |base| server_settings(base, SECRET, "127.0.0.1:0")).await;
+    let client = &run.client;
     let body = serde_json::json!({"merchant_payment_id": "order-1", "amount": "1910.00", "payment_method": "card_transfer"});
     let created = client.create_payment(&body).await.unwrap();
     assert_eq!(created.status.as_u16(), 201, "{}", created.json);
@@ -103,7 +138,51 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
     let again = up.report("bank-tx-1", &id, true, None).await.unwrap();
     assert_eq!(again["applied"], false, "{again}");
     assert_eq!(up.issued(), 1);
+    run.stop().await;
+}
 
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+/// The example upstream playing two named providers, as its `--provider` flags do: `bank-a`
+/// refuses every payment (`not_routable`), so the payment fails over to `bank-b`, whose
+/// route the operator sees, and `bank-b`'s report (to its own notification URL) completes it.
+/// Seen failing with the printed settings' provider URL pointing at `/requisites` (the
+/// upstream's single provider: the route said `bank-a`).
+#[tokio::test]
+async fn the_example_upstream_plays_several_providers_and_a_payment_fails_over() {
+    let up = ExampleUpstream::new(CallbackSecret::parse(SECRET).unwrap());
+    up.play("bank-a", Mode::NotRoutable);
+    up.play("bank-b", Mode::Issue);
+    let run = production(&up, |base| {
+        providers_settings(base, SECRET, "127.0.0.1:0", &["bank-a", "bank-b"])
+    })
+    .await;
+    let body = serde_json::json!({"merchant_payment_id": "routed-1", "amount": "1910.00", "payment_method": "sbp"});
+    let created = run.client.create_payment(&body).await.unwrap();
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    assert_eq!(created.json["status"], "processing");
+    let id = created.json["id"].as_str().unwrap().to_string();
+    let seen: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/operator/v1/payments/{id}", run.operator_url))
+        .bearer_auth(&run.operator_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seen["route"]["provider"], "bank-b", "{seen}");
+    assert!(
+        seen["route"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("failover after bank-a"),
+        "{seen}"
+    );
+    let answer = up
+        .report_as(Some("bank-b"), "b-tx-1", &id, true, None)
+        .await
+        .unwrap();
+    assert_eq!(answer["applied"], true, "{answer}");
+    let read = run.client.get_payment(&id).await.unwrap();
+    assert_eq!(read.json["status"], "completed");
+    run.stop().await;
 }
