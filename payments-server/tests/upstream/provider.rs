@@ -374,11 +374,29 @@ async fn a_create_cut_off_before_its_answer_was_recorded_is_recovered_from_the_u
         1.0
     );
 
-    // 3. The upstream cannot say (a 500): provider_result_ambiguous, counted as such.
+    // 3. The upstream cannot say (a 500): the payment stays `created` and is asked again
+    //    later (deferred); still unable to say once the recovery window (1 h) has passed, it
+    //    is provider_result_ambiguous, counted as such.
     u.set_mode(Mode::Status(500));
     let third = cut_off("cut-3", 3);
     store.insert_payment(&third).await.unwrap();
     clock.advance(Duration::from_secs(61));
+    for _ in 0..200 {
+        if s.metric("payments_stuck_creates_total{outcome=\"deferred\"} ")
+            .await
+            == 1.0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deferred = read(third.id).await;
+    assert_eq!(deferred.status.as_str(), "created");
+    assert!(
+        deferred.updated_at > third.updated_at,
+        "the ask is recorded"
+    );
+    clock.advance(Duration::from_secs(3600));
     let mut closed = read(third.id).await;
     for _ in 0..200 {
         if closed.status.as_str() != "created" {
