@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Secrets: `--secret` (repeat it to accept the old and the new one during a rotation), or
-//! `CALLBACK_SECRETS` (comma separated), or `callback_secret` of the credentials file.
+//! `CALLBACK_SECRETS` (comma separated), or the credentials file's secret of the project
+//! `--project` picks: `callback_secret` (demo) or `test_project.callback_secret` (test).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;

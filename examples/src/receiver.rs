@@ -66,15 +66,28 @@ pub enum ReceiverArgsError {
     /// A secret is no callback secret.
     #[error("--secret: {0}")]
     Secret(#[source] payments_core::callback::CallbackSecretError),
+    /// `--project test` without `--secret`, and the file's test project has no callback
+    /// secret.
+    #[error(
+        "--project test: {} has no test_project.callback_secret (written by an older \
+         server: start the sandbox again and it fills it in, or pass --secret)",
+        path.display()
+    )]
+    NoTestProjectSecret {
+        /// The credentials file.
+        path: PathBuf,
+    },
 }
 
 impl ReceiverArgs {
-    /// The verifier of `--secret` (each of them), or of the credentials file's
-    /// `callback_secret` when none is given.
+    /// The verifier of `--secret` (each of them), or, when none is given, of the credentials
+    /// file's callback secret of the project `--project` picks: `callback_secret` (demo) or
+    /// `test_project.callback_secret` (test: the test project's callbacks are signed with
+    /// its own secret, which the demo project's does not verify).
     pub fn verifier(&self) -> Result<CallbackVerifier, ReceiverArgsError> {
         let from_file;
         let secrets = if self.secrets.is_empty() {
-            from_file = [crate::load_credentials(&self.api.credentials)?.callback_secret];
+            from_file = [self.file_secret()?];
             &from_file[..]
         } else {
             &self.secrets[..]
@@ -87,6 +100,19 @@ impl ReceiverArgs {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(CallbackVerifier::new(secrets))
+    }
+
+    /// The credentials file's callback secret of the project `--project` picks.
+    fn file_secret(&self) -> Result<payments_core::SecretString, ReceiverArgsError> {
+        let path = &self.api.credentials;
+        let file = crate::load_credentials(path)?;
+        match self.api.project {
+            crate::cli::Project::Demo => Ok(file.callback_secret),
+            crate::cli::Project::Test => file
+                .test_project
+                .and_then(|t| t.callback_secret)
+                .ok_or_else(|| ReceiverArgsError::NoTestProjectSecret { path: path.clone() }),
+        }
     }
 }
 
@@ -466,4 +492,83 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ReceiverDbError> + Send + 'static,
 ) -> Result<T, ReceiverDbError> {
     tokio::task::spawn_blocking(f).await?
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use payments_core::callback::{signature_header, CallbackSecret};
+    use serde_json::json;
+
+    use super::{ReceiverArgs, ReceiverArgsError};
+
+    const DEMO: &str = "whsec_demo_project_secret_of_32_characters_";
+    const TEST: &str = "whsec_test_project_secret_of_32_characters_";
+
+    /// A credentials file with a test project, its `callback_secret` left out when `None`.
+    fn file(dir: &std::path::Path, test_secret: Option<&str>) -> String {
+        let mut test = json!({"project_id": "prj_test", "token": "nl_test_t", "keyid": "k",
+            "private_key_pem": "pem"});
+        if let Some(secret) = test_secret {
+            test["callback_secret"] = json!(secret);
+        }
+        let creds = json!({"base_url": "http://127.0.0.1:1", "operator_url": "http://127.0.0.1:2",
+            "project_id": "prj_demo", "token": "nl_test_d", "keyid": "k", "private_key_pem": "pem",
+            "callback_secret": DEMO, "operator_token": "op", "test_project": test});
+        let path = dir.join("sandbox-credentials.json");
+        std::fs::write(&path, serde_json::to_vec(&creds).unwrap()).unwrap();
+        path.display().to_string()
+    }
+
+    fn args(path: &str, project: &str) -> ReceiverArgs {
+        ReceiverArgs::try_parse_from([
+            "callback_receiver",
+            "--credentials",
+            path,
+            "--project",
+            project,
+        ])
+        .unwrap()
+    }
+
+    /// Whether a callback signed with `secret` passes `args`' verifier.
+    fn accepts(args: &ReceiverArgs, secret: &str) -> bool {
+        let now = payments_core::Timestamp::from_unix_secs(1_790_856_000);
+        let body = br#"{"event_id":"e1"}"#;
+        let signed = signature_header(
+            &[&CallbackSecret::parse(secret).unwrap()],
+            now.unix_secs(),
+            body,
+        );
+        args.verifier()
+            .unwrap()
+            .verify(&now.unix_secs().to_string(), &signed, body, now)
+            .is_ok()
+    }
+
+    #[test]
+    fn the_test_project_is_verified_with_its_own_secret_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file(dir.path(), Some(TEST));
+        let test = args(&path, "test");
+        assert!(accepts(&test, TEST), "test_project.callback_secret");
+        assert!(!accepts(&test, DEMO), "not the demo project's");
+        let demo = args(&path, "demo");
+        assert!(accepts(&demo, DEMO) && !accepts(&demo, TEST));
+    }
+
+    #[test]
+    fn an_older_file_without_the_test_projects_secret_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file(dir.path(), None);
+        let err = args(&path, "test").verifier().unwrap_err();
+        assert!(
+            matches!(err, ReceiverArgsError::NoTestProjectSecret { .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("test_project.callback_secret"),
+            "{err}"
+        );
+    }
 }

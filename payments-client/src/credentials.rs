@@ -59,6 +59,12 @@ pub struct TestProjectCredentials {
     pub keyid: String,
     /// The Ed25519 private key (PKCS#8 PEM) matching that key.
     pub private_key_pem: SecretString,
+    /// The test project's callback secret: it signs the callbacks of the test project's
+    /// payments ("send callback" of a closed test payment), which the demo project's
+    /// `callback_secret` does not verify. Absent from files written before it existed (a
+    /// sandbox's next start fills it in); `None` in [`SandboxCredentials::new`]'s project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_secret: Option<SecretString>,
 }
 
 /// Why a credentials file could not be loaded.
@@ -100,7 +106,15 @@ impl TestProjectCredentials {
             token,
             keyid: keyid.to_string(),
             private_key_pem,
+            callback_secret: None,
         }
+    }
+
+    /// With the project's callback secret.
+    #[must_use]
+    pub fn with_callback_secret(mut self, callback_secret: SecretString) -> Self {
+        self.callback_secret = Some(callback_secret);
+        self
     }
 }
 
@@ -160,11 +174,14 @@ impl SandboxCredentials {
         self
     }
 
-    /// These credentials with the test project's id, token and key in place of the demo
-    /// project's (URLs and operator token unchanged; `callback_secret` stays the demo
-    /// project's, the test project has none), for a
-    /// [`crate::MerchantClient`] whose payments the test helpers can close; `None` when the
-    /// file has no test project (written by an older server).
+    /// These credentials with the test project's id, token, key and callback secret in place
+    /// of the demo project's (URLs and operator token unchanged), for a
+    /// [`crate::MerchantClient`] whose payments the test helpers can close and a receiver of
+    /// their callbacks; `None` when the file has no test project (written by an older server).
+    /// A test project without its callback secret (a file written before the test project
+    /// had one, until the sandbox's next start fills it in) keeps the demo project's
+    /// `callback_secret`, which does not verify the test project's callbacks: a receiver
+    /// checks [`TestProjectCredentials::callback_secret`] itself.
     pub fn for_test_project(&self) -> Option<SandboxCredentials> {
         let t = self.test_project.as_ref()?;
         Some(SandboxCredentials {
@@ -172,6 +189,10 @@ impl SandboxCredentials {
             token: t.token.clone(),
             keyid: t.keyid.clone(),
             private_key_pem: t.private_key_pem.clone(),
+            callback_secret: t
+                .callback_secret
+                .clone()
+                .unwrap_or_else(|| self.callback_secret.clone()),
             test_project: None,
             ..self.clone()
         })
@@ -213,6 +234,7 @@ mod tests {
                 token: "nl_test_TEST-PROJECT-TOKEN".into(),
                 keyid: "ed25519-TESTKEY".into(),
                 private_key_pem: "-----BEGIN PRIVATE KEY-----TEST-PEM-SECRET".into(),
+                callback_secret: Some("whsec_TEST-CALLBACK-SECRET".into()),
             }),
             cabinet_url: Some("http://127.0.0.1:8082".into()),
             cabinet_email: Some("demo@merchant.example".into()),
@@ -247,8 +269,32 @@ mod tests {
         assert_eq!(t.token.expose(), "nl_test_TEST-PROJECT-TOKEN");
         assert_eq!(t.keyid, "ed25519-TESTKEY");
         assert_eq!(t.base_url, c.base_url);
-        assert_eq!(t.callback_secret, c.callback_secret);
+        assert_eq!(t.callback_secret.expose(), "whsec_TEST-CALLBACK-SECRET");
         assert!(t.test_project.is_none());
+    }
+
+    #[test]
+    fn an_older_test_project_without_a_callback_secret_still_reads() {
+        let mut v = serde_json::to_value(creds()).unwrap();
+        let test = v["test_project"].as_object_mut().unwrap();
+        assert!(
+            test.remove("callback_secret").is_some(),
+            "written when present"
+        );
+        let old: SandboxCredentials = serde_json::from_value(v).unwrap();
+        let test = old.test_project.as_ref().unwrap();
+        assert!(test.callback_secret.is_none());
+        assert_eq!(test.project_id, "prj_test");
+        // Written back as it was read: no empty member.
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(
+            json["test_project"].get("callback_secret").is_none(),
+            "{json}"
+        );
+        // The test project's client still comes, with the demo project's secret.
+        let t = old.for_test_project().unwrap();
+        assert_eq!(t.token.expose(), "nl_test_TEST-PROJECT-TOKEN");
+        assert_eq!(t.callback_secret, old.callback_secret);
     }
 
     #[test]
@@ -261,6 +307,7 @@ mod tests {
             "OPERATOR-SECRET",
             "TEST-PROJECT-TOKEN",
             "TEST-PEM-SECRET",
+            "TEST-CALLBACK-SECRET",
             "CABINET-PASSWORD-SECRET",
         ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");

@@ -1,7 +1,7 @@
 //! The sandbox's first merchant: a demo merchant and project with a token, a key pair, a
 //! callback secret and an operator token, beside the demo project a test-mode project with its
-//! own token and key pair (its payments are test payments, which the sandbox test helpers close
-//! without operator calls), and (feature `cabinet`) a web cabinet user of the demo merchant
+//! own token, key pair and callback secret (its payments are test payments, which the sandbox
+//! test helpers close without operator calls), and (feature `cabinet`) a web cabinet user of the demo merchant
 //! with a password (it sets up its two-factor code at first sign-in).
 //!
 //! [`bootstrap`] provisions them once, over an empty store, and hands back the credentials;
@@ -111,9 +111,10 @@ pub async fn bootstrap(
     Ok(Some(creds))
 }
 
-/// The test-mode project of the demo merchant: a token with every scope and a key pair. No
-/// callback secret: test payments send no callbacks on their own; a manual resend needs one
-/// issued first (`payments-server callback-secret rotate <project>`).
+/// The test-mode project of the demo merchant: a token with every scope, a key pair and a
+/// callback secret. Test payments send no callbacks on their own; "send callback" of a closed
+/// one (`POST /api/v1/payments/{id}/resend_callback`, the cabinet's button) signs with this
+/// secret, which the credentials file hands to the merchant's receiver.
 async fn bootstrap_test_project(
     service: &PaymentService,
     merchant: payments_core::MerchantId,
@@ -136,10 +137,15 @@ async fn bootstrap_test_project(
         .directory()
         .register_key(project.id, &public_key_to_pem(&key.verifying_key()), actor)
         .await?;
+    let callback_secret = service
+        .directory()
+        .rotate_callback_secret(project.id, actor)
+        .await?;
     Ok(TestProjectCredentials::new(
         &project.id.to_string(),
         token.token,
         record.keyid.as_str(),
         signing_key_to_pem(&key).into(),
-    ))
+    )
+    .with_callback_secret(callback_secret))
 }

@@ -71,10 +71,28 @@ async fn next_verified(
     rx: &mut mpsc::UnboundedReceiver<Received>,
     secret: &str,
 ) -> serde_json::Value {
-    let got = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+    let got = next_received(rx).await;
+    assert!(
+        verifies(&got, secret),
+        "the callback verifies with the project's secret"
+    );
+    let h = |n: &str| got.headers.get(n).unwrap().to_str().unwrap().to_string();
+    let body: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    assert_eq!(h("x-callback-event-id"), body["event_id"].as_str().unwrap());
+    assert_eq!(h("content-type"), "application/json");
+    body
+}
+
+/// The next callback, as it arrived.
+async fn next_received(rx: &mut mpsc::UnboundedReceiver<Received>) -> Received {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
         .await
         .expect("a callback arrives")
-        .unwrap();
+        .unwrap()
+}
+
+/// Whether `got` verifies with `secret` now, as a merchant's receiver checks it.
+fn verifies(got: &Received, secret: &str) -> bool {
     let verifier = CallbackVerifier::new(vec![CallbackSecret::parse(secret).unwrap()]);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -88,11 +106,7 @@ async fn next_verified(
             &got.body,
             Timestamp::from_unix_millis(now),
         )
-        .expect("the callback verifies with the project's secret");
-    let body: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
-    assert_eq!(h("x-callback-event-id"), body["event_id"].as_str().unwrap());
-    assert_eq!(h("content-type"), "application/json");
-    body
+        .is_ok()
 }
 
 async fn nothing_more(rx: &mut mpsc::UnboundedReceiver<Received>) {
@@ -495,22 +509,14 @@ async fn the_bootstrapped_test_project_completes_a_payment_without_operator_call
 
     // Only the test project's own credentials: create, then the sandbox's "paid" button.
     let client = payments_client::MerchantClient::from_credentials(&creds).unwrap();
-    let created = client
-        .create_payment(
-            &json!({"merchant_payment_id": "boot-test-1", "amount": "1500", "payment_method": "sbp"}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
-    assert_eq!(created.json["is_test"].as_bool(), Some(true));
-    assert_eq!(created.json["flow"].as_str(), Some("project_test"));
-    let id = created.json["id"].as_str().unwrap().to_string();
-    let done = client
-        .post(&format!("/api/v1/test/payments/{id}/complete"), b"")
-        .await
-        .unwrap();
-    assert_eq!(done.status, StatusCode::OK, "{}", done.json);
-    assert_eq!(done.json["status"].as_str(), Some("completed"));
+    let (created, done) = create_and_complete(
+        &client,
+        json!({"merchant_payment_id": "boot-test-1", "amount": "1500", "payment_method": "sbp"}),
+    )
+    .await;
+    assert_eq!(created["flow"].as_str(), Some("project_test"));
+    assert_eq!(done["status"].as_str(), Some("completed"));
+    let id = created["id"].as_str().unwrap().to_string();
     let read = client.get_payment(&id).await.unwrap();
     assert_eq!(read.json["status"].as_str(), Some("completed"));
 
@@ -523,5 +529,149 @@ async fn the_bootstrapped_test_project_completes_a_payment_without_operator_call
         .await
         .unwrap();
     assert_eq!(live.json["is_test"].as_bool(), Some(false), "{}", live.json);
+    s.stop().await;
+}
+
+/// A test payment of the test project (`creds`) with `callback_url`, closed with the sandbox
+/// test helper, then "send callback": the callback a guide's receiver gets.
+async fn send_test_callback(
+    creds: &payments_client::SandboxCredentials,
+    order: &str,
+    callback_url: &str,
+) -> String {
+    let client = payments_client::MerchantClient::from_credentials(creds).unwrap();
+    let (created, _) = create_and_complete(
+        &client,
+        json!({"merchant_payment_id": order, "amount": "1500", "payment_method": "sbp",
+            "callback_url": callback_url}),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let sent = client.resend_payment_callback(&id).await.unwrap();
+    assert_eq!(sent.status, StatusCode::ACCEPTED, "{}", sent.json);
+    id
+}
+
+/// Creates a test payment with `body` and closes it with the sandbox test helper
+/// (`POST /api/v1/test/payments/{id}/complete`): the create's answer and the helper's.
+async fn create_and_complete(
+    client: &payments_client::MerchantClient,
+    body: serde_json::Value,
+) -> (serde_json::Value, serde_json::Value) {
+    let created = client.create_payment(&body).await.unwrap();
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    assert_eq!(created.json["is_test"].as_bool(), Some(true));
+    let id = created.json["id"].as_str().unwrap();
+    let done = client
+        .post(&format!("/api/v1/test/payments/{id}/complete"), b"")
+        .await
+        .unwrap();
+    assert_eq!(done.status, StatusCode::OK, "{}", done.json);
+    (created.json, done.json)
+}
+
+/// The credentials file of `s`'s data dir, as a newcomer reads it.
+fn credentials_file(s: &TestServer) -> payments_client::SandboxCredentials {
+    let file = s.dir.path().join("sandbox-credentials.json");
+    payments_client::SandboxCredentials::from_file(&file).unwrap()
+}
+
+#[tokio::test]
+async fn a_test_payments_callback_verifies_with_the_test_projects_secret_from_the_file() {
+    let s = start().await;
+    let (url, mut rx) = receiver().await;
+    let file = credentials_file(&s);
+    let test = file.test_project.clone().expect("a test project");
+    let secret = test
+        .callback_secret
+        .clone()
+        .expect("test_project.callback_secret in the credentials file");
+    assert!(secret.expose().starts_with("whsec_"));
+    let creds = file
+        .clone()
+        .at(&s.merchant_url, &s.operator_url, None)
+        .for_test_project()
+        .expect("a test project");
+    assert_eq!(creds.callback_secret, secret);
+
+    // The sandbox's own delivery to the receiver: no automatic callback, then "send callback".
+    let id = send_test_callback(&creds, "testsecret-1", &url).await;
+    let got = next_received(&mut rx).await;
+    let body: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+    assert_eq!(body["id"].as_str(), Some(id.as_str()), "{body}");
+    assert_eq!(body["is_test"].as_bool(), Some(true), "{body}");
+    assert!(
+        verifies(&got, secret.expose()),
+        "test_project.callback_secret"
+    );
+    assert!(
+        !verifies(&got, file.callback_secret.expose()),
+        "the demo project's callback_secret does not verify a test payment's callback"
+    );
+    nothing_more(&mut rx).await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_sandbox_bootstrapped_before_the_test_secret_gets_it_at_the_next_start() {
+    let s = start().await;
+    let path = s.dir.path().join("sandbox-credentials.json");
+    // The file as an older server wrote it: a test project without a callback secret.
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    json["test_project"]
+        .as_object_mut()
+        .unwrap()
+        .remove("callback_secret");
+    std::fs::write(&path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let test_project = json["test_project"]["project_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = s.stop_keeping_dir().await;
+    // ... and a store in which the test project has no callback secret.
+    let db = dir.path().join(payments_server::data_dir::DATABASE_FILE);
+    let deleted = rusqlite::Connection::open(db)
+        .unwrap()
+        .execute(
+            "DELETE FROM callback_secrets WHERE project_id = ?1",
+            [&test_project],
+        )
+        .unwrap();
+    assert_eq!(
+        deleted, 1,
+        "the bootstrap issued the test project one secret"
+    );
+    let s = TestServer::start_over(dir, |s| s.callbacks.allow_local = true).await;
+
+    let file = credentials_file(&s);
+    let secret = file
+        .test_project
+        .clone()
+        .and_then(|t| t.callback_secret)
+        .expect("the next start wrote test_project.callback_secret");
+    assert_eq!(
+        file.project_id,
+        json["project_id"].as_str().unwrap(),
+        "the rest kept"
+    );
+    let creds = file
+        .at(&s.merchant_url, &s.operator_url, None)
+        .for_test_project()
+        .unwrap();
+    let (url, mut rx) = receiver().await;
+    send_test_callback(&creds, "testsecret-old-1", &url).await;
+    let got = next_received(&mut rx).await;
+    assert!(
+        verifies(&got, secret.expose()),
+        "the secret the file got signs"
+    );
+
+    // A third start leaves the secret as it is.
+    let s = s.restart(|s| s.callbacks.allow_local = true).await;
+    let again = credentials_file(&s)
+        .test_project
+        .and_then(|t| t.callback_secret);
+    assert_eq!(again, Some(secret));
     s.stop().await;
 }

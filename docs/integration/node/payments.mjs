@@ -26,7 +26,11 @@ export function contentDigest(body) {
   return `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
 }
 
-/** Reads the sandbox's `sandbox-credentials.json` (written by the server's first start). */
+/**
+ * Reads the sandbox's `sandbox-credentials.json` (written by the server's first start): the
+ * demo project's credentials, or with `project = 'test'` the test project's, its callback
+ * secret included (`test_project.callback_secret`: it signs the test payments' callbacks).
+ */
 export function credentialsFromFile(path, project = 'demo') {
   const c = JSON.parse(readFileSync(path, 'utf8'));
   const p = project === 'test' ? c.test_project : c;
@@ -35,7 +39,7 @@ export function credentialsFromFile(path, project = 'demo') {
     token: p.token,
     keyid: p.keyid,
     privateKeyPem: p.private_key_pem,
-    callbackSecret: c.callback_secret,
+    callbackSecret: p.callback_secret,
   };
 }
 

@@ -39,7 +39,12 @@ def parse_json(text: str | bytes) -> Any:
 
 
 def credentials_from_file(path: str, project: str = "demo") -> dict:
-    """Reads the sandbox's ``sandbox-credentials.json`` (written by the server's first start)."""
+    """Reads the sandbox's ``sandbox-credentials.json`` (written by the server's first start).
+
+    The demo project's credentials, or with ``project="test"`` the test project's, its
+    callback secret included (``test_project.callback_secret``: it signs the test payments'
+    callbacks).
+    """
     with open(path, encoding="utf-8") as f:
         c = json.load(f)
     p = c["test_project"] if project == "test" else c
@@ -48,7 +53,7 @@ def credentials_from_file(path: str, project: str = "demo") -> dict:
         "token": p["token"],
         "keyid": p["keyid"],
         "private_key_pem": p["private_key_pem"],
-        "callback_secret": c.get("callback_secret"),
+        "callback_secret": p.get("callback_secret"),
     }
 
 
