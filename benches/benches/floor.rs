@@ -98,6 +98,7 @@ async fn create(store: &SqliteStore, n: u64, one_write: bool) {
             p.project_id,
             &p.merchant_payment_id,
             Some(if one_write { &processing } else { &p }),
+            None,
         )
         .await
         .expect("admit_create");
@@ -107,6 +108,7 @@ async fn create(store: &SqliteStore, n: u64, one_write: bool) {
     }
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: processing,
             expected_version: 1,

@@ -59,6 +59,7 @@ fn completion(p: &Payment, n: u64, with_ledger: bool) -> PaymentChange {
         payment: done,
         expected_version: p.version,
         ledger,
+        history: None,
     }
 }
 
@@ -79,6 +80,7 @@ async fn create<S: Store + ?Sized>(store: &S, n: u64) {
             p.project_id,
             &p.merchant_payment_id,
             Some(&p),
+            None,
         )
         .await
         .expect("admit_create");
@@ -92,6 +94,7 @@ async fn create<S: Store + ?Sized>(store: &S, n: u64) {
             event: None,
             audit: None,
             ledger: None,
+            history: None,
         })
         .await
         .expect("processing");

@@ -30,12 +30,14 @@ async fn create(store: &SqliteStore, n: u64) {
             p.project_id,
             &p.merchant_payment_id,
             Some(&p),
+            None,
         )
         .await
         .expect("admit_create");
     assert_eq!(admitted, AdmitOutcome::Inserted, "every create is new");
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: changed(&p, PaymentStatus::Processing, T0),
             expected_version: 1,

@@ -399,6 +399,12 @@ impl MerchantClient {
         self.send(&req).await
     }
 
+    /// `GET /api/v1/payments/{id}/history`, signed: the payment's status history, oldest
+    /// first (every change of its status or amount with its time, cause and source).
+    pub async fn payment_history(&self, id: &str) -> Result<ApiResponse, ClientError> {
+        self.get(&format!("/api/v1/payments/{id}/history")).await
+    }
+
     /// A signed GET of any path and query (`/api/v1/events?delivery_state=failed`).
     pub async fn get(&self, path_and_query: &str) -> Result<ApiResponse, ClientError> {
         let req = self.prepare(Method::GET, path_and_query, b"", Some(&SignSpec::default()))?;

@@ -162,6 +162,7 @@ pub use async_trait::async_trait;
 pub use rust_decimal::Decimal;
 pub mod amount;
 pub mod event;
+pub mod history;
 pub mod payer;
 pub mod payment;
 #[cfg(feature = "planted-bugs")]

@@ -11,6 +11,7 @@ use crate::clock::Timestamp;
 use crate::event::{
     DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
+use crate::history::StatusChange;
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting, TxReference};
 use crate::payer::PaymentPageRecord;
@@ -53,6 +54,7 @@ pub mod port_types {
     };
     pub use crate::clock::Timestamp;
     pub use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
+    pub use crate::history::StatusChange;
     pub use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
     pub use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
     pub use crate::payer::PaymentPageRecord;
@@ -222,6 +224,9 @@ pub struct PaymentChange {
     /// same transaction ([`Balance::post`](crate::ledger::Balance::post)); a second entry for
     /// the same payment version is refused ([`StoreError::Duplicate`]).
     pub ledger: Option<Posting>,
+    /// The entry of the payment's status history ([`crate::history`]) when the change moves
+    /// its status or amount, written in the same transaction.
+    pub history: Option<StatusChange>,
 }
 
 /// A page of a project's payments, newest first.

@@ -20,6 +20,7 @@
 use crate::amount::Amount;
 use crate::clock::Timestamp;
 use crate::event::{CallbackEvent, EventKind};
+use crate::history::ChangeCause;
 use crate::ids::EventId;
 use crate::payment::{Payment, PaymentErrorCode, PaymentFailure, PaymentStatus, Requisites};
 use crate::random::RandomSource;
@@ -76,6 +77,21 @@ impl Trigger {
             Trigger::ResendCallback => "resend_callback",
         }
     }
+
+    /// The cause the payment's history records for the change this trigger makes; `None` for
+    /// a resend, which changes nothing.
+    pub fn cause(&self) -> Option<ChangeCause> {
+        Some(match self {
+            Trigger::RequisitesIssued { .. } => ChangeCause::RequisitesIssued,
+            Trigger::RequisitesRefused { .. } => ChangeCause::RequisitesRefused,
+            Trigger::Confirm { .. } => ChangeCause::Confirmed,
+            Trigger::Cancel => ChangeCause::Canceled,
+            Trigger::Expire => ChangeCause::Expired,
+            Trigger::StartRecheck => ChangeCause::RecheckStarted,
+            Trigger::ResolveRecheck(_) => ChangeCause::RecheckResolved,
+            Trigger::ResendCallback => return None,
+        })
+    }
 }
 
 /// How a re-check ended.
@@ -105,6 +121,8 @@ pub struct Transition {
     pub event: Option<CallbackEvent>,
     /// Whether the payment itself changed (a resend changes nothing but queues an event).
     pub changed: bool,
+    /// What changed it, for the payment's history; `None` exactly when nothing changed.
+    pub cause: Option<ChangeCause>,
 }
 
 /// An illegal trigger for the payment's current status.
@@ -235,6 +253,7 @@ pub fn apply(
 
     let from = payment.status;
     let name = trigger.name();
+    let cause = trigger.cause();
     let illegal = |reason: &'static str| TransitionError {
         status: from,
         trigger: name,
@@ -363,6 +382,7 @@ pub fn apply(
                 from,
                 event: Some(event),
                 changed: false,
+                cause: None,
             });
         }
     }
@@ -386,5 +406,6 @@ pub fn apply(
         from,
         event,
         changed: true,
+        cause,
     })
 }

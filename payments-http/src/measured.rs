@@ -207,6 +207,7 @@ mod tests {
         store.setting("a").await.expect("read");
         let unknown = contract::sample_payment(contract::payment_id(2), p.project_id, "o2");
         let change = PaymentChange {
+            history: None,
             ledger: None,
             payment: unknown.clone(),
             expected_version: unknown.version,

@@ -32,6 +32,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/api/v1/payments"),
     ("GET", "/api/v1/payments"),
     ("GET", "/api/v1/payments/{id}"),
+    ("GET", "/api/v1/payments/{id}/history"),
     ("GET", "/api/v1/project"),
     ("GET", "/api/v1/banks"),
     ("GET", "/api/v1/events"),
@@ -67,6 +68,7 @@ fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
         ("POST", "/api/v1/payments") => post(create_payment),
         ("GET", "/api/v1/payments") => get(list_payments),
         ("GET", "/api/v1/payments/{id}") => get(get_payment),
+        ("GET", "/api/v1/payments/{id}/history") => get(get_history),
         ("GET", "/api/v1/project") => get(get_project),
         ("GET", "/api/v1/banks") => get(list_banks),
         ("GET", "/api/v1/events") => get(crate::events::list_events),
@@ -198,15 +200,10 @@ async fn page_url(
         .map(|token| payments_cabinet::payer_page_url(base, &token)))
 }
 
-#[tracing::instrument(name = "get_payment", skip_all, fields(request_id = %rid.0))]
-async fn get_payment(
-    State(st): State<AppState>,
-    axum::Extension(rid): axum::Extension<RequestId>,
-    Path(id): Path<String>,
-    req: Request,
-) -> Result<Response, HttpError> {
-    // The payment is read with the credentials (one store round trip); an id that does not
-    // parse is, like an unknown one, 404 after every authentication check.
+/// The payment a read by `id` asks for, noted for the access log. The payment is read with the
+/// credentials (one store round trip); an id that does not parse is, like an unknown one,
+/// `404` after every authentication check.
+fn wanted_payment(req: &Request, id: &str) -> Option<PaymentId> {
     let wanted: Option<PaymentId> = id.parse().ok();
     if let (Some(note), Some(id)) = (
         req.extensions()
@@ -215,6 +212,17 @@ async fn get_payment(
     ) {
         note.set_payment(id);
     }
+    wanted
+}
+
+#[tracing::instrument(name = "get_payment", skip_all, fields(request_id = %rid.0))]
+async fn get_payment(
+    State(st): State<AppState>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    let wanted = wanted_payment(&req, &id);
     let a = admitted(&st, Endpoint::GetPayment, req, wanted).await?;
     let decimals = a.decimals;
     let ctx = st.service.gate().accept(a.auth).await?;
@@ -226,6 +234,25 @@ async fn get_payment(
             .view_with(decimals)
             .with_page_url(page_url.as_deref()),
     ))
+}
+
+/// `GET /api/v1/payments/{id}/history`: the payment's status history, authenticated and
+/// found exactly as `GET /api/v1/payments/{id}` (the same scope, the same `404`).
+#[tracing::instrument(name = "get_history", skip_all, fields(request_id = %rid.0))]
+async fn get_history(
+    State(st): State<AppState>,
+    axum::Extension(rid): axum::Extension<RequestId>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Result<Response, HttpError> {
+    let wanted = wanted_payment(&req, &id);
+    let a = admitted(&st, Endpoint::GetPayment, req, wanted).await?;
+    let decimals = a.decimals;
+    let ctx = st.service.gate().accept(a.auth).await?;
+    let payment = ctx.payment.ok_or_else(payment_not_found)?;
+    let entries = st.service.payments().history(&payment).await?;
+    let body = payments_core::history::history_json(&payment, &entries, decimals);
+    Ok(json_response(StatusCode::OK, &body))
 }
 
 /// `GET /api/v1/payments`: a page of the project's payments, newest first. The query string

@@ -8,6 +8,7 @@
 use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
+use payments_core::history::StatusChange;
 use payments_core::ids::{KeyId, ProjectId, TokenId};
 use payments_core::project::{AuditRecord, KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::store::{AuthLookup, StoreError};
@@ -168,6 +169,17 @@ pub(crate) async fn insert_audit<C: GenericClient>(
     a: &AuditRecord,
 ) -> Result<(), StoreError> {
     write_record(c, &st::AUDIT_INSERT, a).await?.map_err(db)?;
+    Ok(())
+}
+
+/// Appends an entry of a payment's status history (inside [`crate::payments::commit_change`]).
+pub(crate) async fn insert_status_change<C: GenericClient>(
+    c: &C,
+    entry: &StatusChange,
+) -> Result<(), StoreError> {
+    write_record(c, &st::HISTORY_INSERT, entry)
+        .await?
+        .map_err(db)?;
     Ok(())
 }
 

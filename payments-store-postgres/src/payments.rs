@@ -216,6 +216,9 @@ pub(crate) async fn commit_change<C: GenericClient>(
     if let Some(audit) = &change.audit {
         directory::insert_audit(c, audit).await?;
     }
+    if let Some(entry) = &change.history {
+        directory::insert_status_change(c, entry).await?;
+    }
     if let Some(posting) = &change.ledger {
         crate::ledger::append(c, posting).await?;
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
+use payments_core::history::StatusChange;
 use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, TokenId};
 use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
@@ -84,6 +85,10 @@ impl Transaction for PgTx<'_, '_> {
 
     async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
         directory::insert_audit(self.tx, record).await
+    }
+
+    async fn insert_status_change(&mut self, entry: &StatusChange) -> Result<(), StoreError> {
+        directory::insert_status_change(self.tx, entry).await
     }
 }
 
@@ -465,14 +470,28 @@ impl Store for PgStore {
 
     /// One statement (atomic, durable at its autocommit): the nonce, then, only if it was
     /// free, the insert whose unique key answers idempotency; a taken key is read in the next
-    /// statement (at READ COMMITTED it sees the winner). A replay writes nothing.
+    /// statement (at READ COMMITTED it sees the winner). A replay writes nothing. A candidate
+    /// with its history entry (requisites issued by a provider that answers locally, which
+    /// production nodes with an HTTP upstream never have) takes the generic transaction.
     async fn admit_create(
         &self,
         nonce: Option<NonceUse<'_>>,
         project: ProjectId,
         merchant_payment_id: &MerchantPaymentId,
         candidate: Option<&Payment>,
+        issued: Option<&StatusChange>,
     ) -> Result<AdmitOutcome, StoreError> {
+        if issued.is_some() {
+            return payments_core::store::generic::admit_create(
+                self,
+                nonce,
+                project,
+                merchant_payment_id,
+                candidate,
+                issued,
+            )
+            .await;
+        }
         let client = self.client().await?;
         match (nonce, candidate) {
             (None, None) => Ok(

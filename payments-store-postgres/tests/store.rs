@@ -242,6 +242,7 @@ async fn a_version_1_database_gets_its_status_counts() {
             let done = changed(&p, PaymentStatus::Canceled, T0);
             store
                 .commit_change(&PaymentChange {
+                    history: None,
                     ledger: None,
                     expected_version: p.version,
                     payment: done,

@@ -7,7 +7,8 @@
 //! Adding a method to a port implemented here touches the port's listing, this file and the
 //! memory store.
 
-use payments_core::ids::{MerchantId, ProjectId, TokenId};
+use payments_core::history::StatusChange;
+use payments_core::ids::{MerchantId, PaymentId, ProjectId, TokenId};
 use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
 use payments_core::project::{AuditRecord, Merchant, OperatorTokenRecord, Project, SecretRecord};
 use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
@@ -161,6 +162,14 @@ impl<R: Runtime + ?Sized> AuditStore for Shared<'_, R> {
         let values = vec![SqlValue::Int(codec::limit(limit))];
         self.run(On::Read, values, |c, values| {
             Box::pin(records(c, &st::AUDIT_NEWEST, values))
+        })
+        .await
+    }
+
+    async fn status_changes(&self, payment: PaymentId) -> Result<Vec<StatusChange>, StoreError> {
+        let values = vec![SqlValue::text(payment.to_string())];
+        self.run(On::Read, values, |c, values| {
+            Box::pin(records(c, &st::HISTORY_OF_PAYMENT, values))
         })
         .await
     }

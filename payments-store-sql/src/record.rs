@@ -13,10 +13,12 @@ use payments_cabinet::store::{
 };
 use payments_core::bank::CountryCode;
 use payments_core::event::{CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, OutboxEvent};
+use payments_core::history::{ChangeSource, StatusChange};
 use payments_core::ids::KeyId;
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{
-    Currency, MerchantPaymentId, Metadata, Payment, PaymentErrorCode, PaymentFailure, Requisites,
+    Currency, MerchantPaymentId, Metadata, Payment, PaymentErrorCode, PaymentFailure,
+    PaymentStatus, Requisites,
 };
 use payments_core::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, RateLimit, SecretRecord,
@@ -320,6 +322,45 @@ impl Record for AuditRecord {
             SqlValue::text(self.target.as_str()),
             SqlValue::opt_text(self.before.as_deref()),
             SqlValue::opt_text(self.after.as_deref()),
+        ])
+    }
+}
+
+impl Record for StatusChange {
+    const COLUMNS: &'static [&'static str] = &[
+        "payment_id",
+        "version",
+        "from_status",
+        "to_status",
+        "amount",
+        "at",
+        "cause",
+        "source",
+    ];
+
+    fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
+        Ok(StatusChange {
+            payment_id: c.parsed("payment_id")?,
+            version: c.num("version")?,
+            from: c.opt_parsed("from_status")?,
+            to: c.parsed("to_status")?,
+            amount: c.amount("amount")?,
+            at: c.ts("at")?,
+            cause: c.parsed("cause")?,
+            source: c.opt_parsed("source")?,
+        })
+    }
+
+    fn values(&self) -> Result<Vec<SqlValue>, StoreError> {
+        Ok(vec![
+            SqlValue::text(self.payment_id.to_string()),
+            SqlValue::uint(self.version, "version")?,
+            SqlValue::opt_text(self.from.map(PaymentStatus::as_str)),
+            SqlValue::text(self.to.as_str()),
+            SqlValue::display(self.amount),
+            SqlValue::ts(self.at),
+            SqlValue::text(self.cause.as_str()),
+            SqlValue::opt_text(self.source.map(ChangeSource::as_str)),
         ])
     }
 }

@@ -193,7 +193,32 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: METADATA_POSTGRES,
         min_reader: BASELINE_MIN_READER,
     },
+    // 21: each payment's status history (`GET /api/v1/payments/{id}/history`): one row per
+    // change of its status or amount, written by `commit_change` in the change's own
+    // transaction. Nothing is filled: the history of a payment changed before it (or by a node
+    // of the previous build during a rolling upgrade) ends in an entry of cause `unrecorded`.
+    // Expand: a new table only; a build of schema 20 never reads it.
+    Migration {
+        name: "payment status history",
+        sqlite: HISTORY_DDL,
+        postgres: HISTORY_DDL,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 21's table, the same text on both engines (SQLite reads `BIGINT` as `INTEGER`):
+/// a payment's changes in version order.
+const HISTORY_DDL: &str = "CREATE TABLE payment_history (\n\
+    payment_id  TEXT NOT NULL,\n\
+    version     BIGINT NOT NULL,\n\
+    from_status TEXT,\n\
+    to_status   TEXT NOT NULL,\n\
+    amount      TEXT NOT NULL,\n\
+    at          BIGINT NOT NULL,\n\
+    cause       TEXT NOT NULL,\n\
+    source      TEXT,\n\
+    PRIMARY KEY (payment_id, version)\n\
+);";
 
 /// Migration 20's table on both engines: one row per key of a payment's metadata, in the
 /// order the list reads it (a project's payments with one key and value, newest first).

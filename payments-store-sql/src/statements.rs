@@ -6,6 +6,7 @@ use payments_cabinet::store::{
 };
 use payments_core::clock::Timestamp;
 use payments_core::event::{DeliveryAttempt, OutboxEvent};
+use payments_core::history::StatusChange;
 use payments_core::ids::{EventId, UserId};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::project::{
@@ -142,6 +143,16 @@ pub static SETTING: Sql = Sql::new(|_| "SELECT value FROM settings WHERE name = 
 pub static SETTING_PUT: Sql = Sql::new(|_| upsert("settings", &["name", "value"], "name"));
 /// Appends an audit record.
 pub static AUDIT_INSERT: Sql = Sql::new(|_| insert("audit", AuditRecord::COLUMNS));
+/// Appends an entry of a payment's status history (in its change's transaction).
+pub static HISTORY_INSERT: Sql = Sql::new(|_| insert("payment_history", StatusChange::COLUMNS));
+/// Payment `$1`'s recorded status changes, oldest first (its primary key's order).
+pub static HISTORY_OF_PAYMENT: Sql = Sql::new(|_| {
+    select(
+        StatusChange::COLUMNS,
+        "payment_history",
+        "WHERE payment_id = $1 ORDER BY version",
+    )
+});
 /// The newest `$1` audit records, newest first.
 pub static AUDIT_NEWEST: Sql =
     Sql::new(|_| select(AuditRecord::COLUMNS, "audit", "ORDER BY seq DESC LIMIT $1"));

@@ -2,6 +2,7 @@
 //! row conversions are the shared ones ([`payments_store_sql::statements`]); this file runs
 //! them on a rusqlite connection.
 
+use payments_core::history::StatusChange;
 use payments_core::ids::{KeyId, MerchantId, ProjectId, TokenId};
 use payments_core::project::{AuditRecord, KeyRecord, Merchant, Project, TokenRecord};
 use payments_core::store::{AuthLookup, StoreError};
@@ -168,6 +169,12 @@ pub(crate) fn revoke_key(
 /// Appends an audit record (also inside [`crate::payments::commit_change`]).
 pub(crate) fn insert_audit(conn: &Connection, a: &AuditRecord) -> Result<(), StoreError> {
     execute(conn, &st::AUDIT_INSERT, record_params(a)?)?;
+    Ok(())
+}
+
+/// Appends an entry of a payment's status history (inside [`crate::payments::commit_change`]).
+pub(crate) fn insert_status_change(conn: &Connection, c: &StatusChange) -> Result<(), StoreError> {
+    execute(conn, &st::HISTORY_INSERT, record_params(c)?)?;
     Ok(())
 }
 

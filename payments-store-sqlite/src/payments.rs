@@ -120,6 +120,9 @@ pub(crate) fn commit_change(
     if let Some(audit) = &change.audit {
         directory::insert_audit(conn, audit)?;
     }
+    if let Some(entry) = &change.history {
+        directory::insert_status_change(conn, entry)?;
+    }
     if let Some(posting) = &change.ledger {
         crate::ledger::append(conn, posting)?;
     }

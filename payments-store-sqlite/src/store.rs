@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
+use payments_core::history::StatusChange;
 use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, TokenId};
 use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
@@ -75,6 +76,10 @@ impl Transaction for SqliteTx<'_> {
 
     async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
         directory::insert_audit(self.conn, record)
+    }
+
+    async fn insert_status_change(&mut self, entry: &StatusChange) -> Result<(), StoreError> {
+        directory::insert_status_change(self.conn, entry)
     }
 }
 

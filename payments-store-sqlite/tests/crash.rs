@@ -93,6 +93,7 @@ fn crash_child() {
                             });
                             store
                                 .commit_change(&PaymentChange {
+                                    history: None,
                                     ledger: None,
                                     payment: expected(n, version),
                                     expected_version: version - 1,

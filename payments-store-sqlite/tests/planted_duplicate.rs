@@ -32,6 +32,7 @@ async fn two_creates_of_one_merchant_payment_id_make_two_payments() {
                 project_id(1),
                 &p.merchant_payment_id,
                 Some(p),
+                None,
             )
             .await
             .expect("admit_create");

@@ -26,6 +26,7 @@ async fn two_transitions_from_one_version_both_commit() {
         event: None,
         audit: None,
         ledger: None,
+        history: None,
     };
     let canceled = change(PaymentStatus::Canceled, T0 + ms(100));
     let failed = change(PaymentStatus::Error, T0 + ms(200));

@@ -120,6 +120,7 @@ async fn a_failing_request_does_not_abort_its_batch() {
     let v2 = changed(&base, PaymentStatus::Processing, T0);
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v2.clone(),
             expected_version: 1,
@@ -154,6 +155,7 @@ async fn a_failing_request_does_not_abort_its_batch() {
                     let stale = changed(&base, PaymentStatus::Error, T0);
                     let r = store
                         .commit_change(&PaymentChange {
+                            history: None,
                             ledger: None,
                             event: Some(sample_event(&stale, event_id(i), T0)),
                             audit: Some(sample_audit(T0, "stale", "x")),
@@ -216,7 +218,7 @@ async fn admit_create_is_one_atomic_write() {
     let mpid = first.merchant_payment_id.clone();
     assert_eq!(
         store
-            .admit_create(Some(nonce("n-1")), a, &mpid, Some(&first))
+            .admit_create(Some(nonce("n-1")), a, &mpid, Some(&first), None)
             .await
             .unwrap(),
         AdmitOutcome::Inserted
@@ -228,6 +230,7 @@ async fn admit_create_is_one_atomic_write() {
             a,
             &reused_id.merchant_payment_id,
             Some(&reused_id),
+            None,
         )
         .await;
     assert!(
@@ -255,7 +258,7 @@ async fn admit_create_is_one_atomic_write() {
                     expires_at: T0 + std::time::Duration::from_secs(300),
                 };
                 store
-                    .admit_create(Some(use_), a, &p.merchant_payment_id, Some(&p))
+                    .admit_create(Some(use_), a, &p.merchant_payment_id, Some(&p), None)
                     .await
                     .unwrap()
             })
@@ -398,6 +401,7 @@ async fn data_survives_a_reopen() {
         store.insert_payment(&p).await.expect("insert");
         store
             .commit_change(&PaymentChange {
+                history: None,
                 ledger: None,
                 payment: next.clone(),
                 expected_version: p.version,
@@ -552,6 +556,7 @@ async fn a_change_to_a_field_fixed_at_creation_is_refused() {
     next.fingerprint = "another request".to_string();
     let refused = store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: next.clone(),
             expected_version: p.version,
@@ -566,6 +571,7 @@ async fn a_change_to_a_field_fixed_at_creation_is_refused() {
     next.amount = payments_core::amount::Amount::parse("1.5").expect("an amount");
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: next.clone(),
             expected_version: p.version,
@@ -1097,6 +1103,7 @@ async fn requisites_are_sealed_at_rest_and_resealed_after_a_rotation() {
     // A change writes them sealed again, under a fresh nonce.
     let next = changed(&p, PaymentStatus::Completed, T0);
     a.commit_change(&PaymentChange {
+        history: None,
         ledger: None,
         payment: next.clone(),
         expected_version: p.version,

@@ -290,7 +290,7 @@ impl FromStr for Scope {
 pub enum Endpoint {
     /// `POST /api/v1/payments`.
     CreatePayment,
-    /// `GET /api/v1/payments/{id}`.
+    /// `GET /api/v1/payments/{id}` and `GET /api/v1/payments/{id}/history`.
     GetPayment,
     /// `GET /api/v1/payments` (the list).
     ListPayments,

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::{Actor, Callbacks};
 use crate::event::{FailedEvent, FailedEventFilter};
+use crate::history::ChangeSource;
 use crate::ids::{EventId, PaymentId, ProjectId};
 use crate::project::{AuditRecord, RateLimit};
 use crate::ratelimit::retry_after_secs;
@@ -232,7 +233,7 @@ impl Callbacks<'_> {
                 before: super::operate::payment_json(&before),
                 after: super::operate::payment_json(&t.payment),
             };
-            let change = self.change_of(&before, &t, Some(audit)).await?;
+            let change = (self.change_of(&before, &t, Some(audit), ChangeSource::Support)).await?;
             let Some(event) = change.event.as_ref() else {
                 return refused("no callback URL at any level (payment, project, merchant)");
             };

@@ -7,6 +7,7 @@ use super::Payments;
 use crate::bank::{Bank, BankNotFound};
 use crate::clock::Timestamp;
 use crate::error::{ErrorCause, RateFailure};
+use crate::history::ChangeSource;
 use crate::ids::PaymentId;
 use crate::payment::{
     Currency, Flow, MerchantPaymentId, Payment, PaymentErrorCode, PaymentStatus, ProviderRoute,
@@ -184,6 +185,13 @@ impl Payments<'_> {
         let one_write = decided
             .as_ref()
             .is_some_and(|(t, not_routable)| t.event.is_none() && not_routable.is_none());
+        // The one write stores the entry of the payment's history with the payment.
+        let issued = match (&decided, &candidate) {
+            (Some((t, _)), Ok((before, _))) if one_write => {
+                super::status_change(before, t, ChangeSource::Provider)
+            }
+            _ => None,
+        };
         let admitted = self
             .ports
             .store
@@ -196,6 +204,7 @@ impl Payments<'_> {
                     (_, Ok((p, _))) => Some(p),
                     (_, Err(_)) => None,
                 },
+                issued.as_ref(),
             )
             .await?;
         let (mut payment, pricing) = match (admitted, candidate) {
@@ -298,7 +307,7 @@ impl Payments<'_> {
         t: Transition,
         not_routable: Option<String>,
     ) -> Result<CreateOutcome, CreateError> {
-        let stored = match self.commit(payment, &t, None).await {
+        let stored = match self.commit(payment, &t, None, ChangeSource::Provider).await {
             Ok(_) => t.payment,
             // The stuck-create sweeper got there first (only after 60 s): report what is stored.
             Err(StoreError::Conflict) => {
@@ -538,7 +547,10 @@ impl Payments<'_> {
                 "status": t.payment.status.as_str(),
             }),
         );
-        match self.commit(payment, &t, Some(audit)).await {
+        match self
+            .commit(payment, &t, Some(audit), ChangeSource::Provider)
+            .await
+        {
             Ok(_) if ambiguous => Ok(Recovery::Ambiguous),
             Ok(_) => Ok(Recovery::Resolved),
             Err(StoreError::Conflict) => Ok(Recovery::Raced),
@@ -577,6 +589,7 @@ impl Payments<'_> {
             audit: Some(audit),
             // The payment's money does not change.
             ledger: None,
+            history: None,
         };
         match self.ports.store.commit_change(&change).await {
             Ok(_) => Ok(Recovery::Deferred),
@@ -734,6 +747,7 @@ impl Payments<'_> {
                         audit: None,
                         // A route changes no money.
                         ledger: None,
+                        history: None,
                     })
                     .await?;
             }

@@ -610,6 +610,7 @@ impl Balances<'_> {
                 event: None,
                 audit: Some(audit),
                 ledger: Some(posting),
+                history: None,
             };
             match store.commit_change(&change).await {
                 Ok(()) => return Ok(true),

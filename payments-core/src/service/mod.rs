@@ -27,6 +27,7 @@ use crate::callback::RetrySchedule;
 use crate::clock::Clock;
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventKind, OutboxEvent};
+use crate::history::{ChangeSource, StatusChange};
 use crate::ids::PaymentId;
 use crate::payment::Payment;
 use crate::project::{AuditRecord, Merchant, Project};
@@ -611,6 +612,13 @@ impl Payments<'_> {
             _ => Err(ReadError::NotFound),
         }
     }
+
+    /// `payment`'s status history ([`crate::history::history`]): its creation, then every
+    /// recorded change of its status or amount, oldest first.
+    pub async fn history(self, payment: &Payment) -> Result<Vec<StatusChange>, StoreError> {
+        let recorded = self.ports.store.status_changes(payment.id).await?;
+        Ok(crate::history::history(payment, recorded))
+    }
 }
 
 impl ServiceState {
@@ -621,8 +629,9 @@ impl ServiceState {
         before: &Payment,
         t: &Transition,
         audit: Option<AuditRecord>,
+        source: ChangeSource,
     ) -> Result<Option<OutboxEvent>, StoreError> {
-        let change = self.change_of(before, t, audit).await?;
+        let change = self.change_of(before, t, audit, source).await?;
         self.ports.store.commit_change(&change).await?;
         self.woken(change.event)
     }
@@ -635,8 +644,9 @@ impl ServiceState {
         before: &Payment,
         t: &Transition,
         audit: AuditRecord,
+        source: ChangeSource,
     ) -> Result<Option<Option<OutboxEvent>>, StoreError> {
-        let change = self.change_of(before, t, Some(audit)).await?;
+        let change = self.change_of(before, t, Some(audit), source).await?;
         if !self
             .ports
             .store
@@ -649,13 +659,15 @@ impl ServiceState {
     }
 
     /// The store change of a transition: the payment, its outbox row (if a destination exists
-    /// at any level), the audit record and the ledger entry, when the change moves the
-    /// project's balance ([`crate::ledger::payment_posting`]).
+    /// at any level), the audit record, the ledger entry, when the change moves the project's
+    /// balance ([`crate::ledger::payment_posting`]), and the entry of the payment's history
+    /// caused by `source`, when the payment changed.
     async fn change_of(
         &self,
         before: &Payment,
         t: &Transition,
         audit: Option<AuditRecord>,
+        source: ChangeSource,
     ) -> Result<PaymentChange, StoreError> {
         let outbox = match &t.event {
             Some(ev) => {
@@ -675,6 +687,7 @@ impl ServiceState {
             event: outbox,
             audit,
             ledger,
+            history: status_change(before, t, source),
         })
     }
 
@@ -791,6 +804,7 @@ impl ServiceState {
         id: PaymentId,
         make: impl Fn(&Payment) -> Result<Trigger, OperateError>,
         audit: impl Fn(&Payment, &Payment) -> Option<AuditRecord>,
+        source: ChangeSource,
     ) -> Result<(Payment, Option<OutboxEvent>), OperateError> {
         for _ in 0..8 {
             let before = self
@@ -803,7 +817,7 @@ impl ServiceState {
             let now = self.ports.clock.now();
             let t = transition::apply(&before, trigger, now, self.ports.rng.as_ref())?;
             let record = audit(&before, &t.payment);
-            match self.commit(&before, &t, record).await {
+            match self.commit(&before, &t, record, source).await {
                 Ok(outbox) => return Ok((t.payment, outbox)),
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
@@ -811,4 +825,25 @@ impl ServiceState {
         }
         Err(OperateError::Contended)
     }
+}
+
+/// The entry of the payment's history that transition `t` of `before` makes, caused by
+/// `source`: none when nothing changed (a resend).
+fn status_change(before: &Payment, t: &Transition, source: ChangeSource) -> Option<StatusChange> {
+    let cause = t.cause?;
+    debug_assert!(t.changed, "only a change has a cause");
+    debug_assert!(
+        (before.status, before.amount) != (t.payment.status, t.payment.amount),
+        "every change moves the status or the amount"
+    );
+    Some(StatusChange {
+        payment_id: t.payment.id,
+        version: t.payment.version,
+        from: Some(before.status),
+        to: t.payment.status,
+        amount: t.payment.amount,
+        at: t.payment.updated_at,
+        cause,
+        source: Some(source),
+    })
 }

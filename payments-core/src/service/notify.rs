@@ -28,6 +28,7 @@ use super::Payments;
 use crate::amount::Amount;
 use crate::callback::{CallbackVerifier, CallbackVerifyError};
 use crate::event::OutboxEvent;
+use crate::history::ChangeSource;
 use crate::ids::{PaymentId, ProjectId};
 use crate::payment::Payment;
 use crate::project::AuditRecord;
@@ -348,7 +349,7 @@ impl Payments<'_> {
                 before: super::operate::payment_json(&before),
                 after: super::operate::payment_json(&t.payment),
             };
-            match self.commit_once(key, &before, &t, audit).await {
+            match (self.commit_once(key, &before, &t, audit, ChangeSource::Provider)).await {
                 Ok(Some(event)) => {
                     return Ok(NotificationOutcome {
                         notification,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::{AuthError, Authenticated, Payments};
 use crate::amount::Amount;
 use crate::event::OutboxEvent;
+use crate::history::ChangeSource;
 use crate::ids::PaymentId;
 use crate::payment::{Payment, PaymentStatus};
 use crate::project::{AuditRecord, Project};
@@ -178,6 +179,7 @@ impl Payments<'_> {
                         after: payment_json(after),
                     })
                 },
+                ChangeSource::Support,
             )
             .await?;
         Ok(OperationResult { payment, event })
@@ -261,18 +263,17 @@ impl Payments<'_> {
             Ok(trigger.clone())
         };
         check(&payment)?;
-        let (payment, _) = self
-            .apply(payment.id, check, |before, after| {
-                Some(AuditRecord {
-                    at: after.updated_at,
-                    actor: actor.0.clone(),
-                    action: format!("test_payment.{name}"),
-                    target: before.id.to_string(),
-                    before: payment_json(before),
-                    after: payment_json(after),
-                })
+        let audit = |before: &Payment, after: &Payment| {
+            Some(AuditRecord {
+                at: after.updated_at,
+                actor: actor.0.clone(),
+                action: format!("test_payment.{name}"),
+                target: before.id.to_string(),
+                before: payment_json(before),
+                after: payment_json(after),
             })
-            .await?;
+        };
+        let (payment, _) = (self.apply(payment.id, check, audit, ChangeSource::Merchant)).await?;
         Ok(payment)
     }
 
@@ -316,7 +317,7 @@ impl Payments<'_> {
                 Ok(t) => t,
                 Err(_) => continue,
             };
-            match self.commit(&p, &t, None).await {
+            match self.commit(&p, &t, None, ChangeSource::Lifetime).await {
                 Ok(_) => report.expired += 1,
                 // Someone else changed it first (a confirmation racing the expiry): theirs wins.
                 Err(StoreError::Conflict) => {}

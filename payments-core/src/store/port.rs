@@ -333,12 +333,17 @@ macro_rules! __storage_port {
     (AuditStore $($cb:ident)::+ ! $args:tt) => {
         $($cb)::+! {
             $args
-            /// The audit trail.
+            /// The audit trail, and each payment's status history.
             pub trait AuditStore: Send + Sync {
                 /// Appends a record.
                 write fn insert_audit(&self, record: &AuditRecord) -> Result<(), StoreError>;
                 /// The newest `limit` records, newest first.
                 read fn find_audit_records(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError>;
+                /// The recorded changes of `payment`'s status or amount
+                /// ([`PaymentChange::history`]), oldest first; at most one per version, and
+                /// empty for an unknown payment. [`crate::history::history`] makes the history
+                /// the API shows of them.
+                read fn status_changes(&self, payment: PaymentId) -> Result<Vec<StatusChange>, StoreError>;
             }
         }
     };
@@ -645,7 +650,9 @@ macro_rules! __storage_port {
                 /// writes nothing and answers [`AdmitOutcome::Replayed`]); then, if `(project,
                 /// merchant_payment_id)` is taken, [`AdmitOutcome::Existing`]; else store `candidate`
                 /// ([`AdmitOutcome::Inserted`]) or, without one (the request broke a business rule),
-                /// [`AdmitOutcome::Free`]. `candidate` carries `project` and `merchant_payment_id`. A store
+                /// [`AdmitOutcome::Free`]. `candidate` carries `project` and `merchant_payment_id`;
+                /// `issued`, the entry of its status history when the candidate is stored with its
+                /// requisites already issued (the create's one write), is stored with it. A store
                 /// error leaves nothing of it written.
                 ///
                 /// Written once over [`Store::transact`] ([`generic::admit_create`]): one transaction (the
@@ -657,8 +664,10 @@ macro_rules! __storage_port {
                     project: ProjectId,
                     merchant_payment_id: &MerchantPaymentId,
                     candidate: Option<&Payment>,
+                    issued: Option<&StatusChange>,
                 ) -> Result<AdmitOutcome, StoreError> {
-                    generic::admit_create(self, nonce, project, merchant_payment_id, candidate).await
+                    generic::admit_create(self, nonce, project, merchant_payment_id, candidate, issued)
+                        .await
                 }
 
                 @sync {

@@ -25,6 +25,7 @@ use futures_util::future::BoxFuture;
 
 use super::{AdmitOutcome, InsertOutcome, NonceUse, PaymentChange, Store, StoreError};
 use crate::clock::Timestamp;
+use crate::history::StatusChange;
 use crate::ids::{EventId, PaymentId, ProjectId};
 use crate::ledger::{Balance, LedgerEntry, Posting};
 use crate::payment::{MerchantPaymentId, Payment};
@@ -42,6 +43,8 @@ pub trait Transaction: Send {
     /// Stores `payment` unless its `(project, merchant_payment_id)` is taken, as
     /// [`Store::insert_payment`].
     async fn insert_payment(&mut self, payment: &Payment) -> Result<InsertOutcome, StoreError>;
+    /// Appends an entry of a payment's status history ([`PaymentChange::history`]).
+    async fn insert_status_change(&mut self, entry: &StatusChange) -> Result<(), StoreError>;
     /// The payment of `project` with `merchant_payment_id`.
     async fn payment_by_merchant_id(
         &mut self,
@@ -185,7 +188,12 @@ pub async fn admit_create<S: Store + ?Sized>(
     project: ProjectId,
     merchant_payment_id: &MerchantPaymentId,
     candidate: Option<&Payment>,
+    issued: Option<&StatusChange>,
 ) -> Result<AdmitOutcome, StoreError> {
+    debug_assert!(
+        issued.is_none_or(|h| candidate.is_some_and(|p| h.payment_id == p.id)),
+        "the entry is the candidate's"
+    );
     if nonce.is_none() && candidate.is_none() {
         return Ok(
             match store
@@ -202,11 +210,12 @@ pub async fn admit_create<S: Store + ?Sized>(
         nonce.as_ref().map(OwnedNonce::of),
         merchant_payment_id.clone(),
         candidate.cloned(),
+        issued.cloned(),
     ));
     transact(store, move |tx| {
         let owned = Arc::clone(&owned);
         Box::pin(async move {
-            let (nonce, mpid, candidate) = &*owned;
+            let (nonce, mpid, candidate, issued) = &*owned;
             if let Some(n) = &nonce {
                 if !tx.use_nonce(n.borrow()).await? {
                     return Ok(AdmitOutcome::Replayed);
@@ -214,7 +223,12 @@ pub async fn admit_create<S: Store + ?Sized>(
             }
             Ok(match &candidate {
                 Some(p) => match tx.insert_payment(p).await? {
-                    InsertOutcome::Inserted => AdmitOutcome::Inserted,
+                    InsertOutcome::Inserted => {
+                        if let Some(entry) = issued {
+                            tx.insert_status_change(entry).await?;
+                        }
+                        AdmitOutcome::Inserted
+                    }
                     InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
                 },
                 None => match tx.payment_by_merchant_id(project, mpid).await? {

@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter};
+use crate::history::StatusChange;
 use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
 use crate::payer::PaymentPageRecord;
@@ -50,6 +51,8 @@ struct State {
     secrets: HashMap<ProjectId, Vec<SecretRecord>>,
     settings: HashMap<String, String>,
     audit: Vec<AuditRecord>,
+    /// Every payment's recorded status changes, in the order written.
+    history: Vec<StatusChange>,
     /// Failed events answered by a resend: failed event -> the resend.
     resent: HashMap<EventId, EventId>,
     operator_tokens: Vec<OperatorTokenRecord>,
@@ -106,6 +109,9 @@ impl State {
         }
         if let Some(a) = &change.audit {
             self.audit.push(a.clone());
+        }
+        if let Some(h) = &change.history {
+            self.history.push(h.clone());
         }
         if let Some(p) = &change.ledger {
             self.insert_posting(p)?;
@@ -259,10 +265,11 @@ impl Transaction for MemoryTx<'_> {
 
     async fn commit_change(&mut self, change: &PaymentChange) -> Result<(), StoreError> {
         let before = self.st.payments.get(&change.payment.id).cloned();
-        let (events, leases, audit) = (
+        let (events, leases, audit, history) = (
             self.st.events.len(),
             self.st.leases.len(),
             self.st.audit.len(),
+            self.st.history.len(),
         );
         let ledger = self.ledger_undo(change.ledger.as_ref().map(|p| p.project_id));
         self.st.commit_change(change)?;
@@ -274,6 +281,7 @@ impl Transaction for MemoryTx<'_> {
             st.events.truncate(events);
             st.leases.truncate(leases);
             st.audit.truncate(audit);
+            st.history.truncate(history);
             st.changes -= 1;
         }));
         self.undo.extend(ledger);
@@ -289,6 +297,13 @@ impl Transaction for MemoryTx<'_> {
         let entry = self.st.insert_posting(posting)?;
         self.undo.extend(undo);
         Ok(entry)
+    }
+
+    async fn insert_status_change(&mut self, entry: &StatusChange) -> Result<(), StoreError> {
+        self.st.history.push(entry.clone());
+        let n = self.st.history.len() - 1;
+        self.undo.push(Box::new(move |st| st.history.truncate(n)));
+        Ok(())
     }
 
     async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError> {
@@ -786,6 +801,15 @@ impl AuditStore for MemoryStore {
             .take(limit)
             .cloned()
             .collect())
+    }
+
+    async fn status_changes(&self, payment: PaymentId) -> Result<Vec<StatusChange>, StoreError> {
+        let mut changes: Vec<_> = (self.lock().history.iter())
+            .filter(|c| c.payment_id == payment)
+            .cloned()
+            .collect();
+        changes.sort_by_key(|c| c.version);
+        Ok(changes)
     }
 }
 

@@ -294,6 +294,7 @@ fn the_reconciliation_finds_and_repairs_a_missing_credit() {
                 event: None,
                 audit: None,
                 ledger: None,
+                history: None,
             }),
     )
     .unwrap();

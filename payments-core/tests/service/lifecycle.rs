@@ -221,3 +221,72 @@ fn a_restarted_service_continues_over_the_same_store() {
     s.h.advance(LIFETIME);
     assert_eq!(s.sweep().expired, 1);
 }
+
+/// The history of a live payment without any callback URL (no callback is ever queued): its
+/// creation, the provider's requisites, the expiry by its lifetime, then support's re-check
+/// resolved as completed with another amount, each at its time, with its cause and source.
+#[test]
+fn the_history_of_a_payment_without_a_callback_url_shows_every_change() {
+    use payments_core::history::{ChangeCause as C, ChangeSource as S};
+    use payments_core::transition::{RecheckOutcome, Trigger};
+    let s = setup_with(false, None, None);
+    let p = s.created(&body("h1", "100"));
+    s.h.advance(LIFETIME);
+    assert_eq!(s.sweep().expired, 1);
+    s.h.advance(Duration::from_secs(60));
+    s.operate(p.id, Trigger::StartRecheck).expect("re-check");
+    s.h.advance(Duration::from_secs(60));
+    let amount = Some(payments_core::amount::Amount::parse("99.5").expect("an amount"));
+    let resolve = Trigger::ResolveRecheck(RecheckOutcome::Completed { amount });
+    let done = s.operate(p.id, resolve).expect("resolved");
+    assert!(s.events(p.id).is_empty(), "no callback without a URL");
+
+    let history = block_on(s.h.service.payments().history(&done)).expect("history");
+    let seen: Vec<_> = (history.iter())
+        .map(|e| (e.from, e.to, e.cause, e.source, e.amount.to_string()))
+        .collect();
+    use PaymentStatus::*;
+    let want = [
+        (None, Created, C::Created, Some(S::Merchant), "100"),
+        (
+            Some(Created),
+            Processing,
+            C::RequisitesIssued,
+            Some(S::Provider),
+            "100",
+        ),
+        (
+            Some(Processing),
+            Canceled,
+            C::Expired,
+            Some(S::Lifetime),
+            "100",
+        ),
+        (
+            Some(Canceled),
+            Appeal,
+            C::RecheckStarted,
+            Some(S::Support),
+            "100",
+        ),
+        (
+            Some(Appeal),
+            Completed,
+            C::RecheckResolved,
+            Some(S::Support),
+            "99.5",
+        ),
+    ];
+    let want: Vec<_> = (want.into_iter())
+        .map(|(f, t, c, so, a)| (f, t, c, so, a.to_string()))
+        .collect();
+    assert_eq!(seen, want);
+    let times: Vec<_> = history.iter().map(|e| e.at).collect();
+    let expired = p.expires_at;
+    let minute = Duration::from_secs(60);
+    assert_eq!(times[0], p.created_at);
+    assert_eq!(
+        times[2..],
+        [expired, expired + minute, expired + minute * 2]
+    );
+}

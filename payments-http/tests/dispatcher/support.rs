@@ -432,6 +432,7 @@ impl World {
         };
         self.store
             .commit_change(&PaymentChange {
+                history: None,
                 ledger: None,
                 payment: payment.clone(),
                 expected_version: 1,

@@ -403,6 +403,7 @@ async fn real_responses_validate_against_the_file() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(r.json["amount"], json!(490));
     check(&spec, &mut seen, complete, "POST", &r);
+    history_of_a_test_payment(c, &spec, &mut seen, &t1).await;
     let t2 = c
         .create_payment(&create_body("oa-t2", "500"))
         .await
@@ -462,6 +463,8 @@ async fn real_responses_validate_against_the_file() {
         ("GET", get, 200),
         ("GET", get, 404),
         ("GET", get, 429),
+        ("GET", "/api/v1/payments/{id}/history", 200),
+        ("GET", "/api/v1/payments/{id}/history", 404),
         ("GET", "/api/v1/project", 200),
         ("GET", "/api/v1/project", 403),
         ("GET", "/api/v1/banks", 200),
@@ -479,6 +482,68 @@ async fn real_responses_validate_against_the_file() {
             "not exercised: {method} {path} {status}"
         );
     }
+}
+
+/// The history of test payment `id`, paid with another amount and without a callback URL (no
+/// callback ever): its creation, its requisites and the paid action, each with its cause and
+/// source; with `X-Decimals: string` too; an unknown payment is `404`.
+async fn history_of_a_test_payment(
+    c: &payments_client::MerchantClient,
+    spec: &Value,
+    seen: &mut BTreeSet<(String, String, u16)>,
+    id: &str,
+) {
+    let path = "/api/v1/payments/{id}/history";
+    let r = c.payment_history(id).await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let entries: Vec<_> = r.json["history"].as_array().unwrap().iter().collect();
+    let seen_causes: Vec<_> = entries
+        .iter()
+        .map(|e| {
+            (
+                &e["status"],
+                &e["previous_status"],
+                &e["cause"],
+                &e["source"],
+            )
+        })
+        .map(|(a, b, c, d)| json!([a, b, c, d]))
+        .collect();
+    assert_eq!(
+        seen_causes,
+        [
+            json!(["created", null, "created", "merchant"]),
+            json!(["processing", "created", "requisites_issued", "provider"]),
+            json!(["completed", "processing", "confirmed", "merchant"]),
+        ],
+        "{}",
+        r.json
+    );
+    assert_eq!(
+        (&entries[0]["amount"], &entries[2]["amount"]),
+        (&json!(500), &json!(490))
+    );
+    assert!(entries
+        .windows(2)
+        .all(|w| w[0]["at"].as_str() <= w[1]["at"].as_str()));
+    check(spec, seen, path, "GET", &r);
+    let asked = c
+        .prepare(
+            Method::GET,
+            &format!("/api/v1/payments/{id}/history"),
+            b"",
+            None,
+        )
+        .unwrap();
+    let r = send_with_decimals(c, &asked, "string").await;
+    assert_eq!(r.json["history"][2]["amount"], json!("490"), "{}", r.json);
+    check(spec, seen, path, "GET", &r);
+    let r = c
+        .payment_history("00000000-0000-4000-8000-000000000000")
+        .await
+        .unwrap();
+    assert_eq!(r.code(), Some("payment_not_found"));
+    check(spec, seen, path, "GET", &r);
 }
 
 /// Sends `req` with `X-Decimals: <value>` added (the header is not a signed component).

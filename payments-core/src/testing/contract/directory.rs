@@ -623,6 +623,7 @@ pub async fn audit<S: Store>(store: &S) {
     let r3 = sample_audit(T0 + ms(1), "payment.cancel", &p.id.to_string());
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: changed(&p, PaymentStatus::Processing, T0),
             expected_version: 1,

@@ -43,6 +43,7 @@ fn ledger_change(before: &Payment, after: &Payment, entry: u128) -> PaymentChang
         event: None,
         audit: None,
         ledger: ledger::payment_posting(before, after, || entry_id(entry)),
+        history: None,
     }
 }
 

@@ -75,6 +75,7 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("conflict_writes_nothing", |s| {
             Box::pin(conflict_writes_nothing(s))
         }),
+        ("status_history", |s| Box::pin(status_history(s))),
         ("due_payments", |s| Box::pin(due_payments(s))),
         ("backlog_by_status", |s| Box::pin(backlog_by_status(s))),
         ("nonces", |s| Box::pin(nonces(s))),

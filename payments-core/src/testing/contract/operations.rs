@@ -32,6 +32,7 @@ async fn queue_for<S: Store>(
     };
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v2,
             expected_version: 1,
@@ -75,7 +76,13 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
     inserted(store, &p2).await;
     let p3 = sample_payment(payment_id(3), project_id(1), "o3");
     let admitted = store
-        .admit_create(None, project_id(1), &p3.merchant_payment_id, Some(&p3))
+        .admit_create(
+            None,
+            project_id(1),
+            &p3.merchant_payment_id,
+            Some(&p3),
+            None,
+        )
         .await
         .expect("admit_create");
     assert_eq!(admitted, AdmitOutcome::Inserted);
@@ -88,6 +95,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
     for (before, after) in [(&p1, &v2), (&v2, &v3)] {
         store
             .commit_change(&PaymentChange {
+                history: None,
                 ledger: None,
                 payment: after.clone(),
                 expected_version: before.version,
@@ -102,6 +110,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
     v4.version += 1;
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v4,
             expected_version: v3.version,
@@ -114,6 +123,7 @@ pub async fn status_counts_follow_changes<S: Store>(store: &S) {
     let stale = changed(&p2, PaymentStatus::Processing, T0 + ms(3));
     let err = store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: stale,
             expected_version: 7,
@@ -270,6 +280,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
     resend.event.kind = EventKind::ManualResend;
     resend.max_attempts = 1;
     let change = PaymentChange {
+        history: None,
         ledger: None,
         payment: p.clone(),
         expected_version: p.version,
@@ -315,6 +326,7 @@ pub async fn failed_events_and_resend<S: Store>(store: &S) {
     stale.event.kind = EventKind::ManualResend;
     let err = store
         .commit_resend(&PaymentChange {
+            history: None,
             ledger: None,
             payment: p3.clone(),
             expected_version: p3.version + 5,
@@ -515,6 +527,7 @@ pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
     e2.event.kind = EventKind::ManualResend;
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: p.clone(),
             expected_version: p.version,
@@ -532,6 +545,7 @@ pub async fn concurrent_resends<S: Store>(handles: &[&S]) {
             resend.event.kind = EventKind::ManualResend;
             resend.max_attempts = 1;
             PaymentChange {
+                history: None,
                 ledger: None,
                 payment: p.clone(),
                 expected_version: p.version,

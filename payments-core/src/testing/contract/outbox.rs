@@ -9,6 +9,7 @@ pub(super) async fn queue_event<S: Store>(store: &S, n: u128, due: Timestamp) ->
     let ev = sample_event(&v2, event_id(n), due);
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v2,
             expected_version: 1,
@@ -87,6 +88,7 @@ pub async fn outbox_claim_skipping_projects<S: Store>(store: &S) {
     let v2 = changed(&p, PaymentStatus::Processing, T0);
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v2.clone(),
             expected_version: 1,

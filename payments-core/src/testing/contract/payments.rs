@@ -106,6 +106,7 @@ pub async fn payment_round_trip<S: Store>(store: &S) {
     });
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: next.clone(),
             expected_version: full.version,
@@ -159,6 +160,7 @@ pub async fn commit_change<S: Store>(store: &S) {
     let audit = sample_audit(T0 + ms(100), "payment.issue", &p.id.to_string());
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v2.clone(),
             expected_version: 1,
@@ -194,6 +196,7 @@ pub async fn commit_change<S: Store>(store: &S) {
     };
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v2.clone(),
             expected_version: 2,
@@ -217,6 +220,7 @@ pub async fn commit_change<S: Store>(store: &S) {
     let ghost = sample_payment(payment_id(9), project_id(1), "ghost");
     let err = store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: changed(&ghost, PaymentStatus::Processing, T0),
             expected_version: 1,
@@ -239,6 +243,7 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
     let v2 = changed(&p, PaymentStatus::Processing, T0 + ms(1));
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v2.clone(),
             expected_version: 1,
@@ -252,6 +257,7 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
     let stale = changed(&p, PaymentStatus::Error, T0 + ms(2));
     let err = store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: stale.clone(),
             expected_version: 1,
@@ -280,6 +286,7 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
     let v3 = changed(&v2, PaymentStatus::Completed, T0 + ms(3));
     let err = store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: v3.clone(),
             expected_version: 2,
@@ -298,6 +305,127 @@ pub async fn conflict_writes_nothing<S: Store>(store: &S) {
         .await
         .expect("audit")
         .is_empty());
+}
+
+/// A change's status history entry is written with it and read back oldest first, each field
+/// as written (a change without one records nothing); a change that conflicts or fails
+/// records nothing; an unknown payment has no changes.
+pub async fn status_history<S: Store>(store: &S) {
+    use crate::history::{ChangeCause, ChangeSource, StatusChange};
+    let p = sample_payment(payment_id(1), project_id(1), "order-1");
+    inserted(store, &p).await;
+    let entry = |before: &Payment, after: &Payment, cause, source| StatusChange {
+        payment_id: after.id,
+        version: after.version,
+        from: Some(before.status),
+        to: after.status,
+        amount: after.amount,
+        at: after.updated_at,
+        cause,
+        source,
+    };
+    let change = |before: &Payment, after: &Payment, history| PaymentChange {
+        payment: after.clone(),
+        expected_version: before.version,
+        event: None,
+        audit: None,
+        ledger: None,
+        history,
+    };
+    let mut v2 = changed(&p, PaymentStatus::Processing, T0 + ms(1));
+    let full = full_payment(p.id, p.project_id, "x");
+    (v2.requisites, v2.pricing) = (full.requisites, full.pricing);
+    let issued = entry(
+        &p,
+        &v2,
+        ChangeCause::RequisitesIssued,
+        Some(ChangeSource::Provider),
+    );
+    let first = change(&p, &v2, Some(issued.clone()));
+    store.commit_change(&first).await.expect("first change");
+    // A route switch: a new version, no entry.
+    let mut v3 = v2.clone();
+    v3.version = 3;
+    store
+        .commit_change(&change(&v2, &v3, None))
+        .await
+        .expect("no entry");
+
+    // A stale writer's change and its entry are refused together.
+    let stale = changed(&v2, PaymentStatus::Canceled, T0 + ms(2));
+    let lost = entry(
+        &v2,
+        &stale,
+        ChangeCause::Canceled,
+        Some(ChangeSource::Support),
+    );
+    let err = store.commit_change(&change(&v2, &stale, Some(lost))).await;
+    assert_eq!(err, Err(StoreError::Conflict));
+
+    let mut v4 = changed(&v3, PaymentStatus::Completed, T0 + ms(3));
+    v4.amount = Amount::parse("3399.5").expect("an amount");
+    let done = entry(&v3, &v4, ChangeCause::Confirmed, None);
+    store
+        .commit_change(&change(&v3, &v4, Some(done.clone())))
+        .await
+        .expect("completed");
+    let read = store.status_changes(p.id).await.expect("status changes");
+    assert_eq!(
+        read,
+        vec![issued, done],
+        "the entries as written, oldest first"
+    );
+    let none = store.status_changes(payment_id(9)).await.expect("unknown");
+    assert!(none.is_empty(), "an unknown payment has no changes");
+
+    // A create's one write stores its entry with the payment; a replay stores neither.
+    let q = sample_payment(payment_id(2), project_id(1), "order-2");
+    let mut q2 = changed(&q, PaymentStatus::Processing, T0);
+    (q2.requisites, q2.pricing) = (v2.requisites.clone(), v2.pricing);
+    let first = entry(
+        &q,
+        &q2,
+        ChangeCause::RequisitesIssued,
+        Some(ChangeSource::Provider),
+    );
+    let nonce = |nonce| NonceUse {
+        project: project_id(1),
+        nonce,
+        now: T0,
+        expires_at: T0 + ms(60_000),
+    };
+    let mpid = q.merchant_payment_id.clone();
+    let admitted = store
+        .admit_create(
+            Some(nonce("n-1")),
+            project_id(1),
+            &mpid,
+            Some(&q2),
+            Some(&first),
+        )
+        .await;
+    assert_eq!(admitted, Ok(AdmitOutcome::Inserted));
+    let r = sample_payment(payment_id(3), project_id(1), "order-3");
+    let lost = entry(&q, &r, ChangeCause::RequisitesRefused, None);
+    let mpid = r.merchant_payment_id.clone();
+    let replayed = store
+        .admit_create(
+            Some(nonce("n-1")),
+            project_id(1),
+            &mpid,
+            Some(&r),
+            Some(&lost),
+        )
+        .await;
+    assert_eq!(replayed, Ok(AdmitOutcome::Replayed));
+    let read = store.status_changes(q.id).await.expect("status changes");
+    assert_eq!(
+        read,
+        vec![first],
+        "the one write's entry, and nothing of the replay"
+    );
+    let none = store.status_changes(r.id).await.expect("status changes");
+    assert!(none.is_empty(), "a replay writes no entry");
 }
 
 /// Only `created` and `processing` payments are due, at their [`Payment::due_at`], earliest
@@ -356,6 +484,7 @@ pub async fn due_payments<S: Store>(store: &S) {
     for (p, v) in [(p3, 1), (p2, 1)] {
         store
             .commit_change(&PaymentChange {
+                history: None,
                 ledger: None,
                 payment: p,
                 expected_version: v,
@@ -418,6 +547,7 @@ pub async fn backlog_by_status<S: Store>(store: &S) {
     for (next, from) in [(&processing, &created), (&same_status, &processing)] {
         store
             .commit_change(&PaymentChange {
+                history: None,
                 ledger: None,
                 payment: next.clone(),
                 expected_version: from.version,
@@ -528,6 +658,7 @@ pub async fn commit_change_once<S: Store>(store: &S) {
     };
     let v2 = changed(&p, PaymentStatus::Processing, T0 + ms(1));
     let change = |payment: &Payment, expected_version, event: u128, action: &str| PaymentChange {
+        history: None,
         ledger: None,
         payment: payment.clone(),
         expected_version,
@@ -632,7 +763,7 @@ pub async fn admit_create<S: Store>(store: &S) {
     ) -> AdmitOutcome {
         let id = MerchantPaymentId::parse(id).expect("valid");
         store
-            .admit_create(nonce, project_id(1), &id, candidate)
+            .admit_create(nonce, project_id(1), &id, candidate, None)
             .await
             .expect("admit_create")
     }
@@ -734,6 +865,7 @@ pub async fn concurrent_identical_creates<S: Store>(handles: &[&S]) {
             a,
             &mpid,
             Some(&candidates[i]),
+            None,
         )
     }))
     .await;
@@ -774,6 +906,7 @@ pub async fn concurrent_identical_creates<S: Store>(handles: &[&S]) {
             a,
             &other,
             Some(&same_nonce[i]),
+            None,
         )
     }))
     .await;
@@ -821,9 +954,12 @@ pub async fn admit_create_matches_the_generic_path<S: Store>(store: &S) {
         for (nonce, id, cand) in script {
             let id = MerchantPaymentId::parse(id).expect("valid");
             let outcome = if generic {
-                crate::store::generic::admit_create(store, nonce, project, &id, cand.as_ref()).await
+                crate::store::generic::admit_create(store, nonce, project, &id, cand.as_ref(), None)
+                    .await
             } else {
-                store.admit_create(nonce, project, &id, cand.as_ref()).await
+                store
+                    .admit_create(nonce, project, &id, cand.as_ref(), None)
+                    .await
             }
             .expect("admit_create");
             let stored = match &cand {
@@ -916,6 +1052,7 @@ pub async fn single_writes_match_the_generic_path<S: Store>(store: &S) {
     let change = |p: &Payment, n: u128, at: i64| {
         let next = changed(p, PaymentStatus::Processing, T0 + ms(at));
         PaymentChange {
+            history: None,
             ledger: None,
             event: Some(sample_event(&next, event_id(n), T0 + ms(at))),
             audit: Some(sample_audit(
@@ -964,6 +1101,7 @@ pub async fn transact_is_all_or_nothing<S: Store>(store: &S) {
     inserted(store, &first).await;
     let second = sample_payment(payment_id(2), a, "tx-2");
     let change = PaymentChange {
+        history: None,
         ledger: None,
         payment: changed(&first, PaymentStatus::Processing, T0 + ms(5)),
         expected_version: first.version,

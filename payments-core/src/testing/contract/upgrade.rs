@@ -223,6 +223,7 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
             project.id,
             &p.merchant_payment_id,
             Some(&p),
+            None,
         )
         .await
         .unwrap_or_else(|e| fail(round, "admit_create", e));
@@ -255,6 +256,7 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
     let event = sample_event(&next, event_id(id(round, 1)), at);
     store
         .commit_change(&PaymentChange {
+            history: None,
             ledger: None,
             payment: next.clone(),
             expected_version: p.version,

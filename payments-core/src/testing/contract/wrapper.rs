@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::event::{FailedEvent, FailedEventFilter};
+use crate::history::StatusChange;
 use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
@@ -230,19 +231,22 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         Some(nonce),
         p.id,
         &pay.merchant_payment_id,
+        None,
         None
     ));
     let _ = same!("admit_create", |s| s.admit_create(
         Some(second),
         p.id,
         &pay2.merchant_payment_id,
-        Some(&pay2)
+        Some(&pay2),
+        None
     ));
     let _ = same!("admit_create", |s| s.admit_create(
         Some(nonce),
         p.id,
         &pay3.merchant_payment_id,
-        Some(&pay3)
+        Some(&pay3),
+        None
     ));
     let _ = same!("use_nonce", |s| s.use_nonce(
         p.id,
@@ -255,6 +259,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     // A change with its event and audit record; the outbox.
     let canceled = changed(&pay, PaymentStatus::Canceled, T0 + ms(100));
     let change = PaymentChange {
+        history: None,
         ledger: None,
         payment: canceled.clone(),
         expected_version: pay.version,
@@ -318,6 +323,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     resend.event.kind = EventKind::ManualResend;
     resend.max_attempts = 1;
     let resend = PaymentChange {
+        history: None,
         ledger: None,
         payment: canceled.clone(),
         expected_version: canceled.version,
@@ -343,6 +349,7 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     };
     let completed = changed(&pay2, PaymentStatus::Completed, T0 + ms(400));
     let once = PaymentChange {
+        history: None,
         ledger: None,
         payment: completed,
         expected_version: pay2.version,
