@@ -20,8 +20,8 @@ use super::projects::{project_view, visible_project};
 use super::query::{cursor, date, encode, DAY, PAGE_SIZE};
 use super::state::CabinetState;
 use super::views::{
-    status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, EventView, Link,
-    PaymentRow, Payments,
+    status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, EventView, HistoryRow,
+    Link, PaymentRow, Payments,
 };
 use crate::accounts::Current;
 
@@ -437,6 +437,8 @@ async fn card_page(
         .events_for_payment(payment.id)
         .await
         .or_page(st)?;
+    let history = st.cabinet.service().payments().history(payment).await;
+    let history: Vec<_> = history.or_page(st)?.iter().map(history_row).collect();
     let mut chrome = st
         .chrome(
             trf(
@@ -471,6 +473,7 @@ async fn card_page(
         support,
         merchant_resend: !support && !payment.is_test() && payment.status.is_closed(),
         payment_page_url,
+        history,
         events: events
             .iter()
             .rev()
@@ -479,6 +482,17 @@ async fn card_page(
         show_payment: false,
         resend: false,
     })
+}
+
+/// A change of the payment's status history as the card shows it.
+fn history_row(c: &payments_core::history::StatusChange) -> HistoryRow {
+    HistoryRow {
+        at: when(c.at),
+        status: c.to.as_str().to_string(),
+        amount: c.amount.to_string(),
+        cause: c.cause.as_str().to_string(),
+        source: c.source.map_or("", |s| s.as_str()).to_string(),
+    }
 }
 
 /// What a redirect back to the card may say.

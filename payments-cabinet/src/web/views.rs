@@ -120,6 +120,16 @@ impl Chrome {
         status_text(code)
     }
 
+    /// A status history cause's name on the page ([`cause_text`]).
+    pub(crate) fn cause<'a>(&self, code: &'a str) -> &'a str {
+        cause_text(code)
+    }
+
+    /// A status history source's name on the page ([`source_text`]).
+    pub(crate) fn source<'a>(&self, code: &'a str) -> &'a str {
+        source_text(code)
+    }
+
     /// A callback delivery state's name on the page ([`delivery_text`]).
     pub(crate) fn delivery<'a>(&self, code: &'a str) -> &'a str {
         delivery_text(code)
@@ -167,6 +177,34 @@ pub(crate) fn status_text(code: &str) -> &str {
         "canceled" => tr("status|canceled"),
         "error" => tr("status|error"),
         "appeal" => tr("status|appeal"),
+        _ => code,
+    }
+}
+
+/// What changed a payment, on the card's status history (English: the API's word,
+/// `requisites_issued`).
+pub(crate) fn cause_text(code: &str) -> &str {
+    match code {
+        "created" => tr("cause|created"),
+        "requisites_issued" => tr("cause|requisites_issued"),
+        "requisites_refused" => tr("cause|requisites_refused"),
+        "confirmed" => tr("cause|confirmed"),
+        "canceled" => tr("cause|canceled"),
+        "expired" => tr("cause|expired"),
+        "recheck_started" => tr("cause|recheck_started"),
+        "recheck_resolved" => tr("cause|recheck_resolved"),
+        "unrecorded" => tr("cause|unrecorded"),
+        _ => code,
+    }
+}
+
+/// Who changed a payment, on the card's status history (English: the API's word).
+pub(crate) fn source_text(code: &str) -> &str {
+    match code {
+        "merchant" => tr("source|merchant"),
+        "provider" => tr("source|provider"),
+        "support" => tr("source|support"),
+        "lifetime" => tr("source|lifetime"),
         _ => code,
     }
 }
@@ -495,9 +533,26 @@ pub(crate) struct Card {
     pub(crate) merchant_resend: bool,
     /// The payer page's link, when the payment has one.
     pub(crate) payment_page_url: Option<String>,
+    /// The payment's status history, oldest first.
+    pub(crate) history: Vec<HistoryRow>,
     pub(crate) events: Vec<EventView>,
     pub(crate) show_payment: bool,
     pub(crate) resend: bool,
+}
+
+/// One change of the card's status history, as the page writes it.
+#[derive(Debug, Clone)]
+pub(crate) struct HistoryRow {
+    /// The time for `<time datetime>`, and as text.
+    pub(crate) at: (String, String),
+    /// The status after (its code).
+    pub(crate) status: String,
+    /// The amount after, as the API writes it.
+    pub(crate) amount: String,
+    /// The cause's code ([`cause_text`] names it).
+    pub(crate) cause: String,
+    /// Who caused it ([`source_text`]); empty for a change not recorded.
+    pub(crate) source: String,
 }
 
 #[derive(Template)]

@@ -512,8 +512,22 @@ async fn paid_in_a_test_project_and_a_support_resend() {
     );
     let read = client.get_payment(&id).await.expect("a read");
     assert_eq!(read.json["status"], "completed", "{}", read.json);
-    // No automatic callback for a test payment.
+    // No automatic callback for a test payment, and yet its status history shows every change:
+    // the create, the requisites, the owner's Paid.
     assert!(b.source().await.contains("No callback events"));
+    let history = b.text("#payment-history tbody").await;
+    let rows: Vec<&str> = history.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(rows.len(), 3, "{history}");
+    for (row, words) in rows.iter().zip([
+        ["created", "created", "merchant"],
+        ["processing", "requisites_issued", "provider"],
+        ["completed", "confirmed", "merchant"],
+    ]) {
+        assert!(
+            words.iter().all(|w| row.contains(w)),
+            "{row} lacks {words:?}"
+        );
+    }
     // The owner points the test project at a receiver.
     let (url, got) = receiver().await;
     b.open(&format!("/projects/{test_project}")).await;
