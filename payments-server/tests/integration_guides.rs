@@ -1,8 +1,9 @@
 //! The Node.js and Python guides of `docs/integration/` run against a real server: the worked
 //! example signs to the published bytes; `create` creates a payment (201), repeats it (200, the
 //! same payment) and reads it back with the exact amount text; the guide's receiver gets the
-//! payment's callback once it is confirmed, verifies it and keeps the amount exact; and
-//! `check-receiver` scores the guide's receiver on every case.
+//! payment's callback once it is confirmed, verifies it and keeps the amount exact;
+//! `check-receiver` scores the guide's receiver on every case; and `reconcile` finds the order
+//! in the list, prints the payment's history, reads its events and resends the newest.
 //!
 //! Each test needs another language's toolchain and packages, so each is ignored in a plain
 //! `cargo test` (the summary counts it, and its `#[ignore]` says what it needs);
@@ -124,12 +125,13 @@ struct Guide<'a> {
     worked_example: &'a [&'a str],
     create: &'a [&'a str],
     receiver: &'a [&'a str],
-    /// Finds the order by metadata in the list, reads its events and resends the newest.
+    /// Finds the order by metadata in the list, prints the payment's history, reads its events
+    /// and resends the newest.
     reconcile: &'a [&'a str],
 }
 
 /// Runs one guide against `server`: worked example, create/repeat/GET, a verified callback,
-/// and every case of the receiver checker.
+/// every case of the receiver checker, and reconciliation (list, history, events, resend).
 async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
     let dir = &guide.dir;
     let out = Command::new(guide.worked_example[0])
@@ -262,6 +264,13 @@ async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
     );
     let summary: Value = serde_json::from_slice(&out.stdout).expect("one JSON summary line");
     assert_eq!(summary["listed"], serde_json::json!([id]), "{summary}");
+    // The payment's history, read and printed oldest first: what happened to it, whether a
+    // callback followed or not.
+    assert_eq!(
+        summary["history"],
+        serde_json::json!(["created", "requisites_issued", "confirmed"]),
+        "{summary}"
+    );
     assert_eq!(summary["events"], 1, "{summary}");
     assert_eq!(summary["resent"], 202, "{summary}");
     let new_event = summary["new_event"]
@@ -274,6 +283,30 @@ async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
         "{summary}"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let history: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("history "))
+        .collect();
+    let printed: Vec<Vec<&str>> = history
+        .iter()
+        .map(|l| l.split(' ').skip(1).collect())
+        .collect();
+    assert_eq!(
+        printed,
+        [
+            ["created", "created", "merchant", "3400.50"],
+            ["processing", "requisites_issued", "provider", "3400.50"],
+            ["completed", "confirmed", "support", "3400.50"],
+        ],
+        "{:?} prints the history as `at status cause source amount`: {stderr}",
+        guide.reconcile
+    );
+    assert!(
+        history
+            .iter()
+            .all(|l| l.split(' ').next().is_some_and(|at| at.ends_with('Z'))),
+        "each history line starts with its time: {stderr}"
+    );
     assert!(
         stderr.contains("automatic completed: delivered (HTTP 200)"),
         "{:?} prints the event and its attempts: {stderr}",

@@ -139,9 +139,9 @@ func clientFrom(path string) *Client {
 	return &Client{BaseURL: c.BaseURL, Token: c.Token, KeyID: c.KeyID, Key: key, HTTP: &http.Client{}}
 }
 
-// reconcile finds an order's payment by metadata in the list, reads its callback events and
-// resends the newest (a new event_id, one attempt); it prints one JSON summary line. The
-// token needs payments:read, events:read and events:resend.
+// reconcile finds an order's payment by metadata in the list, prints its status history,
+// reads its callback events and resends the newest (a new event_id, one attempt); it prints
+// one JSON summary line. The token needs payments:read, events:read and events:resend.
 func reconcile(args []string) int {
 	fs := flag.NewFlagSet("reconcile", flag.ExitOnError)
 	credsPath := fs.String("credentials", "data/sandbox-credentials.json", "sandbox-credentials.json")
@@ -160,6 +160,21 @@ func reconcile(args []string) int {
 		return fail("list: expected one payment", listed, nil)
 	}
 	id := payments[0].(map[string]any)["id"].(string)
+	// What happened to the payment, oldest first, whether a callback followed or not.
+	history, err := client.GetPaymentHistory(ctx, id)
+	if err != nil || history.Status != 200 {
+		return fail("history", history, err)
+	}
+	var causes []any
+	for _, item := range history.JSON["history"].([]any) {
+		h := item.(map[string]any)
+		source := h["source"]
+		if source == nil {
+			source = "-"
+		}
+		fmt.Fprintf(os.Stderr, "history %v %v %v %v %v\n", h["at"], h["status"], h["cause"], source, h["amount"])
+		causes = append(causes, h["cause"])
+	}
 	// The payment's callback events, newest first, each with its attempts.
 	events, err := client.Send(ctx, "GET", "/api/v1/events?"+url.Values{"payment_id": {id}}.Encode(), nil)
 	if err != nil || events.Status != 200 {
@@ -184,7 +199,7 @@ func reconcile(args []string) int {
 		return fail("resend", resent, err)
 	}
 	summary, _ := json.Marshal(map[string]any{
-		"listed": []string{id}, "events": len(data), "resent": resent.Status, "new_event": resent.JSON["id"],
+		"listed": []string{id}, "history": causes, "events": len(data), "resent": resent.Status, "new_event": resent.JSON["id"],
 	})
 	fmt.Println(string(summary))
 	return 0

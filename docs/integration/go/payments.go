@@ -204,6 +204,12 @@ func (c *Client) GetPayment(ctx context.Context, id string) (*Response, error) {
 	return c.Send(ctx, http.MethodGet, "/api/v1/payments/"+id, nil)
 }
 
+// GetPaymentHistory is GET /api/v1/payments/{id}/history: every change of status or amount,
+// oldest first (the creation first), with when, why ("cause") and who ("source").
+func (c *Client) GetPaymentHistory(ctx context.Context, id string) (*Response, error) {
+	return c.Send(ctx, http.MethodGet, "/api/v1/payments/"+id+"/history", nil)
+}
+
 // CallbackValid reports whether some v1= value of the X-Callback-Signature header is the
 // HMAC-SHA256 (key: the whole whsec_ secret string) of timestamp + "." + body, in constant time.
 func CallbackValid(timestamp, header string, body []byte, secrets []string) bool {

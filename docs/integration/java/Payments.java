@@ -158,6 +158,11 @@ public class Payments {
         ApiResponse getPayment(String id) throws Exception {
             return send("GET", "/api/v1/payments/" + id, new byte[0]);
         }
+
+        /** GET /api/v1/payments/{id}/history: every change of status or amount, oldest first (the creation first). */
+        ApiResponse getPaymentHistory(String id) throws Exception {
+            return send("GET", "/api/v1/payments/" + id + "/history", new byte[0]);
+        }
     }
 
     /** True when some v1= value is the HMAC (key: the whole whsec_ string) of timestamp + "." + body. */
@@ -227,8 +232,9 @@ public class Payments {
     }
 
     /**
-     * Finds an order's payment by metadata in the list, reads its callback events and resends
-     * the newest (a new event_id, one attempt). Needs payments:read, events:read, events:resend.
+     * Finds an order's payment by metadata in the list, prints its status history, reads its
+     * callback events and resends the newest (a new event_id, one attempt). Needs payments:read,
+     * events:read, events:resend.
      */
     static int reconcile(Map<String, String> opts) throws Exception {
         JsonNode c = JSON.readTree(Files.readString(Path.of(opts.getOrDefault("credentials", "data/sandbox-credentials.json"))));
@@ -241,6 +247,18 @@ public class Payments {
             return 1;
         }
         String id = listed.json().get("data").get(0).get("id").asText();
+        // What happened to the payment, oldest first, whether a callback followed or not.
+        ApiResponse history = client.getPaymentHistory(id);
+        if (history.status() != 200) {
+            System.err.println("history: HTTP " + history.status() + " " + history.body());
+            return 1;
+        }
+        List<String> causes = new ArrayList<>();
+        for (JsonNode h : history.json().get("history")) {
+            System.err.printf("history %s %s %s %s %s%n", h.get("at").asText(), h.get("status").asText(), h.get("cause").asText(),
+                    h.path("source").asText("-"), h.get("amount").decimalValue().toPlainString());
+            causes.add(h.get("cause").asText());
+        }
         // The payment's callback events, newest first, each with its attempts.
         ApiResponse events = client.send("GET", "/api/v1/events?payment_id=" + id, new byte[0]);
         JsonNode data = events.json() == null ? null : events.json().get("data");
@@ -263,6 +281,7 @@ public class Payments {
         ObjectNode summary = JSON.createObjectNode().put("events", data.size()).put("resent", resent.status())
                 .put("new_event", resent.json().get("id").asText());
         summary.putArray("listed").add(id);
+        causes.forEach(summary.putArray("history")::add);
         System.out.println(JSON.writeValueAsString(summary));
         return 0;
     }

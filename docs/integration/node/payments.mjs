@@ -128,4 +128,12 @@ export class PaymentsClient {
   async getPayment(id) {
     return this.send('GET', `/api/v1/payments/${encodeURIComponent(id)}`);
   }
+
+  /**
+   * GET /api/v1/payments/{id}/history: every change of status or amount, oldest first (the
+   * creation first), with when, why (`cause`) and who (`source`). Signed like getPayment.
+   */
+  async getPaymentHistory(id) {
+    return this.send('GET', `/api/v1/payments/${encodeURIComponent(id)}/history`);
+  }
 }

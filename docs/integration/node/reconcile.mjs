@@ -1,5 +1,6 @@
-// Reconcile one order: find its payment by metadata in the list, read the payment's callback
-// events, and resend the newest one (a new event_id, one attempt). Prints one JSON summary line.
+// Reconcile one order: find its payment by metadata in the list, print its status history, read
+// the payment's callback events, and resend the newest one (a new event_id, one attempt). Prints
+// one JSON summary line.
 //
 //   node reconcile.mjs --credentials ../../../data/sandbox-credentials.json --order order-42
 //
@@ -28,6 +29,13 @@ if (listed.status !== 200) fail('list', listed);
 const ids = listed.json.data.map((p) => p.id);
 if (ids.length !== 1) fail('list: expected one payment', listed);
 
+// What happened to the payment, oldest first, whether a callback followed or not.
+const history = await client.getPaymentHistory(ids[0]);
+if (history.status !== 200) fail('history', history);
+for (const h of history.json.history) {
+  console.error(`history ${h.at} ${h.status} ${h.cause} ${h.source ?? '-'} ${h.amount}`);
+}
+
 // The payment's callback events, newest first, each with its attempts.
 const events = await client.send('GET', `/api/v1/events?${new URLSearchParams({ payment_id: ids[0] })}`);
 if (events.status !== 200) fail('events', events);
@@ -42,4 +50,12 @@ if (data.length === 0) fail('events: none for the payment', events);
 const resent = await client.send('POST', `/api/v1/events/${data[0].id}/resend`);
 if (resent.status !== 202) fail('resend', resent);
 
-console.log(JSON.stringify({ listed: ids, events: data.length, resent: resent.status, new_event: resent.json.id }));
+console.log(
+  JSON.stringify({
+    listed: ids,
+    history: history.json.history.map((h) => h.cause),
+    events: data.length,
+    resent: resent.status,
+    new_event: resent.json.id,
+  }),
+);

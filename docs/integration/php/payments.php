@@ -138,6 +138,12 @@ final class PaymentsClient
     {
         return $this->send('GET', '/api/v1/payments/' . rawurlencode($id));
     }
+
+    /** GET /api/v1/payments/{id}/history: every change of status or amount, oldest first (the creation first). */
+    public function getPaymentHistory(string $id): array
+    {
+        return $this->send('GET', '/api/v1/payments/' . rawurlencode($id) . '/history');
+    }
 }
 
 /** True when some v1= value is the HMAC (key: the whole whsec_ string) of "$timestamp.$body". */
@@ -209,9 +215,9 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
         exit(0);
     }
     if ($command === 'reconcile') {
-        // Find an order's payment by metadata in the list, read its callback events, resend
-        // the newest (a new event_id, one attempt). Needs payments:read, events:read and
-        // events:resend.
+        // Find an order's payment by metadata in the list, print its status history, read its
+        // callback events, resend the newest (a new event_id, one attempt). Needs
+        // payments:read, events:read and events:resend.
         $opts = [];
         for ($i = 2; $i + 1 < $argc; $i += 2) {
             $opts[ltrim($argv[$i], '-')] = $argv[$i + 1];
@@ -228,6 +234,14 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
             $fail('list', $listed);
         }
         $id = $listed['json']['data'][0]['id'];
+        // What happened to the payment, oldest first, whether a callback followed or not.
+        $history = $client->getPaymentHistory($id);
+        if ($history['status'] !== 200) {
+            $fail('history', $history);
+        }
+        foreach ($history['json']['history'] as $h) {
+            fwrite(STDERR, "history {$h['at']} {$h['status']} {$h['cause']} " . ($h['source'] ?? '-') . " {$h['amount']}\n");
+        }
         // The payment's callback events, newest first, each with its attempts.
         $events = $client->send('GET', '/api/v1/events?' . http_build_query(['payment_id' => $id]));
         if ($events['status'] !== 200 || count($events['json']['data']) === 0) {
@@ -242,7 +256,8 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
         if ($resent['status'] !== 202) {
             $fail('resend', $resent);
         }
-        echo json_encode(['listed' => [$id], 'events' => count($events['json']['data']),
+        echo json_encode(['listed' => [$id], 'history' => array_column($history['json']['history'], 'cause'),
+            'events' => count($events['json']['data']),
             'resent' => $resent['status'], 'new_event' => $resent['json']['id']]), "\n";
         exit(0);
     }

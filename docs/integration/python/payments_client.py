@@ -138,3 +138,9 @@ class PaymentsClient:
     def get_payment(self, payment_id: str) -> ApiResponse:
         """GET /api/v1/payments/{id}: the source of truth for status and amount."""
         return self.send("GET", f"/api/v1/payments/{payment_id}")
+
+    def get_payment_history(self, payment_id: str) -> ApiResponse:
+        """GET /api/v1/payments/{id}/history: every change of status or amount, oldest first
+        (the creation first), with when, why (``cause``) and who (``source``); test payments and
+        payments without a callback have one too."""
+        return self.send("GET", f"/api/v1/payments/{payment_id}/history")

@@ -1,5 +1,6 @@
-"""Reconcile one order: find its payment by metadata in the list, read the payment's callback
-events, and resend the newest one (a new event_id, one attempt). Prints one JSON summary line.
+"""Reconcile one order: find its payment by metadata in the list, print its status history, read
+the payment's callback events, and resend the newest one (a new event_id, one attempt). Prints one
+JSON summary line.
 
     python3 reconcile.py --credentials ../../../data/sandbox-credentials.json --order order-42
 
@@ -42,6 +43,13 @@ ids = [p["id"] for p in listed.json["data"]]
 if len(ids) != 1:
     stop("list", f"{len(ids)} payments have metadata order={args.order}, expected one: {ids}")
 
+# What happened to the payment, oldest first, whether a callback followed or not.
+history = client.get_payment_history(ids[0])
+if history.status != 200:
+    fail("history", history)
+for h in history.json["history"]:
+    print(f"history {h['at']} {h['status']} {h['cause']} {h['source'] or '-'} {h['amount']}", file=sys.stderr)
+
 # The payment's callback events, newest first, each with its attempts.
 events = client.send("GET", "/api/v1/events?" + urllib.parse.urlencode({"payment_id": ids[0]}))
 if events.status != 200:
@@ -60,6 +68,7 @@ if resent.status != 202:
 
 print(json.dumps({
     "listed": ids,
+    "history": [h["cause"] for h in history.json["history"]],
     "events": len(data),
     "resent": resent.status,
     "new_event": resent.json["id"],
