@@ -381,11 +381,11 @@ impl Payments<'_> {
                 Some(comment),
             ),
             // Not reached (the last provider of the plan): nothing was issued, but the wire
-            // has no other code for it than before routing existed.
-            ProviderOutcome::Ambiguous(comment) | ProviderOutcome::Unavailable(comment) => (
+            // has no other code for it than before routing existed; the comment says which.
+            ProviderOutcome::Ambiguous(_) | ProviderOutcome::Unavailable(_) => (
                 Trigger::RequisitesRefused {
                     code: PaymentErrorCode::ProviderResultAmbiguous,
-                    comment,
+                    comment: ambiguous_comment(&outcome),
                 },
                 None,
             ),
@@ -1002,6 +1002,21 @@ fn requisite_request(payment: &Payment) -> RequisiteRequest {
         bank_code: payment.bank_code.clone(),
         is_intrabank: payment.is_intrabank,
         is_test: payment.is_test(),
+    }
+}
+
+/// The `error_comment` of a payment the provider could not decide, saying whether the
+/// provider was reached: a support agent reconciling it with the provider knows at once
+/// whether requisites may exist.
+fn ambiguous_comment(outcome: &ProviderOutcome) -> String {
+    match outcome {
+        ProviderOutcome::Unavailable(c) => {
+            format!("the requisite provider was not reached, nothing was issued: {c}")
+        }
+        ProviderOutcome::Ambiguous(c) => {
+            format!("the requisite provider may have issued requisites, its answer is unknown: {c}")
+        }
+        other => other.as_str().to_string(),
     }
 }
 

@@ -73,8 +73,20 @@ async fn no_requisites_and_not_routable() {
     s.stop().await;
 }
 
-/// Creates one payment and asserts it ended `error` with `provider_result_ambiguous`.
+/// Creates one payment and asserts it ended `error` with `provider_result_ambiguous`, its
+/// comment saying that the upstream may have issued requisites.
 async fn ambiguous(s: &TestServer, mpid: &str) -> String {
+    ambiguous_saying(s, mpid, MAY_HAVE_ISSUED).await
+}
+
+/// The start of the comment of a payment whose upstream may have issued requisites.
+const MAY_HAVE_ISSUED: &str =
+    "the requisite provider may have issued requisites, its answer is unknown: ";
+/// The start of the comment of a payment whose upstream was not reached.
+const NOT_REACHED: &str = "the requisite provider was not reached, nothing was issued: ";
+
+/// [`ambiguous`], the comment starting with `comment`.
+async fn ambiguous_saying(s: &TestServer, mpid: &str, comment: &str) -> String {
     let r = s.client().create_payment(&body(mpid, "100")).await.unwrap();
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
     assert_eq!(r.json["status"], "error", "{}", r.json);
@@ -82,6 +94,11 @@ async fn ambiguous(s: &TestServer, mpid: &str) -> String {
         r.json["error_code"], "provider_result_ambiguous",
         "{}",
         r.json
+    );
+    let said = r.json["error_comment"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with(comment),
+        "{said:?} starts otherwise than {comment:?}"
     );
     r.json["id"].as_str().unwrap().to_string()
 }
@@ -129,7 +146,7 @@ async fn an_unreachable_upstream_is_ambiguous() {
         s.upstream.url = Some(format!("http://{addr}/requisites"));
     })
     .await;
-    ambiguous(&s, "down").await;
+    ambiguous_saying(&s, "down", NOT_REACHED).await;
     s.stop().await;
 }
 
@@ -282,7 +299,7 @@ async fn over_https_the_upstream_certificate_is_checked_against_the_configured_c
     // Without it the certificate is refused: nothing was issued, the payment is ambiguous
     // (the fixed rates here: the rates endpoint is refused the same way).
     let s = server(&u, |s| s.upstream.rate_source = RateSourceKind::Fixed).await;
-    ambiguous(&s, "tls-2").await;
+    ambiguous_saying(&s, "tls-2", NOT_REACHED).await;
     assert_eq!(u.seen(|s| s.requests.len()), 1);
     s.stop().await;
 }
