@@ -15,6 +15,7 @@
 //!   [`Mode`] says (issue, refuse, or too late), and
 //!   `POST /providers/{name}/demo/transfers/{payment_id}/confirm|fail` reports as that
 //!   provider; [`providers_settings`] prints the `[[upstream.providers]]` entries for them.
+//! - [`ExampleUpstream::answer_after`]: a slow bank, every requisite issued only after a delay.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -46,6 +47,8 @@ struct Inner {
     issued: Mutex<HashMap<String, Value>>,
     /// The named providers it plays, each with how it answers (`/providers/{name}/...`).
     providers: Mutex<BTreeMap<String, Mode>>,
+    /// How long each requisite it issues takes ([`ExampleUpstream::answer_after`]).
+    delay: Mutex<Duration>,
     http: reqwest::Client,
 }
 
@@ -126,6 +129,7 @@ impl ExampleUpstream {
                 rates,
                 issued: Mutex::new(HashMap::new()),
                 providers: Mutex::new(BTreeMap::new()),
+                delay: Mutex::new(Duration::ZERO),
                 http: reqwest::Client::builder()
                     .timeout(Duration::from_secs(10))
                     .build()
@@ -142,6 +146,28 @@ impl ExampleUpstream {
     /// How many payments got a requisite.
     pub fn issued(&self) -> usize {
         self.inner.issued.lock().expect("never poisoned").len()
+    }
+
+    /// The requisites it issued, by payment id: what it answered each payment it was asked
+    /// about (the same again for every later request about it).
+    pub fn issued_requisites(&self) -> BTreeMap<String, String> {
+        let issued = self.inner.issued.lock().expect("never poisoned");
+        issued
+            .iter()
+            .map(|(id, r)| {
+                (
+                    id.clone(),
+                    r["requisite"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Answers every requisite it issues only after `delay` (zero at first): a slow bank,
+    /// still within the service's provider budget when `delay` is shorter than it, so that
+    /// creates are in flight for a while.
+    pub fn answer_after(&self, delay: Duration) {
+        *self.inner.delay.lock().expect("never poisoned") = delay;
     }
 
     /// Plays the provider `name` too, answering as `mode` at `/providers/{name}/requisites`
@@ -366,6 +392,10 @@ async fn answer(
         Mode::NotRoutable => return refusal("not_routable"),
         Mode::Slow => tokio::time::sleep(Duration::from_secs(60)).await,
         Mode::Issue => {}
+    }
+    let delay = *u.inner.delay.lock().expect("never poisoned");
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
     let method = req["payment_method"].as_str().unwrap_or_default();
     if method != "card_transfer" && method != "sbp" {
