@@ -149,6 +149,34 @@ impl<T: FromStr + Display> SettingFamily<T> {
             .upsert_setting(&self.name(key), &value.to_string())
             .await
     }
+
+    /// Removes the value of `key`; `false` when there was none.
+    pub async fn delete<S: SettingStore + ?Sized>(
+        &self,
+        store: &S,
+        key: &(dyn Display + Sync),
+    ) -> Result<bool, StoreError> {
+        store.delete_setting(&self.name(key)).await
+    }
+
+    /// Every key of the family with its value, in bytewise order of the keys. A stored text
+    /// that does not parse is that key's [`StoreError::Corrupt`], beside the others' values.
+    pub async fn list<S: SettingStore + ?Sized>(
+        &self,
+        store: &S,
+    ) -> Result<Vec<(String, Result<T, StoreError>)>, StoreError> {
+        let prefix = format!("{}.", self.prefix);
+        let found = store.settings_with_prefix(&prefix).await?;
+        Ok(found
+            .into_iter()
+            .map(|(name, text)| {
+                let value = text
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt(format!("the setting {name} holds {text:?}")));
+                (name[prefix.len()..].to_string(), value)
+            })
+            .collect())
+    }
 }
 
 /// Why callback dispatch is held (who held it, when, why); empty when it is not held. Every
@@ -195,6 +223,37 @@ mod tests {
                 matches!(N.get(&store).await, Err(StoreError::Corrupt(m)) if m.contains("test.n")),
                 "a stored text that does not parse is corrupt"
             );
+        });
+    }
+
+    #[test]
+    fn a_family_lists_its_own_keys_only_each_parsed_and_deletes_one() {
+        futures_executor::block_on(async {
+            const F: SettingFamily<u64> = SettingFamily::new("test.f");
+            let store = MemoryStore::new();
+            assert_eq!(F.list(&store).await, Ok(Vec::new()));
+            F.set(&store, &"b.x", &2).await.expect("set");
+            F.set(&store, &"a", &1).await.expect("set");
+            store
+                .upsert_setting("test.f.c", "three")
+                .await
+                .expect("put");
+            // Not members: another family whose name starts the same, and the bare prefix.
+            store.upsert_setting("test.fg.d", "4").await.expect("put");
+            store.upsert_setting("test.f", "5").await.expect("put");
+            let listed = F.list(&store).await.expect("list");
+            let keys: Vec<&str> = listed.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(keys, ["a", "b.x", "c"]);
+            assert_eq!(listed[0].1, Ok(1));
+            assert_eq!(listed[1].1, Ok(2));
+            assert!(
+                matches!(&listed[2].1, Err(StoreError::Corrupt(m)) if m.contains("test.f.c")),
+                "{listed:?}"
+            );
+            assert_eq!(F.delete(&store, &"a").await, Ok(true));
+            assert_eq!(F.delete(&store, &"a").await, Ok(false));
+            assert_eq!(F.get(&store, &"a").await, Ok(None));
+            assert_eq!(F.list(&store).await.expect("list").len(), 2);
         });
     }
 }

@@ -81,6 +81,7 @@ pub mod measured;
 pub mod merchant;
 pub mod metrics;
 pub mod operator;
+pub mod provider_reports;
 pub mod providers;
 pub mod query;
 pub mod request_log;

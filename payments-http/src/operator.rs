@@ -13,6 +13,7 @@ pub mod view;
 
 use payments_directory::DirectoryAccess;
 use std::future::Future;
+use std::time::Duration;
 
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
@@ -29,6 +30,7 @@ use payments_core::{ApiError, ErrorCode};
 
 use self::body::Body;
 use crate::error::HttpError;
+use crate::providers::{node_entries, NodeReport, REPORTS, REPORT_TIMEOUT};
 use crate::state::AppState;
 
 /// The payment operations of the operator API as `(method, path template)`, behind the
@@ -354,17 +356,33 @@ async fn metrics(State(st): State<AppState>, headers: axum::http::HeaderMap) -> 
 }
 
 /// `GET /operator/v1/providers`: this node's requisite providers (with `[[upstream.providers]]`)
-/// as its router sees them now: place in the routing, coverage, breaker and recent health.
-/// Health is per node (each node keeps its own); an empty list with one provider.
+/// as its router sees them now: place in the routing, coverage, breaker and recent health, and
+/// under `nodes` what every node of the database reports of each (this node's live values, the
+/// others' last reports from the store, with their age). The breakers decide from each node's
+/// memory; the reports are for operators. The other nodes' reports are read within
+/// [`REPORT_TIMEOUT`]: past it, or when they cannot be read, the answer carries this node's
+/// values alone and says why in `reports_error`. An empty list with one provider.
 async fn providers(State(st): State<AppState>) -> Response {
     use axum::response::IntoResponse;
     let Some(source) = &st.providers else {
         return Json(serde_json::json!({ "providers": [] })).into_response();
     };
-    let list: Vec<serde_json::Value> = source()
+    let now = st.service.ports().clock.now();
+    let local = source();
+    let (node, stale_after, retention) = match &st.provider_reports {
+        Some(r) => (r.node.to_string(), r.stale_after(), r.retention),
+        None => ("local".to_string(), Duration::MAX, Duration::MAX),
+    };
+    let (mut reports, reports_error) = match &st.provider_reports {
+        Some(_) => other_reports(&st, &node).await,
+        None => (Vec::new(), None),
+    };
+    reports.push(NodeReport::of(&node, now, &local));
+    let list: Vec<serde_json::Value> = local
         .into_iter()
         .map(|p| {
             let c = &p.coverage;
+            let nodes = node_entries(&p.name, &reports, now, stale_after, retention);
             serde_json::json!({
                 "name": p.name,
                 "priority": p.priority,
@@ -385,8 +403,51 @@ async fn providers(State(st): State<AppState>) -> Response {
                 "failures_in_a_row": p.failures_in_a_row,
                 "issue_rate": p.issue_rate,
                 "latency_ms": p.latency_ms,
+                "nodes": nodes,
             })
         })
         .collect();
-    Json(serde_json::json!({ "providers": list })).into_response()
+    Json(serde_json::json!({
+        "node": node,
+        "providers": list,
+        "reports_error": reports_error,
+    }))
+    .into_response()
+}
+
+/// The reports of the nodes other than `node` in the store, and why some or all of them are
+/// missing (the store did not answer in time, or failed; a report that does not read).
+async fn other_reports(st: &AppState, node: &str) -> (Vec<NodeReport>, Option<String>) {
+    let listed = tokio::time::timeout(REPORT_TIMEOUT, REPORTS.list(&**st.service.store())).await;
+    let listed = match listed {
+        Ok(Ok(listed)) => listed,
+        Ok(Err(e)) => {
+            return (
+                Vec::new(),
+                Some(format!("the other nodes' reports could not be read: {e}")),
+            )
+        }
+        Err(_) => {
+            return (
+                Vec::new(),
+                Some(format!(
+                    "the other nodes' reports could not be read: the store did not answer \
+                     within {} s",
+                    REPORT_TIMEOUT.as_secs()
+                )),
+            )
+        }
+    };
+    let mut unread = Vec::new();
+    let mut reports = Vec::new();
+    for (key, report) in listed {
+        match report {
+            Ok(r) if key != node => reports.push(r),
+            Ok(_) => {}
+            Err(_) => unread.push(key),
+        }
+    }
+    let error =
+        (!unread.is_empty()).then(|| format!("the reports of {} do not read", unread.join(", ")));
+    (reports, error)
 }

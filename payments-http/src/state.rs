@@ -81,6 +81,11 @@ pub struct SharedState {
     /// The requisite providers' routing and live health, which the operator API shows
     /// (`GET /operator/v1/providers`); `None` with one provider.
     pub providers: Option<crate::providers::ProviderStatusSource>,
+    /// How this node shares its providers' health with the other nodes of its database (its
+    /// name, how often it reports): the operator API shows every node's report beside this
+    /// node's live values, and [`crate::workers::Workers::start_for`] writes this node's.
+    /// `None`: this node's own values only.
+    pub provider_reports: Option<crate::providers::ProviderReports>,
     /// The merchant API's request log ([`crate::request_log`]); `None`: off, nothing noted.
     pub request_log: Option<Arc<crate::request_log::RequestLog>>,
 }
@@ -252,6 +257,7 @@ impl AppState {
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
             long_polls: Arc::default(),
             providers: None,
+            provider_reports: None,
             request_log: None,
             service,
         }))
@@ -302,6 +308,16 @@ impl AppState {
         source: Option<crate::providers::ProviderStatusSource>,
     ) -> Self {
         self.shared().providers = source;
+        self
+    }
+
+    /// How this node shares its providers' health through the store
+    /// ([`crate::provider_reports`]); with [`with_providers`](Self::with_providers).
+    pub fn with_provider_reports(
+        mut self,
+        reports: Option<crate::providers::ProviderReports>,
+    ) -> Self {
+        self.shared().provider_reports = reports;
         self
     }
 

@@ -38,6 +38,9 @@ pub struct Workers {
     sweeper: JoinHandle<()>,
     /// The store's heartbeat ([`crate::heartbeat`]), with metrics to show it in.
     heartbeat: Option<JoinHandle<()>>,
+    /// This node's providers' health report ([`crate::provider_reports`]), when the state has
+    /// providers and [`crate::providers::ProviderReports`].
+    reports: Option<JoinHandle<()>>,
 }
 
 impl Workers {
@@ -54,19 +57,31 @@ impl Workers {
     }
 
     /// [`Workers::start`] over `state`'s service, the sweeper counting into `state`'s metrics
-    /// (`payments_stuck_creates_total`), and the store's heartbeat
-    /// ([`crate::heartbeat`], `payments_store_unanswered_seconds`).
+    /// (`payments_stuck_creates_total`), the store's heartbeat
+    /// ([`crate::heartbeat`], `payments_store_unanswered_seconds`) and, when the state has
+    /// providers and [`crate::providers::ProviderReports`], this node's report of their health
+    /// ([`crate::provider_reports`]).
     pub fn start_for(
         state: &AppState,
         dispatcher: Option<Dispatcher>,
         sweep_interval: Duration,
     ) -> Workers {
-        Workers::spawn(
+        let mut workers = Workers::spawn(
             &state.service,
             Some(state.metrics.clone()),
             dispatcher,
             sweep_interval,
-        )
+        );
+        if let (Some(source), Some(reports)) = (&state.providers, &state.provider_reports) {
+            workers.reports = Some(tokio::spawn(crate::provider_reports::run(
+                state.service.store().clone(),
+                state.service.ports().clock.clone(),
+                source.clone(),
+                reports.clone(),
+                workers.stop.subscribe(),
+            )));
+        }
+        workers
     }
 
     fn spawn(
@@ -101,6 +116,7 @@ impl Workers {
             dispatcher,
             sweeper,
             heartbeat,
+            reports: None,
         }
     }
 
@@ -129,6 +145,9 @@ impl Workers {
         }
         if let Some(heartbeat) = self.heartbeat {
             let _ = heartbeat.await;
+        }
+        if let Some(reports) = self.reports {
+            let _ = reports.await;
         }
         if let Some(dispatcher) = self.dispatcher {
             if let Err(e) = dispatcher.await {

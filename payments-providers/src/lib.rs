@@ -19,4 +19,7 @@ pub mod upstream;
 
 pub use coverage::{Coverage, Hours, HoursError};
 pub use health::{Admission, BreakerConfig, BreakerState, Health, Probe, Verdict};
-pub use router::{Candidate, PriorityWeightHealth, Route, Router, RouterError, RoutingRule};
+pub use router::{
+    Candidate, Failure, PriorityWeightHealth, ProviderHealth, Route, Router, RouterError,
+    RoutingRule,
+};

@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::watch;
+
 use async_trait::async_trait;
 use payments_core::clock::{Clock, Timestamp};
 use payments_core::provider::{
@@ -138,13 +140,102 @@ impl fmt::Debug for Route {
     }
 }
 
+/// A provider's health as a router keeps it, with what operators ask about beside it: since
+/// when its breaker is in its state, and its last failure ([`Router::health_details`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderHealth {
+    /// The provider.
+    pub name: ProviderName,
+    /// Its health: the breaker, the failures in a row, the moving averages.
+    pub health: Health,
+    /// When its breaker came into its state (`closed`, `open`, `half_open`); the router's
+    /// start for a breaker that never changed.
+    pub since: Timestamp,
+    /// Its last failure, if it had one since the router started.
+    pub last_failure: Option<Failure>,
+}
+
+/// A failed call to a provider, as [`ProviderHealth`] remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// When the call ended.
+    pub at: Timestamp,
+    /// What it was: the outcome's name and message (`unavailable: ...`, `ambiguous: ...`), or
+    /// `abandoned: ...` for a call its create gave up on; at most [`Failure::MAX_CAUSE`] bytes.
+    pub cause: String,
+}
+
+impl Failure {
+    /// The longest cause kept, in bytes (a longer one is cut at a character boundary).
+    pub const MAX_CAUSE: usize = 200;
+
+    fn new(at: Timestamp, cause: String) -> Failure {
+        let mut cause = cause;
+        if cause.len() > Failure::MAX_CAUSE {
+            let mut end = Failure::MAX_CAUSE;
+            while !cause.is_char_boundary(end) {
+                end -= 1;
+            }
+            cause.truncate(end);
+        }
+        Failure { at, cause }
+    }
+
+    /// The failure that `outcome` is, if it is one.
+    fn of(outcome: &ProviderOutcome, at: Timestamp) -> Option<Failure> {
+        if Verdict::of(outcome) != Verdict::Failed {
+            return None;
+        }
+        let detail = match outcome {
+            ProviderOutcome::NoRequisites(m)
+            | ProviderOutcome::NotRoutable(m)
+            | ProviderOutcome::Ambiguous(m)
+            | ProviderOutcome::Unavailable(m) => m,
+            _ => "",
+        };
+        Some(Failure::new(at, format!("{}: {detail}", outcome.as_str())))
+    }
+}
+
+/// What a router keeps of one provider.
+#[derive(Debug, Clone)]
+struct Kept {
+    health: Health,
+    since: Timestamp,
+    last_failure: Option<Failure>,
+}
+
+/// The providers' [`Kept`] records, and the count of breaker changes to tell watchers.
+struct Book {
+    kept: HashMap<ProviderName, Kept>,
+    /// When the router started: the `since` of a breaker that never changed.
+    started: Timestamp,
+}
+
+impl Book {
+    fn get(&self, name: &ProviderName) -> Health {
+        self.kept.get(name).map(|k| k.health).unwrap_or_default()
+    }
+
+    fn entry(&mut self, name: &ProviderName) -> &mut Kept {
+        let started = self.started;
+        self.kept.entry(name.clone()).or_insert_with(|| Kept {
+            health: Health::default(),
+            since: started,
+            last_failure: None,
+        })
+    }
+}
+
 /// A provider that composes providers: eligibility by coverage and breaker, order by a
 /// [`RoutingRule`], health from every answer. As a [`RequisiteProvider`] on its own (an
 /// embedder calling `issue`), it asks the plan's providers in turn with the failover rule.
 pub struct Router {
     routes: Vec<Route>,
     rule: Arc<dyn RoutingRule>,
-    health: Mutex<HashMap<ProviderName, Health>>,
+    health: Mutex<Book>,
+    /// How many breakers changed state so far ([`Router::breaker_changes`]).
+    changes: watch::Sender<u64>,
     breaker: BreakerConfig,
     clock: Arc<dyn Clock>,
 }
@@ -168,10 +259,15 @@ impl Router {
                 return Err(RouterError::Twice(r.name.clone()));
             }
         }
+        let started = clock.now();
         Ok(Router {
             routes,
             rule: Arc::new(PriorityWeightHealth),
-            health: Mutex::new(HashMap::new()),
+            health: Mutex::new(Book {
+                kept: HashMap::new(),
+                started,
+            }),
+            changes: watch::Sender::new(0),
             breaker: BreakerConfig::default(),
             clock,
         })
@@ -194,24 +290,67 @@ impl Router {
         &self.routes
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProviderName, Health>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
         self.health
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Changes the health of `kept` with `change` at `now`; a breaker that changes state
+    /// records when, and tells the watchers of [`Router::breaker_changes`].
+    fn change<T>(
+        &self,
+        kept: &mut Kept,
+        now: Timestamp,
+        change: impl FnOnce(&mut Health) -> T,
+    ) -> T {
+        let before = kept.health.breaker.as_str();
+        let answer = change(&mut kept.health);
+        if kept.health.breaker.as_str() != before {
+            kept.since = now;
+            self.changes.send_modify(|n| *n += 1);
+        }
+        answer
+    }
+
     /// Each provider's health now.
     pub fn health(&self) -> Vec<(ProviderName, Health)> {
-        let health = self.lock();
+        let book = self.lock();
         self.routes
             .iter()
-            .map(|r| {
-                (
-                    r.name.clone(),
-                    health.get(&r.name).copied().unwrap_or_default(),
-                )
+            .map(|r| (r.name.clone(), book.get(&r.name)))
+            .collect()
+    }
+
+    /// Each provider's health now, with since when its breaker is in its state and its last
+    /// failure, in the routes' order: what an operator is shown.
+    pub fn health_details(&self) -> Vec<ProviderHealth> {
+        let book = self.lock();
+        self.routes
+            .iter()
+            .map(|r| match book.kept.get(&r.name) {
+                Some(k) => ProviderHealth {
+                    name: r.name.clone(),
+                    health: k.health,
+                    since: k.since,
+                    last_failure: k.last_failure.clone(),
+                },
+                None => ProviderHealth {
+                    name: r.name.clone(),
+                    health: Health::default(),
+                    since: book.started,
+                    last_failure: None,
+                },
             })
             .collect()
+    }
+
+    /// Watches the breakers: the value is how many breaker changes of state there were so far,
+    /// and it changes with each one (an open, a close, a probe taken or given back). A task
+    /// that reports the providers' health waits on it to report a change at once; the routing
+    /// never waits on anything it does.
+    pub fn breaker_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// The plan for `request`: its eligible providers (covering it, breaker closed or due a
@@ -240,11 +379,9 @@ impl Router {
             }
             // The rule ran without the lock: the reservation checks the breaker again.
             let probe_taken = c.health.admits(request.payment_id, now) == Admission::Probe
-                && !self
-                    .lock()
-                    .entry(c.name.clone())
-                    .or_default()
-                    .reserve_probe(request.payment_id, now, self.breaker);
+                && !self.change(self.lock().entry(&c.name), now, |h| {
+                    h.reserve_probe(request.payment_id, now, self.breaker)
+                });
             if probe_taken {
                 skipped.push(format!("{}: breaker half_open", c.name));
             } else {
@@ -265,11 +402,11 @@ impl Router {
         request: &RequisiteRequest,
         now: Timestamp,
     ) -> (Vec<Candidate>, Vec<String>) {
-        let health = self.lock();
+        let book = self.lock();
         let mut skipped = Vec::new();
         let mut candidates = Vec::new();
         for r in &self.routes {
-            let h = health.get(&r.name).copied().unwrap_or_default();
+            let h = book.get(&r.name);
             if let Err(why) = r.coverage.covers(request, now) {
                 skipped.push(format!("{}: {why}", r.name));
             } else if h.admits(request.payment_id, now) == Admission::Out {
@@ -302,10 +439,9 @@ impl Router {
         let started = self.clock.now();
         // The probe if this payment's plan reserved it (or the breaker is due one); any other
         // call, a recovery's included, is made whatever the breaker says.
-        self.lock()
-            .entry(name.clone())
-            .or_default()
-            .take_probe(request.payment_id, started);
+        self.change(self.lock().entry(name), started, |h| {
+            h.take_probe(request.payment_id, started)
+        });
         // A call the service abandons (its budget ended first) is a failure: without this a
         // probe cut off that way would leave the breaker half open, the provider out for good.
         let mut pending = Pending {
@@ -318,13 +454,17 @@ impl Router {
         let outcome = route.provider.issue(request).await;
         pending.armed = false;
         let ends = Failover::after(&outcome) == Failover::Decide;
-        self.settle(name, request, Verdict::of(&outcome), started, ends);
+        let verdict = Verdict::of(&outcome);
+        self.settle(name, request, verdict, started, ends, |at| {
+            Failure::of(&outcome, at)
+        });
         outcome
     }
 
-    /// Records the verdict of a call to `name` for `request`, started at `started`. When the
-    /// payment's create `ends` with it, the probes its plan reserved on other providers are
-    /// freed (it will not ask them).
+    /// Records the verdict of a call to `name` for `request`, started at `started` (and its
+    /// `failure`, made with the time it ended, when it is one). When the payment's create
+    /// `ends` with it, the probes its plan reserved on other providers are freed (it will not
+    /// ask them).
     fn settle(
         &self,
         name: &ProviderName,
@@ -332,19 +472,21 @@ impl Router {
         verdict: Verdict,
         started: Timestamp,
         ends: bool,
+        failure: impl FnOnce(Timestamp) -> Option<Failure>,
     ) {
         let now = self.clock.now();
-        let mut health = self.lock();
-        health.entry(name.clone()).or_default().observe(
-            verdict,
-            now.duration_since(started),
-            now,
-            self.breaker,
-        );
+        let mut book = self.lock();
+        let kept = book.entry(name);
+        self.change(kept, now, |h| {
+            h.observe(verdict, now.duration_since(started), now, self.breaker);
+        });
+        if let Some(failure) = failure(now) {
+            kept.last_failure = Some(failure);
+        }
         if ends {
-            for (other, h) in health.iter_mut() {
+            for (other, kept) in book.kept.iter_mut() {
                 if other != name {
-                    h.release_probe(request.payment_id, now);
+                    self.change(kept, now, |h| h.release_probe(request.payment_id, now));
                 }
             }
         }
@@ -364,8 +506,19 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.router
-                .settle(self.name, self.request, Verdict::Failed, self.started, true);
+            self.router.settle(
+                self.name,
+                self.request,
+                Verdict::Failed,
+                self.started,
+                true,
+                |at| {
+                    Some(Failure::new(
+                        at,
+                        "abandoned: the create's budget ended before the answer".to_string(),
+                    ))
+                },
+            );
         }
     }
 }
@@ -651,6 +804,85 @@ mod tests {
             router.plan(&r).providers.len(),
             1,
             "and it is probed again later"
+        );
+    }
+
+    #[test]
+    fn health_details_say_since_when_a_breaker_is_in_its_state_and_the_last_failure() {
+        let clock = Arc::new(ManualClock::new(T0));
+        // Fails (not reached) three times, then issues.
+        let (router, _) = router(
+            &[(Coverage::default(), 0, 1, vec![3, 3, 3, 0])],
+            clock.clone(),
+        );
+        let router = router.with_breaker(BreakerConfig {
+            failures: 2,
+            open_for: Duration::from_secs(30),
+        });
+        let mut changes = router.breaker_changes();
+        let details = || router.health_details().remove(0);
+        let state = |d: &ProviderHealth| (d.health.breaker.as_str(), d.since);
+        let d = details();
+        assert_eq!((state(&d), d.last_failure), (("closed", T0), None));
+        let r = request("1500.00", PaymentMethod::Sbp, None, 1);
+        let s = Duration::from_secs(1);
+
+        clock.advance(s);
+        let _ = block_on(router.issue(&r));
+        let d = details();
+        assert_eq!(
+            state(&d),
+            ("closed", T0),
+            "one failure of two changes no state"
+        );
+        assert_eq!(
+            d.last_failure,
+            Some(Failure {
+                at: T0 + s,
+                cause: "unavailable: down".into()
+            })
+        );
+        assert!(!changes.has_changed().unwrap(), "no change to tell");
+
+        clock.advance(s);
+        let _ = block_on(router.issue(&r));
+        assert_eq!(state(&details()), ("open", T0 + s * 2));
+        assert!(changes.has_changed().unwrap(), "the open is told");
+        assert_eq!(*changes.borrow_and_update(), 1);
+
+        // After the cool-down a plan takes the probe: half open from then.
+        clock.advance(s * 30);
+        assert_eq!(router.plan(&r).providers.len(), 1);
+        assert_eq!(state(&details()), ("half_open", T0 + s * 32));
+        assert_eq!(*changes.borrow_and_update(), 2);
+        // The probe fails (open again), and after another cool-down the next one issues.
+        let _ = block_on(router.issue(&r));
+        assert_eq!(state(&details()), ("open", T0 + s * 32));
+        clock.advance(s * 30);
+        assert!(matches!(
+            block_on(router.issue(&r)),
+            ProviderOutcome::Issued(_)
+        ));
+        let d = details();
+        assert_eq!(state(&d), ("closed", T0 + s * 62));
+        assert_eq!(
+            d.last_failure.map(|f| f.at),
+            Some(T0 + s * 32),
+            "the last failure stays"
+        );
+        assert_eq!(*changes.borrow_and_update(), 5, "open, half open, closed");
+    }
+
+    #[test]
+    fn a_long_cause_is_cut_at_a_character_boundary() {
+        let long = ProviderOutcome::Ambiguous("ж".repeat(300));
+        let f = Failure::of(&long, T0).expect("a failure");
+        assert!(f.cause.len() <= Failure::MAX_CAUSE && f.cause.len() >= Failure::MAX_CAUSE - 1);
+        assert!(f.cause.starts_with("ambiguous: жж"), "{}", f.cause);
+        assert_eq!(
+            Failure::of(&outcome(1), T0),
+            None,
+            "a refusal is no failure"
         );
     }
 

@@ -76,6 +76,11 @@ pub struct Settings {
     pub environment: Environment,
     /// Where the database and the sandbox credentials live (`./data`).
     pub data_dir: PathBuf,
+    /// This node's name among the nodes of one database: the providers' health reports
+    /// (`GET /operator/v1/providers`, `payments-server providers`) name their node with it.
+    /// Letters, digits, `.`, `_`, `:` and `-`, at most 100. Default: the host's name and the
+    /// merchant listener's port ([`Settings::node_name`]).
+    pub node_name: Option<String>,
     /// A bank catalog file replacing the embedded one.
     pub bank_catalog: Option<PathBuf>,
     /// Fixed exchange rates (currency -> units per 1 USDT), as decimal strings: the `[rates]`
@@ -340,6 +345,15 @@ pub struct Upstream {
     /// How long an open breaker keeps its provider out before one probe; default `30s`.
     #[serde(with = "duration")]
     pub breaker_open: Duration,
+    /// With `providers`: how often this node writes its providers' health (breakers, recent
+    /// failures) into the store, for the other nodes' operator API and the CLI; a breaker's
+    /// change of state is written at once. Default `5s`, at least `100ms`.
+    #[serde(with = "duration")]
+    pub health_report_interval: Duration,
+    /// How long a node's health report is shown after its last write (a node that stopped
+    /// without saying so); older ones are deleted. Default `1h`, at least three intervals.
+    #[serde(with = "duration")]
+    pub health_report_retention: Duration,
     /// Several HTTP requisite providers by name (`[[upstream.providers]]`), routed by their
     /// coverage, priority, weight and health (docs/providers.md, "Several providers"). Empty
     /// (the default): the one provider of `url` and `secrets`.
@@ -532,6 +546,8 @@ impl Default for Upstream {
             listen: None,
             breaker_failures: 5,
             breaker_open: Duration::from_secs(30),
+            health_report_interval: Duration::from_secs(5),
+            health_report_retention: Duration::from_secs(3600),
             providers: Vec::new(),
         }
     }
@@ -786,6 +802,7 @@ impl Default for Settings {
         Settings {
             environment: Environment::Sandbox,
             data_dir: PathBuf::from("./data"),
+            node_name: None,
             bank_catalog: None,
             rates: payments_providers::sandbox::FixedRates::sandbox_defaults().0,
             listen: Listen::default(),
@@ -995,6 +1012,14 @@ impl Settings {
             }
         }
         self.store.pool_size = self.store.pool_size.max(1);
+        self.node_name = self.node_name.take().map(|n| n.trim().to_string());
+        if let Some(name) = &self.node_name {
+            if name.is_empty() || name.chars().count() > 100 || !name.chars().all(node_name_char) {
+                return Err(ConfigError::Invalid(
+                    "node_name: 1 to 100 letters, digits, '.', '_', ':' or '-'",
+                ));
+            }
+        }
         self.check_testing()?;
         Ok(self)
     }
@@ -1118,7 +1143,31 @@ impl Settings {
         u.recovery_window = u.recovery_window.max(u.provider_budget);
         u.rates_refresh = u.rates_refresh.max(floor);
         u.rates_max_age = u.rates_max_age.max(floor);
+        u.health_report_interval = u.health_report_interval.max(floor);
+        u.health_report_retention = u.health_report_retention.max(u.health_report_interval * 3);
         Ok(())
+    }
+
+    /// This node's name: `node_name`, or the host's name and the merchant listener's port
+    /// (`merchant_port`: the bound one, which differs from the settings' with port 0), e.g.
+    /// `web-1:8080`. The host's name is the kernel's (`/proc/sys/kernel/hostname`), else
+    /// `HOSTNAME`, else `localhost`, with any character a name may not hold made `-`.
+    pub fn node_name(&self, merchant_port: u16) -> String {
+        if let Some(name) = &self.node_name {
+            return name.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_string());
+        let host: String = host
+            .chars()
+            .take(90)
+            .map(|c| if node_name_char(c) { c } else { '-' })
+            .collect();
+        format!("{host}:{merchant_port}")
     }
 
     /// Logs a warning for each flat name of earlier releases these settings were read with
@@ -1138,6 +1187,11 @@ impl Settings {
             None => "http",
         }
     }
+}
+
+/// Whether `c` may be part of a node's name.
+fn node_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
 }
 
 /// The settings file as a figment layer: `Toml::file_exact`, read with the

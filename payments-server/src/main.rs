@@ -3,7 +3,7 @@
 //! `payments-server serve` runs the merchant API, the operator API, the callback dispatcher and
 //! the lifecycle sweeper. Settings: a TOML file (`--config`), `PAYMENTS_*` environment
 //! variables, then flags, each overriding the one before. The other commands (merchant,
-//! project, token, key, callback-secret, payment, audit) act on the data dir's database
+//! project, token, key, callback-secret, payment, audit, providers) act on the data dir's database
 //! directly; see [`payments_server::cli`]. Only `serve` and `migrate` change the schema: the
 //! other commands refuse a database older than the build, naming `migrate`. `status` reports
 //! the store, its schema version and queues. `check-receiver` checks a merchant's callback

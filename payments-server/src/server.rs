@@ -349,8 +349,19 @@ impl ApplicationBuilder {
             Some(metrics.clone()),
         )
         .await?;
-        let state = app_state(&settings, service, metrics, &stores, upstream.router);
+        let router = upstream.router;
+        let state = app_state(&settings, service, metrics, &stores, router.clone());
         let listeners = Listeners::bind(&settings, &state)?;
+        // Named after the bound merchant port (port 0 binds another).
+        let node = settings.node_name(
+            listeners
+                .merchant
+                .local_addr()
+                .map_or(settings.listen.merchant.port(), |a| a.port()),
+        );
+        let state = state.with_provider_reports(
+            router.map(|r| crate::upstream::provider_reports(&settings, &r, node)),
+        );
         let tls = load_tls(&settings).await?;
         let mut dispatcher = settings.dispatcher().map_err(StartError::Dispatcher)?;
         if let Some(lookup) = callback_lookup {

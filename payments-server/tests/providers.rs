@@ -467,3 +467,177 @@ priority = 2
         "no create line for {gone}:\n{log}"
     );
 }
+
+/// The operator API's answer of `operator` for `/operator/v1/providers` (with the sandbox
+/// operator token of `data`).
+async fn providers_view(operator: &str, token: &str) -> Value {
+    let r = reqwest::Client::new()
+        .get(format!("{operator}/operator/v1/providers"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    r.json().await.unwrap()
+}
+
+/// Provider `name`'s entry of node `node` in a providers view (under `nodes`).
+fn node_entry<'a>(view: &'a Value, name: &str, node: &str) -> Option<&'a Value> {
+    view["providers"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == name)?["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["node"] == node)
+}
+
+/// Issue 60 item 4: two `serve` processes on one PostgreSQL database, `x` (priority 0) refusing
+/// every request (401: not reached, a failure) and `y` healthy. Node 1's creates open `x`'s
+/// breaker there; node 2's operator view shows it open as node 1 reported it, while node 2's
+/// own breaker (its routing decides from its own memory) is closed and still asks `x`. The
+/// report interval is an hour, so node 1's report can only have come from the write a
+/// breaker's change makes at once; the wait for it polls with a deadline. The CLI shows both
+/// nodes' reports; a node stopped cleanly takes its report away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn a_breaker_opened_on_one_node_shows_in_the_other_nodes_view() {
+    let base = support::database_url();
+    let database_url = support::fresh_schema(&base).await;
+    let (x, y) = (upstream(SECRET_A).await, upstream(SECRET_B).await);
+    x.behaviour.refuse_all.store(true, Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("payments.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[upstream]
+provider = "http"
+provider_budget = "3s"
+breaker_failures = 2
+breaker_open = "10m"
+health_report_interval = "1h"
+
+[[upstream.providers]]
+name = "x"
+url = "{x}/requisites"
+secrets = ["{SECRET_A}"]
+priority = 0
+
+[[upstream.providers]]
+name = "y"
+url = "{y}/requisites"
+secrets = ["{SECRET_B}"]
+priority = 1
+"#,
+            x = x.base,
+            y = y.base,
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let node = |name: &'static str| {
+        let env = [
+            ("PAYMENTS_STORE__DATABASE_URL", database_url.as_str()),
+            ("PAYMENTS_NODE_NAME", name),
+            ("PAYMENTS_LOG", "warn"),
+        ];
+        support::serve_with(&data, "127.0.0.1", &["--config", &config], &env)
+    };
+    // Node 1 bootstraps the sandbox; node 2 joins.
+    let (mut node1, base1, operator1) = node("node-1");
+    wait_ready(&mut node1, &base1).await;
+    let (mut node2, base2, operator2) = node("node-2");
+    wait_ready(&mut node2, &base2).await;
+    let creds = SandboxCredentials::from_file(data.join("sandbox-credentials.json")).unwrap();
+    let token = creds.operator_token.expose().to_string();
+    let on = |base: &str| {
+        MerchantClient::new(base, creds.token.expose(), creds.private_key_pem.expose()).unwrap()
+    };
+    let create = |client: MerchantClient, mpid: &'static str| async move {
+        let body = json!({"merchant_payment_id": mpid, "amount": "1500.00",
+                          "payment_method": "sbp"});
+        let r = client.create_payment(&body).await.unwrap();
+        assert_eq!(r.json["status"], "processing", "{}", r.json);
+    };
+
+    // Two creates on node 1: x refuses both (each fails over to y), and x's breaker opens there.
+    create(on(&base1), "n1-1").await;
+    create(on(&base1), "n1-2").await;
+    assert_eq!((requests(&x), requests(&y)), (2, 2));
+    let own = providers_view(&operator1, &token).await;
+    assert_eq!(own["node"], "node-1", "{own}");
+    assert_eq!(own["providers"][0]["breaker"], "open", "{own}");
+
+    // Node 2's view shows it as node 1 reported it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let view = loop {
+        let view = providers_view(&operator2, &token).await;
+        if node_entry(&view, "x", "node-1").is_some_and(|n| n["breaker"] == "open") {
+            break view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 2 never showed x open on node 1: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(view["node"], "node-2", "{view}");
+    assert_eq!(view["reports_error"], Value::Null, "{view}");
+    let x_on_1 = node_entry(&view, "x", "node-1").unwrap();
+    assert_eq!(x_on_1["failures_in_a_row"], 2, "{view}");
+    assert_eq!(x_on_1["stale"], false, "{view}");
+    assert!(x_on_1["open_until"].is_string(), "{view}");
+    assert!(
+        x_on_1["last_failure"]["cause"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("unavailable")),
+        "{view}"
+    );
+    // Node 2's own breaker for x is its own: closed, and its routing still asks x.
+    assert_eq!(view["providers"][0]["breaker"], "closed", "{view}");
+    assert_eq!(
+        node_entry(&view, "x", "node-2").map(|n| &n["breaker"]),
+        Some(&json!("closed")),
+        "{view}"
+    );
+    let y_on_1 = node_entry(&view, "y", "node-1").expect("y on node 1");
+    assert_eq!(y_on_1["breaker"], "closed", "{view}");
+    create(on(&base2), "n2-1").await;
+    assert_eq!(requests(&x), 3, "node 2 asked x: its breaker decides alone");
+
+    // The CLI reads every node's report from the database.
+    let shown = support::cli_json(&data, &["providers", "--database-url", &database_url]);
+    let x_shown = &shown["providers"][0];
+    assert_eq!(x_shown["name"], "x", "{shown}");
+    let breakers: Vec<(&str, &str)> = x_shown["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["node"].as_str().unwrap(), n["breaker"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        breakers,
+        [("node-1", "open"), ("node-2", "closed")],
+        "{shown}"
+    );
+
+    // Node 1 stops cleanly: its report goes with it.
+    let pid = node1.0.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while node1.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "node 1 did not stop on SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let view = providers_view(&operator2, &token).await;
+    assert!(node_entry(&view, "x", "node-2").is_some(), "{view}");
+    assert!(node_entry(&view, "x", "node-1").is_none(), "{view}");
+    drop(node2);
+}

@@ -78,6 +78,26 @@ impl<R: Runtime + ?Sized> SettingStore for Shared<'_, R> {
         })
         .await
     }
+
+    async fn settings_with_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        fn pair(c: &Cols<'_>) -> Result<(String, String), StoreError> {
+            Ok((c.text("name")?, c.text("value")?))
+        }
+        let mut found = self
+            .run(On::Read, vec![SqlValue::text(prefix)], |c, values| {
+                Box::pin(async move {
+                    let text = SETTINGS_WITH_PREFIX.text(c.dialect());
+                    query(c, text, values, pair).await
+                })
+            })
+            .await?;
+        // The engines order text by their collations; the port's order is bytewise.
+        found.sort();
+        Ok(found)
+    }
 }
 
 /// Sets the setting named `$1` to `$2` unless it is set.
@@ -87,6 +107,12 @@ static SETTING_INSERT: Sql = Sql::new(|_| {
 
 /// Deletes the setting named `$1`.
 static SETTING_DELETE: Sql = Sql::new(|_| "DELETE FROM settings WHERE name = $1".to_string());
+
+/// The settings whose names start with `$1` (`substr`, not `LIKE`: SQLite's `LIKE` ignores
+/// ASCII case, and a prefix may hold `%` or `_`).
+static SETTINGS_WITH_PREFIX: Sql = Sql::new(|_| {
+    "SELECT name, value FROM settings WHERE substr(name, 1, length($1)) = $1".to_string()
+});
 
 async fn setting(c: &dyn Conn, name: String) -> Result<Option<String>, StoreError> {
     fn value(c: &Cols<'_>) -> Result<String, StoreError> {

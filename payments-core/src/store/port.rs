@@ -326,6 +326,11 @@ macro_rules! __storage_port {
                 /// Removes a named setting, so that it reads as never set (a typed setting as
                 /// its default again); `false` if it was not set.
                 write fn delete_setting(&self, name: &str) -> Result<bool, StoreError>;
+
+                /// Every setting whose name starts with `prefix`, with its value, in bytewise
+                /// order of the names (a [`crate::settings::SettingFamily`] lists its members
+                /// with it).
+                read fn settings_with_prefix(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError>;
             }
         }
     };

@@ -783,6 +783,21 @@ impl SettingStore for MemoryStore {
     async fn delete_setting(&self, name: &str) -> Result<bool, StoreError> {
         Ok(self.lock().settings.remove(name).is_some())
     }
+
+    async fn settings_with_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut found: Vec<(String, String)> = self
+            .lock()
+            .settings
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        found.sort();
+        Ok(found)
+    }
 }
 
 #[async_trait]

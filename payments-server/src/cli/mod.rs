@@ -20,6 +20,7 @@ mod offline;
 mod ops;
 mod output;
 mod payment;
+mod providers;
 mod status;
 #[cfg(feature = "cabinet")]
 mod users;
@@ -43,6 +44,7 @@ pub use offline::{check_command, CheckArgs, CheckCommand, CheckInputError};
 pub use ops::{operator_token_json, CallbacksCommand, FailedFilterArgs, OperatorTokenCommand};
 use output::Output;
 pub use payment::{AuditArgs, PaymentCommand};
+pub use providers::ProvidersArgs;
 pub use status::{status, status_command, StatusReport};
 #[cfg(feature = "cabinet")]
 pub use users::{cabinet_url, UserCommand};
@@ -180,6 +182,9 @@ pub enum OperatorCommand {
     Payment(Group<PaymentCommand>),
     /// The audit trail, newest first.
     Audit(AuditArgs),
+    /// The requisite providers' health as every node of the database last reported it
+    /// (breakers, failures in a row, the last failure, the report's age).
+    Providers(ProvidersArgs),
     /// Callbacks as a whole: failed (list), resend-failed (bulk), hold, release, status.
     Callbacks(Group<CallbacksCommand>),
     /// Project balances: balance, entries, statement, payout, adjust, reconcile.
@@ -199,6 +204,7 @@ impl OperatorCommand {
             OperatorCommand::CallbackSecret(g) => (&g.common, g.json),
             OperatorCommand::Payment(g) => (&g.common, g.json),
             OperatorCommand::Audit(a) => (&a.common, a.json),
+            OperatorCommand::Providers(a) => (&a.common, a.json),
             OperatorCommand::Callbacks(g) => (&g.common, g.json),
             OperatorCommand::Ledger(g) => (&g.common, g.json),
             #[cfg(feature = "cabinet")]
@@ -266,7 +272,7 @@ async fn execute(
     store: &OpenedStore,
     command: OperatorCommand,
     actor: &Actor,
-    #[cfg_attr(not(feature = "cabinet"), allow(unused_variables))] settings: &Settings,
+    settings: &Settings,
 ) -> Result<Output, ApiError> {
     match command {
         OperatorCommand::Merchant(g) => directory::merchant(svc, g.command, actor).await,
@@ -281,6 +287,7 @@ async fn execute(
         }
         OperatorCommand::Payment(g) => payment::payment(svc, g.command, actor).await,
         OperatorCommand::Audit(a) => payment::audit(svc, a.limit).await,
+        OperatorCommand::Providers(_) => providers::providers(svc, settings).await,
         OperatorCommand::Callbacks(g) => ops::callbacks(svc, g.command, actor).await,
         OperatorCommand::Ledger(g) => ledger::ledger(svc, g.command, actor).await,
         #[cfg(feature = "cabinet")]

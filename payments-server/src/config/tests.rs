@@ -597,3 +597,75 @@ fn a_planted_bug_is_named_with_the_feature() {
         },
     );
 }
+
+#[test]
+fn the_node_name_is_set_or_the_hosts_with_the_merchant_port_and_a_bad_one_is_refused() {
+    jailed(Some("node_name = \" web-1.eu:8080 \"\n"), &[], |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(
+            s.node_name(9999),
+            "web-1.eu:8080",
+            "trimmed, the port not added"
+        );
+    });
+    jailed(None, &[("PAYMENTS_NODE_NAME", "node_b")], |file| {
+        assert_eq!(load(file, Flags::default()).unwrap().node_name(1), "node_b");
+    });
+    jailed(None, &[], |file| {
+        let name = load(file, Flags::default()).unwrap().node_name(8080);
+        let (host, port) = name.rsplit_once(':').expect("host:port");
+        assert_eq!(port, "8080");
+        assert!(
+            !host.is_empty() && host.chars().all(node_name_char),
+            "{name}"
+        );
+    });
+    for bad in [
+        "\"\"",
+        "\"a b\"",
+        "\"ж\"",
+        &format!("\"{}\"", "n".repeat(101)),
+    ] {
+        jailed(Some(&format!("node_name = {bad}\n")), &[], |file| {
+            let e = load(file, Flags::default()).unwrap_err();
+            assert!(e.to_string().contains("node_name"), "{bad}: {e}");
+        });
+    }
+}
+
+#[test]
+fn health_reports_default_to_every_5s_kept_an_hour_with_floors() {
+    let d = Settings::defaults();
+    assert_eq!(
+        (
+            d.upstream.health_report_interval,
+            d.upstream.health_report_retention
+        ),
+        (Duration::from_secs(5), Duration::from_secs(3600))
+    );
+    let file = "[upstream]\nhealth_report_interval = \"10ms\"\nhealth_report_retention = \"1s\"\n";
+    jailed(Some(file), &[], |file| {
+        let s = load(file, Flags::default()).unwrap();
+        assert_eq!(
+            s.upstream.health_report_interval,
+            Duration::from_millis(100)
+        );
+        assert_eq!(s.upstream.health_report_retention, Duration::from_secs(1));
+    });
+    jailed(
+        None,
+        &[
+            ("PAYMENTS_UPSTREAM__HEALTH_REPORT_INTERVAL", "20s"),
+            ("PAYMENTS_UPSTREAM__HEALTH_REPORT_RETENTION", "30s"),
+        ],
+        |file| {
+            let s = load(file, Flags::default()).unwrap();
+            assert_eq!(s.upstream.health_report_interval, Duration::from_secs(20));
+            assert_eq!(
+                s.upstream.health_report_retention,
+                Duration::from_secs(60),
+                "at least three intervals"
+            );
+        },
+    );
+}

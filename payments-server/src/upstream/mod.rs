@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use payments_core::Clock;
 use payments_http::dispatcher::DispatcherError;
-use payments_http::providers::{CoverageStatus, ProviderStatus, ProviderStatusSource};
+use payments_http::providers::{
+    CoverageStatus, FailureStatus, ProviderReports, ProviderStatus, ProviderStatusSource,
+};
 use payments_providers::upstream::UpstreamError;
 use payments_providers::upstream::{HttpProvider, HttpRates, ProviderConfig, UpstreamConfig};
 use payments_providers::{BreakerConfig, BreakerState, Router};
@@ -109,19 +111,17 @@ pub async fn rates(settings: &Settings, clock: Arc<dyn Clock>) -> Result<HttpRat
     Ok(HttpRates::start(&config(settings)?, clock).await?)
 }
 
-/// What the operator API shows of `router`'s providers, read at each request.
+/// What the operator API shows of `router`'s providers, read at each request (and written
+/// into this node's health report).
 pub fn provider_status(router: Arc<Router>) -> ProviderStatusSource {
     Arc::new(move || {
-        let health = router.health();
+        let details = router.health_details();
         router
             .routes()
             .iter()
-            .map(|r| {
-                let h = health
-                    .iter()
-                    .find(|(n, _)| n == &r.name)
-                    .map(|(_, h)| *h)
-                    .unwrap_or_default();
+            .zip(details)
+            .map(|(r, d)| {
+                let h = d.health;
                 let c = &r.coverage;
                 ProviderStatus {
                     name: r.name.to_string(),
@@ -150,10 +150,27 @@ pub fn provider_status(router: Arc<Router>) -> ProviderStatusSource {
                     failures_in_a_row: h.failures_in_a_row,
                     issue_rate: h.issue_rate,
                     latency_ms: h.latency_ms,
+                    since: d.since,
+                    last_failure: d.last_failure.map(|f| FailureStatus {
+                        at: f.at,
+                        cause: f.cause,
+                    }),
                 }
             })
             .collect()
     })
+}
+
+/// How this node reports `router`'s health to the other nodes: as `node` (its name,
+/// [`Settings::node_name`]), at `upstream.health_report_interval` and after each breaker
+/// change, kept `upstream.health_report_retention`.
+pub fn provider_reports(settings: &Settings, router: &Router, node: String) -> ProviderReports {
+    ProviderReports {
+        node: Arc::from(node),
+        interval: settings.upstream.health_report_interval,
+        retention: settings.upstream.health_report_retention,
+        changes: Some(router.breaker_changes()),
+    }
 }
 
 #[cfg(test)]

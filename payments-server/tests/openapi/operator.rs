@@ -397,3 +397,103 @@ async fn real_operator_answers_validate_against_the_file() {
     check(&spec, "/operator/v1/audit", "GET", s, &b);
     assert_eq!(s, 401);
 }
+
+/// `GET /operator/v1/providers` with a provider, over SQLite: this node's report reaches the
+/// store (written at start), and the answer shows under `nodes` this node's live values beside
+/// another node's report planted in the store (stale), names a report that does not read, and
+/// validates against the file.
+#[tokio::test]
+async fn the_providers_view_with_every_nodes_report_validates_against_the_file() {
+    use payments_http::providers::{NodeReport, ProviderReport, REPORTS};
+    use std::time::{Duration, Instant};
+
+    let server = TestServer::start(|s| {
+        s.node_name = Some("node-a".into());
+        s.upstream.provider = payments_server::config::ProviderKind::Http;
+        s.upstream.health_report_interval = Duration::from_millis(100);
+        s.upstream.providers = vec![serde_json::from_value(json!({
+            "name": "x",
+            "url": "http://127.0.0.1:9/requisites",
+            "secrets": ["whsec_cHJvdmlkZXItYS1zZWNyZXQtMDEyMzQ1Njc4OWFiY2Q"],
+        }))
+        .expect("a provider's settings")];
+    })
+    .await;
+    let store = server.state.service.store().clone();
+    let now = server.state.service.ports().clock.now();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let own = loop {
+        if let Some(own) = REPORTS.get(&*store, &"node-a").await.expect("reads") {
+            break own;
+        }
+        assert!(Instant::now() < deadline, "node-a never wrote its report");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(own.providers[0].name, "x");
+    assert_eq!(own.providers[0].breaker, "closed");
+    let other = NodeReport {
+        node: "node-b".into(),
+        written_at: now - Duration::from_secs(60),
+        providers: vec![ProviderReport {
+            name: "x".into(),
+            breaker: "open".into(),
+            open_until: Some(now + Duration::from_secs(30)),
+            since: now - Duration::from_secs(61),
+            failures_in_a_row: 5,
+            issue_rate: 0.5,
+            latency_ms: 40.0,
+            last_failure: Some(payments_http::providers::FailureStatus {
+                at: now - Duration::from_secs(61),
+                cause: "unavailable: connection refused".into(),
+            }),
+        }],
+    };
+    REPORTS
+        .set(&*store, &"node-b", &other)
+        .await
+        .expect("planted");
+    payments_core::store::SettingStore::upsert_setting(&*store, "providers.health.node-c", "{")
+        .await
+        .expect("planted");
+
+    let resp = reqwest::Client::new()
+        .get(format!("{}/operator/v1/providers", server.operator_url))
+        .bearer_auth(server.operator_token.expose())
+        .send()
+        .await
+        .expect("answers");
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.expect("JSON");
+    check(
+        &operator_spec(),
+        "/operator/v1/providers",
+        "GET",
+        status,
+        &body,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["node"], "node-a", "{body}");
+    let nodes = body["providers"][0]["nodes"].as_array().expect("nodes");
+    let names: Vec<&str> = nodes.iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(names, ["node-a", "node-b"], "{body}");
+    assert_eq!(
+        (&nodes[0]["breaker"], &nodes[0]["stale"]),
+        (&json!("closed"), &json!(false))
+    );
+    assert_eq!(
+        (&nodes[1]["breaker"], &nodes[1]["stale"], &nodes[1]["age_s"]),
+        (&json!("open"), &json!(true), &json!(60)),
+        "{body}"
+    );
+    assert_eq!(
+        nodes[1]["last_failure"]["cause"],
+        "unavailable: connection refused"
+    );
+    assert!(
+        body["reports_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("node-c")),
+        "{body}"
+    );
+    server.stop().await;
+}

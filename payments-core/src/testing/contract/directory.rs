@@ -603,6 +603,93 @@ pub async fn settings<S: Store>(store: &S) {
     );
 }
 
+/// `settings_with_prefix` answers exactly the settings whose names start with the prefix, with
+/// their current values, in bytewise order of the names: not a name that differs in case only,
+/// nor one that a pattern would match (`_` and `%` are plain characters); a prefix with
+/// characters beyond ASCII is counted in characters as the names are; a deleted setting is
+/// gone; an empty prefix lists them all.
+pub async fn settings_with_prefix<S: Store>(store: &S) {
+    let list = |prefix: &'static str| async move {
+        store
+            .settings_with_prefix(prefix)
+            .await
+            .expect("settings_with_prefix")
+    };
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(list("health.").await, Vec::new(), "nothing yet");
+    for (name, value) in [
+        ("health.b", "2"),
+        ("health.a", "1"),
+        ("health.a.x", "ü"),
+        ("health.Z", "0"),
+        ("Health.c", "other case"),
+        ("HEALTH.d", "other case"),
+        ("healthy.e", "longer word"),
+        ("health", "the bare prefix"),
+        ("health_x", "underscore"),
+        ("health%y", "percent"),
+        ("grüße.a", "non-ASCII"),
+        ("grüßen", "non-ASCII, no dot"),
+    ] {
+        store.upsert_setting(name, value).await.expect("upsert");
+    }
+    store
+        .upsert_setting("health.a", "one")
+        .await
+        .expect("upsert");
+    assert_eq!(
+        list("health.").await,
+        pairs(&[
+            ("health.Z", "0"),
+            ("health.a", "one"),
+            ("health.a.x", "ü"),
+            ("health.b", "2"),
+        ]),
+        "exactly the prefix's, bytewise ('Z' before 'a'), the value overwritten"
+    );
+    assert_eq!(list("health.a").await.len(), 2);
+    assert_eq!(list("health_").await, pairs(&[("health_x", "underscore")]));
+    assert_eq!(list("health%").await, pairs(&[("health%y", "percent")]));
+    assert_eq!(list("HEALTH.").await, pairs(&[("HEALTH.d", "other case")]));
+    assert_eq!(list("grüße.").await, pairs(&[("grüße.a", "non-ASCII")]));
+    assert_eq!(list("grüß").await.len(), 2);
+    assert_eq!(list("nothing.").await, Vec::new());
+    assert!(store.delete_setting("health.b").await.expect("delete"));
+    assert_eq!(
+        list("health.").await.last(),
+        Some(&("health.a.x".to_string(), "ü".to_string())),
+        "a deleted setting is gone"
+    );
+    let all = list("").await;
+    assert!(
+        all.len() >= 11 && all.windows(2).all(|w| w[0].0 < w[1].0),
+        "an empty prefix lists every setting, in order: {all:?}"
+    );
+}
+
+/// A setting one handle writes is listed by every handle (the nodes of one database share
+/// their reports through settings), and each handle's own write is beside the others'.
+pub async fn settings_reach_every_handle<S: Store>(handles: &[&S]) {
+    for (i, h) in handles.iter().enumerate() {
+        h.upsert_setting(&format!("shared.node-{i}"), &format!("from {i}"))
+            .await
+            .expect("upsert");
+    }
+    let expected: Vec<(String, String)> = (0..handles.len())
+        .map(|i| (format!("shared.node-{i}"), format!("from {i}")))
+        .collect();
+    for h in handles {
+        assert_eq!(
+            h.settings_with_prefix("shared.").await.expect("list"),
+            expected
+        );
+    }
+}
+
 /// The audit trail lists the newest `limit` records newest first, including those written by
 /// `commit_change`.
 pub async fn audit<S: Store>(store: &S) {

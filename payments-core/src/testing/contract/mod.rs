@@ -110,6 +110,9 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("auth_lookups", |s| Box::pin(auth_lookups(s))),
         ("callback_secrets", |s| Box::pin(callback_secrets(s))),
         ("settings", |s| Box::pin(settings(s))),
+        ("settings_with_prefix", |s| {
+            Box::pin(settings_with_prefix(s))
+        }),
         ("audit", |s| Box::pin(audit(s))),
         ("status_counts_follow_changes", |s| {
             Box::pin(status_counts_follow_changes(s))
@@ -181,6 +184,9 @@ pub fn shared_checks<S: Store>() -> Vec<SharedCheck<S>> {
             Box::pin(directory_changes_reach_every_handle(h))
         }),
         ("concurrent_payouts", |h| Box::pin(concurrent_payouts(h))),
+        ("settings_reach_every_handle", |h| {
+            Box::pin(settings_reach_every_handle(h))
+        }),
     ]
 }
 
