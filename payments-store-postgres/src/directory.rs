@@ -177,7 +177,7 @@ pub(crate) async fn insert_status_change<C: GenericClient>(
     c: &C,
     entry: &StatusChange,
 ) -> Result<(), StoreError> {
-    write_record(c, &st::HISTORY_INSERT, entry)
+    write_record(c, st::history_insert(), entry)
         .await?
         .map_err(db)?;
     Ok(())

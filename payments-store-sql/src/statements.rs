@@ -143,8 +143,30 @@ pub static SETTING: Sql = Sql::new(|_| "SELECT value FROM settings WHERE name = 
 pub static SETTING_PUT: Sql = Sql::new(|_| upsert("settings", &["name", "value"], "name"));
 /// Appends an audit record.
 pub static AUDIT_INSERT: Sql = Sql::new(|_| insert("audit", AuditRecord::COLUMNS));
-/// Appends an entry of a payment's status history (in its change's transaction).
+/// Appends an entry of a payment's status history (in its change's transaction). Its key,
+/// `(payment_id, version)`, refuses a second entry for one version: a second check of the
+/// payment's version beside the update's.
 pub static HISTORY_INSERT: Sql = Sql::new(|_| insert("payment_history", StatusChange::COLUMNS));
+
+/// [`HISTORY_INSERT`], or with the planted bug `unchecked-status-version` (feature
+/// `planted-bugs`) an insert that skips an entry whose version is taken: the bug is a lost
+/// update, and the history's key would otherwise refuse the second writer's change.
+pub fn history_insert() -> &'static Sql {
+    #[cfg(feature = "planted-bugs")]
+    if payments_core::planted::active(payments_core::planted::Bug::UncheckedStatusVersion) {
+        return &HISTORY_INSERT_PLANTED;
+    }
+    &HISTORY_INSERT
+}
+
+/// The history insert of the planted bug `unchecked-status-version`.
+#[cfg(feature = "planted-bugs")]
+static HISTORY_INSERT_PLANTED: Sql = Sql::new(|_| {
+    format!(
+        "{} ON CONFLICT DO NOTHING",
+        insert("payment_history", StatusChange::COLUMNS)
+    )
+});
 /// Payment `$1`'s recorded status changes, oldest first (its primary key's order).
 pub static HISTORY_OF_PAYMENT: Sql = Sql::new(|_| {
     select(

@@ -174,7 +174,7 @@ pub(crate) fn insert_audit(conn: &Connection, a: &AuditRecord) -> Result<(), Sto
 
 /// Appends an entry of a payment's status history (inside [`crate::payments::commit_change`]).
 pub(crate) fn insert_status_change(conn: &Connection, c: &StatusChange) -> Result<(), StoreError> {
-    execute(conn, &st::HISTORY_INSERT, record_params(c)?)?;
+    execute(conn, st::history_insert(), record_params(c)?)?;
     Ok(())
 }
 
