@@ -101,49 +101,18 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
 
-    use futures_util::future::BoxFuture;
-    use payments_core::store::{Layered, Op, StoreError, StoreLayer};
     use payments_core::testing::MemoryStore;
 
     use super::*;
-
-    /// A store that never answers while `hung` is set: a frozen database.
-    struct Hanging {
-        inner: Arc<dyn Store>,
-        hung: Arc<AtomicBool>,
-    }
-
-    impl StoreLayer for Hanging {
-        fn inner(&self) -> &Arc<dyn Store> {
-            &self.inner
-        }
-
-        fn around<'a, T: Send + 'a>(
-            &'a self,
-            _op: Op,
-            call: BoxFuture<'a, Result<T, StoreError>>,
-        ) -> BoxFuture<'a, Result<T, StoreError>> {
-            let hung = self.hung.load(Ordering::SeqCst);
-            Box::pin(async move {
-                if hung {
-                    std::future::pending::<()>().await;
-                }
-                call.await
-            })
-        }
-    }
+    use crate::hanging::Hanging;
 
     /// Seen failing with the heartbeat's read left without its timeout: the loop waits on the
     /// hung read forever and never sees the store answer again.
     #[tokio::test(start_paused = true)]
     async fn a_hung_store_goes_unanswered_and_the_heartbeat_sees_it_answer_again() {
-        let hung = Arc::new(AtomicBool::new(false));
-        let store: Arc<dyn Store> = Arc::new(Layered::new(Hanging {
-            inner: Arc::new(MemoryStore::new()),
-            hung: hung.clone(),
-        }));
+        let (store, hung) = Hanging::wrap(Arc::new(MemoryStore::new()));
         let beat = Arc::new(StoreHeartbeat::default());
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(run(store, beat.clone(), stopped));

@@ -75,6 +75,8 @@ pub mod deadline;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
+#[cfg(test)]
+mod hanging;
 pub mod heartbeat;
 mod json;
 pub mod measured;

@@ -7,9 +7,11 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
-use payments_core::amount::Amount;
+use payments_core::amount::{Amount, DecimalFormat};
 use payments_core::auth::{Endpoint, Environment};
 use payments_core::bank::parse_geo_query;
+use payments_core::payment::Payment;
+use payments_core::project::Project;
 use payments_core::service::payment_not_found;
 use payments_core::service::{CreateOutcome, CreateStatus};
 use payments_core::ProjectId;
@@ -186,8 +188,8 @@ fn log_create(request_id: &str, project_id: ProjectId, outcome: &CreateOutcome) 
 /// listener (which serves the page) has a URL: the core makes and keeps the token.
 async fn page_url(
     st: &AppState,
-    project: &payments_core::project::Project,
-    payment: &payments_core::payment::Payment,
+    project: &Project,
+    payment: &Payment,
 ) -> Result<Option<String>, ApiError> {
     let Some(base) = st.cabinet_url.as_deref() else {
         return Ok(None);
@@ -200,10 +202,15 @@ async fn page_url(
         .map(|token| payments_cabinet::payer_page_url(base, &token)))
 }
 
-/// The payment a read by `id` asks for, noted for the access log. The payment is read with the
-/// credentials (one store round trip); an id that does not parse is, like an unknown one,
-/// `404` after every authentication check.
-fn wanted_payment(req: &Request, id: &str) -> Option<PaymentId> {
+/// The payment a read by `id` asks for (`GET /api/v1/payments/{id}` and its history), with
+/// its project and the request's decimal format, noted for the access log. The payment is
+/// read with the credentials (one store round trip); an id that does not parse is, like an
+/// unknown one, `404` after every authentication check.
+async fn read_payment(
+    st: &AppState,
+    req: Request,
+    id: &str,
+) -> Result<(Project, Payment, DecimalFormat), HttpError> {
     let wanted: Option<PaymentId> = id.parse().ok();
     if let (Some(note), Some(id)) = (
         req.extensions()
@@ -212,7 +219,11 @@ fn wanted_payment(req: &Request, id: &str) -> Option<PaymentId> {
     ) {
         note.set_payment(id);
     }
-    wanted
+    let a = admitted(st, Endpoint::GetPayment, req, wanted).await?;
+    let decimals = a.decimals;
+    let ctx = st.service.gate().accept(a.auth).await?;
+    let payment = ctx.payment.ok_or_else(payment_not_found)?;
+    Ok((ctx.project, payment, decimals))
 }
 
 #[tracing::instrument(name = "get_payment", skip_all, fields(request_id = %rid.0))]
@@ -222,12 +233,8 @@ async fn get_payment(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    let wanted = wanted_payment(&req, &id);
-    let a = admitted(&st, Endpoint::GetPayment, req, wanted).await?;
-    let decimals = a.decimals;
-    let ctx = st.service.gate().accept(a.auth).await?;
-    let payment = ctx.payment.ok_or_else(payment_not_found)?;
-    let page_url = page_url(&st, &ctx.project, &payment).await?;
+    let (project, payment, decimals) = read_payment(&st, req, &id).await?;
+    let page_url = page_url(&st, &project, &payment).await?;
     Ok(json_response(
         StatusCode::OK,
         &payment
@@ -245,11 +252,7 @@ async fn get_history(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, HttpError> {
-    let wanted = wanted_payment(&req, &id);
-    let a = admitted(&st, Endpoint::GetPayment, req, wanted).await?;
-    let decimals = a.decimals;
-    let ctx = st.service.gate().accept(a.auth).await?;
-    let payment = ctx.payment.ok_or_else(payment_not_found)?;
+    let (_, payment, decimals) = read_payment(&st, req, &id).await?;
     let entries = st.service.payments().history(&payment).await?;
     let body = payments_core::history::history_json(&payment, &entries, decimals);
     Ok(json_response(StatusCode::OK, &body))

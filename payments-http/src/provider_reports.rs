@@ -134,43 +134,16 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     use std::sync::Mutex;
 
-    use futures_util::future::BoxFuture;
-    use payments_core::store::{Layered, Op, StoreLayer};
     use payments_core::testing::{ManualClock, MemoryStore};
 
     use super::*;
+    use crate::hanging::Hanging;
     use crate::providers::{CoverageStatus, ProviderStatus};
 
     const T0: Timestamp = Timestamp::from_unix_millis(1_790_812_800_000);
-
-    /// A store that never answers while `hung` is set: a frozen database.
-    struct Hanging {
-        inner: Arc<dyn Store>,
-        hung: Arc<AtomicBool>,
-    }
-
-    impl StoreLayer for Hanging {
-        fn inner(&self) -> &Arc<dyn Store> {
-            &self.inner
-        }
-
-        fn around<'a, T: Send + 'a>(
-            &'a self,
-            _op: Op,
-            call: BoxFuture<'a, Result<T, StoreError>>,
-        ) -> BoxFuture<'a, Result<T, StoreError>> {
-            let hung = self.hung.load(Ordering::SeqCst);
-            Box::pin(async move {
-                if hung {
-                    std::future::pending::<()>().await;
-                }
-                call.await
-            })
-        }
-    }
 
     /// A status source whose one provider's breaker the test sets.
     fn source(breaker: Arc<Mutex<&'static str>>) -> ProviderStatusSource {
@@ -222,12 +195,8 @@ mod tests {
     /// written an hour later, at the next interval).
     #[tokio::test(start_paused = true)]
     async fn the_report_follows_a_breaker_at_once_outlives_a_hung_store_and_leaves_with_the_node() {
-        let hung = Arc::new(AtomicBool::new(false));
         let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let store: Arc<dyn Store> = Arc::new(Layered::new(Hanging {
-            inner: memory.clone(),
-            hung: hung.clone(),
-        }));
+        let (store, hung) = Hanging::wrap(memory.clone());
         let clock = Arc::new(ManualClock::new(T0));
         let breaker = Arc::new(Mutex::new("closed"));
         let (changed, changes) = watch::channel(0u64);
