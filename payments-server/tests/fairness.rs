@@ -3,7 +3,8 @@
 //! nobody has, the events list filtered by `delivery_state`, the same as long polls, the
 //! cabinet's deliveries page filtered by state; each now has an index) while merchant B creates
 //! and reads payments; B's create p99 and read p50 stay within twice the same run's baseline,
-//! on SQLite and on PostgreSQL.
+//! on SQLite and on PostgreSQL. A phase over the bound is measured once more while A goes on
+//! scanning: a stall fails both measures, one spike of a shared runner only the first.
 //!
 //! A's rows are written by SQL straight into the database while the server is stopped (a
 //! recursive CTE on SQLite, `generate_series` on PostgreSQL): seconds, not the hours a million
@@ -206,8 +207,7 @@ async fn seed_postgres(url: &str, project: &str, template: &str, n: usize) {
              'https://a.example/cb', 'delivered', 1, 3, NULL
          FROM generate_series(1, {n}) AS n, payments t WHERE t.id = '{template}';
          SET session_replication_role = origin;
-         {fill}
-         ANALYZE payments; ANALYZE outbox_events; ANALYZE payment_metadata;",
+         {fill}",
         cols = columns.join(", "),
         exprs = exprs.join(", "),
         fill = payments_store_postgres::testing::METADATA_FILL,
@@ -216,6 +216,19 @@ async fn seed_postgres(url: &str, project: &str, template: &str, n: usize) {
         .batch_execute(&sql)
         .await
         .expect("the seed is written");
+    // Vacuumed, analysed and checkpointed now, so that neither autovacuum (which wakes on
+    // 300,000 fresh rows) nor a checkpoint writes them out in the middle of a measured phase.
+    // VACUUM runs outside a transaction block: one statement per call.
+    for table in ["payments", "outbox_events", "payment_metadata"] {
+        client
+            .batch_execute(&format!("VACUUM (ANALYZE) {table}"))
+            .await
+            .expect("the seed is vacuumed");
+    }
+    client
+        .batch_execute("CHECKPOINT")
+        .await
+        .expect("the seed is checkpointed");
     drop(client);
     let _ = task.await;
 }
@@ -531,7 +544,20 @@ async fn fairness(engine: Engine) {
         let answers = Arc::new(Answers::default());
         let tasks = attack(asker, path, query, clients, &stop, &answers);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let during = measure_b(&b, name).await;
+        let bound = |base: Duration| base.mul_f64(FACTOR) + SLACK;
+        let within = |f: &Figures| {
+            f.create_p99 <= bound(baseline.create_p99) && f.read_p50 <= bound(baseline.read_p50)
+        };
+        let mut during = measure_b(&b, name).await;
+        if !within(&during) {
+            // A stall by A's scans lasts as long as they run; one spike of a shared runner
+            // does not. The phase is measured once more, with A still scanning.
+            eprintln!(
+                "{name}: B's create p99 {:?}, read p50 {:?}; measured once more",
+                during.create_p99, during.read_p50
+            );
+            during = measure_b(&b, &format!("{name} again")).await;
+        }
         stop.store(true, Ordering::Relaxed);
         for t in tasks {
             t.abort();
@@ -547,7 +573,6 @@ async fn fairness(engine: Engine) {
              503 x{timed_out}",
             during.create_p99, during.read_p50
         );
-        let bound = |base: Duration| base.mul_f64(FACTOR) + SLACK;
         if during.create_p99 > bound(baseline.create_p99) {
             failures.push(format!(
                 "{name}: B's create p99 {:?} against {:?} before",
