@@ -867,4 +867,51 @@ mod tests {
         };
         assert_eq!(huge.post(&posting(1, 1)), Err(PostError::Overflow));
     }
+
+    /// What PostgreSQL's one-statement append relies on: posting on any balance adds the
+    /// figures of the same posting on an empty balance (numbers and sums add, the time is the
+    /// later of the two), whatever the kind, the sign and the clock.
+    #[test]
+    fn a_posting_adds_its_figures_on_an_empty_balance() {
+        let project = ProjectId::from_uuid(uuid::Uuid::from_u128(1));
+        let mut b = Balance::empty(project);
+        for i in 0..200i64 {
+            let kind = EntryKind::ALL[usize::try_from(i).unwrap() % EntryKind::ALL.len()];
+            let posting = Posting {
+                id: EntryId::from_uuid(uuid::Uuid::from_u128(u128::try_from(i).unwrap())),
+                project_id: project,
+                kind,
+                amount: Usdt((i * 7_919) % 100_003 - 50_000),
+                at: Timestamp::from_unix_secs(1_000 + (i * 37) % 101),
+                payment: None,
+                destination: None,
+                reference: None,
+                reason: None,
+                actor: None,
+            };
+            let (_, figures) = Balance::empty(project).post(&posting).unwrap();
+            let (entry, after) = b.post(&posting).unwrap();
+            let add = |x: Usdt, y: Usdt| x.checked_add(y).unwrap();
+            let t = (b.totals, figures.totals);
+            let sum = Balance {
+                project_id: project,
+                entries: b.entries + figures.entries,
+                balance: add(b.balance, figures.balance),
+                totals: Totals {
+                    credits: add(t.0.credits, t.1.credits),
+                    reversals: add(t.0.reversals, t.1.reversals),
+                    recheck_adjustments: add(t.0.recheck_adjustments, t.1.recheck_adjustments),
+                    operator_adjustments: add(t.0.operator_adjustments, t.1.operator_adjustments),
+                    payouts: add(t.0.payouts, t.1.payouts),
+                },
+                updated_at: b.updated_at.max(figures.updated_at),
+            };
+            assert_eq!(after, sum, "posting {i}");
+            assert_eq!(
+                (entry.seq, entry.balance_after, Some(entry.posting.at)),
+                (after.entries, after.balance, after.updated_at)
+            );
+            b = after;
+        }
+    }
 }

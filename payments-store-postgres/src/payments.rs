@@ -4,6 +4,7 @@ use std::sync::LazyLock;
 
 use deadpool_postgres::GenericClient;
 use payments_core::ids::{PaymentId, ProjectId};
+use payments_core::ledger::Posting;
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::Timestamp;
@@ -193,6 +194,100 @@ pub(crate) async fn commit_change<C: GenericClient>(
     s: &RequisiteSealing,
     change: &PaymentChange,
 ) -> Result<(), StoreError> {
+    write_change(c, s, change).await?;
+    if let Some(posting) = &change.ledger {
+        crate::ledger::append(c, posting).await?;
+    }
+    Ok(())
+}
+
+/// A change with a ledger entry in a transaction of its own, on `client`: every write but the
+/// entry's, then the entry's statement and the `COMMIT` sent together, so that the project's
+/// balance row is locked for one round trip. If the append fails, the server answers the
+/// `COMMIT` with a rollback; if the commit fails, nothing was written.
+pub(crate) async fn commit_with_posting(
+    client: deadpool_postgres::Client,
+    s: &RequisiteSealing,
+    change: &PaymentChange,
+    posting: &Posting,
+) -> Result<(), StoreError> {
+    let mut open = OpenTransaction::begin(client).await?;
+    let written = async {
+        write_change(open.client(), s, change).await?;
+        let statement = crate::ledger::prepare_append(open.client()).await?;
+        crate::ledger::append_params(posting).map(|values| (statement, values))
+    }
+    .await;
+    let (statement, values) = match written {
+        Ok(ready) => ready,
+        Err(e) => {
+            open.roll_back().await;
+            return Err(e);
+        }
+    };
+    let c: &tokio_postgres::Client = open.client();
+    let values = refs(&values);
+    // The append's Bind/Execute and then the COMMIT are queued on the connection, in this
+    // order, the first time `join!` polls them (each sends before it first waits), and the
+    // server runs them in that order.
+    let (answer, committed) =
+        tokio::join!(c.query_opt(&statement, &values), c.batch_execute("COMMIT"));
+    // Answered either way: committed, or rolled back by the server.
+    open.finished();
+    let entry = crate::ledger::appended(posting, answer)?;
+    committed.map_err(db)?;
+    debug_assert_eq!(entry.posting.payment, posting.payment);
+    Ok(())
+}
+
+/// A transaction begun with `BEGIN` on a pooled connection, for [`commit_with_posting`]'s
+/// `COMMIT` sent beside a statement (a `tokio_postgres::Transaction` commits only on its own).
+/// If it is dropped unfinished (its future cancelled), the connection leaves the pool and
+/// closes, which rolls the transaction back.
+struct OpenTransaction {
+    client: Option<deadpool_postgres::Client>,
+}
+
+impl OpenTransaction {
+    async fn begin(client: deadpool_postgres::Client) -> Result<Self, StoreError> {
+        let open = OpenTransaction {
+            client: Some(client),
+        };
+        open.client().batch_execute("BEGIN").await.map_err(db)?;
+        Ok(open)
+    }
+
+    fn client(&self) -> &deadpool_postgres::Client {
+        self.client.as_ref().expect("open until finished")
+    }
+
+    /// Rolls back; a connection that cannot leaves the pool.
+    async fn roll_back(mut self) {
+        if self.client().batch_execute("ROLLBACK").await.is_ok() {
+            self.finished();
+        }
+    }
+
+    /// No transaction is open on the connection any more: it goes back to the pool.
+    fn finished(&mut self) {
+        self.client = None;
+    }
+}
+
+impl Drop for OpenTransaction {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
+/// Every write of one change but its ledger entry. Call inside a transaction.
+async fn write_change<C: GenericClient>(
+    c: &C,
+    s: &RequisiteSealing,
+    change: &PaymentChange,
+) -> Result<(), StoreError> {
     let mut values = payment_params(&change.payment, s)?;
     values.push(Param(SqlValue::uint(change.expected_version, "version")?));
     let updated = execute(c, sql(st::payment_update()), &refs(&values)).await?;
@@ -218,9 +313,6 @@ pub(crate) async fn commit_change<C: GenericClient>(
     }
     if let Some(entry) = &change.history {
         directory::insert_status_change(c, entry).await?;
-    }
-    if let Some(posting) = &change.ledger {
-        crate::ledger::append(c, posting).await?;
     }
     Ok(())
 }

@@ -350,11 +350,15 @@ impl Store for PgStore {
         payments::insert(&client, &self.sealing, payment).await
     }
     /// A change without an event, audit record or ledger entry is one statement (autocommit,
-    /// durable); with them, one transaction.
+    /// durable); with them, one transaction, whose ledger entry is sent with the `COMMIT`.
     async fn commit_change(&self, change: &PaymentChange) -> Result<(), StoreError> {
         if change.event.is_none() && change.audit.is_none() && change.ledger.is_none() {
             let client = self.client().await?;
             return payments::commit_change(&client, &self.sealing, change).await;
+        }
+        if let Some(posting) = &change.ledger {
+            let client = self.client().await?;
+            return payments::commit_with_posting(client, &self.sealing, change, posting).await;
         }
         in_transaction!(self, |tx| payments::commit_change(
             &tx,

@@ -84,6 +84,8 @@ impl State {
         }
         if let Some(p) = &change.ledger {
             self.check_posting(p)?;
+            // Refused beyond the bound before anything of the change is written.
+            self.balance(p.project_id).post(p)?;
         }
         if let Some(ev) = &change.event {
             if self

@@ -117,6 +117,31 @@ pub async fn ledger_follows_payment_changes<S: Store>(store: &S) {
         Some(done.clone())
     );
     assert_eq!(store.balance(project).await.expect("balance"), b);
+    // A change that moves the payment on, with its history, but whose entry is one already
+    // written: refused, and nothing of it is written, the payment's new version included.
+    let moved = changed(&done, PaymentStatus::Completed, T0 + ms(1_500));
+    let mut twice = ledger_change(&done, &moved, 5);
+    twice.ledger = ledger_change(&p, &done, 5).ledger;
+    twice.history = Some(crate::history::StatusChange {
+        payment_id: p.id,
+        version: moved.version,
+        from: Some(done.status),
+        to: moved.status,
+        amount: moved.amount,
+        at: moved.updated_at,
+        cause: crate::history::ChangeCause::RecheckResolved,
+        source: Some(crate::history::ChangeSource::Support),
+    });
+    let refused = store.commit_change(&twice).await;
+    assert!(
+        matches!(refused, Err(StoreError::Duplicate(_))),
+        "an entry for a version already counted: {refused:?}"
+    );
+    assert_eq!(
+        store.payment(p.id).await.expect("payment"),
+        Some(done.clone())
+    );
+    assert_eq!(store.balance(project).await.expect("balance"), b);
 
     // A re-check found 1700: the difference, at the same course and fee.
     let mut rechecked = changed(&done, PaymentStatus::Completed, T0 + ms(2_000));
@@ -426,4 +451,98 @@ pub async fn concurrent_payouts<S: Store>(handles: &[&S]) {
         .map(|e| e.seq)
         .collect();
     assert_eq!(seqs, vec![1, 2, 3]);
+}
+
+/// Completions of one project's payments raced from every handle, each with its credit, and
+/// each tried twice (a retry of the same change, as another node would): every payment is
+/// credited once, the entries are numbered 1..n without gaps with each balance the previous
+/// one plus the entry, the balance row equals the entries, and entry times never go back.
+pub async fn concurrent_credits<S: Store>(handles: &[&S]) {
+    let project = project_id(1);
+    let n: u128 = 24;
+    let mut changes = Vec::new();
+    for i in 1..=n {
+        let p = priced_payment(payment_id(i), project, &format!("order-{i}"));
+        inserted(handles[0], &p).await;
+        // Times out of order: the entries' never go back all the same.
+        let at = T0 + ms(1_000 + i64::try_from((i * 7) % 11).expect("small"));
+        let done = changed(&p, PaymentStatus::Completed, at);
+        changes.push(ledger_change(&p, &done, i));
+    }
+    let tries = changes
+        .iter()
+        .chain(changes.iter())
+        .zip(handles.iter().cycle())
+        .map(|(change, h)| async move { h.commit_change(change).await });
+    let results = join_all(tries).await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let refused = results
+        .iter()
+        .filter(|r| matches!(r, Err(StoreError::Conflict | StoreError::Duplicate(_))))
+        .count();
+    assert_eq!((ok, refused), (24, 24), "{results:?}");
+    let entries = handles[0]
+        .find_entries(&EntryQuery {
+            oldest_first: true,
+            ..EntryQuery::new(project, 100)
+        })
+        .await
+        .expect("entries");
+    let mut by_seq = entries.clone();
+    by_seq.sort_by_key(|e| e.seq);
+    let seqs: Vec<u64> = by_seq.iter().map(|e| e.seq).collect();
+    let mut balance = Usdt::ZERO;
+    for (i, e) in by_seq.iter().enumerate() {
+        balance = balance.checked_add(e.posting.amount).expect("no overflow");
+        assert_eq!(
+            e.seq,
+            u64::try_from(i + 1).expect("small"),
+            "numbers {seqs:?}"
+        );
+        assert_eq!(e.balance_after, balance, "entry {}", e.seq);
+        assert_eq!(e.posting.kind, EntryKind::Credit);
+        if i > 0 {
+            assert!(e.posting.at >= by_seq[i - 1].posting.at, "entry {}", e.seq);
+        }
+    }
+    let credited: std::collections::BTreeSet<_> =
+        entries.iter().filter_map(|e| e.posting.payment).collect();
+    assert_eq!(credited.len(), 24);
+    let b = handles[0].balance(project).await.expect("balance");
+    assert_eq!(
+        (b.entries, b.balance, b.totals.credits),
+        (24, balance, balance)
+    );
+    assert_eq!(b.updated_at, by_seq.last().map(|e| e.posting.at));
+}
+
+/// A credit that would take the balance beyond [`ledger::MAX_BALANCE_UNITS`] is refused, and
+/// nothing of its change is written: the payment keeps its status and version, the balance
+/// and the entries stay as they were.
+pub async fn a_credit_beyond_the_bound_is_refused<S: Store>(store: &S) {
+    let project = project_id(1);
+    crate::service::post_entry(
+        store,
+        adjustment(project, 1, ledger::MAX_BALANCE_UNITS, T0),
+        true,
+        sample_audit(T0, "ledger.adjust", "x"),
+    )
+    .await
+    .expect("an adjustment up to the bound");
+    let before = store.balance(project).await.expect("balance");
+    let p = priced_payment(payment_id(1), project, "order-1");
+    inserted(store, &p).await;
+    let done = changed(&p, PaymentStatus::Completed, T0 + ms(1_000));
+    let refused = store.commit_change(&ledger_change(&p, &done, 2)).await;
+    assert!(
+        matches!(refused, Err(StoreError::Corrupt(_))),
+        "a balance beyond the bound: {refused:?}"
+    );
+    assert_eq!(store.payment(p.id).await.expect("payment"), Some(p));
+    assert_eq!(store.balance(project).await.expect("balance"), before);
+    let entries = store
+        .find_entries(&EntryQuery::new(project, 5))
+        .await
+        .expect("entries");
+    assert_eq!(entries.len(), 1);
 }

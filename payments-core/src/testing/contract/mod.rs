@@ -142,6 +142,9 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("entry_pages_and_totals", |s| {
             Box::pin(entry_pages_and_totals(s))
         }),
+        ("a_credit_beyond_the_bound_is_refused", |s| {
+            Box::pin(a_credit_beyond_the_bound_is_refused(s))
+        }),
         ("ledger_append_is_all_or_nothing", |s| {
             Box::pin(ledger_append_is_all_or_nothing(s))
         }),
@@ -184,6 +187,7 @@ pub fn shared_checks<S: Store>() -> Vec<SharedCheck<S>> {
             Box::pin(directory_changes_reach_every_handle(h))
         }),
         ("concurrent_payouts", |h| Box::pin(concurrent_payouts(h))),
+        ("concurrent_credits", |h| Box::pin(concurrent_credits(h))),
         ("settings_reach_every_handle", |h| {
             Box::pin(settings_reach_every_handle(h))
         }),
