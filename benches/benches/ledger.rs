@@ -1,7 +1,9 @@
 //! What the ledger costs a payment's writes, measured in one run: the completion the service
 //! commits (`processing -> completed` with its callback event and audit record) without and
-//! with its ledger credit, at 1 and 16 concurrent callers, on SQLite and (with `DATABASE_URL`)
-//! PostgreSQL; and a create's writes (`admit_create` and the change to `processing`), which
+//! with its ledger credit, at 1 and 16 concurrent callers, all of one project, and with the
+//! credit at 16 callers spread over 16 projects (what one project's balance row costs: the
+//! same figure as one project's when the row serialises nothing), on SQLite and (with
+//! `DATABASE_URL`) PostgreSQL; and a create's writes (`admit_create` and the change to `processing`), which
 //! carry no ledger entry, before and after a run of completions (the create path is the same
 //! code with and without the ledger: this shows the tables it no longer touches do not slow
 //! it). Each measured completion completes a payment inserted before the clock starts.
@@ -33,9 +35,14 @@ fn fresh(n: usize) -> Vec<u64> {
 
 /// A `processing` payment of project 1, ready to complete.
 fn processing(n: u64) -> Payment {
+    processing_of(n, 1)
+}
+
+/// A `processing` payment of one of `projects` projects (by its number), ready to complete.
+fn processing_of(n: u64, projects: u64) -> Payment {
     priced_payment(
         payment_id(u128::from(n)),
-        project_id(1),
+        project_id(u128::from(1 + n % projects)),
         &format!("order-{n}"),
     )
 }
@@ -106,11 +113,14 @@ async fn complete_many(
     store: &Arc<dyn Store>,
     iters: u64,
     callers: u64,
-    with_ledger: bool,
+    (with_ledger, projects): (bool, u64),
 ) -> Duration {
     let numbers = fresh(usize::try_from(iters * callers).expect("fits"));
     for n in &numbers {
-        store.insert_payment(&processing(*n)).await.expect("insert");
+        store
+            .insert_payment(&processing_of(*n, projects))
+            .await
+            .expect("insert");
     }
     let started = Instant::now();
     for chunk in numbers.chunks(usize::try_from(callers).expect("fits")) {
@@ -120,7 +130,7 @@ async fn complete_many(
                 let store = Arc::clone(store);
                 tokio::spawn(async move {
                     store
-                        .commit_change(&completion(&processing(n), n, with_ledger))
+                        .commit_change(&completion(&processing_of(n, projects), n, with_ledger))
                         .await
                         .expect("completion");
                 })
@@ -168,10 +178,19 @@ fn measure(
                 |b, &with_ledger| {
                     b.to_async(runtime).iter_custom(|iters| {
                         let store = Arc::clone(&store);
-                        async move { complete_many(&store, iters, callers, with_ledger).await }
+                        async move { complete_many(&store, iters, callers, (with_ledger, 1)).await }
                     })
                 },
             );
+        }
+        if with_ledger {
+            group.throughput(Throughput::Elements(16));
+            group.bench_function("completion_16_callers/with_credit_16_projects", |b| {
+                b.to_async(runtime).iter_custom(|iters| {
+                    let store = Arc::clone(&store);
+                    async move { complete_many(&store, iters, 16, (true, 16)).await }
+                })
+            });
         }
         // The creates after the completions without credits, then after those with them: a
         // create slower after completions with credits than after those without would be
