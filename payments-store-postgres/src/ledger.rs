@@ -123,16 +123,7 @@ pub(crate) fn appended(
 ) -> Result<LedgerEntry, StoreError> {
     let row = match answer {
         Ok(row) => row.ok_or_else(|| StoreError::Corrupt("the append returned no row".into()))?,
-        Err(e) if unique_violation(&e).is_some() => {
-            return Err(StoreError::Duplicate(format!(
-                "a ledger entry for {}",
-                posting
-                    .payment
-                    .map(|(id, v)| format!("payment {id} version {v}"))
-                    .or_else(|| posting.reference.as_ref().map(|r| format!("payout {r}")))
-                    .unwrap_or_else(|| format!("entry {}", posting.id))
-            )))
-        }
+        Err(e) if unique_violation(&e).is_some() => return Err(lg::duplicate_entry(posting)),
         Err(e) if e.code() == Some(&SqlState::NOT_NULL_VIOLATION) => {
             return Err(PostError::Overflow.into())
         }

@@ -8,9 +8,12 @@
 //! version (`ledger_entries_payment_version`), one payout per reference in a project
 //! (`ledger_entries_reference`).
 //!
-//! An append, in the writing transaction: [`BALANCE_LOCK`] (creates the project's row if it has
-//! none, and locks it on PostgreSQL until the commit, so concurrent appends to one project
-//! queue on it), [`Balance::post`] in the core, [`ENTRY_INSERT`], [`BALANCE_UPDATE`].
+//! SQLite's append, in the writer's transaction: [`BALANCE_LOCK`] (creates the project's row if
+//! it has none), [`Balance::post`] in the core, [`ENTRY_INSERT`], [`BALANCE_UPDATE`].
+//! PostgreSQL's is one statement of its own (`payments_store_postgres`'s `ledger` module), which
+//! adds the core's figures to the row and numbers the entry from it, so that the row's lock is
+//! held for as short a time as the server can; a payout's check reads the row through
+//! [`BALANCE_LOCK`] first on both engines.
 
 use payments_core::ledger::{
     Balance, EntryKind, KindTotal, LedgerEntry, Posting, Totals, TxReference, Usdt, UsdtAddress,
@@ -143,6 +146,19 @@ impl Record for Balance {
             SqlValue::opt_ts(self.updated_at),
         ])
     }
+}
+
+/// The error of an append refused by a unique key: a second entry for one payment version, or
+/// a payout reference used twice in a project.
+pub fn duplicate_entry(posting: &Posting) -> StoreError {
+    StoreError::Duplicate(format!(
+        "a ledger entry for {}",
+        posting
+            .payment
+            .map(|(id, v)| format!("payment {id} version {v}"))
+            .or_else(|| posting.reference.as_ref().map(|r| format!("payout {r}")))
+            .unwrap_or_else(|| format!("entry {}", posting.id))
+    ))
 }
 
 /// A project's (`$1`) balance row.

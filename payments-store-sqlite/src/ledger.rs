@@ -29,16 +29,7 @@ pub(crate) fn append(conn: &Connection, posting: &Posting) -> Result<LedgerEntry
         .execute(record_params(&entry)?)
     {
         Ok(_) => {}
-        Err(e) if is_unique_violation(&e) => {
-            return Err(StoreError::Duplicate(format!(
-                "a ledger entry for {}",
-                posting
-                    .payment
-                    .map(|(id, v)| format!("payment {id} version {v}"))
-                    .or_else(|| posting.reference.as_ref().map(|r| format!("payout {r}")))
-                    .unwrap_or_else(|| format!("entry {}", posting.id))
-            )))
-        }
+        Err(e) if is_unique_violation(&e) => return Err(lg::duplicate_entry(posting)),
         Err(e) => return Err(db(e)),
     }
     execute(conn, &lg::BALANCE_UPDATE, record_params(&after)?)?;
