@@ -102,6 +102,10 @@ uuid_id!(
     EntryId
 );
 uuid_id!(
+    /// A payment appeal's id ([`crate::appeal`]).
+    AppealId
+);
+uuid_id!(
     /// A web cabinet user's id.
     UserId
 );

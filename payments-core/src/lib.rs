@@ -161,6 +161,7 @@ pub use async_trait::async_trait;
 /// re-exported so that an embedder needs no `rust_decimal` dependency of its own.
 pub use rust_decimal::Decimal;
 pub mod amount;
+pub mod appeal;
 pub mod event;
 pub mod history;
 pub mod payer;
@@ -169,6 +170,7 @@ pub mod payment;
 pub mod planted;
 pub mod project;
 pub mod provider;
+pub mod receipt;
 pub mod request;
 pub mod request_log;
 pub mod sealing;

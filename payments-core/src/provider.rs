@@ -247,6 +247,57 @@ pub trait RequisiteProvider: Send + Sync {
         let _ = name;
         self.issue(request).await
     }
+
+    /// Sends an appeal with its evidence to the provider `name`, the one on record for the
+    /// payment ([`crate::appeal`]). The provider answers later, by a signed notification
+    /// (`found` with the amount that arrived, or not found). Default: the provider takes no
+    /// appeals ([`AppealSubmission::NotSupported`]), and support decides.
+    async fn submit_appeal(
+        &self,
+        name: &ProviderName,
+        inquiry: &AppealInquiry,
+    ) -> AppealSubmission {
+        let _ = (name, inquiry);
+        AppealSubmission::NotSupported
+    }
+}
+
+/// An appeal as the provider on record is asked about it: what the payer says, the payment's
+/// requisites and the receipts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppealInquiry {
+    /// The appeal (the provider's answer names it).
+    pub appeal_id: crate::ids::AppealId,
+    /// The payment.
+    pub payment_id: PaymentId,
+    /// The payment's amount and currency.
+    pub amount: Amount,
+    /// The payment's currency.
+    pub currency: Currency,
+    /// The requisite the payer was given (phone or card number).
+    pub requisite: String,
+    /// Why the payer appeals.
+    pub reason: crate::appeal::AppealReason,
+    /// The amount the payer says was sent.
+    pub claimed_amount: Option<Amount>,
+    /// When the payer says they paid.
+    pub paid_at: Option<crate::clock::Timestamp>,
+    /// The bank the payer paid from.
+    pub payer_bank: Option<String>,
+    /// The receipts, in the order sent.
+    pub receipts: Vec<crate::receipt::Receipt>,
+}
+
+/// What a provider said to an appeal sent to it.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppealSubmission {
+    /// Taken: its answer comes as a notification. The appeal is `under_review`.
+    Taken,
+    /// The provider takes no appeals: support decides.
+    NotSupported,
+    /// Not reached, or refused: the appeal stays `open` and is sent again later.
+    Failed(String),
 }
 
 /// Exchange rates: units of a currency per 1 USDT. Asked once per create, within a 3 s budget;

@@ -7,18 +7,20 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::amount::Amount;
+use crate::appeal::{Appeal, AppealInsert, AppealQuery};
 use crate::clock::Timestamp;
 use crate::event::{
     DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter, OutboxEvent,
 };
 use crate::history::StatusChange;
-use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::ids::{AppealId, EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting, TxReference};
 use crate::payer::PaymentPageRecord;
 use crate::payment::{Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
+use crate::receipt::Receipt;
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
 use crate::SecretString;
 
@@ -32,8 +34,8 @@ use port::declare_port;
 /// `use payments_core::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AuditStore, CallbackSecretStore, CredentialStore, CredentialStoreExt, LedgerStore,
-        MerchantStore, MerchantStoreExt, OperatorStore, OperatorStoreExt, OutboxStore,
+        AppealStore, AuditStore, CallbackSecretStore, CredentialStore, CredentialStoreExt,
+        LedgerStore, MerchantStore, MerchantStoreExt, OperatorStore, OperatorStoreExt, OutboxStore,
         PayerPageStore, PayerPageStoreExt, PaymentStore, RequestLogStore, SettingStore, Store,
     };
 }
@@ -48,20 +50,22 @@ pub mod port_types {
 
     pub use super::prelude::*;
     pub use super::{
-        AdmitOutcome, AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, EntryQuery, EventQuery,
-        InsertOutcome, LeaseToken, NonceUse, PageKey, PaymentChange, PaymentQuery, Purged,
-        Retained, StoreError, TokenKey, TxOutput, TxWork,
+        AdmitOutcome, AppealChange, AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, EntryQuery,
+        EventQuery, InsertOutcome, LeaseToken, NonceUse, PageKey, PaymentChange, PaymentQuery,
+        Purged, Retained, StoreError, TokenKey, TxOutput, TxWork,
     };
+    pub use crate::appeal::{Appeal, AppealInsert, AppealQuery};
     pub use crate::clock::Timestamp;
     pub use crate::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
     pub use crate::history::StatusChange;
-    pub use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+    pub use crate::ids::{AppealId, EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
     pub use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
     pub use crate::payer::PaymentPageRecord;
     pub use crate::payment::{MerchantPaymentId, Payment};
     pub use crate::project::{
         AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
     };
+    pub use crate::receipt::Receipt;
     pub use crate::request_log::{RequestLogEntry, RequestLogQuery};
     pub use crate::SecretString;
 }
@@ -75,7 +79,8 @@ pub use tx::{transact, Transaction, TxOutput, TxWork};
 /// backend's tests that compare an override with them.
 pub mod generic {
     pub use super::tx::{
-        admit_create, commit_change, commit_change_once, commit_resend, insert_payment, use_nonce,
+        admit_create, commit_appeal, commit_change, commit_change_once, commit_resend,
+        insert_payment, use_nonce,
     };
 }
 
@@ -205,6 +210,21 @@ pub enum InsertOutcome {
     Inserted,
     /// A payment with the same (project, merchant_payment_id) exists; here it is.
     Existing(Payment),
+}
+
+/// An appeal's change to commit atomically ([`Store::commit_appeal`]): the appeal's new version,
+/// the payment changes its decision makes (an accepted appeal's re-check, in order) and the
+/// audit record of who decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppealChange {
+    /// The appeal after the change.
+    pub appeal: Appeal,
+    /// The version the change was computed from.
+    pub expected_version: u64,
+    /// The payment changes, in order (each at the version the one before left).
+    pub payments: Vec<PaymentChange>,
+    /// The audit record.
+    pub audit: Option<AuditRecord>,
 }
 
 /// A payment change to commit atomically: the new payment version, the callback event it
@@ -529,6 +549,8 @@ crate::__storage_port!(OutboxStore declare_port! {});
 crate::__storage_port!(LedgerStore declare_port! {});
 
 crate::__storage_port!(RequestLogStore declare_port! {});
+
+crate::__storage_port!(AppealStore declare_port! {});
 
 /// What [`CredentialStore::auth_lookup`] found; each part `None` when absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -430,6 +430,33 @@ macro_rules! __storage_port {
         }
     };
 
+    (AppealStore $($cb:ident)::+ ! $args:tt) => {
+        $($cb)::+! {
+            $args
+            /// Payment appeals ([`crate::appeal`]) and their receipts, sealed at rest by the stores
+            /// that seal requisites. An appeal changes through [`Store::commit_appeal`].
+            pub trait AppealStore: Send + Sync {
+                /// An appeal by id.
+                read fn appeal(&self, id: AppealId) -> Result<Option<Appeal>, StoreError>;
+                /// A page of appeals (see [`AppealQuery`] and [`AppealQuery::matches`]), in the query's
+                /// order by `(created_at, id)`.
+                read fn find_appeals(&self, query: &AppealQuery) -> Result<Vec<Appeal>, StoreError>;
+                /// The receipt number `index` (from 0, in the order sent) of an appeal.
+                read fn appeal_receipt(&self, appeal: AppealId, index: u8) -> Result<Option<Receipt>, StoreError>;
+                /// Stores `appeal` (state `open`, version 1) with its `receipts`, atomically, unless its
+                /// project has an appeal under the same idempotency key ([`AppealInsert::Existing`]), its
+                /// payment has an active appeal ([`AppealInsert::Active`]; of concurrent inserts for one
+                /// payment at most one is stored) or [`MAX_APPEALS_PER_SOURCE`](crate::appeal::MAX_APPEALS_PER_SOURCE) appeals from its source
+                /// ([`AppealInsert::Full`]); then nothing is written.
+                write fn insert_appeal(
+                    &self,
+                    appeal: &Appeal,
+                    receipts: &[Receipt],
+                ) -> Result<AppealInsert, StoreError>;
+            }
+        }
+    };
+
     (Store $($cb:ident)::+ ! $args:tt) => {
         $($cb)::+! {
             $args
@@ -515,6 +542,7 @@ macro_rules! __storage_port {
                 + PayerPageStore
                 + LedgerStore
                 + RequestLogStore
+                + AppealStore
             {
                 /// Whether the store can write now (for `/readyz`): a real, tiny write, so that a full
                 /// disk, a read-only database or a lock held elsewhere shows. The default writes the
@@ -533,6 +561,15 @@ macro_rules! __storage_port {
                 /// ([`generic::commit_resend`]).
                 write fn commit_resend(&self, change: &PaymentChange) -> Result<Vec<EventId>, StoreError> {
                     generic::commit_resend(self, change).await
+                }
+
+                /// Commits an appeal's change ([`AppealChange`]) in one transaction: the appeal at
+                /// `change.expected_version` (another stored version is [`StoreError::Conflict`] and
+                /// writes nothing), then each payment change in order, as [`Store::commit_change`],
+                /// then the audit record. Written once over [`Store::transact`]
+                /// ([`generic::commit_appeal`]).
+                write fn commit_appeal(&self, change: &AppealChange) -> Result<(), StoreError> {
+                    generic::commit_appeal(self, change).await
                 }
 
                 /// Runs `work` in one transaction: its [`Transaction`] steps see each other, and they are
@@ -696,6 +733,7 @@ macro_rules! __storage_port {
         $crate::__storage_port!(PayerPageStore $($cb)::+ ! $args);
         $crate::__storage_port!(LedgerStore $($cb)::+ ! $args);
         $crate::__storage_port!(RequestLogStore $($cb)::+ ! $args);
+        $crate::__storage_port!(AppealStore $($cb)::+ ! $args);
         $crate::__storage_port!(Store $($cb)::+ ! $args);
     };
 }

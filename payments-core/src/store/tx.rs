@@ -23,7 +23,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 
-use super::{AdmitOutcome, InsertOutcome, NonceUse, PaymentChange, Store, StoreError};
+use super::{
+    AdmitOutcome, AppealChange, InsertOutcome, NonceUse, PaymentChange, Store, StoreError,
+};
+use crate::appeal::Appeal;
 use crate::clock::Timestamp;
 use crate::history::StatusChange;
 use crate::ids::{EventId, PaymentId, ProjectId};
@@ -71,6 +74,13 @@ pub trait Transaction: Send {
     async fn insert_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError>;
     /// Appends an audit record.
     async fn insert_audit(&mut self, record: &AuditRecord) -> Result<(), StoreError>;
+    /// Writes `appeal` over the stored appeal of its id if that one's version is
+    /// `expected_version`; else [`StoreError::Conflict`] (an unknown appeal too).
+    async fn update_appeal(
+        &mut self,
+        appeal: &Appeal,
+        expected_version: u64,
+    ) -> Result<(), StoreError>;
 }
 
 /// What a [`TxWork`] answers, boxed (the port is used as `dyn Store`, so
@@ -289,6 +299,34 @@ pub async fn commit_resend<S: Store + ?Sized>(
                 tx.commit_change(&change).await?;
             }
             Ok(answered)
+        })
+    })
+    .await
+}
+
+/// [`Store::commit_appeal`] written once: the appeal, its payment changes in order and its
+/// audit record in one transaction.
+pub async fn commit_appeal<S: Store + ?Sized>(
+    store: &S,
+    change: &AppealChange,
+) -> Result<(), StoreError> {
+    debug_assert!(change
+        .payments
+        .iter()
+        .all(|p| p.payment.id == change.appeal.payment_id));
+    let change = Arc::new(change.clone());
+    transact(store, move |tx| {
+        let change = Arc::clone(&change);
+        Box::pin(async move {
+            tx.update_appeal(&change.appeal, change.expected_version)
+                .await?;
+            for payment in &change.payments {
+                tx.commit_change(payment).await?;
+            }
+            if let Some(audit) = &change.audit {
+                tx.insert_audit(audit).await?;
+            }
+            Ok(())
         })
     })
     .await

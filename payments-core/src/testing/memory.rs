@@ -9,18 +9,20 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 
+use crate::appeal::{Appeal, AppealInsert, AppealOrder, AppealQuery, MAX_APPEALS_PER_SOURCE};
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventRecord, FailedEvent, FailedEventFilter};
 use crate::history::StatusChange;
-use crate::ids::{EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
+use crate::ids::{AppealId, EventId, KeyId, MerchantId, PaymentId, ProjectId, TokenId};
 use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry, Posting};
 use crate::payer::PaymentPageRecord;
 use crate::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use crate::project::{
     AuditRecord, KeyRecord, Merchant, OperatorTokenRecord, Project, SecretRecord, TokenRecord,
 };
+use crate::receipt::Receipt;
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
-use crate::store::RequestLogStore;
+use crate::store::{AppealStore, RequestLogStore};
 use crate::store::{
     AttemptRecorded, AuditStore, Backlog, CallbackSecretStore, ClaimedEvent, CredentialStore,
     InsertOutcome, LeaseToken, MerchantStore, NonceUse, OperatorStore, OutboxStore, PageKey,
@@ -70,6 +72,10 @@ struct State {
     requests: Vec<RequestLogEntry>,
     /// The last request log id given.
     request_seq: u64,
+    /// The appeals, by id.
+    appeals: BTreeMap<AppealId, Appeal>,
+    /// Each appeal's receipts, in the order sent.
+    receipts: HashMap<AppealId, Vec<Receipt>>,
 }
 
 impl State {
@@ -292,6 +298,24 @@ impl Transaction for MemoryTx<'_> {
 
     async fn lock_balance(&mut self, project: ProjectId) -> Result<Balance, StoreError> {
         Ok(self.st.balance(project))
+    }
+
+    async fn update_appeal(
+        &mut self,
+        appeal: &Appeal,
+        expected_version: u64,
+    ) -> Result<(), StoreError> {
+        let stored = self.st.appeals.get(&appeal.id).cloned();
+        if stored.as_ref().map(|a| a.version) != Some(expected_version) {
+            return Err(StoreError::Conflict);
+        }
+        self.st.appeals.insert(appeal.id, appeal.clone());
+        self.undo.push(Box::new(move |st| {
+            if let Some(a) = stored {
+                st.appeals.insert(a.id, a);
+            }
+        }));
+        Ok(())
     }
 
     async fn insert_posting(&mut self, posting: &Posting) -> Result<LedgerEntry, StoreError> {
@@ -1066,5 +1090,72 @@ impl Store for MemoryStore {
             }
         }
         answer
+    }
+}
+
+#[async_trait]
+impl AppealStore for MemoryStore {
+    async fn appeal(&self, id: AppealId) -> Result<Option<Appeal>, StoreError> {
+        Ok(self.lock().appeals.get(&id).cloned())
+    }
+
+    async fn find_appeals(&self, q: &AppealQuery) -> Result<Vec<Appeal>, StoreError> {
+        let st = self.lock();
+        let mut found: Vec<Appeal> = st
+            .appeals
+            .values()
+            .filter(|a| q.matches(a))
+            .cloned()
+            .collect();
+        found.sort_unstable_by_key(|a| (a.created_at, a.id));
+        if q.order == AppealOrder::NewestFirst {
+            found.reverse();
+        }
+        found.truncate(q.limit);
+        Ok(found)
+    }
+
+    async fn appeal_receipt(
+        &self,
+        appeal: AppealId,
+        index: u8,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let st = self.lock();
+        Ok(st
+            .receipts
+            .get(&appeal)
+            .and_then(|r| r.get(usize::from(index)))
+            .cloned())
+    }
+
+    async fn insert_appeal(
+        &self,
+        appeal: &Appeal,
+        receipts: &[Receipt],
+    ) -> Result<AppealInsert, StoreError> {
+        let mut st = self.lock();
+        let same = |a: &&Appeal| {
+            a.project_id == appeal.project_id
+                && a.idempotency_key.is_some()
+                && a.idempotency_key == appeal.idempotency_key
+        };
+        if let Some(existing) = st.appeals.values().find(same) {
+            return Ok(AppealInsert::Existing(existing.clone()));
+        }
+        let of_payment = || {
+            st.appeals
+                .values()
+                .filter(|a| a.payment_id == appeal.payment_id)
+        };
+        if let Some(active) = of_payment().find(|a| a.state.is_active()) {
+            return Ok(AppealInsert::Active(active.clone()));
+        }
+        let from_source = of_payment().filter(|a| a.source == appeal.source).count();
+        if from_source >= MAX_APPEALS_PER_SOURCE as usize {
+            return Ok(AppealInsert::Full);
+        }
+        st.appeals.insert(appeal.id, appeal.clone());
+        st.receipts.insert(appeal.id, receipts.to_vec());
+        Ok(AppealInsert::Inserted)
     }
 }

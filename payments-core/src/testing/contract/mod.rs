@@ -158,6 +158,13 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("request_log_purge_by_age", |s| {
             Box::pin(request_log_purge_by_age(s))
         }),
+        ("appeals_insert_and_bounds", |s| {
+            Box::pin(appeals_insert_and_bounds(s))
+        }),
+        ("appeal_pages", |s| Box::pin(appeal_pages(s))),
+        ("commit_appeal_is_all_or_nothing", |s| {
+            Box::pin(commit_appeal_is_all_or_nothing(s))
+        }),
     ]
 }
 
@@ -191,6 +198,7 @@ pub fn shared_checks<S: Store>() -> Vec<SharedCheck<S>> {
         ("settings_reach_every_handle", |h| {
             Box::pin(settings_reach_every_handle(h))
         }),
+        ("concurrent_appeals", |h| Box::pin(concurrent_appeals(h))),
     ]
 }
 
@@ -248,6 +256,7 @@ where
     }
 }
 
+mod appeals;
 mod data;
 mod directory;
 mod ledger;
@@ -260,6 +269,7 @@ mod request_log;
 mod upgrade;
 mod wrapper;
 
+pub use appeals::*;
 pub use data::*;
 pub use directory::*;
 pub use ledger::*;

@@ -7,13 +7,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::*;
+use crate::appeal::{Appeal, AppealInsert, AppealQuery};
 use crate::event::{FailedEvent, FailedEventFilter};
 use crate::history::StatusChange;
+use crate::ids::AppealId;
 use crate::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
+use crate::receipt::Receipt;
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
-use crate::store::RequestLogStore;
+use crate::store::{AppealChange, AppealStore, RequestLogStore};
 use crate::store::{
     AuditStore, Backlog, CallbackSecretStore, CredentialStore, EntryQuery, EventQuery, LeaseToken,
     LedgerStore, MerchantStore, OperatorStore, OutboxStore, PageKey, PayerPageStore, PaymentQuery,
@@ -414,6 +417,29 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
     let _ = same!("find_requests", |s| s
         .find_requests(&RequestLogQuery::new(p.id, 10)));
     let _ = same!("purge_requests", |s| s.purge_requests(T0 + ms(900), 10));
+    let receipt = sample_receipt(crate::receipt::ReceiptKind::Png, 1, 10);
+    let appeal = sample_appeal(
+        1,
+        p.id,
+        pay.id,
+        T0 + ms(1_000),
+        std::slice::from_ref(&receipt),
+    );
+    let _ = same!("insert_appeal", |s| s
+        .insert_appeal(&appeal, std::slice::from_ref(&receipt)));
+    let _ = same!("appeal", |s| s.appeal(appeal.id));
+    let _ = same!("appeal_receipt", |s| s.appeal_receipt(appeal.id, 0));
+    let _ = same!("find_appeals", |s| s.find_appeals(&AppealQuery::newest(10)));
+    let mut rejected = appeal.clone();
+    rejected.state = crate::appeal::AppealState::Rejected;
+    rejected.version += 1;
+    let decision = AppealChange {
+        appeal: rejected,
+        expected_version: appeal.version,
+        payments: Vec::new(),
+        audit: Some(sample_audit(T0 + ms(1_001), "appeal.reject", "w1")),
+    };
+    let _ = same!("commit_appeal", |s| s.commit_appeal(&decision));
 
     walk
 }
@@ -697,6 +723,8 @@ mod tests {
             "admit_create",
             "insert_requests",
             "purge_requests",
+            "insert_appeal",
+            "commit_appeal",
         ]
         .into_iter()
         .collect();
