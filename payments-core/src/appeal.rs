@@ -409,5 +409,43 @@ pub enum AppealInsert {
     Full,
 }
 
+/// An appeal as the APIs show it (`GET /api/v1/appeals/{id}`, the operator's queue): every
+/// field but the idempotency fingerprint; receipts by index, kind, size and SHA-256 (their
+/// bytes are read from their own path).
+pub fn view(appeal: &Appeal) -> serde_json::Value {
+    let receipts: Vec<serde_json::Value> = appeal
+        .receipts
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            serde_json::json!({
+                "index": i,
+                "content_type": r.kind.content_type(),
+                "size": r.size,
+                "sha256": r.sha256,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "id": appeal.id.to_string(),
+        "payment_id": appeal.payment_id.to_string(),
+        "source": appeal.source,
+        "idempotency_key": appeal.idempotency_key,
+        "reason": appeal.reason,
+        "claimed_amount": appeal.claimed_amount,
+        "paid_at": appeal.paid_at.map(Timestamp::to_rfc3339),
+        "payer_bank": appeal.payer_bank,
+        "receipts": receipts,
+        "state": appeal.state,
+        "deadline": appeal.deadline.to_rfc3339(),
+        "provider": appeal.provider.as_ref().map(ProviderName::as_str),
+        "resolved_amount": appeal.resolved_amount,
+        "decided_by": appeal.decided_by,
+        "note": appeal.note,
+        "created_at": appeal.created_at.to_rfc3339(),
+        "updated_at": appeal.updated_at.to_rfc3339(),
+    })
+}
+
 #[cfg(test)]
 mod tests;

@@ -51,6 +51,17 @@ pub enum ErrorCode {
     /// `409 payout_reference_conflict`: the project has a payout with this transaction hash
     /// and another amount or destination.
     PayoutReferenceConflict,
+    /// `404 appeal_not_found`: unknown or malformed appeal id, or an appeal of another project.
+    AppealNotFound,
+    /// `409 appeal_idempotency_conflict`: the appeal's idempotency key was used for another
+    /// appeal of the project.
+    AppealIdempotencyConflict,
+    /// `409 appeal_limit_reached`: the payment has an appeal under way, or has taken every
+    /// appeal its source may open.
+    AppealLimitReached,
+    /// `422 receipt_invalid`: a receipt that is not a PDF, PNG or JPEG by its content, larger
+    /// than 2 MiB, or an image of too many pixels.
+    ReceiptInvalid,
     /// `405 method_not_allowed`: the path exists, but not with this method.
     MethodNotAllowed,
     /// `408 request_timeout`: the request body did not arrive within the body timeout.
@@ -83,7 +94,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and agreement tests.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::BadRequest,
         ErrorCode::InvalidGeoCode,
         ErrorCode::TokenInvalid,
@@ -97,6 +108,10 @@ impl ErrorCode {
         ErrorCode::InvalidTransition,
         ErrorCode::InsufficientBalance,
         ErrorCode::PayoutReferenceConflict,
+        ErrorCode::AppealNotFound,
+        ErrorCode::AppealIdempotencyConflict,
+        ErrorCode::AppealLimitReached,
+        ErrorCode::ReceiptInvalid,
         ErrorCode::MethodNotAllowed,
         ErrorCode::RequestTimeout,
         ErrorCode::BodyTooLarge,
@@ -128,6 +143,10 @@ impl ErrorCode {
             ErrorCode::InvalidTransition => "invalid_transition",
             ErrorCode::InsufficientBalance => "insufficient_balance",
             ErrorCode::PayoutReferenceConflict => "payout_reference_conflict",
+            ErrorCode::AppealNotFound => "appeal_not_found",
+            ErrorCode::AppealIdempotencyConflict => "appeal_idempotency_conflict",
+            ErrorCode::AppealLimitReached => "appeal_limit_reached",
+            ErrorCode::ReceiptInvalid => "receipt_invalid",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::BodyTooLarge => "body_too_large",

@@ -65,7 +65,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::BadRequest | ErrorCode::InvalidGeoCode => 400,
         ErrorCode::TokenInvalid | ErrorCode::SignatureInvalid => 401,
         ErrorCode::IpNotAllowed | ErrorCode::InsufficientScope => 403,
-        ErrorCode::PaymentNotFound | ErrorCode::NotFound => 404,
+        ErrorCode::PaymentNotFound | ErrorCode::NotFound | ErrorCode::AppealNotFound => 404,
+        ErrorCode::AppealIdempotencyConflict | ErrorCode::AppealLimitReached => 409,
         ErrorCode::PaymentIdempotencyConflict
         | ErrorCode::RequestReplayed
         | ErrorCode::InvalidTransition
@@ -80,7 +81,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::PaymentNotCovered
         | ErrorCode::PaymentRateUnavailable
         | ErrorCode::PaymentNotRoutable
-        | ErrorCode::BankNotFound => 422,
+        | ErrorCode::BankNotFound
+        | ErrorCode::ReceiptInvalid => 422,
         ErrorCode::RateLimited => 429,
         ErrorCode::Internal => 500,
         ErrorCode::ServiceUnavailable => 503,

@@ -2,6 +2,7 @@
 //! provider, the state machine and the store. It decides; adapters carry out.
 
 mod admin;
+mod appeals;
 mod auth;
 mod callbacks;
 mod create;
@@ -40,6 +41,10 @@ use crate::{ApiError, ErrorCode};
 
 pub use crate::auth::verifier::BatchStats;
 pub use admin::AdminError;
+pub use appeals::{
+    appeal_note, AppealAnswer, AppealAnswerOutcome, AppealError, AppealPage, AppealRequest,
+    AppealSweep,
+};
 pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
     AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, RequestFormError,
@@ -114,6 +119,8 @@ pub struct ServiceConfig {
     pub resend_budget: crate::project::RateLimit,
     /// How many list reads of one project run at once ([`ScanBudget`]).
     pub scans: ScanBudget,
+    /// How long an appeal's active states last before it expires ([`crate::appeal`]).
+    pub appeal_deadlines: crate::appeal::AppealDeadlines,
 }
 
 impl Default for ServiceConfig {
@@ -131,6 +138,7 @@ impl Default for ServiceConfig {
             request_log: crate::request_log::RequestLogPolicy::default(),
             resend_budget: crate::ratelimit::RESEND_BUDGET,
             scans: ScanBudget::default(),
+            appeal_deadlines: crate::appeal::AppealDeadlines::default(),
         }
     }
 }

@@ -111,6 +111,9 @@ pub enum NotificationError {
     /// No such payment (`404 payment_not_found`).
     #[error("payment not found")]
     PaymentNotFound,
+    /// No such appeal, or an appeal sent to another provider (`404 appeal_not_found`).
+    #[error("appeal not found")]
+    AppealNotFound,
     /// The state machine refuses the report in the payment's status
     /// (`409 invalid_transition`).
     #[error(transparent)]
@@ -131,6 +134,7 @@ impl NotificationError {
             NotificationError::Signature(_) => ErrorCode::SignatureInvalid,
             NotificationError::Replayed => ErrorCode::RequestReplayed,
             NotificationError::PaymentNotFound => ErrorCode::PaymentNotFound,
+            NotificationError::AppealNotFound => ErrorCode::AppealNotFound,
             NotificationError::Transition(e) => ApiError::from(e.clone()).code,
             NotificationError::Contended => ErrorCode::ServiceUnavailable,
             NotificationError::Store(e) => ApiError::from(e.clone()).code,
@@ -263,34 +267,56 @@ impl Payments<'_> {
         signed: SignedNotification<'_>,
         from: Option<&crate::provider::ProviderName>,
     ) -> Result<NotificationOutcome, NotificationError> {
+        let replay = self.check_signed(verifier, signed, from).await?;
+        let notification = ProviderNotification::parse(signed.body)?;
+        let outcome = self.apply_notification(notification, from).await?;
+        // Accepted (applied now, or its id was applied before): the same signed request from
+        // this provider is a replay from now on. Two at once may both be accepted; the
+        // notification id lets only one of them apply.
+        self.remember_signed(replay).await?;
+        Ok(outcome)
+    }
+
+    /// Verifies a signed request from the upstream (`from`: the named provider's path) and
+    /// checks that it was not accepted before; answers its replay key, recorded by
+    /// [`remember_signed`](Self::remember_signed) once the request is accepted (a request
+    /// refused after this check records nothing).
+    pub(super) async fn check_signed(
+        self,
+        verifier: &CallbackVerifier,
+        signed: SignedNotification<'_>,
+        from: Option<&crate::provider::ProviderName>,
+    ) -> Result<SignedKey, NotificationError> {
         let now = self.ports.clock.now();
         verifier
             .verify(signed.timestamp, signed.signature, signed.body, now)
             .map_err(NotificationError::Signature)?;
         // A signed request is accepted while its timestamp is within the tolerance either way
         // of the clock, so its replay key must outlive twice the tolerance (and some skew).
-        let replay_key = replay_key(signed, from);
-        let keep = verifier.tolerance() * 2 + Duration::from_secs(60);
+        let key = SignedKey {
+            key: replay_key(signed, from),
+            keep: verifier.tolerance() * 2 + Duration::from_secs(60),
+        };
         let replay = NonceUse {
             project: UPSTREAM_NONCE_SCOPE,
-            nonce: &replay_key,
+            nonce: &key.key,
             now,
-            expires_at: now + keep,
+            expires_at: now + key.keep,
         };
-        // Only a check here: a request refused below records nothing.
         if !self.ports.store.commit_change_once(replay, None).await? {
             return Err(NotificationError::Replayed);
         }
-        let notification = ProviderNotification::parse(signed.body)?;
-        let outcome = self.apply_notification(notification, from).await?;
-        // Accepted (applied now, or its id was applied before): the same signed request from
-        // this provider is a replay from now on. Two at once may both be accepted; the
-        // notification id lets only one of them apply.
+        Ok(key)
+    }
+
+    /// Records an accepted signed request: its replay is `409 request_replayed` from now on.
+    pub(super) async fn remember_signed(self, key: SignedKey) -> Result<(), NotificationError> {
+        let now = self.ports.clock.now();
         self.ports
             .store
-            .use_nonce(UPSTREAM_NONCE_SCOPE, &replay_key, now, now + keep)
+            .use_nonce(UPSTREAM_NONCE_SCOPE, &key.key, now, now + key.keep)
             .await?;
-        Ok(outcome)
+        Ok(())
     }
 
     /// Applies a verified, parsed notification once per notification id.
@@ -365,6 +391,12 @@ impl Payments<'_> {
         }
         Err(NotificationError::Contended)
     }
+}
+
+/// The replay key of an accepted signed request and how long it is kept.
+pub(super) struct SignedKey {
+    key: String,
+    keep: Duration,
 }
 
 /// The replay key of a signed request from `from` (`None`: the unnamed path): its provider,
