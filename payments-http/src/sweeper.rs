@@ -187,8 +187,8 @@ async fn apply_retention(
 /// then the count of appeals still waiting, and of those past their deadline, for the metrics.
 async fn sweep_appeals(service: &PaymentService, metrics: Option<&crate::metrics::Metrics>) {
     use payments_core::appeal::{AppealQuery, AppealState};
-    let payments = service.payments();
-    let report = match payments.sweep_appeals(APPEALS_BATCH).await {
+    let appeals = service.appeals();
+    let report = match appeals.sweep_appeals(APPEALS_BATCH).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "appeals sweep failed");
@@ -207,7 +207,7 @@ async fn sweep_appeals(service: &PaymentService, metrics: Option<&crate::metrics
         states: vec![AppealState::Open, AppealState::UnderReview],
         ..AppealQuery::newest(1_000)
     };
-    let Ok(page) = payments.find_appeals(&waiting).await else {
+    let Ok(page) = appeals.find_appeals(&waiting).await else {
         return;
     };
     let overdue = page.appeals.iter().filter(|a| a.deadline <= now).count();
