@@ -169,6 +169,7 @@ pub mod payment;
 pub mod planted;
 pub mod project;
 pub mod provider;
+pub mod receipt;
 pub mod request;
 pub mod request_log;
 pub mod sealing;
