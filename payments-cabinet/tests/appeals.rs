@@ -647,9 +647,13 @@ async fn receipts_up_to_two_mib_go_through_and_a_larger_one_is_refused() {
     let owner = w
         .signed_in("owner@shop.example", Role::Merchant(merchant))
         .await;
+    // A PDF of `len` bytes: the small one with a comment before its end, `%%EOF` kept last.
     let pdf = |len: usize| {
-        let mut bytes = PDF.to_vec();
-        bytes.resize(len, b' ');
+        let end = b"%%EOF\n";
+        let mut bytes = PDF[..PDF.len() - end.len()].to_vec();
+        bytes.push(b'%');
+        bytes.resize(len - end.len(), b'x');
+        bytes.extend_from_slice(end);
         bytes
     };
     let max = payments_core::receipt::MAX_RECEIPT_BYTES;

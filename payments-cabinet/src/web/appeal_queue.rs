@@ -158,8 +158,8 @@ pub(crate) async fn queue(
         after: cursor::<AppealId>(&q.after),
         ..AppealQuery::newest(PAGE_SIZE)
     };
-    let payments = st.cabinet.service().payments();
-    let page = payments.find_appeals(&query).await.or_page(&st)?;
+    let appeals = st.cabinet.service().appeals();
+    let page = appeals.find_appeals(&query).await.or_page(&st)?;
     let mut projects = HashMap::new();
     let mut items = Vec::with_capacity(page.appeals.len());
     for a in &page.appeals {
@@ -237,7 +237,7 @@ async fn appeal_item(
     let appeal = st
         .cabinet
         .service()
-        .payments()
+        .appeals()
         .appeal_any(id)
         .await
         .map_err(|e| error_page(e, st))?;
@@ -402,7 +402,7 @@ pub(crate) async fn decide(
         Ok(t) => st
             .cabinet
             .service()
-            .payments()
+            .appeals()
             .decide_appeal(appeal.id, t, &actor, ChangeSource::Support)
             .await
             .map_err(DecisionError::from),

@@ -129,7 +129,7 @@ pub(crate) async fn card_appeals(
         ..AppealQuery::newest(MAX_APPEALS_PER_SOURCE as usize * 2)
     };
     let service = st.cabinet.service();
-    let found = service.payments().find_appeals(&query).await.or_page(st)?;
+    let found = service.appeals().find_appeals(&query).await.or_page(st)?;
     let now = service.ports().clock.now();
     let rows: Vec<AppealRow> = found
         .appeals

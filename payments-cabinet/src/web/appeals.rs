@@ -240,6 +240,14 @@ fn receipt_refusal(e: &ReceiptError) -> String {
                 ("declared", &declared.as_str().to_ascii_uppercase()),
             ],
         ),
+        ReceiptError::Malformed { kind, why } => trf(
+            "The file is not a well-formed {kind}: {why}.",
+            &[("kind", &kind.as_str().to_ascii_uppercase()), ("why", why)],
+        ),
+        ReceiptError::TooManyPixels { width, height } => trf(
+            "The image is {width} x {height} pixels: at most 40 million pixels are accepted.",
+            &[("width", width), ("height", height)],
+        ),
         other => other.to_string(),
     }
 }
@@ -375,7 +383,7 @@ pub(crate) async fn open(
         Ok(request) => st
             .cabinet
             .service()
-            .payments()
+            .appeals()
             .open_appeal_for(&payment, AppealSource::Merchant, request)
             .await
             .map_err(AppealFormError::from),
@@ -432,15 +440,15 @@ pub(crate) async fn receipt(
         .ok()
         .filter(|i| usize::from(*i) < MAX_RECEIPTS)
         .ok_or_else(not_found)?;
-    let payments = st.cabinet.service().payments();
-    let appeal = payments
+    let appeals = st.cabinet.service().appeals();
+    let appeal = appeals
         .appeal_any(id)
         .await
         .map_err(|e| error_page(e, &st))?;
     visible_project(&st, &signed.current, &appeal.project_id.to_string())
         .await
         .map_err(|_| not_found())?;
-    let r = payments
+    let r = appeals
         .appeal_receipt(&appeal, index)
         .await
         .map_err(|e| error_page(e, &st))?;

@@ -610,6 +610,14 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "The file's content is {found}, not the {declared} its name says.",
         "Содержимое файла — {found}, а не {declared}, как следует из имени.",
     ),
+    (
+        "The file is not a well-formed {kind}: {why}.",
+        "Файл — повреждённый {kind}: {why}.",
+    ),
+    (
+        "The image is {width} x {height} pixels: at most 40 million pixels are accepted.",
+        "Изображение {width} x {height} пикселей: принимается не больше 40 миллионов пикселей.",
+    ),
     ("Paid at", "Время оплаты"),
     ("Payer's bank", "Банк плательщика"),
     (
