@@ -421,7 +421,7 @@ impl Payments<'_> {
             appeal_id: appeal.id,
             payment_id: payment.id,
             amount: payment.amount,
-            currency: payment.currency.clone(),
+            currency: payment.currency,
             requisite: requisites.requisite.clone(),
             reason: appeal.reason,
             claimed_amount: appeal.claimed_amount,
