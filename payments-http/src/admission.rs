@@ -27,21 +27,31 @@ pub async fn read_body(
     declared: Option<&HeaderValue>,
     timeout: std::time::Duration,
 ) -> Result<Bytes, ApiError> {
+    read_body_up_to(body, declared, timeout, MAX_BODY).await
+}
+
+/// [`read_body`] with another limit than [`MAX_BODY`] (an appeal's receipts).
+pub async fn read_body_up_to(
+    body: Body,
+    declared: Option<&HeaderValue>,
+    timeout: std::time::Duration,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             ErrorCode::BodyTooLarge,
-            format!("request body exceeds {MAX_BODY} bytes"),
+            format!("request body exceeds {limit} bytes"),
         )
     };
     if let Some(len) = declared
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
     {
-        if len > MAX_BODY as u64 {
+        if len > limit as u64 {
             return Err(too_large());
         }
     }
-    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY)).await {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) => {
             let over_limit = std::error::Error::source(&e)

@@ -68,6 +68,7 @@
 
 pub mod admission;
 pub mod app;
+pub mod appeals;
 pub mod balance;
 pub mod batch;
 pub mod coalescing;

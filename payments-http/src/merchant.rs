@@ -58,6 +58,7 @@ pub const SANDBOX_ROUTES: &[(&str, &str)] = &[
 /// The `(method, path template)` pairs the merchant router serves in `environment`.
 pub fn route_list(environment: Environment) -> Vec<(&'static str, &'static str)> {
     let mut list = ROUTES.to_vec();
+    list.extend_from_slice(crate::appeals::ROUTES);
     if environment == Environment::Sandbox {
         list.extend_from_slice(SANDBOX_ROUTES);
     }
@@ -87,7 +88,7 @@ fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
         ("GET", "/readyz") => get(readyz),
         ("POST", "/api/v1/test/payments/{id}/complete") => post(test_complete),
         ("POST", "/api/v1/test/payments/{id}/cancel") => post(test_cancel),
-        _ => return None,
+        (method, path) => return crate::appeals::handler(method, path),
     })
 }
 

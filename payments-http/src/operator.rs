@@ -2,6 +2,7 @@
 //! `/metrics`, served on the operator listener (loopback by default): payment operations here,
 //! the cabinet's provisioning functions in [`provision`].
 
+pub mod appeals;
 pub mod body;
 pub mod callbacks;
 pub mod ledger;
@@ -59,6 +60,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
     list.extend_from_slice(provision::ROUTES);
     list.extend_from_slice(callbacks::ROUTES);
     list.extend_from_slice(ledger::ROUTES);
+    list.extend_from_slice(appeals::ROUTES);
     #[cfg(feature = "cabinet")]
     list.extend_from_slice(users::ROUTES);
     list.extend_from_slice(PUBLIC_ROUTES);
@@ -105,7 +107,8 @@ pub fn routes(state: AppState) -> Router<AppState> {
             callbacks::ROUTES,
             callbacks::handler,
         ))
-        .merge(add_routes(Router::new(), ledger::ROUTES, ledger::handler));
+        .merge(add_routes(Router::new(), ledger::ROUTES, ledger::handler))
+        .merge(add_routes(Router::new(), appeals::ROUTES, appeals::handler));
     #[cfg(feature = "cabinet")]
     let api = api.merge(users::routes());
     let api = api.route_layer(middleware::from_fn_with_state(state, require_operator));
@@ -136,6 +139,10 @@ mod route_tests {
         }
         for (method, path) in ledger::ROUTES {
             assert!(ledger::handler(method, path).is_some(), "{method} {path}");
+        }
+        for (method, path) in appeals::ROUTES {
+            let found = appeals::handler(method, path);
+            assert!(found.is_some(), "{method} {path}");
         }
         #[cfg(feature = "cabinet")]
         for (method, path) in users::ROUTES {
@@ -193,6 +200,11 @@ pub(crate) struct Op {
 }
 
 impl Op {
+    /// Who is calling, for the audit trail.
+    pub(crate) fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
     /// Runs a handler body; its error is answered by the error middleware.
     pub(crate) async fn answer(
         &self,

@@ -225,7 +225,7 @@ async fn appeal_found(
     };
     let (appeal, _) = run
         .service
-        .payments()
+        .appeals()
         .open_appeal_for(
             &payment.unwrap().unwrap(),
             payments_core::appeal::AppealSource::Payer,

@@ -306,6 +306,11 @@ pub enum Endpoint {
     /// `GET /api/v1/balance`, `GET /api/v1/balance/entries` and
     /// `GET /api/v1/balance/statement`.
     ReadBalance,
+    /// `POST /api/v1/payments/{id}/appeals`.
+    OpenAppeal,
+    /// `GET /api/v1/payments/{id}/appeals`, `GET /api/v1/appeals`, `GET /api/v1/appeals/{id}`
+    /// and its receipts.
+    ReadAppeals,
 }
 
 impl Endpoint {
@@ -319,6 +324,8 @@ impl Endpoint {
             Endpoint::ReadEvents => Some(Scope::EventsRead),
             Endpoint::ResendEvents => Some(Scope::EventsResend),
             Endpoint::ReadBalance => Some(Scope::BalanceRead),
+            Endpoint::OpenAppeal => Some(Scope::PaymentsCreate),
+            Endpoint::ReadAppeals => Some(Scope::PaymentsRead),
         }
     }
 

@@ -105,6 +105,10 @@ pub struct TestProvider {
     /// Numbers the requisite by the payment id instead of a counter, so that asking for a
     /// payment that is never stored changes no later payment's requisite.
     pub keyed: AtomicBool,
+    /// Takes the appeals sent to it (else it answers that it takes none).
+    pub takes_appeals: AtomicBool,
+    /// The appeals it took, in order.
+    pub appeals: Mutex<Vec<payments_core::provider::AppealInquiry>>,
 }
 
 #[async_trait]
@@ -145,6 +149,18 @@ impl RequisiteProvider for TestProvider {
 
     fn issues_locally(&self) -> bool {
         self.local.load(Ordering::SeqCst)
+    }
+
+    async fn submit_appeal(
+        &self,
+        _name: &payments_core::provider::ProviderName,
+        inquiry: &payments_core::provider::AppealInquiry,
+    ) -> payments_core::provider::AppealSubmission {
+        if !self.takes_appeals.load(Ordering::SeqCst) {
+            return payments_core::provider::AppealSubmission::NotSupported;
+        }
+        self.appeals.lock().unwrap().push(inquiry.clone());
+        payments_core::provider::AppealSubmission::Taken
     }
 }
 

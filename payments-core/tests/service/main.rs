@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod appeals;
 mod create;
 mod ledger;
 mod lifecycle;

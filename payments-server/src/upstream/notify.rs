@@ -4,7 +4,7 @@
 //! - `POST /upstream/v1/notifications`: the upstream reports a confirmed or failed transfer;
 //!   [`Payments::apply_provider_notification`] verifies, decides and records.
 //! - `POST /upstream/v1/appeals`: the upstream answers an appeal sent to it (found, with the
-//!   amount that arrived, or not found); [`Payments::apply_appeal_answer`] verifies, decides
+//!   amount that arrived, or not found); [`Appeals::apply_appeal_answer`] verifies, decides
 //!   and records.
 //!
 //! Each also at `.../{provider}` for a named provider, verified with its own secrets. The
@@ -12,7 +12,7 @@
 //! the other APIs (docs/providers.md, "Notifications" and "Appeals").
 //!
 //! [`Payments::apply_provider_notification`]: payments_core::service::Payments::apply_provider_notification
-//! [`Payments::apply_appeal_answer`]: payments_core::service::Payments::apply_appeal_answer
+//! [`Appeals::apply_appeal_answer`]: payments_core::service::Appeals::apply_appeal_answer
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -120,14 +120,17 @@ impl Kind {
         from: Option<&ProviderName>,
         signed: SignedNotification<'_>,
     ) -> Result<Response, HttpError> {
-        let payments = st.service.payments();
         Ok(match self {
             Kind::Transfer => {
+                let payments = st.service.payments();
                 let out = payments.apply_provider_notification_from(verifier, signed, from);
                 transfer_answer(st, from, &out.await?)
             }
             Kind::Appeal => {
-                let out = payments.apply_appeal_answer(verifier, signed, from);
+                let out = st
+                    .service
+                    .appeals()
+                    .apply_appeal_answer(verifier, signed, from);
                 appeal_answer(st, from, &out.await?)
             }
         })

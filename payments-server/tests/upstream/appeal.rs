@@ -26,7 +26,8 @@ use crate::support::{
     notify, notify_at, notify_signed, secret, unix_now, AppealMode, Mode, Upstream,
 };
 
-/// A PNG receipt's bytes whose standard base64 has `/` and padding.
+/// A receipt's bytes (as a store gives them back: checked at opening, not here) whose standard
+/// base64 has `/` and padding.
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\xfb\xff\xbe\xfb\xef";
 
 /// The HTTP provider of `requisites_url` with the shared secret and a 1 s time limit.
@@ -51,7 +52,7 @@ fn inquiry(seed: u128) -> AppealInquiry {
         claimed_amount: Some(Amount::parse("3390.50").unwrap()),
         paid_at: Some(Timestamp::from_unix_secs(1_790_812_800)),
         payer_bank: Some("Сбербанк".into()),
-        receipts: vec![Receipt::check(Some(ReceiptKind::Png), PNG.to_vec()).unwrap()],
+        receipts: vec![Receipt::from_stored(ReceiptKind::Png, PNG.to_vec())],
     }
 }
 
@@ -154,7 +155,7 @@ async fn with_appeal() -> (Upstream, TestServer, String, String, String) {
         (StatusCode::OK, &json!("canceled"))
     );
 
-    let payments = s.state.service.payments();
+    let appeals = s.state.service.appeals();
     let payment = s.state.service.store().payment(id.parse().unwrap()).await;
     let request = AppealRequest {
         idempotency_key: None,
@@ -162,10 +163,10 @@ async fn with_appeal() -> (Upstream, TestServer, String, String, String) {
         claimed_amount: Some(Amount::parse("3390.00").unwrap()),
         paid_at: None,
         payer_bank: None,
-        receipts: vec![Receipt::check(None, PNG.to_vec()).unwrap()],
+        receipts: vec![Receipt::from_stored(ReceiptKind::Png, PNG.to_vec())],
     };
     let payment = payment.unwrap().unwrap();
-    let (appeal, stored) = payments
+    let (appeal, stored) = appeals
         .open_appeal_for(&payment, AppealSource::Payer, request)
         .await
         .unwrap();

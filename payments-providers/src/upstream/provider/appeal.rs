@@ -153,7 +153,8 @@ mod tests {
 
     #[test]
     fn the_body_carries_the_appeal_and_its_receipts_in_base64() {
-        // Bytes whose standard base64 has `/` and padding (the URL-safe alphabet would differ).
+        // Bytes whose standard base64 has `/` and padding (the URL-safe alphabet would differ);
+        // the adapter sends a receipt's bytes as stored (checked when the appeal was opened).
         let png = b"\x89PNG\r\n\x1a\n\xfb\xff\xbe\xfb\xef".to_vec();
         let inquiry = AppealInquiry {
             appeal_id: AppealId::from_uuid(uuid::Uuid::from_u128(7)),
@@ -165,7 +166,7 @@ mod tests {
             claimed_amount: Some(Amount::parse("1500").unwrap()),
             paid_at: Some(Timestamp::from_unix_secs(1_790_812_800)),
             payer_bank: Some("Сбербанк".into()),
-            receipts: vec![Receipt::check(Some(ReceiptKind::Png), png).unwrap()],
+            receipts: vec![Receipt::from_stored(ReceiptKind::Png, png)],
         };
         let sent: serde_json::Value = serde_json::from_slice(&body(&inquiry).unwrap()).unwrap();
         assert_eq!(
