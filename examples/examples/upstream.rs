@@ -1,6 +1,7 @@
 //! An example upstream for `provider = "http"`, `rate_source = "http"` and provider
 //! notifications (docs/providers.md): issues requisites idempotently by payment id, serves
-//! rates, and reports transfers to the server (see `payments_examples::upstream`).
+//! rates, reports transfers to the server, and takes and answers appeals (see
+//! `payments_examples::upstream`).
 //!
 //! ```sh
 //! cargo run -p payments-examples --example upstream -- --listen 127.0.0.1:9300 \
@@ -9,6 +10,8 @@
 //! payments-server serve --environment production --config payments.toml
 //! # the bank saw the transfer of a payment:
 //! curl -X POST http://127.0.0.1:9300/demo/transfers/<payment_id>/confirm
+//! # the bank found the transfer an appeal (sent to /appeals) is about:
+//! curl -X POST http://127.0.0.1:9300/demo/appeals/<appeal_id>/found
 //! ```
 //!
 //! The shared secret: `--secret` or `UPSTREAM_SECRET` (`whsec_...`, the same value as the

@@ -16,6 +16,11 @@
 //!   `POST /providers/{name}/demo/transfers/{payment_id}/confirm|fail` reports as that
 //!   provider; [`providers_settings`] prints the `[[upstream.providers]]` entries for them.
 //! - [`ExampleUpstream::answer_after`]: a slow bank, every requisite issued only after a delay.
+//! - `POST /appeals` (and `POST /providers/{name}/appeals`): takes an appeal (`202`) after
+//!   verifying it like a requisite request, and remembers it ([`ExampleUpstream::appeals`]);
+//!   [`ExampleUpstream::answer_appeal`] sends its answer, signed like a report, to the
+//!   service's `.../upstream/v1/appeals`; `POST /demo/appeals/{appeal_id}/found|not_found`
+//!   does the same from a terminal.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -49,6 +54,8 @@ struct Inner {
     providers: Mutex<BTreeMap<String, Mode>>,
     /// How long each requisite it issues takes ([`ExampleUpstream::answer_after`]).
     delay: Mutex<Duration>,
+    /// The appeals it took, in order ([`ExampleUpstream::appeals`]).
+    appeals: Mutex<Vec<ReceivedAppeal>>,
     http: reqwest::Client,
 }
 
@@ -78,6 +85,21 @@ impl std::str::FromStr for Mode {
             other => Err(UnknownMode(other.to_string())),
         }
     }
+}
+
+/// An appeal the example upstream took (`POST /appeals`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedAppeal {
+    /// The named provider it was sent to (`/providers/{name}/appeals`), or `None`.
+    pub provider: Option<String>,
+    /// Its `appeal_id`.
+    pub appeal_id: String,
+    /// Its `payment_id`.
+    pub payment_id: String,
+    /// The `Idempotency-Key` it came with.
+    pub idempotency_key: String,
+    /// The whole body as sent.
+    pub body: Value,
 }
 
 /// A provider mode that is none of `issue`, `no_requisites`, `not_routable`, `slow`.
@@ -130,6 +152,7 @@ impl ExampleUpstream {
                 issued: Mutex::new(HashMap::new()),
                 providers: Mutex::new(BTreeMap::new()),
                 delay: Mutex::new(Duration::ZERO),
+                appeals: Mutex::new(Vec::new()),
                 http: reqwest::Client::builder()
                     .timeout(Duration::from_secs(10))
                     .build()
@@ -170,6 +193,11 @@ impl ExampleUpstream {
         *self.inner.delay.lock().expect("never poisoned") = delay;
     }
 
+    /// The appeals it took, in the order they came (a re-sent appeal again each time).
+    pub fn appeals(&self) -> Vec<ReceivedAppeal> {
+        self.inner.appeals.lock().expect("never poisoned").clone()
+    }
+
     /// Plays the provider `name` too, answering as `mode` at `/providers/{name}/requisites`
     /// (a `[[upstream.providers]]` entry of [`providers_settings`]); a second call changes its
     /// mode.
@@ -178,14 +206,21 @@ impl ExampleUpstream {
         providers.insert(name.to_string(), mode);
     }
 
-    /// The router: `POST /requisites`, `GET /rates`, `POST /demo/transfers/{id}/{outcome}`,
-    /// and for each provider it plays ([`ExampleUpstream::play`])
-    /// `POST /providers/{name}/requisites` and
+    /// The router: `POST /requisites`, `POST /appeals`, `GET /rates`,
+    /// `POST /demo/transfers/{id}/{outcome}`, `POST /demo/appeals/{appeal_id}/{outcome}`, and
+    /// for each provider it plays ([`ExampleUpstream::play`])
+    /// `POST /providers/{name}/requisites`, `POST /providers/{name}/appeals` and
     /// `POST /providers/{name}/demo/transfers/{id}/{outcome}` (reported as that provider).
     pub fn router(&self) -> Router {
         Router::new()
             .route("/requisites", post(requisites))
             .route("/providers/{name}/requisites", post(provider_requisites))
+            .route("/appeals", post(appeals))
+            .route("/providers/{name}/appeals", post(provider_appeals))
+            .route(
+                "/demo/appeals/{appeal_id}/{outcome}",
+                post(demo_appeal_answer),
+            )
             .route("/rates", get(rates))
             .route(
                 "/demo/transfers/{payment_id}/{outcome}",
@@ -245,16 +280,7 @@ impl ExampleUpstream {
         confirmed: bool,
         amount: Option<&str>,
     ) -> Result<Value, ReportError> {
-        let mut url = self
-            .inner
-            .notify_url
-            .lock()
-            .expect("never poisoned")
-            .clone()
-            .ok_or(ReportError::NoNotifyUrl)?;
-        if let Some(name) = provider {
-            url = format!("{}/{name}", url.trim_end_matches('/'));
-        }
+        let url = self.notify_url(provider)?;
         let mut body = json!({
             "notification_id": notification_id,
             "payment_id": payment_id,
@@ -263,7 +289,76 @@ impl ExampleUpstream {
         if let Some(a) = amount {
             body["amount"] = json!(a);
         }
-        let body = serde_json::to_vec(&body)?;
+        self.send_signed(&url, &body).await
+    }
+
+    /// Answers an appeal the service sent ([`ExampleUpstream::appeals`]): `found` with the
+    /// amount that arrived, or not found (`None`) with an optional `reason`, to the service's
+    /// `.../upstream/v1/appeals` (beside the notification URL). Signed and retried like
+    /// [`ExampleUpstream::report`]; `notification_id` identifies the answer.
+    pub async fn answer_appeal(
+        &self,
+        notification_id: &str,
+        appeal_id: &str,
+        found: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<Value, ReportError> {
+        self.answer_appeal_as(None, notification_id, appeal_id, found, reason)
+            .await
+    }
+
+    /// [`ExampleUpstream::answer_appeal`] as the named provider `provider`, to the service's
+    /// `.../upstream/v1/appeals/<provider>`.
+    pub async fn answer_appeal_as(
+        &self,
+        provider: Option<&str>,
+        notification_id: &str,
+        appeal_id: &str,
+        found: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<Value, ReportError> {
+        let notify_url = self.notify_url(None)?;
+        let base = notify_url
+            .trim_end_matches('/')
+            .strip_suffix("/notifications")
+            .ok_or_else(|| ReportError::NoAppealsUrl(notify_url.clone()))?;
+        let mut url = format!("{base}/appeals");
+        if let Some(name) = provider {
+            url = format!("{url}/{name}");
+        }
+        let mut body = json!({
+            "notification_id": notification_id,
+            "appeal_id": appeal_id,
+            "status": if found.is_some() { "found" } else { "not_found" },
+        });
+        if let Some(a) = found {
+            body["amount"] = json!(a);
+        }
+        if let Some(r) = reason {
+            body["reason"] = json!(r);
+        }
+        self.send_signed(&url, &body).await
+    }
+
+    /// The notification URL, for `provider` if named (`.../notifications/<provider>`).
+    fn notify_url(&self, provider: Option<&str>) -> Result<String, ReportError> {
+        let url = self
+            .inner
+            .notify_url
+            .lock()
+            .expect("never poisoned")
+            .clone()
+            .ok_or(ReportError::NoNotifyUrl)?;
+        Ok(match provider {
+            Some(name) => format!("{}/{name}", url.trim_end_matches('/')),
+            None => url,
+        })
+    }
+
+    /// Sends `body` to `url` signed, again with a fresh signature until the service answers
+    /// `200` (or a `4xx`, which is final); the service's answer.
+    async fn send_signed(&self, url: &str, body: &Value) -> Result<Value, ReportError> {
+        let body = serde_json::to_vec(body)?;
         let mut attempt = 0u32;
         loop {
             if attempt > 0 {
@@ -276,7 +371,7 @@ impl ExampleUpstream {
             let sent = self
                 .inner
                 .http
-                .post(&url)
+                .post(url)
                 .header("content-type", "application/json")
                 .header("x-callback-timestamp", at.to_string())
                 .header("x-callback-signature", signature)
@@ -313,6 +408,10 @@ pub enum ReportError {
     /// [`ExampleUpstream::set_notify_url`] was not called.
     #[error("no notification URL set")]
     NoNotifyUrl,
+    /// The notification URL does not end in `/notifications`: the appeals URL beside it is
+    /// unknown.
+    #[error("{0:?} does not end in /notifications: no appeals URL beside it")]
+    NoAppealsUrl(String),
     /// The notification could not be encoded.
     #[error(transparent)]
     Encode(#[from] serde_json::Error),
@@ -418,6 +517,115 @@ async fn answer(
         .clone();
     Json(json!({"payment_id": payment_id, "result": "issued", "requisite": requisite}))
         .into_response()
+}
+
+/// `POST /appeals`: the example upstream takes the appeal.
+async fn appeals(State(u): State<ExampleUpstream>, headers: HeaderMap, body: Bytes) -> Response {
+    take_appeal(&u, None, &headers, &body)
+}
+
+/// `POST /providers/{name}/appeals`: the named provider takes the appeal (`404` for a provider
+/// it does not play).
+async fn provider_appeals(
+    State(u): State<ExampleUpstream>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let plays = u
+        .inner
+        .providers
+        .lock()
+        .expect("never poisoned")
+        .contains_key(&name);
+    if !plays {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    take_appeal(&u, Some(name), &headers, &body)
+}
+
+/// Verifies an appeal like a requisite request, remembers it and answers `202`: its answer
+/// comes later ([`ExampleUpstream::answer_appeal`]).
+fn take_appeal(
+    u: &ExampleUpstream,
+    provider: Option<String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if !u.verified(headers, body) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let (Some(appeal_id), Some(payment_id)) =
+        (body["appeal_id"].as_str(), body["payment_id"].as_str())
+    else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let received = ReceivedAppeal {
+        provider,
+        appeal_id: appeal_id.to_string(),
+        payment_id: payment_id.to_string(),
+        idempotency_key: headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string(),
+        body: body.clone(),
+    };
+    let answer = json!({"appeal_id": received.appeal_id, "taken": true});
+    u.inner
+        .appeals
+        .lock()
+        .expect("never poisoned")
+        .push(received);
+    (StatusCode::ACCEPTED, Json(answer)).into_response()
+}
+
+/// `POST /demo/appeals/{appeal_id}/found|not_found`: answers an appeal it took, as the
+/// provider it was sent to; `found` with the amount the payer claimed (else the payment's).
+async fn demo_appeal_answer(
+    State(u): State<ExampleUpstream>,
+    Path((appeal_id, outcome)): Path<(String, String)>,
+) -> Response {
+    let taken = u
+        .appeals()
+        .into_iter()
+        .rev()
+        .find(|a| a.appeal_id == appeal_id);
+    let Some(appeal) = taken else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let amount = |field: &str| match &appeal.body[field] {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    };
+    let found = match outcome.as_str() {
+        "found" => Some(
+            amount("claimed_amount")
+                .or_else(|| amount("amount"))
+                .unwrap_or_default(),
+        ),
+        "not_found" => None,
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    let id = format!("demo-appeal-{appeal_id}-{outcome}");
+    let reason = found.is_none().then_some("no such transfer (demo)");
+    let answered = u
+        .answer_appeal_as(
+            appeal.provider.as_deref(),
+            &id,
+            &appeal_id,
+            found.as_deref(),
+            reason,
+        )
+        .await;
+    match answered {
+        Ok(answer) => Json(answer).into_response(),
+        Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    }
 }
 
 async fn rates(State(u): State<ExampleUpstream>, headers: HeaderMap) -> Response {

@@ -1,7 +1,7 @@
 //! Measuring decorators over the core's ports, for `/metrics`: [`MeasuredStore`] times every
 //! store call (by kind, read or write) and counts its errors by cause; [`MeasuredProvider`]
-//! times every requisite provider call by outcome. They add no behaviour: every call goes to
-//! the wrapped port unchanged. The store's is a [`StoreLayer`], so [`Layered`] forwards every
+//! times every requisite provider call by outcome (and forwards appeals unmeasured). They add
+//! no behaviour: every call goes to the wrapped port unchanged. The store's is a [`StoreLayer`], so [`Layered`] forwards every
 //! method of the port, the provided ones included (a store's one-query `auth_lookup` stays one
 //! query, its `take_turn`, readiness and cabinet stay its own), and a method added to the port
 //! needs nothing here.
@@ -11,7 +11,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use futures_util::future::BoxFuture;
-use payments_core::provider::{ProviderOutcome, RequisiteProvider, RequisiteRequest};
+use payments_core::provider::{
+    AppealInquiry, AppealSubmission, ProviderName, ProviderOutcome, RequisiteProvider,
+    RequisiteRequest,
+};
 use payments_core::store::{Layered, Op, Store, StoreError, StoreLayer};
 
 use crate::metrics::Metrics;
@@ -137,11 +140,7 @@ impl RequisiteProvider for MeasuredProvider {
     }
 
     /// One provider's call, measured in total and per provider.
-    async fn issue_with(
-        &self,
-        name: &payments_core::provider::ProviderName,
-        request: &RequisiteRequest,
-    ) -> ProviderOutcome {
+    async fn issue_with(&self, name: &ProviderName, request: &RequisiteRequest) -> ProviderOutcome {
         let mut guard = CallGuard {
             metrics: &self.metrics,
             start: Instant::now(),
@@ -180,6 +179,16 @@ impl RequisiteProvider for MeasuredProvider {
     fn issues_locally(&self) -> bool {
         self.inner.issues_locally()
     }
+
+    /// An appeal, to the wrapped provider unchanged and unmeasured (the provider metrics are
+    /// those of requisite requests).
+    async fn submit_appeal(
+        &self,
+        name: &ProviderName,
+        inquiry: &AppealInquiry,
+    ) -> AppealSubmission {
+        self.inner.submit_appeal(name, inquiry).await
+    }
 }
 
 #[cfg(test)]
@@ -195,6 +204,41 @@ mod tests {
     async fn the_measured_store_keeps_every_behaviour_of_the_store() {
         let metrics = Arc::new(Metrics::default());
         contract::check_wrapper(|inner| Arc::new(MeasuredStore::new(inner, metrics))).await;
+    }
+
+    /// Takes every appeal; issues nothing.
+    struct TakesAppeals;
+
+    #[async_trait]
+    impl RequisiteProvider for TakesAppeals {
+        async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+            ProviderOutcome::NoRequisites("none".into())
+        }
+
+        async fn submit_appeal(&self, _: &ProviderName, _: &AppealInquiry) -> AppealSubmission {
+            AppealSubmission::Taken
+        }
+    }
+
+    #[tokio::test]
+    async fn the_measured_provider_forwards_appeals() {
+        let measured = MeasuredProvider::new(Arc::new(TakesAppeals), Arc::default());
+        let p = contract::sample_payment(contract::payment_id(1), contract::project_id(1), "o1");
+        let inquiry = AppealInquiry {
+            appeal_id: payments_core::ids::AppealId::from_uuid(*p.id.as_uuid()),
+            payment_id: p.id,
+            amount: p.amount,
+            currency: p.currency,
+            requisite: "79001234567".into(),
+            reason: payments_core::appeal::AppealReason::PaidButCanceled,
+            claimed_amount: None,
+            paid_at: None,
+            payer_bank: None,
+            receipts: Vec::new(),
+        };
+        let name = ProviderName::parse(ProviderName::DEFAULT).expect("valid");
+        let answer = measured.submit_appeal(&name, &inquiry).await;
+        assert_eq!(answer, AppealSubmission::Taken, "not the port's default");
     }
 
     #[tokio::test]

@@ -21,7 +21,8 @@ use tokio::sync::watch;
 use async_trait::async_trait;
 use payments_core::clock::{Clock, Timestamp};
 use payments_core::provider::{
-    Failover, Plan, ProviderName, ProviderOutcome, RequisiteProvider, RequisiteRequest,
+    AppealInquiry, AppealSubmission, Failover, Plan, ProviderName, ProviderOutcome,
+    RequisiteProvider, RequisiteRequest,
 };
 
 use crate::coverage::Coverage;
@@ -461,6 +462,22 @@ impl Router {
         outcome
     }
 
+    /// Sends an appeal to the provider `name` (the one on record for its payment). The
+    /// breakers and health are left alone: they judge requisite requests, and an appeal goes
+    /// to the provider on record whatever its breaker says (no other provider knows the
+    /// payment). A name that is not configured is answered
+    /// [`AppealSubmission::Failed`]: the appeal stays open for support.
+    pub async fn submit_appeal(
+        &self,
+        name: &ProviderName,
+        inquiry: &AppealInquiry,
+    ) -> AppealSubmission {
+        match self.routes.iter().find(|r| &r.name == name) {
+            Some(route) => route.provider.submit_appeal(name, inquiry).await,
+            None => AppealSubmission::Failed(format!("provider {name} is not configured")),
+        }
+    }
+
     /// Records the verdict of a call to `name` for `request`, started at `started` (and its
     /// `failure`, made with the time it ended, when it is one). When the payment's create
     /// `ends` with it, the probes its plan reserved on other providers are freed (it will not
@@ -531,6 +548,14 @@ impl RequisiteProvider for Router {
 
     async fn issue_with(&self, name: &ProviderName, request: &RequisiteRequest) -> ProviderOutcome {
         Router::issue_with(self, name, request).await
+    }
+
+    async fn submit_appeal(
+        &self,
+        name: &ProviderName,
+        inquiry: &AppealInquiry,
+    ) -> AppealSubmission {
+        Router::submit_appeal(self, name, inquiry).await
     }
 
     async fn issue(&self, request: &RequisiteRequest) -> ProviderOutcome {
@@ -871,6 +896,84 @@ mod tests {
             "the last failure stays"
         );
         assert_eq!(*changes.borrow_and_update(), 5, "open, half open, closed");
+    }
+
+    /// A provider that takes appeals, remembering which it was sent and under which name.
+    struct TakesAppeals {
+        sent: Arc<Mutex<Vec<(String, String)>>>,
+    }
+
+    #[async_trait]
+    impl RequisiteProvider for TakesAppeals {
+        async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
+            outcome(0)
+        }
+
+        async fn submit_appeal(
+            &self,
+            name: &ProviderName,
+            inquiry: &AppealInquiry,
+        ) -> AppealSubmission {
+            let sent = (name.to_string(), inquiry.appeal_id.to_string());
+            self.sent.lock().unwrap().push(sent);
+            AppealSubmission::Taken
+        }
+    }
+
+    fn inquiry(seed: u128) -> AppealInquiry {
+        let r = request("1500.00", PaymentMethod::Sbp, None, seed);
+        AppealInquiry {
+            appeal_id: payments_core::ids::AppealId::from_uuid(uuid::Uuid::from_u128(seed + 1)),
+            payment_id: r.payment_id,
+            amount: r.amount,
+            currency: r.currency,
+            requisite: "79001234567".into(),
+            reason: payments_core::appeal::AppealReason::PaidButCanceled,
+            claimed_amount: None,
+            paid_at: None,
+            payer_bank: None,
+            receipts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_appeal_goes_to_the_named_route_only_and_leaves_health_alone() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let (plain, _) = router(&[(Coverage::default(), 0, 1, vec![0])], clock.clone());
+        let mut routes = plain.routes;
+        routes.push(Route {
+            name: ProviderName::parse("appeals").unwrap(),
+            provider: Arc::new(TakesAppeals { sent: sent.clone() }),
+            coverage: Coverage::default(),
+            priority: 1,
+            weight: 1,
+        });
+        let router = Router::new(routes, clock).unwrap();
+        let as_port: &dyn RequisiteProvider = &router;
+        let name = |n: &str| ProviderName::parse(n).unwrap();
+        // Through the port, as the service calls it: the named route's answer.
+        assert_eq!(
+            block_on(as_port.submit_appeal(&name("appeals"), &inquiry(7))),
+            AppealSubmission::Taken
+        );
+        assert_eq!(
+            *sent.lock().unwrap(),
+            [("appeals".to_string(), inquiry(7).appeal_id.to_string())]
+        );
+        // p0 takes no appeals (the port's default), and nobody else is asked instead.
+        assert_eq!(
+            block_on(as_port.submit_appeal(&name("p0"), &inquiry(8))),
+            AppealSubmission::NotSupported
+        );
+        assert_eq!(
+            block_on(router.submit_appeal(&name("gone"), &inquiry(9))),
+            AppealSubmission::Failed("provider gone is not configured".into())
+        );
+        assert_eq!(sent.lock().unwrap().len(), 1);
+        for d in router.health_details() {
+            assert_eq!((d.health, d.last_failure), (Health::default(), None));
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ const SECRET: &str = "whsec_ZXhhbXBsZS11cHN0cmVhbS1zZWNyZXQtZm9yLXRlc3Rz";
 /// client of it. The upstream reports to the server's notification URL.
 struct Running {
     client: MerchantClient,
+    service: payments_core::service::PaymentService,
     operator_url: String,
     operator_token: String,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -93,6 +94,7 @@ async fn production(up: &ExampleUpstream, upstream: impl Fn(&str) -> String) -> 
         MerchantClient::new(&base_url, token.token.expose(), &signing_key_to_pem(&key)).unwrap();
     Running {
         client,
+        service: svc,
         operator_url,
         operator_token,
         stop,
@@ -146,8 +148,9 @@ async fn a_production_server_completes_a_payment_with_the_example_upstream() {
 /// route the operator sees, and `bank-b`'s report (to its own notification URL) completes it.
 /// Seen failing with the printed settings' provider URL pointing at `/requisites` (the
 /// upstream's single provider: the route said `bank-a`).
-#[tokio::test]
-async fn the_example_upstream_plays_several_providers_and_a_payment_fails_over() {
+/// The example upstream playing `bank-a` (refuses every payment: `not_routable`) and `bank-b`
+/// (issues), and a production server routing to them in that order.
+async fn bank_a_refuses_bank_b_issues() -> (ExampleUpstream, Running) {
     let up = ExampleUpstream::new(CallbackSecret::parse(SECRET).unwrap());
     up.play("bank-a", Mode::NotRoutable);
     up.play("bank-b", Mode::Issue);
@@ -155,6 +158,12 @@ async fn the_example_upstream_plays_several_providers_and_a_payment_fails_over()
         providers_settings(base, SECRET, "127.0.0.1:0", &["bank-a", "bank-b"])
     })
     .await;
+    (up, run)
+}
+
+#[tokio::test]
+async fn the_example_upstream_plays_several_providers_and_a_payment_fails_over() {
+    let (up, run) = bank_a_refuses_bank_b_issues().await;
     let body = serde_json::json!({"merchant_payment_id": "routed-1", "amount": "1910.00", "payment_method": "sbp"});
     let created = run.client.create_payment(&body).await.unwrap();
     assert_eq!(created.status.as_u16(), 201, "{}", created.json);
@@ -184,5 +193,101 @@ async fn the_example_upstream_plays_several_providers_and_a_payment_fails_over()
     assert_eq!(answer["applied"], true, "{answer}");
     let read = run.client.get_payment(&id).await.unwrap();
     assert_eq!(read.json["status"], "completed");
+    run.stop().await;
+}
+
+/// Reports the transfer of a new payment failed (it is `canceled`), opens the payer's appeal
+/// about it (the service sends it to the provider on record at once) and answers it found as
+/// the upstream took it; answers the payment's final JSON. `as_provider`: the provider the
+/// appeal must reach, whose appeal path and answer path are used.
+async fn appeal_found(
+    run: &Running,
+    up: &ExampleUpstream,
+    mpid: &str,
+    as_provider: Option<&str>,
+) -> serde_json::Value {
+    let body = serde_json::json!({"merchant_payment_id": mpid, "amount": "1910.00", "payment_method": "sbp"});
+    let created = run.client.create_payment(&body).await.unwrap();
+    let id = created.json["id"].as_str().unwrap().to_string();
+    let failed = up
+        .report_as(as_provider, &format!("{mpid}-fail"), &id, false, None)
+        .await
+        .unwrap();
+    assert_eq!(failed["status"], "canceled", "{failed}");
+    let payment = run.service.store().payment(id.parse().unwrap()).await;
+    let request = payments_core::service::AppealRequest {
+        idempotency_key: None,
+        reason: payments_core::appeal::AppealReason::PaidButCanceled,
+        claimed_amount: None,
+        paid_at: None,
+        payer_bank: None,
+        receipts: Vec::new(),
+    };
+    let (appeal, _) = run
+        .service
+        .appeals()
+        .open_appeal_for(
+            &payment.unwrap().unwrap(),
+            payments_core::appeal::AppealSource::Payer,
+            request,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        appeal.state.as_str(),
+        "under_review",
+        "the upstream took it"
+    );
+    let taken = up.appeals();
+    let last = taken.last().expect("the upstream has the appeal");
+    assert_eq!(last.appeal_id, appeal.id.to_string());
+    assert_eq!(
+        (last.payment_id.as_str(), last.provider.as_deref()),
+        (id.as_str(), as_provider)
+    );
+    assert_eq!(last.idempotency_key, last.appeal_id);
+    let (appeal_id, notification_id) = (appeal.id.to_string(), format!("{mpid}-ap"));
+    let found = || {
+        up.answer_appeal_as(
+            as_provider,
+            &notification_id,
+            &appeal_id,
+            Some("1900.00"),
+            None,
+        )
+    };
+    let answer = found().await.unwrap();
+    assert_eq!(
+        (&answer["applied"], &answer["state"]),
+        (&true.into(), &"accepted".into()),
+        "{answer}"
+    );
+    // Its retry (signed anew) changes nothing.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let again = found().await.unwrap();
+    assert_eq!(again["applied"], false, "{again}");
+    run.client.get_payment(&id).await.unwrap().json
+}
+
+/// The example upstream takes the appeal the service sends it (`POST /appeals`, signed) and
+/// answers it found: the payment is completed with the amount found.
+#[tokio::test]
+async fn the_example_upstream_takes_an_appeal_and_answers_it_found() {
+    let up = ExampleUpstream::new(CallbackSecret::parse(SECRET).unwrap());
+    let run = production(&up, |base| server_settings(base, SECRET, "127.0.0.1:0")).await;
+    let read = appeal_found(&run, &up, "appealed-1", None).await;
+    assert_eq!(read["status"], "completed", "{read}");
+    assert_eq!(read["amount"].to_string(), "1900.00");
+    run.stop().await;
+}
+
+/// With several providers, the appeal goes to the provider on record (`bank-b`, after the
+/// failover), to its own appeals path, and its answer to `/upstream/v1/appeals/bank-b`.
+#[tokio::test]
+async fn an_appeal_goes_to_the_provider_on_record_and_is_answered_as_it() {
+    let (up, run) = bank_a_refuses_bank_b_issues().await;
+    let read = appeal_found(&run, &up, "appealed-2", Some("bank-b")).await;
+    assert_eq!(read["status"], "completed", "{read}");
+    assert_eq!(up.appeals().len(), 1, "sent once, to bank-b only");
     run.stop().await;
 }

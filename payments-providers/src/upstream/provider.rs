@@ -18,13 +18,17 @@
 //! The exchange runs on a task of its own. When the service's budget ends first, the service
 //! has already recorded the payment as ambiguous; the task still reads the late answer and
 //! logs it (an operator reconciles a requisite issued after all), changing nothing.
+//!
+//! Appeals go to the upstream's appeals endpoint beside the requisite endpoint (docs/providers.md,
+//! "Appeals").
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use payments_core::provider::{
-    IssuedRequisites, ProviderOutcome, RequisiteProvider, RequisiteRequest,
+    AppealInquiry, AppealSubmission, IssuedRequisites, ProviderName, ProviderOutcome,
+    RequisiteProvider, RequisiteRequest,
 };
 use payments_core::Clock;
 use serde::{Deserialize, Serialize};
@@ -34,6 +38,8 @@ use tokio::time::Instant;
 use crate::upstream::client::{client, read_limited, UpstreamSigner};
 use crate::upstream::client::{IDEMPOTENCY_KEY_HEADER, MAX_ANSWER_BYTES};
 use crate::upstream::config::{check_url, ProviderConfig, UpstreamConfig, UpstreamError};
+
+mod appeal;
 
 /// Attempts of one request at most (the first and two more).
 const MAX_ATTEMPTS: u32 = 3;
@@ -186,6 +192,18 @@ impl RequisiteProvider for HttpProvider {
         rx.await.unwrap_or_else(|_| {
             ProviderOutcome::Ambiguous("the requisite request ended abnormally".into())
         })
+    }
+
+    /// One signed `POST` of the appeal to the upstream's appeals endpoint, beside the
+    /// requisite endpoint (docs/providers.md, "Appeals"): `2xx` taken, `404`/`405`/`501` not
+    /// supported, anything else failed (sent again later by the service).
+    async fn submit_appeal(
+        &self,
+        name: &ProviderName,
+        inquiry: &AppealInquiry,
+    ) -> AppealSubmission {
+        let _ = name;
+        appeal::submit(&self.inner, inquiry).await
     }
 }
 

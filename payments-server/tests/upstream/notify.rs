@@ -13,7 +13,7 @@ use crate::support::{
 
 /// A server over the upstream with a processing payment whose project has a callback URL
 /// (dispatch off: events stay in the outbox for the test to see).
-async fn with_payment() -> (Upstream, TestServer, String, String) {
+pub(crate) async fn with_payment() -> (Upstream, TestServer, String, String) {
     let u = Upstream::start(Mode::Issue).await;
     let s = {
         let u = u.clone();

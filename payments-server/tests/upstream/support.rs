@@ -1,7 +1,7 @@
 //! A real local upstream on 127.0.0.1:0 that speaks docs/providers.md: it verifies our
 //! signatures, issues one requisite per payment id (the same one again for a repeated id),
-//! serves rates, and answers in whatever way a test sets; plus signed notifications to the
-//! server.
+//! serves rates, takes appeals, and answers in whatever way a test sets; plus signed
+//! notifications to the server.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -46,8 +46,21 @@ pub(crate) enum Mode {
     Huge(usize),
 }
 
+/// How the upstream answers appeals (`POST /appeals`).
+#[derive(Debug, Clone)]
+pub(crate) enum AppealMode {
+    /// This status with a small JSON body (`202` at start).
+    Status(u16),
+    /// `200` with this many bytes of body.
+    Huge(usize),
+    /// `202`, after a pause.
+    After(Duration),
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
+    /// Appeals received with a valid signature, in order: (body, Idempotency-Key).
+    pub(crate) appeals: Vec<(Value, String)>,
     /// Requisite requests, in order: (payment id, Idempotency-Key).
     pub(crate) requests: Vec<(String, String)>,
     /// Requisites issued, by payment id.
@@ -58,6 +71,7 @@ pub(crate) struct Seen {
 
 struct Inner {
     mode: Mutex<Mode>,
+    appeal_mode: Mutex<AppealMode>,
     rates: Mutex<Option<Value>>,
     /// Rates answers served so far.
     rates_served: AtomicUsize,
@@ -80,25 +94,34 @@ fn now() -> i64 {
         .as_secs() as i64
 }
 
-async fn requisites(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) -> Response {
-    let header = |n: &str| {
-        headers
-            .get(n)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string()
-    };
+/// A request header's value, empty when missing.
+fn header(headers: &HeaderMap, name: &str) -> String {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Whether the request is signed with the shared secret now; counts it in `unsigned` if not.
+fn verified(u: &Upstream, headers: &HeaderMap, body: &[u8]) -> bool {
     let verifier = CallbackVerifier::new(vec![secret()]);
-    if verifier
+    let ok = verifier
         .verify(
-            &header("x-callback-timestamp"),
-            &header("x-callback-signature"),
-            &body,
+            &header(headers, "x-callback-timestamp"),
+            &header(headers, "x-callback-signature"),
+            body,
             Timestamp::from_unix_secs(now()),
         )
-        .is_err()
-    {
+        .is_ok();
+    if !ok {
         u.inner.seen.lock().unwrap().unsigned += 1;
+    }
+    ok
+}
+
+async fn requisites(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) -> Response {
+    if !verified(&u, &headers, &body) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
     let req: Value = serde_json::from_slice(&body).unwrap();
@@ -108,7 +131,7 @@ async fn requisites(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) 
         .lock()
         .unwrap()
         .requests
-        .push((pid.clone(), header("idempotency-key")));
+        .push((pid.clone(), header(&headers, "idempotency-key")));
     let mode = u.inner.mode.lock().unwrap().clone();
     let issue = |u: &Upstream| {
         let mut seen = u.inner.seen.lock().unwrap();
@@ -162,6 +185,29 @@ async fn requisites(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) 
     axum::Json(answer).into_response()
 }
 
+async fn appeals(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) -> Response {
+    if !verified(&u, &headers, &body) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let appeal: Value = serde_json::from_slice(&body).unwrap();
+    let key = header(&headers, "idempotency-key");
+    u.inner.seen.lock().unwrap().appeals.push((appeal, key));
+    let mode = u.inner.appeal_mode.lock().unwrap().clone();
+    let status = match mode {
+        AppealMode::Status(s) => s,
+        AppealMode::Huge(n) => return (StatusCode::OK, "x".repeat(n)).into_response(),
+        AppealMode::After(pause) => {
+            tokio::time::sleep(pause).await;
+            202
+        }
+    };
+    (
+        StatusCode::from_u16(status).unwrap(),
+        axum::Json(json!({"note": "the upstream's words"})),
+    )
+        .into_response()
+}
+
 async fn rates(State(u): State<Upstream>) -> Response {
     let answer = u.inner.rates.lock().unwrap().clone();
     u.inner.rates_served.fetch_add(1, Ordering::SeqCst);
@@ -202,6 +248,7 @@ impl Upstream {
         let u = Upstream {
             inner: Arc::new(Inner {
                 mode: Mutex::new(mode),
+                appeal_mode: Mutex::new(AppealMode::Status(202)),
                 rates: Mutex::new(Some(json!({"rates": {"RUB": "100"}}))),
                 rates_served: AtomicUsize::new(0),
                 seen: Mutex::default(),
@@ -212,6 +259,7 @@ impl Upstream {
         };
         let app = Router::new()
             .route("/requisites", post(requisites))
+            .route("/appeals", post(appeals))
             .route("/rates", get(rates))
             .with_state(u.clone());
         match tls {
@@ -232,6 +280,10 @@ impl Upstream {
 
     pub(crate) fn set_mode(&self, mode: Mode) {
         *self.inner.mode.lock().unwrap() = mode;
+    }
+
+    pub(crate) fn set_appeal_mode(&self, mode: AppealMode) {
+        *self.inner.appeal_mode.lock().unwrap() = mode;
     }
 
     pub(crate) fn set_rates(&self, rates: Option<Value>) {
