@@ -2,8 +2,12 @@
 //! example signs to the published bytes; `create` creates a payment (201), repeats it (200, the
 //! same payment) and reads it back with the exact amount text; the guide's receiver gets the
 //! payment's callback once it is confirmed, verifies it and keeps the amount exact;
-//! `check-receiver` scores the guide's receiver on every case; and `reconcile` finds the order
-//! in the list, prints the payment's history, reads its events and resends the newest.
+//! `check-receiver` scores the guide's receiver on every case; `reconcile` finds the order in
+//! the list, prints the payment's history, reads its events and resends the newest; and
+//! `appeal`, refused a cut PDF (`422 receipt_invalid` printed, exit status 1), opens an appeal
+//! about the payment with another amount and a PDF receipt (201), repeats it (200, the same
+//! appeal), and once support accepts it the receiver gets the `completed` callback with the
+//! new amount.
 //!
 //! Each test needs another language's toolchain and packages, so each is ignored in a plain
 //! `cargo test` (the summary counts it, and its `#[ignore]` says what it needs);
@@ -110,6 +114,19 @@ impl Receiver {
     fn next_event(&self, wait: Duration) -> Option<Value> {
         self.lines.recv_timeout(wait).ok()
     }
+
+    /// The next processed event that `wanted` accepts, within `wait`; the others are skipped.
+    fn next_event_where(&self, wait: Duration, wanted: impl Fn(&Value) -> bool) -> Option<Value> {
+        let deadline = std::time::Instant::now() + wait;
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.next_event(left) {
+                Some(e) if wanted(&e) => return Some(e),
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+        None
+    }
 }
 
 impl Drop for Receiver {
@@ -119,7 +136,7 @@ impl Drop for Receiver {
     }
 }
 
-/// One guide's four programs, each as program and arguments.
+/// One guide's five programs, each as program and arguments.
 struct Guide<'a> {
     dir: PathBuf,
     worked_example: &'a [&'a str],
@@ -128,10 +145,14 @@ struct Guide<'a> {
     /// Finds the order by metadata in the list, prints the payment's history, reads its events
     /// and resends the newest.
     reconcile: &'a [&'a str],
+    /// Finds the order as `reconcile` does and opens an appeal (`paid_other_amount`, with a
+    /// receipt), then sends it again: `201`, then `200` with the same appeal.
+    appeal: &'a [&'a str],
 }
 
 /// Runs one guide against `server`: worked example, create/repeat/GET, a verified callback,
-/// every case of the receiver checker, and reconciliation (list, history, events, resend).
+/// every case of the receiver checker, reconciliation (list, history, events, resend), and an
+/// appeal (opened, repeated, accepted by support: a `completed` callback with the new amount).
 async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
     let dir = &guide.dir;
     let out = Command::new(guide.worked_example[0])
@@ -314,22 +335,137 @@ async fn run_guide(server: &TestServer, guide: &Guide<'_>, order: &str) {
     );
     // The checker's own events were printed first: skip to the resent one.
     let wanted = new_event.clone();
-    let resent = tokio::task::spawn_blocking(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match rx.next_event(left) {
-                Some(e) if e["accepted"] == wanted.as_str() => return Some(e),
-                Some(_) => continue,
-                None => return None,
-            }
-        }
-        None
+    let (rx, resent) = tokio::task::spawn_blocking(move || {
+        let resent = rx.next_event_where(Duration::from_secs(20), |e| {
+            e["accepted"] == wanted.as_str()
+        });
+        (rx, resent)
+    })
+    .await
+    .unwrap();
+    let resent = resent.expect("the receiver verified and processed the resent callback");
+    assert_eq!(resent["payment"], id.as_str(), "{resent}");
+    assert_eq!(resent["status"], "completed", "{resent}");
+
+    // An appeal with a cut receipt: its first bytes say PDF, so the guide sends it, and the
+    // service refuses it by its content (no `%%EOF`); the guide says why and exits 1.
+    let cut = server.dir.path().join("guide-receipt-cut.pdf");
+    std::fs::write(&cut, b"%PDF-1.4\n1 0 obj\n<<>>\n").unwrap();
+    let out = run_appeal(guide, &credentials_file, order, &cut).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{:?} exits 1 on an error answer: {stderr}",
+        guide.appeal
+    );
+    assert!(
+        stderr.contains("422 receipt_invalid: "),
+        "{:?} prints the code and the message: {stderr}",
+        guide.appeal
+    );
+
+    // An appeal: the payer says they sent 3390.50, with a receipt (a small valid PDF). The
+    // guide finds the order as `reconcile` does, opens the appeal (201) and sends it again
+    // with the same idempotency key (200, the same appeal).
+    let receipt = server.dir.path().join("guide-receipt.pdf");
+    std::fs::write(
+        &receipt,
+        b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n",
+    )
+    .unwrap();
+    let out = run_appeal(guide, &credentials_file, order, &receipt).await;
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        guide.appeal,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("one JSON summary line");
+    assert_eq!(summary["order"], order, "{summary}");
+    assert_eq!(summary["appeal"], 201, "{summary}");
+    assert_eq!(summary["repeat"], 200, "{summary}");
+    assert_eq!(summary["same_appeal"], true, "{summary}");
+    assert!(
+        matches!(summary["state"].as_str(), Some("open" | "under_review")),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["claimed_amount"], "3390.50",
+        "the exact text, not 3390.5: {summary}"
+    );
+    let appeal_id = summary["id"].as_str().expect("an appeal id").to_string();
+    // What the service stored: one appeal of the payment, from the merchant, with the receipt.
+    let stored = reqwest::Client::new()
+        .get(format!(
+            "{}/operator/v1/appeals/{appeal_id}",
+            server.operator_url
+        ))
+        .bearer_auth(server.operator_token.expose())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stored.status(), 200);
+    let stored: Value = stored.json().await.unwrap();
+    assert_eq!(stored["payment_id"], id.as_str(), "{stored}");
+    assert_eq!(stored["source"], "merchant", "{stored}");
+    assert_eq!(stored["reason"], "paid_other_amount", "{stored}");
+    assert_eq!(
+        stored["receipts"][0]["content_type"], "application/pdf",
+        "{stored}"
+    );
+
+    // Support finds the transfer: the payment is completed again with 3390.50, and the
+    // receiver gets that callback (after the checker's and the resent ones).
+    let accepted = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/appeals/{appeal_id}/accept",
+            server.operator_url
+        ))
+        .bearer_auth(server.operator_token.expose())
+        .json(&serde_json::json!({"amount": "3390.50"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 200);
+    // The payment's events seen so far (the confirmation's and the resent one) are skipped.
+    let wanted = id.clone();
+    let seen = [event["accepted"].clone(), Value::from(new_event.clone())];
+    let recheck = tokio::task::spawn_blocking(move || {
+        rx.next_event_where(Duration::from_secs(20), |e| {
+            e["payment"] == wanted.as_str() && !seen.contains(&e["accepted"])
+        })
     })
     .await
     .unwrap()
-    .expect("the receiver verified and processed the resent callback");
-    assert_eq!(resent["payment"], id.as_str(), "{resent}");
-    assert_eq!(resent["status"], "completed", "{resent}");
+    .expect("the receiver verified and processed the accepted appeal's callback");
+    assert_eq!(recheck["order"], order, "{recheck}");
+    assert_eq!(recheck["status"], "completed", "{recheck}");
+    assert_eq!(
+        recheck["amount"], "3390.50",
+        "the amount support found: {recheck}"
+    );
+}
+
+/// Runs the guide's `appeal` for `order`: the payer sent 3390.50, `receipt` is their receipt.
+async fn run_appeal(
+    guide: &Guide<'_>,
+    credentials: &Path,
+    order: &str,
+    receipt: &Path,
+) -> std::process::Output {
+    let mut appeal = Command::new(guide.appeal[0]);
+    appeal
+        .args(&guide.appeal[1..])
+        .arg("--credentials")
+        .arg(credentials)
+        .args(["--order", order, "--amount", "3390.50", "--receipt"])
+        .arg(receipt)
+        .current_dir(&guide.dir);
+    tokio::task::spawn_blocking(move || appeal.output())
+        .await
+        .unwrap()
+        .expect("appeal runs")
 }
 
 /// The credentials file as the sandbox writes it, with this server's URLs.
@@ -370,6 +506,7 @@ async fn the_node_guide_runs_against_a_live_server() {
         create: &["node", "create.mjs"],
         receiver: &["node", "receiver.mjs"],
         reconcile: &["node", "reconcile.mjs"],
+        appeal: &["node", "appeal.mjs"],
     };
     run_guide(&server, &guide, "guide-node-1").await;
     server.stop().await;
@@ -394,6 +531,7 @@ async fn the_python_guide_runs_against_a_live_server() {
         create: &["python3", "create.py"],
         receiver: &["python3", "receiver.py"],
         reconcile: &["python3", "reconcile.py"],
+        appeal: &["python3", "appeal.py"],
     };
     run_guide(&server, &guide, "guide-python-1").await;
     server.stop().await;
@@ -533,6 +671,7 @@ async fn the_go_guide_runs_against_a_live_server() {
             "go build -o \"${TMPDIR:-/tmp}/payments-go-guide\" . && exec \"${TMPDIR:-/tmp}/payments-go-guide\" receiver",
         ],
         reconcile: &["go", "run", ".", "reconcile"],
+        appeal: &["go", "run", ".", "appeal"],
     };
     run_with_toolchain("Go", ("go", &["version"]), guide, "guide-go-1").await;
 }
@@ -546,6 +685,7 @@ async fn the_php_guide_runs_against_a_live_server() {
         create: &["php", "payments.php", "create"],
         receiver: &["php", "-S", "127.0.0.1:{port}", "receiver.php"],
         reconcile: &["php", "payments.php", "reconcile"],
+        appeal: &["php", "payments.php", "appeal"],
     };
     run_with_toolchain(
         "PHP",
@@ -568,6 +708,7 @@ async fn the_java_guide_runs_against_a_live_server() {
         create: &["java", "-cp", JACKSON, "Payments.java", "create"],
         receiver: &["java", "-cp", JACKSON, "Payments.java", "receiver"],
         reconcile: &["java", "-cp", JACKSON, "Payments.java", "reconcile"],
+        appeal: &["java", "-cp", JACKSON, "Payments.java", "appeal"],
     };
     let jackson = match JACKSON.split(':').find(|jar| !Path::new(jar).is_file()) {
         Some(missing) => Err(format!(

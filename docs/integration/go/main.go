@@ -205,6 +205,90 @@ func reconcile(args []string) int {
 	return 0
 }
 
+// appeal opens an appeal for an order: the payer says they paid another amount than asked,
+// with the receipt. It finds the order's payment by metadata in the list (as reconcile does),
+// opens the appeal (paid_other_amount, the amount, the receipt), sends the same appeal again
+// (the same idempotency key, a new nonce: 200, the same appeal) and prints one JSON summary
+// line. The provider on record or support decides later; an accepted appeal arrives as a
+// "completed" callback with the amount found. The token needs payments:read and
+// payments:create.
+func appeal(args []string) int {
+	fs := flag.NewFlagSet("appeal", flag.ExitOnError)
+	credsPath := fs.String("credentials", "data/sandbox-credentials.json", "sandbox-credentials.json")
+	order := fs.String("order", "", "merchant_payment_id (also metadata.order)")
+	amount := fs.String("amount", "", "the amount the payer sent, e.g. 3390.50")
+	receiptPath := fs.String("receipt", "", "the payer's receipt: a PDF, PNG or JPEG file")
+	// Yours, naming this appeal: a retry with the same key and body finds it (200).
+	key := fs.String("key", "", "idempotency_key (default appeal-<order>-1)")
+	_ = fs.Parse(args)
+	if *order == "" || *amount == "" || *receiptPath == "" {
+		fmt.Fprintln(os.Stderr, "appeal: --order, --amount and --receipt are required")
+		return 2
+	}
+	if *key == "" {
+		*key = "appeal-" + *order + "-1"
+	}
+	raw, err := os.ReadFile(*receiptPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "receipt: %v\n", err)
+		return 1
+	}
+	receipt, err := Receipt(raw)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "receipt %s: %v\n", *receiptPath, err)
+		return 1
+	}
+	client := clientFrom(*credsPath)
+	ctx := context.Background()
+	// The list, filtered by one metadata key; the query string is part of what is signed.
+	query := url.Values{"metadata[order]": {*order}, "limit": {"10"}}.Encode()
+	listed, err := client.Send(ctx, "GET", "/api/v1/payments?"+query, nil)
+	if err != nil || listed.Status != 200 {
+		return failAnswer("list", listed, err)
+	}
+	payments, _ := listed.JSON["data"].([]any)
+	if len(payments) != 1 {
+		fmt.Fprintf(os.Stderr, "list: %d payments have metadata order=%s, expected one\n", len(payments), *order)
+		return 1
+	}
+	id := payments[0].(map[string]any)["id"].(string)
+	body := map[string]any{
+		"idempotency_key": *key,
+		"reason":          "paid_other_amount",
+		"claimed_amount":  *amount, // a string: sent exactly, never through a float
+		"receipts":        []any{receipt},
+	}
+	first, err := client.OpenAppeal(ctx, id, body, 5)
+	if err != nil || (first.Status != 201 && first.Status != 200) {
+		return failAnswer("appeal", first, err)
+	}
+	// The same appeal again, as after a lost answer: the same key and body, a new request.
+	again, err := client.OpenAppeal(ctx, id, body, 5)
+	if err != nil || again.Status != 200 || again.JSON["id"] != first.JSON["id"] {
+		return failAnswer("repeat", again, err)
+	}
+	claimed, _ := first.JSON["claimed_amount"].(json.Number)
+	summary, _ := json.Marshal(map[string]any{
+		"order": *order, "appeal": first.Status, "repeat": again.Status,
+		"same_appeal": again.JSON["id"] == first.JSON["id"], "id": first.JSON["id"],
+		"state":          first.JSON["state"], // open, or under_review once the provider took it
+		"claimed_amount": claimed.String(),    // exact text, e.g. "3390.50"
+	})
+	fmt.Println(string(summary))
+	return 0
+}
+
+// failAnswer is fail with an error answer's code and message spelled out.
+func failAnswer(step string, r *Response, err error) int {
+	if err == nil {
+		if code, ok := r.JSON["code"].(string); ok {
+			fmt.Fprintf(os.Stderr, "%s: HTTP %d %s: %v (X-Request-ID %s)\n", step, r.Status, code, r.JSON["message"], r.RequestID)
+			return 1
+		}
+	}
+	return fail(step, r, err)
+}
+
 var timestampPattern = regexp.MustCompile(`^[0-9]{1,12}$`)
 
 // receiver verifies, checks freshness, deduplicates by event_id (use your database's UNIQUE
@@ -287,7 +371,7 @@ func receiver() int {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: go run . worked-example | create [flags] | receiver | reconcile [flags]")
+		fmt.Fprintln(os.Stderr, "usage: go run . worked-example | create [flags] | receiver | reconcile [flags] | appeal [flags]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -299,6 +383,8 @@ func main() {
 		os.Exit(receiver())
 	case "reconcile":
 		os.Exit(reconcile(os.Args[2:]))
+	case "appeal":
+		os.Exit(appeal(os.Args[2:]))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)

@@ -6,6 +6,7 @@
 //	go run . worked-example
 //	go run . create --credentials ../../../data/sandbox-credentials.json --amount 3400.50
 //	CALLBACK_SECRETS=whsec_... PORT=9090 go run . receiver
+//	go run . appeal --credentials ../../../data/sandbox-credentials.json --order order-42 --amount 3390.50 --receipt receipt.pdf
 package main
 
 import (
@@ -180,9 +181,31 @@ func (c *Client) CreatePayment(ctx context.Context, payment map[string]any, atte
 	if err != nil {
 		return nil, err
 	}
+	return c.postWithRetries(ctx, "/api/v1/payments", body, "create", attempts)
+}
+
+// OpenAppeal sends POST /api/v1/payments/{id}/appeals: the payer says they paid ("reason":
+// paid_but_canceled, paid_other_amount with "claimed_amount", paid_twice), with up to two
+// receipts (see Receipt). Signed like a create and retried like one: the same body, so the
+// same "idempotency_key", after a timeout, a connection error, 429, 500 or 503 (also the 503
+// of a node reading too many uploads). 201 is a new appeal, 200 the one stored before under
+// that key for the same request; anything else is final and returned (409
+// appeal_idempotency_conflict: the key was used for another request; 422 receipt_invalid: a
+// receipt is not a PDF, PNG or JPEG by its content).
+func (c *Client) OpenAppeal(ctx context.Context, paymentID string, appeal map[string]any, attempts int) (*Response, error) {
+	body, err := json.Marshal(appeal) // claimed_amount as a string: sent exactly
+	if err != nil {
+		return nil, err
+	}
+	return c.postWithRetries(ctx, "/api/v1/payments/"+paymentID+"/appeals", body, "appeal", attempts)
+}
+
+// postWithRetries sends the same POST body until an answer that is final; what names it in
+// the error.
+func (c *Client) postWithRetries(ctx context.Context, path string, body []byte, what string, attempts int) (*Response, error) {
 	var last error
 	for attempt := 1; attempt <= attempts; attempt++ {
-		r, err := c.Send(ctx, http.MethodPost, "/api/v1/payments", body)
+		r, err := c.Send(ctx, http.MethodPost, path, body)
 		if err == nil {
 			code, _ := r.JSON["code"].(string)
 			retry := r.Status == 429 || r.Status == 500 || r.Status == 503 || code == "request_timeout"
@@ -191,12 +214,31 @@ func (c *Client) CreatePayment(ctx context.Context, payment map[string]any, atte
 			}
 			last = fmt.Errorf("%d %s", r.Status, code)
 		} else {
-			last = err // the payment may exist; the same request finds it
+			last = err // it may have been stored; the same request finds it
 		}
 		wait := math.Min(8000, 250*math.Pow(2, float64(attempt))) * (0.5 + mrand.Float64()/2)
 		time.Sleep(time.Duration(wait) * time.Millisecond)
 	}
-	return nil, fmt.Errorf("create failed after %d attempts: %w", attempts, last)
+	return nil, fmt.Errorf("%s failed after %d attempts: %w", what, attempts, last)
+}
+
+// Receipt is a receipt of an appeal from the file's bytes: {"content_type", "data"}, the
+// content type told by the first bytes (%PDF, the PNG signature, JPEG's FF D8 FF), the data
+// in standard base64. The service checks the file by its content too; anything else is
+// refused here before it is sent.
+func Receipt(data []byte) (map[string]string, error) {
+	var contentType string
+	switch {
+	case bytes.HasPrefix(data, []byte("%PDF")):
+		contentType = "application/pdf"
+	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
+		contentType = "image/png"
+	case bytes.HasPrefix(data, []byte{0xff, 0xd8, 0xff}):
+		contentType = "image/jpeg"
+	default:
+		return nil, errors.New("a receipt must be a PDF, PNG or JPEG file")
+	}
+	return map[string]string{"content_type": contentType, "data": base64.StdEncoding.EncodeToString(data)}, nil
 }
 
 // GetPayment is GET /api/v1/payments/{id}, the source of truth for status and amount.

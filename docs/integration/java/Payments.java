@@ -12,6 +12,8 @@
 //   java -cp $CP Payments.java create --credentials data/sandbox-credentials.json --amount 3400.50
 //   CALLBACK_SECRETS=whsec_... PORT=9090 java -cp $CP Payments.java receiver
 //   java -cp $CP Payments.java reconcile --credentials data/sandbox-credentials.json --order order-42
+//   java -cp $CP Payments.java appeal --credentials data/sandbox-credentials.json --order order-42 \
+//       --amount 3390.50 --receipt receipt.pdf
 
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -139,20 +141,39 @@ public class Payments {
          */
         ApiResponse createPayment(ObjectNode payment, int attempts) throws Exception {
             byte[] body = JSON.writeValueAsBytes(payment); // amounts as strings: "3400.50" exactly
+            return postWithRetries("/api/v1/payments", body, "create", attempts);
+        }
+
+        /**
+         * POST /api/v1/payments/{id}/appeals: the payer says they paid (reason paid_but_canceled,
+         * paid_other_amount with claimed_amount, paid_twice), with up to two receipts (see
+         * receipt()). Signed like a create and retried like one: the same body, so the same
+         * idempotency_key, after a timeout, a connection error, 429, 500 or 503 (also the 503 of
+         * a node reading too many uploads). 201 new, 200 the one stored before under that key
+         * for the same request, else final (409 appeal_idempotency_conflict: the key was used
+         * for another request; 422 receipt_invalid: a receipt is not a PDF, PNG or JPEG).
+         */
+        ApiResponse openAppeal(String paymentId, ObjectNode appeal, int attempts) throws Exception {
+            byte[] body = JSON.writeValueAsBytes(appeal); // claimed_amount as a string: sent exactly
+            return postWithRetries("/api/v1/payments/" + paymentId + "/appeals", body, "appeal", attempts);
+        }
+
+        /** The same POST body until an answer that is final; what names it in the error. */
+        ApiResponse postWithRetries(String path, byte[] body, String what, int attempts) throws Exception {
             Exception last = null;
             for (int attempt = 1; attempt <= attempts; attempt++) {
                 try {
-                    ApiResponse r = send("POST", "/api/v1/payments", body);
+                    ApiResponse r = send("POST", path, body);
                     String code = r.json() == null ? null : r.json().path("code").asText(null);
                     boolean retry = r.status() == 429 || r.status() == 500 || r.status() == 503 || "request_timeout".equals(code);
                     if (!retry || attempt == attempts) return r;
                     last = new IOException(r.status() + " " + code);
-                } catch (IOException e) { // timeout or connection error: the payment may exist
+                } catch (IOException e) { // timeout or connection error: it may have been stored
                     last = e;
                 }
                 Thread.sleep((long) (Math.min(8000, 250 * Math.pow(2, attempt)) * (0.5 + RANDOM.nextDouble() / 2)));
             }
-            throw new IOException("create failed after " + attempts + " attempts", last);
+            throw new IOException(what + " failed after " + attempts + " attempts", last);
         }
 
         ApiResponse getPayment(String id) throws Exception {
@@ -163,6 +184,26 @@ public class Payments {
         ApiResponse getPaymentHistory(String id) throws Exception {
             return send("GET", "/api/v1/payments/" + id + "/history", new byte[0]);
         }
+    }
+
+    /**
+     * A receipt of an appeal from the file's bytes: {"content_type", "data"}, the content type
+     * told by the first bytes (%PDF, the PNG signature, JPEG's FF D8 FF), the data in standard
+     * base64. The service checks the file by its content too; anything else is refused here.
+     */
+    static ObjectNode receipt(byte[] file) {
+        String type;
+        if (startsWith(file, 0x25, 0x50, 0x44, 0x46)) type = "application/pdf"; // %PDF
+        else if (startsWith(file, 0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) type = "image/png";
+        else if (startsWith(file, 0xff, 0xd8, 0xff)) type = "image/jpeg";
+        else throw new IllegalArgumentException("a receipt must be a PDF, PNG or JPEG file");
+        return JSON.createObjectNode().put("content_type", type).put("data", Base64.getEncoder().encodeToString(file));
+    }
+
+    static boolean startsWith(byte[] file, int... prefix) {
+        if (file.length < prefix.length) return false;
+        for (int i = 0; i < prefix.length; i++) if ((file[i] & 0xff) != prefix[i]) return false;
+        return true;
     }
 
     /** True when some v1= value is the HMAC (key: the whole whsec_ string) of timestamp + "." + body. */
@@ -286,6 +327,61 @@ public class Payments {
         return 0;
     }
 
+    /**
+     * Opens an appeal for an order: the payer says they paid another amount than asked, with the
+     * receipt. Finds the order's payment by metadata in the list (as reconcile does), opens the
+     * appeal (paid_other_amount), sends it again (the same idempotency key, a new nonce: 200,
+     * the same appeal) and prints one JSON summary line. The provider on record or support
+     * decides later; an accepted appeal arrives as a "completed" callback with the amount
+     * found. Needs payments:read and payments:create.
+     */
+    static int appeal(Map<String, String> opts) throws Exception {
+        for (String required : List.of("order", "amount", "receipt")) {
+            if (!opts.containsKey(required)) { System.err.println("appeal: --" + required + " is required"); return 2; }
+        }
+        ObjectNode file;
+        try {
+            file = receipt(Files.readAllBytes(Path.of(opts.get("receipt"))));
+        } catch (IOException | IllegalArgumentException e) {
+            System.err.println("receipt " + opts.get("receipt") + ": " + e.getMessage());
+            return 1;
+        }
+        JsonNode c = JSON.readTree(Files.readString(Path.of(opts.getOrDefault("credentials", "data/sandbox-credentials.json"))));
+        Client client = new Client(c.get("base_url").asText(), c.get("token").asText(), c.get("keyid").asText(), c.get("private_key_pem").asText());
+        // The list, filtered by one metadata key; the query string is part of what is signed.
+        String order = URLEncoder.encode(opts.get("order"), StandardCharsets.UTF_8);
+        ApiResponse listed = client.send("GET", "/api/v1/payments?metadata%5Border%5D=" + order + "&limit=10", new byte[0]);
+        if (listed.status() != 200 || listed.json().get("data").size() != 1) return failed("list", listed);
+        String id = listed.json().get("data").get(0).get("id").asText();
+        ObjectNode appeal = JSON.createObjectNode()
+                // Yours, naming this appeal: a retry with the same key and body finds it (200).
+                .put("idempotency_key", opts.getOrDefault("key", "appeal-" + opts.get("order") + "-1"))
+                .put("reason", "paid_other_amount")
+                .put("claimed_amount", opts.get("amount")); // a string: sent exactly, never through a double
+        appeal.putArray("receipts").add(file);
+        ApiResponse first = client.openAppeal(id, appeal, 5);
+        if (first.status() != 201 && first.status() != 200) return failed("appeal", first);
+        // The same appeal again, as after a lost answer: the same key and body, a new request.
+        ApiResponse again = client.openAppeal(id, appeal, 5);
+        if (again.status() != 200 || !again.json().get("id").equals(first.json().get("id"))) return failed("repeat", again);
+        ObjectNode summary = JSON.createObjectNode()
+                .put("order", opts.get("order")).put("appeal", first.status()).put("repeat", again.status())
+                .put("same_appeal", again.json().get("id").equals(first.json().get("id")))
+                .put("id", first.json().get("id").asText())
+                .put("state", first.json().get("state").asText()) // open, or under_review once the provider took it
+                .put("claimed_amount", first.json().get("claimed_amount").decimalValue().toPlainString()); // "3390.50"
+        System.out.println(JSON.writeValueAsString(summary));
+        return 0;
+    }
+
+    /** Prints why a step failed (an error answer's code and message) and returns the exit status. */
+    static int failed(String step, ApiResponse r) {
+        JsonNode code = r.json() == null ? null : r.json().get("code");
+        String why = code == null ? r.body() : code.asText() + ": " + r.json().path("message").asText();
+        System.err.println(step + ": HTTP " + r.status() + " " + why + " (X-Request-ID " + r.requestId() + ")");
+        return 1;
+    }
+
     static void answer(HttpExchange ex, int status, String json) throws IOException {
         byte[] b = json.getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().set("Content-Type", "application/json");
@@ -338,7 +434,8 @@ public class Payments {
             case "create" -> create(opts);
             case "receiver" -> receiver();
             case "reconcile" -> reconcile(opts);
-            default -> { System.err.println("usage: worked-example | create --credentials FILE [...] | receiver | reconcile --credentials FILE --order ID"); yield 2; }
+            case "appeal" -> appeal(opts);
+            default -> { System.err.println("usage: worked-example | create --credentials FILE [...] | receiver | reconcile --credentials FILE --order ID | appeal --credentials FILE --order ID --amount A --receipt FILE [--key K]"); yield 2; }
         };
         if (!command.equals("receiver") || code != 0) System.exit(code);
     }

@@ -26,6 +26,25 @@ export function contentDigest(body) {
   return `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
 }
 
+/** The receipts an appeal takes, by their first bytes. */
+const RECEIPT_TYPES = [
+  ['application/pdf', [0x25, 0x50, 0x44, 0x46]], // %PDF
+  ['image/png', [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]],
+  ['image/jpeg', [0xff, 0xd8, 0xff]],
+];
+
+/**
+ * A receipt of an appeal from the file's bytes: {content_type, data} with the content type
+ * told by the first bytes (`%PDF`, the PNG signature, JPEG's FF D8 FF) and the data in
+ * standard base64. The service checks the file by its content too; anything else is refused
+ * here before it is sent.
+ */
+export function receipt(bytes) {
+  const found = RECEIPT_TYPES.find(([, first]) => first.every((b, i) => bytes[i] === b));
+  if (!found) throw new Error('a receipt must be a PDF, PNG or JPEG file');
+  return { content_type: found[0], data: Buffer.from(bytes).toString('base64') };
+}
+
 /**
  * Reads the sandbox's `sandbox-credentials.json` (written by the server's first start): the
  * demo project's credentials, or with `project = 'test'` the test project's, its callback
@@ -108,20 +127,41 @@ export class PaymentsClient {
    */
   async createPayment(payment, { attempts = 5 } = {}) {
     const body = JSON.stringify(payment); // amounts as strings: "3400.50" is sent exactly
+    return this.postWithRetries('/api/v1/payments', body, `create ${payment.merchant_payment_id}`, attempts);
+  }
+
+  /**
+   * POST /api/v1/payments/{id}/appeals: the payer says they paid (`reason`: paid_but_canceled,
+   * paid_other_amount with `claimed_amount`, paid_twice), with up to two receipts
+   * ({content_type, data: standard base64}; see receipt()). Signed like a create and retried
+   * like one: the same body, so the same `idempotency_key`, after a timeout, a dropped
+   * connection, 429, 500 or 503 (also the 503 of a node reading too many uploads). `201` is a
+   * new appeal, `200` the one stored before under that key for the same request; anything else
+   * is final and returned (409 appeal_idempotency_conflict: the key was used for another
+   * request; 422 receipt_invalid: a receipt is not a PDF, PNG or JPEG by its content).
+   */
+  async openAppeal(paymentId, appeal, { attempts = 5 } = {}) {
+    const body = JSON.stringify(appeal); // claimed_amount as a string: sent exactly
+    const path = `/api/v1/payments/${encodeURIComponent(paymentId)}/appeals`;
+    return this.postWithRetries(path, body, `appeal ${appeal.idempotency_key}`, attempts);
+  }
+
+  /** The same POST body until an answer that is final; `what` names it in the error. */
+  async postWithRetries(path, body, what, attempts) {
     let lastError;
     for (let attempt = 1; attempt <= attempts; attempt++) {
       try {
-        const r = await this.send('POST', '/api/v1/payments', body);
+        const r = await this.send('POST', path, body);
         if (!retryable(r.status, r.json?.code) || attempt === attempts) return r;
         lastError = new Error(`${r.status} ${r.json?.code}`);
       } catch (e) {
-        // timeout or connection error: the payment may exist; the same request finds it
+        // timeout or connection error: it may have been stored; the same request finds it
         lastError = e;
         if (attempt === attempts) break;
       }
       await sleep(Math.min(8000, 250 * 2 ** attempt) * (0.5 + Math.random() / 2));
     }
-    throw new Error(`create ${payment.merchant_payment_id} failed after ${attempts} attempts: ${lastError}`);
+    throw new Error(`${what} failed after ${attempts} attempts: ${lastError}`);
   }
 
   /** GET /api/v1/payments/{id}: the source of truth for status and amount. Signed (harmless when not required). */

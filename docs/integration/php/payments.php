@@ -117,21 +117,45 @@ final class PaymentsClient
     public function createPayment(array $payment, int $attempts = 5): array
     {
         $body = json_encode($payment, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE);
+        return $this->postWithRetries('/api/v1/payments', $body, 'create', $attempts);
+    }
+
+    /**
+     * POST /api/v1/payments/{id}/appeals: the payer says they paid (reason paid_but_canceled,
+     * paid_other_amount with claimed_amount, paid_twice), with up to two receipts (receipt()).
+     * Signed like a create and retried like one: the same body, so the same idempotency_key,
+     * after a timeout, a connection error, 429, 500 or 503 (also the 503 of a node reading too
+     * many uploads). 201 new, 200 the one stored before under that key for the same request,
+     * else final (409 appeal_idempotency_conflict: the key was used for another request; 422
+     * receipt_invalid: a receipt is not a PDF, PNG or JPEG by its content). The appeal's
+     * amounts are numbers whatever X-Decimals says, so they are quoted before decoding.
+     */
+    public function openAppeal(string $paymentId, array $appeal, int $attempts = 5): array
+    {
+        $body = json_encode($appeal, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE);
+        $r = $this->postWithRetries('/api/v1/payments/' . rawurlencode($paymentId) . '/appeals', $body, 'appeal', $attempts);
+        $r['json'] = json_decode(preg_replace('/"(claimed_amount|resolved_amount)":(-?[0-9]+(?:\.[0-9]+)?)/', '"$1":"$2"', $r['body']), true);
+        return $r;
+    }
+
+    /** The same POST body until an answer that is final; $what names it in the error. */
+    private function postWithRetries(string $path, string $body, string $what, int $attempts): array
+    {
         $last = null;
         for ($attempt = 1; $attempt <= $attempts; $attempt++) {
             try {
-                $r = $this->send('POST', '/api/v1/payments', $body);
+                $r = $this->send('POST', $path, $body);
                 $code = $r['json']['code'] ?? null;
                 if (!in_array($r['status'], [429, 500, 503], true) && $code !== 'request_timeout' || $attempt === $attempts) {
                     return $r;
                 }
                 $last = "{$r['status']} $code";
-            } catch (RuntimeException $e) { // the payment may exist; the same request finds it
+            } catch (RuntimeException $e) { // it may have been stored; the same request finds it
                 $last = $e->getMessage();
             }
             usleep((int) (min(8000, 250 * 2 ** $attempt) * (0.5 + mt_rand() / mt_getrandmax() / 2) * 1000));
         }
-        throw new RuntimeException("create failed after $attempts attempts: $last");
+        throw new RuntimeException("$what failed after $attempts attempts: $last");
     }
 
     public function getPayment(string $id): array
@@ -144,6 +168,22 @@ final class PaymentsClient
     {
         return $this->send('GET', '/api/v1/payments/' . rawurlencode($id) . '/history');
     }
+}
+
+/**
+ * A receipt of an appeal from the file's bytes: ['content_type' => ..., 'data' => standard
+ * base64], the content type told by the first bytes (%PDF, the PNG signature, JPEG's FF D8
+ * FF). The service checks the file by its content too; anything else is refused here.
+ */
+function receipt(string $bytes): array
+{
+    $type = match (true) {
+        str_starts_with($bytes, '%PDF') => 'application/pdf',
+        str_starts_with($bytes, "\x89PNG\r\n\x1a\n") => 'image/png',
+        str_starts_with($bytes, "\xff\xd8\xff") => 'image/jpeg',
+        default => throw new InvalidArgumentException('a receipt must be a PDF, PNG or JPEG file'),
+    };
+    return ['content_type' => $type, 'data' => base64_encode($bytes)];
 }
 
 /** True when some v1= value is the HMAC (key: the whole whsec_ string) of "$timestamp.$body". */
@@ -261,6 +301,67 @@ if (PHP_SAPI === 'cli' && realpath($argv[0]) === __FILE__) {
             'resent' => $resent['status'], 'new_event' => $resent['json']['id']]), "\n";
         exit(0);
     }
-    fwrite(STDERR, "usage: php payments.php worked-example | create --credentials FILE [--order ID --amount A --method M --callback-url URL] | reconcile --credentials FILE --order ID\n");
+    if ($command === 'appeal') {
+        // Open an appeal for an order: the payer says they paid another amount than asked, with
+        // the receipt. Finds the order's payment by metadata in the list (as reconcile does),
+        // opens the appeal (paid_other_amount), sends it again (the same idempotency key, a new
+        // nonce: 200, the same appeal). The provider on record or support decides later; an
+        // accepted appeal arrives as a "completed" callback. Needs payments:read and
+        // payments:create.
+        $opts = [];
+        for ($i = 2; $i + 1 < $argc; $i += 2) {
+            $opts[ltrim($argv[$i], '-')] = $argv[$i + 1];
+        }
+        foreach (['order', 'amount', 'receipt'] as $required) {
+            if (!isset($opts[$required])) {
+                fwrite(STDERR, "appeal: --$required is required\n");
+                exit(2);
+            }
+        }
+        $fail = function (string $step, array $r) {
+            $why = isset($r['json']['code']) ? "{$r['json']['code']}: {$r['json']['message']}" : $r['body'];
+            fwrite(STDERR, "$step: HTTP {$r['status']} $why (X-Request-ID {$r['request_id']})\n");
+            exit(1);
+        };
+        $bytes = @file_get_contents($opts['receipt']);
+        try {
+            $file = receipt($bytes === false ? '' : $bytes);
+        } catch (InvalidArgumentException $e) {
+            fwrite(STDERR, "receipt {$opts['receipt']}: " . ($bytes === false ? 'cannot be read' : $e->getMessage()) . "\n");
+            exit(1);
+        }
+        $c = json_decode(file_get_contents($opts['credentials'] ?? 'data/sandbox-credentials.json'), true);
+        $client = new PaymentsClient($c['base_url'], $c['token'], $c['keyid'], $c['private_key_pem']);
+        // The list, filtered by one metadata key; the query string is part of what is signed.
+        $listed = $client->send('GET', '/api/v1/payments?' . http_build_query(['metadata[order]' => $opts['order'], 'limit' => 10]));
+        if ($listed['status'] !== 200 || count($listed['json']['data']) !== 1) {
+            $fail('list', $listed);
+        }
+        $id = $listed['json']['data'][0]['id'];
+        $appeal = [
+            // Yours, naming this appeal: a retry with the same key and body finds it (200).
+            'idempotency_key' => $opts['key'] ?? "appeal-{$opts['order']}-1",
+            'reason' => 'paid_other_amount',
+            'claimed_amount' => $opts['amount'], // a string: sent exactly, never through a float
+            'receipts' => [$file],
+        ];
+        $first = $client->openAppeal($id, $appeal);
+        if (!in_array($first['status'], [200, 201], true)) {
+            $fail('appeal', $first);
+        }
+        // The same appeal again, as after a lost answer: the same key and body, a new request.
+        $again = $client->openAppeal($id, $appeal);
+        if ($again['status'] !== 200 || $again['json']['id'] !== $first['json']['id']) {
+            $fail('repeat', $again);
+        }
+        echo json_encode([
+            'order' => $opts['order'], 'appeal' => $first['status'], 'repeat' => $again['status'],
+            'same_appeal' => $again['json']['id'] === $first['json']['id'], 'id' => $first['json']['id'],
+            'state' => $first['json']['state'], // open, or under_review once the provider took it
+            'claimed_amount' => $first['json']['claimed_amount'], // "3390.50"
+        ]), "\n";
+        exit(0);
+    }
+    fwrite(STDERR, "usage: php payments.php worked-example | create --credentials FILE [--order ID --amount A --method M --callback-url URL] | reconcile --credentials FILE --order ID | appeal --credentials FILE --order ID --amount A --receipt FILE [--key K]\n");
     exit(2);
 }

@@ -57,6 +57,25 @@ def credentials_from_file(path: str, project: str = "demo") -> dict:
     }
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def receipt(data: bytes) -> dict:
+    """A receipt of an appeal from the file's bytes: ``{"content_type", "data"}``, the content
+    type told by the first bytes (``%PDF``, the PNG signature, JPEG's FF D8 FF), the data in
+    standard base64. The service checks the file by its content too; anything else is refused
+    here before it is sent."""
+    if data.startswith(b"%PDF"):
+        content_type = "application/pdf"
+    elif data.startswith(PNG_SIGNATURE):
+        content_type = "image/png"
+    elif data.startswith(b"\xff\xd8\xff"):
+        content_type = "image/jpeg"
+    else:
+        raise ValueError("a receipt must be a PDF, PNG or JPEG file")
+    return {"content_type": content_type, "data": base64.b64encode(data).decode("ascii")}
+
+
 @dataclass
 class ApiResponse:
     status: int
@@ -120,20 +139,38 @@ class PaymentsClient:
         signature), exponential backoff with jitter, 429 waits its Retry-After. 201 is a new
         payment, 200 the existing one; anything else is final and returned."""
         body = json.dumps(payment, separators=(",", ":"), default=str).encode()  # Decimal -> "3400.50"
+        return self._post_with_retries("/api/v1/payments", body, f"create {payment['merchant_payment_id']}", attempts)
+
+    def open_appeal(self, payment_id: str, appeal: dict, attempts: int = 5) -> ApiResponse:
+        """POST /api/v1/payments/{id}/appeals: the payer says they paid (``reason``:
+        ``paid_but_canceled``, ``paid_other_amount`` with ``claimed_amount``, ``paid_twice``),
+        with up to two receipts (``{"content_type", "data"}``, see ``receipt()``). Signed like a
+        create and retried like one: the same body, so the same ``idempotency_key``, after a
+        timeout, a connection error, 429, 500 or 503 (also the 503 of a node reading too many
+        uploads). 201 is a new appeal, 200 the one stored before under that key for the same
+        request; anything else is final and returned (409 ``appeal_idempotency_conflict``: the
+        key was used for another request; 422 ``receipt_invalid``: a receipt is not a PDF, PNG
+        or JPEG by its content)."""
+        body = json.dumps(appeal, separators=(",", ":"), default=str).encode()  # Decimal -> "3390.50"
+        path = f"/api/v1/payments/{payment_id}/appeals"
+        return self._post_with_retries(path, body, f"appeal {appeal['idempotency_key']}", attempts)
+
+    def _post_with_retries(self, path: str, body: bytes, what: str, attempts: int) -> ApiResponse:
+        """The same POST body until an answer that is final; ``what`` names it in the error."""
         last_error: object = None
         for attempt in range(1, attempts + 1):
             try:
-                r = self.send("POST", "/api/v1/payments", body)
+                r = self.send("POST", path, body)
                 code = r.json.get("code") if isinstance(r.json, dict) else None
                 if (r.status not in RETRYABLE_STATUSES and code != "request_timeout") or attempt == attempts:
                     return r
                 last_error = f"{r.status} {code}"
-            except requests.RequestException as e:  # the payment may exist; the same request finds it
+            except requests.RequestException as e:  # it may have been stored; the same request finds it
                 last_error = e
                 if attempt == attempts:
                     break
             time.sleep(min(8.0, 0.25 * 2**attempt) * (0.5 + random.random() / 2))
-        raise RuntimeError(f"create {payment['merchant_payment_id']} failed after {attempts} attempts: {last_error}")
+        raise RuntimeError(f"{what} failed after {attempts} attempts: {last_error}")
 
     def get_payment(self, payment_id: str) -> ApiResponse:
         """GET /api/v1/payments/{id}: the source of truth for status and amount."""
