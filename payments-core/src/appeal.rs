@@ -12,7 +12,7 @@
 //!
 //! Each active state has a deadline ([`AppealDeadlines`]): an appeal nobody decides expires
 //! at it, and nothing moves. Only an accepted appeal moves the payment, through the
-//! payment's own state machine ([`payment_triggers`]): the spec's re-check, `appeal` and then
+//! payment's own state machine (`service::Appeals`): the spec's re-check, `appeal` and then
 //! `completed` with the amount found, with its callback and its ledger entry.
 
 use std::time::Duration;
@@ -24,7 +24,6 @@ use crate::clock::Timestamp;
 use crate::ids::{AppealId, PaymentId, ProjectId, ProviderName};
 use crate::payment::{Payment, PaymentStatus};
 use crate::receipt::ReceiptKind;
-use crate::transition::{RecheckOutcome, Trigger};
 
 /// Why the payer appeals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -320,21 +319,6 @@ pub fn appealable(payment: &Payment) -> Result<(), &'static str> {
         return Err("the payment never had requisites");
     }
     Ok(())
-}
-
-/// The payment triggers an accepted appeal runs, in order: the spec's re-check (`appeal`,
-/// unless the payment is already there), then `completed` with `amount` (given only when it
-/// differs from the payment's).
-pub fn payment_triggers(payment: &Payment, amount: Amount) -> Vec<Trigger> {
-    let mut triggers = Vec::with_capacity(2);
-    if payment.status != PaymentStatus::Appeal {
-        triggers.push(Trigger::StartRecheck);
-    }
-    let amount = (amount != payment.amount).then_some(amount);
-    triggers.push(Trigger::ResolveRecheck(RecheckOutcome::Completed {
-        amount,
-    }));
-    triggers
 }
 
 /// In which order a list of appeals comes.

@@ -1,22 +1,20 @@
 //! Appeals on the merchant API (`POST /api/v1/payments/{id}/appeals`, the lists, one appeal,
-//! its receipts) and the operator's support queue (`/operator/v1/appeals...`): the core's
-//! [`Payments`](payments_core::service::Payments) appeal operations carried out over HTTP.
+//! its receipts): the core's [`Appeals`](payments_core::service::Appeals) carried out over
+//! HTTP (the support queue is [`crate::operator::appeals`]).
 //!
 //! An appeal's body may carry two receipts of up to 2 MiB each (base64), far above the
 //! merchant API's usual body limit: it is read only with one of [`UPLOAD_SLOTS`] slots of the
 //! process, so that uploads never hold more than `UPLOAD_SLOTS` x [`MAX_APPEAL_BODY`] bytes at
 //! once, and a client that opens more waits in no queue: it is answered `503` at once.
 
-use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
-use payments_core::appeal::{self, Appeal, AppealOrder, AppealQuery, AppealTrigger};
+use payments_core::appeal::{self, Appeal, AppealOrder, AppealQuery};
 use payments_core::auth::Endpoint;
-use payments_core::history::ChangeSource;
 use payments_core::receipt::Receipt;
-use payments_core::service::{appeal_note, AppealError, AppealPage, AppealRequest, AuthContext};
+use payments_core::service::{AppealError, AppealPage, AppealRequest, AuthContext};
 use payments_core::service::{ListCursor, ListQueryError};
 use payments_core::{ApiError, ErrorCode};
 use tokio::sync::Semaphore;
@@ -24,8 +22,6 @@ use tokio::sync::Semaphore;
 use crate::admission::{admit, authenticate, decimal_format, read_body_up_to, MAX_BODY};
 use crate::error::{HttpError, RequestId};
 use crate::json::{json_response, page_json, Json};
-use crate::operator::body::Body;
-use crate::operator::{Op, OpResult};
 use crate::state::AppState;
 
 /// The largest body of `POST /api/v1/payments/{id}/appeals`: two receipts of 2 MiB in base64
@@ -46,16 +42,6 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/appeals/{id}/receipts/{index}"),
 ];
 
-/// The operator API's support queue, behind the operator token.
-pub const OPERATOR_ROUTES: &[(&str, &str)] = &[
-    ("GET", "/operator/v1/appeals"),
-    ("GET", "/operator/v1/appeals/{id}"),
-    ("GET", "/operator/v1/appeals/{id}/receipts/{index}"),
-    ("POST", "/operator/v1/appeals/{id}/review"),
-    ("POST", "/operator/v1/appeals/{id}/accept"),
-    ("POST", "/operator/v1/appeals/{id}/reject"),
-];
-
 /// The handler of one route of [`ROUTES`].
 pub(crate) fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
     Some(match (method, path) {
@@ -64,19 +50,6 @@ pub(crate) fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>
         ("GET", "/api/v1/appeals") => get(list),
         ("GET", "/api/v1/appeals/{id}") => get(one),
         ("GET", "/api/v1/appeals/{id}/receipts/{index}") => get(receipt),
-        _ => return None,
-    })
-}
-
-/// The handler of one route of [`OPERATOR_ROUTES`].
-pub(crate) fn operator_handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
-    Some(match (method, path) {
-        ("GET", "/operator/v1/appeals") => get(queue),
-        ("GET", "/operator/v1/appeals/{id}") => get(support_one),
-        ("GET", "/operator/v1/appeals/{id}/receipts/{index}") => get(support_receipt),
-        ("POST", "/operator/v1/appeals/{id}/review") => post(review),
-        ("POST", "/operator/v1/appeals/{id}/accept") => post(accept),
-        ("POST", "/operator/v1/appeals/{id}/reject") => post(reject),
         _ => return None,
     })
 }
@@ -105,11 +78,7 @@ async fn open(
     let _permit = admit(&st)?;
     let auth = authenticate(&st, Endpoint::OpenAppeal, &parts, &body, None).await?;
     let request = AppealRequest::parse(&body)?;
-    let (appeal, created) = st
-        .service
-        .payments()
-        .open_appeal(auth, &id, request)
-        .await?;
+    let (appeal, created) = st.service.appeals().open_appeal(auth, &id, request).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -150,7 +119,7 @@ async fn of_payment(
         payment: Some(payment.id),
         ..AppealQuery::newest(appeal::MAX_APPEALS_PER_SOURCE as usize * 2)
     };
-    let page = payments.find_appeals(&query).await?;
+    let page = st.service.appeals().find_appeals(&query).await?;
     Ok(page_response(page))
 }
 
@@ -164,7 +133,7 @@ async fn list(
     let mut query = list_query(raw, AppealOrder::NewestFirst, false)?;
     query.project = Some(ctx.project.id);
     Ok(page_response(
-        st.service.payments().find_appeals(&query).await?,
+        st.service.appeals().find_appeals(&query).await?,
     ))
 }
 
@@ -177,7 +146,7 @@ async fn one(
     let ctx = read_request(&st, req).await?;
     let a = st
         .service
-        .payments()
+        .appeals()
         .appeal_of_project(&ctx.project, &id)
         .await?;
     Ok(Json(appeal::view(&a)).into_response())
@@ -190,13 +159,13 @@ async fn receipt(
     req: Request,
 ) -> Result<Response, HttpError> {
     let ctx = read_request(&st, req).await?;
-    let payments = st.service.payments();
-    let a = payments.appeal_of_project(&ctx.project, &id).await?;
-    let r = payments.appeal_receipt(&a, receipt_index(&index)?).await?;
+    let appeals = st.service.appeals();
+    let a = appeals.appeal_of_project(&ctx.project, &id).await?;
+    let r = appeals.appeal_receipt(&a, receipt_index(&index)?).await?;
     Ok(receipt_response(&a, r))
 }
 
-fn receipt_index(index: &str) -> Result<u8, AppealError> {
+pub(crate) fn receipt_index(index: &str) -> Result<u8, AppealError> {
     index
         .parse::<u8>()
         .ok()
@@ -230,7 +199,7 @@ pub fn receipt_response(a: &Appeal, r: Receipt) -> Response {
     response
 }
 
-fn list_query(
+pub(crate) fn list_query(
     raw: Option<String>,
     order: AppealOrder,
     with_project: bool,
@@ -238,119 +207,10 @@ fn list_query(
     crate::query::appeal_list(raw.as_deref().unwrap_or(""), order, with_project)
 }
 
-fn page_response(page: AppealPage) -> Response {
+pub(crate) fn page_response(page: AppealPage) -> Response {
     let data: Vec<serde_json::Value> = page.appeals.iter().map(appeal::view).collect();
     let next = page
         .next
         .map(|(created_at, id)| ListCursor { created_at, id });
     json_response(StatusCode::OK, &page_json(data, next))
-}
-
-/// `GET /operator/v1/appeals?state=&project_id=&limit=&cursor=`: the support queue, oldest
-/// first; by default the active appeals (`open` and `under_review`).
-async fn queue(State(st): State<AppState>, op: Op, RawQuery(raw): RawQuery) -> OpResult {
-    op.answer(async {
-        let mut query = list_query(raw, AppealOrder::OldestFirst, true)?;
-        if query.states.is_empty() {
-            query.states = vec![appeal::AppealState::Open, appeal::AppealState::UnderReview];
-        }
-        Ok(page_response(
-            st.service.payments().find_appeals(&query).await?,
-        ))
-    })
-    .await
-}
-
-fn appeal_id(id: &str) -> Result<payments_core::ids::AppealId, AppealError> {
-    id.parse().map_err(|_| AppealError::NotFound)
-}
-
-async fn support_one(State(st): State<AppState>, op: Op, Path(id): Path<String>) -> OpResult {
-    op.answer(async {
-        let a = st.service.payments().appeal_any(appeal_id(&id)?).await?;
-        Ok(Json(appeal::view(&a)).into_response())
-    })
-    .await
-}
-
-async fn support_receipt(
-    State(st): State<AppState>,
-    op: Op,
-    Path((id, index)): Path<(String, String)>,
-) -> OpResult {
-    op.answer(async {
-        let payments = st.service.payments();
-        let a = payments.appeal_any(appeal_id(&id)?).await?;
-        let r = payments.appeal_receipt(&a, receipt_index(&index)?).await?;
-        Ok(receipt_response(&a, r))
-    })
-    .await
-}
-
-/// Runs a support decision and answers the appeal and the payment after it.
-async fn decide(
-    st: &AppState,
-    op: &Op,
-    id: &str,
-    trigger: Result<AppealTrigger, ApiError>,
-) -> OpResult {
-    op.answer(async {
-        let id = appeal_id(id)?;
-        let (a, p) = st
-            .service
-            .payments()
-            .decide_appeal(id, trigger?, &op.actor().0, ChangeSource::Support)
-            .await?;
-        Ok(Json(serde_json::json!({
-            "appeal": appeal::view(&a),
-            "payment": crate::operator::view::payment(&p),
-        }))
-        .into_response())
-    })
-    .await
-}
-
-/// `POST /operator/v1/appeals/{id}/review`: support takes an open appeal.
-async fn review(
-    State(st): State<AppState>,
-    op: Op,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> OpResult {
-    let trigger = Body::parse(&body, &[]).map(|_| AppealTrigger::Review { provider: None });
-    decide(&st, &op, &id, trigger).await
-}
-
-/// `POST /operator/v1/appeals/{id}/accept` with `{"amount", "note"?}`: the transfer was
-/// found with `amount`; the payment is re-checked to `completed` with it.
-async fn accept(
-    State(st): State<AppState>,
-    op: Op,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> OpResult {
-    let by = op.actor().0.clone();
-    let trigger = Body::parse(&body, &["amount", "note"]).and_then(|b| {
-        let amount = b
-            .amount("amount")?
-            .ok_or_else(|| ApiError::bad_request("amount: required"))?;
-        let note = appeal_note(b.string("note")?.as_deref())?;
-        Ok(AppealTrigger::Accept { amount, by, note })
-    });
-    decide(&st, &op, &id, trigger).await
-}
-
-/// `POST /operator/v1/appeals/{id}/reject` with `{"note"?}`: not found; nothing moves.
-async fn reject(
-    State(st): State<AppState>,
-    op: Op,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> OpResult {
-    let by = op.actor().0.clone();
-    let trigger = Body::parse(&body, &["note"]).and_then(|b| {
-        let note = appeal_note(b.string("note")?.as_deref())?;
-        Ok(AppealTrigger::Reject { by, note })
-    });
-    decide(&st, &op, &id, trigger).await
 }

@@ -228,6 +228,10 @@ pub struct Metrics {
     stuck_creates: Family<OutcomeLabels, Counter>,
     ledger_differences: Gauge,
     ledger_reconciliations: Counter,
+    appeals_active: Gauge,
+    appeals_overdue: Gauge,
+    appeals_oldest: Gauge,
+    appeals_expired: Counter,
     request_log_dropped: Counter,
     dropped_log_lines: std::sync::OnceLock<fn() -> u64>,
     trace_export_failures: std::sync::OnceLock<fn() -> u64>,
@@ -303,6 +307,10 @@ impl Default for Metrics {
             stuck_creates,
             ledger_differences: Gauge::default(),
             ledger_reconciliations: Counter::default(),
+            appeals_active: Gauge::default(),
+            appeals_overdue: Gauge::default(),
+            appeals_oldest: Gauge::default(),
+            appeals_expired: Counter::default(),
             request_log_dropped: Counter::default(),
             dropped_log_lines: std::sync::OnceLock::new(),
             trace_export_failures: std::sync::OnceLock::new(),
@@ -419,6 +427,29 @@ impl Metrics {
             self.stuck_creates.clone(),
         );
         self.registry.register(
+            "payments_appeals_active",
+            "Appeals waiting for a decision (open or under review), as the last appeals sweep \
+             counted them (at most 1,000)",
+            self.appeals_active.clone(),
+        );
+        self.registry.register(
+            "payments_appeals_overdue",
+            "Appeals waiting for a decision past their deadline after the last appeals sweep \
+             (0 unless the sweep cannot expire them)",
+            self.appeals_overdue.clone(),
+        );
+        self.registry.register(
+            "payments_appeals_oldest_waiting_seconds",
+            "How long the oldest appeal still waiting for a decision has waited, at the last \
+             appeals sweep (0: none waits)",
+            self.appeals_oldest.clone(),
+        );
+        self.registry.register(
+            "payments_appeals_expired",
+            "Appeals the sweep expired at their deadline, nobody having decided them",
+            self.appeals_expired.clone(),
+        );
+        self.registry.register(
             "payments_ledger_differences",
             "Differences between the project balances and their payments and payouts that the \
              last ledger reconciliation found (0: every balance reconciles)",
@@ -533,6 +564,18 @@ impl Metrics {
                     .inc_by(n as u64);
             }
         }
+    }
+
+    /// Records an appeals sweep: how many it expired, the appeals still waiting and past their
+    /// deadline after it, and how long the oldest of them has waited.
+    pub fn appeals_swept(&self, expired: usize, active: usize, overdue: usize, oldest_secs: u64) {
+        self.appeals_expired.inc_by(expired as u64);
+        self.appeals_oldest
+            .set(i64::try_from(oldest_secs).unwrap_or(i64::MAX));
+        self.appeals_active
+            .set(i64::try_from(active).unwrap_or(i64::MAX));
+        self.appeals_overdue
+            .set(i64::try_from(overdue).unwrap_or(i64::MAX));
     }
 
     /// Records a ledger reconciliation: `payments_ledger_differences` becomes the number of

@@ -2,6 +2,7 @@
 //! `/metrics`, served on the operator listener (loopback by default): payment operations here,
 //! the cabinet's provisioning functions in [`provision`].
 
+pub mod appeals;
 pub mod body;
 pub mod callbacks;
 pub mod ledger;
@@ -59,7 +60,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
     list.extend_from_slice(provision::ROUTES);
     list.extend_from_slice(callbacks::ROUTES);
     list.extend_from_slice(ledger::ROUTES);
-    list.extend_from_slice(crate::appeals::OPERATOR_ROUTES);
+    list.extend_from_slice(appeals::ROUTES);
     #[cfg(feature = "cabinet")]
     list.extend_from_slice(users::ROUTES);
     list.extend_from_slice(PUBLIC_ROUTES);
@@ -107,11 +108,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
             callbacks::handler,
         ))
         .merge(add_routes(Router::new(), ledger::ROUTES, ledger::handler))
-        .merge(add_routes(
-            Router::new(),
-            crate::appeals::OPERATOR_ROUTES,
-            crate::appeals::operator_handler,
-        ));
+        .merge(add_routes(Router::new(), appeals::ROUTES, appeals::handler));
     #[cfg(feature = "cabinet")]
     let api = api.merge(users::routes());
     let api = api.route_layer(middleware::from_fn_with_state(state, require_operator));
@@ -143,8 +140,8 @@ mod route_tests {
         for (method, path) in ledger::ROUTES {
             assert!(ledger::handler(method, path).is_some(), "{method} {path}");
         }
-        for (method, path) in crate::appeals::OPERATOR_ROUTES {
-            let found = crate::appeals::operator_handler(method, path);
+        for (method, path) in appeals::ROUTES {
+            let found = appeals::handler(method, path);
             assert!(found.is_some(), "{method} {path}");
         }
         #[cfg(feature = "cabinet")]

@@ -12,6 +12,10 @@ pub const SWEEP_BATCH: usize = 500;
 pub const NONCE_PURGE_EVERY: Duration = Duration::from_secs(60);
 /// How often finished callback events and audit records past their retention are deleted.
 pub const RETENTION_EVERY: Duration = Duration::from_secs(600);
+/// How often the appeals sweep runs: expiries at their deadline, open appeals sent again.
+pub const APPEALS_EVERY: Duration = Duration::from_secs(60);
+/// Appeals handled per appeals sweep, of each kind.
+pub const APPEALS_BATCH: usize = 100;
 /// Rows of each kind deleted per writer job: small, so a purge of millions never holds the
 /// writer for long (docs/performance.md measures it).
 pub const RETENTION_BATCH: usize = 500;
@@ -88,6 +92,7 @@ async fn sweep_until_stopped(
 ) -> Stopped {
     let mut last_purge = Instant::now();
     let mut last_retention: Option<Instant> = None;
+    let mut last_appeals: Option<Instant> = None;
     loop {
         let my_turn = match service.payments().take_turn("sweep", interval).await {
             Ok(turn) => turn,
@@ -98,6 +103,10 @@ async fn sweep_until_stopped(
         };
         if my_turn && sweep_due(service, metrics, stop).await {
             return Stopped::Asked;
+        }
+        if my_turn && last_appeals.is_none_or(|t| t.elapsed() >= APPEALS_EVERY) {
+            last_appeals = Some(Instant::now());
+            sweep_appeals(service, metrics).await;
         }
         if last_purge.elapsed() >= NONCE_PURGE_EVERY {
             last_purge = Instant::now();
@@ -172,6 +181,41 @@ async fn apply_retention(
         );
     }
     None
+}
+
+/// One appeals sweep ([`Payments::sweep_appeals`](payments_core::service::Payments::sweep_appeals)),
+/// then the count of appeals still waiting, and of those past their deadline, for the metrics.
+async fn sweep_appeals(service: &PaymentService, metrics: Option<&crate::metrics::Metrics>) {
+    use payments_core::appeal::{AppealQuery, AppealState};
+    let appeals = service.appeals();
+    let report = match appeals.sweep_appeals(APPEALS_BATCH).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "appeals sweep failed");
+            return;
+        }
+    };
+    if report.expired + report.submitted > 0 {
+        tracing::info!(
+            expired = report.expired,
+            submitted = report.submitted,
+            "appeals sweep"
+        );
+    }
+    let now = service.ports().clock.now();
+    let waiting = AppealQuery {
+        states: vec![AppealState::Open, AppealState::UnderReview],
+        ..AppealQuery::newest(1_000)
+    };
+    let Ok(page) = appeals.find_appeals(&waiting).await else {
+        return;
+    };
+    let overdue = page.appeals.iter().filter(|a| a.deadline <= now).count();
+    let oldest = page.appeals.iter().map(|a| a.created_at).min();
+    let waited = oldest.map_or(0, |t| now.duration_since(t).as_secs());
+    if let Some(m) = metrics {
+        m.appeals_swept(report.expired, page.appeals.len(), overdue, waited);
+    }
 }
 
 /// Sweeps in batches until fewer than a batch are due; `true` when `stop` turned true

@@ -87,28 +87,6 @@ fn a_decided_appeal_takes_no_other_decision() {
 }
 
 #[test]
-fn an_accepted_appeal_runs_the_recheck_from_a_closed_payment() {
-    let mut p = crate::testing::contract::sample_payment(payment_id(1), project_id(1), "o-1");
-    p.status = PaymentStatus::Canceled;
-    let same = payment_triggers(&p, p.amount);
-    assert_eq!(
-        same,
-        vec![
-            Trigger::StartRecheck,
-            Trigger::ResolveRecheck(RecheckOutcome::Completed { amount: None })
-        ]
-    );
-    p.status = PaymentStatus::Appeal;
-    let other = Amount::parse("1000").expect("valid");
-    assert_eq!(
-        payment_triggers(&p, other),
-        vec![Trigger::ResolveRecheck(RecheckOutcome::Completed {
-            amount: Some(other)
-        })]
-    );
-}
-
-#[test]
 fn only_a_closed_payment_with_requisites_is_appealable() {
     let mut p = crate::testing::contract::sample_payment(payment_id(1), project_id(1), "o-1");
     assert!(appealable(&p).is_err(), "created");

@@ -7,7 +7,7 @@ use futures_util::future::{select, Either};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::{AuthError, Authenticated, NotificationError, Payments, SignedNotification};
+use super::{Appeals, AuthError, Authenticated, NotificationError, SignedNotification};
 use crate::amount::Amount;
 use crate::appeal::{
     self, Appeal, AppealInsert, AppealQuery, AppealReason, AppealSource, AppealState,
@@ -18,12 +18,12 @@ use crate::callback::CallbackVerifier;
 use crate::clock::Timestamp;
 use crate::history::ChangeSource;
 use crate::ids::{AppealId, ProviderName};
-use crate::payment::Payment;
+use crate::payment::{Payment, PaymentStatus};
 use crate::project::{AuditRecord, Project};
 use crate::provider::{AppealInquiry, AppealSubmission};
 use crate::receipt::{Receipt, ReceiptError, ReceiptKind, MAX_RECEIPTS};
 use crate::store::{AppealChange, StoreError};
-use crate::transition::{self, TransitionError};
+use crate::transition::{self, RecheckOutcome, TransitionError, Trigger};
 use crate::{ApiError, ErrorCode};
 
 /// Why an appeal operation was refused, each with the stable code of its answer
@@ -330,7 +330,7 @@ pub struct AppealSweep {
     pub submitted: usize,
 }
 
-impl Payments<'_> {
+impl Appeals<'_> {
     /// Opens a merchant's appeal about a payment of the caller's project (signed like a
     /// create; records the nonce first). Answers the appeal and whether it was stored now
     /// (`false`: the same idempotency key and request were seen before, and that appeal is
@@ -342,7 +342,10 @@ impl Payments<'_> {
         request: AppealRequest,
     ) -> Result<(Appeal, bool), AppealError> {
         let ctx = self.gate().accept(auth).await?;
-        let payment = self.payment_of_project(&ctx.project, payment).await?;
+        let payment = self
+            .payments()
+            .payment_of_project(&ctx.project, payment)
+            .await?;
         self.open_appeal_for(&payment, AppealSource::Merchant, request)
             .await
     }
@@ -483,7 +486,7 @@ impl Payments<'_> {
             match self.ports.store.commit_appeal(&change).await {
                 Ok(()) => {
                     for p in &change.payments {
-                        self.woken(p.event.clone())?;
+                        self.payments().woken(p.event.clone())?;
                     }
                     return Ok((after, payment));
                 }
@@ -507,12 +510,16 @@ impl Payments<'_> {
             return Ok((Vec::new(), payment));
         };
         let mut changes = Vec::new();
-        for trigger in appeal::payment_triggers(&payment, amount) {
+        for trigger in payment_triggers(&payment, amount) {
             let t = transition::apply(&payment, trigger, now, self.ports.rng.as_ref())?;
-            changes.push(self.change_of(&payment, &t, None, source).await?);
+            changes.push(
+                self.payments()
+                    .change_of(&payment, &t, None, source)
+                    .await?,
+            );
             payment = t.payment;
         }
-        debug_assert_eq!(payment.status, crate::payment::PaymentStatus::Completed);
+        debug_assert_eq!(payment.status, PaymentStatus::Completed);
         debug_assert_eq!(payment.amount, amount);
         Ok((changes, payment))
     }
@@ -608,6 +615,21 @@ impl Payments<'_> {
         }
         Ok(out)
     }
+}
+
+/// The payment triggers an accepted appeal runs, in order: the spec's re-check (`appeal`,
+/// unless the payment is already there), then `completed` with `amount` (given only when it
+/// differs from the payment's).
+fn payment_triggers(payment: &Payment, amount: Amount) -> Vec<Trigger> {
+    let mut triggers = Vec::with_capacity(2);
+    if payment.status != PaymentStatus::Appeal {
+        triggers.push(Trigger::StartRecheck);
+    }
+    let amount = (amount != payment.amount).then_some(amount);
+    triggers.push(Trigger::ResolveRecheck(RecheckOutcome::Completed {
+        amount,
+    }));
+    triggers
 }
 
 /// A decision's note as support writes it: trimmed, bounded.
@@ -742,7 +764,7 @@ pub struct AppealAnswerOutcome {
     pub payment: Payment,
 }
 
-impl Payments<'_> {
+impl Appeals<'_> {
     /// Applies a provider's signed answer to an appeal (`POST /upstream/v1/appeals`): verified
     /// and refused as a replay like a transfer notification ([`Self::apply_provider_notification`]);
     /// an appeal that was not sent to `from` is `404 appeal_not_found`. `found` accepts the
@@ -754,7 +776,7 @@ impl Payments<'_> {
         signed: SignedNotification<'_>,
         from: Option<&ProviderName>,
     ) -> Result<AppealAnswerOutcome, NotificationError> {
-        let replay = self.check_signed(verifier, signed, from).await?;
+        let replay = self.payments().check_signed(verifier, signed, from).await?;
         let answer = AppealAnswer::parse(signed.body)?;
         let appeal = match self.appeal_any(answer.appeal_id).await {
             Ok(a) => a,
@@ -793,7 +815,7 @@ impl Payments<'_> {
             }
             Err(e) => return Err(appeal_to_notification(e)),
         };
-        self.remember_signed(replay).await?;
+        self.payments().remember_signed(replay).await?;
         Ok(AppealAnswerOutcome {
             answer,
             applied,
@@ -810,5 +832,33 @@ fn appeal_to_notification(e: AppealError) -> NotificationError {
         AppealError::Contended => NotificationError::Contended,
         AppealError::Store(s) => NotificationError::Store(s),
         other => NotificationError::Store(StoreError::Corrupt(other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::contract::{payment_id, project_id, sample_payment};
+
+    #[test]
+    fn an_accepted_appeal_runs_the_recheck_from_a_closed_payment() {
+        let mut p = sample_payment(payment_id(1), project_id(1), "o-1");
+        p.status = PaymentStatus::Canceled;
+        let same = payment_triggers(&p, p.amount);
+        assert_eq!(
+            same,
+            vec![
+                Trigger::StartRecheck,
+                Trigger::ResolveRecheck(RecheckOutcome::Completed { amount: None })
+            ]
+        );
+        p.status = PaymentStatus::Appeal;
+        let other = Amount::parse("1000").expect("valid");
+        assert_eq!(
+            payment_triggers(&p, other),
+            vec![Trigger::ResolveRecheck(RecheckOutcome::Completed {
+                amount: Some(other)
+            })]
+        );
     }
 }

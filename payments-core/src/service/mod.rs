@@ -403,6 +403,9 @@ services! {
     /// Payments: create, read and list, operate (support's triggers, the sandbox's test
     /// outcomes), the lifecycle sweep, provider notifications and the payer page.
     Payments => payments;
+    /// Appeals ([`crate::appeal`]): opened by the merchant or the payer, sent to the provider
+    /// on record, decided by its answer or by support, expired by the sweep.
+    Appeals => appeals;
     /// Callbacks and events: the outbox's schedule, the events API, resends, recovery, holds,
     /// retention.
     Callbacks => callbacks;

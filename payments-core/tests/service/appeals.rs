@@ -52,8 +52,8 @@ fn open(s: &Setup, payment: &Payment, body: &str) -> Result<(Appeal, bool), ApiE
             )
             .await?;
         let request = AppealRequest::parse(body.as_bytes())?;
-        let payments = s.h.service.payments();
-        Ok(payments
+        let appeals = s.h.service.appeals();
+        Ok(appeals
             .open_appeal(auth, &payment.id.to_string(), request)
             .await?)
     })
@@ -76,7 +76,7 @@ fn answer(s: &Setup, id: &str, appeal: &Appeal, found: Option<&str>) -> AppealAn
     let signature = signature_header(&[&secret], at, body.as_bytes());
     let timestamp = at.to_string();
     let verifier = CallbackVerifier::new(vec![secret]);
-    block_on(s.h.service.payments().apply_appeal_answer(
+    block_on(s.h.service.appeals().apply_appeal_answer(
         &verifier,
         SignedNotification {
             timestamp: &timestamp,
@@ -155,7 +155,7 @@ fn an_appeal_nobody_decides_expires_at_its_deadline() {
     let p = canceled(&s, "a-3");
     let (a, _) = open(&s, &p, &appeal_body("k-3", "100", PDF, "application/pdf")).unwrap();
     assert_eq!(a.state, AppealState::Open, "the provider takes no appeals");
-    let sweep = || block_on(s.h.service.payments().sweep_appeals(100)).unwrap();
+    let sweep = || block_on(s.h.service.appeals().sweep_appeals(100)).unwrap();
     s.h.advance(Duration::from_secs(24 * 3600) - Duration::from_millis(1));
     assert_eq!(sweep().expired, 0);
     s.h.advance(Duration::from_millis(1));
@@ -205,9 +205,9 @@ fn support_decides_from_the_queue_and_the_refusals_name_their_codes() {
         by: "operator:alice".into(),
         note: None,
     };
-    let payments = s.h.service.payments();
+    let appeals = s.h.service.appeals();
     let (a, paid) =
-        block_on(payments.decide_appeal(a.id, accept, "operator:alice", ChangeSource::Support))
+        block_on(appeals.decide_appeal(a.id, accept, "operator:alice", ChangeSource::Support))
             .unwrap();
     assert_eq!(
         (a.state, paid.status),
@@ -259,7 +259,7 @@ fn newest(s: &Setup, payment: &Payment) -> Option<Appeal> {
 fn run(s: &Setup, payments: &[Payment], step: &Step, n: usize) {
     let decide = |payment: usize, trigger: AppealTrigger| {
         if let Some(a) = newest(s, &payments[payment]) {
-            let decided = s.h.service.payments().decide_appeal(
+            let decided = s.h.service.appeals().decide_appeal(
                 a.id,
                 trigger,
                 "operator:p",
@@ -305,7 +305,7 @@ fn run(s: &Setup, payments: &[Payment], step: &Step, n: usize) {
         ),
         Step::Advance { hours } => s.h.advance(Duration::from_secs(u64::from(*hours) * 3600)),
         Step::Sweep => {
-            block_on(s.h.service.payments().sweep_appeals(100)).unwrap();
+            block_on(s.h.service.appeals().sweep_appeals(100)).unwrap();
         }
     }
 }
