@@ -1,7 +1,7 @@
 //! The payer page's "I paid" (`POST /pay/{token}/appeal`) through the cabinet's router, over
 //! the in-memory store and a manual clock: a receipt accepted and the appeal stored from the
-//! payer, then shown on the page as received; an HTML file named `.png`, a file over 2 MiB and
-//! a third file refused with nothing stored; a payment still `processing` refused; the fourth
+//! payer, then shown on the page as received; an HTML file named `.png`, a decompression bomb
+//! (in Russian), a file over 2 MiB and a third file refused with nothing stored; a payment still `processing` refused; the fourth
 //! appeal refused (and an appeal under way, the payer's or the merchant's); an unknown link
 //! the page's `404` with its body never read; the per-source limit answering `429`.
 
@@ -177,6 +177,18 @@ impl World {
         (canceled, token)
     }
 
+    /// The project's page language.
+    async fn language(&self, language: PageLanguage) {
+        let project = Project {
+            payer_language: language,
+            ..self.project.clone()
+        };
+        self.store
+            .upsert_project(&project)
+            .await
+            .expect("a project");
+    }
+
     async fn appeals(&self) -> Vec<payments_core::appeal::Appeal> {
         self.store
             .find_appeals(&AppealQuery::newest(100))
@@ -293,6 +305,44 @@ impl Form {
     }
 }
 
+/// A PNG of a few dozen bytes whose header declares 100,000 x 100,000 pixels.
+fn png_bomb() -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let mut ihdr = 100_000u32.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&100_000u32.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    let idat = [
+        0x78, 0x01, 0x01, 0x02, 0x00, 0xFD, 0xFF, 0x00, 0x00, 0x00, 0x02, 0x00, 0x01,
+    ];
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    for (kind, data) in [
+        (b"IHDR", &ihdr[..]),
+        (b"IDAT", &idat[..]),
+        (b"IEND", &[][..]),
+    ] {
+        out.extend_from_slice(&u32::try_from(data.len()).expect("small").to_be_bytes());
+        let typed_at = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let crc = crc32(&out[typed_at..]);
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    out
+}
+
 fn canceled_with_pdf() -> Form {
     Form::default()
         .text("reason", "paid_but_canceled")
@@ -403,6 +453,22 @@ async fn an_html_file_named_png_is_refused_and_nothing_stored() {
         "{body}"
     );
 
+    // A decompression bomb: a PNG of a few bytes declaring 100,000 x 100,000 pixels, in Russian.
+    let (_, ru_token) = w.canceled("order-2-ru").await;
+    w.language(PageLanguage::Ru).await;
+    let form = Form::default().text("reason", "paid_but_canceled").file(
+        "receipt.png",
+        "image/png",
+        &png_bomb(),
+    );
+    let (status, _, body) = w.post(&ru_token, &form).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body.contains("Квитанция 1: изображение слишком большое"),
+        "{body}"
+    );
+    w.language(PageLanguage::En).await;
+
     // Over 2 MiB, and a third file: refused as they arrive.
     let big = [PDF, &vec![b' '; MAX_RECEIPT_BYTES]].concat();
     let form = Form::default().text("reason", "paid_but_canceled").file(
@@ -463,7 +529,7 @@ async fn a_fourth_appeal_is_refused() {
         );
         let newest = w.appeals().await.remove(0);
         w.service
-            .payments()
+            .appeals()
             .decide_appeal(
                 newest.id,
                 AppealTrigger::Reject {
@@ -506,7 +572,7 @@ async fn a_fourth_appeal_is_refused() {
     )
     .expect("a request");
     w.service
-        .payments()
+        .appeals()
         .open_appeal_for(&other, AppealSource::Merchant, request)
         .await
         .expect("the merchant's appeal");

@@ -1,7 +1,7 @@
 //! The hosted payer page: which payments have one, their links, what a link shows, and the
 //! payer's "I paid" from it.
 
-use super::{AppealError, AppealRequest, Payments, ReadError};
+use super::{AppealError, AppealRequest, Appeals, Payments, ReadError};
 use crate::appeal::{
     self, Appeal, AppealQuery, AppealReason, AppealSource, AppealState, MAX_APPEALS_PER_SOURCE,
 };
@@ -225,35 +225,6 @@ impl Payments<'_> {
         })
     }
 
-    /// Opens the payer's appeal ([`AppealSource::Payer`]) about the payment of `target`: the
-    /// page must take it ([`PayerPageDetail::accepts`]), the reason must be one the page
-    /// offers, and it carries at least [`PAYER_MIN_RECEIPTS`] receipt; then as
-    /// [`Self::open_appeal_for`], whose store bounds the payment's appeals (one active, at
-    /// most [`MAX_APPEALS_PER_SOURCE`] from the payer).
-    pub async fn open_payer_appeal(
-        self,
-        target: &PayerPageDetail,
-        request: AppealRequest,
-    ) -> Result<Appeal, AppealError> {
-        target.accepts()?;
-        if !target.offer.reasons().contains(&request.reason) {
-            return Err(AppealError::Invalid {
-                field: "reason",
-                why: format!("{} is not offered for this payment", request.reason),
-            });
-        }
-        if request.receipts.len() < PAYER_MIN_RECEIPTS {
-            return Err(AppealError::Invalid {
-                field: "receipts",
-                why: format!("at least {PAYER_MIN_RECEIPTS} receipt"),
-            });
-        }
-        let (appeal, _) = self
-            .open_appeal_for(&target.payment, AppealSource::Payer, request)
-            .await?;
-        Ok(appeal)
-    }
-
     /// The payment and project of a live payer page.
     async fn page_of(self, token: &str) -> Result<(Payment, Project), ReadError> {
         let token = PageToken::parse(token).ok_or(ReadError::NotFound)?;
@@ -277,5 +248,37 @@ impl Payments<'_> {
             .filter(|p| p.payer_page)
             .ok_or(ReadError::NotFound)?;
         Ok((payment, project))
+    }
+}
+
+impl Appeals<'_> {
+    /// Opens the payer's appeal ([`AppealSource::Payer`]) about the payment of `target`: the
+    /// page must take it ([`PayerPageDetail::accepts`]), the reason must be one the page
+    /// offers, and it carries at least [`PAYER_MIN_RECEIPTS`] receipt; then as
+    /// [`Self::open_appeal_for`], whose store bounds the payment's appeals (one active, at
+    /// most [`MAX_APPEALS_PER_SOURCE`] from the payer). The page reads `target` with
+    /// [`Payments::payer_page_detail`].
+    pub async fn open_payer_appeal(
+        self,
+        target: &PayerPageDetail,
+        request: AppealRequest,
+    ) -> Result<Appeal, AppealError> {
+        target.accepts()?;
+        if !target.offer.reasons().contains(&request.reason) {
+            return Err(AppealError::Invalid {
+                field: "reason",
+                why: format!("{} is not offered for this payment", request.reason),
+            });
+        }
+        if request.receipts.len() < PAYER_MIN_RECEIPTS {
+            return Err(AppealError::Invalid {
+                field: "receipts",
+                why: format!("at least {PAYER_MIN_RECEIPTS} receipt"),
+            });
+        }
+        let (appeal, _) = self
+            .open_appeal_for(&target.payment, AppealSource::Payer, request)
+            .await?;
+        Ok(appeal)
     }
 }

@@ -1,7 +1,7 @@
 //! The payer page's "I paid" (`POST /pay/{token}/appeal`): the form a closed page offers and
 //! its handler. The core decides whether the page takes the form and with which reasons
 //! ([`PayerPageDetail`]), what the payer sees of their appeal, and opens the appeal
-//! ([`Payments::open_payer_appeal`](payments_core::service::Payments::open_payer_appeal));
+//! ([`Appeals::open_payer_appeal`](payments_core::service::Appeals::open_payer_appeal));
 //! this module renders the form, reads the multipart body and shows the answer in the page's
 //! language.
 //!
@@ -106,6 +106,8 @@ pub(crate) struct AppealErrors {
     pub(crate) receipt_too_large: &'static str,
     pub(crate) receipt_unknown: &'static str,
     pub(crate) receipt_mismatch: &'static str,
+    pub(crate) receipt_malformed: &'static str,
+    pub(crate) receipt_pixels: &'static str,
     pub(crate) receipt_other: &'static str,
 }
 
@@ -159,7 +161,9 @@ pub(crate) const APPEAL_EN: AppealTexts = AppealTexts {
         receipt_too_large: "the file is larger than 2 MiB.",
         receipt_unknown: "the file is not a PDF, PNG or JPEG, whatever its name says.",
         receipt_mismatch: "the file's content is not of the type its name says.",
-        receipt_other: "the file is damaged, or an image too large to accept.",
+        receipt_malformed: "the file is damaged or cut short.",
+        receipt_pixels: "the image is too large: at most 40 million pixels, 20,000 on a side.",
+        receipt_other: "the file is not accepted as a receipt.",
     },
 };
 
@@ -213,7 +217,9 @@ pub(crate) const APPEAL_RU: AppealTexts = AppealTexts {
         receipt_too_large: "файл больше 2 МиБ.",
         receipt_unknown: "это не PDF, PNG или JPEG, что бы ни говорило его имя.",
         receipt_mismatch: "содержимое файла не того типа, что указан в его имени.",
-        receipt_other: "файл повреждён или это слишком большое изображение.",
+        receipt_malformed: "файл повреждён или обрезан.",
+        receipt_pixels: "изображение слишком большое: не больше 40 миллионов точек и 20 000 по стороне.",
+        receipt_other: "файл не принимается как квитанция.",
     },
 };
 
@@ -403,6 +409,8 @@ fn receipt_message(e: &AppealErrors, r: &ReceiptError) -> &'static str {
         ReceiptError::TooLarge { .. } => e.receipt_too_large,
         ReceiptError::UnknownContent => e.receipt_unknown,
         ReceiptError::Mismatch { .. } => e.receipt_mismatch,
+        ReceiptError::Malformed { .. } => e.receipt_malformed,
+        ReceiptError::TooManyPixels { .. } => e.receipt_pixels,
         _ => e.receipt_other,
     }
 }
@@ -495,7 +503,8 @@ pub(crate) async fn appeal(
         Ok(request) => request,
         Err(e) => return refused(&detail, &token, Refusal::Appeal(e), sent.typed, false),
     };
-    match payments.open_payer_appeal(&detail, request).await {
+    let appeals = st.cabinet.service().appeals();
+    match appeals.open_payer_appeal(&detail, request).await {
         Ok(_) => with_policy(see_other(&format!("/pay/{token}#appeal"))),
         Err(e) => refused(&detail, &token, Refusal::Appeal(e), sent.typed, false),
     }
