@@ -455,6 +455,25 @@ impl MerchantClient {
         self.post(&format!("/api/v1/payments/{id}/resend_callback"), b"")
             .await
     }
+
+    /// `POST /api/v1/payments/{id}/appeals`, signed: opens an appeal about a closed payment
+    /// (`201` with the appeal; `200` with the one stored before under the body's
+    /// `idempotency_key`, for the same request). `body` is the appeal as docs/api.md's
+    /// "Appeals" gives it, receipts in base64.
+    pub async fn open_appeal(
+        &self,
+        payment_id: &str,
+        body: &serde_json::Value,
+    ) -> Result<ApiResponse, ClientError> {
+        let bytes = serde_json::to_vec(body).expect("a JSON value serialises");
+        self.post(&format!("/api/v1/payments/{payment_id}/appeals"), &bytes)
+            .await
+    }
+
+    /// `GET /api/v1/appeals/{id}`, signed.
+    pub async fn get_appeal(&self, id: &str) -> Result<ApiResponse, ClientError> {
+        self.get(&format!("/api/v1/appeals/{id}")).await
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //! format version, the key id and a caller's *context* (the project id for a callback
 //! secret), so a sealed value copied to another project does not open.
 //!
+//! Bytes (an appeal's receipt, up to a few MiB) are sealed as bytes instead
+//! ([`SealingKeys::seal_bytes`]): the same header and payload, without the base64.
+//!
 //! ```
 //! use payments_core::sealing::{SealingKey, SealingKeys};
 //! # struct Counter(std::sync::atomic::AtomicU8);
@@ -205,21 +208,12 @@ impl SealingKeys {
         rng: &dyn RandomSource,
     ) -> Result<String, SealError> {
         let key = self.current.as_deref().ok_or(SealError::NoKey)?;
-        let nonce: [u8; NONCE_LEN] = crate::random::bytes(rng);
-        let aad = additional_data(key.id(), context);
-        let ciphertext = key
-            .cipher
-            .encrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: plaintext.as_bytes(),
-                    aad: &aad,
-                },
-            )
-            .expect("XChaCha20-Poly1305 seals any message shorter than 256 GiB");
-        let mut payload = Vec::with_capacity(NONCE_LEN + ciphertext.len());
-        payload.extend_from_slice(&nonce);
-        payload.extend_from_slice(&ciphertext);
+        let payload = encrypt(
+            key,
+            plaintext.as_bytes(),
+            &additional_data(key.id(), context),
+            rng,
+        );
         Ok(format!(
             "{SEALED_PREFIX}{}.{}",
             key.id(),
@@ -232,32 +226,97 @@ impl SealingKeys {
     /// in any byte, is an error.
     pub fn open(&self, stored: &str, context: &str) -> Result<String, SealError> {
         let (id, payload) = split(stored).ok_or(SealError::NotSealed)?;
-        let key = self
-            .current
+        let key = self.key(id)?;
+        let corrupt = || SealError::Corrupt(id.to_string());
+        let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| corrupt())?;
+        let plaintext = decrypt(key, &payload, &additional_data(id, context))?;
+        String::from_utf8(plaintext).map_err(|_| corrupt())
+    }
+
+    /// `plaintext` bytes (a file, say) sealed under the current key for `context`, as bytes:
+    /// `v1.<keyid>.` followed by the raw nonce and ciphertext, with no base64 (a sealed value
+    /// is 52 bytes longer than its plaintext). The additional data is not that of
+    /// [`SealingKeys::seal`]: a sealed string's payload copied into a sealed byte value does not
+    /// open, nor the other way round.
+    pub fn seal_bytes(
+        &self,
+        plaintext: &[u8],
+        context: &str,
+        rng: &dyn RandomSource,
+    ) -> Result<Vec<u8>, SealError> {
+        let key = self.current.as_deref().ok_or(SealError::NoKey)?;
+        let aad = additional_data_bytes(key.id(), context);
+        let payload = encrypt(key, plaintext, &aad, rng);
+        let mut out = Vec::with_capacity(SEALED_PREFIX.len() + KEY_ID_LEN + 1 + payload.len());
+        out.extend_from_slice(SEALED_PREFIX.as_bytes());
+        out.extend_from_slice(key.id().as_bytes());
+        out.push(b'.');
+        out.extend_from_slice(&payload);
+        Ok(out)
+    }
+
+    /// The plaintext of bytes sealed by [`SealingKeys::seal_bytes`] for `context`, under
+    /// whichever configured key their id names; anything else, or anything altered, is an
+    /// error.
+    pub fn open_bytes(&self, stored: &[u8], context: &str) -> Result<Vec<u8>, SealError> {
+        let (id, payload) = split_bytes(stored).ok_or(SealError::NotSealed)?;
+        decrypt(self.key(id)?, payload, &additional_data_bytes(id, context))
+    }
+
+    /// Whether `stored` bytes start like a value of [`SealingKeys::seal_bytes`] (they may
+    /// still fail to open). A receipt checked by its content (a PDF, PNG or JPEG) never does.
+    pub fn is_sealed_bytes(stored: &[u8]) -> bool {
+        split_bytes(stored).is_some()
+    }
+
+    /// The configured key (current or previous) with id `id`.
+    fn key(&self, id: &str) -> Result<&SealingKey, SealError> {
+        self.current
             .iter()
             .chain(&self.previous)
             .find(|k| k.id() == id)
-            .ok_or_else(|| SealError::UnknownKey(id.to_string()))?;
-        let corrupt = || SealError::Corrupt(id.to_string());
-        let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| corrupt())?;
-        if payload.len() < NONCE_LEN + TAG_LEN {
-            return Err(corrupt());
-        }
-        let (nonce, ciphertext) = payload.split_at(NONCE_LEN);
-        let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("split at the nonce length");
-        let aad = additional_data(id, context);
-        let plaintext = key
-            .cipher
-            .decrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: ciphertext,
-                    aad: &aad,
-                },
-            )
-            .map_err(|_| corrupt())?;
-        String::from_utf8(plaintext).map_err(|_| corrupt())
+            .map(|k| k.as_ref())
+            .ok_or_else(|| SealError::UnknownKey(id.to_string()))
     }
+}
+
+/// The nonce (fresh from `rng`) followed by the ciphertext of `plaintext` under `key`.
+fn encrypt(key: &SealingKey, plaintext: &[u8], aad: &[u8], rng: &dyn RandomSource) -> Vec<u8> {
+    let nonce: [u8; NONCE_LEN] = crate::random::bytes(rng);
+    let ciphertext = key
+        .cipher
+        .encrypt(
+            &XNonce::from(nonce),
+            Payload {
+                msg: plaintext,
+                aad,
+            },
+        )
+        .expect("XChaCha20-Poly1305 seals any message shorter than 256 GiB");
+    let mut payload = Vec::with_capacity(NONCE_LEN + ciphertext.len());
+    payload.extend_from_slice(&nonce);
+    payload.extend_from_slice(&ciphertext);
+    payload
+}
+
+/// The plaintext of a payload of [`encrypt`] under `key`; anything altered is
+/// [`SealError::Corrupt`].
+fn decrypt(key: &SealingKey, payload: &[u8], aad: &[u8]) -> Result<Vec<u8>, SealError> {
+    let corrupt = || SealError::Corrupt(key.id().to_string());
+    if payload.len() < NONCE_LEN + TAG_LEN {
+        return Err(corrupt());
+    }
+    let (nonce, ciphertext) = payload.split_at(NONCE_LEN);
+    let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("split at the nonce length");
+    key.cipher
+        .decrypt(
+            &XNonce::from(nonce),
+            Payload {
+                msg: ciphertext,
+                aad,
+            },
+        )
+        .map_err(|_| corrupt())
 }
 
 impl fmt::Debug for SealingKeys {
@@ -291,6 +350,27 @@ fn split(stored: &str) -> Option<(&str, &str)> {
     let well_formed_id =
         id.len() == KEY_ID_LEN && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     well_formed_id.then_some((id, payload))
+}
+
+/// `(key id, payload)` of well-formed bytes `v1.<keyid>.<payload>`.
+fn split_bytes(stored: &[u8]) -> Option<(&str, &[u8])> {
+    let rest = stored.strip_prefix(SEALED_PREFIX.as_bytes())?;
+    if rest.len() <= KEY_ID_LEN || rest[KEY_ID_LEN] != b'.' {
+        return None;
+    }
+    let (id, payload) = (&rest[..KEY_ID_LEN], &rest[KEY_ID_LEN + 1..]);
+    if !id.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    Some((std::str::from_utf8(id).ok()?, payload))
+}
+
+/// The additional data of [`SealingKeys::seal_bytes`]: [`additional_data`]'s, under another
+/// format name.
+fn additional_data_bytes(key_id: &str, context: &str) -> Vec<u8> {
+    let mut aad = b"bytes\0".to_vec();
+    aad.extend(additional_data(key_id, context));
+    aad
 }
 
 /// The additional data: the format, the key id and the context, each length-delimited.
@@ -375,6 +455,59 @@ mod tests {
         );
         assert_ne!(x, y);
         assert_eq!(k.open(&x, "c").unwrap(), k.open(&y, "c").unwrap());
+    }
+
+    #[test]
+    fn bytes_seal_without_base64_and_open_only_in_their_context() {
+        let (a, b) = (keys(1), keys(2));
+        let receipt = b"%PDF-1.7 \x00\xff binary".to_vec();
+        let sealed = a
+            .seal_bytes(&receipt, "appeal:1:receipt:0", &Fixed(5))
+            .unwrap();
+        let id = a.current_id().unwrap();
+        assert!(sealed.starts_with(format!("v1.{id}.").as_bytes()));
+        // The header (12), the nonce (24) and the tag (16) around the ciphertext.
+        assert_eq!(sealed.len(), receipt.len() + 12 + NONCE_LEN + TAG_LEN);
+        assert!(
+            !sealed.windows(4).any(|w| w == b"%PDF"),
+            "the plaintext is hidden"
+        );
+        assert!(SealingKeys::is_sealed_bytes(&sealed));
+        assert!(!SealingKeys::is_sealed_bytes(&receipt));
+        assert!(!SealingKeys::is_sealed_bytes(b"v1.zz.abc"));
+        assert_eq!(
+            a.open_bytes(&sealed, "appeal:1:receipt:0").unwrap(),
+            receipt
+        );
+        assert!(matches!(
+            a.open_bytes(&sealed, "appeal:1:receipt:1"),
+            Err(SealError::Corrupt(_))
+        ));
+        assert_eq!(
+            b.open_bytes(&sealed, "appeal:1:receipt:0"),
+            Err(SealError::UnknownKey(id.into()))
+        );
+        assert_eq!(a.open_bytes(&receipt, "c"), Err(SealError::NotSealed));
+        assert_eq!(
+            SealingKeys::none().seal_bytes(&receipt, "c", &Fixed(0)),
+            Err(SealError::NoKey)
+        );
+        let mut tampered = sealed.clone();
+        *tampered.last_mut().unwrap() ^= 1;
+        assert!(a.open_bytes(&tampered, "appeal:1:receipt:0").is_err());
+        assert!(a.open_bytes(&sealed[..30], "appeal:1:receipt:0").is_err());
+        // A sealed string's payload is not a sealed byte value of the same context.
+        let string = a.seal("%PDF-1.7", "ctx", &Fixed(5)).unwrap();
+        let (_, payload) = split(&string).unwrap();
+        let mut moved = format!("v1.{id}.").into_bytes();
+        moved.extend(URL_SAFE_NO_PAD.decode(payload).unwrap());
+        assert!(matches!(
+            a.open_bytes(&moved, "ctx"),
+            Err(SealError::Corrupt(_))
+        ));
+        // The empty value seals too.
+        let empty = a.seal_bytes(&[], "c", &Fixed(1)).unwrap();
+        assert_eq!(a.open_bytes(&empty, "c").unwrap(), Vec::<u8>::new());
     }
 
     proptest! {

@@ -45,6 +45,7 @@ use payments_store_sql::sealing::{StoredAuditStates, StoredRequisites, RESEAL_PA
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::NoTls;
 
+mod appeals;
 mod cabinet;
 mod codec;
 mod directory;

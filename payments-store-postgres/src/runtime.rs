@@ -6,6 +6,7 @@ use deadpool_postgres::GenericClient;
 use payments_core::store::StoreError;
 use payments_store_sql::port::Shared;
 use payments_store_sql::runtime::{BoxFuture, Conn, Job, On, Runtime};
+use payments_store_sql::sealing::RequisiteSealing;
 use payments_store_sql::{Cols, Dialect, SqlValue};
 
 use crate::codec::{self, execute, execute_raw, params, query, refs, PgRow};
@@ -79,6 +80,10 @@ impl Runtime for PgStore {
             }
         })
     }
+
+    fn sealing(&self) -> &RequisiteSealing {
+        &self.sealing
+    }
 }
 
 impl PgStore {
@@ -91,5 +96,5 @@ impl PgStore {
 payments_core::delegate_port!(
     PgStore => sql;
     SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore,
-    CallbackSecretStore
+    CallbackSecretStore, AppealStore
 );

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use payments_core::appeal::Appeal;
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::history::StatusChange;
 use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, TokenId};
@@ -23,7 +24,7 @@ use payments_core::Timestamp;
 use crate::error::db;
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, outbox, payments, PgStore};
+use crate::{appeals, cabinet, directory, ledger, outbox, payments, PgStore};
 
 /// Runs `$body` (an async block using `$tx`) in a transaction on a pooled connection and
 /// commits it when it returns `Ok`; an error (or a panic) drops the transaction, which rolls
@@ -89,6 +90,14 @@ impl Transaction for PgTx<'_, '_> {
 
     async fn insert_status_change(&mut self, entry: &StatusChange) -> Result<(), StoreError> {
         directory::insert_status_change(self.tx, entry).await
+    }
+
+    async fn update_appeal(
+        &mut self,
+        appeal: &Appeal,
+        expected_version: u64,
+    ) -> Result<(), StoreError> {
+        appeals::update(self.tx, appeal, expected_version).await
     }
 }
 

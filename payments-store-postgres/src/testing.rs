@@ -62,6 +62,7 @@ pub const METADATA_FILL: &str = payments_store_sql::schema::METADATA_FILL_POSTGR
 /// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
 /// and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP TABLE appeal_receipts, appeals;
     DROP TABLE payment_history;
     DROP TRIGGER payments_metadata_insert ON payments;
     DROP FUNCTION payments_metadata_insert(); DROP TABLE payment_metadata;

@@ -11,6 +11,7 @@
 //! - [`value`]: the values a statement binds ([`SqlValue`]), which each backend hands to its
 //!   driver;
 //! - [`ledger`]: the project ledger's rows and statements;
+//! - [`appeals`]: payment appeals and their sealed receipts;
 //! - [`request_log`]: the merchant API's request log;
 //! - [`codec`]: the text forms of values that are not a column type (scopes, contracts, URLs);
 //! - [`schema`]: one schema numbering for both engines and the rule that compares versions;
@@ -29,6 +30,7 @@
 //! so every statement names its columns, from the lists here.
 #![deny(missing_docs)]
 
+pub mod appeals;
 pub mod codec;
 pub mod ledger;
 pub mod listing;

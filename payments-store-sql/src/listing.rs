@@ -34,6 +34,11 @@ impl Conditions {
             .push_str(&piece.replacen('?', &format!("${}", self.values.len()), 1));
     }
 
+    /// Appends `piece`, which holds no placeholder.
+    pub fn push(&mut self, piece: &str) {
+        self.sql.push_str(piece);
+    }
+
     /// Appends "before `(time, id)`" in `(time_column, id_column)` order, as the engine's
     /// index range scan reads it best: a row-value comparison in PostgreSQL, the spelled-out
     /// comparison in SQLite.
@@ -45,10 +50,35 @@ impl Conditions {
         time: Timestamp,
         id: String,
     ) {
+        self.beyond(dialect, '<', (time_column, id_column), time, id);
+    }
+
+    /// [`Conditions::before`] the other way: "after `(time, id)`", for a page in ascending
+    /// order.
+    pub fn after(
+        &mut self,
+        dialect: Dialect,
+        time_column: &str,
+        id_column: &str,
+        time: Timestamp,
+        id: String,
+    ) {
+        self.beyond(dialect, '>', (time_column, id_column), time, id);
+    }
+
+    /// "`(time_column, id_column)` `op` `(time, id)`", `op` being `<` or `>`.
+    fn beyond(
+        &mut self,
+        dialect: Dialect,
+        op: char,
+        (time_column, id_column): (&str, &str),
+        time: Timestamp,
+        id: String,
+    ) {
         match dialect {
             Dialect::Postgres => {
                 self.add(
-                    &format!(" AND ({time_column}, {id_column}) < (?"),
+                    &format!(" AND ({time_column}, {id_column}) {op} (?"),
                     SqlValue::ts(time),
                 );
                 self.add(", ?)", SqlValue::Text(id));
@@ -58,9 +88,9 @@ impl Conditions {
                 // (it reads no range out of an OR): without it, a page deep in the list
                 // scanned every newer row first (41 ms in the middle of 1,000,000 rows;
                 // 0.24 ms with it).
-                self.add(&format!(" AND {time_column} <= ?"), SqlValue::ts(time));
-                self.add(&format!(" AND ({time_column} < ?"), SqlValue::ts(time));
-                self.add(&format!(" OR {id_column} < ?)"), SqlValue::Text(id));
+                self.add(&format!(" AND {time_column} {op}= ?"), SqlValue::ts(time));
+                self.add(&format!(" AND ({time_column} {op} ?"), SqlValue::ts(time));
+                self.add(&format!(" OR {id_column} {op} ?)"), SqlValue::Text(id));
             }
         }
     }

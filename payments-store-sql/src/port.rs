@@ -7,18 +7,21 @@
 //! Adding a method to a port implemented here touches the port's listing, this file and the
 //! memory store.
 
+use payments_core::appeal::{Appeal, AppealInsert, AppealQuery};
 use payments_core::history::StatusChange;
-use payments_core::ids::{MerchantId, PaymentId, ProjectId, TokenId};
+use payments_core::ids::{AppealId, MerchantId, PaymentId, ProjectId, TokenId};
 use payments_core::ledger::{Balance, EntryKind, KindTotal, LedgerEntry};
 use payments_core::project::{AuditRecord, Merchant, OperatorTokenRecord, Project, SecretRecord};
+use payments_core::receipt::Receipt;
 use payments_core::request_log::{RequestLogEntry, RequestLogQuery};
 use payments_core::store::port_types::async_trait;
 use payments_core::store::{
-    AuditStore, CallbackSecretStore, EntryQuery, LedgerStore, MerchantStore, OperatorStore, Purged,
-    RequestLogStore, SettingStore, StoreError,
+    AppealStore, AuditStore, CallbackSecretStore, EntryQuery, LedgerStore, MerchantStore,
+    OperatorStore, Purged, RequestLogStore, SettingStore, StoreError,
 };
 use payments_core::{SecretString, Timestamp};
 
+use crate::appeals as ap;
 use crate::codec;
 use crate::ledger as lg;
 use crate::record::secret_values;
@@ -363,6 +366,66 @@ impl<R: Runtime + ?Sized> LedgerStore for Shared<'_, R> {
                 let lines = query(c, text, values, lg::totals_line).await?;
                 Ok(lg::in_kind_order(lines))
             })
+        })
+        .await
+    }
+}
+
+// --- payment appeals -------------------------------------------------------------------------
+
+#[async_trait]
+impl<R: Runtime + ?Sized> AppealStore for Shared<'_, R> {
+    async fn appeal(&self, id: AppealId) -> Result<Option<Appeal>, StoreError> {
+        self.run(On::ShortRead, vec![SqlValue::display(id)], |c, values| {
+            Box::pin(record(c, &ap::APPEAL, values))
+        })
+        .await
+    }
+
+    async fn find_appeals(&self, query: &AppealQuery) -> Result<Vec<Appeal>, StoreError> {
+        self.run(On::Read, query.clone(), |c, q| {
+            Box::pin(async move {
+                let (text, values) = ap::page(&q, c.dialect());
+                self::query(c, &text, values, Appeal::from_row).await
+            })
+        })
+        .await
+    }
+
+    /// A receipt may be a few MiB: read on the reader pool, opened after.
+    async fn appeal_receipt(
+        &self,
+        appeal: AppealId,
+        index: u8,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let values = vec![SqlValue::display(appeal), SqlValue::Int(i64::from(index))];
+        let stored = self
+            .run(On::Read, values, |c, values| {
+                Box::pin(async move {
+                    let text = ap::RECEIPT.text(c.dialect());
+                    Ok(query(c, text, values, ap::stored_receipt).await?.pop())
+                })
+            })
+            .await?;
+        stored
+            .map(|(kind, bytes)| {
+                let bytes = self.0.sealing().open_receipt(appeal, index, bytes)?;
+                Ok(Receipt::from_stored(kind, bytes))
+            })
+            .transpose()
+    }
+
+    /// One transaction: the reads that may refuse it, the insert, its receipts (sealed before
+    /// the job runs; [`ap::insert`]).
+    async fn insert_appeal(
+        &self,
+        appeal: &Appeal,
+        receipts: &[Receipt],
+    ) -> Result<AppealInsert, StoreError> {
+        let rows = ap::receipt_rows(appeal.id, receipts, self.0.sealing())?;
+        let args = (appeal.clone(), appeal.values()?, rows);
+        self.run(On::Transaction, args, |c, (appeal, values, rows)| {
+            Box::pin(async move { ap::insert(c, &appeal, values, rows).await })
         })
         .await
     }

@@ -18,6 +18,7 @@ use std::pin::Pin;
 use payments_core::store::StoreError;
 
 use crate::row::Cols;
+use crate::sealing::RequisiteSealing;
 use crate::sql::{Dialect, Sql};
 use crate::value::SqlValue;
 use crate::Record;
@@ -83,11 +84,15 @@ pub trait Conn: Sync {
 pub type Job<R> =
     Box<dyn for<'c> FnMut(&'c dyn Conn) -> BoxFuture<'c, Result<R, StoreError>> + Send>;
 
-/// An engine's runtime: where and how a [`Job`] runs.
+/// An engine's runtime: where and how a [`Job`] runs, and how its store seals values at rest.
 pub trait Runtime: Send + Sync {
     /// Runs `job` on what `on` names and answers its result (an engine's failure to run it, a
     /// closed store, is its error too).
     fn run<R: Send + 'static>(&self, on: On, job: Job<R>) -> BoxFuture<'_, Result<R, StoreError>>;
+
+    /// The store's sealing at rest (its requisites', and its appeals' receipts'), applied
+    /// outside the jobs: a job takes the values as the database keeps them.
+    fn sealing(&self) -> &RequisiteSealing;
 }
 
 /// `f` as a [`Job`].

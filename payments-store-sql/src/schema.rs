@@ -204,7 +204,74 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: HISTORY_DDL,
         min_reader: BASELINE_MIN_READER,
     },
+    // 22: payment appeals and their receipts (`payments_core::appeal`; the statements are
+    // `crate::appeals`). A partial unique index keeps at most one active appeal per payment,
+    // whichever node inserts it. Expand: new tables only; a build of schema 21 never reads
+    // them.
+    Migration {
+        name: "payment appeals",
+        sqlite: APPEALS_SQLITE,
+        postgres: APPEALS_POSTGRES,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 22's tables and indexes on both engines (SQLite reads `BIGINT` as `INTEGER`),
+/// the receipts' content of type `$bytes`. An appeal's receipt infos are a JSON list in
+/// `appeals.receipts`; each receipt's bytes, sealed where requisites are, a row of
+/// `appeal_receipts` (a table with a rowid on SQLite: its rows are large). The active states
+/// (`open`, `under_review`) are spelled out in the partial indexes.
+macro_rules! appeals_ddl {
+    ($bytes:literal) => {
+        concat!(
+            "CREATE TABLE appeals (\n\
+             id              TEXT   NOT NULL PRIMARY KEY,\n\
+             project_id      TEXT   NOT NULL,\n\
+             payment_id      TEXT   NOT NULL,\n\
+             source          TEXT   NOT NULL,\n\
+             idempotency_key TEXT,\n\
+             fingerprint     TEXT   NOT NULL,\n\
+             reason          TEXT   NOT NULL,\n\
+             claimed_amount  TEXT,\n\
+             paid_at         BIGINT,\n\
+             payer_bank      TEXT,\n\
+             receipts        TEXT   NOT NULL,\n\
+             state           TEXT   NOT NULL,\n\
+             deadline        BIGINT NOT NULL,\n\
+             provider        TEXT,\n\
+             resolved_amount TEXT,\n\
+             decided_by      TEXT,\n\
+             note            TEXT,\n\
+             created_at      BIGINT NOT NULL,\n\
+             updated_at      BIGINT NOT NULL,\n\
+             version         BIGINT NOT NULL\n\
+             );\n\
+             CREATE UNIQUE INDEX appeals_project_key ON appeals (project_id, idempotency_key);\n\
+             CREATE UNIQUE INDEX appeals_active_payment ON appeals (payment_id) \
+             WHERE state IN ('open', 'under_review');\n\
+             CREATE INDEX appeals_project_created ON appeals (project_id, created_at, id);\n\
+             CREATE INDEX appeals_state_created ON appeals (state, created_at, id);\n\
+             CREATE INDEX appeals_payment ON appeals (payment_id);\n\
+             CREATE INDEX appeals_deadline ON appeals (deadline, id) \
+             WHERE state IN ('open', 'under_review');\n\
+             CREATE TABLE appeal_receipts (\n\
+             appeal_id TEXT    NOT NULL,\n\
+             idx       INTEGER NOT NULL,\n\
+             kind      TEXT    NOT NULL,\n\
+             content   ",
+            $bytes,
+            " NOT NULL,\n\
+             PRIMARY KEY (appeal_id, idx)\n\
+             );"
+        )
+    };
+}
+
+/// Migration 22 on SQLite.
+const APPEALS_SQLITE: &str = appeals_ddl!("BLOB");
+
+/// Migration 22 on PostgreSQL.
+const APPEALS_POSTGRES: &str = appeals_ddl!("BYTEA");
 
 /// Migration 21's table, the same text on both engines (SQLite reads `BIGINT` as `INTEGER`):
 /// a payment's changes in version order.

@@ -13,11 +13,17 @@
 //! cannot open sealed requisites), values are written as given. Reading accepts both forms: a
 //! plaintext value written before sealing is read as it is until `payments-server reseal`
 //! seals it. A sealed value that does not open is [`StoreError::Corrupt`], never shown.
+//!
+//! An appeal's receipts are sealed the same way, as bytes
+//! ([`RequisiteSealing::seal_receipt`], [`SealingKeys::seal_bytes`]), each bound to its appeal
+//! and its index (`appeal:<id>:receipt:<index>`), and read in both forms. The re-seal of
+//! requisites ([`StoredRequisites`]) does not re-seal them: a key that sealed receipts must stay
+//! among the previous keys.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use payments_core::ids::PaymentId;
+use payments_core::ids::{AppealId, PaymentId};
 use payments_core::payment::{mask_audit_state, Payment, Requisites};
 use payments_core::sealing::SealingKeys;
 use payments_core::store::StoreError;
@@ -138,6 +144,43 @@ impl RequisiteSealing {
             .map_err(|e| StoreError::Corrupt(format!("payment {id} {column}: {e}")))
     }
 
+    /// The bytes of receipt `index` of `appeal` as the database keeps them: sealed (bound to
+    /// the appeal and the index, `appeal:<id>:receipt:<index>`) when writes are sealed, as
+    /// given otherwise.
+    pub fn seal_receipt(
+        &self,
+        appeal: AppealId,
+        index: u8,
+        bytes: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
+        match self.0.get() {
+            Some(i) if i.writes == SealWrites::Sealed && i.keys.is_configured() => i
+                .keys
+                .seal_bytes(bytes, &receipt_context(appeal, index), i.rng.as_ref())
+                .map_err(|e| StoreError::Corrupt(format!("cannot seal a receipt: {e}"))),
+            _ => Ok(bytes.to_vec()),
+        }
+    }
+
+    /// The bytes of receipt `index` of `appeal` from `stored`: sealed ones opened, plain ones
+    /// (written with [`SealWrites::Plain`] or before keys were installed) as they are. A
+    /// sealed receipt that does not open is [`StoreError::Corrupt`].
+    pub fn open_receipt(
+        &self,
+        appeal: AppealId,
+        index: u8,
+        stored: Vec<u8>,
+    ) -> Result<Vec<u8>, StoreError> {
+        if !SealingKeys::is_sealed_bytes(&stored) {
+            return Ok(stored);
+        }
+        let keys = self.0.get().map(|i| &i.keys);
+        let none = SealingKeys::none();
+        keys.unwrap_or(&none)
+            .open_bytes(&stored, &receipt_context(appeal, index))
+            .map_err(|e| StoreError::Corrupt(format!("appeal {appeal} receipt {index}: {e}")))
+    }
+
     /// A copy of `payment` whose requisites are as the database keeps them.
     pub fn seal_payment(&self, payment: &Payment) -> Result<Option<Requisites>, StoreError> {
         let Some(r) = payment.requisites.as_ref() else {
@@ -174,6 +217,11 @@ impl RequisiteSealing {
         }
         Ok(())
     }
+}
+
+/// The additional data of one sealed receipt of one appeal.
+fn receipt_context(appeal: AppealId, index: u8) -> String {
+    format!("appeal:{appeal}:receipt:{index}")
 }
 
 /// The additional data of one sealed column of one payment.
@@ -430,6 +478,33 @@ mod tests {
         assert!(!empty.needs_reseal("IVAN I."));
         assert!(matches!(
             empty.open(a, "holder_name", value),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn receipts_are_sealed_to_their_appeal_and_index_and_plain_ones_still_read() {
+        let s = installed(1, vec![], SealWrites::Sealed);
+        let (a, b) = (
+            AppealId::from_uuid(uuid::Uuid::from_u128(1)),
+            AppealId::from_uuid(uuid::Uuid::from_u128(2)),
+        );
+        let bytes = b"\x89PNG\r\n\x1a\n....".to_vec();
+        let sealed = s.seal_receipt(a, 0, &bytes).unwrap();
+        assert_ne!(sealed, bytes);
+        assert_eq!(s.open_receipt(a, 0, sealed.clone()).unwrap(), bytes);
+        for (appeal, index) in [(a, 1), (b, 0)] {
+            assert!(matches!(
+                s.open_receipt(appeal, index, sealed.clone()),
+                Err(StoreError::Corrupt(_))
+            ));
+        }
+        let plain = installed(1, vec![], SealWrites::Plain);
+        assert_eq!(plain.seal_receipt(a, 0, &bytes).unwrap(), bytes);
+        assert_eq!(plain.open_receipt(a, 0, sealed.clone()).unwrap(), bytes);
+        assert_eq!(s.open_receipt(a, 0, bytes.clone()).unwrap(), bytes);
+        assert!(matches!(
+            RequisiteSealing::new().open_receipt(a, 0, sealed),
             Err(StoreError::Corrupt(_))
         ));
     }

@@ -22,6 +22,7 @@ use payments_store_sql::sealing::{StoredAuditStates, StoredRequisites, RESEAL_PA
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
+mod appeals;
 mod auth_cache;
 mod backup;
 mod cabinet;

@@ -10,6 +10,7 @@ use futures_util::FutureExt;
 use payments_core::store::{StoreError, UnavailableCause};
 use payments_store_sql::port::Shared;
 use payments_store_sql::runtime::{BoxFuture, Conn, Job, On, Runtime};
+use payments_store_sql::sealing::RequisiteSealing;
 use payments_store_sql::{Cols, Dialect, SqlValue};
 use rusqlite::Connection;
 
@@ -104,6 +105,10 @@ impl Runtime for SqliteStore {
             }
         })
     }
+
+    fn sealing(&self) -> &RequisiteSealing {
+        &self.sealing
+    }
 }
 
 impl SqliteStore {
@@ -116,5 +121,5 @@ impl SqliteStore {
 payments_core::delegate_port!(
     SqliteStore => sql;
     SettingStore, OperatorStore, AuditStore, RequestLogStore, MerchantStore, LedgerStore,
-    CallbackSecretStore
+    CallbackSecretStore, AppealStore
 );

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::FutureExt;
+use payments_core::appeal::Appeal;
 use payments_core::event::{DeliveryAttempt, EventRecord, FailedEvent, FailedEventFilter};
 use payments_core::history::StatusChange;
 use payments_core::ids::{EventId, KeyId, PaymentId, ProjectId, TokenId};
@@ -23,7 +24,7 @@ use rusqlite::Connection;
 
 use payments_store_sql::sealing::RequisiteSealing;
 
-use crate::{cabinet, directory, ledger, nonces, outbox, payments, SqliteStore};
+use crate::{appeals, cabinet, directory, ledger, nonces, outbox, payments, SqliteStore};
 
 /// A transaction of the SQLite store: its steps on the writer connection, inside the writer's
 /// transaction (one job of a group commit).
@@ -80,6 +81,14 @@ impl Transaction for SqliteTx<'_> {
 
     async fn insert_status_change(&mut self, entry: &StatusChange) -> Result<(), StoreError> {
         directory::insert_status_change(self.conn, entry)
+    }
+
+    async fn update_appeal(
+        &mut self,
+        appeal: &Appeal,
+        expected_version: u64,
+    ) -> Result<(), StoreError> {
+        appeals::update(self.conn, appeal, expected_version)
     }
 }
 

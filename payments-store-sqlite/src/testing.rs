@@ -5,6 +5,7 @@
 /// later migration adds is dropped. Every new migration extends it (the upgrade tests of this
 /// crate and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_2: &str = "
+    DROP TABLE appeal_receipts; DROP TABLE appeals;
     DROP TABLE payment_history;
     DROP TRIGGER payments_metadata_insert; DROP TABLE payment_metadata;
     DROP INDEX outbox_events_project_state;

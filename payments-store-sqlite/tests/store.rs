@@ -9,7 +9,7 @@ use payments_core::store::{
     PaymentChange, PaymentStore, Retained, SettingStore, Store, StoreError, NONCE_PURGE_BATCH,
 };
 use payments_core::testing::contract::{
-    changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,
+    appeal_id, changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,
     sample_payment, T0,
 };
 use payments_core::Timestamp;
@@ -319,7 +319,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 21);
+    assert_eq!(SCHEMA_VERSION, 22);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -1218,4 +1218,173 @@ async fn the_last4_backfill_makes_old_payments_findable() {
     let again = store.backfill_requisite_last4().await.unwrap();
     assert_eq!((again.filled, again.too_short), (0, 1), "idempotent");
     store.close();
+}
+
+/// The stored content of appeal `n`'s receipt `index`, as the file holds it.
+fn raw_receipt(path: &std::path::Path, n: u128, index: u8) -> Vec<u8> {
+    let conn = rusqlite::Connection::open(path).expect("open the file");
+    conn.query_row(
+        "SELECT content FROM appeal_receipts WHERE appeal_id = ?1 AND idx = ?2",
+        rusqlite::params![appeal_id(n).to_string(), index],
+        |r| r.get(0),
+    )
+    .expect("the receipt's row")
+}
+
+/// An appeal's receipts are sealed in the file, each bound to its appeal and index (one moved
+/// to another place does not open: corrupt, never shown); a store without the key refuses
+/// them; a node writing in clear (sealing off for a rolling upgrade) writes them plain and
+/// still reads the sealed ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_are_sealed_at_rest_and_bound_to_their_place() {
+    use payments_core::appeal::AppealInsert;
+    use payments_core::receipt::ReceiptKind;
+    use payments_core::store::AppealStore;
+    use payments_core::testing::contract::{sample_appeal, sample_receipt};
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("store.db");
+    let a = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&a, 1, &[], SealWrites::Sealed);
+    let receipts = [
+        sample_receipt(ReceiptKind::Png, 1, 5_000),
+        sample_receipt(ReceiptKind::Pdf, 2, 40),
+    ];
+    let appeal = sample_appeal(1, project_id(1), payment_id(1), T0, &receipts);
+    assert_eq!(
+        a.insert_appeal(&appeal, &receipts).await.unwrap(),
+        AppealInsert::Inserted
+    );
+    let key = payments_core::testing::sealing_keys(1, &[])
+        .current_id()
+        .unwrap()
+        .to_string();
+    let stored: Vec<Vec<u8>> = (0..2).map(|i| raw_receipt(&path, 1, i)).collect();
+    for (raw, receipt) in stored.iter().zip(&receipts) {
+        assert!(raw.starts_with(format!("v1.{key}.").as_bytes()));
+        assert_eq!(raw.len(), receipt.len() + 52, "sealed as bytes, no base64");
+        assert!(!raw.windows(16).any(|w| receipt.bytes().starts_with(w)));
+    }
+    for (i, receipt) in receipts.iter().enumerate() {
+        let back = a.appeal_receipt(appeal.id, i as u8).await.unwrap();
+        assert_eq!(back.as_ref(), Some(receipt));
+    }
+    a.close();
+
+    // Receipt 0's content moved to receipt 1's row does not open there.
+    let conn = rusqlite::Connection::open(&path).expect("open the file");
+    conn.execute(
+        "UPDATE appeal_receipts SET content = ?1 WHERE appeal_id = ?2 AND idx = 1",
+        rusqlite::params![stored[0], appeal.id.to_string()],
+    )
+    .expect("move a receipt");
+    drop(conn);
+    let b = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&b, 1, &[], SealWrites::Sealed);
+    assert!(matches!(
+        b.appeal_receipt(appeal.id, 1).await,
+        Err(StoreError::Corrupt(_))
+    ));
+    assert_eq!(
+        b.appeal_receipt(appeal.id, 0).await.unwrap().as_ref(),
+        Some(&receipts[0])
+    );
+    b.close();
+
+    // Without the key: refused, never shown sealed.
+    let stranger = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&stranger, 9, &[], SealWrites::Sealed);
+    assert!(matches!(
+        stranger.appeal_receipt(appeal.id, 0).await,
+        Err(StoreError::Corrupt(_))
+    ));
+    stranger.close();
+
+    // Writes in clear: plain in the file, and both forms read.
+    let plain = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&plain, 1, &[], SealWrites::Plain);
+    let other = sample_appeal(2, project_id(1), payment_id(2), T0, &receipts[..1]);
+    assert_eq!(
+        plain.insert_appeal(&other, &receipts[..1]).await.unwrap(),
+        AppealInsert::Inserted
+    );
+    assert_eq!(raw_receipt(&path, 2, 0), receipts[0].bytes());
+    for id in [appeal.id, other.id] {
+        let back = plain.appeal_receipt(id, 0).await.unwrap();
+        assert_eq!(back.as_ref(), Some(&receipts[0]));
+    }
+}
+
+/// An appeal's change never alters the columns fixed at creation: one that would is refused as
+/// a conflict, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_appeal_change_to_a_field_fixed_at_creation_is_refused() {
+    use payments_core::appeal::{AppealInsert, AppealState};
+    use payments_core::store::{AppealChange, AppealStore};
+    use payments_core::testing::contract::sample_appeal;
+
+    let (_dir, store) = fresh();
+    let appeal = sample_appeal(1, project_id(1), payment_id(1), T0, &[]);
+    assert_eq!(
+        store.insert_appeal(&appeal, &[]).await.unwrap(),
+        AppealInsert::Inserted
+    );
+    let mut next = appeal.clone();
+    (next.state, next.version) = (AppealState::UnderReview, 2);
+    next.payer_bank = Some("another bank".into());
+    let change = AppealChange {
+        appeal: next.clone(),
+        expected_version: 1,
+        payments: Vec::new(),
+        audit: None,
+    };
+    assert_eq!(
+        store.commit_appeal(&change).await,
+        Err(StoreError::Conflict)
+    );
+    assert_eq!(store.appeal(appeal.id).await.unwrap(), Some(appeal.clone()));
+    next.payer_bank = appeal.payer_bank.clone();
+    let change = AppealChange {
+        appeal: next.clone(),
+        ..change
+    };
+    store.commit_appeal(&change).await.unwrap();
+    assert_eq!(store.appeal(appeal.id).await.unwrap(), Some(next));
+}
+
+/// The appeals' reads go through schema 22's indexes: a payment's active appeal through the
+/// partial unique index, a project's page and the expiry sweep's in their order, without a sort.
+#[test]
+fn appeals_are_read_through_their_indexes() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("plan.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let plan = |sql: &str| -> String {
+        let n = sql.matches('?').count();
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("a plan")
+            .query_map(rusqlite::params_from_iter(vec![0; n]), |r| {
+                r.get::<_, String>(3)
+            })
+            .expect("the plan's rows")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("text")
+            .join("; ")
+    };
+    let active =
+        plan(payments_store_sql::appeals::ACTIVE_APPEAL.text(payments_store_sql::Dialect::Sqlite));
+    assert!(active.contains("appeals_active_payment"), "{active}");
+    let project = payments_core::appeal::AppealQuery {
+        project: Some(project_id(1)),
+        after: Some((T0, appeal_id(1))),
+        ..payments_core::appeal::AppealQuery::newest(20)
+    };
+    let (sql, _) = payments_store_sql::appeals::page(&project, payments_store_sql::Dialect::Sqlite);
+    let project = plan(&sql);
+    assert!(project.contains("appeals_project_created"), "{project}");
+    assert!(!project.contains("TEMP B-TREE"), "sorted apart: {project}");
+    let key =
+        plan(payments_store_sql::appeals::APPEAL_BY_KEY.text(payments_store_sql::Dialect::Sqlite));
+    assert!(key.contains("appeals_project_key"), "{key}");
 }
