@@ -571,7 +571,10 @@ async fn a_payer_says_i_paid_from_a_phone() {
     b.client.set_window_size(390, 900).await.expect("resized");
     b.open(&path).await;
     let (sideways, width, over) = scrolls_sideways(&b).await;
-    assert!((380..=390).contains(&width), "the viewport is {width} px wide");
+    assert!(
+        (380..=390).contains(&width),
+        "the viewport is {width} px wide"
+    );
     assert!(!sideways, "the page scrolls sideways at {width} px: {over}");
     assert_eq!(b.heading().await, "The payment was canceled");
     assert_eq!(b.text("#appeal-heading").await, "I paid");
