@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use payments_cabinet::accounts::{Cabinet, CabinetConfig, Client, Current, SignInError};
 use payments_cabinet::secrets;
 use payments_cabinet::store::CabinetStoreExt;
@@ -13,28 +12,12 @@ use payments_cabinet::store::{
     AuditQuery, CabinetAuditLog, CabinetSlots, Role, SessionStage, SignInFailures,
 };
 use payments_cabinet::testing::MemoryCabinetStore;
-use payments_core::auth::Environment;
-use payments_core::payment::Currency;
-use payments_core::provider::{ProviderOutcome, RateSource, RequisiteProvider, RequisiteRequest};
 use payments_core::sealing::{SealingKey, SealingKeys};
-use payments_core::service::{Actor, AuthConfig, PaymentService, Ports, ServiceConfig};
-use payments_core::testing::{ManualClock, MemoryStore, SeededRandom};
+use payments_core::service::Actor;
+use payments_core::testing::{ManualClock, MemoryStore};
 use payments_core::{Clock, Timestamp};
 
-struct NoProvider;
-#[async_trait]
-impl RequisiteProvider for NoProvider {
-    async fn issue(&self, _: &RequisiteRequest) -> ProviderOutcome {
-        ProviderOutcome::NoRequisites("none in these tests".into())
-    }
-}
-struct NoRates;
-#[async_trait]
-impl RateSource for NoRates {
-    async fn course(&self, _: Currency) -> Option<rust_decimal::Decimal> {
-        None
-    }
-}
+mod common;
 
 const PASSWORD: &str = "correct horse battery staple";
 
@@ -52,20 +35,7 @@ fn world_with(sealing: SealingKeys) -> World {
 fn world_configured(sealing: SealingKeys, config: CabinetConfig) -> World {
     let store = Arc::new(MemoryStore::new());
     let clock = ManualClock::new(Timestamp::from_unix_secs(1_790_856_000));
-    let service = PaymentService::new(
-        Ports::new(
-            store.clone(),
-            Arc::new(NoProvider),
-            Arc::new(NoRates),
-            Arc::new(clock.clone()),
-            Arc::new(SeededRandom::new(7)),
-        ),
-        ServiceConfig {
-            sealing,
-            ..ServiceConfig::default()
-        },
-        AuthConfig::for_environment(Environment::Sandbox),
-    );
+    let service = common::service(store.clone(), &clock, sealing, 7);
     let accounts = Arc::new(MemoryCabinetStore::new());
     let cabinet = Cabinet::new(service, accounts.clone(), config);
     World {
@@ -117,28 +87,7 @@ impl World {
 
     /// Password, enrolment; the full session's cookie and the key.
     async fn enrolled(&self, email: &str) -> (String, Vec<u8>, Vec<String>) {
-        let (half, _) = self
-            .cabinet
-            .sign_in()
-            .password(email, PASSWORD, &client(), None)
-            .await
-            .expect("the password");
-        let cookie = half.cookie.expose().to_string();
-        let current = self.current(&cookie).await;
-        let enrolment = self
-            .cabinet
-            .two_factor()
-            .enrolment(&current)
-            .await
-            .expect("enrolment");
-        let key = secrets::totp_key_from_base32(&enrolment.key_base32).expect("base32");
-        let (full, codes) = self
-            .cabinet
-            .two_factor()
-            .confirm_enrolment(&current, &cookie, &self.code(&key), &client())
-            .await
-            .expect("confirmed");
-        (full.cookie.expose().to_string(), key, codes)
+        common::enrolled(&self.cabinet, &self.clock, email, PASSWORD, &client()).await
     }
 
     async fn half(&self, email: &str) -> (String, Current) {
@@ -580,23 +529,11 @@ async fn totp_keys_are_resealed_under_a_new_key() {
     w.support_user("a@support.example").await;
     let (_, key, _) = w.enrolled("a@support.example").await;
     // The same store under a new key, the old one kept for opening.
-    let service = PaymentService::new(
-        Ports::new(
-            w.store.clone(),
-            Arc::new(NoProvider),
-            Arc::new(NoRates),
-            Arc::new(w.clock.clone()),
-            Arc::new(SeededRandom::new(8)),
-        ),
-        ServiceConfig {
-            sealing: SealingKeys::new(
-                SealingKey::from_bytes([2; 32]),
-                vec![SealingKey::from_bytes([1; 32])],
-            ),
-            ..ServiceConfig::default()
-        },
-        AuthConfig::for_environment(Environment::Sandbox),
+    let sealing = SealingKeys::new(
+        SealingKey::from_bytes([2; 32]),
+        vec![SealingKey::from_bytes([1; 32])],
     );
+    let service = common::service(w.store.clone(), &w.clock, sealing, 8);
     let rotated = Cabinet::new(service, w.accounts.clone(), CabinetConfig::default());
     assert_eq!(
         rotated
@@ -615,20 +552,8 @@ async fn totp_keys_are_resealed_under_a_new_key() {
         (0, 1)
     );
     // Under the new key alone, the user still signs in with the same key.
-    let service = PaymentService::new(
-        Ports::new(
-            w.store.clone(),
-            Arc::new(NoProvider),
-            Arc::new(NoRates),
-            Arc::new(w.clock.clone()),
-            Arc::new(SeededRandom::new(9)),
-        ),
-        ServiceConfig {
-            sealing: SealingKeys::new(SealingKey::from_bytes([2; 32]), vec![]),
-            ..ServiceConfig::default()
-        },
-        AuthConfig::for_environment(Environment::Sandbox),
-    );
+    let sealing = SealingKeys::new(SealingKey::from_bytes([2; 32]), vec![]);
+    let service = common::service(w.store.clone(), &w.clock, sealing, 9);
     let only_new = Cabinet::new(service, w.accounts.clone(), CabinetConfig::default());
     w.clock.advance(Duration::from_secs(30));
     let (half, _) = only_new

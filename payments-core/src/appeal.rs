@@ -431,5 +431,25 @@ pub fn view(appeal: &Appeal) -> serde_json::Value {
     })
 }
 
+/// The headers every download of a receipt is answered with (the merchant API, the operator
+/// API, the cabinet), name and value: never shown inline but saved as an attachment named
+/// after the appeal, of the kind found in its content, not sniffed, sandboxed should a
+/// browser render it anyway, not cached.
+pub fn receipt_download_headers(
+    appeal: AppealId,
+    kind: ReceiptKind,
+) -> [(&'static str, String); 5] {
+    [
+        ("content-type", kind.content_type().to_string()),
+        (
+            "content-disposition",
+            format!("attachment; filename=\"appeal-{appeal}.{}\"", kind.as_str()),
+        ),
+        ("x-content-type-options", "nosniff".to_string()),
+        ("content-security-policy", "sandbox".to_string()),
+        ("cache-control", "no-store".to_string()),
+    ]
+}
+
 #[cfg(test)]
 mod tests;

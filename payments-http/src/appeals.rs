@@ -8,7 +8,7 @@
 //! once, and a client that opens more waits in no queue: it is answered `503` at once.
 
 use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use payments_core::appeal::{self, Appeal, AppealOrder, AppealQuery};
@@ -173,29 +173,16 @@ pub(crate) fn receipt_index(index: &str) -> Result<u8, AppealError> {
         .ok_or(AppealError::NotFound)
 }
 
-/// A receipt's bytes, never shown inline: an attachment of its kind, not sniffed, sandboxed,
-/// not cached.
+/// A receipt's bytes with the headers of every receipt download
+/// ([`appeal::receipt_download_headers`]): an attachment, not sniffed, sandboxed, not cached.
 pub fn receipt_response(a: &Appeal, r: Receipt) -> Response {
-    let kind = r.kind();
-    let name = format!("attachment; filename=\"appeal-{}.{}\"", a.id, kind.as_str());
+    let headers = appeal::receipt_download_headers(a.id, r.kind());
     let mut response = (StatusCode::OK, r.into_bytes()).into_response();
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(kind.content_type()),
-    );
-    if let Ok(v) = HeaderValue::from_str(&name) {
-        h.insert(header::CONTENT_DISPOSITION, v);
+    for (name, value) in headers {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, v);
+        }
     }
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("sandbox"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 

@@ -8,6 +8,9 @@
 //! change (any method but GET and HEAD) the Fetch Metadata / `Origin` check, so a cross-site
 //! request changes nothing even before the `SameSite=Strict` session cookie is considered.
 
+mod appeal_queue;
+mod appeal_view;
+pub mod appeals;
 mod auth;
 mod balance;
 mod credentials;
@@ -103,6 +106,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/payments/{id}/resolve"),
     ("GET", "/payments/{id}/resend"),
     ("POST", "/payments/{id}/resend"),
+    ("POST", "/payments/{id}/appeals"),
+    ("GET", "/appeals"),
+    ("GET", "/appeals/{id}/receipts/{index}"),
+    ("GET", "/appeals/{id}/{decision}"),
+    ("POST", "/appeals/{id}/{decision}"),
     ("GET", "/security"),
     ("POST", "/security/password"),
     ("POST", "/security/recovery-codes"),
@@ -126,6 +134,7 @@ pub fn router(state: CabinetState) -> Router {
         .merge(sign_in_routes())
         .merge(project_routes())
         .merge(payment_routes())
+        .merge(appeal_routes())
         .merge(security_routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -224,6 +233,25 @@ fn payment_routes() -> Router<CabinetState> {
         )
         .route("/pay/assets/payer.css", get(payer::stylesheet))
         .route("/pay/assets/payer.js", get(payer::script))
+}
+
+/// Appeals: the card's "Open an appeal" form (a multipart body of up to
+/// [`appeals::MAX_APPEAL_FORM_BYTES`], the one route above [`MAX_FORM_BYTES`]), receipts, and
+/// support's queue with its decisions.
+fn appeal_routes() -> Router<CabinetState> {
+    Router::new()
+        .route(
+            "/payments/{id}/appeals",
+            post(appeals::open).layer(axum::extract::DefaultBodyLimit::max(
+                appeals::MAX_APPEAL_FORM_BYTES,
+            )),
+        )
+        .route("/appeals", get(appeal_queue::queue))
+        .route("/appeals/{id}/receipts/{index}", get(appeals::receipt))
+        .route(
+            "/appeals/{id}/{decision}",
+            get(appeal_queue::decide_page).post(appeal_queue::decide),
+        )
 }
 
 /// The security page and its forms, the audit log and the once-shown values.

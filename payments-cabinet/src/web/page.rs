@@ -33,7 +33,9 @@ impl<E: Into<ApiError>> From<E> for PageError {
     fn from(e: E) -> Self {
         let e: ApiError = e.into();
         match e.code {
-            ErrorCode::NotFound | ErrorCode::PaymentNotFound => PageError::NotFound,
+            ErrorCode::NotFound | ErrorCode::PaymentNotFound | ErrorCode::AppealNotFound => {
+                PageError::NotFound
+            }
             ErrorCode::BadRequest => PageError::BadRequest(e.message),
             ErrorCode::InvalidTransition => PageError::Conflict(e.message),
             ErrorCode::RateLimited => PageError::TooMany(

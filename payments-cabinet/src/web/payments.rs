@@ -11,6 +11,7 @@ use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::project::Project;
 use payments_core::store::PaymentQuery;
 
+use super::appeal_view;
 use super::export;
 use super::extract::Signed;
 use super::i18n::{tr, trf};
@@ -20,8 +21,8 @@ use super::projects::{project_view, visible_project};
 use super::query::{cursor, date, encode, DAY, PAGE_SIZE};
 use super::state::CabinetState;
 use super::views::{
-    status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, EventView, HistoryRow,
-    Link, PaymentRow, Payments,
+    status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, Chrome, EventView,
+    HistoryRow, Link, PaymentRow, Payments,
 };
 use crate::accounts::Current;
 
@@ -419,7 +420,7 @@ async fn card_page(
     project: &Project,
     origin: &str,
     notice: Option<String>,
-    error: Option<String>,
+    flash: Option<&once::Flash>,
 ) -> Result<Card, Response> {
     // The payer page's link, as the merchant API's read gives it (made at the first read).
     let payment_page_url = st
@@ -439,26 +440,8 @@ async fn card_page(
         .or_page(st)?;
     let history = st.cabinet.service().payments().history(payment).await;
     let history: Vec<_> = history.or_page(st)?.iter().map(history_row).collect();
-    let mut chrome = st
-        .chrome(
-            trf(
-                "Payment {id}",
-                &[("id", &payment.merchant_payment_id.as_str())],
-            ),
-            Some(current),
-        )
-        .section("projects")
-        .crumbs(vec![
-            Link::new("/projects", tr("Projects and API")),
-            Link::new(
-                format!("/projects/{}/payments", project.id),
-                project.name.clone(),
-            ),
-        ])
-        .notice(notice);
-    if let Some(e) = error {
-        chrome = chrome.error("payment-status", e);
-    }
+    let chrome = card_chrome(st, current, payment, project, notice, flash);
+    let appeals = appeal_view::card_appeals(st, current, payment, flash).await?;
     let support = current.is_support();
     Ok(Card {
         chrome,
@@ -481,7 +464,46 @@ async fn card_page(
             .collect(),
         show_payment: false,
         resend: false,
+        appeals,
     })
+}
+
+/// The card's title, crumbs and notice, and a refused form's errors: an appeal form's beside
+/// its fields, an operation's under the payment's status.
+fn card_chrome(
+    st: &CabinetState,
+    current: &Current,
+    payment: &Payment,
+    project: &Project,
+    notice: Option<String>,
+    flash: Option<&once::Flash>,
+) -> Chrome {
+    let mut chrome = st
+        .chrome(
+            trf(
+                "Payment {id}",
+                &[("id", &payment.merchant_payment_id.as_str())],
+            ),
+            Some(current),
+        )
+        .section("projects")
+        .crumbs(vec![
+            Link::new("/projects", tr("Projects and API")),
+            Link::new(
+                format!("/projects/{}/payments", project.id),
+                project.name.clone(),
+            ),
+        ])
+        .notice(notice);
+    for (field, message) in flash.map(|f| f.errors.as_slice()).unwrap_or_default() {
+        let field = if field.starts_with("appeal") {
+            field.as_str()
+        } else {
+            "payment-status"
+        };
+        chrome = chrome.error(field, message.clone());
+    }
+    chrome
 }
 
 /// A change of the payment's status history as the card shows it.
@@ -546,6 +568,7 @@ pub(crate) async fn card(
         Some("resent") => {
             Some(tr("A callback was queued: it appears under Callback events.").into())
         }
+        Some("appealed") => Some(tr("The appeal was received: it is listed under Appeals.").into()),
         _ => None,
     };
     // A refused operation, once: its reason and status.
@@ -556,10 +579,6 @@ pub(crate) async fn card(
         &card_name(&payment),
     )
     .await?;
-    let error = flash
-        .as_ref()
-        .and_then(|f| f.errors.first())
-        .map(|(_, m)| m.clone());
     let origin = origin(&st, &headers);
     let page = ok(&card_page(
         &st,
@@ -568,7 +587,7 @@ pub(crate) async fn card(
         &project,
         &origin,
         notice,
-        error,
+        flash.as_ref(),
     )
     .await?);
     Ok(once::answer(flash.as_ref(), page))

@@ -34,6 +34,7 @@ pub const AUDIT_FAMILIES: &[(&str, &str)] = &[
     ("callback_secret", "callback secrets"),
     ("payment", "payment actions"),
     ("test_payment", "test outcomes"),
+    ("appeal", "appeals"),
 ];
 
 /// A family's name in the filter, in the page's language ([`AUDIT_FAMILIES`] in English).
@@ -52,6 +53,7 @@ fn family_label(family: &str) -> &'static str {
         "callback_secret" => tr("callback secrets"),
         "payment" => tr("payment actions"),
         "test_payment" => tr("test outcomes"),
+        "appeal" => tr("appeals"),
         _ => "",
     }
 }
@@ -85,6 +87,10 @@ pub(crate) fn action_text(action: &str) -> String {
         "project.payer_page" => tr("Payer page settings changed"),
         "event.resend" => tr("Callback event sent again"),
         "events.recover" => tr("Undelivered callbacks sent again"),
+        "appeal.open" => tr("Appeal opened"),
+        "appeal.review" => tr("Appeal taken for review"),
+        "appeal.accept" => tr("Appeal accepted"),
+        "appeal.reject" => tr("Appeal rejected"),
         _ => "",
     };
     if !known.is_empty() {

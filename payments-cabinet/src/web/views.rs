@@ -37,6 +37,8 @@ pub(crate) struct FieldError {
 pub(crate) struct UserChip {
     pub(crate) email: String,
     pub(crate) role: &'static str,
+    /// A support user (the navigation has the appeals queue).
+    pub(crate) support: bool,
 }
 
 /// What every page shows around its content: the base layout's values (a layout the payer
@@ -73,6 +75,7 @@ impl Chrome {
                 } else {
                     tr("merchant")
                 },
+                support: c.is_support(),
             });
         Chrome {
             lang: i18n::current(),
@@ -538,6 +541,72 @@ pub(crate) struct Card {
     pub(crate) events: Vec<EventView>,
     pub(crate) show_payment: bool,
     pub(crate) resend: bool,
+    /// The payment's appeals and the form that opens one (`None`: an open payment without
+    /// appeals, nothing to show).
+    pub(crate) appeals: Option<CardAppeals>,
+}
+
+/// A receipt of an appeal: the link that downloads it and what it is ("PDF, 12 KiB").
+#[derive(Debug, Clone)]
+pub(crate) struct ReceiptLink {
+    pub(crate) href: String,
+    pub(crate) label: String,
+}
+
+/// An appeal as the payment card and the support queue show it: every value as text.
+#[derive(Debug, Clone)]
+pub(crate) struct AppealRow {
+    pub(crate) id: String,
+    /// Its state's code (`open`, `accepted` ...), for the class and the tests.
+    pub(crate) state: &'static str,
+    /// Its state in words.
+    pub(crate) state_text: &'static str,
+    pub(crate) reason: &'static str,
+    /// Who opened it, in words.
+    pub(crate) source: &'static str,
+    /// The amount the payer says was sent, with the currency.
+    pub(crate) claimed: Option<String>,
+    /// When the payer says they paid (`datetime`, text).
+    pub(crate) paid_at: Option<(String, String)>,
+    pub(crate) payer_bank: Option<String>,
+    pub(crate) receipts: Vec<ReceiptLink>,
+    /// When it was opened (`datetime`, text).
+    pub(crate) created: (String, String),
+    /// When its current state ends (`datetime`, text).
+    pub(crate) deadline: (String, String),
+    /// Active and past its deadline (the sweep has not expired it yet).
+    pub(crate) overdue: bool,
+    /// Still waiting for a decision.
+    pub(crate) active: bool,
+    /// What the decision was, in words (accepted with an amount, rejected, expired).
+    pub(crate) outcome: Option<String>,
+    /// The decider's note.
+    pub(crate) note: Option<String>,
+}
+
+/// The payment card's appeals section.
+#[derive(Debug, Clone)]
+pub(crate) struct CardAppeals {
+    /// Newest first.
+    pub(crate) rows: Vec<AppealRow>,
+    /// The "Open an appeal" form (a merchant's user, a payment that can be appealed).
+    pub(crate) form: Option<AppealForm>,
+    /// A link to the support queue (support).
+    pub(crate) queue: bool,
+}
+
+/// The "Open an appeal" form as shown: a new idempotency key per render, and what was typed
+/// into a refused form.
+#[derive(Debug, Clone)]
+pub(crate) struct AppealForm {
+    /// The idempotency key of this render (a hidden field): a second submit of the same
+    /// form opens no second appeal.
+    pub(crate) key: String,
+    /// The reasons offered: value, words, chosen.
+    pub(crate) reasons: Vec<(&'static str, &'static str, bool)>,
+    pub(crate) claimed: String,
+    pub(crate) paid_at: String,
+    pub(crate) payer_bank: String,
 }
 
 /// One change of the card's status history, as the page writes it.

@@ -12,6 +12,7 @@
 #[path = "../../../payments-http/tests/cabinet/support.rs"]
 mod support;
 
+mod appeals;
 mod balance;
 mod browser;
 mod language;

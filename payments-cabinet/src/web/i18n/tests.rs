@@ -378,6 +378,7 @@ mod pages {
             chrome.user = Some(UserChip {
                 email: "ann@shop.example".into(),
                 role: super::super::tr("merchant"),
+                support: false,
             });
             chrome.section = "projects";
             chrome.crumbs = vec![Link::new("/projects", "Проекты и API")];
