@@ -15,6 +15,10 @@
 //! The link's token ([`PageToken`]) is 128 random bits from the [`RandomSource`] port, not
 //! derived from the time-ordered payment id. The store keeps it with its SHA-256, and a
 //! page is looked up by the hash only ([`PaymentPageRecord`]).
+//!
+//! "I paid" (the payer's appeal, [`crate::appeal`]) is offered by a closed page; which
+//! reasons, and what the payer sees of their appeal, are the service's payer page rules
+//! ([`crate::service::appeal_offer`], [`crate::service::PayerAppeal`]). Its bounds are here.
 
 use std::fmt;
 
@@ -49,6 +53,21 @@ pub const STATUS_PER_SOURCE: RateLimit = RateLimit {
 };
 /// The most links and the most sources the status limits hold at once, each.
 pub const STATUS_LIMIT_KEYS: usize = 65_536;
+
+/// How many "I paid" forms (`POST /pay/{token}/appeal`) one source (as [`STATUS_PER_SOURCE`]
+/// groups addresses) may send at once, of any links, counted before the link is looked up;
+/// after that, one every [`APPEAL_FORMS_INTERVAL`]. A payer sends one, or a few after a
+/// refused file. What one payment stores is bounded by the store (three appeals from the
+/// payer, one active at a time); this bounds the uploads of up to two receipts one address
+/// can make, whatever the links.
+pub const APPEAL_FORMS_BURST: u32 = 5;
+/// The sustained spacing of one source's "I paid" forms: 12 minutes (5 an hour).
+pub const APPEAL_FORMS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(12 * 60);
+/// The most sources the "I paid" limit holds at once.
+pub const APPEAL_LIMIT_KEYS: usize = 16_384;
+/// The fewest receipts a payer's appeal carries (at most
+/// [`MAX_RECEIPTS`](crate::receipt::MAX_RECEIPTS)): the page asks for the bank's receipt.
+pub const PAYER_MIN_RECEIPTS: usize = 1;
 
 /// Random bytes in a page token (128 bits).
 pub const TOKEN_BYTES: usize = 16;

@@ -8,9 +8,14 @@ use payments_directory::DirectoryAccess;
 use std::time::Duration;
 
 use common::*;
+use payments_core::appeal::{
+    Appeal, AppealReason, AppealSource, AppealState, MAX_APPEALS_PER_SOURCE,
+};
+use payments_core::ids::AppealId;
 use payments_core::payer::{payer_state, PageLanguage, PageToken, PayerState, PayerView};
 use payments_core::payment::{PaymentMethod, PaymentStatus};
 use payments_core::service::Actor;
+use payments_core::service::{appeal_offer, appeal_reasons, newest_payer_appeal, AppealOffer};
 use payments_core::testing::strategies;
 use payments_core::transition::Trigger;
 use payments_core::ErrorCode;
@@ -300,4 +305,95 @@ async fn links(h: &Harness, p: payments_core::project::Project) {
         .await
         .expect_err("off");
     assert_eq!(e.code(), ErrorCode::PaymentNotFound);
+}
+
+/// An appeal of `p` from `source` in `state`, the `n`-th received.
+fn appeal_of(
+    p: &payments_core::payment::Payment,
+    n: u64,
+    source: AppealSource,
+    state: AppealState,
+) -> Appeal {
+    let at = p.created_at + Duration::from_secs(60 * n);
+    Appeal {
+        id: AppealId::from_uuid(uuid::Uuid::from_u128(u128::from(n) + 1)),
+        project_id: p.project_id,
+        payment_id: p.id,
+        source,
+        idempotency_key: (source == AppealSource::Merchant).then(|| format!("key-{n}")),
+        fingerprint: String::new(),
+        reason: AppealReason::PaidOtherAmount,
+        claimed_amount: None,
+        paid_at: None,
+        payer_bank: Some("a bank".into()),
+        receipts: Vec::new(),
+        state,
+        deadline: at + Duration::from_secs(86_400),
+        provider: None,
+        resolved_amount: (state == AppealState::Accepted).then_some(p.amount),
+        decided_by: None,
+        note: None,
+        created_at: at,
+        updated_at: at,
+        version: 1,
+    }
+}
+
+fn any_appeal_state() -> impl Strategy<Value = AppealState> {
+    prop::sample::select(AppealState::ALL.to_vec())
+}
+
+fn any_source() -> impl Strategy<Value = AppealSource> {
+    prop::sample::select(AppealSource::ALL.to_vec())
+}
+
+proptest! {
+    /// "I paid" is offered exactly on a closed page of a payment that had requisites, with
+    /// the reasons of what the page says, while no appeal of the payer waits and the payer has
+    /// sent fewer than three; the merchant's appeals change nothing of it, and the payer sees
+    /// only their own newest appeal.
+    #[test]
+    fn i_paid_is_offered_by_the_payer_pages_rules(
+        p in any_status().prop_flat_map(strategies::payment_in),
+        appeals in prop::collection::vec((any_source(), any_appeal_state()), 0..7),
+        offset in 0u64..3_600_000,
+    ) {
+        let now = p.expires_at + Duration::from_millis(offset);
+        let appeals: Vec<Appeal> = appeals
+            .iter()
+            .enumerate()
+            .map(|(n, (source, state))| appeal_of(&p, n as u64, *source, *state))
+            .collect();
+        let state = payer_state(&p, now);
+        let offer = appeal_offer(&p, &state, &appeals);
+        let payer: Vec<&Appeal> = appeals.iter().filter(|a| a.source == AppealSource::Payer).collect();
+        let closed = matches!(p.status, PaymentStatus::Completed | PaymentStatus::Canceled)
+            && p.pricing.is_some();
+        let waiting = payer.iter().any(|a| a.state.is_active());
+        let spent = payer.len() >= MAX_APPEALS_PER_SOURCE as usize;
+        prop_assert_eq!(
+            matches!(offer, AppealOffer::Form(_)),
+            closed && !waiting && !spent,
+            "{:?} {:?} with {:?}", p.status, offer, appeals
+        );
+        let reasons = offer.reasons();
+        if !reasons.is_empty() {
+            prop_assert_eq!(reasons, appeal_reasons(&state));
+        }
+        match state {
+            PayerState::Completed => prop_assert!(!reasons.contains(&AppealReason::PaidButCanceled)),
+            _ => prop_assert!(!reasons.contains(&AppealReason::PaidTwice)),
+        }
+        if matches!(p.status, PaymentStatus::Created | PaymentStatus::Processing) {
+            prop_assert_eq!(offer, AppealOffer::StillOpen);
+        }
+        // The merchant's appeals alone never change the offer.
+        let mine: Vec<Appeal> = payer.iter().map(|a| (*a).clone()).collect();
+        prop_assert_eq!(appeal_offer(&p, &state, &mine), offer);
+        // The payer sees their own newest appeal, never the merchant's.
+        let newest = newest_payer_appeal(&p, &appeals);
+        let expected = payer.iter().max_by_key(|a| a.created_at);
+        prop_assert_eq!(newest.as_ref().map(|a| a.received_at), expected.map(|a| a.created_at));
+        prop_assert_eq!(newest.map(|a| a.state), expected.map(|a| a.state));
+    }
 }

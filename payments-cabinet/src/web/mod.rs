@@ -122,6 +122,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/shown/{slot}"),
     ("GET", "/pay/{token}"),
     ("GET", "/pay/{token}/status"),
+    ("POST", "/pay/{token}/appeal"),
     ("GET", "/pay/assets/payer.css"),
     ("GET", "/pay/assets/payer.js"),
 ];
@@ -224,6 +225,12 @@ fn payment_routes() -> Router<CabinetState> {
         )
         .route("/pay/{token}", get(payer::show))
         .route("/pay/{token}/status", get(payer::status))
+        .route(
+            "/pay/{token}/appeal",
+            post(payer::appeal::appeal).layer(axum::extract::DefaultBodyLimit::max(
+                payer::appeal::APPEAL_BODY_MAX,
+            )),
+        )
         .route("/pay/assets/payer.css", get(payer::stylesheet))
         .route("/pay/assets/payer.js", get(payer::script))
 }

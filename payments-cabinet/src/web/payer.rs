@@ -10,9 +10,12 @@
 //! `status` handler) every few seconds while the payment is open and, when the answer differs
 //! from what the page shows, fetches the page again and puts its new content in place,
 //! announced by a polite status region. The page's own Content-Security-Policy allows that one
-//! script, the one stylesheet and requests to this origin, nothing else.
+//! script, the one stylesheet, requests to this origin and form posts to it (the "I paid" form
+//! of a closed page, [`appeal`]), nothing else.
 //!
 //! [`Payments::payer_page`]: payments_core::service::Payments::payer_page
+
+pub mod appeal;
 
 use askama::Template;
 use axum::extract::{Path, State};
@@ -31,6 +34,7 @@ use super::i18n::{tr, trf};
 use super::page::{error_page, html, ok, see_other, OrPage, PageResult};
 use super::state::CabinetState;
 use crate::accounts::{source_of, Client};
+use appeal::{appeal_block, AppealBlock, AppealTexts, APPEAL_EN, APPEAL_RU};
 
 /// The payer page's stylesheet, embedded.
 pub const PAYER_STYLESHEET: &str = include_str!("../../assets/payer.css");
@@ -38,9 +42,10 @@ pub const PAYER_STYLESHEET: &str = include_str!("../../assets/payer.css");
 pub const PAYER_SCRIPT: &str = include_str!("../../assets/payer.js");
 
 /// The payer page's policy: its own stylesheet and script, requests to its own origin (the
-/// status the script asks for), nothing else; no form posts, no framing.
+/// status the script asks for), form posts to its own origin only (the "I paid" form),
+/// nothing else; no framing.
 pub const PAYER_CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; \
-    img-src 'self'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; \
+    img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; \
     base-uri 'none'";
 
 pub use crate::links::payer_page_url;
@@ -83,11 +88,20 @@ pub(crate) struct Texts {
     pub(crate) months: [&'static str; 12],
     /// The return link's words before the shop's name ("Back to").
     pub(crate) back: &'static str,
+    /// "I paid".
+    pub(crate) appeal: &'static AppealTexts,
+    /// Too many "I paid" forms from one source.
+    pub(crate) too_many: (&'static str, &'static str),
 }
 
 const EN: Texts = Texts {
     lang: "en",
     back: "Back to",
+    appeal: &APPEAL_EN,
+    too_many: (
+        "Too many appeals",
+        "Too many appeals were sent from your network. Try again in an hour.",
+    ),
     title: "Payment",
     shop: "Shop",
     refresh: "Refresh status",
@@ -146,6 +160,11 @@ const EN: Texts = Texts {
 const RU: Texts = Texts {
     lang: "ru",
     back: "Вернуться в магазин",
+    appeal: &APPEAL_RU,
+    too_many: (
+        "Слишком много обращений",
+        "Из вашей сети отправлено слишком много обращений. Попробуйте через час.",
+    ),
     title: "Оплата",
     shop: "Магазин",
     refresh: "Обновить статус",
@@ -256,14 +275,21 @@ pub(crate) struct PayerPage {
     pub(crate) is_test: bool,
     /// The project's return URL: the "Back to <shop>" link.
     pub(crate) return_url: Option<String>,
+    /// "I paid": the form, or what the payer's appeal is at.
+    pub(crate) appeal: Option<AppealBlock>,
+    /// Before the title when a form was just refused ("Not sent").
+    pub(crate) title_prefix: Option<&'static str>,
 }
 
-/// The payer page's "not found" (the same for every wrong link).
+/// A page of the payer page's own in both languages (which one a link would have is not
+/// known): "not found", the same for every wrong link, and "too many appeals".
 #[derive(Template)]
 #[template(path = "payer_missing.html")]
-pub(crate) struct PayerMissing {
-    pub(crate) ru: &'static Texts,
-    pub(crate) en: &'static Texts,
+pub(crate) struct PayerNotice {
+    /// The heading and the text in Russian.
+    pub(crate) ru: (&'static str, &'static str),
+    /// The heading and the text in English.
+    pub(crate) en: (&'static str, &'static str),
 }
 
 fn requisite_block(t: &Texts, r: &ShownRequisite) -> RequisiteBlock {
@@ -315,6 +341,7 @@ pub(crate) fn status_of(view: &PayerView) -> PayerStatus {
     }
 }
 
+/// The page of `view` (without its "I paid" part: [`show`] adds it).
 pub(crate) fn page(view: &PayerView, token: &str) -> PayerPage {
     let t = texts(view.language);
     let (heading, message) = match &view.state {
@@ -343,10 +370,12 @@ pub(crate) fn page(view: &PayerView, token: &str) -> PayerPage {
         minutes_left: view.seconds_left().div_ceil(60),
         is_test: view.is_test,
         return_url: view.return_url.clone(),
+        appeal: None,
+        title_prefix: None,
     }
 }
 
-fn with_policy(mut response: Response) -> Response {
+pub(crate) fn with_policy(mut response: Response) -> Response {
     let h = response.headers_mut();
     h.insert(
         "content-security-policy",
@@ -359,11 +388,22 @@ fn with_policy(mut response: Response) -> Response {
     response
 }
 
-/// `GET /pay/{token}`: the page, or the same `404` for every link that is not a live page.
+/// `GET /pay/{token}`: the page with its "I paid" part, or the same `404` for every link that
+/// is not a live page.
 pub(crate) async fn show(State(st): State<CabinetState>, Path(token): Path<String>) -> Response {
-    match st.cabinet.service().payments().payer_page(&token).await {
+    match st
+        .cabinet
+        .service()
+        .payments()
+        .payer_page_detail(&token)
+        .await
+    {
         // The view exists only for a well-formed token: it is safe in the page's links.
-        Ok(view) => with_policy(ok(&page(&view, &token))),
+        Ok(detail) => {
+            let mut shown = page(detail.view(), &token);
+            shown.appeal = appeal_block(&detail, &token, None);
+            with_policy(ok(&shown))
+        }
         Err(e) => with_policy(missing(e.into())),
     }
 }
@@ -419,7 +459,7 @@ fn status_response(status: &PayerStatus) -> Response {
         .into_response()
 }
 
-fn missing(e: ApiError) -> Response {
+pub(crate) fn missing(e: ApiError) -> Response {
     let status = match e.code {
         ErrorCode::PaymentNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         _ => {
@@ -428,7 +468,11 @@ fn missing(e: ApiError) -> Response {
         }
     };
     // Which language a wrong link's page would have is not known: Russian and English both.
-    html(status, &PayerMissing { ru: &RU, en: &EN })
+    let page = PayerNotice {
+        ru: RU.not_found,
+        en: EN.not_found,
+    };
+    html(status, &page)
 }
 
 /// `GET /pay/assets/payer.css`.

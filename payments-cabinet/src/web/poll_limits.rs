@@ -1,9 +1,11 @@
 //! The payer page status poll's limits in this process (the rule's figures are the core's,
-//! `payments_core::payer::STATUS_*`), and the bounded limiter that keeps them.
+//! `payments_core::payer::STATUS_*`), the "I paid" forms' per source
+//! ([`BoundedRateLimiter::appeal_forms`]), and the bounded limiter that keeps them.
 
 use std::collections::HashMap;
 use std::sync::PoisonError;
 
+use payments_core::payer::{APPEAL_FORMS_BURST, APPEAL_FORMS_INTERVAL, APPEAL_LIMIT_KEYS};
 use payments_core::payer::{STATUS_LIMIT_KEYS, STATUS_PER_LINK, STATUS_PER_SOURCE};
 use payments_core::project::RateLimit;
 use payments_core::ratelimit::{Gcra, RateDecision};
@@ -74,8 +76,14 @@ pub struct BoundedRateLimiter {
 impl BoundedRateLimiter {
     /// `limit` for each key, at most `capacity` keys (at least 4) held.
     pub fn new(limit: RateLimit, capacity: usize) -> Self {
+        BoundedRateLimiter::with_rule(Gcra::new(limit), capacity)
+    }
+
+    /// `rule` for each key (a rate below one a second, which a [`RateLimit`] cannot say), at
+    /// most `capacity` keys (at least 4) held.
+    pub fn with_rule(rule: Gcra, capacity: usize) -> Self {
         BoundedRateLimiter {
-            rule: Gcra::new(limit),
+            rule,
             capacity: capacity.max(4),
             hasher: std::collections::hash_map::RandomState::new(),
             tats: std::sync::Mutex::new(HashMap::new()),
@@ -97,6 +105,18 @@ impl BoundedRateLimiter {
         }
         debug_assert!(tats.len() <= self.capacity);
         decision
+    }
+
+    /// The payer page's "I paid" forms per source: the core's figures
+    /// ([`APPEAL_FORMS_BURST`] at once, one every [`APPEAL_FORMS_INTERVAL`]), at most
+    /// [`APPEAL_LIMIT_KEYS`] sources held, in this process.
+    pub fn appeal_forms() -> Self {
+        let emission_us = i64::try_from(APPEAL_FORMS_INTERVAL.as_micros()).unwrap_or(i64::MAX);
+        let rule = Gcra {
+            emission_us,
+            tolerance_us: emission_us.saturating_mul(i64::from(APPEAL_FORMS_BURST) - 1),
+        };
+        BoundedRateLimiter::with_rule(rule, APPEAL_LIMIT_KEYS)
     }
 
     /// How many keys are held.

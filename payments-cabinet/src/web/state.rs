@@ -34,6 +34,9 @@ pub struct CabinetState {
     /// The payer page status poll's limits per source and per link (the core's rule), shared
     /// by every clone of the state.
     pub payer_status_limits: Arc<super::poll_limits::StatusPollLimits>,
+    /// The payer page's "I paid" forms per source (the core's rule), shared by every clone of
+    /// the state.
+    pub payer_appeal_limits: Arc<super::poll_limits::BoundedRateLimiter>,
 }
 
 impl CabinetState {
@@ -46,6 +49,7 @@ impl CabinetState {
             product: Arc::from("Payments"),
             body_timeout: std::time::Duration::from_secs(10),
             payer_status_limits: Arc::default(),
+            payer_appeal_limits: Arc::new(super::poll_limits::BoundedRateLimiter::appeal_forms()),
         }
     }
 

@@ -79,6 +79,9 @@ pub use offline::{
     check_request_offline, OfflineCheck, RawRequest, RawRequestError, NOT_CHECKED_OFFLINE,
 };
 pub use operate::{Actor, OperateError, OperationResult, SweepReport};
+pub use payer::{
+    appeal_offer, appeal_reasons, newest_payer_appeal, AppealOffer, PayerAppeal, PayerPageDetail,
+};
 pub use request_log::{RequestLogPage, REQUEST_LOG_PURGE_BATCH};
 pub use scans::{scans_refused, ScanBudget, ScanPlace};
 pub use secrets::secrets_from_records;

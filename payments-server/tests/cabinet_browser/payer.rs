@@ -538,3 +538,94 @@ async fn payer_page_screenshots() {
     b.close().await;
     c.server.stop().await;
 }
+
+/// "I paid" from a phone: a payer opens a canceled payment's page 390 px wide, chooses what
+/// happened, types the amount and the bank, attaches a PDF receipt and sends the form (no
+/// script involved in sending: a plain multipart post); the page comes back saying the appeal
+/// was received, and the service holds one appeal of source `payer` with the PDF. axe-core
+/// finds nothing at 390 and 1,280 px, on the filled form and on the confirmation. With
+/// `CABINET_SCREENSHOTS`, both pages at 390 px (`payer-appeal-en-390`,
+/// `payer-appeal-received-en-390`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: chromium and chromedriver, and axe-core from npm"]
+async fn a_payer_says_i_paid_from_a_phone() {
+    let c = Cabinet::start().await;
+    page_on(&c, PageLanguage::En).await;
+    let payment = create(&c, "order-i-paid-1", "1500", "card_transfer").await;
+    let id = payment["id"].as_str().expect("id").to_string();
+    assert_eq!(
+        operator(&c, &format!("/operator/v1/payments/{id}/cancel")).await,
+        200
+    );
+    let path = page_path(&c, &payment);
+    let dir = tempfile::tempdir().expect("a directory");
+    let pdf = dir.path().join("receipt.pdf");
+    std::fs::write(
+        &pdf,
+        b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n",
+    )
+    .expect("the receipt is written");
+    let mut checks = crate::layout::Checks::new();
+
+    let b = Browser::start(c.url()).await;
+    b.client.set_window_size(390, 900).await.expect("resized");
+    b.open(&path).await;
+    let (sideways, width, over) = scrolls_sideways(&b).await;
+    assert!(
+        (380..=390).contains(&width),
+        "the viewport is {width} px wide"
+    );
+    assert!(!sideways, "the page scrolls sideways at {width} px: {over}");
+    assert_eq!(b.heading().await, "The payment was canceled");
+    assert_eq!(b.text("#appeal-heading").await, "I paid");
+    b.toggle("input[name='reason'][value='paid_but_canceled']")
+        .await;
+    b.fill("#claimed_amount", "1500").await;
+    b.fill("#payer_bank", "T-Bank").await;
+    b.el("#receipt")
+        .await
+        .send_keys(pdf.to_str().expect("a UTF-8 path"))
+        .await
+        .expect("the file is chosen");
+    checks.check(&b, "payer page: I paid, filled in").await;
+    b.client.set_window_size(390, 900).await.expect("resized");
+    b.screenshot_at("payer-appeal-en-390", 390).await;
+    b.client.set_window_size(390, 900).await.expect("resized");
+
+    b.click("#appeal-send").await;
+    assert_eq!(b.path().await, path, "back on the page after a 303");
+    assert_eq!(b.heading().await, "The payment was canceled");
+    let received = b.text("#appeal-received").await;
+    assert!(
+        received == "Your appeal was received: waiting to be checked"
+            || received == "Your appeal was received: being checked",
+        "{received}"
+    );
+    assert!(b.all("#appeal-form, #appeal-error").await.is_empty());
+    checks.check(&b, "payer page: I paid, received").await;
+    b.screenshot_at("payer-appeal-received-en-390", 390).await;
+    checks.assert_clean();
+    b.close().await;
+
+    let page = c
+        .server
+        .state
+        .service
+        .appeals()
+        .find_appeals(&payments_core::appeal::AppealQuery {
+            payment: Some(id.parse().expect("an id")),
+            ..payments_core::appeal::AppealQuery::newest(10)
+        })
+        .await
+        .expect("the appeals");
+    assert_eq!(page.appeals.len(), 1, "{:?}", page.appeals);
+    let appeal = &page.appeals[0];
+    assert_eq!(appeal.source, payments_core::appeal::AppealSource::Payer);
+    assert_eq!(appeal.payer_bank.as_deref(), Some("T-Bank"));
+    assert_eq!(appeal.receipts.len(), 1);
+    assert_eq!(
+        appeal.receipts[0].kind,
+        payments_core::receipt::ReceiptKind::Pdf
+    );
+    c.server.stop().await;
+}
