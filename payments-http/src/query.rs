@@ -325,6 +325,52 @@ impl<'a> ListWindow<'a> {
     }
 }
 
+/// Reads a list of appeals' query string: `state` (one of the appeal states), `limit` (1 to
+/// [`MAX_LIST_LIMIT`], 20 by default), `cursor` and, where `with_project` (the operator's
+/// queue), `project_id`. The query comes in `order`.
+pub fn appeal_list(
+    query: &str,
+    order: payments_core::appeal::AppealOrder,
+    with_project: bool,
+) -> Result<payments_core::appeal::AppealQuery, ListQueryError> {
+    use payments_core::appeal::{AppealQuery, AppealState};
+    let mut q = AppealQuery {
+        order,
+        ..AppealQuery::newest(20)
+    };
+    let known = if with_project {
+        "state, project_id, limit, cursor"
+    } else {
+        "state, limit, cursor"
+    };
+    read_query(query, known, |name, value| {
+        match name {
+            "state" => match AppealState::parse(value) {
+                Some(s) => q.states = vec![s],
+                None => {
+                    let all: Vec<&str> = AppealState::ALL.iter().map(|s| s.as_str()).collect();
+                    return bad(format!("state: expected one of {}", all.join(", ")));
+                }
+            },
+            "project_id" if with_project => match value.parse() {
+                Ok(p) => q.project = Some(p),
+                Err(_) => return bad("project_id: not a project id".into()),
+            },
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if (1..=MAX_LIST_LIMIT).contains(&n) => q.limit = n,
+                _ => return bad(format!("limit: a whole number from 1 to {MAX_LIST_LIMIT}")),
+            },
+            "cursor" => {
+                let c: ListCursor<payments_core::ids::AppealId> = parse_cursor(value)?;
+                q.after = Some((c.created_at, c.id));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    })?;
+    Ok(q)
+}
+
 #[cfg(test)]
 mod tests {
     use payments_core::payment::Flow;
@@ -517,50 +563,4 @@ mod tests {
         let q = entry_list(&format!("cursor={cursor}")).unwrap();
         assert_eq!(q.cursor, Some(cursor));
     }
-}
-
-/// Reads a list of appeals' query string: `state` (one of the appeal states), `limit` (1 to
-/// [`MAX_LIST_LIMIT`], 20 by default), `cursor` and, where `with_project` (the operator's
-/// queue), `project_id`. The query comes in `order`.
-pub fn appeal_list(
-    query: &str,
-    order: payments_core::appeal::AppealOrder,
-    with_project: bool,
-) -> Result<payments_core::appeal::AppealQuery, ListQueryError> {
-    use payments_core::appeal::{AppealQuery, AppealState};
-    let mut q = AppealQuery {
-        order,
-        ..AppealQuery::newest(20)
-    };
-    let known = if with_project {
-        "state, project_id, limit, cursor"
-    } else {
-        "state, limit, cursor"
-    };
-    read_query(query, known, |name, value| {
-        match name {
-            "state" => match AppealState::parse(value) {
-                Some(s) => q.states = vec![s],
-                None => {
-                    let all: Vec<&str> = AppealState::ALL.iter().map(|s| s.as_str()).collect();
-                    return bad(format!("state: expected one of {}", all.join(", ")));
-                }
-            },
-            "project_id" if with_project => match value.parse() {
-                Ok(p) => q.project = Some(p),
-                Err(_) => return bad("project_id: not a project id".into()),
-            },
-            "limit" => match value.parse::<usize>() {
-                Ok(n) if (1..=MAX_LIST_LIMIT).contains(&n) => q.limit = n,
-                _ => return bad(format!("limit: a whole number from 1 to {MAX_LIST_LIMIT}")),
-            },
-            "cursor" => {
-                let c: ListCursor<payments_core::ids::AppealId> = parse_cursor(value)?;
-                q.after = Some((c.created_at, c.id));
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    })?;
-    Ok(q)
 }

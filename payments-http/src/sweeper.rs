@@ -92,7 +92,9 @@ async fn sweep_until_stopped(
 ) -> Stopped {
     let mut last_purge = Instant::now();
     let mut last_retention: Option<Instant> = None;
-    let mut last_appeals: Option<Instant> = None;
+    // On the service's clock, not the machine's: a test that steps the clock to an appeal's
+    // deadline sees the next tick expire it.
+    let mut last_appeals: Option<payments_core::Timestamp> = None;
     loop {
         let my_turn = match service.payments().take_turn("sweep", interval).await {
             Ok(turn) => turn,
@@ -104,8 +106,9 @@ async fn sweep_until_stopped(
         if my_turn && sweep_due(service, metrics, stop).await {
             return Stopped::Asked;
         }
-        if my_turn && last_appeals.is_none_or(|t| t.elapsed() >= APPEALS_EVERY) {
-            last_appeals = Some(Instant::now());
+        let now = service.ports().clock.now();
+        if my_turn && last_appeals.is_none_or(|t| now.duration_since(t) >= APPEALS_EVERY) {
+            last_appeals = Some(now);
             sweep_appeals(service, metrics).await;
         }
         if last_purge.elapsed() >= NONCE_PURGE_EVERY {

@@ -4,6 +4,7 @@
 //! --environment production` with all three.
 
 mod appeal;
+mod appeal_api;
 mod notify;
 mod production;
 mod provider;
