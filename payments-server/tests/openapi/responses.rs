@@ -924,3 +924,80 @@ async fn balance_responses_validate_against_the_file() {
         );
     }
 }
+
+/// The appeal operations' answers against the file: opened (`201`), repeated (`200`), read,
+/// listed by payment and by project, and refused (`409`, `422`, `404`).
+#[tokio::test]
+async fn appeal_responses_validate_against_the_file() {
+    use base64::Engine as _;
+    let spec = spec();
+    let s = start().await;
+    let c = &s.client();
+    let mut seen = BTreeSet::new();
+    let r = c
+        .create_payment(&create_body("oa-appeal-1", "3400"))
+        .await
+        .unwrap();
+    let id = r.json["id"].as_str().unwrap().to_string();
+    let canceled = reqwest::Client::new()
+        .post(format!(
+            "{}/operator/v1/payments/{id}/cancel",
+            s.operator_url
+        ))
+        .bearer_auth(s.operator_token.expose())
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(canceled.status(), StatusCode::OK);
+    let pdf = b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n";
+    let receipt = |data: &[u8]| {
+        json!([{"content_type": "application/pdf",
+            "data": base64::engine::general_purpose::STANDARD.encode(data)}])
+    };
+    let body = json!({"idempotency_key": "oa-1", "reason": "paid_other_amount",
+        "claimed_amount": "3390.50", "paid_at": "2026-12-03T10:04:00Z", "payer_bank": "T-Bank",
+        "receipts": receipt(pdf)});
+    let open = "/api/v1/payments/{id}/appeals";
+    let r = c.open_appeal(&id, &body).await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    check(&spec, &mut seen, open, "POST", &r);
+    let appeal = r.json["id"].as_str().unwrap().to_string();
+    let r = c.open_appeal(&id, &body).await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    check(&spec, &mut seen, open, "POST", &r);
+    let mut other = body.clone();
+    other["claimed_amount"] = json!("1");
+    let r = c.open_appeal(&id, &other).await.unwrap();
+    assert_eq!(r.code(), Some("appeal_idempotency_conflict"), "{}", r.json);
+    check(&spec, &mut seen, open, "POST", &r);
+    other["idempotency_key"] = json!("oa-2");
+    other["receipts"] = receipt(b"%PDF-1.4 cut short");
+    let r = c.open_appeal(&id, &other).await.unwrap();
+    assert_eq!(r.code(), Some("receipt_invalid"), "{}", r.json);
+    check(&spec, &mut seen, open, "POST", &r);
+
+    let r = c
+        .get(&format!("/api/v1/payments/{id}/appeals"))
+        .await
+        .unwrap();
+    assert_eq!(r.json["data"][0]["id"], appeal.as_str(), "{}", r.json);
+    check(&spec, &mut seen, open, "GET", &r);
+    let r = c.get("/api/v1/appeals?state=open&limit=1").await.unwrap();
+    assert_eq!(
+        r.json["data"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        r.json
+    );
+    check(&spec, &mut seen, "/api/v1/appeals", "GET", &r);
+    let r = c.get_appeal(&appeal).await.unwrap();
+    check(&spec, &mut seen, "/api/v1/appeals/{id}", "GET", &r);
+    let r = c
+        .get_appeal(&payments_core::PaymentId::from_uuid(uuid::Uuid::nil()).to_string())
+        .await
+        .unwrap();
+    assert_eq!(r.code(), Some("appeal_not_found"), "{}", r.json);
+    check(&spec, &mut seen, "/api/v1/appeals/{id}", "GET", &r);
+    assert_eq!(seen.len(), 8, "{seen:?}");
+}
