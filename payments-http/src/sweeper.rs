@@ -186,7 +186,7 @@ async fn apply_retention(
     None
 }
 
-/// One appeals sweep ([`Payments::sweep_appeals`](payments_core::service::Payments::sweep_appeals)),
+/// One appeals sweep ([`Appeals::sweep_appeals`](payments_core::service::Appeals::sweep_appeals)),
 /// then the count of appeals still waiting, and of those past their deadline, for the metrics.
 async fn sweep_appeals(service: &PaymentService, metrics: Option<&crate::metrics::Metrics>) {
     use payments_core::appeal::{AppealQuery, AppealState};

@@ -4,7 +4,7 @@
 //! with an amount, reject with an optional note, take for review. Each outcome opens a
 //! confirmation page (`GET /appeals/{id}/accept` ...) whose form carries it out (`POST`, the
 //! cabinet's same-origin check, a redirect back to the queue with the result). The core
-//! decides ([`Payments::decide_appeal`](payments_core::service::Payments::decide_appeal) with
+//! decides ([`Appeals::decide_appeal`](payments_core::service::Appeals::decide_appeal) with
 //! the support user as the actor and [`ChangeSource::Support`]) and audits every decision; the
 //! cabinet's audit log records it too (`appeal.accept`, `appeal.reject`, `appeal.review`).
 

@@ -1,7 +1,7 @@
 //! Appeals from the payment card: a merchant's user opens one about a closed payment with its
 //! receipts (`POST /payments/{id}/appeals`, a multipart form) and downloads the receipts of
 //! the project's appeals (`GET /appeals/{id}/receipts/{index}`; support too). The core decides
-//! ([`Payments::open_appeal_for`](payments_core::service::Payments::open_appeal_for) with
+//! ([`Appeals::open_appeal_for`](payments_core::service::Appeals::open_appeal_for) with
 //! [`AppealSource::Merchant`]); this module carries the form there and the answer back.
 //!
 //! The upload is bounded before the core sees it: at most [`MAX_RECEIPTS`] files of

@@ -457,7 +457,7 @@ impl Appeals<'_> {
     }
 
     /// Applies `trigger` to an appeal and, for an accepted one, runs the payment's re-check
-    /// ([`appeal::payment_triggers`]) in the same store write, with its callback and ledger
+    /// (`payment_triggers`) in the same store write, with its callback and ledger
     /// entry. Answers the appeal and the payment after it.
     pub async fn decide_appeal(
         self,
@@ -766,7 +766,7 @@ pub struct AppealAnswerOutcome {
 
 impl Appeals<'_> {
     /// Applies a provider's signed answer to an appeal (`POST /upstream/v1/appeals`): verified
-    /// and refused as a replay like a transfer notification ([`Self::apply_provider_notification`]);
+    /// and refused as a replay like a transfer notification ([`super::Payments::apply_provider_notification`]);
     /// an appeal that was not sent to `from` is `404 appeal_not_found`. `found` accepts the
     /// appeal with the amount (the payment's re-check to `completed`), `not_found` rejects it.
     /// An appeal decided before answers `applied: false`: an appeal is decided once.
