@@ -192,7 +192,11 @@ async fn receipts_that_are_not_what_they_claim_are_refused_and_nothing_is_stored
     let client = s.client();
     let html = b"<!doctype html><script>alert(1)</script>";
     let cases: [(&str, Vec<u8>, &str); 2] = [
-        ("image/png", html.to_vec(), "neither a PDF, a PNG nor a JPEG"),
+        (
+            "image/png",
+            html.to_vec(),
+            "neither a PDF, a PNG nor a JPEG",
+        ),
         ("image/png", png(100_000, 100_000), "100000"),
     ];
     for (n, (content_type, file, says)) in cases.into_iter().enumerate() {
