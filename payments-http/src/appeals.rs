@@ -33,16 +33,8 @@ pub const UPLOAD_SLOTS: usize = 8;
 
 static UPLOADS: Semaphore = Semaphore::const_new(UPLOAD_SLOTS);
 
-/// The merchant API's appeal routes.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("POST", "/api/v1/payments/{id}/appeals"),
-    ("GET", "/api/v1/payments/{id}/appeals"),
-    ("GET", "/api/v1/appeals"),
-    ("GET", "/api/v1/appeals/{id}"),
-    ("GET", "/api/v1/appeals/{id}/receipts/{index}"),
-];
-
-/// The handler of one route of [`ROUTES`].
+/// The handler of one appeal route of the merchant API's
+/// [`ROUTES`](crate::merchant::ROUTES).
 pub(crate) fn handler(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
     Some(match (method, path) {
         ("POST", "/api/v1/payments/{id}/appeals") => post(open),

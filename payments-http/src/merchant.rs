@@ -45,6 +45,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/balance"),
     ("GET", "/api/v1/balance/entries"),
     ("GET", "/api/v1/balance/statement"),
+    ("POST", "/api/v1/payments/{id}/appeals"),
+    ("GET", "/api/v1/payments/{id}/appeals"),
+    ("GET", "/api/v1/appeals"),
+    ("GET", "/api/v1/appeals/{id}"),
+    ("GET", "/api/v1/appeals/{id}/receipts/{index}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
 ];
@@ -58,7 +63,6 @@ pub const SANDBOX_ROUTES: &[(&str, &str)] = &[
 /// The `(method, path template)` pairs the merchant router serves in `environment`.
 pub fn route_list(environment: Environment) -> Vec<(&'static str, &'static str)> {
     let mut list = ROUTES.to_vec();
-    list.extend_from_slice(crate::appeals::ROUTES);
     if environment == Environment::Sandbox {
         list.extend_from_slice(SANDBOX_ROUTES);
     }
