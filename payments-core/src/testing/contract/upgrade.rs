@@ -7,9 +7,12 @@
 //! node would answer 503 until restarted.
 
 use super::*;
+use crate::appeal::{Appeal, AppealInsert, AppealOrder, AppealQuery, AppealSource, AppealState};
 use crate::event::FailedEventFilter;
 use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
+use crate::receipt::{Receipt, ReceiptKind};
+use crate::store::AppealChange;
 use crate::store::CredentialStoreExt;
 use crate::store::MerchantStoreExt;
 use crate::store::OperatorStoreExt;
@@ -398,7 +401,82 @@ pub async fn every_statement<S: Store>(store: &S, round: u128) -> (MerchantId, P
         .await
         .unwrap_or_else(|e| fail(round, "entry_totals", e));
     assert_eq!(totals.len(), 1, "{}", ctx("entry_totals"));
+    appeal_statements(store, round).await;
     (merchant.id, project.id)
+}
+
+/// The appeals' statements (schema 22), the last part of [`every_statement`]: an insert with
+/// its receipt, the reads of a refused insert (the key, the payment's active appeal, the count
+/// per source), every read of the port and a decision (`commit_appeal`, the transaction's
+/// `update_appeal`). Rounds keep their records apart.
+async fn appeal_statements<S: Store>(store: &S, round: u128) {
+    let (project, payment) = (project_id(round), payment_id(round * 10));
+    let at = T0 + ms(i64::try_from(round).expect("small"));
+    let receipt = sample_receipt(ReceiptKind::Png, 1, 100);
+    let appeal = sample_appeal(
+        round * 10,
+        project,
+        payment,
+        at,
+        std::slice::from_ref(&receipt),
+    );
+    let insert = |a: Appeal, receipts: Vec<Receipt>| async move {
+        store
+            .insert_appeal(&a, &receipts)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: insert_appeal: {e:?}"))
+    };
+    assert_eq!(
+        insert(appeal.clone(), vec![receipt.clone()]).await,
+        AppealInsert::Inserted
+    );
+    assert_eq!(
+        insert(appeal.clone(), Vec::new()).await,
+        AppealInsert::Existing(appeal.clone())
+    );
+    let mut payer = sample_appeal(round * 10 + 1, project, payment, at, &[]);
+    (payer.source, payer.idempotency_key) = (AppealSource::Payer, None);
+    assert_eq!(
+        insert(payer.clone(), Vec::new()).await,
+        AppealInsert::Active(appeal.clone())
+    );
+    assert_eq!(
+        store.appeal(appeal.id).await.ok(),
+        Some(Some(appeal.clone()))
+    );
+    assert_eq!(
+        store.appeal_receipt(appeal.id, 0).await.ok(),
+        Some(Some(receipt))
+    );
+    let queries = [
+        AppealQuery {
+            project: Some(project),
+            states: vec![AppealState::Open],
+            ..AppealQuery::newest(10)
+        },
+        AppealQuery {
+            payment: Some(payment),
+            deadline_by: Some(appeal.deadline),
+            order: AppealOrder::OldestFirst,
+            after: Some((at - ms(1), appeal.id)),
+            ..AppealQuery::newest(10)
+        },
+    ];
+    for q in queries {
+        let page = store.find_appeals(&q).await.ok();
+        assert_eq!(page, Some(vec![appeal.clone()]), "round {round}: {q:?}");
+    }
+    let mut decided = appeal.clone();
+    (decided.state, decided.version) = (AppealState::Rejected, appeal.version + 1);
+    let change = AppealChange {
+        appeal: decided.clone(),
+        expected_version: appeal.version,
+        payments: Vec::new(),
+        audit: None,
+    };
+    assert_eq!(store.commit_appeal(&change).await, Ok(()), "round {round}");
+    assert_eq!(store.appeal(appeal.id).await.ok(), Some(Some(decided)));
+    assert_eq!(insert(payer, Vec::new()).await, AppealInsert::Inserted);
 }
 
 #[cfg(test)]
