@@ -2,6 +2,7 @@
 //! uniqueness, atomic state-change-plus-outbox writes and optimistic concurrency are the store's
 //! duty, so races are resolved by the database.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -44,6 +45,7 @@ pub mod prelude {
 /// this module (`use payments_core::store::port_types::*`; see the module `store::port`).
 #[doc(hidden)]
 pub mod port_types {
+    pub use std::sync::Arc;
     pub use std::time::Duration;
 
     pub use async_trait::async_trait;
@@ -51,8 +53,8 @@ pub mod port_types {
     pub use super::prelude::*;
     pub use super::{
         AdmitOutcome, AppealChange, AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, EntryQuery,
-        EventQuery, InsertOutcome, LeaseToken, NonceUse, PageKey, PaymentChange, PaymentQuery,
-        Purged, Retained, StoreError, TokenKey, TxOutput, TxWork,
+        EventQuery, InsertOutcome, LeaseToken, NonceUse, OutboxRelay, PageKey, PaymentChange,
+        PaymentQuery, Purged, Retained, StoreError, TokenKey, TxOutput, TxWork,
     };
     pub use crate::appeal::{Appeal, AppealInsert, AppealQuery};
     pub use crate::clock::Timestamp;
@@ -82,6 +84,34 @@ pub mod generic {
         admit_create, commit_appeal, commit_change, commit_change_once, commit_resend,
         insert_payment, use_nonce,
     };
+}
+
+/// Told after a change that queued a callback event has committed, so that whoever waits for
+/// one (a dispatcher waiting for work, a long poll of the events list) looks at once instead
+/// of at its next poll. The HTTP adapter's `AppState` adds its wakers to the service
+/// (`service.callbacks().add_outbox_waker`); without one, events wait for the poll. Wakers
+/// are shared by every clone of a service, so a clone taken before a waker was added wakes
+/// it too; where the store relays wakes between processes ([`OutboxStore::outbox_relay`]),
+/// they hear of the other processes' events as well.
+pub trait OutboxWaker: Send + Sync {
+    /// Events may be due now: a hold on callbacks was released, or a relay lost what it was
+    /// told for a while. Whoever waits for any event looks again.
+    fn wake(&self);
+
+    /// An event of `project` was committed. By default [`wake`](Self::wake).
+    fn queued(&self, project: ProjectId) {
+        let _ = project;
+        self.wake();
+    }
+}
+
+/// Shares outbox wakes between the processes of one store (nodes over one PostgreSQL
+/// database), answered by [`OutboxStore::outbox_relay`].
+pub trait OutboxRelay: Send + Sync {
+    /// Joins the relay: from now on `local` is told of the events the other processes
+    /// commit (and [`OutboxWaker::wake`] when some may have been missed), and the waker
+    /// answered tells them of the events this process commits.
+    fn join(&self, local: Arc<dyn OutboxWaker>) -> Arc<dyn OutboxWaker>;
 }
 
 /// A store failure.

@@ -20,19 +20,27 @@ use crate::error::{HttpError, RequestId};
 use crate::json::{json_response, page_json};
 use crate::state::AppState;
 
-/// How often a long poll looks for a new event. The store is asked, not this process: an
-/// event queued by another node over the same database is seen as soon.
-const POLL_EVERY: Duration = Duration::from_millis(500);
+/// How long a waiting long poll goes without reading the store when nothing wakes it: the
+/// safety net for an event committed by a process that does not relay its events (an
+/// administration command on the same database). The events of this node, and of the other
+/// nodes where the store relays them (PostgreSQL), wake the project's polls at once.
+const SAFETY_NET: Duration = Duration::from_secs(5);
+
+/// How soon a woken poll that found no free list place looks again.
+const NO_PLACE_RETRY: Duration = Duration::from_millis(100);
 
 /// `GET /api/v1/events`: a page of the project's events, newest first. With `wait=N` and no
 /// cursor, an empty page is held up to N seconds until an event arrives (a long poll; the
 /// request gives its concurrency slot back while it waits, and answers at once when the
 /// server begins to shut down). At most [`LongPolls::PER_PROJECT`] of a project's long polls
-/// wait at once on this node; another is answered at once, as without `wait`. Every read, the
-/// re-reads included, runs under the project's list budget (`ScanBudget`): a re-read that
-/// finds no free place skips its turn.
+/// wait at once on this node; another is answered at once, as without `wait`. A waiting poll
+/// reads the store again when an event of its project is committed ([`LongPolls`] is an
+/// outbox waker of the service), or after [`SAFETY_NET`] without one. Every read runs under
+/// the project's list budget (`ScanBudget`): a woken poll that finds no free place looks
+/// again shortly.
 ///
 /// [`LongPolls::PER_PROJECT`]: crate::state::LongPolls::PER_PROJECT
+/// [`LongPolls`]: crate::state::LongPolls
 #[tracing::instrument(name = "list_events", skip_all, fields(request_id = %rid.0))]
 pub(crate) async fn list_events(
     State(st): State<AppState>,
@@ -48,35 +56,21 @@ pub(crate) async fn list_events(
     let place = (query.wait > Duration::ZERO && query.cursor.is_none())
         .then(|| st.long_polls.enter(ctx.project.id))
         .flatten();
-    let wait = if place.is_some() {
-        query.wait
-    } else {
-        Duration::ZERO
-    };
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut stopping = st.stopping.subscribe();
+    // Listening before the first read: an event committed after it wakes the poll.
+    let mut news = place.as_ref().map(|p| Box::pin(p.news()));
+    if let Some(n) = news.as_mut() {
+        n.as_mut().enable();
+    }
     let mut page = st
         .service
         .callbacks()
         .list_events(&ctx.project, &query)
         .await?;
-    loop {
-        let now = tokio::time::Instant::now();
-        if !page.events.is_empty() || query.cursor.is_some() || now >= deadline {
-            break;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(POLL_EVERY.min(deadline - now)) => {}
-            _ = stopping.wait_for(|stop| *stop) => break,
-        }
-        // Under the project's list budget; without a free place now, the next turn looks.
-        if let Some(newer) = st
-            .service
-            .callbacks()
-            .recheck_events(&ctx.project, &query)
-            .await?
-        {
-            page = newer;
+    if let (Some(place), Some(news)) = (&place, news) {
+        if page.events.is_empty() {
+            page = hold(&st, &ctx.project, &query, place, news)
+                .await?
+                .unwrap_or(page);
         }
     }
     let data: Vec<_> = page.events.iter().map(|e| e.view()).collect();
@@ -84,6 +78,51 @@ pub(crate) async fn list_events(
         StatusCode::OK,
         &page_json(data, page.next_cursor),
     ))
+}
+
+/// Holds an empty first page until an event of `project` arrives, `query.wait` ends or the
+/// server begins to stop: the newer page when one came.
+async fn hold(
+    st: &AppState,
+    project: &payments_core::project::Project,
+    query: &payments_core::service::EventListQuery,
+    place: &crate::state::LongPollGuard,
+    mut news: std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>,
+) -> Result<Option<payments_core::service::EventPage>, HttpError> {
+    let deadline = tokio::time::Instant::now() + query.wait;
+    let mut stopping = st.stopping.subscribe();
+    let mut next_look = SAFETY_NET;
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        tokio::select! {
+            () = news.as_mut() => {}
+            () = tokio::time::sleep_until(deadline.min(now + next_look)) => {
+                // The wait ended with nothing new: the empty page stands.
+                if tokio::time::Instant::now() >= deadline {
+                    return Ok(None);
+                }
+            }
+            _ = stopping.wait_for(|stop| *stop) => return Ok(None),
+        }
+        // Listening again before the read, as before the first.
+        news = Box::pin(place.news());
+        news.as_mut().enable();
+        st.long_polls.reread();
+        match st
+            .service
+            .callbacks()
+            .recheck_events(project, query)
+            .await?
+        {
+            Some(page) if !page.events.is_empty() => return Ok(Some(page)),
+            Some(_) => next_look = SAFETY_NET,
+            // No free list place now: look again shortly.
+            None => next_look = NO_PLACE_RETRY,
+        }
+    }
 }
 
 /// `GET /api/v1/events/{id}`: one event of the project with its attempts; `404 not_found`

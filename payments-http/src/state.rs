@@ -172,10 +172,23 @@ impl OutboxWaker for NotifyWaker {
 }
 
 /// The events list's long polls waiting now, by project: a project's client that opens many
-/// (each holds a connection and reads the store twice a second) gets immediate answers past
-/// [`LongPolls::PER_PROJECT`], so it costs no more than polling and cannot crowd others out.
+/// gets immediate answers past [`LongPolls::PER_PROJECT`], so it costs no more than polling
+/// and cannot crowd others out. It is also an [`OutboxWaker`] of the service: an event
+/// committed for a project (by this node, or by another that the store relays) wakes that
+/// project's waiting polls, which then read the store once; nothing re-reads on a timer but
+/// the safety net (`events::SAFETY_NET`).
 #[derive(Debug, Default)]
-pub struct LongPolls(std::sync::Mutex<std::collections::HashMap<payments_core::ProjectId, usize>>);
+pub struct LongPolls {
+    waiting: std::sync::Mutex<std::collections::HashMap<payments_core::ProjectId, Waiting>>,
+    rereads: std::sync::atomic::AtomicU64,
+}
+
+/// One project's waiting long polls: how many, and what wakes them.
+#[derive(Debug)]
+struct Waiting {
+    count: usize,
+    news: Arc<Notify>,
+}
 
 impl LongPolls {
     /// The most long polls of one project that wait at once.
@@ -184,28 +197,60 @@ impl LongPolls {
     /// A place for one more waiting long poll of `project`, or `None` when it has
     /// [`Self::PER_PROJECT`] already; the place is given back when the guard is dropped.
     pub fn enter(self: &Arc<Self>, project: payments_core::ProjectId) -> Option<LongPollGuard> {
-        let mut waiting = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let n = waiting.entry(project).or_insert(0);
-        if *n >= Self::PER_PROJECT {
+        let mut waiting = self.lock();
+        let w = waiting.entry(project).or_insert_with(|| Waiting {
+            count: 0,
+            news: Arc::new(Notify::new()),
+        });
+        if w.count >= Self::PER_PROJECT {
             return None;
         }
-        *n += 1;
+        w.count += 1;
         Some(LongPollGuard {
             polls: self.clone(),
             project,
+            news: w.news.clone(),
         })
     }
 
     /// How many long polls of `project` wait now.
     pub fn waiting(&self, project: payments_core::ProjectId) -> usize {
-        let waiting = self
-            .0
+        self.lock().get(&project).map_or(0, |w| w.count)
+    }
+
+    /// How many times a waiting long poll has read the store again since the start (each
+    /// poll's first read not counted).
+    pub fn rereads(&self) -> u64 {
+        self.rereads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts one read of the store again.
+    pub(crate) fn reread(&self) {
+        self.rereads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<payments_core::ProjectId, Waiting>>
+    {
+        self.waiting
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        waiting.get(&project).copied().unwrap_or(0)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl OutboxWaker for LongPolls {
+    fn wake(&self) {
+        for w in self.lock().values() {
+            w.news.notify_waiters();
+        }
+    }
+
+    fn queued(&self, project: payments_core::ProjectId) {
+        if let Some(w) = self.lock().get(&project) {
+            w.news.notify_waiters();
+        }
     }
 }
 
@@ -214,18 +259,24 @@ impl LongPolls {
 pub struct LongPollGuard {
     polls: Arc<LongPolls>,
     project: payments_core::ProjectId,
+    news: Arc<Notify>,
+}
+
+impl LongPollGuard {
+    /// A future that ends at the next event of the project (or [`OutboxWaker::wake`]) after
+    /// it is [enabled](tokio::sync::futures::OwnedNotified::enable): enable it before
+    /// reading the store, so that nothing committed after the read is missed.
+    pub fn news(&self) -> tokio::sync::futures::OwnedNotified {
+        self.news.clone().notified_owned()
+    }
 }
 
 impl Drop for LongPollGuard {
     fn drop(&mut self) {
-        let mut waiting = self
-            .polls
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = waiting.get_mut(&self.project) {
-            *n -= 1;
-            if *n == 0 {
+        let mut waiting = self.polls.lock();
+        if let Some(w) = waiting.get_mut(&self.project) {
+            w.count -= 1;
+            if w.count == 0 {
                 waiting.remove(&self.project);
             }
         }
@@ -241,6 +292,8 @@ impl AppState {
         service
             .callbacks()
             .add_outbox_waker(Arc::new(NotifyWaker(outbox_notify.clone())));
+        let long_polls = Arc::new(LongPolls::default());
+        service.callbacks().add_outbox_waker(long_polls.clone());
         AppState(Arc::new(SharedState {
             public_scheme: public_scheme.into(),
             rate_limiter: Arc::new(LocalRateLimiter::new()),
@@ -255,7 +308,7 @@ impl AppState {
             token_use: Arc::new(TokenUse::new(&service)),
             cabinet_store: None,
             stopping: Arc::new(tokio::sync::watch::Sender::new(false)),
-            long_polls: Arc::default(),
+            long_polls,
             providers: None,
             provider_reports: None,
             request_log: None,

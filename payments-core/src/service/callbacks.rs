@@ -316,14 +316,7 @@ impl Callbacks<'_> {
             .await?;
         if value.is_empty() {
             // Wake the dispatchers: what was held is due.
-            for waker in self
-                .wakers
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .iter()
-            {
-                waker.wake();
-            }
+            self.tell_wakers(None);
         }
         Ok(())
     }

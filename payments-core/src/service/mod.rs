@@ -29,7 +29,7 @@ use crate::clock::Clock;
 use crate::clock::Timestamp;
 use crate::event::{DeliveryAttempt, DeliveryState, EventKind, OutboxEvent};
 use crate::history::{ChangeSource, StatusChange};
-use crate::ids::PaymentId;
+use crate::ids::{PaymentId, ProjectId};
 use crate::payment::Payment;
 use crate::project::{AuditRecord, Merchant, Project};
 use crate::provider::{RateSource, RequisiteProvider};
@@ -40,6 +40,7 @@ use crate::transition::{self, Transition, Trigger};
 use crate::{ApiError, ErrorCode};
 
 pub use crate::auth::verifier::BatchStats;
+pub use crate::store::OutboxWaker;
 pub use admin::AdminError;
 pub use appeals::{
     appeal_note, AppealAnswer, AppealAnswerOutcome, AppealError, AppealPage, AppealRequest,
@@ -219,16 +220,6 @@ impl std::fmt::Debug for Ports {
     }
 }
 
-/// Told after a change that queued a callback event has committed, so that a dispatcher
-/// waiting for work delivers it at once instead of at its next poll. The HTTP adapter's
-/// `AppState` adds one that wakes its dispatcher; without one, events wait for the poll.
-/// Wakers are shared by every clone of a service, so a clone taken before the waker was
-/// added wakes the dispatcher too.
-pub trait OutboxWaker: Send + Sync {
-    /// An event was committed to the outbox.
-    fn wake(&self);
-}
-
 /// The payment service: every operation of the API over the [`Ports`], deciding everything
 /// and doing no I/O of its own. Clones share the ports and the outbox wakers.
 ///
@@ -331,7 +322,14 @@ pub struct ServiceState {
     ports: Arc<Ports>,
     config: Arc<ServiceConfig>,
     auth: Arc<AuthConfig>,
-    wakers: std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>,
+    /// This process's outbox wakers (shared with the store's relay, which tells them of the
+    /// events other processes commit).
+    wakers: Arc<LocalWakers>,
+    /// The store's relay to the other processes on it ([`OutboxStore::outbox_relay`]),
+    /// joined when the first waker is added; `None` inside where the store has none.
+    ///
+    /// [`OutboxStore::outbox_relay`]: crate::store::OutboxStore::outbox_relay
+    relay: std::sync::OnceLock<Option<Arc<dyn OutboxWaker>>>,
     /// The merchants this process is provisioning now (shared by every clone): a second call
     /// for one of them is busy, as one on another node is through the store's turn.
     provisioning: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -469,6 +467,7 @@ impl PaymentService {
             config: Arc::new(config),
             auth: Arc::new(auth),
             wakers: Default::default(),
+            relay: Default::default(),
             provisioning: Default::default(),
             resends: Default::default(),
             scan_places: Default::default(),
@@ -481,12 +480,66 @@ impl PaymentService {
 
 impl Callbacks<'_> {
     /// Tells `waker` about every callback event this service, and every clone of it, commits
-    /// from now on (see [`OutboxWaker`]).
+    /// from now on, and (where the store relays them, see [`OutboxStore::outbox_relay`]) every
+    /// event the other processes on the store commit (see [`OutboxWaker`]). The first waker
+    /// added joins the relay.
+    ///
+    /// [`OutboxStore::outbox_relay`]: crate::store::OutboxStore::outbox_relay
     pub fn add_outbox_waker(self, waker: Arc<dyn OutboxWaker>) {
-        self.wakers
+        self.wakers.add(waker);
+        self.relay.get_or_init(|| {
+            let local: Arc<dyn OutboxWaker> = self.wakers.clone();
+            self.ports.store.outbox_relay().map(|r| r.join(local))
+        });
+    }
+}
+
+/// The outbox wakers of one process, told together.
+#[derive(Default)]
+struct LocalWakers(std::sync::RwLock<Vec<Arc<dyn OutboxWaker>>>);
+
+impl LocalWakers {
+    fn add(&self, waker: Arc<dyn OutboxWaker>) {
+        self.0
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(waker);
+    }
+
+    fn each(&self, tell: impl Fn(&dyn OutboxWaker)) {
+        let wakers = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for waker in wakers.iter() {
+            tell(waker.as_ref());
+        }
+    }
+}
+
+impl OutboxWaker for LocalWakers {
+    fn wake(&self) {
+        self.each(|w| w.wake());
+    }
+
+    fn queued(&self, project: ProjectId) {
+        self.each(|w| w.queued(project));
+    }
+}
+
+impl ServiceState {
+    /// Tells this process's outbox wakers and the relay that an event of `project` was
+    /// committed (`None`: that events may be due, as when held callbacks are released).
+    fn tell_wakers(&self, project: Option<ProjectId>) {
+        let relay = self.relay.get().and_then(Option::as_ref);
+        let wakers: [Option<&dyn OutboxWaker>; 2] =
+            [Some(self.wakers.as_ref()), relay.map(|r| r.as_ref())];
+        for waker in wakers.into_iter().flatten() {
+            match project {
+                Some(p) => waker.queued(p),
+                None => waker.wake(),
+            }
+        }
     }
 }
 
@@ -707,14 +760,8 @@ impl ServiceState {
 
     /// After a committed change: wakes the outbox wakers when it queued an event.
     fn woken(&self, event: Option<OutboxEvent>) -> Result<Option<OutboxEvent>, StoreError> {
-        if event.is_some() {
-            let wakers = self
-                .wakers
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for waker in wakers.iter() {
-                waker.wake();
-            }
+        if let Some(e) = &event {
+            self.tell_wakers(Some(e.event.project_id));
         }
         Ok(event)
     }

@@ -124,6 +124,14 @@ macro_rules! __storage_port {
                 /// A page of a project's callback events with their attempts (see [`EventQuery`]),
                 /// newest first by `(created_at, event_id)`.
                 read fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
+                @sync {
+                    /// The relay that tells this process of the events other processes commit to
+                    /// the store and them of this one's ([`OutboxRelay`]); `None` (the default)
+                    /// where one process has the store, whose own wakers see every event.
+                    fn outbox_relay(&self) -> Option<Arc<dyn OutboxRelay>> {
+                        None
+                    }
+                }
             }
         }
     };

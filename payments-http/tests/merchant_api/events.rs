@@ -515,10 +515,9 @@ async fn listen_forwards_a_test_payments_callback_to_a_local_receiver_that_verif
     s.stop().await;
 }
 
-/// A project's long polls beyond four are answered at once: a client that opens many costs no
-/// more than polling. The four that wait all see the event that ends their wait.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_most_four_long_polls_of_a_project_wait_at_once() {
+/// A server that does not dispatch, its client, and a completed payment of its project
+/// (whose callback event is queued, undelivered).
+async fn completed_without_dispatch(order: &str) -> (TestServer, MerchantClient, String) {
     let s = TestServer::start(|s| s.dispatch = false).await;
     s.patch_project(ProjectPatch {
         callback_url: Some(Some("https://shop.example.com/callbacks".into())),
@@ -527,11 +526,19 @@ async fn at_most_four_long_polls_of_a_project_wait_at_once() {
     .await;
     let c = s.client();
     let r = c
-        .create_payment(&body("lp-1", "100"))
+        .create_payment(&body(order, "100"))
         .await
         .expect("a create");
     let id = str_of(&r.json["id"]);
     confirm(&s, &id).await;
+    (s, c, id)
+}
+
+/// A project's long polls beyond four are answered at once: a client that opens many costs no
+/// more than polling. The four that wait all see the event that ends their wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_four_long_polls_of_a_project_wait_at_once() {
+    let (s, c, id) = completed_without_dispatch("lp-1").await;
     let since = crate::support::now_rfc3339().replace('+', "%2B");
     let q = format!("created_from={since}&wait=10");
     let mut waiting = Vec::new();
@@ -564,6 +571,46 @@ async fn at_most_four_long_polls_of_a_project_wait_at_once() {
         0,
         "every place given back"
     );
+    s.stop().await;
+}
+
+/// A waiting long poll reads the store again only when its project has news: quiet, it reads
+/// once in its whole wait; an event committed for the project wakes it at once (not at a
+/// poll's turn), and it reads once more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_reads_the_store_again_only_when_an_event_wakes_it() {
+    let (s, c, id) = completed_without_dispatch("lp-quiet").await;
+    let since = crate::support::now_rfc3339().replace('+', "%2B");
+    let quiet = c
+        .list_events(&format!("created_from={since}&wait=2"))
+        .await
+        .expect("a page");
+    assert_eq!(len(&quiet.json), 0, "{}", quiet.json);
+    assert_eq!(s.state.long_polls.rereads(), 0, "a quiet wait reads once");
+
+    let poll = {
+        let (c, q) = (c.clone(), format!("created_from={since}&wait=30"));
+        tokio::spawn(async move { c.list_events(&q).await.expect("a page") })
+    };
+    let started = Instant::now();
+    while s.state.long_polls.waiting(s.project()) < 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the poll waits"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let woken = Instant::now();
+    let sent = c.resend_payment_callback(&id).await.expect("an answer");
+    assert_eq!(sent.status, StatusCode::ACCEPTED, "{}", sent.json);
+    let page = poll.await.expect("the poll");
+    assert_eq!(page.json["data"][0]["id"], sent.json["id"], "{}", page.json);
+    assert!(
+        woken.elapsed() < Duration::from_secs(4),
+        "woken by the event, not by the 5 s safety net: {:?}",
+        woken.elapsed()
+    );
+    assert_eq!(s.state.long_polls.rereads(), 1, "one read after the wake");
     s.stop().await;
 }
 

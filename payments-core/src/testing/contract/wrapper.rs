@@ -16,6 +16,7 @@ use crate::payer::PaymentPageRecord;
 use crate::project::OperatorTokenRecord;
 use crate::receipt::Receipt;
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
+use crate::store::OutboxRelay;
 use crate::store::{AppealChange, AppealStore, RequestLogStore};
 use crate::store::{
     AuditStore, Backlog, CallbackSecretStore, CredentialStore, EntryQuery, EventQuery, LeaseToken,
@@ -507,6 +508,17 @@ macro_rules! probe_answer {
     };
 }
 
+/// The body of a `@sync` method of [`Probe`]: `is_ready` follows the switch, any other
+/// keeps the port's default.
+macro_rules! probe_sync {
+    (is_ready $s:ident $body:block) => {
+        $s.ready.load(Ordering::SeqCst)
+    };
+    ($other:ident $s:ident $body:block) => {
+        $body
+    };
+}
+
 /// Implements a trait of the port for [`Probe`] from its listing (`store/port.rs`): every
 /// `async` method records its name and answers as [`probe_answer!`] says; `is_ready` follows
 /// the switch.
@@ -532,8 +544,8 @@ macro_rules! probe_port {
         #[async_trait]
         impl $trait for Probe {
             $($(
-                fn $sname(&self) -> $sret {
-                    self.ready.load(Ordering::SeqCst)
+                fn $sname(&$ss) -> $sret {
+                    probe_sync!($sname $ss $sbody)
                 }
             )*)?
             $(
