@@ -141,6 +141,55 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// `n` nodes over `database_url` sharing `data_dir`, ready: the first bootstraps the
+    /// sandbox, then the others join.
+    async fn start(
+        data_dir: &std::path::Path,
+        database_url: &str,
+        n: usize,
+        http: &reqwest::Client,
+    ) -> Cluster {
+        let mut cluster = Cluster {
+            binary: PathBuf::from(env!("CARGO_BIN_EXE_payments-server")),
+            data_dir: data_dir.to_path_buf(),
+            database_url: database_url.to_string(),
+            nodes: (0..n)
+                .map(|_| Node {
+                    listen: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                    operator: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                    cabinet: SocketAddr::from(([127, 0, 0, 1], free_port())),
+                    child: None,
+                })
+                .collect(),
+            restarts: 0,
+        };
+        cluster.spawn(0);
+        cluster.wait_ready(0, http).await;
+        for i in 1..n {
+            cluster.spawn(i);
+        }
+        for i in 1..n {
+            cluster.wait_ready(i, http).await;
+        }
+        cluster
+    }
+
+    /// A merchant client of each node, signing as `c`.
+    fn clients(&self, c: &SandboxCredentials, http: &reqwest::Client) -> Vec<MerchantClient> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                MerchantClient::new(
+                    &format!("http://{}", n.listen),
+                    c.token.expose(),
+                    c.private_key_pem.expose(),
+                )
+                .expect("a client")
+                .with_http_client(http.clone())
+            })
+            .collect()
+    }
+
     fn spawn(&mut self, i: usize) {
         let node = &self.nodes[i];
         let log =
@@ -423,50 +472,15 @@ async fn three_nodes_one_database_kills_and_a_database_restart() {
     // The nodes: one bootstraps the sandbox, then the others join.
     let dir = tempfile::tempdir().expect("a temporary directory");
     let database_url = fresh_schema(&base).await;
-    let mut cluster = Cluster {
-        binary: PathBuf::from(env!("CARGO_BIN_EXE_payments-server")),
-        data_dir: dir.path().to_path_buf(),
-        database_url: database_url.clone(),
-        nodes: (0..NODES)
-            .map(|_| Node {
-                listen: SocketAddr::from(([127, 0, 0, 1], free_port())),
-                operator: SocketAddr::from(([127, 0, 0, 1], free_port())),
-                cabinet: SocketAddr::from(([127, 0, 0, 1], free_port())),
-                child: None,
-            })
-            .collect(),
-        restarts: 0,
-    };
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()
         .expect("a client");
-    cluster.spawn(0);
-    cluster.wait_ready(0, &http).await;
-    for i in 1..NODES {
-        cluster.spawn(i);
-    }
-    for i in 1..NODES {
-        cluster.wait_ready(i, &http).await;
-    }
+    let mut cluster = Cluster::start(dir.path(), &database_url, NODES, &http).await;
     let creds = SandboxCredentials::from_file(dir.path().join("sandbox-credentials.json"))
         .expect("the bootstrap wrote the credentials");
     let test = creds.for_test_project().expect("a test project");
-    let clients_for = |c: &SandboxCredentials| -> Vec<MerchantClient> {
-        cluster
-            .nodes
-            .iter()
-            .map(|n| {
-                MerchantClient::new(
-                    &format!("http://{}", n.listen),
-                    c.token.expose(),
-                    c.private_key_pem.expose(),
-                )
-                .expect("a client")
-                .with_http_client(http.clone())
-            })
-            .collect()
-    };
+    let clients_for = |c: &SandboxCredentials| cluster.clients(c, &http);
     // The load on the demo project (live flow: its payments send callbacks); the rate limit
     // and the replays on the test project.
     let clients = clients_for(&creds);
@@ -907,4 +921,71 @@ async fn three_nodes_one_database_kills_and_a_database_restart() {
     );
     drop(receipts);
     drop(cluster);
+}
+
+/// A long poll of the events list waiting on one node is answered when another node commits
+/// the project's event: the nodes relay their outbox wakes through the database
+/// (`LISTEN`/`NOTIFY`), so the poll wakes at once, well before its 5 s safety net.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn a_long_poll_on_one_node_wakes_for_an_event_committed_on_another() {
+    let base = database_url();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let database_url = fresh_schema(&base).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(40))
+        .build()
+        .expect("a client");
+    let cluster = Cluster::start(dir.path(), &database_url, 2, &http).await;
+    let creds = SandboxCredentials::from_file(dir.path().join("sandbox-credentials.json"))
+        .expect("the bootstrap wrote the credentials");
+    let clients = cluster.clients(&creds, &http);
+    let created = clients[1]
+        .create_payment(&json!({
+            "merchant_payment_id": "relayed-1",
+            "amount": "1500",
+            "payment_method": "sbp",
+            "callback_url": "http://127.0.0.1:9/cb",
+        }))
+        .await
+        .expect("a create");
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    let id = created.json["id"].as_str().expect("an id").to_string();
+    // Events from the payment's creation on: none yet.
+    let since = created.json["created_at"]
+        .as_str()
+        .expect("a creation time")
+        .replace('+', "%2B");
+    let poll = {
+        let c = clients[0].clone();
+        tokio::spawn(async move {
+            c.list_events(&format!("created_from={since}&wait=30"))
+                .await
+                .expect("a page")
+        })
+    };
+    // The poll is held on node 0 (its first read found nothing) before node 1 commits.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let operator = format!("http://{}", cluster.nodes[1].operator);
+    let confirmed = Instant::now();
+    let r = http
+        .post(format!("{operator}/operator/v1/payments/{id}/confirm"))
+        .bearer_auth(creds.operator_token.expose())
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("the confirm is answered");
+    assert_eq!(r.status(), StatusCode::OK);
+    let page = poll.await.expect("the poll");
+    let took = confirmed.elapsed();
+    assert_eq!(
+        page.json["data"][0]["payment_id"],
+        id.as_str(),
+        "{}",
+        page.json
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "woken by node 1's event, not by the safety net: {took:?}"
+    );
 }

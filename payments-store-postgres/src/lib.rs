@@ -54,6 +54,7 @@ mod ledger;
 mod outbox;
 mod payments;
 mod ratelimit;
+mod relay;
 mod runtime;
 mod schema;
 mod store;
@@ -137,6 +138,10 @@ pub struct PgStore {
     wait_timeout: Duration,
     /// The keys requisites are sealed with ([`PgStore::requisite_sealing`]); clones share it.
     sealing: RequisiteSealing,
+    /// Where the outbox relay's own connection goes ([`relay`]).
+    target: Arc<tls::Target>,
+    /// The runtime the store was opened on: where the relay runs when joined outside one.
+    runtime: tokio::runtime::Handle,
 }
 
 impl fmt::Debug for PgStore {
@@ -212,6 +217,10 @@ impl PgStore {
     }
 
     fn pool_only(target: tls::Target, options: &PgOptions) -> Result<PgStore, OpenError> {
+        let shared_target = Arc::new(tls::Target {
+            config: target.config.clone(),
+            transport: target.transport.clone(),
+        });
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
@@ -246,7 +255,14 @@ impl PgStore {
             scan_timeout: options.scan_timeout,
             wait_timeout: options.wait_timeout,
             sealing: RequisiteSealing::new(),
+            target: shared_target,
+            runtime: tokio::runtime::Handle::current(),
         })
+    }
+
+    /// The outbox relay over this store's database ([`relay`]).
+    pub(crate) fn relay(&self) -> relay::PgRelay {
+        relay::PgRelay::new(self.target.clone(), self.runtime.clone())
     }
 
     /// A permit to take a pool connection for a list read ([`PgOptions::reserved`]), or

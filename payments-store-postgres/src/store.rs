@@ -240,6 +240,12 @@ impl OutboxStore for PgStore {
     async fn find_events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
         in_scan!(self, |tx| outbox::find(&tx, query).await)
     }
+
+    /// Nodes over one database tell each other of their events through `LISTEN`/`NOTIFY` on
+    /// a connection of each node's own (`relay`).
+    fn outbox_relay(&self) -> Option<std::sync::Arc<dyn payments_core::store::OutboxRelay>> {
+        Some(std::sync::Arc::new(self.relay()))
+    }
 }
 
 #[async_trait]

@@ -615,3 +615,95 @@ async fn payment_columns_after_mpid(url: &str) -> String {
     assert_eq!(&columns[..at], ["id", "project_id"], "{columns:?}");
     columns[at + 1..].join(", ")
 }
+
+/// What a relay told one node: `Some(project)` for a project's event, `None` for "look
+/// again".
+struct Heard(tokio::sync::mpsc::UnboundedSender<Option<payments_core::ProjectId>>);
+
+impl payments_core::store::OutboxWaker for Heard {
+    fn wake(&self) {
+        let _ = self.0.send(None);
+    }
+
+    fn queued(&self, project: payments_core::ProjectId) {
+        let _ = self.0.send(Some(project));
+    }
+}
+
+type Ears = tokio::sync::mpsc::UnboundedReceiver<Option<payments_core::ProjectId>>;
+
+/// The next thing `ears` heard, within 10 s.
+async fn next(ears: &mut Ears) -> Option<payments_core::ProjectId> {
+    tokio::time::timeout(Duration::from_secs(10), ears.recv())
+        .await
+        .expect("heard within 10 s")
+        .expect("the relay is running")
+}
+
+/// Two nodes over one database tell each other, and only each other, which projects they
+/// queued events for; a node whose relay connection is cut is told to look again, and hears
+/// the other again once it has connected anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn nodes_relay_their_outbox_wakes_to_each_other() {
+    use payments_core::store::OutboxStore;
+    let base = support::database_url();
+    let url = support::fresh_schema(&base).await;
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        nodes.push(
+            PgStore::connect(&url, support::options())
+                .await
+                .expect("a node"),
+        );
+    }
+    let rng = payments_core::testing::SeededRandom::new(61);
+    let project = || payments_core::ProjectId::generate(&rng);
+    let mut ears = Vec::new();
+    let mut tell = Vec::new();
+    for node in &nodes {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let relay = node.outbox_relay().expect("PostgreSQL relays");
+        tell.push(relay.join(std::sync::Arc::new(Heard(tx))));
+        ears.push(rx);
+    }
+    // Each is told to look once it listens.
+    for e in &mut ears {
+        assert_eq!(next(e).await, None);
+    }
+    let (p1, p2) = (project(), project());
+    tell[1].queued(p1);
+    assert_eq!(next(&mut ears[0]).await, Some(p1));
+    tell[0].queued(p2);
+    assert_eq!(next(&mut ears[1]).await, Some(p2), "not its own p1 first");
+    // A burst is delivered whole, in few notifications.
+    let burst: std::collections::HashSet<_> = (0..500).map(|_| project()).collect();
+    for p in &burst {
+        tell[1].queued(*p);
+    }
+    let mut got = std::collections::HashSet::new();
+    while got.len() < burst.len() {
+        got.insert(next(&mut ears[0]).await.expect("a project"));
+    }
+    assert_eq!(got, burst);
+
+    // Cut both relays' connections: each node is told to look again, twice (lost, then
+    // listening anew), and they hear each other again.
+    let schema_of = |url: &str| {
+        let at = url.find("search_path%3D").expect("a test schema") + "search_path%3D".len();
+        url[at..].to_string()
+    };
+    let cut = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = \
+         'relay payments_outbox_' || left(md5('{}'), 16)",
+        schema_of(&url)
+    );
+    exec(&base, &cut).await;
+    for e in &mut ears {
+        assert_eq!(next(e).await, None, "lost");
+        assert_eq!(next(e).await, None, "listening again");
+    }
+    let p3 = project();
+    tell[1].queued(p3);
+    assert_eq!(next(&mut ears[0]).await, Some(p3));
+}
