@@ -279,7 +279,14 @@ pub struct PaymentChange {
     pub history: Option<StatusChange>,
 }
 
-/// A page of a project's payments, newest first.
+/// The most branches one [`PaymentQuery`] reads in one statement: the query itself and at most
+/// `MAX_QUERY_BRANCHES - 1` in [`PaymentQuery::union`]. A read of more (the cabinet's search
+/// over many projects) is split by the core into queries of at most this many, their pages
+/// merged.
+pub const MAX_QUERY_BRANCHES: usize = 32;
+
+/// A page of a project's payments, newest first; with [`union`](PaymentQuery::union), of the
+/// payments any of several queries finds (several projects, several filters) in one read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentQuery {
     /// The project.
@@ -309,6 +316,12 @@ pub struct PaymentQuery {
     pub before: Option<(Timestamp, PaymentId)>,
     /// At most this many.
     pub limit: usize,
+    /// Other branches of the same page: the payments this query's filters find and those each
+    /// of these finds (its own project and filters; its `before`, `limit` and `union` are
+    /// ignored, this query's apply to every branch), each payment once, newest first by
+    /// `(created_at, id)`, at most `limit`. A store reads them in one statement, each branch
+    /// through its own index. At most [`MAX_QUERY_BRANCHES`]` - 1`; empty for one query.
+    pub union: Vec<PaymentQuery>,
 }
 
 impl PaymentQuery {
@@ -328,7 +341,25 @@ impl PaymentQuery {
             requisite_last4: None,
             before: None,
             limit,
+            union: Vec::new(),
         }
+    }
+
+    /// The branches of the page: this query without its [`union`](PaymentQuery::union), then
+    /// each query of it, every one with this query's `before` and `limit`.
+    pub fn branches(&self) -> Vec<PaymentQuery> {
+        let own = PaymentQuery {
+            union: Vec::new(),
+            ..self.clone()
+        };
+        std::iter::once(own)
+            .chain(self.union.iter().map(|b| PaymentQuery {
+                before: self.before,
+                limit: self.limit,
+                union: Vec::new(),
+                ..b.clone()
+            }))
+            .collect()
     }
 }
 

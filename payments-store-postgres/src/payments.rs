@@ -342,12 +342,15 @@ pub(crate) async fn find<C: GenericClient>(
     let narrow = match listing::prefix_count(q, codec::D) {
         Some((sql, values)) => {
             let rows = query(c, &sql, &refs(&params(values))).await?;
-            let found: i64 = rows.first().map_or(0, |r| r.get(0));
-            found <= i64::try_from(listing::NARROW_PREFIX).unwrap_or(i64::MAX)
+            let counts: Vec<i64> = rows
+                .first()
+                .map(|r| (0..r.len()).map(|i| r.get(i)).collect())
+                .unwrap_or_default();
+            listing::narrow_prefixes(&counts)
         }
-        None => false,
+        None => Vec::new(),
     };
-    let (sql, values) = listing::payment_page(q, codec::D, narrow);
+    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
     query_payments(c, s, &sql, &refs(&params(values))).await
 }
 

@@ -62,6 +62,10 @@ pub const METADATA_FILL: &str = payments_store_sql::schema::METADATA_FILL_POSTGR
 /// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
 /// and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP TRIGGER payments_amount_key_insert ON payments;
+    DROP TRIGGER payments_amount_key_update ON payments;
+    DROP FUNCTION payments_amount_key();
+    DROP INDEX payments_project_amount_key; ALTER TABLE payments DROP COLUMN amount_key;
     DROP TABLE appeal_receipts, appeals;
     DROP TABLE payment_history;
     DROP TRIGGER payments_metadata_insert ON payments;
@@ -69,7 +73,7 @@ pub const DOWNGRADE_TO_VERSION_1: &str = "
     DROP INDEX outbox_events_project_state;
     ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN name;
     DROP TABLE request_log;
-    DROP INDEX payments_project_last4, payments_project_amount;
+    DROP INDEX payments_project_last4;
     ALTER TABLE payments DROP COLUMN requisite_last4;
     ALTER TABLE projects DROP COLUMN return_url;
     DROP TABLE cabinet_slots;

@@ -525,6 +525,100 @@ async fn the_last4_backfill_makes_old_payments_findable() {
     store.close();
 }
 
+/// The keys of the payments' amounts, by id.
+async fn amount_keys(url: &str) -> Vec<Option<String>> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(connection);
+    let rows = client
+        .query("SELECT amount_key FROM payments ORDER BY id", &[])
+        .await
+        .expect("read");
+    drop(client);
+    let _ = task.await;
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// Migration 23's fill keys the payments an older build wrote (no `amount_key`) as this
+/// build's writes do (`Amount::normalized`), whatever the scale; a second fill changes
+/// nothing. Its trigger keys what a node of the previous build writes during a rolling upgrade:
+/// an insert without the key, and an update of the amount that leaves the key as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn the_amount_key_fill_and_trigger_key_payments_as_a_write_does() {
+    use payments_core::amount::Amount;
+    use payments_core::store::{InsertOutcome, PaymentQuery};
+    use payments_core::testing::contract::project_id;
+
+    let url = support::fresh_schema(&support::database_url()).await;
+    let store = PgStore::connect(&url, support::options()).await.unwrap();
+    let (payments, normalized) = payments_core::testing::contract::payments_of_every_scale();
+    for p in &payments {
+        assert_eq!(
+            store.insert_payment(p).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+    }
+    let written = amount_keys(&url).await;
+    assert_eq!(
+        written.iter().flatten().cloned().collect::<Vec<_>>(),
+        normalized
+    );
+    exec(&url, "UPDATE payments SET amount_key = NULL").await;
+    for _ in 0..2 {
+        exec(&url, payments_store_sql::schema::AMOUNT_KEY_FILL_POSTGRES).await;
+        assert_eq!(
+            amount_keys(&url).await,
+            written,
+            "the fill's keys are a write's"
+        );
+    }
+    let by_amount = |text: &str| {
+        let mut q = PaymentQuery::new(project_id(1), 20);
+        q.amount = Some(Amount::parse(text).expect("an amount"));
+        q
+    };
+    assert_eq!(
+        store
+            .find_payments(&by_amount("100.000"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    // As a node of the previous build writes: neither statement names the key.
+    exec(
+        &url,
+        &format!(
+            "UPDATE payments SET amount = '8.50' WHERE id = '{}';\n\
+             CREATE TEMP TABLE t AS SELECT * FROM payments WHERE id = '{}';\n\
+             UPDATE t SET id = '{}', merchant_payment_id = 'older-build', amount = '42.000', \
+             amount_key = NULL;\n\
+             INSERT INTO payments SELECT * FROM t;",
+            payment_id(0),
+            payment_id(1),
+            payment_id(50)
+        ),
+    )
+    .await;
+    let ids =
+        |v: Vec<payments_core::payment::Payment>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.find_payments(&by_amount("8.5")).await.unwrap()),
+        vec![payment_id(0)]
+    );
+    assert_eq!(
+        ids(store.find_payments(&by_amount("42")).await.unwrap()),
+        vec![payment_id(50)]
+    );
+    assert_eq!(
+        store.find_payments(&by_amount("100")).await.unwrap().len(),
+        1
+    );
+    store.close();
+}
+
 /// A list read runs at most `scan_timeout`: a merchant payment id prefix of 20,000 payments,
 /// all older than the 180,000 newer ones it reads past in time order, is stopped and fails as unavailable with the cause `TimedOut` (answered `503`,
 /// "narrow the filters"); an indexed page of the same project is answered as always.

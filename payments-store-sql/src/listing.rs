@@ -111,19 +111,44 @@ impl Conditions {
 /// match of a prefix that matches them all).
 pub const NARROW_PREFIX: u64 = 10_000;
 
-/// How many of the project's payments the query's merchant payment id prefix matches, counted
-/// through the `(project_id, merchant_payment_id)` index up to [`NARROW_PREFIX`] + 1; `None`
-/// without a prefix. One integer column.
+/// How many of each branch's project's payments the branch's merchant payment id prefix
+/// matches ([`PaymentQuery::branches`]: the query itself, then each of its union), counted
+/// through the `(project_id, merchant_payment_id)` index up to [`NARROW_PREFIX`] + 1: one row,
+/// one integer column per branch (0 for a branch without a prefix); `None` when no branch has
+/// a prefix. [`narrow_prefixes`] reads the counts.
 pub fn prefix_count(q: &PaymentQuery, dialect: Dialect) -> Option<(String, Vec<SqlValue>)> {
-    let prefix = q.merchant_payment_id_prefix.as_deref()?;
-    let mut w = Conditions::new("SELECT count(*) FROM (SELECT 1 FROM payments WHERE ");
-    w.add("project_id = ?", SqlValue::display(q.project));
-    add_prefix(&mut w, dialect, prefix, true);
-    w.add(
-        " LIMIT ?) matches",
-        SqlValue::Int(i64::try_from(NARROW_PREFIX + 1).unwrap_or(i64::MAX)),
-    );
+    let branches = q.branches();
+    if branches
+        .iter()
+        .all(|b| b.merchant_payment_id_prefix.is_none())
+    {
+        return None;
+    }
+    let mut w = Conditions::new("SELECT ");
+    for (i, b) in branches.iter().enumerate() {
+        if i > 0 {
+            w.push(", ");
+        }
+        let Some(prefix) = b.merchant_payment_id_prefix.as_deref() else {
+            w.push("CAST(0 AS BIGINT)");
+            continue;
+        };
+        w.push("(SELECT count(*) FROM (SELECT 1 FROM payments WHERE ");
+        w.add("project_id = ?", SqlValue::display(b.project));
+        add_prefix(&mut w, dialect, prefix, true);
+        w.add(
+            " LIMIT ?) matches)",
+            SqlValue::Int(i64::try_from(NARROW_PREFIX + 1).unwrap_or(i64::MAX)),
+        );
+    }
     Some(w.finish(dialect))
+}
+
+/// Whether each branch's prefix is narrow, from the counts of [`prefix_count`]'s row (no
+/// counts: none is).
+pub fn narrow_prefixes(counts: &[i64]) -> Vec<bool> {
+    let narrow = i64::try_from(NARROW_PREFIX).unwrap_or(i64::MAX);
+    counts.iter().map(|&n| n <= narrow).collect()
 }
 
 /// Appends "the merchant payment id starts with `prefix`": a range in byte order, since every
@@ -147,18 +172,48 @@ fn add_prefix(w: &mut Conditions, dialect: Dialect, prefix: &str, indexed: bool)
 /// A page of a project's payments (see [`PaymentQuery`]), newest first by `(created_at, id)`,
 /// every payment column selected. Read through the `(project_id, created_at, id)` index, or
 /// `(project_id, status, created_at, id)`, `(project_id, payment_method, created_at, id)`,
-/// `(project_id, flow, created_at, id)`, `(project_id, amount, created_at, id)` or
+/// `(project_id, flow, created_at, id)`, `(project_id, amount_key, created_at, id)` or
 /// `(project_id, requisite_last4, created_at, id)` for a filter on those; with a metadata
 /// filter, through `payment_metadata`'s key (the project's payments with that key and value,
 /// newest first), each joined to its payment; with a merchant payment id prefix that
-/// `narrow_prefix` says matches few payments ([`prefix_count`]), its matches are read first
-/// through `(project_id, merchant_payment_id)` and then sorted.
+/// `narrow` says matches few payments ([`prefix_count`], one flag per branch), its matches
+/// are read first through `(project_id, merchant_payment_id)` and then sorted.
+///
+/// With a [`union`](PaymentQuery::union), each branch is such a page of its own (its own
+/// `ORDER BY ... LIMIT` on its own index), and the statement is their `UNION` (each payment
+/// once) under the same order and limit: a few rows per branch are sorted, never all the
+/// matches of a branch.
 pub fn payment_page(
     q: &PaymentQuery,
     dialect: Dialect,
-    narrow_prefix: bool,
+    narrow: &[bool],
 ) -> (String, Vec<SqlValue>) {
-    let mut w = payment_source(q, dialect, narrow_prefix);
+    let narrow_at = |i: usize| narrow.get(i).copied().unwrap_or(false);
+    if q.union.is_empty() {
+        let mut w = Conditions::new("");
+        add_branch(&mut w, q, dialect, narrow_at(0));
+        return w.finish(dialect);
+    }
+    let columns = list(&PAYMENT_COLUMNS);
+    let mut w = Conditions::new("");
+    for (i, b) in q.branches().iter().enumerate() {
+        if i > 0 {
+            w.push(" UNION ");
+        }
+        w.push(&format!("SELECT {columns} FROM ("));
+        add_branch(&mut w, b, dialect, narrow_at(i));
+        w.push(&format!(") b{i}"));
+    }
+    w.add(
+        " ORDER BY created_at DESC, id DESC LIMIT ?",
+        SqlValue::Int(limit(q.limit)),
+    );
+    w.finish(dialect)
+}
+
+/// Appends one branch of [`payment_page`]: the page of `q`'s own filters (its union aside).
+fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) {
+    payment_source(w, q, dialect, narrow_prefix);
     // Through the metadata table, the time and id it orders by are its copies of the
     // payment's, so that its key serves the order and the time bounds.
     let (time, id) = match q.metadata {
@@ -184,14 +239,10 @@ pub fn payment_page(
         w.add(" AND flow = ?", SqlValue::text(f.as_str()));
     }
     if let Some(a) = q.amount {
-        // The amount is kept with the scale it came with: an equal value is one of its
-        // spellings, read through `(project_id, amount, created_at, id)`.
-        let spellings = a.spellings();
-        for (i, text) in spellings.into_iter().enumerate() {
-            let piece = if i == 0 { " AND amount IN (?" } else { ", ?" };
-            w.add(piece, SqlValue::Text(text));
-        }
-        w.sql.push(')');
+        // One value of `(project_id, amount_key, created_at, id)`: its matches in the order
+        // of the page (schema 23; the key is the amount's shortest text, whatever the scale
+        // it was written with).
+        w.add(" AND amount_key = ?", SqlValue::Text(a.normalized()));
     }
     if let Some(l) = &q.requisite_last4 {
         // Through `(project_id, requisite_last4, created_at, id)`; a payment written before
@@ -205,51 +256,48 @@ pub fn payment_page(
         &format!(" ORDER BY {time} DESC, {id} DESC LIMIT ?"),
         SqlValue::Int(limit(q.limit)),
     );
-    w.finish(dialect)
 }
 
-/// The head of [`payment_page`]'s statement: the project's payments; with a metadata filter,
+/// The head of a branch of [`payment_page`]: the project's payments; with a metadata filter,
 /// the rows of `payment_metadata` with its key and value, each joined to its payment (`m`
 /// read first: SQLite keeps a `CROSS JOIN`'s order); or, with a `narrow_prefix`, the prefix's
 /// matches read first through `(project_id, merchant_payment_id)`.
-fn payment_source(q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) -> Conditions {
+fn payment_source(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) {
     let columns = list(&PAYMENT_COLUMNS);
     let project = || SqlValue::display(q.project);
     if let Some((key, value)) = &q.metadata {
         let columns: Vec<String> = PAYMENT_COLUMNS.iter().map(|c| format!("p.{c}")).collect();
-        let mut w = Conditions::new(format!(
+        w.push(&format!(
             "SELECT {} FROM payment_metadata m CROSS JOIN payments p WHERE ",
             columns.join(", ")
         ));
         w.add("m.project_id = ?", project());
         w.add(" AND m.meta_key = ?", SqlValue::text(key));
         w.add(" AND m.meta_value = ?", SqlValue::text(value));
-        w.sql.push_str(" AND p.id = m.payment_id");
+        w.push(" AND p.id = m.payment_id");
         if let Some(prefix) = q.merchant_payment_id_prefix.as_deref() {
-            add_prefix(&mut w, dialect, prefix, false);
+            add_prefix(w, dialect, prefix, false);
         }
-        return w;
+        return;
     }
     match q.merchant_payment_id_prefix.as_deref() {
         Some(prefix) if narrow_prefix => {
-            let mut w = Conditions::new(format!(
+            w.push(&format!(
                 "WITH matches AS MATERIALIZED (SELECT {columns} FROM payments WHERE "
             ));
             w.add("project_id = ?", project());
-            add_prefix(&mut w, dialect, prefix, true);
+            add_prefix(w, dialect, prefix, true);
             w.add(
                 &format!(") SELECT {columns} FROM matches WHERE project_id = ?"),
                 project(),
             );
-            w
         }
         prefix => {
-            let mut w = Conditions::new(format!("SELECT {columns} FROM payments WHERE "));
+            w.push(&format!("SELECT {columns} FROM payments WHERE "));
             w.add("project_id = ?", project());
             if let Some(prefix) = prefix {
-                add_prefix(&mut w, dialect, prefix, false);
+                add_prefix(w, dialect, prefix, false);
             }
-            w
         }
     }
 }

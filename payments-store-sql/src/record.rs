@@ -368,7 +368,7 @@ impl Record for StatusChange {
 // --- payments --------------------------------------------------------------------------------
 
 /// The number of payment columns.
-pub const PAYMENT_NCOLS: usize = 33;
+pub const PAYMENT_NCOLS: usize = 34;
 
 /// The payment columns fixed at creation: an update never writes them, and a change that
 /// would alter them is refused as [`StoreError::Conflict`] (the store's `commit_change`
@@ -424,6 +424,7 @@ pub const PAYMENT_COLUMNS: [&str; PAYMENT_NCOLS] = [
     "provider",
     "route_reason",
     "requisite_last4",
+    "amount_key",
 ];
 
 /// A payment's values, one per [`PAYMENT_COLUMNS`] entry (a fixed-size array: the payment is
@@ -473,6 +474,9 @@ pub fn payment_values(
         SqlValue::opt_text(p.route.as_ref().map(|r| r.reason.as_str())),
         // In clear beside the sealed requisite: what the search finds it by (schema 16).
         SqlValue::opt_text(p.requisite_last4().as_deref()),
+        // The amount's shortest text (`100.50` -> `100.5`): what the list's `amount` filter
+        // compares, written with every amount (schema 23).
+        SqlValue::Text(p.amount.normalized()),
     ])
 }
 

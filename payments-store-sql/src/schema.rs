@@ -214,7 +214,84 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: APPEALS_POSTGRES,
         min_reader: BASELINE_MIN_READER,
     },
+    // 23: the list's `amount` filter as one value of an index: `amount_key`, the amount's
+    // shortest text, written with every amount (`record::payment_values`), filled in for the
+    // payments already written, and indexed with the project and time in place of the amount
+    // as written. Expand: a nullable column, an index dropped that only the older build's
+    // amount filter used (which still finds the same payments, by the project's time index);
+    // on PostgreSQL a trigger keys the payments a node of the previous build writes during a
+    // rolling upgrade (SQLite has one process and no rolling upgrade).
+    Migration {
+        name: "amount key",
+        sqlite: AMOUNT_KEY_SQLITE,
+        postgres: AMOUNT_KEY_POSTGRES,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 23's fill on SQLite (`sqlite`) or PostgreSQL (`postgres`): the key of every
+/// payment without one, `payments_core::amount::Amount::normalized` of its amount. On SQLite
+/// the amount's text without trailing zeros after the dot, nor the dot itself (`100.50` ->
+/// `100.5`, `100.000` -> `100`; an amount is written as its decimal's text, so it has no
+/// leading zeros); on PostgreSQL its numeric value without trailing zeros (`trim_scale`), as
+/// text. Idempotent: a keyed payment is left alone.
+macro_rules! amount_key_fill {
+    (sqlite) => {
+        "UPDATE payments SET amount_key = \
+         CASE WHEN instr(amount, '.') > 0 THEN rtrim(rtrim(amount, '0'), '.') ELSE amount END \
+         WHERE amount_key IS NULL;\n"
+    };
+    (postgres) => {
+        "UPDATE payments SET amount_key = trim_scale(amount::numeric)::text \
+         WHERE amount_key IS NULL;\n"
+    };
+}
+
+/// Migration 23's fill on SQLite, also for a test that writes payments without their key.
+pub const AMOUNT_KEY_FILL_SQLITE: &str = amount_key_fill!(sqlite);
+
+/// Migration 23's fill on PostgreSQL, also for a test or benchmark that writes payments in
+/// SQL without their key.
+pub const AMOUNT_KEY_FILL_POSTGRES: &str = amount_key_fill!(postgres);
+
+/// Migration 23's index, the same text on both engines, replacing migration 16's
+/// `payments_project_amount`.
+macro_rules! amount_key_index {
+    () => {
+        "DROP INDEX IF EXISTS payments_project_amount;\n\
+         CREATE INDEX payments_project_amount_key ON payments \
+         (project_id, amount_key, created_at, id);"
+    };
+}
+
+/// Migration 23 on SQLite: the column, its fill and its index.
+const AMOUNT_KEY_SQLITE: &str = concat!(
+    "ALTER TABLE payments ADD COLUMN amount_key TEXT;\n",
+    amount_key_fill!(sqlite),
+    amount_key_index!()
+);
+
+/// Migration 23 on PostgreSQL: the column, the trigger that keys a payment written without
+/// a key, or whose amount a write changed without changing its key (a node of the previous
+/// build names neither), created before the fill (its lock waits for the writes under way),
+/// the fill and the index.
+const AMOUNT_KEY_POSTGRES: &str = concat!(
+    "ALTER TABLE payments ADD COLUMN amount_key TEXT;\n\
+     CREATE FUNCTION payments_amount_key() RETURNS trigger LANGUAGE plpgsql AS $$\n\
+     BEGIN\n\
+         NEW.amount_key := trim_scale(NEW.amount::numeric)::text;\n\
+         RETURN NEW;\n\
+     END;\n\
+     $$;\n\
+     CREATE TRIGGER payments_amount_key_insert BEFORE INSERT ON payments \
+     FOR EACH ROW WHEN (NEW.amount_key IS NULL) EXECUTE FUNCTION payments_amount_key();\n\
+     CREATE TRIGGER payments_amount_key_update BEFORE UPDATE OF amount ON payments \
+     FOR EACH ROW WHEN (NEW.amount IS DISTINCT FROM OLD.amount \
+     AND NEW.amount_key IS NOT DISTINCT FROM OLD.amount_key) \
+     EXECUTE FUNCTION payments_amount_key();\n",
+    amount_key_fill!(postgres),
+    amount_key_index!()
+);
 
 /// Migration 22's tables and indexes on both engines (SQLite reads `BIGINT` as `INTEGER`),
 /// the receipts' content of type `$bytes`. An appeal's receipt infos are a JSON list in
@@ -365,7 +442,8 @@ pub const METADATA_FILL_POSTGRES: &str = metadata_fill!("jsonb_each_text(p.metad
 const EVENT_STATE_DDL: &str = "CREATE INDEX outbox_events_project_state ON outbox_events \
 (project_id, state, created_at, event_id);";
 
-/// Migration 16's columns and indexes, the same text on both engines.
+/// Migration 16's columns and indexes, the same text on both engines (its amount index is
+/// replaced by migration 23's).
 const SEARCH_DDL: &str = "ALTER TABLE payments ADD COLUMN requisite_last4 TEXT;\n\
 ALTER TABLE projects ADD COLUMN return_url TEXT;\n\
 CREATE INDEX payments_project_last4 ON payments (project_id, requisite_last4, created_at, id) \

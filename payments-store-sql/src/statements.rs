@@ -240,7 +240,7 @@ pub fn planted_schema(d: Dialect) -> Option<&'static str> {
     None
 }
 
-/// Updates a payment's mutable columns, only at the expected version (`$30`) and only if the
+/// Updates a payment's mutable columns, only at the expected version (`$N+1`, N = [`PAYMENT_NCOLS`]) and only if the
 /// columns fixed at creation ([`PAYMENT_IMMUTABLE`]) are unchanged: they are matched, not set,
 /// so a change to one of them is refused (no row matches) rather than dropped silently, and
 /// SQLite leaves the `(project_id, merchant_payment_id)` unique index alone. Parameters are

@@ -138,15 +138,19 @@ pub(crate) fn find(
 ) -> Result<Vec<Payment>, StoreError> {
     let narrow = match listing::prefix_count(q, codec::D) {
         Some((sql, values)) => {
-            let found: i64 = conn
+            let counts: Vec<i64> = conn
                 .prepare_cached(&sql)
-                .and_then(|mut s| s.query_row(params(values), |r| r.get(0)))
+                .and_then(|mut s| {
+                    s.query_row(params(values), |r| {
+                        (0..r.as_ref().column_count()).map(|i| r.get(i)).collect()
+                    })
+                })
                 .map_err(db)?;
-            found <= i64::try_from(listing::NARROW_PREFIX).unwrap_or(i64::MAX)
+            listing::narrow_prefixes(&counts)
         }
-        None => false,
+        None => Vec::new(),
     };
-    let (sql, values) = listing::payment_page(q, codec::D, narrow);
+    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
     query_payments(conn, sealing, &sql, params(values))
 }
 
@@ -243,7 +247,7 @@ mod tests {
             insert(&conn, &RequisiteSealing::new(), &p).expect("insert");
         }
         let ids = |q: &PaymentQuery, narrow: bool| {
-            let (sql, values) = listing::payment_page(q, codec::D, narrow);
+            let (sql, values) = listing::payment_page(q, codec::D, &[narrow]);
             query_payments(&conn, &RequisiteSealing::new(), &sql, params(values))
                 .expect("a page")
                 .into_iter()

@@ -5,13 +5,14 @@
 /// later migration adds is dropped. Every new migration extends it (the upgrade tests of this
 /// crate and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_2: &str = "
+    DROP INDEX payments_project_amount_key; ALTER TABLE payments DROP COLUMN amount_key;
     DROP TABLE appeal_receipts; DROP TABLE appeals;
     DROP TABLE payment_history;
     DROP TRIGGER payments_metadata_insert; DROP TABLE payment_metadata;
     DROP INDEX outbox_events_project_state;
     ALTER TABLE tokens DROP COLUMN expires_at; ALTER TABLE tokens DROP COLUMN name;
     DROP TABLE request_log;
-    DROP INDEX payments_project_last4; DROP INDEX payments_project_amount;
+    DROP INDEX payments_project_last4;
     ALTER TABLE payments DROP COLUMN requisite_last4; ALTER TABLE projects DROP COLUMN return_url;
     DROP TABLE cabinet_slots;
     DROP TABLE ledger_entries; DROP TABLE ledger_balances;

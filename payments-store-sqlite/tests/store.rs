@@ -319,7 +319,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 22);
+    assert_eq!(SCHEMA_VERSION, 23);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -1387,4 +1387,63 @@ fn appeals_are_read_through_their_indexes() {
     let key =
         plan(payments_store_sql::appeals::APPEAL_BY_KEY.text(payments_store_sql::Dialect::Sqlite));
     assert!(key.contains("appeals_project_key"), "{key}");
+}
+
+/// Migration 23's fill keys the payments an older build wrote (no `amount_key`) as this
+/// build's writes do (`Amount::normalized`), whatever the scale the amount was written with:
+/// the `amount` filter finds them after the fill and not before; a second fill changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_amount_key_fill_keys_old_payments_as_a_write_does() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&store, 1, &[], SealWrites::Sealed);
+    let (payments, normalized) = payments_core::testing::contract::payments_of_every_scale();
+    for p in &payments {
+        assert_eq!(
+            store.insert_payment(p).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+    }
+    let conn = rusqlite::Connection::open(&path).expect("open the file");
+    let keys = |conn: &rusqlite::Connection| {
+        let mut s = conn
+            .prepare("SELECT amount_key FROM payments ORDER BY id")
+            .expect("prepare");
+        s.query_map([], |r| r.get::<_, Option<String>>(0))
+            .expect("read")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("keys")
+    };
+    let written = keys(&conn);
+    conn.execute("UPDATE payments SET amount_key = NULL", [])
+        .expect("as an older build wrote them");
+    let by_amount = |text: &str| {
+        let mut q = payments_core::store::PaymentQuery::new(project_id(1), 20);
+        q.amount = Some(payments_core::amount::Amount::parse(text).expect("an amount"));
+        q
+    };
+    assert!(store
+        .find_payments(&by_amount("100"))
+        .await
+        .unwrap()
+        .is_empty());
+    for _ in 0..2 {
+        conn.execute_batch(payments_store_sql::schema::AMOUNT_KEY_FILL_SQLITE)
+            .expect("fill");
+        assert_eq!(keys(&conn), written, "the fill's keys are a write's");
+    }
+    assert_eq!(
+        written.iter().flatten().cloned().collect::<Vec<_>>(),
+        normalized
+    );
+    assert_eq!(
+        store
+            .find_payments(&by_amount("100.000"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
 }

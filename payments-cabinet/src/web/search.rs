@@ -19,11 +19,8 @@ use askama::Template;
 use payments_core::amount::Amount;
 use payments_core::ids::PaymentId;
 use payments_core::payment::{is_last4, MerchantPaymentId};
-use payments_core::service::{
-    ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage, PaymentService,
-};
+use payments_core::service::{ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage};
 use payments_core::store::MerchantStoreExt;
-use payments_core::ApiError;
 
 /// What one search box holds, as the cabinet's payment search reads it
 /// ([`SearchTerm::parse`]).
@@ -31,20 +28,25 @@ use payments_core::ApiError;
 pub enum SearchTerm {
     /// A payment id (a UUID): that payment.
     PaymentId(PaymentId),
-    /// Exactly four digits: the last four of a requisite.
+    /// Exactly four digits: the last four of a requisite, or the start of a merchant payment
+    /// id.
     RequisiteLast4(String),
-    /// A decimal with a dot, or a whole number of other than four digits: an amount.
+    /// A decimal with a dot: an amount.
     Amount(Amount),
+    /// A whole number of other than four digits: an amount (its text), or the start of a
+    /// merchant payment id.
+    AmountOrPrefix(Amount, String),
     /// Anything else a merchant payment id may hold: a prefix of one.
     MerchantPaymentIdPrefix(String),
 }
 
 impl SearchTerm {
     /// Reads a search box (trimmed): a UUID is a payment id; exactly four digits the last four
-    /// of a requisite (an amount of four whole digits is written with decimals, `1000.00`);
-    /// another number an amount; else a merchant payment id prefix. Text none of these takes
-    /// (spaces inside, characters no merchant payment id holds) is refused, saying what the
-    /// box takes.
+    /// of a requisite (an amount of four whole digits is written with decimals, `1000.00`) or
+    /// the start of a merchant payment id; a number with a dot an amount; another whole number
+    /// an amount or the start of a merchant payment id; else a merchant payment id prefix (digits
+    /// that are no amount, `0` or 19 digits, too). Text none of these takes (spaces inside,
+    /// characters no merchant payment id holds) is refused, saying what the box takes.
     pub fn parse(text: &str) -> Result<SearchTerm, ListQueryError> {
         let text = text.trim();
         if let Ok(id) = text.parse::<PaymentId>() {
@@ -55,7 +57,11 @@ impl SearchTerm {
         }
         if text.bytes().any(|b| b.is_ascii_digit()) {
             if let Ok(a) = Amount::parse(text) {
-                return Ok(SearchTerm::Amount(a));
+                let digits = text.bytes().all(|b| b.is_ascii_digit());
+                return Ok(match MerchantPaymentId::parse(text) {
+                    Some(_) if digits => SearchTerm::AmountOrPrefix(a, text.to_string()),
+                    _ => SearchTerm::Amount(a),
+                });
             }
         }
         if MerchantPaymentId::parse(text).is_some() {
@@ -68,18 +74,32 @@ impl SearchTerm {
         ))
     }
 
-    /// `query` narrowed by this term (a payment id is looked up by id, not listed: `query`
-    /// is returned as it is).
-    pub fn narrow(&self, mut query: PaymentListQuery) -> PaymentListQuery {
+    /// The list queries this term reads, each `query` narrowed by one reading of the box
+    /// (digits: by the amount or last four, and by the merchant payment id prefix); the
+    /// search lists the payments any of them finds. A payment id is looked up by id, not
+    /// listed: `query` is returned as it is.
+    pub fn narrowed(&self, query: PaymentListQuery) -> Vec<PaymentListQuery> {
+        let prefix = |p: &str| PaymentListQuery {
+            merchant_payment_id_prefix: Some(p.to_string()),
+            ..query.clone()
+        };
+        let amount = |a: Amount| PaymentListQuery {
+            amount: Some(a),
+            ..query.clone()
+        };
         match self {
-            SearchTerm::PaymentId(_) => {}
-            SearchTerm::RequisiteLast4(l) => query.requisite_last4 = Some(l.clone()),
-            SearchTerm::Amount(a) => query.amount = Some(*a),
-            SearchTerm::MerchantPaymentIdPrefix(p) => {
-                query.merchant_payment_id_prefix = Some(p.clone())
-            }
+            SearchTerm::PaymentId(_) => vec![query.clone()],
+            SearchTerm::RequisiteLast4(l) => vec![
+                PaymentListQuery {
+                    requisite_last4: Some(l.clone()),
+                    ..query.clone()
+                },
+                prefix(l),
+            ],
+            SearchTerm::Amount(a) => vec![amount(*a)],
+            SearchTerm::AmountOrPrefix(a, p) => vec![amount(*a), prefix(p)],
+            SearchTerm::MerchantPaymentIdPrefix(p) => vec![prefix(p)],
         }
-        query
     }
 }
 
@@ -199,9 +219,9 @@ async fn searchable_projects(
 }
 
 /// `GET /payments/search`: the box is read by [`SearchTerm::parse`]: a payment id
-/// opens that payment's card, anything else lists the matching payments of every project the
-/// user may see, newest first, through the list API's operation
-/// ([`list_payments_across`]).
+/// opens that payment's card, anything else lists the payments of every project the user may
+/// see that any reading of the box finds ([`SearchTerm::narrowed`]), newest first, through
+/// the core's [`list_payments_across`](payments_core::service::Payments::list_payments_across).
 pub(crate) async fn search(
     State(st): State<CabinetState>,
     signed: Signed,
@@ -244,13 +264,23 @@ pub(crate) async fn search(
             Vec::new()
         }
         term => {
-            let query = match term {
-                Some(t) => t.narrow(query),
-                None => query,
+            let queries = match term {
+                Some(t) => t.narrowed(query),
+                None => vec![query],
             };
-            let found = list_payments_across(st.cabinet.service(), &projects, &query)
-                .await
-                .or_page(&st)?;
+            let found = match queries.split_first() {
+                Some((first, or)) => st
+                    .cabinet
+                    .service()
+                    .payments()
+                    .list_payments_across(&projects, first, or)
+                    .await
+                    .or_page(&st)?,
+                None => PaymentPage {
+                    payments: Vec::new(),
+                    next_cursor: None,
+                },
+            };
             page.next = found
                 .next_cursor
                 .map(|c| format!("/payments/search?{}&cursor={}", f.query_string(), c));
@@ -299,10 +329,14 @@ fn read_as(term: &SearchTerm) -> String {
     match term {
         SearchTerm::PaymentId(id) => trf("a payment id: {id}", &[("id", id)]),
         SearchTerm::RequisiteLast4(l) => trf(
-            "the last 4 digits of a card or phone: {digits}",
+            "the last 4 digits of a card or phone, or the start of merchant_payment_id: {digits}",
             &[("digits", l)],
         ),
         SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
+        SearchTerm::AmountOrPrefix(a, p) => trf(
+            "an amount: {amount}, or the start of merchant_payment_id: {prefix}",
+            &[("amount", a), ("prefix", p)],
+        ),
         SearchTerm::MerchantPaymentIdPrefix(p) => trf(
             "the start of merchant_payment_id: {prefix}",
             &[("prefix", p)],
@@ -334,37 +368,6 @@ fn search_row(p: &Payment, projects: &[Project]) -> SearchRow {
     }
 }
 
-/// A page of the payments of every project in `projects` as `query` asks (a merchant's
-/// projects, for the cabinet's search): each project's page through
-/// [`Payments::list_payments`](payments_core::service::Payments::list_payments) from the same cursor, merged newest first by
-/// `(created_at, id)` and cut to the limit. The order is one order across projects, so
-/// the next page starts after the last payment shown and none is skipped or repeated.
-async fn list_payments_across(
-    service: &PaymentService,
-    projects: &[Project],
-    query: &PaymentListQuery,
-) -> Result<PaymentPage, ApiError> {
-    let mut merged = Vec::new();
-    let mut more = false;
-    for project in projects {
-        let page = service.payments().list_payments(project, query).await?;
-        more |= page.next_cursor.is_some();
-        merged.extend(page.payments);
-    }
-    merged.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
-    more |= merged.len() > query.limit;
-    merged.truncate(query.limit);
-    let next_cursor = if more {
-        merged.last().map(PaymentCursor::after)
-    } else {
-        None
-    };
-    Ok(PaymentPage {
-        payments: merged,
-        next_cursor,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,11 +392,15 @@ mod tests {
             ),
             (
                 "15",
-                SearchTerm::Amount(Amount::parse("15").expect("amount")),
+                SearchTerm::AmountOrPrefix(Amount::parse("15").expect("amount"), "15".into()),
             ),
             (
                 "12345",
-                SearchTerm::Amount(Amount::parse("12345").expect("amount")),
+                SearchTerm::AmountOrPrefix(Amount::parse("12345").expect("amount"), "12345".into()),
+            ),
+            (
+                "1234567890123456789",
+                SearchTerm::MerchantPaymentIdPrefix("1234567890123456789".into()),
             ),
             (
                 "order-1",
@@ -409,7 +416,14 @@ mod tests {
             let e = SearchTerm::parse(junk).expect_err(junk);
             assert!(e.0.starts_with("search:"), "{junk}: {e}");
         }
-        let q = SearchTerm::RequisiteLast4("4242".into()).narrow(PaymentListQuery::default());
-        assert_eq!(q.requisite_last4.as_deref(), Some("4242"));
+        let q = SearchTerm::RequisiteLast4("4242".into()).narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 2, "{q:?}");
+        assert_eq!(q[0].requisite_last4.as_deref(), Some("4242"));
+        assert_eq!(q[1].merchant_payment_id_prefix.as_deref(), Some("4242"));
+        let q = SearchTerm::AmountOrPrefix(Amount::parse("15").expect("amount"), "15".into())
+            .narrowed(PaymentListQuery::default());
+        assert_eq!(q[0].amount, Amount::parse("15").ok());
+        assert_eq!(q[1].merchant_payment_id_prefix.as_deref(), Some("15"));
+        assert_eq!(q[1].amount, None, "{q:?}");
     }
 }

@@ -11,10 +11,10 @@ use base64::Engine;
 use super::Payments;
 use crate::amount::Amount;
 use crate::error::{ApiError, ErrorCode};
-use crate::ids::PaymentId;
+use crate::ids::{PaymentId, ProjectId};
 use crate::payment::{Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus};
 use crate::project::Project;
-use crate::store::PaymentQuery;
+use crate::store::{PaymentQuery, MAX_QUERY_BRANCHES};
 use crate::Timestamp;
 
 /// The payments one page holds unless `limit` says otherwise.
@@ -148,6 +148,47 @@ pub struct PaymentPage {
     pub next_cursor: Option<PaymentCursor>,
 }
 
+impl PaymentListQuery {
+    /// The store query of these filters over `project`, one payment past the page (whether
+    /// there is a next one) from the cursor.
+    fn store_query(&self, project: ProjectId) -> PaymentQuery {
+        PaymentQuery {
+            project,
+            status: self.status,
+            payment_method: self.payment_method,
+            flow: self.flow,
+            created_from: self.created_from,
+            created_to: self.created_to,
+            merchant_payment_id: self.merchant_payment_id.clone(),
+            merchant_payment_id_prefix: self.merchant_payment_id_prefix.clone(),
+            metadata: self.metadata.clone(),
+            amount: self.amount,
+            requisite_last4: self.requisite_last4.clone(),
+            before: self.cursor.map(|c| (c.created_at, c.id)),
+            limit: self.limit + 1,
+            union: Vec::new(),
+        }
+    }
+}
+
+impl PaymentPage {
+    /// The page of `limit` out of `found` (newest first, at most one past the page): the
+    /// next cursor after its last payment when `found` held more.
+    fn of(mut found: Vec<Payment>, limit: usize) -> PaymentPage {
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next_cursor = if more {
+            found.last().map(PaymentCursor::after)
+        } else {
+            None
+        };
+        PaymentPage {
+            payments: found,
+            next_cursor,
+        }
+    }
+}
+
 impl Payments<'_> {
     /// A page of `project`'s payments as `query` asks: newest first by creation time (ties by
     /// id), through an index for each filter but a broad merchant payment id prefix (see
@@ -158,34 +199,48 @@ impl Payments<'_> {
         project: &Project,
         query: &PaymentListQuery,
     ) -> Result<PaymentPage, ApiError> {
-        let mut found = self
-            .payments_page(&PaymentQuery {
-                project: project.id,
-                status: query.status,
-                payment_method: query.payment_method,
-                flow: query.flow,
-                created_from: query.created_from,
-                created_to: query.created_to,
-                merchant_payment_id: query.merchant_payment_id.clone(),
-                merchant_payment_id_prefix: query.merchant_payment_id_prefix.clone(),
-                metadata: query.metadata.clone(),
-                amount: query.amount,
-                requisite_last4: query.requisite_last4.clone(),
-                before: query.cursor.map(|c| (c.created_at, c.id)),
-                limit: query.limit + 1,
-            })
-            .await?;
-        let more = found.len() > query.limit;
-        found.truncate(query.limit);
-        let next_cursor = if more {
-            found.last().map(PaymentCursor::after)
-        } else {
-            None
-        };
-        Ok(PaymentPage {
-            payments: found,
-            next_cursor,
-        })
+        let found = self.payments_page(&query.store_query(project.id)).await?;
+        Ok(PaymentPage::of(found, query.limit))
+    }
+
+    /// A page of the payments of every project in `projects` (the cabinet's search over the
+    /// projects a user sees) that `query`'s filters find or the filters of any of `or` find
+    /// (`query`'s limit and cursor apply to all), each payment once. The order is one order
+    /// across projects, newest first by `(created_at, id)`, so the next page starts after the
+    /// last payment shown and none is skipped or repeated. Each project and filter is one
+    /// branch of a [`PaymentQuery::union`], read in one store statement per
+    /// [`MAX_QUERY_BRANCHES`] branches (each under the budget of its first branch's
+    /// project, [`Payments::payments_page`]), the statements' pages merged.
+    pub async fn list_payments_across(
+        self,
+        projects: &[Project],
+        query: &PaymentListQuery,
+        or: &[PaymentListQuery],
+    ) -> Result<PaymentPage, ApiError> {
+        let filters: Vec<PaymentListQuery> = std::iter::once(query.clone())
+            .chain(or.iter().map(|f| PaymentListQuery {
+                limit: query.limit,
+                cursor: query.cursor,
+                ..f.clone()
+            }))
+            .collect();
+        let branches: Vec<PaymentQuery> = projects
+            .iter()
+            .flat_map(|p| filters.iter().map(|f| f.store_query(p.id)))
+            .collect();
+        let mut found = Vec::new();
+        for chunk in branches.chunks(MAX_QUERY_BRANCHES) {
+            if let [first, rest @ ..] = chunk {
+                let union = PaymentQuery {
+                    union: rest.to_vec(),
+                    ..first.clone()
+                };
+                found.extend(self.payments_page(&union).await?);
+            }
+        }
+        found.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
+        found.dedup_by_key(|p| p.id);
+        Ok(PaymentPage::of(found, query.limit))
     }
 
     /// The payments a store query finds, read under the project's list budget

@@ -18,34 +18,36 @@ pub trait Matches<T> {
 }
 
 impl Matches<Payment> for PaymentQuery {
-    /// Whether `payment` passes the filters (the page aside).
+    /// Whether `payment` passes the filters of this query or of one of its
+    /// [`union`](PaymentQuery::union) (the page aside).
     fn matches(&self, payment: &Payment) -> bool {
-        payment.project_id == self.project
-            && self.status.is_none_or(|s| payment.status == s)
-            && self
-                .payment_method
-                .is_none_or(|m| payment.payment_method == m)
-            && self.flow.is_none_or(|f| payment.flow == f)
-            && self.created_from.is_none_or(|t| payment.created_at >= t)
-            && self.created_to.is_none_or(|t| payment.created_at < t)
-            && self
-                .merchant_payment_id
-                .as_ref()
-                .is_none_or(|m| &payment.merchant_payment_id == m)
-            && self
-                .merchant_payment_id_prefix
-                .as_deref()
-                .is_none_or(|p| payment.merchant_payment_id.as_str().starts_with(p))
-            && self
-                .metadata
-                .as_ref()
-                .is_none_or(|(k, v)| payment.metadata.get(k) == Some(v.as_str()))
-            && self.amount.is_none_or(|a| payment.amount == a)
-            && self
-                .requisite_last4
-                .as_deref()
-                .is_none_or(|l| payment.requisite_last4().as_deref() == Some(l))
+        self.branches()
+            .iter()
+            .any(|b| own_filters_match(b, payment))
     }
+}
+
+/// Whether `payment` passes `q`'s own filters (its union and the page aside).
+fn own_filters_match(q: &PaymentQuery, payment: &Payment) -> bool {
+    payment.project_id == q.project
+        && q.status.is_none_or(|s| payment.status == s)
+        && q.payment_method.is_none_or(|m| payment.payment_method == m)
+        && q.flow.is_none_or(|f| payment.flow == f)
+        && q.created_from.is_none_or(|t| payment.created_at >= t)
+        && q.created_to.is_none_or(|t| payment.created_at < t)
+        && q.merchant_payment_id
+            .as_ref()
+            .is_none_or(|m| &payment.merchant_payment_id == m)
+        && q.merchant_payment_id_prefix
+            .as_deref()
+            .is_none_or(|p| payment.merchant_payment_id.as_str().starts_with(p))
+        && q.metadata
+            .as_ref()
+            .is_none_or(|(k, v)| payment.metadata.get(k) == Some(v.as_str()))
+        && q.amount.is_none_or(|a| payment.amount == a)
+        && q.requisite_last4
+            .as_deref()
+            .is_none_or(|l| payment.requisite_last4().as_deref() == Some(l))
 }
 
 impl Matches<LedgerEntry> for EntryQuery {

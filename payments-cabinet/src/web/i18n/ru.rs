@@ -752,8 +752,8 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Search", "Найти"),
     ("Projects searched: {count}.", "Поиск по проектам: {count}."),
     (
-        "A payment id opens its card; four digits are the end of a card number or phone; a number with a dot (or of other than four digits) is an amount, matched exactly (1000.00 for one thousand); anything else is the start of your merchant_payment_id.",
-        "ID платежа открывает его карточку; четыре цифры — окончание номера карты или телефона; число с точкой (или не из четырёх цифр) — сумма, ищется точное совпадение (1000.00 — одна тысяча); всё остальное — начало вашего merchant_payment_id.",
+        "A payment id opens its card; four digits are the end of a card number or phone; a number with a dot is an amount, matched exactly (1000.00 for one thousand); a whole number of other than four digits is an amount; digits are also the start of your merchant_payment_id, as anything else is.",
+        "ID платежа открывает его карточку; четыре цифры — окончание номера карты или телефона; число с точкой — сумма, ищется точное совпадение (1000.00 — одна тысяча); целое число не из четырёх цифр — сумма; цифры — ещё и начало вашего merchant_payment_id, как и всё остальное.",
     ),
     ("Searching by {what}.", "Поиск: {what}."),
     ("Payments found, newest first", "Найденные платежи, сначала новые"),
@@ -1058,10 +1058,14 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("The page link is broken: search again.", "Ссылка на страницу повреждена: повторите поиск."),
     ("a payment id: {id}", "ID платежа {id}"),
     (
-        "the last 4 digits of a card or phone: {digits}",
-        "последние 4 цифры карты или телефона {digits}",
+        "the last 4 digits of a card or phone, or the start of merchant_payment_id: {digits}",
+        "последние 4 цифры карты или телефона или начало merchant_payment_id {digits}",
     ),
     ("an amount: {amount}", "сумма {amount}"),
+    (
+        "an amount: {amount}, or the start of merchant_payment_id: {prefix}",
+        "сумма {amount} или начало merchant_payment_id «{prefix}»",
+    ),
     ("the start of merchant_payment_id: {prefix}", "начало merchant_payment_id «{prefix}»"),
     // The payer page's settings in Rust (web/payer.rs).
     ("The payer page settings are saved.", "Настройки страницы оплаты сохранены."),

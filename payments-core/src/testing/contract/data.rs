@@ -237,3 +237,33 @@ pub(super) async fn events<S: Store>(store: &S, p: PaymentId) -> Vec<EventRecord
         .await
         .expect("events_for_payment")
 }
+
+/// Amounts at every scale a payment may be written with, the smallest and the largest among
+/// them: what a store's amount key must agree on with [`Amount::normalized`].
+pub const AMOUNT_SCALES: [&str; 10] = [
+    "100",
+    "100.0",
+    "100.50",
+    "100.500000",
+    "0.000001",
+    "0.10",
+    "1000",
+    "10.05",
+    "999999999999999999.999999",
+    "999999999999999999.990000",
+];
+
+/// A payment of project 1 for each of [`AMOUNT_SCALES`] (payment `n` of the `n`-th amount,
+/// merchant payment id `old-<n>`), and the amounts' [`Amount::normalized`] keys in the same
+/// order.
+pub fn payments_of_every_scale() -> (Vec<Payment>, Vec<String>) {
+    AMOUNT_SCALES
+        .iter()
+        .zip(0u128..)
+        .map(|(text, n)| {
+            let mut p = sample_payment(payment_id(n), project_id(1), &format!("old-{n}"));
+            p.amount = amount(text);
+            (p, amount(text).normalized())
+        })
+        .unzip()
+}

@@ -502,3 +502,139 @@ pub async fn concurrent_payment_pages<S: Store>(store: &S) {
         Some(answers[0].clone())
     );
 }
+
+/// The ids of `found`, in order.
+fn found_ids(found: &[Payment]) -> Vec<PaymentId> {
+    found.iter().map(|p| p.id).collect()
+}
+
+/// Every payment `q` finds, read page after page of `q.limit` from the newest, each page
+/// starting after the last payment of the one before.
+async fn every_page<S: Store>(store: &S, mut q: PaymentQuery) -> Vec<PaymentId> {
+    let mut all = Vec::new();
+    loop {
+        let page = store.find_payments(&q).await.expect("find_payments");
+        all.extend(found_ids(&page));
+        match page.last() {
+            Some(last) if page.len() == q.limit => q.before = Some((last.created_at, last.id)),
+            _ => return all,
+        }
+    }
+}
+
+/// The `amount` filter by value across pages: a common amount written at four scales, among
+/// other amounts, several payments created at the same time (ordered by id), read two at a
+/// time: each payment once, in the list's order, whatever the scale asked for. A change of a
+/// payment's amount moves it: found by the new value, no longer by the old.
+pub async fn amount_pages<S: Store>(store: &S) {
+    let scales = ["100.5", "100.50", "100.500000", "100.5000"];
+    let mut common = Vec::new();
+    for n in 1..=13u128 {
+        let mut p = sample_payment(payment_id(n), project_id(1), &format!("a-{n}"));
+        // Pairs share a creation time: the order within a pair is by id.
+        p.created_at = T0 + ms(i64::try_from(n / 2).expect("small") * 1000);
+        p.amount = if n % 4 == 0 {
+            amount("7")
+        } else {
+            common.push((p.created_at, p.id));
+            amount(scales[usize::try_from(n).expect("small") % scales.len()])
+        };
+        inserted(store, &p).await;
+    }
+    let mut other = sample_payment(payment_id(99), project_id(2), "a-99");
+    other.amount = amount("100.50");
+    inserted(store, &other).await;
+    common.sort_by_key(|k| std::cmp::Reverse(*k));
+    let expected: Vec<PaymentId> = common.iter().map(|(_, id)| *id).collect();
+    for text in ["100.5", "100.50", "100.500000"] {
+        let mut q = PaymentQuery::new(project_id(1), 2);
+        q.amount = Some(amount(text));
+        assert_eq!(
+            every_page(store, q).await,
+            expected,
+            "amount {text}, 2 a page"
+        );
+    }
+    // A change of amount: payment 4 (7) to 100.50, payment 5 (100.50) to 8.
+    for (n, to) in [(4u128, "100.50"), (5, "8")] {
+        let p = store
+            .payment(payment_id(n))
+            .await
+            .expect("read")
+            .expect("inserted");
+        let mut next = changed(&p, PaymentStatus::Processing, T0 + ms(60_000));
+        next.amount = amount(to);
+        store
+            .commit_change(&PaymentChange {
+                payment: next,
+                expected_version: p.version,
+                event: None,
+                audit: None,
+                ledger: None,
+                history: None,
+            })
+            .await
+            .expect("commit_change");
+    }
+    let mut q = PaymentQuery::new(project_id(1), 3);
+    q.amount = Some(amount("100.5"));
+    let moved = every_page(store, q.clone()).await;
+    assert!(moved.contains(&payment_id(4)), "the new amount: {moved:?}");
+    assert!(!moved.contains(&payment_id(5)), "not the old: {moved:?}");
+    assert_eq!(moved.len(), expected.len(), "{moved:?}");
+    q.amount = Some(amount("8.000"));
+    assert_eq!(every_page(store, q).await, vec![payment_id(5)]);
+}
+
+/// A [`PaymentQuery::union`]: the payments of several projects and several filters (an
+/// amount or a merchant payment id prefix, as the cabinet's search reads digits), each once
+/// (a payment both branches of its project find too), newest first across projects, paged
+/// without skipping or repeating; a branch's own `before` and `limit` are the query's.
+pub async fn payment_union<S: Store>(store: &S) {
+    let mut all = Vec::new();
+    for n in 1..=12u128 {
+        let project = project_id(1 + n % 3);
+        // Ids `15...` in every project; amount 15 in some (payment 3's both), 7 elsewhere.
+        let mpid = if n % 2 == 1 {
+            format!("15-{n}")
+        } else {
+            format!("x-{n}")
+        };
+        let mut p = sample_payment(payment_id(n), project, &mpid);
+        p.created_at = T0 + ms(i64::try_from(n % 5).expect("small") * 1000);
+        p.amount = amount(if n % 3 == 0 || n == 4 { "15.00" } else { "7" });
+        inserted(store, &p).await;
+        all.push(p);
+    }
+    let branch = |project: u128, by_amount: bool| {
+        let mut q = PaymentQuery::new(project_id(project), 1);
+        q.before = Some((T0, payment_id(0)));
+        if by_amount {
+            q.amount = Some(amount("15"));
+        } else {
+            q.merchant_payment_id_prefix = Some("15".into());
+        }
+        q
+    };
+    let mut q = branch(1, true);
+    q.before = None;
+    q.union = vec![branch(1, false), branch(2, true), branch(2, false)];
+    let mut expected: Vec<&Payment> = all
+        .iter()
+        .filter(|p| {
+            (p.project_id == project_id(1) || p.project_id == project_id(2))
+                && (p.amount == amount("15") || p.merchant_payment_id.as_str().starts_with("15"))
+        })
+        .collect();
+    expected.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
+    let expected: Vec<PaymentId> = expected.iter().map(|p| p.id).collect();
+    assert!(expected.len() > 4, "the check pages: {expected:?}");
+    for limit in [2, 3, 100] {
+        q.limit = limit;
+        assert_eq!(
+            every_page(store, q.clone()).await,
+            expected,
+            "{limit} a page"
+        );
+    }
+}

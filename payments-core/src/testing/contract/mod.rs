@@ -130,6 +130,8 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("payment_listing", |s| Box::pin(payment_listing(s))),
         ("event_listing", |s| Box::pin(event_listing(s))),
         ("payment_pages", |s| Box::pin(payment_pages(s))),
+        ("amount_pages", |s| Box::pin(amount_pages(s))),
+        ("payment_union", |s| Box::pin(payment_union(s))),
         ("concurrent_payment_pages", |s| {
             Box::pin(concurrent_payment_pages(s))
         }),
