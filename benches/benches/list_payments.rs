@@ -2,7 +2,8 @@
 //! endpoint runs) over one project of N payments, on SQLite and, with `DATABASE_URL`, on
 //! PostgreSQL. One payment is inserted through the store; the other N - 1 are copied from it
 //! in SQL with their own id, merchant payment id, creation time (10 ms apart), status (1 %
-//! `completed`), method (half `card_transfer`) and flow (0.1 % `project_test`). Then each kind
+//! `completed`), method (half `card_transfer`), flow (0.1 % `project_test`) and amount (one of
+//! 100, `100.50` to `199.50`). Then each kind
 //! of page (limit 50) is read `LIST_ROUNDS` times by one caller: p50, p99 and pages a second.
 //! On PostgreSQL the copies are inserted with triggers off (`session_replication_role =
 //! replica`, which needs a superuser): the status counters' trigger, row by row, made a
@@ -20,6 +21,7 @@
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use payments_core::amount::Amount;
 use payments_core::payment::{Flow, PaymentMethod, PaymentStatus};
 use payments_core::store::{PaymentQuery, Store};
 use payments_core::testing::contract::{payment_id, project_id, sample_payment, T0};
@@ -49,6 +51,12 @@ fn expression(column: &str, postgres: bool) -> String {
         "status" => "CASE WHEN n.i % 100 = 0 THEN 'completed' ELSE 'processing' END".into(),
         "payment_method" => "CASE WHEN n.i % 2 = 0 THEN 'sbp' ELSE 'card_transfer' END".into(),
         "flow" => "CASE WHEN n.i % 1000 = 0 THEN 'project_test' ELSE 'runtime_live' END".into(),
+        // One of 100 amounts, written with two decimals (`100.50` to `199.50`), keyed by
+        // their shortest text as the store keys them (schema 23).
+        "amount" if postgres => "(100 + n.i % 100)::text || '.50'".into(),
+        "amount" => "(100 + n.i % 100) || '.50'".into(),
+        "amount_key" if postgres => "(100 + n.i % 100)::text || '.5'".into(),
+        "amount_key" => "(100 + n.i % 100) || '.5'".into(),
         // A shop of 100 in each payment's metadata: `{"shop":"s<i % 100>"}`.
         "metadata" if postgres => "'{\"shop\":\"s' || (n.i % 100)::text || '\"}'".into(),
         "metadata" => "'{\"shop\":\"s' || (n.i % 100) || '\"}'".into(),
@@ -80,6 +88,11 @@ fn template() -> payments_core::payment::Payment {
     p.created_at = T0;
     p.updated_at = T0;
     p
+}
+
+/// One of the 100 amounts the seed writes (`1xx.50`), asked in its shortest form.
+fn one_of_the_amounts(r: u64) -> Amount {
+    Amount::parse(&format!("{}.5", 100 + r % 100)).expect("an amount")
 }
 
 /// A kind of page: its name, and its query in round `r`.
@@ -150,6 +163,39 @@ fn pages(n: u64) -> Vec<Page> {
             Box::new(move |_| PaymentQuery {
                 merchant_payment_id_prefix: Some("order-000".to_string()),
                 ..q()
+            }),
+        ),
+        (
+            "amount (1 %), asked as 1xx.5",
+            Box::new(move |r| PaymentQuery {
+                amount: Some(one_of_the_amounts(r)),
+                ..q()
+            }),
+        ),
+        (
+            "amount, a value no payment has",
+            Box::new(move |_| PaymentQuery {
+                amount: Some(Amount::parse("99.99").expect("an amount")),
+                ..q()
+            }),
+        ),
+        (
+            "search: amount or prefix, 4 projects",
+            Box::new(move |r| {
+                // The cabinet's search box with digits in it over a merchant's 4 projects:
+                // each project by the amount and by the prefix, in one statement.
+                let prefix = format!("order-{:05}", (r * 31) % (n / 1000).max(1));
+                let branch = |project, by_amount: bool| PaymentQuery {
+                    amount: by_amount.then(|| one_of_the_amounts(r)),
+                    merchant_payment_id_prefix: (!by_amount).then(|| prefix.clone()),
+                    ..PaymentQuery::new(project_id(project), LIMIT)
+                };
+                let mut union: Vec<_> = (1..=4).map(|p| branch(p, false)).collect();
+                union.extend((2..=4).map(|p| branch(p, true)));
+                PaymentQuery {
+                    union,
+                    ..branch(1, true)
+                }
             }),
         ),
         (
