@@ -28,8 +28,8 @@ use payments_core::store::MerchantStoreExt;
 pub enum SearchTerm {
     /// A payment id (a UUID): that payment.
     PaymentId(PaymentId),
-    /// Exactly four digits: the last four of a requisite, or the start of a merchant payment
-    /// id.
+    /// Exactly four digits: the last four of a requisite, an amount (unless they start with
+    /// `0`), or the start of a merchant payment id.
     RequisiteLast4(String),
     /// A decimal with a dot: an amount.
     Amount(Amount),
@@ -42,8 +42,7 @@ pub enum SearchTerm {
 
 impl SearchTerm {
     /// Reads a search box (trimmed): a UUID is a payment id; exactly four digits the last four
-    /// of a requisite (an amount of four whole digits is written with decimals, `1000.00`) or
-    /// the start of a merchant payment id; a number with a dot an amount; another whole number
+    /// of a requisite, an amount (`1000`; not `0042`) or the start of a merchant payment id; a number with a dot an amount; another whole number
     /// an amount or the start of a merchant payment id; else a merchant payment id prefix (digits
     /// that are no amount, `0` or 19 digits, too). Text none of these takes (spaces inside,
     /// characters no merchant payment id holds) is refused, saying what the box takes.
@@ -89,18 +88,31 @@ impl SearchTerm {
         };
         match self {
             SearchTerm::PaymentId(_) => vec![query.clone()],
-            SearchTerm::RequisiteLast4(l) => vec![
-                PaymentListQuery {
-                    requisite_last4: Some(l.clone()),
-                    ..query.clone()
-                },
-                prefix(l),
-            ],
+            SearchTerm::RequisiteLast4(l) => {
+                let mut readings = vec![
+                    PaymentListQuery {
+                        requisite_last4: Some(l.clone()),
+                        ..query.clone()
+                    },
+                    prefix(l),
+                ];
+                readings.extend(four_digit_amount(l).map(amount));
+                readings
+            }
             SearchTerm::Amount(a) => vec![amount(*a)],
             SearchTerm::AmountOrPrefix(a, p) => vec![amount(*a), prefix(p)],
             SearchTerm::MerchantPaymentIdPrefix(p) => vec![prefix(p)],
         }
     }
+}
+
+/// Four digits read also as an amount (`1000` is one thousand); none with a leading zero
+/// (`0042` is the end of a card number, never an amount written so).
+fn four_digit_amount(digits: &str) -> Option<Amount> {
+    if digits.starts_with('0') {
+        return None;
+    }
+    Amount::parse(digits).ok()
 }
 
 /// One payment found by the search, with its project.
@@ -328,6 +340,10 @@ fn read_form(f: &SearchForm) -> Result<(Option<SearchTerm>, PaymentListQuery), F
 fn read_as(term: &SearchTerm) -> String {
     match term {
         SearchTerm::PaymentId(id) => trf("a payment id: {id}", &[("id", id)]),
+        SearchTerm::RequisiteLast4(l) if four_digit_amount(l).is_some() => trf(
+            "the last 4 digits of a card or phone, an amount, or the start of merchant_payment_id: {digits}",
+            &[("digits", l)],
+        ),
         SearchTerm::RequisiteLast4(l) => trf(
             "the last 4 digits of a card or phone, or the start of merchant_payment_id: {digits}",
             &[("digits", l)],
@@ -417,9 +433,16 @@ mod tests {
             assert!(e.0.starts_with("search:"), "{junk}: {e}");
         }
         let q = SearchTerm::RequisiteLast4("4242".into()).narrowed(PaymentListQuery::default());
-        assert_eq!(q.len(), 2, "{q:?}");
+        assert_eq!(q.len(), 3, "{q:?}");
         assert_eq!(q[0].requisite_last4.as_deref(), Some("4242"));
         assert_eq!(q[1].merchant_payment_id_prefix.as_deref(), Some("4242"));
+        assert_eq!(
+            q[2].amount,
+            Amount::parse("4242").ok(),
+            "1000 finds one thousand"
+        );
+        let q = SearchTerm::RequisiteLast4("0042".into()).narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 2, "a leading zero is no amount: {q:?}");
         let q = SearchTerm::AmountOrPrefix(Amount::parse("15").expect("amount"), "15".into())
             .narrowed(PaymentListQuery::default());
         assert_eq!(q[0].amount, Amount::parse("15").ok());

@@ -116,6 +116,16 @@ async fn the_search_finds_by_each_key_across_the_merchants_projects_only() {
         DAY * 10,
     )
     .await;
+    stored(
+        &c,
+        test,
+        "zz-thousand",
+        "1000.00",
+        "2200000000001111",
+        PaymentStatus::Completed,
+        DAY * 2,
+    )
+    .await;
     let x = stored(
         &c,
         foreign,
@@ -190,6 +200,10 @@ async fn the_search_finds_by_each_key_across_the_merchants_projects_only() {
         !found.contains("srch-alpha-3") && !found.contains("srch-alpha-2"),
         "{found}"
     );
+    // Four digits are an amount too: `1000` finds one thousand written `1000.00`.
+    let found = search(&b, "q=1000").await;
+    assert!(found.contains("zz-thousand"), "{found}");
+    assert!(b.text("#search-read-as").await.contains("an amount"));
     let found = search(&b, "q=7777").await;
     assert!(
         found.contains("srch-alpha-2") && !found.contains("srch-alpha-1"),

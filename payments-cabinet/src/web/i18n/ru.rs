@@ -752,8 +752,8 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Search", "Найти"),
     ("Projects searched: {count}.", "Поиск по проектам: {count}."),
     (
-        "A payment id opens its card; four digits are the end of a card number or phone; a number with a dot is an amount, matched exactly (1000.00 for one thousand); a whole number of other than four digits is an amount; digits are also the start of your merchant_payment_id, as anything else is.",
-        "ID платежа открывает его карточку; четыре цифры — окончание номера карты или телефона; число с точкой — сумма, ищется точное совпадение (1000.00 — одна тысяча); целое число не из четырёх цифр — сумма; цифры — ещё и начало вашего merchant_payment_id, как и всё остальное.",
+        "A payment id opens its card; four digits are the end of a card number or phone, and an amount; a number is an amount, matched by value (1000 and 1000.00 both find one thousand); digits are also the start of your merchant_payment_id, as anything else is.",
+        "ID платежа открывает его карточку; четыре цифры — окончание номера карты или телефона, а также сумма; число — сумма, ищется по значению (и 1000, и 1000.00 находят одну тысячу); цифры — ещё и начало вашего merchant_payment_id, как и всё остальное.",
     ),
     ("Searching by {what}.", "Поиск: {what}."),
     ("Payments found, newest first", "Найденные платежи, сначала новые"),
@@ -1060,6 +1060,10 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     (
         "the last 4 digits of a card or phone, or the start of merchant_payment_id: {digits}",
         "последние 4 цифры карты или телефона или начало merchant_payment_id {digits}",
+    ),
+    (
+        "the last 4 digits of a card or phone, an amount, or the start of merchant_payment_id: {digits}",
+        "последние 4 цифры карты или телефона, сумма или начало merchant_payment_id {digits}",
     ),
     ("an amount: {amount}", "сумма {amount}"),
     (
