@@ -42,10 +42,13 @@ pub enum SearchTerm {
 
 impl SearchTerm {
     /// Reads a search box (trimmed): a UUID is a payment id; exactly four digits the last four
-    /// of a requisite, an amount (`1000`; not `0042`) or the start of a merchant payment id; a number with a dot an amount; another whole number
-    /// an amount or the start of a merchant payment id; else a merchant payment id prefix (digits
-    /// that are no amount, `0` or 19 digits, too). Text none of these takes (spaces inside,
-    /// characters no merchant payment id holds) is refused, saying what the box takes.
+    /// of a requisite, an amount (`1000`; not `0042`) or the start of a merchant payment id; a
+    /// number with a dot an amount; another whole number an amount or the start of a merchant
+    /// payment id; else a merchant payment id prefix (digits that are no amount, `0` or 19
+    /// digits, too). What no merchant payment id holds is read as money written with a
+    /// decimal comma or grouped digits ([`written_money`]: `1 500,50`) or a card number or
+    /// phone pasted whole ([`pasted_requisite`]: its last four digits); other text (`order 1`)
+    /// is refused, saying what the box takes.
     pub fn parse(text: &str) -> Result<SearchTerm, ListQueryError> {
         let text = text.trim();
         if let Ok(id) = text.parse::<PaymentId>() {
@@ -65,6 +68,14 @@ impl SearchTerm {
         }
         if MerchantPaymentId::parse(text).is_some() {
             return Ok(SearchTerm::MerchantPaymentIdPrefix(text.to_string()));
+        }
+        // What no merchant payment id holds: money written as people write it, or a card
+        // number or phone pasted whole.
+        if let Some(a) = written_money(text) {
+            return Ok(SearchTerm::Amount(a));
+        }
+        if let Some(last4) = pasted_requisite(text) {
+            return Ok(SearchTerm::RequisiteLast4(last4));
         }
         Err(ListQueryError(
             "search: a payment id, the last 4 digits of a card or phone, an amount \
@@ -104,6 +115,46 @@ impl SearchTerm {
             SearchTerm::MerchantPaymentIdPrefix(p) => vec![prefix(p)],
         }
     }
+}
+
+/// An amount written as people write money (a decimal comma, digits grouped by spaces or
+/// commas): `1500,50`, `1 500,50`, `1 500.50`, `1,500.50`, `1 500`. A comma followed by
+/// exactly three digits groups thousands (`1,500` is one thousand five hundred); any other
+/// comma is the decimal mark. Groups after the first have three digits. `None` for anything
+/// else, the plain `1500.50` included (the caller reads it first).
+fn written_money(text: &str) -> Option<Amount> {
+    let spaced = |c: char| matches!(c, ' ' | '\u{a0}' | '\u{202f}');
+    let (whole, fraction) = match text.rfind(['.', ',']) {
+        Some(i) if text[i..].starts_with('.') || text.len() - i - 1 != 3 => {
+            (&text[..i], Some(&text[i + 1..]))
+        }
+        _ => (text, None),
+    };
+    let groups: Vec<&str> = whole.split(|c: char| spaced(c) || c == ',').collect();
+    let grouped = groups.len() > 1 || fraction.is_some();
+    let digits = |g: &str| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit());
+    let well_grouped = groups.iter().all(|g| digits(g))
+        && groups.iter().skip(1).all(|g| g.len() == 3)
+        && groups[0].len() <= if groups.len() > 1 { 3 } else { 18 };
+    if !grouped || !well_grouped || fraction.is_some_and(|f| !digits(f)) {
+        return None;
+    }
+    let plain = match fraction {
+        Some(f) => format!("{}.{f}", groups.concat()),
+        None => groups.concat(),
+    };
+    Amount::parse(&plain).ok()
+}
+
+/// The last four digits of a card number or phone pasted whole: 10 to 19 digits with the
+/// spaces, dashes, parentheses and leading `+` people write them with (`2200 1234 5678 4242`,
+/// `+7 (900) 111-77-77`), at least one of which no merchant payment id holds.
+fn pasted_requisite(text: &str) -> Option<String> {
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    let allowed = text.char_indices().all(|(i, c)| {
+        c.is_ascii_digit() || matches!(c, ' ' | '-' | '(' | ')') || (c == '+' && i == 0)
+    });
+    (allowed && (10..=19).contains(&digits.len())).then(|| digits[digits.len() - 4..].to_string())
 }
 
 /// Four digits read also as an amount (`1000` is one thousand); none with a leading zero
@@ -428,7 +479,44 @@ mod tests {
         ] {
             assert_eq!(SearchTerm::parse(text), Ok(expected), "{text}");
         }
-        for junk in ["", "  ", "order 1", "заказ", "a%b"] {
+        // Money as people write it, and card numbers and phones pasted whole.
+        for (text, amount) in [
+            ("1500,50", "1500.50"),
+            ("1 500,50", "1500.50"),
+            ("1\u{a0}500,5", "1500.5"),
+            ("1 500.50", "1500.50"),
+            ("1,500.50", "1500.50"),
+            ("1,500", "1500"),
+            ("1 000 000", "1000000"),
+            ("150,5", "150.5"),
+        ] {
+            assert_eq!(
+                SearchTerm::parse(text),
+                Ok(SearchTerm::Amount(Amount::parse(amount).expect("amount"))),
+                "{text}"
+            );
+        }
+        for (text, last4) in [
+            ("2200 1234 5678 4242", "4242"),
+            ("+7 (900) 111-77-77", "7777"),
+            ("+79001117777", "7777"),
+        ] {
+            assert_eq!(
+                SearchTerm::parse(text),
+                Ok(SearchTerm::RequisiteLast4(last4.into())),
+                "{text}"
+            );
+        }
+        for junk in [
+            "",
+            "  ",
+            "order 1",
+            "заказ",
+            "a%b",
+            "1 50,5",
+            "12 3456",
+            "1,5,0",
+        ] {
             let e = SearchTerm::parse(junk).expect_err(junk);
             assert!(e.0.starts_with("search:"), "{junk}: {e}");
         }

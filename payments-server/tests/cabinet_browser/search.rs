@@ -204,6 +204,11 @@ async fn the_search_finds_by_each_key_across_the_merchants_projects_only() {
     let found = search(&b, "q=1000").await;
     assert!(found.contains("zz-thousand"), "{found}");
     assert!(b.text("#search-read-as").await.contains("an amount"));
+    // Money as people write it, and a card number pasted whole.
+    for q in ["1%20000%2C00", "1%2C000.00", "2200%200000%200000%201111"] {
+        let found = search(&b, &format!("q={q}")).await;
+        assert!(found.contains("zz-thousand"), "{q}: {found}");
+    }
     let found = search(&b, "q=7777").await;
     assert!(
         found.contains("srch-alpha-2") && !found.contains("srch-alpha-1"),
