@@ -413,6 +413,34 @@ pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
     }
 }
 
+/// Whether a callback of `payment` has somewhere to go: its own URL, its project's or its
+/// merchant's (the core's precedence, [`resolve_destination`]).
+///
+/// [`resolve_destination`]: payments_core::callback::resolve_destination
+async fn has_callback_url(
+    st: &CabinetState,
+    payment: &Payment,
+    project: &Project,
+) -> Result<bool, Response> {
+    if payment.callback_url.is_some() || project.callback_url.is_some() {
+        return Ok(true);
+    }
+    use payments_core::store::MerchantStoreExt;
+    let merchant = st
+        .cabinet
+        .service()
+        .store()
+        .merchant(project.merchant_id)
+        .await
+        .or_page(st)?;
+    Ok(payments_core::callback::resolve_destination(
+        payment.callback_url.as_ref(),
+        project.callback_url.as_ref(),
+        merchant.as_ref().and_then(|m| m.callback_url.as_ref()),
+    )
+    .is_some())
+}
+
 async fn card_page(
     st: &CabinetState,
     current: &Current,
@@ -443,6 +471,7 @@ async fn card_page(
     let chrome = card_chrome(st, current, payment, project, notice, flash);
     let appeals = appeal_view::card_appeals(st, current, payment, flash).await?;
     let support = current.is_support();
+    let no_callback_url = !has_callback_url(st, payment, project).await?;
     Ok(Card {
         chrome,
         p: CardPayment {
@@ -455,6 +484,8 @@ async fn card_page(
         test_callback: payment.is_test() && payment.status.is_closed() && !support,
         support,
         merchant_resend: !support && !payment.is_test() && payment.status.is_closed(),
+        no_callback_url,
+        project_id: project.id.to_string(),
         payment_page_url,
         history,
         events: events

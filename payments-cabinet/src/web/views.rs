@@ -534,6 +534,11 @@ pub(crate) struct Card {
     pub(crate) support: bool,
     /// A merchant's "Resend callback" of a closed live payment (behind a confirmation).
     pub(crate) merchant_resend: bool,
+    /// No callback URL for the payment, its project or its merchant: the callback sections
+    /// say how to set one instead of offering a send that would be refused.
+    pub(crate) no_callback_url: bool,
+    /// The payment's project (the link to its callback settings).
+    pub(crate) project_id: String,
     /// The payer page's link, when the payment has one.
     pub(crate) payment_page_url: Option<String>,
     /// The payment's status history, oldest first.

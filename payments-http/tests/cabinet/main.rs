@@ -753,3 +753,57 @@ async fn a_merchant_user_sends_a_closed_test_payments_callback() {
         audit.records
     );
 }
+
+/// The card of a closed payment whose callback has nowhere to go (no URL on the payment, its
+/// project or its merchant) says so and links to the project's callback setting instead of
+/// offering a send the service would refuse; once the project has a URL, the send is offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_without_a_callback_url_says_where_to_set_one() {
+    let c = Cabinet::start_with(|s| s.dispatch = false).await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    c.server
+        .patch_project(payments_directory::ProjectPatch {
+            test_mode: Some(true),
+            callback_url: Some(None),
+            ..Default::default()
+        })
+        .await;
+    let created = c
+        .server
+        .client()
+        .create_payment(
+            &json!({"merchant_payment_id": "nourl-1", "amount": "1500", "payment_method": "sbp"}),
+        )
+        .await
+        .expect("a create");
+    let id = created.json["id"].as_str().expect("id").to_string();
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let paid = owner.post(&format!("/payments/{id}/test/paid"), &[]).await;
+    assert_eq!(paid.status, 303, "{}", paid.body);
+    let card = owner.get(&format!("/payments/{id}")).await;
+    assert!(
+        card.body.contains("id=\"no-callback-url\""),
+        "{}",
+        card.body
+    );
+    assert!(
+        card.body.contains(&format!(
+            "href=\"/projects/{}#callback\"",
+            c.server.project()
+        )),
+        "{}",
+        card.body
+    );
+    assert!(!card.body.contains("test-send-callback"), "{}", card.body);
+
+    c.server
+        .patch_project(payments_directory::ProjectPatch {
+            callback_url: Some(Some("https://shop.example.com/callbacks".into())),
+            ..Default::default()
+        })
+        .await;
+    let card = owner.get(&format!("/payments/{id}")).await;
+    assert!(card.body.contains("test-send-callback"), "{}", card.body);
+    assert!(!card.body.contains("no-callback-url"), "{}", card.body);
+}

@@ -518,6 +518,15 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "Send this closed test payment's callback to your callback URL: a real signed request with is_test: true and a new event_id, sent once. It appears under Callback events below.",
         "Отправить колбэк этого закрытого тестового платежа на ваш URL для колбэков: настоящий подписанный запрос с is_test: true и новым event_id, один раз. Он появится ниже, в разделе «События колбэков».",
     ),
+    (
+        "No callback URL is set for this payment, its project or your account, so there is nowhere to send its callback.",
+        "Для этого платежа, его проекта и вашего аккаунта не задан URL для колбэков, поэтому колбэк некуда отправить.",
+    ),
+    ("Set the project's callback URL", "Задайте URL для колбэков проекта"),
+    (
+        ", or send callback_url when you create a payment.",
+        " или передавайте callback_url при создании платежа.",
+    ),
     ("Send callback", "Отправить колбэк"),
     ("Callback", "Колбэк"),
     (
