@@ -670,28 +670,39 @@ async fn simultaneous_sign_ins_check_at_most_the_accounts_limit() {
     );
 }
 
-/// "Send callback" on the card of a closed test payment: a merchant's user sends the test
-/// payment's callback (a manual resend with `is_test: true`), which is audited; the button is
-/// not there while the payment is open, and a live payment's resend stays support's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_merchant_user_sends_a_closed_test_payments_callback() {
+/// A cabinet that does not dispatch, with the user `owner@shop.example` of the demo merchant
+/// whose project is in test mode with `callback_url`, and a test payment created in it.
+async fn test_payment_of_owner(
+    callback_url: Option<&str>,
+    merchant_payment_id: &str,
+) -> (Cabinet, payments_client::ApiResponse) {
     let c = Cabinet::start_with(|s| s.dispatch = false).await;
     let demo = c.demo_merchant().await;
     c.user("owner@shop.example", Role::Merchant(demo)).await;
     c.server
         .patch_project(payments_directory::ProjectPatch {
             test_mode: Some(true),
-            callback_url: Some(Some("https://shop.example.com/callbacks".into())),
+            callback_url: Some(callback_url.map(str::to_string)),
             ..Default::default()
         })
         .await;
-    let client = c.server.client();
-    let created = client
-        .create_payment(
-            &json!({"merchant_payment_id": "tcb-1", "amount": "1500", "payment_method": "sbp"}),
-        )
+    let body = json!({"merchant_payment_id": merchant_payment_id, "amount": "1500", "payment_method": "sbp"});
+    let created = c
+        .server
+        .client()
+        .create_payment(&body)
         .await
         .expect("a create");
+    (c, created)
+}
+
+/// "Send callback" on the card of a closed test payment: a merchant's user sends the test
+/// payment's callback (a manual resend with `is_test: true`), which is audited; the button is
+/// not there while the payment is open, and a live payment's resend stays support's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merchant_user_sends_a_closed_test_payments_callback() {
+    let (c, created) =
+        test_payment_of_owner(Some("https://shop.example.com/callbacks"), "tcb-1").await;
     assert_eq!(created.json["is_test"], true, "{}", created.json);
     let id = created.json["id"].as_str().expect("id").to_string();
 
@@ -759,24 +770,7 @@ async fn a_merchant_user_sends_a_closed_test_payments_callback() {
 /// offering a send the service would refuse; once the project has a URL, the send is offered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_without_a_callback_url_says_where_to_set_one() {
-    let c = Cabinet::start_with(|s| s.dispatch = false).await;
-    let demo = c.demo_merchant().await;
-    c.user("owner@shop.example", Role::Merchant(demo)).await;
-    c.server
-        .patch_project(payments_directory::ProjectPatch {
-            test_mode: Some(true),
-            callback_url: Some(None),
-            ..Default::default()
-        })
-        .await;
-    let created = c
-        .server
-        .client()
-        .create_payment(
-            &json!({"merchant_payment_id": "nourl-1", "amount": "1500", "payment_method": "sbp"}),
-        )
-        .await
-        .expect("a create");
+    let (c, created) = test_payment_of_owner(None, "nourl-1").await;
     let id = created.json["id"].as_str().expect("id").to_string();
     let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
     let paid = owner.post(&format!("/payments/{id}/test/paid"), &[]).await;
