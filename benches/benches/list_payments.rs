@@ -20,6 +20,8 @@
 
 use std::time::{Duration, Instant};
 
+use payments_core::totals::TOTALS_SCAN;
+
 use hdrhistogram::Histogram;
 use payments_core::amount::Amount;
 use payments_core::payment::{Flow, PaymentMethod, PaymentStatus};
@@ -275,6 +277,55 @@ async fn measure(engine: &str, store: &dyn Store, n: u64, rounds: u64) {
     }
 }
 
+/// The cabinet's totals (`payment_totals`, what the home page and a list's totals read):
+/// the newest [`TOTALS_SCAN`] payments of the project (the home page of a merchant with more
+/// in 30 days), and 10,000 payments of a 100-second window (a filtered list's). Each is read
+/// `rounds` times (at most 10) and checked against what the seed wrote: one payment in a
+/// hundred `completed`, each of the 100 amounts summed exactly.
+async fn measure_totals(engine: &str, store: &dyn Store, n: u64, rounds: u64) {
+    let cases: [(&str, PaymentQuery, u64); 2] = [
+        (
+            "totals, the newest 200,000 at most",
+            PaymentQuery::new(project_id(1), TOTALS_SCAN),
+            n.min(TOTALS_SCAN as u64),
+        ),
+        (
+            "totals, a 100 s window (10,000)",
+            PaymentQuery {
+                created_from: Some(created(n / 2)),
+                created_to: Some(created(n / 2) + Duration::from_secs(100)),
+                ..PaymentQuery::new(project_id(1), TOTALS_SCAN)
+            },
+            n.min(10_000),
+        ),
+    ];
+    for (name, q, expected) in cases {
+        let mut hist = Histogram::<u64>::new(3).expect("a histogram");
+        for _ in 0..rounds.clamp(1, 10) {
+            let t = Instant::now();
+            let totals = store.payment_totals(&q, 0).await.expect("totals");
+            hist.record(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX))
+                .expect("recorded");
+            assert_eq!(
+                totals.count(),
+                expected,
+                "{name}: every payment counted once"
+            );
+            let all = totals.all();
+            assert_eq!(all.created, expected);
+            assert!(
+                all.completed * 100 <= expected + 100,
+                "{name}: 1 % completed"
+            );
+        }
+        println!(
+            "{engine:<10} {n:>9} payments  {name:<40} p50 {:>7} us  p99 {:>7} us",
+            hist.value_at_quantile(0.5),
+            hist.value_at_quantile(0.99),
+        );
+    }
+}
+
 async fn sqlite(n: u64, rounds: u64) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("list.db");
@@ -305,6 +356,7 @@ async fn sqlite(n: u64, rounds: u64) {
     );
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     measure("sqlite", &store, n, rounds).await;
+    measure_totals("sqlite", &store, n, rounds).await;
 }
 
 async fn postgres(url: &str, n: u64, rounds: u64) {
@@ -360,6 +412,7 @@ async fn postgres(url: &str, n: u64, rounds: u64) {
         (started.elapsed() - seeded).as_secs_f64()
     );
     measure("postgres", &store, n, rounds).await;
+    measure_totals("postgres", &store, n, rounds).await;
     store.close();
     client
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))

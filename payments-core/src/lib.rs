@@ -182,4 +182,5 @@ pub mod store;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod text;
+pub mod totals;
 pub mod transition;

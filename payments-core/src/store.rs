@@ -23,6 +23,7 @@ use crate::project::{
 };
 use crate::receipt::Receipt;
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
+use crate::totals::PaymentTotals;
 use crate::SecretString;
 
 mod layer;
@@ -69,6 +70,7 @@ pub mod port_types {
     };
     pub use crate::receipt::Receipt;
     pub use crate::request_log::{RequestLogEntry, RequestLogQuery};
+    pub use crate::totals::PaymentTotals;
     pub use crate::SecretString;
 }
 

@@ -7,6 +7,7 @@ use payments_core::ids::{PaymentId, ProjectId};
 use payments_core::ledger::Posting;
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
+use payments_core::totals::PaymentTotals;
 use payments_core::Timestamp;
 use payments_store_sql::listing;
 use payments_store_sql::record::{
@@ -339,7 +340,45 @@ pub(crate) async fn find<C: GenericClient>(
     s: &RequisiteSealing,
     q: &payments_core::store::PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
-    let narrow = match listing::prefix_count(q, codec::D) {
+    let narrow = narrow_prefixes(c, q).await?;
+    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
+    query_payments(c, s, &sql, &refs(&params(values))).await
+}
+
+/// The totals of what [`find`] would find (`listing::payment_totals`).
+pub(crate) async fn totals<C: GenericClient>(
+    c: &C,
+    q: &payments_core::store::PaymentQuery,
+    offset_ms: i64,
+) -> Result<PaymentTotals, StoreError> {
+    let narrow = narrow_prefixes(c, q).await?;
+    let (sql, values) = listing::payment_totals(q, codec::D, &narrow, offset_ms);
+    let rows = query(c, &sql, &refs(&params(values)))
+        .await?
+        .iter()
+        .map(|r| {
+            let day: i64 = r.try_get(0).map_err(db)?;
+            let status: String = r.try_get(1).map_err(db)?;
+            let currency: String = r.try_get(2).map_err(db)?;
+            let count: i64 = r.try_get(3).map_err(db)?;
+            let parts: [i64; 3] = [
+                r.try_get(4).map_err(db)?,
+                r.try_get(5).map_err(db)?,
+                r.try_get(6).map_err(db)?,
+            ];
+            listing::totals_row(day, &status, &currency, count, parts)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PaymentTotals::from_rows(rows, offset_ms, q.limit))
+}
+
+/// Which of `q`'s branches have a narrow merchant payment id prefix
+/// (`listing::prefix_count`).
+async fn narrow_prefixes<C: GenericClient>(
+    c: &C,
+    q: &payments_core::store::PaymentQuery,
+) -> Result<Vec<bool>, StoreError> {
+    Ok(match listing::prefix_count(q, codec::D) {
         Some((sql, values)) => {
             let rows = query(c, &sql, &refs(&params(values))).await?;
             let counts: Vec<i64> = rows
@@ -349,9 +388,7 @@ pub(crate) async fn find<C: GenericClient>(
             listing::narrow_prefixes(&counts)
         }
         None => Vec::new(),
-    };
-    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
-    query_payments(c, s, &sql, &refs(&params(values))).await
+    })
 }
 
 /// Locks the payment's row until the transaction ends; `false` if there is no such payment.

@@ -19,6 +19,7 @@ use payments_core::store::{
     PaymentStore, Purged, Retained, Store, StoreError, TokenKey, Transaction, TxOutput, TxWork,
 };
 use payments_core::store::{EventQuery, PaymentQuery};
+use payments_core::totals::PaymentTotals;
 use payments_core::Timestamp;
 
 use crate::error::db;
@@ -179,6 +180,14 @@ impl PaymentStore for PgStore {
 
     async fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError> {
         in_scan!(self, |tx| payments::find(&tx, &self.sealing, query).await)
+    }
+
+    async fn payment_totals(
+        &self,
+        query: &PaymentQuery,
+        offset_ms: i64,
+    ) -> Result<PaymentTotals, StoreError> {
+        in_scan!(self, |tx| payments::totals(&tx, query, offset_ms).await)
     }
 }
 

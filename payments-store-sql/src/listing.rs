@@ -211,6 +211,84 @@ pub fn payment_page(
     w.finish(dialect)
 }
 
+/// The totals of the payments a [`payment_page`] of `q` finds (its every filter and its
+/// `limit`: the newest `limit` at most), one row per day of creation (in a time zone
+/// `offset_ms` east of UTC), status and currency, read as [`TOTALS_COLUMNS`]: the day, the
+/// status, the currency, the count and the amounts' exact sum in three integer parts (the
+/// whole units' billions and the rest, and the millionths: each part's sum stays far within
+/// 64 bits for any page a totals read is allowed, where one sum of whole units might not).
+/// The page is the statement's subquery, so the database reads the payments through the
+/// page's index and only the groups leave it.
+pub fn payment_totals(
+    q: &PaymentQuery,
+    dialect: Dialect,
+    narrow: &[bool],
+    offset_ms: i64,
+) -> (String, Vec<SqlValue>) {
+    let (page, values) = payment_page(q, dialect, narrow);
+    // The amount's text as written (`100.50`): its whole units and its digits after the
+    // point, padded to six.
+    let (units, micros) = match dialect {
+        Dialect::Sqlite => (
+            "CAST(amount AS INTEGER)",
+            "CAST(substr(substr(amount, instr(amount || '.', '.') + 1) || '000000', 1, 6) \
+             AS INTEGER)",
+        ),
+        Dialect::Postgres => (
+            "split_part(amount, '.', 1)::bigint",
+            "rpad(split_part(amount, '.', 2), 6, '0')::bigint",
+        ),
+    };
+    let sum = |e: &str| match dialect {
+        Dialect::Sqlite => format!("SUM({e})"),
+        Dialect::Postgres => format!("SUM({e})::bigint"),
+    };
+    let sql = format!(
+        "SELECT (created_at + {offset_ms}) / {day} AS day, status, currency, \
+         COUNT(*) AS count, {} AS billions, {} AS units, {} AS micros \
+         FROM ({page}) page GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+        sum(&format!("{units} / 1000000000")),
+        sum(&format!("{units} % 1000000000")),
+        sum(micros),
+        day = payments_core::totals::DAY_MS,
+    );
+    (sql, values)
+}
+
+/// The columns of a [`payment_totals`] row, in order.
+pub const TOTALS_COLUMNS: [&str; 7] = [
+    "day", "status", "currency", "count", "billions", "units", "micros",
+];
+
+/// One row of [`payment_totals`] from its columns' values (`count`, the three parts of the
+/// sum), checked.
+pub fn totals_row(
+    day: i64,
+    status: &str,
+    currency: &str,
+    count: i64,
+    parts: [i64; 3],
+) -> Result<payments_core::totals::TotalsRow, payments_core::store::StoreError> {
+    use payments_core::store::StoreError;
+    let corrupt = |what: &str| StoreError::Corrupt(format!("a payments total's {what}"));
+    let status: payments_core::payment::PaymentStatus =
+        status.parse().map_err(|_| corrupt("status"))?;
+    let currency =
+        payments_core::payment::Currency::parse(currency).ok_or_else(|| corrupt("currency"))?;
+    let count = u64::try_from(count).map_err(|_| corrupt("count"))?;
+    let [billions, units, micros] = parts.map(i128::from);
+    let amount = payments_core::totals::Volume::from_micros(
+        (billions * 1_000_000_000 + units) * 1_000_000 + micros,
+    );
+    Ok(payments_core::totals::TotalsRow {
+        day,
+        status,
+        currency,
+        count,
+        amount,
+    })
+}
+
 /// Appends one branch of [`payment_page`]: the page of `q`'s own filters (its union aside).
 fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) {
     payment_source(w, q, dialect, narrow_prefix);

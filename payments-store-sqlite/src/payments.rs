@@ -4,6 +4,7 @@ use payments_core::ids::{PaymentId, ProjectId};
 use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::store::PaymentQuery;
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
+use payments_core::totals::PaymentTotals;
 use payments_core::Timestamp;
 use payments_store_sql::listing;
 use payments_store_sql::record::{payment_from_row, payment_values, PAYMENT_COLUMNS};
@@ -136,7 +137,46 @@ pub(crate) fn find(
     sealing: &RequisiteSealing,
     q: &PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
-    let narrow = match listing::prefix_count(q, codec::D) {
+    let narrow = narrow_prefixes(conn, q)?;
+    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
+    query_payments(conn, sealing, &sql, params(values))
+}
+
+/// The totals of what [`find`] would find (`listing::payment_totals`).
+pub(crate) fn totals(
+    conn: &Connection,
+    q: &PaymentQuery,
+    offset_ms: i64,
+) -> Result<PaymentTotals, StoreError> {
+    let narrow = narrow_prefixes(conn, q)?;
+    let (sql, values) = listing::payment_totals(q, codec::D, &narrow, offset_ms);
+    let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
+    let rows: Vec<(i64, String, String, i64, [i64; 3])> = stmt
+        .query_map(params(values), |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                [r.get(4)?, r.get(5)?, r.get(6)?],
+            ))
+        })
+        .map_err(db)?
+        .collect::<Result<_, _>>()
+        .map_err(db)?;
+    let rows = rows
+        .into_iter()
+        .map(|(day, status, currency, count, parts)| {
+            listing::totals_row(day, &status, &currency, count, parts)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PaymentTotals::from_rows(rows, offset_ms, q.limit))
+}
+
+/// Which of `q`'s branches have a narrow merchant payment id prefix
+/// (`listing::prefix_count`).
+fn narrow_prefixes(conn: &Connection, q: &PaymentQuery) -> Result<Vec<bool>, StoreError> {
+    Ok(match listing::prefix_count(q, codec::D) {
         Some((sql, values)) => {
             let counts: Vec<i64> = conn
                 .prepare_cached(&sql)
@@ -149,9 +189,7 @@ pub(crate) fn find(
             listing::narrow_prefixes(&counts)
         }
         None => Vec::new(),
-    };
-    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
-    query_payments(conn, sealing, &sql, params(values))
+    })
 }
 
 /// Due payments, earliest first, through the partial `due_at` index.

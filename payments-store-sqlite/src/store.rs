@@ -19,6 +19,7 @@ use payments_core::store::{
     Store, StoreError, TokenKey, Transaction, TxOutput, TxWork, UnavailableCause,
 };
 use payments_core::store::{EventQuery, PaymentQuery};
+use payments_core::totals::PaymentTotals;
 use payments_core::Timestamp;
 use rusqlite::Connection;
 
@@ -119,6 +120,16 @@ impl PaymentStore for SqliteStore {
         let q = query.clone();
         let s = self.sealing.clone();
         self.read_limited(move |c| payments::find(c, &s, &q)).await
+    }
+
+    async fn payment_totals(
+        &self,
+        query: &PaymentQuery,
+        offset_ms: i64,
+    ) -> Result<PaymentTotals, StoreError> {
+        let q = query.clone();
+        self.read_limited(move |c| payments::totals(c, &q, offset_ms))
+            .await
     }
 }
 

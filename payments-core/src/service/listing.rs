@@ -15,6 +15,7 @@ use crate::ids::{PaymentId, ProjectId};
 use crate::payment::{Flow, MerchantPaymentId, Payment, PaymentMethod, PaymentStatus};
 use crate::project::Project;
 use crate::store::{PaymentQuery, MAX_QUERY_BRANCHES};
+use crate::totals::{Overview, PaymentTotals, TOTALS_SCAN};
 use crate::Timestamp;
 
 /// The payments one page holds unless `limit` says otherwise.
@@ -217,30 +218,70 @@ impl Payments<'_> {
         query: &PaymentListQuery,
         or: &[PaymentListQuery],
     ) -> Result<PaymentPage, ApiError> {
-        let filters: Vec<PaymentListQuery> = std::iter::once(query.clone())
-            .chain(or.iter().map(|f| PaymentListQuery {
-                limit: query.limit,
-                cursor: query.cursor,
-                ..f.clone()
-            }))
-            .collect();
-        let branches: Vec<PaymentQuery> = projects
-            .iter()
-            .flat_map(|p| filters.iter().map(|f| f.store_query(p.id)))
-            .collect();
         let mut found = Vec::new();
-        for chunk in branches.chunks(MAX_QUERY_BRANCHES) {
-            if let [first, rest @ ..] = chunk {
-                let union = PaymentQuery {
-                    union: rest.to_vec(),
-                    ..first.clone()
-                };
-                found.extend(self.payments_page(&union).await?);
-            }
+        for union in unions(projects, query, or) {
+            found.extend(self.payments_page(&union).await?);
         }
         found.sort_by_key(|p| std::cmp::Reverse((p.created_at, p.id)));
         found.dedup_by_key(|p| p.id);
         Ok(PaymentPage::of(found, query.limit))
+    }
+
+    /// The totals of what [`Payments::list_payments_across`] would list for the same
+    /// arguments, every page of it (`query`'s cursor and limit aside), by day of creation in a
+    /// time zone `offset_ms` east of UTC, status and currency: the newest [`TOTALS_SCAN`]
+    /// payments of each store statement at most ([`MAX_QUERY_BRANCHES`] branches of projects
+    /// and filters each), read under the first branch's project's list budget; incomplete
+    /// when one statement found more.
+    pub async fn payment_totals(
+        self,
+        projects: &[Project],
+        query: &PaymentListQuery,
+        or: &[PaymentListQuery],
+        offset_ms: i64,
+    ) -> Result<PaymentTotals, ApiError> {
+        let mut totals = PaymentTotals::empty(offset_ms);
+        for union in unions(projects, query, or) {
+            totals = totals.merge(self.totals(&union, offset_ms).await?);
+        }
+        Ok(totals)
+    }
+
+    /// The overview of `projects`' payments (the cabinet's home page): today, 7 and 30
+    /// days in a time zone `offset_ms` east of UTC, from [`Payments::payment_totals`] of the
+    /// payments created since the 30 days began.
+    pub async fn overview(
+        self,
+        projects: &[Project],
+        offset_ms: i64,
+    ) -> Result<Overview, ApiError> {
+        let now = self.ports.clock.now();
+        let query = PaymentListQuery {
+            created_from: Some(Overview::since(now, offset_ms)),
+            ..PaymentListQuery::default()
+        };
+        let totals = self
+            .payment_totals(projects, &query, &[], offset_ms)
+            .await?;
+        Ok(Overview::of(&totals, now))
+    }
+
+    /// The totals of every payment a store query finds, every page of it (its `before` and
+    /// `limit` aside): the newest [`TOTALS_SCAN`] at most, by day of creation in a time zone
+    /// `offset_ms` east of UTC, status and currency, read under the project's list budget
+    /// as [`Payments::payments_page`] reads.
+    pub async fn totals(
+        self,
+        query: &PaymentQuery,
+        offset_ms: i64,
+    ) -> Result<PaymentTotals, ApiError> {
+        let whole = PaymentQuery {
+            before: None,
+            limit: TOTALS_SCAN,
+            ..query.clone()
+        };
+        let _place = self.scan_place(whole.project).await?;
+        Ok(self.ports.store.payment_totals(&whole, offset_ms).await?)
     }
 
     /// The payments a store query finds, read under the project's list budget
@@ -252,6 +293,37 @@ impl Payments<'_> {
         let _place = self.scan_place(query.project).await?;
         Ok(self.ports.store.find_payments(query).await?)
     }
+}
+
+/// The store queries of a list across `projects`: one branch per project and filter
+/// (`query`, then each of `or` with `query`'s limit and cursor), in unions of
+/// [`MAX_QUERY_BRANCHES`] branches at most.
+fn unions(
+    projects: &[Project],
+    query: &PaymentListQuery,
+    or: &[PaymentListQuery],
+) -> Vec<PaymentQuery> {
+    let filters: Vec<PaymentListQuery> = std::iter::once(query.clone())
+        .chain(or.iter().map(|f| PaymentListQuery {
+            limit: query.limit,
+            cursor: query.cursor,
+            ..f.clone()
+        }))
+        .collect();
+    let branches: Vec<PaymentQuery> = projects
+        .iter()
+        .flat_map(|p| filters.iter().map(|f| f.store_query(p.id)))
+        .collect();
+    branches
+        .chunks(MAX_QUERY_BRANCHES)
+        .filter_map(|chunk| match chunk {
+            [first, rest @ ..] => Some(PaymentQuery {
+                union: rest.to_vec(),
+                ..first.clone()
+            }),
+            [] => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

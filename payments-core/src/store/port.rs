@@ -61,6 +61,20 @@ macro_rules! __storage_port {
                 /// A page of a project's payments (see [`PaymentQuery`]), newest first by
                 /// `(created_at, id)`.
                 read fn find_payments(&self, query: &PaymentQuery) -> Result<Vec<Payment>, StoreError>;
+                /// The totals of the payments `query` finds (every filter of
+                /// [`find_payments`](Self::find_payments), its `before` too): the newest `query.limit`
+                /// of them at most, by the day of their creation in a time zone `offset_ms` east of
+                /// UTC, their status and currency ([`PaymentTotals`], `complete` when the filter found
+                /// fewer than `limit`). The default reads the payments and sums them; the bundled SQL
+                /// stores sum them in one statement, reading no payment's row out of the database.
+                read fn payment_totals(
+                    &self,
+                    query: &PaymentQuery,
+                    offset_ms: i64,
+                ) -> Result<PaymentTotals, StoreError> {
+                    let found = self.find_payments(query).await?;
+                    Ok(PaymentTotals::of(&found, offset_ms, found.len() < query.limit))
+                }
             }
         }
     };

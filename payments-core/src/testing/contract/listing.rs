@@ -586,6 +586,120 @@ pub async fn amount_pages<S: Store>(store: &S) {
     assert_eq!(every_page(store, q).await, vec![payment_id(5)]);
 }
 
+/// Totals of a project's payments by day, status and currency: exact sums however large
+/// (never a float's), days in the asked time zone, every filter of the page applied (a
+/// prefix, metadata, a union of projects), and the newest `limit` only, marked incomplete.
+pub async fn payment_totals<S: Store>(store: &S) {
+    use crate::totals::{day_of, PaymentTotals, Volume};
+    let hour = 3_600_000;
+    // (n, project, hours after T0 (a UTC midnight), status, amount, currency)
+    let rows: [(u128, u128, i64, PaymentStatus, &str, &str); 7] = [
+        (1, 1, 1, PaymentStatus::Completed, "100.50", "RUB"),
+        (2, 1, 2, PaymentStatus::Completed, "0.5", "RUB"),
+        (3, 1, 22, PaymentStatus::Canceled, "7", "RUB"),
+        (
+            4,
+            1,
+            23,
+            PaymentStatus::Completed,
+            "999999999999999999.999999",
+            "USD",
+        ),
+        (5, 1, 25, PaymentStatus::Error, "3", "RUB"),
+        (
+            6,
+            1,
+            26,
+            PaymentStatus::Completed,
+            "999999999999999999.999999",
+            "USD",
+        ),
+        (7, 2, 3, PaymentStatus::Completed, "5", "RUB"),
+    ];
+    for (n, project, hours, status, sum, currency) in rows {
+        let mut p = sample_payment(payment_id(n), project_id(project), &format!("sum-{n}"));
+        p.created_at = T0 + ms(hours * hour);
+        p.status = status;
+        p.amount = amount(sum);
+        p.currency = Currency::parse(currency).expect("a currency");
+        if n % 2 == 0 {
+            p.metadata = crate::payment::Metadata::from_json(&serde_json::json!({"shop": "north"}))
+                .expect("valid");
+        }
+        inserted(store, &p).await;
+    }
+    let day0 = day_of(T0, 0);
+    let totals = |q: PaymentQuery, offset: i64| async move {
+        let answer = store.payment_totals(&q, offset).await.expect("totals");
+        let found = store.find_payments(&q).await.expect("find");
+        let reference = PaymentTotals::of(&found, offset, found.len() < q.limit);
+        assert_eq!(answer, reference, "the sums of what find_payments finds");
+        answer
+    };
+    let all = totals(PaymentQuery::new(project_id(1), 100), 0).await;
+    assert!(all.complete);
+    assert_eq!(all.count(), 6, "the project's own");
+    let first = all.summary(day0, day0);
+    assert_eq!((first.created, first.completed, first.canceled), (4, 3, 1));
+    let rub = Currency::RUB;
+    assert_eq!(
+        first.volume[&rub].to_string(),
+        "101.00",
+        "100.50 + 0.5, exactly"
+    );
+    let usd = Currency::parse("USD").expect("a currency");
+    let both = all.all().volume[&usd];
+    assert_eq!(both.to_string(), "1999999999999999999.999998");
+    assert_eq!(both, Volume::from_micros(1_999_999_999_999_999_999_999_998));
+    assert_eq!(all.summary(day0 + 1, day0 + 1).failed, 1);
+    // In Moscow (UTC+3) 22:00 and 23:00 UTC are the next day.
+    let msk = totals(PaymentQuery::new(project_id(1), 100), 3 * hour).await;
+    let next = msk.summary(day0 + 1, day0 + 1);
+    assert_eq!((next.created, next.canceled, next.failed), (4, 1, 1));
+    // The newest 2 only: incomplete.
+    let newest = totals(PaymentQuery::new(project_id(1), 2), 0).await;
+    assert!(!newest.complete);
+    assert_eq!(newest.count(), 2);
+    assert_eq!(newest.all().failed, 1);
+    // Filters, as the page's: a status, a prefix, metadata, two projects in a union.
+    let completed = totals(
+        PaymentQuery {
+            status: Some(PaymentStatus::Completed),
+            ..PaymentQuery::new(project_id(1), 100)
+        },
+        0,
+    )
+    .await;
+    assert_eq!(completed.count(), 4);
+    let prefixed = totals(
+        PaymentQuery {
+            merchant_payment_id_prefix: Some("sum-".into()),
+            ..PaymentQuery::new(project_id(1), 100)
+        },
+        0,
+    )
+    .await;
+    assert_eq!(prefixed.count(), 6);
+    let north = totals(
+        PaymentQuery {
+            metadata: Some(("shop".into(), "north".into())),
+            ..PaymentQuery::new(project_id(1), 100)
+        },
+        0,
+    )
+    .await;
+    assert_eq!(north.count(), 3);
+    let across = totals(
+        PaymentQuery {
+            union: vec![PaymentQuery::new(project_id(2), 100)],
+            ..PaymentQuery::new(project_id(1), 100)
+        },
+        0,
+    )
+    .await;
+    assert_eq!(across.all().volume[&rub].to_string(), "106.00");
+}
+
 /// A [`PaymentQuery::union`]: the payments of several projects and several filters (an
 /// amount or a merchant payment id prefix, as the cabinet's search reads digits), each once
 /// (a payment both branches of its project find too), newest first across projects, paged

@@ -24,6 +24,7 @@ use crate::store::{
     PaymentStore, Purged, Retained, SettingStore, TokenKey, TxOutput, TxWork, UnavailableCause,
 };
 use crate::testing::MemoryStore;
+use crate::totals::PaymentTotals;
 use crate::SecretString;
 
 /// Checks that a store wrapper keeps every behaviour of the store it wraps: `wrap` gets a
@@ -300,6 +301,8 @@ async fn methods_through(probe: &Probe, wrapped: &dyn Store) -> Walk {
         .failed_events(&FailedEventFilter::default(), 10));
     let _ = same!("find_payments", |s| s
         .find_payments(&PaymentQuery::new(p.id, 10)));
+    let _ = same!("payment_totals", |s| s
+        .payment_totals(&PaymentQuery::new(p.id, 10), 0));
     let _ = same!("find_events", |s| s.find_events(&EventQuery {
         payment: Some(pay.id),
         ..EventQuery::new(p.id, 10)
