@@ -145,7 +145,7 @@ pub(crate) async fn code(
         .code(&half.current, &half.cookie, form.get("code"), &client)
         .await
     {
-        Ok(session) => with_cookie(&st, see_other("/projects"), session.cookie.expose()),
+        Ok(session) => with_cookie(&st, see_other("/"), session.cookie.expose()),
         Err(e) => refused(&st, &half, e, "code", "/sign-in/code", "code").await,
     }
 }
@@ -255,7 +255,7 @@ pub(crate) async fn enrol(
                 title: tr("Two-factor sign-in is set up").into(),
                 section: String::new(),
                 codes,
-                next: "/projects".into(),
+                next: "/".into(),
             };
             let page = once::show_once(&st, session.record.id, slot).await;
             with_cookie(&st, page, session.cookie.expose())

@@ -139,7 +139,7 @@ impl FromRequestParts<CabinetState> for Half {
             Some((current, cookie)) if current.session.stage == SessionStage::Password => {
                 Ok(Half { current, cookie })
             }
-            Some(_) => Err(see_other("/projects")),
+            Some(_) => Err(see_other("/")),
             None => Err(see_other("/sign-in")),
         }
     }

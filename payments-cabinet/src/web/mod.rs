@@ -18,6 +18,7 @@ mod deliveries;
 pub mod export;
 mod extract;
 pub mod health;
+mod home;
 pub(crate) mod i18n;
 mod once;
 mod operations;
@@ -40,11 +41,11 @@ use axum::extract::{Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::Method;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use extract::{FormData, Signed};
+use extract::FormData;
 use page::{see_other, PageError};
 pub use state::{CabinetState, PLAIN_COOKIE, SECURE_COOKIE};
 
@@ -145,7 +146,7 @@ pub fn router(state: CabinetState) -> Router {
 /// The home page, health, assets, language and the sign-in pages.
 fn sign_in_routes() -> Router<CabinetState> {
     Router::new()
-        .route("/", get(home))
+        .route("/", get(home::home))
         .route("/healthz", get(|| async { "ok" }))
         .route("/assets/cabinet.css", get(stylesheet))
         .route("/language", post(language))
@@ -271,13 +272,6 @@ fn security_routes() -> Router<CabinetState> {
         )
         .route("/audit", get(security::audit))
         .route("/shown/{slot}", get(once::shown))
-}
-
-async fn home(current: Option<Signed>) -> Redirect {
-    match current {
-        Some(_) => Redirect::to("/projects"),
-        None => Redirect::to("/sign-in"),
-    }
 }
 
 async fn stylesheet() -> Response {

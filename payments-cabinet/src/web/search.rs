@@ -267,7 +267,7 @@ impl SearchForm {
 }
 
 /// The projects a user may search: a merchant's user its merchant's, support every one.
-async fn searchable_projects(
+pub(crate) async fn searchable_projects(
     st: &CabinetState,
     current: &Current,
 ) -> Result<Vec<Project>, Response> {

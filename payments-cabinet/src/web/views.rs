@@ -2,6 +2,8 @@
 //! show. Every value is text prepared here; the templates only lay it out (and escape it).
 
 use askama::Template;
+use payments_core::payment::Currency;
+use payments_core::totals::Volume;
 use payments_core::Timestamp;
 
 use super::i18n::{self, tr, Lang};
@@ -227,6 +229,42 @@ pub(crate) fn delivery_text(code: &str) -> &str {
 pub(crate) fn when(t: Timestamp) -> (String, String) {
     let iso = t.to_rfc3339();
     (iso, when_text(t))
+}
+
+/// An amount of money as the page's language writes it: the whole units grouped by
+/// thousands, the language's decimal mark, the currency's sign after (`1 990,00 ₽` in Russian,
+/// `1,990.00 ₽` in English; a currency without a sign by its code).
+pub(crate) fn money(v: Volume, currency: Currency) -> String {
+    let (units, _) = v.parts();
+    let (group, point) = match i18n::current() {
+        Lang::En => (",", "."),
+        Lang::Ru => ("\u{a0}", ","),
+    };
+    let digits = units.to_string();
+    let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 && d.is_ascii_digit() {
+            grouped.push_str(group);
+        }
+        grouped.push(d);
+    }
+    let sign = match currency.as_str() {
+        "RUB" => "₽",
+        "USD" => "$",
+        "EUR" => "€",
+        other => other,
+    };
+    format!("{grouped}{point}{}\u{a0}{sign}", v.fraction_digits())
+}
+
+/// A share in thousandths as a percentage with one decimal in the page's language
+/// (`45.6 %`, `45,6 %`).
+pub(crate) fn percent(permille: u64) -> String {
+    let point = match i18n::current() {
+        Lang::En => ".",
+        Lang::Ru => ",",
+    };
+    format!("{}{point}{}\u{a0}%", permille / 10, permille % 10)
 }
 
 /// An RFC 3339 time found in a text (a field of the payment resource) in the cabinet's
@@ -788,5 +826,37 @@ mod date_format_tests {
         assert_eq!(when_in_text("2026-11-27T14:03:59.123Z"), text);
         assert_eq!(when_in_text("completed"), "completed");
         assert_eq!(when_in_text("2026-11-27"), "2026-11-27");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::i18n::{scope, Scope};
+
+    fn rub(micros: i128) -> String {
+        money(Volume::from_micros(micros), Currency::RUB)
+    }
+
+    #[tokio::test]
+    async fn money_and_shares_are_written_as_the_language_writes_them() {
+        assert_eq!(rub(1_990_000_000), "1,990.00\u{a0}₽");
+        assert_eq!(rub(1_000_000_000_000), "1,000,000.00\u{a0}₽");
+        assert_eq!(rub(150_500_000), "150.50\u{a0}₽");
+        assert_eq!(rub(125_000), "0.125\u{a0}₽");
+        assert_eq!(percent(456), "45.6\u{a0}%");
+        let usd = Currency::parse("USD").expect("a code");
+        let ru = Scope {
+            lang: Lang::Ru,
+            here: "/".into(),
+        };
+        scope(ru, async {
+            assert_eq!(rub(1_990_000_000), "1\u{a0}990,00\u{a0}₽");
+            assert_eq!(rub(1_000_000_000_000), "1\u{a0}000\u{a0}000,00\u{a0}₽");
+            assert_eq!(rub(999_000_000), "999,00\u{a0}₽");
+            assert_eq!(money(Volume::from_micros(5), usd), "0,000005\u{a0}$");
+            assert_eq!(percent(1000), "100,0\u{a0}%");
+        })
+        .await;
     }
 }

@@ -3,8 +3,6 @@
 //! the cabinet, a cross-site switch changes nothing, and the cookie wins over the browser's
 //! preference on every page, error pages included.
 
-use payments_cabinet::store::Role;
-
 use crate::support::Cabinet;
 use crate::visitor::{Site, Visitor};
 
@@ -229,16 +227,11 @@ fn english_in(text: &str) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
-    let c = Cabinet::start_with(|s| s.dispatch = false).await;
-    let demo = c.demo_merchant().await;
-    c.user("ru@shop.example", Role::Merchant(demo)).await;
-    c.server
-        .patch_project(payments_directory::ProjectPatch {
-            test_mode: Some(true),
-            callback_url: Some(Some("https://shop.example.com/callbacks".into())),
-            ..Default::default()
-        })
-        .await;
+    let c = Cabinet::test_mode_with_user(
+        "ru@shop.example",
+        Some("https://shop.example.com/callbacks"),
+    )
+    .await;
     let project = c.server.project();
     let created = c
         .server
@@ -275,6 +268,7 @@ async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
     let event = events[0].outbox.event.event_id.to_string();
 
     for path in [
+        "/".to_string(),
         "/projects".to_string(),
         format!("/projects/{project}"),
         format!("/projects/{project}/payments"),

@@ -6,6 +6,7 @@
 
 mod access;
 mod balance;
+mod home;
 mod language;
 mod once;
 mod payer;
@@ -583,6 +584,7 @@ async fn every_control_has_a_label_and_security_headers_are_sent() {
     let project = c.server.project();
     let mut pages = vec![sign_in.body, enrol];
     for path in [
+        "/".to_string(),
         "/projects".to_string(),
         format!("/projects/{project}"),
         format!("/projects/{project}/payments"),
@@ -676,16 +678,7 @@ async fn test_payment_of_owner(
     callback_url: Option<&str>,
     merchant_payment_id: &str,
 ) -> (Cabinet, payments_client::ApiResponse) {
-    let c = Cabinet::start_with(|s| s.dispatch = false).await;
-    let demo = c.demo_merchant().await;
-    c.user("owner@shop.example", Role::Merchant(demo)).await;
-    c.server
-        .patch_project(payments_directory::ProjectPatch {
-            test_mode: Some(true),
-            callback_url: Some(callback_url.map(str::to_string)),
-            ..Default::default()
-        })
-        .await;
+    let c = Cabinet::test_mode_with_user("owner@shop.example", callback_url).await;
     let body = json!({"merchant_payment_id": merchant_payment_id, "amount": "1500", "payment_method": "sbp"});
     let created = c
         .server

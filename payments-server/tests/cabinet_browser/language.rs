@@ -65,13 +65,16 @@ async fn the_switch_turns_the_cabinet_russian_before_sign_in_and_back() {
         "the language cookie is HttpOnly: {cookies}"
     );
 
-    // Sign-in and enrolment keep it; the projects page's navigation is Russian.
+    // Sign-in and enrolment keep it; the home page and the projects page's navigation are
+    // Russian.
     first_sign_in(&c, &b, "lang@shop.example").await;
     assert_eq!(lang(&b).await, "ru", "the recovery codes page");
     assert_eq!(b.heading().await, "Двухфакторный вход настроен");
     b.click("a.button.primary").await;
-    assert_eq!(b.path().await, "/projects");
+    assert_eq!(b.path().await, "/");
     assert_eq!(lang(&b).await, "ru");
+    assert_eq!(b.heading().await, "Главная");
+    b.open("/projects").await;
     assert_eq!(b.heading().await, "Проекты и API");
     let russian = navigation(&b).await;
     for section in ["Проекты", "Безопасность", "Журнал аудита"] {

@@ -376,8 +376,11 @@ pub async fn walk(v: &mut Checks) {
     v.check(&b, "recovery refused").await;
     b.open("/sign-in/code").await;
     code_step(&c, &b, &key).await;
+    assert_eq!(b.path().await, "/", "signed in, home");
+    v.page(&b, "38-home").await;
 
     // Projects and External API access: a token shown once, a key, refusals, confirmations.
+    b.open("/projects").await;
     v.page(&b, "07-projects").await;
     b.click_text("Demo project").await;
     if !b.all("#token-name").await.is_empty() {
@@ -551,6 +554,7 @@ pub async fn walk(v: &mut Checks) {
     b.open("/projects").await;
     b.click("#language-switch").await;
     for (label, path) in [
+        ("home", "/".to_string()),
         ("projects", "/projects".to_string()),
         ("External API access", format!("/projects/{project}")),
         ("payments", format!("/projects/{project}/payments")),

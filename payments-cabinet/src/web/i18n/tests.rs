@@ -407,6 +407,56 @@ mod pages {
         }
     }
 
+    /// The home page of a day with two payments, one completed.
+    fn home_page() -> String {
+        use crate::web::home::{cards, chart, HomePage, ProjectHealth, RecentRow};
+        use payments_core::payment::{Currency, PaymentStatus};
+        use payments_core::totals::{Overview, PaymentTotals, TotalsRow, Volume};
+        let now = payments_core::Timestamp::from_unix_millis(1_796_337_000_000);
+        let day = payments_core::totals::day_of(now, 0);
+        let row = |status, count, micros| TotalsRow {
+            day,
+            status,
+            currency: Currency::RUB,
+            count,
+            amount: Volume::from_micros(micros),
+        };
+        let totals = PaymentTotals {
+            rows: vec![
+                row(PaymentStatus::Completed, 1, 1_990_500_000),
+                row(PaymentStatus::Canceled, 1, 10_000_000),
+            ],
+            offset_ms: 0,
+            complete: false,
+        };
+        let overview = Overview::of(&totals, now);
+        HomePage {
+            chrome: chrome(super::super::tr("Home"), true),
+            cards: cards(&overview),
+            chart: chart(&overview),
+            recent: vec![RecentRow {
+                id: "p1".into(),
+                order: "order-1".into(),
+                project: "Магазин".into(),
+                amount: "1 990,50 ₽".into(),
+                status: "completed".into(),
+                created: "2026-12-03T22:30:00Z".into(),
+                created_text: "2026-12-03 22:30".into(),
+            }],
+            projects: vec![ProjectHealth {
+                id: "prj_1".into(),
+                name: "Магазин".into(),
+                test_mode: true,
+                failed: "2".into(),
+                pending: "0".into(),
+                failing: true,
+            }],
+            complete: false,
+        }
+        .render()
+        .unwrap()
+    }
+
     /// Every page that renders from values alone, in the current language, with the Russian
     /// texts each must show.
     fn render_all() -> Vec<(&'static str, String, Vec<&'static str>)> {
@@ -547,6 +597,11 @@ mod pages {
                     "активен",
                     "приостановлен",
                 ],
+            ),
+            (
+                "home",
+                home_page(),
+                vec!["Главная", "Сегодня", "Конверсия", "Заказ"],
             ),
             (
                 "balance",
