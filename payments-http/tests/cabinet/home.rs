@@ -49,7 +49,7 @@ fn figure<'a>(html: &'a str, period: &str, name: &str) -> &'a str {
 /// payments are listed by order number, and the project's callback health has its row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_home_page_sums_today_the_week_and_the_month() {
-    let c = Cabinet::test_mode_with_user(
+    let c = super::test_mode_with_user(
         "owner@shop.example",
         Some("https://shop.example.com/callbacks"),
     )

@@ -227,7 +227,7 @@ fn english_in(text: &str) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
-    let c = Cabinet::test_mode_with_user(
+    let c = super::test_mode_with_user(
         "ru@shop.example",
         Some("https://shop.example.com/callbacks"),
     )

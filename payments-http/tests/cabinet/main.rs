@@ -6,6 +6,7 @@
 
 mod access;
 mod balance;
+mod card;
 mod home;
 mod language;
 mod once;
@@ -41,6 +42,23 @@ async fn enrolled(c: &Cabinet, email: &str) -> (Visitor, Vec<u8>) {
     assert_eq!(codes.status, 200, "{}", codes.body);
     assert_eq!(recovery_codes(&codes.body).len(), 10);
     (v, key)
+}
+
+/// A cabinet that does not dispatch, with the user `email` of the demo merchant, whose
+/// project is in test mode with `callback_url`. (Not in `support`, which the browser tests
+/// share with their own server settings.)
+async fn test_mode_with_user(email: &str, callback_url: Option<&str>) -> Cabinet {
+    let c = Cabinet::start_with(|s| s.dispatch = false).await;
+    let demo = c.demo_merchant().await;
+    c.user(email, Role::Merchant(demo)).await;
+    c.server
+        .patch_project(payments_directory::ProjectPatch {
+            test_mode: Some(true),
+            callback_url: Some(callback_url.map(str::to_string)),
+            ..Default::default()
+        })
+        .await;
+    c
 }
 
 async fn tokens_of(c: &Cabinet, project: payments_core::ProjectId) -> usize {
@@ -678,7 +696,7 @@ async fn test_payment_of_owner(
     callback_url: Option<&str>,
     merchant_payment_id: &str,
 ) -> (Cabinet, payments_client::ApiResponse) {
-    let c = Cabinet::test_mode_with_user("owner@shop.example", callback_url).await;
+    let c = test_mode_with_user("owner@shop.example", callback_url).await;
     let body = json!({"merchant_payment_id": merchant_payment_id, "amount": "1500", "payment_method": "sbp"});
     let created = c
         .server

@@ -45,22 +45,6 @@ impl Cabinet {
         Cabinet { server, clock }
     }
 
-    /// A cabinet that does not dispatch, with the user `email` of the demo merchant, whose
-    /// project is in test mode with `callback_url`.
-    pub async fn test_mode_with_user(email: &str, callback_url: Option<&str>) -> Cabinet {
-        let c = Cabinet::start_with(|s| s.dispatch = false).await;
-        let demo = c.demo_merchant().await;
-        c.user(email, Role::Merchant(demo)).await;
-        c.server
-            .patch_project(payments_directory::ProjectPatch {
-                test_mode: Some(true),
-                callback_url: Some(callback_url.map(str::to_string)),
-                ..Default::default()
-            })
-            .await;
-        c
-    }
-
     /// The cabinet's base URL.
     pub fn url(&self) -> &str {
         self.server
