@@ -13,6 +13,7 @@ mod appeal_view;
 pub mod appeals;
 mod auth;
 mod balance;
+mod card;
 mod credentials;
 mod deliveries;
 pub mod export;

@@ -12,6 +12,7 @@ use payments_core::project::Project;
 use payments_core::store::PaymentQuery;
 
 use super::appeal_view;
+use super::card;
 use super::export;
 use super::extract::Signed;
 use super::i18n::{tr, trf};
@@ -212,7 +213,7 @@ fn card_fields(p: &Payment) -> Vec<CardField> {
             let value = if name.ends_with("_at") {
                 super::views::when_in_text(&value)
             } else {
-                value
+                card::field_value(&name, value)
             };
             CardField {
                 label: field_label(&name),
@@ -466,8 +467,9 @@ async fn card_page(
         .events_for_payment(payment.id)
         .await
         .or_page(st)?;
-    let history = st.cabinet.service().payments().history(payment).await;
-    let history: Vec<_> = history.or_page(st)?.iter().map(history_row).collect();
+    let changes = st.cabinet.service().payments().history(payment).await;
+    let changes = changes.or_page(st)?;
+    let history: Vec<_> = changes.iter().map(history_row).collect();
     let chrome = card_chrome(st, current, payment, project, notice, flash);
     let appeals = appeal_view::card_appeals(st, current, payment, flash).await?;
     let support = current.is_support();
@@ -487,6 +489,8 @@ async fn card_page(
         no_callback_url,
         project_id: project.id.to_string(),
         payment_page_url,
+        summary: card::summary(payment, project),
+        timeline: card::timeline(payment, &changes, &events),
         history,
         events: events
             .iter()

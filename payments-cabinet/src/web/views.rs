@@ -579,6 +579,10 @@ pub(crate) struct Card {
     pub(crate) project_id: String,
     /// The payer page's link, when the payment has one.
     pub(crate) payment_page_url: Option<String>,
+    /// What the owner reads first: order, amount, status, method, to whom, when.
+    pub(crate) summary: Vec<super::card::SummaryLine>,
+    /// Everything that happened to the payment, oldest first.
+    pub(crate) timeline: Vec<super::card::Moment>,
     /// The payment's status history, oldest first.
     pub(crate) history: Vec<HistoryRow>,
     pub(crate) events: Vec<EventView>,

@@ -499,6 +499,8 @@ async fn paid_in_a_test_project_and_a_support_resend() {
     assert_eq!(b.path().await, format!("/payments/{id}"));
     assert!(b.text(".test-banner").await.contains("TEST PAYMENT"));
     assert_eq!(b.text("#payment-status").await, "processing");
+    // The API's fields and the status history are folded away under the timeline.
+    b.toggle("#technical summary").await;
     let fields = b.text("#payment-fields").await;
     assert!(fields.contains("holder_name"), "{fields}");
     assert!(
@@ -516,6 +518,7 @@ async fn paid_in_a_test_project_and_a_support_resend() {
     // No automatic callback for a test payment, and yet its status history shows every change:
     // the create, the requisites, the owner's Paid.
     assert!(b.source().await.contains("No callback events"));
+    b.toggle("#technical summary").await;
     let history = b.text("#payment-history tbody").await;
     let rows: Vec<&str> = history.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(rows.len(), 3, "{history}");
