@@ -9,6 +9,7 @@ mod balance;
 mod language;
 mod once;
 mod payer;
+mod requests;
 mod support;
 mod visitor;
 
