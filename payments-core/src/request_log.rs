@@ -1,8 +1,11 @@
 //! The merchant API's request log: each project's recent requests as the merchant sees them in
 //! the cabinet ("Requests").
 //!
-//! The HTTP adapter notes every merchant request it could attribute to a project (a request
-//! with an unknown token is nobody's) as a [`RequestLogEntry`], off the request's path; the
+//! The HTTP adapter notes every merchant request the core attributed to a project (an
+//! authenticated one, or a refusal once its token's hash matched a stored token:
+//! [`Refused::project`](crate::service::Refused::project); a request whose token matches none
+//! is nobody's) as a [`RequestLogEntry`], with the API's message of an error
+//! ([`bounded_message`]), off the request's path; the
 //! store keeps them per project under a [`RequestLogPolicy`] (at most
 //! [`RequestLogPolicy::keep`] rows, none older than [`RequestLogPolicy::max_age`]).
 //! Nothing secret is kept: no body, no token, no signature; the path without its query; for a
