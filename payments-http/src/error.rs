@@ -413,8 +413,9 @@ fn carry_headers(from: &HeaderMap, to: &mut Response) {
 /// What a `500`'s body says in place of its message.
 const INTERNAL_MESSAGE: &str = "internal error; quote the request_id to support";
 
-/// The `message` the error body of `error` shows: its own, or for a `500` only
-/// [`INTERNAL_MESSAGE`] (the details go to the server's log, never to the client).
+/// The `message` the error body of `error` shows: its own, or for a `500` only "internal
+/// error; quote the request_id to support" (the details go to the server's log, never to the
+/// client).
 pub fn public_message(error: &ApiError) -> &str {
     if status_of(error.code) == StatusCode::INTERNAL_SERVER_ERROR {
         INTERNAL_MESSAGE

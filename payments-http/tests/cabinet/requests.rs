@@ -3,33 +3,12 @@
 //! by that project, and a long path cut on screen but kept whole for focus and title.
 
 use payments_core::auth::keys::{generate_signing_key, public_key_to_pem};
-use payments_core::request_log::RequestLogQuery;
 use payments_core::service::Actor;
 use payments_directory::{DirectoryAccess, ProjectPatch};
 use payments_http::system::OsRandom;
 use serde_json::json;
 
 use crate::support::Cabinet;
-
-/// Waits until the demo project's log holds `rid` (the log is written off the request path).
-async fn logged(c: &Cabinet, rid: &str) {
-    let query = RequestLogQuery::new(c.server.project(), 20);
-    for _ in 0..500 {
-        let page = c
-            .server
-            .state
-            .service
-            .requests()
-            .request_log(&query)
-            .await
-            .expect("the log reads");
-        if page.requests.iter().any(|e| e.request_id == rid) {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("the request {rid} did not reach the log");
-}
 
 /// A create by `client`: its answer's code, request id and message.
 async fn create(client: &payments_client::MerchantClient, mpid: &str) -> (String, String, String) {
@@ -112,7 +91,7 @@ async fn the_requests_tab_shows_refusals_with_the_apis_message_and_the_key_of_an
         .to_str()
         .expect("ASCII")
         .to_string();
-    logged(&c, &read_rid).await;
+    c.logged(&read_rid).await;
 
     let (mut v, _) = crate::enrolled(&c, "anna@shop.example").await;
     let page = v
