@@ -1,8 +1,11 @@
 //! The merchant API's request log: each project's recent requests as the merchant sees them in
 //! the cabinet ("Requests").
 //!
-//! The HTTP adapter notes every merchant request it could attribute to a project (a request
-//! with an unknown token is nobody's) as a [`RequestLogEntry`], off the request's path; the
+//! The HTTP adapter notes every merchant request the core attributed to a project (an
+//! authenticated one, or a refusal once its token's hash matched a stored token:
+//! [`Refused::project`](crate::service::Refused::project); a request whose token matches none
+//! is nobody's) as a [`RequestLogEntry`], with the API's message of an error
+//! ([`bounded_message`]), off the request's path; the
 //! store keeps them per project under a [`RequestLogPolicy`] (at most
 //! [`RequestLogPolicy::keep`] rows, none older than [`RequestLogPolicy::max_age`]).
 //! Nothing secret is kept: no body, no token, no signature; the path without its query; for a
@@ -21,6 +24,9 @@ use crate::{PaymentId, ProjectId, Timestamp};
 
 /// The longest path kept (bytes); a longer one is cut at a character boundary.
 pub const MAX_PATH: usize = 256;
+/// The longest API message kept (bytes): a longer one is cut at a character boundary and
+/// ends in `…`.
+pub const MAX_MESSAGE: usize = 256;
 /// The longest signature base kept (bytes; headers may reach 16 KiB): a longer one is cut at a
 /// character boundary and ends in `…`. Its covered components are read before the cut.
 pub const MAX_BASE: usize = 4096;
@@ -42,6 +48,9 @@ pub struct RequestLogEntry {
     pub status: u16,
     /// The answer's error code (`signature_invalid`, ...), for an error.
     pub error_code: Option<String>,
+    /// The `message` of the answer's error body, as the API wrote it ([`bounded_message`]),
+    /// for an error.
+    pub message: Option<String>,
     /// The request id (`X-Request-ID`, echoed or made).
     pub request_id: String,
     /// How long the answer took, microseconds.
@@ -62,6 +71,15 @@ pub struct RequestLogEntry {
 /// Cuts `path` to [`MAX_PATH`] bytes at a character boundary.
 pub fn bounded_path(path: &str) -> String {
     cut(path, MAX_PATH).to_string()
+}
+
+/// An error body's `message` as the log keeps it: up to [`MAX_MESSAGE`] bytes, cut at a
+/// character boundary and ended with `…` when longer.
+pub fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    format!("{}…", cut(message, MAX_MESSAGE))
 }
 
 /// `s` up to `max` bytes, cut at a character boundary.
@@ -156,6 +174,11 @@ pub struct SignatureDiagnosis {
     /// The signature base the server verified against, when it got that far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature_base: Option<String>,
+    /// For `unknown keyid`, the keyid the signature named (its `@signature-params`): the
+    /// cabinet tells whether it is a key of another project of the merchant
+    /// ([`RequestLog::key_owners`](crate::service::RequestLog::key_owners)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyid: Option<String>,
 }
 
 /// What the server says when the base it verified equals the one the client signed.
@@ -179,11 +202,15 @@ impl SignatureDiagnosis {
                 b
             }
         });
+        let keyid = (e.failure == crate::auth::SignatureFailure::UnknownKeyid)
+            .then(|| e.signature_base.as_deref().and_then(keyid_of))
+            .flatten();
         SignatureDiagnosis {
             reason: e.failure.to_string(),
             hint,
             covered,
             signature_base: base,
+            keyid,
         }
     }
 
@@ -208,6 +235,25 @@ fn covered_of(base: &str) -> Vec<String> {
         .filter(|name| *name != "@signature-params")
         .map(str::to_string)
         .collect()
+}
+
+/// The `keyid` parameter of a signature base's `@signature-params` line (a structured-field
+/// string, its `\\` and `\"` escapes read), when it has one.
+fn keyid_of(base: &str) -> Option<String> {
+    let params = base
+        .lines()
+        .find_map(|line| line.strip_prefix("\"@signature-params\": "))?;
+    let (_, rest) = params.split_once(";keyid=\"")?;
+    let mut keyid = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(keyid),
+            '\\' => keyid.push(chars.next()?),
+            c => keyid.push(c),
+        }
+    }
+    None
 }
 
 /// Which statuses a page of the log shows.
@@ -385,6 +431,49 @@ mod tests {
         let kept = d.signature_base.expect("a base");
         assert!(kept.len() <= MAX_BASE + '…'.len_utf8(), "{}", kept.len());
         assert!(kept.ends_with('…') && kept.starts_with("\"@method\": POST"));
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_and_says_so() {
+        assert_eq!(
+            bounded_message("the token was revoked"),
+            "the token was revoked"
+        );
+        let exact = "a".repeat(MAX_MESSAGE);
+        assert_eq!(bounded_message(&exact), exact);
+        let long = format!("a{}", "я".repeat(MAX_MESSAGE));
+        let cut = bounded_message(&long);
+        let kept = cut.strip_suffix('…').expect("a cut message ends in …");
+        assert!(kept.len() <= MAX_MESSAGE && long.starts_with(kept), "{cut}");
+        assert!(
+            kept.len() > MAX_MESSAGE - 2,
+            "cut at the last character that fits"
+        );
+    }
+
+    /// An `unknown keyid` diagnosis names the keyid the signature gave (the cabinet looks it up
+    /// among the merchant's other projects); another failure names none.
+    #[test]
+    fn an_unknown_keyid_diagnosis_names_the_keyid() {
+        let base = "\"@method\": POST\n\
+                    \"@signature-params\": (\"@method\");created=1;keyid=\"ed25519-k\\\"x\";alg=\"ed25519\"";
+        let failed = |failure| SignatureError {
+            failure,
+            signature_base: Some(base.into()),
+        };
+        let d =
+            SignatureDiagnosis::of_signature(&failed(crate::auth::SignatureFailure::UnknownKeyid));
+        assert_eq!(d.keyid.as_deref(), Some("ed25519-k\"x"));
+        assert_eq!(SignatureDiagnosis::from_json(&d.to_json()), Some(d));
+        let d = SignatureDiagnosis::of_signature(&failed(
+            crate::auth::SignatureFailure::VerificationFailed,
+        ));
+        assert_eq!(d.keyid, None);
+        assert_eq!(
+            keyid_of("\"@signature-params\": (\"@method\");created=1"),
+            None
+        );
+        assert_eq!(keyid_of("\"@signature-params\": ();keyid=\"cut"), None);
     }
 
     #[test]

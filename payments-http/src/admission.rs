@@ -10,7 +10,6 @@ use axum::extract::{ConnectInfo, OriginalUri, Request};
 use axum::http::HeaderValue;
 use payments_core::amount::DecimalFormat;
 use payments_core::auth::{Endpoint, HttpRequestParts};
-use payments_core::ratelimit::{Gcra, RateDecision, RateLimiter};
 use payments_core::service::{AuthRequest, Authenticated};
 use payments_core::{ApiError, ErrorCode, PaymentId};
 
@@ -118,45 +117,29 @@ pub async fn authenticate(
         peer,
         payment,
     };
-    let note = parts
-        .extensions
-        .get::<std::sync::Arc<crate::error::AccessNote>>()
-        .cloned();
-    // The access line names the project once it is known, also for a 429 or a 401
-    // signature_invalid: the limiter is asked once the project is known.
-    let limiter = NotingLimiter {
-        inner: st.rate_limiter.as_ref(),
-        note: note.as_deref(),
+    let outcome = st
+        .service
+        .gate()
+        .authenticate(&request, st.rate_limiter.as_ref())
+        .await;
+    // The access line and the request log name the project the core attributed the request
+    // to: the authenticated caller's, or a refusal's once its token was found.
+    let project = match &outcome {
+        Ok(auth) => Some(auth.context().project.id),
+        Err(refused) => refused.project,
     };
-    let auth = st.service.gate().authenticate(&request, &limiter).await?;
-    if let Some(note) = &note {
-        note.set_project(auth.context().project.id);
+    if let (Some(note), Some(project)) = (
+        parts
+            .extensions
+            .get::<std::sync::Arc<crate::error::AccessNote>>(),
+        project,
+    ) {
+        note.set_project(project);
     }
+    let auth = outcome?;
     st.token_use
         .note(auth.context().token.id, st.service.ports().clock.now());
     Ok(auth)
-}
-
-/// The server's rate limiter, noting the project on the request's access line when the core
-/// asks it (the project is known from then on, also for a `429` or a `401` that follows).
-struct NotingLimiter<'a> {
-    inner: &'a dyn RateLimiter,
-    note: Option<&'a crate::error::AccessNote>,
-}
-
-#[async_trait::async_trait]
-impl RateLimiter for NotingLimiter<'_> {
-    async fn acquire(
-        &self,
-        project: payments_core::ProjectId,
-        rule: Gcra,
-        now: payments_core::Timestamp,
-    ) -> Result<RateDecision, payments_core::store::StoreError> {
-        if let Some(note) = self.note {
-            note.set_project(project);
-        }
-        self.inner.acquire(project, rule, now).await
-    }
 }
 
 /// A permit from the in-flight limit, or `503` when the server is saturated.

@@ -193,7 +193,7 @@ pub async fn answer_errors(
     let span = crate::trace::request_span(method.as_str(), &route, &rid.0, req.headers());
     let logged = st.request_log.as_ref().map(|_| Arrival::of(&req, &st));
     let (mut resp, code, error) = match over_limits(&req) {
-        Some(e) => (render(&e, &rid), Some(e.code.as_str()), None),
+        Some(e) => (render(&e, &rid), Some(e.code.as_str()), Some(Arc::new(e))),
         None => {
             req.extensions_mut().insert(rid.clone());
             req.extensions_mut().insert(note.clone());
@@ -297,6 +297,7 @@ impl Arrival {
                 .created
                 .map(|c| c.saturating_mul(1000).saturating_sub(self.at.unix_millis())),
             diagnosis: error.and_then(ApiError::signature_diagnosis),
+            message: error.map(|e| payments_core::request_log::bounded_message(public_message(e))),
         })
     }
 }
@@ -347,7 +348,7 @@ fn over_limits(req: &Request) -> Option<ApiError> {
 
 /// Writes the body of an error answer: ours from its extension; one the framework made (plain
 /// text or empty) from its status. Other answers pass unchanged. With the error code, if any,
-/// and our error (for the request log's diagnosis).
+/// and the error answered (for the request log's message and diagnosis).
 async fn finish(
     resp: Response,
     rid: &RequestId,
@@ -391,9 +392,10 @@ async fn finish(
     } else {
         text
     };
-    let mut answer = render(&ApiError::new(code, message), rid);
+    let error = ApiError::new(code, message);
+    let mut answer = render(&error, rid);
     carry_headers(&parts.headers, &mut answer);
-    (answer, Some(code.as_str()), None)
+    (answer, Some(code.as_str()), Some(Arc::new(error)))
 }
 
 /// Headers the original answer set (e.g. `Allow` on a `405`) stay on the rendered one, except
@@ -405,6 +407,20 @@ fn carry_headers(from: &HeaderMap, to: &mut Response) {
                 .entry(name)
                 .or_insert_with(|| value.clone());
         }
+    }
+}
+
+/// What a `500`'s body says in place of its message.
+const INTERNAL_MESSAGE: &str = "internal error; quote the request_id to support";
+
+/// The `message` the error body of `error` shows: its own, or for a `500` only "internal
+/// error; quote the request_id to support" (the details go to the server's log, never to the
+/// client).
+pub fn public_message(error: &ApiError) -> &str {
+    if status_of(error.code) == StatusCode::INTERNAL_SERVER_ERROR {
+        INTERNAL_MESSAGE
+    } else {
+        &error.message
     }
 }
 
@@ -452,7 +468,7 @@ pub fn render(error: &ApiError, rid: &RequestId) -> Response {
     }
     let masked;
     let error = if status == StatusCode::INTERNAL_SERVER_ERROR {
-        masked = ApiError::internal("internal error; quote the request_id to support");
+        masked = ApiError::internal(public_message(error));
         &masked
     } else {
         error

@@ -141,6 +141,7 @@ mod tests {
             path: "/api/v1/payments".into(),
             status: 201,
             error_code: None,
+            message: None,
             request_id: "r".into(),
             latency_us: 1,
             source: "-".into(),

@@ -1,4 +1,5 @@
-//! The merchant API's request log (migration 17, table `request_log`), written once for both
+//! The merchant API's request log (migration 17, table `request_log`; its `message` column
+//! migration 24's), written once for both
 //! engines ([`payments_core::request_log`] decides what is logged and what the summary says;
 //! the stores only keep the rows).
 //!
@@ -33,6 +34,7 @@ impl Record for RequestLogEntry {
         "payment_id",
         "clock_skew_ms",
         "diagnosis",
+        "message",
     ];
 
     fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
@@ -55,6 +57,7 @@ impl Record for RequestLogEntry {
             payment_id: c.opt_parsed("payment_id")?,
             clock_skew_ms: c.opt_int("clock_skew_ms")?,
             diagnosis,
+            message: c.opt_text("message")?,
         })
     }
 
@@ -81,6 +84,7 @@ pub fn insert_values(e: &RequestLogEntry) -> Result<Vec<SqlValue>, StoreError> {
         SqlValue::opt_display(e.payment_id),
         e.clock_skew_ms.map_or(SqlValue::Null, SqlValue::Int),
         SqlValue::opt_text(e.diagnosis.as_ref().map(SignatureDiagnosis::to_json)),
+        SqlValue::opt_text(e.message.clone()),
     ])
 }
 

@@ -227,7 +227,19 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: AMOUNT_KEY_POSTGRES,
         min_reader: BASELINE_MIN_READER,
     },
+    // 24: the request log keeps the API's `message` of an error answer (the cabinet's
+    // Requests tab shows it). Expand: a nullable column; a build of schema 23 names its
+    // columns, never reads it and writes its rows without it (they show no message).
+    Migration {
+        name: "request log message",
+        sqlite: REQUEST_LOG_MESSAGE_DDL,
+        postgres: REQUEST_LOG_MESSAGE_DDL,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 24, the same text on both engines.
+const REQUEST_LOG_MESSAGE_DDL: &str = "ALTER TABLE request_log ADD COLUMN message TEXT;";
 
 /// Migration 23's fill on SQLite (`sqlite`) or PostgreSQL (`postgres`): the key of every
 /// payment without one, `payments_core::amount::Amount::normalized` of its amount. On SQLite

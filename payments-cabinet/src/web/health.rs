@@ -175,6 +175,7 @@ mod tests {
             path: path.into(),
             status,
             error_code: code.map(str::to_string),
+            message: None,
             request_id: "r".into(),
             latency_us: 1,
             source: "-".into(),

@@ -1,13 +1,19 @@
 //! A project's Requests tab (`/projects/{id}/requests`): the merchant API requests the
 //! project's tokens made recently (the request log, [`payments_core::request_log`]), newest
 //! first in pages, filtered by status (a class such as `4xx`, or one status) and error code;
-//! a refused signature's row shows what the server verified. Above them the integration
-//! health over the whole logged window ([`integration_health`]).
+//! an error's row shows the API's message as the API wrote it, a refused signature's row what
+//! the server verified (and, for a key of another project of the merchant, which:
+//! [`RequestLog::key_owners`](payments_core::service::RequestLog::key_owners)). A long path
+//! keeps to one line, cut with an ellipsis, whole on hover and keyboard focus. Above them the
+//! integration health over the whole logged window ([`integration_health`]).
 //! Whoever may see the project's payments sees its requests ([`visible_project`]).
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use std::collections::BTreeMap;
+
+use payments_core::project::Project;
 use payments_core::request_log::{RequestLogEntry, RequestLogQuery, StatusFilter};
 
 use super::extract::Signed;
@@ -38,9 +44,14 @@ pub(crate) struct RequestRow {
     pub(crate) at_text: String,
     pub(crate) method: String,
     pub(crate) path: String,
+    /// Whether the path is long enough to be cut on screen ([`LONG_PATH`]): it then takes a
+    /// tab stop (focus shows it whole) and a title.
+    pub(crate) long_path: bool,
     pub(crate) status: u16,
     pub(crate) ok: bool,
     pub(crate) code: String,
+    /// The API's message, as the API wrote it.
+    pub(crate) message: Option<String>,
     pub(crate) request_id: String,
     pub(crate) latency: String,
     pub(crate) source: String,
@@ -55,7 +66,19 @@ pub(crate) struct DiagnosisView {
     pub(crate) hint: Option<String>,
     pub(crate) covered: String,
     pub(crate) base: Option<String>,
+    /// For `unknown keyid`: the merchant's other project whose key the signature named.
+    pub(crate) key_owner: Option<KeyOwnerView>,
 }
+
+/// The project of the merchant that holds the key a signature named.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyOwnerView {
+    pub(crate) id: String,
+    pub(crate) name: String,
+}
+
+/// The length (characters of method and path) from which a path may be cut on screen.
+const LONG_PATH: usize = 40;
 
 /// One error code's share of the `4xx` answers.
 #[derive(Debug, Clone)]
@@ -131,16 +154,18 @@ fn health_view(h: &IntegrationHealth) -> HealthView {
     }
 }
 
-fn row(e: &RequestLogEntry) -> RequestRow {
+fn row(e: &RequestLogEntry, owners: &BTreeMap<String, Project>) -> RequestRow {
     let (at, at_text) = when(e.at);
     RequestRow {
         at,
         at_text,
         method: e.method.clone(),
         path: e.path.clone(),
+        long_path: e.method.chars().count() + 1 + e.path.chars().count() > LONG_PATH,
         status: e.status,
         ok: e.status < 400,
         code: e.error_code.clone().unwrap_or_default(),
+        message: e.message.clone(),
         request_id: e.request_id.clone(),
         latency: format!("{:.1} ms", e.latency_us as f64 / 1000.0),
         source: e.source.clone(),
@@ -150,6 +175,14 @@ fn row(e: &RequestLogEntry) -> RequestRow {
             hint: d.hint.clone(),
             covered: d.covered.join(" "),
             base: d.signature_base.clone(),
+            key_owner: d
+                .keyid
+                .as_ref()
+                .and_then(|k| owners.get(k))
+                .map(|p| KeyOwnerView {
+                    id: p.id.to_string(),
+                    name: p.name.clone(),
+                }),
         }),
     }
 }
@@ -211,7 +244,17 @@ pub(crate) async fn page(
         .request_log(&query)
         .await
         .map_err(failed)?;
-    page.requests = found.requests.iter().map(row).collect();
+    let keyids: Vec<String> = found
+        .requests
+        .iter()
+        .filter_map(|e| e.diagnosis.as_ref()?.keyid.clone())
+        .collect();
+    let owners = service
+        .requests()
+        .key_owners(&project, &keyids)
+        .await
+        .map_err(failed)?;
+    page.requests = found.requests.iter().map(|e| row(e, &owners)).collect();
     page.next = found.next.map(|(at, id)| {
         format!(
             "/projects/{}/requests?status={}&code={}&before={}_{id}",

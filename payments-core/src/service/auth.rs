@@ -286,6 +286,56 @@ impl From<AuthError> for ApiError {
     }
 }
 
+/// A request [`Gate::authenticate`] refused: why, and the project whose token made it. The
+/// project is known once the presented token's hash matched a stored token, also a revoked or
+/// expired one or one of an inactive project (the token's own project); a token that matches
+/// none, a request without one, and a refusal of the request's form before its token is read,
+/// name no project: nobody can write into a project's log without its token's hash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct Refused {
+    /// Why.
+    #[source]
+    pub error: AuthError,
+    /// The project of the token that made the request, when its hash matched one.
+    pub project: Option<ProjectId>,
+}
+
+impl From<AuthError> for Refused {
+    /// A refusal that names no project.
+    fn from(error: AuthError) -> Refused {
+        Refused {
+            error,
+            project: None,
+        }
+    }
+}
+
+impl From<Refused> for ApiError {
+    fn from(r: Refused) -> ApiError {
+        r.error.into()
+    }
+}
+
+/// What [`Gate::authenticate`] read and prepared before the store's answer was judged.
+struct Found<'a> {
+    lookup: AuthLookup,
+    payment: Option<Payment>,
+    hash: TokenHash,
+    prepared: Option<Result<PreparedSignature, SignatureError>>,
+    announced: Option<Announcement<'a>>,
+    /// Whether the endpoint is always signed.
+    signed: bool,
+}
+
+/// The project of the stored token whose hash the presented one matches (compared in constant
+/// time), revoked, expired or not; `None` when none matches.
+fn token_project(token: Option<&TokenRecord>, hash: &TokenHash) -> Option<ProjectId> {
+    token
+        .filter(|t| TokenHash::from_bytes(t.hash).ct_eq(hash))
+        .map(|t| t.project_id)
+}
+
 /// [`RequestFormError::RepeatedHeader`] when a header of [`SINGLE_VALUE_HEADERS`] is sent more
 /// than once.
 pub fn check_single_value_headers(headers: &[(&str, &[u8])]) -> Result<(), RequestFormError> {
@@ -403,17 +453,18 @@ impl Gate<'_> {
     /// `Retry-After` when over it, `503` when the limiter's store fails), then signature and
     /// digest. The nonce of a signed request
     /// travels in the returned [`Authenticated`] and is recorded by the operation that
-    /// consumes it.
+    /// consumes it. A refusal names the project of the token once the token's hash matched a
+    /// stored one ([`Refused::project`]), whichever step refused it.
     pub async fn authenticate(
         self,
         req: &AuthRequest<'_>,
         limiter: &dyn RateLimiter,
-    ) -> Result<Authenticated, AuthError> {
+    ) -> Result<Authenticated, Refused> {
         // 0. The form of the request.
         let (always_signed, has_signature) = check_form(req)?;
         // 1. Token, project, merchant, scope (the key and the payment read in the same trip).
         let now = self.ports.clock.now();
-        let hash = bearer_of(req.parts.headers, self.auth.environment)?;
+        let hash = bearer_of(req.parts.headers, self.auth.environment).map_err(AuthError::from)?;
         // The signature is parsed (pure work, no I/O) before the store is asked, so that the
         // key is read in the same round trip as the token; its errors are reported in their
         // place in the order below, after the token, allow-list and rate-limit checks.
@@ -428,9 +479,45 @@ impl Gate<'_> {
         let announced = keyid
             .is_some()
             .then(|| announce(self.ports.verifier.as_ref()));
-        let (found, payment) = self.lookup(req, hash.as_bytes(), keyid).await?;
+        let (found, payment) = self
+            .lookup(req, hash.as_bytes(), keyid)
+            .await
+            .map_err(AuthError::from)?;
+        // From here on the token's hash matched a stored token (revoked, expired or not): each
+        // refusal names its project.
+        let project = token_project(found.token.as_ref(), &hash);
+        let found = Found {
+            lookup: found,
+            payment,
+            hash,
+            prepared,
+            announced,
+            signed: always_signed,
+        };
+        self.admit(req, limiter, found, now)
+            .await
+            .map_err(|error| Refused { error, project })
+    }
+
+    /// Steps 1 (the token found, and its scope) to 5 of [`Gate::authenticate`], once the store
+    /// answered: the caller's context and the nonce to record.
+    async fn admit(
+        self,
+        req: &AuthRequest<'_>,
+        limiter: &dyn RateLimiter,
+        found: Found<'_>,
+        now: Timestamp,
+    ) -> Result<Authenticated, AuthError> {
+        let Found {
+            lookup,
+            payment,
+            hash,
+            prepared,
+            announced,
+            signed: always_signed,
+        } = found;
         let (token, project, merchant) =
-            admit_token(found.token, found.project, found.merchant, &hash, now)?;
+            admit_token(lookup.token, lookup.project, lookup.merchant, &hash, now)?;
         req.endpoint.check_scope(&token.scopes)?;
         // 2. IP allow-list, on the client address (X-Forwarded-For only from trusted proxies).
         let client = client_address(req, &self.auth.trusted_proxies);
@@ -451,7 +538,7 @@ impl Gate<'_> {
             let prepared = prepared
                 .unwrap_or_else(|| PreparedSignature::prepare(&req.parts, &self.auth.policy, now));
             Some(
-                self.verify(prepared, found.key, announced, project.id, now)
+                self.verify(prepared, lookup.key, announced, project.id, now)
                     .await?,
             )
         } else {

@@ -48,7 +48,7 @@ pub use appeals::{
 };
 pub use auth::{
     check_content_type, check_single_value_headers, is_echoable_request_id, is_json_content_type,
-    AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, RequestFormError,
+    AuthConfig, AuthContext, AuthError, AuthRequest, Authenticated, Refused, RequestFormError,
     SINGLE_VALUE_HEADERS,
 };
 pub use callbacks::{

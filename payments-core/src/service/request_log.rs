@@ -2,9 +2,12 @@
 //! cabinet's pages and integration health, and the purge by age, each under the service's
 //! [`RequestLogPolicy`](crate::request_log::RequestLogPolicy).
 
+use std::collections::BTreeMap;
+
 use super::RequestLog;
+use crate::project::Project;
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
-use crate::store::StoreError;
+use crate::store::{CredentialStoreExt, MerchantStoreExt, StoreError};
 use crate::Timestamp;
 
 /// The batch the purge by age deletes in: one writer job or one statement each.
@@ -48,6 +51,43 @@ impl RequestLog<'_> {
             .then(|| requests.last().map(|e| (e.at, e.id)))
             .flatten();
         Ok(RequestLogPage { requests, next })
+    }
+
+    /// The other projects of `project`'s merchant that hold, not revoked, a key of each of
+    /// `keyids` (those a page's `unknown keyid` diagnoses name,
+    /// [`SignatureDiagnosis::keyid`](crate::request_log::SignatureDiagnosis::keyid)): a
+    /// client that signs with the key of its merchant's other project is told which. Never a
+    /// project of another merchant. Nothing is read for no keyid; else the projects and the
+    /// keys of each of the merchant's other projects, once for the page.
+    pub async fn key_owners(
+        self,
+        project: &Project,
+        keyids: &[String],
+    ) -> Result<BTreeMap<String, Project>, StoreError> {
+        let mut owners = BTreeMap::new();
+        if keyids.is_empty() {
+            return Ok(owners);
+        }
+        let store = &self.ports.store;
+        let siblings = store
+            .projects()
+            .await?
+            .into_iter()
+            .filter(|p| p.merchant_id == project.merchant_id && p.id != project.id);
+        for sibling in siblings {
+            let keys = store.keys(sibling.id).await?;
+            for keyid in keyids {
+                let held = keys
+                    .iter()
+                    .any(|k| k.revoked_at.is_none() && k.keyid.as_str() == keyid.as_str());
+                if held {
+                    owners
+                        .entry(keyid.clone())
+                        .or_insert_with(|| sibling.clone());
+                }
+            }
+        }
+        Ok(owners)
     }
 
     /// Deletes every logged request older than the retention, in batches of

@@ -11,6 +11,7 @@ mod home;
 mod language;
 mod once;
 mod payer;
+mod requests;
 mod support;
 mod visitor;
 

@@ -89,6 +89,27 @@ impl Cabinet {
         (m.id, p.id)
     }
 
+    /// Waits until the demo project's request log holds `rid` (the log is written off the
+    /// request path).
+    pub async fn logged(&self, rid: &str) {
+        let query = payments_core::request_log::RequestLogQuery::new(self.server.project(), 100);
+        for _ in 0..500 {
+            let page = self
+                .server
+                .state
+                .service
+                .requests()
+                .request_log(&query)
+                .await
+                .expect("the log reads");
+            if page.requests.iter().any(|e| e.request_id == rid) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the request {rid} did not reach the log");
+    }
+
     /// A user with [`PASSWORD`] (no TOTP key yet).
     pub async fn user(&self, email: &str, role: Role) {
         let invite = self

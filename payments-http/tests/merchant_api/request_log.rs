@@ -182,3 +182,112 @@ async fn the_log_is_off_when_the_settings_say_so() {
     assert!(page.requests.is_empty(), "{:?}", page.requests);
     s.stop().await;
 }
+
+/// The request of `client`'s `create` with its answer's request id and `message`.
+async fn refused_create(
+    c: &payments_client::MerchantClient,
+    id: &str,
+) -> (StatusCode, Option<String>, String, String) {
+    let r = c.create_payment(&body(id, "100")).await.unwrap();
+    let rid = r.headers["x-request-id"].to_str().unwrap().to_string();
+    let message = r.json["message"].as_str().unwrap_or_default().to_string();
+    (r.status, r.code().map(str::to_string), rid, message)
+}
+
+/// Every request a project's token made is logged, also one refused before the signature:
+/// a token without the scope (`403 insufficient_scope`), a revoked or an expired one (`401
+/// token_invalid`), an address off the allow-list (`403 ip_not_allowed`), each with the API's
+/// message. A token whose hash matches no stored token is nobody's: never logged.
+#[tokio::test]
+async fn refusals_of_a_projects_token_are_logged_with_the_apis_message() {
+    use payments_core::auth::Scope;
+    use payments_core::service::Actor;
+    use payments_directory::{DirectoryAccess, ProjectPatch, TokenRequest};
+
+    let clock = payments_http::testing::ShiftedClock::new();
+    let s = TestServer::start_with_clock(std::sync::Arc::new(clock.clone()), |_| {}).await;
+    let c = &s.client();
+    let directory = s.state.service.directory();
+    let actor = Actor("t".into());
+    let issue = |scopes: Vec<Scope>, lifetime| TokenRequest {
+        scopes,
+        name: None,
+        lifetime,
+    };
+    let read_only = directory
+        .issue_token_as(s.project(), issue(vec![Scope::PaymentsRead], None), &actor)
+        .await
+        .unwrap();
+    let revoked = directory
+        .issue_token_as(
+            s.project(),
+            issue(vec![Scope::PaymentsCreate], None),
+            &actor,
+        )
+        .await
+        .unwrap();
+    directory
+        .revoke_token(s.project(), revoked.record.id, &actor)
+        .await
+        .unwrap();
+    let day = Duration::from_secs(86_400);
+    let expiring = directory
+        .issue_token_as(
+            s.project(),
+            issue(vec![Scope::PaymentsCreate], Some(day)),
+            &actor,
+        )
+        .await
+        .unwrap();
+
+    let mut expected = Vec::new();
+    let scope = refused_create(&c.with_token(read_only.token.expose()), "rf-1").await;
+    expected.push((403, "insufficient_scope", scope));
+    let gone = refused_create(&c.with_token(revoked.token.expose()), "rf-2").await;
+    expected.push((401, "token_invalid", gone));
+    // A token of the right form that matches nothing.
+    let stranger = refused_create(
+        &c.with_token("nl_test_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+        "rf-3",
+    )
+    .await;
+    assert_eq!(stranger.1.as_deref(), Some("token_invalid"));
+    s.patch_project(ProjectPatch {
+        ip_allow_list: Some(vec!["10.0.0.0/8".into()]),
+        ..Default::default()
+    })
+    .await;
+    expected.push((403, "ip_not_allowed", refused_create(c, "rf-4").await));
+    clock.advance(day);
+    let expired = refused_create(&c.with_token(expiring.token.expose()), "rf-5").await;
+    expected.push((401, "token_invalid", expired));
+
+    let last = &expected.last().unwrap().2 .2;
+    let log = logged(&s, last).await;
+    for (status, code, (answered, answered_code, rid, message)) in &expected {
+        assert_eq!(
+            (answered.as_u16(), answered_code.as_deref()),
+            (*status, Some(*code)),
+            "{message}"
+        );
+        let row = log
+            .iter()
+            .find(|e| &e.request_id == rid)
+            .unwrap_or_else(|| panic!("{status} {code} ({message}) is not in the log: {log:#?}"));
+        assert_eq!(
+            (row.status, row.error_code.as_deref()),
+            (*status, Some(*code))
+        );
+        assert!(!message.is_empty());
+        assert_eq!(row.message.as_deref(), Some(message.as_str()), "{code}");
+    }
+    let messages: Vec<_> = expected.iter().map(|e| e.2 .3.as_str()).collect();
+    assert!(messages.contains(&"the token was revoked"), "{messages:?}");
+    assert!(messages.contains(&"the token has expired"), "{messages:?}");
+    assert!(
+        log.iter().all(|e| e.request_id != stranger.2),
+        "a stranger's token is nobody's: {log:#?}"
+    );
+    assert_eq!(log.len(), expected.len(), "{log:#?}");
+    s.stop().await;
+}

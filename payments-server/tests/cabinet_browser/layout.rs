@@ -499,7 +499,21 @@ pub async fn walk(v: &mut Checks) {
     // The request log: a create whose signature was changed, with its diagnosis (the
     // signature base the server verified), the health counts, a filter and a refused one.
     let forged = crate::requests::refused_create(&c, "order-forged").await;
-    crate::requests::logged(&c, &forged).await;
+    // A create signed with the test project's key: its diagnosis names that project.
+    let crossed = MerchantClient::new(
+        live.base_url(),
+        creds.token.expose(),
+        test_creds.private_key_pem.expose(),
+    )
+    .expect("a client");
+    let r = crossed
+        .create_payment(&json!({"merchant_payment_id": "order-crossed", "amount": "100", "payment_method": "sbp"}))
+        .await
+        .expect("answered");
+    assert_eq!(r.code(), Some("signature_invalid"), "{}", r.json);
+    c.logged(&forged).await;
+    c.logged(r.headers["x-request-id"].to_str().expect("ASCII"))
+        .await;
     b.open(&format!("/projects/{project}/requests")).await;
     v.page(&b, "29-requests").await;
     b.fill("#status", "4xx").await;

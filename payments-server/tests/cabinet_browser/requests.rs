@@ -44,27 +44,6 @@ pub(crate) async fn refused_create(c: &Cabinet, mpid: &str) -> String {
         .to_string()
 }
 
-/// Waits until the demo project's request log holds `rid` (the log is written off the request
-/// path).
-pub(crate) async fn logged(c: &Cabinet, rid: &str) {
-    let query = payments_core::request_log::RequestLogQuery::new(c.server.project(), 10);
-    for _ in 0..500 {
-        let page = c
-            .server
-            .state
-            .service
-            .requests()
-            .request_log(&query)
-            .await
-            .expect("the log reads");
-        if page.requests.iter().any(|e| e.request_id == rid) {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("the refused request {rid} did not reach the log");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Chromium: chromium and chromedriver"]
 async fn the_requests_tab_shows_a_refused_signature_with_its_diagnosis() {
@@ -82,7 +61,7 @@ async fn the_requests_tab_shows_a_refused_signature_with_its_diagnosis() {
         .expect("a create");
     assert_eq!(created.status.as_u16(), 201, "{}", created.json);
     let rid = refused_create(&c, "req-2").await;
-    logged(&c, &rid).await;
+    c.logged(&rid).await;
 
     let b = Browser::start(c.url()).await;
     crate::first_sign_in(&c, &b, "anna@shop.example").await;
@@ -98,6 +77,10 @@ async fn the_requests_tab_shows_a_refused_signature_with_its_diagnosis() {
     assert!(first.contains("signature_invalid"), "{first}");
     assert!(first.contains(&rid), "{first}");
     assert!(first.contains("127.0.0.1"), "{first}");
+    assert!(
+        first.contains("The API answered: signature does not verify"),
+        "the API's message under the code: {first}"
+    );
     let diagnosis = b.text("#requests tr.diagnosis").await;
     assert!(
         diagnosis.contains("signature does not verify"),

@@ -227,6 +227,12 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "База подписи, которую проверил сервер (сравните построчно с той, что подписал ваш клиент):",
     ),
     ("Older requests", "Более ранние запросы"),
+    ("The API answered:", "Ответ API:"),
+    (
+        "This keyid is the key of the project {project} of the same merchant: sign this project's requests with one of its own keys, or send them with a token of {project}.",
+        "Этот keyid — ключ проекта {project} того же мерчанта: подписывайте запросы этого проекта его собственным ключом или отправляйте их с токеном проекта {project}.",
+    ),
+    ("Open {project}", "Открыть {project}"),
     ("No merchants yet.", "Мерчантов пока нет."),
     ("active", "активен"),
     ("inactive (tokens refused)", "неактивен (токены отклоняются)"),

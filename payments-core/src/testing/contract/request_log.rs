@@ -22,6 +22,11 @@ pub fn sample_request(project: ProjectId, at: Timestamp, status: u16) -> Request
             s if s >= 400 => Some("bad_request".into()),
             _ => None,
         },
+        // Not ASCII, and as long as the log keeps: every byte comes back.
+        message: (status >= 400).then(|| {
+            let m = format!("refused with {status}: «{}»", "ё".repeat(200));
+            crate::request_log::bounded_message(&m)
+        }),
         request_id: format!("req-{}-{status}", at.unix_millis()),
         latency_us: 1_234,
         source: "203.0.113.7".into(),
@@ -37,6 +42,7 @@ pub fn sample_request(project: ProjectId, at: Timestamp, status: u16) -> Request
                  \"@signature-params\": (\"@method\" \"@path\");created=1"
                     .into(),
             ),
+            keyid: Some("ed25519-other-project".into()),
         }),
     }
 }
