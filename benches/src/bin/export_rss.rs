@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures_util::StreamExt;
-use payments_cabinet::web::export::entries_csv;
+use payments_cabinet::web::export::{entries_csv, Format};
 use payments_core::ids::{EntryId, PaymentId};
 use payments_core::ledger::{EntryKind, Posting, TxReference, Usdt, UsdtAddress};
 use payments_core::store::{transact, Store};
@@ -170,7 +170,13 @@ async fn direct(
     assert!(reset, "cannot reset the peak RSS (/proc/self/clear_refs)");
     let (rss_before, _) = rss();
     let started = Instant::now();
-    let mut s = Box::pin(entries_csv(Arc::clone(store), project, from, to));
+    let mut s = Box::pin(entries_csv(
+        Arc::clone(store),
+        project,
+        from,
+        to,
+        Format::Csv,
+    ));
     let (mut rows, mut bytes) = (0u64, 0u64);
     let mut kept = Vec::new();
     while let Some(chunk) = s.next().await {
@@ -209,7 +215,7 @@ async fn over_http(
         axum::routing::get(move || {
             let store = Arc::clone(&store);
             async move {
-                let stream = entries_csv(store, project, from, to);
+                let stream = entries_csv(store, project, from, to, Format::Csv);
                 (
                     [(axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8")],
                     Body::from_stream(stream),

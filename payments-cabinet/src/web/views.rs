@@ -464,8 +464,10 @@ pub(crate) struct Payments {
     pub(crate) from: String,
     pub(crate) to: String,
     pub(crate) merchant_payment_id: String,
-    /// The export of every payment the filters match.
+    /// The export of every payment the filters match (the plain CSV).
     pub(crate) csv: String,
+    /// The same export for Excel, the page's language's first.
+    pub(crate) excel: Vec<super::export::ExportLink>,
     pub(crate) payments: Vec<PaymentRow>,
     pub(crate) next: Option<String>,
 }
@@ -765,8 +767,10 @@ pub(crate) struct BalancePage {
     /// The period's dates as given (or as read, once valid).
     pub(crate) from: String,
     pub(crate) to: String,
-    /// The entries export of the period (a valid period only).
+    /// The entries export of the period (a valid period only; the plain CSV).
     pub(crate) csv: Option<String>,
+    /// The same export for Excel, the page's language's first (a valid period only).
+    pub(crate) excel: Vec<super::export::ExportLink>,
     pub(crate) statement: Option<StatementView>,
     pub(crate) entries: Vec<EntryRow>,
     /// The link to the next (older) page of entries.

@@ -576,3 +576,157 @@ async fn the_entries_of_a_period_page_fifty_at_a_time() {
     );
     c.server.stop().await;
 }
+
+/// The Excel exports over the real server, byte for byte where Excel relies on them: the
+/// Russian file starts with the UTF-8 byte-order mark, separates cells with `;`, writes
+/// decimal commas, quotes a cell with `;` or a quote, keeps Cyrillic metadata as it was
+/// sent, one column per metadata key; the export buttons offer the page language's Excel
+/// first; the address without `format` still gives the plain file, an unknown format a `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_excel_exports_are_what_a_russian_excel_reads() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let project = c.server.project();
+    let paid = create(
+        &c,
+        json!({"merchant_payment_id": "ru-1", "amount": "1234.56", "payment_method": "sbp",
+               "metadata": {"city": "Москва; центр", "gift": "«ёлка» \"Ель\"", "z": "=1+2"}}),
+    )
+    .await;
+    let (status, body) = operator(
+        &c,
+        &format!("/operator/v1/projects/{project}/adjustments"),
+        json!({"amount": "-1.12", "reason": "сверка; \"акт\" №1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (mut owner, _) = crate::enrolled(&c, "owner@shop.example").await;
+
+    let file = owner
+        .get(&format!("/projects/{project}/payments.csv?format=excel-ru"))
+        .await;
+    assert_eq!(file.status, 200, "{}", file.body);
+    assert_eq!(file.headers["content-type"], "text/csv; charset=utf-8");
+    let bytes = file.body.as_bytes();
+    assert_eq!(bytes[..3], [0xEF, 0xBB, 0xBF], "the byte-order mark");
+    let header = "id;merchant_payment_id;status;flow;amount;initial_amount;currency;\
+                  payment_method;course;rate;amount_usdt;amount_usdt_rate;created_at;updated_at;\
+                  metadata.city;metadata.gift;metadata.z;metadata\n";
+    assert!(file.body[3..].starts_with(header), "{}", file.body);
+    assert!(
+        file.body.contains(";1234,56;1234,56;RUB;sbp;")
+            && file
+                .body
+                .contains(";\"Москва; центр\";\"«ёлка» \"\"Ель\"\"\";'=1+2;\n"),
+        "{}",
+        file.body
+    );
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(b';')
+        .from_reader(&bytes[3..]);
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((&rows[0][0], &rows[0][4]), (paid.as_str(), "1234,56"));
+    assert_eq!(&rows[0][14], "Москва; центр");
+    assert_eq!(&rows[0][15], "«ёлка» \"Ель\"");
+    assert!(
+        rows[0][10].contains(',') && !rows[0][10].contains('.'),
+        "amount_usdt: {:?}",
+        &rows[0][10]
+    );
+    let created = &rows[0][12];
+    assert!(
+        created.len() == 19 && created.as_bytes()[2] == b'.' && created.as_bytes()[5] == b'.',
+        "DD.MM.YYYY HH:MM:SS: {created}"
+    );
+
+    let entries = owner
+        .get(&format!(
+            "/projects/{project}/balance/entries.csv?from=2000-01-01&format=excel-ru"
+        ))
+        .await;
+    assert_eq!(entries.status, 200, "{}", entries.body);
+    assert!(
+        entries
+            .body
+            .starts_with("\u{FEFF}seq;id;created_at;kind;amount;"),
+        "{}",
+        entries.body
+    );
+    assert!(
+        entries
+            .body
+            .contains(";operator_adjustment;-1,1200;-1,1200;USDT;;;;;\"сверка; \"\"акт\"\" №1\"\n"),
+        "{}",
+        entries.body
+    );
+    // The English Excel file: the byte-order mark, commas and decimal points.
+    let en = owner
+        .get(&format!(
+            "/projects/{project}/balance/entries.csv?from=2000-01-01&format=excel-en"
+        ))
+        .await;
+    assert!(
+        en.body.starts_with("\u{FEFF}seq,id,created_at,"),
+        "{}",
+        en.body
+    );
+    assert!(
+        en.body
+            .contains(",operator_adjustment,-1.1200,-1.1200,USDT,"),
+        "{}",
+        en.body
+    );
+    // Without a format: the plain file, as before.
+    let plain = owner
+        .get(&format!(
+            "/projects/{project}/balance/entries.csv?from=2000-01-01"
+        ))
+        .await;
+    assert!(
+        plain.body.starts_with("seq,id,created_at,"),
+        "{}",
+        plain.body
+    );
+    let bad = owner
+        .get(&format!("/projects/{project}/payments.csv?format=xlsx"))
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+
+    // The buttons: the page language's Excel first and highlighted.
+    let list = owner.get(&format!("/projects/{project}/payments")).await;
+    let en_at = list
+        .body
+        .find("id=\"payments-excel-en\"")
+        .expect("English Excel");
+    let ru_at = list
+        .body
+        .find("id=\"payments-excel-ru\"")
+        .expect("Russian Excel");
+    assert!(en_at < ru_at, "{}", list.body);
+    assert!(list.body.contains(&format!(
+        "<a class=\"button primary\" id=\"payments-excel-en\" href=\"/projects/{project}/payments.csv?status=&#38;from=&#38;to=&#38;merchant_payment_id=&#38;format=excel-en\" download>Download for Excel (English)</a>"
+    )), "{}", list.body);
+    // The language switch's cookie beside the session's (the visitor keeps one cookie).
+    let session = owner.cookie.clone().expect("a session");
+    owner.cookie = Some(format!("{session}; cabinet-lang=ru"));
+    let tab = owner.get(&format!("/projects/{project}/balance")).await;
+    let ru_at = tab
+        .body
+        .find("id=\"entries-excel-ru\"")
+        .expect("Russian Excel");
+    let en_at = tab
+        .body
+        .find("id=\"entries-excel-en\"")
+        .expect("English Excel");
+    assert!(ru_at < en_at, "{}", tab.body);
+    assert!(
+        tab.body
+            .contains("class=\"button primary\" id=\"entries-excel-ru\"")
+            && tab.body.contains("Скачать для Excel (русский)"),
+        "{}",
+        tab.body
+    );
+    c.server.stop().await;
+}
