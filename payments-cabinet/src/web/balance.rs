@@ -308,7 +308,7 @@ pub(crate) async fn entries_csv(
     Query(fq): Query<export::FormatQuery>,
 ) -> PageResult {
     let (project, _) = visible_project(&st, &signed.current, &id).await?;
-    let format = fq.format(&st)?;
+    let format = fq.format().map_err(|e| e.render(&st))?;
     let service = st.cabinet.service();
     let today = day_of(service.ports().clock.now());
     let period = read_period(&q.from, &q.to, today).map_err(|errors| {

@@ -46,6 +46,7 @@ use payments_core::store::{EntryQuery, PaymentQuery, Store, StoreError};
 use payments_core::{PaymentId, ProjectId, Timestamp};
 
 use super::i18n::tr;
+use super::views::ExportLink;
 
 /// Rows read from the store per page of an export (and written per chunk of the body).
 pub const EXPORT_PAGE: usize = 1_000;
@@ -454,6 +455,9 @@ fn payment_row(format: Format, columns: &MetadataColumns, p: &Payment) -> Vec<Ce
     cells
 }
 
+/// Where a payments export stands: its cursor and (from the first page) its metadata columns.
+type PaymentsAt = (Cursor<(Timestamp, PaymentId)>, MetadataColumns);
+
 /// Every payment `query` matches (its `before` and `limit` aside), newest first, as CSV in
 /// `format`: the header ([`PAYMENT_COLUMNS`]; in an Excel format with the metadata columns
 /// of the first page, [`MetadataColumns`]), then one chunk per page of [`EXPORT_PAGE`]
@@ -470,49 +474,48 @@ pub fn payments_csv(
         ..query
     };
     let start = (Cursor::Start, MetadataColumns::default());
-    stream::try_unfold(
-        start,
-        move |(at, columns): (Cursor<(Timestamp, PaymentId)>, _)| {
-            let store = Arc::clone(&store);
-            let base = base.clone();
-            async move {
-                let (before, first) = match at {
-                    Cursor::Done => return Ok(None),
-                    Cursor::Start => (None, true),
-                    Cursor::After(c) => (Some(c), false),
-                };
-                // As for the entries: with a `to` filter, the cursor's time bounds the range too.
-                let created_to = match (before, base.created_to) {
-                    (Some((t, _)), Some(to)) => Some(to.min(t + Duration::from_millis(1))),
-                    (_, to) => to,
-                };
-                let page = store
-                    .find_payments(&PaymentQuery {
-                        before,
-                        created_to,
-                        ..base
-                    })
-                    .await?;
-                let next = match page.last() {
-                    Some(last) if page.len() >= EXPORT_PAGE => {
-                        Cursor::After((last.created_at, last.id))
-                    }
-                    _ => Cursor::Done,
-                };
-                if page.is_empty() && !first {
-                    return Ok(None);
+    stream::try_unfold(start, move |(at, columns): PaymentsAt| {
+        let store = Arc::clone(&store);
+        let base = base.clone();
+        async move {
+            let (before, first) = match at {
+                Cursor::Done => return Ok(None),
+                Cursor::Start => (None, true),
+                Cursor::After(c) => (Some(c), false),
+            };
+            // As for the entries: with a `to` filter, the cursor's time bounds the range too.
+            let created_to = match (before, base.created_to) {
+                (Some((t, _)), Some(to)) => Some(to.min(t + Duration::from_millis(1))),
+                (_, to) => to,
+            };
+            let page = store
+                .find_payments(&PaymentQuery {
+                    before,
+                    created_to,
+                    ..base
+                })
+                .await?;
+            let next = match page.last() {
+                Some(last) if page.len() >= EXPORT_PAGE => {
+                    Cursor::After((last.created_at, last.id))
                 }
-                let columns = match first && format.excel() {
-                    true => MetadataColumns::of_page(&page),
-                    false => columns,
-                };
-                let header = first.then(|| payments_header(format, &columns));
-                let rows = page.iter().map(|p| payment_row(format, &columns, p));
-                let bytes = chunk(format, header.as_deref(), rows)?;
-                Ok(Some((bytes, (next, columns))))
+                _ => Cursor::Done,
+            };
+            if page.is_empty() && !first {
+                return Ok(None);
             }
-        },
-    )
+            // The first page decides the metadata columns of the whole export.
+            let columns = if first && format.excel() {
+                MetadataColumns::of_page(&page)
+            } else {
+                columns
+            };
+            let header = first.then(|| payments_header(format, &columns));
+            let rows = page.iter().map(|p| payment_row(format, &columns, p));
+            let bytes = chunk(format, header.as_deref(), rows)?;
+            Ok(Some((bytes, (next, columns))))
+        }
+    })
 }
 
 /// A streamed CSV download named `filename`: the first chunk is read before the answer, so
@@ -553,28 +556,14 @@ pub(crate) struct FormatQuery {
 
 impl FormatQuery {
     /// The format asked for, or the `400` page of a name no format has.
-    pub(crate) fn format(&self, st: &super::state::CabinetState) -> Result<Format, Response> {
+    pub(crate) fn format(&self) -> Result<Format, super::page::PageError> {
         Format::from_param(&self.format).ok_or_else(|| {
             super::page::PageError::BadRequest(
                 tr("There is no such export format: the choices are csv, excel-en and excel-ru.")
                     .into(),
             )
-            .render(st)
         })
     }
-}
-
-/// An export's download button for Excel, as a page shows it.
-#[derive(Debug, Clone)]
-pub(crate) struct ExportLink {
-    /// The element's id: the page's `prefix` and the format (`payments-excel-ru`).
-    pub(crate) id: String,
-    /// The export's address with the format.
-    pub(crate) href: String,
-    /// The button's text, in the page's language.
-    pub(crate) label: &'static str,
-    /// Whether this is the highlighted button: the format of the page's language.
-    pub(crate) primary: bool,
 }
 
 /// The two Excel buttons of an export at `href` (with its query, `?…`), the one of the current

@@ -150,7 +150,7 @@ pub(crate) async fn payments_csv(
     Query(fq): Query<export::FormatQuery>,
 ) -> PageResult {
     let (project, _) = visible_project(&st, &signed.current, &id).await?;
-    let format = fq.format(&st)?;
+    let format = fq.format().map_err(|e| e.render(&st))?;
     let query = f.query(&project, export::EXPORT_PAGE);
     // The export reads the whole filtered list: one of the project's list places, held
     // until the stream is dropped (sent or abandoned), as every list read takes one.

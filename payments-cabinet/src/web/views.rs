@@ -454,6 +454,19 @@ pub(crate) struct PaymentRow {
     pub(crate) test: bool,
 }
 
+/// An export's download button for Excel, as a page shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct ExportLink {
+    /// The element's id: the page's `prefix` and the format (`payments-excel-ru`).
+    pub(crate) id: String,
+    /// The export's address with the format.
+    pub(crate) href: String,
+    /// The button's text, in the page's language.
+    pub(crate) label: &'static str,
+    /// Whether this is the highlighted button: the format of the page's language.
+    pub(crate) primary: bool,
+}
+
 #[derive(Template)]
 #[template(path = "payments.html")]
 pub(crate) struct Payments {
@@ -467,7 +480,7 @@ pub(crate) struct Payments {
     /// The export of every payment the filters match (the plain CSV).
     pub(crate) csv: String,
     /// The same export for Excel, the page's language's first.
-    pub(crate) excel: Vec<super::export::ExportLink>,
+    pub(crate) excel: Vec<ExportLink>,
     pub(crate) payments: Vec<PaymentRow>,
     pub(crate) next: Option<String>,
 }
@@ -770,7 +783,7 @@ pub(crate) struct BalancePage {
     /// The entries export of the period (a valid period only; the plain CSV).
     pub(crate) csv: Option<String>,
     /// The same export for Excel, the page's language's first (a valid period only).
-    pub(crate) excel: Vec<super::export::ExportLink>,
+    pub(crate) excel: Vec<ExportLink>,
     pub(crate) statement: Option<StatementView>,
     pub(crate) entries: Vec<EntryRow>,
     /// The link to the next (older) page of entries.
