@@ -27,9 +27,9 @@
 //! starts so gets a leading `'` ([`guard`]), in every format; numeric columns are written as
 //! they are, so that an amount such as `-12.3400` stays a number. The numeric columns are our
 //! own figures (`Usdt`, `Amount` and the settlement's decimals), never the merchant's text.
-//! Opened from a CSV file, the `'` is part of the cell's text (docs/cabinet.md says what a
-//! lookup must account for); the ids the service makes (payment and entry ids, hex UUIDs)
-//! never start so and are never changed.
+//! The `'` is in the file, and a spreadsheet may keep it in the cell's value (docs/cabinet.md
+//! says what a lookup must account for); the ids the service makes (payment and entry ids,
+//! hexadecimal UUIDs) never start so and are never changed.
 
 use std::borrow::Cow;
 use std::sync::Arc;
