@@ -220,6 +220,7 @@ pub(crate) async fn page(
         from: q.from.clone(),
         to: q.to.clone(),
         csv: None,
+        excel: Vec::new(),
         statement: None,
         entries: Vec::new(),
         next: None,
@@ -252,10 +253,12 @@ pub(crate) async fn page(
             last.seq
         )
     });
-    page.csv = Some(format!(
+    let csv = format!(
         "/projects/{}/balance/entries.csv?from={from}&to={to}",
         project.id
-    ));
+    );
+    page.excel = export::excel_links("entries", &csv);
+    page.csv = Some(csv);
     page.statement = Some(statement_view(&statement, period));
     page.entries = found.iter().map(entry_row).collect();
     page.from = from;
@@ -293,16 +296,19 @@ async fn page_entries(
     Ok((found, more))
 }
 
-/// `GET /projects/{id}/balance/entries.csv?from=YYYY-MM-DD&to=YYYY-MM-DD`: the period's
-/// entries oldest first, streamed ([`export::entries_csv`]); the period is read as the tab
-/// reads it, a bad one is a `400` page.
+/// `GET /projects/{id}/balance/entries.csv?from=YYYY-MM-DD&to=YYYY-MM-DD&format=…`: the
+/// period's entries oldest first, streamed ([`export::entries_csv`]) in the file's `format`
+/// ([`export::Format`]); the period is read as the tab reads it, a bad one (or an unknown
+/// format) is a `400` page.
 pub(crate) async fn entries_csv(
     State(st): State<CabinetState>,
     signed: Signed,
     Path(id): Path<String>,
     Query(q): Query<BalanceQuery>,
+    Query(fq): Query<export::FormatQuery>,
 ) -> PageResult {
     let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let format = fq.format().map_err(|e| e.render(&st))?;
     let service = st.cabinet.service();
     let today = day_of(service.ports().clock.now());
     let period = read_period(&q.from, &q.to, today).map_err(|errors| {
@@ -314,6 +320,7 @@ pub(crate) async fn entries_csv(
         project.id,
         period.start(),
         period.end(),
+        format,
     );
     let name = format!("balance-{}-{}-{}.csv", project.id, period.from, period.to);
     download(&name, stream).await.map_err(|e| {

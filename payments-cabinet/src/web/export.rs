@@ -14,11 +14,22 @@
 //! chunked body without its last chunk), so the client sees a broken transfer, never a file
 //! that is silently short.
 //!
+//! **Formats** ([`Format`], the `format` query parameter). Without one (or `format=csv`) an
+//! export is the machine-readable file it has always been: no byte-order mark, `,`, decimal
+//! points, RFC 3339 times, the metadata as one JSON cell. `excel-ru` and `excel-en` are CSV
+//! for a double-click in Excel: the UTF-8 byte-order mark, the locale's separator (`;` with
+//! Russian regional settings, whose decimal mark is `,`) and decimal mark, times to the
+//! second as Excel reads a date and time, and the payments' metadata one column per key
+//! ([`MetadataColumns`], decided by the first page so that memory stays one page).
+//!
 //! **Formula injection.** A spreadsheet runs a cell that starts with `=`, `+`, `-` or `@` (and
 //! some a cell that starts with a tab or a carriage return) as a formula. Every text cell that
-//! starts so gets a leading `'` ([`guard`]); numeric columns are written as they are, so that
-//! an amount such as `-12.3400` stays a number. The numeric columns are our own figures
-//! (`Usdt`, `Amount` and the settlement's decimals), never the merchant's text.
+//! starts so gets a leading `'` ([`guard`]), in every format; numeric columns are written as
+//! they are, so that an amount such as `-12.3400` stays a number. The numeric columns are our
+//! own figures (`Usdt`, `Amount` and the settlement's decimals), never the merchant's text.
+//! The `'` is in the file, and a spreadsheet may keep it in the cell's value (docs/cabinet.md
+//! says what a lookup must account for); the ids the service makes (payment and entry ids,
+//! hexadecimal UUIDs) never start so and are never changed.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -29,9 +40,13 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt, TryStreamExt};
 use payments_core::ledger::{LedgerEntry, Usdt};
-use payments_core::payment::Payment;
+use payments_core::payment::{Metadata, Payment};
+use payments_core::settlement::Settlement;
 use payments_core::store::{EntryQuery, PaymentQuery, Store, StoreError};
 use payments_core::{PaymentId, ProjectId, Timestamp};
+
+use super::i18n::tr;
+use super::views::ExportLink;
 
 /// Rows read from the store per page of an export (and written per chunk of the body).
 pub const EXPORT_PAGE: usize = 1_000;
@@ -80,20 +95,115 @@ pub enum ExportError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Writing CSV failed (into memory: not expected).
-    #[error("writing CSV: {0}")]
-    Csv(String),
-}
-
-impl From<csv::Error> for ExportError {
-    fn from(e: csv::Error) -> Self {
-        ExportError::Csv(e.to_string())
-    }
+    #[error("writing CSV")]
+    Csv(#[from] csv::Error),
+    /// Taking the written CSV out of its writer failed (into memory: not expected).
+    #[error("flushing CSV")]
+    Flush(#[source] std::io::Error),
 }
 
 impl<W> From<csv::IntoInnerError<W>> for ExportError {
     fn from(e: csv::IntoInnerError<W>) -> Self {
-        ExportError::Csv(e.error().to_string())
+        ExportError::Flush(e.into_error())
     }
+}
+
+/// How an export's file is written: the `format` query parameter of both exports.
+///
+/// [`Format::Csv`] is the machine-readable file (the default, and the file the exports wrote
+/// before there was a choice); the two Excel formats are CSV that a spreadsheet opens with a
+/// double-click: a UTF-8 byte-order mark, the separator and decimal mark of the locale,
+/// times as the spreadsheet reads them, and the payments' metadata one column per key
+/// ([`MetadataColumns`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// `csv` (or no parameter): no byte-order mark, `,`, decimal point, RFC 3339 times with
+    /// milliseconds, the metadata as one JSON cell.
+    #[default]
+    Csv,
+    /// `excel-en`: a byte-order mark, `,`, decimal point, times `YYYY-MM-DD HH:MM:SS` (UTC).
+    ExcelEn,
+    /// `excel-ru`: a byte-order mark, `;`, decimal comma (`1,12`), times
+    /// `DD.MM.YYYY HH:MM:SS` (UTC), as Excel with Russian regional settings reads them.
+    ExcelRu,
+}
+
+/// The UTF-8 byte-order mark, by which Excel on Windows knows a CSV file is UTF-8.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// How many metadata keys the Excel formats give a column of their own at most.
+pub const METADATA_KEY_COLUMNS: usize = 20;
+
+impl Format {
+    /// The format a `format` parameter names: `csv` (or empty), `excel-en`, `excel-ru`.
+    pub fn from_param(param: &str) -> Option<Format> {
+        match param.trim() {
+            "" | "csv" => Some(Format::Csv),
+            "excel-en" => Some(Format::ExcelEn),
+            "excel-ru" => Some(Format::ExcelRu),
+            _ => None,
+        }
+    }
+
+    /// The `format` parameter that names this format.
+    pub fn param(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::ExcelEn => "excel-en",
+            Format::ExcelRu => "excel-ru",
+        }
+    }
+
+    /// Whether this is one of the Excel formats.
+    fn excel(self) -> bool {
+        self != Format::Csv
+    }
+
+    /// The field separator.
+    fn delimiter(self) -> u8 {
+        match self {
+            Format::ExcelRu => b';',
+            Format::Csv | Format::ExcelEn => b',',
+        }
+    }
+
+    /// A cell's text in this format ([`guard`]ed when it is text).
+    fn render(self, cell: Cell) -> String {
+        match (cell, self) {
+            (Cell::Empty, _) => String::new(),
+            (Cell::Text(t), _) => guard(&t).into_owned(),
+            (Cell::Number(n), Format::ExcelRu) => n.replace('.', ","),
+            (Cell::Number(n), _) => n,
+            (Cell::Time(t), Format::Csv) => guard(&t.to_rfc3339()).into_owned(),
+            (Cell::Time(t), excel) => excel_time(t, excel == Format::ExcelRu),
+        }
+    }
+}
+
+/// `t` to the second, UTC, as Excel reads a date and time: `YYYY-MM-DD HH:MM:SS`, or with
+/// `russian` `DD.MM.YYYY HH:MM:SS`.
+fn excel_time(t: Timestamp, russian: bool) -> String {
+    // `2026-10-01T12:00:00.000Z`: fixed places.
+    let s = t.to_rfc3339();
+    let (date, time) = (&s[..10], &s[11..19]);
+    if russian {
+        format!("{}.{}.{} {time}", &date[8..10], &date[5..7], &date[..4])
+    } else {
+        format!("{date} {time}")
+    }
+}
+
+/// One cell of an export, before a [`Format`] writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cell {
+    /// Nothing.
+    Empty,
+    /// Text that may come from a person (guarded against formulas).
+    Text(String),
+    /// One of the service's own decimal figures (`-12.3400`), never guarded.
+    Number(String),
+    /// A moment.
+    Time(Timestamp),
 }
 
 /// A text cell made harmless for a spreadsheet: one that starts with `=`, `+`, `-`, `@`, a
@@ -106,65 +216,126 @@ pub fn guard(cell: &str) -> Cow<'_, str> {
     }
 }
 
-/// A text cell ([`guard`]ed).
-fn text(cell: impl AsRef<str>) -> String {
-    guard(cell.as_ref()).into_owned()
+/// A text cell.
+fn text(cell: impl Into<String>) -> Cell {
+    Cell::Text(cell.into())
+}
+
+/// A number cell.
+fn number(n: impl ToString) -> Cell {
+    Cell::Number(n.to_string())
 }
 
 /// The cells of an entry, in [`ENTRY_COLUMNS`] order: `seq`, `amount`, `balance_after` and
-/// `payment_version` are numbers, every other cell is guarded text.
-pub fn entry_row(e: &LedgerEntry) -> [String; 12] {
+/// `payment_version` are numbers, `created_at` a time, every other cell text.
+pub fn entry_cells(e: &LedgerEntry) -> [Cell; 12] {
     let p = &e.posting;
+    let or_empty = |c: Option<Cell>| c.unwrap_or(Cell::Empty);
     [
-        e.seq.to_string(),
+        number(e.seq),
         text(p.id.to_string()),
-        text(p.at.to_rfc3339()),
+        Cell::Time(p.at),
         text(p.kind.as_str()),
-        p.amount.to_string(),
-        e.balance_after.to_string(),
-        "USDT".to_string(),
-        p.payment
-            .map(|(id, _)| text(id.to_string()))
-            .unwrap_or_default(),
-        p.payment.map(|(_, v)| v.to_string()).unwrap_or_default(),
-        p.destination
-            .as_ref()
-            .map(|d| text(d.as_str()))
-            .unwrap_or_default(),
-        p.reference
-            .as_ref()
-            .map(|r| text(r.as_str()))
-            .unwrap_or_default(),
-        p.reason.as_deref().map(text).unwrap_or_default(),
+        number(p.amount),
+        number(e.balance_after),
+        text("USDT"),
+        or_empty(p.payment.map(|(id, _)| text(id.to_string()))),
+        or_empty(p.payment.map(|(_, v)| number(v))),
+        or_empty(p.destination.as_ref().map(|d| text(d.as_str()))),
+        or_empty(p.reference.as_ref().map(|r| text(r.as_str()))),
+        or_empty(p.reason.as_deref().map(text)),
     ]
 }
 
-/// The cells of a payment, in [`PAYMENT_COLUMNS`] order: `amount`, `initial_amount`,
-/// `course`, `rate`, `amount_usdt` and `amount_usdt_rate` are numbers, every other cell is
-/// guarded text (`metadata`, a JSON object, starts with `{`).
-pub fn payment_row(p: &Payment) -> [String; 15] {
+/// The cells of a payment before its metadata, in [`PAYMENT_COLUMNS`] order: `amount`,
+/// `initial_amount`, `course`, `rate`, `amount_usdt` and `amount_usdt_rate` are numbers,
+/// `created_at` and `updated_at` times, every other cell text.
+pub fn payment_cells(p: &Payment) -> [Cell; 14] {
     let s = p.merchant_information();
     // The settlement's USDT figures with exactly 4 decimals, as the API writes them.
     let usdt = |d: payments_core::Decimal| {
         Usdt::from_decimal(d).map_or_else(|| d.to_string(), |u| u.to_string())
     };
+    let settled =
+        |f: &dyn Fn(&Settlement) -> String| s.as_ref().map_or(Cell::Empty, |s| number(f(s)));
     [
         text(p.id.to_string()),
         text(p.merchant_payment_id.as_str()),
         text(p.status.as_str()),
         text(p.flow.as_str()),
-        p.amount.to_string(),
-        p.initial_amount.to_string(),
+        number(p.amount),
+        number(p.initial_amount),
         text(p.currency.as_str()),
         text(p.payment_method.as_str()),
-        s.map(|s| s.course.to_string()).unwrap_or_default(),
-        s.map(|s| s.rate.to_string()).unwrap_or_default(),
-        s.map(|s| usdt(s.amount_usdt)).unwrap_or_default(),
-        s.map(|s| usdt(s.amount_usdt_rate)).unwrap_or_default(),
-        text(p.created_at.to_rfc3339()),
-        text(p.updated_at.to_rfc3339()),
-        p.metadata.to_json_text().map(text).unwrap_or_default(),
+        settled(&|s| s.course.to_string()),
+        settled(&|s| s.rate.to_string()),
+        settled(&|s| usdt(s.amount_usdt)),
+        settled(&|s| usdt(s.amount_usdt_rate)),
+        Cell::Time(p.created_at),
+        Cell::Time(p.updated_at),
     ]
+}
+
+/// The metadata columns of a payments export in an Excel format: one `metadata.<key>` column
+/// for each of the (at most [`METADATA_KEY_COLUMNS`]) keys that the most payments of the
+/// export's first page have (the more frequent first, then by name, the columns in key
+/// order), then `metadata`: a JSON object of the row's other keys (empty when it has none),
+/// so that no key is lost. The first page decides, so that the export stays one page in
+/// memory; a key first seen later goes to `metadata`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataColumns {
+    keys: Vec<String>,
+}
+
+impl MetadataColumns {
+    /// The columns the payments of `page` call for.
+    pub fn of_page(page: &[Payment]) -> MetadataColumns {
+        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+        for p in page {
+            for (k, _) in p.metadata.iter() {
+                *counts.entry(k).or_default() += 1;
+            }
+        }
+        let mut ranked: Vec<(&str, usize)> = counts.into_iter().collect();
+        ranked.sort_by_key(|(k, n)| (std::cmp::Reverse(*n), *k));
+        let mut keys: Vec<String> = ranked
+            .into_iter()
+            .take(METADATA_KEY_COLUMNS)
+            .map(|(k, _)| k.to_string())
+            .collect();
+        keys.sort();
+        debug_assert!(keys.len() <= METADATA_KEY_COLUMNS);
+        MetadataColumns { keys }
+    }
+
+    /// The column names: `metadata.<key>` for each key, then `metadata`.
+    pub fn header(&self) -> Vec<String> {
+        self.keys
+            .iter()
+            .map(|k| format!("metadata.{k}"))
+            .chain(["metadata".to_string()])
+            .collect()
+    }
+
+    /// A payment's metadata cells, in [`MetadataColumns::header`] order.
+    pub fn cells(&self, metadata: &Metadata) -> Vec<Cell> {
+        let mut cells: Vec<Cell> = self
+            .keys
+            .iter()
+            .map(|k| metadata.get(k).map_or(Cell::Empty, text))
+            .collect();
+        let rest: serde_json::Map<String, serde_json::Value> = metadata
+            .iter()
+            .filter(|(k, _)| self.keys.binary_search_by(|c| c.as_str().cmp(k)).is_err())
+            .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
+            .collect();
+        cells.push(if rest.is_empty() {
+            Cell::Empty
+        } else {
+            text(serde_json::Value::Object(rest).to_string())
+        });
+        cells
+    }
 }
 
 /// Where a paged export stands.
@@ -177,31 +348,43 @@ enum Cursor<C> {
     Done,
 }
 
-/// Writes `rows` as CSV lines (after `header`, when given) into one chunk.
-fn chunk<const N: usize>(
-    header: Option<&[&str; N]>,
-    rows: impl Iterator<Item = [String; N]>,
+/// Writes `rows` as CSV lines in `format` (after the byte-order mark of an Excel format and
+/// `header`, when `header` is given: the first chunk) into one chunk.
+fn chunk<H: AsRef<[u8]>>(
+    format: Format,
+    header: Option<&[H]>,
+    rows: impl Iterator<Item = impl IntoIterator<Item = Cell>>,
 ) -> Result<Bytes, ExportError> {
+    let mut out = Vec::with_capacity(256 * EXPORT_PAGE);
+    if header.is_some() && format.excel() {
+        out.extend_from_slice(BOM);
+    }
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
-        .from_writer(Vec::with_capacity(256 * EXPORT_PAGE));
+        .delimiter(format.delimiter())
+        .from_writer(out);
     if let Some(h) = header {
         w.write_record(h)?;
     }
+    let mut line: Vec<String> = Vec::new();
     for row in rows {
-        w.write_record(&row)?;
+        line.clear();
+        line.extend(row.into_iter().map(|c| format.render(c)));
+        w.write_record(&line)?;
     }
     Ok(Bytes::from(w.into_inner()?))
 }
 
-/// A project's ledger entries recorded in `[from, to)`, oldest first, as CSV: the header
-/// ([`ENTRY_COLUMNS`]), then one chunk per page of [`EXPORT_PAGE`] entries read from `store`
-/// through the `(created_at, seq)` cursor. A failed read ends the stream with its `Err`.
+/// A project's ledger entries recorded in `[from, to)`, oldest first, as CSV in `format`: the
+/// header ([`ENTRY_COLUMNS`]), then one chunk per page of [`EXPORT_PAGE`] entries read from
+/// `store` through the `(created_at, seq)` cursor. A failed read ends the stream with its
+/// `Err`.
 pub fn entries_csv(
     store: Arc<dyn Store>,
     project: ProjectId,
     from: Timestamp,
     to: Timestamp,
+    format: Format,
 ) -> impl Stream<Item = Result<Bytes, ExportError>> + Send + 'static {
     let base = EntryQuery {
         created_from: Some(from),
@@ -242,26 +425,56 @@ pub fn entries_csv(
             if page.is_empty() && !first {
                 return Ok(None);
             }
-            let bytes = chunk(first.then_some(&ENTRY_COLUMNS), page.iter().map(entry_row))?;
+            let header = first.then_some(&ENTRY_COLUMNS[..]);
+            let bytes = chunk(format, header, page.iter().map(entry_cells))?;
             Ok(Some((bytes, next)))
         }
     })
 }
 
-/// Every payment `query` matches (its `before` and `limit` aside), newest first, as CSV: the
-/// header ([`PAYMENT_COLUMNS`]), then one chunk per page of [`EXPORT_PAGE`] payments read
-/// from `store` through the `(created_at, id)` cursor. A failed read ends the stream with its
-/// `Err`.
+/// The payments export's header in `format` ([`PAYMENT_COLUMNS`], or in an Excel format its
+/// first 14 and then `columns`' header).
+fn payments_header(format: Format, columns: &MetadataColumns) -> Vec<String> {
+    let fixed = PAYMENT_COLUMNS.iter().map(|c| c.to_string());
+    if format.excel() {
+        fixed.take(14).chain(columns.header()).collect()
+    } else {
+        fixed.collect()
+    }
+}
+
+/// A payment's cells in `format`: [`payment_cells`], then its metadata as one JSON cell, or in
+/// an Excel format as `columns` lay it out.
+fn payment_row(format: Format, columns: &MetadataColumns, p: &Payment) -> Vec<Cell> {
+    let mut cells = Vec::from(payment_cells(p));
+    if format.excel() {
+        cells.extend(columns.cells(&p.metadata));
+    } else {
+        cells.push(p.metadata.to_json_text().map_or(Cell::Empty, text));
+    }
+    cells
+}
+
+/// Where a payments export stands: its cursor and (from the first page) its metadata columns.
+type PaymentsAt = (Cursor<(Timestamp, PaymentId)>, MetadataColumns);
+
+/// Every payment `query` matches (its `before` and `limit` aside), newest first, as CSV in
+/// `format`: the header ([`PAYMENT_COLUMNS`]; in an Excel format with the metadata columns
+/// of the first page, [`MetadataColumns`]), then one chunk per page of [`EXPORT_PAGE`]
+/// payments read from `store` through the `(created_at, id)` cursor. A failed read ends the
+/// stream with its `Err`.
 pub fn payments_csv(
     store: Arc<dyn Store>,
     query: PaymentQuery,
+    format: Format,
 ) -> impl Stream<Item = Result<Bytes, ExportError>> + Send + 'static {
     let base = PaymentQuery {
         before: None,
         limit: EXPORT_PAGE,
         ..query
     };
-    stream::try_unfold(Cursor::Start, move |at: Cursor<(Timestamp, PaymentId)>| {
+    let start = (Cursor::Start, MetadataColumns::default());
+    stream::try_unfold(start, move |(at, columns): PaymentsAt| {
         let store = Arc::clone(&store);
         let base = base.clone();
         async move {
@@ -291,11 +504,16 @@ pub fn payments_csv(
             if page.is_empty() && !first {
                 return Ok(None);
             }
-            let bytes = chunk(
-                first.then_some(&PAYMENT_COLUMNS),
-                page.iter().map(payment_row),
-            )?;
-            Ok(Some((bytes, next)))
+            // The first page decides the metadata columns of the whole export.
+            let columns = if first && format.excel() {
+                MetadataColumns::of_page(&page)
+            } else {
+                columns
+            };
+            let header = first.then(|| payments_header(format, &columns));
+            let rows = page.iter().map(|p| payment_row(format, &columns, p));
+            let bytes = chunk(format, header.as_deref(), rows)?;
+            Ok(Some((bytes, (next, columns))))
         }
     })
 }
@@ -329,6 +547,42 @@ pub(crate) async fn download(
         .into_response())
 }
 
+/// The `format` query parameter of both exports ([`Format::from_param`]).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct FormatQuery {
+    #[serde(default)]
+    format: String,
+}
+
+impl FormatQuery {
+    /// The format asked for, or the `400` page of a name no format has.
+    pub(crate) fn format(&self) -> Result<Format, super::page::PageError> {
+        Format::from_param(&self.format).ok_or_else(|| {
+            super::page::PageError::BadRequest(
+                tr("There is no such export format: the choices are csv, excel-en and excel-ru.")
+                    .into(),
+            )
+        })
+    }
+}
+
+/// The two Excel buttons of an export at `href` (with its query, `?…`), the one of the current
+/// request's language first and highlighted: Russian Excel for the Russian cabinet.
+pub(crate) fn excel_links(prefix: &str, href: &str) -> Vec<ExportLink> {
+    let link = |format: Format, label: &'static str, primary: bool| ExportLink {
+        id: format!("{prefix}-{}", format.param()),
+        href: format!("{href}&format={}", format.param()),
+        label,
+        primary,
+    };
+    let ru = |primary| link(Format::ExcelRu, tr("Download for Excel (Russian)"), primary);
+    let en = |primary| link(Format::ExcelEn, tr("Download for Excel (English)"), primary);
+    match super::i18n::current() {
+        super::i18n::Lang::Ru => vec![ru(true), en(false)],
+        super::i18n::Lang::En => vec![en(true), ru(false)],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -350,8 +604,18 @@ mod tests {
     /// `n` operator adjustments of project [`project`], three a second from `t0`, each of
     /// `-(i + 1)` ten-thousandths with a reason that looks like a formula.
     async fn seeded(n: usize, t0: i64) -> Arc<dyn Store> {
+        seeded_with(
+            t0,
+            (0..n).map(|i| format!("=HYPERLINK(\"https://evil.example/{i}\")")),
+        )
+        .await
+    }
+
+    /// An operator adjustment of project [`project`] for each of `reasons`, three a second
+    /// from `t0`, the `i`th of `-(i + 1)` ten-thousandths.
+    async fn seeded_with(t0: i64, reasons: impl Iterator<Item = String>) -> Arc<dyn Store> {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        for i in 0..n {
+        for (i, reason) in reasons.enumerate() {
             let posting = Posting {
                 id: format!("00000000-0000-4000-8000-{:012}", i + 1)
                     .parse::<EntryId>()
@@ -363,7 +627,7 @@ mod tests {
                 payment: None,
                 destination: None,
                 reference: None,
-                reason: Some(format!("=HYPERLINK(\"https://evil.example/{i}\")")),
+                reason: Some(reason),
                 actor: Some("ops".into()),
             };
             let posting = Arc::new(posting);
@@ -375,6 +639,27 @@ mod tests {
             .expect("appended");
         }
         store
+    }
+
+    /// The `i`th payment of [`project`]: `-order-<i>` of `amount` RUB created `at`, with
+    /// `metadata` (a JSON object, or `null` for none).
+    fn payment(i: usize, amount: &str, metadata: serde_json::Value, at: Timestamp) -> Payment {
+        use payments_core::payment::{Flow, PaymentMethod};
+        use payments_core::testing::fixtures;
+        let mut request = fixtures::request(&format!("-order-{i}"), amount, PaymentMethod::Sbp);
+        if !metadata.is_null() {
+            request.metadata = Metadata::from_json(&metadata).expect("metadata");
+        }
+        fixtures::payment(
+            format!("00000000-0000-4000-8000-{:012}", i + 1)
+                .parse()
+                .expect("an id"),
+            project(),
+            &request,
+            Flow::RuntimeLive,
+            at,
+            Duration::from_secs(900),
+        )
     }
 
     async fn drain(
@@ -424,7 +709,8 @@ mod tests {
         // The period leaves out the first 3 entries (one second) and the last 6 (two).
         let from = Timestamp::from_unix_secs(t0 + 1);
         let to = Timestamp::from_unix_secs(t0 + 1 + (n / 3) as i64);
-        let (bytes, chunks, error) = drain(entries_csv(store, project(), from, to)).await;
+        let (bytes, chunks, error) =
+            drain(entries_csv(store, project(), from, to, Format::Csv)).await;
         assert!(error.is_none(), "{error:?}");
         assert_eq!(chunks, 3, "one chunk per page");
         let mut r = csv::Reader::from_reader(bytes.as_slice());
@@ -459,29 +745,17 @@ mod tests {
     /// metadata as a JSON object.
     #[tokio::test]
     async fn the_payments_export_pages_newest_first_with_the_filters() {
-        use payments_core::payment::{Flow, Metadata, PaymentMethod};
-        use payments_core::testing::fixtures;
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let t0 = 1_790_000_000_000;
         let n = EXPORT_PAGE * 2 + 30;
         for i in 0..n {
-            let mut request = fixtures::request(&format!("-order-{i}"), "1500", PaymentMethod::Sbp);
-            if i % 2 == 0 {
-                request.metadata =
-                    Metadata::from_json(&serde_json::json!({"n": i.to_string(), "f": "=1+2"}))
-                        .expect("metadata");
-            }
-            let p = fixtures::payment(
-                format!("00000000-0000-4000-8000-{:012}", i + 1)
-                    .parse()
-                    .expect("an id"),
-                project(),
-                &request,
-                Flow::RuntimeLive,
-                // Three payments a millisecond.
-                Timestamp::from_unix_millis(t0 + (i / 3) as i64),
-                Duration::from_secs(900),
-            );
+            let metadata = match i % 2 {
+                0 => serde_json::json!({"n": i.to_string(), "f": "=1+2"}),
+                _ => serde_json::Value::Null,
+            };
+            // Three payments a millisecond.
+            let at = Timestamp::from_unix_millis(t0 + (i / 3) as i64);
+            let p = payment(i, "1500", metadata, at);
             store.insert_payment(&p).await.expect("inserted");
         }
         // Created from the 7th payment to before the last 8.
@@ -490,7 +764,7 @@ mod tests {
             created_to: Some(Timestamp::from_unix_millis(t0 + (n / 3) as i64 - 2)),
             ..PaymentQuery::new(project(), 50)
         };
-        let (bytes, chunks, error) = drain(payments_csv(store, query)).await;
+        let (bytes, chunks, error) = drain(payments_csv(store, query, Format::Csv)).await;
         assert!(error.is_none(), "{error:?}");
         assert_eq!(chunks, 3);
         let mut r = csv::Reader::from_reader(bytes.as_slice());
@@ -528,6 +802,170 @@ mod tests {
                 "a number; no settlement yet"
             );
         }
+    }
+
+    /// The Russian Excel file byte for byte: the byte-order mark, `;` between cells, decimal
+    /// commas, `DD.MM.YYYY HH:MM:SS` times, a cell with `;`, quotes and a line break quoted,
+    /// a formula guarded; the English one with `,`, decimal points and ISO times; the plain
+    /// file as it always was.
+    #[tokio::test]
+    async fn the_excel_entries_files_are_what_excel_reads() {
+        let t0 = 1_790_000_000; // 2026-09-21 14:13:20 UTC
+        let reasons = ["a;b \"c\"\nd", "=1+2"].map(String::from);
+        let store = seeded_with(t0, reasons.into_iter()).await;
+        let (from, to) = (
+            Timestamp::from_unix_secs(t0),
+            Timestamp::from_unix_secs(t0 + 9),
+        );
+        let file = |format| {
+            let store = Arc::clone(&store);
+            async move {
+                let (bytes, _, error) =
+                    drain(entries_csv(store, project(), from, to, format)).await;
+                assert!(error.is_none(), "{error:?}");
+                String::from_utf8(bytes).expect("UTF-8")
+            }
+        };
+        let id = |i| format!("00000000-0000-4000-8000-00000000000{i}");
+        let ru = file(Format::ExcelRu).await;
+        assert!(
+            ru.as_bytes().starts_with(b"\xEF\xBB\xBF"),
+            "the BOM: {ru:?}"
+        );
+        assert_eq!(
+            ru,
+            format!(
+                "\u{FEFF}seq;id;created_at;kind;amount;balance_after;currency;payment_id;\
+                 payment_version;destination;reference;reason\n\
+                 1;{};21.09.2026 14:13:20;operator_adjustment;-0,0001;-0,0001;USDT;;;;;\
+                 \"a;b \"\"c\"\"\nd\"\n\
+                 2;{};21.09.2026 14:13:20;operator_adjustment;-0,0002;-0,0003;USDT;;;;;'=1+2\n",
+                id(1),
+                id(2)
+            )
+        );
+        let en = file(Format::ExcelEn).await;
+        assert_eq!(
+            en.lines().nth(1),
+            Some(
+                format!(
+                    "1,{},2026-09-21 14:13:20,operator_adjustment,-0.0001,-0.0001,USDT,,,,,\"a;b \
+                     \"\"c\"\"",
+                    id(1)
+                )
+                .as_str()
+            )
+        );
+        assert!(en.starts_with("\u{FEFF}seq,id,created_at,"), "{en:?}");
+        let plain = file(Format::Csv).await;
+        assert!(plain.starts_with("seq,id,created_at,"), "no BOM: {plain:?}");
+        assert!(plain.contains(",2026-09-21T14:13:20.000Z,operator_adjustment,-0.0001,"));
+    }
+    /// The Russian Excel payments file: the metadata keys as columns, Cyrillic values with `;`
+    /// and quotes round-tripped, a decimal comma in the amount, a guarded formula.
+    #[tokio::test]
+    async fn the_russian_payments_file_has_a_column_per_metadata_key() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let t0 = 1_790_000_000_000;
+        let older =
+            serde_json::json!({"city": "Москва; центр", "note": "=1+2", "q": "«ёлка» \"x\""});
+        for (i, amount, metadata) in [
+            (0, "1.12", older),
+            (1, "1500", serde_json::json!({"city": "Казань"})),
+            (2, "7", serde_json::Value::Null),
+        ] {
+            let at = Timestamp::from_unix_millis(t0 + i as i64 * 1000);
+            let p = payment(i, amount, metadata, at);
+            store.insert_payment(&p).await.expect("inserted");
+        }
+        let query = PaymentQuery::new(project(), 50);
+        let (bytes, _, error) = drain(payments_csv(store, query, Format::ExcelRu)).await;
+        assert!(error.is_none(), "{error:?}");
+        let text = std::str::from_utf8(&bytes).expect("UTF-8");
+        let header = "\u{FEFF}id;merchant_payment_id;status;flow;amount;initial_amount;currency;\
+                      payment_method;course;rate;amount_usdt;amount_usdt_rate;created_at;\
+                      updated_at;metadata.city;metadata.note;metadata.q;metadata\n";
+        assert!(text.starts_with(header), "{text}");
+        assert!(
+            text.contains(";\"Москва; центр\";'=1+2;\"«ёлка» \"\"x\"\"\";\n"),
+            "{text}"
+        );
+        let rows: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+            .delimiter(b';')
+            .from_reader(&bytes[3..])
+            .records()
+            .map(|r| r.expect("a row"))
+            .collect();
+        let cells: Vec<Vec<&str>> = rows
+            .iter()
+            .map(|r| vec![&r[1], &r[4], &r[12], &r[14], &r[15], &r[16], &r[17]])
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                vec!["'-order-2", "7", "21.09.2026 14:13:22", "", "", "", ""],
+                vec![
+                    "'-order-1",
+                    "1500",
+                    "21.09.2026 14:13:21",
+                    "Казань",
+                    "",
+                    "",
+                    ""
+                ],
+                vec![
+                    "'-order-0",
+                    "1,12",
+                    "21.09.2026 14:13:20",
+                    "Москва; центр",
+                    "'=1+2",
+                    "«ёлка» \"x\"",
+                    ""
+                ],
+            ]
+        );
+    }
+
+    /// At most [`METADATA_KEY_COLUMNS`] keys get a column, the most frequent of the first
+    /// page; every other key of a row is kept in its `metadata` cell.
+    #[test]
+    fn metadata_keys_beyond_the_columns_stay_in_the_metadata_cell() {
+        let at = Timestamp::from_unix_secs(1_790_000_000);
+        let twenty: serde_json::Map<String, serde_json::Value> = (0..20)
+            .map(|k| (format!("k{k:02}"), serde_json::json!(format!("v{k}"))))
+            .collect();
+        let page = [
+            payment(0, "1", serde_json::Value::Object(twenty), at),
+            payment(1, "1", serde_json::json!({"k00": "a", "k20": "b"}), at),
+            payment(2, "1", serde_json::json!({"k20": "c", "zz": "=d"}), at),
+        ];
+        // k00 and k20 twice, then k01..k19 once: k19 is the 21st.
+        let columns = MetadataColumns::of_page(&page);
+        let header = columns.header();
+        assert_eq!(header.len(), METADATA_KEY_COLUMNS + 1);
+        assert_eq!(header[..2], ["metadata.k00", "metadata.k01"]);
+        assert_eq!(header[18..], ["metadata.k18", "metadata.k20", "metadata"]);
+        let cells = columns.cells(&page[0].metadata);
+        assert_eq!(cells[0], Cell::Text("v0".into()));
+        assert_eq!(cells[20], Cell::Text("{\"k19\":\"v19\"}".into()));
+        let cells = columns.cells(&page[2].metadata);
+        assert_eq!(cells[19], Cell::Text("c".into()));
+        assert_eq!(cells[20], Cell::Text("{\"zz\":\"=d\"}".into()));
+        assert!(cells[..19].iter().all(|c| *c == Cell::Empty));
+        assert_eq!(Format::ExcelRu.render(cells[20].clone()), "{\"zz\":\"=d\"}");
+        assert_eq!(
+            columns.cells(&Metadata::default()).last(),
+            Some(&Cell::Empty)
+        );
+    }
+
+    #[test]
+    fn formats_are_named_by_the_parameter() {
+        for f in [Format::Csv, Format::ExcelEn, Format::ExcelRu] {
+            assert_eq!(Format::from_param(f.param()), Some(f));
+        }
+        assert_eq!(Format::from_param(""), Some(Format::Csv));
+        assert_eq!(Format::from_param("xlsx"), None);
     }
 
     /// Fails every `find_entries` after the first `ok` (the store going away mid-export).
@@ -576,7 +1014,8 @@ mod tests {
             Timestamp::from_unix_secs(t0),
             Timestamp::from_unix_secs(t0 + 1_000_000),
         );
-        let (bytes, chunks, error) = drain(entries_csv(failing(1), project(), from, to)).await;
+        let (bytes, chunks, error) =
+            drain(entries_csv(failing(1), project(), from, to, Format::Csv)).await;
         assert_eq!(chunks, 1, "the first page was written");
         assert_eq!(
             bytes.iter().filter(|b| **b == b'\n').count(),
@@ -592,9 +1031,12 @@ mod tests {
 
         // Through an HTTP body: the reader gets an error, not an end.
         use http_body_util::BodyExt;
-        let response = download("x.csv", entries_csv(failing(1), project(), from, to))
-            .await
-            .expect("the first page is there");
+        let response = download(
+            "x.csv",
+            entries_csv(failing(1), project(), from, to, Format::Csv),
+        )
+        .await
+        .expect("the first page is there");
         assert_eq!(
             response.headers()[header::CONTENT_TYPE],
             "text/csv; charset=utf-8"
@@ -605,15 +1047,19 @@ mod tests {
         );
         assert!(response.into_body().collect().await.is_err());
         // Failing at once: no answer is started (the caller shows an error page).
-        assert!(
-            download("x.csv", entries_csv(failing(0), project(), from, to))
-                .await
-                .is_err()
-        );
+        assert!(download(
+            "x.csv",
+            entries_csv(failing(0), project(), from, to, Format::Csv)
+        )
+        .await
+        .is_err());
         // Without failures, the same export ends cleanly.
-        let response = download("x.csv", entries_csv(failing(9), project(), from, to))
-            .await
-            .expect("an answer");
+        let response = download(
+            "x.csv",
+            entries_csv(failing(9), project(), from, to, Format::Csv),
+        )
+        .await
+        .expect("an answer");
         let body = response
             .into_body()
             .collect()

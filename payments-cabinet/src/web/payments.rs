@@ -112,6 +112,7 @@ pub(crate) async fn list(
             }
         })
         .collect();
+    let csv = format!("/projects/{}/payments.csv?{}", project.id, f.query_string());
     Ok(ok(&Payments {
         chrome: st
             .chrome(
@@ -132,22 +133,25 @@ pub(crate) async fn list(
         from: f.from.clone(),
         to: f.to.clone(),
         merchant_payment_id: f.merchant_payment_id.clone(),
-        csv: format!("/projects/{}/payments.csv?{}", project.id, f.query_string()),
+        excel: export::excel_links("payments", &csv),
+        csv,
         payments: rows,
         next,
     }))
 }
 
 /// `GET /projects/{id}/payments.csv` with the list's filters (`status`, `from`, `to`,
-/// `merchant_payment_id`): every matching payment, newest first, streamed
-/// ([`export::payments_csv`]).
+/// `merchant_payment_id`) and the file's `format` ([`export::Format`]): every matching
+/// payment, newest first, streamed ([`export::payments_csv`]).
 pub(crate) async fn payments_csv(
     State(st): State<CabinetState>,
     signed: Signed,
     Path(id): Path<String>,
     Query(f): Query<PaymentFilters>,
+    Query(fq): Query<export::FormatQuery>,
 ) -> PageResult {
     let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let format = fq.format().map_err(|e| e.render(&st))?;
     let query = f.query(&project, export::EXPORT_PAGE);
     // The export reads the whole filtered list: one of the project's list places, held
     // until the stream is dropped (sent or abandoned), as every list read takes one.
@@ -158,7 +162,7 @@ pub(crate) async fn payments_csv(
         .await
         .or_page(&st)?;
     let stream = futures_util::StreamExt::map(
-        export::payments_csv(st.cabinet.service().store().clone(), query),
+        export::payments_csv(st.cabinet.service().store().clone(), query, format),
         move |chunk| {
             let _held = &place;
             chunk

@@ -492,6 +492,19 @@ pub(crate) struct PaymentRow {
     pub(crate) test: bool,
 }
 
+/// An export's download button for Excel, as a page shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct ExportLink {
+    /// The element's id: the page's `prefix` and the format (`payments-excel-ru`).
+    pub(crate) id: String,
+    /// The export's address with the format.
+    pub(crate) href: String,
+    /// The button's text, in the page's language.
+    pub(crate) label: &'static str,
+    /// Whether this is the highlighted button: the format of the page's language.
+    pub(crate) primary: bool,
+}
+
 #[derive(Template)]
 #[template(path = "payments.html")]
 pub(crate) struct Payments {
@@ -502,8 +515,10 @@ pub(crate) struct Payments {
     pub(crate) from: String,
     pub(crate) to: String,
     pub(crate) merchant_payment_id: String,
-    /// The export of every payment the filters match.
+    /// The export of every payment the filters match (the plain CSV).
     pub(crate) csv: String,
+    /// The same export for Excel, the page's language's first.
+    pub(crate) excel: Vec<ExportLink>,
     pub(crate) payments: Vec<PaymentRow>,
     pub(crate) next: Option<String>,
 }
@@ -807,8 +822,10 @@ pub(crate) struct BalancePage {
     /// The period's dates as given (or as read, once valid).
     pub(crate) from: String,
     pub(crate) to: String,
-    /// The entries export of the period (a valid period only).
+    /// The entries export of the period (a valid period only; the plain CSV).
     pub(crate) csv: Option<String>,
+    /// The same export for Excel, the page's language's first (a valid period only).
+    pub(crate) excel: Vec<ExportLink>,
     pub(crate) statement: Option<StatementView>,
     pub(crate) entries: Vec<EntryRow>,
     /// The link to the next (older) page of entries.

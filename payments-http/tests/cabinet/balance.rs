@@ -519,10 +519,7 @@ async fn the_balance_tab_statements_and_exports_follow_the_ledger() {
 /// the period: no entry twice, none skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_entries_of_a_period_page_fifty_at_a_time() {
-    let c = Cabinet::start().await;
-    let demo = c.demo_merchant().await;
-    c.user("owner@shop.example", Role::Merchant(demo)).await;
-    let project = c.server.project();
+    let (c, project) = demo_owner().await;
     for n in 1..=57 {
         let (status, body) = operator(
             &c,
@@ -575,4 +572,155 @@ async fn the_entries_of_a_period_page_fifty_at_a_time() {
         ("57".to_string(), "0.0057".to_string())
     );
     c.server.stop().await;
+}
+
+/// The Excel exports over the real server, byte for byte where Excel relies on them: the
+/// Russian file starts with the UTF-8 byte-order mark, separates cells with `;`, writes
+/// decimal commas, quotes a cell with `;` or a quote, keeps Cyrillic metadata as it was
+/// sent, one column per metadata key; the export buttons offer the page language's Excel
+/// first; the address without `format` still gives the plain file, an unknown format a `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_excel_exports_are_what_a_russian_excel_reads() {
+    let (c, project) = demo_owner().await;
+    let paid = create(
+        &c,
+        json!({"merchant_payment_id": "ru-1", "amount": "1234.56", "payment_method": "sbp",
+               "metadata": {"city": "Москва; центр", "gift": "«ёлка» \"Ель\"", "z": "=1+2"}}),
+    )
+    .await;
+    let (status, body) = operator(
+        &c,
+        &format!("/operator/v1/projects/{project}/adjustments"),
+        json!({"amount": "-1.12", "reason": "сверка; \"акт\" №1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (mut owner, _) = crate::enrolled(&c, "owner@shop.example").await;
+
+    let file = owner
+        .get(&format!("/projects/{project}/payments.csv?format=excel-ru"))
+        .await;
+    russian_payments_file(&file, &paid);
+
+    let project_id = project.to_string();
+    for (format, head, row) in [
+        (
+            "&format=excel-ru",
+            "\u{FEFF}seq;id;created_at;kind;amount;",
+            ";operator_adjustment;-1,1200;-1,1200;USDT;;;;;\"сверка; \"\"акт\"\" №1\"\n",
+        ),
+        // The English Excel file: the byte-order mark, commas and decimal points.
+        (
+            "&format=excel-en",
+            "\u{FEFF}seq,id,created_at,",
+            ",operator_adjustment,-1.1200,-1.1200,USDT,",
+        ),
+        // Without a format: the plain file, as before.
+        (
+            "",
+            "seq,id,created_at,",
+            ",operator_adjustment,-1.1200,-1.1200,USDT,",
+        ),
+    ] {
+        entries_file(&mut owner, &project_id, format, head, row).await;
+    }
+    let bad = owner
+        .get(&format!("/projects/{project}/payments.csv?format=xlsx"))
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+
+    excel_buttons(&mut owner, &project_id).await;
+    c.server.stop().await;
+}
+
+/// A cabinet whose demo merchant has the user `owner@shop.example`; the demo project.
+async fn demo_owner() -> (Cabinet, payments_core::ProjectId) {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let project = c.server.project();
+    (c, project)
+}
+
+/// The checks of [`the_excel_exports_are_what_a_russian_excel_reads`]'s payments file in
+/// `excel-ru`: its bytes, then its cells read back with `;`.
+fn russian_payments_file(file: &Page, paid: &str) {
+    assert_eq!(file.status, 200, "{}", file.body);
+    assert_eq!(file.headers["content-type"], "text/csv; charset=utf-8");
+    let bytes = file.body.as_bytes();
+    assert_eq!(bytes[..3], [0xEF, 0xBB, 0xBF], "the byte-order mark");
+    let header = "id;merchant_payment_id;status;flow;amount;initial_amount;currency;\
+                  payment_method;course;rate;amount_usdt;amount_usdt_rate;created_at;updated_at;\
+                  metadata.city;metadata.gift;metadata.z;metadata\n";
+    assert!(file.body[3..].starts_with(header), "{}", file.body);
+    assert!(
+        file.body.contains(";1234,56;1234,56;RUB;sbp;")
+            && file
+                .body
+                .contains(";\"Москва; центр\";\"«ёлка» \"\"Ель\"\"\";'=1+2;\n"),
+        "{}",
+        file.body
+    );
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(b';')
+        .from_reader(&bytes[3..]);
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((&rows[0][0], &rows[0][4]), (paid, "1234,56"));
+    assert_eq!(&rows[0][14], "Москва; центр");
+    assert_eq!(&rows[0][15], "«ёлка» \"Ель\"");
+    assert!(
+        rows[0][10].contains(',') && !rows[0][10].contains('.'),
+        "amount_usdt: {:?}",
+        &rows[0][10]
+    );
+    let created = &rows[0][12];
+    assert!(
+        created.len() == 19 && created.as_bytes()[2] == b'.' && created.as_bytes()[5] == b'.',
+        "DD.MM.YYYY HH:MM:SS: {created}"
+    );
+}
+
+/// The Excel buttons of the payments and balance pages: the page language's first and
+/// highlighted, in English and then with the language switch's cookie in Russian.
+async fn excel_buttons(owner: &mut Visitor, project: &str) {
+    let list = owner.get(&format!("/projects/{project}/payments")).await;
+    comes_before(&list.body, "payments-excel-en", "payments-excel-ru");
+    assert!(list.body.contains(&format!(
+        "<a class=\"button primary\" id=\"payments-excel-en\" href=\"/projects/{project}/payments.csv?status=&#38;from=&#38;to=&#38;merchant_payment_id=&#38;format=excel-en\" download>Download for Excel (English)</a>"
+    )), "{}", list.body);
+    // The language switch's cookie beside the session's (the visitor keeps one cookie).
+    let session = owner.cookie.clone().expect("a session");
+    owner.cookie = Some(format!("{session}; cabinet-lang=ru"));
+    let tab = owner.get(&format!("/projects/{project}/balance")).await;
+    comes_before(&tab.body, "entries-excel-ru", "entries-excel-en");
+    assert!(
+        tab.body
+            .contains("class=\"button primary\" id=\"entries-excel-ru\"")
+            && tab.body.contains("Скачать для Excel (русский)"),
+        "{}",
+        tab.body
+    );
+}
+
+/// The element with id `first` comes before the one with id `second` in `html`.
+fn comes_before(html: &str, first: &str, second: &str) {
+    let at = |id: &str| {
+        html.find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no #{id} in {html}"))
+    };
+    assert!(at(first) < at(second), "#{first} before #{second}: {html}");
+}
+
+/// The entries export of everything with `format` (a query part, empty for none) starts with
+/// `head` and has `row`.
+async fn entries_file(owner: &mut Visitor, project: &str, format: &str, head: &str, row: &str) {
+    let file = owner
+        .get(&format!(
+            "/projects/{project}/balance/entries.csv?from=2000-01-01{format}"
+        ))
+        .await;
+    assert_eq!(file.status, 200, "{}", file.body);
+    assert!(file.body.starts_with(head), "{format}: {}", file.body);
+    assert!(file.body.contains(row), "{format}: {}", file.body);
 }

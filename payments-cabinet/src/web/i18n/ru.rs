@@ -340,6 +340,13 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Created from", "Создан с"),
     ("Created to (inclusive)", "Создан по (включительно)"),
     ("Download as CSV", "Скачать CSV"),
+    // Both exports (export.rs).
+    ("Download for Excel (Russian)", "Скачать для Excel (русский)"),
+    ("Download for Excel (English)", "Скачать для Excel (английский)"),
+    (
+        "There is no such export format: the choices are csv, excel-en and excel-ru.",
+        "Такого формата выгрузки нет: есть csv, excel-en и excel-ru.",
+    ),
     ("No payments match.", "Подходящих платежей нет."),
     ("Payments, newest first", "Платежи, сначала новые"),
     ("Created", "Создан"),

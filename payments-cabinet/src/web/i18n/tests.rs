@@ -624,6 +624,7 @@ mod pages {
                     from: "2026-10-01".into(),
                     to: "2026-10-02".into(),
                     csv: Some("/x.csv".into()),
+                    excel: crate::web::export::excel_links("entries", "/x.csv?a="),
                     statement: Some(StatementView {
                         from: "2026-10-01".into(),
                         to: "2026-10-02".into(),
@@ -666,6 +667,7 @@ mod pages {
                     "версия 2",
                     "Более ранние записи",
                     "Баланс",
+                    "Скачать для Excel (русский)",
                 ],
             ),
         ]
