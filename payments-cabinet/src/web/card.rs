@@ -12,31 +12,7 @@ use payments_core::project::Project;
 use payments_core::totals::Volume;
 
 use super::i18n::{tr, trf};
-use super::views::{money, source_text, status_text, when};
-
-/// One line of the card's summary.
-#[derive(Debug, Clone)]
-pub(crate) struct SummaryLine {
-    /// Its id, for the tests and the page's anchors (`summary-amount`).
-    pub(crate) id: &'static str,
-    pub(crate) label: String,
-    pub(crate) value: String,
-}
-
-/// One moment of the payment's timeline.
-#[derive(Debug, Clone)]
-pub(crate) struct Moment {
-    /// RFC 3339 and the cabinet's text.
-    pub(crate) at: (String, String),
-    /// When, for the order.
-    at_ms: i64,
-    /// What happened, in words.
-    pub(crate) what: String,
-    /// The details (the status, the amount, who; the answer of a callback).
-    pub(crate) detail: String,
-    /// `ok`, `bad` or `info`: how the line is marked.
-    pub(crate) tone: &'static str,
-}
+use super::views::{money, source_text, status_text, when, Moment, SummaryLine};
 
 /// A payment method in words.
 pub(crate) fn method_text(code: &str) -> &str {

@@ -25,7 +25,7 @@ use super::i18n::{tr, trf};
 use super::page::{ok, OrPage, PageResult};
 use super::search::searchable_projects;
 use super::state::CabinetState;
-use super::views::{money, percent, when, Chrome};
+use super::views::{money, percent, when, Chrome, ListTotals};
 
 /// The newest payments the home page lists.
 pub const RECENT: usize = 8;
@@ -289,6 +289,31 @@ pub(crate) fn chart(o: &Overview) -> Option<Chart> {
         peak,
         bars,
         days,
+    })
+}
+
+/// The totals of every payment of a project's list filter `query` (every page of it): the
+/// core's [`totals`](payments_core::service::Payments::totals).
+pub(crate) async fn list_totals(
+    st: &CabinetState,
+    query: &payments_core::store::PaymentQuery,
+) -> Result<ListTotals, Response> {
+    let totals = st
+        .cabinet
+        .service()
+        .payments()
+        .totals(query, 0)
+        .await
+        .or_page(st)?;
+    let all = totals.all();
+    Ok(ListTotals {
+        created: all.created,
+        completed: all.completed,
+        canceled: all.canceled,
+        failed: all.failed,
+        open: all.open,
+        volume: volumes(&all),
+        complete: totals.complete,
     })
 }
 

@@ -15,6 +15,7 @@ use super::appeal_view;
 use super::card;
 use super::export;
 use super::extract::Signed;
+use super::home;
 use super::i18n::{tr, trf};
 use super::once::{self};
 use super::page::{ok, OrPage, PageError, PageResult};
@@ -40,6 +41,9 @@ pub(crate) struct PaymentFilters {
     merchant_payment_id: String,
     #[serde(default)]
     before: String,
+    /// `1`: the page also shows the totals of every payment the filters match.
+    #[serde(default)]
+    totals: String,
 }
 
 impl PaymentFilters {
@@ -95,24 +99,12 @@ pub(crate) async fn list(
             last.id
         )
     });
-    let rows = found
-        .iter()
-        .map(|p| {
-            let (created, created_text) = when(p.created_at);
-            PaymentRow {
-                id: p.id.to_string(),
-                created,
-                created_text,
-                merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
-                amount: p.amount.to_string(),
-                currency: p.currency.as_str().to_string(),
-                method: p.payment_method.as_str().to_string(),
-                status: p.status.as_str().to_string(),
-                test: p.is_test(),
-            }
-        })
-        .collect();
+    let rows = found.iter().map(payment_row).collect();
     let csv = format!("/projects/{}/payments.csv?{}", project.id, f.query_string());
+    let totals = match f.totals.as_str() {
+        "1" => Some(home::list_totals(&st, &query).await?),
+        _ => None,
+    };
     Ok(ok(&Payments {
         chrome: st
             .chrome(
@@ -134,10 +126,32 @@ pub(crate) async fn list(
         to: f.to.clone(),
         merchant_payment_id: f.merchant_payment_id.clone(),
         excel: export::excel_links("payments", &csv),
+        totals_link: format!(
+            "/projects/{}/payments?{}&totals=1#list-totals",
+            project.id,
+            f.query_string()
+        ),
+        totals,
         csv,
         payments: rows,
         next,
     }))
+}
+
+/// A payment as a row of the list.
+fn payment_row(p: &Payment) -> PaymentRow {
+    let (created, created_text) = when(p.created_at);
+    PaymentRow {
+        id: p.id.to_string(),
+        created,
+        created_text,
+        merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
+        amount: p.amount.to_string(),
+        currency: p.currency.as_str().to_string(),
+        method: p.payment_method.as_str().to_string(),
+        status: p.status.as_str().to_string(),
+        test: p.is_test(),
+    }
 }
 
 /// `GET /projects/{id}/payments.csv` with the list's filters (`status`, `from`, `to`,

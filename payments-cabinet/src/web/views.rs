@@ -519,6 +519,10 @@ pub(crate) struct Payments {
     pub(crate) csv: String,
     /// The same export for Excel, the page's language's first.
     pub(crate) excel: Vec<ExportLink>,
+    /// The totals of every payment the filters match, when asked for (`totals=1`).
+    pub(crate) totals: Option<ListTotals>,
+    /// The same page with its totals.
+    pub(crate) totals_link: String,
     pub(crate) payments: Vec<PaymentRow>,
     pub(crate) next: Option<String>,
 }
@@ -595,9 +599,9 @@ pub(crate) struct Card {
     /// The payer page's link, when the payment has one.
     pub(crate) payment_page_url: Option<String>,
     /// What the owner reads first: order, amount, status, method, to whom, when.
-    pub(crate) summary: Vec<super::card::SummaryLine>,
+    pub(crate) summary: Vec<SummaryLine>,
     /// Everything that happened to the payment, oldest first.
-    pub(crate) timeline: Vec<super::card::Moment>,
+    pub(crate) timeline: Vec<Moment>,
     /// The payment's status history, oldest first.
     pub(crate) history: Vec<HistoryRow>,
     pub(crate) events: Vec<EventView>,
@@ -848,6 +852,44 @@ mod date_format_tests {
         assert_eq!(when_in_text("completed"), "completed");
         assert_eq!(when_in_text("2026-11-27"), "2026-11-27");
     }
+}
+
+/// One line of the card's summary.
+#[derive(Debug, Clone)]
+pub(crate) struct SummaryLine {
+    /// Its id, for the tests and the page's anchors (`summary-amount`).
+    pub(crate) id: &'static str,
+    pub(crate) label: String,
+    pub(crate) value: String,
+}
+
+/// One moment of the payment's timeline.
+#[derive(Debug, Clone)]
+pub(crate) struct Moment {
+    /// RFC 3339 and the cabinet's text.
+    pub(crate) at: (String, String),
+    /// When, for the order.
+    pub(crate) at_ms: i64,
+    /// What happened, in words.
+    pub(crate) what: String,
+    /// The details (the status, the amount, who; the answer of a callback).
+    pub(crate) detail: String,
+    /// `ok`, `bad` or `info`: how the line is marked.
+    pub(crate) tone: &'static str,
+}
+
+/// The totals of a filtered list, as the list shows them under its page.
+#[derive(Debug, Clone)]
+pub(crate) struct ListTotals {
+    pub(crate) created: u64,
+    pub(crate) completed: u64,
+    pub(crate) canceled: u64,
+    pub(crate) failed: u64,
+    pub(crate) open: u64,
+    /// The completed volume, one text per currency.
+    pub(crate) volume: Vec<String>,
+    /// Whether every payment the filter finds was counted.
+    pub(crate) complete: bool,
 }
 
 #[cfg(test)]

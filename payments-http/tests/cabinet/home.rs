@@ -46,7 +46,8 @@ fn figure<'a>(html: &'a str, period: &str, name: &str) -> &'a str {
 }
 
 /// Two days of test payments: the cards count and sum each period exactly, the newest
-/// payments are listed by order number, and the project's callback health has its row.
+/// payments are listed by order number, the project's callback health has its row, and the
+/// project's list sums every payment of its filter when asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_home_page_sums_today_the_week_and_the_month() {
     let c = super::test_mode_with_user(
@@ -99,6 +100,27 @@ async fn the_home_page_sums_today_the_week_and_the_month() {
     assert!(newest < recent.find("order-1").expect("the oldest"));
     let health = between(&home.body, "id=\"callback-health\"", "</table>").expect("health");
     assert!(health.contains(&c.server.project().to_string()), "{health}");
+
+    // The project's list: its totals on demand, of every page of the filter.
+    let list = format!("/projects/{}/payments", c.server.project());
+    let plain = owner.get(&list).await;
+    assert!(plain.body.contains("id=\"show-totals\""), "a link, no sums");
+    assert!(!plain.body.contains("data-figure=\"created\""));
+    let totals = owner.get(&format!("{list}?totals=1")).await;
+    let section = between(&totals.body, "id=\"list-totals\"", "</section>").expect("totals");
+    for (name, value) in [("created", "5"), ("completed", "3"), ("canceled", "2")] {
+        let figure = between(section, &format!("data-figure=\"{name}\">"), "</dd>");
+        assert_eq!(figure, Some(value), "{name}: {section}");
+    }
+    assert!(section.contains("3,010.50\u{a0}₽"), "{section}");
+    let canceled = owner.get(&format!("{list}?status=canceled&totals=1")).await;
+    let section = between(&canceled.body, "id=\"list-totals\"", "</section>").expect("totals");
+    assert_eq!(
+        between(section, "data-figure=\"created\">", "</dd>"),
+        Some("2"),
+        "the filter's own: {section}"
+    );
+    assert!(section.contains("nothing completed"), "{section}");
 }
 
 /// The owner's session after the clock moved two days (sessions time out): signed in again

@@ -272,6 +272,7 @@ async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
         "/projects".to_string(),
         format!("/projects/{project}"),
         format!("/projects/{project}/payments"),
+        format!("/projects/{project}/payments?totals=1"),
         format!("/projects/{project}/balance"),
         format!("/projects/{project}/deliveries"),
         format!("/projects/{project}/requests"),

@@ -431,6 +431,9 @@ pub async fn walk(v: &mut Checks) {
     b.open(&format!("/projects/{project}/payments?status=completed"))
         .await;
     v.check(&b, "payments filtered").await;
+    b.open(&format!("/projects/{project}/payments?totals=1"))
+        .await;
+    v.check(&b, "payments with their totals").await;
     b.open(&format!(
         "/projects/{project}/payments?merchant_payment_id=none"
     ))

@@ -115,7 +115,7 @@ async fn first_sign_in_enrols_and_codes_are_used_once_and_failures_throttled() {
     b.sign_out().await;
     let (key, codes) = first_sign_in(&c, &b, "owner@shop.example").await;
     b.click_text("I have saved the codes, continue").await;
-    assert_eq!(b.heading().await, "Projects and API");
+    assert_eq!(b.heading().await, "Home");
     b.sign_out().await;
 
     // Sign-in with TOTP; the same code (its time step) again is refused.
@@ -125,7 +125,7 @@ async fn first_sign_in_enrols_and_codes_are_used_once_and_failures_throttled() {
     assert_eq!(b.path().await, "/sign-in/code");
     b.fill("#code", &code).await;
     b.click("form[action='/sign-in/code'] button").await;
-    assert_eq!(b.heading().await, "Projects and API");
+    assert_eq!(b.heading().await, "Home");
     b.sign_out().await;
     b.password_step("owner@shop.example", PASSWORD).await;
     b.fill("#code", &code).await;
@@ -141,7 +141,7 @@ async fn first_sign_in_enrols_and_codes_are_used_once_and_failures_throttled() {
         b.errors().await
     );
     code_step(&c, &b, &key).await;
-    assert_eq!(b.heading().await, "Projects and API", "the next code works");
+    assert_eq!(b.heading().await, "Home", "the next code works");
     b.sign_out().await;
 
     // A recovery code works once.
@@ -295,6 +295,7 @@ async fn external_api_access_tokens_keys_allow_list_and_secret_rotation() {
     let creds = c.server.creds().clone();
     first_sign_in(&c, &b, "owner@shop.example").await;
     b.click_text("I have saved the codes, continue").await;
+    b.open("/projects").await;
     b.click_text("Demo project").await;
     assert_eq!(b.path().await, format!("/projects/{project}"));
     assert!(b.heading().await.contains("External API access"));
@@ -625,7 +626,9 @@ async fn a_merchant_user_cannot_open_another_merchants_project_or_payment() {
     let b = browser!(c);
     first_sign_in(&c, &b, "other@other.example").await;
     b.click_text("I have saved the codes, continue").await;
-    // The project list is showing (the user's own project), and it leaves out the demo one.
+    // Home first; the project list shows the user's own project and leaves out the demo one.
+    assert_eq!(b.heading().await, "Home");
+    b.open("/projects").await;
     assert_eq!(b.heading().await, "Projects and API");
     let list = b.source().await;
     assert!(list.contains("Other site"));
@@ -671,7 +674,7 @@ async fn over_tls_the_session_cookie_is_host_prefixed_secure_httponly_and_strict
     assert_eq!(cookie.path(), Some("/"));
     assert_eq!(format!("{:?}", cookie.same_site()), "Some(Strict)");
     b.click_text("I have saved the codes, continue").await;
-    assert_eq!(b.heading().await, "Projects and API");
+    assert_eq!(b.heading().await, "Home");
     b.close().await;
     c.server.stop().await;
 }

@@ -1195,4 +1195,16 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "The API's fields of the payment and its status history",
         "Поля платежа в API и история статусов",
     ),
+    // A list's totals (payments.html).
+    ("Totals of this filter", "Итоги по фильтру"),
+    ("Completed volume", "Оборот завершённых"),
+    ("Open", "Открытые"),
+    (
+        "The totals count the newest 200,000 payments of the filter only.",
+        "Итоги учитывают только 200 000 последних платежей фильтра.",
+    ),
+    (
+        "Count and sum every payment of this filter",
+        "Посчитать и сложить все платежи фильтра",
+    ),
 ];
