@@ -395,6 +395,7 @@ pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
     EventView {
         event_id: o.event.event_id.to_string(),
         payment_id: o.event.payment_id.to_string(),
+        order: order_of(&o.event.body).unwrap_or_else(|| o.event.payment_id.to_string()),
         status: o.event.status.as_str().to_string(),
         kind: match o.event.kind.as_str() {
             "manual_resend" => "manual resend (one attempt)".to_string(),
@@ -430,6 +431,17 @@ pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
             .collect(),
         href,
     }
+}
+
+/// The merchant's order number (`merchant_payment_id`) a callback body names, as sent.
+fn order_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        merchant_payment_id: String,
+    }
+    serde_json::from_slice::<Named>(body)
+        .ok()
+        .map(|n| n.merchant_payment_id)
 }
 
 /// Whether a callback of `payment` has somewhere to go: its own URL, its project's or its

@@ -564,6 +564,8 @@ pub(crate) struct AttemptRow {
 pub(crate) struct EventView {
     pub(crate) event_id: String,
     pub(crate) payment_id: String,
+    /// The payment's order number (`merchant_payment_id`), as the callback names it.
+    pub(crate) order: String,
     pub(crate) status: String,
     pub(crate) kind: String,
     pub(crate) state: String,

@@ -308,6 +308,15 @@ async fn a_failed_delivery_reads_in_words_and_support_sees_the_detail() {
     );
     assert!(!page.body.contains("Technical detail"), "{}", page.body);
     assert!(!page.body.contains("dns failure: "), "{}", page.body);
+    // The event names its payment by the order number, linking to its card.
+    let id = created.json["id"].as_str().expect("id");
+    assert!(
+        page.body.contains(&format!(
+            "<a href=\"/payments/{id}\" title=\"{id}\">dns-1</a>"
+        )),
+        "{}",
+        page.body
+    );
     let (mut support, _) = enrolled(&c, "help@support.example").await;
     let page = support.get(&path).await;
     assert!(page.body.contains("DNS failure"), "{}", page.body);
