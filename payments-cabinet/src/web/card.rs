@@ -5,7 +5,7 @@
 //! each attempt delivered or failed). The API's own fields stay on the card, folded away
 //! (`payments`' `card_fields`), each value in words.
 
-use payments_core::event::EventRecord;
+use payments_core::event::{DeliveryAttempt, DeliveryErrorKind, EventRecord};
 use payments_core::history::StatusChange;
 use payments_core::payment::Payment;
 use payments_core::project::Project;
@@ -107,6 +107,57 @@ pub(crate) fn field_value(name: &str, value: String) -> String {
     }
 }
 
+/// What a delivery attempt came to, in the page's language: the core's kind of failure
+/// ([`DeliveryAttempt::error_kind`]) and the answer's status, as
+/// [`DeliveryAttempt::result_for_merchant`] words them in English.
+pub(crate) fn attempt_result(a: &DeliveryAttempt) -> String {
+    use DeliveryErrorKind as K;
+    let Some(kind) = a.error_kind() else {
+        return a.http_status.map_or_else(
+            || tr("delivery|delivered").to_string(),
+            |s| format!("HTTP {s}"),
+        );
+    };
+    match (a.http_status, kind) {
+        (Some(s), K::Redirect) => trf("HTTP {status}: redirect not followed", &[("status", &s)]),
+        (Some(s), K::Timeout) => trf(
+            "HTTP {status}: the answer did not finish in time",
+            &[("status", &s)],
+        ),
+        (Some(s), K::ResponseBroken) => {
+            trf("HTTP {status}: the answer broke off", &[("status", &s)])
+        }
+        (Some(s), _) => format!("HTTP {s}"),
+        (None, K::RequestFailed) if a.error.as_deref().unwrap_or("").is_empty() => {
+            tr("no answer").to_string()
+        }
+        (None, kind) => kind_text(kind).to_string(),
+    }
+}
+
+/// A kind of delivery failure in words ([`DeliveryErrorKind::text`] in English).
+fn kind_text(kind: DeliveryErrorKind) -> &'static str {
+    use DeliveryErrorKind as K;
+    match kind {
+        K::Timeout => tr("timeout: no answer in time"),
+        K::ConnectionRefused => tr("connection refused"),
+        K::DnsFailure => tr("DNS failure: the callback URL's host name did not resolve"),
+        K::TlsError => {
+            tr("TLS failure: the receiver's certificate or TLS handshake was not accepted")
+        }
+        K::ConnectFailed => tr("could not connect to the receiver"),
+        K::RefusedAddress => {
+            tr("refused by the address policy: the callback URL's host is not a public address")
+        }
+        K::RefusedDestination => tr("refused: the callback URL is not one the service sends to"),
+        K::Redirect => tr("redirect not followed"),
+        K::HttpStatus => tr("an answer outside 2xx"),
+        K::ResponseBroken => tr("the answer broke off"),
+        K::RequestFailed => tr("the request failed before an answer"),
+        _ => kind.text(),
+    }
+}
+
 /// What a change of the payment's status was, in words.
 fn change_text(c: &StatusChange) -> &'static str {
     match c.cause.as_str() {
@@ -179,7 +230,7 @@ fn event_moments(e: &EventRecord) -> Vec<Moment> {
             what: what.to_string(),
             detail: trf(
                 "attempt {n}: {result}",
-                &[("n", &a.attempt), ("result", &a.result_for_merchant())],
+                &[("n", &a.attempt), ("result", &attempt_result(a))],
             ),
             tone,
         });
@@ -218,6 +269,56 @@ mod tests {
             "SBP (Faster Payments System)"
         );
         assert_eq!(field_value("amount", "100.50".into()), "100.50");
+    }
+
+    /// In English, the words are the core's own (a kind added to the core reads in its
+    /// English until it has words here).
+    #[test]
+    fn attempt_results_in_english_are_the_cores() {
+        use payments_core::Timestamp;
+        let attempt = |http_status, error: Option<String>| DeliveryAttempt {
+            attempt: 1,
+            started_at: Timestamp::from_unix_millis(0),
+            duration_ms: 1,
+            http_status,
+            success: false,
+            error,
+            response_excerpt: None,
+        };
+        let kinds = [
+            DeliveryErrorKind::Timeout,
+            DeliveryErrorKind::ConnectionRefused,
+            DeliveryErrorKind::DnsFailure,
+            DeliveryErrorKind::TlsError,
+            DeliveryErrorKind::ConnectFailed,
+            DeliveryErrorKind::RefusedAddress,
+            DeliveryErrorKind::RefusedDestination,
+            DeliveryErrorKind::Redirect,
+            DeliveryErrorKind::HttpStatus,
+            DeliveryErrorKind::ResponseBroken,
+            DeliveryErrorKind::RequestFailed,
+        ];
+        let mut cases = vec![attempt(Some(200), None), attempt(None, None)];
+        for kind in kinds {
+            for status in [None, Some(502)] {
+                cases.push(attempt(status, Some(kind.record("detail"))));
+            }
+        }
+        cases.push(attempt(None, Some(String::new())));
+        for a in &cases {
+            assert_eq!(attempt_result(a), a.result_for_merchant(), "{a:?}");
+        }
+        let dns = attempt(None, Some(DeliveryErrorKind::DnsFailure.record("x")));
+        let ru = crate::web::i18n::Scope {
+            lang: crate::web::i18n::Lang::Ru,
+            here: "/".into(),
+        };
+        let russian =
+            futures_executor::block_on(crate::web::i18n::scope(ru, async { attempt_result(&dns) }));
+        assert_eq!(
+            russian,
+            "ошибка DNS: имя хоста из адреса колбэка не найдено"
+        );
     }
 
     #[test]

@@ -420,7 +420,7 @@ pub(crate) fn event_view(r: &EventRecord, support: bool) -> EventView {
                     started,
                     started_text,
                     success: a.success,
-                    result: a.result_for_merchant(),
+                    result: card::attempt_result(a),
                     detail: support
                         .then(|| a.error_detail().map(str::to_string))
                         .flatten(),

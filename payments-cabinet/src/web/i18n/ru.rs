@@ -1207,4 +1207,35 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "Count and sum every payment of this filter",
         "Посчитать и сложить все платежи фильтра",
     ),
+    // What a callback delivery attempt came to (card.rs, attempt_result).
+    ("HTTP {status}: redirect not followed", "HTTP {status}: перенаправление не выполняется"),
+    (
+        "HTTP {status}: the answer did not finish in time",
+        "HTTP {status}: ответ не завершился вовремя",
+    ),
+    ("HTTP {status}: the answer broke off", "HTTP {status}: ответ оборвался"),
+    ("no answer", "нет ответа"),
+    ("timeout: no answer in time", "тайм-аут: ответа не было вовремя"),
+    ("connection refused", "в соединении отказано"),
+    (
+        "DNS failure: the callback URL's host name did not resolve",
+        "ошибка DNS: имя хоста из адреса колбэка не найдено",
+    ),
+    (
+        "TLS failure: the receiver's certificate or TLS handshake was not accepted",
+        "ошибка TLS: сертификат получателя или TLS-рукопожатие не приняты",
+    ),
+    ("could not connect to the receiver", "не удалось соединиться с получателем"),
+    (
+        "refused by the address policy: the callback URL's host is not a public address",
+        "отклонено политикой адресов: хост из адреса колбэка — не публичный адрес",
+    ),
+    (
+        "refused: the callback URL is not one the service sends to",
+        "отклонено: на этот адрес колбэка сервис не отправляет",
+    ),
+    ("redirect not followed", "перенаправление не выполняется"),
+    ("an answer outside 2xx", "ответ не из 2xx"),
+    ("the answer broke off", "ответ оборвался"),
+    ("the request failed before an answer", "запрос не удался до ответа"),
 ];
