@@ -543,10 +543,32 @@ fn audit_row(r: &CabinetAuditRecord) -> AuditRow {
         action: r.action.clone(),
         action_text: action_text(&r.action),
         success: r.success,
-        project: r.project_id.map(|p| p.to_string()),
+        object: audit_object(r),
         target: r.target.clone(),
         detail: r.detail.clone().unwrap_or_default(),
     }
+}
+
+/// What an audit record acted on, by its action's family, and the page that shows it: a
+/// payment's card, a callback event's page, the project's deliveries or its API access page
+/// (tokens, keys, allow-list, callback URL and secret, payer page); accounts and sessions
+/// have no page.
+fn audit_object(r: &CabinetAuditRecord) -> (String, Option<String>) {
+    let family = r.action.split('.').next().unwrap_or_default();
+    let project = r.project_id.map(|p| p.to_string());
+    let at = |path: &str| project.as_ref().map(|p| format!("/projects/{p}{path}"));
+    let (kind, href) = match family {
+        "payment" | "test_payment" => (tr("payment"), Some(format!("/payments/{}", r.target))),
+        "event" => (tr("callback event"), at(&format!("/events/{}", r.target))),
+        "events" => (tr("callback deliveries"), at("/deliveries")),
+        "token" => (tr("API token"), at("")),
+        "key" => (tr("signing key"), at("")),
+        "callback_secret" => (tr("callback secret"), at("")),
+        "project" => (tr("project"), at("")),
+        "appeal" => (tr("appeal"), None),
+        _ => (tr("account"), None),
+    };
+    (kind.to_string(), href)
 }
 
 #[cfg(test)]

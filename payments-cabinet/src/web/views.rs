@@ -742,7 +742,8 @@ pub(crate) struct AuditRow {
     /// The action as a phrase (`Password sign-in`).
     pub(crate) action_text: String,
     pub(crate) success: bool,
-    pub(crate) project: Option<String>,
+    /// What it acted on, in words, and the page that shows it.
+    pub(crate) object: (String, Option<String>),
     pub(crate) target: String,
     pub(crate) detail: String,
 }

@@ -775,6 +775,14 @@ async fn a_merchant_user_sends_a_closed_test_payments_callback() {
         "{:?}",
         audit.records
     );
+    // The audit log names the object and links to its card.
+    let log = owner.get("/audit").await;
+    assert!(
+        log.body
+            .contains(&format!("<a href=\"/payments/{id}\">payment</a>")),
+        "{}",
+        log.body
+    );
 }
 
 /// The card of a closed payment whose callback has nowhere to go (no URL on the payment, its

@@ -1238,4 +1238,12 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("an answer outside 2xx", "ответ не из 2xx"),
     ("the answer broke off", "ответ оборвался"),
     ("the request failed before an answer", "запрос не удался до ответа"),
+    // What an audit record acted on (security.rs, audit_object).
+    ("callback event", "событие колбэка"),
+    ("callback deliveries", "доставка колбэков"),
+    ("API token", "токен API"),
+    ("signing key", "ключ подписи"),
+    ("callback secret", "секрет колбэков"),
+    ("appeal", "обращение"),
+    ("account", "учётная запись"),
 ];
