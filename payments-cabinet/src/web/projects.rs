@@ -219,7 +219,10 @@ async fn access_page(
         tab: "access",
         project: project_view(project, merchant),
         tokens,
-        scopes: Scope::ALL.iter().map(|s| s.as_str()).collect(),
+        scopes: Scope::ALL
+            .iter()
+            .map(|s| (s.as_str(), Scope::SUGGESTED.contains(s)))
+            .collect(),
         keys,
         token_name: draft.token_name,
         lifetimes: TOKEN_LIFETIMES

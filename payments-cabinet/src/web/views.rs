@@ -447,7 +447,8 @@ pub(crate) struct Access {
     pub(crate) tab: &'static str,
     pub(crate) project: ProjectView,
     pub(crate) tokens: Vec<TokenRow>,
-    pub(crate) scopes: Vec<&'static str>,
+    /// Every scope, and whether a new token starts with it (`Scope::SUGGESTED`).
+    pub(crate) scopes: Vec<(&'static str, bool)>,
     pub(crate) keys: Vec<KeyRow>,
     /// The token name typed into a refused form.
     pub(crate) token_name: String,

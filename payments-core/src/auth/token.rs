@@ -249,6 +249,11 @@ impl Scope {
         Scope::BalanceRead,
     ];
 
+    /// The scopes a new token starts with where a person chooses them (the cabinet's form):
+    /// what a shop's backend needs to take payments, creating and reading them, and nothing
+    /// it does not; the others are chosen on purpose.
+    pub const SUGGESTED: [Scope; 2] = [Scope::PaymentsCreate, Scope::PaymentsRead];
+
     /// The scope string.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -323,3 +323,23 @@ async fn a_failed_delivery_reads_in_words_and_support_sees_the_detail() {
     assert!(page.body.contains("Technical detail"), "{}", page.body);
     c.server.stop().await;
 }
+
+/// A new token starts with the least a shop's backend needs: `payments:create` and
+/// `payments:read` ticked, every other scope left for the merchant to choose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_token_starts_with_the_least_scopes() {
+    let c = Cabinet::start().await;
+    let demo = c.demo_merchant().await;
+    c.user("owner@shop.example", Role::Merchant(demo)).await;
+    let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
+    let page = owner
+        .get(&format!("/projects/{}", c.server.project()))
+        .await;
+    for scope in payments_core::auth::Scope::ALL {
+        let name = scope.as_str();
+        let input = between(&page.body, &format!("value=\"{name}\""), ">")
+            .unwrap_or_else(|| panic!("{name}: {}", page.body));
+        let suggested = matches!(name, "payments:create" | "payments:read");
+        assert_eq!(input.contains("checked"), suggested, "{name}: {input}");
+    }
+}

@@ -1246,4 +1246,9 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("callback secret", "секрет колбэков"),
     ("appeal", "обращение"),
     ("account", "учётная запись"),
+    // A new token's scopes (project.html).
+    (
+        "A shop's backend needs payments:create and payments:read, ticked already; tick another only for what this token will do.",
+        "Серверу магазина нужны payments:create и payments:read, они уже отмечены; отмечайте другие, только если токен будет делать именно это.",
+    ),
 ];
