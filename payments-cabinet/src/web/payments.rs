@@ -138,16 +138,15 @@ pub(crate) async fn list(
     }))
 }
 
-/// A payment as a row of the list.
-fn payment_row(p: &Payment) -> PaymentRow {
+/// A payment as a row of a list (a project's, the search's): its amount as money.
+pub(crate) fn payment_row(p: &Payment) -> PaymentRow {
     let (created, created_text) = when(p.created_at);
     PaymentRow {
         id: p.id.to_string(),
         created,
         created_text,
         merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
-        amount: p.amount.to_string(),
-        currency: p.currency.as_str().to_string(),
+        amount: super::views::money(payments_core::totals::Volume::of(&p.amount), p.currency),
         method: p.payment_method.as_str().to_string(),
         status: p.status.as_str().to_string(),
         test: p.is_test(),

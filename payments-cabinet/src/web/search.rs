@@ -12,7 +12,7 @@ use super::i18n::{tr, trf};
 use super::page::{html, ok, see_other, OrPage, PageResult};
 use super::query::{date, encode, DAY, PAGE_SIZE};
 use super::state::CabinetState;
-use super::views::{when, Choice, Chrome, PaymentRow};
+use super::views::{Choice, Chrome, PaymentRow};
 use crate::accounts::Current;
 use crate::store::Role;
 use askama::Template;
@@ -413,19 +413,8 @@ fn read_as(term: &SearchTerm) -> String {
 
 /// One payment found, with the name of its project.
 fn search_row(p: &Payment, projects: &[Project]) -> SearchRow {
-    let (created, created_text) = when(p.created_at);
     SearchRow {
-        row: PaymentRow {
-            id: p.id.to_string(),
-            created,
-            created_text,
-            merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
-            amount: p.amount.to_string(),
-            currency: p.currency.as_str().to_string(),
-            method: p.payment_method.as_str().to_string(),
-            status: p.status.as_str().to_string(),
-            test: p.is_test(),
-        },
+        row: super::payments::payment_row(p),
         project_id: p.project_id.to_string(),
         project_name: projects
             .iter()

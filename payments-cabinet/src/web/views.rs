@@ -486,8 +486,8 @@ pub(crate) struct PaymentRow {
     pub(crate) created: String,
     pub(crate) created_text: String,
     pub(crate) merchant_payment_id: String,
+    /// The amount as money in the page's language (`1 500,50 ₽`).
     pub(crate) amount: String,
-    pub(crate) currency: String,
     pub(crate) method: String,
     pub(crate) status: String,
     pub(crate) test: bool,

@@ -105,6 +105,11 @@ async fn the_home_page_sums_today_the_week_and_the_month() {
     let list = format!("/projects/{}/payments", c.server.project());
     let plain = owner.get(&list).await;
     assert!(plain.body.contains("id=\"show-totals\""), "a link, no sums");
+    assert!(
+        plain.body.contains(">1,500.50\u{a0}₽</td>"),
+        "amounts as money: {}",
+        plain.body
+    );
     assert!(!plain.body.contains("data-figure=\"created\""));
     let totals = owner.get(&format!("{list}?totals=1")).await;
     let section = between(&totals.body, "id=\"list-totals\"", "</section>").expect("totals");
