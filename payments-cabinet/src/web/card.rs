@@ -285,21 +285,8 @@ mod tests {
             error,
             response_excerpt: None,
         };
-        let kinds = [
-            DeliveryErrorKind::Timeout,
-            DeliveryErrorKind::ConnectionRefused,
-            DeliveryErrorKind::DnsFailure,
-            DeliveryErrorKind::TlsError,
-            DeliveryErrorKind::ConnectFailed,
-            DeliveryErrorKind::RefusedAddress,
-            DeliveryErrorKind::RefusedDestination,
-            DeliveryErrorKind::Redirect,
-            DeliveryErrorKind::HttpStatus,
-            DeliveryErrorKind::ResponseBroken,
-            DeliveryErrorKind::RequestFailed,
-        ];
         let mut cases = vec![attempt(Some(200), None), attempt(None, None)];
-        for kind in kinds {
+        for kind in DeliveryErrorKind::ALL {
             for status in [None, Some(502)] {
                 cases.push(attempt(status, Some(kind.record("detail"))));
             }

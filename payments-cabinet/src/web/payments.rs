@@ -24,7 +24,7 @@ use super::query::{cursor, date, encode, DAY, PAGE_SIZE};
 use super::state::CabinetState;
 use super::views::{
     status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, Chrome, EventView,
-    HistoryRow, Link, PaymentRow, Payments,
+    HistoryRow, Link, Payments,
 };
 use crate::accounts::Current;
 
@@ -99,7 +99,7 @@ pub(crate) async fn list(
             last.id
         )
     });
-    let rows = found.iter().map(payment_row).collect();
+    let rows = found.iter().map(super::views::payment_row).collect();
     let csv = format!("/projects/{}/payments.csv?{}", project.id, f.query_string());
     let totals = match f.totals.as_str() {
         "1" => Some(home::list_totals(&st, &query).await?),
@@ -136,21 +136,6 @@ pub(crate) async fn list(
         payments: rows,
         next,
     }))
-}
-
-/// A payment as a row of a list (a project's, the search's): its amount as money.
-pub(crate) fn payment_row(p: &Payment) -> PaymentRow {
-    let (created, created_text) = when(p.created_at);
-    PaymentRow {
-        id: p.id.to_string(),
-        created,
-        created_text,
-        merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
-        amount: super::views::money(payments_core::totals::Volume::of(&p.amount), p.currency),
-        method: p.payment_method.as_str().to_string(),
-        status: p.status.as_str().to_string(),
-        test: p.is_test(),
-    }
 }
 
 /// `GET /projects/{id}/payments.csv` with the list's filters (`status`, `from`, `to`,

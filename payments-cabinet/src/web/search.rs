@@ -414,7 +414,7 @@ fn read_as(term: &SearchTerm) -> String {
 /// One payment found, with the name of its project.
 fn search_row(p: &Payment, projects: &[Project]) -> SearchRow {
     SearchRow {
-        row: super::payments::payment_row(p),
+        row: super::views::payment_row(p),
         project_id: p.project_id.to_string(),
         project_name: projects
             .iter()

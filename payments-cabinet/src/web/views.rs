@@ -2,7 +2,7 @@
 //! show. Every value is text prepared here; the templates only lay it out (and escape it).
 
 use askama::Template;
-use payments_core::payment::Currency;
+use payments_core::payment::{Currency, Payment};
 use payments_core::totals::Volume;
 use payments_core::Timestamp;
 
@@ -894,6 +894,21 @@ pub(crate) struct ListTotals {
     pub(crate) volume: Vec<String>,
     /// Whether every payment the filter finds was counted.
     pub(crate) complete: bool,
+}
+
+/// A payment as a row of a list (a project's, the search's): its amount as money.
+pub(crate) fn payment_row(p: &Payment) -> PaymentRow {
+    let (created, created_text) = when(p.created_at);
+    PaymentRow {
+        id: p.id.to_string(),
+        created,
+        created_text,
+        merchant_payment_id: p.merchant_payment_id.as_str().to_string(),
+        amount: money(Volume::of(&p.amount), p.currency),
+        method: p.payment_method.as_str().to_string(),
+        status: p.status.as_str().to_string(),
+        test: p.is_test(),
+    }
 }
 
 #[cfg(test)]
