@@ -4,6 +4,7 @@
 use payments_core::auth::Scope;
 use payments_core::callback::address::AddressPolicy;
 use payments_core::callback::destination::CallbackUrl;
+use payments_core::ids::ProjectId;
 use payments_core::payment::Currency;
 use payments_core::project::{Contract, MethodTerms};
 use payments_core::settlement::FeePercent;
@@ -30,6 +31,23 @@ pub fn parse_scopes(text: &str) -> Result<Vec<Scope>, StoreError> {
     text.split(' ')
         .filter(|s| !s.is_empty())
         .map(|name| name.parse().map_err(|_| corrupt("scope", name)))
+        .collect()
+}
+
+/// Project ids as space-separated text (a cabinet user's projects).
+pub fn projects_text(projects: &[ProjectId]) -> String {
+    projects
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Project ids from [`projects_text`].
+pub fn parse_projects(text: &str) -> Result<Vec<ProjectId>, StoreError> {
+    text.split(' ')
+        .filter(|s| !s.is_empty())
+        .map(|id| id.parse().map_err(|_| corrupt("projects", id)))
         .collect()
 }
 

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use payments_cabinet::store::{
-    CabinetAuditRecord, InviteRecord, Role, SessionRecord, SessionStage, SlotRecord, UserRecord,
+    CabinetAuditRecord, InviteRecord, Role, SessionRecord, SessionStage, SlotRecord, TeamRole,
+    UserRecord,
 };
 use payments_core::bank::CountryCode;
 use payments_core::event::{CallbackEvent, DeliveryAttempt, DeliveryState, EventKind, OutboxEvent};
@@ -697,9 +698,12 @@ impl Record for UserRecord {
         "totp_confirmed_at",
         "disabled",
         "created_at",
+        "team_role",
+        "projects",
     ];
 
     fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
+        let team_role = c.text("team_role")?;
         let role = match c.text("role")?.as_str() {
             "support" => Role::Support,
             "merchant" => Role::Merchant(
@@ -717,6 +721,12 @@ impl Record for UserRecord {
             totp_confirmed_at: c.opt_ts("totp_confirmed_at")?,
             disabled: c.flag("disabled")?,
             created_at: c.ts("created_at")?,
+            team_role: TeamRole::parse(&team_role)
+                .ok_or_else(|| corrupt("team_role", &team_role))?,
+            projects: c
+                .opt_text("projects")?
+                .map(|list| codec::parse_projects(&list))
+                .transpose()?,
         })
     }
 
@@ -731,6 +741,13 @@ impl Record for UserRecord {
             SqlValue::opt_ts(self.totp_confirmed_at),
             SqlValue::flag(self.disabled),
             SqlValue::ts(self.created_at),
+            SqlValue::text(self.team_role.name()),
+            SqlValue::opt_text(
+                self.projects
+                    .as_deref()
+                    .map(codec::projects_text)
+                    .as_deref(),
+            ),
         ])
     }
 }

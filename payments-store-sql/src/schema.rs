@@ -236,7 +236,22 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: REQUEST_LOG_MESSAGE_DDL,
         min_reader: BASELINE_MIN_READER,
     },
+    // 25: a merchant's team: each merchant user's role in it and the projects it works on
+    // (`payments_cabinet::store::TeamRole`). Expand: a defaulted and a nullable column; every
+    // user before it could do everything, so each is an owner of every project, and a build of
+    // schema 24 names its columns and writes its users as such.
+    Migration {
+        name: "cabinet team roles",
+        sqlite: TEAM_ROLES_DDL,
+        postgres: TEAM_ROLES_DDL,
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
+
+/// Migration 25, the same text on both engines.
+const TEAM_ROLES_DDL: &str = "ALTER TABLE cabinet_users ADD COLUMN team_role TEXT NOT NULL \
+                              DEFAULT 'owner';\n\
+                              ALTER TABLE cabinet_users ADD COLUMN projects TEXT;";
 
 /// Migration 24, the same text on both engines.
 const REQUEST_LOG_MESSAGE_DDL: &str = "ALTER TABLE request_log ADD COLUMN message TEXT;";

@@ -319,7 +319,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 24);
+    assert_eq!(SCHEMA_VERSION, 25);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn

@@ -6,8 +6,9 @@
 //!
 //! [`Cabinet`] is the handle; each job is a type of its own, reached from it:
 //! [`Cabinet::users`] ([`Users`]), [`Cabinet::sign_in`] ([`SignIn`]), [`Cabinet::two_factor`]
-//! ([`TwoFactor`]), [`Cabinet::sessions`] ([`Sessions`]), [`Cabinet::slots`] ([`Slots`]) and
-//! [`Cabinet::audit_log`] ([`AuditLog`]).
+//! ([`TwoFactor`]), [`Cabinet::sessions`] ([`Sessions`]), [`Cabinet::slots`] ([`Slots`]),
+//! [`Cabinet::audit_log`] ([`AuditLog`]) and [`Cabinet::team`] ([`Team`]: a merchant's users,
+//! their roles and [`Permission`]s).
 //!
 //! The modules are layers: the settings (`config`), what operations take and answer (`model`),
 //! the password pool and the refusal counter below the handle (`cabinet`); the audit log,
@@ -25,6 +26,7 @@ mod sessions;
 mod sign_in;
 mod slots;
 mod steps;
+mod team;
 mod throttle;
 mod two_factor;
 mod users;
@@ -40,5 +42,6 @@ pub use model::{
 pub use sessions::Sessions;
 pub use sign_in::SignIn;
 pub use slots::Slots;
+pub use team::{Membership, Permission, Team, TeamError};
 pub use two_factor::TwoFactor;
 pub use users::Users;

@@ -1,7 +1,7 @@
 //! Cabinet users: creation with a first invitation, invitations (also a password reset), the
 //! password set through one, disabling, the list.
 
-use payments_core::ids::{MerchantId, UserId};
+use payments_core::ids::{MerchantId, ProjectId, UserId};
 use payments_core::service::Actor;
 use payments_core::store::{MerchantStoreExt, StoreError};
 use payments_core::{ApiError, ErrorCode};
@@ -9,7 +9,7 @@ use payments_core::{ApiError, ErrorCode};
 use super::cabinet::Cabinet;
 use super::model::{bad_request, invite_gone, normalise_email, user_json, Client, Invite};
 use crate::secrets;
-use crate::store::{CabinetAuditRecord, CabinetStoreExt, InviteRecord, Role, UserRecord};
+use crate::store::{CabinetAuditRecord, CabinetStoreExt, InviteRecord, Role, TeamRole, UserRecord};
 
 /// The cabinet's users ([`Cabinet::users`](super::Cabinet::users)).
 #[derive(Debug, Clone, Copy)]
@@ -24,8 +24,40 @@ impl Cabinet {
 
 impl Users<'_> {
     /// Creates a user and its first invitation (the operator API and CLI): a merchant user of
-    /// an existing merchant, or support staff.
+    /// an existing merchant (an owner of its team, on every project), or support staff. The
+    /// team's owners add the rest of the team ([`Team::invite`](super::Team::invite)).
     pub async fn create(&self, email: &str, role: Role, actor: &Actor) -> Result<Invite, ApiError> {
+        let user = self
+            .insert(email, role, TeamRole::Owner, None, actor)
+            .await?;
+        self.0
+            .audit(CabinetAuditRecord {
+                at: user.created_at,
+                user_id: Some(user.id),
+                email: user.email.clone(),
+                address: None,
+                merchant_id: role.merchant(),
+                project_id: None,
+                action: "user.create".into(),
+                target: user.id.to_string(),
+                success: true,
+                detail: Some(format!("by {}", actor.0)),
+            })
+            .await?;
+        self.0.issue_invite(user, actor).await
+    }
+
+    /// Stores a new user without a password (an invitation sets it), in the operator's audit
+    /// trail as created by `actor`: a merchant user of an existing merchant in `team_role` on
+    /// `projects`, or support staff. The caller writes the cabinet's audit record.
+    pub(super) async fn insert(
+        &self,
+        email: &str,
+        role: Role,
+        team_role: TeamRole,
+        projects: Option<Vec<ProjectId>>,
+        actor: &Actor,
+    ) -> Result<UserRecord, ApiError> {
         let email = normalise_email(email)?;
         if let Role::Merchant(m) = role {
             self.0
@@ -44,6 +76,8 @@ impl Users<'_> {
             totp_confirmed_at: None,
             disabled: false,
             created_at: self.0.now(),
+            team_role,
+            projects,
         };
         self.0.store.insert_user(&user).await.map_err(|e| match e {
             StoreError::Duplicate(_) => bad_request(format!("email: {email} already has a user")),
@@ -52,21 +86,7 @@ impl Users<'_> {
         self.0
             .core_audit(actor, "user.create", &user, Some(user_json(&user)))
             .await?;
-        self.0
-            .audit(CabinetAuditRecord {
-                at: user.created_at,
-                user_id: Some(user.id),
-                email: user.email.clone(),
-                address: None,
-                merchant_id: role.merchant(),
-                project_id: None,
-                action: "user.create".into(),
-                target: user.id.to_string(),
-                success: true,
-                detail: Some(format!("by {}", actor.0)),
-            })
-            .await?;
-        self.0.issue_invite(user, actor).await
+        Ok(user)
     }
 
     /// Creates a merchant user with a password already set (the sandbox bootstrap's demo

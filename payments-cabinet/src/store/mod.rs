@@ -55,7 +55,7 @@ pub use sessions::{
     CabinetSessions, SessionKey, SessionProof, SessionRecord, SessionScope, SessionStage,
 };
 pub use slots::{CabinetSlots, SlotRecord};
-pub use users::{CabinetUsers, Role, UserKey, UserRecord};
+pub use users::{CabinetUsers, Role, TeamRole, UserKey, UserRecord};
 
 /// Everything the web cabinet keeps: every cabinet port. A store implements each port and is
 /// a `CabinetStore` by that.

@@ -2,7 +2,7 @@
 //! recovery codes.
 
 use async_trait::async_trait;
-use payments_core::ids::{MerchantId, UserId};
+use payments_core::ids::{MerchantId, ProjectId, UserId};
 use payments_core::store::StoreError;
 use payments_core::{SecretString, Timestamp};
 
@@ -33,6 +33,54 @@ impl Role {
     }
 }
 
+/// What a merchant's user does in the merchant's team: the pages and forms it may use
+/// ([`Permission`](crate::accounts::Permission) says which). Support staff have none: they
+/// are no merchant's team.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TeamRole {
+    /// Everything, the team included; the merchant keeps at least one.
+    Owner,
+    /// Everything but the owners: may not add, change or remove an owner.
+    Admin,
+    /// The API access: tokens, keys, the allow-list, callbacks, the payer page, requests.
+    Developer,
+    /// Money: balances, statements and exports.
+    Finance,
+    /// Payers' questions: payments, callback resends and appeals.
+    SupportAgent,
+    /// Reads payments and deliveries; changes nothing.
+    Viewer,
+}
+
+impl TeamRole {
+    /// Every role, the widest first.
+    pub const ALL: [TeamRole; 6] = [
+        TeamRole::Owner,
+        TeamRole::Admin,
+        TeamRole::Developer,
+        TeamRole::Finance,
+        TeamRole::SupportAgent,
+        TeamRole::Viewer,
+    ];
+
+    /// The stored name (`owner`, `admin`, `developer`, `finance`, `support_agent`, `viewer`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            TeamRole::Owner => "owner",
+            TeamRole::Admin => "admin",
+            TeamRole::Developer => "developer",
+            TeamRole::Finance => "finance",
+            TeamRole::SupportAgent => "support_agent",
+            TeamRole::Viewer => "viewer",
+        }
+    }
+
+    /// The role a stored name names.
+    pub fn parse(name: &str) -> Option<TeamRole> {
+        TeamRole::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
 /// A cabinet user as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserRecord {
@@ -42,6 +90,12 @@ pub struct UserRecord {
     pub email: String,
     /// Merchant user or support.
     pub role: Role,
+    /// A merchant user's role in the merchant's team ([`TeamRole::Owner`] for support, where
+    /// it means nothing).
+    pub team_role: TeamRole,
+    /// The merchant's projects a merchant user works on; `None`: every project, those created
+    /// later too.
+    pub projects: Option<Vec<ProjectId>>,
     /// The password as an argon2id PHC string; `None` until set through an invitation.
     pub password_hash: Option<String>,
     /// The TOTP key, sealed like callback secrets; `None` until enrolment starts.

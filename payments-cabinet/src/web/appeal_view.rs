@@ -3,6 +3,7 @@
 //! section with its "Open an appeal" form. The handlers are in `appeals` (the card's form,
 //! the receipts) and `appeal_queue` (support's queue); what an appeal may do is the core's.
 
+use crate::accounts::Permission;
 use axum::response::Response;
 use payments_core::appeal::{
     self, Appeal, AppealQuery, AppealReason, AppealSource, AppealState, ReceiptInfo,
@@ -136,8 +137,10 @@ pub(crate) async fn card_appeals(
         .iter()
         .map(|a| row(a, payment.currency.as_str(), now))
         .collect();
-    let form = (!current.is_support() && appeal::appealable(payment).is_ok())
-        .then(|| appeal_form(st, flash));
+    let form = (!current.is_support()
+        && current.may(Permission::Appeals)
+        && appeal::appealable(payment).is_ok())
+    .then(|| appeal_form(st, flash));
     if rows.is_empty() && form.is_none() {
         return Ok(None);
     }

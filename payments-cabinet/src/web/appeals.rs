@@ -10,6 +10,7 @@
 //! most [`UPLOAD_SLOTS`] uploads read at once by the process (another is refused at once,
 //! `503`), so uploads never hold more than `UPLOAD_SLOTS` x `MAX_APPEAL_FORM_BYTES` bytes.
 
+use crate::accounts::Permission;
 use axum::extract::{FromRequest, Multipart, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -366,7 +367,8 @@ pub(crate) async fn open(
     Path(id): Path<String>,
     request: Request,
 ) -> PageResult {
-    let (payment, project) = visible_payment(&st, &signed.current, &id).await?;
+    let (payment, project) =
+        visible_payment(&st, &signed.current, &id, Permission::Appeals).await?;
     // Support decides appeals; it does not open them for the merchant.
     if signed.current.is_support() {
         return Err(PageError::NotFound.render(&st));
@@ -445,9 +447,14 @@ pub(crate) async fn receipt(
         .appeal_any(id)
         .await
         .map_err(|e| error_page(e, &st))?;
-    visible_project(&st, &signed.current, &appeal.project_id.to_string())
-        .await
-        .map_err(|_| not_found())?;
+    visible_project(
+        &st,
+        &signed.current,
+        &appeal.project_id.to_string(),
+        Permission::Payments,
+    )
+    .await
+    .map_err(|_| not_found())?;
     let r = appeals
         .appeal_receipt(&appeal, index)
         .await

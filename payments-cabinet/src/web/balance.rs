@@ -5,6 +5,7 @@
 //! payments sees its balance ([`visible_project`]); the figures are the core's
 //! ([`payments_core::ledger`]).
 
+use crate::accounts::Permission;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use payments_core::ledger::{Balance, EntryKind, LedgerEntry, Statement, Usdt};
@@ -193,7 +194,7 @@ pub(crate) async fn page(
     Path(id): Path<String>,
     Query(q): Query<BalanceQuery>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) = visible_project(&st, &signed.current, &id, Permission::Money).await?;
     let service = st.cabinet.service();
     let failed = |e: StoreError| error_page(e, &st);
     let balance = service
@@ -307,7 +308,7 @@ pub(crate) async fn entries_csv(
     Query(q): Query<BalanceQuery>,
     Query(fq): Query<export::FormatQuery>,
 ) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let (project, _) = visible_project(&st, &signed.current, &id, Permission::Money).await?;
     let format = fq.format().map_err(|e| e.render(&st))?;
     let service = st.cabinet.service();
     let today = day_of(service.ports().clock.now());

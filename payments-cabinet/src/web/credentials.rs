@@ -1,6 +1,7 @@
 //! A project's API credentials on its access page: issuing and revoking tokens, registering
 //! and revoking signing keys.
 
+use crate::accounts::Permission;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use payments_core::auth::keys::{KeyConfirmation, KeyConfirmationError};
@@ -30,7 +31,8 @@ pub(crate) async fn create_token(
     Path(id): Path<String>,
     form: FormData,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let name = form.get("name").to_string();
     let expires = form.get("expires").trim().to_string();
     let refuse = |field: &str, message: String| {
@@ -158,7 +160,7 @@ pub(crate) async fn revoke_token_page(
     signed: Signed,
     Path((id, token)): Path<(String, String)>,
 ) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let (project, _) = visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let record = own_token(&st, &project, &token).await?;
     Ok(confirm_page(
         &st,
@@ -206,7 +208,8 @@ pub(crate) async fn revoke_token(
     client: Client,
     Path((id, token)): Path<(String, String)>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let record = own_token(&st, &project, &token).await?;
     st.cabinet
         .service()
@@ -243,7 +246,8 @@ pub(crate) async fn register_key(
     Path(id): Path<String>,
     form: FormData,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let input = form.get("public_key");
     // A raw 32-byte key is saved only with the keyid the merchant's generator printed: it may
     // be a private seed, whose keyid is another (the core's rule, `KeyConfirmation::pasted`).
@@ -334,7 +338,7 @@ pub(crate) async fn revoke_key_page(
     signed: Signed,
     Path((id, keyid)): Path<(String, String)>,
 ) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let (project, _) = visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let key = own_key(&st, &project, &keyid).await?;
     Ok(confirm_page(
         &st,
@@ -356,7 +360,8 @@ pub(crate) async fn revoke_key(
     client: Client,
     Path((id, keyid)): Path<(String, String)>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let key = own_key(&st, &project, &keyid).await?;
     st.cabinet
         .service()

@@ -1,6 +1,7 @@
 //! Callback deliveries: a project's list, an event's page with its attempts, resending one
 //! event and recovering the failed ones.
 
+use crate::accounts::Permission;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -118,7 +119,8 @@ pub(crate) async fn deliveries(
     Path(id): Path<String>,
     Query(f): Query<DeliveryFilters>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Payments).await?;
     let state = DeliveryState::parse(f.state.trim());
     let mut found = st
         .cabinet
@@ -205,14 +207,15 @@ fn event_name(event: EventId) -> String {
     format!("event:{event}")
 }
 
-/// A project's event the user may see, or "not found".
+/// A project's event the user may see, or "not found" (or "not allowed" without `need`).
 async fn visible_event(
     st: &CabinetState,
     current: &Current,
     project: &str,
     event: &str,
+    need: Permission,
 ) -> Result<(Project, EventRecord), Response> {
-    let (project, _) = visible_project(st, current, project).await?;
+    let (project, _) = visible_project(st, current, project, need).await?;
     let not_found = || PageError::NotFound.render(st);
     let id: EventId = event.parse().map_err(|_| not_found())?;
     let record = st
@@ -232,7 +235,8 @@ pub(crate) async fn event_page(
     Path((project, event)): Path<(String, String)>,
     Query(q): Query<CardQuery>,
 ) -> PageResult {
-    let (project, record) = visible_event(&st, &signed.current, &project, &event).await?;
+    let (project, record) =
+        visible_event(&st, &signed.current, &project, &event, Permission::Payments).await?;
     let event_id = record.outbox.event.event_id;
     let sent = st
         .cabinet
@@ -307,7 +311,8 @@ pub(crate) async fn event_resend_page(
     signed: Signed,
     Path((project, event)): Path<(String, String)>,
 ) -> PageResult {
-    let (project, record) = visible_event(&st, &signed.current, &project, &event).await?;
+    let (project, record) =
+        visible_event(&st, &signed.current, &project, &event, Permission::Resend).await?;
     let e = &record.outbox.event;
     let back = format!("/projects/{}/events/{}", project.id, e.event_id);
     Ok(ok(&Confirm {
@@ -337,7 +342,8 @@ pub(crate) async fn event_resend(
     client: Client,
     Path((project, event)): Path<(String, String)>,
 ) -> PageResult {
-    let (project, record) = visible_event(&st, &signed.current, &project, &event).await?;
+    let (project, record) =
+        visible_event(&st, &signed.current, &project, &event, Permission::Resend).await?;
     let id = record.outbox.event.event_id;
     let actor = signed.current.actor();
     match st
@@ -400,7 +406,7 @@ pub(crate) async fn recover_page(
     Path(id): Path<String>,
     Query(f): Query<RecoverForm>,
 ) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let (project, _) = visible_project(&st, &signed.current, &id, Permission::Resend).await?;
     let back = format!("/projects/{}/deliveries", project.id);
     let Some(since) = date(&f.since) else {
         let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)
@@ -443,7 +449,7 @@ pub(crate) async fn recover(
     Path(id): Path<String>,
     Query(f): Query<RecoverForm>,
 ) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let (project, _) = visible_project(&st, &signed.current, &id, Permission::Resend).await?;
     let back = format!("/projects/{}/deliveries", project.id);
     let Some(since) = date(&f.since) else {
         let flash = Flash::new(deliveries_name(&project), StatusCode::BAD_REQUEST)

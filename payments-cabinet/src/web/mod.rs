@@ -36,6 +36,7 @@ mod search;
 mod security;
 mod settings;
 mod state;
+mod team;
 pub(crate) mod views;
 
 use axum::extract::{Request, State};
@@ -121,6 +122,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/security/authenticator/confirm"),
     ("POST", "/security/sessions/{id}/revoke"),
     ("GET", "/audit"),
+    ("GET", "/team"),
+    ("POST", "/team"),
+    ("GET", "/team/{id}"),
+    ("POST", "/team/{id}"),
+    ("POST", "/team/{id}/invite"),
+    ("GET", "/team/{id}/remove"),
+    ("POST", "/team/{id}/remove"),
+    ("POST", "/team/{id}/restore"),
     ("GET", "/shown/{slot}"),
     ("GET", "/pay/{token}"),
     ("GET", "/pay/{token}/status"),
@@ -273,6 +282,14 @@ fn security_routes() -> Router<CabinetState> {
         )
         .route("/audit", get(security::audit))
         .route("/shown/{slot}", get(once::shown))
+        .route("/team", get(team::team).post(team::invite))
+        .route("/team/{id}", get(team::member).post(team::change))
+        .route("/team/{id}/invite", post(team::reinvite))
+        .route(
+            "/team/{id}/remove",
+            get(team::remove_page).post(team::remove),
+        )
+        .route("/team/{id}/restore", post(team::restore))
 }
 
 async fn stylesheet() -> Response {

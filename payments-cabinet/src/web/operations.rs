@@ -2,6 +2,7 @@
 //! `test_outcome`) and support's operations (`operate`), each confirmed through the card again,
 //! and the resend of the payment's callback.
 
+use crate::accounts::Permission;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -46,7 +47,12 @@ async fn run_operation(
     trigger: Result<Trigger, OperationFormError>,
     test: bool,
 ) -> PageResult {
-    let (payment, project) = visible_payment(st, &signed.current, id).await?;
+    let need = match &trigger {
+        _ if test => Permission::TestOutcomes,
+        Ok(Trigger::ResendCallback) => Permission::Resend,
+        _ => Permission::Payments,
+    };
+    let (payment, project) = visible_payment(st, &signed.current, id, need).await?;
     let result = match trigger {
         Err(e) => Err((StatusCode::BAD_REQUEST, e.to_string())),
         Ok(t) => match perform(st, signed, &payment, &project, t, test).await {
@@ -256,7 +262,7 @@ pub(crate) async fn resend_page(
     signed: Signed,
     Path(id): Path<String>,
 ) -> PageResult {
-    let (payment, _) = visible_payment(&st, &signed.current, &id).await?;
+    let (payment, _) = visible_payment(&st, &signed.current, &id, Permission::Resend).await?;
     Ok(ok(&Confirm {
         chrome: st
             .chrome(

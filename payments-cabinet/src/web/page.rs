@@ -2,6 +2,7 @@
 //! the one conversion from a failure of the rules or the service to its error page
 //! ([`OrPage`]).
 
+use crate::accounts::{Current, Permission};
 use askama::Template;
 use axum::http::header;
 use axum::http::StatusCode;
@@ -19,6 +20,8 @@ pub(crate) enum PageError {
     NotFound,
     /// 403: a cross-site state change.
     CrossSite,
+    /// 403: the user's team role does not allow the page or form.
+    Forbidden,
     /// 400 with a message.
     BadRequest(String),
     /// 409 with a message.
@@ -83,6 +86,12 @@ impl PageError {
                 tr("The request did not come from the cabinet's own pages, so nothing was changed.")
                     .to_string(),
             ),
+            PageError::Forbidden => (
+                StatusCode::FORBIDDEN,
+                tr("Not allowed"),
+                tr("Your role in the team does not allow this. An owner or admin of your team can change your role.")
+                    .to_string(),
+            ),
             PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, tr("Not accepted"), m),
             PageError::Conflict(m) => (StatusCode::CONFLICT, tr("Not possible now"), m),
             PageError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, tr("Unavailable"), m),
@@ -98,6 +107,21 @@ impl PageError {
             link: Some(views::Link::new("/", tr("Back to the cabinet"))),
         };
         html(status, &page)
+    }
+}
+
+/// Nothing, if the user holds `need`; else the "not allowed" page ([`PageError::Forbidden`]).
+// The error is the page itself, as every handler's (`PageResult`), so that `?` answers it.
+#[allow(clippy::result_large_err)]
+pub(crate) fn allowed(
+    st: &CabinetState,
+    current: &Current,
+    need: Permission,
+) -> Result<(), Response> {
+    if current.may(need) {
+        Ok(())
+    } else {
+        Err(PageError::Forbidden.render(st))
     }
 }
 

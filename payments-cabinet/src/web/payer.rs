@@ -17,6 +17,7 @@
 
 pub mod appeal;
 
+use crate::accounts::Permission;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::header::{self, HeaderValue};
@@ -529,7 +530,9 @@ pub(crate) async fn settings_page(
     Path(id): Path<String>,
     axum::extract::Query(q): axum::extract::Query<SettingsQuery>,
 ) -> PageResult {
-    let (project, _) = super::projects::visible_project(&st, &signed.current, &id).await?;
+    let (project, _) =
+        super::projects::visible_project(&st, &signed.current, &id, Permission::Integration)
+            .await?;
     let flash = super::once::flash(
         &st,
         signed.current.session.id,
@@ -590,7 +593,9 @@ pub(crate) async fn save_settings(
     Path(id): Path<String>,
     form: FormData,
 ) -> PageResult {
-    let (project, merchant) = super::projects::visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        super::projects::visible_project(&st, &signed.current, &id, Permission::Integration)
+            .await?;
     let on = form.get("payer_page") == "on";
     let language = form.get("payer_language").to_string();
     let url = form.get("return_url").trim().to_string();

@@ -2,6 +2,7 @@
 //! and attempts. The card's buttons are in `operations`, the callback deliveries in
 //! `deliveries`, the search across projects in `search`.
 
+use crate::accounts::Permission;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
@@ -77,7 +78,8 @@ pub(crate) async fn list(
     Path(id): Path<String>,
     Query(f): Query<PaymentFilters>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Payments).await?;
     let status: Option<PaymentStatus> = f.status.parse().ok();
     let query = f.query(&project, PAGE_SIZE + 1);
     let mut found = st
@@ -148,7 +150,7 @@ pub(crate) async fn payments_csv(
     Query(f): Query<PaymentFilters>,
     Query(fq): Query<export::FormatQuery>,
 ) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let (project, _) = visible_project(&st, &signed.current, &id, Permission::Money).await?;
     let format = fq.format().map_err(|e| e.render(&st))?;
     let query = f.query(&project, export::EXPORT_PAGE);
     // The export reads the whole filtered list: one of the project's list places, held
@@ -177,11 +179,13 @@ pub(crate) async fn payments_csv(
         })
 }
 
-/// A payment the user may see (through its project), or "not found".
+/// A payment the user may see (through its project, [`visible_project`]) for a page or form
+/// that needs `need`, or "not found" (or "not allowed").
 pub(crate) async fn visible_payment(
     st: &CabinetState,
     current: &Current,
     id: &str,
+    need: Permission,
 ) -> Result<(Payment, Project), Response> {
     let not_found = || PageError::NotFound.render(st);
     let pid: PaymentId = id.parse().map_err(|_| not_found())?;
@@ -193,9 +197,7 @@ pub(crate) async fn visible_payment(
         .await
         .or_page(st)?
         .ok_or_else(not_found)?;
-    let (project, _) = visible_project(st, current, &payment.project_id.to_string())
-        .await
-        .map_err(|_| not_found())?;
+    let (project, _) = visible_project(st, current, &payment.project_id.to_string(), need).await?;
     Ok((payment, project))
 }
 
@@ -496,10 +498,18 @@ async fn card_page(
             test: payment.is_test(),
         },
         fields: card_fields(payment),
-        test_buttons: payment.is_test() && payment.status == PaymentStatus::Processing,
-        test_callback: payment.is_test() && payment.status.is_closed() && !support,
+        test_buttons: payment.is_test()
+            && payment.status == PaymentStatus::Processing
+            && current.may(Permission::TestOutcomes),
+        test_callback: payment.is_test()
+            && payment.status.is_closed()
+            && !support
+            && current.may(Permission::Resend),
         support,
-        merchant_resend: !support && !payment.is_test() && payment.status.is_closed(),
+        merchant_resend: !support
+            && !payment.is_test()
+            && payment.status.is_closed()
+            && current.may(Permission::Resend),
         no_callback_url,
         project_id: project.id.to_string(),
         payment_page_url,
@@ -582,7 +592,7 @@ pub(crate) fn card_name(payment: &Payment) -> String {
 
 /// The origin the user reached the cabinet at (its public origin when set), for absolute
 /// links such as the payer page's.
-fn origin(st: &CabinetState, headers: &HeaderMap) -> String {
+pub(crate) fn origin(st: &CabinetState, headers: &HeaderMap) -> String {
     match &st.public_origin {
         Some(o) => o.trim_end_matches('/').to_string(),
         None => format!(
@@ -608,7 +618,8 @@ pub(crate) async fn card(
     Path(id): Path<String>,
     Query(q): Query<CardQuery>,
 ) -> PageResult {
-    let (payment, project) = visible_payment(&st, &signed.current, &id).await?;
+    let (payment, project) =
+        visible_payment(&st, &signed.current, &id, Permission::Payments).await?;
     let notice = match q.done.as_deref() {
         Some("operated") => Some(trf(
             "Done: the payment is {status}.",

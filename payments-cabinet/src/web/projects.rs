@@ -4,6 +4,7 @@
 //! callback URL and secret); every change is a call of the core's provisioning operation,
 //! recorded in both audit logs.
 
+use crate::accounts::Permission;
 use crate::store::Role;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -18,7 +19,7 @@ use std::time::Duration;
 use super::extract::Signed;
 use super::i18n::{tr, trf};
 use super::once::{self, Flash};
-use super::page::{error_page, ok, OrPage, PageError, PageResult};
+use super::page::{allowed, error_page, ok, OrPage, PageError, PageResult};
 use super::state::CabinetState;
 use super::views::{
     when, when_text, Access, Chrome, Confirm, KeyRow, LineError, Link, MerchantGroup, ProjectRow,
@@ -28,22 +29,24 @@ use crate::accounts::Current;
 use payments_core::store::CredentialStoreExt;
 use payments_core::store::MerchantStoreExt;
 
-/// A project the user may see: a merchant user's own merchant's, any for support. Anything
-/// else, and an id that does not parse, is "not found", whatever exists.
+/// A project the user works on ([`Current::works_on`]: a merchant user's own merchant's that
+/// its team role names, any for support), for a page or form that needs `need`. Anything
+/// else, and an id that does not parse, is "not found", whatever exists; a project the user
+/// works on without `need` is "not allowed" ([`PageError::Forbidden`]).
 pub(crate) async fn visible_project(
     st: &CabinetState,
     current: &Current,
     id: &str,
+    need: Permission,
 ) -> Result<(Project, Merchant), Response> {
     let not_found = || PageError::NotFound.render(st);
     let id: ProjectId = id.parse().map_err(|_| not_found())?;
     let store = st.cabinet.service().store();
     let project = store.project(id).await.or_page(st)?.ok_or_else(not_found)?;
-    if let Role::Merchant(m) = current.user.role {
-        if m != project.merchant_id {
-            return Err(not_found());
-        }
+    if !current.works_on(&project) {
+        return Err(not_found());
     }
+    allowed(st, current, need)?;
     let merchant = store
         .merchant(project.merchant_id)
         .await
@@ -146,7 +149,7 @@ pub(crate) async fn list(State(st): State<CabinetState>, signed: Signed) -> Page
             paused: m.paused,
             projects: projects
                 .iter()
-                .filter(|p| p.merchant_id == m.id)
+                .filter(|p| p.merchant_id == m.id && signed.current.works_on(p))
                 .map(|p| ProjectRow {
                     id: p.id.to_string(),
                     name: p.name.clone(),
@@ -406,7 +409,8 @@ pub(crate) async fn access(
     Path(id): Path<String>,
     Query(q): Query<AccessQuery>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let mut draft = Draft {
         notice: access_notice(&q),
         ..Draft::default()

@@ -8,6 +8,7 @@
 //! integration health over the whole logged window ([`integration_health`]).
 //! Whoever may see the project's payments sees its requests ([`visible_project`]).
 
+use crate::accounts::Permission;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -194,7 +195,8 @@ pub(crate) async fn page(
     Path(id): Path<String>,
     Query(f): Query<RequestFilters>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let service = st.cabinet.service();
     let failed = |e: payments_core::store::StoreError| error_page(e, &st);
     let health = integration_health(service, project.id)

@@ -14,7 +14,6 @@ use super::query::{date, encode, DAY, PAGE_SIZE};
 use super::state::CabinetState;
 use super::views::{Choice, Chrome, PaymentRow};
 use crate::accounts::Current;
-use crate::store::Role;
 use askama::Template;
 use payments_core::amount::Amount;
 use payments_core::ids::PaymentId;
@@ -266,19 +265,16 @@ impl SearchForm {
     }
 }
 
-/// The projects a user may search: a merchant's user its merchant's, support every one.
+/// The projects a user may search: those it works on ([`Current::works_on`]).
 pub(crate) async fn searchable_projects(
     st: &CabinetState,
     current: &Current,
 ) -> Result<Vec<Project>, Response> {
     let projects = st.cabinet.service().store().projects().await.or_page(st)?;
-    Ok(match current.user.role {
-        Role::Merchant(m) => projects
-            .into_iter()
-            .filter(|p| p.merchant_id == m)
-            .collect(),
-        Role::Support => projects,
-    })
+    Ok(projects
+        .into_iter()
+        .filter(|p| current.works_on(p))
+        .collect())
 }
 
 /// `GET /payments/search`: the box is read by [`SearchTerm::parse`]: a payment id

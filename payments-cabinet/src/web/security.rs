@@ -9,10 +9,11 @@ use payments_core::ids::SessionId;
 use super::extract::{with_cookie, without_cookie, FormData, Signed};
 use super::i18n::tr;
 use super::once::{self, Flash, Slot};
-use super::page::{error_page, ok, see_other, OrPage, PageError, PageResult};
+use super::page::{allowed, error_page, ok, see_other, OrPage, PageError, PageResult};
 use super::query::encode;
 use super::state::CabinetState;
 use super::views::{when, Audit, AuditFamily, AuditRow, Reenrol, Security, SessionRow};
+use crate::accounts::Permission;
 use crate::accounts::{ChangeError, Client, Current, SignInError};
 
 /// Records of the audit log on one page (older ones on the next pages).
@@ -28,6 +29,7 @@ pub const AUDIT_FAMILIES: &[(&str, &str)] = &[
     ("recovery_codes", "recovery codes"),
     ("session", "sessions ended"),
     ("user", "users"),
+    ("member", "team members"),
     ("token", "API tokens"),
     ("key", "signing keys"),
     ("project", "project settings"),
@@ -47,6 +49,7 @@ fn family_label(family: &str) -> &'static str {
         "recovery_codes" => tr("recovery codes"),
         "session" => tr("sessions ended"),
         "user" => tr("users"),
+        "member" => tr("team members"),
         "token" => tr("API tokens"),
         "key" => tr("signing keys"),
         "project" => tr("project settings"),
@@ -77,6 +80,11 @@ pub(crate) fn action_text(action: &str) -> String {
         "user.set_password" => tr("Password set from an invitation"),
         "user.disable" => tr("User disabled"),
         "user.enable" => tr("User enabled"),
+        "member.invite" => tr("Team member invited"),
+        "member.reinvite" => tr("New invitation link for a team member"),
+        "member.change" => tr("Team member's role changed"),
+        "member.remove" => tr("Team member removed"),
+        "member.restore" => tr("Team member restored"),
         "token.issue" => tr("API token created"),
         "token.revoke" => tr("API token revoked"),
         "key.register" => tr("Signing key registered"),
@@ -473,6 +481,7 @@ pub(crate) async fn audit(
     signed: Signed,
     Query(f): Query<AuditFilters>,
 ) -> PageResult {
+    allowed(&st, &signed.current, Permission::Audit)?;
     let action = AUDIT_FAMILIES
         .iter()
         .find(|(value, _)| *value == f.action)
@@ -566,6 +575,7 @@ fn audit_object(r: &CabinetAuditRecord) -> (String, Option<String>) {
         "callback_secret" => (tr("callback secret"), at("")),
         "project" => (tr("project"), at("")),
         "appeal" => (tr("appeal"), None),
+        "member" => (tr("team member"), Some(format!("/team/{}", r.target))),
         _ => (tr("account"), None),
     };
     (kind.to_string(), href)

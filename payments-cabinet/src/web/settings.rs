@@ -1,6 +1,7 @@
 //! A project's integration settings on its access page: the IP allow-list, the callback URL and
 //! the rotation of the callback secret.
 
+use crate::accounts::Permission;
 use axum::extract::{Path, State};
 use payments_core::auth::IpAllowList;
 use payments_core::callback::ROTATION_OVERLAP;
@@ -44,7 +45,8 @@ pub(crate) async fn allow_list(
     Path(id): Path<String>,
     form: FormData,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let text = form.get("ip_allow_list").to_string();
     let (rules, allow_errors) = allow_list_lines(&text);
     let refuse = |flash: Flash| {
@@ -112,7 +114,8 @@ pub(crate) async fn callback_url(
     Path(id): Path<String>,
     form: FormData,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let url = form.get("callback_url").trim().to_string();
     let patch = ProjectPatch {
         callback_url: Some((!url.is_empty()).then(|| url.clone())),
@@ -173,7 +176,7 @@ pub(crate) async fn roll_secret_page(
     signed: Signed,
     Path(id): Path<String>,
 ) -> PageResult {
-    let (project, _) = visible_project(&st, &signed.current, &id).await?;
+    let (project, _) = visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let held = st
         .cabinet
         .service()
@@ -224,7 +227,8 @@ pub(crate) async fn roll_secret(
     client: Client,
     Path(id): Path<String>,
 ) -> PageResult {
-    let (project, merchant) = visible_project(&st, &signed.current, &id).await?;
+    let (project, merchant) =
+        visible_project(&st, &signed.current, &id, Permission::Integration).await?;
     let secret = st
         .cabinet
         .service()

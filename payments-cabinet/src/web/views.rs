@@ -8,7 +8,8 @@ use payments_core::Timestamp;
 
 use super::i18n::{self, tr, Lang};
 pub(crate) use crate::accounts::when_text;
-use crate::accounts::Current;
+use crate::accounts::{Current, Permission};
+use crate::store::TeamRole;
 
 /// A link.
 #[derive(Debug, Clone)]
@@ -55,10 +56,47 @@ pub(crate) struct Chrome {
     pub(crate) product: String,
     pub(crate) sandbox: bool,
     pub(crate) user: Option<UserChip>,
+    /// What the signed-in user's role allows: the links and forms a page offers.
+    pub(crate) may: Grants,
     pub(crate) section: &'static str,
     pub(crate) crumbs: Vec<Link>,
     pub(crate) notice: Option<String>,
     pub(crate) errors: Vec<FieldError>,
+}
+
+/// The [`Permission`]s of the signed-in user, for the pages' links and forms (each page and
+/// form checks its own on the server too); none without a signed-in user.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Grants {
+    pub(crate) integration: bool,
+    pub(crate) resend: bool,
+    pub(crate) money: bool,
+    pub(crate) audit: bool,
+    pub(crate) team: bool,
+}
+
+impl Grants {
+    fn of(current: &Current) -> Grants {
+        Grants {
+            integration: current.may(Permission::Integration),
+            resend: current.may(Permission::Resend),
+            money: current.may(Permission::Money),
+            audit: current.may(Permission::Audit),
+            team: current.may(Permission::Team),
+        }
+    }
+}
+
+/// A team role's name in the page's language.
+pub(crate) fn role_text(role: TeamRole) -> &'static str {
+    match role {
+        TeamRole::Owner => tr("owner"),
+        TeamRole::Admin => tr("admin"),
+        TeamRole::Developer => tr("developer"),
+        TeamRole::Finance => tr("finance"),
+        TeamRole::SupportAgent => tr("support agent"),
+        TeamRole::Viewer => tr("viewer"),
+    }
 }
 
 impl Chrome {
@@ -75,10 +113,13 @@ impl Chrome {
                 role: if c.is_support() {
                     tr("support")
                 } else {
-                    tr("merchant")
+                    role_text(c.user.team_role)
                 },
                 support: c.is_support(),
             });
+        let may = current
+            .filter(|c| c.session.stage == crate::store::SessionStage::Full)
+            .map_or_else(Grants::default, Grants::of);
         Chrome {
             lang: i18n::current(),
             here: i18n::here(),
@@ -86,6 +127,7 @@ impl Chrome {
             product: product.to_string(),
             sandbox,
             user,
+            may,
             section: "",
             crumbs: Vec::new(),
             notice: None,

@@ -266,6 +266,14 @@ async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
         .await
         .expect("events");
     let event = events[0].outbox.event.event_id.to_string();
+    // Another member of the team (the sandbox's demo user) for the team's pages.
+    let users = payments_cabinet::store::CabinetStoreExt::users(&**c.cabinet().store()).await;
+    let colleague = users
+        .expect("users")
+        .into_iter()
+        .find(|u| u.email != "ru@shop.example")
+        .expect("the demo user")
+        .id;
 
     for path in [
         "/".to_string(),
@@ -286,6 +294,9 @@ async fn every_page_in_russian_shows_no_english_words_of_the_cabinet() {
         "/payments/search?q=ru-".to_string(),
         "/security".to_string(),
         "/audit".to_string(),
+        "/team".to_string(),
+        format!("/team/{colleague}"),
+        format!("/team/{colleague}/remove"),
         "/no-such-page".to_string(),
     ] {
         let page = v.get(&path).await;

@@ -12,7 +12,9 @@ mod language;
 mod once;
 mod payer;
 mod requests;
+mod roles;
 mod support;
+mod team;
 mod visitor;
 
 use std::time::Duration;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use payments_cabinet::secrets;
-use payments_cabinet::store::Role;
+use payments_cabinet::store::{CabinetStoreExt, Role, TeamRole};
 use payments_core::service::Actor;
 use payments_core::store::MerchantStoreExt;
 use payments_core::{Clock, MerchantId};
@@ -123,6 +123,27 @@ impl Cabinet {
             .set_password(invite.token.expose(), PASSWORD, &Default::default())
             .await
             .expect("the password is set");
+    }
+
+    /// A user of the demo merchant with [`PASSWORD`] in team role `role` on `projects` (every
+    /// one: `None`).
+    pub async fn team_member(
+        &self,
+        email: &str,
+        role: TeamRole,
+        projects: Option<Vec<payments_core::ProjectId>>,
+    ) {
+        let demo = self.demo_merchant().await;
+        self.user(email, Role::Merchant(demo)).await;
+        let store = self.cabinet().store();
+        let mut user = store
+            .user_by_email(email)
+            .await
+            .expect("store")
+            .expect("the user");
+        user.team_role = role;
+        user.projects = projects;
+        store.update_user(&user).await.expect("the role is stored");
     }
 
     /// Moves the server's clock to the next TOTP time step.

@@ -379,6 +379,16 @@ pub async fn walk(v: &mut Checks) {
     assert_eq!(b.path().await, "/", "signed in, home");
     v.page(&b, "38-home").await;
 
+    // The team: the members and the invitation form, the link shown once, a member's page.
+    b.open("/team").await;
+    v.page(&b, "39-team").await;
+    b.fill("#email", "sam@shop.example").await;
+    b.toggle("#role-finance").await;
+    b.click("#invite-submit").await;
+    v.check(&b, "invitation link shown once").await;
+    b.click_text("Done").await;
+    v.page(&b, "40-team-member").await;
+
     // Projects and External API access: a token shown once, a key, refusals, confirmations.
     b.open("/projects").await;
     v.page(&b, "07-projects").await;

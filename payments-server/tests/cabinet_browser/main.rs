@@ -12,6 +12,10 @@
 #[path = "../../../payments-http/tests/cabinet/support.rs"]
 mod support;
 
+/// The pages and forms of a project and what each team role may use (payments-http's).
+#[path = "../../../payments-http/tests/cabinet/roles.rs"]
+mod roles;
+
 mod appeals;
 mod balance;
 mod browser;
@@ -23,6 +27,7 @@ mod reenrol;
 mod reload;
 mod requests;
 mod search;
+mod team;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,8 @@ use payments_core::Timestamp;
 use uuid::Uuid;
 
 use crate::store::{
-    CabinetStore, CabinetStoreExt, Role, SessionProof, SessionRecord, SessionStage, UserRecord,
+    CabinetStore, CabinetStoreExt, Role, SessionProof, SessionRecord, SessionStage, TeamRole,
+    UserRecord,
 };
 
 pub(super) fn user_id(n: u128) -> UserId {
@@ -28,6 +29,8 @@ pub(super) fn sample_user(n: u128, email: &str, role: Role) -> UserRecord {
         totp_confirmed_at: None,
         disabled: false,
         created_at: T0 + ms(i64::try_from(n).expect("small")),
+        team_role: TeamRole::Owner,
+        projects: None,
     }
 }
 

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::store::{
     AuditQuery, CabinetAuditRecord, CabinetStore, CabinetStoreExt, InviteRecord, Role,
-    SessionRecord, SessionStage, SlotRecord, UserRecord,
+    SessionRecord, SessionStage, SlotRecord, TeamRole, UserRecord,
 };
 
 fn fail(round: u128, what: &str, e: StoreError) -> ! {
@@ -46,6 +46,8 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         totp_confirmed_at: Some(at),
         disabled: false,
         created_at: at,
+        team_role: TeamRole::Finance,
+        projects: Some(vec![project]),
     };
     store
         .insert_user(&user)

@@ -3,11 +3,13 @@
 
 use payments_core::ids::UserId;
 use payments_core::store::StoreError;
-use payments_core::testing::contract::{merchant_id, ms, T0};
+use payments_core::testing::contract::{merchant_id, ms, project_id, T0};
 use payments_core::Timestamp;
 
 use super::sample::{hash, sample_session, sample_user, user_id};
-use crate::store::{CabinetStore, CabinetStoreExt, InviteRecord, Role, SessionProof, SessionStage};
+use crate::store::{
+    CabinetStore, CabinetStoreExt, InviteRecord, Role, SessionProof, SessionStage, TeamRole,
+};
 
 /// Users round-trip every field, are unique by e-mail (on insert and on update), are listed
 /// in e-mail order; an unknown user's update is `NotFound`.
@@ -59,6 +61,13 @@ pub async fn cabinet_users<S: CabinetStore>(store: &S) {
     a2.totp_confirmed_at = None;
     a2.disabled = false;
     a2.role = Role::Merchant(merchant_id(2));
+    // A team role and the projects it works on read back as written, in their order.
+    a2.team_role = TeamRole::SupportAgent;
+    a2.projects = Some(vec![project_id(2), project_id(1)]);
+    store.update_user(&a2).await.expect("update_user");
+    assert_eq!(store.user(a.id).await.expect("user"), Some(a2.clone()));
+    a2.team_role = TeamRole::Viewer;
+    a2.projects = Some(Vec::new());
     store.update_user(&a2).await.expect("update_user");
     assert_eq!(store.user(a.id).await.expect("user"), Some(a2));
     assert!(matches!(

@@ -377,9 +377,16 @@ mod pages {
         if signed_in {
             chrome.user = Some(UserChip {
                 email: "ann@shop.example".into(),
-                role: super::super::tr("merchant"),
+                role: super::super::tr("owner"),
                 support: false,
             });
+            chrome.may = Grants {
+                integration: true,
+                resend: true,
+                money: true,
+                audit: true,
+                team: true,
+            };
             chrome.section = "projects";
             chrome.crumbs = vec![Link::new("/projects", "Проекты и API")];
         }
