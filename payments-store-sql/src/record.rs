@@ -700,6 +700,7 @@ impl Record for UserRecord {
         "created_at",
         "team_role",
         "projects",
+        "time_zone",
     ];
 
     fn from_row(c: &Cols<'_>) -> Result<Self, StoreError> {
@@ -727,6 +728,7 @@ impl Record for UserRecord {
                 .opt_text("projects")?
                 .map(|list| codec::parse_projects(&list))
                 .transpose()?,
+            time_zone: c.opt_text("time_zone")?,
         })
     }
 
@@ -748,6 +750,7 @@ impl Record for UserRecord {
                     .map(codec::projects_text)
                     .as_deref(),
             ),
+            SqlValue::opt_text(self.time_zone.as_deref()),
         ])
     }
 }

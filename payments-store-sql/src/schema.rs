@@ -237,9 +237,10 @@ pub const MIGRATIONS: &[Migration] = &[
         min_reader: BASELINE_MIN_READER,
     },
     // 25: a merchant's team: each merchant user's role in it and the projects it works on
-    // (`payments_cabinet::store::TeamRole`). Expand: a defaulted and a nullable column; every
-    // user before it could do everything, so each is an owner of every project, and a build of
-    // schema 24 names its columns and writes its users as such.
+    // (`payments_cabinet::store::TeamRole`), and each user's time zone. Expand: a defaulted and
+    // two nullable columns; every user before it could do everything, so each is an owner of
+    // every project, and a build of schema 24 names its columns and writes its users as such
+    // (in UTC until they choose a zone).
     Migration {
         name: "cabinet team roles",
         sqlite: TEAM_ROLES_DDL,
@@ -251,7 +252,8 @@ pub const MIGRATIONS: &[Migration] = &[
 /// Migration 25, the same text on both engines.
 const TEAM_ROLES_DDL: &str = "ALTER TABLE cabinet_users ADD COLUMN team_role TEXT NOT NULL \
                               DEFAULT 'owner';\n\
-                              ALTER TABLE cabinet_users ADD COLUMN projects TEXT;";
+                              ALTER TABLE cabinet_users ADD COLUMN projects TEXT;\n\
+                              ALTER TABLE cabinet_users ADD COLUMN time_zone TEXT;";
 
 /// Migration 24, the same text on both engines.
 const REQUEST_LOG_MESSAGE_DDL: &str = "ALTER TABLE request_log ADD COLUMN message TEXT;";

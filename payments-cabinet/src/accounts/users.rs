@@ -7,7 +7,7 @@ use payments_core::store::{MerchantStoreExt, StoreError};
 use payments_core::{ApiError, ErrorCode};
 
 use super::cabinet::Cabinet;
-use super::model::{bad_request, invite_gone, normalise_email, user_json, Client, Invite};
+use super::model::{bad_request, invite_gone, normalise_email, user_json, Client, Current, Invite};
 use crate::secrets;
 use crate::store::{CabinetAuditRecord, CabinetStoreExt, InviteRecord, Role, TeamRole, UserRecord};
 
@@ -78,6 +78,7 @@ impl Users<'_> {
             created_at: self.0.now(),
             team_role,
             projects,
+            time_zone: None,
         };
         self.0.store.insert_user(&user).await.map_err(|e| match e {
             StoreError::Duplicate(_) => bad_request(format!("email: {email} already has a user")),
@@ -168,6 +169,26 @@ impl Users<'_> {
             .user(invite.user_id)
             .await?
             .ok_or_else(invite_gone)
+    }
+
+    /// Sets the time zone the user's pages show times and read dates in: an IANA name of the
+    /// bundled time zone database (`Europe/Moscow`, `UTC`). Audited as `user.time_zone`.
+    pub async fn set_time_zone(
+        &self,
+        current: &Current,
+        client: &Client,
+        name: &str,
+    ) -> Result<UserRecord, ApiError> {
+        if jiff::tz::db().get(name).is_err() {
+            return Err(bad_request(format!("time_zone: {name:?} is no time zone")));
+        }
+        let mut user = current.user.clone();
+        user.time_zone = Some(name.to_string());
+        self.0.store.update_user(&user).await?;
+        let mut record = self.0.record(&user, client, "user.time_zone", true);
+        record.detail = Some(name.to_string());
+        self.0.audit(record).await?;
+        Ok(user)
     }
 
     /// Every user.

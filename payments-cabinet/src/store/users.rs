@@ -96,6 +96,9 @@ pub struct UserRecord {
     /// The merchant's projects a merchant user works on; `None`: every project, those created
     /// later too.
     pub projects: Option<Vec<ProjectId>>,
+    /// The IANA time zone the user's pages show times and read dates in (`Europe/Moscow`);
+    /// `None`: UTC, until the user (or the browser at sign-in) chooses one.
+    pub time_zone: Option<String>,
     /// The password as an argon2id PHC string; `None` until set through an invitation.
     pub password_hash: Option<String>,
     /// The TOTP key, sealed like callback secrets; `None` until enrolment starts.

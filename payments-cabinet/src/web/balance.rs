@@ -26,7 +26,8 @@ use super::views::{when, BalancePage, EntryRow, FieldError, KindLine, Link, Mone
 
 const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
 
-/// A period of whole UTC days, both ends included (`from` 00:00 to the end of `to`).
+/// A period of whole days in the user's time zone ([`super::i18n::zone`]), both ends included
+/// (`from` 00:00 to the end of `to`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Period {
     pub(crate) from: Date,
@@ -41,17 +42,30 @@ impl Period {
 
     /// The instant after it (the next day's midnight): the end of `[start, end)`.
     pub(crate) fn end(&self) -> Timestamp {
-        midnight(self.to) + DAY
+        self.to.next_day().map_or(midnight(self.to) + DAY, midnight)
     }
 }
 
+/// The start of day `d` in the user's time zone (UTC midnight for a day the zone cannot
+/// place, which the bundled database never answers).
 fn midnight(d: Date) -> Timestamp {
-    Timestamp::from_unix_secs(d.midnight().assume_utc().unix_timestamp())
+    let utc = Timestamp::from_unix_secs(d.midnight().assume_utc().unix_timestamp());
+    let local = jiff::civil::date(
+        i16::try_from(d.year()).unwrap_or(1970),
+        i8::try_from(u8::from(d.month())).unwrap_or(1),
+        i8::try_from(d.day()).unwrap_or(1),
+    );
+    local
+        .to_zoned_datetime(super::i18n::zone())
+        .map_or(utc, |z| {
+            Timestamp::from_unix_millis(z.timestamp().as_millisecond())
+        })
 }
 
-/// The UTC day of `now`.
+/// The day of `now` in the user's time zone.
 pub(crate) fn day_of(now: Timestamp) -> Date {
-    OffsetDateTime::from_unix_timestamp(now.unix_secs()).map_or(Date::MIN, |t| t.date())
+    let offset = super::i18n::zone_offset_ms(now) / 1000;
+    OffsetDateTime::from_unix_timestamp(now.unix_secs() + offset).map_or(Date::MIN, |t| t.date())
 }
 
 /// Reads one date of a period (`YYYY-MM-DD`); `None` when empty.
@@ -83,7 +97,8 @@ fn field_name(field: &str) -> &'static str {
     }
 }
 
-/// The period `from` and `to` name (`YYYY-MM-DD`, UTC days, `to` included). Without `to`, it
+/// The period `from` and `to` name (`YYYY-MM-DD`, days in the user's time zone, `to`
+/// included). Without `to`, it
 /// ends `today`; without `from`, it starts on the first day of `to`'s month (so neither: the
 /// current month so far). Every error, one per field.
 pub(crate) fn read_period(from: &str, to: &str, today: Date) -> Result<Period, Vec<FieldError>> {

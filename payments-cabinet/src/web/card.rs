@@ -296,10 +296,7 @@ mod tests {
             assert_eq!(attempt_result(a), a.result_for_merchant(), "{a:?}");
         }
         let dns = attempt(None, Some(DeliveryErrorKind::DnsFailure.record("x")));
-        let ru = crate::web::i18n::Scope {
-            lang: crate::web::i18n::Lang::Ru,
-            here: "/".into(),
-        };
+        let ru = crate::web::i18n::Scope::new(crate::web::i18n::Lang::Ru, "/".into());
         let russian =
             futures_executor::block_on(crate::web::i18n::scope(ru, async { attempt_result(&dns) }));
         assert_eq!(

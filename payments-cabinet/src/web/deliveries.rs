@@ -17,7 +17,7 @@ use super::operations::status;
 use super::page::{ok, see_other, OrPage, PageError, PageResult};
 use super::payments::{event_view, CardQuery};
 use super::projects::{project_view, visible_project};
-use super::query::{cursor, date, encode, DAY, PAGE_SIZE};
+use super::query::{cursor, date, date_end, encode, DAY, PAGE_SIZE};
 use super::state::CabinetState;
 use super::views::{Choice, Chrome, Confirm, Deliveries, EventView, Link};
 use crate::accounts::{Change, Client, Current};
@@ -56,7 +56,7 @@ impl DeliveryFilters {
             payment: self.payment.trim().parse().ok(),
             event: None,
             created_from: date(&self.from),
-            created_to: date(&self.to).map(|t| t + DAY),
+            created_to: date_end(&self.to),
             before: cursor::<EventId>(&self.before),
             limit: PAGE_SIZE + 1,
         }

@@ -82,6 +82,8 @@ pub(crate) struct Half {
     pub(crate) cookie: String,
 }
 
+/// The request's session and user, if any; the request's pages then show times in the user's
+/// time zone.
 async fn session_of(
     parts: &Parts,
     st: &CabinetState,
@@ -90,7 +92,12 @@ async fn session_of(
         return Ok(None);
     };
     match st.cabinet.sessions().current(&cookie).await {
-        Ok(found) => Ok(found.map(|c| (c, cookie))),
+        Ok(found) => {
+            if let Some(c) = &found {
+                super::i18n::set_zone(c.user.time_zone.as_deref());
+            }
+            Ok(found.map(|c| (c, cookie)))
+        }
         Err(e) => Err(error_page(e, st)),
     }
 }

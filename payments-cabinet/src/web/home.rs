@@ -6,7 +6,7 @@
 //! newest payments, and each project's callback health: the deliveries that failed in the
 //! last 7 days and those still pending, with a warning where callbacks keep failing.
 //!
-//! Days are UTC days. Support users see every merchant's projects, so `/` takes them to the
+//! Days are days in the user's time zone (UTC until chosen on the security page). Support users see every merchant's projects, so `/` takes them to the
 //! projects list instead.
 
 use std::time::Duration;
@@ -21,7 +21,7 @@ use payments_core::store::EventQuery;
 use payments_core::totals::{day_start, Overview, Summary, Volume};
 
 use super::extract::Signed;
-use super::i18n::{tr, trf};
+use super::i18n::{tr, trf, zone_name, zone_offset_ms};
 use super::page::{ok, OrPage, PageResult};
 use super::search::searchable_projects;
 use super::state::CabinetState;
@@ -133,7 +133,8 @@ pub(crate) async fn home(State(st): State<CabinetState>, current: Option<Signed>
 async fn page(st: &CabinetState, signed: &Signed) -> PageResult {
     let projects = searchable_projects(st, &signed.current).await?;
     let payments = st.cabinet.service().payments();
-    let overview = payments.overview(&projects, 0).await.or_page(st)?;
+    let offset = zone_offset_ms(st.cabinet.service().ports().clock.now());
+    let overview = payments.overview(&projects, offset).await.or_page(st)?;
     let recent = payments
         .list_payments_across(
             &projects,
@@ -302,7 +303,10 @@ pub(crate) async fn list_totals(
         .cabinet
         .service()
         .payments()
-        .totals(query, 0)
+        .totals(
+            query,
+            zone_offset_ms(st.cabinet.service().ports().clock.now()),
+        )
         .await
         .or_page(st)?;
     let all = totals.all();
@@ -320,11 +324,14 @@ pub(crate) async fn list_totals(
 /// The figures' caption: which payments they count.
 pub(crate) fn coverage(complete: bool) -> String {
     if complete {
-        tr("Days are UTC days.").to_string()
+        trf("Days are days in {zone}.", &[("zone", &zone_name())])
     } else {
         trf(
-            "Days are UTC days. The figures count the newest {n} payments of the period only.",
-            &[("n", &payments_core::totals::TOTALS_SCAN)],
+            "Days are days in {zone}. The figures count the newest {n} payments of the period only.",
+            &[
+                ("zone", &zone_name()),
+                ("n", &payments_core::totals::TOTALS_SCAN),
+            ],
         )
     }
 }

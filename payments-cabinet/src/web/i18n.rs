@@ -132,14 +132,70 @@ fn fill(text: &str, args: &[(&str, &dyn Display)]) -> String {
 /// The name of the cookie that keeps the chosen language.
 pub const LANG_COOKIE: &str = "cabinet-lang";
 
-/// What the current request's pages need to know: its language and the page a language
-/// switch returns to.
+/// What the current request's pages need to know: its language, the page a language switch
+/// returns to, and the signed-in user's time zone (set once the session is read).
 #[derive(Debug, Clone)]
 pub(crate) struct Scope {
     pub(crate) lang: Lang,
     /// The page's own path and query (without a one-time `flash`), for `GET` and `HEAD`;
     /// `/` for a state change (its path answers no `GET`).
     pub(crate) here: String,
+    /// The time zone times are shown and dates read in: UTC until a signed-in user's is set
+    /// ([`set_zone`]).
+    pub(crate) zone: std::cell::RefCell<jiff::tz::TimeZone>,
+}
+
+impl Scope {
+    /// A request's scope in `lang` for the page `here`, in UTC.
+    pub(crate) fn new(lang: Lang, here: String) -> Scope {
+        Scope {
+            lang,
+            here,
+            zone: std::cell::RefCell::new(jiff::tz::TimeZone::UTC),
+        }
+    }
+}
+
+/// The time zone `name` names in the bundled time zone database (IANA names, `UTC`).
+pub(crate) fn zone_named(name: &str) -> Option<jiff::tz::TimeZone> {
+    jiff::tz::db().get(name).ok()
+}
+
+/// Every time zone name the cabinet offers, sorted.
+pub(crate) fn zone_names() -> Vec<String> {
+    let mut names: Vec<String> = jiff::tz::db()
+        .available()
+        .map(|n| n.as_str().to_string())
+        .filter(|n| n.contains('/') || n == "UTC")
+        .collect();
+    names.sort();
+    names
+}
+
+/// Makes `name` (a user's stored zone; UTC for none or an unknown one) the current request's
+/// time zone.
+pub(crate) fn set_zone(name: Option<&str>) {
+    let zone = name.and_then(zone_named).unwrap_or(jiff::tz::TimeZone::UTC);
+    let _ = SCOPE.try_with(|s| *s.zone.borrow_mut() = zone);
+}
+
+/// The current request's time zone's name (`UTC`, `Europe/Moscow`).
+pub(crate) fn zone_name() -> String {
+    zone().iana_name().unwrap_or("UTC").to_string()
+}
+
+/// The current request's time zone's offset from UTC at `at`, in milliseconds (what the core's
+/// day arithmetic takes, [`payments_core::totals::day_of`]).
+pub(crate) fn zone_offset_ms(at: payments_core::Timestamp) -> i64 {
+    jiff::Timestamp::from_millisecond(at.unix_millis())
+        .map_or(0, |t| i64::from(zone().to_offset(t).seconds()) * 1000)
+}
+
+/// The current request's time zone (UTC outside a request).
+pub(crate) fn zone() -> jiff::tz::TimeZone {
+    SCOPE
+        .try_with(|s| s.zone.borrow().clone())
+        .unwrap_or(jiff::tz::TimeZone::UTC)
 }
 
 tokio::task_local! {

@@ -117,6 +117,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/security"),
     ("POST", "/security/password"),
     ("POST", "/security/recovery-codes"),
+    ("POST", "/security/time-zone"),
     ("POST", "/security/authenticator"),
     ("GET", "/security/authenticator/confirm"),
     ("POST", "/security/authenticator/confirm"),
@@ -271,6 +272,7 @@ fn security_routes() -> Router<CabinetState> {
         .route("/security", get(security::page))
         .route("/security/password", post(security::change_password))
         .route("/security/recovery-codes", post(security::regenerate_codes))
+        .route("/security/time-zone", post(security::set_time_zone))
         .route("/security/authenticator", post(security::begin_reenrolment))
         .route(
             "/security/authenticator/confirm",
@@ -342,14 +344,12 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
 /// `Accept-Language` prefers): whatever it renders, an error page included, reads it.
 pub async fn guard(State(st): State<CabinetState>, req: Request, next: Next) -> Response {
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-    let scope = i18n::Scope {
-        lang: i18n::of_request(req.headers()),
-        here: if safe {
-            i18n::page_of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
-        } else {
-            "/".to_string()
-        },
+    let here = if safe {
+        i18n::page_of(req.uri().path_and_query().map_or("/", |p| p.as_str()))
+    } else {
+        "/".to_string()
     };
+    let scope = i18n::Scope::new(i18n::of_request(req.headers()), here);
     let mut response = i18n::scope(scope, async {
         if safe || same_origin(&st, req.headers()) {
             next.run(req).await

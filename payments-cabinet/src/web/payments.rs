@@ -21,7 +21,7 @@ use super::i18n::{tr, trf};
 use super::once::{self};
 use super::page::{ok, OrPage, PageError, PageResult};
 use super::projects::{project_view, visible_project};
-use super::query::{cursor, date, encode, DAY, PAGE_SIZE};
+use super::query::{cursor, date, date_end, encode, PAGE_SIZE};
 use super::state::CabinetState;
 use super::views::{
     status_text, when, AttemptRow, Card, CardField, CardPayment, Choice, Chrome, EventView,
@@ -53,7 +53,7 @@ impl PaymentFilters {
         PaymentQuery {
             status: self.status.parse().ok(),
             created_from: date(&self.from),
-            created_to: date(&self.to).map(|t| t + DAY),
+            created_to: date_end(&self.to),
             merchant_payment_id: MerchantPaymentId::parse(self.merchant_payment_id.trim()),
             before: cursor::<PaymentId>(&self.before),
             ..PaymentQuery::new(project.id, limit)

@@ -10,7 +10,7 @@ use payments_core::project::Project;
 use super::extract::Signed;
 use super::i18n::{tr, trf};
 use super::page::{html, ok, see_other, OrPage, PageResult};
-use super::query::{date, encode, DAY, PAGE_SIZE};
+use super::query::{date, date_end, encode, PAGE_SIZE};
 use super::state::CabinetState;
 use super::views::{Choice, Chrome, PaymentRow};
 use crate::accounts::Current;
@@ -237,9 +237,10 @@ impl SearchForm {
             if value.trim().is_empty() {
                 continue;
             }
-            match date(value) {
+            let read = if field == "from" { date } else { date_end };
+            match read(value) {
                 Some(t) if field == "from" => q.created_from = Some(t),
-                Some(t) => q.created_to = Some(t + DAY),
+                Some(t) => q.created_to = Some(t),
                 None => errors.push((
                     field,
                     trf("{value}: a date as YYYY-MM-DD", &[("value", value)]),

@@ -80,6 +80,7 @@ pub(crate) fn action_text(action: &str) -> String {
         "user.set_password" => tr("Password set from an invitation"),
         "user.disable" => tr("User disabled"),
         "user.enable" => tr("User enabled"),
+        "user.time_zone" => tr("Time zone changed"),
         "member.invite" => tr("Team member invited"),
         "member.reinvite" => tr("New invitation link for a team member"),
         "member.change" => tr("Team member's role changed"),
@@ -176,6 +177,7 @@ async fn security_page(
         chrome,
         email: current.user.email.clone(),
         codes_left,
+        zones: super::i18n::zone_names(),
         sessions: sessions
             .iter()
             .map(|s| {
@@ -196,6 +198,27 @@ async fn security_page(
     })
 }
 
+/// `POST /security/time-zone`: the user's time zone.
+pub(crate) async fn set_time_zone(
+    State(st): State<CabinetState>,
+    signed: Signed,
+    client: Client,
+    form: FormData,
+) -> PageResult {
+    let name = form.get("time_zone").trim().to_string();
+    let users = st.cabinet.users();
+    match users.set_time_zone(&signed.current, &client, &name).await {
+        Ok(_) => Ok(see_other("/security?done=time_zone#time-zone")),
+        Err(e) if e.code == payments_core::ErrorCode::BadRequest => {
+            let flash = Flash::new("security", StatusCode::UNPROCESSABLE_ENTITY)
+                .error("time_zone", tr("Time zone: choose one from the list."));
+            let owner = signed.current.session.id;
+            Ok(once::refuse(&st, owner, "/security", "time-zone", flash).await)
+        }
+        Err(e) => Err(error_page(e, &st)),
+    }
+}
+
 pub(crate) async fn page(
     State(st): State<CabinetState>,
     signed: Signed,
@@ -206,6 +229,7 @@ pub(crate) async fn page(
             Some(tr("Your password is changed; your other sessions have ended.").into())
         }
         Some("session_revoked") => Some(tr("That session has ended.").into()),
+        Some("time_zone") => Some(tr("Your time zone is saved: times and days on your pages are in it.").into()),
         Some("authenticator") => Some(
             tr("The authenticator on your new device is set up: sign-in now asks for its codes, the old app's codes no longer work, and your other sessions have ended.")
                 .into(),

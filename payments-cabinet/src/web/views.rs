@@ -7,7 +7,6 @@ use payments_core::totals::Volume;
 use payments_core::Timestamp;
 
 use super::i18n::{self, tr, Lang};
-pub(crate) use crate::accounts::when_text;
 use crate::accounts::{Current, Permission};
 use crate::store::TeamRole;
 
@@ -56,6 +55,8 @@ pub(crate) struct Chrome {
     pub(crate) product: String,
     pub(crate) sandbox: bool,
     pub(crate) user: Option<UserChip>,
+    /// The time zone the page shows times and reads dates in ([`i18n::zone_name`]).
+    pub(crate) zone: String,
     /// What the signed-in user's role allows: the links and forms a page offers.
     pub(crate) may: Grants,
     pub(crate) section: &'static str,
@@ -127,6 +128,7 @@ impl Chrome {
             product: product.to_string(),
             sandbox,
             user,
+            zone: i18n::zone_name(),
             may,
             section: "",
             crumbs: Vec::new(),
@@ -266,11 +268,27 @@ pub(crate) fn delivery_text(code: &str) -> &str {
     }
 }
 
-/// A time for `<time datetime>` (RFC 3339, to the millisecond) and as text in the cabinet's
-/// one date format, `2026-11-27 14:03 UTC`: every page that shows a time shows it so.
+/// A time for `<time datetime>` (RFC 3339, to the millisecond, UTC) and as text in the
+/// cabinet's one date format ([`when_text`]): every page that shows a time shows it so.
 pub(crate) fn when(t: Timestamp) -> (String, String) {
     let iso = t.to_rfc3339();
     (iso, when_text(t))
+}
+
+/// `t` to the minute in the request's time zone ([`i18n::zone`]), with the zone's abbreviation
+/// or offset: `2026-11-27 14:03 UTC`, `2026-11-27 17:03 MSK`, `2026-11-27 19:03 UTC+05`.
+pub(crate) fn when_text(t: Timestamp) -> String {
+    let Ok(at) = jiff::Timestamp::from_millisecond(t.unix_millis()) else {
+        return crate::accounts::when_text(t);
+    };
+    let zoned = at.to_zoned_datetime(i18n::zone());
+    let abbreviation = zoned.strftime("%Z").to_string();
+    let abbreviation = if abbreviation.starts_with(['+', '-']) {
+        format!("UTC{abbreviation}")
+    } else {
+        abbreviation
+    };
+    format!("{} {abbreviation}", zoned.strftime("%Y-%m-%d %H:%M"))
 }
 
 /// An amount of money as the page's language writes it: the whole units grouped by
@@ -772,6 +790,8 @@ pub(crate) struct Security {
     pub(crate) email: String,
     pub(crate) codes_left: u32,
     pub(crate) sessions: Vec<SessionRow>,
+    /// Every time zone offered, and the user's.
+    pub(crate) zones: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -898,6 +918,36 @@ mod date_format_tests {
         assert_eq!(when_in_text("completed"), "completed");
         assert_eq!(when_in_text("2026-11-27"), "2026-11-27");
     }
+
+    /// In a user's time zone: the zone's abbreviation, or its offset where the zone has no
+    /// letters; a filter's day starts at the zone's midnight and ends at the next one.
+    #[test]
+    fn times_and_days_read_in_the_users_zone() {
+        use crate::web::i18n::{scope, set_zone, Lang, Scope};
+        use crate::web::query::{date, date_end};
+        let t = Timestamp::parse_rfc3339("2026-11-27T20:03:00Z").expect("a time");
+        let read = |zone: &'static str| {
+            futures_executor::block_on(scope(Scope::new(Lang::En, "/".into()), async move {
+                set_zone(Some(zone));
+                let day = (date("2026-11-28"), date_end("2026-11-28"));
+                (
+                    when_text(t),
+                    day.0.map(Timestamp::to_rfc3339),
+                    day.1.map(Timestamp::to_rfc3339),
+                )
+            }))
+        };
+        let (text, from, to) = read("Europe/Moscow");
+        assert_eq!(text, "2026-11-27 23:03 MSK");
+        assert_eq!(from.as_deref(), Some("2026-11-27T21:00:00.000Z"));
+        assert_eq!(to.as_deref(), Some("2026-11-28T21:00:00.000Z"));
+        let (text, _, _) = read("Asia/Vladivostok");
+        assert_eq!(text, "2026-11-28 06:03 UTC+10");
+        // An unknown zone reads as UTC, as a user without one.
+        let (text, from, _) = read("Mars/Olympus");
+        assert_eq!(text, "2026-11-27 20:03 UTC");
+        assert_eq!(from.as_deref(), Some("2026-11-28T00:00:00.000Z"));
+    }
 }
 
 /// One line of the card's summary.
@@ -970,10 +1020,7 @@ mod tests {
         assert_eq!(rub(125_000), "0.125\u{a0}₽");
         assert_eq!(percent(456), "45.6\u{a0}%");
         let usd = Currency::parse("USD").expect("a code");
-        let ru = Scope {
-            lang: Lang::Ru,
-            here: "/".into(),
-        };
+        let ru = Scope::new(Lang::Ru, "/".into());
         scope(ru, async {
             assert_eq!(rub(1_990_000_000), "1\u{a0}990,00\u{a0}₽");
             assert_eq!(rub(1_000_000_000_000), "1\u{a0}000\u{a0}000,00\u{a0}₽");

@@ -16,6 +16,7 @@ mod roles;
 mod support;
 mod team;
 mod visitor;
+mod zone;
 
 use std::time::Duration;
 

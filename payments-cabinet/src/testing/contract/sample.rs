@@ -31,6 +31,7 @@ pub(super) fn sample_user(n: u128, email: &str, role: Role) -> UserRecord {
         created_at: T0 + ms(i64::try_from(n).expect("small")),
         team_role: TeamRole::Owner,
         projects: None,
+        time_zone: None,
     }
 }
 

@@ -48,6 +48,7 @@ pub async fn every_statement<S: CabinetStore + ?Sized>(
         created_at: at,
         team_role: TeamRole::Finance,
         projects: Some(vec![project]),
+        time_zone: Some("Europe/Moscow".into()),
     };
     store
         .insert_user(&user)

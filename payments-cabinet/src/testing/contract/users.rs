@@ -64,6 +64,7 @@ pub async fn cabinet_users<S: CabinetStore>(store: &S) {
     // A team role and the projects it works on read back as written, in their order.
     a2.team_role = TeamRole::SupportAgent;
     a2.projects = Some(vec![project_id(2), project_id(1)]);
+    a2.time_zone = Some("Asia/Yekaterinburg".into());
     store.update_user(&a2).await.expect("update_user");
     assert_eq!(store.user(a.id).await.expect("user"), Some(a2.clone()));
     a2.team_role = TeamRole::Viewer;

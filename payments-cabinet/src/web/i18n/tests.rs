@@ -683,14 +683,7 @@ mod pages {
     #[tokio::test]
     async fn russian_pages_show_russian_and_no_english_chrome() {
         let here = "/projects?x=1".to_string();
-        let pages = scope(
-            Scope {
-                lang: Lang::Ru,
-                here: here.clone(),
-            },
-            async { render_all() },
-        )
-        .await;
+        let pages = scope(Scope::new(Lang::Ru, here.clone()), async { render_all() }).await;
         for (name, html, russian) in pages {
             assert!(html.contains("<html lang=\"ru\">"), "{name}: {html}");
             assert!(
@@ -715,14 +708,7 @@ mod pages {
 
     #[tokio::test]
     async fn english_pages_stay_english_with_a_switch_to_russian() {
-        let pages = scope(
-            Scope {
-                lang: Lang::En,
-                here: "/".into(),
-            },
-            async { render_all() },
-        )
-        .await;
+        let pages = scope(Scope::new(Lang::En, "/".into()), async { render_all() }).await;
         for (name, html, _) in pages {
             assert!(html.contains("<html lang=\"en\">"), "{name}");
             assert!(
