@@ -6,8 +6,12 @@
 //! ([`payments_core::ledger`]).
 
 use crate::accounts::Permission;
+use std::collections::HashMap;
+
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::Response;
+use payments_core::ids::PaymentId;
 use payments_core::ledger::{Balance, EntryKind, LedgerEntry, Statement, Usdt};
 use payments_core::project::Project;
 use payments_core::store::{EntryQuery, StoreError};
@@ -18,7 +22,7 @@ use time::{Date, OffsetDateTime};
 use super::export::{self, download};
 use super::extract::Signed;
 use super::i18n::{tr, trf};
-use super::page::{error_page, html, PageError, PageResult};
+use super::page::{error_page, html, OrPage, PageError, PageResult};
 use super::projects::{project_view, visible_project};
 use super::query::{cursor, PAGE_SIZE};
 use super::state::CabinetState;
@@ -183,7 +187,26 @@ fn statement_view(s: &Statement, period: Period) -> StatementView {
     }
 }
 
-fn entry_row(e: &LedgerEntry) -> EntryRow {
+/// The order numbers (`merchant_payment_id`) of the payments a page of entries names: one read
+/// by id for each payment, at most a page's worth.
+async fn order_numbers(
+    st: &CabinetState,
+    entries: &[LedgerEntry],
+) -> Result<HashMap<PaymentId, String>, Response> {
+    let mut orders = HashMap::new();
+    for (id, _) in entries.iter().filter_map(|e| e.posting.payment) {
+        if orders.contains_key(&id) {
+            continue;
+        }
+        let payment = st.cabinet.service().store().payment(id).await.or_page(st)?;
+        if let Some(p) = payment {
+            orders.insert(id, p.merchant_payment_id.as_str().to_string());
+        }
+    }
+    Ok(orders)
+}
+
+fn entry_row(e: &LedgerEntry, orders: &HashMap<PaymentId, String>) -> EntryRow {
     let p = &e.posting;
     let (at, at_text) = when(p.at);
     EntryRow {
@@ -195,6 +218,7 @@ fn entry_row(e: &LedgerEntry) -> EntryRow {
         amount: money(p.amount),
         balance_after: money(e.balance_after),
         payment: p.payment.map(|(id, _)| id.to_string()),
+        order: p.payment.and_then(|(id, _)| orders.get(&id).cloned()),
         payment_version: p.payment.map(|(_, v)| v).unwrap_or_default(),
         destination: p.destination.as_ref().map(|d| d.as_str().to_string()),
         reference: p.reference.as_ref().map(|r| r.as_str().to_string()),
@@ -276,7 +300,8 @@ pub(crate) async fn page(
     page.excel = export::excel_links("entries", &csv);
     page.csv = Some(csv);
     page.statement = Some(statement_view(&statement, period));
-    page.entries = found.iter().map(entry_row).collect();
+    let orders = order_numbers(&st, &found).await?;
+    page.entries = found.iter().map(|e| entry_row(e, &orders)).collect();
     page.from = from;
     page.to = to;
     Ok(html(StatusCode::OK, &page))

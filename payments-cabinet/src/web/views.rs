@@ -872,6 +872,8 @@ pub(crate) struct EntryRow {
     pub(crate) amount: Money,
     pub(crate) balance_after: Money,
     pub(crate) payment: Option<String>,
+    /// The payment's order number (`merchant_payment_id`), as the link's text.
+    pub(crate) order: Option<String>,
     pub(crate) payment_version: u64,
     pub(crate) destination: Option<String>,
     pub(crate) reference: Option<String>,

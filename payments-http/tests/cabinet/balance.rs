@@ -252,6 +252,13 @@ async fn the_balance_tab_statements_and_exports_follow_the_ledger() {
     );
     assert_eq!(lines[0], ("1".to_string(), credit.to_string()));
     assert!(page.body.contains(&format!("href=\"/payments/{paid}\"")));
+    // The entry names its payment by the merchant's order number, not by its id.
+    assert!(
+        page.body
+            .contains("Payment <span class=\"id\">-cmd1</span>"),
+        "{}",
+        page.body
+    );
     assert!(page.body.contains(TRON) && page.body.contains(&reference));
     assert!(page.body.contains("Reason: =HYPERLINK("), "{}", page.body);
     assert!(!page.body.contains(&open), "a payment without an entry");

@@ -654,6 +654,7 @@ mod pages {
                         amount: money("-3.5000"),
                         balance_after: money("-1.5000"),
                         payment: Some("pay_1".into()),
+                        order: Some("order-1".into()),
                         payment_version: 2,
                         destination: Some("TXyz".into()),
                         reference: Some("0xabc".into()),
