@@ -310,7 +310,7 @@ fn invite_gone(st: &CabinetState) -> Response {
         StatusCode::NOT_FOUND,
         &Message {
             chrome: st.chrome(tr("Invitation link not valid"), None),
-            text: tr("This invitation link is not valid: it was used, replaced or has expired. Ask your operator for a new one.").into(),
+            text: tr("This invitation link is not valid: it was used, replaced or has expired. Ask whoever invited you (an owner or admin of your team, or the operator) for a new one.").into(),
             link: Some(Link::new("/sign-in", tr("Sign in"))),
         },
     )

@@ -122,7 +122,7 @@ pub(crate) struct RequestsPage {
 
 /// Milliseconds as seconds with one decimal and a sign (`+1.5 s`, `-30.0 s`).
 fn seconds(ms: i64) -> String {
-    format!("{:+.1} s", ms as f64 / 1000.0)
+    trf("{s} s", &[("s", &format!("{:+.1}", ms as f64 / 1000.0))])
 }
 
 /// Per mille as a percentage with one decimal.
@@ -168,7 +168,10 @@ fn row(e: &RequestLogEntry, owners: &BTreeMap<String, Project>) -> RequestRow {
         code: e.error_code.clone().unwrap_or_default(),
         message: e.message.clone(),
         request_id: e.request_id.clone(),
-        latency: format!("{:.1} ms", e.latency_us as f64 / 1000.0),
+        latency: trf(
+            "{ms} ms",
+            &[("ms", &format!("{:.1}", e.latency_us as f64 / 1000.0))],
+        ),
         source: e.source.clone(),
         skew: e.clock_skew_ms.map(seconds),
         diagnosis: e.diagnosis.as_ref().map(|d| DiagnosisView {

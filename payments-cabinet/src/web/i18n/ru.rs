@@ -117,8 +117,8 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Set password", "Задать пароль"),
     ("Invitation link not valid", "Ссылка-приглашение недействительна"),
     (
-        "This invitation link is not valid: it was used, replaced or has expired. Ask your operator for a new one.",
-        "Эта ссылка-приглашение недействительна: она уже использована, заменена новой или устарела. Попросите у оператора новую.",
+        "This invitation link is not valid: it was used, replaced or has expired. Ask whoever invited you (an owner or admin of your team, or the operator) for a new one.",
+        "Эта ссылка-приглашение недействительна: она уже использована, заменена новой или устарела. Попросите новую у того, кто вас пригласил (владельца или администратора вашей команды либо оператора).",
     ),
     ("The two passwords differ.", "Пароли не совпадают."),
     (
