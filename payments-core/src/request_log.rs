@@ -179,6 +179,12 @@ pub struct SignatureDiagnosis {
     /// ([`RequestLog::key_owners`](crate::service::RequestLog::key_owners)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keyid: Option<String>,
+    /// The failure's stable name and values ([`SignatureFailure::code`]), for a page that
+    /// words `reason` in its own language; absent in entries written before it was kept.
+    ///
+    /// [`SignatureFailure::code`]: crate::auth::SignatureFailure::code
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<(String, Vec<String>)>,
 }
 
 /// What the server says when the base it verified equals the one the client signed.
@@ -205,12 +211,14 @@ impl SignatureDiagnosis {
         let keyid = (e.failure == crate::auth::SignatureFailure::UnknownKeyid)
             .then(|| e.signature_base.as_deref().and_then(keyid_of))
             .flatten();
+        let (code, values) = e.failure.code();
         SignatureDiagnosis {
             reason: e.failure.to_string(),
             hint,
             covered,
             signature_base: base,
             keyid,
+            code: Some((code.to_string(), values)),
         }
     }
 

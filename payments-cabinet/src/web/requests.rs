@@ -125,6 +125,61 @@ fn seconds(ms: i64) -> String {
     trf("{s} s", &[("s", &format!("{:+.1}", ms as f64 / 1000.0))])
 }
 
+/// A refused signature's reason in the page's language, from the failure's stable name and
+/// values ([`SignatureFailure::code`](payments_core::auth::SignatureFailure::code)); `None`
+/// for a name this build does not know (the row shows the API's English reason).
+pub(crate) fn reason_text(code: &str, values: &[String]) -> Option<String> {
+    let a = values.first().map_or("", String::as_str);
+    let b = values.get(1).map_or("", String::as_str);
+    let ab: [(&str, &dyn std::fmt::Display); 2] = [("a", &a), ("b", &b)];
+    Some(match code {
+        "missing_signature_input" => tr("the Signature-Input header is missing").into(),
+        "missing_signature" => tr("the Signature header is missing").into(),
+        "malformed_signature_input" => trf("Signature-Input cannot be read: {a}", &ab),
+        "malformed_signature" => trf("Signature cannot be read: {a}", &ab),
+        "duplicate_label" => trf("the signature label \"{a}\" appears twice", &ab),
+        "duplicate_parameter" => trf(
+            "the parameter \"{a}\" appears twice in signature \"{b}\"",
+            &ab,
+        ),
+        "ambiguous_label" => tr("several signatures and none labelled \"sig1\"").into(),
+        "missing_signature_for_label" => trf("no Signature for the label \"{a}\"", &ab),
+        "invalid_signature_length" => trf("an Ed25519 signature is 64 bytes, this one {a}", &ab),
+        "invalid_component_identifier" => trf("the component identifier {a} is not valid", &ab),
+        "unsupported_component_parameter" => trf(
+            "the parameter \";{a}\" on the component \"{b}\" is not supported",
+            &ab,
+        ),
+        "unsupported_derived_component" => {
+            trf("the derived component \"{a}\" is not supported", &ab)
+        }
+        "duplicate_component" => trf("the component \"{a}\" is covered twice", &ab),
+        "missing_header" => trf("the covered header \"{a}\" is not in the request", &ab),
+        "invalid_component_value" => trf(
+            "the value of \"{a}\" holds characters other than visible ASCII",
+            &ab,
+        ),
+        "invalid_parameter" => trf("the signature parameter \"{a}\" has the wrong type", &ab),
+        "missing_created" => tr("the signature parameter \"created\" is missing").into(),
+        "missing_expires" => tr("the signature parameter \"expires\" is missing").into(),
+        "missing_keyid" => tr("the signature parameter \"keyid\" is missing").into(),
+        "unsupported_alg" => tr("alg must be \"ed25519\"").into(),
+        "created_in_future" => tr("created is in the future: check the client's clock").into(),
+        "expires_not_after_created" => tr("expires must be after created").into(),
+        "validity_too_long" => tr("expires is more than 300 s after created").into(),
+        "expired" => tr("the signature has expired").into(),
+        "too_old" => tr("the signature is too old: created more than 300 s ago").into(),
+        "missing_covered_component" => trf("the signature does not cover \"{a}\"", &ab),
+        "invalid_nonce" => trf("X-Request-Nonce is not valid: {a}", &ab),
+        "nonce_mismatch" => tr("the nonce parameter differs from X-Request-Nonce").into(),
+        "digest_mismatch" => tr("Content-Digest does not match the body").into(),
+        "invalid_digest" => trf("Content-Digest is not valid: {a}", &ab),
+        "unknown_keyid" => tr("unknown keyid").into(),
+        "verification_failed" => tr("the signature does not verify").into(),
+        _ => return None,
+    })
+}
+
 /// Per mille as a percentage with one decimal.
 fn percent(permille: u64) -> String {
     format!("{}.{} %", permille / 10, permille % 10)
@@ -175,8 +230,15 @@ fn row(e: &RequestLogEntry, owners: &BTreeMap<String, Project>) -> RequestRow {
         source: e.source.clone(),
         skew: e.clock_skew_ms.map(seconds),
         diagnosis: e.diagnosis.as_ref().map(|d| DiagnosisView {
-            reason: d.reason.clone(),
-            hint: d.hint.clone(),
+            reason: d
+                .code
+                .as_ref()
+                .and_then(|(code, values)| reason_text(code, values))
+                .unwrap_or_else(|| d.reason.clone()),
+            hint: d.hint.as_ref().map(|_| {
+                tr("The signature base below is what the server verified (values shown as [redacted] are not kept; compare those with your client's own record). If it equals the base your client signed, the private key is not the one registered under this keyid; else the first line that differs is the component that differed.")
+                    .to_string()
+            }),
             covered: d.covered.join(" "),
             base: d.signature_base.clone(),
             key_owner: d
@@ -292,7 +354,7 @@ fn status_filter(text: &str) -> Result<StatusFilter, StatusFilterError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{status_filter, StatusFilter};
+    use super::{reason_text, status_filter, StatusFilter};
 
     #[test]
     fn status_filters_read_classes_and_statuses() {
@@ -301,5 +363,72 @@ mod tests {
         for bad in ["", "6xx", "xx", "99", "600", "four"] {
             assert!(status_filter(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Every refused signature's reason has its words in each language: the core's stable
+    /// names all have a text, and the Russian one is Russian.
+    #[test]
+    fn every_signature_failure_reads_in_russian() {
+        use crate::web::i18n::{scope, Lang, Scope};
+        use payments_core::auth::digest::DigestError;
+        use payments_core::auth::nonce::NonceError;
+        use payments_core::auth::SignatureFailure as F;
+        let s = || "x".to_string();
+        let failures = [
+            F::MissingSignatureInput,
+            F::MissingSignature,
+            F::MalformedSignatureInput(s()),
+            F::MalformedSignature(s()),
+            F::DuplicateLabel(s()),
+            F::DuplicateParameter {
+                label: s(),
+                parameter: s(),
+            },
+            F::AmbiguousLabel,
+            F::MissingSignatureForLabel(s()),
+            F::InvalidSignatureLength(3),
+            F::InvalidComponentIdentifier(s()),
+            F::UnsupportedComponentParameter {
+                component: s(),
+                parameter: s(),
+            },
+            F::UnsupportedDerivedComponent(s()),
+            F::DuplicateComponent(s()),
+            F::MissingHeader("content-digest".into()),
+            F::InvalidComponentValue(s()),
+            F::InvalidParameter("created"),
+            F::MissingCreated,
+            F::MissingExpires,
+            F::MissingKeyid,
+            F::UnsupportedAlg(s()),
+            F::CreatedInFuture,
+            F::ExpiresNotAfterCreated,
+            F::ValidityTooLong,
+            F::Expired,
+            F::TooOld,
+            F::MissingCoveredComponent("@method"),
+            F::InvalidNonce(NonceError::Character),
+            F::NonceMismatch,
+            F::ContentDigest(DigestError::Mismatch),
+            F::ContentDigest(DigestError::MissingSha256),
+            F::UnknownKeyid,
+            F::VerificationFailed,
+        ];
+        let mut codes = std::collections::BTreeSet::new();
+        for f in &failures {
+            let (code, values) = f.code();
+            assert!(codes.insert(code), "{code} names one failure");
+            let english = reason_text(code, &values).unwrap_or_else(|| panic!("{code}"));
+            let russian =
+                futures_executor::block_on(scope(Scope::new(Lang::Ru, "/".into()), async {
+                    reason_text(code, &values)
+                }))
+                .expect("a text");
+            assert!(
+                russian.chars().any(|c| ('а'..='я').contains(&c)) && russian != english,
+                "{code}: {russian}"
+            );
+        }
+        assert_eq!(reason_text("a_name_from_a_newer_build", &[]), None);
     }
 }

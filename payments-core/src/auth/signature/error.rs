@@ -115,6 +115,60 @@ pub enum SignatureFailure {
     VerificationFailed,
 }
 
+impl SignatureFailure {
+    /// A stable name of the failure and the values its message names (a header's, a
+    /// component's or a parameter's name, a count, a parser's detail), so that a reader in
+    /// another language words it from its own catalog: `("missing_header",
+    /// ["content-digest"])`. The names never change; a new failure gets a new one.
+    pub fn code(&self) -> (&'static str, Vec<String>) {
+        use SignatureFailure as F;
+        let one = |v: &str| vec![v.to_string()];
+        match self {
+            F::MissingSignatureInput => ("missing_signature_input", Vec::new()),
+            F::MissingSignature => ("missing_signature", Vec::new()),
+            F::MalformedSignatureInput(d) => ("malformed_signature_input", one(d)),
+            F::MalformedSignature(d) => ("malformed_signature", one(d)),
+            F::DuplicateLabel(l) => ("duplicate_label", one(l)),
+            F::DuplicateParameter { label, parameter } => (
+                "duplicate_parameter",
+                vec![parameter.clone(), label.clone()],
+            ),
+            F::AmbiguousLabel => ("ambiguous_label", Vec::new()),
+            F::MissingSignatureForLabel(l) => ("missing_signature_for_label", one(l)),
+            F::InvalidSignatureLength(n) => ("invalid_signature_length", one(&n.to_string())),
+            F::InvalidComponentIdentifier(c) => ("invalid_component_identifier", one(c)),
+            F::UnsupportedComponentParameter {
+                component,
+                parameter,
+            } => (
+                "unsupported_component_parameter",
+                vec![parameter.clone(), component.clone()],
+            ),
+            F::UnsupportedDerivedComponent(c) => ("unsupported_derived_component", one(c)),
+            F::DuplicateComponent(c) => ("duplicate_component", one(c)),
+            F::MissingHeader(h) => ("missing_header", one(h)),
+            F::InvalidComponentValue(c) => ("invalid_component_value", one(c)),
+            F::InvalidParameter(p) => ("invalid_parameter", one(p)),
+            F::MissingCreated => ("missing_created", Vec::new()),
+            F::MissingExpires => ("missing_expires", Vec::new()),
+            F::MissingKeyid => ("missing_keyid", Vec::new()),
+            F::UnsupportedAlg(a) => ("unsupported_alg", one(a)),
+            F::CreatedInFuture => ("created_in_future", Vec::new()),
+            F::ExpiresNotAfterCreated => ("expires_not_after_created", Vec::new()),
+            F::ValidityTooLong => ("validity_too_long", Vec::new()),
+            F::Expired => ("expired", Vec::new()),
+            F::TooOld => ("too_old", Vec::new()),
+            F::MissingCoveredComponent(c) => ("missing_covered_component", one(c)),
+            F::InvalidNonce(e) => ("invalid_nonce", one(&e.to_string())),
+            F::NonceMismatch => ("nonce_mismatch", Vec::new()),
+            F::ContentDigest(DigestError::Mismatch) => ("digest_mismatch", Vec::new()),
+            F::ContentDigest(e) => ("invalid_digest", one(&e.to_string())),
+            F::UnknownKeyid => ("unknown_keyid", Vec::new()),
+            F::VerificationFailed => ("verification_failed", Vec::new()),
+        }
+    }
+}
+
 /// A refused signature: the reason and, once it was built, the signature base (the sandbox
 /// returns it to help merchants compare with what they signed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -43,6 +43,7 @@ pub fn sample_request(project: ProjectId, at: Timestamp, status: u16) -> Request
                     .into(),
             ),
             keyid: Some("ed25519-other-project".into()),
+            code: Some(("missing_header".into(), vec!["content-digest".into()])),
         }),
     }
 }
