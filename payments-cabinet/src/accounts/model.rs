@@ -260,6 +260,8 @@ pub fn user_value(u: &UserRecord) -> serde_json::Value {
         "email": u.email,
         "role": u.role.kind(),
         "merchant_id": u.role.merchant(),
+        "team_role": u.role.merchant().map(|_| u.team_role.name()),
+        "projects": u.role.merchant().and(u.projects.as_ref()),
         "password_set": u.password_hash.is_some(),
         "two_factor": u.totp_confirmed_at.is_some(),
         "disabled": u.disabled,
