@@ -179,6 +179,16 @@ impl Users<'_> {
         client: &Client,
         name: &str,
     ) -> Result<UserRecord, ApiError> {
+        self.store_time_zone(current, client, name, "chosen").await
+    }
+
+    async fn store_time_zone(
+        &self,
+        current: &Current,
+        client: &Client,
+        name: &str,
+        how: &str,
+    ) -> Result<UserRecord, ApiError> {
         if jiff::tz::db().get(name).is_err() {
             return Err(bad_request(format!("time_zone: {name:?} is no time zone")));
         }
@@ -186,9 +196,26 @@ impl Users<'_> {
         user.time_zone = Some(name.to_string());
         self.0.store.update_user(&user).await?;
         let mut record = self.0.record(&user, client, "user.time_zone", true);
-        record.detail = Some(name.to_string());
+        record.detail = Some(format!("{name}, {how}"));
         self.0.audit(record).await?;
         Ok(user)
+    }
+
+    /// The browser's time zone for a user who has none, at sign-in: as
+    /// [`set_time_zone`](Users::set_time_zone), with the audit record's detail saying where
+    /// it came from; a user who has a zone keeps it, and a name the database does not hold
+    /// changes nothing (`400`).
+    pub async fn adopt_time_zone(
+        &self,
+        current: &Current,
+        client: &Client,
+        name: &str,
+    ) -> Result<UserRecord, ApiError> {
+        if current.user.time_zone.is_some() {
+            return Ok(current.user.clone());
+        }
+        self.store_time_zone(current, client, name, "from the browser")
+            .await
     }
 
     /// Every user.

@@ -145,7 +145,10 @@ pub(crate) async fn code(
         .code(&half.current, &half.cookie, form.get("code"), &client)
         .await
     {
-        Ok(session) => with_cookie(&st, see_other("/"), session.cookie.expose()),
+        Ok(session) => {
+            adopt_zone(&st, &half, &client, &form).await;
+            with_cookie(&st, see_other("/"), session.cookie.expose())
+        }
         Err(e) => refused(&st, &half, e, "code", "/sign-in/code", "code").await,
     }
 }
@@ -236,6 +239,20 @@ pub(crate) async fn enrol_page(
         .unwrap_or_else(|e| e)
 }
 
+/// After a full sign-in: the browser's time zone (sent by `assets/zone.js`) for a user who has
+/// none. A failure only leaves the user in UTC, so it is logged, not shown.
+async fn adopt_zone(st: &CabinetState, half: &Half, client: &Client, form: &FormData) {
+    let name = form.get("time_zone").trim();
+    if name.is_empty() || half.current.user.time_zone.is_some() {
+        return;
+    }
+    let users = st.cabinet.users();
+    let adopted = users.adopt_time_zone(&half.current, client, name);
+    if let Err(e) = adopted.await {
+        tracing::warn!(error = %e, "cabinet: the browser's time zone was not stored");
+    }
+}
+
 pub(crate) async fn enrol(
     State(st): State<CabinetState>,
     half: Half,
@@ -250,6 +267,7 @@ pub(crate) async fn enrol(
         .await
     {
         Ok((session, codes)) => {
+            adopt_zone(&st, &half, &client, &form).await;
             // The codes are shown once, by the new session, on the page the answer leads to.
             let slot = Slot::Codes {
                 title: tr("Two-factor sign-in is set up").into(),

@@ -54,6 +54,10 @@ pub use state::{CabinetState, PLAIN_COOKIE, SECURE_COOKIE};
 /// The stylesheet, embedded.
 pub const STYLESHEET: &str = include_str!("../../assets/cabinet.css");
 
+/// The one script of the cabinet's own pages, embedded: the browser's time zone for the
+/// sign-in's last step ([`crate::accounts::Users::adopt_time_zone`]).
+pub const ZONE_SCRIPT: &str = include_str!("../../assets/zone.js");
+
 /// The longest form body accepted (64 KiB; a PEM key or an allow-list is far less).
 pub const MAX_FORM_BYTES: usize = 64 * 1024;
 
@@ -62,6 +66,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/"),
     ("GET", "/healthz"),
     ("GET", "/assets/cabinet.css"),
+    ("GET", "/assets/zone.js"),
     ("POST", "/language"),
     ("GET", "/sign-in"),
     ("POST", "/sign-in"),
@@ -160,6 +165,7 @@ fn sign_in_routes() -> Router<CabinetState> {
         .route("/", get(home::home))
         .route("/healthz", get(|| async { "ok" }))
         .route("/assets/cabinet.css", get(stylesheet))
+        .route("/assets/zone.js", get(zone_script))
         .route("/language", post(language))
         .route("/sign-in", get(auth::sign_in_page).post(auth::sign_in))
         .route("/sign-in/code", get(auth::code_page).post(auth::code))
@@ -305,6 +311,17 @@ async fn stylesheet() -> Response {
         .into_response()
 }
 
+async fn zone_script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        ZONE_SCRIPT,
+    )
+        .into_response()
+}
+
 /// `POST /language`: the language switch. Keeps the chosen language in the `cabinet-lang`
 /// cookie (a year) and answers `303` back to the page it was sent from (`back`, a path on
 /// this site only; anything else goes to `/`). An unknown language changes nothing.
@@ -332,7 +349,8 @@ async fn not_found(State(st): State<CabinetState>) -> Response {
 }
 
 /// The security headers of every answer.
-const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
+const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; \
+    img-src 'self' data:; \
     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Security headers on every answer, and the cross-site check of every state change: a request

@@ -10,6 +10,8 @@ use serde_json::json;
 
 use super::enrolled;
 use super::support::between;
+use super::support::PASSWORD;
+use super::visitor::Visitor;
 
 /// At 20:00 UTC it is already the next day in Vladivostok (UTC+10): after the user chooses
 /// that zone, the payment's time reads 06:xx UTC+10 and the list's day filter finds it on the
@@ -65,4 +67,52 @@ async fn the_users_time_zone_shows_times_and_reads_days() {
         !on_utc.body.contains("zone-1"),
         "the UTC day is the day before, there"
     );
+}
+
+/// The sign-in's last step carries the browser's zone (the cabinet's script fills it): a user
+/// without a zone gets it, one with a zone keeps theirs, and a name that is no zone changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browsers_zone_is_adopted_once_at_sign_in() {
+    let c = super::test_mode_with_user("owner@shop.example", None).await;
+    let (_, key) = enrolled(&c, "owner@shop.example").await;
+    let zone = || async {
+        let store = c.cabinet().store();
+        let user =
+            payments_cabinet::store::CabinetStoreExt::user_by_email(&**store, "owner@shop.example");
+        user.await.expect("store").expect("the user").time_zone
+    };
+    assert_eq!(zone().await, None);
+    for (sent, kept) in [
+        ("Mars/Olympus", None),
+        ("Europe/Moscow", Some("Europe/Moscow")),
+        ("Asia/Tokyo", Some("Europe/Moscow")),
+    ] {
+        let mut v = Visitor::new(c.url());
+        let p = v
+            .post(
+                "/sign-in",
+                &[("email", "owner@shop.example"), ("password", PASSWORD)],
+            )
+            .await;
+        assert_eq!(p.location.as_deref(), Some("/sign-in/code"));
+        c.next_step();
+        let done = v
+            .post(
+                "/sign-in/code",
+                &[("code", &c.code(&key)), ("time_zone", sent)],
+            )
+            .await;
+        assert_eq!(done.location.as_deref(), Some("/"), "{}", done.body);
+        assert_eq!(zone().await.as_deref(), kept, "{sent}");
+    }
+    // The script that sends it is the cabinet's own, the one script its policy lets run.
+    let mut v = Visitor::new(c.url());
+    let script = v.get("/assets/zone.js").await;
+    assert_eq!(script.status, 200);
+    assert!(script.body.contains("resolvedOptions().timeZone"));
+    let csp = script.headers["content-security-policy"]
+        .to_str()
+        .expect("ASCII");
+    assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"));
 }

@@ -89,8 +89,11 @@ impl Browser {
         };
         let port = payments_server::testing::free_port();
         let mut command = Command::new(&chromedriver);
+        // The browser's time zone is the one the cabinet adopts at sign-in: UTC, whatever
+        // the machine's, so that the pages read the same everywhere.
         command
             .arg(format!("--port={port}"))
+            .env("TZ", "UTC")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         #[cfg(unix)]
