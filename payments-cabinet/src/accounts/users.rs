@@ -192,7 +192,14 @@ impl Users<'_> {
         if jiff::tz::db().get(name).is_err() {
             return Err(bad_request(format!("time_zone: {name:?} is no time zone")));
         }
-        let mut user = current.user.clone();
+        // Read again, not the request's copy: a sign-in step may have changed the user since
+        // (an enrolment confirmed), and an update writes every field.
+        let mut user = self
+            .0
+            .store
+            .user(current.user.id)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "user not found"))?;
         user.time_zone = Some(name.to_string());
         self.0.store.update_user(&user).await?;
         let mut record = self.0.record(&user, client, "user.time_zone", true);

@@ -9,8 +9,8 @@ use payments_core::Clock;
 use serde_json::json;
 
 use super::enrolled;
-use super::support::between;
 use super::support::PASSWORD;
+use super::support::{between, totp_key};
 use super::visitor::Visitor;
 
 /// At 20:00 UTC it is already the next day in Vladivostok (UTC+10): after the user chooses
@@ -115,4 +115,44 @@ async fn the_browsers_zone_is_adopted_once_at_sign_in() {
         .to_str()
         .expect("ASCII");
     assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"));
+}
+
+/// The enrolment's form carries the browser's zone too: the zone is kept and the enrolment
+/// with it (the update reads the user again, after the confirmation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_enrolment_keeps_its_key_when_it_brings_a_zone() {
+    let c = super::test_mode_with_user("owner@shop.example", None).await;
+    let mut v = Visitor::new(c.url());
+    let p = v
+        .post(
+            "/sign-in",
+            &[("email", "owner@shop.example"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"));
+    let key = totp_key(&v.get("/sign-in/enrol").await.body);
+    let done = v
+        .post(
+            "/sign-in/enrol",
+            &[("code", &c.code(&key)), ("time_zone", "Europe/Moscow")],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let mut again = Visitor::new(c.url());
+    let p = again
+        .post(
+            "/sign-in",
+            &[("email", "owner@shop.example"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(
+        p.location.as_deref(),
+        Some("/sign-in/code"),
+        "still enrolled"
+    );
+    let store = c.cabinet().store();
+    let user =
+        payments_cabinet::store::CabinetStoreExt::user_by_email(&**store, "owner@shop.example");
+    let user = user.await.expect("store").expect("the user");
+    assert_eq!(user.time_zone.as_deref(), Some("Europe/Moscow"));
 }
