@@ -220,6 +220,18 @@ impl MerchantPaymentId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id's search key: its letters in lower case ([`merchant_payment_id_key`]).
+    pub fn key(&self) -> String {
+        merchant_payment_id_key(&self.0)
+    }
+}
+
+/// What a merchant payment id, or the start of one, is found by whatever the case of its
+/// letters (`ORD-1001` and `ord-1001` both `ord-1001`): its ASCII letters in lower case (an id
+/// holds no other letters). Stores keep it beside the id and index it.
+pub fn merchant_payment_id_key(text: &str) -> String {
+    text.to_ascii_lowercase()
 }
 
 impl fmt::Display for MerchantPaymentId {

@@ -303,8 +303,13 @@ pub struct PaymentQuery {
     pub merchant_payment_id: Option<MerchantPaymentId>,
     /// Only merchant payment ids that start with this (case-sensitive, byte for byte).
     pub merchant_payment_id_prefix: Option<String>,
+    /// Only merchant payment ids that start with this in any case of their letters: their
+    /// [key](crate::payment::merchant_payment_id_key) starts with this text's key.
+    pub merchant_payment_id_prefix_any_case: Option<String>,
     /// Only payments whose metadata has this key with this value.
     pub metadata: Option<(String, String)>,
+    /// Only payments whose metadata has this value under any key (each payment once).
+    pub metadata_value: Option<String>,
     /// Only this payment method.
     pub payment_method: Option<PaymentMethod>,
     /// Only this flow (regular or project test payments).
@@ -336,7 +341,9 @@ impl PaymentQuery {
             created_to: None,
             merchant_payment_id: None,
             merchant_payment_id_prefix: None,
+            merchant_payment_id_prefix_any_case: None,
             metadata: None,
+            metadata_value: None,
             payment_method: None,
             flow: None,
             amount: None,

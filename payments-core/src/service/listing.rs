@@ -41,9 +41,15 @@ pub struct PaymentListQuery {
     pub merchant_payment_id: Option<MerchantPaymentId>,
     /// `merchant_payment_id_prefix`: payments whose id starts with this (case-sensitive).
     pub merchant_payment_id_prefix: Option<String>,
+    /// Payments whose id starts with this whatever the case of its letters (the cabinet's
+    /// search; no query parameter of the API).
+    pub merchant_payment_id_prefix_any_case: Option<String>,
     /// `metadata[<key>]=<value>`: payments whose metadata has this key with this value (one
     /// key per query).
     pub metadata: Option<(String, String)>,
+    /// Payments whose metadata has this value under any key (the cabinet's search; no query
+    /// parameter of the API).
+    pub metadata_value: Option<String>,
     /// `amount`: payments whose current amount equals this by value (`100.5` finds `100.50`).
     pub amount: Option<Amount>,
     /// `requisite_last4`: payments whose requisite (card number or phone) ends in these four
@@ -65,7 +71,9 @@ impl Default for PaymentListQuery {
             created_to: None,
             merchant_payment_id: None,
             merchant_payment_id_prefix: None,
+            merchant_payment_id_prefix_any_case: None,
             metadata: None,
+            metadata_value: None,
             amount: None,
             requisite_last4: None,
             limit: DEFAULT_LIST_LIMIT,
@@ -162,7 +170,9 @@ impl PaymentListQuery {
             created_to: self.created_to,
             merchant_payment_id: self.merchant_payment_id.clone(),
             merchant_payment_id_prefix: self.merchant_payment_id_prefix.clone(),
+            merchant_payment_id_prefix_any_case: self.merchant_payment_id_prefix_any_case.clone(),
             metadata: self.metadata.clone(),
+            metadata_value: self.metadata_value.clone(),
             amount: self.amount,
             requisite_last4: self.requisite_last4.clone(),
             before: self.cursor.map(|c| (c.created_at, c.id)),
