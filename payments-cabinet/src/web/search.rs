@@ -18,7 +18,7 @@ use crate::store::Role;
 use askama::Template;
 use payments_core::amount::Amount;
 use payments_core::ids::PaymentId;
-use payments_core::payment::{is_last4, MerchantPaymentId};
+use payments_core::payment::{is_last4, MerchantPaymentId, Metadata};
 use payments_core::service::{ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage};
 use payments_core::store::MerchantStoreExt;
 
@@ -36,8 +36,11 @@ pub enum SearchTerm {
     /// A whole number of other than four digits: an amount (its text), or the start of a
     /// merchant payment id.
     AmountOrPrefix(Amount, String),
-    /// Anything else a merchant payment id may hold: a prefix of one.
+    /// Anything else a merchant payment id may hold: a prefix of one, or a metadata value.
     MerchantPaymentIdPrefix(String),
+    /// Any other text a metadata value may hold (`Иван Петров`, `ivan@example.com`): a
+    /// metadata value under any key.
+    MetadataValue(String),
 }
 
 impl SearchTerm {
@@ -47,8 +50,9 @@ impl SearchTerm {
     /// payment id; else a merchant payment id prefix (digits that are no amount, `0` or 19
     /// digits, too). What no merchant payment id holds is read as money written with a
     /// decimal comma or grouped digits ([`written_money`]: `1 500,50`) or a card number or
-    /// phone pasted whole ([`pasted_requisite`]: its last four digits); other text (`order 1`)
-    /// is refused, saying what the box takes.
+    /// phone pasted whole ([`pasted_requisite`]: its last four digits); other text
+    /// (`Иван Петров`) as a metadata value, and what no metadata value holds either (a control
+    /// character, more than 500 characters) is refused, saying what the box takes.
     pub fn parse(text: &str) -> Result<SearchTerm, ListQueryError> {
         let text = text.trim();
         if let Ok(id) = text.parse::<PaymentId>() {
@@ -77,20 +81,27 @@ impl SearchTerm {
         if let Some(last4) = pasted_requisite(text) {
             return Ok(SearchTerm::RequisiteLast4(last4));
         }
+        if !text.is_empty() && Metadata::is_valid_value(text) {
+            return Ok(SearchTerm::MetadataValue(text.to_string()));
+        }
         Err(ListQueryError(
             "search: a payment id, the last 4 digits of a card or phone, an amount \
-             (100.50) or the start of your payment id (A-Z a-z 0-9 . _ : -)"
+             (100.50), the start of your payment id or a metadata value (up to 500 characters)"
                 .into(),
         ))
     }
 
     /// The list queries this term reads, each `query` narrowed by one reading of the box
-    /// (digits: by the amount or last four, and by the merchant payment id prefix); the
-    /// search lists the payments any of them finds. A payment id is looked up by id, not
-    /// listed: `query` is returned as it is.
+    /// (digits: by the amount or last four, by the merchant payment id prefix in any case
+    /// and as a metadata value); the search lists the payments any of them finds. A payment id
+    /// is looked up by id, not listed: `query` is returned as it is.
     pub fn narrowed(&self, query: PaymentListQuery) -> Vec<PaymentListQuery> {
         let prefix = |p: &str| PaymentListQuery {
-            merchant_payment_id_prefix: Some(p.to_string()),
+            merchant_payment_id_prefix_any_case: Some(p.to_string()),
+            ..query.clone()
+        };
+        let value = |v: &str| PaymentListQuery {
+            metadata_value: Some(v.to_string()),
             ..query.clone()
         };
         let amount = |a: Amount| PaymentListQuery {
@@ -106,13 +117,15 @@ impl SearchTerm {
                         ..query.clone()
                     },
                     prefix(l),
+                    value(l),
                 ];
                 readings.extend(four_digit_amount(l).map(amount));
                 readings
             }
             SearchTerm::Amount(a) => vec![amount(*a)],
-            SearchTerm::AmountOrPrefix(a, p) => vec![amount(*a), prefix(p)],
-            SearchTerm::MerchantPaymentIdPrefix(p) => vec![prefix(p)],
+            SearchTerm::AmountOrPrefix(a, p) => vec![amount(*a), prefix(p), value(p)],
+            SearchTerm::MerchantPaymentIdPrefix(p) => vec![prefix(p), value(p)],
+            SearchTerm::MetadataValue(v) => vec![value(v)],
         }
     }
 }
@@ -392,22 +405,23 @@ fn read_as(term: &SearchTerm) -> String {
     match term {
         SearchTerm::PaymentId(id) => trf("a payment id: {id}", &[("id", id)]),
         SearchTerm::RequisiteLast4(l) if four_digit_amount(l).is_some() => trf(
-            "the last 4 digits of a card or phone, an amount, or the start of merchant_payment_id: {digits}",
+            "the last 4 digits of a card or phone, an amount, the start of merchant_payment_id or a metadata value: {digits}",
             &[("digits", l)],
         ),
         SearchTerm::RequisiteLast4(l) => trf(
-            "the last 4 digits of a card or phone, or the start of merchant_payment_id: {digits}",
+            "the last 4 digits of a card or phone, the start of merchant_payment_id or a metadata value: {digits}",
             &[("digits", l)],
         ),
         SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
         SearchTerm::AmountOrPrefix(a, p) => trf(
-            "an amount: {amount}, or the start of merchant_payment_id: {prefix}",
+            "an amount: {amount}, the start of merchant_payment_id or a metadata value: {prefix}",
             &[("amount", a), ("prefix", p)],
         ),
         SearchTerm::MerchantPaymentIdPrefix(p) => trf(
-            "the start of merchant_payment_id: {prefix}",
+            "the start of merchant_payment_id in any case, or a metadata value: {prefix}",
             &[("prefix", p)],
         ),
+        SearchTerm::MetadataValue(v) => trf("a metadata value: {value}", &[("value", v)]),
     }
 }
 
@@ -496,34 +510,46 @@ mod tests {
                 "{text}"
             );
         }
-        for junk in [
-            "",
-            "  ",
-            "order 1",
-            "заказ",
-            "a%b",
-            "1 50,5",
-            "12 3456",
-            "1,5,0",
-        ] {
+        // Other text is a metadata value, exact; what no value holds is refused.
+        for text in ["order 1", "заказ", "a%b", "1 50,5", "12 3456", "1,5,0"] {
+            assert_eq!(
+                SearchTerm::parse(text),
+                Ok(SearchTerm::MetadataValue(text.into())),
+                "{text}"
+            );
+        }
+        let long = "я".repeat(501);
+        for junk in ["", "  ", "a\u{7}b", "a\u{202e}b", long.as_str()] {
             let e = SearchTerm::parse(junk).expect_err(junk);
             assert!(e.0.starts_with("search:"), "{junk}: {e}");
         }
         let q = SearchTerm::RequisiteLast4("4242".into()).narrowed(PaymentListQuery::default());
-        assert_eq!(q.len(), 3, "{q:?}");
+        assert_eq!(q.len(), 4, "{q:?}");
         assert_eq!(q[0].requisite_last4.as_deref(), Some("4242"));
-        assert_eq!(q[1].merchant_payment_id_prefix.as_deref(), Some("4242"));
         assert_eq!(
-            q[2].amount,
+            q[1].merchant_payment_id_prefix_any_case.as_deref(),
+            Some("4242")
+        );
+        assert_eq!(q[2].metadata_value.as_deref(), Some("4242"));
+        assert_eq!(
+            q[3].amount,
             Amount::parse("4242").ok(),
             "1000 finds one thousand"
         );
         let q = SearchTerm::RequisiteLast4("0042".into()).narrowed(PaymentListQuery::default());
-        assert_eq!(q.len(), 2, "a leading zero is no amount: {q:?}");
+        assert_eq!(q.len(), 3, "a leading zero is no amount: {q:?}");
         let q = SearchTerm::AmountOrPrefix(Amount::parse("15").expect("amount"), "15".into())
             .narrowed(PaymentListQuery::default());
         assert_eq!(q[0].amount, Amount::parse("15").ok());
-        assert_eq!(q[1].merchant_payment_id_prefix.as_deref(), Some("15"));
+        assert_eq!(
+            q[1].merchant_payment_id_prefix_any_case.as_deref(),
+            Some("15")
+        );
         assert_eq!(q[1].amount, None, "{q:?}");
+        assert_eq!(q[2].metadata_value.as_deref(), Some("15"));
+        let q = SearchTerm::MerchantPaymentIdPrefix("ord-1001".into())
+            .narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 2, "{q:?}");
+        assert_eq!(q[0].merchant_payment_id_prefix, None, "not case-sensitive");
     }
 }

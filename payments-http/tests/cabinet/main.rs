@@ -12,6 +12,7 @@ mod language;
 mod once;
 mod payer;
 mod requests;
+mod search;
 mod support;
 mod visitor;
 
