@@ -319,6 +319,12 @@ pub struct PaymentQuery {
     /// Only payments whose requisite ends in these four digits
     /// ([`Requisites::last4`](crate::payment::Requisites::last4)).
     pub requisite_last4: Option<String>,
+    /// Only payments whose requisite is this full card number, digit for digit. A store that
+    /// keeps requisites sealed compares the number's last four digits and its keyed digest
+    /// ([`SealingKeys::digests`](crate::sealing::SealingKeys::digests)); a payment whose
+    /// digest it cannot check (none stored, or one of a key it no longer has) by the last
+    /// four digits alone.
+    pub requisite_number: Option<crate::payment::RequisiteNumber>,
     /// Only payments before this `(created_at, id)` in the order (the next page).
     pub before: Option<(Timestamp, PaymentId)>,
     /// At most this many.
@@ -348,6 +354,7 @@ impl PaymentQuery {
             flow: None,
             amount: None,
             requisite_last4: None,
+            requisite_number: None,
             before: None,
             limit,
             union: Vec::new(),

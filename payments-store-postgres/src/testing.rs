@@ -65,7 +65,7 @@ pub const DOWNGRADE_TO_VERSION_1: &str = "
     DROP TRIGGER payments_merchant_payment_id_key ON payments;
     DROP FUNCTION payments_merchant_payment_id_key();
     DROP INDEX payments_project_mpid_key;
-    ALTER TABLE payments DROP COLUMN merchant_payment_id_key;
+    ALTER TABLE payments DROP COLUMN merchant_payment_id_key, DROP COLUMN requisite_digest;
     DROP TRIGGER payments_amount_key_insert ON payments;
     DROP TRIGGER payments_amount_key_update ON payments;
     DROP FUNCTION payments_amount_key();

@@ -526,6 +526,15 @@ async fn the_last4_backfill_makes_old_payments_findable() {
     );
     let again = store.backfill_requisite_last4().await.unwrap();
     assert_eq!((again.filled, again.too_short), (0, 1), "idempotent");
+    // Payments written before schema 25 have no requisite digest: the backfill writes the
+    // one a write of this build does.
+    let digests = keys(&url, "requisite_digest").await;
+    assert_eq!(digests.iter().flatten().count(), 3, "{digests:?}");
+    exec(&url, "UPDATE payments SET requisite_digest = NULL").await;
+    let report = store.backfill_requisite_last4().await.unwrap();
+    assert_eq!((report.filled, report.too_short), (2, 1));
+    let filled = keys(&url, "requisite_digest").await;
+    assert_eq!(&filled[..2], &digests[..2], "as a write digests them");
     store.close();
 }
 

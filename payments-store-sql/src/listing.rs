@@ -3,12 +3,13 @@
 
 use payments_cabinet::store::{AuditQuery, CabinetAuditRecord};
 use payments_core::event::OutboxEvent;
-use payments_core::payment::merchant_payment_id_key;
+use payments_core::payment::{merchant_payment_id_key, RequisiteNumber};
 use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::Timestamp;
 
 use crate::codec::limit;
 use crate::record::{Record, PAYMENT_COLUMNS};
+use crate::sealing::RequisiteSealing;
 use crate::sql::{list, Dialect};
 use crate::value::SqlValue;
 
@@ -225,11 +226,12 @@ pub fn payment_page(
     q: &PaymentQuery,
     dialect: Dialect,
     narrow: &[bool],
+    sealing: &RequisiteSealing,
 ) -> (String, Vec<SqlValue>) {
     let narrow_at = |i: usize| narrow.get(i).copied().unwrap_or(false);
     if q.union.is_empty() {
         let mut w = Conditions::new("");
-        add_branch(&mut w, q, dialect, narrow_at(0));
+        add_branch(&mut w, q, (dialect, sealing), narrow_at(0));
         return w.finish(dialect);
     }
     let columns = list(&PAYMENT_COLUMNS);
@@ -239,7 +241,7 @@ pub fn payment_page(
             w.push(" UNION ");
         }
         w.push(&format!("SELECT {columns} FROM ("));
-        add_branch(&mut w, b, dialect, narrow_at(i));
+        add_branch(&mut w, b, (dialect, sealing), narrow_at(i));
         w.push(&format!(") b{i}"));
     }
     w.add(
@@ -259,11 +261,11 @@ pub fn payment_page(
 /// page's index and only the groups leave it.
 pub fn payment_totals(
     q: &PaymentQuery,
-    dialect: Dialect,
+    (dialect, sealing): (Dialect, &RequisiteSealing),
     narrow: &[bool],
     offset_ms: i64,
 ) -> (String, Vec<SqlValue>) {
-    let (page, values) = payment_page(q, dialect, narrow);
+    let (page, values) = payment_page(q, dialect, narrow, sealing);
     // The amount's text as written (`100.50`): its whole units and its digits after the
     // point, padded to six.
     let (units, micros) = match dialect {
@@ -328,7 +330,12 @@ pub fn totals_row(
 }
 
 /// Appends one branch of [`payment_page`]: the page of `q`'s own filters (its union aside).
-fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) {
+fn add_branch(
+    w: &mut Conditions,
+    q: &PaymentQuery,
+    (dialect, sealing): (Dialect, &RequisiteSealing),
+    narrow_prefix: bool,
+) {
     payment_source(w, q, dialect, narrow_prefix);
     // Through the metadata table, the time and id it orders by are its copies of the
     // payment's, so that its key serves the order and the time bounds.
@@ -373,6 +380,9 @@ fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_pre
         // schema 16 has none until `payments-server payment backfill-last4` fills it in.
         w.add(" AND requisite_last4 = ?", SqlValue::text(l));
     }
+    if let Some(n) = &q.requisite_number {
+        add_requisite_number(w, n, sealing);
+    }
     if let Some((t, before)) = q.before {
         w.before(dialect, time, id, t, before.to_string());
     }
@@ -380,6 +390,36 @@ fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_pre
         &format!(" ORDER BY {time} DESC, {id} DESC LIMIT ?"),
         SqlValue::Int(limit(q.limit)),
     );
+}
+
+/// Appends "the requisite is card number `n`": its last four digits, through
+/// `(project_id, requisite_last4, created_at, id)`, and, while keys are installed, its keyed
+/// digest under one of them (schema 25, [`RequisiteSealing::digests`]). A payment whose
+/// digest none of the installed keys made (none stored: written before schema 25 or while no
+/// key was installed; or a key since dropped) cannot be checked and is matched by its last
+/// four digits alone, as before; without keys every payment is.
+fn add_requisite_number(w: &mut Conditions, n: &RequisiteNumber, sealing: &RequisiteSealing) {
+    w.add(" AND requisite_last4 = ?", SqlValue::Text(n.last4()));
+    let digests = sealing.digests(n);
+    if digests.is_empty() {
+        return;
+    }
+    let mut list = |head: &str, values: Vec<String>| {
+        for (i, v) in values.into_iter().enumerate() {
+            w.add(if i == 0 { head } else { ", ?" }, SqlValue::Text(v));
+        }
+        w.push(")");
+    };
+    let (ids, digests): (Vec<String>, Vec<String>) = digests.into_iter().unzip();
+    list(
+        " AND (requisite_digest IS NULL OR requisite_digest IN (?",
+        digests,
+    );
+    list(
+        " OR substr(requisite_digest, 1, 9) NOT IN (?",
+        ids.into_iter().map(|id| format!("{id}.")).collect(),
+    );
+    w.push(")");
 }
 
 /// Whether a branch reads through `payment_metadata` (`m`): with a metadata filter, by key

@@ -368,7 +368,7 @@ impl Record for StatusChange {
 // --- payments --------------------------------------------------------------------------------
 
 /// The number of payment columns.
-pub const PAYMENT_NCOLS: usize = 35;
+pub const PAYMENT_NCOLS: usize = 36;
 
 /// The payment columns fixed at creation: an update never writes them, and a change that
 /// would alter them is refused as [`StoreError::Conflict`] (the store's `commit_change`
@@ -426,6 +426,7 @@ pub const PAYMENT_COLUMNS: [&str; PAYMENT_NCOLS] = [
     "requisite_last4",
     "amount_key",
     "merchant_payment_id_key",
+    "requisite_digest",
 ];
 
 /// A payment's values, one per [`PAYMENT_COLUMNS`] entry (a fixed-size array: the payment is
@@ -481,6 +482,9 @@ pub fn payment_values(
         // The id's letters in lower case: what the cabinet's search finds it by in any case
         // (schema 25).
         SqlValue::Text(p.merchant_payment_id.key()),
+        // The keyed digest of the requisite's digits under the current sealing key: what a
+        // search by the full card number compares, never the number (schema 25).
+        SqlValue::opt_text(sealing.digest_requisite(p).as_deref()),
     ])
 }
 

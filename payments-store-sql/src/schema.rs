@@ -241,7 +241,11 @@ pub const MIGRATIONS: &[Migration] = &[
     // every payment write (`record::payment_values`), filled in for the payments already
     // written and indexed with the project, so `ord-1001` finds `ORD-1001` and the ids that
     // start with it; and an index of `payment_metadata` by value across keys, so a text is
-    // also found as any key's value. Expand: a nullable column and two indexes; on PostgreSQL
+    // also found as any key's value; and `requisite_digest`, the keyed digest of the
+    // requisite's digits under the sealing key (`RequisiteSealing::digest_requisite`), so a
+    // card number pasted whole finds that card's payments only, written from now on (the
+    // database never holds the key: payments without a digest are found by their last four
+    // digits). Expand: two nullable columns and two indexes; on PostgreSQL
     // a trigger keys what a node of the previous build inserts during a rolling upgrade (the
     // id never changes after the insert; SQLite has one process and no rolling upgrade).
     Migration {
@@ -304,17 +308,29 @@ macro_rules! search_keys_indexes {
     };
 }
 
-/// Migration 25 on SQLite: the column, its fill and the indexes.
+/// Migration 25's column of the requisite's keyed digest, the same text on both engines:
+/// written from now on with each payment (`record::payment_values`), never filled (the digest
+/// needs the sealing key, which the database never holds; a payment without one is found by
+/// its last four digits, as before).
+macro_rules! requisite_digest_column {
+    () => {
+        "ALTER TABLE payments ADD COLUMN requisite_digest TEXT;\n"
+    };
+}
+
+/// Migration 25 on SQLite: the columns, the id key's fill and the indexes.
 const SEARCH_KEYS_SQLITE: &str = concat!(
     "ALTER TABLE payments ADD COLUMN merchant_payment_id_key TEXT;\n",
+    requisite_digest_column!(),
     merchant_payment_id_key_fill!(sqlite),
     search_keys_indexes!("")
 );
 
-/// Migration 25 on PostgreSQL: the column, the trigger that keys a payment inserted without
+/// Migration 25 on PostgreSQL: the columns, the trigger that keys a payment inserted without
 /// a key (created before the fill: its lock waits for the inserts under way), the fill and
 /// the indexes.
 const SEARCH_KEYS_POSTGRES: &str = concat!(
+    requisite_digest_column!(),
     "ALTER TABLE payments ADD COLUMN merchant_payment_id_key TEXT;\n\
      CREATE FUNCTION payments_merchant_payment_id_key() RETURNS trigger LANGUAGE plpgsql AS $$\n\
      BEGIN\n\

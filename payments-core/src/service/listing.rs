@@ -55,6 +55,9 @@ pub struct PaymentListQuery {
     /// `requisite_last4`: payments whose requisite (card number or phone) ends in these four
     /// digits.
     pub requisite_last4: Option<String>,
+    /// Payments whose requisite is this full card number (the cabinet's search; no query
+    /// parameter of the API).
+    pub requisite_number: Option<crate::payment::RequisiteNumber>,
     /// `limit`: 1 to [`MAX_LIST_LIMIT`], default [`DEFAULT_LIST_LIMIT`].
     pub limit: usize,
     /// `cursor`: where the page starts (a previous page's `next_cursor`).
@@ -76,6 +79,7 @@ impl Default for PaymentListQuery {
             metadata_value: None,
             amount: None,
             requisite_last4: None,
+            requisite_number: None,
             limit: DEFAULT_LIST_LIMIT,
             cursor: None,
         }
@@ -175,6 +179,7 @@ impl PaymentListQuery {
             metadata_value: self.metadata_value.clone(),
             amount: self.amount,
             requisite_last4: self.requisite_last4.clone(),
+            requisite_number: self.requisite_number.clone(),
             before: self.cursor.map(|c| (c.created_at, c.id)),
             limit: self.limit + 1,
             union: Vec::new(),

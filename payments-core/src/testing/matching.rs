@@ -59,6 +59,12 @@ fn own_filters_match(q: &PaymentQuery, payment: &Payment) -> bool {
         && q.requisite_last4
             .as_deref()
             .is_none_or(|l| payment.requisite_last4().as_deref() == Some(l))
+        && q.requisite_number.as_ref().is_none_or(|n| {
+            payment
+                .requisites
+                .as_ref()
+                .is_some_and(|r| n.is(&r.requisite))
+        })
 }
 
 impl Matches<LedgerEntry> for EntryQuery {

@@ -288,3 +288,15 @@ pub fn payments_of_every_case() -> (Vec<Payment>, Vec<String>) {
     })
     .unzip()
 }
+
+/// The requisites of a payment paid to `requisite` (a card number or phone as the provider
+/// wrote it), held by `IVAN I.`, without a bank or links.
+pub fn paid_to(requisite: &str) -> Requisites {
+    Requisites {
+        requisite: requisite.to_string(),
+        holder_name: "IVAN I.".to_string(),
+        bank: None,
+        qrcode_link: None,
+        deeplink_url: None,
+    }
+}

@@ -84,13 +84,7 @@ pub async fn payment_listing<S: Store>(store: &S) {
             3 => Some("79001114243"),
             _ => None,
         };
-        p.requisites = requisite.map(|r| Requisites {
-            requisite: r.to_string(),
-            holder_name: "IVAN I.".to_string(),
-            bank: None,
-            qrcode_link: None,
-            deeplink_url: None,
-        });
+        p.requisites = requisite.map(paid_to);
         if let Some(shop) = shop {
             p.metadata = crate::payment::Metadata::from_json(&serde_json::json!({
                 "shop": shop,
@@ -839,4 +833,57 @@ pub async fn search_keys<S: Store>(store: &S) {
             "{limit} a page"
         );
     }
+}
+
+/// A card number pasted whole: the payments paid to that card, however its number was
+/// written, and none paid to another card or phone with the same last four digits, nor
+/// another project's; alone and as a branch of a union.
+pub async fn card_numbers<S: Store>(store: &S) {
+    use crate::payment::RequisiteNumber;
+    // (n, project, seconds after T0, requisite)
+    let rows: [(u128, u128, i64, &str); 6] = [
+        (1, 1, 1, "2200 1234 5678 4242"),
+        (2, 1, 2, "2200 9999 8888 4242"),
+        (3, 1, 3, "+7 900 111-42-42"),
+        (4, 1, 4, "2200123456784242"),
+        (5, 2, 5, "2200 1234 5678 4242"),
+        (6, 1, 6, "2200 1234 5678 4243"),
+    ];
+    for (n, project, seconds, requisite) in rows {
+        let mut p = sample_payment(payment_id(n), project_id(project), &format!("card-{n}"));
+        p.created_at = T0 + ms(seconds * 1000);
+        p.requisites = Some(paid_to(requisite));
+        inserted(store, &p).await;
+    }
+    let ids = |ns: &[u128]| ns.iter().map(|n| payment_id(*n)).collect::<Vec<_>>();
+    let by_card = |project: u128, text: &str| {
+        let mut q = PaymentQuery::new(project_id(project), 1);
+        q.requisite_number = Some(RequisiteNumber::of(text).expect("a card number"));
+        q
+    };
+    for text in [
+        "2200 1234 5678 4242",
+        "2200-1234-5678-4242",
+        "2200123456784242",
+    ] {
+        assert_eq!(
+            every_page(store, by_card(1, text)).await,
+            ids(&[4, 1]),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        every_page(store, by_card(1, "2200 9999 8888 4242")).await,
+        ids(&[2])
+    );
+    assert!(every_page(store, by_card(1, "4000 0000 0000 4242"))
+        .await
+        .is_empty());
+    let mut q = by_card(1, "2200 1234 5678 4242");
+    q.union = vec![by_card(2, "2200 1234 5678 4242"), {
+        let mut last4 = PaymentQuery::new(project_id(1), 1);
+        last4.requisite_last4 = Some("4243".into());
+        last4
+    }];
+    assert_eq!(every_page(store, q).await, ids(&[6, 5, 4, 1]));
 }
