@@ -18,7 +18,7 @@ use crate::store::Role;
 use askama::Template;
 use payments_core::amount::Amount;
 use payments_core::ids::PaymentId;
-use payments_core::payment::{is_last4, MerchantPaymentId, Metadata};
+use payments_core::payment::{is_last4, MerchantPaymentId, Metadata, RequisiteNumber};
 use payments_core::service::{ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage};
 use payments_core::store::MerchantStoreExt;
 
@@ -31,6 +31,11 @@ pub enum SearchTerm {
     /// Exactly four digits: the last four of a requisite, an amount (unless they start with
     /// `0`), or the start of a merchant payment id.
     RequisiteLast4(String),
+    /// A card number pasted with spaces between its digits: the payments paid to that card.
+    CardNumber(RequisiteNumber),
+    /// 13 to 19 digits alone or with dashes between them: a card number, an amount (when the
+    /// text is one), the start of a merchant payment id or a metadata value.
+    CardOrPrefix(RequisiteNumber, String),
     /// A decimal with a dot: an amount.
     Amount(Amount),
     /// A whole number of other than four digits: an amount (its text), or the start of a
@@ -50,7 +55,8 @@ impl SearchTerm {
     /// payment id; else a merchant payment id prefix (digits that are no amount, `0` or 19
     /// digits, too). What no merchant payment id holds is read as money written with a
     /// decimal comma or grouped digits ([`written_money`]: `1 500,50`) or a card number or
-    /// phone pasted whole ([`pasted_requisite`]: its last four digits); other text
+    /// phone pasted whole ([`pasted_card`]: 13 to 19 digits, that card, also read as the id
+    /// text it may be; [`pasted_requisite`]: a phone, its last four digits); other text
     /// (`Иван Петров`) as a metadata value, and what no metadata value holds either (a control
     /// character, more than 500 characters) is refused, saying what the box takes.
     pub fn parse(text: &str) -> Result<SearchTerm, ListQueryError> {
@@ -60,6 +66,12 @@ impl SearchTerm {
         }
         if is_last4(text) {
             return Ok(SearchTerm::RequisiteLast4(text.to_string()));
+        }
+        if let Some(card) = pasted_card(text) {
+            return Ok(match MerchantPaymentId::parse(text) {
+                Some(_) => SearchTerm::CardOrPrefix(card, text.to_string()),
+                None => SearchTerm::CardNumber(card),
+            });
         }
         if text.bytes().any(|b| b.is_ascii_digit()) {
             if let Ok(a) = Amount::parse(text) {
@@ -104,6 +116,10 @@ impl SearchTerm {
             metadata_value: Some(v.to_string()),
             ..query.clone()
         };
+        let card = |n: &RequisiteNumber| PaymentListQuery {
+            requisite_number: Some(n.clone()),
+            ..query.clone()
+        };
         let amount = |a: Amount| PaymentListQuery {
             amount: Some(a),
             ..query.clone()
@@ -120,6 +136,12 @@ impl SearchTerm {
                     value(l),
                 ];
                 readings.extend(four_digit_amount(l).map(amount));
+                readings
+            }
+            SearchTerm::CardNumber(n) => vec![card(n)],
+            SearchTerm::CardOrPrefix(n, p) => {
+                let mut readings = vec![card(n), prefix(p), value(p)];
+                readings.extend(Amount::parse(p).ok().map(amount));
                 readings
             }
             SearchTerm::Amount(a) => vec![amount(*a)],
@@ -157,6 +179,15 @@ fn written_money(text: &str) -> Option<Amount> {
         None => groups.concat(),
     };
     Amount::parse(&plain).ok()
+}
+
+/// The card number in a text of 13 to 19 digits, alone or with the spaces or dashes people
+/// write between them (`2200 1234 5678 4242`, `2200-1234-5678-4242`).
+fn pasted_card(text: &str) -> Option<RequisiteNumber> {
+    let card_like = text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b == b' ' || b == b'-');
+    card_like.then(|| RequisiteNumber::of(text)).flatten()
 }
 
 /// The last four digits of a card number or phone pasted whole: 10 to 19 digits with the
@@ -412,6 +443,14 @@ fn read_as(term: &SearchTerm) -> String {
             "the last 4 digits of a card or phone, the start of merchant_payment_id or a metadata value: {digits}",
             &[("digits", l)],
         ),
+        SearchTerm::CardNumber(n) => trf(
+            "the card number ending in {digits}",
+            &[("digits", &n.last4())],
+        ),
+        SearchTerm::CardOrPrefix(n, p) => trf(
+            "the card number ending in {digits}, an amount, the start of merchant_payment_id or a metadata value: {text}",
+            &[("digits", &n.last4()), ("text", p)],
+        ),
         SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
         SearchTerm::AmountOrPrefix(a, p) => trf(
             "an amount: {amount}, the start of merchant_payment_id or a metadata value: {prefix}",
@@ -470,7 +509,17 @@ mod tests {
             ),
             (
                 "1234567890123456789",
-                SearchTerm::MerchantPaymentIdPrefix("1234567890123456789".into()),
+                SearchTerm::CardOrPrefix(
+                    RequisiteNumber::of("1234567890123456789").expect("19 digits"),
+                    "1234567890123456789".into(),
+                ),
+            ),
+            (
+                "123456789012",
+                SearchTerm::AmountOrPrefix(
+                    Amount::parse("123456789012").expect("amount"),
+                    "123456789012".into(),
+                ),
             ),
             (
                 "order-1",
@@ -499,11 +548,16 @@ mod tests {
                 "{text}"
             );
         }
-        for (text, last4) in [
-            ("2200 1234 5678 4242", "4242"),
-            ("+7 (900) 111-77-77", "7777"),
-            ("+79001117777", "7777"),
-        ] {
+        for text in ["2200 1234 5678 4242", " 2200 1234 5678 4242 "] {
+            assert_eq!(
+                SearchTerm::parse(text),
+                Ok(SearchTerm::CardNumber(
+                    RequisiteNumber::of("2200123456784242").expect("a card")
+                )),
+                "{text}"
+            );
+        }
+        for (text, last4) in [("+7 (900) 111-77-77", "7777"), ("+79001117777", "7777")] {
             assert_eq!(
                 SearchTerm::parse(text),
                 Ok(SearchTerm::RequisiteLast4(last4.into())),
@@ -547,6 +601,23 @@ mod tests {
         );
         assert_eq!(q[1].amount, None, "{q:?}");
         assert_eq!(q[2].metadata_value.as_deref(), Some("15"));
+        let card = RequisiteNumber::of("2200123456784242").expect("a card");
+        let q = SearchTerm::CardOrPrefix(card.clone(), "2200123456784242".into())
+            .narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 4, "{q:?}");
+        assert_eq!(q[0].requisite_number.as_ref(), Some(&card));
+        assert_eq!(q[3].amount, Amount::parse("2200123456784242").ok());
+        assert_eq!(
+            SearchTerm::parse("2200-1234-5678-4242"),
+            Ok(SearchTerm::CardOrPrefix(
+                card.clone(),
+                "2200-1234-5678-4242".into()
+            ))
+        );
+        let q = SearchTerm::CardNumber(card.clone()).narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 1, "{q:?}");
+        assert_eq!(q[0].requisite_number.as_ref(), Some(&card));
+        assert_eq!(q[0].requisite_last4, None);
         let q = SearchTerm::MerchantPaymentIdPrefix("ord-1001".into())
             .narrowed(PaymentListQuery::default());
         assert_eq!(q.len(), 2, "{q:?}");

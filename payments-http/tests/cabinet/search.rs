@@ -1,6 +1,7 @@
 //! The search box over real HTTP, text by text as people type it: an order number in any
-//! case of its letters or its start, a value of the payment's metadata under any key, exact.
-//! Each text finds its payment and no other.
+//! case of its letters or its start, a value of the payment's metadata under any key, exact,
+//! a card number pasted whole (that card, not another with the same last four digits). Each
+//! text finds its payment and no other.
 
 use std::time::Duration;
 
@@ -54,6 +55,14 @@ async fn each_typed_text_finds_its_payment_and_no_other() {
         assert!(created.status.is_success(), "{order}: {}", created.json);
         c.clock.advance(Duration::from_secs(1));
     }
+    // Two cards that end in the same four digits, stored as the provider issued them.
+    for (order, card) in [
+        ("CARD-1", "2200 1234 5678 4242"),
+        ("CARD-2", "2200 9999 8888 4242"),
+    ] {
+        card_payment(&c, order, card).await;
+        c.clock.advance(Duration::from_secs(1));
+    }
     let (mut owner, _) = enrolled(&c, "owner@shop.example").await;
     for (typed, expected) in [
         ("ord-1001", &["ORD-1001"][..]),
@@ -70,6 +79,11 @@ async fn each_typed_text_finds_its_payment_and_no_other() {
         ("иван петров", &[]),
         ("customer", &[]),
         ("ORD-1001x", &[]),
+        ("2200 1234 5678 4242", &["CARD-1"]),
+        ("2200123456784242", &["CARD-1"]),
+        ("2200-9999-8888-4242", &["CARD-2"]),
+        ("4000 0000 0000 4242", &[]),
+        ("4242", &["CARD-2", "CARD-1"]),
     ] {
         let page = owner
             .get(&format!("/payments/search?q={}", urlencode(typed)))
@@ -78,6 +92,17 @@ async fn each_typed_text_finds_its_payment_and_no_other() {
         assert!(page.body.contains("id=\"search-read-as\""), "{typed}");
         assert_eq!(found(&page.body), expected, "{typed}");
     }
+}
+
+/// A card-transfer payment of the demo project paid to `card`, created now.
+async fn card_payment(c: &super::support::Cabinet, order: &str, card: &str) {
+    let mut p = payments_core::testing::contract::sample_payment(
+        payments_core::ids::PaymentId::generate(&payments_http::system::OsRandom),
+        c.server.project(),
+        order,
+    );
+    p.payment_method = payments_core::payment::PaymentMethod::CardTransfer;
+    c.stored(p, card, Duration::ZERO).await;
 }
 
 /// `text` as a query string value.

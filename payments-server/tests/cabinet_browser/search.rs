@@ -8,7 +8,7 @@ use std::time::Duration;
 use payments_cabinet::store::Role;
 use payments_core::amount::Amount;
 use payments_core::ids::{PaymentId, ProjectId};
-use payments_core::payment::{Payment, PaymentStatus, Requisites};
+use payments_core::payment::{Payment, PaymentStatus};
 use payments_core::testing::contract::sample_payment;
 use payments_core::Clock;
 
@@ -37,24 +37,7 @@ async fn stored(
     p.amount = Amount::parse(amount).expect("an amount");
     p.initial_amount = p.amount;
     p.status = status;
-    p.created_at = c.clock.now() - age;
-    p.updated_at = p.created_at;
-    p.expires_at = p.created_at + Duration::from_secs(900);
-    p.requisites = Some(Requisites {
-        requisite: requisite.to_string(),
-        holder_name: "IVAN I.".to_string(),
-        bank: None,
-        qrcode_link: None,
-        deeplink_url: None,
-    });
-    c.server
-        .state
-        .service
-        .store()
-        .insert_payment(&p)
-        .await
-        .expect("stored");
-    p
+    c.stored(p, requisite, age).await
 }
 
 /// Searches with `query` (the form's query string) and answers the results table's text

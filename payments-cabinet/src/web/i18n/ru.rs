@@ -1088,6 +1088,11 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
         "последние 4 цифры карты или телефона, сумма, начало merchant_payment_id или значение метаданных {digits}",
     ),
     ("an amount: {amount}", "сумма {amount}"),
+    ("the card number ending in {digits}", "номер карты, оканчивающийся на {digits}"),
+    (
+        "the card number ending in {digits}, an amount, the start of merchant_payment_id or a metadata value: {text}",
+        "номер карты, оканчивающийся на {digits}, сумма, начало merchant_payment_id или значение метаданных «{text}»",
+    ),
     (
         "an amount: {amount}, the start of merchant_payment_id or a metadata value: {prefix}",
         "сумма {amount}, начало merchant_payment_id или значение метаданных «{prefix}»",
