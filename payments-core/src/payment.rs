@@ -220,6 +220,18 @@ impl MerchantPaymentId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id's search key: its letters in lower case ([`merchant_payment_id_key`]).
+    pub fn key(&self) -> String {
+        merchant_payment_id_key(&self.0)
+    }
+}
+
+/// What a merchant payment id, or the start of one, is found by whatever the case of its
+/// letters (`ORD-1001` and `ord-1001` both `ord-1001`): its ASCII letters in lower case (an id
+/// holds no other letters). Stores keep it beside the id and index it.
+pub fn merchant_payment_id_key(text: &str) -> String {
+    text.to_ascii_lowercase()
 }
 
 impl fmt::Display for MerchantPaymentId {
@@ -312,6 +324,50 @@ impl Requisites {
 pub fn last4_of(text: &str) -> Option<String> {
     let digits: Vec<char> = text.chars().filter(char::is_ascii_digit).collect();
     (digits.len() >= 4).then(|| digits[digits.len() - 4..].iter().collect())
+}
+
+/// The digits of a requisite's number, all of them (`+7 900 555-90-10` is `79005559010`):
+/// what a requisite's [keyed digest](crate::sealing::SealingKey::digest) is taken of, so a
+/// number is found however it was written.
+pub fn requisite_digits(text: &str) -> String {
+    text.chars().filter(char::is_ascii_digit).collect()
+}
+
+/// A card number as a search asks for it: 13 to 19 digits, kept as digits only. `Debug` shows
+/// its last four digits only, so a query that holds one may be logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RequisiteNumber(String);
+
+impl RequisiteNumber {
+    /// The card number `text` holds (its digits, ignoring what people write between them),
+    /// when it has 13 to 19 digits.
+    pub fn of(text: &str) -> Option<RequisiteNumber> {
+        let digits = requisite_digits(text);
+        (13..=19)
+            .contains(&digits.len())
+            .then_some(RequisiteNumber(digits))
+    }
+
+    /// The digits.
+    pub fn digits(&self) -> &str {
+        &self.0
+    }
+
+    /// The last four digits (what [`Requisites::last4`] stores).
+    pub fn last4(&self) -> String {
+        self.0[self.0.len() - 4..].to_string()
+    }
+
+    /// Whether `requisite` is this number, digit for digit.
+    pub fn is(&self, requisite: &str) -> bool {
+        requisite_digits(requisite) == self.0
+    }
+}
+
+impl fmt::Debug for RequisiteNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RequisiteNumber(…{})", self.last4())
+    }
 }
 
 /// Whether `s` is what a search by the last four digits of a requisite takes: exactly four

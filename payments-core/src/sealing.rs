@@ -68,6 +68,8 @@ const KEY_ID_LEN: usize = 8;
 pub struct SealingKey {
     id: String,
     cipher: XChaCha20Poly1305,
+    /// The key of [`SealingKey::digest`], derived from the bytes apart from the cipher's.
+    digest_key: [u8; KEY_LEN],
 }
 
 impl SealingKey {
@@ -79,9 +81,14 @@ impl SealingKey {
             .chain_update(b"payments sealing key id\0")
             .chain_update(bytes)
             .finalize();
+        let digest_key = Sha256::new()
+            .chain_update(b"payments requisite digest key\0")
+            .chain_update(bytes)
+            .finalize();
         SealingKey {
             id: hex::encode(&digest[..KEY_ID_LEN / 2]),
             cipher: XChaCha20Poly1305::new(&bytes.into()),
+            digest_key: digest_key.into(),
         }
     }
 
@@ -93,6 +100,23 @@ impl SealingKey {
     /// The key id written into every string this key seals (8 lowercase hex characters).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The keyed digest of `text` under this key: `<key id>.<base64url of HMAC-SHA256>`, with
+    /// a key derived from this key's bytes apart from the one that seals. The same text always
+    /// has the same digest under one key, so a store finds a value by it (a requisite's full
+    /// number) without holding the value in clear; without the key file the digest does not
+    /// tell which of the few billion card numbers of a bank it is.
+    pub fn digest(&self, text: &str) -> String {
+        use hmac::{Hmac, Mac};
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.digest_key)
+            .expect("HMAC takes a key of any length");
+        mac.update(text.as_bytes());
+        format!(
+            "{}.{}",
+            self.id,
+            URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+        )
     }
 }
 
@@ -179,6 +203,23 @@ impl SealingKeys {
             .iter()
             .chain(&self.previous)
             .any(|k| k.id() == id)
+    }
+
+    /// The [digest](SealingKey::digest) of `text` under the current key (what a write stores);
+    /// `None` without one.
+    pub fn digest(&self, text: &str) -> Option<String> {
+        self.current.as_deref().map(|k| k.digest(text))
+    }
+
+    /// The [digests](SealingKey::digest) of `text` under every key, the current one first, and
+    /// the ids of those keys (what a search compares: a value digested under a previous key is
+    /// found until it is digested again under the current one). Empty without keys.
+    pub fn digests(&self, text: &str) -> Vec<(String, String)> {
+        self.current
+            .iter()
+            .chain(&self.previous)
+            .map(|k| (k.id().to_string(), k.digest(text)))
+            .collect()
     }
 
     /// Whether `stored` looks like a sealed string (it may still fail to open).
@@ -388,6 +429,33 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// A digest is the same for the same text under one key, another under another key or for
+    /// another text, names its key, and is what the keys' current key makes; every key's
+    /// digest is offered to a search, the current one first; no key, no digest.
+    #[test]
+    fn a_digest_is_keyed_stable_and_names_its_key() {
+        let a = SealingKey::from_bytes([1; 32]);
+        let b = SealingKey::from_bytes([2; 32]);
+        let card = "2200123456784242";
+        assert_eq!(a.digest(card), a.digest(card));
+        assert_ne!(a.digest(card), b.digest(card));
+        assert_ne!(a.digest(card), a.digest("2200123456784243"));
+        let digest = a.digest(card);
+        assert!(digest.starts_with(&format!("{}.", a.id())), "{digest}");
+        assert_eq!(digest.len(), 8 + 1 + 43, "{digest}");
+        let keys = SealingKeys::new(b.clone(), vec![a.clone()]);
+        assert_eq!(keys.digest(card), Some(b.digest(card)));
+        assert_eq!(
+            keys.digests(card),
+            vec![
+                (b.id().to_string(), b.digest(card)),
+                (a.id().to_string(), a.digest(card))
+            ]
+        );
+        assert_eq!(SealingKeys::none().digest(card), None);
+        assert!(SealingKeys::none().digests(card).is_empty());
+    }
     use crate::random::Fixed;
 
     fn keys(n: u8) -> SealingKeys {

@@ -303,8 +303,13 @@ pub struct PaymentQuery {
     pub merchant_payment_id: Option<MerchantPaymentId>,
     /// Only merchant payment ids that start with this (case-sensitive, byte for byte).
     pub merchant_payment_id_prefix: Option<String>,
+    /// Only merchant payment ids that start with this in any case of their letters: their
+    /// [key](crate::payment::merchant_payment_id_key) starts with this text's key.
+    pub merchant_payment_id_prefix_any_case: Option<String>,
     /// Only payments whose metadata has this key with this value.
     pub metadata: Option<(String, String)>,
+    /// Only payments whose metadata has this value under any key (each payment once).
+    pub metadata_value: Option<String>,
     /// Only this payment method.
     pub payment_method: Option<PaymentMethod>,
     /// Only this flow (regular or project test payments).
@@ -314,6 +319,12 @@ pub struct PaymentQuery {
     /// Only payments whose requisite ends in these four digits
     /// ([`Requisites::last4`](crate::payment::Requisites::last4)).
     pub requisite_last4: Option<String>,
+    /// Only payments whose requisite is this full card number, digit for digit. A store that
+    /// keeps requisites sealed compares the number's last four digits and its keyed digest
+    /// ([`SealingKeys::digests`](crate::sealing::SealingKeys::digests)); a payment whose
+    /// digest it cannot check (none stored, or one of a key it no longer has) by the last
+    /// four digits alone.
+    pub requisite_number: Option<crate::payment::RequisiteNumber>,
     /// Only payments before this `(created_at, id)` in the order (the next page).
     pub before: Option<(Timestamp, PaymentId)>,
     /// At most this many.
@@ -336,11 +347,14 @@ impl PaymentQuery {
             created_to: None,
             merchant_payment_id: None,
             merchant_payment_id_prefix: None,
+            merchant_payment_id_prefix_any_case: None,
             metadata: None,
+            metadata_value: None,
             payment_method: None,
             flow: None,
             amount: None,
             requisite_last4: None,
+            requisite_number: None,
             before: None,
             limit,
             union: Vec::new(),

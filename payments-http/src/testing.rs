@@ -422,6 +422,7 @@ fn service(
     sealing_key: [u8; 32],
     metrics: &Arc<crate::metrics::Metrics>,
 ) -> PaymentService {
+    let sqlite = store;
     let store: Arc<dyn Store> = store.clone();
     let provider = Arc::new(SandboxProvider::new(store.clone()));
     let (store, provider) = crate::measured::measure(store, provider, metrics);
@@ -442,6 +443,16 @@ fn service(
     if !settings.sealing.is_configured() {
         settings.sealing = SealingKeys::new(SealingKey::from_bytes(sealing_key), Vec::new());
     }
+    // The store seals requisites and keeps their keyed digests under the same keys, as
+    // `payments-server` installs them.
+    sqlite
+        .requisite_sealing()
+        .install(
+            settings.sealing.clone(),
+            Arc::new(OsRandom),
+            payments_store_sqlite::SealWrites::Sealed,
+        )
+        .expect("a store opened for this server has no requisite keys yet");
     PaymentService::new(ports, settings, config.auth.clone())
 }
 

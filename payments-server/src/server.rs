@@ -1192,8 +1192,8 @@ impl OpenedStore {
         }
     }
 
-    /// Gives payments written before schema 16 the last four digits of their requisite
-    /// (`payment backfill-last4`).
+    /// Gives payments written before schema 16 the last four digits of their requisite, and
+    /// those written before schema 25 its keyed digest (`payment backfill-last4`).
     pub async fn backfill_requisite_last4(
         &self,
     ) -> Result<payments_store_sqlite::Last4Backfill, payments_core::store::StoreError> {

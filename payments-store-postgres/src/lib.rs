@@ -364,9 +364,11 @@ impl PgStore {
     }
 
     /// Gives every payment written before schema 16 (a requisite, no `requisite_last4`) the
-    /// last four digits of its requisite, a page of [`RESEAL_PAGE`] payments at a time, each
-    /// row only while it still has none and the same requisite (`payments-server payment
-    /// backfill-last4`). Idempotent: a second run finds nothing but requisites too short.
+    /// last four digits of its requisite, and every one written before schema 25 the keyed
+    /// digest of its requisite under the current key (`requisite_digest`, while a key is
+    /// installed), a page of [`RESEAL_PAGE`] payments at a time, each row only while it still
+    /// lacks them and has the same requisite (`payments-server payment backfill-last4`).
+    /// Idempotent: a second run finds nothing but requisites too short.
     pub async fn backfill_requisite_last4(&self) -> Result<Last4Backfill, StoreError> {
         use payments_store_sql::statements as st;
         let client = self.client().await?;

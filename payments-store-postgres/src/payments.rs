@@ -341,18 +341,19 @@ pub(crate) async fn find<C: GenericClient>(
     q: &payments_core::store::PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
     let narrow = narrow_prefixes(c, q).await?;
-    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
+    let (sql, values) = listing::payment_page(q, codec::D, &narrow, s);
     query_payments(c, s, &sql, &refs(&params(values))).await
 }
 
 /// The totals of what [`find`] would find (`listing::payment_totals`).
 pub(crate) async fn totals<C: GenericClient>(
     c: &C,
+    s: &RequisiteSealing,
     q: &payments_core::store::PaymentQuery,
     offset_ms: i64,
 ) -> Result<PaymentTotals, StoreError> {
     let narrow = narrow_prefixes(c, q).await?;
-    let (sql, values) = listing::payment_totals(q, codec::D, &narrow, offset_ms);
+    let (sql, values) = listing::payment_totals(q, (codec::D, s), &narrow, offset_ms);
     let rows = query(c, &sql, &refs(&params(values)))
         .await?
         .iter()

@@ -187,7 +187,13 @@ impl PaymentStore for PgStore {
         query: &PaymentQuery,
         offset_ms: i64,
     ) -> Result<PaymentTotals, StoreError> {
-        in_scan!(self, |tx| payments::totals(&tx, query, offset_ms).await)
+        in_scan!(self, |tx| payments::totals(
+            &tx,
+            &self.sealing,
+            query,
+            offset_ms
+        )
+        .await)
     }
 }
 

@@ -62,6 +62,10 @@ pub const METADATA_FILL: &str = payments_store_sql::schema::METADATA_FILL_POSTGR
 /// migration adds is dropped. Every new migration extends it (the upgrade tests of this crate
 /// and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_1: &str = "
+    DROP TRIGGER payments_merchant_payment_id_key ON payments;
+    DROP FUNCTION payments_merchant_payment_id_key();
+    DROP INDEX payments_project_mpid_key;
+    ALTER TABLE payments DROP COLUMN merchant_payment_id_key, DROP COLUMN requisite_digest;
     DROP TRIGGER payments_amount_key_insert ON payments;
     DROP TRIGGER payments_amount_key_update ON payments;
     DROP FUNCTION payments_amount_key();

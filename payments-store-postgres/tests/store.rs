@@ -233,6 +233,10 @@ async fn a_version_1_database_gets_its_status_counts() {
         store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 3), (PaymentStatus::Completed, 2)]
     );
+    // Migration 25 keyed the payments written before it: found in any case of their letters.
+    let mut any_case = payments_core::store::PaymentQuery::new(project_id(1), 20);
+    any_case.merchant_payment_id_prefix_any_case = Some("O".into());
+    assert_eq!(store.find_payments(&any_case).await.expect("find").len(), 5);
     // Inserts and status changes from many connections at once.
     let inserts = (10..40u128).map(|i| {
         let store = store.clone();
@@ -522,17 +526,26 @@ async fn the_last4_backfill_makes_old_payments_findable() {
     );
     let again = store.backfill_requisite_last4().await.unwrap();
     assert_eq!((again.filled, again.too_short), (0, 1), "idempotent");
+    // Payments written before schema 25 have no requisite digest: the backfill writes the
+    // one a write of this build does.
+    let digests = keys(&url, "requisite_digest").await;
+    assert_eq!(digests.iter().flatten().count(), 3, "{digests:?}");
+    exec(&url, "UPDATE payments SET requisite_digest = NULL").await;
+    let report = store.backfill_requisite_last4().await.unwrap();
+    assert_eq!((report.filled, report.too_short), (2, 1));
+    let filled = keys(&url, "requisite_digest").await;
+    assert_eq!(&filled[..2], &digests[..2], "as a write digests them");
     store.close();
 }
 
-/// The keys of the payments' amounts, by id.
-async fn amount_keys(url: &str) -> Vec<Option<String>> {
+/// A column of the payments (`amount_key`, `merchant_payment_id_key`), by id.
+async fn keys(url: &str, column: &str) -> Vec<Option<String>> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect");
     let task = tokio::spawn(connection);
     let rows = client
-        .query("SELECT amount_key FROM payments ORDER BY id", &[])
+        .query(&format!("SELECT {column} FROM payments ORDER BY id"), &[])
         .await
         .expect("read");
     drop(client);
@@ -560,7 +573,7 @@ async fn the_amount_key_fill_and_trigger_key_payments_as_a_write_does() {
             InsertOutcome::Inserted
         );
     }
-    let written = amount_keys(&url).await;
+    let written = keys(&url, "amount_key").await;
     assert_eq!(
         written.iter().flatten().cloned().collect::<Vec<_>>(),
         normalized
@@ -569,7 +582,7 @@ async fn the_amount_key_fill_and_trigger_key_payments_as_a_write_does() {
     for _ in 0..2 {
         exec(&url, payments_store_sql::schema::AMOUNT_KEY_FILL_POSTGRES).await;
         assert_eq!(
-            amount_keys(&url).await,
+            keys(&url, "amount_key").await,
             written,
             "the fill's keys are a write's"
         );
@@ -800,4 +813,68 @@ async fn nodes_relay_their_outbox_wakes_to_each_other() {
     let p3 = project();
     tell[1].queued(p3);
     assert_eq!(next(&mut ears[0]).await, Some(p3));
+}
+
+/// Migration 25's fill keys the merchant payment ids an older build wrote (no
+/// `merchant_payment_id_key`) as this build's writes do (the letters in lower case); a
+/// second fill changes nothing. Its trigger keys what a node of the previous build inserts
+/// during a rolling upgrade (an insert that does not name the key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn the_merchant_payment_id_key_fill_and_trigger_key_payments_as_a_write_does() {
+    use payments_core::store::{InsertOutcome, PaymentQuery};
+    use payments_core::testing::contract::project_id;
+
+    let url = support::fresh_schema(&support::database_url()).await;
+    let store = PgStore::connect(&url, support::options()).await.unwrap();
+    let (payments, lowered) = payments_core::testing::contract::payments_of_every_case();
+    for p in &payments {
+        assert_eq!(
+            store.insert_payment(p).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+    }
+    let written = keys(&url, "merchant_payment_id_key").await;
+    assert_eq!(
+        written.iter().flatten().cloned().collect::<Vec<_>>(),
+        lowered
+    );
+    exec(&url, "UPDATE payments SET merchant_payment_id_key = NULL").await;
+    for _ in 0..2 {
+        exec(
+            &url,
+            payments_store_sql::schema::MERCHANT_PAYMENT_ID_KEY_FILL_POSTGRES,
+        )
+        .await;
+        assert_eq!(
+            keys(&url, "merchant_payment_id_key").await,
+            written,
+            "the fill's keys are a write's"
+        );
+    }
+    // As a node of the previous build inserts: the statement does not name the key.
+    exec(
+        &url,
+        &format!(
+            "CREATE TEMP TABLE t AS SELECT * FROM payments WHERE id = '{}';\n\
+             UPDATE t SET id = '{}', merchant_payment_id = 'ORD-OLDER', \
+             merchant_payment_id_key = NULL;\n\
+             INSERT INTO payments SELECT * FROM t;",
+            payment_id(1),
+            payment_id(50)
+        ),
+    )
+    .await;
+    let mut q = PaymentQuery::new(project_id(1), 20);
+    q.merchant_payment_id_prefix_any_case = Some("ord-".into());
+    let found: Vec<_> = store
+        .find_payments(&q)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(found.len(), 4, "{found:?}");
+    assert!(found.contains(&payment_id(50)), "{found:?}");
+    store.close();
 }

@@ -3,11 +3,13 @@
 
 use payments_cabinet::store::{AuditQuery, CabinetAuditRecord};
 use payments_core::event::OutboxEvent;
+use payments_core::payment::{merchant_payment_id_key, RequisiteNumber};
 use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::Timestamp;
 
 use crate::codec::limit;
 use crate::record::{Record, PAYMENT_COLUMNS};
+use crate::sealing::RequisiteSealing;
 use crate::sql::{list, Dialect};
 use crate::value::SqlValue;
 
@@ -118,10 +120,7 @@ pub const NARROW_PREFIX: u64 = 10_000;
 /// a prefix. [`narrow_prefixes`] reads the counts.
 pub fn prefix_count(q: &PaymentQuery, dialect: Dialect) -> Option<(String, Vec<SqlValue>)> {
     let branches = q.branches();
-    if branches
-        .iter()
-        .all(|b| b.merchant_payment_id_prefix.is_none())
-    {
+    if branches.iter().all(|b| Prefix::of(b).is_none()) {
         return None;
     }
     let mut w = Conditions::new("SELECT ");
@@ -129,13 +128,13 @@ pub fn prefix_count(q: &PaymentQuery, dialect: Dialect) -> Option<(String, Vec<S
         if i > 0 {
             w.push(", ");
         }
-        let Some(prefix) = b.merchant_payment_id_prefix.as_deref() else {
+        let Some(prefix) = Prefix::of(b) else {
             w.push("CAST(0 AS BIGINT)");
             continue;
         };
         w.push("(SELECT count(*) FROM (SELECT 1 FROM payments WHERE ");
         w.add("project_id = ?", SqlValue::display(b.project));
-        add_prefix(&mut w, dialect, prefix, true);
+        prefix.add(&mut w, dialect, true);
         w.add(
             " LIMIT ?) matches)",
             SqlValue::Int(i64::try_from(NARROW_PREFIX + 1).unwrap_or(i64::MAX)),
@@ -151,22 +150,60 @@ pub fn narrow_prefixes(counts: &[i64]) -> Vec<bool> {
     counts.iter().map(|&n| n <= narrow).collect()
 }
 
-/// Appends "the merchant payment id starts with `prefix`": a range in byte order, since every
-/// id with the prefix is at least the prefix and below the prefix followed by `~` (above every
-/// character an id may hold), and no other id is. SQLite compares text bytewise; PostgreSQL
-/// is told to (`COLLATE "C"`, the collation of the `payments_project_mpid` index), whatever
-/// the database's collation. With `indexed` false, SQLite is kept off the id index (`+`).
-fn add_prefix(w: &mut Conditions, dialect: Dialect, prefix: &str, indexed: bool) {
-    let column = match (dialect, indexed) {
-        (Dialect::Postgres, _) => "merchant_payment_id COLLATE \"C\"",
-        (Dialect::Sqlite, true) => "merchant_payment_id",
-        (Dialect::Sqlite, false) => "+merchant_payment_id",
-    };
-    w.add(&format!(" AND {column} >= ?"), SqlValue::text(prefix));
-    w.add(
-        &format!(" AND {column} < ?"),
-        SqlValue::Text(format!("{prefix}~")),
-    );
+/// A branch's merchant payment id prefix, the one read through an index: its id key's
+/// ([`PaymentQuery::merchant_payment_id_prefix_any_case`], through
+/// `(project_id, merchant_payment_id_key)`) or else the id's as written (through
+/// `(project_id, merchant_payment_id)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Prefix {
+    /// The column compared.
+    column: &'static str,
+    /// What it starts with.
+    text: String,
+}
+
+impl Prefix {
+    /// The prefix of `q` read through an index, if it has one.
+    fn of(q: &PaymentQuery) -> Option<Prefix> {
+        match (
+            q.merchant_payment_id_prefix_any_case.as_deref(),
+            q.merchant_payment_id_prefix.as_deref(),
+        ) {
+            (Some(p), _) => Some(Prefix {
+                column: "merchant_payment_id_key",
+                text: merchant_payment_id_key(p),
+            }),
+            (None, Some(p)) => Some(Prefix::as_written(p)),
+            (None, None) => None,
+        }
+    }
+
+    /// The prefix of the id as written, `p`.
+    fn as_written(p: &str) -> Prefix {
+        Prefix {
+            column: "merchant_payment_id",
+            text: p.to_string(),
+        }
+    }
+
+    /// Appends "the column starts with the text": a range in byte order, since every value
+    /// with the prefix is at least the prefix and below the prefix followed by `~` (above
+    /// every character an id may hold), and no other value is. SQLite compares text bytewise;
+    /// PostgreSQL is told to (`COLLATE "C"`, the collation of the `payments_project_mpid` and
+    /// `payments_project_mpid_key` indexes), whatever the database's collation. With `indexed`
+    /// false, SQLite is kept off the column's index (`+`).
+    fn add(&self, w: &mut Conditions, dialect: Dialect, indexed: bool) {
+        let column = match (dialect, indexed) {
+            (Dialect::Postgres, _) => format!("{} COLLATE \"C\"", self.column),
+            (Dialect::Sqlite, true) => self.column.to_string(),
+            (Dialect::Sqlite, false) => format!("+{}", self.column),
+        };
+        w.add(&format!(" AND {column} >= ?"), SqlValue::text(&self.text));
+        w.add(
+            &format!(" AND {column} < ?"),
+            SqlValue::Text(format!("{}~", self.text)),
+        );
+    }
 }
 
 /// A page of a project's payments (see [`PaymentQuery`]), newest first by `(created_at, id)`,
@@ -175,9 +212,11 @@ fn add_prefix(w: &mut Conditions, dialect: Dialect, prefix: &str, indexed: bool)
 /// `(project_id, flow, created_at, id)`, `(project_id, amount_key, created_at, id)` or
 /// `(project_id, requisite_last4, created_at, id)` for a filter on those; with a metadata
 /// filter, through `payment_metadata`'s key (the project's payments with that key and value,
-/// newest first), each joined to its payment; with a merchant payment id prefix that
-/// `narrow` says matches few payments ([`prefix_count`], one flag per branch), its matches
-/// are read first through `(project_id, merchant_payment_id)` and then sorted.
+/// newest first) or its value index (with that value under any key), each joined to its
+/// payment; with a merchant payment id prefix that `narrow` says matches few payments
+/// ([`prefix_count`], one flag per branch), its matches are read first through
+/// `(project_id, merchant_payment_id)` (or `(project_id, merchant_payment_id_key)` for a
+/// prefix in any case) and then sorted.
 ///
 /// With a [`union`](PaymentQuery::union), each branch is such a page of its own (its own
 /// `ORDER BY ... LIMIT` on its own index), and the statement is their `UNION` (each payment
@@ -187,11 +226,12 @@ pub fn payment_page(
     q: &PaymentQuery,
     dialect: Dialect,
     narrow: &[bool],
+    sealing: &RequisiteSealing,
 ) -> (String, Vec<SqlValue>) {
     let narrow_at = |i: usize| narrow.get(i).copied().unwrap_or(false);
     if q.union.is_empty() {
         let mut w = Conditions::new("");
-        add_branch(&mut w, q, dialect, narrow_at(0));
+        add_branch(&mut w, q, (dialect, sealing), narrow_at(0));
         return w.finish(dialect);
     }
     let columns = list(&PAYMENT_COLUMNS);
@@ -201,7 +241,7 @@ pub fn payment_page(
             w.push(" UNION ");
         }
         w.push(&format!("SELECT {columns} FROM ("));
-        add_branch(&mut w, b, dialect, narrow_at(i));
+        add_branch(&mut w, b, (dialect, sealing), narrow_at(i));
         w.push(&format!(") b{i}"));
     }
     w.add(
@@ -221,11 +261,11 @@ pub fn payment_page(
 /// page's index and only the groups leave it.
 pub fn payment_totals(
     q: &PaymentQuery,
-    dialect: Dialect,
+    (dialect, sealing): (Dialect, &RequisiteSealing),
     narrow: &[bool],
     offset_ms: i64,
 ) -> (String, Vec<SqlValue>) {
-    let (page, values) = payment_page(q, dialect, narrow);
+    let (page, values) = payment_page(q, dialect, narrow, sealing);
     // The amount's text as written (`100.50`): its whole units and its digits after the
     // point, padded to six.
     let (units, micros) = match dialect {
@@ -290,13 +330,19 @@ pub fn totals_row(
 }
 
 /// Appends one branch of [`payment_page`]: the page of `q`'s own filters (its union aside).
-fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) {
+fn add_branch(
+    w: &mut Conditions,
+    q: &PaymentQuery,
+    (dialect, sealing): (Dialect, &RequisiteSealing),
+    narrow_prefix: bool,
+) {
     payment_source(w, q, dialect, narrow_prefix);
     // Through the metadata table, the time and id it orders by are its copies of the
     // payment's, so that its key serves the order and the time bounds.
-    let (time, id) = match q.metadata {
-        Some(_) => ("m.payment_created_at", "m.payment_id"),
-        None => ("created_at", "id"),
+    let (time, id) = if through_metadata(q) {
+        ("m.payment_created_at", "m.payment_id")
+    } else {
+        ("created_at", "id")
     };
     if let Some(status) = q.status {
         w.add(" AND status = ?", SqlValue::text(status.as_str()));
@@ -309,6 +355,13 @@ fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_pre
     }
     if let Some(m) = &q.merchant_payment_id {
         w.add(" AND merchant_payment_id = ?", SqlValue::text(m.as_str()));
+    }
+    if let (Some(_), Some(p)) = (
+        &q.merchant_payment_id_prefix_any_case,
+        &q.merchant_payment_id_prefix,
+    ) {
+        // Both prefixes: the source reads the key's; this one is checked on what it reads.
+        Prefix::as_written(p).add(w, dialect, false);
     }
     if let Some(m) = q.payment_method {
         w.add(" AND payment_method = ?", SqlValue::text(m.as_str()));
@@ -327,6 +380,9 @@ fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_pre
         // schema 16 has none until `payments-server payment backfill-last4` fills it in.
         w.add(" AND requisite_last4 = ?", SqlValue::text(l));
     }
+    if let Some(n) = &q.requisite_number {
+        add_requisite_number(w, n, sealing);
+    }
     if let Some((t, before)) = q.before {
         w.before(dialect, time, id, t, before.to_string());
     }
@@ -336,35 +392,63 @@ fn add_branch(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_pre
     );
 }
 
+/// Appends "the requisite is card number `n`": its last four digits, through
+/// `(project_id, requisite_last4, created_at, id)`, and, while keys are installed, its keyed
+/// digest under one of them (schema 25, [`RequisiteSealing::digests`]). A payment whose
+/// digest none of the installed keys made (none stored: written before schema 25 or while no
+/// key was installed; or a key since dropped) cannot be checked and is matched by its last
+/// four digits alone, as before; without keys every payment is.
+fn add_requisite_number(w: &mut Conditions, n: &RequisiteNumber, sealing: &RequisiteSealing) {
+    w.add(" AND requisite_last4 = ?", SqlValue::Text(n.last4()));
+    let digests = sealing.digests(n);
+    if digests.is_empty() {
+        return;
+    }
+    let mut list = |head: &str, values: Vec<String>| {
+        for (i, v) in values.into_iter().enumerate() {
+            w.add(if i == 0 { head } else { ", ?" }, SqlValue::Text(v));
+        }
+        w.push(")");
+    };
+    let (ids, digests): (Vec<String>, Vec<String>) = digests.into_iter().unzip();
+    list(
+        " AND (requisite_digest IS NULL OR requisite_digest IN (?",
+        digests,
+    );
+    list(
+        " OR substr(requisite_digest, 1, 9) NOT IN (?",
+        ids.into_iter().map(|id| format!("{id}.")).collect(),
+    );
+    w.push(")");
+}
+
+/// Whether a branch reads through `payment_metadata` (`m`): with a metadata filter, by key
+/// and value or by value alone.
+fn through_metadata(q: &PaymentQuery) -> bool {
+    q.metadata.is_some() || q.metadata_value.is_some()
+}
+
 /// The head of a branch of [`payment_page`]: the project's payments; with a metadata filter,
-/// the rows of `payment_metadata` with its key and value, each joined to its payment (`m`
-/// read first: SQLite keeps a `CROSS JOIN`'s order); or, with a `narrow_prefix`, the prefix's
-/// matches read first through `(project_id, merchant_payment_id)`.
+/// [`metadata_source`]; or, with a `narrow_prefix`, the prefix's matches read first through
+/// its index ([`Prefix`]).
 fn payment_source(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) {
     let columns = list(&PAYMENT_COLUMNS);
     let project = || SqlValue::display(q.project);
-    if let Some((key, value)) = &q.metadata {
-        let columns: Vec<String> = PAYMENT_COLUMNS.iter().map(|c| format!("p.{c}")).collect();
-        w.push(&format!(
-            "SELECT {} FROM payment_metadata m CROSS JOIN payments p WHERE ",
-            columns.join(", ")
-        ));
-        w.add("m.project_id = ?", project());
-        w.add(" AND m.meta_key = ?", SqlValue::text(key));
-        w.add(" AND m.meta_value = ?", SqlValue::text(value));
-        w.push(" AND p.id = m.payment_id");
-        if let Some(prefix) = q.merchant_payment_id_prefix.as_deref() {
-            add_prefix(w, dialect, prefix, false);
+    let prefix = Prefix::of(q);
+    if through_metadata(q) {
+        metadata_source(w, q);
+        if let Some(prefix) = prefix {
+            prefix.add(w, dialect, false);
         }
         return;
     }
-    match q.merchant_payment_id_prefix.as_deref() {
+    match prefix {
         Some(prefix) if narrow_prefix => {
             w.push(&format!(
                 "WITH matches AS MATERIALIZED (SELECT {columns} FROM payments WHERE "
             ));
             w.add("project_id = ?", project());
-            add_prefix(w, dialect, prefix, true);
+            prefix.add(w, dialect, true);
             w.add(
                 &format!(") SELECT {columns} FROM matches WHERE project_id = ?"),
                 project(),
@@ -374,10 +458,50 @@ fn payment_source(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow
             w.push(&format!("SELECT {columns} FROM payments WHERE "));
             w.add("project_id = ?", project());
             if let Some(prefix) = prefix {
-                add_prefix(w, dialect, prefix, false);
+                prefix.add(w, dialect, false);
             }
         }
     }
+}
+
+/// The head of a branch with a metadata filter: the rows of `payment_metadata` of the
+/// project with the key and value (its primary key), or with the value under any key
+/// (`payment_metadata_value`, schema 25: only the row of the smallest such key of each
+/// payment, so each payment once), each joined to its payment (`m` read first: SQLite keeps
+/// a `CROSS JOIN`'s order). With both, the value under any key is checked on each row read.
+fn metadata_source(w: &mut Conditions, q: &PaymentQuery) {
+    let columns: Vec<String> = PAYMENT_COLUMNS.iter().map(|c| format!("p.{c}")).collect();
+    w.push(&format!(
+        "SELECT {} FROM payment_metadata m CROSS JOIN payments p WHERE ",
+        columns.join(", ")
+    ));
+    w.add("m.project_id = ?", SqlValue::display(q.project));
+    let same_payment = "v.project_id = m.project_id AND v.payment_created_at = \
+                        m.payment_created_at AND v.payment_id = m.payment_id";
+    match (&q.metadata, &q.metadata_value) {
+        (Some((key, value)), any_key) => {
+            w.add(" AND m.meta_key = ?", SqlValue::text(key));
+            w.add(" AND m.meta_value = ?", SqlValue::text(value));
+            if let Some(v) = any_key {
+                w.add(
+                    &format!(
+                        " AND EXISTS (SELECT 1 FROM payment_metadata v WHERE {same_payment} \
+                         AND v.meta_value = ?)"
+                    ),
+                    SqlValue::text(v),
+                );
+            }
+        }
+        (None, Some(v)) => {
+            w.add(" AND m.meta_value = ?", SqlValue::text(v));
+            w.push(&format!(
+                " AND NOT EXISTS (SELECT 1 FROM payment_metadata v WHERE {same_payment} \
+                 AND v.meta_value = m.meta_value AND v.meta_key < m.meta_key)"
+            ));
+        }
+        (None, None) => {}
+    }
+    w.push(" AND p.id = m.payment_id");
 }
 
 /// A page of a project's events (see [`EventQuery`]), newest first by

@@ -369,7 +369,7 @@ impl Record for StatusChange {
 // --- payments --------------------------------------------------------------------------------
 
 /// The number of payment columns.
-pub const PAYMENT_NCOLS: usize = 34;
+pub const PAYMENT_NCOLS: usize = 36;
 
 /// The payment columns fixed at creation: an update never writes them, and a change that
 /// would alter them is refused as [`StoreError::Conflict`] (the store's `commit_change`
@@ -426,6 +426,8 @@ pub const PAYMENT_COLUMNS: [&str; PAYMENT_NCOLS] = [
     "route_reason",
     "requisite_last4",
     "amount_key",
+    "merchant_payment_id_key",
+    "requisite_digest",
 ];
 
 /// A payment's values, one per [`PAYMENT_COLUMNS`] entry (a fixed-size array: the payment is
@@ -478,6 +480,12 @@ pub fn payment_values(
         // The amount's shortest text (`100.50` -> `100.5`): what the list's `amount` filter
         // compares, written with every amount (schema 23).
         SqlValue::Text(p.amount.normalized()),
+        // The id's letters in lower case: what the cabinet's search finds it by in any case
+        // (schema 25).
+        SqlValue::Text(p.merchant_payment_id.key()),
+        // The keyed digest of the requisite's digits under the current sealing key: what a
+        // search by the full card number compares, never the number (schema 25).
+        SqlValue::opt_text(sealing.digest_requisite(p).as_deref()),
     ])
 }
 

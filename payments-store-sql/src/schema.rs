@@ -236,10 +236,28 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: REQUEST_LOG_MESSAGE_DDL,
         min_reader: BASELINE_MIN_READER,
     },
-    // 25: a merchant's team: each merchant user's role in it and the projects it works on
+    // 25: the cabinet's search by what people type. `merchant_payment_id_key`, the id's
+    // letters in lower case (`payments_core::payment::merchant_payment_id_key`), written with
+    // every payment write (`record::payment_values`), filled in for the payments already
+    // written and indexed with the project, so `ord-1001` finds `ORD-1001` and the ids that
+    // start with it; and an index of `payment_metadata` by value across keys, so a text is
+    // also found as any key's value; and `requisite_digest`, the keyed digest of the
+    // requisite's digits under the sealing key (`RequisiteSealing::digest_requisite`), so a
+    // card number pasted whole finds that card's payments only, written from now on (the
+    // database never holds the key: payments without a digest are found by their last four
+    // digits). Expand: two nullable columns and two indexes; on PostgreSQL
+    // a trigger keys what a node of the previous build inserts during a rolling upgrade (the
+    // id never changes after the insert; SQLite has one process and no rolling upgrade).
+    Migration {
+        name: "search keys",
+        sqlite: SEARCH_KEYS_SQLITE,
+        postgres: SEARCH_KEYS_POSTGRES,
+        min_reader: BASELINE_MIN_READER,
+    },
+    // 26: a merchant's team: each merchant user's role in it and the projects it works on
     // (`payments_cabinet::store::TeamRole`), and each user's time zone. Expand: a defaulted and
     // two nullable columns; every user before it could do everything, so each is an owner of
-    // every project, and a build of schema 24 names its columns and writes its users as such
+    // every project, and a build of schema 25 names its columns and writes its users as such
     // (in UTC until they choose a zone).
     Migration {
         name: "cabinet team roles",
@@ -249,11 +267,102 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// Migration 25, the same text on both engines.
+/// Migration 26, the same text on both engines.
 const TEAM_ROLES_DDL: &str = "ALTER TABLE cabinet_users ADD COLUMN team_role TEXT NOT NULL \
                               DEFAULT 'owner';\n\
                               ALTER TABLE cabinet_users ADD COLUMN projects TEXT;\n\
                               ALTER TABLE cabinet_users ADD COLUMN time_zone TEXT;";
+
+/// Migration 25's key of `$id`, [`merchant_payment_id_key`](payments_core::payment::merchant_payment_id_key):
+/// the ASCII letters in lower case, the rest as it is (an id holds no other letters). SQLite's
+/// `lower` changes ASCII letters only; PostgreSQL's follows the database's locale, so there the
+/// 26 letters are translated one by one.
+macro_rules! merchant_payment_id_key {
+    (sqlite, $id:literal) => {
+        concat!("lower(", $id, ")")
+    };
+    (postgres, $id:literal) => {
+        concat!(
+            "translate(",
+            $id,
+            ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+        )
+    };
+}
+
+/// Migration 25's fill on SQLite (`sqlite`) or PostgreSQL (`postgres`): the key of every
+/// payment without one. Idempotent: a keyed payment is left alone.
+macro_rules! merchant_payment_id_key_fill {
+    ($engine:ident) => {
+        concat!(
+            "UPDATE payments SET merchant_payment_id_key = ",
+            merchant_payment_id_key!($engine, "merchant_payment_id"),
+            " WHERE merchant_payment_id_key IS NULL;\n"
+        )
+    };
+}
+
+/// Migration 25's fill on SQLite, also for a test that writes payments without their key.
+pub const MERCHANT_PAYMENT_ID_KEY_FILL_SQLITE: &str = merchant_payment_id_key_fill!(sqlite);
+
+/// Migration 25's fill on PostgreSQL, also for a test that writes payments without their key.
+pub const MERCHANT_PAYMENT_ID_KEY_FILL_POSTGRES: &str = merchant_payment_id_key_fill!(postgres);
+
+/// Migration 25's indexes: the id key's with the project (`$collate`: PostgreSQL's byte
+/// order, as the prefix reads it) and `payment_metadata`'s by value across keys: a project's
+/// payments with one value under any key, newest first, the key last (a payment with the value
+/// under two keys is read once, through its row of the smallest key: `crate::listing`).
+macro_rules! search_keys_indexes {
+    ($collate:literal) => {
+        concat!(
+            "CREATE INDEX payments_project_mpid_key ON payments \
+             (project_id, merchant_payment_id_key",
+            $collate,
+            ");\n\
+             CREATE INDEX payment_metadata_value ON payment_metadata \
+             (project_id, meta_value, payment_created_at, payment_id, meta_key);\n"
+        )
+    };
+}
+
+/// Migration 25's column of the requisite's keyed digest, the same text on both engines:
+/// written from now on with each payment (`record::payment_values`), never filled (the digest
+/// needs the sealing key, which the database never holds; a payment without one is found by
+/// its last four digits, as before).
+macro_rules! requisite_digest_column {
+    () => {
+        "ALTER TABLE payments ADD COLUMN requisite_digest TEXT;\n"
+    };
+}
+
+/// Migration 25 on SQLite: the columns, the id key's fill and the indexes.
+const SEARCH_KEYS_SQLITE: &str = concat!(
+    "ALTER TABLE payments ADD COLUMN merchant_payment_id_key TEXT;\n",
+    requisite_digest_column!(),
+    merchant_payment_id_key_fill!(sqlite),
+    search_keys_indexes!("")
+);
+
+/// Migration 25 on PostgreSQL: the columns, the trigger that keys a payment inserted without
+/// a key (created before the fill: its lock waits for the inserts under way), the fill and
+/// the indexes.
+const SEARCH_KEYS_POSTGRES: &str = concat!(
+    requisite_digest_column!(),
+    "ALTER TABLE payments ADD COLUMN merchant_payment_id_key TEXT;\n\
+     CREATE FUNCTION payments_merchant_payment_id_key() RETURNS trigger LANGUAGE plpgsql AS $$\n\
+     BEGIN\n\
+         NEW.merchant_payment_id_key := ",
+    merchant_payment_id_key!(postgres, "NEW.merchant_payment_id"),
+    ";\n\
+         RETURN NEW;\n\
+     END;\n\
+     $$;\n\
+     CREATE TRIGGER payments_merchant_payment_id_key BEFORE INSERT ON payments \
+     FOR EACH ROW WHEN (NEW.merchant_payment_id_key IS NULL) \
+     EXECUTE FUNCTION payments_merchant_payment_id_key();\n",
+    merchant_payment_id_key_fill!(postgres),
+    search_keys_indexes!(" COLLATE \"C\"")
+);
 
 /// Migration 24, the same text on both engines.
 const REQUEST_LOG_MESSAGE_DDL: &str = "ALTER TABLE request_log ADD COLUMN message TEXT;";

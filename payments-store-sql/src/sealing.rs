@@ -24,7 +24,9 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use payments_core::ids::{AppealId, PaymentId};
-use payments_core::payment::{mask_audit_state, Payment, Requisites};
+use payments_core::payment::{
+    mask_audit_state, requisite_digits, Payment, RequisiteNumber, Requisites,
+};
 use payments_core::sealing::SealingKeys;
 use payments_core::store::StoreError;
 use payments_core::RandomSource;
@@ -199,6 +201,28 @@ impl RequisiteSealing {
         }))
     }
 
+    /// The keyed digest of `payment`'s requisite number (its digits, [`requisite_digits`])
+    /// under the current key, what the database keeps beside the sealed requisite so that a
+    /// search by the full number finds it ([`SealingKeys::digest`]); `None` without a
+    /// requisite or while no key is installed.
+    pub fn digest_requisite(&self, payment: &Payment) -> Option<String> {
+        self.digest_of(&payment.requisites.as_ref()?.requisite)
+    }
+
+    /// The keyed digest of a requisite's digits under the current key, if one is installed.
+    fn digest_of(&self, requisite: &str) -> Option<String> {
+        self.0.get()?.keys.digest(&requisite_digits(requisite))
+    }
+
+    /// The digests of `number` under every installed key and those keys' ids, the current
+    /// one first ([`SealingKeys::digests`]); empty while no key is installed.
+    pub fn digests(&self, number: &RequisiteNumber) -> Vec<(String, String)> {
+        self.0
+            .get()
+            .map(|i| i.keys.digests(number.digits()))
+            .unwrap_or_default()
+    }
+
     /// Opens, in place, the requisites of a payment read from the database.
     pub fn open_payment(&self, payment: &mut Payment) -> Result<(), StoreError> {
         let id = payment.id;
@@ -341,11 +365,13 @@ pub struct RequisiteReseal {
     pub audit_records_masked: usize,
 }
 
-/// What a store's backfill of `requisite_last4` did (payments written before schema 16 have
-/// none until it runs or they are written again).
+/// What a store's backfill of `requisite_last4` and `requisite_digest` did (payments written
+/// before schema 16 have no last four digits, before schema 25 no digest, until it runs or
+/// they are written again).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Last4Backfill {
-    /// Payments given their last four digits.
+    /// Payments given their last four digits, or the digest of their requisite under the
+    /// current key, or both.
     pub filled: usize,
     /// Payments whose requisite holds fewer than four digits (nothing to find them by).
     pub too_short: usize,
@@ -356,9 +382,10 @@ pub struct Last4Backfill {
 impl Last4Backfill {
     /// The parameters of [`LAST4_SET`](crate::statements::LAST4_SET) for a row of
     /// [`LAST4_MISSING_PAGE`](crate::statements::LAST4_MISSING_PAGE), its requisite opened
-    /// by `sealing` and cut by the core's rule
-    /// ([`Requisites::last4`](payments_core::payment::Requisites::last4)); `None` (counted
-    /// as too short) when it has fewer than four digits.
+    /// by `sealing`, cut by the core's rule
+    /// ([`Requisites::last4`](payments_core::payment::Requisites::last4)) and digested under
+    /// the current key; `None` when it has fewer than four digits (counted as too short) or
+    /// when it lacks only a digest and no key is installed (nothing to write).
     pub fn values(
         &mut self,
         c: &Cols<'_>,
@@ -367,17 +394,20 @@ impl Last4Backfill {
         let id: PaymentId = c.parsed("id")?;
         let stored = c.text("requisite")?;
         let plain = sealing.open(id, SEALED_COLUMNS[0], stored.clone())?;
-        match payments_core::payment::last4_of(&plain) {
-            None => {
-                self.too_short += 1;
-                Ok(None)
-            }
-            Some(last4) => Ok(Some(vec![
-                SqlValue::display(id),
-                SqlValue::Text(last4),
-                SqlValue::Text(stored),
-            ])),
+        let Some(last4) = payments_core::payment::last4_of(&plain) else {
+            self.too_short += 1;
+            return Ok(None);
+        };
+        let digest = sealing.digest_of(&plain);
+        if digest.is_none() && c.opt_text("requisite_last4")?.is_some() {
+            return Ok(None);
         }
+        Ok(Some(vec![
+            SqlValue::display(id),
+            SqlValue::Text(last4),
+            SqlValue::Text(stored),
+            SqlValue::opt_text(digest.as_deref()),
+        ]))
     }
 
     /// Counts the outcome of one [`LAST4_SET`](crate::statements::LAST4_SET).

@@ -331,20 +331,25 @@ pub static REQUISITES_RESEAL: Sql = Sql::new(|d| {
     )
 });
 
-/// The id and stored (sealed) requisite of at most `$2` payments with a requisite but no
-/// `requisite_last4` (written before schema 16) whose id sorts after `$1`, by id: a page of
-/// the last-four backfill ([`crate::sealing::Last4Backfill`]).
+/// The id, stored (sealed) requisite and last four digits of at most `$2` payments with a
+/// requisite but no `requisite_last4` (written before schema 16) or no `requisite_digest`
+/// (before schema 25) whose id sorts after `$1`, by id: a page of the last-four backfill
+/// ([`crate::sealing::Last4Backfill`]).
 pub static LAST4_MISSING_PAGE: Sql = Sql::new(|_| {
-    "SELECT id, requisite FROM payments \
-     WHERE requisite IS NOT NULL AND requisite_last4 IS NULL AND id > $1 ORDER BY id LIMIT $2"
+    "SELECT id, requisite, requisite_last4 FROM payments \
+     WHERE requisite IS NOT NULL AND (requisite_last4 IS NULL OR requisite_digest IS NULL) \
+     AND id > $1 ORDER BY id LIMIT $2"
         .to_string()
 });
 
-/// Sets payment `$1`'s `requisite_last4` to `$2` only while it has none and its stored
-/// requisite is still `$3` (a payment rewritten meanwhile wrote its own).
+/// Sets payment `$1`'s `requisite_last4` to `$2` and, given one (`$4`), its
+/// `requisite_digest`, only while it lacks one it is given and its stored requisite is still
+/// `$3` (a payment rewritten meanwhile wrote its own).
 pub static LAST4_SET: Sql = Sql::new(|_| {
-    "UPDATE payments SET requisite_last4 = $2 \
-     WHERE id = $1 AND requisite_last4 IS NULL AND requisite = $3"
+    "UPDATE payments SET requisite_last4 = $2, \
+     requisite_digest = COALESCE(CAST($4 AS TEXT), requisite_digest) \
+     WHERE id = $1 AND requisite = $3 AND (requisite_last4 IS NULL \
+     OR (requisite_digest IS NULL AND CAST($4 AS TEXT) IS NOT NULL))"
         .to_string()
 });
 

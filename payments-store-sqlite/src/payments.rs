@@ -138,18 +138,19 @@ pub(crate) fn find(
     q: &PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
     let narrow = narrow_prefixes(conn, q)?;
-    let (sql, values) = listing::payment_page(q, codec::D, &narrow);
+    let (sql, values) = listing::payment_page(q, codec::D, &narrow, sealing);
     query_payments(conn, sealing, &sql, params(values))
 }
 
 /// The totals of what [`find`] would find (`listing::payment_totals`).
 pub(crate) fn totals(
     conn: &Connection,
+    sealing: &RequisiteSealing,
     q: &PaymentQuery,
     offset_ms: i64,
 ) -> Result<PaymentTotals, StoreError> {
     let narrow = narrow_prefixes(conn, q)?;
-    let (sql, values) = listing::payment_totals(q, codec::D, &narrow, offset_ms);
+    let (sql, values) = listing::payment_totals(q, (codec::D, sealing), &narrow, offset_ms);
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
     let rows: Vec<(i64, String, String, i64, [i64; 3])> = stmt
         .query_map(params(values), |r| {
@@ -285,7 +286,8 @@ mod tests {
             insert(&conn, &RequisiteSealing::new(), &p).expect("insert");
         }
         let ids = |q: &PaymentQuery, narrow: bool| {
-            let (sql, values) = listing::payment_page(q, codec::D, &[narrow]);
+            let (sql, values) =
+                listing::payment_page(q, codec::D, &[narrow], &RequisiteSealing::new());
             query_payments(&conn, &RequisiteSealing::new(), &sql, params(values))
                 .expect("a page")
                 .into_iter()

@@ -128,7 +128,8 @@ impl PaymentStore for SqliteStore {
         offset_ms: i64,
     ) -> Result<PaymentTotals, StoreError> {
         let q = query.clone();
-        self.read_limited(move |c| payments::totals(c, &q, offset_ms))
+        let s = self.sealing.clone();
+        self.read_limited(move |c| payments::totals(c, &s, &q, offset_ms))
             .await
     }
 }

@@ -5,6 +5,8 @@
 /// later migration adds is dropped. Every new migration extends it (the upgrade tests of this
 /// crate and of the server run it, then open the store or run `payments-server migrate`).
 pub const DOWNGRADE_TO_VERSION_2: &str = "
+    DROP INDEX payments_project_mpid_key; ALTER TABLE payments DROP COLUMN merchant_payment_id_key;
+    ALTER TABLE payments DROP COLUMN requisite_digest;
     DROP INDEX payments_project_amount_key; ALTER TABLE payments DROP COLUMN amount_key;
     DROP TABLE appeal_receipts; DROP TABLE appeals;
     DROP TABLE payment_history;

@@ -319,7 +319,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 25);
+    assert_eq!(SCHEMA_VERSION, 26);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -656,6 +656,10 @@ async fn a_version_2_database_gets_its_status_counts() {
         store.backlog().await.expect("backlog").by_status,
         vec![(PaymentStatus::Created, 3), (PaymentStatus::Completed, 2)]
     );
+    // Migration 25 keyed the payments written before it: found in any case of their letters.
+    let mut any_case = payments_core::store::PaymentQuery::new(project_id(1), 20);
+    any_case.merchant_payment_id_prefix_any_case = Some("O".into());
+    assert_eq!(store.find_payments(&any_case).await.expect("find").len(), 5);
     let p = sample_payment(payment_id(9), project_id(1), "o9");
     store.insert_payment(&p).await.expect("insert");
     assert_eq!(
@@ -1389,6 +1393,17 @@ fn appeals_are_read_through_their_indexes() {
     assert!(key.contains("appeals_project_key"), "{key}");
 }
 
+/// A column of the payments (`amount_key`, `merchant_payment_id_key`), by id.
+fn keys(conn: &rusqlite::Connection, column: &str) -> Vec<Option<String>> {
+    let mut s = conn
+        .prepare(&format!("SELECT {column} FROM payments ORDER BY id"))
+        .expect("prepare");
+    s.query_map([], |r| r.get::<_, Option<String>>(0))
+        .expect("read")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("keys")
+}
+
 /// Migration 23's fill keys the payments an older build wrote (no `amount_key`) as this
 /// build's writes do (`Amount::normalized`), whatever the scale the amount was written with:
 /// the `amount` filter finds them after the fill and not before; a second fill changes
@@ -1407,15 +1422,7 @@ async fn the_amount_key_fill_keys_old_payments_as_a_write_does() {
         );
     }
     let conn = rusqlite::Connection::open(&path).expect("open the file");
-    let keys = |conn: &rusqlite::Connection| {
-        let mut s = conn
-            .prepare("SELECT amount_key FROM payments ORDER BY id")
-            .expect("prepare");
-        s.query_map([], |r| r.get::<_, Option<String>>(0))
-            .expect("read")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("keys")
-    };
+    let keys = |conn: &rusqlite::Connection| keys(conn, "amount_key");
     let written = keys(&conn);
     conn.execute("UPDATE payments SET amount_key = NULL", [])
         .expect("as an older build wrote them");
@@ -1446,4 +1453,194 @@ async fn the_amount_key_fill_keys_old_payments_as_a_write_does() {
             .len(),
         2
     );
+}
+
+/// Migration 25's fill keys the merchant payment ids an older build wrote (no
+/// `merchant_payment_id_key`) as this build's writes do (`merchant_payment_id_key`, the
+/// letters in lower case): the search in any case finds them after the fill and not before; a
+/// second fill changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_merchant_payment_id_key_fill_keys_old_payments_as_a_write_does() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    let (payments, lowered) = payments_core::testing::contract::payments_of_every_case();
+    for p in &payments {
+        assert_eq!(
+            store.insert_payment(p).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+    }
+    let conn = rusqlite::Connection::open(&path).expect("open the file");
+    let keys = |conn: &rusqlite::Connection| keys(conn, "merchant_payment_id_key");
+    let written = keys(&conn);
+    assert_eq!(
+        written.iter().flatten().cloned().collect::<Vec<_>>(),
+        lowered
+    );
+    conn.execute("UPDATE payments SET merchant_payment_id_key = NULL", [])
+        .expect("as an older build wrote them");
+    let mut any_case = payments_core::store::PaymentQuery::new(project_id(1), 20);
+    any_case.merchant_payment_id_prefix_any_case = Some("ORD-100".into());
+    assert!(store.find_payments(&any_case).await.unwrap().is_empty());
+    for _ in 0..2 {
+        conn.execute_batch(payments_store_sql::schema::MERCHANT_PAYMENT_ID_KEY_FILL_SQLITE)
+            .expect("fill");
+        assert_eq!(keys(&conn), written, "the fill's keys are a write's");
+    }
+    assert_eq!(store.find_payments(&any_case).await.unwrap().len(), 3);
+}
+
+/// The search's branches of schema 25 read through its indexes: a merchant payment id
+/// prefix in any case through `payments_project_mpid_key`, a metadata value under any key
+/// through `payment_metadata_value` in the list's order (no sort of its matches, one lookup
+/// per row for the payment's smaller keys), alone and as branches of one union; never
+/// through a read of every payment of the project; a card number through its last four
+/// digits' index.
+#[test]
+fn the_search_keys_are_read_through_their_indexes() {
+    use payments_store_sql::listing::payment_page;
+    use payments_store_sql::Dialect;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("plan.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let plan = |(sql, values): (String, Vec<payments_store_sql::SqlValue>)| -> String {
+        let n = values.len();
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("a plan")
+            .query_map(rusqlite::params_from_iter(vec![0; n]), |r| {
+                r.get::<_, String>(3)
+            })
+            .expect("the plan's rows")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("text")
+            .join("; ")
+    };
+    let mut prefix = payments_core::store::PaymentQuery::new(project_id(1), 21);
+    prefix.merchant_payment_id_prefix_any_case = Some("ord-".into());
+    let sealing = payments_store_sql::sealing::RequisiteSealing::new();
+    let narrow = plan(payment_page(&prefix, Dialect::Sqlite, &[true], &sealing));
+    assert!(narrow.contains("payments_project_mpid_key"), "{narrow}");
+    let mut value = payments_core::store::PaymentQuery::new(project_id(1), 21);
+    value.metadata_value = Some("ivan@example.com".into());
+    value.before = Some((T0, payment_id(9)));
+    let by_value = plan(payment_page(&value, Dialect::Sqlite, &[], &sealing));
+    assert!(by_value.contains("payment_metadata_value"), "{by_value}");
+    assert!(
+        !by_value.contains("TEMP B-TREE"),
+        "sorted apart: {by_value}"
+    );
+    let mut union = prefix.clone();
+    union.union = vec![value];
+    let both = plan(payment_page(
+        &union,
+        Dialect::Sqlite,
+        &[true, false],
+        &sealing,
+    ));
+    for index in ["payments_project_mpid_key", "payment_metadata_value"] {
+        assert!(both.contains(index), "{index}: {both}");
+    }
+    // A card number: its last four digits' index, the digests under both installed keys
+    // checked on the rows it reads.
+    let keyed = payments_store_sql::sealing::RequisiteSealing::new();
+    keyed
+        .install(
+            payments_core::testing::sealing_keys(1, &[2]),
+            Arc::new(payments_core::testing::SeededRandom::new(1)),
+            SealWrites::Sealed,
+        )
+        .expect("installed");
+    let mut card = payments_core::store::PaymentQuery::new(project_id(1), 21);
+    card.requisite_number = payments_core::payment::RequisiteNumber::of("2200 1234 5678 4242");
+    let (sql, values) = payment_page(&card, Dialect::Sqlite, &[], &keyed);
+    assert_eq!(
+        values.len(),
+        1 + 1 + 2 + 2 + 1,
+        "project, last4, digests, key ids: {sql}"
+    );
+    let by_card = plan((sql, values));
+    assert!(by_card.contains("payments_project_last4"), "{by_card}");
+    for p in [&narrow, &by_value, &both, &by_card] {
+        assert!(!p.contains("SCAN payments"), "a read of every payment: {p}");
+    }
+}
+
+/// The ids of the payments `q` finds.
+async fn found(
+    store: &SqliteStore,
+    q: &payments_core::store::PaymentQuery,
+) -> Vec<payments_core::ids::PaymentId> {
+    let page = store.find_payments(q).await.expect("find");
+    page.into_iter().map(|p| p.id).collect()
+}
+
+/// Schema 25's requisite digest: the file holds the card number neither in clear nor
+/// unkeyed, only sealed and as its digest under the installed key (`<key id>.<HMAC>`); a
+/// search by the full number compares the digest, and a payment whose digest the installed
+/// keys cannot check (none: written before schema 25; or a dropped key's) is found by its
+/// last four digits, as before, until `backfill_requisite_last4` digests it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_number_is_found_by_its_keyed_digest_never_kept_in_clear() {
+    use payments_core::payment::RequisiteNumber;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
+    install(&store, 1, &[], SealWrites::Sealed);
+    for (n, card) in [(1, "2200 1234 5678 4242"), (2, "2200 9999 8888 4242")] {
+        let mut p = sample_payment(payment_id(n), project_id(1), &format!("c{n}"));
+        p.created_at = T0 + std::time::Duration::from_secs(u64::try_from(n).expect("small"));
+        p.requisites = Some(payments_core::testing::contract::paid_to(card));
+        store.insert_payment(&p).await.expect("insert");
+    }
+    let conn = rusqlite::Connection::open(&path).expect("open the file");
+    let mut all = conn.prepare("SELECT * FROM payments").expect("prepare");
+    let width = all.column_count();
+    let texts: Vec<String> = all
+        .query_map([], |r| {
+            Ok((0..width)
+                .filter_map(|i| r.get::<_, Option<String>>(i).ok().flatten())
+                .collect::<Vec<_>>())
+        })
+        .expect("read")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("rows")
+        .concat();
+    for clear in ["2200123456784242", "2200 1234 5678", "22001234"] {
+        assert!(
+            !texts.iter().any(|t| t.contains(clear)),
+            "{clear} in {texts:?}"
+        );
+    }
+    let key = payments_core::testing::sealing_keys(1, &[]);
+    let digests = keys(&conn, "requisite_digest");
+    assert_eq!(
+        digests[0],
+        key.digest("2200123456784242"),
+        "the digits' digest under the current key"
+    );
+    assert_ne!(digests[0], digests[1]);
+    let by_card = {
+        let mut q = payments_core::store::PaymentQuery::new(project_id(1), 20);
+        q.requisite_number = RequisiteNumber::of("2200 1234 5678 4242");
+        q
+    };
+    assert_eq!(found(&store, &by_card).await, vec![payment_id(1)]);
+    for unchecked in ["'ffffffff.a-dropped-keys-digest'", "NULL"] {
+        conn.execute(
+            &format!("UPDATE payments SET requisite_digest = {unchecked} WHERE merchant_payment_id = 'c2'"),
+            [],
+        )
+        .expect("as an older build wrote it, or under a dropped key");
+        assert_eq!(
+            found(&store, &by_card).await,
+            vec![payment_id(2), payment_id(1)],
+            "{unchecked}: by the last four digits"
+        );
+    }
+    let report = store.backfill_requisite_last4().await.expect("backfill");
+    assert_eq!((report.filled, report.too_short), (1, 0));
+    assert_eq!(keys(&conn, "requisite_digest"), digests, "as a write does");
+    assert_eq!(found(&store, &by_card).await, vec![payment_id(1)]);
 }

@@ -17,7 +17,7 @@ use crate::accounts::Current;
 use askama::Template;
 use payments_core::amount::Amount;
 use payments_core::ids::PaymentId;
-use payments_core::payment::{is_last4, MerchantPaymentId};
+use payments_core::payment::{is_last4, MerchantPaymentId, Metadata, RequisiteNumber};
 use payments_core::service::{ListQueryError, PaymentCursor, PaymentListQuery, PaymentPage};
 use payments_core::store::MerchantStoreExt;
 
@@ -30,13 +30,21 @@ pub enum SearchTerm {
     /// Exactly four digits: the last four of a requisite, an amount (unless they start with
     /// `0`), or the start of a merchant payment id.
     RequisiteLast4(String),
+    /// A card number pasted with spaces between its digits: the payments paid to that card.
+    CardNumber(RequisiteNumber),
+    /// 13 to 19 digits alone or with dashes between them: a card number, an amount (when the
+    /// text is one), the start of a merchant payment id or a metadata value.
+    CardOrPrefix(RequisiteNumber, String),
     /// A decimal with a dot: an amount.
     Amount(Amount),
     /// A whole number of other than four digits: an amount (its text), or the start of a
     /// merchant payment id.
     AmountOrPrefix(Amount, String),
-    /// Anything else a merchant payment id may hold: a prefix of one.
+    /// Anything else a merchant payment id may hold: a prefix of one, or a metadata value.
     MerchantPaymentIdPrefix(String),
+    /// Any other text a metadata value may hold (`Иван Петров`, `ivan@example.com`): a
+    /// metadata value under any key.
+    MetadataValue(String),
 }
 
 impl SearchTerm {
@@ -46,8 +54,10 @@ impl SearchTerm {
     /// payment id; else a merchant payment id prefix (digits that are no amount, `0` or 19
     /// digits, too). What no merchant payment id holds is read as money written with a
     /// decimal comma or grouped digits ([`written_money`]: `1 500,50`) or a card number or
-    /// phone pasted whole ([`pasted_requisite`]: its last four digits); other text (`order 1`)
-    /// is refused, saying what the box takes.
+    /// phone pasted whole ([`pasted_card`]: 13 to 19 digits, that card, also read as the id
+    /// text it may be; [`pasted_requisite`]: a phone, its last four digits); other text
+    /// (`Иван Петров`) as a metadata value, and what no metadata value holds either (a control
+    /// character, more than 500 characters) is refused, saying what the box takes.
     pub fn parse(text: &str) -> Result<SearchTerm, ListQueryError> {
         let text = text.trim();
         if let Ok(id) = text.parse::<PaymentId>() {
@@ -55,6 +65,12 @@ impl SearchTerm {
         }
         if is_last4(text) {
             return Ok(SearchTerm::RequisiteLast4(text.to_string()));
+        }
+        if let Some(card) = pasted_card(text) {
+            return Ok(match MerchantPaymentId::parse(text) {
+                Some(_) => SearchTerm::CardOrPrefix(card, text.to_string()),
+                None => SearchTerm::CardNumber(card),
+            });
         }
         if text.bytes().any(|b| b.is_ascii_digit()) {
             if let Ok(a) = Amount::parse(text) {
@@ -76,20 +92,31 @@ impl SearchTerm {
         if let Some(last4) = pasted_requisite(text) {
             return Ok(SearchTerm::RequisiteLast4(last4));
         }
+        if !text.is_empty() && Metadata::is_valid_value(text) {
+            return Ok(SearchTerm::MetadataValue(text.to_string()));
+        }
         Err(ListQueryError(
             "search: a payment id, the last 4 digits of a card or phone, an amount \
-             (100.50) or the start of your payment id (A-Z a-z 0-9 . _ : -)"
+             (100.50), the start of your payment id or a metadata value (up to 500 characters)"
                 .into(),
         ))
     }
 
     /// The list queries this term reads, each `query` narrowed by one reading of the box
-    /// (digits: by the amount or last four, and by the merchant payment id prefix); the
-    /// search lists the payments any of them finds. A payment id is looked up by id, not
-    /// listed: `query` is returned as it is.
+    /// (digits: by the amount or last four, by the merchant payment id prefix in any case
+    /// and as a metadata value); the search lists the payments any of them finds. A payment id
+    /// is looked up by id, not listed: `query` is returned as it is.
     pub fn narrowed(&self, query: PaymentListQuery) -> Vec<PaymentListQuery> {
         let prefix = |p: &str| PaymentListQuery {
-            merchant_payment_id_prefix: Some(p.to_string()),
+            merchant_payment_id_prefix_any_case: Some(p.to_string()),
+            ..query.clone()
+        };
+        let value = |v: &str| PaymentListQuery {
+            metadata_value: Some(v.to_string()),
+            ..query.clone()
+        };
+        let card = |n: &RequisiteNumber| PaymentListQuery {
+            requisite_number: Some(n.clone()),
             ..query.clone()
         };
         let amount = |a: Amount| PaymentListQuery {
@@ -105,13 +132,21 @@ impl SearchTerm {
                         ..query.clone()
                     },
                     prefix(l),
+                    value(l),
                 ];
                 readings.extend(four_digit_amount(l).map(amount));
                 readings
             }
+            SearchTerm::CardNumber(n) => vec![card(n)],
+            SearchTerm::CardOrPrefix(n, p) => {
+                let mut readings = vec![card(n), prefix(p), value(p)];
+                readings.extend(Amount::parse(p).ok().map(amount));
+                readings
+            }
             SearchTerm::Amount(a) => vec![amount(*a)],
-            SearchTerm::AmountOrPrefix(a, p) => vec![amount(*a), prefix(p)],
-            SearchTerm::MerchantPaymentIdPrefix(p) => vec![prefix(p)],
+            SearchTerm::AmountOrPrefix(a, p) => vec![amount(*a), prefix(p), value(p)],
+            SearchTerm::MerchantPaymentIdPrefix(p) => vec![prefix(p), value(p)],
+            SearchTerm::MetadataValue(v) => vec![value(v)],
         }
     }
 }
@@ -143,6 +178,15 @@ fn written_money(text: &str) -> Option<Amount> {
         None => groups.concat(),
     };
     Amount::parse(&plain).ok()
+}
+
+/// The card number in a text of 13 to 19 digits, alone or with the spaces or dashes people
+/// write between them (`2200 1234 5678 4242`, `2200-1234-5678-4242`).
+fn pasted_card(text: &str) -> Option<RequisiteNumber> {
+    let card_like = text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b == b' ' || b == b'-');
+    card_like.then(|| RequisiteNumber::of(text)).flatten()
 }
 
 /// The last four digits of a card number or phone pasted whole: 10 to 19 digits with the
@@ -389,22 +433,31 @@ fn read_as(term: &SearchTerm) -> String {
     match term {
         SearchTerm::PaymentId(id) => trf("a payment id: {id}", &[("id", id)]),
         SearchTerm::RequisiteLast4(l) if four_digit_amount(l).is_some() => trf(
-            "the last 4 digits of a card or phone, an amount, or the start of merchant_payment_id: {digits}",
+            "the last 4 digits of a card or phone, an amount, the start of merchant_payment_id or a metadata value: {digits}",
             &[("digits", l)],
         ),
         SearchTerm::RequisiteLast4(l) => trf(
-            "the last 4 digits of a card or phone, or the start of merchant_payment_id: {digits}",
+            "the last 4 digits of a card or phone, the start of merchant_payment_id or a metadata value: {digits}",
             &[("digits", l)],
+        ),
+        SearchTerm::CardNumber(n) => trf(
+            "the card number ending in {digits}",
+            &[("digits", &n.last4())],
+        ),
+        SearchTerm::CardOrPrefix(n, p) => trf(
+            "the card number ending in {digits}, an amount, the start of merchant_payment_id or a metadata value: {text}",
+            &[("digits", &n.last4()), ("text", p)],
         ),
         SearchTerm::Amount(a) => trf("an amount: {amount}", &[("amount", a)]),
         SearchTerm::AmountOrPrefix(a, p) => trf(
-            "an amount: {amount}, or the start of merchant_payment_id: {prefix}",
+            "an amount: {amount}, the start of merchant_payment_id or a metadata value: {prefix}",
             &[("amount", a), ("prefix", p)],
         ),
         SearchTerm::MerchantPaymentIdPrefix(p) => trf(
-            "the start of merchant_payment_id: {prefix}",
+            "the start of merchant_payment_id in any case, or a metadata value: {prefix}",
             &[("prefix", p)],
         ),
+        SearchTerm::MetadataValue(v) => trf("a metadata value: {value}", &[("value", v)]),
     }
 }
 
@@ -453,7 +506,17 @@ mod tests {
             ),
             (
                 "1234567890123456789",
-                SearchTerm::MerchantPaymentIdPrefix("1234567890123456789".into()),
+                SearchTerm::CardOrPrefix(
+                    RequisiteNumber::of("1234567890123456789").expect("19 digits"),
+                    "1234567890123456789".into(),
+                ),
+            ),
+            (
+                "123456789012",
+                SearchTerm::AmountOrPrefix(
+                    Amount::parse("123456789012").expect("amount"),
+                    "123456789012".into(),
+                ),
             ),
             (
                 "order-1",
@@ -482,45 +545,79 @@ mod tests {
                 "{text}"
             );
         }
-        for (text, last4) in [
-            ("2200 1234 5678 4242", "4242"),
-            ("+7 (900) 111-77-77", "7777"),
-            ("+79001117777", "7777"),
-        ] {
+        for text in ["2200 1234 5678 4242", " 2200 1234 5678 4242 "] {
+            assert_eq!(
+                SearchTerm::parse(text),
+                Ok(SearchTerm::CardNumber(
+                    RequisiteNumber::of("2200123456784242").expect("a card")
+                )),
+                "{text}"
+            );
+        }
+        for (text, last4) in [("+7 (900) 111-77-77", "7777"), ("+79001117777", "7777")] {
             assert_eq!(
                 SearchTerm::parse(text),
                 Ok(SearchTerm::RequisiteLast4(last4.into())),
                 "{text}"
             );
         }
-        for junk in [
-            "",
-            "  ",
-            "order 1",
-            "заказ",
-            "a%b",
-            "1 50,5",
-            "12 3456",
-            "1,5,0",
-        ] {
+        // Other text is a metadata value, exact; what no value holds is refused.
+        for text in ["order 1", "заказ", "a%b", "1 50,5", "12 3456", "1,5,0"] {
+            assert_eq!(
+                SearchTerm::parse(text),
+                Ok(SearchTerm::MetadataValue(text.into())),
+                "{text}"
+            );
+        }
+        let long = "я".repeat(501);
+        for junk in ["", "  ", "a\u{7}b", "a\u{202e}b", long.as_str()] {
             let e = SearchTerm::parse(junk).expect_err(junk);
             assert!(e.0.starts_with("search:"), "{junk}: {e}");
         }
         let q = SearchTerm::RequisiteLast4("4242".into()).narrowed(PaymentListQuery::default());
-        assert_eq!(q.len(), 3, "{q:?}");
+        assert_eq!(q.len(), 4, "{q:?}");
         assert_eq!(q[0].requisite_last4.as_deref(), Some("4242"));
-        assert_eq!(q[1].merchant_payment_id_prefix.as_deref(), Some("4242"));
         assert_eq!(
-            q[2].amount,
+            q[1].merchant_payment_id_prefix_any_case.as_deref(),
+            Some("4242")
+        );
+        assert_eq!(q[2].metadata_value.as_deref(), Some("4242"));
+        assert_eq!(
+            q[3].amount,
             Amount::parse("4242").ok(),
             "1000 finds one thousand"
         );
         let q = SearchTerm::RequisiteLast4("0042".into()).narrowed(PaymentListQuery::default());
-        assert_eq!(q.len(), 2, "a leading zero is no amount: {q:?}");
+        assert_eq!(q.len(), 3, "a leading zero is no amount: {q:?}");
         let q = SearchTerm::AmountOrPrefix(Amount::parse("15").expect("amount"), "15".into())
             .narrowed(PaymentListQuery::default());
         assert_eq!(q[0].amount, Amount::parse("15").ok());
-        assert_eq!(q[1].merchant_payment_id_prefix.as_deref(), Some("15"));
+        assert_eq!(
+            q[1].merchant_payment_id_prefix_any_case.as_deref(),
+            Some("15")
+        );
         assert_eq!(q[1].amount, None, "{q:?}");
+        assert_eq!(q[2].metadata_value.as_deref(), Some("15"));
+        let card = RequisiteNumber::of("2200123456784242").expect("a card");
+        let q = SearchTerm::CardOrPrefix(card.clone(), "2200123456784242".into())
+            .narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 4, "{q:?}");
+        assert_eq!(q[0].requisite_number.as_ref(), Some(&card));
+        assert_eq!(q[3].amount, Amount::parse("2200123456784242").ok());
+        assert_eq!(
+            SearchTerm::parse("2200-1234-5678-4242"),
+            Ok(SearchTerm::CardOrPrefix(
+                card.clone(),
+                "2200-1234-5678-4242".into()
+            ))
+        );
+        let q = SearchTerm::CardNumber(card.clone()).narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 1, "{q:?}");
+        assert_eq!(q[0].requisite_number.as_ref(), Some(&card));
+        assert_eq!(q[0].requisite_last4, None);
+        let q = SearchTerm::MerchantPaymentIdPrefix("ord-1001".into())
+            .narrowed(PaymentListQuery::default());
+        assert_eq!(q.len(), 2, "{q:?}");
+        assert_eq!(q[0].merchant_payment_id_prefix, None, "not case-sensitive");
     }
 }

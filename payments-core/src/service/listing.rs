@@ -41,14 +41,23 @@ pub struct PaymentListQuery {
     pub merchant_payment_id: Option<MerchantPaymentId>,
     /// `merchant_payment_id_prefix`: payments whose id starts with this (case-sensitive).
     pub merchant_payment_id_prefix: Option<String>,
+    /// Payments whose id starts with this whatever the case of its letters (the cabinet's
+    /// search; no query parameter of the API).
+    pub merchant_payment_id_prefix_any_case: Option<String>,
     /// `metadata[<key>]=<value>`: payments whose metadata has this key with this value (one
     /// key per query).
     pub metadata: Option<(String, String)>,
+    /// Payments whose metadata has this value under any key (the cabinet's search; no query
+    /// parameter of the API).
+    pub metadata_value: Option<String>,
     /// `amount`: payments whose current amount equals this by value (`100.5` finds `100.50`).
     pub amount: Option<Amount>,
     /// `requisite_last4`: payments whose requisite (card number or phone) ends in these four
     /// digits.
     pub requisite_last4: Option<String>,
+    /// Payments whose requisite is this full card number (the cabinet's search; no query
+    /// parameter of the API).
+    pub requisite_number: Option<crate::payment::RequisiteNumber>,
     /// `limit`: 1 to [`MAX_LIST_LIMIT`], default [`DEFAULT_LIST_LIMIT`].
     pub limit: usize,
     /// `cursor`: where the page starts (a previous page's `next_cursor`).
@@ -65,9 +74,12 @@ impl Default for PaymentListQuery {
             created_to: None,
             merchant_payment_id: None,
             merchant_payment_id_prefix: None,
+            merchant_payment_id_prefix_any_case: None,
             metadata: None,
+            metadata_value: None,
             amount: None,
             requisite_last4: None,
+            requisite_number: None,
             limit: DEFAULT_LIST_LIMIT,
             cursor: None,
         }
@@ -162,9 +174,12 @@ impl PaymentListQuery {
             created_to: self.created_to,
             merchant_payment_id: self.merchant_payment_id.clone(),
             merchant_payment_id_prefix: self.merchant_payment_id_prefix.clone(),
+            merchant_payment_id_prefix_any_case: self.merchant_payment_id_prefix_any_case.clone(),
             metadata: self.metadata.clone(),
+            metadata_value: self.metadata_value.clone(),
             amount: self.amount,
             requisite_last4: self.requisite_last4.clone(),
+            requisite_number: self.requisite_number.clone(),
             before: self.cursor.map(|c| (c.created_at, c.id)),
             limit: self.limit + 1,
             union: Vec::new(),

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use crate::ids::ProjectId;
 use crate::ledger::LedgerEntry;
-use crate::payment::Payment;
+use crate::payment::{merchant_payment_id_key, Payment};
 use crate::ratelimit::{Gcra, RateDecision, RateLimiter};
 use crate::request_log::{RequestLogEntry, RequestLogQuery};
 use crate::store::{EntryQuery, PaymentQuery, StoreError};
@@ -41,13 +41,30 @@ fn own_filters_match(q: &PaymentQuery, payment: &Payment) -> bool {
         && q.merchant_payment_id_prefix
             .as_deref()
             .is_none_or(|p| payment.merchant_payment_id.as_str().starts_with(p))
+        && q.merchant_payment_id_prefix_any_case
+            .as_deref()
+            .is_none_or(|p| {
+                payment
+                    .merchant_payment_id
+                    .key()
+                    .starts_with(&merchant_payment_id_key(p))
+            })
         && q.metadata
             .as_ref()
             .is_none_or(|(k, v)| payment.metadata.get(k) == Some(v.as_str()))
+        && q.metadata_value
+            .as_deref()
+            .is_none_or(|v| payment.metadata.iter().any(|(_, value)| value == v))
         && q.amount.is_none_or(|a| payment.amount == a)
         && q.requisite_last4
             .as_deref()
             .is_none_or(|l| payment.requisite_last4().as_deref() == Some(l))
+        && q.requisite_number.as_ref().is_none_or(|n| {
+            payment
+                .requisites
+                .as_ref()
+                .is_some_and(|r| n.is(&r.requisite))
+        })
 }
 
 impl Matches<LedgerEntry> for EntryQuery {

@@ -13,6 +13,7 @@ mod once;
 mod payer;
 mod requests;
 mod roles;
+mod search;
 mod support;
 mod team;
 mod visitor;

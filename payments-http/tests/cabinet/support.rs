@@ -146,6 +146,28 @@ impl Cabinet {
         store.update_user(&user).await.expect("the role is stored");
     }
 
+    /// Writes `p` straight to the store, created `age` ago on the server's clock and paid to
+    /// `requisite` (the search reads what any write stored); answers it as stored.
+    pub async fn stored(
+        &self,
+        mut p: payments_core::payment::Payment,
+        requisite: &str,
+        age: Duration,
+    ) -> payments_core::payment::Payment {
+        p.created_at = self.clock.now() - age;
+        p.updated_at = p.created_at;
+        p.expires_at = p.created_at + Duration::from_secs(900);
+        p.requisites = Some(payments_core::testing::contract::paid_to(requisite));
+        self.server
+            .state
+            .service
+            .store()
+            .insert_payment(&p)
+            .await
+            .expect("stored");
+        p
+    }
+
     /// Moves the server's clock to the next TOTP time step.
     pub fn next_step(&self) {
         self.clock

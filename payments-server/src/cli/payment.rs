@@ -59,8 +59,10 @@ pub enum PaymentCommand {
         id: String,
     },
     /// Give payments written before schema 16 the last four digits of their requisite, so
-    /// that the cabinet's search and the list API's `requisite_last4` find them (run once
-    /// after `migrate`; idempotent, safe while serving).
+    /// that the cabinet's search and the list API's `requisite_last4` find them, and those
+    /// written before schema 25 its keyed digest, so that a card number pasted in the
+    /// cabinet's search finds them exactly (run once after `migrate`; idempotent, safe while
+    /// serving).
     BackfillLast4,
     /// What to reconcile with the requisite providers: creates still unresolved (no answer
     /// recorded past the provider budget), payments error / provider_result_ambiguous (a
@@ -96,7 +98,8 @@ fn amount(a: Option<String>) -> Result<Option<Amount>, ApiError> {
     .transpose()
 }
 
-/// `payment backfill-last4`: the store's backfill of `requisite_last4`.
+/// `payment backfill-last4`: the store's backfill of `requisite_last4` and
+/// `requisite_digest`.
 pub(super) async fn backfill_last4(store: &crate::server::OpenedStore) -> Result<Output, ApiError> {
     let r = store.backfill_requisite_last4().await?;
     Ok(Output::new(
@@ -106,8 +109,9 @@ pub(super) async fn backfill_last4(store: &crate::server::OpenedStore) -> Result
             "changed_meanwhile": r.changed_meanwhile,
         }),
         format!(
-            "Last four digits written for {} payments; {} have a requisite of fewer than four \
-             digits; {} were written meanwhile (they have their own).",
+            "Last four digits or requisite digests written for {} payments; {} have a \
+             requisite of fewer than four digits; {} were written meanwhile (they have their \
+             own).",
             r.filled, r.too_short, r.changed_meanwhile
         ),
     ))

@@ -762,8 +762,8 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("Search", "Найти"),
     ("Projects searched: {count}.", "Поиск по проектам: {count}."),
     (
-        "A payment id opens its card; four digits are the end of a card number or phone, and an amount; a number is an amount, matched by value (1000 and 1000.00 both find one thousand); digits are also the start of your merchant_payment_id, as anything else is.",
-        "ID платежа открывает его карточку; четыре цифры — окончание номера карты или телефона, а также сумма; число — сумма, ищется по значению (и 1000, и 1000.00 находят одну тысячу); цифры — ещё и начало вашего merchant_payment_id, как и всё остальное.",
+        "A payment id opens its card; four digits are the end of a card number or phone, and an amount; a number is an amount, matched by value (1000 and 1000.00 both find one thousand); digits are also the start of your merchant_payment_id in any case of its letters, as anything else is, and a value of the payment's metadata, exactly.",
+        "ID платежа открывает его карточку; четыре цифры — окончание номера карты или телефона, а также сумма; число — сумма, ищется по значению (и 1000, и 1000.00 находят одну тысячу); цифры — ещё и начало вашего merchant_payment_id в любом регистре букв, как и всё остальное, и точное значение метаданных платежа.",
     ),
     ("Searching by {what}.", "Поиск: {what}."),
     ("Payments found, newest first", "Найденные платежи, сначала новые"),
@@ -1068,19 +1068,28 @@ pub(super) const CATALOG: &[(&str, &str)] = &[
     ("The page link is broken: search again.", "Ссылка на страницу повреждена: повторите поиск."),
     ("a payment id: {id}", "ID платежа {id}"),
     (
-        "the last 4 digits of a card or phone, or the start of merchant_payment_id: {digits}",
-        "последние 4 цифры карты или телефона или начало merchant_payment_id {digits}",
+        "the last 4 digits of a card or phone, the start of merchant_payment_id or a metadata value: {digits}",
+        "последние 4 цифры карты или телефона, начало merchant_payment_id или значение метаданных {digits}",
     ),
     (
-        "the last 4 digits of a card or phone, an amount, or the start of merchant_payment_id: {digits}",
-        "последние 4 цифры карты или телефона, сумма или начало merchant_payment_id {digits}",
+        "the last 4 digits of a card or phone, an amount, the start of merchant_payment_id or a metadata value: {digits}",
+        "последние 4 цифры карты или телефона, сумма, начало merchant_payment_id или значение метаданных {digits}",
     ),
     ("an amount: {amount}", "сумма {amount}"),
+    ("the card number ending in {digits}", "номер карты, оканчивающийся на {digits}"),
     (
-        "an amount: {amount}, or the start of merchant_payment_id: {prefix}",
-        "сумма {amount} или начало merchant_payment_id «{prefix}»",
+        "the card number ending in {digits}, an amount, the start of merchant_payment_id or a metadata value: {text}",
+        "номер карты, оканчивающийся на {digits}, сумма, начало merchant_payment_id или значение метаданных «{text}»",
     ),
-    ("the start of merchant_payment_id: {prefix}", "начало merchant_payment_id «{prefix}»"),
+    (
+        "an amount: {amount}, the start of merchant_payment_id or a metadata value: {prefix}",
+        "сумма {amount}, начало merchant_payment_id или значение метаданных «{prefix}»",
+    ),
+    (
+        "the start of merchant_payment_id in any case, or a metadata value: {prefix}",
+        "начало merchant_payment_id в любом регистре или значение метаданных «{prefix}»",
+    ),
+    ("a metadata value: {value}", "значение метаданных «{value}»"),
     // The payer page's settings in Rust (web/payer.rs).
     ("The payer page settings are saved.", "Настройки страницы оплаты сохранены."),
     ("{project}: payer page", "{project}: страница оплаты"),

@@ -267,3 +267,36 @@ pub fn payments_of_every_scale() -> (Vec<Payment>, Vec<String>) {
         })
         .unzip()
 }
+
+/// A payment of project 1 for each way of writing the letters of a merchant payment id
+/// (upper, mixed, lower, and every other character an id may hold), and their keys
+/// ([`merchant_payment_id_key`](crate::payment::merchant_payment_id_key)) in the same order.
+pub fn payments_of_every_case() -> (Vec<Payment>, Vec<String>) {
+    [
+        ("ORD-1001", "ord-1001"),
+        ("Ord-1002", "ord-1002"),
+        ("ord-1003", "ord-1003"),
+        ("X.Y_z:9", "x.y_z:9"),
+    ]
+    .into_iter()
+    .zip(1u128..)
+    .map(|((mpid, key), n)| {
+        (
+            sample_payment(payment_id(n), project_id(1), mpid),
+            key.to_string(),
+        )
+    })
+    .unzip()
+}
+
+/// The requisites of a payment paid to `requisite` (a card number or phone as the provider
+/// wrote it), held by `IVAN I.`, without a bank or links.
+pub fn paid_to(requisite: &str) -> Requisites {
+    Requisites {
+        requisite: requisite.to_string(),
+        holder_name: "IVAN I.".to_string(),
+        bank: None,
+        qrcode_link: None,
+        deeplink_url: None,
+    }
+}

@@ -84,13 +84,7 @@ pub async fn payment_listing<S: Store>(store: &S) {
             3 => Some("79001114243"),
             _ => None,
         };
-        p.requisites = requisite.map(|r| Requisites {
-            requisite: r.to_string(),
-            holder_name: "IVAN I.".to_string(),
-            bank: None,
-            qrcode_link: None,
-            deeplink_url: None,
-        });
+        p.requisites = requisite.map(paid_to);
         if let Some(shop) = shop {
             p.metadata = crate::payment::Metadata::from_json(&serde_json::json!({
                 "shop": shop,
@@ -751,4 +745,145 @@ pub async fn payment_union<S: Store>(store: &S) {
             "{limit} a page"
         );
     }
+}
+
+/// The cabinet search's keys: a merchant payment id prefix in any case of its letters
+/// (`ord-100` finds `ORD-1001`, `Ord-1002` and `ord-1003`, not `ORDX-1` nor another
+/// project's `ORD-1005`), and a metadata value under any key, exact (each payment once, also
+/// one with the value under two keys; not a value in another case, another project's, nor a
+/// key's name), each read page by page, newest first, alone and as branches of one union.
+pub async fn search_keys<S: Store>(store: &S) {
+    let ivan = "ivan@example.com";
+    // (n, project, seconds after T0, merchant payment id, metadata)
+    let rows: [(u128, u128, i64, &str, serde_json::Value); 8] = [
+        (1, 1, 1, "ORD-1001", serde_json::json!({"customer": ivan})),
+        (
+            2,
+            1,
+            2,
+            "Ord-1002",
+            serde_json::json!({"customer": ivan, "email": ivan}),
+        ),
+        (3, 1, 3, "ord-1003", serde_json::json!({})),
+        (
+            4,
+            1,
+            4,
+            "ORDX-1",
+            serde_json::json!({"note": "Ivan@example.com"}),
+        ),
+        (5, 2, 5, "ORD-1005", serde_json::json!({"customer": ivan})),
+        (6, 1, 6, "a-6", serde_json::json!({"a": ivan, "z": ivan})),
+        (7, 1, 6, "a-7", serde_json::json!({"customer": ivan})),
+        (8, 1, 7, "a-8", serde_json::json!({"ivan": "customer"})),
+    ];
+    for (n, project, seconds, mpid, metadata) in rows {
+        let mut p = sample_payment(payment_id(n), project_id(project), mpid);
+        p.created_at = T0 + ms(seconds * 1000);
+        p.metadata = crate::payment::Metadata::from_json(&metadata).expect("valid");
+        inserted(store, &p).await;
+    }
+    let ids = |ns: &[u128]| ns.iter().map(|n| payment_id(*n)).collect::<Vec<_>>();
+    let by_prefix = |project: u128, text: &str| {
+        let mut q = PaymentQuery::new(project_id(project), 2);
+        q.merchant_payment_id_prefix_any_case = Some(text.into());
+        q
+    };
+    let by_value = |project: u128, text: &str| {
+        let mut q = PaymentQuery::new(project_id(project), 2);
+        q.metadata_value = Some(text.into());
+        q
+    };
+    for text in ["ord-100", "ORD-100", "oRd-10"] {
+        assert_eq!(
+            every_page(store, by_prefix(1, text)).await,
+            ids(&[3, 2, 1]),
+            "{text}"
+        );
+    }
+    assert_eq!(every_page(store, by_prefix(1, "ord-1002")).await, ids(&[2]));
+    assert_eq!(every_page(store, by_prefix(2, "ord")).await, ids(&[5]));
+    // Case-sensitive as before where asked so.
+    let mut exact_case = by_prefix(1, "ord");
+    exact_case.merchant_payment_id_prefix = Some("ORD".into());
+    assert_eq!(every_page(store, exact_case).await, ids(&[4, 1]));
+    assert_eq!(
+        every_page(store, by_value(1, ivan)).await,
+        ids(&[7, 6, 2, 1])
+    );
+    assert_eq!(every_page(store, by_value(2, ivan)).await, ids(&[5]));
+    assert!(every_page(store, by_value(1, "IVAN@example.com"))
+        .await
+        .is_empty());
+    assert!(
+        every_page(store, by_value(1, "customer")).await == ids(&[8]),
+        "a value, not a key's name"
+    );
+    let mut with_key = by_value(1, ivan);
+    with_key.metadata = Some(("email".into(), ivan.into()));
+    assert_eq!(every_page(store, with_key).await, ids(&[2]));
+    // As the cabinet's search reads a text: both readings, both projects, one union.
+    let mut q = by_prefix(1, "ORD-1");
+    q.union = vec![by_value(1, ivan), by_prefix(2, "ORD-1"), by_value(2, ivan)];
+    for limit in [1, 2, 3, 100] {
+        q.limit = limit;
+        assert_eq!(
+            every_page(store, q.clone()).await,
+            ids(&[7, 6, 5, 3, 2, 1]),
+            "{limit} a page"
+        );
+    }
+}
+
+/// A card number pasted whole: the payments paid to that card, however its number was
+/// written, and none paid to another card or phone with the same last four digits, nor
+/// another project's; alone and as a branch of a union.
+pub async fn card_numbers<S: Store>(store: &S) {
+    use crate::payment::RequisiteNumber;
+    // (n, project, seconds after T0, requisite)
+    let rows: [(u128, u128, i64, &str); 6] = [
+        (1, 1, 1, "2200 1234 5678 4242"),
+        (2, 1, 2, "2200 9999 8888 4242"),
+        (3, 1, 3, "+7 900 111-42-42"),
+        (4, 1, 4, "2200123456784242"),
+        (5, 2, 5, "2200 1234 5678 4242"),
+        (6, 1, 6, "2200 1234 5678 4243"),
+    ];
+    for (n, project, seconds, requisite) in rows {
+        let mut p = sample_payment(payment_id(n), project_id(project), &format!("card-{n}"));
+        p.created_at = T0 + ms(seconds * 1000);
+        p.requisites = Some(paid_to(requisite));
+        inserted(store, &p).await;
+    }
+    let ids = |ns: &[u128]| ns.iter().map(|n| payment_id(*n)).collect::<Vec<_>>();
+    let by_card = |project: u128, text: &str| {
+        let mut q = PaymentQuery::new(project_id(project), 1);
+        q.requisite_number = Some(RequisiteNumber::of(text).expect("a card number"));
+        q
+    };
+    for text in [
+        "2200 1234 5678 4242",
+        "2200-1234-5678-4242",
+        "2200123456784242",
+    ] {
+        assert_eq!(
+            every_page(store, by_card(1, text)).await,
+            ids(&[4, 1]),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        every_page(store, by_card(1, "2200 9999 8888 4242")).await,
+        ids(&[2])
+    );
+    assert!(every_page(store, by_card(1, "4000 0000 0000 4242"))
+        .await
+        .is_empty());
+    let mut q = by_card(1, "2200 1234 5678 4242");
+    q.union = vec![by_card(2, "2200 1234 5678 4242"), {
+        let mut last4 = PaymentQuery::new(project_id(1), 1);
+        last4.requisite_last4 = Some("4243".into());
+        last4
+    }];
+    assert_eq!(every_page(store, q).await, ids(&[6, 5, 4, 1]));
 }

@@ -132,6 +132,8 @@ pub fn checks<S: Store>() -> Vec<Check<S>> {
         ("payment_pages", |s| Box::pin(payment_pages(s))),
         ("amount_pages", |s| Box::pin(amount_pages(s))),
         ("payment_union", |s| Box::pin(payment_union(s))),
+        ("search_keys", |s| Box::pin(search_keys(s))),
+        ("card_numbers", |s| Box::pin(card_numbers(s))),
         ("payment_totals", |s| Box::pin(payment_totals(s))),
         ("concurrent_payment_pages", |s| {
             Box::pin(concurrent_payment_pages(s))
