@@ -9,7 +9,7 @@ use payments_core::payment::{MerchantPaymentId, Payment, PaymentStatus};
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::totals::PaymentTotals;
 use payments_core::Timestamp;
-use payments_store_sql::listing;
+use payments_store_sql::listing::{self, PrefixPlan, PrefixRead};
 use payments_store_sql::record::{
     payment_from_row, payment_values, PAYMENT_COLUMNS, PAYMENT_NCOLS,
 };
@@ -340,8 +340,8 @@ pub(crate) async fn find<C: GenericClient>(
     s: &RequisiteSealing,
     q: &payments_core::store::PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
-    let narrow = narrow_prefixes(c, q).await?;
-    let (sql, values) = listing::payment_page(q, codec::D, &narrow, s);
+    let reads = prefix_reads(c, q).await?;
+    let (sql, values) = listing::payment_page(q, codec::D, &reads, s);
     query_payments(c, s, &sql, &refs(&params(values))).await
 }
 
@@ -352,8 +352,8 @@ pub(crate) async fn totals<C: GenericClient>(
     q: &payments_core::store::PaymentQuery,
     offset_ms: i64,
 ) -> Result<PaymentTotals, StoreError> {
-    let narrow = narrow_prefixes(c, q).await?;
-    let (sql, values) = listing::payment_totals(q, (codec::D, s), &narrow, offset_ms);
+    let reads = prefix_reads(c, q).await?;
+    let (sql, values) = listing::payment_totals(q, (codec::D, s), &reads, offset_ms);
     let rows = query(c, &sql, &refs(&params(values)))
         .await?
         .iter()
@@ -373,23 +373,25 @@ pub(crate) async fn totals<C: GenericClient>(
     Ok(PaymentTotals::from_rows(rows, offset_ms, q.limit))
 }
 
-/// Which of `q`'s branches have a narrow merchant payment id prefix
-/// (`listing::prefix_count`).
-async fn narrow_prefixes<C: GenericClient>(
+/// How each of `q`'s branches reads its merchant payment id prefix: `listing::PrefixPlan`'s
+/// questions, asked in turn.
+async fn prefix_reads<C: GenericClient>(
     c: &C,
     q: &payments_core::store::PaymentQuery,
-) -> Result<Vec<bool>, StoreError> {
-    Ok(match listing::prefix_count(q, codec::D) {
-        Some((sql, values)) => {
-            let rows = query(c, &sql, &refs(&params(values))).await?;
-            let counts: Vec<i64> = rows
-                .first()
-                .map(|r| (0..r.len()).map(|i| r.get(i)).collect())
-                .unwrap_or_default();
-            listing::narrow_prefixes(&counts)
-        }
-        None => Vec::new(),
-    })
+) -> Result<Vec<PrefixRead>, StoreError> {
+    let mut plan = PrefixPlan::new(q);
+    while let Some((sql, values)) = plan.question(codec::D) {
+        let rows = query(c, &sql, &refs(&params(values))).await?;
+        let row: Vec<Option<i64>> = match rows.first() {
+            Some(r) => (0..r.len())
+                .map(|i| r.try_get(i))
+                .collect::<Result<_, _>>()
+                .map_err(db)?,
+            None => Vec::new(),
+        };
+        plan.answer(&row);
+    }
+    Ok(plan.reads().to_vec())
 }
 
 /// Locks the payment's row until the transaction ends; `false` if there is no such payment.

@@ -632,9 +632,11 @@ async fn the_amount_key_fill_and_trigger_key_payments_as_a_write_does() {
     store.close();
 }
 
-/// A list read runs at most `scan_timeout`: a merchant payment id prefix of 20,000 payments,
-/// all older than the 180,000 newer ones it reads past in time order, is stopped and fails as unavailable with the cause `TimedOut` (answered `503`,
-/// "narrow the filters"); an indexed page of the same project is answered as always.
+/// A list read runs at most `scan_timeout`: a merchant payment id prefix of 20,001 payments,
+/// one the newest of the project and the rest older than the 180,000 newer ones it reads past
+/// in time order (its newest match is near, so the time order is read from the start), is
+/// stopped and fails as unavailable with the cause `TimedOut` (answered `503`, "narrow the
+/// filters"); an indexed page of the same project is answered as always.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: DATABASE_URL"]
 async fn a_list_read_past_its_time_limit_is_stopped() {
@@ -660,7 +662,7 @@ async fn a_list_read_past_its_time_limit_is_stopped() {
             // Replica mode skips the status counts' trigger (not what is tested here).
             "SET session_replication_role = replica; \
              INSERT INTO payments SELECT '00000000-0000-4000-8000-' || lpad(n::text, 12, '0'), \
-             project_id, 'copy-' || CASE WHEN n <= 20000 THEN 'old-' ELSE 'new-' END || n, \
+             project_id, 'copy-' || CASE WHEN n <= 20000 OR n = 200000 THEN 'old-' ELSE 'new-' END || n, \
              {rest} FROM generate_series(1, 200000) AS n, payments \
              WHERE id = '{id}'; SET session_replication_role = origin; ANALYZE payments;",
             rest = payment_columns_after_mpid(&url).await,

@@ -105,49 +105,215 @@ impl Conditions {
 
 /// A merchant payment id prefix that matches at most this many of a project's payments is
 /// read through the `(project_id, merchant_payment_id)` index (its matches sorted by time);
-/// a broader one through the time order, skipping what does not match. [`prefix_count`]
-/// tells which. Neither engine's planner can tell by itself: PostgreSQL estimates a
+/// a broader one through the time order, skipping what does not match, from its newest match
+/// ([`PrefixPlan`]). Neither engine's planner can tell which by itself: PostgreSQL estimates a
 /// byte-order range on a column of another collation at 1 % of the rows whatever it is
 /// (a prefix matching 1,000 of 1,000,000 payments, all old, took 260-400 ms scanning by
 /// time; 0.5 ms through the id index), and SQLite always took the id index (sorting every
 /// match of a prefix that matches them all).
 pub const NARROW_PREFIX: u64 = 10_000;
 
-/// How many of each branch's project's payments the branch's merchant payment id prefix
-/// matches ([`PaymentQuery::branches`]: the query itself, then each of its union), counted
-/// through the `(project_id, merchant_payment_id)` index up to [`NARROW_PREFIX`] + 1: one row,
-/// one integer column per branch (0 for a branch without a prefix); `None` when no branch has
-/// a prefix. [`narrow_prefixes`] reads the counts.
-pub fn prefix_count(q: &PaymentQuery, dialect: Dialect) -> Option<(String, Vec<SqlValue>)> {
-    let branches = q.branches();
-    if branches.iter().all(|b| Prefix::of(b).is_none()) {
-        return None;
-    }
-    let mut w = Conditions::new("SELECT ");
-    for (i, b) in branches.iter().enumerate() {
-        if i > 0 {
-            w.push(", ");
-        }
-        let Some(prefix) = Prefix::of(b) else {
-            w.push("CAST(0 AS BIGINT)");
-            continue;
-        };
-        w.push("(SELECT count(*) FROM (SELECT 1 FROM payments WHERE ");
-        w.add("project_id = ?", SqlValue::display(b.project));
-        prefix.add(&mut w, dialect, true);
-        w.add(
-            " LIMIT ?) matches)",
-            SqlValue::Int(i64::try_from(NARROW_PREFIX + 1).unwrap_or(i64::MAX)),
-        );
-    }
-    Some(w.finish(dialect))
+/// How many of the newest payments before a page's start [`PrefixPlan`] reads to tell
+/// whether a broad prefix's matches are among them.
+pub const PREFIX_PROBE: u64 = 1_000;
+
+/// How one branch of a [`PaymentQuery`] reads its merchant payment id prefix, as a
+/// [`PrefixPlan`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefixRead {
+    /// Through the time order from the page's start (a branch without a prefix; a broad
+    /// prefix with matches among the newest [`PREFIX_PROBE`] payments).
+    Time,
+    /// Its matches first, through the id's index, then sorted (at most [`NARROW_PREFIX`]).
+    Matches,
+    /// Through the time order from its newest match before the page's start, created then.
+    From(Timestamp),
+    /// None: no payment before the page's start matches.
+    Nothing,
 }
 
-/// Whether each branch's prefix is narrow, from the counts of [`prefix_count`]'s row (no
-/// counts: none is).
-pub fn narrow_prefixes(counts: &[i64]) -> Vec<bool> {
-    let narrow = i64::try_from(NARROW_PREFIX).unwrap_or(i64::MAX);
-    counts.iter().map(|&n| n <= narrow).collect()
+/// What a [`PrefixPlan`] asks next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// How many payments each branch's prefix matches, up to [`NARROW_PREFIX`] + 1.
+    Count,
+    /// How many of the newest [`PREFIX_PROBE`] payments before the page's start each broad
+    /// prefix matches.
+    Probe,
+    /// Each broad prefix's newest match before the page's start, where the probe found none.
+    Newest,
+    /// Nothing: decided.
+    Done,
+}
+
+/// How each branch of a [`PaymentQuery`] ([`PaymentQuery::branches`]) reads its merchant
+/// payment id prefix, decided by up to three questions to the database, each answered by one
+/// row of integers (`NULL` for none): [`PrefixPlan::question`], then
+/// [`PrefixPlan::answer`] until there is no question.
+///
+/// - A prefix matching at most [`NARROW_PREFIX`] payments is read through its matches
+///   ([`PrefixRead::Matches`]).
+/// - A broader one that matches some of the newest [`PREFIX_PROBE`] payments before the
+///   page's start is read through the time order ([`PrefixRead::Time`]): its matches are
+///   near.
+/// - A broader one that matches none of them starts where its newest match is
+///   ([`PrefixRead::From`]), found through the `(project_id, merchant_payment_id_key,
+///   created_at)` index alone (schema 27): its cost is the prefix's matches read in that
+///   index, never the newer payments that do not match (reading those took 2.2 s for a
+///   prefix matching the oldest 100,000 of 5,000,000 payments).
+///
+/// A branch read through `payment_metadata` reads its prefix on the rows it reads
+/// ([`PrefixRead::Time`]).
+#[derive(Debug, Clone)]
+pub struct PrefixPlan {
+    branches: Vec<PaymentQuery>,
+    reads: Vec<PrefixRead>,
+    /// The branches the next question is about, in its columns' order.
+    asked: Vec<usize>,
+    stage: Stage,
+}
+
+impl PrefixPlan {
+    /// The plan of `q`: every branch read through the time order until answers say otherwise.
+    pub fn new(q: &PaymentQuery) -> PrefixPlan {
+        let branches = q.branches();
+        let asked: Vec<usize> = (0..branches.len())
+            .filter(|&i| !through_metadata(&branches[i]) && Prefix::of(&branches[i]).is_some())
+            .collect();
+        PrefixPlan {
+            reads: vec![PrefixRead::Time; branches.len()],
+            stage: if asked.is_empty() {
+                Stage::Done
+            } else {
+                Stage::Count
+            },
+            branches,
+            asked,
+        }
+    }
+
+    /// The next question for `dialect`: a statement answering one row, one integer column per
+    /// branch asked about; `None` once the plan is decided.
+    pub fn question(&self, dialect: Dialect) -> Option<(String, Vec<SqlValue>)> {
+        if self.stage == Stage::Done {
+            return None;
+        }
+        let mut w = Conditions::new("SELECT ");
+        for (n, &i) in self.asked.iter().enumerate() {
+            if n > 0 {
+                w.push(", ");
+            }
+            let (b, prefix) = (&self.branches[i], Prefix::key_of(&self.branches[i]));
+            match self.stage {
+                Stage::Count => count_question(&mut w, b, dialect),
+                Stage::Probe => probe_question(&mut w, b, dialect),
+                Stage::Newest | Stage::Done => newest_question(&mut w, b, &prefix, dialect),
+            }
+        }
+        Some(w.finish(dialect))
+    }
+
+    /// Takes the answer to [`PrefixPlan::question`]: one value per branch asked about.
+    pub fn answer(&mut self, row: &[Option<i64>]) {
+        debug_assert_eq!(row.len(), self.asked.len(), "one answer per branch asked");
+        let answers = self.asked.iter().zip(row.iter().copied());
+        let mut next = Vec::new();
+        for (&i, value) in answers {
+            match (self.stage, value) {
+                (Stage::Count, Some(n)) if u64::try_from(n).is_ok_and(|n| n <= NARROW_PREFIX) => {
+                    self.reads[i] = PrefixRead::Matches;
+                }
+                (Stage::Count, _) | (Stage::Probe, Some(0) | None) => next.push(i),
+                (Stage::Probe, Some(_)) => self.reads[i] = PrefixRead::Time,
+                (Stage::Newest, Some(t)) => {
+                    self.reads[i] = PrefixRead::From(Timestamp::from_unix_millis(t));
+                }
+                (Stage::Newest, None) => self.reads[i] = PrefixRead::Nothing,
+                (Stage::Done, _) => {}
+            }
+        }
+        self.stage = match self.stage {
+            _ if next.is_empty() => Stage::Done,
+            Stage::Count => Stage::Probe,
+            Stage::Probe => Stage::Newest,
+            Stage::Newest | Stage::Done => Stage::Done,
+        };
+        self.asked = next;
+    }
+
+    /// How each branch reads its prefix: [`PrefixRead::Time`] for one without.
+    pub fn reads(&self) -> &[PrefixRead] {
+        &self.reads
+    }
+}
+
+/// [`PrefixPlan`]'s first question about branch `b`: how many payments its prefix matches,
+/// counted through its index up to [`NARROW_PREFIX`] + 1.
+fn count_question(w: &mut Conditions, b: &PaymentQuery, dialect: Dialect) {
+    w.push("(SELECT count(*) FROM (SELECT 1 FROM payments WHERE ");
+    w.add("project_id = ?", SqlValue::display(b.project));
+    if let Some(prefix) = Prefix::of(b) {
+        prefix.add(w, dialect, true);
+    }
+    w.add(
+        " LIMIT ?) matches)",
+        SqlValue::Int(i64::try_from(NARROW_PREFIX + 1).unwrap_or(i64::MAX)),
+    );
+}
+
+/// [`PrefixPlan`]'s second question about branch `b`: how many of the newest
+/// [`PREFIX_PROBE`] payments before its page's start its prefix matches.
+fn probe_question(w: &mut Conditions, b: &PaymentQuery, dialect: Dialect) {
+    w.push(
+        "(SELECT count(*) FROM (SELECT merchant_payment_id, merchant_payment_id_key \
+         FROM payments WHERE ",
+    );
+    w.add("project_id = ?", SqlValue::display(b.project));
+    page_window(w, b, dialect, ("created_at", "id"));
+    w.add(
+        " ORDER BY created_at DESC, id DESC LIMIT ?) probe WHERE 1 = 1",
+        SqlValue::Int(i64::try_from(PREFIX_PROBE).unwrap_or(i64::MAX)),
+    );
+    if let Some(prefix) = Prefix::of(b) {
+        prefix.add(w, dialect, true);
+    }
+    w.push(")");
+}
+
+/// [`PrefixPlan`]'s third question about branch `b`: the creation time of the newest payment
+/// before its page's start whose id key starts with `prefix`, read from
+/// `(project_id, merchant_payment_id_key, created_at)` alone (the time compared as `+ 0`, so
+/// that neither engine reads it through the time's index instead). A payment whose id
+/// matches the key's prefix but not a prefix as written is at least as new as the newest that
+/// does: the time order from it finds every match.
+fn newest_question(w: &mut Conditions, b: &PaymentQuery, prefix: &Prefix, dialect: Dialect) {
+    w.push("(SELECT max(created_at + 0) FROM payments WHERE ");
+    w.add("project_id = ?", SqlValue::display(b.project));
+    prefix.add(w, dialect, true);
+    if let Some(t) = b.created_from {
+        w.add(" AND created_at + 0 >= ?", SqlValue::ts(t));
+    }
+    if let Some(t) = b.created_to {
+        w.add(" AND created_at + 0 < ?", SqlValue::ts(t));
+    }
+    if let Some((t, _)) = b.before {
+        w.add(" AND created_at + 0 <= ?", SqlValue::ts(t));
+    }
+    w.push(")");
+}
+
+/// Appends branch `b`'s page window on the `(time, id)` columns: its `created_from`,
+/// `created_to` and cursor.
+fn page_window(w: &mut Conditions, b: &PaymentQuery, dialect: Dialect, (time, id): (&str, &str)) {
+    if let Some(t) = b.created_from {
+        w.add(&format!(" AND {time} >= ?"), SqlValue::ts(t));
+    }
+    if let Some(t) = b.created_to {
+        w.add(&format!(" AND {time} < ?"), SqlValue::ts(t));
+    }
+    if let Some((t, before)) = b.before {
+        w.before(dialect, time, id, t, before.to_string());
+    }
 }
 
 /// A branch's merchant payment id prefix, the one read through an index: its id key's
@@ -175,6 +341,17 @@ impl Prefix {
             }),
             (None, Some(p)) => Some(Prefix::as_written(p)),
             (None, None) => None,
+        }
+    }
+
+    /// The prefix of `q`'s id key: its prefix in any case, or its key of a prefix as written
+    /// (every id with that prefix has a key with this one).
+    fn key_of(q: &PaymentQuery) -> Prefix {
+        let p = q.merchant_payment_id_prefix_any_case.as_deref();
+        let p = p.or(q.merchant_payment_id_prefix.as_deref()).unwrap_or("");
+        Prefix {
+            column: "merchant_payment_id_key",
+            text: merchant_payment_id_key(p),
         }
     }
 
@@ -213,10 +390,10 @@ impl Prefix {
 /// `(project_id, requisite_last4, created_at, id)` for a filter on those; with a metadata
 /// filter, through `payment_metadata`'s key (the project's payments with that key and value,
 /// newest first) or its value index (with that value under any key), each joined to its
-/// payment; with a merchant payment id prefix that `narrow` says matches few payments
-/// ([`prefix_count`], one flag per branch), its matches are read first through
-/// `(project_id, merchant_payment_id)` (or `(project_id, merchant_payment_id_key)` for a
-/// prefix in any case) and then sorted.
+/// payment; with a merchant payment id prefix, as `reads` says (one [`PrefixRead`] per branch,
+/// from a [`PrefixPlan`]): its matches read first through `(project_id, merchant_payment_id)`
+/// (or `(project_id, merchant_payment_id_key, created_at)` for a prefix in any case) and then
+/// sorted, or the time order from the page's start or from the prefix's newest match.
 ///
 /// With a [`union`](PaymentQuery::union), each branch is such a page of its own (its own
 /// `ORDER BY ... LIMIT` on its own index), and the statement is their `UNION` (each payment
@@ -225,13 +402,13 @@ impl Prefix {
 pub fn payment_page(
     q: &PaymentQuery,
     dialect: Dialect,
-    narrow: &[bool],
+    reads: &[PrefixRead],
     sealing: &RequisiteSealing,
 ) -> (String, Vec<SqlValue>) {
-    let narrow_at = |i: usize| narrow.get(i).copied().unwrap_or(false);
+    let read_at = |i: usize| reads.get(i).copied().unwrap_or(PrefixRead::Time);
     if q.union.is_empty() {
         let mut w = Conditions::new("");
-        add_branch(&mut w, q, (dialect, sealing), narrow_at(0));
+        add_branch(&mut w, q, (dialect, sealing), read_at(0));
         return w.finish(dialect);
     }
     let columns = list(&PAYMENT_COLUMNS);
@@ -241,7 +418,7 @@ pub fn payment_page(
             w.push(" UNION ");
         }
         w.push(&format!("SELECT {columns} FROM ("));
-        add_branch(&mut w, b, (dialect, sealing), narrow_at(i));
+        add_branch(&mut w, b, (dialect, sealing), read_at(i));
         w.push(&format!(") b{i}"));
     }
     w.add(
@@ -262,10 +439,10 @@ pub fn payment_page(
 pub fn payment_totals(
     q: &PaymentQuery,
     (dialect, sealing): (Dialect, &RequisiteSealing),
-    narrow: &[bool],
+    reads: &[PrefixRead],
     offset_ms: i64,
 ) -> (String, Vec<SqlValue>) {
-    let (page, values) = payment_page(q, dialect, narrow, sealing);
+    let (page, values) = payment_page(q, dialect, reads, sealing);
     // The amount's text as written (`100.50`): its whole units and its digits after the
     // point, padded to six.
     let (units, micros) = match dialect {
@@ -334,9 +511,9 @@ fn add_branch(
     w: &mut Conditions,
     q: &PaymentQuery,
     (dialect, sealing): (Dialect, &RequisiteSealing),
-    narrow_prefix: bool,
+    read: PrefixRead,
 ) {
-    payment_source(w, q, dialect, narrow_prefix);
+    payment_source(w, q, dialect, read);
     // Through the metadata table, the time and id it orders by are its copies of the
     // payment's, so that its key serves the order and the time bounds.
     let (time, id) = if through_metadata(q) {
@@ -346,12 +523,6 @@ fn add_branch(
     };
     if let Some(status) = q.status {
         w.add(" AND status = ?", SqlValue::text(status.as_str()));
-    }
-    if let Some(t) = q.created_from {
-        w.add(&format!(" AND {time} >= ?"), SqlValue::ts(t));
-    }
-    if let Some(t) = q.created_to {
-        w.add(&format!(" AND {time} < ?"), SqlValue::ts(t));
     }
     if let Some(m) = &q.merchant_payment_id {
         w.add(" AND merchant_payment_id = ?", SqlValue::text(m.as_str()));
@@ -383,9 +554,7 @@ fn add_branch(
     if let Some(n) = &q.requisite_number {
         add_requisite_number(w, n, sealing);
     }
-    if let Some((t, before)) = q.before {
-        w.before(dialect, time, id, t, before.to_string());
-    }
+    page_window(w, q, dialect, (time, id));
     w.add(
         &format!(" ORDER BY {time} DESC, {id} DESC LIMIT ?"),
         SqlValue::Int(limit(q.limit)),
@@ -429,9 +598,9 @@ fn through_metadata(q: &PaymentQuery) -> bool {
 }
 
 /// The head of a branch of [`payment_page`]: the project's payments; with a metadata filter,
-/// [`metadata_source`]; or, with a `narrow_prefix`, the prefix's matches read first through
-/// its index ([`Prefix`]).
-fn payment_source(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow_prefix: bool) {
+/// [`metadata_source`]; or, with a merchant payment id prefix, as `read` says: its matches
+/// read first through its index ([`Prefix`]), or the time order from its newest match.
+fn payment_source(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, read: PrefixRead) {
     let columns = list(&PAYMENT_COLUMNS);
     let project = || SqlValue::display(q.project);
     let prefix = Prefix::of(q);
@@ -443,7 +612,7 @@ fn payment_source(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow
         return;
     }
     match prefix {
-        Some(prefix) if narrow_prefix => {
+        Some(prefix) if read == PrefixRead::Matches => {
             w.push(&format!(
                 "WITH matches AS MATERIALIZED (SELECT {columns} FROM payments WHERE "
             ));
@@ -459,6 +628,11 @@ fn payment_source(w: &mut Conditions, q: &PaymentQuery, dialect: Dialect, narrow
             w.add("project_id = ?", project());
             if let Some(prefix) = prefix {
                 prefix.add(w, dialect, false);
+            }
+            match read {
+                PrefixRead::From(t) => w.add(" AND created_at <= ?", SqlValue::ts(t)),
+                PrefixRead::Nothing => w.push(" AND 1 = 0"),
+                PrefixRead::Time | PrefixRead::Matches => {}
             }
         }
     }

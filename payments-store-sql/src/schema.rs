@@ -265,6 +265,19 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: TEAM_ROLES_DDL,
         min_reader: BASELINE_MIN_READER,
     },
+    // 27: the newest match of a broad merchant payment id prefix, read from the id key's index
+    // alone (`crate::listing::PrefixPlan`): the index gains the creation time. Expand: an index
+    // replaced by a wider one of the same name; no statement names it.
+    Migration {
+        name: "newest prefix match",
+        sqlite: "DROP INDEX payments_project_mpid_key;\n\
+                 CREATE INDEX payments_project_mpid_key ON payments \
+                 (project_id, merchant_payment_id_key, created_at);",
+        postgres: "DROP INDEX payments_project_mpid_key;\n\
+                   CREATE INDEX payments_project_mpid_key ON payments \
+                   (project_id, merchant_payment_id_key COLLATE \"C\", created_at);",
+        min_reader: BASELINE_MIN_READER,
+    },
 ];
 
 /// Migration 26, the same text on both engines.

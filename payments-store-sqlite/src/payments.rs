@@ -6,7 +6,7 @@ use payments_core::store::PaymentQuery;
 use payments_core::store::{InsertOutcome, PaymentChange, StoreError};
 use payments_core::totals::PaymentTotals;
 use payments_core::Timestamp;
-use payments_store_sql::listing;
+use payments_store_sql::listing::{self, PrefixPlan, PrefixRead};
 use payments_store_sql::record::{payment_from_row, payment_values, PAYMENT_COLUMNS};
 use payments_store_sql::sealing::RequisiteSealing;
 use payments_store_sql::statements as st;
@@ -137,8 +137,8 @@ pub(crate) fn find(
     sealing: &RequisiteSealing,
     q: &PaymentQuery,
 ) -> Result<Vec<Payment>, StoreError> {
-    let narrow = narrow_prefixes(conn, q)?;
-    let (sql, values) = listing::payment_page(q, codec::D, &narrow, sealing);
+    let reads = prefix_reads(conn, q)?;
+    let (sql, values) = listing::payment_page(q, codec::D, &reads, sealing);
     query_payments(conn, sealing, &sql, params(values))
 }
 
@@ -149,8 +149,8 @@ pub(crate) fn totals(
     q: &PaymentQuery,
     offset_ms: i64,
 ) -> Result<PaymentTotals, StoreError> {
-    let narrow = narrow_prefixes(conn, q)?;
-    let (sql, values) = listing::payment_totals(q, (codec::D, sealing), &narrow, offset_ms);
+    let reads = prefix_reads(conn, q)?;
+    let (sql, values) = listing::payment_totals(q, (codec::D, sealing), &reads, offset_ms);
     let mut stmt = conn.prepare_cached(&sql).map_err(db)?;
     let rows: Vec<(i64, String, String, i64, [i64; 3])> = stmt
         .query_map(params(values), |r| {
@@ -174,23 +174,22 @@ pub(crate) fn totals(
     Ok(PaymentTotals::from_rows(rows, offset_ms, q.limit))
 }
 
-/// Which of `q`'s branches have a narrow merchant payment id prefix
-/// (`listing::prefix_count`).
-fn narrow_prefixes(conn: &Connection, q: &PaymentQuery) -> Result<Vec<bool>, StoreError> {
-    Ok(match listing::prefix_count(q, codec::D) {
-        Some((sql, values)) => {
-            let counts: Vec<i64> = conn
-                .prepare_cached(&sql)
-                .and_then(|mut s| {
-                    s.query_row(params(values), |r| {
-                        (0..r.as_ref().column_count()).map(|i| r.get(i)).collect()
-                    })
+/// How each of `q`'s branches reads its merchant payment id prefix: `listing::PrefixPlan`'s
+/// questions, asked in turn.
+fn prefix_reads(conn: &Connection, q: &PaymentQuery) -> Result<Vec<PrefixRead>, StoreError> {
+    let mut plan = PrefixPlan::new(q);
+    while let Some((sql, values)) = plan.question(codec::D) {
+        let row: Vec<Option<i64>> = conn
+            .prepare_cached(&sql)
+            .and_then(|mut s| {
+                s.query_row(params(values), |r| {
+                    (0..r.as_ref().column_count()).map(|i| r.get(i)).collect()
                 })
-                .map_err(db)?;
-            listing::narrow_prefixes(&counts)
-        }
-        None => Vec::new(),
-    })
+            })
+            .map_err(db)?;
+        plan.answer(&row);
+    }
+    Ok(plan.reads().to_vec())
 }
 
 /// Due payments, earliest first, through the partial `due_at` index.
@@ -264,56 +263,115 @@ mod tests {
 
     use super::*;
 
-    /// Both ways of reading a prefix ([`listing::prefix_count`] picks one by the number of
-    /// matches, and only a project of more than `NARROW_PREFIX` matching payments takes the
-    /// broad one) find the same payments in the same order, filters and pages included.
+    /// Every way of reading a prefix (a [`PrefixPlan`] picks one by the number of matches and
+    /// where the newest is; only a project of more than `NARROW_PREFIX` matching payments
+    /// takes the broad ones, so the plan here is told it has) finds the same payments in the
+    /// same order, filters, cursors and ids in any case included.
     #[test]
     fn a_prefix_read_by_id_or_by_time_finds_the_same_page() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut conn = Connection::open(dir.path().join("p.db")).expect("open");
         crate::schema::migrate(&mut conn).expect("migrate");
-        for (n, mpid) in ["a-1", "a-2", "a_3", "A-4", "a-10", "b-1", "a-11"]
-            .into_iter()
-            .enumerate()
+        for (n, mpid) in [
+            "a-1", "a-2", "a_3", "A-4", "a-10", "b-1", "a-11", "b-2", "b-3",
+        ]
+        .into_iter()
+        .enumerate()
         {
             let n = u128::try_from(n).expect("small");
             let mut p = sample_payment(payment_id(n), project_id(1), mpid);
             p.created_at =
-                T0 + std::time::Duration::from_secs(u64::try_from(n % 3).expect("small"));
+                T0 + std::time::Duration::from_secs(u64::try_from(n).expect("small") / 2);
             if n % 2 == 0 {
                 p.payment_method = PaymentMethod::CardTransfer;
             }
             insert(&conn, &RequisiteSealing::new(), &p).expect("insert");
         }
-        let ids = |q: &PaymentQuery, narrow: bool| {
+        let ids = |q: &PaymentQuery, read: PrefixRead| {
             let (sql, values) =
-                listing::payment_page(q, codec::D, &[narrow], &RequisiteSealing::new());
+                listing::payment_page(q, codec::D, &[read], &RequisiteSealing::new());
             query_payments(&conn, &RequisiteSealing::new(), &sql, params(values))
                 .expect("a page")
                 .into_iter()
                 .map(|p| p.merchant_payment_id.as_str().to_string())
                 .collect::<Vec<_>>()
         };
-        for prefix in ["a-", "a", "a-1", "A", "a_", "b-1", "c"] {
+        let ways = |q: &PaymentQuery| {
+            let by_id = ids(q, PrefixRead::Matches);
+            assert_eq!(by_id, ids(q, PrefixRead::Time), "{q:?}");
+            assert_eq!(by_id, ids(q, broad_far(&conn, q)), "{q:?}");
+            by_id
+        };
+        for prefix in ["a-", "a", "a-1", "A", "a_", "b-1", "b", "c"] {
             let mut q = PaymentQuery::new(project_id(1), 10);
             q.merchant_payment_id_prefix = Some(prefix.to_string());
-            let by_id = ids(&q, true);
-            assert_eq!(by_id, ids(&q, false), "{prefix}");
+            let by_id = ways(&q);
             assert!(
                 by_id.iter().all(|m| m.starts_with(prefix)),
                 "{prefix}: {by_id:?}"
             );
+            q.merchant_payment_id_prefix_any_case = Some(prefix.to_lowercase());
+            ways(&q);
+            q.merchant_payment_id_prefix = None;
+            ways(&q);
             q.payment_method = Some(PaymentMethod::CardTransfer);
             q.limit = 2;
             let first = find(&conn, &RequisiteSealing::new(), &q).expect("a page");
-            assert_eq!(ids(&q, true), ids(&q, false), "{prefix}, a method");
+            ways(&q);
             if let Some(last) = first.last() {
                 q.before = Some((last.created_at, last.id));
-                assert_eq!(ids(&q, true), ids(&q, false), "{prefix}, the next page");
+                ways(&q);
+            }
+            q.created_to = Some(T0 + std::time::Duration::from_secs(2));
+            ways(&q);
+            // Page by page, one payment a page: a cursor between two matches of one time.
+            let mut q = PaymentQuery::new(project_id(1), 1);
+            q.merchant_payment_id_prefix_any_case = Some(prefix.to_lowercase());
+            while let Some(last) = find(&conn, &RequisiteSealing::new(), &q)
+                .expect("a page")
+                .pop()
+            {
+                q.before = Some((last.created_at, last.id));
+                ways(&q);
             }
         }
         let mut q = PaymentQuery::new(project_id(1), 10);
         q.merchant_payment_id_prefix = Some("a-".into());
-        assert_eq!(ids(&q, true), ["a-10", "a-2", "a-11", "a-1"]);
+        assert_eq!(ways(&q), ["a-11", "a-10", "a-2", "a-1"]);
+        q.merchant_payment_id_prefix = Some("b-".into());
+        q.created_to = Some(T0 + std::time::Duration::from_secs(2));
+        assert_eq!(
+            broad_far(&conn, &q),
+            PrefixRead::Nothing,
+            "no b- before the window's end"
+        );
+    }
+
+    /// How `q`'s plan reads its prefix when told the prefix is broad and that none of the
+    /// newest payments before the page's start matches it: from its newest match (the third
+    /// question asked of the database).
+    fn broad_far(conn: &Connection, q: &PaymentQuery) -> PrefixRead {
+        let mut plan = PrefixPlan::new(q);
+        let mut told = [listing::NARROW_PREFIX + 1, 0].into_iter();
+        while let Some((sql, values)) = plan.question(codec::D) {
+            let mut stmt = conn
+                .prepare(&sql)
+                .unwrap_or_else(|e| panic!("{sql}: {e} {plan:?}"));
+            let row: Vec<Option<i64>> = stmt
+                .query_row(params(values), |r| {
+                    (0..r.as_ref().column_count()).map(|i| r.get(i)).collect()
+                })
+                .expect("an answer");
+            match told.next() {
+                Some(n) => plan.answer(&vec![Some(i64::try_from(n).expect("small")); row.len()]),
+                None => plan.answer(&row),
+            }
+        }
+        let read = plan.reads()[0];
+        assert!(
+            matches!(read, PrefixRead::From(_) | PrefixRead::Nothing),
+            "{read:?}"
+        );
+        read
     }
 }

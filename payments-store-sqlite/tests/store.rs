@@ -319,7 +319,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 26);
+    assert_eq!(SCHEMA_VERSION, 27);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn
@@ -1499,7 +1499,7 @@ async fn the_merchant_payment_id_key_fill_keys_old_payments_as_a_write_does() {
 /// digits' index.
 #[test]
 fn the_search_keys_are_read_through_their_indexes() {
-    use payments_store_sql::listing::payment_page;
+    use payments_store_sql::listing::{payment_page, PrefixRead};
     use payments_store_sql::Dialect;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("plan.db");
@@ -1520,7 +1520,12 @@ fn the_search_keys_are_read_through_their_indexes() {
     let mut prefix = payments_core::store::PaymentQuery::new(project_id(1), 21);
     prefix.merchant_payment_id_prefix_any_case = Some("ord-".into());
     let sealing = payments_store_sql::sealing::RequisiteSealing::new();
-    let narrow = plan(payment_page(&prefix, Dialect::Sqlite, &[true], &sealing));
+    let narrow = plan(payment_page(
+        &prefix,
+        Dialect::Sqlite,
+        &[PrefixRead::Matches],
+        &sealing,
+    ));
     assert!(narrow.contains("payments_project_mpid_key"), "{narrow}");
     let mut value = payments_core::store::PaymentQuery::new(project_id(1), 21);
     value.metadata_value = Some("ivan@example.com".into());
@@ -1536,7 +1541,7 @@ fn the_search_keys_are_read_through_their_indexes() {
     let both = plan(payment_page(
         &union,
         Dialect::Sqlite,
-        &[true, false],
+        &[PrefixRead::Matches, PrefixRead::Time],
         &sealing,
     ));
     for index in ["payments_project_mpid_key", "payment_metadata_value"] {
@@ -1565,6 +1570,67 @@ fn the_search_keys_are_read_through_their_indexes() {
     for p in [&narrow, &by_value, &both, &by_card] {
         assert!(!p.contains("SCAN payments"), "a read of every payment: {p}");
     }
+}
+
+/// A broad prefix's questions (`listing::PrefixPlan`) read through the indexes they are
+/// written for: its count through the id's own index, its probe of the newest
+/// payments through `payments_project_created`, and its newest match from
+/// `payments_project_mpid_key` alone (schema 27: the index holds the time), never through
+/// the time's index (which reads every newer payment that does not match), however the time
+/// window and the cursor bound it.
+#[test]
+fn a_broad_prefix_is_planned_through_its_indexes() {
+    use payments_store_sql::listing::{PrefixPlan, PrefixRead, NARROW_PREFIX};
+    use payments_store_sql::Dialect;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("plan.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let plan = |(sql, values): (String, Vec<payments_store_sql::SqlValue>)| -> String {
+        let n = values.len();
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("a plan")
+            .query_map(rusqlite::params_from_iter(vec![0; n]), |r| {
+                r.get::<_, String>(3)
+            })
+            .expect("the plan's rows")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("text")
+            .join("; ")
+    };
+    let mut q = payments_core::store::PaymentQuery::new(project_id(1), 50);
+    q.merchant_payment_id_prefix = Some("ord-".into());
+    q.created_from = Some(T0);
+    q.created_to = Some(T0 + std::time::Duration::from_secs(3600));
+    q.before = Some((T0 + std::time::Duration::from_secs(60), payment_id(9)));
+    let mut asked = PrefixPlan::new(&q);
+    let broad = i64::try_from(NARROW_PREFIX + 1).expect("small");
+    let mut plans = Vec::new();
+    for told in [broad, 0] {
+        plans.push(plan(asked.question(Dialect::Sqlite).expect("a question")));
+        asked.answer(&[Some(told)]);
+    }
+    plans.push(plan(
+        asked.question(Dialect::Sqlite).expect("the third question"),
+    ));
+    asked.answer(&[Some(1_000)]);
+    assert_eq!(asked.question(Dialect::Sqlite), None);
+    assert_eq!(
+        asked.reads(),
+        [PrefixRead::From(Timestamp::from_unix_millis(1_000))]
+    );
+    let [count, probe, newest] = &plans[..] else {
+        panic!("three questions: {plans:?}")
+    };
+    assert!(
+        count.contains("COVERING INDEX payments_merchant_id"),
+        "{count}"
+    );
+    assert!(probe.contains("payments_project_created"), "{probe}");
+    assert!(
+        newest.contains("COVERING INDEX payments_project_mpid_key"),
+        "{newest}"
+    );
 }
 
 /// The ids of the payments `q` finds.
