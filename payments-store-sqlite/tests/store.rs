@@ -1491,6 +1491,29 @@ async fn the_merchant_payment_id_key_fill_keys_old_payments_as_a_write_does() {
     assert_eq!(store.find_payments(&any_case).await.unwrap().len(), 3);
 }
 
+/// A connection to a fresh database of the current schema in `dir`, for its query plans.
+fn planner(dir: &tempfile::TempDir) -> rusqlite::Connection {
+    let path = dir.path().join("plan.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    rusqlite::Connection::open(&path).expect("open")
+}
+
+/// SQLite's plan of a statement (its values all 0), its steps joined by `; `.
+fn query_plan(
+    conn: &rusqlite::Connection,
+    (sql, values): (String, Vec<payments_store_sql::SqlValue>),
+) -> String {
+    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("a plan")
+        .query_map(rusqlite::params_from_iter(vec![0; values.len()]), |r| {
+            r.get::<_, String>(3)
+        })
+        .expect("the plan's rows")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("text")
+        .join("; ")
+}
+
 /// The search's branches of schema 25 read through its indexes: a merchant payment id
 /// prefix in any case through `payments_project_mpid_key`, a metadata value under any key
 /// through `payment_metadata_value` in the list's order (no sort of its matches, one lookup
@@ -1502,21 +1525,8 @@ fn the_search_keys_are_read_through_their_indexes() {
     use payments_store_sql::listing::{payment_page, PrefixRead};
     use payments_store_sql::Dialect;
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("plan.db");
-    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
-    let conn = rusqlite::Connection::open(&path).expect("open");
-    let plan = |(sql, values): (String, Vec<payments_store_sql::SqlValue>)| -> String {
-        let n = values.len();
-        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("a plan")
-            .query_map(rusqlite::params_from_iter(vec![0; n]), |r| {
-                r.get::<_, String>(3)
-            })
-            .expect("the plan's rows")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("text")
-            .join("; ")
-    };
+    let conn = planner(&dir);
+    let plan = |statement| query_plan(&conn, statement);
     let mut prefix = payments_core::store::PaymentQuery::new(project_id(1), 21);
     prefix.merchant_payment_id_prefix_any_case = Some("ord-".into());
     let sealing = payments_store_sql::sealing::RequisiteSealing::new();
@@ -1583,21 +1593,8 @@ fn a_broad_prefix_is_planned_through_its_indexes() {
     use payments_store_sql::listing::{PrefixPlan, PrefixRead, NARROW_PREFIX};
     use payments_store_sql::Dialect;
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("plan.db");
-    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
-    let conn = rusqlite::Connection::open(&path).expect("open");
-    let plan = |(sql, values): (String, Vec<payments_store_sql::SqlValue>)| -> String {
-        let n = values.len();
-        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("a plan")
-            .query_map(rusqlite::params_from_iter(vec![0; n]), |r| {
-                r.get::<_, String>(3)
-            })
-            .expect("the plan's rows")
-            .collect::<Result<Vec<_>, _>>()
-            .expect("text")
-            .join("; ")
-    };
+    let conn = planner(&dir);
+    let plan = |statement| query_plan(&conn, statement);
     let mut q = payments_core::store::PaymentQuery::new(project_id(1), 50);
     q.merchant_payment_id_prefix = Some("ord-".into());
     q.created_from = Some(T0);
