@@ -1492,7 +1492,7 @@ async fn the_merchant_payment_id_key_fill_keys_old_payments_as_a_write_does() {
 }
 
 /// A connection to a fresh database of the current schema in `dir`, for its query plans.
-fn planner(dir: &tempfile::TempDir) -> rusqlite::Connection {
+fn planner(dir: &TempDir) -> rusqlite::Connection {
     let path = dir.path().join("plan.db");
     drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
     rusqlite::Connection::open(&path).expect("open")
