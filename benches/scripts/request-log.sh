@@ -53,7 +53,7 @@ for rep in $(seq "$REPS"); do
     wait "$SERVER" || true
     SERVER=
     if [ "$log" = true ]; then
-      echo "# rows kept: $(sqlite3 "$DIR/payments.db" 'SELECT count(*) FROM request_log' 2>/dev/null || echo '?')"
+      echo "# rows kept: $(sqlite3 "$DIR/payments.db" 'SELECT coalesce(sum(entries), 0) FROM request_log_writes' 2>/dev/null || echo '?')"
     fi
   done
 done

@@ -7,7 +7,8 @@
 //! is nobody's) as a [`RequestLogEntry`], with the API's message of an error
 //! ([`bounded_message`]), off the request's path; the
 //! store keeps them per project under a [`RequestLogPolicy`] (at most
-//! [`RequestLogPolicy::keep`] rows, none older than [`RequestLogPolicy::max_age`]).
+//! [`RequestLogPolicy::keep`] requests, and the rest of the oldest write where a store
+//! deletes whole writes; none older than [`RequestLogPolicy::max_age`]).
 //! Nothing secret is kept: no body, no token, no signature; the path without its query; for a
 //! refused signature the [`SignatureDiagnosis`] (the reason, the covered components and the
 //! signature base the server verified, with every value the diagnosis does not need shown as
@@ -319,6 +320,18 @@ impl RequestLogQuery {
             before: None,
             limit,
         }
+    }
+
+    /// Whether `entry` passes the filters and comes after the cursor (the page's size aside).
+    pub fn admits(&self, entry: &RequestLogEntry) -> bool {
+        entry.project_id == self.project
+            && self.status.is_none_or(|s| s.admits(entry.status))
+            && self
+                .error_code
+                .as_deref()
+                .is_none_or(|c| entry.error_code.as_deref() == Some(c))
+            && self.since.is_none_or(|t| entry.at >= t)
+            && self.before.is_none_or(|c| (entry.at, entry.id) < c)
     }
 }
 

@@ -76,7 +76,7 @@ pub const DOWNGRADE_TO_VERSION_1: &str = "
     DROP FUNCTION payments_metadata_insert(); DROP TABLE payment_metadata;
     DROP INDEX outbox_events_project_state;
     ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN name;
-    DROP TABLE request_log;
+    DROP TABLE request_log_writes; DROP TABLE request_log;
     DROP INDEX payments_project_last4;
     ALTER TABLE payments DROP COLUMN requisite_last4;
     ALTER TABLE projects DROP COLUMN return_url;

@@ -880,3 +880,69 @@ async fn the_merchant_payment_id_key_fill_and_trigger_key_payments_as_a_write_do
     assert!(found.contains(&payment_id(50)), "{found:?}");
     store.close();
 }
+
+/// Schema 28 turns the old request log's rows into writes (`json_agg` of each project's rows in
+/// time order), and empties the old table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn the_old_request_log_reads_back_after_schema_28() {
+    use payments_core::testing::contract::{old_request_log, old_request_log_reads_back};
+
+    let url = support::fresh_schema(&support::database_url()).await;
+    migrate(&url, Duration::from_secs(5))
+        .await
+        .expect("migrate");
+    exec(
+        &url,
+        "DROP TABLE request_log_writes; DELETE FROM schema_migrations WHERE version = 28",
+    )
+    .await;
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(connection);
+    for e in &old_request_log() {
+        client
+            .execute(
+                "INSERT INTO request_log (project_id, at, method, path, status, error_code, \
+                 request_id, latency_us, source, merchant_payment_id, payment_id, clock_skew_ms, \
+                 diagnosis, message) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                &[
+                    &e.project_id.to_string(),
+                    &e.at.unix_millis(),
+                    &e.method,
+                    &e.path,
+                    &i32::from(e.status),
+                    &e.error_code,
+                    &e.request_id,
+                    &i64::try_from(e.latency_us).expect("small"),
+                    &e.source,
+                    &e.merchant_payment_id,
+                    &e.payment_id.map(|p| p.to_string()),
+                    &e.clock_skew_ms,
+                    &e.diagnosis.as_ref().map(|d| d.to_json()),
+                    &e.message,
+                ],
+            )
+            .await
+            .expect("an old request log row");
+    }
+    assert_eq!(
+        migrate(&url, Duration::from_secs(5))
+            .await
+            .expect("migrate"),
+        (27, SCHEMA_VERSION)
+    );
+    let store = PgStore::connect(&url, support::options()).await.unwrap();
+    old_request_log_reads_back(&store).await;
+    let left: i64 = client
+        .query_one("SELECT count(*) FROM request_log", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(left, 0, "the old table is emptied");
+    drop(client);
+    let _ = task.await;
+    store.close();
+}

@@ -208,7 +208,8 @@ impl<R: Runtime + ?Sized> AuditStore for Shared<'_, R> {
 
 #[async_trait]
 impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
-    /// One transaction: the inserts, then each project's trim.
+    /// One transaction: a row per project of the write ([`rl::write`]), then each project's
+    /// trim.
     async fn insert_requests(
         &self,
         entries: &[RequestLogEntry],
@@ -217,21 +218,10 @@ impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut inserts = Vec::with_capacity(entries.len());
-        let mut projects = Vec::new();
-        for e in entries {
-            inserts.push(rl::insert_values(e)?);
-            if !projects.contains(&e.project_id) {
-                projects.push(e.project_id);
-            }
-        }
-        let trims: Vec<_> = projects
-            .into_iter()
-            .map(|p| rl::trim_values(p, keep))
-            .collect();
-        self.run(On::Transaction, (inserts, trims), |c, (inserts, trims)| {
+        let rl::Write { rows, trims } = rl::write(entries, keep)?;
+        self.run(On::Transaction, (rows, trims), |c, (rows, trims)| {
             Box::pin(async move {
-                for values in inserts {
+                for values in rows {
                     execute(c, &rl::INSERT, values).await?;
                 }
                 for values in trims {
@@ -250,18 +240,31 @@ impl<R: Runtime + ?Sized> RequestLogStore for Shared<'_, R> {
         self.run(On::Read, query.clone(), |c, q| {
             Box::pin(async move {
                 let (text, values) = rl::page(&q, c.dialect());
-                self::query(c, &text, values, RequestLogEntry::from_row).await
+                let mut page = rl::Page::new(&q);
+                c.query(&text, values, &mut |row| {
+                    page.read(row.num("id")?, row.ts("newest_at")?, &row.text("body")?)
+                })
+                .await?;
+                Ok(page.finish())
             })
         })
         .await
     }
 
+    /// Whole rows: a write's requests of a project go once the newest of them is older than
+    /// `before`; `limit` counts rows, `deleted` their requests.
     async fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError> {
+        fn entries(c: &Cols<'_>) -> Result<u64, StoreError> {
+            c.num("entries")
+        }
         let values = vec![SqlValue::ts(before), SqlValue::Int(codec::limit(limit))];
         self.run(On::Purge, values, move |c, values| {
             Box::pin(async move {
-                let n = execute(c, &rl::PURGE, values).await?;
-                Ok(Purged::of_batch(n, limit))
+                let rows = query(c, rl::PURGE.text(c.dialect()), values, entries).await?;
+                Ok(Purged {
+                    deleted: rows.iter().sum(),
+                    more: rows.len() >= limit,
+                })
             })
         })
         .await

@@ -34,6 +34,38 @@ pub struct Migration {
 /// The schema both engines' early migrations end at.
 pub const BASELINE: u32 = 10;
 
+/// Migration 28 on one engine, given its id column's type, its time column's type, how it
+/// aggregates the entries of a write in time order (around `entry`), and its JSON array
+/// function. The table; a project's writes newest first (pages, the trim) and every project's
+/// by age (the purge); then the old rows, each project's in time order, 4,096 a write
+/// (`crate::request_log::ROW_ENTRIES`), each an array in the order of a stored entry
+/// (`crate::request_log::Stored`).
+macro_rules! request_log_writes {
+    ($id:literal, $time:literal, $aggregate:literal, $array:literal) => {
+        concat!(
+            "CREATE TABLE request_log_writes (\n\
+             id         ", $id, " PRIMARY KEY,\n\
+             project_id TEXT    NOT NULL,\n\
+             newest_at  ", $time, " NOT NULL,\n\
+             oldest_at  ", $time, " NOT NULL,\n\
+             entries    INTEGER NOT NULL,\n\
+             body       TEXT    NOT NULL\n\
+             );\n\
+             CREATE INDEX request_log_writes_project ON request_log_writes \
+             (project_id, newest_at, id);\n\
+             CREATE INDEX request_log_writes_at ON request_log_writes (newest_at, id);\n\
+             INSERT INTO request_log_writes (project_id, newest_at, oldest_at, entries, body) \
+             SELECT project_id, max(at), min(at), count(*), ", $aggregate, " \
+             FROM (SELECT project_id, at, id, \
+             (row_number() OVER (PARTITION BY project_id ORDER BY at, id) - 1) / 4096 AS part, ",
+            $array, "(at, method, path, status, error_code, request_id, latency_us, source, \
+             merchant_payment_id, payment_id, clock_skew_ms, diagnosis, message) AS entry \
+             FROM request_log) AS e GROUP BY project_id, part ORDER BY max(at);\n\
+             DELETE FROM request_log;"
+        )
+    };
+}
+
 /// The migrations after the baseline: entry `i` brings the schema from version
 /// `BASELINE + i` to `BASELINE + i + 1`. Append only: a released migration never changes.
 pub const MIGRATIONS: &[Migration] = &[
@@ -276,6 +308,29 @@ pub const MIGRATIONS: &[Migration] = &[
         postgres: "DROP INDEX payments_project_mpid_key;\n\
                    CREATE INDEX payments_project_mpid_key ON payments \
                    (project_id, merchant_payment_id_key COLLATE \"C\", created_at);",
+        min_reader: BASELINE_MIN_READER,
+    },
+    // 28: the request log keeps one row per project per write (`crate::request_log`): the
+    // requests of a write as one JSON array instead of a row each, so that a logged request
+    // costs the single writer no row and no index entry of its own. The rows of
+    // `request_log` become writes (of at most `ROW_ENTRIES` requests each, in time order) and
+    // `request_log` is emptied. Expand: a new table; a build of schema 27 keeps reading and
+    // writing `request_log`, which this build no longer reads (its requests of a rolling
+    // upgrade are not shown by the new nodes), and a later contract migration drops it.
+    Migration {
+        name: "request log writes",
+        sqlite: request_log_writes!(
+            "INTEGER",
+            "INTEGER",
+            "json_group_array(json(entry) ORDER BY at, id)",
+            "json_array"
+        ),
+        postgres: request_log_writes!(
+            "BIGSERIAL",
+            "BIGINT",
+            "json_agg(entry ORDER BY at, id)::text",
+            "json_build_array"
+        ),
         min_reader: BASELINE_MIN_READER,
     },
 ];

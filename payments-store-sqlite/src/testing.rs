@@ -13,7 +13,7 @@ pub const DOWNGRADE_TO_VERSION_2: &str = "
     DROP TRIGGER payments_metadata_insert; DROP TABLE payment_metadata;
     DROP INDEX outbox_events_project_state;
     ALTER TABLE tokens DROP COLUMN expires_at; ALTER TABLE tokens DROP COLUMN name;
-    DROP TABLE request_log;
+    DROP TABLE request_log_writes; DROP TABLE request_log;
     DROP INDEX payments_project_last4;
     ALTER TABLE payments DROP COLUMN requisite_last4; ALTER TABLE projects DROP COLUMN return_url;
     DROP TABLE cabinet_slots;

@@ -4,13 +4,15 @@
 use std::sync::Arc;
 
 use payments_core::payment::PaymentStatus;
+use payments_core::request_log::RequestLogEntry;
 use payments_core::store::{
     purge_all, AdmitOutcome, AuditStore, InsertOutcome, MerchantStoreExt, NonceUse, OutboxStore,
-    PaymentChange, PaymentStore, Retained, SettingStore, Store, StoreError, NONCE_PURGE_BATCH,
+    PaymentChange, PaymentStore, RequestLogStore, Retained, SettingStore, Store, StoreError,
+    NONCE_PURGE_BATCH,
 };
 use payments_core::testing::contract::{
-    appeal_id, changed, event_id, full_payment, payment_id, project_id, sample_audit, sample_event,
-    sample_payment, T0,
+    appeal_id, changed, event_id, full_payment, ms, old_request_log, old_request_log_reads_back,
+    payment_id, project_id, sample_audit, sample_event, sample_payment, sample_request, T0,
 };
 use payments_core::Timestamp;
 use payments_store_sql::schema::SchemaError;
@@ -295,6 +297,93 @@ fn user_version(path: &std::path::Path) -> u32 {
         .expect("user_version")
 }
 
+/// The old request log's row of `e` (schema 27's `request_log`).
+fn old_request_row(conn: &rusqlite::Connection, e: &RequestLogEntry) {
+    conn.execute(
+        "INSERT INTO request_log (project_id, at, method, path, status, error_code, request_id, \
+         latency_us, source, merchant_payment_id, payment_id, clock_skew_ms, diagnosis, message) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        rusqlite::params![
+            e.project_id.to_string(),
+            e.at.unix_millis(),
+            e.method,
+            e.path,
+            e.status,
+            e.error_code,
+            e.request_id,
+            e.latency_us,
+            e.source,
+            e.merchant_payment_id,
+            e.payment_id.map(|p| p.to_string()),
+            e.clock_skew_ms,
+            e.diagnosis.as_ref().map(|d| d.to_json()),
+            e.message,
+        ],
+    )
+    .expect("an old request log row");
+}
+
+/// Schema 28 turns the old request log's rows into writes, and empties the old table.
+#[tokio::test]
+async fn the_old_request_log_reads_back_after_schema_28() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("old-log.db");
+    drop(SqliteStore::open(&path, SqliteOptions::default()).expect("open"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch("DROP TABLE request_log_writes; PRAGMA user_version = 27")
+        .expect("back to schema 27");
+    for e in &old_request_log() {
+        old_request_row(&conn, e);
+    }
+    drop(conn);
+    let store = SqliteStore::open(&path, SqliteOptions::default()).expect("migrate");
+    old_request_log_reads_back(&store).await;
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let left: i64 = conn
+        .query_row("SELECT count(*) FROM request_log", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(left, 0, "the old table is emptied");
+}
+
+/// A write of the request log is one row per project, and the purge takes a write whole once
+/// the newest of its requests is old (never a part of it).
+#[tokio::test]
+async fn a_request_log_write_is_one_row_and_goes_whole() {
+    let (dir, store) = fresh();
+    let (p, other) = (project_id(1), project_id(2));
+    let log: Vec<_> = (0..100)
+        .map(|t| sample_request(if t < 90 { p } else { other }, T0 + ms(t), 200))
+        .collect();
+    store.insert_requests(&log, 1_000).await.expect("write");
+    let conn = rusqlite::Connection::open(dir.path().join("store.db")).expect("open");
+    let rows: Vec<(String, i64)> = conn
+        .prepare("SELECT project_id, entries FROM request_log_writes ORDER BY id")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(rows, [(p.to_string(), 90), (other.to_string(), 10)]);
+    let purged = store.purge_requests(T0 + ms(50), 10).await.expect("purge");
+    assert_eq!(
+        (purged.deleted, purged.more),
+        (0, false),
+        "both hold newer ones"
+    );
+    let purged = store.purge_requests(T0 + ms(95), 10).await.expect("purge");
+    assert_eq!(
+        (purged.deleted, purged.more),
+        (90, false),
+        "the first write, whole"
+    );
+    let purged = store.purge_requests(T0 + ms(100), 1).await.expect("purge");
+    assert_eq!(
+        (purged.deleted, purged.more),
+        (10, true),
+        "one write of the limit"
+    );
+}
+
 /// Two stores on one database file, as two processes would open it.
 fn two_stores() -> (TempDir, SqliteStore, SqliteStore) {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -319,7 +408,7 @@ fn a_fresh_database_gets_the_current_schema_version() {
     let store = SqliteStore::open(&path, SqliteOptions::default()).expect("open");
     drop(store);
     // Nine early steps of its own, then the baseline of the shared numbering.
-    assert_eq!(SCHEMA_VERSION, 27);
+    assert_eq!(SCHEMA_VERSION, 28);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let mode: String = conn

@@ -433,20 +433,24 @@ macro_rules! __storage_port {
                 /// Appends `entries` (their `id` is ignored: the store numbers them in the order given,
                 /// after every stored one) in one transaction, then deletes, for each project among them,
                 /// its requests beyond the newest `keep` by `(at, id)`: a project's log never holds more
-                /// than `keep` once a write returned.
+                /// than `keep` once a write returned, but for the rest of the oldest write it still
+                /// holds where a store keeps each write's requests of a project together (the SQL
+                /// stores: they keep the newest `keep` of a write and delete a write once `keep` newer
+                /// requests are held).
                 write fn insert_requests(
                     &self,
                     entries: &[RequestLogEntry],
                     keep: usize,
                 ) -> Result<(), StoreError>;
-                /// A page of a project's requests (see [`RequestLogQuery`]), newest first by `(at, id)`,
-                /// through the index on `(project_id, at, id)`.
+                /// A page of a project's requests (see [`RequestLogQuery`]), newest first by `(at, id)`.
                 read fn find_requests(
                     &self,
                     query: &RequestLogQuery,
                 ) -> Result<Vec<RequestLogEntry>, StoreError>;
-                /// Retention by age: deletes at most `limit` requests (of any project) that arrived before
-                /// `before`, oldest first, in one transaction.
+                /// Retention by age: deletes requests (of any project) that arrived before `before`,
+                /// oldest first, in one transaction: at most `limit` of them, or, where a store keeps
+                /// each write's requests of a project together, at most `limit` writes, each once the
+                /// newest of its requests arrived before `before` ([`Purged::deleted`] counts requests).
                 write fn purge_requests(&self, before: Timestamp, limit: usize) -> Result<Purged, StoreError>;
             }
         }

@@ -86,16 +86,10 @@ impl Matches<LedgerEntry> for EntryQuery {
 }
 
 impl Matches<RequestLogEntry> for RequestLogQuery {
-    /// Whether `entry` passes the filters and comes after the cursor.
+    /// Whether `entry` passes the filters and comes after the cursor
+    /// ([`RequestLogQuery::admits`], which the SQL stores filter their stored writes with too).
     fn matches(&self, entry: &RequestLogEntry) -> bool {
-        entry.project_id == self.project
-            && self.status.is_none_or(|s| s.admits(entry.status))
-            && self
-                .error_code
-                .as_deref()
-                .is_none_or(|c| entry.error_code.as_deref() == Some(c))
-            && self.since.is_none_or(|t| entry.at >= t)
-            && self.before.is_none_or(|c| (entry.at, entry.id) < c)
+        self.admits(entry)
     }
 }
 

@@ -228,13 +228,17 @@ pub async fn request_log_keeps_the_newest<S: Store>(store: &S) {
 }
 
 /// The purge deletes requests older than its time, of every project, at most `limit` a batch,
-/// and says whether there may be more.
+/// and says whether there may be more. (Each request is its own write here: a store may keep a
+/// write's requests of a project together until the newest of them is old.)
 pub async fn request_log_purge_by_age<S: Store>(store: &S) {
     let (p, other) = (project_id(1), project_id(2));
-    let log: Vec<_> = (0..5)
-        .map(|t| sample_request(if t % 2 == 0 { p } else { other }, T0 + ms(t * 10), 200))
-        .collect();
-    store.insert_requests(&log, 100).await.expect("append");
+    for t in 0..5 {
+        let project = if t % 2 == 0 { p } else { other };
+        store
+            .insert_requests(&[sample_request(project, T0 + ms(t * 10), 200)], 100)
+            .await
+            .expect("append");
+    }
     let first = store.purge_requests(T0 + ms(35), 2).await.expect("purge");
     assert_eq!((first.deleted, first.more), (2, true));
     let rest = store.purge_requests(T0 + ms(35), 10).await.expect("purge");
@@ -258,4 +262,40 @@ pub async fn request_log_purge_by_age<S: Store>(store: &S) {
         store.purge_requests(T0 + ms(35), 10).await.expect("purge"),
         Purged::default()
     );
+}
+
+/// Requests as an older schema's request log held them, row by row in this order, for the
+/// engines' upgrade tests ([`old_request_log_reads_back`]): two projects, and two requests of
+/// one project in one millisecond.
+pub fn old_request_log() -> Vec<RequestLogEntry> {
+    let p = project_id(1);
+    let mut read = sample_request(p, T0 + ms(5), 200);
+    read.method = "GET".into();
+    read.path = format!("/api/v1/payments/{}", payment_id(9));
+    read.payment_id = Some(payment_id(9));
+    vec![
+        sample_request(p, T0 + ms(5), 401),
+        sample_request(project_id(2), T0 + ms(7), 500),
+        read,
+        sample_request(p, T0 + ms(1), 409),
+    ]
+}
+
+/// After an upgrade from a database holding [`old_request_log`]: every field of every request
+/// reads back, each project's newest first by `(at, then the old order)`.
+pub async fn old_request_log_reads_back<S: Store + ?Sized>(store: &S) {
+    let old = old_request_log();
+    let unstored = |e: &RequestLogEntry| RequestLogEntry { id: 0, ..e.clone() };
+    let read = |project| async move {
+        let page = store
+            .find_requests(&RequestLogQuery::new(project, 10))
+            .await
+            .expect("find_requests");
+        page.iter().map(unstored).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        read(project_id(1)).await,
+        [old[2].clone(), old[0].clone(), old[3].clone()]
+    );
+    assert_eq!(read(project_id(2)).await, [old[1].clone()]);
 }
