@@ -128,15 +128,16 @@ pub async fn authenticate(
         Ok(auth) => Some(auth.context().project.id),
         Err(refused) => refused.project,
     };
-    if let (Some(note), Some(project)) = (
-        parts
-            .extensions
-            .get::<std::sync::Arc<crate::error::AccessNote>>(),
-        project,
-    ) {
+    let note = parts
+        .extensions
+        .get::<std::sync::Arc<crate::error::AccessNote>>();
+    if let (Some(note), Some(project)) = (note, project) {
         note.set_project(project);
     }
     let auth = outcome?;
+    if let (Some(note), Some(created)) = (note, auth.signature_created()) {
+        note.set_signature_created(created);
+    }
     st.token_use
         .note(auth.context().token.id, st.service.ports().clock.now());
     Ok(auth)

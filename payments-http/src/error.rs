@@ -145,6 +145,7 @@ pub struct AccessNote {
     operator: OnceLock<String>,
     merchant_payment_id: OnceLock<String>,
     payment: OnceLock<payments_core::PaymentId>,
+    signature_created: OnceLock<i64>,
 }
 
 impl AccessNote {
@@ -166,6 +167,11 @@ impl AccessNote {
     /// The payment a read asked for (for the request log's polling).
     pub fn set_payment(&self, id: payments_core::PaymentId) {
         let _ = self.payment.set(id);
+    }
+
+    /// The verified signature's `created` (for the request log's clock skew).
+    pub fn set_signature_created(&self, created: i64) {
+        let _ = self.signature_created.set(created);
     }
 }
 
@@ -239,8 +245,9 @@ struct Arrival {
     at: payments_core::Timestamp,
     method: String,
     path: String,
-    /// The signature's `created`, Unix seconds.
-    created: Option<i64>,
+    /// The `Signature-Input` lines (shared, not copied): the clock skew of a request whose
+    /// signature did not verify is read from them.
+    signature_input: Vec<HeaderValue>,
 }
 
 impl Arrival {
@@ -249,18 +256,31 @@ impl Arrival {
             .extensions()
             .get::<axum::extract::OriginalUri>()
             .map_or(req.uri(), |o| &o.0);
-        let headers: Vec<(&str, &[u8])> = req
-            .headers()
-            .iter()
-            .filter(|(n, _)| *n == "signature-input")
-            .map(|(n, v)| (n.as_str(), v.as_bytes()))
-            .collect();
         Arrival {
             at: st.service.ports().clock.now(),
             method: req.method().as_str().to_string(),
             path: payments_core::request_log::bounded_path(uri.path()),
-            created: payments_core::auth::signature::signature_created(&headers),
+            signature_input: req
+                .headers()
+                .get_all("signature-input")
+                .iter()
+                .cloned()
+                .collect(),
         }
+    }
+
+    /// The signature's `created` (Unix seconds): the verified signature's, noted by the
+    /// admission, or else read from the request's `Signature-Input` as the verifier would.
+    fn signature_created(&self, note: &AccessNote) -> Option<i64> {
+        if let Some(created) = note.signature_created.get() {
+            return Some(*created);
+        }
+        let headers: Vec<(&str, &[u8])> = self
+            .signature_input
+            .iter()
+            .map(|v| ("signature-input", v.as_bytes()))
+            .collect();
+        payments_core::auth::signature::signature_created(&headers)
     }
 
     /// The log's entry, when a merchant request was attributed to a project (an operator's
@@ -280,6 +300,9 @@ impl Arrival {
             return None;
         }
         let project_id = note.project.get()?.parse().ok()?;
+        let clock_skew_ms = self
+            .signature_created(note)
+            .map(|c| c.saturating_mul(1000).saturating_sub(self.at.unix_millis()));
         Some(payments_core::request_log::RequestLogEntry {
             id: 0,
             project_id,
@@ -293,9 +316,7 @@ impl Arrival {
             source: client.unwrap_or("-").to_string(),
             merchant_payment_id: note.merchant_payment_id.get().cloned(),
             payment_id: note.payment.get().copied(),
-            clock_skew_ms: self
-                .created
-                .map(|c| c.saturating_mul(1000).saturating_sub(self.at.unix_millis())),
+            clock_skew_ms,
             diagnosis: error.and_then(ApiError::signature_diagnosis),
             message: error.map(|e| payments_core::request_log::bounded_message(public_message(e))),
         })
@@ -488,6 +509,42 @@ pub fn render(error: &ApiError, rid: &RequestId) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The skew of a verified request comes from the created its admission noted (the fields
+    /// are not parsed again); without one, from the request's `Signature-Input`.
+    #[test]
+    fn the_skew_reads_the_noted_created_before_the_header() {
+        let at = payments_core::Timestamp::from_unix_millis(100_000);
+        let arrival = |input: &str| Arrival {
+            at,
+            method: "POST".into(),
+            path: "/api/v1/payments".into(),
+            signature_input: vec![HeaderValue::from_str(input).unwrap()],
+        };
+        let note = AccessNote::default();
+        note.set_project("00000000-0000-4000-8000-000000000001");
+        let skew = |a: Arrival, note: &AccessNote| {
+            a.entry(
+                note,
+                201,
+                None,
+                None,
+                &RequestId("r".into()),
+                Default::default(),
+                None,
+            )
+            .expect("an entry of the project")
+            .clock_skew_ms
+        };
+        let input = "sig1=(\"@method\");created=70;keyid=\"k\"";
+        assert_eq!(
+            skew(arrival(input), &note),
+            Some(-30_000),
+            "from the header"
+        );
+        note.set_signature_created(90);
+        assert_eq!(skew(arrival("not a dictionary ("), &note), Some(-10_000));
+    }
 
     #[test]
     fn statuses_match_the_spec() {

@@ -101,6 +101,8 @@ pub(crate) struct PendingNonce {
     project: ProjectId,
     nonce: String,
     now: Timestamp,
+    /// The verified signature's `created`, Unix seconds.
+    created: Option<i64>,
 }
 
 impl PendingNonce {
@@ -138,6 +140,12 @@ impl Authenticated {
     /// The nonce as sent, for a signed request.
     pub fn nonce(&self) -> Option<&str> {
         self.nonce.as_ref().map(|n| n.nonce.as_str())
+    }
+
+    /// The verified signature's `created` (Unix seconds), for a signed request: what the
+    /// request log's clock skew reads without parsing the signature's fields again.
+    pub fn signature_created(&self) -> Option<i64> {
+        self.nonce.as_ref().and_then(|n| n.created)
     }
 
     pub(crate) fn into_parts(self) -> (AuthContext, Option<PendingNonce>) {
@@ -614,6 +622,7 @@ impl Gate<'_> {
             project,
             nonce: nonce.as_str().to_string(),
             now,
+            created: prepared.created(),
         })
     }
 }

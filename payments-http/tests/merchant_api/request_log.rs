@@ -148,6 +148,13 @@ async fn a_refused_signature_is_logged_with_its_diagnosis() {
         .all(|e| e.merchant_payment_id.as_deref() != Some("rl-2")));
     assert_eq!(log.len(), 5, "{log:#?}");
     assert!(log.iter().all(|e| e.latency_us > 0));
+    // The verified ones, signed just now, have their skew too.
+    assert!(
+        log.iter()
+            .filter(|e| e.status < 300)
+            .all(|e| e.clock_skew_ms.is_some_and(|s| s.abs() < 5_000)),
+        "{log:#?}"
+    );
 
     let health = payments_cabinet::web::health::integration_health(&s.state.service, s.project())
         .await
