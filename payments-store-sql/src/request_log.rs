@@ -266,20 +266,31 @@ impl<'q> Page<'q> {
                 self.found.push(entry);
             }
         }
-        self.found
-            .sort_unstable_by_key(|e| std::cmp::Reverse((e.at, e.id)));
-        self.found.truncate(self.query.limit);
+        // Ordered only once the page could be full: rows of one request each are read as
+        // they come, then ordered once.
+        if self.found.len() >= self.query.limit {
+            self.order();
+        }
         Ok(())
     }
 
-    /// Whether the page is full with requests all at or after `newest` (a row whose newest
-    /// request is older holds none of the page; one as old may hold a later id).
+    /// Newest first by `(at, id)`, at most the page's size.
+    fn order(&mut self) {
+        self.found
+            .sort_unstable_by_key(|e| std::cmp::Reverse((e.at, e.id)));
+        self.found.truncate(self.query.limit);
+    }
+
+    /// Whether the page is full (and so ordered) with requests all at or after `newest` (a
+    /// row whose newest request is older holds none of the page; one as old may hold a later
+    /// id).
     fn full_before(&self, newest: Timestamp) -> bool {
         self.found.len() >= self.query.limit && self.found.last().is_some_and(|e| newest < e.at)
     }
 
     /// The page, newest first by `(at, id)`.
-    pub fn finish(self) -> Vec<RequestLogEntry> {
+    pub fn finish(mut self) -> Vec<RequestLogEntry> {
+        self.order();
         self.found
     }
 }
