@@ -12,12 +12,7 @@ use serde_json::json;
 async fn the_card_summarises_and_tells_the_payments_story() {
     let c = super::test_mode_with_user("owner@shop.example", None).await;
     let body = json!({"merchant_payment_id": "card-1", "amount": "2500.5", "payment_method": "card_transfer"});
-    let created = c
-        .server
-        .client()
-        .create_payment(&body)
-        .await
-        .expect("a create");
+    let created = c.create_payment(&body).await;
     let id = created.json["id"].as_str().expect("id").to_string();
     let requisite = created.json["requisite"]
         .as_str()

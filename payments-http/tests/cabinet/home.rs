@@ -133,13 +133,7 @@ async fn the_home_page_sums_today_the_week_and_the_month() {
 async fn signed_in_again(c: &Cabinet, key: &[u8]) -> Visitor {
     let mut v = Visitor::new(c.url());
     let p = v
-        .post(
-            "/sign-in",
-            &[
-                ("email", "owner@shop.example"),
-                ("password", super::PASSWORD),
-            ],
-        )
+        .sign_in_with_password("owner@shop.example", super::PASSWORD)
         .await;
     assert_eq!(p.location.as_deref(), Some("/sign-in/code"), "{}", p.body);
     let done = v.post("/sign-in/code", &[("code", &c.code(key))]).await;

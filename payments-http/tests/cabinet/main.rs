@@ -33,9 +33,7 @@ use visitor::{Site, Visitor};
 /// session.
 async fn enrolled(c: &Cabinet, email: &str) -> (Visitor, Vec<u8>) {
     let mut v = Visitor::new(c.url());
-    let p = v
-        .post("/sign-in", &[("email", email), ("password", PASSWORD)])
-        .await;
+    let p = v.sign_in_with_password(email, PASSWORD).await;
     assert_eq!(p.status, 303, "{}", p.body);
     assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"));
     let page = v.get("/sign-in/enrol").await;
@@ -401,10 +399,7 @@ async fn session_cookies_are_strict_renewed_at_each_step_and_end_on_timeouts() {
     c.user("owner@shop.example", Role::Merchant(demo)).await;
     let mut v = Visitor::new(c.url());
     let p = v
-        .post(
-            "/sign-in",
-            &[("email", "owner@shop.example"), ("password", PASSWORD)],
-        )
+        .sign_in_with_password("owner@shop.example", PASSWORD)
         .await;
     let cookie = &p.set_cookies[0];
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
@@ -441,11 +436,8 @@ async fn session_cookies_are_strict_renewed_at_each_step_and_end_on_timeouts() {
     // Absolute timeout: active every 20 minutes, ended 12 hours after sign-in.
     c.next_step();
     let mut v = Visitor::new(c.url());
-    v.post(
-        "/sign-in",
-        &[("email", "owner@shop.example"), ("password", PASSWORD)],
-    )
-    .await;
+    v.sign_in_with_password("owner@shop.example", PASSWORD)
+        .await;
     let p = v.post("/sign-in/code", &[("code", &c.code(&key))]).await;
     assert_eq!(p.status, 303, "{}", p.body);
     for _ in 0..35 {
@@ -458,11 +450,8 @@ async fn session_cookies_are_strict_renewed_at_each_step_and_end_on_timeouts() {
     // POST sign-out ends the session and clears the cookie.
     c.next_step();
     let mut v = Visitor::new(c.url());
-    v.post(
-        "/sign-in",
-        &[("email", "owner@shop.example"), ("password", PASSWORD)],
-    )
-    .await;
+    v.sign_in_with_password("owner@shop.example", PASSWORD)
+        .await;
     v.post("/sign-in/code", &[("code", &c.code(&key))]).await;
     let session = v.cookie.clone();
     let p = v.post("/sign-out", &[]).await;
@@ -543,10 +532,7 @@ async fn an_invitation_link_sets_the_password_once() {
         .await;
     assert_eq!(v.follow(&p).await.status, 404);
     let p = v
-        .post(
-            "/sign-in",
-            &[("email", "NEW.USER@shop.example"), ("password", PASSWORD)],
-        )
+        .sign_in_with_password("NEW.USER@shop.example", PASSWORD)
         .await;
     assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"), "{}", p.body);
     c.server.stop().await;
@@ -560,12 +546,7 @@ async fn the_sandbox_demo_user_signs_in_with_its_credentials() {
     let email = creds.cabinet_email.clone().expect("cabinet_email");
     let password = creds.cabinet_password.clone().expect("cabinet_password");
     let mut v = Visitor::new(c.url());
-    let p = v
-        .post(
-            "/sign-in",
-            &[("email", email.as_str()), ("password", password.expose())],
-        )
-        .await;
+    let p = v.sign_in_with_password(&email, password.expose()).await;
     assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"), "{}", p.body);
     c.server.stop().await;
 }
@@ -590,11 +571,8 @@ async fn every_control_has_a_label_and_security_headers_are_sent() {
     assert_eq!(headers["cache-control"], "no-store");
 
     let mut v = Visitor::new(c.url());
-    v.post(
-        "/sign-in",
-        &[("email", "owner@shop.example"), ("password", PASSWORD)],
-    )
-    .await;
+    v.sign_in_with_password("owner@shop.example", PASSWORD)
+        .await;
     let enrol = v.get("/sign-in/enrol").await.body;
     assert!(enrol.contains("autocomplete=\"one-time-code\""));
     assert!(enrol.contains("<svg"), "an inline SVG QR code");
@@ -667,10 +645,7 @@ async fn simultaneous_sign_ins_check_at_most_the_accounts_limit() {
     for _ in 0..2 {
         let mut v = Visitor::new(c.url());
         let p = v
-            .post(
-                "/sign-in",
-                &[("email", "target@support.example"), ("password", "wrong!")],
-            )
+            .sign_in_with_password("target@support.example", "wrong!")
             .await;
         let again = v.follow(&p).await;
         assert_eq!(again.status, 401, "{}", again.body);
@@ -680,10 +655,7 @@ async fn simultaneous_sign_ins_check_at_most_the_accounts_limit() {
         async move {
             let password = if n == 20 { PASSWORD } else { "wrong!" };
             let p = v
-                .post(
-                    "/sign-in",
-                    &[("email", "target@support.example"), ("password", password)],
-                )
+                .sign_in_with_password("target@support.example", password)
                 .await;
             // A refusal leads back to the sign-in page, which answers with its status.
             match p.location.as_deref() {
@@ -709,12 +681,7 @@ async fn test_payment_of_owner(
 ) -> (Cabinet, payments_client::ApiResponse) {
     let c = test_mode_with_user("owner@shop.example", callback_url).await;
     let body = json!({"merchant_payment_id": merchant_payment_id, "amount": "1500", "payment_method": "sbp"});
-    let created = c
-        .server
-        .client()
-        .create_payment(&body)
-        .await
-        .expect("a create");
+    let created = c.create_payment(&body).await;
     (c, created)
 }
 

@@ -153,14 +153,8 @@ async fn enrolment_codes_are_shown_once_by_the_new_session() {
     let demo = c.demo_merchant().await;
     c.user("owner@shop.example", Role::Merchant(demo)).await;
     let mut v = Visitor::new(c.url());
-    v.post(
-        "/sign-in",
-        &[
-            ("email", "owner@shop.example"),
-            ("password", crate::support::PASSWORD),
-        ],
-    )
-    .await;
+    v.sign_in_with_password("owner@shop.example", crate::support::PASSWORD)
+        .await;
     let half = v.cookie.clone();
     let key = crate::support::totp_key(&v.get("/sign-in/enrol").await.body);
     let p = v.post("/sign-in/enrol", &[("code", &c.code(&key))]).await;
@@ -183,10 +177,7 @@ async fn a_refused_form_comes_back_once_through_the_redirect() {
     // Sign-in: the message and the e-mail come back once with the refusal's status.
     let mut v = Visitor::new(c.url());
     let p = v
-        .post(
-            "/sign-in",
-            &[("email", "owner@shop.example"), ("password", "not it")],
-        )
+        .sign_in_with_password("owner@shop.example", "not it")
         .await;
     assert_eq!(p.status, 303, "{}", p.body);
     let to = p.location.clone().expect("a Location");
@@ -215,12 +206,7 @@ async fn a_refused_form_comes_back_once_through_the_redirect() {
     assert!(!reload.body.contains("not right"));
     // What is not an e-mail address is not carried back (a password typed into the wrong
     // field, junk): the message alone.
-    let p = v
-        .post(
-            "/sign-in",
-            &[("email", "hunter2 not@ mail"), ("password", "x")],
-        )
-        .await;
+    let p = v.sign_in_with_password("hunter2 not@ mail", "x").await;
     let again = v.follow(&p).await;
     assert_eq!(again.status, 401, "{}", again.body);
     assert!(again.body.contains("not right"), "{}", again.body);

@@ -46,12 +46,7 @@ async fn each_typed_text_finds_its_payment_and_no_other() {
             "payment_method": "sbp",
             "metadata": metadata,
         });
-        let created = c
-            .server
-            .client()
-            .create_payment(&body)
-            .await
-            .expect("a create");
+        let created = c.create_payment(&body).await;
         assert!(created.status.is_success(), "{order}: {}", created.json);
         c.clock.advance(Duration::from_secs(1));
     }

@@ -45,6 +45,15 @@ impl Cabinet {
         Cabinet { server, clock }
     }
 
+    /// A create of the project over the merchant API, as its client sends it.
+    pub async fn create_payment(&self, body: &serde_json::Value) -> payments_client::ApiResponse {
+        self.server
+            .client()
+            .create_payment(body)
+            .await
+            .expect("a create")
+    }
+
     /// The cabinet's base URL.
     pub fn url(&self) -> &str {
         self.server

@@ -26,12 +26,7 @@ async fn every_role_against_every_page_and_form() {
     )
     .await;
     let body = json!({"merchant_payment_id": "team-1", "amount": "1500", "payment_method": "sbp"});
-    let created = c
-        .server
-        .client()
-        .create_payment(&body)
-        .await
-        .expect("a create");
+    let created = c.create_payment(&body).await;
     let pay = created.json["id"].as_str().expect("id").to_string();
     let project = c.server.project().to_string();
     let x = "0b0e0f00-0000-4000-8000-000000000007";

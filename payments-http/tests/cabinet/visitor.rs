@@ -121,6 +121,12 @@ impl Visitor {
         self.post_as(Site::Same, path, form).await
     }
 
+    /// The first step of a sign-in: the form's email and password.
+    pub async fn sign_in_with_password(&mut self, email: &str, password: &str) -> Page {
+        self.post("/sign-in", &[("email", email), ("password", password)])
+            .await
+    }
+
     /// POST a form presenting itself as `site`.
     pub async fn post_as(&mut self, site: Site, path: &str, form: &[(&str, &str)]) -> Page {
         let mut req = self.http.post(format!("{}{path}", self.base)).form(form);

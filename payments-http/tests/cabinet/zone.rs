@@ -90,10 +90,7 @@ async fn the_browsers_zone_is_adopted_once_at_sign_in() {
     ] {
         let mut v = Visitor::new(c.url());
         let p = v
-            .post(
-                "/sign-in",
-                &[("email", "owner@shop.example"), ("password", PASSWORD)],
-            )
+            .sign_in_with_password("owner@shop.example", PASSWORD)
             .await;
         assert_eq!(p.location.as_deref(), Some("/sign-in/code"));
         c.next_step();
@@ -124,10 +121,7 @@ async fn the_enrolment_keeps_its_key_when_it_brings_a_zone() {
     let c = super::test_mode_with_user("owner@shop.example", None).await;
     let mut v = Visitor::new(c.url());
     let p = v
-        .post(
-            "/sign-in",
-            &[("email", "owner@shop.example"), ("password", PASSWORD)],
-        )
+        .sign_in_with_password("owner@shop.example", PASSWORD)
         .await;
     assert_eq!(p.location.as_deref(), Some("/sign-in/enrol"));
     let key = totp_key(&v.get("/sign-in/enrol").await.body);
@@ -140,10 +134,7 @@ async fn the_enrolment_keeps_its_key_when_it_brings_a_zone() {
     assert_eq!(done.status, 303, "{}", done.body);
     let mut again = Visitor::new(c.url());
     let p = again
-        .post(
-            "/sign-in",
-            &[("email", "owner@shop.example"), ("password", PASSWORD)],
-        )
+        .sign_in_with_password("owner@shop.example", PASSWORD)
         .await;
     assert_eq!(
         p.location.as_deref(),
