@@ -197,6 +197,14 @@ pub struct StoreSettings {
     /// run until they freed room (or the disk has room again), so a full disk recovers by
     /// itself once what filled it expires.
     pub reserve_mib: u64,
+    /// SQLite: read-only connections for lists, counts and the background work's reads
+    /// (default 4, at least 1).
+    pub readers: usize,
+    /// SQLite: read-only connections kept for the short reads that every request makes (the
+    /// token check, a payment by its id), which no list takes (default: the cores the node
+    /// may run on, at least 2; at least 1). Each runs on the tokio worker that asks, so more
+    /// than the node's cores gain nothing.
+    pub short_readers: usize,
 }
 
 impl Default for StoreSettings {
@@ -206,6 +214,8 @@ impl Default for StoreSettings {
             pool_size: 16,
             synchronous: Durability::Full,
             reserve_mib: 32,
+            readers: 4,
+            short_readers: payments_store_sqlite::default_short_readers(),
         }
     }
 }
@@ -1012,6 +1022,8 @@ impl Settings {
             }
         }
         self.store.pool_size = self.store.pool_size.max(1);
+        self.store.readers = self.store.readers.max(1);
+        self.store.short_readers = self.store.short_readers.max(1);
         self.node_name = self.node_name.take().map(|n| n.trim().to_string());
         if let Some(name) = &self.node_name {
             if name.is_empty() || name.chars().count() > 100 || !name.chars().all(node_name_char) {

@@ -266,6 +266,8 @@ async fn migrate(common: CommonArgs) -> Result<(), CliError> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Before anything of this process opens SQLite (it takes its process-wide options then).
+    payments_store_sqlite::configure_process();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,

@@ -1378,6 +1378,8 @@ fn open_sqlite(
         migrate,
         reserve_bytes: settings.store.reserve_mib.saturating_mul(1 << 20),
         scan_timeout: settings.tuning.scan_timeout,
+        readers: settings.store.readers,
+        short_readers: settings.store.short_readers,
         ..SqliteOptions::default()
     };
     let store = SqliteStore::open(&db, options)

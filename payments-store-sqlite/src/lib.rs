@@ -10,7 +10,8 @@
 //! request, a payment by its id, a balance) have connections of their own that a list never
 //! takes, so no project's scans make another's creates wait; and a list read is stopped once
 //! it has run for [`SqliteOptions::scan_timeout`] (a progress handler interrupts it).
-#![forbid(unsafe_code)]
+// One exception, `configure_process`: SQLite's process-wide options have no safe wrapper.
+#![deny(unsafe_code)]
 #![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -89,7 +90,8 @@ pub struct SqliteOptions {
     pub readers: usize,
     /// Read-only connections kept for the short reads: the token check of every request, a
     /// payment by its id, a balance (at least 1). A list never takes one, so a project's
-    /// scans cannot make another project's requests wait for a connection. 2 by default.
+    /// scans cannot make another project's requests wait for a connection. By default
+    /// [`default_short_readers`]: one per core the process may run on, at least 2.
     pub short_readers: usize,
     /// The longest one list read (the payment list and search, the events list, the
     /// cabinet's list pages) may run before it is stopped and fails as unavailable (cause
@@ -124,7 +126,7 @@ impl Default for SqliteOptions {
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(5),
             readers: 4,
-            short_readers: 2,
+            short_readers: default_short_readers(),
             scan_timeout: Duration::from_secs(5),
             max_batch: 256,
             queue_capacity: 4096,
@@ -160,6 +162,51 @@ pub struct SqliteStore {
     database: Option<PathBuf>,
 }
 
+/// The default of [`SqliteOptions::short_readers`]: the cores this process may run on (its
+/// CPU affinity and quota, [`std::thread::available_parallelism`]), at least 2. A short read
+/// runs on the tokio worker that asks for it, and a runtime has a worker per core by default:
+/// with fewer connections than workers the workers queue for them, and a node's reads by id
+/// stopped growing at two cores (docs/performance.md, "Cores").
+pub fn default_short_readers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().max(2))
+}
+
+/// The bytes of a statement journal SQLite keeps in memory before it moves it to a temporary
+/// file ([`configure_process`]). SQLite's default is 64 KiB.
+pub const STATEMENT_JOURNAL_SPILL: usize = 1 << 20;
+
+/// Sets SQLite's process-wide options that this store's writer relies on, once per process:
+/// a statement journal stays in memory up to [`STATEMENT_JOURNAL_SPILL`] bytes. Answers
+/// whether they are in effect.
+///
+/// Inside a writer transaction, every statement that may write several rows and may fail
+/// halfway (the payment insert, which its metadata trigger makes such a statement) copies the
+/// pages it changes that already existed into a statement journal, to undo itself alone. A
+/// create's insert changes about 16 pages: just over SQLite's default of 64 KiB, so each batch
+/// opened a temporary file and wrote two `pwrite`s per page into it (33 of a create's 39
+/// write calls, 72 KB a create, about 30 % of the writer's CPU; docs/performance.md). One
+/// MiB holds any statement of the service's requests; a larger one (a migration's fill)
+/// still spills to a file rather than growing in memory.
+///
+/// SQLite takes these options only before the process opens its first connection: [`SqliteStore::open`]
+/// calls this first, and an embedder whose process opens SQLite elsewhere too calls it before
+/// that (`false` here means it came too late; the store works the same, with the default).
+/// Call it before starting threads that use SQLite: `sqlite3_config` is not thread-safe.
+#[allow(unsafe_code)]
+pub fn configure_process() -> bool {
+    static CONFIGURED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CONFIGURED.get_or_init(|| {
+        let spill = std::ffi::c_int::try_from(STATEMENT_JOURNAL_SPILL)
+            .expect("the spill threshold fits a C int");
+        // SAFETY: SQLITE_CONFIG_STMTJRNL_SPILL takes one int, passed here; once SQLite has
+        // been initialised it changes nothing and answers SQLITE_MISUSE.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_STMTJRNL_SPILL, spill)
+        };
+        rc == rusqlite::ffi::SQLITE_OK
+    })
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, makes its files owner-only (a new
     /// database is created with mode 0600, an existing one others could read is set to 0600
@@ -169,6 +216,7 @@ impl SqliteStore {
     /// and starts the writer thread. A database written by a newer build is refused with
     /// [`SchemaError::NewerSchema`](payments_store_sql::schema::SchemaError::NewerSchema). Blocking: call it at startup or from a blocking thread.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
+        configure_process();
         let path = path.as_ref();
         let mut conn = if options.read_only {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
@@ -182,9 +230,10 @@ impl SqliteStore {
             return Err(OpenError::NoWal(mode));
         }
         // temp_store stays the default: a statement's or savepoint's sub-journal lives in memory
-        // up to 64 KiB and spills to a temporary file beyond (in memory, one large job held
-        // hundreds of MB). The writer opens savepoints only after a job failed, so a batch's
-        // sub-journal is that of one statement at a time (see the writer's module).
+        // up to STATEMENT_JOURNAL_SPILL and spills to a temporary file beyond (all in memory,
+        // one large job held hundreds of MB). The writer opens savepoints only after a job
+        // failed, so a batch's sub-journal is that of one statement at a time (see the
+        // writer's module).
         // secure_delete = FAST: the bytes of a row that is changed or deleted are zeroed where
         // that costs no extra I/O (inside the page being written anyway), so a requisite that
         // was once in clear (before sealing, or written by a rolling upgrade's node) does not

@@ -1,0 +1,50 @@
+//! SQLite's process-wide options (`configure_process`): a statement journal of a few hundred
+//! KiB stays in memory instead of a temporary file. Its own test binary, because SQLite takes
+//! the options only before the process's first connection, and this test must be that first.
+
+use std::path::PathBuf;
+
+use payments_store_sqlite::{configure_process, STATEMENT_JOURNAL_SPILL};
+use rusqlite::Connection;
+
+/// The files this process holds open that SQLite made as temporary files (`etilqs_*`, deleted
+/// once open).
+fn sqlite_temporary_files() -> Vec<PathBuf> {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd lists this process's files")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().contains("etilqs_"))
+        .collect()
+}
+
+#[test]
+fn a_statement_that_changes_hundreds_of_kib_journals_them_in_memory() {
+    assert!(
+        configure_process(),
+        "the first SQLite use of this test binary takes the options"
+    );
+    assert!(configure_process(), "a second call answers the same");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let conn = Connection::open(dir.path().join("j.db")).expect("open");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+         INSERT INTO t SELECT i, randomblob(1500) FROM n;",
+    )
+    .expect("200 rows of 1.5 KB: about 100 pages");
+    // A statement that writes several rows and may fail halfway (NOT NULL) journals every
+    // page it changes that existed before it: about 400 KiB here, six times SQLite's
+    // default spill and well under ours.
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = randomblob(1500);")
+        .expect("the update");
+    let journaled = 100 * 4096;
+    assert!(journaled > 64 * 1024 && journaled < STATEMENT_JOURNAL_SPILL);
+    // A spilled journal stays open until the transaction ends.
+    let files = sqlite_temporary_files();
+    conn.execute_batch("COMMIT").expect("commit");
+    assert!(
+        files.is_empty(),
+        "the statement journal went to a temporary file: {files:?}"
+    );
+}
