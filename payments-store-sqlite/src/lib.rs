@@ -172,8 +172,11 @@ pub fn default_short_readers() -> usize {
 }
 
 /// The bytes of a statement journal SQLite keeps in memory before it moves it to a temporary
-/// file ([`configure_process`]). SQLite's default is 64 KiB.
-pub const STATEMENT_JOURNAL_SPILL: usize = 1 << 20;
+/// file ([`configure_process`]). SQLite's default is 64 KiB. 128 KiB is also the most that
+/// works: SQLite keeps the journal in one chunk of this size and, when it spills, writes the
+/// chunk in one call, which its unix VFS limits to 128 KiB (a larger chunk failed every
+/// spill with `SQLITE_FULL`, "database or disk is full"; tests/statement_journal.rs).
+pub const STATEMENT_JOURNAL_SPILL: usize = 1 << 17;
 
 /// Sets SQLite's process-wide options that this store's writer relies on, once per process:
 /// a statement journal stays in memory up to [`STATEMENT_JOURNAL_SPILL`] bytes. Answers
@@ -184,9 +187,9 @@ pub const STATEMENT_JOURNAL_SPILL: usize = 1 << 20;
 /// pages it changes that already existed into a statement journal, to undo itself alone. A
 /// create's insert changes about 16 pages: just over SQLite's default of 64 KiB, so each batch
 /// opened a temporary file and wrote two `pwrite`s per page into it (33 of a create's 39
-/// write calls, 72 KB a create, about 30 % of the writer's CPU; docs/performance.md). One
-/// MiB holds any statement of the service's requests; a larger one (a migration's fill)
-/// still spills to a file rather than growing in memory.
+/// write calls, 72 KB a create, about 30 % of the writer's CPU; docs/performance.md). 128
+/// KiB holds a create's insert twice over; a larger statement (a migration's fill) still
+/// spills to a file rather than growing in memory.
 ///
 /// SQLite takes these options only before the process opens its first connection: [`SqliteStore::open`]
 /// calls this first, and an embedder whose process opens SQLite elsewhere too calls it before

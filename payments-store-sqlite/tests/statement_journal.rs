@@ -1,5 +1,5 @@
-//! SQLite's process-wide options (`configure_process`): a statement journal of a few hundred
-//! KiB stays in memory instead of a temporary file. Its own test binary, because SQLite takes
+//! SQLite's process-wide options (`configure_process`): a statement journal of about 100 KiB
+//! stays in memory instead of a temporary file, and a larger one still goes to a file. Its own test binary, because SQLite takes
 //! the options only before the process's first connection, and this test must be that first.
 
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ fn sqlite_temporary_files() -> Vec<PathBuf> {
 }
 
 #[test]
-fn a_statement_that_changes_hundreds_of_kib_journals_them_in_memory() {
+fn a_statement_that_changes_a_hundred_kib_journals_them_in_memory() {
     assert!(
         configure_process(),
         "the first SQLite use of this test binary takes the options"
@@ -29,16 +29,16 @@ fn a_statement_that_changes_hundreds_of_kib_journals_them_in_memory() {
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
          CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL);
-         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50)
          INSERT INTO t SELECT i, randomblob(1500) FROM n;",
     )
-    .expect("200 rows of 1.5 KB: about 100 pages");
+    .expect("50 rows of 1.5 KB: 25 pages");
     // A statement that writes several rows and may fail halfway (NOT NULL) journals every
-    // page it changes that existed before it: about 400 KiB here, six times SQLite's
-    // default spill and well under ours.
+    // page it changes that existed before it: about 100 KiB here, over SQLite's default
+    // spill and under ours.
     conn.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = randomblob(1500);")
         .expect("the update");
-    let journaled = 100 * 4096;
+    let journaled = 25 * 4096;
     assert!(journaled > 64 * 1024 && journaled < STATEMENT_JOURNAL_SPILL);
     // A spilled journal stays open until the transaction ends.
     let files = sqlite_temporary_files();
@@ -47,4 +47,22 @@ fn a_statement_that_changes_hundreds_of_kib_journals_them_in_memory() {
         files.is_empty(),
         "the statement journal went to a temporary file: {files:?}"
     );
+}
+
+/// Seen failing with a spill of 1 MiB: SQLite copies its one chunk to the file in one write,
+/// which the unix VFS cuts to 128 KiB, and the statement failed with `SQLITE_FULL`.
+#[test]
+fn a_statement_that_journals_more_than_the_spill_goes_on_in_a_file() {
+    configure_process();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let conn = Connection::open(dir.path().join("big.db")).expect("open");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+         INSERT INTO t SELECT i, randomblob(1500) FROM n;",
+    )
+    .expect("2,000 rows of 1.5 KB: about 1,000 pages");
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = randomblob(1500); COMMIT;")
+        .expect("an update that journals about 4 MiB");
 }
