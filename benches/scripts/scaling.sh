@@ -90,7 +90,7 @@ reference() {
   local cores=$1 makes=$((PER_CORE * $1 / 5)) vdir=$DIR-verify
   rm -rf "$vdir" && mkdir -p "$vdir"
   taskset -c "0-$((cores - 1))" "$T/verify_server" --data-dir "$vdir" --listen 127.0.0.1:18090 \
-    --synchronous full 2>"$vdir/verify.log" &
+    --synchronous full >"$vdir/verify.out" 2>"$vdir/verify.log" &
   VERIFY=$!
   for _ in $(seq 100); do [ -f "$vdir/sandbox-credentials.json" ] && break; sleep 0.1; done
   sleep 0.5
