@@ -17,22 +17,29 @@ fn sqlite_temporary_files() -> Vec<PathBuf> {
         .collect()
 }
 
-#[test]
-fn a_statement_that_changes_a_hundred_kib_journals_them_in_memory() {
+/// A WAL database in `dir` with table `t` of `rows` rows of 1.5 KB (two to a page), the
+/// options of [`configure_process`] in effect.
+fn table_of(dir: &tempfile::TempDir, rows: usize) -> Connection {
     assert!(
         configure_process(),
         "the first SQLite use of this test binary takes the options"
     );
-    assert!(configure_process(), "a second call answers the same");
-    let dir = tempfile::tempdir().expect("a temporary directory");
     let conn = Connection::open(dir.path().join("j.db")).expect("open");
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "PRAGMA journal_mode = WAL;
          CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL);
-         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50)
-         INSERT INTO t SELECT i, randomblob(1500) FROM n;",
-    )
-    .expect("50 rows of 1.5 KB: 25 pages");
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+         INSERT INTO t SELECT i, randomblob(1500) FROM n;"
+    ))
+    .expect("the rows are written");
+    conn
+}
+
+#[test]
+fn a_statement_that_changes_a_hundred_kib_journals_them_in_memory() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let conn = table_of(&dir, 50);
+    assert!(configure_process(), "a second call answers the same");
     // A statement that writes several rows and may fail halfway (NOT NULL) journals every
     // page it changes that existed before it: about 100 KiB here, over SQLite's default
     // spill and under ours.
@@ -53,16 +60,8 @@ fn a_statement_that_changes_a_hundred_kib_journals_them_in_memory() {
 /// which the unix VFS cuts to 128 KiB, and the statement failed with `SQLITE_FULL`.
 #[test]
 fn a_statement_that_journals_more_than_the_spill_goes_on_in_a_file() {
-    configure_process();
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let conn = Connection::open(dir.path().join("big.db")).expect("open");
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL;
-         CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL);
-         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
-         INSERT INTO t SELECT i, randomblob(1500) FROM n;",
-    )
-    .expect("2,000 rows of 1.5 KB: about 1,000 pages");
+    let conn = table_of(&dir, 2000);
     conn.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = randomblob(1500); COMMIT;")
         .expect("an update that journals about 4 MiB");
 }
