@@ -3,7 +3,9 @@
 # fresh data directory); after a warm-up of creates the counters are zeroed, a fixed number of
 # closed-loop creates is sent by the load generator, and the counters are dumped. Prints, per
 # run, the instructions (Ir) of the whole server process (every thread: tokio workers, blocking
-# pool, SQLite writer) divided by the creates. User-space instructions only: the kernel's part
+# pool, SQLite writer) divided by the creates, and those of the SQLite writer thread alone
+# (the thread every write of the node queues behind: its share is what caps creates on many
+# cores). User-space instructions only: the kernel's part
 # (syscalls, scheduling, fsync) is not counted, see cpu.sh for that. Valgrind runs one thread
 # at a time, so group-commit batch sizes differ from a native run; the figure is for comparing
 # builds with each other, not for converting into time.
@@ -25,7 +27,7 @@ trap 'kill ${SERVER:-} 2>/dev/null || true' EXIT
 for rep in $(seq "$REPS"); do
   DIR=$BASE/run-$rep
   rm -rf "$DIR" && mkdir -p "$DIR"
-  PAYMENTS_SYNCHRONOUS=full valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind.out" \
+  PAYMENTS_SYNCHRONOUS=full valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$DIR/callgrind.out" \
     "$T/payments-server" serve --data-dir "$DIR/data" --listen 127.0.0.1:18080 \
     --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 2>"$DIR/server.log" &
   SERVER=$!
@@ -45,11 +47,16 @@ for rep in $(seq "$REPS"); do
   wait "$SERVER" || true
   SERVER=
   ok=$(grep -o "\"ok\":[0-9]*" "$DIR/loadgen.out" | head -1 | cut -d: -f2 || true)
-  # The dump made by `callgrind_control -d` is the file with the suffix .1.
-  dump=$(ls "$DIR"/callgrind.out.*1 2>/dev/null | head -1 || true)
-  [ -n "$dump" ] || dump=$DIR/callgrind.out
-  ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
-  awk -v r="$rep" -v ir="$ir" -v n="$CREATES" -v ok="${ok:-?}" 'BEGIN {
-    printf "callgrind run %s: %d creates (2xx: %s), %.0f Ir in all, %.0f Ir per create\n",
-      r, n, ok, ir, ir / n }'
+  # The dump made by `callgrind_control -d` is one file per thread with the suffix .1-NN; the
+  # writer's is the one whose functions include the writer's loop.
+  ir=0
+  writer=0
+  for dump in "$DIR"/callgrind.out.1-*; do
+    n=$(awk '/^(summary|totals):/ {print $2; exit}' "$dump")
+    ir=$((ir + n))
+    if grep -q 'payments_store_sqlite::writer::run' "$dump"; then writer=$n; fi
+  done
+  awk -v r="$rep" -v ir="$ir" -v w="$writer" -v n="$CREATES" -v ok="${ok:-?}" 'BEGIN {
+    printf "callgrind run %s: %d creates (2xx: %s), %.0f Ir in all, %.0f Ir per create, of which the SQLite writer %.0f\n",
+      r, n, ok, ir, ir / n, w / n }'
 done

@@ -39,9 +39,41 @@ pub(crate) fn insert(
     sealing: &RequisiteSealing,
     p: &Payment,
 ) -> Result<InsertOutcome, StoreError> {
-    let values = payment_values(p, sealing)?;
+    insert_encoded(conn, sealing, &EncodedPayment::new(p, sealing)?)
+}
+
+/// A payment and its row's values, requisites sealed: what [`insert_encoded`] writes. Made
+/// before a write job is queued, so that the single writer runs the statements only and not
+/// the sealing (an AEAD and a random nonce from the OS per requisite value).
+pub(crate) struct EncodedPayment {
+    payment: Payment,
+    /// The row's values, as SQLite binds them (by reference, on every run of the job).
+    values: Vec<rusqlite::types::Value>,
+}
+
+impl EncodedPayment {
+    /// `p`'s row as [`insert`] writes it, its requisites sealed by `sealing`.
+    pub(crate) fn new(p: &Payment, sealing: &RequisiteSealing) -> Result<Self, StoreError> {
+        Ok(EncodedPayment {
+            payment: p.clone(),
+            values: payment_values(p, sealing)?
+                .into_iter()
+                .map(codec::value)
+                .collect(),
+        })
+    }
+}
+
+/// [`insert`] of a payment encoded beforehand; may run more than once (a writer's job that is
+/// run again in a savepoint).
+pub(crate) fn insert_encoded(
+    conn: &Connection,
+    sealing: &RequisiteSealing,
+    row: &EncodedPayment,
+) -> Result<InsertOutcome, StoreError> {
+    let p = &row.payment;
     let mut stmt = conn.prepare_cached(sql(st::payment_insert())).map_err(db)?;
-    match stmt.execute(params(values)) {
+    match stmt.execute(rusqlite::params_from_iter(&row.values)) {
         Ok(1) => {
             count_status(conn, p.status.as_str(), 1)?;
             Ok(InsertOutcome::Inserted)

@@ -13,12 +13,12 @@ use payments_core::ledger::{Balance, LedgerEntry, Posting};
 use payments_core::payer::PaymentPageRecord;
 use payments_core::payment::{MerchantPaymentId, Payment};
 use payments_core::project::{AuditRecord, KeyRecord, TokenRecord};
+use payments_core::store::{generic, AdmitOutcome, EventQuery, PaymentQuery};
 use payments_core::store::{
     AttemptRecorded, AuthLookup, Backlog, ClaimedEvent, CredentialStore, InsertOutcome, LeaseToken,
     NonceUse, OutboxStore, PageKey, PayerPageStore, PaymentChange, PaymentStore, Purged, Retained,
     Store, StoreError, TokenKey, Transaction, TxOutput, TxWork, UnavailableCause,
 };
-use payments_core::store::{EventQuery, PaymentQuery};
 use payments_core::totals::PaymentTotals;
 use payments_core::Timestamp;
 use rusqlite::Connection;
@@ -335,10 +335,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    /// The work on the writer thread, as one job of a group commit: the steps run on the
-    /// writer connection at once (they are synchronous), so the work's future is complete when
-    /// first polled; a work that would wait for anything else is refused. The job may run again
-    /// in a savepoint when another job of its batch fails.
     /// One trip to the reader pool, one snapshot.
     async fn backlog(&self) -> Result<Backlog, StoreError> {
         self.read(|c| {
@@ -378,6 +374,10 @@ impl Store for SqliteStore {
         }
     }
 
+    /// The work on the writer thread, as one job of a group commit: the steps run on the
+    /// writer connection at once (they are synchronous), so the work's future is complete when
+    /// first polled; a work that would wait for anything else is refused. The job may run again
+    /// in a savepoint when another job of its batch fails.
     async fn transact(&self, work: TxWork) -> Result<TxOutput, StoreError> {
         let sealing = self.sealing.clone();
         self.write(move |conn| {
@@ -389,6 +389,54 @@ impl Store for SqliteStore {
                 Err(StoreError::Corrupt(
                     "a transaction's work waited for something outside the store".into(),
                 ))
+            })
+        })
+        .await
+    }
+
+    /// The generic steps ([`generic::admit_create`]: the nonce, the insert, its history entry)
+    /// in one group-commit job, the candidate's row encoded and its requisites sealed here, on
+    /// the caller's thread, before the job is queued: the single writer, which every write of
+    /// the node waits behind, runs only the statements.
+    async fn admit_create(
+        &self,
+        nonce: Option<NonceUse<'_>>,
+        project: ProjectId,
+        merchant_payment_id: &MerchantPaymentId,
+        candidate: Option<&Payment>,
+        issued: Option<&StatusChange>,
+    ) -> Result<AdmitOutcome, StoreError> {
+        let Some(candidate) = candidate else {
+            return generic::admit_create(self, nonce, project, merchant_payment_id, None, issued)
+                .await;
+        };
+        debug_assert!(
+            candidate.project_id == project
+                && &candidate.merchant_payment_id == merchant_payment_id,
+            "the candidate carries the project and the merchant payment id"
+        );
+        debug_assert!(
+            issued.is_none_or(|h| h.payment_id == candidate.id),
+            "the entry is the candidate's"
+        );
+        let row = payments::EncodedPayment::new(candidate, &self.sealing)?;
+        let nonce = nonce.map(|n| (n.project, n.nonce.to_string(), n.now, n.expires_at));
+        let issued = issued.cloned();
+        let sealing = self.sealing.clone();
+        self.write(move |conn| {
+            if let Some((project, nonce, now, expires_at)) = &nonce {
+                if !nonces::use_nonce(conn, *project, nonce, *now, *expires_at)? {
+                    return Ok(AdmitOutcome::Replayed);
+                }
+            }
+            Ok(match payments::insert_encoded(conn, &sealing, &row)? {
+                InsertOutcome::Inserted => {
+                    if let Some(entry) = &issued {
+                        directory::insert_status_change(conn, entry)?;
+                    }
+                    AdmitOutcome::Inserted
+                }
+                InsertOutcome::Existing(existing) => AdmitOutcome::Existing(existing),
             })
         })
         .await
