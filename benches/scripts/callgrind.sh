@@ -12,6 +12,10 @@
 #
 #   benches/scripts/callgrind.sh [REPS=3] [CREATES=2000] [CONNECTIONS=16]
 #
+# With VERIFY=1 the verify-only reference (`verify_server`, the merchant API's admission and
+# authentication with its nonce write, no payment) runs instead, driven with the same signed
+# creates: what a create costs beyond being let in.
+#
 # Needs valgrind (apt-get install -y valgrind) and
 # `cargo build --release -p payments-server -p payments-benches --bins`. Ports 18080-18082; data
 # under ${PERF_DIR:-/tmp/perf}/callgrind.
@@ -27,20 +31,32 @@ trap 'kill ${SERVER:-} 2>/dev/null || true' EXIT
 for rep in $(seq "$REPS"); do
   DIR=$BASE/run-$rep
   rm -rf "$DIR" && mkdir -p "$DIR"
-  PAYMENTS_SYNCHRONOUS=full valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$DIR/callgrind.out" \
-    "$T/payments-server" serve --data-dir "$DIR/data" --listen 127.0.0.1:18080 \
-    --operator-listen 127.0.0.1:18081 --cabinet-listen 127.0.0.1:18082 2>"$DIR/server.log" &
-  SERVER=$!
-  for _ in $(seq 600); do
-    curl -fs -o /dev/null http://127.0.0.1:18080/readyz 2>/dev/null && break
-    sleep 0.2
-  done
+  CG=(valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$DIR/callgrind.out")
+  if [ -n "${VERIFY:-}" ]; then
+    mkdir -p "$DIR/data"
+    "${CG[@]}" "$T/verify_server" --data-dir "$DIR/data" --listen 127.0.0.1:18080 \
+      --synchronous full >"$DIR/verify.out" 2>"$DIR/server.log" &
+    SERVER=$!
+    MODE=(--mode verify --url http://127.0.0.1:18080)
+    for _ in $(seq 600); do [ -f "$DIR/data/sandbox-credentials.json" ] && break; sleep 0.2; done
+    sleep 1
+  else
+    PAYMENTS_SYNCHRONOUS=full "${CG[@]}" "$T/payments-server" serve --data-dir "$DIR/data" \
+      --listen 127.0.0.1:18080 --operator-listen 127.0.0.1:18081 \
+      --cabinet-listen 127.0.0.1:18082 2>"$DIR/server.log" &
+    SERVER=$!
+    MODE=(--mode create)
+    for _ in $(seq 600); do
+      curl -fs -o /dev/null http://127.0.0.1:18080/readyz 2>/dev/null && break
+      sleep 0.2
+    done
+  fi
   "$T/bench_setup" --data-dir "$DIR/data" rate-limit >/dev/null
   C=$DIR/data/sandbox-credentials.json
-  "$T/loadgen" --credentials "$C" --mode create --connections "$CONNS" --requests "$WARM" \
+  "$T/loadgen" --credentials "$C" "${MODE[@]}" --connections "$CONNS" --requests "$WARM" \
     --warmup 0 --label warm >/dev/null 2>&1
   callgrind_control -z "$SERVER" >/dev/null
-  "$T/loadgen" --credentials "$C" --mode create --connections "$CONNS" --requests "$CREATES" \
+  "$T/loadgen" --credentials "$C" "${MODE[@]}" --connections "$CONNS" --requests "$CREATES" \
     --warmup 0 --label "callgrind-$rep" >"$DIR/loadgen.out" 2>&1
   callgrind_control -d "$SERVER" >/dev/null
   kill -TERM "$SERVER"
@@ -57,6 +73,6 @@ for rep in $(seq "$REPS"); do
     if grep -q 'payments_store_sqlite::writer::run' "$dump"; then writer=$n; fi
   done
   awk -v r="$rep" -v ir="$ir" -v w="$writer" -v n="$CREATES" -v ok="${ok:-?}" 'BEGIN {
-    printf "callgrind run %s: %d creates (2xx: %s), %.0f Ir in all, %.0f Ir per create, of which the SQLite writer %.0f\n",
+    printf "callgrind run %s: %d signed creates (2xx: %s), %.0f Ir in all, %.0f Ir per request, of which the SQLite writer %.0f\n",
       r, n, ok, ir, ir / n, w / n }'
 done
