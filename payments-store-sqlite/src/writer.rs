@@ -20,7 +20,8 @@
 //!   batch's `COMMIT` did. If the batch fails (a statement of the batch itself, the `COMMIT`, or
 //!   SQLite rolling the transaction back on its own), nothing of it is written and every job
 //!   that did not fail by itself gets that error; the connection is rolled back out of the
-//!   transaction before the next batch.
+//!   transaction before the next batch. When SQLite rolled back on its own because a job's
+//!   statement found the disk full, that error is `disk full` for every caller of the batch.
 //! - **A failed job leaves nothing.** A job that returns an error or panics is rolled back;
 //!   the other jobs of the batch are unaffected and the writer goes on. Its caller gets the
 //!   job's own error whatever the batch did (after a panic: `Unavailable`, or the batch's error
@@ -64,6 +65,8 @@ trait Pending: Send {
     fn run(&mut self, conn: &mut Connection) -> bool;
     /// Answers the caller once the batch's fate is known.
     fn answer(self: Box<Self>, committed: &Result<(), StoreError>);
+    /// The error of the last run, if it failed with one.
+    fn error(&self) -> Option<&StoreError>;
 }
 
 struct Job<R, F> {
@@ -98,6 +101,10 @@ where
         };
         // The caller may have gone away (its future was dropped); the write stands anyway.
         let _ = self.reply.send(result);
+    }
+
+    fn error(&self) -> Option<&StoreError> {
+        self.outcome.as_ref()?.as_ref().err()
     }
 }
 
@@ -307,10 +314,24 @@ fn run_batch(
 fn run_plain(conn: &mut Connection, job: &mut Box<dyn Pending>) -> Result<bool, StoreError> {
     let ok = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
     if conn.is_autocommit() {
-        // SQLite rolled the whole transaction back itself (full disk, I/O error).
-        return Err(UnavailableCause::Io.error("the transaction was rolled back by SQLite"));
+        return Err(rolled_back_by_sqlite(job.as_ref()));
     }
     Ok(ok)
+}
+
+/// The batch's error when SQLite rolled the whole transaction back itself while `job` ran (a
+/// full disk or an I/O error inside a statement that keeps no statement journal): `disk full`
+/// when the job failed so, so that every caller of the batch learns it (the store's disk
+/// reserve acts on it), an I/O error otherwise.
+fn rolled_back_by_sqlite(job: &dyn Pending) -> StoreError {
+    let cause = match job.error() {
+        Some(StoreError::Unavailable {
+            cause: UnavailableCause::DiskFull,
+            ..
+        }) => UnavailableCause::DiskFull,
+        _ => UnavailableCause::Io,
+    };
+    cause.error("the transaction was rolled back by SQLite")
 }
 
 /// The second pass after a job failed: rolls the first pass back and runs every job of the
@@ -340,9 +361,8 @@ fn run_job(conn: &mut Connection, job: &mut Box<dyn Pending>) -> Result<(), Stor
         .map_err(db)?;
     let keep = catch_unwind(AssertUnwindSafe(|| job.run(conn))).unwrap_or(false);
     if conn.is_autocommit() {
-        // SQLite rolled the whole transaction back itself (full disk, I/O error): the
-        // requests before this one are lost too.
-        return Err(UnavailableCause::Io.error("the transaction was rolled back by SQLite"));
+        // The requests before this one are lost too.
+        return Err(rolled_back_by_sqlite(job.as_ref()));
     }
     if keep {
         conn.prepare_cached("RELEASE request")
@@ -406,10 +426,14 @@ mod tests {
         Panic,
     }
 
-    /// Row 0's job holds the writer inside its batch until the jobs of `ends` (rows 1..) are
-    /// all queued, so that they join its batch; returns each job's answer and how many times
-    /// it ran.
-    async fn one_batch(writer: &Arc<Writer>, ends: &[End]) -> Vec<(Result<(), StoreError>, usize)> {
+    /// A job that writes row 0 once `released` is set, started: it holds the writer inside
+    /// its batch, so that the jobs queued meanwhile join that batch.
+    async fn hold(
+        writer: &Arc<Writer>,
+    ) -> (
+        tokio::task::JoinHandle<Result<(), StoreError>>,
+        Arc<AtomicBool>,
+    ) {
         let released = Arc::new(AtomicBool::new(false));
         let started = Arc::new(AtomicBool::new(false));
         let first = {
@@ -434,6 +458,14 @@ mod tests {
         while !started.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        (first, released)
+    }
+
+    /// Row 0's job holds the writer inside its batch until the jobs of `ends` (rows 1..) are
+    /// all queued, so that they join its batch; returns each job's answer and how many times
+    /// it ran.
+    async fn one_batch(writer: &Arc<Writer>, ends: &[End]) -> Vec<(Result<(), StoreError>, usize)> {
+        let (first, released) = hold(writer).await;
         let runs: Vec<Arc<AtomicUsize>> = ends.iter().map(|_| Arc::default()).collect();
         let mut jobs = Vec::new();
         for (i, end) in ends.iter().copied().enumerate() {
@@ -519,5 +551,65 @@ mod tests {
         let runs: Vec<usize> = answers.iter().map(|(_, runs)| *runs).collect();
         assert_eq!(runs, vec![2, 1, 1, 1, 1, 1]);
         assert_eq!(keys(&dir), vec![0, 2, 3, 4, 5]);
+    }
+
+    /// A job whose statement finds the database full (`max_page_count` stands in for the
+    /// disk) in a statement without a statement journal: SQLite rolls the whole transaction
+    /// back, and every caller of the batch hears `disk full`, not only the job that hit it
+    /// (the store's disk reserve acts on that answer). Nothing of the batch is written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_database_inside_a_statement_answers_the_whole_batch_disk_full() {
+        let (dir, writer) = writer();
+        let (first, released) = hold(&writer).await;
+        let full = {
+            let writer = Arc::clone(&writer);
+            tokio::spawn(async move {
+                writer
+                    .write(|c| {
+                        // Clamped to the pages the database has: no new page can be added.
+                        c.execute_batch("PRAGMA max_page_count = 1").map_err(db)?;
+                        c.execute("INSERT INTO t (k, v) VALUES (1, ?1)", ["x".repeat(100_000)])
+                            .map_err(db)?;
+                        Ok(())
+                    })
+                    .await
+            })
+        };
+        while queued(&writer) < 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let after = {
+            let writer = Arc::clone(&writer);
+            tokio::spawn(async move { writer.write(|c| insert(c, 2)).await })
+        };
+        while queued(&writer) < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        released.store(true, Ordering::SeqCst);
+        for (name, answer) in [
+            ("the job before", first.await.expect("a task")),
+            ("the job that filled it", full.await.expect("a task")),
+            ("the job after", after.await.expect("a task")),
+        ] {
+            assert!(
+                matches!(
+                    answer,
+                    Err(StoreError::Unavailable {
+                        cause: UnavailableCause::DiskFull,
+                        ..
+                    })
+                ),
+                "{name}: {answer:?}"
+            );
+        }
+        assert_eq!(keys(&dir), Vec::<i64>::new());
+        // The writer goes on once there is room.
+        let room = writer.write(|c| {
+            c.execute_batch("PRAGMA max_page_count = 1073741823")
+                .map_err(db)?;
+            insert(c, 3)
+        });
+        assert_eq!(room.await, Ok(()));
+        assert_eq!(keys(&dir), vec![3]);
     }
 }
