@@ -134,9 +134,10 @@ async fn create_payment(
     let task_state = st.clone();
     let (request_id, project_id) = (rid.0.clone(), project.id);
     // Boxed: the create's future is several KiB, and tokio would otherwise copy it into the
-    // task and copy the task's stage again when it finishes.
-    let create = tokio::spawn(Box::pin(
-        async move {
+    // task and copy the task's stage again when it finishes. Boxed before it is instrumented:
+    // `instrument` moves its future into the wrapper, a copy of every KiB (a box is a pointer).
+    let create = tokio::spawn(
+        Box::pin(async move {
             let _permit = permit;
             let outcome = task_state
                 .service
@@ -148,9 +149,9 @@ async fn create_payment(
                 log_create(&request_id, project_id, o);
             }
             outcome
-        }
+        })
         .instrument(tracing::Span::current()),
-    ));
+    );
     let outcome = create
         .await
         .map_err(|e| ApiError::internal(format!("the create task ended abnormally: {e}")))??;
