@@ -15,6 +15,10 @@ use crate::history::History;
 use crate::rng::Rng;
 use crate::upstream::{Mode, Upstream};
 
+/// The largest step of a `clock_jump`, either way. A fault steps the clock back by as much
+/// when it heals (or forward, after a jump back).
+pub const MAX_CLOCK_JUMP: Duration = Duration::from_secs(120);
+
 /// The kinds of fault, as named in the report.
 pub const KINDS: [&str; 11] = [
     "kill",
@@ -170,7 +174,8 @@ impl Cluster {
             let gap = Duration::from_millis(rng.between(1_500, 5_000));
             let kind = kinds[rng.below(kinds.len() as u64) as usize];
             let hold = Duration::from_millis(rng.between(500, 5_000));
-            let jump = i64::try_from(rng.between(5_000, 120_000)).unwrap_or(5_000)
+            let most = u64::try_from(MAX_CLOCK_JUMP.as_millis()).unwrap_or(120_000);
+            let jump = i64::try_from(rng.between(5_000, most)).unwrap_or(5_000)
                 * if rng.chance(50) { 1 } else { -1 };
             tokio::time::sleep(gap).await;
             if Instant::now() + hold >= until {
