@@ -210,8 +210,10 @@ impl Payments<'_> {
         let (mut payment, pricing) = match (admitted, candidate) {
             (AdmitOutcome::Replayed, _) => return Err(CreateError::Replayed),
             // An earlier request, or a concurrent one that won the unique index.
+            // Boxed: its wait is the largest state of this future, which every create would
+            // otherwise carry (and copy into the task's box) for the repeats' sake.
             (AdmitOutcome::Existing(existing), _) => {
-                return self.repeat(existing, &fingerprint).await
+                return Box::pin(self.repeat(existing, &fingerprint)).await
             }
             (AdmitOutcome::Inserted, Ok(candidate)) => candidate,
             (AdmitOutcome::Free, Err(e)) => return Err(e),
