@@ -206,7 +206,7 @@ pub static AUDIT_PURGE: Sql = Sql::new(|d| {
 /// On SQLite `OR FAIL`: a failure inside the statement keeps what the statement wrote before
 /// it instead of undoing it, so SQLite keeps no statement journal for it (the metadata
 /// trigger makes the insert write more than one row, and an undoable statement copies every
-/// page it touches into that journal: about 8 % of the writer's instructions per create).
+/// page it touches into that journal; docs/performance.md, "Cores", has what that cost).
 /// Nothing of a failed insert stays: its job fails and the writer rolls the job back (the whole
 /// pass, or the job's savepoint), and a full disk inside the statement rolls back the whole
 /// transaction (SQLite does so for a statement without that journal; every job of the batch
