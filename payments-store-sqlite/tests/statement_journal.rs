@@ -3,9 +3,14 @@
 //! the options only before the process's first connection, and this test must be that first.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use payments_store_sqlite::{configure_process, STATEMENT_JOURNAL_SPILL};
 use rusqlite::Connection;
+
+/// Held by each test: [`sqlite_temporary_files`] sees the whole process, so the other test's
+/// spilled journal, open at that moment, would count as this test's.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The files this process holds open that SQLite made as temporary files (`etilqs_*`, deleted
 /// once open).
@@ -37,6 +42,7 @@ fn table_of(dir: &tempfile::TempDir, rows: usize) -> Connection {
 
 #[test]
 fn a_statement_that_changes_a_hundred_kib_journals_them_in_memory() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("a temporary directory");
     let conn = table_of(&dir, 50);
     assert!(configure_process(), "a second call answers the same");
@@ -60,6 +66,7 @@ fn a_statement_that_changes_a_hundred_kib_journals_them_in_memory() {
 /// which the unix VFS cuts to 128 KiB, and the statement failed with `SQLITE_FULL`.
 #[test]
 fn a_statement_that_journals_more_than_the_spill_goes_on_in_a_file() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("a temporary directory");
     let conn = table_of(&dir, 2000);
     conn.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = randomblob(1500); COMMIT;")
