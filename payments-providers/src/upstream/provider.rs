@@ -15,6 +15,12 @@
 //! whole time limit, while the service's budget for the create lasts and the service still
 //! waits; only when that ends is the payment ambiguous. Another provider is never asked.
 //!
+//! Only an exchange none of whose requests may have been taken is
+//! [`ProviderOutcome::Unavailable`] (the core may then ask the next provider): no connection,
+//! or a refusal before acceptance (`4xx` but `408`). Once a request timed out or got a
+//! `502`/`503`/`504`, a later attempt's refusal or lost connection makes the exchange
+//! ambiguous: the earlier request may have issued.
+//!
 //! The exchange runs on a task of its own. When the service's budget ends first, the service
 //! has already recorded the payment as ambiguous; the task still reads the late answer and
 //! logs it (an operator reconciles a requisite issued after all), changing nothing.
@@ -233,6 +239,9 @@ impl Inner {
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         let mut timed_out = 0;
+        // The first attempt that may have reached the upstream: it may have issued, so no
+        // later attempt's refusal makes the payment's outcome "nothing was issued".
+        let mut reached: Option<String> = None;
         loop {
             let result = self.attempt(request, &body).await;
             timed_out += u32::from(matches!(result, Attempt::TimedOut(_)));
@@ -248,6 +257,7 @@ impl Inner {
                     "requisite provider: no answer in time; asking again"
                 );
                 deadline = Instant::now() + self.timeout;
+                reached.get_or_insert_with(|| result.describe());
                 continue;
             }
             let retry = match &result {
@@ -256,7 +266,7 @@ impl Inner {
                 Attempt::Answer(_) | Attempt::Failed(_) | Attempt::TimedOut(_) => false,
             };
             if !retry || attempt >= MAX_ATTEMPTS || Instant::now() + delay >= deadline {
-                return result.outcome(request);
+                return result.outcome_after(reached, request);
             }
             tracing::info!(
                 payment_id = %request.payment_id,
@@ -264,6 +274,9 @@ impl Inner {
                 error = %result.describe(),
                 "requisite provider: trying again"
             );
+            if result.may_have_reached() {
+                reached.get_or_insert_with(|| result.describe());
+            }
             tokio::time::sleep(delay).await;
             delay *= 2;
             attempt += 1;
@@ -324,15 +337,37 @@ impl Attempt {
         }
     }
 
+    /// Whether the upstream may have taken this attempt's request (and issued): anything but a
+    /// connection never made and a refusal before acceptance.
+    fn may_have_reached(&self) -> bool {
+        !matches!(
+            self,
+            Attempt::NotSent(_) | Attempt::Status(400..=407 | 409..=499)
+        )
+    }
+
+    /// The outcome of the last attempt of an exchange in which `reached` describes an earlier
+    /// attempt that may have reached the upstream: a refusal of the last one (or no connection)
+    /// says nothing of the earlier request, which may have issued, so it is ambiguous then.
+    fn outcome_after(self, reached: Option<String>, request: &RequisiteRequest) -> ProviderOutcome {
+        match reached {
+            Some(earlier) if !self.may_have_reached() => ProviderOutcome::Ambiguous(format!(
+                "requisite provider: {earlier}; then {}",
+                self.describe()
+            )),
+            _ => self.outcome(request),
+        }
+    }
+
     fn outcome(self, request: &RequisiteRequest) -> ProviderOutcome {
         let body = match self {
             Attempt::Answer(body) => body,
             // Nothing reached the upstream, or it refused the request before accepting it:
             // nothing was issued (another provider may be asked).
-            Attempt::NotSent(_) | Attempt::Status(400..=407 | 409..=499) => {
+            refused if !refused.may_have_reached() => {
                 return ProviderOutcome::Unavailable(format!(
                     "requisite provider: {}",
-                    self.describe()
+                    refused.describe()
                 ))
             }
             other => {

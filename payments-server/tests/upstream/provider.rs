@@ -223,6 +223,26 @@ async fn a_provider_that_times_out_once_is_asked_again_and_issues() {
     s.stop().await;
 }
 
+/// A request that timed out may have issued: when the upstream refuses the next attempt
+/// (`429`, before accepting it), the payment is ambiguous, not "nothing was issued" (which
+/// would send it to the next provider: a second requisite for one payment). The history
+/// checker found it so: a slow provider turning busy mid-create.
+#[tokio::test]
+async fn a_refusal_after_a_timed_out_request_is_ambiguous() {
+    let u = Upstream::start(Mode::IssueSlowOnceThen(Duration::from_secs(2), 429)).await;
+    let s = server(&u, |s| {
+        s.upstream.timeout = Duration::from_millis(400);
+        s.upstream.provider_budget = Duration::from_secs(5);
+    })
+    .await;
+    let id = ambiguous(&s, "slow-then-busy").await;
+    u.seen(|seen| {
+        assert_eq!(seen.requests.len(), 2, "{:?}", seen.requests);
+        assert!(seen.issued.contains_key(&id), "the first request issued");
+    });
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn a_budget_from_the_settings_ends_the_wait() {
     let u = Upstream::start(Mode::IssueAfter(Duration::from_secs(3))).await;

@@ -36,6 +36,9 @@ pub(crate) enum Mode {
     IssueAfter(Duration),
     /// `issued`, after a pause for the first request of a payment id, at once for the next.
     IssueSlowOnce(Duration),
+    /// `issued`, after a pause, for the first request of a payment id; this status (a refusal,
+    /// nothing issued) for the next.
+    IssueSlowOnceThen(Duration, u16),
     NoRequisites,
     NotRoutable,
     /// This status with a JSON body.
@@ -161,6 +164,18 @@ async fn requisites(State(u): State<Upstream>, headers: HeaderMap, body: Bytes) 
             if first {
                 tokio::time::sleep(pause).await;
             }
+            answer
+        }
+        Mode::IssueSlowOnceThen(pause, status) => {
+            if u.seen(|seen| seen.requests.iter().filter(|r| r.0 == pid).count()) > 1 {
+                return (
+                    StatusCode::from_u16(status).unwrap(),
+                    axum::Json(json!({"error": "busy"})),
+                )
+                    .into_response();
+            }
+            let answer = issue(&u);
+            tokio::time::sleep(pause).await;
             answer
         }
         Mode::NoRequisites => {
