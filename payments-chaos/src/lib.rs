@@ -343,12 +343,7 @@ pub async fn run(opts: &Options) -> Result<Report, Error> {
 
     // Healed, settled, read, checked.
     cluster.heal_all().await;
-    // A create whose payment was written while its node's clock was ahead, and whose answer
-    // was lost, stays `created` until that clock, stepped back when the jump healed, passes
-    // the payment's creation time and the provider's budget (the repeats and the sweeper
-    // judge a lost create by its age): up to the largest jump longer than otherwise.
-    workload::resolve_unknown_creates(&world, Duration::from_secs(90) + nemesis::MAX_CLOCK_JUMP)
-        .await;
+    workload::resolve_unknown_creates(&world, Duration::from_secs(90)).await;
     let settled = state::settle(&world, Duration::from_secs(150)).await;
     let fin = state::read(&world).await;
     let report = judge(opts, &world, &cluster, &receiver, &fin, settled, left_out);

@@ -769,12 +769,19 @@ impl Payments<'_> {
             return Err(CreateError::Conflict(existing.merchant_payment_id));
         }
         let mut payment = existing;
-        let deadline: Timestamp = self.ports.clock.now() + self.config.duplicate_wait;
+        let started = self.ports.clock.now();
+        let deadline: Timestamp = started + self.config.duplicate_wait;
         // A payment still in `created` once its create's provider budget (and a second) has
         // passed lost its create (the process died, the store went away): the repeat asks the
         // provider again, once, instead of waiting for the sweeper, and answers the outcome
-        // (so a repeat may take its wait and then the provider's budget).
-        let lost_after = payment.created_at + self.config.provider_budget + RECOVER_AFTER_MARGIN;
+        // (so a repeat may take its wait and then the provider's budget). The budget counts
+        // from the payment's creation, or from this repeat's start when that time is still
+        // ahead on this node's clock (the clock was stepped back since, or another node's runs
+        // ahead): the create was stored before the repeat began, so by then its budget has
+        // run out on any clock, and waiting for the creation time's age would hang every
+        // repeat for as long as the step.
+        let lost_after =
+            payment.created_at.min(started) + self.config.provider_budget + RECOVER_AFTER_MARGIN;
         let mut asked = false;
         while payment.status == PaymentStatus::Created {
             let now = self.ports.clock.now();

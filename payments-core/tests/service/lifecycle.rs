@@ -1,6 +1,8 @@
 //! The lifecycle sweep: expiry with its callback and destination, a payment stuck in
 //! `created`, and a restarted service over the same store.
 
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_executor::block_on;
@@ -10,7 +12,7 @@ use payments_core::service::CreateStatus;
 use payments_core::store::Store;
 
 use crate::common::{self, ts, url, T_CREATED};
-use crate::support::{body, setup, setup_with, LIFETIME};
+use crate::support::{body, poll, setup, setup_with, LIFETIME};
 
 #[test]
 fn sweep_expires_exactly_at_the_lifetime_with_a_callback() {
@@ -137,6 +139,41 @@ fn a_repeat_of_a_lost_create_resolves_it_after_the_provider_budget() {
     // The sweeper finds nothing left to do.
     s.h.advance(Duration::from_secs(60));
     assert_eq!(s.sweep().changed(), 0);
+}
+
+/// A node's clock stepped back 110 s after a create stored its payment and died: the payment's
+/// creation time is ahead of the clock. A repeat of the create counts the provider budget from
+/// its own start then, and resolves the payment 16 s later, as it would a lost create, instead
+/// of answering it still `created` (and every later repeat the same, for as long as the step).
+#[test]
+fn a_repeat_resolves_a_lost_create_whose_creation_time_is_ahead_of_the_clock() {
+    let s = setup();
+    let mut stuck = common::fixture();
+    stuck.project_id = s.project.id;
+    let step = Duration::from_secs(110);
+    (stuck.created_at, stuck.updated_at) = (stuck.created_at + step, stuck.updated_at + step);
+    stuck.expires_at = stuck.expires_at + step;
+    block_on(s.h.store.insert_payment(&stuck)).unwrap();
+    let b = body("order-1001", "3400");
+    let mut repeat = pin!(s.h.create(s.project.id, b.as_bytes()));
+    let mut waited = Duration::ZERO;
+    let again = loop {
+        if let Poll::Ready(r) = poll(repeat.as_mut()) {
+            break r.unwrap();
+        }
+        assert!(waited < Duration::from_secs(60), "the repeat still waits");
+        s.h.advance(Duration::from_millis(250));
+        waited += Duration::from_millis(250);
+    };
+    assert_eq!(again.status, CreateStatus::Existing);
+    assert_eq!(again.payment.id, stuck.id);
+    assert_eq!(again.payment.status, PaymentStatus::Processing);
+    assert!(again.payment.requisites.is_some());
+    assert_eq!(
+        waited,
+        Duration::from_secs(16),
+        "the budget and 1 s from the repeat's start"
+    );
 }
 
 /// After a crash under load, every stuck payment of a sweep's batch is resolved by that sweep

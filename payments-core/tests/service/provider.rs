@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_executor::block_on;
@@ -11,7 +11,7 @@ use payments_core::service::CreateStatus;
 use payments_core::{Clock, ErrorCode};
 
 use crate::common::{ts, T_CREATED};
-use crate::support::{body, code, setup};
+use crate::support::{body, code, poll, setup};
 
 #[test]
 fn provider_without_requisites_gives_a_created_payment_in_error() {
@@ -57,10 +57,6 @@ fn provider_ambiguous_answer_gives_error_provider_result_ambiguous() {
         p.failure.unwrap().code,
         PaymentErrorCode::ProviderResultAmbiguous
     );
-}
-
-fn poll<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    f.poll(&mut Context::from_waker(Waker::noop()))
 }
 
 #[test]

@@ -1,5 +1,8 @@
 //! A live project over the common harness, and the requests the modules send.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures_executor::block_on;
@@ -14,6 +17,11 @@ use payments_core::{ApiError, PaymentId};
 use crate::common::{merchant, project, Harness};
 
 pub(crate) const LIFETIME: Duration = Duration::from_secs(15 * 60);
+
+/// Polls `f` once, with a waker that does nothing (the test steps the clock between polls).
+pub(crate) fn poll<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
 
 pub(crate) struct Setup {
     pub(crate) h: Harness,
