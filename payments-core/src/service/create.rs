@@ -1,6 +1,7 @@
 //! `POST /api/v1/payments`: from a verified body to a stored payment with requisites.
 
 use futures_util::future::{select, Either};
+use futures_util::FutureExt;
 
 use super::auth::{Authenticated, PendingNonce, REPLAYED};
 use super::Payments;
@@ -566,7 +567,14 @@ impl Payments<'_> {
     /// audit record (outcome `deferred`, the provider's words).
     async fn defer_recovery(self, payment: &Payment, why: &str) -> Result<Recovery, StoreError> {
         let mut later = payment.clone();
-        later.updated_at = self.ports.clock.now().max(payment.updated_at);
+        // Never at or before the last update, even on a clock stepped back behind it (the
+        // payment written while the clock ran ahead): the deferral must move the next
+        // recovery out.
+        later.updated_at = self
+            .ports
+            .clock
+            .now()
+            .max(payment.updated_at + std::time::Duration::from_millis(1));
         later.version += 1;
         debug_assert_eq!(later.status, PaymentStatus::Created);
         let next = later.due_at();
@@ -699,6 +707,14 @@ impl Payments<'_> {
         let request = requisite_request(payment);
         let provider = &self.ports.provider;
         let mut asked: Vec<ProviderName> = Vec::new();
+        // One timer for the whole call, failovers included, never longer than the budget: it
+        // runs on the monotonic clock, so a wall clock stepped back meanwhile cannot lengthen
+        // the call past the budget (a repeat takes a create as lost the budget and a second
+        // after it began, `repeat`).
+        let left = deadline
+            .duration_since(self.ports.clock.now())
+            .min(self.config.provider_budget);
+        let mut budget = self.ports.clock.sleep(left);
         loop {
             let name = match &payment.route {
                 Some(route) => route.provider.clone(),
@@ -710,10 +726,8 @@ impl Payments<'_> {
                     }
                 }
             };
-            let left = deadline.duration_since(self.ports.clock.now());
             let call = provider.issue_with(&name, &request);
-            let budget = self.ports.clock.sleep(left);
-            let outcome = match select(call, budget).await {
+            let outcome = match select(call, budget.as_mut()).await {
                 Either::Left((outcome, _)) => outcome,
                 Either::Right(((), _)) => ProviderOutcome::Ambiguous(format!(
                     "the requisite provider {name} did not answer within {} s",
@@ -726,7 +740,9 @@ impl Payments<'_> {
             }
             let plan = provider.plan(&request);
             let next = plan.providers.into_iter().find(|p| !asked.contains(p));
-            let (Some(next), true) = (next, self.ports.clock.now() < deadline) else {
+            // Polled only while pending: a budget that ended returned above.
+            let ended = budget.as_mut().now_or_never().is_some();
+            let (Some(next), false) = (next, ended) else {
                 return Ok(outcome);
             };
             let mut switched = payment.clone();

@@ -20,7 +20,10 @@ pub struct ManualClock {
 
 #[derive(Debug)]
 struct ClockState {
+    /// The timers' time (monotonic but for [`ManualClock::set`]).
     now: Timestamp,
+    /// How far [`Clock::now`] is behind the timers' time ([`ManualClock::step_wall_back`]).
+    wall_behind: Duration,
     next_id: u64,
     sleepers: BTreeMap<u64, (Timestamp, Option<Waker>)>,
 }
@@ -31,6 +34,7 @@ impl ManualClock {
         ManualClock {
             inner: Arc::new(Mutex::new(ClockState {
                 now: start,
+                wall_behind: Duration::ZERO,
                 next_id: 0,
                 sleepers: BTreeMap::new(),
             })),
@@ -57,7 +61,18 @@ impl ManualClock {
         Self::wake_due(&mut st);
     }
 
-    /// The earliest pending timer deadline, if any.
+    /// Steps the time that [`Clock::now`] answers back by `d`, as an NTP step corrects a
+    /// wall clock, leaving the timers' time alone: a timer set before fires when it would
+    /// have, as the production clock's timers (on the monotonic clock) do.
+    pub fn step_wall_back(&self, d: Duration) {
+        let mut st = self
+            .inner
+            .lock()
+            .expect("clock lock is never held across a panic");
+        st.wall_behind += d;
+    }
+
+    /// The earliest pending timer deadline, if any (in the timers' time).
     pub fn next_deadline(&self) -> Option<Timestamp> {
         let st = self
             .inner
@@ -80,10 +95,11 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        self.inner
+        let st = self
+            .inner
             .lock()
-            .expect("clock lock is never held across a panic")
-            .now
+            .expect("clock lock is never held across a panic");
+        st.now - st.wall_behind
     }
 
     fn sleep(&self, duration: Duration) -> Sleep {

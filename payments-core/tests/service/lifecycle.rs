@@ -141,32 +141,55 @@ fn a_repeat_of_a_lost_create_resolves_it_after_the_provider_budget() {
     assert_eq!(s.sweep().changed(), 0);
 }
 
-/// A node's clock stepped back 110 s after a create stored its payment and died: the payment's
-/// creation time is ahead of the clock. A repeat of the create counts the provider budget from
-/// its own start then, and resolves the payment 16 s later, as it would a lost create, instead
-/// of answering it still `created` (and every later repeat the same, for as long as the step).
-#[test]
-fn a_repeat_resolves_a_lost_create_whose_creation_time_is_ahead_of_the_clock() {
-    let s = setup();
-    let mut stuck = common::fixture();
-    stuck.project_id = s.project.id;
+/// A payment of `amount` stuck in `created` whose creation time is 110 s ahead of the clock
+/// (its create stored it while the node's clock ran ahead, then died; the clock was stepped
+/// back since), and a repeat of its create driven to its answer: the answer and how long the
+/// repeat took.
+fn repeat_of_a_create_stored_ahead(
+    s: &crate::support::Setup,
+    amount: &str,
+) -> (payments_core::service::CreateOutcome, Duration) {
+    let fixture = common::fixture();
+    let mut stuck = payments_core::testing::fixtures::payment(
+        fixture.id,
+        s.project.id,
+        &payments_core::testing::fixtures::request(
+            "order-1001",
+            amount,
+            payments_core::payment::PaymentMethod::Sbp,
+        ),
+        fixture.flow,
+        fixture.created_at,
+        fixture.expires_at.duration_since(fixture.created_at),
+    );
     let step = Duration::from_secs(110);
     (stuck.created_at, stuck.updated_at) = (stuck.created_at + step, stuck.updated_at + step);
     stuck.expires_at = stuck.expires_at + step;
     block_on(s.h.store.insert_payment(&stuck)).unwrap();
-    let b = body("order-1001", "3400");
+    let b = body("order-1001", amount);
     let mut repeat = pin!(s.h.create(s.project.id, b.as_bytes()));
     let mut waited = Duration::ZERO;
-    let again = loop {
+    loop {
         if let Poll::Ready(r) = poll(repeat.as_mut()) {
-            break r.unwrap();
+            let again = r.unwrap();
+            assert_eq!(again.status, CreateStatus::Existing);
+            assert_eq!(again.payment.id, stuck.id);
+            return (again, waited);
         }
         assert!(waited < Duration::from_secs(60), "the repeat still waits");
         s.h.advance(Duration::from_millis(250));
         waited += Duration::from_millis(250);
-    };
-    assert_eq!(again.status, CreateStatus::Existing);
-    assert_eq!(again.payment.id, stuck.id);
+    }
+}
+
+/// A repeat of a lost create whose creation time is ahead of the clock counts the provider
+/// budget from its own start, and resolves the payment 16 s later, as it would any lost
+/// create, instead of answering it still `created` (and every later repeat the same, for as
+/// long as the step).
+#[test]
+fn a_repeat_resolves_a_lost_create_whose_creation_time_is_ahead_of_the_clock() {
+    let s = setup();
+    let (again, waited) = repeat_of_a_create_stored_ahead(&s, "3400");
     assert_eq!(again.payment.status, PaymentStatus::Processing);
     assert!(again.payment.requisites.is_some());
     assert_eq!(
@@ -174,6 +197,19 @@ fn a_repeat_resolves_a_lost_create_whose_creation_time_is_ahead_of_the_clock() {
         Duration::from_secs(16),
         "the budget and 1 s from the repeat's start"
     );
+}
+
+/// The same, the provider unable to say: the recovery is deferred, and the deferral moves the
+/// payment's next recovery out although the clock is behind the payment's times (its
+/// `updated_at` becomes the last one's and a millisecond, not the clock's earlier time).
+#[test]
+fn a_deferred_recovery_of_a_create_stored_ahead_moves_its_next_recovery_out() {
+    let s = setup();
+    let (again, _) = repeat_of_a_create_stored_ahead(&s, "3400.14");
+    let p = again.payment;
+    assert_eq!(p.status, PaymentStatus::Created);
+    assert_eq!(p.updated_at, p.created_at + Duration::from_millis(1));
+    assert!(p.due_at().unwrap() > p.created_at + payments_core::payment::STUCK_CREATE_AFTER);
 }
 
 /// After a crash under load, every stuck payment of a sweep's batch is resolved by that sweep

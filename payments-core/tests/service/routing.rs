@@ -8,6 +8,7 @@ use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_executor::block_on;
@@ -16,16 +17,20 @@ use payments_core::payment::{PaymentErrorCode, PaymentMethod, PaymentStatus};
 use payments_core::provider::{ProviderName, ProviderOutcome, RequisiteProvider, RequisiteRequest};
 use payments_core::service::{AuthConfig, Recovery};
 use payments_core::store::PaymentStore;
+use payments_core::testing::ManualClock;
+use payments_core::Clock;
 use payments_providers::{Coverage, Route, Router};
 
 use crate::common::{merchant, project, Harness};
-use crate::support::body;
+use crate::support::{body, poll};
 
-/// Answers what it is told (or never, while `hang`), counting its calls.
+/// Answers what it is told (or never, while `hang`; after a pause on a clock's timers, when
+/// told one), counting its calls.
 #[derive(Default)]
 struct Told {
     answer: Mutex<Option<ProviderOutcome>>,
     hang: std::sync::atomic::AtomicBool,
+    later: Mutex<Option<(ManualClock, Duration)>>,
     calls: AtomicUsize,
 }
 
@@ -35,6 +40,10 @@ impl RequisiteProvider for Told {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if self.hang.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
+        }
+        let later = self.later.lock().unwrap().clone();
+        if let Some((clock, pause)) = later {
+            clock.sleep(pause).await;
         }
         self.answer
             .lock()
@@ -181,6 +190,62 @@ fn an_ambiguous_answer_ends_the_create_and_the_recovery_asks_that_provider_only(
     );
 }
 
+/// A wall clock stepped back during a create's failover neither lengthens the create past its
+/// provider budget nor lets a repeat recover it while it still runs: the budget is one timer on
+/// the monotonic clock, so the create ends 15 s after it began, before a repeat (which counts
+/// the budget from its own start when the payment's creation time is ahead of the clock)
+/// takes it as lost and asks the provider a second time.
+#[test]
+fn a_wall_clock_stepped_back_during_the_failover_keeps_the_create_in_its_budget() {
+    let t = three(Coverage::default());
+    let clock = t.h.clock.clone();
+    // First refuses after 1 s; second takes the request and never answers.
+    *t.first.later.lock().unwrap() = Some((clock.clone(), Duration::from_secs(1)));
+    *t.first.answer.lock().unwrap() = Some(ProviderOutcome::Unavailable("busy".into()));
+    t.second.hang.store(true, Ordering::SeqCst);
+    let b = body("step1", "1500.00");
+    let mut create = pin!(t.h.create(t.project, b.as_bytes()));
+    assert!(poll(create.as_mut()).is_pending());
+    clock.step_wall_back(Duration::from_secs(110));
+    let mut repeat = pin!(t.h.create(t.project, b.as_bytes()));
+    assert!(poll(repeat.as_mut()).is_pending());
+    let step = Duration::from_millis(250);
+    let (mut created, mut waited) = (None, Duration::ZERO);
+    let repeated = loop {
+        assert!(waited < Duration::from_secs(60), "still waiting");
+        clock.advance(step);
+        waited += step;
+        if created.is_none() {
+            if let Poll::Ready(r) = poll(create.as_mut()) {
+                created = Some((r.unwrap().payment, waited));
+            }
+        }
+        if let Poll::Ready(r) = poll(repeat.as_mut()) {
+            break r.unwrap().payment;
+        }
+    };
+    let (created, ended) = created.expect("the create ended before its repeat");
+    assert_eq!(
+        ended,
+        Duration::from_secs(15),
+        "the budget, on the timers' clock"
+    );
+    assert_eq!(
+        created.failure.as_ref().unwrap().code,
+        PaymentErrorCode::ProviderResultAmbiguous
+    );
+    assert_eq!(created.route.as_ref().unwrap().provider.as_str(), "second");
+    assert_eq!(
+        repeated, created,
+        "the repeat answers what the create stored"
+    );
+    assert_eq!(
+        t.second.calls.load(Ordering::SeqCst),
+        1,
+        "second asked by the create only"
+    );
+}
+
 #[test]
 fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names() {
     let t = three(Coverage::default());
@@ -206,7 +271,7 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
         "the switch was recorded before second was asked"
     );
     // Past its budget it is on the operator's reconciliation list, unresolved.
-    t.h.advance(std::time::Duration::from_secs(17));
+    t.h.advance(Duration::from_secs(17));
     let since = payments_core::Timestamp::from_unix_millis(0);
     let r = block_on(t.h.service.payments().reconciliation(since, 10)).unwrap();
     assert_eq!(
@@ -228,7 +293,7 @@ fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names(
     let deferred = block_on(t.h.store.payment(stuck.id)).unwrap().unwrap();
     assert_eq!(deferred.status, PaymentStatus::Created);
     let age = deferred.updated_at.duration_since(deferred.created_at);
-    assert!(age >= std::time::Duration::from_secs(17), "{age:?}");
+    assert!(age >= Duration::from_secs(17), "{age:?}");
     assert_eq!(
         deferred.due_at(),
         Some(deferred.updated_at + payments_core::payment::STUCK_CREATE_AFTER),
