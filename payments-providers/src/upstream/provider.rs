@@ -2,11 +2,12 @@
 //! upstream's requisite endpoint, idempotent by payment id (docs/providers.md, "Requisites").
 //!
 //! The answer maps to a [`ProviderOutcome`] and nothing else: `200` with `result` `issued`,
-//! `no_requisites`, `not_routable` or `ambiguous`. Everything else (another status, a body
-//! that is not that JSON, an answer over [`MAX_ANSWER_BYTES`], a broken connection, the
-//! request timeout) is [`ProviderOutcome::Ambiguous`]: the upstream may have issued a
-//! requisite, so the payment must not get another. What each outcome does to the payment is
-//! the core's decision.
+//! `no_requisites`, `not_routable` or `ambiguous`. A connection that could not be made and a
+//! `4xx` other than `408` (refused before acceptance) are [`ProviderOutcome::Unavailable`]:
+//! nothing was issued. Everything else (another status, a body that is not that JSON, an
+//! answer over [`MAX_ANSWER_BYTES`], a broken connection, the request timeout) is
+//! [`ProviderOutcome::Ambiguous`]: the upstream may have issued a requisite, so the payment
+//! must not get another. What each outcome does to the payment is the core's decision.
 //!
 //! A connection that could not be made (nothing was sent) and `502`/`503`/`504` are tried
 //! again, with the same body and idempotency key and a fresh signature, while the request
