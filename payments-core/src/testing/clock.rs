@@ -51,7 +51,8 @@ impl ManualClock {
         Self::wake_due(&mut st);
     }
 
-    /// Sets the time (it may move backwards, as a real clock can be corrected).
+    /// Sets the timers' time (it may move backwards, as a real clock can be corrected);
+    /// [`Clock::now`] answers it less any [`ManualClock::step_wall_back`].
     pub fn set(&self, t: Timestamp) {
         let mut st = self
             .inner
