@@ -1,6 +1,7 @@
 //! PostgreSQL-specific behaviour beyond the contract suite: migrations applied once by nodes
-//! starting together, a newer schema refused, an older one refused without `migrate`, turns of background work across nodes, and an
-//! unreachable database answered as unavailable within the pool's limits.
+//! starting together, a newer schema refused, an older one refused without `migrate`, turns of
+//! background work across nodes, request-log writes that never wait for another node's trim,
+//! and an unreachable database answered as unavailable within the pool's limits.
 
 mod support;
 
@@ -942,6 +943,74 @@ async fn the_old_request_log_reads_back_after_schema_28() {
         .expect("count")
         .get(0);
     assert_eq!(left, 0, "the old table is emptied");
+    drop(client);
+    let _ = task.await;
+    store.close();
+}
+
+/// A write of the request log never waits for another transaction that is deleting the same
+/// project's rows (another node's trim or purge): two nodes' writes that trim the same projects
+/// in opposite orders each waited for the other's row locks, and PostgreSQL cancelled one as a
+/// deadlock, its requests lost. The trim skips the rows held; a rolled-back holder leaves them
+/// to the next write's trim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: DATABASE_URL"]
+async fn a_request_log_write_never_waits_for_another_trim() {
+    use payments_core::request_log::RequestLogQuery;
+    use payments_core::store::RequestLogStore;
+    use payments_core::testing::contract::{ms, project_id, sample_request};
+
+    let url = support::fresh_schema(&support::database_url()).await;
+    let store = PgStore::connect(&url, support::options()).await.unwrap();
+    let (a, b) = (project_id(1), project_id(2));
+    for t in 0..3 {
+        for p in [a, b] {
+            let one = [sample_request(p, T0 + ms(t), 200)];
+            store.insert_requests(&one, 100).await.expect("append");
+        }
+    }
+    // Another node's transaction is deleting project a's rows and has not committed.
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let task = tokio::spawn(connection);
+    client.batch_execute("BEGIN").await.expect("begin");
+    let held = client
+        .execute(
+            "DELETE FROM request_log_writes WHERE project_id = $1",
+            &[&a.to_string()],
+        )
+        .await
+        .expect("delete");
+    assert_eq!(held, 3);
+    // This node's write trims b, then a, keeping one request each.
+    let write = [
+        sample_request(b, T0 + ms(3), 200),
+        sample_request(a, T0 + ms(3), 200),
+    ];
+    tokio::time::timeout(Duration::from_secs(20), store.insert_requests(&write, 1))
+        .await
+        .expect("the write waited for the other transaction's row locks")
+        .expect("append");
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+    let count = |p| {
+        let store = &store;
+        async move {
+            let page = store.find_requests(&RequestLogQuery::new(p, 10)).await;
+            page.expect("read").len()
+        }
+    };
+    assert_eq!(count(b).await, 1, "b trimmed to one");
+    assert_eq!(
+        count(a).await,
+        4,
+        "a's rows held by the other transaction stayed"
+    );
+    store
+        .insert_requests(&[sample_request(a, T0 + ms(4), 200)], 1)
+        .await
+        .expect("append");
+    assert_eq!(count(a).await, 1, "the next write's trim took them");
     drop(client);
     let _ = task.await;
     store.close();

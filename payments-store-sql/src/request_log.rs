@@ -190,12 +190,19 @@ pub static INSERT: Sql = Sql::new(|_| {
 });
 
 /// Deletes project `$1`'s rows behind at least `$2` of its requests: its rows, newest first by
-/// their newest request, after the one that reaches `$2`.
-pub static TRIM: Sql = Sql::new(|_| {
-    "DELETE FROM request_log_writes WHERE id IN (SELECT id FROM (SELECT id, \
-     sum(entries) OVER (ORDER BY newest_at DESC, id DESC) - entries AS newer \
-     FROM request_log_writes WHERE project_id = $1) AS w WHERE newer >= $2)"
-        .to_string()
+/// their newest request, after the one that reaches `$2`. On PostgreSQL it skips the rows
+/// another transaction holds (a trim or [`PURGE`] on another node deleting them): two writes
+/// that trim the same projects in different orders would otherwise each wait for the other's
+/// row locks (a deadlock, and the write aborted with its requests). A row skipped stays until
+/// the next write's trim if that transaction rolls back.
+pub static TRIM: Sql = Sql::new(|d| {
+    format!(
+        "DELETE FROM request_log_writes WHERE id IN (SELECT id FROM request_log_writes \
+         WHERE id IN (SELECT id FROM (SELECT id, \
+         sum(entries) OVER (ORDER BY newest_at DESC, id DESC) - entries AS newer \
+         FROM request_log_writes WHERE project_id = $1) AS w WHERE newer >= $2){})",
+        d.skip_locked()
+    )
 });
 
 /// The values of [`TRIM`] for `project` keeping `keep`.
@@ -207,11 +214,14 @@ pub fn trim_values(project: ProjectId, keep: usize) -> Vec<SqlValue> {
 }
 
 /// Deletes at most `$2` rows (of any project) whose newest request arrived before `$1`,
-/// oldest first, answering each one's count of requests.
-pub static PURGE: Sql = Sql::new(|_| {
-    "DELETE FROM request_log_writes WHERE id IN (SELECT id FROM request_log_writes \
-     WHERE newest_at < $1 ORDER BY newest_at, id LIMIT $2) RETURNING entries"
-        .to_string()
+/// oldest first, answering each one's count of requests; on PostgreSQL it skips the rows a
+/// [`TRIM`] or another node's purge holds, as [`TRIM`] does.
+pub static PURGE: Sql = Sql::new(|d| {
+    format!(
+        "DELETE FROM request_log_writes WHERE id IN (SELECT id FROM request_log_writes \
+         WHERE newest_at < $1 ORDER BY newest_at, id LIMIT $2{}) RETURNING entries",
+        d.skip_locked()
+    )
 });
 
 /// The rows that may hold requests of a page of `q`, newest first by their newest request,
