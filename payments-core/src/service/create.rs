@@ -193,6 +193,8 @@ impl Payments<'_> {
             }
             _ => None,
         };
+        // Running here from before its insert to the answer: recoveries here leave it alone.
+        let _running = self.creating.enter(&candidate);
         let admitted = self
             .ports
             .store
@@ -486,6 +488,9 @@ impl Payments<'_> {
     pub async fn recover_create(self, payment: &Payment) -> Result<Recovery, StoreError> {
         if payment.status != PaymentStatus::Created {
             return Ok(Recovery::Raced);
+        }
+        if self.creating.running(payment.id) {
+            return Ok(Recovery::InFlight);
         }
         // The provider the payment was routed to, and no other: it may have issued.
         let payment = &mut payment.clone();
@@ -801,7 +806,9 @@ impl Payments<'_> {
         let mut asked = false;
         while payment.status == PaymentStatus::Created {
             let now = self.ports.clock.now();
-            if !asked && now >= lost_after {
+            // A create running in this process is its own judge, whatever the clock says
+            // (a wall clock stepped forward makes it look lost).
+            if !asked && now >= lost_after && !self.creating.running(payment.id) {
                 asked = true;
                 self.recover_create(&payment).await?;
             } else if now >= deadline {
@@ -829,6 +836,53 @@ impl Payments<'_> {
 /// arrived with the create ends (`duplicate_wait`, 16 s): every repeat that waits sees the
 /// payment resolved, by its create or by itself.
 pub const RECOVER_AFTER_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The payments whose create is running in this process, from before its insert to its
+/// answer ([`Payments::create_payment`]). A payment still in `created` past its create's
+/// budget was taken as lost by its age on the wall clock alone, so a clock stepped forward
+/// during a create made a repeat or the sweep ask its provider again while the create was
+/// still asking (a second ask, and during a failover another provider than the create's);
+/// [`Payments::recover_create`] and a repeat now leave such a payment to its create. A create
+/// running on another node is not known here: there the clocks' difference still counts.
+#[derive(Debug, Default)]
+pub(super) struct CreatesInFlight(std::sync::Mutex<std::collections::HashSet<PaymentId>>);
+
+impl CreatesInFlight {
+    /// Marks the create of `candidate`'s payment as running until the guard is dropped (the
+    /// create answered, failed, or was dropped: a create cut off is lost, and recovered as
+    /// one). From before the insert, so that no recovery here sees the payment stored and not
+    /// yet known as running; nothing for a create refused before it has a payment.
+    fn enter(&self, candidate: &Result<(Payment, Pricing), CreateError>) -> Option<Running<'_>> {
+        let id = candidate.as_ref().ok()?.0.id;
+        let fresh = self.lock().insert(id);
+        debug_assert!(fresh, "one create per payment id");
+        Some(Running { set: self, id })
+    }
+
+    /// Whether `id`'s create is running in this process.
+    fn running(&self, id: PaymentId) -> bool {
+        self.lock().contains(&id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<PaymentId>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A create marked as running ([`CreatesInFlight::enter`]).
+struct Running<'a> {
+    set: &'a CreatesInFlight,
+    id: PaymentId,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let removed = self.set.lock().remove(&self.id);
+        debug_assert!(removed, "entered once, left once");
+    }
+}
 
 /// The audit action of a recovered create ([`Payments::recover_create`]); its `after`
 /// holds `outcome` (`resolved` or `ambiguous`), `status` and `provider`.
@@ -863,6 +917,10 @@ pub enum Recovery {
     Ambiguous,
     /// Nothing: the payment had left `created` (someone else resolved it first).
     Raced,
+    /// Nothing: the payment's create is still running in this process (asking its provider,
+    /// or storing the answer) and decides it: the wall clock alone cannot tell it from a
+    /// lost create once the clock was stepped forward.
+    InFlight,
     /// The provider could not say (not reached, or no answer in time) within
     /// [`ServiceConfig::recovery_window`](super::ServiceConfig::recovery_window) of the
     /// create: the payment stays `created` and is asked about again later (its

@@ -337,6 +337,9 @@ pub struct ServiceState {
     resends: crate::ratelimit::LocalRateLimiter,
     /// The list reads under way, by project ([`ScanBudget`]; shared by every clone).
     scan_places: Arc<scans::ScanPlaces>,
+    /// The creates running in this process (shared by every clone): a recovery leaves their
+    /// payments to them ([`create::CreatesInFlight`]).
+    creating: create::CreatesInFlight,
 }
 
 impl std::fmt::Debug for ServiceState {
@@ -471,6 +474,7 @@ impl PaymentService {
             provisioning: Default::default(),
             resends: Default::default(),
             scan_places: Default::default(),
+            creating: Default::default(),
         };
         PaymentService {
             shared: Arc::new(state),

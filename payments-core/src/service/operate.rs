@@ -339,7 +339,7 @@ impl Payments<'_> {
                     report.ambiguous_ids.push(p.id);
                 }
                 super::Recovery::Deferred => report.deferred += 1,
-                super::Recovery::Raced => {}
+                super::Recovery::Raced | super::Recovery::InFlight => {}
             }
         }
         debug_assert_eq!(report.ambiguous, report.ambiguous_ids.len());

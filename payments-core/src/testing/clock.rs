@@ -24,6 +24,8 @@ struct ClockState {
     now: Timestamp,
     /// How far [`Clock::now`] is behind the timers' time ([`ManualClock::step_wall_back`]).
     wall_behind: Duration,
+    /// How far [`Clock::now`] is ahead of it ([`ManualClock::step_wall_forward`]).
+    wall_ahead: Duration,
     next_id: u64,
     sleepers: BTreeMap<u64, (Timestamp, Option<Waker>)>,
 }
@@ -35,6 +37,7 @@ impl ManualClock {
             inner: Arc::new(Mutex::new(ClockState {
                 now: start,
                 wall_behind: Duration::ZERO,
+                wall_ahead: Duration::ZERO,
                 next_id: 0,
                 sleepers: BTreeMap::new(),
             })),
@@ -52,7 +55,8 @@ impl ManualClock {
     }
 
     /// Sets the timers' time (it may move backwards, as a real clock can be corrected);
-    /// [`Clock::now`] answers it less any [`ManualClock::step_wall_back`].
+    /// [`Clock::now`] answers it less any [`ManualClock::step_wall_back`] and plus any
+    /// [`ManualClock::step_wall_forward`].
     pub fn set(&self, t: Timestamp) {
         let mut st = self
             .inner
@@ -71,6 +75,16 @@ impl ManualClock {
             .lock()
             .expect("clock lock is never held across a panic");
         st.wall_behind += d;
+    }
+
+    /// Steps the time that [`Clock::now`] answers forward by `d`, leaving the timers' time
+    /// alone, as [`ManualClock::step_wall_back`] steps it back: no timer fires early.
+    pub fn step_wall_forward(&self, d: Duration) {
+        let mut st = self
+            .inner
+            .lock()
+            .expect("clock lock is never held across a panic");
+        st.wall_ahead += d;
     }
 
     /// The earliest pending timer deadline, if any (in the timers' time).
@@ -100,7 +114,7 @@ impl Clock for ManualClock {
             .inner
             .lock()
             .expect("clock lock is never held across a panic");
-        st.now - st.wall_behind
+        st.now - st.wall_behind + st.wall_ahead
     }
 
     fn sleep(&self, duration: Duration) -> Sleep {

@@ -190,6 +190,17 @@ fn an_ambiguous_answer_ends_the_create_and_the_recovery_asks_that_provider_only(
     );
 }
 
+/// [`three`] where first refuses after 1 s on the harness's clock and second takes the request
+/// and never answers; and that clock.
+fn first_refuses_after_1_s_second_hangs() -> (Three, ManualClock) {
+    let t = three(Coverage::default());
+    let clock = t.h.clock.clone();
+    *t.first.later.lock().unwrap() = Some((clock.clone(), Duration::from_secs(1)));
+    *t.first.answer.lock().unwrap() = Some(ProviderOutcome::Unavailable("busy".into()));
+    t.second.hang.store(true, Ordering::SeqCst);
+    (t, clock)
+}
+
 /// A wall clock stepped back during a create's failover neither lengthens the create past its
 /// provider budget nor lets a repeat recover it while it still runs: the budget is one timer on
 /// the monotonic clock, so the create ends 15 s after it began, before a repeat (which counts
@@ -197,12 +208,7 @@ fn an_ambiguous_answer_ends_the_create_and_the_recovery_asks_that_provider_only(
 /// takes it as lost and asks the provider a second time.
 #[test]
 fn a_wall_clock_stepped_back_during_the_failover_keeps_the_create_in_its_budget() {
-    let t = three(Coverage::default());
-    let clock = t.h.clock.clone();
-    // First refuses after 1 s; second takes the request and never answers.
-    *t.first.later.lock().unwrap() = Some((clock.clone(), Duration::from_secs(1)));
-    *t.first.answer.lock().unwrap() = Some(ProviderOutcome::Unavailable("busy".into()));
-    t.second.hang.store(true, Ordering::SeqCst);
+    let (t, clock) = first_refuses_after_1_s_second_hangs();
     let b = body("step1", "1500.00");
     let mut create = pin!(t.h.create(t.project, b.as_bytes()));
     assert!(poll(create.as_mut()).is_pending());
@@ -243,6 +249,59 @@ fn a_wall_clock_stepped_back_during_the_failover_keeps_the_create_in_its_budget(
         t.second.calls.load(Ordering::SeqCst),
         1,
         "second asked by the create only"
+    );
+}
+
+/// A wall clock stepped forward during a create makes its payment look lost by its age: a
+/// repeat and the sweep arriving then leave it to the create still running in this process
+/// (they asked the first provider again while the create failed over to the second: a
+/// second ask of each, and two providers possibly issuing for one payment).
+#[test]
+fn a_wall_clock_stepped_forward_during_the_create_leaves_the_payment_to_its_create() {
+    let (t, clock) = first_refuses_after_1_s_second_hangs();
+    let b = body("jump1", "1500.00");
+    let mut create = pin!(t.h.create(t.project, b.as_bytes()));
+    assert!(poll(create.as_mut()).is_pending());
+    clock.step_wall_forward(Duration::from_secs(110));
+    let payments = t.h.service.payments();
+    let mut repeat = pin!(t.h.create(t.project, b.as_bytes()));
+    let mut sweep = pin!(payments.sweep(1_000));
+    let Poll::Ready(report) = poll(sweep.as_mut()) else {
+        panic!("the sweep asked a provider about a payment whose create is running");
+    };
+    assert_eq!(report.unwrap().changed(), 0);
+    let step = Duration::from_millis(250);
+    let (mut created, mut waited) = (None, Duration::ZERO);
+    let repeated = loop {
+        assert!(waited < Duration::from_secs(60), "still waiting");
+        if let Poll::Ready(r) = poll(repeat.as_mut()) {
+            break r.unwrap().payment;
+        }
+        clock.advance(step);
+        waited += step;
+        if created.is_none() {
+            if let Poll::Ready(r) = poll(create.as_mut()) {
+                created = Some(r.unwrap().payment);
+            }
+        }
+    };
+    let created = created.expect("the create ended before its repeat");
+    assert_eq!(created.route.as_ref().unwrap().provider.as_str(), "second");
+    assert_eq!(
+        created.failure.as_ref().unwrap().code,
+        PaymentErrorCode::ProviderResultAmbiguous
+    );
+    assert_eq!(
+        repeated, created,
+        "the repeat answers what the create stored"
+    );
+    assert_eq!(
+        (
+            t.first.calls.load(Ordering::SeqCst),
+            t.second.calls.load(Ordering::SeqCst)
+        ),
+        (1, 1),
+        "each provider asked by the create only"
     );
 }
 
