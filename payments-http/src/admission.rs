@@ -216,7 +216,10 @@ pub(crate) async fn admitted(
     // for `routes()` mounted without it, and costs one timer per create.
     let body = read_body(body, parts.headers.get("content-length"), st.body_timeout).await?;
     let permit = admit(st)?;
-    let auth = authenticate(st, endpoint, &parts, &body, payment).await?;
+    // Boxed: authenticating is the largest state of every merchant handler's future (about
+    // 5 KiB), which the router's and tracing's wrappers would otherwise move whole, several
+    // times a request; a box moves as a pointer.
+    let auth = Box::pin(authenticate(st, endpoint, &parts, &body, payment)).await?;
     Ok(Admitted {
         _permit: permit,
         auth,
