@@ -483,17 +483,15 @@ impl Payments<'_> {
     /// `error` with the provider's refusal. `provider_result_ambiguous` only when the provider
     /// cannot say (no answer within its budget, an ambiguous answer) or requisites it issued
     /// cannot be priced any more (no rate, the contract no longer covers the payment).
-    /// Nothing when the payment is not in `created` any more (another node, the sweeper or
-    /// the create itself got there first).
+    /// Nothing when the payment is not in `created` any more as stored (another node, the
+    /// sweeper or the create itself got there first), or while its create runs in this
+    /// process. `payment` names the payment; what is asked is read from the store.
     pub async fn recover_create(self, payment: &Payment) -> Result<Recovery, StoreError> {
-        if payment.status != PaymentStatus::Created {
-            return Ok(Recovery::Raced);
-        }
-        if self.creating.running(payment.id) {
-            return Ok(Recovery::InFlight);
-        }
+        let payment = &mut match self.recoverable(payment).await? {
+            Ok(stored) => stored,
+            Err(nothing) => return Ok(nothing),
+        };
         // The provider the payment was routed to, and no other: it may have issued.
-        let payment = &mut payment.clone();
         #[cfg(feature = "planted-bugs")]
         if crate::planted::active(crate::planted::Bug::RecoveryAsksNextProvider) {
             let plan = self.ports.provider.plan(&requisite_request(payment));
@@ -563,6 +561,24 @@ impl Payments<'_> {
             Ok(_) => Ok(Recovery::Resolved),
             Err(StoreError::Conflict) => Ok(Recovery::Raced),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The payment as stored now, if a recovery may ask its provider about it: still
+    /// `created`, and its create not running in this process ([`Recovery::InFlight`]).
+    /// Read again after that check: the caller's copy may predate the create's failover or
+    /// answer (a sweep reads its batch, then commits expiries before it recovers), and a
+    /// create leaves [`CreatesInFlight`] only after its last write, so this read sees it.
+    async fn recoverable(self, payment: &Payment) -> Result<Result<Payment, Recovery>, StoreError> {
+        if payment.status != PaymentStatus::Created {
+            return Ok(Err(Recovery::Raced));
+        }
+        if self.creating.running(payment.id) {
+            return Ok(Err(Recovery::InFlight));
+        }
+        match self.ports.store.payment(payment.id).await? {
+            Some(stored) if stored.status == PaymentStatus::Created => Ok(Ok(stored)),
+            _ => Ok(Err(Recovery::Raced)),
         }
     }
 

@@ -305,6 +305,41 @@ fn a_wall_clock_stepped_forward_during_the_create_leaves_the_payment_to_its_crea
     );
 }
 
+/// A recovery given a copy of the payment read while its create still ran (as the sweep reads
+/// its batch before it recovers) asks nobody once the create has answered: it reads the
+/// payment again (it asked the provider the old copy named, here the one the create had
+/// failed over from).
+#[test]
+fn a_recovery_of_a_stale_copy_asks_nobody_once_the_create_answered() {
+    let (t, clock) = first_refuses_after_1_s_second_hangs();
+    t.second.hang.store(false, Ordering::SeqCst);
+    *t.second.answer.lock().unwrap() = Some(issued("79000000042"));
+    let b = body("stale1", "1500.00");
+    let mut create = pin!(t.h.create(t.project, b.as_bytes()));
+    assert!(poll(create.as_mut()).is_pending());
+    let mpid = payments_core::payment::MerchantPaymentId::parse("stale1").unwrap();
+    let stale = block_on(t.h.store.payment_by_merchant_id(t.project, &mpid))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stale.route.as_ref().unwrap().provider.as_str(), "first");
+    clock.advance(Duration::from_secs(1));
+    let Poll::Ready(created) = poll(create.as_mut()) else {
+        panic!("the create did not answer after the failover");
+    };
+    assert_eq!(created.unwrap().payment.status, PaymentStatus::Processing);
+    let payments = t.h.service.payments();
+    let mut recovery = pin!(payments.recover_create(&stale));
+    let Poll::Ready(recovery) = poll(recovery.as_mut()) else {
+        panic!("the recovery asked a provider about a payment its create has answered");
+    };
+    assert_eq!(recovery.unwrap(), Recovery::Raced);
+    assert_eq!(
+        t.first.calls.load(Ordering::SeqCst),
+        1,
+        "first asked by the create only"
+    );
+}
+
 #[test]
 fn a_create_cut_off_during_the_failover_is_recovered_from_the_provider_it_names() {
     let t = three(Coverage::default());
