@@ -855,11 +855,11 @@ pub const RECOVER_AFTER_MARGIN: std::time::Duration = std::time::Duration::from_
 
 /// The payments whose create is running in this process, from before its insert to its
 /// answer ([`Payments::create_payment`]). A payment still in `created` past its create's
-/// budget was taken as lost by its age on the wall clock alone, so a clock stepped forward
-/// during a create made a repeat or the sweep ask its provider again while the create was
-/// still asking (a second ask, and during a failover another provider than the create's);
-/// [`Payments::recover_create`] and a repeat now leave such a payment to its create. A create
-/// running on another node is not known here: there the clocks' difference still counts.
+/// budget looks lost by its age on the wall clock, and a clock stepped forward during a create
+/// makes a running create look so: asking its provider then would be a second ask, and during
+/// a failover possibly another provider than the create's. [`Payments::recover_create`] and a
+/// repeat leave such a payment to its create. A create running on another node is not known
+/// here: there the clocks' difference still counts.
 #[derive(Debug, Default)]
 pub(super) struct CreatesInFlight(std::sync::Mutex<std::collections::HashSet<PaymentId>>);
 
