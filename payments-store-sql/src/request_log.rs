@@ -193,8 +193,9 @@ pub static INSERT: Sql = Sql::new(|_| {
 /// their newest request, after the one that reaches `$2`. On PostgreSQL it skips the rows
 /// another transaction holds (a trim or [`PURGE`] on another node deleting them): two writes
 /// that trim the same projects in different orders would otherwise each wait for the other's
-/// row locks (a deadlock, and the write aborted with its requests). A row skipped stays until
-/// the next write's trim if that transaction rolls back.
+/// row locks (a deadlock, and the write aborted with its requests). A row skipped stays, should
+/// that transaction roll back, until the project's next write trims it or [`PURGE`] takes
+/// it by age.
 pub static TRIM: Sql = Sql::new(|d| {
     format!(
         "DELETE FROM request_log_writes WHERE id IN (SELECT id FROM request_log_writes \

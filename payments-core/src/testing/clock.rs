@@ -46,10 +46,7 @@ impl ManualClock {
 
     /// Moves time forward by `d`, waking timers that became due.
     pub fn advance(&self, d: Duration) {
-        let mut st = self
-            .inner
-            .lock()
-            .expect("clock lock is never held across a panic");
+        let mut st = self.state();
         st.now = st.now + d;
         Self::wake_due(&mut st);
     }
@@ -58,10 +55,7 @@ impl ManualClock {
     /// [`Clock::now`] answers it less any [`ManualClock::step_wall_back`] and plus any
     /// [`ManualClock::step_wall_forward`].
     pub fn set(&self, t: Timestamp) {
-        let mut st = self
-            .inner
-            .lock()
-            .expect("clock lock is never held across a panic");
+        let mut st = self.state();
         st.now = t;
         Self::wake_due(&mut st);
     }
@@ -70,29 +64,27 @@ impl ManualClock {
     /// wall clock, leaving the timers' time alone: a timer set before fires when it would
     /// have, as the production clock's timers (on the monotonic clock) do.
     pub fn step_wall_back(&self, d: Duration) {
-        let mut st = self
-            .inner
-            .lock()
-            .expect("clock lock is never held across a panic");
+        let mut st = self.state();
         st.wall_behind += d;
     }
 
     /// Steps the time that [`Clock::now`] answers forward by `d`, leaving the timers' time
     /// alone, as [`ManualClock::step_wall_back`] steps it back: no timer fires early.
     pub fn step_wall_forward(&self, d: Duration) {
-        let mut st = self
-            .inner
-            .lock()
-            .expect("clock lock is never held across a panic");
+        let mut st = self.state();
         st.wall_ahead += d;
+    }
+
+    /// The clock's state, locked.
+    fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.inner
+            .lock()
+            .expect("clock lock is never held across a panic")
     }
 
     /// The earliest pending timer deadline, if any (in the timers' time).
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        let st = self
-            .inner
-            .lock()
-            .expect("clock lock is never held across a panic");
+        let st = self.state();
         st.sleepers.values().map(|(t, _)| *t).min()
     }
 
@@ -110,10 +102,7 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        let st = self
-            .inner
-            .lock()
-            .expect("clock lock is never held across a panic");
+        let st = self.state();
         st.now - st.wall_behind + st.wall_ahead
     }
 
